@@ -1,0 +1,28 @@
+"""staged: PyTorch's autograd rebuilt in Python, with whole training steps compiled by IREE.
+
+Eager mode runs on NumPy; ``staged.compile(fn)`` traces forward, backward, hooks and
+optimizer updates into one graph and compiles it with IREE.
+"""
+from . import autodiff  # noqa: F401
+from .dtypes import (bfloat16, bool_ as bool, complex64, complex128, float16,  # noqa: F401
+                     float32, float64, get_default_dtype, int8, int16, int32, int64,
+                     set_default_dtype, uint8)
+from .dtypes import DType as dtype  # noqa: F401
+from .eager import *  # noqa: F401,F403
+from .eager.ops import (abs, add, amax, amin, argmax, argmin, bmm, clamp,  # noqa: F401
+                        clone, conj, cos, div, eq, exp, expm1, flatten, ge, gt, le,
+                        log, log1p, log_softmax, logical_and, logical_not, logical_or,
+                        logsumexp, lt, matmul, max, maximum, mean, min, minimum, mm, mul,
+                        ne, neg, permute, pow, relu, reshape, rsqrt, sigmoid, sign, sin,
+                        softmax, sqrt, squeeze, std, sub, sum, t, tanh, transpose,
+                        unsqueeze, var, where)
+from . import autograd  # noqa: F401
+Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
+float = float32
+double = float64
+long = int64
+cfloat = complex64
+cdouble = complex128
+half = float16
+
+__version__ = "0.1.0"

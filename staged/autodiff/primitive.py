@@ -1,0 +1,103 @@
+"""Primitives: each declared once with its impl, shape rule, VJP and JVP.
+
+A VJP rule is a plain function whose argument names say what it needs (Note [saved
+tensors from signatures]):
+
+* ``g``        the cotangent of the output;
+* ``out``      the primitive's output (saved);
+* an input's name (``x``, ``y`` ...) saves that input;
+* ``<x>_aval`` keeps only the input's shape and dtype;
+* any other name is a static parameter of the primitive (``dims``, ``shape`` ...).
+
+Rules are written with Tensor operations (the protocol in ``protocol.py``), never
+NumPy, so they run eagerly, record under capture and differentiate again.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+from .avals import Aval
+
+# JVP tags (PyTorch's auto_element_wise / auto_linear; JAX's deflinear / defjvp_zero).
+ELEMENTWISE = "elementwise"  # jvp(t) = sum_i conj(vjp_i(conj(t_i)))
+LINEAR = "linear"            # jvp(t) = prim(t_0, t_1, ...) with zeros for missing tangents
+ZERO = "zero"                # output is not differentiable
+
+REGISTRY: dict[str, "Primitive"] = {}
+
+# Set by staged.eager at import: binds a primitive to Tensor operands.
+_bind: list[Callable] = [None]
+
+
+class Rule:
+    """One VJP rule with its argument names split by role (computed once)."""
+
+    __slots__ = ("fn", "inputs", "avals", "static", "wants_out")
+
+    def __init__(self, fn, input_names, static_names):
+        names = list(inspect.signature(fn).parameters)
+        if not names or names[0] != "g":
+            raise TypeError(f"VJP rule {fn.__qualname__} must take the cotangent `g` first")
+        self.fn = fn
+        self.inputs = tuple(n for n in names[1:] if n in input_names)
+        self.avals = tuple(n[:-5] for n in names[1:] if n.endswith("_aval"))
+        self.wants_out = "out" in names
+        self.static = tuple(n for n in names[1:] if n in static_names)
+        unknown = set(names[1:]) - set(self.inputs) - {a + "_aval" for a in self.avals} \
+            - set(self.static) - {"out"}
+        if unknown:
+            raise TypeError(f"VJP rule {fn.__qualname__}: unknown argument(s) {sorted(unknown)}")
+
+
+class Primitive:
+    """A shape-strict operation with everything needed to run, differentiate and lower it."""
+
+    __slots__ = ("name", "impl", "shape_rule", "vjp", "jvp", "inputs", "static",
+                 "view", "node_name", "doc", "unsupported")
+
+    def __init__(self, name, impl, shape_rule, *, vjp=None, jvp=None, view=False,
+                 node_name=None, unsupported=None):
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} declared twice")
+        sig = inspect.signature(impl)
+        self.name = name
+        self.impl = impl
+        self.shape_rule = shape_rule
+        self.inputs = tuple(p.name for p in sig.parameters.values()
+                            if p.kind is p.POSITIONAL_OR_KEYWORD)
+        self.static = tuple(p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY)
+        if vjp is not None and not isinstance(vjp, tuple):
+            vjp = (vjp,)
+        if vjp is not None and len(vjp) != len(self.inputs):
+            raise TypeError(f"{name}: one VJP rule per input ({len(self.inputs)}) expected")
+        self.vjp = None if vjp is None else tuple(
+            None if f is None else Rule(f, self.inputs, self.static) for f in vjp)
+        if jvp is None:
+            jvp = ZERO if vjp is None else None
+        self.jvp = jvp
+        self.view = view
+        self.node_name = node_name or "".join(p.title() for p in name.split("_")) + "Backward0"
+        self.doc = (impl.__doc__ or "").strip()
+        self.unsupported = dict(unsupported or {})
+        REGISTRY[name] = self
+
+    @property
+    def differentiable(self) -> bool:
+        return self.vjp is not None
+
+    def __call__(self, *args, **params):
+        return _bind[0](self, args, params)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+    def abstract_eval(self, *avals: Aval, **params) -> Aval:
+        return self.shape_rule(*avals, **params)
+
+
+def primitive(name, shape_rule, **kw):
+    """Decorator form: ``@primitive("reduce_sum", reduce_shape)`` over the NumPy impl."""
+    def wrap(impl):
+        return Primitive(name, impl, shape_rule, **kw)
+    return wrap

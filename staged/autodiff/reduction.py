@@ -1,0 +1,71 @@
+"""Reductions over a set of dims, with or without kept dims."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from .avals import Aval, reduced_shape
+from .primitive import LINEAR, Primitive
+from .shape import expand, reshape
+
+
+def _reduce_rule(x, *, dims, keepdim):
+    return Aval(reduced_shape(x.shape, dims, keepdim), x.dtype)
+
+
+def _sum_vjp(g, x_aval, dims, keepdim):
+    return expand(reshape(g, shape=reduced_shape(x_aval.shape, dims, True)), shape=x_aval.shape)
+
+
+reduce_sum = Primitive("reduce_sum", lambda x, *, dims, keepdim: np.sum(
+    x, axis=dims, keepdims=keepdim, dtype=x.dtype), _reduce_rule, vjp=_sum_vjp, jvp=LINEAR,
+    node_name="SumBackward0")
+
+
+def _extremum_mask(x, out, dims):
+    kept = reduced_shape(x.shape, dims, True)
+    mask = x == out.reshape(kept)
+    return mask, kept
+
+
+def _extremum_vjp(g, x, out, dims):
+    # ties share the gradient evenly (PyTorch's amax/amin)
+    mask, kept = _extremum_mask(x, out, dims)
+    return g.reshape(kept) * mask / mask.sum(dims, keepdim=True)
+
+
+def _extremum_jvp(primals, tangents, out, *, dims, keepdim):
+    (x,), (t,) = primals, tangents
+    mask, _ = _extremum_mask(x, out, dims)
+    return (t * mask).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
+
+
+def _reduce_max(x, *, dims, keepdim):
+    return np.amax(x, axis=dims, keepdims=keepdim) if x.size else \
+        _empty_reduction_error("max", x, dims)
+
+
+def _reduce_min(x, *, dims, keepdim):
+    return np.amin(x, axis=dims, keepdims=keepdim) if x.size else \
+        _empty_reduction_error("min", x, dims)
+
+
+def _empty_reduction_error(what, x, dims):
+    raise IndexError(f"{what}(): Expected reduction dim {dims} to have non-zero size, "
+                     f"but the input has shape {tuple(x.shape)}")
+
+
+reduce_max = Primitive("reduce_max", _reduce_max, _reduce_rule, vjp=_extremum_vjp,
+                       jvp=_extremum_jvp, node_name="AmaxBackward0")
+reduce_min = Primitive("reduce_min", _reduce_min, _reduce_rule, vjp=_extremum_vjp,
+                       jvp=_extremum_jvp, node_name="AminBackward0")
+
+
+def _arg_rule(x, *, dim, keepdim):
+    return Aval(reduced_shape(x.shape, (dim,), keepdim), dt.int64)
+
+
+argmax = Primitive("argmax", lambda x, *, dim, keepdim: np.argmax(
+    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule)
+argmin = Primitive("argmin", lambda x, *, dim, keepdim: np.argmin(
+    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule)

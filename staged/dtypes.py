@@ -1,0 +1,136 @@
+"""dtypes: PyTorch's names over NumPy's dtypes, and PyTorch's type promotion."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class DType:
+    """A tensor element type; ``staged.float32`` and friends are the instances."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_category")
+
+    def __init__(self, name: str, np_dtype, category: int):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self._category = category  # 0 bool, 1 int, 2 float, 3 complex
+        self.is_floating_point = category == 2
+        self.is_complex = category == 3
+
+    def __repr__(self) -> str:
+        return f"staged.{self.name}"
+
+    def __reduce__(self):
+        return (from_numpy_dtype, (self.np,))
+
+    @property
+    def is_signed(self) -> bool:
+        return self._category != 0 and self.np.kind != "u"
+
+    def to_real(self) -> "DType":
+        """The real dtype of a complex one (complex64 -> float32); itself otherwise."""
+        return {complex64: float32, complex128: float64}.get(self, self)
+
+    def to_complex(self) -> "DType":
+        return {float32: complex64, float64: complex128, float16: complex64}.get(self, self)
+
+
+bool_ = DType("bool", np.bool_, 0)
+uint8 = DType("uint8", np.uint8, 1)
+int8 = DType("int8", np.int8, 1)
+int16 = DType("int16", np.int16, 1)
+int32 = DType("int32", np.int32, 1)
+int64 = DType("int64", np.int64, 1)
+float16 = DType("float16", np.float16, 2)
+float32 = DType("float32", np.float32, 2)
+float64 = DType("float64", np.float64, 2)
+complex64 = DType("complex64", np.complex64, 3)
+complex128 = DType("complex128", np.complex128, 3)
+
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64, complex64, complex128)
+_BY_NP = {d.np: d for d in ALL}
+
+try:  # bfloat16 only where NumPy can hold it (ml_dtypes, a dependency of onnx/jax builds)
+    import ml_dtypes
+
+    bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, 2)
+    ALL = ALL + (bfloat16,)
+    _BY_NP[bfloat16.np] = bfloat16
+except ImportError:  # pragma: no cover - depends on the environment
+    bfloat16 = None
+
+_default = [float32]
+
+
+def get_default_dtype() -> DType:
+    return _default[0]
+
+
+def set_default_dtype(d: DType) -> None:
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default[0] = d
+
+
+def from_numpy_dtype(npd) -> DType:
+    try:
+        return _BY_NP[np.dtype(npd)]
+    except (KeyError, TypeError):
+        raise TypeError(f"staged has no dtype for NumPy dtype {npd!r}; supported: "
+                        f"{', '.join(d.name for d in ALL)}") from None
+
+
+def as_dtype(d) -> DType:
+    """Accept a DType, a NumPy dtype or a Python type (float, int, bool, complex)."""
+    if isinstance(d, DType):
+        return d
+    if d is float:
+        return get_default_dtype()
+    if d is int:
+        return int64
+    if d is bool:
+        return bool_
+    if d is complex:
+        return get_default_dtype().to_complex()
+    return from_numpy_dtype(d)
+
+
+def _promote_pair(a: DType, b: DType) -> DType:
+    if a is b:
+        return a
+    return from_numpy_dtype(np.promote_types(a.np, b.np)) if a._category == b._category \
+        else (a if a._category > b._category else b)
+
+
+def _promote_all(group):
+    r = None
+    for d in group:
+        r = d if r is None else _promote_pair(r, d)
+    return r
+
+
+def _scalar_dtype(v) -> DType:
+    if isinstance(v, (bool, np.bool_)):
+        return bool_
+    if isinstance(v, (int, np.integer)):
+        return int64
+    if isinstance(v, complex):
+        return get_default_dtype().to_complex()
+    return get_default_dtype()
+
+
+def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
+    """PyTorch's promotion: dimensioned tensors take precedence over zero-dim tensors,
+    which take precedence over Python scalars, unless a lower tier has a higher category
+    (bool < int < float < complex)."""
+    out = None
+    for tier in (_promote_all(dim_dtypes), _promote_all(zero_dim_dtypes),
+                 _promote_all(_scalar_dtype(v) for v in scalars)):
+        if tier is None:
+            continue
+        if out is None:
+            out = tier
+        elif tier._category > out._category:
+            # a complex scalar keeps a float tensor's precision (float64 + 1j -> complex128)
+            out = out.to_complex() if tier._category == 3 and out._category == 2 else tier
+    return out

@@ -1,0 +1,64 @@
+"""apply(): run one primitive on Tensors and record its Node. The eager hot path.
+
+Evaluation is by payload: NumPy arrays run the primitive's impl. A capture installs an
+*interceptor* (``set_interceptor``) that evaluates instead; eager code does not know
+what it does (DESIGN.md: one engine, two payloads).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..autodiff.primitive import _bind
+from .grad_mode import _state
+from .node import PrimitiveBackward
+from .tensor import Tensor
+
+_ndarray = np.ndarray
+_interceptor = None  # (thread ident, fn(prim, inputs, params) -> payload)
+
+
+def set_interceptor(fn):
+    """Route every primitive issued by this thread through ``fn`` (None to stop).
+    Returns the previous interceptor so captures can nest."""
+    global _interceptor
+    prev = _interceptor
+    _interceptor = None if fn is None else (threading.get_ident(), fn)
+    return prev
+
+
+def restore_interceptor(prev) -> None:
+    global _interceptor
+    _interceptor = prev
+
+
+def _evaluate(prim, inputs, params):
+    icpt = _interceptor
+    if icpt is not None and icpt[0] == threading.get_ident():
+        return icpt[1](prim, inputs, params)
+    payloads = [t._payload if type(t._payload) is _ndarray else t._host() for t in inputs]
+    out = prim.impl(*payloads, **params)
+    return out if type(out) is _ndarray else np.asarray(out)
+
+
+def apply(prim, inputs, params):
+    """Bind ``prim`` to Tensor ``inputs``: evaluate, wrap, and record the backward Node."""
+    out = _evaluate(prim, inputs, params)
+    requires = False
+    if _state.grad_enabled and prim.vjp is not None:
+        for t in inputs:
+            if t._requires_grad:
+                requires = True
+                break
+    result = Tensor._wrap(out, requires)
+    if prim.view:
+        base = inputs[0]
+        result._version = base._version
+        result._base = base._base if base._base is not None else base
+    if requires:
+        result.grad_fn = PrimitiveBackward(prim, inputs, result, params)
+    return result
+
+
+_bind[0] = apply

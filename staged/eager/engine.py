@@ -1,0 +1,285 @@
+"""The backward engine: dependency counting and a ready queue, never recursion.
+
+Nodes run when every gradient flowing into them has arrived; among ready nodes the one
+created last runs first (PyTorch's sequence-number order, AccumulateGrad first of all).
+Each call is its own graph task, so several threads can run backward at once.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from .grad_mode import _state
+from .tensor import Tensor
+
+
+def _as_tuple(x):
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _root_edges(tensors, what="tensors"):
+    edges = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+        if t.grad_fn is not None:
+            edges.append((t.grad_fn, t._output_nr))
+        elif t._requires_grad:
+            edges.append((t._grad_accumulator(), 0))
+        else:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               "have a grad_fn")
+    return edges
+
+
+def _make_grads(outputs, grads):
+    from .factories import ones_like
+    out = []
+    for i, t in enumerate(outputs):
+        g = None if grads is None else grads[i]
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if t.dtype.is_complex:
+                raise RuntimeError("grad can be implicitly created only for real scalar "
+                                   "outputs")
+            g = ones_like(t)
+        elif not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
+        else:
+            if tuple(g.shape) != tuple(t.shape):
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                                   f"{g.shape} and output[{i}] has a shape of {t.shape}.")
+            if g.dtype.is_complex != t.dtype.is_complex:
+                raise RuntimeError(f"For complex Tensors, both grad_output and output are "
+                                   f"required to have the same dtype. Mismatch in dtype: "
+                                   f"grad_output[{i}] has a dtype of {g.dtype} and "
+                                   f"output[{i}] has a dtype of {t.dtype}.")
+            if t.grad_fn is None:
+                g = g.detach().clone()  # it may be stored as a leaf's .grad and mutated
+        out.append(g)
+    return out
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             inputs=None):
+    """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
+    tensors = _as_tuple(tensors)
+    grad_tensors = _as_tuple(grad_tensors)
+    if grad_tensors is not None and len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
+    inputs = _as_tuple(inputs)
+    if inputs is not None and len(inputs) == 0:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    edges = _root_edges(tensors)
+    grads = _make_grads(tensors, grad_tensors)
+    _execute(edges, grads, retain_graph, create_graph, inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, materialize_grads=False):
+    """Return the gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is
+    touched)."""
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    allow_unused = materialize_grads or bool(allow_unused)
+    outputs = _as_tuple(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = _as_tuple(inputs)
+    grad_outputs = _as_tuple(grad_outputs)
+    if grad_outputs is not None and len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"grad requires one grad_output per output: got "
+                           f"{len(grad_outputs)} grad_outputs and {len(outputs)} outputs")
+    for i, t in enumerate(inputs):
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    edges = _root_edges(outputs, "outputs")
+    grads = _make_grads(outputs, grad_outputs)
+    result = _execute(edges, grads, retain_graph, create_graph, inputs, accumulate=False)
+    for i, g in enumerate(result):
+        if g is None:
+            if materialize_grads:
+                from .factories import zeros_like
+                result[i] = zeros_like(inputs[i])
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+    return tuple(result)
+
+
+def _input_edge(t):
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    return (t._grad_accumulator(), 0)
+
+
+def _discover(roots):
+    """Dependency counts of every node reachable from ``roots``, and a topological order."""
+    deps = {}
+    order = []
+    seen = set(roots)
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps, order
+
+
+def _needed(order, targets):
+    """Nodes from which some target can be reached (only those need to run)."""
+    needed = set(targets)
+    changed = True
+    while changed:  # order is a DFS pre-order; iterate to a fixed point over back edges
+        changed = False
+        for node in reversed(order):
+            if node in needed:
+                continue
+            for nxt, _ in node.next_functions:
+                if nxt in needed:
+                    needed.add(node)
+                    changed = True
+                    break
+    return needed
+
+
+def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumulate):
+    roots = []
+    buffers = {}
+    for (node, nr), g in zip(root_edges, root_grads):
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = {}
+            roots.append(node)
+        buf[nr] = g if nr not in buf else buf[nr] + g
+    deps, order = _discover(roots)
+
+    captures = None  # {(node, nr): [indices into inputs]}
+    needed = visit = None  # None: every node runs
+    if inputs is not None:
+        captures = {}
+        for i, t in enumerate(inputs):
+            captures.setdefault(_input_edge(t), []).append(i)
+        targets = {n for n, _ in captures}
+        visit = _needed(order, targets)
+        needed = visit if accumulate else {
+            # grad(): a target's Node runs only if another target lies beyond it
+            n for n in visit if n not in targets or
+            any(nxt in visit for nxt, _ in n.next_functions)}
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+
+    tick = itertools.count()
+    ready = [(-n._seq, next(tick), n) for n in roots if deps.get(n, 0) == 0]
+    heapq.heapify(ready)
+    prev = _state.grad_enabled
+    _state.grad_enabled = create_graph
+    try:
+        while ready:
+            node = heapq.heappop(ready)[2]
+            buf = buffers.pop(node, {})
+            _run_tensor_hooks(node, buf)
+            if captures is not None:
+                for nr, g in buf.items():
+                    for i in captures.get((node, nr), ()):
+                        if accumulate and getattr(node, "variable", None) is None:
+                            _retain(inputs[i], g)  # backward(inputs=[non-leaf]) fills .grad
+                        captured[i] = g
+            run = needed is None or node in needed
+            outs = _run_node(node, buf, retain_graph) if run else None
+            for j, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                g = outs[j] if outs is not None else None
+                if g is not None:
+                    b = buffers.get(nxt)
+                    if b is None:
+                        buffers[nxt] = {nr: g}
+                    elif nr in b:
+                        b[nr] = b[nr] + g
+                    else:
+                        b[nr] = g
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0 and (visit is None or nxt in visit):
+                    heapq.heappush(ready, (-nxt._seq, next(tick), nxt))
+    finally:
+        _state.grad_enabled = prev
+    return captured
+
+
+def _run_tensor_hooks(node, buf):
+    hooks = node._tensor_pre_hooks
+    var = getattr(node, "variable", None)
+    if var is not None and var._hooks:
+        hooks = {0: var._hooks}
+    if hooks:
+        for nr, fns in hooks.items():
+            g = buf.get(nr)
+            if g is None:
+                continue
+            for fn in tuple(fns.values()):
+                r = fn(g)
+                if r is not None:
+                    g = r
+            buf[nr] = g
+
+
+def _retain(t, g):
+    if g is None:
+        return
+    if t._grad is None:
+        t._grad = g if _state.grad_enabled else g.detach().clone()
+    else:
+        t._grad = t._grad + g
+
+
+def _run_node(node, buf, retain_graph):
+    if node._pre_hooks:
+        grads = tuple(buf.get(i) for i in range(_arity(node, buf)))
+        for fn in tuple(node._pre_hooks.values()):
+            r = fn(grads)
+            if r is not None:
+                grads = tuple(r)
+        buf = dict(enumerate(grads))
+    if node._retain_grad:
+        for nr, ref in node._retain_grad.items():
+            t = ref()
+            if t is not None:
+                _retain(t, buf.get(nr))
+    grads = [buf.get(i) for i in range(_arity(node, buf))]
+    if all(g is None for g in grads):
+        outs = [None] * len(node.next_functions)
+    else:
+        outs = node.apply(grads)
+    if node._post_hooks:
+        outs = tuple(outs)
+        for fn in tuple(node._post_hooks.values()):
+            r = fn(outs, tuple(grads))
+            if r is not None:
+                outs = tuple(r)
+    if not retain_graph:
+        node.release_variables()
+    return outs
+
+
+def _arity(node, buf):
+    n = getattr(node, "num_outputs", 1)
+    return max(n, max(buf) + 1) if buf else n
+

@@ -1,0 +1,162 @@
+"""Tensor factories and the random-number state (``staged.manual_seed``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from .tensor import Tensor
+
+_rng = [np.random.default_rng()]
+
+
+def manual_seed(seed: int):
+    """Seed the generator behind rand, randn, randint and dropout."""
+    _rng[0] = np.random.default_rng(int(seed))
+
+
+def generator() -> np.random.Generator:
+    return _rng[0]
+
+
+def as_payload(data, dtype=None) -> np.ndarray:
+    """A NumPy array from Python data with PyTorch's dtype inference: Python floats take
+    the default dtype, ints int64, NumPy arrays keep theirs."""
+    if isinstance(data, Tensor):
+        data = data._host()
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        a = np.array(data)
+    else:
+        a = np.array(data)
+        if a.dtype == np.float64:
+            a = a.astype(dt.get_default_dtype().np)
+        elif a.dtype == np.complex128:
+            a = a.astype(dt.get_default_dtype().to_complex().np)
+        elif a.dtype.kind == "i":
+            a = a.astype(np.int64)
+        elif a.dtype.kind in "UOS":
+            raise TypeError(f"can't build a tensor from {type(data).__name__} of "
+                            f"{a.dtype.kind == 'O' and 'mixed objects' or 'strings'}")
+    if dtype is not None:
+        a = a.astype(dt.as_dtype(dtype).np, copy=False)
+    else:
+        dt.from_numpy_dtype(a.dtype)  # raises for dtypes staged has none for
+    return a
+
+
+def _new(payload, requires_grad):
+    t = Tensor._wrap(payload, False)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, requires_grad=False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data``.
+
+    Example:
+        >>> staged.tensor([1.0, 2.0], requires_grad=True)
+        tensor([1., 2.], requires_grad=True)
+    """
+    return _new(as_payload(data, dtype), requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the NumPy array ``a``."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    dt.from_numpy_dtype(a.dtype)
+    return Tensor._wrap(a, False)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension or a "
+                               f"non-integer size: {list(size)}")
+    return tuple(int(s) for s in size)
+
+
+def _dtype(dtype, default=None):
+    return dt.as_dtype(dtype) if dtype is not None else (default or dt.get_default_dtype())
+
+
+def zeros(*size, dtype=None, requires_grad=False) -> Tensor:
+    return _new(np.zeros(_size(size), _dtype(dtype).np), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False) -> Tensor:
+    return _new(np.ones(_size(size), _dtype(dtype).np), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False) -> Tensor:
+    return _new(np.empty(_size(size), _dtype(dtype).np), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
+    if dtype is None:
+        dtype = dt.result_type([], [], [fill_value])
+    return _new(np.full(_size((size,)), fill_value, _dtype(dtype).np), requires_grad)
+
+
+def zeros_like(t, dtype=None, requires_grad=False) -> Tensor:
+    return zeros(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False) -> Tensor:
+    return ones(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False) -> Tensor:
+    return full(tuple(t.shape), fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def empty_like(t, dtype=None, requires_grad=False) -> Tensor:
+    return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = dt.result_type([], [], [start, end, step])
+    return _new(np.arange(start, end, step).astype(_dtype(dtype).np), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False) -> Tensor:
+    return _new(np.linspace(start, end, steps).astype(_dtype(dtype).np), requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
+    return _new(np.eye(n, m, dtype=_dtype(dtype).np), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False) -> Tensor:
+    d = _dtype(dtype)
+    return _new(_rng[0].random(_size(size)).astype(d.np), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False) -> Tensor:
+    d = _dtype(dtype)
+    if d.is_complex:
+        a = (_rng[0].standard_normal(_size(size) + (2,)) / np.sqrt(2)).view(np.complex128)[..., 0]
+        return _new(a.astype(d.np), requires_grad)
+    return _new(_rng[0].standard_normal(_size(size)).astype(d.np), requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, requires_grad=False) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return _new(_rng[0].integers(low, high, size=_size((size,))).astype(
+        _dtype(dtype, dt.int64).np), requires_grad)
+
+
+def rand_like(t, dtype=None, requires_grad=False) -> Tensor:
+    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def randn_like(t, dtype=None, requires_grad=False) -> Tensor:
+    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+

@@ -1,0 +1,155 @@
+"""Nodes of the backward graph: PrimitiveBackward for ops, AccumulateGrad for leaves."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+from .hooks import add_hook
+from .saved import SavedTensor
+
+_sequence = itertools.count()
+
+
+class Node:
+    """A function of the backward graph (``grad_fn``).
+
+    ``next_functions`` holds one ``(node, input_nr)`` edge per forward input, ``(None, 0)``
+    where that input needs no gradient.
+    """
+
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
+                 "_retain_grad", "metadata", "__weakref__")
+
+    def __init__(self, next_functions=()):
+        self.next_functions = next_functions
+        self._seq = next(_sequence)
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._tensor_pre_hooks = None  # {output_nr: {id: fn}} from Tensor.register_hook
+        self._retain_grad = None       # {output_nr: weakref to the tensor}
+        self.metadata = {}
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    def apply(self, grads):
+        raise NotImplementedError
+
+    def release_variables(self) -> None:
+        pass
+
+    def register_hook(self, fn):
+        """Post-hook ``fn(grad_inputs, grad_outputs)``; may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        return add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Pre-hook ``fn(grad_outputs)``; may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return add_hook(self._pre_hooks, fn)
+
+    def _add_tensor_pre_hook(self, output_nr, fn):
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        return add_hook(self._tensor_pre_hooks.setdefault(output_nr, {}), fn)
+
+
+class PrimitiveBackward(Node):
+    """Backward of one primitive application: calls the VJP rule of each input that needs
+    a gradient, with what was saved for it."""
+
+    __slots__ = ("prim", "params", "needs", "saved", "_avals")
+
+    def __init__(self, prim, inputs, result, params):
+        edges = []
+        needs = []
+        for t in inputs:
+            if t._requires_grad:
+                fn = t.grad_fn
+                edges.append((fn, t._output_nr) if fn is not None else
+                             (t._grad_accumulator(), 0))
+                needs.append(True)
+            else:
+                edges.append((None, 0))
+                needs.append(False)
+        super().__init__(tuple(edges))
+        self.prim = prim
+        self.params = params
+        self.needs = needs
+        saved = {}
+        avals = None
+        names = prim.inputs
+        for rule, need in zip(prim.vjp, needs):
+            if not need or rule is None:
+                continue
+            for n in rule.inputs:
+                if n not in saved:
+                    saved[n] = SavedTensor(inputs[names.index(n)], False)
+            if rule.wants_out and "out" not in saved:
+                saved["out"] = SavedTensor(result, True)
+            if rule.avals and avals is None:
+                avals = {n: inputs[names.index(n)]._aval() for n in names}
+        self.saved = saved
+        self._avals = avals
+
+    def name(self) -> str:
+        return self.prim.node_name
+
+    def apply(self, grads):
+        g = grads[0]
+        out = []
+        for rule, need in zip(self.prim.vjp, self.needs):
+            if not need or rule is None or g is None:
+                out.append(None)
+                continue
+            kw = {"g": g}
+            for n in rule.inputs:
+                kw[n] = self.saved[n].unpack(self)
+            if rule.wants_out:
+                kw["out"] = self.saved["out"].unpack(self)
+            for n in rule.avals:
+                kw[n + "_aval"] = self._avals[n]
+            for n in rule.static:
+                kw[n] = self.params[n]
+            out.append(rule.fn(**kw))
+        return out
+
+    def release_variables(self) -> None:
+        for s in self.saved.values():
+            s.release()
+
+    def __getattr__(self, attr):
+        # grad_fn._saved_self / _raw_saved_self and friends, named as in PyTorch
+        if attr.startswith("_raw_saved_") or attr.startswith("_saved_"):
+            raw = attr.startswith("_raw_saved_")
+            key = attr[len("_raw_saved_" if raw else "_saved_"):]
+            key = {"self": self.prim.inputs[0], "other": self.prim.inputs[-1],
+                   "result": "out"}.get(key, key)
+            if key in self.saved:
+                return self.saved[key] if raw else self.saved[key].unpack(self)
+            if key in self.params:
+                return self.params[key]
+        raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+
+
+class AccumulateGrad(Node):
+    """The sink for a leaf tensor: accumulates the incoming gradient into ``.grad``."""
+
+    __slots__ = ("variable", "_lock")
+
+    def __init__(self, variable):
+        super().__init__(())
+        self.variable = variable
+        self._lock = threading.Lock()
+        self._seq = float("inf")  # runs as soon as it is ready, like PyTorch's
+
+    def apply(self, grads):
+        from .accumulate import accumulate_grad
+        with self._lock:
+            accumulate_grad(self.variable, grads[0])
+        return ()

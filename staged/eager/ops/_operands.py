@@ -1,0 +1,76 @@
+"""Broadcasting and type promotion, done once here so primitives can stay strict."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import autodiff as ad
+from ... import dtypes as dt
+from ..tensor import Tensor
+
+_SCALARS = (bool, int, float, complex, np.number, np.bool_)
+
+
+def scalar_tensor(v, dtype: dt.DType) -> Tensor:
+    return Tensor._wrap(np.array(v, dtype=dtype.np), False)
+
+
+def to_dtype(t: Tensor, dtype: dt.DType) -> Tensor:
+    return t if t._payload.dtype == dtype.np else ad.cast(t, dtype=dtype)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        a, b = shapes[0], shapes[1]
+        n = max(len(a), len(b))
+        pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+        for i in range(n - 1, -1, -1):
+            if pa[i] != pb[i] and 1 not in (pa[i], pb[i]):
+                raise RuntimeError(f"The size of tensor a ({pa[i]}) must match the size of "
+                                   f"tensor b ({pb[i]}) at non-singleton dimension {i}") from None
+        raise RuntimeError(f"shapes {list(a)} and {list(b)} cannot be broadcast") from None
+
+
+def expand_to(t: Tensor, shape: tuple) -> Tensor:
+    s = t._payload.shape
+    if s == shape:
+        return t
+    if len(s) < len(shape):
+        t = ad.reshape(t, shape=(1,) * (len(shape) - len(s)) + tuple(s))
+    return ad.expand(t, shape=tuple(shape))
+
+
+def promote_types(*vals) -> dt.DType:
+    dims, zero, scalars = [], [], []
+    for v in vals:
+        if isinstance(v, Tensor):
+            (dims if v._payload.shape else zero).append(v.dtype)
+        elif isinstance(v, _SCALARS):
+            scalars.append(v)
+        else:
+            raise TypeError(f"expected a Tensor or a Python number, got {type(v).__name__}")
+    return dt.result_type(dims, zero, scalars)
+
+
+def operands(*vals, dtype: dt.DType = None):
+    """Tensors of one dtype (PyTorch's promotion, or ``dtype``) and one broadcast shape."""
+    if dtype is None:
+        x = vals[0]
+        if len(vals) == 2 and type(x) is Tensor and type(vals[1]) is Tensor:
+            px, py = x._payload, vals[1]._payload  # fast path: same dtype and shape
+            if px.dtype == py.dtype and px.shape == py.shape:
+                return vals
+        dtype = promote_types(*vals)
+    ts = [to_dtype(v, dtype) if isinstance(v, Tensor) else scalar_tensor(v, dtype)
+          for v in vals]
+    shapes = [t._payload.shape for t in ts]
+    shape = shapes[0] if all(s == shapes[0] for s in shapes) else broadcast_shapes(*shapes)
+    return [expand_to(t, shape) for t in ts]
+
+
+def float_operand(t: Tensor) -> Tensor:
+    """Integer and bool inputs of float-valued ops become the default float dtype."""
+    d = t.dtype
+    return t if d.is_floating_point or d.is_complex else ad.cast(
+        t, dtype=dt.get_default_dtype())

@@ -1,0 +1,135 @@
+"""Public elementwise ops: promote, broadcast, then bind the strict primitive."""
+from __future__ import annotations
+
+from ... import autodiff as ad
+from ... import dtypes as dt
+from ..tensor import Tensor
+from ._operands import broadcast_shapes, expand_to, float_operand, operands, promote_types
+
+
+def _binary(prim):
+    def op(x, y):
+        a, b = operands(x, y)
+        return prim(a, b)
+    op.__name__ = prim.name
+    return op
+
+
+add_ = _binary(ad.add)
+sub_ = _binary(ad.sub)
+mul = _binary(ad.mul)
+maximum = _binary(ad.maximum)
+minimum = _binary(ad.minimum)
+eq = _binary(ad.eq)
+ne = _binary(ad.ne)
+lt = _binary(ad.lt)
+le = _binary(ad.le)
+gt = _binary(ad.gt)
+ge = _binary(ad.ge)
+
+
+def add(x, y, *, alpha=1):
+    return add_(x, y if alpha == 1 else mul(y, alpha))
+
+
+def sub(x, y, *, alpha=1):
+    return sub_(x, y if alpha == 1 else mul(y, alpha))
+
+
+def div(x, y, *, rounding_mode=None):
+    d = promote_types(x, y)
+    if rounding_mode is not None:
+        raise NotImplementedError("div(rounding_mode=...) is not supported yet")
+    if not (d.is_floating_point or d.is_complex):
+        d = dt.get_default_dtype()
+    a, b = operands(x, y, dtype=d)
+    return ad.div(a, b)
+
+
+def pow(x, y):
+    a, b = operands(x, y)
+    return ad.pow(a, b)
+
+
+def logical_and(x, y):
+    a, b = operands(x, y, dtype=dt.bool_)
+    return ad.logical_and(a, b)
+
+
+def logical_or(x, y):
+    a, b = operands(x, y, dtype=dt.bool_)
+    return ad.logical_or(a, b)
+
+
+def logical_not(x):
+    return ad.logical_not(operands(x, dtype=dt.bool_)[0])
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` holds, else ``y`` (broadcast together)."""
+    d = promote_types(x, y)
+    a, b = operands(x, y, dtype=d)
+    cond = condition if isinstance(condition, Tensor) else Tensor(condition)
+    if cond.dtype is not dt.bool_:
+        raise TypeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                        f"with dtype {cond.dtype.name}")
+    shape = broadcast_shapes(cond._payload.shape, a._payload.shape)
+    return ad.where(expand_to(cond, shape), expand_to(a, shape), expand_to(b, shape))
+
+
+def _unary_float(prim):
+    def op(x):
+        return prim(float_operand(x))
+    op.__name__ = prim.name
+    return op
+
+
+exp = _unary_float(ad.exp)
+log = _unary_float(ad.log)
+log1p = _unary_float(ad.log1p)
+expm1 = _unary_float(ad.expm1)
+sqrt = _unary_float(ad.sqrt)
+rsqrt = _unary_float(ad.rsqrt)
+tanh = _unary_float(ad.tanh)
+sigmoid = _unary_float(ad.sigmoid)
+sin = _unary_float(ad.sin)
+cos = _unary_float(ad.cos)
+
+
+def neg(x):
+    if x.dtype is dt.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
+    return ad.neg(x)
+
+
+def relu(x):
+    return ad.relu(x)
+
+
+def abs(x):
+    return ad.abs(x)
+
+
+def sign(x):
+    return ad.sign(x)
+
+
+def conj(x):
+    return ad.conj(x) if x.dtype.is_complex else x
+
+
+def clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x
+
+
+def clone(x):
+    """A copy that is part of the graph (gradient flows through)."""
+    return ad.copy(x)

@@ -1,0 +1,121 @@
+"""In-place ops: compute out of place, then write into the tensor and rebase its graph.
+
+Note [in-place]: eagerly the result is copied into the tensor's own memory (views and
+the base see it) and the shared version counter is bumped, so saved tensors that read
+the old value fail their version check. If the new Node saved the tensor itself (as
+``x.mul_(y)`` saves ``x`` for ``y``'s gradient), it keeps the value before the write,
+as PyTorch's ``original_self``. Under capture the payload is replaced by the new
+symbolic value, which functionalizes the update.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import dtypes as dt
+from ..grad_mode import _state
+from ..tensor import Tensor
+from . import elementwise as ew
+from ._operands import expand_to, scalar_tensor, to_dtype
+
+
+def check_inplace(t: Tensor) -> None:
+    if _state.grad_enabled and t._requires_grad and t.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    if t._base is not None and _state.grad_enabled and t._base._requires_grad \
+            and t._base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+
+
+def write(t: Tensor, result: Tensor) -> Tensor:
+    """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version."""
+    check_inplace(t)
+    if result._payload.shape != t._payload.shape:
+        if np.broadcast_shapes(result._payload.shape, t._payload.shape) != t._payload.shape:
+            raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast "
+                               f"shape {list(np.broadcast_shapes(result.shape, t.shape))}")
+        result = expand_to(result, tuple(t._payload.shape))
+    if result.dtype is not t.dtype:
+        if result.dtype._category > t.dtype._category:
+            raise RuntimeError(f"result type {_title(result.dtype)} can't be cast to the "
+                               f"desired output type {_title(t.dtype)}")
+        result = to_dtype(result, t.dtype)
+    if t._requires_grad and _state.grad_enabled and not result._requires_grad:
+        # keep t in the graph with a zero gradient to its history, as PyTorch does
+        result = ew.where(scalar_tensor(False, dt.bool_), t, result)
+    node = result.grad_fn
+    p = t._payload
+    if type(p) is np.ndarray:
+        if node is not None:
+            _keep_original(node, t)
+        np.copyto(p, result._host())
+    else:
+        if t._base is not None:
+            raise NotImplementedError(
+                "in-place updates of a view are not supported under staged capture yet; "
+                "update the base tensor, or use the out-of-place op")
+        t._payload = result._payload
+    t._version[0] += 1
+    if node is not None:
+        t.grad_fn = node
+        t._output_nr = result._output_nr
+        t._requires_grad = True
+    return t
+
+
+def _keep_original(node, t):
+    saved = getattr(node, "saved", None)
+    if not saved:
+        return
+    for s in saved.values():
+        if s._tensor is t:
+            orig = Tensor._wrap(t._payload.copy(), t._requires_grad)
+            orig.grad_fn, orig._output_nr = t.grad_fn, t._output_nr
+            s._tensor, s._version, s._saved_version = orig, orig._version, 0
+
+
+def _title(d):
+    return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
+            "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+            "float16": "Half"}.get(d.name, d.name)
+
+
+def _inplace(op):
+    def method(self, *args, **kwargs):
+        return write(self, op(self, *args, **kwargs))
+    method.__name__ = op.__name__ + "_"
+    return method
+
+
+add_ = _inplace(ew.add)
+sub_ = _inplace(ew.sub)
+mul_ = _inplace(ew.mul)
+div_ = _inplace(ew.div)
+pow_ = _inplace(ew.pow)
+clamp_ = _inplace(ew.clamp)
+exp_ = _inplace(ew.exp)
+log_ = _inplace(ew.log)
+sin_ = _inplace(ew.sin)
+cos_ = _inplace(ew.cos)
+tanh_ = _inplace(ew.tanh)
+relu_ = _inplace(ew.relu)
+sigmoid_ = _inplace(ew.sigmoid)
+neg_ = _inplace(ew.neg)
+sqrt_ = _inplace(ew.sqrt)
+abs_ = _inplace(ew.abs)
+
+
+def fill_(self, value):
+    v = value if isinstance(value, Tensor) else scalar_tensor(value, self.dtype)
+    return write(self, to_dtype(v, self.dtype) if isinstance(value, Tensor) else v)
+
+
+def zero_(self):
+    return fill_(self, 0)
+
+
+def copy_(self, src):
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    return write(self, to_dtype(src, self.dtype))

@@ -1,0 +1,319 @@
+"""Tensor: a payload (a NumPy array eagerly, a symbolic value under capture) plus the
+autograd metadata PyTorch keeps: requires_grad, grad, grad_fn, version counter, views.
+
+Note [payloads]: everything in ``staged.eager`` treats the payload through what NumPy
+arrays and symbolic values both have (``shape``, ``dtype``). Only the evaluator in
+``dispatch`` runs NumPy on it; a payload that is neither an ndarray nor handled by an
+active interceptor is materialised with ``np.asarray`` (device arrays left by compiled
+steps) or raises (a symbolic value that escaped its trace).
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+import weakref
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..autodiff import Aval
+from .hooks import add_hook
+
+_serial = itertools.count().__next__
+
+
+class Tensor:
+    """A multi-dimensional array with autograd, PyTorch's ``torch.Tensor``."""
+
+    __slots__ = ("_payload", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_version",
+                 "_base", "_hooks", "_post_acc_hooks", "_retains_grad", "_grad_acc",
+                 "_serial", "__weakref__")
+
+    __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        from .factories import as_payload
+        Tensor._init(self, as_payload(data, dtype), False)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @staticmethod
+    def _init(t, payload, requires_grad):
+        t._payload = payload
+        t._requires_grad = requires_grad
+        t.grad_fn = None
+        t._output_nr = 0
+        t._grad = None
+        t._version = [0]
+        t._base = None
+        t._hooks = None
+        t._post_acc_hooks = None
+        t._retains_grad = False
+        t._grad_acc = None
+        t._serial = _serial()
+
+    @classmethod
+    def _wrap(cls, payload, requires_grad=False):
+        t = object.__new__(cls)
+        Tensor._init(t, payload, requires_grad)
+        return t
+
+    # --- metadata -----------------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._payload.shape)
+
+    def size(self, dim=None):
+        s = self._payload.shape
+        return Size(s) if dim is None else s[dim]
+
+    @property
+    def dtype(self) -> dt.DType:
+        return dt.from_numpy_dtype(self._payload.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._payload.shape)
+
+    def dim(self) -> int:
+        return len(self._payload.shape)
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._payload.shape:
+            n *= s
+        return n
+
+    def __len__(self):
+        if not self._payload.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._payload.shape[0]
+
+    def _aval(self) -> Aval:
+        return Aval(tuple(self._payload.shape), self.dtype)
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    # --- autograd metadata --------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               f"gradients (got {self.dtype})")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def grad(self):
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                                f"{type(value).__name__}")
+            if tuple(value._payload.shape) != tuple(self._payload.shape):
+                raise RuntimeError(f"assigned grad has data of a different size: "
+                                   f"{list(value.shape)} vs {list(self.shape)}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: "
+                                   f"{value.dtype} vs {self.dtype}")
+        self._grad = value
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def retain_grad(self) -> None:
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if self._retains_grad:
+            return
+        node = self.grad_fn
+        if node._retain_grad is None:
+            node._retain_grad = {}
+        node._retain_grad[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+
+    def _grad_accumulator(self):
+        acc = self._grad_acc() if self._grad_acc is not None else None
+        if acc is None:
+            from .node import AccumulateGrad
+            acc = AccumulateGrad(self)
+            self._grad_acc = weakref.ref(acc)
+        return acc
+
+    def register_hook(self, hook):
+        """Register ``hook(grad) -> Tensor or None``, run when this tensor's grad is computed."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn._add_tensor_pre_hook(self._output_nr, hook)
+        if self._hooks is None:
+            self._hooks = {}
+        return add_hook(self._hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, run after ``.grad`` of this leaf has been accumulated."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = {}
+        return add_hook(self._post_acc_hooks, hook)
+
+    def detach(self):
+        """A new leaf sharing this tensor's data and version counter, outside the graph."""
+        t = Tensor._wrap(self._payload, False)
+        t._version = self._version
+        return t
+
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn = None
+        self._requires_grad = False
+        self._output_nr = 0
+        return self
+
+    @property
+    def data(self):
+        t = Tensor._wrap(self._payload, False)  # a fresh version counter, as in PyTorch
+        return t
+
+    @data.setter
+    def data(self, value):
+        self._payload = value._payload
+
+    @property
+    def _version_value(self) -> int:
+        return self._version[0]
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate gradients of this tensor into the ``.grad`` of the graph's leaves."""
+        from .engine import backward
+        backward((self,), None if gradient is None else (gradient,), retain_graph,
+                 create_graph, inputs=inputs)
+
+    # --- data access --------------------------------------------------------------------
+    def _host(self) -> np.ndarray:
+        p = self._payload
+        if type(p) is not np.ndarray:
+            p = self._payload = np.array(p)  # device array left by a compiled step
+        return p
+
+    def numpy(self, *, force=False) -> np.ndarray:
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        return self._host()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._host()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        p = self._host()
+        if p.size != 1:
+            raise RuntimeError(f"a Tensor with {p.size} elements cannot be converted to Scalar")
+        return p.reshape(()).item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def __bool__(self):
+        p = self._host()
+        if p.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(p.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.dtype.is_complex:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        if type(self._payload) is not np.ndarray and not hasattr(self._payload, "__array__"):
+            body = repr(self._payload)
+        else:
+            body = np.array2string(self._host(), separator=", ", precision=4,
+                                   prefix="tensor(")
+        extra = ""
+        if self.dtype not in (dt.float32, dt.int64, dt.bool_):
+            extra += f", dtype={self.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{self.grad_fn.name()}>"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def __hash__(self):
+        return id(self)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self._host(), self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        t = Tensor._wrap(self._host().copy(), False)
+        t._requires_grad = self._requires_grad
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = t
+        return t
+
+
+def _rebuild(array, requires_grad):
+    t = Tensor._wrap(array, False)
+    t._requires_grad = requires_grad
+    return t
+
+
+class Size(tuple):
+    """``tensor.shape``: a tuple, printed as PyTorch prints it."""
+
+    def __repr__(self):
+        return f"staged.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n

@@ -1,0 +1,316 @@
+"""Graph -> MLIR text (linalg on tensors), verified with the bindings shipped in iree.compiler.
+
+Each primitive has one emitter in ``LOWERINGS`` (keyed by the ``Primitive``); an emitter
+gets the ``Emitter``, the ``Op`` and the SSA names of its operands, and returns the SSA
+name of its result. Every emitted op carries ``loc("<prim>"("<file>":<line>:0))`` so
+verifier and compiler diagnostics point at the user's line.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ... import dtypes as dt
+
+LOWERINGS: dict = {}      # Primitive -> emitter(e, op, *operands) -> result SSA name
+UNSUPPORTED: dict = {}    # primitive name -> {dtype class: reason it has no lowering}
+
+
+class LoweringError(Exception):
+    """A graph op has no MLIR lowering, or the emitted MLIR failed to parse or verify."""
+
+
+def lowering(*prims):
+    """Decorator registering an emitter for ``prims``."""
+    def register(fn):
+        for p in prims:
+            LOWERINGS[p] = fn
+        return fn
+    return register
+
+
+def unsupported(prim_name: str, reasons: dict) -> None:
+    UNSUPPORTED.setdefault(prim_name, {}).update(reasons)
+
+
+def lowering_table() -> dict:
+    """``{primitive name: {"lowered": bool, "unsupported": {dtype class: reason}}}`` for
+    every primitive with an emitter or a recorded reason (the registry's coverage walk)."""
+    names = {p.name for p in LOWERINGS} | set(UNSUPPORTED)
+    return {n: {"lowered": any(p.name == n for p in LOWERINGS),
+                "unsupported": dict(UNSUPPORTED.get(n, {}))} for n in sorted(names)}
+
+
+# --- types ------------------------------------------------------------------------------
+_ELEM = {dt.bool_: "i1", dt.uint8: "i8", dt.int8: "i8", dt.int16: "i16", dt.int32: "i32",
+         dt.int64: "i64", dt.float16: "f16", dt.float32: "f32", dt.float64: "f64",
+         dt.complex64: "complex<f32>", dt.complex128: "complex<f64>"}
+if dt.bfloat16 is not None:
+    _ELEM[dt.bfloat16] = "bf16"
+
+
+def elem_type(d) -> str:
+    return _ELEM[d]
+
+
+def tensor_type(shape, d) -> str:
+    return "tensor<" + "".join(f"{s}x" for s in shape) + _ELEM[d] + ">"
+
+
+def dclass(d) -> str:
+    """The dtype class lowerings dispatch on: bool, int, uint, float or complex."""
+    if d is dt.bool_:
+        return "bool"
+    if d.is_complex:
+        return "complex"
+    if d.is_floating_point:
+        return "float"
+    return "uint" if not d.is_signed else "int"
+
+
+def bits(d) -> int:
+    return 1 if d is dt.bool_ else d.itemsize * 8
+
+
+def affine_map(rank: int, results) -> str:
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    return f"affine_map<({dims}) -> ({', '.join(f'd{r}' for r in results)})>"
+
+
+def _scalar_literal(value, d) -> str:
+    a = np.asarray(value, dtype=d.np)
+    if d is dt.bool_:
+        return "1" if a else "0"
+    if d.is_floating_point:
+        return f"0x{a.view(f'u{d.itemsize}').item():X}"
+    return str(a.view(f'i{d.itemsize}').item())
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --- the emitter ----------------------------------------------------------------------
+class Emitter:
+    """Accumulates the body of one func.func; names SSA values uniquely."""
+
+    def __init__(self):
+        self.lines: list = []
+        self.line_ops: list = []  # the graph op each line was emitted for
+        self.names: dict = {}     # Value.id -> SSA name
+        self.op = None
+        self._n = 0
+
+    def fresh(self, prefix="v") -> str:
+        self._n += 1
+        return f"%{prefix}{self._n}"
+
+    @property
+    def loc(self) -> str:
+        if self.op is None:
+            return "loc(unknown)"
+        name = _quote(self.op.prim.name)
+        file, _, line = self.op.loc.rpartition(":")
+        if file and line.isdigit():
+            return f"loc({name}({_quote(file)}:{line}:0))"
+        return f"loc({name})"
+
+    def raw(self, line: str) -> None:
+        self.lines.append(line)
+        self.line_ops.append(self.op)
+
+    def emit(self, rhs: str, results: int = 1) -> str:
+        """Emit ``%r = rhs loc(...)``; returns ``%r`` (``%r:n`` results are ``%r#i``)."""
+        r = self.fresh()
+        self.raw(f"{r}{f':{results}' if results > 1 else ''} = {rhs} {self.loc}")
+        return r
+
+    def fail(self, reason: str, d=None):
+        op = self.op
+        what = op.prim.name + (f" on {d.name}" if d is not None else "")
+        where = f" at {op.loc}" if op.loc else ""
+        raise LoweringError(f"{what}{where}: {reason}")
+
+    def need(self, table: dict, d, what=None):
+        """``table[dclass(d)]``, or a LoweringError with the recorded reason."""
+        c = dclass(d)
+        if c not in table:
+            reason = UNSUPPORTED.get(what or self.op.prim.name, {}).get(
+                c, f"not defined for {c} tensors")
+            self.fail(f"no MLIR lowering: {reason}", d)
+        return table[c]
+
+    # scalars
+    def const(self, value, d) -> str:
+        if d.is_complex:
+            part = d.to_real()
+            lits = ", ".join(f"{_scalar_literal(v, part)} : {_ELEM[part]}"
+                             for v in (np.real(value), np.imag(value)))
+            return self.emit(f"complex.constant [{lits}] : {_ELEM[d]}")
+        return self.emit(f"arith.constant {_scalar_literal(value, d)} : {_ELEM[d]}")
+
+    # tensors
+    def dense(self, array: np.ndarray, aval) -> str:
+        t = tensor_type(aval.shape, aval.dtype)
+        if array.size == 0:
+            return self.emit(f"tensor.empty() : {t}")
+        a = np.ascontiguousarray(array, dtype=aval.dtype.np)
+        flat = a.reshape(-1)
+        if (flat == flat[0]).all() or (flat != flat).all():
+            flat = flat[:1]  # one element's bytes is a splat
+        return self.emit(f'arith.constant dense<"0x{flat.tobytes().hex().upper()}"> : {t}')
+
+    def empty(self, shape, d) -> str:
+        return self.emit(f"tensor.empty() : {tensor_type(shape, d)}")
+
+    def full(self, shape, d, value) -> str:
+        c, init, t = self.const(value, d), self.empty(shape, d), tensor_type(shape, d)
+        return self.emit(f"linalg.fill ins({c} : {_ELEM[d]}) outs({init} : {t}) -> {t}")
+
+    def generic(self, ins, outs, maps, iterators, body) -> str:
+        """A linalg.generic. ``ins``: [(ssa, aval)]; ``outs``: [(init ssa, aval)];
+        ``maps``: result dims per operand; ``body(*scalars)`` returns the yielded scalar
+        SSA name(s). Returns the SSA name (``%r#i`` for several outputs)."""
+        rank = len(iterators)
+        args = [self.fresh("a") for _ in ins + outs]
+        attrs = (f"{{indexing_maps = [{', '.join(affine_map(rank, m) for m in maps)}], "
+                 f"iterator_types = [{', '.join(f'{chr(34)}{i}{chr(34)}' for i in iterators)}]}}")
+        ins_s = f"ins({', '.join(s for s, _ in ins)} : " \
+                f"{', '.join(tensor_type(a.shape, a.dtype) for _, a in ins)}) " if ins else ""
+        out_types = [tensor_type(a.shape, a.dtype) for _, a in outs]
+        r = self.fresh()
+        head = f"{r}{f':{len(outs)}' if len(outs) > 1 else ''} = linalg.generic {attrs} " \
+               f"{ins_s}outs({', '.join(s for s, _ in outs)} : {', '.join(out_types)}) {{"
+        self.raw(head)
+        self.raw("^bb0(" + ", ".join(f"{n}: {_ELEM[a.dtype]}"
+                                     for n, (_, a) in zip(args, ins + outs)) + "):")
+        ys = body(*args)
+        ys = ys if isinstance(ys, tuple) else (ys,)
+        self.raw(f"  linalg.yield {', '.join(ys)} : {', '.join(_ELEM[a.dtype] for _, a in outs)}")
+        res = out_types[0] if len(outs) == 1 else f"({', '.join(out_types)})"
+        self.raw(f"}} -> {res} {self.loc}")
+        return r
+
+    def map(self, xs, in_avals, out_aval, body) -> str:
+        """An elementwise generic over operands of the output's shape."""
+        rank = len(out_aval.shape)
+        ident = tuple(range(rank))
+        return self.generic(list(zip(xs, in_avals)), [(self.empty(out_aval.shape, out_aval.dtype),
+                                                     out_aval)],
+                            [ident] * (len(xs) + 1), ["parallel"] * rank,
+                            lambda *a: body(*a[:len(xs)]))
+
+    def reshape(self, x: str, src, dst, d) -> str:
+        """Reshape between static shapes with collapse_shape/expand_shape."""
+        src, dst = tuple(src), tuple(dst)
+        if src == dst:
+            return x
+        mid, gs, gd = _reassociation(src, dst)
+        if mid != src:
+            x = self.emit(f"tensor.collapse_shape {x} {_groups(gs)} : {tensor_type(src, d)} "
+                          f"into {tensor_type(mid, d)}")
+        if mid != dst:
+            x = self.emit(f"tensor.expand_shape {x} {_groups(gd)} output_shape "
+                          f"[{', '.join(map(str, dst))}] : {tensor_type(mid, d)} "
+                          f"into {tensor_type(dst, d)}")
+        return x
+
+
+def _groups(groups) -> str:
+    return "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+
+
+def _reassociation(src, dst):
+    """(intermediate shape, src groups, dst groups): collapse src by groups to the
+    intermediate, then expand it by groups to dst."""
+    if not src or not dst:  # to/from 0-d: every dim of the other side is 1
+        return (), [], []
+    if 0 in src:
+        return (0,), [list(range(len(src)))], [list(range(len(dst)))]
+    gs, gd, i, j = [], [], 0, 0
+    while i < len(src) and j < len(dst):
+        a, b, g, h = src[i], dst[j], [i], [j]
+        i, j = i + 1, j + 1
+        while a != b:
+            if a < b:
+                a *= src[i]
+                g.append(i)
+                i += 1
+            else:
+                b *= dst[j]
+                h.append(j)
+                j += 1
+        gs.append(g)
+        gd.append(h)
+    gs[-1].extend(range(i, len(src)))  # trailing size-1 dims join the last group
+    gd[-1].extend(range(j, len(dst)))
+    return tuple(int(np.prod([src[k] for k in g])) for g in gs), gs, gd
+
+
+# --- module ---------------------------------------------------------------------------
+def to_mlir(graph, name: str = "main") -> str:
+    """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
+    verified; raises LoweringError naming the primitive and the user's file:line."""
+    e = Emitter()
+    params = []
+    for inp in graph.inputs:
+        v = inp.value
+        e.names[v.id] = f"%arg{len(params)}"
+        params.append(f"%arg{len(params)}: {tensor_type(v.aval.shape, v.aval.dtype)}")
+    for v, array in graph.consts:
+        e.names[v.id] = e.dense(np.asarray(array), v.aval)
+    for op in graph.ops:
+        e.op = op
+        emitter = LOWERINGS.get(op.prim)
+        if emitter is None:
+            reasons = UNSUPPORTED.get(op.prim.name)
+            e.fail(f"no MLIR lowering{': ' + '; '.join(reasons.values()) if reasons else ''}")
+        e.names[op.out.id] = emitter(e, op, *(e.names[v.id] for v in op.inputs))
+    e.op = None
+    outs = [o.value for o in graph.outputs]
+    types = [tensor_type(v.aval.shape, v.aval.dtype) for v in outs]
+    head = [f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{"]
+    ret = f"return {', '.join(e.names[v.id] for v in outs)} : {', '.join(types)}" \
+        if outs else "return"
+    body = ["  " + line for line in e.lines] + [f"  {ret}", "}"]
+    text = "\n".join(head + body) + "\n"
+    verify(text, [None] + e.line_ops)
+    return text
+
+
+_NAME_LOC = re.compile(r'loc\("([^"]*)"(?:\("((?:[^"\\]|\\.)*)":(\d+):\d+\))?\)')
+_TEXT_LOC = re.compile(r':(\d+):\d+')
+
+
+def verify(text: str, line_ops=None) -> None:
+    """Parse and verify MLIR text; failures become LoweringError naming the staged
+    primitive and the user's file:line (from the op's location, or the text line)."""
+    from iree.compiler import ir
+
+    with ir.Context():
+        try:
+            ir.Module.parse(text).operation.verify()
+        except ir.MLIRError as err:
+            raise LoweringError(describe(err.error_diagnostics, text, line_ops)) from None
+
+
+def describe(diagnostics, text: str, line_ops=None) -> str:
+    """A message for MLIR diagnostics: 'prim at file:line: message' per diagnostic."""
+    lines = text.splitlines()
+    out = []
+    for d in diagnostics:
+        loc, where = str(d.location), ""
+        m = _NAME_LOC.search(loc)
+        if m:
+            where = m.group(1) + (f" at {m.group(2)}:{m.group(3)}" if m.group(2) else "")
+        else:
+            t = _TEXT_LOC.search(loc)
+            n = int(t.group(1)) - 1 if t else -1
+            if 0 <= n < len(lines):
+                op = line_ops[n] if line_ops and n < len(line_ops) else None
+                where = (f"{op.prim.name}" + (f" at {op.loc}" if op.loc else "")) if op \
+                    else f"MLIR line {n + 1}"
+                where += f" (`{lines[n].strip()}`)"
+        out.append(f"{where or loc}: {d.message}")
+    return "\n".join(out) or "MLIR verification failed"

@@ -1,0 +1,36 @@
+"""Shape primitives: reshape (collapse/expand_shape), expand (drop the broadcast unit dims,
+then a broadcasting generic), permute (linalg.transpose)."""
+from __future__ import annotations
+
+from ...autodiff import REGISTRY
+from .module import lowering, tensor_type
+
+
+@lowering(REGISTRY["reshape"])
+def _reshape(e, op, x):
+    a = op.inputs[0].aval
+    return e.reshape(x, a.shape, op.out.aval.shape, a.dtype)
+
+
+@lowering(REGISTRY["expand"])
+def _expand(e, op, x):
+    a, out = op.inputs[0].aval, op.out.aval
+    kept = [i for i, (s, t) in enumerate(zip(a.shape, out.shape)) if s == t]
+    if len(kept) == len(a.shape):
+        return x
+    squeezed = type(a)(tuple(a.shape[i] for i in kept), a.dtype)
+    x = e.reshape(x, a.shape, squeezed.shape, a.dtype)
+    rank = len(out.shape)
+    return e.generic([(x, squeezed)], [(e.empty(out.shape, out.dtype), out)],
+                     [kept, tuple(range(rank))], ["parallel"] * rank, lambda v, _: v)
+
+
+@lowering(REGISTRY["permute"])
+def _permute(e, op, x):
+    a, out, perm = op.inputs[0].aval, op.out.aval, op.params["perm"]
+    if tuple(perm) == tuple(range(len(perm))):
+        return x
+    init = e.empty(out.shape, out.dtype)
+    return e.emit(f"linalg.transpose ins({x} : {tensor_type(a.shape, a.dtype)}) "
+                  f"outs({init} : {tensor_type(out.shape, out.dtype)}) "
+                  f"permutation = [{', '.join(map(str, perm))}]")

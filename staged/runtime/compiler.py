@@ -1,0 +1,88 @@
+"""MLIR text -> IREE ``.vmfb``, compiled in-process, cached on disk.
+
+Diagnostics are collected through the compiler's callback hook (not printed to the
+console) and raised as ``CompileError``, naming the staged primitive and user line
+carried by the failing op's location.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+from . import cache
+
+BACKENDS = {
+    "llvm-cpu": ["--iree-hal-target-device=local",
+                 "--iree-hal-local-target-device-backends=llvm-cpu",
+                 "--iree-llvmcpu-target-cpu=host", "--iree-opt-data-tiling"],
+    "vulkan-spirv": ["--iree-hal-target-device=vulkan"],
+    "cuda": ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"],
+}
+
+
+class CompileError(RuntimeError):
+    """IREE rejected a module; the message carries the compiler's diagnostics."""
+
+
+def flags(backend: str) -> list:
+    try:
+        return list(BACKENDS[backend])
+    except KeyError:
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
+
+
+def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
+    """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before."""
+    from iree.compiler.version import VERSION
+
+    fl = flags(backend) + list(extra_flags)
+    key = cache.cache_key(text, backend, *fl, VERSION)
+    return cache.cached(key, lambda: compile_uncached(text, fl))
+
+
+_DIAG = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
+_SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
+_LOC = re.compile(r'"([^"]+)"\("((?:[^"\\]|\\.)*)":(\d+):\d+\)')
+
+
+def compile_uncached(text: str, flag_list) -> bytes:
+    """Compile with IREE's embedding API; raise CompileError with the diagnostics."""
+    from iree.compiler.api import Output, Session, Source
+    from iree.compiler.api import ctypes_dl
+
+    diags = []
+
+    @_DIAG
+    def on_diag(severity, message, size, _):
+        diags.append((_SEVERITY.get(severity, "error"), ctypes.string_at(message, size).decode(
+            errors="replace")))
+
+    session = Session()
+    try:
+        session.set_flags(*flag_list)
+    except ValueError as err:
+        raise CompileError(f"bad compiler flags {flag_list}: {err}") from None
+    inv = session.invocation()
+    enable = ctypes_dl._dylib.ireeCompilerInvocationEnableCallbackDiagnostics
+    enable.argtypes = [ctypes.c_void_p, ctypes.c_int, _DIAG, ctypes.c_void_p]
+    enable.restype = None
+    enable(inv._inv_p, 0, on_diag, None)
+    source = Source.wrap_buffer(session, text.encode())
+    if not (inv.parse_source(source) and inv.execute()):
+        raise CompileError(_message(diags))
+    out = Output.open_membuffer()
+    inv.output_vm_bytecode(out)
+    vmfb = bytes(out.map_memory())
+    out.close()
+    inv.close()
+    session.close()
+    return vmfb
+
+
+def _message(diags) -> str:
+    lines = ["IREE compilation failed:"]
+    for severity, msg in diags:
+        m = _LOC.search(msg)
+        where = f"[{m.group(1)} at {m.group(2)}:{m.group(3)}] " if m else ""
+        lines.append(f"  {severity}: {where}{msg}")
+    return "\n".join(lines)
