@@ -28,6 +28,12 @@ def set_interceptor(fn):
     return prev
 
 
+def current_interceptor():
+    """The interceptor active on this thread, or None."""
+    icpt = _interceptor
+    return icpt[1] if icpt is not None and icpt[0] == threading.get_ident() else None
+
+
 def restore_interceptor(prev) -> None:
     global _interceptor
     _interceptor = prev

@@ -147,6 +147,10 @@ class Tensor:
             if value.dtype is not self.dtype:
                 raise RuntimeError(f"assigned grad has data of a different type: "
                                    f"{value.dtype} vs {self.dtype}")
+        from .dispatch import current_interceptor
+        icpt = current_interceptor()
+        if icpt is not None:
+            icpt.note_grad_write(self)
         self._grad = value
 
     @property
@@ -230,7 +234,8 @@ class Tensor:
     def _host(self) -> np.ndarray:
         p = self._payload
         if type(p) is not np.ndarray:
-            p = self._payload = np.array(p)  # device array left by a compiled step
+            # a device array left by a compiled step (Note [payloads]): copy it home once
+            p = self._payload = np.array(p.__array__(), copy=True)
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:

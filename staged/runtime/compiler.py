@@ -11,6 +11,9 @@ import re
 
 from . import cache
 
+# IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
+# signature; staged keeps the dtypes of the graph.
+_COMMON = ["--iree-input-demote-f64-to-f32=false"]
 BACKENDS = {
     "llvm-cpu": ["--iree-hal-target-device=local",
                  "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -26,7 +29,7 @@ class CompileError(RuntimeError):
 
 def flags(backend: str) -> list:
     try:
-        return list(BACKENDS[backend])
+        return _COMMON + BACKENDS[backend]
     except KeyError:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
@@ -42,7 +45,8 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
 
 _DIAG = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
-_LOC = re.compile(r'"([^"]+)"\("((?:[^"\\]|\\.)*)":(\d+):\d+\)')
+_NAME_LOC = re.compile(r'loc\("([^"]+)"\("((?:[^"\\]|\\.)*)":(\d+):\d+\)\)')
+_DIAG_LOC = re.compile(r"(.+?):(\d+):\d+: ")
 
 
 def compile_uncached(text: str, flag_list) -> bytes:
@@ -69,7 +73,7 @@ def compile_uncached(text: str, flag_list) -> bytes:
     enable(inv._inv_p, 0, on_diag, None)
     source = Source.wrap_buffer(session, text.encode())
     if not (inv.parse_source(source) and inv.execute()):
-        raise CompileError(_message(diags))
+        raise CompileError(_message(diags, text))
     out = Output.open_membuffer()
     inv.output_vm_bytecode(out)
     vmfb = bytes(out.map_memory())
@@ -79,10 +83,25 @@ def compile_uncached(text: str, flag_list) -> bytes:
     return vmfb
 
 
-def _message(diags) -> str:
+def _message(diags, text: str) -> str:
     lines = ["IREE compilation failed:"]
     for severity, msg in diags:
-        m = _LOC.search(msg)
-        where = f"[{m.group(1)} at {m.group(2)}:{m.group(3)}] " if m else ""
-        lines.append(f"  {severity}: {where}{msg}")
+        where = _where(msg, text)
+        lines.append(f"  {severity}: {f'[{where}] ' if where else ''}{msg}")
     return "\n".join(lines)
+
+
+def _where(msg: str, text: str) -> str:
+    """'prim at file:line' for a diagnostic: its location is either a line of the MLIR
+    text (whose op carries the staged location) or the user's file:line itself."""
+    m = _DIAG_LOC.match(msg)
+    if not m:
+        return ""
+    file, line = m.group(1), int(m.group(2))
+    if file == "source.mlir":
+        src = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
+        n = _NAME_LOC.search(src)
+        return f"{n.group(1)} at {n.group(2)}:{n.group(3)}" if n else ""
+    prims = {n.group(1) for n in _NAME_LOC.finditer(text)
+             if n.group(2) == file and int(n.group(3)) == line}
+    return f"{'/'.join(sorted(prims)) or 'op'} at {file}:{line}"

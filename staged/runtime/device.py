@@ -36,7 +36,7 @@ class Device:
         """A DeviceArray holding a copy of ``array``."""
         import iree.runtime as rt
 
-        a = np.ascontiguousarray(array)
+        a = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
         return rt.asdevicearray(self.hal, a, implicit_host_transfer=True)
 
     def __repr__(self) -> str:
@@ -78,9 +78,10 @@ class Module:
             self._functions[name] = f
         return f
 
-    def invoke(self, fn_name: str, args) -> list:
+    def invoke(self, fn_name: str, args, result_dtypes=None) -> list:
         """Call ``fn_name`` on NumPy arrays or DeviceArrays of this device; returns the
-        results as DeviceArrays (no copy to the host)."""
+        results as DeviceArrays (no copy to the host). MLIR integers are signless, so
+        results read as signed unless ``result_dtypes`` (NumPy dtypes) says otherwise."""
         rt = self._rt
         hal = self.device.hal
         arg_list = rt.VmVariantList(len(args))
@@ -94,8 +95,9 @@ class Module:
         out = []
         for i in range(len(ret)):
             bv = ret.get_as_object(i, rt.HalBufferView)
+            dtype = _dtype(bv) if result_dtypes is None else np.dtype(result_dtypes[i])
             out.append(rt.DeviceArray(hal, bv, implicit_host_transfer=True,
-                                      override_dtype=_dtype(bv)))
+                                      override_dtype=dtype))
         return out
 
 

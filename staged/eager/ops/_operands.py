@@ -33,7 +33,7 @@ def broadcast_shapes(*shapes) -> tuple:
 
 
 def expand_to(t: Tensor, shape: tuple) -> Tensor:
-    s = t._payload.shape
+    s = tuple(t._payload.shape)
     if s == shape:
         return t
     if len(s) < len(shape):

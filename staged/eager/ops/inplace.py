@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as dt
+from ..dispatch import current_interceptor
 from ..grad_mode import _state
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -31,11 +32,15 @@ def check_inplace(t: Tensor) -> None:
 def write(t: Tensor, result: Tensor) -> Tensor:
     """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version."""
     check_inplace(t)
-    if result._payload.shape != t._payload.shape:
-        if np.broadcast_shapes(result._payload.shape, t._payload.shape) != t._payload.shape:
+    icpt = current_interceptor()
+    if icpt is not None:
+        icpt.lift(t)  # a write to pre-trace data becomes a state update, never a real write
+    shape = tuple(t._payload.shape)
+    if tuple(result._payload.shape) != shape:
+        if np.broadcast_shapes(result._payload.shape, shape) != shape:
             raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast "
                                f"shape {list(np.broadcast_shapes(result.shape, t.shape))}")
-        result = expand_to(result, tuple(t._payload.shape))
+        result = expand_to(result, shape)
     if result.dtype is not t.dtype:
         if result.dtype._category > t.dtype._category:
             raise RuntimeError(f"result type {_title(result.dtype)} can't be cast to the "
@@ -46,10 +51,12 @@ def write(t: Tensor, result: Tensor) -> Tensor:
         result = ew.where(scalar_tensor(False, dt.bool_), t, result)
     node = result.grad_fn
     p = t._payload
-    if type(p) is np.ndarray:
+    if icpt is None and type(p) is not np.ndarray:
+        p = t._host()  # data left on a device by a compiled step
+    if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         if node is not None:
             _keep_original(node, t)
-        np.copyto(p, result._host())
+        np.copyto(p, result._payload)
     else:
         if t._base is not None:
             raise NotImplementedError(

@@ -86,15 +86,45 @@ def _relu(e, d, x):
 
 
 def _float_pow(e, d, x, y):
-    # math.powf is NaN for every negative base; NumPy gives (-x)**y * (-1)**y for integral y
+    """C's pow: math.powf on |x|, then the sign for odd integral y, NaN for a finite
+    negative x and non-integral y, and 1 for y == 0, x == 1 and (-1)**inf."""
     t = elem_type(d)
-    r = e.emit(f"math.powf {e.emit(f'math.absf {x} : {t}')}, {y} : {t}")
-    integral = e.emit(f"arith.cmpf oeq, {e.emit(f'math.floor {y} : {t}')}, {y} : {t}")
-    odd = e.emit(f"arith.cmpf une, {e.emit(f'arith.remf {y}, {e.const(2, d)} : {t}')}, "
-                 f"{e.const(0, d)} : {t}")
-    signed = e.emit(f"arith.select {odd}, {e.emit(f'arith.negf {r} : {t}')}, {r} : {t}")
-    neg_r = e.emit(f"arith.select {integral}, {signed}, {e.const(np.nan, d)} : {t}")
-    return e.emit(f"arith.select {CMP['lt']['float'](e, d, x, e.const(0, d))}, {neg_r}, {r} : {t}")
+
+    def f(expr):
+        return e.emit(f"{expr} : {t}")
+
+    def cmp(pred, a, b):
+        return e.emit(f"arith.cmpf {pred}, {a}, {b} : {t}")
+
+    ax = f(f"math.absf {x}")
+    r = f(f"math.powf {ax}, {y}")
+    one, zero = e.const(1, d), e.const(0, d)
+    odd = cmp("oeq", f(f"math.absf {f(f'arith.remf {y}, {e.const(2, d)}')}"), one)
+    negative = cmp("olt", f(f"math.copysign {one}, {x}"), zero)
+    r = f(f"arith.select {e.emit(f'arith.andi {odd}, {negative} : i1')}, {f(f'arith.negf {r}')}, {r}")
+    finite_neg = e.emit(f"arith.andi {cmp('olt', x, zero)}, "
+                        f"{cmp('ogt', x, e.const(-np.inf, d))} : i1")
+    nan = e.emit(f"arith.andi {finite_neg}, {cmp('une', f(f'math.floor {y}'), y)} : i1")
+    r = f(f"arith.select {nan}, {e.const(np.nan, d)}, {r}")
+    minus_one_inf = e.emit(f"arith.andi {cmp('oeq', ax, one)}, "
+                           f"{cmp('oeq', f(f'math.absf {y}'), e.const(np.inf, d))} : i1")
+    unit = e.emit(f"arith.ori {cmp('oeq', y, zero)}, {cmp('oeq', x, one)} : i1")
+    unit = e.emit(f"arith.ori {unit}, {minus_one_inf} : i1")
+    return f(f"arith.select {unit}, {one}, {r}")
+
+
+def _int_pow(e, d, x, y):
+    # square-and-multiply over the exponent's bits (math.ipowi does not vectorize on CPU);
+    # negative exponents give 0 or +-1 here, NumPy raises for them
+    t, one = elem_type(d), e.const(1, d)
+    r, base = one, x
+    for k in range(bits(d) - (dclass(d) == "int")):
+        bit = e.emit(f"arith.andi {e.emit(f'arith.shrui {y}, {e.const(k, d)} : {t}')}, {one} : {t}")
+        taken = e.emit(f"arith.select {e.emit(f'arith.cmpi ne, {bit}, {e.const(0, d)} : {t}')}, "
+                       f"{base}, {one} : {t}")
+        r = e.emit(f"arith.muli {r}, {taken} : {t}")
+        base = e.emit(f"arith.muli {base}, {base} : {t}")
+    return r
 
 
 def _math(name):
@@ -136,7 +166,7 @@ BINARY = {
             **dict.fromkeys(_INT, _op("arith.muli"))},
     "div": {"float": _op("arith.divf"), "complex": _op("complex.div")},
     "pow": {"float": _float_pow, "complex": _op("complex.pow"),
-            **dict.fromkeys(_INT, _op("math.ipowi"))},
+            **dict.fromkeys(_INT, _int_pow)},
     "maximum": {"float": _op("arith.maximumf"), "int": _op("arith.maxsi"),
                 "uint": _op("arith.maxui"), "bool": _op("arith.ori")},
     "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
@@ -173,6 +203,11 @@ def _elementwise(table):
 
 for _name, _table in {**UNARY, **BINARY}.items():
     lowering(REGISTRY[_name])(_elementwise(_table))
+
+
+@lowering(REGISTRY["copy"])
+def _copy(e, op, x):
+    return x  # tensors are values: a copy is the value itself
 
 
 @lowering(REGISTRY["where"])

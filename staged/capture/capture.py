@@ -1,0 +1,265 @@
+"""capture(fn, *args): run ``fn`` on symbolic tensors through the eager engine and record
+one graph: forward, backward, hooks and optimizer updates.
+
+Note [state]: a tensor that existed before the trace began and is read by an op (a
+parameter, a ``.grad``, an optimizer buffer) becomes a *state* input: its payload is
+swapped for a symbolic value while tracing, and restored afterwards. Writes to such
+tensors (in-place ops, ``.grad`` assignments) are functionalized: the graph returns
+their new values and the caller writes them back after each call. Tensors created
+during the trace with concrete data are constants.
+"""
+from __future__ import annotations
+
+import gc
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..autodiff import Aval
+from ..eager import dispatch
+from ..eager.grad_mode import _state
+from ..eager.tensor import Tensor, _serial
+from .ir import Graph, Output
+from .pytree import flatten, unflatten
+from .symbolic import CaptureError, Symbolic, user_location
+
+
+@dataclass(eq=False)
+class Watched:
+    """A pre-trace tensor the trace read or wrote, with what to restore afterwards."""
+
+    tensor: Tensor
+    payload: object
+    meta: tuple            # (requires_grad, grad_fn, output_nr)
+    grad: object           # the .grad object before the trace
+    value: object = None   # the state input Value, if its data was read
+    name: str = ""
+
+
+@dataclass(eq=False)
+class GradWrite:
+    """After each call, ``tensor.grad`` becomes: None, an existing tensor, or an output."""
+
+    tensor: Tensor
+    kind: str              # "none", "object" or "output"
+    obj: object = None
+    output: int = -1
+
+
+@dataclass(eq=False)
+class Captured:
+    """A traced function: its graph plus how call arguments and results map onto it."""
+
+    graph: Graph
+    in_tree: object
+    out_tree: object
+    out_leaves: list                 # per output leaf: ("value", output index) or ("py", obj)
+    state: list                      # [Watched] whose data is a state input, in input order
+    state_updates: list              # [(Watched, output index)]
+    grad_writes: list                # [GradWrite]
+    arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]
+    escaped: list = field(default_factory=list)       # [(Tensor, output index)]
+
+    @property
+    def one_shot(self) -> bool:
+        """The body stored new tensors somewhere (an optimizer creating its buffers):
+        replaying the graph would not redo that, so the trace serves only its own call."""
+        return bool(self.escaped)
+
+    def __str__(self) -> str:
+        return str(self.graph)
+
+    def to_mlir(self) -> str:
+        from ..lower.mlir import to_mlir
+        return to_mlir(self.graph)
+
+    def compile(self, backend: str = "llvm-cpu"):
+        from ..runtime.compiled import CompiledGraph
+        return CompiledGraph(self, backend)
+
+
+class Tracer:
+    """The interceptor capture installs in ``eager.dispatch`` while tracing."""
+
+    def __init__(self):
+        self.graph = Graph()
+        self.start = _serial()
+        self.watched: dict[int, Watched] = {}
+        self.consts: dict[int, object] = {}
+        self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
+
+    # -- values --------------------------------------------------------------------------
+    def _watch(self, t: Tensor) -> Watched:
+        w = self.watched.get(id(t))
+        if w is None:
+            w = Watched(t, t._payload, (t._requires_grad, t.grad_fn, t._output_nr), t._grad,
+                        name=f"tensor{t._serial}")
+            self.watched[id(t)] = w
+        return w
+
+    def lift(self, t: Tensor) -> None:
+        """Make a pre-trace tensor's data a state input (before it is read or written)."""
+        p = t._payload
+        if isinstance(p, Symbolic) or t._serial >= self.start:
+            return
+        w = self._watch(t)
+        aval = Aval(tuple(p.shape), t.dtype)
+        w.name = f"state{len(self.graph.inputs)}"
+        w.value = self.graph.add_input(aval, "state", w.name)
+        t._payload = Symbolic(w.value, self)
+
+    def note_grad_write(self, t: Tensor) -> None:
+        if t._serial < self.start:
+            self._watch(t)
+
+    def value_of(self, t: Tensor):
+        p = t._payload
+        if isinstance(p, Symbolic):
+            if p.tracer is not self:
+                raise CaptureError(f"{user_location()}: a tensor from another staged trace "
+                                   "was used here (a symbolic tensor escaped its trace)")
+            return p.value
+        key = id(p)
+        v = self.consts.get(key)
+        if v is None:
+            a = np.asarray(p)
+            v = self.graph.add_const(a, Aval(a.shape, t.dtype))
+            self.consts[key] = (v, p)  # keep p alive so its id stays unique
+            return v
+        return v[0]
+
+    # -- the interceptor -----------------------------------------------------------------
+    def __call__(self, prim, inputs, params):
+        symbolic = False
+        for t in inputs:
+            if t._serial < self.start and not isinstance(t._payload, Symbolic):
+                self.lift(t)
+            if isinstance(t._payload, Symbolic):
+                symbolic = True
+        if not symbolic:
+            aval = prim.shape_rule(*(t._aval() for t in inputs), **params)
+            if _numel(aval.shape) <= max(_numel(t._payload.shape) for t in inputs) + 1:
+                # constants only: fold eagerly (but never blow a scalar up into a big array)
+                out = prim.impl(*(np.asarray(t._payload) for t in inputs), **params)
+                return np.asarray(out)
+        vals = [self.value_of(t) for t in inputs]
+        aval = prim.shape_rule(*(v.aval for v in vals), **params)
+        v = self.graph.add_op(prim, vals, params, aval, user_location())
+        out = Symbolic(v, self)
+        self.created.append(weakref.ref(out))
+        return out
+
+    # -- finishing -----------------------------------------------------------------------
+    def output_value(self, t: Tensor):
+        return self.value_of(t)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def capture(fn, *args, **kwargs) -> Captured:
+    """Trace ``fn(*args, **kwargs)`` into a graph without running it on data.
+
+    Example:
+        >>> g = staged.capture(lambda x: (x * x).sum(), staged.ones(3))
+        >>> print(g)  # one op a line
+    """
+    leaves, in_tree = flatten((args, kwargs), lambda o: False)
+    tracer = Tracer()
+    wrappers = []
+    sym_leaves = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, Tensor):
+            v = tracer.graph.add_input(leaf._aval(), "arg", f"arg{i}")
+            w = Tensor._wrap(Symbolic(v, tracer), leaf._requires_grad)
+            wrappers.append((i, w))
+            sym_leaves.append(w)
+        else:
+            sym_leaves.append(leaf)
+    tracer.start = _serial()  # arg wrappers count as pre-trace tensors (their .grad is state)
+    for _, w in wrappers:
+        tracer._watch(w)
+    a, kw = unflatten(in_tree, sym_leaves)
+    del sym_leaves
+    prev = dispatch.set_interceptor(tracer)
+    mode = (_state.grad_enabled, _state.inference)
+    try:
+        holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
+    finally:
+        dispatch.restore_interceptor(prev)
+        _state.grad_enabled, _state.inference = mode
+    try:
+        return _finish(tracer, holder, in_tree, wrappers)
+    finally:
+        _restore(tracer)
+
+
+def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
+    g = tracer.graph
+    out_leaves_raw, out_tree = flatten(holder.pop(), lambda o: False)
+    out_leaves = []
+    for leaf in out_leaves_raw:
+        if isinstance(leaf, Tensor):
+            g.outputs.append(Output(tracer.output_value(leaf), "out", f"out{len(g.outputs)}"))
+            out_leaves.append(("value", len(g.outputs) - 1))
+        else:
+            out_leaves.append(("py", leaf))
+    out_leaves_raw = leaf = None  # so only the body's own references keep tensors alive
+    state, updates, grad_writes = [], [], []
+    for w in tracer.watched.values():
+        t = w.tensor
+        if w.value is not None:
+            state.append(w)
+            cur = t._payload
+            if isinstance(cur, Symbolic) and cur.value is not w.value:
+                g.outputs.append(Output(cur.value, "state", w.name))
+                updates.append((w, len(g.outputs) - 1))
+            elif not isinstance(cur, Symbolic):
+                raise CaptureError("the data of a captured tensor was replaced by a concrete "
+                                   "array during the trace (t.data = ...); not supported")
+        gr = t._grad
+        if gr is w.grad:  # unchanged object; in-place changes to it are its own state
+            continue
+        if gr is None:
+            grad_writes.append(GradWrite(t, "none"))
+        elif gr._serial < tracer.start and not isinstance(gr._payload, Symbolic):
+            grad_writes.append(GradWrite(t, "object", gr))
+        else:
+            g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
+            grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
+    state.sort(key=lambda w: w.value.id)
+    escaped = []
+    for t in _escaped(tracer):
+        g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
+        escaped.append((t, len(g.outputs) - 1))
+    return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
+                    escaped)
+
+
+def _escaped(tracer: Tracer) -> list:
+    """Tensors made during the trace that the body stored somewhere that outlives it."""
+    gc.collect()
+    alive = [s for s in (r() for r in tracer.created) if s is not None]
+    if not alive:
+        return []
+    mine = {id(w.tensor) for w in tracer.watched.values()}
+    found = {}
+    for r in gc.get_referrers(*alive):
+        if isinstance(r, Tensor) and id(r) not in mine and isinstance(r._payload, Symbolic):
+            found[id(r)] = r
+    for t in found.values():  # its graph was symbolic: keep the data only
+        t.grad_fn, t._requires_grad = None, False
+    return sorted(found.values(), key=lambda t: t._serial)
+
+
+def _restore(tracer: Tracer) -> None:
+    for w in tracer.watched.values():
+        t = w.tensor
+        t._payload = w.payload
+        t._requires_grad, t.grad_fn, t._output_nr = w.meta
+        t._grad = w.grad

@@ -1,0 +1,61 @@
+"""The symbolic payload: a value of the graph being captured (shape and dtype, no data)."""
+from __future__ import annotations
+
+import os
+import sys
+
+_STAGED_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class CaptureError(RuntimeError):
+    """Data was needed from a tensor under capture (``.item()``, ``bool()``, ``.numpy()``)."""
+
+
+def user_location() -> str:
+    """``file:line`` of the innermost frame outside the staged package."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_STAGED_DIR):
+        f = f.f_back
+    if f is None:
+        return ""
+    return f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+class Symbolic:
+    """Payload of a Tensor under capture; has ``shape`` and ``dtype`` like an ndarray."""
+
+    __slots__ = ("value", "tracer", "__weakref__")
+
+    def __init__(self, value, tracer):
+        self.value = value
+        self.tracer = tracer
+
+    @property
+    def shape(self):
+        return self.value.aval.shape
+
+    @property
+    def dtype(self):
+        return self.value.aval.dtype.np
+
+    @property
+    def ndim(self):
+        return len(self.value.aval.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.value.aval.shape:
+            n *= s
+        return n
+
+    def __array__(self, *args, **kwargs):
+        where = user_location()
+        raise CaptureError(
+            f"{where}: this needs the data of a tensor that is being captured by "
+            "staged.compile/capture (e.g. .item(), bool(t), .numpy(), printing it, or a "
+            "Python branch on its value). A compiled function cannot look at values while it "
+            "is traced: move such code outside the compiled function.")
+
+    def __repr__(self) -> str:
+        return f"<symbolic {self.value!r}: {self.value.aval}>"
