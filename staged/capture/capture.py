@@ -194,9 +194,14 @@ def capture(fn, *args, **kwargs) -> Captured:
         dispatch.restore_interceptor(prev)
         _state.grad_enabled, _state.inference = mode
     try:
-        return _finish(tracer, holder, in_tree, wrappers)
+        captured = _finish(tracer, holder, in_tree, wrappers)
     finally:
         _restore(tracer)
+    g = captured.graph
+    for t in _escaped(tracer):  # after the restore: only the body's own stores remain
+        g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
+        captured.escaped.append((t, len(g.outputs) - 1))
+    return captured
 
 
 def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
@@ -233,12 +238,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
-    escaped = []
-    for t in _escaped(tracer):
-        g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
-        escaped.append((t, len(g.outputs) - 1))
-    return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
-                    escaped)
+    return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers)
 
 
 def _escaped(tracer: Tracer) -> list:

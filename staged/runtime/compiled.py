@@ -3,7 +3,9 @@ step's state (parameters, ``.grad``, optimizer buffers) kept on the device betwe
 """
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 
 import numpy as np
 
@@ -150,3 +152,13 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     if fn is None:
         return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic)
     return Compiled(fn, backend=backend, dynamic=dynamic)
+
+
+@atexit.register
+def _bring_state_home() -> None:
+    """Copy device-resident tensor data to the host before the interpreter tears IREE
+    down: a DeviceArray freed after its device segfaults during shutdown GC."""
+    for obj in gc.get_objects():
+        if isinstance(obj, Tensor) and not isinstance(obj._payload, (np.ndarray,)) \
+                and hasattr(obj._payload, "to_host"):
+            obj._host()

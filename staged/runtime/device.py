@@ -2,7 +2,9 @@
 device-resident arrays, move arrays between host and device."""
 from __future__ import annotations
 
+import atexit
 import functools
+import weakref
 
 import numpy as np
 
@@ -25,8 +27,9 @@ class Device:
         try:
             self.config = rt.Config(self.driver)
         except (RuntimeError, ValueError) as err:
+            cause = err.__cause__ or err.__context__
             raise DeviceError(f"backend {backend!r}: IREE driver {self.driver!r} has no "
-                              f"usable device: {err}") from None
+                              f"usable device: {err}{f' ({cause})' if cause else ''}") from None
         self.hal = self.config.device
 
     def load(self, vmfb: bytes) -> "Module":
@@ -55,6 +58,17 @@ def to_host(x) -> np.ndarray:
     return np.array(x, copy=True)
 
 
+_LOADED: "weakref.WeakSet[Module]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # Interpreter shutdown frees objects in no particular order; a VM context freed after
+    # its instance segfaults, so close every loaded module first.
+    for m in list(_LOADED):
+        m.close()
+
+
 class Module:
     """A loaded vmfb; ``invoke`` calls one of its functions."""
 
@@ -68,6 +82,12 @@ class Module:
                                     modules=list(dev.config.default_vm_modules) + [vm_module])
         self._module = vm_module
         self._functions = {}
+        _LOADED.add(self)
+
+    def close(self) -> None:
+        """Release the VM context and module (before their device goes away)."""
+        self._functions = {}
+        self.context = self._module = None
 
     def function(self, name: str):
         f = self._functions.get(name)

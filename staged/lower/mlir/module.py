@@ -8,6 +8,7 @@ verifier and compiler diagnostics point at the user's line.
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 
@@ -283,12 +284,27 @@ _NAME_LOC = re.compile(r'loc\("([^"]*)"(?:\("((?:[^"\\]|\\.)*)":(\d+):\d+\))?\)'
 _TEXT_LOC = re.compile(r':(\d+):\d+')
 
 
+_local = threading.local()
+_CONTEXT_BUDGET = 64 << 20  # bytes of text parsed before a fresh context (frees attributes)
+
+
+def _context():
+    """A per-thread MLIR context, reused: creating one and loading dialects costs ~50 ms."""
+    from iree.compiler import ir
+
+    if getattr(_local, "ctx", None) is None or _local.used > _CONTEXT_BUDGET:
+        _local.ctx, _local.used = ir.Context(), 0
+    return _local.ctx
+
+
 def verify(text: str, line_ops=None) -> None:
     """Parse and verify MLIR text; failures become LoweringError naming the staged
     primitive and the user's file:line (from the op's location, or the text line)."""
     from iree.compiler import ir
 
-    with ir.Context():
+    ctx = _context()
+    _local.used += len(text)
+    with ctx:
         try:
             ir.Module.parse(text).operation.verify()
         except ir.MLIRError as err:

@@ -1,0 +1,44 @@
+"""Activation modules."""
+from __future__ import annotations
+
+from ...eager import ops
+from ..module import Module
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return input.relu_() if self.inplace else ops.relu(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return ops.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return ops.sigmoid(input)
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return ops.softmax(input, self.dim if self.dim is not None else -1)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return ops.log_softmax(input, self.dim if self.dim is not None else -1)

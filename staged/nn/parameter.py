@@ -1,0 +1,33 @@
+"""nn.Parameter: a leaf Tensor that Modules register as a parameter."""
+from __future__ import annotations
+
+from ..eager.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A Tensor that is a module parameter (``requires_grad=True`` by default)."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        from ..eager.factories import empty
+        data = empty(0) if data is None else data
+        t = object.__new__(cls)
+        Tensor._init(t, data._host() if isinstance(data, Tensor) else
+                     Tensor(data)._payload, False)
+        if isinstance(data, Tensor):
+            t._version = data._version
+        t.requires_grad_(requires_grad)
+        return t
+
+    def __init__(self, data=None, requires_grad=True):
+        pass
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol):
+        return (Parameter, (Tensor(self._host()), self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        p = Parameter(Tensor._wrap(self._host().copy()), self._requires_grad)
+        memo[id(self)] = p
+        return p

@@ -1,0 +1,61 @@
+"""Adam and AdamW, following PyTorch's single-tensor implementation."""
+from __future__ import annotations
+
+from ..eager.factories import zeros_like
+from ..eager.ops._operands import scalar_tensor
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """Adam; ``step`` is a tensor so that a compiled step stays valid call after call."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, maximize=False):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameters: {betas}")
+        if eps < 0.0:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _update(self, p, grad, state, group):
+        beta1, beta2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        if group["maximize"]:
+            grad = -grad
+        if not state:
+            state["step"] = scalar_tensor(0.0, p.dtype.to_real())
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        step_t.add_(1)
+        if wd:
+            if self._decoupled:
+                p.mul_(1 - lr * wd)
+            else:
+                grad = grad.add(p, alpha=wd)
+        exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp, as PyTorch
+        exp_avg_sq.mul_(beta2).add_(grad * grad.conj() * (1 - beta2))
+        bias_correction1 = 1 - beta1 ** step_t
+        bias_correction2_sqrt = (1 - beta2 ** step_t).sqrt()
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(exp_avg_sq))
+            exp_avg_sq = state["max_exp_avg_sq"]
+        denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + group["eps"]
+        p.sub_(exp_avg / denom * (lr / bias_correction1))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 1e-2)."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)

@@ -1,0 +1,226 @@
+"""Lowering sweep: every registry primitive, lowered to MLIR, compiled for llvm-cpu and
+compared with the NumPy interpreter. All samples share one module (one compile)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from staged import dtypes as dt
+from staged.autodiff import REGISTRY, Aval
+from staged.capture.interpret import interpret
+from staged.capture.ir import Graph, Output
+from staged.lower.mlir import LoweringError, lowering_table, to_mlir
+from staged.runtime.compiler import compile_mlir
+from staged.runtime.device import device, to_host
+
+rng = np.random.default_rng(0)
+F, I, L, B = dt.float32, dt.int32, dt.int64, dt.bool_
+
+
+def arr(shape, d=F, low=-3.0, high=3.0):
+    if d is B:
+        return rng.random(shape) < 0.5
+    if d.is_complex:
+        return (rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape)).astype(d.np)
+    if d.is_floating_point:
+        return rng.uniform(low, high, shape).astype(d.np)
+    return rng.integers(int(low), int(high) + 1, shape).astype(d.np)
+
+
+POSITIVE = {"log", "sqrt", "rsqrt", "log1p"}
+UNARY = ["copy", "neg", "conj", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid",
+         "sin", "cos", "relu", "abs", "sign", "logical_not"]
+INT_UNARY = {"copy", "neg", "conj", "relu", "abs", "sign", "logical_not"}
+COMPLEX_UNARY = {"copy", "neg", "conj", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos", "abs",
+                 "logical_not"}
+CMP = ["eq", "ne", "lt", "le", "gt", "ge"]
+BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", *CMP, "logical_and",
+          "logical_or"]
+NAN = np.array([[np.nan, 1.0, -2.0], [np.nan, 0.0, 3.0]], np.float32)
+NAN_Y = np.array([[np.nan, np.nan, -2.0], [1.0, -0.0, 4.0]], np.float32)
+
+
+def cases(name):
+    """[(input arrays, params)] for primitive ``name``."""
+    if name in UNARY:
+        low = 0.1 if name in POSITIVE else -3.0
+        out = [([arr((2, 3), F, low)], {}), ([np.asarray(arr((), F, low))], {}),
+               ([NAN], {}) if name not in POSITIVE else ([arr((4,), dt.float64, low)], {})]
+        if name in INT_UNARY:
+            out += [([arr((2, 3), I)], {}), ([arr((3,), L)], {})]
+        if name in COMPLEX_UNARY:
+            out.append(([arr((2, 2), dt.complex64, 0.2, 1.5)], {}))
+        if name in ("logical_not", "conj", "abs", "relu"):
+            out.append(([arr((5,), B)], {}))
+        return out
+    if name in BINARY:
+        x, y = arr((2, 3)), arr((2, 3), low=0.5 if name == "div" else -3.0)
+        y[0, 0] = x[0, 0]
+        if name == "pow":
+            x = np.abs(x) + 0.1
+            return [([x, y], {}), ([arr((2, 3), I, 0, 4), arr((2, 3), I, 0, 3)], {}),
+                    ([np.float32(-2.0), np.float32(3.0)], {})]
+        out = [([x, y], {}), ([np.float32(1.5), np.float32(-0.5)], {})]
+        if name != "div":
+            out += [([NAN, NAN_Y], {}), ([arr((2, 3), I), arr((2, 3), I)], {}),
+                    ([arr((3,), L, -9, 9), arr((3,), L, -9, 9)], {})]
+        if name in ("add", "mul", "maximum", "minimum", "eq", "ne", "lt", "logical_and",
+                    "logical_or"):
+            out.append(([arr((6,), B), arr((6,), B)], {}))
+        if name in ("add", "sub", "mul", "div", "eq", "ne"):
+            out.append(([arr((2, 2), dt.complex64, 0.5), arr((2, 2), dt.complex64, 0.5)], {}))
+        return out
+    if name == "where":
+        return [([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {}),
+                ([np.asarray(True), np.float32(1), np.float32(2)], {}),
+                ([arr((4,), B), arr((4,), L), arr((4,), L)], {})]
+    if name == "cast":
+        src = {F: np.array([-2.7, -0.5, 0.0, 0.5, 1.9, 3.0, np.nan, 250.0], np.float32)}
+        pairs = [(F, I), (F, L), (F, B), (F, dt.float64), (F, dt.float16), (F, dt.complex64),
+                 (I, F), (I, L), (I, B), (I, dt.int8), (L, I), (B, F), (B, I),
+                 (dt.uint8, I), (dt.uint8, F), (dt.float64, F), (dt.complex64, F),
+                 (dt.complex64, dt.complex128), (dt.complex64, B), (dt.int8, dt.uint8)]
+        out = []
+        for s, d in pairs:
+            x = src[s][:6] if s is F and (d is I or d is L) else \
+                src.get(s, arr((8,), s, -100, 100) if s is not dt.uint8 else arr((8,), s, 0, 255))
+            out.append(([x], {"dtype": d}))
+        out.append(([np.float32(2.5)], {"dtype": I}))
+        return out
+    if name in ("reduce_sum", "reduce_max", "reduce_min"):
+        x = arr((2, 3, 4))
+        out = [([x], {"dims": (1,), "keepdim": False}), ([x], {"dims": (1,), "keepdim": True}),
+               ([x], {"dims": (0, 2), "keepdim": False}), ([x], {"dims": (0, 2), "keepdim": True}),
+               ([x], {"dims": (0, 1, 2), "keepdim": False}),
+               ([x], {"dims": (0, 1, 2), "keepdim": True}),
+               ([np.asarray(np.float32(3))], {"dims": (), "keepdim": False}),
+               ([arr((3, 4), I)], {"dims": (0,), "keepdim": False}),
+               ([arr((5,), B)], {"dims": (0,), "keepdim": False}),
+               ([NAN], {"dims": (1,), "keepdim": False})]
+        if name == "reduce_sum":
+            out.append(([arr((2, 3), dt.complex64)], {"dims": (1,), "keepdim": False}))
+        return out
+    if name in ("argmax", "argmin"):
+        x = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-1, -5, -5, 4]], np.float32)
+        return [([x], {"dim": 1, "keepdim": False}), ([x], {"dim": 0, "keepdim": True}),
+                ([NAN], {"dim": 1, "keepdim": False}), ([x.astype(np.int32)], {"dim": 1, "keepdim": False}),
+                ([arr((6,), B)], {"dim": 0, "keepdim": False}),
+                ([arr((7,))], {"dim": 0, "keepdim": True})]
+    if name == "reshape":
+        return [([arr((2, 3))], {"shape": (3, 2)}), ([arr((6,))], {"shape": (2, 1, 3)}),
+                ([np.asarray(np.float32(2))], {"shape": (1, 1)}), ([arr((1, 1))], {"shape": ()}),
+                ([arr((2, 3, 4))], {"shape": (4, 6)}), ([arr((1, 6), I)], {"shape": (6, 1)}),
+                ([arr((2, 1, 3))], {"shape": (3, 2)})]
+    if name == "expand":
+        return [([arr((1, 3))], {"shape": (4, 3)}), ([arr((2, 1, 1))], {"shape": (2, 3, 4)}),
+                ([arr((1,), B)], {"shape": (5,)}), ([arr((1, 1), I)], {"shape": (2, 3)}),
+                ([arr((2, 3))], {"shape": (2, 3)})]
+    if name == "permute":
+        return [([arr((2, 3, 4))], {"perm": (2, 0, 1)}), ([arr((2, 3), I)], {"perm": (1, 0)}),
+                ([arr((2, 3))], {"perm": (0, 1)})]
+    if name == "matmul":
+        return [([arr((2, 3)), arr((3, 4))], {}), ([arr((2, 2, 3)), arr((2, 3, 4))], {}),
+                ([arr((2, 1, 2, 3)), arr((2, 1, 3, 2))], {}),
+                ([arr((3, 3), I), arr((3, 2), I)], {}),
+                ([arr((2, 2), dt.complex64), arr((2, 2), dt.complex64)], {})]
+    return []
+
+
+def build(names, loc="sweep.py"):
+    """One graph holding every case of ``names``; returns it, its inputs and the slice of
+    outputs per name."""
+    g, inputs, spans = Graph(), [], {}
+    for name in names:
+        prim, start = REGISTRY[name], len(g.outputs)
+        for k, (xs, params) in enumerate(cases(name)):
+            vals = []
+            for x in xs:
+                x = np.asarray(x)
+                vals.append(g.add_input(Aval(x.shape, dt.from_numpy_dtype(x.dtype)), "arg", ""))
+                inputs.append(x)
+            aval = prim.abstract_eval(*(v.aval for v in vals), **params)
+            out = g.add_op(prim, vals, params, aval, f"{loc}:{k + 1}")
+            g.outputs.append(Output(out, "out", f"{name}#{k}"))
+        spans[name] = (start, len(g.outputs))
+    return g, inputs, spans
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tmp_cache(tmp_path_factory):
+    old = os.environ.get("STAGED_CACHE_DIR")
+    os.environ["STAGED_CACHE_DIR"] = str(tmp_path_factory.mktemp("staged-cache"))
+    yield
+    os.environ.pop("STAGED_CACHE_DIR") if old is None else os.environ.update(STAGED_CACHE_DIR=old)
+
+
+def run(g, inputs):
+    m = device().load(compile_mlir(to_mlir(g)))
+    res = m.invoke("main", inputs, [o.value.aval.dtype.np for o in g.outputs])
+    return [to_host(r) for r in res]
+
+
+@pytest.fixture(scope="session")
+def sweep(tmp_cache):
+    names = [n for n in REGISTRY if cases(n)]
+    g, inputs, spans = build(names)
+    with np.errstate(all="ignore"):
+        expected = interpret(g, *inputs)
+    return g, spans, run(g, inputs), expected
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_primitive_matches_numpy(name, sweep):
+    g, spans, got, expected = sweep
+    if name not in spans:
+        assert lowering_table().get(name, {}).get("unsupported"), \
+            f"{name}: no lowering test cases and no recorded unsupported reason"
+        pytest.skip(f"no sample cases for {name}")
+    for i in range(*spans[name]):
+        out, a, b = g.outputs[i], got[i], expected[i]
+        aval = out.value.aval
+        assert a.shape == aval.shape and a.dtype == aval.dtype.np, (out.name, a.dtype, a.shape)
+        if aval.dtype.is_floating_point or aval.dtype.is_complex:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=out.name)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=out.name)
+
+
+def test_every_primitive_is_covered():
+    table = lowering_table()
+    missing = [n for n in REGISTRY if not (table.get(n, {}).get("lowered")
+                                           or table.get(n, {}).get("unsupported"))]
+    assert not missing, f"primitives without an MLIR lowering or a reason: {missing}"
+
+
+def test_constants_and_passthrough():
+    g = Graph()
+    x = g.add_input(Aval((3,), F), "arg", "x")
+    consts = [np.array([1.5, -2.0, 1e-30], np.float32), np.full((2, 2), 7, np.int64),
+              np.array([True, False, True]), np.asarray(np.float32(0.1)),
+              np.array([1 + 2j, 3 - 1j], np.complex64), np.zeros((0, 3), np.float32)]
+    vals = [g.add_const(c, Aval(c.shape, dt.from_numpy_dtype(c.dtype))) for c in consts]
+    y = g.add_op(REGISTRY["add"], (x, vals[0]), {}, Aval((3,), F))
+    g.outputs = [Output(v, "out", "") for v in (y, x, *vals)]
+    xin = arr((3,))
+    for a, b in zip(run(g, [xin]), interpret(g, xin)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_unsupported_dtype_names_op_dtype_and_line():
+    g = Graph()
+    x = g.add_input(Aval((2,), I), "arg", "x")
+    y = g.add_op(REGISTRY["div"], (x, x), {}, Aval((2,), I), "model.py:42")
+    g.outputs.append(Output(y, "out", ""))
+    with pytest.raises(LoweringError, match=r"div on int32 at model\.py:42: .*true division"):
+        to_mlir(g)
+
+
+def test_verifier_error_names_primitive_and_line():
+    g = Graph()
+    x = g.add_input(Aval((2, 3), F), "arg", "x")
+    bad = g.add_op(REGISTRY["permute"], (x,), {"perm": (1, 0)}, Aval((2, 3), F), "net.py:7")
+    g.outputs.append(Output(bad, "out", ""))
+    with pytest.raises(LoweringError, match=r"permute at net\.py:7"):
+        to_mlir(g)

@@ -1,0 +1,92 @@
+"""Compile cache: hits skip the compiler, damaged entries are rebuilt, errors carry
+IREE's diagnostics and the staged op's line."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from staged.runtime import cache, compiler
+from staged.runtime.compiler import CompileError, compile_mlir
+from staged.runtime.device import device, to_host
+
+TEXT = """func.func @main(%a: tensor<3xf32>) -> tensor<3xf32> {
+  %r = math.exp %a : tensor<3xf32> loc("exp"("model.py":5:0))
+  return %r : tensor<3xf32>
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAGED_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = []
+    real = compiler.compile_uncached
+
+    def count(*args):
+        calls.append(args)
+        return real(*args)
+    monkeypatch.setattr(compiler, "compile_uncached", count)
+    return calls
+
+
+def test_hit_returns_same_bytes_without_compiling(counted, cache_dir):
+    first = compile_mlir(TEXT)
+    assert len(counted) == 1 and list(cache_dir.iterdir())
+    assert compile_mlir(TEXT) == first and len(counted) == 1
+    out = device().load(first).invoke("main", [np.array([0, 1, 2], np.float32)])
+    np.testing.assert_allclose(to_host(out[0]), np.exp([0, 1, 2]), rtol=1e-6)
+
+
+def test_results_stay_on_device_and_chain():
+    m = device().load(compile_mlir(TEXT))
+    (r,) = m.invoke("main", [np.zeros(3, np.float32)])
+    (r,) = m.invoke("main", [r])  # a DeviceArray goes straight back in
+    host = to_host(r)
+    host[0] = 5  # a writable copy
+    np.testing.assert_allclose(to_host(r), np.full(3, np.e), rtol=1e-6)
+
+
+def test_key_depends_on_text_and_backend():
+    assert cache.cache_key(TEXT, "llvm-cpu") != cache.cache_key(TEXT, "cuda")
+    assert cache.cache_key(TEXT, "llvm-cpu") != cache.cache_key(TEXT + " ", "llvm-cpu")
+    assert cache.cache_key("ab", "c") != cache.cache_key("a", "bc")
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[: len(b) // 2], lambda b: b[:5],
+                                    lambda b: b[:-1] + bytes([b[-1] ^ 1]), lambda b: b""])
+def test_damaged_entry_is_rebuilt(counted, cache_dir, damage):
+    good = compile_mlir(TEXT)
+    (entry,) = cache_dir.iterdir()
+    entry.write_bytes(damage(entry.read_bytes()))
+    again = compile_mlir(TEXT)
+    assert len(counted) == 2 and len(again) == len(good)
+    assert cache.load(entry.name) == again
+
+
+def test_unwritable_cache_still_compiles(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("STAGED_CACHE_DIR", str(blocker / "sub"))
+    assert compile_mlir(TEXT)
+
+
+def test_compile_error_carries_diagnostics_and_line():
+    bad = TEXT.replace("math.exp %a : tensor<3xf32>", "math.exp %a : tensor<3xi32>")
+    with pytest.raises(CompileError, match=r"error: \[exp at model\.py:5\] .*different type"):
+        compiler.compile_uncached(bad, compiler.flags("llvm-cpu"))
+
+
+def test_backend_diagnostic_at_user_line_names_the_primitive():
+    # past parsing, IREE prints an op's location as the user's file:line alone
+    msg = "model.py:5:0: failed to legalize operation 'math.exp'"
+    assert compiler._where(msg, TEXT) == "exp at model.py:5"
+
+
+def test_unknown_backend():
+    with pytest.raises(ValueError, match="unknown backend"):
+        compile_mlir(TEXT, backend="tpu")
