@@ -1,6 +1,7 @@
 """The primitive registry: every primitive declared once (impl, shape rule, VJP, JVP)."""
 from .avals import Aval, ShapeError  # noqa: F401
-from .primitive import ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, primitive  # noqa: F401
+from .primitive import (ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, jvp_rule,  # noqa: F401
+                        primitive)
 from .elementwise import *  # noqa: F401,F403
 from .shape import expand, permute, reshape  # noqa: F401
 from .reduction import argmax, argmin, reduce_max, reduce_min, reduce_sum  # noqa: F401

@@ -60,7 +60,7 @@ def apply(prim, inputs, params):
     result = Tensor._wrap(out, requires)
     if prim.view:
         base = inputs[0]
-        result._version = base._version
+        result._vc = base._vc
         result._base = base._base if base._base is not None else base
     if requires:
         result.grad_fn = PrimitiveBackward(prim, inputs, result, params)

@@ -17,13 +17,13 @@ FREED_MESSAGE = (
 class SavedTensor:
     """One tensor saved for backward (``grad_fn._raw_saved_<name>``)."""
 
-    __slots__ = ("_tensor", "_payload", "_version", "_saved_version", "_is_output",
+    __slots__ = ("_tensor", "_payload", "_vc", "_saved_version", "_is_output",
                  "_requires_grad", "_freed")
 
     def __init__(self, tensor, is_output: bool):
         self._is_output = is_output
-        self._version = tensor._version
-        self._saved_version = tensor._version[0]
+        self._vc = tensor._vc
+        self._saved_version = tensor._vc[0]
         self._freed = False
         if is_output:
             self._tensor = None
@@ -36,12 +36,12 @@ class SavedTensor:
     def unpack(self, node):
         if self._freed:
             raise RuntimeError(FREED_MESSAGE)
-        if self._version[0] != self._saved_version:
+        if self._vc[0] != self._saved_version:
             raise RuntimeError(_version_message(self, node))
         if self._is_output:
             from .tensor import Tensor
             t = Tensor._wrap(self._payload, self._requires_grad)
-            t._version = self._version
+            t._vc = self._vc
             if self._requires_grad:
                 t.grad_fn = node
             return t
@@ -58,7 +58,7 @@ def _version_message(saved, node) -> str:
     where = f"output 0 of {node.name()}" if saved._is_output else f"an input of {node.name()}"
     return ("one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [{payload.dtype}[{shape}]], which is {where}, is at version "
-            f"{saved._version[0]}; expected version {saved._saved_version} instead. Hint: the "
+            f"{saved._vc[0]}; expected version {saved._saved_version} instead. Hint: the "
             "backtrace further above can show the operation that failed to compute its "
             "gradient; enable anomaly detection with staged.autograd.set_detect_anomaly(True) "
             "to find it, or avoid modifying the tensor in place.")

@@ -25,7 +25,7 @@ _serial = itertools.count().__next__
 class Tensor:
     """A multi-dimensional array with autograd, PyTorch's ``torch.Tensor``."""
 
-    __slots__ = ("_payload", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_version",
+    __slots__ = ("_payload", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_vc",
                  "_base", "_hooks", "_post_acc_hooks", "_retains_grad", "_grad_acc",
                  "_serial", "__weakref__")
 
@@ -44,7 +44,7 @@ class Tensor:
         t.grad_fn = None
         t._output_nr = 0
         t._grad = None
-        t._version = [0]
+        t._vc = [0]
         t._base = None
         t._hooks = None
         t._post_acc_hooks = None
@@ -200,7 +200,7 @@ class Tensor:
     def detach(self):
         """A new leaf sharing this tensor's data and version counter, outside the graph."""
         t = Tensor._wrap(self._payload, False)
-        t._version = self._version
+        t._vc = self._vc
         return t
 
     def detach_(self):
@@ -221,8 +221,9 @@ class Tensor:
         self._payload = value._payload
 
     @property
-    def _version_value(self) -> int:
-        return self._version[0]
+    def _version(self) -> int:
+        """How many in-place changes this tensor's data (shared with its views) has seen."""
+        return self._vc[0]
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate gradients of this tensor into the ``.grad`` of the graph's leaves."""

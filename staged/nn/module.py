@@ -274,7 +274,7 @@ class Module:
                 for k, v in d.items():
                     if v is not None and (v.dtype.is_floating_point or v.dtype.is_complex):
                         v._payload = v._host().astype(dtype.np)
-                        v._version[0] += 1
+                        v._vc[0] += 1
         return self
 
     def extra_repr(self) -> str:

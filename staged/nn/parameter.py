@@ -14,7 +14,7 @@ class Parameter(Tensor):
         Tensor._init(t, data._host() if isinstance(data, Tensor) else
                      Tensor(data)._payload, False)
         if isinstance(data, Tensor):
-            t._version = data._version
+            t._vc = data._vc
         t.requires_grad_(requires_grad)
         return t
 

@@ -53,7 +53,7 @@ class CompiledGraph:
         for w, k in c.state_updates:
             t = w.tensor
             t._payload = res[k]  # stays on the device until read (Note [payloads])
-            t._version[0] += 1
+            t._vc[0] += 1
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
             t = wrapper_leaf.get(id(gw.tensor), gw.tensor)
@@ -159,6 +159,6 @@ def _bring_state_home() -> None:
     """Copy device-resident tensor data to the host before the interpreter tears IREE
     down: a DeviceArray freed after its device segfaults during shutdown GC."""
     for obj in gc.get_objects():
-        if isinstance(obj, Tensor) and not isinstance(obj._payload, (np.ndarray,)) \
-                and hasattr(obj._payload, "to_host"):
+        # type() rather than isinstance(): the latter runs other libraries' __getattr__
+        if issubclass(type(obj), Tensor) and hasattr(obj._payload, "to_host"):
             obj._host()

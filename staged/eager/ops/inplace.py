@@ -63,7 +63,7 @@ def write(t: Tensor, result: Tensor) -> Tensor:
                 "in-place updates of a view are not supported under staged capture yet; "
                 "update the base tensor, or use the out-of-place op")
         t._payload = result._payload
-    t._version[0] += 1
+    t._vc[0] += 1
     if node is not None:
         t.grad_fn = node
         t._output_nr = result._output_nr
@@ -79,7 +79,7 @@ def _keep_original(node, t):
         if s._tensor is t:
             orig = Tensor._wrap(t._payload.copy(), t._requires_grad)
             orig.grad_fn, orig._output_nr = t.grad_fn, t._output_nr
-            s._tensor, s._version, s._saved_version = orig, orig._version, 0
+            s._tensor, s._vc, s._saved_version = orig, orig._vc, 0
 
 
 def _title(d):

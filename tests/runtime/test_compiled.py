@@ -1,0 +1,178 @@
+"""staged.compile: a compiled training step behaves call for call like the eager one."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import staged
+import staged.nn.functional as F
+from staged import nn, optim
+from staged.lower.mlir import LoweringError
+
+
+def _model(seed=0):
+    staged.manual_seed(seed)
+    return nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _data(n=8, seed=1):
+    rng = np.random.default_rng(seed)
+    return (staged.tensor(rng.standard_normal((n, 10)).astype(np.float32)),
+            staged.tensor(rng.integers(0, 4, n)))
+
+
+def _trainer(model, make_opt, zero_first=True):
+    opt = make_opt(model.parameters())
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        if zero_first:
+            opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if not zero_first:
+            opt.zero_grad()
+        return loss
+
+    return step, calls
+
+
+OPTIMIZERS = {
+    "sgd": lambda ps: optim.SGD(ps, lr=0.1),
+    "sgd-momentum-nesterov": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,
+                                                  weight_decay=1e-3),
+    "adam": lambda ps: optim.Adam(ps, lr=1e-2),
+    "adamw": lambda ps: optim.AdamW(ps, lr=1e-2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_compiled_step_equals_eager_for_20_steps(name):
+    eager_model = _model()
+    compiled_model = copy.deepcopy(eager_model)
+    eager_step, _ = _trainer(eager_model, OPTIMIZERS[name])
+    step, calls = _trainer(compiled_model, OPTIMIZERS[name])
+    cstep = staged.compile(step)
+    x, y = _data()
+    for i in range(20):
+        le = eager_step(x, y).item()
+        lc = cstep(x, y).item()
+        np.testing.assert_allclose(lc, le, rtol=1e-4, err_msg=f"step {i}")
+    for (k, pe), pc in zip(eager_model.state_dict().items(), compiled_model.parameters()):
+        np.testing.assert_allclose(pc.detach().numpy(), pe.numpy(), rtol=1e-4, atol=1e-6,
+                                   err_msg=k)
+    # the first call sees no .grad and no optimizer buffers; the second sees both (and
+    # is traced once more); every later call reuses that trace
+    assert cstep.traces == 2 and len(calls) == 2
+
+
+def test_step_that_zeroes_grads_last_is_traced_once():
+    step, calls = _trainer(_model(), OPTIMIZERS["sgd"], zero_first=False)
+    cstep = staged.compile(step)
+    x, y = _data()
+    for _ in range(5):
+        cstep(x, y)
+    assert cstep.traces == 1 and len(calls) == 1
+
+
+def test_body_runs_once_and_grads_are_written_back():
+    model = _model()
+    ref = copy.deepcopy(model)
+    calls = []
+
+    def grads_only(x, y):
+        calls.append(1)
+        for p in model.parameters():
+            p.grad = None
+        F.cross_entropy(model(x), y).backward()
+
+    cg = staged.compile(grads_only)
+    x, y = _data()
+    for _ in range(3):
+        cg(x, y)
+    assert len(calls) == 2  # p.grad None on the first call, set on the later ones
+    F.cross_entropy(ref(x), y).backward()
+    for pc, pr in zip(model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(pc.grad.numpy(), pr.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_shape_change_retraces_and_stays_correct():
+    model = _model()
+    ref = copy.deepcopy(model)
+    step, calls = _trainer(model, OPTIMIZERS["sgd"], zero_first=False)
+    ref_step, _ = _trainer(ref, OPTIMIZERS["sgd"], zero_first=False)
+    cstep = staged.compile(step)
+    for n in (8, 8, 5, 5, 8):
+        x, y = _data(n, seed=n)
+        np.testing.assert_allclose(cstep(x, y).item(), ref_step(x, y).item(), rtol=1e-4)
+    assert cstep.traces == 2
+
+
+def test_grad_mode_is_part_of_the_key():
+    w = staged.randn(3, requires_grad=True)
+    cf = staged.compile(lambda x: (x * w).sum())
+    x = staged.randn(3)
+    cf(x)
+    with staged.no_grad():
+        cf(x)
+    assert cf.traces == 2
+
+
+def test_hooks_and_no_grad_inside_a_compiled_step_match_eager():
+    def make():
+        model = _model()
+        opt = optim.SGD(model.parameters(), lr=0.1)
+        for p in model.parameters():
+            p.register_hook(lambda g: g.clamp(-0.01, 0.01))  # gradient clipping by hook
+
+        def step(x, y):
+            opt.zero_grad()
+            h = model[0](x)
+            h.register_hook(lambda g: g * 0.5)
+            with staged.no_grad():
+                frozen = model[2](h.relu())  # a side computation, not differentiated
+            loss = F.cross_entropy(model[2](model[1](h)), y) + 0 * frozen.sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+
+    (me, se), (mc, sc) = make(), make()
+    cstep = staged.compile(sc)
+    x, y = _data()
+    for _ in range(5):
+        np.testing.assert_allclose(cstep(x, y).item(), se(x, y).item(), rtol=1e-4)
+    for pe, pc in zip(me.parameters(), mc.parameters()):
+        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_mixing_eager_and_compiled_calls_on_the_same_parameters():
+    model = _model()
+    ref = copy.deepcopy(model)
+    step, _ = _trainer(model, OPTIMIZERS["sgd"])
+    ref_step, _ = _trainer(ref, OPTIMIZERS["sgd"])
+    cstep = staged.compile(step)
+    x, y = _data()
+    for i in range(6):
+        run = cstep if i % 2 else step
+        np.testing.assert_allclose(run(x, y).item(), ref_step(x, y).item(), rtol=1e-4)
+    assert model[0].weight._version > 0
+
+
+def test_lowering_error_names_the_op_and_the_user_line():
+    def f(a, b):
+        return a @ b  # bool matmul has no lowering
+
+    a = staged.tensor([[True, False]])
+    with pytest.raises(LoweringError, match=r"matmul.*test_compiled\.py:\d+"):
+        staged.compile(f)(a, a.T)
+
+
+def test_unknown_backend_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        staged.compile(lambda x: x, backend="tpu")
