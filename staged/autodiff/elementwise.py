@@ -76,8 +76,12 @@ def _pow_exponent_vjp(g, x, y, out):
     return (g * (out * x.log()).conj()).where(~((x == 0) & (y >= 0)), 0)
 
 
-pow = binary("pow", lambda x, y: np.power(x, y),
-             vjp=(lambda g, x, y: g * (y * x ** (y - 1)).conj(), _pow_exponent_vjp))
+def _pow_base_vjp(g, x, y):
+    # 0 where y == 0, even at x == 0 where y * x**(y-1) is 0 * inf (as PyTorch)
+    return (g * (y * x ** (y - 1)).conj()).where(y != 0, 0)
+
+
+pow = binary("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_exponent_vjp))
 # ties split the gradient evenly, as PyTorch's maximum/minimum do
 maximum = binary("maximum", lambda x, y: np.maximum(x, y),
                  vjp=(lambda g, x, y: g * ((x > y) + (x == y) * 0.5),

@@ -123,10 +123,11 @@ def conj(x):
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    # where, not maximum/minimum: at a bound the gradient goes to x, as in PyTorch
     if min is not None:
-        x = maximum(x, min)
+        x = where(lt(x, min), min, x)
     if max is not None:
-        x = minimum(x, max)
+        x = where(gt(x, max), max, x)
     return x
 
 

@@ -44,7 +44,7 @@ def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
         n *= x._payload.shape[d]
     centered = x - mean(x, dims, keepdim=True)
     sq = (centered * centered.conj()).real if x.dtype.is_complex else centered * centered
-    return sum(sq, dims, keepdim) / max(n - correction, 0)
+    return sum(sq, dims, keepdim) / (n - correction if n > correction else 0)  # builtin max is shadowed here
 
 
 def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):

@@ -1,0 +1,169 @@
+"""Every registry primitive, swept in float64: shape rule vs impl, VJP vs finite
+differences and vs torch.autograd.grad, JVP vs finite differences; grad-of-grad for a few.
+
+A primitive added to the registry without an entry in SAMPLES fails here."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+from staged import dtypes as dt
+from staged.autodiff import REGISTRY, Aval, jvp_rule
+from tests.checks import assert_close, check_grads, numerical_jvp, to_numpy, to_torch
+
+
+def r(*shape, low=-2.0, high=2.0):
+    return np.random.uniform(low, high, shape)
+
+
+def mask(*shape):
+    return np.random.random(shape) < 0.5
+
+
+def nonzero(*shape):  # away from the kinks of abs, sign, relu at 0
+    return r(*shape, low=0.2) * np.where(mask(*shape), 1, -1)
+
+
+POS = dict(low=0.3, high=2.0)
+UNARY = {"neg": {}, "copy": {}, "conj": {}, "exp": {}, "log": POS, "log1p": POS,
+         "expm1": {}, "sqrt": POS, "rsqrt": POS, "tanh": {}, "sigmoid": {}, "sin": {},
+         "cos": {}}
+BINARY = ("add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")
+
+# name -> function returning a list of (inputs, params); inputs are NumPy arrays
+SAMPLES = {
+    **{n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw)
+       for n, kw in UNARY.items()},
+    **{n: lambda: [([nonzero(2, 3)], {}), ([nonzero()], {})] for n in ("relu", "abs", "sign")},
+    **{n: lambda: [([r(2, 3), r(2, 3)], {}), ([r(), r()], {})] for n in BINARY},
+    "logical_not": lambda: [([mask(4)], {})],
+    "logical_and": lambda: [([mask(4), mask(4)], {})],
+    "logical_or": lambda: [([mask(4), mask(4)], {})],
+    "div": lambda: [([r(2, 3), nonzero(2, 3)], {})],
+    "pow": lambda: [([r(2, 3, **POS), r(2, 3)], {}), ([r(3, **POS), np.full(3, 2.0)], {})],
+    "where": lambda: [([mask(2, 3), r(2, 3), r(2, 3)], {})],
+    "cast": lambda: [([r(2, 3)], {"dtype": dt.float64}), ([r(3)], {"dtype": dt.float32}),
+                     ([r(3)], {"dtype": dt.int64})],
+    "reshape": lambda: [([r(2, 3)], {"shape": (3, 2)}), ([r(4)], {"shape": (2, 1, 2)})],
+    "expand": lambda: [([r(2, 1)], {"shape": (2, 3)}), ([r(1, 1)], {"shape": (4, 3)})],
+    "permute": lambda: [([r(2, 3, 4)], {"perm": (2, 0, 1)})],
+    "reduce_sum": lambda: [([r(2, 3, 4)], {"dims": (0, 2), "keepdim": False}),
+                           ([r(2, 3)], {"dims": (1,), "keepdim": True})],
+    "reduce_max": lambda: [([r(2, 3, 4)], {"dims": (1,), "keepdim": False}),
+                           ([r(2, 3)], {"dims": (0, 1), "keepdim": True})],
+    "reduce_min": lambda: [([r(2, 3, 4)], {"dims": (0, 2), "keepdim": True})],
+    "argmax": lambda: [([r(2, 3)], {"dim": 1, "keepdim": False})],
+    "argmin": lambda: [([r(2, 3)], {"dim": 0, "keepdim": True})],
+    "matmul": lambda: [([r(2, 3), r(3, 4)], {}), ([r(2, 2, 3), r(2, 3, 1)], {})],
+}
+
+
+def _torch_dtype(d):
+    return getattr(torch, d.name)
+
+
+# name -> the equivalent torch op, called as fn(*torch_inputs, **params)
+TORCH = {
+    **{n: getattr(torch, n) for n in ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
+                                      "tanh", "sigmoid", "sin", "cos", "relu", "abs", "sign",
+                                      "conj", "add", "sub", "mul", "div", "pow", "maximum",
+                                      "minimum", "where", "matmul")},
+    "copy": torch.clone,
+    "cast": lambda x, dtype: x.to(_torch_dtype(dtype)),
+    "reshape": lambda x, shape: x.reshape(shape),
+    "expand": lambda x, shape: x.expand(shape),
+    "permute": lambda x, perm: x.permute(perm),
+    "reduce_sum": lambda x, dims, keepdim: x.sum(dims, keepdim),
+    "reduce_max": lambda x, dims, keepdim: x.amax(dims, keepdim),
+    "reduce_min": lambda x, dims, keepdim: x.amin(dims, keepdim),
+}
+
+DIFFERENTIABLE = sorted(n for n, p in REGISTRY.items() if p.differentiable)
+
+
+def samples(name):
+    assert name in SAMPLES, f"primitive {name!r} has no entry in SAMPLES"
+    return SAMPLES[name]()
+
+
+def _float_samples(name, float64_only=True):
+    """Samples whose output is differentiable (a cast to int64 is not); finite differences
+    need a float64 output (a cast to float32 rounds away their accuracy)."""
+    return [(xs, p) for xs, p in samples(name) if p.get("dtype", dt.float64) is dt.float64
+            or not float64_only and p["dtype"].is_floating_point]
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_shape_rule_matches_impl(name):
+    prim = REGISTRY[name]
+    for xs, params in samples(name):
+        out = np.asarray(prim.impl(*xs, **params))
+        aval = prim.abstract_eval(*(Aval(np.shape(x), dt.from_numpy_dtype(np.asarray(x).dtype))
+                                    for x in xs), **params)
+        assert aval == Aval(out.shape, dt.from_numpy_dtype(out.dtype)), (params, aval, out.dtype)
+        bound = prim(*(staged.tensor(x) for x in xs), **params)  # through eager dispatch
+        assert bound._aval() == aval
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_vjp_matches_finite_differences(name):
+    for xs, params in _float_samples(name):
+        check_grads(lambda *ins: REGISTRY[name](*ins, **params), xs)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_vjp_matches_torch(name):
+    assert name in TORCH, f"primitive {name!r} has no torch equivalent in TORCH"
+    prim = REGISTRY[name]
+    for xs, params in _float_samples(name, float64_only=False):
+        ins = [staged.tensor(x, requires_grad=x.dtype.kind == "f") for x in xs]
+        tins = [to_torch(t) for t in ins]
+        out, tout = prim(*ins, **params), TORCH[name](*tins, **params)
+        assert_close(out, tout)
+        u = np.random.standard_normal(out.shape).astype(to_numpy(out).dtype)
+        wrt = [t for t in ins if t.requires_grad]
+        grads = staged.autograd.grad(out, wrt, staged.tensor(u))
+        tgrads = torch.autograd.grad(tout, [t for t in tins if t.requires_grad],
+                                     torch.tensor(u))
+        for g, tg in zip(grads, tgrads):
+            assert_close(g, tg, rtol=1e-6, atol=1e-6)
+
+
+def _tangent_subsets(xs):
+    """All float inputs carrying a tangent, then (for several) each one alone."""
+    floats = [i for i, x in enumerate(xs) if x.dtype.kind == "f"]
+    return [floats] + ([[i] for i in floats] if len(floats) > 1 else [])
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_jvp_matches_finite_differences(name):
+    prim = REGISTRY[name]
+    jvp = jvp_rule(prim)
+    for xs, params in _float_samples(name):
+        for which in _tangent_subsets(xs):
+            vs = [np.random.standard_normal(x.shape) if i in which else None
+                  for i, x in enumerate(xs)]
+            primals = [staged.tensor(x) for x in xs]
+            tangents = [None if v is None else staged.tensor(v) for v in vs]
+            out = prim(*primals, **params)
+            t_out = jvp(primals, tangents, out, **params)
+            expected = numerical_jvp(lambda *ins: prim(*ins, **params), xs, vs)
+            assert t_out.shape == out.shape and t_out.dtype is out.dtype
+            assert_close(t_out, expected, rtol=1e-5, atol=1e-7, check_dtype=False)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in REGISTRY.items() if not p.differentiable))
+def test_jvp_of_non_differentiable_is_none(name):
+    xs, params = samples(name)[0]
+    primals = [staged.tensor(x) for x in xs]
+    tangents = [staged.tensor(np.ones(x.shape)) for x in xs]
+    assert jvp_rule(REGISTRY[name])(primals, tangents, None, **params) is None
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "mul", "div", "matmul", "reduce_max", "pow",
+                                  "sigmoid", "where", "sqrt"])
+def test_grad_of_grad_matches_finite_differences(name):
+    for xs, params in _float_samples(name):
+        check_grads(lambda *ins: REGISTRY[name](*ins, **params), xs, order=2, rtol=1e-4)

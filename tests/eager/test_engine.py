@@ -1,0 +1,251 @@
+"""The backward engine against torch: graph structure, backward/grad options, hooks,
+grad modes, non-leaf .grad, retain_grad and deep graphs."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+from tests.checks import assert_close, to_torch
+
+
+def leaves(*shapes):
+    """Pairs of (staged, torch) float64 leaves holding the same random data."""
+    out = []
+    for s in shapes:
+        t = staged.tensor(np.random.standard_normal(s), requires_grad=True)
+        out.append((t, to_torch(t)))
+    return out
+
+
+def _structure(fn):
+    """grad_fn names and next_functions as nested tuples, None where there is no edge."""
+    if fn is None:
+        return None
+    return (fn.name().replace("torch::autograd::", ""),
+            tuple((_structure(n), nr) for n, nr in fn.next_functions))
+
+
+def test_grad_fn_names_and_next_functions_match_torch():
+    (x, tx), (w, tw) = leaves((2, 3), (3, 4))
+    c = staged.tensor(np.ones((2, 4)))  # needs no grad: its edge is (None, 0)
+
+    def graph(x, w, c):  # no broadcasting: staged records it as an explicit expand
+        h = x @ w
+        return (h.tanh() * c + h.exp() / c).sum()
+    out, tout = graph(x, w, c), graph(tx, tw, torch.tensor(c.numpy()))
+    assert _structure(out.grad_fn) == _structure(tout.grad_fn)
+    mm = out.grad_fn.next_functions[0][0].next_functions[0][0].next_functions[0][0] \
+        .next_functions[0][0]
+    assert mm.name() == "MmBackward0"
+    # the edges end in each leaf's AccumulateGrad
+    assert all(n.variable is t for (n, _), t in zip(mm.next_functions, (x, w)))
+    assert x.grad_fn is None and x.is_leaf and not out.is_leaf
+
+
+def test_backward_with_gradient_argument():
+    (x, tx), = leaves((3,))
+    g = np.array([1.0, -2.0, 0.5])
+    (x * x).backward(gradient=staged.tensor(g))
+    (tx * tx).backward(gradient=torch.tensor(g))
+    assert_close(x.grad, tx.grad)
+
+
+def test_implicit_grad_on_non_scalar_raises():
+    x = staged.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar "
+                                           "outputs"):
+        (x * 2).backward()
+
+
+def test_backward_twice_through_freed_graph_raises_torch_message():
+    x, tx = staged.tensor(1.5, requires_grad=True), torch.tensor(1.5, requires_grad=True)
+    y, ty = x.exp() * x, tx.exp() * tx
+    y.backward()
+    ty.backward()
+    with pytest.raises(RuntimeError) as terr:
+        ty.backward()
+    with pytest.raises(RuntimeError) as err:
+        y.backward()
+    assert str(err.value) == str(terr.value)
+
+
+def test_retain_graph_and_accumulation_across_backwards():
+    (x, tx), = leaves((3,))
+    y, ty = (x.sin() * x).sum(), (tx.sin() * tx).sum()
+    y.backward(retain_graph=True)
+    ty.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    y.backward()
+    ty.backward()
+    assert_close(x.grad, tx.grad)
+    assert_close(x.grad, 2 * first)
+
+
+def test_autograd_grad_does_not_touch_dot_grad():
+    (x, tx), = leaves((3,))
+    gx, = staged.autograd.grad((x ** 3).sum(), x)
+    tgx, = torch.autograd.grad((tx ** 3).sum(), tx)
+    assert_close(gx, tgx)
+    assert x.grad is None
+
+
+def test_autograd_grad_allow_unused_and_materialize():
+    (x, _), (z, _) = leaves((2,), (2,))
+    y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        staged.autograd.grad(y, [x, z], retain_graph=True)
+    gx, gz = staged.autograd.grad(y, [x, z], allow_unused=True, retain_graph=True)
+    assert gz is None and gx.tolist() == [2.0, 2.0]
+    gx, gz = staged.autograd.grad(y, [x, z], materialize_grads=True)
+    assert gz.tolist() == [0.0, 0.0] and gz.dtype is z.dtype
+    with pytest.raises(ValueError, match="allow_unused"):
+        staged.autograd.grad(y, [x], materialize_grads=True, allow_unused=False)
+
+
+def test_autograd_grad_with_grad_outputs_for_several_outputs():
+    (x, tx), = leaves((3,))
+    u, v = np.random.standard_normal(3), np.random.standard_normal(3)
+    g, = staged.autograd.grad([x.exp(), x * x], [x], [staged.tensor(u), staged.tensor(v)])
+    tg, = torch.autograd.grad([tx.exp(), tx * tx], [tx], [torch.tensor(u), torch.tensor(v)])
+    assert_close(g, tg)
+
+
+def test_hessian_vector_product_with_create_graph():
+    (x, tx), (w, tw) = leaves((4,), (4, 4))
+    v = np.random.standard_normal(4)
+
+    def hvp(ns, x, w):
+        y = ((w @ x).tanh() * x).sum()
+        g, = ns.autograd.grad(y, x, create_graph=True)
+        assert g.requires_grad
+        return ns.autograd.grad((g * ns.tensor(v)).sum(), [x, w])
+    for a, b in zip(hvp(staged, x, w), hvp(torch, tx, tw)):
+        assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_backward_inputs_touches_only_those_leaves():
+    (x, tx), (y, ty) = leaves((3,), (3,))
+    (x * y).sum().backward(inputs=[x])
+    (tx * ty).sum().backward(inputs=[tx])
+    assert_close(x.grad, tx.grad)
+    assert y.grad is None and ty.grad is None
+
+
+def test_tensor_hooks_modify_grad_in_registration_order():
+    fired = {"staged": [], "torch": []}
+
+    def run(ns, x, key):
+        h = x * 2
+        h.register_hook(lambda g: fired[key].append("h1") or g * 3)
+        h.register_hook(lambda g: fired[key].append("h2") or g + 1)
+        x.register_hook(lambda g: fired[key].append("leaf"))  # None: grad unchanged
+        (h * h).sum().backward()
+    (x, tx), = leaves((3,))
+    run(staged, x, "staged")
+    run(torch, tx, "torch")
+    assert fired["staged"] == fired["torch"] == ["h1", "h2", "leaf"]
+    assert_close(x.grad, tx.grad)
+
+
+def test_removed_hook_does_not_fire():
+    x = staged.ones(2, requires_grad=True)
+    handle = x.register_hook(lambda g: g * 100)
+    handle.remove()
+    (x * 1).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_hook_on_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        staged.ones(2).register_hook(lambda g: g)
+
+
+def test_no_grad_context_and_decorator():
+    x = staged.ones(2, requires_grad=True)
+    with staged.no_grad():
+        y = x * 2
+        assert not staged.is_grad_enabled()
+        with staged.enable_grad():
+            z = x * 2
+    assert not y.requires_grad and y.grad_fn is None and z.requires_grad
+
+    @staged.no_grad()
+    def f(t):
+        return t * 2
+
+    @staged.enable_grad()
+    def g(t):
+        return t * 2
+    assert not f(x).requires_grad and staged.is_grad_enabled()
+    with staged.no_grad():
+        assert g(x).requires_grad
+
+
+def test_set_grad_enabled_context_function_and_decorator():
+    x = staged.ones(2, requires_grad=True)
+    with staged.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert staged.is_grad_enabled()
+    staged.set_grad_enabled(False)  # function form: switches at once
+    try:
+        assert not staged.is_grad_enabled() and not (x * 2).requires_grad
+    finally:
+        staged.set_grad_enabled(True)
+    assert staged.is_grad_enabled()
+
+    @staged.set_grad_enabled(False)
+    def f(t):
+        return t * 2
+    assert staged.is_grad_enabled()  # decorating changes nothing until called
+    assert not f(x).requires_grad and staged.is_grad_enabled()
+
+
+def test_grad_of_non_leaf_warns_and_is_none():
+    x = staged.ones(2, requires_grad=True)
+    y = x * 2
+    y.sum().backward()
+    with pytest.warns(UserWarning, match="not a leaf Tensor"):
+        assert y.grad is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert x.grad is not None  # leaves do not warn
+
+
+def test_retain_grad():
+    (x, tx), = leaves((3,))
+    y, ty = x.exp(), tx.exp()
+    y.retain_grad()
+    ty.retain_grad()
+    assert y.retains_grad
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(y.grad, ty.grad)
+    assert_close(x.grad, tx.grad)
+
+
+def test_requires_grad_rules():
+    with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+        staged.tensor([1, 2]).requires_grad_()
+    y = staged.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf"):
+        y.requires_grad_(False)
+    d = y.detach()
+    assert d.is_leaf and not d.requires_grad
+    d.mul_(1)  # shares data and version counter with y
+    assert y._version == 1
+
+
+def test_deep_chain_has_no_recursion_limit():
+    x = staged.tensor(1.0, dtype=staged.float64, requires_grad=True)
+    y = x
+    for _ in range(5000):
+        y = y * 1.0001
+    y.backward()
+    assert x.grad.item() == pytest.approx(1.0001 ** 5000)
+    assert (staged.tensor(1.0, requires_grad=True) * 2).grad_fn is not None
