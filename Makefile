@@ -22,7 +22,7 @@ demo: $(VENV)/.demo
 	$(BIN)/python -m models.mlp --compile --backend llvm-cpu
 
 test: $(VENV)/.test
-	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests
+	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q
 
 bench: $(VENV)/.test
 	$(BIN)/python bench/mlp_step.py

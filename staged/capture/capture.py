@@ -30,7 +30,8 @@ class Watched:
     """A pre-trace tensor the trace read or wrote, with what to restore afterwards."""
 
     tensor: Tensor
-    payload: object
+    payload: object        # the data before the trace; dropped once restored
+    aval: Aval             # its shape and dtype, kept for the re-trace guards
     meta: tuple            # (requires_grad, grad_fn, output_nr)
     grad: object           # the .grad object before the trace
     value: object = None   # the state input Value, if its data was read
@@ -93,8 +94,8 @@ class Tracer:
     def _watch(self, t: Tensor) -> Watched:
         w = self.watched.get(id(t))
         if w is None:
-            w = Watched(t, t._payload, (t._requires_grad, t.grad_fn, t._output_nr), t._grad,
-                        name=f"tensor{t._serial}")
+            w = Watched(t, t._payload, t._aval(), (t._requires_grad, t.grad_fn, t._output_nr),
+                        t._grad, name=f"tensor{t._serial}")
             self.watched[id(t)] = w
         return w
 
@@ -261,5 +262,6 @@ def _restore(tracer: Tracer) -> None:
     for w in tracer.watched.values():
         t = w.tensor
         t._payload = w.payload
+        w.payload = None  # holding device arrays past the trace outlives IREE at exit
         t._requires_grad, t.grad_fn, t._output_nr = w.meta
         t._grad = w.grad

@@ -75,10 +75,9 @@ def _state_guards(c: Captured):
     guards = []
     for w in list(c.state) + [w for w in _watched_writes(c) if w not in c.state]:
         t = w.tensor
-        p = w.payload
         g = w.grad
         grad = None if g is None else (g if id(g) in grads_read else True)
-        guards.append((t, tuple(p.shape), p.dtype, w.meta[0], grad))
+        guards.append((t, w.aval.shape, w.aval.dtype.np, w.meta[0], grad))
     return guards
 
 

@@ -13,7 +13,7 @@ from staged.capture.symbolic import CaptureError
 
 
 def _run_interpreted(c, *args):
-    arrays = [a.numpy() for a in args] + [np.asarray(w.payload) for w in c.state]
+    arrays = [a.numpy() for a in args] + [w.tensor._host() for w in c.state]
     return interpret(c.graph, *arrays)
 
 

@@ -1,0 +1,1 @@
+"""Example models trained with staged."""
