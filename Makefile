@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean vulkan-driver
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,17 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo
 	$(BIN)/python -m models.mlp --compile --backend llvm-cpu
 
-test: $(VENV)/.test
+# Vulkan tests run on Mesa's software driver (lavapipe); without it they skip, saying why.
+vulkan-driver:
+	@if ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing mesa-vulkan-drivers (lavapipe) for the Vulkan tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      mesa-vulkan-drivers) >/dev/null 2>&1 || echo "could not install mesa-vulkan-drivers"; \
+	  else echo "no lavapipe and no root apt-get: the Vulkan tests will skip"; fi; \
+	fi
+
+test: $(VENV)/.test vulkan-driver
 	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q
 
 bench: $(VENV)/.test

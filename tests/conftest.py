@@ -1,6 +1,7 @@
 """Shared fixtures: a seeded RNG per test and a private IREE compile cache."""
 from __future__ import annotations
 
+import glob
 import os
 
 import numpy as np
@@ -22,3 +23,10 @@ def _cache_dir(tmp_path_factory):
     if not os.environ.get("STAGED_CACHE_DIR"):
         os.environ["STAGED_CACHE_DIR"] = str(tmp_path_factory.mktemp("staged-cache"))
     yield
+
+
+# The Vulkan tests run on Mesa's lavapipe when it is installed (`make test` installs it):
+# pin its ICD so a machine's other Vulkan drivers don't get in the way.
+_LAVAPIPE = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd.*.json"))
+if _LAVAPIPE and not os.environ.get("VK_ICD_FILENAMES"):
+    os.environ["VK_ICD_FILENAMES"] = _LAVAPIPE[0]

@@ -14,7 +14,8 @@ from ..capture.pytree import flatten, unflatten
 from ..eager.grad_mode import _state
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
-from .compiler import compile_mlir
+from .compiler import BOUNDARY, UNSUPPORTED_DTYPES, CompileError, compile_mlir
+from .device import DeviceValue
 from .device import device as get_device
 
 
@@ -24,11 +25,16 @@ class CompiledGraph:
     def __init__(self, captured: Captured, backend: str = "llvm-cpu"):
         self.captured = captured
         self.backend = backend
+        _check_dtypes(captured.graph, backend)
         self.mlir = to_mlir(captured.graph)
         self.device = get_device(backend)
         self.module = self.device.load(compile_mlir(self.mlir, backend))
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
+        narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
+        self._narrow = [narrow.get(i.value.aval.dtype.np) for i in captured.graph.inputs]
+        if not any(self._narrow):
+            self._narrow = None
 
     def guards_hold(self) -> bool:
         for t, shape, dtype, requires_grad, grad in self._guards:
@@ -49,6 +55,9 @@ class CompiledGraph:
         c = self.captured
         inputs = [leaves[i]._payload for i, _ in c.arg_wrappers]
         inputs += [w.tensor._payload for w in c.state]
+        if self._narrow:
+            inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
+                      for p, d in zip(inputs, self._narrow)]
         res = self.module.invoke("main", inputs, self._out_dtypes)
         for w, k in c.state_updates:
             t = w.tensor
@@ -67,6 +76,21 @@ class CompiledGraph:
     def __call__(self, *args, **kwargs):
         leaves, _ = flatten((args, kwargs), lambda o: False)
         return self.run(leaves)
+
+
+def _check_dtypes(graph, backend: str) -> None:
+    refused = UNSUPPORTED_DTYPES.get(backend)
+    if not refused:
+        return
+    for op in graph.ops:
+        name = op.out.aval.dtype.name
+        if name in refused:
+            raise CompileError(f"{op.prim.name} at {op.loc or 'an unknown line'}: {name} on "
+                               f"{backend}: {refused[name]}")
+    for i in graph.inputs:
+        if i.value.aval.dtype.name in refused:
+            raise CompileError(f"input {i.name}: {i.value.aval.dtype.name} on {backend}: "
+                               f"{refused[i.value.aval.dtype.name]}")
 
 
 def _state_guards(c: Captured):
@@ -156,8 +180,8 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
 @atexit.register
 def _bring_state_home() -> None:
     """Copy device-resident tensor data to the host before the interpreter tears IREE
-    down: a DeviceArray freed after its device segfaults during shutdown GC."""
+    down: a device buffer freed after its device segfaults during shutdown GC."""
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__
-        if issubclass(type(obj), Tensor) and hasattr(obj._payload, "to_host"):
+        if issubclass(type(obj), Tensor) and type(obj._payload) is DeviceValue:
             obj._host()

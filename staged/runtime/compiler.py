@@ -7,7 +7,9 @@ carried by the failing op's location.
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+import sys
 
 from . import cache
 
@@ -20,8 +22,21 @@ BACKENDS = {
                  # the generic CPU is 3-4x slower; --iree-opt-data-tiling measured 13%
                  # slower on an MLP forward+backward here (and compiles 45% longer)
                  "--iree-llvmcpu-target-cpu=host"],
-    "vulkan-spirv": ["--iree-hal-target-device=vulkan"],
+    # the default SPIR-V target (what lavapipe and most drivers run) has no Int64 or
+    # Float64 capability: i64 is demoted to i32 (the runtime casts at the boundary, see
+    # BOUNDARY) and f64 is refused (UNSUPPORTED_DTYPES). Explicit desktop targets
+    # (vp_desktop_2022, rdna3) crashed or gave wrong results on lavapipe.
+    "vulkan-spirv": ["--iree-hal-target-device=vulkan", "--iree-input-demote-i64-to-i32"],
     "cuda": ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"],
+}
+
+
+# dtypes a backend holds in a narrower type at the function boundary
+BOUNDARY = {"vulkan-spirv": {"int64": "int32"}}
+# dtypes a backend cannot compute in, with the reason
+UNSUPPORTED_DTYPES = {
+    "vulkan-spirv": {d: "the baseline SPIR-V target has no Float64 capability; use float32 "
+                        "on vulkan-spirv, or llvm-cpu" for d in ("float64", "complex128")},
 }
 
 
@@ -74,8 +89,11 @@ def compile_uncached(text: str, flag_list) -> bytes:
     enable.restype = None
     enable(inv._inv_p, 0, on_diag, None)
     source = Source.wrap_buffer(session, text.encode())
-    if not (inv.parse_source(source) and inv.execute()):
-        raise CompileError(_message(diags, text))
+    with _captured_stderr() as console:  # some passes print straight to stderr
+        ok = inv.parse_source(source) and inv.execute()
+    if not ok:
+        raise CompileError(_message(diags + [("console", console.text)] if console.text
+                                    else diags, text))
     out = Output.open_membuffer()
     inv.output_vm_bytecode(out)
     vmfb = bytes(out.map_memory())
@@ -83,6 +101,27 @@ def compile_uncached(text: str, flag_list) -> bytes:
     inv.close()
     session.close()
     return vmfb
+
+
+class _captured_stderr:
+    """Collect what native code writes to file descriptor 2 (kept in ``.text``)."""
+
+    def __enter__(self):
+        import tempfile
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode(errors="replace").strip()
+        self._file.close()
+        return False
 
 
 def _message(diags, text: str) -> str:
