@@ -16,6 +16,8 @@ from .eager.ops import (abs, add, amax, amin, argmax, argmin, bmm, clamp,  # noq
                         ne, neg, permute, pow, relu, reshape, rsqrt, sigmoid, sign, sin,
                         softmax, sqrt, squeeze, std, sub, sum, t, tanh, transpose,
                         unsqueeze, var, where)
+from .eager.ops import (cat, chunk, gather, index_select, masked_fill,  # noqa: F401
+                        scatter_add, split, stack, take_along_dim)
 from . import autograd  # noqa: F401
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32

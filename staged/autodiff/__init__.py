@@ -3,6 +3,7 @@ from .avals import Aval, ShapeError  # noqa: F401
 from .primitive import (ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, jvp_rule,  # noqa: F401
                         primitive)
 from .elementwise import *  # noqa: F401,F403
-from .shape import expand, permute, reshape  # noqa: F401
+from .shape import concat, expand, permute, reshape  # noqa: F401
+from .indexing import gather, scatter_add, slice, slice_scatter  # noqa: F401
 from .reduction import argmax, argmin, reduce_max, reduce_min, reduce_sum  # noqa: F401
 from .linalg import matmul  # noqa: F401

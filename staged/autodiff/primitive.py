@@ -7,13 +7,16 @@ tensors from signatures]):
 * ``out``      the primitive's output (saved);
 * an input's name (``x``, ``y`` ...) saves that input;
 * ``<x>_aval`` keeps only the input's shape and dtype;
-* any other name is a static parameter of the primitive (``dims``, ``shape`` ...).
+* any other name is a static parameter of the primitive (``dims``, ``shape`` ...);
+* ``i`` (variadic primitives only, whose impl takes ``*xs``): the operand's position.
 
 Rules are written with Tensor operations (the protocol in ``protocol.py``), never
 NumPy, so they run eagerly, record under capture and differentiate again.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 from typing import Callable
 
@@ -35,8 +38,8 @@ class Rule:
 
     __slots__ = ("fn", "inputs", "avals", "static", "wants_out")
 
-    def __init__(self, fn, input_names, static_names):
-        names = list(inspect.signature(fn).parameters)
+    def __init__(self, fn, input_names, static_names, bound=()):
+        names = [n for n in inspect.signature(fn).parameters if n not in bound]
         if not names or names[0] != "g":
             raise TypeError(f"VJP rule {fn.__qualname__} must take the cotangent `g` first")
         self.fn = fn
@@ -50,11 +53,32 @@ class Rule:
             raise TypeError(f"VJP rule {fn.__qualname__}: unknown argument(s) {sorted(unknown)}")
 
 
+class PerOperand:
+    """The VJP rules of a variadic primitive: its one rule ``fn(g, i, ...)`` with ``i``
+    bound to each operand position in turn (iterating never ends; zip it with operands)."""
+
+    __slots__ = ("rule", "_bound")
+
+    def __init__(self, rule):
+        self.rule = rule
+        self._bound = []
+
+    def __iter__(self):
+        i = 0
+        while True:
+            if i == len(self._bound):
+                r = copy.copy(self.rule)
+                r.fn = functools.partial(self.rule.fn, i=i)
+                self._bound.append(r)
+            yield self._bound[i]
+            i += 1
+
+
 class Primitive:
     """A shape-strict operation with everything needed to run, differentiate and lower it."""
 
     __slots__ = ("name", "impl", "shape_rule", "vjp", "jvp", "inputs", "static",
-                 "view", "node_name", "doc", "unsupported")
+                 "view", "node_name", "doc", "unsupported", "variadic")
 
     def __init__(self, name, impl, shape_rule, *, vjp=None, jvp=None, view=False,
                  node_name=None, unsupported=None):
@@ -65,14 +89,19 @@ class Primitive:
         self.impl = impl
         self.shape_rule = shape_rule
         self.inputs = tuple(p.name for p in sig.parameters.values()
-                            if p.kind is p.POSITIONAL_OR_KEYWORD)
+                            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL))
         self.static = tuple(p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY)
-        if vjp is not None and not isinstance(vjp, tuple):
-            vjp = (vjp,)
-        if vjp is not None and len(vjp) != len(self.inputs):
-            raise TypeError(f"{name}: one VJP rule per input ({len(self.inputs)}) expected")
-        self.vjp = None if vjp is None else tuple(
-            None if f is None else Rule(f, self.inputs, self.static) for f in vjp)
+        # variadic (``impl(*xs, ...)``, e.g. concat): one rule for every operand, given ``i``
+        self.variadic = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
+        if self.variadic:
+            self.vjp = None if vjp is None else PerOperand(Rule(vjp, (), self.static, ("i",)))
+        else:
+            if vjp is not None and not isinstance(vjp, tuple):
+                vjp = (vjp,)
+            if vjp is not None and len(vjp) != len(self.inputs):
+                raise TypeError(f"{name}: one VJP rule per input ({len(self.inputs)}) expected")
+            self.vjp = None if vjp is None else tuple(
+                None if f is None else Rule(f, self.inputs, self.static) for f in vjp)
         if jvp is None:
             jvp = ZERO if vjp is None else None
         self.jvp = jvp

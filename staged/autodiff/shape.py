@@ -48,3 +48,36 @@ expand = Primitive("expand", lambda x, *, shape: np.broadcast_to(x, shape), _exp
                    vjp=_expand_vjp, jvp=LINEAR, view=True)
 permute = Primitive("permute", lambda x, *, perm: np.transpose(x, perm), _permute_rule,
                     vjp=lambda g, perm: permute(g, perm=_inverse(perm)), jvp=LINEAR, view=True)
+
+
+def _concat_rule(*xs, dim, sizes):
+    a = xs[0]
+    if len(xs) != len(sizes) or not 0 <= dim < max(a.ndim, 1):
+        raise ShapeError(f"concat: {len(xs)} operands, {len(sizes)} sizes, dim {dim}")
+    for i, x in enumerate(xs):
+        if x.dtype is not a.dtype or x.ndim != a.ndim or x.shape[dim] != sizes[i] or any(
+                s != t for d, (s, t) in enumerate(zip(x.shape, a.shape)) if d != dim):
+            raise ShapeError(f"concat: operand {i} {x} does not match {a} apart from dim {dim} "
+                             f"(size {sizes[i]})")
+    return Aval(a.shape[:dim] + (sum(sizes),) + a.shape[dim + 1:], a.dtype)
+
+
+def _concat_vjp(g, i, dim, sizes):
+    from .indexing import slice
+    start = sum(sizes[:i])
+    shape = g.shape
+    return slice(g, starts=tuple(start if d == dim else 0 for d in range(len(shape))),
+                 stops=tuple(start + sizes[i] if d == dim else s for d, s in enumerate(shape)),
+                 steps=(1,) * len(shape))
+
+
+def _concat_jvp(primals, tangents, out, *, dim, sizes):
+    if all(t is None for t in tangents):
+        return None
+    return concat(*(p * 0 if t is None else t for p, t in zip(primals, tangents)), dim=dim,
+                  sizes=sizes)
+
+
+# operands' sizes along ``dim`` are a parameter so that the backward can slice ``g``
+concat = Primitive("concat", lambda *xs, dim, sizes: np.concatenate(xs, axis=dim),
+                   _concat_rule, vjp=_concat_vjp, jvp=_concat_jvp, node_name="CatBackward0")

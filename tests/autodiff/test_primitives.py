@@ -57,6 +57,13 @@ SAMPLES = {
     "argmax": lambda: [([r(2, 3)], {"dim": 1, "keepdim": False})],
     "argmin": lambda: [([r(2, 3)], {"dim": 0, "keepdim": True})],
     "matmul": lambda: [([r(2, 3), r(3, 4)], {}), ([r(2, 2, 3), r(2, 3, 1)], {})],
+    "slice": lambda: [([r(4, 5)], {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
+    "slice_scatter": lambda: [([r(4, 5), r(2, 3)],
+                               {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
+    "gather": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 2))], {"dim": 1}),
+                       ([r(2, 3), np.random.randint(0, 2, (4, 3))], {"dim": 0})],
+    "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
+    "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
 }
 
 
@@ -78,7 +85,19 @@ TORCH = {
     "reduce_sum": lambda x, dims, keepdim: x.sum(dims, keepdim),
     "reduce_max": lambda x, dims, keepdim: x.amax(dims, keepdim),
     "reduce_min": lambda x, dims, keepdim: x.amin(dims, keepdim),
+    "slice": lambda x, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
+    "slice_scatter": lambda x, src, starts, stops, steps: _slice_scatter(x, src, starts, stops,
+                                                                         steps),
+    "gather": lambda x, index, dim: torch.gather(x, dim, index),
+    "scatter_add": lambda x, index, src, dim: torch.scatter_add(x, dim, index, src),
+    "concat": lambda *xs, dim, sizes: torch.cat(xs, dim),
 }
+
+
+def _slice_scatter(x, src, starts, stops, steps):
+    out = x.clone()
+    out[tuple(map(slice, starts, stops, steps))] = src
+    return out
 
 DIFFERENTIABLE = sorted(n for n, p in REGISTRY.items() if p.differentiable)
 

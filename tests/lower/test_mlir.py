@@ -125,6 +125,24 @@ def cases(name):
                 ([arr((2, 1, 2, 3)), arr((2, 1, 3, 2))], {}),
                 ([arr((3, 3), I), arr((3, 2), I)], {}),
                 ([arr((2, 2), dt.complex64), arr((2, 2), dt.complex64)], {})]
+    if name in ("slice", "slice_scatter"):
+        p = {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)}
+        whole = {"starts": (0,), "stops": (3,), "steps": (1,)}
+        src = {"slice": [], "slice_scatter": [arr((2, 3))]}[name]
+        return [([arr((4, 5))] + src, p), ([arr((4, 5), I)] + [a.astype(np.int32) for a in src], p),
+                ([arr((3,), B)] + ([arr((3,), B)] if src else []), whole)]
+    if name == "gather":
+        return [([arr((3, 4)), rng.integers(0, 4, (3, 2))], {"dim": 1}),
+                ([arr((2, 3), L), rng.integers(0, 2, (4, 3))], {"dim": 0}),
+                ([arr((2, 2), dt.complex64), rng.integers(0, 2, (2, 2))], {"dim": 0})]
+    if name == "scatter_add":
+        return [([arr((3, 4)), rng.integers(0, 4, (3, 5)), arr((3, 5))], {"dim": 1}),
+                ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
+                ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0})]
+    if name == "concat":
+        return [([arr((2, 3)), arr((2, 1)), arr((2, 0)), arr((2, 2))],
+                 {"dim": 1, "sizes": (3, 1, 0, 2)}),
+                ([arr((1, 2), I), arr((3, 2), I)], {"dim": 0, "sizes": (1, 3)})]
     return []
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..tensor import Tensor
-from . import composite, elementwise, inplace, linalg, reduction, shape
+from . import composite, elementwise, indexing, inplace, linalg, reduction, shape
 from .composite import log_softmax, softmax  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import add, div, mul, pow, sub
+from .indexing import *  # noqa: F401,F403
 from .inplace import *  # noqa: F401,F403
 from .linalg import bmm, matmul, mm  # noqa: F401
 from .reduction import *  # noqa: F401,F403
@@ -77,6 +78,13 @@ _METHODS = {
     "all": lambda self: Tensor._wrap(self._host().all()),
     "any": lambda self: Tensor._wrap(self._host().any()),
     "norm": lambda self: (self * self.conj()).sum().sqrt(),
+    # indexing and joining
+    "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
+    "index_select": indexing.index_select, "gather": indexing.gather,
+    "scatter_add": indexing.scatter_add, "masked_fill": indexing.masked_fill,
+    "take_along_dim": indexing.take_along_dim, "split": shape.split, "chunk": shape.chunk,
+    "new_zeros": shape.new_zeros, "masked_fill_": indexing.masked_fill_,
+    "scatter_add_": indexing.scatter_add_,
 }
 for _name in ("add_", "sub_", "mul_", "div_", "pow_", "clamp_", "exp_", "log_", "sin_", "cos_",
               "tanh_", "relu_", "sigmoid_", "neg_", "sqrt_", "abs_", "fill_", "zero_",

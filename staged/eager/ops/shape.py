@@ -1,11 +1,16 @@
-"""Public shape ops: -1 inference, negative dims, rank changes, all over three primitives."""
+"""Public shape ops: -1 inference, negative dims, rank changes, cat/stack/split/chunk, all
+over the reshape, expand, permute, slice and concat primitives."""
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import autodiff as ad
+from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims
-from ._operands import expand_to
+from ..tensor import Tensor
+from ._operands import expand_to, promote_types, to_dtype
 
 
 def _shape_arg(shape):
@@ -101,3 +106,95 @@ def expand(x, *sizes):
 
 def broadcast_to(x, shape):
     return expand(x, tuple(shape))
+
+
+def _dim_of(dim, ndim):
+    return normalize_dims(dim, ndim)[0] if ndim else 0
+
+
+def cat(tensors, dim=0):
+    """Concatenate along ``dim`` (dtypes promoted; legacy 1-D empty tensors skipped)."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    d = promote_types(*tensors)
+    parts = [to_dtype(t, d) for t in tensors if not (t.ndim == 1 and t._payload.shape[0] == 0)]
+    if not parts:
+        return to_dtype(tensors[0], d)
+    ref = parts[0]
+    if ref.ndim == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    dim = _dim_of(dim, ref.ndim)
+    shape = tuple(ref._payload.shape)
+    for i, t in enumerate(parts):
+        s = tuple(t._payload.shape)
+        if len(s) != len(shape):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(shape)} "
+                               f"and {len(s)}")
+        for k, (a, b) in enumerate(zip(shape, s)):
+            if k != dim and a != b:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
+                                   f"Expected size {a} but got size {b} for tensor number {i} "
+                                   f"in the list.")
+    if len(parts) == 1:
+        return ad.copy(parts[0])
+    return ad.concat(*parts, dim=dim, sizes=tuple(t._payload.shape[dim] for t in parts))
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tuple(tensors[0]._payload.shape)
+    for i, t in enumerate(tensors):
+        if tuple(t._payload.shape) != shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(shape)} at entry 0 and {list(t.shape)} at entry {i}")
+    return cat([unsqueeze(t, dim) for t in tensors], dim)
+
+
+def _narrow(x, dim, start, length):
+    shape = tuple(x._payload.shape)
+    return ad.slice(x, starts=tuple(start if d == dim else 0 for d in range(len(shape))),
+                    stops=tuple(start + length if d == dim else s for d, s in enumerate(shape)),
+                    steps=(1,) * len(shape))
+
+
+def split(x, split_size_or_sections, dim=0):
+    """Views of consecutive pieces along ``dim``: of one size (the last may be smaller) or
+    of the given sizes."""
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    dim = _dim_of(dim, x.ndim)
+    n = x._payload.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size < 0 or (size == 0 and n != 0):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {dim}), but got "
+                               f"split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(_narrow(x, dim, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    n = x._payload.shape[_dim_of(dim, x.ndim)] if x.ndim else 0
+    return split(x, -(-n // chunks), dim)
+
+
+def new_zeros(x, *size, dtype=None, requires_grad=False):
+    """Zeros of ``size`` with ``x``'s dtype (or ``dtype``), as ``Tensor.new_zeros``."""
+    d = x.dtype if dtype is None else dt.as_dtype(dtype)
+    t = Tensor._wrap(np.zeros(_shape_arg(size), d.np))
+    return t.requires_grad_(True) if requires_grad else t

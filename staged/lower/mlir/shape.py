@@ -1,8 +1,9 @@
 """Shape primitives: reshape (collapse/expand_shape), expand (drop the broadcast unit dims,
-then a broadcasting generic), permute (linalg.transpose)."""
+then a broadcasting generic), permute (linalg.transpose), concat (insert_slice chain)."""
 from __future__ import annotations
 
 from ...autodiff import REGISTRY
+from .indexing import insert_slice
 from .module import lowering, tensor_type
 
 
@@ -34,3 +35,18 @@ def _permute(e, op, x):
     return e.emit(f"linalg.transpose ins({x} : {tensor_type(a.shape, a.dtype)}) "
                   f"outs({init} : {tensor_type(out.shape, out.dtype)}) "
                   f"permutation = [{', '.join(map(str, perm))}]")
+
+
+@lowering(REGISTRY["concat"])
+def _concat(e, op, *xs):
+    out, dim = op.out.aval, op.params["dim"]
+    r, start = e.empty(out.shape, out.dtype), 0
+    for x, v in zip(xs, op.inputs):
+        n = v.aval.shape[dim]
+        if n:
+            r = insert_slice(e, x, v.aval, r, out,
+                             tuple(start if k == dim else 0 for k in range(len(out.shape))),
+                             tuple(start + n if k == dim else s for k, s in enumerate(out.shape)),
+                             (1,) * len(out.shape))
+        start += n
+    return r

@@ -1,0 +1,119 @@
+"""Indexing primitives: strided slices (a view) and their scatter, gather and scatter_add.
+
+Basic indexing (ints, slices, None, Ellipsis) is ``slice`` plus a reshape; advanced
+(integer-array and boolean-mask) indexing is ``gather`` along one flattened dim, whose
+transpose is ``scatter_add``. All are static-shape: the public ops in
+``staged/eager/ops/indexing.py`` normalise indices and check bounds.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes as dt
+from .avals import Aval, ShapeError
+from .primitive import LINEAR, Primitive
+
+
+def _slices(starts, stops, steps):
+    return tuple(builtins.slice(a, b, s) for a, b, s in zip(starts, stops, steps))
+
+
+def slice_shape(shape, starts, stops, steps) -> tuple:
+    """The shape of ``x[start:stop:step, ...]`` for in-range, positive-step slices."""
+    return tuple(len(range(a, b, s)) for a, b, s in zip(starts, stops, steps))
+
+
+def _slice_rule(x, *, starts, stops, steps):
+    if not len(starts) == len(stops) == len(steps) == x.ndim:
+        raise ShapeError(f"slice: one start, stop and step per dim of {x} expected")
+    for n, a, b, s in zip(x.shape, starts, stops, steps):
+        if not (0 <= a <= n and 0 <= b <= n and s > 0):
+            raise ShapeError(f"slice: {a}:{b}:{s} is not a normalised slice of a dim of size {n}")
+    return Aval(slice_shape(x.shape, starts, stops, steps), x.dtype)
+
+
+def _slice_scatter_rule(x, src, *, starts, stops, steps):
+    want = _slice_rule(x, starts=starts, stops=stops, steps=steps)
+    if src != want:
+        raise ShapeError(f"slice_scatter: src must be {want} (the slice of {x}), got {src}")
+    return x
+
+
+def _slice_scatter(x, src, *, starts, stops, steps):
+    out = np.array(x, copy=True)
+    out[_slices(starts, stops, steps)] = src
+    return out
+
+
+slice = Primitive(
+    "slice", lambda x, *, starts, stops, steps: x[_slices(starts, stops, steps)], _slice_rule,
+    vjp=lambda g, x_aval, starts, stops, steps: slice_scatter(
+        g.new_zeros(x_aval.shape), g, starts=starts, stops=stops, steps=steps),
+    jvp=LINEAR, view=True)
+
+slice_scatter = Primitive(
+    "slice_scatter", _slice_scatter, _slice_scatter_rule,
+    vjp=(lambda g, src_aval, starts, stops, steps: slice_scatter(
+            g, g.new_zeros(src_aval.shape), starts=starts, stops=stops, steps=steps),
+         lambda g, starts, stops, steps: slice(g, starts=starts, stops=stops, steps=steps)),
+    jvp=LINEAR)
+
+
+# --- gather / scatter_add --------------------------------------------------------------------
+def _check_index(name, x, index, dim):
+    if index.dtype is not dt.int64:
+        raise ShapeError(f"{name}(): Expected dtype int64 for index, got {index.dtype.name}")
+    if index.ndim != x.ndim or not 0 <= dim < max(x.ndim, 1):
+        raise ShapeError(f"{name}: index {index} must have the rank of {x}, dim {dim} in range")
+    for d, (a, b) in enumerate(zip(index.shape, x.shape)):
+        if d != dim and a != b:
+            raise ShapeError(f"{name}: index {index} and {x} must agree apart from dim {dim} "
+                             "(the public op slices to the index's extent)")
+
+
+def _gather_rule(x, index, *, dim):
+    _check_index("gather", x, index, dim)
+    return Aval(index.shape, x.dtype)
+
+
+def _scatter_add_rule(x, index, src, *, dim):
+    _check_index("scatter_add", x, index, dim)
+    if src.shape != index.shape or src.dtype is not x.dtype:
+        raise ShapeError(f"scatter_add: src {src} must have the index's shape {index.shape} "
+                         f"and the dtype of {x}")
+    return x
+
+
+def _scatter_add(x, index, src, *, dim):
+    out = np.array(x, copy=True)
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    np.add.at(out, tuple(grid), src)
+    return out
+
+
+def _gather_jvp(primals, tangents, out, *, dim):
+    t = tangents[0]
+    return None if t is None else gather(t, primals[1], dim=dim)
+
+
+def _scatter_add_jvp(primals, tangents, out, *, dim):
+    (x, index, src), (tx, _, ts) = primals, tangents
+    if tx is None and ts is None:
+        return None
+    return scatter_add(x * 0 if tx is None else tx, index, src * 0 if ts is None else ts,
+                       dim=dim)
+
+
+gather = Primitive(
+    "gather", lambda x, index, *, dim: np.take_along_axis(x, index, axis=dim), _gather_rule,
+    vjp=(lambda g, x_aval, index, dim: scatter_add(g.new_zeros(x_aval.shape), index, g,
+                                                   dim=dim), None),
+    jvp=_gather_jvp)
+
+scatter_add = Primitive(
+    "scatter_add", _scatter_add, _scatter_add_rule,
+    vjp=(lambda g: g, None, lambda g, index, dim: gather(g, index, dim=dim)),
+    jvp=_scatter_add_jvp)

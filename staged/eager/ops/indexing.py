@@ -1,0 +1,388 @@
+"""Public indexing ops: ``__getitem__``/``__setitem__`` with PyTorch's semantics, gather,
+scatter_add, index_select, take_along_dim and masked_fill.
+
+Note [indexing plan]: an index is normalised once into a *plan*: one strided ``slice``
+of the input (ints, slices and Ellipsis), a reshape that drops the int dims and inserts
+the None dims, then, for advanced indices (integer tensors, boolean masks as their
+``nonzero()``), a ``gather`` along one flattened dim. ``__getitem__`` runs the plan
+forward; ``__setitem__`` runs it forward to the indexed part and scatters the new values
+back through each step, then writes the result in place (``inplace.write``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import autodiff as ad
+from ... import dtypes as dt
+from ...autodiff.avals import normalize_dims
+from ...autodiff.indexing import slice_shape
+from ..tensor import Tensor
+from .inplace import write
+from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
+
+_INTS = (int, np.integer)
+builtin_slice = slice  # the module's own names shadow nothing, but keep it explicit
+
+
+@dataclass
+class _Plan:
+    sliced: tuple | None   # (starts, stops, steps) of the strided slice, None if whole
+    shape: tuple           # shape after the slice, int dims dropped and None dims added
+    adv: tuple | None      # (positions in `shape`, broadcast index tensors) or None
+
+
+def _as_index(i):
+    """Lists, NumPy arrays and bool/int tensors become tensors; other entries stay."""
+    if isinstance(i, (list, np.ndarray)):
+        return Tensor(i)
+    return i
+
+
+def _consumes(i) -> int:
+    if i is None or i is Ellipsis:
+        return 0
+    if isinstance(i, Tensor) and i.dtype is dt.bool_:
+        return i.ndim
+    return 1
+
+
+def _expand_masks(entries, shape):
+    """Boolean masks become one int64 index tensor per masked dim (their ``nonzero``)."""
+    out, d = [], 0
+    for i in entries:
+        if isinstance(i, Tensor) and i.dtype is dt.bool_:
+            ms = i._payload.shape
+            for k, (a, b) in enumerate(zip(ms, shape[d:d + len(ms)])):
+                if a != b:
+                    raise IndexError(f"The shape of the mask {list(ms)} at index {k} does not "
+                                     f"match the shape of the indexed tensor "
+                                     f"{list(shape[d:d + len(ms)])} at index {k}")
+            out.extend(Tensor._wrap(a.astype(np.int64)) for a in np.nonzero(np.asarray(i)))
+            d += len(ms)
+        else:
+            out.append(i)
+            d += _consumes(i)
+    return out
+
+
+def _plan(x: Tensor, index) -> _Plan:
+    entries = [_as_index(i) for i in (index if isinstance(index, tuple) else (index,))]
+    shape = tuple(x._payload.shape)
+    if sum(i is Ellipsis for i in entries) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(_consumes(i) for i in entries)
+    if used > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    k = next((k for k, i in enumerate(entries) if i is Ellipsis), None)
+    if k is not None:
+        entries[k:k + 1] = [builtin_slice(None)] * (len(shape) - used)
+    else:
+        entries += [builtin_slice(None)] * (len(shape) - used)
+    entries = _expand_masks(entries, shape)
+    starts, stops, steps, out, positions, tensors = [], [], [], [], [], []
+    d = 0
+    for i in entries:
+        if i is None:
+            out.append(1)
+            continue
+        n = shape[d]
+        if isinstance(i, builtin_slice):
+            if i.step is not None and i.step <= 0:
+                raise ValueError("step must be greater than zero")
+            a, b, s = i.indices(n)
+            b = max(a, b)
+            starts.append(a), stops.append(b), steps.append(s)
+            out.append(len(range(a, b, s)))
+        elif isinstance(i, _INTS) and not isinstance(i, bool):
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
+            starts.append(i % n), stops.append(i % n + 1), steps.append(1)
+        elif isinstance(i, Tensor) and not (i.dtype.is_floating_point or i.dtype.is_complex):
+            starts.append(0), stops.append(n), steps.append(1)
+            positions.append(len(out))
+            tensors.append(_normalized(i, d, n))
+            out.append(n)
+        else:
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             f"byte Variables are valid indices (got {type(i).__name__})")
+        d += 1
+    whole = all(a == 0 and b == n and s == 1 for a, b, s, n in zip(starts, stops, steps, shape))
+    sliced = None if whole else (tuple(starts), tuple(stops), tuple(steps))
+    adv = None
+    if tensors:
+        bshape = broadcast_shapes(*(t._payload.shape for t in tensors))
+        adv = (tuple(positions), [expand_to(t, tuple(bshape)) for t in tensors])
+    return _Plan(sliced, tuple(out), adv)
+
+
+
+def _normalized(i: Tensor, dim: int, n: int) -> Tensor:
+    """An int64 index tensor with negative entries wrapped, bounds checked where it has data."""
+    i = to_dtype(i, dt.int64)
+    p = i._payload
+    if type(p) is np.ndarray:
+        bad = (p < -n) | (p >= n)
+        if bad.any():
+            raise IndexError(f"index {p[bad].flat[0]} is out of bounds for dimension {dim} "
+                             f"with size {n}")
+        if (p < 0).any():
+            return Tensor._wrap(np.where(p < 0, p + n, p))
+        return i
+    return ad.where(ad.lt(i, expand_to(scalar_tensor(0, dt.int64), tuple(p.shape))),
+                    ad.add(i, expand_to(scalar_tensor(n, dt.int64), tuple(p.shape))), i)
+
+
+def _advanced_layout(shape, positions, tensors):
+    """(perm or None, position p, flat shape, output shape): advanced dims moved together
+    (to the front when they are not adjacent, as PyTorch does) and flattened into dim p."""
+    k = len(positions)
+    bshape = tuple(tensors[0]._payload.shape)
+    if positions == tuple(range(positions[0], positions[0] + k)):
+        perm, p = None, positions[0]
+    else:
+        perm = positions + tuple(d for d in range(len(shape)) if d not in positions)
+        shape, p = tuple(shape[d] for d in perm), 0
+    n = math.prod(shape[p:p + k])
+    flat = shape[:p] + (n,) + shape[p + k:]
+    return perm, p, flat, shape[:p] + bshape + shape[p + k:]
+
+
+def _linear_index(shape, p, tensors) -> Tensor:
+    """The flat index into dims ``p .. p+k`` of ``shape`` (row-major)."""
+    lin, stride = None, 1
+    for d, t in zip(range(p + len(tensors) - 1, p - 1, -1), reversed(tensors)):
+        term = t if stride == 1 else ad.mul(t, expand_to(scalar_tensor(stride, dt.int64),
+                                                        tuple(t._payload.shape)))
+        lin = term if lin is None else ad.add(lin, term)
+        stride *= shape[d]
+    return lin
+
+
+def _spread_index(index: Tensor, shape, dim) -> Tensor:
+    """A 1-D index of length K as a gather index for ``shape`` with K at ``dim``."""
+    k = index._payload.shape[0]
+    target = tuple(shape[:dim]) + (k,) + tuple(shape[dim + 1:])
+    single = (1,) * dim + (k,) + (1,) * (len(shape) - dim - 1)
+    return ad.expand(ad.reshape(index, shape=single), shape=target)
+
+
+def take(x: Tensor, index: Tensor, dim: int) -> Tensor:
+    """``x`` indexed along ``dim`` by an int64 tensor of any shape (in-range entries)."""
+    shape = tuple(x._payload.shape)
+    ishape = tuple(index._payload.shape)
+    flat = ad.reshape(index, shape=(math.prod(ishape),)) if len(ishape) != 1 else index
+    out = ad.gather(x, _spread_index(flat, shape, dim), dim=dim)
+    return ad.reshape(out, shape=shape[:dim] + ishape + shape[dim + 1:]) \
+        if len(ishape) != 1 else out
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    plan = _plan(x, index)
+    y = x if plan.sliced is None else ad.slice(x, starts=plan.sliced[0], stops=plan.sliced[1],
+                                               steps=plan.sliced[2])
+    if tuple(y._payload.shape) != plan.shape:
+        y = ad.reshape(y, shape=plan.shape)
+    if plan.adv is None:
+        return y
+    positions, tensors = plan.adv
+    perm, p, flat, _ = _advanced_layout(plan.shape, positions, tensors)
+    if perm is not None:
+        y = ad.permute(y, perm=perm)
+    shape = tuple(y._payload.shape)
+    y = ad.reshape(y, shape=flat) if flat != shape else y
+    return take(y, _linear_index(shape, p, tensors), p)
+
+
+def setitem(x: Tensor, index, value) -> None:
+    plan = _plan(x, index)
+    v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
+    v = to_dtype(v, x.dtype)
+    write(x, _put(x, plan, v))
+
+
+def _fit(v: Tensor, shape) -> Tensor:
+    vs = tuple(v._payload.shape)
+    while len(vs) > len(shape) and vs[0] == 1:  # PyTorch drops leading unit dims of values
+        vs = vs[1:]
+    try:
+        if np.broadcast_shapes(vs, shape) != tuple(shape):
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
+                           f"broadcast to indexing result of shape {list(shape)}") from None
+    if vs != tuple(v._payload.shape):
+        v = ad.reshape(v, shape=vs)
+    return expand_to(v, tuple(shape))
+
+
+def _put(x: Tensor, plan: _Plan, v: Tensor) -> Tensor:
+    """``x`` with the part ``plan`` selects replaced by ``v`` (broadcast), out of place."""
+    sl = plan.sliced
+    pshape = tuple(x._payload.shape) if sl is None else slice_shape(x._payload.shape, *sl)
+    if plan.adv is None:
+        new = _fit(v, plan.shape)
+    else:
+        part = x if sl is None else ad.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
+        y = ad.reshape(part, shape=plan.shape) if pshape != plan.shape else part
+        positions, tensors = plan.adv
+        perm, p, flat, out_shape = _advanced_layout(plan.shape, positions, tensors)
+        if perm is not None:
+            y = ad.permute(y, perm=perm)
+        shape = tuple(y._payload.shape)
+        yf = ad.reshape(y, shape=flat) if flat != shape else y
+        lin = _linear_index(shape, p, tensors)
+        k = math.prod(lin._payload.shape)
+        vals = ad.reshape(_fit(v, out_shape), shape=flat[:p] + (k,) + flat[p + 1:])
+        idx = _spread_index(ad.reshape(lin, shape=(k,)), flat, p)
+        zeros = expand_to(scalar_tensor(0, x.dtype), flat)
+        hit = ad.scatter_add(zeros, idx, expand_to(scalar_tensor(1, x.dtype),
+                                                   tuple(idx._payload.shape)), dim=p)
+        # duplicate indices add up their values (PyTorch leaves which one wins unspecified)
+        yf = ad.where(ad.ne(hit, zeros), ad.scatter_add(zeros, idx, vals, dim=p), yf)
+        y = ad.reshape(yf, shape=shape) if flat != shape else yf
+        new = y if perm is None else ad.permute(y, perm=tuple(int(i) for i in np.argsort(perm)))
+    if tuple(new._payload.shape) != pshape:
+        new = ad.reshape(new, shape=pshape)
+    return new if sl is None else ad.slice_scatter(x, new, starts=sl[0], stops=sl[1],
+                                                   steps=sl[2])
+
+
+# --- gather / scatter family ------------------------------------------------------------------
+def _dim(dim, ndim):
+    return normalize_dims(dim, ndim)[0] if ndim else 0
+
+
+def _check_bounds(index: Tensor, dim: int, n: int, what: str):
+    p = index._payload
+    if type(p) is np.ndarray and p.size:
+        bad = (p < 0) | (p >= n)
+        if bad.any():
+            raise RuntimeError(f"{what}(): index {p[bad].flat[0]} is out of bounds for "
+                               f"dimension {dim} with size {n}")
+
+
+def _int64_index(index, what):
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+        got = index.dtype.name if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"{what}(): Expected dtype int64 for index, got {got}")
+    return to_dtype(index, dt.int64)
+
+
+def _head(x: Tensor, shape, dim) -> Tensor:
+    """``x`` cut to ``shape`` in every dim but ``dim``."""
+    xs = tuple(x._payload.shape)
+    stops = tuple(n if d == dim else s for d, (n, s) in enumerate(zip(xs, shape)))
+    if stops == xs:
+        return x
+    return ad.slice(x, starts=(0,) * len(xs), stops=stops, steps=(1,) * len(xs))
+
+
+def _check_gather_shapes(x, index, dim, what, src=None):
+    xs, ish = tuple(x._payload.shape), tuple(index._payload.shape)
+    if len(ish) != len(xs):
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as "
+                           f"{'self' if what != 'gather' else 'input'} tensor")
+    for d, (a, b) in enumerate(zip(ish, xs)):
+        if d != dim and a > b:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index "
+                               f"{list(ish)} to be smaller than self {list(xs)} apart from "
+                               f"dimension {dim}")
+    if src is not None and any(a > b for a, b in zip(ish, src._payload.shape)):
+        raise RuntimeError(f"Expected index {list(ish)} to be smaller than self {list(xs)} "
+                           f"apart from dimension {dim} and to be smaller size than src "
+                           f"{list(src.shape)}")
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``out[i][j] = x[index[i][j]][j]`` (for dim 0), as ``torch.gather``."""
+    index = _int64_index(index, "gather")
+    dim = _dim(dim, x.ndim)
+    _check_gather_shapes(x, index, dim, "gather")
+    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1, "gather")
+    return ad.gather(_head(x, index._payload.shape, dim), index, dim=dim)
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``x`` plus ``src`` added at ``index`` along ``dim``, as ``torch.scatter_add``."""
+    index = _int64_index(index, "scatter_add")
+    dim = _dim(dim, x.ndim)
+    src = to_dtype(src, x.dtype)
+    _check_gather_shapes(x, index, dim, "scatter_add", src)
+    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1, "scatter_add")
+    ish = tuple(index._payload.shape)
+    part = _head(x, ish, dim)
+    out = ad.scatter_add(part, index, _head(src, ish, -1), dim=dim)
+    if part is x:
+        return out
+    xs = tuple(x._payload.shape)
+    return ad.slice_scatter(x, out, starts=(0,) * len(xs), stops=tuple(
+        n if d == dim else s for d, (n, s) in enumerate(zip(xs, ish))), steps=(1,) * len(xs))
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of ``x`` at ``index`` (1-D) along ``dim``."""
+    index = _int64_index(index, "index_select")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    dim = _dim(dim, x.ndim)
+    n = x._payload.shape[dim] if x.ndim else 1
+    p = index._payload
+    if type(p) is np.ndarray and p.size and ((p < 0) | (p >= n)).any():
+        raise IndexError(f"index out of range in self (index {p[(p < 0) | (p >= n)].flat[0]}, "
+                         f"size {n} of dimension {dim})")
+    if x.ndim == 0:
+        return ad.reshape(take(ad.reshape(x, shape=(1,)), index, 0), shape=()) \
+            if index.ndim == 0 else take(ad.reshape(x, shape=(1,)), index, 0)
+    return take(x, ad.reshape(index, shape=(1,)) if index.ndim == 0 else index, dim)
+
+
+def take_along_dim(x: Tensor, indices: Tensor, dim=None) -> Tensor:
+    """``gather`` with ``x`` and ``indices`` broadcast against each other (not along dim)."""
+    indices = _int64_index(indices, "take_along_dim")
+    if dim is None:
+        return gather(ad.reshape(x, shape=(x.numel(),)), 0,
+                      ad.reshape(indices, shape=(indices.numel(),)))
+    dim = _dim(dim, x.ndim)
+    xs, ish = list(x._payload.shape), list(indices._payload.shape)
+    if len(xs) != len(ish):
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
+                           f"number of dimensions, but got {len(xs)} dimensions for input, "
+                           f"and {len(ish)} dimensions for indices")
+    a, b = xs[:], ish[:]
+    a[dim] = b[dim] = 1
+    shape = list(broadcast_shapes(tuple(a), tuple(b)))
+    xt, it = shape[:], shape[:]
+    xt[dim], it[dim] = xs[dim], ish[dim]
+    return gather(expand_to(x, tuple(xt)), dim, expand_to(indices, tuple(it)))
+
+
+def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
+    """``x`` with ``value`` where ``mask`` (broadcast to ``x``) is True."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with "
+                           f"dtype {got}")
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.ndim} dimension(s).")
+    shape = tuple(x._payload.shape)
+    v = to_dtype(value, x.dtype) if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
+    m = expand_to(mask, broadcast_shapes(tuple(mask._payload.shape), shape))
+    if tuple(m._payload.shape) != shape:
+        raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} cannot be "
+                           f"broadcast to the tensor of shape {list(shape)}")
+    return ad.where(m, expand_to(v, shape), x)
+
+
+def masked_fill_(x: Tensor, mask: Tensor, value) -> Tensor:
+    return write(x, masked_fill(x, mask, value))
+
+
+def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    return write(x, scatter_add(x, dim, index, src))
+
+
+__all__ = ["gather", "scatter_add", "index_select", "take_along_dim", "masked_fill"]

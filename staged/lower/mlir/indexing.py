@@ -1,0 +1,79 @@
+"""Indexing primitives: slice and slice_scatter are tensor.extract_slice/insert_slice;
+gather is a linalg.generic over the index reading the source with tensor.extract;
+scatter_add is a linalg.generic over the destination with a reduction over the index's
+scattered dim (each destination element sums the sources whose index hits it)."""
+from __future__ import annotations
+
+from ...autodiff import REGISTRY
+from .elementwise import BINARY
+from .module import elem_type, lowering, tensor_type
+
+
+def _window(starts, stops, steps) -> str:
+    sizes = [len(range(a, b, s)) for a, b, s in zip(starts, stops, steps)]
+    return f"[{', '.join(map(str, starts))}][{', '.join(map(str, sizes))}]" \
+           f"[{', '.join(map(str, steps))}]"
+
+
+def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:
+    """``dst`` with ``src`` written into the strided window (shared with concat)."""
+    return e.emit(f"tensor.insert_slice {src} into {dst}{_window(starts, stops, steps)} : "
+                  f"{tensor_type(src_aval.shape, src_aval.dtype)} into "
+                  f"{tensor_type(dst_aval.shape, dst_aval.dtype)}")
+
+
+@lowering(REGISTRY["slice"])
+def _slice(e, op, x):
+    a, out, p = op.inputs[0].aval, op.out.aval, op.params
+    if out.shape == a.shape:  # whole dims with step 1 (or a 0-d tensor)
+        return x
+    return e.emit(f"tensor.extract_slice {x}{_window(p['starts'], p['stops'], p['steps'])} : "
+                  f"{tensor_type(a.shape, a.dtype)} to {tensor_type(out.shape, out.dtype)}")
+
+
+@lowering(REGISTRY["slice_scatter"])
+def _slice_scatter(e, op, x, src):
+    a, s, p = op.inputs[0].aval, op.inputs[1].aval, op.params
+    if s.shape == a.shape:
+        return src
+    return insert_slice(e, src, s, x, a, p["starts"], p["stops"], p["steps"])
+
+
+def _indices(e, rank, dim, idx):
+    """SSA ``index`` values of the current iteration, with ``idx`` (i64) at ``dim``."""
+    out = []
+    for d in range(rank):
+        if d == dim:
+            out.append(e.emit(f"arith.index_cast {idx} : i64 to index"))
+        else:
+            out.append(e.emit(f"linalg.index {d} : index"))
+    return ", ".join(out)
+
+
+@lowering(REGISTRY["gather"])
+def _gather(e, op, x, index):
+    a, ia, out, dim = op.inputs[0].aval, op.inputs[1].aval, op.out.aval, op.params["dim"]
+    rank = len(out.shape)
+    ident = tuple(range(rank))
+
+    def body(i, _):
+        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i)}] : "
+                      f"{tensor_type(a.shape, a.dtype)}")
+    return e.generic([(index, ia)], [(e.empty(out.shape, out.dtype), out)], [ident, ident],
+                     ["parallel"] * rank, body)
+
+
+@lowering(REGISTRY["scatter_add"])
+def _scatter_add(e, op, x, index, src):
+    a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])
+    d, rank = a.dtype, len(a.shape)
+    add = e.need(BINARY["add"], d)
+    scattered = tuple(rank if k == dim else k for k in range(rank))  # dim -> the reduction
+
+    def body(i, s, acc):
+        here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
+        hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
+        return e.emit(f"arith.select {hit}, {add(e, d, acc, s)}, {acc} : {elem_type(d)}")
+    return e.generic([(index, ia), (src, sa)], [(x, a)],
+                     [scattered, scattered, tuple(range(rank))],
+                     ["parallel"] * rank + ["reduction"], body)
