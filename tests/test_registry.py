@@ -11,6 +11,7 @@ import pytest
 from staged.autodiff import ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, jvp_rule
 from staged.autodiff.primitive import Rule
 from staged.lower.mlir import lowering_table
+from staged.lower.onnx import lowering_table as onnx_lowering_table
 
 NAMES = sorted(REGISTRY)
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "staged"
@@ -46,6 +47,15 @@ def test_vjp_and_jvp(name):
 def test_mlir_lowering(name):
     entry = lowering_table().get(name)
     assert entry is not None, f"{name}: no MLIR lowering and no reason it is unsupported"
+    assert entry["lowered"] or entry["unsupported"], name
+    for dclass, reason in entry["unsupported"].items():
+        assert isinstance(reason, str) and reason.strip(), f"{name}/{dclass}: empty reason"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_onnx_lowering(name):
+    entry = onnx_lowering_table().get(name)
+    assert entry is not None, f"{name}: no ONNX lowering and no reason it is unsupported"
     assert entry["lowered"] or entry["unsupported"], name
     for dclass, reason in entry["unsupported"].items():
         assert isinstance(reason, str) and reason.strip(), f"{name}/{dclass}: empty reason"

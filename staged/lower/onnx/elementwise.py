@@ -1,0 +1,300 @@
+"""Elementwise primitives: mostly one ONNX op each (``simple``), with NumPy's semantics
+restored where ONNX's differ (NaN in max/min/sign, log1p/expm1 accuracy, bool arithmetic)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import dtypes as dt
+from ...autodiff import REGISTRY
+from .model import KERNELS, lowering, onnx_type, unsupported
+
+
+def simple(name: str, op_type: str, bool_op: str | None = None):
+    """Lower primitive ``name`` to ``op_type`` on its operands (``bool_op`` on booleans);
+    the result has the primitive's output dtype."""
+    def lower(b, op, *xs):
+        d, out = op.inputs[0].aval.dtype, op.out.aval.dtype
+        if d is dt.bool_ and bool_op:
+            return b.node(bool_op, xs)
+        return b.kernel(op_type, xs, d, out=out if out is not d else None)
+    lowering(REGISTRY[name])(lower)
+
+
+for _name, _op_type, _bool_op in (
+        ("add", "Add", "Or"), ("sub", "Sub", None), ("mul", "Mul", "And"), ("div", "Div", None),
+        ("pow", "Pow", None), ("neg", "Neg", None), ("abs", "Abs", "Identity"),
+        ("exp", "Exp", None), ("log", "Log", None), ("sqrt", "Sqrt", None),
+        ("tanh", "Tanh", None), ("sin", "Sin", None), ("cos", "Cos", None),
+        ("sigmoid", "Sigmoid", None), ("relu", "Relu", "Identity"),
+        ("copy", "Identity", None), ("conj", "Identity", None),
+        ("eq", "Equal", None), ("lt", "Less", None), ("le", "LessOrEqual", None),
+        ("gt", "Greater", None), ("ge", "GreaterOrEqual", None)):
+    simple(_name, _op_type, _bool_op)
+
+
+def _nan_where(b, d, xs, r):
+    """``r``, but NaN wherever an operand is NaN (NumPy's propagation) for float ``d``."""
+    if not d.is_floating_point:
+        return r
+    nan = None
+    for x in xs:
+        m = b.kernel("IsNaN", [x], d, out=dt.bool_)
+        nan = m if nan is None else b.node("Or", [nan, m])
+    return b.kernel("Where", [b.const(np.array(np.nan, d.np)), r], d, pre=[nan])
+
+
+def _extremum(op_type: str, bool_op: str):
+    def lower(b, op, x, y):
+        d = op.out.aval.dtype
+        if d is dt.bool_:
+            return b.node(bool_op, [x, y])
+        return _nan_where(b, d, (x, y), b.kernel(op_type, [x, y], d))
+    return lower
+
+
+lowering(REGISTRY["maximum"])(_extremum("Max", "Or"))
+lowering(REGISTRY["minimum"])(_extremum("Min", "And"))
+
+
+@lowering(REGISTRY["sign"])
+def _sign(b, op, x):
+    d = op.out.aval.dtype
+    return _nan_where(b, d, (x,), b.kernel("Sign", [x], d))
+
+
+@lowering(REGISTRY["rsqrt"])
+def _rsqrt(b, op, x):
+    d = op.out.aval.dtype
+    return b.kernel("Reciprocal", [b.kernel("Sqrt", [x], d)], d)
+
+
+@lowering(REGISTRY["log1p"])
+def _log1p(b, op, x):
+    # log(u) * x / (u - 1) with u = 1 + x keeps log1p's accuracy near 0 (Goldberg); x where
+    # u rounds to 1, log(u) where u is infinite
+    d = op.out.aval.dtype
+    one = b.const(np.array(1, d.np))
+    u = b.node("Add", [x, one])
+    lu = b.kernel("Log", [u], d)
+    r = b.node("Div", [b.node("Mul", [lu, x]), b.node("Sub", [u, one])])
+    r = b.kernel("Where", [lu, r], d, pre=[b.kernel("IsInf", [u], d, out=dt.bool_)])
+    return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
+
+
+@lowering(REGISTRY["expm1"])
+def _expm1(b, op, x):
+    # (u - 1) * x / log(u) with u = exp(x) (Kahan); x itself where u == 1, u - 1 where
+    # log(u) is infinite or u - 1 == -1
+    d = op.out.aval.dtype
+    one = b.const(np.array(1, d.np))
+    u = b.kernel("Exp", [x], d)
+    um1 = b.node("Sub", [u, one])
+    lu = b.kernel("Log", [u], d)
+    r = b.node("Div", [b.node("Mul", [um1, x]), lu])
+    plain = b.node("Or", [b.kernel("IsInf", [lu], d, out=dt.bool_),
+                          b.node("Equal", [um1, b.const(np.array(-1, d.np))])])
+    r = b.kernel("Where", [um1, r], d, pre=[plain])
+    return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
+
+
+@lowering(REGISTRY["ne"])
+def _ne(b, op, x, y):
+    return b.node("Not", [b.kernel("Equal", [x, y], op.inputs[0].aval.dtype, out=dt.bool_)])
+
+
+def _truthy(b, d, x):
+    return x if d is dt.bool_ else b.node("Cast", [x], to=onnx_type(dt.bool_))
+
+
+@lowering(REGISTRY["logical_not"])
+def _logical_not(b, op, x):
+    return b.node("Not", [_truthy(b, op.inputs[0].aval.dtype, x)])
+
+
+def _logical(op_type):
+    def lower(b, op, x, y):
+        d = op.inputs[0].aval.dtype
+        return b.node(op_type, [_truthy(b, d, x), _truthy(b, d, y)])
+    return lower
+
+
+lowering(REGISTRY["logical_and"])(_logical("And"))
+lowering(REGISTRY["logical_or"])(_logical("Or"))
+
+
+@lowering(REGISTRY["where"])
+def _where(b, op, c, x, y):
+    return b.kernel("Where", [x, y], op.out.aval.dtype, pre=[c])
+
+
+@lowering(REGISTRY["cast"])
+def _cast(b, op, x):
+    return b.cast(x, op.inputs[0].aval.dtype, op.out.aval.dtype)
+
+
+_FLOAT_MATH = "NumPy computes it in floating point for integer/bool inputs; the public op " \
+              "casts to float first"
+for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid",
+              "div"):
+    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _FLOAT_MATH))
+for _name in ("neg", "sub", "pow", "sign"):
+    unsupported(_name, {"bool": "NumPy has no boolean negation, subtraction, power or sign"})
+
+
+# --- trigonometric and friends: onnxruntime has float32 kernels only; float64 uses
+# identities of ops it has in float64 (or one Newton step from the float32 value)
+def native_or(op_type: str, formula):
+    """``op_type`` where onnxruntime has a kernel for the dtype, else ``formula(b, d, x)``."""
+    def lower(b, op, x):
+        d = op.out.aval.dtype
+        return b.node(op_type, [x]) if d.name in KERNELS[op_type] else formula(b, d, x)
+    return lower
+
+
+def _c(b, d, v):
+    return b.const(np.array(v, d.np))
+
+
+def _f(b, d, op_type, *xs):
+    return b.kernel(op_type, xs, d)
+
+
+def _tan(b, d, x):
+    return b.node("Div", [_f(b, d, "Sin", x), _f(b, d, "Cos", x)])
+
+
+def _sinh_cosh(sign):
+    def formula(b, d, x):
+        e = _f(b, d, "Exp", x)
+        return b.node("Mul", [b.node("Add" if sign > 0 else "Sub", [e, b.node("Reciprocal", [e])]),
+                              _c(b, d, 0.5)])
+    return formula
+
+
+def _sinh(b, d, x):
+    # (expm1(x) + expm1(x) / (expm1(x) + 1)) / 2 keeps sinh's accuracy near 0
+    em1 = b.node("Sub", [_f(b, d, "Exp", x), _c(b, d, 1)])
+    small = b.node("Mul", [b.node("Add", [em1, b.node("Div", [em1, b.node("Add", [em1, _c(b, d, 1)])])]),
+                           _c(b, d, 0.5)])
+    big = _sinh_cosh(-1)(b, d, x)
+    near = b.node("Less", [_f(b, d, "Abs", x), _c(b, d, 0.5)])
+    return b.node("Where", [near, small, big])
+
+
+def _atan(b, d, x):
+    # float32 atan, then one Newton step on sin(y) - x cos(y) = 0 in float64
+    y = b.cast(b.node("Atan", [b.cast(x, d, dt.float32)]), dt.float32, d)
+    s, c = _f(b, d, "Sin", y), _f(b, d, "Cos", y)
+    step = b.node("Mul", [b.node("Sub", [s, b.node("Mul", [x, c])]), c])
+    return b.node("Sub", [y, step])
+
+
+def _asin(b, d, x):
+    # atan(x / sqrt(1 - x^2)): x = +-1 gives +-inf and +-pi/2
+    one_minus = b.node("Sub", [_c(b, d, 1), b.node("Mul", [x, x])])
+    return _atan(b, d, b.node("Div", [x, _f(b, d, "Sqrt", one_minus)]))
+
+
+def _acos(b, d, x):
+    # 2 atan(sqrt((1 - x) / (1 + x))), accurate near x = 1
+    q = b.node("Div", [b.node("Sub", [_c(b, d, 1), x]), b.node("Add", [_c(b, d, 1), x])])
+    return b.node("Mul", [_c(b, d, 2), _atan(b, d, _f(b, d, "Sqrt", q))])
+
+
+def _in_float32(op_type):
+    def formula(b, d, x):  # no better identity: computed in float32 and widened
+        return b.cast(b.node(op_type, [b.cast(x, d, dt.float32)]), dt.float32, d)
+    return formula
+
+
+for _name, _op_type, _formula in (
+        ("tan", "Tan", _tan), ("sinh", "Sinh", _sinh), ("cosh", "Cosh", _sinh_cosh(1)),
+        ("asin", "Asin", _asin), ("acos", "Acos", _acos), ("atan", "Atan", _atan),
+        ("erf", "Erf", _in_float32("Erf"))):
+    lowering(REGISTRY[_name])(native_or(_op_type, _formula))
+
+
+def _scaled(op_type, scale):
+    def lower(b, op, x):
+        d = op.out.aval.dtype
+        return b.node("Mul", [b.kernel(op_type, [x], d), _c(b, d, scale)])
+    return lower
+
+
+lowering(REGISTRY["log2"])(_scaled("Log", 1 / np.log(2.0)))
+lowering(REGISTRY["log10"])(_scaled("Log", 1 / np.log(10.0)))
+
+
+@lowering(REGISTRY["exp2"])
+def _exp2(b, op, x):
+    d = op.out.aval.dtype
+    return b.kernel("Pow", [_c(b, d, 2), x], d)
+
+
+for _name, _op_type in (("floor", "Floor"), ("ceil", "Ceil"), ("round", "Round")):
+    simple(_name, _op_type)
+
+
+@lowering(REGISTRY["trunc"])
+def _trunc(b, op, x):
+    d = op.out.aval.dtype
+    neg = b.node("Less", [x, _c(b, d, 0)])
+    return b.node("Where", [neg, b.kernel("Ceil", [x], d), b.kernel("Floor", [x], d)])
+
+
+lowering(REGISTRY["sgn"])(_sign)  # real inputs: sign
+
+
+@lowering(REGISTRY["angle"])
+def _angle(b, op, x):
+    d = op.out.aval.dtype
+    r = b.kernel("Where", [_c(b, d, np.pi), _c(b, d, 0)], d, pre=[b.node("Less", [x, _c(b, d, 0)])])
+    return _nan_where(b, d, (x,), r)
+
+
+@lowering(REGISTRY["real"])
+def _real(b, op, x):
+    return x
+
+
+@lowering(REGISTRY["imag"])
+def _imag(b, op, x):
+    d = op.out.aval.dtype
+    return b.node("Expand", [_c(b, d, 0), b.node("Shape", [x])])
+
+
+@lowering(REGISTRY["atan2"])
+def _atan2(b, op, y, x):
+    d = op.out.aval.dtype
+    q = (b.node("Atan", [b.node("Div", [y, x])]) if d.name in KERNELS["Atan"]
+         else _atan(b, d, b.node("Div", [y, x])))
+    half_turn = b.node("Where", [b.node("GreaterOrEqual", [y, _c(b, d, 0)]), _c(b, d, np.pi),
+                                 _c(b, d, -np.pi)])
+    r = b.node("Add", [q, b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), half_turn,
+                                           _c(b, d, 0)])])
+    both_zero = b.node("And", [b.node("Equal", [x, _c(b, d, 0)]), b.node("Equal", [y, _c(b, d, 0)])])
+    return b.node("Where", [both_zero, _c(b, d, 0), r])
+
+
+def _mod(floor: bool):
+    def lower(b, op, x, y):
+        d = op.out.aval.dtype
+        if not d.is_floating_point:  # integers: Mod takes the divisor's sign, fmod=1 the dividend's
+            return b.kernel("Mod", [x, y], d, fmod=int(not floor))
+        r = b.node("Mod", [x, y], fmod=1)
+        if not floor:
+            return r
+        # NumPy's remainder: fmod, moved by y where it is non-zero with the other sign
+        wrong = b.node("And", [b.node("Not", [b.node("Equal", [r, _c(b, d, 0)])]),
+                               b.node("Xor", [b.node("Less", [r, _c(b, d, 0)]),
+                                              b.node("Less", [y, _c(b, d, 0)])])])
+        return b.node("Where", [wrong, b.node("Add", [r, y]), r])
+    return lower
+
+
+lowering(REGISTRY["remainder"])(_mod(True))
+lowering(REGISTRY["fmod"])(_mod(False))
+
+for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
+              "floor", "ceil", "round", "trunc", "atan2"):
+    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _FLOAT_MATH))

@@ -1,0 +1,73 @@
+"""Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
+ScatterElements with add; cumsum (CumSum) and argsort (TopK, which breaks ties by index)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...autodiff import REGISTRY
+from .model import carrier, lowering
+
+
+def _slice_node(b, x, starts, stops, steps, axes):
+    return b.node("Slice", [x, b.shape([starts[a] for a in axes]), b.shape([stops[a] for a in axes]),
+                            b.const(np.array(axes, np.int64)),
+                            b.const(np.array([steps[a] for a in axes], np.int64))])
+
+
+def _sliced_axes(shape, starts, stops, steps):
+    return [a for a, (n, s, e, st) in enumerate(zip(shape, starts, stops, steps))
+            if (s, e, st) != (0, n, 1)]
+
+
+@lowering(REGISTRY["slice"])
+def _slice(b, op, x):
+    p = op.params
+    axes = _sliced_axes(op.inputs[0].aval.shape, p["starts"], p["stops"], p["steps"])
+    return _slice_node(b, x, p["starts"], p["stops"], p["steps"], axes) if axes else x
+
+
+@lowering(REGISTRY["slice_scatter"])
+def _slice_scatter(b, op, x, src):
+    p = op.params
+    axes = _sliced_axes(op.inputs[0].aval.shape, p["starts"], p["stops"], p["steps"])
+    return _scatter_axes(b, x, src, op.inputs[1].aval.shape, axes, p) if axes else src
+
+
+def _scatter_axes(b, x, src, src_shape, axes, p):
+    """``x`` with ``src`` written at the slice over ``axes``: slice ``x`` along the first
+    axis, write ``src`` into that recursively, then scatter the result along the axis."""
+    a, rest = axes[0], axes[1:]
+    if rest:
+        part = _slice_node(b, x, p["starts"], p["stops"], p["steps"], [a])
+        src = _scatter_axes(b, part, src, src_shape, rest, p)
+    n = src_shape[a]
+    pos = np.arange(p["starts"][a], p["starts"][a] + n * p["steps"][a], p["steps"][a])
+    pos = pos.astype(np.int64).reshape([n if i == a else 1 for i in range(len(src_shape))])
+    index = b.node("Expand", [b.const(pos), b.node("Shape", [src])])
+    return b.node("ScatterElements", [x, index, src], axis=a)
+
+
+@lowering(REGISTRY["gather"])
+def _gather(b, op, x, index):
+    return b.node("GatherElements", [x, index], axis=op.params["dim"])
+
+
+@lowering(REGISTRY["scatter_add"])
+def _scatter_add(b, op, x, index, src):
+    return b.node("ScatterElements", [x, index, src], axis=op.params["dim"], reduction="add")
+
+
+@lowering(REGISTRY["cumsum"])
+def _cumsum(b, op, x):
+    return b.kernel("CumSum", [x], op.out.aval.dtype,
+                    post=[b.const(np.array(op.params["dim"], np.int64))],
+                    reverse=int(op.params["reverse"]))
+
+
+@lowering(REGISTRY["argsort"])
+def _argsort(b, op, x):
+    p, d = op.params, op.inputs[0].aval.dtype
+    x = b.cast(x, d, carrier("TopK", d))
+    _, idx = b.node("TopK", [x, b.const(np.array([p["k"]], np.int64))], n_out=2, axis=p["dim"],
+                    largest=int(p["descending"]), sorted=1)
+    return idx
