@@ -11,6 +11,7 @@ during the trace with concrete data are constants.
 from __future__ import annotations
 
 import gc
+import inspect
 import weakref
 from dataclasses import dataclass, field
 
@@ -171,12 +172,13 @@ def capture(fn, *args, **kwargs) -> Captured:
         >>> print(g)  # one op a line
     """
     leaves, in_tree = flatten((args, kwargs), lambda o: False)
+    names = _leaf_names(fn, args, kwargs)
     tracer = Tracer()
     wrappers = []
     sym_leaves = []
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, Tensor):
-            v = tracer.graph.add_input(leaf._aval(), "arg", f"arg{i}")
+            v = tracer.graph.add_input(leaf._aval(), "arg", names[i])
             w = Tensor._wrap(Symbolic(v, tracer), leaf._requires_grad)
             wrappers.append((i, w))
             sym_leaves.append(w)
@@ -203,6 +205,33 @@ def capture(fn, *args, **kwargs) -> Captured:
         g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
         captured.escaped.append((t, len(g.outputs) - 1))
     return captured
+
+
+def _leaf_names(fn, args, kwargs) -> list:
+    """A name per argument leaf, in flatten order: the parameter's name, with a path for
+    nested leaves (``x``, ``batch.0``, ``cfg.lr``); ``arg<i>`` where the signature can't
+    tell."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    top = []
+    for i in range(len(args)):
+        p = params[min(i, len(params) - 1)] if params else None
+        if p is None or (i >= len(params) and p.kind is not p.VAR_POSITIONAL):
+            top.append(f"arg{i}")
+        elif p.kind is p.VAR_POSITIONAL:
+            top.append(f"{p.name}.{i - params.index(p)}")
+        else:
+            top.append(p.name)
+    names = []
+    for name, value in zip(top + list(kwargs), list(args) + list(kwargs.values())):
+        leaves, _ = flatten(value, lambda o: False)
+        if len(leaves) == 1 and not isinstance(value, (tuple, list, dict)):
+            names.append(name)
+        else:
+            names.extend(f"{name}.{j}" for j in range(len(leaves)))
+    return names
 
 
 def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:

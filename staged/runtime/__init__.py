@@ -1,0 +1,2 @@
+"""IREE compile and cache, devices, ``staged.compile`` and deployable steps."""
+from .deploy import Deployed, load  # noqa: F401

@@ -12,6 +12,7 @@ import numpy as np
 from ..capture.capture import Captured, capture
 from ..capture.pytree import flatten, unflatten
 from ..eager.grad_mode import _state
+from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from .compiler import BOUNDARY, UNSUPPORTED_DTYPES, CompileError, compile_mlir
@@ -58,7 +59,8 @@ class CompiledGraph:
         if self._narrow:
             inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
                       for p, d in zip(inputs, self._narrow)]
-        res = self.module.invoke("main", inputs, self._out_dtypes)
+        with record_function(f"staged.compile [{self.backend}]", cat="compiled"):
+            res = self.module.invoke("main", inputs, self._out_dtypes)
         for w, k in c.state_updates:
             t = w.tensor
             t._payload = res[k]  # stays on the device until read (Note [payloads])
@@ -76,6 +78,11 @@ class CompiledGraph:
     def __call__(self, *args, **kwargs):
         leaves, _ = flatten((args, kwargs), lambda o: False)
         return self.run(leaves)
+
+    def save(self, directory, names=None):
+        """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
+        from .deploy import save
+        return save(self, directory, names)
 
 
 def _check_dtypes(graph, backend: str) -> None:
@@ -135,6 +142,7 @@ class Compiled:
         self.backend = backend
         self.traces = 0
         self._entries: dict = {}
+        self._last = None
         self.last_retrace_reason = None
         functools.update_wrapper(self, fn)
 
@@ -145,6 +153,7 @@ class Compiled:
         entries = self._entries.setdefault(key, [])
         for entry in entries:
             if entry.guards_hold():
+                self._last = entry
                 return entry.run(leaves)
         self.last_retrace_reason = ("state changed (shape, dtype, requires_grad or .grad)"
                                     if entries else
@@ -154,7 +163,20 @@ class Compiled:
         if not entry.captured.one_shot:
             entries.append(entry)
         self.traces += 1
+        self._last = entry
         return entry.run(leaves)
+
+    def save(self, directory, names=None):
+        """Save the step as last called, with the current state, for
+        ``staged.runtime.load(directory)``. ``names`` maps state tensors to names (e.g.
+        ``{p: k for k, p in model.state_dict(keep_vars=True).items()}``)."""
+        if self._last is None:
+            raise RuntimeError("call the compiled step once before saving it: saving needs "
+                               "its trace")
+        if self._last.captured.one_shot:
+            raise RuntimeError("the last call created new state (e.g. optimizer buffers on "
+                               "the first step); call the step once more before saving")
+        return self._last.save(directory, names)
 
     def graphs(self):
         return [e.captured.graph for es in self._entries.values() for e in es]

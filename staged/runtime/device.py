@@ -60,7 +60,11 @@ class Device:
         self.hal = self.config.device
 
     def load(self, vmfb: bytes) -> "Module":
-        return Module(self, vmfb)
+        return Module(self, self._rt.VmModule.copy_buffer(self.config.vm_instance, vmfb))
+
+    def load_with(self, vm_module, extra_modules) -> "Module":
+        """Load a VM module after ``extra_modules`` (e.g. a parameters module)."""
+        return Module(self, vm_module, extra_modules)
 
     def upload(self, array) -> "DeviceValue":
         """A DeviceValue holding a copy of ``array``."""
@@ -125,13 +129,12 @@ def _close_all() -> None:
 class Module:
     """A loaded vmfb; ``invoke`` calls one of its functions."""
 
-    def __init__(self, dev: Device, vmfb: bytes):
+    def __init__(self, dev: Device, vm_module, extra_modules=()):
         rt = dev._rt
         self.device = dev
         self._rt = rt
-        vm_module = rt.VmModule.copy_buffer(dev.config.vm_instance, vmfb)
-        self.context = rt.VmContext(dev.config.vm_instance,
-                                    modules=list(dev.config.default_vm_modules) + [vm_module])
+        self.context = rt.VmContext(dev.config.vm_instance, modules=[
+            *dev.config.default_vm_modules, *extra_modules, vm_module])
         self._module = vm_module
         self._functions = {}
         _LOADED.add(self)

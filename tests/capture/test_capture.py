@@ -76,7 +76,7 @@ def test_graph_prints_one_op_a_line_with_source_lines():
     op_lines = [ln for ln in text.splitlines() if "= exp(" in ln or "= mul(" in ln]
     assert len(op_lines) == 2
     assert all("test_capture.py:" in ln for ln in op_lines)
-    assert "# arg arg0" in text
+    assert "# arg x" in text
 
 
 def test_tensor_hook_and_no_grad_block_take_effect_at_trace_time():

@@ -75,8 +75,10 @@ def bits(d) -> int:
 
 
 def affine_map(rank: int, results) -> str:
+    """Results are loop dims (ints) or affine expressions over ``d<i>`` (strings)."""
     dims = ", ".join(f"d{i}" for i in range(rank))
-    return f"affine_map<({dims}) -> ({', '.join(f'd{r}' for r in results)})>"
+    exprs = ", ".join(r if isinstance(r, str) else f"d{r}" for r in results)
+    return f"affine_map<({dims}) -> ({exprs})>"
 
 
 def _scalar_literal(value, d) -> str:
@@ -250,15 +252,30 @@ def _reassociation(src, dst):
 
 
 # --- module ---------------------------------------------------------------------------
-def to_mlir(graph, name: str = "main") -> str:
+def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
+            scope: str = "model") -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
-    verified; raises LoweringError naming the primitive and the user's file:line."""
+    verified; raises LoweringError naming the primitive and the user's file:line.
+
+    With ``state_as_globals`` (deployable steps), state inputs are instead mutable
+    ``util.global``s initialised from the parameter archive scope ``scope`` under their
+    input names; the function takes only the arguments, stores new state values into the
+    globals, and returns only the ``out`` outputs; a second function ``@<name>_state``
+    returns the globals' current values (in input order).
+    """
     e = Emitter()
-    params = []
+    params, globals_ = [], {}
     for inp in graph.inputs:
         v = inp.value
-        e.names[v.id] = f"%arg{len(params)}"
-        params.append(f"%arg{len(params)}: {tensor_type(v.aval.shape, v.aval.dtype)}")
+        ty = tensor_type(v.aval.shape, v.aval.dtype)
+        if state_as_globals and inp.kind == "state":
+            sym = globals_[inp.name] = "@" + _symbol(inp.name)
+            e.names[v.id] = e.fresh()
+            e.lines.append(f"{e.names[v.id]} = util.global.load {sym} : {ty}")
+            e.line_ops.append(None)
+        else:
+            e.names[v.id] = f"%arg{len(params)}"
+            params.append(f"%arg{len(params)}: {ty}")
     for v, array in graph.consts:
         e.names[v.id] = e.dense(np.asarray(array), v.aval)
     for op in graph.ops:
@@ -269,15 +286,46 @@ def to_mlir(graph, name: str = "main") -> str:
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons.values()) if reasons else ''}")
         e.names[op.out.id] = emitter(e, op, *(e.names[v.id] for v in op.inputs))
     e.op = None
-    outs = [o.value for o in graph.outputs]
+    outs = graph.outputs
+    if state_as_globals:
+        for o in outs:
+            if o.kind == "state":
+                ty = tensor_type(o.value.aval.shape, o.value.aval.dtype)
+                e.lines.append(f"util.global.store {e.names[o.value.id]}, {globals_[o.name]} "
+                               f": {ty}")
+                e.line_ops.append(None)
+        outs = [o for o in outs if o.kind == "out"]
+    outs = [o.value for o in outs]
     types = [tensor_type(v.aval.shape, v.aval.dtype) for v in outs]
-    head = [f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{"]
+    head = [f"util.global private mutable {sym} = #stream.parameter.named<"
+            f"{_quote(scope)}::{_quote(n)}> : "
+            f"{tensor_type(i.value.aval.shape, i.value.aval.dtype)}"
+            for i in graph.inputs for n, sym in globals_.items() if i.name == n]
+    head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
     ret = f"return {', '.join(e.names[v.id] for v in outs)} : {', '.join(types)}" \
         if outs else "return"
     body = ["  " + line for line in e.lines] + [f"  {ret}", "}"]
+    if globals_:
+        body += _state_getter(name, graph, globals_)
     text = "\n".join(head + body) + "\n"
-    verify(text, [None] + e.line_ops)
+    verify(text, [None] * len(head) + e.line_ops)
     return text
+
+
+def _state_getter(name, graph, globals_) -> list:
+    state = [i for i in graph.inputs if i.name in globals_]
+    types = [tensor_type(i.value.aval.shape, i.value.aval.dtype) for i in state]
+    lines = [f"func.func @{name}_state() -> ({', '.join(types)}) {{"]
+    lines += [f"  %g{k} = util.global.load {globals_[i.name]} : {t}"
+              for k, (i, t) in enumerate(zip(state, types))]
+    lines += [f"  return {', '.join(f'%g{k}' for k in range(len(state)))} : "
+              f"{', '.join(types)}", "}"]
+    return lines
+
+
+def _symbol(name: str) -> str:
+    """A valid MLIR symbol for a state name (``0.weight`` -> ``s_0_weight``)."""
+    return "s_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
 _NAME_LOC = re.compile(r'loc\("([^"]*)"(?:\("((?:[^"\\]|\\.)*)":(\d+):\d+\))?\)')
