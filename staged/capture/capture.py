@@ -80,6 +80,11 @@ class Captured:
         from ..runtime.compiled import CompiledGraph
         return CompiledGraph(self, backend)
 
+    def export_onnx(self, path, opset: int = 21):
+        """Write the graph as ONNX (``staged.onnx.export_captured``; needs the onnx extra)."""
+        from ..onnx import export_captured
+        return export_captured(self, path, opset=opset)
+
 
 class Tracer:
     """The interceptor capture installs in ``eager.dispatch`` while tracing."""
