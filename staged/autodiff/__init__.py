@@ -7,3 +7,5 @@ from .shape import concat, expand, permute, reshape  # noqa: F401
 from .indexing import gather, scatter_add, slice, slice_scatter  # noqa: F401
 from .reduction import argmax, argmin, reduce_max, reduce_min, reduce_sum  # noqa: F401
 from .linalg import matmul  # noqa: F401
+from .nn import col2im, im2col  # noqa: F401
+from .random import uniform  # noqa: F401

@@ -4,18 +4,34 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from .grad_mode import _state as _grad_state
 from .tensor import Tensor
 
 _rng = [np.random.default_rng()]
 
 
+def _seed_state(seed: int) -> np.ndarray:
+    return np.array([int(seed) & (2 ** 64 - 1), 0], np.uint64).view(np.int64)
+
+
+# (seed, counter) of the counter-based generator behind dropout (Note [counter-based RNG]
+# in autodiff/random.py); one tensor for the process, so compiled steps keep it as state
+_rng_state = Tensor._wrap(_seed_state(np.random.SeedSequence().entropy), False)
+
+
 def manual_seed(seed: int):
-    """Seed the generator behind rand, randn, randint and dropout."""
+    """Seed the generators behind rand, randn, randint (NumPy's) and dropout (counter-based)."""
     _rng[0] = np.random.default_rng(int(seed))
+    _rng_state._payload = _seed_state(seed)  # the same tensor: compiled steps see the reseed
 
 
 def generator() -> np.random.Generator:
     return _rng[0]
+
+
+def rng_state() -> Tensor:
+    """The int64[2] (seed, counter) tensor dropout draws from and advances in place."""
+    return _rng_state
 
 
 def as_payload(data, dtype=None) -> np.ndarray:
@@ -45,6 +61,8 @@ def as_payload(data, dtype=None) -> np.ndarray:
 
 def _new(payload, requires_grad):
     t = Tensor._wrap(payload, False)
+    if _grad_state.inference:
+        t._vc = None  # made in inference_mode: an inference tensor
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -32,6 +32,10 @@ UNARY = {"neg": {}, "copy": {}, "conj": {}, "exp": {}, "log": POS, "log1p": POS,
          "cos": {}}
 BINARY = ("add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")
 
+WINDOWS_2D = {"kernel": (2, 3), "stride": (2, 1), "padding": ((1, 0), (1, 2)),
+              "dilation": (1, 2)}
+WINDOWS_1D = {"kernel": (3,), "stride": (2,), "padding": ((1, 1),), "dilation": (1,)}
+
 # name -> function returning a list of (inputs, params); inputs are NumPy arrays
 SAMPLES = {
     **{n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw)
@@ -57,6 +61,12 @@ SAMPLES = {
     "argmax": lambda: [([r(2, 3)], {"dim": 1, "keepdim": False})],
     "argmin": lambda: [([r(2, 3)], {"dim": 0, "keepdim": True})],
     "matmul": lambda: [([r(2, 3), r(3, 4)], {}), ([r(2, 2, 3), r(2, 3, 1)], {})],
+    "im2col": lambda: [([r(2, 3, 5, 4)], WINDOWS_2D | {"pad_value": 0.0}),
+                       ([r(1, 2, 7)], WINDOWS_1D | {"pad_value": -1.5})],
+    "col2im": lambda: [([r(2, 3, 3, 3, 2, 3)], WINDOWS_2D | {"shape": (5, 4)}),
+                       ([r(1, 4, 2, 3)], WINDOWS_1D | {"shape": (7,)})],
+    "uniform": lambda: [([np.array([7, 3])], {"shape": (2, 3), "dtype": dt.float64}),
+                        ([np.array([-1, 2 ** 40])], {"shape": (), "dtype": dt.float32})],
     "slice": lambda: [([r(4, 5)], {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
     "slice_scatter": lambda: [([r(4, 5), r(2, 3)],
                                {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
@@ -98,6 +108,28 @@ def _slice_scatter(x, src, starts, stops, steps):
     out = x.clone()
     out[tuple(map(slice, starts, stops, steps))] = src
     return out
+
+def _torch_im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
+    """im2col from torch's Tensor.unfold, one spatial dim at a time."""
+    k = len(kernel)
+    x = torch.nn.functional.pad(x, [p for pair in reversed(padding) for p in pair],
+                                value=pad_value)
+    for i in range(k):
+        x = x.unfold(2 + i, dilation[i] * (kernel[i] - 1) + 1, stride[i])
+    x = x[(Ellipsis,) + tuple(slice(None, None, d) for d in dilation)]
+    return x.permute((0,) + tuple(range(2, 2 + k)) + (1,) + tuple(range(2 + k, 2 + 2 * k)))
+
+
+def _torch_col2im(cols, shape, **windows):
+    """col2im as the transpose of im2col (differentiable again: create_graph)."""
+    k = len(shape)
+    x = torch.zeros((cols.shape[0], cols.shape[1 + k]) + tuple(shape), dtype=cols.dtype,
+                    requires_grad=True)
+    return torch.autograd.grad(_torch_im2col(x, **windows), x, cols, create_graph=True)[0]
+
+
+TORCH["im2col"] = _torch_im2col
+TORCH["col2im"] = _torch_col2im
 
 DIFFERENTIABLE = sorted(n for n, p in REGISTRY.items() if p.differentiable)
 
@@ -182,7 +214,7 @@ def test_jvp_of_non_differentiable_is_none(name):
 
 
 @pytest.mark.parametrize("name", ["exp", "tanh", "mul", "div", "matmul", "reduce_max", "pow",
-                                  "sigmoid", "where", "sqrt"])
+                                  "sigmoid", "where", "sqrt", "im2col", "col2im"])
 def test_grad_of_grad_matches_finite_differences(name):
     for xs, params in _float_samples(name):
         check_grads(lambda *ins: REGISTRY[name](*ins, **params), xs, order=2, rtol=1e-4)

@@ -143,6 +143,20 @@ def cases(name):
         return [([arr((2, 3)), arr((2, 1)), arr((2, 0)), arr((2, 2))],
                  {"dim": 1, "sizes": (3, 1, 0, 2)}),
                 ([arr((1, 2), I), arr((3, 2), I)], {"dim": 0, "sizes": (1, 3)})]
+    if name in ("im2col", "col2im"):
+        w2 = {"kernel": (2, 3), "stride": (2, 1), "padding": ((1, 0), (1, 2)), "dilation": (1, 2)}
+        w1 = {"kernel": (3,), "stride": (2,), "padding": ((1, 1),), "dilation": (1,)}
+        if name == "im2col":
+            return [([arr((2, 3, 5, 4))], w2 | {"pad_value": -np.inf}),
+                    ([arr((1, 2, 7), I)], w1 | {"pad_value": 0}),
+                    ([arr((1, 1, 3, 6))], w2 | {"padding": ((0, 0), (0, 0)), "pad_value": 0.0})]
+        return [([arr((2, 3, 3, 3, 2, 3))], w2 | {"shape": (5, 4)}),
+                ([arr((1, 4, 2, 3), I)], w1 | {"shape": (7,)})]
+    if name == "uniform":
+        state = np.array([7, 3], np.int64)
+        return [([state], {"shape": (3, 4), "dtype": F}),
+                ([np.array([-1, 2 ** 40], np.int64)], {"shape": (5,), "dtype": dt.float64}),
+                ([state], {"shape": (), "dtype": dt.float16})]
     return []
 
 

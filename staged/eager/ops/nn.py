@@ -1,0 +1,380 @@
+"""The ops nn layers need, with PyTorch's signatures, defaults and errors.
+
+Convolution and pooling compose from the window primitives (``im2col``/``col2im``):
+a convolution is one matmul of the windows by the flattened weight (grouped: a batched
+matmul), max pooling is ``max`` over each window (the gradient goes to the first maximum,
+as PyTorch's), average pooling a sum by PyTorch's divisor. Normalisations are composites;
+dropout draws from the counter-based generator (Note [counter-based RNG]).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import autodiff as ad
+from ... import dtypes as dt
+from ..factories import rng_state
+from ..grad_mode import no_grad
+from ..tensor import Tensor
+from . import elementwise as ew
+from . import reduction, shape
+from ._operands import scalar_tensor
+from .inplace import add_, copy_, mul_
+
+
+def _tuple(v, n, what="argument") -> tuple:
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+    if len(t) == 1:
+        t *= n
+    if len(t) != n:
+        raise RuntimeError(f"expected {what} to be a single integer value or a list of {n} "
+                           f"values, but got {list(t)}")
+    return tuple(int(x) for x in t)
+
+
+def _batched(x, n, name):
+    """``x`` with a batch dim (unbatched inputs get one) and whether to drop it again."""
+    if x.ndim == n + 1:
+        return shape.unsqueeze(x, 0), True
+    if x.ndim == n + 2:
+        return x, False
+    raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {name}, "
+                       f"but got input of size: {list(x.shape)}")
+
+
+def _channels_first(y, n):
+    """(N, *out, C) -> (N, C, *out)."""
+    return shape.permute(y, (0, n + 1) + tuple(range(1, n + 1)))
+
+
+def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
+    return ad.im2col(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                     pad_value=pad_value)
+
+
+# --- convolution -----------------------------------------------------------------------
+def _conv_padding(padding, kernel, stride, dilation, n):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * n
+        if padding != "same":
+            raise ValueError(f"Invalid padding string '{padding}', should be one of "
+                             f"{{'valid', 'same'}}")
+        if any(s != 1 for s in stride):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    pad = _tuple(padding, n, "padding")
+    if min(pad) < 0:
+        raise RuntimeError("negative padding is not supported")
+    return tuple((p, p) for p in pad)
+
+
+def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
+    x, unbatched = _batched(input, n, name)
+    if weight.ndim != n + 2:
+        raise RuntimeError(f"weight should have {n + 2} dimensions for {name}, got "
+                           f"{weight.ndim} (size {list(weight.shape)})")
+    if x.dtype is not weight.dtype or bias is not None and bias.dtype is not x.dtype:
+        raise RuntimeError(f"Input type ({x.dtype.name}), weight type ({weight.dtype.name})"
+                           + (f" and bias type ({bias.dtype.name})" if bias is not None else "")
+                           + " should be the same")
+    c_out, c_in, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
+    if groups < 1 or c_out % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by "
+                           f"{groups} at dimension 0, but got weight of size "
+                           f"{list(weight.shape)} instead" if groups >= 1
+                           else "non-positive groups is not supported")
+    if x.shape[1] != c_in * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
+                           f"expected input{list(input.shape)} to have {c_in * groups} "
+                           f"channels, but got {x.shape[1]} channels instead")
+    stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
+    if min(stride) < 1:
+        raise RuntimeError("non-positive stride is not supported")
+    pad = _conv_padding(padding, kernel, stride, dilation, n)
+    padded = [s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pad)]
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    if any(p < k for p, k in zip(padded, spans)):
+        raise RuntimeError(f"Calculated padded input size per channel: "
+                           f"({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
+                           f"than actual input size")
+    cols = _windows(x, kernel, stride, pad, dilation)       # (N, *out, C_in, *kernel)
+    out_sp, rows, ck = tuple(cols.shape[1:1 + n]), math.prod(cols.shape[:1 + n]), \
+        c_in * math.prod(kernel)
+    if groups == 1:
+        y = ad.reshape(cols, shape=(rows, ck)) @ ad.reshape(weight, shape=(c_out, ck)).mT
+    else:
+        g = shape.permute(ad.reshape(cols, shape=(rows, groups, ck)), (1, 0, 2))
+        w = ad.reshape(weight, shape=(groups, c_out // groups, ck)).mT
+        y = ad.reshape(shape.permute(g @ w, (1, 0, 2)), shape=(rows, c_out))
+    y = _channels_first(ad.reshape(y, shape=(x.shape[0],) + out_sp + (c_out,)), n)
+    if bias is not None:
+        y = y + ad.reshape(bias, shape=(c_out,) + (1,) * n)
+    return shape.squeeze(y, 0) if unbatched else y
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution (cross-correlation) over ``(N, C_in, L)``, PyTorch's ``conv1d``."""
+    return _conv(1, "conv1d", input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation), PyTorch's ``conv2d``.
+
+    ``padding`` is an int, a pair, ``"valid"`` or ``"same"`` (stride 1; an odd total pads
+    one more at the end, as PyTorch). Windows plus one matmul: eagerly an im2col of
+    ``(N*H_out*W_out, C_in*kH*kW)``; the backward is a matmul and a ``col2im``.
+
+    Example:
+        >>> y = F.conv2d(x, w, b, stride=2, padding=1)   # x (N, C, H, W), w (F, C, kH, kW)
+    """
+    return _conv(2, "conv2d", input, weight, bias, stride, padding, dilation, groups)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """PyTorch's ``F.unfold`` (im2col): ``(N, C, H, W) -> (N, C*kH*kW, L)``."""
+    x, unbatched = _batched(input, 2, "unfold")
+    kernel = _tuple(kernel_size, 2, "kernel_size")
+    cols = _windows(x, kernel, _tuple(stride, 2, "stride"),
+                    tuple((p, p) for p in _tuple(padding, 2, "padding")),
+                    _tuple(dilation, 2, "dilation"))          # (N, oH, oW, C, kH, kW)
+    n, oh, ow, c = cols.shape[:4]
+    y = ad.reshape(shape.permute(cols, (0, 3, 4, 5, 1, 2)), shape=(n, c * math.prod(kernel),
+                                                                    oh * ow))
+    return shape.squeeze(y, 0) if unbatched else y
+
+
+# --- pooling ---------------------------------------------------------------------------
+def _pool_geometry(name, x, n, kernel_size, stride, padding, dilation, ceil_mode):
+    """(kernel, stride, padding pairs, dilation, output sizes, symmetric padding)."""
+    kernel = _tuple(kernel_size, n, "kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () \
+        else _tuple(stride, n, "stride")
+    pad, dilation = _tuple(padding, n, "padding"), _tuple(dilation, n, "dilation")
+    for k, p, d in zip(kernel, pad, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={p}, kernel_size={k} and dilation={d}")
+    out, pairs = [], []
+    for size, k, s, p, d in zip(x.shape[2:], kernel, stride, pad, dilation):
+        o = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (o - 1) * s >= size + p:
+            o -= 1
+        if o < 1:
+            raise RuntimeError(f"{name}: Given input size: {tuple(x.shape[1:])}. Calculated "
+                               f"output size is too small")
+        out.append(o)
+        pairs.append((p, max(p, (o - 1) * s + d * (k - 1) + 1 - size - p)))
+    return kernel, stride, tuple(pairs), dilation, tuple(out), pad
+
+
+def _lowest(d):
+    return -np.inf if d.is_floating_point else np.iinfo(d.np).min
+
+
+def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices):
+    x, unbatched = _batched(input, n, name)
+    kernel, stride, pairs, dilation, out, pad = _pool_geometry(
+        name, x, n, kernel_size, stride, padding, dilation, ceil_mode)
+    cols = _windows(x, kernel, stride, pairs, dilation, _lowest(x.dtype))
+    k = math.prod(kernel)
+    values, which = reduction.max(ad.reshape(cols, shape=cols.shape[:n + 2] + (k,)), -1)
+    y = _channels_first(values, n)
+    if unbatched:
+        y = shape.squeeze(y, 0)
+    if not return_indices:
+        return y
+    # the flat input index of each window element, a constant (out..., k) table
+    grids = np.meshgrid(*(np.arange(o) * s - p for o, s, p in zip(out, stride, pad)),
+                        *(np.arange(kk) * d for kk, d in zip(kernel, dilation)), indexing="ij")
+    coords = [grids[i] + grids[n + i] for i in range(n)]
+    flat = np.ravel_multi_index(coords, x.shape[2:], mode="clip").reshape(out + (k,))
+    table = Tensor._wrap(flat.astype(np.int64)[..., None, :], False)   # (*out, 1, k)
+    picked = ew.where(ew.eq(shape.unsqueeze(which, -1), Tensor._wrap(np.arange(k), False)),
+                      table, scalar_tensor(0, dt.int64)).sum(-1)
+    idx = _channels_first(picked, n)
+    return y, (shape.squeeze(idx, 0) if unbatched else idx)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_pool(1, "max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling, PyTorch's ``max_pool2d``: padding counts as -inf, the gradient of
+    each window goes to its first maximum; ``return_indices`` adds the flat ``H*W`` index
+    of each maximum (int64)."""
+    return _max_pool(2, "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def _avg_divisor(sizes, kernel, stride, pad, out, count_include_pad):
+    """PyTorch's per-window divisor, an ``out``-shaped array (windows clipped to the padded
+    input; with ``count_include_pad=False`` to the input itself)."""
+    total = np.ones((), np.int64)
+    for size, k, s, p, o in zip(sizes, kernel, stride, pad, out):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, size + p)
+        if not count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, size)
+        total = np.multiply.outer(total, end - start)
+    return total
+
+
+def _avg_pool(n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    x, unbatched = _batched(input, n, name)
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f'"{name}" not implemented for \'{x.dtype.name}\'')
+    kernel, stride, pairs, _, out, pad = _pool_geometry(
+        name, x, n, kernel_size, stride, padding, 1, ceil_mode)
+    cols = _windows(x, kernel, stride, pairs, (1,) * n)
+    sums = reduction.sum(cols, tuple(range(n + 2, 2 * n + 2)))       # (N, *out, C)
+    div = divisor_override or _avg_divisor(x.shape[2:], kernel, stride, pad, out,
+                                           count_include_pad)[..., None]
+    y = _channels_first(sums / Tensor._wrap(np.asarray(div, x.dtype.np), False), n)
+    return shape.squeeze(y, 0) if unbatched else y
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    return _avg_pool(1, "avg_pool1d", input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-D average pooling, PyTorch's ``avg_pool2d`` (divisor rules included)."""
+    return _avg_pool(2, "avg_pool2d", input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+# --- normalisation ---------------------------------------------------------------------
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing ``normalized_shape`` dims (biased variance)."""
+    ns = _tuple(normalized_shape, 1) if isinstance(normalized_shape, int) \
+        else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(ns):]) != ns or len(ns) > input.ndim:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*, {', '.join(map(str, ns))}], but got input of size"
+                           f"{list(input.shape)}")
+    dims = tuple(range(input.ndim - len(ns), input.ndim))
+    mean = reduction.mean(input, dims, keepdim=True)
+    var = reduction.var(input, dims, correction=0, keepdim=True)
+    y = (input - mean) * ew.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """PyTorch's ``batch_norm`` over dim 1. Training normalises by the batch statistics
+    (biased variance) and, where running stats are given, updates them in place without
+    recording: ``r = (1 - momentum) * r + momentum * stat``, the variance unbiased.
+    Evaluation normalises by the running statistics."""
+    c = input.shape[1] if input.ndim > 1 else None
+    bshape = (1, c) + (1,) * (input.ndim - 2)
+    dims = (0,) + tuple(range(2, input.ndim))
+    if training:
+        n = input.numel() // c
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {list(input.shape)}")
+        mean = reduction.mean(input, dims, keepdim=True)
+        var = reduction.var(input, dims, correction=0, keepdim=True)
+        if running_mean is not None:
+            with no_grad():
+                copy_(running_mean, running_mean * (1 - momentum)
+                              + ad.reshape(mean, shape=(c,)) * momentum)
+        if running_var is not None:
+            with no_grad():
+                copy_(running_var, running_var * (1 - momentum)
+                              + ad.reshape(var, shape=(c,)) * (momentum * n / (n - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation "
+                               "mode")
+        mean, var = shape.reshape(running_mean, bshape), shape.reshape(running_var, bshape)
+    y = (input - mean) * ew.rsqrt(var + eps)
+    if weight is not None:
+        y = y * shape.reshape(weight, bshape)
+    return y if bias is None else y + shape.reshape(bias, bshape)
+
+
+# --- dropout ---------------------------------------------------------------------------
+_ADVANCE = np.array([0, 1], np.int64)
+
+
+def rand_uniform(shape_, dtype) -> Tensor:
+    """Uniform ``[0, 1)`` numbers from the counter-based generator, advancing its counter
+    (Note [counter-based RNG]); identical eagerly and in compiled steps."""
+    state = rng_state()
+    u = ad.uniform(state, shape=tuple(shape_), dtype=dtype)
+    with no_grad():
+        add_(state, Tensor._wrap(_ADVANCE, False))
+    return u
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``
+    (training only; ``p=0`` or evaluation return ``input`` itself). The mask comes from
+    the counter-based generator seeded by ``staged.manual_seed``: a compiled step draws a
+    new mask every call, the same masks an eager run from the same seed draws."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        noise = scalar_tensor(0, input.dtype)
+    else:
+        keep = ew.ge(rand_uniform(input.shape, input.dtype), p)
+        noise = ew.where(keep, scalar_tensor(1 / (1 - p), input.dtype),
+                         scalar_tensor(0, input.dtype))
+    return mul_(input, noise) if inplace else input * noise
+
+
+# --- embedding, one_hot, pad -----------------------------------------------------------
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by the int64 ``input``; row ``padding_idx`` gets no
+    gradient."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    if input.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {input.dtype.name} "
+                           f"instead")
+    v = weight.shape[0]
+    if padding_idx is not None:
+        if not -v <= padding_idx < v:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        rows = Tensor._wrap(np.arange(v)[:, None] == padding_idx % v, False)
+        weight = ew.where(rows, weight.detach(), weight)
+    flat = shape.reshape(input, -1)
+    return shape.reshape(_take_rows(weight, flat), tuple(input.shape) + (weight.shape[1],))
+
+
+def _take_rows(weight, index):
+    """``weight[index]`` for a 1-D int index."""
+    n = index.shape[0]
+    idx = ad.expand(ad.reshape(index.to(dt.int64), shape=(n, 1)), shape=(n, weight.shape[1]))
+    return ad.gather(weight, idx, dim=0)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot of class indices, a trailing dim of ``num_classes`` (-1: max + 1)."""
+    if tensor.dtype is not dt.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(reduction.amax(tensor).item()) + 1 if tensor.numel() else 0
+    return ew.eq(shape.unsqueeze(tensor, -1),
+                 Tensor._wrap(np.arange(num_classes, dtype=np.int64), False)).to(dt.int64)
