@@ -2,3 +2,6 @@
 from ..eager.engine import backward, grad  # noqa: F401
 from ..eager.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
                                set_grad_enabled)
+from . import forward_ad, functional, profiler  # noqa: F401
+from .function import Function, once_differentiable  # noqa: F401
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401

@@ -68,3 +68,18 @@ def apply(prim, inputs, params):
 
 
 _bind[0] = apply
+_layers = {}  # name -> wrap(apply) -> apply; see set_layer
+
+
+def set_layer(name: str, wrap) -> None:
+    """Install (or with None remove) a layer around ``apply`` for every primitive bound:
+    forward-mode AD and the profiler. Off, they cost nothing: ``apply`` stays the bound
+    function. Layers compose in name order ("forward_ad" inside "profiler")."""
+    if wrap is None:
+        _layers.pop(name, None)
+    else:
+        _layers[name] = wrap
+    fn = apply
+    for key in sorted(_layers):
+        fn = _layers[key](fn)
+    _bind[0] = fn

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from . import profiler
 from .grad_mode import _state
 from .tensor import Tensor
 
@@ -202,7 +203,9 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                             _retain(inputs[i], g)  # backward(inputs=[non-leaf]) fills .grad
                         captured[i] = g
             run = needed is None or node in needed
-            outs = _run_node(node, buf, retain_graph) if run else None
+            outs = None if not run else _run_node(node, buf, retain_graph) \
+                if profiler.current is None else profiler.run_node(_run_node, node, buf,
+                                                                   retain_graph)
             for j, (nxt, nr) in enumerate(node.next_functions):
                 if nxt is None:
                     continue

@@ -18,13 +18,14 @@ class SavedTensor:
     """One tensor saved for backward (``grad_fn._raw_saved_<name>``)."""
 
     __slots__ = ("_tensor", "_payload", "_vc", "_saved_version", "_is_output",
-                 "_requires_grad", "_freed")
+                 "_requires_grad", "_freed", "saved_tangent")
 
     def __init__(self, tensor, is_output: bool):
         self._is_output = is_output
         self._vc = tensor._vc
         self._saved_version = tensor._vc[0]
         self._freed = False
+        self.saved_tangent = None  # set by forward AD (Note [tangents by tensor])
         if is_output:
             self._tensor = None
             self._payload = tensor._payload
@@ -44,11 +45,14 @@ class SavedTensor:
             t._vc = self._vc
             if self._requires_grad:
                 t.grad_fn = node
+            if self.saved_tangent is not None:
+                from .forward_ad import restore_tangent
+                restore_tangent(t, self.saved_tangent)
             return t
         return self._tensor
 
     def release(self) -> None:
-        self._tensor = self._payload = None
+        self._tensor = self._payload = self.saved_tangent = None
         self._freed = True
 
 
