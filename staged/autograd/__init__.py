@@ -1,7 +1,10 @@
 """``staged.autograd``: PyTorch's ``torch.autograd`` names over the eager engine."""
+from ..eager.anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
+                             is_anomaly_enabled, set_detect_anomaly)
 from ..eager.engine import backward, grad  # noqa: F401
 from ..eager.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
                                set_grad_enabled)
+from . import graph  # noqa: F401
 from . import forward_ad, functional, profiler  # noqa: F401
 from .function import Function, once_differentiable  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401

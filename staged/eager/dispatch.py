@@ -14,6 +14,7 @@ from ..autodiff.primitive import _bind
 from .grad_mode import _state
 from .node import PrimitiveBackward
 from .tensor import Tensor
+from .views import record as record_view
 
 _ndarray = np.ndarray
 _interceptor = None  # (thread ident, fn(prim, inputs, params) -> payload)
@@ -52,18 +53,19 @@ def apply(prim, inputs, params):
     """Bind ``prim`` to Tensor ``inputs``: evaluate, wrap, and record the backward Node."""
     out = _evaluate(prim, inputs, params)
     requires = False
-    if _state.grad_enabled and prim.vjp is not None:
+    grad_mode = _state.grad_enabled
+    if grad_mode and prim.vjp is not None:
         for t in inputs:
             if t._requires_grad:
                 requires = True
                 break
     result = Tensor._wrap(out, requires)
     if prim.view:
-        base = inputs[0]
-        result._vc = base._vc
-        result._base = base._base if base._base is not None else base
+        record_view(result, inputs[0], prim, params, grad_mode)
+    elif not grad_mode and _state.inference:
+        result._vc = None  # an inference tensor (Note [version counters])
     if requires:
-        result.grad_fn = PrimitiveBackward(prim, inputs, result, params)
+        PrimitiveBackward(prim, inputs, result, params)  # sets result.grad_fn
     return result
 
 

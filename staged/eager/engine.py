@@ -3,15 +3,62 @@
 Nodes run when every gradient flowing into them has arrived; among ready nodes the one
 created last runs first (PyTorch's sequence-number order, AccumulateGrad first of all).
 Each call is its own graph task, so several threads can run backward at once.
+
+Note [hook order]: for each Node the engine runs, in this order: the tensor hooks of
+its outputs (``Tensor.register_hook``; they may replace the gradient), the ``.grad`` of
+outputs that ``retain_grad`` (this is PyTorch 2.13's order: the seed lists it after the
+Node pre-hooks, but torch fills it before them), the Node's pre-hooks, the Node itself
+(AccumulateGrad runs the post-accumulate-grad hooks of its leaf), the Node's post-hooks.
+Tensor hooks and retain_grad run whenever the gradient of that tensor is computed, also
+when its Node does not run (``autograd.grad`` with it in ``inputs``).
 """
 from __future__ import annotations
 
 import heapq
 import itertools
+import threading
+from typing import NamedTuple
 
-from . import profiler
+from . import anomaly, profiler
 from .grad_mode import _state
 from .tensor import Tensor
+
+
+class GradientEdge(NamedTuple):
+    """Where the gradient of a tensor enters the graph: ``node``'s input ``output_nr``."""
+
+    node: object
+    output_nr: int
+
+
+class _Task(threading.local):
+    current = None  # the graph task this thread is running (hooks ask it questions)
+
+
+_task = _Task()
+_task_ids = itertools.count()
+
+
+class GraphTask:
+    """One backward()/grad() call: its id and which Nodes it will execute."""
+
+    __slots__ = ("id", "nodes", "needed")
+
+    def __init__(self, nodes, needed):
+        self.id = next(_task_ids)
+        self.nodes, self.needed = nodes, needed
+
+    def will_execute(self, node) -> bool:
+        if self.needed is not None:
+            return node in self.needed
+        if type(self.nodes) is list:
+            self.nodes = set(self.nodes)
+        return node in self.nodes
+
+
+def current_graph_task():
+    """The graph task running on this thread, or None outside backward."""
+    return _task.current
 
 
 def _as_tuple(x):
@@ -22,18 +69,31 @@ def _as_tuple(x):
     return tuple(x)
 
 
+def gradient_edge(t) -> GradientEdge:
+    """The edge where ``t``'s gradient enters the graph (its grad_fn's input, or its
+    AccumulateGrad for a leaf); a GradientEdge is returned as is."""
+    if isinstance(t, GradientEdge):
+        return t
+    if t._base is not None and t._view.version != t._vc[0]:
+        from .views import sync
+        sync(t)
+    if t.grad_fn is not None:
+        return GradientEdge(t.grad_fn, t._output_nr)
+    return GradientEdge(t._grad_accumulator(), 0)
+
+
 def _root_edges(tensors, what="tensors"):
     edges = []
     for i, t in enumerate(tensors):
+        if isinstance(t, GradientEdge):
+            edges.append(t)
+            continue
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
-        if t.grad_fn is not None:
-            edges.append((t.grad_fn, t._output_nr))
-        elif t._requires_grad:
-            edges.append((t._grad_accumulator(), 0))
-        else:
+        if t.grad_fn is None and not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
+        edges.append(gradient_edge(t))
     return edges
 
 
@@ -74,7 +134,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     grad_tensors = _as_tuple(grad_tensors)
     if grad_tensors is not None and len(grad_tensors) != len(tensors):
         raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
-    inputs = _as_tuple(inputs)
+    inputs = _as_inputs(inputs)
     if inputs is not None and len(inputs) == 0:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     if retain_graph is None:
@@ -93,14 +153,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                          "materialize_grads=True, but got: allow_unused=False.")
     allow_unused = materialize_grads or bool(allow_unused)
     outputs = _as_tuple(outputs)
-    single = isinstance(inputs, Tensor)
-    inputs = _as_tuple(inputs)
+    inputs = _as_inputs(inputs)
     grad_outputs = _as_tuple(grad_outputs)
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad requires one grad_output per output: got "
                            f"{len(grad_outputs)} grad_outputs and {len(outputs)} outputs")
     for i, t in enumerate(inputs):
-        if not t._requires_grad:
+        if isinstance(t, Tensor) and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
@@ -113,16 +172,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 from .factories import zeros_like
                 result[i] = zeros_like(inputs[i])
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been "
-                                   "used in the graph. Set allow_unused=True if this is the "
-                                   "desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not "
+                                   "have been used in the graph. Set allow_unused=True if this "
+                                   "is the desired behavior.")
     return tuple(result)
 
 
-def _input_edge(t):
-    if t.grad_fn is not None:
-        return (t.grad_fn, t._output_nr)
-    return (t._grad_accumulator(), 0)
+def _as_inputs(x):
+    return (x,) if isinstance(x, GradientEdge) else _as_tuple(x)
 
 
 def _discover(roots):
@@ -177,7 +234,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     if inputs is not None:
         captures = {}
         for i, t in enumerate(inputs):
-            captures.setdefault(_input_edge(t), []).append(i)
+            captures.setdefault(tuple(gradient_edge(t)), []).append(i)
         targets = {n for n, _ in captures}
         visit = _needed(order, targets)
         needed = visit if accumulate else {
@@ -191,6 +248,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     heapq.heapify(ready)
     prev = _state.grad_enabled
     _state.grad_enabled = create_graph
+    prev_task, _task.current = _task.current, GraphTask(order, visit)
     try:
         while ready:
             node = heapq.heappop(ready)[2]
@@ -199,8 +257,10 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
             if captures is not None:
                 for nr, g in buf.items():
                     for i in captures.get((node, nr), ()):
-                        if accumulate and getattr(node, "variable", None) is None:
-                            _retain(inputs[i], g)  # backward(inputs=[non-leaf]) fills .grad
+                        t = inputs[i]
+                        if accumulate and isinstance(t, Tensor) and t.grad_fn is not None \
+                                and not t._retains_grad:
+                            _retain(t, g)  # backward(inputs=[non-leaf]) fills .grad
                         captured[i] = g
             run = needed is None or node in needed
             outs = None if not run else _run_node(node, buf, retain_graph) \
@@ -224,6 +284,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                     heapq.heappush(ready, (-nxt._seq, next(tick), nxt))
     finally:
         _state.grad_enabled = prev
+        _task.current = prev_task
     return captured
 
 
@@ -242,6 +303,11 @@ def _run_tensor_hooks(node, buf):
                 if r is not None:
                     g = r
             buf[nr] = g
+    if node._retain_grad:
+        for nr, ref in node._retain_grad.items():
+            t = ref()
+            if t is not None:
+                _retain(t, buf.get(nr))
 
 
 def _retain(t, g):
@@ -254,6 +320,20 @@ def _retain(t, g):
 
 
 def _run_node(node, buf, retain_graph):
+    if not anomaly.enabled:
+        return _call_node(node, buf, retain_graph)
+    try:
+        outs = _call_node(node, buf, retain_graph)
+        if anomaly.check_nan:
+            anomaly.check_outputs(node, outs)
+    except Exception:
+        anomaly.report_error(node)
+        raise
+    return outs
+
+
+def _call_node(node, buf, retain_graph):
+    """Pre-hooks, the Node, post-hooks (Note [hook order]); frees it unless retained."""
     if node._pre_hooks:
         grads = tuple(buf.get(i) for i in range(_arity(node, buf)))
         for fn in tuple(node._pre_hooks.values()):
@@ -261,11 +341,6 @@ def _run_node(node, buf, retain_graph):
             if r is not None:
                 grads = tuple(r)
         buf = dict(enumerate(grads))
-    if node._retain_grad:
-        for nr, ref in node._retain_grad.items():
-            t = ref()
-            if t is not None:
-                _retain(t, buf.get(nr))
     grads = [buf.get(i) for i in range(_arity(node, buf))]
     if all(g is None for g in grads):
         outs = [None] * len(node.next_functions)

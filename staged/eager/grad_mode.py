@@ -22,7 +22,13 @@ def is_inference_mode_enabled() -> bool:
 
 
 class _Mode:
-    """Base for grad-mode context managers that also work as decorators."""
+    """Base for grad-mode context managers that also work as decorators (with or without
+    parentheses: ``@no_grad`` and ``@no_grad()``)."""
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]) and cls in _NO_PARAM:
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def _enter(self):
         raise NotImplementedError
@@ -101,17 +107,19 @@ class _Scope(_Mode):
 
 
 class inference_mode(_Mode):
-    """Like ``no_grad``, and tensors created inside are inference tensors."""
+    """Like ``no_grad``, and tensors created inside are inference tensors: they have no
+    version counter, cannot be saved for backward, and cannot be updated in place outside
+    inference mode. ``inference_mode(False)`` inside it turns grad mode back on."""
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
 
     def _enter(self):
-        if self.mode:
-            _state.grad_enabled = False
-            _state.inference = True
-        else:
-            _state.inference = False
+        _state.grad_enabled = not self.mode
+        _state.inference = self.mode
 
     def clone(self):
         return inference_mode(self.mode)
+
+
+_NO_PARAM = (no_grad, enable_grad, inference_mode)

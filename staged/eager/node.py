@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import threading
 
+from . import anomaly
 from .hooks import add_hook
 from .saved import SavedTensor
 
@@ -14,7 +15,10 @@ class Node:
     """A function of the backward graph (``grad_fn``).
 
     ``next_functions`` holds one ``(node, input_nr)`` edge per forward input, ``(None, 0)``
-    where that input needs no gradient.
+    where that input needs no gradient. A subclass implements ``apply(grads)``: one
+    gradient (or None) per output in, one per edge out; ``release_variables()`` frees what
+    it saved (``SavedTensor.release``). The engine runs the hooks around ``apply``
+    (README, "Autograd mechanics").
     """
 
     __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
@@ -28,6 +32,8 @@ class Node:
         self._tensor_pre_hooks = None  # {output_nr: {id: fn}} from Tensor.register_hook
         self._retain_grad = None       # {output_nr: weakref to the tensor}
         self.metadata = {}
+        if anomaly.enabled:
+            self.metadata["traceback_"] = anomaly.forward_stack()
 
     def name(self) -> str:
         return type(self).__name__
@@ -70,6 +76,8 @@ class PrimitiveBackward(Node):
         needs = []
         for t in inputs:
             if t._requires_grad:
+                if t._base is not None and t._view.version != t._vc[0]:
+                    sync_view(t)  # its base was written since its grad_fn was made
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else
                              (t._grad_accumulator(), 0))
@@ -78,6 +86,7 @@ class PrimitiveBackward(Node):
                 edges.append((None, 0))
                 needs.append(False)
         super().__init__(tuple(edges))
+        result.grad_fn = self  # before saving: an output is saved without a cycle
         self.prim = prim
         self.params = params
         self.needs = needs
@@ -89,9 +98,9 @@ class PrimitiveBackward(Node):
                 continue
             for n in rule.inputs:
                 if n not in saved:
-                    saved[n] = SavedTensor(inputs[names.index(n)], False)
+                    saved[n] = SavedTensor(inputs[names.index(n)], self)
             if rule.wants_out and "out" not in saved:
-                saved["out"] = SavedTensor(result, True)
+                saved["out"] = SavedTensor(result, self)
             if rule.avals and avals is None:
                 avals = {n: inputs[names.index(n)]._aval() for n in names}
         self.saved = saved
@@ -109,9 +118,9 @@ class PrimitiveBackward(Node):
                 continue
             kw = {"g": g}
             for n in rule.inputs:
-                kw[n] = self.saved[n].unpack(self)
+                kw[n] = self.saved[n].unpack()
             if rule.wants_out:
-                kw["out"] = self.saved["out"].unpack(self)
+                kw["out"] = self.saved["out"].unpack()
             for n in rule.avals:
                 kw[n + "_aval"] = self._avals[n]
             for n in rule.static:
@@ -131,10 +140,15 @@ class PrimitiveBackward(Node):
             key = {"self": self.prim.inputs[0], "other": self.prim.inputs[-1],
                    "result": "out"}.get(key, key)
             if key in self.saved:
-                return self.saved[key] if raw else self.saved[key].unpack(self)
+                return self.saved[key] if raw else self.saved[key].unpack()
             if key in self.params:
                 return self.params[key]
         raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+
+
+def sync_view(t):
+    from .views import sync
+    sync(t)
 
 
 class AccumulateGrad(Node):

@@ -1,6 +1,11 @@
 """Tensor: a payload (a NumPy array eagerly, a symbolic value under capture) plus the
 autograd metadata PyTorch keeps: requires_grad, grad, grad_fn, version counter, views.
 
+Note [version counters]: ``_vc`` is a one-element list shared by a tensor, its views and
+``detach()`` (not ``.data``); in-place writes bump it. Inference tensors (made in
+``inference_mode``) have none: ``_vc is None``. Views also carry ``_base`` and ``_view``
+(``views.ViewMeta``, set only where ``_base`` is set; Note [views]).
+
 Note [payloads]: everything in ``staged.eager`` treats the payload through what NumPy
 arrays and symbolic values both have (``shape``, ``dtype``). Only the evaluator in
 ``dispatch`` runs NumPy on it; a payload that is neither an ndarray nor handled by an
@@ -17,6 +22,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autodiff import Aval
+from .grad_mode import _state
 from .hooks import add_hook
 
 _serial = itertools.count().__next__
@@ -26,7 +32,7 @@ class Tensor:
     """A multi-dimensional array with autograd, PyTorch's ``torch.Tensor``."""
 
     __slots__ = ("_payload", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_vc",
-                 "_base", "_hooks", "_post_acc_hooks", "_retains_grad", "_grad_acc",
+                 "_base", "_view", "_hooks", "_post_acc_hooks", "_retains_grad", "_grad_acc",
                  "_serial", "__weakref__")
 
     __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
@@ -115,9 +121,11 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use "
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
+        if requires_grad and self._vc is None and not _state.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
-            raise RuntimeError("only Tensors of floating point and complex dtype can require "
-                               f"gradients (got {self.dtype})")
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -180,6 +188,9 @@ class Tensor:
 
     def register_hook(self, hook):
         """Register ``hook(grad) -> Tensor or None``, run when this tensor's grad is computed."""
+        if self._base is not None and self._view.version != self._vc[0]:
+            from .views import sync
+            sync(self)
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
@@ -214,6 +225,8 @@ class Tensor:
     @property
     def data(self):
         t = Tensor._wrap(self._payload, False)  # a fresh version counter, as in PyTorch
+        if self._vc is None:
+            t._vc = None
         return t
 
     @data.setter
@@ -223,7 +236,13 @@ class Tensor:
     @property
     def _version(self) -> int:
         """How many in-place changes this tensor's data (shared with its views) has seen."""
+        if self._vc is None:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc[0]
+
+    def is_inference(self) -> bool:
+        """Whether this tensor was made in ``inference_mode`` (it has no version counter)."""
+        return self._vc is None
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate gradients of this tensor into the ``.grad`` of the graph's leaves."""

@@ -258,9 +258,6 @@ def test_saved_tensor_modified_in_place_raises_at_backward(modify):
     assert "is at version 1; expected version 0 instead" in str(err.value)
 
 
-@pytest.mark.xfail(reason="views: an in-place update of a view does not rebase its base's "
-                          "graph (PyTorch's CopySlices); the base's gradient misses it",
-                   strict=True)
 def test_inplace_on_view_reaches_the_base_gradient():
     x = staged.ones(2, requires_grad=True)
     y = x * 1

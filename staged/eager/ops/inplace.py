@@ -5,28 +5,46 @@ the base see it) and the shared version counter is bumped, so saved tensors that
 the old value fail their version check. If the new Node saved the tensor itself (as
 ``x.mul_(y)`` saves ``x`` for ``y``'s gradient), it keeps the value before the write,
 as PyTorch's ``original_self``. Under capture the payload is replaced by the new
-symbolic value, which functionalizes the update.
+symbolic value, which functionalizes the update. Writing into a view rebases the base's
+graph (Note [views] in ``views.py``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ... import dtypes as dt
+from .. import views
 from ..dispatch import current_interceptor
 from ..grad_mode import _state
+from ..saved import _state as _saved_state
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._operands import expand_to, scalar_tensor, to_dtype
 
 
 def check_inplace(t: Tensor) -> None:
-    if _state.grad_enabled and t._requires_grad and t.grad_fn is None:
+    if t._vc is None and not _state.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
+                           "allowed.You can make a clone to get a normal tensor before doing "
+                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
+                           "more details.")
+    if not _state.grad_enabled:
+        return
+    if t._requires_grad and t.grad_fn is None and t._base is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
-    if t._base is not None and _state.grad_enabled and t._base._requires_grad \
-            and t._base.grad_fn is None:
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
-                           "in-place operation.")
+    base = t._base
+    if base is not None and base._requires_grad:
+        if base.grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+        if not t._view.grad_mode:
+            raise RuntimeError(
+                "A view was created in no_grad mode and is being modified inplace with grad "
+                "mode enabled. Given that this use case is ambiguous and error-prone, it is "
+                "forbidden. You can clarify your code by moving both the view and the inplace "
+                "either both inside the no_grad block (if you don't want the inplace to be "
+                "tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def write(t: Tensor, result: Tensor) -> Tensor:
@@ -54,8 +72,14 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     if icpt is None and type(p) is not np.ndarray:
         p = t._host()  # data left on a device by a compiled step
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
+        if not p.flags.writeable:
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.")
         if node is not None:
             _keep_original(node, t)
+        if _saved_state["mutation"] is not None:
+            _saved_state["mutation"].before_write(t)
         np.copyto(p, result._payload)
     else:
         if t._base is not None:
@@ -63,11 +87,15 @@ def write(t: Tensor, result: Tensor) -> Tensor:
                 "in-place updates of a view are not supported under staged capture yet; "
                 "update the base tensor, or use the out-of-place op")
         t._payload = result._payload
-    t._vc[0] += 1
+    if t._vc is not None:
+        t._vc[0] += 1
     if node is not None:
-        t.grad_fn = node
-        t._output_nr = result._output_nr
-        t._requires_grad = True
+        if t._base is not None:
+            views.rebase(t, result)
+        else:
+            t.grad_fn = node
+            t._output_nr = result._output_nr
+            t._requires_grad = True
     return t
 
 
@@ -77,9 +105,7 @@ def _keep_original(node, t):
         return
     for s in saved.values():
         if s._tensor is t:
-            orig = Tensor._wrap(t._payload.copy(), t._requires_grad)
-            orig.grad_fn, orig._output_nr = t.grad_fn, t._output_nr
-            s._tensor, s._vc, s._saved_version = orig, orig._vc, 0
+            s.keep_current_value()
 
 
 def _title(d):
