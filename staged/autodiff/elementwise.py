@@ -6,6 +6,10 @@ import numpy as np
 from .. import dtypes as dt
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ZERO, Primitive
+from .special import erf as _erf
+
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+_TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
 
 
 def _same(name, out_dtype=None):
@@ -14,6 +18,13 @@ def _same(name, out_dtype=None):
 
     def rule(*avals):
         return Aval(same_shape(name, *avals).shape, out_dtype)
+    return rule
+
+
+def _real_rule(name):
+    """Complex in, real out (abs, angle, real, imag); real dtypes are kept."""
+    def rule(x):
+        return Aval(x.shape, x.dtype.to_real())
     return rule
 
 
@@ -58,8 +69,102 @@ sin = unary("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj())
 cos = unary("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj())
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points)
 relu = unary("relu", _relu, vjp=lambda g, out: g.where(out > 0, 0))
-abs = unary("abs", lambda x: np.abs(x), vjp=lambda g, x: g * x.sign())
 sign = unary("sign", lambda x: np.sign(x), vjp=lambda g: g * 0)
+tan = unary("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj())
+sinh = unary("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj())
+cosh = unary("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj())
+asin = unary("asin", lambda x: np.arcsin(x), vjp=lambda g, x: g / (1 - x * x).sqrt().conj())
+acos = unary("acos", lambda x: np.arccos(x), vjp=lambda g, x: -g / (1 - x * x).sqrt().conj())
+atan = unary("atan", lambda x: np.arctan(x), vjp=lambda g, x: g / (1 + x * x).conj())
+log2 = unary("log2", lambda x: np.log2(x), vjp=lambda g, x: g / (x * _LN2).conj())
+log10 = unary("log10", lambda x: np.log10(x), vjp=lambda g, x: g / (x * _LN10).conj())
+exp2 = unary("exp2", lambda x: np.exp2(x), vjp=lambda g, out: g * (out * _LN2).conj())
+erf = unary("erf", _erf, vjp=lambda g, x: g * (-x * x).exp() * _TWO_OVER_SQRT_PI)
+# piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
+floor = unary("floor", lambda x: np.floor(x), vjp=lambda g: g * 0)
+ceil = unary("ceil", lambda x: np.ceil(x), vjp=lambda g: g * 0)
+round = unary("round", lambda x: np.round(x), vjp=lambda g: g * 0)  # half to even
+trunc = unary("trunc", lambda x: np.trunc(x), vjp=lambda g: g * 0)
+
+
+# --- complex in, real out, and sgn (Note [complex gradients]) -----------------------------
+# Note [complex gradients]: a VJP returns dL/dz* for a real loss L (PyTorch's convention:
+# for a real function of z = x + iy it is dL/dx + i dL/dy). A function that is not
+# holomorphic (abs, angle, real, imag, sgn) cannot use the ELEMENTWISE JVP tag, which
+# assumes ds/dz* is real; these carry their JVP rules, and at z == 0, where abs, angle and
+# sgn are not differentiable, the gradient is 0 as in PyTorch.
+def _safe_abs(x):
+    """(|x|, where(|x| == 0, 1, |x|), |x| == 0): a divisor that is never 0."""
+    a = x.abs()
+    zero = a == 0
+    return a, a.where(~zero, 1), zero
+
+
+def _sgn_impl(x):
+    if not np.iscomplexobj(x):
+        return np.sign(x)
+    a = np.abs(x)
+    return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
+
+
+def _sgn_vjp(g, x, out):
+    if not x.dtype.is_complex:
+        return g * 0
+    _, safe, zero = _safe_abs(x)
+    return ((g - out * (g * out.conj()).real) / safe).where(~zero, 0)
+
+
+def _sgn_jvp(primals, tangents, out):
+    (x,), (t,) = primals, tangents
+    if not x.dtype.is_complex:
+        return t * 0
+    _, safe, zero = _safe_abs(x)
+    return (out * (out.conj() * t).imag * 1j / safe).where(~zero, 0)
+
+
+def _abs_jvp(primals, tangents, out):
+    (x,), (t,) = primals, tangents
+    return (t * x.sgn().conj()).real
+
+
+def _angle_impl(x):
+    if np.iscomplexobj(x):
+        return np.angle(x).astype(x.real.dtype)
+    return np.where(np.isnan(x), x, np.where(x < 0, np.pi, 0)).astype(x.dtype)
+
+
+def _angle_vjp(g, x):
+    if not x.dtype.is_complex:
+        return g * 0
+    a, safe, zero = _safe_abs(x)
+    return (g * x * 1j / (safe * safe)).where(~zero, 0)
+
+
+def _angle_jvp(primals, tangents, out):
+    (x,), (t,) = primals, tangents
+    if not x.dtype.is_complex:
+        return t * 0
+    a, safe, zero = _safe_abs(x)
+    return ((t * x.conj()).imag / (safe * safe)).where(~zero, 0)
+
+
+def _part_jvp(part):
+    def jvp(primals, tangents, out):
+        t = tangents[0]
+        return getattr(t, part) if t.dtype.is_complex else t if part == "real" else t * 0
+    return jvp
+
+
+sgn = Primitive("sgn", _sgn_impl, _same("sgn"), vjp=_sgn_vjp, jvp=_sgn_jvp)
+abs = Primitive("abs", lambda x: np.abs(x), _real_rule("abs"), vjp=lambda g, x: g * x.sgn(),
+                jvp=_abs_jvp)
+angle = Primitive("angle", _angle_impl, _real_rule("angle"), vjp=_angle_vjp, jvp=_angle_jvp)
+# views of the complex input's memory, as PyTorch's .real and .imag
+real = Primitive("real", lambda x: x.real, _real_rule("real"), jvp=_part_jvp("real"),
+                 vjp=lambda g, x_aval: g.to(x_aval.dtype), view=True)
+imag = Primitive("imag", lambda x: x.imag, _real_rule("imag"), jvp=_part_jvp("imag"),
+                 vjp=lambda g, x_aval: g.to(x_aval.dtype) * 1j if x_aval.dtype.is_complex
+                 else g * 0, view=True)
 logical_not = unary("logical_not", lambda x: np.logical_not(x), out_dtype=dt.bool_)
 
 # --- binary ---------------------------------------------------------------------------------
@@ -82,6 +187,14 @@ def _pow_base_vjp(g, x, y):
 
 
 pow = binary("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_exponent_vjp))
+atan2 = binary("atan2", lambda y, x: np.arctan2(y, x),
+               vjp=(lambda g, y, x: g * x / (x * x + y * y),
+                    lambda g, y, x: -g * y / (x * x + y * y)))
+# x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
+remainder = binary("remainder", lambda x, y: np.remainder(x, y),
+                   vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()))
+fmod = binary("fmod", lambda x, y: np.fmod(x, y),
+              vjp=(lambda g: g, lambda g, x, y: -g * (x / y).trunc()))
 # ties split the gradient evenly, as PyTorch's maximum/minimum do
 maximum = binary("maximum", lambda x, y: np.maximum(x, y),
                  vjp=(lambda g, x, y: g * ((x > y) + (x == y) * 0.5),

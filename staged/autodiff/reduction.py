@@ -22,6 +22,34 @@ reduce_sum = Primitive("reduce_sum", lambda x, *, dims, keepdim: np.sum(
     node_name="SumBackward0")
 
 
+def _prod_partials(x, dims):
+    """d prod / d x_i, the product of the others, without dividing by zero: with one zero
+    its position gets the product of the rest; the zeros themselves enter as factors
+    (``zsum``, worth 0) so that the result differentiates exactly once more."""
+    zero = x == 0
+    safe = x.where(~zero, 1)
+    nonzero = reduce_prod(safe, dims=dims, keepdim=True)  # the product of the non-zeros
+    zeros = zero.sum(dims, keepdim=True)
+    zsum = x.where(zero, 0).sum(dims, keepdim=True)  # the one zero (value 0), if one
+    one = (nonzero / safe * zsum).where(~zero, nonzero)
+    two = (nonzero * (zsum - x)).where(zero, 0)  # a zero's partner: the other zero
+    return (nonzero / safe).where(zeros == 0, one.where(zeros == 1, two.where(zeros == 2, 0)))
+
+
+def _prod_vjp(g, x, dims):
+    return g.reshape(reduced_shape(x.shape, dims, True)) * _prod_partials(x, dims).conj()
+
+
+def _prod_jvp(primals, tangents, out, *, dims, keepdim):
+    (x,), (t,) = primals, tangents
+    return (t * _prod_partials(x, dims)).sum(dims, keepdim=keepdim)
+
+
+reduce_prod = Primitive("reduce_prod", lambda x, *, dims, keepdim: np.prod(
+    x, axis=dims, keepdims=keepdim, dtype=x.dtype), _reduce_rule, vjp=_prod_vjp,
+    jvp=_prod_jvp, node_name="ProdBackward0")
+
+
 def _extremum_mask(x, out, dims):
     kept = reduced_shape(x.shape, dims, True)
     mask = x == out.reshape(kept)

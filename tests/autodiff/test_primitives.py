@@ -61,6 +61,23 @@ SAMPLES = {
     "argmax": lambda: [([r(2, 3)], {"dim": 1, "keepdim": False})],
     "argmin": lambda: [([r(2, 3)], {"dim": 0, "keepdim": True})],
     "matmul": lambda: [([r(2, 3), r(3, 4)], {}), ([r(2, 2, 3), r(2, 3, 1)], {})],
+    # math: complex behaviour of sgn/angle/real/imag/abs is swept in tests/eager/test_complex.py
+    **{n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw) for n, kw in {
+        "tan": dict(low=-1.2, high=1.2), "sinh": {}, "cosh": {}, "atan": {}, "erf": {},
+        "asin": dict(low=-0.9, high=0.9), "acos": dict(low=-0.9, high=0.9), "log2": POS,
+        "log10": POS, "exp2": {}, "floor": {}, "ceil": {}, "round": {}, "trunc": {},
+        "real": {}, "imag": {}}.items()},
+    **{n: lambda: [([nonzero(2, 3)], {}), ([nonzero()], {})] for n in ("sgn", "angle")},
+    **{n: lambda: [([r(2, 3), nonzero(2, 3)], {}), ([r(), nonzero()], {})]
+       for n in ("atan2", "remainder", "fmod")},
+    "reduce_prod": lambda: [([r(2, 3, 4)], {"dims": (0, 2), "keepdim": False}),
+                            ([r(2, 3)], {"dims": (1,), "keepdim": True}),
+                            ([np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0]])],
+                             {"dims": (1,), "keepdim": False})],
+    "cumsum": lambda: [([r(2, 3, 4)], {"dim": 1, "reverse": False}),
+                       ([r(5)], {"dim": 0, "reverse": True})],
+    "argsort": lambda: [([r(3, 5)], {"dim": 1, "descending": False, "k": 5}),
+                        ([r(3, 5)], {"dim": 0, "descending": True, "k": 2})],
     "im2col": lambda: [([r(2, 3, 5, 4)], WINDOWS_2D | {"pad_value": 0.0}),
                        ([r(1, 2, 7)], WINDOWS_1D | {"pad_value": -1.5})],
     "col2im": lambda: [([r(2, 3, 3, 3, 2, 3)], WINDOWS_2D | {"shape": (5, 4)}),
@@ -75,6 +92,12 @@ SAMPLES = {
     "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
     "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
 }
+
+
+def _prod(x, dims, keepdim):
+    for d in sorted(dims, reverse=True):
+        x = x.prod(d, keepdim=keepdim)
+    return x
 
 
 def _torch_dtype(d):
@@ -95,6 +118,15 @@ TORCH = {
     "reduce_sum": lambda x, dims, keepdim: x.sum(dims, keepdim),
     "reduce_max": lambda x, dims, keepdim: x.amax(dims, keepdim),
     "reduce_min": lambda x, dims, keepdim: x.amin(dims, keepdim),
+    **{n: getattr(torch, n) for n in ("tan", "sinh", "cosh", "asin", "acos", "atan", "erf",
+                                      "log2", "log10", "exp2", "floor", "ceil", "round",
+                                      "trunc", "angle", "real", "atan2", "remainder",
+                                      "fmod")},
+    "imag": lambda x: torch.imag(x) if x.is_complex() else x * 0,  # the primitive allows real
+    "sgn": lambda x: torch.sgn(x) + x * 0,  # a dense zero gradient, not torch's ZeroTensor
+    "reduce_prod": lambda x, dims, keepdim: _prod(x, dims, keepdim),
+    "cumsum": lambda x, dim, reverse: x.flip(dim).cumsum(dim).flip(dim) if reverse
+    else x.cumsum(dim),
     "slice": lambda x, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
     "slice_scatter": lambda x, src, starts, stops, steps: _slice_scatter(x, src, starts, stops,
                                                                          steps),
@@ -214,7 +246,7 @@ def test_jvp_of_non_differentiable_is_none(name):
 
 
 @pytest.mark.parametrize("name", ["exp", "tanh", "mul", "div", "matmul", "reduce_max", "pow",
-                                  "sigmoid", "where", "sqrt", "im2col", "col2im"])
+                                  "sigmoid", "where", "sqrt", "erf", "reduce_prod", "atan2", "im2col", "col2im"])
 def test_grad_of_grad_matches_finite_differences(name):
     for xs, params in _float_samples(name):
         check_grads(lambda *ins: REGISTRY[name](*ins, **params), xs, order=2, rtol=1e-4)

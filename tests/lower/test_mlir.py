@@ -157,7 +157,68 @@ def cases(name):
         return [([state], {"shape": (3, 4), "dtype": F}),
                 ([np.array([-1, 2 ** 40], np.int64)], {"shape": (5,), "dtype": dt.float64}),
                 ([state], {"shape": (), "dtype": dt.float16})]
+    if name in MATH_CASES:
+        return MATH_CASES[name]()
     return []
+
+
+C = dt.complex64
+HALVES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.49, -2.51, np.nan], np.float32)
+WITH_ZERO = np.array([[0.0, -0.0, 1.5], [-2.0, np.nan, 3.0]], np.float32)
+COMPLEX_ZERO = np.array([0, 1 + 1j, -2 + 0.5j, -1j], np.complex64)
+TIES = np.array([[3, 1, 2, 1, np.nan], [0, -1, 5, 5, 2]], np.float32)
+
+
+NO_F64 = {"tan", "asin", "acos", "atan", "atan2", "remainder", "fmod"}  # see UNSUPPORTED
+
+
+def _unary_math(low=-3.0, high=3.0, complex_=False, extra=(), f64=True):
+    def cases():
+        out = [([arr((2, 3), F, low, high)], {}),
+               *([([arr((4,), dt.float64, low, high)], {})] if f64 else []),
+               ([np.asarray(arr((), F, low, high))], {}), *(([x], {}) for x in extra)]
+        return out + ([([arr((2, 2), C, 0.2, 1.2)], {})] if complex_ else [])
+    return cases
+
+
+def _remainders():
+    y = arr((2, 3), F, 0.5)
+    y[0] *= -1
+    return [([arr((2, 3), F, -7, 7), y], {}), ([NAN, NAN_Y], {}),
+            ([np.array([7, -7, 7, -7, 5, 0], np.int64), np.array([3, 3, -3, -3, 0, 2], np.int64)],
+             {})]
+
+
+MATH_CASES = {
+    **{n: _unary_math(complex_=n in ("tan", "sinh", "cosh"), f64=n not in NO_F64)
+       for n in ("tan", "sinh", "cosh", "atan")},
+    "asin": _unary_math(-0.95, 0.95, f64=False), "acos": _unary_math(-0.95, 0.95, f64=False),
+    "erf": _unary_math(-4, 4, extra=(NAN, np.array([-np.inf, np.inf, 0.0], np.float32))),
+    **{n: _unary_math(0.1, 5, complex_=True) for n in ("log2", "log10")},
+    "exp2": _unary_math(complex_=True),
+    **{n: _unary_math(extra=(HALVES,)) for n in ("floor", "ceil", "round", "trunc")},
+    "sgn": lambda: [([WITH_ZERO], {}), ([arr((5,), I)], {}), ([COMPLEX_ZERO], {})],
+    "angle": lambda: [([WITH_ZERO], {}), ([COMPLEX_ZERO], {}),
+                      ([arr((3,), C)], {})],
+    "real": lambda: [([COMPLEX_ZERO], {}), ([arr((2, 2), dt.complex128)], {}), ([WITH_ZERO], {})],
+    "imag": lambda: [([COMPLEX_ZERO], {}), ([arr((2, 2), dt.complex128)], {})],
+    "atan2": lambda: [([arr((2, 3)), arr((2, 3))], {}), ([WITH_ZERO, WITH_ZERO[::-1].copy()], {}),
+                      ([arr((3,), dt.float16), arr((3,), dt.float16)], {})],
+    "remainder": _remainders, "fmod": _remainders,
+    "reduce_prod": lambda: [([arr((2, 3, 4), F, 0.5, 1.5)], {"dims": (1,), "keepdim": False}),
+                            ([arr((2, 3, 4), F, 0.5, 1.5)], {"dims": (0, 2), "keepdim": True}),
+                            ([arr((3, 4), I, -3, 3)], {"dims": (0, 1), "keepdim": False}),
+                            ([arr((2, 3), C, 0.5, 1)], {"dims": (1,), "keepdim": False})],
+    "cumsum": lambda: [([arr((2, 3, 4))], {"dim": 1, "reverse": False}),
+                       ([arr((2, 3, 4))], {"dim": 2, "reverse": True}),
+                       ([arr((5,), L)], {"dim": 0, "reverse": False}),
+                       ([arr((2, 3), C)], {"dim": 0, "reverse": True})],
+    "argsort": lambda: [([TIES], {"dim": 1, "descending": False, "k": 5}),
+                        ([TIES], {"dim": 1, "descending": True, "k": 5}),
+                        ([TIES], {"dim": 0, "descending": True, "k": 1}),
+                        ([arr((3, 6), I)], {"dim": 1, "descending": False, "k": 3}),
+                        ([arr((7,), B)], {"dim": 0, "descending": True, "k": 7})],
+}
 
 
 def build(names, loc="sweep.py"):

@@ -5,7 +5,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ..tensor import Tensor
 from . import composite, elementwise, indexing, inplace, linalg, reduction, shape
-from .composite import log_softmax, softmax  # noqa: F401
+from .composite import gelu, log_softmax, silu, softmax, softplus  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import add, div, mul, pow, sub
 from .indexing import *  # noqa: F401,F403
@@ -23,17 +23,15 @@ def _to(self, *args, dtype=None, copy=False, **_):
     if dtype is None:
         return self
     d = dt.as_dtype(dtype)
-    return ad.cast(self, dtype=d) if d is not self.dtype or copy else self
+    if d is self.dtype and not copy:
+        return self
+    if not (d.is_floating_point or d.is_complex):
+        self = self.detach()  # integer and bool results are not differentiable
+    return ad.cast(self, dtype=d)
 
 
 def _rev(op):
     return lambda self, other: op(other, self)
-
-
-def _real(self):
-    if not self.dtype.is_complex:
-        return self
-    raise NotImplementedError("Tensor.real of a complex tensor comes with the complex ops")
 
 
 _METHODS = {
@@ -77,7 +75,17 @@ _METHODS = {
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
     "all": lambda self: Tensor._wrap(self._host().all()),
     "any": lambda self: Tensor._wrap(self._host().any()),
-    "norm": lambda self: (self * self.conj()).sum().sqrt(),
+    "norm": reduction.norm,
+    # math (elementwise, reductions, scans, sorting)
+    "__mod__": elementwise.remainder, "__rmod__": _rev(elementwise.remainder),
+    **{n: getattr(elementwise, n) for n in (
+        "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2", "log2", "log10", "exp2", "erf",
+        "floor", "ceil", "round", "trunc", "sgn", "angle", "isnan", "isinf", "isfinite",
+        "square", "reciprocal", "remainder", "fmod", "clamp_min", "clamp_max", "lerp",
+        "addcmul", "addcdiv")},
+    "arcsin": elementwise.asin, "arccos": elementwise.acos, "arctan": elementwise.atan,
+    "arctan2": elementwise.atan2, "clip": elementwise.clamp, "absolute": elementwise.abs,
+    **{n: getattr(reduction, n) for n in ("prod", "cumsum", "sort", "argsort", "topk")},
     # indexing and joining
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
     "index_select": indexing.index_select, "gather": indexing.gather,
@@ -91,9 +99,15 @@ for _name in ("add_", "sub_", "mul_", "div_", "pow_", "clamp_", "exp_", "log_", 
               "copy_"):
     _METHODS[_name] = getattr(inplace, _name)
 
+for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
+              "floor", "ceil", "round", "trunc", "sgn", "square", "reciprocal", "remainder",
+              "fmod", "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv", "atan2"):
+    _METHODS[_name + "_"] = inplace._inplace(_METHODS[_name])
+
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
 Tensor.T = property(shape.T)
 Tensor.mT = property(shape.mT)
-Tensor.real = property(_real)
+Tensor.real = property(elementwise.real)
+Tensor.imag = property(elementwise.imag)

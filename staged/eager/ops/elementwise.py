@@ -1,6 +1,8 @@
 """Public elementwise ops: promote, broadcast, then bind the strict primitive."""
 from __future__ import annotations
 
+import builtins
+
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..tensor import Tensor
@@ -94,6 +96,74 @@ tanh = _unary_float(ad.tanh)
 sigmoid = _unary_float(ad.sigmoid)
 sin = _unary_float(ad.sin)
 cos = _unary_float(ad.cos)
+tan = _unary_float(ad.tan)
+sinh = _unary_float(ad.sinh)
+cosh = _unary_float(ad.cosh)
+asin = _unary_float(ad.asin)
+acos = _unary_float(ad.acos)
+atan = _unary_float(ad.atan)
+log2 = _unary_float(ad.log2)
+log10 = _unary_float(ad.log10)
+exp2 = _unary_float(ad.exp2)
+erf = _unary_float(ad.erf)
+angle = _unary_float(ad.angle)
+
+
+def _integral_kept(prim):
+    """floor, ceil, trunc: integers and bools are already integral (a copy, as PyTorch)."""
+    def op(x):
+        return prim(x) if x.dtype.is_floating_point else ad.copy(x)
+    op.__name__ = prim.name
+    return op
+
+
+floor = _integral_kept(ad.floor)
+ceil = _integral_kept(ad.ceil)
+trunc = _integral_kept(ad.trunc)
+
+
+def round(x, *, decimals=0):
+    """Round half to even; ``decimals`` scales by a power of ten first, as PyTorch."""
+    if not x.dtype.is_floating_point:
+        return ad.copy(x)
+    if decimals == 0:
+        return ad.round(x)
+    scale = 10.0 ** builtins.abs(decimals)
+    return ad.round(x * scale) / scale if decimals > 0 else ad.round(x / scale) * scale
+
+
+def atan2(y, x):
+    d = promote_types(y, x)
+    a, b = operands(y, x, dtype=d if d.is_floating_point else dt.get_default_dtype())
+    return ad.atan2(a, b)
+
+
+remainder = _binary(ad.remainder)
+fmod = _binary(ad.fmod)
+
+
+def isnan(x):
+    return ne(x, x)
+
+
+def isinf(x):
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        return ne(x, x)  # all False
+    return eq(ad.abs(x), float("inf"))
+
+
+def isfinite(x):
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        return eq(x, x)  # all True
+    return lt(ad.abs(x), float("inf"))
+
+
+def square(x):
+    return mul(x, x)
+
+
+def reciprocal(x):
+    return div(1, x)
 
 
 def neg(x):
@@ -113,7 +183,26 @@ def abs(x):
 
 
 def sign(x):
+    if x.dtype.is_complex:
+        raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex "
+                                  "numbers. Please use torch.sgn instead.")
     return ad.sign(x)
+
+
+def sgn(x):
+    """``x / |x|`` (0 at 0) for complex ``x``; ``sign(x)`` for real."""
+    return ad.sgn(x)
+
+
+def real(x):
+    """The real part, a view of complex ``x``; a real tensor is its own real part."""
+    return ad.real(x) if x.dtype.is_complex else x
+
+
+def imag(x):
+    if not x.dtype.is_complex:
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return ad.imag(x)
 
 
 def conj(x):
@@ -129,6 +218,29 @@ def clamp(x, min=None, max=None):
     if max is not None:
         x = where(gt(x, max), max, x)
     return x
+
+
+def clamp_min(x, min):
+    return clamp(x, min=min)
+
+
+def clamp_max(x, max):
+    return clamp(x, max=max)
+
+
+def lerp(start, end, weight):
+    """``start + weight * (end - start)``."""
+    return add(start, mul(weight, sub(end, start)))
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2`` (optimizer updates)."""
+    return add(input, mul(tensor1, tensor2), alpha=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2``."""
+    return add(input, div(tensor1, tensor2), alpha=value)
 
 
 def clone(x):

@@ -13,15 +13,89 @@ from ._operands import scalar_tensor
 
 MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+
+def _accumulation_dtype(x, dtype):
+    """``dtype`` if given; integers and bools accumulate in int64 (PyTorch's sum, prod,
+    cumsum); floating and complex dtypes are kept."""
+    if dtype is not None:
+        d = dt.as_dtype(dtype)
+        return x if x.dtype is d else ad.cast(x, dtype=d)
+    if not (x.dtype.is_floating_point or x.dtype.is_complex) and x.dtype is not dt.int64:
+        return ad.cast(x, dtype=dt.int64)
+    return x
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):
     dims = normalize_dims(dim, x.ndim)
-    if dtype is not None:
-        x = ad.cast(x, dtype=dt.as_dtype(dtype)) if x.dtype is not dt.as_dtype(dtype) else x
-    elif not (x.dtype.is_floating_point or x.dtype.is_complex) and x.dtype is not dt.int64:
-        x = ad.cast(x, dtype=dt.int64)  # PyTorch sums integers and bools in int64
-    return ad.reduce_sum(x, dims=dims, keepdim=keepdim)
+    return ad.reduce_sum(_accumulation_dtype(x, dtype), dims=dims, keepdim=keepdim)
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    """Product over all elements, or over ``dim``; zeros get PyTorch's gradients."""
+    dims = normalize_dims(dim, x.ndim)
+    return ad.reduce_prod(_accumulation_dtype(x, dtype), dims=dims,
+                          keepdim=keepdim and dim is not None)
+
+
+def cumsum(x, dim, *, dtype=None):
+    x = _accumulation_dtype(x, dtype)
+    return ad.cumsum(x, dim=_one_dim(dim, x), reverse=False) if x.ndim else ad.copy(x)
+
+
+def _one_dim(dim, x):
+    return normalize_dims(dim, x.ndim)[0] if x.ndim else 0
+
+
+def _sorted(x, dim, descending, k):
+    d = _one_dim(dim, x)
+    if x.dtype.is_complex:
+        raise RuntimeError(f"sort(): complex tensors cannot be ordered (got {x.dtype.name})")
+    if not x.ndim:
+        return x, ad.reshape(ad.argsort(ad.reshape(x, shape=(1,)), dim=0,
+                                        descending=descending, k=k), shape=())
+    idx = ad.argsort(x, dim=d, descending=descending, k=k)
+    return ad.gather(x, idx, dim=d), idx
+
+
+def sort(x, dim=-1, descending=False, stable=False):
+    """``(values, indices)`` along ``dim``; ties keep their order (stable), NaN sorts above
+    every number. The gradient of ``values`` goes to the positions they came from."""
+    n = x._payload.shape[_one_dim(dim, x)] if x.ndim else 1
+    return SortResult(*_sorted(x, dim, descending, n))
+
+
+def argsort(x, dim=-1, descending=False, stable=False):
+    return sort(x, dim, descending, stable).indices
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order."""
+    n = x._payload.shape[_one_dim(dim, x)] if x.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
+    return TopkResult(*_sorted(x, dim, largest, k))
+
+
+def norm(x, p="fro", dim=None, keepdim=False):
+    """The vector p-norm over ``dim`` (all elements by default): p = 2 ("fro"), 1, inf,
+    -inf or any other number. At 0 the 2-norm's gradient is 0, as in PyTorch."""
+    from .elementwise import where
+    dims = normalize_dims(dim, x.ndim)
+    a = x.abs()
+    if p in ("fro", 2):
+        s = sum(a * a, dims, keepdim)
+        zero = s == 0
+        return where(zero, scalar_tensor(0, s.dtype), s.where(~zero, 1).sqrt())
+    if p == 1:
+        return sum(a, dims, keepdim)
+    if p in (float("inf"), float("-inf")):
+        return (amax if p > 0 else amin)(a, dims, keepdim)
+    if p == 0:
+        return sum((a != 0).to(a.dtype), dims, keepdim)
+    return sum(a ** p, dims, keepdim) ** (1.0 / p)
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
+from ...autodiff import special as sp
 from .module import bits, dclass, elem_type, lowering, unsupported
 
 
@@ -66,11 +67,126 @@ def _int_sign(e, d, x):
     return e.emit(f"arith.subi {pos}, {neg} : {t}")
 
 
-def _complex_abs(e, d, x):
-    # the aval keeps the complex dtype: |x| + 0j
-    part = d.to_real()
-    mag = e.emit(f"complex.abs {x} : {elem_type(d)}")
-    return e.emit(f"complex.create {mag}, {e.const(0, part)} : {elem_type(d)}")
+def _to_real(mnemonic):
+    """complex -> real ops (abs, angle, re, im): the result has the real element type."""
+    return lambda e, d, x: e.emit(f"{mnemonic} {x} : {elem_type(d)}")
+
+
+def _float_angle(e, d, x):
+    # pi for x < 0, else 0 (also at -0.0), NaN kept: PyTorch's angle of a real tensor
+    t = elem_type(d)
+    half = e.emit(f"arith.select {CMP['lt']['float'](e, d, x, e.const(0, d))}, "
+                  f"{e.const(np.pi, d)}, {e.const(0, d)} : {t}")
+    return e.emit(f"arith.select {e.emit(f'arith.cmpf uno, {x}, {x} : {t}')}, {x}, {half} : {t}")
+
+
+def _complex_angle(e, d, x):
+    """complex.angle, and 0 at 0 (atan2(0, 0), which the CPU expansion makes NaN)."""
+    part, t = d.to_real(), elem_type(d.to_real())
+    zero = e.emit(f"complex.eq {x}, {e.const(0, d)} : {elem_type(d)}")
+    a = e.emit(f"complex.angle {x} : {elem_type(d)}")
+    return e.emit(f"arith.select {zero}, {e.const(0, part)}, {a} : {t}")
+
+
+def _complex_exp2(e, d, x):
+    return e.emit(f"complex.exp {BINARY['mul']['complex'](e, d, x, e.const(np.log(2), d))} "
+                  f": {elem_type(d)}")
+
+
+def _complex_hyperbolic(sign):
+    """(exp(z) + sign * exp(-z)) / 2: sinh (sign -1) and cosh (+1) of complex z."""
+    def fn(e, d, x):
+        t = elem_type(d)
+        a = e.emit(f"complex.exp {x} : {t}")
+        b = e.emit(f"complex.exp {e.emit(f'complex.neg {x} : {t}')} : {t}")
+        s = e.emit(f"complex.{'add' if sign > 0 else 'sub'} {a}, {b} : {t}")
+        return e.emit(f"complex.mul {s}, {e.const(0.5, d)} : {t}")
+    return fn
+
+
+_NO_F64 = "IREE's llvm-cpu backend lowers the f64 form to a libm call it cannot link"
+
+
+def _no_f64(fn):
+    """``fn`` for f16/bf16/f32; f64 raises LoweringError with the recorded reason."""
+    def emit(e, d, *xs):
+        if bits(d.to_real()) == 64:
+            e.fail(f"no MLIR lowering: {UNSUPPORTED[e.op.prim.name][d.name]}", d)
+        return fn(e, d, *xs)
+    return emit
+
+
+def _log_base(base):
+    """log(x) / log(base) (math.log10 does not link on the CPU backend, and log2 not in f64)."""
+    def emit(e, d, x):
+        c = dclass(d)
+        return BINARY["mul"][c](e, d, UNARY["log"][c](e, d, x), e.const(1 / np.log(base), d))
+    return emit
+
+
+def _erf(e, d, x):
+    """math.erf, except for f64, which IREE's CPU backend cannot legalize: there the NumPy
+    impl's algorithm (Cody's rational approximations, ``staged/autodiff/special.py``)."""
+    if bits(d) != 64:
+        return e.emit(f"math.erf {x} : {elem_type(d)}")
+    t = elem_type(d)
+
+    def f(op, *xs):
+        return e.emit(f"{op} {', '.join(xs)} : {t}")
+
+    def c(v):
+        return e.const(v, d)
+
+    def ratio(num, den, v, lead):
+        xnum, xden = f("arith.mulf", c(num[lead]), v), v
+        for a, b in zip(num[:len(den) - 1], den[:-1]):
+            xnum = f("arith.mulf", f("arith.addf", xnum, c(a)), v)
+            xden = f("arith.mulf", f("arith.addf", xden, c(b)), v)
+        return f("arith.divf", f("arith.addf", xnum, c(num[len(den) - 1])),
+                 f("arith.addf", xden, c(den[-1])))
+
+    y = f("math.absf", x)
+    small = f("arith.mulf", x, ratio(sp._A, sp._B, f("arith.mulf", y, y), 4))
+    z = f("arith.divf", c(1.0), f("arith.mulf", y, y))
+    far = f("arith.divf", f("arith.subf", c(sp._SQRPI), f("arith.mulf", z, ratio(
+        sp._P, sp._Q, z, 5))), y)
+    r = e.emit(f"arith.select {CMP['le']['float'](e, d, y, c(4.0))}, "
+               f"{ratio(sp._C, sp._D, y, 8)}, {far} : {t}")
+    ysq = f("arith.divf", f("math.trunc", f("arith.mulf", y, c(16.0))), c(16.0))
+    split = f("arith.mulf", f("arith.subf", y, ysq), f("arith.addf", y, ysq))
+    erfc = f("arith.mulf", f("arith.mulf", f("math.exp", f("arith.negf", f(
+        "arith.mulf", ysq, ysq))), f("math.exp", f("arith.negf", split))), r)
+    big = f("math.copysign", f("arith.subf", c(1.0), erfc), x)
+    big = e.emit(f"arith.select {CMP['gt']['float'](e, d, y, c(6.0))}, "
+                 f"{f('math.copysign', c(1.0), x)}, {big} : {t}")
+    return e.emit(f"arith.select {CMP['le']['float'](e, d, y, c(0.46875))}, {small}, {big} : {t}")
+
+
+def _float_remainder(e, d, x, y):
+    """fmod, then + y where the remainder is non-zero and its sign differs from y's."""
+    t = elem_type(d)
+    r = e.emit(f"arith.remf {x}, {y} : {t}")
+    zero = e.const(0, d)
+    differ = e.emit(f"arith.xori {CMP['lt']['float'](e, d, r, zero)}, "
+                    f"{CMP['lt']['float'](e, d, y, zero)} : i1")
+    fix = e.emit(f"arith.andi {CMP['ne']['float'](e, d, r, zero)}, {differ} : i1")
+    return e.emit(f"arith.select {fix}, {e.emit(f'arith.addf {r}, {y} : {t}')}, {r} : {t}")
+
+
+def _int_rem(floor: bool):
+    """Integer fmod (remsi/remui) or remainder (sign of y); x % 0 is 0, as NumPy gives."""
+    def fn(e, d, x, y):
+        t, zero, c = elem_type(d), e.const(0, d), dclass(d)
+        y0 = CMP["eq"][c](e, d, y, zero)
+        safe = e.emit(f"arith.select {y0}, {e.const(1, d)}, {y} : {t}")
+        r = e.emit(f"arith.rem{'ui' if c == 'uint' else 'si'} {x}, {safe} : {t}")
+        if floor and c == "int":
+            differ = e.emit(f"arith.xori {CMP['lt']['int'](e, d, r, zero)}, "
+                            f"{CMP['lt']['int'](e, d, y, zero)} : i1")
+            fix = e.emit(f"arith.andi {CMP['ne']['int'](e, d, r, zero)}, {differ} : i1")
+            r = e.emit(f"arith.select {fix}, {e.emit(f'arith.addi {r}, {y} : {t}')}, {r} : {t}")
+        return e.emit(f"arith.select {y0}, {zero}, {r} : {t}")
+    return fn
 
 
 def _sigmoid(e, d, x):
@@ -143,8 +259,24 @@ UNARY = {
     "sigmoid": {"float": _sigmoid, "complex": _sigmoid},
     "relu": {"float": _relu, "int": _relu, "uint": _relu, "bool": _identity},
     "abs": {"float": _op("math.absf"), "int": _op("math.absi"), "uint": _identity,
-            "bool": _identity, "complex": _complex_abs},
+            "bool": _identity, "complex": _to_real("complex.abs")},
     "sign": {"float": _float_sign, "int": _int_sign, "uint": _int_sign},
+    "sgn": {"float": _float_sign, "int": _int_sign, "uint": _int_sign,
+            "complex": _op("complex.sign")},
+    "angle": {"float": _float_angle, "complex": _no_f64(_complex_angle)},
+    "real": {"float": _identity, "complex": _to_real("complex.re")},
+    "imag": {"complex": _to_real("complex.im")},
+    "tan": {"float": _no_f64(_op("math.tan")), "complex": _op("complex.tan")},
+    "sinh": {"float": _op("math.sinh"), "complex": _complex_hyperbolic(-1)},
+    "cosh": {"float": _op("math.cosh"), "complex": _complex_hyperbolic(1)},
+    "asin": {"float": _no_f64(_op("math.asin"))}, "acos": {"float": _no_f64(_op("math.acos"))},
+    "atan": {"float": _no_f64(_op("math.atan"))}, "erf": {"float": _erf},
+    "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
+    "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
+    "exp2": {"float": _op("math.exp2"),
+             "complex": _complex_exp2},
+    "floor": {"float": _op("math.floor")}, "ceil": {"float": _op("math.ceil")},
+    "round": {"float": _op("math.roundeven")}, "trunc": {"float": _op("math.trunc")},
     "logical_not": dict.fromkeys(("float", "int", "uint", "bool", "complex"), _logical_not),
 }
 
@@ -171,6 +303,11 @@ BINARY = {
                 "uint": _op("arith.maxui"), "bool": _op("arith.ori")},
     "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
                 "uint": _op("arith.minui"), "bool": _op("arith.andi")},
+    "atan2": {"float": _no_f64(_op("math.atan2"))},
+    "remainder": {"float": _no_f64(_float_remainder), "int": _int_rem(True),
+                  "uint": _int_rem(True)},
+    "fmod": {"float": _no_f64(_op("arith.remf")), "int": _int_rem(False),
+             "uint": _int_rem(False)},
     "logical_and": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
                                  _logical("arith.andi")),
     "logical_or": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
@@ -189,8 +326,24 @@ for _name in ("neg", "sub"):
     unsupported(_name, {"bool": "NumPy rejects boolean negation/subtraction"})
 unsupported("sign", {"bool": "NumPy has no boolean sign",
                      "complex": "complex sign differs between NumPy versions (x/|x| in 2.x)"})
-for _name in ("relu", "maximum", "minimum", "lt", "le", "gt", "ge"):
-    unsupported(_name, {"complex": "complex numbers are not ordered"})
+for _name in ("relu", "maximum", "minimum", "lt", "le", "gt", "ge", "atan2", "remainder",
+              "fmod", "floor", "ceil", "round", "trunc", "erf"):
+    unsupported(_name, {"complex": "complex numbers are not ordered (PyTorch has no complex "
+                                   "form of this op either)"})
+for _name in ("asin", "acos", "atan"):
+    unsupported(_name, {"complex": "MLIR's complex dialect has no inverse trigonometric "
+                                   "functions"})
+for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
+              "angle", "atan2"):
+    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _PROMOTES))
+for _name in ("floor", "ceil", "round", "trunc"):
+    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), "integers are already "
+                                     "integral: the public op copies them"))
+for _name in ("tan", "asin", "acos", "atan", "atan2", "remainder", "fmod"):
+    unsupported(_name, {"float64": _NO_F64})
+unsupported("angle", {"complex128": _NO_F64})
+unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tensor has no "
+                                  "imaginary part (the public op raises, as PyTorch)"))
 
 
 def _elementwise(table):

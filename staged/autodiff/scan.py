@@ -1,0 +1,41 @@
+"""Along one dim: cumulative sums and sorting (the permutation; values are gathered by
+the public ops, so their gradient goes to the chosen positions)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from .avals import Aval, ShapeError
+from .primitive import LINEAR, Primitive
+
+
+def _cumsum(x, *, dim, reverse):
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=x.dtype), dim)
+    return np.cumsum(x, axis=dim, dtype=x.dtype)
+
+
+cumsum = Primitive("cumsum", _cumsum, lambda x, *, dim, reverse: x,
+                   vjp=lambda g, dim, reverse: cumsum(g, dim=dim, reverse=not reverse),
+                   jvp=LINEAR)
+
+
+def _argsort(x, *, dim, descending, k):
+    """Indices of the first ``k`` in sorted order, stable (ties keep their order), NaN
+    sorting above every number as in PyTorch."""
+    if descending:  # stable descending: sort the reversed array, reverse, map back
+        n = x.shape[dim]
+        idx = np.flip(np.argsort(np.flip(x, dim), axis=dim, kind="stable"), dim)
+        idx = n - 1 - idx
+    else:
+        idx = np.argsort(x, axis=dim, kind="stable")
+    return np.take(idx, np.arange(k), axis=dim).astype(np.int64)
+
+
+def _argsort_rule(x, *, dim, descending, k):
+    if not 0 <= k <= x.shape[dim]:
+        raise ShapeError(f"selected index k out of range (k={k}, size {x.shape[dim]})")
+    return Aval(x.shape[:dim] + (k,) + x.shape[dim + 1:], dt.int64)
+
+
+argsort = Primitive("argsort", _argsort, _argsort_rule)
