@@ -7,6 +7,7 @@ same results as ``False``: rows are computed one after another (there is no vmap
 """
 from __future__ import annotations
 
+from ..autodiff import reshape as _view
 from . import forward_ad
 from .engine import grad as _grad
 from .factories import zeros, zeros_like
@@ -39,7 +40,7 @@ def _unpack(res, to_unpack):
 
 def _preprocess(inputs, create_graph, need_graph):
     """Fresh leaves (or, with create_graph, views that keep the caller's graph)."""
-    return tuple(forward_ad._alias(inp) if create_graph and inp.requires_grad
+    return tuple(_view(inp, shape=tuple(inp.shape)) if create_graph and inp.requires_grad
                  else inp.detach().requires_grad_(need_graph) for inp in inputs)
 
 

@@ -31,7 +31,7 @@ def _differentiable(inputs):
     idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not idx:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, "
-                         "but none of the them have requires_grad=True.")
+                         "but none of them have requires_grad=True.")
     for i in idx:
         if inputs[i].dtype.name not in ("float64", "complex128"):
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
@@ -134,8 +134,8 @@ def _compare_slow(func, inputs, outputs, idx, eps, atol, rtol):
                 if not np.allclose(as_, ns, rtol=rtol, atol=atol):
                     raise GradcheckError(
                         f"{_part_prefix(out, inp, which_out, which_in)}Jacobian mismatch for "
-                        f"output {i} with respect to input {j},\nnumerical:{ns}\n"
-                        f"analytical:{as_}\n")
+                        f"output {i} with respect to input {j},\n"
+                        f"numerical:{Tensor._wrap(ns)}\nanalytical:{Tensor._wrap(as_)}\n")
 
 
 def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol):

@@ -1,0 +1,109 @@
+"""Forward-mode AD (``staged.autograd.forward_ad``) against torch 2.13's forward AD."""
+import re
+
+import numpy as np
+import pytest
+import torch
+import torch.autograd.forward_ad as tfw
+
+import staged
+import staged.autograd.forward_ad as sfw
+from staged.autodiff import REGISTRY
+from tests.autodiff.test_primitives import DIFFERENTIABLE, TORCH, _float_samples
+from tests.checks import assert_close
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_tangents_through_every_primitive_match_torch(name):
+    prim = REGISTRY[name]
+    for xs, params in _float_samples(name):
+        vs = [np.random.standard_normal(x.shape) if x.dtype.kind == "f" else None for x in xs]
+        with sfw.dual_level():
+            ins = [staged.tensor(x) if v is None else sfw.make_dual(staged.tensor(x),
+                                                                    staged.tensor(v))
+                   for x, v in zip(xs, vs)]
+            s_out = sfw.unpack_dual(prim(*ins, **params))
+        with tfw.dual_level():
+            ins = [torch.tensor(x) if v is None else tfw.make_dual(torch.tensor(x),
+                                                                   torch.tensor(v))
+                   for x, v in zip(xs, vs)]
+            t_out = tfw.unpack_dual(TORCH[name](*ins, **params))
+        assert_close(s_out.primal, t_out.primal)
+        assert_close(s_out.tangent, t_out.tangent, rtol=1e-6, atol=1e-9)
+
+
+def _composite(lib, x, w):
+    h = (x @ w).tanh()
+    return (h.softmax(-1) * h.sigmoid()).sum(0).log1p() + h.amax(0).exp() - h.mean()
+
+
+def test_composite_function_value_and_tangent():
+    x, w, v = np.random.randn(4, 3), np.random.randn(3, 5), np.random.randn(3, 5)
+    res = []
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        with fw.dual_level():
+            out = _composite(lib, lib.tensor(x), fw.make_dual(lib.tensor(w), lib.tensor(v)))
+            p, t = fw.unpack_dual(out)
+            assert type(fw.unpack_dual(out)).__name__ == "UnpackedDualTensor"
+            res.append((p, t))
+    assert_close(res[0][0], res[1][0])
+    assert_close(res[0][1], res[1][1], rtol=1e-6, atol=1e-9)
+
+
+def test_forward_over_reverse_gives_the_hessian_vector_product():
+    x, w1, w2 = np.random.randn(8, 5), np.random.randn(5, 6) * 0.5, np.random.randn(6, 1)
+    v = np.random.randn(5, 6)
+    res = []
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        W1 = lib.tensor(w1, requires_grad=True)
+        with fw.dual_level():
+            d = fw.make_dual(W1, lib.tensor(v))
+            loss = ((lib.tensor(x) @ d).tanh() @ lib.tensor(w2)).exp().mean()
+            g, = lib.autograd.grad(loss, d)
+            res.append(fw.unpack_dual(g).tangent)
+    assert_close(res[0], res[1], rtol=1e-6, atol=1e-9)
+
+
+def test_errors_match_torch():
+    x = np.ones(3)
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        with pytest.raises(RuntimeError, match="no level exists, make sure to "
+                                               "enter_dual_level\\(\\) first"):
+            fw.make_dual(lib.tensor(x), lib.tensor(x))
+        with pytest.raises(RuntimeError, match="Dual level must be a positive number"):
+            fw.exit_dual_level()
+        with fw.dual_level():
+            msg = ("Trying to set a forward gradient that has a different size than that of the "
+                   "original Tensor, this is not supported. Tensor is of size [3] while the given "
+                   "forward gradient is of size [4].")
+            with pytest.raises(RuntimeError, match=re.escape(msg)):
+                fw.make_dual(lib.tensor(x), lib.tensor(np.ones(4)))
+            with pytest.raises(ValueError, match="Expected primal to be floating point or "
+                                                 "complex, but got"):
+                fw.make_dual(lib.tensor([1, 2]), lib.tensor([1.0, 2.0]))
+            with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported"):
+                fw.enter_dual_level()
+
+
+def test_tangents_belong_to_tensors_and_die_with_the_level():
+    x = np.array([1.0, 2.0])
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        plain = lib.tensor(x)
+        assert fw.unpack_dual(plain) == (plain, None)
+        with fw.dual_level():
+            d = fw.make_dual(plain, lib.ones(2, dtype=lib.float64))
+            assert fw.unpack_dual(plain).tangent is None      # make_dual returns a new view
+            assert fw.unpack_dual(d.detach()).tangent is None
+            assert fw.unpack_dual(d.data).tangent is None
+            p, t = fw.unpack_dual(d)
+            assert fw.unpack_dual(p).tangent is None and t is not None
+        assert fw.unpack_dual(d).tangent is None
+
+
+def test_level_off_costs_nothing_on_the_hot_path():
+    from staged.autodiff.primitive import _bind
+    from staged.eager import dispatch
+    assert _bind[0] is dispatch.apply
+    with sfw.dual_level():
+        assert _bind[0] is not dispatch.apply
+    assert _bind[0] is dispatch.apply
