@@ -62,6 +62,7 @@ class Captured:
     grad_writes: list                # [GradWrite]
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]
     escaped: list = field(default_factory=list)       # [(Tensor, output index)]
+    guards: list = field(default_factory=list)        # [(key_fn, value at trace time)]
 
     @property
     def one_shot(self) -> bool:
@@ -95,6 +96,7 @@ class Tracer:
         self.watched: dict[int, Watched] = {}
         self.consts: dict[int, object] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
+        self.guards: list = []
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -115,6 +117,11 @@ class Tracer:
         w.name = f"state{len(self.graph.inputs)}"
         w.value = self.graph.add_input(aval, "state", w.name)
         t._payload = Symbolic(w.value, self)
+
+    def guard(self, key_fn) -> None:
+        """Python state the trace depended on (a module's training flag, its parameter
+        objects): the trace is reused only while ``key_fn()`` still returns this value."""
+        self.guards.append((key_fn, key_fn()))
 
     def note_grad_write(self, t: Tensor) -> None:
         if t._serial < self.start:
@@ -198,13 +205,11 @@ def capture(fn, *args, **kwargs) -> Captured:
     mode = (_state.grad_enabled, _state.inference)
     try:
         holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
+        captured = _finish(tracer, holder, in_tree, wrappers)
     finally:
         dispatch.restore_interceptor(prev)
         _state.grad_enabled, _state.inference = mode
-    try:
-        captured = _finish(tracer, holder, in_tree, wrappers)
-    finally:
-        _restore(tracer)
+        _restore(tracer)  # also when the body raised: the caller's tensors are untouched
     g = captured.graph
     for t in _escaped(tracer):  # after the restore: only the body's own stores remain
         g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
@@ -273,7 +278,8 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
-    return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers)
+    return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
+                    guards=tracer.guards)
 
 
 def _escaped(tracer: Tracer) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
 
+from ..eager.dispatch import current_interceptor
 from ..eager.grad_mode import no_grad
 from ..eager.hooks import add_hook
 from ..eager.tensor import Tensor
@@ -50,6 +51,9 @@ class Module:
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        icpt = current_interceptor()
+        if icpt is not None:  # a compiled step is reused only while this still holds
+            icpt.guard(self._trace_key)
         for hook in (*_global_forward_pre_hooks.values(), *self._forward_pre_hooks.values()):
             r = hook(self, args)
             if r is not None:
@@ -60,6 +64,10 @@ class Module:
             if r is not None:
                 out = r
         return out
+
+    def _trace_key(self):
+        return (self.training, tuple(map(id, self._parameters.values())),
+                tuple(map(id, self._buffers.values())))
 
     def register_forward_pre_hook(self, hook, *, prepend=False):
         """``hook(module, args)`` before forward; may return replacement args."""

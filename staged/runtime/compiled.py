@@ -6,10 +6,18 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
+import logging
+import os
+import re
+import sys
+import threading
+import time
+import warnings
 
 import numpy as np
 
 from ..capture.capture import Captured, capture
+from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
 from ..eager.grad_mode import _state
 from ..eager.profiler import record_function
@@ -18,6 +26,12 @@ from ..lower.mlir import to_mlir
 from .compiler import BOUNDARY, UNSUPPORTED_DTYPES, CompileError, compile_mlir
 from .device import DeviceValue
 from .device import device as get_device
+
+
+log = logging.getLogger("staged")
+if os.environ.get("STAGED_DEBUG"):
+    log.addHandler(logging.StreamHandler(sys.stderr))
+    log.setLevel(logging.DEBUG)
 
 
 class CompiledGraph:
@@ -29,7 +43,8 @@ class CompiledGraph:
         _check_dtypes(captured.graph, backend)
         self.mlir = to_mlir(captured.graph)
         self.device = get_device(backend)
-        self.module = self.device.load(compile_mlir(self.mlir, backend))
+        with _progress(f"compiling a step of {len(captured.graph.ops)} ops for {backend}"):
+            self.module = self.device.load(compile_mlir(self.mlir, backend))
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
@@ -37,20 +52,24 @@ class CompiledGraph:
         if not any(self._narrow):
             self._narrow = None
 
-    def guards_hold(self) -> bool:
+    def guard_failure(self):
+        """Why this trace can't serve the current call, or None when it can."""
         for t, shape, dtype, requires_grad, grad in self._guards:
             p = t._payload
-            if tuple(p.shape) != shape or p.dtype != dtype or t._requires_grad != requires_grad:
-                return False
-            if grad is None:
-                if t._grad is not None:
-                    return False
-            elif grad is True:
-                if t._grad is None:
-                    return False
-            elif t._grad is not grad:
-                return False
-        return True
+            if tuple(p.shape) != shape or p.dtype != dtype:
+                return f"a state tensor changed shape or dtype ({dtype}{list(shape)} -> " \
+                       f"{p.dtype}{list(p.shape)})"
+            if t._requires_grad != requires_grad:
+                return "a state tensor's requires_grad changed"
+            if (grad is None) != (t._grad is None) or (grad not in (None, True)
+                                                       and t._grad is not grad):
+                return "a state tensor's .grad was set or cleared"
+        for key_fn, value in self.captured.guards:
+            if key_fn() != value:
+                owner = getattr(key_fn, "__self__", None)
+                return (f"{type(owner).__name__ if owner is not None else 'Python state'}: "
+                        "training mode or parameter/buffer objects changed")
+        return None
 
     def run(self, leaves):
         c = self.captured
@@ -133,13 +152,16 @@ def _leaf_key(x):
 class Compiled:
     """The callable ``staged.compile(fn)`` returns."""
 
-    def __init__(self, fn, backend="llvm-cpu", dynamic=False):
+    def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None):
         if dynamic:
             raise NotImplementedError("staged.compile(dynamic=True) is not supported yet: "
                                       "each new batch size is traced and compiled once")
+        if fallback not in (None, "eager"):
+            raise ValueError(f"fallback must be None or 'eager', got {fallback!r}")
         get_device(backend)  # fail early, with the runtime's reason, if it cannot run here
         self.fn = fn
         self.backend = backend
+        self.fallback = fallback
         self.traces = 0
         self._entries: dict = {}
         self._last = None
@@ -150,18 +172,36 @@ class Compiled:
         leaves, tree = flatten((args, kwargs), lambda o: False)
         key = (tree, tuple(_leaf_key(x) for x in leaves), _state.grad_enabled,
                _state.inference)
-        entries = self._entries.setdefault(key, [])
-        for entry in entries:
-            if entry.guards_hold():
+        entries = self._entries.get(key)
+        if entries is _EAGER:
+            return self.fn(*args, **kwargs)
+        reasons = []
+        for entry in entries or ():
+            why = entry.guard_failure()
+            if why is None:
                 self._last = entry
                 return entry.run(leaves)
-        self.last_retrace_reason = ("state changed (shape, dtype, requires_grad or .grad)"
-                                    if entries else
-                                    "first call" if self.traces == 0 else
-                                    "new argument shapes/dtypes/requires_grad or grad mode")
-        entry = CompiledGraph(capture(self.fn, *args, **kwargs), self.backend)
-        if not entry.captured.one_shot:
-            entries.append(entry)
+            reasons.append(why)
+        self.last_retrace_reason = (
+            reasons[-1] if reasons else "first call" if self.traces == 0 else
+            "new argument structure, shapes, dtypes, requires_grad, Python values or grad mode"
+            if entries is None else "the previous call created new state (one-shot trace)")
+        log.info("tracing %s: %s", getattr(self.fn, "__qualname__", self.fn),
+                 self.last_retrace_reason)
+        try:
+            captured = capture(self.fn, *args, **kwargs)
+        except CaptureError as err:
+            if self.fallback != "eager":
+                raise
+            warnings.warn(f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
+                          f"eagerly for these arguments, since it cannot be captured: {err}",
+                          stacklevel=2)
+            self._entries[key] = _EAGER
+            return self.fn(*args, **kwargs)
+        entry = CompiledGraph(captured, self.backend)
+        log.debug("graph:\n%s", captured.graph)
+        if not captured.one_shot:
+            self._entries.setdefault(key, []).append(entry)
         self.traces += 1
         self._last = entry
         return entry.run(leaves)
@@ -178,11 +218,31 @@ class Compiled:
                                "the first step); call the step once more before saving")
         return self._last.save(directory, names)
 
+    def explain(self, file=None) -> str:
+        """Print (and return) what was compiled for the last call: why it was traced, its
+        graph, its MLIR and the number of dispatches IREE made of it."""
+        e = self._last
+        if e is None:
+            text = "staged.compile: not called yet, nothing traced"
+        else:
+            text = "\n".join([
+                f"traces: {self.traces}; last re-trace: {self.last_retrace_reason}",
+                f"backend: {self.backend}; ops: {len(e.captured.graph.ops)}; "
+                f"dispatches: {count_dispatches(e.mlir, self.backend)}",
+                "", "graph:", str(e.captured.graph), "", "MLIR:", e.mlir])
+        print(text, file=file or sys.stdout)
+        return text
+
     def graphs(self):
-        return [e.captured.graph for es in self._entries.values() for e in es]
+        return [e.captured.graph for es in self._entries.values() if es is not _EAGER
+                for e in es]
 
 
-def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = False):
+_EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager")
+
+
+def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = False,
+            fallback=None):
     """Compile ``fn`` (forward, backward, optimizer steps and all) with IREE.
 
     The first call traces ``fn`` on symbolic tensors; later calls with the same argument
@@ -190,13 +250,53 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     the Python body. Parameters and ``.grad`` fields the step changes are written back to
     the caller's tensors (their data stays on the device until read).
 
+    Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
+    raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function runs
+    eagerly instead, with a warning saying why. ``explain()`` shows what was compiled;
+    ``STAGED_DEBUG=1`` logs every trace and its graph.
+
     Example:
         >>> step = staged.compile(train_step)
         >>> loss = step(x, y)
     """
     if fn is None:
-        return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic)
-    return Compiled(fn, backend=backend, dynamic=dynamic)
+        return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic,
+                                 fallback=fallback)
+    if device is not None:
+        raise NotImplementedError("staged.compile(device=...) is not supported yet: each "
+                                  "backend uses its driver's default device")
+    return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback)
+
+
+def count_dispatches(mlir: str, backend: str) -> int:
+    """How many dispatches IREE's flow stage makes of a module (a debugging figure)."""
+    from iree.compiler import compile_str
+
+    from .compiler import flags
+    flow = compile_str(mlir, extra_args=flags(backend) + ["--compile-to=flow"])
+    return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes)
+                          else flow))
+
+
+class _progress:
+    """Say on stderr what is taking long (IREE compiles of big steps take seconds)."""
+
+    def __init__(self, what: str, after: float = 2.0):
+        self.what, self.after = what, after
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        self.timer = threading.Timer(self.after, lambda: print(
+            f"staged: {self.what}...", file=sys.stderr, flush=True))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        took = time.perf_counter() - self.start
+        if took >= self.after and exc[0] is None:
+            print(f"staged: {self.what}: done in {took:.1f} s", file=sys.stderr, flush=True)
+        return False
 
 
 @atexit.register

@@ -56,10 +56,13 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
     from iree.compiler.version import VERSION
 
     fl = flags(backend) + list(extra_flags)
-    key = cache.cache_key(text, backend, *fl, VERSION)
+    # source locations only matter for diagnostics: an edit above the user's step should
+    # not invalidate its compiled module
+    key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, VERSION)
     return cache.cached(key, lambda: compile_uncached(text, fl))
 
 
+_LOCATION = re.compile(r' loc\((?:unknown|"(?:[^"\\]|\\.)*"(?:\("(?:[^"\\]|\\.)*":\d+:\d+\))?)\)')
 _DIAG = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
 _NAME_LOC = re.compile(r'loc\("([^"]+)"\("((?:[^"\\]|\\.)*)":(\d+):\d+\)\)')
