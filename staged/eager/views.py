@@ -3,7 +3,8 @@ updates through them rewrite the graph (PyTorch's CopySlices and view replay).
 
 Note [views]: a primitive declared ``view=True`` (reshape, expand, permute, slice ...)
 returns a view: ``_base`` is the root base and ``_view`` a ViewMeta with the chain of
-view steps (primitive, params, input aval) from the base. Writing into a view:
+view steps (primitive, params, input payload) from the base; the input's payload is
+kept for its shape and dtype only (it is the base's memory anyway). Writing into a view:
 
 * the base's grad_fn becomes ``CopySlices(base's old edge, new value's edge)``: its
   backward gives the base's old graph the incoming gradient with the view's region
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
+from ..autodiff import Aval
 from .grad_mode import _state
 from .node import Node
 
@@ -41,7 +44,7 @@ def record(view, src, prim, params, grad_mode) -> None:
     p = view._payload
     if type(p) is np.ndarray and not np.may_share_memory(p, src._payload):
         return
-    step = (prim, params, src._aval())
+    step = (prim, params, src._payload)
     if src._base is not None:
         view._base = src._base
         steps = src._view.steps + (step,)
@@ -82,10 +85,12 @@ def replay(x, steps):
 def scatter(g, steps):
     """The transpose of ``replay``: a view-shaped ``g`` placed in a base of zeros, through
     the VJP rules of the view primitives."""
-    for prim, params, aval in reversed(steps):
+    for prim, params, src in reversed(steps):
         rule = prim.vjp[0]
         kw = {n: params[n] for n in rule.static}
-        kw.update({n + "_aval": aval for n in rule.avals})
+        if rule.avals:
+            aval = Aval(tuple(src.shape), dt.from_numpy_dtype(src.dtype))
+            kw.update({n + "_aval": aval for n in rule.avals})
         g = rule.fn(g, **kw)
     return g
 
