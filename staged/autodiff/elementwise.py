@@ -68,8 +68,13 @@ sigmoid = unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).co
 sin = unary("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj())
 cos = unary("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj())
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points)
-relu = unary("relu", _relu, vjp=lambda g, out: g.where(out > 0, 0))
-sign = unary("sign", lambda x: np.sign(x), vjp=lambda g: g * 0)
+relu = unary("relu", _relu, vjp=lambda g, out: g.where(~(out <= 0), 0))  # NaN passes g
+def _sign(x):
+    # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN
+    return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
+
+
+sign = unary("sign", _sign, vjp=lambda g: g * 0)
 tan = unary("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj())
 sinh = unary("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj())
 cosh = unary("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj())
@@ -102,7 +107,7 @@ def _safe_abs(x):
 
 def _sgn_impl(x):
     if not np.iscomplexobj(x):
-        return np.sign(x)
+        return _sign(x)
     a = np.abs(x)
     return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
 

@@ -75,3 +75,114 @@ def test_vjp_matches_finite_differences(entry):
             args, kwargs = _convert(sample, lambda a: next(it))
             return entry.op(*args, **kwargs)
         check_grads(f, arrays)
+
+
+# --- gradients at non-differentiable points (the seed's rules), against torch -------------
+KINKS = {
+    "relu at 0": (lambda x: x.relu(), [0.0, -0.0, 1.0]),
+    "sqrt at 0 is inf": (lambda x: x.sqrt(), [0.0, 4.0]),
+    "abs at 0": (lambda x: x.abs(), [0.0, -0.0, -2.0]),
+    "clamp at bounds": (lambda x: x.clamp(-1.0, 1.0), [-1.0, 1.0, 0.5, 2.0]),
+    "clamp tensor bounds": (lambda x: x.clamp(x * 0 - 1, x * 0 + 1), [-1.0, 1.0, 3.0]),
+    "amax ties split": (lambda x: x.amax(), [2.0, 2.0, 1.0]),
+    "amin ties split": (lambda x: x.reshape(2, 2).amin(1), [1.0, 1.0, 0.0, 3.0]),
+    "max with dim: chosen index": (lambda x: x.reshape(2, 2).max(1).values, [2.0, 2.0, 1.0, 3.0]),
+    "min with dim: chosen index": (lambda x: x.reshape(2, 2).min(0).values, [1.0, 1.0, 1.0, 3.0]),
+    "maximum ties split": (lambda x: x.maximum(x.detach() * 0 + 1), [1.0, 2.0]),
+    "norm at 0": (lambda x: x.norm(), [0.0, 0.0]),
+    "norm dim at 0": (lambda x: x.reshape(2, 2).norm(dim=1), [0.0, 0.0, 3.0, 4.0]),
+    "sgn at 0": (lambda x: x.sgn(), [0.0, 1.0]),
+    "prod with one zero": (lambda x: x.prod(), [2.0, 0.0, 3.0]),
+    "prod with two zeros": (lambda x: x.prod(), [0.0, 0.0, 3.0]),
+    "floor at an integer": (lambda x: x.floor() + x.round(), [1.0, 2.5]),
+    "sort ties": (lambda x: x.sort().values * torch_or_staged_arange(x), [1.0, 1.0, 0.0]),
+    "softplus at threshold": (lambda x: staged_or_torch_softplus(x), [20.0, 20.5, 19.5]),
+    "nan propagates": (lambda x: (x * 2).exp().sum(), [float("nan"), 1.0]),
+    "nan through relu and abs": (lambda x: x.relu() + x.abs(), [float("nan"), 1.0]),
+    "nan through amax": (lambda x: x.amax(), [float("nan"), 1.0]),
+    "log at 0": (lambda x: x.log(), [0.0, 1.0]),
+    "pow 0 ** 0": (lambda x: x ** x.detach() * 0 + x ** 0.0, [0.0, 1.0]),
+}
+
+
+def torch_or_staged_arange(x):
+    n = x.shape[0]
+    return torch.arange(n) if isinstance(x, torch.Tensor) else staged.arange(n)
+
+
+def staged_or_torch_softplus(x):
+    return torch.nn.functional.softplus(x) if isinstance(x, torch.Tensor) else staged.softplus(x)
+
+
+@pytest.mark.parametrize("name", sorted(KINKS))
+def test_gradient_at_non_differentiable_points_matches_torch(name):
+    fn, values = KINKS[name]
+    x = staged.tensor(values, dtype=staged.float64, requires_grad=True)
+    tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    out, tout = fn(x), fn(tx)
+    assert_close(out, tout)
+    u = np.arange(1, tout.numel() + 1, dtype=np.float64).reshape(tuple(tout.shape))
+    g, = staged.autograd.grad(out, x, staged.tensor(u))
+    tg, = torch.autograd.grad(tout, tx, torch.tensor(u))
+    assert_close(g, torch.zeros_like(tg) if tg._is_zerotensor() else tg)
+
+
+def test_prod_second_order_at_zeros_matches_torch():
+    for values in ([2.0, 0.0, 3.0, 0.5], [0.0, 0.0, 3.0, 2.0], [0.0, 0.0, 0.0, 2.0]):
+        x = staged.tensor(values, dtype=staged.float64, requires_grad=True)
+        tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+        w = np.array([1.0, -2.0, 0.5, 3.0])
+        g, = staged.autograd.grad(x.prod(), x, create_graph=True)
+        tg, = torch.autograd.grad(tx.prod(), tx, create_graph=True)
+        h, = staged.autograd.grad((g * staged.tensor(w)).sum(), x)
+        th, = torch.autograd.grad((tg * torch.tensor(w)).sum(), tx)
+        assert_close(h, th)
+
+
+# --- dtypes ------------------------------------------------------------------------------
+def test_integer_and_bool_results_are_not_differentiable():
+    x = staged.tensor([1.5, -2.5], requires_grad=True)
+    for out in (x.to(staged.int64), x.long(), x > 0, x.isnan(), x.argmax(), x.sort().indices,
+                x.topk(1).indices):
+        assert not out.requires_grad and out.grad_fn is None
+        with pytest.raises(RuntimeError) as err:
+            out.requires_grad_()
+        with pytest.raises(RuntimeError) as terr:
+            torch.tensor([1]).requires_grad_()
+        assert str(err.value) == str(terr.value)
+
+
+@pytest.mark.parametrize("op", ["erf", "exp2", "log2", "floor", "sinh", "square", "sgn"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_computes_in_that_dtype(op, dtype):
+    if getattr(staged, dtype) is None:
+        pytest.skip("bfloat16 needs ml_dtypes")
+    values = np.linspace(0.1, 3, 7)
+    x = staged.tensor(values).to(getattr(staged, dtype))
+    tx = torch.tensor(values).to(getattr(torch, dtype))
+    out, tout = getattr(x, op)(), getattr(tx, op)()
+    assert out.dtype is getattr(staged, dtype)
+    np.testing.assert_allclose(np.asarray(out, np.float32), tout.float().numpy(), rtol=1e-2)
+
+
+def test_integer_inputs_promote_as_torch():
+    i = staged.tensor([1, 2, 3])
+    ti = torch.tensor([1, 2, 3])
+    for f in (lambda t: t.erf(), lambda t: t.floor(), lambda t: t.prod(), lambda t: t.cumsum(0),
+              lambda t: t.sort().values, lambda t: t % 2, lambda t: t.reciprocal(),
+              lambda t: t.square(), lambda t: t.atan2(t)):
+        assert_close(f(i), f(ti), 1e-6, 1e-6)
+
+
+def test_erf_matches_math_erf_to_one_ulp():
+    x = np.concatenate([np.linspace(-7, 7, 20001), np.geomspace(1e-300, 1e-3, 200)])
+    ref = np.array([math.erf(v) for v in x])
+    got = staged.erf(staged.tensor(x)).numpy()
+    assert np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)) < 1e-15
+
+
+def test_bad_input_errors():
+    with pytest.raises(RuntimeError, match=r"selected index k out of range \(k=4, size 3\)"):
+        staged.topk(staged.tensor([1.0, 2.0, 3.0]), 4)
+    with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
+        staged.gelu(staged.tensor([1.0]), approximate="fast")

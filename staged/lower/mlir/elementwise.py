@@ -51,11 +51,11 @@ def _logical(mnemonic):
 
 
 def _float_sign(e, d, x):
-    # 1 where x > 0, -1 where x < 0, x itself otherwise (keeps 0 and NaN)
-    pos = e.emit(f"arith.select {CMP['gt']['float'](e, d, x, e.const(0, d))}, "
-                 f"{e.const(1, d)}, {x} : {elem_type(d)}")
-    return e.emit(f"arith.select {CMP['lt']['float'](e, d, x, e.const(0, d))}, "
-                  f"{e.const(-1, d)}, {pos} : {elem_type(d)}")
+    # 1 where x > 0, -1 where x < 0, x itself at +-0, and 0 for NaN (PyTorch's sign)
+    t, zero = elem_type(d), e.const(0, d)
+    pos = e.emit(f"arith.select {CMP['gt']['float'](e, d, x, zero)}, {e.const(1, d)}, {x} : {t}")
+    sign = e.emit(f"arith.select {CMP['lt']['float'](e, d, x, zero)}, {e.const(-1, d)}, {pos} : {t}")
+    return e.emit(f"arith.select {e.emit(f'arith.cmpf uno, {x}, {x} : {t}')}, {zero}, {sign} : {t}")
 
 
 def _int_sign(e, d, x):

@@ -152,7 +152,8 @@ ENTRIES = [
     _unary("square"), _unary("reciprocal", gen=away_from_zero),
     _unary("floor", gen=_zero_grad_kinks), _unary("ceil", gen=_zero_grad_kinks),
     _unary("trunc", gen=_zero_grad_kinks), _unary("round", gen=_zero_grad_kinks),
-    _unary("sgn", gen=away_from_zero), _unary("angle", gen=away_from_zero),
+    # + 0 * x: torch answers sgn's zero gradient with a ZeroTensor, which has no numpy()
+    _unary("sgn", torch_op=lambda x: torch.sgn(x) + 0 * x, gen=away_from_zero), _unary("angle", gen=away_from_zero),
     _unary("isnan", differentiable=False), _unary("isinf", differentiable=False),
     _unary("isfinite", differentiable=False),
     _unary("silu", torch_op=TF.silu),
