@@ -32,6 +32,17 @@ def build(seed: int = 0, hidden: int = 128):
                          nn.Linear(hidden, 10))
 
 
+def export_spec(batch_size: int = 32, seed: int = 0) -> dict:
+    """What `staged export-onnx` exports: keyword arguments of ``staged.onnx.export``
+    (loss and gradients of a fresh seeded model, dynamic batch), plus ``optimizer``, the
+    factory used with ``--training-step``."""
+    model = build(seed)
+    x, y = staged.randn(batch_size, 64), staged.randint(0, 10, (batch_size,))
+    return dict(fn_or_module=model, example_args=(x, y), loss_fn=F.cross_entropy,
+                dynamic_axes={"input": {0: "batch"}, "target": {0: "batch"}},
+                optimizer=lambda params: optim.SGD(params, lr=0.05))
+
+
 def make_step(model, opt):
     """One training step: forward, cross-entropy, backward, optimizer update."""
     def step(x, y):

@@ -59,7 +59,10 @@ lowering(REGISTRY["minimum"])(_extremum("Min", "And"))
 @lowering(REGISTRY["sign"])
 def _sign(b, op, x):
     d = op.out.aval.dtype
-    return _nan_where(b, d, (x,), b.kernel("Sign", [x], d))
+    r = b.kernel("Sign", [x], d)
+    if not d.is_floating_point:
+        return r
+    return b.node("Where", [b.kernel("IsNaN", [x], d, out=dt.bool_), _c(b, d, 0), r])  # as PyTorch
 
 
 @lowering(REGISTRY["rsqrt"])
@@ -266,6 +269,13 @@ def _imag(b, op, x):
 @lowering(REGISTRY["atan2"])
 def _atan2(b, op, y, x):
     d = op.out.aval.dtype
+    if d.itemsize < 4:  # NumPy computes half precision in float32 and rounds once
+        y, x = (b.cast(v, d, dt.float32) for v in (y, x))
+        return b.cast(_atan2_of(b, dt.float32, y, x), dt.float32, d)
+    return _atan2_of(b, d, y, x)
+
+
+def _atan2_of(b, d, y, x):
     q = (b.node("Atan", [b.node("Div", [y, x])]) if d.name in KERNELS["Atan"]
          else _atan(b, d, b.node("Div", [y, x])))
     half_turn = b.node("Where", [b.node("GreaterOrEqual", [y, _c(b, d, 0)]), _c(b, d, np.pi),
@@ -279,8 +289,11 @@ def _atan2(b, op, y, x):
 def _mod(floor: bool):
     def lower(b, op, x, y):
         d = op.out.aval.dtype
-        if not d.is_floating_point:  # integers: Mod takes the divisor's sign, fmod=1 the dividend's
-            return b.kernel("Mod", [x, y], d, fmod=int(not floor))
+        if not d.is_floating_point:  # Mod takes the divisor's sign, fmod=1 the dividend's;
+            zero = b.node("Equal", [y, _c(b, d, 0)])  # NumPy gives 0 for a zero divisor
+            r = b.kernel("Mod", [x, b.node("Where", [zero, _c(b, d, 1), y])], d,
+                         fmod=int(not floor))
+            return b.node("Where", [zero, _c(b, d, 0), r])
         r = b.node("Mod", [x, y], fmod=1)
         if not floor:
             return r

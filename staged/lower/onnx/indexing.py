@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import dtypes as dt
 from ...autodiff import REGISTRY
-from .model import carrier, lowering
+from .model import carrier, lowering, onnx_type
 
 
 def _slice_node(b, x, starts, stops, steps, axes):
@@ -64,10 +65,22 @@ def _cumsum(b, op, x):
                     reverse=int(op.params["reverse"]))
 
 
+def _topk(b, x, k, p):
+    return b.node("TopK", [x, b.const(np.array([k], np.int64))], n_out=2, axis=p["dim"],
+                  largest=int(p["descending"]), sorted=1)[1]
+
+
 @lowering(REGISTRY["argsort"])
 def _argsort(b, op, x):
+    # TopK breaks ties by index (a stable sort); NaN must sort above every number, so
+    # floats are sorted twice: with NaN as +inf, then stably by isnan
     p, d = op.params, op.inputs[0].aval.dtype
     x = b.cast(x, d, carrier("TopK", d))
-    _, idx = b.node("TopK", [x, b.const(np.array([p["k"]], np.int64))], n_out=2, axis=p["dim"],
-                    largest=int(p["descending"]), sorted=1)
-    return idx
+    if not d.is_floating_point:
+        return _topk(b, x, p["k"], p)
+    nan = b.kernel("IsNaN", [x], d, out=dt.bool_)
+    inf = b.const(np.array(np.inf, d.np))
+    order = _topk(b, b.node("Where", [nan, inf, x]), op.inputs[0].aval.shape[p["dim"]], p)
+    key = b.node("Cast", [b.node("GatherElements", [nan, order], axis=p["dim"])],
+                 to=onnx_type(dt.int32))
+    return b.node("GatherElements", [order, _topk(b, key, p["k"], p)], axis=p["dim"])

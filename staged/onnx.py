@@ -1,0 +1,441 @@
+"""``staged.onnx.export``: a function or module, its gradients and optionally one optimizer
+step, traced into one graph and written as a standard ONNX model (``ai.onnx`` ops only).
+
+The model's inputs are the example arguments, then the module's parameters (named by their
+``state_dict`` keys, never initializers), then buffers the step updates, then optimizer
+state (``state.<param>.<slot>``). Its outputs are the function's outputs (a scalar loss is
+``loss``), then ``grad.<name>`` per differentiated input, then ``updated.<name>`` for every
+input the step writes. Needs the ``onnx`` extra; ``staged`` itself never imports this module.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+
+import numpy as np
+
+from . import __version__
+from .autograd import grad as _autograd_grad
+from .capture.capture import capture
+from .capture.ir import Graph, Input, Output
+from .eager.tensor import Tensor
+from .lower.onnx import DEFAULT_OPSET, ExportError, Sym, to_onnx
+from .lower.onnx.model import check_opset
+from .nn import Module
+from .optim.optimizer import Optimizer
+
+__all__ = ["export", "export_captured", "ExportError"]
+
+# Above this many bytes of constants a model cannot be one protobuf (2 GiB, less room for
+# the nodes): constants of >= 1 KiB are then streamed to ``<file>.data``.
+EXTERNAL_ABOVE = 2**31 - 2**26
+
+
+def export(fn_or_module, example_args, path, *, with_gradients=True, opset=DEFAULT_OPSET,
+           dynamic_axes=None, training_step=None, loss_fn=None, input_names=None):
+    """Trace ``fn_or_module`` on ``example_args`` and write it, with gradients, as ONNX.
+
+    Args:
+        fn_or_module: a function of tensors, or an ``nn.Module`` (the exported function is
+            ``module(*args)``, or ``loss_fn(module(*args[:-1]), args[-1])`` with ``loss_fn``).
+            With gradients its (first) output must be a scalar loss.
+        example_args: a tensor or a tuple of tensors (Python scalars are baked in).
+        path: the ``.onnx`` file to write.
+        with_gradients: True for a ``grad.<name>`` output per parameter that requires grad
+            and per tensor argument that requires grad; a list of input names for exactly
+            those (arguments listed need not require grad); False for none.
+        opset: the ai.onnx opset, 18 to 26.
+        dynamic_axes: ``{input name: {axis: dim name}}`` (or a list of axes: axis 0 is
+            ``batch``); the graph is traced once more per dim name with that dim changed,
+            and every shape and constant that follows it becomes dynamic.
+        training_step: an optimizer over the parameters: the model runs ``zero_grad()``,
+            the loss, ``backward()`` and ``step()``, and returns the updated parameters and
+            optimizer state (``updated.<name>``; the state must exist: take one step first).
+        loss_fn: with a module, ``loss_fn(output, target)`` makes its loss.
+        input_names: names for the example arguments (default: the function's parameter
+            names, else ``input0, input1, ...``).
+
+    Returns the ``onnx.ModelProto`` written (external data not loaded). Every check (opset,
+    ops without an ONNX lowering, gradients of non-float inputs, duplicate names) runs
+    before anything is written; errors are ``ExportError``.
+    """
+    check_opset(opset)
+    args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
+    if not all(isinstance(a, (Tensor, int, float, bool)) for a in args):
+        raise TypeError("example_args must be tensors and Python scalars, got "
+                        f"{[type(a).__name__ for a in args]}")
+    fn, module = _function(fn_or_module, loss_fn)
+    arg_names = _arg_names(fn_or_module, loss_fn, args, input_names)
+    names = _state_names(module, fn, training_step)
+    wrt = _gradient_targets(with_gradients, args, arg_names, names, training_step)
+    exported = _trace(fn, args, arg_names, names, wrt, training_step)
+    sources, consts = {}, {}
+    if dynamic_axes:
+        exported, sources, consts = _dynamic(exported, fn, args, arg_names, names, wrt,
+                                             training_step, dynamic_axes)
+    g, in_names, out_names, meta = exported
+    title = getattr(fn_or_module, "__qualname__", type(fn_or_module).__name__)
+    doc = (f"{title}: {'one training step' if training_step else 'forward'}"
+           f"{' and gradients' if meta['gradients'] else ''}, traced by staged {__version__}")
+    return _write(g, path, opset, in_names, out_names, meta, doc, sources, consts)
+
+
+def export_captured(captured, path, *, opset=DEFAULT_OPSET):
+    """Write a ``Captured`` graph as ONNX with its own names: arguments ``arg<i>``, state
+    ``state<i>``; outputs ``out<i>``, ``grad.<state>``, ``updated.<state>``."""
+    check_opset(opset)
+    g = captured.graph
+    prefix = {"out": "", "grad": "grad.", "state": "updated.", "escaped": "escaped."}
+    outs = [prefix.get(o.kind, o.kind + ".") + o.name for o in g.outputs]
+    meta = {"gradients": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "grad"},
+            "updates": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "state"}}
+    return _write(g, path, opset, [i.name for i in g.inputs], outs, meta,
+                  "a graph captured by staged.capture", {}, {})
+
+
+# --- what is exported -------------------------------------------------------------------
+def _function(fn_or_module, loss_fn):
+    if isinstance(fn_or_module, Module):
+        m = fn_or_module
+        if loss_fn is None:
+            return m, m
+        return (lambda *a: loss_fn(m(*a[:-1]), a[-1])), m
+    if loss_fn is not None:
+        raise TypeError("loss_fn= applies to a module; a function computes its own loss")
+    if not callable(fn_or_module):
+        raise TypeError(f"expected a function or an nn.Module, got {type(fn_or_module).__name__}")
+    return fn_or_module, None
+
+
+def _arg_names(fn_or_module, loss_fn, args, given):
+    if given is not None:
+        names = list(given)
+        if len(names) != len(args):
+            raise ExportError(f"input_names has {len(names)} names for {len(args)} arguments")
+        return names
+    target = fn_or_module.forward if isinstance(fn_or_module, Module) else fn_or_module
+    try:
+        params = [p.name for p in inspect.signature(target).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    if loss_fn is not None:
+        params = params[:len(args) - 1] + ["target"]
+    return [params[i] if i < len(params) else f"input{i}" for i in range(len(args))]
+
+
+def _state_names(module, fn, opt) -> dict:
+    """``id(tensor) -> name`` for parameters and buffers (state_dict keys) of the module,
+    or of the modules the function closes over, and ``state.<param>.<slot>`` for optimizer
+    state."""
+    mods = {"": module} if module is not None else _closure_modules(fn)
+    names = {}
+    for prefix, m in mods.items():
+        for kind in ("named_parameters", "named_buffers"):
+            for k, t in getattr(m, kind)():
+                names.setdefault(id(t), (prefix + k, t, kind == "named_parameters"))
+    if opt is not None:
+        for p, slots in opt.state.items():
+            pname = names.get(id(p), (None,))[0]
+            for slot, t in slots.items():
+                if isinstance(t, Tensor) and pname is not None:
+                    names[id(t)] = (f"state.{pname}.{slot}", t, False)
+    return names
+
+
+def _closure_modules(fn) -> dict:
+    """The nn.Modules a function reads from its closure or globals, by variable name."""
+    try:
+        cv = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return {}
+    found = {k: v for k, v in {**cv.globals, **cv.nonlocals}.items() if isinstance(v, Module)}
+    if len(found) == 1:
+        return {"": next(iter(found.values()))}
+    return {f"{k}.": v for k, v in found.items()}
+
+
+def _gradient_targets(with_gradients, args, arg_names, names, opt) -> list:
+    """[(name, ("arg", index) or ("state", tensor))] to differentiate with respect to."""
+    params = [(n, t) for n, t, is_param in names.values() if is_param]
+    if with_gradients is True:
+        wrt = [(n, ("arg", i)) for i, (n, a) in enumerate(zip(arg_names, args))
+               if isinstance(a, Tensor) and a.requires_grad]
+        wrt += [(n, ("state", t)) for n, t in params if t.requires_grad]
+    elif not with_gradients:
+        wrt = []
+    else:
+        by_name = {n: ("arg", i) for i, n in enumerate(arg_names)}
+        by_name.update((n, ("state", t)) for n, t in params)
+        unknown = [n for n in with_gradients if n not in by_name]
+        if unknown:
+            raise ExportError(f"with_gradients names unknown inputs {unknown}; inputs are "
+                              f"{list(by_name)}")
+        wrt = [(n, by_name[n]) for n in with_gradients]
+    for n, (kind, ref) in wrt:
+        t = args[ref] if kind == "arg" else ref
+        if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
+            what = type(t).__name__ if not isinstance(t, Tensor) else t.dtype.name
+            raise ExportError(f"cannot export the gradient with respect to {n!r}: only "
+                              f"floating point inputs have gradients (it is {what})")
+    if opt is not None and not any(kind == "state" for _, (kind, _) in wrt) and with_gradients:
+        raise ExportError("training_step= given, but no parameter requires grad")
+    return wrt
+
+
+# --- tracing ----------------------------------------------------------------------------
+def _trace(fn, args, arg_names, names, wrt, opt):
+    """Capture the exported step; returns (graph, input names, output names, metadata)."""
+    args = tuple(a.detach().requires_grad_() if isinstance(a, Tensor) and
+                 any(k == ("arg", i) for _, k in wrt) else a for i, a in enumerate(args))
+    differentiate = bool(wrt) or opt is not None
+
+    def body(*a):
+        if opt is not None:
+            opt.zero_grad()
+        out = fn(*a)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        if not differentiate:
+            return tuple(outs)
+        loss = outs[0] if outs else None
+        if not isinstance(loss, Tensor) or loss.numel() != 1 or not loss.dtype.is_floating_point:
+            raise ExportError("exporting gradients needs the function's (first) output to be a "
+                              f"scalar floating point loss, got {_describe(loss)}")
+        targets = [a[ref] if kind == "arg" else ref for _, (kind, ref) in wrt]
+        if opt is None:
+            grads = _autograd_grad(loss, targets, materialize_grads=True) if targets else ()
+        else:
+            loss.backward()
+            opt.step()
+            grads = [t.grad if t.grad is not None else t.detach() * 0 for t in targets]
+        return (*outs, *grads)
+
+    before = None if opt is None else {p: dict(slots) for p, slots in opt.state.items()}
+    c = capture(body, *args)
+    if c.escaped:
+        if opt is not None:  # drop the symbolic state the traced first step stored
+            opt.state.clear()
+            opt.state.update(before)
+        raise ExportError("the traced step created tensors it keeps (an optimizer creating its "
+                          "state on its first step): take one optimizer step before exporting")
+    return _signature(c, args, arg_names, names, wrt)
+
+
+def _signature(c, args, arg_names, names, wrt):
+    """The export graph of a capture: its inputs named and ordered, unread parameters
+    added, unnamed state turned into constants, outputs selected and named."""
+    src = c.graph
+    g = Graph(consts=list(src.consts), ops=src.ops, _next=src._next)
+    arg_inputs = [i for i in src.inputs if i.kind == "arg"]
+    in_names = []
+    for (leaf, _), inp in zip(c.arg_wrappers, arg_inputs):  # leaves of ((*args,), {})
+        g.inputs.append(inp)
+        in_names.append(arg_names[leaf])
+    by_tensor = {id(w.tensor): w for w in c.state}
+    updated = {id(w.tensor): i for w, i in c.state_updates}
+    fed = []
+    for tid, (name, t, is_param) in names.items():
+        w = by_tensor.get(tid)
+        if w is None:
+            if is_param:  # a parameter the step does not read is still an input
+                fed.append((name, Input(g.new_value(_aval(t)), "state", name), None))
+            continue
+        if is_param or tid in updated:
+            fed.append((name, Input(w.value, "state", name), updated.get(tid)))
+    for w in c.state:
+        if id(w.tensor) not in names or not (names[id(w.tensor)][2] or id(w.tensor) in updated):
+            if id(w.tensor) in updated:
+                raise ExportError(f"the step writes a tensor that is neither a parameter, a "
+                                  f"buffer nor optimizer state ({w.name}, {w.aval})")
+            g.consts.append((w.value, np.asarray(w.tensor.detach().numpy())))
+    for name, inp, _ in fed:
+        g.inputs.append(inp)
+        in_names.append(name)
+    n_grads = len(wrt)
+    value_outs = [o for kind, o in c.out_leaves if kind == "value"]
+    n_outs = len(value_outs) - n_grads
+    out_names = ["loss"] if n_outs == 1 and src.outputs[value_outs[0]].value.aval.shape == () \
+        else ["output" if n_outs == 1 else f"output{i}" for i in range(n_outs)]
+    for i, idx in enumerate(value_outs):
+        g.outputs.append(src.outputs[idx])
+        if i >= n_outs:
+            out_names.append(f"grad.{wrt[i - n_outs][0]}")
+    meta = {"gradients": {f"grad.{n}": n for n, _ in wrt}, "updates": {}}
+    for name, _, idx in fed:
+        if idx is not None:
+            g.outputs.append(src.outputs[idx])
+            out_names.append(f"updated.{name}")
+            meta["updates"][f"updated.{name}"] = name
+    return g, in_names, out_names, meta
+
+
+def _aval(t):
+    from .autodiff import Aval
+    return Aval(tuple(t.shape), t.dtype)
+
+
+def _describe(x) -> str:
+    if isinstance(x, Tensor):
+        return f"a {x.dtype.name} tensor of shape {tuple(x.shape)}"
+    return repr(x) if x is None else type(x).__name__
+
+
+# --- dynamic dims -----------------------------------------------------------------------
+def _dynamic(base, fn, args, arg_names, names, wrt, opt, dynamic_axes):
+    """Re-trace with each dynamic dim changed and make what follows it symbolic."""
+    axes = _normalize_axes(dynamic_axes, arg_names, args)
+    g0, in_names, out_names, meta = base
+    sources, dims = {}, {}
+    for (arg, axis), dim in axes.items():
+        sources.setdefault(dim, (arg_names[arg], axis))
+        dims.setdefault(dim, []).append((arg, axis))
+    subst, consts = {}, {}
+    for dim, where in dims.items():
+        sizes = {args[a].shape[ax] for a, ax in where}
+        if len(sizes) != 1:
+            raise ExportError(f"dynamic dim {dim!r} has different sizes in the example "
+                              f"arguments: {sorted(sizes)}")
+        size = sizes.pop()
+        other = size + 2
+        grown = tuple(_resize(x, dict((ax, other) for a, ax in where if a == i))
+                      for i, x in enumerate(args))
+        g1 = _trace(fn, grown, arg_names, names, wrt, opt)[0]
+        _diff(g0, g1, dim, size, other, subst, consts)
+    return (_substitute(g0, subst), in_names, out_names, meta), sources, consts
+
+
+def _normalize_axes(dynamic_axes, arg_names, args) -> dict:
+    out = {}
+    for name, spec in dynamic_axes.items():
+        if name not in arg_names:
+            raise ExportError(f"dynamic_axes names {name!r}, which is not an input; inputs "
+                              f"are {arg_names}")
+        i = arg_names.index(name)
+        spec = spec if isinstance(spec, dict) else {
+            ax: "batch" if ax == 0 else f"{name}_dim{ax}" for ax in spec}
+        for ax, dim in spec.items():
+            if not isinstance(args[i], Tensor) or not -args[i].ndim <= ax < args[i].ndim:
+                raise ExportError(f"dynamic_axes: {name!r} has no axis {ax}")
+            out[(i, ax % args[i].ndim)] = dim
+    return out
+
+
+def _resize(x, sizes: dict):
+    """``x`` with the axes in ``sizes`` grown by repeating its entries (same dtype and
+    requires_grad)."""
+    if not sizes:
+        return x
+    a = x.detach().numpy()
+    for ax, n in sizes.items():
+        a = np.take(a, np.arange(n) % a.shape[ax], axis=ax)
+    return Tensor._wrap(np.ascontiguousarray(a), x.requires_grad)
+
+
+def _diff(g0, g1, dim, n0, n1, subst, consts):
+    """Record in ``subst`` (aval/param id -> generalized shape) and ``consts`` what of
+    ``g0`` changes when dim ``dim`` goes from ``n0`` to ``n1`` in ``g1``."""
+    if (len(g0.inputs), len(g0.consts), len(g0.ops), len(g0.outputs)) != \
+            (len(g1.inputs), len(g1.consts), len(g1.ops), len(g1.outputs)) or any(
+            a.prim is not b.prim for a, b in zip(g0.ops, g1.ops)):
+        raise ExportError(f"the traced graph changes structure with the size of dynamic dim "
+                          f"{dim!r} ({n0} vs {n1}); export it with static shapes")
+
+    def gen(s0, s1, what):
+        out = []
+        for a, b in zip(s0, s1):
+            if a == b:
+                out.append(a)
+            elif isinstance(a, int) and a % n0 == 0 and b % n1 == 0 and a // n0 == b // n1:
+                out.append(Sym(dim, a // n0))
+            else:
+                raise ExportError(f"{what}: a dimension goes from {a} to {b} when {dim!r} goes "
+                                  f"from {n0} to {n1}; only multiples of it can be dynamic")
+        return tuple(out)
+
+    for v0, v1 in _values(g0, g1):
+        if v0.aval.shape != v1.aval.shape:
+            subst[("aval", v0.id)] = gen(subst.get(("aval", v0.id), v0.aval.shape),
+                                         v1.aval.shape, f"value %{v0.id}")
+    for op0, op1 in zip(g0.ops, g1.ops):
+        for k, p in op0.params.items():
+            if p != op1.params[k]:
+                if not isinstance(p, tuple):
+                    raise ExportError(f"{op0.prim.name} at {op0.loc}: parameter {k}={p!r} "
+                                      f"depends on the size of dynamic dim {dim!r}")
+                key = ("param", id(op0), k)
+                subst[key] = gen(subst.get(key, p), op1.params[k], f"{op0.prim.name} at {op0.loc}")
+    for (v0, a0), (_, a1) in zip(g0.consts, g1.consts):
+        if a0.shape != a1.shape:
+            raise ExportError(f"a constant's shape {a0.shape} depends on the size of dynamic "
+                              f"dim {dim!r}")
+        if not np.array_equal(a0, a1, equal_nan=True):
+            consts[v0.id] = _batch_const(a0, a1, n0, n1, dim)
+
+
+def _batch_const(a0, a1, n0, n1, dim):
+    """A constant equal to ``k / dim`` or ``k * dim`` (a mean's scale)."""
+    if a0.size == 1 and a0.dtype.kind == "f":
+        c0, c1 = a0.item(), a1.item()
+        if np.isclose(c0 * n0, c1 * n1, rtol=1e-6):
+            return ("div", c0 * n0, Sym(dim))
+        if np.isclose(c0 / n0, c1 / n1, rtol=1e-6):
+            return ("mul", c0 / n0, Sym(dim))
+    raise ExportError(f"a constant ({a0.dtype}{list(a0.shape)}) changes with the size of "
+                      f"dynamic dim {dim!r} in a way the exporter cannot express")
+
+
+def _values(g0, g1):
+    yield from ((a.value, b.value) for a, b in zip(g0.inputs, g1.inputs))
+    yield from ((a.out, b.out) for a, b in zip(g0.ops, g1.ops))
+
+
+def _substitute(g, subst):
+    """A copy of ``g`` whose avals and shape parameters hold the generalized shapes."""
+    if not subst:
+        return g
+    from .capture.ir import Op, Value
+
+    new = {}
+
+    def val(v):
+        if v.id not in new:
+            shape = subst.get(("aval", v.id))
+            new[v.id] = v if shape is None else Value(v.id, v.aval._replace(shape=shape))
+        return new[v.id]
+
+    out = Graph(consts=[(val(v), a) for v, a in g.consts], _next=g._next)
+    out.inputs = [Input(val(i.value), i.kind, i.name) for i in g.inputs]
+    for op in g.ops:
+        params = {k: subst.get(("param", id(op), k), p) for k, p in op.params.items()}
+        out.ops.append(Op(op.prim, tuple(val(v) for v in op.inputs), params, val(op.out), op.loc))
+    out.outputs = [Output(val(o.value), o.kind, o.name) for o in g.outputs]
+    return out
+
+
+# --- writing ----------------------------------------------------------------------------
+def _write(g, path, opset, in_names, out_names, meta, doc, sources, consts):
+    import onnx
+
+    path = os.fspath(path)
+    big = sum(a.nbytes for _, a in g.consts) > EXTERNAL_ABOVE
+    location = os.path.basename(path) + ".data" if big else None
+    docs = {n: f"gradient of {out_names[0]} with respect to {p}"
+            for n, p in meta["gradients"].items()}
+    docs.update({n: f"the new value of {p} after the step" for n, p in meta["updates"].items()})
+    built = to_onnx(g, opset=opset, input_names=in_names, output_names=out_names,
+                    sources=sources, batch_consts=consts, external=location, doc=doc,
+                    output_docs=docs)
+    model, blobs = built if big else (built, [])
+    model.producer_name, model.producer_version = "staged", __version__
+    model.doc_string = doc
+    onnx.helper.set_model_props(model, {"staged.gradients": json.dumps(meta["gradients"]),
+                                        "staged.updates": json.dumps(meta["updates"])})
+    if big:
+        with open(os.path.join(os.path.dirname(path) or ".", location), "wb") as f:
+            for offset, a in blobs:
+                f.seek(offset)
+                f.write(np.ascontiguousarray(a).data)
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return model
