@@ -8,17 +8,13 @@ See bench/README.md for how to read the ratios.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+from bench.common import environment, interleaved, item, ratio_table  # noqa: E402
 import staged  # noqa: E402
 import staged.nn.functional as F  # noqa: E402
 from staged import nn, optim  # noqa: E402
@@ -130,47 +126,19 @@ if torch is not None:
     IMPLS["torch eager"] = make_torch
 
 
-def _item(loss) -> float:
-    return loss if isinstance(loss, float) else loss.item()
-
-
-def bench(batch, rounds, block_s=0.15, pause=0.5, seed=0):
+def bench(batch, rounds, seed=0):
     """Per-implementation lists of ms/step, one entry per round; also a loss sanity check."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, SIZES[0]), dtype=np.float32)
     y = rng.integers(0, SIZES[-1], batch)
     params = init_params(seed)
     steps = {name: make(params, x, y) for name, make in IMPLS.items()}
-    first = {name: [_item(s()) for _ in range(3)] for name, s in steps.items()}  # warm-up
+    first = {name: [item(s()) for _ in range(3)] for name, s in steps.items()}  # warm-up
     ref = first["numpy by hand"]
     for name, losses in first.items():  # same math: same losses over the first steps
         if not np.allclose(losses, ref, rtol=1e-4, atol=1e-5):
             raise AssertionError(f"{name} losses {losses} differ from NumPy's {ref}")
-    n_steps = {}
-    for name, s in steps.items():  # calibrate steps per block to about block_s
-        t0 = time.perf_counter()
-        _item(s())
-        n_steps[name] = max(5, int(block_s / (time.perf_counter() - t0)))
-    times = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, s in steps.items():
-            time.sleep(pause)  # OpenBLAS/OpenMP threads spin ~0.1-0.25 s after a call
-            t0 = time.perf_counter()
-            for _ in range(n_steps[name]):
-                loss = s()
-            _item(loss)
-            times[name].append((time.perf_counter() - t0) / n_steps[name] * 1e3)
-    return times
-
-
-def blas_info() -> str:
-    from threadpoolctl import threadpool_info
-
-    def one(i):
-        words = [i.get("internal_api"), i.get("version"), i.get("architecture")]
-        return (" ".join(w for w in words if w)
-                + f" ({i['num_threads']} threads, {Path(i['filepath']).name})")
-    return "; ".join(one(i) for i in threadpool_info())
+    return interleaved(steps, rounds)
 
 
 def main(argv=None) -> int:
@@ -184,32 +152,9 @@ def main(argv=None) -> int:
     for batch in a.batch_sizes:
         print(f"batch {batch}: {a.rounds} rounds of {', '.join(IMPLS)} ...", flush=True)
         results[batch] = bench(batch, a.rounds)
-    try:
-        blas = blas_info()
-    except ImportError:
-        blas = "threadpoolctl not installed"
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    env = {k: os.environ.get(k, "unset") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-
     print(f"\n## MLP {'-'.join(map(str, SIZES))} SGD step, f32\n")
-    print(f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}")
-    print(f"- machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"nproc {os.cpu_count()}, load average {load}")
-    print(f"- python {platform.python_version()}, numpy {np.__version__}"
-          + (f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""))
-    print(f"- BLAS/OpenMP: {blas}; {', '.join(f'{k}={v}' for k, v in env.items())}")
-    print(f"- {a.rounds} rounds; ratio = median over rounds of (ms/step / {base} ms/step "
-          f"in the same round), with its quartiles; lower is faster\n")
-    head = "| implementation |" + "".join(f" b={b} ms/step | b={b} ratio |" for b in results)
-    print(head)
-    print("|---|" + "---:|---:|" * len(results))
-    for name in IMPLS:
-        row = f"| {name} |"
-        for times in results.values():
-            ratios = [t / r for t, r in zip(times[name], times[base])]
-            q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-            row += f" {statistics.median(times[name]):.3f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) |"
-        print(row)
+    print(environment(a.rounds, base, torch) + "\n")
+    print(ratio_table({f"b={b}": r for b, r in results.items()}, IMPLS, base))
     return 0
 
 

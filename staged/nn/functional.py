@@ -6,12 +6,15 @@ from ..eager import ops
 from ..eager.factories import arange
 from ..eager.ops.nn import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
                             dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
-                            unfold)
+                            pad, unfold)
 from ..eager.tensor import Tensor
 
 relu = ops.relu
 tanh = ops.tanh
 sigmoid = ops.sigmoid
+gelu = ops.gelu
+silu = ops.silu
+softplus = ops.softplus
 
 
 def linear(input, weight, bias=None):

@@ -1,0 +1,84 @@
+"""Shared benchmark machinery: interleaved timing, the environment header, ratio tables.
+
+Implementations are timed in rounds of blocks (A B C A B C ...), with a pause before each
+block so that BLAS threads spinning after one implementation don't slow the next; ratios
+are per round against a baseline, so machine-wide speed swings cancel (notes/BENCH.md).
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def item(loss) -> float:
+    return loss if isinstance(loss, float) else loss.item()
+
+
+def interleaved(steps: dict, rounds: int, block_s=0.15, pause=0.5) -> dict:
+    """{name: [ms/step per round]} for zero-argument steps that return a loss."""
+    n_steps = {}
+    for name, s in steps.items():  # calibrate steps per block to about block_s
+        t0 = time.perf_counter()
+        item(s())
+        n_steps[name] = max(5, int(block_s / max(time.perf_counter() - t0, 1e-6)))
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, s in steps.items():
+            time.sleep(pause)
+            t0 = time.perf_counter()
+            for _ in range(n_steps[name]):
+                loss = s()
+            item(loss)
+            times[name].append((time.perf_counter() - t0) / n_steps[name] * 1e3)
+    return times
+
+
+def blas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+
+    def one(i):
+        words = [i.get("internal_api"), i.get("version"), i.get("architecture")]
+        return (" ".join(w for w in words if w)
+                + f" ({i['num_threads']} threads, {Path(i['filepath']).name})")
+    return "; ".join(one(i) for i in threadpool_info())
+
+
+def environment(rounds: int, base: str, torch=None) -> str:
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    env = {k: os.environ.get(k, "unset") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    return "\n".join([
+        f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}",
+        f"- machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"nproc {os.cpu_count()}, load average {load}",
+        f"- python {platform.python_version()}, numpy {np.__version__}"
+        + (f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""),
+        f"- BLAS/OpenMP: {blas_info()}; {', '.join(f'{k}={v}' for k, v in env.items())}",
+        f"- {rounds} rounds; ratio = median over rounds of (ms/step / {base} ms/step in the "
+        "same round), with its quartiles; lower is faster"])
+
+
+def ratio_table(results: dict, names, base: str) -> str:
+    """Markdown: one row per implementation, ms/step and ratio per column of ``results``
+    ({column label: {name: [ms per round]}})."""
+    lines = ["| implementation |" + "".join(f" {c} ms/step | {c} ratio |" for c in results),
+             "|---|" + "---:|---:|" * len(results)]
+    for name in names:
+        row = f"| {name} |"
+        for times in results.values():
+            if name not in times:
+                row += " - | - |"
+                continue
+            ratios = [t / r for t, r in zip(times[name], times[base])]
+            q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            row += f" {statistics.median(times[name]):.3f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) |"
+        lines.append(row)
+    return "\n".join(lines)
