@@ -1,17 +1,35 @@
 """nn.Module: parameters, buffers and submodules registered by attribute, and
-``__call__`` running forward pre-hooks, forward, then forward hooks."""
+``__call__`` running PyTorch's hook machinery (``torch.nn.Module._call_impl``): forward
+pre-hooks (may replace the inputs), the inputs captured for full backward hooks, the
+forward, forward hooks (may replace the output), the output captured, then legacy backward
+hooks on the output's Node. Global hooks (``register_module_*``) run before local ones."""
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict, namedtuple
 
 from ..eager.dispatch import current_interceptor
 from ..eager.grad_mode import no_grad
-from ..eager.hooks import add_hook
+from ..eager.hooks import RemovableHandle
 from ..eager.tensor import Tensor
+from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter
 
+_global_backward_pre_hooks: dict = OrderedDict()
+_global_backward_hooks: dict = OrderedDict()
+_global_is_full_backward_hook = None
 _global_forward_pre_hooks: dict = OrderedDict()
 _global_forward_hooks: dict = OrderedDict()
+_global_forward_hooks_always_called: dict = OrderedDict()
+_global_forward_hooks_with_kwargs: dict = OrderedDict()
+_global_buffer_registration_hooks: dict = OrderedDict()
+_global_module_registration_hooks: dict = OrderedDict()
+_global_parameter_registration_hooks: dict = OrderedDict()
+
+_MIXED_BACKWARD_HOOKS = ("Cannot use both regular backward hooks and full backward hooks on "
+                         "a single Module. Please use only one of them.")
+_MIXED_GLOBAL_HOOKS = ("Cannot use both regular backward hooks and full backward hooks as a "
+                       "global Module hook. Please use only one of them.")
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -21,14 +39,80 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
 
+def _register(hooks: dict, hook, prepend=False, *flags) -> RemovableHandle:
+    """Add ``hook`` to ``hooks`` (first if ``prepend``), marking its id in each dict of
+    ``flags``; the handle removes it from all of them."""
+    handle = RemovableHandle(hooks, *(d for d, _ in flags))
+    hooks[handle.id] = hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    for d, on in flags:
+        if on:
+            d[handle.id] = True
+    return handle
+
+
 def register_module_forward_pre_hook(hook):
-    """A forward pre-hook for every module (runs before each module's own)."""
-    return add_hook(_global_forward_pre_hooks, hook)
+    """``hook(module, args)`` before every module's forward (before its own hooks)."""
+    return _register(_global_forward_pre_hooks, hook)
 
 
-def register_module_forward_hook(hook):
-    """A forward hook for every module (runs before each module's own)."""
-    return add_hook(_global_forward_hooks, hook)
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """``hook(module, args, output)`` after every module's forward (before its own)."""
+    return _register(_global_forward_hooks, hook, False,
+                     (_global_forward_hooks_with_kwargs, with_kwargs),
+                     (_global_forward_hooks_always_called, always_call))
+
+
+def register_module_backward_hook(hook):
+    """Legacy (deprecated) backward hook for every module; see ``register_backward_hook``."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is True:
+        raise RuntimeError(_MIXED_GLOBAL_HOOKS)
+    _global_is_full_backward_hook = False
+    return _register(_global_backward_hooks, hook)
+
+
+def register_module_full_backward_pre_hook(hook):
+    """``hook(module, grad_output)`` for every module, before its own backward pre-hooks."""
+    return _register(_global_backward_pre_hooks, hook)
+
+
+def register_module_full_backward_hook(hook):
+    """``hook(module, grad_input, grad_output)`` for every module, before its own."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is False:
+        raise RuntimeError(_MIXED_GLOBAL_HOOKS)
+    _global_is_full_backward_hook = True
+    return _register(_global_backward_hooks, hook)
+
+
+def register_module_buffer_registration_hook(hook):
+    """``hook(module, name, buffer)`` on every ``register_buffer``; may return a new buffer."""
+    return _register(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook):
+    """``hook(module, name, submodule)`` on every submodule registration; may replace it."""
+    return _register(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook):
+    """``hook(module, name, param)`` on every ``register_parameter``; may replace it."""
+    return _register(_global_parameter_registration_hooks, hook)
+
+
+def _registered(hooks, module, name, value):
+    for hook in hooks.values():
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_hooks",
+               "_backward_pre_hooks")
 
 
 class Module:
@@ -37,13 +121,11 @@ class Module:
     training: bool
 
     def __init__(self):
+        for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
+            object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
-        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_is_full_backward_hook", None)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
@@ -54,28 +136,150 @@ class Module:
         icpt = current_interceptor()
         if icpt is not None:  # a compiled step is reused only while this still holds
             icpt.guard(self._trace_key)
-        for hook in (*_global_forward_pre_hooks.values(), *self._forward_pre_hooks.values()):
-            r = hook(self, args)
+        if not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks
+                or self._forward_pre_hooks or _global_backward_pre_hooks
+                or _global_backward_hooks or _global_forward_hooks
+                or _global_forward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        state = {"args": args, "kwargs": kwargs, "result": None, "called": set()}
+        try:
+            return self._call_with_hooks(state)
+        except Exception:
+            self._run_always_called_hooks(state)
+            raise
+
+    def _call_with_hooks(self, state):
+        args, kwargs = state["args"], state["kwargs"]
+        full, legacy = self._backward_hooks_by_kind()
+        pre = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
+        for hook_id, hook in (*_global_forward_pre_hooks.items(),
+                              *self._forward_pre_hooks.items()):
+            if hook_id in self._forward_pre_hooks_with_kwargs:
+                r = hook(self, args, kwargs)
+                if r is not None:
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError(f"forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {r}.")
+                    args, kwargs = r
+            else:
+                r = hook(self, args)
+                if r is not None:
+                    args = r if isinstance(r, tuple) else (r,)
+            state["args"], state["kwargs"] = args, kwargs
+        bw_hook = None
+        if full or pre:
+            bw_hook = BackwardHook(self, full, pre)
+            args = bw_hook.setup_input_hook(args)
+        result = state["result"] = self.forward(*args, **kwargs)
+        for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
+            if hook_id in self._forward_hooks_always_called \
+                    or hook_id in _global_forward_hooks_always_called:
+                state["called"].add(hook_id)
+            if hook_id in self._forward_hooks_with_kwargs \
+                    or hook_id in _global_forward_hooks_with_kwargs:
+                r = hook(self, args, kwargs, result)
+            else:
+                r = hook(self, args, result)
             if r is not None:
-                args = r if isinstance(r, tuple) else (r,)
-        out = self.forward(*args, **kwargs)
-        for hook in (*_global_forward_hooks.values(), *self._forward_hooks.values()):
-            r = hook(self, args, out)
-            if r is not None:
-                out = r
-        return out
+                result = state["result"] = r
+        if bw_hook is not None:
+            if not isinstance(result, (Tensor, tuple)):
+                warnings.warn("For backward hooks to be called, module output should be a "
+                              f"Tensor or a tuple of Tensors but received {type(result)}",
+                              stacklevel=3)
+            result = bw_hook.setup_output_hook(result)
+        if legacy:
+            self._attach_legacy_hooks(legacy, args, result)
+        return result
+
+    def _backward_hooks_by_kind(self):
+        """(full, legacy) backward hooks, global ones first."""
+        full, legacy = [], []
+        for is_full, hooks in ((_global_is_full_backward_hook, _global_backward_hooks),
+                               (self._is_full_backward_hook, self._backward_hooks)):
+            if is_full is not None and hooks:
+                (full if is_full else legacy).extend(hooks.values())
+        return full, legacy
+
+    def _attach_legacy_hooks(self, hooks, args, result):
+        """Hook the Node of the first tensor of the output (one level of dicts opened)."""
+        var = result
+        while not isinstance(var, Tensor):
+            var = next(v for v in var.values() if isinstance(v, Tensor)) \
+                if isinstance(var, dict) else var[0]
+        node = var.grad_fn
+        if node is None:
+            return
+        for hook in hooks:
+            node.register_hook(lambda gi, go, hook=hook: hook(self, gi, go))
+        msg = legacy_hook_warning(args, result, node)
+        if msg:
+            warnings.warn(msg, FutureWarning, stacklevel=4)
+
+    def _run_always_called_hooks(self, state):
+        """After an exception: the ``always_call`` forward hooks that have not run yet."""
+        for hooks, always, local in ((_global_forward_hooks,
+                                      _global_forward_hooks_always_called, False),
+                                     (self._forward_hooks, self._forward_hooks_always_called,
+                                      True)):
+            for hook_id, hook in hooks.items():
+                if hook_id not in always or hook_id in state["called"]:
+                    continue
+                try:
+                    if local and hook_id in self._forward_hooks_with_kwargs:
+                        r = hook(self, state["args"], state["kwargs"], state["result"])
+                    else:
+                        r = hook(self, state["args"], state["result"])
+                    if r is not None:
+                        state["result"] = r
+                except Exception as e:
+                    where = "module" if local else "global module"
+                    warnings.warn(f"{where} forward hook with ``always_call=True`` raised an "
+                                  f"exception that was silenced as another error was raised "
+                                  f"in forward: {e}", stacklevel=3)
 
     def _trace_key(self):
         return (self.training, tuple(map(id, self._parameters.values())),
                 tuple(map(id, self._buffers.values())))
 
-    def register_forward_pre_hook(self, hook, *, prepend=False):
-        """``hook(module, args)`` before forward; may return replacement args."""
-        return add_hook(self._forward_pre_hooks, hook, prepend)
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` before forward; a non-None return replaces ``args`` (a
+        non-tuple is wrapped). With ``with_kwargs``: ``hook(module, args, kwargs)`` returning
+        None or ``(args, kwargs)``."""
+        return _register(self._forward_pre_hooks, hook, prepend,
+                         (self._forward_pre_hooks_with_kwargs, with_kwargs))
 
-    def register_forward_hook(self, hook, *, prepend=False):
-        """``hook(module, args, output)`` after forward; may return a replacement output."""
-        return add_hook(self._forward_hooks, hook, prepend)
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """``hook(module, args, output)`` (``with_kwargs``: ``(module, args, kwargs,
+        output)``) after forward; a non-None return replaces the output. ``always_call``
+        runs it even when forward raises."""
+        return _register(self._forward_hooks, hook, prepend,
+                         (self._forward_hooks_with_kwargs, with_kwargs),
+                         (self._forward_hooks_always_called, always_call))
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` when the gradients of the outputs are computed; may
+        return a replacement ``grad_output``."""
+        return _register(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` once the gradients of the inputs are
+        computed (of the outputs, if no input requires grad); may return a replacement
+        ``grad_input``."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError(_MIXED_BACKWARD_HOOKS)
+        object.__setattr__(self, "_is_full_backward_hook", True)
+        return _register(self._backward_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """Deprecated: ``hook(module, grad_input, grad_output)`` on the Node of the output's
+        first tensor, so its arguments are that Node's (right only for single-Node
+        modules). Use ``register_full_backward_hook``."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError(_MIXED_BACKWARD_HOOKS)
+        object.__setattr__(self, "_is_full_backward_hook", False)
+        return _register(self._backward_hooks, hook)
 
     # -- registration --------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -83,13 +287,11 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._drop(name)
-            params[name] = value
+            self.register_parameter(name, value)
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._drop(name)
-            self._modules[name] = value
+            self.add_module(name, value)
         elif params is not None and name in params:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
@@ -99,7 +301,8 @@ class Module:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(Tensor or None expected)")
-            self._buffers[name] = value
+            self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name,
+                                              value)
         else:
             object.__setattr__(self, name, value)
 
@@ -127,20 +330,25 @@ class Module:
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (torch.nn.Parameter or None required)")
         self._drop(name)
-        self._parameters[name] = param
+        self._parameters[name] = _registered(_global_parameter_registration_hooks, self, name,
+                                             param)
 
     def register_buffer(self, name, tensor, persistent=True):
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
                             f"'{name}' (torch Tensor or None required)")
         self._drop(name)
-        self._buffers[name] = tensor
-        if not persistent:
+        self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._drop(name)
-        self._modules[name] = module
+        self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     register_module = add_module
 
