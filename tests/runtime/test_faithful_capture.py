@@ -1,0 +1,185 @@
+"""Hooks and grad modes are resolved at the trace boundary: every mechanism below runs
+while tracing, so the compiled step must give what the eager step gives, and both what
+torch gives where torch has the feature."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+from staged.autograd.graph import saved_tensors_hooks
+from staged.capture.symbolic import CaptureError
+
+X = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
+W0 = np.random.default_rng(4).standard_normal((3, 2)).astype(np.float32)
+
+
+def _run_both(make_step, steps=3):
+    """Run make_step() eagerly and compiled from the same start; return both results."""
+    out = []
+    for compiled in (False, True):
+        step, read = make_step(staged)
+        fn = staged.compile(step) if compiled else step
+        res = [fn(staged.tensor(X)) for _ in range(steps)]
+        out.append(([r.item() for r in res], read()))
+    return out
+
+
+def _assert_same(pair, torch_result=None):
+    (le, se), (lc, sc) = pair
+    np.testing.assert_allclose(lc, le, rtol=1e-5)
+    for a, b in zip(sc, se):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    if torch_result is not None:
+        tl, ts = torch_result
+        np.testing.assert_allclose(le, tl, rtol=1e-5)
+        for a, b in zip(se, ts):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def _weight(lib):
+    if lib is staged:
+        return staged.tensor(W0.copy(), requires_grad=True)
+    return torch.tensor(W0.copy(), requires_grad=True)
+
+
+def _sgd(lib, w, lr=0.1):
+    with lib.no_grad():
+        w.sub_(lr * w.grad)
+    w.grad = None
+
+
+def test_node_pre_and_post_hooks():
+    def make(lib):
+        w = _weight(lib)
+
+        def step(x):
+            h = (x @ w).tanh()
+            h.grad_fn.register_prehook(lambda gout: (gout[0] * 2,))
+            h.grad_fn.register_hook(lambda gin, gout: (gin[0] + 1,))
+            loss = (h * h).sum()
+            loss.backward()
+            _sgd(lib, w)
+            return loss
+        return step, lambda: [w.detach().numpy()]
+    _assert_same(_run_both(make), _torch(make))
+
+
+def _torch(make, steps=3):
+    step, read = make(torch)
+    return [step(torch.tensor(X)).item() for _ in range(steps)], read()
+
+
+def test_post_accumulate_grad_hook_runs_the_optimizer_in_backward():
+    def make(lib):
+        w = _weight(lib)
+        w.register_post_accumulate_grad_hook(lambda p: _sgd(lib, p, lr=0.05))
+
+        def step(x):
+            loss = (x @ w).relu().pow(2).sum()
+            loss.backward()
+            return loss
+        return step, lambda: [w.detach().numpy()]
+    _assert_same(_run_both(make), _torch(make))
+
+
+def test_grad_mode_blocks_and_retain_grad():
+    def make(lib):
+        w = _weight(lib)
+        seen = []
+
+        def step(x):
+            h = x @ w
+            h.retain_grad()
+            with lib.no_grad():
+                scale = h.abs().mean()  # constant for the gradient
+            with lib.enable_grad():
+                loss = (h * scale).sum() + (h * h).mean()
+            with lib.inference_mode():
+                _ = x * 2  # recorded nowhere
+            loss.backward()
+            seen.append(h.grad.sum())
+            _sgd(lib, w)
+            return loss
+        return step, lambda: [w.detach().numpy()]
+    _assert_same(_run_both(make), _torch(make))
+
+
+def test_custom_function_is_traced_like_any_other_code():
+    def make(lib):
+        Function = lib.autograd.Function
+
+        class Cube(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 3 * x * x * g
+
+        w = _weight(lib)
+
+        def step(x):
+            loss = Cube.apply(x @ w).sum()
+            loss.backward()
+            _sgd(lib, w, lr=0.01)
+            return loss
+        return step, lambda: [w.detach().numpy()]
+    _assert_same(_run_both(make), _torch(make))
+
+
+def test_autograd_grad_with_create_graph_gradient_penalty():
+    def make(lib):
+        w = _weight(lib)
+
+        def step(x):
+            x = x.clone().requires_grad_(True)
+            out = (x @ w).tanh().sum()
+            (gx,) = lib.autograd.grad(out, x, create_graph=True)
+            loss = out + (gx * gx).sum()
+            loss.backward()
+            _sgd(lib, w, lr=0.01)
+            return loss
+        return step, lambda: [w.detach().numpy()]
+    _assert_same(_run_both(make), _torch(make))
+
+
+def test_saved_tensor_hooks_and_inplace_on_non_leaves():
+    calls = {"pack": 0}
+
+    def make(lib):
+        w = _weight(lib)
+        hooks = saved_tensors_hooks if lib is staged else torch.autograd.graph.saved_tensors_hooks
+
+        def pack(t):
+            calls["pack"] += 1
+            return t * 1  # a copy: what unpack returns must only hold the same values
+
+        def step(x):
+            with hooks(pack, lambda t: t):
+                h = (x @ w).exp()
+            h.mul_(2)           # in-place on a non-leaf: the graph is rebased
+            loss = (h * h).sum()
+            loss.backward()
+            _sgd(lib, w, lr=0.001)
+            return loss
+        return step, lambda: [w.detach().numpy()]
+    _assert_same(_run_both(make), _torch(make))
+    assert calls["pack"] > 0
+
+
+def test_a_hook_that_reads_data_cannot_be_compiled():
+    w = _weight(staged)
+
+    def step(x):
+        h = x @ w
+        h.register_hook(lambda g: print(g.sum().item()))
+        h.sum().backward()
+        return h.sum()
+
+    with pytest.raises(CaptureError, match=r"test_faithful"):
+        staged.compile(step)(staged.tensor(X))
