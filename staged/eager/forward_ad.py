@@ -129,6 +129,17 @@ def active() -> bool:
     return _level is not None
 
 
+def written(t: Tensor, result: Tensor) -> None:
+    """``t`` was overwritten in place by ``result``: it takes ``result``'s tangent (zeros
+    if ``t`` had one and ``result`` has none, as in PyTorch)."""
+    tangent = tangent_of(result)
+    if tangent is None and tangent_of(t) is not None:
+        from .factories import zeros_like
+        tangent = zeros_like(t)
+    if tangent is not None:
+        set_tangent(t, tangent)
+
+
 def _layer(apply):
     def apply_dual(prim, inputs, params):
         out = apply(prim, inputs, params)

@@ -107,3 +107,19 @@ def test_level_off_costs_nothing_on_the_hot_path():
     with sfw.dual_level():
         assert _bind[0] is not dispatch.apply
     assert _bind[0] is dispatch.apply
+
+
+def test_in_place_ops_update_the_tangent():
+    res = []
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        with fw.dual_level():
+            e = fw.make_dual(lib.ones(3), lib.tensor([1.0, 2.0, 3.0]))
+            scaled = e.clone()
+            scaled.mul_(2)
+            plain = lib.ones(3)
+            plain.add_(e)
+            cleared = e.clone()
+            cleared.copy_(lib.zeros(3))
+            res.append([fw.unpack_dual(t).tangent for t in (scaled, plain, cleared)])
+    for s, t in zip(*res):
+        assert_close(s, t)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as dt
-from .. import views
+from .. import forward_ad, views
 from ..dispatch import current_interceptor
 from ..grad_mode import _state
 from ..saved import _state as _saved_state
@@ -96,6 +96,8 @@ def write(t: Tensor, result: Tensor) -> Tensor:
             t.grad_fn = node
             t._output_nr = result._output_nr
             t._requires_grad = True
+    if forward_ad.active():
+        forward_ad.written(t, result)
     return t
 
 
