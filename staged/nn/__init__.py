@@ -1,5 +1,5 @@
 """``staged.nn``: modules, layers, losses and initialisers, as in ``torch.nn``."""
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .parameter import Parameter  # noqa: F401

@@ -42,3 +42,22 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return ops.log_softmax(input, self.dim if self.dim is not None else -1)
+
+
+class GELU(Module):
+    """``x * Phi(x)``; ``approximate="tanh"`` uses the tanh form."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return ops.gelu(input, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    def forward(self, input):
+        return ops.silu(input)
