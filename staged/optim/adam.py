@@ -1,6 +1,7 @@
 """Adam and AdamW, following PyTorch's single-tensor implementation."""
 from __future__ import annotations
 
+from ..dtypes import get_default_dtype
 from ..eager.factories import zeros_like
 from ..eager.ops._operands import scalar_tensor
 from .optimizer import Optimizer
@@ -28,7 +29,7 @@ class Adam(Optimizer):
         if group["maximize"]:
             grad = -grad
         if not state:
-            state["step"] = scalar_tensor(0.0, p.dtype.to_real())
+            state["step"] = scalar_tensor(0.0, get_default_dtype())  # torch's scalar dtype
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
@@ -42,8 +43,9 @@ class Adam(Optimizer):
                 grad = grad.add(p, alpha=wd)
         exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp, as PyTorch
         exp_avg_sq.mul_(beta2).add_(grad * grad.conj() * (1 - beta2))
-        bias_correction1 = 1 - beta1 ** step_t
-        bias_correction2_sqrt = (1 - beta2 ** step_t).sqrt()
+        step = step_t.to(p.dtype.to_real())  # torch computes these in double precision
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
         if group["amsgrad"]:
             state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(exp_avg_sq))
             exp_avg_sq = state["max_exp_avg_sq"]

@@ -1,10 +1,13 @@
-"""Optimizer base: param groups, per-parameter state, zero_grad.
+"""Optimizer base: param groups, per-parameter state, zero_grad, state_dict.
 
 Updates run under ``no_grad`` with in-place tensor ops, so the same ``step()`` works
 eagerly and under ``staged.compile`` (where it is functionalized into the graph).
 """
 from __future__ import annotations
 
+import copy
+
+from ..eager.factories import tensor
 from ..eager.grad_mode import no_grad
 from ..eager.tensor import Tensor
 
@@ -69,9 +72,59 @@ class Optimizer:
     def _update(self, p, grad, state, group):
         raise NotImplementedError
 
+    def state_dict(self) -> dict:
+        """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index]}]}``
+        as in PyTorch: parameters are numbered across groups in order; state tensors are
+        the optimizer's own (not copies)."""
+        index, groups = {}, []
+        for g in self.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            groups.append({**{k: v for k, v in g.items() if k != "params"},
+                           "params": [index[id(p)] for p in g["params"]]})
+        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load what ``state_dict()`` (here or in PyTorch) returned; tensors may be NumPy
+        arrays. Values are copied into existing state tensors of the same shape, so a
+        compiled step that holds them stays valid."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(own["params"])
+               for g, own in zip(groups, self.param_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        params = {i: p for g, own in zip(groups, self.param_groups)
+                  for i, p in zip(g["params"], own["params"])}
+        for i, saved in state_dict["state"].items():
+            p = params[int(i)]
+            own = self.state.setdefault(p, {})
+            for k, v in saved.items():
+                own[k] = _load_value(own.get(k), v, None if k == "step" else p.dtype)
+        for g, own in zip(groups, self.param_groups):
+            own.update({k: copy.deepcopy(v) for k, v in g.items() if k != "params"})
+
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
         for i, g in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params")
         return "\n".join(lines) + "\n)"
+
+
+def _load_value(current, value, dtype):
+    """``value`` as a tensor (cast to ``dtype`` unless None), copied into ``current`` when
+    that is a tensor of the same shape."""
+    if not isinstance(value, Tensor) and not hasattr(value, "shape"):
+        return value  # a Python number
+    value = value.detach() if isinstance(value, Tensor) else tensor(value)
+    if isinstance(current, Tensor):
+        dtype = current.dtype
+    value = value.to(dtype) if dtype is not None else value
+    if isinstance(current, Tensor) and tuple(current.shape) == tuple(value.shape):
+        with no_grad():
+            current.copy_(value)
+        return current
+    return value.clone()

@@ -92,3 +92,92 @@ def test_constructor_errors():
         staged.optim.Adam([])
     with pytest.raises(ValueError, match="more than one parameter group"):
         staged.optim.SGD([{"params": params}, {"params": params[:1]}], lr=0.1)
+
+
+def _to_numpy_state(sd):
+    """A PyTorch optimizer state_dict with its tensors as NumPy arrays."""
+    return {"state": {i: {k: to_numpy(v) if isinstance(v, torch.Tensor) else v
+                          for k, v in s.items()} for i, s in sd["state"].items()},
+            "param_groups": sd["param_groups"]}
+
+
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam-amsgrad", "adamw-groups"])
+def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
+    """5 steps in torch, its state_dict (as NumPy) loaded here, 5 more steps in both: the
+    same trajectory as 10 steps in torch."""
+    make = CASES[name]
+    tparams, tloss = _problem(torch)
+    topt = make(torch, tparams)
+    params, loss_fn = _problem(staged)
+    opt = make(staged, params)
+    for i in range(10):
+        if i == 5:
+            with staged.no_grad():
+                for p, tp in zip(params, tparams):
+                    p.copy_(staged.tensor(to_numpy(tp)))
+            opt.load_state_dict(_to_numpy_state(topt.state_dict()))
+        for o, f in ((topt, tloss), (opt, loss_fn)):
+            o.zero_grad()
+            f().backward()
+            o.step()
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sd["param_groups"] == tsd["param_groups"]
+    assert sd["state"].keys() == tsd["state"].keys()
+    for i, s in sd["state"].items():
+        assert s.keys() == tsd["state"][i].keys()
+        for k, v in s.items():
+            assert_close(v, tsd["state"][i][k], rtol=1e-5, atol=1e-7)
+    for p, tp in zip(params, tparams):
+        assert_close(p, tp, rtol=1e-5, atol=1e-7)
+
+
+def test_state_dict_round_trip_continues_identically():
+    """Adam stopped after 3 steps, its state_dict loaded into a new Adam over copies of the
+    parameters: the next 3 steps are those of an uninterrupted run."""
+    runs = []
+    for reload in (False, True):
+        params, _ = _problem(staged)
+        opt = staged.optim.Adam(params, lr=0.05)
+        for i in range(6):
+            if reload and i == 3:
+                sd = opt.state_dict()
+                params = [staged.tensor(p.numpy(force=True), requires_grad=True)
+                          for p in params]
+                opt = staged.optim.Adam(params, lr=0.05)
+                opt.load_state_dict(sd)
+            opt.zero_grad()
+            _quadratic(params).backward()
+            opt.step()
+        runs.append([p.numpy(force=True) for p in params])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def _quadratic(params):
+    return sum(((p - 1) ** 2).sum() for p in params[:2])
+
+
+def test_load_state_dict_errors_and_hyperparameters():
+    params, _ = _problem(staged)
+    opt = staged.optim.SGD(params, lr=0.1)
+    sd = staged.optim.SGD(params, lr=0.5, momentum=0.9).state_dict()
+    opt.load_state_dict(sd)
+    assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[0]["momentum"] == 0.9
+    assert opt.param_groups[0]["params"] == params
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        opt.load_state_dict({"state": {}, "param_groups": []})
+    with pytest.raises(ValueError, match="doesn't match the size of optimizer's group"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"params": [0], "lr": 0.1}]})
+
+
+def test_load_state_dict_keeps_state_tensors_for_compiled_steps():
+    params, _ = _problem(staged)
+    opt = staged.optim.SGD(params, lr=0.1, momentum=0.9)
+    _quadratic(params).backward()
+    opt.step()
+    buf = opt.state[params[0]]["momentum_buffer"]
+    sd = {"state": {0: {"momentum_buffer": np.zeros((3, 2))}},
+          "param_groups": opt.state_dict()["param_groups"]}
+    opt.load_state_dict(sd)
+    assert opt.state[params[0]]["momentum_buffer"] is buf
+    assert buf.dtype == params[0].dtype and not buf.numpy(force=True).any()
