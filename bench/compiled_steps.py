@@ -120,33 +120,17 @@ WORKLOADS = {
 
 # --- one SGD step per framework ------------------------------------------------------------
 
-def staged_step(params, loss_fn, consts):
-    import staged.nn.functional as F
-    P = {k: staged.nn.Parameter(staged.tensor(v)) for k, v in params.items()}
-    P.update({k: staged.tensor(v) for k, v in consts.items()})
+def sgd_step(lib, params, loss_fn, consts):
+    """One SGD step in ``lib`` (staged or torch): the same code for both."""
+    F = lib.nn.functional
+    P = {k: lib.nn.Parameter(lib.tensor(v)) for k, v in params.items()}
+    P.update({k: lib.tensor(v) for k, v in consts.items()})
     trained = [P[k] for k in params]
 
     def step(x, y):
         loss = loss_fn(F, P, x, y)
         loss.backward()
-        with staged.no_grad():
-            for p in trained:
-                p.sub_(LR * p.grad)
-                p.grad = None
-        return loss
-    return step
-
-
-def torch_step(params, loss_fn, consts):
-    F = torch.nn.functional
-    P = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
-    P.update({k: torch.from_numpy(v) for k, v in consts.items()})
-    trained = [P[k] for k in params]
-
-    def step(x, y):
-        loss = loss_fn(F, P, x, y)
-        loss.backward()
-        with torch.no_grad():
+        with lib.no_grad():
             for p in trained:
                 p.sub_(LR * p.grad)
                 p.grad = None
@@ -161,13 +145,13 @@ def implementations(name):
     consts = {"causal": _causal()} if name == "transformer" else {}
     xs, ys = staged.tensor(x), staged.tensor(y)
     impls = {}
-    cstep = staged.compile(staged_step(params, loss_fn, consts))
+    cstep = staged.compile(sgd_step(staged, params, loss_fn, consts))
     impls["staged compiled"] = lambda: cstep(xs, ys)
     if torch is not None:
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-        teager = torch_step(params, loss_fn, consts)
+        teager = sgd_step(torch, params, loss_fn, consts)
         impls["torch eager"] = lambda: teager(xt, yt)
-        tcomp = torch.compile(torch_step(params, loss_fn, consts))
+        tcomp = torch.compile(sgd_step(torch, params, loss_fn, consts))
         impls["torch.compile"] = lambda: tcomp(xt, yt)
     return impls
 
@@ -184,7 +168,7 @@ def compile_times(name) -> tuple:
         os.environ["STAGED_CACHE_DIR"] = cache
         try:
             for _ in range(2):  # cold, then from the cache
-                step = staged.compile(staged_step(params, loss_fn, consts))
+                step = staged.compile(sgd_step(staged, params, loss_fn, consts))
                 t0 = time.perf_counter()
                 step(staged.tensor(x), staged.tensor(y)).item()
                 out.append(time.perf_counter() - t0)
