@@ -231,8 +231,9 @@ def _where_shape(c, x, y):
 def _where_jvp(primals, tangents, out):
     c, x, _ = primals
     xt, yt = tangents[1], tangents[2]
-    xt = xt if xt is not None else x * 0
-    yt = yt if yt is not None else x * 0
+    # zeros, not x * 0: a branch holding inf (max pooling's -inf padding) must give 0, not NaN
+    xt = xt if xt is not None else x.new_zeros(x.shape)
+    yt = yt if yt is not None else x.new_zeros(x.shape)
     return where(c, xt, yt)
 
 

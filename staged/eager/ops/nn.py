@@ -378,3 +378,30 @@ def one_hot(tensor, num_classes=-1):
         num_classes = int(reduction.amax(tensor).item()) + 1 if tensor.numel() else 0
     return ew.eq(shape.unsqueeze(tensor, -1),
                  Tensor._wrap(np.arange(num_classes, dtype=np.int64), False)).to(dt.int64)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Constant padding, PyTorch's ``F.pad``: ``pad`` lists (low, high) pairs from the last
+    dim backwards; negative amounts crop."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the "
+                           f"number of dims of the input, got {len(pad)} for {input.ndim} dims")
+    pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [
+        (int(pad[i]), int(pad[i + 1])) for i in range(len(pad) - 2, -1, -2)]
+    sizes = tuple(input.shape)
+    if any(lo < 0 or hi < 0 for lo, hi in pairs):
+        starts = tuple(max(-lo, 0) for lo, _ in pairs)
+        stops = tuple(s - max(-hi, 0) for s, (_, hi) in zip(sizes, pairs))
+        input = ad.slice(input, starts=starts, stops=stops, steps=(1,) * len(sizes))
+        sizes = tuple(b - a for a, b in zip(starts, stops))
+        pairs = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+    if not any(lo or hi for lo, hi in pairs):
+        return input
+    shape_ = tuple(s + lo + hi for s, (lo, hi) in zip(sizes, pairs))
+    base = Tensor._wrap(np.full(shape_, 0 if value is None else value, input.dtype.np), False)
+    starts = tuple(lo for lo, _ in pairs)
+    return ad.slice_scatter(base, input, starts=starts,
+                            stops=tuple(a + s for a, s in zip(starts, sizes)),
+                            steps=(1,) * len(sizes))
