@@ -8,6 +8,7 @@ from ... import dtypes as dt
 from ..tensor import Tensor
 
 _SCALARS = (bool, int, float, complex, np.number, np.bool_)
+_ndarray = np.ndarray
 
 
 def scalar_tensor(v, dtype: dt.DType) -> Tensor:
@@ -62,11 +63,17 @@ def operands(*vals, dtype: dt.DType = None):
             if px.dtype == py.dtype and px.shape == py.shape:
                 return vals
         dtype = promote_types(*vals)
-    ts = [to_dtype(v, dtype) if isinstance(v, Tensor) else scalar_tensor(v, dtype)
-          for v in vals]
-    shapes = [t._payload.shape for t in ts]
-    shape = shapes[0] if all(s == shapes[0] for s in shapes) else broadcast_shapes(*shapes)
-    return [expand_to(t, shape) for t in ts]
+    ts = [to_dtype(v, dtype) if isinstance(v, Tensor) else v for v in vals]
+    shapes = [t._payload.shape for t in ts if isinstance(t, Tensor)]
+    shape = () if not shapes else shapes[0] if all(s == shapes[0] for s in shapes) \
+        else broadcast_shapes(*shapes)
+    if all(type(t._payload) is _ndarray for t in ts if isinstance(t, Tensor)):
+        # eager: a number becomes a broadcast view of the result shape, no ops recorded
+        return [expand_to(t, shape) if isinstance(t, Tensor) else
+                Tensor._wrap(np.broadcast_to(np.array(t, dtype.np), shape)) for t in ts]
+    # symbolic: a 0-d constant expanded in the graph (never a full-size constant)
+    return [expand_to(t if isinstance(t, Tensor) else scalar_tensor(t, dtype), shape)
+            for t in ts]
 
 
 def float_operand(t: Tensor) -> Tensor:
