@@ -21,6 +21,7 @@ from ..autodiff import Aval
 from ..eager import dispatch
 from ..eager.grad_mode import _state
 from ..eager.tensor import Tensor, _serial
+from ..eager.views import refresh as refresh_view
 from .ir import Graph, Output
 from .pytree import flatten, unflatten
 from .symbolic import CaptureError, Symbolic, user_location
@@ -128,6 +129,8 @@ class Tracer:
             self._watch(t)
 
     def value_of(self, t: Tensor):
+        if t._base is not None and t._view.data_version != t._vc[0]:
+            refresh_view(t)  # a sibling view or the base was written since
         p = t._payload
         if isinstance(p, Symbolic):
             if p.tracer is not self:

@@ -29,12 +29,14 @@ from .node import Node
 
 class ViewMeta:
     """How a view was made from its base: ``steps`` and the grad mode at the time; the
-    version at which its grad_fn was last made from the base."""
+    version at which its grad_fn was last made from the base, and the version its data
+    reflects (used only for payloads that don't share memory: see ``write_through``)."""
 
-    __slots__ = ("steps", "grad_mode", "version")
+    __slots__ = ("steps", "grad_mode", "version", "data_version")
 
     def __init__(self, steps, grad_mode, version):
         self.steps, self.grad_mode, self.version = steps, grad_mode, version
+        self.data_version = version
 
 
 def record(view, src, prim, params, grad_mode) -> None:
@@ -93,6 +95,31 @@ def scatter(g, steps):
             kw.update({n + "_aval": aval for n in rule.avals})
         g = rule.fn(g, **kw)
     return g
+
+
+def write_through(view, value) -> None:
+    """Functional form of writing ``value`` into ``view`` for payloads that don't share
+    memory (symbolic values under capture): the base's data becomes the old data outside
+    the view's region and ``value`` inside it. Exact (a select, not an add), and built
+    from the view primitives' VJP rules like ``scatter``."""
+    from .grad_mode import no_grad
+    from .ops._operands import scalar_tensor
+    from .ops.elementwise import where
+    base, steps = view._base, view._view.steps
+    with no_grad():
+        ones = view.detach() * 0 + 1
+        region = scatter(ones, steps) != scalar_tensor(0, ones.dtype)
+        new = where(region, scatter(value.detach(), steps), base.detach())
+    base._payload = new._payload
+
+
+def refresh(view) -> None:
+    """Recompute a stale view's data from its base (after a write through a sibling view,
+    for payloads that don't share memory)."""
+    from .grad_mode import no_grad
+    with no_grad():
+        view._payload = replay(view._base.detach(), view._view.steps)._payload
+    view._view.data_version = view._vc[0]
 
 
 def check_writable(steps) -> None:

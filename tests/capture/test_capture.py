@@ -121,3 +121,32 @@ def test_python_scalars_and_structure_round_trip():
     out = c.compile()(x, {"scale": 3.0, "n": 7})
     assert out["n"] == 7
     np.testing.assert_allclose(out["y"].numpy(), 3 * x.numpy(), rtol=1e-6)
+
+
+def test_writes_through_views_are_functionalized_and_siblings_see_them():
+    w = staged.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+
+    def f(x):
+        h = x * w + 1
+        row, flat = h[0], h.reshape(6)  # two views of h
+        row.mul_(2)                     # written through one view ...
+        h[:, 1].sub_(1)                 # ... and through a slice of the base
+        loss = (flat * flat).sum() + (h * h).sum() + (row * 3).sum()  # siblings are fresh
+        (g,) = staged.autograd.grad(loss, w)
+        return loss, g
+
+    x = staged.full((2, 3), 0.1)
+    c = staged.capture(f, x)
+    got = _run_interpreted(c, x)
+    loss, g = f(x)
+    np.testing.assert_allclose(got[0], loss.item(), rtol=1e-6)
+    np.testing.assert_allclose(got[1], g.numpy(), rtol=1e-6)
+    import torch
+    wt = torch.tensor(w.detach().numpy(), requires_grad=True)
+    h = torch.full((2, 3), 0.1) * wt + 1
+    row, flat = h[0], h.reshape(6)
+    row.mul_(2)
+    h[:, 1].sub_(1)
+    lt = (flat * flat).sum() + (h * h).sum() + (row * 3).sum()
+    lt.backward()
+    np.testing.assert_allclose(got[1], wt.grad.numpy(), rtol=1e-6)

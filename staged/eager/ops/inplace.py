@@ -81,14 +81,14 @@ def write(t: Tensor, result: Tensor) -> Tensor:
         if _saved_state["mutation"] is not None:
             _saved_state["mutation"].before_write(t)
         np.copyto(p, result._payload)
-    else:
+    else:  # payloads that don't share memory (symbolic under capture): functionalize
         if t._base is not None:
-            raise NotImplementedError(
-                "in-place updates of a view are not supported under staged capture yet; "
-                "update the base tensor, or use the out-of-place op")
+            views.write_through(t, result)
         t._payload = result._payload
     if t._vc is not None:
         t._vc[0] += 1
+        if t._base is not None:
+            t._view.data_version = t._vc[0]
     if node is not None:
         if t._base is not None:
             views.rebase(t, result)
