@@ -19,7 +19,11 @@ softplus = ops.softplus
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
-    out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
+    if input.ndim > 2 and weight.ndim == 2:  # one 2-D matmul: NumPy is slow on a broadcast weight
+        flat = ops.matmul(input.reshape(-1, input.shape[-1]), weight.mT)
+        out = flat.reshape(*input.shape[:-1], weight.shape[0])
+    else:
+        out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
 

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("tqdm")
 
-from models import mlp  # noqa: E402
+from models import common, mlp  # noqa: E402
 from models.data import batches, load_digits  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def test_eager_and_compiled_training_agree():
     curves = []
     for compile in (False, True):
         model, step = mlp.new_run(seed=3, lr=0.05, compile=compile)
-        curves.append(mlp.train(model, step, data, epochs=2, batch_size=32, seed=3,
+        curves.append(common.train(model, step, data, epochs=2, batch_size=32, seed=3,
                                 progress=False))
     eager, compiled = map(np.asarray, curves)
     assert len(eager) == len(compiled) == 2 * (1437 // 32)

@@ -3,7 +3,7 @@ from .attention import MultiheadAttention  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import Conv1d, Conv2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
-from .linear import Flatten, Identity, Linear  # noqa: F401
+from .linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d  # noqa: F401

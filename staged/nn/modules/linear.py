@@ -53,3 +53,18 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split dim ``dim`` into ``unflattened_size``: ``(N, 64) -> (N, 1, 8, 8)``."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        d = self.dim % input.ndim
+        return input.reshape(*input.shape[:d], *self.unflattened_size, *input.shape[d + 1:])
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
