@@ -16,14 +16,14 @@ import os
 import numpy as np
 
 from . import __version__
+from .autodiff import Aval
 from .autograd import grad as _autograd_grad
 from .capture.capture import capture
-from .capture.ir import Graph, Input, Output
+from .capture.ir import Graph, Input, Op, Output, Value
 from .eager.tensor import Tensor
 from .lower.onnx import DEFAULT_OPSET, ExportError, Sym, to_onnx
 from .lower.onnx.model import check_opset
 from .nn import Module
-from .optim.optimizer import Optimizer
 
 __all__ = ["export", "export_captured", "ExportError"]
 
@@ -271,7 +271,6 @@ def _signature(c, args, arg_names, names, wrt):
 
 
 def _aval(t):
-    from .autodiff import Aval
     return Aval(tuple(t.shape), t.dtype)
 
 
@@ -394,8 +393,6 @@ def _substitute(g, subst):
     """A copy of ``g`` whose avals and shape parameters hold the generalized shapes."""
     if not subst:
         return g
-    from .capture.ir import Op, Value
-
     new = {}
 
     def val(v):

@@ -195,7 +195,8 @@ def test_iree_imports_compiles_and_runs_the_mlp(exported, tmp_path):
     subprocess.run([tool, str(path), "-o", str(mlir)], check=True, capture_output=True)
     m = device().load(compile_mlir(mlir.read_text(), "llvm-cpu", ["--iree-input-type=onnx"]))
     args = batch_like(spec["example_args"], 12, seed=5)
-    res = [to_host(r) for r in m.invoke("staged", [*args, *params_feed(spec["fn_or_module"]).values()])]
+    feed = [*args, *params_feed(spec["fn_or_module"]).values()]
+    res = [to_host(r) for r in m.invoke("staged", feed)]
     loss, grads = eager_loss_and_grads(spec, [staged.tensor(a) for a in args])
     np.testing.assert_allclose(res[0], loss, rtol=1e-4)
     for r, g in zip(res[1:], grads.values()):

@@ -112,3 +112,43 @@ def test_primitive_matches_numpy(name, sweep):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=out.name)
         else:
             np.testing.assert_array_equal(a, b, err_msg=out.name)
+
+
+def test_missing_lowerings_are_listed_with_dtype_and_line():
+    g = Graph()
+    z = g.add_input(Aval((2,), dt.complex64), "arg", "z")
+    x = g.add_input(Aval((2,), F), "arg", "x")
+    a = g.add_op(REGISTRY["exp"], (z,), {}, Aval((2,), dt.complex64), "model.py:3")
+    b = g.add_op(REGISTRY["exp"], (g.add_op(REGISTRY["cast"], (x,), {"dtype": dt.int32},
+                                            Aval((2,), dt.int32), "model.py:4"),),
+                 {}, Aval((2,), dt.int32), "model.py:5")
+    g.outputs += [Output(a, "out", "a"), Output(b, "out", "b")]
+    with pytest.raises(ExportError) as err:
+        to_onnx(g)
+    msg = str(err.value)
+    assert "exp (complex64) at model.py:3: onnxruntime has no complex tensors" in msg
+    assert "exp (int32) at model.py:5: NumPy computes it in floating point" in msg
+    assert "model.py:4" not in msg  # the cast has a lowering
+    g.ops, g.outputs = [], [Output(x, "out", "x")]
+    with pytest.raises(ExportError, match="duplicate ONNX input/output names: 'x'"):
+        to_onnx(g, input_names=["z", "x"])
+
+
+def test_dynamic_dims_are_read_at_run_time():
+    """A reshape to (batch * 3,) and an expand to (batch, 3) of a graph traced at batch 2."""
+    n = Sym("batch")
+    g = Graph()
+    x = g.add_input(Aval((n, 3), F), "arg", "x")
+    c = g.add_const(np.array([[1.0, 2.0, 3.0]], np.float32), Aval((1, 3), F))
+    e = g.add_op(REGISTRY["expand"], (c,), {"shape": (n, 3)}, Aval((n, 3), F))
+    s = g.add_op(REGISTRY["add"], (x, e), {}, Aval((n, 3), F))
+    flat = g.add_op(REGISTRY["reshape"], (s,), {"shape": (Sym("batch", 3),)},
+                    Aval((Sym("batch", 3),), F))
+    g.outputs.append(Output(flat, "out", "y"))
+    model = to_onnx(g, sources={"batch": ("x", 0)})
+    onnx.checker.check_model(model, full_check=True)
+    assert [d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim] == ["3*batch"]
+    for rows in (1, 5):
+        xv = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+        got, = session(model).run(None, {"x": xv})
+        np.testing.assert_array_equal(got, (xv + [1, 2, 3]).reshape(-1))

@@ -177,8 +177,8 @@ def _sinh_cosh(sign):
 def _sinh(b, d, x):
     # (expm1(x) + expm1(x) / (expm1(x) + 1)) / 2 keeps sinh's accuracy near 0
     em1 = b.node("Sub", [_f(b, d, "Exp", x), _c(b, d, 1)])
-    small = b.node("Mul", [b.node("Add", [em1, b.node("Div", [em1, b.node("Add", [em1, _c(b, d, 1)])])]),
-                           _c(b, d, 0.5)])
+    ratio = b.node("Div", [em1, b.node("Add", [em1, _c(b, d, 1)])])
+    small = b.node("Mul", [b.node("Add", [em1, ratio]), _c(b, d, 0.5)])
     big = _sinh_cosh(-1)(b, d, x)
     near = b.node("Less", [_f(b, d, "Abs", x), _c(b, d, 0.5)])
     return b.node("Where", [near, small, big])
@@ -282,7 +282,7 @@ def _atan2_of(b, d, y, x):
                                  _c(b, d, -np.pi)])
     r = b.node("Add", [q, b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), half_turn,
                                            _c(b, d, 0)])])
-    both_zero = b.node("And", [b.node("Equal", [x, _c(b, d, 0)]), b.node("Equal", [y, _c(b, d, 0)])])
+    both_zero = b.node("And", [b.node("Equal", [v, _c(b, d, 0)]) for v in (x, y)])
     return b.node("Where", [both_zero, _c(b, d, 0), r])
 
 

@@ -10,8 +10,8 @@ from .model import carrier, lowering, onnx_type
 
 
 def _slice_node(b, x, starts, stops, steps, axes):
-    return b.node("Slice", [x, b.shape([starts[a] for a in axes]), b.shape([stops[a] for a in axes]),
-                            b.const(np.array(axes, np.int64)),
+    return b.node("Slice", [x, b.shape([starts[a] for a in axes]),
+                            b.shape([stops[a] for a in axes]), b.const(np.array(axes, np.int64)),
                             b.const(np.array([steps[a] for a in axes], np.int64))])
 
 

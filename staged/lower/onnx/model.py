@@ -284,7 +284,8 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
         else:
             kind, k, sym = spec
             dim = b.scalar(sym, v.aval.dtype)
-            r = b.node("Div" if kind == "div" else "Mul", [b.const(np.array(k, v.aval.dtype.np)), dim])
+            k = b.const(np.array(k, v.aval.dtype.np))
+            r = b.node("Div" if kind == "div" else "Mul", [k, dim])
             b.names[v.id] = b.node("Reshape", [r, b.shape(v.aval.shape)]) if v.aval.shape else r
     infos = []
     for op in graph.ops:
