@@ -61,7 +61,8 @@ class Captured:
     state: list                      # [Watched] whose data is a state input, in input order
     state_updates: list              # [(Watched, output index)]
     grad_writes: list                # [GradWrite]
-    arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]
+    arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
+    # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)       # [(Tensor, output index)]
     guards: list = field(default_factory=list)        # [(key_fn, value at trace time)]
 
@@ -195,6 +196,9 @@ def capture(fn, *args, **kwargs) -> Captured:
         if isinstance(leaf, Tensor):
             v = tracer.graph.add_input(leaf._aval(), "arg", names[i])
             w = Tensor._wrap(Symbolic(v, tracer), leaf._requires_grad)
+            if leaf._requires_grad and leaf._grad is not None:  # accumulated into: an input
+                gv = tracer.graph.add_input(leaf._grad._aval(), "arg", names[i] + ".grad")
+                w._grad = Tensor._wrap(Symbolic(gv, tracer), False)
             wrappers.append((i, w))
             sym_leaves.append(w)
         else:
@@ -202,6 +206,8 @@ def capture(fn, *args, **kwargs) -> Captured:
     tracer.start = _serial()  # arg wrappers count as pre-trace tensors (their .grad is state)
     for _, w in wrappers:
         tracer._watch(w)
+        if w._grad is not None:
+            tracer._watch(w._grad)
     a, kw = unflatten(in_tree, sym_leaves)
     del sym_leaves
     prev = dispatch.set_interceptor(tracer)
@@ -258,6 +264,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         else:
             out_leaves.append(("py", leaf))
     out_leaves_raw = leaf = None  # so only the body's own references keep tensors alive
+    arg_grads = {id(w) for _, w in wrappers if w._requires_grad}
     state, updates, grad_writes = [], [], []
     for w in tracer.watched.values():
         t = w.tensor
@@ -271,6 +278,13 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 raise CaptureError("the data of a captured tensor was replaced by a concrete "
                                    "array during the trace (t.data = ...); not supported")
         gr = t._grad
+        if id(t) in arg_grads:  # an argument's .grad came in as an input: always goes out
+            if gr is None:
+                grad_writes.append(GradWrite(t, "none"))
+            else:
+                g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
+                grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
+            continue
         if gr is w.grad:  # unchanged object; in-place changes to it are its own state
             continue
         if gr is None:

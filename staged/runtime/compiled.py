@@ -73,7 +73,11 @@ class CompiledGraph:
 
     def run(self, leaves):
         c = self.captured
-        inputs = [leaves[i]._payload for i, _ in c.arg_wrappers]
+        inputs = []
+        for i, w in c.arg_wrappers:
+            inputs.append(leaves[i]._payload)
+            if w._grad is not None:
+                inputs.append(leaves[i]._grad._payload)
         inputs += [w.tensor._payload for w in c.state]
         if self._narrow:
             inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
@@ -139,7 +143,8 @@ def _watched_writes(c: Captured):
 def _leaf_key(x):
     if isinstance(x, Tensor):
         p = x._payload
-        return ("T", tuple(p.shape), np.dtype(p.dtype).str, x._requires_grad)
+        return ("T", tuple(p.shape), np.dtype(p.dtype).str, x._requires_grad,
+                x._requires_grad and x._grad is not None)
     try:
         hash(x)
     except TypeError:

@@ -176,3 +176,17 @@ def test_lowering_error_names_the_op_and_the_user_line():
 def test_unknown_backend_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         staged.compile(lambda x: x, backend="tpu")
+
+
+def test_grads_of_tensor_arguments_accumulate_call_after_call():
+    w = staged.tensor([1.0, 2.0], requires_grad=True)
+    c = staged.compile(lambda w: (w * w).sum().backward())
+    seen = []
+    for _ in range(3):
+        c(w)
+        seen.append(w.grad.numpy().copy())
+    np.testing.assert_array_equal(seen, [[2, 4], [4, 8], [6, 12]])  # as eager accumulates
+    w.grad = None
+    c(w)
+    np.testing.assert_array_equal(w.grad.numpy(), [2, 4])
+    assert c.traces == 2  # one trace with .grad None, one with it set
