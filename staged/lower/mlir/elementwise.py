@@ -10,7 +10,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
-from .module import bits, dclass, elem_type, lowering, unsupported
+from .module import UNSUPPORTED, bits, dclass, elem_type, lowering, unsupported
 
 
 def _op(mnemonic):
@@ -104,16 +104,21 @@ def _complex_hyperbolic(sign):
     return fn
 
 
-_NO_F64 = "IREE's llvm-cpu backend lowers the f64 form to a libm call it cannot link"
+_NO_LIBM = "IREE's llvm-cpu backend lowers it to a libm call (sin, cos, atan2 ... in f64) " \
+    "that it cannot link"
 
 
-def _no_f64(fn):
-    """``fn`` for f16/bf16/f32; f64 raises LoweringError with the recorded reason."""
-    def emit(e, d, *xs):
-        if bits(d.to_real()) == 64:
-            e.fail(f"no MLIR lowering: {UNSUPPORTED[e.op.prim.name][d.name]}", d)
-        return fn(e, d, *xs)
-    return emit
+def _float_tanh(e, d, x):
+    """math.tanh; in f64 (which links to libm) -expm1(-2|x|) / (2 + expm1(-2|x|)) with x's
+    sign, accurate near 0 as well."""
+    t = elem_type(d)
+    if bits(d) != 64:
+        return e.emit(f"math.tanh {x} : {t}")
+    ax = e.emit(f"math.absf {x} : {t}")
+    m = e.emit(f"math.expm1 {e.emit(f'arith.mulf {ax}, {e.const(-2.0, d)} : {t}')} : {t}")
+    r = e.emit(f"arith.divf {e.emit(f'arith.negf {m} : {t}')}, "
+               f"{e.emit(f'arith.addf {m}, {e.const(2.0, d)} : {t}')} : {t}")
+    return e.emit(f"math.copysign {r}, {x} : {t}")
 
 
 def _log_base(base):
@@ -255,7 +260,8 @@ UNARY = {
              "uint": _identity, "bool": _identity},
     "exp": _math("exp"), "log": _math("log"), "log1p": _math("log1p"),
     "expm1": _math("expm1"), "sqrt": _math("sqrt"), "rsqrt": _math("rsqrt"),
-    "tanh": _math("tanh"), "sin": _math("sin"), "cos": _math("cos"),
+    "tanh": {"float": _float_tanh, "complex": _op("complex.tanh")},
+    "sin": _math("sin"), "cos": _math("cos"),
     "sigmoid": {"float": _sigmoid, "complex": _sigmoid},
     "relu": {"float": _relu, "int": _relu, "uint": _relu, "bool": _identity},
     "abs": {"float": _op("math.absf"), "int": _op("math.absi"), "uint": _identity,
@@ -263,14 +269,14 @@ UNARY = {
     "sign": {"float": _float_sign, "int": _int_sign, "uint": _int_sign},
     "sgn": {"float": _float_sign, "int": _int_sign, "uint": _int_sign,
             "complex": _op("complex.sign")},
-    "angle": {"float": _float_angle, "complex": _no_f64(_complex_angle)},
+    "angle": {"float": _float_angle, "complex": _complex_angle},
     "real": {"float": _identity, "complex": _to_real("complex.re")},
     "imag": {"complex": _to_real("complex.im")},
-    "tan": {"float": _no_f64(_op("math.tan")), "complex": _op("complex.tan")},
+    "tan": {"float": _op("math.tan"), "complex": _op("complex.tan")},
     "sinh": {"float": _op("math.sinh"), "complex": _complex_hyperbolic(-1)},
     "cosh": {"float": _op("math.cosh"), "complex": _complex_hyperbolic(1)},
-    "asin": {"float": _no_f64(_op("math.asin"))}, "acos": {"float": _no_f64(_op("math.acos"))},
-    "atan": {"float": _no_f64(_op("math.atan"))}, "erf": {"float": _erf},
+    "asin": {"float": _op("math.asin")}, "acos": {"float": _op("math.acos")},
+    "atan": {"float": _op("math.atan")}, "erf": {"float": _erf},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
     "exp2": {"float": _op("math.exp2"),
@@ -303,10 +309,10 @@ BINARY = {
                 "uint": _op("arith.maxui"), "bool": _op("arith.ori")},
     "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
                 "uint": _op("arith.minui"), "bool": _op("arith.andi")},
-    "atan2": {"float": _no_f64(_op("math.atan2"))},
-    "remainder": {"float": _no_f64(_float_remainder), "int": _int_rem(True),
+    "atan2": {"float": _op("math.atan2")},
+    "remainder": {"float": _float_remainder, "int": _int_rem(True),
                   "uint": _int_rem(True)},
-    "fmod": {"float": _no_f64(_op("arith.remf")), "int": _int_rem(False),
+    "fmod": {"float": _op("arith.remf"), "int": _int_rem(False),
              "uint": _int_rem(False)},
     "logical_and": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
                                  _logical("arith.andi")),
@@ -339,16 +345,22 @@ for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "e
 for _name in ("floor", "ceil", "round", "trunc"):
     unsupported(_name, dict.fromkeys(("int", "uint", "bool"), "integers are already "
                                      "integral: the public op copies them"))
-for _name in ("tan", "asin", "acos", "atan", "atan2", "remainder", "fmod"):
-    unsupported(_name, {"float64": _NO_F64})
-unsupported("angle", {"complex128": _NO_F64})
+for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "remainder", "fmod"):
+    unsupported(_name, {"float64": _NO_LIBM})
+for _name in ("exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos",
+              "tan", "sinh", "cosh", "log2", "log10", "exp2", "pow", "angle"):
+    unsupported(_name, {"complex128": _NO_LIBM})
 unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tensor has no "
                                   "imaginary part (the public op raises, as PyTorch)"))
 
 
 def _elementwise(table):
     def emit(e, op, *xs):
-        fn = e.need(table, op.inputs[0].aval.dtype)
+        d = op.inputs[0].aval.dtype
+        reason = UNSUPPORTED.get(op.prim.name, {}).get(d.name)  # a gap of one dtype
+        if reason:
+            e.fail(f"no MLIR lowering: {reason}", d)
+        fn = e.need(table, d)
         return e.map(xs, [v.aval for v in op.inputs], op.out.aval,
                      lambda *a: fn(e, op.inputs[0].aval.dtype, *a))
     return emit
