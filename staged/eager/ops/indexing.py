@@ -49,17 +49,23 @@ def _consumes(i) -> int:
     return 1
 
 
+def _check_mask(mask: Tensor, shape):
+    """A mask indexes the dims ``shape`` (the indexed tensor's, from its position on)."""
+    ms = mask._payload.shape
+    for k, (a, b) in enumerate(zip(ms, shape)):
+        if a != b:
+            raise IndexError(f"The shape of the mask {list(ms)} at index {k} does not match "
+                             f"the shape of the indexed tensor {list(shape[:len(ms)])} at "
+                             f"index {k}")
+
+
 def _expand_masks(entries, shape):
     """Boolean masks become one int64 index tensor per masked dim (their ``nonzero``)."""
     out, d = [], 0
     for i in entries:
         if isinstance(i, Tensor) and i.dtype is dt.bool_:
             ms = i._payload.shape
-            for k, (a, b) in enumerate(zip(ms, shape[d:d + len(ms)])):
-                if a != b:
-                    raise IndexError(f"The shape of the mask {list(ms)} at index {k} does not "
-                                     f"match the shape of the indexed tensor "
-                                     f"{list(shape[d:d + len(ms)])} at index {k}")
+            _check_mask(i, shape[d:])
             out.extend(Tensor._wrap(a.astype(np.int64)) for a in np.nonzero(np.asarray(i)))
             d += len(ms)
         else:
@@ -197,10 +203,16 @@ def getitem(x: Tensor, index) -> Tensor:
 
 
 def setitem(x: Tensor, index, value) -> None:
-    plan = _plan(x, index)
     v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     v = to_dtype(v, x.dtype)
-    write(x, _put(x, plan, v))
+    if isinstance(index, Tensor) and index.dtype is dt.bool_ and v.numel() == 1 \
+            and 0 < index.ndim <= x.ndim:
+        # x[mask] = scalar: a select, no data-dependent shape (so it also captures)
+        _check_mask(index, tuple(x._payload.shape))
+        mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
+        write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
+        return
+    write(x, _put(x, _plan(x, index), v))
 
 
 def _fit(v: Tensor, shape) -> Tensor:
@@ -333,9 +345,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     if type(p) is np.ndarray and p.size and ((p < 0) | (p >= n)).any():
         raise IndexError(f"index out of range in self (index {p[(p < 0) | (p >= n)].flat[0]}, "
                          f"size {n} of dimension {dim})")
-    if x.ndim == 0:
-        return ad.reshape(take(ad.reshape(x, shape=(1,)), index, 0), shape=()) \
-            if index.ndim == 0 else take(ad.reshape(x, shape=(1,)), index, 0)
+    if x.ndim == 0:  # a 0-d result, as PyTorch (the index holds one in-range entry)
+        return ad.reshape(take(ad.reshape(x, shape=(1,)), ad.reshape(index, shape=(1,)), 0),
+                          shape=())
     return take(x, ad.reshape(index, shape=(1,)) if index.ndim == 0 else index, dim)
 
 
@@ -368,12 +380,17 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
-    shape = tuple(x._payload.shape)
     v = to_dtype(value, x.dtype) if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
+    return _masked(x, mask, v)
+
+
+def _masked(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
+    """``x`` with the 0-d ``v`` where ``mask`` (broadcast to ``x``) holds."""
+    shape = tuple(x._payload.shape)
     m = expand_to(mask, broadcast_shapes(tuple(mask._payload.shape), shape))
     if tuple(m._payload.shape) != shape:
-        raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} cannot be "
-                           f"broadcast to the tensor of shape {list(shape)}")
+        raise RuntimeError(f"the mask of shape {list(mask.shape)} cannot be broadcast to the "
+                           f"tensor of shape {list(shape)}")
     return ad.where(m, expand_to(v, shape), x)
 
 

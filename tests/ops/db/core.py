@@ -1,0 +1,253 @@
+"""Op database entries for the ops staged had before the op-coverage work: arithmetic,
+comparisons, the first elementwise functions, reductions, shape ops, matmul, the
+softmax family and the losses."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as TF
+
+import staged
+import staged.nn.functional as F
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr, index
+
+FLOATS = ("float32", "float64")
+UNORDERED = Skip("complex", "complex numbers are not ordered (PyTorch rejects them too)")
+NO_COMPLEX = Skip("complex", "PyTorch has no complex kernel for this op")
+
+
+def unary(low=-2.0, high=2.0, kink=None):
+    """A matrix, a 0-d scalar, a size-0 tensor; ``kink``: keep values that far from 0."""
+    def samples(dtype, rng):
+        def make(shape):
+            a = arr(rng, dtype, shape, low, high)
+            if kink:
+                a = np.asarray(np.where(np.abs(a) < kink, a + 2 * kink * np.sign(a + 1e-30), a),
+                               dtype)
+            return a
+        return [Sample((make((3, 4)),)), Sample((make(()),)), Sample((make((0, 3)),))]
+    return samples
+
+
+def binary(low=-2.0, high=2.0, y_low=None, y_high=None, scalar=1.5):
+    """Same shapes, broadcasting, 0-d with a matrix, size-0, and a Python number."""
+    def samples(dtype, rng):
+        def x(s):
+            return arr(rng, dtype, s, low, high)
+
+        def y(s):
+            return arr(rng, dtype, s, low if y_low is None else y_low,
+                       high if y_high is None else y_high)
+        out = [Sample((x((2, 3)), y((2, 3)))), Sample((x((3, 1)), y((4,)))),
+               Sample((x(()), y((2, 2)))), Sample((x((0, 3)), y((1, 3))))]
+        return out + ([Sample((x((2, 3)), scalar))] if scalar is not None else [])
+    return samples
+
+
+def _ew(name, samples, dtypes=FLOATS + ("complex64", "complex128"), skips=(), **kw):
+    return OpInfo(name, getattr(staged, name), getattr(torch, name), samples, dtypes=dtypes,
+                  skips=list(skips), **kw)
+
+
+def _real(name, samples, reason=UNORDERED, **kw):
+    return _ew(name, samples, dtypes=FLOATS, skips=[reason], **kw)
+
+
+def _cmp(name):
+    return OpInfo(name, getattr(staged, name), getattr(torch, name),
+                  binary(-1, 1), dtypes=FLOATS + ("int64",), differentiable=False,
+                  skips=[UNORDERED] if name not in ("eq", "ne") else
+                  [Skip("complex", "swept for floats and ints; complex eq/ne are lowered")])
+
+
+def _dims(dtype, rng, keepdim=True):
+    x = arr(rng, dtype, (3, 4))
+    out = [Sample((x,)), Sample((x, 1)), Sample((arr(rng, dtype, (2, 3, 4)), (0, 2))),
+           Sample((arr(rng, dtype, ()),))]
+    if keepdim:
+        out.append(Sample((x, -1, True)))
+    return out
+
+
+def _distinct(dtype, rng, shape):
+    """A permutation of well-separated values: no ties for max/min."""
+    n = int(np.prod(shape))
+    return np.asarray(rng.permutation(n).reshape(shape) * 0.25 - n * 0.1, dtype)
+
+
+def _extremum_samples(dtype, rng):
+    x = _distinct(dtype, rng, (3, 4))
+    return [Sample((x,)), Sample((x, 1)), Sample((x, 0, True)),
+            Sample((_distinct(dtype, rng, (2, 3, 4)), -1))]
+
+
+def _amax_samples(dtype, rng):
+    x = _distinct(dtype, rng, (3, 4))
+    ties = np.asarray([[1.0, 3.0, 3.0], [2.0, 2.0, 0.5]], dtype)
+    return [Sample((x,)), Sample((x, 1)), Sample((x, (0, 1), True)), Sample((ties, 1))]
+
+
+def _var_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x,)), Sample((x, 1)), Sample((x, 0), {"keepdim": True}),
+            Sample((x, 1), {"correction": 0})]
+
+
+def _shape(name, op, torch_op, samples):
+    return OpInfo(name, op, torch_op, samples, dtypes=FLOATS + ("complex64", "int64"))
+
+
+def _one(shape, *args, **kwargs):
+    def samples(dtype, rng):
+        return [Sample((arr(rng, dtype, shape),) + args, kwargs)]
+    return samples
+
+
+def _many(*cases):
+    """Samples from ``(shape, args...)`` tuples."""
+    def samples(dtype, rng):
+        return [Sample((arr(rng, dtype, c[0]),) + tuple(c[1:])) for c in cases]
+    return samples
+
+
+def _matmul_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample((a(2, 3), a(3, 4))), Sample((a(3), a(3))), Sample((a(3), a(3, 2))),
+            Sample((a(2, 3), a(3))), Sample((a(2, 2, 3), a(3, 4))),
+            Sample((a(2, 1, 2, 3), a(3, 3, 2))), Sample((a(0, 3), a(3, 2)))]
+
+
+def _loss_samples(dtype, rng):
+    x = arr(rng, dtype, (4, 5))
+    t = index(rng, 5, (4,))
+    return [Sample((x, t)), Sample((x, t), {"reduction": "sum"}),
+            Sample((x, t), {"reduction": "none"}),
+            Sample((x, np.asarray([0, -100, 2, 4], np.int64)), {"ignore_index": -100}),
+            Sample((x, t), {"label_smoothing": 0.1}),
+            Sample((arr(rng, dtype, (2, 5, 3)), index(rng, 5, (2, 3))))]
+
+
+def _nll_samples(dtype, rng):
+    return [s for s in _loss_samples(dtype, rng) if "label_smoothing" not in s.kwargs]
+
+
+def _mse_samples(dtype, rng):
+    x, y = arr(rng, dtype, (3, 4)), arr(rng, dtype, (3, 4))
+    return [Sample((x, y)), Sample((x, y), {"reduction": "sum"}),
+            Sample((x, y), {"reduction": "none"})]
+
+
+def _where_samples(dtype, rng):
+    c = arr(rng, "bool", (2, 3))
+    return [Sample((c, arr(rng, dtype, (2, 3)), arr(rng, dtype, (2, 3)))),
+            Sample((arr(rng, "bool", (3, 1)), arr(rng, dtype, (4,)), arr(rng, dtype, ()))),
+            Sample((c, arr(rng, dtype, (2, 3)), 0.5))]
+
+
+def _cast(dtype):
+    skips = [Skip("complex", "casts from complex are swept by the complex ops")]
+    if dtype == "float32":
+        skips.append(Skip("fd", "a float32 result: float64 finite differences would measure "
+                                "its rounding (the VJP is checked against torch)", ("float64",)))
+    return OpInfo(f"to_{dtype}", lambda x: x.to(getattr(staged, dtype)),
+                  lambda x: x.to(getattr(torch, dtype)), unary(), dtypes=FLOATS + ("int64",),
+                  differentiable=dtype.startswith("float"), skips=skips)
+
+
+_WEIGHT = np.linspace(0.5, 1.5, 5)
+
+
+def _weighted(fn, tensor):
+    """``fn`` with class weights: a constant, as torch does not differentiate them."""
+    return lambda x, t: fn(x, t, weight=tensor(_WEIGHT).to(x.dtype))
+
+
+POS = dict(low=0.3, high=2.0)
+ENTRIES = [
+    # arithmetic
+    *(_ew(n, binary()) for n in ("add", "sub", "mul")),
+    _ew("div", binary(y_low=0.5, y_high=2.0)),
+    OpInfo("pow", staged.pow, torch.pow, binary(0.3, 2.0, -2.0, 2.0), dtypes=FLOATS,
+           skips=[Skip("complex", "complex pow is swept by the complex ops")]),
+    _ew("neg", unary()),
+    _ew("abs", unary(kink=0.1), dtypes=FLOATS,
+        skips=[Skip("complex", "complex abs (a cross-domain op) is swept by the complex ops")]),
+    _real("maximum", binary(scalar=None)), _real("minimum", binary(scalar=None)),
+    # elementwise functions
+    _ew("exp", unary()), _ew("log", unary(**POS)), _ew("sqrt", unary(**POS)),
+    _ew("tanh", unary()), _ew("sigmoid", unary()), _ew("sin", unary()), _ew("cos", unary()),
+    _real("log1p", unary(**POS), NO_COMPLEX), _real("expm1", unary(), NO_COMPLEX),
+    _real("rsqrt", unary(**POS), Skip("complex", "rsqrt of complex is not swept yet")),
+    _real("relu", unary(kink=0.1)), _real("sign", unary(kink=0.1)),
+    _ew("clone", unary(), dtypes=FLOATS + ("complex64", "int64")),
+    OpInfo("where", staged.where, torch.where, _where_samples,
+           dtypes=FLOATS + ("complex64",)),
+    _cast("float32"), _cast("float64"), _cast("int64"),
+    # comparisons and logic
+    *(_cmp(n) for n in ("eq", "ne", "lt", "le", "gt", "ge")),
+    *(OpInfo(n, getattr(staged, n), getattr(torch, n), binary(-1, 1, scalar=None),
+             dtypes=("bool", "float32"),
+             differentiable=False, skips=[Skip("complex", "logic ops are swept on bool/float")])
+      for n in ("logical_and", "logical_or")),
+    OpInfo("logical_not", staged.logical_not, torch.logical_not, unary(),
+           dtypes=("bool", "float32"), differentiable=False,
+           skips=[Skip("complex", "logic ops are swept on bool/float")]),
+    # reductions
+    _ew("sum", _dims, dtypes=FLOATS + ("complex64", "int64")),
+    _ew("mean", _dims, dtypes=FLOATS + ("complex64",)),
+    _real("var", _var_samples, Skip("complex", "complex var is not swept yet")),
+    _real("std", _var_samples, Skip("complex", "complex std is not swept yet")),
+    _real("amax", _amax_samples), _real("amin", _amax_samples),
+    OpInfo("max", staged.max, torch.max, _extremum_samples, skips=[UNORDERED]),
+    OpInfo("min", staged.min, torch.min, _extremum_samples, skips=[UNORDERED]),
+    OpInfo("argmax", staged.argmax, torch.argmax, _extremum_samples, differentiable=False,
+           skips=[UNORDERED]),
+    OpInfo("argmin", staged.argmin, torch.argmin, _extremum_samples, differentiable=False,
+           skips=[UNORDERED]),
+    _real("logsumexp", _many(((3, 4), 1), ((2, 3, 4), (0, 2)), ((3, 4), -1, True)),
+          Skip("complex", "complex logsumexp is not swept yet")),
+    # shape
+    _shape("reshape", staged.reshape, torch.reshape,
+           _many(((2, 6), (3, 4)), ((2, 6), (-1,)), ((), (1, 1)), ((0, 3), (3, 0)))),
+    _shape("view", lambda x, *s: x.view(*s), lambda x, *s: x.view(*s),
+           _many(((2, 6), 4, -1), ((4,), 2, 2))),
+    _shape("flatten", staged.flatten, torch.flatten,
+           _many(((2, 3, 4),), ((2, 3, 4), 1), ((),))),
+    _shape("squeeze", staged.squeeze, torch.squeeze,
+           _many(((2, 1, 3, 1),), ((2, 1, 3), 1), ((1,), 0))),
+    _shape("unsqueeze", staged.unsqueeze, torch.unsqueeze,
+           _many(((2, 3), 0), ((2, 3), -1), ((), 0))),
+    _shape("permute", staged.permute, torch.permute,
+           _many(((2, 3, 4), (2, 0, 1)), ((2, 3), (-1, 0)))),
+    _shape("transpose", staged.transpose, torch.transpose,
+           _many(((2, 3, 4), 0, 2), ((2, 3), -1, -2))),
+    _shape("t", staged.t, torch.t, _many(((2, 3),), ((3,),))),
+    _shape("mT", lambda x: x.mT, lambda x: x.mT, _many(((2, 3, 4),))),
+    _shape("expand", lambda x, *s: x.expand(*s), lambda x, *s: x.expand(*s),
+           _many(((3, 1), 3, 4), ((3,), 2, 3), ((1,), 2, -1))),
+    _shape("broadcast_to", lambda x, s: x.broadcast_to(s), lambda x, s: x.broadcast_to(s),
+           _many(((3, 1), (2, 3, 4)), ((), (2,)))),
+    # linear algebra
+    OpInfo("matmul", staged.matmul, torch.matmul, _matmul_samples,
+           dtypes=FLOATS + ("complex64",)),
+    OpInfo("mm", staged.mm, torch.mm, lambda d, rng: [
+        Sample((arr(rng, d, (2, 3)), arr(rng, d, (3, 4))))], dtypes=FLOATS + ("complex64",)),
+    OpInfo("bmm", staged.bmm, torch.bmm, lambda d, rng: [
+        Sample((arr(rng, d, (2, 2, 3)), arr(rng, d, (2, 3, 4))))],
+        dtypes=FLOATS + ("complex64",)),
+    # softmax family and losses
+    _real("softmax", _many(((3, 4), 1), ((2, 3, 4), 0), ((), 0)),
+          Skip("complex", "PyTorch's softmax has no complex kernel")),
+    _real("log_softmax", _many(((3, 4), 1), ((2, 3, 4), -1)),
+          Skip("complex", "PyTorch's log_softmax has no complex kernel")),
+    OpInfo("mse_loss", F.mse_loss, TF.mse_loss, _mse_samples, skips=[
+        Skip("complex", "PyTorch's mse_loss has no complex kernel")]),
+    OpInfo("cross_entropy", F.cross_entropy, TF.cross_entropy, _loss_samples, skips=[
+        Skip("complex", "PyTorch's cross_entropy has no complex kernel")]),
+    OpInfo("cross_entropy_weight", _weighted(F.cross_entropy, staged.tensor),
+           _weighted(TF.cross_entropy, torch.tensor), lambda d, rng: _loss_samples(d, rng)[:1],
+           skips=[Skip("complex", "PyTorch's cross_entropy has no complex kernel")]),
+    OpInfo("nll_loss", lambda x, t, **kw: F.nll_loss(F.log_softmax(x, 1), t, **kw),
+           lambda x, t, **kw: TF.nll_loss(TF.log_softmax(x, 1), t, **kw), _nll_samples,
+           skips=[Skip("complex", "PyTorch's nll_loss has no complex kernel")]),
+]

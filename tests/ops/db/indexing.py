@@ -1,0 +1,159 @@
+"""Op database entries for indexing and joining: __getitem__ (basic and advanced),
+__setitem__, gather, scatter_add, index_select, take_along_dim, masked_fill, cat,
+stack, split, chunk."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import staged
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr, index
+
+DTYPES = ("float32", "float64", "complex64", "int64")
+MASK = Skip("capture", "a boolean mask gives a data-dependent shape (its nonzero()), which "
+                       "a static-shape graph cannot hold; PyTorch's export rejects it too")
+
+# basic index expressions, by sample number
+BASIC = [(lambda: (0,)), (lambda: (slice(None), -1)), (lambda: (slice(1, None, 2),)),
+         (lambda: (Ellipsis, slice(-3, -1))), (lambda: (None, 1, slice(None), None)),
+         (lambda: (slice(None), slice(0, 0))), (lambda: (-2, Ellipsis, 3))]
+
+
+def _basic_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4, 5))
+    return [Sample((x, k)) for k in range(len(BASIC))]
+
+
+def _basic(x, k):
+    return x[BASIC[k]()]
+
+
+def _advanced_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4, 5))
+    return [
+        Sample((x, index(rng, 3, (2,))), {"form": "i"}),
+        Sample((x, np.asarray([-1, 0, 2], np.int64)), {"form": ":,i"}),
+        Sample((x, index(rng, 3, (2, 2)), index(rng, 4, (2,))), {"form": "i,j"}),
+        Sample((x, index(rng, 3, (3,)), index(rng, 5, (1,))), {"form": "i,:,j"}),
+        Sample((x, index(rng, 4, (2, 3))), {"form": "...,i,:"}),
+        Sample((x, np.asarray(1, np.int64)), {"form": "i"}),
+        Sample((x, np.zeros(0, np.int64)), {"form": ":,i"}),
+    ]
+
+
+FORMS = {"i": lambda x, i: x[i], ":,i": lambda x, i: x[:, i],
+         "i,j": lambda x, i, j: x[i, j], "i,:,j": lambda x, i, j: x[i, :, j],
+         "...,i,:": lambda x, i: x[..., i, :]}
+
+
+def _advanced(x, *idx, form):
+    return FORMS[form](x, *idx)
+
+
+def _mask_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, arr(rng, "bool", (3, 4)))), Sample((x, arr(rng, "bool", (3,))))]
+
+
+def _setitem(x, *rest, key):
+    """``x.clone()`` with ``y[key] = value`` (a differentiable function of x and value)."""
+    *idx, value = rest
+    y = x.clone()
+    k = {"slice": lambda: (slice(1, None), 0), "int": lambda: 1,
+         "step": lambda: (Ellipsis, slice(None, None, 2)),
+         "adv": lambda: (idx[0], slice(None)), "adv2": lambda: (idx[0], idx[1]),
+         "mask": lambda: idx[0]}[key]()
+    y[k] = value
+    return y
+
+
+def _setitem_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, arr(rng, dtype, (2,))), {"key": "slice"}),
+            Sample((x, arr(rng, dtype, (4,))), {"key": "int"}),
+            Sample((x, 2.5 if dtype != "int64" else 2), {"key": "int"}),
+            Sample((x, arr(rng, dtype, (3, 1))), {"key": "step"}),
+            Sample((x, np.asarray([2, 0], np.int64), arr(rng, dtype, (2, 4))), {"key": "adv"}),
+            Sample((x, np.asarray([2, 0], np.int64), np.asarray([1, 3], np.int64),
+                    arr(rng, dtype, ())), {"key": "adv2"}),
+            Sample((x, arr(rng, "bool", (3, 4)), arr(rng, dtype, ())), {"key": "mask"})]
+
+
+def _gather_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, 1, index(rng, 4, (3, 2)))), Sample((x, 0, index(rng, 3, (5, 4)))),
+            Sample((x, -1, index(rng, 4, (2, 3)))),
+            Sample((arr(rng, dtype, (2, 3, 4)), 1, index(rng, 3, (2, 2, 4))))]
+
+
+def _scatter_add_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, 1, index(rng, 4, (3, 6)), arr(rng, dtype, (3, 6)))),
+            Sample((x, 0, index(rng, 3, (5, 4)), arr(rng, dtype, (5, 4)))),
+            Sample((x, 0, index(rng, 3, (2, 2)), arr(rng, dtype, (2, 2))))]
+
+
+def _index_select_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, 0, index(rng, 3, (5,)))), Sample((x, -1, index(rng, 4, (2,)))),
+            Sample((x, 1, np.zeros(0, np.int64))), Sample((arr(rng, dtype, ()), 0,
+                                                          np.zeros((1,), np.int64)))]
+
+
+def _take_along_dim_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, index(rng, 4, (3, 2)), 1)), Sample((x, index(rng, 3, (2, 1)), 0)),
+            Sample((x, index(rng, 12, (5,))))]
+
+
+def _masked_fill_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    value = 0.5 if dtype != "int64" else 7
+    return [Sample((x, arr(rng, "bool", (3, 4)), value)),
+            Sample((x, arr(rng, "bool", (4,)), value)),
+            Sample((arr(rng, dtype, (0, 4)), arr(rng, "bool", (4,)), value))]
+
+
+def _cat_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample(([a(2, 3), a(1, 3), a(4, 3)],)), Sample(([a(2, 3), a(2, 1)], 1)),
+            Sample(([a(2, 3), a(2, 0), a(2, 2)], -1)), Sample(([a(2, 3)],)),
+            Sample(([a(3), a(0)],))]
+
+
+def _stack_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample(([a(2, 3), a(2, 3)],)), Sample(([a(2, 3), a(2, 3), a(2, 3)], 2)),
+            Sample(([a(), a()],))]
+
+
+def _split_samples(dtype, rng):
+    x = arr(rng, dtype, (5, 4))
+    return [Sample((x, 2)), Sample((x, [1, 3], 1)), Sample((x, [0, 5])), Sample((x, 4, -1))]
+
+
+def _chunk_samples(dtype, rng):
+    x = arr(rng, dtype, (5, 4))
+    return [Sample((x, 2)), Sample((x, 3, 1)), Sample((x, 5, 0))]
+
+
+ENTRIES = [
+    OpInfo("getitem_basic", _basic, _basic, _basic_samples, dtypes=DTYPES),
+    OpInfo("getitem_advanced", _advanced, _advanced, _advanced_samples, dtypes=DTYPES),
+    OpInfo("getitem_mask", lambda x, m: x[m], lambda x, m: x[m], _mask_samples, dtypes=DTYPES,
+           skips=[MASK]),
+    OpInfo("setitem", _setitem, _setitem, _setitem_samples, dtypes=DTYPES),
+    OpInfo("gather", staged.gather, torch.gather, _gather_samples, dtypes=DTYPES),
+    OpInfo("scatter_add", staged.scatter_add, torch.scatter_add, _scatter_add_samples,
+           dtypes=DTYPES),
+    OpInfo("index_select", staged.index_select, torch.index_select, _index_select_samples,
+           dtypes=DTYPES),
+    OpInfo("take_along_dim", staged.take_along_dim, torch.take_along_dim,
+           _take_along_dim_samples, dtypes=DTYPES),
+    OpInfo("masked_fill", staged.masked_fill, torch.masked_fill, _masked_fill_samples,
+           dtypes=DTYPES),
+    OpInfo("cat", staged.cat, torch.cat, _cat_samples, dtypes=DTYPES),
+    OpInfo("stack", staged.stack, torch.stack, _stack_samples, dtypes=DTYPES),
+    OpInfo("split", staged.split, torch.split, _split_samples, dtypes=DTYPES),
+    OpInfo("chunk", staged.chunk, torch.chunk, _chunk_samples, dtypes=DTYPES),
+]

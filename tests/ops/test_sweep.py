@@ -1,0 +1,278 @@
+"""The op sweep: every OpInfo of ``tests/ops/db`` x dtype x sample, each check of
+``opinfo.CHECKS`` a generated test (ids ``<op>-<dtype>-sample<k>``)."""
+from __future__ import annotations
+
+import functools
+import gc
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+from staged import dtypes as dt
+from staged.autodiff import Aval
+from staged.capture.interpret import interpret
+from staged.lower.mlir import LoweringError, to_mlir
+from tests.checks import check_grads
+from tests.ops import harness as H
+from tests.ops.db import OP_DB
+
+
+def _rng(*key) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32("-".join(map(str, key)).encode()))
+
+
+CASES = [(e, d, k, s) for e in OP_DB for d in e.dtypes
+         for k, s in enumerate(e.samples(d, _rng(e.name, d)))]
+_BY_KEY = {(e.name, d, k): (e, s) for e, d, k, s in CASES}
+
+
+@functools.cache
+def _captured(key):
+    """(Captured, leaves) of one case, or the exception capturing it raised (shared by the
+    shape, capture and compiled checks)."""
+    try:
+        return H.captured(*_BY_KEY[key])
+    except Exception as err:  # noqa: BLE001  (each check reports it)
+        return err
+
+
+def _captured_or_fail(key):
+    got = _captured(key)
+    if isinstance(got, Exception):
+        pytest.fail(f"cannot be captured (a Skip('capture', reason) must say why): "
+                    f"{type(got).__name__}: {got}")
+    return got
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _frozen_heap():
+    """Move the collected test items and imported modules out of the collector's sight:
+    every capture runs gc.collect(), which otherwise walks them all (~1 s a call)."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
+
+def _params(cases):
+    return [pytest.param(e, d, k, s, id=f"{e.name}-{d}-sample{k}") for e, d, k, s in cases]
+
+
+ALL = _params(CASES)
+F64 = _params(c for c in CASES if c[1] == "float64")
+F64_FIRST = _params(c for c in CASES if c[1] == "float64" and c[2] == 0)
+
+
+def _skip(entry, check, dtype, *needs):
+    reason = entry.skip_reason(check, dtype)
+    if reason:
+        pytest.skip(reason)
+    for need in needs:
+        reason = entry.skip_reason(need, dtype)
+        if reason:
+            pytest.skip(f"needs {need}, skipped: {reason}")
+
+
+def _diff_pairs(outs, touts):
+    """Indices of outputs that are differentiable (torch says they require grad)."""
+    return [i for i, t in enumerate(touts) if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_forward(entry, dtype, k, sample):
+    _skip(entry, "forward", dtype)
+    rtol, atol = H.tolerances(entry, dtype)
+    outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
+    touts = H.flat(H.call(entry.torch_op, sample, H.torch_leaves(sample)))
+    assert len(outs) == len(touts)
+    for i, (o, t) in enumerate(zip(outs, touts)):
+        H.assert_close(o, t, rtol, atol, f"output {i}")
+
+
+def _needs_grad(entry, sample):
+    if not entry.differentiable:
+        pytest.skip("not differentiable (integer or bool output)")
+    if not any(H.differentiable(a) for a in H.arrays(sample)):
+        pytest.skip("no floating-point argument to differentiate")
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_vjp(entry, dtype, k, sample):
+    _skip(entry, "vjp", dtype, "forward")
+    _needs_grad(entry, sample)
+    rtol, atol = H.tolerances(entry, dtype)
+    ins, tins = H.staged_leaves(sample, True), H.torch_leaves(sample, True)
+    outs = H.flat(H.call(entry.op, sample, ins))
+    touts = H.flat(H.call(entry.torch_op, sample, tins))
+    sel = _diff_pairs(outs, touts)
+    if not sel:
+        pytest.skip("torch does not differentiate this sample")
+    rng = _rng(entry.name, dtype, k, "vjp")
+    us = [H.random_like(rng, H.numpy(touts[i])) for i in sel]
+    wrt = [t for t in ins if t.requires_grad]
+    twrt = [t for t in tins if t.requires_grad]
+    grads = staged.autograd.grad([outs[i] for i in sel], wrt, [staged.tensor(u) for u in us],
+                                 allow_unused=True)
+    tgrads = torch.autograd.grad([touts[i] for i in sel], twrt, [torch.tensor(u) for u in us],
+                                 allow_unused=True)
+    for j, (g, tg, x) in enumerate(zip(grads, tgrads, twrt)):
+        g = np.zeros_like(H.numpy(x)) if g is None else g
+        tg = np.zeros_like(H.numpy(x)) if tg is None else tg
+        H.assert_close(g, tg, rtol, atol, f"grad of input {j}")
+
+
+def _scalarized(entry, sample):
+    """``f(*leaves) -> <c, outputs>`` with fixed random weights ``c`` over float outputs,
+    and the sample's arrays as float64 where they carry gradients."""
+    xs = H.arrays(sample)
+    outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
+    rng = _rng(entry.name, "weights")
+    cs = [staged.tensor(H.random_like(rng, H.numpy(o))) if H.numpy(o).dtype.kind in "fc"
+          else None for o in outs]
+    if all(c is None for c in cs):
+        pytest.skip("no floating-point output")
+
+    def f(*ls):
+        total = None
+        for o, c in zip(H.flat(H.call(entry.op, sample, ls)), cs):
+            if c is not None:
+                term = (o * c).sum()
+                total = term if total is None else total + term
+        return total
+    return f, xs
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", F64)
+def test_fd(entry, dtype, k, sample):
+    """VJP vs central finite differences along a random direction (float64)."""
+    _skip(entry, "fd", dtype, "vjp")
+    _needs_grad(entry, sample)
+    f, xs = _scalarized(entry, sample)
+    check_grads(f, xs, order=1, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", F64_FIRST)
+def test_gradgrad(entry, dtype, k, sample):
+    """Grad of grad vs finite differences of the grad (float64)."""
+    _skip(entry, "gradgrad", dtype, "vjp", "fd")
+    _needs_grad(entry, sample)
+    f, xs = _scalarized(entry, sample)
+    check_grads(f, xs, order=2, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_jvp(entry, dtype, k, sample):
+    """Forward-mode AD (the registry's JVP rules) vs ``torch.func.jvp``."""
+    _skip(entry, "jvp", dtype, "forward")
+    _needs_grad(entry, sample)
+    rtol, atol = H.tolerances(entry, dtype)
+    xs = H.arrays(sample)
+    rng = _rng(entry.name, dtype, k, "jvp")
+    tangents = [H.random_like(rng, a) if H.differentiable(a) else None for a in xs]
+    outs, tans = H.forward_jvp(entry, sample, tangents)
+    tl = H.torch_leaves(sample)
+    which = [i for i, t in enumerate(tangents) if t is not None]
+
+    def tf(*diff):
+        ls = list(tl)
+        for i, d in zip(which, diff):
+            ls[i] = d
+        return tuple(H.flat(H.call(entry.torch_op, sample, ls)))
+    touts, ttans = torch.func.jvp(tf, tuple(tl[i] for i in which),
+                                  tuple(torch.tensor(tangents[i]) for i in which))
+    for i, (o, t, tt) in enumerate(zip(outs, tans, ttans)):
+        if H.numpy(tt).dtype.kind not in "fc":
+            continue
+        t = np.zeros_like(H.numpy(o)) if t is None else t
+        H.assert_close(t, tt, rtol, atol, f"tangent of output {i}")
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_shape(entry, dtype, k, sample):
+    """Each primitive of the captured graph: its shape rule's aval == its impl's result."""
+    _skip(entry, "shape", dtype, "capture")
+    cap, leaves = _captured_or_fail((entry.name, dtype, k))
+    g = cap.graph
+    env = {i.value.id: np.asarray(t) for i, t in zip(g.inputs, leaves)}
+    env.update({v.id: np.asarray(a) for v, a in g.consts})
+    for op in g.ops:
+        with np.errstate(all="ignore"):
+            out = np.asarray(op.prim.impl(*(env[v.id] for v in op.inputs), **op.params))
+        assert Aval(out.shape, dt.from_numpy_dtype(out.dtype)) == op.out.aval, op
+        env[op.out.id] = out
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_capture(entry, dtype, k, sample):
+    """capture, then the NumPy interpreter == eager (values, shapes, dtypes)."""
+    _skip(entry, "capture", dtype)
+    cap, leaves = _captured_or_fail((entry.name, dtype, k))
+    got = interpret(cap.graph, *(np.asarray(t) for t in leaves))
+    outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
+    assert len(got) == len(outs)
+    for i, (a, o) in enumerate(zip(got, outs)):
+        H.assert_close(a, o, 0, 0, f"output {i}")
+
+
+# --- compiled: one module per dtype holding every sample of that dtype --------------------------
+def _lowering_error(key):
+    """Why one captured case does not lower to MLIR, or None."""
+    try:
+        to_mlir(_captured(key)[0].graph)
+    except LoweringError as err:
+        # a dtype the registry records as unsupported, with its reason: a skip, not a failure
+        return (_UNSUPPORTED if "no MLIR lowering" in str(err) else "") + str(err)
+    except Exception as err:  # noqa: BLE001  (reported by the test of that case)
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+_UNSUPPORTED = "unsupported by the registry: "
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """{(name, dtype, k): outputs or why there are none}: every capturable case of a dtype
+    in ONE compiled module (cases that do not lower are found and left out only when the
+    module fails to build)."""
+    results = {}
+    for dtype in sorted({d for _, d, _, _ in CASES}):
+        todo = {}
+        for e, d, k, s in CASES:
+            if d != dtype or e.skip_reason("llvm-cpu", d) or e.skip_reason("capture", d):
+                continue
+            got = _captured((e.name, d, k))
+            if isinstance(got, Exception):
+                results[(e.name, d, k)] = f"cannot be captured: {type(got).__name__}: {got}"
+            else:
+                todo[(e.name, d, k)] = (e, s)
+        for attempt in range(2):
+            try:
+                results.update(zip(todo, H.compiled_batch(list(todo.values()))))
+                break
+            except Exception as err:  # noqa: BLE001
+                if attempt:
+                    results.update(dict.fromkeys(todo, f"the {dtype} module failed: "
+                                                       f"{type(err).__name__}: {err}"))
+                    break
+                bad = {key: why for key in todo if (why := _lowering_error(key))}
+                results.update(bad)
+                todo = {key: v for key, v in todo.items() if key not in bad}
+    return results
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_llvm_cpu(entry, dtype, k, sample, compiled):
+    _skip(entry, "llvm-cpu", dtype, "capture")
+    got = compiled[(entry.name, dtype, k)]
+    if isinstance(got, str):
+        if got.startswith(_UNSUPPORTED):
+            pytest.skip(got)
+        pytest.fail(got)
+    rtol, atol = H.tolerances(entry, dtype)
+    outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
+    for i, (a, o) in enumerate(zip(got, outs)):
+        H.assert_close(a, o, rtol * 10, atol * 10, f"output {i}")
