@@ -77,13 +77,12 @@ def _expand_masks(entries, shape):
 def _plan(x: Tensor, index) -> _Plan:
     entries = [_as_index(i) for i in (index if isinstance(index, tuple) else (index,))]
     shape = tuple(x._payload.shape)
-    if sum(i is Ellipsis for i in entries) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     used = sum(_consumes(i) for i in entries)
     if used > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     k = next((k for k, i in enumerate(entries) if i is Ellipsis), None)
-    if k is not None:
+    if k is not None:  # PyTorch expands the first Ellipsis; later ones select nothing
+        entries = entries[:k + 1] + [i for i in entries[k + 1:] if i is not Ellipsis]
         entries[k:k + 1] = [builtin_slice(None)] * (len(shape) - used)
     else:
         entries += [builtin_slice(None)] * (len(shape) - used)
