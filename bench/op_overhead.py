@@ -1,0 +1,111 @@
+"""Eager per-op overhead: forward + backward of ``(x * w + b).relu().sum()`` on tiny
+tensors (8 floats), staged eager vs torch eager, timed interleaved in one run.
+
+Each round times a block of steps of each implementation in turn; the figure is the
+median over rounds of the per-round ratio to torch (see ../shared/notes/BENCH.md).
+
+    .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import staged
+
+
+def make_staged(x, w, b):
+    xs = staged.tensor(x, requires_grad=True)
+    ws = staged.tensor(w, requires_grad=True)
+    bs = staged.tensor(b, requires_grad=True)
+
+    def step():
+        (xs * ws + bs).relu().sum().backward()
+        xs.grad = ws.grad = bs.grad = None
+    return step, (xs, ws, bs)
+
+
+def make_torch(x, w, b):
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+
+    def step():
+        (xt * wt + bt).relu().sum().backward()
+        xt.grad = wt.grad = bt.grad = None
+    return step, (xt, wt, bt)
+
+
+IMPLS = {"staged eager": make_staged, "torch eager": make_torch}
+
+
+def _grads(make, x, w, b):
+    """Gradients after one step (no reset), to check that both compute the same."""
+    step, ts = make(x, w, b)
+    (ts[0] * ts[1] + ts[2]).relu().sum().backward()
+    return [np.asarray(t.grad) for t in ts]
+
+
+def block_time(step, n) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - t0) / n
+
+
+def bench(size=8, rounds=15, block_s=0.1):
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(size).astype(np.float32) for _ in range(3))
+    ref = _grads(make_torch, x, w, b)
+    for got, want in zip(_grads(make_staged, x, w, b), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    steps = {name: make(x, w, b)[0] for name, make in IMPLS.items()}
+    counts = {}
+    for name, step in steps.items():  # warm up and calibrate a block to ~block_s
+        t = block_time(step, 200)
+        counts[name] = max(50, int(block_s / t))
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            times[name].append(block_time(step, counts[name]))
+    return times
+
+
+def report(times):
+    ref = times["torch eager"]
+    print("| implementation | µs per step (median) | ratio to torch eager (median of rounds) |")
+    print("| --- | ---: | ---: |")
+    for name, ts in times.items():
+        ratio = statistics.median(t / r for t, r in zip(ts, ref))
+        print(f"| {name} | {statistics.median(ts) * 1e6:.1f} | {ratio:.2f} |")
+
+
+def profile(size=8, n=20000):
+    rng = np.random.default_rng(0)
+    step, _ = make_staged(*(rng.standard_normal(size).astype(np.float32) for _ in range(3)))
+    prof = cProfile.Profile()
+    prof.runcall(block_time, step, n)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--size", type=int, default=8)
+    p.add_argument("--profile", action="store_true", help="cProfile the staged step instead")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    if a.profile:
+        profile(a.size)
+        return
+    print(f"(x*w + b).relu().sum() forward+backward, {a.size} float32s, {a.rounds} rounds, "
+          f"{time.strftime('%Y-%m-%d')}")
+    report(bench(a.size, a.rounds))
+
+
+if __name__ == "__main__":
+    main()
