@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import zlib
 
 import numpy as np
@@ -24,8 +25,17 @@ def _rng(*key) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32("-".join(map(str, key)).encode()))
 
 
+def _chosen(samples):
+    """CI runs the first two samples and the last (generators put the edge shapes —
+    scalar, size-0, broadcasting — at the ends); STAGED_FULL_SWEEP=1 runs them all."""
+    samples = list(samples)
+    if os.environ.get("STAGED_FULL_SWEEP"):
+        return list(enumerate(samples))
+    return [(k, s) for k, s in enumerate(samples) if k < 2 or k == len(samples) - 1]
+
+
 CASES = [(e, d, k, s) for e in OP_DB for d in e.dtypes
-         for k, s in enumerate(e.samples(d, _rng(e.name, d)))]
+         for k, s in _chosen(e.samples(d, _rng(e.name, d)))]
 _BY_KEY = {(e.name, d, k): (e, s) for e, d, k, s in CASES}
 
 

@@ -147,6 +147,13 @@ NO_F64_LOWERING = [Skip("llvm-cpu", "IREE's llvm-cpu backend lowers the f64 form
                         "call it cannot link (an `unsupported` entry of the registry)",
                         ("float64",))]
 
+# the gradient w.r.t. the divisor is -floor(x/y) (or trunc): in float16 the quotient
+# rounds differently from torch's half kernel when x/y is within an ulp of an integer
+HALF_QUOTIENT = [Skip(c, "float16 quotient x/y rounds differently from torch's half kernel "
+                      "near integers, so the divisor's gradient differs by one step",
+                      dtypes=("float16",)) for c in ("vjp", "jvp")]
+
+
 ENTRIES = [
     _unary("erf", low=-3, high=3),
     _unary("tan", low=-1.2, high=1.2, skips=NO_F64_LOWERING),
@@ -170,9 +177,10 @@ ENTRIES = [
            dtypes=HALF, skips=NO_F64_LOWERING),
     OpInfo("remainder", staged.remainder, torch.remainder,
            binary_samples(-5, 5, y_gen=away_from_zero), dtypes=HALF + ("int64",),
-           rtol=1e-5, atol=1e-5, skips=NO_F64_LOWERING),
+           rtol=1e-5, atol=1e-5, skips=NO_F64_LOWERING + HALF_QUOTIENT),
     OpInfo("fmod", staged.fmod, torch.fmod, binary_samples(-5, 5, y_gen=away_from_zero),
-           dtypes=HALF + ("int64",), rtol=1e-5, atol=1e-5, skips=NO_F64_LOWERING),
+           dtypes=HALF + ("int64",), rtol=1e-5, atol=1e-5,
+           skips=NO_F64_LOWERING + HALF_QUOTIENT),
     OpInfo("clamp", staged.clamp, torch.clamp, _clamp_samples, dtypes=HALF),
     OpInfo("lerp", staged.lerp, torch.lerp, _lerp_samples, dtypes=FLOATS),
     OpInfo("addcmul", staged.addcmul, torch.addcmul, _ternary_samples(), dtypes=HALF),
