@@ -75,19 +75,6 @@ class Captured:
     def __str__(self) -> str:
         return str(self.graph)
 
-    def to_mlir(self) -> str:
-        from ..lower.mlir import to_mlir
-        return to_mlir(self.graph)
-
-    def compile(self, backend: str = "llvm-cpu"):
-        from ..runtime.compiled import CompiledGraph
-        return CompiledGraph(self, backend)
-
-    def export_onnx(self, path, opset: int = 21):
-        """Write the graph as ONNX (``staged.onnx.export_captured``; needs the onnx extra)."""
-        from ..onnx import export_captured
-        return export_captured(self, path, opset=opset)
-
 
 class Tracer:
     """The interceptor capture installs in ``eager.dispatch`` while tracing."""

@@ -16,7 +16,8 @@ import warnings
 
 import numpy as np
 
-from ..capture.capture import Captured, capture
+from ..capture.capture import Captured
+from ..capture.capture import capture as _capture
 from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
 from ..eager.grad_mode import _state
@@ -32,6 +33,30 @@ log = logging.getLogger("staged")
 if os.environ.get("STAGED_DEBUG"):
     log.addHandler(logging.StreamHandler(sys.stderr))
     log.setLevel(logging.DEBUG)
+
+
+class Traced(Captured):
+    """What ``staged.capture`` returns: a captured graph that can also be lowered,
+    compiled and exported (these live here, above capture, in the layering)."""
+
+    def to_mlir(self) -> str:
+        return to_mlir(self.graph)
+
+    def compile(self, backend: str = "llvm-cpu") -> "CompiledGraph":
+        return CompiledGraph(self, backend)
+
+    def export_onnx(self, path, opset: int = 21):
+        """Write the graph as ONNX (``staged.onnx.export_captured``; needs the onnx extra)."""
+        from ..onnx import export_captured
+        return export_captured(self, path, opset=opset)
+
+
+def capture(fn, *args, **kwargs) -> Traced:
+    """Trace ``fn(*args, **kwargs)`` into a graph without running it on data; print it,
+    ``.to_mlir()``, ``.compile(backend)`` or ``.export_onnx(path)``."""
+    c = _capture(fn, *args, **kwargs)
+    c.__class__ = Traced
+    return c
 
 
 class CompiledGraph:
@@ -194,7 +219,7 @@ class Compiled:
         log.info("tracing %s: %s", getattr(self.fn, "__qualname__", self.fn),
                  self.last_retrace_reason)
         try:
-            captured = capture(self.fn, *args, **kwargs)
+            captured = _capture(self.fn, *args, **kwargs)
         except CaptureError as err:
             if self.fallback != "eager":
                 raise
