@@ -77,8 +77,6 @@ FORBIDDEN = {
     "nn": ("capture", "lower", "runtime", "optim"),
     "optim": ("capture", "lower", "runtime", "nn"),
 }
-# Lazy imports inside function bodies that the design allows (Captured.to_mlir/compile).
-ALLOWED_LAZY = {("capture", "lower"), ("capture", "runtime")}
 
 
 def _imports(path: pathlib.Path):
@@ -110,7 +108,7 @@ def test_import_direction(package):
     bad = []
     for path in sorted((ROOT / package).rglob("*.py")):
         for target, lazy in _imports(path):
-            if target in FORBIDDEN[package] and not (lazy and (package, target) in ALLOWED_LAZY):
+            if target in FORBIDDEN[package]:  # lazy imports inside functions count too
                 bad.append(f"{path.relative_to(ROOT.parent)} imports staged.{target}"
                            + (" (inside a function)" if lazy else ""))
     assert not bad, "\n".join(bad)
