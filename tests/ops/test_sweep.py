@@ -47,6 +47,8 @@ def _captured(key):
         return H.captured(*_BY_KEY[key])
     except Exception as err:  # noqa: BLE001  (each check reports it)
         return err
+    finally:
+        gc.freeze()  # what this cache keeps need not be walked by the next capture's collect
 
 
 def _captured_or_fail(key):
