@@ -67,8 +67,25 @@ tanh = unary("tanh", lambda x: np.tanh(x), vjp=lambda g, out: g * (1 - out * out
 sigmoid = unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).conj())
 sin = unary("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj())
 cos = unary("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj())
-# relu at 0 has gradient 0 (the seed's rule for non-differentiable points)
-relu = unary("relu", _relu, vjp=lambda g, out: g.where(~(out <= 0), 0))  # NaN passes g
+
+
+def _threshold_backward(grad, result, *, threshold):
+    return np.where(result <= threshold, grad.dtype.type(0), grad)
+
+
+# PyTorch's relu backward kernel, fused: the three primitives it would compose from
+# (le, logical_not, where) were a fifth of a small eager step. Linear in ``grad``;
+# as in PyTorch, its gradient with respect to ``result`` is zeros.
+threshold_backward = Primitive(
+    "threshold_backward", _threshold_backward,
+    lambda grad, result, *, threshold: same_shape("threshold_backward", grad, result),
+    vjp=(lambda g, result, threshold: threshold_backward(g, result, threshold=threshold),
+         lambda g: g.new_zeros(g.shape)),
+    jvp=lambda primals, tangents, out, threshold:
+    threshold_backward(tangents[0], primals[1], threshold=threshold)
+    if tangents[0] is not None else out.new_zeros(out.shape))
+# relu at 0 has gradient 0 (the seed's rule for non-differentiable points); NaN passes g
+relu = unary("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0))
 def _sign(x):
     # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN
     return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)

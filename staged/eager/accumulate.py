@@ -4,19 +4,23 @@ from __future__ import annotations
 import numpy as np
 
 from .grad_mode import _state
+from .tensor import Tensor
 
 
-def accumulate_grad(var, g) -> None:
+def accumulate_grad(var, g, owned=False) -> None:
     """``.grad`` is set to ``g`` the first time; later gradients are added in place, or
-    out of place (a new tensor with a graph) when backward runs with create_graph=True."""
+    out of place (a new tensor with a graph) when backward runs with create_graph=True.
+    A first gradient that is not ``owned`` (nothing else holds it) is copied: it will
+    be accumulated into in place."""
     if g is None:
         return
     if var._grad is None:
         if not _state.grad_enabled:
-            g = g.detach()
             p = g._payload
-            if type(p) is np.ndarray and (p.base is not None or not p.flags.writeable):
-                g._payload = p.copy()  # own the memory: it is accumulated into in place later
+            if type(p) is np.ndarray and (not owned or p.base is not None
+                                          or not p.flags.writeable):
+                p = p.copy()
+            g = Tensor._wrap(p, False)
         var._grad = g
     elif _state.grad_enabled:
         var._grad = var._grad + g

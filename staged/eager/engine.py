@@ -11,6 +11,14 @@ Node pre-hooks, but torch fills it before them), the Node's pre-hooks, the Node 
 (AccumulateGrad runs the post-accumulate-grad hooks of its leaf), the Node's post-hooks.
 Tensor hooks and retain_grad run whenever the gradient of that tensor is computed, also
 when its Node does not run (``autograd.grad`` with it in ``inputs``).
+
+Note [gradient ownership]: the engine hands each gradient to the Node that consumes it
+and keeps no reference of its own (``_call_node`` pops it from the input buffer; the
+loop drops its output list). So a leaf's AccumulateGrad can tell from reference counts,
+as PyTorch's does from ``use_count()``, whether a gradient is its alone and may become
+``.grad`` without a copy, or is shared (the same tensor sent to two leaves by ``add``'s
+VJP, the caller's ``gradient``, one a hook kept) and must be copied, since ``.grad`` is
+later accumulated into in place.
 """
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ import itertools
 import threading
 from typing import NamedTuple
 
-from . import anomaly, profiler
+from . import anomaly, factories as _factories, profiler, views as _views
 from .grad_mode import _state
 from .tensor import Tensor
 
@@ -75,8 +83,7 @@ def gradient_edge(t) -> GradientEdge:
     if isinstance(t, GradientEdge):
         return t
     if t._base is not None and t._view.version != t._vc[0]:
-        from .views import sync
-        sync(t)
+        _views.sync(t)
     if t.grad_fn is not None:
         return GradientEdge(t.grad_fn, t._output_nr)
     return GradientEdge(t._grad_accumulator(), 0)
@@ -98,7 +105,6 @@ def _root_edges(tensors, what="tensors"):
 
 
 def _make_grads(outputs, grads):
-    from .factories import ones_like
     out = []
     for i, t in enumerate(outputs):
         g = None if grads is None else grads[i]
@@ -108,7 +114,7 @@ def _make_grads(outputs, grads):
             if t.dtype.is_complex:
                 raise RuntimeError("grad can be implicitly created only for real scalar "
                                    "outputs")
-            g = ones_like(t)
+            g = _factories.ones_like(t)
         elif not isinstance(g, Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")
@@ -169,8 +175,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for i, g in enumerate(result):
         if g is None:
             if materialize_grads:
-                from .factories import zeros_like
-                result[i] = zeros_like(inputs[i])
+                result[i] = _factories.zeros_like(inputs[i])
             elif not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {i} appears to not "
                                    "have been used in the graph. Set allow_unused=True if this "
@@ -246,14 +251,20 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     tick = itertools.count()
     ready = [(-n._seq, next(tick), n) for n in roots if deps.get(n, 0) == 0]
     heapq.heapify(ready)
+    pop, push = heapq.heappop, heapq.heappush
+    run_node = _call_node if profiler.current is None and not anomaly.enabled else _run_node
     prev = _state.grad_enabled
     _state.grad_enabled = create_graph
     prev_task, _task.current = _task.current, GraphTask(order, visit)
     try:
         while ready:
-            node = heapq.heappop(ready)[2]
-            buf = buffers.pop(node, {})
-            _run_tensor_hooks(node, buf)
+            node = pop(ready)[2]
+            buf = buffers.pop(node, None)
+            if buf is None:
+                buf = {}
+            var = node.variable
+            if node._tensor_pre_hooks or node._retain_grad or var is not None and var._hooks:
+                _run_tensor_hooks(node, buf)
             if captures is not None:
                 for nr, g in buf.items():
                     for i in captures.get((node, nr), ()):
@@ -262,14 +273,15 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                                 and not t._retains_grad:
                             _retain(t, g)  # backward(inputs=[non-leaf]) fills .grad
                         captured[i] = g
-            run = needed is None or node in needed
-            outs = None if not run else _run_node(node, buf, retain_graph) \
-                if profiler.current is None else profiler.run_node(_run_node, node, buf,
-                                                                   retain_graph)
-            for j, (nxt, nr) in enumerate(node.next_functions):
+            nexts = node.next_functions
+            if needed is not None and node not in needed:
+                outs = (None,) * len(nexts)
+            else:
+                outs = run_node(node, buf, retain_graph)
+            buf = None
+            for (nxt, nr), g in zip(nexts, outs):
                 if nxt is None:
                     continue
-                g = outs[j] if outs is not None else None
                 if g is not None:
                     b = buffers.get(nxt)
                     if b is None:
@@ -281,7 +293,8 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0 and (visit is None or nxt in visit):
-                    heapq.heappush(ready, (-nxt._seq, next(tick), nxt))
+                    push(ready, (-nxt._seq, next(tick), nxt))
+            outs = g = None  # hand gradients over: AccumulateGrad steals unshared ones
     finally:
         _state.grad_enabled = prev
         _task.current = prev_task
@@ -290,7 +303,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
 
 def _run_tensor_hooks(node, buf):
     hooks = node._tensor_pre_hooks
-    var = getattr(node, "variable", None)
+    var = node.variable
     if var is not None and var._hooks:
         hooks = {0: var._hooks}
     if hooks:
@@ -320,6 +333,14 @@ def _retain(t, g):
 
 
 def _run_node(node, buf, retain_graph):
+    """``_call_node`` with anomaly checks and profiling (the engine calls ``_call_node``
+    directly when both are off)."""
+    if profiler.current is not None:
+        return profiler.run_node(_checked_call, node, buf, retain_graph)
+    return _checked_call(node, buf, retain_graph)
+
+
+def _checked_call(node, buf, retain_graph):
     if not anomaly.enabled:
         return _call_node(node, buf, retain_graph)
     try:
@@ -333,31 +354,45 @@ def _run_node(node, buf, retain_graph):
 
 
 def _call_node(node, buf, retain_graph):
-    """Pre-hooks, the Node, post-hooks (Note [hook order]); frees it unless retained."""
+    """Pre-hooks, the Node, post-hooks (Note [hook order]); frees it unless retained.
+    The gradients are taken out of ``buf`` (Note [gradient ownership])."""
+    n = node.num_outputs
     if node._pre_hooks:
-        grads = tuple(buf.get(i) for i in range(_arity(node, buf)))
+        grads = tuple(buf.get(i) for i in range(_arity(n, buf)))
         for fn in tuple(node._pre_hooks.values()):
             r = fn(grads)
             if r is not None:
-                grads = tuple(r)
-        buf = dict(enumerate(grads))
-    grads = [buf.get(i) for i in range(_arity(node, buf))]
-    if all(g is None for g in grads):
-        outs = [None] * len(node.next_functions)
+                grads = _hook_result(fn, r, len(grads))
+        grads = list(grads)
+    elif n == 1 and len(buf) == 1 and 0 in buf:
+        grads = [buf.pop(0)]
     else:
-        outs = node.apply(grads)
+        grads = [buf.pop(i, None) for i in range(_arity(n, buf))]
+    for g in grads:
+        if g is not None:
+            g = None  # no reference of ours left: the Node may keep the gradient
+            outs = node.apply(grads)
+            break
+    else:
+        outs = (None,) * len(node.next_functions)
     if node._post_hooks:
         outs = tuple(outs)
         for fn in tuple(node._post_hooks.values()):
             r = fn(outs, tuple(grads))
             if r is not None:
-                outs = tuple(r)
+                outs = _hook_result(fn, r, len(outs))
     if not retain_graph:
         node.release_variables()
     return outs
 
 
-def _arity(node, buf):
-    n = getattr(node, "num_outputs", 1)
-    return max(n, max(buf) + 1) if buf else n
+def _hook_result(fn, r, n):
+    r = tuple(r)
+    if len(r) != n:
+        raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect "
+                           f"number of values (got {len(r)}, but expected {n})")
+    return r
 
+
+def _arity(n, buf):
+    return max(n, max(buf) + 1) if buf else n

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 
 from . import anomaly
@@ -155,6 +156,9 @@ def sync_view(t):
     sync(t)
 
 
+_refcount = sys.getrefcount
+
+
 class AccumulateGrad(Node):
     """The sink for a leaf tensor: accumulates the incoming gradient into ``.grad``."""
 
@@ -167,7 +171,12 @@ class AccumulateGrad(Node):
         self._seq = float("inf")  # runs as soon as it is ready, like PyTorch's
 
     def apply(self, grads):
-        from .accumulate import accumulate_grad
+        g = grads[0]
+        # ours alone (Note [gradient ownership]): held by ``grads``, ``g`` and getrefcount
+        owned = g is not None and _refcount(g) <= 3 and _refcount(g._payload) <= 2
         with self._lock:
-            accumulate_grad(self.variable, grads[0])
+            accumulate_grad(self.variable, g, owned)
         return ()
+
+
+from .accumulate import accumulate_grad  # noqa: E402 (after Node: no import cycle)

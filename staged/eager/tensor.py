@@ -155,8 +155,7 @@ class Tensor:
             if value.dtype is not self.dtype:
                 raise RuntimeError(f"assigned grad has data of a different type: "
                                    f"{value.dtype} vs {self.dtype}")
-        from .dispatch import current_interceptor
-        icpt = current_interceptor()
+        icpt = _dispatch.current_interceptor()
         if icpt is not None:
             icpt.note_grad_write(self)
         self._grad = value
@@ -181,16 +180,14 @@ class Tensor:
     def _grad_accumulator(self):
         acc = self._grad_acc() if self._grad_acc is not None else None
         if acc is None:
-            from .node import AccumulateGrad
-            acc = AccumulateGrad(self)
+            acc = _node.AccumulateGrad(self)
             self._grad_acc = weakref.ref(acc)
         return acc
 
     def register_hook(self, hook):
         """Register ``hook(grad) -> Tensor or None``, run when this tensor's grad is computed."""
         if self._base is not None and self._view.version != self._vc[0]:
-            from .views import sync
-            sync(self)
+            _views.sync(self)
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
@@ -246,8 +243,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate gradients of this tensor into the ``.grad`` of the graph's leaves."""
-        from .engine import backward
-        backward((self,), None if gradient is None else (gradient,), retain_graph,
+        _engine.backward((self,), None if gradient is None else (gradient,), retain_graph,
                  create_graph, inputs=inputs)
 
     # --- data access --------------------------------------------------------------------
@@ -342,3 +338,8 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+# Modules that build on Tensor, bound once here rather than imported inside methods on
+# the hot path (``x.grad = None``, ``backward()``); attributes are read at call time.
+from . import dispatch as _dispatch, engine as _engine, node as _node, views as _views  # noqa: E402,E501

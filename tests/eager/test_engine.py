@@ -249,3 +249,37 @@ def test_deep_chain_has_no_recursion_limit():
     y.backward()
     assert x.grad.item() == pytest.approx(1.0001 ** 5000)
     assert (staged.tensor(1.0, requires_grad=True) * 2).grad_fn is not None
+
+
+def _run_twice(lib, make_loss, stash=None):
+    """Two backward passes of ``make_loss(x, b, g)`` into the same leaves; the leaves'
+    grads and the user's gradient tensor ``g`` afterwards, as NumPy arrays."""
+    x = lib.ones(3, dtype=lib.float64, requires_grad=True)
+    b = lib.ones(3, dtype=lib.float64, requires_grad=True)
+    g = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)
+    if stash is not None:
+        b.register_hook(lambda grad: stash.append(grad))
+    for _ in range(2):
+        make_loss(x, b, g)
+    return [np.array(t.detach().numpy()) for t in (x.grad, b.grad, g)]
+
+
+@pytest.mark.parametrize("case", ["root gradient", "fan-out of add", "sub", "expand",
+                                  "hook keeps the gradient"])
+def test_accumulated_grads_never_alias(case):
+    # a gradient stored as one leaf's .grad and accumulated into in place must not be
+    # another leaf's .grad, the user's gradient argument, or a tensor a hook kept
+    losses = {
+        "root gradient": lambda x, b, g: (x + b).backward(g),
+        "fan-out of add": lambda x, b, g: ((x + b) * g).sum().backward(),
+        "sub": lambda x, b, g: ((x - b) * g).sum().backward(),
+        "expand": lambda x, b, g: ((x * 1 + b.sum()) * g).sum().backward(),
+        "hook keeps the gradient": lambda x, b, g: ((x * b) * g).sum().backward(),
+    }
+    ours, theirs = [], []
+    got = _run_twice(staged, losses[case], ours)
+    want = _run_twice(torch, losses[case], theirs)
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(a, e)
+    for a, e in zip(ours, theirs):  # what the hook kept was not accumulated into later
+        np.testing.assert_array_equal(a.numpy(), e.numpy())

@@ -375,6 +375,15 @@ def _copy(e, op, x):
     return x  # tensors are values: a copy is the value itself
 
 
+@lowering(REGISTRY["threshold_backward"])
+def _threshold_backward(e, op, g, r):
+    d = op.out.aval.dtype
+    zero, thr = e.const(0, d), e.const(op.params["threshold"], d)
+    return e.map((g, r), [v.aval for v in op.inputs], op.out.aval,
+                 lambda a, b: e.emit(f"arith.select {CMP['le'][dclass(d)](e, d, b, thr)}, "
+                                     f"{zero}, {a} : {elem_type(d)}"))
+
+
 @lowering(REGISTRY["where"])
 def _where(e, op, c, x, y):
     t = elem_type(op.out.aval.dtype)

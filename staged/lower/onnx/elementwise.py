@@ -130,6 +130,13 @@ def _where(b, op, c, x, y):
     return b.kernel("Where", [x, y], op.out.aval.dtype, pre=[c])
 
 
+@lowering(REGISTRY["threshold_backward"])
+def _threshold_backward(b, op, g, r):
+    d = op.out.aval.dtype
+    le = b.kernel("LessOrEqual", [r, _c(b, d, op.params["threshold"])], d, out=dt.bool_)
+    return b.kernel("Where", [_c(b, d, 0), g], d, pre=[le])
+
+
 @lowering(REGISTRY["cast"])
 def _cast(b, op, x):
     return b.cast(x, op.inputs[0].aval.dtype, op.out.aval.dtype)
