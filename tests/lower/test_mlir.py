@@ -72,6 +72,10 @@ def cases(name):
         if name in ("add", "sub", "mul", "div", "eq", "ne"):
             out.append(([arr((2, 2), dt.complex64, 0.5), arr((2, 2), dt.complex64, 0.5)], {}))
         return out
+    if name == "threshold_backward":  # the result at, below and above 0, and NaN
+        return [([arr((2, 3)), NAN], {"threshold": 0}),
+                ([arr((4,), dt.float64), np.array([0.0, -0.0, 1e-30, -1.0])], {"threshold": 0}),
+                ([arr((2, 3)), arr((2, 3))], {"threshold": 0.5})]
     if name == "where":
         return [([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {}),
                 ([np.asarray(True), np.float32(1), np.float32(2)], {}),
