@@ -188,13 +188,15 @@ class Tensor:
 
     def register_hook(self, hook):
         """Register ``hook(grad) -> Tensor or None``, run when this tensor's grad is computed."""
-        if self._base is not None and self._view.version != self._vc[0]:
-            from .views import sync
-            sync(self)
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self.grad_fn is not None:
-            return self.grad_fn._add_tensor_pre_hook(self._output_nr, hook)
+        if self._base is not None:
+            from .views import hook_node
+            fn = hook_node(self)
+        else:
+            fn = self.grad_fn
+        if fn is not None:
+            return fn._add_tensor_pre_hook(self._output_nr, hook)
         if self._hooks is None:
             self._hooks = {}
         return add_hook(self._hooks, hook)
@@ -304,8 +306,13 @@ class Tensor:
         extra = ""
         if self.dtype not in (dt.float32, dt.int64, dt.bool_):
             extra += f", dtype={self.dtype}"
-        if self.grad_fn is not None:
-            extra += f", grad_fn=<{self.grad_fn.name()}>"
+        try:
+            fn = self.grad_fn
+            name = None if fn is None else fn.name()
+        except RuntimeError:  # a stale view made under no_grad (Note [stale views])
+            name = "Invalid"
+        if name is not None:
+            extra += f", grad_fn=<{name}>"
         elif self._requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
