@@ -114,7 +114,8 @@ class Tensor:
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad=True):
-        if self.grad_fn is not None:
+        # torch tests the grad_fn field here, not regenerating a stale view's (Note [stale views])
+        if _grad_fn_field(self) is not None:
             if requires_grad:
                 return self
             raise RuntimeError(
@@ -166,7 +167,7 @@ class Tensor:
         return self._retains_grad
 
     def retain_grad(self) -> None:
-        if self.grad_fn is None:
+        if _grad_fn_field(self) is None:  # as torch: a stale view not yet read is a leaf here
             if not self._requires_grad:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             return
@@ -330,6 +331,9 @@ class Tensor:
             t._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = t
         return t
+
+
+_grad_fn_field = Tensor.__dict__["grad_fn"].__get__  # the slot, even under a property
 
 
 def _rebuild(array, requires_grad):

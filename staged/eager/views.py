@@ -111,6 +111,7 @@ def bumped(vc) -> None:
 
 _grad_fn = Tensor.__dict__["grad_fn"]  # the slots under _StaleView's properties
 _requires_grad = Tensor.__dict__["_requires_grad"]
+grad_fn_field = _grad_fn.__get__  # a tensor's grad_fn without regenerating it
 
 
 def sync(t):

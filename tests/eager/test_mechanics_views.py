@@ -432,3 +432,53 @@ def test_settled_views_are_plain_tensors_and_views_are_held_weakly():
         assert ref() is None             # no cycle through the base's registry
     finally:
         gc.enable()
+
+
+# --- where torch reads the grad_fn field without regenerating it -------------------------
+
+@pytest.mark.parametrize("read", [True, False])
+def test_unread_stale_view_is_a_leaf_to_inplace_retain_grad_and_requires_grad_(read):
+    """torch's check_inplace, retain_grad and requires_grad_ test the view's grad_fn field:
+    a view made before its base required grad, not read since, is a leaf to them."""
+    def setup(T):
+        w = arange(T, 3, requires_grad=True)
+        a = T.zeros(3, dtype=T.float64)
+        v = a[1:]
+        a.add_(w * w)
+        if read:
+            v.grad_fn
+        return w, a, v
+
+    def write(T):
+        w, a, v = setup(T)
+        v.mul_(w[1:])
+        (a * a).sum().backward()
+        return w.grad
+
+    def retain(T):
+        w, a, v = setup(T)
+        v.retain_grad()
+        (v * v).sum().backward()
+        return v.retains_grad, v._grad, w.grad
+
+    def no_grad_flag(T):
+        w, a, v = setup(T)
+        v.requires_grad_(False)
+        return v.requires_grad, v.is_leaf, name(v.grad_fn)
+
+    if read:
+        assert_close(*both(write))
+        raises_like_torch(no_grad_flag, "you can only change requires_grad flags of leaf "
+                          "variables.")
+    else:
+        raises_like_torch(write, "a leaf Variable that requires grad is being used in an "
+                          "in-place operation.")
+        assert both(no_grad_flag)[0] == both(no_grad_flag)[1] == (True, False,
+                                                                  "AsStridedBackward0")
+    (kept, g, wg), (tkept, tg, twg) = both(retain)
+    assert kept == tkept == read
+    assert (g is None) == (tg is None) == (not read)
+    if read:
+        assert_close(g, tg)
+    assert_close(wg, twg)
+

@@ -22,8 +22,9 @@ from . import elementwise as ew
 from ._operands import expand_to, scalar_tensor, to_dtype
 
 
-def check_inplace(t: Tensor, result: Tensor) -> None:
-    """PyTorch's checks before writing ``result`` into ``t`` (its check_inplace)."""
+def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
+    """PyTorch's checks before writing into ``t`` a value whose other inputs require grad
+    or not (its check_inplace)."""
     if t._vc is None and not _state.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
                            "allowed.You can make a clone to get a normal tensor before doing "
@@ -38,18 +39,23 @@ def check_inplace(t: Tensor, result: Tensor) -> None:
                                "operation.")
         return
     requires = t._requires_grad or base._requires_grad  # a view's, as PyTorch counts it
-    if not (requires or result._requires_grad):
+    if not (requires or value_requires_grad):
         return
     if not t._view.grad_mode:
         raise RuntimeError(views.creation_error(t._view, indirect=False))
     if requires and base.grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                            "an in-place operation.")
+    if requires and views.grad_fn_field(t) is None:
+        # torch tests the field: a view made before its base required grad, whose grad_fn
+        # was not read since, counts as a leaf here (Note [stale views])
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
 
 
 def write(t: Tensor, result: Tensor) -> Tensor:
     """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version."""
-    check_inplace(t, result)
+    check_inplace(t, result._requires_grad)
     icpt = current_interceptor()
     if icpt is not None:
         icpt.lift(t)  # a write to pre-trace data becomes a state update, never a real write
@@ -122,6 +128,8 @@ def _title(d):
 
 def _inplace(op):
     def method(self, *args, **kwargs):
+        if self._base is not None:  # checked before the op reads the view's grad_fn, as torch
+            check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
         return write(self, op(self, *args, **kwargs))
     method.__name__ = op.__name__ + "_"
     return method
