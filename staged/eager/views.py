@@ -25,7 +25,9 @@ PyTorch logic (``sync``) and turn it back into a plain ``Tensor`` once it is set
 So every reader (ops, custom Functions, the engine, the user) sees the regenerated
 grad_fn, and ordinary tensors and fresh views keep plain slot reads. A view made under
 ``no_grad`` (or ``inference_mode``) whose storage was written raises PyTorch's error
-when its grad_fn is needed, unless neither it nor its base requires grad.
+when its grad_fn is needed, unless neither it nor its base requires grad. Where PyTorch's
+C++ reads the grad_fn field without regenerating it (``is_leaf`` in check_inplace,
+retain_grad, requires_grad_), staged reads the slot (``grad_fn_field``) too.
 """
 from __future__ import annotations
 
