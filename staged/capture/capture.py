@@ -140,6 +140,8 @@ class Tracer:
         for t in inputs:
             if t._serial < self.start and not isinstance(t._payload, Symbolic):
                 self.lift(t)
+            if t._base is not None and t._vc is not None and t._view.data_version != t._vc[0]:
+                refresh_view(t)  # its base was written since: its data may be symbolic now
             if isinstance(t._payload, Symbolic):
                 symbolic = True
         if not symbolic:

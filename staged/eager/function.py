@@ -18,6 +18,7 @@ from .grad_mode import _state, no_grad
 from .node import Node
 from .saved import SavedTensor
 from .tensor import Tensor
+from .views import bumped
 
 
 class FunctionCtx:
@@ -234,6 +235,7 @@ def _wrap_outputs(ctx, args, outputs, record):
             raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
                                "operation.")
         t._vc[0] += 1
+        bumped(t._vc)
     if not record:
         return outputs
     ctx.next_functions = tuple(_edge(args[i]) for i in ctx._tensor_args)

@@ -8,6 +8,7 @@ import threading
 from . import saved as _saved
 from .engine import GradientEdge, current_graph_task, gradient_edge
 from .node import Node  # noqa: F401  (the base class of every grad_fn)
+from .views import bumped
 
 
 def get_gradient_edge(tensor) -> GradientEdge:
@@ -24,6 +25,7 @@ def increment_version(tensor) -> None:
     if tensor._vc is None:
         raise RuntimeError("Inference tensors do not track version counter.")
     tensor._vc[0] += 1
+    bumped(tensor._vc)
 
 
 class saved_tensors_hooks:

@@ -114,7 +114,8 @@ class Tensor:
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad=True):
-        if self.grad_fn is not None:
+        # torch tests the grad_fn field here, not regenerating a stale view's (Note [stale views])
+        if _grad_fn_field(self) is not None:
             if requires_grad:
                 return self
             raise RuntimeError(
@@ -165,7 +166,7 @@ class Tensor:
         return self._retains_grad
 
     def retain_grad(self) -> None:
-        if self.grad_fn is None:
+        if _grad_fn_field(self) is None:  # as torch: a stale view not yet read is a leaf here
             if not self._requires_grad:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             return
@@ -186,12 +187,14 @@ class Tensor:
 
     def register_hook(self, hook):
         """Register ``hook(grad) -> Tensor or None``, run when this tensor's grad is computed."""
-        if self._base is not None and self._view.version != self._vc[0]:
-            _views.sync(self)
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self.grad_fn is not None:
-            return self.grad_fn._add_tensor_pre_hook(self._output_nr, hook)
+        if self._base is not None:
+            fn = _views.hook_node(self)
+        else:
+            fn = self.grad_fn
+        if fn is not None:
+            return fn._add_tensor_pre_hook(self._output_nr, hook)
         if self._hooks is None:
             self._hooks = {}
         return add_hook(self._hooks, hook)
@@ -300,8 +303,13 @@ class Tensor:
         extra = ""
         if self.dtype not in (dt.float32, dt.int64, dt.bool_):
             extra += f", dtype={self.dtype}"
-        if self.grad_fn is not None:
-            extra += f", grad_fn=<{self.grad_fn.name()}>"
+        try:
+            fn = self.grad_fn
+            name = None if fn is None else fn.name()
+        except RuntimeError:  # a stale view made under no_grad (Note [stale views])
+            name = "Invalid"
+        if name is not None:
+            extra += f", grad_fn=<{name}>"
         elif self._requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
@@ -319,6 +327,9 @@ class Tensor:
             t._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = t
         return t
+
+
+_grad_fn_field = Tensor.__dict__["grad_fn"].__get__  # the slot, even under a property
 
 
 def _rebuild(array, requires_grad):

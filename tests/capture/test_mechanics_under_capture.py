@@ -112,3 +112,34 @@ def test_anomaly_mode_records_forward_tracebacks_while_tracing():
     with staged.autograd.set_detect_anomaly(True):
         staged.capture(step, staged.tensor([1.0], requires_grad=True))
     assert "y = x.exp()" in tracebacks[0]
+
+
+def test_views_made_before_their_base_required_grad_regenerate_under_capture():
+    """Views made before their base first required grad join the graph when the base is
+    written (AsStridedBackward0, Note [stale views]): the interpreted and the compiled
+    step give eager's and torch's gradients."""
+    import torch
+    w0 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], dtype=np.float32)
+    names = []
+
+    def step(T, x, w):
+        a = T.zeros(2, 3)
+        top, col, flat_t = a[0], a[:, 1], a.t()[1:]  # made before a requires grad
+        a.add_(x * w)
+        names.append([v.grad_fn.name() for v in (top, col, flat_t)])
+        loss = (top * top).sum() + (col * 3).sum() + (flat_t * flat_t * flat_t).sum()
+        g, = T.autograd.grad(loss, w)
+        return loss, g
+
+    w = staged.tensor(w0, requires_grad=True)
+    x = staged.full((2, 3), 2.0)
+    eager = step(staged, x, w)
+    wt = torch.tensor(w0, requires_grad=True)
+    theirs = step(torch, torch.full((2, 3), 2.0), wt)
+    c = staged.capture(lambda x: step(staged, x, w), x)
+    assert names == [["AsStridedBackward0"] * 3] * 3
+    interpreted = _interpret(c, x)
+    compiled = c.compile()(x)
+    for got in (eager, interpreted, compiled):
+        np.testing.assert_allclose(np.asarray(got[0]), theirs[0].item(), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(got[1]), theirs[1].numpy(), rtol=1e-6)

@@ -22,7 +22,9 @@ from . import elementwise as ew
 from ._operands import expand_to, scalar_tensor, to_dtype
 
 
-def check_inplace(t: Tensor) -> None:
+def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
+    """PyTorch's checks before writing into ``t`` a value whose other inputs require grad
+    or not (its check_inplace)."""
     if t._vc is None and not _state.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
                            "allowed.You can make a clone to get a normal tensor before doing "
@@ -30,26 +32,30 @@ def check_inplace(t: Tensor) -> None:
                            "more details.")
     if not _state.grad_enabled:
         return
-    if t._requires_grad and t.grad_fn is None and t._base is None:
+    base = t._base
+    if base is None:
+        if t._requires_grad and t.grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        return
+    requires = t._requires_grad or base._requires_grad  # a view's, as PyTorch counts it
+    if not (requires or value_requires_grad):
+        return
+    if not t._view.grad_mode:
+        raise RuntimeError(views.creation_error(t._view, indirect=False))
+    if requires and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                           "an in-place operation.")
+    if requires and views.grad_fn_field(t) is None:
+        # torch tests the field: a view made before its base required grad, whose grad_fn
+        # was not read since, counts as a leaf here (Note [stale views])
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
-    base = t._base
-    if base is not None and base._requires_grad:
-        if base.grad_fn is None:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
-                               "an in-place operation.")
-        if not t._view.grad_mode:
-            raise RuntimeError(
-                "A view was created in no_grad mode and is being modified inplace with grad "
-                "mode enabled. Given that this use case is ambiguous and error-prone, it is "
-                "forbidden. You can clarify your code by moving both the view and the inplace "
-                "either both inside the no_grad block (if you don't want the inplace to be "
-                "tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def write(t: Tensor, result: Tensor) -> Tensor:
     """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version."""
-    check_inplace(t)
+    check_inplace(t, result._requires_grad)
     icpt = current_interceptor()
     if icpt is not None:
         icpt.lift(t)  # a write to pre-trace data becomes a state update, never a real write
@@ -89,13 +95,17 @@ def write(t: Tensor, result: Tensor) -> Tensor:
         t._vc[0] += 1
         if t._base is not None:
             t._view.data_version = t._vc[0]
+        views.bumped(t._vc)  # views of this memory regenerate their grad_fn when next read
     if node is not None:
         if t._base is not None:
             views.rebase(t, result)
         else:
+            old, old_nr = t.grad_fn, t._output_nr
             t.grad_fn = node
             t._output_nr = result._output_nr
             t._requires_grad = True
+            if t._retains_grad:
+                views.move_retain_grad(t, old, old_nr)
     if forward_ad.active():
         forward_ad.written(t, result)
     return t
@@ -118,6 +128,8 @@ def _title(d):
 
 def _inplace(op):
     def method(self, *args, **kwargs):
+        if self._base is not None:  # checked before the op reads the view's grad_fn, as torch
+            check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
         return write(self, op(self, *args, **kwargs))
     method.__name__ = op.__name__ + "_"
     return method
