@@ -65,7 +65,7 @@ class CompiledGraph:
     def __init__(self, captured: Captured, backend: str = "llvm-cpu"):
         self.captured = captured
         self.backend = backend
-        _check_dtypes(captured.graph, backend)
+        check_dtypes(captured.graph, backend)
         self.mlir = to_mlir(captured.graph)
         self.device = get_device(backend)
         with _progress(f"compiling a step of {len(captured.graph.ops)} ops for {backend}"):
@@ -133,7 +133,8 @@ class CompiledGraph:
         return save(self, directory, names)
 
 
-def _check_dtypes(graph, backend: str) -> None:
+def check_dtypes(graph, backend: str) -> None:
+    """Raise CompileError, naming the op and its line, for a dtype ``backend`` refuses."""
     refused = UNSUPPORTED_DTYPES.get(backend)
     if not refused:
         return

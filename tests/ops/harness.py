@@ -122,7 +122,7 @@ def captured(entry: OpInfo, sample: Sample):
     return staged.capture(lambda *ls: flat(call(entry.op, sample, ls)), *leaves), leaves
 
 
-def compiled_batch(slots):
+def compiled_batch(slots, backend="llvm-cpu"):
     """Run every ``(entry, sample)`` of ``slots`` through ONE captured and compiled module;
     returns per slot its list of outputs (NumPy)."""
     per_slot = [arrays(s) for _, s in slots]
@@ -138,7 +138,7 @@ def compiled_batch(slots):
             counts.append(len(o))
             outs.extend(o)
         return outs
-    fn = staged.capture(body, *all_leaves).compile("llvm-cpu")
+    fn = staged.capture(body, *all_leaves).compile(backend)
     res = [np.asarray(r) for r in fn(*all_leaves)]
     out, k = [], 0
     for n in counts:

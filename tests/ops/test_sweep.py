@@ -16,9 +16,12 @@ from staged import dtypes as dt
 from staged.autodiff import Aval
 from staged.capture.interpret import interpret
 from staged.lower.mlir import LoweringError, to_mlir
+from staged.runtime.compiled import check_dtypes
+from staged.runtime.compiler import CompileError
 from tests.checks import check_grads
 from tests.ops import harness as H
 from tests.ops.db import OP_DB
+from tests.backends import needs_vulkan
 
 
 def _rng(*key) -> np.random.Generator:
@@ -229,11 +232,16 @@ def test_capture(entry, dtype, k, sample):
         H.assert_close(a, o, 0, 0, f"output {i}")
 
 
-# --- compiled: one module per dtype holding every sample of that dtype --------------------------
-def _lowering_error(key):
-    """Why one captured case does not lower to MLIR, or None."""
+# --- compiled: one module per backend and dtype holding every sample of that dtype ---------------
+def _lowering_error(key, backend):
+    """Why one captured case does not lower to MLIR or is refused by ``backend``, or None."""
+    graph = _captured(key)[0].graph
     try:
-        to_mlir(_captured(key)[0].graph)
+        check_dtypes(graph, backend)
+    except CompileError as err:  # a dtype the backend cannot compute in: a skip
+        return _UNSUPPORTED + str(err)
+    try:
+        to_mlir(graph)
     except LoweringError as err:
         # a dtype the registry records as unsupported, with its reason: a skip, not a failure
         return (_UNSUPPORTED if "no MLIR lowering" in str(err) else "") + str(err)
@@ -242,19 +250,19 @@ def _lowering_error(key):
     return None
 
 
-_UNSUPPORTED = "unsupported by the registry: "
+_UNSUPPORTED = "unsupported by the registry or the backend: "
 
 
-@pytest.fixture(scope="module")
-def compiled():
+@functools.cache
+def _compiled(backend):
     """{(name, dtype, k): outputs or why there are none}: every capturable case of a dtype
-    in ONE compiled module (cases that do not lower are found and left out only when the
-    module fails to build)."""
+    in ONE module compiled for ``backend`` (cases that do not lower, or use a dtype the
+    backend refuses, are found and left out only when the module fails to build)."""
     results = {}
     for dtype in sorted({d for _, d, _, _ in CASES}):
         todo = {}
         for e, d, k, s in CASES:
-            if d != dtype or e.skip_reason("llvm-cpu", d) or e.skip_reason("capture", d):
+            if d != dtype or e.skip_reason(backend, d) or e.skip_reason("capture", d):
                 continue
             got = _captured((e.name, d, k))
             if isinstance(got, Exception):
@@ -263,23 +271,22 @@ def compiled():
                 todo[(e.name, d, k)] = (e, s)
         for attempt in range(2):
             try:
-                results.update(zip(todo, H.compiled_batch(list(todo.values()))))
+                results.update(zip(todo, H.compiled_batch(list(todo.values()), backend)))
                 break
             except Exception as err:  # noqa: BLE001
                 if attempt:
                     results.update(dict.fromkeys(todo, f"the {dtype} module failed: "
                                                        f"{type(err).__name__}: {err}"))
                     break
-                bad = {key: why for key in todo if (why := _lowering_error(key))}
+                bad = {key: why for key in todo if (why := _lowering_error(key, backend))}
                 results.update(bad)
                 todo = {key: v for key, v in todo.items() if key not in bad}
     return results
 
 
-@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
-def test_llvm_cpu(entry, dtype, k, sample, compiled):
-    _skip(entry, "llvm-cpu", dtype, "capture")
-    got = compiled[(entry.name, dtype, k)]
+def _check_compiled(backend, entry, dtype, k, sample):
+    _skip(entry, backend, dtype, "capture")
+    got = _compiled(backend)[(entry.name, dtype, k)]
     if isinstance(got, str):
         if got.startswith(_UNSUPPORTED):
             pytest.skip(got)
@@ -288,3 +295,14 @@ def test_llvm_cpu(entry, dtype, k, sample, compiled):
     outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
     for i, (a, o) in enumerate(zip(got, outs)):
         H.assert_close(a, o, rtol * 10, atol * 10, f"output {i}")
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_llvm_cpu(entry, dtype, k, sample):
+    _check_compiled("llvm-cpu", entry, dtype, k, sample)
+
+
+@needs_vulkan
+@pytest.mark.parametrize("entry,dtype,k,sample", ALL)
+def test_vulkan_spirv(entry, dtype, k, sample):
+    _check_compiled("vulkan-spirv", entry, dtype, k, sample)

@@ -11,22 +11,7 @@ import staged
 import staged.nn.functional as F
 from staged import nn, optim
 from staged.runtime.compiler import CompileError, compile_mlir
-from staged.runtime.device import DeviceError, device
-
-
-def _usable(backend):
-    try:
-        device(backend)
-    except DeviceError as err:
-        return str(err)
-    return None
-
-
-VULKAN_MISSING = _usable("vulkan-spirv")
-needs_vulkan = pytest.mark.skipif(
-    VULKAN_MISSING is not None,
-    reason=f"no Vulkan device ({VULKAN_MISSING}); `make test` installs Mesa's lavapipe "
-           "(Debian package mesa-vulkan-drivers) when it runs as root with apt-get")
+from tests.backends import needs_cuda, needs_vulkan
 
 
 def _train(backend, steps=4):
@@ -81,9 +66,6 @@ def test_cuda_compiles_without_a_gpu():
     assert b"IREE" in vmfb and b".target sm_80" in vmfb  # PTX for sm_80 is embedded
 
 
-CUDA_MISSING = _usable("cuda")
-
-
-@pytest.mark.skipif(CUDA_MISSING is not None, reason=f"no CUDA device: {CUDA_MISSING}")
+@needs_cuda
 def test_cuda_training_step_equals_eager():
     _train("cuda")

@@ -161,9 +161,9 @@ def _erf(e, d, x):
     split = f("arith.mulf", f("arith.subf", y, ysq), f("arith.addf", y, ysq))
     erfc = f("arith.mulf", f("arith.mulf", f("math.exp", f("arith.negf", f(
         "arith.mulf", ysq, ysq))), f("math.exp", f("arith.negf", split))), r)
-    big = f("math.copysign", f("arith.subf", c(1.0), erfc), x)
+    big = e.copysign(f("arith.subf", c(1.0), erfc), x, d)
     big = e.emit(f"arith.select {CMP['gt']['float'](e, d, y, c(6.0))}, "
-                 f"{f('math.copysign', c(1.0), x)}, {big} : {t}")
+                 f"{e.copysign(c(1.0), x, d)}, {big} : {t}")
     return e.emit(f"arith.select {CMP['le']['float'](e, d, y, c(0.46875))}, {small}, {big} : {t}")
 
 
@@ -221,7 +221,7 @@ def _float_pow(e, d, x, y):
     r = f(f"math.powf {ax}, {y}")
     one, zero = e.const(1, d), e.const(0, d)
     odd = cmp("oeq", f(f"math.absf {f(f'arith.remf {y}, {e.const(2, d)}')}"), one)
-    negative = cmp("olt", f(f"math.copysign {one}, {x}"), zero)
+    negative = cmp("olt", e.copysign(one, x, d), zero)
     r = f(f"arith.select {e.emit(f'arith.andi {odd}, {negative} : i1')}, {f(f'arith.negf {r}')}, {r}")
     finite_neg = e.emit(f"arith.andi {cmp('olt', x, zero)}, "
                         f"{cmp('ogt', x, e.const(-np.inf, d))} : i1")
@@ -386,9 +386,9 @@ def _threshold_backward(e, op, g, r):
 
 @lowering(REGISTRY["where"])
 def _where(e, op, c, x, y):
-    t = elem_type(op.out.aval.dtype)
+    d = op.out.aval.dtype
     return e.map((c, x, y), [v.aval for v in op.inputs], op.out.aval,
-                 lambda a, b, d: e.emit(f"arith.select {a}, {b}, {d} : {t}"))
+                 lambda a, b, f: e.select(a, b, f, d))
 
 
 # --- cast -------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def _scatter_add(e, op, x, index, src):
     def body(i, s, acc):
         here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
         hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
-        return e.emit(f"arith.select {hit}, {add(e, d, acc, s)}, {acc} : {elem_type(d)}")
+        return e.select(hit, add(e, d, acc, s), acc, d)
     # summed into zeros, then added to x: reducing into x itself as the init failed to
     # compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
     summed = e.generic([(index, ia), (src, sa)], [(e.full(a.shape, d, 0), a)],

@@ -145,6 +145,28 @@ class Emitter:
         return table[c]
 
     # scalars
+    def select(self, c: str, a: str, b: str, d) -> str:
+        """``c ? a : b`` on scalars of dtype ``d``; complex values part by part (SPIR-V
+        cannot select a complex value)."""
+        t = _ELEM[d]
+        if not d.is_complex:
+            return self.emit(f"arith.select {c}, {a}, {b} : {t}")
+        pt = _ELEM[d.to_real()]
+        re_, im_ = (self.emit(f"arith.select {c}, {self.emit(f'complex.{p} {a} : {t}')}, "
+                              f"{self.emit(f'complex.{p} {b} : {t}')} : {pt}")
+                    for p in ("re", "im"))
+        return self.emit(f"complex.create {re_}, {im_} : {t}")
+
+    def copysign(self, a: str, b: str, d) -> str:
+        """``|a|`` with the sign of ``b`` (float ``d``); 16-bit floats go through f32, as
+        SPIR-V has no 16-bit copysign."""
+        t = _ELEM[d]
+        if d.itemsize != 2:
+            return self.emit(f"math.copysign {a}, {b} : {t}")
+        wide = [self.emit(f"arith.extf {v} : {t} to f32") for v in (a, b)]
+        r = self.emit(f"math.copysign {wide[0]}, {wide[1]} : f32")
+        return self.emit(f"arith.truncf {r} : f32 to {t}")
+
     def const(self, value, d) -> str:
         if d.is_complex:
             part = d.to_real()

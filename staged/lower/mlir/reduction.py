@@ -110,7 +110,7 @@ def _cumsum(e, op, x):
     def body(v, acc):
         pred = "uge" if reverse else "ule"
         take = e.emit(f"arith.cmpi {pred}, {_index(e, rank)}, {_index(e, dim)} : index")
-        v = e.emit(f"arith.select {take}, {v}, {e.const(0, d)} : {elem_type(d)}")
+        v = e.select(take, v, e.const(0, d), d)
         return add(e, d, acc, v)
 
     return e.generic([(x, a)], [(e.full(a.shape, d, 0), a)],
