@@ -10,7 +10,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
-from .module import UNSUPPORTED, bits, dclass, elem_type, lowering, unsupported
+from .module import bits, dclass, elem_type, lowering, unsupported
 
 
 def _op(mnemonic):
@@ -357,9 +357,6 @@ unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tens
 def _elementwise(table):
     def emit(e, op, *xs):
         d = op.inputs[0].aval.dtype
-        reason = UNSUPPORTED.get(op.prim.name, {}).get(d.name)  # a gap of one dtype
-        if reason:
-            e.fail(f"no MLIR lowering: {reason}", d)
         fn = e.need(table, d)
         return e.map(xs, [v.aval for v in op.inputs], op.out.aval,
                      lambda *a: fn(e, op.inputs[0].aval.dtype, *a))

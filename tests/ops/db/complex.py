@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 import staged
-from tests.ops.db.math import arr, binary_samples, unary_samples
-from tests.ops.opinfo import OpInfo, Sample, Skip
+from tests.ops.db.math import binary_samples, unary_samples
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr
 
 COMPLEX = ("complex64", "complex128")
 

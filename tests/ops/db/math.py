@@ -8,22 +8,10 @@ import torch
 import torch.nn.functional as TF
 
 import staged
-from tests.ops.opinfo import OpInfo, Sample, Skip
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "float32", "float64")
-
-
-def arr(rng, dtype, shape, low=-2.0, high=2.0):
-    """Uniform samples in [low, high) of ``shape`` in ``dtype`` (a NumPy dtype name)."""
-    d = np.dtype(dtype)
-    if d.kind == "c":
-        return np.asarray(rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape), d)
-    if d.kind == "b":
-        return np.asarray(rng.random(shape) < 0.5)
-    if d.kind in "iu":
-        return np.asarray(rng.integers(int(low), int(high) + 1, shape), d)
-    return np.asarray(rng.uniform(low, high, shape), d)
 
 
 def away_from_zero(rng, dtype, shape, low=0.2, high=2.0):
@@ -84,20 +72,14 @@ def _prod_samples(dtype, rng):
             Sample((arr(rng, dtype, ()),), name="scalar")]
 
 
-def _distinct(rng, dtype, shape):
-    """Distinct values (sort/topk indices are unique, so torch and staged agree)."""
-    n = int(np.prod(shape))
-    return (rng.permutation(n).reshape(shape) * 0.25 - n / 8).astype(dtype)
-
-
 def _sort_samples(dtype, rng):
-    x = _distinct(rng, dtype, (3, 5))
+    x = distinct(rng, dtype, (3, 5))
     return [Sample((x,), name="last"), Sample((x, 0), name="dim0"),
             Sample((x, 1, True), name="descending")]
 
 
 def _topk_samples(dtype, rng):
-    x = _distinct(rng, dtype, (3, 5))
+    x = distinct(rng, dtype, (3, 5))
     return [Sample((x, 2), name="largest"), Sample((x, 3, 0), name="dim0"),
             Sample((x, 2, -1, False), name="smallest"), Sample((x, 0), name="k=0")]
 
