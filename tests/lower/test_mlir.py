@@ -169,13 +169,9 @@ COMPLEX_ZERO = np.array([0, 1 + 1j, -2 + 0.5j, -1j], np.complex64)
 TIES = np.array([[3, 1, 2, 1, np.nan], [0, -1, 5, 5, 2]], np.float32)
 
 
-NO_F64 = {"tan", "asin", "acos", "atan", "atan2", "remainder", "fmod"}  # see UNSUPPORTED
-
-
-def _unary_math(low=-3.0, high=3.0, complex_=False, extra=(), f64=True):
+def _unary_math(low=-3.0, high=3.0, complex_=False, extra=()):
     def cases():
-        out = [([arr((2, 3), F, low, high)], {}),
-               *([([arr((4,), dt.float64, low, high)], {})] if f64 else []),
+        out = [([arr((2, 3), F, low, high)], {}), ([arr((4,), dt.float64, low, high)], {}),
                ([np.asarray(arr((), F, low, high))], {}), *(([x], {}) for x in extra)]
         return out + ([([arr((2, 2), C, 0.2, 1.2)], {})] if complex_ else [])
     return cases
@@ -190,9 +186,9 @@ def _remainders():
 
 
 MATH_CASES = {
-    **{n: _unary_math(complex_=n in ("tan", "sinh", "cosh"), f64=n not in NO_F64)
+    **{n: _unary_math(complex_=n in ("tan", "sinh", "cosh"))
        for n in ("tan", "sinh", "cosh", "atan")},
-    "asin": _unary_math(-0.95, 0.95, f64=False), "acos": _unary_math(-0.95, 0.95, f64=False),
+    "asin": _unary_math(-0.95, 0.95), "acos": _unary_math(-0.95, 0.95),
     "erf": _unary_math(-4, 4, extra=(NAN, np.array([-np.inf, np.inf, 0.0], np.float32))),
     **{n: _unary_math(0.1, 5, complex_=True) for n in ("log2", "log10")},
     "exp2": _unary_math(complex_=True),
