@@ -34,8 +34,9 @@ def _scales(n, hi):
 EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 1e-300, -1e-300,
                   2.0 ** -27, 2.0 ** -26, 1e-8, 0.4375, 0.6875, 1.1875, 2.4375, 0.975, -0.975])
 PI_MULTIPLES = np.array([k * np.pi / 4 for k in range(-40, 41)] + [1e5, -1e5, 1e5 * np.pi / 2])
+LARGE = np.exp(rng.uniform(np.log(1e5), np.log(2.0 ** 52), 2000))  # up to where n fits
 TRIG = np.concatenate([EDGES, PI_MULTIPLES, np.nextafter(PI_MULTIPLES, np.inf),
-                       np.nextafter(PI_MULTIPLES, -np.inf), _scales(N, 1e5)])
+                       np.nextafter(PI_MULTIPLES, -np.inf), _scales(N, 1e5), LARGE, -LARGE])
 UNIT = np.concatenate([EDGES, np.linspace(-1, 1, N + 1), 1 - np.exp(rng.uniform(-40, 0, N)),
                        [1.5, -1.5, np.nextafter(1.0, 0), np.nextafter(0.5, 0)]])
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e308, -1e308, 2.5, -3.0,
@@ -123,6 +124,13 @@ def test_float64_within_ulps(name, ref, xs, bound, results):
     k = int(np.argmax(u))
     assert u[k] <= bound, f"{name}{tuple(float(x[k]) for x in xs)}: {got[k]!r}, NumPy " \
                           f"{want[k]!r} ({u[k]} ulp)"
+
+
+def test_trig_beyond_2_52_is_nan():
+    x = np.array([2.0 ** 52, -(2.0 ** 60), 1e300])
+    g, inputs = _graph([(n, (x,)) for n in ("sin", "cos", "tan")])
+    outs = device().load(compile_mlir(to_mlir(g))).invoke("main", inputs, [np.float64] * 3)
+    assert all(np.isnan(to_host(o)).all() for o in outs)
 
 
 @pytest.mark.parametrize("name,ref", EXACT, ids=[r[0] for r in EXACT])

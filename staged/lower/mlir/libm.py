@@ -8,11 +8,11 @@ executable format; no flag links a libm bitcode that IREE ships). f64 ``math.exp
 ``math.log``, ``math.sqrt``, ``math.fma`` and rounding do compile (within 1 ulp), so these
 functions are written with them, branch-free (selects), in the body of one linalg.generic:
 
-* sin, cos, tan: Cody-Waite reduction by pi/2 split in three doubles (the first product
-  exact through an FMA, the second as a double-double), then fdlibm's kernel polynomials.
-  Within 1-2 ulp of NumPy for |x| < 2**30; the reduction loses accuracy from about 2**40
-  on and is meaningless beyond 2**52 (no Payne-Hanek reduction: the results are finite
-  garbage there, not NaN).
+* sin, cos, tan: Cody-Waite reduction by pi/2 split in three doubles (n from x 2/pi as a
+  double-double, the first product exact through an FMA, the second as a double-double),
+  then fdlibm's kernel polynomials. Within 1 ulp of NumPy (tan: 2) for |x| < 2**52; NaN
+  from 2**52 on, where n no longer fits a double (that needs Payne-Hanek reduction with
+  ~1100 bits of 2/pi, not implemented): never a wrong number.
 * atan (fdlibm's, reduced over five intervals), atan2 (atan of |y/x| and the quadrant, with
   IEEE's signed zeros and infinities), asin and acos (fdlibm's rational approximations).
 * fmod: exact for all finite operands. One FMA step ``r - q * y`` is exact while the
@@ -32,6 +32,8 @@ from ... import dtypes as dt
 from .module import elem_type
 
 _PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)  # pi/2 split
+_TWO_OVER_PI = (0.6366197723675814, -3.935735335036497e-17)
+_TRIG_MAX = 2.0 ** 52  # sin/cos/tan of larger |x| (where n no longer fits) are NaN
 _TINY = 2.0 ** -27  # below this sin(x) == x, tan(x) == x, atan(x) == x in double
 
 
@@ -114,7 +116,10 @@ _C = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.480158728947672
 
 def _reduce_pio2(s: Scalar, x):
     """(r_hi, r_lo, n mod 4 as a double): x = n pi/2 + r, |r| <~ pi/4, r as a double-double."""
-    n = s.round(s.mul(x, s.c(2 / np.pi)))
+    p = s.mul(x, s.c(_TWO_OVER_PI[0]))                 # x 2/pi == p + p_lo, nearly exactly
+    p_lo = s.fma(x, s.c(_TWO_OVER_PI[1]), s.fma(x, s.c(_TWO_OVER_PI[0]), s.neg(p)))
+    n = s.round(p)
+    n = s.add(n, s.round(s.add(s.sub(p, n), p_lo)))    # the nearest integer, past 2**40 too
     r1 = s.fma(s.neg(n), s.c(_PIO2[0]), x)          # exact: both are multiples of 2**-52
     t_hi = s.mul(n, s.c(_PIO2[1]))
     t_lo = s.fma(n, s.c(_PIO2[1]), s.neg(t_hi))     # n * P2 == t_hi + t_lo exactly
@@ -156,6 +161,8 @@ def sincos(e, d, x):
     sin = s.pick(list(zip(quad, (cs, s.neg(sn), s.neg(cs)))), sn)
     cos = s.pick(list(zip(quad, (s.neg(sn), s.neg(cs), sn))), cs)
     tiny = s.cmp("olt", s.abs(x), s.c(_TINY))       # keeps -0.0 and subnormals exact
+    big = s.cmp("uge", s.abs(x), s.c(_TRIG_MAX))
+    sin, cos = s.sel(big, s.c(np.nan), sin), s.sel(big, s.c(np.nan), cos)
     return s.sel(tiny, x, sin), s.sel(tiny, s.c(1.0), cos)
 
 
@@ -173,6 +180,7 @@ def tan(e, d, x):
     sn, cs = _k_sin(s, hi, lo), _k_cos(s, hi, lo)
     odd = s.either(s.cmp("oeq", q, s.c(1.0)), s.cmp("oeq", q, s.c(3.0)))
     t = s.sel(odd, s.neg(s.div(cs, sn)), s.div(sn, cs))
+    t = s.sel(s.cmp("uge", s.abs(x), s.c(_TRIG_MAX)), s.c(np.nan), t)
     return s.sel(s.cmp("olt", s.abs(x), s.c(_TINY)), x, t)
 
 
