@@ -167,6 +167,8 @@ HALVES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.49, -2.51, np.nan], np.float32)
 WITH_ZERO = np.array([[0.0, -0.0, 1.5], [-2.0, np.nan, 3.0]], np.float32)
 COMPLEX_ZERO = np.array([0, 1 + 1j, -2 + 0.5j, -1j], np.complex64)
 TIES = np.array([[3, 1, 2, 1, np.nan], [0, -1, 5, 5, 2]], np.float32)
+LONG = np.round(rng.standard_normal((2, 1100)) * 20).astype(np.float32)  # many ties
+LONG[0, ::97] = np.nan
 
 
 def _unary_math(low=-3.0, high=3.0, complex_=False, extra=()):
@@ -213,7 +215,11 @@ MATH_CASES = {
                         ([TIES], {"dim": 1, "descending": True, "k": 5}),
                         ([TIES], {"dim": 0, "descending": True, "k": 1}),
                         ([arr((3, 6), I)], {"dim": 1, "descending": False, "k": 3}),
-                        ([arr((7,), B)], {"dim": 0, "descending": True, "k": 7})],
+                        ([arr((7,), B)], {"dim": 0, "descending": True, "k": 7}),
+                        # from MERGE_MIN elements on, a merge sort: ties, NaN, padding
+                        ([LONG], {"dim": 1, "descending": False, "k": 1100}),
+                        ([LONG], {"dim": 1, "descending": True, "k": 7}),
+                        ([LONG.T.copy()], {"dim": 0, "descending": False, "k": 1030})],
 }
 
 
