@@ -135,7 +135,7 @@ def _render() -> str:
         "",
         "JVP `linear`/`elementwise` are derived from the primitive itself or its VJP "
         "(`staged.autodiff.jvp_rule`); MLIR exceptions are dtype classes a primitive has no "
-        "lowering for, with the reason recorded in `staged.lower.mlir.UNSUPPORTED`.",
+        "lowering for, with the reason recorded in `staged.lower.mlir.TABLE`.",
         "",
         *primitive_table(),
         "",

@@ -4,7 +4,8 @@ IREE approximates math.sin/cos/atan/... with polynomials in f32 only; in f64 it 
 as calls to libm's ``sin``, ``atan2``, ``fmod``…, which its embedded ELF linker cannot
 resolve (``--iree-llvmcpu-link-embedded=false`` links a system shared library against the
 host's libm instead, but needs a system linker at compile time and gives up the portable
-executable format; no flag links a libm bitcode that IREE ships). f64 ``math.exp``,
+executable format; ``--iree-link-bitcode`` links bitcode one supplies, but IREE ships no
+libm bitcode and building one needs clang). f64 ``math.exp``,
 ``math.log``, ``math.sqrt``, ``math.fma`` and rounding do compile (within 1 ulp), so these
 functions are written with them, branch-free (selects), in the body of one linalg.generic:
 
@@ -15,11 +16,14 @@ functions are written with them, branch-free (selects), in the body of one linal
   ~1100 bits of 2/pi, not implemented): never a wrong number.
 * atan (fdlibm's, reduced over five intervals), atan2 (atan of |y/x| and the quadrant, with
   IEEE's signed zeros and infinities), asin and acos (fdlibm's rational approximations).
-* fmod: exact for all finite operands. One FMA step ``r - q * y`` is exact while the
+* fmod, remainder: exact (IREE's CPU code flushes subnormals to 0 in every op: a subnormal
+  operand or result reads as 0). One FMA step ``r - q * y`` is exact while the
   quotient is below 2**52 (q is then the floor or one more, and the result fits in a
   double); 42 such steps by ``y * 2**(52 k)``, largest first, cover any exponent gap.
 * expm1, log1p: Kahan's and Goldberg's corrections of exp/log (IREE expands them as
-  ``exp(x) - 1`` and ``log(1 + x)``, a thousand ulp off near 0).
+  ``exp(x) - 1`` and ``log(1 + x)``, a thousand ulp off near 0); sinh through expm1 near 0.
+* complex128 exp, expm1, log, log1p, sqrt, rsqrt, sin, cos, tan, tanh, sinh, cosh, pow and
+  angle from these, for the complex dialect's forms lower to the same f64 libm calls.
 
 Each function is ``fn(e, d, *xs) -> scalar`` like the tables of ``elementwise.py``, for
 ``d`` of 64 bits (callers dispatch by width).
