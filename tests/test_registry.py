@@ -10,8 +10,7 @@ import pytest
 
 from staged.autodiff import ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, jvp_rule
 from staged.autodiff.primitive import Rule
-from staged.lower.mlir import lowering_table
-from staged.lower.onnx import lowering_table as onnx_lowering_table
+from staged.lower import mlir, onnx
 
 NAMES = sorted(REGISTRY)
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "staged"
@@ -43,22 +42,17 @@ def test_vjp_and_jvp(name):
     assert callable(jvp_rule(prim))
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_mlir_lowering(name):
-    entry = lowering_table().get(name)
-    assert entry is not None, f"{name}: no MLIR lowering and no reason it is unsupported"
-    assert entry["lowered"] or entry["unsupported"], name
-    for dclass, reason in entry["unsupported"].items():
-        assert isinstance(reason, str) and reason.strip(), f"{name}/{dclass}: empty reason"
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_onnx_lowering(name):
-    entry = onnx_lowering_table().get(name)
-    assert entry is not None, f"{name}: no ONNX lowering and no reason it is unsupported"
-    assert entry["lowered"] or entry["unsupported"], name
-    for dclass, reason in entry["unsupported"].items():
-        assert isinstance(reason, str) and reason.strip(), f"{name}/{dclass}: empty reason"
+@pytest.mark.parametrize("table", [mlir.TABLE, onnx.TABLE], ids=lambda t: t.target)
+def test_lowering(table):
+    """Every primitive has a lowering for the target, or reasons it has none."""
+    bad = []
+    for name, entry in table.walk(NAMES).items():
+        if entry is None or not (entry["lowered"] or entry["unsupported"]):
+            bad.append(f"{name}: no {table.target} lowering and no reason it is unsupported")
+            continue
+        bad += [f"{name}/{key}: empty reason" for key, reason in entry["unsupported"].items()
+                if not (isinstance(reason, str) and reason.strip())]
+    assert not bad, "\n".join(bad)
 
 
 def test_jvp_rule_rejects_missing_rule():

@@ -12,8 +12,7 @@ from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval
 from staged.capture.interpret import interpret
 from staged.capture.ir import Graph, Output
-from staged.lower.mlir.module import dclass
-from staged.lower.onnx import ExportError, Sym, lowering_table, to_onnx
+from staged.lower.onnx import TABLE, ExportError, Sym, to_onnx
 from tests.lower.test_mlir import cases
 
 F = dt.float32
@@ -60,10 +59,10 @@ def session(model):
 
 
 def _supported(name, xs, params):
-    prim, reasons = REGISTRY[name], lowering_table().get(name, {}).get("unsupported", {})
+    prim = REGISTRY[name]
     avals = [Aval(np.shape(x), dt.from_numpy_dtype(np.asarray(x).dtype)) for x in xs]
     out = prim.abstract_eval(*avals, **params)
-    return not any(dclass(a.dtype) in reasons or a.dtype.is_complex for a in (*avals, out))
+    return not any(TABLE.reason(name, a.dtype) or a.dtype.is_complex for a in (*avals, out))
 
 
 def build(names):
@@ -87,7 +86,7 @@ def build(names):
 
 @pytest.fixture(scope="module")
 def sweep():
-    g, inputs, spans = build([n for n in REGISTRY if all_cases(n) and lowering_table().get(n)])
+    g, inputs, spans = build([n for n in REGISTRY if all_cases(n) and TABLE.entry(n)])
     model = to_onnx(g)
     onnx.checker.check_model(model, full_check=True)
     got = session(model).run(None, {i.name: x for i, x in zip(g.inputs, inputs)})
@@ -99,7 +98,7 @@ def sweep():
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_primitive_matches_numpy(name, sweep):
     g, spans, got, expected = sweep
-    entry = lowering_table().get(name)
+    entry = TABLE.entry(name)
     assert entry and (entry["lowered"] or entry["unsupported"]), \
         f"{name}: no ONNX lowering and no reason it is unsupported"
     if name not in spans or spans[name][0] == spans[name][1]:

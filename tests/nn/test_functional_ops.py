@@ -137,6 +137,15 @@ def test_batch_norm_training_updates_running_stats_as_torch(shape):
         F.batch_norm(staged.tensor(r(1, 3)), None, None, training=True)
 
 
+@pytest.mark.parametrize("idx,n", [([0, 3], 3), ([-1, 0], 3), ([-2], -1), ([0, 1], 0), ([], -1)])
+def test_one_hot_rejects_classes_out_of_range(idx, n):
+    with pytest.raises(RuntimeError) as want:
+        TF.one_hot(torch.tensor(idx, dtype=torch.int64), n)
+    with pytest.raises(RuntimeError) as got:
+        F.one_hot(staged.tensor(np.array(idx, np.int64)), n)
+    assert str(got.value).startswith(str(want.value)), (got.value, want.value)
+
+
 def test_embedding_padding_idx_gets_no_gradient_and_one_hot_pad():
     idx = np.array([[0, 2, 4], [2, 2, 1]])
     compare_with_torch(lambda w: F.embedding(staged.tensor(idx), w, padding_idx=2),

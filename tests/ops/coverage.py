@@ -2,7 +2,7 @@
 
 One row per OpInfo of the op database (what the sweep in ``test_sweep.py`` checks),
 then one row per registry primitive (VJP, JVP, MLIR lowering and the dtype classes it
-cannot lower, from ``staged.lower.mlir.UNSUPPORTED``). A cell is ✓ or the reason why
+cannot lower, from ``staged.lower.mlir.TABLE``). A cell is ✓ or the reason why
 not; ``tests/ops/test_coverage.py`` fails when the committed file is stale.
 """
 from __future__ import annotations
@@ -15,8 +15,7 @@ import numpy as np
 
 import staged
 from staged.autodiff import REGISTRY
-from staged.lower.mlir import UNSUPPORTED, lowering_table
-from staged.lower.mlir.module import dclass
+from staged.lower.mlir import TABLE
 from tests.ops import harness as H
 from tests.ops.db import OP_DB
 
@@ -70,8 +69,7 @@ def _llvm_cell(entry) -> str:
         except Exception:  # noqa: BLE001  (the sweep's capture test reports it)
             continue
         for op in cap.graph.ops:
-            c = dclass(op.inputs[0].aval.dtype) if op.inputs else None
-            reason = UNSUPPORTED.get(op.prim.name, {}).get(c)
+            reason = TABLE.reason(op.prim.name, op.inputs[0].aval.dtype) if op.inputs else None
             if reason:
                 missing[d] = f"{op.prim.name}: {reason}"
     if missing:
@@ -91,13 +89,13 @@ def op_table() -> list:
 
 
 def primitive_table() -> list:
-    lowered = lowering_table()
+    lowered = TABLE.walk(REGISTRY)
     rows = ["| primitive | VJP | JVP | MLIR (llvm-cpu) |", "| --- | --- | --- | --- |"]
     for name in sorted(REGISTRY):
         p = REGISTRY[name]
         vjp = OK if p.vjp is not None else "not differentiable"
         jvp = (p.jvp if isinstance(p.jvp, str) else OK) if p.vjp is not None else "—"
-        entry = lowered.get(name, {})
+        entry = lowered[name] or {}
         mlir = OK if entry.get("lowered") else "no lowering"
         if entry.get("unsupported"):
             mlir += " except " + "; ".join(f"{c}: {r}" for c, r in
@@ -137,7 +135,7 @@ def _render() -> str:
         "",
         "JVP `linear`/`elementwise` are derived from the primitive itself or its VJP "
         "(`staged.autodiff.jvp_rule`); MLIR exceptions are dtype classes a primitive has no "
-        "lowering for, with the reason recorded in `staged.lower.mlir.UNSUPPORTED`.",
+        "lowering for, with the reason recorded in `staged.lower.mlir.TABLE`.",
         "",
         *primitive_table(),
         "",

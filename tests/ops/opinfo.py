@@ -91,3 +91,10 @@ def arr(rng, dtype, shape, low=-2.0, high=2.0):
 def index(rng, high, shape):
     """An int64 index array with entries in [0, high)."""
     return np.asarray(rng.integers(0, high, shape), np.int64)
+
+
+def distinct(rng, dtype, shape, step=0.25):
+    """A permutation of values ``step`` apart, centred on 0: no ties (max/min, sort and
+    pooling gradients are unique; finite differences never straddle a tie)."""
+    n = int(np.prod(shape))
+    return np.asarray((rng.permutation(n).reshape(shape) - n / 2) * step, dtype)

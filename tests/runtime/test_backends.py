@@ -54,6 +54,20 @@ def test_vulkan_reads_back_odd_sizes_and_scalars():
 
 
 @needs_vulkan
+@pytest.mark.parametrize("n", [5, 1500])  # 1500: argsort merge-sorts (MERGE_MIN)
+def test_vulkan_scans_and_sorts(n):
+    x = np.round(np.random.default_rng(n).standard_normal((3, n)) * 8).astype(np.float32)
+    x[1, 2] = np.nan
+    f = staged.compile(lambda t: (t.cumsum(1), t.cumsum(0), staged.sort(t, 1, True).indices,
+                                  staged.argsort(t, 1)), backend="vulkan-spirv")
+    got = f(staged.tensor(x))
+    eager = (staged.tensor(x).cumsum(1), staged.tensor(x).cumsum(0),
+             staged.sort(staged.tensor(x), 1, True).indices, staged.argsort(staged.tensor(x), 1))
+    for g, w in zip(got, eager):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-3)
+
+
+@needs_vulkan
 def test_vulkan_refuses_float64_naming_the_line():
     f = staged.compile(lambda x: x.exp(), backend="vulkan-spirv")
     with pytest.raises(CompileError, match=r"float64 on vulkan-spirv.*Float64"):

@@ -1,4 +1,4 @@
 """Graph IR -> MLIR text (linalg on tensors), verified before it is compiled."""
-from .module import LOWERINGS, UNSUPPORTED, LoweringError, lowering_table, to_mlir, verify  # noqa: F401
+from .module import LOWERINGS, TABLE, UNSUPPORTED, LoweringError, to_mlir, verify  # noqa: F401
 from . import elementwise, indexing, linalg, reduction, shape  # noqa: F401  (register the emitters)
 from . import nn, random  # noqa: F401

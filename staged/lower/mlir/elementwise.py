@@ -10,7 +10,8 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
-from .module import UNSUPPORTED, bits, dclass, elem_type, lowering, unsupported
+from . import libm
+from .module import bits, dclass, elem_type, lowering, unsupported
 
 
 def _op(mnemonic):
@@ -84,28 +85,35 @@ def _complex_angle(e, d, x):
     """complex.angle, and 0 at 0 (atan2(0, 0), which the CPU expansion makes NaN)."""
     part, t = d.to_real(), elem_type(d.to_real())
     zero = e.emit(f"complex.eq {x}, {e.const(0, d)} : {elem_type(d)}")
-    a = e.emit(f"complex.angle {x} : {elem_type(d)}")
+    a = libm.cangle(e, d, x) if _wide(d) else e.emit(f"complex.angle {x} : {elem_type(d)}")
     return e.emit(f"arith.select {zero}, {e.const(0, part)}, {a} : {t}")
 
 
 def _complex_exp2(e, d, x):
-    return e.emit(f"complex.exp {BINARY['mul']['complex'](e, d, x, e.const(np.log(2), d))} "
-                  f": {elem_type(d)}")
+    return UNARY["exp"]["complex"](e, d, BINARY["mul"]["complex"](e, d, x,
+                                                                 e.const(np.log(2), d)))
 
 
 def _complex_hyperbolic(sign):
     """(exp(z) + sign * exp(-z)) / 2: sinh (sign -1) and cosh (+1) of complex z."""
     def fn(e, d, x):
-        t = elem_type(d)
-        a = e.emit(f"complex.exp {x} : {t}")
-        b = e.emit(f"complex.exp {e.emit(f'complex.neg {x} : {t}')} : {t}")
+        t, exp = elem_type(d), UNARY["exp"]["complex"]
+        a = exp(e, d, x)
+        b = exp(e, d, e.emit(f"complex.neg {x} : {t}"))
         s = e.emit(f"complex.{'add' if sign > 0 else 'sub'} {a}, {b} : {t}")
         return e.emit(f"complex.mul {s}, {e.const(0.5, d)} : {t}")
     return fn
 
 
-_NO_LIBM = "IREE's llvm-cpu backend lowers it to a libm call (sin, cos, atan2 ... in f64) " \
-    "that it cannot link"
+def _wide(d) -> bool:
+    """float64 or complex128: what IREE's llvm-cpu backend would compute with libm calls."""
+    return (d.to_real() if d.is_complex else d) is dt.float64
+
+
+def _f64(ours, theirs):
+    """``ours`` (``libm.py``) for float64/complex128, ``theirs`` (an MLIR op) otherwise:
+    IREE's CPU backend lowers the f64 forms of these ops to libm calls it cannot link."""
+    return lambda e, d, *xs: (ours if _wide(d) else theirs)(e, d, *xs)
 
 
 def _float_tanh(e, d, x):
@@ -115,7 +123,7 @@ def _float_tanh(e, d, x):
     if bits(d) != 64:
         return e.emit(f"math.tanh {x} : {t}")
     ax = e.emit(f"math.absf {x} : {t}")
-    m = e.emit(f"math.expm1 {e.emit(f'arith.mulf {ax}, {e.const(-2.0, d)} : {t}')} : {t}")
+    m = libm.expm1(e, d, e.emit(f"arith.mulf {ax}, {e.const(-2.0, d)} : {t}"))
     r = e.emit(f"arith.divf {e.emit(f'arith.negf {m} : {t}')}, "
                f"{e.emit(f'arith.addf {m}, {e.const(2.0, d)} : {t}')} : {t}")
     return e.emit(f"math.copysign {r}, {x} : {t}")
@@ -249,8 +257,11 @@ def _int_pow(e, d, x, y):
 
 
 def _math(name):
-    """math.<name> on floats, complex.<name> on complex."""
-    return {"float": _op(f"math.{name}"), "complex": _op(f"complex.{name}")}
+    """math.<name> on floats, complex.<name> on complex; ``libm.<name>`` and
+    ``libm.c<name>`` in float64 and complex128 where they exist."""
+    ours, cours = getattr(libm, name, None), getattr(libm, "c" + name, None)
+    return {"float": _f64(ours, _op(f"math.{name}")) if ours else _op(f"math.{name}"),
+            "complex": _f64(cours, _op(f"complex.{name}")) if cours else _op(f"complex.{name}")}
 
 
 UNARY = {
@@ -260,7 +271,7 @@ UNARY = {
              "uint": _identity, "bool": _identity},
     "exp": _math("exp"), "log": _math("log"), "log1p": _math("log1p"),
     "expm1": _math("expm1"), "sqrt": _math("sqrt"), "rsqrt": _math("rsqrt"),
-    "tanh": {"float": _float_tanh, "complex": _op("complex.tanh")},
+    "tanh": {"float": _float_tanh, "complex": _f64(libm.ctanh, _op("complex.tanh"))},
     "sin": _math("sin"), "cos": _math("cos"),
     "sigmoid": {"float": _sigmoid, "complex": _sigmoid},
     "relu": {"float": _relu, "int": _relu, "uint": _relu, "bool": _identity},
@@ -272,11 +283,12 @@ UNARY = {
     "angle": {"float": _float_angle, "complex": _complex_angle},
     "real": {"float": _identity, "complex": _to_real("complex.re")},
     "imag": {"complex": _to_real("complex.im")},
-    "tan": {"float": _op("math.tan"), "complex": _op("complex.tan")},
-    "sinh": {"float": _op("math.sinh"), "complex": _complex_hyperbolic(-1)},
-    "cosh": {"float": _op("math.cosh"), "complex": _complex_hyperbolic(1)},
-    "asin": {"float": _op("math.asin")}, "acos": {"float": _op("math.acos")},
-    "atan": {"float": _op("math.atan")}, "erf": {"float": _erf},
+    "tan": _math("tan"),
+    "sinh": {"float": _math("sinh")["float"],
+             "complex": _f64(libm.csinh, _complex_hyperbolic(-1))},
+    "cosh": {"float": _op("math.cosh"), "complex": _f64(libm.ccosh, _complex_hyperbolic(1))},
+    "asin": {"float": _math("asin")["float"]}, "acos": {"float": _math("acos")["float"]},
+    "atan": {"float": _math("atan")["float"]}, "erf": {"float": _erf},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
     "exp2": {"float": _op("math.exp2"),
@@ -303,16 +315,16 @@ BINARY = {
     "mul": {"float": _op("arith.mulf"), "complex": _op("complex.mul"), "bool": _op("arith.andi"),
             **dict.fromkeys(_INT, _op("arith.muli"))},
     "div": {"float": _op("arith.divf"), "complex": _op("complex.div")},
-    "pow": {"float": _float_pow, "complex": _op("complex.pow"),
+    "pow": {"float": _float_pow, "complex": _f64(libm.cpow, _op("complex.pow")),
             **dict.fromkeys(_INT, _int_pow)},
     "maximum": {"float": _op("arith.maximumf"), "int": _op("arith.maxsi"),
                 "uint": _op("arith.maxui"), "bool": _op("arith.ori")},
     "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
                 "uint": _op("arith.minui"), "bool": _op("arith.andi")},
-    "atan2": {"float": _op("math.atan2")},
-    "remainder": {"float": _float_remainder, "int": _int_rem(True),
+    "atan2": {"float": _f64(libm.atan2, _op("math.atan2"))},
+    "remainder": {"float": _f64(libm.remainder, _float_remainder), "int": _int_rem(True),
                   "uint": _int_rem(True)},
-    "fmod": {"float": _op("arith.remf"), "int": _int_rem(False),
+    "fmod": {"float": _f64(libm.fmod, _op("arith.remf")), "int": _int_rem(False),
              "uint": _int_rem(False)},
     "logical_and": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
                                  _logical("arith.andi")),
@@ -345,11 +357,6 @@ for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "e
 for _name in ("floor", "ceil", "round", "trunc"):
     unsupported(_name, dict.fromkeys(("int", "uint", "bool"), "integers are already "
                                      "integral: the public op copies them"))
-for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "remainder", "fmod"):
-    unsupported(_name, {"float64": _NO_LIBM})
-for _name in ("exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos",
-              "tan", "sinh", "cosh", "log2", "log10", "exp2", "pow", "angle"):
-    unsupported(_name, {"complex128": _NO_LIBM})
 unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tensor has no "
                                   "imaginary part (the public op raises, as PyTorch)"))
 
@@ -357,9 +364,6 @@ unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tens
 def _elementwise(table):
     def emit(e, op, *xs):
         d = op.inputs[0].aval.dtype
-        reason = UNSUPPORTED.get(op.prim.name, {}).get(d.name)  # a gap of one dtype
-        if reason:
-            e.fail(f"no MLIR lowering: {reason}", d)
         fn = e.need(table, d)
         return e.map(xs, [v.aval for v in op.inputs], op.out.aval,
                      lambda *a: fn(e, op.inputs[0].aval.dtype, *a))

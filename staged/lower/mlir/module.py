@@ -13,34 +13,12 @@ import threading
 import numpy as np
 
 from ... import dtypes as dt
+from ..table import LoweringError, Table, dclass  # noqa: F401  (re-exported)
 
-LOWERINGS: dict = {}      # Primitive -> emitter(e, op, *operands) -> result SSA name
-UNSUPPORTED: dict = {}    # primitive name -> {dtype class: reason it has no lowering}
-
-
-class LoweringError(Exception):
-    """A graph op has no MLIR lowering, or the emitted MLIR failed to parse or verify."""
-
-
-def lowering(*prims):
-    """Decorator registering an emitter for ``prims``."""
-    def register(fn):
-        for p in prims:
-            LOWERINGS[p] = fn
-        return fn
-    return register
-
-
-def unsupported(prim_name: str, reasons: dict) -> None:
-    UNSUPPORTED.setdefault(prim_name, {}).update(reasons)
-
-
-def lowering_table() -> dict:
-    """``{primitive name: {"lowered": bool, "unsupported": {dtype class: reason}}}`` for
-    every primitive with an emitter or a recorded reason (the registry's coverage walk)."""
-    names = {p.name for p in LOWERINGS} | set(UNSUPPORTED)
-    return {n: {"lowered": any(p.name == n for p in LOWERINGS),
-                "unsupported": dict(UNSUPPORTED.get(n, {}))} for n in sorted(names)}
+TABLE = Table("MLIR")      # Primitive -> emitter(e, op, *operands) -> result SSA name
+LOWERINGS = TABLE.lowerings
+UNSUPPORTED = TABLE.reasons  # primitive name -> {dtype class or name: why it has no lowering}
+lowering, unsupported = TABLE.lowering, TABLE.unsupported
 
 
 # --- types ------------------------------------------------------------------------------
@@ -57,17 +35,6 @@ def elem_type(d) -> str:
 
 def tensor_type(shape, d) -> str:
     return "tensor<" + "".join(f"{s}x" for s in shape) + _ELEM[d] + ">"
-
-
-def dclass(d) -> str:
-    """The dtype class lowerings dispatch on: bool, int, uint, float or complex."""
-    if d is dt.bool_:
-        return "bool"
-    if d.is_complex:
-        return "complex"
-    if d.is_floating_point:
-        return "float"
-    return "uint" if not d.is_signed else "int"
 
 
 def bits(d) -> int:
@@ -136,11 +103,12 @@ class Emitter:
         raise LoweringError(f"{what}{where}: {reason}")
 
     def need(self, table: dict, d, what=None):
-        """``table[dclass(d)]``, or a LoweringError with the recorded reason."""
-        c = dclass(d)
-        if c not in table:
-            reason = UNSUPPORTED.get(what or self.op.prim.name, {}).get(
-                c, f"not defined for {c} tensors")
+        """``table[dclass(d)]``, or a LoweringError with the reason the table records
+        (for ``d`` itself, a gap of one dtype, or for its class)."""
+        name, c = what or self.op.prim.name, dclass(d)
+        gap = UNSUPPORTED.get(name, {}).get(d.name)
+        if gap or c not in table:
+            reason = gap or TABLE.reason(name, d) or f"not defined for {c} tensors"
             self.fail(f"no MLIR lowering: {reason}", d)
         return table[c]
 

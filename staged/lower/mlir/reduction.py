@@ -7,7 +7,8 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from .elementwise import BINARY, CMP
-from .module import dclass, elem_type, lowering, unsupported
+from .indexing import _indices, insert_slice
+from .module import dclass, elem_type, lowering, tensor_type, unsupported
 
 
 def _extreme(d, high: bool):
@@ -87,7 +88,7 @@ lowering(REGISTRY["argmax"])(_arg("gt"))
 lowering(REGISTRY["argmin"])(_arg("lt"))
 
 
-# --- scans and sorting: one extra reduction loop over the scanned dim (O(n^2) work) --------
+# --- scans and sorting ---------------------------------------------------------------
 def _index(e, loop):
     return e.emit(f"linalg.index {loop} : index")
 
@@ -101,21 +102,38 @@ def _along(rank, dim, loop):
     return tuple(loop if i == dim else i for i in range(rank))
 
 
+def _flip(e, x, a, dim):
+    """``x`` reversed along ``dim``: a gather of ``n - 1 - i`` (IREE's CPU tiling rejects a
+    reversing indexing map)."""
+    rank = len(a.shape)
+
+    def body(_):
+        i = e.emit(f"arith.subi {e.const(a.shape[dim] - 1, dt.int64)}, {_index_i64(e, dim)} "
+                   f": i64")
+        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i)}] : "
+                      f"{tensor_type(a.shape, a.dtype)}")
+    return e.generic([], [(e.empty(a.shape, a.dtype), a)], [tuple(range(rank))],
+                     ["parallel"] * rank, body)
+
+
 @lowering(REGISTRY["cumsum"])
 def _cumsum(e, op, x):
+    """iree_linalg_ext.scan (O(n), on CPU and GPU); reverse sums scan the flipped input."""
     a, dim, reverse = op.inputs[0].aval, op.params["dim"], op.params["reverse"]
-    d, rank = a.dtype, len(a.shape)
+    d, t = a.dtype, tensor_type(a.shape, a.dtype)
     add = e.need(BINARY["add"], d)
-
-    def body(v, acc):
-        pred = "uge" if reverse else "ule"
-        take = e.emit(f"arith.cmpi {pred}, {_index(e, rank)}, {_index(e, dim)} : index")
-        v = e.select(take, v, e.const(0, d), d)
-        return add(e, d, acc, v)
-
-    return e.generic([(x, a)], [(e.full(a.shape, d, 0), a)],
-                     [_along(rank, dim, rank), tuple(range(rank))],
-                     ["parallel"] * rank + ["reduction"], body)
+    if reverse:
+        x = _flip(e, x, a, dim)
+    rest = tuple(s for i, s in enumerate(a.shape) if i != dim)
+    lhs, rhs = e.fresh("a"), e.fresh("a")
+    r = e.fresh()
+    e.raw(f"{r}:2 = iree_linalg_ext.scan dimension({dim}) inclusive(true) ins({x} : {t}) "
+          f"outs({e.full(a.shape, d, 0)}, {e.full(rest, d, 0)} : {t}, "
+          f"{tensor_type(rest, d)}) {{")
+    e.raw(f"^bb0({lhs}: {elem_type(d)}, {rhs}: {elem_type(d)}):")
+    e.raw(f"  iree_linalg_ext.yield {add(e, d, lhs, rhs)} : {elem_type(d)}")
+    e.raw(f"}} -> {t}, {tensor_type(rest, d)} {e.loc}")
+    return _flip(e, f"{r}#0", a, dim) if reverse else f"{r}#0"
 
 
 def _before(e, d, xj, xi, descending):
@@ -135,13 +153,28 @@ def _before(e, d, xj, xi, descending):
     return lt, same
 
 
+# From this many elements along the sorted dim on, argsort merge-sorts: log2(n) dispatches,
+# 4096 f32 compile in ~1 s and sort in 1.2 ms (9 ms for 8 rows) on 2 shared cores, against
+# 0.4 s and 4.2 ms (34 ms) ranking by counting, which stays below it (2 dispatches, O(n**2)
+# work, the quickest to compile; the two meet near 1024). IREE's own iree_linalg_ext.sort
+# is a serial bubble sort on CPU (1.2 s for 8 x 4096) and needs a whole row in workgroup
+# memory on Vulkan (more than 2048 f32 do not compile); a bitonic network sorted 4096 in
+# 0.4 ms but took 19 s to compile (78 dispatches).
+MERGE_MIN = 1024
+
+
 @lowering(REGISTRY["argsort"])
 def _argsort(e, op, x):
+    e.need(CMP["lt"], op.inputs[0].aval.dtype)
+    a, dim = op.inputs[0].aval, op.params["dim"]
+    return (_argsort_merge if a.shape[dim] >= MERGE_MIN else _argsort_count)(e, op, x)
+
+
+def _argsort_count(e, op, x):
     """rank[i] = #{j before i} (ties by index: stable); out[r] = the i with rank r < k."""
     a, out = op.inputs[0].aval, op.out.aval
     dim, descending = op.params["dim"], op.params["descending"]
     d, rank = a.dtype, len(a.shape)
-    e.need(CMP["lt"], d)
     ranks_aval = type(a)(a.shape, dt.int64)
 
     def count(xi, xj, acc):
@@ -163,3 +196,105 @@ def _argsort(e, op, x):
 
     return e.generic([(ranks, ranks_aval)], [(e.full(out.shape, dt.int64, 0), out)],
                      [_along(rank, dim, rank), ident], ["parallel"] * rank + ["reduction"], pick)
+
+
+def _argsort_merge(e, op, x):
+    """Merge sort of (value, index) pairs along ``dim``, padded to a power of two (the
+    padding sorts last); the index breaks ties, so the order is total and the sort stable.
+    Pass ``m`` merges sorted runs of ``m`` into runs of ``2m``: output position ``q`` of a
+    merged run finds how many of its first ``q`` come from the left run by a binary search
+    along the merge path (tensor.extract reads), then takes the first of the two candidates.
+    log2(n) elementwise generics, O(n log(n)**2) work."""
+    a, out = op.inputs[0].aval, op.out.aval
+    dim, descending = op.params["dim"], op.params["descending"]
+    d, rank, n = a.dtype, len(a.shape), a.shape[dim]
+    size = 1 << (n - 1).bit_length()
+    shape = a.shape[:dim] + (size,) + a.shape[dim + 1:]
+    vals_aval, idx_aval = type(a)(shape, d), type(a)(shape, dt.int64)
+    vals = insert_slice(e, x, a, e.full(shape, d, 0), vals_aval, (0,) * rank, a.shape,
+                        (1,) * rank) if size != n else x
+    ident = tuple(range(rank))
+    idx = e.generic([], [(e.empty(shape, dt.int64), idx_aval)], [ident], ["parallel"] * rank,
+                    lambda _: _index_i64(e, dim))
+    c = lambda v: e.const(v, dt.int64)  # noqa: E731
+    here = []
+
+    def i64(op_, *xs):  # "cmpi slt," takes its predicate with the comma
+        return e.emit(f"arith.{op_} {', '.join(xs)} : i64")
+
+    def merge(vals, idx, m):
+        def read(pos):  # loop indices come from `here` (linalg.index is not valid in scf.for)
+            at = ", ".join(e.emit(f"arith.index_cast {pos} : i64 to index") if k == dim
+                           else here[k] for k in range(rank))
+            return (e.emit(f"tensor.extract {vals}[{at}] : {tensor_type(shape, d)}"),
+                    e.emit(f"tensor.extract {idx}[{at}] : {tensor_type(shape, dt.int64)}"))
+
+        def body(_v, _i):
+            here[:] = [_index(e, k) for k in range(rank)]
+            i = e.emit(f"arith.index_cast {here[dim]} : index to i64")
+            base = i64("andi", i, c(~(2 * m - 1)))
+            q = i64("subi", i, base)
+            left, right = base, i64("addi", base, c(m))
+            lo = i64("maxsi", i64("subi", q, c(m)), c(0))
+            hi = i64("minsi", q, c(m))
+            lo0, hi0 = lo, hi
+            lo, hi = e.fresh("lo"), e.fresh("hi")
+            step, res = e.fresh("k"), e.fresh()
+            e.raw(f"{res}:2 = scf.for {step} = {e.emit('arith.constant 0 : index')} to "
+                  f"{e.emit(f'arith.constant {m.bit_length()} : index')} step "
+                  f"{e.emit('arith.constant 1 : index')} iter_args({lo} = {lo0}, {hi} = {hi0}) "
+                  f"-> (i64, i64) {{")
+            # t in [lo, hi] with left[t-1] before right[q-t]: a rolled loop (unrolled, the
+            # vectorized gathers took 4x longer to compile for a 2x quicker sort)
+            mid = i64("shrsi", i64("addi", i64("addi", lo, hi), c(1)), c(1))
+            go = i64("cmpi slt,", lo, hi)
+            ta = i64("maxsi", i64("subi", mid, c(1)), c(0))
+            tb = i64("minsi", i64("subi", q, mid), c(m - 1))
+            yes = _pair_before(e, d, read(i64("addi", left, ta)),
+                               read(i64("addi", right, tb)), descending, n)
+            lo = e.emit(f"arith.select {e.emit(f'arith.andi {go}, {yes} : i1')}, {mid}, "
+                        f"{lo} : i64")
+            hi = e.emit(f"arith.select {e.emit(f'arith.andi {go}, {_not(e, yes)} : i1')}, "
+                        f"{i64('subi', mid, c(1))}, {hi} : i64")
+            e.raw(f"  scf.yield {lo}, {hi} : i64, i64")
+            e.raw("}")
+            ja = f"{res}#0"
+            jb = i64("subi", q, ja)
+            a_ok, b_ok = i64("cmpi slt,", ja, c(m)), i64("cmpi slt,", jb, c(m))
+            va = read(i64("addi", left, i64("minsi", ja, c(m - 1))))
+            vb = read(i64("addi", right, i64("minsi", jb, c(m - 1))))
+            first = _pair_before(e, d, va, vb, descending, n)
+            take_a = e.emit(f"arith.andi {a_ok}, "
+                            f"{e.emit(f'arith.ori {_not(e, b_ok)}, {first} : i1')} : i1")
+            return (e.emit(f"arith.select {take_a}, {va[0]}, {vb[0]} : {elem_type(d)}"),
+                    e.emit(f"arith.select {take_a}, {va[1]}, {vb[1]} : i64"))
+
+        r = e.generic([], [(e.empty(shape, d), vals_aval), (e.empty(shape, dt.int64), idx_aval)],
+                      [ident] * 2, ["parallel"] * rank, body)
+        return f"{r}#0", f"{r}#1"
+
+    m = 1
+    while m < size:
+        vals, idx = merge(vals, idx, m)
+        m *= 2
+    if out.shape == idx_aval.shape:
+        return idx
+    return e.emit(f"tensor.extract_slice {idx}[{', '.join('0' * rank)}]"
+                  f"[{', '.join(map(str, out.shape))}][{', '.join('1' * rank)}] : "
+                  f"{tensor_type(shape, dt.int64)} to {tensor_type(out.shape, dt.int64)}")
+
+
+def _not(e, b):
+    return e.emit(f"arith.xori {b}, {e.const(True, dt.bool_)} : i1")
+
+
+def _pair_before(e, d, a, b, descending, n):
+    """(value, index) pair ``a`` sorts before ``b``: padding (index >= n) last, then the
+    value order, then the index."""
+    (va, ia), (vb, ib) = a, b
+    lt, same = _before(e, d, va, vb, descending)
+    earlier = e.emit(f"arith.cmpi slt, {ia}, {ib} : i64")
+    first = e.emit(f"arith.ori {lt}, {e.emit(f'arith.andi {same}, {earlier} : i1')} : i1")
+    pad_a, pad_b = (e.emit(f"arith.cmpi sge, {v}, {e.const(n, dt.int64)} : i64") for v in (ia, ib))
+    real_a = e.emit(f"arith.xori {pad_a}, {e.const(True, dt.bool_)} : i1")
+    return e.emit(f"arith.andi {real_a}, {e.emit(f'arith.ori {pad_b}, {first} : i1')} : i1")

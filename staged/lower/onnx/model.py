@@ -12,39 +12,20 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from ... import dtypes as dt
-from ..mlir.module import dclass
+from ..table import LoweringError, Table
 
-LOWERINGS: dict = {}      # Primitive -> fn(builder, op, *names) -> name
-UNSUPPORTED: dict = {}    # primitive name -> {dtype class: reason it has no ONNX lowering}
+TABLE = Table("ONNX")      # Primitive -> fn(builder, op, *names) -> name
+LOWERINGS = TABLE.lowerings
+UNSUPPORTED = TABLE.reasons  # primitive name -> {dtype class or name: why no ONNX lowering}
+lowering, unsupported = TABLE.lowering, TABLE.unsupported
 OPSETS = range(18, 27)    # the ai.onnx opsets accepted (onnxruntime 1.31 runs up to 26)
 DEFAULT_OPSET = 21
 EXTERNAL_MIN_BYTES = 1024  # tensors this large go to external data when a model must
 NO_COMPLEX = "onnxruntime has no complex tensors (and ONNX's operators take none but a few)"
 
 
-class ExportError(ValueError):
+class ExportError(LoweringError, ValueError):
     """The graph cannot be written as ONNX (checked before any file is written)."""
-
-
-def lowering(*prims):
-    """Decorator registering a lowering for ``prims``."""
-    def register(fn):
-        for p in prims:
-            LOWERINGS[p] = fn
-        return fn
-    return register
-
-
-def unsupported(prim_name: str, reasons: dict) -> None:
-    UNSUPPORTED.setdefault(prim_name, {}).update(reasons)
-
-
-def lowering_table() -> dict:
-    """``{primitive name: {"lowered": bool, "unsupported": {dtype class: reason}}}`` for
-    every primitive with a lowering or a recorded reason (the registry's coverage walk)."""
-    names = {p.name for p in LOWERINGS} | set(UNSUPPORTED)
-    return {n: {"lowered": any(p.name == n for p in LOWERINGS),
-                "unsupported": dict(UNSUPPORTED.get(n, {}))} for n in sorted(names)}
 
 
 class Sym:
@@ -219,11 +200,10 @@ def missing_lowerings(graph) -> list:
     """``"prim (dtype) at file:line: reason"`` for every op that has no ONNX lowering."""
     out = []
     for op in graph.ops:
-        reasons = UNSUPPORTED.get(op.prim.name, {})
-        d = next((v.aval.dtype for v in (*op.inputs, op.out) if dclass(v.aval.dtype) in reasons),
-                 (op.inputs[0] if op.inputs else op.out).aval.dtype)
-        reason = reasons.get(dclass(d))
-        if any(v.aval.dtype.is_complex for v in (*op.inputs, op.out)):
+        avals = [v.aval for v in (*op.inputs, op.out)]
+        d = next((a.dtype for a in avals if TABLE.reason(op.prim.name, a.dtype)), avals[0].dtype)
+        reason = TABLE.reason(op.prim.name, d)
+        if any(a.dtype.is_complex for a in avals):
             reason = NO_COMPLEX
         if op.prim not in LOWERINGS and reason is None:
             reason = "no ONNX lowering"

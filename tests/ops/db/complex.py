@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 import staged
-from tests.ops.db.math import arr, binary_samples, unary_samples
-from tests.ops.opinfo import OpInfo, Sample, Skip
+from tests.ops.db.math import binary_samples, unary_samples
+from tests.ops.opinfo import OpInfo, Sample, arr
 
 COMPLEX = ("complex64", "complex128")
 
@@ -25,15 +25,8 @@ def _reduce_samples(dtype, rng):
     return [Sample((x,), name="all"), Sample((x, 1), name="dim")]
 
 
-# complex128 forms that IREE's llvm-cpu backend turns into libm calls (sin, cos, atan2 in
-# f64) it cannot link: `unsupported` entries of the registry
-NO_C128 = [Skip("llvm-cpu", "IREE's llvm-cpu backend lowers it to f64 libm calls (sin, cos, "
-                "atan2) it cannot link", ("complex128",))]
-TRANSCENDENTAL = ("angle", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos", "tan",
-                  "sinh", "cosh", "log2", "log10", "exp2", "rsqrt")
-
 ENTRIES = [
-    *(_unary(n, _method(n), skips=NO_C128 if n in TRANSCENDENTAL else []) for n in (
+    *(_unary(n, _method(n)) for n in (
         "abs", "angle", "sgn", "conj", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos",
         "tan", "sinh", "cosh", "log2", "log10", "exp2", "square", "reciprocal", "rsqrt")),
     _unary("real", lambda x: x.real * 1), _unary("imag", lambda x: x.imag * 1),
@@ -42,7 +35,7 @@ ENTRIES = [
     OpInfo("complex_div", lambda x, y: x / y, lambda x, y: x / y, binary_samples(0.3, 1.5),
            dtypes=COMPLEX),
     OpInfo("complex_pow", lambda x, y: x ** y, lambda x, y: x ** y, binary_samples(0.3, 1.5),
-           dtypes=COMPLEX, skips=NO_C128),
+           dtypes=COMPLEX),
     OpInfo("complex_prod", staged.prod, torch.prod, _reduce_samples, dtypes=COMPLEX),
     OpInfo("complex_cumsum", staged.cumsum, torch.cumsum,
            lambda d, rng: _reduce_samples(d, rng)[1:], dtypes=COMPLEX),

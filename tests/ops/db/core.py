@@ -9,7 +9,7 @@ import torch.nn.functional as TF
 
 import staged
 import staged.nn.functional as F
-from tests.ops.opinfo import OpInfo, Sample, Skip, arr, index
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct, index
 
 FLOATS = ("float32", "float64")
 UNORDERED = Skip("complex", "complex numbers are not ordered (PyTorch rejects them too)")
@@ -69,20 +69,14 @@ def _dims(dtype, rng, keepdim=True):
     return out
 
 
-def _distinct(dtype, rng, shape):
-    """A permutation of well-separated values: no ties for max/min."""
-    n = int(np.prod(shape))
-    return np.asarray(rng.permutation(n).reshape(shape) * 0.25 - n * 0.1, dtype)
-
-
 def _extremum_samples(dtype, rng):
-    x = _distinct(dtype, rng, (3, 4))
+    x = distinct(rng, dtype, (3, 4))
     return [Sample((x,)), Sample((x, 1)), Sample((x, 0, True)),
-            Sample((_distinct(dtype, rng, (2, 3, 4)), -1))]
+            Sample((distinct(rng, dtype, (2, 3, 4)), -1))]
 
 
 def _amax_samples(dtype, rng):
-    x = _distinct(dtype, rng, (3, 4))
+    x = distinct(rng, dtype, (3, 4))
     ties = np.asarray([[1.0, 3.0, 3.0], [2.0, 2.0, 0.5]], dtype)
     return [Sample((x,)), Sample((x, 1)), Sample((x, (0, 1), True)), Sample((ties, 1))]
 

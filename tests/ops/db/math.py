@@ -8,22 +8,10 @@ import torch
 import torch.nn.functional as TF
 
 import staged
-from tests.ops.opinfo import OpInfo, Sample, Skip
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "float32", "float64")
-
-
-def arr(rng, dtype, shape, low=-2.0, high=2.0):
-    """Uniform samples in [low, high) of ``shape`` in ``dtype`` (a NumPy dtype name)."""
-    d = np.dtype(dtype)
-    if d.kind == "c":
-        return np.asarray(rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape), d)
-    if d.kind == "b":
-        return np.asarray(rng.random(shape) < 0.5)
-    if d.kind in "iu":
-        return np.asarray(rng.integers(int(low), int(high) + 1, shape), d)
-    return np.asarray(rng.uniform(low, high, shape), d)
 
 
 def away_from_zero(rng, dtype, shape, low=0.2, high=2.0):
@@ -84,20 +72,14 @@ def _prod_samples(dtype, rng):
             Sample((arr(rng, dtype, ()),), name="scalar")]
 
 
-def _distinct(rng, dtype, shape):
-    """Distinct values (sort/topk indices are unique, so torch and staged agree)."""
-    n = int(np.prod(shape))
-    return (rng.permutation(n).reshape(shape) * 0.25 - n / 8).astype(dtype)
-
-
 def _sort_samples(dtype, rng):
-    x = _distinct(rng, dtype, (3, 5))
+    x = distinct(rng, dtype, (3, 5))
     return [Sample((x,), name="last"), Sample((x, 0), name="dim0"),
             Sample((x, 1, True), name="descending")]
 
 
 def _topk_samples(dtype, rng):
-    x = _distinct(rng, dtype, (3, 5))
+    x = distinct(rng, dtype, (3, 5))
     return [Sample((x, 2), name="largest"), Sample((x, 3, 0), name="dim0"),
             Sample((x, 2, -1, False), name="smallest"), Sample((x, 0), name="k=0")]
 
@@ -143,10 +125,6 @@ def _softplus_samples(dtype, rng):
             Sample((big,), name="threshold")]
 
 
-NO_F64_LOWERING = [Skip("llvm-cpu", "IREE's llvm-cpu backend lowers the f64 form to a libm "
-                        "call it cannot link (an `unsupported` entry of the registry)",
-                        ("float64",))]
-
 # the gradient w.r.t. the divisor is -floor(x/y) (or trunc): in float16 the quotient
 # rounds differently from torch's half kernel when x/y is within an ulp of an integer
 HALF_QUOTIENT = [Skip(c, "float16 quotient x/y rounds differently from torch's half kernel "
@@ -156,10 +134,10 @@ HALF_QUOTIENT = [Skip(c, "float16 quotient x/y rounds differently from torch's h
 
 ENTRIES = [
     _unary("erf", low=-3, high=3),
-    _unary("tan", low=-1.2, high=1.2, skips=NO_F64_LOWERING),
-    _unary("sinh"), _unary("cosh"), _unary("atan", skips=NO_F64_LOWERING),
-    _unary("asin", low=-0.9, high=0.9, skips=NO_F64_LOWERING),
-    _unary("acos", low=-0.9, high=0.9, skips=NO_F64_LOWERING),
+    _unary("tan", low=-1.2, high=1.2),
+    _unary("sinh"), _unary("cosh"), _unary("atan"),
+    _unary("asin", low=-0.9, high=0.9),
+    _unary("acos", low=-0.9, high=0.9),
     _unary("log2", low=0.1, high=3), _unary("log10", low=0.1, high=3), _unary("exp2"),
     _unary("square"), _unary("reciprocal", gen=away_from_zero),
     _unary("floor", gen=_zero_grad_kinks), _unary("ceil", gen=_zero_grad_kinks),
@@ -174,13 +152,13 @@ ENTRIES = [
            lambda x: TF.gelu(x, approximate="tanh"), low=-3, high=3),
     OpInfo("softplus", staged.softplus, TF.softplus, _softplus_samples, dtypes=HALF),
     OpInfo("atan2", staged.atan2, torch.atan2, binary_samples(y_gen=away_from_zero),
-           dtypes=HALF, skips=NO_F64_LOWERING),
+           dtypes=HALF),
     OpInfo("remainder", staged.remainder, torch.remainder,
            binary_samples(-5, 5, y_gen=away_from_zero), dtypes=HALF + ("int64",),
-           rtol=1e-5, atol=1e-5, skips=NO_F64_LOWERING + HALF_QUOTIENT),
+           rtol=1e-5, atol=1e-5, skips=HALF_QUOTIENT),
     OpInfo("fmod", staged.fmod, torch.fmod, binary_samples(-5, 5, y_gen=away_from_zero),
            dtypes=HALF + ("int64",), rtol=1e-5, atol=1e-5,
-           skips=NO_F64_LOWERING + HALF_QUOTIENT),
+           skips=HALF_QUOTIENT),
     OpInfo("clamp", staged.clamp, torch.clamp, _clamp_samples, dtypes=HALF),
     OpInfo("lerp", staged.lerp, torch.lerp, _lerp_samples, dtypes=FLOATS),
     OpInfo("addcmul", staged.addcmul, torch.addcmul, _ternary_samples(), dtypes=HALF),

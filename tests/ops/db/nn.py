@@ -7,13 +7,7 @@ import numpy as np
 import torch.nn.functional as TF
 
 import staged.nn.functional as F
-from tests.ops.opinfo import OpInfo, Sample, Skip, arr, index
-
-def _distinct(rng, dtype, shape):
-    """Distinct values: no window has a tie (max pooling's gradient goes to the first of
-    tied maxima, where finite differences would straddle the tie)."""
-    return np.asarray(rng.permutation(int(np.prod(shape))).reshape(shape) / 8.0 - 2.0, dtype)
-
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct, index
 
 def _conv2d_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
@@ -30,13 +24,13 @@ def _conv1d_samples(dtype, rng):
 
 
 def _pool_samples(dtype, rng):
-    x = _distinct(rng, dtype, (2, 3, 7, 6))
+    x = distinct(rng, dtype, (2, 3, 7, 6), 1 / 8)
     return [Sample((x, 2)), Sample((x, 3), dict(stride=2, padding=1, ceil_mode=True)),
             Sample((x[0], (3, 2)), dict(stride=1, padding=(1, 0)), name="unbatched")]
 
 
 def _max_pool_samples(dtype, rng):
-    x = _distinct(rng, dtype, (2, 3, 7, 6))
+    x = distinct(rng, dtype, (2, 3, 7, 6), 1 / 8)
     return _pool_samples(dtype, rng) + [Sample((x, 2), dict(dilation=2, return_indices=True),
                                                name="indices")]
 
