@@ -226,3 +226,21 @@ def test_allow_mutation_on_saved_tensors_seed_example():
         out = (b ** 2).sum()
         b.sin_()
         out.backward()
+
+
+def test_copy_gives_the_destination_a_node_of_its_own():
+    # a hook on the destination sees its own gradient, not the source's whole gradient
+    def run(lib):
+        w = lib.ones(3, requires_grad=True)
+        src = w * 2
+        a = lib.zeros(3)
+        a.copy_(src)
+        seen = {}
+        a.register_hook(lambda g: seen.__setitem__("a", g.clone()))
+        src.register_hook(lambda g: seen.__setitem__("src", g.clone()))
+        (a.sum() + 10 * src.sum()).backward()
+        assert a.grad_fn is not src.grad_fn
+        return [np.asarray(t.detach().numpy()) for t in (seen["a"], seen["src"], w.grad)]
+
+    for got, want in zip(run(staged), run(torch)):
+        np.testing.assert_array_equal(got, want)

@@ -165,4 +165,7 @@ def zero_(self):
 def copy_(self, src):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
-    return write(self, to_dtype(src, self.dtype))
+    value = to_dtype(src, self.dtype)
+    if value is src and src._requires_grad and _state.grad_enabled:
+        value = ew.clone(src)  # a Node of self's own (torch's CopyBackwards), not src's
+    return write(self, value)
