@@ -116,6 +116,33 @@ def _f64(ours, theirs):
     return lambda e, d, *xs: (ours if _wide(d) else theirs)(e, d, *xs)
 
 
+def _complex_sgn(e, d, z):
+    """z / |z|, and 0 at 0 (written out: SPIR-V cannot take IREE's expansion of
+    complex.sign, which selects complex values)."""
+    t, part = elem_type(d), d.to_real()
+    pt = elem_type(part)
+    a = e.emit(f"complex.abs {z} : {t}")
+    zero = e.emit(f"arith.cmpf oeq, {a}, {e.const(0, part)} : {pt}")
+    safe = e.emit(f"arith.select {zero}, {e.const(1, part)}, {a} : {pt}")
+    re_, im_ = (e.emit(f"arith.divf {e.emit(f'complex.{p} {z} : {t}')}, {safe} : {pt}")
+                for p in ("re", "im"))
+    return e.select(zero, e.const(0, d), e.emit(f"complex.create {re_}, {im_} : {t}"), d)
+
+
+def _complex_pow(e, d, x, y):
+    """exp(y log x), with exp and log of the dtype's table (libm's in complex128); 0 ** y
+    is 1 for y == 0 and 0 for Re y > 0 (NaN otherwise)."""
+    t, part = elem_type(d), d.to_real()
+    log = UNARY["log"]["complex"](e, d, x)
+    r = UNARY["exp"]["complex"](e, d, e.emit(f"complex.mul {y}, {log} : {t}"))
+    zero = e.const(0, d)
+    x0 = e.emit(f"complex.eq {x}, {zero} : {t}")
+    y0 = e.emit(f"complex.eq {y}, {zero} : {t}")
+    pos = CMP["gt"]["float"](e, part, e.emit(f"complex.re {y} : {t}"), e.const(0, part))
+    r = e.select(e.emit(f"arith.andi {x0}, {pos} : i1"), zero, r, d)
+    return e.select(y0, e.const(1, d), r, d)
+
+
 def _float_tanh(e, d, x):
     """math.tanh; in f64 (which links to libm) -expm1(-2|x|) / (2 + expm1(-2|x|)) with x's
     sign, accurate near 0 as well."""
@@ -279,7 +306,7 @@ UNARY = {
             "bool": _identity, "complex": _to_real("complex.abs")},
     "sign": {"float": _float_sign, "int": _int_sign, "uint": _int_sign},
     "sgn": {"float": _float_sign, "int": _int_sign, "uint": _int_sign,
-            "complex": _op("complex.sign")},
+            "complex": _complex_sgn},
     "angle": {"float": _float_angle, "complex": _complex_angle},
     "real": {"float": _identity, "complex": _to_real("complex.re")},
     "imag": {"complex": _to_real("complex.im")},
@@ -315,7 +342,7 @@ BINARY = {
     "mul": {"float": _op("arith.mulf"), "complex": _op("complex.mul"), "bool": _op("arith.andi"),
             **dict.fromkeys(_INT, _op("arith.muli"))},
     "div": {"float": _op("arith.divf"), "complex": _op("complex.div")},
-    "pow": {"float": _float_pow, "complex": _f64(libm.cpow, _op("complex.pow")),
+    "pow": {"float": _float_pow, "complex": _complex_pow,
             **dict.fromkeys(_INT, _int_pow)},
     "maximum": {"float": _op("arith.maximumf"), "int": _op("arith.maxsi"),
                 "uint": _op("arith.maxui"), "bool": _op("arith.ori")},

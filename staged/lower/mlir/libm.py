@@ -22,7 +22,7 @@ functions are written with them, branch-free (selects), in the body of one linal
   double); 42 such steps by ``y * 2**(52 k)``, largest first, cover any exponent gap.
 * expm1, log1p: Kahan's and Goldberg's corrections of exp/log (IREE expands them as
   ``exp(x) - 1`` and ``log(1 + x)``, a thousand ulp off near 0); sinh through expm1 near 0.
-* complex128 exp, expm1, log, log1p, sqrt, rsqrt, sin, cos, tan, tanh, sinh, cosh, pow and
+* complex128 exp, expm1, log, log1p, sqrt, rsqrt, sin, cos, tan, tanh, sinh, cosh and
   angle from these, for the complex dialect's forms lower to the same f64 libm calls.
 
 Each function is ``fn(e, d, *xs) -> scalar`` like the tables of ``elementwise.py``, for
@@ -504,18 +504,6 @@ def ctan(e, d, z):
     s, (a, b) = Scalar(e, d.to_real()), _parts(e, d, z)
     re, im = _tanh_parts(e, d.to_real(), s.neg(b), a)
     return _make(e, d, im, s.neg(re))
-
-
-def cpow(e, d, x, y):
-    """exp(y log x); 0 ** y is 1 for y == 0, 0 for Re y > 0 (NaN otherwise)."""
-    t = elem_type(d)
-    p = cexp(e, d, e.emit(f"complex.mul {y}, {clog(e, d, x)} : {t}"))
-    s, zero = Scalar(e, d.to_real()), e.const(0, d)
-    x0 = e.emit(f"complex.eq {x}, {zero} : {t}")
-    y0 = e.emit(f"complex.eq {y}, {zero} : {t}")
-    pos = s.cmp("ogt", _parts(e, d, y)[0], s.c(0.0))
-    p = e.emit(f"arith.select {s.both(x0, pos)}, {zero}, {p} : {t}")
-    return e.emit(f"arith.select {y0}, {e.const(1, d)}, {p} : {t}")
 
 
 def cangle(e, d, z):
