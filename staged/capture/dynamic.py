@@ -74,9 +74,10 @@ class Sym:
 
 class SymConst(NamedTuple):
     """A constant computed at run time from a dynamic size ``n`` (the value of ``sym``):
-    ``"mul"``: ``scale * (n + offset)``; ``"div"``: ``scale / (n + offset)`` (one-element
-    constants); ``"fill"``: every element is ``scale``, in the const's aval shape (which
-    holds ``Sym``s)."""
+    ``"mul"``: ``scale * m``; ``"div"``: ``scale / m`` (one-element constants), where
+    ``m = n + offset`` is a count and so never negative: ``max(n + offset, 0)``, as
+    PyTorch's var and std divide by ``max(0, N - correction)``; ``"fill"``: every element
+    is ``scale``, in the const's aval shape (which holds ``Sym``s)."""
 
     kind: str
     scale: float
@@ -86,7 +87,8 @@ class SymConst(NamedTuple):
     def __str__(self) -> str:
         if self.kind == "fill":
             return f"fill {self.scale!r}"
-        n = f"({self.sym}{self.offset:+g})" if self.offset else str(self.sym)
+        n = f"max({self.sym}{self.offset:+g},0)" if self.offset < 0 else \
+            f"({self.sym}{self.offset:+g})" if self.offset else str(self.sym)
         return f"{self.scale:g}{'*' if self.kind == 'mul' else '/'}{n}"
 
 

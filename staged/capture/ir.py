@@ -1,9 +1,11 @@
 """The graph IR: a flat SSA list of primitive applications.
 
 A ``Graph`` has *inputs* (arguments the caller passes, then state the step reads),
-*constants* (NumPy arrays baked in, or computed from dynamic sizes), *ops* (one primitive each, static params, one
-output value, and the user's source line) and *outputs* (values the function
-returns, then new values of state). It prints one op a line.
+*constants* (NumPy arrays baked in, or in ``sym_consts`` computed from dynamic sizes),
+*ops* (one primitive each, static params, one output value, and the user's source line)
+and *outputs* (values the function returns, then new values of state). It prints one op
+a line. A size in an aval or a shape parameter may be a ``Sym`` (a dynamic dimension,
+``staged/capture/dynamic.py``).
 """
 from __future__ import annotations
 

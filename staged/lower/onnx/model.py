@@ -270,6 +270,8 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
             dim = b.scalar(spec.sym, d)
             if spec.offset:
                 dim = b.node("Add", [dim, b.const(np.array(spec.offset, d.np))])
+            if spec.offset < 0:  # a count: max(n + offset, 0)
+                dim = b.node("Max", [dim, b.const(np.array(0, d.np))])
             k = b.const(np.array(spec.scale, d.np))
             r = b.node("Div" if spec.kind == "div" else "Mul", [k, dim])
             b.names[v.id] = b.node("Reshape", [r, b.shape(v.aval.shape)]) if v.aval.shape else r
