@@ -220,10 +220,11 @@ def _same_structure(g0, g1, dim, n0, n1):
     if counts[0] != counts[1]:
         what = ("inputs", "constants", "ops", "outputs")
         diff = ", ".join(f"{w} {a} vs {b}" for w, a, b in zip(what, *counts) if a != b)
-        last = g0.ops[-1] if g0.ops else None
+        common = min(len(g0.ops), len(g1.ops))
+        upto = f", up to {_where(g0.ops[common - 1])}" if common else ""
         raise DynamicError(f"the traced graph changes structure with the size of {dim!r} "
-                           f"({dim} {n0} vs {n1}: {diff}; the graphs agree up to "
-                           f"{_where(last, 'the start')})")
+                           f"({dim} {n0} vs {n1}: {diff}; the first {common} ops agree"
+                           f"{upto})")
     for i0, i1 in zip(g0.inputs, g1.inputs):
         if i0.kind != i1.kind or len(i0.value.aval.shape) != len(i1.value.aval.shape):
             raise DynamicError(f"the traced graph changes structure with the size of {dim!r}"
