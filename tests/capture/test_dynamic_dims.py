@@ -40,13 +40,13 @@ def test_shapes_params_and_constants_that_follow_the_batch():
 
 def test_what_cannot_be_dynamic_raises_naming_the_op():
     with pytest.raises(DynamicError, match=r"changes structure.*op \d+ is mul at "
-                       r".*test_dynamic\.py:\d+ at batch 4 but add"):
+                       r".*test_dynamic_dims\.py:\d+ at batch 4 but add"):
         _generalized(lambda x: x * 2 if x.shape[0] == 4 else x + 2, staged.randn(4, 3))
     with pytest.raises(DynamicError, match=r"reshape at .*: the rank changes"):
         _generalized(lambda x: x.reshape(2, -1) if x.shape[0] == 4 else x.reshape(-1),
                      staged.randn(4, 4))
     with pytest.raises(DynamicError, match=r"\(batch 4 vs 5: ops 2 vs 1; the first 1 ops "
-                       r"agree, up to exp at .*test_dynamic\.py:\d+\)"):
+                       r"agree, up to exp at .*test_dynamic_dims\.py:\d+\)"):
         _generalized(lambda x: x.exp().sum(0) if x.shape[0] == 4 else x.exp(),
                      staged.randn(4, 4))
     with pytest.raises(DynamicError, match=r"only multiples of it can be dynamic"):
