@@ -21,6 +21,7 @@ Shared by ``staged.compile(dynamic=True)`` (``staged/runtime``) and ``staged.onn
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -76,8 +77,10 @@ class SymConst(NamedTuple):
     """A constant computed at run time from a dynamic size ``n`` (the value of ``sym``):
     ``"mul"``: ``scale * m``; ``"div"``: ``scale / m`` (one-element constants), where
     ``m = n + offset`` is a count and so never negative: ``max(n + offset, 0)``, as
-    PyTorch's var and std divide by ``max(0, N - correction)``; ``"fill"``: every element
-    is ``scale``, in the const's aval shape (which holds ``Sym``s)."""
+    PyTorch's var and std divide by ``max(0, N - correction)``; ``"ratio"``:
+    ``scale * n / (n + offset)`` (BatchNorm's running variance takes ``N / (N - 1)``);
+    ``"fill"``: every element is ``scale``, in the const's aval shape (which holds
+    ``Sym``s)."""
 
     kind: str
     scale: float
@@ -87,6 +90,8 @@ class SymConst(NamedTuple):
     def __str__(self) -> str:
         if self.kind == "fill":
             return f"fill {self.scale!r}"
+        if self.kind == "ratio":
+            return f"{self.scale:g}*{self.sym}/({self.sym}{self.offset:+g})"
         n = f"max({self.sym}{self.offset:+g},0)" if self.offset < 0 else \
             f"({self.sym}{self.offset:+g})" if self.offset else str(self.sym)
         return f"{self.scale:g}{'*' if self.kind == 'mul' else '/'}{n}"
@@ -281,21 +286,35 @@ def _one_point(a0, a1, n0, n1, dim):
 
 
 def _affine(a0, a1, a2, n0, n1, n2, dim):
-    """``s * (dim + b)`` or ``s / (dim + b)`` (a variance's ``1/(N-1)``): fitted on two
-    sizes, checked on the third."""
+    """``s * (n + b)``, ``s / (n + b)`` (a variance's ``1/(N-1)``) or ``s * n / (n + b)``
+    (BatchNorm's ``N/(N-1)``, with ``N`` a multiple of ``n``): fitted on two sizes,
+    checked on the third. Each form is affine in some transform: ``c``, ``1/c`` in ``n``,
+    ``1/c`` in ``1/n``."""
     c0, c1, c2 = a0.item(), a1.item(), a2.item()
-    for kind, f in (("mul", lambda c: c), ("div", lambda c: 1 / c)):
+    forms = (("mul", lambda c: c, lambda n: n), ("div", lambda c: 1 / c, lambda n: n),
+             ("ratio", lambda c: 1 / c, lambda n: 1 / n))
+    for kind, f, g in forms:
         try:
-            y0, y1, y2 = f(c0), f(c1), f(c2)
+            (y0, y1, y2), (x0, x1, x2) = map(f, (c0, c1, c2)), map(g, (n0, n1, n2))
         except ZeroDivisionError:
             continue
-        slope = (y1 - y0) / (n1 - n0)
-        if slope == 0:
+        slope = (y1 - y0) / (x1 - x0)
+        if slope == 0 or not np.isclose(slope * x2 + y0 - slope * x0, y2, rtol=1e-5):
             continue
-        offset = y0 / slope - n0
-        if np.isclose(slope * (n2 + offset), y2, rtol=1e-6, atol=1e-12):
-            return SymConst(kind, slope if kind == "mul" else 1 / slope, Sym(dim),
-                            float(round(offset)) if np.isclose(offset, round(offset)) else offset)
+        if kind == "ratio":  # 1/c = a + b/n: c = (1/a) * n / (n + b/a)
+            a = y0 - slope * x0
+            if a == 0:
+                continue
+            return SymConst(kind, 1 / a, Sym(dim), _simple(slope / a))
+        offset = _simple(y0 / slope - x0)
+        return SymConst(kind, slope if kind == "mul" else 1 / slope, Sym(dim), offset)
     raise DynamicError(f"a constant ({a0.dtype} {c0!r} at {dim} {n0}, {c1!r} at {n1}, {c2!r} "
                        f"at {n2}) changes with the size of {dim!r} in a way that cannot be "
-                       "expressed (only k*n, k/n, k*(n+b) and k/(n+b) can)")
+                       "expressed (only k*n, k/n, k*(n+b), k/(n+b) and k*n/(n+b) can)")
+
+
+def _simple(x: float) -> float:
+    """``x`` snapped to a nearby fraction with a small denominator (fits of float32
+    constants are off in the last digits: -1 for -0.99999994, -1/16 for -0.0625003)."""
+    q = Fraction(x).limit_denominator(1024)
+    return float(q) if np.isclose(float(q), x, rtol=1e-4, atol=1e-9) else x

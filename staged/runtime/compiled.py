@@ -358,10 +358,15 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     the Python body. Parameters and ``.grad`` fields the step changes are written back to
     the caller's tensors (their data stays on the device until read).
 
+    With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
+    size) is a dynamic batch: one trace and one compile serve every batch size; what
+    cannot follow the batch raises ``DynamicError`` (``staged.capture.dynamic``).
+
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
-    raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function runs
-    eagerly instead, with a warning saying why. ``explain()`` shows what was compiled;
-    ``STAGED_DEBUG=1`` logs every trace and its graph.
+    raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
+    one whose batch cannot be dynamic) runs eagerly instead, with a warning saying why.
+    ``explain()`` shows what was compiled; ``STAGED_DEBUG=1`` logs every trace and its
+    graph.
 
     Example:
         >>> step = staged.compile(train_step)

@@ -99,22 +99,22 @@ def test_mean_and_unbiased_variance_over_the_batch_become_run_time_divisions():
 
 def _conv_step():
     staged.manual_seed(1)
-    conv, fc = nn.Conv2d(2, 3, 3, padding=1), nn.Linear(3 * 5 * 5, 4)
-    params = list(conv.parameters()) + list(fc.parameters())
+    conv, bn, fc = nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.Linear(3 * 5 * 5, 4)
+    params = list(conv.parameters()) + list(bn.parameters()) + list(fc.parameters())
     opt = optim.SGD(params, lr=0.05)
 
     def step(x, y):
         opt.zero_grad()
-        h = conv(x).relu()
+        h = bn(conv(x)).relu()  # running_var takes n / (n - 1), n = 25 * batch
         out = fc(h.view(h.shape[0], -1))  # (batch, 75): a reshape that follows the batch
         loss = F.mse_loss(out, y)
         loss.backward()
         opt.step()
         return loss, out
-    return params, step
+    return params + [bn.running_mean, bn.running_var], step
 
 
-def test_conv_and_a_flatten_of_the_batch():
+def test_conv_batchnorm_and_a_flatten_of_the_batch():
     params, step = _conv_step()
     ref_params, ref_step = _conv_step()
     compiled = staged.compile(step, dynamic=True)
@@ -129,6 +129,7 @@ def test_conv_and_a_flatten_of_the_batch():
     # traced again once, for a reason other than the batch: .grad is set after the first call
     assert compiled.traces == 2
     assert compiled.last_retrace_reason.startswith("a state tensor's .grad was set")
+    assert "const 0.1*batch/(batch-0.04)" in str(compiled.graphs()[0])  # 0.1 * n / (n - 1)
 
 
 def test_code_that_branches_on_the_batch_size_raises_or_falls_back():

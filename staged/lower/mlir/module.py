@@ -378,7 +378,8 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
 
 def _sym_const(e, spec, aval) -> str:
     """A constant computed from a dynamic size (``SymConst``): a fill of a dynamic shape,
-    or ``scale * (n + offset)`` / ``scale / (n + offset)`` in the constant's float type."""
+    or ``scale * (n + offset)``, ``scale / (n + offset)`` (``n + offset`` clamped at 0) or
+    ``scale * n / (n + offset)``, in the constant's float type."""
     d = aval.dtype
     if spec.kind == "fill":
         return e.full(aval.shape, d, spec.scale)
@@ -387,6 +388,11 @@ def _sym_const(e, spec, aval) -> str:
     t = _ELEM[d]
     n = e.emit(f"arith.uitofp {e.emit(f'arith.index_cast {e.index(spec.sym)} : index to i64')}"
                f" : i64 to {t}")
+    if spec.kind == "ratio":  # scale * n / (n + offset)
+        m = e.emit(f"arith.addf {n}, {e.const(spec.offset, d)} : {t}")
+        r = e.emit(f"arith.mulf {e.const(spec.scale, d)}, "
+                   f"{e.emit(f'arith.divf {n}, {m} : {t}')} : {t}")
+        return e.emit(f"tensor.from_elements {r} : {tensor_type(aval.shape, d)}")
     if spec.offset:
         n = e.emit(f"arith.addf {n}, {e.const(spec.offset, d)} : {t}")
     if spec.offset < 0:  # a count: max(n + offset, 0)

@@ -267,13 +267,15 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
                                               b.shape(v.aval.shape)])
         else:
             d = v.aval.dtype
-            dim = b.scalar(spec.sym, d)
+            dim = num = b.scalar(spec.sym, d)
             if spec.offset:
                 dim = b.node("Add", [dim, b.const(np.array(spec.offset, d.np))])
-            if spec.offset < 0:  # a count: max(n + offset, 0)
+            if spec.offset < 0 and spec.kind != "ratio":  # a count: max(n + offset, 0)
                 dim = b.node("Max", [dim, b.const(np.array(0, d.np))])
             k = b.const(np.array(spec.scale, d.np))
-            r = b.node("Div" if spec.kind == "div" else "Mul", [k, dim])
+            if spec.kind == "ratio":  # scale * n / (n + offset)
+                k = b.node("Mul", [k, num])
+            r = b.node("Div" if spec.kind in ("div", "ratio") else "Mul", [k, dim])
             b.names[v.id] = b.node("Reshape", [r, b.shape(v.aval.shape)]) if v.aval.shape else r
     infos = []
     for op in graph.ops:
