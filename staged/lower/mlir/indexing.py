@@ -9,9 +9,9 @@ from .elementwise import BINARY
 from .module import elem_type, lowering, tensor_type
 
 
-def insert_slice(e, src, src_aval, dst, dst_aval, starts, steps) -> str:
-    """``dst`` with ``src`` written into the strided window at ``starts`` (shared with
-    concat); the window's sizes are ``src``'s."""
+def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:
+    """``dst`` with ``src`` written into the strided window (shared with concat); the
+    window's sizes are ``src``'s (they may be dynamic, where ``stops`` can't say them)."""
     window = e.window(starts, src_aval.shape, steps)
     return e.emit(f"tensor.insert_slice {src} into {dst}{window} : "
                   f"{tensor_type(src_aval.shape, src_aval.dtype)} into "
@@ -32,7 +32,7 @@ def _slice_scatter(e, op, x, src):
     a, s, p = op.inputs[0].aval, op.inputs[1].aval, op.params
     if s.shape == a.shape:
         return src
-    return insert_slice(e, src, s, x, a, p["starts"], p["steps"])
+    return insert_slice(e, src, s, x, a, p["starts"], p["stops"], p["steps"])
 
 
 def _indices(e, rank, dim, idx):

@@ -46,6 +46,7 @@ def _concat(e, op, *xs):
         if n:
             r = insert_slice(e, x, v.aval, r, out,
                              tuple(start if k == dim else 0 for k in range(len(out.shape))),
+                             tuple(start + n if k == dim else s for k, s in enumerate(out.shape)),
                              (1,) * len(out.shape))
         start += n  # a dynamic size along the batch: Syms add up
     return r
