@@ -72,6 +72,13 @@ def make_staged_compiled(params, x, y):
     return lambda: step(xs, ys)
 
 
+def make_staged_compiled_dynamic(params, x, y):
+    """The same step compiled once for every batch size (``dynamic=True``)."""
+    step = staged.compile(_staged_model(params), backend="llvm-cpu", dynamic=True)
+    xs, ys = staged.tensor(x), staged.tensor(y)
+    return lambda: step(xs, ys)
+
+
 def make_numpy(params, x, y):
     """Forward, backward and SGD written directly in NumPy (same math as the others)."""
     ps = [(W.copy(), b.copy()) for W, b in params]
@@ -121,7 +128,7 @@ def make_torch(params, x, y):
 
 
 IMPLS = {"staged eager": make_staged_eager, "staged compiled": make_staged_compiled,
-         "numpy by hand": make_numpy}
+         "staged compiled dynamic": make_staged_compiled_dynamic, "numpy by hand": make_numpy}
 if torch is not None:
     IMPLS["torch eager"] = make_torch
 

@@ -32,8 +32,9 @@ def build(seed: int = 0, channels=(8, 16), hidden: int = 64, batch_norm: bool = 
 
 def export_spec(batch_size: int = 16, seed: int = 0) -> dict:
     """What `staged export-onnx` exports (see models/mlp.py): loss and gradients of a fresh
-    seeded CNN, dynamic batch; SGD for ``--training-step``. Without BatchNorm: its running
-    variance update scales by ``n / (n - 1)``, which a dynamic batch cannot carry."""
+    seeded CNN, dynamic batch; SGD for ``--training-step``. Without BatchNorm, as first
+    published (its running variance's ``n / (n - 1)`` now follows a dynamic batch too:
+    ``staged/capture/dynamic.py``)."""
     model = build(seed, batch_norm=False)
     x, y = staged.randn(batch_size, 64), staged.randint(0, 10, (batch_size,))
     return dict(fn_or_module=model, example_args=(x, y), loss_fn=F.cross_entropy,

@@ -19,9 +19,10 @@ from . import __version__
 from .autodiff import Aval
 from .autograd import grad as _autograd_grad
 from .capture.capture import capture
-from .capture.ir import Graph, Input, Op, Output, Value
+from .capture.dynamic import DynamicError, generalize, resize, substitute
+from .capture.ir import Graph, Input
 from .eager.tensor import Tensor
-from .lower.onnx import DEFAULT_OPSET, ExportError, Sym, to_onnx
+from .lower.onnx import DEFAULT_OPSET, ExportError, to_onnx
 from .lower.onnx.model import check_opset
 from .nn import Module
 
@@ -70,15 +71,15 @@ def export(fn_or_module, example_args, path, *, with_gradients=True, opset=DEFAU
     names = _state_names(module, fn, training_step)
     wrt = _gradient_targets(with_gradients, args, arg_names, names, training_step)
     exported = _trace(fn, args, arg_names, names, wrt, training_step)
-    sources, consts = {}, {}
+    sources = {}
     if dynamic_axes:
-        exported, sources, consts = _dynamic(exported, fn, args, arg_names, names, wrt,
-                                             training_step, dynamic_axes)
+        exported, sources = _dynamic(exported, fn, args, arg_names, names, wrt,
+                                     training_step, dynamic_axes)
     g, in_names, out_names, meta = exported
     title = getattr(fn_or_module, "__qualname__", type(fn_or_module).__name__)
     doc = (f"{title}: {'one training step' if training_step else 'forward'}"
            f"{' and gradients' if meta['gradients'] else ''}, traced by staged {__version__}")
-    return _write(g, path, opset, in_names, out_names, meta, doc, sources, consts)
+    return _write(g, path, opset, in_names, out_names, meta, doc, sources)
 
 
 def export_captured(captured, path, *, opset=DEFAULT_OPSET):
@@ -91,7 +92,7 @@ def export_captured(captured, path, *, opset=DEFAULT_OPSET):
     meta = {"gradients": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "grad"},
             "updates": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "state"}}
     return _write(g, path, opset, [i.name for i in g.inputs], outs, meta,
-                  "a graph captured by staged.capture", {}, {})
+                  "a graph captured by staged.capture", {})
 
 
 # --- what is exported -------------------------------------------------------------------
@@ -282,7 +283,8 @@ def _describe(x) -> str:
 
 # --- dynamic dims -----------------------------------------------------------------------
 def _dynamic(base, fn, args, arg_names, names, wrt, opt, dynamic_axes):
-    """Re-trace with each dynamic dim changed and make what follows it symbolic."""
+    """Re-trace with each dynamic dim changed and make what follows it symbolic
+    (``staged.capture.dynamic``)."""
     axes = _normalize_axes(dynamic_axes, arg_names, args)
     g0, in_names, out_names, meta = base
     sources, dims = {}, {}
@@ -295,13 +297,18 @@ def _dynamic(base, fn, args, arg_names, names, wrt, opt, dynamic_axes):
         if len(sizes) != 1:
             raise ExportError(f"dynamic dim {dim!r} has different sizes in the example "
                               f"arguments: {sorted(sizes)}")
-        size = sizes.pop()
-        other = size + 2
-        grown = tuple(_resize(x, dict((ax, other) for a, ax in where if a == i))
-                      for i, x in enumerate(args))
-        g1 = _trace(fn, grown, arg_names, names, wrt, opt)[0]
-        _diff(g0, g1, dim, size, other, subst, consts)
-    return (_substitute(g0, subst), in_names, out_names, meta), sources, consts
+
+        def retrace(n, where=where):
+            grown = tuple(resize(x, dict((ax, n) for a, ax in where if a == i))
+                          for i, x in enumerate(args))
+            return _trace(fn, grown, arg_names, names, wrt, opt)[0]
+
+        try:
+            generalize(g0, sizes.pop(), retrace, dim, subst, consts)
+        except DynamicError as err:
+            raise ExportError(f"dynamic dim {dim!r}: {err}; export it with static "
+                              "shapes") from None
+    return (substitute(g0, subst, consts), in_names, out_names, meta), sources
 
 
 def _normalize_axes(dynamic_axes, arg_names, args) -> dict:
@@ -320,98 +327,8 @@ def _normalize_axes(dynamic_axes, arg_names, args) -> dict:
     return out
 
 
-def _resize(x, sizes: dict):
-    """``x`` with the axes in ``sizes`` grown by repeating its entries (same dtype and
-    requires_grad)."""
-    if not sizes:
-        return x
-    a = x.detach().numpy()
-    for ax, n in sizes.items():
-        a = np.take(a, np.arange(n) % a.shape[ax], axis=ax)
-    return Tensor._wrap(np.ascontiguousarray(a), x.requires_grad)
-
-
-def _diff(g0, g1, dim, n0, n1, subst, consts):
-    """Record in ``subst`` (aval/param id -> generalized shape) and ``consts`` what of
-    ``g0`` changes when dim ``dim`` goes from ``n0`` to ``n1`` in ``g1``."""
-    if (len(g0.inputs), len(g0.consts), len(g0.ops), len(g0.outputs)) != \
-            (len(g1.inputs), len(g1.consts), len(g1.ops), len(g1.outputs)) or any(
-            a.prim is not b.prim for a, b in zip(g0.ops, g1.ops)):
-        raise ExportError(f"the traced graph changes structure with the size of dynamic dim "
-                          f"{dim!r} ({n0} vs {n1}); export it with static shapes")
-
-    def gen(s0, s1, what):
-        out = []
-        for a, b in zip(s0, s1):
-            if a == b:
-                out.append(a)
-            elif isinstance(a, int) and a % n0 == 0 and b % n1 == 0 and a // n0 == b // n1:
-                out.append(Sym(dim, a // n0))
-            else:
-                raise ExportError(f"{what}: a dimension goes from {a} to {b} when {dim!r} goes "
-                                  f"from {n0} to {n1}; only multiples of it can be dynamic")
-        return tuple(out)
-
-    for v0, v1 in _values(g0, g1):
-        if v0.aval.shape != v1.aval.shape:
-            subst[("aval", v0.id)] = gen(subst.get(("aval", v0.id), v0.aval.shape),
-                                         v1.aval.shape, f"value %{v0.id}")
-    for op0, op1 in zip(g0.ops, g1.ops):
-        for k, p in op0.params.items():
-            if p != op1.params[k]:
-                if not isinstance(p, tuple):
-                    raise ExportError(f"{op0.prim.name} at {op0.loc}: parameter {k}={p!r} "
-                                      f"depends on the size of dynamic dim {dim!r}")
-                key = ("param", id(op0), k)
-                subst[key] = gen(subst.get(key, p), op1.params[k], f"{op0.prim.name} at {op0.loc}")
-    for (v0, a0), (_, a1) in zip(g0.consts, g1.consts):
-        if a0.shape != a1.shape:
-            raise ExportError(f"a constant's shape {a0.shape} depends on the size of dynamic "
-                              f"dim {dim!r}")
-        if not np.array_equal(a0, a1, equal_nan=True):
-            consts[v0.id] = _batch_const(a0, a1, n0, n1, dim)
-
-
-def _batch_const(a0, a1, n0, n1, dim):
-    """A constant equal to ``k / dim`` or ``k * dim`` (a mean's scale)."""
-    if a0.size == 1 and a0.dtype.kind == "f":
-        c0, c1 = a0.item(), a1.item()
-        if np.isclose(c0 * n0, c1 * n1, rtol=1e-6):
-            return ("div", c0 * n0, Sym(dim))
-        if np.isclose(c0 / n0, c1 / n1, rtol=1e-6):
-            return ("mul", c0 / n0, Sym(dim))
-    raise ExportError(f"a constant ({a0.dtype}{list(a0.shape)}) changes with the size of "
-                      f"dynamic dim {dim!r} in a way the exporter cannot express")
-
-
-def _values(g0, g1):
-    yield from ((a.value, b.value) for a, b in zip(g0.inputs, g1.inputs))
-    yield from ((a.out, b.out) for a, b in zip(g0.ops, g1.ops))
-
-
-def _substitute(g, subst):
-    """A copy of ``g`` whose avals and shape parameters hold the generalized shapes."""
-    if not subst:
-        return g
-    new = {}
-
-    def val(v):
-        if v.id not in new:
-            shape = subst.get(("aval", v.id))
-            new[v.id] = v if shape is None else Value(v.id, v.aval._replace(shape=shape))
-        return new[v.id]
-
-    out = Graph(consts=[(val(v), a) for v, a in g.consts], _next=g._next)
-    out.inputs = [Input(val(i.value), i.kind, i.name) for i in g.inputs]
-    for op in g.ops:
-        params = {k: subst.get(("param", id(op), k), p) for k, p in op.params.items()}
-        out.ops.append(Op(op.prim, tuple(val(v) for v in op.inputs), params, val(op.out), op.loc))
-    out.outputs = [Output(val(o.value), o.kind, o.name) for o in g.outputs]
-    return out
-
-
 # --- writing ----------------------------------------------------------------------------
-def _write(g, path, opset, in_names, out_names, meta, doc, sources, consts):
+def _write(g, path, opset, in_names, out_names, meta, doc, sources):
     import onnx
 
     path = os.fspath(path)
@@ -421,7 +338,7 @@ def _write(g, path, opset, in_names, out_names, meta, doc, sources, consts):
             for n, p in meta["gradients"].items()}
     docs.update({n: f"the new value of {p} after the step" for n, p in meta["updates"].items()})
     built = to_onnx(g, opset=opset, input_names=in_names, output_names=out_names,
-                    sources=sources, batch_consts=consts, external=location, doc=doc,
+                    sources=sources, batch_consts=g.sym_consts, external=location, doc=doc,
                     output_docs=docs)
     model, blobs = built if big else (built, [])
     model.producer_name, model.producer_version = "staged", __version__

@@ -279,6 +279,32 @@ def test_errors_are_raised_before_writing(tmp_path, monkeypatch):
     assert not p.exists()
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the eager 0/0 at batch size 1
+def test_dynamic_batch_variance_fills_and_errors(tmp_path):
+    """Shared with staged.compile(dynamic=True) (staged/capture/dynamic.py): a variance's
+    1/max(N-1, 0) and a zeros(N, 2) become run-time values; a size that is no multiple of
+    the batch raises ExportError naming the line, before any file is written."""
+    def fn(x):
+        h = staged.zeros(x.shape[0], 2) + 1.5
+        return (x.var(0).sum() + (x[:, :2] * h).mean(),)
+
+    x = staged.randn(5, 3, requires_grad=True)
+    staged.onnx.export(fn, (x,), tmp_path / "v.onnx", dynamic_axes={"x": [0]})
+    sess = session(tmp_path / "v.onnx")
+    for n in (5, 2, 13, 1):
+        xv = staged.randn(n, 3, requires_grad=True)
+        loss, grad = sess.run(None, {"x": xv.detach().numpy()})
+        want = fn(xv)[0]
+        want.backward()
+        np.testing.assert_allclose(loss, want.item(), rtol=1e-5)
+        np.testing.assert_allclose(grad, xv.grad.numpy(), rtol=1e-5, atol=1e-7)
+    with pytest.raises(staged.onnx.ExportError, match=r"dynamic dim 'batch': slice at "
+                       r".*test_onnx_export\.py:\d+: a size goes from 4 to 5"):
+        staged.onnx.export(lambda v: (v[1:] * v[:-1]).sum(), (x,), tmp_path / "e.onnx",
+                           dynamic_axes={"v": [0]})
+    assert not (tmp_path / "e.onnx").exists()
+
+
 def test_cli_exports_every_model(tmp_path):
     assert main(["export-onnx", "--out", str(tmp_path), "--opset", "26"]) == 0
     for name in SPECS:

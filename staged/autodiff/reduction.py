@@ -69,13 +69,13 @@ def _extremum_jvp(primals, tangents, out, *, dims, keepdim):
 
 
 def _reduce_max(x, *, dims, keepdim):
-    return np.amax(x, axis=dims, keepdims=keepdim) if x.size else \
-        _empty_reduction_error("max", x, dims)
+    return np.amax(x, axis=dims, keepdims=keepdim) if all(x.shape[d] for d in dims) \
+        else _empty_reduction_error("max", x, dims)
 
 
 def _reduce_min(x, *, dims, keepdim):
-    return np.amin(x, axis=dims, keepdims=keepdim) if x.size else \
-        _empty_reduction_error("min", x, dims)
+    return np.amin(x, axis=dims, keepdims=keepdim) if all(x.shape[d] for d in dims) \
+        else _empty_reduction_error("min", x, dims)
 
 
 def _empty_reduction_error(what, x, dims):

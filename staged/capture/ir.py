@@ -1,9 +1,11 @@
 """The graph IR: a flat SSA list of primitive applications.
 
 A ``Graph`` has *inputs* (arguments the caller passes, then state the step reads),
-*constants* (NumPy arrays baked in), *ops* (one primitive each, static params, one
-output value, and the user's source line) and *outputs* (values the function
-returns, then new values of state). It prints one op a line.
+*constants* (NumPy arrays baked in, or in ``sym_consts`` computed from dynamic sizes),
+*ops* (one primitive each, static params, one output value, and the user's source line)
+and *outputs* (values the function returns, then new values of state). It prints one op
+a line. A size in an aval or a shape parameter may be a ``Sym`` (a dynamic dimension,
+``staged/capture/dynamic.py``).
 """
 from __future__ import annotations
 
@@ -63,6 +65,9 @@ class Graph:
     ops: list = field(default_factory=list)          # [Op]
     outputs: list = field(default_factory=list)      # [Output]
     _next: int = 0
+    # const Value.id -> SymConst: constants computed from dynamic sizes at run time
+    # (capture/dynamic.py); their arrays hold the values at the traced size
+    sym_consts: dict = field(default_factory=dict)
 
     def new_value(self, aval: Aval) -> Value:
         v = Value(self._next, aval)
@@ -90,7 +95,8 @@ class Graph:
             lines.append(f"    {i.value!r}: {i.value.aval}  # {i.kind} {i.name}")
         lines.append("):")
         for v, a in self.consts:
-            lines.append(f"  {v!r}: {v.aval} = const {_fmt_array(a)}")
+            sym = self.sym_consts.get(v.id)
+            lines.append(f"  {v!r}: {v.aval} = const {_fmt_array(a) if sym is None else sym}")
         lines.extend("  " + str(op) for op in self.ops)
         outs = ", ".join(f"{o.kind} {o.name}={o.value!r}" for o in self.outputs)
         lines.append(f"  return {outs}")

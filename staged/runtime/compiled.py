@@ -4,6 +4,7 @@ step's state (parameters, ``.grad``, optimizer buffers) kept on the device betwe
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import gc
 import logging
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..capture.capture import Captured
 from ..capture.capture import capture as _capture
+from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
 from ..eager.grad_mode import _state
@@ -166,10 +168,11 @@ def _watched_writes(c: Captured):
     return [by_tensor[id(gw.tensor)] for gw in c.grad_writes if id(gw.tensor) in by_tensor]
 
 
-def _leaf_key(x):
+def _leaf_key(x, batched=False):
     if isinstance(x, Tensor):
         p = x._payload
-        return ("T", tuple(p.shape), np.dtype(p.dtype).str, x._requires_grad,
+        shape = ("batch",) + tuple(p.shape[1:]) if batched else tuple(p.shape)
+        return ("T", shape, np.dtype(p.dtype).str, x._requires_grad,
                 x._requires_grad and x._grad is not None)
     try:
         hash(x)
@@ -184,15 +187,13 @@ class Compiled:
     """The callable ``staged.compile(fn)`` returns."""
 
     def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None):
-        if dynamic:
-            raise NotImplementedError("staged.compile(dynamic=True) is not supported yet: "
-                                      "each new batch size is traced and compiled once")
         if fallback not in (None, "eager"):
             raise ValueError(f"fallback must be None or 'eager', got {fallback!r}")
         get_device(backend)  # fail early, with the runtime's reason, if it cannot run here
         self.fn = fn
         self.backend = backend
         self.fallback = fallback
+        self.dynamic = bool(dynamic)
         self.traces = 0
         self._entries: dict = {}
         self._last = None
@@ -201,8 +202,9 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         leaves, tree = flatten((args, kwargs), lambda o: False)
-        key = (tree, tuple(_leaf_key(x) for x in leaves), _state.grad_enabled,
-               _state.inference)
+        batch, batched = _batch(leaves) if self.dynamic else (None, ())
+        key = (tree, tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
+               _state.grad_enabled, _state.inference)
         entries = self._entries.get(key)
         if entries is _EAGER:
             return self.fn(*args, **kwargs)
@@ -213,20 +215,31 @@ class Compiled:
                 self._last = entry
                 return entry.run(leaves)
             reasons.append(why)
+        one_shot = self._last is not None and self._last.captured.one_shot
         self.last_retrace_reason = (
             reasons[-1] if reasons else "first call" if self.traces == 0 else
-            "new argument structure, shapes, dtypes, requires_grad, Python values or grad mode"
-            if entries is None else "the previous call created new state (one-shot trace)")
+            "the previous call created new state (one-shot trace)" if one_shot else
+            "new argument structure, shapes, dtypes, requires_grad, Python values or grad mode")
         log.info("tracing %s: %s", getattr(self.fn, "__qualname__", self.fn),
                  self.last_retrace_reason)
+        if batched and batch == 0:
+            raise DynamicError("staged.compile(dynamic=True) traces with the call's batch, "
+                               "and this call's batch size is 0: call it first with a "
+                               "non-empty batch (the compiled step then runs batch size 0 too)")
         try:
             captured = _capture(self.fn, *args, **kwargs)
-        except CaptureError as err:
+            if batched and not captured.one_shot:
+                captured = self._generalize(captured, leaves, tree, batch, batched)
+                self.last_retrace_reason += (
+                    f" (dynamic batch: traced at batch sizes {batch} and {batch + 1}, "
+                    "compiled once for every batch size)")
+        except (CaptureError, DynamicError) as err:
             if self.fallback != "eager":
                 raise
+            why = "it cannot be captured" if isinstance(err, CaptureError) else \
+                "its batch dimension cannot be made dynamic"
             warnings.warn(f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
-                          f"eagerly for these arguments, since it cannot be captured: {err}",
-                          stacklevel=2)
+                          f"eagerly for these arguments, since {why}: {err}", stacklevel=2)
             self._entries[key] = _EAGER
             return self.fn(*args, **kwargs)
         entry = CompiledGraph(captured, self.backend)
@@ -236,6 +249,47 @@ class Compiled:
         self.traces += 1
         self._last = entry
         return entry.run(leaves)
+
+    def _generalize(self, c0: Captured, leaves, tree, n0: int, batched) -> Captured:
+        """``c0`` with every size that follows the batch made dynamic: trace again at
+        other batch sizes and compare (``staged.capture.dynamic``)."""
+        name = getattr(self.fn, "__qualname__", "the step")
+
+        def retrace(n):
+            grown = [resize(x, {0: n}) if i in batched else x for i, x in enumerate(leaves)]
+            a, kw = unflatten(tree, grown)
+            try:
+                c = _capture(self.fn, *a, **kw)
+            except CaptureError:
+                raise
+            except Exception as err:
+                raise DynamicError(f"tracing {name} again at batch size {n} failed "
+                                   f"({type(err).__name__}: {err}); does every argument whose "
+                                   f"dim 0 is {n0} hold a batch?") from err
+            if c.one_shot or [w.tensor for w in c.state] != [w.tensor for w in c0.state]:
+                raise DynamicError(f"at batch size {n}, {name} reads or creates other state "
+                                   f"than at batch size {n0}")
+            if c.out_tree != c0.out_tree or not _same(c.out_leaves, c0.out_leaves):
+                raise DynamicError(f"{name} returns Python values that depend on the batch "
+                                   f"size ({_py_leaves(c0)} at {n0}, {_py_leaves(c)} at {n})")
+            return c.graph
+
+        try:
+            subst, consts = generalize(c0.graph, n0, retrace, "batch")
+        except DynamicError as err:
+            raise DynamicError(f"staged.compile(dynamic=True): {name} cannot be compiled for "
+                               f"every batch size: {err}. Compile it with dynamic=False (one "
+                               "trace per batch size) or fallback='eager'") from None
+        g = substitute(c0.graph, subst, consts)
+        arg_grads = {gw.output for gw in c0.grad_writes if gw.kind == "output" and
+                     any(gw.tensor is w for _, w in c0.arg_wrappers)}
+        for k, o in enumerate(g.outputs):
+            if o.kind != "out" and k not in arg_grads and not is_static(o.value.aval.shape):
+                raise DynamicError(f"staged.compile(dynamic=True): the new value of {o.name} "
+                                   f"(state {name} keeps between calls) would have shape "
+                                   f"{o.value.aval}, which follows the batch size; state must "
+                                   "not depend on it. Compile with dynamic=False")
+        return dataclasses.replace(c0, graph=g)
 
     def save(self, directory, names=None):
         """Save the step as last called, with the current state, for
@@ -256,8 +310,10 @@ class Compiled:
         if e is None:
             text = "staged.compile: not called yet, nothing traced"
         else:
+            dyn = [i.name for i in e.captured.graph.inputs if not is_static(i.value.aval.shape)]
             text = "\n".join([
                 f"traces: {self.traces}; last re-trace: {self.last_retrace_reason}",
+                *([f"dynamic batch: dim 0 of {', '.join(dyn)}"] if dyn else []),
                 f"backend: {self.backend}; ops: {len(e.captured.graph.ops)}; "
                 f"dispatches: {count_dispatches(e.mlir, self.backend)}",
                 "", "graph:", str(e.captured.graph), "", "MLIR:", e.mlir])
@@ -267,6 +323,28 @@ class Compiled:
     def graphs(self):
         return [e.captured.graph for es in self._entries.values() if es is not _EAGER
                 for e in es]
+
+
+def _batch(leaves):
+    """(batch size, indices of the leaves that hold a batch): dim 0 of the first tensor
+    argument, and every tensor argument whose dim 0 has that size."""
+    sizes = [(i, x._payload.shape[0]) for i, x in enumerate(leaves)
+             if isinstance(x, Tensor) and len(x._payload.shape)]
+    if not sizes:
+        return None, frozenset()
+    n = sizes[0][1]
+    return n, frozenset(i for i, s in sizes if s == n)
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. NumPy arrays among Python outputs
+        return False
+
+
+def _py_leaves(c) -> list:
+    return [x for kind, x in c.out_leaves if kind == "py"]
 
 
 _EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager")
@@ -281,10 +359,15 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     the Python body. Parameters and ``.grad`` fields the step changes are written back to
     the caller's tensors (their data stays on the device until read).
 
+    With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
+    size) is a dynamic batch: one trace and one compile serve every batch size; what
+    cannot follow the batch raises ``DynamicError`` (``staged.capture.dynamic``).
+
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
-    raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function runs
-    eagerly instead, with a warning saying why. ``explain()`` shows what was compiled;
-    ``STAGED_DEBUG=1`` logs every trace and its graph.
+    raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
+    one whose batch cannot be dynamic) runs eagerly instead, with a warning saying why.
+    ``explain()`` shows what was compiled; ``STAGED_DEBUG=1`` logs every trace and its
+    graph.
 
     Example:
         >>> step = staged.compile(train_step)

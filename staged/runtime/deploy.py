@@ -35,7 +35,8 @@ def save(entry, directory, names=None) -> Path:
     g = c.graph
     graph = Graph([Input(i.value, i.kind, renamed.get(i.name, i.name)) for i in g.inputs],
                   g.consts, g.ops,
-                  [Output(o.value, o.kind, renamed.get(o.name, o.name)) for o in g.outputs])
+                  [Output(o.value, o.kind, renamed.get(o.name, o.name)) for o in g.outputs],
+                  sym_consts=g.sym_consts)
     if len(set(renamed.values())) != len(renamed):
         raise ValueError(f"state names must be unique, got {sorted(renamed.values())}")
     text = to_mlir(graph, state_as_globals=True, scope=SCOPE)
@@ -83,7 +84,8 @@ def _narrowed(a: np.ndarray, narrow: dict) -> np.ndarray:
 
 def _spec(name, aval, narrow) -> dict:
     d = aval.dtype.name
-    return {"name": name, "shape": list(aval.shape), "dtype": d, "device_dtype": narrow.get(d, d)}
+    shape = [s if isinstance(s, int) else str(s) for s in aval.shape]  # "batch": dynamic
+    return {"name": name, "shape": shape, "dtype": d, "device_dtype": narrow.get(d, d)}
 
 
 def _jsonable(tree):
@@ -147,10 +149,11 @@ class Deployed:
             raise TypeError(f"this step takes {len(self._arg_dtypes)} tensor arguments, got "
                             f"{len(arrays)}")
         for a, spec in zip(arrays, self.manifest["args"]):
-            if list(a.shape) != spec["shape"]:
+            if len(a.shape) != len(spec["shape"]) or any(
+                    s != t for s, t in zip(a.shape, spec["shape"]) if isinstance(t, int)):
                 raise ValueError(f"argument {spec['name']}: expected shape {spec['shape']}, got "
                                  f"{list(a.shape)} (a saved step has the shapes it was traced "
-                                 "with)")
+                                 "with; named dims are dynamic)")
         arrays = [a.astype(d, copy=False) for a, d in zip(arrays, self._arg_dtypes)]
         res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
         outs = [Tensor._wrap(res[x]) if kind == "value" else x

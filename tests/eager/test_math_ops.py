@@ -186,3 +186,14 @@ def test_bad_input_errors():
         staged.topk(staged.tensor([1.0, 2.0, 3.0]), 4)
     with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
         staged.gelu(staged.tensor([1.0]), approximate="fast")
+
+
+def test_max_and_min_over_a_non_empty_dim_of_an_empty_tensor():
+    # a batch of size 0: reducing the (non-empty) class dim is fine, as in torch
+    x, t = staged.zeros(0, 5), torch.zeros(0, 5)
+    for name in ("amax", "amin"):
+        assert getattr(x, name)(1).shape == getattr(t, name)(1).shape == (0,)
+        with pytest.raises(IndexError, match="to have non-zero size"):
+            getattr(x, name)(0)
+    assert math.isnan(staged.nn.functional.cross_entropy(
+        x, staged.zeros(0, dtype=staged.int64)).item())

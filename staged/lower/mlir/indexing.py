@@ -9,15 +9,11 @@ from .elementwise import BINARY
 from .module import elem_type, lowering, tensor_type
 
 
-def _window(starts, stops, steps) -> str:
-    sizes = [len(range(a, b, s)) for a, b, s in zip(starts, stops, steps)]
-    return f"[{', '.join(map(str, starts))}][{', '.join(map(str, sizes))}]" \
-           f"[{', '.join(map(str, steps))}]"
-
-
 def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:
-    """``dst`` with ``src`` written into the strided window (shared with concat)."""
-    return e.emit(f"tensor.insert_slice {src} into {dst}{_window(starts, stops, steps)} : "
+    """``dst`` with ``src`` written into the strided window (shared with concat); the
+    window's sizes are ``src``'s (they may be dynamic, where ``stops`` can't say them)."""
+    window = e.window(starts, src_aval.shape, steps)
+    return e.emit(f"tensor.insert_slice {src} into {dst}{window} : "
                   f"{tensor_type(src_aval.shape, src_aval.dtype)} into "
                   f"{tensor_type(dst_aval.shape, dst_aval.dtype)}")
 
@@ -27,7 +23,7 @@ def _slice(e, op, x):
     a, out, p = op.inputs[0].aval, op.out.aval, op.params
     if out.shape == a.shape:  # whole dims with step 1 (or a 0-d tensor)
         return x
-    return e.emit(f"tensor.extract_slice {x}{_window(p['starts'], p['stops'], p['steps'])} : "
+    return e.emit(f"tensor.extract_slice {x}{e.window(p['starts'], out.shape, p['steps'])} : "
                   f"{tensor_type(a.shape, a.dtype)} to {tensor_type(out.shape, out.dtype)}")
 
 

@@ -4,15 +4,22 @@ Each primitive has one emitter in ``LOWERINGS`` (keyed by the ``Primitive``); an
 gets the ``Emitter``, the ``Op`` and the SSA names of its operands, and returns the SSA
 name of its result. Every emitted op carries ``loc("<prim>"("<file>":<line>:0))`` so
 verifier and compiler diagnostics point at the user's line.
+
+Sizes may be dynamic (``Sym``, from ``staged.capture.dynamic``): their types print ``?``
+and emitters pass every size through ``Emitter.index``/``mixed``/``window``/``empty``,
+which give a literal for an int and an SSA ``index`` value (``tensor.dim`` of the input
+carrying it, read once at the top of the function) for a ``Sym``.
 """
 from __future__ import annotations
 
+import math
 import re
 import threading
 
 import numpy as np
 
 from ... import dtypes as dt
+from ...capture.dynamic import Sym
 from ..table import LoweringError, Table, dclass  # noqa: F401  (re-exported)
 
 TABLE = Table("MLIR")      # Primitive -> emitter(e, op, *operands) -> result SSA name
@@ -34,7 +41,8 @@ def elem_type(d) -> str:
 
 
 def tensor_type(shape, d) -> str:
-    return "tensor<" + "".join(f"{s}x" for s in shape) + _ELEM[d] + ">"
+    return "tensor<" + "".join("?x" if isinstance(s, Sym) else f"{s}x" for s in shape) + \
+        _ELEM[d] + ">"
 
 
 def bits(d) -> int:
@@ -71,6 +79,9 @@ class Emitter:
         self.names: dict = {}     # Value.id -> SSA name
         self.op = None
         self._n = 0
+        self.prologue: list = []  # index values of sizes, at the top of the function
+        self.sources: dict = {}   # dynamic dim name -> (SSA of an input, its type, axis, k)
+        self._sizes: dict = {}    # int or Sym -> SSA index value
 
     def fresh(self, prefix="v") -> str:
         self._n += 1
@@ -111,6 +122,43 @@ class Emitter:
             reason = gap or TABLE.reason(name, d) or f"not defined for {c} tensors"
             self.fail(f"no MLIR lowering: {reason}", d)
         return table[c]
+
+    # sizes
+    def index(self, s) -> str:
+        """An SSA ``index`` value holding size ``s`` (an int or a ``Sym``)."""
+        r = self._sizes.get(s)
+        if r is not None:
+            return r
+        r = self.fresh("c" if not isinstance(s, Sym) else "n")
+        if not isinstance(s, Sym):
+            self.prologue.append(f"{r} = arith.constant {int(s)} : index")
+        else:
+            if s.name not in self.sources:
+                raise LoweringError(f"dynamic dim {s.name!r} is not a dimension of any "
+                                    "argument, so its size cannot be read at run time")
+            x, ty, axis, k = self.sources[s.name]
+            base = self._sizes.get(Sym(s.name))
+            if base is None:
+                base = self.fresh("n")
+                self.prologue.append(f"{base} = tensor.dim {x}, {self.index(axis)} : {ty}")
+                if k != 1:  # the input holds k * n
+                    whole, base = base, self.fresh("n")
+                    self.prologue.append(f"{base} = arith.divui {whole}, {self.index(k)} "
+                                         ": index")
+                self._sizes[Sym(s.name)] = base
+            if s.k == 1:
+                return base
+            self.prologue.append(f"{r} = arith.muli {base}, {self.index(s.k)} : index")
+        self._sizes[s] = r
+        return r
+
+    def mixed(self, sizes) -> str:
+        """``a, b, c`` for a static-or-dynamic list (ints literal, Syms SSA values)."""
+        return ", ".join(self.index(s) if isinstance(s, Sym) else str(int(s)) for s in sizes)
+
+    def window(self, offsets, sizes, strides) -> str:
+        """``[offsets][sizes][strides]`` of tensor.extract_slice/insert_slice."""
+        return "".join(f"[{self.mixed(v)}]" for v in (offsets, sizes, strides))
 
     # scalars
     def select(self, c: str, a: str, b: str, d) -> str:
@@ -155,7 +203,8 @@ class Emitter:
         return self.emit(f'arith.constant dense<"0x{flat.tobytes().hex().upper()}"> : {t}')
 
     def empty(self, shape, d) -> str:
-        return self.emit(f"tensor.empty() : {tensor_type(shape, d)}")
+        dyn = ", ".join(self.index(s) for s in shape if isinstance(s, Sym))
+        return self.emit(f"tensor.empty({dyn}) : {tensor_type(shape, d)}")
 
     def full(self, shape, d, value) -> str:
         c, init, t = self.const(value, d), self.empty(shape, d), tensor_type(shape, d)
@@ -195,7 +244,8 @@ class Emitter:
                             lambda *a: body(*a[:len(xs)]))
 
     def reshape(self, x: str, src, dst, d) -> str:
-        """Reshape between static shapes with collapse_shape/expand_shape."""
+        """Reshape with collapse_shape/expand_shape (sizes may be dynamic: at most one
+        ``Sym`` per group)."""
         src, dst = tuple(src), tuple(dst)
         if src == dst:
             return x
@@ -205,7 +255,7 @@ class Emitter:
                           f"into {tensor_type(mid, d)}")
         if mid != dst:
             x = self.emit(f"tensor.expand_shape {x} {_groups(gd)} output_shape "
-                          f"[{', '.join(map(str, dst))}] : {tensor_type(mid, d)} "
+                          f"[{self.mixed(dst)}] : {tensor_type(mid, d)} "
                           f"into {tensor_type(dst, d)}")
         return x
 
@@ -214,13 +264,22 @@ def _groups(groups) -> str:
     return "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
 
 
+_BIG = 1_000_003  # a prime standing in for dynamic sizes: a k*n matches only k*n
+
+
+def _num(s) -> int:
+    return s.k * _BIG if isinstance(s, Sym) else s
+
+
 def _reassociation(src, dst):
     """(intermediate shape, src groups, dst groups): collapse src by groups to the
-    intermediate, then expand it by groups to dst."""
+    intermediate, then expand it by groups to dst. Dynamic sizes group as a large prime
+    times their factor would, so a ``Sym`` only ever matches a product holding it."""
     if not src or not dst:  # to/from 0-d: every dim of the other side is 1
         return (), [], []
     if 0 in src:
         return (0,), [list(range(len(src)))], [list(range(len(dst)))]
+    sym, src, dst = src, tuple(map(_num, src)), tuple(map(_num, dst))
     gs, gd, i, j = [], [], 0, 0
     while i < len(src) and j < len(dst):
         a, b, g, h = src[i], dst[j], [i], [j]
@@ -238,7 +297,7 @@ def _reassociation(src, dst):
         gd.append(h)
     gs[-1].extend(range(i, len(src)))  # trailing size-1 dims join the last group
     gd[-1].extend(range(j, len(dst)))
-    return tuple(int(np.prod([src[k] for k in g])) for g in gs), gs, gd
+    return tuple(math.prod(sym[k] for k in g) for g in gs), gs, gd
 
 
 # --- module ---------------------------------------------------------------------------
@@ -266,8 +325,13 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
         else:
             e.names[v.id] = f"%arg{len(params)}"
             params.append(f"%arg{len(params)}: {ty}")
+            for axis, s in enumerate(v.aval.shape):
+                if isinstance(s, Sym) and (s.name not in e.sources or s.k < e.sources[s.name][3]):
+                    e.sources[s.name] = (e.names[v.id], ty, axis, s.k)
     for v, array in graph.consts:
-        e.names[v.id] = e.dense(np.asarray(array), v.aval)
+        spec = graph.sym_consts.get(v.id)
+        e.names[v.id] = e.dense(np.asarray(array), v.aval) if spec is None else \
+            _sym_const(e, spec, v.aval)
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
@@ -294,12 +358,38 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
     head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
     ret = f"return {', '.join(e.names[v.id] for v in outs)} : {', '.join(types)}" \
         if outs else "return"
-    body = ["  " + line for line in e.lines] + [f"  {ret}", "}"]
+    body = ["  " + line for line in e.prologue + e.lines] + [f"  {ret}", "}"]
     if globals_:
         body += _state_getter(name, graph, globals_)
     text = "\n".join(head + body) + "\n"
-    verify(text, [None] * len(head) + e.line_ops)
+    verify(text, [None] * (len(head) + len(e.prologue)) + e.line_ops)
     return text
+
+
+def _sym_const(e, spec, aval) -> str:
+    """A constant computed from a dynamic size (``SymConst``): a fill of a dynamic shape,
+    or ``scale * (n + offset)``, ``scale / (n + offset)`` (``n + offset`` clamped at 0) or
+    ``scale * n / (n + offset)``, in the constant's float type."""
+    d = aval.dtype
+    if spec.kind == "fill":
+        return e.full(aval.shape, d, spec.scale)
+    if not d.is_floating_point or d.is_complex:
+        e.fail(f"a {d.name} constant computed from a dynamic size is not supported")
+    t = _ELEM[d]
+    n = e.emit(f"arith.uitofp {e.emit(f'arith.index_cast {e.index(spec.sym)} : index to i64')}"
+               f" : i64 to {t}")
+    if spec.kind == "ratio":  # scale * n / (n + offset)
+        m = e.emit(f"arith.addf {n}, {e.const(spec.offset, d)} : {t}")
+        r = e.emit(f"arith.mulf {e.const(spec.scale, d)}, "
+                   f"{e.emit(f'arith.divf {n}, {m} : {t}')} : {t}")
+        return e.emit(f"tensor.from_elements {r} : {tensor_type(aval.shape, d)}")
+    if spec.offset:
+        n = e.emit(f"arith.addf {n}, {e.const(spec.offset, d)} : {t}")
+    if spec.offset < 0:  # a count: max(n + offset, 0)
+        n = e.emit(f"arith.maximumf {n}, {e.const(0, d)} : {t}")
+    r = e.emit(f"arith.{'mulf' if spec.kind == 'mul' else 'divf'} {e.const(spec.scale, d)}, "
+               f"{n} : {t}")
+    return e.emit(f"tensor.from_elements {r} : {tensor_type(aval.shape, d)}")
 
 
 def _state_getter(name, graph, globals_) -> list:

@@ -11,19 +11,15 @@ from .elementwise import BINARY
 from .module import lowering, tensor_type
 
 
-def _window(offsets, sizes, strides) -> str:
-    return "".join(f"[{', '.join(map(str, v))}]" for v in (offsets, sizes, strides))
-
-
 def _slice(e, x, src_aval, offsets, sizes, strides, dst_shape) -> str:
-    return e.emit(f"tensor.extract_slice {x}{_window(offsets, sizes, strides)} : "
+    return e.emit(f"tensor.extract_slice {x}{e.window(offsets, sizes, strides)} : "
                   f"{tensor_type(src_aval.shape, src_aval.dtype)} to "
                   f"{tensor_type(dst_shape, src_aval.dtype)}")
 
 
 def _insert(e, src, src_shape, dst, dst_aval, offsets, strides) -> str:
     d = dst_aval.dtype
-    return e.emit(f"tensor.insert_slice {src} into {dst}{_window(offsets, src_shape, strides)} "
+    return e.emit(f"tensor.insert_slice {src} into {dst}{e.window(offsets, src_shape, strides)} "
                   f": {tensor_type(src_shape, d)} into {tensor_type(dst_aval.shape, d)}")
 
 

@@ -43,7 +43,9 @@ def _flat_index(e, shape):
     stride = 1
     for d in reversed(range(len(shape))):
         i = e.emit(f"linalg.index {d} : index")
-        term = e.emit(f"arith.muli {i}, {e.emit(f'arith.constant {stride} : index')} : index")
+        size = e.emit(f"arith.constant {stride} : index") if isinstance(stride, int) \
+            else e.index(stride)  # a dynamic stride (a Sym), read at run time
+        term = e.emit(f"arith.muli {i}, {size} : index")
         flat = e.emit(f"arith.addi {flat}, {term} : index")
         stride *= shape[d]
     return e.emit(f"arith.index_cast {flat} : index to i32")

@@ -48,5 +48,5 @@ def _concat(e, op, *xs):
                              tuple(start if k == dim else 0 for k in range(len(out.shape))),
                              tuple(start + n if k == dim else s for k, s in enumerate(out.shape)),
                              (1,) * len(out.shape))
-        start += n
+        start += n  # a dynamic size along the batch: Syms add up
     return r

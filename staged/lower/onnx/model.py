@@ -12,6 +12,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from ... import dtypes as dt
+from ...capture.dynamic import Sym
 from ..table import LoweringError, Table
 
 TABLE = Table("ONNX")      # Primitive -> fn(builder, op, *names) -> name
@@ -28,24 +29,6 @@ class ExportError(LoweringError, ValueError):
     """The graph cannot be written as ONNX (checked before any file is written)."""
 
 
-class Sym:
-    """A dimension known only at run time: ``k`` times the dynamic dimension ``name``."""
-
-    __slots__ = ("name", "k")
-
-    def __init__(self, name: str, k: int = 1):
-        self.name, self.k = name, k
-
-    def __eq__(self, other):
-        return isinstance(other, Sym) and (self.name, self.k) == (other.name, other.k)
-
-    def __hash__(self):
-        return hash((self.name, self.k))
-
-    def __str__(self) -> str:
-        return self.name if self.k == 1 else f"{self.k}*{self.name}"
-
-    __repr__ = __str__
 
 
 # --- types and kernels ------------------------------------------------------------------
@@ -240,7 +223,7 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
     ``input_names``/``output_names`` name the graph's inputs and outputs (default: the
     graph's own names); ``sources`` maps each dynamic dim name used in a ``Sym`` to the
     (input name, axis) it is read from; ``batch_consts`` maps a constant's ``Value.id`` to
-    ``(op, k, Sym)``: the constant is ``k / dim`` (op "div") or ``k * dim`` (op "mul").
+    the ``SymConst`` that computes it from the run-time sizes (``Graph.sym_consts``).
     With ``external`` (a file name), constants of at least ``EXTERNAL_MIN_BYTES`` are
     referenced as external data in that file; returns ``(model, [(offset, array)])``
     then, the bytes for the caller to write; otherwise the model alone.
@@ -256,16 +239,25 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
     for o, n in zip(graph.outputs, output_names):
         if o.value.id not in named_by_output and any(op.out is o.value for op in graph.ops):
             named_by_output[o.value.id] = n
-    batch_consts = batch_consts or {}
+    batch_consts = batch_consts or getattr(graph, "sym_consts", {})
     for v, array in graph.consts:
         spec = batch_consts.get(v.id)
         if spec is None:
             b.names[v.id] = b.const(array)
+        elif spec.kind == "fill":
+            b.names[v.id] = b.node("Expand", [b.const(np.array(spec.scale, v.aval.dtype.np)),
+                                              b.shape(v.aval.shape)])
         else:
-            kind, k, sym = spec
-            dim = b.scalar(sym, v.aval.dtype)
-            k = b.const(np.array(k, v.aval.dtype.np))
-            r = b.node("Div" if kind == "div" else "Mul", [k, dim])
+            d = v.aval.dtype
+            dim = num = b.scalar(spec.sym, d)
+            if spec.offset:
+                dim = b.node("Add", [dim, b.const(np.array(spec.offset, d.np))])
+            if spec.offset < 0 and spec.kind != "ratio":  # a count: max(n + offset, 0)
+                dim = b.node("Max", [dim, b.const(np.array(0, d.np))])
+            k = b.const(np.array(spec.scale, d.np))
+            if spec.kind == "ratio":  # scale * n / (n + offset)
+                k = b.node("Mul", [k, num])
+            r = b.node("Div" if spec.kind in ("div", "ratio") else "Mul", [k, dim])
             b.names[v.id] = b.node("Reshape", [r, b.shape(v.aval.shape)]) if v.aval.shape else r
     infos = []
     for op in graph.ops:

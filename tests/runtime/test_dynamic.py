@@ -1,0 +1,207 @@
+"""staged.compile(dynamic=True): one trace and one IREE compile serve every batch size.
+Eager mode is the oracle, call for call; trace counts prove the single compile."""
+from __future__ import annotations
+
+import glob
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import staged
+import staged.nn.functional as F
+from staged import nn, optim
+from staged.capture.dynamic import DynamicError
+from staged.runtime import load
+
+
+def _mlp_step(seed=0):
+    staged.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, step
+
+
+def _batch(rng, n):
+    return (staged.tensor(rng.standard_normal((n, 20)).astype(np.float32)),
+            staged.tensor(rng.integers(0, 5, n)))
+
+
+def _assert_same_params(a, b):
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7, err_msg=name)
+
+
+def test_mlp_sgd_momentum_step_compiles_once_for_every_batch_size(tmp_path):
+    model, step = _mlp_step()
+    ref_model, ref_step = _mlp_step()
+    compiled = staged.compile(step, dynamic=True)
+    rng = np.random.default_rng(0)
+    for n in (8, 8, 32, 33, 256, 1):
+        x, y = _batch(rng, n)
+        loss = compiled(x, y)
+        np.testing.assert_allclose(loss.item(), ref_step(x, y).item(), rtol=1e-5)
+        _assert_same_params(model, ref_model)
+    # the first call creates the momentum buffers (a one-shot trace), the second traces
+    # the dynamic step: nothing after it traces or compiles again
+    assert compiled.traces == 2 and len(compiled.graphs()) == 1
+    assert "dynamic batch: traced at batch sizes 8 and 9" in compiled.last_retrace_reason
+    assert "one-shot" in compiled.last_retrace_reason
+    text = compiled.explain(file=open(tmp_path / "explain.txt", "w"))
+    assert "dynamic batch: dim 0 of x, y" in text
+    assert "float32[batch,20]" in text and "tensor<?x20xf32>" in text
+    assert "tensor<32x20xf32>" in text  # the state stays static
+
+    # the saved module keeps the batch dynamic
+    compiled.save(tmp_path / "step", names={p: k for k, p in
+                                            model.state_dict(keep_vars=True).items()})
+    manifest = json.loads((tmp_path / "step" / "manifest.json").read_text())
+    assert [a["shape"] for a in manifest["args"]] == [["batch", 20], ["batch"]]
+    deployed = load(tmp_path / "step")
+    for n in (5, 17):
+        x, y = _batch(rng, n)
+        np.testing.assert_allclose(deployed(x, y).item(), ref_step(x, y).item(), rtol=1e-5)
+    np.testing.assert_allclose(deployed.state_dict()["0.weight"],
+                               ref_model[0].weight.detach().numpy(), rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match=r"expected shape \['batch', 20\], got \[3, 21\]"):
+        deployed(staged.zeros(3, 21), staged.zeros(3, dtype=staged.int64))
+
+
+def test_mean_and_unbiased_variance_over_the_batch_become_run_time_divisions():
+    def stats(x):
+        m, v = x.mean(0), x.var(0)  # 1/N and 1/(N - 1): read at run time
+        g, = staged.autograd.grad(v.sum() + (x - m).abs().mean(), x)
+        return m, v, g
+
+    compiled = staged.compile(stats, dynamic=True)
+    for n in (6, 2, 41, 6, 1, 0):
+        x = staged.randn(n, 3).requires_grad_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # 0/0 at batch sizes 0 and 1
+            got, want = compiled(x), stats(x)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5,
+                                       atol=1e-7)
+    assert compiled.traces == 1
+    graph = str(compiled.graphs()[0])
+    assert "const 1/batch" in graph or "const 1*batch" in graph
+    assert "max(batch-1,0)" in graph  # fitted on a third trace, at batch size 15
+
+
+def _conv_step():
+    staged.manual_seed(1)
+    conv, bn, fc = nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.Linear(3 * 5 * 5, 4)
+    params = list(conv.parameters()) + list(bn.parameters()) + list(fc.parameters())
+    opt = optim.SGD(params, lr=0.05)
+
+    def step(x, y):
+        opt.zero_grad()
+        h = bn(conv(x)).relu()  # running_var takes n / (n - 1), n = 25 * batch
+        out = fc(h.view(h.shape[0], -1))  # (batch, 75): a reshape that follows the batch
+        loss = F.mse_loss(out, y)
+        loss.backward()
+        opt.step()
+        return loss, out
+    return params + [bn.running_mean, bn.running_var], step
+
+
+def test_conv_batchnorm_and_a_flatten_of_the_batch():
+    params, step = _conv_step()
+    ref_params, ref_step = _conv_step()
+    compiled = staged.compile(step, dynamic=True)
+    for n in (4, 7, 1, 9):
+        x, y = staged.randn(n, 2, 5, 5), staged.randn(n, 4)
+        (loss, out), (ref_loss, ref_out) = compiled(x, y), ref_step(x, y)
+        np.testing.assert_allclose(loss.item(), ref_loss.item(), rtol=1e-5)
+        np.testing.assert_allclose(out.numpy(), ref_out.detach().numpy(), rtol=1e-5, atol=1e-6)
+        for p, q in zip(params, ref_params):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                       atol=1e-7)
+    # traced again once, for a reason other than the batch: .grad is set after the first call
+    assert compiled.traces == 2
+    assert compiled.last_retrace_reason.startswith("a state tensor's .grad was set")
+    assert "const 0.1*batch/(batch-0.04)" in str(compiled.graphs()[0])  # 0.1 * n / (n - 1)
+
+
+def test_code_that_branches_on_the_batch_size_raises_or_falls_back():
+    def f(x):
+        if x.shape[0] % 2:  # odd batches take another path
+            x = x * 2
+        return x.sum(1)
+
+    with pytest.raises(DynamicError, match=r"cannot be compiled for every batch size: the "
+                       r"traced graph changes structure with the size of 'batch': .*does the "
+                       r"code branch on the size\?.*dynamic=False"):
+        staged.compile(f, dynamic=True)(staged.ones(8, 3))
+    g = staged.compile(f, dynamic=True, fallback="eager")
+    with pytest.warns(UserWarning, match="eagerly .* since its batch dimension cannot be made "
+                      "dynamic"):
+        out = g(staged.ones(8, 3))
+    np.testing.assert_array_equal(g(staged.ones(5, 3)).numpy(), [6] * 5)  # eager, no warning
+    np.testing.assert_array_equal(out.numpy(), [3] * 8)
+    assert g.traces == 0
+
+
+def test_sizes_that_are_not_multiples_of_the_batch_raise_naming_the_line():
+    def diffs(x):
+        return (x[1:] - x[:-1]).pow(2).sum()  # batch - 1 rows
+
+    with pytest.raises(DynamicError, match=r"slice at .*test_dynamic\.py:\d+: a size goes "
+                       r"from 7 to 8 when 'batch' goes from 8 to 9; only multiples of it can "
+                       r"be dynamic"):
+        staged.compile(diffs, dynamic=True)(staged.randn(8, 3))
+
+    def positions(x):
+        return x + staged.arange(x.shape[0]).float()[:, None]  # a constant of batch rows
+
+    with pytest.raises(DynamicError, match=r"a constant's shape \(8, 1\) depends on the size "
+                       r"of 'batch'"):
+        staged.compile(positions, dynamic=True)(staged.randn(8, 3))
+
+    def count(x):
+        return x.sum(), x.shape[0]  # a Python value that follows the batch
+
+    with pytest.raises(DynamicError, match=r"returns Python values that depend on the batch "
+                       r"size \(\[8\] at 8, \[9\] at 9\)"):
+        staged.compile(count, dynamic=True)(staged.randn(8, 3))
+
+
+def test_zeros_of_the_batch_size_and_batch_zero_on_the_first_call():
+    def f(x):
+        h = staged.zeros(x.shape[0], 4) + 0.5  # a fill whose shape follows the batch
+        return (x @ staged.ones(3, 4) + h).tanh()
+
+    compiled = staged.compile(f, dynamic=True)
+    with pytest.raises(DynamicError, match="this call's batch size is 0: call it first with a "
+                       "non-empty batch"):
+        compiled(staged.randn(0, 3))
+    for n in (3, 10, 0):
+        x = staged.randn(n, 3)
+        np.testing.assert_allclose(compiled(x).numpy(), f(x).numpy(), rtol=1e-5)
+    assert compiled.traces == 1
+
+
+@pytest.mark.skipif(not glob.glob("/usr/share/vulkan/icd.d/lvp_icd.*.json"),
+                    reason="lavapipe (mesa-vulkan-drivers) is not installed")
+def test_dynamic_step_on_vulkan():
+    model, step = _mlp_step(seed=3)
+    ref_model, ref_step = _mlp_step(seed=3)
+    try:
+        compiled = staged.compile(step, backend="vulkan-spirv", dynamic=True)
+    except staged.runtime.DeviceError as err:
+        pytest.skip(f"no Vulkan device: {err}")
+    rng = np.random.default_rng(1)
+    for n in (4, 4, 9, 16):
+        x, y = _batch(rng, n)
+        np.testing.assert_allclose(compiled(x, y).item(), ref_step(x, y).item(), rtol=1e-5)
+    _assert_same_params(model, ref_model)
+    assert compiled.traces == 2
