@@ -68,7 +68,7 @@ class CompiledGraph:
         self.captured = captured
         self.backend = backend
         check_dtypes(captured.graph, backend)
-        self.mlir = to_mlir(captured.graph)
+        self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
         self.device = get_device(backend)
         with _progress(f"compiling a step of {len(captured.graph.ops)} ops for {backend}"):
             self.module = self.device.load(compile_mlir(self.mlir, backend))

@@ -31,12 +31,19 @@ BACKENDS = {
 }
 
 
-# dtypes a backend holds in a narrower type at the function boundary
-BOUNDARY = {"vulkan-spirv": {"int64": "int32"}}
+# dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
+# the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
+# 32-bit words, which a tensor of 1- or 2-byte values would not fill
+BOUNDARY = {"vulkan-spirv": {"int64": "int32", "bool": "int32", "int8": "int32",
+                             "uint8": "int32", "int16": "int32"}}
 # dtypes a backend cannot compute in, with the reason
 UNSUPPORTED_DTYPES = {
-    "vulkan-spirv": {d: "the baseline SPIR-V target has no Float64 capability; use float32 "
-                        "on vulkan-spirv, or llvm-cpu" for d in ("float64", "complex128")},
+    "vulkan-spirv": {
+        **{d: "the baseline SPIR-V target has no Float64 capability; use float32 on "
+              "vulkan-spirv, or llvm-cpu" for d in ("float64", "complex128")},
+        **{d: "the baseline SPIR-V target stores only 32-bit values (no 16-bit storage), so "
+              "16-bit floats cannot cross the boundary; use float32 on vulkan-spirv, or "
+              "llvm-cpu" for d in ("float16", "bfloat16")}},
 }
 
 

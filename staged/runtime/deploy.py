@@ -39,7 +39,8 @@ def save(entry, directory, names=None) -> Path:
                   sym_consts=g.sym_consts)
     if len(set(renamed.values())) != len(renamed):
         raise ValueError(f"state names must be unique, got {sorted(renamed.values())}")
-    text = to_mlir(graph, state_as_globals=True, scope=SCOPE)
+    text = to_mlir(graph, state_as_globals=True, scope=SCOPE,
+                   boundary=BOUNDARY.get(entry.backend))
     vmfb = compile_mlir(text, entry.backend)
 
     out = Path(directory)

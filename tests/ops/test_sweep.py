@@ -302,7 +302,18 @@ def test_llvm_cpu(entry, dtype, k, sample):
     _check_compiled("llvm-cpu", entry, dtype, k, sample)
 
 
+# cases IREE miscompiles for vulkan-spirv on lavapipe (strict: they fail the sweep once fixed)
+VULKAN_MISCOMPILED = {
+    ("softmax", "float32", 1): "IREE 3.13's SPIR-V code for a reduction over the leading dim "
+                               "broadcast back against its input in one dispatch leaves part "
+                               "of the output unwritten (tests/runtime/test_backends.py)",
+}
+
+
 @needs_vulkan
 @pytest.mark.parametrize("entry,dtype,k,sample", ALL)
-def test_vulkan_spirv(entry, dtype, k, sample):
+def test_vulkan_spirv(entry, dtype, k, sample, request):
+    why = VULKAN_MISCOMPILED.get((entry.name, dtype, k))
+    if why:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
     _check_compiled("vulkan-spirv", entry, dtype, k, sample)

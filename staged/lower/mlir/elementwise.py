@@ -390,11 +390,20 @@ unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tens
 
 def _elementwise(table):
     def emit(e, op, *xs):
-        d = op.inputs[0].aval.dtype
+        d, out = op.inputs[0].aval.dtype, op.out.aval.dtype
         fn = e.need(table, d)
-        return e.map(xs, [v.aval for v in op.inputs], op.out.aval,
-                     lambda *a: fn(e, op.inputs[0].aval.dtype, *a))
+        if d.is_floating_point and d.itemsize == 2:
+            return e.map(xs, [v.aval for v in op.inputs], op.out.aval,
+                         lambda *a: _in_float32(e, fn, d, out, a))
+        return e.map(xs, [v.aval for v in op.inputs], op.out.aval, lambda *a: fn(e, d, *a))
     return emit
+
+
+def _in_float32(e, fn, d, out, xs):
+    """``fn`` on 16-bit floats computed in f32 and rounded once, as NumPy's half-precision
+    loops do (and SPIR-V has no 16-bit forms of several math ops)."""
+    r = fn(e, dt.float32, *(cast_scalar(e, x, d, dt.float32) for x in xs))
+    return cast_scalar(e, r, dt.float32 if out.is_floating_point else out, out)
 
 
 for _name, _table in {**UNARY, **BINARY}.items():

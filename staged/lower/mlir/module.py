@@ -302,7 +302,7 @@ def _reassociation(src, dst):
 
 # --- module ---------------------------------------------------------------------------
 def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
-            scope: str = "model") -> str:
+            scope: str = "model", boundary=None) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
     verified; raises LoweringError naming the primitive and the user's file:line.
 
@@ -311,12 +311,23 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
     input names; the function takes only the arguments, stores new state values into the
     globals, and returns only the ``out`` outputs; a second function ``@<name>_state``
     returns the globals' current values (in input order).
+
+    ``boundary`` (``{dtype name: wider dtype name}``) gives the type values of a dtype
+    have where they cross the module's edge (parameters, results, globals); inside they
+    are converted. Targets that store only 32-bit words (Vulkan's baseline) bind a tensor
+    by its byte size, so the last word of a bool or 8/16-bit tensor whose size is not a
+    multiple of 4 bytes would be read as zeros and never written.
     """
     e = Emitter()
+    wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
+
+    def edge_type(aval):
+        return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))
+
     params, globals_ = [], {}
     for inp in graph.inputs:
         v = inp.value
-        ty = tensor_type(v.aval.shape, v.aval.dtype)
+        ty = edge_type(v.aval)
         if state_as_globals and inp.kind == "state":
             sym = globals_[inp.name] = "@" + _symbol(inp.name)
             e.names[v.id] = e.fresh()
@@ -328,6 +339,10 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
             for axis, s in enumerate(v.aval.shape):
                 if isinstance(s, Sym) and (s.name not in e.sources or s.k < e.sources[s.name][3]):
                     e.sources[s.name] = (e.names[v.id], ty, axis, s.k)
+    for inp in graph.inputs:
+        v = inp.value
+        if v.aval.dtype in wide:
+            e.names[v.id] = _convert(e, e.names[v.id], v.aval, wide[v.aval.dtype], v.aval.dtype)
     for v, array in graph.consts:
         spec = graph.sym_consts.get(v.id)
         e.names[v.id] = e.dense(np.asarray(array), v.aval) if spec is None else \
@@ -341,26 +356,28 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
         e.names[op.out.id] = emitter(e, op, *(e.names[v.id] for v in op.inputs))
     e.op = None
     outs = graph.outputs
+
+    def at_edge(v):
+        d = v.aval.dtype
+        return _convert(e, e.names[v.id], v.aval, d, wide[d]) if d in wide else e.names[v.id]
     if state_as_globals:
         for o in outs:
             if o.kind == "state":
-                ty = tensor_type(o.value.aval.shape, o.value.aval.dtype)
-                e.lines.append(f"util.global.store {e.names[o.value.id]}, {globals_[o.name]} "
-                               f": {ty}")
+                e.lines.append(f"util.global.store {at_edge(o.value)}, {globals_[o.name]} "
+                               f": {edge_type(o.value.aval)}")
                 e.line_ops.append(None)
         outs = [o for o in outs if o.kind == "out"]
     outs = [o.value for o in outs]
-    types = [tensor_type(v.aval.shape, v.aval.dtype) for v in outs]
+    results = [at_edge(v) for v in outs]
+    types = [edge_type(v.aval) for v in outs]
     head = [f"util.global private mutable {sym} = #stream.parameter.named<"
-            f"{_quote(scope)}::{_quote(n)}> : "
-            f"{tensor_type(i.value.aval.shape, i.value.aval.dtype)}"
+            f"{_quote(scope)}::{_quote(n)}> : {edge_type(i.value.aval)}"
             for i in graph.inputs for n, sym in globals_.items() if i.name == n]
     head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
-    ret = f"return {', '.join(e.names[v.id] for v in outs)} : {', '.join(types)}" \
-        if outs else "return"
+    ret = f"return {', '.join(results)} : {', '.join(types)}" if outs else "return"
     body = ["  " + line for line in e.prologue + e.lines] + [f"  {ret}", "}"]
     if globals_:
-        body += _state_getter(name, graph, globals_)
+        body += _state_getter(name, graph, globals_, edge_type)
     text = "\n".join(head + body) + "\n"
     verify(text, [None] * (len(head) + len(e.prologue)) + e.line_ops)
     return text
@@ -392,9 +409,17 @@ def _sym_const(e, spec, aval) -> str:
     return e.emit(f"tensor.from_elements {r} : {tensor_type(aval.shape, d)}")
 
 
-def _state_getter(name, graph, globals_) -> list:
+def _convert(e, x: str, aval, src, dst) -> str:
+    """Tensor ``x`` of ``aval``'s shape from dtype ``src`` to ``dst`` (NumPy's astype)."""
+    from ...autodiff import Aval
+    from .elementwise import cast_scalar
+    return e.map((x,), [Aval(aval.shape, src)], Aval(aval.shape, dst),
+                 lambda a: cast_scalar(e, a, src, dst))
+
+
+def _state_getter(name, graph, globals_, edge_type) -> list:
     state = [i for i in graph.inputs if i.name in globals_]
-    types = [tensor_type(i.value.aval.shape, i.value.aval.dtype) for i in state]
+    types = [edge_type(i.value.aval) for i in state]
     lines = [f"func.func @{name}_state() -> ({', '.join(types)}) {{"]
     lines += [f"  %g{k} = util.global.load {globals_[i.name]} : {t}"
               for k, (i, t) in enumerate(zip(state, types))]
