@@ -12,24 +12,7 @@ import pytest
 import torch
 
 import staged
-from tests.checks import assert_close
-
-
-def both(fn):
-    """Run ``fn(lib)`` with staged and with torch."""
-    return fn(staged), fn(torch)
-
-
-def raises_like_torch(fn, *fragments):
-    """``fn(lib)`` raises the same exception type under staged and torch, and staged's
-    message holds torch's words ``fragments``."""
-    with pytest.raises(Exception) as theirs:
-        fn(torch)
-    with pytest.raises(type(theirs.value)) as ours:
-        fn(staged)
-    for f in fragments:
-        assert f in str(theirs.value) and f in str(ours.value), (f, str(ours.value))
-    return str(ours.value)
+from tests.checks import assert_close, both, raises_like_torch
 
 
 def name(fn):

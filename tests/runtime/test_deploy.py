@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import staged
-import staged.nn.functional as F
 from staged import nn, optim
+from tests.checks import train_step
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +25,7 @@ def trained(tmp_path_factory):
     model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = train_step(model, opt)
 
     cstep = staged.compile(step)
     x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))

@@ -14,6 +14,7 @@ import staged.nn.functional as F
 from staged import nn, optim
 from staged.capture.dynamic import DynamicError
 from staged.runtime import load
+from tests.checks import train_step
 
 
 def _mlp_step(seed=0):
@@ -21,12 +22,7 @@ def _mlp_step(seed=0):
     model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = train_step(model, opt)
     return model, step
 
 
