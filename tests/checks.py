@@ -1,5 +1,5 @@
 """Shared test helpers: staged <-> torch conversion, assert_close, running one program
-under both libraries, the standard training step, and JAX-style random-direction
+under both libraries, and JAX-style random-direction
 gradient checks in float64 (``check_grads``)."""
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import staged
-import staged.nn.functional as F
 
 
 def both(fn):
@@ -26,17 +25,6 @@ def raises_like_torch(fn, *fragments):
     for f in fragments:
         assert f in str(theirs.value) and f in str(ours.value), (f, str(ours.value))
     return str(ours.value)
-
-
-def train_step(model, opt, loss_fn=F.cross_entropy):
-    """The standard step: zero_grad, ``loss_fn(model(x), y)``, backward, opt.step()."""
-    def step(x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
 
 
 def to_numpy(t) -> np.ndarray:

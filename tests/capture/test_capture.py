@@ -10,7 +10,7 @@ import staged.nn.functional as F
 from staged import nn
 from staged.capture.interpret import interpret
 from staged.capture.symbolic import CaptureError
-from tests.checks import train_step
+from models.common import classification_step
 
 
 def _run_interpreted(c, *args):
@@ -45,7 +45,7 @@ def test_capture_leaves_state_untouched_and_functionalizes_updates():
     before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     opt = staged.optim.SGD(model.parameters(), lr=0.5)
 
-    step = train_step(model, opt)
+    step = classification_step(model, opt)
 
     x, y = staged.randn(4, 5), staged.tensor([0, 2, 1, 2])
     c = staged.capture(step, x, y)

@@ -10,8 +10,8 @@ import pytest
 import staged
 from staged import nn, optim
 from staged.runtime.compiler import CompileError, compile_mlir
+from models.common import classification_step
 from tests.backends import needs_cuda, needs_vulkan
-from tests.checks import train_step
 
 
 def _train(backend, steps=4):
@@ -20,7 +20,7 @@ def _train(backend, steps=4):
     ref = copy.deepcopy(model)
 
     def make(m):
-        return train_step(m, optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+        return classification_step(m, optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
 
     x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
     cstep, estep = staged.compile(make(model), backend=backend), make(ref)

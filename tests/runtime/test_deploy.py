@@ -15,7 +15,7 @@ import pytest
 
 import staged
 from staged import nn, optim
-from tests.checks import train_step
+from models.common import classification_step
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def trained(tmp_path_factory):
     model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    step = train_step(model, opt)
+    step = classification_step(model, opt)
 
     cstep = staged.compile(step)
     x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))

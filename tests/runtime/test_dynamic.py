@@ -14,7 +14,7 @@ import staged.nn.functional as F
 from staged import nn, optim
 from staged.capture.dynamic import DynamicError
 from staged.runtime import load
-from tests.checks import train_step
+from models.common import classification_step
 
 
 def _mlp_step(seed=0):
@@ -22,7 +22,7 @@ def _mlp_step(seed=0):
     model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
-    step = train_step(model, opt)
+    step = classification_step(model, opt)
     return model, step
 
 
