@@ -16,6 +16,12 @@ import weakref
 import numpy as np
 
 DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
+# the IREE drivers that run what a backend compiles (the first is the default): an
+# llvm-cpu module runs on the multi-threaded local-task driver or the single-threaded,
+# caller-thread local-sync one
+BACKEND_DRIVERS = {"llvm-cpu": ("local-task", "local-sync"), "vulkan-spirv": ("vulkan",),
+                   "cuda": ("cuda",)}
+_ALIASES = {"cpu": "local-task"}  # PyTorch's spelling
 
 
 class DeviceError(RuntimeError):
@@ -38,26 +44,91 @@ class DeviceValue:
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        return f"<DeviceValue {self.dtype}{list(self.shape)} on {self.device.backend}>"
+        return f"<DeviceValue {self.dtype}{list(self.shape)} on {self.device.name}>"
+
+
+def parse_device(backend: str, spec=None) -> tuple:
+    """``(driver, index)`` for a ``device=`` argument: None (the default driver's default
+    device), an int (that device of the default driver), or a string ``"driver"`` /
+    ``"driver:index"`` naming one of ``BACKEND_DRIVERS[backend]`` (``"cpu"`` means
+    ``"local-task"``). ``index`` is None for the driver's default device; indices count
+    the devices ``iree.runtime.get_driver(driver).query_available_devices()`` lists."""
+    if backend not in DRIVERS:
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(DRIVERS)}")
+    drivers = BACKEND_DRIVERS[backend]
+    if spec is None:
+        return drivers[0], None
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        driver, index = drivers[0], spec
+    elif isinstance(spec, str):
+        name, sep, idx = spec.strip().partition(":")
+        driver = _ALIASES.get(name, name)
+        if sep and not idx.isdigit():
+            raise ValueError(f"device {spec!r}: expected 'driver' or 'driver:index' "
+                             f"(e.g. {drivers[0]!r} or '{drivers[0]}:0')")
+        index = int(idx) if sep else None
+        if driver not in drivers:
+            raise ValueError(f"device {spec!r} cannot run a {backend} step: {backend} runs on "
+                             f"the IREE driver{'s' if len(drivers) > 1 else ''} "
+                             f"{', '.join(drivers)}; available here: "
+                             f"{', '.join(available_devices(backend)) or 'none'}")
+    else:
+        raise TypeError(f"device must be None, an int or a string like "
+                        f"'{drivers[0]}:0', got {type(spec).__name__}")
+    if index is not None and index < 0:
+        raise ValueError(f"device index must be >= 0, got {index}")
+    return driver, index
+
+
+def available_devices(backend: str) -> list:
+    """The devices that can run a ``backend`` step here, as ``"driver:index (name)"``."""
+    import iree.runtime as rt
+
+    out = []
+    for driver in BACKEND_DRIVERS[backend]:
+        try:
+            infos = rt.get_driver(driver).query_available_devices()
+        except (RuntimeError, ValueError):  # the driver's library is not installed
+            continue
+        out += [f"{driver}:{i} ({info.get('name') or info.get('path') or 'default'})"
+                for i, info in enumerate(infos)]
+    return out
 
 
 class Device:
-    """One IREE HAL device for a backend (``device(backend)`` shares one per backend)."""
+    """One IREE HAL device for a backend (``device(backend, spec)`` shares one per device)."""
 
-    def __init__(self, backend: str = "llvm-cpu"):
+    def __init__(self, backend: str = "llvm-cpu", spec=None):
         import iree.runtime as rt
 
-        if backend not in DRIVERS:
-            raise ValueError(f"unknown backend {backend!r}; known: {', '.join(DRIVERS)}")
-        self.backend, self.driver = backend, DRIVERS[backend]
+        self.driver, self.index = parse_device(backend, spec)
+        self.backend = backend
+        where = f"IREE driver {self.driver!r}"
         try:
-            self.config = rt.Config(self.driver)
+            if self.index is None:
+                self.config = rt.Config(self.driver)
+            else:
+                drv = rt.get_driver(self.driver)
+                infos = drv.query_available_devices()
+                if self.index >= len(infos):
+                    raise DeviceError(
+                        f"backend {backend!r}: no device {self.driver}:{self.index} (the driver "
+                        f"lists {len(infos)}); available: "
+                        f"{', '.join(available_devices(backend)) or 'none'}")
+                where += f" device {self.index} ({infos[self.index].get('name')})"
+                self.config = rt.Config(device=drv.create_device(infos[self.index]))
         except (RuntimeError, ValueError) as err:
+            if isinstance(err, DeviceError):
+                raise
             cause = err.__cause__ or err.__context__
-            raise DeviceError(f"backend {backend!r}: IREE driver {self.driver!r} has no "
-                              f"usable device: {err}{f' ({cause})' if cause else ''}") from None
+            raise DeviceError(f"backend {backend!r}: {where} has no usable device: "
+                              f"{err}{f' ({cause})' if cause else ''}") from None
         self._rt = rt
         self.hal = self.config.device
+
+    @property
+    def name(self) -> str:
+        return self.driver if self.index is None else f"{self.driver}:{self.index}"
 
     def load(self, vmfb: bytes) -> "Module":
         return Module(self, self._rt.VmModule.copy_buffer(self.config.vm_instance, vmfb))
@@ -102,12 +173,17 @@ class Device:
         return np.array(staging.map().asarray(shape, raw), copy=True)
 
     def __repr__(self) -> str:
-        return f"<staged device {self.backend} ({self.driver})>"
+        return f"<staged device {self.backend} ({self.name})>"
+
+
+def device(backend: str = "llvm-cpu", spec=None) -> Device:
+    """The shared Device for ``backend`` and a ``device=`` spec (see ``parse_device``)."""
+    return _device(backend, *parse_device(backend, spec))
 
 
 @functools.lru_cache(maxsize=None)
-def device(backend: str = "llvm-cpu") -> Device:
-    return Device(backend)
+def _device(backend: str, driver: str, index) -> Device:
+    return Device(backend, driver if index is None else f"{driver}:{index}")
 
 
 def to_host(x) -> np.ndarray:
