@@ -22,6 +22,13 @@ DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
 BACKEND_DRIVERS = {"llvm-cpu": ("local-task", "local-sync"), "vulkan-spirv": ("vulkan",),
                    "cuda": ("cuda",)}
 _ALIASES = {"cpu": "local-task"}  # PyTorch's spelling
+# Note [caching allocator]: a step allocates its results (the new parameters) and its
+# intermediates afresh on every call, and frees the previous ones. On the CPU drivers
+# every such buffer is a fresh malloc/mmap whose pages fault in and are zeroed on first
+# touch: about a fifth of the CPU time of an MLP 784-256-256-10 step at batch 256
+# (4.4 -> 3.5 ms single-threaded with IREE's caching allocator, which keeps freed
+# blocks for reuse; their number is bounded by the step's peak use).
+ALLOCATORS = {"local-task": ["caching"], "local-sync": ["caching"]}
 
 
 class DeviceError(RuntimeError):
@@ -104,11 +111,12 @@ class Device:
         self.driver, self.index = parse_device(backend, spec)
         self.backend = backend
         where = f"IREE driver {self.driver!r}"
+        allocators = ALLOCATORS.get(self.driver)
         try:
+            drv = rt.get_driver(self.driver)
             if self.index is None:
-                self.config = rt.Config(self.driver)
+                hal = drv.create_device_by_uri(self.driver, allocators=allocators)
             else:
-                drv = rt.get_driver(self.driver)
                 infos = drv.query_available_devices()
                 if self.index >= len(infos):
                     raise DeviceError(
@@ -116,7 +124,8 @@ class Device:
                         f"lists {len(infos)}); available: "
                         f"{', '.join(available_devices(backend)) or 'none'}")
                 where += f" device {self.index} ({infos[self.index].get('name')})"
-                self.config = rt.Config(device=drv.create_device(infos[self.index]))
+                hal = drv.create_device(infos[self.index], allocators=allocators)
+            self.config = rt.Config(device=hal)
         except (RuntimeError, ValueError) as err:
             if isinstance(err, DeviceError):
                 raise
