@@ -24,7 +24,7 @@ from ..eager.grad_mode import _state
 from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
-from .compiler import BOUNDARY, UNSUPPORTED_DTYPES, CompileError, compile_mlir
+from .compiler import BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir
 from .device import DeviceValue
 from .device import device as get_device
 
@@ -69,7 +69,8 @@ class CompiledGraph:
         self.mlir = to_mlir(captured.graph)
         self.device = get_device(backend, device)
         with _progress(f"compiling a step of {len(captured.graph.ops)} ops for {backend}"):
-            self.module = self.device.load(compile_mlir(self.mlir, backend))
+            self.module = self.device.load(compile_mlir(self.mlir, backend,
+                                                        STEP_FLAGS.get(backend, ())))
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}

@@ -31,6 +31,11 @@ BACKENDS = {
 }
 
 
+# extra flags for steps run in-process by staged.compile (not for deployed modules, which
+# keep the synchronous ABI iree-run-module calls): on llvm-cpu the step only enqueues
+# its work and the runtime waits for it (device.py, Note [waiting for a step])
+STEP_FLAGS = {"llvm-cpu": ["--iree-execution-model=async-external"]}
+
 # dtypes a backend holds in a narrower type at the function boundary
 BOUNDARY = {"vulkan-spirv": {"int64": "int32"}}
 # dtypes a backend cannot compute in, with the reason

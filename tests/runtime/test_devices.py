@@ -107,3 +107,25 @@ def test_vulkan_device_by_index_and_unknown_index():
     n = len([d for d in available_devices("vulkan-spirv") if d.startswith("vulkan:")])
     with pytest.raises(DeviceError, match=rf"no device vulkan:{n}.*available: vulkan:0 \("):
         staged.compile(lambda x: x * 2, backend="vulkan-spirv", device=f"vulkan:{n}")
+
+
+def test_cpu_steps_enqueue_and_wait_on_their_fence(tmp_path):
+    """Note [waiting for a step]: llvm-cpu steps take the coarse-fences ABI and the runtime
+    polls the signal fence; consecutive calls run in order on the module's timeline."""
+    (step,) = _trainers(None)
+    entry = step._last
+    assert entry.module.function("main")[1]  # takes fences
+    sem, value = entry.module._timeline
+    assert sem.query() == value >= 2  # the two calls after the one-shot first trace
+    step.save(tmp_path / "d")  # the deployed module keeps the synchronous ABI
+    assert not staged.runtime.load(tmp_path / "d")._vm.function("main")[1]
+
+
+def test_a_failed_step_raises_from_the_wait():
+    from staged.runtime.device import _wait
+    import iree.runtime as rt
+
+    sem = device().hal.create_semaphore(0)
+    sem.fail("the step failed")
+    with pytest.raises(RuntimeError, match="the step failed"):
+        _wait(sem, 1, rt.HalFence.create_at(sem, 1))
