@@ -261,15 +261,15 @@ class Module:
         if not fenced:
             self.context.invoke(fn, arg_list, ret)
         else:  # Note [waiting for a step]
-            with self._lock:  # calls on one module run in order on its timeline
+            with self._lock:  # calls on one module are enqueued in order on its timeline
                 if self._timeline is None:
                     self._timeline = [dev.hal.create_semaphore(0), 0]
                 sem, value = self._timeline
                 self._timeline[1] = value + 1
-            arg_list.push_ref(rt.HalFence.create_at(sem, value))
-            done = rt.HalFence.create_at(sem, value + 1)
-            arg_list.push_ref(done)
-            self.context.invoke(fn, arg_list, ret)
+                arg_list.push_ref(rt.HalFence.create_at(sem, value))
+                done = rt.HalFence.create_at(sem, value + 1)
+                arg_list.push_ref(done)
+                self.context.invoke(fn, arg_list, ret)
             _wait(sem, value + 1, done)
         out = []
         for i in range(len(ret)):

@@ -129,3 +129,23 @@ def test_a_failed_step_raises_from_the_wait():
     sem.fail("the step failed")
     with pytest.raises(RuntimeError, match="the step failed"):
         _wait(sem, 1, rt.HalFence.create_at(sem, 1))
+
+
+def test_calls_from_two_threads_on_one_step_each_get_their_own_results():
+    import threading
+
+    f = staged.compile(lambda x: x * 2 + 1)
+    xs = [staged.full((64,), float(i)) for i in range(40)]
+    f(xs[0])
+    bad = []
+
+    def worker(part):
+        for x in part:
+            if not np.array_equal(f(x).numpy(), x.numpy() * 2 + 1):
+                bad.append(x)
+    threads = [threading.Thread(target=worker, args=(xs[k::2],)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
