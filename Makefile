@@ -1,5 +1,6 @@
 # `make demo`: train an MLP on scikit-learn's digits with a compiled training step.
-# `make test`: the whole test suite. Both create .venv on first use.
+# `make test`: the whole test suite. `make bench`: the benchmarks (installs JAX too).
+# All create .venv on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,6 +19,10 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test,demo]"
 	touch $@
 
+$(VENV)/.bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test,demo,bench]"
+	touch $@
+
 demo: $(VENV)/.demo
 	$(BIN)/python -m models.mlp --compile --backend llvm-cpu
 
@@ -34,8 +39,9 @@ vulkan-driver:
 test: $(VENV)/.test vulkan-driver
 	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q
 
-bench: $(VENV)/.test
+bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
+	$(BIN)/python bench/compiled_steps.py
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

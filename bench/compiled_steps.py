@@ -29,9 +29,10 @@ try:
 except ImportError:
     torch = None
 try:
-    import jax  # noqa: F401
+    import jax
+    import jax.numpy as jnp
 except ImportError:
-    jax = None
+    jax = jnp = None
 
 LR = 0.01
 
@@ -118,6 +119,75 @@ WORKLOADS = {
 }
 
 
+# --- the same losses in JAX, as a JAX user writes them (jax.numpy and jax.lax only) ---------
+
+def _jax_linear(x, w, b=None):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def _jax_cross_entropy(logits, y):
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=-1))
+
+
+def jax_mlp_loss(P, x, y):
+    h = x
+    for i in range(3):
+        h = _jax_linear(h, P[f"w{i}"], P[f"b{i}"])
+        h = jax.nn.relu(h) if i < 2 else h
+    return _jax_cross_entropy(h, y)
+
+
+def _jax_conv_relu_pool(x, w, b):
+    h = jax.lax.conv_general_dilated(x, w, (1, 1), "VALID",
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    h = jax.nn.relu(h + b[None, :, None, None])
+    return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+
+def jax_cnn_loss(P, x, y):
+    h = _jax_conv_relu_pool(x, P["c1"], P["c1b"])
+    h = _jax_conv_relu_pool(h, P["c2"], P["c2b"])
+    h = jax.nn.relu(_jax_linear(h.reshape(h.shape[0], -1), P["w1"], P["b1"]))
+    return _jax_cross_entropy(_jax_linear(h, P["w2"], P["b2"]), y)
+
+
+def _jax_layer_norm(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / jnp.sqrt(var + eps) * w + b
+
+
+def jax_transformer_loss(P, x, y, causal):
+    b = x.shape[0]
+    h = P["emb"][x] + P["pos"]
+    a = _jax_layer_norm(h, P["ln1w"], P["ln1b"])
+
+    def heads(t):
+        return t.reshape(b, T, H, D // H).transpose(0, 2, 1, 3)
+    q, k, v = (heads(_jax_linear(a, P[n])) for n in ("wq", "wk", "wv"))
+    scores = q @ k.swapaxes(-2, -1) / math.sqrt(D // H) + causal
+    att = jax.nn.softmax(scores, axis=-1) @ v
+    h = h + _jax_linear(att.transpose(0, 2, 1, 3).reshape(b, T, D), P["wo"])
+    m = _jax_layer_norm(h, P["ln2w"], P["ln2b"])
+    h = h + _jax_linear(jax.nn.gelu(_jax_linear(m, P["w1"]), approximate=False), P["w2"])
+    logits = _jax_linear(h, P["head"])
+    return _jax_cross_entropy(logits.reshape(b * T, V), y.reshape(b * T))
+
+
+JAX_LOSSES = {"mlp32": jax_mlp_loss, "mlp256": jax_mlp_loss, "cnn": jax_cnn_loss,
+              "transformer": jax_transformer_loss}
+
+
+def jax_sgd_step(loss_fn):
+    """A jitted SGD step that donates the old parameters (updated in place by XLA)."""
+    def step(params, *data):
+        loss, grads = jax.value_and_grad(loss_fn)(params, *data)
+        return jax.tree_util.tree_map(lambda p, g: p - LR * g, params, grads), loss
+    return jax.jit(step, donate_argnums=0)
+
+
 # --- one SGD step per framework ------------------------------------------------------------
 
 def sgd_step(lib, params, loss_fn, consts):
@@ -153,6 +223,15 @@ def implementations(name):
         impls["torch eager"] = lambda: teager(xt, yt)
         tcomp = torch.compile(sgd_step(torch, params, loss_fn, consts))
         impls["torch.compile"] = lambda: tcomp(xt, yt)
+    if jax is not None:
+        jstep = jax_sgd_step(JAX_LOSSES[name])
+        state = {"params": {k: jnp.asarray(v) for k, v in params.items()}}
+        jdata = (jnp.asarray(x), jnp.asarray(y)) + tuple(jnp.asarray(v) for v in consts.values())
+
+        def jax_step():
+            state["params"], loss = jstep(state["params"], *jdata)
+            return loss
+        impls["JAX jit"] = jax_step
     return impls
 
 
@@ -184,12 +263,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    p.add_argument("--skip", nargs="*", default=[], metavar="IMPL",
+                   help='implementations to leave out, e.g. --skip "torch.compile"')
     a = p.parse_args(argv)
     base = "torch eager" if torch is not None else "staged compiled"
     results, names, compile_rows = {}, [], []
     for name in a.workloads:
         print(f"{name}: ...", flush=True)
-        impls = implementations(name)
+        impls = {k: v for k, v in implementations(name).items() if k not in a.skip}
         for k, s in list(impls.items()):  # first calls trace and compile
             try:
                 item(s())
@@ -207,7 +288,8 @@ def main(argv=None) -> int:
         compile_rows.append(f"| {name} | {cold:.2f} | {warm:.2f} |")
     print("\n## Compiled training steps (SGD), f32\n")
     print(environment(a.rounds, base, torch)
-          + ("" if jax else "\n- JAX: not installed") + "\n")
+          + (f"\n- jax {jax.__version__} ({jax.devices()[0].platform})" if jax
+             else "\n- JAX: not installed (pip install -e '.[bench]')") + "\n")
     print(ratio_table(results, names, base))
     print("\n| workload | staged trace+compile, cold (s) | trace+load from cache (s) |")
     print("|---|---:|---:|")

@@ -3,6 +3,7 @@
 Eager mode runs on NumPy; ``staged.compile(fn)`` traces forward, backward, hooks and
 optimizer updates into one graph and compiles it with IREE.
 """
+from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
 from . import autodiff  # noqa: F401
 from .dtypes import (bfloat16, bool_ as bool, complex64, complex128, float16,  # noqa: F401
                      float32, float64, get_default_dtype, int8, int16, int32, int64,

@@ -26,7 +26,7 @@ from ..eager.grad_mode import _state
 from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
-from .compiler import BOUNDARY, UNSUPPORTED_DTYPES, CompileError, compile_mlir
+from .compiler import BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir
 from .device import DeviceValue
 from .device import device as get_device
 
@@ -44,8 +44,8 @@ class Traced(Captured):
     def to_mlir(self) -> str:
         return to_mlir(self.graph)
 
-    def compile(self, backend: str = "llvm-cpu") -> "CompiledGraph":
-        return CompiledGraph(self, backend)
+    def compile(self, backend: str = "llvm-cpu", device=None) -> "CompiledGraph":
+        return CompiledGraph(self, backend, device)
 
     def export_onnx(self, path, opset: int = 21):
         """Write the graph as ONNX (``staged.onnx.export_captured``; needs the onnx extra)."""
@@ -64,20 +64,23 @@ def capture(fn, *args, **kwargs) -> Traced:
 class CompiledGraph:
     """One trace compiled for one backend, callable on the flattened argument leaves."""
 
-    def __init__(self, captured: Captured, backend: str = "llvm-cpu"):
+    def __init__(self, captured: Captured, backend: str = "llvm-cpu", device=None):
         self.captured = captured
         self.backend = backend
         check_dtypes(captured.graph, backend)
         self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
-        self.device = get_device(backend)
+        self.device = get_device(backend, device)
         with _progress(f"compiling a step of {len(captured.graph.ops)} ops for {backend}"):
-            self.module = self.device.load(compile_mlir(self.mlir, backend))
+            self.module = self.device.load(compile_mlir(self.mlir, backend,
+                                                        STEP_FLAGS.get(backend, ())))
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
         self._narrow = [narrow.get(i.value.aval.dtype.np) for i in captured.graph.inputs]
         if not any(self._narrow):
             self._narrow = None
+        self._event = f"staged.compile [{backend}]" if device is None else \
+            f"staged.compile [{backend} {self.device.name}]"
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
@@ -109,7 +112,7 @@ class CompiledGraph:
         if self._narrow:
             inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
                       for p, d in zip(inputs, self._narrow)]
-        with record_function(f"staged.compile [{self.backend}]", cat="compiled"):
+        with record_function(self._event, cat="compiled"):
             res = self.module.invoke("main", inputs, self._out_dtypes)
         for w, k in c.state_updates:
             t = w.tensor
@@ -186,12 +189,13 @@ def _leaf_key(x, batched=False):
 class Compiled:
     """The callable ``staged.compile(fn)`` returns."""
 
-    def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None):
+    def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None, device=None):
         if fallback not in (None, "eager"):
             raise ValueError(f"fallback must be None or 'eager', got {fallback!r}")
-        get_device(backend)  # fail early, with the runtime's reason, if it cannot run here
+        get_device(backend, device)  # fail early, with the runtime's reason, if it cannot run
         self.fn = fn
         self.backend = backend
+        self.device = device
         self.fallback = fallback
         self.dynamic = bool(dynamic)
         self.traces = 0
@@ -242,7 +246,7 @@ class Compiled:
                           f"eagerly for these arguments, since {why}: {err}", stacklevel=2)
             self._entries[key] = _EAGER
             return self.fn(*args, **kwargs)
-        entry = CompiledGraph(captured, self.backend)
+        entry = CompiledGraph(captured, self.backend, self.device)
         log.debug("graph:\n%s", captured.graph)
         if not captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
@@ -314,7 +318,8 @@ class Compiled:
             text = "\n".join([
                 f"traces: {self.traces}; last re-trace: {self.last_retrace_reason}",
                 *([f"dynamic batch: dim 0 of {', '.join(dyn)}"] if dyn else []),
-                f"backend: {self.backend}; ops: {len(e.captured.graph.ops)}; "
+                f"backend: {self.backend} on {e.device.name}; "
+                f"ops: {len(e.captured.graph.ops)}; "
                 f"dispatches: {count_dispatches(e.mlir, self.backend)}",
                 "", "graph:", str(e.captured.graph), "", "MLIR:", e.mlir])
         print(text, file=file or sys.stdout)
@@ -354,6 +359,12 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
             fallback=None):
     """Compile ``fn`` (forward, backward, optimizer steps and all) with IREE.
 
+    ``device`` picks the device of the backend's IREE driver that runs the step: None (the
+    driver's default device), an index into the devices the driver lists, or a string
+    ``"driver"`` / ``"driver:index"`` (``"local-task"``, ``"local-sync:0"``, ``"vulkan:0"``,
+    ``"cuda:1"``; ``staged.runtime.device.available_devices(backend)`` lists them). An
+    unknown device raises ``DeviceError`` listing the available ones.
+
     The first call traces ``fn`` on symbolic tensors; later calls with the same argument
     shapes, dtypes, requires_grad and grad mode run the compiled module without running
     the Python body. Parameters and ``.grad`` fields the step changes are written back to
@@ -376,10 +387,7 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     if fn is None:
         return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic,
                                  fallback=fallback)
-    if device is not None:
-        raise NotImplementedError("staged.compile(device=...) is not supported yet: each "
-                                  "backend uses its driver's default device")
-    return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback)
+    return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device)
 
 
 def count_dispatches(mlir: str, backend: str) -> int:

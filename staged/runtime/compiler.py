@@ -31,6 +31,11 @@ BACKENDS = {
 }
 
 
+# extra flags for steps run in-process by staged.compile (not for deployed modules, which
+# keep the synchronous ABI iree-run-module calls): on llvm-cpu the step only enqueues
+# its work and the runtime waits for it (device.py, Note [waiting for a step])
+STEP_FLAGS = {"llvm-cpu": ["--iree-execution-model=async-external"]}
+
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
 # 32-bit words, which a tensor of 1- or 2-byte values would not fill

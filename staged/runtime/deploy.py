@@ -117,10 +117,10 @@ def _write_archive(path: Path, arrays: dict) -> None:
 class Deployed:
     """A saved step loaded for running: call it like the compiled step it came from."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, device=None):
         import iree.runtime as rt
 
-        from .device import device
+        from .device import device as get_device
 
         self.directory = Path(directory)
         m = json.loads((self.directory / "manifest.json").read_text())
@@ -128,7 +128,7 @@ class Deployed:
             raise ValueError(f"{directory}: not a saved staged step (format "
                              f"{m.get('format')!r}, expected {FORMAT!r})")
         self.manifest = m
-        self.device = device(m["backend"])
+        self.device = get_device(m["backend"], device)
         instance = self.device.config.vm_instance
         index = rt.ParameterIndex()
         index.load(str(self.directory / m["parameters"]))
@@ -167,6 +167,7 @@ class Deployed:
         return {s["name"]: np.asarray(r) for s, r in zip(self.manifest["state"], res)}
 
 
-def load(directory) -> Deployed:
-    """Load a step saved by ``compiled.save(directory)``; continues from the saved state."""
-    return Deployed(directory)
+def load(directory, device=None) -> Deployed:
+    """Load a step saved by ``compiled.save(directory)``; continues from the saved state.
+    ``device`` picks the device that runs it, as in ``staged.compile``."""
+    return Deployed(directory, device)

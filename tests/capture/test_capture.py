@@ -146,3 +146,45 @@ def test_writes_through_views_are_functionalized_and_siblings_see_them():
     lt = (flat * flat).sum() + (h * h).sum() + (row * 3).sum()
     lt.backward()
     np.testing.assert_allclose(got[1], wt.grad.numpy(), rtol=1e-6)
+
+
+def test_escapes_are_found_among_what_the_trace_made_and_the_heap_is_thawed():
+    """Escape detection walks only what the trace allocated (the pre-trace heap is frozen
+    meanwhile, Note [escapes]); it still finds a new tensor stored in a pre-trace dict,
+    even one only reachable through a reference cycle the trace made."""
+    import gc
+
+    store = {}
+    p = staged.tensor([1.0, 2.0, 3.0])
+
+    def f(x):
+        cyc = {"t": x * 2}
+        cyc["self"] = cyc          # garbage in a cycle: must not count as stored
+        box = {"buf": x + 1}
+        box["self"] = box          # stored, and only held through a cycle
+        store["box"] = box
+        return (p * x).sum()
+
+    assert gc.get_freeze_count() == 0
+    c = staged.capture(f, staged.ones(3))
+    assert gc.get_freeze_count() == 0
+    assert [t for t, _ in c.escaped] == [store["box"]["buf"]]
+    gc.freeze()  # a caller that froze its heap keeps it frozen
+    try:
+        n = gc.get_freeze_count()
+        staged.capture(f, staged.ones(3))
+        assert gc.get_freeze_count() >= n
+    finally:
+        gc.unfreeze()
+
+
+def test_assigning_data_of_an_unread_pre_trace_tensor_is_a_state_update():
+    p = staged.tensor([1.0, 2.0, 3.0])
+
+    def f(x):
+        p.data = x * 3
+        return x.sum()
+
+    c = staged.capture(f, staged.ones(3))
+    assert not c.escaped and [w.tensor for w, _ in c.state_updates] == [p]
+    assert isinstance(p._payload, np.ndarray)  # restored after the trace

@@ -1,0 +1,151 @@
+"""staged.compile(device=...): which device of the backend's IREE driver runs the step."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import staged
+import staged.nn.functional as F
+from staged import nn, optim
+from staged.runtime.device import DeviceError, available_devices, device, parse_device
+
+
+def _trainers(device_a, device_b=None, backend="llvm-cpu"):
+    """A compiled SGD step on ``device_a`` (then ``device_b`` on the same parameters),
+    checked call for call against eager."""
+    staged.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
+    ref = copy.deepcopy(model)
+
+    def make(m):
+        opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
+    body, estep = make(model), make(ref)
+    steps = [staged.compile(body, backend=backend, device=d)
+             for d in ([device_a] if device_b is None else [device_a, device_b])]
+    for cstep in steps:
+        for _ in range(3):
+            np.testing.assert_allclose(cstep(x, y).item(), estep(x, y).item(), rtol=1e-4)
+    for pc, pe in zip(model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4,
+                                   atol=1e-6)
+    return steps
+
+
+def test_device_specs_parse_like_torch_devices():
+    assert parse_device("llvm-cpu") == ("local-task", None)
+    assert parse_device("llvm-cpu", 0) == ("local-task", 0)
+    assert parse_device("llvm-cpu", "local-sync:0") == ("local-sync", 0)
+    assert parse_device("llvm-cpu", "cpu") == ("local-task", None)
+    assert parse_device("cuda", "cuda:1") == ("cuda", 1)
+    assert parse_device("vulkan-spirv", "vulkan") == ("vulkan", None)
+    with pytest.raises(ValueError, match=r"cannot run a llvm-cpu step.*local-task, local-sync"):
+        parse_device("llvm-cpu", "cuda:0")
+    with pytest.raises(ValueError, match="'driver:index'"):
+        parse_device("llvm-cpu", "local-task:first")
+    with pytest.raises(TypeError, match="device must be None, an int or a string"):
+        parse_device("llvm-cpu", 1.5)
+    assert "local-task:0 (default)" in available_devices("llvm-cpu")
+
+
+@pytest.mark.parametrize("spec", ["local-sync", "local-task:0", 0])
+def test_llvm_cpu_step_runs_on_the_chosen_device(spec):
+    (step,) = _trainers(spec)
+    assert step._last.device.driver == parse_device("llvm-cpu", spec)[0]
+    assert step._last.device is device("llvm-cpu", spec)  # one Device per device
+
+
+def test_state_moves_between_devices_between_calls():
+    # parameters left on a local-sync device by one step are read by a local-task step
+    a, b = _trainers("local-sync", "local-task")
+    assert a._last.device is not b._last.device
+
+
+def test_unknown_device_is_a_clear_error_listing_the_available_ones():
+    with pytest.raises(DeviceError, match=r"no device local-task:7.*available: "
+                                          r"local-task:0 \(default\), local-sync:0"):
+        staged.compile(lambda x: x * 2, device="local-task:7")
+    with pytest.raises(ValueError, match="cannot run a llvm-cpu step"):
+        staged.compile(lambda x: x * 2, device="vulkan:0")
+
+
+def test_deployed_step_loads_on_a_chosen_device(tmp_path):
+    (step,) = _trainers(None)
+    step.save(tmp_path / "d")
+    loaded = staged.runtime.load(tmp_path / "d", device="local-sync")
+    assert loaded.device.name == "local-sync"
+    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
+    np.testing.assert_allclose(loaded(x, y).item(), step(x, y).item(), rtol=1e-5)
+
+
+def _vulkan_missing():
+    try:
+        device("vulkan-spirv")
+    except DeviceError as err:
+        return str(err)
+    return None
+
+
+VULKAN_MISSING = _vulkan_missing()
+
+
+@pytest.mark.skipif(VULKAN_MISSING is not None, reason=f"no Vulkan device ({VULKAN_MISSING})")
+def test_vulkan_device_by_index_and_unknown_index():
+    (step,) = _trainers("vulkan:0", backend="vulkan-spirv")
+    assert step._last.device.name == "vulkan:0"
+    n = len([d for d in available_devices("vulkan-spirv") if d.startswith("vulkan:")])
+    with pytest.raises(DeviceError, match=rf"no device vulkan:{n}.*available: vulkan:0 \("):
+        staged.compile(lambda x: x * 2, backend="vulkan-spirv", device=f"vulkan:{n}")
+
+
+def test_cpu_steps_enqueue_and_wait_on_their_fence(tmp_path):
+    """Note [waiting for a step]: llvm-cpu steps take the coarse-fences ABI and the runtime
+    polls the signal fence; consecutive calls run in order on the module's timeline."""
+    (step,) = _trainers(None)
+    entry = step._last
+    assert entry.module.function("main")[1]  # takes fences
+    sem, value = entry.module._timeline
+    assert sem.query() == value >= 2  # the two calls after the one-shot first trace
+    step.save(tmp_path / "d")  # the deployed module keeps the synchronous ABI
+    assert not staged.runtime.load(tmp_path / "d")._vm.function("main")[1]
+
+
+def test_a_failed_step_raises_from_the_wait():
+    from staged.runtime.device import _wait
+    import iree.runtime as rt
+
+    sem = device().hal.create_semaphore(0)
+    sem.fail("the step failed")
+    with pytest.raises(RuntimeError, match="the step failed"):
+        _wait(sem, 1, rt.HalFence.create_at(sem, 1))
+
+
+def test_calls_from_two_threads_on_one_step_each_get_their_own_results():
+    import threading
+
+    f = staged.compile(lambda x: x * 2 + 1)
+    xs = [staged.full((64,), float(i)) for i in range(40)]
+    f(xs[0])
+    bad = []
+
+    def worker(part):
+        for x in part:
+            if not np.array_equal(f(x).numpy(), x.numpy() * 2 + 1):
+                bad.append(x)
+    threads = [threading.Thread(target=worker, args=(xs[k::2],)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
