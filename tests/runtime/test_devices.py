@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import staged
-import staged.nn.functional as F
+from models.common import classification_step
 from staged import nn, optim
 from staged.runtime.device import DeviceError, available_devices, device, parse_device
 
@@ -20,15 +20,7 @@ def _trainers(device_a, device_b=None, backend="llvm-cpu"):
     ref = copy.deepcopy(model)
 
     def make(m):
-        opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(m(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return classification_step(m, optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
 
     x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
     body, estep = make(model), make(ref)
