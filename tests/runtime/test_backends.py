@@ -2,38 +2,17 @@
 compiles everywhere and runs where an NVIDIA GPU is present."""
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 
 import staged
-from staged import nn, optim
 from staged.runtime.compiler import CompileError, compile_mlir
-from models.common import classification_step
-from tests.backends import needs_cuda, needs_vulkan
-
-
-def _train(backend, steps=4):
-    staged.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
-    ref = copy.deepcopy(model)
-
-    def make(m):
-        return classification_step(m, optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
-
-    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
-    cstep, estep = staged.compile(make(model), backend=backend), make(ref)
-    for _ in range(steps):
-        np.testing.assert_allclose(cstep(x, y).item(), estep(x, y).item(), rtol=1e-4)
-    for pc, pe in zip(model.parameters(), ref.parameters()):
-        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4,
-                                   atol=1e-6)
+from tests.backends import needs_cuda, needs_vulkan, train_against_eager
 
 
 @needs_vulkan
 def test_vulkan_training_step_equals_eager():
-    _train("vulkan-spirv")  # int64 labels cross the boundary as int32 (demoted)
+    train_against_eager("vulkan-spirv", steps=4)  # int64 labels cross the boundary as int32 (demoted)
 
 
 @needs_vulkan
@@ -74,7 +53,7 @@ def test_cuda_compiles_without_a_gpu():
 
 @needs_cuda
 def test_cuda_training_step_equals_eager():
-    _train("cuda")
+    train_against_eager("cuda", steps=4)
 
 
 @needs_vulkan

@@ -1,38 +1,12 @@
 """staged.compile(device=...): which device of the backend's IREE driver runs the step."""
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 
 import staged
-from models.common import classification_step
-from staged import nn, optim
 from staged.runtime.device import DeviceError, available_devices, device, parse_device
-
-
-def _trainers(device_a, device_b=None, backend="llvm-cpu"):
-    """A compiled SGD step on ``device_a`` (then ``device_b`` on the same parameters),
-    checked call for call against eager."""
-    staged.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
-    ref = copy.deepcopy(model)
-
-    def make(m):
-        return classification_step(m, optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
-
-    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
-    body, estep = make(model), make(ref)
-    steps = [staged.compile(body, backend=backend, device=d)
-             for d in ([device_a] if device_b is None else [device_a, device_b])]
-    for cstep in steps:
-        for _ in range(3):
-            np.testing.assert_allclose(cstep(x, y).item(), estep(x, y).item(), rtol=1e-4)
-    for pc, pe in zip(model.parameters(), ref.parameters()):
-        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4,
-                                   atol=1e-6)
-    return steps
+from tests.backends import train_against_eager
 
 
 def test_device_specs_parse_like_torch_devices():
@@ -53,14 +27,14 @@ def test_device_specs_parse_like_torch_devices():
 
 @pytest.mark.parametrize("spec", ["local-sync", "local-task:0", 0])
 def test_llvm_cpu_step_runs_on_the_chosen_device(spec):
-    (step,) = _trainers(spec)
+    (step,) = train_against_eager(devices=(spec,))
     assert step._last.device.driver == parse_device("llvm-cpu", spec)[0]
     assert step._last.device is device("llvm-cpu", spec)  # one Device per device
 
 
 def test_state_moves_between_devices_between_calls():
     # parameters left on a local-sync device by one step are read by a local-task step
-    a, b = _trainers("local-sync", "local-task")
+    a, b = train_against_eager(devices=("local-sync", "local-task"))
     assert a._last.device is not b._last.device
 
 
@@ -73,7 +47,7 @@ def test_unknown_device_is_a_clear_error_listing_the_available_ones():
 
 
 def test_deployed_step_loads_on_a_chosen_device(tmp_path):
-    (step,) = _trainers(None)
+    (step,) = train_against_eager()
     step.save(tmp_path / "d")
     loaded = staged.runtime.load(tmp_path / "d", device="local-sync")
     assert loaded.device.name == "local-sync"
@@ -94,7 +68,7 @@ VULKAN_MISSING = _vulkan_missing()
 
 @pytest.mark.skipif(VULKAN_MISSING is not None, reason=f"no Vulkan device ({VULKAN_MISSING})")
 def test_vulkan_device_by_index_and_unknown_index():
-    (step,) = _trainers("vulkan:0", backend="vulkan-spirv")
+    (step,) = train_against_eager("vulkan-spirv", ("vulkan:0",))
     assert step._last.device.name == "vulkan:0"
     n = len([d for d in available_devices("vulkan-spirv") if d.startswith("vulkan:")])
     with pytest.raises(DeviceError, match=rf"no device vulkan:{n}.*available: vulkan:0 \("):
@@ -104,7 +78,7 @@ def test_vulkan_device_by_index_and_unknown_index():
 def test_cpu_steps_enqueue_and_wait_on_their_fence(tmp_path):
     """Note [waiting for a step]: llvm-cpu steps take the coarse-fences ABI and the runtime
     polls the signal fence; consecutive calls run in order on the module's timeline."""
-    (step,) = _trainers(None)
+    (step,) = train_against_eager()
     entry = step._last
     assert entry.module.function("main")[1]  # takes fences
     sem, value = entry.module._timeline
