@@ -231,8 +231,7 @@ class Tensor:
 
     @data.setter
     def data(self, value):
-        from .dispatch import current_interceptor
-        icpt = current_interceptor()
+        icpt = _dispatch.current_interceptor()
         if icpt is not None:
             icpt.lift(self)  # under capture: a state update of a pre-trace tensor
         self._payload = value._payload
