@@ -32,8 +32,8 @@ BACKENDS = {
 
 
 # extra flags for steps run in-process by staged.compile (not for deployed modules, which
-# keep the synchronous ABI iree-run-module calls): on llvm-cpu the step only enqueues
-# its work and the runtime waits for it (device.py, Note [waiting for a step])
+# keep the synchronous ABI iree-run-module calls): on llvm-cpu a call only enqueues the
+# step (device.py, Note [asynchronous steps])
 STEP_FLAGS = {"llvm-cpu": ["--iree-execution-model=async-external"]}
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;

@@ -39,17 +39,27 @@ class DeviceError(RuntimeError):
 
 
 class DeviceValue:
-    """An array on an IREE device: a Tensor payload read back lazily (Note [device values])."""
+    """An array on an IREE device: a Tensor payload read back lazily (Note [device values]).
+    ``ready`` is the (semaphore, value) the step computing it signals when done, until a
+    read has waited for it (Note [asynchronous steps])."""
 
-    __slots__ = ("device", "view", "shape", "dtype")
+    __slots__ = ("device", "view", "shape", "dtype", "ready")
 
-    def __init__(self, device: "Device", view, dtype):
+    def __init__(self, device: "Device", view, dtype, ready=None):
         self.device = device
         self.view = view
         self.shape = tuple(view.shape)
         self.dtype = np.dtype(dtype)
+        self.ready = ready
+
+    def wait(self) -> None:
+        """Block until the step computing this value has finished; raise its error."""
+        if self.ready is not None:
+            _wait(*self.ready)
+            self.ready = None
 
     def __array__(self, dtype=None, copy=None):
+        self.wait()
         a = self.device.read(self.view, self.dtype)
         return a if dtype is None else a.astype(dtype, copy=False)
 
@@ -225,12 +235,20 @@ class Module:
             *dev.config.default_vm_modules, *extra_modules, vm_module])
         self._module = vm_module
         self._functions = {}
-        self._timeline = None  # (semaphore, last value) for coarse-fences functions
+        self._timeline = None  # [semaphore, last value] for coarse-fences functions
+        self._in_flight = []  # (value, argument list) of calls that may still be running
         self._lock = threading.Lock()
         _LOADED.add(self)
 
     def close(self) -> None:
-        """Release the VM context and module (before their device goes away)."""
+        """Wait for calls in flight, then release the VM context and module (before their
+        device goes away)."""
+        if self._timeline is not None:
+            try:
+                _wait(*self._timeline)
+            except RuntimeError:
+                pass  # a failed step: reported where its results are read
+        self._in_flight = []
         self._functions = {}
         self.context = self._module = None
 
@@ -248,57 +266,85 @@ class Module:
     def invoke(self, fn_name: str, args, result_dtypes=None) -> list:
         """Call ``fn_name`` on NumPy arrays or DeviceValues; returns DeviceValues (no copy
         to the host). MLIR integers are signless, so results read as signed unless
-        ``result_dtypes`` (NumPy dtypes) says otherwise."""
+        ``result_dtypes`` (NumPy dtypes) says otherwise. A coarse-fences function returns
+        once its work is enqueued (Note [asynchronous steps])."""
         rt = self._rt
         dev = self.device
-        arg_list = rt.VmVariantList(len(args))
-        for a in args:
-            if not (isinstance(a, DeviceValue) and a.device is dev):
-                a = dev.upload(a)
-            arg_list.push_ref(a.view)
         fn, fenced = self.function(fn_name)
+        arg_list = rt.VmVariantList(len(args) + 2)
         ret = rt.VmVariantList(1)
         if not fenced:
+            for a in args:
+                arg_list.push_ref(_on(dev, a).view)
             self.context.invoke(fn, arg_list, ret)
-        else:  # Note [waiting for a step]
+            ready = None
+        else:
             with self._lock:  # calls on one module are enqueued in order on its timeline
                 if self._timeline is None:
                     self._timeline = [dev.hal.create_semaphore(0), 0]
                 sem, value = self._timeline
-                self._timeline[1] = value + 1
+                for a in args:
+                    a = _on(dev, a)
+                    if a.ready is not None and a.ready[0] is not sem:
+                        a.wait()  # made by another module: ordered by waiting here
+                    arg_list.push_ref(a.view)
                 arg_list.push_ref(rt.HalFence.create_at(sem, value))
-                done = rt.HalFence.create_at(sem, value + 1)
-                arg_list.push_ref(done)
+                arg_list.push_ref(rt.HalFence.create_at(sem, value + 1))
+                try:
+                    if value - sem.query() >= MAX_IN_FLIGHT:  # query raises if one failed
+                        _wait(sem, value + 1 - MAX_IN_FLIGHT)
+                    done = sem.query()
+                except RuntimeError:
+                    self._timeline, self._in_flight = None, []  # the next call starts afresh
+                    raise
+                self._in_flight = [c for c in self._in_flight if c[0] > done]
                 self.context.invoke(fn, arg_list, ret)
-            _wait(sem, value + 1, done)
+                self._timeline[1] = value + 1
+                self._in_flight.append((value + 1, arg_list))
+            ready = (sem, value + 1)
         out = []
         for i in range(len(ret)):
             bv = ret.get_as_object(i, rt.HalBufferView)
             dtype = _dtype(bv) if result_dtypes is None else result_dtypes[i]
-            out.append(DeviceValue(dev, bv, dtype))
+            out.append(DeviceValue(dev, bv, dtype, ready))
         return out
 
 
-# Note [waiting for a step]: llvm-cpu steps are compiled with the coarse-fences ABI
-# (compiler.STEP_FLAGS): the call only enqueues the work, and the caller waits for the
-# signal fence here. IREE's own blocking wait (what a synchronous function does inside
-# the call) spins on the calling thread once woken, until the worker that signalled it
-# has finished its callback; with two cores and two workers that spin took a core from
-# the workers for much of the step (a quarter of all CPU samples, and worker 1 ran a
-# third of what worker 0 did; MLP 784-256-256-10 batch 256 SGD step). Polling the
-# semaphore and yielding the core between polls instead made that step 1.6x faster
-# (batch 32: 2x). Polling stops after _POLL_S; longer steps block in IREE's wait, whose
-# spin is then small next to the step.
+def _on(dev, a) -> DeviceValue:
+    return a if isinstance(a, DeviceValue) and a.device is dev else dev.upload(a)
+
+
+# Note [asynchronous steps]: llvm-cpu steps are compiled with the coarse-fences ABI
+# (compiler.STEP_FLAGS): a call enqueues the work on its module's timeline semaphore
+# (waiting for the previous call's signal) and returns at once, as JAX and PyTorch's CUDA
+# calls do; its results carry the value the step signals (DeviceValue.ready) and reading
+# one waits for it. Python work for the next call (arguments, the data batch, logging)
+# then overlaps the step running on the workers: MLP 784-256-256-10 SGD steps at batch 32
+# took 0.90x the time of waiting for each (at batch 256, whose Python work is a tenth of
+# the step, nothing was gained on two cores that the workers keep busy). At most
+# MAX_IN_FLIGHT calls are queued: the next one waits for the oldest, so a loop that never
+# reads a result does not queue (and hold the memory of) unboundedly many. An argument
+# made by another module is waited for before the call, the argument lists of calls in
+# flight are kept (their buffers must outlive the work), and a step's error surfaces
+# where its results are read or at the next call.
+#
+# The wait: IREE's own blocking wait spins on the calling thread once woken, until the
+# worker that signalled it has finished its callback; with two cores and two workers
+# that spin took a core from the workers for much of a step (a quarter of all CPU
+# samples, MLP step above). Polling the semaphore and yielding the core between polls
+# instead made that step 1.6x faster (batch 32: 2x). Polling stops after _POLL_S; longer
+# waits block in IREE's wait, whose spin is then small next to the step.
 _POLL_S = 0.02
+MAX_IN_FLIGHT = 3
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
-def _wait(sem, value, fence) -> None:
+def _wait(sem, value) -> None:
     if sem.query() < value:  # raises if the step failed
         deadline = time.perf_counter() + _POLL_S
         while sem.query() < value and time.perf_counter() < deadline:
             _yield()
-    fence.wait()  # returns at once when signalled; raises the step's error if it failed
+        sem.wait(value)  # returns at once when signalled; raises the step's error
 
 
 @functools.lru_cache(maxsize=None)

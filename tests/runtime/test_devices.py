@@ -76,8 +76,8 @@ def test_vulkan_device_by_index_and_unknown_index():
 
 
 def test_cpu_steps_enqueue_and_wait_on_their_fence(tmp_path):
-    """Note [waiting for a step]: llvm-cpu steps take the coarse-fences ABI and the runtime
-    polls the signal fence; consecutive calls run in order on the module's timeline."""
+    """Note [asynchronous steps]: llvm-cpu steps take the coarse-fences ABI; consecutive
+    calls run in order on the module's timeline."""
     (step,) = train_against_eager()
     entry = step._last
     assert entry.module.function("main")[1]  # takes fences
@@ -89,12 +89,11 @@ def test_cpu_steps_enqueue_and_wait_on_their_fence(tmp_path):
 
 def test_a_failed_step_raises_from_the_wait():
     from staged.runtime.device import _wait
-    import iree.runtime as rt
 
     sem = device().hal.create_semaphore(0)
     sem.fail("the step failed")
     with pytest.raises(RuntimeError, match="the step failed"):
-        _wait(sem, 1, rt.HalFence.create_at(sem, 1))
+        _wait(sem, 1)
 
 
 def test_calls_from_two_threads_on_one_step_each_get_their_own_results():

@@ -1,0 +1,81 @@
+"""Note [asynchronous steps]: llvm-cpu calls enqueue their step and return; reading a
+result waits for it, other compiled steps order themselves after it, at most
+MAX_IN_FLIGHT calls are queued, and a failure surfaces where results are read."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staged
+from staged.runtime.device import MAX_IN_FLIGHT
+
+N = 384
+
+
+def _slow(x):
+    """About 0.4 GFLOP: long enough that a reader not waiting would see a stale buffer."""
+    for _ in range(4):
+        x = (x @ x) * (1.0 / N)
+    return x
+
+
+def _slow_ref(a):
+    for _ in range(4):
+        a = (a @ a) * np.float32(1.0 / N)
+    return a
+
+
+@pytest.fixture(scope="module")
+def slow():
+    return staged.compile(_slow)
+
+
+def _data(seed):
+    return np.random.default_rng(seed).standard_normal((N, N)).astype(np.float32)
+
+
+def test_results_carry_their_step_until_read(slow):
+    a = _data(0)
+    r = slow(staged.tensor(a))
+    value = r._payload
+    assert value.ready is not None  # the call returned with the step enqueued
+    np.testing.assert_allclose(r.numpy(), _slow_ref(a), rtol=1e-4, atol=1e-5)
+    assert value.ready is None
+
+
+def test_a_result_fed_to_another_step_or_an_eager_op_is_waited_for(slow):
+    a = _data(1)
+    twice = staged.compile(lambda y: y * 2 + 1)
+    twice(staged.tensor(a))  # compiled before the race below
+    ref = _slow_ref(a)
+    np.testing.assert_allclose(twice(slow(staged.tensor(a))).numpy(), ref * 2 + 1,
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose((slow(staged.tensor(a)) - 1).numpy(), ref - 1,
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_calls_in_flight_are_bounded(slow):
+    arrays = [_data(10 + i) for i in range(8)]
+    results = []
+    for a in arrays:
+        results.append(slow(staged.tensor(a)))
+        module = slow._last.module
+        sem, value = module._timeline
+        assert value - sem.query() <= MAX_IN_FLIGHT
+        assert len(module._in_flight) <= MAX_IN_FLIGHT
+    for a, r in zip(arrays, results):
+        np.testing.assert_allclose(r.numpy(), _slow_ref(a), rtol=1e-4, atol=1e-5)
+
+
+def test_a_failed_step_raises_where_read_then_the_next_call_starts_afresh():
+    f = staged.compile(lambda x: x + 1)
+    x = staged.arange(4.0)
+    f(x).numpy()
+    r = f(x)
+    sem = f._last.module._timeline[0]
+    sem.fail("injected device failure")
+    with pytest.raises(RuntimeError, match="injected device failure"):
+        r.numpy()
+    with pytest.raises(RuntimeError, match="injected device failure"):
+        f(x)
+    assert f(x).tolist() == [1.0, 2.0, 3.0, 4.0]
