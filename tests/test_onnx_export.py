@@ -121,8 +121,10 @@ def test_float64_gradients_match_finite_differences(tmp_path):
         np.testing.assert_allclose(outs[f"grad.{k}"], fd, rtol=1e-6, atol=1e-9)
 
 
-def test_sgd_training_step_follows_eager_for_10_steps(tmp_path):
-    spec = SPECS["mlp"]()
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_sgd_training_step_follows_eager_for_10_steps(name, tmp_path):
+    """Parameters and (the CNN's BatchNorm) running statistics and batch count."""
+    spec = SPECS[name]()
     model, (x, y) = spec["fn_or_module"], spec["example_args"]
     opt = optim.SGD(model.parameters(), lr=0.1)
     staged.onnx.export(model, (x, y), tmp_path / "step.onnx", loss_fn=F.cross_entropy,
@@ -144,8 +146,9 @@ def test_sgd_training_step_follows_eager_for_10_steps(tmp_path):
         opt.step()
         eager_losses.append(loss.item())
     np.testing.assert_allclose(onnx_losses, eager_losses, rtol=1e-4)
+    assert params.keys() == params_feed(model).keys()
     for k, v in params_feed(model).items():
-        np.testing.assert_allclose(params[k], v, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(params[k], v, rtol=1e-4, atol=1e-6, err_msg=k)
 
 
 def test_momentum_state_is_an_input_and_an_output(tmp_path):
