@@ -32,9 +32,9 @@ BACKENDS = {
 
 
 # extra flags for steps run in-process by staged.compile (not for deployed modules, which
-# keep the synchronous ABI iree-run-module calls): on llvm-cpu a call only enqueues the
-# step (device.py, Note [asynchronous steps])
-STEP_FLAGS = {"llvm-cpu": ["--iree-execution-model=async-external"]}
+# keep the synchronous ABI iree-run-module calls): a call only enqueues the step
+# (device.py, Note [asynchronous steps])
+STEP_FLAGS = {b: ["--iree-execution-model=async-external"] for b in ("llvm-cpu", "vulkan-spirv")}
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only

@@ -1,6 +1,6 @@
-"""Note [asynchronous steps]: llvm-cpu calls enqueue their step and return; reading a
-result waits for it, other compiled steps order themselves after it, at most
-MAX_IN_FLIGHT calls are queued, and a failure surfaces where results are read."""
+"""Note [asynchronous steps]: llvm-cpu and vulkan-spirv calls enqueue their step and
+return; reading a result waits for it, other compiled steps order themselves after it,
+at most MAX_IN_FLIGHT calls are queued, and a failure surfaces where results are read."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +8,7 @@ import pytest
 
 import staged
 from staged.runtime.device import MAX_IN_FLIGHT
+from tests.backends import needs_vulkan
 
 N = 384
 
@@ -25,9 +26,12 @@ def _slow_ref(a):
     return a
 
 
-@pytest.fixture(scope="module")
-def slow():
-    return staged.compile(_slow)
+BACKENDS = ["llvm-cpu", pytest.param("vulkan-spirv", marks=needs_vulkan)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def slow(request):
+    return staged.compile(_slow, backend=request.param)
 
 
 def _data(seed):
@@ -43,9 +47,10 @@ def test_results_carry_their_step_until_read(slow):
     assert value.ready is None
 
 
-def test_a_result_fed_to_another_step_or_an_eager_op_is_waited_for(slow):
+@pytest.mark.parametrize("other", BACKENDS)
+def test_a_result_fed_to_another_step_or_an_eager_op_is_waited_for(slow, other):
     a = _data(1)
-    twice = staged.compile(lambda y: y * 2 + 1)
+    twice = staged.compile(lambda y: y * 2 + 1, backend=other)
     twice(staged.tensor(a))  # compiled before the race below
     ref = _slow_ref(a)
     np.testing.assert_allclose(twice(slow(staged.tensor(a))).numpy(), ref * 2 + 1,
