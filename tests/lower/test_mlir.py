@@ -102,7 +102,8 @@ def cases(name):
                ([np.asarray(np.float32(3))], {"dims": (), "keepdim": False}),
                ([arr((3, 4), I)], {"dims": (0,), "keepdim": False}),
                ([arr((5,), B)], {"dims": (0,), "keepdim": False}),
-               ([NAN], {"dims": (1,), "keepdim": False})]
+               ([NAN], {"dims": (1,), "keepdim": False}),
+               ([TIES], {"dims": (1,), "keepdim": True}), ([TIES], {"dims": (0,), "keepdim": False})]
         if name == "reduce_sum":
             out.append(([arr((2, 3), dt.complex64)], {"dims": (1,), "keepdim": False}))
         return out
@@ -111,7 +112,10 @@ def cases(name):
         return [([x], {"dim": 1, "keepdim": False}), ([x], {"dim": 0, "keepdim": True}),
                 ([NAN], {"dim": 1, "keepdim": False}), ([x.astype(np.int32)], {"dim": 1, "keepdim": False}),
                 ([arr((6,), B)], {"dim": 0, "keepdim": False}),
-                ([arr((7,))], {"dim": 0, "keepdim": True})]
+                ([arr((7,))], {"dim": 0, "keepdim": True}),
+                ([TIES], {"dim": 1, "keepdim": False}), ([TIES], {"dim": 0, "keepdim": False}),
+                ([WITH_ZERO], {"dim": 1, "keepdim": False}),
+                ([arr((3, 4), dt.uint8)], {"dim": 1, "keepdim": False})]
     if name == "reshape":
         return [([arr((2, 3))], {"shape": (3, 2)}), ([arr((6,))], {"shape": (2, 1, 3)}),
                 ([np.asarray(np.float32(2))], {"shape": (1, 1)}), ([arr((1, 1))], {"shape": ()}),

@@ -57,35 +57,41 @@ for _name in ("reduce_max", "reduce_min", "argmax", "argmin", "argsort"):
     unsupported(_name, {"complex": "complex numbers are not ordered"})
 
 
-def _arg(strict: str):
-    """First index of the extremum, NaN winning as in NumPy; order-independent combine."""
+def _arg(extreme: str):
+    """First index of the extremum, NaN winning as in NumPy: the extremum (NaN-propagating
+    maximum/minimum), then the least index holding it. Two single-result reductions
+    vectorize where one reduction of (value, index) pairs ran scalar: a compiled CNN step
+    spent 10% of its time in the max-pool argmax over 27648 windows of 4."""
     def emit(e, op, x):
-        d, dim = op.inputs[0].aval.dtype, op.params["dim"]
-        better_fn = e.need(CMP[strict], d, op.prim.name)
-        t = elem_type(d)
+        a, dim = op.inputs[0].aval, op.params["dim"]
+        d, rank = a.dtype, len(a.shape)
+        fn = e.need(BINARY[extreme], d, op.prim.name)
+        (m,) = _reduce(e, op, x, (dim,), [(d, _extreme(d, extreme == "minimum"))],
+                       lambda v, acc: fn(e, d, v, acc))
+        kept = tuple(i for i in range(rank) if i != dim)
+        shape = tuple(a.shape[i] for i in kept)
+        t, n = elem_type(d), e.const(a.shape[dim], dt.int64)
+        eq = CMP["eq"][dclass(d)]
 
-        def combine(v, best, idx):
+        def first(v, best, idx):
+            hit = eq(e, d, v, best)
+            if dclass(d) == "float":  # NaN is the extremum wherever there is one
+                both_nan = e.emit(f"arith.andi {e.emit(f'arith.cmpf uno, {v}, {v} : {t}')}, "
+                                  f"{e.emit(f'arith.cmpf uno, {best}, {best} : {t}')} : i1")
+                hit = e.emit(f"arith.ori {hit}, {both_nan} : i1")
             i = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
-            better = better_fn(e, d, v, best)
-            same = CMP["eq"][dclass(d)](e, d, v, best)
-            if dclass(d) == "float":
-                vn, bn = (e.emit(f"arith.cmpf uno, {s}, {s} : {t}") for s in (v, best))
-                not_bn = e.emit(f"arith.xori {bn}, {e.const(True, dt.bool_)} : i1")
-                better = e.emit(f"arith.ori {better}, {e.emit(f'arith.andi {vn}, {not_bn} : i1')} : i1")
-                same = e.emit(f"arith.ori {same}, {e.emit(f'arith.andi {vn}, {bn} : i1')} : i1")
-            first = e.emit(f"arith.cmpi slt, {i}, {idx} : i64")
-            take = e.emit(f"arith.ori {better}, {e.emit(f'arith.andi {same}, {first} : i1')} : i1")
-            return (e.emit(f"arith.select {take}, {v}, {best} : {t}"),
-                    e.emit(f"arith.select {take}, {i}, {idx} : i64"))
-
-        _, r = _reduce(e, op, x, (dim,), [(d, _extreme(d, strict == "lt")), (dt.int64, 0)],
-                       combine)
+            return e.emit(f"arith.minsi {idx}, {e.emit(f'arith.select {hit}, {i}, {n} : i64')} "
+                          f": i64")
+        r = e.generic([(x, a), (m, type(a)(shape, d))],
+                      [(e.full(shape, dt.int64, a.shape[dim]), type(a)(shape, dt.int64))],
+                      [tuple(range(rank)), kept, kept],
+                      ["reduction" if i == dim else "parallel" for i in range(rank)], first)
         return _keep(e, op, r, (dim,))
     return emit
 
 
-lowering(REGISTRY["argmax"])(_arg("gt"))
-lowering(REGISTRY["argmin"])(_arg("lt"))
+lowering(REGISTRY["argmax"])(_arg("maximum"))
+lowering(REGISTRY["argmin"])(_arg("minimum"))
 
 
 # --- scans and sorting ---------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Reductions: ReduceSum/Max/Min with the dims as an axes tensor, ArgMax/ArgMin."""
+"""Reductions: ReduceSum/Max/Min with the dims as an axes tensor, ArgMax/ArgMin.
+onnxruntime's max/min reductions skip a NaN anywhere but first; NumPy's NaN wins, so for
+float inputs the NaN mask is reduced too and selected where any."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,9 +16,19 @@ def _reduce(op_type: str, bool_op: str):
         if not dims:
             return x  # NumPy reduces over no axes: the value itself
         axes = b.const(np.array(dims, np.int64))
-        return b.kernel(bool_op if d is dt.bool_ else op_type, [x], d, post=[axes],
-                        keepdims=int(op.params["keepdim"]))
+        keep = int(op.params["keepdim"])
+        r = b.kernel(bool_op if d is dt.bool_ else op_type, [x], d, post=[axes], keepdims=keep)
+        if op_type in ("ReduceMax", "ReduceMin") and d.is_floating_point:
+            nan = b.kernel("ReduceMax", [_isnan(b, d, x)], d, post=[axes], keepdims=keep)
+            r = b.kernel("Where", [b.const(np.array(np.nan, d.np)), r], d,
+                         pre=[b.cast(nan, d, dt.bool_)])
+        return r
     return lower
+
+
+def _isnan(b, d, x):
+    """1 where ``x`` is NaN, else 0, as ``d`` (bool reductions need opset 20)."""
+    return b.cast(b.kernel("IsNaN", [x], d, out=dt.bool_), dt.bool_, d)
 
 
 lowering(REGISTRY["reduce_sum"])(_reduce("ReduceSum", "ReduceMax"))  # a boolean sum is any()
@@ -27,8 +39,17 @@ lowering(REGISTRY["reduce_prod"])(_reduce("ReduceProd", "ReduceMin"))  # a boole
 
 def _arg(op_type: str):
     def lower(b, op, x):
-        return b.kernel(op_type, [x], op.inputs[0].aval.dtype, out=dt.int64,
-                        axis=op.params["dim"], keepdims=int(op.params["keepdim"]))
+        d, kw = op.inputs[0].aval.dtype, dict(axis=op.params["dim"],
+                                              keepdims=int(op.params["keepdim"]))
+        r = b.kernel(op_type, [x], d, out=dt.int64, **kw)
+        if d.is_floating_point:  # the first NaN, where there is one
+            nan = _isnan(b, d, x)
+            first = b.kernel("ArgMax", [nan], d, out=dt.int64, **kw)
+            anywhere = b.kernel("ReduceMax", [nan], d,
+                                post=[b.const(np.array([op.params["dim"]], np.int64))],
+                                keepdims=kw["keepdims"])
+            r = b.node("Where", [b.cast(anywhere, d, dt.bool_), first, r])
+        return r
     return lower
 
 
