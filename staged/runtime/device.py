@@ -275,7 +275,7 @@ class Module:
         ret = rt.VmVariantList(1)
         if not fenced:
             for a in args:
-                arg_list.push_ref(_on(dev, a).view)
+                arg_list.push_ref(_on_device(dev, a).view)
             self.context.invoke(fn, arg_list, ret)
             ready = None
         else:
@@ -284,7 +284,7 @@ class Module:
                     self._timeline = [dev.hal.create_semaphore(0), 0]
                 sem, value = self._timeline
                 for a in args:
-                    a = _on(dev, a)
+                    a = _on_device(dev, a)
                     if a.ready is not None and a.ready[0] is not sem:
                         a.wait()  # made by another module: ordered by waiting here
                     arg_list.push_ref(a.view)
@@ -310,24 +310,24 @@ class Module:
         return out
 
 
-def _on(dev, a) -> DeviceValue:
+def _on_device(dev, a) -> DeviceValue:
     return a if isinstance(a, DeviceValue) and a.device is dev else dev.upload(a)
 
 
 # Note [asynchronous steps]: llvm-cpu and vulkan-spirv steps are compiled with the
-# coarse-fences ABI (compiler.STEP_FLAGS): a call enqueues the work on its module's timeline semaphore
-# (waiting for the previous call's signal) and returns at once, as JAX and PyTorch's CUDA
-# calls do; its results carry the value the step signals (DeviceValue.ready) and reading
-# one waits for it. Python work for the next call (arguments, the data batch, logging)
-# then overlaps the step running on the workers: MLP 784-256-256-10 SGD steps at batch 32
-# took 0.90x the time of waiting for each (at batch 256, whose Python work is a tenth of
-# the step, nothing was gained on two cores that the workers keep busy); on lavapipe
-# 0.79x and 0.96x. (cuda keeps the synchronous ABI until it has run on a GPU.) At most
-# MAX_IN_FLIGHT calls are queued: the next one waits for the oldest, so a loop that never
-# reads a result does not queue (and hold the memory of) unboundedly many. An argument
-# made by another module is waited for before the call, the argument lists of calls in
-# flight are kept (their buffers must outlive the work), and a step's error surfaces
-# where its results are read or at the next call.
+# coarse-fences ABI (compiler.STEP_FLAGS): a call enqueues the work on its module's
+# timeline semaphore (waiting for the previous call's signal) and returns at once, as
+# JAX's and PyTorch's CUDA calls do; its results carry the value the step signals
+# (DeviceValue.ready) and reading one waits for it. Python work for the next call
+# (arguments, the data batch, logging) then overlaps the step running on the workers:
+# MLP 784-256-256-10 SGD steps at batch 32 took 0.90x the time of waiting for each (at
+# batch 256, whose Python work is a tenth of the step, nothing was gained on two cores
+# that the workers keep busy); on lavapipe 0.79x and 0.96x. (cuda keeps the synchronous
+# ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are queued: the next one
+# waits for the oldest, so a loop that never reads a result does not queue (and hold the
+# memory of) unboundedly many. An argument made by another module is waited for before
+# the call, the argument lists of calls in flight are kept (their buffers must outlive
+# the work), and a step's error surfaces where its results are read or at the next call.
 #
 # The wait: IREE's own blocking wait spins on the calling thread once woken, until the
 # worker that signalled it has finished its callback; with two cores and two workers

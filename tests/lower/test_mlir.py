@@ -103,7 +103,8 @@ def cases(name):
                ([arr((3, 4), I)], {"dims": (0,), "keepdim": False}),
                ([arr((5,), B)], {"dims": (0,), "keepdim": False}),
                ([NAN], {"dims": (1,), "keepdim": False}),
-               ([TIES], {"dims": (1,), "keepdim": True}), ([TIES], {"dims": (0,), "keepdim": False})]
+               ([TIES], {"dims": (1,), "keepdim": True}),
+               ([TIES], {"dims": (0,), "keepdim": False})]
         if name == "reduce_sum":
             out.append(([arr((2, 3), dt.complex64)], {"dims": (1,), "keepdim": False}))
         return out
