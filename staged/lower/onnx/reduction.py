@@ -19,9 +19,8 @@ def _reduce(op_type: str, bool_op: str):
         keep = int(op.params["keepdim"])
         r = b.kernel(bool_op if d is dt.bool_ else op_type, [x], d, post=[axes], keepdims=keep)
         if op_type in ("ReduceMax", "ReduceMin") and d.is_floating_point:
-            nan = b.kernel("ReduceMax", [_isnan(b, d, x)], d, post=[axes], keepdims=keep)
             r = b.kernel("Where", [b.const(np.array(np.nan, d.np)), r], d,
-                         pre=[b.cast(nan, d, dt.bool_)])
+                         pre=[_any(b, d, _isnan(b, d, x), axes, keep)])
         return r
     return lower
 
@@ -29,6 +28,11 @@ def _reduce(op_type: str, bool_op: str):
 def _isnan(b, d, x):
     """1 where ``x`` is NaN, else 0, as ``d`` (bool reductions need opset 20)."""
     return b.cast(b.kernel("IsNaN", [x], d, out=dt.bool_), dt.bool_, d)
+
+
+def _any(b, d, mask, axes, keep):
+    """Whether the 0/1 ``mask`` (of dtype ``d``) has a 1 along ``axes``, as bool."""
+    return b.cast(b.kernel("ReduceMax", [mask], d, post=[axes], keepdims=keep), d, dt.bool_)
 
 
 lowering(REGISTRY["reduce_sum"])(_reduce("ReduceSum", "ReduceMax"))  # a boolean sum is any()
@@ -45,10 +49,8 @@ def _arg(op_type: str):
         if d.is_floating_point:  # the first NaN, where there is one
             nan = _isnan(b, d, x)
             first = b.kernel("ArgMax", [nan], d, out=dt.int64, **kw)
-            anywhere = b.kernel("ReduceMax", [nan], d,
-                                post=[b.const(np.array([op.params["dim"]], np.int64))],
-                                keepdims=kw["keepdims"])
-            r = b.node("Where", [b.cast(anywhere, d, dt.bool_), first, r])
+            axes = b.const(np.array([op.params["dim"]], np.int64))
+            r = b.node("Where", [_any(b, d, nan, axes, kw["keepdims"]), first, r])
         return r
     return lower
 
