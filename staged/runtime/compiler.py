@@ -7,6 +7,7 @@ carried by the failing op's location.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import sys
@@ -35,6 +36,14 @@ BACKENDS = {
 # keep the synchronous ABI iree-run-module calls): a call only enqueues the step
 # (device.py, Note [asynchronous steps])
 STEP_FLAGS = {b: ["--iree-execution-model=async-external"] for b in ("llvm-cpu", "vulkan-spirv")}
+
+# process-wide compiler options (no session flag exists for them), set up before the first
+# compile and part of every cache key. Indirect command buffers: a step with dynamic shapes
+# otherwise records its command buffer when called, binding buffers whose queue_alloca
+# commits only once the previous call has finished, so a second call made while the first
+# runs failed with "transient buffer has not been committed" (Note [asynchronous steps]);
+# static steps already use them (their modules are unchanged).
+GLOBAL_FLAGS = ("--iree-hal-force-indirect-command-buffers",)
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
@@ -70,7 +79,7 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
     fl = flags(backend) + list(extra_flags)
     # source locations only matter for diagnostics: an edit above the user's step should
     # not invalidate its compiled module
-    key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, VERSION)
+    key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, *GLOBAL_FLAGS, VERSION)
     return cache.cached(key, lambda: compile_uncached(text, fl))
 
 
@@ -86,6 +95,7 @@ def compile_uncached(text: str, flag_list) -> bytes:
     from iree.compiler.api import Output, Session, Source
     from iree.compiler.api import ctypes_dl
 
+    _setup_global_flags()
     diags = []
 
     @_DIAG
@@ -116,6 +126,12 @@ def compile_uncached(text: str, flag_list) -> bytes:
     inv.close()
     session.close()
     return vmfb
+
+
+@functools.cache
+def _setup_global_flags() -> None:
+    from iree.compiler.api import ctypes_dl
+    ctypes_dl._initializeGlobalCL("staged", *GLOBAL_FLAGS)
 
 
 class _captured_stderr:

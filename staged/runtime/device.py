@@ -328,6 +328,8 @@ def _on_device(dev, a) -> DeviceValue:
 # memory of) unboundedly many. An argument made by another module is waited for before
 # the call, the argument lists of calls in flight are kept (their buffers must outlive
 # the work), and a step's error surfaces where its results are read or at the next call.
+# Command buffers are indirect (compiler.GLOBAL_FLAGS): bound when the queue runs them, as
+# a call's buffers are allocated on the queue after the previous call.
 #
 # The wait: IREE's own blocking wait spins on the calling thread once woken, until the
 # worker that signalled it has finished its callback; with two cores and two workers
