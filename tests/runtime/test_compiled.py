@@ -190,3 +190,28 @@ def test_grads_of_tensor_arguments_accumulate_call_after_call():
     c(w)
     np.testing.assert_array_equal(w.grad.numpy(), [2, 4])
     assert c.traces == 2  # one trace with .grad None, one with it set
+
+
+def test_zero_size_contractions_and_reductions_match_torch():
+    """A matmul over a zero-size contraction dimension killed Python with SIGFPE inside
+    IREE's compiler; ops whose inputs hold no elements are now computed before it."""
+    import torch
+
+    shapes = {"a": (2, 0), "b": (0, 3), "p": (4, 2, 0), "q": (4, 0, 3), "e": (0, 4)}
+
+    def fn(a, b, p, q, e):
+        return a @ b, p @ q, e.sum(0), e.sum(), e.mean(0), (a @ b).sum() + (p @ q).sum()
+
+    got = staged.compile(fn)(*(staged.ones(*s) for s in shapes.values()))
+    want = fn(*(torch.ones(*s) for s in shapes.values()))
+    for g, t in zip(got, want):
+        assert tuple(g.shape) == tuple(t.shape)
+        np.testing.assert_array_equal(g.numpy(), t.numpy())  # exact: 0 or NaN (mean of nothing)
+
+
+def test_conv_over_zero_input_channels_is_zeros():
+    """Sums over no input channels: zeros of the output's shape, as the sum it is (torch
+    2.13 returns a (2, 0, 3, 3) tensor here, dropping the weight's 3 output channels)."""
+    conv = staged.compile(lambda x, w: F.conv2d(x, w))
+    got = conv(staged.ones(2, 0, 5, 5), staged.ones(3, 0, 3, 3))
+    np.testing.assert_array_equal(got.numpy(), np.zeros((2, 3, 3, 3), np.float32))

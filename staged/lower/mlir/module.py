@@ -353,7 +353,9 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
         if emitter is None:
             reasons = UNSUPPORTED.get(op.prim.name)
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons.values()) if reasons else ''}")
-        e.names[op.out.id] = emitter(e, op, *(e.names[v.id] for v in op.inputs))
+        folded = _without_data(op)
+        e.names[op.out.id] = emitter(e, op, *(e.names[v.id] for v in op.inputs)) \
+            if folded is None else e.dense(folded, op.out.aval)
     e.op = None
     outs = graph.outputs
 
@@ -381,6 +383,19 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
     text = "\n".join(head + body) + "\n"
     verify(text, [None] * (len(head) + len(e.prologue)) + e.line_ops)
     return text
+
+
+def _without_data(op):
+    """The result of ``op`` when every input has no elements (static shapes), computed
+    here: it depends only on shapes. IREE's compiler dies of SIGFPE on a contraction over a
+    zero-size dimension ((2, 0) @ (0, 3)), and a sum over nothing must still be 0."""
+    avals = [v.aval for v in op.inputs] + [op.out.aval]
+    if not op.inputs or any(0 not in a.shape for a in avals[:-1]) or not all(
+            isinstance(s, int) for a in avals for s in a.shape):
+        return None
+    with np.errstate(all="ignore"):  # e.g. the mean of nothing is NaN, as eagerly
+        return np.asarray(op.prim.impl(*(np.zeros(a.shape, a.dtype.np) for a in avals[:-1]),
+                                       **op.params))
 
 
 def _sym_const(e, spec, aval) -> str:
