@@ -17,12 +17,13 @@ from . import cache
 # IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
 # signature; staged keeps the dtypes of the graph.
 _COMMON = ["--iree-input-demote-f64-to-f32=false"]
+_HOST_CPU = "--iree-llvmcpu-target-cpu=host"
 BACKENDS = {
     "llvm-cpu": ["--iree-hal-target-device=local",
                  "--iree-hal-local-target-device-backends=llvm-cpu",
                  # the generic CPU is 3-4x slower; --iree-opt-data-tiling measured 13%
                  # slower on an MLP forward+backward here (and compiles 45% longer)
-                 "--iree-llvmcpu-target-cpu=host"],
+                 _HOST_CPU],
     # the default SPIR-V target (what lavapipe and most drivers run) has no Int64 or
     # Float64 capability: i64 is demoted to i32 (the runtime casts at the boundary, see
     # BOUNDARY) and f64 is refused (UNSUPPORTED_DTYPES). Explicit desktop targets
@@ -78,9 +79,28 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
 
     fl = flags(backend) + list(extra_flags)
     # source locations only matter for diagnostics: an edit above the user's step should
-    # not invalidate its compiled module
-    key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, *GLOBAL_FLAGS, VERSION)
+    # not invalidate its compiled module; code for the host CPU is keyed on its features,
+    # so a cache shared between machines never serves code this CPU cannot run
+    host = host_cpu() if _HOST_CPU in fl else ""
+    key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, *GLOBAL_FLAGS, VERSION, host)
     return cache.cached(key, lambda: compile_uncached(text, fl))
+
+
+@functools.cache
+def host_cpu() -> str:
+    """What LLVM's ``host`` CPU depends on: vendor, family, model and feature flags
+    (AVX2, AVX-512, FMA...) from /proc/cpuinfo, else the platform's processor name."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            first = f.read().split("\n\n", 1)[0]
+    except OSError:
+        import platform
+        return f"{platform.machine()} {platform.processor()}"
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags_ = " ".join(sorted(fields.get("flags", "").split()))
+    return " | ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model")) + \
+        f" | {flags_}"
 
 
 _LOCATION = re.compile(r' loc\((?:unknown|"(?:[^"\\]|\\.)*"(?:\("(?:[^"\\]|\\.)*":\d+:\d+\))?)\)')

@@ -2,6 +2,8 @@
 IREE's diagnostics and the staged op's line."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -68,11 +70,32 @@ def test_damaged_entry_is_rebuilt(counted, cache_dir, damage):
     assert cache.load(entry.name) == again
 
 
-def test_unwritable_cache_still_compiles(monkeypatch, tmp_path):
+def test_unwritable_cache_warns_once_and_falls_back(monkeypatch, tmp_path, counted):
+    """It recompiled on every run, silently."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("STAGED_CACHE_DIR", str(blocker / "sub"))
-    assert compile_mlir(TEXT)
+    monkeypatch.setattr(cache, "_FALLBACK", {})
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.warns(RuntimeWarning, match=r"file/sub cannot be written .*caching in "
+                                            r".*tmp/staged-cache-.* instead"):
+        first = compile_mlir(TEXT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compile_mlir(TEXT) == first and compile_mlir(TEXT + " ") and len(counted) == 2
+    assert compile_mlir(TEXT) == first and len(counted) == 2  # a hit in the fallback
+
+
+def test_host_code_is_keyed_on_the_cpu_features(monkeypatch, counted):
+    """A cache shared between machines must not serve AVX-512 code to an AVX2 CPU."""
+    monkeypatch.setattr(compiler, "host_cpu", lambda: "GenuineIntel | 6 | 85 | avx2 avx512f")
+    compile_mlir(TEXT)
+    compile_mlir(TEXT)
+    assert len(counted) == 1  # same features: one key
+    monkeypatch.setattr(compiler, "host_cpu", lambda: "GenuineIntel | 6 | 85 | avx2")
+    compile_mlir(TEXT)
+    assert len(counted) == 2  # other features: another key
 
 
 def test_compile_error_carries_diagnostics_and_line():
