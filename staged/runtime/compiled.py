@@ -132,10 +132,10 @@ class CompiledGraph:
         leaves, _ = flatten((args, kwargs), lambda o: False)
         return self.run(leaves)
 
-    def save(self, directory, names=None):
+    def save(self, directory, names=None, fn=None):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
         from .deploy import save
-        return save(self, directory, names)
+        return save(self, directory, names, fn)
 
 
 def check_dtypes(graph, backend: str) -> None:
@@ -305,7 +305,7 @@ class Compiled:
         if self._last.captured.one_shot:
             raise RuntimeError("the last call created new state (e.g. optimizer buffers on "
                                "the first step); call the step once more before saving")
-        return self._last.save(directory, names)
+        return self._last.save(directory, names, self.fn)
 
     def explain(self, file=None) -> str:
         """Print (and return) what was compiled for the last call: why it was traced, its

@@ -3,25 +3,41 @@
 A saved step is three files: ``step.vmfb`` (the IREE module: state as mutable
 ``util.global``s initialised from named parameters, ``main`` taking only the call's
 arguments), ``params.irpa`` (IREE's parameter archive with the state at save time) and
-``manifest.json`` (arguments, outputs, state, backend, versions, and the
-``iree-run-module`` command that runs it). Loading needs ``iree.runtime`` only: neither
-the compiler nor the model's Python code.
+``manifest.json`` (arguments, outputs, state, backend, versions, the sha256 of the two
+other files, and the ``iree-run-module`` command that runs it). Loading needs
+``iree.runtime`` only: neither the compiler nor the model's Python code.
+
+Note [trusting a saved step]: a flipped byte in ``step.vmfb`` crashed the process (SIGSEGV,
+SIGILL) or changed the losses; one in ``params.irpa`` silently changed a weight (to
+2.5e35). ``load`` therefore checks both files against the manifest's sha256 and the IREE
+version that compiled the module against the runtime's before anything is loaded. A call
+checks its arguments (names, shapes, dtypes: only lossless widening is done, float labels
+are refused rather than truncated) before anything runs.
 """
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import os
+import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-FORMAT = "staged-step/1"
+FORMAT = "staged-step/2"
 SCOPE = "model"
 
 
-def save(entry, directory, names=None) -> Path:
+class IntegrityError(ValueError):
+    """A saved step's files do not match its manifest, or need another IREE version."""
+
+
+def save(entry, directory, names=None, fn=None) -> Path:
     """Write the compiled ``entry`` (a CompiledGraph) with its state's current values.
-    ``names`` maps state tensors to archive keys (e.g. a module's state_dict keys)."""
+    ``names`` maps state tensors to archive keys (e.g. a module's state_dict keys); ``fn``
+    (the traced function) gives the parameter names keyword arguments bind to."""
     from iree.compiler.version import VERSION as compiler_version
 
     from .. import __version__
@@ -64,11 +80,37 @@ def save(entry, directory, names=None) -> Path:
         "out_tree": _jsonable(c.out_tree),
         "out_leaves": _output_leaves(c),
         "state": [_spec(renamed[w.name], w.aval, narrow) for w in c.state],
+        "signature": _signature(fn),
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
+        "sha256": {},
         "iree_run_module": _command(entry.backend, args, narrow),
     }
+    return _write_manifest(out, manifest)
+
+
+def _write_manifest(out: Path, manifest: dict) -> Path:
+    """Write ``manifest.json`` with the sha256 of the module and the archive now in ``out``."""
+    manifest["sha256"] = {manifest[k]: _sha256(out / manifest[k])
+                          for k in ("module", "parameters")}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _signature(fn) -> list:
+    """``[name, kind]`` of ``fn``'s parameters (kind: ``inspect.Parameter`` kind name)."""
+    try:
+        params = inspect.signature(fn).parameters.values() if fn is not None else ()
+    except (TypeError, ValueError):
+        params = ()
+    return [[p.name, p.kind.name] for p in params]
 
 
 def _output_leaves(c) -> list:
@@ -115,59 +157,172 @@ def _write_archive(path: Path, arrays: dict) -> None:
 
 
 class Deployed:
-    """A saved step loaded for running: call it like the compiled step it came from."""
+    """A saved step loaded for running: call it like the compiled step it came from
+    (NumPy arrays, staged tensors or anything with ``__array__``, by position or name)."""
 
     def __init__(self, directory, device=None):
-        import iree.runtime as rt
-
         from .device import device as get_device
 
         self.directory = Path(directory)
-        m = json.loads((self.directory / "manifest.json").read_text())
-        if m.get("format") != FORMAT:
-            raise ValueError(f"{directory}: not a saved staged step (format "
-                             f"{m.get('format')!r}, expected {FORMAT!r})")
-        self.manifest = m
+        self.manifest = m = _read_manifest(self.directory)
         self.device = get_device(m["backend"], device)
-        instance = self.device.config.vm_instance
-        index = rt.ParameterIndex()
-        index.load(str(self.directory / m["parameters"]))
-        params = rt.create_io_parameters_module(instance, index.create_provider(scope=m["scope"]))
-        module = rt.VmModule.copy_buffer(instance, (self.directory / m["module"]).read_bytes())
-        self._vm = self.device.load_with(module, [params])
+        self._vm_module = self._vm = None
+        self._load(str(self.directory / m["parameters"]))
         self._arg_dtypes = [np.dtype(a["device_dtype"]) for a in m["args"]]
         self._out_dtypes = [np.dtype(o["dtype"]) for o in m["outputs"]]
         self._state_dtypes = [np.dtype(s["dtype"]) for s in m["state"]]
 
+    def _load(self, archive=None, arrays=None) -> None:
+        """(Re)create the VM context, its state initialised from the parameter archive file
+        ``archive`` or from ``arrays`` (name -> array at the module's edge)."""
+        import iree.runtime as rt
+
+        m, instance = self.manifest, self.device.config.vm_instance
+        index = rt.ParameterIndex()
+        if archive is not None:
+            index.load(archive)
+        else:
+            self._buffers = {k: np.ascontiguousarray(a).tobytes() for k, a in arrays.items()}
+            for k, b in self._buffers.items():
+                index.add_buffer(k, b)
+        params = rt.create_io_parameters_module(instance, index.create_provider(scope=m["scope"]))
+        if self._vm_module is None:
+            self._vm_module = rt.VmModule.copy_buffer(
+                instance, (self.directory / m["module"]).read_bytes())
+        old, self._vm = self._vm, self.device.load_with(self._vm_module, [params])
+        if old is not None:
+            old.close()
+
     def __call__(self, *args, **kwargs):
-        from ..capture.pytree import flatten, unflatten
+        from ..capture.pytree import unflatten
         from ..eager.tensor import Tensor
 
-        leaves, _ = flatten((args, kwargs), lambda o: False)
-        arrays = [np.asarray(x._host() if isinstance(x, Tensor) else x) for x in leaves
-                  if isinstance(x, (Tensor, np.ndarray))]
-        if len(arrays) != len(self._arg_dtypes):
-            raise TypeError(f"this step takes {len(self._arg_dtypes)} tensor arguments, got "
-                            f"{len(arrays)}")
-        for a, spec in zip(arrays, self.manifest["args"]):
-            if len(a.shape) != len(spec["shape"]) or any(
-                    s != t for s, t in zip(a.shape, spec["shape"]) if isinstance(t, int)):
-                raise ValueError(f"argument {spec['name']}: expected shape {spec['shape']}, got "
-                                 f"{list(a.shape)} (a saved step has the shapes it was traced "
-                                 "with; named dims are dynamic)")
+        arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
+                                                        self._bind(args, kwargs))]
         arrays = [a.astype(d, copy=False) for a, d in zip(arrays, self._arg_dtypes)]
         res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
         outs = [Tensor._wrap(res[x]) if kind == "value" else x
                 for kind, x in self.manifest["out_leaves"]]
         return unflatten(_tuplify(self.manifest["out_tree"]), outs)
 
+    def _bind(self, args, kwargs) -> list:
+        """The call's tensor arguments in manifest order, matched by name (as the trace
+        named them: ``x``, ``batch.0``); raise TypeError for unknown, repeated or missing
+        ones."""
+        from ..capture.pytree import flatten
+
+        specs = self.manifest["args"]
+        wanted = [a["name"] for a in specs]
+        names = {n for n, _ in self.manifest["signature"]}
+        sig = [n for n, kind in self.manifest["signature"]
+               if kind in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+        if not sig:  # no signature known: positional leaves in trace order
+            sig = list(dict.fromkeys(n.split(".")[0] for n in wanted))
+        if len(args) > len(sig):
+            raise TypeError(f"this step takes {len(sig)} positional arguments "
+                            f"({', '.join(sig)}), got {len(args)}")
+        bound = dict(zip(sig, args))
+        for k, v in kwargs.items():
+            if k in bound:
+                raise TypeError(f"this step got multiple values for argument {k!r}")
+            if k not in names and not any(n == k or n.startswith(k + ".") for n in wanted):
+                raise TypeError(f"this step got an unexpected keyword argument {k!r}; its "
+                                f"arguments are {', '.join(sig)}")
+            bound[k] = v
+        leaves = {}
+        for name, value in bound.items():
+            flat, _ = flatten(value, lambda o: False)
+            single = len(flat) == 1 and not isinstance(value, (tuple, list, dict))
+            leaves.update({name: flat[0]} if single else
+                          {f"{name}.{j}": x for j, x in enumerate(flat)})
+        missing = [n for n in wanted if n not in leaves]
+        if missing:
+            raise TypeError(f"this step is missing the argument{'s' * (len(missing) > 1)} "
+                            f"{', '.join(missing)} (it takes {', '.join(wanted)})")
+        return [leaves[n] for n in wanted]
+
     def state_dict(self) -> dict:
-        """The current values of the step's state, by name."""
+        """The current values of the step's state, by name (NumPy copies)."""
         res = self._vm.invoke(self.manifest["state_function"], [], self._state_dtypes)
         return {s["name"]: np.asarray(r) for s, r in zip(self.manifest["state"], res)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Replace the step's state by ``state`` (e.g. an earlier ``state_dict()``, to undo
+        a step that made it NaN): the same names and shapes; dtypes widen only losslessly."""
+        specs = {s["name"]: s for s in self.manifest["state"]}
+        unknown, missing = set(state) - set(specs), set(specs) - set(state)
+        if unknown or missing:
+            raise KeyError(f"load_state_dict: unexpected keys {sorted(unknown)}, missing keys "
+                           f"{sorted(missing)}")
+        self._load(arrays={k: _checked(s, state[k], "state").astype(s["device_dtype"], copy=False)
+                           for k, s in specs.items()})
+
+    def save(self, directory) -> Path:
+        """Write this step with its current state as a saved step in ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        m = dict(self.manifest)
+        if out.resolve() != self.directory.resolve():
+            shutil.copyfile(self.directory / m["module"], out / m["module"])
+        _write_archive(out / m["parameters"], {
+            k: _narrowed(a, {s["dtype"]: s["device_dtype"] for s in m["state"]})
+            for k, a in self.state_dict().items()})
+        return _write_manifest(out, m)
+
+
+def _read_manifest(directory: Path) -> dict:
+    """The manifest of a saved step, after checking its format, the IREE version and the
+    sha256 of its files (Note [trusting a saved step])."""
+    from iree.runtime.version import VERSION as runtime_version
+
+    from .. import __version__
+
+    m = json.loads((directory / "manifest.json").read_text())
+    fmt = m.get("format")
+    if fmt != FORMAT:
+        old = isinstance(fmt, str) and fmt.startswith("staged-step/")
+        raise ValueError(f"{directory}: " + (
+            f"saved in format {fmt!r}; this staged {__version__} reads {FORMAT!r}: save the "
+            "step again with this version" if old else
+            f"not a saved staged step (format {fmt!r}, expected {FORMAT!r})"))
+    versions = m.get("versions", {})
+    if versions.get("iree-compiler") != runtime_version:
+        raise IntegrityError(
+            f"{directory}: step.vmfb was compiled by IREE {versions.get('iree-compiler')}, this "
+            f"runtime is IREE {runtime_version}; IREE modules only run on the release that "
+            "compiled them: install that iree-base-runtime, or save the step again here")
+    if versions.get("staged") != __version__:
+        warnings.warn(f"{directory}: saved by staged {versions.get('staged')}, loaded by "
+                      f"staged {__version__}", RuntimeWarning, stacklevel=3)
+    for key in ("module", "parameters"):
+        name = m[key]
+        got, want = _sha256(directory / name), m.get("sha256", {}).get(name)
+        if got != want:
+            raise IntegrityError(
+                f"{directory / name}: sha256 {got} does not match the manifest's {want}: the "
+                "file was damaged or changed after saving; restore it or save the step again")
+    return m
+
+
+def _checked(spec: dict, x, what="argument") -> np.ndarray:
+    """``x`` as an array of ``spec``'s shape and dtype: dtypes widen only losslessly."""
+    from ..eager.tensor import Tensor
+
+    a = np.asarray(x._host() if isinstance(x, Tensor) else x)
+    name, shape, dtype = spec["name"], spec["shape"], np.dtype(spec["dtype"])
+    if a.ndim != len(shape) or any(s != t for s, t in zip(a.shape, shape) if isinstance(t, int)):
+        raise ValueError(f"{what} {name}: expected shape {shape}, got {list(a.shape)} (a saved "
+                         "step has the shapes it was traced with; named dims are dynamic)")
+    if a.dtype != dtype and not np.can_cast(a.dtype, dtype, "safe"):
+        raise TypeError(f"{what} {name}: expected {dtype}, got {a.dtype}, which does not "
+                        f"convert to {dtype} without loss; convert it explicitly "
+                        f"(e.g. .astype({dtype.name!r})) if that is what you mean")
+    return a.astype(dtype, copy=False)
 
 
 def load(directory, device=None) -> Deployed:
     """Load a step saved by ``compiled.save(directory)``; continues from the saved state.
-    ``device`` picks the device that runs it, as in ``staged.compile``."""
+    ``device`` picks the device that runs it, as in ``staged.compile``. Raises
+    ``IntegrityError`` when a file does not match the manifest (Note [trusting a saved
+    step])."""
     return Deployed(directory, device)

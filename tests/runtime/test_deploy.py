@@ -121,3 +121,107 @@ def test_load_rejects_a_directory_that_is_not_a_saved_step(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ValueError, match="not a saved staged step"):
         staged.runtime.load(tmp_path)
+
+
+@pytest.fixture
+def copy(trained, tmp_path):
+    """A private copy of the saved step's directory."""
+    return Path(shutil.copytree(trained[0], tmp_path / "step"))
+
+
+def _xy(out):
+    return np.load(out / "x.npy"), np.load(out / "y.npy")
+
+
+@pytest.mark.parametrize("name", ["step.vmfb", "params.irpa"])
+def test_a_flipped_byte_in_either_file_is_refused_before_loading(copy, name):
+    """A flipped byte crashed the process (SIGSEGV, SIGILL), changed the losses, or (in the
+    archive) silently made a weight 2.5e35."""
+    path = copy / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    with pytest.raises(staged.runtime.deploy.IntegrityError,
+                       match=rf"{name}: sha256 [0-9a-f]{{64}} does not match the manifest's"):
+        staged.runtime.load(copy)
+
+
+def test_recorded_versions_are_checked(copy):
+    manifest = json.loads((copy / "manifest.json").read_text())
+    m = json.loads(json.dumps(manifest))
+    m["versions"]["iree-compiler"] = "3.0.0"
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(staged.runtime.deploy.IntegrityError,
+                       match=r"compiled by IREE 3\.0\.0, this runtime is IREE 3\."):
+        staged.runtime.load(copy)
+    m = json.loads(json.dumps(manifest))
+    m["versions"]["staged"] = "0.0.1"
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.warns(RuntimeWarning, match=r"saved by staged 0\.0\.1, loaded by staged"):
+        staged.runtime.load(copy)
+    m["format"] = "staged-step/1"
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ValueError, match=r"format 'staged-step/1'.*save the step again"):
+        staged.runtime.load(copy)
+
+
+def test_arguments_are_dtype_checked_bound_by_name_and_taken_from_any_array(trained):
+    out, _, _ = trained
+    step = staged.runtime.load(out)
+    x, y = _xy(out)
+    start = step.state_dict()
+
+    def loss(*args, **kwargs):
+        step.load_state_dict(start)
+        return step(*args, **kwargs).item()
+
+    class ArrayLike:  # anything with __array__
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    ref = loss(x, y)
+    assert loss(y=y, x=x) == ref and loss(x, y=y) == ref
+    assert loss(staged.tensor(x), staged.tensor(y)) == ref
+    assert loss(ArrayLike(x), ArrayLike(y)) == ref
+    assert loss(x, y.astype(np.int32)) == ref  # lossless widening
+    # float labels were cast to int64 silently (0.9 -> class 0)
+    with pytest.raises(TypeError, match=r"argument y: expected int64, got float64, which does "
+                                        r"not convert to int64 without loss"):
+        step(x, y + 0.9)
+    with pytest.raises(TypeError, match=r"argument x: expected float32, got float64"):
+        step(x.astype(np.float64), y)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'labels'; its arguments "
+                                        r"are x, y"):
+        step(x, labels=y)
+    with pytest.raises(TypeError, match=r"multiple values for argument 'x'"):
+        step(x, y, x=x)
+    with pytest.raises(TypeError, match=r"missing the argument y"):
+        step(x)
+    with pytest.raises(ValueError, match=r"argument x: expected shape \[16, 6\], got \[16, 5\]"):
+        step(x[:, :5], y)
+
+
+def test_state_can_be_read_restored_and_saved(trained, tmp_path):
+    """A NaN batch need not ruin a deployment: restore the state read before it."""
+    out, after, _ = trained
+    step = staged.runtime.load(out)
+    x, y = _xy(out)
+    before = step.state_dict()
+    step(np.full_like(x, np.nan), y)
+    assert all(np.isnan(v).all() for k, v in step.state_dict().items() if "weight" in k)
+    step.load_state_dict(before)
+    for k, v in step.state_dict().items():
+        np.testing.assert_array_equal(v, before[k])
+    first = step(x, y).item()
+    np.testing.assert_allclose(first, after[0], rtol=1e-6)  # as the in-process step went on
+    saved = step.save(tmp_path / "resaved")
+    again = staged.runtime.load(saved)
+    np.testing.assert_array_equal(again(x, y).item(), step(x, y).item())
+    with pytest.raises(KeyError, match=r"unexpected keys \['nope'\], missing keys \['0.bias'\]"):
+        step.load_state_dict({**{k: v for k, v in before.items() if k != "0.bias"},
+                              "nope": before["0.bias"]})
+    with pytest.raises(ValueError, match=r"state 0.weight: expected shape \[12, 6\]"):
+        step.load_state_dict({**before, "0.weight": before["0.weight"][:, :5]})
