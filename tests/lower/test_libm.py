@@ -1,7 +1,17 @@
 """float64 / complex128 math written with arithmetic (``staged/lower/mlir/libm.py``), compiled
-for llvm-cpu and compared with NumPy: ulps for the real functions (dense random samples
-over several scales plus edge cases: signed zeros, infinities, NaN, multiples of pi/2,
-tiny values), exact equality for fmod and remainder, relative error for complex128.
+for llvm-cpu and compared with NumPy: ulps for the real functions against NumPy in x86-64's
+80-bit long double (dense random samples over several scales plus edge cases: signed zeros,
+infinities, NaN, multiples of pi/2, tiny values), exact equality for fmod and remainder,
+relative error for complex128.
+
+Note [ulp bounds on any CPU]: code generated for the host differs between CPUs: IREE marks
+float ops ``contract`` and expands exp/log with ``llvm.fmuladd``, fused where the CPU has
+FMA, so the last bits move. The bounds are therefore not one machine's maxima but error
+budgets: each +, -, *, /, sqrt or fma rounds once (relative error <= eps = 2**-53; fusing a
+multiply-add only drops a rounding), IREE's f64 exp and log are within 1 ulp (<= 2 eps; checked
+below, every budget rests on it), and a relative error of k eps is at most k ulps. The
+reference is computed in long double, so NumPy's own error (1.6 ulp for sinh, which made a
+bound of 2 fail at 3 on another CPU) is not charged to staged.
 
 IREE's CPU code runs with subnormals flushed to zero (in every op, not only these), so
 samples whose operands or expected results are subnormal are left out.
@@ -47,15 +57,41 @@ PAIR_Y = np.concatenate([SY, _scales(N, 1e30), rng.normal(size=N) * np.exp(rng.u
 PAIR_X = np.concatenate([SX, _scales(N, 1e30), rng.normal(size=N) * np.exp(rng.uniform(
     -700, 700, N))])
 
-# (primitive, NumPy reference, inputs, max ulp); the measured maxima, for the record
+# (primitive, NumPy reference, inputs, max ulp: the error budget of Note [ulp bounds on any
+# CPU]; in brackets the maximum measured on an AMD Zen 3 with FMA, 2026-11-25)
 REAL = [
-    ("sin", np.sin, (TRIG,), 1), ("cos", np.cos, (TRIG,), 1), ("tan", np.tan, (TRIG,), 2),
-    ("atan", np.arctan, (_scales(N, 1e30),), 1), ("atan2", np.arctan2, (PAIR_Y, PAIR_X), 1),
+    # fdlibm's kernels on an argument reduced to a double-double: the polynomial's error is
+    # below 2**-58 and the final sum rounds once; the other terms are a sixth of the result
+    # or less, so their roundings add under 0.5 eps [sin 0.72, cos 0.73, atan 0.64,
+    # asin 0.81, acos 0.85]
+    ("sin", np.sin, (TRIG,), 1), ("cos", np.cos, (TRIG,), 1),
+    ("atan", np.arctan, (_scales(N, 1e30),), 1),
     ("asin", np.arcsin, (UNIT,), 1), ("acos", np.arccos, (UNIT,), 1),
-    ("sinh", np.sinh, (np.concatenate([EDGES, _scales(N, 710)]),), 2),
-    ("expm1", np.expm1, (np.concatenate([EDGES, _scales(N, 700)]),), 2),
-    ("log1p", np.log1p, (np.concatenate([EDGES, np.exp(_scales(N, 40)) - 1]),), 1),
-    ("tanh", np.tanh, (np.concatenate([EDGES, _scales(N, 30)]),), 4),
+    # tan near pi/4: -1/(x+r) from a double-double sum, one division and the correction's
+    # rounding [1.92]
+    ("tan", np.tan, (TRIG,), 2),
+    # atan of the rounded quotient y/x: 1 eps in the argument, atan's condition number
+    # x/((1+x^2) atan x) is at most 1, plus atan's own [1.24]
+    ("atan2", np.arctan2, (PAIR_Y, PAIR_X), 2),
+    # exp, log themselves: the assumption the budgets below rest on [0.50, 0.50]
+    ("exp", np.exp, (np.concatenate([EDGES, _scales(N, 700)]),), 1),
+    ("log", np.log, (np.abs(np.concatenate([EDGES, _scales(N, 1e300), 1 + _scales(N, 1e-3)])),),
+     1),
+    # Kahan's (u - 1) * (x / log u), u = exp(x): u's error 2 eps enters through
+    # (u - 1) / log u with sensitivity <= 1, log 2, the division 1, the product 1, u - 1 1
+    # (exact by Sterbenz where |x| < log 2) [2.00]
+    ("expm1", np.expm1, (np.concatenate([EDGES, _scales(N, 700)]),), 7),
+    # Goldberg's log(u) * (x / (u - 1)), u = 1 + x: u's rounding through log(u) / (u - 1)
+    # (sensitivity <= 1), log 2, the division, the product and u - 1 one each [0.71]
+    ("log1p", np.log1p, (np.concatenate([EDGES, np.exp(_scales(N, 40)) - 1]),), 6),
+    # |x| < 1: (u + u / (u + 1)) / 2 for u = expm1|x| (7): u / (u + 1) carries u's error
+    # damped by 1 / (1 + u) and two roundings, the sum one more: 7 + 3; beyond, (E - 1/E) / 2
+    # or (E/2) E from exp is under 5 [2.39]
+    ("sinh", np.sinh, (np.concatenate([EDGES, _scales(N, 710)]),), 10),
+    # -m / (2 + m) for m = expm1(-2|x|) in (-1, 0]: m's error (at most 5.7 eps, as exp's
+    # error vanishes where u -> 0) grows by 2 / (2 + m) <= 2, plus the sum and the division
+    # [3.26]
+    ("tanh", np.tanh, (np.concatenate([EDGES, _scales(N, 30)]),), 13),
 ]
 
 
@@ -106,24 +142,28 @@ def _subnormal(*arrays):
 
 
 def ulps(got, want):
-    """|got - want| in units of want's ulp; NaN == NaN, and a zero's sign must match."""
-    same = (got == want) | (np.isnan(got) & np.isnan(want))
-    same &= ~((got == 0) & (want == 0) & (np.signbit(got) != np.signbit(want)))
+    """|got - want| in units of the ulp of want rounded to float64 (want may be a long
+    double); NaN == NaN, and a zero's sign must match."""
+    near = want.astype(np.float64)
+    same = (got == near) | (np.isnan(got) & np.isnan(near))
+    same &= ~((got == 0) & (near == 0) & (np.signbit(got) != np.signbit(near)))
     with np.errstate(all="ignore"):
-        u = np.abs(got - want) / np.spacing(np.maximum(np.abs(want), TINY))
-    return np.where(same, 0.0, np.where(np.isfinite(u), u, np.inf))
+        u = np.abs(got.astype(want.dtype) - want) / np.spacing(np.maximum(np.abs(near), TINY))
+    return np.where(same, 0.0, np.where(np.isfinite(u), u, np.inf)).astype(np.float64)
 
 
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63,
+                    reason="the references need x86's 80-bit long double")
 @pytest.mark.parametrize("name,ref,xs,bound", REAL, ids=[r[0] for r in REAL])
 def test_float64_within_ulps(name, ref, xs, bound, results):
     got = results[f"real {name}"]
     with np.errstate(all="ignore"):
-        want = ref(*xs)
+        want = ref(*(x.astype(np.longdouble) for x in xs))
     u = ulps(got, want)
-    u[_subnormal(*xs, want)] = 0
+    u[_subnormal(*xs, want.astype(np.float64))] = 0
     k = int(np.argmax(u))
-    assert u[k] <= bound, f"{name}{tuple(float(x[k]) for x in xs)}: {got[k]!r}, NumPy " \
-                          f"{want[k]!r} ({u[k]} ulp)"
+    assert u[k] <= bound, f"{name}{tuple(float(x[k]) for x in xs)}: {got[k]!r}, long double " \
+                          f"{want[k]!r} ({u[k]:.2f} ulp)"
 
 
 def test_trig_beyond_2_52_is_nan():
