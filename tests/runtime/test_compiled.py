@@ -209,6 +209,16 @@ def test_zero_size_contractions_and_reductions_match_torch():
         np.testing.assert_array_equal(g.numpy(), t.numpy())  # exact: 0 or NaN (mean of nothing)
 
 
+def test_zero_size_contraction_under_a_dynamic_batch():
+    f = staged.compile(lambda a, b: (a @ b, (a @ b).mean(1), a.sum(1)), dynamic=True)
+    for n in (4, 5):
+        mm, mean, total = f(staged.ones(n, 0), staged.ones(0, 3))
+        np.testing.assert_array_equal(mm.numpy(), np.zeros((n, 3), np.float32))
+        np.testing.assert_array_equal(mean.numpy(), np.zeros(n, np.float32))
+        np.testing.assert_array_equal(total.numpy(), np.zeros(n, np.float32))
+    assert f.traces == 1
+
+
 def test_conv_over_zero_input_channels_is_zeros():
     """Sums over no input channels: zeros of the output's shape, as the sum it is (torch
     2.13 returns a (2, 0, 3, 3) tensor here, dropping the weight's 3 output channels)."""

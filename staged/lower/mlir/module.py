@@ -353,9 +353,8 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
         if emitter is None:
             reasons = UNSUPPORTED.get(op.prim.name)
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons.values()) if reasons else ''}")
-        folded = _without_data(op)
-        e.names[op.out.id] = emitter(e, op, *(e.names[v.id] for v in op.inputs)) \
-            if folded is None else e.dense(folded, op.out.aval)
+        e.names[op.out.id] = _without_data(e, op) or emitter(
+            e, op, *(e.names[v.id] for v in op.inputs))
     e.op = None
     outs = graph.outputs
 
@@ -385,17 +384,27 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
     return text
 
 
-def _without_data(op):
-    """The result of ``op`` when every input has no elements (static shapes), computed
-    here: it depends only on shapes. IREE's compiler dies of SIGFPE on a contraction over a
-    zero-size dimension ((2, 0) @ (0, 3)), and a sum over nothing must still be 0."""
-    avals = [v.aval for v in op.inputs] + [op.out.aval]
-    if not op.inputs or any(0 not in a.shape for a in avals[:-1]) or not all(
-            isinstance(s, int) for a in avals for s in a.shape):
+def _without_data(e, op):
+    """The SSA name of ``op``'s result computed here when an input of every operand is
+    zero-size (it then depends on shapes only), or None. IREE's compiler dies of SIGFPE on
+    a contraction over a zero-size dimension ((2, 0) @ (0, 3)). A dynamic result is a fill
+    of the value computed at size 1 for every dynamic size."""
+    if not op.inputs or any(0 not in v.aval.shape for v in op.inputs):
         return None
-    with np.errstate(all="ignore"):  # e.g. the mean of nothing is NaN, as eagerly
-        return np.asarray(op.prim.impl(*(np.zeros(a.shape, a.dtype.np) for a in avals[:-1]),
-                                       **op.params))
+    try:
+        with np.errstate(all="ignore"):  # e.g. the mean of nothing is NaN, as eagerly
+            r = np.asarray(op.prim.impl(*(np.zeros(tuple(
+                s if isinstance(s, int) else 1 for s in v.aval.shape), v.aval.dtype.np)
+                for v in op.inputs), **op.params))
+    except Exception:  # a parameter holds a dynamic size: lowered as usual
+        return None
+    out = op.out.aval
+    if all(isinstance(s, int) for s in out.shape):
+        return e.dense(r, out)
+    flat = r.reshape(-1)
+    if flat.size and not ((flat == flat[0]).all() or (flat != flat).all()):  # one value
+        return None
+    return e.full(out.shape, out.dtype, flat[0] if flat.size else 0)
 
 
 def _sym_const(e, spec, aval) -> str:
