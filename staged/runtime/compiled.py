@@ -19,6 +19,7 @@ import numpy as np
 
 from ..capture.capture import Captured
 from ..capture.capture import capture as _capture
+from ..capture.capture import leaf_names
 from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
@@ -94,15 +95,16 @@ class CompiledGraph:
             if (grad is None) != (t._grad is None) or (grad not in (None, True)
                                                        and t._grad is not grad):
                 return "a state tensor's .grad was set or cleared"
-        for key_fn, value in self.captured.guards:
-            if key_fn() != value:
-                owner = getattr(key_fn, "__self__", None)
-                return (f"{type(owner).__name__ if owner is not None else 'Python state'}: "
-                        "training mode or parameter/buffer objects changed")
+        for g in self.captured.guards:
+            why = g.failure()
+            if why is not None:
+                return why
         return None
 
     def run(self, leaves):
         c = self.captured
+        for t, get in c.live:  # Note [live inputs]
+            t._payload = np.asarray(get(), t._payload.dtype)
         inputs = []
         for i, w in c.arg_wrappers:
             inputs.append(leaves[i]._payload)
@@ -201,6 +203,7 @@ class Compiled:
         self.traces = 0
         self._entries: dict = {}
         self._last = None
+        self._last_key = None
         self.last_retrace_reason = None
         functools.update_wrapper(self, fn)
 
@@ -210,22 +213,31 @@ class Compiled:
         key = (tree, tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
                _state.grad_enabled, _state.inference)
         entries = self._entries.get(key)
+        last_key, self._last_key = self._last_key, key
         if entries is _EAGER:
             return self.fn(*args, **kwargs)
-        reasons = []
+        reasons = {}
         for entry in entries or ():
             why = entry.guard_failure()
             if why is None:
                 self._last = entry
                 return entry.run(leaves)
-            reasons.append(why)
+            reasons[entry] = why
         one_shot = self._last is not None and self._last.captured.one_shot
-        self.last_retrace_reason = (
-            reasons[-1] if reasons else "first call" if self.traces == 0 else
+        self.last_retrace_reason = (  # what changed since the trace used last, if it is one
+            reasons.get(self._last) or next(iter(reasons.values())) if reasons else
+            "first call" if self.traces == 0 else
             "the previous call created new state (one-shot trace)" if one_shot else
-            "new argument structure, shapes, dtypes, requires_grad, Python values or grad mode")
+            _key_change(last_key, key, leaf_names(self.fn, args, kwargs)))
         log.info("tracing %s: %s", getattr(self.fn, "__qualname__", self.fn),
                  self.last_retrace_reason)
+        if self.traces == RECOMPILE_LIMIT + 1:
+            warnings.warn(f"staged.compile: {getattr(self.fn, '__qualname__', 'fn')} is "
+                          f"re-traced and compiled for the {self.traces}th time (more than "
+                          f"{RECOMPILE_LIMIT}, torch.compile's recompile limit), this time "
+                          f"because {self.last_retrace_reason}. Pass values that change "
+                          "between calls as tensors, or use dynamic=True for a batch size "
+                          "that varies", stacklevel=2)
         if batched and batch == 0:
             raise DynamicError("staged.compile(dynamic=True) traces with the call's batch, "
                                "and this call's batch size is 0: call it first with a "
@@ -328,6 +340,46 @@ class Compiled:
     def graphs(self):
         return [e.captured.graph for es in self._entries.values() if es is not _EAGER
                 for e in es]
+
+
+RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
+
+
+def _key_change(old, new, names) -> str:
+    """What differs between two calls' keys, naming the argument: ``x: shape (32, 784)
+    -> (33, 784)``, ``lr: 0.1 -> 0.05``, ``grad mode: enabled -> disabled``."""
+    if old is None or old[0] != new[0]:
+        return "new argument structure" if old is None else \
+            f"argument structure: {_tree(old[0])} -> {_tree(new[0])}"
+    changes = [f"{n}: {c}" for n, a, b in zip(names, old[1], new[1]) if a != b
+               for c in _leaf_change(a, b)]
+    for what, i in (("grad mode", 2), ("inference mode", 3)):
+        if old[i] != new[i]:
+            changes.append(f"{what}: {_on(old[i])} -> {_on(new[i])}")
+    return "; ".join(changes) or "new arguments"
+
+
+def _leaf_change(a, b) -> list:
+    if a[0] != b[0] or a[0] == "py":
+        return [f"{_show_leaf(a)} -> {_show_leaf(b)}"]
+    fields = ("shape", "dtype", "requires_grad", ".grad")
+    show = (lambda s: str(s), lambda d: np.dtype(d).name, str,
+            lambda g: "a tensor" if g else "None")
+    return [f"{f} {sh(x)} -> {sh(y)}" for f, sh, x, y in zip(fields, show, a[1:], b[1:])
+            if x != y]
+
+
+def _show_leaf(k) -> str:
+    return repr(k[2]) if k[0] == "py" else f"a tensor of shape {k[1]}"
+
+
+def _tree(t) -> str:
+    return "*" if t == "*" else f"{t[0]}{{{', '.join(map(repr, t[1]))}}}" \
+        if t[0] == "dict" else f"{t[0]}[{len(t[1])}]"
+
+
+def _on(flag) -> str:
+    return "enabled" if flag else "disabled"
 
 
 def _batch(leaves):
