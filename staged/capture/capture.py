@@ -31,6 +31,7 @@ from ..eager.grad_mode import _state
 from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from .guards import Guard, source_guards
+from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .pytree import flatten, unflatten
 from .symbolic import CaptureError, Symbolic, user_location
@@ -134,7 +135,16 @@ class Tracer:
         if id(t) not in self.live_inputs:
             self.live_inputs[id(t)] = (t, get)
             if not isinstance(t._payload, Symbolic):
-                self._add_state(t, name)
+                taken, unique, k = {i.name for i in self.graph.inputs}, name, 1
+                while unique in taken:  # two optimizers of one type: SGD...lr, SGD...lr#2
+                    k += 1
+                    unique = f"{name}#{k}"
+                self._add_state(t, unique)
+
+    def impure(self, what: str) -> None:
+        """The traced code drew a random tensor (``staged.randn``): its value is baked in
+        (Note [impure calls])."""
+        report_draw(what)
 
     def note_grad_write(self, t: Tensor) -> None:
         if t._serial < self.start:
@@ -228,7 +238,8 @@ def capture(fn, *args, **kwargs) -> Captured:
         prev = dispatch.set_interceptor(tracer)
         mode = (_state.grad_enabled, _state.inference)
         try:
-            holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
+            with warn_impure_calls():  # Note [impure calls]
+                holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
             captured = _finish(tracer, holder, in_tree, wrappers)
         finally:
             dispatch.restore_interceptor(prev)

@@ -152,7 +152,8 @@ class Hyper:
         t = opt._live.get(key)
         if t is None:
             t = opt._live[key] = scalar_tensor(get(self.group), self.dtype)
-        self.icpt.live(t, lambda: get(opt.param_groups[i]), f"param_groups[{i}].{name}")
+        self.icpt.live(t, lambda: get(opt.param_groups[i]),
+                       f"{type(opt).__name__}.param_groups[{i}].{name}")
         return t
 
     def flag(self, name: str) -> bool:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
+import time
 import warnings
 
 import numpy as np
@@ -225,3 +227,29 @@ def test_more_than_eight_re_traces_warn_once_naming_why(caplog):
                     "or use dynamic=True for a batch size that varies"]
     assert caught[0].filename == __file__
     assert sum("tracing" in r.getMessage() for r in caplog.records) == 12
+
+
+def test_random_draws_and_clock_reads_while_tracing_warn_once_naming_the_line():
+    def dynamic_net(x):  # as PyTorch's dynamic_net tutorial: a random depth
+        for _ in range(random.randint(0, 3)):
+            x = x.tanh()
+        noise = np.random.rand()
+        started = time.perf_counter()
+        return x * noise + staged.randn(*x.shape) * 0 + started * 0
+
+    lines = {name: dynamic_net.__code__.co_firstlineno + k for k, name in
+             [(1, "random.randint"), (3, "numpy.random.rand"), (4, "time.perf_counter"),
+              (5, "staged.randn")]}
+    f = staged.compile(dynamic_net)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f(staged.ones(3))
+        f(staged.ones(4))  # traced again: the same sites are not reported twice
+        random.random(), time.time()  # outside a trace: silent
+    got = {str(w.message).split(": ")[1].split("()")[0]: w for w in caught}
+    assert len(caught) == 4 and set(got) == set(lines)
+    for name, w in got.items():
+        assert (w.filename, w.lineno) == (__file__, lines[name])
+        assert str(w.message).startswith(f"{os.path.relpath(__file__)}:{lines[name]}: ")
+        assert "is frozen into the compiled step and every call reuses it" in str(w.message)
+    assert not any(hasattr(f, "__wrapped__") for f in (random.randint, np.random.rand, time.time))
