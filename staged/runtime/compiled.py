@@ -76,6 +76,8 @@ class CompiledGraph:
                                                         STEP_FLAGS.get(backend, ())))
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
+        # per live input: (value, its device copy, dtype); uploaded again only on a change
+        self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
         self._narrow = [narrow.get(i.value.aval.dtype.np) for i in captured.graph.inputs]
         if not any(self._narrow):
@@ -85,26 +87,39 @@ class CompiledGraph:
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
-        for t, shape, dtype, requires_grad, grad in self._guards:
+        for t, shape, dtype, requires_grad, grad, name in self._guards:
             p = t._payload
             if tuple(p.shape) != shape or p.dtype != dtype:
-                return f"a state tensor changed shape or dtype ({dtype}{list(shape)} -> " \
-                       f"{p.dtype}{list(p.shape)})"
+                return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
             if t._requires_grad != requires_grad:
-                return "a state tensor's requires_grad changed"
+                return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
             if (grad is None) != (t._grad is None) or (grad not in (None, True)
                                                        and t._grad is not grad):
-                return "a state tensor's .grad was set or cleared"
+                now = "None" if t._grad is None else "a tensor" if grad is None else \
+                    "another tensor"
+                return f"{name}.grad was set or cleared: " \
+                       f"{'None' if grad is None else 'a tensor'} -> {now}"
         for g in self.captured.guards:
             why = g.failure()
             if why is not None:
                 return why
         return None
 
+    def _set_live(self) -> None:
+        """Set the live inputs (Note [live inputs]) to their values now, on the device:
+        an upload costs tens of microseconds, so only a changed value is uploaded."""
+        for k, (t, get) in enumerate(self.captured.live):
+            v, on_device, dtype = self._live[k]
+            now = get()
+            if t._payload is not on_device or now != v or type(now) is not type(v):
+                on_device = self.device.upload(np.asarray(now, dtype))
+                self._live[k] = (now, on_device, dtype)
+                t._payload = on_device
+
     def run(self, leaves):
         c = self.captured
-        for t, get in c.live:  # Note [live inputs]
-            t._payload = np.asarray(get(), t._payload.dtype)
+        if c.live:
+            self._set_live()
         inputs = []
         for i, w in c.arg_wrappers:
             inputs.append(leaves[i]._payload)
@@ -159,12 +174,14 @@ def check_dtypes(graph, backend: str) -> None:
 def _state_guards(c: Captured):
     """What must still hold of the state for this trace to be reused."""
     grads_read = {id(w.tensor) for w in c.state}
+    named = {id(g.value): g.name for g in c.guards}  # a global's or closure's name
     guards = []
     for w in list(c.state) + [w for w in _watched_writes(c) if w not in c.state]:
         t = w.tensor
         g = w.grad
         grad = None if g is None else (g if id(g) in grads_read else True)
-        guards.append((t, w.aval.shape, w.aval.dtype.np, w.meta[0], grad))
+        guards.append((t, w.aval.shape, w.aval.dtype.np, w.meta[0], grad,
+                       named.get(id(t), f"state tensor {w.name}")))
     return guards
 
 
