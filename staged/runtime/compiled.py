@@ -437,7 +437,13 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     The first call traces ``fn`` on symbolic tensors; later calls with the same argument
     shapes, dtypes, requires_grad and grad mode run the compiled module without running
     the Python body. Parameters and ``.grad`` fields the step changes are written back to
-    the caller's tensors (their data stays on the device until read).
+    the caller's tensors (their data stays on the device until read). A call re-traces
+    when what the trace read changed: a Module's training flag or parameter objects, a
+    tensor or number read through a global or closure that was rebound (Note [source
+    guards]); ``last_retrace_reason`` names what changed (``x: shape (32, 784) -> (33,
+    784)``), and the 9th re-trace warns. Optimizer hyper-parameters (``lr``, ``betas``,
+    ...) are read at every call, so a scheduler needs no re-trace. Python ``random``,
+    ``numpy.random`` and clock reads while tracing warn: their value is frozen.
 
     With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
     size) is a dynamic batch: one trace and one compile serve every batch size; what
