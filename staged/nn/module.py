@@ -244,13 +244,13 @@ class Module:
         name = type(self).__name__
         icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
         icpt.guard(self._state_objects, f"{name} parameters/buffers", key=(id(self), "state"),
-                   show=lambda objs: ", ".join(f"{k}#{s}" for k, s in objs) or "none")
+                   show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none")
 
     def _state_objects(self) -> tuple:
         """(name, tensor serial) of every parameter and buffer: changes when one is
         replaced by another object."""
-        return tuple(sorted((k, None if v is None else v._serial)
-                            for d in (self._parameters, self._buffers) for k, v in d.items()))
+        return tuple((k, None if v is None else v._serial)
+                     for d in (self._parameters, self._buffers) for k, v in d.items())
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` before forward; a non-None return replaces ``args`` (a
