@@ -7,6 +7,14 @@ swapped for a symbolic value while tracing, and restored afterwards. Writes to s
 tensors (in-place ops, ``.grad`` assignments) are functionalized: the graph returns
 their new values and the caller writes them back after each call. Tensors created
 during the trace with concrete data are constants.
+
+Note [live inputs]: a Python number the traced code reads (an optimizer's ``lr``) would
+be baked into the graph as a constant, silently stale once the caller changes it. Code
+that knows a number varies between calls keeps it in a 0-d tensor and registers it with
+``Tracer.live(t, get)``: ``t`` becomes a state input (even when made during the trace)
+and the runtime sets it to ``get()`` before every call, so the change takes effect with
+no re-trace. Where the number steers Python control flow (``if weight_decay:``) that
+code guards the branch instead (``Tracer.guard``).
 """
 from __future__ import annotations
 
@@ -22,6 +30,8 @@ from ..eager import dispatch
 from ..eager.grad_mode import _state
 from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
+from .guards import Guard, source_guards
+from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .pytree import flatten, unflatten
 from .symbolic import CaptureError, Symbolic, user_location
@@ -64,7 +74,8 @@ class Captured:
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
     # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)       # [(Tensor, output index)]
-    guards: list = field(default_factory=list)        # [(key_fn, value at trace time)]
+    guards: list = field(default_factory=list)        # [Guard]
+    live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
 
     @property
     def one_shot(self) -> bool:
@@ -85,7 +96,8 @@ class Tracer:
         self.watched: dict[int, Watched] = {}
         self.consts: dict[int, object] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
-        self.guards: list = []
+        self.guards: dict = {}  # key -> Guard
+        self.live_inputs: dict = {}  # id(tensor) -> (tensor, get)
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -101,16 +113,38 @@ class Tracer:
         p = t._payload
         if isinstance(p, Symbolic) or t._serial >= self.start:
             return
+        self._add_state(t, f"state{len(self.graph.inputs)}")
+
+    def _add_state(self, t: Tensor, name: str) -> None:
         w = self._watch(t)
-        aval = Aval(tuple(p.shape), t.dtype)
-        w.name = f"state{len(self.graph.inputs)}"
-        w.value = self.graph.add_input(aval, "state", w.name)
+        w.name = name
+        w.value = self.graph.add_input(Aval(tuple(t._payload.shape), t.dtype), "state", name)
         t._payload = Symbolic(w.value, self)
 
-    def guard(self, key_fn) -> None:
+    def guard(self, get, name: str, key=None, **how) -> None:
         """Python state the trace depended on (a module's training flag, its parameter
-        objects): the trace is reused only while ``key_fn()`` still returns this value."""
-        self.guards.append((key_fn, key_fn()))
+        objects): the trace is reused only while ``get()`` still returns the same value
+        (``Guard``; ``how``: its ``same`` and ``show``). One guard per ``key``."""
+        key = (name, len(self.guards)) if key is None else key
+        if key not in self.guards:
+            self.guards[key] = Guard(name, get, **how)
+
+    def live(self, t: Tensor, get, name: str) -> None:
+        """Make the 0-d tensor ``t`` a state input whose value the compiled step takes
+        from ``get()`` at every call (an optimizer's learning rate: Note [live inputs])."""
+        if id(t) not in self.live_inputs:
+            self.live_inputs[id(t)] = (t, get)
+            if not isinstance(t._payload, Symbolic):
+                taken, unique, k = {i.name for i in self.graph.inputs}, name, 1
+                while unique in taken:  # two optimizers of one type: SGD...lr, SGD...lr#2
+                    k += 1
+                    unique = f"{name}#{k}"
+                self._add_state(t, unique)
+
+    def impure(self, what: str) -> None:
+        """The traced code drew a random tensor (``staged.randn``): its value is baked in
+        (Note [impure calls])."""
+        report_draw(what)
 
     def note_grad_write(self, t: Tensor) -> None:
         if t._serial < self.start:
@@ -177,7 +211,7 @@ def capture(fn, *args, **kwargs) -> Captured:
         >>> print(g)  # one op a line
     """
     leaves, in_tree = flatten((args, kwargs), lambda o: False)
-    names = _leaf_names(fn, args, kwargs)
+    names = leaf_names(fn, args, kwargs)
     tracer = Tracer()
     wrappers = []
     sym_leaves = []
@@ -204,13 +238,15 @@ def capture(fn, *args, **kwargs) -> Captured:
         prev = dispatch.set_interceptor(tracer)
         mode = (_state.grad_enabled, _state.inference)
         try:
-            holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
+            with warn_impure_calls():  # Note [impure calls]
+                holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
             captured = _finish(tracer, holder, in_tree, wrappers)
         finally:
             dispatch.restore_interceptor(prev)
             _state.grad_enabled, _state.inference = mode
             _restore(tracer)  # also when the body raised: the caller's tensors are untouched
         g = captured.graph
+        captured.guards += source_guards(fn, [w.tensor for w in tracer.watched.values()])
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
@@ -220,7 +256,7 @@ def capture(fn, *args, **kwargs) -> Captured:
     return captured
 
 
-def _leaf_names(fn, args, kwargs) -> list:
+def leaf_names(fn, args, kwargs) -> list:
     """A name per argument leaf, in flatten order: the parameter's name, with a path for
     nested leaves (``x``, ``batch.0``, ``cfg.lr``); ``arg<i>`` where the signature can't
     tell."""
@@ -290,7 +326,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
-                    guards=tracer.guards)
+                    guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()))
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from .dispatch import current_interceptor
 from .grad_mode import _state as _grad_state
 from .tensor import Tensor
 
@@ -150,23 +151,33 @@ def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
     return _new(np.eye(n, m, dtype=_dtype(dtype).np), requires_grad)
 
 
+def _draw(name: str) -> np.random.Generator:
+    """The generator; under capture, first tell the tracer that ``staged.<name>`` makes a
+    tensor that the graph will hold as a constant."""
+    icpt = current_interceptor()
+    if icpt is not None:
+        icpt.impure(f"staged.{name}")
+    return _rng[0]
+
+
 def rand(*size, dtype=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
-    return _new(_rng[0].random(_size(size)).astype(d.np), requires_grad)
+    return _new(_draw("rand").random(_size(size)).astype(d.np), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
     if d.is_complex:
-        a = (_rng[0].standard_normal(_size(size) + (2,)) / np.sqrt(2)).view(np.complex128)[..., 0]
+        a = (_draw("randn").standard_normal(_size(size) + (2,)) / np.sqrt(2)).view(
+            np.complex128)[..., 0]
         return _new(a.astype(d.np), requires_grad)
-    return _new(_rng[0].standard_normal(_size(size)).astype(d.np), requires_grad)
+    return _new(_draw("randn").standard_normal(_size(size)).astype(d.np), requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, requires_grad=False) -> Tensor:
     if high is None:
         low, high = 0, low
-    return _new(_rng[0].integers(low, high, size=_size((size,))).astype(
+    return _new(_draw("randint").integers(low, high, size=_size((size,))).astype(
         _dtype(dtype, dt.int64).np), requires_grad)
 
 

@@ -134,8 +134,8 @@ class Module:
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         icpt = current_interceptor()
-        if icpt is not None:  # a compiled step is reused only while this still holds
-            icpt.guard(self._trace_key)
+        if icpt is not None:  # a compiled step is reused only while these still hold
+            self._guard(icpt)
         if not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks
                 or self._forward_pre_hooks or _global_backward_pre_hooks
                 or _global_backward_hooks or _global_forward_hooks
@@ -238,9 +238,19 @@ class Module:
                                   f"exception that was silenced as another error was raised "
                                   f"in forward: {e}", stacklevel=3)
 
-    def _trace_key(self):
-        return (self.training, tuple(map(id, self._parameters.values())),
-                tuple(map(id, self._buffers.values())))
+    def _guard(self, icpt) -> None:
+        """Tell a capture that its trace holds only while the training flag and the
+        parameter and buffer objects stay those it saw."""
+        name = type(self).__name__
+        icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
+        icpt.guard(self._state_objects, f"{name} parameters/buffers", key=(id(self), "state"),
+                   show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none")
+
+    def _state_objects(self) -> tuple:
+        """(name, tensor serial) of every parameter and buffer: changes when one is
+        replaced by another object."""
+        return tuple((k, None if v is None else v._serial)
+                     for d in (self._parameters, self._buffers) for k, v in d.items())
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` before forward; a non-None return replaces ``args`` (a

@@ -2,12 +2,23 @@
 
 Updates run under ``no_grad`` with in-place tensor ops, so the same ``step()`` works
 eagerly and under ``staged.compile`` (where it is functionalized into the graph).
+
+Note [hyper-parameters]: ``_update`` reads a group's hyper-parameters through a
+``Hyper`` view. ``h.number(name)`` is the Python number eagerly; under capture it is a
+0-d tensor of the parameters' dtype that is a live input of the graph (Note [live
+inputs] in ``staged/capture/capture.py``), so changing ``param_groups[i]["lr"]`` by hand
+or by a scheduler takes effect at the next compiled call without a re-trace. Numbers
+torch computes in Python from several hyper-parameters (``1 - beta1``, ``1 - lr * wd``)
+are live inputs of their own, so they round as eagerly. ``h.flag(name)`` is a branch of
+the update (``if weight_decay:``, ``nesterov``): a compiled step re-traces when it flips.
 """
 from __future__ import annotations
 
 import copy
 
+from ..eager.dispatch import current_interceptor
 from ..eager.factories import tensor
+from ..eager.ops._operands import scalar_tensor
 from ..eager.grad_mode import no_grad
 from ..eager.tensor import Tensor
 
@@ -16,6 +27,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         self.state: dict = {}
+        self._live: dict = {}  # (group index, name, dtype) -> its live input (Note [hyper-...])
         self.param_groups: list = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
@@ -62,14 +74,19 @@ class Optimizer:
             from ..eager.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
+        icpt = current_interceptor()
         with no_grad():
-            for group in self.param_groups:
+            for i, group in enumerate(self.param_groups):
+                views = {}
                 for p in group["params"]:
                     if p.grad is not None:
-                        self._update(p, p.grad, self.state.setdefault(p, {}), group)
+                        dtype = p.dtype.to_real()
+                        h = views.get(dtype) or views.setdefault(
+                            dtype, Hyper(self, i, dtype, icpt))
+                        self._update(p, p.grad, self.state.setdefault(p, {}), h)
         return loss
 
-    def _update(self, p, grad, state, group):
+    def _update(self, p, grad, state, h: "Hyper"):
         raise NotImplementedError
 
     def state_dict(self) -> dict:
@@ -112,6 +129,42 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params")
         return "\n".join(lines) + "\n)"
+
+
+class Hyper:
+    """Param group ``index``'s hyper-parameters as the update of its ``dtype`` parameters
+    reads them (Note [hyper-parameters])."""
+
+    __slots__ = ("opt", "index", "group", "dtype", "icpt")
+
+    def __init__(self, opt: Optimizer, index: int, dtype, icpt):
+        self.opt, self.index, self.dtype, self.icpt = opt, index, dtype, icpt
+        self.group = opt.param_groups[index]
+
+    def number(self, name: str, get=None):
+        """``get(group)`` (default: ``group[name]``): a Python number eagerly; under
+        capture a 0-d tensor the compiled step reads anew at every call."""
+        get = get or (lambda g: g[name])
+        if self.icpt is None:
+            return get(self.group)
+        opt, i = self.opt, self.index
+        key = (i, name, self.dtype)
+        t = opt._live.get(key)
+        if t is None:
+            t = opt._live[key] = scalar_tensor(get(self.group), self.dtype)
+        self.icpt.live(t, lambda: get(opt.param_groups[i]),
+                       f"{type(opt).__name__}.param_groups[{i}].{name}")
+        return t
+
+    def flag(self, name: str) -> bool:
+        """``bool(group[name])``, a branch of the update: under capture the trace is reused
+        only while it stays the same."""
+        if self.icpt is not None:
+            opt, i = self.opt, self.index
+            self.icpt.guard(lambda: opt.param_groups[i][name],
+                            f"{type(opt).__name__}.param_groups[{i}]['{name}']",
+                            key=(id(opt), i, name), same=lambda a, b: bool(a) == bool(b))
+        return bool(self.group[name])
 
 
 def _load_value(current, value, dtype):

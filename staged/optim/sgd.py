@@ -21,16 +21,17 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))
 
-    def _update(self, p, grad, state, group):
-        d_p = -grad if group["maximize"] else grad
-        if group["weight_decay"]:
-            d_p = d_p.add(p, alpha=group["weight_decay"])
-        momentum = group["momentum"]
-        if momentum:
+    def _update(self, p, grad, state, h):
+        d_p = -grad if h.flag("maximize") else grad
+        if h.flag("weight_decay"):
+            d_p = d_p + p * h.number("weight_decay")
+        if h.flag("momentum"):
+            momentum = h.number("momentum")
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = d_p.clone().detach()
             else:
-                buf.mul_(momentum).add_(d_p, alpha=1 - group["dampening"])
-            d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(d_p, alpha=-group["lr"])
+                buf.mul_(momentum).add_(d_p * h.number("1 - dampening",
+                                                       lambda g: 1 - g["dampening"]))
+            d_p = d_p + buf * momentum if h.flag("nesterov") else buf
+        p.add_(d_p * h.number("-lr", lambda g: -g["lr"]))

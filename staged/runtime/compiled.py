@@ -19,6 +19,7 @@ import numpy as np
 
 from ..capture.capture import Captured
 from ..capture.capture import capture as _capture
+from ..capture.capture import leaf_names
 from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
@@ -75,6 +76,8 @@ class CompiledGraph:
                                                         STEP_FLAGS.get(backend, ())))
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
+        # per live input: (value, its device copy, dtype); uploaded again only on a change
+        self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
         self._narrow = [narrow.get(i.value.aval.dtype.np) for i in captured.graph.inputs]
         if not any(self._narrow):
@@ -84,25 +87,39 @@ class CompiledGraph:
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
-        for t, shape, dtype, requires_grad, grad in self._guards:
+        for t, shape, dtype, requires_grad, grad, name in self._guards:
             p = t._payload
             if tuple(p.shape) != shape or p.dtype != dtype:
-                return f"a state tensor changed shape or dtype ({dtype}{list(shape)} -> " \
-                       f"{p.dtype}{list(p.shape)})"
+                return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
             if t._requires_grad != requires_grad:
-                return "a state tensor's requires_grad changed"
+                return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
             if (grad is None) != (t._grad is None) or (grad not in (None, True)
                                                        and t._grad is not grad):
-                return "a state tensor's .grad was set or cleared"
-        for key_fn, value in self.captured.guards:
-            if key_fn() != value:
-                owner = getattr(key_fn, "__self__", None)
-                return (f"{type(owner).__name__ if owner is not None else 'Python state'}: "
-                        "training mode or parameter/buffer objects changed")
+                now = "None" if t._grad is None else "a tensor" if grad is None else \
+                    "another tensor"
+                return f"{name}.grad was set or cleared: " \
+                       f"{'None' if grad is None else 'a tensor'} -> {now}"
+        for g in self.captured.guards:
+            why = g.failure()
+            if why is not None:
+                return why
         return None
+
+    def _set_live(self) -> None:
+        """Set the live inputs (Note [live inputs]) to their values now, on the device:
+        an upload costs tens of microseconds, so only a changed value is uploaded."""
+        for k, (t, get) in enumerate(self.captured.live):
+            v, on_device, dtype = self._live[k]
+            now = get()
+            if t._payload is not on_device or now != v or type(now) is not type(v):
+                on_device = self.device.upload(np.asarray(now, dtype))
+                self._live[k] = (now, on_device, dtype)
+                t._payload = on_device
 
     def run(self, leaves):
         c = self.captured
+        if c.live:
+            self._set_live()
         inputs = []
         for i, w in c.arg_wrappers:
             inputs.append(leaves[i]._payload)
@@ -157,12 +174,14 @@ def check_dtypes(graph, backend: str) -> None:
 def _state_guards(c: Captured):
     """What must still hold of the state for this trace to be reused."""
     grads_read = {id(w.tensor) for w in c.state}
+    named = {id(g.value): g.name for g in c.guards}  # a global's or closure's name
     guards = []
     for w in list(c.state) + [w for w in _watched_writes(c) if w not in c.state]:
         t = w.tensor
         g = w.grad
         grad = None if g is None else (g if id(g) in grads_read else True)
-        guards.append((t, w.aval.shape, w.aval.dtype.np, w.meta[0], grad))
+        guards.append((t, w.aval.shape, w.aval.dtype.np, w.meta[0], grad,
+                       named.get(id(t), f"state tensor {w.name}")))
     return guards
 
 
@@ -201,6 +220,7 @@ class Compiled:
         self.traces = 0
         self._entries: dict = {}
         self._last = None
+        self._last_key = None
         self.last_retrace_reason = None
         functools.update_wrapper(self, fn)
 
@@ -210,22 +230,31 @@ class Compiled:
         key = (tree, tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
                _state.grad_enabled, _state.inference)
         entries = self._entries.get(key)
+        last_key, self._last_key = self._last_key, key
         if entries is _EAGER:
             return self.fn(*args, **kwargs)
-        reasons = []
+        reasons = {}
         for entry in entries or ():
             why = entry.guard_failure()
             if why is None:
                 self._last = entry
                 return entry.run(leaves)
-            reasons.append(why)
+            reasons[entry] = why
         one_shot = self._last is not None and self._last.captured.one_shot
-        self.last_retrace_reason = (
-            reasons[-1] if reasons else "first call" if self.traces == 0 else
+        self.last_retrace_reason = (  # what changed since the trace used last, if it is one
+            reasons.get(self._last) or next(iter(reasons.values())) if reasons else
+            "first call" if self.traces == 0 else
             "the previous call created new state (one-shot trace)" if one_shot else
-            "new argument structure, shapes, dtypes, requires_grad, Python values or grad mode")
+            _key_change(last_key, key, leaf_names(self.fn, args, kwargs)))
         log.info("tracing %s: %s", getattr(self.fn, "__qualname__", self.fn),
                  self.last_retrace_reason)
+        if self.traces == RECOMPILE_LIMIT + 1:
+            warnings.warn(f"staged.compile: {getattr(self.fn, '__qualname__', 'fn')} is "
+                          f"re-traced and compiled for the {self.traces}th time (more than "
+                          f"{RECOMPILE_LIMIT}, torch.compile's recompile limit), this time "
+                          f"because {self.last_retrace_reason}. Pass values that change "
+                          "between calls as tensors, or use dynamic=True for a batch size "
+                          "that varies", stacklevel=2)
         if batched and batch == 0:
             raise DynamicError("staged.compile(dynamic=True) traces with the call's batch, "
                                "and this call's batch size is 0: call it first with a "
@@ -330,6 +359,46 @@ class Compiled:
                 for e in es]
 
 
+RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
+
+
+def _key_change(old, new, names) -> str:
+    """What differs between two calls' keys, naming the argument: ``x: shape (32, 784)
+    -> (33, 784)``, ``lr: 0.1 -> 0.05``, ``grad mode: enabled -> disabled``."""
+    if old is None or old[0] != new[0]:
+        return "new argument structure" if old is None else \
+            f"argument structure: {_tree(old[0])} -> {_tree(new[0])}"
+    changes = [f"{n}: {c}" for n, a, b in zip(names, old[1], new[1]) if a != b
+               for c in _leaf_change(a, b)]
+    for what, i in (("grad mode", 2), ("inference mode", 3)):
+        if old[i] != new[i]:
+            changes.append(f"{what}: {_on(old[i])} -> {_on(new[i])}")
+    return "; ".join(changes) or "new arguments"
+
+
+def _leaf_change(a, b) -> list:
+    if a[0] != b[0] or a[0] == "py":
+        return [f"{_show_leaf(a)} -> {_show_leaf(b)}"]
+    fields = ("shape", "dtype", "requires_grad", ".grad")
+    show = (lambda s: str(s), lambda d: np.dtype(d).name, str,
+            lambda g: "a tensor" if g else "None")
+    return [f"{f} {sh(x)} -> {sh(y)}" for f, sh, x, y in zip(fields, show, a[1:], b[1:])
+            if x != y]
+
+
+def _show_leaf(k) -> str:
+    return repr(k[2]) if k[0] == "py" else f"a tensor of shape {k[1]}"
+
+
+def _tree(t) -> str:
+    return "*" if t == "*" else f"{t[0]}{{{', '.join(map(repr, t[1]))}}}" \
+        if t[0] == "dict" else f"{t[0]}[{len(t[1])}]"
+
+
+def _on(flag) -> str:
+    return "enabled" if flag else "disabled"
+
+
 def _batch(leaves):
     """(batch size, indices of the leaves that hold a batch): dim 0 of the first tensor
     argument, and every tensor argument whose dim 0 has that size."""
@@ -368,7 +437,13 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     The first call traces ``fn`` on symbolic tensors; later calls with the same argument
     shapes, dtypes, requires_grad and grad mode run the compiled module without running
     the Python body. Parameters and ``.grad`` fields the step changes are written back to
-    the caller's tensors (their data stays on the device until read).
+    the caller's tensors (their data stays on the device until read). A call re-traces
+    when what the trace read changed: a Module's training flag or parameter objects, a
+    tensor or number read through a global or closure that was rebound (Note [source
+    guards]); ``last_retrace_reason`` names what changed (``x: shape (32, 784) -> (33,
+    784)``), and the 9th re-trace warns. Optimizer hyper-parameters (``lr``, ``betas``,
+    ...) are read at every call, so a scheduler needs no re-trace. Python ``random``,
+    ``numpy.random`` and clock reads while tracing warn: their value is frozen.
 
     With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
     size) is a dynamic batch: one trace and one compile serve every batch size; what

@@ -48,7 +48,8 @@ def test_saved_files_and_manifest(trained):
     assert {p.name for p in out.iterdir()} >= {"step.vmfb", "params.irpa", "manifest.json"}
     assert [a["name"] for a in m["args"]] == ["x", "y"]
     names = [s["name"] for s in m["state"]]
-    assert names[:4] == ["0.weight", "0.bias", "2.weight", "2.bias"] and len(names) == 8
+    assert names[:4] == ["0.weight", "0.bias", "2.weight", "2.bias"] and len(names) == 11
+    assert {"SGD.param_groups[0].-lr", "SGD.param_groups[0].momentum"} <= set(names)
     assert m["backend"] == "llvm-cpu" and m["iree_run_module"].startswith("iree-run-module")
 
 

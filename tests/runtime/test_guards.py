@@ -3,10 +3,15 @@ seen through staged.compile."""
 from __future__ import annotations
 
 import logging
+import os
+import random
+import re
+import time
 import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import staged
 from staged import nn
@@ -23,7 +28,7 @@ def test_module_training_flag_and_parameter_identity_are_guarded():
     assert f.traces == 1
     m.eval()
     f(x)
-    assert f.traces == 2 and "Linear: training mode" in f.last_retrace_reason
+    assert f.traces == 2 and f.last_retrace_reason == "Linear.training: True -> False"
     m.train()
     f(x)
     assert f.traces == 2  # the train-mode trace is reused
@@ -31,6 +36,8 @@ def test_module_training_flag_and_parameter_identity_are_guarded():
     np.testing.assert_allclose(f(x).item(), (x.numpy().sum(1) * 2).sum()
                                + m.bias.detach().numpy().sum() * 4, rtol=1e-5)
     assert f.traces == 3
+    assert re.fullmatch(r"Linear parameters/buffers: bias#(\d+), weight#(\d+) -> "
+                        r"bias#\1, weight#(\d+)", f.last_retrace_reason)
 
 
 def test_data_dependent_branch_raises_naming_the_line_or_falls_back_with_a_warning():
@@ -74,7 +81,7 @@ def test_debug_logging_says_why_it_traced(caplog):
         f(staged.randn(5))
     msgs = [r.getMessage() for r in caplog.records if r.name == "staged"]
     assert any("first call" in m for m in msgs)
-    assert any("new argument structure, shapes" in m for m in msgs)
+    assert any(m.endswith("x: shape (2,) -> (5,)") for m in msgs)
 
 
 def test_slow_compiles_say_so(monkeypatch, capsys):
@@ -96,3 +103,153 @@ def test_a_damaged_cache_entry_is_rebuilt(tmp_path, monkeypatch):
     again = staged.compile(lambda x: x.tanh() * 3)(x).numpy()
     np.testing.assert_array_equal(first, again)
     assert entry.stat().st_size > 100
+
+
+def _scheduled_run(ns, compiled):
+    """SGD with momentum and Adam, each under a scheduler, with hyper-parameters also
+    changed by hand; returns (losses, final weights, the step function)."""
+    rng = np.random.RandomState(0)
+    w1, w2 = (ns.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+              for s in [(3, 4), (4, 2)])
+    x, y = (ns.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(8, 3), (8, 2)])
+    sgd = ns.optim.SGD([w1], lr=0.1, momentum=0.9)
+    adam = ns.optim.Adam([w2], lr=0.05)
+    scheds = [ns.optim.lr_scheduler.StepLR(sgd, step_size=2, gamma=0.5),
+              ns.optim.lr_scheduler.CosineAnnealingLR(adam, T_max=4)]
+
+    def step(x, y):
+        sgd.zero_grad()
+        adam.zero_grad()
+        loss = (((x @ w1).tanh() @ w2 - y) ** 2).mean()
+        loss.backward()
+        sgd.step()
+        adam.step()
+        return loss
+
+    f = staged.compile(step) if compiled else step
+    losses = []
+    for i in range(9):
+        if i == 3:
+            sgd.param_groups[0].update(momentum=0.5, dampening=0.2)
+            adam.param_groups[0].update(betas=(0.8, 0.99), eps=1e-3)
+        if i == 6:  # zero -> nonzero steers the update: a re-trace, with its reason
+            sgd.param_groups[0]["weight_decay"] = 0.1
+        losses.append(float(f(x, y).item()))
+        for s in scheds:
+            s.step()
+    return losses, [w.detach().numpy() for w in (w1, w2)], f
+
+
+def test_hyper_parameters_and_schedulers_take_effect_without_a_re_trace():
+    ours, weights, f = _scheduled_run(staged, compiled=True)
+    eager, eager_weights, _ = _scheduled_run(staged, compiled=False)
+    theirs, torch_weights, _ = _scheduled_run(torch, compiled=False)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+    np.testing.assert_allclose(ours, eager, rtol=1e-5)
+    for a, b, c in zip(weights, eager_weights, torch_weights):
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # the first call makes the optimizers' state (one-shot), the second serves calls 2-6
+    assert f.traces == 3
+    assert f.last_retrace_reason == "SGD.param_groups[0]['weight_decay']: 0.0 -> 0.1"
+
+
+W = staged.tensor([1.0, 2.0, 3.0])
+SCALE = 1.0
+
+
+def _reads_globals(x):
+    return (x * W).sum() * SCALE
+
+
+def test_rebound_globals_and_closures_re_trace_instead_of_running_stale_values():
+    global W, SCALE
+    f = staged.compile(_reads_globals)
+    x = staged.ones(3)
+    assert f(x).item() == 6.0
+    old = W
+    W = staged.tensor([10.0, 10.0, 10.0])
+    assert f(x).item() == 30.0 == _reads_globals(x).item()  # was 6.0: the old tensor
+    assert f.last_retrace_reason == (f"W: tensor#{old._serial} float32[3] -> "
+                                     f"tensor#{W._serial} float32[3]")
+    SCALE = 0.5
+    assert f(x).item() == 15.0 and f.last_retrace_reason == "SCALE: 1.0 -> 0.5"
+    W, SCALE = old, 1.0
+    assert f(x).item() == 6.0 and f.traces == 3  # the first trace serves again
+    W = staged.tensor([1.0, 2.0])  # another shape: a new trace, no shape error
+    assert f(x[:2]).item() == 3.0
+
+    v = staged.tensor([1.0, 1.0])
+
+    def g(x):
+        return (x * v).sum()
+
+    cg = staged.compile(g)
+    assert cg(x[:2]).item() == 2.0
+    v = staged.tensor([4.0, 5.0])  # rebinds the closure cell g reads
+    assert cg(x[:2]).item() == 9.0 and cg.last_retrace_reason.startswith("v: tensor#")
+
+
+def test_re_trace_reasons_name_the_argument_and_the_change():
+    def step(x, scale, *, flag):
+        return x * scale if flag else x
+
+    f = staged.compile(step)
+    x = staged.randn(32, 784)
+    f(x, 0.1, flag=True)
+    assert f.last_retrace_reason == "first call"
+    f(staged.randn(33, 784), 0.1, flag=True)
+    assert f.last_retrace_reason == "x: shape (32, 784) -> (33, 784)"
+    f(staged.randn(33, 784), 0.05, flag=True)
+    assert f.last_retrace_reason == "scale: 0.1 -> 0.05"
+    f(staged.randn(33, 784, dtype=staged.float64), 0.05, flag=False)
+    assert f.last_retrace_reason == "x: dtype float32 -> float64; flag: True -> False"
+    with staged.no_grad():
+        f(staged.randn(33, 784, dtype=staged.float64), 0.05, flag=False)
+    assert f.last_retrace_reason == "grad mode: enabled -> disabled"
+    f(staged.randn(33, 784, requires_grad=True), 0.05, flag=False)
+    assert f.last_retrace_reason == ("x: dtype float64 -> float32; x: requires_grad False -> "
+                                     "True; grad mode: disabled -> enabled")
+    assert "last re-trace: x: dtype float64" in f.explain(file=open(os.devnull, "w"))
+
+
+def test_more_than_eight_re_traces_warn_once_naming_why(caplog):
+    f = staged.compile(lambda x: x * 2)
+    with warnings.catch_warnings(record=True) as caught, \
+            caplog.at_level(logging.INFO, logger="staged"):
+        warnings.simplefilter("always")
+        for n in range(1, 13):
+            f(staged.ones(n))
+    msgs = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
+    assert msgs == [f"staged.compile: {f.__qualname__} is re-traced and compiled for the 9th time "
+                    "(more than 8, torch.compile's recompile limit), this time because x: "
+                    "shape (9,) -> (10,). Pass values that change between calls as tensors, "
+                    "or use dynamic=True for a batch size that varies"]
+    assert caught[0].filename == __file__
+    assert sum("tracing" in r.getMessage() for r in caplog.records) == 12
+
+
+def test_random_draws_and_clock_reads_while_tracing_warn_once_naming_the_line():
+    def dynamic_net(x):  # as PyTorch's dynamic_net tutorial: a random depth
+        for _ in range(random.randint(0, 3)):
+            x = x.tanh()
+        noise = np.random.rand()
+        started = time.perf_counter()
+        return x * noise + staged.randn(*x.shape) * 0 + started * 0
+
+    lines = {name: dynamic_net.__code__.co_firstlineno + k for k, name in
+             [(1, "random.randint"), (3, "numpy.random.rand"), (4, "time.perf_counter"),
+              (5, "staged.randn")]}
+    f = staged.compile(dynamic_net)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f(staged.ones(3))
+        f(staged.ones(4))  # traced again: the same sites are not reported twice
+        random.random(), time.time()  # outside a trace: silent
+    got = {str(w.message).split(": ")[1].split("()")[0]: w for w in caught}
+    assert len(caught) == 4 and set(got) == set(lines)
+    for name, w in got.items():
+        assert (w.filename, w.lineno) == (__file__, lines[name])
+        assert str(w.message).startswith(f"{os.path.relpath(__file__)}:{lines[name]}: ")
+        assert "is frozen into the compiled step and every call reuses it" in str(w.message)
+    assert not any(hasattr(f, "__wrapped__") for f in (random.randint, np.random.rand, time.time))
