@@ -6,12 +6,22 @@ parameter, a ``.grad``, an optimizer buffer) becomes a *state* input: its payloa
 swapped for a symbolic value while tracing, and restored afterwards. Writes to such
 tensors (in-place ops, ``.grad`` assignments) are functionalized: the graph returns
 their new values and the caller writes them back after each call. Tensors created
-during the trace with concrete data are constants.
+during the trace with concrete data are constants. Python dicts the trace may write
+(an optimizer's ``state``, declared with ``Tracer.preserve``) are restored too, and a
+compiled call writes what the trace left in them once its step is enqueued; so a trace
+that raises, or whose step fails to lower, compile or run, leaves every tensor and
+optimizer state exactly as before it.
+
+Note [one trace at a time]: the interceptor and the frozen heap (Note [escapes]) are
+process-wide and a trace swaps the payloads of state tensors, so traces hold
+``state_lock``, as compiled calls do while they read and replace state payloads: a call
+on another thread never sees a parameter's symbolic payload, nor loses an update.
 """
 from __future__ import annotations
 
 import gc
 import inspect
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -25,6 +35,8 @@ from ..eager.views import refresh as refresh_view
 from .ir import Graph, Output
 from .pytree import flatten, unflatten
 from .symbolic import CaptureError, Symbolic, user_location
+
+state_lock = threading.RLock()  # Note [one trace at a time]
 
 
 @dataclass(eq=False)
@@ -64,6 +76,7 @@ class Captured:
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
     # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)       # [(Tensor, output index)]
+    dict_writes: list = field(default_factory=list)   # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)        # [(key_fn, value at trace time)]
 
     @property
@@ -86,6 +99,7 @@ class Tracer:
         self.consts: dict[int, object] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
         self.guards: list = []
+        self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -111,6 +125,12 @@ class Tracer:
         """Python state the trace depended on (a module's training flag, its parameter
         objects): the trace is reused only while ``key_fn()`` still returns this value."""
         self.guards.append((key_fn, key_fn()))
+
+    def preserve(self, d: dict) -> None:
+        """A Python dict the trace may write (an optimizer's state): restored after the
+        trace, and rewritten as the trace left it by each compiled call (Note [state])."""
+        if id(d) not in self.dicts:
+            self.dicts[id(d)] = (d, dict(d))
 
     def note_grad_write(self, t: Tensor) -> None:
         if t._serial < self.start:
@@ -199,6 +219,11 @@ def capture(fn, *args, **kwargs) -> Captured:
             tracer._watch(w._grad)
     a, kw = unflatten(in_tree, sym_leaves)
     del sym_leaves
+    with state_lock:  # Note [one trace at a time]
+        return _trace(fn, tracer, a, kw, in_tree, wrappers)
+
+
+def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     thawed = _freeze_heap()  # Note [escapes]
     try:
         prev = dispatch.set_interceptor(tracer)
@@ -289,8 +314,13 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
+    dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
-                    guards=tracer.guards)
+                    guards=tracer.guards, dict_writes=dict_writes)
+
+
+def _changed(d: dict, before: dict) -> bool:
+    return d.keys() != before.keys() or any(d[k] is not before[k] for k in d)
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that
@@ -335,3 +365,6 @@ def _restore(tracer: Tracer) -> None:
         w.payload = None  # holding device arrays past the trace outlives IREE at exit
         t._requires_grad, t.grad_fn, t._output_nr = w.meta
         t._grad = w.grad
+    for d, before in reversed(tracer.dicts.values()):
+        d.clear()
+        d.update(before)

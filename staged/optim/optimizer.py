@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 
+from ..eager.dispatch import current_interceptor
 from ..eager.factories import tensor
 from ..eager.grad_mode import no_grad
 from ..eager.tensor import Tensor
@@ -62,11 +63,17 @@ class Optimizer:
             from ..eager.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
+        icpt = current_interceptor()  # under capture: it restores what the step writes
+        if icpt is not None:
+            icpt.preserve(self.state)
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
-                        self._update(p, p.grad, self.state.setdefault(p, {}), group)
+                        state = self.state.setdefault(p, {})
+                        if icpt is not None:
+                            icpt.preserve(state)
+                        self._update(p, p.grad, state, group)
         return loss
 
     def _update(self, p, grad, state, group):

@@ -125,6 +125,9 @@ class CompiledGraph:
                        else Tensor._wrap(res[gw.output]))
         for t, k in c.escaped:
             t._payload = res[k]
+        for d, items in c.dict_writes:  # what the trace left in an optimizer's state
+            d.clear()
+            d.update(items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
         return unflatten(c.out_tree, out)
 
