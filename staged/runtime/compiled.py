@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from ..capture.capture import Captured
+from ..capture.capture import Captured, state_lock
 from ..capture.capture import capture as _capture
 from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..capture.symbolic import CaptureError
@@ -102,6 +102,14 @@ class CompiledGraph:
         return None
 
     def run(self, leaves):
+        """Enqueue the step on ``leaves`` and write its new state back; holds ``state_lock``
+        from reading the state to replacing it (Note [one trace at a time]), so calls on
+        other threads that share state serialize their read-modify-write, and it is only
+        the enqueue that they wait for, not the step."""
+        with state_lock:
+            return self._run(leaves)
+
+    def _run(self, leaves):
         c = self.captured
         inputs = []
         for i, w in c.arg_wrappers:
@@ -205,9 +213,14 @@ class Compiled:
         self._entries: dict = {}
         self._last = None
         self.last_retrace_reason = None
+        self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        with self._lock:  # concurrent first calls trace once; calls pick and run in turn
+            return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         leaves, tree = flatten((args, kwargs), lambda o: False)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
         key = (tree, tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
@@ -246,7 +259,7 @@ class Compiled:
             why = "it cannot be captured" if isinstance(err, CaptureError) else \
                 "its batch dimension cannot be made dynamic"
             warnings.warn(f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
-                          f"eagerly for these arguments, since {why}: {err}", stacklevel=2)
+                          f"eagerly for these arguments, since {why}: {err}", stacklevel=3)
             self._entries[key] = _EAGER
             return self.fn(*args, **kwargs)
         entry = CompiledGraph(captured, self.backend, self.device)
