@@ -120,22 +120,20 @@ class CompiledGraph:
         if self._narrow:
             inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
                       for p, d in zip(inputs, self._narrow)]
+        undo = _Undo()
         with record_function(self._event, cat="compiled"):
-            res = self.module.invoke("main", inputs, self._out_dtypes)
+            res = self.module.invoke("main", inputs, self._out_dtypes, undo)
         for w, k in c.state_updates:
-            t = w.tensor
-            t._payload = res[k]  # stays on the device until read (Note [payloads])
-            t._vc[0] += 1
+            undo.payload(w.tensor, res[k])  # stays on the device until read (Note [payloads])
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
-            t = wrapper_leaf.get(id(gw.tensor), gw.tensor)
-            t._grad = (None if gw.kind == "none" else gw.obj if gw.kind == "object"
-                       else Tensor._wrap(res[gw.output]))
+            undo.grad(wrapper_leaf.get(id(gw.tensor), gw.tensor),
+                      None if gw.kind == "none" else gw.obj if gw.kind == "object"
+                      else Tensor._wrap(res[gw.output]))
         for t, k in c.escaped:
-            t._payload = res[k]
+            undo.payload(t, res[k])
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
-            d.clear()
-            d.update(items)
+            undo.dict(d, items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
         return unflatten(c.out_tree, out)
 
@@ -147,6 +145,47 @@ class CompiledGraph:
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
         from .deploy import save
         return save(self, directory, names)
+
+
+class _Undo:
+    """What one call replaced, to put back should its step fail (Note [failed steps])."""
+
+    def __init__(self):
+        self.payloads, self.grads, self.dicts = [], [], []
+
+    def payload(self, t: Tensor, new) -> None:
+        self.payloads.append((t, t._payload, new))
+        t._payload = new
+        if t._vc is not None:
+            t._vc[0] += 1
+
+    def grad(self, t: Tensor, new) -> None:
+        self.grads.append((t, t._grad, new))
+        t._grad = new
+
+    def dict(self, d: dict, items: dict) -> None:
+        self.dicts.append((d, dict(d), items))
+        d.clear()
+        d.update(items)
+
+    def __call__(self, sem) -> None:
+        """Undo, where nothing replaced this call's writes since; what is put back was
+        made by a call seen to finish, so it need not wait for ``sem``."""
+        with state_lock:
+            for t, old, new in self.payloads:
+                if t._payload is new:
+                    t._payload = old
+                    if t._vc is not None:
+                        t._vc[0] += 1
+                    if isinstance(old, DeviceValue) and old.ready and old.ready[0] is sem:
+                        old.ready = None
+            for t, old, new in self.grads:
+                if t._grad is new:
+                    t._grad = old
+            for d, old, new in self.dicts:
+                if all(d.get(k) is v for k, v in new.items()):
+                    d.clear()
+                    d.update(old)
 
 
 def check_dtypes(graph, backend: str) -> None:
@@ -444,4 +483,7 @@ def _bring_state_home() -> None:
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__
         if issubclass(type(obj), Tensor) and type(obj._payload) is DeviceValue:
-            obj._host()
+            try:
+                obj._host()
+            except RuntimeError:
+                pass  # made by a failed step (Note [failed steps]): there is no data

@@ -114,6 +114,21 @@ def _fail_each_way(monkeypatch, step, x, y, model, opt):
         _assert_intact(before, model, opt)
 
 
+def _fail_on_the_device(cstep, x, y, model, opt, read_first):
+    """Note [failed steps]: a step that fails on the device, after its call returned."""
+    before = _snapshot(model, opt)
+    loss = cstep(x, y)
+    cstep._last.module._timeline[0].fail("injected device failure")
+    if read_first:
+        with pytest.raises(RuntimeError, match="injected device failure"):
+            loss.item()
+        _assert_intact(before, model, opt)
+        before = _snapshot(model, opt)  # printing opt.state copied its keys' data home
+    with pytest.raises(RuntimeError, match="injected device failure"):
+        cstep(x, y)
+    _assert_intact(before, model, opt)
+
+
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_failed_first_and_later_calls_leave_state_intact_and_training_matches_torch(
         name, monkeypatch):
@@ -135,6 +150,11 @@ def test_failed_first_and_later_calls_leave_state_intact_and_training_matches_to
     _fail_each_way(monkeypatch, step, x, y, model, opt)  # with state and grads
     cstep = staged.compile(step)  # so does a fresh compiled step
     for a, b in data[1:]:
+        cstep(staged.tensor(a), staged.tensor(b))
+        ref_step(torch.tensor(a), torch.tensor(b))
+    for read_first in (True, False):  # seen failing where read, or at the next call
+        _fail_on_the_device(cstep, x, y, model, opt, read_first)
+    for a, b in data[1:]:  # and training goes on from the state before the failed calls
         cstep(staged.tensor(a), staged.tensor(b))
         ref_step(torch.tensor(a), torch.tensor(b))
     # Adam's bias correction 1 - 0.999**t is ~1e-3 with float32 rounding (6e-8) in it:
