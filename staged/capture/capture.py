@@ -10,12 +10,16 @@ during the trace with concrete data are constants. Python dicts the trace may wr
 (an optimizer's ``state``, declared with ``Tracer.preserve``) are restored too, and a
 compiled call writes what the trace left in them once its step is enqueued; so a trace
 that raises, or whose step fails to lower, compile or run, leaves every tensor and
-optimizer state exactly as before it.
+optimizer state exactly as before it. (A tensor the body made and stored elsewhere,
+``self.cache = t``, is an escape (Note [escapes]): a failed trace leaves it symbolic.)
 
 Note [one trace at a time]: the interceptor and the frozen heap (Note [escapes]) are
 process-wide and a trace swaps the payloads of state tensors, so traces hold
-``state_lock``, as compiled calls do while they read and replace state payloads: a call
-on another thread never sees a parameter's symbolic payload, nor loses an update.
+``state_lock``, as compiled calls do while they read and replace state payloads: a
+compiled call on another thread never sees a parameter's symbolic payload, nor loses an
+update, whether it runs the same step or another one sharing the parameters. Eager code
+takes no lock: eager code on one thread and compiled calls or traces on another that
+share state need a lock of the caller's around both, as two eager threads would.
 """
 from __future__ import annotations
 
@@ -100,6 +104,7 @@ class Tracer:
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
         self.guards: list = []
         self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
+        self.finished = False  # set when the trace is over: its symbolic values have no data
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -240,6 +245,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
     finally:
+        tracer.finished = True
         if thawed:
             gc.unfreeze()
     return captured

@@ -12,6 +12,7 @@ import staged
 import staged.nn.functional as F
 import staged.runtime.compiled as compiled
 from staged import nn, optim
+from staged.capture.symbolic import CaptureError
 from staged.lower.mlir import LoweringError
 from staged.runtime.compiler import CompileError
 from staged.runtime.device import Module
@@ -188,3 +189,17 @@ def test_fallback_to_eager_after_a_trace_that_failed_past_opt_step_matches_torch
     for p, q in zip(model.parameters(), ref.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
                                    atol=3e-5)  # Adam: see above
+
+
+def test_a_tensor_a_failed_trace_stored_elsewhere_says_it_has_no_data():
+    store = {}
+
+    def f(x):
+        store["t"] = x * 2  # an escape outside any optimizer's state
+        raise Injected("injected failure")
+
+    with pytest.raises(Injected):
+        staged.capture(f, staged.ones(3))
+    with pytest.raises(CaptureError, match=r"test_failures\.py:\d+: this tensor was made "
+                       "by a staged trace and stored outside it .* it has no data"):
+        store["t"] + 1
