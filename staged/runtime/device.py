@@ -357,7 +357,9 @@ def _on_device(dev, a) -> DeviceValue:
 # module undoes, newest first, every call not yet seen to finish (at most MAX_IN_FLIGHT):
 # state is then as it was before the oldest of them, and readable (what a call read was
 # made by a call seen to finish). A call that finished but was not yet seen to is undone
-# too: the error says the step failed, and the state is one that really was.
+# too: the error says the step failed, and the state is one that really was. (On Vulkan
+# a failed timeline fails the device's queue too, lavapipe's at least: the state put
+# back is on that device and reading it raises DATA_LOSS; only host copies would do.)
 #
 # The wait: IREE's own blocking wait spins on the calling thread once woken, until the
 # worker that signalled it has finished its callback; with two cores and two workers
