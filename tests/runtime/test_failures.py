@@ -203,3 +203,31 @@ def test_a_tensor_a_failed_trace_stored_elsewhere_says_it_has_no_data():
     with pytest.raises(CaptureError, match=r"test_failures\.py:\d+: this tensor was made "
                        "by a staged trace and stored outside it .* it has no data"):
         store["t"] + 1
+
+
+class _Ema(nn.Module):
+    """A buffer re-assigned (not updated in place) by each call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ema", staged.zeros(3))
+
+    def forward(self, x):
+        self.ema = self.ema * 0.5 + x
+        return self.ema.sum()
+
+
+def test_a_failed_trace_puts_a_reassigned_buffer_back(monkeypatch):
+    m = _Ema()
+    old = m.ema
+    x = staged.tensor([1.0, 2.0, 4.0])
+    with monkeypatch.context() as patched:
+        patched.setattr(compiled, "compile_mlir", _raiser(CompileError))
+        with pytest.raises(CompileError, match="injected failure"):
+            staged.compile(m)(x)
+    assert m.ema is old and m._buffers["ema"] is old
+    np.testing.assert_array_equal(m.ema.numpy(), [0.0, 0.0, 0.0])
+    step = staged.compile(m)
+    step(x)
+    step(x)  # ema = 0.5 * x + x
+    assert m(x).item() == 1.75 * 7  # eager, from the compiled state
