@@ -22,6 +22,7 @@ from ..capture.capture import capture as _capture
 from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
+from ..eager.dispatch import current_interceptor
 from ..eager.grad_mode import _state
 from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
@@ -256,6 +257,8 @@ class Compiled:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if current_interceptor() is not None:  # called by a function being traced: inline
+            return self.fn(*args, **kwargs)    # it (and take no lock under state_lock)
         with self._lock:  # concurrent first calls trace once; calls pick and run in turn
             return self._call(args, kwargs)
 

@@ -52,7 +52,8 @@ def _in_threads(*targets):
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "deadlocked"
     if errors:
         raise errors[0]
 
@@ -82,3 +83,14 @@ def test_two_steps_sharing_parameters_on_two_threads_make_every_update():
     _in_threads(_calls(step_a, xa), _calls(step_b, xb))
     np.testing.assert_array_equal(w.detach().numpy(),
                                   -0.25 * CALLS * (xa.numpy() + xb.numpy()))
+
+
+def test_a_compiled_function_called_while_another_traces_is_inlined_without_deadlock():
+    inner = staged.compile(lambda x: x * 2)
+    outer = staged.compile(lambda x: inner(x) + 1)  # torch.compile inlines it too
+    x = staged.tensor([1.0, 2.0])
+    got = {}
+    _in_threads(lambda: got.setdefault("outer", [outer(x).tolist() for _ in range(5)]),
+                lambda: got.setdefault("inner", [inner(x).tolist() for _ in range(5)]))
+    assert got == {"outer": [[3.0, 5.0]] * 5, "inner": [[2.0, 4.0]] * 5}
+    assert outer.traces == 1
