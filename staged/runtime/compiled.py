@@ -125,16 +125,16 @@ class CompiledGraph:
         with record_function(self._event, cat="compiled"):
             res = self.module.invoke("main", inputs, self._out_dtypes, undo)
         for w, k in c.state_updates:
-            undo.payload(w.tensor, res[k])  # stays on the device until read (Note [payloads])
+            undo.set_payload(w.tensor, res[k])  # on the device until read (Note [payloads])
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
-            undo.grad(wrapper_leaf.get(id(gw.tensor), gw.tensor),
+            undo.set_grad(wrapper_leaf.get(id(gw.tensor), gw.tensor),
                       None if gw.kind == "none" else gw.obj if gw.kind == "object"
                       else Tensor._wrap(res[gw.output]))
         for t, k in c.escaped:
-            undo.payload(t, res[k])
+            undo.set_payload(t, res[k])
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
-            undo.dict(d, items)
+            undo.set_items(d, items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
         return unflatten(c.out_tree, out)
 
@@ -154,17 +154,17 @@ class _Undo:
     def __init__(self):
         self.payloads, self.grads, self.dicts = [], [], []
 
-    def payload(self, t: Tensor, new) -> None:
+    def set_payload(self, t: Tensor, new) -> None:
         self.payloads.append((t, t._payload, new))
         t._payload = new
         if t._vc is not None:
             t._vc[0] += 1
 
-    def grad(self, t: Tensor, new) -> None:
+    def set_grad(self, t: Tensor, new) -> None:
         self.grads.append((t, t._grad, new))
         t._grad = new
 
-    def dict(self, d: dict, items: dict) -> None:
+    def set_items(self, d: dict, items: dict) -> None:
         self.dicts.append((d, dict(d), items))
         d.clear()
         d.update(items)
