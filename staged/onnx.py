@@ -212,12 +212,8 @@ def _trace(fn, args, arg_names, names, wrt, opt):
             grads = [t.grad if t.grad is not None else t.detach() * 0 for t in targets]
         return (*outs, *grads)
 
-    before = None if opt is None else {p: dict(slots) for p, slots in opt.state.items()}
-    c = capture(body, *args)
+    c = capture(body, *args)  # leaves opt.state as it was
     if c.escaped:
-        if opt is not None:  # drop the symbolic state the traced first step stored
-            opt.state.clear()
-            opt.state.update(before)
         raise ExportError("the traced step created tensors it keeps (an optimizer creating its "
                           "state on its first step): take one optimizer step before exporting")
     return _signature(c, args, arg_names, names, wrt)

@@ -6,7 +6,20 @@ parameter, a ``.grad``, an optimizer buffer) becomes a *state* input: its payloa
 swapped for a symbolic value while tracing, and restored afterwards. Writes to such
 tensors (in-place ops, ``.grad`` assignments) are functionalized: the graph returns
 their new values and the caller writes them back after each call. Tensors created
-during the trace with concrete data are constants.
+during the trace with concrete data are constants. Python dicts the trace may write
+(an optimizer's ``state``, declared with ``Tracer.preserve``) are restored too, and a
+compiled call writes what the trace left in them once its step is enqueued; so a trace
+that raises, or whose step fails to lower, compile or run, leaves every tensor and
+optimizer state exactly as before it. (A tensor the body made and stored elsewhere,
+``self.cache = t``, is an escape (Note [escapes]): a failed trace leaves it symbolic.)
+
+Note [one trace at a time]: the interceptor and the frozen heap (Note [escapes]) are
+process-wide and a trace swaps the payloads of state tensors, so traces hold
+``state_lock``, as compiled calls do while they read and replace state payloads: a
+compiled call on another thread never sees a parameter's symbolic payload, nor loses an
+update, whether it runs the same step or another one sharing the parameters. Eager code
+takes no lock: eager code on one thread and compiled calls or traces on another that
+share state need a lock of the caller's around both, as two eager threads would.
 
 Note [live inputs]: a Python number the traced code reads (an optimizer's ``lr``) would
 be baked into the graph as a constant, silently stale once the caller changes it. Code
@@ -20,6 +33,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -35,6 +49,8 @@ from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .pytree import flatten, unflatten
 from .symbolic import CaptureError, Symbolic, user_location
+
+state_lock = threading.RLock()  # Note [one trace at a time]
 
 
 @dataclass(eq=False)
@@ -74,6 +90,7 @@ class Captured:
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
     # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)       # [(Tensor, output index)]
+    dict_writes: list = field(default_factory=list)   # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)        # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
 
@@ -98,6 +115,8 @@ class Tracer:
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
         self.guards: dict = {}  # key -> Guard
         self.live_inputs: dict = {}  # id(tensor) -> (tensor, get)
+        self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
+        self.finished = False  # set when the trace is over: its symbolic values have no data
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -145,6 +164,12 @@ class Tracer:
         """The traced code drew a random tensor (``staged.randn``): its value is baked in
         (Note [impure calls])."""
         report_draw(what)
+
+    def preserve(self, d: dict) -> None:
+        """A Python dict the trace may write (an optimizer's state): restored after the
+        trace, and rewritten as the trace left it by each compiled call (Note [state])."""
+        if id(d) not in self.dicts:
+            self.dicts[id(d)] = (d, dict(d))
 
     def note_grad_write(self, t: Tensor) -> None:
         if t._serial < self.start:
@@ -233,6 +258,11 @@ def capture(fn, *args, **kwargs) -> Captured:
             tracer._watch(w._grad)
     a, kw = unflatten(in_tree, sym_leaves)
     del sym_leaves
+    with state_lock:  # Note [one trace at a time]
+        return _trace(fn, tracer, a, kw, in_tree, wrappers)
+
+
+def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     thawed = _freeze_heap()  # Note [escapes]
     try:
         prev = dispatch.set_interceptor(tracer)
@@ -251,6 +281,7 @@ def capture(fn, *args, **kwargs) -> Captured:
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
     finally:
+        tracer.finished = True
         if thawed:
             gc.unfreeze()
     return captured
@@ -325,8 +356,14 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
+    dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
-                    guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()))
+                    guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()),
+                    dict_writes=dict_writes)
+
+
+def _changed(d: dict, before: dict) -> bool:
+    return d.keys() != before.keys() or any(d[k] is not before[k] for k in d)
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that
@@ -371,3 +408,6 @@ def _restore(tracer: Tracer) -> None:
         w.payload = None  # holding device arrays past the trace outlives IREE at exit
         t._requires_grad, t.grad_fn, t._output_nr = w.meta
         t._grad = w.grad
+    for d, before in reversed(tracer.dicts.values()):
+        d.clear()
+        d.update(before)

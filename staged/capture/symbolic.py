@@ -51,6 +51,13 @@ class Symbolic:
 
     def __array__(self, *args, **kwargs):
         where = user_location()
+        if self.tracer.finished:
+            raise CaptureError(
+                f"{where}: this tensor was made by a staged trace and stored outside it "
+                "(e.g. self.cache = t), and the step it belongs to never ran (its trace, "
+                "compile or call failed, or it was only captured): it has no data. Make it "
+                "outside the traced function, or keep it in an optimizer's state, which a "
+                "failed trace leaves as it was.")
         raise CaptureError(
             f"{where}: this needs the data of a tensor that is being captured by "
             "staged.compile/capture (e.g. .item(), bool(t), .numpy(), printing it, or a "

@@ -311,6 +311,9 @@ class Module:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(Tensor or None expected)")
+            icpt = current_interceptor()
+            if icpt is not None:  # a trace that fails puts the old buffer back
+                icpt.preserve(self._buffers)
             self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name,
                                               value)
         else:

@@ -74,7 +74,9 @@ class Optimizer:
             from ..eager.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
-        icpt = current_interceptor()
+        icpt = current_interceptor()  # under capture: it restores what the step writes
+        if icpt is not None:
+            icpt.preserve(self.state)
         with no_grad():
             for i, group in enumerate(self.param_groups):
                 views = {}
@@ -83,7 +85,10 @@ class Optimizer:
                         dtype = p.dtype.to_real()
                         h = views.get(dtype) or views.setdefault(
                             dtype, Hyper(self, i, dtype, icpt))
-                        self._update(p, p.grad, self.state.setdefault(p, {}), h)
+                        state = self.state.setdefault(p, {})
+                        if icpt is not None:
+                            icpt.preserve(state)
+                        self._update(p, p.grad, state, h)
         return loss
 
     def _update(self, p, grad, state, h: "Hyper"):

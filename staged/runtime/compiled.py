@@ -17,12 +17,13 @@ import warnings
 
 import numpy as np
 
-from ..capture.capture import Captured
+from ..capture.capture import Captured, state_lock
 from ..capture.capture import capture as _capture
 from ..capture.capture import leaf_names
 from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..capture.symbolic import CaptureError
 from ..capture.pytree import flatten, unflatten
+from ..eager.dispatch import current_interceptor
 from ..eager.grad_mode import _state
 from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
@@ -117,6 +118,14 @@ class CompiledGraph:
                 t._payload = on_device
 
     def run(self, leaves):
+        """Enqueue the step on ``leaves`` and write its new state back; holds ``state_lock``
+        from reading the state to replacing it (Note [one trace at a time]), so calls on
+        other threads that share state serialize their read-modify-write, and it is only
+        the enqueue that they wait for, not the step."""
+        with state_lock:
+            return self._run(leaves)
+
+    def _run(self, leaves):
         c = self.captured
         if c.live:
             self._set_live()
@@ -129,19 +138,20 @@ class CompiledGraph:
         if self._narrow:
             inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
                       for p, d in zip(inputs, self._narrow)]
+        undo = _Undo()
         with record_function(self._event, cat="compiled"):
-            res = self.module.invoke("main", inputs, self._out_dtypes)
+            res = self.module.invoke("main", inputs, self._out_dtypes, undo)
         for w, k in c.state_updates:
-            t = w.tensor
-            t._payload = res[k]  # stays on the device until read (Note [payloads])
-            t._vc[0] += 1
+            undo.set_payload(w.tensor, res[k])  # on the device until read (Note [payloads])
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
-            t = wrapper_leaf.get(id(gw.tensor), gw.tensor)
-            t._grad = (None if gw.kind == "none" else gw.obj if gw.kind == "object"
-                       else Tensor._wrap(res[gw.output]))
+            undo.set_grad(wrapper_leaf.get(id(gw.tensor), gw.tensor),
+                      None if gw.kind == "none" else gw.obj if gw.kind == "object"
+                      else Tensor._wrap(res[gw.output]))
         for t, k in c.escaped:
-            t._payload = res[k]
+            undo.set_payload(t, res[k])
+        for d, items in c.dict_writes:  # what the trace left in an optimizer's state
+            undo.set_items(d, items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
         return unflatten(c.out_tree, out)
 
@@ -153,6 +163,47 @@ class CompiledGraph:
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
         from .deploy import save
         return save(self, directory, names, fn)
+
+
+class _Undo:
+    """What one call replaced, to put back should its step fail (Note [failed steps])."""
+
+    def __init__(self):
+        self.payloads, self.grads, self.dicts = [], [], []
+
+    def set_payload(self, t: Tensor, new) -> None:
+        self.payloads.append((t, t._payload, new))
+        t._payload = new
+        if t._vc is not None:
+            t._vc[0] += 1
+
+    def set_grad(self, t: Tensor, new) -> None:
+        self.grads.append((t, t._grad, new))
+        t._grad = new
+
+    def set_items(self, d: dict, items: dict) -> None:
+        self.dicts.append((d, dict(d), items))
+        d.clear()
+        d.update(items)
+
+    def __call__(self, sem) -> None:
+        """Undo, where nothing replaced this call's writes since; what is put back was
+        made by a call seen to finish, so it need not wait for ``sem``."""
+        with state_lock:
+            for t, old, new in self.payloads:
+                if t._payload is new:
+                    t._payload = old
+                    if t._vc is not None:
+                        t._vc[0] += 1
+                    if isinstance(old, DeviceValue) and old.ready and old.ready[0] is sem:
+                        old.ready = None
+            for t, old, new in self.grads:
+                if t._grad is new:
+                    t._grad = old
+            for d, old, new in self.dicts:
+                if all(d.get(k) is v for k, v in new.items()):
+                    d.clear()
+                    d.update(old)
 
 
 def check_dtypes(graph, backend: str) -> None:
@@ -222,9 +273,16 @@ class Compiled:
         self._last = None
         self._last_key = None
         self.last_retrace_reason = None
+        self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if current_interceptor() is not None:  # called by a function being traced: inline
+            return self.fn(*args, **kwargs)    # it (and take no lock under state_lock)
+        with self._lock:  # concurrent first calls trace once; calls pick and run in turn
+            return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         leaves, tree = flatten((args, kwargs), lambda o: False)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
         key = (tree, tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
@@ -254,7 +312,7 @@ class Compiled:
                           f"{RECOMPILE_LIMIT}, torch.compile's recompile limit), this time "
                           f"because {self.last_retrace_reason}. Pass values that change "
                           "between calls as tensors, or use dynamic=True for a batch size "
-                          "that varies", stacklevel=2)
+                          "that varies", stacklevel=3)
         if batched and batch == 0:
             raise DynamicError("staged.compile(dynamic=True) traces with the call's batch, "
                                "and this call's batch size is 0: call it first with a "
@@ -272,7 +330,7 @@ class Compiled:
             why = "it cannot be captured" if isinstance(err, CaptureError) else \
                 "its batch dimension cannot be made dynamic"
             warnings.warn(f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
-                          f"eagerly for these arguments, since {why}: {err}", stacklevel=2)
+                          f"eagerly for these arguments, since {why}: {err}", stacklevel=3)
             self._entries[key] = _EAGER
             return self.fn(*args, **kwargs)
         entry = CompiledGraph(captured, self.backend, self.device)
@@ -503,4 +561,7 @@ def _bring_state_home() -> None:
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__
         if issubclass(type(obj), Tensor) and type(obj._payload) is DeviceValue:
-            obj._host()
+            try:
+                obj._host()
+            except RuntimeError:
+                pass  # made by a failed step (Note [failed steps]): there is no data

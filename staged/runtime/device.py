@@ -40,8 +40,8 @@ class DeviceError(RuntimeError):
 
 class DeviceValue:
     """An array on an IREE device: a Tensor payload read back lazily (Note [device values]).
-    ``ready`` is the (semaphore, value) the step computing it signals when done, until a
-    read has waited for it (Note [asynchronous steps])."""
+    ``ready`` is the (semaphore, value, Module) the step computing it signals when done,
+    until a read has waited for it (Note [asynchronous steps])."""
 
     __slots__ = ("device", "view", "shape", "dtype", "ready")
 
@@ -55,7 +55,12 @@ class DeviceValue:
     def wait(self) -> None:
         """Block until the step computing this value has finished; raise its error."""
         if self.ready is not None:
-            _wait(*self.ready)
+            sem, value, module = self.ready
+            try:
+                _wait(sem, value)
+            except RuntimeError:
+                module.failed()
+                raise
             self.ready = None
 
     def __array__(self, dtype=None, copy=None):
@@ -236,7 +241,7 @@ class Module:
         self._module = vm_module
         self._functions = {}
         self._timeline = None  # [semaphore, last value] for coarse-fences functions
-        self._in_flight = []  # (value, argument list) of calls that may still be running
+        self._in_flight = []  # (value, argument list, undo) of calls that may still be running
         self._lock = threading.Lock()
         _LOADED.add(self)
 
@@ -252,6 +257,21 @@ class Module:
         self._functions = {}
         self.context = self._module = None
 
+    def failed(self) -> None:
+        """A read found the timeline failed: undo the calls that may not have finished."""
+        with self._lock:
+            calls = self._in_flight
+            self._in_flight = [(v, args, None) for v, args, _ in calls]
+        self._undo(calls)
+
+    def _undo(self, calls) -> None:
+        """Note [failed steps]: undo calls newest first, back to the state before the
+        oldest that was not yet seen to finish."""
+        sem = self._timeline[0] if self._timeline is not None else None
+        for _, _, undo in reversed(calls):
+            if undo is not None:
+                undo(sem)
+
     def function(self, name: str):
         """``(VmFunction, takes fences)`` for ``name``."""
         f = self._functions.get(name)
@@ -263,11 +283,12 @@ class Module:
                 vf, vf.reflection.get("iree.abi.model") == "coarse-fences")
         return f
 
-    def invoke(self, fn_name: str, args, result_dtypes=None) -> list:
+    def invoke(self, fn_name: str, args, result_dtypes=None, undo=None) -> list:
         """Call ``fn_name`` on NumPy arrays or DeviceValues; returns DeviceValues (no copy
         to the host). MLIR integers are signless, so results read as signed unless
         ``result_dtypes`` (NumPy dtypes) says otherwise. A coarse-fences function returns
-        once its work is enqueued (Note [asynchronous steps])."""
+        once its work is enqueued (Note [asynchronous steps]); should it fail, ``undo(sem)``
+        is called (Note [failed steps])."""
         rt = self._rt
         dev = self.device
         fn, fenced = self.function(fn_name)
@@ -295,13 +316,14 @@ class Module:
                         _wait(sem, value + 1 - MAX_IN_FLIGHT)
                     done = sem.query()
                 except RuntimeError:
+                    self._undo(self._in_flight)
                     self._timeline, self._in_flight = None, []  # the next call starts afresh
                     raise
                 self._in_flight = [c for c in self._in_flight if c[0] > done]
                 self.context.invoke(fn, arg_list, ret)
                 self._timeline[1] = value + 1
-                self._in_flight.append((value + 1, arg_list))
-            ready = (sem, value + 1)
+                self._in_flight.append((value + 1, arg_list, undo))
+            ready = (sem, value + 1, self)
         out = []
         for i in range(len(ret)):
             bv = ret.get_as_object(i, rt.HalBufferView)
@@ -330,6 +352,16 @@ def _on_device(dev, a) -> DeviceValue:
 # the work), and a step's error surfaces where its results are read or at the next call.
 # Command buffers are indirect (compiler.GLOBAL_FLAGS): bound when the queue runs them, as
 # a call's buffers are allocated on the queue after the previous call.
+#
+# Note [failed steps]: a step that fails on the device fails its timeline semaphore, and
+# every call queued after it with it; the failure is seen where a result is read or at
+# the next call. A call passes ``undo``, which puts back the state it replaced, and the
+# module undoes, newest first, every call not yet seen to finish (at most MAX_IN_FLIGHT):
+# state is then as it was before the oldest of them, and readable (what a call read was
+# made by a call seen to finish). A call that finished but was not yet seen to is undone
+# too: the error says the step failed, and the state is one that really was. (On Vulkan
+# a failed timeline fails the device's queue too, lavapipe's at least: the state put
+# back is on that device and reading it raises DATA_LOSS; only host copies would do.)
 #
 # The wait: IREE's own blocking wait spins on the calling thread once woken, until the
 # worker that signalled it has finished its callback; with two cores and two workers
