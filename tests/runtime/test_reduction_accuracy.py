@@ -84,7 +84,6 @@ def test_float32_sums_of_2_25_elements(mode, big, tmp_path):
     check("mean", m, m_ref, (full + 2) * U * m_ref)
     check("mse_loss", mse, mse_ref, (full + 5) * U * mse_ref)
     check("sum(0)", cols, cols_ref, (lead + 1) * U * cols_ref)
-    assert max(full, lead) * U < 1e-5
 
 
 def _ops(x, t):
