@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .avals import Aval, reduced_shape
+from .blocked import levels
 from .primitive import LINEAR, Primitive
 from .shape import expand, reshape
 
@@ -17,9 +18,20 @@ def _sum_vjp(g, x_aval, dims, keepdim):
     return expand(reshape(g, shape=reduced_shape(x_aval.shape, dims, True)), shape=x_aval.shape)
 
 
-reduce_sum = Primitive("reduce_sum", lambda x, *, dims, keepdim: np.sum(
-    x, axis=dims, keepdims=keepdim, dtype=x.dtype), _reduce_rule, vjp=_sum_vjp, jvp=LINEAR,
-    node_name="SumBackward0")
+def _sum(x, *, dims, keepdim):
+    """np.sum, blocked (Note [blocked sums]) where NumPy would add along one chain: its
+    pairwise sum covers the trailing axes of a C-contiguous array only."""
+    trailing = dims == tuple(range(x.ndim - len(dims), x.ndim)) and x.flags.c_contiguous
+    if x.dtype.kind in "fc" and not trailing:
+        for i, s, k in levels(x.shape, dims):
+            if s != x.shape[i]:
+                x = np.pad(x, [(0, s - x.shape[i]) if j == i else (0, 0) for j in range(x.ndim)])
+            x = x.reshape(x.shape[:i] + (s // k, k) + x.shape[i + 1:]).sum(i + 1)
+    return np.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)
+
+
+reduce_sum = Primitive("reduce_sum", _sum, _reduce_rule, vjp=_sum_vjp, jvp=LINEAR,
+                       node_name="SumBackward0")
 
 
 def _prod_partials(x, dims):

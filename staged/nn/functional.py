@@ -7,6 +7,7 @@ from ..eager.factories import arange
 from ..eager.ops.nn import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
                             dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
                             pad, unfold)
+from ..eager.ops.reduction import in_float32
 from ..eager.tensor import Tensor
 
 relu = ops.relu
@@ -45,6 +46,7 @@ def _reduce(loss, reduction, count=None):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+@in_float32
 def mse_loss(input, target, reduction="mean"):
     d = input - target
     return _reduce(d * d, reduction)

@@ -257,6 +257,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 # --- normalisation ---------------------------------------------------------------------
+@reduction.in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` dims (biased variance)."""
     ns = _tuple(normalized_shape, 1) if isinstance(normalized_shape, int) \

@@ -28,9 +28,25 @@ def _accumulation_dtype(x, dtype):
     return x
 
 
+def in_float32(fn):
+    """Half-precision inputs compute in float32 and round once, as PyTorch's CPU kernels
+    do for reductions and activations (a float16 sum of 4096 ones sticks at 2048, exp(20)
+    overflows float16)."""
+    def op(x, *args, **kwargs):
+        if x.dtype.is_floating_point and x.dtype.itemsize < 4:
+            return fn(x.float(), *args, **kwargs).to(x.dtype)
+        return fn(x, *args, **kwargs)
+    op.__name__, op.__doc__ = fn.__name__, fn.__doc__
+    return op
+
+
 def sum(x, dim=None, keepdim=False, *, dtype=None):
-    dims = normalize_dims(dim, x.ndim)
-    return ad.reduce_sum(_accumulation_dtype(x, dtype), dims=dims, keepdim=keepdim)
+    return _sum(_accumulation_dtype(x, dtype), normalize_dims(dim, x.ndim), keepdim)
+
+
+@in_float32
+def _sum(x, dims, keepdim):
+    return ad.reduce_sum(x, dims=dims, keepdim=keepdim)
 
 
 def prod(x, dim=None, keepdim=False, *, dtype=None):
@@ -102,13 +118,19 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: {x.dtype.name}")
+    return _mean(_accumulation_dtype(x, dtype), dim, keepdim)
+
+
+@in_float32
+def _mean(x, dim, keepdim):
     dims = normalize_dims(dim, x.ndim)
     n = 1
     for d in dims:
         n *= x._payload.shape[d]
-    return sum(x, dim, keepdim, dtype=dtype) / n
+    return sum(x, dim, keepdim) / n
 
 
+@in_float32
 def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
     if unbiased is not None:
         correction = int(unbiased)
@@ -121,6 +143,7 @@ def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
     return sum(sq, dims, keepdim) / (n - correction if n > correction else 0)  # builtin max is shadowed here
 
 
+@in_float32
 def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
     return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
 
@@ -180,6 +203,7 @@ def min(x, dim=None, keepdim=False, *, other=None):
     return _extremum(ad.reduce_min, ad.argmin, MinResult, x, dim, keepdim, other)
 
 
+@in_float32
 def logsumexp(x, dim, keepdim=False):
     from .elementwise import where
     dims = normalize_dims(dim, x.ndim)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
+from ...autodiff.blocked import levels
 from .elementwise import BINARY, CMP
 from .indexing import _indices, insert_slice
 from .module import dclass, elem_type, lowering, tensor_type, unsupported
@@ -21,10 +22,9 @@ def _extreme(d, high: bool):
     return info.max if high else info.min
 
 
-def _reduce(e, op, x, dims, init, combine_fn, outs_dtypes=None):
-    """Reduce ``x`` over ``dims`` into outputs initialised by ``init``; returns the SSA
-    name(s) of the (not kept-dim) results."""
-    a = op.inputs[0].aval
+def _reduce(e, a, x, dims, init, combine_fn):
+    """Reduce ``x`` (aval ``a``) over ``dims`` into outputs initialised by ``init``; returns
+    the SSA name(s) of the (not kept-dim) results."""
     kept = [i for i in range(len(a.shape)) if i not in dims]
     shape = tuple(a.shape[i] for i in kept)
     outs = [(e.full(shape, d, v), type(a)(shape, d)) for d, v in init]
@@ -32,6 +32,22 @@ def _reduce(e, op, x, dims, init, combine_fn, outs_dtypes=None):
     r = e.generic([(x, a)], outs, [tuple(range(len(a.shape)))] + [kept] * len(outs),
                   iterators, combine_fn)
     return [r] if len(outs) == 1 else [f"{r}#{i}" for i in range(len(outs))]
+
+
+def _blocked(e, a, x, dims, combine_fn):
+    """``x`` (aval ``a``) summed over ``dims`` level by level (Note [blocked sums] in
+    ``autodiff/blocked.py``) down to at most BLOCK elements; returns them and their aval."""
+    shape, d = list(a.shape), a.dtype
+    for i, s, k in levels(a.shape, dims):
+        if s != shape[i]:  # zero padding up to a multiple of the block
+            padded = type(a)(tuple(shape[:i] + [s] + shape[i + 1:]), d)
+            x = insert_slice(e, x, type(a)(tuple(shape), d), e.full(padded.shape, d, 0),
+                             padded, (0,) * len(shape), None, (1,) * len(shape))
+        split = tuple(shape[:i] + [s // k, k] + shape[i + 1:])
+        x = e.reshape(x, tuple(shape[:i] + [s] + shape[i + 1:]), split, d)
+        (x,) = _reduce(e, type(a)(split, d), x, (i + 1,), [(d, 0)], combine_fn)
+        shape[i] = s // k
+    return x, type(a)(tuple(shape), d)
 
 
 def _keep(e, op, r, dims):
@@ -44,7 +60,11 @@ def _reduction(combine, init):
     def emit(e, op, x):
         d, dims = op.inputs[0].aval.dtype, op.params["dims"]
         fn = e.need(BINARY[combine], d, op.prim.name)
-        (r,) = _reduce(e, op, x, dims, [(d, init(d))], lambda v, acc: fn(e, d, v, acc))
+        combine_fn = lambda v, acc: fn(e, d, v, acc)  # noqa: E731
+        a = op.inputs[0].aval
+        if combine == "add" and (d.is_floating_point or d.is_complex):
+            x, a = _blocked(e, a, x, dims, combine_fn)
+        (r,) = _reduce(e, a, x, dims, [(d, init(d))], combine_fn)
         return _keep(e, op, r, dims)
     return emit
 
@@ -66,7 +86,7 @@ def _arg(extreme: str):
         a, dim = op.inputs[0].aval, op.params["dim"]
         d, rank = a.dtype, len(a.shape)
         fn = e.need(BINARY[extreme], d, op.prim.name)
-        (m,) = _reduce(e, op, x, (dim,), [(d, _extreme(d, extreme == "minimum"))],
+        (m,) = _reduce(e, a, x, (dim,), [(d, _extreme(d, extreme == "minimum"))],
                        lambda v, acc: fn(e, d, v, acc))
         kept = tuple(i for i in range(rank) if i != dim)
         shape = tuple(a.shape[i] for i in kept)

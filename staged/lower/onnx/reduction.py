@@ -1,4 +1,5 @@
-"""Reductions: ReduceSum/Max/Min with the dims as an axes tensor, ArgMax/ArgMin.
+"""Reductions: ReduceSum/Max/Min with the dims as an axes tensor (float sums blocked),
+ArgMax/ArgMin.
 onnxruntime's max/min reductions skip a NaN anywhere but first; NumPy's NaN wins, so for
 float inputs the NaN mask is reduced too and selected where any."""
 from __future__ import annotations
@@ -7,6 +8,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
+from ...autodiff.blocked import levels
 from .model import lowering
 
 
@@ -15,14 +17,32 @@ def _reduce(op_type: str, bool_op: str):
         d, dims = op.inputs[0].aval.dtype, op.params["dims"]
         if not dims:
             return x  # NumPy reduces over no axes: the value itself
-        axes = b.const(np.array(dims, np.int64))
         keep = int(op.params["keepdim"])
+        if op_type == "ReduceSum" and (d.is_floating_point or d.is_complex):
+            x = _blocked(b, x, op.inputs[0].aval, dims)
+        axes = b.const(np.array(dims, np.int64))
         r = b.kernel(bool_op if d is dt.bool_ else op_type, [x], d, post=[axes], keepdims=keep)
         if op_type in ("ReduceMax", "ReduceMin") and d.is_floating_point:
             r = b.kernel("Where", [b.const(np.array(np.nan, d.np)), r], d,
                          pre=[_any(b, d, _isnan(b, d, x), axes, keep)])
         return r
     return lower
+
+
+def _blocked(b, x, a, dims):
+    """``x`` summed over ``dims`` level by level (Note [blocked sums] in
+    ``autodiff/blocked.py``) down to at most BLOCK elements, the dims kept."""
+    shape, d = list(a.shape), a.dtype
+    for i, s, k in levels(a.shape, dims):
+        if s != shape[i]:  # zero padding up to a multiple of the block
+            pads = np.zeros(2 * len(shape), np.int64)
+            pads[len(shape) + i] = s - shape[i]
+            x = b.node("Pad", [x, b.const(pads)])
+        split = b.node("Reshape", [x, b.shape(shape[:i] + [s // k, k] + shape[i + 1:])])
+        x = b.kernel("ReduceSum", [split], d, post=[b.const(np.array([i + 1], np.int64))],
+                     keepdims=0)
+        shape[i] = s // k
+    return x
 
 
 def _isnan(b, d, x):
