@@ -54,7 +54,7 @@ def _rsqrt(x):
 
 # --- unary ----------------------------------------------------------------------------------
 neg = unary("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR)
-copy = unary("copy", lambda x: np.array(x, copy=True), vjp=lambda g: g, jvp=LINEAR,
+copy = unary("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
              node_name="CloneBackward0")
 conj = unary("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
 exp = unary("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj())

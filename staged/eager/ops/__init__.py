@@ -66,7 +66,9 @@ _METHODS = {
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten,
     "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze, "permute": shape.permute,
     "transpose": shape.transpose, "t": shape.t, "expand": shape.expand,
-    "broadcast_to": shape.broadcast_to, "contiguous": lambda self: self,
+    "broadcast_to": shape.broadcast_to, "contiguous": shape.contiguous,
+    "is_contiguous": lambda self: bool(getattr(self._payload, "flags", None) is None
+                                       or self._payload.flags.c_contiguous),
     "to": _to, "float": lambda self: _to(self, dt.float32),
     "double": lambda self: _to(self, dt.float64), "long": lambda self: _to(self, dt.int64),
     "int": lambda self: _to(self, dt.int32), "bool": lambda self: _to(self, dt.bool_),
