@@ -23,9 +23,9 @@ from .eager.ops import (cat, chunk, gather, index_select, masked_fill,  # noqa: 
                         scatter_add, split, stack, take_along_dim)
 from .eager.ops import (acos, addcdiv, addcmul, angle, argsort, asin, atan,  # noqa: F401
                         atan2, ceil, clamp_max, clamp_min, cosh, cumsum, erf, exp2, floor,
-                        fmod, gelu, imag, isfinite, isinf, isnan, lerp, log2, log10, norm,
-                        prod, real, reciprocal, remainder, round, sgn, silu, sinh, softplus,
-                        sort, square, tan, topk, trunc)
+                        floor_divide, fmod, gelu, imag, isfinite, isinf, isnan, lerp, log2,
+                        log10, norm, prod, real, reciprocal, remainder, round, sgn, silu, sinh,
+                        softplus, sort, square, tan, topk, trunc)
 from . import autograd  # noqa: F401
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
