@@ -3,6 +3,8 @@
 Eager mode runs on NumPy; ``staged.compile(fn)`` traces forward, backward, hooks and
 optimizer updates into one graph and compiles it with IREE.
 """
+import importlib
+
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
 from . import autodiff  # noqa: F401
 from .dtypes import (bfloat16, bool_ as bool, complex64, complex128, float16,  # noqa: F401
@@ -21,9 +23,9 @@ from .eager.ops import (cat, chunk, gather, index_select, masked_fill,  # noqa: 
                         scatter_add, split, stack, take_along_dim)
 from .eager.ops import (acos, addcdiv, addcmul, angle, argsort, asin, atan,  # noqa: F401
                         atan2, ceil, clamp_max, clamp_min, cosh, cumsum, erf, exp2, floor,
-                        fmod, gelu, imag, isfinite, isinf, isnan, lerp, log2, log10, norm,
-                        prod, real, reciprocal, remainder, round, sgn, silu, sinh, softplus,
-                        sort, square, tan, topk, trunc)
+                        floor_divide, fmod, gelu, imag, isfinite, isinf, isnan, lerp, log2,
+                        log10, norm, prod, real, reciprocal, remainder, round, sgn, silu, sinh,
+                        softplus, sort, square, tan, topk, trunc)
 from . import autograd  # noqa: F401
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
@@ -37,3 +39,12 @@ __version__ = "0.1.0"
 from .runtime.compiled import capture  # noqa: E402,F401
 from .runtime.compiled import compile  # noqa: E402,F401
 from . import nn, optim  # noqa: E402,F401
+
+_LAZY = ("onnx",)  # needs the onnx extra: loaded on first use, as torch.onnx is
+
+
+def __getattr__(name):
+    """``staged.onnx`` without importing onnx at ``import staged``."""
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -316,3 +316,19 @@ def test_cli_exports_every_model(tmp_path):
                  "--static"]) == 0
     outs = [o.name for o in onnx.load(str(tmp_path / "mlp_step.onnx")).graph.output]
     assert outs[0] == "loss" and outs[-1] == "updated.4.bias"
+
+
+def test_staged_onnx_loads_on_first_use(tmp_path):
+    """``import staged; staged.onnx.export(...)`` works without ``import staged.onnx`` (as
+    torch.onnx), and ``import staged`` alone does not import onnx."""
+    code = ("import sys, staged\n"
+            "assert 'onnx' not in sys.modules, 'import staged imported onnx'\n"
+            "x = staged.ones(3, requires_grad=True)\n"
+            f"staged.onnx.export(lambda x: (x * x).sum(), (x,), {str(tmp_path / 'f.onnx')!r})\n"
+            "try:\n    staged.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(staged.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "no attribute 'no_such_name'" in out.stdout
+    assert (tmp_path / "f.onnx").exists()

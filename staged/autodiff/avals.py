@@ -34,19 +34,27 @@ def same_shape(name, *avals):
     return a
 
 
+def wrap_dim(dim: int, ndim: int) -> int:
+    """``dim`` as a non-negative index for ``ndim`` dims (a 0-d tensor takes 0 and -1), or
+    PyTorch's IndexError."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
 def normalize_dims(dims, ndim: int) -> tuple:
     """Dims as a sorted tuple of non-negative ints; None means all dims."""
     if dims is None:
         return tuple(range(ndim))
     if isinstance(dims, int):
         dims = (dims,)
-    out = []
-    for d in dims:
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"Dimension out of range (expected to be in range of "
-                             f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d})")
-        out.append(d % max(ndim, 1))
-    return tuple(sorted(set(out))) if ndim else ()
+    out = [wrap_dim(d, ndim) for d in dims]
+    if len(set(out)) != len(out):
+        d = next(d for d in out if out.count(d) > 1)
+        raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return tuple(sorted(out)) if ndim else ()
 
 
 def reduced_shape(shape, dims, keepdim: bool) -> tuple:

@@ -54,7 +54,7 @@ def _rsqrt(x):
 
 # --- unary ----------------------------------------------------------------------------------
 neg = unary("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR)
-copy = unary("copy", lambda x: np.array(x, copy=True), vjp=lambda g: g, jvp=LINEAR,
+copy = unary("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
              node_name="CloneBackward0")
 conj = unary("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
 exp = unary("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj())
@@ -217,6 +217,9 @@ remainder = binary("remainder", lambda x, y: np.remainder(x, y),
                    vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()))
 fmod = binary("fmod", lambda x, y: np.fmod(x, y),
               vjp=(lambda g: g, lambda g, x, y: -g * (x / y).trunc()))
+# integer x // y rounded down (the public op composes float floor division from fmod, as
+# PyTorch's div_floor); piecewise constant and, as in PyTorch, not differentiable
+floor_divide = binary("floor_divide", lambda x, y: np.floor_divide(x, y))
 # ties split the gradient evenly, as PyTorch's maximum/minimum do
 maximum = binary("maximum", lambda x, y: np.maximum(x, y),
                  vjp=(lambda g, x, y: g * ((x > y) + (x == y) * 0.5),

@@ -7,6 +7,7 @@ what it does (DESIGN.md: one engine, two payloads).
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import numpy as np
 
@@ -40,12 +41,38 @@ def restore_interceptor(prev) -> None:
     _interceptor = prev
 
 
+# Note [NumPy warnings]: log(0), 0/0, exp(1000) are inf/NaN results, not events: PyTorch
+# is silent, so impls run with NumPy's floating-point error state set to "ignore". The state
+# is a context variable (NumPy 2; a thread-local object in 1.x): setting and resetting it
+# costs two C calls, where ``np.errstate`` builds a new object per call (~10 us). The
+# caller's own NumPy code keeps its error state.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _errstate
+    with np.errstate(all="ignore"):
+        _QUIET = _errstate.get()
+    _quiet, _restore = partial(_errstate.set, _QUIET), _errstate.reset
+except ImportError:  # NumPy 1.x
+    from numpy.core.umath import geterrobj, seterrobj
+    with np.errstate(all="ignore"):
+        _QUIET = geterrobj()
+
+    def _quiet():
+        prev = geterrobj()
+        seterrobj(_QUIET)
+        return prev
+    _restore = seterrobj
+
+
 def _evaluate(prim, inputs, params):
     icpt = _interceptor
     if icpt is not None and icpt[0] == threading.get_ident():
         return icpt[1](prim, inputs, params)
     payloads = [t._payload if type(t._payload) is _ndarray else t._host() for t in inputs]
-    out = prim.impl(*payloads, **params)
+    token = _quiet()
+    try:
+        out = prim.impl(*payloads, **params)
+    finally:
+        _restore(token)
     return out if type(out) is _ndarray else np.asarray(out)
 
 

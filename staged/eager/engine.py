@@ -314,13 +314,27 @@ def _run_tensor_hooks(node, buf):
             for fn in tuple(fns.values()):
                 r = fn(g)
                 if r is not None:
-                    g = r
+                    g = _checked_hook_value(fn, g, r)
             buf[nr] = g
     if node._retain_grad:
         for nr, ref in node._retain_grad.items():
             t = ref()
             if t is not None:
                 _retain(t, buf.get(nr))
+
+
+def _checked_hook_value(fn, g, r):
+    """A tensor hook may replace the gradient, not change its shape or dtype (PyTorch's
+    check: a broadcastable wrong shape would otherwise be summed away silently)."""
+    name = getattr(fn, "__name__", fn)
+    if not isinstance(r, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
+    if r.dtype is not g.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got "
+                           f"{r.dtype})")
+    if tuple(r.shape) != tuple(g.shape):
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    return r
 
 
 def _retain(t, g):

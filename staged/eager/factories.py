@@ -37,7 +37,13 @@ def rng_state() -> Tensor:
 
 def as_payload(data, dtype=None) -> np.ndarray:
     """A NumPy array from Python data with PyTorch's dtype inference: Python floats take
-    the default dtype, ints int64, NumPy arrays keep theirs."""
+    the default dtype, ints int64, NumPy arrays keep theirs. Casts that overflow give inf
+    silently, as in PyTorch (Note [NumPy warnings])."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _as_payload(data, dtype)
+
+
+def _as_payload(data, dtype):
     if isinstance(data, Tensor):
         data = data._host()
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):

@@ -81,7 +81,7 @@ class PrimitiveBackward(Node):
         needs = []
         for t in inputs:
             if t._requires_grad:
-                if t._base is not None and t._view.version != t._vc[0]:
+                if t._base is not None and t._vc is not None and t._view.version != t._vc[0]:
                     sync_view(t)  # its base was written since its grad_fn was made
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else

@@ -68,10 +68,17 @@ def _check_targets(target, n):
                          f"({target.shape[0] if target.ndim else 0}).")
 
 
+def _per_element(loss, input, reduction):
+    """An unreduced loss of (N, C, d1, ...) inputs has shape (N, d1, ...), as PyTorch's."""
+    if reduction != "none" or input.ndim <= 2:
+        return loss
+    return ops.reshape(loss, (input.shape[0],) + tuple(input.shape[2:]))
+
+
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of class-index targets, given log-probabilities."""
-    return _nll(_class_dim_last(input), ops.reshape(target, -1), weight, ignore_index,
-                reduction)
+    return _per_element(_nll(_class_dim_last(input), ops.reshape(target, -1), weight,
+                             ignore_index, reduction), input, reduction)
 
 
 def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
@@ -109,8 +116,10 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         probs = _class_dim_last(target)
         if label_smoothing:
             probs = probs * (1 - label_smoothing) + label_smoothing / c
-        return _reduce(-(logp * probs).sum(-1), reduction)
+        if weight is not None:  # per class; "mean" still divides by the batch size
+            probs = probs * weight
+        return _per_element(_reduce(-(logp * probs).sum(-1), reduction), input, reduction)
     if target.dtype is dt.bool_:
         raise RuntimeError("expected scalar type Long but found Bool")
-    return _nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction,
-                label_smoothing)
+    return _per_element(_nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction,
+                             label_smoothing), input, reduction)

@@ -66,7 +66,9 @@ _METHODS = {
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten,
     "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze, "permute": shape.permute,
     "transpose": shape.transpose, "t": shape.t, "expand": shape.expand,
-    "broadcast_to": shape.broadcast_to, "contiguous": lambda self: self,
+    "broadcast_to": shape.broadcast_to, "contiguous": shape.contiguous,
+    "is_contiguous": lambda self: bool(getattr(self._payload, "flags", None) is None
+                                       or self._payload.flags.c_contiguous),
     "to": _to, "float": lambda self: _to(self, dt.float32),
     "double": lambda self: _to(self, dt.float64), "long": lambda self: _to(self, dt.int64),
     "int": lambda self: _to(self, dt.int32), "bool": lambda self: _to(self, dt.bool_),
@@ -78,11 +80,12 @@ _METHODS = {
     "norm": reduction.norm,
     # math (elementwise, reductions, scans, sorting)
     "__mod__": elementwise.remainder, "__rmod__": _rev(elementwise.remainder),
+    "__floordiv__": elementwise.floor_divide, "__rfloordiv__": _rev(elementwise.floor_divide),
     **{n: getattr(elementwise, n) for n in (
         "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2", "log2", "log10", "exp2", "erf",
         "floor", "ceil", "round", "trunc", "sgn", "angle", "isnan", "isinf", "isfinite",
         "square", "reciprocal", "remainder", "fmod", "clamp_min", "clamp_max", "lerp",
-        "addcmul", "addcdiv")},
+        "addcmul", "addcdiv", "floor_divide")},
     "arcsin": elementwise.asin, "arccos": elementwise.acos, "arctan": elementwise.atan,
     "arctan2": elementwise.atan2, "clip": elementwise.clamp, "absolute": elementwise.abs,
     **{n: getattr(reduction, n) for n in ("prod", "cumsum", "sort", "argsort", "topk")},
@@ -101,8 +104,10 @@ for _name in ("add_", "sub_", "mul_", "div_", "pow_", "clamp_", "exp_", "log_", 
 
 for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
               "floor", "ceil", "round", "trunc", "sgn", "square", "reciprocal", "remainder",
-              "fmod", "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv", "atan2"):
+              "fmod", "clamp_min", "clamp_max", "lerp", "addcmul", "addcdiv", "atan2",
+              "floor_divide"):
     _METHODS[_name + "_"] = inplace._inplace(_METHODS[_name])
+_METHODS["__ifloordiv__"] = _METHODS["floor_divide_"]
 
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..tensor import Tensor
@@ -138,8 +140,44 @@ def atan2(y, x):
     return ad.atan2(a, b)
 
 
-remainder = _binary(ad.remainder)
-fmod = _binary(ad.fmod)
+def _integer_quotient(prim):
+    """An integer quotient or remainder: a zero divisor raises as PyTorch does (eagerly;
+    a compiled step gives 0 there, as NumPy)."""
+    def op(x, y):
+        a, b = operands(x, y)
+        p = b._payload
+        if type(p) is np.ndarray and p.dtype.kind in "iub" and not p.all():
+            raise RuntimeError("ZeroDivisionError")
+        return prim(a, b)
+    op.__name__ = prim.name
+    return op
+
+
+remainder = _integer_quotient(ad.remainder)
+fmod = _integer_quotient(ad.fmod)
+_int_floor_divide = _integer_quotient(ad.floor_divide)
+
+
+def floor_divide(x, y):
+    """``x // y`` rounded down, as PyTorch (and Python): for floats its div_floor from fmod,
+    with ``x / y`` for a zero divisor; integers divide exactly. Not differentiable: as in
+    PyTorch, the result carries no gradient (it is piecewise constant)."""
+    d = promote_types(x, y)
+    if d.is_complex or d is dt.bool_:
+        raise NotImplementedError(f'"div_floor_cpu" not implemented for '
+                                  f"'{d.name.capitalize()}'")
+    x, y = (v.detach() if isinstance(v, Tensor) else v for v in (x, y))
+    if not d.is_floating_point:
+        return _int_floor_divide(x, y)
+    a, b = operands(x, y)
+    mod = ad.fmod(a, b)
+    q = div(sub(a, mod), b)
+    q = where(logical_and(ne(mod, 0), ne(lt(b, 0), lt(mod, 0))), sub(q, 1), q)
+    fl = floor(q)
+    fl = where(gt(sub(q, fl), 0.5), add(fl, 1), fl)
+    exact = div(a, b)
+    fl = where(eq(q, 0), mul(exact, 0), fl)  # a zero with the sign of x / y
+    return where(eq(b, 0), exact, fl)
 
 
 def isnan(x):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
-from ...autodiff.avals import normalize_dims
+from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import scalar_tensor
 
@@ -58,15 +58,11 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
 
 def cumsum(x, dim, *, dtype=None):
     x = _accumulation_dtype(x, dtype)
-    return ad.cumsum(x, dim=_one_dim(dim, x), reverse=False) if x.ndim else ad.copy(x)
-
-
-def _one_dim(dim, x):
-    return normalize_dims(dim, x.ndim)[0] if x.ndim else 0
+    return ad.cumsum(x, dim=wrap_dim(dim, x.ndim), reverse=False) if x.ndim else ad.copy(x)
 
 
 def _sorted(x, dim, descending, k):
-    d = _one_dim(dim, x)
+    d = wrap_dim(dim, x.ndim)
     if x.dtype.is_complex:
         raise RuntimeError(f"sort(): complex tensors cannot be ordered (got {x.dtype.name})")
     if not x.ndim:
@@ -79,7 +75,7 @@ def _sorted(x, dim, descending, k):
 def sort(x, dim=-1, descending=False, stable=False):
     """``(values, indices)`` along ``dim``; ties keep their order (stable), NaN sorts above
     every number. The gradient of ``values`` goes to the positions they came from."""
-    n = x._payload.shape[_one_dim(dim, x)] if x.ndim else 1
+    n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     return SortResult(*_sorted(x, dim, descending, n))
 
 
@@ -89,7 +85,7 @@ def argsort(x, dim=-1, descending=False, stable=False):
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order."""
-    n = x._payload.shape[_one_dim(dim, x)] if x.ndim else 1
+    n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
     return TopkResult(*_sorted(x, dim, largest, k))
@@ -145,7 +141,10 @@ def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
 
 @in_float32
 def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
-    return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
+    """``sqrt(var)``; where the variance is 0 the gradient is 0, not 0 * inf (PyTorch's
+    std_backward masks it the same way)."""
+    v = var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased)
+    return v.where(v != 0, 0).sqrt()
 
 
 def amax(x, dim=(), keepdim=False):
@@ -161,13 +160,13 @@ def amin(x, dim=(), keepdim=False):
 def argmax(x, dim=None, keepdim=False):
     if dim is None:
         return ad.argmax(ad.reshape(x, shape=(x.numel(),)), dim=0, keepdim=False)
-    return ad.argmax(x, dim=normalize_dims(dim, x.ndim)[0] if x.ndim else 0, keepdim=keepdim)
+    return ad.argmax(x, dim=wrap_dim(dim, x.ndim), keepdim=keepdim)
 
 
 def argmin(x, dim=None, keepdim=False):
     if dim is None:
         return ad.argmin(ad.reshape(x, shape=(x.numel(),)), dim=0, keepdim=False)
-    return ad.argmin(x, dim=normalize_dims(dim, x.ndim)[0] if x.ndim else 0, keepdim=keepdim)
+    return ad.argmin(x, dim=wrap_dim(dim, x.ndim), keepdim=keepdim)
 
 
 def _select_along(x, idx, dim, keepdim):
@@ -189,7 +188,7 @@ def _extremum(reduce, arg, result, x, dim, keepdim, other):
         return (maximum if reduce is ad.reduce_max else minimum)(x, other)
     if dim is None:
         return reduce(x, dims=normalize_dims(None, x.ndim), keepdim=False)
-    d = normalize_dims(dim, x.ndim)[0] if x.ndim else 0
+    d = wrap_dim(dim, x.ndim)
     idx = arg(x, dim=d, keepdim=keepdim)
     return result(_select_along(x, idx, d, keepdim) if x.ndim else x, idx)
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
-from ...autodiff.avals import normalize_dims
+from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import expand_to, promote_types, to_dtype
 
@@ -33,23 +33,37 @@ def reshape(x, *shape):
     return x if shape == tuple(x._payload.shape) else ad.reshape(x, shape=shape)
 
 
-view = reshape
+def view(x, *shape):
+    """``reshape`` that must share memory: a layout only a copy could give raises, as in
+    PyTorch (a silent copy would drop writes through the view)."""
+    out = reshape(x, *shape)
+    p = out._payload
+    if out is not x and type(p) is np.ndarray and p.size and not np.may_share_memory(
+            p, x._payload):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
+    return out
+
+
+def contiguous(x):
+    """``x`` itself if it is C-contiguous, else a C-contiguous copy (part of the graph)."""
+    p = x._payload
+    return ad.copy(x) if type(p) is np.ndarray and not p.flags.c_contiguous else x
 
 
 def flatten(x, start_dim=0, end_dim=-1):
+    s, e = wrap_dim(start_dim, x.ndim), wrap_dim(end_dim, x.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if x.ndim == 0:
         return reshape(x, 1)
-    s, e = start_dim % x.ndim, end_dim % x.ndim
     shape = x._payload.shape
     return reshape(x, tuple(shape[:s]) + (math.prod(shape[s:e + 1]),) + tuple(shape[e + 1:]))
 
 
 def unsqueeze(x, dim):
-    n = x.ndim + 1
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
-    dim %= n
+    dim = wrap_dim(dim, x.ndim + 1)
     shape = list(x._payload.shape)
     shape.insert(dim, 1)
     return ad.reshape(x, shape=tuple(shape))
@@ -63,15 +77,22 @@ def squeeze(x, dim=None):
 
 
 def permute(x, *dims):
-    dims = tuple(d % x.ndim if x.ndim else d for d in _shape_arg(dims))
+    dims = _shape_arg(dims)
+    if len(dims) != x.ndim:
+        raise RuntimeError(f"permute(): number of dimensions in the tensor input does not "
+                           f"match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
+    dims = tuple(wrap_dim(d, x.ndim) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return x if dims == tuple(range(x.ndim)) else ad.permute(x, perm=dims)
 
 
 def transpose(x, dim0, dim1):
-    if x.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+    a, b = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
+    if x.ndim < 2:
         return x
     perm = list(range(x.ndim))
-    a, b = dim0 % x.ndim, dim1 % x.ndim
     perm[a], perm[b] = perm[b], perm[a]
     return permute(x, perm)
 
@@ -108,10 +129,6 @@ def broadcast_to(x, shape):
     return expand(x, tuple(shape))
 
 
-def _dim_of(dim, ndim):
-    return normalize_dims(dim, ndim)[0] if ndim else 0
-
-
 def cat(tensors, dim=0):
     """Concatenate along ``dim`` (dtypes promoted; legacy 1-D empty tensors skipped)."""
     tensors = list(tensors)
@@ -124,7 +141,7 @@ def cat(tensors, dim=0):
     ref = parts[0]
     if ref.ndim == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    dim = _dim_of(dim, ref.ndim)
+    dim = wrap_dim(dim, ref.ndim)
     shape = tuple(ref._payload.shape)
     for i, t in enumerate(parts):
         s = tuple(t._payload.shape)
@@ -165,7 +182,7 @@ def split(x, split_size_or_sections, dim=0):
     of the given sizes."""
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
-    dim = _dim_of(dim, x.ndim)
+    dim = wrap_dim(dim, x.ndim)
     n = x._payload.shape[dim]
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
@@ -189,7 +206,7 @@ def split(x, split_size_or_sections, dim=0):
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
-    n = x._payload.shape[_dim_of(dim, x.ndim)] if x.ndim else 0
+    n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 0
     return split(x, -(-n // chunks), dim)
 
 

@@ -229,6 +229,21 @@ def _int_rem(floor: bool):
     return fn
 
 
+def _int_floor_divide(e, d, x, y):
+    """x // y rounded down; 0 for y == 0 (NumPy's; eagerly the public op raises) and -x
+    for y == -1, so that INT_MIN / -1 cannot trap."""
+    t, c, zero, one = elem_type(d), dclass(d), e.const(0, d), e.const(1, d)
+    y0 = CMP["eq"][c](e, d, y, zero)
+    if c == "uint":
+        q = e.emit(f"arith.divui {x}, {e.emit(f'arith.select {y0}, {one}, {y} : {t}')} : {t}")
+        return e.emit(f"arith.select {y0}, {zero}, {q} : {t}")
+    m1 = CMP["eq"][c](e, d, y, e.const(-1, d))
+    safe = e.emit(f"arith.select {e.emit(f'arith.ori {y0}, {m1} : i1')}, {one}, {y} : {t}")
+    q = e.emit(f"arith.floordivsi {x}, {safe} : {t}")
+    q = e.emit(f"arith.select {m1}, {e.emit(f'arith.subi {zero}, {x} : {t}')}, {q} : {t}")
+    return e.emit(f"arith.select {y0}, {zero}, {q} : {t}")
+
+
 def _sigmoid(e, d, x):
     # 0.5 + 0.5 * tanh(0.5 * x), as the NumPy impl
     c = dclass(d)
@@ -353,6 +368,7 @@ BINARY = {
                   "uint": _int_rem(True)},
     "fmod": {"float": _f64(libm.fmod, _op("arith.remf")), "int": _int_rem(False),
              "uint": _int_rem(False)},
+    "floor_divide": dict.fromkeys(_INT, _int_floor_divide),
     "logical_and": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
                                  _logical("arith.andi")),
     "logical_or": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
@@ -367,6 +383,9 @@ for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sin", "c
 unsupported("div", dict.fromkeys(("int", "uint", "bool"), "true division of integers yields "
                                  "floats; the public op casts to float first"))
 unsupported("pow", {"bool": "NumPy has no boolean power"})
+unsupported("floor_divide", {"float": "the public op composes float floor division from fmod",
+                             "bool": "PyTorch has no boolean floor division",
+                             "complex": "complex numbers are not ordered"})
 for _name in ("neg", "sub"):
     unsupported(_name, {"bool": "NumPy rejects boolean negation/subtraction"})
 unsupported("sign", {"bool": "NumPy has no boolean sign",

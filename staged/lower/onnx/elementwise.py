@@ -312,9 +312,31 @@ def _mod(floor: bool):
     return lower
 
 
+@lowering(REGISTRY["floor_divide"])
+def _floor_divide(b, op, x, y):
+    """Integer Div truncates: one down where the remainder's sign differs from y's; 0 for
+    y == 0 (NumPy's) and -x for y == -1 (no INT_MIN / -1 trap)."""
+    d = op.out.aval.dtype
+    zero = b.node("Equal", [y, _c(b, d, 0)])
+    odd = zero if d.name.startswith("uint") else b.node("Or", [zero, b.node(
+        "Equal", [y, _c(b, d, -1)])])
+    safe = b.node("Where", [odd, _c(b, d, 1), y])
+    q = _f(b, d, "Div", x, safe)
+    if not d.name.startswith("uint"):
+        r = _f(b, d, "Sub", x, _f(b, d, "Mul", q, safe))
+        down = b.node("And", [b.node("Not", [b.node("Equal", [r, _c(b, d, 0)])]),
+                              b.node("Xor", [b.node("Less", [r, _c(b, d, 0)]),
+                                             b.node("Less", [safe, _c(b, d, 0)])])])
+        q = b.node("Where", [down, _f(b, d, "Sub", q, _c(b, d, 1)), q])
+        q = b.node("Where", [b.node("Equal", [y, _c(b, d, -1)]), _f(b, d, "Neg", x), q])
+    return b.node("Where", [zero, _c(b, d, 0), q])
+
+
 lowering(REGISTRY["remainder"])(_mod(True))
 lowering(REGISTRY["fmod"])(_mod(False))
 
 for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
               "floor", "ceil", "round", "trunc", "atan2"):
     unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _FLOAT_MATH))
+unsupported("floor_divide", {"float": "the public op composes float floor division from fmod",
+                             "bool": "PyTorch has no boolean floor division"})
