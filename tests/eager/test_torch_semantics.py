@@ -91,6 +91,19 @@ def test_view_that_needs_a_copy_raises_as_torch():
         assert x.is_contiguous() and not x.t().is_contiguous()
 
 
+def test_view_of_an_op_result_shares_memory_whatever_its_numpy_layout():
+    """A conv's and a pooling's output (permuted in NumPy here, contiguous in torch) can be
+    viewed, and a write through the view reaches them (the view check raised on them)."""
+    for ns in (staged, torch):
+        h = ns.nn.functional.conv2d(ns.ones(2, 3, 4, 4), ns.ones(5, 3, 3, 3))
+        v = h.view(2, -1)
+        v[1, 0] = -1.0
+        assert h[1, 0, 0, 0].item() == -1.0
+        np.testing.assert_array_equal(v[0].detach().numpy(), np.full(20, 27.0))
+        m = ns.nn.functional.max_pool2d(ns.ones(2, 3, 4, 4), 2).view(-1)
+        assert m.shape == (24,)
+
+
 def _hooked(hook, leaf=False):
     def fn(ns):
         a = ns.ones(4, requires_grad=True)

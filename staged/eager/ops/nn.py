@@ -44,8 +44,9 @@ def _batched(x, n, name):
 
 
 def _channels_first(y, n):
-    """(N, *out, C) -> (N, C, *out)."""
-    return shape.permute(y, (0, n + 1) + tuple(range(1, n + 1)))
+    """(N, *out, C) -> (N, C, *out), a fresh contiguous tensor as torch's conv and pooling
+    outputs are (a permuted view would refuse ``.view()``: ``shape.view``)."""
+    return shape.contiguous(shape.permute(y, (0, n + 1) + tuple(range(1, n + 1))))
 
 
 def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
@@ -110,9 +111,8 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
         g = shape.permute(ad.reshape(cols, shape=(rows, groups, ck)), (1, 0, 2))
         w = ad.reshape(weight, shape=(groups, c_out // groups, ck)).mT
         y = ad.reshape(shape.permute(g @ w, (1, 0, 2)), shape=(rows, c_out))
-    y = _channels_first(ad.reshape(y, shape=(x.shape[0],) + out_sp + (c_out,)), n)
-    if bias is not None:
-        y = y + ad.reshape(bias, shape=(c_out,) + (1,) * n)
+    y = ad.reshape(y, shape=(x.shape[0],) + out_sp + (c_out,))
+    y = _channels_first(y if bias is None else y + bias, n)
     return shape.squeeze(y, 0) if unbatched else y
 
 

@@ -34,15 +34,20 @@ def reshape(x, *shape):
 
 
 def view(x, *shape):
-    """``reshape`` that must share memory: a layout only a copy could give raises, as in
-    PyTorch (a silent copy would drop writes through the view)."""
+    """``reshape`` that must share memory: a view (``x.t()``, ``x.expand(..)``) whose layout
+    only a copy could give raises, as in PyTorch. A tensor that is no view and has none is
+    contiguous in PyTorch whatever layout NumPy gave its payload here (``a.t() + 0``), so
+    it gets a C-contiguous payload the view then shares (a copy would drop writes)."""
     out = reshape(x, *shape)
     p = out._payload
     if out is not x and type(p) is np.ndarray and p.size and not np.may_share_memory(
             p, x._payload):
-        raise RuntimeError("view size is not compatible with input tensor's size and stride "
-                           "(at least one dimension spans across two contiguous subspaces). "
-                           "Use .reshape(...) instead.")
+        if x._base is not None or (x._vc is not None and len(x._vc) > 1):
+            raise RuntimeError("view size is not compatible with input tensor's size and "
+                               "stride (at least one dimension spans across two contiguous "
+                               "subspaces). Use .reshape(...) instead.")
+        x._payload = np.ascontiguousarray(x._payload)
+        out = reshape(x, *shape)
     return out
 
 
