@@ -1,0 +1,36 @@
+"""Minimal repros of the bugs the differential fuzzer (test_programs.py) found, each
+against torch 2.13. Bugs in areas other items of issue 15 own are strict xfails naming
+the item."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+
+
+def _grads(lib, fn, *values):
+    xs = [lib.tensor(v, requires_grad=True) for v in values]
+    out = fn(lib, *xs)
+    return [np.asarray(g) for g in lib.autograd.grad(out, xs, lib.ones_like(out),
+                                                      allow_unused=True,
+                                                      materialize_grads=True)]
+
+
+def _same_grads(fn, *values):
+    for g, tg in zip(_grads(staged, fn, *values), _grads(torch, fn, *values)):
+        np.testing.assert_array_equal(g, tg)
+
+
+def test_writing_a_float_into_an_integer_tensor_does_not_make_it_require_grad():
+    """``i[0] = x`` (x requires grad) cast x to int64 with a graph node: the int tensor then
+    required grad, which torch never lets an integer tensor do."""
+    for lib in (staged, torch):
+        x = lib.tensor(0.5, requires_grad=True)
+        i = lib.tensor([3, 4])
+        i[0] = x
+        c = lib.zeros(2, dtype=lib.int64)
+        c.copy_(x.expand(2))
+        assert not i.requires_grad and i.grad_fn is None, lib.__name__
+        assert not c.requires_grad, lib.__name__
