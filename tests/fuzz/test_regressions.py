@@ -23,6 +23,26 @@ def _same_grads(fn, *values):
         np.testing.assert_array_equal(g, tg)
 
 
+@pytest.mark.parametrize("key", [(), Ellipsis, slice(None)], ids=["()", "...", ":"])
+def test_setitem_of_a_whole_tensor_with_a_leaf_sends_the_gradient_to_the_leaf(key):
+    """``w = x.clone(); w[...] = y`` with y a leaf of w's shape: the write reused y as w's
+    new value without a node of its own, so w's gradient went to x instead of y."""
+    def fn(lib, x, y):
+        w = x.clone()
+        w[key] = y
+        return w
+    shape = () if key == () else (2,)
+    _same_grads(fn, np.zeros(shape), np.ones(shape))
+
+
+def test_fill_with_a_leaf_tensor_sends_the_gradient_to_the_leaf():
+    def fn(lib, x, y):
+        w = x.clone()
+        w.fill_(y)
+        return w
+    _same_grads(fn, np.asarray(0.0), np.asarray(1.0))
+
+
 def test_writing_a_float_into_an_integer_tensor_does_not_make_it_require_grad():
     """``i[0] = x`` (x requires grad) cast x to int64 with a graph node: the int tensor then
     required grad, which torch never lets an integer tensor do."""
