@@ -54,3 +54,8 @@ def test_writing_a_float_into_an_integer_tensor_does_not_make_it_require_grad():
         c.copy_(x.expand(2))
         assert not i.requires_grad and i.grad_fn is None, lib.__name__
         assert not c.requires_grad, lib.__name__
+
+
+def test_atan2_gradient_at_the_origin_is_zero():
+    """torch defines d atan2(y, x) = 0 at y = x = 0; staged computed 0/0 = NaN."""
+    _same_grads(lambda lib, y, x: lib.atan2(y, x), np.zeros(2), np.asarray([0.0, -0.0]))
