@@ -59,3 +59,10 @@ def test_writing_a_float_into_an_integer_tensor_does_not_make_it_require_grad():
 def test_atan2_gradient_at_the_origin_is_zero():
     """torch defines d atan2(y, x) = 0 at y = x = 0; staged computed 0/0 = NaN."""
     _same_grads(lambda lib, y, x: lib.atan2(y, x), np.zeros(2), np.asarray([0.0, -0.0]))
+
+
+def test_logsumexp_over_an_empty_dim_is_minus_inf():
+    for shape, dim in (((0,), 0), ((2, 0), 1), ((0, 3), 0)):
+        got = staged.logsumexp(staged.zeros(*shape), dim).numpy()
+        want = torch.logsumexp(torch.zeros(*shape), dim).numpy()
+        np.testing.assert_array_equal(got, want)
