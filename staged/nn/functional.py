@@ -58,6 +58,14 @@ def _class_dim_last(x):
     return ops.reshape(ops.permute(x, perm), -1, x.shape[1])
 
 
+def _per_element(loss, reduction, input):
+    """A "none" loss computed over the (N*d1*..., C) rows of an (N, C, d1, ...) input, back
+    in shape (N, d1, ...) as torch returns it."""
+    if reduction != "none" or input.ndim <= 2:
+        return loss
+    return ops.reshape(loss, input.shape[0], *input.shape[2:])
+
+
 def _check_targets(target, n):
     if target.dtype.is_floating_point or target.dtype.is_complex:
         return
@@ -68,8 +76,8 @@ def _check_targets(target, n):
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of class-index targets, given log-probabilities."""
-    return _nll(_class_dim_last(input), ops.reshape(target, -1), weight, ignore_index,
-                reduction)
+    return _per_element(_nll(_class_dim_last(input), ops.reshape(target, -1), weight,
+                             ignore_index, reduction), reduction, input)
 
 
 def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
@@ -107,8 +115,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         probs = _class_dim_last(target)
         if label_smoothing:
             probs = probs * (1 - label_smoothing) + label_smoothing / c
-        return _reduce(-(logp * probs).sum(-1), reduction)
+        return _per_element(_reduce(-(logp * probs).sum(-1), reduction), reduction, input)
     if target.dtype is dt.bool_:
         raise RuntimeError("expected scalar type Long but found Bool")
-    return _nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction,
-                label_smoothing)
+    return _per_element(_nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction,
+                             label_smoothing), reduction, input)

@@ -66,3 +66,32 @@ def test_logsumexp_over_an_empty_dim_is_minus_inf():
         got = staged.logsumexp(staged.zeros(*shape), dim).numpy()
         want = torch.logsumexp(torch.zeros(*shape), dim).numpy()
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.xfail(strict=True, reason="setitem through repeated indices adds the values "
+                   "(staged/eager/ops/indexing.py:_put); torch writes one of them. Not a "
+                   "small fix: it needs a last-writer-wins scatter")
+def test_setitem_through_repeated_indices_writes_one_of_the_values():
+    x = staged.zeros(2)
+    x[staged.tensor([0, 0])] = staged.tensor([1.0, 1.0])
+    assert x.numpy()[0] == 1.0
+
+
+def test_softmax_over_an_empty_dim_is_empty():
+    """found by test_nn_sweep.py: Softmax(dim=0) of a (0, 4) batch raised from amax."""
+    for dim in (0, 1):
+        got = staged.softmax(staged.zeros(0, 4), dim)
+        assert tuple(got.shape) == tuple(torch.softmax(torch.zeros(0, 4), dim).shape)
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_unreduced_loss_of_a_k_dim_batch_keeps_the_target_shape(loss):
+    """found by test_nn_sweep.py: reduction="none" on an (N, C, d) input returned the
+    (N*d,) rows instead of torch's (N, d)."""
+    x = np.random.default_rng(0).standard_normal((4, 5, 3)).astype(np.float32)
+    t = np.random.default_rng(1).integers(0, 5, (4, 3))
+    got = getattr(staged.nn.functional, loss)(staged.tensor(x), staged.tensor(t),
+                                              reduction="none")
+    want = getattr(torch.nn.functional, loss)(torch.tensor(x), torch.tensor(t),
+                                              reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
