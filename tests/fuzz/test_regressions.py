@@ -95,3 +95,15 @@ def test_unreduced_loss_of_a_k_dim_batch_keeps_the_target_shape(loss):
     want = getattr(torch.nn.functional, loss)(torch.tensor(x), torch.tensor(t),
                                               reduction="none")
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="forward-mode AD: an in-place write through a view "
+                   "does not update the base's tangent (staged/eager/ops/inplace.py write -> "
+                   "forward_ad.written handles the view only)")
+def test_forward_mode_write_through_a_view_updates_the_base_tangent():
+    import staged.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        x = fwAD.make_dual(staged.tensor(1.0), staged.tensor(1.0))
+        base = x.clone()
+        base[None].zero_()
+        assert fwAD.unpack_dual(base).tangent.item() == 0.0

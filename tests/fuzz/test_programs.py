@@ -1,0 +1,67 @@
+"""The differential fuzzer: random programs (``program.py``) checked eagerly against torch
+2.13, in forward mode, compiled (llvm-cpu, vulkan-spirv) and as ONNX against eager.
+
+CI runs a fixed set of examples (hypothesis derandomized, about a minute on 2 cores);
+``STAGED_FUZZ_EXAMPLES=N`` runs N random examples per test instead (failing examples are
+shrunk and printed as a program to paste into ``test_regressions.py``)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.backends import needs_vulkan
+from tests.fuzz import differential as D
+from tests.fuzz.program import programs
+
+EXAMPLES = int(os.environ.get("STAGED_FUZZ_EXAMPLES", "0"))
+
+
+def budget(ci_examples):
+    return settings(max_examples=EXAMPLES or ci_examples, derandomize=not EXAMPLES,
+                    deadline=None, database=None, print_blob=True,
+                    suppress_health_check=list(HealthCheck))
+
+
+@budget(150)
+@given(programs())
+def test_eager_matches_torch(prog):
+    D.check_eager(prog)
+
+
+@budget(40)
+@given(programs("float64", max_steps=4))
+def test_second_order_matches_torch(prog):
+    D.check_eager(prog, second_order=True)
+
+
+# writes through a view leave the base's tangent stale (test_regressions.py, strict xfail)
+@budget(80)
+@given(programs(write_views=False))
+def test_forward_mode_matches_torch(prog):
+    D.check_forward_mode(prog)
+
+
+# compiled and ONNX: one module per example, holding a batch of programs
+BATCH = 12
+
+
+@budget(3)
+@given(st.lists(programs(), min_size=BATCH, max_size=BATCH))
+def test_llvm_cpu_matches_eager(progs):
+    D.check_compiled(progs, "llvm-cpu")
+
+
+@needs_vulkan
+@budget(2)
+@given(st.lists(programs("float32"), min_size=BATCH, max_size=BATCH))
+def test_vulkan_spirv_matches_eager(progs):
+    D.check_compiled(progs, "vulkan-spirv")
+
+
+@budget(4)
+@given(st.lists(programs(), min_size=BATCH, max_size=BATCH))
+def test_onnx_matches_eager(progs):
+    D.check_onnx(progs)
