@@ -282,7 +282,9 @@ def _draw_step(draw, kind, pool, dtype, write_views):
         d = _dim(draw, x)
         if d is None:
             return None
-        keep = draw(st.sampled_from(((), (True,), (False,))))
+        # var/std take (dim, unbiased, keepdim) positionally in torch: no keepdim for them
+        keep = () if e.name in ("var", "std") else draw(st.sampled_from(((), (True,),
+                                                                           (False,))))
         return Step("op", e.name, (i,), (d,) + keep)
     if kind == "view":
         return _draw_view(draw, i, x)
