@@ -209,9 +209,17 @@ def _pow_base_vjp(g, x, y):
 
 
 pow = binary("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_exponent_vjp))
+
+
+def _over_norm(num, y, x):
+    """num / (x*x + y*y), where num is 0 at x = y = 0: 0 there, not 0/0 (as PyTorch)."""
+    d = x * x + y * y
+    return num / d.where(d != 0, 1)
+
+
 atan2 = binary("atan2", lambda y, x: np.arctan2(y, x),
-               vjp=(lambda g, y, x: g * x / (x * x + y * y),
-                    lambda g, y, x: -g * y / (x * x + y * y)))
+               vjp=(lambda g, y, x: _over_norm(g * x, y, x),
+                    lambda g, y, x: _over_norm(-g * y, y, x)))
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
 remainder = binary("remainder", lambda x, y: np.remainder(x, y),
                    vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()))

@@ -18,6 +18,7 @@ from .tensor import Tensor
 from .views import record as record_view
 
 _ndarray = np.ndarray
+_DIFFERENTIABLE = "fcV"  # NumPy kinds that carry gradients (V: bfloat16)
 _interceptor = None  # (thread ident, fn(prim, inputs, params) -> payload)
 
 
@@ -84,7 +85,7 @@ def apply(prim, inputs, params):
     if grad_mode and prim.vjp is not None:
         for t in inputs:
             if t._requires_grad:
-                requires = True
+                requires = out.dtype.kind in _DIFFERENTIABLE  # int/bool results: none (torch)
                 break
     result = Tensor._wrap(out, requires)
     if prim.view:

@@ -14,6 +14,8 @@ def log_softmax(x, dim):
 
 @in_float32
 def softmax(x, dim):
+    if x.numel() == 0:  # nothing to normalize (and an empty dim has no max)
+        return x.exp()
     e = (x - x.amax(dim, keepdim=True).detach()).exp()
     return e / sum(e, dim, keepdim=True)
 

@@ -20,7 +20,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..tensor import Tensor
-from .inplace import write
+from .inplace import own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -211,7 +211,7 @@ def setitem(x: Tensor, index, value) -> None:
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
         write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
         return
-    write(x, _put(x, _plan(x, index), v))
+    write(x, own(_put(x, _plan(x, index), v), value))
 
 
 def _fit(v: Tensor, shape) -> Tensor:

@@ -153,9 +153,19 @@ sqrt_ = _inplace(ew.sqrt)
 abs_ = _inplace(ew.abs)
 
 
+def own(result: Tensor, src) -> Tensor:
+    """``result``, copied when it is the caller's own ``src`` that requires grad: the
+    written tensor gets a Node of its own (torch's CopyBackwards), not src's (a leaf src
+    has none, and the write would lose its gradient)."""
+    if result is src and src._requires_grad and _state.grad_enabled:
+        return ew.clone(src)
+    return result
+
+
 def fill_(self, value):
-    v = value if isinstance(value, Tensor) else scalar_tensor(value, self.dtype)
-    return write(self, to_dtype(v, self.dtype) if isinstance(value, Tensor) else v)
+    if not isinstance(value, Tensor):
+        return write(self, scalar_tensor(value, self.dtype))
+    return write(self, own(to_dtype(value, self.dtype), value))
 
 
 def zero_(self):
@@ -165,7 +175,4 @@ def zero_(self):
 def copy_(self, src):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
-    value = to_dtype(src, self.dtype)
-    if value is src and src._requires_grad and _state.grad_enabled:
-        value = ew.clone(src)  # a Node of self's own (torch's CopyBackwards), not src's
-    return write(self, value)
+    return write(self, own(to_dtype(src, self.dtype), src))

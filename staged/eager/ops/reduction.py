@@ -206,6 +206,8 @@ def min(x, dim=None, keepdim=False, *, other=None):
 def logsumexp(x, dim, keepdim=False):
     from .elementwise import where
     dims = normalize_dims(dim, x.ndim)
+    if any(x._payload.shape[d] == 0 for d in dims):  # an empty sum: log(0) = -inf, as torch
+        return sum(x.exp(), dims, keepdim=keepdim).log()
     m = amax(x, dims, keepdim=True).detach()
     m = where(m.abs() == float("inf"), scalar_tensor(0, m.dtype), m)
     out = sum((x - m).exp(), dims, keepdim=True).log() + m

@@ -1,0 +1,230 @@
+"""The differential checks of a random program: staged eager vs torch 2.13 (values, dtypes,
+reverse- and forward-mode gradients, second order), and one compiled or ONNX module
+holding a batch of programs vs staged eager."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+from hypothesis import reject
+
+import staged
+import staged.autograd.forward_ad as fwAD
+from tests.fuzz.program import Program
+
+# Tolerances per float dtype. A program chains up to a few ops on values in [-3, 3]; each
+# op may round differently from torch's kernel (another libm, summation order) by an ulp
+# or two, and the chain amplifies that by its conditioning (exp of exp, a difference of
+# near-equal values). float64 leaves ~1e-13 of slack below these; float32 a factor ~100.
+TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-10)}
+COMPILED_TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-10)}
+
+
+@contextlib.contextmanager
+def quiet():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def numpy(t):
+    if isinstance(t, torch.Tensor):
+        return t.detach().numpy()
+    return np.asarray(t.detach() if isinstance(t, staged.Tensor) else t)
+
+
+def tol(prog: Program, tols=TOL):
+    kinds = {str(a.dtype) for a in prog.inputs} & set(tols)
+    return max((tols[k] for k in kinds), default=tols["float64"])
+
+
+def assert_same(got, want, rtol, atol, what):
+    g, w = numpy(got), numpy(want)
+    assert g.shape == w.shape, f"{what}: shape {g.shape}, expected {w.shape}"
+    assert g.dtype == w.dtype, f"{what}: dtype {g.dtype}, expected {w.dtype}"
+    if g.dtype.kind == "f":
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                   atol=atol, err_msg=what)
+    else:
+        np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+def _floating(t):
+    return numpy(t).dtype.kind == "f"
+
+
+def cotangents(values, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(numpy(v).shape).astype(numpy(v).dtype) for v in values]
+
+
+def run_both(prog: Program):
+    """(staged leaves, staged pool, torch leaves, torch pool) of one eager run each."""
+    sl, tl = prog.leaves(staged), prog.leaves(torch)
+    with quiet():
+        sp = prog.run(staged, sl)
+        tp = prog.run(torch, tl)
+    return sl, sp, tl, tp
+
+
+def check_eager(prog: Program, second_order=False):
+    """Values, dtypes and requires_grad of every value, then the VJP of every
+    differentiable value under random cotangents (and, with ``second_order``, the
+    gradient of <w, VJP>), against torch."""
+    rtol, atol = tol(prog)
+    sl, sp, tl, tp = run_both(prog)
+    assert len(sp) == len(tp)
+    for k, (s, t) in enumerate(zip(sp, tp)):
+        assert_same(s, t, rtol, atol, f"value {k}")
+        assert s.requires_grad == t.requires_grad, f"value {k}: requires_grad"
+    outs = [k for k, t in enumerate(tp) if t.requires_grad]
+    wrt = [k for k, t in enumerate(tl) if t.requires_grad]
+    if not outs:
+        return
+    cots = cotangents([tp[k] for k in outs])
+    with quiet():
+        try:
+            tg = torch.autograd.grad([tp[k] for k in outs], [tl[k] for k in wrt],
+                                     [torch.tensor(c) for c in cots], allow_unused=True,
+                                     materialize_grads=True, create_graph=second_order)
+        except RuntimeError:  # torch's own backward fails (pow(x, bool)): no oracle
+            reject()
+        sg = staged.autograd.grad([sp[k] for k in outs], [sl[k] for k in wrt],
+                                  [staged.tensor(c) for c in cots], allow_unused=True,
+                                  materialize_grads=True, create_graph=second_order)
+    for k, (s, t) in enumerate(zip(sg, tg)):
+        assert_same(s, t, rtol, atol, f"gradient of input {wrt[k]}")
+    if second_order:
+        _check_second_order(sg, tg, sl, tl, wrt, rtol, atol)
+
+
+def _check_second_order(sg, tg, sl, tl, wrt, rtol, atol):
+    ws = cotangents(tg, seed=1)
+    pairs = [(s, t, w) for s, t, w in zip(sg, tg, ws) if t.requires_grad]
+    if not pairs:
+        return
+    with quiet():
+        ttot = sum((t * torch.tensor(w)).sum() for _, t, w in pairs)
+        stot = sum((s * staged.tensor(w)).sum() for s, _, w in pairs)
+        tg2 = torch.autograd.grad(ttot, [tl[k] for k in wrt], allow_unused=True,
+                                  materialize_grads=True)
+        sg2 = staged.autograd.grad(stot, [sl[k] for k in wrt], allow_unused=True,
+                                   materialize_grads=True)
+    for k, (s, t) in enumerate(zip(sg2, tg2)):
+        assert_same(s, t, rtol, atol, f"second-order gradient of input {wrt[k]}")
+
+
+def check_forward_mode(prog: Program):
+    """Tangents of every float value by ``staged.autograd.forward_ad`` vs
+    ``torch.func.jvp`` along random tangents of the float inputs."""
+    rtol, atol = tol(prog)
+    wrt = [k for k, a in enumerate(prog.inputs) if a.dtype.kind == "f"]
+    tans = cotangents([prog.inputs[k] for k in wrt], seed=2)
+    const = prog.leaves(torch, requires_grad=False)
+
+    def tf(*xs):
+        leaves = list(const)
+        for k, x in zip(wrt, xs):
+            leaves[k] = x
+        return tuple(v for v in prog.run(torch, leaves) if v.dtype.is_floating_point)
+    with quiet():
+        touts, ttans = torch.func.jvp(tf, tuple(const[k] for k in wrt),
+                                      tuple(torch.tensor(t) for t in tans))
+        with fwAD.dual_level():
+            leaves = prog.leaves(staged, requires_grad=False)
+            for k, t in zip(wrt, tans):
+                leaves[k] = fwAD.make_dual(leaves[k], staged.tensor(t))
+            duals = [fwAD.unpack_dual(v) for v in prog.run(staged, leaves) if _floating(v)]
+            souts = [numpy(d.primal) for d in duals]
+            stans = [np.zeros_like(p) if d.tangent is None else numpy(d.tangent)
+                     for d, p in zip(duals, souts)]
+    assert len(souts) == len(touts)
+    for k, (s, t, st, tt) in enumerate(zip(souts, touts, stans, ttans)):
+        assert_same(s, t, rtol, atol, f"float value {k}")
+        assert_same(st, tt, rtol, atol, f"tangent of float value {k}")
+
+
+# --- one module for a batch of programs ------------------------------------------------------
+def batch_body(progs):
+    """``body(*leaves_and_cotangents)``: every program run on its leaves, then the VJP of its
+    differentiable values under the given cotangents; returns all values and gradients
+    (the same function staged runs eagerly, captures, compiles and exports)."""
+    shapes = []  # per program: (number of leaves, number of cotangents)
+    owners = []  # per output of body: the program it comes from
+
+    def body(*flat):
+        out, k = [], 0
+        owners.clear()
+        for prog, (nl, nc) in zip(progs, shapes):
+            leaves, cots = flat[k:k + nl], flat[k + nl:k + nl + nc]
+            k += nl + nc
+            pool = prog.run(staged, list(leaves))
+            diff = [v for v in pool if v.requires_grad]
+            wrt = [x for x in leaves if x.requires_grad]
+            grads = staged.autograd.grad(diff, wrt, list(cots), allow_unused=True,
+                                         materialize_grads=True) if diff else []
+            out += [v for v in pool[nl:]] + list(grads)
+            owners.extend([prog] * (len(out) - len(owners)))
+        return out
+
+    flat = []
+    kept = []
+    for prog in progs:
+        leaves = prog.leaves(staged)
+        with quiet():
+            pool = prog.run(staged, prog.leaves(staged))
+            try:  # a program whose backward raises eagerly is the eager check's business
+                diff = [v for v in pool if v.requires_grad]
+                if diff:
+                    staged.autograd.grad(diff, [x for x in pool[:len(leaves)]
+                                                if x.requires_grad],
+                                         [staged.ones_like(v) for v in diff],
+                                         allow_unused=True)
+            except RuntimeError:
+                continue
+        kept.append(prog)
+        cots = [staged.tensor(c) for c in cotangents([v for v in pool if v.requires_grad])]
+        shapes.append((len(leaves), len(cots)))
+        flat += leaves + cots
+    progs[:] = kept
+    return body, flat, owners
+
+
+def check_compiled(progs, backend):
+    """One captured module of the whole batch, compiled for ``backend``, vs eager."""
+    body, flat, owners = batch_body(progs)
+    with quiet():
+        want = body(*flat)
+        got = staged.capture(body, *flat).compile(backend)(*flat)
+    _compare_batch(owners, got, want, backend)
+
+
+def check_onnx(progs):
+    """The captured batch exported to ONNX, run by onnxruntime, vs eager."""
+    import onnxruntime as ort
+    body, flat, owners = batch_body(progs)
+    with quiet():
+        want = body(*flat)
+        cap = staged.capture(body, *flat)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "batch.onnx")
+        cap.export_onnx(path)
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        feed = {i.name: numpy(x) for i, x in zip(sess.get_inputs(), flat)}
+        got = sess.run(None, feed)
+    _compare_batch(owners, got, want, "onnx")
+
+
+def _compare_batch(owners, got, want, what):
+    """Output by output; a mismatch names the program it comes from, as source."""
+    assert len(got) == len(want)
+    for k, (g, w, prog) in enumerate(zip(got, want, owners)):
+        rtol, atol = tol(prog, COMPILED_TOL)
+        try:
+            assert_same(np.asarray(g), w, rtol, atol, f"{what}: output {k}")
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nof the program:\n{prog.source()}") from None

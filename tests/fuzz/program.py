@@ -1,0 +1,372 @@
+"""Random straight-line programs over the op database, drawn by hypothesis and run on
+staged and on torch 2.13 alike.
+
+A program is a list of input arrays and a list of steps; each step reads values of the
+pool (inputs, then every step's results) and appends its results. The ops come from
+``tests/ops/db`` (classified by how torch accepts them: unary, broadcasting binary, or
+taking a dim), plus views, indexing and in-place writes through views of a fresh non-leaf.
+Drawing runs torch alongside, so every step drawn is one torch accepts (shapes broadcast,
+dtypes promote, dims exist); staged must then agree on values, dtypes and gradients.
+``Program.source()`` prints a program as the repro to paste into a regression test.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+import staged
+from tests.ops.db import OP_DB
+
+SPECIALS = (math.nan, math.inf, -math.inf, -0.0, 0.0, 1.0)
+FLOAT = ("float32", "float64")
+
+# ops whose result on some inputs is undefined behaviour (a float outside int64's range
+# cast to an integer): left out of programs, whose inputs include NaN and Inf
+_UNDEFINED = {"to_int64"}
+# ops the random programs must not draw: random or data-dependent shapes (not capturable)
+_NOT_STRAIGHT_LINE = {"getitem_mask", "one_hot_infer_classes"}
+
+
+def _probe(fn, *args):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(*args)
+    except Exception:  # noqa: BLE001  (an op that does not take this form)
+        return None
+    if isinstance(out, tuple) and out:  # (values, indices) of max/min/sort along a dim
+        out = out[0]
+    return out if isinstance(out, torch.Tensor) else None
+
+
+def _classify():
+    """{"unary" | "binary" | "dim": [OpInfo]} of the database's float ops, by probing torch."""
+    x23, x0 = torch.randn(2, 3, dtype=torch.float64), torch.randn((), dtype=torch.float64)
+    x31, y4 = torch.randn(3, 1, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    x234 = torch.randn(2, 3, 4, dtype=torch.float64)
+    kinds = {"unary": [], "binary": [], "dim": []}
+    for e in OP_DB:
+        if e.name in _UNDEFINED | _NOT_STRAIGHT_LINE or not set(e.dtypes) & set(FLOAT):
+            continue
+        u = _probe(e.torch_op, x23)
+        if u is not None and u.shape == (2, 3) and _probe(e.torch_op, x0) is not None:
+            kinds["unary"].append(e)
+            FLOAT_ONLY[e.name] = _probe(e.torch_op, x23.long()) is None
+            continue
+        b = _probe(e.torch_op, x31, y4)
+        if b is not None and b.shape == (3, 4):
+            kinds["binary"].append(e)
+            FLOAT_ONLY[e.name] = _probe(e.torch_op, x31.long(), y4.long()) is None
+            continue
+        d = _probe(e.torch_op, x234, 1)
+        if d is not None and d.shape in ((2, 4), (2, 3, 4)):
+            kinds["dim"].append(e)
+            FLOAT_ONLY[e.name] = _probe(e.torch_op, x234.long(), 1) is None
+    return kinds
+
+
+# ops torch runs on integers only when the tensor is empty (no kernel runs): drawn on
+# floating-point values only
+FLOAT_ONLY = {}
+
+
+KINDS = _classify()
+# in-place methods drawn for writes through a view (each a Tensor method of staged too)
+INPLACE_BINARY = ("add_", "sub_", "mul_", "div_", "copy_", "clamp_min_")
+INPLACE_UNARY = ("zero_", "exp_", "neg_", "relu_", "sqrt_", "tanh_", "abs_")
+
+
+def to_lib(a, lib):
+    """A NumPy array (or anything else, as is) as a ``lib`` tensor."""
+    if not isinstance(a, np.ndarray):
+        return a
+    return staged.tensor(a.copy()) if lib is staged else torch.tensor(a.copy())
+
+
+@dataclass
+class Step:
+    kind: str          # "op", "view", "getitem", "inplace", "setitem"
+    what: str          # the OpInfo name, view or method name
+    refs: tuple        # pool indices read
+    args: tuple = ()   # static arguments (ints, slices, index arrays, numbers)
+    view: tuple = ()   # for writes: the basic index of the view written through
+    nout: int = 1      # how many values the step appends
+
+    def run(self, pool, lib):
+        xs = [pool[r] for r in self.refs]
+        args = [to_lib(a, lib) for a in self.args]
+        if self.kind == "op":
+            e = _BY_NAME[self.what]
+            out = (e.op if lib is staged else e.torch_op)(*xs, *args)
+            return list(out) if isinstance(out, (tuple, list)) else [out]
+        if self.kind == "view":
+            return [getattr(xs[0], self.what)(*args)]
+        if self.kind == "getitem":
+            return [xs[0][tuple(args)]]
+        base = xs[0].clone()
+        target = base[self.view] if self.view else base
+        if self.kind == "setitem":
+            target[tuple(args)] = xs[1]
+        elif self.what in INPLACE_UNARY:
+            getattr(target, self.what)()
+        elif self.what == "fill_":
+            target.fill_(args[0])
+        else:
+            getattr(target, self.what)(xs[1])
+        return [base, target]
+
+    def source(self, names, outs):
+        a = [names[r] for r in self.refs]
+        lhs = ", ".join(outs)
+        static = ", ".join(map(_src, self.args))
+        if self.kind == "op":
+            return f"{lhs} = {self.what}({', '.join(a + ([static] if static else []))})"
+        if self.kind == "view":
+            return f"{lhs} = {a[0]}.{self.what}({static})"
+        if self.kind == "getitem":
+            return f"{lhs} = {a[0]}[{static}]"
+        view = f"[{', '.join(map(_src, self.view))}]" if self.view else ""
+        head = f"{outs[0]} = {a[0]}.clone(); {outs[1]} = {outs[0]}{view}; "
+        if self.kind == "setitem":
+            return head + f"{outs[1]}[{static}] = {a[1]}"
+        arg = a[1] if len(a) > 1 else static
+        return head + f"{outs[1]}.{self.what}({arg})"
+
+
+def _src(a):
+    if isinstance(a, slice):
+        return f"{'' if a.start is None else a.start}:{'' if a.stop is None else a.stop}" + \
+            (f":{a.step}" if a.step is not None else "")
+    if isinstance(a, np.ndarray):
+        return f"tensor({a.tolist()})"
+    return repr(a)
+
+
+_BY_NAME = {e.name: e for e in OP_DB}
+
+
+@dataclass(repr=False)
+class Program:
+    inputs: list                              # NumPy arrays
+    steps: list = field(default_factory=list)
+
+    def leaves(self, lib, requires_grad=True):
+        return [to_lib(a, lib).requires_grad_(requires_grad and a.dtype.kind == "f")
+                for a in self.inputs]
+
+    def run(self, lib, leaves):
+        pool = list(leaves)
+        for s in self.steps:
+            pool.extend(s.run(pool, lib))
+        return pool
+
+    def __repr__(self):
+        return "Program(\n" + self.source() + ")"
+
+    def _repr_pretty_(self, p, cycle):  # how hypothesis prints a failing example
+        p.text(repr(self))
+
+    def source(self):
+        names = [f"x{i}" for i in range(len(self.inputs))]
+        lines = [f"x{i} = tensor({_values(a)}, dtype={a.dtype}"
+                 f"{', requires_grad=True' if a.dtype.kind == 'f' else ''})"
+                 for i, a in enumerate(self.inputs)]
+        for k, s in enumerate(self.steps):
+            outs = [f"v{k}"] if s.kind in ("view", "getitem") else (
+                [f"v{k}", f"w{k}"] if s.kind in ("inplace", "setitem") else [f"v{k}_{j}" for j in
+                                                                          range(s.nout)])
+            lines.append(s.source(names, outs))
+            names.extend(outs)
+        return "\n".join(lines)
+
+
+def _values(a):
+    return repr(a.tolist()).replace("nan", "nan").replace("inf", "inf")
+
+
+# --- drawing ------------------------------------------------------------------------------
+_ELEMENT = st.one_of(st.floats(-3, 3, width=32), st.sampled_from(SPECIALS))
+
+
+@st.composite
+def arrays(draw, shape, dtype):
+    n = int(np.prod(shape))
+    if dtype == "bool":
+        return np.asarray(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool).reshape(
+            shape)
+    if dtype == "int64":
+        return np.asarray(draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n)),
+                          np.int64).reshape(shape)
+    special = draw(st.booleans())
+    el = _ELEMENT if special else st.floats(-3, 3, width=32)
+    return np.asarray(draw(st.lists(el, min_size=n, max_size=n)), dtype).reshape(shape)
+
+
+def _variant(draw, base):
+    """A shape that broadcasts against ``base``: each dim kept, set to 1, or leading dims
+    dropped."""
+    drop = draw(st.integers(0, len(base)))
+    return tuple(d if draw(st.booleans()) else 1 for d in base[drop:])
+
+
+def _try(step, pool):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = step.run(pool, torch)
+        except Exception:  # noqa: BLE001  (torch refuses this draw: not a program)
+            return None
+    return out if all(isinstance(o, torch.Tensor) for o in out) else None
+
+
+def _is_float(t):
+    return t.dtype in (torch.float32, torch.float64)
+
+
+@st.composite
+def programs(draw, dtype=None, max_steps=6, allow=("op", "view", "getitem", "inplace",
+                                                   "setitem"), write_views=True):
+    """A random program whose float inputs are ``dtype`` (drawn when None); writes go
+    through a view of the written clone only with ``write_views``."""
+    dtype = dtype or draw(st.sampled_from(FLOAT))
+    base = tuple(draw(st.lists(st.integers(0, 3), min_size=0, max_size=3)))
+    inputs = []
+    for _ in range(draw(st.integers(1, 3))):
+        dt = draw(st.sampled_from((dtype, dtype, dtype, "int64", "bool")))
+        inputs.append(draw(arrays(_variant(draw, base), dt)))
+    if not any(a.dtype.kind == "f" for a in inputs):
+        inputs.append(draw(arrays(base, dtype)))
+    prog = Program(inputs)
+    pool = prog.leaves(torch)
+    for _ in range(draw(st.integers(1, max_steps))):
+        kind = draw(st.sampled_from(allow))
+        step = _draw_step(draw, kind, pool, dtype, write_views)
+        if step is None:
+            continue
+        out = _try(step, pool)
+        if out is None:
+            continue
+        step.nout = len(out)
+        prog.steps.append(step)
+        pool.extend(out)
+    return prog
+
+
+def _ref(draw, pool, pred=lambda t: True):
+    ok = [i for i, t in enumerate(pool) if pred(t)]
+    return draw(st.sampled_from(ok)) if ok else None
+
+
+def _dim(draw, t):
+    return draw(st.integers(-t.dim(), t.dim() - 1)) if t.dim() else None
+
+
+def _draw_step(draw, kind, pool, dtype, write_views):
+    i = _ref(draw, pool)
+    x = pool[i]
+    if kind == "op":
+        k = draw(st.sampled_from(sorted(KINDS)))
+        e = draw(st.sampled_from(KINDS[k]))
+        if FLOAT_ONLY[e.name] and not _is_float(x):
+            return None
+        if k == "unary":
+            return Step("op", e.name, (i,))
+        if k == "binary":
+            j = _ref(draw, pool, lambda t: _broadcasts(t.shape, x.shape))
+            return Step("op", e.name, (i, j))
+        d = _dim(draw, x)
+        if d is None:
+            return None
+        # var/std take (dim, unbiased, keepdim) positionally in torch: no keepdim for them
+        keep = () if e.name in ("var", "std") else draw(st.sampled_from(((), (True,),
+                                                                           (False,))))
+        return Step("op", e.name, (i,), (d,) + keep)
+    if kind == "view":
+        return _draw_view(draw, i, x)
+    if kind == "getitem":
+        return Step("getitem", "", (i,), _draw_index(draw, x))
+    # writes into a clone of x, through an optional basic-index view
+    view = _draw_basic(draw, x) if write_views and draw(st.booleans()) else ()
+    if kind == "setitem":
+        key = _draw_index(draw, x, unique=True)
+        j = _ref(draw, pool)
+        return Step("setitem", "", (i, j), key, view)
+    name = draw(st.sampled_from(INPLACE_BINARY + INPLACE_UNARY + ("fill_",)))
+    if name in INPLACE_UNARY:
+        return Step("inplace", name, (i,), (), view)
+    if name == "fill_":
+        return Step("inplace", name, (i,), (draw(st.sampled_from((2.5, -0.0, math.nan))),),
+                    view)
+    j = _ref(draw, pool)
+    return Step("inplace", name, (i, j), (), view)
+
+
+def _broadcasts(a, b):
+    try:
+        np.broadcast_shapes(tuple(a), tuple(b))
+        return True
+    except ValueError:
+        return False
+
+
+def _draw_view(draw, i, x):
+    n = x.dim()
+    name = draw(st.sampled_from(("transpose", "unsqueeze", "reshape", "permute", "expand",
+                                 "flatten", "squeeze", "t", "mT", "view")))
+    if name == "transpose" and n:
+        return Step("view", name, (i,), (_dim(draw, x), _dim(draw, x)))
+    if name == "unsqueeze":
+        return Step("view", name, (i,), (draw(st.integers(-n - 1, n)),))
+    if name in ("reshape", "view"):
+        return Step("view", name, (i,), (-1,) if x.numel() or n == 0 else (0, -1))
+    if name == "permute":
+        return Step("view", name, (i,), tuple(draw(st.permutations(range(n)))))
+    if name == "expand":
+        return Step("view", name, (i,), (2,) + tuple(x.shape))
+    if name == "flatten" and n:
+        return Step("view", name, (i,), (_dim(draw, x),))
+    if name == "squeeze":
+        return Step("view", name, (i,))
+    if name == "t" and n <= 2:
+        return Step("view", name, (i,))
+    if name == "mT" and n >= 2:
+        return Step("view", "transpose", (i,), (-2, -1))
+    return None
+
+
+def _draw_basic(draw, x):
+    """A basic index of ``x``: ints, slices (with steps), None and Ellipsis."""
+    key = []
+    for d in x.shape[:draw(st.integers(0, x.dim()))]:
+        form = draw(st.sampled_from(("int", "slice", "step", "all")))
+        if form == "int" and d:
+            key.append(draw(st.integers(-d, d - 1)))
+        elif form == "slice":
+            key.append(slice(draw(st.integers(-d - 1, d)), draw(st.integers(-d - 1, d + 1))))
+        elif form == "step":
+            key.append(slice(None, None, draw(st.integers(1, 3))))
+        else:
+            key.append(slice(None))
+    if draw(st.booleans()):
+        key.insert(draw(st.integers(0, len(key))), None)
+    return tuple(key)
+
+
+def _draw_index(draw, x, unique=False):
+    """A basic index, or one with an int64 index array in range on a drawn dim (without
+    repeats when ``unique``: a write through repeated indices is unspecified in torch)."""
+    if not x.dim() or not draw(st.booleans()):
+        return _draw_basic(draw, x)
+    d = draw(st.integers(0, x.dim() - 1))
+    size = x.shape[d]
+    if size == 0:
+        return _draw_basic(draw, x)
+    idx = draw(st.lists(st.integers(-size, size - 1), max_size=4,
+                        unique_by=(lambda i: i % size) if unique else None))
+    idx = np.asarray(idx, np.int64)
+    return (slice(None),) * d + (idx,)

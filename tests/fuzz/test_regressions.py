@@ -1,0 +1,121 @@
+"""Minimal repros of the bugs the differential fuzzer (test_programs.py) found, each
+against torch 2.13. Bugs in areas other items of issue 15 own are strict xfails naming
+the item."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+
+
+def _grads(lib, fn, *values):
+    xs = [lib.tensor(v, requires_grad=True) for v in values]
+    out = fn(lib, *xs)
+    return [np.asarray(g) for g in lib.autograd.grad(out, xs, lib.ones_like(out),
+                                                      allow_unused=True,
+                                                      materialize_grads=True)]
+
+
+def _same_grads(fn, *values):
+    for g, tg in zip(_grads(staged, fn, *values), _grads(torch, fn, *values)):
+        np.testing.assert_array_equal(g, tg)
+
+
+@pytest.mark.parametrize("key", [(), Ellipsis, slice(None)], ids=["()", "...", ":"])
+def test_setitem_of_a_whole_tensor_with_a_leaf_sends_the_gradient_to_the_leaf(key):
+    """``w = x.clone(); w[...] = y`` with y a leaf of w's shape: the write reused y as w's
+    new value without a node of its own, so w's gradient went to x instead of y."""
+    def fn(lib, x, y):
+        w = x.clone()
+        w[key] = y
+        return w
+    shape = () if key == () else (2,)
+    _same_grads(fn, np.zeros(shape), np.ones(shape))
+
+
+def test_fill_with_a_leaf_tensor_sends_the_gradient_to_the_leaf():
+    def fn(lib, x, y):
+        w = x.clone()
+        w.fill_(y)
+        return w
+    _same_grads(fn, np.asarray(0.0), np.asarray(1.0))
+
+
+def test_writing_a_float_into_an_integer_tensor_does_not_make_it_require_grad():
+    """``i[0] = x`` (x requires grad) cast x to int64 with a graph node: the int tensor then
+    required grad, which torch never lets an integer tensor do."""
+    for lib in (staged, torch):
+        x = lib.tensor(0.5, requires_grad=True)
+        i = lib.tensor([3, 4])
+        i[0] = x
+        c = lib.zeros(2, dtype=lib.int64)
+        c.copy_(x.expand(2))
+        assert not i.requires_grad and i.grad_fn is None, lib.__name__
+        assert not c.requires_grad, lib.__name__
+
+
+def test_atan2_gradient_at_the_origin_is_zero():
+    """torch defines d atan2(y, x) = 0 at y = x = 0; staged computed 0/0 = NaN."""
+    _same_grads(lambda lib, y, x: lib.atan2(y, x), np.zeros(2), np.asarray([0.0, -0.0]))
+
+
+def test_logsumexp_over_an_empty_dim_is_minus_inf():
+    for shape, dim in (((0,), 0), ((2, 0), 1), ((0, 3), 0)):
+        got = staged.logsumexp(staged.zeros(*shape), dim).numpy()
+        want = torch.logsumexp(torch.zeros(*shape), dim).numpy()
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.xfail(strict=True, reason="setitem through repeated indices adds the values "
+                   "(staged/eager/ops/indexing.py:_put); torch writes one of them. Not a "
+                   "small fix: it needs a last-writer-wins scatter")
+def test_setitem_through_repeated_indices_writes_one_of_the_values():
+    x = staged.zeros(2)
+    x[staged.tensor([0, 0])] = staged.tensor([1.0, 1.0])
+    assert x.numpy()[0] == 1.0
+
+
+def test_softmax_over_an_empty_dim_is_empty():
+    """found by test_nn_sweep.py: Softmax(dim=0) of a (0, 4) batch raised from amax."""
+    for dim in (0, 1):
+        got = staged.softmax(staged.zeros(0, 4), dim)
+        assert tuple(got.shape) == tuple(torch.softmax(torch.zeros(0, 4), dim).shape)
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_unreduced_loss_of_a_k_dim_batch_keeps_the_target_shape(loss):
+    """found by test_nn_sweep.py: reduction="none" on an (N, C, d) input returned the
+    (N*d,) rows instead of torch's (N, d)."""
+    x = np.random.default_rng(0).standard_normal((4, 5, 3)).astype(np.float32)
+    t = np.random.default_rng(1).integers(0, 5, (4, 3))
+    got = getattr(staged.nn.functional, loss)(staged.tensor(x), staged.tensor(t),
+                                              reduction="none")
+    want = getattr(torch.nn.functional, loss)(torch.tensor(x), torch.tensor(t),
+                                              reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="forward-mode AD: an in-place write through a view "
+                   "does not update the base's tangent (staged/eager/ops/inplace.py write -> "
+                   "forward_ad.written handles the view only)")
+def test_forward_mode_write_through_a_view_updates_the_base_tangent():
+    import staged.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        x = fwAD.make_dual(staged.tensor(1.0), staged.tensor(1.0))
+        base = x.clone()
+        base[None].zero_()
+        assert fwAD.unpack_dual(base).tangent.item() == 0.0
+
+
+@pytest.mark.xfail(strict=True, reason="forward mode: clamp(x, min) at a tie x == min carries "
+                   "x's tangent; torch.func.jvp carries min's (the VJP agrees with torch)")
+def test_clamp_jvp_at_a_tie_with_a_tensor_bound_follows_the_bound():
+    import staged.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        x = fwAD.make_dual(staged.tensor(0.0), staged.tensor(1.0))
+        got = fwAD.unpack_dual(staged.clamp(x, x * 2)).tangent.item()
+    _, want = torch.func.jvp(lambda t: torch.clamp(t, t * 2), (torch.tensor(0.0),),
+                             (torch.tensor(1.0),))
+    assert got == want.item()
