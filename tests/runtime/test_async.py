@@ -90,20 +90,14 @@ def _regression_steps(backend, dynamic):
     """An SGD step on a linear least-squares problem (a contraction: rounding differences do
     not grow over calls) compiled, and the same model for an eager run."""
     import staged.nn.functional as F
+    from models.common import classification_step
     from staged import nn, optim
 
     def make():
         staged.manual_seed(0)
         model = nn.Linear(64, 16)
-        opt = optim.SGD(model.parameters(), lr=0.05)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return model, step
+        return model, classification_step(model, optim.SGD(model.parameters(), lr=0.05),
+                                           F.mse_loss)
     (cm, cstep), (em, estep) = make(), make()
     return cm, staged.compile(cstep, backend=backend, dynamic=dynamic), em, estep
 

@@ -11,6 +11,7 @@ import torch
 import staged
 import staged.nn.functional as F
 import staged.runtime.compiled as compiled
+from models.common import classification_step
 from staged import nn, optim
 from staged.capture.symbolic import CaptureError
 from staged.lower.mlir import LoweringError
@@ -33,12 +34,7 @@ def _setup(name):
     make, make_ref = OPTIMIZERS[name]
     opt, ref_opt = make(model.parameters()), make_ref(ref.parameters())
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = classification_step(model, opt, F.mse_loss)
 
     def ref_step(x, y):
         ref_opt.zero_grad()
