@@ -11,9 +11,12 @@ from ..tensor import Tensor
 from ._operands import broadcast_shapes, expand_to, float_operand, operands, promote_types
 
 
-def _binary(prim):
+def _binary(prim, check=None):
+    """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given."""
     def op(x, y):
         a, b = operands(x, y)
+        if check is not None:
+            check(b)
         return prim(a, b)
     op.__name__ = prim.name
     return op
@@ -140,22 +143,17 @@ def atan2(y, x):
     return ad.atan2(a, b)
 
 
-def _integer_quotient(prim):
-    """An integer quotient or remainder: a zero divisor raises as PyTorch does (eagerly;
-    a compiled step gives 0 there, as NumPy)."""
-    def op(x, y):
-        a, b = operands(x, y)
-        p = b._payload
-        if type(p) is np.ndarray and p.dtype.kind in "iub" and not p.all():
-            raise RuntimeError("ZeroDivisionError")
-        return prim(a, b)
-    op.__name__ = prim.name
-    return op
+def _nonzero_divisor(b) -> None:
+    """An integer quotient or remainder by zero raises as PyTorch does (eagerly; a
+    compiled step gives 0 there, as NumPy)."""
+    p = b._payload
+    if type(p) is np.ndarray and p.dtype.kind in "iub" and not p.all():
+        raise RuntimeError("ZeroDivisionError")
 
 
-remainder = _integer_quotient(ad.remainder)
-fmod = _integer_quotient(ad.fmod)
-_int_floor_divide = _integer_quotient(ad.floor_divide)
+remainder = _binary(ad.remainder, _nonzero_divisor)
+fmod = _binary(ad.fmod, _nonzero_divisor)
+_int_floor_divide = _binary(ad.floor_divide, _nonzero_divisor)
 
 
 def floor_divide(x, y):
