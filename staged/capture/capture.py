@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import autodiff as ad
+from .. import dtypes as dt
 from ..autodiff import Aval
 from ..eager import dispatch
 from ..eager.grad_mode import _state
+from ..eager.ops._operands import expand_to, scalar_tensor
 from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from .ir import Graph, Output
@@ -65,6 +68,8 @@ class Captured:
     # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)       # [(Tensor, output index)]
     guards: list = field(default_factory=list)        # [(key_fn, value at trace time)]
+    checks: list = field(default_factory=list)        # [(error, message)], one a row of
+    check_output: int = -1                            # this output (Note [index checks])
 
     @property
     def one_shot(self) -> bool:
@@ -86,6 +91,7 @@ class Tracer:
         self.consts: dict[int, object] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
         self.guards: list = []
+        self.checks: list = []  # [(report Value, check params)] (Note [index checks])
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -153,6 +159,8 @@ class Tracer:
         vals = [self.value_of(t) for t in inputs]
         aval = prim.shape_rule(*(v.aval for v in vals), **params)
         v = self.graph.add_op(prim, vals, params, aval, user_location())
+        if prim is ad.check:
+            self.checks.append((v, params))
         out = Symbolic(v, self)
         self.created.append(weakref.ref(out))
         return out
@@ -289,8 +297,43 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
+    checks = _apply_checks(tracer, updates, grad_writes)
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
-                    guards=tracer.guards)
+                    guards=tracer.guards, checks=checks,
+                    check_output=len(g.outputs) - 1 if checks else -1)
+
+
+def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
+    """Note [index checks]: the reports of the trace's checks become one ``check`` output
+    (k x [bad, value]); where one is bad, the new state is the old state and floating
+    point results (and .grad not read from state) are NaN. Returns [(error, message)]."""
+    if not tracer.checks:
+        return []
+    g = tracer.graph
+
+    def sym(v):
+        return Tensor._wrap(Symbolic(v, tracer), False)
+    k = len(tracer.checks)
+    rows = [ad.reshape(sym(v), shape=(1, 2)) for v, _ in tracer.checks]
+    table = rows[0] if k == 1 else ad.concat(*rows, dim=0, sizes=(1,) * k)
+    flags = ad.slice(table, starts=(0, 0), stops=(k, 1), steps=(1, 1))
+    ok = ad.eq(ad.reduce_max(flags, dims=(0, 1), keepdim=False), scalar_tensor(0, dt.int64))
+    old = {i: w.value for w, i in updates}
+    for gw in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
+        w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
+        if gw.kind == "output" and w is not None and w.value is not None:
+            old[gw.output] = w.value
+    for i, o in enumerate(g.outputs):
+        aval = o.value.aval
+        keep = old.get(i)
+        if keep is None and not (o.kind in ("out", "grad") and aval.dtype.is_floating_point):
+            continue
+        alt = sym(keep) if keep is not None else scalar_tensor(float("nan"), aval.dtype)
+        shape = tuple(aval.shape)
+        sel = ad.where(expand_to(ok, shape), sym(o.value), expand_to(alt, shape))
+        g.outputs[i] = Output(sel._payload.value, o.kind, o.name)
+    g.outputs.append(Output(table._payload.value, "check", "check"))
+    return [(p["error"], p["message"]) for _, p in tracer.checks]
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that
