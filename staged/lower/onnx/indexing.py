@@ -1,5 +1,6 @@
 """Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
-ScatterElements with add (their indices clamped), check (the identity); cumsum (CumSum) and argsort (TopK, which breaks ties by index)."""
+ScatterElements with add (their indices clamped), check (the identity); cumsum (CumSum)
+and argsort (TopK, which breaks ties by index)."""
 from __future__ import annotations
 
 import numpy as np
