@@ -1,7 +1,10 @@
 """The index checks of compiled and deployed steps (Note [index checks] in
 ``staged/autodiff/indexing.py``): a step returns a report (k x [bad, value], int64) beside
 its results; a failed check raises its error when a result of that call is read, and once
-at the next call. (The step itself already kept the old state where a check failed.)"""
+at a later call: the first made after the bad call has finished (without waiting for it, so
+steps stay asynchronous; calls in flight are bounded, so at most ``MAX_IN_FLIGHT`` calls
+later). The call that raises is dropped; the step itself already kept the old state where a
+check failed, so calls in between trained from it as if the bad call had not happened."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,6 +39,11 @@ class StepCheck:
             self.reported = True
             raise failure[0](failure[1])
 
+    def done(self) -> bool:
+        """Whether the call has finished (its report can be read without waiting)."""
+        ready = None if self.report is None else self.report.ready
+        return ready is None or ready[0].query() >= ready[1]
+
     def raise_unreported(self) -> None:
         """Raise the failure at the next call, unless a read already raised it."""
         failure = self._read()
@@ -49,16 +57,17 @@ class Checks:
 
     def __init__(self, rows):
         self.rows = list(rows)
-        self.last = None
+        self.pending = []  # StepChecks of earlier calls, oldest first, not yet read
 
-    def raise_pending(self) -> None:
-        """Raise the last call's failure (waiting for that call) if nothing reported it."""
-        last, self.last = self.last, None
-        if last is not None:
-            last.raise_unreported()
+    def raise_pending(self, wait=False) -> None:
+        """Raise the failure of an earlier call that has finished (with ``wait``: of every
+        earlier call), unless a read already reported it."""
+        while self.pending and (wait or self.pending[0].done()):
+            self.pending.pop(0).raise_unreported()
 
     def track(self, report, results) -> None:
         """Make this call's ``results`` (DeviceValues) raise its failure when read."""
-        self.last = check = StepCheck(report, self.rows)
+        check = StepCheck(report, self.rows)
+        self.pending.append(check)
         for r in results:
             r.check = check

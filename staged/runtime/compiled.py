@@ -117,7 +117,7 @@ class CompiledGraph:
         with record_function(self._event, cat="compiled"):
             res = self.module.invoke("main", inputs, self._out_dtypes)
         if self._checks is not None:  # Note [index checks]
-            self._checks.raise_pending()  # the last call's failure: this call is dropped
+            self._checks.raise_pending()  # a finished call's failure: this one is dropped
             self._checks.track(res[c.check_output], [
                 r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad")])
         for w, k in c.state_updates:

@@ -163,7 +163,7 @@ class Deployed:
                                  "with; named dims are dynamic)")
         arrays = [a.astype(d, copy=False) for a, d in zip(arrays, self._arg_dtypes)]
         if self._checks is not None:  # the state is on the device: raise before changing it
-            self._checks.raise_pending()
+            self._checks.raise_pending(wait=True)
         res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
         if self._checks is not None:
             self._checks.track(res[-1], res[:-1])

@@ -76,8 +76,9 @@ def expected():
 
 
 def check_bad_calls(call, state, expected):
-    """Each bad call raises eager's error at the read of its loss, then (for the next bad
-    one, whose loss is not read) at the following call; the state stays bit for bit."""
+    """Each bad call raises eager's error at the read of its loss, then (for a bad call
+    whose loss is not read) at the next call once it has finished; the state stays bit for
+    bit."""
     for (name, value, op), (error, message) in zip(BAD, expected):
         before = state()
         loss = call(args((name, value)))
@@ -88,8 +89,8 @@ def check_bad_calls(call, state, expected):
             np.asarray(loss)
         for a, b in zip(before, state()):
             np.testing.assert_array_equal(a, b, err_msg=f"{op}: state changed")
-    call(args(BAD[-1][:2]))  # not read: reported by the next call, which is dropped too
-    before = state()
+    call(args(BAD[-1][:2]))  # not read: reported by the first call after it finished,
+    before = state()  # (reading the state waits for it) which is dropped too
     with pytest.raises(expected[-1][0], match=expected[-1][1]):
         call(args())
     for a, b in zip(before, state()):
