@@ -122,7 +122,7 @@ scatter_add = Primitive(
 # --- check ------------------------------------------------------------------------------------
 # Note [index checks]: an index or target out of range must raise PyTorch's error in every
 # mode. Eagerly the public op checks the data before computing anything. Under capture it
-# builds a *report* [bad, value] (int64: whether some entry is out of range, and the first
+# builds a *report* [bad, value] (int64: whether some entry is out of range, and the largest
 # such entry) from ordinary primitives and passes it through ``check``, an identity whose
 # NumPy impl raises ``error(message.format(value))`` when bad. Capture collects the
 # checks into one extra output of the step and keeps the old state where one fails

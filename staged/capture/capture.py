@@ -316,8 +316,11 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
     k = len(tracer.checks)
     rows = [ad.reshape(sym(v), shape=(1, 2)) for v, _ in tracer.checks]
     table = rows[0] if k == 1 else ad.concat(*rows, dim=0, sizes=(1,) * k)
-    flags = ad.slice(table, starts=(0, 0), stops=(k, 1), steps=(1, 1))
-    ok = ad.eq(ad.reduce_max(flags, dims=(0, 1), keepdim=False), scalar_tensor(0, dt.int64))
+    bad = None  # the sum of the 0/1 flags, elementwise (fused into the selects below)
+    for v, _ in tracer.checks:
+        flag = ad.reshape(ad.slice(sym(v), starts=(0,), stops=(1,), steps=(1,)), shape=())
+        bad = flag if bad is None else ad.add(bad, flag)
+    ok = ad.eq(bad, scalar_tensor(0, dt.int64))
     old = {i: w.value for w, i in updates}
     for gw in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
         w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))

@@ -267,8 +267,8 @@ def _dim(dim, ndim):
 def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None) -> None:
     """Raise ``error(message.format(v))`` for the first entry ``v`` of the int64 ``index``
     outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
-    capture) the check is recorded instead, as ``ad.check`` of a report [bad, value]
-    (Note [index checks])."""
+    capture) the check is recorded instead, as ``ad.check`` of a report [bad, value] whose
+    value is the largest bad entry (Note [index checks])."""
     p = index._payload
     if type(p) is np.ndarray:
         bad = (p < lo) | (p >= hi)
@@ -287,10 +287,16 @@ def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None)
     bad = ad.logical_or(ad.lt(flat, const(lo)), ad.ge(flat, const(hi)))
     if skip is not None:
         bad = ad.logical_and(bad, ad.ne(flat, const(skip)))
-    bad = ad.cast(bad, dtype=dt.int64)
-    first = ad.argmax(bad, dim=0, keepdim=True)
-    ad.check(ad.concat(ad.gather(bad, first, dim=0), ad.gather(flat, first, dim=0), dim=0,
-                       sizes=(1, 1)), error=error.__name__, message=message)
+    # sibling reductions (fused): whether any entry is bad, and the largest bad one as an
+    # offset from the smallest entry (reductions of non-negative values: Vulkan's integer
+    # max starts from 0)
+    some = ad.reduce_max(ad.cast(bad, dtype=dt.int64), dims=(0,), keepdim=True)
+    least = ad.reduce_min(flat, dims=(0,), keepdim=True)
+    above = ad.sub(flat, ad.expand(least, shape=(n,)))
+    worst = ad.add(ad.reduce_max(ad.where(bad, above, const(0)), dims=(0,), keepdim=True),
+                   least)
+    ad.check(ad.concat(some, worst, dim=0, sizes=(1, 1)), error=error.__name__,
+             message=message)
 
 
 def _check_bounds(index: Tensor, dim: int, n: int):
