@@ -45,11 +45,9 @@ class StepCheck:
         return ready is None or ready[0].query() >= ready[1]
 
     def raise_unreported(self) -> None:
-        """Raise the failure at the next call, unless a read already raised it."""
-        failure = self._read()
-        if failure is not None and not self.reported:
-            self.reported = True
-            raise failure[0](failure[1])
+        """Raise the failure at a later call, unless a read already raised it."""
+        if not self.reported:
+            self()
 
 
 class Checks:
