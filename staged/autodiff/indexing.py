@@ -126,7 +126,7 @@ scatter_add = Primitive(
 # such entry) from ordinary primitives and passes it through ``check``, an identity whose
 # NumPy impl raises ``error(message.format(value))`` when bad. Capture collects the
 # checks into one extra output of the step and keeps the old state where one fails
-# (capture.py); the runtime raises when the step's results are read or at its next call
+# (capture.py); the runtime raises when the step's results are read or at a later call
 # (runtime/checks.py). Kernels clamp the index they read with, so a bad index never reads
 # out of bounds; ONNX, which cannot raise, gets NaN outputs instead.
 ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError}
