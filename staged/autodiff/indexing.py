@@ -117,3 +117,34 @@ scatter_add = Primitive(
     "scatter_add", _scatter_add, _scatter_add_rule,
     vjp=(lambda g: g, None, lambda g, index, dim: gather(g, index, dim=dim)),
     jvp=_scatter_add_jvp)
+
+
+# --- check ------------------------------------------------------------------------------------
+# Note [index checks]: an index or target out of range must raise PyTorch's error in every
+# mode. Eagerly the public op checks the data before computing anything. Under capture it
+# builds a *report* [bad, value] (int64: whether some entry is out of range, and the largest
+# such entry) from ordinary primitives and passes it through ``check``, an identity whose
+# NumPy impl raises ``error(message.format(value))`` when bad. Capture collects the
+# checks into one extra output of the step and keeps the old state where one fails
+# (capture.py); the runtime raises when the step's results are read or at a later call
+# (runtime/checks.py). Kernels clamp the index they read with, so a bad index never reads
+# out of bounds; ONNX, which cannot raise, gets NaN outputs instead.
+ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError}
+
+
+def _check_rule(report, *, error, message):
+    if report.shape != (2,) or report.dtype is not dt.int64 or error not in ERRORS:
+        raise ShapeError(f"check: an int64 report [bad, value] and an error in {set(ERRORS)} "
+                         f"expected, got {report} and {error!r}")
+    return report
+
+
+def _check(report, *, error, message):
+    """``report`` [bad, value] unchanged; raises ``error`` with ``message`` (formatted with the
+    value) when bad."""
+    if report[0]:
+        raise ERRORS[error](message.format(int(report[1])))
+    return report
+
+
+check = Primitive("check", _check, _check_rule)

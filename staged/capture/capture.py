@@ -39,9 +39,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import autodiff as ad
+from .. import dtypes as dt
 from ..autodiff import Aval
 from ..eager import dispatch
 from ..eager.grad_mode import _state
+from ..eager.ops._operands import expand_to, scalar_tensor
 from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from .guards import Guard, source_guards
@@ -93,6 +96,8 @@ class Captured:
     dict_writes: list = field(default_factory=list)   # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)        # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
+    checks: list = field(default_factory=list)        # [(error, message)], one a row of
+    check_output: int = -1                            # this output (Note [index checks])
 
     @property
     def one_shot(self) -> bool:
@@ -117,6 +122,7 @@ class Tracer:
         self.live_inputs: dict = {}  # id(tensor) -> (tensor, get)
         self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
         self.finished = False  # set when the trace is over: its symbolic values have no data
+        self.checks: list = []  # [(report Value, check params)] (Note [index checks])
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -212,6 +218,8 @@ class Tracer:
         vals = [self.value_of(t) for t in inputs]
         aval = prim.shape_rule(*(v.aval for v in vals), **params)
         v = self.graph.add_op(prim, vals, params, aval, user_location())
+        if prim is ad.check:
+            self.checks.append((v, params))
         out = Symbolic(v, self)
         self.created.append(weakref.ref(out))
         return out
@@ -357,13 +365,51 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
+    checks = _apply_checks(tracer, updates, grad_writes)
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
                     guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()),
-                    dict_writes=dict_writes)
+                    dict_writes=dict_writes, checks=checks,
+                    check_output=len(g.outputs) - 1 if checks else -1)
 
 
 def _changed(d: dict, before: dict) -> bool:
     return d.keys() != before.keys() or any(d[k] is not before[k] for k in d)
+
+
+def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
+    """Note [index checks]: the reports of the trace's checks become one ``check`` output
+    (k x [bad, value]); where one is bad, the new state is the old state and floating
+    point results (and .grad not read from state) are NaN. Returns [(error, message)]."""
+    if not tracer.checks:
+        return []
+    g = tracer.graph
+
+    def sym(v):
+        return Tensor._wrap(Symbolic(v, tracer), False)
+    k = len(tracer.checks)
+    rows = [ad.reshape(sym(v), shape=(1, 2)) for v, _ in tracer.checks]
+    table = rows[0] if k == 1 else ad.concat(*rows, dim=0, sizes=(1,) * k)
+    bad = None  # the sum of the 0/1 flags, elementwise (fused into the selects below)
+    for v, _ in tracer.checks:
+        flag = ad.reshape(ad.slice(sym(v), starts=(0,), stops=(1,), steps=(1,)), shape=())
+        bad = flag if bad is None else ad.add(bad, flag)
+    ok = ad.eq(bad, scalar_tensor(0, dt.int64))
+    old = {i: w.value for w, i in updates}
+    for gw in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
+        w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
+        if gw.kind == "output" and w is not None and w.value is not None:
+            old[gw.output] = w.value
+    for i, o in enumerate(g.outputs):
+        aval = o.value.aval
+        keep = old.get(i)
+        if keep is None and not (o.kind in ("out", "grad") and aval.dtype.is_floating_point):
+            continue
+        alt = sym(keep) if keep is not None else scalar_tensor(float("nan"), aval.dtype)
+        shape = tuple(aval.shape)
+        sel = ad.where(expand_to(ok, shape), sym(o.value), expand_to(alt, shape))
+        g.outputs[i] = Output(sel._payload.value, o.kind, o.name)
+    g.outputs.append(Output(table._payload.value, "check", "check"))
+    return [(p["error"], p["message"]) for _, p in tracer.checks]
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..eager import ops
 from ..eager.factories import arange
+from ..eager.ops.indexing import check_range
 from ..eager.ops.nn import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
                             dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
                             pad, unfold)
@@ -84,6 +85,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
 def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     n, c = logp.shape
     _check_targets(target, n)
+    check_range(target.to(dt.int64), 0, c, IndexError, "Target {} is out of bounds.",
+                skip=ignore_index)
     onehot = arange(c) == ops.unsqueeze(target, 1)
     picked = ops.where(onehot, logp, 0.0).sum(1)
     valid = (target != ignore_index).to(logp.dtype)

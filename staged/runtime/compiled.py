@@ -28,6 +28,7 @@ from ..eager.grad_mode import _state
 from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
+from .checks import Checks
 from .compiler import BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir
 from .device import DeviceValue
 from .device import device as get_device
@@ -85,6 +86,7 @@ class CompiledGraph:
             self._narrow = None
         self._event = f"staged.compile [{backend}]" if device is None else \
             f"staged.compile [{backend} {self.device.name}]"
+        self._checks = Checks(captured.checks) if captured.checks else None
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
@@ -141,6 +143,10 @@ class CompiledGraph:
         undo = _Undo()
         with record_function(self._event, cat="compiled"):
             res = self.module.invoke("main", inputs, self._out_dtypes, undo)
+        if self._checks is not None:  # Note [index checks]
+            self._checks.raise_pending()  # a finished call's failure: this one is dropped
+            self._checks.track(res[c.check_output], [
+                r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad")])
         for w, k in c.state_updates:
             undo.set_payload(w.tensor, res[k])  # on the device until read (Note [payloads])
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
@@ -561,6 +567,7 @@ def _bring_state_home() -> None:
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__
         if issubclass(type(obj), Tensor) and type(obj._payload) is DeviceValue:
+            obj._payload.check = None  # a failed index check raised at the reads
             try:
                 obj._host()
             except RuntimeError:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .checks import Checks
+
 FORMAT = "staged-step/2"
 SCOPE = "model"
 
@@ -81,6 +83,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
         "out_leaves": _output_leaves(c),
         "state": [_spec(renamed[w.name], w.aval, narrow) for w in c.state],
         "signature": _signature(fn),
+        "checks": c.checks,  # (error, message) per row of the last result (Note [index checks])
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "sha256": {},
         "iree_run_module": _command(entry.backend, args, narrow),
@@ -170,6 +173,9 @@ class Deployed:
         self._load(str(self.directory / m["parameters"]))
         self._arg_dtypes = [np.dtype(a["device_dtype"]) for a in m["args"]]
         self._out_dtypes = [np.dtype(o["dtype"]) for o in m["outputs"]]
+        self._checks = Checks(m["checks"]) if m.get("checks") else None
+        if self._checks is not None:
+            self._out_dtypes.append(np.dtype(np.int64))
         self._state_dtypes = [np.dtype(s["dtype"]) for s in m["state"]]
 
     def _load(self, archive=None, arrays=None) -> None:
@@ -200,7 +206,11 @@ class Deployed:
         arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
                                                         self._bind(args, kwargs))]
         arrays = [a.astype(d, copy=False) for a, d in zip(arrays, self._arg_dtypes)]
+        if self._checks is not None:  # the state is on the device: raise before changing it
+            self._checks.raise_pending(wait=True)
         res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
+        if self._checks is not None:
+            self._checks.track(res[-1], res[:-1])
         outs = [Tensor._wrap(res[x]) if kind == "value" else x
                 for kind, x in self.manifest["out_leaves"]]
         return unflatten(_tuplify(self.manifest["out_tree"]), outs)

@@ -41,9 +41,10 @@ class DeviceError(RuntimeError):
 class DeviceValue:
     """An array on an IREE device: a Tensor payload read back lazily (Note [device values]).
     ``ready`` is the (semaphore, value, Module) the step computing it signals when done,
-    until a read has waited for it (Note [asynchronous steps])."""
+    until a read has waited for it (Note [asynchronous steps]). ``check``, if set, raises
+    when the step's index checks failed (``runtime/checks.py``)."""
 
-    __slots__ = ("device", "view", "shape", "dtype", "ready")
+    __slots__ = ("device", "view", "shape", "dtype", "ready", "check")
 
     def __init__(self, device: "Device", view, dtype, ready=None):
         self.device = device
@@ -51,9 +52,11 @@ class DeviceValue:
         self.shape = tuple(view.shape)
         self.dtype = np.dtype(dtype)
         self.ready = ready
+        self.check = None
 
     def wait(self) -> None:
-        """Block until the step computing this value has finished; raise its error."""
+        """Block until the step computing this value has finished; raise its error, or
+        that of its failed index check."""
         if self.ready is not None:
             sem, value, module = self.ready
             try:
@@ -62,6 +65,9 @@ class DeviceValue:
                 module.failed()
                 raise
             self.ready = None
+        if self.check is not None:
+            self.check()
+            self.check = None
 
     def __array__(self, dtype=None, copy=None):
         self.wait()

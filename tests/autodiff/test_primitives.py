@@ -94,6 +94,7 @@ SAMPLES = {
                        ([r(2, 3), np.random.randint(0, 2, (4, 3))], {"dim": 0})],
     "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
     "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
+    "check": lambda: [([np.array([0, 7])], {"error": "IndexError", "message": "index {}"})],
 }
 
 

@@ -116,3 +116,37 @@ def test_setitem_captures_and_compiles():
         staged.tensor([2, 1])
     step = staged.capture(f, x, i).compile()
     assert_close(step(x, i), f(x, i))
+
+
+# --- indices and targets out of range (Note [index checks]) ---------------------------------
+def _bad_index_cases(lib, F):
+    """gather, index_select, x[i] and scatter_add: test_getitem_errors_as_torch and
+    test_gather_and_index_select_errors; under capture: tests/runtime/test_bounds.py."""
+    w = lib.ones(10, 3)
+    t = lib.tensor
+    return {
+        "embedding 1000": lambda: F.embedding(t([1, 1000]), w),
+        "embedding -1": lambda: F.embedding(t([[1, -1]]), w),
+        "cross_entropy 5 of 3": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5])),
+        "cross_entropy -1": lambda: F.cross_entropy(lib.ones(2, 3), t([0, -1])),
+        "cross_entropy weight": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5]),
+                                                        weight=lib.ones(3)),
+        "cross_entropy smoothing": lambda: F.cross_entropy(lib.ones(2, 3), t([3, 0]),
+                                                           label_smoothing=0.1),
+        "cross_entropy none": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5]),
+                                                      reduction="none"),
+        "cross_entropy other ignore_index": lambda: F.cross_entropy(
+            lib.ones(2, 3), t([-100, -1]), ignore_index=-1),
+        "nll_loss 5 of 3": lambda: F.nll_loss(lib.ones(2, 3), t([0, 5])),
+        "nll_loss -1": lambda: F.nll_loss(lib.ones(2, 3), t([0, -1])),
+        "nll_loss 2-d": lambda: F.nll_loss(lib.ones(2, 3, 4), t([[0, 1, 5, 0], [0] * 4])),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_bad_index_cases(torch, torch.nn.functional)))
+def test_index_out_of_range_raises_as_torch(case):
+    with pytest.raises((IndexError, RuntimeError)) as expected:
+        _bad_index_cases(torch, torch.nn.functional)[case]()
+    with pytest.raises(expected.type) as got:
+        _bad_index_cases(staged, staged.nn.functional)[case]()
+    assert str(expected.value) in str(got.value)

@@ -226,6 +226,7 @@ def test_capture(entry, dtype, k, sample):
     _skip(entry, "capture", dtype)
     cap, leaves = _captured_or_fail((entry.name, dtype, k))
     got = interpret(cap.graph, *(np.asarray(t) for t in leaves))
+    got = [a for a, o in zip(got, cap.graph.outputs) if o.kind != "check"]  # index checks
     outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
     assert len(got) == len(outs)
     for i, (a, o) in enumerate(zip(got, outs)):

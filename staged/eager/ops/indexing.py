@@ -127,12 +127,10 @@ def _plan(x: Tensor, index) -> _Plan:
 def _normalized(i: Tensor, dim: int, n: int) -> Tensor:
     """An int64 index tensor with negative entries wrapped, bounds checked where it has data."""
     i = to_dtype(i, dt.int64)
+    check_range(i, -n, n, IndexError, f"index {{}} is out of bounds for dimension {dim} with "
+                f"size {n}")
     p = i._payload
     if type(p) is np.ndarray:
-        bad = (p < -n) | (p >= n)
-        if bad.any():
-            raise IndexError(f"index {p[bad].flat[0]} is out of bounds for dimension {dim} "
-                             f"with size {n}")
         if (p < 0).any():
             return Tensor._wrap(np.where(p < 0, p + n, p))
         return i
@@ -266,13 +264,50 @@ def _dim(dim, ndim):
     return normalize_dims(dim, ndim)[0] if ndim else 0
 
 
-def _check_bounds(index: Tensor, dim: int, n: int, what: str):
+def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None) -> None:
+    """Raise ``error(message.format(v))`` for the first entry ``v`` of the int64 ``index``
+    outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
+    capture) the check is recorded instead, as ``ad.check`` of a report [bad, value] whose
+    value is the largest bad entry (Note [index checks])."""
     p = index._payload
-    if type(p) is np.ndarray and p.size:
-        bad = (p < 0) | (p >= n)
+    if type(p) is np.ndarray:
+        bad = (p < lo) | (p >= hi)
+        if skip is not None:
+            bad &= p != skip
         if bad.any():
-            raise RuntimeError(f"{what}(): index {p[bad].flat[0]} is out of bounds for "
-                               f"dimension {dim} with size {n}")
+            raise error(message.format(p[bad].flat[0]))
+        return
+    n = math.prod(p.shape)
+    if n == 0:
+        return
+    flat = ad.reshape(index, shape=(n,)) if tuple(p.shape) != (n,) else index
+
+    def const(v):
+        return expand_to(scalar_tensor(v, dt.int64), (n,))
+    bad = ad.logical_or(ad.lt(flat, const(lo)), ad.ge(flat, const(hi)))
+    if skip is not None:
+        bad = ad.logical_and(bad, ad.ne(flat, const(skip)))
+    # sibling reductions (fused): whether any entry is bad, and the largest bad one as an
+    # offset from the smallest entry (reductions of non-negative values: Vulkan's integer
+    # max starts from 0)
+    some = ad.reduce_max(ad.cast(bad, dtype=dt.int64), dims=(0,), keepdim=True)
+    least = ad.reduce_min(flat, dims=(0,), keepdim=True)
+    above = ad.sub(flat, ad.expand(least, shape=(n,)))
+    worst = ad.add(ad.reduce_max(ad.where(bad, above, const(0)), dims=(0,), keepdim=True),
+                   least)
+    ad.check(ad.concat(some, worst, dim=0, sizes=(1, 1)), error=error.__name__,
+             message=message)
+
+
+def _check_bounds(index: Tensor, dim: int, n: int):
+    check_range(index, 0, n, RuntimeError,
+                f"index {{}} is out of bounds for dimension {dim} with size {n}")
+
+
+def check_rows(index: Tensor, n: int, dim: int = 0) -> None:
+    """index_select's and embedding's check: every entry of ``index`` in ``[0, n)``."""
+    check_range(to_dtype(index, dt.int64), 0, n, IndexError,
+                f"index out of range in self (index {{}}, size {n} of dimension {dim})")
 
 
 def _int64_index(index, what):
@@ -312,7 +347,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     index = _int64_index(index, "gather")
     dim = _dim(dim, x.ndim)
     _check_gather_shapes(x, index, dim, "gather")
-    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1, "gather")
+    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
     return ad.gather(_head(x, index._payload.shape, dim), index, dim=dim)
 
 
@@ -322,7 +357,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     dim = _dim(dim, x.ndim)
     src = to_dtype(src, x.dtype)
     _check_gather_shapes(x, index, dim, "scatter_add", src)
-    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1, "scatter_add")
+    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
     ish = tuple(index._payload.shape)
     part = _head(x, ish, dim)
     out = ad.scatter_add(part, index, _head(src, ish, -1), dim=dim)
@@ -340,10 +375,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index_select(): Index is supposed to be a vector")
     dim = _dim(dim, x.ndim)
     n = x._payload.shape[dim] if x.ndim else 1
-    p = index._payload
-    if type(p) is np.ndarray and p.size and ((p < 0) | (p >= n)).any():
-        raise IndexError(f"index out of range in self (index {p[(p < 0) | (p >= n)].flat[0]}, "
-                         f"size {n} of dimension {dim})")
+    check_rows(index, n, dim)
     if x.ndim == 0:  # a 0-d result, as PyTorch (the index holds one in-range entry)
         return ad.reshape(take(ad.reshape(x, shape=(1,)), ad.reshape(index, shape=(1,)), 0),
                           shape=())

@@ -20,6 +20,7 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
 from ._operands import scalar_tensor
+from .indexing import check_rows
 from .inplace import add_, copy_, mul_
 
 
@@ -355,6 +356,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                            f"following scalar types: Long, Int; but got {input.dtype.name} "
                            f"instead")
     v = weight.shape[0]
+    check_rows(input, v)
     if padding_idx is not None:
         if not -v <= padding_idx < v:
             raise AssertionError("Padding_idx must be within num_embeddings")

@@ -1,7 +1,8 @@
 """Indexing primitives: slice and slice_scatter are tensor.extract_slice/insert_slice;
 gather is a linalg.generic over the index reading the source with tensor.extract;
 scatter_add is a linalg.generic over the destination with a reduction over the index's
-scattered dim (each destination element sums the sources whose index hits it)."""
+scattered dim (each destination element sums the sources whose index hits it, so an index
+out of range hits nothing); check is the identity."""
 from __future__ import annotations
 
 from ...autodiff import REGISTRY
@@ -35,12 +36,18 @@ def _slice_scatter(e, op, x, src):
     return insert_slice(e, src, s, x, a, p["starts"], p["stops"], p["steps"])
 
 
-def _indices(e, rank, dim, idx):
-    """SSA ``index`` values of the current iteration, with ``idx`` (i64) at ``dim``."""
+def _indices(e, rank, dim, idx, n):
+    """SSA ``index`` values of the current iteration, with ``idx`` (i64) clamped to
+    ``[0, n)`` at ``dim``: an index out of range (reported by its check, Note [index
+    checks]) must never read out of bounds."""
     out = []
     for d in range(rank):
         if d == dim:
-            out.append(e.emit(f"arith.index_cast {idx} : i64 to index"))
+            i = e.emit(f"arith.index_cast {idx} : i64 to index")
+            last = e.emit(f"arith.subi {e.index(n)}, {e.index(1)} : index")
+            i = e.emit(f"arith.minsi {e.emit(f'arith.maxsi {i}, {e.index(0)} : index')}, "
+                       f"{last} : index")
+            out.append(i)
         else:
             out.append(e.emit(f"linalg.index {d} : index"))
     return ", ".join(out)
@@ -51,9 +58,11 @@ def _gather(e, op, x, index):
     a, ia, out, dim = op.inputs[0].aval, op.inputs[1].aval, op.out.aval, op.params["dim"]
     rank = len(out.shape)
     ident = tuple(range(rank))
+    if a.shape[dim] == 0:  # nothing to read: every index is out of range (and reported)
+        return e.full(out.shape, out.dtype, 0)
 
     def body(i, _):
-        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i)}] : "
+        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i, a.shape[dim])}] : "
                       f"{tensor_type(a.shape, a.dtype)}")
     return e.generic([(index, ia)], [(e.empty(out.shape, out.dtype), out)], [ident, ident],
                      ["parallel"] * rank, body)
@@ -76,3 +85,8 @@ def _scatter_add(e, op, x, index, src):
                        [scattered, scattered, tuple(range(rank))],
                        ["parallel"] * rank + ["reduction"], body)
     return e.map((x, summed), [a, a], a, lambda u, v: add(e, d, u, v))
+
+
+@lowering(REGISTRY["check"])
+def _check(e, op, report):
+    return report  # the runtime reads the report (Note [index checks])

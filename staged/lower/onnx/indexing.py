@@ -1,5 +1,6 @@
 """Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
-ScatterElements with add; cumsum (CumSum) and argsort (TopK, which breaks ties by index)."""
+ScatterElements with add (their indices clamped), check (the identity); cumsum (CumSum)
+and argsort (TopK, which breaks ties by index)."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,14 +49,30 @@ def _scatter_axes(b, x, src, src_shape, axes, p):
     return b.node("ScatterElements", [x, index, src], axis=a)
 
 
+def _clamped(b, index, n):
+    """``index`` clamped to ``[0, n)``: onnxruntime fails a whole run on an index out of
+    range; the step's check reports it instead, as NaN results (Note [index checks])."""
+    last = b.node("Sub", [b.scalar(n, dt.int64), b.const(np.array(1, np.int64))])
+    return b.node("Clip", [index, b.const(np.array(0, np.int64)), last])
+
+
 @lowering(REGISTRY["gather"])
 def _gather(b, op, x, index):
-    return b.node("GatherElements", [x, index], axis=op.params["dim"])
+    dim = op.params["dim"]
+    return b.node("GatherElements", [x, _clamped(b, index, op.inputs[0].aval.shape[dim])],
+                  axis=dim)
 
 
 @lowering(REGISTRY["scatter_add"])
 def _scatter_add(b, op, x, index, src):
-    return b.node("ScatterElements", [x, index, src], axis=op.params["dim"], reduction="add")
+    dim = op.params["dim"]
+    return b.node("ScatterElements", [x, _clamped(b, index, op.inputs[0].aval.shape[dim]), src],
+                  axis=dim, reduction="add")
+
+
+@lowering(REGISTRY["check"])
+def _check(b, op, report):
+    return report
 
 
 @lowering(REGISTRY["cumsum"])

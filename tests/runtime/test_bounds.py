@@ -1,0 +1,149 @@
+"""Indices and targets out of range in compiled, deployed and ONNX steps (Note [index
+checks]): the compiled step raises eager's error (PyTorch's) when a result of the bad call is
+read or at the next call, and keeps parameters and optimizer state bit for bit; later good
+calls train along eager. ONNX, which cannot raise, gives NaN results and the old state."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import staged
+from staged import nn, optim
+from staged.nn import functional as F
+from tests.backends import needs_vulkan
+
+V, D, C = 10, 3, 4
+GOOD = {"tok": [1, 2], "g": [[3, 0, 9], [1, 2, 3]], "isel": [4, 5], "tad": [[0, 9, 1]],
+        "gi": [7, -1], "gi2": [0, 2], "sc": [[9, 0, 1], [2, 2, 2]], "tgt": [0, 3]}
+# (argument, entry 1 of it or of its first row, the op that reads it first)
+BAD = [("tok", 1000, "embedding"), ("tok", 10 ** 9, "embedding"), ("tok", -1, "embedding"),
+       ("g", 10, "gather"), ("g", -1, "gather"), ("isel", -11, "index_select"),
+       ("tad", 10, "take_along_dim"), ("gi", -11, "x[i]"), ("gi2", 3, "x[i, j]"),
+       ("sc", 10, "scatter_add"), ("tgt", 4, "cross_entropy"), ("tgt", -1, "cross_entropy")]
+
+
+def setup():
+    """A model whose step indexes with every op, and Adam with its state made eagerly."""
+    staged.manual_seed(0)
+    model = nn.ModuleDict({"emb": nn.Embedding(V, D), "lin": nn.Linear(D, C)})
+    table = nn.Parameter(staged.randn(V, D))
+    opt = optim.Adam([*model.parameters(), table], lr=0.05)
+
+    def step(tok, g, isel, tad, gi, gi2, sc, tgt):
+        opt.zero_grad()
+        h = model["emb"](tok) + table.gather(0, g)
+        h = h + table.index_select(0, isel) + table[gi] + table[gi, gi2].unsqueeze(1)
+        h = h + staged.take_along_dim(table, tad, 0)
+        acc = staged.zeros(V, D).scatter_add(0, sc, h)
+        logits = model["lin"](h)
+        loss = F.cross_entropy(logits, tgt) + F.nll_loss(logits.log_softmax(1), tgt) \
+            + 0.01 * (acc * acc).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    step(**args())  # Adam's state exists before the step is compiled
+    return step, model, table, opt
+
+
+def args(bad=None):
+    a = {k: np.array(v) for k, v in GOOD.items()}
+    if bad is not None:
+        name, value = bad
+        a[name].reshape(-1)[1] = value
+    return {k: staged.tensor(v) for k, v in a.items()}
+
+
+def snapshot(model, table, opt) -> list:
+    """Every parameter and optimizer state tensor, as host arrays."""
+    out = [p.detach().numpy().copy() for p in [*model.parameters(), table]]
+    for slots in opt.state.values():
+        out += [np.array(v.numpy() if isinstance(v, staged.Tensor) else v)
+                for _, v in sorted(slots.items())]
+    return out
+
+
+def eager_error(bad):
+    step, *_ = setup()
+    with pytest.raises((IndexError, RuntimeError)) as err:
+        step(**args(bad))
+    return err.type, str(err.value)
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return [eager_error((name, value)) for name, value, _ in BAD]
+
+
+def check_bad_calls(call, state, expected):
+    """Each bad call raises eager's error at the read of its loss, then (for a bad call
+    whose loss is not read) at the next call once it has finished; the state stays bit for
+    bit."""
+    for (name, value, op), (error, message) in zip(BAD, expected):
+        before = state()
+        loss = call(args((name, value)))
+        with pytest.raises(error) as got:
+            loss.item()
+        assert str(got.value) == message, op
+        with pytest.raises(error):  # every read raises
+            np.asarray(loss)
+        for a, b in zip(before, state()):
+            np.testing.assert_array_equal(a, b, err_msg=f"{op}: state changed")
+    call(args(BAD[-1][:2]))  # not read: reported by the first call after it finished,
+    before = state()  # (reading the state waits for it) which is dropped too
+    with pytest.raises(expected[-1][0], match=expected[-1][1]):
+        call(args())
+    for a, b in zip(before, state()):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv",
+                                                               marks=needs_vulkan)])
+def test_compiled_step_raises_and_keeps_state(backend, expected):
+    step, model, table, opt = setup()
+    estep, emodel, etable, eopt = setup()
+    cstep = staged.compile(step, backend=backend)
+    good = [cstep(**args()).item(), estep(**args()).item()]
+    check_bad_calls(lambda a: cstep(**a), lambda: snapshot(model, table, opt), expected)
+    for _ in range(2):
+        good += [cstep(**args()).item(), estep(**args()).item()]
+    np.testing.assert_allclose(good[0::2], good[1::2], rtol=1e-5)
+    for a, b in zip(snapshot(model, table, opt), snapshot(emodel, etable, eopt)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert cstep.traces == 1
+
+
+def test_deployed_step_raises_and_keeps_state(tmp_path, expected):
+    step, model, table, opt = setup()
+    cstep = staged.compile(step)
+    cstep(**args())
+    cstep.save(tmp_path)
+    loaded = staged.runtime.load(tmp_path)
+    first = loaded(**args()).item()
+    check_bad_calls(lambda a: loaded(**a), lambda: list(loaded.state_dict().values()),
+                    expected)
+    assert np.isfinite(loaded(**args()).item()) and loaded(**args()).item() < first
+
+
+def test_onnx_step_gives_nan_and_keeps_state(tmp_path):
+    step, model, table, opt = setup()
+    c = staged.capture(step, **args())
+    c.export_onnx(tmp_path / "step.onnx")
+    sess = ort.InferenceSession(str(tmp_path / "step.onnx"),
+                                providers=["CPUExecutionProvider"])
+    state = [w.tensor.detach().numpy() for w in c.state]
+    names = [o.name for o in sess.get_outputs()]
+    updated = [names.index(f"updated.{w.name}") if f"updated.{w.name}" in names else None
+               for w in c.state]
+
+    def run(a):
+        feed = dict(zip([w.name for w in c.state], state))
+        feed.update({k: v.numpy() for k, v in a.items()})
+        return sess.run(None, feed)
+    np.testing.assert_allclose(run(args())[0], step(**args()).item(), rtol=1e-5)
+    for name, value, op in BAD:
+        out = run(args((name, value)))
+        assert np.isnan(out[0]), op
+        for s, k in zip(state, updated):
+            if k is not None:
+                np.testing.assert_array_equal(out[k], s, err_msg=op)
