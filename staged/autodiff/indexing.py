@@ -148,3 +148,14 @@ def _check(report, *, error, message):
 
 
 check = Primitive("check", _check, _check_rule)
+
+
+def _barrier(x):
+    """``x`` unchanged; compilers keep it apart from the ops around it."""
+    return x
+
+
+# the identity, as an optimization barrier: what it reads is never fused across it, to
+# keep the 0-d selects of a step's state out of one IREE dispatch (capture.py,
+# ``_select_scalars``)
+barrier = Primitive("barrier", _barrier, lambda x: x, vjp=lambda g: g, jvp=LINEAR)

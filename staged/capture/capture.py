@@ -399,6 +399,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
         if gw.kind == "output" and w is not None and w.value is not None:
             old[gw.output] = w.value
+    scalars = {}  # dtype -> [(output index, new, alt)] of the 0-d outputs
     for i, o in enumerate(g.outputs):
         aval = o.value.aval
         keep = old.get(i)
@@ -406,10 +407,41 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
             continue
         alt = sym(keep) if keep is not None else scalar_tensor(float("nan"), aval.dtype)
         shape = tuple(aval.shape)
+        if not shape:
+            scalars.setdefault(aval.dtype, []).append((i, o.value, alt))
+            continue
         sel = ad.where(expand_to(ok, shape), sym(o.value), expand_to(alt, shape))
         g.outputs[i] = Output(sel._payload.value, o.kind, o.name)
+    for rows in scalars.values():
+        for (i, _, _), sel in zip(rows, _select_scalars(g, sym, ok, rows)):
+            g.outputs[i] = Output(sel._payload.value, g.outputs[i].kind, g.outputs[i].name)
     g.outputs.append(Output(table._payload.value, "check", "check"))
     return [(p["error"], p["message"]) for _, p in tracer.checks]
+
+
+def _select_scalars(g: Graph, sym, ok, rows) -> list:
+    """``where(ok, new, alt)`` of the 0-d (new Value, alt Tensor) pairs in ``rows``, as one
+    select of vectors. IREE gathers the 0-d ops of a function into one dispatch
+    (FormScalarDispatches), up to a 0-d value that a larger op reads: 0-d selects of many
+    states (AdamW's 18 step counters) made one dispatch of 36 buffers, over the 32 one may
+    bind. So each new value is read, right after the op that makes it, by a barrier (which
+    stops the gathering there) that the vector select reads."""
+    made = {id(op.out): j for j, op in enumerate(g.ops)}
+    news, barriers = [], []
+    for _, v, _ in rows:
+        b = ad.barrier(sym(v))
+        barriers.append((made.get(id(v), -1), g.ops.pop()))
+        news.append(ad.reshape(b, shape=(1,)))
+    for j, op in sorted(barriers, key=lambda m: m[0], reverse=True):
+        g.ops.insert(j + 1, op)
+    alts = [ad.reshape(a, shape=(1,)) for _, _, a in rows]
+    n = len(rows)
+
+    def stack(ts):
+        return ts[0] if n == 1 else ad.concat(*ts, dim=0, sizes=(1,) * n)
+    sel = ad.where(expand_to(ok, (n,)), stack(news), stack(alts))
+    return [ad.reshape(ad.slice(sel, starts=(j,), stops=(j + 1,), steps=(1,)), shape=())
+            for j in range(n)]
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that

@@ -95,6 +95,7 @@ SAMPLES = {
     "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
     "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
     "check": lambda: [([np.array([0, 7])], {"error": "IndexError", "message": "index {}"})],
+    "barrier": lambda: [([r(2, 3)], {}), ([r()], {})],
 }
 
 
@@ -115,6 +116,7 @@ TORCH = {
                                       "conj", "add", "sub", "mul", "div", "pow", "maximum",
                                       "minimum", "where", "matmul")},
     "copy": torch.clone,
+    "barrier": torch.clone,
     "floor_divide": torch.floor_divide,
     "threshold_backward": torch.ops.aten.threshold_backward,
     "cast": lambda x, dtype: x.to(_torch_dtype(dtype)),

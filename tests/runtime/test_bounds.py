@@ -147,3 +147,35 @@ def test_onnx_step_gives_nan_and_keeps_state(tmp_path):
         for s, k in zip(state, updated):
             if k is not None:
                 np.testing.assert_array_equal(out[k], s, err_msg=op)
+
+
+def test_many_optimizer_counters_compile_with_checks():
+    """AdamW over 20 parameters: 20 0-d step counters selected under the check flag. One 0-d
+    select each made IREE fuse them into a dispatch binding more buffers than the 32 allowed
+    (``binding count 36 > 32`` at load); the step must load, train as eager and keep its
+    state on a bad index."""
+    def build():
+        staged.manual_seed(0)
+        emb = nn.Embedding(V, D)
+        ws = [nn.Parameter(staged.randn(D) * 0.1) for _ in range(19)]
+        opt = optim.AdamW([emb.weight, *ws], lr=0.05)
+
+        def step(tok):
+            opt.zero_grad()
+            h = emb(tok)
+            loss = sum(((h + w) ** 2).mean() for w in ws)
+            loss.backward()
+            opt.step()
+            return loss
+        return step, opt
+    step, opt = build()
+    estep, _ = build()
+    cstep = staged.compile(step)
+    tok = staged.tensor([1, 2, 3])
+    got = [(cstep(tok).item(), estep(tok).item()) for _ in range(3)]
+    np.testing.assert_allclose(*zip(*got), rtol=1e-5)
+    before = [s["step"].item() for s in opt.state.values()]
+    loss = cstep(staged.tensor([1, V]))
+    with pytest.raises(IndexError, match="index out of range"):
+        loss.item()
+    assert [s["step"].item() for s in opt.state.values()] == before == [3.0] * 20

@@ -2,7 +2,7 @@
 gather is a linalg.generic over the index reading the source with tensor.extract;
 scatter_add is a linalg.generic over the destination with a reduction over the index's
 scattered dim (each destination element sums the sources whose index hits it, so an index
-out of range hits nothing); check is the identity."""
+out of range hits nothing); check is the identity, barrier util.optimization_barrier."""
 from __future__ import annotations
 
 from ...autodiff import REGISTRY
@@ -90,3 +90,9 @@ def _scatter_add(e, op, x, index, src):
 @lowering(REGISTRY["check"])
 def _check(e, op, report):
     return report  # the runtime reads the report (Note [index checks])
+
+
+@lowering(REGISTRY["barrier"])
+def _barrier(e, op, x):
+    a = op.inputs[0].aval
+    return e.emit(f"util.optimization_barrier {x} : {tensor_type(a.shape, a.dtype)}")

@@ -1,5 +1,5 @@
 """Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
-ScatterElements with add (their indices clamped), check (the identity); cumsum (CumSum)
+ScatterElements with add (their indices clamped), check and barrier (the identity); cumsum (CumSum)
 and argsort (TopK, which breaks ties by index)."""
 from __future__ import annotations
 
@@ -73,6 +73,11 @@ def _scatter_add(b, op, x, index, src):
 @lowering(REGISTRY["check"])
 def _check(b, op, report):
     return report
+
+
+@lowering(REGISTRY["barrier"])
+def _barrier(b, op, x):
+    return x
 
 
 @lowering(REGISTRY["cumsum"])
