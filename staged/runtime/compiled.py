@@ -29,7 +29,8 @@ from ..eager.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from .checks import Checks
-from .compiler import BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir
+from .compiler import (BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir,
+                       to_boundary)
 from .device import DeviceValue
 from .device import device as get_device
 
@@ -81,7 +82,9 @@ class CompiledGraph:
         # per live input: (value, its device copy, dtype); uploaded again only on a change
         self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
-        self._narrow = [narrow.get(i.value.aval.dtype.np) for i in captured.graph.inputs]
+        self._narrow = [narrow.get(i.value.aval.dtype.np) and (narrow[i.value.aval.dtype.np],
+                                                               f"input {i.name}")
+                        for i in captured.graph.inputs]
         if not any(self._narrow):
             self._narrow = None
         self._event = f"staged.compile [{backend}]" if device is None else \
@@ -138,7 +141,7 @@ class CompiledGraph:
                 inputs.append(leaves[i]._grad._payload)
         inputs += [w.tensor._payload for w in c.state]
         if self._narrow:
-            inputs = [p.astype(d) if d is not None and isinstance(p, np.ndarray) else p
+            inputs = [to_boundary(p, *d) if d and isinstance(p, np.ndarray) else p
                       for p, d in zip(inputs, self._narrow)]
         undo = _Undo()
         with record_function(self._event, cat="compiled"):

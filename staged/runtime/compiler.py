@@ -12,6 +12,8 @@ import os
 import re
 import sys
 
+import numpy as np
+
 from . import cache
 
 # IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
@@ -51,6 +53,25 @@ GLOBAL_FLAGS = ("--iree-hal-force-indirect-command-buffers",)
 # 32-bit words, which a tensor of 1- or 2-byte values would not fill
 BOUNDARY = {"vulkan-spirv": {"int64": "int32", "bool": "int32", "int8": "int32",
                              "uint8": "int32", "int16": "int32"}}
+
+
+def to_boundary(a: np.ndarray, dtype, what: str = "an input") -> np.ndarray:
+    """``a`` as ``dtype``, the type its backend holds it in at the module's edge
+    (``BOUNDARY``); raises OverflowError where an integer does not fit, instead of letting
+    it wrap (int64 2**31 would arrive as -2**31)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu" and a.dtype.kind in "iu" and a.size:
+        info = np.iinfo(dtype)
+        lo, hi = a.min(), a.max()
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise OverflowError(
+                f"{what} holds {a.dtype.name} value {bad}, which does not fit the "
+                f"{dtype.name} this backend holds {a.dtype.name} in (range [{info.min}, "
+                f"{info.max}]); keep values in that range or use the llvm-cpu backend")
+    return a.astype(dtype, copy=False)
+
+
 # dtypes a backend cannot compute in, with the reason
 UNSUPPORTED_DTYPES = {
     "vulkan-spirv": {

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .checks import Checks
+from .compiler import to_boundary
 
 FORMAT = "staged-step/2"
 SCOPE = "model"
@@ -65,8 +66,9 @@ def save(entry, directory, names=None, fn=None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "step.vmfb").write_bytes(vmfb)
     narrow = BOUNDARY.get(entry.backend, {})
-    _write_archive(out / "params.irpa",
-                   {renamed[w.name]: _narrowed(w.tensor._host(), narrow) for w in c.state})
+    _write_archive(out / "params.irpa", {
+        renamed[w.name]: _narrowed(w.tensor._host(), narrow, f"state {renamed[w.name]}")
+        for w in c.state})
     args = [i for i in graph.inputs if i.kind == "arg"]
     outs = [o for o in graph.outputs if o.kind == "out"]
     manifest = {
@@ -123,9 +125,9 @@ def _output_leaves(c) -> list:
     return [[kind, index[x] if kind == "value" else x] for kind, x in c.out_leaves]
 
 
-def _narrowed(a: np.ndarray, narrow: dict) -> np.ndarray:
+def _narrowed(a: np.ndarray, narrow: dict, what: str) -> np.ndarray:
     d = narrow.get(a.dtype.name)
-    return a.astype(d) if d else a
+    return to_boundary(a, d, what) if d else a
 
 
 def _spec(name, aval, narrow) -> dict:
@@ -205,7 +207,8 @@ class Deployed:
 
         arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
                                                         self._bind(args, kwargs))]
-        arrays = [a.astype(d, copy=False) for a, d in zip(arrays, self._arg_dtypes)]
+        arrays = [to_boundary(a, d, f"argument {spec['name']}")
+                  for a, d, spec in zip(arrays, self._arg_dtypes, self.manifest["args"])]
         if self._checks is not None:  # the state is on the device: raise before changing it
             self._checks.raise_pending(wait=True)
         res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
@@ -264,8 +267,8 @@ class Deployed:
         if unknown or missing:
             raise KeyError(f"load_state_dict: unexpected keys {sorted(unknown)}, missing keys "
                            f"{sorted(missing)}")
-        self._load(arrays={k: _checked(s, state[k], "state").astype(s["device_dtype"], copy=False)
-                           for k, s in specs.items()})
+        self._load(arrays={k: to_boundary(_checked(s, state[k], "state"), s["device_dtype"],
+                                          f"state {k}") for k, s in specs.items()})
 
     def save(self, directory) -> Path:
         """Write this step with its current state as a saved step in ``directory``."""

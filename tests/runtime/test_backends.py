@@ -79,3 +79,27 @@ def test_vulkan_leading_dim_reduction_broadcast_back():
     x = staged.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
     f = staged.compile(lambda x: x - x.amax(0, keepdim=True), backend="vulkan-spirv")
     np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(x - x.amax(0, keepdim=True)))
+
+
+@needs_vulkan
+def test_vulkan_int64_beyond_int32_is_refused_not_wrapped():
+    """vulkan-spirv holds int64 as int32 at the module's edge: 2**31 used to arrive as
+    -2**31; now the call raises, naming the input, and the step still runs in range."""
+    f = staged.compile(lambda i: i + 1, backend="vulkan-spirv")
+    assert f(staged.tensor([1, 2])).tolist() == [2, 3]
+    with pytest.raises(OverflowError, match=r"input i holds int64 value 2147483648, .* int32 .*llvm-cpu"):
+        f(staged.tensor([1, 2 ** 31]))
+    assert f(staged.tensor([-2 ** 31, 5])).tolist() == [-2 ** 31 + 1, 6]
+
+
+@needs_vulkan
+def test_vulkan_int64_extrema_of_one_sign():
+    """int64's identities for max/min truncated to 0 and -1 where Vulkan holds int64 as
+    int32: amax([-5, -3, -9]) was 0 and argmax 3 (out of range)."""
+    f = staged.compile(lambda x: (x.amax(), x.amin(), x.amax(0, keepdim=True), x.argmax(),
+                                  x.argmin()), backend="vulkan-spirv")
+    for v in ([-5, -3, -9], [5, 3, 9]):
+        x = staged.tensor(v)
+        want = [x.amax(), x.amin(), x.amax(0, keepdim=True), x.argmax(), x.argmin()]
+        for g, w in zip(f(x), want):
+            assert np.asarray(g).tolist() == w.tolist()

@@ -82,6 +82,7 @@ class Emitter:
         self.prologue: list = []  # index values of sizes, at the top of the function
         self.sources: dict = {}   # dynamic dim name -> (SSA of an input, its type, axis, k)
         self._sizes: dict = {}    # int or Sym -> SSA index value
+        self.wide: dict = {}      # dtype -> the dtype it is held in (``to_mlir``'s boundary)
 
     def fresh(self, prefix="v") -> str:
         self._n += 1
@@ -320,7 +321,7 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
     multiple of 4 bytes would be read as zeros and never written.
     """
     e = Emitter()
-    wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
+    e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
 
     def edge_type(aval):
         return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))

@@ -12,13 +12,15 @@ from .indexing import _indices, insert_slice
 from .module import dclass, elem_type, lowering, tensor_type, unsupported
 
 
-def _extreme(d, high: bool):
-    """The identity of max (high=False gives the lowest value) or min."""
+def _extreme(e, d, high: bool):
+    """The identity of max (high=False gives the lowest value) or min. Where the module
+    holds int64 as int32 (Vulkan's baseline: IREE demotes i64 to i32), int32's: int64's
+    limits truncate to 0 and -1, and the max of [-5, -3] was 0."""
     if d is dt.bool_:
         return high
     if d.is_floating_point:
         return np.inf if high else -np.inf
-    info = np.iinfo(d.np)
+    info = np.iinfo(e.wide.get(d, d).np if d is dt.int64 else d.np)
     return info.max if high else info.min
 
 
@@ -64,15 +66,15 @@ def _reduction(combine, init):
         a = op.inputs[0].aval
         if combine == "add" and (d.is_floating_point or d.is_complex):
             x, a = _blocked(e, a, x, dims, combine_fn)
-        (r,) = _reduce(e, a, x, dims, [(d, init(d))], combine_fn)
+        (r,) = _reduce(e, a, x, dims, [(d, init(e, d))], combine_fn)
         return _keep(e, op, r, dims)
     return emit
 
 
-lowering(REGISTRY["reduce_sum"])(_reduction("add", lambda d: 0))
-lowering(REGISTRY["reduce_max"])(_reduction("maximum", lambda d: _extreme(d, False)))
-lowering(REGISTRY["reduce_min"])(_reduction("minimum", lambda d: _extreme(d, True)))
-lowering(REGISTRY["reduce_prod"])(_reduction("mul", lambda d: 1))
+lowering(REGISTRY["reduce_sum"])(_reduction("add", lambda e, d: 0))
+lowering(REGISTRY["reduce_max"])(_reduction("maximum", lambda e, d: _extreme(e, d, False)))
+lowering(REGISTRY["reduce_min"])(_reduction("minimum", lambda e, d: _extreme(e, d, True)))
+lowering(REGISTRY["reduce_prod"])(_reduction("mul", lambda e, d: 1))
 for _name in ("reduce_max", "reduce_min", "argmax", "argmin", "argsort"):
     unsupported(_name, {"complex": "complex numbers are not ordered"})
 
@@ -86,7 +88,7 @@ def _arg(extreme: str):
         a, dim = op.inputs[0].aval, op.params["dim"]
         d, rank = a.dtype, len(a.shape)
         fn = e.need(BINARY[extreme], d, op.prim.name)
-        (m,) = _reduce(e, a, x, (dim,), [(d, _extreme(d, extreme == "minimum"))],
+        (m,) = _reduce(e, a, x, (dim,), [(d, _extreme(e, d, extreme == "minimum"))],
                        lambda v, acc: fn(e, d, v, acc))
         kept = tuple(i for i in range(rank) if i != dim)
         shape = tuple(a.shape[i] for i in kept)
