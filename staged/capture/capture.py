@@ -96,6 +96,7 @@ class Captured:
     dict_writes: list = field(default_factory=list)   # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)        # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
+    constants: dict = field(default_factory=dict)  # argument name -> its non-tensor value
     checks: list = field(default_factory=list)        # [(error, message)], one a row of
     check_output: int = -1                            # this output (Note [index checks])
 
@@ -123,6 +124,7 @@ class Tracer:
         self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
         self.finished = False  # set when the trace is over: its symbolic values have no data
         self.checks: list = []  # [(report Value, check params)] (Note [index checks])
+        self.constants: dict = {}  # argument name -> non-tensor value, built into the graph
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -258,6 +260,7 @@ def capture(fn, *args, **kwargs) -> Captured:
             wrappers.append((i, w))
             sym_leaves.append(w)
         else:
+            tracer.constants[names[i]] = leaf
             sym_leaves.append(leaf)
     tracer.start = _serial()  # arg wrappers count as pre-trace tensors (their .grad is state)
     for _, w in wrappers:
@@ -368,7 +371,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     checks = _apply_checks(tracer, updates, grad_writes)
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
                     guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()),
-                    dict_writes=dict_writes, checks=checks,
+                    dict_writes=dict_writes, checks=checks, constants=tracer.constants,
                     check_output=len(g.outputs) - 1 if checks else -1)
 
 

@@ -86,6 +86,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
         "state": [_spec(renamed[w.name], w.aval, narrow) for w in c.state],
         "signature": _signature(fn),
         "checks": c.checks,  # (error, message) per row of the last result (Note [index checks])
+        "constants": {k: v for k, v in c.constants.items() if _is_json_scalar(v)},
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "sha256": {},
         "iree_run_module": _command(entry.backend, args, narrow),
@@ -123,6 +124,14 @@ def _output_leaves(c) -> list:
     index = {k: n for n, k in enumerate(
         k for k, o in enumerate(c.graph.outputs) if o.kind == "out")}
     return [[kind, index[x] if kind == "value" else x] for kind, x in c.out_leaves]
+
+
+def _is_json_scalar(v) -> bool:
+    return v is None or type(v) in (bool, int, float, str)
+
+
+def _same(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN is NaN
 
 
 def _narrowed(a: np.ndarray, narrow: dict, what: str) -> np.ndarray:
@@ -248,6 +257,12 @@ class Deployed:
             single = len(flat) == 1 and not isinstance(value, (tuple, list, dict))
             leaves.update({name: flat[0]} if single else
                           {f"{name}.{j}": x for j, x in enumerate(flat)})
+        for name, traced in self.manifest.get("constants", {}).items():
+            if name in leaves and not _same(leaves[name], traced):
+                raise ValueError(f"argument {name}={leaves[name]!r}: this step was traced with "
+                                 f"{name}={traced!r} and has that value built in; pass "
+                                 f"{traced!r}, or compile and save a step traced with the new "
+                                 "value")
         missing = [n for n in wanted if n not in leaves]
         if missing:
             raise TypeError(f"this step is missing the argument{'s' * (len(missing) > 1)} "

@@ -234,3 +234,28 @@ def test_state_can_be_read_restored_and_saved(trained, tmp_path):
                               "nope": before["0.bias"]})
     with pytest.raises(ValueError, match=r"state 0.weight: expected shape \[12, 6\]"):
         step.load_state_dict({**before, "0.weight": before["0.weight"][:, :5]})
+
+
+def test_a_python_scalar_argument_must_be_the_traced_value(tmp_path):
+    """A scalar argument is built into the saved step: another value used to be ignored
+    silently; now it is refused, naming both values."""
+    w = staged.ones(3, requires_grad=True)
+
+    def step(x, scale, mode="sum"):
+        loss = (x * w).sum() * scale
+        loss.backward()
+        with staged.no_grad():
+            w.sub_(0.1 * w.grad)
+            w.grad = None
+        return loss
+
+    cstep = staged.compile(step)
+    for _ in range(2):
+        cstep(staged.ones(3), 2.0)
+    cstep.save(tmp_path)
+    loaded = staged.runtime.load(tmp_path)
+    assert loaded(staged.ones(3), 2.0).item() == pytest.approx(cstep(staged.ones(3), 2.0).item())
+    assert loaded(staged.ones(3), scale=2.0, mode="sum").item() > 0
+    with pytest.raises(ValueError, match=r"argument scale=3.0: this step was traced with "
+                                         r"scale=2.0 and has that value built in"):
+        loaded(staged.ones(3), 3.0)
