@@ -68,13 +68,30 @@ def test_logsumexp_over_an_empty_dim_is_minus_inf():
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="setitem through repeated indices adds the values "
-                   "(staged/eager/ops/indexing.py:_put); torch writes one of them. Not a "
-                   "small fix: it needs a last-writer-wins scatter")
-def test_setitem_through_repeated_indices_writes_one_of_the_values():
-    x = staged.zeros(2)
-    x[staged.tensor([0, 0])] = staged.tensor([1.0, 1.0])
-    assert x.numpy()[0] == 1.0
+def _put_repeated(lib, x, v):
+    w = x.clone()
+    w[1:, lib.tensor([2, 0, 2])] = v  # after a slice, with a repeated index
+    w[lib.tensor([0, 0]), lib.tensor([1, 1])] = v[0, :2] * 2
+    return w
+
+
+def _put_repeated_and_grads(x, v):
+    out = _put_repeated(staged, x, v)
+    return (out, *staged.autograd.grad(out, (x, v), staged.arange(12.0).reshape(3, 4)))
+
+
+def test_setitem_through_repeated_indices_writes_the_last_value():
+    """torch's CPU index_put_ keeps the last of repeated indices (and sends every value its
+    gradient); staged added the values up. Compiled, a reduction that keeps the last hit."""
+    x, v = np.zeros((3, 4)), np.arange(1.0, 7.0).reshape(2, 3)
+    want = _put_repeated(torch, torch.tensor(x), torch.tensor(v)).numpy()
+    np.testing.assert_array_equal(_put_repeated(staged, staged.tensor(x), staged.tensor(v)),
+                                  want)
+    _same_grads(_put_repeated, x, v)
+    args = [staged.tensor(a, dtype=staged.float32, requires_grad=True) for a in (x, v)]
+    got = staged.capture(_put_repeated_and_grads, *args).compile()(*args)
+    for g, e in zip(got, _put_repeated_and_grads(*args)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e.detach()))
 
 
 def test_softmax_over_an_empty_dim_is_empty():

@@ -1,5 +1,7 @@
 """Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
-ScatterElements with add; cumsum (CumSum) and argsort (TopK, which breaks ties by index)."""
+ScatterElements with add, scatter (the last write wins: a max ScatterElements of positions,
+as plain ScatterElements leaves the order of duplicates undefined); cumsum (CumSum) and
+argsort (TopK, which breaks ties by index)."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,6 +58,24 @@ def _gather(b, op, x, index):
 @lowering(REGISTRY["scatter_add"])
 def _scatter_add(b, op, x, index, src):
     return b.node("ScatterElements", [x, index, src], axis=op.params["dim"], reduction="add")
+
+
+@lowering(REGISTRY["scatter"])
+def _scatter(b, op, x, index, src):
+    # each destination's last writer (the max position along dim that hits it), then a
+    # gather of that source: exact, whatever order a runtime applies duplicate updates in
+    dim, xa = op.params["dim"], op.inputs[0].aval
+    if 0 in op.inputs[1].aval.shape:
+        return x
+    one = b.const(np.array(1, np.int64))
+    ones = b.node("Expand", [one, b.node("Shape", [index])])
+    pos = b.node("Sub", [b.node("CumSum", [ones, b.const(np.array(dim, np.int64))]), one])
+    none = b.node("Expand", [b.const(np.array(-1, np.int64)), b.shape(xa.shape)])
+    last = b.node("ScatterElements", [none, index, pos], axis=dim, reduction="max")
+    hit = b.node("GreaterOrEqual", [last, b.const(np.array(0, np.int64))])
+    got = b.node("GatherElements", [src, b.node("Max", [last, b.const(np.array(0, np.int64))])],
+                 axis=dim)
+    return b.node("Where", [hit, got, x])
 
 
 @lowering(REGISTRY["cumsum"])
