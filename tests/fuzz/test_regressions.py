@@ -94,6 +94,22 @@ def test_setitem_through_repeated_indices_writes_the_last_value():
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e.detach()))
 
 
+def _empty_slices(x, y):
+    w = y.clone()
+    w[1:] = 5.0
+    w[:, 2:] = 3.0
+    return x[1:] * 2, x[1::2], y[:, 2:] + 1, w
+
+
+def test_compiled_slice_past_the_end_of_a_small_dim_is_empty():
+    """``x[1:]`` of a size-1 dim (offset 1 in a dim of size 1) failed MLIR's verifier:
+    LoweringError 'slice ... offset 0 is out-of-bounds: 1 >= 1' (found by test_programs)."""
+    args = staged.ones(1), staged.ones(1, 2)
+    got = staged.capture(_empty_slices, *args).compile()(*args)
+    for g, e in zip(got, _empty_slices(*args)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+
+
 def test_softmax_over_an_empty_dim_is_empty():
     """found by test_nn_sweep.py: Softmax(dim=0) of a (0, 4) batch raised from amax."""
     for dim in (0, 1):
