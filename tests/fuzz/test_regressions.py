@@ -110,6 +110,18 @@ def test_compiled_slice_past_the_end_of_a_small_dim_is_empty():
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
 
 
+def test_batch_norm_of_an_empty_batch_is_empty_and_keeps_the_running_stats():
+    """found by test_nn_sweep.py: a 0-size batch raised 'Expected more than 1 value per
+    channel'; torch returns an empty output and counts the batch."""
+    for lib in (staged, torch):
+        m = lib.nn.BatchNorm2d(3)
+        m.running_mean.fill_(0.5)
+        y = m(lib.zeros(0, 3, 2, 2))
+        assert tuple(y.shape) == (0, 3, 2, 2), lib.__name__
+        assert m.running_mean.tolist() == [0.5] * 3 and m.running_var.tolist() == [1.0] * 3
+        assert m.num_batches_tracked.item() == 1, lib.__name__
+
+
 def test_softmax_over_an_empty_dim_is_empty():
     """found by test_nn_sweep.py: Softmax(dim=0) of a (0, 4) batch raised from amax."""
     for dim in (0, 1):
