@@ -122,6 +122,20 @@ def test_batch_norm_of_an_empty_batch_is_empty_and_keeps_the_running_stats():
         assert m.num_batches_tracked.item() == 1, lib.__name__
 
 
+@pytest.mark.parametrize("args", [(0, False), (1, True, True), (False,)], ids=str)
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_and_std_take_unbiased_positionally(name, args):
+    """torch's ``var(dim, unbiased, keepdim)`` and ``var(unbiased)`` overloads: staged
+    refused the first and read ``x.var(False)`` as dim 0 with the unbiased estimate."""
+    def fn(lib, x):
+        return getattr(x, name)(*args)
+    x = np.arange(6.0).reshape(2, 3) ** 2
+    np.testing.assert_allclose(fn(staged, staged.tensor(x)), fn(torch, torch.tensor(x)),
+                               rtol=1e-14)
+    for g, tg in zip(_grads(staged, fn, x), _grads(torch, fn, x)):
+        np.testing.assert_allclose(g, tg, rtol=1e-14)
+
+
 def test_softmax_over_an_empty_dim_is_empty():
     """found by test_nn_sweep.py: Softmax(dim=0) of a (0, 4) batch raised from amax."""
     for dim in (0, 1):
