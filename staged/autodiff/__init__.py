@@ -4,7 +4,8 @@ from .primitive import (ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, jvp_rule
                         primitive)
 from .elementwise import *  # noqa: F401,F403
 from .shape import concat, expand, permute, reshape  # noqa: F401
-from .indexing import barrier, check, gather, scatter_add, slice, slice_scatter  # noqa: F401
+from .indexing import (barrier, check, gather, scatter, scatter_add, slice,  # noqa: F401
+                       slice_scatter)
 from .reduction import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum  # noqa: F401
 from .scan import argsort, cumsum  # noqa: F401
 from .linalg import matmul  # noqa: F401

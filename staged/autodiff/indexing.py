@@ -2,7 +2,8 @@
 
 Basic indexing (ints, slices, None, Ellipsis) is ``slice`` plus a reshape; advanced
 (integer-array and boolean-mask) indexing is ``gather`` along one flattened dim, whose
-transpose is ``scatter_add``. All are static-shape: the public ops in
+transpose is ``scatter_add``; ``scatter`` writes instead (``x[idx] = v``: the last of
+repeated indices wins, as torch's CPU kernel). All are static-shape: the public ops in
 ``staged/eager/ops/indexing.py`` normalise indices and check bounds.
 """
 from __future__ import annotations
@@ -61,7 +62,7 @@ slice_scatter = Primitive(
     jvp=LINEAR)
 
 
-# --- gather / scatter_add --------------------------------------------------------------------
+# --- gather / scatter_add / scatter ----------------------------------------------------------
 def _check_index(name, x, index, dim):
     if index.dtype is not dt.int64:
         raise ShapeError(f"{name}(): Expected dtype int64 for index, got {index.dtype.name}")
@@ -78,12 +79,14 @@ def _gather_rule(x, index, *, dim):
     return Aval(index.shape, x.dtype)
 
 
-def _scatter_add_rule(x, index, src, *, dim):
-    _check_index("scatter_add", x, index, dim)
-    if src.shape != index.shape or src.dtype is not x.dtype:
-        raise ShapeError(f"scatter_add: src {src} must have the index's shape {index.shape} "
-                         f"and the dtype of {x}")
-    return x
+def _scatter_rule(name):
+    def rule(x, index, src, *, dim):
+        _check_index(name, x, index, dim)
+        if src.shape != index.shape or src.dtype is not x.dtype:
+            raise ShapeError(f"{name}: src {src} must have the index's shape {index.shape} "
+                             f"and the dtype of {x}")
+        return x
+    return rule
 
 
 def _scatter_add(x, index, src, *, dim):
@@ -91,6 +94,17 @@ def _scatter_add(x, index, src, *, dim):
     grid = list(np.indices(index.shape, sparse=True))
     grid[dim] = index
     np.add.at(out, tuple(grid), src)
+    return out
+
+
+def _scatter(x, index, src, *, dim):
+    out = np.array(x, copy=True)
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    flat = np.ravel_multi_index(np.broadcast_arrays(*grid), out.shape).ravel()
+    _, first = np.unique(flat[::-1], return_index=True)
+    last = flat.size - 1 - first  # the last write to each destination
+    out.reshape(-1)[flat[last]] = src.reshape(-1)[last]
     return out
 
 
@@ -107,6 +121,13 @@ def _scatter_add_jvp(primals, tangents, out, *, dim):
                        dim=dim)
 
 
+def _scatter_jvp(primals, tangents, out, *, dim):
+    (x, index, src), (tx, _, ts) = primals, tangents
+    if tx is None and ts is None:
+        return None
+    return scatter(x * 0 if tx is None else tx, index, src * 0 if ts is None else ts, dim=dim)
+
+
 gather = Primitive(
     "gather", lambda x, index, *, dim: np.take_along_axis(x, index, axis=dim), _gather_rule,
     vjp=(lambda g, x_aval, index, dim: scatter_add(g.new_zeros(x_aval.shape), index, g,
@@ -114,10 +135,16 @@ gather = Primitive(
     jvp=_gather_jvp)
 
 scatter_add = Primitive(
-    "scatter_add", _scatter_add, _scatter_add_rule,
+    "scatter_add", _scatter_add, _scatter_rule("scatter_add"),
     vjp=(lambda g: g, None, lambda g, index, dim: gather(g, index, dim=dim)),
     jvp=_scatter_add_jvp)
 
+scatter = Primitive(
+    "scatter", _scatter, _scatter_rule("scatter"),
+    vjp=(lambda g, index, src_aval, dim: scatter(g, index, g.new_zeros(src_aval.shape),
+                                                 dim=dim),
+         None, lambda g, index, dim: gather(g, index, dim=dim)),
+    jvp=_scatter_jvp)
 
 # --- check ------------------------------------------------------------------------------------
 # Note [index checks]: an index or target out of range must raise PyTorch's error in every

@@ -93,6 +93,10 @@ SAMPLES = {
     "gather": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 2))], {"dim": 1}),
                        ([r(2, 3), np.random.randint(0, 2, (4, 3))], {"dim": 0})],
     "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
+    # distinct indices per row: with repeated ones only the last write reaches the output,
+    # yet every source gets its gradient (torch's), which finite differences cannot see
+    "scatter": lambda: [([r(3, 4), np.argsort(np.random.random((3, 4)), 1)[:, :3], r(3, 3)],
+                         {"dim": 1})],
     "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
     "check": lambda: [([np.array([0, 7])], {"error": "IndexError", "message": "index {}"})],
     "barrier": lambda: [([r(2, 3)], {}), ([r()], {})],
@@ -140,6 +144,7 @@ TORCH = {
                                                                          steps),
     "gather": lambda x, index, dim: torch.gather(x, dim, index),
     "scatter_add": lambda x, index, src, dim: torch.scatter_add(x, dim, index, src),
+    "scatter": lambda x, index, src, dim: torch.scatter(x, dim, index, src),
     "concat": lambda *xs, dim, sizes: torch.cat(xs, dim),
 }
 

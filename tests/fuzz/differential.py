@@ -223,7 +223,8 @@ def _compare_batch(owners, got, want, what):
     """Output by output; a mismatch names the program it comes from, as source."""
     assert len(got) == len(want)
     for k, (g, w, prog) in enumerate(zip(got, want, owners)):
-        rtol, atol = tol(prog, COMPILED_TOL)
+        # a float32 result of float64/int inputs (tan of an int64) is float32 arithmetic
+        rtol, atol = max(tol(prog, COMPILED_TOL), COMPILED_TOL.get(numpy(w).dtype.name, (0, 0)))
         try:
             assert_same(np.asarray(g), w, rtol, atol, f"{what}: output {k}")
         except AssertionError as err:

@@ -58,9 +58,6 @@ BATCH = 12
 PURE = ("op", "view", "getitem")
 
 
-@pytest.mark.xfail(strict=True, reason="LoweringError 'slice ... offset 1 is out-of-bounds: "
-                   "0 >= 0' lowering a basic-index slice of a size-0/size-1 dim (found by this "
-                   "test; not yet reduced or fixed)")
 @budget(3, shrink=False)
 @given(st.lists(programs(allow=PURE), min_size=BATCH, max_size=BATCH))
 def test_llvm_cpu_matches_eager(progs):
@@ -68,9 +65,6 @@ def test_llvm_cpu_matches_eager(progs):
 
 
 @needs_vulkan
-@pytest.mark.xfail(strict=False, reason="LoweringError 'slice ... offset 1 is out-of-bounds: "
-                   "0 >= 0' lowering a basic-index slice of a size-0/size-1 dim (found by the "
-                   "llvm-cpu test; this test's two fixed-seed batches happen to miss it)")
 @budget(2, shrink=False)
 @given(st.lists(programs("float32", allow=PURE), min_size=BATCH, max_size=BATCH))
 def test_vulkan_spirv_matches_eager(progs):

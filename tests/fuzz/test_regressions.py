@@ -68,13 +68,72 @@ def test_logsumexp_over_an_empty_dim_is_minus_inf():
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="setitem through repeated indices adds the values "
-                   "(staged/eager/ops/indexing.py:_put); torch writes one of them. Not a "
-                   "small fix: it needs a last-writer-wins scatter")
-def test_setitem_through_repeated_indices_writes_one_of_the_values():
-    x = staged.zeros(2)
-    x[staged.tensor([0, 0])] = staged.tensor([1.0, 1.0])
-    assert x.numpy()[0] == 1.0
+def _put_repeated(lib, x, v):
+    w = x.clone()
+    w[1:, lib.tensor([2, 0, 2])] = v  # after a slice, with a repeated index
+    w[lib.tensor([0, 0]), lib.tensor([1, 1])] = v[0, :2] * 2
+    return w
+
+
+def _put_repeated_and_grads(x, v):
+    out = _put_repeated(staged, x, v)
+    return (out, *staged.autograd.grad(out, (x, v), staged.arange(12.0).reshape(3, 4)))
+
+
+def test_setitem_through_repeated_indices_writes_the_last_value():
+    """torch's CPU index_put_ keeps the last of repeated indices (and sends every value its
+    gradient); staged added the values up. Compiled, a reduction that keeps the last hit."""
+    x, v = np.zeros((3, 4)), np.arange(1.0, 7.0).reshape(2, 3)
+    want = _put_repeated(torch, torch.tensor(x), torch.tensor(v)).numpy()
+    np.testing.assert_array_equal(_put_repeated(staged, staged.tensor(x), staged.tensor(v)),
+                                  want)
+    _same_grads(_put_repeated, x, v)
+    args = [staged.tensor(a, dtype=staged.float32, requires_grad=True) for a in (x, v)]
+    got = staged.capture(_put_repeated_and_grads, *args).compile()(*args)
+    for g, e in zip(got, _put_repeated_and_grads(*args)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e.detach()))
+
+
+def _empty_slices(x, y):
+    w = y.clone()
+    w[1:] = 5.0
+    w[:, 2:] = 3.0
+    return x[1:] * 2, x[1::2], y[:, 2:] + 1, w
+
+
+def test_compiled_slice_past_the_end_of_a_small_dim_is_empty():
+    """``x[1:]`` of a size-1 dim (offset 1 in a dim of size 1) failed MLIR's verifier:
+    LoweringError 'slice ... offset 0 is out-of-bounds: 1 >= 1' (found by test_programs)."""
+    args = staged.ones(1), staged.ones(1, 2)
+    got = staged.capture(_empty_slices, *args).compile()(*args)
+    for g, e in zip(got, _empty_slices(*args)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+
+
+def test_batch_norm_of_an_empty_batch_is_empty_and_keeps_the_running_stats():
+    """found by test_nn_sweep.py: a 0-size batch raised 'Expected more than 1 value per
+    channel'; torch returns an empty output and counts the batch."""
+    for lib in (staged, torch):
+        m = lib.nn.BatchNorm2d(3)
+        m.running_mean.fill_(0.5)
+        y = m(lib.zeros(0, 3, 2, 2))
+        assert tuple(y.shape) == (0, 3, 2, 2), lib.__name__
+        assert m.running_mean.tolist() == [0.5] * 3 and m.running_var.tolist() == [1.0] * 3
+        assert m.num_batches_tracked.item() == 1, lib.__name__
+
+
+@pytest.mark.parametrize("args", [(0, False), (1, True, True), (False,)], ids=str)
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_and_std_take_unbiased_positionally(name, args):
+    """torch's ``var(dim, unbiased, keepdim)`` and ``var(unbiased)`` overloads: staged
+    refused the first and read ``x.var(False)`` as dim 0 with the unbiased estimate."""
+    def fn(lib, x):
+        return getattr(x, name)(*args)
+    x = np.arange(6.0).reshape(2, 3) ** 2
+    np.testing.assert_allclose(fn(staged, staged.tensor(x)), fn(torch, torch.tensor(x)),
+                               rtol=1e-14)
+    for g, tg in zip(_grads(staged, fn, x), _grads(torch, fn, x)):
+        np.testing.assert_allclose(g, tg, rtol=1e-14)
 
 
 def test_softmax_over_an_empty_dim_is_empty():

@@ -148,6 +148,11 @@ def cases(name):
         return [([arr((3, 4)), rng.integers(0, 4, (3, 5)), arr((3, 5))], {"dim": 1}),
                 ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
                 ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0})]
+    if name == "scatter":  # repeated indices: the last write wins
+        return [([arr((3, 4)), np.array([[3, 3, 0], [1, 1, 1], [0, 2, 0]]), arr((3, 3))],
+                 {"dim": 1}),
+                ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
+                ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0})]
     if name == "concat":
         return [([arr((2, 3)), arr((2, 1)), arr((2, 0)), arr((2, 2))],
                  {"dim": 1, "sizes": (3, 1, 0, 2)}),

@@ -246,11 +246,7 @@ def _put(x: Tensor, plan: _Plan, v: Tensor) -> Tensor:
         k = math.prod(lin._payload.shape)
         vals = ad.reshape(_fit(v, out_shape), shape=flat[:p] + (k,) + flat[p + 1:])
         idx = _spread_index(ad.reshape(lin, shape=(k,)), flat, p)
-        zeros = expand_to(scalar_tensor(0, x.dtype), flat)
-        hit = ad.scatter_add(zeros, idx, expand_to(scalar_tensor(1, x.dtype),
-                                                   tuple(idx._payload.shape)), dim=p)
-        # duplicate indices add up their values (PyTorch leaves which one wins unspecified)
-        yf = ad.where(ad.ne(hit, zeros), ad.scatter_add(zeros, idx, vals, dim=p), yf)
+        yf = ad.scatter(yf, idx, vals, dim=p)  # of repeated indices the last write wins
         y = ad.reshape(yf, shape=shape) if flat != shape else yf
         new = y if perm is None else ad.permute(y, perm=tuple(int(i) for i in np.argsort(perm)))
     if tuple(new._payload.shape) != pshape:

@@ -280,23 +280,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                momentum=0.1, eps=1e-5):
     """PyTorch's ``batch_norm`` over dim 1. Training normalises by the batch statistics
     (biased variance) and, where running stats are given, updates them in place without
-    recording: ``r = (1 - momentum) * r + momentum * stat``, the variance unbiased.
+    recording: ``r = (1 - momentum) * r + momentum * stat``, the variance unbiased (an
+    empty batch gives an empty output and leaves them as they are, as PyTorch).
     Evaluation normalises by the running statistics."""
     c = input.shape[1] if input.ndim > 1 else None
     bshape = (1, c) + (1,) * (input.ndim - 2)
     dims = (0,) + tuple(range(2, input.ndim))
     if training:
         n = input.numel() // c
-        if n <= 1:
+        if n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got "
                              f"input size {list(input.shape)}")
         mean = reduction.mean(input, dims, keepdim=True)
         var = reduction.var(input, dims, correction=0, keepdim=True)
-        if running_mean is not None:
+        if running_mean is not None and n:
             with no_grad():
                 copy_(running_mean, running_mean * (1 - momentum)
                               + ad.reshape(mean, shape=(c,)) * momentum)
-        if running_var is not None:
+        if running_var is not None and n:
             with no_grad():
                 copy_(running_var, running_var * (1 - momentum)
                               + ad.reshape(var, shape=(c,)) * (momentum * n / (n - 1)))

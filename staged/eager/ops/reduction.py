@@ -127,7 +127,11 @@ def _mean(x, dim, keepdim):
 
 
 @in_float32
-def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
+    """PyTorch's overloads: ``var(dim, *, correction, keepdim)``, ``var(dim, unbiased,
+    keepdim)`` and ``var(unbiased)`` (a bool first argument is ``unbiased``, not a dim)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
     if unbiased is not None:
         correction = int(unbiased)
     dims = normalize_dims(dim, x.ndim)
@@ -140,10 +144,10 @@ def var(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
 
 
 @in_float32
-def std(x, dim=None, *, correction=1, keepdim=False, unbiased=None):
-    """``sqrt(var)``; where the variance is 0 the gradient is 0, not 0 * inf (PyTorch's
-    std_backward masks it the same way)."""
-    v = var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased)
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
+    """``sqrt(var)`` (with var's overloads); where the variance is 0 the gradient is 0, not
+    0 * inf (PyTorch's std_backward masks it the same way)."""
+    v = var(x, dim, unbiased, keepdim, correction=correction)
     return v.where(v != 0, 0).sqrt()
 
 

@@ -2,10 +2,12 @@
 gather is a linalg.generic over the index reading the source with tensor.extract;
 scatter_add is a linalg.generic over the destination with a reduction over the index's
 scattered dim (each destination element sums the sources whose index hits it, so an index
-out of range hits nothing); check is the identity, barrier util.optimization_barrier."""
+out of range hits nothing); scatter keeps the last source that hits instead (a reduction
+runs in order); check is the identity, barrier util.optimization_barrier."""
 from __future__ import annotations
 
-from ...autodiff import REGISTRY
+from ... import dtypes as dt
+from ...autodiff import REGISTRY, Aval
 from .elementwise import BINARY
 from .module import elem_type, lowering, tensor_type
 
@@ -85,6 +87,28 @@ def _scatter_add(e, op, x, index, src):
                        [scattered, scattered, tuple(range(rank))],
                        ["parallel"] * rank + ["reduction"], body)
     return e.map((x, summed), [a, a], a, lambda u, v: add(e, d, u, v))
+
+
+@lowering(REGISTRY["scatter"])
+def _scatter(e, op, x, index, src):
+    a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])
+    if 0 in ia.shape:  # nothing written (the generic below crashes IREE with SIGFPE)
+        return x
+    d, rank = a.dtype, len(a.shape)
+    hits = Aval(a.shape, dt.bool_)
+    scattered = tuple(rank if k == dim else k for k in range(rank))
+
+    def body(i, s, acc, was_hit):
+        here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
+        hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
+        return e.select(hit, s, acc, d), e.emit(f"arith.ori {hit}, {was_hit} : i1")
+    # the last source that hits, and whether one did, then x where none did (not reduced
+    # into x itself: see scatter_add)
+    r = e.generic([(index, ia), (src, sa)], [(e.full(a.shape, d, 0), a),
+                                             (e.full(a.shape, dt.bool_, False), hits)],
+                  [scattered, scattered, tuple(range(rank)), tuple(range(rank))],
+                  ["parallel"] * rank + ["reduction"], body)
+    return e.map((f"{r}#1", f"{r}#0", x), [hits, a, a], a, lambda h, u, v: e.select(h, u, v, d))
 
 
 @lowering(REGISTRY["check"])

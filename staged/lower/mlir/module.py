@@ -158,7 +158,10 @@ class Emitter:
         return ", ".join(self.index(s) if isinstance(s, Sym) else str(int(s)) for s in sizes)
 
     def window(self, offsets, sizes, strides) -> str:
-        """``[offsets][sizes][strides]`` of tensor.extract_slice/insert_slice."""
+        """``[offsets][sizes][strides]`` of tensor.extract_slice/insert_slice; an empty
+        window starts at 0 (MLIR rejects an offset at the dim's end, as ``x[1:]`` of a
+        size-1 dim has)."""
+        offsets = [0 if s == 0 else o for o, s in zip(offsets, sizes)]
         return "".join(f"[{self.mixed(v)}]" for v in (offsets, sizes, strides))
 
     # scalars

@@ -1,6 +1,8 @@
 """Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
-ScatterElements with add (their indices clamped), check and barrier (the identity); cumsum (CumSum)
-and argsort (TopK, which breaks ties by index)."""
+ScatterElements with add and scatter (their indices clamped; scatter: the last write wins, a max
+ScatterElements of positions, as plain ScatterElements leaves the order of duplicates
+undefined), check and barrier (the identity); cumsum (CumSum) and argsort (TopK, which
+breaks ties by index)."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,6 +80,25 @@ def _check(b, op, report):
 @lowering(REGISTRY["barrier"])
 def _barrier(b, op, x):
     return x
+
+
+@lowering(REGISTRY["scatter"])
+def _scatter(b, op, x, index, src):
+    # each destination's last writer (the max position along dim that hits it), then a
+    # gather of that source: exact, whatever order a runtime applies duplicate updates in
+    dim, xa = op.params["dim"], op.inputs[0].aval
+    if 0 in op.inputs[1].aval.shape:
+        return x
+    one = b.const(np.array(1, np.int64))
+    ones = b.node("Expand", [one, b.node("Shape", [index])])
+    pos = b.node("Sub", [b.node("CumSum", [ones, b.const(np.array(dim, np.int64))]), one])
+    none = b.node("Expand", [b.const(np.array(-1, np.int64)), b.shape(xa.shape)])
+    last = b.node("ScatterElements", [none, _clamped(b, index, xa.shape[dim]), pos], axis=dim,
+                  reduction="max")
+    hit = b.node("GreaterOrEqual", [last, b.const(np.array(0, np.int64))])
+    got = b.node("GatherElements", [src, b.node("Max", [last, b.const(np.array(0, np.int64))])],
+                 axis=dim)
+    return b.node("Where", [hit, got, x])
 
 
 @lowering(REGISTRY["cumsum"])
