@@ -284,7 +284,7 @@ def test_errors_are_raised_before_writing(tmp_path, monkeypatch):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the eager 0/0 at batch size 1
 def test_dynamic_batch_variance_fills_and_errors(tmp_path):
-    """Shared with staged.compile(dynamic=True) (staged/capture/dynamic.py): a variance's
+    """Shared with staged.compile(dynamic=True) (staged/tracing/dynamic.py): a variance's
     1/max(N-1, 0) and a zeros(N, 2) become run-time values; a size that is no multiple of
     the batch raises ExportError naming the line, before any file is written."""
     def fn(x):

@@ -64,12 +64,12 @@ def test_jvp_rule_rejects_missing_rule():
 
 # --- import direction --------------------------------------------------------------------
 FORBIDDEN = {
-    "autodiff": ("eager", "capture", "lower", "runtime", "nn", "optim"),
-    "eager": ("capture", "lower", "runtime", "nn", "optim"),
-    "capture": ("lower", "runtime", "nn", "optim"),
+    "autodiff": ("eager", "tracing", "lower", "runtime", "nn", "optim"),
+    "eager": ("tracing", "lower", "runtime", "nn", "optim"),
+    "tracing": ("lower", "runtime", "nn", "optim"),
     "lower": ("runtime", "nn", "optim"),
-    "nn": ("capture", "lower", "runtime", "optim"),
-    "optim": ("capture", "lower", "runtime", "nn"),
+    "nn": ("tracing", "lower", "runtime", "optim"),
+    "optim": ("tracing", "lower", "runtime", "nn"),
 }
 
 

@@ -6,7 +6,7 @@ eagerly and under ``staged.compile`` (where it is functionalized into the graph)
 Note [hyper-parameters]: ``_update`` reads a group's hyper-parameters through a
 ``Hyper`` view. ``h.number(name)`` is the Python number eagerly; under capture it is a
 0-d tensor of the parameters' dtype that is a live input of the graph (Note [live
-inputs] in ``staged/capture/capture.py``), so changing ``param_groups[i]["lr"]`` by hand
+inputs] in ``staged/tracing/capture.py``), so changing ``param_groups[i]["lr"]`` by hand
 or by a scheduler takes effect at the next compiled call without a re-trace. Numbers
 torch computes in Python from several hyper-parameters (``1 - beta1``, ``1 - lr * wd``)
 are live inputs of their own, so they round as eagerly. ``h.flag(name)`` is a branch of

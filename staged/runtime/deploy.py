@@ -41,7 +41,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
     from iree.compiler.version import VERSION as compiler_version
 
     from .. import __version__
-    from ..capture.ir import Graph, Input, Output
+    from ..tracing.ir import Graph, Input, Output
     from ..lower.mlir import to_mlir
     from .compiler import BOUNDARY, compile_mlir
 
@@ -194,7 +194,7 @@ class Deployed:
             old.close()
 
     def __call__(self, *args, **kwargs):
-        from ..capture.pytree import unflatten
+        from ..tracing.pytree import unflatten
         from ..eager.tensor import Tensor
 
         arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
@@ -209,7 +209,7 @@ class Deployed:
         """The call's tensor arguments in manifest order, matched by name (as the trace
         named them: ``x``, ``batch.0``); raise TypeError for unknown, repeated or missing
         ones."""
-        from ..capture.pytree import flatten
+        from ..tracing.pytree import flatten
 
         specs = self.manifest["args"]
         wanted = [a["name"] for a in specs]

@@ -10,8 +10,8 @@ import pytest
 
 from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval
-from staged.capture.interpret import interpret
-from staged.capture.ir import Graph, Output
+from staged.tracing.interpret import interpret
+from staged.tracing.ir import Graph, Output
 from staged.lower.onnx import TABLE, ExportError, Sym, to_onnx
 from tests.lower.test_mlir import cases
 
