@@ -22,8 +22,8 @@ from .tracing.capture import capture
 from .tracing.dynamic import DynamicError, generalize, resize, substitute
 from .tracing.ir import Graph, Input
 from .eager.tensor import Tensor
-from .lower.onnx import DEFAULT_OPSET, ExportError, to_onnx
-from .lower.onnx.model import check_opset
+from .lower.onnx_lowering import DEFAULT_OPSET, ExportError, to_onnx
+from .lower.onnx_lowering.model import check_opset
 from .nn import Module
 
 __all__ = ["export", "export_captured", "ExportError"]

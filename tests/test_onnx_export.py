@@ -261,7 +261,7 @@ def test_large_constants_stream_to_external_data(tmp_path, monkeypatch):
 
 
 def test_errors_are_raised_before_writing(tmp_path, monkeypatch):
-    from staged.lower.onnx import model as onnx_model
+    from staged.lower.onnx_lowering import model as onnx_model
 
     model, x, y = nn.Linear(3, 2), staged.randn(4, 3), staged.tensor([0, 1, 1, 0])
     p = tmp_path / "m.onnx"

@@ -12,7 +12,7 @@ from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval
 from staged.tracing.interpret import interpret
 from staged.tracing.ir import Graph, Output
-from staged.lower.onnx import TABLE, ExportError, Sym, to_onnx
+from staged.lower.onnx_lowering import TABLE, ExportError, Sym, to_onnx
 from tests.lower.test_mlir import cases
 
 F = dt.float32
