@@ -5,7 +5,7 @@ gets the ``Emitter``, the ``Op`` and the SSA names of its operands, and returns 
 name of its result. Every emitted op carries ``loc("<prim>"("<file>":<line>:0))`` so
 verifier and compiler diagnostics point at the user's line.
 
-Sizes may be dynamic (``Sym``, from ``staged.tracing.dynamic``): their types print ``?``
+Sizes may be dynamic (``Sym``, from ``staged.autodiff.avals``): their types print ``?``
 and emitters pass every size through ``Emitter.index``/``mixed``/``window``/``empty``,
 which give a literal for an int and an SSA ``index`` value (``tensor.dim`` of the input
 carrying it, read once at the top of the function) for a ``Sym``.
@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from ... import dtypes as dt
-from ...tracing.dynamic import Sym
+from ...autodiff.avals import Sym
 from ..table import LoweringError, Table, dclass  # noqa: F401  (re-exported)
 
 TABLE = Table("MLIR")      # Primitive -> emitter(e, op, *operands) -> result SSA name
