@@ -27,6 +27,8 @@ from .eager.ops import (acos, addcdiv, addcmul, angle, argsort, asin, atan,  # n
                         log10, norm, prod, real, reciprocal, remainder, round, sgn, silu, sinh,
                         softplus, sort, square, tan, topk, trunc)
 from . import autograd  # noqa: F401
+from .autograd.engine import backward, grad  # noqa: F401
+from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64

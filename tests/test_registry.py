@@ -64,8 +64,9 @@ def test_jvp_rule_rejects_missing_rule():
 
 # --- import direction --------------------------------------------------------------------
 FORBIDDEN = {
-    "autodiff": ("eager", "tracing", "lower", "runtime", "nn", "optim"),
-    "eager": ("tracing", "lower", "runtime", "nn", "optim"),
+    "autodiff": ("eager", "autograd", "tracing", "lower", "runtime", "nn", "optim"),
+    "eager": ("autograd", "tracing", "lower", "runtime", "nn", "optim"),
+    "autograd": ("tracing", "lower", "runtime", "nn", "optim"),
     "tracing": ("lower", "runtime", "nn", "optim"),
     "lower": ("runtime", "nn", "optim"),
     "nn": ("tracing", "lower", "runtime", "optim"),

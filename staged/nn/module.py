@@ -8,9 +8,9 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict, namedtuple
 
-from ..eager.dispatch import current_interceptor
+from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import no_grad
-from ..eager.hooks import RemovableHandle
+from ..autograd.hooks import RemovableHandle
 from ..eager.tensor import Tensor
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter

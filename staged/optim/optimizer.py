@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 
-from ..eager.dispatch import current_interceptor
+from ..eager.interceptor import current_interceptor
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
 from ..eager.grad_mode import no_grad

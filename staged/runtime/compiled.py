@@ -23,9 +23,9 @@ from ..tracing.capture import leaf_names
 from ..tracing.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten, unflatten
-from ..eager.dispatch import current_interceptor
+from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import _state
-from ..eager.profiler import record_function
+from ..autograd.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from .compiler import BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir
