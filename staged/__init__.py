@@ -37,7 +37,7 @@ cfloat = complex64
 cdouble = complex128
 half = float16
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401
 from .runtime.compiled import capture  # noqa: E402,F401
 from .runtime.compiled import compile  # noqa: E402,F401
 from . import nn, optim  # noqa: E402,F401

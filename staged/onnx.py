@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .autodiff import Aval
 from .autograd import grad as _autograd_grad
 from .tracing.capture import capture

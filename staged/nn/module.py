@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict, namedtuple
 
+from .. import dtypes as dt
 from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
@@ -495,7 +496,6 @@ class Module:
         return self
 
     def to(self, dtype=None, *args, **kwargs):
-        from .. import dtypes as dt
         if dtype is None or not isinstance(dtype, dt.DType):
             return self  # devices: host only
         for m in self.modules():

@@ -19,7 +19,7 @@ import copy
 from ..eager.interceptor import current_interceptor
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
-from ..eager.grad_mode import no_grad
+from ..eager.grad_mode import enable_grad, no_grad
 from ..eager.tensor import Tensor
 
 
@@ -71,7 +71,6 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            from ..eager.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
         icpt = current_interceptor()  # under capture: it restores what the step writes

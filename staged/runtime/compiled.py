@@ -28,7 +28,9 @@ from ..eager.grad_mode import _state
 from ..autograd.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
-from .compiler import BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir
+from .compiler import (BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir,
+                       flags)
+from . import deploy
 from .device import DeviceValue
 from .device import device as get_device
 
@@ -161,8 +163,7 @@ class CompiledGraph:
 
     def save(self, directory, names=None, fn=None):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
-        from .deploy import save
-        return save(self, directory, names, fn)
+        return deploy.save(self, directory, names, fn)
 
 
 class _Undo:
@@ -527,7 +528,6 @@ def count_dispatches(mlir: str, backend: str) -> int:
     """How many dispatches IREE's flow stage makes of a module (a debugging figure)."""
     from iree.compiler import compile_str
 
-    from .compiler import flags
     flow = compile_str(mlir, extra_args=flags(backend) + ["--compile-to=flow"])
     return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes)
                           else flow))

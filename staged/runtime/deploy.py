@@ -26,6 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .._version import __version__
+from ..eager.tensor import Tensor
+from ..lower.mlir import to_mlir
+from ..tracing.ir import Graph, Input, Output
+from ..tracing.pytree import flatten, unflatten
+from .compiler import BOUNDARY, compile_mlir
+from .device import DRIVERS
+from .device import device as get_device
+
 FORMAT = "staged-step/2"
 SCOPE = "model"
 
@@ -39,11 +48,6 @@ def save(entry, directory, names=None, fn=None) -> Path:
     ``names`` maps state tensors to archive keys (e.g. a module's state_dict keys); ``fn``
     (the traced function) gives the parameter names keyword arguments bind to."""
     from iree.compiler.version import VERSION as compiler_version
-
-    from .. import __version__
-    from ..tracing.ir import Graph, Input, Output
-    from ..lower.mlir import to_mlir
-    from .compiler import BOUNDARY, compile_mlir
 
     c = entry.captured
     by_tensor = {id(t): n for t, n in (names or {}).items()}
@@ -140,7 +144,6 @@ def _tuplify(tree):
 
 
 def _command(backend, args, narrow) -> str:
-    from .device import DRIVERS
     inputs = " ".join(f"--input=@{i.name}.npy" for i in args)
     return (f"iree-run-module --device={DRIVERS[backend]} --module=step.vmfb "
             f"--parameters={SCOPE}=params.irpa --function=main {inputs}").strip()
@@ -161,8 +164,6 @@ class Deployed:
     (NumPy arrays, staged tensors or anything with ``__array__``, by position or name)."""
 
     def __init__(self, directory, device=None):
-        from .device import device as get_device
-
         self.directory = Path(directory)
         self.manifest = m = _read_manifest(self.directory)
         self.device = get_device(m["backend"], device)
@@ -194,9 +195,6 @@ class Deployed:
             old.close()
 
     def __call__(self, *args, **kwargs):
-        from ..tracing.pytree import unflatten
-        from ..eager.tensor import Tensor
-
         arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
                                                         self._bind(args, kwargs))]
         arrays = [a.astype(d, copy=False) for a, d in zip(arrays, self._arg_dtypes)]
@@ -209,8 +207,6 @@ class Deployed:
         """The call's tensor arguments in manifest order, matched by name (as the trace
         named them: ``x``, ``batch.0``); raise TypeError for unknown, repeated or missing
         ones."""
-        from ..tracing.pytree import flatten
-
         specs = self.manifest["args"]
         wanted = [a["name"] for a in specs]
         names = {n for n, _ in self.manifest["signature"]}
@@ -275,8 +271,6 @@ def _read_manifest(directory: Path) -> dict:
     sha256 of its files (Note [trusting a saved step])."""
     from iree.runtime.version import VERSION as runtime_version
 
-    from .. import __version__
-
     m = json.loads((directory / "manifest.json").read_text())
     fmt = m.get("format")
     if fmt != FORMAT:
@@ -306,8 +300,6 @@ def _read_manifest(directory: Path) -> dict:
 
 def _checked(spec: dict, x, what="argument") -> np.ndarray:
     """``x`` as an array of ``spec``'s shape and dtype: dtypes widen only losslessly."""
-    from ..eager.tensor import Tensor
-
     a = np.asarray(x._host() if isinstance(x, Tensor) else x)
     name, shape, dtype = spec["name"], spec["shape"], np.dtype(spec["dtype"])
     if a.ndim != len(shape) or any(s != t for s, t in zip(a.shape, shape) if isinstance(t, int)):

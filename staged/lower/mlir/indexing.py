@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...autodiff import REGISTRY
 from .elementwise import BINARY
-from .module import elem_type, lowering, tensor_type
+from .emitter import elem_type, lowering, tensor_type
 
 
 def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:
