@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autodiff import Aval
-from .grad_mode import _state
+from .grad_mode import _state, no_grad
 from .tensor import Tensor
 
 
@@ -117,8 +117,8 @@ grad_fn_field = _grad_fn.__get__  # a tensor's grad_fn without regenerating it
 
 class _StaleView(Tensor):
     """A view whose storage was written in place since its grad_fn was made: reading
-    ``grad_fn`` runs ``sync`` (a property staged.autograd.node attaches: the Node it makes is
-    autograd's); it requires grad if its base does (Note [stale views])."""
+    ``grad_fn`` runs ``sync`` (a property staged.autograd.tensor_methods attaches: the Node
+    it makes is autograd's); it requires grad if its base does (Note [stale views])."""
 
     __slots__ = ()
 
@@ -185,24 +185,18 @@ def write_through(view, value) -> None:
     the view's region and ``value`` inside it. Exact (a select, not an add), and built
     from the view primitives' VJP rules like ``scatter``."""
     base, steps = view._base, view._view.steps
-    grad_mode, _state.grad_enabled = _state.grad_enabled, False
-    try:
+    with no_grad():
         ones = view.detach() * 0 + 1
         region = scatter(ones, steps) != 0
         new = scatter(value.detach(), steps).where(region, base.detach())
-    finally:
-        _state.grad_enabled = grad_mode
     base._payload = new._payload
 
 
 def refresh(view) -> None:
     """Recompute a stale view's data from its base (after a write through a sibling view,
     for payloads that don't share memory)."""
-    grad_mode, _state.grad_enabled = _state.grad_enabled, False
-    try:
+    with no_grad():
         view._payload = replay(view._base.detach(), view._view.steps)._payload
-    finally:
-        _state.grad_enabled = grad_mode
     view._view.data_version = view._vc[0]
 
 
@@ -214,6 +208,6 @@ def check_writable(steps) -> None:
                                       "its VJP needs data, so the base cannot be rebased")
 
 
-# After ``value`` was written into a view: the base's graph goes through CopySlices. The
-# Nodes are autograd's, so staged.autograd.node installs it.
+# rebase(view, value), after ``value`` was written into ``view``: the base's graph goes
+# through CopySlices, an autograd Node, so staged.autograd.tensor_methods installs it.
 rebase = None
