@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from bench.common import environment, interleaved, item, ratio_table  # noqa: E402
 from bench.compiled_steps import WORKLOADS, _causal, sgd_step  # noqa: E402
 import staged  # noqa: E402
-from staged.capture import capture as _capture  # noqa: E402
+from staged.tracing import capture as _capture  # noqa: E402
 
 BASE = "unchecked"
 

@@ -33,7 +33,7 @@ def build(seed: int = 0, channels=(8, 16), hidden: int = 64, batch_norm: bool = 
 def export_spec(batch_size: int = 16, seed: int = 0) -> dict:
     """What `staged export-onnx` exports (see models/mlp.py): loss and gradients of a fresh
     seeded CNN (training mode, BatchNorm included: its running variance's ``n / (n - 1)``
-    follows the dynamic batch, ``staged/capture/dynamic.py``); SGD for ``--training-step``."""
+    follows the dynamic batch, ``staged/tracing/dynamic.py``); SGD for ``--training-step``."""
     model = build(seed)
     x, y = staged.randn(batch_size, 64), staged.randint(0, 10, (batch_size,))
     return dict(fn_or_module=model, example_args=(x, y), loss_fn=F.cross_entropy,

@@ -27,6 +27,11 @@ from .eager.ops import (acos, addcdiv, addcmul, angle, argsort, asin, atan,  # n
                         log10, norm, prod, real, reciprocal, remainder, round, sgn, silu, sinh,
                         softplus, sort, square, tan, topk, trunc)
 from . import autograd  # noqa: F401
+from .autograd.engine import backward, grad  # noqa: F401
+from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
+from .runtime.compiled import capture, compile  # noqa: F401
+from . import nn, optim  # noqa: F401
+from ._version import __version__  # noqa: F401
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64
@@ -34,11 +39,6 @@ long = int64
 cfloat = complex64
 cdouble = complex128
 half = float16
-
-__version__ = "0.1.0"
-from .runtime.compiled import capture  # noqa: E402,F401
-from .runtime.compiled import compile  # noqa: E402,F401
-from . import nn, optim  # noqa: E402,F401
 
 _LAZY = ("onnx",)  # needs the onnx extra: loaded on first use, as torch.onnx is
 

@@ -15,15 +15,15 @@ import os
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .autodiff import Aval
 from .autograd import grad as _autograd_grad
-from .capture.capture import capture
-from .capture.dynamic import DynamicError, generalize, resize, substitute
-from .capture.ir import Graph, Input
+from .tracing.capture import capture
+from .tracing.dynamic import DynamicError, generalize, resize, substitute
+from .tracing.ir import Graph, Input
 from .eager.tensor import Tensor
-from .lower.onnx import DEFAULT_OPSET, ExportError, to_onnx
-from .lower.onnx.model import check_opset
+from .lower.onnx_lowering import DEFAULT_OPSET, ExportError, to_onnx
+from .lower.onnx_lowering.model import check_opset
 from .nn import Module
 
 __all__ = ["export", "export_captured", "ExportError"]
@@ -280,7 +280,7 @@ def _describe(x) -> str:
 # --- dynamic dims -----------------------------------------------------------------------
 def _dynamic(base, fn, args, arg_names, names, wrt, opt, dynamic_axes):
     """Re-trace with each dynamic dim changed and make what follows it symbolic
-    (``staged.capture.dynamic``)."""
+    (``staged.tracing.dynamic``)."""
     axes = _normalize_axes(dynamic_axes, arg_names, args)
     g0, in_names, out_names, meta = base
     sources, dims = {}, {}

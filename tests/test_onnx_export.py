@@ -261,7 +261,7 @@ def test_large_constants_stream_to_external_data(tmp_path, monkeypatch):
 
 
 def test_errors_are_raised_before_writing(tmp_path, monkeypatch):
-    from staged.lower.onnx import model as onnx_model
+    from staged.lower.onnx_lowering import model as onnx_model
 
     model, x, y = nn.Linear(3, 2), staged.randn(4, 3), staged.tensor([0, 1, 1, 0])
     p = tmp_path / "m.onnx"
@@ -284,7 +284,7 @@ def test_errors_are_raised_before_writing(tmp_path, monkeypatch):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the eager 0/0 at batch size 1
 def test_dynamic_batch_variance_fills_and_errors(tmp_path):
-    """Shared with staged.compile(dynamic=True) (staged/capture/dynamic.py): a variance's
+    """Shared with staged.compile(dynamic=True) (staged/tracing/dynamic.py): a variance's
     1/max(N-1, 0) and a zeros(N, 2) become run-time values; a size that is no multiple of
     the batch raises ExportError naming the line, before any file is written."""
     def fn(x):

@@ -1,6 +1,7 @@
 """The registry walk: every primitive has an impl, a shape rule, a VJP (or is deliberately
-non-differentiable), a JVP and an MLIR lowering (or a recorded reason); and the package
-import arrows point one way (DESIGN.md)."""
+non-differentiable), a JVP and an MLIR lowering (or a recorded reason); the package import
+arrows point one way, with no import circle and no import inside a function hiding one
+(DESIGN.md)."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,7 @@ import pytest
 
 from staged.autodiff import ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, jvp_rule
 from staged.autodiff.primitive import Rule
-from staged.lower import mlir, onnx
+from staged.lower import mlir, onnx_lowering
 
 NAMES = sorted(REGISTRY)
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "staged"
@@ -42,7 +43,7 @@ def test_vjp_and_jvp(name):
     assert callable(jvp_rule(prim))
 
 
-@pytest.mark.parametrize("table", [mlir.TABLE, onnx.TABLE], ids=lambda t: t.target)
+@pytest.mark.parametrize("table", [mlir.TABLE, onnx_lowering.TABLE], ids=lambda t: t.target)
 def test_lowering(table):
     """Every primitive has a lowering for the target, or reasons it has none."""
     bad = []
@@ -64,12 +65,13 @@ def test_jvp_rule_rejects_missing_rule():
 
 # --- import direction --------------------------------------------------------------------
 FORBIDDEN = {
-    "autodiff": ("eager", "capture", "lower", "runtime", "nn", "optim"),
-    "eager": ("capture", "lower", "runtime", "nn", "optim"),
-    "capture": ("lower", "runtime", "nn", "optim"),
+    "autodiff": ("eager", "autograd", "tracing", "lower", "runtime", "nn", "optim"),
+    "eager": ("autograd", "tracing", "lower", "runtime", "nn", "optim"),
+    "autograd": ("tracing", "lower", "runtime", "nn", "optim"),
+    "tracing": ("lower", "runtime", "nn", "optim"),
     "lower": ("runtime", "nn", "optim"),
-    "nn": ("capture", "lower", "runtime", "optim"),
-    "optim": ("capture", "lower", "runtime", "nn"),
+    "nn": ("tracing", "lower", "runtime", "optim"),
+    "optim": ("tracing", "lower", "runtime", "nn"),
 }
 
 
@@ -106,3 +108,135 @@ def test_import_direction(package):
                 bad.append(f"{path.relative_to(ROOT.parent)} imports staged.{target}"
                            + (" (inside a function)" if lazy else ""))
     assert not bad, "\n".join(bad)
+
+
+# --- import circles -----------------------------------------------------------------------
+# Imports of staged modules inside functions, each with why it cannot be at the top. Any
+# other one fails test_no_function_level_imports: a late import usually hides a circle.
+LATE_IMPORTS = {
+    ("staged.__main__", "staged.onnx"): "the CLI's export command: staged.onnx needs the onnx "
+                                        "extra, which other commands do without",
+    ("staged.runtime.compiled", "staged.onnx"): "Traced.export_onnx: the onnx extra is "
+                                                "optional (staged.onnx is loaded lazily too)",
+}
+
+
+def import_graph(root: pathlib.Path, name: str) -> dict:
+    """``{module: {imported module: [(line, inside a function?, named?)]}}`` over the package
+    ``name`` whose directory is ``root``, counting imports inside functions. Importing
+    ``a.b.c`` also runs the ``__init__`` of ``a.b`` where the importer is not inside it
+    (the root's only when it is imported itself)."""
+    files = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = (name, *path.relative_to(root).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for mod, path in files.items():
+        pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        tree = ast.parse(path.read_text())
+        funcs = [n for n in ast.walk(tree)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        nested = {id(n) for f in funcs for n in ast.walk(f) if n is not f}
+        edges = graph[mod] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
+                           for a in node.names]
+            else:
+                continue
+            for target in targets:
+                chain = target.split(".")
+                for i in range(1, len(chain) + 1):  # the target, and the packages it is in
+                    t = ".".join(chain[:i])
+                    if t in files and t != mod and (t == target or i > 1 and
+                                                    not mod.startswith(t + ".")):
+                        edges.setdefault(t, []).append((node.lineno, id(node) in nested,
+                                                        t == target))
+    return graph
+
+
+def import_cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                cycles.append(sorted(scc))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def late_imports(graph: dict) -> set:
+    """``(module, imported module)`` for each import of the package inside a function."""
+    return {(m, t) for m, edges in graph.items() for t, sites in edges.items()
+            if any(lazy and direct for _, lazy, direct in sites)}
+
+
+GRAPH = import_graph(ROOT, "staged")
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(GRAPH)
+    assert not cycles, "import circles (imports inside functions count):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_no_function_level_imports():
+    unexplained = sorted(late_imports(GRAPH) - set(LATE_IMPORTS))
+    assert not unexplained, "imports inside functions (move them to the top, or add them to " \
+        "LATE_IMPORTS with a reason):\n" + "\n".join(f"{m} imports {t}" for m, t in unexplained)
+    stale = sorted(set(LATE_IMPORTS) - late_imports(GRAPH))
+    assert not stale, f"LATE_IMPORTS entries with no such import: {stale}"
+    assert all(reason.strip() for reason in LATE_IMPORTS.values())
+
+
+def test_a_circle_fails_the_layering_test(tmp_path):
+    """A synthetic package: ``a`` imports ``b``, and ``b`` imports ``a`` inside a function
+    to dodge the circle; both checks catch it, and without the late import it is clean."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import a\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n\n\ndef f():\n    return b.g()\n")
+    (pkg / "sub" / "b.py").write_text("def g():\n    from ..a import f\n    return f\n")
+    graph = import_graph(pkg, "pkg")
+    assert import_cycles(graph) == [["pkg.a", "pkg.sub.b"]]
+    assert late_imports(graph) == {("pkg.sub.b", "pkg.a")}
+    (pkg / "sub" / "b.py").write_text("def g():\n    return 1\n")
+    graph = import_graph(pkg, "pkg")
+    assert import_cycles(graph) == [] and late_imports(graph) == set()
+
+
+def test_one_meaning_per_name():
+    """``staged.capture`` is the user's function and nothing else; the package that does
+    the capturing is ``staged.tracing`` (``import staged.capture.ir`` used to raise)."""
+    import staged
+    import staged.tracing.ir as ir
+    assert callable(staged.capture) and ir.Graph is staged.capture(lambda x: x * 2,
+                                                                   staged.ones(2)).graph.__class__

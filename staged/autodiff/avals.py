@@ -1,7 +1,9 @@
-"""Abstract values (shape + dtype) and the shape rules primitives share."""
+"""Abstract values (shape + dtype; a size may be a ``Sym``) and the shape rules they share."""
 from __future__ import annotations
 
 from typing import NamedTuple
+
+import numpy as np
 
 from .. import dtypes as dt
 
@@ -18,6 +20,49 @@ class Aval(NamedTuple):
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+
+class DynamicError(ValueError):
+    """Something in the graph depends on a dynamic dimension in a way that cannot be
+    expressed with symbolic sizes."""
+
+
+class Sym:
+    """A dimension known only at run time: ``k`` times the dynamic dimension ``name``."""
+
+    __slots__ = ("name", "k")
+
+    def __init__(self, name: str, k: int = 1):
+        self.name, self.k = name, k
+
+    def __eq__(self, other):
+        return isinstance(other, Sym) and (self.name, self.k) == (other.name, other.k)
+
+    def __hash__(self):
+        return hash((self.name, self.k))
+
+    def __mul__(self, other):
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return Sym(self.name, self.k * int(other)) if other else 0
+        raise DynamicError(f"{self} * {other}: a size cannot be the product of two dynamic "
+                           "dimensions")
+
+    __rmul__ = __mul__
+
+    def __add__(self, other):
+        if isinstance(other, (int, np.integer)) and other == 0:
+            return self
+        if isinstance(other, Sym) and other.name == self.name:
+            return Sym(self.name, self.k + other.k)
+        raise DynamicError(f"{self} + {other}: only multiples of a dynamic dimension can be "
+                           "sizes")
+
+    __radd__ = __add__
+
+    def __str__(self) -> str:
+        return self.name if self.k == 1 else f"{self.k}*{self.name}"
+
+    __repr__ = __str__
 
 
 class ShapeError(RuntimeError):

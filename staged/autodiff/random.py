@@ -5,7 +5,7 @@ Note [counter-based RNG]: ``uniform(state)`` is a pure function of a generator s
 32-bit integer hash (two rounds of Wellons' ``lowbias32`` keyed by seed and counter) of
 the index, scaled to ``[0, 1)``. Nothing hidden: the caller advances the counter in place
 after each draw, so a captured step reads the state as a state input and writes the
-advanced counter back (Note [state] in ``capture/capture.py``). Eager and compiled runs
+advanced counter back (Note [state] in ``tracing/capture.py``). Eager and compiled runs
 from the same seed therefore draw the same numbers, and every call draws new ones.
 """
 from __future__ import annotations

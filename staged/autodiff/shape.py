@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from . import indexing
 from .avals import Aval, ShapeError
 from .primitive import LINEAR, Primitive
 
@@ -62,10 +63,9 @@ def _concat_rule(*xs, dim, sizes):
 
 
 def _concat_vjp(g, i, dim, sizes):
-    from .indexing import slice
     start = sum(sizes[:i])
     shape = g.shape
-    return slice(g, starts=tuple(start if d == dim else 0 for d in range(len(shape))),
+    return indexing.slice(g, starts=tuple(start if d == dim else 0 for d in range(len(shape))),
                  stops=tuple(start + sizes[i] if d == dim else s for d, s in enumerate(shape)),
                  steps=(1,) * len(shape))
 

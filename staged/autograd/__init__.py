@@ -1,7 +1,9 @@
-"""``staged.autograd``: PyTorch's ``torch.autograd`` names over the eager engine."""
-from ..eager.anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
-                             is_anomaly_enabled, set_detect_anomaly)
-from ..eager.engine import backward, grad  # noqa: F401
+"""``staged.autograd``: the reverse- and forward-mode engine over eager Tensors, with
+PyTorch's ``torch.autograd`` names."""
+from . import tensor_methods  # noqa: F401  (attaches Tensor.backward, hooks, Node recording)
+from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
+                      is_anomaly_enabled, set_detect_anomaly)
+from .engine import backward, grad  # noqa: F401
 from ..eager.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
                                set_grad_enabled)
 from . import graph  # noqa: F401

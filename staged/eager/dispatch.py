@@ -1,8 +1,9 @@
 """apply(): run one primitive on Tensors and record its Node. The eager hot path.
 
 Evaluation is by payload: NumPy arrays run the primitive's impl. A capture installs an
-*interceptor* (``set_interceptor``) that evaluates instead; eager code does not know
-what it does (DESIGN.md: one engine, two payloads).
+*interceptor* (``interceptor.set_interceptor``) that evaluates instead; eager code does not
+know what it does (DESIGN.md: one engine, two payloads). The Node recorded is autograd's,
+installed with ``set_recorder``.
 """
 from __future__ import annotations
 
@@ -12,34 +13,14 @@ from functools import partial
 import numpy as np
 
 from ..autodiff.primitive import _bind
+from . import interceptor as _icpt
 from .grad_mode import _state
-from .node import PrimitiveBackward
 from .tensor import Tensor
 from .views import record as record_view
 
 _ndarray = np.ndarray
 _DIFFERENTIABLE = "fcV"  # NumPy kinds that carry gradients (V: bfloat16)
-_interceptor = None  # (thread ident, fn(prim, inputs, params) -> payload)
-
-
-def set_interceptor(fn):
-    """Route every primitive issued by this thread through ``fn`` (None to stop).
-    Returns the previous interceptor so captures can nest."""
-    global _interceptor
-    prev = _interceptor
-    _interceptor = None if fn is None else (threading.get_ident(), fn)
-    return prev
-
-
-def current_interceptor():
-    """The interceptor active on this thread, or None."""
-    icpt = _interceptor
-    return icpt[1] if icpt is not None and icpt[0] == threading.get_ident() else None
-
-
-def restore_interceptor(prev) -> None:
-    global _interceptor
-    _interceptor = prev
+_record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
 
 
 # Note [NumPy warnings]: log(0), 0/0, exp(1000) are inf/NaN results, not events: PyTorch
@@ -65,7 +46,7 @@ except ImportError:  # NumPy 1.x
 
 
 def _evaluate(prim, inputs, params):
-    icpt = _interceptor
+    icpt = _icpt.active
     if icpt is not None and icpt[0] == threading.get_ident():
         return icpt[1](prim, inputs, params)
     payloads = [t._payload if type(t._payload) is _ndarray else t._host() for t in inputs]
@@ -93,11 +74,17 @@ def apply(prim, inputs, params):
     elif not grad_mode and _state.inference:
         result._vc = None  # an inference tensor (Note [version counters])
     if requires:
-        PrimitiveBackward(prim, inputs, result, params)  # sets result.grad_fn
+        _record(prim, inputs, result, params)  # sets result.grad_fn
     return result
 
 
 _bind[0] = apply
+
+
+def set_recorder(node_class) -> None:
+    """Install the Node class ``apply`` records (autograd's; eager does not import it)."""
+    global _record
+    _record = node_class
 _layers = {}  # name -> wrap(apply) -> apply; see set_layer
 
 

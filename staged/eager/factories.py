@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from .dispatch import current_interceptor
 from .grad_mode import _state as _grad_state
-from .tensor import Tensor
+from .interceptor import current_interceptor
+from .tensor import Tensor, as_payload
 
 _rng = [np.random.default_rng()]
 
@@ -33,37 +33,6 @@ def generator() -> np.random.Generator:
 def rng_state() -> Tensor:
     """The int64[2] (seed, counter) tensor dropout draws from and advances in place."""
     return _rng_state
-
-
-def as_payload(data, dtype=None) -> np.ndarray:
-    """A NumPy array from Python data with PyTorch's dtype inference: Python floats take
-    the default dtype, ints int64, NumPy arrays keep theirs. Casts that overflow give inf
-    silently, as in PyTorch (Note [NumPy warnings])."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _as_payload(data, dtype)
-
-
-def _as_payload(data, dtype):
-    if isinstance(data, Tensor):
-        data = data._host()
-    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
-        a = np.array(data)
-    else:
-        a = np.array(data)
-        if a.dtype == np.float64:
-            a = a.astype(dt.get_default_dtype().np)
-        elif a.dtype == np.complex128:
-            a = a.astype(dt.get_default_dtype().to_complex().np)
-        elif a.dtype.kind == "i":
-            a = a.astype(np.int64)
-        elif a.dtype.kind in "UOS":
-            raise TypeError(f"can't build a tensor from {type(data).__name__} of "
-                            f"{a.dtype.kind == 'O' and 'mixed objects' or 'strings'}")
-    if dtype is not None:
-        a = a.astype(dt.as_dtype(dtype).np, copy=False)
-    else:
-        dt.from_numpy_dtype(a.dtype)  # raises for dtypes staged has none for
-    return a
 
 
 def _new(payload, requires_grad):

@@ -23,7 +23,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autodiff import Aval
 from .grad_mode import _state
-from .hooks import add_hook
+from .interceptor import current_interceptor
 
 _serial = itertools.count().__next__
 
@@ -37,8 +37,10 @@ class Tensor:
 
     __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
 
+    # staged.autograd attaches backward, register_hook, register_post_accumulate_grad_hook
+    # and _grad_accumulator; staged.eager.ops the operators and op methods.
+
     def __init__(self, data, dtype=None, requires_grad=False):
-        from .factories import as_payload
         Tensor._init(self, as_payload(data, dtype), False)
         if requires_grad:
             self.requires_grad_(True)
@@ -156,7 +158,7 @@ class Tensor:
             if value.dtype is not self.dtype:
                 raise RuntimeError(f"assigned grad has data of a different type: "
                                    f"{value.dtype} vs {self.dtype}")
-        icpt = _dispatch.current_interceptor()
+        icpt = current_interceptor()
         if icpt is not None:
             icpt.note_grad_write(self)
         self._grad = value
@@ -177,36 +179,6 @@ class Tensor:
             node._retain_grad = {}
         node._retain_grad[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
-
-    def _grad_accumulator(self):
-        acc = self._grad_acc() if self._grad_acc is not None else None
-        if acc is None:
-            acc = _node.AccumulateGrad(self)
-            self._grad_acc = weakref.ref(acc)
-        return acc
-
-    def register_hook(self, hook):
-        """Register ``hook(grad) -> Tensor or None``, run when this tensor's grad is computed."""
-        if not self._requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self._base is not None:
-            fn = _views.hook_node(self)
-        else:
-            fn = self.grad_fn
-        if fn is not None:
-            return fn._add_tensor_pre_hook(self._output_nr, hook)
-        if self._hooks is None:
-            self._hooks = {}
-        return add_hook(self._hooks, hook)
-
-    def register_post_accumulate_grad_hook(self, hook):
-        """Register ``hook(tensor)``, run after ``.grad`` of this leaf has been accumulated."""
-        if self.grad_fn is not None:
-            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
-                               "tensors")
-        if self._post_acc_hooks is None:
-            self._post_acc_hooks = {}
-        return add_hook(self._post_acc_hooks, hook)
 
     def detach(self):
         """A new leaf sharing this tensor's data and version counter, outside the graph."""
@@ -231,7 +203,7 @@ class Tensor:
 
     @data.setter
     def data(self, value):
-        icpt = _dispatch.current_interceptor()
+        icpt = current_interceptor()
         if icpt is not None:
             icpt.lift(self)  # under capture: a state update of a pre-trace tensor
         self._payload = value._payload
@@ -246,11 +218,6 @@ class Tensor:
     def is_inference(self) -> bool:
         """Whether this tensor was made in ``inference_mode`` (it has no version counter)."""
         return self._vc is None
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate gradients of this tensor into the ``.grad`` of the graph's leaves."""
-        _engine.backward((self,), None if gradient is None else (gradient,), retain_graph,
-                 create_graph, inputs=inputs)
 
     # --- data access --------------------------------------------------------------------
     def _host(self) -> np.ndarray:
@@ -354,6 +321,32 @@ class Size(tuple):
         return n
 
 
-# Modules that build on Tensor, bound once here rather than imported inside methods on
-# the hot path (``x.grad = None``, ``backward()``); attributes are read at call time.
-from . import dispatch as _dispatch, engine as _engine, node as _node, views as _views  # noqa: E402,E501
+def as_payload(data, dtype=None) -> np.ndarray:
+    """A NumPy array from Python data with PyTorch's dtype inference: Python floats take
+    the default dtype, ints int64, NumPy arrays keep theirs. Casts that overflow give inf
+    silently, as in PyTorch (Note [NumPy warnings])."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _as_payload(data, dtype)
+
+
+def _as_payload(data, dtype):
+    if isinstance(data, Tensor):
+        data = data._host()
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        a = np.array(data)
+    else:
+        a = np.array(data)
+        if a.dtype == np.float64:
+            a = a.astype(dt.get_default_dtype().np)
+        elif a.dtype == np.complex128:
+            a = a.astype(dt.get_default_dtype().to_complex().np)
+        elif a.dtype.kind == "i":
+            a = a.astype(np.int64)
+        elif a.dtype.kind in "UOS":
+            raise TypeError(f"can't build a tensor from {type(data).__name__} of "
+                            f"{a.dtype.kind == 'O' and 'mixed objects' or 'strings'}")
+    if dtype is not None:
+        a = a.astype(dt.as_dtype(dtype).np, copy=False)
+    else:
+        dt.from_numpy_dtype(a.dtype)  # raises for dtypes staged has none for
+    return a

@@ -37,8 +37,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autodiff import Aval
-from .grad_mode import _state
-from .node import Node
+from .grad_mode import _state, no_grad
 from .tensor import Tensor
 
 
@@ -116,57 +115,12 @@ _requires_grad = Tensor.__dict__["_requires_grad"]
 grad_fn_field = _grad_fn.__get__  # a tensor's grad_fn without regenerating it
 
 
-def sync(t):
-    """PyTorch's ``grad_fn`` of a view: if its storage was written since its grad_fn was
-    made, and it or its base requires grad, a new ``AsStridedBackward0`` from the base's
-    current edge. Returns the grad_fn."""
-    fn = _grad_fn.__get__(t)
-    base = t._base
-    meta = t._view
-    vc = t._vc
-    if fn is None and not base._requires_grad or vc is None or meta.version == vc[0]:
-        if t.__class__ is _StaleView:
-            t.__class__ = Tensor
-        return fn
-    if not meta.grad_mode:
-        raise RuntimeError(creation_error(meta, indirect=True))
-    node = AsStridedBackward0(base, meta.steps)
-    _grad_fn.__set__(t, node)
-    nr, t._output_nr = t._output_nr, 0
-    _requires_grad.__set__(t, True)
-    meta.version = vc[0]
-    if t.__class__ is _StaleView:
-        t.__class__ = Tensor
-    if t._retains_grad:
-        move_retain_grad(t, fn, nr)
-    return node
-
-
-def hook_node(t):
-    """The grad_fn that a hook registered on view ``t`` goes to. As in PyTorch, while the
-    view is stale a hook joins those already registered on its old grad_fn (PyTorch keeps
-    adding to that dict until the grad_fn is regenerated); else the grad_fn is
-    regenerated first."""
-    fn = _grad_fn.__get__(t)
-    if fn is not None and fn._tensor_pre_hooks is not None and \
-            t._output_nr in fn._tensor_pre_hooks:
-        return fn
-    return sync(t)
-
-
 class _StaleView(Tensor):
     """A view whose storage was written in place since its grad_fn was made: reading
-    ``grad_fn`` runs ``sync``; it requires grad if its base does (Note [stale views])."""
+    ``grad_fn`` runs ``sync`` (a property staged.autograd.tensor_methods attaches: the Node
+    it makes is autograd's); it requires grad if its base does (Note [stale views])."""
 
     __slots__ = ()
-
-    @property
-    def grad_fn(self):
-        return sync(self)
-
-    @grad_fn.setter
-    def grad_fn(self, fn):
-        _grad_fn.__set__(self, fn)
 
     @property
     def _requires_grad(self):
@@ -230,21 +184,17 @@ def write_through(view, value) -> None:
     memory (symbolic values under capture): the base's data becomes the old data outside
     the view's region and ``value`` inside it. Exact (a select, not an add), and built
     from the view primitives' VJP rules like ``scatter``."""
-    from .grad_mode import no_grad
-    from .ops._operands import scalar_tensor
-    from .ops.elementwise import where
     base, steps = view._base, view._view.steps
     with no_grad():
         ones = view.detach() * 0 + 1
-        region = scatter(ones, steps) != scalar_tensor(0, ones.dtype)
-        new = where(region, scatter(value.detach(), steps), base.detach())
+        region = scatter(ones, steps) != 0
+        new = scatter(value.detach(), steps).where(region, base.detach())
     base._payload = new._payload
 
 
 def refresh(view) -> None:
     """Recompute a stale view's data from its base (after a write through a sibling view,
     for payloads that don't share memory)."""
-    from .grad_mode import no_grad
     with no_grad():
         view._payload = replay(view._base.detach(), view._view.steps)._payload
     view._view.data_version = view._vc[0]
@@ -258,55 +208,6 @@ def check_writable(steps) -> None:
                                       "its VJP needs data, so the base cannot be rebased")
 
 
-class CopySlices(Node):
-    """The base's grad_fn after an in-place update of one of its views."""
-
-    __slots__ = ("steps",)
-
-    def __init__(self, base, steps, value):
-        old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else (None, 0)
-        super().__init__((old, (value.grad_fn, value._output_nr)))
-        self.steps = steps
-
-    def apply(self, grads):
-        g = grads[0]
-        gv = replay(g, self.steps)
-        rest = None
-        if self.next_functions[0][0] is not None:
-            rest = g - scatter(gv, self.steps)
-        return [rest, gv]
-
-
-class AsStridedBackward0(Node):
-    """A view's grad_fn regenerated from its base (PyTorch's name for it): the gradient of
-    the view placed in a base of zeros, to the base's edge."""
-
-    __slots__ = ("steps",)
-
-    def __init__(self, base, steps):
-        if base.grad_fn is not None:
-            edge = (base.grad_fn, base._output_nr)
-        elif base._requires_grad:
-            edge = (base._grad_accumulator(), 0)
-        else:
-            edge = (None, 0)
-        super().__init__((edge,))
-        self.steps = steps
-
-    def apply(self, grads):
-        return [scatter(grads[0], self.steps)]
-
-
-def rebase(view, value) -> None:
-    """After ``value`` was written into ``view``'s memory: the base's graph goes through
-    CopySlices, and the view's grad_fn is regenerated from it."""
-    base = view._base
-    steps = view._view.steps
-    check_writable(steps)
-    old, old_nr = base.grad_fn, base._output_nr
-    base.grad_fn = CopySlices(base, steps, value)
-    base._output_nr = 0
-    base._requires_grad = True
-    if base._retains_grad:
-        move_retain_grad(base, old, old_nr)
-    sync(view)
+# rebase(view, value), after ``value`` was written into ``view``: the base's graph goes
+# through CopySlices, an autograd Node, so staged.autograd.tensor_methods installs it.
+rebase = None

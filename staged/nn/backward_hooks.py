@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..eager.function import Function
+from ..autograd.function import Function
 from ..eager.grad_mode import is_grad_enabled
 from ..eager.tensor import Tensor
 

@@ -5,7 +5,7 @@ from .. import dtypes as dt
 from ..eager import ops
 from ..eager.factories import arange
 from ..eager.ops.indexing import check_range
-from ..eager.ops.nn import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
+from ..eager.ops.layers import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
                             dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
                             pad, unfold)
 from ..eager.ops.reduction import in_float32

@@ -8,9 +8,10 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict, namedtuple
 
-from ..eager.dispatch import current_interceptor
+from .. import dtypes as dt
+from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import no_grad
-from ..eager.hooks import RemovableHandle
+from ..autograd.hooks import RemovableHandle
 from ..eager.tensor import Tensor
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter
@@ -495,7 +496,6 @@ class Module:
         return self
 
     def to(self, dtype=None, *args, **kwargs):
-        from .. import dtypes as dt
         if dtype is None or not isinstance(dtype, dt.DType):
             return self  # devices: host only
         for m in self.modules():

@@ -1,6 +1,7 @@
 """nn.Parameter: a leaf Tensor that Modules register as a parameter."""
 from __future__ import annotations
 
+from ..eager.factories import empty
 from ..eager.tensor import Tensor
 
 
@@ -8,7 +9,6 @@ class Parameter(Tensor):
     """A Tensor that is a module parameter (``requires_grad=True`` by default)."""
 
     def __new__(cls, data=None, requires_grad=True):
-        from ..eager.factories import empty
         data = empty(0) if data is None else data
         t = object.__new__(cls)
         Tensor._init(t, data._host() if isinstance(data, Tensor) else

@@ -6,7 +6,7 @@ eagerly and under ``staged.compile`` (where it is functionalized into the graph)
 Note [hyper-parameters]: ``_update`` reads a group's hyper-parameters through a
 ``Hyper`` view. ``h.number(name)`` is the Python number eagerly; under capture it is a
 0-d tensor of the parameters' dtype that is a live input of the graph (Note [live
-inputs] in ``staged/capture/capture.py``), so changing ``param_groups[i]["lr"]`` by hand
+inputs] in ``staged/tracing/capture.py``), so changing ``param_groups[i]["lr"]`` by hand
 or by a scheduler takes effect at the next compiled call without a re-trace. Numbers
 torch computes in Python from several hyper-parameters (``1 - beta1``, ``1 - lr * wd``)
 are live inputs of their own, so they round as eagerly. ``h.flag(name)`` is a branch of
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import copy
 
-from ..eager.dispatch import current_interceptor
+from ..eager.interceptor import current_interceptor
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
-from ..eager.grad_mode import no_grad
+from ..eager.grad_mode import enable_grad, no_grad
 from ..eager.tensor import Tensor
 
 
@@ -71,7 +71,6 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            from ..eager.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
         icpt = current_interceptor()  # under capture: it restores what the step writes

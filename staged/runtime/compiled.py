@@ -17,20 +17,21 @@ import warnings
 
 import numpy as np
 
-from ..capture.capture import Captured, state_lock
-from ..capture.capture import capture as _capture
-from ..capture.capture import leaf_names
-from ..capture.dynamic import DynamicError, generalize, is_static, resize, substitute
-from ..capture.symbolic import CaptureError
-from ..capture.pytree import flatten, unflatten
-from ..eager.dispatch import current_interceptor
+from ..tracing.capture import Captured, state_lock
+from ..tracing.capture import capture as _capture
+from ..tracing.capture import leaf_names
+from ..tracing.dynamic import DynamicError, generalize, is_static, resize, substitute
+from ..tracing.symbolic import CaptureError
+from ..tracing.pytree import flatten, unflatten
+from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import _state
-from ..eager.profiler import record_function
+from ..autograd.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
+from . import deploy
 from .checks import Checks
 from .compiler import (BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir,
-                       to_boundary)
+                       flags, to_boundary)
 from .device import DeviceValue
 from .device import device as get_device
 
@@ -170,8 +171,7 @@ class CompiledGraph:
 
     def save(self, directory, names=None, fn=None):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
-        from .deploy import save
-        return save(self, directory, names, fn)
+        return deploy.save(self, directory, names, fn)
 
 
 class _Undo:
@@ -352,7 +352,7 @@ class Compiled:
 
     def _generalize(self, c0: Captured, leaves, tree, n0: int, batched) -> Captured:
         """``c0`` with every size that follows the batch made dynamic: trace again at
-        other batch sizes and compare (``staged.capture.dynamic``)."""
+        other batch sizes and compare (``staged.tracing.dynamic``)."""
         name = getattr(self.fn, "__qualname__", "the step")
 
         def retrace(n):
@@ -514,7 +514,7 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
 
     With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
     size) is a dynamic batch: one trace and one compile serve every batch size; what
-    cannot follow the batch raises ``DynamicError`` (``staged.capture.dynamic``).
+    cannot follow the batch raises ``DynamicError`` (``staged.tracing.dynamic``).
 
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
     raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
@@ -536,7 +536,6 @@ def count_dispatches(mlir: str, backend: str) -> int:
     """How many dispatches IREE's flow stage makes of a module (a debugging figure)."""
     from iree.compiler import compile_str
 
-    from .compiler import flags
     flow = compile_str(mlir, extra_args=flags(backend) + ["--compile-to=flow"])
     return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes)
                           else flow))

@@ -26,8 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .._version import __version__
+from ..eager.tensor import Tensor
+from ..lower.mlir import to_mlir
+from ..tracing.ir import Graph, Input, Output
+from ..tracing.pytree import flatten, unflatten
 from .checks import Checks
-from .compiler import to_boundary
+from .compiler import BOUNDARY, compile_mlir, to_boundary
+from .device import DRIVERS
+from .device import device as get_device
 
 FORMAT = "staged-step/2"
 SCOPE = "model"
@@ -42,11 +49,6 @@ def save(entry, directory, names=None, fn=None) -> Path:
     ``names`` maps state tensors to archive keys (e.g. a module's state_dict keys); ``fn``
     (the traced function) gives the parameter names keyword arguments bind to."""
     from iree.compiler.version import VERSION as compiler_version
-
-    from .. import __version__
-    from ..capture.ir import Graph, Input, Output
-    from ..lower.mlir import to_mlir
-    from .compiler import BOUNDARY, compile_mlir
 
     c = entry.captured
     by_tensor = {id(t): n for t, n in (names or {}).items()}
@@ -154,7 +156,6 @@ def _tuplify(tree):
 
 
 def _command(backend, args, narrow) -> str:
-    from .device import DRIVERS
     inputs = " ".join(f"--input=@{i.name}.npy" for i in args)
     return (f"iree-run-module --device={DRIVERS[backend]} --module=step.vmfb "
             f"--parameters={SCOPE}=params.irpa --function=main {inputs}").strip()
@@ -175,8 +176,6 @@ class Deployed:
     (NumPy arrays, staged tensors or anything with ``__array__``, by position or name)."""
 
     def __init__(self, directory, device=None):
-        from .device import device as get_device
-
         self.directory = Path(directory)
         self.manifest = m = _read_manifest(self.directory)
         self.device = get_device(m["backend"], device)
@@ -211,9 +210,6 @@ class Deployed:
             old.close()
 
     def __call__(self, *args, **kwargs):
-        from ..capture.pytree import unflatten
-        from ..eager.tensor import Tensor
-
         arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
                                                         self._bind(args, kwargs))]
         arrays = [to_boundary(a, d, f"argument {spec['name']}")
@@ -231,8 +227,6 @@ class Deployed:
         """The call's tensor arguments in manifest order, matched by name (as the trace
         named them: ``x``, ``batch.0``); raise TypeError for unknown, repeated or missing
         ones."""
-        from ..capture.pytree import flatten
-
         specs = self.manifest["args"]
         wanted = [a["name"] for a in specs]
         names = {n for n, _ in self.manifest["signature"]}
@@ -303,8 +297,6 @@ def _read_manifest(directory: Path) -> dict:
     sha256 of its files (Note [trusting a saved step])."""
     from iree.runtime.version import VERSION as runtime_version
 
-    from .. import __version__
-
     m = json.loads((directory / "manifest.json").read_text())
     fmt = m.get("format")
     if fmt != FORMAT:
@@ -334,8 +326,6 @@ def _read_manifest(directory: Path) -> dict:
 
 def _checked(spec: dict, x, what="argument") -> np.ndarray:
     """``x`` as an array of ``spec``'s shape and dtype: dtypes widen only losslessly."""
-    from ..eager.tensor import Tensor
-
     a = np.asarray(x._host() if isinstance(x, Tensor) else x)
     name, shape, dtype = spec["name"], spec["shape"], np.dtype(spec["dtype"])
     if a.ndim != len(shape) or any(s != t for s, t in zip(a.shape, shape) if isinstance(t, int)):

@@ -25,7 +25,7 @@ import pytest
 
 from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval
-from staged.capture.ir import Graph, Output
+from staged.tracing.ir import Graph, Output
 from staged.lower.mlir import to_mlir
 from staged.runtime.compiler import compile_mlir
 from staged.runtime.device import device, to_host

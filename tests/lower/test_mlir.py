@@ -9,8 +9,8 @@ import pytest
 
 from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval
-from staged.capture.interpret import interpret
-from staged.capture.ir import Graph, Output
+from staged.tracing.interpret import interpret
+from staged.tracing.ir import Graph, Output
 from staged.lower.mlir import TABLE, LoweringError, to_mlir
 from staged.runtime.compiler import compile_mlir
 from staged.runtime.device import device, to_host

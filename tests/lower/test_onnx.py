@@ -10,9 +10,9 @@ import pytest
 
 from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval
-from staged.capture.interpret import interpret
-from staged.capture.ir import Graph, Output
-from staged.lower.onnx import TABLE, ExportError, Sym, to_onnx
+from staged.tracing.interpret import interpret
+from staged.tracing.ir import Graph, Output
+from staged.lower.onnx_lowering import TABLE, ExportError, Sym, to_onnx
 from tests.lower.test_mlir import cases
 
 F = dt.float32

@@ -14,7 +14,7 @@ import torch
 import staged
 from staged import dtypes as dt
 from staged.autodiff import Aval
-from staged.capture.interpret import interpret
+from staged.tracing.interpret import interpret
 from staged.lower.mlir import LoweringError, to_mlir
 from staged.runtime.compiled import check_dtypes
 from staged.runtime.compiler import CompileError

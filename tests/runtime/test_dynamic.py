@@ -13,7 +13,7 @@ import pytest
 import staged
 import staged.nn.functional as F
 from staged import nn, optim
-from staged.capture.dynamic import DynamicError
+from staged.tracing.dynamic import DynamicError
 from staged.runtime import load
 from models.common import classification_step
 

@@ -1,5 +1,5 @@
 """A trace, capture or compiled call that fails leaves parameters, ``.grad`` and optimizer
-state exactly as before it, and usable (Note [state] in staged/capture/capture.py)."""
+state exactly as before it, and usable (Note [state] in staged/tracing/capture.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +13,7 @@ import staged.nn.functional as F
 import staged.runtime.compiled as compiled
 from models.common import classification_step
 from staged import nn, optim
-from staged.capture.symbolic import CaptureError
+from staged.tracing.symbolic import CaptureError
 from staged.lower.mlir import LoweringError
 from staged.runtime.compiler import CompileError
 from staged.runtime.device import Module

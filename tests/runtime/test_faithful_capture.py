@@ -9,7 +9,7 @@ import torch
 
 import staged
 from staged.autograd.graph import saved_tensors_hooks
-from staged.capture.symbolic import CaptureError
+from staged.tracing.symbolic import CaptureError
 
 X = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
 W0 = np.random.default_rng(4).standard_normal((3, 2)).astype(np.float32)

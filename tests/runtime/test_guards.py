@@ -15,7 +15,7 @@ import torch
 
 import staged
 from staged import nn
-from staged.capture.symbolic import CaptureError
+from staged.tracing.symbolic import CaptureError
 from staged.runtime import compiled as compiled_mod
 
 

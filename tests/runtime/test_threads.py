@@ -1,5 +1,5 @@
 """Compiled steps called from several threads (Note [one trace at a time] in
-staged/capture/capture.py): calls that share state serialize their read-modify-write, so
+staged/tracing/capture.py): calls that share state serialize their read-modify-write, so
 no update is lost, and concurrent first calls trace once."""
 from __future__ import annotations
 

@@ -13,13 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as dt
-from .. import forward_ad, views
-from ..dispatch import current_interceptor
+from .. import views
 from ..grad_mode import _state
-from ..saved import _state as _saved_state
+from ..interceptor import current_interceptor
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._operands import expand_to, scalar_tensor, to_dtype
+
+# Installed by staged.autograd while active (eager does not import it): fn(t) before a write
+# into shared memory (allow_mutation_on_saved_tensors), fn(t, result) after every in-place
+# write (forward AD).
+before_write, after_write = [], []
 
 
 def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
@@ -84,8 +88,8 @@ def write(t: Tensor, result: Tensor) -> Tensor:
                                "tensor before performing the operation.")
         if node is not None:
             _keep_original(node, t)
-        if _saved_state["mutation"] is not None:
-            _saved_state["mutation"].before_write(t)
+        for hook in before_write:
+            hook(t)
         np.copyto(p, result._payload)
     else:  # payloads that don't share memory (symbolic under capture): functionalize
         if t._base is not None:
@@ -106,8 +110,8 @@ def write(t: Tensor, result: Tensor) -> Tensor:
             t._requires_grad = True
             if t._retains_grad:
                 views.move_retain_grad(t, old, old_nr)
-    if forward_ad.active():
-        forward_ad.written(t, result)
+    for hook in after_write:
+        hook(t, result)
     return t
 
 

@@ -10,6 +10,8 @@ from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import scalar_tensor
+from .elementwise import eq, maximum, minimum, where
+from .shape import unsqueeze
 
 MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
@@ -94,7 +96,6 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
 def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over ``dim`` (all elements by default): p = 2 ("fro"), 1, inf,
     -inf or any other number. At 0 the 2-norm's gradient is 0, as in PyTorch."""
-    from .elementwise import where
     dims = normalize_dims(dim, x.ndim)
     a = x.abs()
     if p in ("fro", 2):
@@ -175,8 +176,6 @@ def argmin(x, dim=None, keepdim=False):
 
 def _select_along(x, idx, dim, keepdim):
     """x at ``idx`` along ``dim``: the gradient goes to the chosen element only."""
-    from .elementwise import eq, where
-    from .shape import unsqueeze
     shape = [1] * x.ndim
     shape[dim] = x._payload.shape[dim]
     iota = Tensor._wrap(np.arange(shape[dim], dtype=np.int64).reshape(shape), False)
@@ -188,7 +187,6 @@ def _extremum(reduce, arg, result, x, dim, keepdim, other):
     if isinstance(dim, Tensor):
         dim, other = None, dim
     if other is not None:
-        from .elementwise import maximum, minimum
         return (maximum if reduce is ad.reduce_max else minimum)(x, other)
     if dim is None:
         return reduce(x, dims=normalize_dims(None, x.ndim), keepdim=False)
@@ -208,7 +206,6 @@ def min(x, dim=None, keepdim=False, *, other=None):
 
 @in_float32
 def logsumexp(x, dim, keepdim=False):
-    from .elementwise import where
     dims = normalize_dims(dim, x.ndim)
     if any(x._payload.shape[d] == 0 for d in dims):  # an empty sum: log(0) = -inf, as torch
         return sum(x.exp(), dims, keepdim=keepdim).log()

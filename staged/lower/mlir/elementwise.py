@@ -11,7 +11,7 @@ from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
 from . import libm
-from .module import bits, dclass, elem_type, lowering, unsupported
+from .emitter import bits, dclass, elem_type, lowering, unsupported
 
 
 def _op(mnemonic):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as dt
-from .module import elem_type
+from .emitter import elem_type
 
 _PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)  # pi/2 split
 _TWO_OVER_PI = (0.6366197723675814, -3.935735335036497e-17)

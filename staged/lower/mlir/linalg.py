@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ...autodiff import REGISTRY
-from .module import lowering, tensor_type, unsupported
+from .emitter import lowering, tensor_type, unsupported
 
 unsupported("matmul", {"bool": "NumPy's boolean matmul is an OR of ANDs; cast to an integer "
                                "dtype first"})

@@ -8,7 +8,7 @@ import itertools
 
 from ...autodiff import REGISTRY
 from .elementwise import BINARY
-from .module import lowering, tensor_type
+from .emitter import lowering, tensor_type
 
 
 def _slice(e, x, src_aval, offsets, sizes, strides, dst_shape) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import random as rnd
-from .module import elem_type, lowering, tensor_type
+from .emitter import elem_type, lowering, tensor_type
 
 
 def _i32(e, v: int) -> str:

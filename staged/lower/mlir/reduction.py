@@ -9,7 +9,7 @@ from ...autodiff import REGISTRY
 from ...autodiff.blocked import levels
 from .elementwise import BINARY, CMP
 from .indexing import _indices, insert_slice
-from .module import dclass, elem_type, lowering, tensor_type, unsupported
+from .emitter import dclass, elem_type, lowering, tensor_type, unsupported
 
 
 def _extreme(e, d, high: bool):

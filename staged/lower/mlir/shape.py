@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...autodiff import REGISTRY
 from .indexing import insert_slice
-from .module import lowering, tensor_type
+from .emitter import lowering, tensor_type
 
 
 @lowering(REGISTRY["reshape"])

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .grad_mode import _state
-from .tensor import Tensor
+from ..eager.grad_mode import _state
+from ..eager.tensor import Tensor
 
 
 def accumulate_grad(var, g, owned=False) -> None:

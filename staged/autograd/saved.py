@@ -15,6 +15,9 @@ from __future__ import annotations
 import threading
 import weakref
 
+from ..eager.tensor import Tensor
+from .forward_ad import restore_tangent
+
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -71,7 +74,6 @@ class SavedTensor:
         """The saved tensor as it would be unpacked without hooks."""
         if not self._is_output:
             return self._tensor
-        from .tensor import Tensor
         t = Tensor._wrap(self._payload, self._requires_grad)
         t._vc = self._vc
         if self._requires_grad:
@@ -121,12 +123,10 @@ class SavedTensor:
                 raise RuntimeError(_version_message(self))
             t = self._current()
         if self.saved_tangent is not None and self._is_output:
-            from .forward_ad import restore_tangent
             restore_tangent(t, self.saved_tangent)
         return t
 
     def _unpack_with_hook(self):
-        from .tensor import Tensor
         r = self._unpack(self._packed)
         if not isinstance(r, Tensor):
             raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
@@ -147,7 +147,6 @@ class SavedTensor:
         (PyTorch's ``original_self``; ``allow_mutation_on_saved_tensors``)."""
         if self._freed or self._unpack is not None:
             return
-        from .tensor import Tensor
         t = self._current()
         p = t._payload
         copy = Tensor._wrap(p.copy() if hasattr(p, "copy") else p, t._requires_grad)

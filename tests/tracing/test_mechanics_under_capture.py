@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import staged
-from staged.capture.interpret import interpret
-from staged.capture.symbolic import CaptureError
+from staged.tracing.interpret import interpret
+from staged.tracing.symbolic import CaptureError
 
 
 def _interpret(c, *args):

@@ -27,9 +27,11 @@ import itertools
 import threading
 from typing import NamedTuple
 
-from . import anomaly, factories as _factories, profiler, views as _views
-from .grad_mode import _state
-from .tensor import Tensor
+from ..eager import factories as _factories
+from ..eager.grad_mode import _state
+from ..eager.tensor import Tensor
+from . import anomaly, profiler
+from .node import sync
 
 
 class GradientEdge(NamedTuple):
@@ -83,7 +85,7 @@ def gradient_edge(t) -> GradientEdge:
     if isinstance(t, GradientEdge):
         return t
     if t._base is not None and t._view.version != t._vc[0]:
-        _views.sync(t)
+        sync(t)
     if t.grad_fn is not None:
         return GradientEdge(t.grad_fn, t._output_nr)
     return GradientEdge(t._grad_accumulator(), 0)

@@ -1,4 +1,4 @@
-"""staged.capture.dynamic: the graph of a function traced at two batch sizes, generalized
+"""staged.tracing.dynamic: the graph of a function traced at two batch sizes, generalized
 into one with symbolic sizes (the analysis staged.compile(dynamic=True) and the ONNX
 exporter's dynamic_axes share)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import staged
-from staged.capture.capture import capture
-from staged.capture.dynamic import DynamicError, Sym, SymConst, generalize, resize, substitute
+from staged.tracing.capture import capture
+from staged.tracing.dynamic import DynamicError, Sym, SymConst, generalize, resize, substitute
 
 
 def _generalized(fn, x):

@@ -5,7 +5,7 @@ A ``Graph`` has *inputs* (arguments the caller passes, then state the step reads
 *ops* (one primitive each, static params, one output value, and the user's source line)
 and *outputs* (values the function returns, then new values of state). It prints one op
 a line. A size in an aval or a shape parameter may be a ``Sym`` (a dynamic dimension,
-``staged/capture/dynamic.py``).
+``staged/tracing/dynamic.py``).
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class Graph:
     outputs: list = field(default_factory=list)      # [Output]
     _next: int = 0
     # const Value.id -> SymConst: constants computed from dynamic sizes at run time
-    # (capture/dynamic.py); their arrays hold the values at the traced size
+    # (tracing/dynamic.py); their arrays hold the values at the traced size
     sym_consts: dict = field(default_factory=dict)
 
     def new_value(self, aval: Aval) -> Value:

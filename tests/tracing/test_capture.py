@@ -8,8 +8,8 @@ import pytest
 import staged
 import staged.nn.functional as F
 from staged import nn
-from staged.capture.interpret import interpret
-from staged.capture.symbolic import CaptureError
+from staged.tracing.interpret import interpret
+from staged.tracing.symbolic import CaptureError
 from models.common import classification_step
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from ... import dtypes as dt
-from ...capture.dynamic import Sym
+from ...autodiff.avals import Sym
 from ..table import LoweringError, Table
 
 TABLE = Table("ONNX")      # Primitive -> fn(builder, op, *names) -> name

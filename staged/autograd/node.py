@@ -1,11 +1,16 @@
-"""Nodes of the backward graph: PrimitiveBackward for ops, AccumulateGrad for leaves."""
+"""Nodes of the backward graph: PrimitiveBackward for ops, AccumulateGrad for leaves,
+CopySlices and AsStridedBackward0 for views written in place (Note [views] in eager/views.py)."""
 from __future__ import annotations
 
 import itertools
 import sys
 import threading
 
+from ..eager.tensor import Tensor
+from ..eager.views import (_StaleView, _grad_fn, _requires_grad, check_writable,
+                           creation_error, move_retain_grad, replay, scatter)
 from . import anomaly
+from .accumulate import accumulate_grad
 from .hooks import add_hook
 from .saved import SavedTensor
 
@@ -82,7 +87,7 @@ class PrimitiveBackward(Node):
         for t in inputs:
             if t._requires_grad:
                 if t._base is not None and t._vc is not None and t._view.version != t._vc[0]:
-                    sync_view(t)  # its base was written since its grad_fn was made
+                    sync(t)  # its base was written since its grad_fn was made
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else
                              (t._grad_accumulator(), 0))
@@ -151,11 +156,6 @@ class PrimitiveBackward(Node):
         raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
 
 
-def sync_view(t):
-    from .views import sync
-    sync(t)
-
-
 _refcount = sys.getrefcount
 
 
@@ -179,4 +179,95 @@ class AccumulateGrad(Node):
         return ()
 
 
-from .accumulate import accumulate_grad  # noqa: E402 (after Node: no import cycle)
+
+# --- views (Note [views] in eager/views.py) -----------------------------------------------
+def sync(t):
+    """PyTorch's ``grad_fn`` of a view: if its storage was written since its grad_fn was
+    made, and it or its base requires grad, a new ``AsStridedBackward0`` from the base's
+    current edge. Returns the grad_fn."""
+    fn = _grad_fn.__get__(t)
+    base = t._base
+    meta = t._view
+    vc = t._vc
+    if fn is None and not base._requires_grad or vc is None or meta.version == vc[0]:
+        if t.__class__ is _StaleView:
+            t.__class__ = Tensor
+        return fn
+    if not meta.grad_mode:
+        raise RuntimeError(creation_error(meta, indirect=True))
+    node = AsStridedBackward0(base, meta.steps)
+    _grad_fn.__set__(t, node)
+    nr, t._output_nr = t._output_nr, 0
+    _requires_grad.__set__(t, True)
+    meta.version = vc[0]
+    if t.__class__ is _StaleView:
+        t.__class__ = Tensor
+    if t._retains_grad:
+        move_retain_grad(t, fn, nr)
+    return node
+
+
+def hook_node(t):
+    """The grad_fn that a hook registered on view ``t`` goes to. As in PyTorch, while the
+    view is stale a hook joins those already registered on its old grad_fn (PyTorch keeps
+    adding to that dict until the grad_fn is regenerated); else the grad_fn is
+    regenerated first."""
+    fn = _grad_fn.__get__(t)
+    if fn is not None and fn._tensor_pre_hooks is not None and \
+            t._output_nr in fn._tensor_pre_hooks:
+        return fn
+    return sync(t)
+
+
+class CopySlices(Node):
+    """The base's grad_fn after an in-place update of one of its views."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, base, steps, value):
+        old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else (None, 0)
+        super().__init__((old, (value.grad_fn, value._output_nr)))
+        self.steps = steps
+
+    def apply(self, grads):
+        g = grads[0]
+        gv = replay(g, self.steps)
+        rest = None
+        if self.next_functions[0][0] is not None:
+            rest = g - scatter(gv, self.steps)
+        return [rest, gv]
+
+
+class AsStridedBackward0(Node):
+    """A view's grad_fn regenerated from its base (PyTorch's name for it): the gradient of
+    the view placed in a base of zeros, to the base's edge."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, base, steps):
+        if base.grad_fn is not None:
+            edge = (base.grad_fn, base._output_nr)
+        elif base._requires_grad:
+            edge = (base._grad_accumulator(), 0)
+        else:
+            edge = (None, 0)
+        super().__init__((edge,))
+        self.steps = steps
+
+    def apply(self, grads):
+        return [scatter(grads[0], self.steps)]
+
+
+def rebase(view, value) -> None:
+    """After ``value`` was written into ``view``'s memory: the base's graph goes through
+    CopySlices, and the view's grad_fn is regenerated from it."""
+    base = view._base
+    steps = view._view.steps
+    check_writable(steps)
+    old, old_nr = base.grad_fn, base._output_nr
+    base.grad_fn = CopySlices(base, steps, value)
+    base._output_nr = 0
+    base._requires_grad = True
+    if base._retains_grad:
+        move_retain_grad(base, old, old_nr)
+    sync(view)

@@ -42,7 +42,7 @@ import numpy as np
 from .. import autodiff as ad
 from .. import dtypes as dt
 from ..autodiff import Aval
-from ..eager import dispatch
+from ..eager import interceptor
 from ..eager.grad_mode import _state
 from ..eager.ops._operands import expand_to, scalar_tensor
 from ..eager.tensor import Tensor, _serial
@@ -111,7 +111,7 @@ class Captured:
 
 
 class Tracer:
-    """The interceptor capture installs in ``eager.dispatch`` while tracing."""
+    """The interceptor capture installs (``eager.interceptor``) while tracing."""
 
     def __init__(self):
         self.graph = Graph()
@@ -276,14 +276,14 @@ def capture(fn, *args, **kwargs) -> Captured:
 def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     thawed = _freeze_heap()  # Note [escapes]
     try:
-        prev = dispatch.set_interceptor(tracer)
+        prev = interceptor.set_interceptor(tracer)
         mode = (_state.grad_enabled, _state.inference)
         try:
             with warn_impure_calls():  # Note [impure calls]
                 holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
             captured = _finish(tracer, holder, in_tree, wrappers)
         finally:
-            dispatch.restore_interceptor(prev)
+            interceptor.restore_interceptor(prev)
             _state.grad_enabled, _state.inference = mode
             _restore(tracer)  # also when the body raised: the caller's tensors are untouched
         g = captured.graph
