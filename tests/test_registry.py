@@ -110,6 +110,18 @@ def test_import_direction(package):
     assert not bad, "\n".join(bad)
 
 
+def test_readme_layers_match_the_table():
+    """README's "How it is built" names the layers lowest first; each may not import any
+    layer after it, and each layer after it may import it."""
+    readme = (ROOT.parent / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.strip().startswith("autodiff <- "))
+    layers = [x.strip() for x in line.split("<-")]
+    assert set(layers[:-1]) <= set(FORBIDDEN) and len(layers) == 6, layers
+    for i, low in enumerate(layers):
+        for high in layers[i + 1:]:
+            assert high in FORBIDDEN[low] and low not in FORBIDDEN.get(high, ()), (low, high)
+
+
 # --- import circles -----------------------------------------------------------------------
 # Imports of staged modules inside functions, each with why it cannot be at the top. Any
 # other one fails test_no_function_level_imports: a late import usually hides a circle.
