@@ -21,7 +21,8 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
     With ``state_as_globals`` (deployable steps), state inputs are instead mutable
     ``util.global``s initialised from the parameter archive scope ``scope`` under their
     input names; the function takes only the arguments, stores new state values into the
-    globals, and returns only the ``out`` outputs; a second function ``@<name>_state``
+    globals, and returns only the ``out`` outputs (and the ``check`` report, Note [index
+    checks]); a second function ``@<name>_state``
     returns the globals' current values (in input order).
 
     ``boundary`` (``{dtype name: wider dtype name}``) gives the type values of a dtype
@@ -79,7 +80,7 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
                 e.lines.append(f"util.global.store {at_edge(o.value)}, {globals_[o.name]} "
                                f": {edge_type(o.value.aval)}")
                 e.line_ops.append(None)
-        outs = [o for o in outs if o.kind == "out"]
+        outs = [o for o in outs if o.kind in ("out", "check")]
     outs = [o.value for o in outs]
     results = [at_edge(v) for v in outs]
     types = [edge_type(v.aval) for v in outs]
