@@ -287,7 +287,7 @@ class Deployed:
         if out.resolve() != self.directory.resolve():
             shutil.copyfile(self.directory / m["module"], out / m["module"])
         _write_archive(out / m["parameters"], {
-            k: _narrowed(a, {s["dtype"]: s["device_dtype"] for s in m["state"]})
+            k: _narrowed(a, {s["dtype"]: s["device_dtype"] for s in m["state"]}, f"state {k}")
             for k, a in self.state_dict().items()})
         return _write_manifest(out, m)
 

@@ -138,7 +138,7 @@ def _flip(e, x, a, dim):
     def body(_):
         i = e.emit(f"arith.subi {e.const(a.shape[dim] - 1, dt.int64)}, {_index_i64(e, dim)} "
                    f": i64")
-        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i)}] : "
+        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i, a.shape[dim])}] : "
                       f"{tensor_type(a.shape, a.dtype)}")
     return e.generic([], [(e.empty(a.shape, a.dtype), a)], [tuple(range(rank))],
                      ["parallel"] * rank, body)
