@@ -410,25 +410,33 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
             continue
         alt = sym(keep) if keep is not None else scalar_tensor(float("nan"), aval.dtype)
         shape = tuple(aval.shape)
-        if not shape:
+        if not shape and keep is not None:
             scalars.setdefault(aval.dtype, []).append((i, o.value, alt))
             continue
         sel = ad.where(expand_to(ok, shape), sym(o.value), expand_to(alt, shape))
         g.outputs[i] = Output(sel._payload.value, o.kind, o.name)
     for rows in scalars.values():
-        for (i, _, _), sel in zip(rows, _select_scalars(g, sym, ok, rows)):
+        sels = [ad.where(ok, sym(v), alt) for _, v, alt in rows] if len(rows) <= _FEW \
+            else _select_scalars(g, sym, ok, rows)
+        for (i, _, _), sel in zip(rows, sels):
             g.outputs[i] = Output(sel._payload.value, g.outputs[i].kind, g.outputs[i].name)
     g.outputs.append(Output(table._payload.value, "check", "check"))
     return [(p["error"], p["message"]) for _, p in tracer.checks]
 
 
+# 0-d states selected one by one, at most: IREE gathers 0-d ops into one dispatch, of 3 or 4
+# buffers a state (old, new, the select, its input), which may bind 32 at most
+_FEW = 4
+
+
 def _select_scalars(g: Graph, sym, ok, rows) -> list:
-    """``where(ok, new, alt)`` of the 0-d (new Value, alt Tensor) pairs in ``rows``, as one
-    select of vectors. IREE gathers the 0-d ops of a function into one dispatch
+    """``where(ok, new, alt)`` of the 0-d (new Value, alt Tensor) state pairs in ``rows``,
+    as one select of vectors. IREE gathers the 0-d ops of a function into one dispatch
     (FormScalarDispatches), up to a 0-d value that a larger op reads: 0-d selects of many
     states (AdamW's 18 step counters) made one dispatch of 36 buffers, over the 32 one may
     bind. So each new value is read, right after the op that makes it, by a barrier (which
-    stops the gathering there) that the vector select reads."""
+    stops the gathering there) that the vector select reads. A barrier costs fusion (a
+    compiled MLP step took 1.5x the time with one on its loss), hence only past ``_FEW``."""
     made = {id(op.out): j for j, op in enumerate(g.ops)}
     news, barriers = [], []
     for _, v, _ in rows:
