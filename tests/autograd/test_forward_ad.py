@@ -164,3 +164,32 @@ def test_writes_through_views_update_the_tangents_of_the_base_and_its_views():
         assert (s is None) == (t is None), k
         if t is not None:
             assert_close(s, t)
+
+
+CLAMPS = {
+    "min": lambda lib, x: lib.clamp(x, min=0.0),
+    "max": lambda lib, x: lib.clamp(x, max=1.0),
+    "both": lambda lib, x: lib.clamp(x, 0.0, 1.0),
+    "crossed": lambda lib, x: lib.clamp(x, 1.0, 0.0),
+    "tensor_min": lambda lib, x: lib.clamp(x, min=x * 0),
+    "tensor_max": lambda lib, x: lib.clamp(x, max=x * 0 + 1),
+    "tensor_both": lambda lib, x: lib.clamp(x, x * 0, x * 0 + 1),
+    "tensor_crossed": lambda lib, x: lib.clamp(x, x * 0 + 1, x * 0),
+    "clamp_min_tensor": lambda lib, x: lib.clamp_min(x, x * 0),
+    "clamp_max_tensor": lambda lib, x: lib.clamp_max(x, x * 0 + 1),
+    "clamp_min_scalar": lambda lib, x: lib.clamp_min(x, 0.0),
+    "nan_bound": lambda lib, x: lib.clamp(x * 0 + 1, min=x),
+    "constant_bound": lambda lib, x: lib.clamp(x, min=lib.zeros(5, dtype=lib.float64)),
+}
+
+
+@pytest.mark.parametrize("name", CLAMPS)
+def test_clamp_tangents_at_ties_and_nan_follow_torch(name):
+    """PyTorch's clamp JVP is not its VJP's transpose at a bound or NaN (clamp_where)."""
+    x = np.array([0.0, 1.0, np.nan, -1.0, 2.0])
+    with sfw.dual_level():
+        d = sfw.make_dual(staged.tensor(x), staged.tensor(np.full(5, 3.0)))
+        got = sfw.unpack_dual(CLAMPS[name](staged, d)).tangent
+    _, want = torch.func.jvp(lambda t: CLAMPS[name](torch, t), (torch.tensor(x),),
+                             (torch.full((5,), 3.0, dtype=torch.float64),))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
