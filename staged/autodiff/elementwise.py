@@ -1,6 +1,8 @@
 """Elementwise primitives: shape-strict, dtype-strict (the public ops broadcast and promote)."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -268,6 +270,24 @@ def _where_jvp(primals, tangents, out):
 where = Primitive("where", lambda c, x, y: np.where(c, x, y), _where_shape,
                   vjp=(None, lambda g, c: g.where(c, 0), lambda g, c: g.where(~c, 0)),
                   jvp=_where_jvp)
+
+
+def _clamp_where_shape(c, bound, x, *, keep):
+    return _where_shape(c, bound, x)
+
+
+def _clamp_where_jvp(primals, tangents, out, *, keep):
+    c, bound, x = primals
+    bt = tangents[1] if tangents[1] is not None else x.new_zeros(x.shape)
+    xt = tangents[2] if tangents[2] is not None else x.new_zeros(x.shape)
+    return where(getattr(operator, keep)(x, bound), xt, bt)
+
+
+# where(c, bound, x) of a clamp: the gradient follows c, but the tangent is x's only where
+# keep(x, bound) holds (the bound's at ties and NaN), as PyTorch's clamp JVP: they disagree
+clamp_where = Primitive("clamp_where", lambda c, bound, x, *, keep: np.where(c, bound, x),
+                        _clamp_where_shape, jvp=_clamp_where_jvp,
+                        vjp=(None, lambda g, c: g.where(c, 0), lambda g, c: g.where(~c, 0)))
 
 
 def _cast_impl(x, *, dtype):

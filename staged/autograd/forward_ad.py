@@ -9,6 +9,12 @@ Note [tangents by tensor]: a tangent belongs to one Tensor object (PyTorch's for
 grad lives in its autograd meta): ``detach()`` and ``.data`` give tensors without one.
 Tangents of tensors saved for backward travel with the SavedTensor (``saved_tangent``),
 so a backward pass run inside the level carries tangents too: forward-over-reverse.
+
+Note [tangents of views]: as in PyTorch, the tangent of a view is the view of its forward
+base's tangent, where the forward base is the view's base, or the nearest ``make_dual`` or
+``unpack_dual`` alias it was made from (an alias starts a new forward base). An in-place
+write (``written``) gives the forward base the written value's tangent in the view's
+region (zeros elsewhere if it had none) and every live view of it its region of that.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from typing import NamedTuple
 
 from ..autodiff import jvp_rule
 from ..autodiff import reshape as _alias_prim
-from ..eager import dispatch
+from ..eager import dispatch, views
 from ..eager.ops import inplace
 from ..eager.factories import zeros_like
 from ..eager.tensor import Tensor
@@ -26,6 +32,7 @@ _level = None        # the open level (0), or None
 _tangents = {}       # id(tensor) -> (weakref to the tensor, tangent)
 _rules = {}          # primitive -> its JVP function
 _busy = [False]      # computing a JVP: its own ops carry no tangents
+_aliases = {}        # id(last view step of an alias) -> weakref to the alias (a forward base)
 
 
 class UnpackedDualTensor(NamedTuple):
@@ -56,6 +63,7 @@ def exit_dual_level(*, level=None) -> None:
                            "was created. This is not supported.")
     _level = None
     _tangents.clear()
+    _aliases.clear()
     dispatch.set_layer("forward_ad", None)
     inplace.after_write.remove(written)
 
@@ -113,9 +121,13 @@ def _alias(t: Tensor) -> Tensor:
     """A view of ``t`` that shares its data and graph but not its tangent."""
     prev, _busy[0] = _busy[0], True
     try:
-        return _alias_prim(t, shape=tuple(t.shape))
+        out = _alias_prim(t, shape=tuple(t.shape))
     finally:
         _busy[0] = prev
+    if out._base is not None:  # a forward base of the views made from it
+        key = id(out._view.steps[-1])
+        _aliases[key] = weakref.ref(out, lambda _, k=key: _aliases.pop(k, None))
+    return out
 
 
 def tangent_of(t: Tensor):
@@ -135,12 +147,49 @@ def active() -> bool:
 
 def written(t: Tensor, result: Tensor) -> None:
     """``t`` was overwritten in place by ``result``: it takes ``result``'s tangent (zeros
-    if ``t`` had one and ``result`` has none, as in PyTorch)."""
+    if ``t`` or its forward base had one and ``result`` has none, as in PyTorch), and so do
+    its forward base and the views of it (Note [tangents of views])."""
     tangent = tangent_of(result)
-    if tangent is None and tangent_of(t) is not None:
+    base, steps = _forward_base(t)
+    if tangent is None:
+        if tangent_of(t) is None and tangent_of(base) is None:
+            return
         tangent = zeros_like(t)
-    if tangent is not None:
+    if base is t:
         set_tangent(t, tangent)
+    _busy[0] = True
+    try:
+        if base is not t:
+            old = tangent_of(base)
+            if old is None:
+                old = zeros_like(base)
+            region = views.scatter(zeros_like(t) + 1, steps) != 0
+            set_tangent(base, views.scatter(tangent, steps).where(region, old))
+        vc = base._vc
+        if vc is None or len(vc) == 1:
+            return
+        new = tangent_of(base)
+        for r in vc[1].refs:
+            v = r()
+            if v is not None and v is not base:
+                vb, vsteps = _forward_base(v)
+                if vb is base:
+                    set_tangent(v, views.replay(new, vsteps))
+    finally:
+        _busy[0] = False
+
+
+def _forward_base(t: Tensor):
+    """``(forward base of t, the view steps from it to t)`` (Note [tangents of views])."""
+    if t._base is None:
+        return t, ()
+    steps = t._view.steps
+    for k in range(len(steps) - 1, -1, -1):
+        ref = _aliases.get(id(steps[k]))
+        alias = ref() if ref is not None else None
+        if alias is not None and alias._view.steps[-1] is steps[k]:
+            return alias, steps[k + 1:]
+    return t._base, steps
 
 
 def _layer(apply):

@@ -22,6 +22,12 @@ def mask(*shape):
     return np.random.random(shape) < 0.5
 
 
+def _clamp_sample(keep):
+    """clamp_where's operands as clamp(x, min=bound) makes them: c is x < bound."""
+    bound, x = r(2, 3), r(2, 3)
+    return [x < bound, bound, x], {"keep": keep}
+
+
 def nonzero(*shape):  # away from the kinks of abs, sign, relu at 0
     return r(*shape, low=0.2) * np.where(mask(*shape), 1, -1)
 
@@ -49,6 +55,7 @@ SAMPLES = {
     "div": lambda: [([r(2, 3), nonzero(2, 3)], {})],
     "pow": lambda: [([r(2, 3, **POS), r(2, 3)], {}), ([r(3, **POS), np.full(3, 2.0)], {})],
     "where": lambda: [([mask(2, 3), r(2, 3), r(2, 3)], {})],
+    "clamp_where": lambda: [_clamp_sample("ge"), _clamp_sample("gt")],
     "threshold_backward": lambda: [([r(2, 3), nonzero(2, 3)], {"threshold": 0}),
                                    ([r(), nonzero()], {"threshold": 0.05})],
     "cast": lambda: [([r(2, 3)], {"dtype": dt.float64}), ([r(3)], {"dtype": dt.float32}),
@@ -120,6 +127,7 @@ TORCH = {
                                       "conj", "add", "sub", "mul", "div", "pow", "maximum",
                                       "minimum", "where", "matmul")},
     "copy": torch.clone,
+    "clamp_where": lambda c, bound, x, keep: torch.where(c, bound, x),
     "barrier": torch.clone,
     "floor_divide": torch.floor_divide,
     "threshold_backward": torch.ops.aten.threshold_backward,

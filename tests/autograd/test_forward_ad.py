@@ -123,3 +123,73 @@ def test_in_place_ops_update_the_tangent():
             res.append([fw.unpack_dual(t).tangent for t in (scaled, plain, cleared)])
     for s, t in zip(*res):
         assert_close(s, t)
+
+
+def _writes_through_views(lib, fw):
+    """Writes through views and into bases with views; the tangents of every tensor."""
+    def dual(n, *t):
+        return fw.make_dual(lib.zeros(n, dtype=lib.float64), lib.tensor(t, dtype=lib.float64))
+    out = []
+    b = lib.zeros(3, dtype=lib.float64)       # base without tangent, written through a view
+    v, w = b[0], b[1:]
+    v.copy_(dual(1, 5.0)[0])
+    out += [b, v, w, b[2]]
+    y = dual(3, 0.0, 1.0, 2.0).clone()        # base with tangent, a view zeroed
+    v, w = y[1:], y[:2]
+    v.zero_()
+    out += [y, v, w]
+    y = dual(3, 0.0, 1.0, 2.0).clone()        # the base written, its views follow
+    v = y.unsqueeze(0)[:, 1:]
+    y.mul_(2)
+    out += [y, v]
+    p = lib.zeros(3, dtype=lib.float64)       # make_dual's result is a forward base
+    d = fw.make_dual(p, lib.tensor([3.0, 3.0, 3.0], dtype=lib.float64))
+    e = d[1:]
+    e.mul_(2)
+    p.copy_(dual(3, 7.0, 7.0, 7.0))
+    out += [p, d, e]
+    x = dual(3, 1.0, 1.0, 1.0).clone()        # and so is unpack_dual's primal
+    pr = fw.unpack_dual(x).primal
+    pr[1:].copy_(dual(2, 5.0, 5.0))
+    out += [x, pr]
+    return [fw.unpack_dual(t).tangent for t in out]
+
+
+def test_writes_through_views_update_the_tangents_of_the_base_and_its_views():
+    res = []
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        with fw.dual_level():
+            res.append(_writes_through_views(lib, fw))
+    for k, (s, t) in enumerate(zip(*res)):
+        assert (s is None) == (t is None), k
+        if t is not None:
+            assert_close(s, t)
+
+
+CLAMPS = {
+    "min": lambda lib, x: lib.clamp(x, min=0.0),
+    "max": lambda lib, x: lib.clamp(x, max=1.0),
+    "both": lambda lib, x: lib.clamp(x, 0.0, 1.0),
+    "crossed": lambda lib, x: lib.clamp(x, 1.0, 0.0),
+    "tensor_min": lambda lib, x: lib.clamp(x, min=x * 0),
+    "tensor_max": lambda lib, x: lib.clamp(x, max=x * 0 + 1),
+    "tensor_both": lambda lib, x: lib.clamp(x, x * 0, x * 0 + 1),
+    "tensor_crossed": lambda lib, x: lib.clamp(x, x * 0 + 1, x * 0),
+    "clamp_min_tensor": lambda lib, x: lib.clamp_min(x, x * 0),
+    "clamp_max_tensor": lambda lib, x: lib.clamp_max(x, x * 0 + 1),
+    "clamp_min_scalar": lambda lib, x: lib.clamp_min(x, 0.0),
+    "nan_bound": lambda lib, x: lib.clamp(x * 0 + 1, min=x),
+    "constant_bound": lambda lib, x: lib.clamp(x, min=lib.zeros(5, dtype=lib.float64)),
+}
+
+
+@pytest.mark.parametrize("name", CLAMPS)
+def test_clamp_tangents_at_ties_and_nan_follow_torch(name):
+    """PyTorch's clamp JVP is not its VJP's transpose at a bound or NaN (clamp_where)."""
+    x = np.array([0.0, 1.0, np.nan, -1.0, 2.0])
+    with sfw.dual_level():
+        d = sfw.make_dual(staged.tensor(x), staged.tensor(np.full(5, 3.0)))
+        got = sfw.unpack_dual(CLAMPS[name](staged, d)).tangent
+    _, want = torch.func.jvp(lambda t: CLAMPS[name](torch, t), (torch.tensor(x),),
+                             (torch.full((5,), 3.0, dtype=torch.float64),))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

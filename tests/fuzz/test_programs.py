@@ -41,10 +41,9 @@ def test_second_order_matches_torch(prog):
     D.check_eager(prog, second_order=True)
 
 
-# writes through a view leave the base's tangent stale (test_regressions.py, strict xfail)
-@pytest.mark.xfail(strict=True, reason="forward mode differs from torch.func.jvp at ties of "
-                   "clamp with tensor bounds (test_regressions.py) and in NaN/Inf tangents; "
-                   "found by this test, not yet fixed")
+@pytest.mark.xfail(strict=True, reason="forward mode differs from torch.func.jvp in NaN/Inf "
+                   "tangents (div(-1., 0.): staged nan, torch -inf); found by this test, not "
+                   "yet fixed")
 @budget(40)
 @given(programs(write_views=False))
 def test_forward_mode_matches_torch(prog):

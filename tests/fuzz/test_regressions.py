@@ -156,10 +156,8 @@ def test_unreduced_loss_of_a_k_dim_batch_keeps_the_target_shape(loss):
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="forward-mode AD: an in-place write through a view "
-                   "does not update the base's tangent (staged/eager/ops/inplace.py write -> "
-                   "forward_ad.written handles the view only)")
 def test_forward_mode_write_through_a_view_updates_the_base_tangent():
+    """found by test_programs.py: the base kept its tangent after a write through a view."""
     import staged.autograd.forward_ad as fwAD
     with fwAD.dual_level():
         x = fwAD.make_dual(staged.tensor(1.0), staged.tensor(1.0))
@@ -168,9 +166,8 @@ def test_forward_mode_write_through_a_view_updates_the_base_tangent():
         assert fwAD.unpack_dual(base).tangent.item() == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="forward mode: clamp(x, min) at a tie x == min carries "
-                   "x's tangent; torch.func.jvp carries min's (the VJP agrees with torch)")
 def test_clamp_jvp_at_a_tie_with_a_tensor_bound_follows_the_bound():
+    """found by test_programs.py: clamp(x, min) at x == min carried x's tangent."""
     import staged.autograd.forward_ad as fwAD
     with fwAD.dual_level():
         x = fwAD.make_dual(staged.tensor(0.0), staged.tensor(1.0))

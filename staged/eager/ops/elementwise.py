@@ -246,22 +246,41 @@ def conj(x):
 
 
 def clamp(x, min=None, max=None):
+    """``x`` limited to ``[min, max]``. The gradient goes to ``x`` at a bound; the tangent
+    follows PyTorch's clamp JVP, which differs from it at ties and NaN: one tensor bound
+    gives its tangent there, scalar bounds give 0, two bounds with a tensor ``x``'s."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    # where, not maximum/minimum: at a bound the gradient goes to x, as in PyTorch
+    if not (isinstance(min, Tensor) or isinstance(max, Tensor)):
+        return _clamp(x, min, max, ("ge", "le"))
+    return _clamp(x, min, max, ("gt", "lt") if min is None or max is None else None)
+
+
+def _clamp(x, min, max, keep):
+    """where, not maximum/minimum: at a bound the gradient goes to ``x``, as in PyTorch;
+    ``keep``: the comparisons of ``x`` with (min, max) where the tangent is ``x``'s (the
+    bound's elsewhere), or None where it follows the value."""
     if min is not None:
-        x = where(lt(x, min), min, x)
+        x = _bound(lt(x, min), min, x, keep and keep[0])
     if max is not None:
-        x = where(gt(x, max), max, x)
+        x = _bound(gt(x, max), max, x, keep and keep[1])
     return x
 
 
+def _bound(c, bound, x, keep):
+    if keep is None:
+        return where(c, bound, x)
+    a, b = operands(bound, x, dtype=promote_types(bound, x))
+    shape = tuple(c._payload.shape)
+    return ad.clamp_where(c, expand_to(a, shape), expand_to(b, shape), keep=keep)
+
+
 def clamp_min(x, min):
-    return clamp(x, min=min)
+    return _clamp(x, min, None, ("ge", "le"))
 
 
 def clamp_max(x, max):
-    return clamp(x, max=max)
+    return _clamp(x, None, max, ("ge", "le"))
 
 
 def lerp(start, end, weight):

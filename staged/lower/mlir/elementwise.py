@@ -450,6 +450,9 @@ def _where(e, op, c, x, y):
                  lambda a, b, f: e.select(a, b, f, d))
 
 
+lowering(REGISTRY["clamp_where"])(_where)  # its keep changes only the tangent
+
+
 # --- cast -------------------------------------------------------------------------------
 def cast_scalar(e, x, src, dst):
     """Convert scalar ``x`` from dtype ``src`` to ``dst`` as NumPy's astype does (complex to

@@ -130,6 +130,9 @@ def _where(b, op, c, x, y):
     return b.kernel("Where", [x, y], op.out.aval.dtype, pre=[c])
 
 
+lowering(REGISTRY["clamp_where"])(_where)  # its keep changes only the tangent
+
+
 @lowering(REGISTRY["threshold_backward"])
 def _threshold_backward(b, op, g, r):
     d = op.out.aval.dtype
