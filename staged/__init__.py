@@ -12,26 +12,15 @@ from .dtypes import (bfloat16, bool_ as bool, complex64, complex128, float16,  #
                      set_default_dtype, uint8)
 from .dtypes import DType as dtype  # noqa: F401
 from .eager import *  # noqa: F401,F403
-from .eager.ops import (abs, add, amax, amin, argmax, argmin, bmm, clamp,  # noqa: F401
-                        clone, conj, cos, div, eq, exp, expm1, flatten, ge, gt, le,
-                        log, log1p, log_softmax, logical_and, logical_not, logical_or,
-                        logsumexp, lt, matmul, max, maximum, mean, min, minimum, mm, mul,
-                        ne, neg, permute, pow, relu, reshape, rsqrt, sigmoid, sign, sin,
-                        softmax, sqrt, squeeze, std, sub, sum, t, tanh, transpose,
-                        unsqueeze, var, where)
-from .eager.ops import (cat, chunk, gather, index_select, masked_fill,  # noqa: F401
-                        scatter_add, split, stack, take_along_dim)
-from .eager.ops import (acos, addcdiv, addcmul, angle, argsort, asin, atan,  # noqa: F401
-                        atan2, ceil, clamp_max, clamp_min, cosh, cumsum, erf, exp2, floor,
-                        floor_divide, fmod, gelu, imag, isfinite, isinf, isnan, lerp, log2,
-                        log10, norm, prod, real, reciprocal, remainder, round, sgn, silu, sinh,
-                        softplus, sort, square, tan, topk, trunc)
+from .eager.ops.table import exports as _exports
 from . import autograd  # noqa: F401
 from .autograd.engine import backward, grad  # noqa: F401
 from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
 from ._version import __version__  # noqa: F401
+
+globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64

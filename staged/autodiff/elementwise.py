@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .avals import Aval, same_shape
-from .primitive import ELEMENTWISE, LINEAR, ZERO, Primitive
+from .primitive import ELEMENTWISE, LINEAR, ZERO, Primitive, Public
 from .special import erf as _erf
 
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
@@ -40,6 +40,13 @@ def binary(name, impl, vjp=None, jvp=ELEMENTWISE, out_dtype=None, **kw):
                      jvp=jvp if vjp is not None else ZERO, **kw)
 
 
+# public surfaces (Public): ops whose public function is generated from the primitive
+_FLOAT = Public("float")
+_FLOAT_ = Public("float", inplace=True)
+_ACTIVATION = Public("float", inplace=True, functional=True)
+_PROMOTE = Public("promote")
+
+
 def _sigmoid(x):
     # tanh form: no overflow warnings for large |x|, and within an ulp of 1/(1+e^-x)
     half = x.dtype.type(0.5)
@@ -59,16 +66,26 @@ neg = unary("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR)
 copy = unary("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
              node_name="CloneBackward0")
 conj = unary("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
-exp = unary("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj())
-log = unary("log", lambda x: np.log(x), vjp=lambda g, x: g / x.conj())
-log1p = unary("log1p", lambda x: np.log1p(x), vjp=lambda g, x: g / (x + 1).conj())
-expm1 = unary("expm1", lambda x: np.expm1(x), vjp=lambda g, out: g * (out + 1).conj())
-sqrt = unary("sqrt", lambda x: np.sqrt(x), vjp=lambda g, out: g / (out.conj() * 2))
-rsqrt = unary("rsqrt", _rsqrt, vjp=lambda g, out: g * (out * out * out).conj() * -0.5)
-tanh = unary("tanh", lambda x: np.tanh(x), vjp=lambda g, out: g * (1 - out * out).conj())
-sigmoid = unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).conj())
-sin = unary("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj())
-cos = unary("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj())
+exp = unary("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj(),
+            public=_FLOAT_)
+log = unary("log", lambda x: np.log(x), vjp=lambda g, x: g / x.conj(),
+            public=_FLOAT_)
+log1p = unary("log1p", lambda x: np.log1p(x), vjp=lambda g, x: g / (x + 1).conj(),
+              public=_FLOAT)
+expm1 = unary("expm1", lambda x: np.expm1(x), vjp=lambda g, out: g * (out + 1).conj(),
+              public=_FLOAT)
+sqrt = unary("sqrt", lambda x: np.sqrt(x), vjp=lambda g, out: g / (out.conj() * 2),
+             public=_FLOAT_)
+rsqrt = unary("rsqrt", _rsqrt, vjp=lambda g, out: g * (out * out * out).conj() * -0.5,
+              public=_FLOAT)
+tanh = unary("tanh", lambda x: np.tanh(x), vjp=lambda g, out: g * (1 - out * out).conj(),
+             public=_ACTIVATION)
+sigmoid = unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).conj(),
+                public=_ACTIVATION)
+sin = unary("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj(),
+            public=_FLOAT_)
+cos = unary("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj(),
+            public=_FLOAT_)
 
 
 def _threshold_backward(grad, result, *, threshold):
@@ -87,23 +104,34 @@ threshold_backward = Primitive(
     threshold_backward(tangents[0], primals[1], threshold=threshold)
     if tangents[0] is not None else out.new_zeros(out.shape))
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points); NaN passes g
-relu = unary("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0))
+relu = unary("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0),
+             public=Public(inplace=True, functional=True))
 def _sign(x):
     # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN
     return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
 
 
 sign = unary("sign", _sign, vjp=lambda g: g * 0)
-tan = unary("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj())
-sinh = unary("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj())
-cosh = unary("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj())
-asin = unary("asin", lambda x: np.arcsin(x), vjp=lambda g, x: g / (1 - x * x).sqrt().conj())
-acos = unary("acos", lambda x: np.arccos(x), vjp=lambda g, x: -g / (1 - x * x).sqrt().conj())
-atan = unary("atan", lambda x: np.arctan(x), vjp=lambda g, x: g / (1 + x * x).conj())
-log2 = unary("log2", lambda x: np.log2(x), vjp=lambda g, x: g / (x * _LN2).conj())
-log10 = unary("log10", lambda x: np.log10(x), vjp=lambda g, x: g / (x * _LN10).conj())
-exp2 = unary("exp2", lambda x: np.exp2(x), vjp=lambda g, out: g * (out * _LN2).conj())
-erf = unary("erf", _erf, vjp=lambda g, x: g * (-x * x).exp() * _TWO_OVER_SQRT_PI)
+tan = unary("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj(),
+            public=_FLOAT_)
+sinh = unary("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj(),
+             public=_FLOAT_)
+cosh = unary("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj(),
+             public=_FLOAT_)
+asin = unary("asin", lambda x: np.arcsin(x), vjp=lambda g, x: g / (1 - x * x).sqrt().conj(),
+             public=_FLOAT_._replace(aliases=("arcsin",)))
+acos = unary("acos", lambda x: np.arccos(x), vjp=lambda g, x: -g / (1 - x * x).sqrt().conj(),
+             public=_FLOAT_._replace(aliases=("arccos",)))
+atan = unary("atan", lambda x: np.arctan(x), vjp=lambda g, x: g / (1 + x * x).conj(),
+             public=_FLOAT_._replace(aliases=("arctan",)))
+log2 = unary("log2", lambda x: np.log2(x), vjp=lambda g, x: g / (x * _LN2).conj(),
+             public=_FLOAT_)
+log10 = unary("log10", lambda x: np.log10(x), vjp=lambda g, x: g / (x * _LN10).conj(),
+              public=_FLOAT_)
+exp2 = unary("exp2", lambda x: np.exp2(x), vjp=lambda g, out: g * (out * _LN2).conj(),
+             public=_FLOAT_)
+erf = unary("erf", _erf, vjp=lambda g, x: g * (-x * x).exp() * _TWO_OVER_SQRT_PI,
+            public=_FLOAT_)
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
 floor = unary("floor", lambda x: np.floor(x), vjp=lambda g: g * 0)
 ceil = unary("ceil", lambda x: np.ceil(x), vjp=lambda g: g * 0)
@@ -179,10 +207,13 @@ def _part_jvp(part):
     return jvp
 
 
-sgn = Primitive("sgn", _sgn_impl, _same("sgn"), vjp=_sgn_vjp, jvp=_sgn_jvp)
+sgn = Primitive("sgn", _sgn_impl, _same("sgn"), vjp=_sgn_vjp, jvp=_sgn_jvp,
+                public=Public(inplace=True))
 abs = Primitive("abs", lambda x: np.abs(x), _real_rule("abs"), vjp=lambda g, x: g * x.sgn(),
-                jvp=_abs_jvp)
-angle = Primitive("angle", _angle_impl, _real_rule("angle"), vjp=_angle_vjp, jvp=_angle_jvp)
+                jvp=_abs_jvp,
+                public=Public(aliases=("absolute",), inplace=True))
+angle = Primitive("angle", _angle_impl, _real_rule("angle"), vjp=_angle_vjp, jvp=_angle_jvp,
+                  public=_FLOAT)
 # views of the complex input's memory, as PyTorch's .real and .imag
 real = Primitive("real", lambda x: x.real, _real_rule("real"), jvp=_part_jvp("real"),
                  vjp=lambda g, x_aval: g.to(x_aval.dtype), view=True)
@@ -195,7 +226,8 @@ logical_not = unary("logical_not", lambda x: np.logical_not(x), out_dtype=dt.boo
 add = binary("add", lambda x, y: np.add(x, y), vjp=(lambda g: g, lambda g: g), jvp=LINEAR)
 sub = binary("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: -g), jvp=LINEAR)
 mul = binary("mul", lambda x, y: np.multiply(x, y),
-             vjp=(lambda g, y: g * y.conj(), lambda g, x: g * x.conj()))
+             vjp=(lambda g, y: g * y.conj(), lambda g, x: g * x.conj()),
+             public=Public(inplace=True))
 div = binary("div", lambda x, y: np.divide(x, y),
              vjp=(lambda g, y: g / y.conj(), lambda g, x, y: -g * (x / (y * y)).conj()))
 
@@ -221,7 +253,8 @@ def _over_norm(num, y, x):
 
 atan2 = binary("atan2", lambda y, x: np.arctan2(y, x),
                vjp=(lambda g, y, x: _over_norm(g * x, y, x),
-                    lambda g, y, x: _over_norm(-g * y, y, x)))
+                    lambda g, y, x: _over_norm(-g * y, y, x)),
+               public=_FLOAT_._replace(aliases=("arctan2",)))
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
 remainder = binary("remainder", lambda x, y: np.remainder(x, y),
                    vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()))
@@ -233,17 +266,25 @@ floor_divide = binary("floor_divide", lambda x, y: np.floor_divide(x, y))
 # ties split the gradient evenly, as PyTorch's maximum/minimum do
 maximum = binary("maximum", lambda x, y: np.maximum(x, y),
                  vjp=(lambda g, x, y: g * ((x > y) + (x == y) * 0.5),
-                      lambda g, x, y: g * ((y > x) + (x == y) * 0.5)))
+                      lambda g, x, y: g * ((y > x) + (x == y) * 0.5)),
+                 public=_PROMOTE)
 minimum = binary("minimum", lambda x, y: np.minimum(x, y),
                  vjp=(lambda g, x, y: g * ((x < y) + (x == y) * 0.5),
-                      lambda g, x, y: g * ((y < x) + (x == y) * 0.5)))
+                      lambda g, x, y: g * ((y < x) + (x == y) * 0.5)),
+                 public=_PROMOTE)
 
-eq = binary("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_)
-ne = binary("ne", lambda x, y: np.not_equal(x, y), out_dtype=dt.bool_)
-lt = binary("lt", lambda x, y: np.less(x, y), out_dtype=dt.bool_)
-le = binary("le", lambda x, y: np.less_equal(x, y), out_dtype=dt.bool_)
-gt = binary("gt", lambda x, y: np.greater(x, y), out_dtype=dt.bool_)
-ge = binary("ge", lambda x, y: np.greater_equal(x, y), out_dtype=dt.bool_)
+eq = binary("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_,
+            public=_PROMOTE)
+ne = binary("ne", lambda x, y: np.not_equal(x, y), out_dtype=dt.bool_,
+            public=_PROMOTE)
+lt = binary("lt", lambda x, y: np.less(x, y), out_dtype=dt.bool_,
+            public=_PROMOTE)
+le = binary("le", lambda x, y: np.less_equal(x, y), out_dtype=dt.bool_,
+            public=_PROMOTE)
+gt = binary("gt", lambda x, y: np.greater(x, y), out_dtype=dt.bool_,
+            public=_PROMOTE)
+ge = binary("ge", lambda x, y: np.greater_equal(x, y), out_dtype=dt.bool_,
+            public=_PROMOTE)
 logical_and = binary("logical_and", lambda x, y: np.logical_and(x, y), out_dtype=dt.bool_)
 logical_or = binary("logical_or", lambda x, y: np.logical_or(x, y), out_dtype=dt.bool_)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .avals import Aval
 
@@ -31,6 +31,23 @@ REGISTRY: dict[str, "Primitive"] = {}
 
 # Set by staged.eager at import: binds a primitive to Tensor operands.
 _bind: list[Callable] = [None]
+
+
+class Public(NamedTuple):
+    """An op's public surface, declared once (``staged/eager/ops/table.py`` builds it):
+    ``staged.<name>`` (``export``), ``Tensor.<name>`` (``method``), the same for each of
+    ``aliases``, ``Tensor.<name>_`` (``inplace``) and ``nn.functional.<name>``
+    (``functional``). ``op`` is the function; on a primitive declared with ``public=`` it
+    says how the generated function readies its operands: ``"promote"`` (PyTorch's type
+    promotion and broadcasting) or ``"float"`` (the same, then integers and bools become
+    the default float dtype)."""
+
+    op: object = "promote"
+    aliases: tuple = ()
+    method: bool = True
+    inplace: bool = False
+    export: bool = True
+    functional: bool = False
 
 
 class Rule:
@@ -78,10 +95,10 @@ class Primitive:
     """A shape-strict operation with everything needed to run, differentiate and lower it."""
 
     __slots__ = ("name", "impl", "shape_rule", "vjp", "jvp", "inputs", "static",
-                 "view", "node_name", "doc", "unsupported", "variadic")
+                 "view", "node_name", "doc", "unsupported", "variadic", "public")
 
     def __init__(self, name, impl, shape_rule, *, vjp=None, jvp=None, view=False,
-                 node_name=None, unsupported=None):
+                 node_name=None, unsupported=None, public=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         sig = inspect.signature(impl)
@@ -109,6 +126,7 @@ class Primitive:
         self.node_name = node_name or "".join(p.title() for p in name.split("_")) + "Backward0"
         self.doc = (impl.__doc__ or "").strip()
         self.unsupported = dict(unsupported or {})
+        self.public = public
         REGISTRY[name] = self
 
     @property

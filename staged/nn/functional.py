@@ -11,12 +11,7 @@ from ..eager.ops.layers import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv
 from ..eager.ops.reduction import in_float32
 from ..eager.tensor import Tensor
 
-relu = ops.relu
-tanh = ops.tanh
-sigmoid = ops.sigmoid
-gelu = ops.gelu
-silu = ops.silu
-softplus = ops.softplus
+globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)
 
 
 def linear(input, weight, bias=None):

@@ -22,25 +22,39 @@ def _binary(prim, check=None):
     return op
 
 
-add_ = _binary(ad.add)
-sub_ = _binary(ad.sub)
-mul = _binary(ad.mul)
-maximum = _binary(ad.maximum)
-minimum = _binary(ad.minimum)
-eq = _binary(ad.eq)
-ne = _binary(ad.ne)
-lt = _binary(ad.lt)
-le = _binary(ad.le)
-gt = _binary(ad.gt)
-ge = _binary(ad.ge)
+def _public(prim):
+    """The public function of a primitive declared with ``public=`` (its ``Public.op`` says
+    how operands are readied)."""
+    to_float = prim.public.op == "float"
+    if len(prim.inputs) == 2 and not to_float:
+        return _binary(prim)
+    if len(prim.inputs) == 2:
+        def op(x, y):
+            d = promote_types(x, y)
+            return prim(*operands(x, y, dtype=d if d.is_floating_point or d.is_complex
+                                  else dt.get_default_dtype()))
+    elif to_float:
+        def op(x):
+            return prim(float_operand(x))
+    else:
+        def op(x):
+            return prim(x)
+    op.__name__ = op.__qualname__ = prim.name
+    return op
+
+
+# mul, exp, eq, relu ... : module globals from here on
+globals().update({p.name: _public(p) for p in ad.REGISTRY.values() if p.public is not None})
+_add = _binary(ad.add)
+_sub = _binary(ad.sub)
 
 
 def add(x, y, *, alpha=1):
-    return add_(x, y if alpha == 1 else mul(y, alpha))
+    return _add(x, y if alpha == 1 else mul(y, alpha))
 
 
 def sub(x, y, *, alpha=1):
-    return sub_(x, y if alpha == 1 else mul(y, alpha))
+    return _sub(x, y if alpha == 1 else mul(y, alpha))
 
 
 def div(x, y, *, rounding_mode=None):
@@ -84,36 +98,6 @@ def where(condition, x, y):
     return ad.where(expand_to(cond, shape), expand_to(a, shape), expand_to(b, shape))
 
 
-def _unary_float(prim):
-    def op(x):
-        return prim(float_operand(x))
-    op.__name__ = prim.name
-    return op
-
-
-exp = _unary_float(ad.exp)
-log = _unary_float(ad.log)
-log1p = _unary_float(ad.log1p)
-expm1 = _unary_float(ad.expm1)
-sqrt = _unary_float(ad.sqrt)
-rsqrt = _unary_float(ad.rsqrt)
-tanh = _unary_float(ad.tanh)
-sigmoid = _unary_float(ad.sigmoid)
-sin = _unary_float(ad.sin)
-cos = _unary_float(ad.cos)
-tan = _unary_float(ad.tan)
-sinh = _unary_float(ad.sinh)
-cosh = _unary_float(ad.cosh)
-asin = _unary_float(ad.asin)
-acos = _unary_float(ad.acos)
-atan = _unary_float(ad.atan)
-log2 = _unary_float(ad.log2)
-log10 = _unary_float(ad.log10)
-exp2 = _unary_float(ad.exp2)
-erf = _unary_float(ad.erf)
-angle = _unary_float(ad.angle)
-
-
 def _integral_kept(prim):
     """floor, ceil, trunc: integers and bools are already integral (a copy, as PyTorch)."""
     def op(x):
@@ -135,12 +119,6 @@ def round(x, *, decimals=0):
         return ad.round(x)
     scale = 10.0 ** builtins.abs(decimals)
     return ad.round(x * scale) / scale if decimals > 0 else ad.round(x / scale) * scale
-
-
-def atan2(y, x):
-    d = promote_types(y, x)
-    a, b = operands(y, x, dtype=d if d.is_floating_point else dt.get_default_dtype())
-    return ad.atan2(a, b)
 
 
 def _nonzero_divisor(b) -> None:
@@ -210,24 +188,11 @@ def neg(x):
     return ad.neg(x)
 
 
-def relu(x):
-    return ad.relu(x)
-
-
-def abs(x):
-    return ad.abs(x)
-
-
 def sign(x):
     if x.dtype.is_complex:
         raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex "
                                   "numbers. Please use torch.sgn instead.")
     return ad.sign(x)
-
-
-def sgn(x):
-    """``x / |x|`` (0 at 0) for complex ``x``; ``sign(x)`` for real."""
-    return ad.sgn(x)
 
 
 def real(x):

@@ -130,31 +130,14 @@ def _title(d):
             "float16": "Half"}.get(d.name, d.name)
 
 
-def _inplace(op):
+def inplace_method(op):
+    """``Tensor.<op>_``: ``op`` computed out of place, then written into the tensor."""
     def method(self, *args, **kwargs):
         if self._base is not None:  # checked before the op reads the view's grad_fn, as torch
             check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
         return write(self, op(self, *args, **kwargs))
     method.__name__ = op.__name__ + "_"
     return method
-
-
-add_ = _inplace(ew.add)
-sub_ = _inplace(ew.sub)
-mul_ = _inplace(ew.mul)
-div_ = _inplace(ew.div)
-pow_ = _inplace(ew.pow)
-clamp_ = _inplace(ew.clamp)
-exp_ = _inplace(ew.exp)
-log_ = _inplace(ew.log)
-sin_ = _inplace(ew.sin)
-cos_ = _inplace(ew.cos)
-tanh_ = _inplace(ew.tanh)
-relu_ = _inplace(ew.relu)
-sigmoid_ = _inplace(ew.sigmoid)
-neg_ = _inplace(ew.neg)
-sqrt_ = _inplace(ew.sqrt)
-abs_ = _inplace(ew.abs)
 
 
 def own(result: Tensor, src) -> Tensor:

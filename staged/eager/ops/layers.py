@@ -21,7 +21,7 @@ from . import elementwise as ew
 from . import reduction, shape
 from ._operands import scalar_tensor
 from .indexing import check_rows
-from .inplace import add_, copy_, mul_
+from .inplace import copy_
 
 
 def _tuple(v, n, what="argument") -> tuple:
@@ -322,7 +322,7 @@ def rand_uniform(shape_, dtype) -> Tensor:
     state = rng_state()
     u = ad.uniform(state, shape=tuple(shape_), dtype=dtype)
     with no_grad():
-        add_(state, Tensor._wrap(_ADVANCE, False))
+        state.add_(Tensor._wrap(_ADVANCE, False))
     return u
 
 
@@ -341,7 +341,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         keep = ew.ge(rand_uniform(input.shape, input.dtype), p)
         noise = ew.where(keep, scalar_tensor(1 / (1 - p), input.dtype),
                          scalar_tensor(0, input.dtype))
-    return mul_(input, noise) if inplace else input * noise
+    return input.mul_(noise) if inplace else input * noise
 
 
 # --- embedding, one_hot, pad -----------------------------------------------------------

@@ -1,0 +1,73 @@
+"""The public-op table: each op's surface declared once, as a row of ``ROWS`` or, for an op
+generated from its primitive, as ``public=`` on the primitive (``staged/autodiff``).
+
+``staged.<name>``, ``Tensor.<name>``, ``Tensor.<name>_``, the aliases and the activations
+of ``nn.functional`` are all made from ``OPS``; ``tests/ops`` fails for an exported op
+without an op-database entry.
+"""
+from __future__ import annotations
+
+from ... import autodiff as ad
+from ...autodiff import Public
+from . import composite, indexing, inplace, linalg, reduction, shape
+from . import elementwise as ew
+
+ROWS = {
+    # elementwise ops written by hand (keyword options, dtype rules, composites)
+    **{n: Public(getattr(ew, n), inplace=True) for n in (
+        "add", "sub", "div", "pow", "neg", "floor", "ceil", "round", "trunc", "remainder",
+        "fmod", "floor_divide", "square", "reciprocal", "clamp_min", "clamp_max", "lerp",
+        "addcmul", "addcdiv")},
+    "clamp": Public(ew.clamp, aliases=("clip",), inplace=True),
+    **{n: Public(getattr(ew, n)) for n in (
+        "clone", "conj", "sign", "logical_and", "logical_or", "logical_not", "isnan", "isinf",
+        "isfinite")},
+    # Tensor.where(condition, other) and the .real/.imag properties are in __init__.py
+    **{n: Public(getattr(ew, n), method=False) for n in ("where", "real", "imag")},
+    **{n: Public(getattr(composite, n), method=False, functional=True)
+       for n in ("gelu", "silu", "softplus")},
+    "softmax": Public(composite.softmax), "log_softmax": Public(composite.log_softmax),
+    **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm")},
+    **{n: Public(getattr(reduction, n)) for n in (
+        "sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
+        "logsumexp", "prod", "cumsum", "sort", "argsort", "topk", "norm")},
+    **{n: Public(getattr(shape, n)) for n in (
+        "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "split",
+        "chunk")},
+    **{n: Public(getattr(shape, n), method=False) for n in ("cat", "stack")},
+    **{n: Public(getattr(shape, n), export=False) for n in (
+        "view", "expand", "broadcast_to", "contiguous", "new_zeros")},
+    **{n: Public(getattr(indexing, n)) for n in (
+        "index_select", "gather", "scatter_add", "masked_fill", "take_along_dim")},
+    # in-place methods with their own code (not "compute, then write")
+    **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
+    **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},
+}
+OPS = {**{p.name: p.public._replace(op=getattr(ew, p.name))
+          for p in ad.REGISTRY.values() if p.public is not None}, **ROWS}
+
+
+def _names(row, name):
+    return (name,) + row.aliases
+
+
+def exports() -> dict:
+    """``{name: function}`` of ``staged.<name>`` (aliases included)."""
+    return {n: row.op for name, row in OPS.items() if row.export for n in _names(row, name)}
+
+
+def functional() -> dict:
+    """``{name: function}`` of the ``nn.functional`` names the table gives."""
+    return {name: row.op for name, row in OPS.items() if row.functional}
+
+
+def methods() -> dict:
+    """``{name: method}`` of ``Tensor``: ``<name>`` and aliases, and ``<name>_`` (the op
+    computed, then written into the tensor) where the row says ``inplace``."""
+    out = {}
+    for name, row in OPS.items():
+        if row.method:
+            out.update(dict.fromkeys(_names(row, name), row.op))
+        if row.inplace:
+            out[name + "_"] = inplace.inplace_method(row.op)
+    return out
