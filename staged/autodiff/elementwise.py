@@ -228,8 +228,21 @@ sub = binary("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: 
 mul = binary("mul", lambda x, y: np.multiply(x, y),
              vjp=(lambda g, y: g * y.conj(), lambda g, x: g * x.conj()),
              public=Public(inplace=True))
+
+
+def _div_jvp(primals, tangents, out):
+    # (tx - out * ty) / y, as PyTorch: the VJP-derived tx/y - ty*x/y^2 is inf - inf = NaN
+    # at x = 1, y = 0 where PyTorch has -inf, and loses signs of zero; without tx,
+    # PyTorch's -(out * ty), not 0 - out * ty, decides the sign of zero
+    (_, y), (tx, ty) = primals, tangents
+    if ty is None:
+        return tx / y
+    return (-(out * ty) if tx is None else tx - out * ty) / y
+
+
 div = binary("div", lambda x, y: np.divide(x, y),
-             vjp=(lambda g, y: g / y.conj(), lambda g, x, y: -g * (x / (y * y)).conj()))
+             vjp=(lambda g, y: g / y.conj(), lambda g, x, y: -g * (x / (y * y)).conj()),
+             jvp=_div_jvp)
 
 
 def _pow_exponent_vjp(g, x, y, out):

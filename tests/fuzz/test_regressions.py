@@ -175,3 +175,38 @@ def test_clamp_jvp_at_a_tie_with_a_tensor_bound_follows_the_bound():
     _, want = torch.func.jvp(lambda t: torch.clamp(t, t * 2), (torch.tensor(0.0),),
                              (torch.tensor(1.0),))
     assert got == want.item()
+
+
+_SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0], np.float32)
+
+
+def _assert_identical(got, want):
+    """Equal values, NaN positions and signs of zero (a NaN's sign is not compared)."""
+    got, want = np.asarray(got), np.asarray(want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got) & (got == got),
+                                  np.signbit(want) & (want == want))
+
+
+@pytest.mark.parametrize("tangents", [(1.0, 1.0), (1.0, None), (None, 1.0)],
+                         ids=["both", "x", "y"])
+def test_div_jvp_at_zeros_infs_and_nans_matches_torch(tangents):
+    """The JVP derived from div's VJP gave NaN where torch has -inf (1 / 0, tangents 1):
+    tx/y - ty*x/y^2 is inf - inf there, where torch computes (tx - out*ty) / y."""
+    import staged.autograd.forward_ad as fwAD
+    x, y = (a.ravel() for a in np.meshgrid(_SPECIAL, _SPECIAL))
+    tx, ty = (None if t is None else np.full_like(x, t) for t in tangents)
+    with fwAD.dual_level():
+        dual = [staged.tensor(v) if t is None else fwAD.make_dual(staged.tensor(v),
+                                                                  staged.tensor(t))
+                for v, t in ((x, tx), (y, ty))]
+        got = fwAD.unpack_dual(dual[0] / dual[1]).tangent.numpy()
+    with torch.autograd.forward_ad.dual_level():
+        dual = [torch.tensor(v) if t is None else
+                torch.autograd.forward_ad.make_dual(torch.tensor(v), torch.tensor(t))
+                for v, t in ((x, tx), (y, ty))]
+        want = torch.autograd.forward_ad.unpack_dual(dual[0] / dual[1]).tangent.numpy()
+    _assert_identical(got, want)
+    for g, tg in zip(_grads(staged, lambda lib, a, b: a / b, x, y),
+                     _grads(torch, lambda lib, a, b: a / b, x, y)):
+        _assert_identical(g, tg)
