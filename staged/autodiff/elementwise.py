@@ -334,14 +334,23 @@ def _clamp_where_jvp(primals, tangents, out, *, keep):
     c, bound, x = primals
     bt = tangents[1] if tangents[1] is not None else x.new_zeros(x.shape)
     xt = tangents[2] if tangents[2] is not None else x.new_zeros(x.shape)
+    if keep is None:
+        return where(c, bt, xt)
     return where(getattr(operator, keep)(x, bound), xt, bt)
 
 
-# where(c, bound, x) of a clamp: the gradient follows c, but the tangent is x's only where
-# keep(x, bound) holds (the bound's at ties and NaN), as PyTorch's clamp JVP: they disagree
+def _clamp_where_x_vjp(g, c, bound, x):
+    # PyTorch's clamp passes x the gradient only where x >= min (x <= max): none at a NaN
+    # x or bound, where c (x < min) is False too
+    return g.where(~c & (x == x) & (bound == bound), 0)
+
+
+# where(c, bound, x) of a clamp, c = x < min or x > max: the tangent is x's only where
+# keep(x, bound) holds (the bound's at ties and NaN), as PyTorch's clamp JVP, or follows
+# the value where keep is None; the gradient goes to x where x is within the bound
 clamp_where = Primitive("clamp_where", lambda c, bound, x, *, keep: np.where(c, bound, x),
                         _clamp_where_shape, jvp=_clamp_where_jvp,
-                        vjp=(None, lambda g, c: g.where(c, 0), lambda g, c: g.where(~c, 0)))
+                        vjp=(None, lambda g, c: g.where(c, 0), _clamp_where_x_vjp))
 
 
 def _cast_impl(x, *, dtype):

@@ -210,3 +210,18 @@ def test_div_jvp_at_zeros_infs_and_nans_matches_torch(tangents):
     for g, tg in zip(_grads(staged, lambda lib, a, b: a / b, x, y),
                      _grads(torch, lambda lib, a, b: a / b, x, y)):
         _assert_identical(g, tg)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda lib, x, lo, hi: lib.clamp(x, -1.0, 1.0),
+    lambda lib, x, lo, hi: lib.clamp(x, min=-1.0),
+    lambda lib, x, lo, hi: lib.clamp_max(x, 1.0),
+    lambda lib, x, lo, hi: lib.clamp(x, lo, hi),
+    lambda lib, x, lo, hi: lib.clamp(x, min=lo),
+    lambda lib, x, lo, hi: lib.clamp_max(x, hi),
+], ids=["scalars", "scalar_min", "scalar_max", "tensors", "tensor_min", "tensor_max"])
+def test_clamp_gradient_at_nan_is_zero(fn):
+    """torch's clamp gives x no gradient where x is NaN (it passes x >= min and x <= max
+    only); staged's where(x < min, min, x) passed the whole gradient to x there."""
+    x = _SPECIAL
+    _same_grads(fn, x, np.full_like(x, -1.0), np.full_like(x, 1.0))

@@ -211,9 +211,10 @@ def conj(x):
 
 
 def clamp(x, min=None, max=None):
-    """``x`` limited to ``[min, max]``. The gradient goes to ``x`` at a bound; the tangent
-    follows PyTorch's clamp JVP, which differs from it at ties and NaN: one tensor bound
-    gives its tangent there, scalar bounds give 0, two bounds with a tensor ``x``'s."""
+    """``x`` limited to ``[min, max]``. The gradient goes to ``x`` at a bound, and to
+    nothing at NaN; the tangent follows PyTorch's clamp JVP, which differs from it at ties
+    and NaN: one tensor bound gives its tangent there, scalar bounds give 0, two bounds
+    with a tensor ``x``'s."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if not (isinstance(min, Tensor) or isinstance(max, Tensor)):
@@ -233,8 +234,6 @@ def _clamp(x, min, max, keep):
 
 
 def _bound(c, bound, x, keep):
-    if keep is None:
-        return where(c, bound, x)
     a, b = operands(bound, x, dtype=promote_types(bound, x))
     shape = tuple(c._payload.shape)
     return ad.clamp_where(c, expand_to(a, shape), expand_to(b, shape), keep=keep)
