@@ -276,15 +276,31 @@ fmod = binary("fmod", lambda x, y: np.fmod(x, y),
 # integer x // y rounded down (the public op composes float floor division from fmod, as
 # PyTorch's div_floor); piecewise constant and, as in PyTorch, not differentiable
 floor_divide = binary("floor_divide", lambda x, y: np.floor_divide(x, y))
-# ties split the gradient evenly, as PyTorch's maximum/minimum do
-maximum = binary("maximum", lambda x, y: np.maximum(x, y),
-                 vjp=(lambda g, x, y: g * ((x > y) + (x == y) * 0.5),
-                      lambda g, x, y: g * ((y > x) + (x == y) * 0.5)),
-                 public=_PROMOTE)
-minimum = binary("minimum", lambda x, y: np.minimum(x, y),
-                 vjp=(lambda g, x, y: g * ((x < y) + (x == y) * 0.5),
-                      lambda g, x, y: g * ((y < x) + (x == y) * 0.5)),
-                 public=_PROMOTE)
+
+
+def _extremum(name, impl, wins):
+    """maximum (wins = gt) or minimum (lt) with PyTorch's rules: half the gradient to each
+    at ties, none to the losing input, the whole of it to both where either is NaN (it
+    only masks where one loses); the tangent is ty + w * (tx - ty), w = 1 where x wins,
+    0.5 at ties, 0 otherwise: ty at NaN."""
+    def half_at_ties(g, x, y):
+        return g.where(x != y, g * 0.5)
+
+    def jvp(primals, tangents, out):
+        (x, y), (tx, ty) = primals, tangents
+        w = wins(x, y).to(out.dtype).where(x != y, 0.5)
+        if ty is None:
+            return w * tx
+        return ty + w * (-ty if tx is None else tx - ty)
+
+    return binary(name, impl, jvp=jvp, public=_PROMOTE,
+                  vjp=(lambda g, x, y: half_at_ties(g, x, y).where(~wins(y, x), 0),
+                       lambda g, x, y: half_at_ties(g, x, y).where(~wins(x, y), 0)))
+
+
+maximum = _extremum("maximum", lambda x, y: np.maximum(x, y), operator.gt)
+minimum = _extremum("minimum", lambda x, y: np.minimum(x, y), operator.lt)
+
 
 eq = binary("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_,
             public=_PROMOTE)

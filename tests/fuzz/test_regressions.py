@@ -225,3 +225,22 @@ def test_clamp_gradient_at_nan_is_zero(fn):
     only); staged's where(x < min, min, x) passed the whole gradient to x there."""
     x = _SPECIAL
     _same_grads(fn, x, np.full_like(x, -1.0), np.full_like(x, 1.0))
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_maximum_and_minimum_at_nan_pass_the_gradient_to_both(name):
+    """torch's maximum/minimum backward only masks the losing input (and halves at ties),
+    so at a NaN both inputs get the whole gradient, and its JVP ty + w * (tx - ty) gives
+    ty there; staged gave 0 for both."""
+    import staged.autograd.forward_ad as fwAD
+    x, y = (a.ravel() for a in np.meshgrid(_SPECIAL, _SPECIAL))
+    fn = lambda lib, a, b: getattr(lib, name)(a, b)  # noqa: E731
+    for g, tg in zip(_grads(staged, fn, x, y), _grads(torch, fn, x, y)):
+        _assert_identical(g, tg)
+    tx, ty = np.ones_like(x), np.full_like(y, 2.0)
+    with fwAD.dual_level():
+        got = fwAD.unpack_dual(fn(staged, fwAD.make_dual(staged.tensor(x), staged.tensor(tx)),
+                                  fwAD.make_dual(staged.tensor(y), staged.tensor(ty))))
+    _, want = torch.func.jvp(lambda a, b: fn(torch, a, b), (torch.tensor(x), torch.tensor(y)),
+                             (torch.tensor(tx), torch.tensor(ty)))
+    _assert_identical(got.tangent.numpy(), want.numpy())
