@@ -76,6 +76,9 @@ def cases(name):
         return [([arr((2, 3)), NAN], {"threshold": 0}),
                 ([arr((4,), dt.float64), np.array([0.0, -0.0, 1e-30, -1.0])], {"threshold": 0}),
                 ([arr((2, 3)), arr((2, 3))], {"threshold": 0.5})]
+    if name == "clamp_where":  # where's values (keep only steers tangents)
+        return [([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {"keep": "ge"}),
+                ([arr((4,), B), arr((4,), L), arr((4,), L)], {"keep": None})]
     if name == "where":
         return [([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {}),
                 ([np.asarray(True), np.float32(1), np.float32(2)], {}),
