@@ -41,9 +41,6 @@ def test_second_order_matches_torch(prog):
     D.check_eager(prog, second_order=True)
 
 
-@pytest.mark.xfail(strict=True, reason="forward mode differs from torch.func.jvp in NaN/Inf "
-                   "tangents (div(-1., 0.): staged nan, torch -inf); found by this test, not "
-                   "yet fixed")
 @budget(40)
 @given(programs(write_views=False))
 def test_forward_mode_matches_torch(prog):
