@@ -83,9 +83,8 @@ class CompiledGraph:
         # per live input: (value, its device copy, dtype); uploaded again only on a change
         self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
         narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
-        self._narrow = [narrow.get(i.value.aval.dtype.np) and (narrow[i.value.aval.dtype.np],
-                                                               f"input {i.name}")
-                        for i in captured.graph.inputs]
+        self._narrow = [(narrow[d], f"input {i.name}") if (d := i.value.aval.dtype.np) in narrow
+                        else None for i in captured.graph.inputs]
         if not any(self._narrow):
             self._narrow = None
         self._event = f"staged.compile [{backend}]" if device is None else \
