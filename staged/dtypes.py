@@ -7,7 +7,8 @@ import numpy as np
 class DType:
     """A tensor element type; ``staged.float32`` and friends are the instances."""
 
-    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_category")
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_category",
+                 "dclass")
 
     def __init__(self, name: str, np_dtype, category: int):
         self.name = name
@@ -16,6 +17,9 @@ class DType:
         self._category = category  # 0 bool, 1 int, 2 float, 3 complex
         self.is_floating_point = category == 2
         self.is_complex = category == 3
+        # the class a primitive's domain and the lowerings are written over
+        self.dclass = "uint" if self.np.kind == "u" else \
+            ("bool", "int", "float", "complex")[category]
 
     def __repr__(self) -> str:
         return f"staged.{self.name}"

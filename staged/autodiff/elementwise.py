@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .avals import Aval, same_shape
-from .primitive import ELEMENTWISE, LINEAR, ZERO, Primitive, Public
+from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
 from .special import erf as _erf
 
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
@@ -30,14 +30,19 @@ def _real_rule(name):
     return rule
 
 
-def unary(name, impl, vjp=None, jvp=ELEMENTWISE, out_dtype=None, **kw):
+def elementwise(name, impl, vjp=None, jvp=ELEMENTWISE, out_dtype=None, **kw):
+    """An elementwise primitive: operands of one shape, the result of that shape."""
     return Primitive(name, impl, _same(name, out_dtype), vjp=vjp,
                      jvp=jvp if vjp is not None else ZERO, **kw)
 
 
-def binary(name, impl, vjp=None, jvp=ELEMENTWISE, out_dtype=None, **kw):
-    return Primitive(name, impl, _same(name, out_dtype), vjp=vjp,
-                     jvp=jvp if vjp is not None else ZERO, **kw)
+# dtype domains (Primitive's ``domain=``): what each leaves out, and why
+_FLOAT_MATH = domain("float", "complex", others="NumPy computes it in floating point for "
+                     "integer/bool inputs; the public op casts to float first")
+_REAL_MATH = {**_FLOAT_MATH, "complex": UNORDERED}
+_NO_BOOL = domain(bool="NumPy has no boolean negation, subtraction or power")
+_INTEGRAL = domain("float", complex=UNORDERED,
+                   others="integers are already integral: the public op copies them")
 
 
 # public surfaces (Public): ops whose public function is generated from the primitive
@@ -62,30 +67,30 @@ def _rsqrt(x):
 
 
 # --- unary ----------------------------------------------------------------------------------
-neg = unary("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR)
-copy = unary("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
-             node_name="CloneBackward0")
-conj = unary("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
-exp = unary("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj(),
-            public=_FLOAT_)
-log = unary("log", lambda x: np.log(x), vjp=lambda g, x: g / x.conj(),
-            public=_FLOAT_)
-log1p = unary("log1p", lambda x: np.log1p(x), vjp=lambda g, x: g / (x + 1).conj(),
-              public=_FLOAT)
-expm1 = unary("expm1", lambda x: np.expm1(x), vjp=lambda g, out: g * (out + 1).conj(),
-              public=_FLOAT)
-sqrt = unary("sqrt", lambda x: np.sqrt(x), vjp=lambda g, out: g / (out.conj() * 2),
-             public=_FLOAT_)
-rsqrt = unary("rsqrt", _rsqrt, vjp=lambda g, out: g * (out * out * out).conj() * -0.5,
-              public=_FLOAT)
-tanh = unary("tanh", lambda x: np.tanh(x), vjp=lambda g, out: g * (1 - out * out).conj(),
-             public=_ACTIVATION)
-sigmoid = unary("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).conj(),
-                public=_ACTIVATION)
-sin = unary("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj(),
-            public=_FLOAT_)
-cos = unary("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj(),
-            public=_FLOAT_)
+neg = elementwise("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR, domain=_NO_BOOL)
+copy = elementwise("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
+                   node_name="CloneBackward0")
+conj = elementwise("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
+exp = elementwise("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj(),
+                  public=_FLOAT_, domain=_FLOAT_MATH)
+log = elementwise("log", lambda x: np.log(x), vjp=lambda g, x: g / x.conj(),
+                  public=_FLOAT_, domain=_FLOAT_MATH)
+log1p = elementwise("log1p", lambda x: np.log1p(x), vjp=lambda g, x: g / (x + 1).conj(),
+                    public=_FLOAT, domain=_FLOAT_MATH)
+expm1 = elementwise("expm1", lambda x: np.expm1(x), vjp=lambda g, out: g * (out + 1).conj(),
+                    public=_FLOAT, domain=_FLOAT_MATH)
+sqrt = elementwise("sqrt", lambda x: np.sqrt(x), vjp=lambda g, out: g / (out.conj() * 2),
+                   public=_FLOAT_, domain=_FLOAT_MATH)
+rsqrt = elementwise("rsqrt", _rsqrt, vjp=lambda g, out: g * (out * out * out).conj() * -0.5,
+                    public=_FLOAT, domain=_FLOAT_MATH)
+tanh = elementwise("tanh", lambda x: np.tanh(x), vjp=lambda g, out: g * (1 - out * out).conj(),
+                   public=_ACTIVATION, domain=_FLOAT_MATH)
+sigmoid = elementwise("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).conj(),
+                      public=_ACTIVATION, domain=_FLOAT_MATH)
+sin = elementwise("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj(),
+                  public=_FLOAT_, domain=_FLOAT_MATH)
+cos = elementwise("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj(),
+                  public=_FLOAT_, domain=_FLOAT_MATH)
 
 
 def _threshold_backward(grad, result, *, threshold):
@@ -104,39 +109,43 @@ threshold_backward = Primitive(
     threshold_backward(tangents[0], primals[1], threshold=threshold)
     if tangents[0] is not None else out.new_zeros(out.shape))
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points); NaN passes g
-relu = unary("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0),
-             public=Public(inplace=True, functional=True))
+relu = elementwise("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0),
+                   public=Public(inplace=True, functional=True), domain=ORDERED)
 def _sign(x):
     # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN
     return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
 
 
-sign = unary("sign", _sign, vjp=lambda g: g * 0)
-tan = unary("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj(),
-            public=_FLOAT_)
-sinh = unary("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj(),
-             public=_FLOAT_)
-cosh = unary("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj(),
-             public=_FLOAT_)
-asin = unary("asin", lambda x: np.arcsin(x), vjp=lambda g, x: g / (1 - x * x).sqrt().conj(),
-             public=_FLOAT_._replace(aliases=("arcsin",)))
-acos = unary("acos", lambda x: np.arccos(x), vjp=lambda g, x: -g / (1 - x * x).sqrt().conj(),
-             public=_FLOAT_._replace(aliases=("arccos",)))
-atan = unary("atan", lambda x: np.arctan(x), vjp=lambda g, x: g / (1 + x * x).conj(),
-             public=_FLOAT_._replace(aliases=("arctan",)))
-log2 = unary("log2", lambda x: np.log2(x), vjp=lambda g, x: g / (x * _LN2).conj(),
-             public=_FLOAT_)
-log10 = unary("log10", lambda x: np.log10(x), vjp=lambda g, x: g / (x * _LN10).conj(),
-              public=_FLOAT_)
-exp2 = unary("exp2", lambda x: np.exp2(x), vjp=lambda g, out: g * (out * _LN2).conj(),
-             public=_FLOAT_)
-erf = unary("erf", _erf, vjp=lambda g, x: g * (-x * x).exp() * _TWO_OVER_SQRT_PI,
-            public=_FLOAT_)
+sign = elementwise("sign", _sign, vjp=lambda g: g * 0,
+                   domain=domain(bool="NumPy has no boolean sign",
+                                 complex="complex sign differs between NumPy versions "
+                                         "(x/|x| in 2.x): sgn is the complex op"))
+tan = elementwise("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj(),
+                  public=_FLOAT_, domain=_FLOAT_MATH)
+sinh = elementwise("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj(),
+                   public=_FLOAT_, domain=_FLOAT_MATH)
+cosh = elementwise("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj(),
+                   public=_FLOAT_, domain=_FLOAT_MATH)
+asin = elementwise("asin", lambda x: np.arcsin(x), vjp=lambda g, x: g / (1 - x * x).sqrt().conj(),
+                   public=_FLOAT_._replace(aliases=("arcsin",)), domain=_FLOAT_MATH)
+acos = elementwise("acos", lambda x: np.arccos(x), vjp=lambda g, x: -g / (1 - x * x).sqrt().conj(),
+                   public=_FLOAT_._replace(aliases=("arccos",)), domain=_FLOAT_MATH)
+atan = elementwise("atan", lambda x: np.arctan(x), vjp=lambda g, x: g / (1 + x * x).conj(),
+                   public=_FLOAT_._replace(aliases=("arctan",)), domain=_FLOAT_MATH)
+log2 = elementwise("log2", lambda x: np.log2(x), vjp=lambda g, x: g / (x * _LN2).conj(),
+                   public=_FLOAT_, domain=_FLOAT_MATH)
+log10 = elementwise("log10", lambda x: np.log10(x), vjp=lambda g, x: g / (x * _LN10).conj(),
+                    public=_FLOAT_, domain=_FLOAT_MATH)
+exp2 = elementwise("exp2", lambda x: np.exp2(x), vjp=lambda g, out: g * (out * _LN2).conj(),
+                   public=_FLOAT_, domain=_FLOAT_MATH)
+erf = elementwise("erf", _erf, vjp=lambda g, x: g * (-x * x).exp() * _TWO_OVER_SQRT_PI,
+                  public=_FLOAT_, domain=_REAL_MATH)
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
-floor = unary("floor", lambda x: np.floor(x), vjp=lambda g: g * 0)
-ceil = unary("ceil", lambda x: np.ceil(x), vjp=lambda g: g * 0)
-round = unary("round", lambda x: np.round(x), vjp=lambda g: g * 0)  # half to even
-trunc = unary("trunc", lambda x: np.trunc(x), vjp=lambda g: g * 0)
+floor = elementwise("floor", lambda x: np.floor(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
+ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
+# half to even
+round = elementwise("round", lambda x: np.round(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
+trunc = elementwise("trunc", lambda x: np.trunc(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
 
 
 # --- complex in, real out, and sgn (Note [complex gradients]) -----------------------------
@@ -203,7 +212,7 @@ def _angle_jvp(primals, tangents, out):
 def _part_jvp(part):
     def jvp(primals, tangents, out):
         t = tangents[0]
-        return getattr(t, part) if t.dtype.is_complex else t if part == "real" else t * 0
+        return getattr(t, part) if t.dtype.is_complex else t  # real: imag's domain is complex
     return jvp
 
 
@@ -213,21 +222,23 @@ abs = Primitive("abs", lambda x: np.abs(x), _real_rule("abs"), vjp=lambda g, x: 
                 jvp=_abs_jvp,
                 public=Public(aliases=("absolute",), inplace=True))
 angle = Primitive("angle", _angle_impl, _real_rule("angle"), vjp=_angle_vjp, jvp=_angle_jvp,
-                  public=_FLOAT)
+                  public=_FLOAT, domain=_FLOAT_MATH)
 # views of the complex input's memory, as PyTorch's .real and .imag
 real = Primitive("real", lambda x: x.real, _real_rule("real"), jvp=_part_jvp("real"),
                  vjp=lambda g, x_aval: g.to(x_aval.dtype), view=True)
 imag = Primitive("imag", lambda x: x.imag, _real_rule("imag"), jvp=_part_jvp("imag"),
-                 vjp=lambda g, x_aval: g.to(x_aval.dtype) * 1j if x_aval.dtype.is_complex
-                 else g * 0, view=True)
-logical_not = unary("logical_not", lambda x: np.logical_not(x), out_dtype=dt.bool_)
+                 vjp=lambda g, x_aval: g.to(x_aval.dtype) * 1j, view=True,
+                 domain=domain("complex", others="a real tensor has no imaginary part (the "
+                               "public op raises, as PyTorch)"))
+logical_not = elementwise("logical_not", lambda x: np.logical_not(x), out_dtype=dt.bool_)
 
 # --- binary ---------------------------------------------------------------------------------
-add = binary("add", lambda x, y: np.add(x, y), vjp=(lambda g: g, lambda g: g), jvp=LINEAR)
-sub = binary("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: -g), jvp=LINEAR)
-mul = binary("mul", lambda x, y: np.multiply(x, y),
-             vjp=(lambda g, y: g * y.conj(), lambda g, x: g * x.conj()),
-             public=Public(inplace=True))
+add = elementwise("add", lambda x, y: np.add(x, y), vjp=(lambda g: g, lambda g: g), jvp=LINEAR)
+sub = elementwise("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: -g),
+                  jvp=LINEAR, domain=_NO_BOOL)
+mul = elementwise("mul", lambda x, y: np.multiply(x, y),
+                  vjp=(lambda g, y: g * y.conj(), lambda g, x: g * x.conj()),
+                  public=Public(inplace=True))
 
 
 def _div_jvp(primals, tangents, out):
@@ -240,14 +251,18 @@ def _div_jvp(primals, tangents, out):
     return (-(out * ty) if tx is None else tx - out * ty) / y
 
 
-div = binary("div", lambda x, y: np.divide(x, y),
-             vjp=(lambda g, y: g / y.conj(), lambda g, x, y: -g * (x / (y * y)).conj()),
-             jvp=_div_jvp)
+div = elementwise("div", lambda x, y: np.divide(x, y),
+                  vjp=(lambda g, y: g / y.conj(), lambda g, x, y: -g * (x / (y * y)).conj()),
+                  jvp=_div_jvp,
+                  domain=domain("float", "complex", others="true division of integers yields "
+                                "floats; the public op casts to float first"))
 
 
 def _pow_exponent_vjp(g, x, y, out):
-    # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0 (as PyTorch)
-    return (g * (out * x.log()).conj()).where(~((x == 0) & (y >= 0)), 0)
+    # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0, a complex y counting
+    # as >= 0 where it is real and >= 0 (as PyTorch)
+    real_nonneg = (y.real >= 0) & (y.imag == 0) if y.dtype.is_complex else y >= 0
+    return (g * (out * x.log()).conj()).where(~((x == 0) & real_nonneg), 0)
 
 
 def _pow_base_vjp(g, x, y):
@@ -255,7 +270,8 @@ def _pow_base_vjp(g, x, y):
     return (g * (y * x ** (y - 1)).conj()).where(y != 0, 0)
 
 
-pow = binary("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_exponent_vjp))
+pow = elementwise("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_exponent_vjp),
+                  domain=_NO_BOOL)
 
 
 def _over_norm(num, y, x):
@@ -264,18 +280,21 @@ def _over_norm(num, y, x):
     return num / d.where(d != 0, 1)
 
 
-atan2 = binary("atan2", lambda y, x: np.arctan2(y, x),
-               vjp=(lambda g, y, x: _over_norm(g * x, y, x),
+atan2 = elementwise("atan2", lambda y, x: np.arctan2(y, x),
+                    vjp=(lambda g, y, x: _over_norm(g * x, y, x),
                     lambda g, y, x: _over_norm(-g * y, y, x)),
-               public=_FLOAT_._replace(aliases=("arctan2",)))
+                    public=_FLOAT_._replace(aliases=("arctan2",)), domain=_REAL_MATH)
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
-remainder = binary("remainder", lambda x, y: np.remainder(x, y),
-                   vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()))
-fmod = binary("fmod", lambda x, y: np.fmod(x, y),
-              vjp=(lambda g: g, lambda g, x, y: -g * (x / y).trunc()))
+remainder = elementwise("remainder", lambda x, y: np.remainder(x, y),
+                        vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()), domain=ORDERED)
+fmod = elementwise("fmod", lambda x, y: np.fmod(x, y),
+                   vjp=(lambda g: g, lambda g, x, y: -g * (x / y).trunc()), domain=ORDERED)
 # integer x // y rounded down (the public op composes float floor division from fmod, as
 # PyTorch's div_floor); piecewise constant and, as in PyTorch, not differentiable
-floor_divide = binary("floor_divide", lambda x, y: np.floor_divide(x, y))
+floor_divide = elementwise(
+    "floor_divide", lambda x, y: np.floor_divide(x, y),
+    domain=domain("int", "uint", float="the public op composes float floor division from fmod",
+                  bool="PyTorch has no boolean floor division", complex=UNORDERED))
 
 
 def _extremum(name, impl, wins):
@@ -293,29 +312,29 @@ def _extremum(name, impl, wins):
             return w * tx
         return ty + w * (-ty if tx is None else tx - ty)
 
-    return binary(name, impl, jvp=jvp, public=_PROMOTE,
-                  vjp=(lambda g, x, y: half_at_ties(g, x, y).where(~wins(y, x), 0),
-                       lambda g, x, y: half_at_ties(g, x, y).where(~wins(x, y), 0)))
+    return elementwise(name, impl, jvp=jvp, public=_PROMOTE, domain=ORDERED,
+                       vjp=(lambda g, x, y: half_at_ties(g, x, y).where(~wins(y, x), 0),
+                            lambda g, x, y: half_at_ties(g, x, y).where(~wins(x, y), 0)))
 
 
 maximum = _extremum("maximum", lambda x, y: np.maximum(x, y), operator.gt)
 minimum = _extremum("minimum", lambda x, y: np.minimum(x, y), operator.lt)
 
 
-eq = binary("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_,
-            public=_PROMOTE)
-ne = binary("ne", lambda x, y: np.not_equal(x, y), out_dtype=dt.bool_,
-            public=_PROMOTE)
-lt = binary("lt", lambda x, y: np.less(x, y), out_dtype=dt.bool_,
-            public=_PROMOTE)
-le = binary("le", lambda x, y: np.less_equal(x, y), out_dtype=dt.bool_,
-            public=_PROMOTE)
-gt = binary("gt", lambda x, y: np.greater(x, y), out_dtype=dt.bool_,
-            public=_PROMOTE)
-ge = binary("ge", lambda x, y: np.greater_equal(x, y), out_dtype=dt.bool_,
-            public=_PROMOTE)
-logical_and = binary("logical_and", lambda x, y: np.logical_and(x, y), out_dtype=dt.bool_)
-logical_or = binary("logical_or", lambda x, y: np.logical_or(x, y), out_dtype=dt.bool_)
+eq = elementwise("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_,
+                 public=_PROMOTE)
+ne = elementwise("ne", lambda x, y: np.not_equal(x, y), out_dtype=dt.bool_,
+                 public=_PROMOTE)
+lt = elementwise("lt", lambda x, y: np.less(x, y), out_dtype=dt.bool_,
+                 public=_PROMOTE, domain=ORDERED)
+le = elementwise("le", lambda x, y: np.less_equal(x, y), out_dtype=dt.bool_,
+                 public=_PROMOTE, domain=ORDERED)
+gt = elementwise("gt", lambda x, y: np.greater(x, y), out_dtype=dt.bool_,
+                 public=_PROMOTE, domain=ORDERED)
+ge = elementwise("ge", lambda x, y: np.greater_equal(x, y), out_dtype=dt.bool_,
+                 public=_PROMOTE, domain=ORDERED)
+logical_and = elementwise("logical_and", lambda x, y: np.logical_and(x, y), out_dtype=dt.bool_)
+logical_or = elementwise("logical_or", lambda x, y: np.logical_or(x, y), out_dtype=dt.bool_)
 
 
 # --- select and cast ------------------------------------------------------------------------

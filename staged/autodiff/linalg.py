@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .avals import Aval, ShapeError
-from .primitive import Primitive
+from .primitive import Primitive, domain
 
 
 def _matmul_rule(a, b):
@@ -26,4 +26,6 @@ def _matmul_jvp(primals, tangents, out):
 
 matmul = Primitive("matmul", lambda a, b: np.matmul(a, b), _matmul_rule,
                    vjp=(lambda g, b: g @ b.mT.conj(), lambda g, a: a.mT.conj() @ g),
-                   jvp=_matmul_jvp, node_name="MmBackward0")
+                   jvp=_matmul_jvp, node_name="MmBackward0",
+                   domain=domain(bool="NumPy's boolean matmul is an OR of ANDs; cast to an "
+                                 "integer dtype first"))

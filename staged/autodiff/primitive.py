@@ -20,6 +20,7 @@ import functools
 import inspect
 from typing import Callable, NamedTuple
 
+from .. import dtypes as dt
 from .avals import Aval
 
 # JVP tags (PyTorch's auto_element_wise / auto_linear; JAX's deflinear / defjvp_zero).
@@ -48,6 +49,34 @@ class Public(NamedTuple):
     inplace: bool = False
     export: bool = True
     functional: bool = False
+
+
+CLASSES = ("bool", "int", "uint", "float", "complex")  # dtype classes (``DType.dclass``)
+
+
+def domain(*inside, others=None, **outside) -> dict:
+    """A primitive's dtype domain, as the classes outside it with why: ``{class: reason}``.
+
+    ``domain(complex=WHY)`` is every class but complex; ``domain("float", "complex",
+    others=WHY)`` is float and complex only, ``others`` saying why for the rest. A keyword
+    ``integer`` names int and uint together. Every class outside needs its reason.
+    """
+    if "integer" in outside:
+        why = outside.pop("integer")
+        outside.update(int=why, uint=why)
+    unknown = (set(inside) | set(outside)) - set(CLASSES)
+    if unknown:
+        raise ValueError(f"unknown dtype class(es) {sorted(unknown)}; the classes are {CLASSES}")
+    if not inside:
+        return outside
+    rest = [c for c in CLASSES if c not in inside and c not in outside]
+    if rest and not others:
+        raise ValueError(f"domain: no reason given for {rest} (pass others=...)")
+    return {**dict.fromkeys(rest, others), **outside}
+
+
+UNORDERED = "complex numbers are not ordered (PyTorch has no complex form of this op either)"
+ORDERED = domain(complex=UNORDERED)  # the domain of comparisons, extrema and sorts
 
 
 class Rule:
@@ -95,10 +124,10 @@ class Primitive:
     """A shape-strict operation with everything needed to run, differentiate and lower it."""
 
     __slots__ = ("name", "impl", "shape_rule", "vjp", "jvp", "inputs", "static",
-                 "view", "node_name", "doc", "unsupported", "variadic", "public")
+                 "view", "node_name", "doc", "unsupported", "np_domain", "variadic", "public")
 
     def __init__(self, name, impl, shape_rule, *, vjp=None, jvp=None, view=False,
-                 node_name=None, unsupported=None, public=None):
+                 node_name=None, domain=None, public=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         sig = inspect.signature(impl)
@@ -125,7 +154,12 @@ class Primitive:
         self.view = view
         self.node_name = node_name or "".join(p.title() for p in name.split("_")) + "Backward0"
         self.doc = (impl.__doc__ or "").strip()
-        self.unsupported = dict(unsupported or {})
+        # the dtype domain (of the first operand; a primitive with one keeps its operands'
+        # dtypes equal): ``unsupported`` {class outside: why}, ``np_domain`` the NumPy
+        # dtypes inside (None: all), which binding checks (``check_domain``)
+        self.unsupported = dict(domain or {})
+        self.np_domain = None if not domain else frozenset(
+            d.np for d in dt.ALL if d.dclass not in self.unsupported)
         self.public = public
         REGISTRY[name] = self
 
@@ -138,6 +172,13 @@ class Primitive:
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
+
+    def domain_error(self, np_dtype) -> RuntimeError:
+        """The error for binding this primitive to a dtype outside its domain (PyTorch's
+        class for a kernel a dtype lacks)."""
+        d = dt.from_numpy_dtype(np_dtype)
+        return RuntimeError(f"primitive {self.name!r} is not defined for {d.name} tensors: "
+                         f"{self.unsupported[d.dclass]}")
 
     def abstract_eval(self, *avals: Aval, **params) -> Aval:
         return self.shape_rule(*avals, **params)

@@ -6,7 +6,7 @@ import numpy as np
 from .. import dtypes as dt
 from .avals import Aval, reduced_shape
 from .blocked import levels
-from .primitive import LINEAR, Primitive
+from .primitive import LINEAR, ORDERED, Primitive
 from .shape import expand, reshape
 
 
@@ -96,9 +96,9 @@ def _empty_reduction_error(what, x, dims):
 
 
 reduce_max = Primitive("reduce_max", _reduce_max, _reduce_rule, vjp=_extremum_vjp,
-                       jvp=_extremum_jvp, node_name="AmaxBackward0")
+                       jvp=_extremum_jvp, node_name="AmaxBackward0", domain=ORDERED)
 reduce_min = Primitive("reduce_min", _reduce_min, _reduce_rule, vjp=_extremum_vjp,
-                       jvp=_extremum_jvp, node_name="AminBackward0")
+                       jvp=_extremum_jvp, node_name="AminBackward0", domain=ORDERED)
 
 
 def _arg_rule(x, *, dim, keepdim):
@@ -106,6 +106,6 @@ def _arg_rule(x, *, dim, keepdim):
 
 
 argmax = Primitive("argmax", lambda x, *, dim, keepdim: np.argmax(
-    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule)
+    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule, domain=ORDERED)
 argmin = Primitive("argmin", lambda x, *, dim, keepdim: np.argmin(
-    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule)
+    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule, domain=ORDERED)

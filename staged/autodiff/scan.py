@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .avals import Aval, ShapeError
-from .primitive import LINEAR, Primitive
+from .primitive import LINEAR, ORDERED, Primitive
 
 
 def _cumsum(x, *, dim, reverse):
@@ -38,4 +38,4 @@ def _argsort_rule(x, *, dim, descending, k):
     return Aval(x.shape[:dim] + (k,) + x.shape[dim + 1:], dt.int64)
 
 
-argsort = Primitive("argsort", _argsort, _argsort_rule)
+argsort = Primitive("argsort", _argsort, _argsort_rule, domain=ORDERED)

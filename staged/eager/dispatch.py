@@ -46,6 +46,8 @@ except ImportError:  # NumPy 1.x
 
 
 def _evaluate(prim, inputs, params):
+    if prim.np_domain is not None and inputs[0]._payload.dtype not in prim.np_domain:
+        raise prim.domain_error(inputs[0]._payload.dtype)
     icpt = _icpt.active
     if icpt is not None and icpt[0] == threading.get_ident():
         return icpt[1](prim, inputs, params)

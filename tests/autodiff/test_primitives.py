@@ -1,7 +1,9 @@
 """Every registry primitive, swept in float64: shape rule vs impl, VJP vs finite
 differences and vs torch.autograd.grad, JVP vs finite differences; grad-of-grad for a few.
 
-A primitive added to the registry without an entry in SAMPLES fails here."""
+A primitive's samples are its SAMPLES entry, else those recorded from the op database
+(``tests/ops/recorded.py``: a new primitive behind a public op needs no entry here). A
+primitive with neither fails here."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +14,7 @@ import staged
 from staged import dtypes as dt
 from staged.autodiff import REGISTRY, Aval, jvp_rule
 from tests.checks import assert_close, check_grads, numerical_jvp, to_numpy, to_torch
+from tests.ops import recorded
 
 
 def r(*shape, low=-2.0, high=2.0):
@@ -76,7 +79,8 @@ SAMPLES = {
         "tan": dict(low=-1.2, high=1.2), "sinh": {}, "cosh": {}, "atan": {}, "erf": {},
         "asin": dict(low=-0.9, high=0.9), "acos": dict(low=-0.9, high=0.9), "log2": POS,
         "log10": POS, "exp2": {}, "floor": {}, "ceil": {}, "round": {}, "trunc": {},
-        "real": {}, "imag": {}}.items()},
+        "real": {}}.items()},
+    "imag": lambda: [([r(2, 3) + 1j * r(2, 3)], {}), ([np.complex128(r() - 1j)], {})],
     **{n: lambda: [([nonzero(2, 3)], {}), ([nonzero()], {})] for n in ("sgn", "angle")},
     **{n: lambda: [([r(2, 3), nonzero(2, 3)], {}), ([r(), nonzero()], {})]
        for n in ("atan2", "remainder", "fmod")},
@@ -142,7 +146,6 @@ TORCH = {
                                       "log2", "log10", "exp2", "floor", "ceil", "round",
                                       "trunc", "angle", "real", "atan2", "remainder",
                                       "fmod")},
-    "imag": lambda x: torch.imag(x) if x.is_complex() else x * 0,  # the primitive allows real
     "sgn": lambda x: torch.sgn(x) + x * 0,  # a dense zero gradient, not torch's ZeroTensor
     "reduce_prod": lambda x, dims, keepdim: _prod(x, dims, keepdim),
     "cumsum": lambda x, dim, reverse: x.flip(dim).cumsum(dim).flip(dim) if reverse
@@ -184,19 +187,29 @@ def _torch_col2im(cols, shape, **windows):
 TORCH["im2col"] = _torch_im2col
 TORCH["col2im"] = _torch_col2im
 
-DIFFERENTIABLE = sorted(n for n, p in REGISTRY.items() if p.differentiable)
+# checked on real samples; a primitive whose domain is complex only (imag) is checked
+# against torch and finite differences in tests/eager/test_complex.py
+DIFFERENTIABLE = sorted(n for n, p in REGISTRY.items()
+                        if p.differentiable and "float" not in p.unsupported)
 
 
 def samples(name):
-    assert name in SAMPLES, f"primitive {name!r} has no entry in SAMPLES"
-    return SAMPLES[name]()
+    """SAMPLES' cases, else the op database's (its float operands in float64)."""
+    if name in SAMPLES:
+        return SAMPLES[name]()
+    found = recorded.samples(name)
+    assert found, f"primitive {name!r}: no entry in SAMPLES and no public op reaches it"
+    return [([x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs], p)
+            for xs, p in found]
 
 
 def _float_samples(name, float64_only=True):
-    """Samples whose output is differentiable (a cast to int64 is not); finite differences
-    need a float64 output (a cast to float32 rounds away their accuracy)."""
-    return [(xs, p) for xs, p in samples(name) if p.get("dtype", dt.float64) is dt.float64
-            or not float64_only and p["dtype"].is_floating_point]
+    """Real samples whose output is differentiable (a cast to int64 is not); finite
+    differences need a float64 output (a cast to float32 rounds away their accuracy)."""
+    return [(xs, p) for xs, p in samples(name)
+            if all(np.asarray(x).dtype.kind != "c" for x in xs)
+            and (p.get("dtype", dt.float64) is dt.float64
+                 or not float64_only and p["dtype"].is_floating_point)]
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -219,6 +232,8 @@ def test_vjp_matches_finite_differences(name):
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_vjp_matches_torch(name):
+    if name not in TORCH and name not in SAMPLES:
+        pytest.skip("compared with torch through its public op, in the op sweep (tests/ops)")
     assert name in TORCH, f"primitive {name!r} has no torch equivalent in TORCH"
     prim = REGISTRY[name]
     for xs, params in _float_samples(name, float64_only=False):

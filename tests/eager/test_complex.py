@@ -142,3 +142,29 @@ def test_imag_of_real_and_sign_of_complex_raise_as_torch():
         staged.tensor([1.0]).imag
     with pytest.raises(NotImplementedError, match="torch.sgn instead"):
         staged.tensor([1j]).sign()
+
+
+@pytest.mark.parametrize("exponent", [1 + 1j, 2 + 0j, -1j, 0.5 - 1j])
+def test_pow_exponent_gradient_at_zero_base_as_torch(exponent):
+    """d/dy 0**y is 0 only where the complex y is real and >= 0 (PyTorch's rule), not
+    where NumPy's lexicographic order says y >= 0 (1+1j)."""
+    grads = []
+    for lib in (staged, torch):
+        x = lib.tensor([0j, 1 + 2j], dtype=lib.complex128, requires_grad=True)
+        y = lib.tensor([exponent, exponent], dtype=lib.complex128, requires_grad=True)
+        (x ** y).abs().sum().backward()
+        grads.append(y.grad)
+    assert_close(grads[0], grads[1])
+
+
+def test_primitive_outside_its_domain_raises_with_the_reason():
+    """A primitive bound to a dtype outside its declared domain raises RuntimeError naming
+    the primitive, the dtype and why (eagerly and under capture alike)."""
+    with pytest.raises(RuntimeError, match=r"'ge' is not defined for complex64 tensors: complex "
+                                        r"numbers are not ordered"):
+        REGISTRY["ge"](staged.tensor([1j]), staged.tensor([1j]))
+    with pytest.raises(RuntimeError, match=r"'exp' is not defined for int64 tensors: .*casts to "
+                                        r"float first"):
+        REGISTRY["exp"](staged.tensor([1]))
+    with pytest.raises(RuntimeError, match=r"'imag' is not defined for float32"):
+        staged.compile(lambda t: REGISTRY["imag"](t))(staged.tensor([1.0]))

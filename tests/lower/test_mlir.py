@@ -1,5 +1,9 @@
 """Lowering sweep: every registry primitive, lowered to MLIR, compiled for llvm-cpu and
-compared with the NumPy interpreter. All samples share one module (one compile)."""
+compared with the NumPy interpreter. All samples share one module (one compile).
+
+A primitive's cases are written here where they probe what the op database does not (NaN,
+ties, integer and bool dtypes); any other primitive is swept on the samples recorded from
+the op database (``tests/ops/recorded.py``), on the dtypes MLIR can lower."""
 from __future__ import annotations
 
 import os
@@ -14,6 +18,7 @@ from staged.tracing.ir import Graph, Output
 from staged.lower.mlir import TABLE, LoweringError, to_mlir
 from staged.runtime.compiler import compile_mlir
 from staged.runtime.device import device, to_host
+from tests.ops import recorded
 
 rng = np.random.default_rng(0)
 F, I, L, B = dt.float32, dt.int32, dt.int64, dt.bool_
@@ -180,7 +185,8 @@ def cases(name):
                 ([state], {"shape": (), "dtype": dt.float16})]
     if name in MATH_CASES:
         return MATH_CASES[name]()
-    return []
+    return [(xs, p) for xs, p in recorded.samples(name)
+            if not any(TABLE.reason(name, dt.from_numpy_dtype(x.dtype)) for x in xs[:1])]
 
 
 C = dt.complex64

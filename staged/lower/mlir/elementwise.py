@@ -1,7 +1,8 @@
 """Elementwise primitives: one linalg.generic each, scalar bodies from per-dtype-class tables.
 
 A table entry is ``fn(e, d, *scalars) -> scalar`` for operands of dtype ``d``; the
-missing dtype classes of a primitive are unsupported (reasons in ``UNSUPPORTED``).
+missing dtype classes of a primitive are unsupported: outside its domain (the reasons on
+the ``Primitive``), or a gap of MLIR's (``unsupported``, with its reason).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
 from . import libm
-from .emitter import bits, dclass, elem_type, lowering, unsupported
+from .emitter import bits, elem_type, lowering, unsupported
 
 
 def _op(mnemonic):
@@ -33,7 +34,7 @@ def _int_neg(e, d, x):
 
 def truthy(e, d, x):
     """``x != 0`` as i1 (NumPy's bool(x); NaN is true)."""
-    c = dclass(d)
+    c = d.dclass
     if c == "bool":
         return x
     if c == "complex":
@@ -61,8 +62,8 @@ def _float_sign(e, d, x):
 
 def _int_sign(e, d, x):
     t, zero = elem_type(d), e.const(0, d)
-    pos = e.emit(f"arith.extui {CMP['gt'][dclass(d)](e, d, x, zero)} : i1 to {t}")
-    if dclass(d) == "uint":
+    pos = e.emit(f"arith.extui {CMP['gt'][d.dclass](e, d, x, zero)} : i1 to {t}")
+    if d.dclass == "uint":
         return pos
     neg = e.emit(f"arith.extui {CMP['lt']['int'](e, d, x, zero)} : i1 to {t}")
     return e.emit(f"arith.subi {pos}, {neg} : {t}")
@@ -159,7 +160,7 @@ def _float_tanh(e, d, x):
 def _log_base(base):
     """log(x) / log(base) (math.log10 does not link on the CPU backend, and log2 not in f64)."""
     def emit(e, d, x):
-        c = dclass(d)
+        c = d.dclass
         return BINARY["mul"][c](e, d, UNARY["log"][c](e, d, x), e.const(1 / np.log(base), d))
     return emit
 
@@ -216,7 +217,7 @@ def _float_remainder(e, d, x, y):
 def _int_rem(floor: bool):
     """Integer fmod (remsi/remui) or remainder (sign of y); x % 0 is 0, as NumPy gives."""
     def fn(e, d, x, y):
-        t, zero, c = elem_type(d), e.const(0, d), dclass(d)
+        t, zero, c = elem_type(d), e.const(0, d), d.dclass
         y0 = CMP["eq"][c](e, d, y, zero)
         safe = e.emit(f"arith.select {y0}, {e.const(1, d)}, {y} : {t}")
         r = e.emit(f"arith.rem{'ui' if c == 'uint' else 'si'} {x}, {safe} : {t}")
@@ -232,7 +233,7 @@ def _int_rem(floor: bool):
 def _int_floor_divide(e, d, x, y):
     """x // y rounded down; 0 for y == 0 (NumPy's; eagerly the public op raises) and -x
     for y == -1, so that INT_MIN / -1 cannot trap."""
-    t, c, zero, one = elem_type(d), dclass(d), e.const(0, d), e.const(1, d)
+    t, c, zero, one = elem_type(d), d.dclass, e.const(0, d), e.const(1, d)
     y0 = CMP["eq"][c](e, d, y, zero)
     if c == "uint":
         q = e.emit(f"arith.divui {x}, {e.emit(f'arith.select {y0}, {one}, {y} : {t}')} : {t}")
@@ -246,14 +247,14 @@ def _int_floor_divide(e, d, x, y):
 
 def _sigmoid(e, d, x):
     # 0.5 + 0.5 * tanh(0.5 * x), as the NumPy impl
-    c = dclass(d)
+    c = d.dclass
     half = e.const(0.5, d)
     t = UNARY["tanh"][c](e, d, BINARY["mul"][c](e, d, half, x))
     return BINARY["add"][c](e, d, half, BINARY["mul"][c](e, d, half, t))
 
 
 def _relu(e, d, x):
-    return BINARY["maximum"][dclass(d)](e, d, x, e.const(0, d))
+    return BINARY["maximum"][d.dclass](e, d, x, e.const(0, d))
 
 
 def _float_pow(e, d, x, y):
@@ -289,7 +290,7 @@ def _int_pow(e, d, x, y):
     # negative exponents give 0 or +-1 here, NumPy raises for them
     t, one = elem_type(d), e.const(1, d)
     r, base = one, x
-    for k in range(bits(d) - (dclass(d) == "int")):
+    for k in range(bits(d) - (d.dclass == "int")):
         bit = e.emit(f"arith.andi {e.emit(f'arith.shrui {y}, {e.const(k, d)} : {t}')}, {one} : {t}")
         taken = e.emit(f"arith.select {e.emit(f'arith.cmpi ne, {bit}, {e.const(0, d)} : {t}')}, "
                        f"{base}, {one} : {t}")
@@ -376,35 +377,9 @@ BINARY = {
     **CMP,
 }
 
-_PROMOTES = "NumPy computes it in floating point for integer/bool inputs; the public op " \
-            "casts to float first"
-for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid"):
-    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _PROMOTES))
-unsupported("div", dict.fromkeys(("int", "uint", "bool"), "true division of integers yields "
-                                 "floats; the public op casts to float first"))
-unsupported("pow", {"bool": "NumPy has no boolean power"})
-unsupported("floor_divide", {"float": "the public op composes float floor division from fmod",
-                             "bool": "PyTorch has no boolean floor division",
-                             "complex": "complex numbers are not ordered"})
-for _name in ("neg", "sub"):
-    unsupported(_name, {"bool": "NumPy rejects boolean negation/subtraction"})
-unsupported("sign", {"bool": "NumPy has no boolean sign",
-                     "complex": "complex sign differs between NumPy versions (x/|x| in 2.x)"})
-for _name in ("relu", "maximum", "minimum", "lt", "le", "gt", "ge", "atan2", "remainder",
-              "fmod", "floor", "ceil", "round", "trunc", "erf"):
-    unsupported(_name, {"complex": "complex numbers are not ordered (PyTorch has no complex "
-                                   "form of this op either)"})
 for _name in ("asin", "acos", "atan"):
     unsupported(_name, {"complex": "MLIR's complex dialect has no inverse trigonometric "
                                    "functions"})
-for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
-              "angle", "atan2"):
-    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _PROMOTES))
-for _name in ("floor", "ceil", "round", "trunc"):
-    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), "integers are already "
-                                     "integral: the public op copies them"))
-unsupported("imag", dict.fromkeys(("float", "int", "uint", "bool"), "a real tensor has no "
-                                  "imaginary part (the public op raises, as PyTorch)"))
 
 
 def _elementwise(table):
@@ -439,7 +414,7 @@ def _threshold_backward(e, op, g, r):
     d = op.out.aval.dtype
     zero, thr = e.const(0, d), e.const(op.params["threshold"], d)
     return e.map((g, r), [v.aval for v in op.inputs], op.out.aval,
-                 lambda a, b: e.emit(f"arith.select {CMP['le'][dclass(d)](e, d, b, thr)}, "
+                 lambda a, b: e.emit(f"arith.select {CMP['le'][d.dclass](e, d, b, thr)}, "
                                      f"{zero}, {a} : {elem_type(d)}"))
 
 
@@ -459,7 +434,7 @@ def cast_scalar(e, x, src, dst):
     real keeps the real part, float to int truncates, anything to bool is ``!= 0``)."""
     if src is dst:
         return x
-    cs, cd = dclass(src), dclass(dst)
+    cs, cd = src.dclass, dst.dclass
     if cs == "complex":
         parts = [cast_scalar(e, e.emit(f"complex.{p} {x} : {elem_type(src)}"), src.to_real(),
                              dst.to_real()) for p in ("re", "im")]

@@ -19,11 +19,10 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff.avals import Sym
-from ..table import LoweringError, Table, dclass  # noqa: F401  (re-exported)
+from ..table import LoweringError, Table  # noqa: F401  (re-exported)
 
 TABLE = Table("MLIR")      # Primitive -> emitter(e, op, *operands) -> result SSA name
 LOWERINGS = TABLE.lowerings
-UNSUPPORTED = TABLE.reasons  # primitive name -> {dtype class or name: why it has no lowering}
 lowering, unsupported = TABLE.lowering, TABLE.unsupported
 
 
@@ -114,13 +113,12 @@ class Emitter:
         raise LoweringError(f"{what}{where}: {reason}")
 
     def need(self, table: dict, d, what=None):
-        """``table[dclass(d)]``, or a LoweringError with the reason the table records
-        (for ``d`` itself, a gap of one dtype, or for its class)."""
-        name, c = what or self.op.prim.name, dclass(d)
-        gap = UNSUPPORTED.get(name, {}).get(d.name)
-        if gap or c not in table:
-            reason = gap or TABLE.reason(name, d) or f"not defined for {c} tensors"
-            self.fail(f"no MLIR lowering: {reason}", d)
+        """``table[d.dclass]``, or a LoweringError with the reason ``TABLE`` gives (the
+        primitive's domain, a gap of ``d`` itself, or of its class)."""
+        name, c = what or self.op.prim.name, d.dclass
+        reason = TABLE.reason(name, d)
+        if reason or c not in table:
+            self.fail(f"no MLIR lowering: {reason or f'not defined for {c} tensors'}", d)
         return table[c]
 
     # sizes

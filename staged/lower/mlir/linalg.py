@@ -4,10 +4,8 @@ from __future__ import annotations
 import math
 
 from ...autodiff import REGISTRY
-from .emitter import lowering, tensor_type, unsupported
+from .emitter import lowering, tensor_type
 
-unsupported("matmul", {"bool": "NumPy's boolean matmul is an OR of ANDs; cast to an integer "
-                               "dtype first"})
 
 
 @lowering(REGISTRY["matmul"])

@@ -10,7 +10,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
-from .emitter import _ELEM, LOWERINGS, UNSUPPORTED, Emitter, LoweringError, _quote, tensor_type
+from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
 
 
 def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
@@ -64,7 +64,7 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
         e.op = op
         emitter = LOWERINGS.get(op.prim)
         if emitter is None:
-            reasons = UNSUPPORTED.get(op.prim.name)
+            reasons = TABLE.gaps(op.prim.name)
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons.values()) if reasons else ''}")
         e.names[op.out.id] = _without_data(e, op) or emitter(
             e, op, *(e.names[v.id] for v in op.inputs))

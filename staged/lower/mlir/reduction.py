@@ -9,7 +9,7 @@ from ...autodiff import REGISTRY
 from ...autodiff.blocked import levels
 from .elementwise import BINARY, CMP
 from .indexing import _indices, insert_slice
-from .emitter import dclass, elem_type, lowering, tensor_type, unsupported
+from .emitter import elem_type, lowering, tensor_type
 
 
 def _extreme(e, d, high: bool):
@@ -75,8 +75,6 @@ lowering(REGISTRY["reduce_sum"])(_reduction("add", lambda e, d: 0))
 lowering(REGISTRY["reduce_max"])(_reduction("maximum", lambda e, d: _extreme(e, d, False)))
 lowering(REGISTRY["reduce_min"])(_reduction("minimum", lambda e, d: _extreme(e, d, True)))
 lowering(REGISTRY["reduce_prod"])(_reduction("mul", lambda e, d: 1))
-for _name in ("reduce_max", "reduce_min", "argmax", "argmin", "argsort"):
-    unsupported(_name, {"complex": "complex numbers are not ordered"})
 
 
 def _arg(extreme: str):
@@ -93,11 +91,11 @@ def _arg(extreme: str):
         kept = tuple(i for i in range(rank) if i != dim)
         shape = tuple(a.shape[i] for i in kept)
         t, n = elem_type(d), e.const(a.shape[dim], dt.int64)
-        eq = CMP["eq"][dclass(d)]
+        eq = CMP["eq"][d.dclass]
 
         def first(v, best, idx):
             hit = eq(e, d, v, best)
-            if dclass(d) == "float":  # NaN is the extremum wherever there is one
+            if d.dclass == "float":  # NaN is the extremum wherever there is one
                 both_nan = e.emit(f"arith.andi {e.emit(f'arith.cmpf uno, {v}, {v} : {t}')}, "
                                   f"{e.emit(f'arith.cmpf uno, {best}, {best} : {t}')} : i1")
                 hit = e.emit(f"arith.ori {hit}, {both_nan} : i1")
@@ -166,7 +164,7 @@ def _cumsum(e, op, x):
 
 def _before(e, d, xj, xi, descending):
     """(xj sorts before xi, xj ties with xi) as i1; NaN sorts above every number."""
-    c = dclass(d)
+    c = d.dclass
     lt = CMP["gt" if descending else "lt"][c](e, d, xj, xi)
     same = CMP["eq"][c](e, d, xj, xi)
     if c != "float":

@@ -6,7 +6,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
-from .model import KERNELS, lowering, onnx_type, unsupported
+from .model import KERNELS, lowering, onnx_type
 
 
 def simple(name: str, op_type: str, bool_op: str | None = None):
@@ -145,13 +145,6 @@ def _cast(b, op, x):
     return b.cast(x, op.inputs[0].aval.dtype, op.out.aval.dtype)
 
 
-_FLOAT_MATH = "NumPy computes it in floating point for integer/bool inputs; the public op " \
-              "casts to float first"
-for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid",
-              "div"):
-    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _FLOAT_MATH))
-for _name in ("neg", "sub", "pow", "sign"):
-    unsupported(_name, {"bool": "NumPy has no boolean negation, subtraction, power or sign"})
 
 
 # --- trigonometric and friends: onnxruntime has float32 kernels only; float64 uses
@@ -270,12 +263,6 @@ def _real(b, op, x):
     return x
 
 
-@lowering(REGISTRY["imag"])
-def _imag(b, op, x):
-    d = op.out.aval.dtype
-    return b.node("Expand", [_c(b, d, 0), b.node("Shape", [x])])
-
-
 @lowering(REGISTRY["atan2"])
 def _atan2(b, op, y, x):
     d = op.out.aval.dtype
@@ -337,9 +324,3 @@ def _floor_divide(b, op, x, y):
 
 lowering(REGISTRY["remainder"])(_mod(True))
 lowering(REGISTRY["fmod"])(_mod(False))
-
-for _name in ("tan", "sinh", "cosh", "asin", "acos", "atan", "log2", "log10", "exp2", "erf",
-              "floor", "ceil", "round", "trunc", "atan2"):
-    unsupported(_name, dict.fromkeys(("int", "uint", "bool"), _FLOAT_MATH))
-unsupported("floor_divide", {"float": "the public op composes float floor division from fmod",
-                             "bool": "PyTorch has no boolean floor division"})

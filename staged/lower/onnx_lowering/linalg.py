@@ -4,9 +4,7 @@ from __future__ import annotations
 from ...autodiff import REGISTRY
 from .model import lowering, unsupported
 
-unsupported("matmul", {"bool": "NumPy's boolean matmul is an OR of ANDs; cast to an integer "
-                               "dtype first",
-                       "complex": "ONNX's MatMul has no complex element types"})
+unsupported("matmul", {"complex": "ONNX's MatMul has no complex element types"})
 
 
 @lowering(REGISTRY["matmul"])

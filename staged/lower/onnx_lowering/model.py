@@ -17,7 +17,6 @@ from ..table import LoweringError, Table
 
 TABLE = Table("ONNX")      # Primitive -> fn(builder, op, *names) -> name
 LOWERINGS = TABLE.lowerings
-UNSUPPORTED = TABLE.reasons  # primitive name -> {dtype class or name: why no ONNX lowering}
 lowering, unsupported = TABLE.lowering, TABLE.unsupported
 OPSETS = range(18, 27)    # the ai.onnx opsets accepted (onnxruntime 1.31 runs up to 26)
 DEFAULT_OPSET = 21
