@@ -274,6 +274,12 @@ pow = elementwise("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_e
                   domain=_NO_BOOL)
 
 
+# sqrt(x*x + y*y) without overflow; d/dx = x / out, NaN at the origin (as PyTorch)
+hypot = elementwise("hypot", lambda x, y: np.hypot(x, y),
+                    vjp=(lambda g, x, out: g * x / out, lambda g, y, out: g * y / out),
+                    public=Public(inplace=True), domain=_REAL_MATH)
+
+
 def _over_norm(num, y, x):
     """num / (x*x + y*y), where num is 0 at x = y = 0: 0 there, not 0/0 (as PyTorch)."""
     d = x * x + y * y

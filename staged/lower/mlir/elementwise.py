@@ -111,6 +111,26 @@ def _wide(d) -> bool:
     return (d.to_real() if d.is_complex else d) is dt.float64
 
 
+def _float_hypot(e, d, x, y):
+    """max * sqrt(1 + (min/max)^2) of |x|, |y| (no overflow); 0 at the origin, inf where
+    either is infinite, even against NaN (C's hypot, as NumPy)."""
+    t = elem_type(d)
+    a, b = (e.emit(f"math.absf {v} : {t}") for v in (x, y))
+    hi, lo = e.emit(f"arith.maximumf {a}, {b} : {t}"), e.emit(f"arith.minimumf {a}, {b} : {t}")
+    zero = e.emit(f"arith.cmpf oeq, {hi}, {e.const(0, d)} : {t}")
+    r = e.emit(f"arith.divf {lo}, {e.select(zero, e.const(1, d), hi, d)} : {t}")
+    h = e.emit(f"arith.mulf {hi}, {e.emit(f'math.sqrt {_fma(e, t, r, r, e.const(1, d))} : {t}')} "
+               f": {t}")
+    inf = e.const(float("inf"), d)
+    either_inf = e.emit(f"arith.ori {e.emit(f'arith.cmpf oeq, {a}, {inf} : {t}')}, "
+                        f"{e.emit(f'arith.cmpf oeq, {b}, {inf} : {t}')} : i1")
+    return e.select(either_inf, inf, e.select(zero, e.const(0, d), h, d), d)
+
+
+def _fma(e, t, a, b, c):
+    return e.emit(f"arith.addf {e.emit(f'arith.mulf {a}, {b} : {t}')}, {c} : {t}")
+
+
 def _f64(ours, theirs):
     """``ours`` (``libm.py``) for float64/complex128, ``theirs`` (an MLIR op) otherwise:
     IREE's CPU backend lowers the f64 forms of these ops to libm calls it cannot link."""
@@ -365,6 +385,7 @@ BINARY = {
     "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
                 "uint": _op("arith.minui"), "bool": _op("arith.andi")},
     "atan2": {"float": _f64(libm.atan2, _op("math.atan2"))},
+    "hypot": {"float": _float_hypot},
     "remainder": {"float": _f64(libm.remainder, _float_remainder), "int": _int_rem(True),
                   "uint": _int_rem(True)},
     "fmod": {"float": _f64(libm.fmod, _op("arith.remf")), "int": _int_rem(False),

@@ -272,6 +272,28 @@ def _atan2(b, op, y, x):
     return _atan2_of(b, d, y, x)
 
 
+@lowering(REGISTRY["hypot"])
+def _hypot(b, op, x, y):
+    """max * sqrt(1 + (min/max)^2) of |x|, |y| (no overflow); 0 at the origin, inf where
+    either is infinite, even against NaN (C's hypot, as NumPy)."""
+    d = op.out.aval.dtype
+    if d.itemsize < 4:  # in float32, rounded once (as NumPy computes half precision)
+        x, y = (b.cast(v, d, dt.float32) for v in (x, y))
+        return b.cast(_hypot_of(b, dt.float32, x, y), dt.float32, d)
+    return _hypot_of(b, d, x, y)
+
+
+def _hypot_of(b, d, x, y):
+    a, c = b.node("Abs", [x]), b.node("Abs", [y])
+    hi, lo = _nan_where(b, d, (a, c), b.node("Max", [a, c])), b.node("Min", [a, c])
+    zero = b.node("Equal", [hi, _c(b, d, 0)])
+    r = b.node("Div", [lo, b.node("Where", [zero, _c(b, d, 1), hi])])
+    h = b.node("Mul", [hi, b.node("Sqrt", [b.node("Add", [b.node("Mul", [r, r]), _c(b, d, 1)])])])
+    either_inf = b.node("Or", [b.node("IsInf", [v]) for v in (a, c)])
+    return b.node("Where", [either_inf, _c(b, d, np.inf),
+                            b.node("Where", [zero, _c(b, d, 0), h])])
+
+
 def _atan2_of(b, d, y, x):
     q = (b.node("Atan", [b.node("Div", [y, x])]) if d.name in KERNELS["Atan"]
          else _atan(b, d, b.node("Div", [y, x])))

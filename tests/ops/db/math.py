@@ -153,6 +153,7 @@ ENTRIES = [
     OpInfo("softplus", staged.softplus, TF.softplus, _softplus_samples, dtypes=HALF),
     OpInfo("atan2", staged.atan2, torch.atan2, binary_samples(y_gen=away_from_zero),
            dtypes=HALF),
+    OpInfo("hypot", staged.hypot, torch.hypot, binary_samples(), dtypes=HALF),
     OpInfo("remainder", staged.remainder, torch.remainder,
            binary_samples(-5, 5, y_gen=away_from_zero), dtypes=HALF + ("int64",),
            rtol=1e-5, atol=1e-5, skips=HALF_QUOTIENT),
