@@ -112,13 +112,15 @@ threshold_backward = Primitive(
 relu = elementwise("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0),
                    public=Public(inplace=True, functional=True), domain=ORDERED)
 def _sign(x):
-    # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN
+    # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN;
+    # a bool's sign is itself (NumPy has no boolean sign)
+    if x.dtype.kind == "b":
+        return x.copy()
     return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
 
 
 sign = elementwise("sign", _sign, vjp=lambda g: g * 0,
-                   domain=domain(bool="NumPy has no boolean sign",
-                                 complex="complex sign differs between NumPy versions "
+                   domain=domain(complex="complex sign differs between NumPy versions "
                                          "(x/|x| in 2.x): sgn is the complex op"))
 tan = elementwise("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj(),
                   public=_FLOAT_, domain=_FLOAT_MATH)

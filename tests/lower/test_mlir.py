@@ -57,7 +57,7 @@ def cases(name):
             out += [([arr((2, 3), I)], {}), ([arr((3,), L)], {})]
         if name in COMPLEX_UNARY:
             out.append(([arr((2, 2), dt.complex64, 0.2, 1.5)], {}))
-        if name in ("logical_not", "conj", "abs", "relu"):
+        if name in ("logical_not", "conj", "abs", "relu", "sign"):
             out.append(([arr((5,), B)], {}))
         return out
     if name in BINARY:
@@ -222,7 +222,8 @@ MATH_CASES = {
     **{n: _unary_math(0.1, 5, complex_=True) for n in ("log2", "log10")},
     "exp2": _unary_math(complex_=True),
     **{n: _unary_math(extra=(HALVES,)) for n in ("floor", "ceil", "round", "trunc")},
-    "sgn": lambda: [([WITH_ZERO], {}), ([arr((5,), I)], {}), ([COMPLEX_ZERO], {})],
+    "sgn": lambda: [([WITH_ZERO], {}), ([arr((5,), I)], {}), ([COMPLEX_ZERO], {}),
+                    ([arr((5,), B)], {})],
     "angle": lambda: [([WITH_ZERO], {}), ([COMPLEX_ZERO], {}),
                       ([arr((3,), C)], {})],
     "real": lambda: [([COMPLEX_ZERO], {}), ([arr((2, 2), dt.complex128)], {}), ([WITH_ZERO], {})],

@@ -59,6 +59,8 @@ lowering(REGISTRY["minimum"])(_extremum("Min", "And"))
 @lowering(REGISTRY["sign"])
 def _sign(b, op, x):
     d = op.out.aval.dtype
+    if d is dt.bool_:  # PyTorch's sign of a bool is itself
+        return b.node("Identity", [x])
     r = b.kernel("Sign", [x], d)
     if not d.is_floating_point:
         return r

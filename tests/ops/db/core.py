@@ -173,6 +173,11 @@ ENTRIES = [
     _real("log1p", unary(**POS), NO_COMPLEX), _real("expm1", unary(), NO_COMPLEX),
     _real("rsqrt", unary(**POS), Skip("complex", "rsqrt of complex is not swept yet")),
     _real("relu", unary(kink=0.1)), _real("sign", unary(kink=0.1)),
+    # a bool's sign is itself (NumPy has no boolean sign)
+    *(OpInfo(f"{n}_bool", getattr(staged, n), getattr(torch, n),
+             lambda dtype, rng: [Sample((arr(rng, dtype, (3, 4)),)),
+                                 Sample((arr(rng, dtype, ()),))],
+             dtypes=("bool",), differentiable=False) for n in ("sign", "sgn")),
     _ew("clone", unary(), dtypes=FLOATS + ("complex64", "int64")),
     OpInfo("where", staged.where, torch.where, _where_samples,
            dtypes=FLOATS + ("complex64",)),
