@@ -50,6 +50,11 @@ def _classify():
     x31, y4 = torch.randn(3, 1, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
     x234 = torch.randn(2, 3, 4, dtype=torch.float64)
     kinds = {"unary": [], "binary": [], "dim": []}
+
+    def widens(out, *args):  # float32 in, float64 out (to_float64)
+        out32 = _probe(e.torch_op, *(a.float() if isinstance(a, torch.Tensor) else a
+                                     for a in args))
+        WIDENS[e.name] = out32 is not None and out32.dtype == torch.float64
     for e in OP_DB:
         if e.name in _UNDEFINED | _NOT_STRAIGHT_LINE or not set(e.dtypes) & set(FLOAT):
             continue
@@ -57,22 +62,27 @@ def _classify():
         if u is not None and u.shape == (2, 3) and _probe(e.torch_op, x0) is not None:
             kinds["unary"].append(e)
             FLOAT_ONLY[e.name] = _probe(e.torch_op, x23.long()) is None
+            widens(u, x23)
             continue
         b = _probe(e.torch_op, x31, y4)
         if b is not None and b.shape == (3, 4):
             kinds["binary"].append(e)
             FLOAT_ONLY[e.name] = _probe(e.torch_op, x31.long(), y4.long()) is None
+            widens(b, x31, y4)
             continue
         d = _probe(e.torch_op, x234, 1)
         if d is not None and d.shape in ((2, 4), (2, 3, 4)):
             kinds["dim"].append(e)
             FLOAT_ONLY[e.name] = _probe(e.torch_op, x234.long(), 1) is None
+            widens(d, x234, 1)
     return kinds
 
 
 # ops torch runs on integers only when the tensor is empty (no kernel runs): drawn on
 # floating-point values only
 FLOAT_ONLY = {}
+# ops that compute a float32 input in float64: not drawn for a target without float64
+WIDENS = {}
 
 
 KINDS = _classify()
@@ -230,9 +240,10 @@ def _is_float(t):
 
 @st.composite
 def programs(draw, dtype=None, max_steps=6, allow=("op", "view", "getitem", "inplace",
-                                                   "setitem"), write_views=True):
+                                                   "setitem"), write_views=True, float64=True):
     """A random program whose float inputs are ``dtype`` (drawn when None); writes go
-    through a view of the written clone only with ``write_views``."""
+    through a view of the written clone only with ``write_views``; no op computes in
+    float64 without ``float64`` (for vulkan-spirv, which has none)."""
     dtype = dtype or draw(st.sampled_from(FLOAT))
     base = tuple(draw(st.lists(st.integers(0, 3), min_size=0, max_size=3)))
     inputs = []
@@ -245,7 +256,7 @@ def programs(draw, dtype=None, max_steps=6, allow=("op", "view", "getitem", "inp
     pool = prog.leaves(torch)
     for _ in range(draw(st.integers(1, max_steps))):
         kind = draw(st.sampled_from(allow))
-        step = _draw_step(draw, kind, pool, dtype, write_views)
+        step = _draw_step(draw, kind, pool, dtype, write_views, float64)
         if step is None:
             continue
         out = _try(step, pool)
@@ -266,13 +277,13 @@ def _dim(draw, t):
     return draw(st.integers(-t.dim(), t.dim() - 1)) if t.dim() else None
 
 
-def _draw_step(draw, kind, pool, dtype, write_views):
+def _draw_step(draw, kind, pool, dtype, write_views, float64):
     i = _ref(draw, pool)
     x = pool[i]
     if kind == "op":
         k = draw(st.sampled_from(sorted(KINDS)))
         e = draw(st.sampled_from(KINDS[k]))
-        if FLOAT_ONLY[e.name] and not _is_float(x):
+        if FLOAT_ONLY[e.name] and not _is_float(x) or WIDENS[e.name] and not float64:
             return None
         if k == "unary":
             return Step("op", e.name, (i,))

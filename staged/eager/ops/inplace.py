@@ -4,8 +4,9 @@ Note [in-place]: eagerly the result is copied into the tensor's own memory (view
 the base see it) and the shared version counter is bumped, so saved tensors that read
 the old value fail their version check. If the new Node saved the tensor itself (as
 ``x.mul_(y)`` saves ``x`` for ``y``'s gradient), it keeps the value before the write,
-as PyTorch's ``original_self``. Under capture the payload is replaced by the new
-symbolic value, which functionalizes the update. Writing into a view rebases the base's
+as PyTorch's ``original_self`` (under capture too, where it keeps the old symbolic value).
+Under capture the payload is replaced by the new symbolic value, which functionalizes the
+update. Writing into a view rebases the base's
 graph (Note [views] in ``views.py``).
 """
 from __future__ import annotations
@@ -81,13 +82,13 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     p = t._payload
     if icpt is None and type(p) is not np.ndarray:
         p = t._host()  # data left on a device by a compiled step
+    if node is not None:
+        _keep_original(node, t)  # eager and symbolic alike: the Node read t before the write
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         if not p.flags.writeable:
             raise RuntimeError("unsupported operation: more than one element of the written-to "
                                "tensor refers to a single memory location. Please clone() the "
                                "tensor before performing the operation.")
-        if node is not None:
-            _keep_original(node, t)
         for hook in before_write:
             hook(t)
         np.copyto(p, result._payload)
