@@ -165,12 +165,27 @@ def test_mixing_eager_and_compiled_calls_on_the_same_parameters():
 
 
 def test_lowering_error_names_the_op_and_the_user_line():
+    def f(a):
+        return a.asin()  # MLIR's complex dialect has no arcsine
+
+    a = staged.tensor([0.5 + 0.5j])
+    with pytest.raises(LoweringError, match=r"asin on complex64.*test_compiled\.py:\d+: no "
+                                            r"MLIR lowering: MLIR's complex dialect"):
+        staged.compile(f)(a)
+
+
+def test_an_op_outside_its_dtype_domain_raises_at_the_user_line_when_traced():
+    """bool matmul is outside matmul's domain: the trace raises torch's error class with
+    the reason, as eager does, before anything is lowered."""
     def f(a, b):
-        return a @ b  # bool matmul has no lowering
+        return a @ b
 
     a = staged.tensor([[True, False]])
-    with pytest.raises(LoweringError, match=r"matmul.*test_compiled\.py:\d+"):
+    with pytest.raises(RuntimeError, match=r"'matmul' is not defined for bool tensors: "
+                                           r"NumPy's boolean matmul"):
         staged.compile(f)(a, a.T)
+    with pytest.raises(RuntimeError, match=r"'matmul' is not defined for bool"):
+        f(a, a.T)
 
 
 def test_unknown_backend_is_a_clear_error():
