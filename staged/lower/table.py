@@ -5,8 +5,9 @@ dtypes the target cannot lower with the reason why (its gaps: MLIR's complex dia
 no arcsine). A reason is keyed by a dtype class (``"int"``, ``"complex"``…, see
 ``DType.dclass``) or by one dtype's name (``"float64"``) for a gap of a single dtype.
 Dtypes outside a primitive's domain (``Primitive(domain=...)``) are never lowered, on
-any target: ``reason`` and ``entry`` read the primitive's own reasons first. ``entry``/``walk`` are the registry's
-coverage walk (tests/test_registry.py, tests/ops/coverage.py).
+any target: ``reason`` and ``gaps`` read the primitive's own reasons first.
+``entry``/``walk`` are the registry's coverage walk (tests/test_registry.py,
+tests/ops/coverage.py).
 """
 from __future__ import annotations
 
