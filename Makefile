@@ -42,6 +42,7 @@ test: $(VENV)/.test vulkan-driver
 bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
 	$(BIN)/python bench/compiled_steps.py
+	$(BIN)/python bench/index_checks.py
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

@@ -149,28 +149,40 @@ scatter = Primitive(
 # --- check ------------------------------------------------------------------------------------
 # Note [index checks]: an index or target out of range must raise PyTorch's error in every
 # mode. Eagerly the public op checks the data before computing anything. Under capture it
-# builds a *report* [bad, value] (int64: whether some entry is out of range, and the largest
-# such entry) from ordinary primitives and passes it through ``check``, an identity whose
-# NumPy impl raises ``error(message.format(value))`` when bad. Capture collects the
-# checks into one extra output of the step and keeps the old state where one fails
-# (capture.py); the runtime raises when the step's results are read or at a later call
+# builds a *report* from ordinary primitives: one int64 reduction, the largest key of an
+# entry (0 in range; see ``report_value``), which IREE makes one dispatch with the compares
+# fused into it; and passes it through ``check``, an identity whose NumPy impl raises
+# ``error(message.format(value))`` when the report is not 0. Capture collects the checks into
+# one extra output of the step and keeps the old state where one fails (capture.py); the
+# runtime decodes the report and raises when the step's results are read or at a later call
 # (runtime/checks.py). Kernels clamp the index they read with, so a bad index never reads
 # out of bounds; ONNX, which cannot raise, gets NaN outputs instead.
 ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError}
+KEY_CAP = (1 << 30) - 2  # keys fit int32 (Vulkan holds int64 in it); further out is capped
 
 
-def _check_rule(report, *, error, message):
-    if report.shape != (2,) or report.dtype is not dt.int64 or error not in ERRORS:
-        raise ShapeError(f"check: an int64 report [bad, value] and an error in {set(ERRORS)} "
+def report_value(key: int, lo: int, hi: int):
+    """The out-of-range value a non-zero report ``key`` stands for. An entry ``v`` of
+    ``[lo, hi)`` has key 0; ``v = hi + d`` has ``2 d + 2`` and ``v = lo - 1 - d`` has
+    ``2 d + 1``: non-negative keys (Vulkan's integer max starts from 0) that keep the value
+    and its side. ``d`` is capped at ``KEY_CAP``; a capped value reads "at least X"."""
+    d, side = divmod(int(key) - 1, 2)
+    v = hi + d if side else lo - 1 - d
+    return v if d < KEY_CAP else f"{'at least' if side else 'at most'} {v}"
+
+
+def _check_rule(report, *, error, message, lo, hi):
+    if report.shape != (1,) or report.dtype is not dt.int64 or error not in ERRORS:
+        raise ShapeError(f"check: an int64 report of shape (1,) and an error in {set(ERRORS)} "
                          f"expected, got {report} and {error!r}")
     return report
 
 
-def _check(report, *, error, message):
-    """``report`` [bad, value] unchanged; raises ``error`` with ``message`` (formatted with the
-    value) when bad."""
+def _check(report, *, error, message, lo, hi):
+    """``report`` unchanged; raises ``error`` with ``message`` (formatted with the value the
+    report stands for) when it is not 0."""
     if report[0]:
-        raise ERRORS[error](message.format(int(report[1])))
+        raise ERRORS[error](message.format(report_value(report[0], lo, hi)))
     return report
 
 

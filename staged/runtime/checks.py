@@ -1,5 +1,5 @@
 """The index checks of compiled and deployed steps (Note [index checks] in
-``staged/autodiff/indexing.py``): a step returns a report (k x [bad, value], int64) beside
+``staged/autodiff/indexing.py``): a step returns a report (k int64, 0 where fine) beside
 its results; a failed check raises its error when a result of that call is read, and once
 at a later call: the first made after the bad call has finished (without waiting for it, so
 steps stay asynchronous; calls in flight are bounded, so at most ``MAX_IN_FLIGHT`` calls
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autodiff.indexing import ERRORS
+from ..autodiff.indexing import ERRORS, report_value
 
 
 class StepCheck:
@@ -24,11 +24,11 @@ class StepCheck:
 
     def _read(self):
         if self.report is not None:
-            table = np.asarray(self.report).reshape(-1, 2)
+            table = np.asarray(self.report).reshape(-1)
             self.report = None
-            for (bad, value), (error, message) in zip(table, self.rows):
-                if bad:
-                    self.failure = (ERRORS[error], message.format(int(value)))
+            for key, (error, message, lo, hi) in zip(table, self.rows):
+                if key:
+                    self.failure = (ERRORS[error], message.format(report_value(key, lo, hi)))
                     break
         return self.failure
 

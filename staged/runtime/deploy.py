@@ -87,7 +87,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
         "out_leaves": _output_leaves(c),
         "state": [_spec(renamed[w.name], w.aval, narrow) for w in c.state],
         "signature": _signature(fn),
-        "checks": c.checks,  # (error, message) per row of the last result (Note [index checks])
+        "checks": c.checks,  # (error, message, lo, hi) per row of the last result (Note [index checks])
         "constants": {k: v for k, v in c.constants.items() if _is_json_scalar(v)},
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "sha256": {},

@@ -97,7 +97,7 @@ class Captured:
     guards: list = field(default_factory=list)        # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
     constants: dict = field(default_factory=dict)  # argument name -> its non-tensor value
-    checks: list = field(default_factory=list)        # [(error, message)], one a row of
+    checks: list = field(default_factory=list)        # [(error, message, lo, hi)], one a row of
     check_output: int = -1                            # this output (Note [index checks])
 
     @property
@@ -381,8 +381,9 @@ def _changed(d: dict, before: dict) -> bool:
 
 def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
     """Note [index checks]: the reports of the trace's checks become one ``check`` output
-    (k x [bad, value]); where one is bad, the new state is the old state and floating
-    point results (and .grad not read from state) are NaN. Returns [(error, message)]."""
+    (k int64, 0 where fine); where one is bad, the new state is the old state and floating
+    point results (and .grad not read from state) are NaN. Returns the checks' rows
+    (error, message, lo, hi)."""
     if not tracer.checks:
         return []
     g = tracer.graph
@@ -390,13 +391,13 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
     def sym(v):
         return Tensor._wrap(Symbolic(v, tracer), False)
     k = len(tracer.checks)
-    rows = [ad.reshape(sym(v), shape=(1, 2)) for v, _ in tracer.checks]
-    table = rows[0] if k == 1 else ad.concat(*rows, dim=0, sizes=(1,) * k)
-    bad = None  # the sum of the 0/1 flags, elementwise (fused into the selects below)
-    for v, _ in tracer.checks:
-        flag = ad.reshape(ad.slice(sym(v), starts=(0,), stops=(1,), steps=(1,)), shape=())
-        bad = flag if bad is None else ad.add(bad, flag)
-    ok = ad.eq(bad, scalar_tensor(0, dt.int64))
+    reports = [sym(v) for v, _ in tracer.checks]
+    table = reports[0] if k == 1 else ad.concat(*reports, dim=0, sizes=(1,) * k)
+    worst = None  # the largest report, elementwise (fused into the selects below)
+    for r in reports:
+        r = ad.reshape(r, shape=())
+        worst = r if worst is None else ad.maximum(worst, r)
+    ok = ad.eq(worst, scalar_tensor(0, dt.int64))
     old = {i: w.value for w, i in updates}
     for gw in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
         w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
@@ -421,7 +422,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         for (i, _, _), sel in zip(rows, sels):
             g.outputs[i] = Output(sel._payload.value, g.outputs[i].kind, g.outputs[i].name)
     g.outputs.append(Output(table._payload.value, "check", "check"))
-    return [(p["error"], p["message"]) for _, p in tracer.checks]
+    return [(p["error"], p["message"], p["lo"], p["hi"]) for _, p in tracer.checks]
 
 
 # 0-d states selected one by one, at most: IREE gathers 0-d ops into one dispatch, of 3 or 4

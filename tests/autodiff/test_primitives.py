@@ -109,7 +109,8 @@ SAMPLES = {
     "scatter": lambda: [([r(3, 4), np.argsort(np.random.random((3, 4)), 1)[:, :3], r(3, 3)],
                          {"dim": 1})],
     "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
-    "check": lambda: [([np.array([0, 7])], {"error": "IndexError", "message": "index {}"})],
+    "check": lambda: [([np.array([0])], {"error": "IndexError", "message": "index {}",
+                                          "lo": 0, "hi": 3})],
     "barrier": lambda: [([r(2, 3)], {}), ([r()], {})],
 }
 

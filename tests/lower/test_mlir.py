@@ -162,7 +162,8 @@ def cases(name):
                 ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
                 ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0})]
     if name == "check":  # the identity here: the runtime reads the report
-        return [([np.array([0, 7])], {"error": "IndexError", "message": "index {}"})]
+        return [([np.array([0])], {"error": "IndexError", "message": "index {}", "lo": 0,
+                                   "hi": 3})]
     if name == "barrier":
         return [([arr((2, 3))], {}), ([arr((), I)], {})]
     if name == "concat":

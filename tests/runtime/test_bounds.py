@@ -10,6 +10,7 @@ import pytest
 
 import staged
 from staged import nn, optim
+from staged.autodiff.indexing import KEY_CAP
 from staged.nn import functional as F
 from tests.backends import needs_vulkan
 
@@ -20,7 +21,8 @@ GOOD = {"tok": [1, 2], "g": [[3, 0, 9], [1, 2, 3]], "isel": [4, 5], "tad": [[0, 
 BAD = [("tok", 1000, "embedding"), ("tok", 10 ** 9, "embedding"), ("tok", -1, "embedding"),
        ("g", 10, "gather"), ("g", -1, "gather"), ("isel", -11, "index_select"),
        ("tad", 10, "take_along_dim"), ("gi", -11, "x[i]"), ("gi2", 3, "x[i, j]"),
-       ("sc", 10, "scatter_add"), ("tgt", 4, "cross_entropy"), ("tgt", -1, "cross_entropy")]
+       ("sc", 10, "scatter_add"), ("tgt", 4, "cross_entropy"), ("tgt", -1, "cross_entropy"),
+       ("tok", 2 ** 30, "embedding"), ("g", 10 - 2 ** 30, "gather")]
 
 
 def setup():
@@ -179,3 +181,17 @@ def test_many_optimizer_counters_compile_with_checks():
     with pytest.raises(IndexError, match="index out of range"):
         loss.item()
     assert [s["step"].item() for s in opt.state.values()] == before == [3.0] * 20
+
+
+@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv",
+                                                               marks=needs_vulkan)])
+def test_values_beyond_the_report_cap_read_at_least(backend):
+    """A report keeps values within 2**30 of the range exactly (Vulkan holds int64 in int32);
+    one further out is named as a bound, never as a wrong value."""
+    table = staged.randn(V, D)
+    step = staged.compile(lambda i: table[i].sum(), backend=backend)
+    for value, read in [(2 ** 31 - 1, f"at least {V + KEY_CAP}"),
+                        (-2 ** 31, f"at most {-V - 1 - KEY_CAP}")]:
+        with pytest.raises(IndexError) as got:
+            step(staged.tensor([0, value])).item()
+        assert f"index {read} is out of bounds" in str(got.value)

@@ -18,7 +18,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims
-from ...autodiff.indexing import slice_shape
+from ...autodiff.indexing import KEY_CAP, slice_shape
 from ..tensor import Tensor
 from .inplace import own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
@@ -263,8 +263,8 @@ def _dim(dim, ndim):
 def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None) -> None:
     """Raise ``error(message.format(v))`` for the first entry ``v`` of the int64 ``index``
     outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
-    capture) the check is recorded instead, as ``ad.check`` of a report [bad, value] whose
-    value is the largest bad entry (Note [index checks])."""
+    capture) the check is recorded instead, as ``ad.check`` of a report that is 0 or stands
+    for the bad entry furthest out (Note [index checks])."""
     p = index._payload
     if type(p) is np.ndarray:
         bad = (p < lo) | (p >= hi)
@@ -280,19 +280,16 @@ def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None)
 
     def const(v):
         return expand_to(scalar_tensor(v, dt.int64), (n,))
-    bad = ad.logical_or(ad.lt(flat, const(lo)), ad.ge(flat, const(hi)))
+
+    def key(d, odd):  # 2 min(d, cap) + 1 + odd (report_value in autodiff/indexing.py)
+        return ad.add(ad.mul(ad.minimum(d, const(KEY_CAP)), const(2)), const(2 - odd))
+    zero = const(0)
+    above = ad.where(ad.ge(flat, const(hi)), key(ad.sub(flat, const(hi)), 0), zero)
+    keys = ad.where(ad.lt(flat, const(lo)), key(ad.sub(const(lo - 1), flat), 1), above)
     if skip is not None:
-        bad = ad.logical_and(bad, ad.ne(flat, const(skip)))
-    # sibling reductions (fused): whether any entry is bad, and the largest bad one as an
-    # offset from the smallest entry (reductions of non-negative values: Vulkan's integer
-    # max starts from 0)
-    some = ad.reduce_max(ad.cast(bad, dtype=dt.int64), dims=(0,), keepdim=True)
-    least = ad.reduce_min(flat, dims=(0,), keepdim=True)
-    above = ad.sub(flat, ad.expand(least, shape=(n,)))
-    worst = ad.add(ad.reduce_max(ad.where(bad, above, const(0)), dims=(0,), keepdim=True),
-                   least)
-    ad.check(ad.concat(some, worst, dim=0, sizes=(1, 1)), error=error.__name__,
-             message=message)
+        keys = ad.where(ad.eq(flat, const(skip)), zero, keys)
+    ad.check(ad.reduce_max(keys, dims=(0,), keepdim=True), error=error.__name__,
+             message=message, lo=lo, hi=hi)
 
 
 def _check_bounds(index: Tensor, dim: int, n: int):
