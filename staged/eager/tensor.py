@@ -336,7 +336,9 @@ def _as_payload(data, dtype):
         a = np.array(data)
     else:
         a = np.array(data)
-        if a.dtype == np.float64:
+        if dtype is not None and a.dtype.kind in "biufc":
+            pass  # cast once, below: through the default dtype would round (0.1 in float64)
+        elif a.dtype == np.float64:
             a = a.astype(dt.get_default_dtype().np)
         elif a.dtype == np.complex128:
             a = a.astype(dt.get_default_dtype().to_complex().np)

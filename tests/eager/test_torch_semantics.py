@@ -290,3 +290,13 @@ def test_floor_divide_matches_torch():
             assert same_sign.all()
     with pytest.raises(NotImplementedError, match='"div_floor_cpu" not implemented'):
         staged.tensor([True]) // staged.tensor([True])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128", "float16", "int64"])
+def test_python_data_with_a_dtype_is_cast_once(dtype):
+    """``tensor([0.1], dtype=float64)`` went through the default float32 first (0.1 became
+    0.10000000149011612); torch casts the Python values straight to ``dtype``."""
+    data = [0.1, 1 / 3, 2.0 ** 40 + 1, -7.0]
+    got = staged.tensor(data, dtype=getattr(staged, dtype)).numpy()
+    want = torch.tensor(data, dtype=getattr(torch, dtype)).numpy()
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
