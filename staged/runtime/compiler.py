@@ -11,6 +11,7 @@ import functools
 import os
 import re
 import sys
+import threading
 
 import numpy as np
 
@@ -176,23 +177,39 @@ def _setup_global_flags() -> None:
 
 
 class _captured_stderr:
-    """Collect what native code writes to file descriptor 2 (kept in ``.text``)."""
+    """Collect what native code writes to file descriptor 2 (kept in ``.text``). The
+    descriptor is process-wide: concurrent compiles (threads) share one redirection, made
+    by the first to enter and undone by the last to leave; each keeps what was written while
+    it ran (which may include another's lines)."""
+
+    _lock = threading.Lock()
+    _users = 0
+    _file = _saved = None
 
     def __enter__(self):
         import tempfile
-        sys.stderr.flush()
-        self._file = tempfile.TemporaryFile()
-        self._saved = os.dup(2)
-        os.dup2(self._file.fileno(), 2)
+        cls = type(self)
+        with cls._lock:
+            if cls._users == 0:
+                sys.stderr.flush()
+                cls._file = tempfile.TemporaryFile()
+                cls._saved = os.dup(2)
+                os.dup2(cls._file.fileno(), 2)
+            cls._users += 1
+            self._start = os.lseek(cls._file.fileno(), 0, os.SEEK_END)
         self.text = ""
         return self
 
     def __exit__(self, *exc):
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._file.seek(0)
-        self.text = self._file.read().decode(errors="replace").strip()
-        self._file.close()
+        cls = type(self)
+        with cls._lock:
+            self.text = os.pread(cls._file.fileno(), 1 << 20, self._start).decode(
+                errors="replace").strip()
+            cls._users -= 1
+            if cls._users == 0:
+                os.dup2(cls._saved, 2)
+                os.close(cls._saved)
+                cls._file.close()
         return False
 
 

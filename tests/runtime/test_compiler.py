@@ -2,6 +2,7 @@
 IREE's diagnostics and the staged op's line."""
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -102,6 +103,27 @@ def test_compile_error_carries_diagnostics_and_line():
     bad = TEXT.replace("math.exp %a : tensor<3xf32>", "math.exp %a : tensor<3xi32>")
     with pytest.raises(CompileError, match=r"error: \[exp at model\.py:5\] .*different type"):
         compiler.compile_uncached(bad, compiler.flags("llvm-cpu"))
+
+
+def test_concurrent_compiles_keep_their_diagnostics_and_stderr():
+    """Compiles in threads (the op sweep's, a background compile's) share the redirection
+    of file descriptor 2: each gets its result or its own error, and stderr is the
+    process's own again afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+    bad = TEXT.replace("math.exp %a : tensor<3xf32>", "math.exp %a : tensor<3xi32>")
+    before = os.fstat(2)
+
+    def build(text):
+        try:
+            return compiler.compile_uncached(text, compiler.flags("llvm-cpu"))
+        except CompileError as err:
+            return err
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(build, [TEXT, bad, TEXT, bad]))
+    assert [type(g) for g in got] == [bytes, CompileError] * 2
+    assert got[0] == got[2] and all("different type" in str(g) for g in got[1::2])
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
 
 
 def test_backend_diagnostic_at_user_line_names_the_primitive():
