@@ -18,6 +18,7 @@ from .autograd.engine import backward, grad  # noqa: F401
 from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
+from . import utils  # noqa: F401
 from ._version import __version__  # noqa: F401
 
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py

@@ -1,0 +1,22 @@
+"""``staged.utils.data``: ``torch.utils.data``'s datasets, samplers, collation and
+``DataLoader``, loading in the calling process (``num_workers > 0`` included; see
+``dataloader.py``). Not here: DataPipes and ``DistributedSampler``.
+
+Example:
+    >>> ds = TensorDataset(staged.randn(100, 3), staged.randn(100, 1))
+    >>> for x, y in DataLoader(ds, batch_size=32, shuffle=True):
+    ...     pass
+"""
+from ._collate import default_collate, default_convert
+from .dataloader import DataLoader, get_worker_info
+from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
+                      Subset, TensorDataset, random_split)
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
+                      SubsetRandomSampler, WeightedRandomSampler)
+
+__all__ = [
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
+    "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset",
+    "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "default_collate",
+    "default_convert", "get_worker_info", "random_split",
+]
