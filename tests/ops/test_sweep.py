@@ -6,6 +6,7 @@ import functools
 import gc
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from staged.runtime.compiler import CompileError
 from tests.checks import check_grads
 from tests.ops import harness as H
 from tests.ops.db import OP_DB
-from tests.backends import needs_vulkan
+from tests.backends import VULKAN_MISSING, needs_vulkan
 
 
 def _rng(*key) -> np.random.Generator:
@@ -255,39 +256,67 @@ _UNSUPPORTED = "unsupported by the registry or the backend: "
 
 
 @functools.cache
-def _compiled(backend):
-    """{(name, dtype, k): outputs or why there are none}: every capturable case of a dtype
-    in ONE module compiled for ``backend`` (cases that do not lower, or use a dtype the
-    backend refuses, are found and left out only when the module fails to build)."""
-    results = {}
-    for dtype in sorted({d for _, d, _, _ in CASES}):
-        todo = {}
-        for e, d, k, s in CASES:
-            if d != dtype or e.skip_reason(backend, d) or e.skip_reason("capture", d):
-                continue
-            got = _captured((e.name, d, k))
-            if isinstance(got, Exception):
-                results[(e.name, d, k)] = f"cannot be captured: {type(got).__name__}: {got}"
-            else:
-                todo[(e.name, d, k)] = (e, s)
-        for attempt in range(2):
-            try:
-                results.update(zip(todo, H.compiled_batch(list(todo.values()), backend)))
-                break
-            except Exception as err:  # noqa: BLE001
-                if attempt:
-                    results.update(dict.fromkeys(todo, f"the {dtype} module failed: "
-                                                       f"{type(err).__name__}: {err}"))
-                    break
-                bad = {key: why for key in todo if (why := _lowering_error(key, backend))}
-                results.update(bad)
-                todo = {key: v for key, v in todo.items() if key not in bad}
+def _compiled(backends: frozenset) -> dict:
+    """{backend: {(name, dtype, k): outputs or why there are none}}: per backend and dtype,
+    every capturable case in ONE module (cases that do not lower, or use a dtype the backend
+    refuses, are found and left out only when the module fails to build). The modules build
+    in a pool of threads, largest first: IREE compiles on one core, with the GIL released;
+    captures take turns under capture's lock."""
+    results = {b: {} for b in backends}
+    jobs = []
+    for backend in sorted(backends):
+        for dtype in sorted({d for _, d, _, _ in CASES}):
+            todo = {}
+            for e, d, k, s in CASES:
+                if d != dtype or e.skip_reason(backend, d) or e.skip_reason("capture", d):
+                    continue
+                got = _captured((e.name, d, k))
+                if isinstance(got, Exception):
+                    results[backend][(e.name, d, k)] = \
+                        f"cannot be captured: {type(got).__name__}: {got}"
+                else:
+                    todo[(e.name, d, k)] = (e, s)
+            jobs.append((backend, dtype, todo))
+    jobs.sort(key=lambda job: -len(job[2]))
+    with ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 1))) as pool:
+        for (backend, _, _), got in zip(jobs, pool.map(lambda job: _module(*job), jobs)):
+            results[backend].update(got)
     return results
 
 
-def _check_compiled(backend, entry, dtype, k, sample):
+def _module(backend, dtype, todo) -> dict:
+    """The outputs of the cases ``todo`` of one dtype from one module for ``backend``."""
+    results = {}
+    for attempt in range(2):
+        try:
+            results.update(zip(todo, H.compiled_batch(list(todo.values()), backend)))
+            break
+        except Exception as err:  # noqa: BLE001
+            if attempt:
+                results.update(dict.fromkeys(todo, f"the {dtype} module failed: "
+                                                   f"{type(err).__name__}: {err}"))
+                break
+            bad = {key: why for key in todo if (why := _lowering_error(key, backend))}
+            results.update(bad)
+            todo = {key: v for key, v in todo.items() if key not in bad}
+    return results
+
+
+_SWEEPS = {"test_llvm_cpu": "llvm-cpu", "test_vulkan_spirv": "vulkan-spirv"}
+
+
+@functools.cache
+def _swept(session) -> frozenset:
+    """The backends this session's selected tests sweep (and this machine runs)."""
+    return frozenset(_SWEEPS[i.originalname] for i in session.items
+                     if i.originalname in _SWEEPS
+                     and not (i.originalname == "test_vulkan_spirv" and VULKAN_MISSING))
+
+
+def _check_compiled(request, backend, entry, dtype, k, sample):
     _skip(entry, backend, dtype, "capture")
-    got = _compiled(backend)[(entry.name, dtype, k)]
+    # the modules of every swept backend build together, for the first compiled test
+    got = _compiled(_swept(request.session) | {backend})[backend][(entry.name, dtype, k)]
     if isinstance(got, str):
         if got.startswith(_UNSUPPORTED):
             pytest.skip(got)
@@ -299,8 +328,8 @@ def _check_compiled(backend, entry, dtype, k, sample):
 
 
 @pytest.mark.parametrize("entry,dtype,k,sample", ALL)
-def test_llvm_cpu(entry, dtype, k, sample):
-    _check_compiled("llvm-cpu", entry, dtype, k, sample)
+def test_llvm_cpu(entry, dtype, k, sample, request):
+    _check_compiled(request, "llvm-cpu", entry, dtype, k, sample)
 
 
 # cases IREE miscompiles for vulkan-spirv on lavapipe (strict: they fail the sweep once fixed)
@@ -317,4 +346,4 @@ def test_vulkan_spirv(entry, dtype, k, sample, request):
     why = VULKAN_MISCOMPILED.get((entry.name, dtype, k))
     if why:
         request.applymarker(pytest.mark.xfail(strict=True, reason=why))
-    _check_compiled("vulkan-spirv", entry, dtype, k, sample)
+    _check_compiled(request, "vulkan-spirv", entry, dtype, k, sample)
