@@ -1,10 +1,8 @@
 """Adam and AdamW, following PyTorch's single-tensor implementation."""
 from __future__ import annotations
 
-from ..dtypes import get_default_dtype
 from ..eager.factories import zeros_like
-from ..eager.ops._operands import scalar_tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, advance, decayed_grad, ema_, ema_sq_, new_step
 
 
 class Adam(Optimizer):
@@ -24,30 +22,19 @@ class Adam(Optimizer):
                                       amsgrad=amsgrad, maximize=maximize))
 
     def _update(self, p, grad, state, h):
-        beta1 = h.number("beta1", lambda g: g["betas"][0])
-        beta2 = h.number("beta2", lambda g: g["betas"][1])
-        if h.flag("maximize"):
-            grad = -grad
         if not state:
-            state["step"] = scalar_tensor(0.0, get_default_dtype())  # torch's scalar dtype
+            state["step"] = new_step()
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if h.flag("amsgrad"):
                 state["max_exp_avg_sq"] = zeros_like(p)
-        step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        step_t.add_(1)
-        if h.flag("weight_decay"):
-            if self._decoupled:
-                p.mul_(h.number("1 - lr * weight_decay",
-                                lambda g: 1 - g["lr"] * g["weight_decay"]))
-            else:
-                grad = grad + p * h.number("weight_decay")
-        exp_avg.add_((grad - exp_avg) * h.number("1 - beta1", lambda g: 1 - g["betas"][0]))
-        exp_avg_sq.mul_(beta2).add_(grad * grad.conj() *
-                                    h.number("1 - beta2", lambda g: 1 - g["betas"][1]))
-        step = step_t.to(p.dtype.to_real())  # torch computes these in double precision
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        step = advance(state, p.dtype.to_real())  # torch computes with it in double
+        grad = decayed_grad(p, grad, h, self._decoupled)
+        ema_(exp_avg, grad, h, "beta1")
+        ema_sq_(exp_avg_sq, grad, h, "beta2")
+        bias_correction1 = 1 - h.number("beta1") ** step
+        bias_correction2_sqrt = (1 - h.number("beta2") ** step).sqrt()
         if h.flag("amsgrad"):
             state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(exp_avg_sq))
             exp_avg_sq = state["max_exp_avg_sq"]

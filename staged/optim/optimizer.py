@@ -11,11 +11,17 @@ or by a scheduler takes effect at the next compiled call without a re-trace. Num
 torch computes in Python from several hyper-parameters (``1 - beta1``, ``1 - lr * wd``)
 are live inputs of their own, so they round as eagerly. ``h.flag(name)`` is a branch of
 the update (``if weight_decay:``, ``nesterov``): a compiled step re-traces when it flips.
+
+Numbers torch computes in double from the step count (bias corrections, NAdam's ``mu``)
+are 0-d tensors of the parameters' dtype here, made from ``state["step"]``, so they are
+values of the graph too; for float64 parameters that is torch's arithmetic.
 """
 from __future__ import annotations
 
 import copy
+import math
 
+from ..dtypes import get_default_dtype
 from ..eager.interceptor import current_interceptor
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
@@ -146,9 +152,10 @@ class Hyper:
         self.group = opt.param_groups[index]
 
     def number(self, name: str, get=None):
-        """``get(group)`` (default: ``group[name]``): a Python number eagerly; under
-        capture a 0-d tensor the compiled step reads anew at every call."""
-        get = get or (lambda g: g[name])
+        """``get(group)`` (default: ``group[name]``; ``beta1``/``beta2`` from ``betas``;
+        ``-name`` negated): a Python number eagerly; under capture a 0-d tensor the
+        compiled step reads anew at every call."""
+        get = get or _getter(name)
         if self.icpt is None:
             return get(self.group)
         opt, i = self.opt, self.index
@@ -159,6 +166,11 @@ class Hyper:
         self.icpt.live(t, lambda: get(opt.param_groups[i]),
                        f"{type(opt).__name__}.param_groups[{i}].{name}")
         return t
+
+    def one_minus(self, name: str):
+        """``1 - group[name]``, computed in Python as torch does (``number``)."""
+        get = _getter(name)
+        return self.number(f"1 - {name}", lambda g: 1 - get(g))
 
     def flag(self, name: str) -> bool:
         """``bool(group[name])``, a branch of the update: under capture the trace is reused
@@ -171,9 +183,71 @@ class Hyper:
         return bool(self.group[name])
 
 
+_WHAT = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def check_args(**values) -> None:
+    """torch's constructor checks, in the order given: each value ``>= 0`` (``rho`` also
+    ``<= 1``, each of ``betas`` in ``[0, 1)``), else ``ValueError("Invalid learning rate:
+    -1")``."""
+    for name, v in values.items():
+        if name == "betas":
+            for i, b in enumerate(v):
+                if not 0.0 <= b < 1.0:
+                    raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+        elif not 0.0 <= v <= (1.0 if name == "rho" else math.inf):
+            raise ValueError(f"Invalid {_WHAT.get(name, name + ' value')}: {v}")
+
+
+def _getter(name: str):
+    """``group -> value`` for ``name``: a key, ``beta1``/``beta2``, or ``-name``."""
+    if name.startswith("-"):
+        get = _getter(name[1:])
+        return lambda g: -get(g)
+    i = {"beta1": 0, "beta2": 1}.get(name)
+    return (lambda g: g[name]) if i is None else (lambda g: g["betas"][i])
+
+
+# -- pieces of the updates, in torch's arithmetic -------------------------------------------
+def new_step() -> Tensor:
+    """A fresh ``state["step"]``: a 0-d tensor of the default dtype, as torch's."""
+    return scalar_tensor(0.0, get_default_dtype())
+
+
+def advance(state: dict, dtype) -> Tensor:
+    """Count a step in ``state["step"]``; the count in ``dtype``."""
+    state["step"].add_(1)
+    return state["step"].to(dtype)
+
+
+def decayed_grad(p, grad, h: Hyper, decoupled: bool = False):
+    """``grad`` negated under ``maximize``, plus L2 weight decay; or with ``decoupled``
+    (AdamW's rule) the gradient as is and ``p`` shrunk by ``1 - lr * weight_decay``."""
+    if h.flag("maximize"):
+        grad = -grad
+    if h.flag("weight_decay"):
+        if decoupled:
+            p.mul_(h.number("1 - lr * weight_decay", lambda g: 1 - g["lr"] * g["weight_decay"]))
+        else:
+            grad = grad + p * h.number("weight_decay")
+    return grad
+
+
+def ema_(avg, x, h: Hyper, name: str) -> None:
+    """``avg.lerp_(x, 1 - group[name])``: a moving average of ``x``."""
+    avg.add_((x - avg) * h.one_minus(name))
+
+
+def ema_sq_(avg, x, h: Hyper, name: str) -> None:
+    """``avg.mul_(d).addcmul_(x, x.conj(), value=1 - d)`` with ``d = group[name]``."""
+    avg.mul_(h.number(name)).add_(x * x.conj() * h.one_minus(name))
+
+
 def _load_value(current, value, dtype):
     """``value`` as a tensor (cast to ``dtype`` unless None), copied into ``current`` when
-    that is a tensor of the same shape."""
+    that is a tensor of the same shape; lists (LBFGS's history) element by element."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_load_value(None, v, dtype) for v in value)
     if not isinstance(value, Tensor) and not hasattr(value, "shape"):
         return value  # a Python number
     value = value.detach() if isinstance(value, Tensor) else tensor(value)

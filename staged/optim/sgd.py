@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, weight decay and Nesterov."""
 from __future__ import annotations
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_args, decayed_grad
 
 
 class SGD(Optimizer):
@@ -9,12 +9,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, maximize=False):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_args(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
@@ -22,16 +17,13 @@ class SGD(Optimizer):
                                       maximize=maximize))
 
     def _update(self, p, grad, state, h):
-        d_p = -grad if h.flag("maximize") else grad
-        if h.flag("weight_decay"):
-            d_p = d_p + p * h.number("weight_decay")
+        d_p = decayed_grad(p, grad, h)
         if h.flag("momentum"):
             momentum = h.number("momentum")
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = d_p.clone().detach()
             else:
-                buf.mul_(momentum).add_(d_p * h.number("1 - dampening",
-                                                       lambda g: 1 - g["dampening"]))
+                buf.mul_(momentum).add_(d_p * h.one_minus("dampening"))
             d_p = d_p + buf * momentum if h.flag("nesterov") else buf
-        p.add_(d_p * h.number("-lr", lambda g: -g["lr"]))
+        p.add_(d_p * h.number("-lr"))

@@ -7,48 +7,187 @@ import torch
 
 import staged
 
+EPOCHS = 30
 SCHEDULERS = {
     "step": lambda m, o: m.StepLR(o, step_size=3, gamma=0.5),
     "multistep": lambda m, o: m.MultiStepLR(o, milestones=[2, 5, 5, 9], gamma=0.3),
     "exponential": lambda m, o: m.ExponentialLR(o, gamma=0.9),
     "lambda": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (e + 1), lambda e: 0.95 ** e]),
+    "multiplicative": lambda m, o: m.MultiplicativeLR(o, [lambda e: 0.9, lambda e: 1 - e / 50]),
     "linear": lambda m, o: m.LinearLR(o, start_factor=0.25, total_iters=4),
+    "constant": lambda m, o: m.ConstantLR(o, factor=0.3, total_iters=4),
+    "polynomial": lambda m, o: m.PolynomialLR(o, total_iters=20, power=1.7),
     "cosine": lambda m, o: m.CosineAnnealingLR(o, T_max=5, eta_min=0.001),
+    "warm-restarts": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2,
+                                                                eta_min=0.01),
+    "one-cycle": lambda m, o: m.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=EPOCHS),
+    "one-cycle-linear-3-phase": lambda m, o: m.OneCycleLR(
+        o, max_lr=0.5, epochs=6, steps_per_epoch=5, pct_start=0.2, anneal_strategy="linear",
+        three_phase=True, base_momentum=[0.8, 0.7], div_factor=10.0),
+    "sequential": lambda m, o: m.SequentialLR(
+        o, [m.LinearLR(o, start_factor=0.1, total_iters=4), m.ExponentialLR(o, gamma=0.9),
+            m.CosineAnnealingLR(o, T_max=6, eta_min=0.01)], milestones=[5, 12]),
+    "chained": lambda m, o: m.ChainedScheduler(
+        [m.ConstantLR(o, factor=0.5, total_iters=6), m.ExponentialLR(o, gamma=0.9),
+         m.StepLR(o, step_size=4, gamma=0.7)]),
+    "sequential-of-chained": lambda m, o: m.SequentialLR(
+        o, [m.ChainedScheduler([m.LinearLR(o, start_factor=0.5, total_iters=3),
+                                m.MultiStepLR(o, milestones=[2], gamma=0.5)]),
+            m.PolynomialLR(o, total_iters=10, power=2.0)], milestones=[6]),
 }
 
 
-def _lrs(ns, name, epochs=14):
+def _lrs(ns, name, epochs=EPOCHS):
+    """(lr, momentum) of both groups of an SGD with momentum, at each epoch."""
     params = [ns.zeros(2, requires_grad=True), ns.zeros(3, requires_grad=True)]
-    opt = ns.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.3}], lr=0.1)
+    opt = ns.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.3}], lr=0.1,
+                       momentum=0.9)
     sched = SCHEDULERS[name](ns.optim.lr_scheduler, opt)
     out = [sched.get_last_lr()]
     for _ in range(epochs):
         opt.step()
         sched.step()
-        out.append([g["lr"] for g in opt.param_groups])
+        out.append([(g["lr"], g["momentum"]) for g in opt.param_groups])
     return out, sched
 
 
+def _keys(state: dict) -> set:
+    return set(state) - {"_get_lr_called_within_step"}
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_learning_rates_equal_torch(name):
     ours, sched = _lrs(staged, name)
     theirs, tsched = _lrs(torch, name)
     assert ours == theirs  # the same float formulas in the same order: exactly equal
-    assert sched.last_epoch == tsched.last_epoch == 14
-    assert sched.base_lrs == [0.1, 0.3]
-    if name != "lambda":
-        state = sched.state_dict()
-        assert set(state) == set(tsched.state_dict()) - {"_get_lr_called_within_step"}
+    assert getattr(sched, "last_epoch", None) == getattr(tsched, "last_epoch", None)
+    assert sched.get_last_lr() == tsched.get_last_lr()
+    state, tstate = sched.state_dict(), tsched.state_dict()
+    assert _keys(state) == _keys(tstate)
+    for sub, tsub in zip(state.get("_schedulers", ()), tstate.get("_schedulers", ())):
+        assert _keys(sub) == _keys(tsub)
+
+
+def test_state_dict_resumes_the_schedule():
+    """A SequentialLR saved at epoch 8 and loaded into a new one continues identically."""
+    ref, _ = _lrs(staged, "sequential")
+    params = [staged.zeros(2, requires_grad=True), staged.zeros(3, requires_grad=True)]
+
+    def make():
+        opt = staged.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.3}],
+                               lr=0.1, momentum=0.9)
+        return opt, SCHEDULERS["sequential"](staged.optim.lr_scheduler, opt)
+
+    opt, sched = make()
+    for _ in range(8):
+        sched.step()
+    saved, lrs = sched.state_dict(), [g["lr"] for g in opt.param_groups]
+    opt, sched = make()
+    sched.load_state_dict(saved)
+    for g, lr in zip(opt.param_groups, lrs):
+        g["lr"] = lr
+    for epoch in range(9, EPOCHS + 1):
+        sched.step()
+        assert [g["lr"] for g in opt.param_groups] == [lr for lr, _ in ref[epoch]]
+
+
+def test_one_cycle_cycles_adam_beta1_as_torch():
+    runs = []
+    for ns in (staged, torch):
+        opt = ns.optim.Adam([ns.zeros(2, requires_grad=True)], lr=0.1, betas=(0.9, 0.99))
+        sched = ns.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.01, total_steps=12)
+        out = []
+        for _ in range(12):
+            opt.step()
+            sched.step()
+            out.append((opt.param_groups[0]["lr"], opt.param_groups[0]["betas"]))
+        runs.append(out)
+        with pytest.raises(ValueError, match="Tried to step 13 times"):
+            sched.step()
+    assert runs[0] == runs[1]
+
+
+def test_warm_restarts_with_fractional_epochs():
+    runs = []
+    for ns in (staged, torch):
+        opt = ns.optim.SGD([ns.zeros(2, requires_grad=True)], lr=0.1)
+        sched = ns.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=3)
+        out = []
+        for i in range(40):
+            sched.step(i / 4)
+            out.append(opt.param_groups[0]["lr"])
+        runs.append(out)
+    assert runs[0] == runs[1]
+
+
+METRICS = [1.0, 0.9, 0.95, 0.95, 0.97, 0.89, 0.9, 0.91, 0.92, 0.93, 0.85, 0.85, 0.86, 0.9,
+           0.92, 0.84, 0.99, 0.98, 0.97, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 0.4, 0.4, 0.4, 0.4, 0.4]
+PLATEAU = {
+    "min-rel": dict(patience=1),
+    "min-abs-cooldown": dict(patience=0, threshold=0.02, threshold_mode="abs", cooldown=2,
+                             factor=0.5, min_lr=[0.01, 0.05]),
+    "max-rel": dict(mode="max", patience=2, factor=0.3, min_lr=0.004),
+    "max-abs-eps": dict(mode="max", threshold_mode="abs", patience=0, factor=0.9, eps=0.01),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLATEAU))
+def test_reduce_lr_on_plateau_equals_torch(case):
+    runs = []
+    for ns in (staged, torch):
+        opt = ns.optim.SGD([{"params": [ns.zeros(2, requires_grad=True)]},
+                            {"params": [ns.zeros(3, requires_grad=True)], "lr": 0.3}], lr=0.1)
+        sched = ns.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAU[case])
+        out = []
+        for m in METRICS:
+            opt.step()
+            sched.step(m)
+            out.append(sched.get_last_lr() + [sched.num_bad_epochs, sched.cooldown_counter,
+                                              sched.best])
+        runs.append((out, _keys(sched.state_dict())))
+    assert runs[0] == runs[1]
+    assert runs[0][0][-1][:2] != [0.1, 0.3]  # it reduced
 
 
 def test_scheduler_errors_match_torch():
-    opt = staged.optim.SGD([staged.zeros(2, requires_grad=True)], lr=0.1)
-    with pytest.raises(TypeError, match="list is not an Optimizer"):
-        staged.optim.lr_scheduler.StepLR([], 3)
-    with pytest.raises(KeyError, match="initial_lr"):
-        staged.optim.lr_scheduler.StepLR(opt, 3, last_epoch=4)
-    with pytest.raises(ValueError, match="Expected 1 lr_lambdas, but got 2"):
-        staged.optim.lr_scheduler.LambdaLR(opt, [abs, abs])
-    with pytest.raises(ValueError, match="Starting multiplicative factor"):
-        staged.optim.lr_scheduler.LinearLR(opt, start_factor=0)
-    np.testing.assert_equal(opt.param_groups[0]["lr"], 0.1)
+    cases = [
+        lambda m, o: m.StepLR([], 3),
+        lambda m, o: m.StepLR(o, 3, last_epoch=4),
+        lambda m, o: m.LambdaLR(o, [abs, abs]),
+        lambda m, o: m.MultiplicativeLR(o, 0.9),
+        lambda m, o: m.LinearLR(o, start_factor=0),
+        lambda m, o: m.ConstantLR(o, factor=1.5),
+        lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=0),
+        lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=0),
+        lambda m, o: m.OneCycleLR(o, max_lr=0.1),
+        lambda m, o: m.OneCycleLR(o, max_lr=0.1, total_steps=10, pct_start=1),
+        lambda m, o: m.OneCycleLR(o, max_lr=0.1, total_steps=10, anneal_strategy="exp"),
+        lambda m, o: m.OneCycleLR(o, max_lr=[0.1, 0.2], total_steps=10),
+        lambda m, o: m.SequentialLR(o, [m.StepLR(o, 2)], milestones=[3]),
+        lambda m, o: m.SequentialLR(o, [], milestones=[]),
+        lambda m, o: m.ChainedScheduler([m.StepLR(o, 2), m.ReduceLROnPlateau(o)]),
+        lambda m, o: m.ReduceLROnPlateau(o, factor=1.0),
+        lambda m, o: m.ReduceLROnPlateau(o, mode="avg"),
+        lambda m, o: m.ReduceLROnPlateau(o, min_lr=[0.1, 0.2]),
+    ]
+    for make in cases:
+        errors = []
+        for ns in (staged, torch):
+            opt = ns.optim.SGD([ns.zeros(2, requires_grad=True)], lr=0.1)
+            with pytest.raises(Exception) as info:
+                make(ns.optim.lr_scheduler, opt)
+            errors.append((type(info.value), str(info.value)))
+        assert errors[0] == errors[1]
+
+
+def test_chainable_step_with_an_epoch_warns_and_uses_the_closed_form():
+    runs = []
+    for ns in (staged, torch):
+        opt = ns.optim.SGD([ns.zeros(2, requires_grad=True)], lr=0.1)
+        sched = ns.optim.lr_scheduler.PolynomialLR(opt, total_iters=8, power=2.0)
+        opt.step()
+        with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step\\(\\)`"):
+            sched.step(5)
+        runs.append(opt.param_groups[0]["lr"])
+    np.testing.assert_equal(runs[0], runs[1])
