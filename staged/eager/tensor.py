@@ -33,7 +33,7 @@ class Tensor:
 
     __slots__ = ("_payload", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_vc",
                  "_base", "_view", "_hooks", "_post_acc_hooks", "_retains_grad", "_grad_acc",
-                 "_serial", "__weakref__")
+                 "_serial", "_alias", "__weakref__")
 
     __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
 
@@ -182,7 +182,7 @@ class Tensor:
 
     def detach(self):
         """A new leaf sharing this tensor's data and version counter, outside the graph."""
-        t = Tensor._wrap(self._payload, False)
+        t = self._aliased()
         t._vc = self._vc
         return t
 
@@ -196,9 +196,29 @@ class Tensor:
 
     @property
     def data(self):
-        t = Tensor._wrap(self._payload, False)  # a fresh version counter, as in PyTorch
+        t = self._aliased()  # a fresh version counter, as in PyTorch
         if self._vc is None:
             t._vc = None
+        return t
+
+    def _aliased(self):
+        """A tensor sharing this one's data outside the graph (``detach``, ``.data``).
+
+        Note [aliases]: NumPy payloads share memory, so a write through the alias is a
+        write to this tensor. Payloads that are replaced rather than written (symbolic under
+        capture, a compiled step's device arrays) are kept in step through ``_alias``, the
+        tensor whose data it is: under capture that tensor is lifted first (its data a
+        state input, not a constant) and a write to the alias becomes its new value
+        (``inplace.write``); a device array is brought home into that tensor
+        (``_host``)."""
+        root = getattr(self, "_alias", None)
+        if root is None:
+            root = self
+        icpt = current_interceptor()
+        if icpt is not None:
+            icpt.lift(root)
+        t = Tensor._wrap(self._payload, False)
+        t._alias = root
         return t
 
     @data.setter
@@ -223,8 +243,11 @@ class Tensor:
     def _host(self) -> np.ndarray:
         p = self._payload
         if type(p) is not np.ndarray:
-            # a device array left by a compiled step (Note [payloads]): copy it home once
-            p = self._payload = np.array(p.__array__(), copy=True)
+            root = getattr(self, "_alias", None)
+            if root is not None and root._payload is p:  # one memory (Note [aliases])
+                p = self._payload = root._host()
+            else:  # a device array left by a compiled step (Note [payloads]): copy it home once
+                p = self._payload = np.array(p.__array__(), copy=True)
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:

@@ -48,8 +48,9 @@ def _setup(name):
 
 def _snapshot(model, opt):
     """Everything a failed call must leave as it was: objects and values."""
-    return ([(p, p._payload, p.grad, None if p.grad is None else p.grad.numpy().copy(),
-              p.detach().numpy().copy()) for p in model.parameters()],
+    values = [p.detach().numpy().copy() for p in model.parameters()]  # brings data home
+    return ([(p, p._payload, p.grad, None if p.grad is None else p.grad.numpy().copy(), v)
+             for p, v in zip(model.parameters(), values)],
             {p: {k: (v, v.numpy().copy() if isinstance(v, staged.Tensor) else v)
                  for k, v in s.items()} for p, s in opt.state.items()})
 

@@ -183,3 +183,50 @@ def test_a_hook_that_reads_data_cannot_be_compiled():
 
     with pytest.raises(CaptureError, match=r"test_faithful"):
         staged.compile(step)(staged.tensor(X))
+
+
+ALIAS_WRITES = {
+    "data.add_": lambda w, g: w.data.add_(g, alpha=-0.1),
+    "data.copy_": lambda w, g: w.data.copy_(w.data - 0.1 * g),
+    "data.mul_": lambda w, g: w.data.mul_(0.5),
+    "detach().sub_": lambda w, g: w.detach().sub_(0.1 * g),
+    "data.zero_ then add_": lambda w, g: w.data.zero_().add_(g),
+}
+
+
+@pytest.mark.parametrize("write", ALIAS_WRITES, ids=list(ALIAS_WRITES))
+def test_writes_through_data_and_detach_update_the_tensor(write):
+    """``p.data.add_(...)`` (hand-written SGD in tutorials and makemore-style scripts) wrote
+    a copy under capture: the compiled step lost every update (loss 3.0 at every call)."""
+    def make_step(lib):
+        w = lib.nn.Parameter(lib.tensor(W0))
+
+        def step(x):
+            w.grad = None
+            loss = (x @ w).pow(2).sum()
+            loss.backward()
+            ALIAS_WRITES[write](w, w.grad)
+            return loss
+        return step, lambda: w.detach().numpy().copy()
+    pair = _run_both(make_step)
+    assert pair[0][0][0] != pair[0][0][1]  # eager trains
+    _assert_same(pair)
+
+
+def test_a_data_write_after_a_compiled_step_reaches_the_parameter():
+    """Eagerly, after a compiled step left the parameter's data on the device, ``w.data``
+    and ``w.detach()`` share it: writing them writes ``w``."""
+    w = staged.nn.Parameter(staged.tensor(W0))
+
+    def step(x):
+        w.grad = None
+        loss = (x @ w).sum()
+        loss.backward()
+        with staged.no_grad():
+            w.sub_(0.1 * w.grad)
+        return loss
+    staged.compile(step)(staged.tensor(X))
+    before = w.detach().numpy().copy()
+    w.data.add_(1.0)
+    w.detach().mul_(2.0)
+    np.testing.assert_array_equal(w.detach().numpy(), (before + 1) * 2)

@@ -72,8 +72,8 @@ def write(t: Tensor, result: Tensor) -> Tensor:
         result = expand_to(result, shape)
     if result.dtype is not t.dtype:
         if result.dtype._category > t.dtype._category:
-            raise RuntimeError(f"result type {_title(result.dtype)} can't be cast to the "
-                               f"desired output type {_title(t.dtype)}")
+            raise RuntimeError(f"result type {type_title(result.dtype)} can't be cast to the "
+                               f"desired output type {type_title(t.dtype)}")
         result = to_dtype(result, t.dtype)
     if t._requires_grad and _state.grad_enabled and not result._requires_grad:
         # keep t in the graph with a zero gradient to its history, as PyTorch does
@@ -95,6 +95,9 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     else:  # payloads that don't share memory (symbolic under capture): functionalize
         if t._base is not None:
             views.write_through(t, result)
+        root = getattr(t, "_alias", None)
+        if root is not None and root._payload is p:  # detach()/.data (Note [aliases])
+            root._payload = result._payload
         t._payload = result._payload
     if t._vc is not None:
         t._vc[0] += 1
@@ -125,7 +128,8 @@ def _keep_original(node, t):
             s.keep_current_value()
 
 
-def _title(d):
+def type_title(d):
+    """A dtype as PyTorch's messages name it (Float, Long ...)."""
     return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
             "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
             "float16": "Half"}.get(d.name, d.name)
