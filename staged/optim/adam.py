@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
-from .optimizer import Optimizer, advance, decayed_grad, ema_, ema_sq_, new_step
+from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
 
 
 class Adam(Optimizer):
@@ -12,12 +12,7 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, maximize=False):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameters: {betas}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
+        check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))
 

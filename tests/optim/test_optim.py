@@ -86,8 +86,10 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match="Nesterov momentum requires a momentum and zero "
                                          "dampening"):
         staged.optim.SGD(params, lr=0.1, nesterov=True)
-    with pytest.raises(ValueError, match="Invalid beta parameters"):
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 0: 1.0"):
         staged.optim.Adam(params, betas=(1.0, 0.9))
+    with pytest.raises(ValueError, match="Invalid weight_decay value: -1"):
+        staged.optim.Adam(params, weight_decay=-1)
     with pytest.raises(ValueError, match="empty parameter list"):
         staged.optim.Adam([])
     with pytest.raises(ValueError, match="more than one parameter group"):
