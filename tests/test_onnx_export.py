@@ -224,7 +224,8 @@ def test_function_names_metadata_and_argument_gradients(tmp_path):
     g, = staged.autograd.grad(energy(pts, scale), pts)
     out = session(tmp_path / "e.onnx").run(None, {"points": pts.detach().numpy(),
                                                    "scale": scale.numpy()})
-    np.testing.assert_allclose(out[1], g.numpy(), rtol=1e-5)
+    # atol: where tanh saturates, 1 - tanh**2 keeps few correct digits in float32
+    np.testing.assert_allclose(out[1], g.numpy(), rtol=1e-5, atol=1e-5)
     # an explicit list differentiates inputs that do not require grad
     model = staged.onnx.export(energy, (pts.detach(), scale), tmp_path / "s.onnx",
                                with_gradients=["scale"])

@@ -1,38 +1,24 @@
-"""Tensor factories and the random-number state (``staged.manual_seed``)."""
+"""Tensor factories, the random ones drawing torch's streams (``staged/eager/random``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as dt
 from .grad_mode import _state as _grad_state
-from .interceptor import current_interceptor
+from .random import distributions, fills
+from .random.generator import default_generator, resolve
 from .tensor import Tensor, as_payload
 
-_rng = [np.random.default_rng()]
-
-
-def _seed_state(seed: int) -> np.ndarray:
-    return np.array([int(seed) & (2 ** 64 - 1), 0], np.uint64).view(np.int64)
-
-
-# (seed, counter) of the counter-based generator behind dropout (Note [counter-based RNG]
-# in autodiff/random.py); one tensor for the process, so compiled steps keep it as state
-_rng_state = Tensor._wrap(_seed_state(np.random.SeedSequence().entropy), False)
-
-
-def manual_seed(seed: int):
-    """Seed the generators behind rand, randn, randint (NumPy's) and dropout (counter-based)."""
-    _rng[0] = np.random.default_rng(int(seed))
-    _rng_state._payload = _seed_state(seed)  # the same tensor: compiled steps see the reseed
+__all__ = ["tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
+           "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn", "randint",
+           "randperm", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
+           "multinomial"]
 
 
 def generator() -> np.random.Generator:
-    return _rng[0]
-
-
-def rng_state() -> Tensor:
-    """The int64[2] (seed, counter) tensor dropout draws from and advances in place."""
-    return _rng_state
+    """The default generator's mt19937 as a NumPy Generator: ``staged.utils.data`` draws
+    through it (seeded by ``staged.manual_seed``, but not yet torch's numbers)."""
+    return np.random.Generator(default_generator.bit_generator)
 
 
 def _new(payload, requires_grad):
@@ -126,41 +112,140 @@ def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
     return _new(np.eye(n, m, dtype=_dtype(dtype).np), requires_grad)
 
 
-def _draw(name: str) -> np.random.Generator:
-    """The generator; under capture, first tell the tracer that ``staged.<name>`` makes a
-    tensor that the graph will hold as a constant."""
-    icpt = current_interceptor()
-    if icpt is not None:
-        icpt.impure(f"staged.{name}")
-    return _rng[0]
+def _random(name, fill, size, dtype, requires_grad, generator):
+    """A new tensor of ``size`` filled by ``fill(gen, empty array)``."""
+    gen = resolve(generator, f"staged.{name}")
+    return _new(fill(gen, np.empty(size, dtype.np)), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad=False) -> Tensor:
-    d = _dtype(dtype)
-    return _new(_draw("rand").random(_size(size)).astype(d.np), requires_grad)
+def rand(*size, generator=None, dtype=None, requires_grad=False) -> Tensor:
+    """Uniform on [0, 1), torch's values after the same seed."""
+    return _random("rand", fills.uniform, _size(size), _floating(dtype, "check_uniform_bounds"),
+                   requires_grad, generator)
 
 
-def randn(*size, dtype=None, requires_grad=False) -> Tensor:
-    d = _dtype(dtype)
-    if d.is_complex:
-        a = (_draw("randn").standard_normal(_size(size) + (2,)) / np.sqrt(2)).view(
-            np.complex128)[..., 0]
-        return _new(a.astype(d.np), requires_grad)
-    return _new(_draw("randn").standard_normal(_size(size)).astype(d.np), requires_grad)
+def randn(*size, generator=None, dtype=None, requires_grad=False) -> Tensor:
+    """Standard normal, torch's values after the same seed."""
+    return _random("randn", fills.normal, _size(size), _floating(dtype, "normal_kernel_cpu"),
+                   requires_grad, generator)
 
 
-def randint(low, high=None, size=(), dtype=None, requires_grad=False) -> Tensor:
+def randint(low, high=None, size=None, *, generator=None, dtype=None,
+            requires_grad=False) -> Tensor:
+    """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:  # randint(high, size=size)
+        low, high = 0, low
+    if not low < high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={high}")
+    return _random("randint", lambda gen, p: fills.integers(gen, p, int(low), int(high)),
+                   _size((size,)), _dtype(dtype, dt.int64), requires_grad, generator)
+
+
+def randperm(n, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
+    """A random permutation of ``range(n)`` (torch's swap sequence)."""
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    gen = resolve(generator, "staged.randperm")
+    return _new(distributions.randperm(gen, int(n)).astype(_dtype(dtype, dt.int64).np),
+                requires_grad)
+
+
+def _like(name, fill, t, dtype, requires_grad, generator):
+    """A new tensor laid out as ``t`` (torch's preserve_format) filled by ``fill``."""
+    gen = resolve(generator, f"staged.{name}")
+    like = np.empty_like(fills.like(t), dtype=_dtype(dtype, t.dtype).np)
+    return _new(fill(gen, like), requires_grad)
+
+
+def rand_like(t, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
+    fills.check_floating(_dtype(dtype, t.dtype), "check_uniform_bounds")
+    return _like("rand_like", fills.uniform, t, dtype, requires_grad, generator)
+
+
+def randn_like(t, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
+    fills.check_floating(_dtype(dtype, t.dtype), "normal_kernel_cpu")
+    return _like("randn_like", fills.normal, t, dtype, requires_grad, generator)
+
+
+def randint_like(t, low=0, high=None, *, generator=None, dtype=None,
+                 requires_grad=False) -> Tensor:
     if high is None:
         low, high = 0, low
-    return _new(_draw("randint").integers(low, high, size=_size((size,))).astype(
-        _dtype(dtype, dt.int64).np), requires_grad)
+    return _like("randint_like", lambda gen, p: fills.integers(gen, p, int(low), int(high)),
+                 t, dtype, requires_grad, generator)
 
 
-def rand_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
+           requires_grad=False) -> Tensor:
+    """``normal(mean, std)`` with either a tensor (``std`` >= 0), or floats and ``size``:
+    torch's draws of N(0, std) then ``+ mean``, or of N(0, 1) then ``* std + mean``."""
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments: floats "
+                            "mean and std need a size")
+        _check_std(std)
+        return _random("normal", lambda gen, p: fills.normal(gen, p, mean, std), _size((size,)),
+                       _floating(dtype, "normal_kernel_cpu"), requires_grad, generator)
+    gen = resolve(generator, "staged.normal")
+    if not isinstance(std, Tensor):
+        _check_std(std)
+        m = mean._host()
+        return _new(fills.normal(gen, np.empty(m.shape, m.dtype), 0.0, std) + m, requires_grad)
+    s = std._host()
+    if s.size and s.min() < 0:
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    m = mean._host() if isinstance(mean, Tensor) else np.asarray(mean, s.dtype)
+    like = m if isinstance(mean, Tensor) else s
+    z = fills.normal(gen, np.empty(np.broadcast_shapes(m.shape, s.shape), like.dtype))
+    return _new(z * s + m, requires_grad)
 
 
-def randn_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def _check_std(std):
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
 
 
+def bernoulli(input, p=None, *, generator=None) -> Tensor:
+    """1 with probability ``p`` (the elements of ``input`` when ``p`` is None), else 0, in
+    ``input``'s dtype."""
+    gen = resolve(generator, "staged.bernoulli")
+    x = input._host()
+    if p is None:
+        if x.size and not (x.min() >= 0 and x.max() <= 1):
+            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+        p = x
+    elif not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    return _new(fills.bernoulli(gen, np.empty(x.shape, x.dtype), p), False)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None) -> Tensor:
+    """``num_samples`` indices per row of the 1-D or 2-D ``input``'s weights."""
+    gen = resolve(generator, "staged.multinomial")
+    w = input._host()
+    if w.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not w.dtype.kind == "f":
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{fills.TITLE[input.dtype.name]}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > w.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    rows = w.reshape(-1, w.shape[-1])
+    if not (np.isfinite(rows).all() and (rows >= 0).all()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if (rows.sum(axis=1) <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    out = distributions.multinomial(gen, rows, int(num_samples), replacement)
+    return _new(out.reshape(*w.shape[:-1], num_samples), False)
+
+
+def _floating(dtype, kernel):
+    d = _dtype(dtype)
+    fills.check_floating(d, kernel)
+    return d

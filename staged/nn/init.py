@@ -1,4 +1,6 @@
-"""nn.init: in-place initialisers, run under no_grad, with PyTorch's gains and fans."""
+"""nn.init: in-place initialisers, run under no_grad, with PyTorch's gains and fans and
+its draws in its order (the same values after the same seed; ``orthogonal_``'s QR runs in
+NumPy's float64 LAPACK, so its values agree with torch's to rounding)."""
 from __future__ import annotations
 
 import math
@@ -6,14 +8,16 @@ import warnings
 
 import numpy as np
 
-from ..autodiff.special import erf as _erf
-from ..eager.factories import generator
 from ..eager.grad_mode import no_grad
+from ..eager.random import fills, methods
+from ..eager.random.distributions import randperm
+from ..eager.random.generator import default_generator, resolve
 from ..eager.tensor import Tensor
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
-    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid"):
+    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                        "conv_transpose2d", "conv_transpose3d", "sigmoid"):
         return 1.0
     if nonlinearity == "tanh":
         return 5.0 / 3
@@ -37,16 +41,18 @@ def _calculate_fan_in_and_fan_out(t: Tensor):
 
 def _fill(t: Tensor, array: np.ndarray) -> Tensor:
     with no_grad():
-        t.copy_(Tensor._wrap(array.astype(t.dtype.np)))
+        t.copy_(Tensor._wrap(np.asarray(array, t.dtype.np)))
     return t
 
 
-def uniform_(t, a=0.0, b=1.0):
-    return _fill(t, generator().uniform(a, b, size=tuple(t.shape)))
+def uniform_(t, a=0.0, b=1.0, generator=None):
+    with no_grad():
+        return methods.uniform_(t, a, b, generator=generator)
 
 
-def normal_(t, mean=0.0, std=1.0):
-    return _fill(t, generator().normal(mean, std, size=tuple(t.shape)))
+def normal_(t, mean=0.0, std=1.0, generator=None):
+    with no_grad():
+        return methods.normal_(t, mean, std, generator=generator)
 
 
 def constant_(t, val):
@@ -61,15 +67,16 @@ def ones_(t):
     return constant_(t, 1.0)
 
 
-def xavier_uniform_(t, gain=1.0):
+def xavier_uniform_(t, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(t)
-    a = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -a, a)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    a = math.sqrt(3.0) * std  # torch's expression: its rounding is the bound's
+    return uniform_(t, -a, a, generator)
 
 
-def xavier_normal_(t, gain=1.0):
+def xavier_normal_(t, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(t)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def _fan(t, mode):
@@ -79,13 +86,25 @@ def _fan(t, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
-    bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode))
-    return uniform_(t, -bound, bound)
+def _kaiming_std(t, a, mode, nonlinearity):
+    """``gain / sqrt(fan)``, or None (with torch's warning) for a tensor with no elements."""
+    if 0 in t.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return None
+    return calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode))
 
 
-def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
-    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode)))
+def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    std = _kaiming_std(t, a, mode, nonlinearity)
+    if std is None:
+        return t
+    bound = math.sqrt(3.0) * std
+    return uniform_(t, -bound, bound, generator)
+
+
+def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    std = _kaiming_std(t, a, mode, nonlinearity)
+    return t if std is None else normal_(t, 0.0, std, generator)
 
 
 def eye_(t):
@@ -112,7 +131,7 @@ def dirac_(t, groups=1):
     return _fill(t, a)
 
 
-def orthogonal_(t, gain=1.0):
+def orthogonal_(t, gain=1.0, generator=None):
     """A (semi-)orthogonal matrix, flattened to (rows, numel / rows), from the QR of a
     Gaussian one with the signs of R's diagonal (Saxe et al. 2013), times ``gain``."""
     if t.ndim < 2:
@@ -121,44 +140,65 @@ def orthogonal_(t, gain=1.0):
         return t
     rows = t.shape[0]
     cols = t.numel() // rows
-    a = generator().normal(0.0, 1.0, size=(rows, cols))
+    a = fills.normal(resolve(generator, "nn.init.orthogonal_"),
+                     np.empty((rows, cols), t.dtype.np))
     if rows < cols:
         a = a.T
     q, r = np.linalg.qr(a)
     q = q * np.sign(np.diag(r))
     if rows < cols:
         q = q.T
-    return _fill(t, gain * q.reshape(tuple(t.shape)))
+    return _fill(t, q.reshape(tuple(t.shape)) * t.dtype.np.type(gain))
 
 
-def _erfinv(y: np.ndarray) -> np.ndarray:
-    """erf's inverse on (-1, 1) by bisection on float64 erf (to the last bit)."""
-    lo, hi = np.full(y.shape, -6.0), np.full(y.shape, 6.0)
-    for _ in range(64):
-        mid = (lo + hi) / 2
-        below = _erf(mid) < y
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return (lo + hi) / 2
-
-
-def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0):
-    """Normal(mean, std) restricted to [a, b], by the inverse CDF (as PyTorch)."""
+def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) restricted to [a, b], by torch's rejection sampling: redrawn
+    normals where out of range when [a, b] holds more than 30% of the mass, else uniforms
+    on [a, b] accepted by the density ratio (with NumPy's float32 log where torch's is
+    SLEEF's: the two differ by an ulp at times, which could flip an acceptance)."""
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
-    cdf_a = (1 + math.erf((a - mean) / std / math.sqrt(2))) / 2
-    cdf_b = (1 + math.erf((b - mean) / std / math.sqrt(2))) / 2
-    u = generator().uniform(2 * cdf_a - 1, 2 * cdf_b - 1, size=tuple(t.shape))
-    return _fill(t, np.clip(_erfinv(u) * std * math.sqrt(2) + mean, a, b))
+    mass = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
+    gen = resolve(generator, "nn.init.trunc_normal_")
+    like = fills.like(t)  # each draw fills a tensor laid out as t (empty_like)
+    f = t.dtype.np.type
+    if mass > 0.3:
+        lo, hi = float(f(a)), float(f(b))
+        x = fills.normal(gen, like, mean, std)
+        while ((x < lo) | (x > hi)).any():
+            x = np.where((x < lo) | (x > hi), fills.normal(gen, like, mean, std), x)
+        return _fill(t, x)
+    mode = max(a, min(mean, b))
+    log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+    def log_ratio(x):  # torch's float ops: sub_, div_, pow_(2), mul_(-0.5), sub_
+        return (((x - f(mean)) / f(std)) ** 2 * f(-0.5)) - f(log_peak)
+
+    def rejected(x):
+        return np.log(fills.uniform(gen, like)) > log_ratio(x)
+
+    x = fills.uniform(gen, like, a, b)
+    pending = rejected(x)
+    while pending.any():
+        fresh = fills.uniform(gen, like, a, b)
+        x = np.where(pending, fresh, x)
+        pending = np.where(pending, rejected(fresh), pending)
+    return _fill(t, x)
 
 
-def sparse_(t, sparsity, std=0.01):
-    """Normal(0, std) with ``ceil(sparsity * rows)`` zeros in each column (Martens 2010)."""
+def _norm_cdf(x):
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+def sparse_(t, sparsity, std=0.01, generator=None):
+    """Normal(0, std) with ``ceil(sparsity * rows)`` zeros in each column (Martens 2010);
+    the zeros' rows come from ``randperm`` on the default generator, as in torch."""
     if t.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = t.shape
     zeros = int(math.ceil(sparsity * rows))
-    a = generator().normal(0.0, std, size=(rows, cols))
+    a = fills.normal(resolve(generator, "nn.init.sparse_"), fills.like(t), 0.0, std)
     for c in range(cols):
-        a[generator().permutation(rows)[:zeros], c] = 0
+        a[randperm(default_generator, rows)[:zeros], c] = 0
     return _fill(t, a)

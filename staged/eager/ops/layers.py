@@ -4,7 +4,8 @@ Convolution and pooling compose from the window primitives (``im2col``/``col2im`
 a convolution is one matmul of the windows by the flattened weight (grouped: a batched
 matmul), max pooling is ``max`` over each window (the gradient goes to the first maximum,
 as PyTorch's), average pooling a sum by PyTorch's divisor. Normalisations are composites;
-dropout draws from the counter-based generator (Note [counter-based RNG]).
+dropout's mask is torch's eagerly (the mt19937 stream) and comes from the counter-based
+generator under capture (Note [counter-based RNG]).
 """
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
-from ..factories import rng_state
 from ..grad_mode import no_grad
+from ..interceptor import current_interceptor
+from ..random import fills
+from ..random.counter import rng_state
+from ..random.generator import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
@@ -328,15 +332,21 @@ def rand_uniform(shape_, dtype) -> Tensor:
 
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``
-    (training only; ``p=0`` or evaluation return ``input`` itself). The mask comes from
-    the counter-based generator seeded by ``staged.manual_seed``: a compiled step draws a
-    new mask every call, the same masks an eager run from the same seed draws."""
+    (training only; ``p=0`` or evaluation return ``input`` itself). Eagerly the mask is
+    torch's: ``bernoulli_(1 - p)`` on the default generator (``u_double < 1 - p``, in the
+    input's memory order), divided by ``1 - p`` in the input's dtype. Under capture it
+    comes from the counter-based generator seeded by ``staged.manual_seed``, so a compiled
+    step draws a new mask every call (not torch's numbers)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0 or input.numel() == 0:
         return input
     if p == 1:
         noise = scalar_tensor(0, input.dtype)
+    elif current_interceptor() is None:
+        x = input._host()
+        keep = fills.bernoulli(default_generator, x, 1 - p).astype(x.dtype)
+        noise = Tensor._wrap(keep / x.dtype.type(1 - p), False)
     else:
         keep = ew.ge(rand_uniform(input.shape, input.dtype), p)
         noise = ew.where(keep, scalar_tensor(1 / (1 - p), input.dtype),

@@ -1,0 +1,169 @@
+"""torch's CPU generator: ``std::mt19937`` plus the second normal it caches.
+
+The engine is NumPy's MT19937 bit generator in the state torch's ``manual_seed`` puts
+``std::mt19937`` in (``init_genrand`` of the seed's low 32 bits, then a twist at the
+first draw): its 32-bit words are torch's ``random()``, two of them its ``random64()``
+(shared/notes/RNG.md). ``get_state`` writes torch's own 5056-byte layout, so states move
+between the two libraries.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from ..interceptor import current_interceptor
+from ..tensor import Tensor
+from . import counter
+
+N = 624  # mt19937's words of state
+DEFAULT_SEED = 67280421310721  # torch.Generator()'s seed
+# torch's CPUGeneratorImplState; the normal_x/normal_rho/float-normal fields are unused
+STATE = np.dtype([("seed", "<u8"), ("left", "<i4"), ("seeded", "<i4"), ("next", "<u8"),
+                  ("state", "<u8", N), ("normal_x", "<f8"), ("normal_y", "<f8"),
+                  ("normal_rho", "<f8"), ("normal_is_valid", "<i4"), ("pad", "V4"),
+                  ("float_normal", "<f4"), ("float_normal_is_valid", "u1"), ("pad2", "V3")])
+
+
+def init_genrand(seed32: int) -> np.ndarray:
+    """mt19937's state after seeding with ``seed32`` (before its first twist)."""
+    key = [seed32]
+    for i in range(1, N):
+        key.append((1812433253 * (key[-1] ^ (key[-1] >> 30)) + i) & 0xFFFFFFFF)
+    return np.array(key, np.uint32)
+
+
+def _check_seed(seed) -> int:
+    seed = int(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ValueError("Overflow when unpacking long long")
+    return seed & (2 ** 64 - 1)  # negative seeds wrap, as torch's
+
+
+class Generator:
+    """``torch.Generator`` on the CPU: the same stream after the same seed."""
+
+    def __init__(self, device="cpu"):
+        if str(device) != "cpu":
+            raise RuntimeError(f"staged has only the CPU generator, not {device!r}")
+        self.device = "cpu"
+        self.bit_generator = np.random.MT19937()
+        self._words = np.random.Generator(self.bit_generator)
+        self.manual_seed(DEFAULT_SEED)
+
+    def manual_seed(self, seed) -> "Generator":
+        """Seed the stream (torch's seeds ``s`` and ``s + 2**32`` give one stream) and
+        forget the cached normal."""
+        self._seed = _check_seed(seed)
+        self.bit_generator.state = {"bit_generator": "MT19937", "state": {
+            "key": init_genrand(self._seed & 0xFFFFFFFF), "pos": N}}
+        self.normal_cache = None  # the second value of the last serial Box-Muller pair
+        return self
+
+    def seed(self) -> int:
+        """Seed from the OS's entropy (53 bits, as torch); returns the seed."""
+        s = int.from_bytes(os.urandom(8), "little") & (2 ** 53 - 1)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> Tensor:
+        """The state as a uint8 tensor in torch's layout (``torch.Generator.get_state``)."""
+        st = self.bit_generator.state["state"]
+        rec = np.zeros((), STATE)
+        rec["seed"], rec["seeded"] = self._seed, 1
+        rec["left"], rec["next"] = N + 1 - st["pos"], st["pos"]
+        rec["state"] = st["key"]
+        if self.normal_cache is not None:
+            rec["normal_y"], rec["normal_is_valid"] = self.normal_cache, 1
+        return Tensor._wrap(np.frombuffer(rec.tobytes(), np.uint8).copy(), False)
+
+    def set_state(self, new_state) -> "Generator":
+        """Restore a state from ``get_state`` (here or torch's)."""
+        a = new_state._host() if isinstance(new_state, Tensor) else np.asarray(new_state)
+        if a.dtype != np.uint8:
+            raise TypeError("RNG state must be a torch.ByteTensor")
+        if a.size != STATE.itemsize:
+            raise RuntimeError(f"Expected a CPUGeneratorImplState of size {STATE.itemsize} but "
+                               f"found the input RNG state size to be {a.size}")
+        rec = np.frombuffer(np.ascontiguousarray(a).tobytes(), STATE)[0]
+        if not (rec["seeded"] and 0 < rec["left"] <= N and rec["next"] <= N):
+            raise RuntimeError("Invalid mt19937 state")
+        self.bit_generator.state = {"bit_generator": "MT19937", "state": {
+            "key": rec["state"].astype(np.uint32), "pos": N + 1 - int(rec["left"])}}
+        self._seed = int(rec["seed"])
+        self.normal_cache = float(rec["normal_y"]) if rec["normal_is_valid"] else None
+        return self
+
+    def random(self, n: int) -> np.ndarray:
+        """``n`` draws of torch's ``random()``: uint32 words."""
+        return self._words.integers(0, 2 ** 32, size=n, dtype=np.uint32)
+
+    def random64(self, n: int) -> np.ndarray:
+        """``n`` draws of torch's ``random64()``: two words each, the first high."""
+        w = self.random(2 * n).astype(np.uint64).reshape(n, 2)
+        return (w[:, 0] << np.uint64(32)) | w[:, 1]
+
+    def uniform(self, n: int, dtype) -> np.ndarray:
+        """``n`` uniforms in [0, 1): float32 from 24 bits of ``random()``, float64 from 53
+        bits of ``random64()``."""
+        if np.dtype(dtype) == np.float64:
+            return (self.random64(n) & np.uint64(2 ** 53 - 1)).astype(np.float64) * 2.0 ** -53
+        return (self.random(n) & np.uint32(0xFFFFFF)).astype(np.float32) * np.float32(2 ** -24)
+
+
+default_generator = Generator()
+
+
+def resolve(generator, what: str) -> Generator:
+    """``generator``, or the default one for None; under capture, first tell the tracer
+    that ``what`` makes a tensor the graph will hold as a constant (Note [impure calls])."""
+    icpt = current_interceptor()
+    if icpt is not None:
+        icpt.impure(what)
+    return default_generator if generator is None else generator
+
+
+def manual_seed(seed) -> Generator:
+    """Seed the default generator and the counter-based one behind compiled dropout."""
+    counter.reseed(default_generator.manual_seed(seed).initial_seed())
+    return default_generator
+
+
+def seed() -> int:
+    """Seed the default generator (and the counter-based one) from the OS's entropy."""
+    s = default_generator.seed()
+    counter.reseed(s)
+    return s
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state) -> None:
+    default_generator.set_state(new_state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled=True, device_type="cuda"):
+    """Restore the default generator's state on exit (``torch.random.fork_rng``; there are
+    no device generators to fork)."""
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+seed()
