@@ -6,19 +6,13 @@ import numpy as np
 from .. import dtypes as dt
 from .grad_mode import _state as _grad_state
 from .random import distributions, fills
-from .random.generator import default_generator, resolve
+from .random.generator import resolve
 from .tensor import Tensor, as_payload
 
 __all__ = ["tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
            "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn", "randint",
            "randperm", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
            "multinomial"]
-
-
-def generator() -> np.random.Generator:
-    """The default generator's mt19937 as a NumPy Generator: ``staged.utils.data`` draws
-    through it (seeded by ``staged.manual_seed``, but not yet torch's numbers)."""
-    return np.random.Generator(default_generator.bit_generator)
 
 
 def _new(payload, requires_grad):

@@ -170,15 +170,23 @@ def test_shuffle_permutes_reproducibly_and_freshly_each_epoch():
     assert _epochs(loader) != epochs
 
 
-def test_generator_argument():
-    def epochs(seed):
-        gen = np.random.default_rng(seed)
-        return _epochs(data.DataLoader(_tensors(staged, 20), batch_size=8, shuffle=True,
-                                       generator=gen))
-    assert epochs(1) == epochs(1) != epochs(2)
-    assert all(sorted(e) == list(range(20)) for e in epochs(1))
-    g = np.random.default_rng(3)
-    assert sorted(data.SubsetRandomSampler([5, 9, 11], generator=g)) == [5, 9, 11]
+def test_orders_are_torchs_after_the_same_seed():
+    """Shuffled epochs, a generator's epochs, random_split, samplers with replacement and
+    WeightedRandomSampler draw torch's numbers in torch's order."""
+    def orders(ns):
+        ns.manual_seed(7)
+        d = ns.utils.data
+        out = _epochs(d.DataLoader(_tensors(ns, 50), batch_size=8, shuffle=True))
+        g = ns.Generator().manual_seed(3)
+        out += _epochs(d.DataLoader(_tensors(ns, 20), batch_size=8, shuffle=True,
+                                    generator=g), 2)
+        out.append([list(s.indices) for s in d.random_split(range(30), [0.5, 0.3, 0.2])])
+        out.append(list(d.RandomSampler(range(5), replacement=True, num_samples=40)))
+        out.append(list(d.SubsetRandomSampler([5, 9, 11, 2])))
+        out.append(list(d.WeightedRandomSampler([1.0, 0.0, 2.0, 7.0], 30)))
+        out.append(list(d.WeightedRandomSampler([1.0, 3.0, 2.0, 7.0], 3, replacement=False)))
+        return out
+    assert orders(staged) == orders(torch)
 
 
 def test_random_sampler_with_replacement_and_num_samples():
