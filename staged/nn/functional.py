@@ -1,9 +1,13 @@
 """nn.functional: layers and losses as functions, composed from staged ops."""
 from __future__ import annotations
 
+import math
+import warnings
+
 from .. import dtypes as dt
 from ..eager import ops
-from ..eager.factories import arange
+from ..eager.factories import arange, ones
+from ..eager.interceptor import current_interceptor
 from ..eager.ops.indexing import check_range
 from ..eager.ops.layers import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
                             dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
@@ -32,6 +36,214 @@ def log_softmax(input, dim):
     return ops.log_softmax(input, dim)
 
 
+# --- activations ---------------------------------------------------------------------------
+def _activation(input, inplace, fn):
+    """``fn(input)`` (half precision computed in float32). ``inplace=True`` writes the result
+    into ``input``, computed from a copy so that what ``fn`` saved for backward stays intact."""
+    fn = in_float32(fn)
+    return input.copy_(fn(input.clone())) if inplace else fn(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    return _activation(input, inplace, lambda x: ops.where(x > 0, x, x * negative_slope))
+
+
+def _elu(x, alpha, scale=1.0, input_scale=1.0):
+    """ATen's elu: ``scale * x`` where ``x > 0``, else ``scale * alpha * (exp(input_scale * x)
+    - 1)``; the exp sees only the non-positive part, so no inf meets a zero gradient."""
+    pos = x > 0
+    return ops.where(pos, x * scale, ops.expm1(ops.where(pos, 0.0, x) * input_scale)
+                     * (alpha * scale))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _activation(input, inplace, lambda x: _elu(x, alpha))
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    return _activation(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    return _activation(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha))
+
+
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``."""
+    return _activation(input, inplace, lambda x: x * ops.softplus(x).tanh())
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``x`` clamped to ``[min_val, max_val]``; the gradient is 0 at the bounds, as torch's."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _activation(input, inplace, lambda x: ops.where(
+        x <= min_val, min_val, ops.where(x >= max_val, max_val, x)))
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``."""
+    return _activation(input, inplace, lambda x: hardtanh(x + 3, 0.0, 6.0) / 6)
+
+
+def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6``, with torch's gradient at -3 and 3 (the middle piece's)."""
+    return _activation(input, inplace, lambda x: ops.where(
+        x < -3, 0.0, ops.where(x <= 3, x * (x + 3) / 6, x)))
+
+
+@in_float32
+def logsigmoid(input):
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    return -ops.softplus(-input)
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def glu(input, dim=-1):
+    """``a * sigmoid(b)`` of the halves ``a, b`` of ``input`` along ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = dim % input.ndim
+    if input.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size "
+                           f"{input.shape[d]}")
+    a, b = ops.chunk(input, 2, d)
+    return a * b.sigmoid()
+
+
+# --- dropout of channels ----------------------------------------------------------------------
+def _check_probability(p):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _feature_dropout(input, p, training, inplace, batched):
+    """Zero whole channels ``input[n, c]`` (``input[c]`` unbatched) with probability ``p``,
+    scaling the rest by ``1 / (1 - p)``: ``dropout``'s mask, one draw per channel."""
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    lead = 2 if batched else 1
+    if input.ndim < lead:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    noise = dropout(ones(*input.shape[:lead], *(1,) * (input.ndim - lead), dtype=input.dtype), p)
+    return input.mul_(noise) if inplace else input * noise
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Channel dropout of ``(N, C, L)`` or ``(C, L)``."""
+    _check_probability(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
+            f"dropout1d exists to provide channel-wise dropout on inputs with 1 spatial "
+            f"dimension, a channel dimension, and an optional batch dimension (i.e. 2D or 3D "
+            f"inputs).")
+    return _feature_dropout(input, p, training, inplace, input.ndim == 3)
+
+
+def _warn_dims(name, n, ndim):
+    if ndim not in (n + 1, n + 2):
+        warnings.warn(
+            f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result "
+            f"in an error in a future release. To retain the behavior and silence this "
+            f"warning, please use dropout instead. Note that {name} exists to provide "
+            f"channel-wise dropout on inputs with {n} spatial dimensions, a channel dimension, "
+            f"and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs).", stacklevel=3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Channel dropout of ``(N, C, H, W)``; a 3-D input is taken as ``(N, C, L)``, as torch."""
+    _check_probability(p)
+    _warn_dims("dropout2d", 2, input.ndim)
+    if input.ndim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2)
+    return _feature_dropout(input, p, training, inplace, True)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Channel dropout of ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    _check_probability(p)
+    _warn_dims("dropout3d", 3, input.ndim)
+    return _feature_dropout(input, p, training, inplace, input.ndim == 5)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: dropped elements take SELU's negative saturation value,
+    then all are scaled and shifted so that mean and variance are kept (ATen's constants)."""
+    _check_probability(p)
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input.mul_(0.0) if inplace else input * 0.0
+    keep = (dropout(ones(*input.shape, dtype=input.dtype), p) != 0).to(input.dtype)
+    alpha = 1.7580993408473766  # -SELU's alpha * scale
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    out = input * (keep * a) + ((keep - 1) * (alpha * a) + alpha * a * p)
+    return input.copy_(out) if inplace else out
+
+
+# --- distances --------------------------------------------------------------------------------
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    result = input / ops.clamp_min(ops.norm(input, p, dim, keepdim=True), eps)
+    return result if out is None else out.copy_(result)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``<x1, x2> / (max(||x1||, eps) max(||x2||, eps))`` along ``dim`` (inputs broadcast),
+    each normalised first as ATen does; the clamp, done under no_grad there, passes the
+    gradient of the norm through."""
+    x1, x2 = ops.operands(x1, x2)
+
+    def unit(x):
+        n = ops.norm(x, 2, dim, keepdim=True)
+        return x / (n + (ops.clamp_min(n, eps) - n).detach())
+    return (unit(x1) * unit(x2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` over the last dim."""
+    return ops.norm(x1 - x2 + eps, p, max(x1.ndim, x2.ndim) - 1, keepdim)
+
+
+# --- losses -----------------------------------------------------------------------------------
+def _legacy_reduction(size_average, reduce, reduction):
+    """``reduction``, or what the deprecated ``size_average``/``reduce`` flags say (warned)."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is None or reduce:
+        ret = "mean" if size_average is None or size_average else "sum"
+    else:
+        ret = "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                  f"reduction='{ret}' instead.", stacklevel=3)
+    return ret
+
+
 def _reduce(loss, reduction, count=None):
     if reduction == "none":
         return loss
@@ -42,10 +254,163 @@ def _reduce(loss, reduction, count=None):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+def _warn_sizes(input, target):
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.size()}) that is different to the input "
+                      f"size ({input.size()}). This will likely lead to incorrect results due "
+                      f"to broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def _weighted(loss, input, weight, reduction, mean_over_weight=True):
+    """``loss`` times the optional same-size ``weight``, reduced; a weighted "mean" divides
+    by the weights' sum (l1, mse) or the element count (huber), as torch."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    return _reduce(loss * weight, reduction, weight.sum() if mean_over_weight else None)
+
+
 @in_float32
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _warn_sizes(input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     d = input - target
-    return _reduce(d * d, reduction)
+    return _weighted(d * d, input, weight, reduction)
+
+
+@in_float32
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _warn_sizes(input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _weighted((input - target).abs(), input, weight, reduction)
+
+
+def _huber(d, delta, quadratic, linear):
+    """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``linear * (|d| - delta / 2)``."""
+    z = d.abs()
+    return ops.where(z < delta, d * d * (0.5 * quadratic), (z - 0.5 * delta) * linear)
+
+
+@in_float32
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``d^2 / (2 beta)`` where ``|d| < beta``, else ``|d| - beta / 2``; ``beta=0`` is l1."""
+    _warn_sizes(input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:
+        return _reduce((input - target).abs(), reduction)
+    return _reduce(_huber(input - target, beta, 1.0 / beta, 1.0), reduction)
+
+
+@in_float32
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``d^2 / 2`` where ``|d| < delta``, else ``delta * (|d| - delta / 2)``."""
+    _warn_sizes(input, target)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return _weighted(_huber(input - target, delta, 1.0, delta), input, weight, reduction,
+                     mean_over_weight=False)
+
+
+def _check_unit_interval(t, name):
+    """torch's check that BCE's ``t`` lies in [0, 1]; eager only (it reads the data)."""
+    if current_interceptor() is None and not bool(((t >= 0) & (t <= 1)).all()):
+        raise RuntimeError(f"all elements of {name} should be between 0 and 1")
+
+
+@in_float32
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``-w (y log x + (1 - y) log(1 - x))`` of probabilities ``x``, each log clamped at
+    -100 as torch's."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({target.size()}) that is different to the "
+                         f"input size ({input.size()}) is deprecated. Please ensure they have "
+                         f"the same size.")
+    _check_unit_interval(input, "input")
+    _check_unit_interval(target, "target")
+    loss = (target - 1) * ops.clamp_min(ops.log1p(-input), -100) \
+        - target * ops.clamp_min(ops.log(input), -100)
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+@in_float32
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """BCE of ``sigmoid(input)``, in torch's stable form ``(1 - y) x - (1 + (p - 1) y)
+    logsigmoid(x)`` (``p``: ``pos_weight``, broadcast along the class dim)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({target.size()}) must be the same as input size "
+                         f"({input.size()})")
+    log_sig = logsigmoid(input)
+    if pos_weight is not None:
+        log_sig = log_sig * ((pos_weight - 1) * target + 1)
+    loss = (1 - target) * input - log_sig
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+@in_float32
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """``target * (log(target) - input)`` of log-probabilities ``input`` (``log_target``:
+    ``target`` holds log-probabilities too); "batchmean" divides the sum by the batch size."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:  # xlogy(target, target): 0 where target is 0
+        zero = target == 0
+        loss = ops.where(zero, 0.0, target * ops.where(zero, 1.0, target).log()) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return _reduce(loss, reduction)
+
+
+@in_float32
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """``log(1 + exp(-y x))``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(ops.softplus(-input * target), reduction)
+
+
+@in_float32
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """``1 - cos(x1, x2)`` where ``y == 1``, ``max(0, cos(x1, x2) - margin)`` where
+    ``y == -1`` (cos over the last dim, with ATen's 1e-12 in each squared norm)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d = target.ndim
+    if d > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.ndim != d + 1 or input2.ndim != d + 1:
+        raise RuntimeError(f"{d}D target tensor expects {d + 1}D input tensors, but found "
+                           f"inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+    eps = 1e-12
+    cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + eps)
+                                      * ((input2 * input2).sum(d) + eps)).sqrt()
+    loss = ops.where(target == 1, 1 - cos, 0.0) \
+        + ops.where(target == -1, ops.clamp_min(cos - margin, 0), 0.0)
+    return _reduce(loss, reduction)
+
+
+@in_float32
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """``max(0, -y (x1 - x2) + margin)``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input1.ndim != input2.ndim or input1.ndim != target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: {input1.size()}, input2: {input2.size()}, "
+                           f"target: {target.size()} ")
+    return _reduce(ops.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
 
 
 def _class_dim_last(x):
@@ -71,8 +436,10 @@ def _per_element(loss, input, reduction):
     return ops.reshape(loss, (input.shape[0],) + tuple(input.shape[2:]))
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
     """Negative log likelihood of class-index targets, given log-probabilities."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     return _per_element(_nll(_class_dim_last(input), ops.reshape(target, -1), weight,
                              ignore_index, reduction), input, reduction)
 
@@ -96,8 +463,8 @@ def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     return _reduce(loss, reduction, w.sum() if reduction == "mean" else None)
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
-                  label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
     """Cross entropy of logits against class indices (int64) or class probabilities.
 
     Example:
@@ -108,6 +475,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                         f"{type(target).__name__}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     logp = _class_dim_last(ops.log_softmax(input, 1 if input.ndim > 1 else 0))
     if target.dtype.is_floating_point:
         c = logp.shape[-1]

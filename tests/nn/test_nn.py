@@ -106,8 +106,8 @@ def test_nll_loss_matches_torch(kwargs):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss_matches_torch(reduction):
     a, b = np.random.standard_normal((2, 3, 4)).astype(np.float32)
-    compare_with_torch(nn.MSELoss(reduction), torch.nn.MSELoss(reduction=reduction), a, b,
-                       rtol=1e-5, atol=1e-6)
+    compare_with_torch(nn.MSELoss(reduction=reduction), torch.nn.MSELoss(reduction=reduction),
+                       a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_loss_errors():

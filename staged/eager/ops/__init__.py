@@ -53,7 +53,7 @@ _METHODS = {
     "double": lambda self: _to(self, dt.float64), "long": lambda self: _to(self, dt.int64),
     "int": lambda self: _to(self, dt.int32), "bool": lambda self: _to(self, dt.bool_),
     "type_as": lambda self, other: _to(self, other.dtype),
-    "cpu": lambda self: self,
+    "nelement": Tensor.numel, "cpu": lambda self: self,
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
     "all": lambda self: Tensor._wrap(self._host().all()),
     "any": lambda self: Tensor._wrap(self._host().any()),

@@ -265,3 +265,18 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 def clone(x):
     """A copy that is part of the graph (gradient flows through)."""
     return ad.copy(x)
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """``x`` with NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by
+    default the dtype's largest and lowest finite values); the gradient flows where ``x``
+    is finite. Complex parts are replaced apart; integers and bools are copied."""
+    if x.dtype.is_complex:
+        return add(nan_to_num(real(x), nan, posinf, neginf),
+                   mul(nan_to_num(imag(x), nan, posinf, neginf), 1j))
+    if not x.dtype.is_floating_point:
+        return ad.copy(x)
+    big = float(np.nextafter(np.array(np.inf, x.dtype.np), np.array(0, x.dtype.np)))
+    x = where(isnan(x), nan, x)
+    x = where(eq(x, float("inf")), big if posinf is None else posinf, x)
+    return where(eq(x, float("-inf")), -big if neginf is None else neginf, x)

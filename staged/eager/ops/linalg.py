@@ -1,9 +1,15 @@
 """matmul with PyTorch's rank rules (1-D operands, broadcast batch dims) over the strict
-batched primitive."""
+batched primitive; einsum, outer and the addmm family over it."""
 from __future__ import annotations
+
+import math
+import string
 
 from ... import autodiff as ad
 from ._operands import broadcast_shapes, expand_to
+from .elementwise import add, mul
+from .inplace import type_title
+from .shape import expand, permute, reshape
 
 
 def _matmul(a, b):
@@ -55,3 +61,177 @@ def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"bmm: expected 3D tensors, got {a.ndim}D and {b.ndim}D")
     return _matmul(a, b)
+
+
+def outer(a, b):
+    for name, t in (("self", a), ("vec2", b)):
+        if t.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
+    return mul(ad.reshape(a, shape=(a._payload.shape[0], 1)),
+               ad.reshape(b, shape=(1, b._payload.shape[0])))
+
+
+def _add_product(product, input, x, y, beta, alpha):
+    """``beta * input + alpha * product(x, y)``, ``input`` broadcast to the product; with
+    ``beta == 0`` ``input`` is not read (nor its NaNs), as in PyTorch."""
+    for a, b in ((x, y), (input, x)):
+        if a.dtype is not b.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                               f"{type_title(a.dtype)} and {type_title(b.dtype)}")
+    out = product(x, y)
+    out = out if alpha == 1 else mul(out, alpha)
+    base = expand(input, tuple(out._payload.shape))
+    if beta == 0:
+        return out
+    return add(out, base if beta == 1 else mul(base, beta))
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    return _add_product(mm, input, mat1, mat2, beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return _add_product(bmm, input, batch1, batch2, beta, alpha)
+
+
+# --- einsum -----------------------------------------------------------------------------------
+_LETTERS = frozenset(string.ascii_letters)
+
+
+def _subscripts(term, what, at):
+    """The labels of one term of an equation (``at``: where it starts in the equation):
+    letters, and None for its ellipsis."""
+    labels, i = [], 0
+    while i < len(term):
+        c = term[i]
+        if c == ".":
+            if term[i:i + 3] != "...":
+                raise RuntimeError(f"einsum(): found '.' for {what} that is not part of any "
+                                   f"ellipsis" + (" (...)" if what == "output" else ""))
+            if None in labels:
+                raise RuntimeError(f"einsum(): found '.' for {what} for which an ellipsis was "
+                                   f"already found")
+            labels.append(None)
+            i += 3
+            continue
+        if c not in _LETTERS and c != " ":
+            raise RuntimeError(f"einsum(): invalid subscript given at index {at + i} in the "
+                               f"equation string, subscripts must be in [a-zA-Z]")
+        if c != " ":
+            labels.append(c)
+        i += 1
+    return labels
+
+
+def _diagonals(x, labels, i):
+    """``x`` with each label repeated in ``labels`` reduced to its diagonal (the two dims
+    moved last and flattened, then every (n+1)-th entry: a strided slice)."""
+    while len(set(labels)) < len(labels):
+        a = next(k for k, l in enumerate(labels) if labels.count(l) > 1)
+        b = labels.index(labels[a], a + 1)
+        shape = tuple(x._payload.shape)
+        n = shape[a]
+        if shape[b] != n:
+            raise RuntimeError(f"einsum(): subscript {labels[a]} is repeated for operand {i} "
+                               f"but the sizes don't match, {shape[b]} != {n}")
+        rest = [k for k in range(len(labels)) if k not in (a, b)]
+        x = reshape(permute(x, rest + [a, b]), tuple(shape[k] for k in rest) + (n * n,))
+        x = ad.slice(x, starts=(0,) * x.ndim, stops=tuple(x._payload.shape),
+                     steps=(1,) * len(rest) + (n + 1,))
+        labels = [labels[k] for k in rest] + [labels[a]]
+    return x, labels
+
+
+def _sum_out(x, labels, keep):
+    dims = tuple(k for k, l in enumerate(labels) if l not in keep)
+    if not dims:
+        return x, labels
+    return (ad.reduce_sum(x, dims=dims, keepdim=False),
+            [l for k, l in enumerate(labels) if k not in dims])
+
+
+def _contract(a, la, b, lb, keep, sizes):
+    """``a`` and ``b`` multiplied, summed over their shared labels not in ``keep``: one
+    batched matmul of (batch, a's own, summed) by (batch, summed, b's own)."""
+    batch = [l for l in la if l in lb and l in keep]
+    summed = [l for l in la if l in lb and l not in keep]
+    left = [l for l in la if l not in lb]
+    right = [l for l in lb if l not in la]
+
+    def grouped(x, labels, groups):
+        x = permute(x, [labels.index(l) for g in groups for l in g])
+        return reshape(x, tuple(math.prod(sizes[l] for l in g) for g in groups))
+    out = _matmul(grouped(a, la, (batch, left, summed)), grouped(b, lb, (batch, summed, right)))
+    labels = batch + left + right
+    return reshape(out, tuple(sizes[l] for l in labels)), labels
+
+
+def einsum(equation, *operands):
+    """Einstein summation over ``operands`` (or one list of them): letters, one ``...`` per
+    term (broadcast, right-aligned), repeated labels (diagonals) and the implicit output
+    (the ellipsis, then the letters seen once, sorted). Operands are contracted left to
+    right, each pair by one batched matmul."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    lhs, arrow, rhs = equation.partition("->")
+    terms, at = [], 0
+    for i, term in enumerate(lhs.split(",")):
+        terms.append(_subscripts(term, f"operand {i}", at))
+        at += len(term) + 1
+    if len(terms) != len(operands):
+        raise RuntimeError(f"einsum(): {'fewer' if len(terms) > len(operands) else 'more'} "
+                           f"operands were provided than specified in the equation")
+    for x in operands[1:]:
+        if x.dtype is not operands[0].dtype:
+            raise RuntimeError(f"expected scalar type {type_title(operands[0].dtype)} but "
+                               f"found {type_title(x.dtype)}")
+    ells = []
+    for i, (t, x) in enumerate(zip(terms, operands)):
+        k = len(t) - (None in t)
+        if None not in t and k != x.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({k}) does "
+                               f"not match the number of dimensions ({x.ndim}) for operand "
+                               f"{i} and no ellipsis was given")
+        if k > x.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({k}) is "
+                               f"more than the number of dimensions ({x.ndim}) for operand {i}")
+        ells.append(x.ndim - k)
+    n_ell = max(ells, default=0)  # ellipsis dims are the labels 0 .. n_ell-1
+    xs, ls, sizes = [], [], {}
+    for i, (t, x, e) in enumerate(zip(terms, operands, ells)):
+        p = t.index(None) if None in t else len(t)
+        x, labels = _diagonals(x, t[:p] + list(range(n_ell - e, n_ell)) + t[p + 1:], i)
+        for l, n in zip(labels, x._payload.shape):
+            seen = sizes.setdefault(l, n)
+            if n != seen and 1 not in (n, seen):
+                raise RuntimeError(
+                    f"einsum(): subscript {l} has size {n} for operand {i} which does not "
+                    f"broadcast with previously seen size {seen}" if isinstance(l, str) else
+                    f"einsum(): dimension {l - n_ell + e} covered by ellipsis in operand {i}"
+                    f"has size {n} which does not broadcast with previously seen ellipsis "
+                    f"with size {seen} for the respective dimension")
+            sizes[l] = seen if n == 1 else n
+        xs.append(x)
+        ls.append(labels)
+    if arrow:
+        out = _subscripts(rhs, "output", len(lhs) + 2)
+        if None in out:
+            p = out.index(None)
+            out[p:p + 1] = range(n_ell)
+        for l in out:
+            if out.count(l) > 1:
+                raise RuntimeError(f"einsum(): output subscript {l} appears more than once in "
+                                   f"the output")
+            if l not in sizes:
+                raise RuntimeError(f"einsum(): output subscript {l} does not appear in the "
+                                   f"equation for any input operand")
+    else:
+        seen = [l for t in terms for l in t if l is not None]
+        out = list(range(n_ell)) + sorted(l for l in set(seen) if seen.count(l) == 1)
+    xs = [expand_to(x, tuple(sizes[l] for l in labels)) for x, labels in zip(xs, ls)]
+    y, ly = _sum_out(xs[0], ls[0], set(out).union(*ls[1:]))
+    for j in range(1, len(xs)):
+        keep = set(out).union(*ls[j + 1:])
+        b, lb = _sum_out(xs[j], ls[j], keep | set(ly))
+        y, ly = _contract(y, ly, b, lb, keep, sizes)
+    return permute(y, [ly.index(l) for l in out])

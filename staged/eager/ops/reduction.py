@@ -9,9 +9,9 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
-from ._operands import scalar_tensor
-from .elementwise import eq, maximum, minimum, where
-from .shape import unsqueeze
+from ._operands import expand_to, scalar_tensor
+from .elementwise import eq, maximum, minimum, ne, sub, where
+from .shape import cat, narrow, unsqueeze
 
 MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
@@ -61,6 +61,44 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
 def cumsum(x, dim, *, dtype=None):
     x = _accumulation_dtype(x, dtype)
     return ad.cumsum(x, dim=wrap_dim(dim, x.ndim), reverse=False) if x.ndim else ad.copy(x)
+
+
+def cumprod(x, dim, *, dtype=None):
+    """Running products along ``dim``, in log2(n) steps of ``y * y shifted by 2^k`` (ones
+    shifted in): only products, so zeros get exact gradients."""
+    x = _accumulation_dtype(x, dtype)
+    if not x.ndim:
+        return ad.copy(x)
+    dim = wrap_dim(dim, x.ndim)
+    shape = tuple(x._payload.shape)
+    n, y, s = shape[dim], x, 1
+    while s < n:
+        ones = expand_to(scalar_tensor(1, x.dtype), shape[:dim] + (s,) + shape[dim + 1:])
+        y = ad.mul(y, ad.concat(ones, narrow(y, dim, 0, n - s), dim=dim, sizes=(s, n - s)))
+        s *= 2
+    return ad.copy(x) if y is x else y
+
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (``!=`` for bools), after ``prepend``
+    and ``append`` are joined to ``x``."""
+    if x.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    dim = wrap_dim(dim, x.ndim)
+    parts = [t for t in (prepend, x, append) if t is not None]
+    if any(t.ndim != x.ndim for t in parts):
+        raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+    if len(parts) > 1:
+        x = cat(parts, dim)
+    for _ in range(n):
+        m = x._payload.shape[dim]
+        if m == 0:
+            break
+        hi, lo = narrow(x, dim, 1, m - 1), narrow(x, dim, 0, m - 1)
+        x = ne(hi, lo) if x.dtype is dt.bool_ else sub(hi, lo)
+    return x
 
 
 def _sorted(x, dim, descending, k):

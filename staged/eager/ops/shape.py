@@ -10,7 +10,10 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
-from ._operands import expand_to, promote_types, to_dtype
+from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
+from .data_dependent import host_data
+from .indexing import check_range, take
+from .inplace import type_title
 
 
 def _shape_arg(shape):
@@ -220,3 +223,183 @@ def new_zeros(x, *size, dtype=None, requires_grad=False):
     d = x.dtype if dtype is None else dt.as_dtype(dtype)
     t = Tensor._wrap(np.zeros(_shape_arg(size), d.np))
     return t.requires_grad_(True) if requires_grad else t
+
+
+def narrow(x, dim, start, length):
+    """A view of ``length`` entries of ``x`` from ``start`` along ``dim``."""
+    if x.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    dim = wrap_dim(dim, x.ndim)
+    n = x._payload.shape[dim]
+    start = int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but "
+                         f"got {start})")
+    start = start + n if start < 0 else start
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return _narrow(x, dim, start, length)
+
+
+def triangle_mask(m, n, diagonal=0, lower=True) -> Tensor:
+    """The bool ``(m, n)`` mask of ``tril`` (``lower``) or ``triu``, compared from an
+    ``m`` and an ``n`` long iota (no ``m x n`` constant in a graph)."""
+    rows = Tensor._wrap(np.arange(m, dtype=np.int64).reshape(m, 1) + diagonal)
+    cols = Tensor._wrap(np.arange(n, dtype=np.int64).reshape(1, n))
+    return ad.le(*operands(cols, rows)) if lower else ad.ge(*operands(cols, rows))
+
+
+def _triangle(name, x, diagonal, lower):
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    shape = tuple(x._payload.shape)
+    keep = expand_to(triangle_mask(*shape[-2:], diagonal, lower), shape)
+    return ad.where(keep, x, expand_to(scalar_tensor(0, x.dtype), shape))
+
+
+def tril(x, diagonal=0):
+    return _triangle("tril", x, diagonal, True)
+
+
+def triu(x, diagonal=0):
+    return _triangle("triu", x, diagonal, False)
+
+
+def repeat(x, *sizes):
+    """``Tensor.repeat``: ``x`` tiled ``sizes[i]`` times along dim ``i`` (leading sizes add
+    dims): each dim gets a broadcast axis in front, then the two merge."""
+    sizes = _shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x._payload.shape)
+    out = tuple(r * s for r, s in zip(sizes, shape))
+    for r in out:
+        if r < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {r}: "
+                               f"{list(out)}")
+    paired = tuple(k for s in shape for k in (1, s))
+    y = ad.reshape(x, shape=paired)
+    y = expand_to(y, tuple(k for r, s in zip(sizes, shape) for k in (r, s)))
+    return ad.reshape(y, shape=out)
+
+
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    """Each entry of ``x`` along ``dim`` (of flattened ``x`` without one) ``repeats`` times
+    (an int, or a tensor of one count per entry). Tensor counts are read eagerly; under
+    capture they need ``output_size`` (the index then comes from their cumsum)."""
+    if repeats is None:  # repeat_interleave(repeats): 0..n-1, each repeats[i] times
+        x, repeats = Tensor._wrap(np.arange(x._payload.shape[0] if x.ndim else 1)), x
+    if dim is None:
+        x, dim = flatten(x), 0
+    dim = wrap_dim(dim, x.ndim)
+    if isinstance(repeats, Tensor):
+        if repeats.ndim > 1:
+            raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+        n = x._payload.shape[dim]
+        if repeats.numel() == 1:  # one count for every entry
+            repeats = expand_to(ad.reshape(repeats, shape=(1,)), (n,))
+        return take(x, _interleave_index(repeats, n, output_size), dim)
+    if repeats < 0:
+        raise RuntimeError("Repeats must be non-negative")
+    shape = tuple(x._payload.shape)
+    y = expand_to(unsqueeze(x, dim + 1), shape[:dim + 1] + (repeats,) + shape[dim + 1:])
+    return ad.reshape(y, shape=shape[:dim] + (shape[dim] * repeats,) + shape[dim + 1:])
+
+
+def _interleave_index(repeats, n, output_size):
+    """The gather index of ``repeat_interleave`` by the 1-D counts ``repeats``."""
+    if repeats.dtype not in (dt.int64, dt.int32):
+        raise NotImplementedError(f'"repeat_interleave_cpu" not implemented for '
+                                  f"'{type_title(repeats.dtype)}'")
+    if repeats._payload.shape[0] != n:
+        raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                           f"repeats.size(0) = {repeats._payload.shape[0]} and input.size(0) = "
+                           f"{n}")
+    if type(repeats._payload) is not np.ndarray and output_size is not None:
+        # under capture: entry i of the output comes from the number of cumsums <= i
+        ends = ad.cumsum(to_dtype(repeats, dt.int64), dim=0, reverse=False)
+        at = Tensor._wrap(np.arange(output_size, dtype=np.int64).reshape(-1, 1))
+        below = ad.cast(ad.le(*operands(ad.reshape(ends, shape=(1, n)), at)), dtype=dt.int64)
+        index = ad.reduce_sum(below, dims=(1,), keepdim=False)
+        check_range(index, 0, n, RuntimeError, "allocated size does not match required size")
+        return index
+    counts = host_data(repeats, "repeat_interleave() with tensor repeats",
+                       " (or pass output_size)")
+    if (counts < 0).any():
+        raise RuntimeError("repeats can not be negative")
+    index = np.repeat(np.arange(n, dtype=np.int64), counts)
+    if output_size is not None and output_size != len(index):
+        raise RuntimeError("allocated size does not match required size")
+    return Tensor._wrap(index)
+
+
+def flip(x, *dims):
+    """``x`` reversed along ``dims`` (a copy: a gather by a reversed iota per dim)."""
+    dims = _shape_arg(dims)
+    wrapped = [wrap_dim(d, x.ndim) for d in dims]
+    for d in wrapped:
+        if wrapped.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    y = x
+    for d in wrapped:
+        n = x._payload.shape[d] if x.ndim else 1
+        if n > 1:
+            y = take(y, Tensor._wrap(np.arange(n - 1, -1, -1, dtype=np.int64)), d)
+    return ad.copy(y) if y is x else y
+
+
+def fliplr(x):
+    if x.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return flip(x, 1)
+
+
+def flipud(x):
+    if x.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return flip(x, 0)
+
+
+def roll(x, shifts, dims=None):
+    """``x`` shifted circularly by ``shifts`` along ``dims`` (flattened without dims)."""
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = () if dims is None else (dims,) if isinstance(dims, int) else tuple(dims)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if not dims and len(shifts) == 1:
+        return reshape(roll(flatten(x), shifts, 0), tuple(x._payload.shape))
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                           f"dims:{len(dims)}")
+    y = x
+    for s, d in zip(shifts, dims):
+        d = wrap_dim(d, x.ndim)
+        n = x._payload.shape[d] if x.ndim else 1
+        s = s % n if n else 0
+        if s:
+            y = ad.concat(_narrow(y, d, n - s, s), _narrow(y, d, 0, n - s), dim=d,
+                          sizes=(s, n - s))
+    return ad.copy(y) if y is x else y
+
+
+def view_as(x, other):
+    return view(x, tuple(other._payload.shape))
+
+
+def expand_as(x, other):
+    return expand(x, tuple(other._payload.shape))
+
+
+def numel(x) -> int:
+    return x.numel()
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(x) -> bool:
+    return x.is_floating_point()

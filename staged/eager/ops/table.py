@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ... import autodiff as ad
 from ...autodiff import Public
-from . import composite, indexing, inplace, linalg, reduction, shape
+from . import attention, composite, data_dependent, indexing, inplace, linalg, reduction, shape
 from . import elementwise as ew
 
 ROWS = {
@@ -26,17 +26,26 @@ ROWS = {
     **{n: Public(getattr(ew, n), method=False) for n in ("where", "real", "imag")},
     **{n: Public(getattr(composite, n), method=False, functional=True)
        for n in ("gelu", "silu", "softplus")},
+    "nan_to_num": Public(ew.nan_to_num, inplace=True),
     "softmax": Public(composite.softmax), "log_softmax": Public(composite.log_softmax),
-    **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm")},
+    "scaled_dot_product_attention": Public(attention.scaled_dot_product_attention,
+                                           method=False, export=False, functional=True),
+    **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm", "outer")},
+    **{n: Public(getattr(linalg, n), inplace=True) for n in ("addmm", "baddbmm")},
+    "einsum": Public(linalg.einsum, method=False),
     **{n: Public(getattr(reduction, n)) for n in (
         "sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
-        "logsumexp", "prod", "cumsum", "sort", "argsort", "topk", "norm")},
+        "logsumexp", "prod", "cumsum", "cumprod", "diff", "sort", "argsort", "topk", "norm")},
     **{n: Public(getattr(shape, n)) for n in (
         "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "split",
-        "chunk")},
-    **{n: Public(getattr(shape, n), method=False) for n in ("cat", "stack")},
+        "chunk", "narrow", "repeat_interleave", "flip", "fliplr", "flipud", "roll")},
+    **{n: Public(getattr(shape, n), inplace=True) for n in ("tril", "triu")},
+    **{n: Public(getattr(shape, n), method=False) for n in (
+        "cat", "stack", "numel", "is_tensor", "is_floating_point")},
     **{n: Public(getattr(shape, n), export=False) for n in (
-        "view", "expand", "broadcast_to", "contiguous", "new_zeros")},
+        "view", "expand", "broadcast_to", "contiguous", "new_zeros", "repeat", "view_as",
+        "expand_as")},
+    **{n: Public(getattr(data_dependent, n)) for n in ("nonzero", "unique")},
     **{n: Public(getattr(indexing, n)) for n in (
         "index_select", "gather", "scatter_add", "masked_fill", "take_along_dim")},
     # in-place methods with their own code (not "compute, then write")

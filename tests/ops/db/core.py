@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as TF
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import staged
 import staged.nn.functional as F
 from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct, index
 
 FLOATS = ("float32", "float64")
+INTS = FLOATS + ("int64",)
 UNORDERED = Skip("complex", "complex numbers are not ordered (PyTorch rejects them too)")
 NO_COMPLEX = Skip("complex", "PyTorch has no complex kernel for this op")
 
@@ -148,6 +150,52 @@ def _cast(dtype):
                   differentiable=dtype.startswith("float"), skips=skips)
 
 
+def _repeat_interleave_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, 2, 1), name="int"),
+            Sample((x, np.asarray([1, 0, 2], np.int64), 0), {"output_size": 3},
+                   name="tensor, output_size"),
+            Sample((arr(rng, dtype, (2, 3)), 2), name="flattened")]
+
+
+def _einsum_samples(dtype, rng):
+    """CI runs the first two and the last: attention scores, broadcast ellipsis with the
+    implicit output, and a diagonal contracted with a matrix."""
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample(("bhqd,bhkd->bhqk", a(2, 2, 3, 4), a(2, 2, 5, 4)), name="attention"),
+            Sample(("...ij,...jk", a(2, 1, 2, 3), a(3, 3, 2)), name="ellipsis"),
+            Sample(("i,j->ij", a(2), a(3)), name="outer"),
+            Sample(("ii->i", a(3, 3)), name="diagonal"),
+            Sample(("ij,jk,kl->il", a(2, 3), a(3, 4), a(4, 2)), name="chain"),
+            Sample(("iij,jk->ki", a(3, 3, 2), a(2, 4)), name="diagonal, contracted")]
+
+
+def _sdpa_samples(dtype, rng):
+    q, k, v = arr(rng, dtype, (1, 2, 3, 4)), arr(rng, dtype, (1, 2, 5, 4)), arr(rng, dtype,
+                                                                              (1, 2, 5, 4))
+    mask = arr(rng, "bool", (3, 5))
+    mask[0] = False  # a row that attends nowhere: zeros, as torch
+    return [Sample((q, k, v), name="plain"),
+            Sample((q, k, v, mask), name="bool mask"),
+            Sample((q, k, v, arr(rng, dtype, (3, 5))), {"scale": 0.3}, name="float mask"),
+            Sample((arr(rng, dtype, (1, 4, 3, 4)), k, v),
+                   {"enable_gqa": True, "is_causal": True}, name="gqa, causal")]
+
+
+def _torch_sdpa_math(*args, **kwargs):
+    """torch's math kernel: the flash kernel its CPU build picks has no forward AD."""
+    with sdpa_kernel(SDPBackend.MATH):
+        return TF.scaled_dot_product_attention(*args, **kwargs)
+
+
+def _metadata(name, fn):
+    """``numel``, ``is_tensor``...: Python values of a tensor's metadata."""
+    return OpInfo(name, getattr(staged, name), getattr(torch, name), _one((2, 3)),
+                  dtypes=("float32", "int64"), differentiable=False,
+                  skips=[Skip("capture", f"returns a Python {fn}, not a tensor: nothing to "
+                                         f"capture")])
+
+
 _WEIGHT = np.linspace(0.5, 1.5, 5)
 
 
@@ -226,6 +274,32 @@ ENTRIES = [
            _many(((3, 1), 3, 4), ((3,), 2, 3), ((1,), 2, -1))),
     _shape("broadcast_to", lambda x, s: x.broadcast_to(s), lambda x, s: x.broadcast_to(s),
            _many(((3, 1), (2, 3, 4)), ((), (2,)))),
+    OpInfo("tril", staged.tril, torch.tril,
+           _many(((3, 4),), ((2, 3, 4), 1), ((4, 3), -2)), dtypes=INTS),
+    OpInfo("triu", staged.triu, torch.triu,
+           _many(((3, 4),), ((2, 3, 4), -1), ((4, 3), 2)), dtypes=INTS),
+    OpInfo("tril_", lambda x, d: x.clone().tril_(d), lambda x, d: x.clone().tril_(d),
+           _one((3, 4), 1)),
+    OpInfo("triu_", lambda x, d: x.clone().triu_(d), lambda x, d: x.clone().triu_(d),
+           _one((3, 4), 1)),
+    OpInfo("repeat", lambda x, *s: x.repeat(*s), lambda x, *s: x.repeat(*s),
+           _many(((2, 3), 2, 1), ((3,), 2, 2), ((), 3)), dtypes=INTS),
+    OpInfo("repeat_interleave", staged.repeat_interleave, torch.repeat_interleave,
+           _repeat_interleave_samples, dtypes=INTS),
+    OpInfo("flip", staged.flip, torch.flip,
+           _many(((3, 4), (0, 1)), ((2, 3, 4), (-1,)), ((), (0,))), dtypes=INTS),
+    OpInfo("fliplr", staged.fliplr, torch.fliplr, _one((3, 4))),
+    OpInfo("flipud", staged.flipud, torch.flipud, _one((3, 4))),
+    OpInfo("roll", staged.roll, torch.roll,
+           _many(((3, 4), 1), ((3, 4), (1, -5), (0, 1)), ((), 1)), dtypes=INTS),
+    OpInfo("narrow", staged.narrow, torch.narrow,
+           _many(((3, 4), 1, 1, 2), ((3, 4), 0, -2, 2), ((0, 3), 1, 3, 0)), dtypes=INTS),
+    OpInfo("view_as", lambda x, o: x.view_as(o), lambda x, o: x.view_as(o),
+           lambda d, rng: [Sample((arr(rng, d, (2, 6)), arr(rng, d, (3, 4))))]),
+    OpInfo("expand_as", lambda x, o: x.expand_as(o), lambda x, o: x.expand_as(o),
+           lambda d, rng: [Sample((arr(rng, d, (3, 1)), arr(rng, d, (2, 3, 4))))]),
+    _metadata("numel", "int"), _metadata("is_tensor", "bool"),
+    _metadata("is_floating_point", "bool"),
     # linear algebra
     OpInfo("matmul", staged.matmul, torch.matmul, _matmul_samples,
            dtypes=FLOATS + ("complex64",)),
@@ -234,11 +308,32 @@ ENTRIES = [
     OpInfo("bmm", staged.bmm, torch.bmm, lambda d, rng: [
         Sample((arr(rng, d, (2, 2, 3)), arr(rng, d, (2, 3, 4))))],
         dtypes=FLOATS + ("complex64",)),
+    OpInfo("outer", staged.outer, torch.outer, lambda d, rng: [
+        Sample((arr(rng, d, (3,)), arr(rng, d, (2,)))),
+        Sample((arr(rng, d, (0,)), arr(rng, d, (2,))))], dtypes=INTS),
+    OpInfo("addmm", staged.addmm, torch.addmm, lambda d, rng: [
+        Sample((arr(rng, d, (3,)), arr(rng, d, (2, 4)), arr(rng, d, (4, 3)))),
+        Sample((arr(rng, d, (2, 3)), arr(rng, d, (2, 4)), arr(rng, d, (4, 3))),
+               {"beta": 0.5, "alpha": 2.0}),
+        Sample((arr(rng, d, (2, 1)), arr(rng, d, (2, 4)), arr(rng, d, (4, 3))), {"beta": 0})]),
+    OpInfo("baddbmm", staged.baddbmm, torch.baddbmm, lambda d, rng: [
+        Sample((arr(rng, d, (3,)), arr(rng, d, (2, 2, 4)), arr(rng, d, (2, 4, 3))),
+               {"alpha": 0.5})]),
+    OpInfo("einsum", staged.einsum, torch.einsum, _einsum_samples),
     # softmax family and losses
     _real("softmax", _many(((3, 4), 1), ((2, 3, 4), 0), ((), 0)),
           Skip("complex", "PyTorch's softmax has no complex kernel")),
     _real("log_softmax", _many(((3, 4), 1), ((2, 3, 4), -1)),
           Skip("complex", "PyTorch's log_softmax has no complex kernel")),
+    OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, _torch_sdpa_math,
+           _sdpa_samples),
+    OpInfo("scaled_dot_product_attention_mask_causal",
+           lambda *a, **k: F.scaled_dot_product_attention(*a, is_causal=True, **k),
+           lambda *a, **k: TF.scaled_dot_product_attention(*a, is_causal=True, **k),
+           lambda d, rng: _sdpa_samples(d, rng)[2:3],
+           skips=[Skip(c, "torch adds a mask and is_causal only without autograd (its flash "
+                          "kernel); its math kernel, which autograd takes, refuses them")
+                  for c in ("vjp", "jvp")]),
     OpInfo("mse_loss", F.mse_loss, TF.mse_loss, _mse_samples, skips=[
         Skip("complex", "PyTorch's mse_loss has no complex kernel")]),
     OpInfo("cross_entropy", F.cross_entropy, TF.cross_entropy, _loss_samples, skips=[

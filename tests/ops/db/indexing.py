@@ -1,6 +1,6 @@
 """Op database entries for indexing and joining: __getitem__ (basic and advanced),
-__setitem__, gather, scatter_add, index_select, take_along_dim, masked_fill, cat,
-stack, split, chunk."""
+__setitem__, gather, scatter_add, index_select, take_along_dim, masked_fill, nonzero,
+unique, cat, stack, split, chunk."""
 from __future__ import annotations
 
 import numpy as np
@@ -114,6 +114,23 @@ def _masked_fill_samples(dtype, rng):
             Sample((arr(rng, dtype, (0, 4)), arr(rng, "bool", (4,)), value))]
 
 
+def _sparse(rng, dtype, shape):
+    """Small integers (many zeros and repeats) in ``dtype``."""
+    return np.asarray(rng.integers(-1, 2, shape), dtype)
+
+
+def _nonzero_samples(dtype, rng):
+    return [Sample((_sparse(rng, dtype, (3, 4)),)),
+            Sample((_sparse(rng, dtype, (3, 4)),), {"as_tuple": True}),
+            Sample((np.asarray(1, dtype),))]
+
+
+def _unique_samples(dtype, rng):
+    x = _sparse(rng, dtype, (3, 4))
+    return [Sample((x,)), Sample((x,), {"return_inverse": True, "return_counts": True}),
+            Sample((x[[0, 1, 0]],), {"dim": 0, "return_inverse": True})]
+
+
 def _cat_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
     return [Sample(([a(2, 3), a(1, 3), a(4, 3)],)), Sample(([a(2, 3), a(2, 1)], 1)),
@@ -152,6 +169,11 @@ ENTRIES = [
            _take_along_dim_samples, dtypes=DTYPES),
     OpInfo("masked_fill", staged.masked_fill, torch.masked_fill, _masked_fill_samples,
            dtypes=DTYPES),
+    *(OpInfo(n, getattr(staged, n), getattr(torch, n), samples, differentiable=False,
+             dtypes=("float32", "int64"), skips=[Skip("capture", f"{n}() gives a data-dependent "
+                                                  "shape, which a static-shape graph cannot "
+                                                  "hold: eager only")])
+      for n, samples in (("nonzero", _nonzero_samples), ("unique", _unique_samples))),
     OpInfo("cat", staged.cat, torch.cat, _cat_samples, dtypes=DTYPES),
     OpInfo("stack", staged.stack, torch.stack, _stack_samples, dtypes=DTYPES),
     OpInfo("split", staged.split, torch.split, _split_samples, dtypes=DTYPES),

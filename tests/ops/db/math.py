@@ -72,6 +72,25 @@ def _prod_samples(dtype, rng):
             Sample((arr(rng, dtype, ()),), name="scalar")]
 
 
+def _cumprod_samples(dtype, rng):
+    zeros = arr(rng, dtype, (2, 5))
+    zeros[0, 1] = zeros[1, 1] = zeros[1, 3] = 0
+    return [Sample((arr(rng, dtype, (3, 7)), 1), name="dim"),
+            Sample((zeros, -1), name="zeros"), Sample((arr(rng, dtype, ()), 0), name="scalar")]
+
+
+def _diff_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x,), name="last"),
+            Sample((x, 2, 0, arr(rng, dtype, (1, 4)), arr(rng, dtype, (2, 4))),
+                   name="n=2, prepend, append"),
+            Sample((arr(rng, dtype, (3,)), 4), name="n > size")]
+
+
+def _specials(dtype):
+    return np.array([np.nan, np.inf, -np.inf, 1.5, -0.5], dtype)
+
+
 def _sort_samples(dtype, rng):
     x = distinct(rng, dtype, (3, 5))
     return [Sample((x,), name="last"), Sample((x, 0), name="dim0"),
@@ -175,6 +194,16 @@ ENTRIES = [
     OpInfo("cumsum", staged.cumsum, torch.cumsum,
            lambda d, rng: _dim_samples(d, rng, with_keepdim=False)[1:],
            dtypes=HALF + ("int64",)),
+    OpInfo("cumprod", staged.cumprod, torch.cumprod, _cumprod_samples,
+           dtypes=FLOATS + ("int64",)),
+    OpInfo("diff", staged.diff, torch.diff, _diff_samples, dtypes=FLOATS + ("int64",)),
+    OpInfo("nan_to_num", staged.nan_to_num, torch.nan_to_num, lambda d, rng: [
+        Sample((_specials(d), 1.0, 2.0, -3.0)), Sample((arr(rng, d, (3, 4)),))],
+        dtypes=FLOATS),
+    OpInfo("nan_to_num_defaults", staged.nan_to_num, torch.nan_to_num,
+           lambda d, rng: [Sample((_specials(d),))], dtypes=FLOATS,
+           skips=[Skip("fd", "infinities become the dtype's largest values, whose finite "
+                             "differences cancel to 0 (the VJP is checked against torch)")]),
     OpInfo("sort", lambda *a: staged.sort(*a).values, lambda *a: torch.sort(*a).values,
            _sort_samples, dtypes=HALF),
     OpInfo("sort_indices", lambda *a: staged.sort(*a).indices,

@@ -1,11 +1,14 @@
 """Op database entries for the nn.functional ops: convolution, pooling, unfold,
-normalisation, embedding, one_hot and pad (dropout is random: tests/nn/test_functional_ops.py
-checks it against its own seeds, eagerly and compiled)."""
+normalisation, embedding, one_hot, pad, activations, distances and losses (dropout is
+random: tests/nn/test_functional_ops.py and test_more_layers.py check it against its own
+seeds, eagerly and compiled)."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 import torch.nn.functional as TF
 
+import staged
 import staged.nn.functional as F
 from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct, index
 
@@ -83,6 +86,91 @@ def _pad_samples(dtype, rng):
             Sample((x, (-1, -1, 2, 0, 1, 1)))]
 
 
+def _activation_samples(low=-3.0, high=3.0, **options):
+    """A matrix, and a 0-d scalar with ``options``."""
+    def samples(dtype, rng):
+        return [Sample((arr(rng, dtype, (3, 4), low, high),)),
+                Sample((arr(rng, dtype, (), low, high),), options, name="scalar")]
+    return samples
+
+
+def _activation(name, low=-3.0, high=3.0, **options):
+    return OpInfo(name, getattr(F, name), getattr(TF, name),
+                  _activation_samples(low, high, **options))
+
+
+def _glu_samples(dtype, rng):
+    return [Sample((arr(rng, dtype, (3, 4)),)), Sample((arr(rng, dtype, (4, 3)), 0))]
+
+
+def _normalize_samples(dtype, rng):
+    return [Sample((arr(rng, dtype, (3, 4)),)),
+            Sample((arr(rng, dtype, (2, 3, 4)),), dict(p=3.0, dim=0))]
+
+
+def _pair_samples(**options):
+    """Two (3, 4) inputs, then (3, 4) against a broadcast (4,) with ``options``."""
+    def samples(dtype, rng):
+        a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+        return [Sample((a(3, 4), a(3, 4))), Sample((a(3, 4), a(4)), options, name="broadcast")]
+    return samples
+
+
+def _pointwise_loss_samples(**options):
+    """(input, target): their mean, then ``options`` unreduced."""
+    def samples(dtype, rng):
+        x, t = arr(rng, dtype, (3, 4)), arr(rng, dtype, (3, 4))
+        return [Sample((x, t)), Sample((x, t), dict(reduction="none", **options))]
+    return samples
+
+
+def _bce_samples(dtype, rng):
+    x, t = arr(rng, dtype, (3, 4), 0.05, 0.95), arr(rng, dtype, (3, 4), 0.0, 1.0)
+    return [Sample((x, t)), Sample((x, t), dict(reduction="none"))]
+
+
+def _bce_logits_samples(dtype, rng):
+    x, t = arr(rng, dtype, (3, 4), -4.0, 4.0), arr(rng, dtype, (3, 4), 0.0, 1.0)
+    return [Sample((x, t)), Sample((x, t), dict(reduction="sum"))]
+
+
+_POS_WEIGHT = np.linspace(0.5, 2.0, 4)
+
+
+def _pos_weighted(fn, tensor):
+    """``fn`` with a constant ``pos_weight`` (torch does not differentiate it)."""
+    return lambda x, t, **kw: fn(x, t, pos_weight=tensor(_POS_WEIGHT).to(x.dtype), **kw)
+
+
+def _kl_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, arr(rng, dtype, (3, 4), 0.05, 1.0)), dict(reduction="batchmean")),
+            Sample((x, arr(rng, dtype, (3, 4))), dict(reduction="none", log_target=True))]
+
+
+def _signs(rng, shape, dtype):
+    return np.where(rng.random(shape) < 0.5, -1, 1).astype(dtype)
+
+
+def _soft_margin_samples(dtype, rng):
+    # int64 targets: torch's soft_margin_loss does not differentiate its target
+    x, y = arr(rng, dtype, (3, 4)), _signs(rng, (3, 4), np.int64)
+    return [Sample((x, y)), Sample((x, y), dict(reduction="none"))]
+
+
+def _cosine_embedding_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample((a(4, 5), a(4, 5), _signs(rng, (4,), np.int64)),
+                   dict(margin=0.2, reduction="none")),
+            Sample((a(5), a(5), np.array(-1)), dict(margin=-0.5), name="unbatched")]
+
+
+def _margin_ranking_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample((a(5), a(5), _signs(rng, (5,), dtype))),
+            Sample((a(5), a(5), _signs(rng, (5,), dtype)), dict(margin=0.5, reduction="none"))]
+
+
 _INT_ONLY = Skip("complex", "class indices are integers")
 _PADDING_ROW = "padding_idx zeroes the gradient of a row the output does depend on " \
                "(PyTorch's definition), so finite differences disagree by design"
@@ -109,4 +197,36 @@ ENTRIES = [
                        "data, which a static-shape capture cannot trace")
                for c in ("shape", "capture", "llvm-cpu")]),
     OpInfo("pad", F.pad, TF.pad, _pad_samples),
+    # activations
+    _activation("leaky_relu", negative_slope=0.2), _activation("elu", alpha=0.5),
+    _activation("selu"), _activation("celu", alpha=2.0), _activation("mish"),
+    _activation("hardtanh", min_val=-0.5, max_val=2.0), _activation("relu6", -2.0, 8.0),
+    _activation("hardsigmoid", -4.0, 4.0), _activation("hardswish", -4.0, 4.0),
+    _activation("logsigmoid", -30.0, 30.0), _activation("softsign"), _activation("tanhshrink"),
+    OpInfo("glu", F.glu, TF.glu, _glu_samples),
+    # distances
+    OpInfo("normalize", F.normalize, TF.normalize, _normalize_samples),
+    OpInfo("cosine_similarity", F.cosine_similarity, TF.cosine_similarity,
+           _pair_samples(dim=-1, eps=1e-6)),
+    OpInfo("pairwise_distance", F.pairwise_distance, TF.pairwise_distance,
+           _pair_samples(p=1.0, keepdim=True)),
+    # losses
+    OpInfo("l1_loss", F.l1_loss, TF.l1_loss, _pointwise_loss_samples()),
+    OpInfo("smooth_l1_loss", F.smooth_l1_loss, TF.smooth_l1_loss,
+           _pointwise_loss_samples(beta=0.5)),
+    OpInfo("huber_loss", F.huber_loss, TF.huber_loss, _pointwise_loss_samples(delta=0.5)),
+    OpInfo("binary_cross_entropy", F.binary_cross_entropy, TF.binary_cross_entropy,
+           _bce_samples),
+    OpInfo("binary_cross_entropy_with_logits", F.binary_cross_entropy_with_logits,
+           TF.binary_cross_entropy_with_logits, _bce_logits_samples),
+    OpInfo("binary_cross_entropy_with_logits_pos_weight",
+           _pos_weighted(F.binary_cross_entropy_with_logits, staged.tensor),
+           _pos_weighted(TF.binary_cross_entropy_with_logits, torch.tensor),
+           lambda d, rng: _bce_logits_samples(d, rng)[:1]),
+    OpInfo("kl_div", F.kl_div, TF.kl_div, _kl_samples),
+    OpInfo("soft_margin_loss", F.soft_margin_loss, TF.soft_margin_loss, _soft_margin_samples),
+    OpInfo("cosine_embedding_loss", F.cosine_embedding_loss, TF.cosine_embedding_loss,
+           _cosine_embedding_samples),
+    OpInfo("margin_ranking_loss", F.margin_ranking_loss, TF.margin_ranking_loss,
+           _margin_ranking_samples),
 ]

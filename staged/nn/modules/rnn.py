@@ -1,0 +1,347 @@
+"""RNN, LSTM, GRU and their cells, as torch's: parameter names, shapes, gate order and
+initialisation (uniform in +-1/sqrt(hidden_size), in parameter order).
+
+The time loop is a Python loop over steps: under ``staged.compile`` it unrolls (fine for
+short sequences). Each layer projects its whole input sequence at once (``W_ih x + b_ih``
+for every step), then steps through ``W_hh h + b_hh``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+from ...eager import ops
+from ...eager.factories import empty, zeros
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+
+# One step of each cell: ``gi`` = W_ih x + b_ih, ``gh`` = W_hh h + b_hh, ``state`` = (h,) or
+# (h, c); returns the new state, whose first entry is the output.
+def _rnn_tanh(gi, gh, state):
+    return (ops.tanh(gi + gh),)
+
+
+def _rnn_relu(gi, gh, state):
+    return (ops.relu(gi + gh),)
+
+
+def _lstm(gi, gh, state):
+    """Gates i, f, g, o: ``c' = f c + i g``, ``h' = o tanh(c')``."""
+    i, f, g, o = ops.chunk(gi + gh, 4, 1)
+    c = f.sigmoid() * state[1] + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
+def _gru(gi, gh, state):
+    """Gates r, z, n: ``n = tanh(W_in x + b_in + r (W_hn h + b_hn))``, ``h' = n + z (h - n)``."""
+    ir, iz, in_ = ops.chunk(gi, 3, 1)
+    hr, hz, hn = ops.chunk(gh, 3, 1)
+    r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+    n = (in_ + r * hn).tanh()
+    return (n + z * (state[0] - n),)
+
+
+_CELLS = {"RNN_TANH": (1, _rnn_tanh), "RNN_RELU": (1, _rnn_relu), "LSTM": (4, _lstm),
+          "GRU": (3, _gru)}
+
+
+def _reset(module):
+    stdv = 1.0 / math.sqrt(module.hidden_size) if module.hidden_size > 0 else 0
+    for weight in module.parameters():
+        init.uniform_(weight, -stdv, stdv)
+
+
+class RNNBase(Module):
+    """The stacked, optionally bidirectional recurrence of ``mode`` ("RNN_TANH", "RNN_RELU",
+    "LSTM" or "GRU"); ``dropout`` applies to every layer's output but the last's, in
+    training."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0, dtype=None):
+        super().__init__()
+        if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) \
+                or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the "
+                             "probability of an element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(f"dropout option adds dropout after all but last recurrent layer, so "
+                          f"non-zero dropout expects num_layers greater than 1, but got "
+                          f"dropout={dropout} and num_layers={num_layers}", stacklevel=3)
+        for name, value, kind in (("bias", bias, bool), ("batch_first", batch_first, bool),
+                                  ("input_size", input_size, int),
+                                  ("hidden_size", hidden_size, int)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} should be of type {kind.__name__}, got: "
+                                f"{type(value).__name__}")
+        if input_size <= 0:
+            raise ValueError("input_size must be greater than zero")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size:
+            raise NotImplementedError("LSTM with proj_size > 0 is not supported")
+        if mode not in _CELLS:
+            raise ValueError("Unrecognized RNN mode: " + mode)
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, 0
+        gate_size = _CELLS[mode][0] * hidden_size
+        directions = 2 if bidirectional else 1
+        self._all_weights = []
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else hidden_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                shapes = {"weight_ih": (gate_size, layer_input),
+                          "weight_hh": (gate_size, hidden_size)}
+                if bias:
+                    shapes.update(bias_ih=(gate_size,), bias_hh=(gate_size,))
+                for name, shape in shapes.items():
+                    setattr(self, name + suffix, Parameter(empty(*shape, dtype=dtype)))
+                self._all_weights.append([name + suffix for name in shapes])
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _reset(self)
+
+    @property
+    def all_weights(self):
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+    def forward(self, input, hx=None):
+        """``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``) of ``(L, N, H_in)`` input
+        (``batch_first``: ``(N, L, H_in)``) or unbatched ``(L, H_in)``; ``hx`` defaults to
+        zeros."""
+        lstm = self.mode == "LSTM"
+        name = self.mode.split("_")[0]
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
+                             + ("tensor instead" if name == "RNN" else "instead"))
+        batched = input.ndim == 3
+        batch_dim = 0 if self.batch_first else 1
+        if not batched:
+            input = input.unsqueeze(batch_dim)
+        if self.batch_first:
+            input = input.transpose(0, 1)
+        states = self._initial_states(input, hx, batched, lstm)
+        directions = 2 if self.bidirectional else 1
+        finals = []
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(directions):
+                k = layer * directions + direction
+                out, state = self._layer(input, tuple(s[k] for s in states), k,
+                                         reverse=direction == 1)
+                outs.append(out)
+                finals.append(state)
+            input = outs[0] if directions == 1 else ops.cat(outs, 2)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                input = F.dropout(input, self.dropout, True)
+        output = input.transpose(0, 1) if self.batch_first else input
+        h_n = tuple(ops.stack([f[i] for f in finals]) for i in range(len(states)))
+        if not batched:
+            output = output.squeeze(batch_dim)
+            h_n = tuple(h.squeeze(1) for h in h_n)
+        return output, (h_n if lstm else h_n[0])
+
+    def _initial_states(self, input, hx, batched, lstm):
+        """``(h0,)`` or ``(h0, c0)`` for ``input`` (L, N, H_in), each ``(layers * directions,
+        N, hidden)``: ``hx`` (unsqueezed for unbatched input) or zeros; checked as torch."""
+        if hx is not None:
+            hx = tuple(hx) if lstm else (hx,)
+            want = 3 if batched else 2
+            if any(h.ndim != want for h in hx):
+                got = (f"({hx[0].ndim}-D, {hx[1].ndim}-D) tensors" if lstm
+                       else f"{hx[0].ndim}-D tensor")
+                raise RuntimeError(f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, "
+                                   f"{'hx and cx' if lstm else 'hx'} should also be {want}-D "
+                                   f"but got {got}")
+            if not batched:
+                hx = tuple(h.unsqueeze(1) for h in hx)
+        w = self.weight_ih_l0.dtype
+        if input.dtype != w:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({w}). Convert input: input.to({w}), or convert model: "
+                             f"model.to({input.dtype})")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+        shape = (self.num_layers * (2 if self.bidirectional else 1), input.shape[1],
+                 self.hidden_size)
+        if hx is None:
+            return (zeros(*shape, dtype=input.dtype),) * (2 if lstm else 1)
+        for i, h in enumerate(hx):
+            if tuple(h.shape) != shape:
+                what = f"hidden[{i}] size" if lstm else "hidden size"
+                raise RuntimeError(f"Expected {what} {shape}, got {list(h.shape)}")
+        return hx
+
+    def _layer(self, x, state, k, reverse):
+        """One direction of one layer over ``x`` (L, N, H_in): ``(outputs (L, N, hidden),
+        final state)``."""
+        w_ih, w_hh, *b = self.all_weights[k]
+        b_ih, b_hh = b or (None, None)
+        step = _CELLS[self.mode][1]
+        gi = F.linear(x, w_ih, b_ih)
+        times = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+        outs = [None] * x.shape[0]
+        for t in times:
+            state = step(gi[t], F.linear(state[0], w_hh, b_hh), state)
+            outs[t] = state[0]
+        return ops.stack(outs), state
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h' = nonlinearity(W_ih x + b_ih + W_hh h + b_hh)``.
+
+    Example:
+        >>> rnn = nn.RNN(10, 20, num_layers=2)
+        >>> output, h_n = rnn(staged.randn(5, 3, 10))   # (L, N, H_in) -> (5, 3, 20), (2, 3, 20)
+    """
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, dtype=None, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             f"'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_" + nonlinearity.upper(), input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, dtype=dtype, **kwargs)
+
+
+class LSTM(RNNBase):
+    """Long short-term memory, torch's gates i, f, g, o; returns ``(output, (h_n, c_n))``.
+    ``proj_size`` is not supported."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, proj_size, dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit, torch's gates r, z, n."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, dtype=None, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, dtype=dtype, **kwargs)
+
+
+class RNNCellBase(Module):
+    """One step of a cell: ``weight_ih`` (chunks * hidden, input), ``weight_hh`` (chunks *
+    hidden, hidden), biases (chunks * hidden)."""
+
+    def __init__(self, input_size, hidden_size, bias, num_chunks, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, dtype=dtype))
+        self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
+        for name in ("bias_ih", "bias_hh"):
+            self.register_parameter(name, Parameter(empty(num_chunks * hidden_size, dtype=dtype))
+                                    if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _reset(self)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+    def _step(self, mode, input, states, what):
+        """The cell ``mode`` on ``input`` (N, H_in) or (H_in) and ``states`` (a tuple, or
+        None for zeros), checked as torch's ``what`` cell; returns the new state tuple."""
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{what}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        for i, s in enumerate(states or ()):
+            if s.ndim not in (1, 2):
+                label = f"hx[{i}]" if len(states) == 2 else "hidden"
+                raise ValueError(f"{what}: Expected {label} to be 1D or 2D, got {s.ndim}D "
+                                 f"instead")
+        batched = input.ndim == 2
+        if not batched:
+            input = input.unsqueeze(0)
+            states = states and tuple(s.unsqueeze(0) for s in states)
+        if states is None:
+            states = (zeros(input.shape[0], self.hidden_size, dtype=input.dtype),) * \
+                (2 if mode == "LSTM" else 1)
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
+                               f"expected {self.input_size}")
+        for i, s in enumerate(states):
+            if s.shape[0] != input.shape[0]:
+                raise RuntimeError(f"Input batch size {input.shape[0]} doesn't match hidden{i} "
+                                   f"batch size {s.shape[0]}")
+            if s.shape[1] != self.hidden_size:
+                raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
+                                   f"expected {self.hidden_size}")
+        out = _CELLS[mode][1](F.linear(input, self.weight_ih, self.bias_ih),
+                              F.linear(states[0], self.weight_hh, self.bias_hh), states)
+        return out if batched else tuple(s.squeeze(0) for s in out)
+
+
+class RNNCell(RNNCellBase):
+    """``h' = nonlinearity(W_ih x + b_ih + W_hh h + b_hh)``."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        return self._step("RNN_" + self.nonlinearity.upper(), input,
+                          None if hx is None else (hx,), "RNNCell")[0]
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step: ``(h', c')`` from ``input`` and ``(h, c)``."""
+
+    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, dtype)
+
+    def forward(self, input, hx=None):
+        return self._step("LSTM", input, None if hx is None else tuple(hx), "LSTMCell")
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step: ``h'`` from ``input`` and ``h``."""
+
+    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, dtype)
+
+    def forward(self, input, hx=None):
+        return self._step("GRU", input, None if hx is None else (hx,), "GRUCell")[0]
