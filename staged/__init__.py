@@ -25,6 +25,7 @@ from . import nn, optim  # noqa: F401
 from . import utils  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
+from .torch_compat import as_torch  # noqa: F401
 
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
