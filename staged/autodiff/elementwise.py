@@ -377,8 +377,8 @@ def _clamp_where_jvp(primals, tangents, out, *, keep):
     c, bound, x = primals
     bt = tangents[1] if tangents[1] is not None else x.new_zeros(x.shape)
     xt = tangents[2] if tangents[2] is not None else x.new_zeros(x.shape)
-    if keep is None:
-        return where(c, bt, xt)
+    if keep is None:  # x's tangent at a NaN bound, as PyTorch's
+        return where(c & (bound == bound), bt, xt)
     return where(getattr(operator, keep)(x, bound), xt, bt)
 
 
@@ -388,12 +388,14 @@ def _clamp_where_x_vjp(g, c, bound, x):
     return g.where(~c & (x == x) & (bound == bound), 0)
 
 
-# where(c, bound, x) of a clamp, c = x < min or x > max: the tangent is x's only where
-# keep(x, bound) holds (the bound's at ties and NaN), as PyTorch's clamp JVP, or follows
-# the value where keep is None; the gradient goes to x where x is within the bound
+# where(c, bound, x) of a clamp, c = x < min or x > max or a NaN bound: the tangent is
+# x's only where keep(x, bound) holds (the bound's at ties and NaN), as PyTorch's clamp
+# JVP, or follows the value where keep is None; the gradient goes to x where x is within
+# the bound, to the bound where x is beyond it, to neither at a NaN bound
 clamp_where = Primitive("clamp_where", lambda c, bound, x, *, keep: np.where(c, bound, x),
                         _clamp_where_shape, jvp=_clamp_where_jvp,
-                        vjp=(None, lambda g, c: g.where(c, 0), _clamp_where_x_vjp))
+                        vjp=(None, lambda g, c, bound: g.where(c & (bound == bound), 0),
+                             _clamp_where_x_vjp))
 
 
 def _cast_impl(x, *, dtype):

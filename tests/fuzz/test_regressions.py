@@ -264,3 +264,23 @@ def test_an_inplace_op_reading_the_written_tensor_captures_with_its_value_before
         return staged.autograd.grad(fn(staged, t), [t], staged.ones_like(t))[0]
     got = staged.compile(step)(staged.tensor(x, requires_grad=True))
     np.testing.assert_allclose(np.asarray(got), want[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda lib, x, b: lib.clamp(x, b),
+    lambda lib, x, b: lib.clamp(x, None, b),
+    lambda lib, x, b: lib.clamp(x, b, b + 1),
+    lambda lib, x, b: lib.clamp(x, float("nan")),
+    lambda lib, x, b: lib.clamp_max(x, float("nan")),
+], ids=["tensor_min", "tensor_max", "tensors", "scalar_min", "scalar_max"])
+def test_clamp_to_a_nan_bound_is_nan(fn):
+    """torch's clamp propagates a NaN bound; staged's where(x < min, min, x) kept x there
+    (x < NaN is False), a silent wrong value. The gradients stay torch's: none to either
+    at a NaN bound."""
+    special = np.array([np.nan, 0.0, 1.0, -1.0, 2.5], np.float32)
+    x, b = (a.ravel() for a in np.meshgrid(special, special))
+    with np.errstate(all="ignore"):
+        got = fn(staged, staged.tensor(x), staged.tensor(b)).numpy()
+    _assert_identical(got, fn(torch, torch.tensor(x), torch.tensor(b)).numpy())
+    for g, tg in zip(_grads(staged, fn, x, b), _grads(torch, fn, x, b)):
+        _assert_identical(g, tg)

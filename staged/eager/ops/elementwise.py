@@ -227,14 +227,17 @@ def _clamp(x, min, max, keep):
     ``keep``: the comparisons of ``x`` with (min, max) where the tangent is ``x``'s (the
     bound's elsewhere), or None where it follows the value."""
     if min is not None:
-        x = _bound(lt(x, min), min, x, keep and keep[0])
+        x = _bound(lt, min, x, keep and keep[0])
     if max is not None:
-        x = _bound(gt(x, max), max, x, keep and keep[1])
+        x = _bound(gt, max, x, keep and keep[1])
     return x
 
 
-def _bound(c, bound, x, keep):
+def _bound(beyond, bound, x, keep):
+    """where(beyond(x, bound), bound, x), the bound also where it is NaN: PyTorch's clamp
+    propagates a NaN bound."""
     a, b = operands(bound, x, dtype=promote_types(bound, x))
+    c = logical_or(beyond(x, bound), ne(a, a))
     shape = tuple(c._payload.shape)
     return ad.clamp_where(c, expand_to(a, shape), expand_to(b, shape), keep=keep)
 
