@@ -288,9 +288,18 @@ def _over_norm(num, y, x):
     return num / d.where(d != 0, 1)
 
 
+def _atan2_jvp(primals, tangents, out):
+    # (x ty - y tx) / (x*x + y*y), as PyTorch's JVP: NaN at the origin, where its VJP
+    # (atan2_backward) gives 0
+    (y, x), (ty, tx) = primals, tangents
+    if tx is None:
+        return x * ty / (y * y + x * x)
+    return (-(y * tx) if ty is None else -(y * tx) + x * ty) / (y * y + x * x)
+
+
 atan2 = elementwise("atan2", lambda y, x: np.arctan2(y, x),
                     vjp=(lambda g, y, x: _over_norm(g * x, y, x),
-                    lambda g, y, x: _over_norm(-g * y, y, x)),
+                    lambda g, y, x: _over_norm(-g * y, y, x)), jvp=_atan2_jvp,
                     public=_FLOAT_._replace(aliases=("arctan2",)), domain=_REAL_MATH)
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
 remainder = elementwise("remainder", lambda x, y: np.remainder(x, y),

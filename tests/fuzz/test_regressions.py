@@ -284,3 +284,24 @@ def test_clamp_to_a_nan_bound_is_nan(fn):
     _assert_identical(got, fn(torch, torch.tensor(x), torch.tensor(b)).numpy())
     for g, tg in zip(_grads(staged, fn, x, b), _grads(torch, fn, x, b)):
         _assert_identical(g, tg)
+
+
+def _tangent(lib, fn, primals, tangents):
+    """The tangent of ``fn`` by ``lib``'s forward AD; a None tangent: a plain tensor."""
+    import staged.autograd.forward_ad  # noqa: F401  (lib.autograd.forward_ad)
+    fw = lib.autograd.forward_ad
+    with fw.dual_level(), np.errstate(all="ignore"):
+        args = [lib.tensor(p) if t is None else fw.make_dual(lib.tensor(p), lib.tensor(t))
+                for p, t in zip(primals, tangents)]
+        return fw.unpack_dual(fn(*args)).tangent.numpy()
+
+
+def test_atan2_jvp_at_the_origin_is_nan():
+    """torch's atan2 JVP is (x ty - y tx) / (x^2 + y^2), NaN at the origin though its
+    VJP gives 0 there (test_atan2_gradient_at_the_origin_is_zero); staged's tangent was
+    derived from its VJP, 0."""
+    y, x = (a.ravel() for a in np.meshgrid(_SPECIAL, _SPECIAL))
+    ty, tx = np.ones_like(y), np.full_like(x, 2.0)
+    for tangents in ((ty, tx), (ty, None), (None, tx)):
+        np.testing.assert_array_equal(_tangent(staged, staged.atan2, (y, x), tangents),
+                                      _tangent(torch, torch.atan2, (y, x), tangents))
