@@ -305,3 +305,15 @@ def test_atan2_jvp_at_the_origin_is_nan():
     for tangents in ((ty, tx), (ty, None), (None, tx)):
         np.testing.assert_array_equal(_tangent(staged, staged.atan2, (y, x), tangents),
                                       _tangent(torch, torch.atan2, (y, x), tangents))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int64"])
+def test_logsumexp_of_integers_and_bools_is_in_the_default_float(dtype):
+    """torch casts an integer or bool input of logsumexp to the default float first;
+    staged computed x - max(x) in x's dtype, which raised for bools ("'sub' is not defined
+    for bool tensors")."""
+    x = np.array([[[False]], [[True]], [[True]]]).astype(dtype)
+    got = staged.logsumexp(staged.tensor(x), -1)
+    want = torch.logsumexp(torch.tensor(x), -1)
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

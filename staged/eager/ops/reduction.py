@@ -9,7 +9,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
-from ._operands import expand_to, scalar_tensor
+from ._operands import expand_to, float_operand, scalar_tensor
 from .elementwise import eq, maximum, minimum, ne, sub, where
 from .shape import cat, narrow, unsqueeze
 
@@ -242,8 +242,14 @@ def min(x, dim=None, keepdim=False, *, other=None):
     return _extremum(ad.reduce_min, ad.argmin, MinResult, x, dim, keepdim, other)
 
 
-@in_float32
 def logsumexp(x, dim, keepdim=False):
+    # integer and bool inputs compute in the default float dtype, as torch (bools have no
+    # x - max(x))
+    return _logsumexp(float_operand(x), dim, keepdim)
+
+
+@in_float32
+def _logsumexp(x, dim, keepdim):
     dims = normalize_dims(dim, x.ndim)
     if any(x._payload.shape[d] == 0 for d in dims):  # an empty sum: log(0) = -inf, as torch
         return sum(x.exp(), dims, keepdim=keepdim).log()
