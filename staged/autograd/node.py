@@ -8,7 +8,7 @@ import threading
 
 from ..eager.tensor import Tensor
 from ..eager.views import (_StaleView, _grad_fn, _requires_grad, check_writable,
-                           creation_error, move_retain_grad, replay, scatter)
+                           creation_error, move_retain_grad, region, replay, scatter)
 from . import anomaly
 from .accumulate import accumulate_grad
 from .hooks import add_hook
@@ -234,7 +234,9 @@ class CopySlices(Node):
         gv = replay(g, self.steps)
         rest = None
         if self.next_functions[0][0] is not None:
-            rest = g - scatter(gv, self.steps)
+            # g with the written region zeroed, as torch's CopySlices: not g - scatter(gv),
+            # which is inf - inf = NaN where g is infinite
+            rest = g.where(~region(gv, self.steps), 0)
         return [rest, gv]
 
 

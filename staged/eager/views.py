@@ -179,16 +179,21 @@ def scatter(g, steps):
     return g
 
 
+def region(view, steps):
+    """Where ``view`` (of any values) lies in the base it is read from by ``steps``: a
+    bool tensor of the base's shape, built from the view primitives' VJP rules like
+    ``scatter``."""
+    with no_grad():
+        return scatter(view.detach() * 0 + 1, steps) != 0  # NaN (of inf * 0) != 0 too
+
+
 def write_through(view, value) -> None:
     """Functional form of writing ``value`` into ``view`` for payloads that don't share
     memory (symbolic values under capture): the base's data becomes the old data outside
-    the view's region and ``value`` inside it. Exact (a select, not an add), and built
-    from the view primitives' VJP rules like ``scatter``."""
+    the view's region and ``value`` inside it. Exact (a select, not an add)."""
     base, steps = view._base, view._view.steps
     with no_grad():
-        ones = view.detach() * 0 + 1
-        region = scatter(ones, steps) != 0
-        new = scatter(value.detach(), steps).where(region, base.detach())
+        new = scatter(value.detach(), steps).where(region(view, steps), base.detach())
     base._payload = new._payload
 
 

@@ -317,3 +317,14 @@ def test_logsumexp_of_integers_and_bools_is_in_the_default_float(dtype):
     want = torch.logsumexp(torch.tensor(x), -1)
     assert got.dtype.name == str(want.dtype).removeprefix("torch.")
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_write_through_a_view_zeroes_an_infinite_gradient_of_the_overwritten_part():
+    """The base's gradient past a write through its view was g - scatter(g's view part):
+    inf - inf = NaN in the written part where torch's CopySlices gives 0 (fuzzer:
+    ``v = y.clone(); v[None][()] = y; (x.clone().div_(v))`` with x = -inf)."""
+    def fn(lib, x, y):
+        w = x.clone()
+        w[:1].copy_(y)
+        return w * float("inf")
+    _same_grads(fn, np.array([1.0, 2.0]), np.array(3.0))
