@@ -328,3 +328,21 @@ def test_write_through_a_view_zeroes_an_infinite_gradient_of_the_overwritten_par
         w[:1].copy_(y)
         return w * float("inf")
     _same_grads(fn, np.array([1.0, 2.0]), np.array(3.0))
+
+
+def test_onnx_export_of_a_write_through_an_empty_index_runs_in_onnxruntime(tmp_path):
+    """The value written through an empty index array is expanded to a zero-size shape;
+    onnxruntime's ExpandElimination removed that Expand after an elementwise op, and the
+    next Reshape failed ("Input shape:{2,1,1}, requested shape:{2,1,0}")."""
+    import onnxruntime as ort
+
+    def fn(lib, x):
+        w = x.clone()
+        w[:, :, lib.tensor(np.zeros(0, np.int64))] = x.floor()
+        return w
+    x = np.full((2, 1, 1), 2.5)
+    path = str(tmp_path / "f.onnx")
+    staged.capture(lambda t: fn(staged, t), staged.tensor(x)).export_onnx(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got, = sess.run(None, {sess.get_inputs()[0].name: x})
+    np.testing.assert_array_equal(got, fn(torch, torch.tensor(x)).numpy())

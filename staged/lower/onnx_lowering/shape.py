@@ -1,6 +1,8 @@
 """Shape primitives: Reshape, Expand, Transpose; target shapes may hold dynamic dims."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...autodiff import REGISTRY
 from .model import lowering
 
@@ -13,7 +15,12 @@ def _reshape(b, op, x):
 
 @lowering(REGISTRY["expand"])
 def _expand(b, op, x):
-    return b.node("Expand", [x, b.shape(op.params["shape"])])
+    shape = op.params["shape"]
+    if 0 in shape and all(isinstance(s, int) for s in shape):
+        # nothing to read: an empty constant, for onnxruntime 1.32's ExpandElimination
+        # removes an Expand of [2,1,1] to [2,1,0] (the next Reshape then fails)
+        return b.const(np.zeros(shape, op.out.aval.dtype.np))
+    return b.node("Expand", [x, b.shape(shape)])
 
 
 @lowering(REGISTRY["permute"])
