@@ -346,3 +346,22 @@ def test_onnx_export_of_a_write_through_an_empty_index_runs_in_onnxruntime(tmp_p
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     got, = sess.run(None, {sess.get_inputs()[0].name: x})
     np.testing.assert_array_equal(got, fn(torch, torch.tensor(x)).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_onnx_atan_and_atan2_at_infinities_and_signed_zeros(dtype, tmp_path):
+    """ONNX lowerings vs NumPy (staged's eager): float64 atan is float32's plus a Newton
+    step, which near +-pi/2 was off by x times float32's error squared (atan(1e16) = -20,
+    atan(-inf) = -inf; fuzzer: atan2(-inf, 2) = -inf); atan2 took y/x = NaN at two
+    infinities and x = -0.0 for +0.0."""
+    import onnxruntime as ort
+    special = np.array([-np.inf, np.inf, 1e30, -1e16, 3.0, 0.5, 0.0, -0.0, -1.0, np.nan],
+                       dtype)
+    y, x = (a.ravel() for a in np.meshgrid(special, special))
+    path = str(tmp_path / "f.onnx")
+    staged.capture(lambda a, b: (staged.atan2(a, b), staged.atan(a)),
+                   staged.tensor(y), staged.tensor(x)).export_onnx(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (y, x))})
+    for g, w in zip(got, (np.arctan2(y, x), np.arctan(y))):
+        np.testing.assert_allclose(g, w, rtol=1e-6 if dtype == "float32" else 1e-13)

@@ -190,11 +190,19 @@ def _sinh(b, d, x):
 
 
 def _atan(b, d, x):
-    # float32 atan, then one Newton step on sin(y) - x cos(y) = 0 in float64
-    y = b.cast(b.node("Atan", [b.cast(x, d, dt.float32)]), dt.float32, d)
+    # float32 atan, then one Newton step on sin(y) - x cos(y) = 0 in float64, taken on
+    # 1/x where |x| > 1 (atan(x) = +-pi/2 - atan(1/x)): near y = +-pi/2 the step is
+    # -x cos(y)^2 off by x times float32's error squared (garbage for |x| > 1e10, inf - inf
+    # at x = +-inf)
+    big = b.node("Greater", [b.node("Abs", [x]), _c(b, d, 1)])
+    r = b.node("Where", [big, b.node("Div", [_c(b, d, 1), x]), x])
+    y = b.cast(b.node("Atan", [b.cast(r, d, dt.float32)]), dt.float32, d)
     s, c = _f(b, d, "Sin", y), _f(b, d, "Cos", y)
-    step = b.node("Mul", [b.node("Sub", [s, b.node("Mul", [x, c])]), c])
-    return b.node("Sub", [y, step])
+    step = b.node("Mul", [b.node("Sub", [s, b.node("Mul", [r, c])]), c])
+    y = b.node("Sub", [y, step])
+    quarter = b.node("Where", [b.node("Greater", [x, _c(b, d, 0)]), _c(b, d, np.pi / 2),
+                               _c(b, d, -np.pi / 2)])
+    return b.node("Where", [big, b.node("Sub", [quarter, y]), y])
 
 
 def _asin(b, d, x):
@@ -296,15 +304,24 @@ def _hypot_of(b, d, x, y):
                             b.node("Where", [zero, _c(b, d, 0), h])])
 
 
+def _negative(b, d, v):
+    """v < 0 or v = -0.0 (1/v = -inf)."""
+    return b.node("Or", [b.node("Less", [v, _c(b, d, 0)]),
+                         b.node("Less", [b.node("Div", [_c(b, d, 1), v]), _c(b, d, 0)])])
+
+
 def _atan2_of(b, d, y, x):
+    """atan(y/x), +-pi where x < 0 or x = -0 (the sign of y's), as C's atan2: at two zeros
+    y (x = +0) or +-pi (x = -0), and at two infinities atan2 of their signs (+-pi/4,
+    +-3pi/4), where y/x is NaN."""
+    both_inf = b.node("And", [b.node("IsInf", [v]) for v in (x, y)])
+    y, x = (b.node("Where", [both_inf, b.node("Sign", [v]), v]) for v in (y, x))
     q = (b.node("Atan", [b.node("Div", [y, x])]) if d.name in KERNELS["Atan"]
          else _atan(b, d, b.node("Div", [y, x])))
-    half_turn = b.node("Where", [b.node("GreaterOrEqual", [y, _c(b, d, 0)]), _c(b, d, np.pi),
-                                 _c(b, d, -np.pi)])
-    r = b.node("Add", [q, b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), half_turn,
-                                           _c(b, d, 0)])])
     both_zero = b.node("And", [b.node("Equal", [v, _c(b, d, 0)]) for v in (x, y)])
-    return b.node("Where", [both_zero, _c(b, d, 0), r])
+    r = b.node("Where", [both_zero, y, q])
+    turn = b.node("Where", [_negative(b, d, y), _c(b, d, -np.pi), _c(b, d, np.pi)])
+    return b.node("Where", [_negative(b, d, x), b.node("Add", [r, turn]), r])
 
 
 def _mod(floor: bool):
