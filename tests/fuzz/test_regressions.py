@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import staged
+from tests.backends import needs_vulkan
 
 
 def _grads(lib, fn, *values):
@@ -365,3 +366,20 @@ def test_onnx_atan_and_atan2_at_infinities_and_signed_zeros(dtype, tmp_path):
     got = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (y, x))})
     for g, w in zip(got, (np.arctan2(y, x), np.arctan(y))):
         np.testing.assert_allclose(g, w, rtol=1e-6 if dtype == "float32" else 1e-13)
+
+
+@needs_vulkan
+def test_vulkan_tanh_and_sigmoid_saturate_to_one():
+    """lavapipe's tanh stays 2e-7 below 1 for large x, so sigmoid(inf) was 0.9999999 and
+    silu's gradient sigmoid (1 + x (1 - sigmoid)) inf at inf (NaN eagerly and in torch)
+    and 4e22 at 1e30 (fuzzer: silu of inf on vulkan-spirv)."""
+    def step(t):
+        g, = staged.autograd.grad(staged.nn.functional.silu(t), [t], staged.ones_like(t))
+        return t.tanh(), t.sigmoid(), g
+    x = staged.tensor(np.array([np.inf, -np.inf, 30.0, 1e30, -1e30, 0.5, np.nan], np.float32),
+                      requires_grad=True)
+    with np.errstate(all="ignore"):
+        want = step(x)
+    got = staged.capture(step, x).compile("vulkan-spirv")(x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-6)

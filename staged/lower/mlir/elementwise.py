@@ -165,11 +165,15 @@ def _complex_pow(e, d, x, y):
 
 
 def _float_tanh(e, d, x):
-    """math.tanh; in f64 (which links to libm) -expm1(-2|x|) / (2 + expm1(-2|x|)) with x's
-    sign, accurate near 0 as well."""
+    """math.tanh, +-1 where |x| > 10 (where it rounds to 1 in f32): Vulkan's (lavapipe)
+    stays 2e-7 below 1, so sigmoid(inf) was not 1 and silu's gradient (x (1 - sigmoid))
+    inf for NaN at inf, 4e22 for 1 at 1e30. In f64 (which links to libm)
+    -expm1(-2|x|) / (2 + expm1(-2|x|)) with x's sign, accurate near 0 as well."""
     t = elem_type(d)
     if bits(d) != 64:
-        return e.emit(f"math.tanh {x} : {t}")
+        big = CMP["gt"]["float"](e, d, e.emit(f"math.absf {x} : {t}"), e.const(10.0, d))
+        return e.select(big, e.emit(f"math.copysign {e.const(1.0, d)}, {x} : {t}"),
+                        e.emit(f"math.tanh {x} : {t}"), d)
     ax = e.emit(f"math.absf {x} : {t}")
     m = libm.expm1(e, d, e.emit(f"arith.mulf {ax}, {e.const(-2.0, d)} : {t}"))
     r = e.emit(f"arith.divf {e.emit(f'arith.negf {m} : {t}')}, "
