@@ -272,7 +272,15 @@ def _pow_base_vjp(g, x, y):
     return (g * (y * x ** (y - 1)).conj()).where(y != 0, 0)
 
 
-pow = elementwise("pow", lambda x, y: np.power(x, y), vjp=(_pow_base_vjp, _pow_exponent_vjp),
+def _pow(x, y):
+    if x.dtype.kind != "i" or not (y < 0).any():
+        return np.power(x, y)
+    # an integer to a negative power, as PyTorch: +-1 of +-1, else 0 (NumPy raises)
+    tiny = np.where(np.abs(x) == 1, np.where(y % 2 != 0, x, 1), 0).astype(x.dtype)
+    return np.where(y < 0, tiny, np.power(x, np.maximum(y, 0)))
+
+
+pow = elementwise("pow", _pow, vjp=(_pow_base_vjp, _pow_exponent_vjp),
                   domain=_NO_BOOL)
 
 

@@ -383,3 +383,23 @@ def test_vulkan_tanh_and_sigmoid_saturate_to_one():
     got = staged.capture(step, x).compile("vulkan-spirv")(x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-6)
+
+
+def test_integer_pow_to_a_negative_exponent_tensor_is_torch_s(tmp_path):
+    """torch's integer pow gives +-1 of +-1 and 0 of the rest for a negative exponent;
+    staged raised NumPy's ValueError eagerly (fuzzer: pow(x, x) with x = -1), its llvm-cpu
+    square-and-multiply wrapped (3 ** -1 odd garbage) and onnxruntime gave 0 ** -1 the
+    lowest int64."""
+    import onnxruntime as ort
+    x = np.repeat(np.arange(-3, 4), 4)
+    y = np.tile(np.arange(-3, 1), 7)
+    want = torch.pow(torch.tensor(x), torch.tensor(y)).numpy()
+    args = staged.tensor(x), staged.tensor(y)
+    np.testing.assert_array_equal(staged.pow(*args).numpy(), want)
+    cap = staged.capture(staged.pow, *args)
+    np.testing.assert_array_equal(np.asarray(cap.compile("llvm-cpu")(*args)), want)
+    path = str(tmp_path / "pow.onnx")
+    cap.export_onnx(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got, = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (x, y))})
+    np.testing.assert_array_equal(got, want)

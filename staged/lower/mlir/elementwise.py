@@ -311,7 +311,8 @@ def _float_pow(e, d, x, y):
 
 def _int_pow(e, d, x, y):
     # square-and-multiply over the exponent's bits (math.ipowi does not vectorize on CPU);
-    # negative exponents give 0 or +-1 here, NumPy raises for them
+    # a negative exponent gives +-1 of +-1 (its low bit the parity), 0 of the rest, as
+    # PyTorch's: its bits would multiply out a wrapped power of x
     t, one = elem_type(d), e.const(1, d)
     r, base = one, x
     for k in range(bits(d) - (d.dclass == "int")):
@@ -320,7 +321,12 @@ def _int_pow(e, d, x, y):
                        f"{base}, {one} : {t}")
         r = e.emit(f"arith.muli {r}, {taken} : {t}")
         base = e.emit(f"arith.muli {base}, {base} : {t}")
-    return r
+    if d.dclass != "int":
+        return r
+    zero = e.const(0, d)
+    big = e.emit(f"arith.cmpi sgt, {e.emit(f'math.absi {x} : {t}')}, {one} : {t}")
+    big = e.emit(f"arith.andi {e.emit(f'arith.cmpi slt, {y}, {zero} : {t}')}, {big} : i1")
+    return e.emit(f"arith.select {big}, {zero}, {r} : {t}")
 
 
 def _math(name):

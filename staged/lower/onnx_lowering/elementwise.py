@@ -22,7 +22,7 @@ def simple(name: str, op_type: str, bool_op: str | None = None):
 
 for _name, _op_type, _bool_op in (
         ("add", "Add", "Or"), ("sub", "Sub", None), ("mul", "Mul", "And"), ("div", "Div", None),
-        ("pow", "Pow", None), ("neg", "Neg", None), ("abs", "Abs", "Identity"),
+        ("neg", "Neg", None), ("abs", "Abs", "Identity"),
         ("exp", "Exp", None), ("log", "Log", None), ("sqrt", "Sqrt", None),
         ("tanh", "Tanh", None), ("sin", "Sin", None), ("cos", "Cos", None),
         ("sigmoid", "Sigmoid", None), ("relu", "Relu", "Identity"),
@@ -271,6 +271,19 @@ def _angle(b, op, x):
 @lowering(REGISTRY["real"])
 def _real(b, op, x):
     return x
+
+
+@lowering(REGISTRY["pow"])
+def _pow(b, op, x, y):
+    d = op.out.aval.dtype
+    r = b.kernel("Pow", [x, y], d)
+    if d.is_floating_point or d.is_complex:
+        return r
+    # 0 to a negative power is 0, as PyTorch (onnxruntime gives the lowest integer)
+    zero = _c(b, d, 0)
+    neg0 = b.node("And", [b.kernel("Less", [y, zero], d, out=dt.bool_),
+                          b.kernel("Equal", [x, zero], d, out=dt.bool_)])
+    return b.kernel("Where", [zero, r], d, pre=[neg0])
 
 
 @lowering(REGISTRY["atan2"])
