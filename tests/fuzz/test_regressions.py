@@ -403,3 +403,21 @@ def test_integer_pow_to_a_negative_exponent_tensor_is_torch_s(tmp_path):
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     got, = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (x, y))})
     np.testing.assert_array_equal(got, want)
+
+
+def test_onnx_write_into_a_bool_tensor_through_an_index_array_runs(tmp_path):
+    """The scatter lowering selected with a bool Where, which onnxruntime has no kernel
+    for (NOT_IMPLEMENTED: 'Could not find an implementation for Where(16)')."""
+    import onnxruntime as ort
+
+    def fn(lib, x, v):
+        w = x.clone()
+        w[lib.tensor([-1])] = v
+        return w
+    x, v = np.array([True, True]), np.array(False)
+    path = str(tmp_path / "f.onnx")
+    staged.capture(lambda a, b: fn(staged, a, b), staged.tensor(x),
+                   staged.tensor(v)).export_onnx(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got, = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), (x, v))})
+    np.testing.assert_array_equal(got, fn(torch, torch.tensor(x), torch.tensor(v)).numpy())

@@ -98,7 +98,7 @@ def _scatter(b, op, x, index, src):
     hit = b.node("GreaterOrEqual", [last, b.const(np.array(0, np.int64))])
     got = b.node("GatherElements", [src, b.node("Max", [last, b.const(np.array(0, np.int64))])],
                  axis=dim)
-    return b.node("Where", [hit, got, x])
+    return b.kernel("Where", [got, x], xa.dtype, pre=[hit])  # no bool Where in onnxruntime
 
 
 @lowering(REGISTRY["cumsum"])
