@@ -9,7 +9,7 @@ import torch
 
 import staged
 from tests.checks import assert_close, to_numpy
-from tests.optim.test_optim import _problem, _to_numpy_state, trajectory
+from tests.optim.test_optim import _problem, resume_torch_run, trajectory
 
 
 def _groups(p, first, rest=None):
@@ -74,30 +74,7 @@ def test_trajectory_matches_torch(name):
 def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
     """7 steps in torch, its state_dict (as NumPy) loaded here, 5 more steps in both: the
     same trajectory as 12 steps in torch (RAdam switches to its rectified rule at 6)."""
-    make = CASES[name]
-    tparams, tloss = _problem(torch)
-    topt = make(torch, tparams)
-    params, loss_fn = _problem(staged)
-    opt = make(staged, params)
-    for i in range(12):
-        if i == 7:
-            with staged.no_grad():
-                for p, tp in zip(params, tparams):
-                    p.copy_(staged.tensor(to_numpy(tp)))
-            opt.load_state_dict(_to_numpy_state(topt.state_dict()))
-        for o, f in ((topt, tloss), (opt, loss_fn)):
-            o.zero_grad()
-            f().backward()
-            o.step()
-    sd, tsd = opt.state_dict(), topt.state_dict()
-    assert sd["param_groups"] == tsd["param_groups"]
-    assert sd["state"].keys() == tsd["state"].keys()
-    for i, s in sd["state"].items():
-        assert s.keys() == tsd["state"][i].keys()
-        for k, v in s.items():
-            assert_close(v, tsd["state"][i][k], rtol=1e-10, atol=1e-13)
-    for p, tp in zip(params, tparams):
-        assert_close(p, tp, rtol=1e-10, atol=1e-13)
+    resume_torch_run(CASES[name], 7, 12, rtol=1e-10, atol=1e-13)
 
 
 ERRORS = [

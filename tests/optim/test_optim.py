@@ -107,13 +107,19 @@ def _to_numpy_state(sd):
 def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
     """5 steps in torch, its state_dict (as NumPy) loaded here, 5 more steps in both: the
     same trajectory as 10 steps in torch."""
-    make = CASES[name]
+    resume_torch_run(CASES[name], 5, 10, rtol=1e-5, atol=1e-7)
+
+
+def resume_torch_run(make, switch, steps, rtol, atol):
+    """``switch`` steps of the optimizer ``make`` builds in torch, its state_dict (as NumPy)
+    and parameters loaded into staged's, then both on to ``steps``: state dicts (torch's
+    layout) and parameters agree."""
     tparams, tloss = _problem(torch)
     topt = make(torch, tparams)
     params, loss_fn = _problem(staged)
     opt = make(staged, params)
-    for i in range(10):
-        if i == 5:
+    for i in range(steps):
+        if i == switch:
             with staged.no_grad():
                 for p, tp in zip(params, tparams):
                     p.copy_(staged.tensor(to_numpy(tp)))
@@ -128,9 +134,9 @@ def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
     for i, s in sd["state"].items():
         assert s.keys() == tsd["state"][i].keys()
         for k, v in s.items():
-            assert_close(v, tsd["state"][i][k], rtol=1e-5, atol=1e-7)
+            assert_close(v, tsd["state"][i][k], rtol=rtol, atol=atol)
     for p, tp in zip(params, tparams):
-        assert_close(p, tp, rtol=1e-5, atol=1e-7)
+        assert_close(p, tp, rtol=rtol, atol=atol)
 
 
 def test_state_dict_round_trip_continues_identically():

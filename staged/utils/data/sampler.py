@@ -14,6 +14,16 @@ from . import _random
 _T_co = TypeVar("_T_co", covariant=True)
 
 
+def _require(ok: bool, name: str, value, what: str, error=ValueError) -> None:
+    """torch's argument errors: ``"<name> should be <what> value, but got <name>=<value>"``."""
+    if not ok:
+        raise error(f"{name} should be {what} value, but got {name}={value}")
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 class Sampler(Generic[_T_co]):
     """Base class: subclasses define ``__iter__`` and may define ``__len__`` (deliberately
     not defined here, as in torch, so that ``len()`` of one without it is a TypeError)."""
@@ -46,12 +56,9 @@ class RandomSampler(Sampler[int]):
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
-        if not isinstance(self.replacement, bool):
-            raise TypeError(f"replacement should be a boolean value, but got "
-                            f"replacement={self.replacement}")
-        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError(f"num_samples should be a positive integer value, but got "
-                             f"num_samples={self.num_samples}")
+        _require(isinstance(replacement, bool), "replacement", replacement, "a boolean", TypeError)
+        _require(isinstance(self.num_samples, int) and self.num_samples > 0, "num_samples",
+                 self.num_samples, "a positive integer")
 
     @property
     def num_samples(self) -> int:
@@ -100,13 +107,8 @@ class WeightedRandomSampler(Sampler[int]):
 
     def __init__(self, weights, num_samples: int, replacement: bool = True,
                  generator=None) -> None:
-        if (not isinstance(num_samples, int) or isinstance(num_samples, bool)
-                or num_samples <= 0):
-            raise ValueError(f"num_samples should be a positive integer value, but got "
-                             f"num_samples={num_samples}")
-        if not isinstance(replacement, bool):
-            raise ValueError(f"replacement should be a boolean value, but got "
-                             f"replacement={replacement}")
+        _require(_positive_int(num_samples), "num_samples", num_samples, "a positive integer")
+        _require(isinstance(replacement, bool), "replacement", replacement, "a boolean")
         weights = from_numpy(np.array(weights, dtype=np.float64))  # exact, as torch's double
         if weights.dim() != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
@@ -134,13 +136,8 @@ class BatchSampler(Sampler[list]):
     """
 
     def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
-        if (not isinstance(batch_size, int) or isinstance(batch_size, bool)
-                or batch_size <= 0):
-            raise ValueError(f"batch_size should be a positive integer value, but got "
-                             f"batch_size={batch_size}")
-        if not isinstance(drop_last, bool):
-            raise ValueError(f"drop_last should be a boolean value, but got "
-                             f"drop_last={drop_last}")
+        _require(_positive_int(batch_size), "batch_size", batch_size, "a positive integer")
+        _require(isinstance(drop_last, bool), "drop_last", drop_last, "a boolean")
         self.sampler = sampler
         self.batch_size = batch_size
         self.drop_last = drop_last
