@@ -287,6 +287,12 @@ class Tensor:
                             "index")
         return int(self.item())
 
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``), as in PyTorch."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     def __repr__(self) -> str:
         if type(self._payload) is not np.ndarray and not hasattr(self._payload, "__array__"):
             body = repr(self._payload)

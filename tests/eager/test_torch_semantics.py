@@ -300,3 +300,14 @@ def test_python_data_with_a_dtype_is_cast_once(dtype):
     got = staged.tensor(data, dtype=getattr(staged, dtype)).numpy()
     want = torch.tensor(data, dtype=getattr(torch, dtype)).numpy()
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("expr", ["'{:+.2f}'.format(ns.tensor(1.5))", "f'{ns.tensor(3)}'",
+                                  "format(ns.tensor(2.0), '.3e')", "f'{ns.ones(2)}'"])
+def test_format_specs_as_torch(expr):
+    """A 0-d tensor formats as its number, as training scripts' f"{loss:.4f}" expect."""
+    assert eval(expr, {"ns": staged}) == eval(expr, {"ns": torch})
+
+
+def test_format_spec_on_a_non_scalar_raises_as_torch():
+    assert_same_error(lambda ns: format(ns.ones(2), ".2f"))
