@@ -5,7 +5,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from .grad_mode import _state as _grad_state
-from .random import distributions, fills
+from .interceptor import current_interceptor
+from .random import counter, distributions, fills
 from .random.generator import resolve
 from .tensor import Tensor, as_payload
 
@@ -108,8 +109,23 @@ def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
 
 def _random(name, fill, size, dtype, requires_grad, generator):
     """A new tensor of ``size`` filled by ``fill(gen, empty array)``."""
+    if generator is None and fill in _IN_GRAPH and current_interceptor() is not None:
+        return _in_graph(fill, size, dtype, requires_grad)
     gen = resolve(generator, f"staged.{name}")
     return _new(fill(gen, np.empty(size, dtype.np)), requires_grad)
+
+
+# Note [draws in traced steps]: inside a trace, rand/randn (and their _like forms) from the
+# default generator draw from the counter-based stream in the graph (as compiled dropout
+# does), so every compiled call draws new numbers instead of reusing numbers frozen at
+# trace time; they are not torch's numbers (its mt19937 stream is not replayed in-graph).
+_IN_GRAPH = {fills.uniform: counter.rand_uniform, fills.normal: counter.rand_normal}
+
+
+def _in_graph(fill, size, dtype, requires_grad):
+    t = _IN_GRAPH[fill](size, dtype)
+    t._requires_grad = requires_grad
+    return t
 
 
 def rand(*size, generator=None, dtype=None, requires_grad=False) -> Tensor:
@@ -149,6 +165,8 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
 
 def _like(name, fill, t, dtype, requires_grad, generator):
     """A new tensor laid out as ``t`` (torch's preserve_format) filled by ``fill``."""
+    if generator is None and fill in _IN_GRAPH and current_interceptor() is not None:
+        return _in_graph(fill, tuple(t.shape), _dtype(dtype, t.dtype), requires_grad)
     gen = resolve(generator, f"staged.{name}")
     like = np.empty_like(fills.like(t), dtype=_dtype(dtype, t.dtype).np)
     return _new(fill(gen, like), requires_grad)

@@ -18,7 +18,7 @@ from ... import dtypes as dt
 from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
 from ..random import fills
-from ..random.counter import rng_state
+from ..random.counter import rand_uniform
 from ..random.generator import default_generator
 from ..tensor import Tensor
 from . import elementwise as ew
@@ -317,19 +317,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 # --- dropout ---------------------------------------------------------------------------
-_ADVANCE = np.array([0, 1], np.int64)
-
-
-def rand_uniform(shape_, dtype) -> Tensor:
-    """Uniform ``[0, 1)`` numbers from the counter-based generator, advancing its counter
-    (Note [counter-based RNG]); identical eagerly and in compiled steps."""
-    state = rng_state()
-    u = ad.uniform(state, shape=tuple(shape_), dtype=dtype)
-    with no_grad():
-        state.add_(Tensor._wrap(_ADVANCE, False))
-    return u
-
-
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``
     (training only; ``p=0`` or evaluation return ``input`` itself). Eagerly the mask is
