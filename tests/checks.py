@@ -138,3 +138,13 @@ def compare_with_torch(fn, tfn, *args, rtol=1e-6, atol=1e-6, grad=True):
         if g is not None:
             assert_close(g, tg, rtol, atol)
     return out
+
+
+def assert_raises_like_torch(call) -> None:
+    """``call(staged)`` raises what ``call(torch)`` raises: the same exception type and
+    message (``staged.`` for ``torch.`` in names)."""
+    with pytest.raises(Exception) as theirs:
+        call(torch)
+    with pytest.raises(type(theirs.value)) as ours:
+        call(staged)
+    assert str(ours.value) == str(theirs.value).replace("torch.", "staged.")
