@@ -70,6 +70,11 @@ def _rsqrt(x):
 neg = elementwise("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR, domain=_NO_BOOL)
 copy = elementwise("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
                    node_name="CloneBackward0")
+# the identity, whose gradient is the incoming one where finite and 0 elsewhere: var centres
+# x on its mean through it, as the mean's gradient there is 0 in exact arithmetic but NaN
+# for the whole row as soon as x holds an infinity (PyTorch's var_backward has no such term)
+finite_grad = elementwise("finite_grad", lambda x: x, vjp=lambda g: g.where(g.isfinite(), 0),
+                          jvp=LINEAR)
 conj = elementwise("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
 exp = elementwise("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj(),
                   public=_FLOAT_, domain=_FLOAT_MATH)

@@ -18,8 +18,13 @@ import numpy as np
 from . import cache
 
 # IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
-# signature; staged keeps the dtypes of the graph.
-_COMMON = ["--iree-input-demote-f64-to-f32=false"]
+# signature; staged keeps the dtypes of the graph. No hoisting of constant expressions
+# into globals: IREE 3.13's stream stage fuses a hoisted i1 global with another one
+# initialized by the same dispatch, so a returned f64 read 8 bytes of the 1-byte i1
+# global (OUT_OF_RANGE, a compile error, or silently 0.0 for -0.0, by pass order; fuzzer:
+# ``w = b.clone(); w[None] = x.clone().fill_(-0.0)``). A step's constant expressions are
+# index arrays and masks that fuse into their consumers anyway.
+_COMMON = ["--iree-input-demote-f64-to-f32=false", "--iree-opt-const-expr-hoisting=false"]
 _HOST_CPU = "--iree-llvmcpu-target-cpu=host"
 BACKENDS = {
     "llvm-cpu": ["--iree-hal-target-device=local",

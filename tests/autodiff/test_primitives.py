@@ -36,7 +36,7 @@ def nonzero(*shape):  # away from the kinks of abs, sign, relu at 0
 
 
 POS = dict(low=0.3, high=2.0)
-UNARY = {"neg": {}, "copy": {}, "conj": {}, "exp": {}, "log": POS, "log1p": POS,
+UNARY = {"neg": {}, "copy": {}, "finite_grad": {}, "conj": {}, "exp": {}, "log": POS, "log1p": POS,
          "expm1": {}, "sqrt": POS, "rsqrt": POS, "tanh": {}, "sigmoid": {}, "sin": {},
          "cos": {}}
 BINARY = ("add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")
@@ -140,6 +140,7 @@ TORCH = {
     "reshape": lambda x, shape: x.reshape(shape),
     "expand": lambda x, shape: x.expand(shape),
     "permute": lambda x, perm: x.permute(perm),
+    "finite_grad": torch.clone,  # its gradient differs only where not finite
     "reduce_sum": lambda x, dims, keepdim: x.sum(dims, keepdim),
     "reduce_max": lambda x, dims, keepdim: x.amax(dims, keepdim),
     "reduce_min": lambda x, dims, keepdim: x.amin(dims, keepdim),

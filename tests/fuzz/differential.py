@@ -110,8 +110,20 @@ def check_eager(prog: Program, second_order=False):
                                   materialize_grads=True, create_graph=second_order)
     for k, (s, t) in enumerate(zip(sg, tg)):
         assert_same(s, t, rtol, atol, f"gradient of input {wrt[k]}")
-    if second_order:
+    if second_order and not _atan2_at_the_origin(prog, tp):
         _check_second_order(sg, tg, sl, tl, wrt, rtol, atol)
+
+
+def _atan2_at_the_origin(prog, tp):
+    """Whether an atan2 of the program sees y = x = 0, where atan2 is not differentiable:
+    torch's gradient there is 0, its second derivative NaN (0 * inf in its formula),
+    staged's 0 (test_atan2_gradient_at_the_origin_is_zero): no oracle for second order."""
+    for k, step in enumerate(prog.steps):
+        if step.kind == "op" and step.what == "atan2":
+            y, x = (tp[r].detach() for r in step.refs)
+            if ((y == 0) & (x == 0)).any():
+                return True
+    return False
 
 
 def _check_second_order(sg, tg, sl, tl, wrt, rtol, atol):

@@ -421,3 +421,101 @@ def test_onnx_write_into_a_bool_tensor_through_an_index_array_runs(tmp_path):
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     got, = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), (x, v))})
     np.testing.assert_array_equal(got, fn(torch, torch.tensor(x), torch.tensor(v)).numpy())
+
+
+def _bool_write_beside_a_zero(x0, x1, c):
+    v0 = x1.clone()
+    v0.fill_(-0.0)
+    w1 = x0.clone()
+    w1[None] = v0
+    g, = staged.autograd.grad([v0], [x1], [c], materialize_grads=True)
+    return v0, w1, g
+
+
+def test_compiled_bool_result_beside_a_constant_float_result():
+    """fuzzer: ``v0 = x1.clone(); v0.fill_(-0.0); w1 = x0.clone(); w1[None] = v0`` (x0 a
+    bool). IREE hoisted the constant results into globals and fused the i1 global with the
+    f64 one: the f64 result read 8 bytes of a 1-byte buffer (OUT_OF_RANGE, a compile error
+    or silently +0.0, by pass order); staged now compiles without that hoisting."""
+    args = (staged.tensor(np.array(True)), staged.tensor(-np.inf, requires_grad=True),
+            staged.tensor(0.5, dtype=staged.float64))
+    want = _bool_write_beside_a_zero(*args)
+    got = staged.capture(_bool_write_beside_a_zero, *args).compile("llvm-cpu")(*args)
+    for g, w in zip(got, want):
+        _assert_identical(np.asarray(g), w.detach().numpy())
+
+
+@pytest.mark.parametrize("x", [[1.0, np.inf, 2.0], [-np.inf, 1.0], [np.nan, 1.0, 3.0]],
+                         ids=["inf", "-inf", "nan"])
+def test_var_gradient_beside_an_infinity_is_torch_s(x):
+    """torch's var_backward is 2 / (n - 1) * g * (x - mean): -inf at the finite entries
+    beside an inf. staged's composite also differentiated through the mean, whose gradient
+    (0 in exact arithmetic) is inf - inf = NaN for the whole row. Second order stays
+    torch's (the mean still differentiates there)."""
+    x = np.array(x)
+    _same_grads(lambda lib, t: t.var(0), x)
+    w = np.arange(1.0, len(x) + 1)
+    for lib in (staged, torch):
+        t = lib.tensor(x, requires_grad=True)
+        g, = lib.autograd.grad(t.var(0), [t], create_graph=True)
+        g2, = lib.autograd.grad((g * lib.tensor(w)).sum(), [t])
+        if lib is staged:
+            got = g2.numpy()
+    np.testing.assert_allclose(got, g2.numpy(), rtol=1e-14)
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+@pytest.mark.parametrize("shape, dim", [((0,), 0), ((2, 0), 1), ((0, 3), 0)], ids=str)
+def test_var_and_std_jvp_over_an_empty_dim_is_zero(shape, dim):
+    """torch's var JVP sums 2 / (n - 1) * t * (x - mean) over the dim: 0 for an empty one;
+    staged's divided the tangent of the sum by n - 1 clamped at 0: 0 / 0 = NaN."""
+    p, t = np.zeros(shape), np.ones(shape)
+    for name in ("var", "std"):
+        got = _tangent(staged, lambda a: getattr(a, name)(dim), (p,), (t,))
+        want = _tangent(torch, lambda a: getattr(a, name)(dim), (p,), (t,))
+        _assert_identical(got, want)
+
+
+def test_std_jvp_of_a_constant_is_zero():
+    """torch masks std's tangent to 0 where std is 0; staged's sqrt gave 0 / 0 = NaN."""
+    p, t = np.full((3, 2), 2.0), np.arange(6.0).reshape(3, 2)
+    _assert_identical(_tangent(staged, lambda a: a.std(0), (p,), (t,)),
+                      _tangent(torch, lambda a: a.std(0), (p,), (t,)))
+
+
+def test_fuzz_oracle_skips_atan2_second_order_at_the_origin():
+    """torch's second derivative of atan2 at y = x = 0 is NaN (0 * inf), staged's 0: the
+    fuzzer has no oracle there and checks first order only."""
+    from tests.fuzz import differential as D
+    from tests.fuzz.program import Program, Step
+    prog = Program([np.zeros(2)], [Step("op", "atan2", (0, 0))])
+    D.check_eager(prog, second_order=True)
+
+
+def test_llvm_cpu_atan2_at_zeros_and_infinities():
+    """IREE's float32 expansion of math.atan2 (atan of y/x, then a quadrant fix-up) gave
+    NaN at two zeros and at two infinities, and +pi for a negative y against x = -inf
+    (fuzzer: gelu(-0.0), relu_, a setitem, then atan2: a NaN gradient compiled)."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -3e4],
+                       np.float32)
+    y, x = (a.ravel() for a in np.meshgrid(special, special))
+    for dtype in ("float32", "float16", "float64"):
+        args = staged.tensor(y.astype(dtype)), staged.tensor(x.astype(dtype))
+        got = np.asarray(staged.capture(staged.atan2, *args).compile("llvm-cpu")(*args))
+        want = np.arctan2(y.astype(dtype), x.astype(dtype))
+        np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=dtype)
+        np.testing.assert_array_equal(np.signbit(got) & (got == got),
+                                      np.signbit(want) & (want == want), err_msg=dtype)
+
+
+def test_onnx_atan2_keeps_the_sign_of_a_zero_y(tmp_path):
+    """atan2(-0.0, +0.0) is -0.0; the ONNX lowering selected y with a Where at two zeros,
+    and onnxruntime's Where turns a -0.0 taken from its then input into +0.0."""
+    import onnxruntime as ort
+    y = np.array([-0.0, 0.0, -0.0, 0.0, -0.0], np.float32)
+    x = np.array([0.0, 0.0, -0.0, -0.0, 2.0], np.float32)
+    path = str(tmp_path / "f.onnx")
+    staged.capture(staged.atan2, staged.tensor(y), staged.tensor(x)).export_onnx(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got, = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (y, x))})
+    _assert_identical(got, torch.atan2(torch.tensor(y), torch.tensor(x)).numpy())

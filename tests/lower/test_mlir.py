@@ -35,8 +35,8 @@ def arr(shape, d=F, low=-3.0, high=3.0):
 
 
 POSITIVE = {"log", "sqrt", "rsqrt", "log1p"}
-UNARY = ["copy", "neg", "conj", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid",
-         "sin", "cos", "relu", "abs", "sign", "logical_not"]
+UNARY = ["copy", "finite_grad", "neg", "conj", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
+         "tanh", "sigmoid", "sin", "cos", "relu", "abs", "sign", "logical_not"]
 INT_UNARY = {"copy", "neg", "conj", "relu", "abs", "sign", "logical_not"}
 COMPLEX_UNARY = {"copy", "neg", "conj", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos", "abs",
                  "logical_not"}

@@ -177,9 +177,17 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     n = 1
     for d in dims:
         n *= x._payload.shape[d]
-    centered = x - mean(x, dims, keepdim=True)
+    # PyTorch's var_backward is 2 / (n - correction) * g * (x - m): the gradient through
+    # m = mean(x), 0 in exact arithmetic, is NaN for the whole row as soon as x holds an
+    # infinity, so finite_grad drops it there (m still differentiates for second order);
+    # with n <= correction every gradient is NaN, as torch's 2 / 0 * 0
+    m = mean(x, dims, keepdim=True)
+    centered = x - (ad.finite_grad(m) if n > correction else m)
     sq = (centered * centered.conj()).real if x.dtype.is_complex else centered * centered
-    return sum(sq, dims, keepdim) / (n - correction if n > correction else 0)  # builtin max is shadowed here
+    s = sum(sq, dims, keepdim)
+    if isinstance(n, int) and n == 0:  # NaN, with torch's tangent 0 (not 0 / 0)
+        return where(scalar_tensor(True, dt.bool_), scalar_tensor(float("nan"), s.dtype), s)
+    return s / (n - correction if n > correction else 0)  # builtin max is shadowed here
 
 
 @in_float32
@@ -187,7 +195,8 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     """``sqrt(var)`` (with var's overloads); where the variance is 0 the gradient is 0, not
     0 * inf (PyTorch's std_backward masks it the same way)."""
     v = var(x, dim, unbiased, keepdim, correction=correction)
-    return v.where(v != 0, 0).sqrt()
+    zero = v == 0  # sqrt at 1 there: its tangent 0 / sqrt(0) would be NaN, torch's is 0
+    return where(zero, scalar_tensor(0, v.dtype), v.where(~zero, 1).sqrt())
 
 
 def amax(x, dim=(), keepdim=False):

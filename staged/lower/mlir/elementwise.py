@@ -127,6 +127,22 @@ def _float_hypot(e, d, x, y):
     return e.select(either_inf, inf, e.select(zero, e.const(0, d), h, d), d)
 
 
+def _float_atan2(e, d, y, x):
+    """math.atan2 of (|y|, x) with C99's values where IREE's CPU expansion (atan of y/x,
+    then a quadrant fix-up) has none: NaN at two zeros and at two infinities, and +pi for
+    a negative y against x = -inf (y/x = +0); the sign is y's throughout (-0.0 too)."""
+    t = elem_type(d)
+    ax, ay = (e.emit(f"math.absf {v} : {t}") for v in (x, y))
+    z = e.emit(f"math.atan2 {ay}, {x} : {t}")
+    left = e.emit(f"arith.cmpi slt, {e.emit(f'arith.bitcast {x} : {t} to i{bits(d)}')}, "
+                  f"{e.const(0, dt.as_dtype(f'int{bits(d)}'))} : i{bits(d)}")  # x < 0, -0.0
+    for edge, right, turned in ((0, 0.0, np.pi), (np.inf, np.pi / 4, 3 * np.pi / 4)):
+        both = e.emit(f"arith.andi {CMP['eq']['float'](e, d, ax, e.const(edge, d))}, "
+                      f"{CMP['eq']['float'](e, d, ay, e.const(edge, d))} : i1")
+        z = e.select(both, e.select(left, e.const(turned, d), e.const(right, d), d), z, d)
+    return e.copysign(z, y, d)
+
+
 def _fma(e, t, a, b, c):
     return e.emit(f"arith.addf {e.emit(f'arith.mulf {a}, {b} : {t}')}, {c} : {t}")
 
@@ -394,7 +410,7 @@ BINARY = {
                 "uint": _op("arith.maxui"), "bool": _op("arith.ori")},
     "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
                 "uint": _op("arith.minui"), "bool": _op("arith.andi")},
-    "atan2": {"float": _f64(libm.atan2, _op("math.atan2"))},
+    "atan2": {"float": _f64(libm.atan2, _float_atan2)},
     "hypot": {"float": _float_hypot},
     "remainder": {"float": _f64(libm.remainder, _float_remainder), "int": _int_rem(True),
                   "uint": _int_rem(True)},
@@ -438,6 +454,9 @@ for _name, _table in {**UNARY, **BINARY}.items():
 @lowering(REGISTRY["copy"])
 def _copy(e, op, x):
     return x  # tensors are values: a copy is the value itself
+
+
+lowering(REGISTRY["finite_grad"])(_copy)  # the identity (it changes only the gradient)
 
 
 @lowering(REGISTRY["threshold_backward"])

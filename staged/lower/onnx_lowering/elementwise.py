@@ -26,7 +26,8 @@ for _name, _op_type, _bool_op in (
         ("exp", "Exp", None), ("log", "Log", None), ("sqrt", "Sqrt", None),
         ("tanh", "Tanh", None), ("sin", "Sin", None), ("cos", "Cos", None),
         ("sigmoid", "Sigmoid", None), ("relu", "Relu", "Identity"),
-        ("copy", "Identity", None), ("conj", "Identity", None),
+        ("copy", "Identity", None), ("finite_grad", "Identity", None),
+        ("conj", "Identity", None),
         ("eq", "Equal", None), ("lt", "Less", None), ("le", "LessOrEqual", None),
         ("gt", "Greater", None), ("ge", "GreaterOrEqual", None)):
     simple(_name, _op_type, _bool_op)
@@ -329,10 +330,11 @@ def _atan2_of(b, d, y, x):
     +-3pi/4), where y/x is NaN."""
     both_inf = b.node("And", [b.node("IsInf", [v]) for v in (x, y)])
     y, x = (b.node("Where", [both_inf, b.node("Sign", [v]), v]) for v in (y, x))
-    q = (b.node("Atan", [b.node("Div", [y, x])]) if d.name in KERNELS["Atan"]
-         else _atan(b, d, b.node("Div", [y, x])))
+    # at two zeros y / 1 = y: selecting y itself lost its sign, as onnxruntime's Where
+    # turns a -0.0 taken from its then input into +0.0 (atan2(-0.0, +0.0) is -0.0)
     both_zero = b.node("And", [b.node("Equal", [v, _c(b, d, 0)]) for v in (x, y)])
-    r = b.node("Where", [both_zero, y, q])
+    ratio = b.node("Div", [y, b.node("Where", [both_zero, _c(b, d, 1), x])])
+    r = b.node("Atan", [ratio]) if d.name in KERNELS["Atan"] else _atan(b, d, ratio)
     turn = b.node("Where", [_negative(b, d, y), _c(b, d, -np.pi), _c(b, d, np.pi)])
     return b.node("Where", [_negative(b, d, x), b.node("Add", [r, turn]), r])
 
