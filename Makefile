@@ -16,7 +16,7 @@ $(VENV)/.demo: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test,demo]"
+	$(BIN)/python -m pip install -q -e ".[test,demo,distributed]"
 	touch $@
 
 $(VENV)/.bench: pyproject.toml | $(BIN)/python

@@ -11,3 +11,4 @@ from .scan import argsort, cumsum  # noqa: F401
 from .linalg import matmul  # noqa: F401
 from .nn import col2im, im2col  # noqa: F401
 from .random import uniform  # noqa: F401
+from .collective import all_gather, all_reduce, broadcast, reduce_scatter  # noqa: F401

@@ -50,13 +50,15 @@ _task_ids = itertools.count()
 
 
 class GraphTask:
-    """One backward()/grad() call: its id and which Nodes it will execute."""
+    """One backward()/grad() call: its id, which Nodes it will execute, and the callbacks
+    to run when it has finished (``queue_callback``)."""
 
-    __slots__ = ("id", "nodes", "needed")
+    __slots__ = ("callbacks", "id", "needed", "nodes")
 
     def __init__(self, nodes, needed):
         self.id = next(_task_ids)
         self.nodes, self.needed = nodes, needed
+        self.callbacks = []
 
     def will_execute(self, node) -> bool:
         if self.needed is not None:
@@ -69,6 +71,15 @@ class GraphTask:
 def current_graph_task():
     """The graph task running on this thread, or None outside backward."""
     return _task.current
+
+
+def queue_callback(callback) -> None:
+    """Run ``callback()`` when the running backward pass has executed its last Node
+    (PyTorch's ``Variable._execution_engine.queue_callback``; DDP waits for its
+    all-reduces there)."""
+    if _task.current is None:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    _task.current.callbacks.append(callback)
 
 
 def _as_tuple(x):
@@ -297,6 +308,9 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 if left == 0 and (visit is None or nxt in visit):
                     push(ready, (-nxt._seq, next(tick), nxt))
             outs = g = None  # hand gradients over: AccumulateGrad steals unshared ones
+        callbacks = _task.current.callbacks
+        while callbacks:  # a callback may queue another
+            callbacks.pop(0)()
     finally:
         _state.grad_enabled = prev
         _task.current = prev_task

@@ -3,3 +3,4 @@ from . import functional, init, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .parameter import Parameter  # noqa: F401
+from . import parallel  # noqa: F401

@@ -112,6 +112,14 @@ SAMPLES = {
     "check": lambda: [([np.array([0])], {"error": "IndexError", "message": "index {}",
                                           "lo": 0, "hi": 3})],
     "barrier": lambda: [([r(2, 3)], {}), ([r()], {})],
+    # collectives, in the group of this process alone (Note [collectives]); on several
+    # ranks they are checked by tests/distributed
+    "all_reduce": lambda: [([nonzero(2, 3)], {"op": op})
+                           for op in ("sum", "avg", "max", "min", "product")],
+    "broadcast": lambda: [([r(2, 3)], {"src": 0})],
+    "all_gather": lambda: [([r(2, 3)], {"world": 1}), ([r()], {"world": 1})],
+    "reduce_scatter": lambda: [([r(1, 2, 3)], {"op": "sum", "world": 1}),
+                               ([r(1, 3)], {"op": "avg", "world": 1})],
 }
 
 
@@ -159,6 +167,10 @@ TORCH = {
     "scatter_add": lambda x, index, src, dim: torch.scatter_add(x, dim, index, src),
     "scatter": lambda x, index, src, dim: torch.scatter(x, dim, index, src),
     "concat": lambda *xs, dim, sizes: torch.cat(xs, dim),
+    "all_reduce": lambda x, op: x.clone(),  # collectives in a group of one process
+    "broadcast": lambda x, src: x.clone(),
+    "all_gather": lambda x, world: x.unsqueeze(0),
+    "reduce_scatter": lambda x, op, world: x[0],
 }
 
 

@@ -97,9 +97,11 @@ def primitive_table() -> list:
         jvp = (p.jvp if isinstance(p.jvp, str) else OK) if p.vjp is not None else "—"
         entry = lowered[name] or {}
         mlir = OK if entry.get("lowered") else "no lowering"
-        if entry.get("unsupported"):
-            mlir += " except " + "; ".join(f"{c}: {r}" for c, r in
-                                           sorted(entry["unsupported"].items()))
+        reasons = entry.get("unsupported") or {}
+        if not entry.get("lowered") and len(set(reasons.values())) == 1:  # one for every dtype
+            mlir += ": " + next(iter(reasons.values()))
+        elif reasons:
+            mlir += " except " + "; ".join(f"{c}: {r}" for c, r in sorted(reasons.items()))
         rows.append(f"| `{name}` | {vjp} | {_cell(jvp)} | {_cell(mlir)} |")
     return rows
 

@@ -2,4 +2,4 @@
 from .emitter import LOWERINGS, TABLE, LoweringError  # noqa: F401
 from .module import to_mlir, verify  # noqa: F401
 from . import elementwise, indexing, linalg, reduction, shape  # noqa: F401  (register the emitters)
-from . import nn, random  # noqa: F401
+from . import collective, nn, random  # noqa: F401

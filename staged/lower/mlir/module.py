@@ -64,8 +64,8 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
         e.op = op
         emitter = LOWERINGS.get(op.prim)
         if emitter is None:
-            reasons = TABLE.gaps(op.prim.name)
-            e.fail(f"no MLIR lowering{': ' + '; '.join(reasons.values()) if reasons else ''}")
+            reasons = dict.fromkeys(TABLE.gaps(op.prim.name).values())  # each reason once
+            e.fail(f"no MLIR lowering{': ' + '; '.join(reasons) if reasons else ''}")
         e.names[op.out.id] = _without_data(e, op) or emitter(
             e, op, *(e.names[v.id] for v in op.inputs))
     e.op = None

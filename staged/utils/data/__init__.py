@@ -1,6 +1,7 @@
 """``staged.utils.data``: ``torch.utils.data``'s datasets, samplers, collation and
 ``DataLoader``, loading in the calling process (``num_workers > 0`` included; see
-``dataloader.py``). Not here: DataPipes and ``DistributedSampler``.
+``dataloader.py``); ``DistributedSampler`` shards a dataset over ``staged.distributed``'s
+ranks. Not here: DataPipes.
 
 Example:
     >>> ds = TensorDataset(staged.randn(100, 3), staged.randn(100, 1))
@@ -9,14 +10,15 @@ Example:
 """
 from ._collate import default_collate, default_convert
 from .dataloader import DataLoader, get_worker_info
+from .distributed import DistributedSampler
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
                       Subset, TensorDataset, random_split)
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler, WeightedRandomSampler)
 
 __all__ = [
-    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
-    "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset",
-    "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "default_collate",
-    "default_convert", "get_worker_info", "random_split",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
+    "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler",
+    "StackDataset", "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler",
+    "default_collate", "default_convert", "get_worker_info", "random_split",
 ]

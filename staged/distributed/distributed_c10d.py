@@ -1,0 +1,221 @@
+"""``torch.distributed``'s process group and collectives, over MPI.
+
+The collectives write their result into the tensors passed, as torch's do, outside the
+autograd graph (``staged.distributed.nn.functional`` has the differentiable forms). They
+are the registry's primitives (Note [collectives] in ``autodiff/collective.py``), so a
+traced step records them; ``async_op=True`` starts the MPI operation and returns a
+``Work`` whose ``wait()`` writes the result.
+"""
+from __future__ import annotations
+
+import enum
+import importlib.util
+import os
+import sys
+from datetime import timedelta
+
+from ..autodiff import collective as C
+from ..eager.factories import from_numpy
+from ..eager.grad_mode import no_grad
+from ..eager.interceptor import current_interceptor
+from ..eager.ops.inplace import write
+from . import mpi
+
+BACKENDS = ("mpi", "gloo")  # both mean MPI; "gloo" is what PyTorch scripts say on CPU
+default_pg_timeout = timedelta(minutes=5)
+LAUNCH = "python -m staged.distributed.run --nproc-per-node N script.py"
+
+
+class ReduceOp(enum.Enum):
+    """How ``all_reduce`` and ``reduce_scatter_tensor`` combine the ranks' tensors."""
+
+    SUM = "sum"
+    AVG = "avg"
+    MAX = "max"
+    MIN = "min"
+    PRODUCT = "product"
+
+
+_state = {"group": None, "backend": None, "hook": None}
+
+
+def is_available() -> bool:
+    """Whether mpi4py (and so an MPI library) is installed: ``pip install staged[distributed]``."""
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def is_initialized() -> bool:
+    return _state["group"] is not None
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: timedelta | None = None, world_size: int = -1, rank: int = -1,
+                       store=None, group_name: str = "", pg_options=None,
+                       device_id=None) -> None:
+    """Join the default process group: every process of the MPI job that started this one.
+
+    Rank and size come from MPI (``mpiexec -n N`` or ``python -m staged.distributed.run``);
+    ``world_size`` and ``rank``, where given, must agree with them. ``backend`` is "mpi",
+    or "gloo" (PyTorch's CPU backend, meaning MPI here); "nccl" is refused: staged's eager
+    tensors live on the host. Every collective fails after ``timeout`` (default 5 minutes)
+    and an uncaught exception on any rank aborts the whole job, naming the rank.
+
+    Example:
+        >>> dist.init_process_group("gloo")   # under mpiexec -n 2 python train.py
+        >>> dist.get_rank(), dist.get_world_size()
+        (0, 2)
+    """
+    if is_initialized():
+        raise ValueError("trying to initialize the default process group twice!")
+    name = str(backend or "mpi").lower()
+    if name == "nccl":
+        raise ValueError("backend 'nccl': staged runs collectives on the host through MPI; "
+                         "use backend='gloo' or 'mpi' (its compiled CUDA steps do not run "
+                         "collectives yet)")
+    if name not in BACKENDS:
+        raise ValueError(f"Invalid backend: {backend!r}; staged's backends are {BACKENDS} "
+                         "(both are MPI)")
+    if not is_available():
+        raise RuntimeError("staged.distributed needs mpi4py and an MPI library: "
+                           "pip install 'staged[distributed]' (the mpich and mpi4py wheels)")
+    group = mpi.connect(timeout or default_pg_timeout)
+    env = {k: int(os.environ[k]) for k in ("WORLD_SIZE", "RANK") if k in os.environ}
+    want = (world_size if world_size != -1 else env.get("WORLD_SIZE", group.size),
+            rank if rank != -1 else env.get("RANK", group.rank))
+    if want != (group.size, group.rank):
+        how = ("this process was not started by an MPI launcher (it is alone in its world): "
+               "staged cannot join processes started otherwise (multiprocessing.spawn); "
+               if group.size == 1 else "")
+        raise RuntimeError(f"init_process_group(world_size={want[0]}, rank={want[1]}): {how}"
+                           f"MPI gives world size {group.size} and rank {group.rank}. "
+                           f"Start the ranks with `{LAUNCH}` or `mpiexec -n N python script.py`")
+    _state.update(group=group, backend=name, hook=sys.excepthook)
+    sys.excepthook = group.abort_on_error()
+    C.GROUP[0] = group
+
+
+def destroy_process_group(group=None) -> None:
+    """Leave the default process group (MPI itself is finalised at exit)."""
+    _group()
+    sys.excepthook = _state["hook"]
+    _state.update(group=None, backend=None, hook=None)
+    C.GROUP[0] = C.Solo()
+
+
+def _group():
+    g = _state["group"]
+    if g is None:
+        raise ValueError("Default process group has not been initialized, please make sure "
+                         "to call init_process_group.")
+    return g
+
+
+def get_rank(group=None) -> int:
+    return _group().rank
+
+
+def get_world_size(group=None) -> int:
+    return _group().size
+
+
+def get_backend(group=None) -> str:
+    _group()
+    return _state["backend"]
+
+
+class Work:
+    """A collective started with ``async_op=True``: ``wait()`` completes it and writes its
+    result into the tensors it was given."""
+
+    def __init__(self, request=None, done=None):
+        self._request, self._done = request, done
+
+    def is_completed(self) -> bool:
+        return self._request is None or self._request.test()
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if self._request is not None:
+            out = self._request.wait()
+            self._request = None
+            with no_grad():
+                self._done(from_numpy(out))
+        return True
+
+
+def _collective(prim, tensor, params, done, async_op, checked=True):
+    """Run ``prim`` on ``tensor`` and hand its result to ``done``: now, through the
+    primitive (so that a trace records it), or for ``async_op`` on the host, at ``wait()``."""
+    group = _group()
+    if async_op and current_interceptor() is None:
+        request = group.start(prim.name, tensor.detach().numpy(), params, checked)
+        return Work(request, done)
+    with no_grad():
+        done(prim(tensor, **params))
+    return Work() if async_op else None
+
+
+def _verify(what: str, values, describe) -> None:
+    """Fail on every rank, naming the ranks, unless all pass equal ``values`` (a few ints)."""
+    _group().check(what, values, describe)
+
+
+def _bucket_all_reduce(flat):
+    """DDP's average of a gradient bucket, started at once; unchecked, since DDP checked
+    the parameters' shapes across the ranks (Note [waits] in ``mpi.py``)."""
+    return _collective(C.all_reduce, flat, {"op": "avg"}, lambda r: write(flat, r), True,
+                       checked=False)
+
+
+def _op(op) -> str:
+    return ReduceOp(op).value
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` over every rank with ``op``, in place on each."""
+    return _collective(C.all_reduce, tensor, {"op": _op(op)}, lambda r: write(tensor, r),
+                       async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False, group_src=None):
+    """Overwrite ``tensor`` on every rank with rank ``src``'s."""
+    return _collective(C.broadcast, tensor, {"src": src}, lambda r: write(tensor, r), async_op)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """``tensor_list[r]`` becomes rank ``r``'s ``tensor``."""
+    if len(tensor_list) != get_world_size():
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors, the world "
+                         f"size is {get_world_size()}")
+
+    def done(rows):
+        for i, t in enumerate(tensor_list):
+            write(t, rows[i])
+    return _collective(C.all_gather, tensor, {"world": get_world_size()}, done, async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """``output_tensor`` (world size times ``input_tensor``'s elements, concatenated along
+    dim 0 or stacked) becomes every rank's ``input_tensor`` in rank order."""
+    world = get_world_size()
+    if output_tensor.numel() != world * input_tensor.numel():
+        raise ValueError(f"all_gather_into_tensor: the output has {output_tensor.numel()} "
+                         f"elements, {world} x the input's {input_tensor.numel()} expected")
+    return _collective(C.all_gather, input_tensor, {"world": world},
+                       lambda r: write(output_tensor, r.reshape(output_tensor.shape)), async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``input`` (world size times ``output``'s elements) over every rank with
+    ``op``; rank ``r`` gets the ``r``-th of its equal parts along dim 0 in ``output``."""
+    world = get_world_size()
+    if input.numel() != world * output.numel():
+        raise ValueError(f"reduce_scatter_tensor: the input has {input.numel()} elements, "
+                         f"{world} x the output's {output.numel()} expected")
+    return _collective(C.reduce_scatter, input.reshape((world, *output.shape)),
+                       {"op": _op(op), "world": world}, lambda r: write(output, r), async_op)
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    """Wait until every rank has called ``barrier``."""
+    _group().barrier()
+    return Work() if async_op else None

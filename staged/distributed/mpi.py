@@ -1,0 +1,143 @@
+"""The process group over MPI (mpi4py): collectives started non-blocking, waited by polling.
+
+Note [waits]: a blocking MPI call waits forever for a rank that died or never calls the
+collective, so every wait polls its request and fails after the group's timeout with an
+error naming this rank and the collective; the error, uncaught, aborts the job
+(``abort_on_error``). Before a checked collective the ranks exchange what they are about
+to do (the op, dtype and shape: 12 int64 each, one ``Iallgather``, microseconds on a
+machine), so that mismatched calls fail with an error naming the ranks instead of hanging
+or reducing garbage. DDP's bucket all-reduces skip it: it checks the parameters once.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from datetime import timedelta
+
+import numpy as np
+
+from ..autodiff.collective import REDUCE_OPS
+
+KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+WIDTH = 12  # int64 per rank in a check
+
+
+def connect(timeout: timedelta) -> MPIGroup:
+    """The group of every process of this MPI job (MPI is initialised here, once)."""
+    from mpi4py import MPI  # deferred: importing mpi4py initialises MPI
+    return MPIGroup(MPI, MPI.COMM_WORLD, timeout)
+
+
+class Request:
+    """A started collective: ``wait()`` gives its result (a NumPy array)."""
+
+    def __init__(self, group, what, req, out, finish=None):
+        self.group, self.what, self.req, self.out, self.finish = group, what, req, out, finish
+
+    def test(self) -> bool:
+        """Whether it has completed (asking also lets MPI progress it)."""
+        return self.req is None or bool(self.req.Test())
+
+    def wait(self) -> np.ndarray:
+        if self.req is not None:
+            self.group.wait(self.req, self.what)
+            self.req = None
+            if self.finish is not None:
+                self.finish(self.out)
+        return self.out
+
+
+class MPIGroup:
+    """Ranks ``0 .. size - 1`` of an MPI communicator, with a timeout on every wait."""
+
+    def __init__(self, mpi, comm, timeout: timedelta):
+        self.mpi, self.comm, self.timeout = mpi, comm, timeout
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.ops = {"sum": mpi.SUM, "avg": mpi.SUM, "max": mpi.MAX, "min": mpi.MIN,
+                    "product": mpi.PROD}
+
+    def run(self, name, x, params):
+        """What the primitives' impls call: a checked collective, waited for."""
+        return self.start(name, x, params).wait()
+
+    def start(self, name, x, params, checked=True) -> Request:
+        """Start collective ``name`` on NumPy ``x``; the result is a new array."""
+        x = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        op = params.get("op")
+        if checked:
+            arg = REDUCE_OPS.index(op) if op is not None else params.get("src", -1)
+            self.check(name, [KINDS.index(name), arg, ord(x.dtype.char), x.ndim, *x.shape],
+                       _describe)
+        if op == "avg" and x.dtype.kind not in "fc":
+            raise RuntimeError(f"{name}: ReduceOp.AVG needs a floating point tensor, got "
+                               f"{x.dtype}")
+        mpi_op = self.ops[op] if op is not None else None
+        if x.dtype == np.bool_ and op is not None:  # MPI reduces bools with logical ops
+            mpi_op = self.mpi.LOR if op in ("sum", "max") else self.mpi.LAND
+        finish = _divide(self.size) if op == "avg" else None
+        if name == "all_reduce":
+            out = x.copy()
+            req = self.comm.Iallreduce(self.mpi.IN_PLACE, out, op=mpi_op)
+        elif name == "broadcast":
+            out = x.copy()
+            req = self.comm.Ibcast(out, root=params["src"])
+        elif name == "all_gather":
+            out = np.empty((self.size, *x.shape), x.dtype)
+            req = self.comm.Iallgather(x, out)
+        else:
+            out = np.empty(x.shape[1:], x.dtype)
+            req = self.comm.Ireduce_scatter_block(x, out, op=mpi_op)
+        return Request(self, name, req, out, finish)
+
+    def check(self, what: str, values, describe) -> None:
+        """Fail on every rank, naming the ranks, unless all pass equal ``values`` (at most
+        WIDTH ints; ``describe(row)`` shows one rank's in the message)."""
+        mine = np.full(WIDTH, -1, np.int64)
+        mine[:min(len(values), WIDTH)] = values[:WIDTH]
+        rows = np.empty((self.size, WIDTH), np.int64)
+        self.wait(self.comm.Iallgather(mine, rows), f"{what} (checking the ranks agree)")
+        differ = [r for r in range(self.size) if not np.array_equal(rows[r], rows[0])]
+        if differ:
+            shown = "; ".join(f"rank {r}: {describe(rows[r])}" for r in [0, *differ[:3]])
+            raise RuntimeError(f"{what}: the ranks called it with different arguments "
+                               f"({shown}); every rank must pass the same shape and dtype")
+
+    def barrier(self) -> None:
+        self.wait(self.comm.Ibarrier(), "barrier")
+
+    def wait(self, req, what: str) -> None:
+        """Poll ``req`` until it completes or the timeout passes (Note [waits])."""
+        deadline = time.monotonic() + self.timeout.total_seconds()
+        delay = 0.0
+        while not req.Test():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rank {self.rank}: {what} did not complete within "
+                                   f"{self.timeout}: another rank failed, exited or did not "
+                                   "call it (init_process_group(timeout=...) sets the limit)")
+            time.sleep(delay)
+            delay = min(2 * delay + 1e-6, 1e-3)
+
+    def abort_on_error(self):
+        """A ``sys.excepthook`` that prints the error as usual, then aborts every rank."""
+        previous = sys.excepthook
+
+        def hook(kind, value, tb):
+            previous(kind, value, tb)
+            sys.stderr.write(f"staged.distributed: rank {self.rank} raised {kind.__name__}: "
+                             f"{value}; aborting the job\n")
+            sys.stderr.flush()
+            self.comm.Abort(1)
+        return hook
+
+
+def _divide(n):
+    def finish(out):
+        out /= n
+    return finish
+
+
+def _describe(row) -> str:
+    kind, arg, char, ndim = (int(v) for v in row[:4])
+    shape = [int(d) for d in row[4:4 + min(ndim, WIDTH - 4)]]
+    what = f"op {REDUCE_OPS[arg]}" if kind in (0, 3) else f"src {arg}" if kind == 1 else ""
+    return f"{KINDS[kind]} of {np.dtype(chr(char)).name}{shape}" + (f" ({what})" if what else "")

@@ -1,0 +1,2 @@
+"""``torch.distributed.nn``: the differentiable collectives (``functional``)."""
+from . import functional  # noqa: F401

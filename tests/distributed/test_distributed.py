@@ -1,0 +1,132 @@
+"""staged.distributed, DistributedDataParallel, DistributedSampler and the launcher. The
+scripts next to this file run on real MPI ranks (``mpiexec -n 2`` and ``-n 3``), started
+from here with a timeout; one launch checks many things, to keep the directory fast."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import torch.utils.data
+
+import staged
+import staged.distributed as dist
+import staged.multiprocessing as mp
+from staged.autodiff import collective as C
+from staged.distributed import run
+from staged.lower.mlir import LoweringError
+from staged.utils.data import DistributedSampler
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+_NEXT = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+MPIEXEC = _NEXT if os.access(_NEXT, os.X_OK) else shutil.which("mpiexec")
+needs_mpi = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or MPIEXEC is None,
+    reason="needs mpi4py and mpiexec: pip install 'staged[distributed]' (mpich, mpi4py)")
+
+
+def launch(*args, timeout=90):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return subprocess.run(args, check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def mpi(n, script, *args):
+    return launch(MPIEXEC, "-n", str(n), sys.executable, str(HERE / script), *args)
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_gradients_errors_and_sampler_shards(n):
+    r = mpi(n, "collectives.py")
+    assert r.returncode == 0 and r.stdout.count("collectives ok") == n, r.stdout + r.stderr
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_training_equals_one_process_on_the_whole_batch(n):
+    """Through the launcher, which sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."""
+    r = launch(sys.executable, "-m", "staged.distributed.run", "--nproc-per-node", str(n),
+               str(HERE / "ddp.py"))
+    assert r.returncode == 0 and r.stdout.count("ddp ok") == n, r.stdout + r.stderr
+
+
+@needs_mpi
+def test_a_rank_that_raises_aborts_the_job_naming_it():
+    start = time.monotonic()
+    r = mpi(3, "faults.py", "raise")
+    assert r.returncode != 0 and "rank 1 raised ValueError: boom" in r.stderr, r.stderr
+    assert time.monotonic() - start < 30  # the others wait with a 60 s timeout
+
+
+@needs_mpi
+def test_a_rank_that_leaves_makes_the_others_fail_within_the_timeout():
+    r = mpi(2, "faults.py", "leave")
+    assert r.returncode != 0, r.stderr
+    assert "rank 0: all_reduce (checking the ranks agree) did not complete within 0:00:02" \
+        in r.stderr, r.stderr
+
+
+@needs_mpi
+def test_ranks_not_started_by_mpi_fail_at_once_naming_the_launcher():
+    r = launch(sys.executable, "-c", "import staged.distributed as d; "
+               "d.init_process_group('gloo', world_size=2, rank=1)", timeout=60)
+    assert r.returncode != 0 and "python -m staged.distributed.run" in r.stderr, r.stderr
+    with pytest.raises(RuntimeError, match="python -m staged.distributed.run --nproc-per-node 2"):
+        mp.spawn(print, nprocs=2)
+
+
+@needs_mpi
+def test_launcher_command_line():
+    a = run.parse(["--nnodes", "2", "--nproc_per_node", "4", "--hostfile", "hosts", "train.py",
+                   "--lr", "0.1"])
+    cmd = run.command(a)
+    assert cmd[:7] == [MPIEXEC, "-n", "8", "-ppn", "4", "-f", "hosts"]
+    assert cmd[7:] == [sys.executable, "-m", "staged.distributed.run", run.RANK_FLAG,
+                       "train.py", "--lr", "0.1"]
+
+
+def test_clear_errors_without_mpi():
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        dist.all_reduce(staged.ones(2))
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        staged.nn.parallel.DistributedDataParallel(staged.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="Invalid backend: 'tcp'"):
+        dist.init_process_group("tcp")
+    with pytest.raises(ValueError, match="use backend='gloo' or 'mpi'"):
+        dist.init_process_group("nccl")
+    assert not dist.is_initialized()
+
+
+def test_compiled_steps_and_onnx_export_with_collectives_fail_clearly(tmp_path):
+    """Collectives record under capture like every primitive; they have no lowering yet."""
+    def step(x):
+        return (C.all_reduce(x * 2, op="sum") ** 2).sum()
+
+    x = staged.ones(3, requires_grad=True)
+    with pytest.raises(LoweringError, match="all_reduce .*compiled steps with collectives are "
+                                            "not supported yet"):
+        staged.compile(step)(x)
+    with pytest.raises(staged.onnx.ExportError, match="ONNX has no collective operators"):
+        staged.onnx.export(step, (x,), tmp_path / "step.onnx")
+
+
+def test_distributed_sampler_order_is_torchs():
+    for n, replicas, drop_last, shuffle in [(10, 3, False, True), (11, 2, True, True),
+                                            (5, 4, False, False), (3, 4, False, True)]:
+        for rank in range(replicas):
+            ours = DistributedSampler(range(n), replicas, rank, shuffle, 7, drop_last)
+            theirs = torch.utils.data.DistributedSampler(range(n), replicas, rank, shuffle, 7,
+                                                         drop_last)
+            for epoch in (0, 3):
+                ours.set_epoch(epoch)
+                theirs.set_epoch(epoch)
+                assert list(ours) == list(theirs) and len(ours) == len(theirs)
+    with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval"):
+        DistributedSampler(range(4), num_replicas=2, rank=2)
