@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean vulkan-driver
+.PHONY: demo test bench clean vulkan-driver graphviz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,7 +36,17 @@ vulkan-driver:
 	  else echo "no lavapipe and no root apt-get: the Vulkan tests will skip"; fi; \
 	fi
 
-test: $(VENV)/.test vulkan-driver
+# staged.viz renders SVG with Graphviz's `dot`; without it the SVG tests skip, saying why.
+graphviz:
+	@if ! command -v dot >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing graphviz (the dot program) for the staged.viz tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends graphviz) >/dev/null 2>&1 || echo "could not install graphviz"; \
+	  else echo "no dot and no root apt-get: the SVG tests of staged.viz will skip"; fi; \
+	fi
+
+test: $(VENV)/.test vulkan-driver graphviz
 	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q
 
 bench: $(VENV)/.bench

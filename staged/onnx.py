@@ -83,8 +83,10 @@ def export(fn_or_module, example_args, path, *, with_gradients=True, opset=DEFAU
 
 
 def export_captured(captured, path, *, opset=DEFAULT_OPSET):
-    """Write a ``Captured`` graph as ONNX with its own names: arguments ``arg<i>``, state
-    ``state<i>``; outputs ``out<i>``, ``grad.<state>``, ``updated.<state>``."""
+    """Write a ``Captured`` graph as ONNX with its own names (Note [state names] in
+    ``staged/tracing/names.py``): arguments and state as the trace named them (``x``,
+    ``0.weight``); outputs ``loss`` (what the function returns), ``grad.<state>``,
+    ``updated.<state>``."""
     check_opset(opset)
     g = captured.graph
     prefix = {"out": "", "grad": "grad.", "state": "updated.", "escaped": "escaped."}

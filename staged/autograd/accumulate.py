@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..eager.grad_mode import _state
+from ..eager.interceptor import call_hook
 from ..eager.tensor import Tensor
 
 
@@ -28,4 +29,4 @@ def accumulate_grad(var, g, owned=False) -> None:
         var._grad.add_(g)
     if var._post_acc_hooks:
         for hook in tuple(var._post_acc_hooks.values()):
-            hook(var)
+            call_hook(hook, var)

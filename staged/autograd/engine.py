@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from ..eager import factories as _factories
 from ..eager.grad_mode import _state
+from ..eager.interceptor import call_hook, tags
 from ..eager.tensor import Tensor
 from . import anomaly, profiler
 from .node import sync
@@ -269,6 +270,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     prev = _state.grad_enabled
     _state.grad_enabled = create_graph
     prev_task, _task.current = _task.current, GraphTask(order, visit)
+    prev_phase, tags.phase = tags.phase, "backward"  # Note [phases]
     try:
         while ready:
             node = pop(ready)[2]
@@ -314,6 +316,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     finally:
         _state.grad_enabled = prev
         _task.current = prev_task
+        tags.phase = prev_phase
     return captured
 
 
@@ -328,7 +331,7 @@ def _run_tensor_hooks(node, buf):
             if g is None:
                 continue
             for fn in tuple(fns.values()):
-                r = fn(g)
+                r = call_hook(fn, g)
                 if r is not None:
                     g = _checked_hook_value(fn, g, r)
             buf[nr] = g
@@ -390,7 +393,7 @@ def _call_node(node, buf, retain_graph):
     if node._pre_hooks:
         grads = tuple(buf.get(i) for i in range(_arity(n, buf)))
         for fn in tuple(node._pre_hooks.values()):
-            r = fn(grads)
+            r = call_hook(fn, grads)
             if r is not None:
                 grads = _hook_result(fn, r, len(grads))
         grads = list(grads)
@@ -408,7 +411,7 @@ def _call_node(node, buf, retain_graph):
     if node._post_hooks:
         outs = tuple(outs)
         for fn in tuple(node._post_hooks.values()):
-            r = fn(outs, tuple(grads))
+            r = call_hook(fn, outs, tuple(grads))
             if r is not None:
                 outs = _hook_result(fn, r, len(outs))
     if not retain_graph:

@@ -9,7 +9,7 @@ import warnings
 from collections import OrderedDict, namedtuple
 
 from .. import dtypes as dt
-from ..eager.interceptor import current_interceptor
+from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
 from ..eager.tensor import Tensor
@@ -156,14 +156,14 @@ class Module:
         for hook_id, hook in (*_global_forward_pre_hooks.items(),
                               *self._forward_pre_hooks.items()):
             if hook_id in self._forward_pre_hooks_with_kwargs:
-                r = hook(self, args, kwargs)
+                r = call_hook(hook, self, args, kwargs)
                 if r is not None:
                     if not (isinstance(r, tuple) and len(r) == 2):
                         raise RuntimeError(f"forward pre-hook must return None or a tuple of "
                                            f"(new_args, new_kwargs), but got {r}.")
                     args, kwargs = r
             else:
-                r = hook(self, args)
+                r = call_hook(hook, self, args)
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
             state["args"], state["kwargs"] = args, kwargs
@@ -178,9 +178,9 @@ class Module:
                 state["called"].add(hook_id)
             if hook_id in self._forward_hooks_with_kwargs \
                     or hook_id in _global_forward_hooks_with_kwargs:
-                r = hook(self, args, kwargs, result)
+                r = call_hook(hook, self, args, kwargs, result)
             else:
-                r = hook(self, args, result)
+                r = call_hook(hook, self, args, result)
             if r is not None:
                 result = state["result"] = r
         if bw_hook is not None:

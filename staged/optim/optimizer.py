@@ -22,7 +22,7 @@ import copy
 import math
 
 from ..dtypes import get_default_dtype
-from ..eager.interceptor import current_interceptor
+from ..eager.interceptor import current_interceptor, tagged
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
 from ..eager.grad_mode import enable_grad, no_grad
@@ -82,7 +82,7 @@ class Optimizer:
         icpt = current_interceptor()  # under capture: it restores what the step writes
         if icpt is not None:
             icpt.preserve(self.state)
-        with no_grad():
+        with no_grad(), tagged(phase="optimizer"):  # Note [phases]
             for i, group in enumerate(self.param_groups):
                 views = {}
                 for p in group["params"]:

@@ -4,15 +4,12 @@ step's state (parameters, ``.grad``, optimizer buffers) kept on the device betwe
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import gc
-import logging
-import os
-import re
 import sys
 import threading
-import time
 import warnings
 
 import numpy as np
@@ -28,18 +25,18 @@ from ..eager.grad_mode import _state
 from ..autograd.profiler import record_function
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
+from .. import viz
 from . import deploy
 from .checks import Checks
 from .compiler import (BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir,
-                       flags, to_boundary)
+                       to_boundary)
 from .device import DeviceValue
 from .device import device as get_device
+from .explain import explain_text
+from .logs import Phases, compile_log
 
 
-log = logging.getLogger("staged")
-if os.environ.get("STAGED_DEBUG"):
-    log.addHandler(logging.StreamHandler(sys.stderr))
-    log.setLevel(logging.DEBUG)
+log = compile_log  # Note [compile messages]
 
 
 class Traced(Captured):
@@ -69,15 +66,23 @@ def capture(fn, *args, **kwargs) -> Traced:
 class CompiledGraph:
     """One trace compiled for one backend, callable on the flattened argument leaves."""
 
-    def __init__(self, captured: Captured, backend: str = "llvm-cpu", device=None):
+    def __init__(self, captured: Captured, backend: str = "llvm-cpu", device=None,
+                 phases: Phases | None = None):
         self.captured = captured
         self.backend = backend
-        check_dtypes(captured.graph, backend)
-        self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
-        self.device = get_device(backend, device)
-        with _progress(f"compiling a step of {len(captured.graph.ops)} ops for {backend}"):
-            self.module = self.device.load(compile_mlir(self.mlir, backend,
-                                                        STEP_FLAGS.get(backend, ())))
+        self.cache = {}  # "cache": "hit" or "miss", "key" (compile_mlir's stats)
+        own = phases is None  # else the caller's, which it shows and closes
+        with Phases(f"compiling a step of {len(captured.graph.ops)} ops") if own else \
+                contextlib.nullcontext(phases) as p:
+            with p("lower"):
+                check_dtypes(captured.graph, backend)
+                self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
+            self.device = get_device(backend, device)
+            with p("IREE compile"):
+                vmfb = compile_mlir(self.mlir, backend, STEP_FLAGS.get(backend, ()), self.cache)
+            with p("load"):
+                self.module = self.device.load(vmfb)
+        self.times = p.times  # seconds per phase (explain())
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
@@ -281,6 +286,7 @@ class Compiled:
         self._last = None
         self._last_key = None
         self.last_retrace_reason = None
+        self.history: list = []  # per trace: why, and what it made (explain())
         self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
@@ -326,12 +332,7 @@ class Compiled:
                                "and this call's batch size is 0: call it first with a "
                                "non-empty batch (the compiled step then runs batch size 0 too)")
         try:
-            captured = _capture(self.fn, *args, **kwargs)
-            if batched and not captured.one_shot:
-                captured = self._generalize(captured, leaves, tree, batch, batched)
-                self.last_retrace_reason += (
-                    f" (dynamic batch: traced at batch sizes {batch} and {batch + 1}, "
-                    "compiled once for every batch size)")
+            entry = self._compile(args, kwargs, leaves, tree, batch, batched)
         except (CaptureError, DynamicError) as err:
             if self.fallback != "eager":
                 raise
@@ -340,14 +341,41 @@ class Compiled:
             warnings.warn(f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
                           f"eagerly for these arguments, since {why}: {err}", stacklevel=3)
             self._entries[key] = _EAGER
+            self._remember(eager=f"{why}: {err}")
             return self.fn(*args, **kwargs)
-        entry = CompiledGraph(captured, self.backend, self.device)
-        log.debug("graph:\n%s", captured.graph)
-        if not captured.one_shot:
+        if not entry.captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
         self.traces += 1
         self._last = entry
+        self._remember(entry)
         return entry.run(leaves)
+
+    def _compile(self, args, kwargs, leaves, tree, batch, batched) -> CompiledGraph:
+        """Trace, lower, compile and load the step for this call, timing each phase
+        (Note [compile messages])."""
+        name = getattr(self.fn, "__qualname__", "the step")
+        with Phases(f"compiling {name}") as p:
+            with p("trace"):
+                captured = _capture(self.fn, *args, **kwargs)
+                if batched and not captured.one_shot:
+                    captured = self._generalize(captured, leaves, tree, batch, batched)
+                    self.last_retrace_reason += (
+                        f" (dynamic batch: traced at batch sizes {batch} and {batch + 1}, "
+                        "compiled once for every batch size)")
+            log.debug("graph of %s:\n%s", name, captured.graph)
+            entry = CompiledGraph(captured, self.backend, self.device, p)
+        log.info("compiled %s (%d ops, %s) in %.2f s: %s; IREE module %s", name,
+                 len(captured.graph.ops), self.backend, sum(p.times.values()), p.summary(),
+                 "from the cache" if entry.cache.get("cache") == "hit" else "compiled")
+        return entry
+
+    def _remember(self, entry=None, eager=None) -> None:
+        """A line of the re-trace history that explain() shows (the newest 50)."""
+        self.history.append({"reason": self.last_retrace_reason, "eager": eager} if eager else {
+            "reason": self.last_retrace_reason, "ops": len(entry.captured.graph.ops),
+            "one_shot": entry.captured.one_shot, "times": entry.times,
+            "cache": entry.cache.get("cache")})
+        del self.history[:-50]
 
     def _generalize(self, c0: Captured, leaves, tree, n0: int, batched) -> Captured:
         """``c0`` with every size that follows the batch made dynamic: trace again at
@@ -393,7 +421,8 @@ class Compiled:
     def save(self, directory, names=None):
         """Save the step as last called, with the current state, for
         ``staged.runtime.load(directory)``. ``names`` maps state tensors to names (e.g.
-        ``{p: k for k, p in model.state_dict(keep_vars=True).items()}``)."""
+        ``{p: k for k, p in model.state_dict(keep_vars=True).items()}``); by default they
+        are those the trace gave them (``0.weight``, ``opt.state[0.weight].exp_avg``)."""
         if self._last is None:
             raise RuntimeError("call the compiled step once before saving it: saving needs "
                                "its trace")
@@ -402,23 +431,30 @@ class Compiled:
                                "the first step); call the step once more before saving")
         return self._last.save(directory, names, self.fn)
 
-    def explain(self, file=None) -> str:
-        """Print (and return) what was compiled for the last call: why it was traced, its
-        graph, its MLIR and the number of dispatches IREE made of it."""
-        e = self._last
-        if e is None:
-            text = "staged.compile: not called yet, nothing traced"
-        else:
-            dyn = [i.name for i in e.captured.graph.inputs if not is_static(i.value.aval.shape)]
-            text = "\n".join([
-                f"traces: {self.traces}; last re-trace: {self.last_retrace_reason}",
-                *([f"dynamic batch: dim 0 of {', '.join(dyn)}"] if dyn else []),
-                f"backend: {self.backend} on {e.device.name}; "
-                f"ops: {len(e.captured.graph.ops)}; "
-                f"dispatches: {count_dispatches(e.mlir, self.backend)}",
-                "", "graph:", str(e.captured.graph), "", "MLIR:", e.mlir])
-        print(text, file=file or sys.stdout)
-        return text
+    def explain(self, verbose: bool = False, file=None) -> None:
+        """Print what was compiled, on one screen: the graph's size by phase (forward,
+        backward, optimizer) with the user's lines, its segments, arguments, results and
+        state by name (``fc1.weight``, ``opt.state[fc1.weight].exp_avg``), the guards,
+        the re-trace history with reasons, the compile and cache times and the backend.
+        ``verbose=True`` adds IREE's dispatch count, the whole graph and its MLIR.
+        Returns None, so that a REPL does not echo it again; ``explanation()`` returns
+        the text."""
+        print(self.explanation(verbose), file=file or sys.stdout)
+
+    def explanation(self, verbose: bool = False) -> str:
+        """The text ``explain()`` prints."""
+        return explain_text(self, verbose)
+
+    def graph(self, format: str = "svg"):
+        """A picture of the step as last called (``staged.viz.make_step_dot``): forward,
+        backward and optimizer ops coloured apart, hooks outlined, each op with its shape
+        and dtype. ``format="svg"`` (text; needs Graphviz's ``dot``), ``"png"`` (bytes),
+        or ``"dot"`` for the DOT text alone."""
+        if self._last is None:
+            raise RuntimeError("call the compiled step once before drawing it: the picture "
+                               "is of its trace")
+        name = getattr(self.fn, "__qualname__", "step")
+        return viz.render(viz.make_step_dot(self._last.captured.graph, f"{name}: "), format)
 
     def graphs(self):
         return [e.captured.graph for es in self._entries.values() if es is not _EAGER
@@ -518,8 +554,9 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
     raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
     one whose batch cannot be dynamic) runs eagerly instead, with a warning saying why.
-    ``explain()`` shows what was compiled; ``STAGED_DEBUG=1`` logs every trace and its
-    graph.
+    ``explain()`` shows what was compiled; ``STAGED_LOG=info`` logs every trace with its
+    reason and compile times, ``STAGED_LOG=debug`` also its graph (Note [compile
+    messages]).
 
     Example:
         >>> step = staged.compile(train_step)
@@ -529,36 +566,6 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
         return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic,
                                  fallback=fallback)
     return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device)
-
-
-def count_dispatches(mlir: str, backend: str) -> int:
-    """How many dispatches IREE's flow stage makes of a module (a debugging figure)."""
-    from iree.compiler import compile_str
-
-    flow = compile_str(mlir, extra_args=flags(backend) + ["--compile-to=flow"])
-    return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes)
-                          else flow))
-
-
-class _progress:
-    """Say on stderr what is taking long (IREE compiles of big steps take seconds)."""
-
-    def __init__(self, what: str, after: float = 2.0):
-        self.what, self.after = what, after
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        self.timer = threading.Timer(self.after, lambda: print(
-            f"staged: {self.what}...", file=sys.stderr, flush=True))
-        self.timer.daemon = True
-        self.timer.start()
-
-    def __exit__(self, *exc):
-        self.timer.cancel()
-        took = time.perf_counter() - self.start
-        if took >= self.after and exc[0] is None:
-            print(f"staged: {self.what}: done in {took:.1f} s", file=sys.stderr, flush=True)
-        return False
 
 
 @atexit.register

@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from . import cache
+from .logs import runtime_log
 
 # IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
 # signature; staged keeps the dtypes of the graph. No hoisting of constant expressions
@@ -100,8 +101,9 @@ def flags(backend: str) -> list:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
 
-def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
-    """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before."""
+def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None) -> bytes:
+    """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before;
+    ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``."""
     from iree.compiler.version import VERSION
 
     fl = flags(backend) + list(extra_flags)
@@ -110,7 +112,17 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=()) -> bytes:
     # so a cache shared between machines never serves code this CPU cannot run
     host = host_cpu() if _HOST_CPU in fl else ""
     key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, *GLOBAL_FLAGS, VERSION, host)
-    return cache.cached(key, lambda: compile_uncached(text, fl))
+    missed = []
+
+    def build():
+        missed.append(True)
+        return compile_uncached(text, fl)
+    vmfb = cache.cached(key, build)
+    runtime_log.debug("IREE module %s for %s: %s", key[:12], backend,
+                      "compiled" if missed else "from the cache")
+    if stats is not None:
+        stats.update(cache="miss" if missed else "hit", key=key[:12])
+    return vmfb
 
 
 @functools.cache

@@ -35,6 +35,7 @@ from .checks import Checks
 from .compiler import BOUNDARY, compile_mlir, to_boundary
 from .device import DRIVERS
 from .device import device as get_device
+from .logs import Phases
 
 FORMAT = "staged-step/2"
 SCOPE = "model"
@@ -46,7 +47,9 @@ class IntegrityError(ValueError):
 
 def save(entry, directory, names=None, fn=None) -> Path:
     """Write the compiled ``entry`` (a CompiledGraph) with its state's current values.
-    ``names`` maps state tensors to archive keys (e.g. a module's state_dict keys); ``fn``
+    ``names`` maps state tensors to archive keys; by default a tensor keeps the name its
+    trace gave it (``0.weight``, ``opt.state[0.weight].momentum_buffer``: Note [state names]
+    in ``staged/tracing/names.py``); ``fn``
     (the traced function) gives the parameter names keyword arguments bind to."""
     from iree.compiler.version import VERSION as compiler_version
 
@@ -62,7 +65,8 @@ def save(entry, directory, names=None, fn=None) -> Path:
         raise ValueError(f"state names must be unique, got {sorted(renamed.values())}")
     text = to_mlir(graph, state_as_globals=True, scope=SCOPE,
                    boundary=BOUNDARY.get(entry.backend))
-    vmfb = compile_mlir(text, entry.backend)
+    with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
+        vmfb = compile_mlir(text, entry.backend)
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,7 @@ from ..eager.views import refresh as refresh_view
 from .guards import Guard, source_guards
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
+from .names import output_names, state_names
 from .pytree import flatten, unflatten
 from .symbolic import CaptureError, Symbolic, user_location
 
@@ -219,7 +220,8 @@ class Tracer:
                 return np.asarray(out)
         vals = [self.value_of(t) for t in inputs]
         aval = prim.shape_rule(*(v.aval for v in vals), **params)
-        v = self.graph.add_op(prim, vals, params, aval, user_location())
+        v = self.graph.add_op(prim, vals, params, aval, user_location(), interceptor.tags.phase,
+                              interceptor.tags.hook)  # Note [phases]
         if prim is ad.check:
             self.checks.append((v, params))
         out = Symbolic(v, self)
@@ -270,7 +272,9 @@ def capture(fn, *args, **kwargs) -> Captured:
     a, kw = unflatten(in_tree, sym_leaves)
     del sym_leaves
     with state_lock:  # Note [one trace at a time]
-        return _trace(fn, tracer, a, kw, in_tree, wrappers)
+        captured = _trace(fn, tracer, a, kw, in_tree, wrappers)
+    _name(captured, tracer, fn, names, leaves)
+    return captured
 
 
 def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
@@ -279,7 +283,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         prev = interceptor.set_interceptor(tracer)
         mode = (_state.grad_enabled, _state.inference)
         try:
-            with warn_impure_calls():  # Note [impure calls]
+            with warn_impure_calls(), interceptor.tagged("forward", ""):  # Note [phases]
                 holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
             captured = _finish(tracer, holder, in_tree, wrappers)
         finally:
@@ -296,6 +300,45 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         if thawed:
             gc.unfreeze()
     return captured
+
+
+def _name(c: Captured, tracer: Tracer, fn, arg_names, leaves) -> None:
+    """Name the graph's state inputs and outputs after what holds them (``fc1.weight``,
+    ``opt.state[fc1.weight].exp_avg``) and its results after what ``fn`` returns (``loss``):
+    Note [state names]. Live inputs keep their own names; a name is made unique with
+    ``#2``."""
+    try:
+        found, outs = state_names(fn, arg_names, leaves, c.dict_writes), \
+            output_names(fn, c.out_tree)
+    except Exception:  # noqa: BLE001 (names are cosmetic: a user object that the walk
+        found, outs = {}, []  # cannot read must not fail the trace)
+    args = {id(w): arg_names[i] for i, w in c.arg_wrappers}  # named on their .grad outputs
+    live = {id(t) for t, _ in c.live}
+    g = c.graph
+    taken = {i.name for i in g.inputs if i.kind == "arg"}
+    taken |= {w.name for w in tracer.watched.values() if id(w.tensor) in live}
+    renamed = {}
+    for t, old, w in [(w.tensor, w.name, w) for w in tracer.watched.values()] + \
+            [(t, g.outputs[k].name, None) for t, k in c.escaped]:
+        new = args.get(id(t)) or found.get(id(t))
+        if new is None or id(t) in live:
+            continue
+        unique, k = new, 1
+        while unique in taken and id(t) not in args:
+            k += 1
+            unique = f"{new}#{k}"
+        taken.add(unique)
+        renamed[old] = unique
+        if w is not None:
+            w.name = unique
+    for i in g.inputs:
+        i.name = renamed.get(i.name, i.name)
+    for o in g.outputs:
+        if o.kind in ("state", "grad", "escaped"):
+            o.name = renamed.get(o.name, o.name)
+    for (kind, k), name in zip(c.out_leaves, outs):
+        if kind == "value":
+            g.outputs[k].name = name
 
 
 def leaf_names(fn, args, kwargs) -> list:
@@ -368,7 +411,8 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
-    checks = _apply_checks(tracer, updates, grad_writes)
+    with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
+        checks = _apply_checks(tracer, updates, grad_writes)
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
                     guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()),
                     dict_writes=dict_writes, checks=checks, constants=tracer.constants,

@@ -145,7 +145,8 @@ def substitute(g, subst, consts=None) -> Graph:
     out.inputs = [Input(val(i.value), i.kind, i.name) for i in g.inputs]
     for op in g.ops:
         params = {k: subst.get(("param", id(op), k), p) for k, p in op.params.items()}
-        out.ops.append(Op(op.prim, tuple(val(v) for v in op.inputs), params, val(op.out), op.loc))
+        out.ops.append(Op(op.prim, tuple(val(v) for v in op.inputs), params, val(op.out), op.loc,
+                          op.phase, op.hook))
     out.outputs = [Output(val(o.value), o.kind, o.name) for o in g.outputs]
     return out
 

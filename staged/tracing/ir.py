@@ -36,6 +36,8 @@ class Op:
     params: dict
     out: Value
     loc: str = ""  # "file.py:12" of the user code that issued the op
+    phase: str = "forward"  # "forward", "backward" or "optimizer" (Note [phases])
+    hook: str = ""  # the user hook that issued it, if any
 
     def __str__(self) -> str:
         params = "".join(f" {k}={_fmt(v)}" for k, v in self.params.items())
@@ -84,9 +86,10 @@ class Graph:
         self.consts.append((v, array))
         return v
 
-    def add_op(self, prim: Primitive, inputs, params: dict, aval: Aval, loc: str = "") -> Value:
+    def add_op(self, prim: Primitive, inputs, params: dict, aval: Aval, loc: str = "",
+               phase: str = "forward", hook: str = "") -> Value:
         v = self.new_value(aval)
-        self.ops.append(Op(prim, tuple(inputs), params, v, loc))
+        self.ops.append(Op(prim, tuple(inputs), params, v, loc, phase, hook))
         return v
 
     def __str__(self) -> str:
