@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib
 import io
 import os
 import pickle
@@ -29,6 +30,7 @@ import zlib
 import numpy as np
 
 from . import dtypes as dt
+from .eager.devices import device
 from .eager.tensor import Size, Tensor
 from .nn.parameter import Parameter
 
@@ -115,6 +117,7 @@ def _latin1(text, encoding):
 _TORCH = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
           ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
           ("torch", "Size"): Size,
+          ("torch", "device"): device,
           **{("torch", d.name): d for d in dt.ALL},
           **{("torch", _STORAGE_NAMES[d.name] + "Storage"): _StorageType(d) for d in dt.ALL}}
 _NAME_OF = {id(obj): where for where, obj in _TORCH.items()}
@@ -126,6 +129,78 @@ _SAFE = {**_TORCH,
          ("_codecs", "encode"): _latin1,
          **{(module, t.__name__): t for module in ("builtins", "__builtin__")
             for t in (set, complex, bytearray)}}
+
+
+# Note [safe globals]: torch's API for widening the weights-only allow-list. A checkpoint of
+# a whole model (``torch.save(model)``) names each class by its torch path
+# (``torch.nn.modules.linear.Linear``); staged resolves such a name to the object at the
+# same path under ``staged`` (``staged.nn.modules.linear.Linear``; Note [module paths])
+# and, when loading weights only, accepts it only if that object was allowed.
+_user_globals: dict = {}  # "module.name" -> object, from add_safe_globals
+
+
+def _qualified(entry) -> tuple:
+    """``(name, object)`` of an ``add_safe_globals`` entry: an object, or ``(object,
+    "module.name")``."""
+    if isinstance(entry, tuple):
+        if len(entry) != 2 or not isinstance(entry[1], str):
+            raise ValueError(f"expected an object or (object, 'module.name'), got {entry!r}")
+        return entry[1], entry[0]
+    return f"{entry.__module__}.{entry.__qualname__}", entry
+
+
+def add_safe_globals(safe_globals) -> None:
+    """Allow ``staged.load(weights_only=True)`` to rebuild these classes and functions (as
+    ``torch.serialization.add_safe_globals``): for a pickled whole model, its layer classes,
+    e.g. ``[nn.Sequential, nn.Linear, nn.ReLU]``. Only for classes you trust."""
+    for entry in safe_globals:
+        name, obj = _qualified(entry)
+        _user_globals[name] = obj
+
+
+def get_safe_globals() -> list:
+    """The objects (or ``(object, name)`` pairs) ``add_safe_globals`` allowed."""
+    return [obj if name == "{}.{}".format(getattr(obj, "__module__", ""),
+                                         getattr(obj, "__qualname__", "")) else (obj, name)
+            for name, obj in _user_globals.items()]
+
+
+def clear_safe_globals() -> None:
+    _user_globals.clear()
+
+
+class safe_globals:
+    """``with staged.serialization.safe_globals([nn.Linear, ...]):`` allows them only inside
+    the block (torch's context manager of that name)."""
+
+    def __init__(self, safe_globals):
+        self._entries = [_qualified(e) for e in safe_globals]
+
+    def __enter__(self):
+        self._saved = dict(_user_globals)
+        _user_globals.update(self._entries)
+        return self
+
+    def __exit__(self, *exc):
+        _user_globals.clear()
+        _user_globals.update(self._saved)
+        return False
+
+
+def _staged_global(module: str, name: str):
+    """The object a checkpoint's ``torch.<path>.<name>`` stands for: ``staged.<path>.<name>``
+    (None where staged has none). Only staged's own modules are imported for it."""
+    if module != "torch" and not module.startswith("torch."):
+        return None
+    path = "staged" + module[len("torch"):]
+    try:
+        obj = importlib.import_module(path) if path.startswith("staged.nn") \
+            else sys.modules.get(path)
+    except ImportError:
+        return None
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 class _Pickler(pickle._Pickler):
@@ -279,15 +354,23 @@ class _Unpickler(pickle.Unpickler):
         obj = (_SAFE if self._safe else _TORCH).get((module, name))
         if obj is not None:
             return obj
+        obj = _user_globals.get(f"{module}.{name}")
+        if obj is not None:
+            return obj
+        ours = _staged_global(module, name)  # Note [safe globals]
+        if ours is not None and (not self._safe or any(
+                ours is v for v in _user_globals.values())):
+            return ours
         if self._safe:
             raise _Refused(
                 f"Weights only load failed: unsupported global {module}.{name}. staged.load "
                 "rebuilds tensors, nn.Parameter, torch dtypes and torch.Size, OrderedDict and "
-                "Python containers, numbers, strings and bytes; weights_only=False allows other "
-                "globals (only for a file you trust).")
+                "Python containers, numbers, strings and bytes; add_safe_globals([...]) or "
+                "with safe_globals([...]) allows more (e.g. the layer classes of a pickled "
+                "model), weights_only=False any (only for a file you trust).")
         if module.partition(".")[0] == "torch":
-            raise _Refused(f"unsupported global {module}.{name}: staged rebuilds only tensors, "
-                           "nn.Parameter, torch dtypes and torch.Size from torch")
+            raise _Refused(f"unsupported global {module}.{name}: staged has no "
+                           f"staged{module[5:]}.{name} to stand for it")
         return super().find_class(module, name)
 
     def persistent_load(self, pid):

@@ -361,8 +361,9 @@ def test_weights_only_false_allows_trusted_globals(tmp_path):
         staged.load(tmp_path / "s.pt")
     got = staged.load(tmp_path / "s.pt", weights_only=False)
     assert str(got["frac"]) == "1/3" and got["w"].tolist() == [1.0]
-    torch.save({"d": torch.device("cpu")}, tmp_path / "t.pt")
-    with pytest.raises(pickle.UnpicklingError, match="torch.device: staged rebuilds only"):
+    torch.save({"m": torch.nn.Bilinear(2, 2, 2)}, tmp_path / "t.pt")  # a layer staged lacks
+    with pytest.raises(pickle.UnpicklingError, match="torch.nn.modules.linear.Bilinear: staged "
+                                                     "has no staged.nn.modules.linear.Bilinear"):
         staged.load(tmp_path / "t.pt", weights_only=False)
 
 

@@ -2,6 +2,7 @@
 ops. The autograd engine that runs their graph is ``staged.autograd``, which attaches
 ``Tensor.backward`` and the hooks."""
 from . import ops  # noqa: F401  (attaches Tensor methods)
+from .devices import device, get_default_device, set_default_device  # noqa: F401
 from .dispatch import apply  # noqa: F401
 from .factories import *  # noqa: F401,F403
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from .devices import check as _check_device
 from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
 from .random import counter, distributions, fills
@@ -25,13 +26,15 @@ def _new(payload, requires_grad):
     return t
 
 
-def tensor(data, dtype=None, requires_grad=False) -> Tensor:
+def tensor(data, dtype=None, requires_grad=False, device=None) -> Tensor:
     """A new leaf tensor holding a copy of ``data``.
 
     Example:
         >>> staged.tensor([1.0, 2.0], requires_grad=True)
         tensor([1., 2.], requires_grad=True)
     """
+    if device is not None:
+        _check_device(device)
     return _new(as_payload(data, dtype), requires_grad)
 
 
@@ -57,41 +60,59 @@ def _dtype(dtype, default=None):
     return dt.as_dtype(dtype) if dtype is not None else (default or dt.get_default_dtype())
 
 
-def zeros(*size, dtype=None, requires_grad=False) -> Tensor:
+def zeros(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return _new(np.zeros(_size(size), _dtype(dtype).np), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False) -> Tensor:
+def ones(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return _new(np.ones(_size(size), _dtype(dtype).np), requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False) -> Tensor:
+def empty(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return _new(np.empty(_size(size), _dtype(dtype).np), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
+def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     if dtype is None:
         dtype = dt.result_type([], [], [fill_value])
     return _new(np.full(_size((size,)), fill_value, _dtype(dtype).np), requires_grad)
 
 
-def zeros_like(t, dtype=None, requires_grad=False) -> Tensor:
+def zeros_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return zeros(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False) -> Tensor:
+def ones_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return ones(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False) -> Tensor:
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return full(tuple(t.shape), fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def empty_like(t, dtype=None, requires_grad=False) -> Tensor:
+def empty_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     if end is None:
         start, end = 0, start
     if dtype is None:
@@ -99,11 +120,15 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False) -> Tensor:
     return _new(np.arange(start, end, step).astype(_dtype(dtype).np), requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False) -> Tensor:
+def linspace(start, end, steps, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return _new(np.linspace(start, end, steps).astype(_dtype(dtype).np), requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
+def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     return _new(np.eye(n, m, dtype=_dtype(dtype).np), requires_grad)
 
 
@@ -128,21 +153,27 @@ def _in_graph(fill, size, dtype, requires_grad):
     return t
 
 
-def rand(*size, generator=None, dtype=None, requires_grad=False) -> Tensor:
+def rand(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Uniform on [0, 1), torch's values after the same seed."""
+    if device is not None:
+        _check_device(device)
     return _random("rand", fills.uniform, _size(size), _floating(dtype, "check_uniform_bounds"),
                    requires_grad, generator)
 
 
-def randn(*size, generator=None, dtype=None, requires_grad=False) -> Tensor:
+def randn(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Standard normal, torch's values after the same seed."""
+    if device is not None:
+        _check_device(device)
     return _random("randn", fills.normal, _size(size), _floating(dtype, "normal_kernel_cpu"),
                    requires_grad, generator)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None,
-            requires_grad=False) -> Tensor:
+            requires_grad=False, device=None) -> Tensor:
     """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
+    if device is not None:
+        _check_device(device)
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     elif high is None:  # randint(high, size=size)
@@ -154,8 +185,10 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None,
                    _size((size,)), _dtype(dtype, dt.int64), requires_grad, generator)
 
 
-def randperm(n, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
+def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """A random permutation of ``range(n)`` (torch's swap sequence)."""
+    if device is not None:
+        _check_device(device)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     gen = resolve(generator, "staged.randperm")
@@ -172,18 +205,24 @@ def _like(name, fill, t, dtype, requires_grad, generator):
     return _new(fill(gen, like), requires_grad)
 
 
-def rand_like(t, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
+def rand_like(t, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     fills.check_floating(_dtype(dtype, t.dtype), "check_uniform_bounds")
     return _like("rand_like", fills.uniform, t, dtype, requires_grad, generator)
 
 
-def randn_like(t, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
+def randn_like(t, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     fills.check_floating(_dtype(dtype, t.dtype), "normal_kernel_cpu")
     return _like("randn_like", fills.normal, t, dtype, requires_grad, generator)
 
 
 def randint_like(t, low=0, high=None, *, generator=None, dtype=None,
-                 requires_grad=False) -> Tensor:
+                 requires_grad=False, device=None) -> Tensor:
+    if device is not None:
+        _check_device(device)
     if high is None:
         low, high = 0, low
     return _like("randint_like", lambda gen, p: fills.integers(gen, p, int(low), int(high)),
@@ -191,9 +230,11 @@ def randint_like(t, low=0, high=None, *, generator=None, dtype=None,
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
-           requires_grad=False) -> Tensor:
+           requires_grad=False, device=None) -> Tensor:
     """``normal(mean, std)`` with either a tensor (``std`` >= 0), or floats and ``size``:
     torch's draws of N(0, std) then ``+ mean``, or of N(0, 1) then ``* std + mean``."""
+    if device is not None:
+        _check_device(device)
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         if size is None:
             raise TypeError("normal() received an invalid combination of arguments: floats "

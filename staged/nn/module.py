@@ -12,6 +12,7 @@ from .. import dtypes as dt
 from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
+from ..eager import devices
 from ..eager.tensor import Tensor
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter
@@ -116,6 +117,10 @@ _HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward
                "_backward_pre_hooks")
 
 
+_TORCH_ONLY_HOOKS = ("_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+                     "_load_state_dict_post_hooks")
+
+
 class Module:
     """Base class of layers and models, PyTorch's ``torch.nn.Module``."""
 
@@ -127,6 +132,25 @@ class Module:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_is_full_backward_hook", None)
+
+    def __setstate__(self, state):
+        """Unpickling, of staged's modules and of torch's (``torch.save(model)``: Note [safe
+        globals] in staged/serialization.py): torch's fields renamed, its hook kinds that
+        staged has no use for dropped, missing ones made empty."""
+        state = dict(state)
+        if "_non_persistent_buffers_set" in state:
+            state["_non_persistent"] = set(state.pop("_non_persistent_buffers_set"))
+        for name in _TORCH_ONLY_HOOKS:
+            if state.pop(name, None):
+                raise RuntimeError(f"cannot unpickle {type(self).__name__} with {name} hooks: "
+                                   "staged has no such hooks")
+        self.__dict__.update(state)
+        for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
+            if self.__dict__.get(name) is None:
+                object.__setattr__(self, name, OrderedDict())
+        self.__dict__.setdefault("_non_persistent", set())
+        self.__dict__.setdefault("_is_full_backward_hook", None)
+        self.__dict__.setdefault("training", True)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
@@ -495,16 +519,61 @@ class Module:
         fn(self)
         return self
 
-    def to(self, dtype=None, *args, **kwargs):
-        if dtype is None or not isinstance(dtype, dt.DType):
-            return self  # devices: host only
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)``: floating
+        and complex parameters and buffers (and their grads) cast to ``dtype`` in place, as
+        torch's; a device must be the CPU (Note [devices])."""
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, (str, devices.device, int)) and not isinstance(a, bool):
+                device = a
+            elif a is not None and not isinstance(a, bool):
+                dtype = a
+        if device is not None:
+            devices.check(device)
+        if dtype is None:
+            return self
+        dtype = dt.as_dtype(dtype)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype}")
+        return self._cast(dtype, complex_too=True)
+
+    def _cast(self, dtype, complex_too=False):
+        """Parameters, buffers and grads that are floating (and complex if ``complex_too``)
+        cast to ``dtype`` in place (the Parameter objects stay)."""
+        def cast(v):
+            if v is not None and (v.dtype.is_floating_point or complex_too and v.dtype.is_complex) \
+                    and v.dtype is not dtype:
+                v._payload = v._host().astype(dtype.np)
+                v._vc[0] += 1
         for m in self.modules():
             for d in (m._parameters, m._buffers):
-                for k, v in d.items():
-                    if v is not None and (v.dtype.is_floating_point or v.dtype.is_complex):
-                        v._payload = v._host().astype(dtype.np)
-                        v._vc[0] += 1
+                for v in d.values():
+                    cast(v)
+                    if v is not None:
+                        cast(v._grad)
         return self
+
+    def float(self):
+        return self._cast(dt.float32)
+
+    def double(self):
+        return self._cast(dt.float64)
+
+    def half(self):
+        return self._cast(dt.float16)
+
+    def bfloat16(self):
+        return self._cast(dt.bfloat16)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        devices.check("cuda" if device is None else device)
 
     def extra_repr(self) -> str:
         return ""

@@ -118,7 +118,7 @@ def available_devices(backend: str) -> list:
     out = []
     for driver in BACKEND_DRIVERS[backend]:
         try:
-            infos = rt.get_driver(driver).query_available_devices()
+            infos = _get_driver(rt, driver).query_available_devices()
         except (RuntimeError, ValueError):  # the driver's library is not installed
             continue
         out += [f"{driver}:{i} ({info.get('name') or info.get('path') or 'default'})"
@@ -137,7 +137,7 @@ class Device:
         where = f"IREE driver {self.driver!r}"
         allocators = ALLOCATORS.get(self.driver)
         try:
-            drv = rt.get_driver(self.driver)
+            drv = _get_driver(rt, self.driver)
             if self.index is None:
                 hal = drv.create_device_by_uri(self.driver, allocators=allocators)
             else:
@@ -207,6 +207,29 @@ class Device:
 
     def __repr__(self) -> str:
         return f"<staged device {self.backend} ({self.name})>"
+
+
+# Note [thread count]: IREE's local-task driver sizes its worker pool from the flag
+# ``--task_topology_max_group_count`` when the driver is created, once per process, at the
+# first llvm-cpu step (iree.runtime caches drivers and offers no way to make another).
+# ``staged.set_num_threads(n)`` asks for ``n``: the flag is set when the driver is made, so
+# it takes effect where no llvm-cpu step has run yet; later it warns that compiled steps
+# keep the pool they have (NumPy's BLAS, the eager side, changes at once: _blas.py).
+_task_threads = [None]
+_drivers: set = set()  # the IREE drivers this process has made (iree.runtime caches them)
+
+
+def set_task_threads(n: int) -> bool:
+    """Cap the local-task driver's workers at ``n``; False where its pool exists already."""
+    _task_threads[0] = int(n)
+    return "local-task" not in _drivers
+
+
+def _get_driver(rt, name: str):
+    if name == "local-task" and name not in _drivers and _task_threads[0] is not None:
+        rt.flags.parse_flags(f"--task_topology_max_group_count={_task_threads[0]}")
+    _drivers.add(name)
+    return rt.get_driver(name)
 
 
 def device(backend: str = "llvm-cpu", spec=None) -> Device:

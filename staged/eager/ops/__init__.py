@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from .. import devices as _device
+from .. import factories
 from ..tensor import Tensor
 from . import elementwise, indexing, linalg, shape, table
 from .elementwise import *  # noqa: F401,F403
@@ -13,19 +15,56 @@ from .shape import *  # noqa: F401,F403
 globals().update(table.exports())
 
 
-def _to(self, *args, dtype=None, copy=False, **_):
-    """``t.to(dtype)``; device arguments are accepted and ignored (host only)."""
+def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, **_):
+    """``t.to(dtype)``, ``t.to(device, dtype)``, ``t.to(other)``: a device must be the CPU
+    (Note [devices]); the result is ``self`` when nothing changes and not ``copy``."""
+    flags = []
     for a in args:
-        if isinstance(a, (dt.DType, type)) or hasattr(a, "kind"):
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, bool):
+            flags.append(a)  # to(dtype, non_blocking, copy)
+        elif isinstance(a, (str, _device.device, int)):
+            device = a
+        elif a is not None:
             dtype = a
+    if len(flags) > 1:
+        copy = flags[1]
+    if device is not None:
+        _device.check(device)
     if dtype is None:
-        return self
+        return self.clone() if copy else self
     d = dt.as_dtype(dtype)
-    if d is self.dtype and not copy:
-        return self
+    if d is self.dtype:
+        return self.clone() if copy else self
     if not (d.is_floating_point or d.is_complex):
         self = self.detach()  # integer and bool results are not differentiable
     return ad.cast(self, dtype=d)
+
+
+# Note [type strings]: Tensor.type() names dtypes as torch's legacy tensor types do
+TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+              "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
+              "bfloat16": "BFloat16", "complex64": "ComplexFloat",
+              "complex128": "ComplexDouble"}
+_BY_TYPE_NAME = {f"torch.{v}Tensor": k for k, v in TYPE_NAMES.items()}
+
+
+def _type(self, dtype=None, non_blocking=False, **_):
+    """``t.type()``: ``'torch.FloatTensor'``-style name; ``t.type(dtype or name)``: cast."""
+    if dtype is None:
+        return f"torch.{TYPE_NAMES[self.dtype.name]}Tensor"
+    if isinstance(dtype, str):
+        if dtype.startswith("torch.cuda.") and dtype.replace(".cuda", "") in _BY_TYPE_NAME:
+            _device.check("cuda")
+        if dtype not in _BY_TYPE_NAME:
+            raise ValueError(f"invalid type: '{dtype}'")
+        dtype = next(d for d in dt.ALL if d.name == _BY_TYPE_NAME[dtype])
+    return _to(self, dt.as_dtype(dtype))
+
+
+def _cuda(self, device=None, non_blocking=False, **_):
+    _device.check("cuda" if device is None else device)
 
 
 def _rev(op):
@@ -52,8 +91,25 @@ _METHODS = {
     "to": _to, "float": lambda self: _to(self, dt.float32),
     "double": lambda self: _to(self, dt.float64), "long": lambda self: _to(self, dt.int64),
     "int": lambda self: _to(self, dt.int32), "bool": lambda self: _to(self, dt.bool_),
-    "type_as": lambda self, other: _to(self, other.dtype),
-    "nelement": Tensor.numel, "cpu": lambda self: self,
+    "half": lambda self: _to(self, dt.float16), "bfloat16": lambda self: _to(self, dt.bfloat16),
+    "short": lambda self: _to(self, dt.int16), "char": lambda self: _to(self, dt.int8),
+    "byte": lambda self: _to(self, dt.uint8), "cfloat": lambda self: _to(self, dt.complex64),
+    "cdouble": lambda self: _to(self, dt.complex128),
+    "type_as": lambda self, other: _to(self, other.dtype), "type": _type,
+    "nelement": Tensor.numel, "cpu": lambda self, memory_format=None: self, "cuda": _cuda,
+    "get_device": lambda self: -1, "is_pinned": lambda self, device=None: False,
+    "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False:
+        factories.ones(*size, dtype=dtype or self.dtype, device=device,
+                       requires_grad=requires_grad),
+    "new_empty": lambda self, *size, dtype=None, device=None, requires_grad=False:
+        factories.empty(*size, dtype=dtype or self.dtype, device=device,
+                        requires_grad=requires_grad),
+    "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False:
+        factories.full(size, fill_value, dtype=dtype or self.dtype, device=device,
+                       requires_grad=requires_grad),
+    "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False:
+        factories.tensor(data, dtype=dtype or self.dtype, device=device,
+                         requires_grad=requires_grad),
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
     "all": lambda self: Tensor._wrap(self._host().all()),
     "any": lambda self: Tensor._wrap(self._host().any()),
@@ -67,3 +123,6 @@ Tensor.T = property(shape.T)
 Tensor.mT = property(shape.mT)
 Tensor.real = property(elementwise.real)
 Tensor.imag = property(elementwise.imag)
+Tensor.device = property(lambda self: _device.CPU)  # Note [devices]
+Tensor.is_cuda = property(lambda self: False)
+Tensor.is_cpu = property(lambda self: True)

@@ -20,7 +20,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import KEY_CAP, slice_shape
 from ..tensor import Tensor
-from .inplace import own, write
+from .inplace import own, type_title, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -227,12 +227,17 @@ def _fit(v: Tensor, shape) -> Tensor:
     return expand_to(v, tuple(shape))
 
 
-def _put(x: Tensor, plan: _Plan, v: Tensor) -> Tensor:
-    """``x`` with the part ``plan`` selects replaced by ``v`` (broadcast), out of place."""
+def _put(x: Tensor, plan: _Plan, v: Tensor, accumulate: bool = False) -> Tensor:
+    """``x`` with the part ``plan`` selects replaced by ``v`` (broadcast), out of place; or,
+    if ``accumulate``, with ``v`` added to it (repeated indices adding up)."""
     sl = plan.sliced
     pshape = tuple(x._payload.shape) if sl is None else slice_shape(x._payload.shape, *sl)
     if plan.adv is None:
         new = _fit(v, plan.shape)
+        if accumulate:
+            part = x if sl is None else ad.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
+            part = ad.reshape(part, shape=plan.shape) if pshape != plan.shape else part
+            new = ad.add(part, new)
     else:
         part = x if sl is None else ad.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
         y = ad.reshape(part, shape=plan.shape) if pshape != plan.shape else part
@@ -246,7 +251,8 @@ def _put(x: Tensor, plan: _Plan, v: Tensor) -> Tensor:
         k = math.prod(lin._payload.shape)
         vals = ad.reshape(_fit(v, out_shape), shape=flat[:p] + (k,) + flat[p + 1:])
         idx = _spread_index(ad.reshape(lin, shape=(k,)), flat, p)
-        yf = ad.scatter(yf, idx, vals, dim=p)  # of repeated indices the last write wins
+        # of repeated indices the last write wins (accumulate: they add up)
+        yf = (ad.scatter_add if accumulate else ad.scatter)(yf, idx, vals, dim=p)
         y = ad.reshape(yf, shape=shape) if flat != shape else yf
         new = y if perm is None else ad.permute(y, perm=tuple(int(i) for i in np.argsort(perm)))
     if tuple(new._payload.shape) != pshape:
@@ -329,6 +335,9 @@ def _check_gather_shapes(x, index, dim, what, src=None):
             raise RuntimeError(f"Size does not match at dimension {d} expected index "
                                f"{list(ish)} to be smaller than self {list(xs)} apart from "
                                f"dimension {dim}")
+    if src is not None and len(src._payload.shape) != len(ish):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src "
+                           "tensor")
     if src is not None and any(a > b for a, b in zip(ish, src._payload.shape)):
         raise RuntimeError(f"Expected index {list(ish)} to be smaller than self {list(xs)} "
                            f"apart from dimension {dim} and to be smaller size than src "
@@ -350,15 +359,76 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     dim = _dim(dim, x.ndim)
     src = to_dtype(src, x.dtype)
     _check_gather_shapes(x, index, dim, "scatter_add", src)
+    return _scatter_into(ad.scatter_add, x, dim, index, src)
+
+
+def _scatter_into(prim, x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``prim`` (scatter or scatter_add) of the index's extent of ``src`` into ``x``: the
+    part of ``x`` the index spans, then that part written back into the rest of ``x``."""
     _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
     ish = tuple(index._payload.shape)
     part = _head(x, ish, dim)
-    out = ad.scatter_add(part, index, _head(src, ish, -1), dim=dim)
+    out = prim(part, index, _head(src, ish, -1), dim=dim)
     if part is x:
         return out
     xs = tuple(x._payload.shape)
     return ad.slice_scatter(x, out, starts=(0,) * len(xs), stops=tuple(
         n if d == dim else s for d, (n, s) in enumerate(zip(xs, ish))), steps=(1,) * len(xs))
+
+
+_NO_SRC = object()
+
+
+def scatter(x: Tensor, dim: int, index: Tensor, src=_NO_SRC, *, value=_NO_SRC,
+            reduce=None) -> Tensor:
+    """``x`` with ``src`` (a tensor, or the number ``value``) written at ``index`` along
+    ``dim``, as ``torch.scatter``: ``out[index[i][j]][j] = src[i][j]`` for dim 0. Of entries
+    that hit one place the last (in ``index``'s order) wins. ``reduce="add"`` adds instead
+    (``scatter_add``); torch's deprecated ``"multiply"`` is not supported."""
+    if src is _NO_SRC:
+        src = value
+    if src is _NO_SRC:
+        raise TypeError("scatter() missing 1 required positional argument: 'src' (or value=)")
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if reduce == "multiply":
+        raise NotImplementedError("scatter(reduce='multiply') is not supported by staged "
+                                  "(torch deprecates it too)")
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    index = to_dtype(index, dt.int64)
+    dim = _dim(dim, x.ndim)
+    if isinstance(src, Tensor):
+        if src.dtype is not x.dtype:
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+        _check_gather_shapes(x, index, dim, "scatter", src)
+    else:
+        _check_gather_shapes(x, index, dim, "scatter")
+        src = expand_to(scalar_tensor(src, x.dtype), tuple(index._payload.shape))
+    return _scatter_into(ad.scatter_add if reduce == "add" else ad.scatter, x, dim, index, src)
+
+
+def index_put(x: Tensor, indices, values: Tensor, accumulate: bool = False) -> Tensor:
+    """``x`` with ``x[indices] = values`` (``accumulate``: ``+=``, repeated indices adding
+    up), out of place, as ``torch.index_put``; ``indices`` is a tuple of integer or bool
+    tensors, one per leading dim."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put(): argument 'indices' (position 1) must be tuple of "
+                        f"Tensors, not {type(indices).__name__}")
+    for k, i in enumerate(indices):
+        if not isinstance(i, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 0, but got "
+                            f"{type(i).__name__}")
+        if i.dtype.is_floating_point or i.dtype.is_complex:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    if values.dtype is not x.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{type_title(x.dtype)} for the destination and "
+                           f"{type_title(values.dtype)} for the source.")
+    return _put(x, _plan(x, tuple(indices)), values, accumulate)
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -426,4 +496,5 @@ def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return write(x, scatter_add(x, dim, index, src))
 
 
-__all__ = ["gather", "scatter_add", "index_select", "take_along_dim", "masked_fill"]
+__all__ = ["gather", "scatter_add", "scatter", "index_put", "index_select", "take_along_dim",
+           "masked_fill"]

@@ -9,6 +9,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
+from ..devices import check as check_device
 from ..tensor import Tensor
 from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
@@ -218,8 +219,10 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-n // chunks), dim)
 
 
-def new_zeros(x, *size, dtype=None, requires_grad=False):
+def new_zeros(x, *size, dtype=None, requires_grad=False, device=None):
     """Zeros of ``size`` with ``x``'s dtype (or ``dtype``), as ``Tensor.new_zeros``."""
+    if device is not None:
+        check_device(device)
     d = x.dtype if dtype is None else dt.as_dtype(dtype)
     t = Tensor._wrap(np.zeros(_shape_arg(size), d.np))
     return t.requires_grad_(True) if requires_grad else t

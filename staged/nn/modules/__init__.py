@@ -1,3 +1,5 @@
+import sys
+
 from .activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish,  # noqa: F401
                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid,
                          SiLU, Softmax, Softplus, Softsign, Tanh, Tanhshrink)
@@ -13,4 +15,13 @@ from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .sparse import Embedding  # noqa: F401
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                          TransformerEncoder, TransformerEncoderLayer)
+from . import batchnorm, flatten  # noqa: F401,E402  (torch's module paths: Note [module paths])
 from .. import module  # noqa: F401,E402  (nn.modules.module.register_module_* as in PyTorch)
+
+# Note [module paths]: torch.save of a whole model pickles each layer's class by its torch
+# path (torch.nn.modules.linear.Linear, torch.nn.modules.batchnorm.BatchNorm1d, ...); the
+# same dotted paths under staged.nn.modules name staged's classes (batchnorm.py and
+# flatten.py re-export them where staged keeps them elsewhere), so staged.load finds them.
+sys.modules.setdefault(__name__ + ".module", module)

@@ -186,3 +186,6 @@ class GLU(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+from .attention import MultiheadAttention  # noqa: E402,F401  (torch's path: Note [module paths])

@@ -10,11 +10,7 @@ from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
-from .linear import Linear
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """The output projection's class in PyTorch (named so for its ``repr``)."""
+from .linear import NonDynamicallyQuantizableLinear
 
 
 def _additive_mask(mask, dtype, name):

@@ -38,6 +38,11 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's output projection: its class in PyTorch (named so for its
+    ``repr``), at torch's path ``nn.modules.linear`` (Note [module paths])."""
+
 class Identity(Module):
     def forward(self, input):
         return input

@@ -30,6 +30,10 @@ class _BatchNorm(Module):
                 self.register_buffer(name, None)
         self.reset_parameters()
 
+    def __setstate__(self, state):  # torch's pickles have no bias_enabled (Note [safe globals])
+        super().__setstate__(state)
+        self.__dict__.setdefault("bias_enabled", self._parameters.get("bias") is not None)
+
     def reset_running_stats(self):
         if self.track_running_stats:
             with no_grad():
@@ -101,6 +105,10 @@ class LayerNorm(Module):
                                 if elementwise_affine else None)
         self.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype))
                                 if self.bias_enabled else None)
+
+    def __setstate__(self, state):  # torch's pickles have no bias_enabled (Note [safe globals])
+        super().__setstate__(state)
+        self.__dict__.setdefault("bias_enabled", self._parameters.get("bias") is not None)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

@@ -1,5 +1,5 @@
 """Op database entries for indexing and joining: __getitem__ (basic and advanced),
-__setitem__, gather, scatter_add, index_select, take_along_dim, masked_fill, nonzero,
+__setitem__, gather, scatter_add, scatter, index_put, index_select, take_along_dim, masked_fill, nonzero,
 unique, cat, stack, split, chunk."""
 from __future__ import annotations
 
@@ -93,6 +93,42 @@ def _scatter_add_samples(dtype, rng):
             Sample((x, 0, index(rng, 3, (2, 2)), arr(rng, dtype, (2, 2))))]
 
 
+def _unique_rows(rng, n, shape):
+    """An index of ``shape`` whose entries along dim 0 are distinct in [0, n) (scatter's
+    result and gradients are then free of which-write-wins ties)."""
+    cols = [rng.permutation(n)[:shape[0]] for _ in range(int(np.prod(shape[1:])))]
+    return np.asarray(np.stack(cols, -1).reshape(shape), np.int64)
+
+
+def _scatter_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    value = 2.5 if dtype != "int64" else 2
+    return [Sample((x, 0, _unique_rows(rng, 3, (2, 4)), arr(rng, dtype, (2, 4)))),
+            Sample((x, 0, _unique_rows(rng, 3, (3, 2)), arr(rng, dtype, (3, 2)))),
+            Sample((x, 1, _unique_rows(rng, 4, (4, 3)).T.copy(), arr(rng, dtype, (3, 4)))),
+            Sample((x, 0, _unique_rows(rng, 3, (2, 4)), value)),
+            Sample((x, 0, index(rng, 3, (5, 4)), arr(rng, dtype, (5, 4))), {"reduce": "add"}),
+            Sample((arr(rng, dtype, (2, 3, 4)), -1, _unique_rows(rng, 4, (2, 2, 3)).transpose(
+                1, 2, 0).copy(), arr(rng, dtype, (2, 3, 2))))]
+
+
+def _index_put(x, *rest, accumulate=False):
+    """``x.index_put(indices, values, accumulate)`` with the index tensors given one by one."""
+    *idx, values = rest
+    return x.index_put(tuple(idx), values, accumulate)
+
+
+def _index_put_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [Sample((x, np.asarray([2, 0], np.int64), arr(rng, dtype, (2, 4)))),
+            Sample((x, np.asarray([2, 0, -1], np.int64), np.asarray([1, 3, 0], np.int64),
+                    arr(rng, dtype, ()))),
+            Sample((x, index(rng, 3, (4,)), index(rng, 4, (4,)), arr(rng, dtype, (4,))),
+                   {"accumulate": True}),
+            Sample((x, index(rng, 3, (5,)), arr(rng, dtype, (4,))), {"accumulate": True})]
+# (a bool mask as index_put's index has a data-dependent shape: tests/ops/test_scatter_index_put)
+
+
 def _index_select_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
     return [Sample((x, 0, index(rng, 3, (5,)))), Sample((x, -1, index(rng, 4, (2,)))),
@@ -163,6 +199,8 @@ ENTRIES = [
     OpInfo("gather", staged.gather, torch.gather, _gather_samples, dtypes=DTYPES),
     OpInfo("scatter_add", staged.scatter_add, torch.scatter_add, _scatter_add_samples,
            dtypes=DTYPES),
+    OpInfo("scatter", staged.scatter, torch.scatter, _scatter_samples, dtypes=DTYPES),
+    OpInfo("index_put", _index_put, _index_put, _index_put_samples, dtypes=DTYPES),
     OpInfo("index_select", staged.index_select, torch.index_select, _index_select_samples,
            dtypes=DTYPES),
     OpInfo("take_along_dim", staged.take_along_dim, torch.take_along_dim,

@@ -1,0 +1,9 @@
+"""``staged.backends.mps``: Apple's Metal backend is not available."""
+
+
+def is_available() -> bool:
+    return False
+
+
+def is_built() -> bool:
+    return False

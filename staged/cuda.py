@@ -1,0 +1,47 @@
+"""``staged.cuda``: answers as ``torch.cuda`` does in a CPU-only torch build (Note [devices]
+in ``staged/eager/devices.py``): nothing is available, seeding is a no-op, and calls that
+need a GPU raise. Compiled steps run on NVIDIA GPUs through
+``staged.compile(step, backend="cuda")`` instead."""
+from __future__ import annotations
+
+from .eager import devices as _devices
+
+
+def is_available() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 0
+
+
+def is_initialized() -> bool:
+    return False
+
+
+def manual_seed(seed) -> None:
+    """A no-op, as in a CPU-only torch build (there is no CUDA generator to seed)."""
+
+
+def manual_seed_all(seed) -> None:
+    """A no-op, as in a CPU-only torch build."""
+
+
+def seed() -> None:
+    """A no-op, as in a CPU-only torch build."""
+
+
+def seed_all() -> None:
+    """A no-op, as in a CPU-only torch build."""
+
+
+def empty_cache() -> None:
+    """A no-op: there is no CUDA memory to free."""
+
+
+def _no_cuda(*args, **kwargs):
+    _devices.check("cuda")
+
+
+current_device = synchronize = get_device_name = get_device_properties = set_device = \
+    get_device_capability = _no_cuda
