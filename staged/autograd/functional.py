@@ -2,18 +2,19 @@
 vjp, jvp, vhp, hvp over user functions of Tensors, built on ``grad``.
 
 Arguments, results, ``strict`` checks and their errors follow PyTorch. ``jvp`` and
-``hvp`` use the double-backward trick, as PyTorch's do. ``vectorize=True`` gives the
-same results as ``False``: rows are computed one after another (there is no vmap).
+``hvp`` use the double-backward trick, as PyTorch's do. ``vectorize=True`` computes all
+rows (columns, in forward mode) of a Jacobian at once: ``vmap`` over the one-hot vectors.
 """
 from __future__ import annotations
 
 from ..autodiff import reshape as _view
-from ..eager.factories import zeros, zeros_like
+from ..eager.factories import eye, zeros, zeros_like
 from ..eager.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from ..eager.ops.shape import stack
 from ..eager.tensor import Tensor
 from . import forward_ad
 from .engine import grad as _grad
+from .vmap import vmap
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -202,6 +203,11 @@ def _one_hot(out, j):
     return e.reshape(out.shape)
 
 
+def one_hots(x):
+    """Every one-hot direction of ``x``'s elements, stacked: ``(x.numel(), *x.shape)``."""
+    return eye(x.numel(), dtype=x.dtype).reshape((x.numel(),) + tuple(x.shape))
+
+
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: ``J[i][j]`` has shape
@@ -234,6 +240,9 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             raise RuntimeError("staged.autograd.functional.jacobian: `strict=True` and "
                                "`vectorized=True` are not supported together. Please either "
                                "set `strict=False` or `vectorize=False`.")
+        if vectorize:
+            jac = tuple(_vectorized_rows(out, inputs, create_graph) for out in outputs)
+            return _unpack(_postprocess(jac, create_graph), (is_out, is_in))
         jac = []
         for i, out in enumerate(outputs):
             rows = tuple([] for _ in inputs)
@@ -256,6 +265,15 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         return _unpack(_postprocess(tuple(jac), create_graph), (is_out, is_in))
 
 
+def _vectorized_rows(out, inputs, create_graph):
+    """The Jacobian blocks of one output: its VJPs with all one-hot cotangents at once."""
+    def vjp(v):
+        gs = _autograd_grad((out,), inputs, (v,), retain_graph=True, create_graph=create_graph)
+        return tuple(zeros_like(inp) if g is None else g for g, inp in zip(gs, inputs))
+    rows = vmap(vjp)(one_hots(out))
+    return tuple(r.reshape(tuple(out.shape) + tuple(inp.shape)) for r, inp in zip(rows, inputs))
+
+
 def _rows_to_jacobian(rows, out, inp):
     if not rows:  # an empty output
         return zeros(tuple(out.shape) + tuple(inp.shape), dtype=inp.dtype)
@@ -263,7 +281,8 @@ def _rows_to_jacobian(rows, out, inp):
 
 
 def _jacfwd(func, inputs, strict, vectorize):
-    """The Jacobian column by column, one dual-level pass per input element."""
+    """The Jacobian by forward mode: for each input, its JVPs with all of its one-hot
+    tangents at once (vmap)."""
     if strict:
         raise RuntimeError("staged.autograd.functional.jacobian: `strict=True` and "
                            '`strategy="forward-mode"` are not supported together (yet). '
@@ -272,28 +291,30 @@ def _jacfwd(func, inputs, strict, vectorize):
         raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
                                   "Hessian isonly implemented for `vectorize=True`.")
     is_in, inputs = _as_tuple(inputs, "inputs", "jacobian")
-    cols = None  # cols[i][k]: the columns of d out_i / d in_k
-    is_out = False
-    for k, inp in enumerate(inputs):
-        for j in range(inp.numel()):
+    is_out = [False]
+
+    def columns(k):
+        def jvp(t):
             with forward_ad.dual_level():
-                duals = tuple(forward_ad.make_dual(x, _one_hot(x, j) if m == k else zeros_like(x))
+                duals = tuple(forward_ad.make_dual(x, t if m == k else zeros_like(x))
                               for m, x in enumerate(inputs))
-                is_out, outs = _as_tuple(func(*duals), "outputs", "jacobian")
-                if cols is None:
-                    cols = [[[] for _ in inputs] for _ in outs]
-                    primals = [o.detach() for o in outs]
-                for i, o in enumerate(outs):
-                    t = forward_ad.unpack_dual(o).tangent
-                    cols[i][k].append(zeros_like(primals[i]) if t is None else t.detach())
-    jac = tuple(tuple(_cols_to_jacobian(cols[i][k], primals[i], inp)
-                      for k, inp in enumerate(inputs)) for i in range(len(primals)))
-    return _unpack(jac, (is_out, is_in))
+                is_out[0], outs = _as_tuple(func(*duals), "outputs", "jacobian")
+                pairs = [forward_ad.unpack_dual(o) for o in outs]
+                return (tuple(zeros_like(p.primal) if p.tangent is None else p.tangent
+                              for p in pairs), tuple(p.primal.detach() for p in pairs))
+        return vmap(jvp, out_dims=(0, None))(one_hots(inputs[k]))
+
+    cols = [columns(k) for k in range(len(inputs))]  # cols[k]: (tangents, primals)
+    primals = cols[0][1]
+    jac = tuple(tuple(_cols_to_jacobian(cols[k][0][i], out, inp) for k, inp in enumerate(inputs))
+                for i, out in enumerate(primals))
+    return _unpack(jac, (is_out[0], is_in))
 
 
 def _cols_to_jacobian(cols, out, inp):
-    m = stack(cols, -1) if cols else zeros(tuple(out.shape) + (0,), dtype=out.dtype)
-    return m.reshape(tuple(out.shape) + tuple(inp.shape))
+    """``(inp.numel(), *out.shape)`` tangents as the block ``out.shape + inp.shape``."""
+    cols = cols.detach().permute(*range(1, cols.ndim), 0)
+    return cols.reshape(tuple(out.shape) + tuple(inp.shape))
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,

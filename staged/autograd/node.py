@@ -122,15 +122,16 @@ class PrimitiveBackward(Node):
     def apply(self, grads):
         g = grads[0]
         out = []
+        unpacked = {}  # each saved tensor unpacked once per apply, as torch (unpack hooks)
         for rule, need in zip(self.prim.vjp, self.needs):
             if not need or rule is None or g is None:
                 out.append(None)
                 continue
             kw = {"g": g}
-            for n in rule.inputs:
-                kw[n] = self.saved[n].unpack()
-            if rule.wants_out:
-                kw["out"] = self.saved["out"].unpack()
+            for n in rule.inputs + ("out",) if rule.wants_out else rule.inputs:
+                if n not in unpacked:
+                    unpacked[n] = self.saved[n].unpack()
+                kw[n] = unpacked[n]
             for n in rule.avals:
                 kw[n + "_aval"] = self._avals[n]
             for n in rule.static:

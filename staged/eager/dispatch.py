@@ -62,7 +62,12 @@ def _evaluate(prim, inputs, params):
 
 def apply(prim, inputs, params):
     """Bind ``prim`` to Tensor ``inputs``: evaluate, wrap, and record the backward Node."""
-    out = _evaluate(prim, inputs, params)
+    return finish(prim, inputs, params, _evaluate(prim, inputs, params))
+
+
+def finish(prim, inputs, params, out):
+    """The Tensor of ``out``, the payload ``prim`` gave for ``inputs``, with its view and
+    backward Node recorded (also for payloads evaluated elsewhere: vmap's batched ones)."""
     requires = False
     grad_mode = _state.grad_enabled
     if grad_mode and prim.vjp is not None:

@@ -1,2 +1,3 @@
-"""``staged.utils``: as ``torch.utils``; so far ``data`` (datasets, samplers, DataLoader)."""
-from . import data  # noqa: F401
+"""``staged.utils``: as ``torch.utils``; so far ``data`` (datasets, samplers, DataLoader)
+and ``checkpoint`` (activation checkpointing)."""
+from . import checkpoint, data  # noqa: F401

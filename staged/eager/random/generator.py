@@ -118,9 +118,14 @@ class Generator:
 default_generator = Generator()
 
 
+on_draw = []  # fn(what) before each draw, installed while vmap runs (its randomness check)
+
+
 def resolve(generator, what: str) -> Generator:
     """``generator``, or the default one for None; under capture, first tell the tracer
     that ``what`` makes a tensor the graph will hold as a constant (Note [impure calls])."""
+    for hook in on_draw:
+        hook(what)
     icpt = current_interceptor()
     if icpt is not None:
         icpt.impure(what)

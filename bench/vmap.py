@@ -1,0 +1,105 @@
+"""ms for the per-example gradients of 256 examples of the example MLP (64-128-128-10,
+cross-entropy): ``vmap(grad(loss), in_dims=(None, 0, 0))`` against one batched forward and
+backward of the same 256 examples (the mean loss's gradient), staged eager and torch.func
+(1 thread) in interleaved rounds. The ratio per library is what batching rules cost over
+the batched backward (target: at most 3x, issue 17).
+
+    python bench/vmap.py [--rounds 10] [--batch 256] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+from bench.common import environment, interleaved, ratio_table  # noqa: E402
+import staged  # noqa: E402
+from models import mlp  # noqa: E402
+
+import torch  # noqa: E402
+
+
+def _cases(lib, model, x, y):
+    """{"vmap(grad)": per-example gradients, "batched backward": one forward+backward}."""
+    F = lib.nn.functional
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    leaves = {k: v.clone().requires_grad_() for k, v in params.items()}
+
+    def loss(p, xb, yb):
+        return F.cross_entropy(lib.func.functional_call(model, p, (xb,)), yb)
+
+    per_example = lib.func.vmap(lib.func.grad(lambda p, xi, yi: loss(p, xi[None], yi[None])),
+                                in_dims=(None, 0, 0))
+
+    def batched():
+        return lib.autograd.grad(loss(leaves, x, y), tuple(leaves.values()))
+
+    return {"vmap(grad)": lambda: per_example(params, x, y), "batched backward": batched}
+
+
+def _timed(fn):
+    """``fn`` returning one number of its gradients (``interleaved`` times a loss)."""
+    def step():
+        g = fn()
+        first = next(iter(g.values())) if isinstance(g, dict) else g[0]
+        return first.reshape(-1)[0].item()
+    return step
+
+
+def _torch_twin(model):
+    t = torch.nn.Sequential(*(torch.nn.Linear(m.in_features, m.out_features)
+                              if type(m).__name__ == "Linear" else torch.nn.ReLU()
+                              for m in model))
+    with torch.no_grad():
+        for (_, a), (_, b) in zip(t.named_parameters(), model.named_parameters()):
+            a.copy_(torch.tensor(b.detach().numpy()))
+    return t
+
+
+def _check(ours, theirs):
+    for k in theirs:
+        np.testing.assert_allclose(ours[k].numpy(), theirs[k].numpy(), rtol=1e-4, atol=1e-6)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--profile", action="store_true", help="profile staged's vmap(grad)")
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((a.batch, 64)).astype(np.float32)
+    y = rng.integers(0, 10, a.batch)
+    model = mlp.build()
+    ours = _cases(staged, model, staged.tensor(x), staged.tensor(y))
+    theirs = _cases(torch, _torch_twin(model), torch.tensor(x), torch.tensor(y))
+    _check(ours["vmap(grad)"](), theirs["vmap(grad)"]())
+    if a.profile:
+        pr = cProfile.Profile()
+        pr.runcall(lambda: [ours["vmap(grad)"]() for _ in range(20)])
+        pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+        return 0
+    steps = {f"staged {k}": _timed(f) for k, f in ours.items()}
+    steps.update({f"torch.func {k}": _timed(f) for k, f in theirs.items()})
+    times = interleaved(steps, a.rounds)
+    base = "staged batched backward"
+    print(f"# per-example gradients: vmap(grad) vs one batched backward, MLP 64-128-128-10, "
+          f"batch {a.batch}\n")
+    print(environment(a.rounds, base, torch) + "\n")
+    print(ratio_table({"": times}, list(steps), base) + "\n")
+    print("| library | vmap(grad) / batched backward |\n|---|---:|")
+    for lib in ("staged", "torch.func"):
+        r = [v / b for v, b in zip(times[f"{lib} vmap(grad)"], times[f"{lib} batched backward"])]
+        print(f"| {lib} | {statistics.median(r):.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Batching rules for ``vmap``, one per primitive (JAX's ``batching.py``, functorch's
+BatchRulesXXX): a rule gets the physical operands, each with its batch dim (``None``: not
+batched), and binds the primitive once on the whole batch.
+
+A rule is ``rule(size, args, bdims, **params) -> (out, out_bdim)``: ``size`` is the batch
+size, ``args`` the physical Tensors (a batched one has one more dim than the logical
+tensor, at its ``bdim``), ``params`` the primitive's static parameters. Rules are written
+with primitives, so they run eagerly, record under capture and differentiate; at least one
+operand is batched when a rule runs (vmap binds the primitive itself otherwise).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+from .. import autodiff as ad
+
+RULES = {}  # Primitive -> rule
+# primitives vmap refuses, with why (the registry test wants a rule or a reason for each)
+UNSUPPORTED = {ad.uniform: "a draw is made by vmap itself, following its `randomness`"}
+
+
+def move(x, src, dst):
+    """``x`` with its dim ``src`` moved to ``dst`` (a view)."""
+    if src == dst:
+        return x
+    perm = list(range(x.ndim))
+    perm.insert(dst, perm.pop(src))
+    return ad.permute(x, perm=tuple(perm))
+
+
+def to_batch(x, bdim, size, dst=0):
+    """``x`` with its batch dim at ``dst``; an unbatched ``x`` is broadcast (a view)."""
+    if bdim is not None:
+        return move(x, bdim, dst)
+    shape = tuple(x.shape)
+    x = ad.reshape(x, shape=shape[:dst] + (1,) + shape[dst:])
+    return ad.expand(x, shape=shape[:dst] + (size,) + shape[dst:])
+
+
+def _physical(d, bdim):
+    """The physical dim of logical dim ``d`` beside a batch dim at ``bdim``."""
+    return d + (d >= bdim)
+
+
+def _insert(t, at, v):
+    return t[:at] + (v,) + t[at:]
+
+
+# --- elementwise ---------------------------------------------------------------------------
+def _elementwise(prim):
+    # operands share one logical shape: line the batched ones up on the first one's batch
+    # dim and broadcast the others there
+    def rule(size, args, bdims, **params):
+        if len(args) == 1:
+            return prim(args[0], **params), bdims[0]
+        at = next(b for b in bdims if b is not None)
+        return prim(*(to_batch(x, b, size, at) for x, b in zip(args, bdims)), **params), at
+    return rule
+
+
+# the module (``ad.elementwise`` is its declarator function, star-imported over it)
+for _p in vars(sys.modules[ad.__name__ + ".elementwise"]).values():
+    if isinstance(_p, ad.Primitive):
+        RULES[_p] = _elementwise(_p)
+RULES[ad.barrier] = _elementwise(ad.barrier)
+
+
+# --- reductions and scans along dims -------------------------------------------------------
+def _reduce(prim):
+    def rule(size, args, bdims, *, dims, keepdim):
+        (x,), (b,) = args, bdims
+        out_b = b if keepdim else b - sum(d < b for d in dims)
+        return prim(x, dims=tuple(_physical(d, b) for d in dims), keepdim=keepdim), out_b
+    return rule
+
+
+def _along(prim, keeps_rank):
+    def rule(size, args, bdims, *, dim, **params):
+        (x,), (b,) = args, bdims
+        out_b = b if keeps_rank(params) or dim > b else b - 1
+        return prim(x, dim=_physical(dim, b), **params), out_b
+    return rule
+
+
+for _p in (ad.reduce_sum, ad.reduce_prod, ad.reduce_max, ad.reduce_min):
+    RULES[_p] = _reduce(_p)
+for _p in (ad.argmax, ad.argmin):
+    RULES[_p] = _along(_p, lambda params: params["keepdim"])
+for _p in (ad.cumsum, ad.argsort):
+    RULES[_p] = _along(_p, lambda params: True)
+
+
+# --- matmul --------------------------------------------------------------------------------
+def _matmul_rule(size, args, bdims):
+    (a, b), (ba, bb) = args, bdims
+    if bb is None and b.ndim == 2:  # a batch of left operands against one matrix: one GEMM
+        a = move(a, ba, 0)
+        lead = tuple(a.shape[:-1])
+        flat = ad.reshape(a, shape=(math.prod(lead), a.shape[-1]))
+        return ad.reshape(ad.matmul(flat, b), shape=lead + (b.shape[-1],)), 0
+    if ba is None:  # one left operand against a batch: (..., k, B*n), one GEMM per matrix
+        b = move(b, bb, b.ndim - 2)
+        shape = tuple(b.shape)
+        flat = ad.reshape(b, shape=shape[:-3] + (shape[-3], size * shape[-1]))
+        out = ad.matmul(a, flat)
+        return ad.reshape(out, shape=tuple(out.shape[:-1]) + (size, shape[-1])), a.ndim - 1
+    a, b = to_batch(a, ba, size), to_batch(b, bb, size)
+    if a.shape[-1] == 1:  # outer products (per-example weight gradients): NumPy's stacked
+        shape = tuple(a.shape[:-1]) + (b.shape[-1],)  # matmul is 2-3x slower than a product
+        return ad.mul(ad.expand(a, shape=shape), ad.expand(b, shape=shape)), 0
+    return ad.matmul(a, b), 0
+
+
+RULES[ad.matmul] = _matmul_rule
+
+
+# --- shape ---------------------------------------------------------------------------------
+def _reshape_rule(size, args, bdims, *, shape):
+    return ad.reshape(move(args[0], bdims[0], 0), shape=(size,) + tuple(shape)), 0
+
+
+def _expand_rule(size, args, bdims, *, shape):
+    (x,), (b,) = args, bdims
+    return ad.expand(x, shape=_insert(tuple(shape), b, size)), b
+
+
+def _permute_rule(size, args, bdims, *, perm):
+    (x,), (b,) = args, bdims
+    return ad.permute(x, perm=(b,) + tuple(_physical(p, b) for p in perm)), 0
+
+
+def _concat_rule(size, args, bdims, *, dim, sizes):
+    xs = (to_batch(x, b, size) for x, b in zip(args, bdims))
+    return ad.concat(*xs, dim=dim + 1, sizes=sizes), 0
+
+
+RULES.update({ad.reshape: _reshape_rule, ad.expand: _expand_rule, ad.permute: _permute_rule,
+              ad.concat: _concat_rule})
+
+
+# --- indexing ------------------------------------------------------------------------------
+def _slice_rule(size, args, bdims, *, starts, stops, steps):
+    (x,), (b,) = args, bdims
+    return ad.slice(x, starts=_insert(starts, b, 0), stops=_insert(stops, b, size),
+                    steps=_insert(steps, b, 1)), b
+
+
+def _slice_scatter_rule(size, args, bdims, *, starts, stops, steps):
+    x, src = (to_batch(x, b, size) for x, b in zip(args, bdims))
+    return ad.slice_scatter(x, src, starts=(0,) + starts, stops=(size,) + stops,
+                            steps=(1,) + steps), 0
+
+
+def _on_dim(prim):
+    """Operands that share a rank and a ``dim`` (gather, scatter, scatter_add)."""
+    def rule(size, args, bdims, *, dim):
+        return prim(*(to_batch(x, b, size) for x, b in zip(args, bdims)), dim=dim + 1), 0
+    return rule
+
+
+def _check_rule(size, args, bdims, **params):
+    # one report for the whole batch: the entry furthest out of range
+    (report,), (b,) = args, bdims
+    return ad.check(ad.reduce_max(report, dims=(b,), keepdim=False), **params), None
+
+
+RULES.update({ad.slice: _slice_rule, ad.slice_scatter: _slice_scatter_rule,
+              ad.gather: _on_dim(ad.gather), ad.scatter: _on_dim(ad.scatter),
+              ad.scatter_add: _on_dim(ad.scatter_add), ad.check: _check_rule})
+
+
+# --- sliding windows: the batch joins the leading (N) dim -----------------------------------
+def _windows(prim):
+    def rule(size, args, bdims, **params):
+        x = move(args[0], bdims[0], 0)
+        shape = tuple(x.shape)
+        out = prim(ad.reshape(x, shape=(size * shape[1],) + shape[2:]), **params)
+        return ad.reshape(out, shape=(size, shape[1]) + tuple(out.shape[1:])), 0
+    return rule
+
+
+RULES.update({ad.im2col: _windows(ad.im2col), ad.col2im: _windows(ad.col2im)})
+
+
+# --- collectives: elementwise over ranks, or along a leading dim of ranks -------------------
+def _all_gather_rule(size, args, bdims, *, world):
+    return ad.all_gather(args[0], world=world), bdims[0] + 1
+
+
+def _reduce_scatter_rule(size, args, bdims, **params):
+    return ad.reduce_scatter(move(args[0], bdims[0], 1), **params), 0
+
+
+RULES.update({ad.all_reduce: _elementwise(ad.all_reduce), ad.broadcast: _elementwise(ad.broadcast),
+              ad.all_gather: _all_gather_rule, ad.reduce_scatter: _reduce_scatter_rule})

@@ -1,0 +1,290 @@
+"""``vmap``: a function of one example mapped over a batch, each primitive bound once on
+the whole batch through its batching rule (``batching.py``), never a loop over examples.
+
+Note [batched payloads]: inside ``vmap`` a batched Tensor is an ordinary Tensor whose
+payload is a ``Batched``: the physical Tensor ``value`` with a batch dim at ``bdim``, for
+the vmap ``level`` it belongs to. Its ``shape`` is the logical (per-example) shape, so
+everything above the payload (public ops, the autograd engine, Nodes, forward AD) runs
+unchanged on it, as it does on symbolic payloads under capture. While a level is open, a
+layer around ``dispatch.apply`` sends every primitive with a batched operand to its
+batching rule on the physical values and wraps the result again; the autograd Node is
+recorded on the logical tensors (``dispatch.finish``). So:
+
+* nested vmap: a level's physical values may be batched at an outer level; a primitive is
+  handled for the innermost level among its operands, and its rule's primitives for the
+  levels outside it;
+* vmap of grad: the logical graph is walked by the engine; VJP rules bind primitives on
+  batched cotangents, which batch again (a per-example gradient is one batched matmul);
+* grad of vmap: the physical primitives record the physical graph of whatever required
+  grad outside the vmap;
+* under capture the physical values are symbolic: the batched step traces into the graph.
+
+A tensor of no batch is *lifted* into a level (``lift``: ``bdim`` None) where a transform
+inside it makes a new leaf of it (``staged.func.grad``): its logical graph then stays
+apart from the physical one, as functorch's levels keep them.
+"""
+from __future__ import annotations
+
+from .. import autodiff as ad
+from ..eager import dispatch
+from ..eager.random import generator
+from ..eager.tensor import Tensor
+from . import forward_ad
+from .batching import RULES, UNSUPPORTED, move, to_batch
+
+_levels = []  # (batch size, randomness) of each open level; level k is _levels[k - 1]
+RANDOMNESS = ("error", "different", "same")
+
+
+class Batched:
+    """The payload of a batched Tensor (Note [batched payloads])."""
+
+    __slots__ = ("value", "bdim", "level", "shape", "dtype")
+
+    def __init__(self, value: Tensor, bdim, level: int):
+        self.value, self.bdim, self.level = value, bdim, level
+        shape = tuple(value.shape)
+        self.shape = shape if bdim is None else shape[:bdim] + shape[bdim + 1:]
+        self.dtype = value._payload.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("vmap: It looks like you're calling .item() on a Tensor. We don't "
+                           "support vmap over calling .item() on a Tensor, please try to "
+                           "rewrite what you're doing with other operations (data of a batched "
+                           "tensor: .item(), .numpy(), bool(), printing, data-dependent ops).")
+
+    def __repr__(self) -> str:
+        return f"Batched(level={self.level}, bdim={self.bdim}, value={self.value!r})"
+
+
+def _draw(what: str) -> None:
+    """Random numbers drawn inside a level (an MT draw, or the counter-based stream)."""
+    for _, randomness in _levels:
+        if randomness == "error":
+            raise RuntimeError("vmap: called random operation while in randomness error mode. "
+                               "Please either use the 'same' or 'different' randomness flags "
+                               "on vmap or perform the randomness operation out of vmap")
+
+
+def _layer(apply):
+    def apply_batched(prim, inputs, params):
+        level = 0
+        for t in inputs:
+            p = t._payload
+            if type(p) is Batched and p.level > level:
+                level = p.level
+        if not level:
+            if prim is ad.uniform:
+                _draw(prim.name)
+            return apply(prim, inputs, params)
+        args, bdims = [], []
+        for t in inputs:
+            p = t._payload
+            if type(p) is Batched and p.level == level:
+                args.append(p.value)
+                bdims.append(p.bdim)
+            else:
+                args.append(t)
+                bdims.append(None)
+        if all(b is None for b in bdims):
+            out, bdim = prim(*args, **params), None
+        else:
+            rule = RULES.get(prim)
+            if rule is None:
+                why = UNSUPPORTED.get(prim, "")
+                raise NotImplementedError(f"vmap: there is no batching rule for primitive "
+                                          f"{prim.name!r}{': ' + why if why else ''}")
+            out, bdim = rule(_levels[level - 1][0], args, bdims, **params)
+        return dispatch.finish(prim, inputs, params, Batched(out, bdim, level))
+    return apply_batched
+
+
+def _open(size: int, randomness: str) -> int:
+    _levels.append((size, randomness))
+    if len(_levels) == 1:
+        dispatch.set_layer("batching", _layer)
+        generator.on_draw.append(_draw)
+    return len(_levels)
+
+
+def _close() -> None:
+    _levels.pop()
+    if not _levels:
+        dispatch.set_layer("batching", None)
+        generator.on_draw.remove(_draw)
+
+
+def lift(t: Tensor) -> Tensor:
+    """``t`` as a tensor of the innermost open level (unchanged outside vmap, or if it is
+    batched there), for a transform that makes a new leaf of it (Note [batched payloads])."""
+    p = t._payload
+    if not _levels or type(p) is Batched and p.level == len(_levels):
+        return t
+    lifted = Tensor._wrap(Batched(t, None, len(_levels)), False)
+    tangent = forward_ad.tangent_of(t)
+    if tangent is not None:  # forward AD then runs at the level too
+        forward_ad.set_tangent(lifted, lift(tangent))
+    return lifted
+
+
+def unlift(t):
+    """Undo ``lift`` for a transform's result that is not batched and has no graph at the
+    level (it is its physical value; forward AD's tangents, for one, live there)."""
+    p = getattr(t, "_payload", None)
+    if type(p) is Batched and p.bdim is None and p.level == len(_levels) \
+            and not t._requires_grad:
+        return p.value
+    return t
+
+
+def requires_grad(t: Tensor) -> bool:
+    """Whether ``t``, or a physical value it is batched over, requires grad (a graph that a
+    transform outside the vmap differentiates)."""
+    while True:
+        if t._requires_grad:
+            return True
+        p = t._payload
+        if type(p) is not Batched:
+            return False
+        t = p.value
+
+
+# --- in_dims, out_dims and the pytrees they follow --------------------------------------------
+def _name(func) -> str:
+    return getattr(func, "__name__", repr(func))
+
+
+def _leaves(tree):
+    if isinstance(tree, (tuple, list)):
+        for x in tree:
+            yield from _leaves(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _leaves(x)
+    else:
+        yield tree
+
+
+def _zip_dims(dims, tree, mismatch):
+    """``(leaf, dim)`` pairs: ``dims`` is an int or None for a whole subtree, else a tuple,
+    list or dict of the structure of ``tree`` (torch's broadcast of in_dims/out_dims)."""
+    if dims is None or isinstance(dims, int):
+        return [(x, dims) for x in _leaves(tree)]
+    if isinstance(dims, (tuple, list)) and isinstance(tree, (tuple, list)) \
+            and len(dims) == len(tree):
+        return [pair for d, x in zip(dims, tree) for pair in _zip_dims(d, x, mismatch)]
+    if isinstance(dims, dict) and isinstance(tree, dict) and dims.keys() == tree.keys():
+        return [pair for k in tree for pair in _zip_dims(dims[k], tree[k], mismatch)]
+    raise mismatch()
+
+
+def _rebuild(tree, leaves):
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_rebuild(x, leaves) for x in tree)
+    if isinstance(tree, dict):
+        return {k: _rebuild(x, leaves) for k, x in tree.items()}
+    return next(leaves)
+
+
+def _batch_inputs(func, in_dims, args):
+    """The batch size and ``[(arg, in_dim normalised)]``, checked as torch checks them."""
+    where = f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>)"
+    if not isinstance(in_dims, (int, tuple)):
+        raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) "
+                         f"tuple matching the structure of inputs, got: {type(in_dims)}.")
+    if not args:
+        raise ValueError(f"vmap({_name(func)})(<inputs>): got no inputs. Maybe you forgot to "
+                         "add inputs, or you are trying to vmap over a function with no "
+                         "inputs. The latter is unsupported.")
+    pairs = _zip_dims(in_dims, args, lambda: ValueError(
+        f"{where}: in_dims is not compatible with the structure of `inputs`."))
+    out, sizes = [], []
+    for x, d in pairs:
+        if d is not None and not isinstance(d, int):
+            raise ValueError(f"{where}: Got in_dim={d} for an input but in_dim must be either "
+                             "an integer dimension or None.")
+        if d is not None and not isinstance(x, Tensor):
+            raise ValueError(f"{where}: Got in_dim={d} for an input but the input is of type "
+                             f"{type(x)}. We cannot vmap over non-Tensor arguments, please use "
+                             "None as the respective in_dim")
+        if d is not None:
+            n = x.ndim
+            if not -n <= d < n:
+                raise ValueError(f"{where}: Got in_dim={d} for some input, but that input is a "
+                                 f"Tensor of dimensionality {n} so expected in_dim to satisfy "
+                                 f"-{n} <= in_dim < {n}.")
+            d %= n
+            sizes.append(x.shape[d])
+        out.append((x, d))
+    if not sizes:
+        raise ValueError("vmap: Expected at least one Tensor to vmap over")
+    if any(s != sizes[0] for s in sizes):
+        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
+                         f"dimension, got sizes {sizes} for the mapped dimension")
+    return sizes[0], out
+
+
+def _unbatch(func, out, d, level, size):
+    name = _name(func)
+    p = getattr(out, "_payload", None)
+    batched = type(p) is Batched and p.level == level and p.bdim is not None
+    if d is None:
+        if batched:
+            raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor "
+                             "when out_dim is None")
+        return p.value if type(p) is Batched and p.level == level else out
+    if not isinstance(out, Tensor):
+        raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type "
+                         f"{type(out)}. Did you mean to set out_dims= to None for output?")
+    n = out.ndim + 1
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {d})")
+    if batched:
+        return move(p.value, p.bdim, d % n)
+    return to_batch(p.value if type(p) is Batched else out, None, size, d % n)
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``func`` mapped over a dim of its inputs: torch.func.vmap (JAX's vmap).
+
+    Each primitive ``func`` binds runs once on the whole batch, through its batching rule;
+    ``in_dims`` says which dim of each input is mapped (None: not mapped), as an int for
+    all or a (nested) tuple, list or dict matching the arguments; ``out_dims`` where the
+    mapped dim goes in each output (None: the output does not depend on the batch).
+    ``randomness``: ``"error"`` (random draws inside raise) or ``"same"`` (one draw shared
+    by the batch); ``chunk_size`` is accepted for compatibility (the batch is not split).
+
+    Example:
+        >>> vmap(staged.dot)(staged.ones(8, 3), staged.ones(8, 3)).shape   # 8 dot products
+        staged.Size([8])
+    """
+    if randomness not in RANDOMNESS:
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+    if randomness == "different":
+        raise NotImplementedError("vmap: randomness='different' is not supported yet; use "
+                                  "'same' (one draw shared by the batch) or draw outside vmap")
+
+    def wrapped(*args, **kwargs):
+        size, pairs = _batch_inputs(func, in_dims, args)
+        level = _open(size, randomness)
+        try:
+            leaves = iter([x if d is None else Tensor._wrap(Batched(x, d, level), False)
+                           for x, d in pairs])
+            out = func(*_rebuild(args, leaves), **kwargs)
+            if isinstance(out, Tensor) and isinstance(out_dims, tuple) and len(out_dims) == 1:
+                dims = out_dims[0]  # torch's edge case: a 1-tuple for a single output
+            else:
+                dims = out_dims
+            pairs = _zip_dims(dims, out, lambda: ValueError(
+                f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not "
+                "compatible with the structure of `outputs`."))
+            return _rebuild(out, iter([_unbatch(func, o, d, level, size) for o, d in pairs]))
+        finally:
+            _close()
+    return wrapped

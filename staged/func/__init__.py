@@ -1,0 +1,16 @@
+"""``staged.func``: torch.func's composable transforms (JAX's in spirit): ``grad``,
+``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (with a
+batching rule per primitive: ``staged/autograd/batching.py``) and ``functional_call``.
+
+Example (per-example gradients):
+    >>> params = {k: v.detach() for k, v in model.named_parameters()}
+    >>> def loss(params, x, y):
+    ...     return F.cross_entropy(functional_call(model, params, (x[None],)), y[None])
+    >>> grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+"""
+from ..autograd.vmap import vmap
+from .functional_call import functional_call
+from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
+
+__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp",
+           "vjp", "vmap"]
