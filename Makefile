@@ -47,7 +47,7 @@ graphviz:
 	fi
 
 test: $(VENV)/.test vulkan-driver graphviz
-	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q
+	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadfile
 
 bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
