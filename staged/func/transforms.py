@@ -79,6 +79,17 @@ def _replace(args, argnums, new):
     return tuple(out)
 
 
+def _restrict(func, args, kwargs, argnums):
+    """``(f, primals, as_tuple)``: ``func`` as a function of the ``argnums`` arguments
+    alone (the others, and ``kwargs``, fixed at ``args``), those arguments (one or a tuple,
+    as ``argnums``), and them as a tuple."""
+    def f(*diff):
+        return func(*_replace(args, argnums, diff if isinstance(argnums, tuple) else diff[0]),
+                    **kwargs)
+    primals = _select(args, argnums)
+    return f, primals, primals if isinstance(argnums, tuple) else (primals,)
+
+
 def _fresh(tree):
     """``(tree of leaves, their flat list, nested)`` (Note [transform leaves])."""
     xs = _tensors(tree)
@@ -140,12 +151,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
     """
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        def f(*diff):
-            return func(*_replace(args, argnums, diff if isinstance(argnums, tuple)
-                                  else diff[0]), **kwargs)
-        primals = _select(args, argnums)
-        out, leaves, aux, nested = _vjp(f, primals if isinstance(argnums, tuple)
-                                        else (primals,), has_aux, "grad_and_value")
+        f, primals, tup = _restrict(func, args, kwargs, argnums)
+        out, leaves, aux, nested = _vjp(f, tup, has_aux, "grad_and_value")
         if not isinstance(out, Tensor):
             raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
                                f"Tensor, got {type(out)}")
@@ -248,11 +255,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """
     @functools.wraps(func)
     def wrapper(*args):
-        def f(*diff):
-            return func(*_replace(args, argnums, diff if isinstance(argnums, tuple)
-                                  else diff[0]))
-        primals = _select(args, argnums)
-        tup = primals if isinstance(argnums, tuple) else (primals,)
+        f, primals, tup = _restrict(func, args, {}, argnums)
         res = vjp(f, *tup, has_aux=has_aux)
         out, vjp_fn = res[0], res[1]
         outs = _leaves(out)
@@ -280,11 +283,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """
     @functools.wraps(func)
     def wrapper(*args):
-        def f(*diff):
-            return func(*_replace(args, argnums, diff if isinstance(argnums, tuple)
-                                  else diff[0]))
-        primals = _select(args, argnums)
-        tup = primals if isinstance(argnums, tuple) else (primals,)
+        f, primals, tup = _restrict(func, args, {}, argnums)
         ps = _tensors(tup)
         columns, aux, out = [], None, None
         for k, p in enumerate(ps):
