@@ -32,6 +32,10 @@ BACKENDS = {
                  "--iree-hal-local-target-device-backends=llvm-cpu",
                  # the generic CPU is 3-4x slower; --iree-opt-data-tiling measured 13%
                  # slower on an MLP forward+backward here (and compiles 45% longer)
+                 # No flag keeps subnormals: IREE's CPU runtime sets MXCSR FTZ|DAZ around
+                 # every dispatch (task workers and local-sync); iree-compile 3.13 has no
+                 # llvmcpu denormal/ftz option (only --iree-rocm-denormal-fp-math-f32), and
+                 # LLVM's denormal-fp-math attribute cannot clear MXCSR (README "Backends")
                  _HOST_CPU],
     # the default SPIR-V target (what lavapipe and most drivers run) has no Int64 or
     # Float64 capability: i64 is demoted to i32 (the runtime casts at the boundary, see

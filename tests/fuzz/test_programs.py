@@ -52,8 +52,11 @@ def test_forward_mode_matches_torch(prog):
 BATCH = 12
 
 
+# no subnormal float inputs: IREE's CPU runtime flushes them to zero in every dispatch
+# (MXCSR FTZ|DAZ; README "Backends"), a known difference pinned by
+# test_regressions.py::test_llvm_cpu_flushes_subnormals_to_zero
 @budget(3, shrink=False)
-@given(st.lists(programs(), min_size=BATCH, max_size=BATCH))
+@given(st.lists(programs(subnormals=False), min_size=BATCH, max_size=BATCH))
 def test_llvm_cpu_matches_eager(progs):
     D.check_compiled(progs, "llvm-cpu")
 
