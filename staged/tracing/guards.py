@@ -13,6 +13,7 @@ Module, ``Module._guard``).
 """
 from __future__ import annotations
 
+import dis
 import functools
 import operator
 import os
@@ -64,8 +65,8 @@ def source_guards(fn, tensors) -> list:
         if id(f) in seen or depth > 4:
             continue
         seen.add(id(f))
-        names = _names(f.__code__)
-        for name in sorted(names & f.__globals__.keys()):
+        globs, names = _names(f.__code__)
+        for name in sorted(globs & f.__globals__.keys()):
             get = functools.partial(_lookup, f.__globals__, name)
             todo += _watch(guards, ids, name, get, depth, names)
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
@@ -122,13 +123,24 @@ _LIBRARY_DIRS = tuple({os.path.join(d, "") for d in (
       for k in ("stdlib", "platstdlib", "purelib", "platlib")))})
 
 
-def _names(code) -> set:
-    """The global and attribute names ``code`` and the code nested in it read."""
-    names = set(code.co_names)
+_GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _names(code) -> tuple:
+    """``(globals, names)``: the global names ``code`` and the code nested in it read, and
+    all the names they use (attributes too). Only the first are bindings to guard: in
+    ``for step in ...: opt.step()`` the global ``step`` is not what the step reads."""
+    globs, names = set(), set(code.co_names)
+    for ins in dis.get_instructions(code):
+        if ins.opname in _GLOBAL_READS:
+            globs.add(ins.argval)
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            names |= _names(c)
-    return names
+            g, n = _names(c)
+            globs |= g
+            names |= n
+    return frozenset(globs), frozenset(names)
 
 
 def _lookup(namespace, name):

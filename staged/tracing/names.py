@@ -163,8 +163,8 @@ def _children(path, obj, depth) -> list:
     if isinstance(obj, types.MethodType):
         out.append((path.rpartition(".")[0] or "self", obj.__self__, d))
     for f in _functions(obj):
-        names = _names(f.__code__)
-        out += [(n, f.__globals__[n], d) for n in sorted(names & f.__globals__.keys())]
+        globs = _names(f.__code__)[0]
+        out += [(n, f.__globals__[n], d) for n in sorted(globs & f.__globals__.keys())]
         for n, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
             try:
                 out.append((n, cell.cell_contents, d))

@@ -152,6 +152,30 @@ def _reads_globals(x):
     return (x * W).sum() * SCALE
 
 
+_model = nn.Linear(3, 1)
+_opt = staged.optim.SGD(_model.parameters(), lr=0.1)
+step = 0  # a training loop's counter, named as the optimizer's method
+
+
+def _sgd_step(x):
+    _opt.zero_grad()
+    loss = _model(x).sum()
+    loss.backward()
+    _opt.step()
+    return loss
+
+
+def test_a_global_named_as_an_attribute_the_step_reads_is_not_guarded():
+    """``for step in range(n): train(x)`` with ``opt.step()`` inside: the global ``step``
+    is not read by the step, so it must not re-trace at every iteration."""
+    global step
+    f = staged.compile(_sgd_step)
+    x = staged.ones(2, 3)
+    for step in range(5):
+        f(x)
+    assert f.traces == 2, f.last_retrace_reason  # the first call creates the .grad buffers
+
+
 def test_rebound_globals_and_closures_re_trace_instead_of_running_stale_values():
     global W, SCALE
     f = staged.compile(_reads_globals)
