@@ -20,7 +20,7 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.bench: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test,demo,bench]"
+	$(BIN)/python -m pip install -q -e ".[test,demo,bench,distributed]"
 	touch $@
 
 demo: $(VENV)/.demo
@@ -53,6 +53,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
 	$(BIN)/python bench/compiled_steps.py
 	$(BIN)/python bench/index_checks.py
+	$(BIN)/python bench/ddp.py
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

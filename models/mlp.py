@@ -12,7 +12,7 @@ import staged
 import staged.nn.functional as F
 from staged import nn, optim
 
-from models.common import classification_step
+from models.common import classification_step, ddp_wrap
 from models.data import load_digits
 
 
@@ -34,11 +34,12 @@ def export_spec(batch_size: int = 32, seed: int = 0) -> dict:
                 optimizer=lambda params: optim.SGD(params, lr=0.05))
 
 
-def new_run(seed=0, lr=0.05, compile=False, backend="llvm-cpu"):
+def new_run(seed=0, lr=0.05, compile=False, backend="llvm-cpu", ddp=False):
     """(model, step) for a fresh seeded model with SGD (momentum 0.9); `step` is compiled
-    when asked."""
+    when asked, and data-parallel (DistributedDataParallel) with ``ddp``."""
     model = build(seed)
-    step = classification_step(model, optim.SGD(model.parameters(), lr=lr, momentum=0.9))
+    step = classification_step(ddp_wrap(model, ddp),
+                               optim.SGD(model.parameters(), lr=lr, momentum=0.9))
     return model, (staged.compile(step, backend=backend) if compile else step)
 
 

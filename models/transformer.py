@@ -18,7 +18,7 @@ import staged
 import staged.nn.functional as F
 from staged import nn, optim
 
-from models.common import classification_step
+from models.common import classification_step, ddp_wrap
 
 CORPUS_MODULES = ("textwrap", "fnmatch", "colorsys", "bisect")
 
@@ -102,11 +102,12 @@ def export_spec(batch_size: int = 4, seed: int = 0) -> dict:
 
 
 def make_new_run(vocab: int, **build_kw):
-    """``new_run(seed, lr, compile, backend) -> (model, step)`` for a decoder over ``vocab``
-    characters trained with AdamW."""
-    def new_run(seed=0, lr=3e-3, compile=False, backend="llvm-cpu"):
+    """``new_run(seed, lr, compile, backend, ddp) -> (model, step)`` for a decoder over
+    ``vocab`` characters trained with AdamW (data-parallel with ``ddp``)."""
+    def new_run(seed=0, lr=3e-3, compile=False, backend="llvm-cpu", ddp=False):
         model = build(vocab, seed, **build_kw)
-        step = classification_step(model, optim.AdamW(model.parameters(), lr=lr), lm_loss)
+        step = classification_step(ddp_wrap(model, ddp),
+                                   optim.AdamW(model.parameters(), lr=lr), lm_loss)
         return model, (staged.compile(step, backend=backend) if compile else step)
     return new_run
 

@@ -34,6 +34,7 @@ from .device import DeviceValue
 from .device import device as get_device
 from .explain import explain_text
 from .logs import Phases, compile_log
+from .segmented import Segmented, check_segmentable, segmented_mlir
 
 
 log = compile_log  # Note [compile messages]
@@ -74,20 +75,26 @@ class CompiledGraph:
         own = phases is None  # else the caller's, which it shows and closes
         with Phases(f"compiling a step of {len(captured.graph.ops)} ops") if own else \
                 contextlib.nullcontext(phases) as p:
+            segmented = check_segmentable(captured.graph, backend)  # Note [segments]
             with p("lower"):
                 check_dtypes(captured.graph, backend)
-                self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
+                if segmented:
+                    plan, self.mlir = segmented_mlir(captured.graph, BOUNDARY.get(backend))
+                else:
+                    self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
             self.device = get_device(backend, device)
             with p("IREE compile"):
                 vmfb = compile_mlir(self.mlir, backend, STEP_FLAGS.get(backend, ()), self.cache)
             with p("load"):
                 self.module = self.device.load(vmfb)
+        narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
+        if segmented:
+            self.module = Segmented(captured.graph, plan, self.module, narrow)
         self.times = p.times  # seconds per phase (explain())
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
         self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
-        narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
         self._narrow = [(narrow[d], f"input {i.name}") if (d := i.value.aval.dtype.np) in narrow
                         else None for i in captured.graph.inputs]
         if not any(self._narrow):

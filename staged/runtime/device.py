@@ -10,6 +10,7 @@ on Vulkan drivers that need page-aligned host pointers (lavapipe: 4096 bytes).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import threading
@@ -126,6 +127,23 @@ def available_devices(backend: str) -> list:
     return out
 
 
+# Note [MPI environment]: under mpiexec (PMI_SIZE, OMPI_COMM_WORLD_SIZE or MPIEXEC_HOSTNAME
+# set) IREE gives every device it creates an MPI channel provider, for its own collective
+# ops, loading libmpi.so itself, and fails where that is not on the library path (MPICH's
+# wheel). staged runs collectives on the host (Note [segments]), so a device is created
+# with those variables hidden from IREE.
+_MPI_ENV = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPIEXEC_HOSTNAME")
+
+
+@contextlib.contextmanager
+def _without_mpi_env():
+    hidden = {k: os.environ.pop(k) for k in _MPI_ENV if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(hidden)
+
+
 class Device:
     """One IREE HAL device for a backend (``device(backend, spec)`` shares one per device)."""
 
@@ -138,17 +156,8 @@ class Device:
         allocators = ALLOCATORS.get(self.driver)
         try:
             drv = _get_driver(rt, self.driver)
-            if self.index is None:
-                hal = drv.create_device_by_uri(self.driver, allocators=allocators)
-            else:
-                infos = drv.query_available_devices()
-                if self.index >= len(infos):
-                    raise DeviceError(
-                        f"backend {backend!r}: no device {self.driver}:{self.index} (the driver "
-                        f"lists {len(infos)}); available: "
-                        f"{', '.join(available_devices(backend)) or 'none'}")
-                where += f" device {self.index} ({infos[self.index].get('name')})"
-                hal = drv.create_device(infos[self.index], allocators=allocators)
+            with _without_mpi_env():  # Note [MPI environment]
+                hal, where = self._create(drv, backend, allocators)
             self.config = rt.Config(device=hal)
         except (RuntimeError, ValueError) as err:
             if isinstance(err, DeviceError):
@@ -158,6 +167,20 @@ class Device:
                               f"{err}{f' ({cause})' if cause else ''}") from None
         self._rt = rt
         self.hal = self.config.device
+
+    def _create(self, drv, backend, allocators):
+        """(the HAL device, how errors name it)."""
+        where = f"IREE driver {self.driver!r}"
+        if self.index is None:
+            return drv.create_device_by_uri(self.driver, allocators=allocators), where
+        infos = drv.query_available_devices()
+        if self.index >= len(infos):
+            raise DeviceError(
+                f"backend {backend!r}: no device {self.driver}:{self.index} (the driver "
+                f"lists {len(infos)}); available: "
+                f"{', '.join(available_devices(backend)) or 'none'}")
+        where += f" device {self.index} ({infos[self.index].get('name')})"
+        return drv.create_device(infos[self.index], allocators=allocators), where
 
     @property
     def name(self) -> str:

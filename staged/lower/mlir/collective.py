@@ -1,10 +1,14 @@
-"""Collectives have no MLIR lowering yet: a compiled step that calls one fails to lower,
+"""Collectives have no MLIR lowering: on llvm-cpu and vulkan-spirv, whose IREE drivers have
+no collective channel, ``staged.compile`` runs a step with collectives as compiled segments
+with the collectives between them on the host (Note [segments] in
+``staged/tracing/segments.py``); lowering one into a module (cuda, ``save()``) fails,
 naming the op and the user's line."""
 from ...autodiff.collective import COLLECTIVES
 from ...autodiff.primitive import CLASSES
 from .emitter import unsupported
 
-WHY = ("compiled steps with collectives are not supported yet (DDP and staged.distributed "
-       "run eagerly): run this step without staged.compile")
+WHY = ("collectives run on the host between compiled segments (staged.compile on llvm-cpu "
+       "and vulkan-spirv); they cannot be lowered into one module, so compiling such a step "
+       "for cuda, or saving it, is not supported yet: run it eagerly or on llvm-cpu")
 for _prim in COLLECTIVES:
     unsupported(_prim.name, dict.fromkeys(CLASSES, WHY))

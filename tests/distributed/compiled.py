@@ -1,0 +1,120 @@
+"""Run by test_distributed.py under ``mpiexec -n 2``: compiled steps with collectives (run
+as compiled segments with the collectives between them on the host, Note [segments]) equal
+the eager steps: the differentiable all_reduce, c10d's in-place all_reduce, DDP training."""
+import numpy as np
+
+import staged
+import staged.distributed as dist
+from staged import nn, optim
+from staged.distributed.nn import functional as dfn
+from staged.nn.parallel import DistributedDataParallel as DDP
+from staged.runtime.device import available_devices
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+Op = dist.ReduceOp
+PER_RANK = 4
+
+
+def close(a, b, rtol=1e-5, atol=1e-7):
+    np.testing.assert_allclose(np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy()),
+                               rtol=rtol, atol=atol)
+
+
+def data(salt, shape=(3, 4)):
+    return staged.tensor(np.random.default_rng(100 * salt + rank).uniform(0.5, 2.0, shape),
+                         dtype=staged.float32)
+
+
+# the differentiable all_reduce: forward, gradient (an all_reduce again), a chain of two
+def functional(x, w):
+    y = dfn.all_reduce(x * w)
+    m = dfn.all_reduce(x.sum(0), op=Op.MAX)
+    loss = (dfn.all_reduce((y * y).sum() + m.sum(), op=Op.AVG) * w.sum()).sum()
+    loss.backward()
+    return loss, y, x.grad
+
+
+compiled = staged.compile(functional)
+for salt in range(3):
+    outs = []
+    for f in (functional, compiled):
+        x = data(salt).requires_grad_()
+        outs.append(f(x, data(salt + 10)))
+    for a, b in zip(*outs):
+        close(a, b)
+graph = compiled._last.captured.graph
+assert sum(op.prim.name == "all_reduce" for op in graph.ops) >= 4, graph
+assert len(compiled._last.module.plan.segments) == 3  # two collectives deep, then backward
+if available_devices("vulkan-spirv"):  # the same segments on Vulkan (lavapipe here)
+    on_vulkan = staged.compile(functional, backend="vulkan-spirv")
+    outs = [f(data(7).requires_grad_(), data(8)) for f in (functional, on_vulkan)]
+    for a, b in zip(*outs):
+        close(a, b)
+
+
+# c10d's in-place all_reduce (and async_op, whose wait() under capture is a no-op)
+def in_place(x):
+    t = x * 2
+    dist.all_reduce(t, op=Op.AVG)
+    u = x + 1
+    dist.all_reduce(u, async_op=True).wait()
+    return t, u
+
+
+c_in_place = staged.compile(in_place)
+for a, b in zip(in_place(data(5)), c_in_place(data(5))):
+    close(a, b)
+
+
+# DDP training, compiled, equals single-process training on the concatenated batch
+def net(seed):
+    staged.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                         nn.Linear(32, 3))
+
+
+def batch(step):
+    rng = np.random.default_rng(step)
+    return (staged.tensor(rng.standard_normal((world * PER_RANK, 5)), dtype=staged.float32),
+            staged.tensor(rng.standard_normal((world * PER_RANK, 3)), dtype=staged.float32))
+
+
+def mine(t):
+    return t[rank * PER_RANK:(rank + 1) * PER_RANK]
+
+
+loss_fn = nn.MSELoss()
+ddp, ref = DDP(net(seed=10 + rank), bucket_cap_mb=2 ** -11), net(seed=10)
+assert len(ddp._buckets) > 2
+opt = optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+ref_opt = optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+
+
+@staged.compile
+def train_step(x, y):
+    opt.zero_grad()
+    loss = loss_fn(ddp(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+for i in range(5):  # (not `step`: a global of the name opt.step's would be guarded)
+    x, y = batch(i)
+    loss = train_step(mine(x), mine(y))
+    ref_opt.zero_grad()
+    ref_loss = loss_fn(ref(x), y)
+    ref_loss.backward()
+    ref_opt.step()
+    for (name, p), q in zip(ddp.module.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7, err_msg=f"step {i}: {name}")
+    # each rank's loss is its own shard's; their average is the whole batch's
+    close(dfn.all_reduce(loss.detach(), op=Op.AVG), ref_loss)
+graph = train_step._last.captured.graph
+assert sum(op.prim.name == "all_reduce" for op in graph.ops) == len(ddp._buckets), graph
+assert train_step.traces == 2, train_step.history  # the first made momentum buffers
+
+dist.destroy_process_group()
+print(f"rank {rank} of {world}: compiled ok", flush=True)
