@@ -8,12 +8,12 @@ import staged.distributed as dist
 from staged import nn, optim
 from staged.distributed.nn import functional as dfn
 from staged.nn.parallel import DistributedDataParallel as DDP
+from training import PER_RANK, batch, mine, net  # beside this script
 from staged.runtime.device import available_devices
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 Op = dist.ReduceOp
-PER_RANK = 4
 
 
 def close(a, b, rtol=1e-5, atol=1e-7):
@@ -68,20 +68,6 @@ for a, b in zip(in_place(data(5)), c_in_place(data(5))):
 
 
 # DDP training, compiled, equals single-process training on the concatenated batch
-def net(seed):
-    staged.manual_seed(seed)
-    return nn.Sequential(nn.Linear(5, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
-                         nn.Linear(32, 3))
-
-
-def batch(step):
-    rng = np.random.default_rng(step)
-    return (staged.tensor(rng.standard_normal((world * PER_RANK, 5)), dtype=staged.float32),
-            staged.tensor(rng.standard_normal((world * PER_RANK, 3)), dtype=staged.float32))
-
-
-def mine(t):
-    return t[rank * PER_RANK:(rank + 1) * PER_RANK]
 
 
 loss_fn = nn.MSELoss()

@@ -9,29 +9,15 @@ import staged
 import staged.distributed as dist
 from staged import nn, optim
 from staged.nn.parallel import DistributedDataParallel as DDP
+from training import PER_RANK, batch, mine, net  # beside this script
 
 local_rank = int(os.environ["LOCAL_RANK"])
 dist.init_process_group(backend="gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 assert (int(os.environ["RANK"]), local_rank) == (rank, rank)
 assert int(os.environ["WORLD_SIZE"]) == int(os.environ["LOCAL_WORLD_SIZE"]) == world
-PER_RANK = 4
 
 
-def net(seed):
-    staged.manual_seed(seed)
-    return nn.Sequential(nn.Linear(5, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
-                         nn.Linear(32, 3))
-
-
-def batch(step):
-    rng = np.random.default_rng(step)
-    return (staged.tensor(rng.standard_normal((world * PER_RANK, 5)), dtype=staged.float32),
-            staged.tensor(rng.standard_normal((world * PER_RANK, 3)), dtype=staged.float32))
-
-
-def mine(t):
-    return t[rank * PER_RANK:(rank + 1) * PER_RANK]
 
 
 def assert_same(ddp, ref):
