@@ -1,7 +1,8 @@
 """The primitive registry: every primitive declared once (impl, shape rule, VJP, JVP)."""
 from .avals import Aval, ShapeError  # noqa: F401
 from .primitive import (ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, Public,  # noqa: F401
-                        jvp_rule, primitive)
+                        primitive)
+from .jvp import jvp_rule  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .shape import concat, expand, permute, reshape  # noqa: F401
 from .indexing import (barrier, check, gather, scatter, scatter_add, slice,  # noqa: F401

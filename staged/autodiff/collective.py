@@ -12,6 +12,7 @@ group's size, so that shape rules need no group).
 """
 from __future__ import annotations
 
+from . import lax
 from .avals import Aval, ShapeError
 from .primitive import LINEAR, Primitive
 
@@ -52,9 +53,9 @@ def _all_reduce_vjp(g, x, out, op):
         return all_reduce(g, op=op)
     total = all_reduce(g, op="sum")
     if op == "product":  # d out / d x_r = out / x_r
-        return total * (out / x).conj()
-    hits = (x == out) * 1  # ranks holding the extremum share its gradient evenly
-    return total * hits / all_reduce(hits, op="sum")
+        return lax.mul(total, lax.conj(lax.div(out, x)))
+    hits = lax.cast(lax.eq(x, out), x.dtype)  # ranks holding the extremum share it evenly
+    return lax.div(lax.mul(total, hits), all_reduce(hits, op="sum"))
 
 
 def _all_reduce_jvp(primals, tangents, out, *, op):
@@ -62,9 +63,9 @@ def _all_reduce_jvp(primals, tangents, out, *, op):
     if op in ("sum", "avg"):
         return all_reduce(t, op=op)
     if op == "product":
-        return out * all_reduce(t / x, op="sum")
-    hits = (x == out) * 1
-    return all_reduce(t * hits, op="sum") / all_reduce(hits, op="sum")
+        return lax.mul(out, all_reduce(lax.div(t, x), op="sum"))
+    hits = lax.cast(lax.eq(x, out), x.dtype)
+    return lax.div(all_reduce(lax.mul(t, hits), op="sum"), all_reduce(hits, op="sum"))
 
 
 def _broadcast(x, *, src):
@@ -74,7 +75,7 @@ def _broadcast(x, *, src):
 
 def _broadcast_vjp(g, src):
     total = all_reduce(g, op="sum")
-    return total if GROUP[0].rank == src else total * 0
+    return total if GROUP[0].rank == src else lax.mul(total, 0)
 
 
 def _all_gather(x, *, world):
@@ -108,7 +109,7 @@ def _linear_op(op, what):
 def _reduce_scatter_vjp(g, op, world):
     _linear_op(op, "reduce_scatter")
     out = all_gather(g, world=world)
-    return out if op == "sum" else out / world
+    return out if op == "sum" else lax.div(out, world)
 
 
 def _reduce_scatter_jvp(primals, tangents, out, *, op, world):

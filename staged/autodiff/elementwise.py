@@ -1,11 +1,10 @@
 """Elementwise primitives: shape-strict, dtype-strict (the public ops broadcast and promote)."""
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from .. import dtypes as dt
+from . import lax
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
 from .special import erf as _erf
@@ -66,36 +65,48 @@ def _rsqrt(x):
     return np.reciprocal(np.sqrt(x))
 
 
+def _sqrt_1m_sq(x):
+    """conj(sqrt(1 - x * x)), asin's and acos's divisor."""
+    return lax.conj(lax.sqrt(lax.sub(1, lax.mul(x, x))))
+
+
+def _zero_grad(g):
+    """``g * 0``: the gradient of a piecewise constant function (NaN where ``g`` is)."""
+    return lax.mul(g, 0)
+
+
 # --- unary ----------------------------------------------------------------------------------
-neg = elementwise("neg", lambda x: np.negative(x), vjp=lambda g: -g, jvp=LINEAR, domain=_NO_BOOL)
+neg = elementwise("neg", lambda x: np.negative(x), vjp=lambda g: lax.neg(g), jvp=LINEAR,
+                  domain=_NO_BOOL)
 copy = elementwise("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
                    node_name="CloneBackward0")
 # the identity, whose gradient is the incoming one where finite and 0 elsewhere: var centres
 # x on its mean through it, as the mean's gradient there is 0 in exact arithmetic but NaN
 # for the whole row as soon as x holds an infinity (PyTorch's var_backward has no such term)
-finite_grad = elementwise("finite_grad", lambda x: x, vjp=lambda g: g.where(g.isfinite(), 0),
+finite_grad = elementwise("finite_grad", lambda x: x,
+                          vjp=lambda g: lax.where(lax.isfinite(g), g, 0),
                           jvp=LINEAR)
-conj = elementwise("conj", lambda x: np.conjugate(x), vjp=lambda g: g.conj(), jvp=LINEAR)
-exp = elementwise("exp", lambda x: np.exp(x), vjp=lambda g, out: g * out.conj(),
+conj = elementwise("conj", lambda x: np.conjugate(x), vjp=lambda g: lax.conj(g), jvp=LINEAR)
+exp = elementwise("exp", lambda x: np.exp(x), vjp=lambda g, out: lax.mul(g, lax.conj(out)),
                   public=_FLOAT_, domain=_FLOAT_MATH)
-log = elementwise("log", lambda x: np.log(x), vjp=lambda g, x: g / x.conj(),
+log = elementwise("log", lambda x: np.log(x), vjp=lambda g, x: lax.div(g, lax.conj(x)),
                   public=_FLOAT_, domain=_FLOAT_MATH)
-log1p = elementwise("log1p", lambda x: np.log1p(x), vjp=lambda g, x: g / (x + 1).conj(),
-                    public=_FLOAT, domain=_FLOAT_MATH)
-expm1 = elementwise("expm1", lambda x: np.expm1(x), vjp=lambda g, out: g * (out + 1).conj(),
-                    public=_FLOAT, domain=_FLOAT_MATH)
-sqrt = elementwise("sqrt", lambda x: np.sqrt(x), vjp=lambda g, out: g / (out.conj() * 2),
-                   public=_FLOAT_, domain=_FLOAT_MATH)
-rsqrt = elementwise("rsqrt", _rsqrt, vjp=lambda g, out: g * (out * out * out).conj() * -0.5,
-                    public=_FLOAT, domain=_FLOAT_MATH)
-tanh = elementwise("tanh", lambda x: np.tanh(x), vjp=lambda g, out: g * (1 - out * out).conj(),
-                   public=_ACTIVATION, domain=_FLOAT_MATH)
-sigmoid = elementwise("sigmoid", _sigmoid, vjp=lambda g, out: g * (out * (1 - out)).conj(),
-                      public=_ACTIVATION, domain=_FLOAT_MATH)
-sin = elementwise("sin", lambda x: np.sin(x), vjp=lambda g, x: g * x.cos().conj(),
+log1p = elementwise("log1p", lambda x: np.log1p(x), public=_FLOAT, domain=_FLOAT_MATH,
+                    vjp=lambda g, x: lax.div(g, lax.conj(lax.add(x, 1))))
+expm1 = elementwise("expm1", lambda x: np.expm1(x), public=_FLOAT, domain=_FLOAT_MATH,
+                    vjp=lambda g, out: lax.mul(g, lax.conj(lax.add(out, 1))))
+sqrt = elementwise("sqrt", lambda x: np.sqrt(x), public=_FLOAT_, domain=_FLOAT_MATH,
+                   vjp=lambda g, out: lax.div(g, lax.mul(lax.conj(out), 2)))
+rsqrt = elementwise("rsqrt", _rsqrt, public=_FLOAT, domain=_FLOAT_MATH, vjp=lambda g, out: lax.mul(
+    lax.mul(g, lax.conj(lax.mul(lax.mul(out, out), out))), -0.5))
+tanh = elementwise("tanh", lambda x: np.tanh(x), public=_ACTIVATION, domain=_FLOAT_MATH,
+                   vjp=lambda g, out: lax.mul(g, lax.conj(lax.sub(1, lax.mul(out, out)))))
+sigmoid = elementwise("sigmoid", _sigmoid, public=_ACTIVATION, domain=_FLOAT_MATH,
+                      vjp=lambda g, out: lax.mul(g, lax.conj(lax.mul(out, lax.sub(1, out)))))
+sin = elementwise("sin", lambda x: np.sin(x), vjp=lambda g, x: lax.mul(g, lax.conj(lax.cos(x))),
                   public=_FLOAT_, domain=_FLOAT_MATH)
-cos = elementwise("cos", lambda x: np.cos(x), vjp=lambda g, x: -g * x.sin().conj(),
-                  public=_FLOAT_, domain=_FLOAT_MATH)
+cos = elementwise("cos", lambda x: np.cos(x), public=_FLOAT_, domain=_FLOAT_MATH,
+                  vjp=lambda g, x: lax.mul(lax.neg(g), lax.conj(lax.sin(x))))
 
 
 def _threshold_backward(grad, result, *, threshold):
@@ -109,10 +120,10 @@ threshold_backward = Primitive(
     "threshold_backward", _threshold_backward,
     lambda grad, result, *, threshold: same_shape("threshold_backward", grad, result),
     vjp=(lambda g, result, threshold: threshold_backward(g, result, threshold=threshold),
-         lambda g: g.new_zeros(g.shape)),
+         lambda g: lax.zeros_like(g)),
     jvp=lambda primals, tangents, out, threshold:
     threshold_backward(tangents[0], primals[1], threshold=threshold)
-    if tangents[0] is not None else out.new_zeros(out.shape))
+    if tangents[0] is not None else lax.zeros_like(out))
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points); NaN passes g
 relu = elementwise("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0),
                    public=Public(inplace=True, functional=True), domain=ORDERED)
@@ -124,35 +135,40 @@ def _sign(x):
     return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
 
 
-sign = elementwise("sign", _sign, vjp=lambda g: g * 0,
+sign = elementwise("sign", _sign, vjp=_zero_grad,
                    domain=domain(complex="complex sign differs between NumPy versions "
                                          "(x/|x| in 2.x): sgn is the complex op"))
-tan = elementwise("tan", lambda x: np.tan(x), vjp=lambda g, out: g * (1 + out * out).conj(),
-                  public=_FLOAT_, domain=_FLOAT_MATH)
-sinh = elementwise("sinh", lambda x: np.sinh(x), vjp=lambda g, x: g * x.cosh().conj(),
+tan = elementwise("tan", lambda x: np.tan(x), public=_FLOAT_, domain=_FLOAT_MATH,
+                  vjp=lambda g, out: lax.mul(g, lax.conj(lax.add(1, lax.mul(out, out)))))
+sinh = elementwise("sinh", lambda x: np.sinh(x), vjp=lambda g, x: lax.mul(g, lax.conj(lax.cosh(x))),
                    public=_FLOAT_, domain=_FLOAT_MATH)
-cosh = elementwise("cosh", lambda x: np.cosh(x), vjp=lambda g, x: g * x.sinh().conj(),
+cosh = elementwise("cosh", lambda x: np.cosh(x), vjp=lambda g, x: lax.mul(g, lax.conj(lax.sinh(x))),
                    public=_FLOAT_, domain=_FLOAT_MATH)
-asin = elementwise("asin", lambda x: np.arcsin(x), vjp=lambda g, x: g / (1 - x * x).sqrt().conj(),
+asin = elementwise("asin", lambda x: np.arcsin(x), vjp=lambda g, x: lax.div(g, _sqrt_1m_sq(x)),
                    public=_FLOAT_._replace(aliases=("arcsin",)), domain=_FLOAT_MATH)
-acos = elementwise("acos", lambda x: np.arccos(x), vjp=lambda g, x: -g / (1 - x * x).sqrt().conj(),
+acos = elementwise("acos", lambda x: np.arccos(x),
+                   vjp=lambda g, x: lax.div(lax.neg(g), _sqrt_1m_sq(x)),
                    public=_FLOAT_._replace(aliases=("arccos",)), domain=_FLOAT_MATH)
-atan = elementwise("atan", lambda x: np.arctan(x), vjp=lambda g, x: g / (1 + x * x).conj(),
+atan = elementwise("atan", lambda x: np.arctan(x),
+                   vjp=lambda g, x: lax.div(g, lax.conj(lax.add(1, lax.mul(x, x)))),
                    public=_FLOAT_._replace(aliases=("arctan",)), domain=_FLOAT_MATH)
-log2 = elementwise("log2", lambda x: np.log2(x), vjp=lambda g, x: g / (x * _LN2).conj(),
+log2 = elementwise("log2", lambda x: np.log2(x),
+                   vjp=lambda g, x: lax.div(g, lax.conj(lax.mul(x, _LN2))),
                    public=_FLOAT_, domain=_FLOAT_MATH)
-log10 = elementwise("log10", lambda x: np.log10(x), vjp=lambda g, x: g / (x * _LN10).conj(),
+log10 = elementwise("log10", lambda x: np.log10(x),
+                    vjp=lambda g, x: lax.div(g, lax.conj(lax.mul(x, _LN10))),
                     public=_FLOAT_, domain=_FLOAT_MATH)
-exp2 = elementwise("exp2", lambda x: np.exp2(x), vjp=lambda g, out: g * (out * _LN2).conj(),
+exp2 = elementwise("exp2", lambda x: np.exp2(x),
+                   vjp=lambda g, out: lax.mul(g, lax.conj(lax.mul(out, _LN2))),
                    public=_FLOAT_, domain=_FLOAT_MATH)
-erf = elementwise("erf", _erf, vjp=lambda g, x: g * (-x * x).exp() * _TWO_OVER_SQRT_PI,
-                  public=_FLOAT_, domain=_REAL_MATH)
+erf = elementwise("erf", _erf, public=_FLOAT_, domain=_REAL_MATH, vjp=lambda g, x: lax.mul(
+    lax.mul(g, lax.exp(lax.mul(lax.neg(x), x))), _TWO_OVER_SQRT_PI))
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
-floor = elementwise("floor", lambda x: np.floor(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
-ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
+floor = elementwise("floor", lambda x: np.floor(x), vjp=_zero_grad, domain=_INTEGRAL)
+ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=_zero_grad, domain=_INTEGRAL)
 # half to even
-round = elementwise("round", lambda x: np.round(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
-trunc = elementwise("trunc", lambda x: np.trunc(x), vjp=lambda g: g * 0, domain=_INTEGRAL)
+round = elementwise("round", lambda x: np.round(x), vjp=_zero_grad, domain=_INTEGRAL)
+trunc = elementwise("trunc", lambda x: np.trunc(x), vjp=_zero_grad, domain=_INTEGRAL)
 
 
 # --- complex in, real out, and sgn (Note [complex gradients]) -----------------------------
@@ -163,9 +179,9 @@ trunc = elementwise("trunc", lambda x: np.trunc(x), vjp=lambda g: g * 0, domain=
 # sgn are not differentiable, the gradient is 0 as in PyTorch.
 def _safe_abs(x):
     """(|x|, where(|x| == 0, 1, |x|), |x| == 0): a divisor that is never 0."""
-    a = x.abs()
-    zero = a == 0
-    return a, a.where(~zero, 1), zero
+    a = lax.abs(x)
+    zero = lax.eq(a, 0)
+    return a, lax.where(zero, 1, a), zero
 
 
 def _sgn_impl(x):
@@ -176,23 +192,25 @@ def _sgn_impl(x):
 
 
 def _sgn_vjp(g, x, out):
-    if not x.dtype.is_complex:
-        return g * 0
+    if not lax.is_complex(x):
+        return lax.mul(g, 0)
     _, safe, zero = _safe_abs(x)
-    return ((g - out * (g * out.conj()).real) / safe).where(~zero, 0)
+    along = lax.as_complex(lax.real(lax.mul(g, lax.conj(out))), out)
+    return lax.where(zero, 0, lax.div(lax.sub(g, lax.mul(out, along)), lax.as_complex(safe, g)))
 
 
 def _sgn_jvp(primals, tangents, out):
     (x,), (t,) = primals, tangents
-    if not x.dtype.is_complex:
-        return t * 0
+    if not lax.is_complex(x):
+        return lax.mul(t, 0)
     _, safe, zero = _safe_abs(x)
-    return (out * (out.conj() * t).imag * 1j / safe).where(~zero, 0)
+    across = lax.as_complex(lax.imag(lax.mul(lax.conj(out), t)), out)
+    return lax.where(zero, 0, lax.div(lax.mul(lax.mul(out, across), 1j), lax.as_complex(safe, out)))
 
 
 def _abs_jvp(primals, tangents, out):
     (x,), (t,) = primals, tangents
-    return (t * x.sgn().conj()).real
+    return lax.real(lax.mul(t, lax.conj(lax.sgn(x))))
 
 
 def _angle_impl(x):
@@ -202,49 +220,51 @@ def _angle_impl(x):
 
 
 def _angle_vjp(g, x):
-    if not x.dtype.is_complex:
-        return g * 0
-    a, safe, zero = _safe_abs(x)
-    return (g * x * 1j / (safe * safe)).where(~zero, 0)
+    if not lax.is_complex(x):
+        return lax.mul(g, 0)
+    _, safe, zero = _safe_abs(x)
+    return lax.where(zero, 0, lax.div(lax.mul(lax.mul(lax.as_complex(g, x), x), 1j),
+                                      lax.as_complex(lax.mul(safe, safe), x)))
 
 
 def _angle_jvp(primals, tangents, out):
     (x,), (t,) = primals, tangents
-    if not x.dtype.is_complex:
-        return t * 0
-    a, safe, zero = _safe_abs(x)
-    return ((t * x.conj()).imag / (safe * safe)).where(~zero, 0)
+    if not lax.is_complex(x):
+        return lax.mul(t, 0)
+    _, safe, zero = _safe_abs(x)
+    return lax.where(zero, 0, lax.div(lax.imag(lax.mul(t, lax.conj(x))), lax.mul(safe, safe)))
 
 
 def _part_jvp(part):
     def jvp(primals, tangents, out):
         t = tangents[0]
-        return getattr(t, part) if t.dtype.is_complex else t  # real: imag's domain is complex
+        return lax.bind(part, t) if lax.is_complex(t) else t  # real: imag's domain is complex
     return jvp
 
 
 sgn = Primitive("sgn", _sgn_impl, _same("sgn"), vjp=_sgn_vjp, jvp=_sgn_jvp,
                 public=Public(inplace=True))
-abs = Primitive("abs", lambda x: np.abs(x), _real_rule("abs"), vjp=lambda g, x: g * x.sgn(),
+abs = Primitive("abs", lambda x: np.abs(x), _real_rule("abs"),
+                vjp=lambda g, x: lax.mul(lax.as_complex(g, x), lax.sgn(x)),
                 jvp=_abs_jvp,
                 public=Public(aliases=("absolute",), inplace=True))
 angle = Primitive("angle", _angle_impl, _real_rule("angle"), vjp=_angle_vjp, jvp=_angle_jvp,
                   public=_FLOAT, domain=_FLOAT_MATH)
 # views of the complex input's memory, as PyTorch's .real and .imag
 real = Primitive("real", lambda x: x.real, _real_rule("real"), jvp=_part_jvp("real"),
-                 vjp=lambda g, x_aval: g.to(x_aval.dtype), view=True)
+                 vjp=lambda g, x_aval: lax.cast(g, x_aval.dtype), view=True)
 imag = Primitive("imag", lambda x: x.imag, _real_rule("imag"), jvp=_part_jvp("imag"),
-                 vjp=lambda g, x_aval: g.to(x_aval.dtype) * 1j, view=True,
+                 vjp=lambda g, x_aval: lax.mul(lax.cast(g, x_aval.dtype), 1j), view=True,
                  domain=domain("complex", others="a real tensor has no imaginary part (the "
                                "public op raises, as PyTorch)"))
 logical_not = elementwise("logical_not", lambda x: np.logical_not(x), out_dtype=dt.bool_)
 
 # --- binary ---------------------------------------------------------------------------------
 add = elementwise("add", lambda x, y: np.add(x, y), vjp=(lambda g: g, lambda g: g), jvp=LINEAR)
-sub = elementwise("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: -g),
+sub = elementwise("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: lax.neg(g)),
                   jvp=LINEAR, domain=_NO_BOOL)
 mul = elementwise("mul", lambda x, y: np.multiply(x, y),
-                  vjp=(lambda g, y: g * y.conj(), lambda g, x: g * x.conj()),
+                  vjp=(lambda g, y: lax.mul(g, lax.conj(y)), lambda g, x: lax.mul(g, lax.conj(x))),
                   public=Public(inplace=True))
 
 
@@ -254,12 +274,13 @@ def _div_jvp(primals, tangents, out):
     # PyTorch's -(out * ty), not 0 - out * ty, decides the sign of zero
     (_, y), (tx, ty) = primals, tangents
     if ty is None:
-        return tx / y
-    return (-(out * ty) if tx is None else tx - out * ty) / y
+        return lax.div(tx, y)
+    return lax.div(lax.neg(lax.mul(out, ty)) if tx is None else lax.sub(tx, lax.mul(out, ty)), y)
 
 
 div = elementwise("div", lambda x, y: np.divide(x, y),
-                  vjp=(lambda g, y: g / y.conj(), lambda g, x, y: -g * (x / (y * y)).conj()),
+                  vjp=(lambda g, y: lax.div(g, lax.conj(y)),
+                       lambda g, x, y: lax.mul(lax.neg(g), lax.conj(lax.div(x, lax.mul(y, y))))),
                   jvp=_div_jvp,
                   domain=domain("float", "complex", others="true division of integers yields "
                                 "floats; the public op casts to float first"))
@@ -268,13 +289,15 @@ div = elementwise("div", lambda x, y: np.divide(x, y),
 def _pow_exponent_vjp(g, x, y, out):
     # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0, a complex y counting
     # as >= 0 where it is real and >= 0 (as PyTorch)
-    real_nonneg = (y.real >= 0) & (y.imag == 0) if y.dtype.is_complex else y >= 0
-    return (g * (out * x.log()).conj()).where(~((x == 0) & real_nonneg), 0)
+    real_nonneg = lax.logical_and(lax.ge(lax.real(y), 0), lax.eq(lax.imag(y), 0)) \
+        if lax.is_complex(y) else lax.ge(y, 0)
+    return lax.where(lax.logical_and(lax.eq(x, 0), real_nonneg), 0,
+                     lax.mul(g, lax.conj(lax.mul(out, lax.log(x)))))
 
 
 def _pow_base_vjp(g, x, y):
     # 0 where y == 0, even at x == 0 where y * x**(y-1) is 0 * inf (as PyTorch)
-    return (g * (y * x ** (y - 1)).conj()).where(y != 0, 0)
+    return lax.where(lax.ne(y, 0), lax.mul(g, lax.conj(lax.mul(y, lax.pow(x, lax.sub(y, 1))))), 0)
 
 
 def _pow(x, y):
@@ -291,34 +314,41 @@ pow = elementwise("pow", _pow, vjp=(_pow_base_vjp, _pow_exponent_vjp),
 
 # sqrt(x*x + y*y) without overflow; d/dx = x / out, NaN at the origin (as PyTorch)
 hypot = elementwise("hypot", lambda x, y: np.hypot(x, y),
-                    vjp=(lambda g, x, out: g * x / out, lambda g, y, out: g * y / out),
+                    vjp=(lambda g, x, out: lax.div(lax.mul(g, x), out),
+                         lambda g, y, out: lax.div(lax.mul(g, y), out)),
                     public=Public(inplace=True), domain=_REAL_MATH)
 
 
 def _over_norm(num, y, x):
     """num / (x*x + y*y), where num is 0 at x = y = 0: 0 there, not 0/0 (as PyTorch)."""
-    d = x * x + y * y
-    return num / d.where(d != 0, 1)
+    d = lax.add(lax.mul(x, x), lax.mul(y, y))
+    return lax.div(num, lax.where(lax.ne(d, 0), d, 1))
 
 
 def _atan2_jvp(primals, tangents, out):
     # (x ty - y tx) / (x*x + y*y), as PyTorch's JVP: NaN at the origin, where its VJP
     # (atan2_backward) gives 0
     (y, x), (ty, tx) = primals, tangents
+    norm = lax.add(lax.mul(y, y), lax.mul(x, x))
     if tx is None:
-        return x * ty / (y * y + x * x)
-    return (-(y * tx) if ty is None else -(y * tx) + x * ty) / (y * y + x * x)
+        return lax.div(lax.mul(x, ty), norm)
+    minus_ytx = lax.neg(lax.mul(y, tx))
+    return lax.div(minus_ytx if ty is None else lax.add(minus_ytx, lax.mul(x, ty)), norm)
 
 
 atan2 = elementwise("atan2", lambda y, x: np.arctan2(y, x),
-                    vjp=(lambda g, y, x: _over_norm(g * x, y, x),
-                    lambda g, y, x: _over_norm(-g * y, y, x)), jvp=_atan2_jvp,
+                    vjp=(lambda g, y, x: _over_norm(lax.mul(g, x), y, x),
+                         lambda g, y, x: _over_norm(lax.mul(lax.neg(g), y), y, x)),
+                    jvp=_atan2_jvp,
                     public=_FLOAT_._replace(aliases=("arctan2",)), domain=_REAL_MATH)
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
 remainder = elementwise("remainder", lambda x, y: np.remainder(x, y),
-                        vjp=(lambda g: g, lambda g, x, y: -g * (x / y).floor()), domain=ORDERED)
+                        vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g),
+                                                                  lax.floor(lax.div(x, y)))),
+                        domain=ORDERED)
 fmod = elementwise("fmod", lambda x, y: np.fmod(x, y),
-                   vjp=(lambda g: g, lambda g, x, y: -g * (x / y).trunc()), domain=ORDERED)
+                   vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), lax.trunc(lax.div(x, y)))),
+                   domain=ORDERED)
 # integer x // y rounded down (the public op composes float floor division from fmod, as
 # PyTorch's div_floor); piecewise constant and, as in PyTorch, not differentiable
 floor_divide = elementwise(
@@ -333,22 +363,22 @@ def _extremum(name, impl, wins):
     only masks where one loses); the tangent is ty + w * (tx - ty), w = 1 where x wins,
     0.5 at ties, 0 otherwise: ty at NaN."""
     def half_at_ties(g, x, y):
-        return g.where(x != y, g * 0.5)
+        return lax.where(lax.ne(x, y), g, lax.mul(g, 0.5))
 
     def jvp(primals, tangents, out):
         (x, y), (tx, ty) = primals, tangents
-        w = wins(x, y).to(out.dtype).where(x != y, 0.5)
+        w = lax.where(lax.ne(x, y), lax.cast(wins(x, y), out.dtype), 0.5)
         if ty is None:
-            return w * tx
-        return ty + w * (-ty if tx is None else tx - ty)
+            return lax.mul(w, tx)
+        return lax.add(ty, lax.mul(w, lax.neg(ty) if tx is None else lax.sub(tx, ty)))
 
     return elementwise(name, impl, jvp=jvp, public=_PROMOTE, domain=ORDERED,
-                       vjp=(lambda g, x, y: half_at_ties(g, x, y).where(~wins(y, x), 0),
-                            lambda g, x, y: half_at_ties(g, x, y).where(~wins(x, y), 0)))
+                       vjp=(lambda g, x, y: lax.where(wins(y, x), 0, half_at_ties(g, x, y)),
+                            lambda g, x, y: lax.where(wins(x, y), 0, half_at_ties(g, x, y))))
 
 
-maximum = _extremum("maximum", lambda x, y: np.maximum(x, y), operator.gt)
-minimum = _extremum("minimum", lambda x, y: np.minimum(x, y), operator.lt)
+maximum = _extremum("maximum", lambda x, y: np.maximum(x, y), lax.gt)
+minimum = _extremum("minimum", lambda x, y: np.minimum(x, y), lax.lt)
 
 
 eq = elementwise("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_,
@@ -381,13 +411,13 @@ def _where_jvp(primals, tangents, out):
     c, x, _ = primals
     xt, yt = tangents[1], tangents[2]
     # zeros, not x * 0: a branch holding inf (max pooling's -inf padding) must give 0, not NaN
-    xt = xt if xt is not None else x.new_zeros(x.shape)
-    yt = yt if yt is not None else x.new_zeros(x.shape)
+    xt = xt if xt is not None else lax.zeros_like(x)
+    yt = yt if yt is not None else lax.zeros_like(x)
     return where(c, xt, yt)
 
 
 where = Primitive("where", lambda c, x, y: np.where(c, x, y), _where_shape,
-                  vjp=(None, lambda g, c: g.where(c, 0), lambda g, c: g.where(~c, 0)),
+                  vjp=(None, lambda g, c: lax.where(c, g, 0), lambda g, c: lax.where(c, 0, g)),
                   jvp=_where_jvp)
 
 
@@ -397,17 +427,19 @@ def _clamp_where_shape(c, bound, x, *, keep):
 
 def _clamp_where_jvp(primals, tangents, out, *, keep):
     c, bound, x = primals
-    bt = tangents[1] if tangents[1] is not None else x.new_zeros(x.shape)
-    xt = tangents[2] if tangents[2] is not None else x.new_zeros(x.shape)
+    bt = tangents[1] if tangents[1] is not None else lax.zeros_like(x)
+    xt = tangents[2] if tangents[2] is not None else lax.zeros_like(x)
     if keep is None:  # x's tangent at a NaN bound, as PyTorch's
-        return where(c & (bound == bound), bt, xt)
-    return where(getattr(operator, keep)(x, bound), xt, bt)
+        return where(lax.logical_and(c, lax.eq(bound, bound)), bt, xt)
+    return where(lax.COMPARE[keep](x, bound), xt, bt)
 
 
 def _clamp_where_x_vjp(g, c, bound, x):
     # PyTorch's clamp passes x the gradient only where x >= min (x <= max): none at a NaN
     # x or bound, where c (x < min) is False too
-    return g.where(~c & (x == x) & (bound == bound), 0)
+    inside = lax.logical_and(lax.logical_and(lax.logical_not(c), lax.eq(x, x)),
+                             lax.eq(bound, bound))
+    return lax.where(inside, g, 0)
 
 
 # where(c, bound, x) of a clamp, c = x < min or x > max or a NaN bound: the tangent is
@@ -416,7 +448,8 @@ def _clamp_where_x_vjp(g, c, bound, x):
 # the bound, to the bound where x is beyond it, to neither at a NaN bound
 clamp_where = Primitive("clamp_where", lambda c, bound, x, *, keep: np.where(c, bound, x),
                         _clamp_where_shape, jvp=_clamp_where_jvp,
-                        vjp=(None, lambda g, c, bound: g.where(c & (bound == bound), 0),
+                        vjp=(None, lambda g, c, bound: lax.where(
+                            lax.logical_and(c, lax.eq(bound, bound)), g, 0),
                              _clamp_where_x_vjp))
 
 
@@ -426,8 +459,8 @@ def _cast_impl(x, *, dtype):
 
 
 def _cast_vjp(g, x_aval):
-    return g.to(x_aval.dtype) if not g.dtype.is_complex or x_aval.dtype.is_complex \
-        else g.real.to(x_aval.dtype)
+    return lax.cast(g if not lax.is_complex(g) or x_aval.dtype.is_complex else lax.real(g),
+                    x_aval.dtype)
 
 
 cast = Primitive("cast", _cast_impl, lambda x, *, dtype: Aval(x.shape, dtype),

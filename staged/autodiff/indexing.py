@@ -13,6 +13,7 @@ import builtins
 import numpy as np
 
 from .. import dtypes as dt
+from . import lax
 from .avals import Aval, ShapeError
 from .primitive import LINEAR, Primitive
 
@@ -51,13 +52,13 @@ def _slice_scatter(x, src, *, starts, stops, steps):
 slice = Primitive(
     "slice", lambda x, *, starts, stops, steps: x[_slices(starts, stops, steps)], _slice_rule,
     vjp=lambda g, x_aval, starts, stops, steps: slice_scatter(
-        g.new_zeros(x_aval.shape), g, starts=starts, stops=stops, steps=steps),
+        lax.zeros_like(g, x_aval.shape), g, starts=starts, stops=stops, steps=steps),
     jvp=LINEAR, view=True)
 
 slice_scatter = Primitive(
     "slice_scatter", _slice_scatter, _slice_scatter_rule,
     vjp=(lambda g, src_aval, starts, stops, steps: slice_scatter(
-            g, g.new_zeros(src_aval.shape), starts=starts, stops=stops, steps=steps),
+            g, lax.zeros_like(g, src_aval.shape), starts=starts, stops=stops, steps=steps),
          lambda g, starts, stops, steps: slice(g, starts=starts, stops=stops, steps=steps)),
     jvp=LINEAR)
 
@@ -117,20 +118,21 @@ def _scatter_add_jvp(primals, tangents, out, *, dim):
     (x, index, src), (tx, _, ts) = primals, tangents
     if tx is None and ts is None:
         return None
-    return scatter_add(x * 0 if tx is None else tx, index, src * 0 if ts is None else ts,
-                       dim=dim)
+    return scatter_add(lax.mul(x, 0) if tx is None else tx, index,
+                       lax.mul(src, 0) if ts is None else ts, dim=dim)
 
 
 def _scatter_jvp(primals, tangents, out, *, dim):
     (x, index, src), (tx, _, ts) = primals, tangents
     if tx is None and ts is None:
         return None
-    return scatter(x * 0 if tx is None else tx, index, src * 0 if ts is None else ts, dim=dim)
+    return scatter(lax.mul(x, 0) if tx is None else tx, index,
+                   lax.mul(src, 0) if ts is None else ts, dim=dim)
 
 
 gather = Primitive(
     "gather", lambda x, index, *, dim: np.take_along_axis(x, index, axis=dim), _gather_rule,
-    vjp=(lambda g, x_aval, index, dim: scatter_add(g.new_zeros(x_aval.shape), index, g,
+    vjp=(lambda g, x_aval, index, dim: scatter_add(lax.zeros_like(g, x_aval.shape), index, g,
                                                    dim=dim), None),
     jvp=_gather_jvp)
 
@@ -141,7 +143,7 @@ scatter_add = Primitive(
 
 scatter = Primitive(
     "scatter", _scatter, _scatter_rule("scatter"),
-    vjp=(lambda g, index, src_aval, dim: scatter(g, index, g.new_zeros(src_aval.shape),
+    vjp=(lambda g, index, src_aval, dim: scatter(g, index, lax.zeros_like(g, src_aval.shape),
                                                  dim=dim),
          None, lambda g, index, dim: gather(g, index, dim=dim)),
     jvp=_scatter_jvp)

@@ -10,15 +10,17 @@ tensors from signatures]):
 * any other name is a static parameter of the primitive (``dims``, ``shape`` ...);
 * ``i`` (variadic primitives only, whose impl takes ``*xs``): the operand's position.
 
-Rules are written with Tensor operations (the protocol in ``protocol.py``), never
-NumPy, so they run eagerly, record under capture and differentiate again.
+Rules are written in the strict vocabulary of ``lax.py`` (primitives bound on operands
+of one shape and dtype, never NumPy, never the public ops' promotion and broadcasting),
+so they run eagerly, record under capture and differentiate again.
 """
 from __future__ import annotations
 
 import copy
 import functools
 import inspect
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 from .. import dtypes as dt
 from .avals import Aval
@@ -28,10 +30,12 @@ ELEMENTWISE = "elementwise"  # jvp(t) = sum_i conj(vjp_i(conj(t_i)))
 LINEAR = "linear"            # jvp(t) = prim(t_0, t_1, ...) with zeros for missing tangents
 ZERO = "zero"                # output is not differentiable
 
-REGISTRY: dict[str, "Primitive"] = {}
+REGISTRY: dict[str, Primitive] = {}
 
-# Set by staged.eager at import: binds a primitive to Tensor operands.
+# Set by staged.eager at import: binds a primitive to Tensor operands, and wraps a payload
+# (a constant the strict vocabulary, ``lax.py``, makes) as a Tensor.
 _bind: list[Callable] = [None]
+_constant: list[Callable] = [None]
 
 
 class Public(NamedTuple):
@@ -189,42 +193,3 @@ def primitive(name, shape_rule, **kw):
     def wrap(impl):
         return Primitive(name, impl, shape_rule, **kw)
     return wrap
-
-
-def jvp_rule(prim):
-    """``prim``'s JVP as a function ``jvp(primals, tangents, out, **params)``; a tangent
-    is None where that input has none, and so is the result where the output has none.
-
-    Tags become functions here: ELEMENTWISE is ``sum_i conj(vjp_i(conj(t_i)))``, LINEAR
-    applies the primitive to the tangents (zeros for missing ones), ZERO gives None.
-    """
-    jvp = prim.jvp
-    if jvp is None:
-        raise NotImplementedError(f"primitive {prim.name!r} has no JVP rule")
-    if callable(jvp):
-        return jvp
-    if jvp == ZERO:
-        return lambda primals, tangents, out, **params: None
-    if jvp == LINEAR:
-        def linear(primals, tangents, out, **params):
-            if all(t is None for t in tangents):
-                return None
-            return prim(*(p * 0 if t is None else t for p, t in zip(primals, tangents)),
-                        **params)
-        return linear
-    if jvp == ELEMENTWISE:
-        def elementwise(primals, tangents, out, **params):
-            named = dict(zip(prim.inputs, primals), out=out, **params)
-            total = None
-            for rule, t in zip(prim.vjp, tangents):
-                if t is None or rule is None:
-                    continue
-                kw = {n: named[n] for n in rule.inputs + rule.static}
-                kw.update({n + "_aval": named[n]._aval() for n in rule.avals})
-                if rule.wants_out:
-                    kw["out"] = out
-                term = rule.fn(t.conj(), **kw).conj()
-                total = term if total is None else total + term
-            return total
-        return elementwise
-    raise ValueError(f"primitive {prim.name!r}: unknown JVP tag {jvp!r}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from . import lax
 from .avals import Aval, reduced_shape
 from .blocked import levels
 from .primitive import LINEAR, ORDERED, Primitive
-from .shape import expand, reshape
 
 
 def _reduce_rule(x, *, dims, keepdim):
@@ -15,7 +15,7 @@ def _reduce_rule(x, *, dims, keepdim):
 
 
 def _sum_vjp(g, x_aval, dims, keepdim):
-    return expand(reshape(g, shape=reduced_shape(x_aval.shape, dims, True)), shape=x_aval.shape)
+    return lax.broadcast_to(g, x_aval.shape, reduced_shape(x_aval.shape, dims, True))
 
 
 def _sum(x, *, dims, keepdim):
@@ -38,23 +38,27 @@ def _prod_partials(x, dims):
     """d prod / d x_i, the product of the others, without dividing by zero: with one zero
     its position gets the product of the rest; the zeros themselves enter as factors
     (``zsum``, worth 0) so that the result differentiates exactly once more."""
-    zero = x == 0
-    safe = x.where(~zero, 1)
-    nonzero = reduce_prod(safe, dims=dims, keepdim=True)  # the product of the non-zeros
-    zeros = zero.sum(dims, keepdim=True)
-    zsum = x.where(zero, 0).sum(dims, keepdim=True)  # the one zero (value 0), if one
-    one = (nonzero / safe * zsum).where(~zero, nonzero)
-    two = (nonzero * (zsum - x)).where(zero, 0)  # a zero's partner: the other zero
-    return (nonzero / safe).where(zeros == 0, one.where(zeros == 1, two.where(zeros == 2, 0)))
+    shape = x.shape
+    zero = lax.eq(x, 0)
+    safe = lax.where(zero, 1, x)
+    # the product of the non-zeros; how many zeros; the one zero (value 0), if one
+    nonzero = lax.expand(reduce_prod(safe, dims=dims, keepdim=True), shape)
+    zeros = lax.expand(lax.sum(lax.cast(zero, dt.int64), dims, keepdim=True), shape)
+    zsum = lax.expand(lax.sum(lax.where(zero, x, 0), dims, keepdim=True), shape)
+    one = lax.where(zero, nonzero, lax.mul(lax.div(nonzero, safe), zsum))
+    two = lax.where(zero, lax.mul(nonzero, lax.sub(zsum, x)), 0)  # a zero's partner
+    return lax.where(lax.eq(zeros, 0), lax.div(nonzero, safe),
+                     lax.where(lax.eq(zeros, 1), one, lax.where(lax.eq(zeros, 2), two, 0)))
 
 
 def _prod_vjp(g, x, dims):
-    return g.reshape(reduced_shape(x.shape, dims, True)) * _prod_partials(x, dims).conj()
+    kept = reduced_shape(x.shape, dims, True)
+    return lax.mul(lax.broadcast_to(g, x.shape, kept), lax.conj(_prod_partials(x, dims)))
 
 
 def _prod_jvp(primals, tangents, out, *, dims, keepdim):
     (x,), (t,) = primals, tangents
-    return (t * _prod_partials(x, dims)).sum(dims, keepdim=keepdim)
+    return lax.sum(lax.mul(t, _prod_partials(x, dims)), dims, keepdim)
 
 
 reduce_prod = Primitive("reduce_prod", lambda x, *, dims, keepdim: np.prod(
@@ -63,21 +67,23 @@ reduce_prod = Primitive("reduce_prod", lambda x, *, dims, keepdim: np.prod(
 
 
 def _extremum_mask(x, out, dims):
+    """(1 where ``x`` is the extremum, else 0, in ``x``'s dtype; the kept shape)."""
     kept = reduced_shape(x.shape, dims, True)
-    mask = x == out.reshape(kept)
-    return mask, kept
+    mask = lax.eq(x, lax.broadcast_to(out, x.shape, kept))
+    return lax.cast(mask, x.dtype), kept
 
 
 def _extremum_vjp(g, x, out, dims):
     # ties share the gradient evenly (PyTorch's amax/amin)
     mask, kept = _extremum_mask(x, out, dims)
-    return g.reshape(kept) * mask / mask.sum(dims, keepdim=True)
+    hits = lax.expand(lax.sum(mask, dims, keepdim=True), x.shape)
+    return lax.div(lax.mul(lax.broadcast_to(g, x.shape, kept), mask), hits)
 
 
 def _extremum_jvp(primals, tangents, out, *, dims, keepdim):
     (x,), (t,) = primals, tangents
     mask, _ = _extremum_mask(x, out, dims)
-    return (t * mask).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
+    return lax.div(lax.sum(lax.mul(t, mask), dims, keepdim), lax.sum(mask, dims, keepdim))
 
 
 def _reduce_max(x, *, dims, keepdim):

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import indexing
+from . import indexing, lax
 from .avals import Aval, ShapeError
 from .primitive import LINEAR, Primitive
 
@@ -34,11 +34,7 @@ def _permute_rule(x, *, perm):
 
 def _expand_vjp(g, x_aval, shape):
     dims = tuple(i for i, (a, b) in enumerate(zip(x_aval.shape, shape)) if a == 1 and b != 1)
-    return g.sum(dims, keepdim=True) if dims else g  # the public sum: float32 for halves
-
-
-def _inverse(perm):
-    return tuple(int(i) for i in np.argsort(perm))
+    return lax.sum(g, dims, keepdim=True) if dims else g  # float32 for halves
 
 
 reshape = Primitive("reshape", lambda x, *, shape: np.reshape(x, shape), _reshape_rule,
@@ -47,7 +43,8 @@ reshape = Primitive("reshape", lambda x, *, shape: np.reshape(x, shape), _reshap
 expand = Primitive("expand", lambda x, *, shape: np.broadcast_to(x, shape), _expand_rule,
                    vjp=_expand_vjp, jvp=LINEAR, view=True)
 permute = Primitive("permute", lambda x, *, perm: np.transpose(x, perm), _permute_rule,
-                    vjp=lambda g, perm: permute(g, perm=_inverse(perm)), jvp=LINEAR, view=True)
+                    vjp=lambda g, perm: permute(g, perm=lax.inverse_permutation(tuple(perm))),
+                   jvp=LINEAR, view=True)
 
 
 def _concat_rule(*xs, dim, sizes):
@@ -73,8 +70,8 @@ def _concat_vjp(g, i, dim, sizes):
 def _concat_jvp(primals, tangents, out, *, dim, sizes):
     if all(t is None for t in tangents):
         return None
-    return concat(*(p * 0 if t is None else t for p, t in zip(primals, tangents)), dim=dim,
-                  sizes=sizes)
+    return concat(*(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)),
+                  dim=dim, sizes=sizes)
 
 
 # operands' sizes along ``dim`` are a parameter so that the backward can slice ``g``

@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from ..autodiff.primitive import _bind
+from ..autodiff.primitive import _bind, _constant
 from . import interceptor as _icpt
 from .grad_mode import _state
 from .tensor import Tensor
@@ -86,6 +86,7 @@ def finish(prim, inputs, params, out):
 
 
 _bind[0] = apply
+_constant[0] = Tensor._wrap  # the strict vocabulary's constants (autodiff/lax.py)
 
 
 def set_recorder(node_class) -> None:
