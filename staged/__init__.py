@@ -23,6 +23,7 @@ from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
 from . import func  # noqa: F401
+from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
 from . import accelerator, backends, cuda  # noqa: F401  (CPU-build answers: Note [devices])
 from ._threads import get_num_threads, set_num_threads  # noqa: F401

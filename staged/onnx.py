@@ -18,7 +18,7 @@ import numpy as np
 from ._version import __version__
 from .autodiff import Aval
 from .autograd import grad as _autograd_grad
-from .tracing.capture import capture
+from .tracing.capture import trace
 from .tracing.dynamic import DynamicError, generalize, resize, substitute
 from .tracing.ir import Graph, Input
 from .eager.tensor import Tensor
@@ -88,6 +88,12 @@ def export_captured(captured, path, *, opset=DEFAULT_OPSET):
     ``0.weight``); outputs ``loss`` (what the function returns), ``grad.<state>``,
     ``updated.<state>``."""
     check_opset(opset)
+    if captured.rng is not None and captured.rng.draws:  # Note [host draws]
+        what, where = captured.rng.whats[0]
+        raise ExportError(f"the captured graph takes random draws made on the host at each "
+                          f"call ({what} at {where or 'an unknown line'}), which an ONNX model "
+                          "cannot make: export with staged.onnx.export(fn, args), which traces "
+                          "them in the graph (the counter-based stream), or in eval mode")
     g = captured.graph
     prefix = {"out": "", "grad": "grad.", "state": "updated.", "escaped": "escaped."}
     outs = [prefix.get(o.kind, o.kind + ".") + o.name for o in g.outputs]
@@ -214,7 +220,8 @@ def _trace(fn, args, arg_names, names, wrt, opt):
             grads = [t.grad if t.grad is not None else t.detach() * 0 for t in targets]
         return (*outs, *grads)
 
-    c = capture(body, *args)  # leaves opt.state as it was
+    c = trace(body, args, {}, rng="counter")  # leaves opt.state as it was; draws in the
+    # graph (Note [host draws]: an ONNX model runs no host code)
     if c.escaped:
         raise ExportError("the traced step created tensors it keeps (an optimizer creating its "
                           "state on its first step): take one optimizer step before exporting")

@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
+from .._where import at_user
 
 
 class Aval(NamedTuple):
@@ -66,7 +67,11 @@ class Sym:
 
 
 class ShapeError(RuntimeError):
-    """A primitive was bound to operands its shape rule rejects."""
+    """A primitive was bound to operands its shape rule rejects; the message starts with
+    the user's ``file:line`` (docs/errors.md)."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(at_user(message))
 
 
 def same_shape(name, *avals):

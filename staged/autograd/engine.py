@@ -30,6 +30,7 @@ from typing import NamedTuple
 from ..eager import factories as _factories
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook, tags
+from .._where import at_user
 from ..eager.tensor import Tensor
 from . import anomaly, profiler
 from .node import sync
@@ -124,7 +125,10 @@ def _make_grads(outputs, grads):
         g = None if grads is None else grads[i]
         if g is None:
             if t.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                raise RuntimeError(at_user("grad can be implicitly created only for scalar "
+                                           "outputs") + f" (this one has shape "
+                                   f"{list(t.shape)}: reduce it, e.g. loss.sum() or "
+                                   "loss.mean(), or pass backward(gradient=...))")
             if t.dtype.is_complex:
                 raise RuntimeError("grad can be implicitly created only for real scalar "
                                    "outputs")
@@ -178,7 +182,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad requires one grad_output per output: got "
                            f"{len(grad_outputs)} grad_outputs and {len(outputs)} outputs")
-    for i, t in enumerate(inputs):
+    for t in inputs:
         if isinstance(t, Tensor) and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..eager import dispatch
+from ..eager import dispatch, interceptor
 
 current = None  # the open profile, or None
 _STAGED_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,7 +39,8 @@ class FunctionEvent:
     end_us: float = 0.0
     self_cpu_memory_usage: int = 0
     children: list = field(default_factory=list)
-    parent: "FunctionEvent" = None
+    parent: FunctionEvent = None
+    args: dict = field(default_factory=dict)  # shown in the Chrome trace (Note [compiled calls])
 
     @property
     def key(self) -> str:
@@ -110,7 +111,7 @@ class EventList(list):
                       total=prof.self_cpu_time_total if prof is not None
                       else self.self_cpu_time_total)
 
-    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0) -> "EventList":
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0) -> EventList:
         groups = {}
         for e in self:
             key = (e.key,
@@ -136,6 +137,7 @@ class EventList(list):
                 args["Call stack"] = ";".join(e.stack)
             if e.self_cpu_memory_usage:
                 args["Self CPU Mem"] = e.self_cpu_memory_usage
+            args.update(getattr(e, "args", ()))
             trace.append({"name": e.name, "cat": e.cat, "ph": "X", "ts": e.start_us,
                           "dur": e.cpu_time_total, "pid": pid, "tid": e.thread, "args": args})
         with open(path, "w") as f:
@@ -239,6 +241,21 @@ class profile:
         with self._lock:
             self._events.append(e)
 
+    def add_event(self, name: str, cat: str, start_ns: int, end_ns: int, args=None,
+                  parent: FunctionEvent | None = None) -> FunctionEvent:
+        """Record an event that already happened, from ``time.perf_counter_ns()`` readings
+        (a compiled step's device execution: Note [compiled calls]), as a child of
+        ``parent`` or else of the innermost open event."""
+        e = FunctionEvent(name, cat, (start_ns - self._t0) / 1000, threading.get_ident(),
+                          args=dict(args or {}))
+        e.end_us = (end_ns - self._t0) / 1000
+        e.parent = self._stack.open if parent is None else parent
+        if e.parent is not None:
+            e.parent.children.append(e)
+        with self._lock:
+            self._events.append(e)
+        return e
+
 
 def _user_stack() -> tuple:
     """``file(line): function`` of the caller's frames outside staged, innermost first."""
@@ -284,21 +301,30 @@ def run_node(run, node, *args):
 
 class record_function:
     """Label a block (``with record_function("name"):``) or a function (as a decorator)
-    in the profile; a no-op when no profile is open."""
+    in the profile; a no-op when no profile is open. Inside a function that
+    ``staged.compile`` traces, the ops issued in the block are tagged with its name, and
+    a profiled call of the compiled step shows the block with their count (Note
+    [compiled calls])."""
 
     def __init__(self, name: str, args=None, cat: str = "user_annotation"):
         self.name = name
         self.args = args
         self.cat = cat
         self._event = None
+        self._ranges = None
 
     def __enter__(self):
         prof = current
         if prof is not None:
             self._event = (prof, prof._begin(self.name, self.cat))
+        if interceptor.active is not None and self.cat == "user_annotation":  # tracing
+            self._ranges = interceptor.tags.ranges
+            interceptor.tags.ranges = self._ranges + (self.name,)
         return self
 
     def __exit__(self, *exc):
+        if self._ranges is not None:
+            interceptor.tags.ranges, self._ranges = self._ranges, None
         if self._event is not None:
             prof, e = self._event
             self._event = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+from .._where import at_user
 from ..eager.tensor import Tensor
 from .forward_ad import restore_tangent
 
@@ -115,7 +116,7 @@ class SavedTensor:
 
     def unpack(self):
         if self._freed:
-            raise RuntimeError(FREED_MESSAGE)
+            raise RuntimeError(at_user(FREED_MESSAGE))
         if self._unpack is not None:
             t = self._unpack_with_hook()
         else:

@@ -17,6 +17,7 @@ from datetime import timedelta
 from ..autodiff import collective as C
 from ..eager.factories import from_numpy
 from ..eager.grad_mode import no_grad
+from .._where import at_user
 from ..eager.interceptor import current_interceptor
 from ..eager.ops.inplace import write
 from . import mpi
@@ -105,8 +106,11 @@ def destroy_process_group(group=None) -> None:
 def _group():
     g = _state["group"]
     if g is None:
-        raise ValueError("Default process group has not been initialized, please make sure "
-                         "to call init_process_group.")
+        raise ValueError(at_user(
+            "Default process group has not been initialized, please make sure to call "
+            "init_process_group.") + " Call staged.distributed.init_process_group() first, "
+            "and start the script on N ranks with python -m staged.distributed.run "
+            "--nproc-per-node N script.py")
     return g
 
 

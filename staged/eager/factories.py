@@ -6,9 +6,8 @@ import numpy as np
 from .. import dtypes as dt
 from .devices import check as _check_device
 from .grad_mode import _state as _grad_state
-from .interceptor import current_interceptor
 from .random import counter, distributions, fills
-from .random.generator import resolve
+from .random.generator import drawn, resolve
 from .tensor import Tensor, as_payload
 
 __all__ = ["tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
@@ -134,23 +133,25 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
 
 def _random(name, fill, size, dtype, requires_grad, generator):
     """A new tensor of ``size`` filled by ``fill(gen, empty array)``."""
-    if generator is None and fill in _IN_GRAPH and current_interceptor() is not None:
-        return _in_graph(fill, size, dtype, requires_grad)
-    gen = resolve(generator, f"staged.{name}")
-    return _new(fill(gen, np.empty(size, dtype.np)), requires_grad)
+    t = drawn(generator, f"staged.{name}", size, dtype,
+              lambda gen, shape: fill(gen, np.empty(shape, dtype.np)),
+              _in_graph(fill, size, dtype))
+    return _new(t._payload, requires_grad)
 
 
-# Note [draws in traced steps]: inside a trace, rand/randn (and their _like forms) from the
-# default generator draw from the counter-based stream in the graph (as compiled dropout
-# does), so every compiled call draws new numbers instead of reusing numbers frozen at
-# trace time; they are not torch's numbers (its mt19937 stream is not replayed in-graph).
+# Note [draws in traced steps]: inside a trace, every draw from a generator is made on the
+# host at each compiled call, from torch's stream, as eager code would (Note [host draws]
+# in tracing/draws.py). Traced with rng="counter" (deployed steps, ONNX export), rand/randn
+# (and their _like forms) from the default generator draw from the counter-based stream in
+# the graph instead (as dropout does), new numbers at every call but not torch's; other
+# draws are then frozen at trace time, with a warning.
 _IN_GRAPH = {fills.uniform: counter.rand_uniform, fills.normal: counter.rand_normal}
 
 
-def _in_graph(fill, size, dtype, requires_grad):
-    t = _IN_GRAPH[fill](size, dtype)
-    t._requires_grad = requires_grad
-    return t
+def _in_graph(fill, size, dtype):
+    """The draw in the graph (``rng="counter"``), where the counter stream has one."""
+    make = _IN_GRAPH.get(fill)
+    return None if make is None else lambda: make(size, dtype)
 
 
 def rand(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
@@ -191,18 +192,21 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
         _check_device(device)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
-    gen = resolve(generator, "staged.randperm")
-    return _new(distributions.randperm(gen, int(n)).astype(_dtype(dtype, dt.int64).np),
-                requires_grad)
+    d = _dtype(dtype, dt.int64)
+    t = drawn(generator, "staged.randperm", (int(n),), d,
+              lambda gen, shape: distributions.randperm(gen, shape[0]).astype(d.np))
+    return _new(t._payload, requires_grad)
 
 
 def _like(name, fill, t, dtype, requires_grad, generator):
     """A new tensor laid out as ``t`` (torch's preserve_format) filled by ``fill``."""
-    if generator is None and fill in _IN_GRAPH and current_interceptor() is not None:
-        return _in_graph(fill, tuple(t.shape), _dtype(dtype, t.dtype), requires_grad)
-    gen = resolve(generator, f"staged.{name}")
-    like = np.empty_like(fills.like(t), dtype=_dtype(dtype, t.dtype).np)
-    return _new(fill(gen, like), requires_grad)
+    d, shape = _dtype(dtype, t.dtype), tuple(t.shape)
+    layout = np.empty_like(fills.like(t), dtype=d.np)  # torch's preserve_format
+    layout = None if fills.contiguous(layout) else layout
+    r = drawn(generator, f"staged.{name}", shape, d,  # a strided t: drawn in memory order
+              lambda gen, s: fill(gen, layout if layout is not None and s == layout.shape
+                                  else np.empty(s, d.np)), _in_graph(fill, shape, d))
+    return _new(r._payload, requires_grad)
 
 
 def rand_like(t, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:

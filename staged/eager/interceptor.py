@@ -30,10 +30,12 @@ def restore_interceptor(prev) -> None:
 # Note [phases]: while a capture records, each op is tagged with the phase of the step that
 # issued it ("forward" by default, "backward" while the engine runs, "optimizer" inside
 # ``Optimizer.step``) and with the user hook it ran in, if any (``staged.viz`` colours the
-# step by them). Eager mode keeps the tags too and never reads them.
+# step by them), and with the ``record_function`` ranges open around it, outermost first
+# (a profiled compiled call shows them). Eager mode keeps the tags too and never reads them.
 class _Tags(threading.local):
     phase = "forward"
     hook = ""
+    ranges = ()
 
 
 tags = _Tags()

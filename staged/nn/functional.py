@@ -5,6 +5,7 @@ import math
 import warnings
 
 from .. import dtypes as dt
+from .._where import at_user
 from ..eager import ops
 from ..eager.factories import arange, ones
 from ..eager.interceptor import current_interceptor
@@ -477,6 +478,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     logp = _class_dim_last(ops.log_softmax(input, 1 if input.ndim > 1 else 0))
+    if target.dtype.is_floating_point and tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(at_user(
+            f"cross_entropy(): target has dtype {target.dtype} and shape {list(target.shape)}, "
+            f"input has shape {list(input.shape)}. Class indices must be an integer tensor: "
+            "use target.long(); a floating-point target holds class probabilities and needs "
+            "the input's shape"))
     if target.dtype.is_floating_point:
         c = logp.shape[-1]
         probs = _class_dim_last(target)
@@ -486,6 +493,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             probs = probs * weight
         return _per_element(_reduce(-(logp * probs).sum(-1), reduction), input, reduction)
     if target.dtype is dt.bool_:
-        raise RuntimeError("expected scalar type Long but found Bool")
+        raise RuntimeError(at_user("expected scalar type Long but found Bool"))
     return _per_element(_nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction,
                              label_smoothing), input, reduction)

@@ -11,22 +11,27 @@ import gc
 import sys
 import threading
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 from ..tracing.capture import Captured, state_lock
 from ..tracing.capture import capture as _capture
+from ..tracing.capture import trace as _trace
+from ..tracing.draws import draw_shapes
 from ..tracing.capture import leaf_names
 from ..tracing.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten, unflatten
 from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import _state
-from ..autograd.profiler import record_function
+from ..eager.random import fork_rng
+from ..autograd import profiler
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from .. import viz
-from . import deploy
+from . import deploy, profiled
+from .background import CallLog, Compiling, call_eagerly
 from .checks import Checks
 from .compiler import (BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir,
                        to_boundary)
@@ -34,7 +39,7 @@ from .device import DeviceValue
 from .device import device as get_device
 from .explain import explain_text
 from .logs import Phases, compile_log
-from .segmented import Segmented, check_segmentable, segmented_mlir
+from .segmented import Segmented, check_segmentable, has_collectives, segmented_mlir
 
 
 log = compile_log  # Note [compile messages]
@@ -47,7 +52,7 @@ class Traced(Captured):
     def to_mlir(self) -> str:
         return to_mlir(self.graph)
 
-    def compile(self, backend: str = "llvm-cpu", device=None) -> "CompiledGraph":
+    def compile(self, backend: str = "llvm-cpu", device=None) -> CompiledGraph:
         return CompiledGraph(self, backend, device)
 
     def export_onnx(self, path, opset: int = 21):
@@ -67,30 +72,53 @@ def capture(fn, *args, **kwargs) -> Traced:
 class CompiledGraph:
     """One trace compiled for one backend, callable on the flattened argument leaves."""
 
+    background = None  # a Compiling while its module compiles (Note [background compiles])
+    number = 0  # which trace of its Compiled made it (explain())
+
     def __init__(self, captured: Captured, backend: str = "llvm-cpu", device=None,
-                 phases: Phases | None = None):
+                 phases: Phases | None = None, background=None):
+        """``background(self)``, if given, makes the ``Compiling`` that builds the module
+        on a worker thread and stands in for it meanwhile."""
         self.captured = captured
         self.backend = backend
         self.cache = {}  # "cache": "hit" or "miss", "key" (compile_mlir's stats)
+        self.device = get_device(backend, device)
+        if background is not None:
+            self.mlir, self.times = None, phases.times if phases is not None else {}
+            self._bind(device)
+            self.background = background(self)
+            return
         own = phases is None  # else the caller's, which it shows and closes
         with Phases(f"compiling a step of {len(captured.graph.ops)} ops") if own else \
                 contextlib.nullcontext(phases) as p:
-            segmented = check_segmentable(captured.graph, backend)  # Note [segments]
-            with p("lower"):
-                check_dtypes(captured.graph, backend)
-                if segmented:
-                    plan, self.mlir = segmented_mlir(captured.graph, BOUNDARY.get(backend))
-                else:
-                    self.mlir = to_mlir(captured.graph, boundary=BOUNDARY.get(backend))
-            self.device = get_device(backend, device)
-            with p("IREE compile"):
-                vmfb = compile_mlir(self.mlir, backend, STEP_FLAGS.get(backend, ()), self.cache)
-            with p("load"):
-                self.module = self.device.load(vmfb)
-        narrow = {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
-        if segmented:
-            self.module = Segmented(captured.graph, plan, self.module, narrow)
+            self.module, self.mlir = self.build(p)
         self.times = p.times  # seconds per phase (explain())
+        self._bind(device)
+
+    def build(self, p: Phases, builder=None) -> tuple:
+        """Lower, compile (``builder``: ``compile_mlir``'s ``build``) and load the graph,
+        timing each phase in ``p``: (the loaded module, its MLIR text)."""
+        graph, backend = self.captured.graph, self.backend
+        segmented = check_segmentable(graph, backend)  # Note [segments]
+        with p("lower"):
+            check_dtypes(graph, backend)
+            if segmented:
+                plan, mlir = segmented_mlir(graph, BOUNDARY.get(backend))
+            else:
+                mlir = to_mlir(graph, boundary=BOUNDARY.get(backend))
+        with p("IREE compile"):
+            vmfb = compile_mlir(mlir, backend, STEP_FLAGS.get(backend, ()), self.cache,
+                                builder)
+        with p("load"):
+            module = self.device.load(vmfb)
+        if segmented:
+            module = Segmented(graph, plan, module, _narrowing(backend))
+        return module, mlir
+
+    def _bind(self, device) -> None:
+        """How calls bind arguments and state to the module's inputs and outputs."""
+        captured, backend = self.captured, self.backend
+        narrow = _narrowing(backend)
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
@@ -102,6 +130,9 @@ class CompiledGraph:
         self._event = f"staged.compile [{backend}]" if device is None else \
             f"staged.compile [{backend} {self.device.name}]"
         self._checks = Checks(captured.checks) if captured.checks else None
+        if captured.rng is not None:  # Note [host draws]: their shapes at each call
+            self._draw_shapes = draw_shapes(captured.graph, len(captured.graph.inputs)
+                                            - captured.rng.draws)
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
@@ -111,7 +142,7 @@ class CompiledGraph:
                 return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
             if t._requires_grad != requires_grad:
                 return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
-            if (grad is None) != (t._grad is None) or (grad not in (None, True)
+            if (grad is None) != (t._grad is None) or (grad is not None and grad is not True
                                                        and t._grad is not grad):
                 now = "None" if t._grad is None else "a tensor" if grad is None else \
                     "another tensor"
@@ -140,7 +171,11 @@ class CompiledGraph:
         other threads that share state serialize their read-modify-write, and it is only
         the enqueue that they wait for, not the step."""
         with state_lock:
-            return self._run(leaves)
+            if self.background is not None and not self.background.ready(self, leaves):
+                return self.background.fallback(leaves)  # Note [background compiles]
+            if profiler.current is None:  # the one check a call makes for the profiler
+                return self._run(leaves)
+            return profiled.run(self, leaves)  # Note [compiled calls]
 
     def _run(self, leaves):
         c = self.captured
@@ -152,12 +187,13 @@ class CompiledGraph:
             if w._grad is not None:
                 inputs.append(leaves[i]._grad._payload)
         inputs += [w.tensor._payload for w in c.state]
+        if c.rng is not None:  # Note [host draws]: made now, from torch's stream
+            inputs += c.rng.run(self._draw_shapes(inputs))
         if self._narrow:
             inputs = [to_boundary(p, *d) if d and isinstance(p, np.ndarray) else p
                       for p, d in zip(inputs, self._narrow)]
         undo = _Undo()
-        with record_function(self._event, cat="compiled"):
-            res = self.module.invoke("main", inputs, self._out_dtypes, undo)
+        res = self.module.invoke("main", inputs, self._out_dtypes, undo)
         if self._checks is not None:  # Note [index checks]
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
             self._checks.track(res[c.check_output], [
@@ -183,6 +219,11 @@ class CompiledGraph:
     def save(self, directory, names=None, fn=None):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
         return deploy.save(self, directory, names, fn)
+
+
+def _narrowing(backend: str) -> dict:
+    """{NumPy dtype: the dtype ``backend`` holds it in at the module's edge} (BOUNDARY)."""
+    return {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
 
 
 class _Undo:
@@ -279,9 +320,17 @@ def _leaf_key(x, batched=False):
 class Compiled:
     """The callable ``staged.compile(fn)`` returns."""
 
-    def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None, device=None):
+    def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None, device=None,
+                 rng="host", mode="blocking"):
         if fallback not in (None, "eager"):
             raise ValueError(f"fallback must be None or 'eager', got {fallback!r}")
+        if mode not in ("blocking", "background"):
+            raise ValueError(f"mode must be 'blocking' or 'background', got {mode!r}")
+        self.mode = mode  # Note [background compiles]
+        self.calls = CallLog()  # which calls ran where (explain())
+        if rng not in ("host", "counter"):
+            raise ValueError(f"rng must be 'host' or 'counter', got {rng!r}")
+        self.rng = rng  # Note [host draws]
         get_device(backend, device)  # fail early, with the runtime's reason, if it cannot run
         self.fn = fn
         self.backend = backend
@@ -311,13 +360,14 @@ class Compiled:
         entries = self._entries.get(key)
         last_key, self._last_key = self._last_key, key
         if entries is _EAGER:
+            self.calls.note("eager (fallback='eager')")
             return self.fn(*args, **kwargs)
         reasons = {}
         for entry in entries or ():
             why = entry.guard_failure()
             if why is None:
                 self._last = entry
-                return entry.run(leaves)
+                return self._run(entry, leaves)
             reasons[entry] = why
         one_shot = self._last is not None and self._last.captured.one_shot
         self.last_retrace_reason = (  # what changed since the trace used last, if it is one
@@ -349,13 +399,25 @@ class Compiled:
                           f"eagerly for these arguments, since {why}: {err}", stacklevel=3)
             self._entries[key] = _EAGER
             self._remember(eager=f"{why}: {err}")
+            self.calls.note("eager (fallback='eager')")
             return self.fn(*args, **kwargs)
         if not entry.captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
         self.traces += 1
+        entry.number = self.traces
         self._last = entry
         self._remember(entry)
-        return entry.run(leaves)
+        return self._run(entry, leaves)
+
+    def _run(self, entry: CompiledGraph, leaves):
+        bg = entry.background
+        try:
+            out = entry.run(leaves)
+        finally:
+            if bg is not None:
+                bg.start(entry)  # after the first call (Note [background compiles])
+        self.calls.note("compiled" if bg is None else bg.label, entry.number)
+        return out
 
     def _compile(self, args, kwargs, leaves, tree, batch, batched) -> CompiledGraph:
         """Trace, lower, compile and load the step for this call, timing each phase
@@ -363,13 +425,24 @@ class Compiled:
         name = getattr(self.fn, "__qualname__", "the step")
         with Phases(f"compiling {name}") as p:
             with p("trace"):
-                captured = _capture(self.fn, *args, **kwargs)
+                captured = _trace(self.fn, args, kwargs, self.rng)
+                traced = captured.graph  # at this call's batch size (what eager calls run)
                 if batched and not captured.one_shot:
                     captured = self._generalize(captured, leaves, tree, batch, batched)
                     self.last_retrace_reason += (
                         f" (dynamic batch: traced at batch sizes {batch} and {batch + 1}, "
                         "compiled once for every batch size)")
             log.debug("graph of %s:\n%s", name, captured.graph)
+            if self.mode == "background" and not has_collectives(captured.graph):
+                background = functools.partial(  # Note [background compiles]
+                    Compiling, graph=traced, batch=batch,
+                    batched=batched if traced is not captured.graph else (),
+                    fallback=functools.partial(call_eagerly, self.fn, captured.in_tree),
+                    calls=self.calls, name=name)
+                entry = CompiledGraph(captured, self.backend, self.device, p, background)
+                log.info("traced %s (%d ops) in %.2f s; compiling in the background", name,
+                         len(captured.graph.ops), sum(p.times.values()))
+                return entry
             entry = CompiledGraph(captured, self.backend, self.device, p)
         log.info("compiled %s (%d ops, %s) in %.2f s: %s; IREE module %s", name,
                  len(captured.graph.ops), self.backend, sum(p.times.values()), p.summary(),
@@ -381,7 +454,8 @@ class Compiled:
         self.history.append({"reason": self.last_retrace_reason, "eager": eager} if eager else {
             "reason": self.last_retrace_reason, "ops": len(entry.captured.graph.ops),
             "one_shot": entry.captured.one_shot, "times": entry.times,
-            "cache": entry.cache.get("cache")})
+            "cache": entry.cache.get("cache"),
+            "background": entry.background and entry.background.status})
         del self.history[:-50]
 
     def _generalize(self, c0: Captured, leaves, tree, n0: int, batched) -> Captured:
@@ -393,7 +467,7 @@ class Compiled:
             grown = [resize(x, {0: n}) if i in batched else x for i, x in enumerate(leaves)]
             a, kw = unflatten(tree, grown)
             try:
-                c = _capture(self.fn, *a, **kw)
+                c = _trace(self.fn, a, kw, self.rng)
             except CaptureError:
                 raise
             except Exception as err:
@@ -436,6 +510,8 @@ class Compiled:
         if self._last.captured.one_shot:
             raise RuntimeError("the last call created new state (e.g. optimizer buffers on "
                                "the first step); call the step once more before saving")
+        if self._last.captured.rng is not None:  # Note [host draws]: none in a saved step
+            return deploy.save(_counter_twin(self.fn, self._last), directory, names, self.fn)
         return self._last.save(directory, names, self.fn)
 
     def explain(self, verbose: bool = False, file=None) -> None:
@@ -466,6 +542,40 @@ class Compiled:
     def graphs(self):
         return [e.captured.graph for es in self._entries.values() if es is not _EAGER
                 for e in es]
+
+
+class _Twin(NamedTuple):
+    """What ``deploy.save`` reads of a CompiledGraph."""
+
+    captured: Captured
+    backend: str
+
+
+def _counter_twin(fn, entry) -> _Twin:
+    """``entry``'s step traced again with its draws in the graph, from the counter-based
+    stream (Note [host draws]): a deployed step runs no host code. Traced on zeros shaped
+    as the arguments (a trace reads no argument data); the generators are left as they
+    were."""
+    c = entry.captured
+    if any(not is_static(i.value.aval.shape) for i in c.graph.inputs):
+        raise RuntimeError("this step draws random numbers on the host at every call (Note "
+                           "[host draws]) and has a dynamic batch: compile it with "
+                           "staged.compile(..., rng='counter') to save it")
+    tensors, consts = dict(c.arg_wrappers), iter(c.constants.values())
+    leaves = []
+    for i in range(len(tensors) + len(c.constants)):
+        w = tensors.get(i)
+        if w is None:
+            leaves.append(next(consts))
+            continue
+        aval = w._aval()
+        t = Tensor._wrap(np.zeros(aval.shape, aval.dtype.np), w._requires_grad)
+        if w._grad is not None:
+            t._grad = Tensor._wrap(np.zeros(aval.shape, aval.dtype.np), False)
+        leaves.append(t)
+    a, kw = unflatten(c.in_tree, leaves)
+    with fork_rng():
+        return _Twin(_trace(fn, a, kw, "counter"), entry.backend)
 
 
 RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
@@ -534,7 +644,7 @@ _EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="ea
 
 
 def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = False,
-            fallback=None):
+            fallback=None, rng: str = "host", mode: str = "blocking"):
     """Compile ``fn`` (forward, backward, optimizer steps and all) with IREE.
 
     ``device`` picks the device of the backend's IREE driver that runs the step: None (the
@@ -554,6 +664,14 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     ...) are read at every call, so a scheduler needs no re-trace. Python ``random``,
     ``numpy.random`` and clock reads while tracing warn: their value is frozen.
 
+    Random draws from staged's generators (dropout masks, ``rand``/``randn``, ``nn.init``,
+    ``Tensor.uniform_``, ...) are made on the host at every call, from torch's stream,
+    exactly as eager code draws them (``rng="host"``): a seeded step gives eager's (and
+    torch's) numbers and leaves the generators in eager's state. ``rng="counter"`` draws
+    ``rand``/``randn`` and dropout masks in the graph instead, from a counter-based stream
+    (new at every call, reproducible after ``manual_seed``, not torch's numbers), as
+    deployed steps do; other draws are then frozen at trace time (Note [host draws]).
+
     With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
     size) is a dynamic batch: one trace and one compile serve every batch size; what
     cannot follow the batch raises ``DynamicError`` (``staged.tracing.dynamic``).
@@ -561,7 +679,15 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
     raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
     one whose batch cannot be dynamic) runs eagerly instead, with a warning saying why.
-    ``explain()`` shows what was compiled; ``STAGED_LOG=info`` logs every trace with its
+
+    ``mode="background"``: the first call traces ``fn`` and returns at once, running the
+    traced graph eagerly on NumPy while IREE compiles it in a separate process; calls run
+    eagerly until the module is loaded and compiled from the next call on, with the same
+    results and state (Note [background compiles] in ``staged/runtime/background.py``).
+    A compile that fails leaves the step running eagerly, with one warning. The default,
+    ``"blocking"``, compiles before the first call returns.
+
+    ``explain()`` shows what was compiled and which calls ran where; ``STAGED_LOG=info`` logs every trace with its
     reason and compile times, ``STAGED_LOG=debug`` also its graph (Note [compile
     messages]).
 
@@ -571,8 +697,9 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
     """
     if fn is None:
         return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic,
-                                 fallback=fallback)
-    return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device)
+                                 fallback=fallback, rng=rng, mode=mode)
+    return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device,
+                    rng=rng, mode=mode)
 
 
 @atexit.register

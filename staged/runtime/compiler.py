@@ -10,6 +10,7 @@ import ctypes
 import functools
 import os
 import re
+import subprocess
 import sys
 import threading
 
@@ -105,9 +106,12 @@ def flags(backend: str) -> list:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
 
-def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None) -> bytes:
+def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None,
+                 builder=None) -> bytes:
     """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before;
-    ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``."""
+    ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``.
+    ``builder(text, flags)`` compiles on a miss (default ``compile_uncached``, in-process;
+    ``compile_subprocess`` runs the ``iree-compile`` tool)."""
     from iree.compiler.version import VERSION
 
     fl = flags(backend) + list(extra_flags)
@@ -120,7 +124,7 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=(), stats=Non
 
     def build():
         missed.append(True)
-        return compile_uncached(text, fl)
+        return (builder or compile_uncached)(text, fl)
     vmfb = cache.cached(key, build)
     runtime_log.debug("IREE module %s for %s: %s", key[:12], backend,
                       "compiled" if missed else "from the cache")
@@ -189,6 +193,56 @@ def compile_uncached(text: str, flag_list) -> bytes:
     inv.close()
     session.close()
     return vmfb
+
+
+def compile_subprocess(text: str, flag_list) -> bytes:
+    """``compile_uncached`` in an ``iree-compile`` process (Note [background compiles] in
+    ``background.py``): it holds neither the GIL nor this process's stderr while it runs,
+    and ``kill_subprocesses`` stops it. Falls back to the in-process compile where the
+    tool is missing."""
+    tool = _tool()
+    if tool is None:
+        return compile_uncached(text, flag_list)
+    proc = subprocess.Popen([tool, "-", "-o", "-", *flag_list, *GLOBAL_FLAGS],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    with _children_lock:
+        _children.add(proc)
+    try:
+        vmfb, err = proc.communicate(text.encode())
+    finally:
+        with _children_lock:
+            _children.discard(proc)
+    if proc.returncode != 0:
+        err = err.decode(errors="replace").replace("<stdin>:", "source.mlir:")
+        diags = [(m.group(2), m.group(1) + m.group(3))
+                 for m in _TOOL_DIAG.finditer(err)] or [("console", err.strip() or
+                                                         f"iree-compile exited with "
+                                                         f"{proc.returncode}")]
+        raise CompileError(_message(diags, text))
+    return vmfb
+
+
+_TOOL_DIAG = re.compile(r"^(source\.mlir:\d+:\d+: )(error|warning|note|remark): (.*)$",
+                        re.MULTILINE)
+_children: set = set()
+_children_lock = threading.Lock()
+
+
+@functools.cache
+def _tool():
+    from iree.compiler.tools.binaries import find_tool
+    try:
+        return find_tool("iree-compile")
+    except Exception:  # noqa: BLE001 (the tool is optional: compile in-process instead)
+        return None
+
+
+def kill_subprocesses() -> None:
+    """Stop the ``iree-compile`` processes still running (at exit: nobody waits for them)."""
+    with _children_lock:
+        for proc in _children:
+            proc.kill()
 
 
 @functools.cache

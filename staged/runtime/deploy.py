@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .._version import __version__
+from .._where import at_user
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from ..tracing.ir import Graph, Input, Output
@@ -301,6 +302,11 @@ def _read_manifest(directory: Path) -> dict:
     sha256 of its files (Note [trusting a saved step])."""
     from iree.runtime.version import VERSION as runtime_version
 
+    if not (directory / "manifest.json").is_file():
+        raise FileNotFoundError(at_user(
+            f"no saved step in {str(directory)!r}: it has no manifest.json. Save one with "
+            "compiled_step.save(directory) (after calling the step once), or pass the "
+            "directory that save() wrote"))
     m = json.loads((directory / "manifest.json").read_text())
     fmt = m.get("format")
     if fmt != FORMAT:

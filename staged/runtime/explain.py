@@ -47,6 +47,11 @@ def explain_text(c, verbose: bool = False) -> str:
                                      if i.kind == "state" and i.name not in live])
     lines += _listing("hyper-parameters read at every call",
                       [i.name for i in g.inputs if i.name in live])
+    if cap.rng is not None:  # Note [host draws]
+        draws = [i.value.aval for i in g.inputs if i.kind == "draw"]
+        lines += _listing("random draws made on the host at every call (torch's stream)",
+                          [f"{what} {aval}" + (f" at {loc}" if loc else "")
+                           for (what, loc), aval in zip(cap.rng.whats, draws)])
     lines += _listing("state written", [o.name for o in g.outputs if o.kind == "state"])
     lines += _listing(".grad written", [o.name + ".grad" for o in g.outputs if o.kind == "grad"])
     lines += _listing("new state (made by this call: traced again next call)",
@@ -58,11 +63,15 @@ def explain_text(c, verbose: bool = False) -> str:
     lines.append(f"compile: {_times(e.times)}" + (
         f"; IREE module {'from the cache' if cache == 'hit' else 'compiled (not cached)'}"
         f" [{e.cache.get('key')}]" if cache else ""))
+    lines += getattr(c, "calls", None) and c.calls.lines() or []
     lines = [w for line in "\n".join(lines).splitlines() for w in (_wrap(line).splitlines()
                                                                     or [""])]
     if not verbose:
         lines.append("explain(verbose=True) adds the dispatch count, the graph and its MLIR")
         return "\n".join(lines)
+    if e.mlir is None:  # Note [background compiles]: not lowered yet
+        return "\n".join([*lines, "", "graph:", str(cap.graph), "",
+                          "MLIR: not lowered yet (compiling in the background)"])
     lines += [f"dispatches: {count_dispatches(e.mlir, c.backend)}",
               "", "graph:", str(cap.graph), "", "MLIR:", e.mlir]
     return "\n".join(lines)
@@ -93,6 +102,8 @@ def _history(c) -> list:
         lines.append(_wrap(f"  {first}. {h['reason']}{one} [{h['ops']} ops; "
                            f"{_times(h['times'])}{', cached' if h['cache'] == 'hit' else ''}]",
                            3))
+        if h.get("background") is not None:  # Note [background compiles]
+            lines.append(_wrap(f"     {h['background']}", 3, indent="     "))
         first += 1
     return lines
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autodiff.collective import COLLECTIVES, GROUP
+from ..autograd import profiler
 from ..lower.mlir import to_mlir
 from ..tracing.segments import split
 from .compiler import to_boundary
@@ -77,7 +78,11 @@ class Segmented:
                                          undo if k == last else None)
                 env.update((v.id, r) for v, r in zip(seg.outputs, res))
             if plan.host[k]:
-                self._collectives(plan.host[k], env)
+                if profiler.current is None:
+                    self._collectives(plan.host[k], env)
+                else:  # Note [compiled calls]: waits for the segment, then communicates
+                    with profiler.record_function("host collectives", cat="compiled_phase"):
+                        self._collectives(plan.host[k], env)
         self.checked = True
         out = []
         for o, d in zip(self.graph.outputs, result_dtypes):

@@ -47,6 +47,7 @@ from ..eager.grad_mode import _state
 from ..eager.ops._operands import expand_to, scalar_tensor
 from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
+from .draws import Program, state_bytes
 from .guards import Guard, source_guards
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
@@ -100,6 +101,7 @@ class Captured:
     constants: dict = field(default_factory=dict)  # argument name -> its non-tensor value
     checks: list = field(default_factory=list)        # [(error, message, lo, hi)], one a row of
     check_output: int = -1                            # this output (Note [index checks])
+    rng: Program | None = None  # the host's draws per call (Note [host draws])
 
     @property
     def one_shot(self) -> bool:
@@ -112,9 +114,14 @@ class Captured:
 
 
 class Tracer:
-    """The interceptor capture installs (``eager.interceptor``) while tracing."""
+    """The interceptor capture installs (``eager.interceptor``) while tracing; ``rng``:
+    where its random draws come from (Note [host draws])."""
 
-    def __init__(self):
+    def __init__(self, rng: str = "host"):
+        self.rng = rng
+        self.program = Program()
+        self.generators: dict = {}  # id -> (Generator, its state before the trace)
+        self.slots: dict = {}  # id(state tensor got in the trace) -> (tensor, slot)
         self.graph = Graph()
         self.start = _serial()
         self.watched: dict[int, Watched] = {}
@@ -174,6 +181,36 @@ class Tracer:
         (Note [impure calls])."""
         report_draw(what)
 
+    def host_draw(self, gen, what: str, shape, dtype, fill):
+        """A draw from ``gen`` (``fill(gen, shape)`` makes its array): with host draws a
+        new ``draw`` input, which each call fills (Note [host draws]); else None."""
+        if self.rng != "host":
+            return None
+        k = self.program.draws
+        v = self.graph.add_input(Aval(shape, dtype), "draw", f"draw{k}")
+        self.program.steps.append(("draw", gen, fill, k))
+        self.program.whats.append((what, user_location()))
+        return Symbolic(v, self)
+
+    def rng_event(self, gen, kind: str, arg) -> None:
+        """``gen``'s state was read (``arg``: the state tensor made), set (``arg``: the
+        state given) or seeded (``arg``: the seed): recorded with host draws; the trace's
+        changes to ``gen`` are undone when it ends."""
+        if self.rng != "host":
+            return
+        if id(gen) not in self.generators:
+            self.generators[id(gen)] = (gen, gen.host_state())
+        steps = self.program.steps
+        if kind == "get":
+            self.slots[id(arg)] = (arg, len(self.slots))
+            steps.append(("get", gen, len(self.slots) - 1))
+        elif kind == "set":
+            got = self.slots.get(id(arg))
+            steps.append(("set", gen, got[1]) if got is not None and got[0] is arg else
+                         ("load", gen, state_bytes(arg)))
+        else:
+            steps.append(("seed", gen, arg))
+
     def preserve(self, d: dict) -> None:
         """A Python dict the trace may write (an optimizer's state): restored after the
         trace, and rewritten as the trace left it by each compiled call (Note [state])."""
@@ -220,8 +257,9 @@ class Tracer:
                 return np.asarray(out)
         vals = [self.value_of(t) for t in inputs]
         aval = prim.shape_rule(*(v.aval for v in vals), **params)
-        v = self.graph.add_op(prim, vals, params, aval, user_location(), interceptor.tags.phase,
-                              interceptor.tags.hook)  # Note [phases]
+        tags = interceptor.tags
+        v = self.graph.add_op(prim, vals, params, aval, user_location(), tags.phase,
+                              tags.hook, tags.ranges)  # Note [phases]
         if prim is ad.check:
             self.checks.append((v, params))
         out = Symbolic(v, self)
@@ -247,9 +285,17 @@ def capture(fn, *args, **kwargs) -> Captured:
         >>> g = staged.capture(lambda x: (x * x).sum(), staged.ones(3))
         >>> print(g)  # one op a line
     """
+    return trace(fn, args, kwargs)
+
+
+def trace(fn, args, kwargs, rng: str = "host") -> Captured:
+    """``capture(fn, *args, **kwargs)`` drawing random numbers on the host at each call
+    (``rng="host"``) or in the graph (``"counter"``): Note [host draws]."""
+    if rng not in ("host", "counter"):
+        raise ValueError(f"rng must be 'host' or 'counter', got {rng!r}")
     leaves, in_tree = flatten((args, kwargs), lambda o: False)
     names = leaf_names(fn, args, kwargs)
-    tracer = Tracer()
+    tracer = Tracer(rng)
     wrappers = []
     sym_leaves = []
     for i, leaf in enumerate(leaves):
@@ -410,13 +456,16 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
+    g.inputs = [i for i in g.inputs if i.kind != "draw"] + \
+        [i for i in g.inputs if i.kind == "draw"]  # Note [host draws]: after the state
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
         checks = _apply_checks(tracer, updates, grad_writes)
     return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
                     guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()),
                     dict_writes=dict_writes, checks=checks, constants=tracer.constants,
-                    check_output=len(g.outputs) - 1 if checks else -1)
+                    check_output=len(g.outputs) - 1 if checks else -1,
+                    rng=tracer.program if tracer.program.steps else None)
 
 
 def _changed(d: dict, before: dict) -> bool:
@@ -545,3 +594,5 @@ def _restore(tracer: Tracer) -> None:
     for d, before in reversed(tracer.dicts.values()):
         d.clear()
         d.update(before)
+    for gen, before in tracer.generators.values():  # Note [host draws]
+        gen.load_host_state(before)

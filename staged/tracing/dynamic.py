@@ -146,7 +146,7 @@ def substitute(g, subst, consts=None) -> Graph:
     for op in g.ops:
         params = {k: subst.get(("param", id(op), k), p) for k, p in op.params.items()}
         out.ops.append(Op(op.prim, tuple(val(v) for v in op.inputs), params, val(op.out), op.loc,
-                          op.phase, op.hook))
+                          op.phase, op.hook, op.ranges))
     out.outputs = [Output(val(o.value), o.kind, o.name) for o in g.outputs]
     return out
 

@@ -38,6 +38,7 @@ class Op:
     loc: str = ""  # "file.py:12" of the user code that issued the op
     phase: str = "forward"  # "forward", "backward" or "optimizer" (Note [phases])
     hook: str = ""  # the user hook that issued it, if any
+    ranges: tuple = ()  # the record_function blocks open around it, outermost first
 
     def __str__(self) -> str:
         params = "".join(f" {k}={_fmt(v)}" for k, v in self.params.items())
@@ -87,9 +88,9 @@ class Graph:
         return v
 
     def add_op(self, prim: Primitive, inputs, params: dict, aval: Aval, loc: str = "",
-               phase: str = "forward", hook: str = "") -> Value:
+               phase: str = "forward", hook: str = "", ranges: tuple = ()) -> Value:
         v = self.new_value(aval)
-        self.ops.append(Op(prim, tuple(inputs), params, v, loc, phase, hook))
+        self.ops.append(Op(prim, tuple(inputs), params, v, loc, phase, hook, ranges))
         return v
 
     def __str__(self) -> str:

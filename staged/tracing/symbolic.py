@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-import sys
+
+from .._where import user_site
 
 _STAGED_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -13,12 +14,7 @@ class CaptureError(RuntimeError):
 
 def user_location() -> str:
     """``file:line`` of the innermost frame outside the staged package."""
-    f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_STAGED_DIR):
-        f = f.f_back
-    if f is None:
-        return ""
-    return f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno}"
+    return user_site()
 
 
 class Symbolic:

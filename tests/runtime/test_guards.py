@@ -171,7 +171,7 @@ def test_a_global_named_as_an_attribute_the_step_reads_is_not_guarded():
     global step
     f = staged.compile(_sgd_step)
     x = staged.ones(2, 3)
-    for step in range(5):
+    for _step in range(5):
         f(x)
     assert f.traces == 2, f.last_retrace_reason  # the first call creates the .grad buffers
 
@@ -260,7 +260,7 @@ def test_random_draws_and_clock_reads_while_tracing_warn_once_naming_the_line():
         f(staged.ones(4))  # traced again: the same sites are not reported twice
         random.random(), time.time()  # outside a trace: silent
     got = {str(w.message).split(": ")[1].split("()")[0]: w for w in caught}
-    assert len(caught) == 3 and set(got) == set(lines)  # staged.randn draws in the graph
+    assert len(caught) == 3 and set(got) == set(lines)  # staged.randn is drawn at every call
     for name, w in got.items():
         assert (w.filename, w.lineno) == (__file__, lines[name])
         assert str(w.message).startswith(f"{os.path.relpath(__file__)}:{lines[name]}: ")
@@ -270,8 +270,9 @@ def test_random_draws_and_clock_reads_while_tracing_warn_once_naming_the_line():
 
 def test_rand_and_randn_in_a_compiled_step_draw_anew_at_every_call():
     """Note [draws in traced steps]: the VAE's ``eps = torch.randn_like(std)`` was frozen
-    at trace time; it now comes from the counter-based stream in the graph, new per call,
-    reproducible after ``manual_seed``, with the right distribution."""
+    at trace time; it is now drawn on the host at every call (Note [host draws]), new per
+    call, reproducible after ``manual_seed``, with the right distribution (torch's values:
+    tests/runtime/test_compiled_rng.py)."""
     def noise(x):
         return staged.randn(20000) + x, staged.rand_like(staged.zeros(20000)) + x
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ..._where import at_user
 from ..tensor import Tensor
 
 _SCALARS = (bool, int, float, complex, np.number, np.bool_)
@@ -28,9 +29,11 @@ def broadcast_shapes(*shapes) -> tuple:
         pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
         for i in range(n - 1, -1, -1):
             if pa[i] != pb[i] and 1 not in (pa[i], pb[i]):
-                raise RuntimeError(f"The size of tensor a ({pa[i]}) must match the size of "
-                                   f"tensor b ({pb[i]}) at non-singleton dimension {i}") from None
-        raise RuntimeError(f"shapes {list(a)} and {list(b)} cannot be broadcast") from None
+                raise RuntimeError(at_user(
+                    f"The size of tensor a ({pa[i]}) must match the size of tensor b "
+                    f"({pb[i]}) at non-singleton dimension {i}")) from None
+        raise RuntimeError(at_user(f"shapes {list(a)} and {list(b)} cannot be broadcast")) \
+            from None
 
 
 def expand_to(t: Tensor, shape: tuple) -> Tensor:

@@ -19,6 +19,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import KEY_CAP, slice_shape
+from ..._where import at_user
 from ..tensor import Tensor
 from .inplace import own, type_title, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
@@ -271,6 +272,7 @@ def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None)
     outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
     capture) the check is recorded instead, as ``ad.check`` of a report that is 0 or stands
     for the bad entry furthest out (Note [index checks])."""
+    message = at_user(message)  # the user's line, also in a compiled step's report
     p = index._payload
     if type(p) is np.ndarray:
         bad = (p < lo) | (p >= hi)

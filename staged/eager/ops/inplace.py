@@ -17,6 +17,7 @@ from ... import dtypes as dt
 from .. import views
 from ..grad_mode import _state
 from ..interceptor import current_interceptor
+from ..._where import at_user
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._operands import expand_to, scalar_tensor, to_dtype
@@ -25,6 +26,11 @@ from ._operands import expand_to, scalar_tensor, to_dtype
 # into shared memory (allow_mutation_on_saved_tensors), fn(t, result) after every in-place
 # write (forward AD).
 before_write, after_write = [], []
+
+
+_LEAF_HINT = (" Change a parameter's data inside with staged.no_grad(): (as an optimizer "
+              "or an init function does), or compute a new tensor out of place "
+              "(w = w + 1).")
 
 
 def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
@@ -40,8 +46,8 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
     base = t._base
     if base is None:
         if t._requires_grad and t.grad_fn is None:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                               "operation.")
+            raise RuntimeError(at_user("a leaf Variable that requires grad is being used in "
+                                       "an in-place operation.") + _LEAF_HINT)
         return
     requires = t._requires_grad or base._requires_grad  # a view's, as PyTorch counts it
     if not (requires or value_requires_grad):

@@ -19,7 +19,7 @@ from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
 from ..random import fills
 from ..random.counter import rand_uniform
-from ..random.generator import default_generator
+from ..random.generator import default_generator, drawn
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
@@ -321,9 +321,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``
     (training only; ``p=0`` or evaluation return ``input`` itself). Eagerly the mask is
     torch's: ``bernoulli_(1 - p)`` on the default generator (``u_double < 1 - p``, in the
-    input's memory order), divided by ``1 - p`` in the input's dtype. Under capture it
-    comes from the counter-based generator seeded by ``staged.manual_seed``, so a compiled
-    step draws a new mask every call (not torch's numbers)."""
+    input's memory order), divided by ``1 - p`` in the input's dtype. Under capture the
+    same mask is drawn on the host at every compiled call (Note [host draws]), or, traced
+    with ``rng="counter"``, in the graph from the counter-based generator seeded by
+    ``staged.manual_seed`` (a new mask every call, not torch's numbers)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0 or input.numel() == 0:
@@ -335,9 +336,12 @@ def dropout(input, p=0.5, training=True, inplace=False):
         keep = fills.bernoulli(default_generator, x, 1 - p).astype(x.dtype)
         noise = Tensor._wrap(keep / x.dtype.type(1 - p), False)
     else:
-        keep = ew.ge(rand_uniform(input.shape, input.dtype), p)
-        noise = ew.where(keep, scalar_tensor(1 / (1 - p), input.dtype),
-                         scalar_tensor(0, input.dtype))
+        keep = drawn(None, "F.dropout", input.shape, dt.bool_,
+                     lambda gen, s: fills.bernoulli(gen, np.empty(s, np.bool_), 1 - p),
+                     lambda: ew.ge(rand_uniform(input.shape, input.dtype), p))
+        d = input.dtype.np.type
+        scale = d(1) / d(1 - p)  # rounded as eager's mask / (1 - p)
+        noise = ew.where(keep, scalar_tensor(scale, input.dtype), scalar_tensor(0, input.dtype))
     return input.mul_(noise) if inplace else input * noise
 
 

@@ -20,13 +20,45 @@ def uniform(gen, n: int, dtype, low=0.0, high=1.0) -> np.ndarray:
     d = np.dtype(dtype)
     wide = np.float64 if d == np.float64 else np.float32
     u = gen.uniform(n, wide)
-    if (low, high) != (0.0, 1.0):  # u * 1 + 0 is u
-        lo, hi = wide(low), wide(high)
-        fma = fma64 if wide is np.float64 else fma32_plain if _exact_sum(hi - lo, lo) else fma32
-        u = fma(u, hi - lo, lo)
+    lo, hi = wide(low), wide(high)
+    fma = (lambda a, b, c: a) if (low, high) == (0.0, 1.0) else fma64 if wide is np.float64 \
+        else _fma32_exact if _exact32(hi - lo, lo) else fma32_plain if _exact_sum(hi - lo, lo) \
+        else fma32  # u * 1 + 0 is u
+    top = fma(np.array([_TOP[wide]], wide), hi - lo, lo).astype(d)[0]  # the largest value
+    for i in range(0, n, _CHUNK):  # in place, a chunk at a time: its temporaries in cache
+        u[i:i + _CHUNK] = fma(u[i:i + _CHUNK], hi - lo, lo)
     out = u.astype(d, copy=False)
-    out[out == d.type(high)] = d.type(low)
+    if top == d.type(high):  # monotone in u: only then can any value round up to high
+        out[out == d.type(high)] = d.type(low)
     return out
+
+
+_TOP = {np.float32: np.float32(1 - 2 ** -24), np.float64: 1 - 2 ** -53}  # the largest u
+_CHUNK = 1 << 16
+
+
+def _exact32(width, low) -> bool:
+    """Whether ``u * width + low`` is exact in float32 for every float32 uniform ``u`` (so
+    plain float32 arithmetic is ``fmaf``): ``width`` a power of two makes the product
+    exact, and the sums are multiples of the smaller last bit (``u * width``'s or
+    ``low``'s) no larger than the larger end of the range, which 24 bits hold."""
+    m, ew = math.frexp(float(width))
+    if m != 0.5 or not math.isfinite(low):
+        return False
+    step = ew - 1 - 24  # u * width: a multiple of 2**step
+    if low:
+        ml, el = math.frexp(float(low))
+        bits = int(abs(ml) * 2 ** 24)
+        step = min(step, el - 24 + (bits & -bits).bit_length() - 1)
+    top = math.frexp(max(abs(float(low)), abs(float(low) + float(width) * (1 - 2 ** -24))))[1]
+    return top - step <= 24
+
+
+def _fma32_exact(u, width, low):
+    """``fmaf(u, width, low)`` where float32 arithmetic is exact (``_exact32``)."""
+    u = u * width
+    u += low
+    return u
 
 
 def _exact_sum(width, low) -> bool:

@@ -41,6 +41,14 @@ def _check_seed(seed) -> int:
     return seed & (2 ** 64 - 1)  # negative seeds wrap, as torch's
 
 
+def _event(gen: Generator, kind: str, arg) -> None:
+    """Tell a trace that records generator state changes (Note [host draws] in
+    ``tracing/draws.py``) that ``gen``'s state is read, set or seeded."""
+    icpt = current_interceptor()
+    if icpt is not None:
+        icpt.rng_event(gen, kind, arg)
+
+
 class Generator:
     """``torch.Generator`` on the CPU: the same stream after the same seed."""
 
@@ -52,10 +60,11 @@ class Generator:
         self._words = np.random.Generator(self.bit_generator)
         self.manual_seed(DEFAULT_SEED)
 
-    def manual_seed(self, seed) -> "Generator":
+    def manual_seed(self, seed) -> Generator:
         """Seed the stream (torch's seeds ``s`` and ``s + 2**32`` give one stream) and
         forget the cached normal."""
         self._seed = _check_seed(seed)
+        _event(self, "seed", self._seed)
         self.bit_generator.state = {"bit_generator": "MT19937", "state": {
             "key": init_genrand(self._seed & 0xFFFFFFFF), "pos": N}}
         self.normal_cache = None  # the second value of the last serial Box-Muller pair
@@ -79,9 +88,11 @@ class Generator:
         rec["state"] = st["key"]
         if self.normal_cache is not None:
             rec["normal_y"], rec["normal_is_valid"] = self.normal_cache, 1
-        return Tensor._wrap(np.frombuffer(rec.tobytes(), np.uint8).copy(), False)
+        state = Tensor._wrap(np.frombuffer(rec.tobytes(), np.uint8).copy(), False)
+        _event(self, "get", state)
+        return state
 
-    def set_state(self, new_state) -> "Generator":
+    def set_state(self, new_state) -> Generator:
         """Restore a state from ``get_state`` (here or torch's)."""
         a = new_state._host() if isinstance(new_state, Tensor) else np.asarray(new_state)
         if a.dtype != np.uint8:
@@ -92,33 +103,73 @@ class Generator:
         rec = np.frombuffer(np.ascontiguousarray(a).tobytes(), STATE)[0]
         if not (rec["seeded"] and 0 < rec["left"] <= N and rec["next"] <= N):
             raise RuntimeError("Invalid mt19937 state")
+        _event(self, "set", new_state)
         self.bit_generator.state = {"bit_generator": "MT19937", "state": {
             "key": rec["state"].astype(np.uint32), "pos": N + 1 - int(rec["left"])}}
         self._seed = int(rec["seed"])
         self.normal_cache = float(rec["normal_y"]) if rec["normal_is_valid"] else None
         return self
 
+    def host_state(self) -> tuple:
+        """The state as Python objects, cheaply (what ``load_host_state`` takes back)."""
+        return self.bit_generator.state, self._seed, self.normal_cache
+
+    def load_host_state(self, state: tuple) -> None:
+        self.bit_generator.state, self._seed, self.normal_cache = state
+
     def random(self, n: int) -> np.ndarray:
         """``n`` draws of torch's ``random()``: uint32 words."""
         return self._words.integers(0, 2 ** 32, size=n, dtype=np.uint32)
 
     def random64(self, n: int) -> np.ndarray:
-        """``n`` draws of torch's ``random64()``: two words each, the first high."""
-        w = self.random(2 * n).astype(np.uint64).reshape(n, 2)
-        return (w[:, 0] << np.uint64(32)) | w[:, 1]
+        """``n`` draws of torch's ``random64()``: two words each, the first high (a pair
+        read as one little-endian uint64 has them swapped: rotated by 32 bits)."""
+        v = self.random(2 * n).view(np.uint64)
+        r = v << np.uint64(32)
+        r |= v >> np.uint64(32)
+        return r
 
     def uniform(self, n: int, dtype) -> np.ndarray:
         """``n`` uniforms in [0, 1): float32 from 24 bits of ``random()``, float64 from 53
-        bits of ``random64()``."""
+        bits of ``random64()`` (in place, through int views: NumPy converts signed
+        integers to floats several times faster than unsigned ones)."""
         if np.dtype(dtype) == np.float64:
-            return (self.random64(n) & np.uint64(2 ** 53 - 1)).astype(np.float64) * 2.0 ** -53
-        return (self.random(n) & np.uint32(0xFFFFFF)).astype(np.float32) * np.float32(2 ** -24)
+            r = self.random64(n)
+            r &= np.uint64(2 ** 53 - 1)
+            out = r.view(np.int64).astype(np.float64)
+            out *= 2.0 ** -53
+            return out
+        r = self.random(n)
+        r &= np.uint32(0xFFFFFF)
+        out = r.view(np.int32).astype(np.float32)
+        out *= np.float32(2 ** -24)
+        return out
 
 
 default_generator = Generator()
 
 
 on_draw = []  # fn(what) before each draw, installed while vmap runs (its randomness check)
+
+
+def drawn(generator, what: str, shape, dtype, fill, in_graph=None) -> Tensor:
+    """A new tensor of ``shape`` and ``dtype`` (a staged dtype) holding ``fill(gen,
+    shape)``'s array, drawn now from ``generator`` (None: the default one). Under capture
+    the tracer's stand-in for that draw, which each compiled call makes on the host (Note
+    [host draws]); where the trace keeps draws in the graph (``rng="counter"``),
+    ``in_graph()`` for the default generator, else the array drawn now and frozen in."""
+    for hook in on_draw:
+        hook(what)
+    gen = default_generator if generator is None else generator
+    icpt = current_interceptor()
+    if icpt is not None:
+        p = icpt.host_draw(gen, what, tuple(shape), dtype, fill)
+        if p is not None:
+            return Tensor._wrap(p, False)
+        if in_graph is not None and generator is None:
+            return in_graph()
+        icpt.impure(what)
+    return Tensor._wrap(fill(gen, tuple(shape)), False)
 
 
 def resolve(generator, what: str) -> Generator:

@@ -11,7 +11,7 @@ from .. import factories
 from ..ops.inplace import write
 from ..tensor import Tensor
 from . import fills
-from .generator import resolve
+from .generator import drawn
 
 _UNSET = object()
 _LIMITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # mantissa digits
@@ -21,8 +21,13 @@ def _write(t: Tensor, fill, name: str, generator) -> Tensor:
     """Write ``fill(gen, payload)`` into ``t`` (nothing to draw for an empty tensor)."""
     if t.numel() == 0:
         return t
-    gen = resolve(generator, f"Tensor.{name}")
-    return write(t, Tensor._wrap(fill(gen, fills.like(t)), False))
+    layout, d = fills.like(t), t.dtype.np
+    layout = None if fills.contiguous(layout) else layout  # drawn in t's memory order
+
+    def draw(gen, shape):
+        return fill(gen, layout if layout is not None and shape == layout.shape else
+                    np.empty(shape, d))
+    return write(t, drawn(generator, f"Tensor.{name}", tuple(t.shape), t.dtype, draw))
 
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None) -> Tensor:

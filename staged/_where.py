@@ -1,0 +1,38 @@
+"""Where in the user's code an error happened: ``file:line`` of the innermost frame outside
+the staged package (docs/errors.md). A leaf module (standard library only), so every layer
+can name the user's line in its messages."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+_STAGED_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_SKIP = (_STAGED_DIR, os.path.dirname(os.__file__) + os.sep)  # staged, the standard library
+
+
+@functools.lru_cache(maxsize=4096)
+def _internal(filename: str) -> bool:
+    """Whether code from ``filename`` is staged's or the standard library's (asked for every
+    frame of every traced op: cached per file)."""
+    return os.path.abspath(filename).startswith(_SKIP)
+
+
+def user_site() -> str:
+    """``file:line`` of the innermost frame outside staged and the standard library (its
+    path relative to the working directory when it lies below it), or ""."""
+    f = sys._getframe(1)
+    while f is not None and _internal(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return ""
+    path = f.f_code.co_filename
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return f"{path if rel.startswith('..') else rel}:{f.f_lineno}"
+
+
+def at_user(message: str) -> str:
+    """``message`` prefixed with the user's ``file:line`` (unchanged where none is found or
+    it is already there)."""
+    site = user_site()
+    return f"{site}: {message}" if site and not message.startswith(site) else message
