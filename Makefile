@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean vulkan-driver graphviz
+.PHONY: demo test lint bench clean vulkan-driver graphviz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,12 +46,17 @@ graphviz:
 	  else echo "no dot and no root apt-get: the SVG tests of staged.viz will skip"; fi; \
 	fi
 
-test: $(VENV)/.test vulkan-driver graphviz
-	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadfile
+# ruff's lint rules are in pyproject.toml ([tool.ruff.lint], with why each ignore is there)
+lint: $(VENV)/.test
+	$(BIN)/ruff check staged tests models bench
+
+test: $(VENV)/.test vulkan-driver graphviz lint
+	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder
 
 bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
 	$(BIN)/python bench/compiled_steps.py
+	$(BIN)/python bench/first_step.py
 	$(BIN)/python bench/index_checks.py
 	$(BIN)/python bench/ddp.py
 

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
           f"a loop of single-example grads {t_loop * 1e3:.1f} ms (and the same values)")
 
     rng = np.random.default_rng(0)
-    for step in range(a.steps):
+    for _step in range(a.steps):
         j = rng.choice(len(x_train), a.batch, replace=False)
         xb, yb = staged.tensor(x_train[j]), staged.tensor(y_train[j])
         params = dp_sgd_step(params, grads_of(params, xb, yb))

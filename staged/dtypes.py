@@ -31,11 +31,11 @@ class DType:
     def is_signed(self) -> bool:
         return self._category != 0 and self.np.kind != "u"
 
-    def to_real(self) -> "DType":
+    def to_real(self) -> DType:
         """The real dtype of a complex one (complex64 -> float32); itself otherwise."""
         return {complex64: float32, complex128: float64}.get(self, self)
 
-    def to_complex(self) -> "DType":
+    def to_complex(self) -> DType:
         return {float32: complex64, float64: complex128, float16: complex64}.get(self, self)
 
 

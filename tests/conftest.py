@@ -34,3 +34,53 @@ def _cache_dir(tmp_path_factory):
 _LAVAPIPE = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd.*.json"))
 if _LAVAPIPE and not os.environ.get("VK_ICD_FILENAMES"):
     os.environ["VK_ICD_FILENAMES"] = _LAVAPIPE[0]
+
+
+# Note [test scheduling]: `make test` runs pytest-xdist with ``--dist loadgroup
+# --no-loadscope-reorder``, and this hook makes the groups and their order. A test file is
+# one group (its module fixtures and caches are built once, as with ``--dist loadfile``),
+# except the long files whose tests are independent: the op sweep's eager, shape and
+# capture checks and the fuzzer's properties are scheduled test by test, the models' tests
+# one by one, and each compatibility program with its own tests (they share its runs). The
+# longest groups start first and the op sweep's many short tests come last, so no worker
+# is left alone with a long file at the end (it was 10 minutes of a 43-minute run).
+_FIRST = ("tests/fuzz/", "tests/distributed/", "tests/models/", "tests/programs/")
+_SWEEP, _SWEEP_COMPILED = "tests/ops/test_sweep.py", ("test_llvm_cpu", "test_vulkan_spirv")
+
+
+def _group(path: str, item) -> str | None:
+    """The xdist group of ``item`` (in file ``path``); None schedules it on its own."""
+    if path == _SWEEP:  # the compiled checks share one cache of modules
+        return "sweep-compiled" if item.originalname in _SWEEP_COMPILED else None
+    if path == "tests/fuzz/test_programs.py" or path.startswith("tests/models/"):
+        return None
+    if path == "tests/programs/test_programs.py" and "[" in item.name:
+        return "program-" + item.name.partition("[")[2].rstrip("]")
+    return path
+
+
+def _rank(group: str | None, path: str) -> int:
+    """Where ``path``'s tests go in the queue: the compiled sweep, the long files, the
+    rest in collection order, the sweep's short tests last."""
+    if path == _SWEEP:
+        return 0 if group else len(_FIRST) + 2
+    return next((i + 1 for i, first in enumerate(_FIRST) if path.startswith(first)),
+                len(_FIRST) + 1)
+
+
+def pytest_itemcollected(item):
+    """Mark the item's group as it is collected (before xdist's workers read the marks)."""
+    if getattr(item.config.option, "loadgroup", False):  # set on xdist's workers
+        path = item.nodeid.partition("::")[0]
+        group = _group(path, item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        item.stash[_RANK] = _rank(group, path)
+
+
+_RANK = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "loadgroup", False):
+        items.sort(key=lambda item: item.stash[_RANK])  # stable: files keep their order

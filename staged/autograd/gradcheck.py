@@ -36,7 +36,8 @@ def _differentiable(inputs):
         if inputs[i].dtype.name not in ("float64", "complex128"):
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point or complex. This check will likely fail if all the inputs are "
-                          "not of double precision floating point or complex.", UserWarning)
+                          "not of double precision floating point or complex.", UserWarning,
+                          stacklevel=2)
     return idx
 
 

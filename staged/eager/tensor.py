@@ -272,7 +272,7 @@ class Tensor:
     def __bool__(self):
         p = self._host()
         if p.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(p.reshape(()))
 
     def __float__(self):

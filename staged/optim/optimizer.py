@@ -96,7 +96,7 @@ class Optimizer:
                         self._update(p, p.grad, state, h)
         return loss
 
-    def _update(self, p, grad, state, h: "Hyper"):
+    def _update(self, p, grad, state, h: Hyper):
         raise NotImplementedError
 
     def state_dict(self) -> dict:

@@ -47,7 +47,7 @@ class DeviceValue:
 
     __slots__ = ("device", "view", "shape", "dtype", "ready", "check")
 
-    def __init__(self, device: "Device", view, dtype, ready=None):
+    def __init__(self, device: Device, view, dtype, ready=None):
         self.device = device
         self.view = view
         self.shape = tuple(view.shape)
@@ -186,14 +186,14 @@ class Device:
     def name(self) -> str:
         return self.driver if self.index is None else f"{self.driver}:{self.index}"
 
-    def load(self, vmfb: bytes) -> "Module":
+    def load(self, vmfb: bytes) -> Module:
         return Module(self, self._rt.VmModule.copy_buffer(self.config.vm_instance, vmfb))
 
-    def load_with(self, vm_module, extra_modules) -> "Module":
+    def load_with(self, vm_module, extra_modules) -> Module:
         """Load a VM module after ``extra_modules`` (e.g. a parameters module)."""
         return Module(self, vm_module, extra_modules)
 
-    def upload(self, array) -> "DeviceValue":
+    def upload(self, array) -> DeviceValue:
         """A DeviceValue holding a copy of ``array``."""
         rt = self._rt
         a = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
@@ -260,7 +260,7 @@ def device(backend: str = "llvm-cpu", spec=None) -> Device:
     return _device(backend, *parse_device(backend, spec))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _device(backend: str, driver: str, index) -> Device:
     return Device(backend, driver if index is None else f"{driver}:{index}")
 
@@ -270,7 +270,7 @@ def to_host(x) -> np.ndarray:
     return np.array(x.__array__() if isinstance(x, DeviceValue) else x, copy=True)
 
 
-_LOADED: "weakref.WeakSet[Module]" = weakref.WeakSet()
+_LOADED: weakref.WeakSet[Module] = weakref.WeakSet()
 
 
 @atexit.register
@@ -434,7 +434,7 @@ def _wait(sem, value) -> None:
         sem.wait(value)  # returns at once when signalled; raises the step's error
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dtypes() -> dict:
     import iree.runtime as rt
     from iree.runtime.dtypes import _DTYPE_TO_INFO

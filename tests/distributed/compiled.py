@@ -8,7 +8,7 @@ import staged.distributed as dist
 from staged import nn, optim
 from staged.distributed.nn import functional as dfn
 from staged.nn.parallel import DistributedDataParallel as DDP
-from training import PER_RANK, batch, mine, net  # beside this script
+from training import batch, mine, net  # beside this script
 from staged.runtime.device import available_devices
 
 dist.init_process_group("gloo")

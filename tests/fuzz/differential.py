@@ -118,7 +118,7 @@ def _atan2_at_the_origin(prog, tp):
     """Whether an atan2 of the program sees y = x = 0, where atan2 is not differentiable:
     torch's gradient there is 0, its second derivative NaN (0 * inf in its formula),
     staged's 0 (test_atan2_gradient_at_the_origin_is_zero): no oracle for second order."""
-    for k, step in enumerate(prog.steps):
+    for _k, step in enumerate(prog.steps):
         if step.kind == "op" and step.what == "atan2":
             y, x = (tp[r].detach() for r in step.refs)
             if ((y == 0) & (x == 0)).any():

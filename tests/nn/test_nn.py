@@ -125,7 +125,7 @@ def test_state_dict_round_trip():
     assert all(not v.requires_grad for v in sd.values())
     result = other.load_state_dict(sd)
     assert result.missing_keys == [] and result.unexpected_keys == []
-    for (k, p), q in zip(model.named_parameters(), other.parameters()):
+    for (_k, p), q in zip(model.named_parameters(), other.parameters()):
         assert_close(p, q)
     assert other[0].weight.is_leaf and other[0].weight.requires_grad
 

@@ -61,7 +61,7 @@ def check_recurrent(make, x, hx=None, train=False):
     sum((t * torch.tensor(c)).sum() for t, c in zip(touts, cots)).backward()
     for a, t in zip([xs] + _flat(hs), [txs] + _flat(ths)):
         assert_close(a.grad, t.grad, **TOL)
-    for (k, p), tp in zip(m.named_parameters(), tm.parameters()):
+    for (_k, p), tp in zip(m.named_parameters(), tm.parameters()):
         assert_close(p.grad, tp.grad, rtol=1e-4, atol=1e-5)
 
 
@@ -205,6 +205,6 @@ def test_compiled_lstm_training_step_equals_eager():
     for i in range(3):
         np.testing.assert_allclose(compiled_step(x, y).item(), eager_step(x, y).item(),
                                    rtol=1e-5, err_msg=f"step {i}")
-    for (k, p), q in zip(eager.named_parameters(), compiled.parameters()):
+    for (_k, p), q in zip(eager.named_parameters(), compiled.parameters()):
         assert_close(q, p, rtol=1e-5, atol=1e-6)
     assert compiled_step.traces == 1

@@ -26,7 +26,7 @@ Test ids read ``<name>-<dtype>-sample<k>``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -1,4 +1,5 @@
 """Public elementwise ops: promote, broadcast, then bind the strict primitive."""
+# ruff: noqa: F821  (mul, eq, lt ...: module globals made from the registry below)
 from __future__ import annotations
 
 import builtins

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...autodiff import REGISTRY, Aval
 from .elementwise import BINARY
-from .emitter import elem_type, lowering, tensor_type
+from .emitter import lowering, tensor_type
 
 
 def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:

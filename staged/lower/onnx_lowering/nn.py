@@ -44,7 +44,7 @@ def _im2col(b, op, x):
 
 @lowering(REGISTRY["col2im"])
 def _col2im(b, op, cols):
-    p, a, out = op.params, op.inputs[0].aval, op.out.aval
+    p, out = op.params, op.out.aval
     n, c = out.shape[:2]
     idx, padded = window_index(c, out.shape[2:], p["kernel"], p["stride"], p["padding"],
                                p["dilation"])
