@@ -29,6 +29,16 @@ def _cache_dir(tmp_path_factory):
     yield
 
 
+# Under pytest-xdist each worker takes its share of the cores for NumPy's BLAS, IREE's task
+# workers, torch's pool and lavapipe, instead of each starting a thread per core: on CI's 2
+# cores, two workers with two spinning pools each ran slower than one serial run.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _SHARE = max(1, (os.cpu_count() or 1) // _WORKERS)
+    staged.set_num_threads(_SHARE)
+    torch.set_num_threads(_SHARE)
+    os.environ.setdefault("LP_NUM_THREADS", str(_SHARE))
+
 # The Vulkan tests run on Mesa's lavapipe when it is installed (`make test` installs it):
 # pin its ICD so a machine's other Vulkan drivers don't get in the way.
 _LAVAPIPE = sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd.*.json"))
