@@ -164,15 +164,7 @@ def test_guards_retrace_in_background(gate):
     ref = copy.deepcopy(model)
 
     def make(m):
-        opt = optim.SGD(m.parameters(), lr=0.1)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(m(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return _trainer(m, lambda ps: optim.SGD(ps, lr=0.1))[0]
     bg = staged.compile(make(model), mode="background")
     eager = make(ref)
     x, y = _data()
