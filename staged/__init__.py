@@ -13,6 +13,7 @@ from .dtypes import (bfloat16, bool_ as bool, complex64, complex128, float16,  #
 from .dtypes import DType as dtype  # noqa: F401
 from .eager import *  # noqa: F401,F403
 from .eager import random  # noqa: F401  (torch.random's counterpart)
+from .eager.legacy_types import CPU_TYPES as _legacy_types
 from .eager.ops.table import exports as _exports
 from .eager.random import (Generator, default_generator, get_rng_state,  # noqa: F401
                            initial_seed, manual_seed, seed, set_rng_state)
@@ -32,6 +33,7 @@ from .serialization import load, save  # noqa: F401
 from .torch_compat import as_torch  # noqa: F401
 
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
+globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64

@@ -5,6 +5,7 @@ need a GPU raise. Compiled steps run on NVIDIA GPUs through
 from __future__ import annotations
 
 from .eager import devices as _devices
+from .eager.legacy_types import CUDA_TYPES as _legacy_types
 
 
 def is_available() -> bool:
@@ -45,3 +46,6 @@ def _no_cuda(*args, **kwargs):
 
 current_device = synchronize = get_device_name = get_device_properties = set_device = \
     get_device_capability = _no_cuda
+
+
+globals().update(_legacy_types)  # torch.cuda.FloatTensor ...: they raise, as in a CPU build

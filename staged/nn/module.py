@@ -12,7 +12,7 @@ from .. import dtypes as dt
 from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
-from ..eager import devices
+from ..eager import devices, legacy_types
 from ..eager.tensor import Tensor
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter
@@ -541,11 +541,17 @@ class Module:
                             f"got desired dtype={dtype}")
         return self._cast(dtype, complex_too=True)
 
-    def _cast(self, dtype, complex_too=False):
-        """Parameters, buffers and grads that are floating (and complex if ``complex_too``)
-        cast to ``dtype`` in place (the Parameter objects stay)."""
+    def type(self, dst_type):
+        """Every parameter and buffer (and grad) cast to ``dst_type`` in place: a dtype, a
+        legacy type such as ``staged.DoubleTensor``, or its name, as torch's."""
+        return self._cast(legacy_types.dtype_of(dst_type), every=True)
+
+    def _cast(self, dtype, complex_too=False, every=False):
+        """Parameters, buffers and grads that are floating (and complex if ``complex_too``;
+        all of them if ``every``) cast to ``dtype`` in place (the Parameter objects stay)."""
         def cast(v):
-            if v is not None and (v.dtype.is_floating_point or complex_too and v.dtype.is_complex) \
+            if v is not None and (every or v.dtype.is_floating_point
+                                  or complex_too and v.dtype.is_complex) \
                     and v.dtype is not dtype:
                 v._payload = v._host().astype(dtype.np)
                 v._vc[0] += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ... import autodiff as ad
 from ... import dtypes as dt
 from .. import devices as _device
-from .. import factories
+from .. import factories, legacy_types
 from ..tensor import Tensor
 from . import elementwise, indexing, linalg, shape, table
 from .elementwise import *  # noqa: F401,F403
@@ -42,25 +42,12 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, **
     return ad.cast(self, dtype=d)
 
 
-# Note [type strings]: Tensor.type() names dtypes as torch's legacy tensor types do
-TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-              "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
-              "bfloat16": "BFloat16", "complex64": "ComplexFloat",
-              "complex128": "ComplexDouble"}
-_BY_TYPE_NAME = {f"torch.{v}Tensor": k for k, v in TYPE_NAMES.items()}
-
-
 def _type(self, dtype=None, non_blocking=False, **_):
-    """``t.type()``: ``'torch.FloatTensor'``-style name; ``t.type(dtype or name)``: cast."""
+    """``t.type()``: ``'torch.FloatTensor'``-style name; ``t.type(dtype, legacy type such as
+    staged.DoubleTensor, or its name)``: cast."""
     if dtype is None:
-        return f"torch.{TYPE_NAMES[self.dtype.name]}Tensor"
-    if isinstance(dtype, str):
-        if dtype.startswith("torch.cuda.") and dtype.replace(".cuda", "") in _BY_TYPE_NAME:
-            _device.check("cuda")
-        if dtype not in _BY_TYPE_NAME:
-            raise ValueError(f"invalid type: '{dtype}'")
-        dtype = next(d for d in dt.ALL if d.name == _BY_TYPE_NAME[dtype])
-    return _to(self, dt.as_dtype(dtype))
+        return legacy_types.type_name(self.dtype)
+    return _to(self, legacy_types.dtype_of(dtype))
 
 
 def _cuda(self, device=None, non_blocking=False, **_):

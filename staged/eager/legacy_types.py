@@ -1,0 +1,96 @@
+"""PyTorch's legacy tensor types: ``staged.FloatTensor``, ``staged.LongTensor`` ... and the
+``'torch.FloatTensor'`` names that ``Tensor.type()`` gives and takes.
+
+Note [legacy tensor types]: as in torch, each is a class per dtype, not a subclass of
+``Tensor``: ``FloatTensor(2, 3)`` makes an uninitialised tensor of that shape,
+``FloatTensor([1, 2])`` one from data, ``FloatTensor()`` an empty one, and
+``isinstance(t, FloatTensor)`` asks whether ``t`` is a float32 tensor. Old scripts use them
+as constructors and as arguments of ``Tensor.type`` and ``Module.type``. The
+``staged.cuda`` ones raise as torch's do in a CPU-only build.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from . import devices
+from .factories import empty, tensor
+from .tensor import Size, Tensor
+
+# Note [type strings]: Tensor.type() names dtypes as torch's legacy tensor types do
+TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+              "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
+              "bfloat16": "BFloat16", "complex64": "ComplexFloat",
+              "complex128": "ComplexDouble"}
+_BY_NAME = {f"torch.{v}Tensor": getattr(dt, k if k != "bool" else "bool_")
+            for k, v in TYPE_NAMES.items()}
+
+
+def type_name(dtype: dt.DType) -> str:
+    """``'torch.FloatTensor'`` for float32, as ``Tensor.type()`` answers."""
+    return f"torch.{TYPE_NAMES[dtype.name]}Tensor"
+
+
+def dtype_of(t) -> dt.DType:
+    """The dtype that ``t`` names: a dtype, a legacy type (``staged.DoubleTensor``) or its
+    string (``'torch.DoubleTensor'``); a CUDA one raises as torch's CPU build does."""
+    if isinstance(t, LegacyType):
+        t._check_device()
+        return t.dtype
+    if isinstance(t, str):
+        if t.startswith("torch.cuda.") and t.replace(".cuda", "") in _BY_NAME:
+            devices.check("cuda")
+        if t not in _BY_NAME:
+            raise ValueError(f"invalid type: '{t}'")
+        return _BY_NAME[t]
+    return dt.as_dtype(t)
+
+
+class LegacyType(type):
+    """The metaclass of ``FloatTensor`` and its kin (torch's ``torch.tensortype``)."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and not cls.is_cuda
+
+    def __call__(cls, *args, device=None):
+        cls._check_device()
+        if device is not None:
+            devices.check(device)
+        if not args:
+            return empty(0, dtype=cls.dtype)
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) \
+                or len(args) == 1 and isinstance(args[0], Size):
+            return empty(*args, dtype=cls.dtype)
+        if len(args) > 1:
+            raise TypeError(f"{cls.__name__}(): expected sizes (ints) or one sequence of data, "
+                            f"got {len(args)} arguments of types "
+                            f"{', '.join(type(a).__name__ for a in args)}")
+        data = args[0]
+        if isinstance(data, Tensor):
+            if data.dtype is not cls.dtype:
+                raise TypeError(f"expected {cls.dtype} (got {data.dtype}): use "
+                                f"t.to({cls.dtype}) to convert a tensor's dtype")
+            return data.detach()
+        if isinstance(data, (int, float, complex, bool)):
+            raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+        return tensor(data, dtype=cls.dtype)
+
+    def _check_device(cls):
+        if cls.is_cuda:
+            raise TypeError(f"type torch.cuda.{cls.__name__} not available: this is a CPU "
+                            f"build (compiled steps run on NVIDIA GPUs through "
+                            f"staged.compile(step, backend='cuda'))")
+
+    def __repr__(cls):
+        return f"<class '{cls.__module__}.{cls.__name__}'>"
+
+
+def _types(module: str, is_cuda: bool) -> dict:
+    return {f"{v}Tensor": LegacyType(f"{v}Tensor", (), {
+        "dtype": _BY_NAME[f"torch.{v}Tensor"], "is_cuda": is_cuda, "__module__": module,
+        "__doc__": f"Legacy constructor and isinstance check for {v.lower()} tensors."})
+        for v in TYPE_NAMES.values() if not v.startswith("Complex")}
+
+
+CPU_TYPES = _types("staged", False)
+CUDA_TYPES = _types("staged.cuda", True)
