@@ -1,7 +1,9 @@
 """docs/errors.md's table of the ten most likely mistakes is true: each mistake, made here,
 raises the exception the table names with exactly the message it shows, beginning with the
 ``file:line`` of the user's code (this file), shown in the table as ``<file>:<line>``."""
+import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +128,30 @@ def test_the_doc_example_runs_as_shown():
     with pytest.raises(RuntimeError, match=r"use target\.long\(\)"):
         float_labels()
     assert np.isfinite(F.cross_entropy(staged.randn(2, 3), staged.tensor([0, 2])).item())
+
+
+def _here(offset: int) -> str:
+    """``file:line`` of the line ``offset`` below the caller's."""
+    f = sys._getframe(1)
+    return f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno + offset}: "
+
+
+@pytest.mark.parametrize("mistake", ["numpy of a tensor that requires grad", "unknown backend",
+                                     "save before the first call", "unknown mode"])
+def test_other_mistakes_name_the_users_line(mistake):
+    w = staged.ones(2, requires_grad=True)
+    step = staged.compile(lambda x: (x * 2).sum())
+    with pytest.raises((RuntimeError, ValueError)) as err:
+        if mistake == "numpy of a tensor that requires grad":
+            site = _here(1)
+            w.numpy()
+        elif mistake == "unknown backend":
+            site = _here(1)
+            staged.compile(lambda x: x, backend="vulkan")
+        elif mistake == "save before the first call":
+            site = _here(1)
+            step.save("unused")
+        else:
+            site = _here(1)
+            staged.compile(lambda x: x, mode="later")
+    assert str(err.value).startswith(site), (str(err.value), site)

@@ -21,6 +21,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as dt
+from .._where import at_user
 from ..autodiff import Aval
 from .grad_mode import _state
 from .interceptor import current_interceptor
@@ -252,8 +253,8 @@ class Tensor:
 
     def numpy(self, *, force=False) -> np.ndarray:
         if self._requires_grad and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
-                               "tensor.detach().numpy() instead.")
+            raise RuntimeError(at_user("Can't call numpy() on Tensor that requires grad. Use "
+                                       "tensor.detach().numpy() instead."))
         return self._host()
 
     def __array__(self, dtype=None, copy=None):

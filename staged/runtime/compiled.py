@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._where import at_user
 from ..tracing.capture import Captured, state_lock
 from ..tracing.capture import capture as _capture
 from ..tracing.capture import trace as _trace
@@ -323,13 +324,13 @@ class Compiled:
     def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None, device=None,
                  rng="host", mode="blocking"):
         if fallback not in (None, "eager"):
-            raise ValueError(f"fallback must be None or 'eager', got {fallback!r}")
+            raise ValueError(at_user(f"fallback must be None or 'eager', got {fallback!r}"))
         if mode not in ("blocking", "background"):
-            raise ValueError(f"mode must be 'blocking' or 'background', got {mode!r}")
+            raise ValueError(at_user(f"mode must be 'blocking' or 'background', got {mode!r}"))
         self.mode = mode  # Note [background compiles]
         self.calls = CallLog()  # which calls ran where (explain())
         if rng not in ("host", "counter"):
-            raise ValueError(f"rng must be 'host' or 'counter', got {rng!r}")
+            raise ValueError(at_user(f"rng must be 'host' or 'counter', got {rng!r}"))
         self.rng = rng  # Note [host draws]
         get_device(backend, device)  # fail early, with the runtime's reason, if it cannot run
         self.fn = fn
@@ -505,11 +506,12 @@ class Compiled:
         ``{p: k for k, p in model.state_dict(keep_vars=True).items()}``); by default they
         are those the trace gave them (``0.weight``, ``opt.state[0.weight].exp_avg``)."""
         if self._last is None:
-            raise RuntimeError("call the compiled step once before saving it: saving needs "
-                               "its trace")
+            raise RuntimeError(at_user("call the compiled step once before saving it: saving "
+                                       "needs its trace"))
         if self._last.captured.one_shot:
-            raise RuntimeError("the last call created new state (e.g. optimizer buffers on "
-                               "the first step); call the step once more before saving")
+            raise RuntimeError(at_user("the last call created new state (e.g. optimizer "
+                                       "buffers on the first step); call the step once more "
+                                       "before saving"))
         if self._last.captured.rng is not None:  # Note [host draws]: none in a saved step
             return deploy.save(_counter_twin(self.fn, self._last), directory, names, self.fn)
         return self._last.save(directory, names, self.fn)

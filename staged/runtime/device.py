@@ -19,6 +19,8 @@ import weakref
 
 import numpy as np
 
+from .._where import at_user
+
 DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
 # the IREE drivers that run what a backend compiles (the first is the default): an
 # llvm-cpu module runs on the multi-threaded local-task driver or the single-threaded,
@@ -86,7 +88,7 @@ def parse_device(backend: str, spec=None) -> tuple:
     ``"local-task"``). ``index`` is None for the driver's default device; indices count
     the devices ``iree.runtime.get_driver(driver).query_available_devices()`` lists."""
     if backend not in DRIVERS:
-        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(DRIVERS)}")
+        raise ValueError(at_user(f"unknown backend {backend!r}; known: {', '.join(DRIVERS)}"))
     drivers = BACKEND_DRIVERS[backend]
     if spec is None:
         return drivers[0], None
