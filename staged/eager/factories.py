@@ -1,9 +1,12 @@
 """Tensor factories, the random ones drawing torch's streams (``staged/eager/random``)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
+from .checks import require
 from .devices import check as _check_device
 from .grad_mode import _state as _grad_state
 from .random import counter, distributions, fills
@@ -246,18 +249,30 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
         _check_std(std)
         return _random("normal", lambda gen, p: fills.normal(gen, p, mean, std), _size((size,)),
                        _floating(dtype, "normal_kernel_cpu"), requires_grad, generator)
-    gen = resolve(generator, "staged.normal")
     if not isinstance(std, Tensor):
         _check_std(std)
-        m = mean._host()
-        return _new(fills.normal(gen, np.empty(m.shape, m.dtype), 0.0, std) + m, requires_grad)
-    s = std._host()
-    if s.size and s.min() < 0:
-        raise RuntimeError("normal expects all elements of std >= 0.0")
-    m = mean._host() if isinstance(mean, Tensor) else np.asarray(mean, s.dtype)
-    like = m if isinstance(mean, Tensor) else s
-    z = fills.normal(gen, np.empty(np.broadcast_shapes(m.shape, s.shape), like.dtype))
-    return _new(z * s + m, requires_grad)
+        mean = mean.detach()
+        return _new((_drawn_like(generator, "staged.normal", mean, lambda gen, p: fills.normal(
+            gen, p, 0.0, std)) + mean)._payload, requires_grad)
+    std = std.detach()
+    require(std >= 0, RuntimeError, "normal expects all elements of std >= 0.0")
+    if isinstance(mean, Tensor):
+        like, mean = mean, mean.detach()
+        shape = tuple(np.broadcast_shapes(tuple(mean.shape), tuple(std.shape)))
+    else:
+        like, shape = std, tuple(std.shape)
+    d = like.dtype.np
+    z = drawn(generator, "staged.normal", shape, like.dtype,
+              lambda gen, s: fills.normal(gen, np.empty(s, d)))
+    return _new((z * std + mean)._payload, requires_grad)
+
+
+def _drawn_like(generator, what: str, t: Tensor, fill) -> Tensor:
+    """A new tensor of ``t``'s shape and dtype holding ``fill(gen, empty array)`` (the
+    fill holds no tensor: under capture it outlives the trace)."""
+    d = t.dtype.np
+    return drawn(generator, what, tuple(t.shape), t.dtype,
+                 lambda gen, s: fill(gen, np.empty(s, d)))
 
 
 def _check_std(std):
@@ -268,15 +283,27 @@ def _check_std(std):
 def bernoulli(input, p=None, *, generator=None) -> Tensor:
     """1 with probability ``p`` (the elements of ``input`` when ``p`` is None), else 0, in
     ``input``'s dtype."""
-    gen = resolve(generator, "staged.bernoulli")
-    x = input._host()
     if p is None:
-        if x.size and not (x.min() >= 0 and x.max() <= 1):
-            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
-        p = x
-    elif not 0 <= p <= 1:
+        return bernoulli_mask(generator, "staged.bernoulli", tuple(input.shape),
+                              input).to(input.dtype)
+    if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    return _new(fills.bernoulli(gen, np.empty(x.shape, x.dtype), p), False)
+    return _drawn_like(generator, "staged.bernoulli", input,
+                       lambda gen, a: fills.bernoulli(gen, a, p))
+
+
+def bernoulli_mask(generator, what: str, shape, p: Tensor) -> Tensor:
+    """``u < p`` of ``shape`` (``p`` broadcast to it), torch's ``bernoulli_`` of a
+    probability tensor: float32 uniforms (float64 ones for float64 ``p``) in a
+    contiguous tensor's order. Under capture the uniforms are drawn on the host at each
+    call and the comparison (with the check that ``p`` lies in [0, 1]) is in the graph."""
+    p = p.detach()
+    require((p >= 0) & (p <= 1), RuntimeError,
+            "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    wide = dt.float64 if p.dtype is dt.float64 else dt.float32
+    u = drawn(generator, what, shape, wide,
+              lambda gen, s: gen.uniform(math.prod(s), wide.np).reshape(s))
+    return u < p.to(wide)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None) -> Tensor:

@@ -9,7 +9,7 @@ from .._where import at_user
 from ..eager import ops
 from ..eager.factories import arange, ones
 from ..eager.interceptor import current_interceptor
-from ..eager.ops.indexing import check_range
+from ..eager.checks import check_range
 from ..eager.ops.layers import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
                             dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
                             pad, unfold)

@@ -82,6 +82,46 @@ def test_draws_inside_a_step_are_torch_s_at_every_call():
     np.testing.assert_array_equal(staged.get_rng_state().numpy(), torch.get_rng_state().numpy())
 
 
+def test_draws_from_traced_probabilities_and_means_are_torch_s():
+    """bernoulli(p), bernoulli_(p) and normal(mean, std) of tensors the step computes: the
+    uniforms and normals are drawn on the host, the comparison and scaling in the graph."""
+    def draws(lib, x):
+        p = lib.sigmoid(x)
+        return (lib.bernoulli(p), lib.bernoulli(p.double()), lib.zeros(3, 5).bernoulli_(p),
+                lib.normal(x, 0.5), lib.normal(x, p), lib.normal(1.5, p),
+                lib.bernoulli(p, 0.25))
+
+    step = staged.compile(lambda x: draws(staged, x))
+    x = np.random.default_rng(3).standard_normal((3, 5)).astype(np.float32)
+    staged.manual_seed(5)
+    torch.manual_seed(5)
+    for _ in range(3):
+        ours, theirs = step(staged.tensor(x)), draws(torch, torch.tensor(x))
+        for a, b in zip(ours, theirs):
+            assert a.dtype.name == str(b.dtype).split(".")[1]
+            # exact but for the graph's float32 rounding of sigmoid and of mean + z * std
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=4e-7, atol=4e-7)
+    assert step.traces == 1
+    np.testing.assert_array_equal(staged.get_rng_state().numpy(), torch.get_rng_state().numpy())
+
+
+@pytest.mark.parametrize("bad", ["bernoulli", "bernoulli_", "normal"])
+def test_a_traced_probability_or_std_out_of_range_raises_torch_s_error_when_read(bad):
+    def draw(x):
+        if bad == "bernoulli":
+            return staged.bernoulli(x)
+        if bad == "bernoulli_":
+            return staged.zeros(2).bernoulli_(x)
+        return staged.normal(0.0, x)
+    step = staged.compile(draw)
+    assert step(staged.tensor([0.5, 1.0])).shape == (2,)
+    message = ("normal expects all elements of std >= 0.0" if bad == "normal" else
+               r"Expected p_in >= 0 && p_in <= 1 to be true, but got false")
+    out = step(staged.tensor([0.5, -0.5 if bad == "normal" else float("nan")]))
+    with pytest.raises(RuntimeError, match=message):
+        out.numpy()
+
+
 def test_explicit_generators_advance_as_eager_and_the_trace_draws_nothing():
     def make(lib):
         g = lib.Generator().manual_seed(42)

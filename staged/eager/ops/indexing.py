@@ -18,8 +18,8 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims
-from ...autodiff.indexing import KEY_CAP, slice_shape
-from ..._where import at_user
+from ...autodiff.indexing import slice_shape
+from ..checks import check_range
 from ..tensor import Tensor
 from .inplace import own, type_title, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
@@ -265,39 +265,6 @@ def _put(x: Tensor, plan: _Plan, v: Tensor, accumulate: bool = False) -> Tensor:
 # --- gather / scatter family ------------------------------------------------------------------
 def _dim(dim, ndim):
     return normalize_dims(dim, ndim)[0] if ndim else 0
-
-
-def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None) -> None:
-    """Raise ``error(message.format(v))`` for the first entry ``v`` of the int64 ``index``
-    outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
-    capture) the check is recorded instead, as ``ad.check`` of a report that is 0 or stands
-    for the bad entry furthest out (Note [index checks])."""
-    message = at_user(message)  # the user's line, also in a compiled step's report
-    p = index._payload
-    if type(p) is np.ndarray:
-        bad = (p < lo) | (p >= hi)
-        if skip is not None:
-            bad &= p != skip
-        if bad.any():
-            raise error(message.format(p[bad].flat[0]))
-        return
-    n = math.prod(p.shape)
-    if n == 0:
-        return
-    flat = ad.reshape(index, shape=(n,)) if tuple(p.shape) != (n,) else index
-
-    def const(v):
-        return expand_to(scalar_tensor(v, dt.int64), (n,))
-
-    def key(d, odd):  # 2 min(d, cap) + 1 + odd (report_value in autodiff/indexing.py)
-        return ad.add(ad.mul(ad.minimum(d, const(KEY_CAP)), const(2)), const(2 - odd))
-    zero = const(0)
-    above = ad.where(ad.ge(flat, const(hi)), key(ad.sub(flat, const(hi)), 0), zero)
-    keys = ad.where(ad.lt(flat, const(lo)), key(ad.sub(const(lo - 1), flat), 1), above)
-    if skip is not None:
-        keys = ad.where(ad.eq(flat, const(skip)), zero, keys)
-    ad.check(ad.reduce_max(keys, dims=(0,), keepdim=True), error=error.__name__,
-             message=message, lo=lo, hi=hi)
 
 
 def _check_bounds(index: Tensor, dim: int, n: int):

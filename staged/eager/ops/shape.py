@@ -9,11 +9,12 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
+from ..checks import check_range
 from ..devices import check as check_device
 from ..tensor import Tensor
 from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
-from .indexing import check_range, take
+from .indexing import take
 from .inplace import type_title
 
 

@@ -86,6 +86,9 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None) -> Tensor:
 def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
     """1 with probability ``p`` (a float, or a tensor broadcast to this one), else 0."""
     if isinstance(p, Tensor):
+        if not isinstance(p._payload, np.ndarray):  # traced: the comparison in the graph
+            return write(self, factories.bernoulli_mask(generator, "Tensor.bernoulli_", tuple(
+                self.shape), p).to(self.dtype))
         p = p._host()
         if p.size and not (p.min() >= 0 and p.max() <= 1):
             raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
