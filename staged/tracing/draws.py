@@ -40,7 +40,8 @@ class Program:
     """The host's part of a traced step: its draws and generator state changes, in the
     order the trace made them. Steps: ``("draw", gen, fill, k)`` (``fill(gen, shape)`` ->
     the array of draw input ``k``), ``("get", gen, slot)``, ``("set", gen, slot)``,
-    ``("load", gen, state bytes)``, ``("seed", gen, seed)``."""
+    ``("load", gen, state bytes)``, ``("seed", gen, seed)`` (``None``: from the OS's
+    entropy, as ``Generator.seed()``)."""
 
     steps: list = field(default_factory=list)
     whats: list = field(default_factory=list)  # per draw: (what, user line)
@@ -62,6 +63,8 @@ class Program:
                 gen.load_host_state(slots[step[2]])
             elif kind == "load":
                 gen.set_state(step[2])
+            elif step[2] is None:  # Generator.seed(): new entropy at every call
+                gen.seed()
             else:
                 gen.manual_seed(step[2])
         return out

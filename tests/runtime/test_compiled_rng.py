@@ -168,6 +168,24 @@ def test_a_generator_seeded_inside_the_step_repeats_its_draws():
     np.testing.assert_array_equal(staged.get_rng_state().numpy(), torch.get_rng_state().numpy())
 
 
+def test_seed_inside_the_step_draws_new_entropy_at_every_call():
+    """Generator.seed() (and staged.seed()) in a step seeds from the OS at every call, as
+    eager code does, instead of replaying the trace's seed."""
+    gen = staged.Generator()
+
+    def step(x):
+        gen.seed()
+        staged.seed()
+        return staged.rand(4, generator=gen) + x, staged.rand(4) + x
+
+    compiled = staged.compile(step)
+    calls = [compiled(staged.tensor(0.0)) for _ in range(3)]
+    firsts = {tuple(a.numpy()) for a, _ in calls} | {tuple(b.numpy()) for _, b in calls}
+    assert len(firsts) == 6  # 53-bit seeds from os.urandom: equal draws would be a bug
+    gen.manual_seed(gen.initial_seed())  # the last call's seed: its draws again
+    np.testing.assert_array_equal(staged.rand(4, generator=gen).numpy(), calls[-1][0].numpy())
+
+
 def test_checkpointed_dropout_replays_the_forward_mask_compiled_as_eager():
     """checkpoint(preserve_rng_state=True) sets the state back before its recompute: the
     program replays it, so gradients and the generator state are eager's and torch's."""

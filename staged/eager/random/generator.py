@@ -65,16 +65,22 @@ class Generator:
         forget the cached normal."""
         self._seed = _check_seed(seed)
         _event(self, "seed", self._seed)
+        return self._start()
+
+    def seed(self) -> int:
+        """Seed from the OS's entropy (53 bits, as torch); returns the seed. Inside a
+        compiled step each call seeds anew (Note [host draws])."""
+        self._seed = int.from_bytes(os.urandom(8), "little") & (2 ** 53 - 1)
+        _event(self, "seed", None)
+        self._start()
+        return self._seed
+
+    def _start(self) -> Generator:
+        """The stream of ``self._seed`` from its beginning."""
         self.bit_generator.state = {"bit_generator": "MT19937", "state": {
             "key": init_genrand(self._seed & 0xFFFFFFFF), "pos": N}}
         self.normal_cache = None  # the second value of the last serial Box-Muller pair
         return self
-
-    def seed(self) -> int:
-        """Seed from the OS's entropy (53 bits, as torch); returns the seed."""
-        s = int.from_bytes(os.urandom(8), "little") & (2 ** 53 - 1)
-        self.manual_seed(s)
-        return s
 
     def initial_seed(self) -> int:
         return self._seed
