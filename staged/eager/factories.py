@@ -5,12 +5,13 @@ import math
 
 import numpy as np
 
+from .. import autodiff as ad
 from .. import dtypes as dt
 from .checks import require
 from .devices import check as _check_device
 from .grad_mode import _state as _grad_state
 from .random import counter, distributions, fills
-from .random.generator import drawn, resolve
+from .random.generator import drawn
 from .tensor import Tensor, as_payload
 
 __all__ = ["tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
@@ -307,26 +308,40 @@ def bernoulli_mask(generator, what: str, shape, p: Tensor) -> Tensor:
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None) -> Tensor:
-    """``num_samples`` indices per row of the 1-D or 2-D ``input``'s weights."""
-    gen = resolve(generator, "staged.multinomial")
-    w = input._host()
-    if w.ndim not in (1, 2):
+    """``num_samples`` indices per row of the 1-D or 2-D ``input``'s weights, as torch's CPU
+    kernel draws them. Without replacement (or one sample): the top ``num_samples`` of
+    ``w / q``, ``q`` from ``exponential_(1)`` in ``w``'s dtype (ties keep their order). With
+    replacement: per row, the cumulative sum over its total (the last entry 1), and for
+    each sample a float64 uniform's place in it (the first entry not below it). Under
+    capture the draws are made on the host and the rest is in the graph."""
+    if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if not w.dtype.kind == "f":
+    if not input.dtype.is_floating_point:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{fills.TITLE[input.dtype.name]}")
-    if num_samples <= 0:
+    k, cols = int(num_samples), input.shape[-1]
+    if k <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
-    if not replacement and num_samples > w.shape[-1]:
+    if not replacement and k > cols:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    rows = w.reshape(-1, w.shape[-1])
-    if not (np.isfinite(rows).all() and (rows >= 0).all()):
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if (rows.sum(axis=1) <= 0).any():
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    out = distributions.multinomial(gen, rows, int(num_samples), replacement)
-    return _new(out.reshape(*w.shape[:-1], num_samples), False)
+    w = input.detach().reshape(-1, cols)
+    require(w.isfinite() & (w >= 0), RuntimeError,
+            "probability tensor contains either `inf`, `nan` or element < 0")
+    require(w.sum(1) > 0, RuntimeError,
+            "invalid multinomial distribution (sum of probabilities <= 0)")
+    rows, d = w.shape[0], w.dtype.np
+    if not replacement or k == 1:
+        q = drawn(generator, "staged.multinomial", (rows, cols), w.dtype, lambda gen, s: (
+            distributions.exponential(gen, math.prod(s), 1.0).astype(d).reshape(s)))
+        out = ad.argsort(-(w / q), dim=1, descending=False, k=k)
+    else:
+        cdf = ad.cumsum(w, dim=1, reverse=False)
+        cdf = (cdf / cdf[:, -1:]).where(tensor(np.arange(cols) < cols - 1), 1.0)
+        u = drawn(generator, "staged.multinomial", (rows, k), dt.float64,
+                  lambda gen, s: gen.uniform(math.prod(s), np.float64).reshape(s))
+        out = (cdf.double()[:, None, :] < u[:, :, None]).sum(2)
+    return out.reshape(*input.shape[:-1], k)
 
 
 def _floating(dtype, kernel):

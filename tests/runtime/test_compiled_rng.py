@@ -105,6 +105,27 @@ def test_draws_from_traced_probabilities_and_means_are_torch_s():
     np.testing.assert_array_equal(staged.get_rng_state().numpy(), torch.get_rng_state().numpy())
 
 
+def test_multinomial_in_a_step_samples_torch_s_indices():
+    """multinomial with and without replacement inside a compiled step (as a sampling loop
+    would compile it): the exponentials and uniforms drawn on the host, the top-k and the
+    search in the graph, torch's indices exactly."""
+    def sample(lib, p):
+        return (lib.multinomial(p, 1), lib.multinomial(p, 4), lib.multinomial(p, 6, True),
+                lib.multinomial(p[0], 3, True))
+
+    p = np.random.default_rng(4).random((3, 7)).astype(np.float32)
+    p[1, 2] = 0.0
+    step = staged.compile(lambda p: sample(staged, p))
+    staged.manual_seed(9)
+    torch.manual_seed(9)
+    for _ in range(3):
+        for a, b in zip(step(staged.tensor(p)), sample(torch, torch.tensor(p))):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert step.traces == 1
+    with pytest.raises(RuntimeError, match="invalid multinomial distribution"):
+        step(staged.zeros(3, 7))[0].numpy()
+
+
 @pytest.mark.parametrize("bad", ["bernoulli", "bernoulli_", "normal"])
 def test_a_traced_probability_or_std_out_of_range_raises_torch_s_error_when_read(bad):
     def draw(x):

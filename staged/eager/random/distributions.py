@@ -168,22 +168,3 @@ def cauchy(gen, n: int, median: float, sigma: float) -> np.ndarray:
 def log_normal(gen, n: int, mean: float, std: float) -> np.ndarray:
     """``log_normal_(mean, std)``: ``exp`` of serial float64 normals."""
     return libm.exp(normal.serial(gen, n, mean, std))
-
-
-def multinomial(gen, probs: np.ndarray, num_samples: int, replacement: bool) -> np.ndarray:
-    """``multinomial`` of a 2-D float array's rows, int64 ``(rows, num_samples)``. Without
-    replacement (or one sample): the top ``num_samples`` of ``probs / q``, ``q`` from
-    ``exponential_(1)`` in the probabilities' dtype. With replacement: per row, the
-    cumulative sum in that dtype over its total, the last entry 1, and for each of
-    ``num_samples`` float64 uniforms the first entry not below it."""
-    rows, cols = probs.shape
-    if not replacement or num_samples == 1:
-        q = exponential(gen, probs.size, 1.0).astype(probs.dtype).reshape(rows, cols)
-        return np.argsort(-(probs / q), axis=1, kind="stable")[:, :num_samples]
-    out = np.empty((rows, num_samples), np.int64)
-    for r in range(rows):
-        cdf = np.cumsum(probs[r])
-        cdf /= cdf[-1]
-        cdf[-1] = 1
-        out[r] = np.searchsorted(cdf.astype(np.float64), gen.uniform(num_samples, np.float64))
-    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...eager import factories
 from ...eager.random import distributions
 from ...eager.random.generator import Generator, default_generator
 
@@ -42,12 +43,5 @@ def multinomial(weights: np.ndarray, num_samples: int, replacement: bool,
                 generator=None) -> list:
     """``torch.multinomial(weights, num_samples, replacement, generator=generator).tolist()``
     for 1-D float64 ``weights``, with torch's checks."""
-    if not np.all(np.isfinite(weights) & (weights >= 0)):
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if not weights.sum() > 0:
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    if not replacement and num_samples > len(weights):
-        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
-                           "replacement")
-    return distributions.multinomial(_resolve(generator), weights[None], num_samples,
-                                     replacement)[0].tolist()
+    return factories.multinomial(factories.tensor(weights), num_samples, replacement,
+                                 generator=generator).tolist()
