@@ -15,6 +15,7 @@ its flow phase): whether the recompute survives IREE's common-subexpression elim
     python bench/checkpoint_memory.py [--batch 32] [--block 64] [--d 128] [--layers 2 4 8]
                                       [--compiled]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,13 +93,18 @@ def ms(model, idx, target, ckpt: bool) -> float:
 
 def compiled_counts(model, idx, target, ckpt: bool) -> tuple:
     """(ops in the captured step, dispatches in IREE's flow-phase module)."""
+
     def step(idx, target):
         loss = lm_loss(forward(model, idx, ckpt), target)
         loss.backward()
         return loss
+
     traced = staged.capture(step, idx, target)
-    flow = compile_str(traced.to_mlir(), target_backends=["llvm-cpu"],
-                       extra_args=flags("llvm-cpu") + ["--compile-to=flow"])
+    flow = compile_str(
+        traced.to_mlir(),
+        target_backends=["llvm-cpu"],
+        extra_args=flags("llvm-cpu") + ["--compile-to=flow"],
+    )
     model.zero_grad(set_to_none=True)
     return len(traced.graph.ops), len(re.findall(r"flow\.dispatch @", flow.decode()))
 
@@ -113,11 +119,13 @@ def main(argv=None) -> int:
     p.add_argument("--compiled", action="store_true")
     a = p.parse_args(argv)
     vocab = 64
-    print(f"TinyDecoder d={a.d}, {a.heads} heads, batch {a.batch} x {a.block} characters, "
-          f"vocabulary {vocab}, float32, eager\n")
+    print(
+        f"TinyDecoder d={a.d}, {a.heads} heads, batch {a.batch} x {a.block} characters, "
+        f"vocabulary {vocab}, float32, eager\n"
+    )
     print("| blocks | checkpoint | saved MiB | peak MiB | ms fwd+bwd |")
     print("| ---: | :---: | ---: | ---: | ---: |")
-    mib = 2 ** 20
+    mib = 2**20
     models = []
     for layers in a.layers:
         staged.manual_seed(0)
@@ -126,17 +134,21 @@ def main(argv=None) -> int:
         target = staged.randint(0, vocab, (a.batch, a.block))
         models.append((layers, model, idx, target))
         for ckpt in (False, True):
-            row = (saved_bytes(model, idx, target, ckpt) / mib,
-                   peak_bytes(model, idx, target, ckpt) / mib, ms(model, idx, target, ckpt))
-            print(f"| {layers} | {'yes' if ckpt else 'no'} | {row[0]:.1f} | {row[1]:.1f} | "
-                  f"{row[2]:.0f} |")
+            row = (
+                saved_bytes(model, idx, target, ckpt) / mib,
+                peak_bytes(model, idx, target, ckpt) / mib,
+                ms(model, idx, target, ckpt),
+            )
+            print(
+                f"| {layers} | {'yes' if ckpt else 'no'} | {row[0]:.1f} | {row[1]:.1f} | "
+                f"{row[2]:.0f} |"
+            )
     if a.compiled:
         layers, *run = models[0]
         print(f"\ncompiled training step, {layers} blocks (llvm-cpu)\n")
         print("| checkpoint | captured ops | IREE dispatches |\n| :---: | ---: | ---: |")
         for ckpt in (False, True):
-            print("| {} | {} | {} |".format("yes" if ckpt else "no",
-                                            *compiled_counts(*run, ckpt)))
+            print("| {} | {} | {} |".format("yes" if ckpt else "no", *compiled_counts(*run, ckpt)))
     return 0
 
 

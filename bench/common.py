@@ -4,6 +4,7 @@ Implementations are timed in rounds of blocks (A B C A B C ...), with a pause be
 block so that BLAS threads spinning after one implementation don't slow the next; ratios
 are per round against a baseline, so machine-wide speed swings cancel (notes/BENCH.md).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -47,30 +48,38 @@ def blas_info() -> str:
 
     def one(i):
         words = [i.get("internal_api"), i.get("version"), i.get("architecture")]
-        return (" ".join(w for w in words if w)
-                + f" ({i['num_threads']} threads, {Path(i['filepath']).name})")
+        return (
+            " ".join(w for w in words if w)
+            + f" ({i['num_threads']} threads, {Path(i['filepath']).name})"
+        )
+
     return "; ".join(one(i) for i in threadpool_info())
 
 
 def environment(rounds: int, base: str, torch=None) -> str:
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     env = {k: os.environ.get(k, "unset") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    return "\n".join([
-        f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}",
-        f"- machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"nproc {os.cpu_count()}, load average {load}",
-        f"- python {platform.python_version()}, numpy {np.__version__}"
-        + (f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""),
-        f"- BLAS/OpenMP: {blas_info()}; {', '.join(f'{k}={v}' for k, v in env.items())}",
-        f"- {rounds} rounds; ratio = median over rounds of (ms/step / {base} ms/step in the "
-        "same round), with its quartiles; lower is faster"])
+    return "\n".join(
+        [
+            f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}",
+            f"- machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+            f"nproc {os.cpu_count()}, load average {load}",
+            f"- python {platform.python_version()}, numpy {np.__version__}"
+            + (f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""),
+            f"- BLAS/OpenMP: {blas_info()}; {', '.join(f'{k}={v}' for k, v in env.items())}",
+            f"- {rounds} rounds; ratio = median over rounds of (ms/step / {base} ms/step in the "
+            "same round), with its quartiles; lower is faster",
+        ]
+    )
 
 
 def ratio_table(results: dict, names, base: str) -> str:
     """Markdown: one row per implementation, ms/step and ratio per column of ``results``
     ({column label: {name: [ms per round]}})."""
-    lines = ["| implementation |" + "".join(f" {c} ms/step | {c} ratio |" for c in results),
-             "|---|" + "---:|---:|" * len(results)]
+    lines = [
+        "| implementation |" + "".join(f" {c} ms/step | {c} ratio |" for c in results),
+        "|---|" + "---:|---:|" * len(results),
+    ]
     for name in names:
         row = f"| {name} |"
         for times in results.values():

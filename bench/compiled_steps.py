@@ -8,6 +8,7 @@ Each workload's loss is written once over tensor methods and an ``F`` namespace 
 staged.nn.functional and torch.nn.functional both provide, so every framework runs the
 same math from the same initial weights (checked before timing).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,14 +40,18 @@ LR = 0.01
 
 # --- workloads: params(rng) -> {name: array}, data(rng) -> (x, y), loss(F, P, x, y) -----
 
+
 def _uniform(rng, shape, fan_in):
     k = 1 / math.sqrt(fan_in)
     return rng.uniform(-k, k, shape).astype(np.float32)
 
 
 def mlp_params(rng, sizes=(784, 256, 256, 10)):
-    return {f"{k}{i}": _uniform(rng, (o, n) if k == "w" else (o,), n)
-            for i, (n, o) in enumerate(zip(sizes[:-1], sizes[1:])) for k in "wb"}
+    return {
+        f"{k}{i}": _uniform(rng, (o, n) if k == "w" else (o,), n)
+        for i, (n, o) in enumerate(zip(sizes[:-1], sizes[1:]))
+        for k in "wb"
+    }
 
 
 def mlp_loss(F, P, x, y):
@@ -58,10 +63,16 @@ def mlp_loss(F, P, x, y):
 
 
 def cnn_params(rng):
-    return {"c1": _uniform(rng, (6, 1, 5, 5), 25), "c1b": _uniform(rng, (6,), 25),
-            "c2": _uniform(rng, (16, 6, 5, 5), 150), "c2b": _uniform(rng, (16,), 150),
-            "w1": _uniform(rng, (120, 256), 256), "b1": _uniform(rng, (120,), 256),
-            "w2": _uniform(rng, (10, 120), 120), "b2": _uniform(rng, (10,), 120)}
+    return {
+        "c1": _uniform(rng, (6, 1, 5, 5), 25),
+        "c1b": _uniform(rng, (6,), 25),
+        "c2": _uniform(rng, (16, 6, 5, 5), 150),
+        "c2b": _uniform(rng, (16,), 150),
+        "w1": _uniform(rng, (120, 256), 256),
+        "b1": _uniform(rng, (120,), 256),
+        "w2": _uniform(rng, (10, 120), 120),
+        "b2": _uniform(rng, (10,), 120),
+    }
 
 
 def cnn_loss(F, P, x, y):
@@ -75,12 +86,23 @@ D, H, T, V = 64, 4, 32, 64
 
 
 def transformer_params(rng):
-    p = {"emb": rng.standard_normal((V, D)).astype(np.float32) * 0.1,
-         "pos": rng.standard_normal((T, D)).astype(np.float32) * 0.1,
-         "ln1w": np.ones(D, np.float32), "ln1b": np.zeros(D, np.float32),
-         "ln2w": np.ones(D, np.float32), "ln2b": np.zeros(D, np.float32)}
-    for k, shape in {"wq": (D, D), "wk": (D, D), "wv": (D, D), "wo": (D, D),
-                     "w1": (4 * D, D), "w2": (D, 4 * D), "head": (V, D)}.items():
+    p = {
+        "emb": rng.standard_normal((V, D)).astype(np.float32) * 0.1,
+        "pos": rng.standard_normal((T, D)).astype(np.float32) * 0.1,
+        "ln1w": np.ones(D, np.float32),
+        "ln1b": np.zeros(D, np.float32),
+        "ln2w": np.ones(D, np.float32),
+        "ln2b": np.zeros(D, np.float32),
+    }
+    for k, shape in {
+        "wq": (D, D),
+        "wk": (D, D),
+        "wv": (D, D),
+        "wo": (D, D),
+        "w1": (4 * D, D),
+        "w2": (D, 4 * D),
+        "head": (V, D),
+    }.items():
         p[k] = _uniform(rng, shape, shape[1])
     return p
 
@@ -92,6 +114,7 @@ def transformer_loss(F, P, x, y):
 
     def heads(t):
         return t.reshape(b, T, H, D // H).permute(0, 2, 1, 3)
+
     q, k, v = (heads(F.linear(a, P[n])) for n in ("wq", "wk", "wv"))
     scores = q @ k.transpose(-2, -1) / math.sqrt(D // H) + P["causal"]
     att = scores.softmax(-1) @ v
@@ -107,19 +130,31 @@ def _causal():
 
 
 WORKLOADS = {
-    "mlp32": (mlp_params, lambda r: (r.standard_normal((32, 784), np.float32),
-                                     r.integers(0, 10, 32)), mlp_loss),
-    "mlp256": (mlp_params, lambda r: (r.standard_normal((256, 784), np.float32),
-                                      r.integers(0, 10, 256)), mlp_loss),
-    "cnn": (cnn_params, lambda r: (r.standard_normal((32, 1, 28, 28), np.float32),
-                                   r.integers(0, 10, 32)), cnn_loss),
-    "transformer": (transformer_params, lambda r: (r.integers(0, V, (8, T)),
-                                                   r.integers(0, V, (8, T))),
-                    transformer_loss),
+    "mlp32": (
+        mlp_params,
+        lambda r: (r.standard_normal((32, 784), np.float32), r.integers(0, 10, 32)),
+        mlp_loss,
+    ),
+    "mlp256": (
+        mlp_params,
+        lambda r: (r.standard_normal((256, 784), np.float32), r.integers(0, 10, 256)),
+        mlp_loss,
+    ),
+    "cnn": (
+        cnn_params,
+        lambda r: (r.standard_normal((32, 1, 28, 28), np.float32), r.integers(0, 10, 32)),
+        cnn_loss,
+    ),
+    "transformer": (
+        transformer_params,
+        lambda r: (r.integers(0, V, (8, T)), r.integers(0, V, (8, T))),
+        transformer_loss,
+    ),
 }
 
 
 # --- the same losses in JAX, as a JAX user writes them (jax.numpy and jax.lax only) ---------
+
 
 def _jax_linear(x, w, b=None):
     y = x @ w.T
@@ -140,8 +175,9 @@ def jax_mlp_loss(P, x, y):
 
 
 def _jax_conv_relu_pool(x, w, b):
-    h = jax.lax.conv_general_dilated(x, w, (1, 1), "VALID",
-                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    h = jax.lax.conv_general_dilated(
+        x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW")
+    )
     h = jax.nn.relu(h + b[None, :, None, None])
     return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
 
@@ -166,6 +202,7 @@ def jax_transformer_loss(P, x, y, causal):
 
     def heads(t):
         return t.reshape(b, T, H, D // H).transpose(0, 2, 1, 3)
+
     q, k, v = (heads(_jax_linear(a, P[n])) for n in ("wq", "wk", "wv"))
     scores = q @ k.swapaxes(-2, -1) / math.sqrt(D // H) + causal
     att = jax.nn.softmax(scores, axis=-1) @ v
@@ -176,19 +213,26 @@ def jax_transformer_loss(P, x, y, causal):
     return _jax_cross_entropy(logits.reshape(b * T, V), y.reshape(b * T))
 
 
-JAX_LOSSES = {"mlp32": jax_mlp_loss, "mlp256": jax_mlp_loss, "cnn": jax_cnn_loss,
-              "transformer": jax_transformer_loss}
+JAX_LOSSES = {
+    "mlp32": jax_mlp_loss,
+    "mlp256": jax_mlp_loss,
+    "cnn": jax_cnn_loss,
+    "transformer": jax_transformer_loss,
+}
 
 
 def jax_sgd_step(loss_fn):
     """A jitted SGD step that donates the old parameters (updated in place by XLA)."""
+
     def step(params, *data):
         loss, grads = jax.value_and_grad(loss_fn)(params, *data)
         return jax.tree_util.tree_map(lambda p, g: p - LR * g, params, grads), loss
+
     return jax.jit(step, donate_argnums=0)
 
 
 # --- one SGD step per framework ------------------------------------------------------------
+
 
 def sgd_step(lib, params, loss_fn, consts):
     """One SGD step in ``lib`` (staged or torch): the same code for both."""
@@ -205,6 +249,7 @@ def sgd_step(lib, params, loss_fn, consts):
                 p.sub_(LR * p.grad)
                 p.grad = None
         return loss
+
     return step
 
 
@@ -231,6 +276,7 @@ def implementations(name):
         def jax_step():
             state["params"], loss = jstep(state["params"], *jdata)
             return loss
+
         impls["JAX jit"] = jax_step
     return impls
 
@@ -263,8 +309,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    p.add_argument("--skip", nargs="*", default=[], metavar="IMPL",
-                   help='implementations to leave out, e.g. --skip "torch.compile"')
+    p.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        metavar="IMPL",
+        help='implementations to leave out, e.g. --skip "torch.compile"',
+    )
     a = p.parse_args(argv)
     base = "torch eager" if torch is not None else "staged compiled"
     results, names, compile_rows = {}, [], []
@@ -287,9 +338,15 @@ def main(argv=None) -> int:
         cold, warm = compile_times(name)
         compile_rows.append(f"| {name} | {cold:.2f} | {warm:.2f} |")
     print("\n## Compiled training steps (SGD), f32\n")
-    print(environment(a.rounds, base, torch)
-          + (f"\n- jax {jax.__version__} ({jax.devices()[0].platform})" if jax
-             else "\n- JAX: not installed (pip install -e '.[bench]')") + "\n")
+    print(
+        environment(a.rounds, base, torch)
+        + (
+            f"\n- jax {jax.__version__} ({jax.devices()[0].platform})"
+            if jax
+            else "\n- JAX: not installed (pip install -e '.[bench]')"
+        )
+        + "\n"
+    )
     print(ratio_table(results, names, base))
     print("\n| workload | staged trace+compile, cold (s) | trace+load from cache (s) |")
     print("|---|---:|---:|")

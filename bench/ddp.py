@@ -8,6 +8,7 @@ Allreduce of the same buckets, timed in interleaved blocks.
 runs the 1-process measurements, then starts itself as ``mpiexec -n 2 python bench/ddp.py
 --worker`` for the 2-rank ones, and prints one table. See bench/README.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -92,6 +93,7 @@ def bare_allreduce(sizes, comm, mpi):
     def step():
         mpi.Request.Waitall([comm.Iallreduce(mpi.IN_PLACE, b, op=mpi.SUM) for b in bufs])
         return 0.0
+
     return step
 
 
@@ -146,6 +148,7 @@ def worker(a) -> None:
     alone, both computing without communication, the DDP step, and the bare all-reduce of
     DDP's buckets. Rank 0 writes ``{workload: {block: [ms per round]}}`` to ``a.out``."""
     from mpi4py import MPI
+
     dist.init_process_group("mpi")
     comm, rank = MPI.COMM_WORLD, dist.get_rank()
     results = {}
@@ -153,19 +156,26 @@ def worker(a) -> None:
         sizes = bucket_sizes(make_step(name, ddp=True)[1])
         blocks = {"bare Allreduce": (bare_allreduce(sizes, comm, MPI), {0, 1})}
         first = {}
-        for kind in KINDS[:2 if a.compiled else 1]:
+        for kind in KINDS[: 2 if a.compiled else 1]:
             local = make_step(name, ddp=False, compiled=kind == "compiled")[0]
             ddp = make_step(name, ddp=True, compiled=kind == "compiled")[0]
-            blocks.update({f"{kind} 1 rank alone": (local, {0}),
-                           f"{kind} 2 ranks, no comm": (local, {0, 1}),
-                           f"{kind} DDP": (ddp, {0, 1})})
+            blocks.update(
+                {
+                    f"{kind} 1 rank alone": (local, {0}),
+                    f"{kind} 2 ranks, no comm": (local, {0, 1}),
+                    f"{kind} DDP": (ddp, {0, 1}),
+                }
+            )
             first[kind] = [item(ddp()) for _ in range(3)]  # warm-up, and a sanity check
             for _ in range(3):
                 item(local())
-        if "compiled" in first and not np.allclose(first["compiled"], first["eager"],
-                                                   rtol=1e-4, atol=1e-5):
-            raise AssertionError(f"{name}: compiled DDP losses {first['compiled']} differ "
-                                 f"from eager DDP's {first['eager']}")
+        if "compiled" in first and not np.allclose(
+            first["compiled"], first["eager"], rtol=1e-4, atol=1e-5
+        ):
+            raise AssertionError(
+                f"{name}: compiled DDP losses {first['compiled']} differ "
+                f"from eager DDP's {first['eager']}"
+            )
         for _ in range(3):
             blocks["bare Allreduce"][0]()
         times = timed_rounds(blocks, a.rounds, comm)
@@ -189,8 +199,9 @@ def med(xs) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--workloads", nargs="+", default=["mlp", "transformer"],
-                   choices=["mlp", "transformer"])
+    p.add_argument(
+        "--workloads", nargs="+", default=["mlp", "transformer"], choices=["mlp", "transformer"]
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -208,8 +219,7 @@ def main(argv=None) -> int:
         blocks = {}
         for kind in kinds:
             blocks[f"{kind} step"] = (make_step(name, False, kind == "compiled")[0], {0})
-            blocks[f"{kind} DDP (world 1)"] = (make_step(name, True, kind == "compiled")[0],
-                                               {0})
+            blocks[f"{kind} DDP (world 1)"] = (make_step(name, True, kind == "compiled")[0], {0})
         for step, _ in blocks.values():
             for _ in range(3):
                 item(step())
@@ -219,23 +229,40 @@ def main(argv=None) -> int:
     mpiexec = Path(sys.executable).parent / "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ranks.json"
-        cmd = [str(mpiexec if mpiexec.exists() else "mpiexec"), "-n", "2", sys.executable,
-               str(Path(__file__).resolve()), "--worker", "--rounds", str(a.rounds),
-               "--out", str(out), "--workloads", *a.workloads,
-               *(["--compiled"] if why_not is None else [])]
-        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
-                   OPENBLAS_NUM_THREADS="1")
+        cmd = [
+            str(mpiexec if mpiexec.exists() else "mpiexec"),
+            "-n",
+            "2",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            "--rounds",
+            str(a.rounds),
+            "--out",
+            str(out),
+            "--workloads",
+            *a.workloads,
+            *(["--compiled"] if why_not is None else []),
+        ]
+        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         subprocess.run(cmd, check=True, env=env, timeout=600)
         two = json.loads(out.read_text())
 
-    print("\n## DistributedDataParallel over MPI: weak scaling, batch "
-          f"{BATCH} per rank, 1 thread per rank, f32\n")
+    print(
+        "\n## DistributedDataParallel over MPI: weak scaling, batch "
+        f"{BATCH} per rank, 1 thread per rank, f32\n"
+    )
     print(environment(a.rounds, "the sum of its round's compute and bare all-reduce"))
-    print("- compiled DDP step (staged.compile, llvm-cpu): " + (
-        "measured" if why_not is None else f"n/a: not yet ({why_not})") + "\n")
-    print("| workload | step | bytes all-reduced/step (buckets) | 1 process ms/step | DDP "
-          "world-1 ms/step | 1 rank alone ms/step | 2 ranks no-comm ms/step | bare Allreduce "
-          "ms | DDP 2 ranks ms/step | DDP / (no-comm + Allreduce) | DDP / 1 rank alone |")
+    print(
+        "- compiled DDP step (staged.compile, llvm-cpu): "
+        + ("measured" if why_not is None else f"n/a: not yet ({why_not})")
+        + "\n"
+    )
+    print(
+        "| workload | step | bytes all-reduced/step (buckets) | 1 process ms/step | DDP "
+        "world-1 ms/step | 1 rank alone ms/step | 2 ranks no-comm ms/step | bare Allreduce "
+        "ms | DDP 2 ranks ms/step | DDP / (no-comm + Allreduce) | DDP / 1 rank alone |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in a.workloads:
         t, buckets = two[name]["times"], two[name]["buckets"]
@@ -246,16 +273,20 @@ def main(argv=None) -> int:
                 continue
             compute, ddp = t[f"{kind} 2 ranks, no comm"], t[f"{kind} DDP"]
             base = [c + r for c, r in zip(compute, allreduce)]
-            print(f"| {name} | {kind} | {4 * sum(buckets) / 1e3:.1f} kB ({len(buckets)}) | "
-                  f"{med(one[name][f'{kind} step'])} | {med(one[name][f'{kind} DDP (world 1)'])}"
-                  f" | {med(t[f'{kind} 1 rank alone'])} | {med(compute)} | {med(allreduce)} | "
-                  f"{med(ddp)} | {median_ratio(ddp, base)} | "
-                  f"{median_ratio(ddp, t[f'{kind} 1 rank alone'])} |")
-    print("\nratio columns: median over rounds of the per-round ratio (quartiles); the "
-          "target is DDP / (no-comm + Allreduce) <= 1.10. '1 process' and 'DDP world-1' ran "
-          "in a process of its own, before the 2-rank job; every other column is interleaved "
-          "in the 2-rank job, each block timed by its slowest rank ('1 rank alone': rank 1 sleeps "
-          "in a barrier meanwhile).")
+            print(
+                f"| {name} | {kind} | {4 * sum(buckets) / 1e3:.1f} kB ({len(buckets)}) | "
+                f"{med(one[name][f'{kind} step'])} | {med(one[name][f'{kind} DDP (world 1)'])}"
+                f" | {med(t[f'{kind} 1 rank alone'])} | {med(compute)} | {med(allreduce)} | "
+                f"{med(ddp)} | {median_ratio(ddp, base)} | "
+                f"{median_ratio(ddp, t[f'{kind} 1 rank alone'])} |"
+            )
+    print(
+        "\nratio columns: median over rounds of the per-round ratio (quartiles); the "
+        "target is DDP / (no-comm + Allreduce) <= 1.10. '1 process' and 'DDP world-1' ran "
+        "in a process of its own, before the 2-rank job; every other column is interleaved "
+        "in the 2-rank job, each block timed by its slowest rank ('1 rank alone': rank 1 sleeps "
+        "in a barrier meanwhile)."
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ strict primitives); ``--profile`` prints where staged's backward spends it.
 
     python bench/eager_backward.py [--rounds 12] [--torch-threads 1 2] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ def _torch_twin(model):
         if name == "Linear":
             layers.append(tnn.Linear(m.in_features, m.out_features))
         elif name == "Conv2d":
-            layers.append(tnn.Conv2d(m.in_channels, m.out_channels, m.kernel_size,
-                                     padding=m.padding))
+            layers.append(
+                tnn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, padding=m.padding)
+            )
         elif name == "BatchNorm2d":
             layers.append(tnn.BatchNorm2d(m.num_features))
         elif name == "MaxPool2d":
@@ -47,8 +49,9 @@ def _torch_twin(model):
         else:
             layers.append(getattr(tnn, name)())
     twin = tnn.Sequential(*layers)
-    twin.load_state_dict({k: torch.tensor(np.asarray(v.detach().numpy()))
-                          for k, v in model.state_dict().items()})
+    twin.load_state_dict(
+        {k: torch.tensor(np.asarray(v.detach().numpy())) for k, v in model.state_dict().items()}
+    )
     return twin
 
 
@@ -100,8 +103,7 @@ def main(argv=None) -> int:
     print("# eager backward pass, staged vs torch\n")
     print(environment(a.rounds, "torch eager (1 thread)", torch))
     results = {}
-    names = ["staged eager"] + [f"torch eager ({n} thread{'s' * (n > 1)})"
-                                for n in a.torch_threads]
+    names = ["staged eager"] + [f"torch eager ({n} thread{'s' * (n > 1)})" for n in a.torch_threads]
     for case, impls in cases.items():
         times = {n: [] for n in names}
         for fn in impls.values():  # warm-up

@@ -12,6 +12,7 @@ seconds of single cold events (they cannot be interleaved as steady steps are): 
 the median of ``--repeats`` runs, taken in turn, and the load average is printed with
 them (a loaded machine stretches IREE's compile most).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -120,8 +121,9 @@ def jax_first(name):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workloads", nargs="+", default=["mlp32", "cnn", "transformer"],
-                    choices=list(WORKLOADS))
+    ap.add_argument(
+        "--workloads", nargs="+", default=["mlp32", "cnn", "transformer"], choices=list(WORKLOADS)
+    )
     ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args(argv)
     old = os.environ.get("STAGED_CACHE_DIR")
@@ -143,19 +145,26 @@ def main(argv=None) -> int:
             bg_switch = med([r[1] for r in runs["background"]])
             bg_eager = med([r[2] for r in runs["background"]])
             jx = [r for r in runs["jax"] if r is not None]
-            rows.append(f"| {name} | {e_step * 1e3:.1f} | {e_first * 1e3:.1f} | "
-                        f"{bg_first * 1e3:.1f} ({bg_first / e_step:.1f}x) | "
-                        f"{blk:.2f} ({blk / e_step:.0f}x) | "
-                        f"{bg_switch:.2f} after {bg_eager:.0f} eager calls | "
-                        + (f"{med(jx):.2f} |" if jx else "- |"))
+            rows.append(
+                f"| {name} | {e_step * 1e3:.1f} | {e_first * 1e3:.1f} | "
+                f"{bg_first * 1e3:.1f} ({bg_first / e_step:.1f}x) | "
+                f"{blk:.2f} ({blk / e_step:.0f}x) | "
+                f"{bg_switch:.2f} after {bg_eager:.0f} eager calls | "
+                + (f"{med(jx):.2f} |" if jx else "- |")
+            )
             phases = {}
             for _, t in runs["blocking"]:
                 for k, v in t.items():
                     phases.setdefault(k, []).append(v)
             total = sum(med(v) for v in phases.values())
-            phase_rows.append(f"| {name} | " + " | ".join(
-                f"{med(phases.get(k, [0])):.3f} ({med(phases.get(k, [0])) / total:.0%})"
-                for k in ("trace", "lower", "IREE compile", "load")) + f" | {total:.2f} |")
+            phase_rows.append(
+                f"| {name} | "
+                + " | ".join(
+                    f"{med(phases.get(k, [0])):.3f} ({med(phases.get(k, [0])) / total:.0%})"
+                    for k in ("trace", "lower", "IREE compile", "load")
+                )
+                + f" | {total:.2f} |"
+            )
     finally:
         for d in _DIRS:
             shutil.rmtree(d, ignore_errors=True)
@@ -164,11 +173,16 @@ def main(argv=None) -> int:
         else:
             os.environ["STAGED_CACHE_DIR"] = old
     print("\n## Time to the first result, cold compile cache\n")
-    print(environment(a.repeats, "staged eager step", torch)
-          + (f"\n- jax {jax.__version__}" if jax else "\n- JAX: not installed") + "\n")
-    print("| workload | eager step (ms) | first eager step (ms) | background: first result "
-          "(ms, x eager step) | blocking: first result (s, x eager step) | background: "
-          "compiled from (s) | JAX jit first call (s) |")
+    print(
+        environment(a.repeats, "staged eager step", torch)
+        + (f"\n- jax {jax.__version__}" if jax else "\n- JAX: not installed")
+        + "\n"
+    )
+    print(
+        "| workload | eager step (ms) | first eager step (ms) | background: first result "
+        "(ms, x eager step) | blocking: first result (s, x eager step) | background: "
+        "compiled from (s) | JAX jit first call (s) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     print("\n## Where a blocking cold compile spends its time (s, share)\n")

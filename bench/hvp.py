@@ -5,6 +5,7 @@ grad, jit) where installed; timed in interleaved blocks.
 
     python bench/hvp.py [--rounds 10] [--batch 32]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ SIZES = (64, 128, 10)
 def problem(batch, seed=0):
     """Weights, a direction for each, inputs and targets (float32)."""
     rng = np.random.default_rng(seed)
-    ws = [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32)
-          for i, o in zip(SIZES[:-1], SIZES[1:])]
+    ws = [
+        (rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32)
+        for i, o in zip(SIZES[:-1], SIZES[1:])
+    ]
     vs = [rng.standard_normal(w.shape).astype(np.float32) for w in ws]
     x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
     y = rng.standard_normal((batch, SIZES[-1])).astype(np.float32)
@@ -54,12 +57,14 @@ def _double_backward(lib):
     def hvp(w1, w2, v1, v2, x, y):
         g1, g2 = lib.autograd.grad(loss_fn(w1, w2, x, y), (w1, w2), create_graph=True)
         return lib.autograd.grad((g1 * v1).sum() + (g2 * v2).sum(), (w1, w2))
+
     return hvp
 
 
 def make_staged_eager(ws, vs, x, y):
-    args = [staged.tensor(w, requires_grad=True) for w in ws] + \
-        [staged.tensor(a) for a in (*vs, x, y)]
+    args = [staged.tensor(w, requires_grad=True) for w in ws] + [
+        staged.tensor(a) for a in (*vs, x, y)
+    ]
     return lambda: _double_backward(staged)(*args)
 
 
@@ -72,34 +77,44 @@ def make_staged_fwd_over_rev(ws, vs, x, y):
             d1, d2 = fwad.make_dual(w1, v1), fwad.make_dual(w2, v2)
             g = staged.autograd.grad(loss_fn(d1, d2, xt, yt), (d1, d2))
             return tuple(fwad.unpack_dual(t).tangent for t in g)
+
     return hvp
 
 
 def make_staged_compiled(ws, vs, x, y):
-    args = [staged.tensor(w, requires_grad=True) for w in ws] + \
-        [staged.tensor(a) for a in (*vs, x, y)]
+    args = [staged.tensor(w, requires_grad=True) for w in ws] + [
+        staged.tensor(a) for a in (*vs, x, y)
+    ]
     step = staged.compile(_double_backward(staged))
     return lambda: step(*args)
 
 
 def make_torch(ws, vs, x, y):
-    args = [torch.tensor(w, requires_grad=True) for w in ws] + \
-        [torch.tensor(a) for a in (*vs, x, y)]
+    args = [torch.tensor(w, requires_grad=True) for w in ws] + [
+        torch.tensor(a) for a in (*vs, x, y)
+    ]
     return lambda: _double_backward(torch)(*args)
 
 
 def make_jax(ws, vs, x, y):
     def loss(w, x, y):
         return ((jnp.tanh(x @ w[0]) @ w[1] - y) ** 2).mean()
+
     hvp = jax.jit(lambda w, v, x, y: jax.jvp(lambda w: jax.grad(loss)(w, x, y), (w,), (v,))[1])
-    args = (tuple(map(jnp.asarray, ws)), tuple(map(jnp.asarray, vs)), jnp.asarray(x),
-            jnp.asarray(y))
+    args = (
+        tuple(map(jnp.asarray, ws)),
+        tuple(map(jnp.asarray, vs)),
+        jnp.asarray(x),
+        jnp.asarray(y),
+    )
     return lambda: hvp(*args)
 
 
-IMPLS = {"staged eager (double backward)": make_staged_eager,
-         "staged eager (forward-over-reverse)": make_staged_fwd_over_rev,
-         "staged compiled (llvm-cpu)": make_staged_compiled}
+IMPLS = {
+    "staged eager (double backward)": make_staged_eager,
+    "staged eager (forward-over-reverse)": make_staged_fwd_over_rev,
+    "staged compiled (llvm-cpu)": make_staged_compiled,
+}
 if torch is not None:
     IMPLS["torch eager (double backward)"] = make_torch
 if jax is not None:
@@ -145,12 +160,19 @@ def main(argv=None) -> int:
     base = "torch eager (double backward)" if torch is not None else next(iter(IMPLS))
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"\n## HVP of an MLP {'-'.join(map(str, SIZES))} loss, batch {a.batch}, f32\n")
-    print(f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}; machine: "
-          f"{platform.machine()}, nproc {os.cpu_count()}, load average {load}")
-    print(f"- numpy {np.__version__}" + (f", torch {torch.__version__}" if torch else "")
-          + (f", jax {jax.__version__}" if jax else ", jax not installed"))
-    print(f"- {a.rounds} rounds; ratio = median over rounds of (ms / {base} ms in the same "
-          "round), with its quartiles; lower is faster\n")
+    print(
+        f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}; machine: "
+        f"{platform.machine()}, nproc {os.cpu_count()}, load average {load}"
+    )
+    print(
+        f"- numpy {np.__version__}"
+        + (f", torch {torch.__version__}" if torch else "")
+        + (f", jax {jax.__version__}" if jax else ", jax not installed")
+    )
+    print(
+        f"- {a.rounds} rounds; ratio = median over rounds of (ms / {base} ms in the same "
+        "round), with its quartiles; lower is faster\n"
+    )
     print("| implementation | ms/HVP | ratio |\n|---|---:|---:|")
     for name, ts in times.items():
         ratios = [t / b for t, b in zip(ts, times[base])]

@@ -5,6 +5,7 @@ traced with the checks left out, timed interleaved.
 
     python bench/index_checks.py [--rounds 12] [--workloads mlp32 mlp256 cnn transformer]
 """
+
 from __future__ import annotations
 
 import argparse

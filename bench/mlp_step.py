@@ -5,6 +5,7 @@
 
 See bench/README.md for how to read the ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,12 +35,17 @@ def init_params(seed=0):
     out = []
     for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
         k = 1 / np.sqrt(n_in)
-        out.append((rng.uniform(-k, k, (n_out, n_in)).astype(np.float32),
-                    rng.uniform(-k, k, n_out).astype(np.float32)))
+        out.append(
+            (
+                rng.uniform(-k, k, (n_out, n_in)).astype(np.float32),
+                rng.uniform(-k, k, n_out).astype(np.float32),
+            )
+        )
     return out
 
 
 # --- implementations: each make_*(params, x, y) returns a zero-argument step -> loss ---
+
 
 def _staged_model(params):
     layers = []
@@ -58,6 +64,7 @@ def _staged_model(params):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -103,6 +110,7 @@ def make_numpy(params, x, y):
             W -= LR * gW
             b -= LR * gb
         return loss
+
     return step
 
 
@@ -124,11 +132,16 @@ def make_torch(params, x, y):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
-IMPLS = {"staged eager": make_staged_eager, "staged compiled": make_staged_compiled,
-         "staged compiled dynamic": make_staged_compiled_dynamic, "numpy by hand": make_numpy}
+IMPLS = {
+    "staged eager": make_staged_eager,
+    "staged compiled": make_staged_compiled,
+    "staged compiled dynamic": make_staged_compiled_dynamic,
+    "numpy by hand": make_numpy,
+}
 if torch is not None:
     IMPLS["torch eager"] = make_torch
 

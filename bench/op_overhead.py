@@ -6,6 +6,7 @@ median over rounds of the per-round ratio to torch (see ../shared/notes/BENCH.md
 
     .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ def make_staged(x, w, b):
     def step():
         (xs * ws + bs).relu().sum().backward()
         xs.grad = ws.grad = bs.grad = None
+
     return step, (xs, ws, bs)
 
 
@@ -37,6 +39,7 @@ def make_torch(x, w, b):
     def step():
         (xt * wt + bt).relu().sum().backward()
         xt.grad = wt.grad = bt.grad = None
+
     return step, (xt, wt, bt)
 
 
@@ -102,8 +105,10 @@ def main():
     if a.profile:
         profile(a.size)
         return
-    print(f"(x*w + b).relu().sum() forward+backward, {a.size} float32s, {a.rounds} rounds, "
-          f"{time.strftime('%Y-%m-%d')}")
+    print(
+        f"(x*w + b).relu().sum() forward+backward, {a.size} float32s, {a.rounds} rounds, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
     report(bench(a.size, a.rounds))
 
 

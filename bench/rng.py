@@ -14,6 +14,7 @@ default: torch's masks) and in the graph (``rng="counter"``), and the host draws
 
     .venv/bin/python bench/rng.py [--rounds 10] [--skip-compiled]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,9 +63,15 @@ def generation(rounds: int) -> dict:
     ours, theirs = workloads(staged), workloads(torch)
     results = {}
     for name in ours:
-        times = interleaved({"staged": lambda f=ours[name]: (f(), 0.0)[1],
-                             "torch": lambda f=theirs[name]: (f(), 0.0)[1]},
-                            rounds, block_s=0.3, pause=0.2)
+        times = interleaved(
+            {
+                "staged": lambda f=ours[name]: (f(), 0.0)[1],
+                "torch": lambda f=theirs[name]: (f(), 0.0)[1],
+            },
+            rounds,
+            block_s=0.3,
+            pause=0.2,
+        )
         results[name] = times
     return results
 
@@ -72,8 +79,15 @@ def generation(rounds: int) -> dict:
 def mlp_step(rng: str, batch: int, p=0.5):
     staged.manual_seed(0)
     nn = staged.nn
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(p), nn.Linear(256, 256),
-                          nn.ReLU(), nn.Dropout(p), nn.Linear(256, 10))
+    model = nn.Sequential(
+        nn.Linear(784, 256),
+        nn.ReLU(),
+        nn.Dropout(p),
+        nn.Linear(256, 256),
+        nn.ReLU(),
+        nn.Dropout(p),
+        nn.Linear(256, 10),
+    )
     opt = staged.optim.SGD(model.parameters(), lr=0.01)
 
     def step(x, y):
@@ -82,6 +96,7 @@ def mlp_step(rng: str, batch: int, p=0.5):
         loss.backward()
         opt.step()
         return loss
+
     compiled = staged.compile(step, rng=rng)
     rs = np.random.default_rng(0)
     x = staged.tensor(rs.standard_normal((batch, 784)).astype(np.float32))
@@ -133,9 +148,11 @@ def main() -> None:
         ratios = [a / b for a, b in zip(times["staged"], times["torch"])]
         q1, q2, q3 = statistics.quantiles(ratios, n=4)
         ok = "ok" if q2 <= TARGETS[name] else "over"
-        print(f"| {name} | {statistics.median(times['staged']):.2f} | "
-              f"{statistics.median(times['torch']):.2f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) | "
-              f"<= {TARGETS[name]} ({ok}) |")
+        print(
+            f"| {name} | {statistics.median(times['staged']):.2f} | "
+            f"{statistics.median(times['torch']):.2f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) | "
+            f"<= {TARGETS[name]} ({ok}) |"
+        )
     if args.skip_compiled:
         return
     print("\n## host draws in a compiled MLP step with dropout (llvm-cpu)\n")
@@ -146,8 +163,10 @@ def main() -> None:
     for batch, us in alone.items():
         med = {n: statistics.median(t) for n, t in results[f"batch {batch}"].items()}
         extra = (med["compiled, rng='host'"] - med["compiled, rng='counter'"]) * 1e3
-        print(f"- batch {batch}: host draws alone {us:.0f} µs per call (two masks, "
-              f"{2 * batch * 256} float64 uniforms); host - counter per step: {extra:+.0f} µs")
+        print(
+            f"- batch {batch}: host draws alone {us:.0f} µs per call (two masks, "
+            f"{2 * batch * 256} float64 uniforms); host - counter per step: {extra:+.0f} µs"
+        )
     print(f"- load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

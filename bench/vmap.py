@@ -6,6 +6,7 @@ the batched backward (target: at most 3x, issue 17).
 
     python bench/vmap.py [--rounds 10] [--batch 256] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ def _cases(lib, model, x, y):
     def loss(p, xb, yb):
         return F.cross_entropy(lib.func.functional_call(model, p, (xb,)), yb)
 
-    per_example = lib.func.vmap(lib.func.grad(lambda p, xi, yi: loss(p, xi[None], yi[None])),
-                                in_dims=(None, 0, 0))
+    per_example = lib.func.vmap(
+        lib.func.grad(lambda p, xi, yi: loss(p, xi[None], yi[None])), in_dims=(None, 0, 0)
+    )
 
     def batched():
         return lib.autograd.grad(loss(leaves, x, y), tuple(leaves.values()))
@@ -45,17 +47,24 @@ def _cases(lib, model, x, y):
 
 def _timed(fn):
     """``fn`` returning one number of its gradients (``interleaved`` times a loss)."""
+
     def step():
         g = fn()
         first = next(iter(g.values())) if isinstance(g, dict) else g[0]
         return first.reshape(-1)[0].item()
+
     return step
 
 
 def _torch_twin(model):
-    t = torch.nn.Sequential(*(torch.nn.Linear(m.in_features, m.out_features)
-                              if type(m).__name__ == "Linear" else torch.nn.ReLU()
-                              for m in model))
+    t = torch.nn.Sequential(
+        *(
+            torch.nn.Linear(m.in_features, m.out_features)
+            if type(m).__name__ == "Linear"
+            else torch.nn.ReLU()
+            for m in model
+        )
+    )
     with torch.no_grad():
         for (_, a), (_, b) in zip(t.named_parameters(), model.named_parameters()):
             a.copy_(torch.tensor(b.detach().numpy()))
@@ -90,8 +99,10 @@ def main(argv=None) -> int:
     steps.update({f"torch.func {k}": _timed(f) for k, f in theirs.items()})
     times = interleaved(steps, a.rounds)
     base = "staged batched backward"
-    print(f"# per-example gradients: vmap(grad) vs one batched backward, MLP 64-128-128-10, "
-          f"batch {a.batch}\n")
+    print(
+        f"# per-example gradients: vmap(grad) vs one batched backward, MLP 64-128-128-10, "
+        f"batch {a.batch}\n"
+    )
     print(environment(a.rounds, base, torch) + "\n")
     print(ratio_table({"": times}, list(steps), base) + "\n")
     print("| library | vmap(grad) / batched backward |\n|---|---:|")

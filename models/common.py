@@ -8,6 +8,7 @@ several ranks by ``mpiexec`` / ``python -m staged.distributed.run``) ``new_run``
 passed ``ddp=True`` and wraps its model with ``ddp_wrap``; ``main`` then shards the data
 with ``DistributedSampler`` and only rank 0 prints and plots.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,12 +55,14 @@ def ddp_wrap(model, ddp: bool):
 
 def classification_step(model, opt, loss_fn=F.cross_entropy):
     """One training step: zero_grad, forward, loss, backward, optimizer update."""
+
     def step(x, y):
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -68,7 +71,7 @@ def shard_batches(x, y, batch_size: int, sampler):
     every rank gets as many): the partial last batch is dropped on every rank alike."""
     idx = np.fromiter(iter(sampler), np.int64)
     for i in range(0, len(idx) - batch_size + 1, batch_size):
-        yield x[idx[i:i + batch_size]], y[idx[i:i + batch_size]]
+        yield x[idx[i : i + batch_size]], y[idx[i : i + batch_size]]
 
 
 def train(model, step, data, epochs, batch_size, seed=0, progress=True, ddp=False):
@@ -81,6 +84,7 @@ def train(model, step, data, epochs, batch_size, seed=0, progress=True, ddp=Fals
     sampler = None
     if ddp:
         from staged.utils.data import DistributedSampler
+
         sampler = DistributedSampler(range(len(x)), seed=seed)
     per_epoch = (len(x) if sampler is None else sampler.num_samples) // batch_size
     losses = []
@@ -88,8 +92,11 @@ def train(model, step, data, epochs, batch_size, seed=0, progress=True, ddp=Fals
         for epoch in range(epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
-            for xb, yb in (batches(x, y, batch_size, rng) if sampler is None
-                           else shard_batches(x, y, batch_size, sampler)):
+            for xb, yb in (
+                batches(x, y, batch_size, rng)
+                if sampler is None
+                else shard_batches(x, y, batch_size, sampler)
+            ):
                 losses.append(step(staged.tensor(xb), staged.tensor(yb)).item())
                 bar.update()
                 bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.4f}", refresh=False)
@@ -100,8 +107,10 @@ def time_eager_vs_compiled(new_run, x, y, batch_size, lr, seed, backend, steps=2
     """Median ms/step of eager and compiled steps on two same-seed models, timed in
     interleaved blocks of ``steps`` steps; also the median of per-round ratios."""
     xb, yb = staged.tensor(x[:batch_size]), staged.tensor(y[:batch_size])
-    steps_by_kind = {"eager": new_run(seed, lr)[1],
-                     "compiled": new_run(seed, lr, compile=True, backend=backend)[1]}
+    steps_by_kind = {
+        "eager": new_run(seed, lr)[1],
+        "compiled": new_run(seed, lr, compile=True, backend=backend)[1],
+    }
     for step in steps_by_kind.values():  # warm-up (the compiled one traces twice)
         for _ in range(3):
             step(xb, yb).item()
@@ -120,6 +129,7 @@ def time_eager_vs_compiled(new_run, x, y, batch_size, lr, seed, backend, steps=2
 
 def _world() -> int:
     import staged.distributed as dist
+
     return dist.get_world_size()
 
 
@@ -127,6 +137,7 @@ def plot(losses, path: Path, title: str, ylabel: str = "cross-entropy loss") -> 
     """Write a loss-curve PNG; False (and a message) when matplotlib is missing."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -152,13 +163,20 @@ def parser(prog: str, doc: str, epochs: int, batch_size: int, lr: float):
     p.add_argument("--lr", type=float, default=lr)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("out"))
-    p.add_argument("--timing-steps", type=int, default=20,
-                   help="steps per timed block of eager vs compiled (0: skip the timing)")
+    p.add_argument(
+        "--timing-steps",
+        type=int,
+        default=20,
+        help="steps per timed block of eager vs compiled (0: skip the timing)",
+    )
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--ddp", action="store_true",
-                   help="data-parallel: DistributedDataParallel over the ranks of mpiexec or "
-                        "python -m staged.distributed.run (on by itself when started on "
-                        "several ranks); --batch-size is per rank")
+    p.add_argument(
+        "--ddp",
+        action="store_true",
+        help="data-parallel: DistributedDataParallel over the ranks of mpiexec or "
+        "python -m staged.distributed.run (on by itself when started on "
+        "several ranks); --batch-size is per rank",
+    )
     return p
 
 
@@ -177,10 +195,12 @@ def main(a, name: str, describe: str, data, new_run, evaluate) -> int:
     model, step = new_run(a.seed, a.lr, a.compile, a.backend, ddp=True)  # starts the group
     world, rank = dist.get_world_size(), dist.get_rank()
     if rank == 0:
-        print(f"{describe}, {mode}, DistributedDataParallel over {world} rank"
-              f"{'s' if world > 1 else ''}: batch "
-              f"{a.batch_size} per rank, global batch {a.batch_size * world} "
-              f"({a.batch_size} x {world}), {a.epochs} epochs")
+        print(
+            f"{describe}, {mode}, DistributedDataParallel over {world} rank"
+            f"{'s' if world > 1 else ''}: batch "
+            f"{a.batch_size} per rank, global batch {a.batch_size * world} "
+            f"({a.batch_size} x {world}), {a.epochs} epochs"
+        )
     else:  # only rank 0 prints and plots
         a.no_progress, a.timing_steps = True, 0
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of this process
@@ -199,29 +219,39 @@ def _finish(a, name, mode, data, new_run, evaluate, model, step, t_start, ddp=Fa
 
     timing = None
     if a.timing_steps > 0 and ddp:
-        print("step time: not timed with --ddp (eager vs compiled is a one-process "
-              "comparison: run without --ddp, or bench/ddp.py)")
+        print(
+            "step time: not timed with --ddp (eager vs compiled is a one-process "
+            "comparison: run without --ddp, or bench/ddp.py)"
+        )
     elif a.timing_steps > 0:
-        timing = time_eager_vs_compiled(new_run, data[0], data[1], a.batch_size, a.lr, a.seed,
-                                        a.backend, steps=a.timing_steps)
-        print(f"step time, batch {a.batch_size} (median of 5 interleaved blocks of "
-              f"{a.timing_steps}): eager {timing[0]:.3f} ms, compiled {timing[1]:.3f} ms, "
-              f"eager/compiled {timing[2]:.1f}x")
+        timing = time_eager_vs_compiled(
+            new_run, data[0], data[1], a.batch_size, a.lr, a.seed, a.backend, steps=a.timing_steps
+        )
+        print(
+            f"step time, batch {a.batch_size} (median of 5 interleaved blocks of "
+            f"{a.timing_steps}): eager {timing[0]:.3f} ms, compiled {timing[1]:.3f} ms, "
+            f"eager/compiled {timing[2]:.1f}x"
+        )
 
     png = a.out / f"{name}_loss.png"
     import staged.distributed as dist
+
     on_rank0 = not ddp or dist.get_rank() == 0  # only rank 0 plots
-    wrote = on_rank0 and plot(losses, png, f"{name}, {mode}"
-                              + (f", DDP x{_world()}" if ddp else ""))
+    wrote = on_rank0 and plot(
+        losses, png, f"{name}, {mode}" + (f", DDP x{_world()}" if ddp else "")
+    )
     print("\nsummary")
-    print(f"  training:  {len(losses)} steps in {train_s:.1f} s"
-          f"{' (incl. tracing and compiling)' if a.compile else ''}, "
-          f"loss {losses[0]:.3f} -> {np.mean(losses[-10:]):.4f}"
-          + (f" (rank 0's shard; global batch {a.batch_size * _world()})" if ddp else ""))
+    print(
+        f"  training:  {len(losses)} steps in {train_s:.1f} s"
+        f"{' (incl. tracing and compiling)' if a.compile else ''}, "
+        f"loss {losses[0]:.3f} -> {np.mean(losses[-10:]):.4f}"
+        + (f" (rank 0's shard; global batch {a.batch_size * _world()})" if ddp else "")
+    )
     print(f"  {label}: {figure}")
     if timing:
-        print(f"  step time: eager {timing[0]:.3f} ms, compiled {timing[1]:.3f} ms "
-              f"({timing[2]:.1f}x)")
+        print(
+            f"  step time: eager {timing[0]:.3f} ms, compiled {timing[1]:.3f} ms ({timing[2]:.1f}x)"
+        )
     if wrote:
         print(f"  loss plot: {png}")
     print(f"  total:     {time.perf_counter() - t_start:.1f} s")

@@ -1,4 +1,5 @@
 """scikit-learn's bundled 8x8 digits as float32 arrays, with a seeded split."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,5 +21,5 @@ def batches(x, y, batch_size: int, rng: np.random.Generator | None = None):
     """Yield full (x, y) batches, shuffled when `rng` is given; the partial last batch is dropped."""
     idx = rng.permutation(len(x)) if rng is not None else np.arange(len(x))
     for i in range(0, len(x) - batch_size + 1, batch_size):
-        j = idx[i:i + batch_size]
+        j = idx[i : i + batch_size]
         yield x[j], y[j]

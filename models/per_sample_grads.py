@@ -5,6 +5,7 @@ example's gradient clipped to a norm bound before averaging, plus Gaussian noise
 
     python -m models.per_sample_grads [--batch 64] [--steps 60]
 """
+
 from __future__ import annotations
 
 from models import common  # noqa: F401,I001  (first: sets OPENBLAS_THREAD_TIMEOUT before NumPy)
@@ -25,8 +26,10 @@ from models.data import load_digits
 
 def per_example_grads(model):
     """``fn(params, x, y)``: the gradient of each example's loss, stacked on a leading dim."""
+
     def loss(params, xi, yi):
         return F.cross_entropy(functional_call(model, params, (xi[None],)), yi[None])
+
     return vmap(grad(loss), in_dims=(None, 0, 0))
 
 
@@ -51,22 +54,24 @@ def main(argv=None) -> int:
     model = mlp.build(seed=0)
     params = {k: v.detach() for k, v in model.named_parameters()}
     grads_of = per_example_grads(model)
-    x, y = staged.tensor(x_train[:a.batch]), staged.tensor(y_train[:a.batch])
+    x, y = staged.tensor(x_train[: a.batch]), staged.tensor(y_train[: a.batch])
 
     t0 = time.perf_counter()
     grads = grads_of(params, x, y)
     t_vmap = time.perf_counter() - t0
     t0 = time.perf_counter()
     for i in range(a.batch):  # the same, one example at a time
-        xi, yi = x[i:i + 1], y[i:i + 1]
-        one = grad(lambda p, xi=xi, yi=yi: F.cross_entropy(functional_call(model, p, (xi,)),
-                                                           yi))(params)
+        xi, yi = x[i : i + 1], y[i : i + 1]
+        one = grad(lambda p, xi=xi, yi=yi: F.cross_entropy(functional_call(model, p, (xi,)), yi))(
+            params
+        )
         for k in grads:
-            np.testing.assert_allclose(grads[k][i].numpy(), one[k].numpy(), rtol=1e-4,
-                                       atol=1e-6)
+            np.testing.assert_allclose(grads[k][i].numpy(), one[k].numpy(), rtol=1e-4, atol=1e-6)
     t_loop = time.perf_counter() - t0
-    print(f"per-example gradients of {a.batch} examples: vmap(grad) {t_vmap * 1e3:.1f} ms, "
-          f"a loop of single-example grads {t_loop * 1e3:.1f} ms (and the same values)")
+    print(
+        f"per-example gradients of {a.batch} examples: vmap(grad) {t_vmap * 1e3:.1f} ms, "
+        f"a loop of single-example grads {t_loop * 1e3:.1f} ms (and the same values)"
+    )
 
     rng = np.random.default_rng(0)
     for _step in range(a.steps):

@@ -3,20 +3,41 @@
 Eager mode runs on NumPy; ``staged.compile(fn)`` traces forward, backward, hooks and
 optimizer updates into one graph and compiles it with IREE.
 """
+
 import importlib
 
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
 from . import autodiff  # noqa: F401
-from .dtypes import (bfloat16, bool_ as bool, complex64, complex128, float16,  # noqa: F401
-                     float32, float64, get_default_dtype, int8, int16, int32, int64,
-                     set_default_dtype, uint8)
+from .dtypes import (
+    bfloat16,
+    bool_ as bool,
+    complex64,
+    complex128,
+    float16,  # noqa: F401
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    set_default_dtype,
+    uint8,
+)
 from .dtypes import DType as dtype  # noqa: F401
 from .eager import *  # noqa: F401,F403
 from .eager import random  # noqa: F401  (torch.random's counterpart)
 from .eager.legacy_types import CPU_TYPES as _legacy_types
 from .eager.ops.table import exports as _exports
-from .eager.random import (Generator, default_generator, get_rng_state,  # noqa: F401
-                           initial_seed, manual_seed, seed, set_rng_state)
+from .eager.random import (
+    Generator,
+    default_generator,
+    get_rng_state,  # noqa: F401
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 from .eager.random import methods as _random_methods  # noqa: F401  (Tensor.uniform_, ...)
 from . import autograd  # noqa: F401
 from .autograd.engine import backward, grad  # noqa: F401

@@ -6,6 +6,7 @@ Note [CLI errors]: a mistake on the command line, and any error the command then
 one ``staged COMMAND: error: ...`` line on stderr with exit status 2 (usage) or 1, never
 as a traceback; ``staged --traceback COMMAND ...`` shows the traceback instead.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,8 +98,9 @@ def parse_value(text: str):
             return kind(text)
         except ValueError:
             pass
-    raise UsageError(f"input {text!r}: expected DTYPE[DIMS] (e.g. float32[32,64]), a .npy "
-                     "file or a number")
+    raise UsageError(
+        f"input {text!r}: expected DTYPE[DIMS] (e.g. float32[32,64]), a .npy file or a number"
+    )
 
 
 def as_tensors(values):
@@ -112,16 +114,18 @@ def bound_args(fn, args, kwargs, what) -> tuple:
         sig = inspect.signature(target)
     except (TypeError, ValueError):
         if kwargs:
-            raise UsageError(f"{what} has no known signature: give its inputs without "
-                             "names") from None
+            raise UsageError(
+                f"{what} has no known signature: give its inputs without names"
+            ) from None
         return tuple(args)
     try:
         b = sig.bind(*args, **kwargs)
     except TypeError as err:
         raise UsageError(f"the inputs do not fit {what}{sig}: {err}") from None
     if b.kwargs:
-        raise UsageError(f"{what}{sig}: keyword-only parameters cannot be inputs "
-                         f"({', '.join(b.kwargs)})")
+        raise UsageError(
+            f"{what}{sig}: keyword-only parameters cannot be inputs ({', '.join(b.kwargs)})"
+        )
     return b.args
 
 
@@ -131,8 +135,7 @@ def load_target(spec: str):
     (imported with the current directory on ``sys.path``, as ``python -m`` does)."""
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
-        raise UsageError(f"{spec!r}: expected path/to/file.py:function or "
-                         "package.module:function")
+        raise UsageError(f"{spec!r}: expected path/to/file.py:function or package.module:function")
     try:
         if where.endswith(".py") or os.sep in where or "/" in where:
             path = Path(where).resolve()
@@ -141,7 +144,8 @@ def load_target(spec: str):
             sys.path.insert(0, str(path.parent))
             name = path.stem
             module = importlib.util.module_from_spec(
-                importlib.util.spec_from_file_location(name, path))
+                importlib.util.spec_from_file_location(name, path)
+            )
             sys.modules[name] = module
             module.__spec__.loader.exec_module(module)
         else:
@@ -169,8 +173,10 @@ def model_specs() -> dict:
     try:
         import models
     except ImportError:
-        raise UsageError("no `models` package here: run it from the repository root, or "
-                         "name your own code as file.py:function") from None
+        raise UsageError(
+            "no `models` package here: run it from the repository root, or "
+            "name your own code as file.py:function"
+        ) from None
     specs = {}
     for info in pkgutil.iter_modules(models.__path__):
         mod = importlib.import_module(f"models.{info.name}")
@@ -184,29 +190,45 @@ def export_jobs(a) -> list:
     user = [t for t in a.targets if ":" in t]
     if user:
         if len(a.targets) > 1:
-            raise UsageError("give one file.py:function (or package.module:function) at a "
-                             "time, without model names")
+            raise UsageError(
+                "give one file.py:function (or package.module:function) at a "
+                "time, without model names"
+            )
         if a.example_inputs is None:
             raise UsageError(f"{user[0]} needs --example-inputs")
         if a.training_step:
-            raise UsageError("--training-step applies to the models in models/ (their "
-                             "export_spec() names the optimizer)")
+            raise UsageError(
+                "--training-step applies to the models in models/ (their "
+                "export_spec() names the optimizer)"
+            )
         fn = load_target(user[0])
         if not callable(fn):
             raise UsageError(f"{user[0]} is a {type(fn).__name__}, not a function or module")
         args = bound_args(fn, *parse_inputs(a.example_inputs), user[0])
         dynamic = {n: {0: "batch"} for n in a.dynamic or ()}
-        return [(user[0].rpartition(":")[2], dict(fn_or_module=fn, example_args=tuple(
-            as_tensors(args)), dynamic_axes=dynamic or None))]
+        return [
+            (
+                user[0].rpartition(":")[2],
+                dict(
+                    fn_or_module=fn,
+                    example_args=tuple(as_tensors(args)),
+                    dynamic_axes=dynamic or None,
+                ),
+            )
+        ]
     if a.example_inputs is not None or a.dynamic:
-        raise UsageError("--example-inputs and --dynamic apply to your own code "
-                         "(file.py:function), not to the models in models/")
+        raise UsageError(
+            "--example-inputs and --dynamic apply to your own code "
+            "(file.py:function), not to the models in models/"
+        )
     specs = model_specs()
     names = a.targets or sorted(specs)
     unknown = [n for n in names if n not in specs]
     if unknown:
-        raise UsageError(f"unknown model(s) {unknown}; models with an export_spec(): "
-                         f"{sorted(specs)}; your own code is file.py:function")
+        raise UsageError(
+            f"unknown model(s) {unknown}; models with an export_spec(): "
+            f"{sorted(specs)}; your own code is file.py:function"
+        )
     jobs = []
     for name in names:
         spec = dict(specs[name]())
@@ -232,9 +254,11 @@ def export_onnx(a) -> int:
         path = os.path.join(a.out, f"{name}.onnx")
         t0 = time.perf_counter()
         model = staged.onnx.export(**spec, path=path, opset=a.opset, with_gradients=gradients)
-        print(f"{path}: {len(model.graph.node)} nodes, inputs "
-              f"{[i.name for i in model.graph.input]}, outputs "
-              f"{[o.name for o in model.graph.output]} ({time.perf_counter() - t0:.1f} s)")
+        print(
+            f"{path}: {len(model.graph.node)} nodes, inputs "
+            f"{[i.name for i in model.graph.input]}, outputs "
+            f"{[o.name for o in model.graph.output]} ({time.perf_counter() - t0:.1f} s)"
+        )
     return 0
 
 
@@ -257,8 +281,10 @@ def show(a: np.ndarray) -> str:
 def run(a) -> int:
     d = Path(a.directory)
     if not (d / "manifest.json").is_file():
-        raise UsageError(f"{d}: not a deployed step (no manifest.json); make one with "
-                         "staged.compile(step).save(dir)")
+        raise UsageError(
+            f"{d}: not a deployed step (no manifest.json); make one with "
+            "staged.compile(step).save(dir)"
+        )
     if a.steps < 1:
         raise UsageError(f"--steps must be at least 1, got {a.steps}")
     args, kwargs = parse_inputs(a.input)
@@ -288,8 +314,7 @@ def explain(a) -> int:
         args, kwargs = parse_inputs(a.example_inputs)
         obj(*as_tensors(bound_args(obj, args, kwargs, a.target)))
     elif obj.traces == 0:
-        raise UsageError(f"{a.target} has not been called: give --example-inputs to call it "
-                         "once")
+        raise UsageError(f"{a.target} has not been called: give --example-inputs to call it once")
     obj.explain(verbose=a.verbose)
     return 0
 
@@ -300,8 +325,9 @@ _ENTRY = re.compile(r"[0-9a-f]{64}|\.[0-9a-f]{16}\..*\.tmp")  # cache.py's names
 
 def cache_entries() -> list:
     d = cache.cache_dir()
-    return [p for p in d.iterdir() if p.is_file() and _ENTRY.fullmatch(p.name)] \
-        if d.is_dir() else []
+    return (
+        [p for p in d.iterdir() if p.is_file() and _ENTRY.fullmatch(p.name)] if d.is_dir() else []
+    )
 
 
 def human_size(n: int) -> str:
@@ -314,8 +340,10 @@ def human_size(n: int) -> str:
 def cache_summary() -> str:
     entries = cache_entries()
     total = sum(p.stat().st_size for p in entries)
-    return (f"{cache.cache_dir()}: {len(entries)} compiled module"
-            f"{'s' * (len(entries) != 1)}, {human_size(total)}")
+    return (
+        f"{cache.cache_dir()}: {len(entries)} compiled module"
+        f"{'s' * (len(entries) != 1)}, {human_size(total)}"
+    )
 
 
 def cache_cmd(a) -> int:
@@ -327,8 +355,10 @@ def cache_cmd(a) -> int:
         freed = sum(p.stat().st_size for p in entries)
         for p in entries:
             p.unlink(missing_ok=True)
-        print(f"removed {len(entries)} compiled modules ({human_size(freed)}) from "
-              f"{cache.cache_dir()}")
+        print(
+            f"removed {len(entries)} compiled modules ({human_size(freed)}) from "
+            f"{cache.cache_dir()}"
+        )
     return 0
 
 
@@ -360,19 +390,33 @@ def probe(backend: str) -> str:
 
 def probe_all(timeout: float) -> dict:
     """``{backend: probe(backend)}``, each in a child process, all at once."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(Path(staged.__file__).parent.parent), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(Path(staged.__file__).parent.parent), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
     code = "import sys; from staged.__main__ import probe; print(probe(sys.argv[1]))"
-    procs = {b: subprocess.Popen([sys.executable, "-c", code, b], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=env)
-             for b in BACKENDS}
+    procs = {
+        b: subprocess.Popen(
+            [sys.executable, "-c", code, b],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for b in BACKENDS
+    }
     deadline, res = time.monotonic() + timeout, {}
     for b, p in procs.items():
         try:
             out, err = p.communicate(timeout=max(0.0, deadline - time.monotonic()))
             lines = (out or err).strip().splitlines() or ["no output"]
-            res[b] = lines[-1] if p.returncode == 0 else \
-                f"FAILS: the probe exited with status {p.returncode}: {lines[-1]}"
+            res[b] = (
+                lines[-1]
+                if p.returncode == 0
+                else f"FAILS: the probe exited with status {p.returncode}: {lines[-1]}"
+            )
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
@@ -388,21 +432,33 @@ def version_of(dist: str, missing: str = "not installed") -> str:
 
 
 def drivers() -> list:
-    icds = sorted(glob.glob("/usr/share/vulkan/icd.d/*.json") +
-                  glob.glob("/etc/vulkan/icd.d/*.json"))
+    icds = sorted(
+        glob.glob("/usr/share/vulkan/icd.d/*.json") + glob.glob("/etc/vulkan/icd.d/*.json")
+    )
     lavapipe = [p for p in icds if os.path.basename(p).startswith("lvp_icd")]
     libcuda = ctypes.util.find_library("cuda")
     smi, gpus = shutil.which("nvidia-smi"), ""
     if smi:
         try:
-            gpus = subprocess.run([smi, "--query-gpu=name,driver_version",
-                                   "--format=csv,noheader"], capture_output=True, text=True,
-                                  timeout=20).stdout.strip().replace("\n", "; ")
+            gpus = (
+                subprocess.run(
+                    [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+                .stdout.strip()
+                .replace("\n", "; ")
+            )
         except (OSError, subprocess.TimeoutExpired):
             gpus = "does not answer"
     return [
-        ("lavapipe", lavapipe[0] if lavapipe else
-         "missing (Mesa's software Vulkan: apt-get install mesa-vulkan-drivers)"),
+        (
+            "lavapipe",
+            lavapipe[0]
+            if lavapipe
+            else "missing (Mesa's software Vulkan: apt-get install mesa-vulkan-drivers)",
+        ),
         ("Vulkan ICDs", ", ".join(map(os.path.basename, icds)) or "none"),
         ("VK_ICD_FILENAMES", os.environ.get("VK_ICD_FILENAMES") or "not set (all ICDs)"),
         ("libcuda", libcuda or "missing (no NVIDIA driver: cuda compiles but cannot run)"),
@@ -411,13 +467,17 @@ def drivers() -> list:
 
 
 def doctor(a) -> int:
-    rows = [("staged", __version__),
-            ("Python", f"{sys.version.split()[0]} ({sys.executable})"),
-            ("NumPy", np.__version__),
-            ("IREE compiler", version_of("iree-base-compiler")),
-            ("IREE runtime", version_of("iree-base-runtime")),
-            *((d, version_of(d, "not installed (pip install -e '.[onnx]' in the repository)"))
-              for d in ("onnx", "onnxruntime"))]
+    rows = [
+        ("staged", __version__),
+        ("Python", f"{sys.version.split()[0]} ({sys.executable})"),
+        ("NumPy", np.__version__),
+        ("IREE compiler", version_of("iree-base-compiler")),
+        ("IREE runtime", version_of("iree-base-runtime")),
+        *(
+            (d, version_of(d, "not installed (pip install -e '.[onnx]' in the repository)"))
+            for d in ("onnx", "onnxruntime")
+        ),
+    ]
     print("\n".join(f"{k:<16} {v}" for k, v in rows))
     print("\nbackends (a tiny module compiled and run in a child process):")
     probes = probe_all(a.timeout)
@@ -430,31 +490,53 @@ def doctor(a) -> int:
 
 # --- the parser -------------------------------------------------------------------------
 def command(sub, name, help, examples, run_):
-    p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
-                       epilog="examples:\n" + textwrap.indent(examples.strip(), "  "),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog="examples:\n" + textwrap.indent(examples.strip(), "  "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(run=run_)
     return p
 
 
 def parser() -> Parser:
-    p = Parser(prog="staged", description="staged: PyTorch's autograd in Python, training "
-               "steps compiled by IREE. `staged COMMAND --help` shows a command's options "
-               "and examples.")
+    p = Parser(
+        prog="staged",
+        description="staged: PyTorch's autograd in Python, training "
+        "steps compiled by IREE. `staged COMMAND --help` shows a command's options "
+        "and examples.",
+    )
     p.add_argument("--version", action="version", version=f"staged {__version__}")
-    p.add_argument("--traceback", action="store_true",
-                   help="show the Python traceback of an error instead of one line")
+    p.add_argument(
+        "--traceback",
+        action="store_true",
+        help="show the Python traceback of an error instead of one line",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    d = command(sub, "doctor", "show versions, the backends that compile and run here, "
-                "drivers and the compile cache", """
+    d = command(
+        sub,
+        "doctor",
+        "show versions, the backends that compile and run here, drivers and the compile cache",
+        """
 staged doctor               # exit status 0 when llvm-cpu compiles and runs
-staged doctor --timeout 20  # give up on a backend after 20 s""", doctor)
-    d.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds to wait for the backend probes (default 60)")
+staged doctor --timeout 20  # give up on a backend after 20 s""",
+        doctor,
+    )
+    d.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the backend probes (default 60)",
+    )
 
-    e = command(sub, "export-onnx", "export a function or module, with its gradients, as "
-                "ONNX", """
+    e = command(
+        sub,
+        "export-onnx",
+        "export a function or module, with its gradients, as ONNX",
+        """
 staged export-onnx mystep.py:loss --example-inputs x=float32[32,64] y=int64[32]
 staged export-onnx mypkg.train:loss --example-inputs x=batch_x.npy y=batch_y.npy --dynamic x y
 staged export-onnx mystep.py:model --example-inputs float32[8,64] --no-gradients
@@ -466,69 +548,138 @@ Your function (or nn.Module) is traced on the example inputs and written to
 The ONNX inputs are its arguments, then the parameters of the modules it uses; the
 outputs are its outputs, then grad.<name> for each parameter (or for exactly the inputs
 that --gradients names). See README, "ONNX export".
-""" + INPUTS_HELP, export_onnx)
-    e.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="path/to/file.py:function or package.module:function (a function or "
-                        "nn.Module), or names of models in models/ (default: all of them)")
-    e.add_argument("--example-inputs", nargs="+", metavar="INPUT",
-                   help="the arguments to trace your function with ([NAME=]VALUE, below)")
-    e.add_argument("--dynamic", nargs="+", metavar="NAME",
-                   help="inputs whose dim 0 is a dynamic batch")
-    e.add_argument("--gradients", nargs="+", metavar="NAME",
-                   help="export the gradients with respect to exactly these inputs")
-    e.add_argument("--out", default="out/onnx", help="output directory (default: out/onnx); "
-                   "writes <out>/<function or model>.onnx")
+"""
+        + INPUTS_HELP,
+        export_onnx,
+    )
+    e.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="path/to/file.py:function or package.module:function (a function or "
+        "nn.Module), or names of models in models/ (default: all of them)",
+    )
+    e.add_argument(
+        "--example-inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="the arguments to trace your function with ([NAME=]VALUE, below)",
+    )
+    e.add_argument(
+        "--dynamic", nargs="+", metavar="NAME", help="inputs whose dim 0 is a dynamic batch"
+    )
+    e.add_argument(
+        "--gradients",
+        nargs="+",
+        metavar="NAME",
+        help="export the gradients with respect to exactly these inputs",
+    )
+    e.add_argument(
+        "--out",
+        default="out/onnx",
+        help="output directory (default: out/onnx); writes <out>/<function or model>.onnx",
+    )
     e.add_argument("--opset", type=int, default=21, help="ai.onnx opset, 18 to 26 (default 21)")
     e.add_argument("--static", action="store_true", help="models: no dynamic batch dimension")
     e.add_argument("--no-gradients", action="store_true", help="the forward (loss) only")
-    e.add_argument("--training-step", action="store_true",
-                   help="models: export one optimizer step (updated parameters and state)")
+    e.add_argument(
+        "--training-step",
+        action="store_true",
+        help="models: export one optimizer step (updated parameters and state)",
+    )
 
-    r = command(sub, "run", "run a deployed step (compiled_step.save(DIR)) without its Python "
-                "code", """
+    r = command(
+        sub,
+        "run",
+        "run a deployed step (compiled_step.save(DIR)) without its Python code",
+        """
 staged run deployed --input x=x.npy --input y=y.npy
 staged run deployed --input x=float32[32,64] y=int64[32] --steps 100 --save deployed-later
 staged run deployed --input x.npy y.npy --out outputs    # writes outputs/out.npy, ...
 
 Each step prints its outputs (numbers, or dtype[shape] of arrays); the state (parameters,
 optimizer buffers) carries over from step to step, as in staged.runtime.load(DIR).
-""" + INPUTS_HELP, run)
-    r.add_argument("directory", metavar="DEPLOY_DIR",
-                   help="a directory written by save(): manifest.json, step.vmfb, params.irpa")
-    r.add_argument("--input", nargs="+", action="extend", default=[], metavar="INPUT",
-                   help="the step's arguments ([NAME=]VALUE, below)")
+"""
+        + INPUTS_HELP,
+        run,
+    )
+    r.add_argument(
+        "directory",
+        metavar="DEPLOY_DIR",
+        help="a directory written by save(): manifest.json, step.vmfb, params.irpa",
+    )
+    r.add_argument(
+        "--input",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="INPUT",
+        help="the step's arguments ([NAME=]VALUE, below)",
+    )
     r.add_argument("--steps", type=int, default=1, help="calls to make (default 1)")
     r.add_argument("--out", metavar="DIR", help="save the last step's outputs as DIR/<name>.npy")
-    r.add_argument("--save", metavar="DIR",
-                   help="save the step with its state after the run (to continue later)")
-    r.add_argument("--device", help="the device to run on, e.g. local-sync, vulkan:0, cuda:1 "
-                   "(default: the backend's default device)")
+    r.add_argument(
+        "--save",
+        metavar="DIR",
+        help="save the step with its state after the run (to continue later)",
+    )
+    r.add_argument(
+        "--device",
+        help="the device to run on, e.g. local-sync, vulkan:0, cuda:1 "
+        "(default: the backend's default device)",
+    )
 
-    c = command(sub, "cache", "show or empty the compile cache ($STAGED_CACHE_DIR, default "
-                "~/.cache/staged)", """
+    c = command(
+        sub,
+        "cache",
+        "show or empty the compile cache ($STAGED_CACHE_DIR, default ~/.cache/staged)",
+        """
 staged cache info     # where it is, how many compiled modules, their size
 staged cache clear    # delete the compiled modules (they are rebuilt when needed)""",
-                cache_cmd)
+        cache_cmd,
+    )
     c.add_argument("action", choices=("info", "clear"))
 
-    x = command(sub, "explain", "call a function compiled with staged.compile and print its "
-                "explain()", """
+    x = command(
+        sub,
+        "explain",
+        "call a function compiled with staged.compile and print its explain()",
+        """
 staged explain mystep.py:step --example-inputs x=float32[32,64] y=int64[32]
 staged explain mypkg.train:step --example-inputs x=x.npy y=y.npy --backend vulkan-spirv
 
 TARGET is a staged.compile(...) object or a plain function (compiled here with --backend);
 it is called once with the inputs (a training step takes one step), then explained.
-""" + INPUTS_HELP, explain)
-    x.add_argument("target", metavar="TARGET",
-                   help="path/to/file.py:function or package.module:function")
-    x.add_argument("--example-inputs", nargs="+", metavar="INPUT",
-                   help="the arguments to call it with ([NAME=]VALUE, below)")
-    x.add_argument("--backend", choices=tuple(BACKENDS), default="llvm-cpu",
-                   help="for a plain function (default llvm-cpu)")
-    x.add_argument("-v", "--verbose", action="store_true",
-                   help="add the dispatch count, the whole graph and its MLIR")
-    x.add_argument("--dynamic", action="store_true",
-                   help="for a plain function: compile with a dynamic batch (dim 0)")
+"""
+        + INPUTS_HELP,
+        explain,
+    )
+    x.add_argument(
+        "target", metavar="TARGET", help="path/to/file.py:function or package.module:function"
+    )
+    x.add_argument(
+        "--example-inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="the arguments to call it with ([NAME=]VALUE, below)",
+    )
+    x.add_argument(
+        "--backend",
+        choices=tuple(BACKENDS),
+        default="llvm-cpu",
+        help="for a plain function (default llvm-cpu)",
+    )
+    x.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="add the dispatch count, the whole graph and its MLIR",
+    )
+    x.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="for a plain function: compile with a dynamic batch (dim 0)",
+    )
     return p
 
 

@@ -7,6 +7,7 @@ cores with them, and ran ~1.75x slower here (MLP 784-256-256-10 SGD step, batch 
 OpenBLAS reads it when NumPy is first imported, so setting it here only takes effect
 when staged is imported before NumPy; otherwise set it in the environment.
 """
+
 import os
 import sys
 
@@ -45,8 +46,7 @@ def blas_threads() -> int:
         return _threads[0]
     tpc = _threadpoolctl()
     if tpc is not None:
-        counts = [i["num_threads"] for i in tpc.threadpool_info()
-                  if i.get("user_api") == "blas"]
+        counts = [i["num_threads"] for i in tpc.threadpool_info() if i.get("user_api") == "blas"]
         if counts:
             return max(counts)
     return os.cpu_count() or 1

@@ -1,6 +1,7 @@
 """``staged.set_num_threads`` / ``get_num_threads``: one thread count for eager mode
 (NumPy's BLAS) and compiled llvm-cpu steps (IREE's local-task workers); Note [thread count]
 in ``staged/_blas.py`` and ``staged/runtime/device.py``."""
+
 from __future__ import annotations
 
 import warnings
@@ -20,9 +21,12 @@ def set_num_threads(n: int) -> None:
         raise RuntimeError("set_num_threads expects a positive integer")
     _blas.set_blas_threads(n)
     if not _rt_device.set_task_threads(n):
-        warnings.warn(f"set_num_threads({n}): compiled CPU steps keep the IREE thread pool "
-                      "made by the first one in this process; call set_num_threads before "
-                      "the first compiled step to size it", stacklevel=2)
+        warnings.warn(
+            f"set_num_threads({n}): compiled CPU steps keep the IREE thread pool "
+            "made by the first one in this process; call set_num_threads before "
+            "the first compiled step to size it",
+            stacklevel=2,
+        )
 
 
 def get_num_threads() -> int:

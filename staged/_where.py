@@ -1,6 +1,7 @@
 """Where in the user's code an error happened: ``file:line`` of the innermost frame outside
 the staged package (docs/errors.md). A leaf module (standard library only), so every layer
 can name the user's line in its messages."""
+
 from __future__ import annotations
 
 import functools

@@ -1,6 +1,7 @@
 """``staged.accelerator``: as ``torch.accelerator`` in a CPU-only build (Note [devices] in
 ``staged/eager/devices.py``): eager tensors live in host memory; compiled steps pick an
 accelerator by ``staged.compile(step, backend=...)``."""
+
 from __future__ import annotations
 
 

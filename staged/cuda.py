@@ -2,6 +2,7 @@
 in ``staged/eager/devices.py``): nothing is available, seeding is a no-op, and calls that
 need a GPU raise. Compiled steps run on NVIDIA GPUs through
 ``staged.compile(step, backend="cuda")`` instead."""
+
 from __future__ import annotations
 
 from .eager import devices as _devices
@@ -44,8 +45,9 @@ def _no_cuda(*args, **kwargs):
     _devices.check("cuda")
 
 
-current_device = synchronize = get_device_name = get_device_properties = set_device = \
-    get_device_capability = _no_cuda
+current_device = synchronize = get_device_name = get_device_properties = set_device = (
+    get_device_capability
+) = _no_cuda
 
 
 globals().update(_legacy_types)  # torch.cuda.FloatTensor ...: they raise, as in a CPU build

@@ -1,4 +1,5 @@
 """dtypes: PyTorch's names over NumPy's dtypes, and PyTorch's type promotion."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,7 @@ import numpy as np
 class DType:
     """A tensor element type; ``staged.float32`` and friends are the instances."""
 
-    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_category",
-                 "dclass")
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_category", "dclass")
 
     def __init__(self, name: str, np_dtype, category: int):
         self.name = name
@@ -18,8 +18,9 @@ class DType:
         self.is_floating_point = category == 2
         self.is_complex = category == 3
         # the class a primitive's domain and the lowerings are written over
-        self.dclass = "uint" if self.np.kind == "u" else \
-            ("bool", "int", "float", "complex")[category]
+        self.dclass = (
+            "uint" if self.np.kind == "u" else ("bool", "int", "float", "complex")[category]
+        )
 
     def __repr__(self) -> str:
         return f"staged.{self.name}"
@@ -80,8 +81,10 @@ def from_numpy_dtype(npd) -> DType:
     try:
         return _BY_NP[np.dtype(npd)]
     except (KeyError, TypeError):
-        raise TypeError(f"staged has no dtype for NumPy dtype {npd!r}; supported: "
-                        f"{', '.join(d.name for d in ALL)}") from None
+        raise TypeError(
+            f"staged has no dtype for NumPy dtype {npd!r}; supported: "
+            f"{', '.join(d.name for d in ALL)}"
+        ) from None
 
 
 def as_dtype(d) -> DType:
@@ -102,8 +105,11 @@ def as_dtype(d) -> DType:
 def _promote_pair(a: DType, b: DType) -> DType:
     if a is b:
         return a
-    return from_numpy_dtype(np.promote_types(a.np, b.np)) if a._category == b._category \
+    return (
+        from_numpy_dtype(np.promote_types(a.np, b.np))
+        if a._category == b._category
         else (a if a._category > b._category else b)
+    )
 
 
 def _promote_all(group):
@@ -128,8 +134,11 @@ def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
     which take precedence over Python scalars, unless a lower tier has a higher category
     (bool < int < float < complex)."""
     out = None
-    for tier in (_promote_all(dim_dtypes), _promote_all(zero_dim_dtypes),
-                 _promote_all(_scalar_dtype(v) for v in scalars)):
+    for tier in (
+        _promote_all(dim_dtypes),
+        _promote_all(zero_dim_dtypes),
+        _promote_all(_scalar_dtype(v) for v in scalars),
+    ):
         if tier is None:
             continue
         if out is None:

@@ -7,6 +7,7 @@ state (``state.<param>.<slot>``). Its outputs are the function's outputs (a scal
 ``loss``), then ``grad.<name>`` per differentiated input, then ``updated.<name>`` for every
 input the step writes. Needs the ``onnx`` extra; ``staged`` itself never imports this module.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -33,8 +34,18 @@ __all__ = ["export", "export_captured", "ExportError"]
 EXTERNAL_ABOVE = 2**31 - 2**26
 
 
-def export(fn_or_module, example_args, path, *, with_gradients=True, opset=DEFAULT_OPSET,
-           dynamic_axes=None, training_step=None, loss_fn=None, input_names=None):
+def export(
+    fn_or_module,
+    example_args,
+    path,
+    *,
+    with_gradients=True,
+    opset=DEFAULT_OPSET,
+    dynamic_axes=None,
+    training_step=None,
+    loss_fn=None,
+    input_names=None,
+):
     """Trace ``fn_or_module`` on ``example_args`` and write it, with gradients, as ONNX.
 
     Args:
@@ -64,8 +75,10 @@ def export(fn_or_module, example_args, path, *, with_gradients=True, opset=DEFAU
     check_opset(opset)
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
     if not all(isinstance(a, (Tensor, int, float, bool)) for a in args):
-        raise TypeError("example_args must be tensors and Python scalars, got "
-                        f"{[type(a).__name__ for a in args]}")
+        raise TypeError(
+            "example_args must be tensors and Python scalars, got "
+            f"{[type(a).__name__ for a in args]}"
+        )
     fn, module = _function(fn_or_module, loss_fn)
     arg_names = _arg_names(fn_or_module, loss_fn, args, input_names)
     names = _state_names(module, fn, training_step)
@@ -73,12 +86,15 @@ def export(fn_or_module, example_args, path, *, with_gradients=True, opset=DEFAU
     exported = _trace(fn, args, arg_names, names, wrt, training_step)
     sources = {}
     if dynamic_axes:
-        exported, sources = _dynamic(exported, fn, args, arg_names, names, wrt,
-                                     training_step, dynamic_axes)
+        exported, sources = _dynamic(
+            exported, fn, args, arg_names, names, wrt, training_step, dynamic_axes
+        )
     g, in_names, out_names, meta = exported
     title = getattr(fn_or_module, "__qualname__", type(fn_or_module).__name__)
-    doc = (f"{title}: {'one training step' if training_step else 'forward'}"
-           f"{' and gradients' if meta['gradients'] else ''}, traced by staged {__version__}")
+    doc = (
+        f"{title}: {'one training step' if training_step else 'forward'}"
+        f"{' and gradients' if meta['gradients'] else ''}, traced by staged {__version__}"
+    )
     return _write(g, path, opset, in_names, out_names, meta, doc, sources)
 
 
@@ -90,17 +106,29 @@ def export_captured(captured, path, *, opset=DEFAULT_OPSET):
     check_opset(opset)
     if captured.rng is not None and captured.rng.draws:  # Note [host draws]
         what, where = captured.rng.whats[0]
-        raise ExportError(f"the captured graph takes random draws made on the host at each "
-                          f"call ({what} at {where or 'an unknown line'}), which an ONNX model "
-                          "cannot make: export with staged.onnx.export(fn, args), which traces "
-                          "them in the graph (the counter-based stream), or in eval mode")
+        raise ExportError(
+            f"the captured graph takes random draws made on the host at each "
+            f"call ({what} at {where or 'an unknown line'}), which an ONNX model "
+            "cannot make: export with staged.onnx.export(fn, args), which traces "
+            "them in the graph (the counter-based stream), or in eval mode"
+        )
     g = captured.graph
     prefix = {"out": "", "grad": "grad.", "state": "updated.", "escaped": "escaped."}
     outs = [prefix.get(o.kind, o.kind + ".") + o.name for o in g.outputs]
-    meta = {"gradients": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "grad"},
-            "updates": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "state"}}
-    return _write(g, path, opset, [i.name for i in g.inputs], outs, meta,
-                  "a graph captured by staged.capture", {})
+    meta = {
+        "gradients": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "grad"},
+        "updates": {n: o.name for n, o in zip(outs, g.outputs) if o.kind == "state"},
+    }
+    return _write(
+        g,
+        path,
+        opset,
+        [i.name for i in g.inputs],
+        outs,
+        meta,
+        "a graph captured by staged.capture",
+        {},
+    )
 
 
 # --- what is exported -------------------------------------------------------------------
@@ -125,12 +153,15 @@ def _arg_names(fn_or_module, loss_fn, args, given):
         return names
     target = fn_or_module.forward if isinstance(fn_or_module, Module) else fn_or_module
     try:
-        params = [p.name for p in inspect.signature(target).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
     if loss_fn is not None:
-        params = params[:len(args) - 1] + ["target"]
+        params = params[: len(args) - 1] + ["target"]
     return [params[i] if i < len(params) else f"input{i}" for i in range(len(args))]
 
 
@@ -169,8 +200,11 @@ def _gradient_targets(with_gradients, args, arg_names, names, opt) -> list:
     """[(name, ("arg", index) or ("state", tensor))] to differentiate with respect to."""
     params = [(n, t) for n, t, is_param in names.values() if is_param]
     if with_gradients is True:
-        wrt = [(n, ("arg", i)) for i, (n, a) in enumerate(zip(arg_names, args))
-               if isinstance(a, Tensor) and a.requires_grad]
+        wrt = [
+            (n, ("arg", i))
+            for i, (n, a) in enumerate(zip(arg_names, args))
+            if isinstance(a, Tensor) and a.requires_grad
+        ]
         wrt += [(n, ("state", t)) for n, t in params if t.requires_grad]
     elif not with_gradients:
         wrt = []
@@ -179,15 +213,18 @@ def _gradient_targets(with_gradients, args, arg_names, names, opt) -> list:
         by_name.update((n, ("state", t)) for n, t in params)
         unknown = [n for n in with_gradients if n not in by_name]
         if unknown:
-            raise ExportError(f"with_gradients names unknown inputs {unknown}; inputs are "
-                              f"{list(by_name)}")
+            raise ExportError(
+                f"with_gradients names unknown inputs {unknown}; inputs are {list(by_name)}"
+            )
         wrt = [(n, by_name[n]) for n in with_gradients]
     for n, (kind, ref) in wrt:
         t = args[ref] if kind == "arg" else ref
         if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
             what = type(t).__name__ if not isinstance(t, Tensor) else t.dtype.name
-            raise ExportError(f"cannot export the gradient with respect to {n!r}: only "
-                              f"floating point inputs have gradients (it is {what})")
+            raise ExportError(
+                f"cannot export the gradient with respect to {n!r}: only "
+                f"floating point inputs have gradients (it is {what})"
+            )
     if opt is not None and not any(kind == "state" for _, (kind, _) in wrt) and with_gradients:
         raise ExportError("training_step= given, but no parameter requires grad")
     return wrt
@@ -196,8 +233,12 @@ def _gradient_targets(with_gradients, args, arg_names, names, opt) -> list:
 # --- tracing ----------------------------------------------------------------------------
 def _trace(fn, args, arg_names, names, wrt, opt):
     """Capture the exported step; returns (graph, input names, output names, metadata)."""
-    args = tuple(a.detach().requires_grad_() if isinstance(a, Tensor) and
-                 any(k == ("arg", i) for _, k in wrt) else a for i, a in enumerate(args))
+    args = tuple(
+        a.detach().requires_grad_()
+        if isinstance(a, Tensor) and any(k == ("arg", i) for _, k in wrt)
+        else a
+        for i, a in enumerate(args)
+    )
     differentiate = bool(wrt) or opt is not None
 
     def body(*a):
@@ -209,8 +250,10 @@ def _trace(fn, args, arg_names, names, wrt, opt):
             return tuple(outs)
         loss = outs[0] if outs else None
         if not isinstance(loss, Tensor) or loss.numel() != 1 or not loss.dtype.is_floating_point:
-            raise ExportError("exporting gradients needs the function's (first) output to be a "
-                              f"scalar floating point loss, got {_describe(loss)}")
+            raise ExportError(
+                "exporting gradients needs the function's (first) output to be a "
+                f"scalar floating point loss, got {_describe(loss)}"
+            )
         targets = [a[ref] if kind == "arg" else ref for _, (kind, ref) in wrt]
         if opt is None:
             grads = _autograd_grad(loss, targets, materialize_grads=True) if targets else ()
@@ -223,8 +266,10 @@ def _trace(fn, args, arg_names, names, wrt, opt):
     c = trace(body, args, {}, rng="counter")  # leaves opt.state as it was; draws in the
     # graph (Note [host draws]: an ONNX model runs no host code)
     if c.escaped:
-        raise ExportError("the traced step created tensors it keeps (an optimizer creating its "
-                          "state on its first step): take one optimizer step before exporting")
+        raise ExportError(
+            "the traced step created tensors it keeps (an optimizer creating its "
+            "state on its first step): take one optimizer step before exporting"
+        )
     return _signature(c, args, arg_names, names, wrt)
 
 
@@ -252,8 +297,10 @@ def _signature(c, args, arg_names, names, wrt):
     for w in c.state:
         if id(w.tensor) not in names or not (names[id(w.tensor)][2] or id(w.tensor) in updated):
             if id(w.tensor) in updated:
-                raise ExportError(f"the step writes a tensor that is neither a parameter, a "
-                                  f"buffer nor optimizer state ({w.name}, {w.aval})")
+                raise ExportError(
+                    f"the step writes a tensor that is neither a parameter, a "
+                    f"buffer nor optimizer state ({w.name}, {w.aval})"
+                )
             g.consts.append((w.value, np.asarray(w.tensor.detach().numpy())))
     for name, inp, _ in fed:
         g.inputs.append(inp)
@@ -261,8 +308,11 @@ def _signature(c, args, arg_names, names, wrt):
     n_grads = len(wrt)
     value_outs = [o for kind, o in c.out_leaves if kind == "value"]
     n_outs = len(value_outs) - n_grads
-    out_names = ["loss"] if n_outs == 1 and src.outputs[value_outs[0]].value.aval.shape == () \
+    out_names = (
+        ["loss"]
+        if n_outs == 1 and src.outputs[value_outs[0]].value.aval.shape == ()
         else ["output" if n_outs == 1 else f"output{i}" for i in range(n_outs)]
+    )
     for i, idx in enumerate(value_outs):
         g.outputs.append(src.outputs[idx])
         if i >= n_outs:
@@ -300,19 +350,20 @@ def _dynamic(base, fn, args, arg_names, names, wrt, opt, dynamic_axes):
     for dim, where in dims.items():
         sizes = {args[a].shape[ax] for a, ax in where}
         if len(sizes) != 1:
-            raise ExportError(f"dynamic dim {dim!r} has different sizes in the example "
-                              f"arguments: {sorted(sizes)}")
+            raise ExportError(
+                f"dynamic dim {dim!r} has different sizes in the example arguments: {sorted(sizes)}"
+            )
 
         def retrace(n, where=where):
-            grown = tuple(resize(x, dict((ax, n) for a, ax in where if a == i))
-                          for i, x in enumerate(args))
+            grown = tuple(
+                resize(x, dict((ax, n) for a, ax in where if a == i)) for i, x in enumerate(args)
+            )
             return _trace(fn, grown, arg_names, names, wrt, opt)[0]
 
         try:
             generalize(g0, sizes.pop(), retrace, dim, subst, consts)
         except DynamicError as err:
-            raise ExportError(f"dynamic dim {dim!r}: {err}; export it with static "
-                              "shapes") from None
+            raise ExportError(f"dynamic dim {dim!r}: {err}; export it with static shapes") from None
     return (substitute(g0, subst, consts), in_names, out_names, meta), sources
 
 
@@ -320,11 +371,15 @@ def _normalize_axes(dynamic_axes, arg_names, args) -> dict:
     out = {}
     for name, spec in dynamic_axes.items():
         if name not in arg_names:
-            raise ExportError(f"dynamic_axes names {name!r}, which is not an input; inputs "
-                              f"are {arg_names}")
+            raise ExportError(
+                f"dynamic_axes names {name!r}, which is not an input; inputs are {arg_names}"
+            )
         i = arg_names.index(name)
-        spec = spec if isinstance(spec, dict) else {
-            ax: "batch" if ax == 0 else f"{name}_dim{ax}" for ax in spec}
+        spec = (
+            spec
+            if isinstance(spec, dict)
+            else {ax: "batch" if ax == 0 else f"{name}_dim{ax}" for ax in spec}
+        )
         for ax, dim in spec.items():
             if not isinstance(args[i], Tensor) or not -args[i].ndim <= ax < args[i].ndim:
                 raise ExportError(f"dynamic_axes: {name!r} has no axis {ax}")
@@ -339,17 +394,31 @@ def _write(g, path, opset, in_names, out_names, meta, doc, sources):
     path = os.fspath(path)
     big = sum(a.nbytes for _, a in g.consts) > EXTERNAL_ABOVE
     location = os.path.basename(path) + ".data" if big else None
-    docs = {n: f"gradient of {out_names[0]} with respect to {p}"
-            for n, p in meta["gradients"].items()}
+    docs = {
+        n: f"gradient of {out_names[0]} with respect to {p}" for n, p in meta["gradients"].items()
+    }
     docs.update({n: f"the new value of {p} after the step" for n, p in meta["updates"].items()})
-    built = to_onnx(g, opset=opset, input_names=in_names, output_names=out_names,
-                    sources=sources, batch_consts=g.sym_consts, external=location, doc=doc,
-                    output_docs=docs)
+    built = to_onnx(
+        g,
+        opset=opset,
+        input_names=in_names,
+        output_names=out_names,
+        sources=sources,
+        batch_consts=g.sym_consts,
+        external=location,
+        doc=doc,
+        output_docs=docs,
+    )
     model, blobs = built if big else (built, [])
     model.producer_name, model.producer_version = "staged", __version__
     model.doc_string = doc
-    onnx.helper.set_model_props(model, {"staged.gradients": json.dumps(meta["gradients"]),
-                                        "staged.updates": json.dumps(meta["updates"])})
+    onnx.helper.set_model_props(
+        model,
+        {
+            "staged.gradients": json.dumps(meta["gradients"]),
+            "staged.updates": json.dumps(meta["updates"]),
+        },
+    )
     if big:
         with open(os.path.join(os.path.dirname(path) or ".", location), "wb") as f:
             for offset, a in blobs:

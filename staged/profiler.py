@@ -8,6 +8,7 @@ Example:
     ...     loss = step(x, y)
     >>> print(prof.key_averages().table(sort_by="cpu_time_total"))
 """
+
 from .autograd.profiler import EventList, FunctionEvent, FunctionEventAvg, profile, record_function
 
 __all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "profile", "record_function"]

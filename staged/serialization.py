@@ -14,6 +14,7 @@ Tensors viewing one NumPy array are saved over one storage and load as views of 
 again. Reading unpickles through an allow-list (``find_class``), as torch's weights-only
 unpickler does: a global outside it is refused before anything is called.
 """
+
 from __future__ import annotations
 
 import collections
@@ -37,13 +38,32 @@ from .nn.parameter import Parameter
 _ALIGNMENT = 64
 _ZIP64_AT = 0xFFFFFFFF  # sizes and offsets from here on take zip64 fields, as miniz decides
 _LEGACY_MAGIC = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"  # pickle of torch's old magic number
-_STORAGE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
-                  "int32": "Int", "int64": "Long", "float16": "Half", "float32": "Float",
-                  "float64": "Double", "bfloat16": "BFloat16", "complex64": "ComplexFloat",
-                  "complex128": "ComplexDouble"}
+_STORAGE_NAMES = {
+    "bool": "Bool",
+    "uint8": "Byte",
+    "int8": "Char",
+    "int16": "Short",
+    "int32": "Int",
+    "int64": "Long",
+    "float16": "Half",
+    "float32": "Float",
+    "float64": "Double",
+    "bfloat16": "BFloat16",
+    "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble",
+}
 # what a checkpoint may fail with when it is damaged or not a checkpoint at all
-_CORRUPT = (zipfile.BadZipFile, zlib.error, struct.error, pickle.UnpicklingError, EOFError,
-            KeyError, ValueError, OverflowError, MemoryError)
+_CORRUPT = (
+    zipfile.BadZipFile,
+    zlib.error,
+    struct.error,
+    pickle.UnpicklingError,
+    EOFError,
+    KeyError,
+    ValueError,
+    OverflowError,
+    MemoryError,
+)
 
 
 class _StorageType:
@@ -68,8 +88,9 @@ class _Refused(Exception):
     """A global outside the allow-list (raised to the caller as ``UnpicklingError``)."""
 
 
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks,
-                       metadata=None):
+def _rebuild_tensor_v2(
+    storage, storage_offset, size, stride, requires_grad, backward_hooks, metadata=None
+):
     """``torch._utils._rebuild_tensor_v2``: the tensor viewing ``storage`` (hooks, always
     empty in files torch writes, are dropped)."""
     if not isinstance(storage, np.ndarray):
@@ -93,16 +114,20 @@ def _rebuild_parameter(data, requires_grad, backward_hooks):
 def _view(array: np.ndarray, offset: int, size: tuple, stride: tuple) -> np.ndarray:
     """The strided view of the flat ``array`` that a saved tensor is, checked to lie in it."""
     if len(size) != len(stride) or offset < 0 or min(size + stride, default=0) < 0:
-        raise ValueError(f"invalid tensor layout: size {list(size)}, stride {list(stride)}, "
-                         f"offset {offset}")
+        raise ValueError(
+            f"invalid tensor layout: size {list(size)}, stride {list(stride)}, offset {offset}"
+        )
     if 0 in size:
         return np.empty(size, array.dtype)
     if offset + sum((n - 1) * s for n, s in zip(size, stride)) >= array.size:
-        raise ValueError(f"a tensor of size {list(size)} and stride {list(stride)} at offset "
-                         f"{offset} runs past its storage of {array.size} elements")
+        raise ValueError(
+            f"a tensor of size {list(size)} and stride {list(stride)} at offset "
+            f"{offset} runs past its storage of {array.size} elements"
+        )
     step = array.itemsize
-    return np.ndarray(size, array.dtype, buffer=array, offset=offset * step,
-                      strides=[s * step for s in stride])
+    return np.ndarray(
+        size, array.dtype, buffer=array, offset=offset * step, strides=[s * step for s in stride]
+    )
 
 
 def _latin1(text, encoding):
@@ -114,21 +139,28 @@ def _latin1(text, encoding):
 
 # torch's globals and what stands for them here: the loader maps names to objects, the
 # saver writes the name of each object (Note [checkpoint format])
-_TORCH = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-          ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-          ("torch", "Size"): Size,
-          ("torch", "device"): device,
-          **{("torch", d.name): d for d in dt.ALL},
-          **{("torch", _STORAGE_NAMES[d.name] + "Storage"): _StorageType(d) for d in dt.ALL}}
+_TORCH = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch", "Size"): Size,
+    ("torch", "device"): device,
+    **{("torch", d.name): d for d in dt.ALL},
+    **{("torch", _STORAGE_NAMES[d.name] + "Storage"): _StorageType(d) for d in dt.ALL},
+}
 _NAME_OF = {id(obj): where for where, obj in _TORCH.items()}
 _STORAGE_TYPE = {obj.dtype: obj for obj in _TORCH.values() if isinstance(obj, _StorageType)}
 # the weights-only allow-list: torch's, less what staged has no type for
-_SAFE = {**_TORCH,
-         ("collections", "OrderedDict"): collections.OrderedDict,
-         ("collections", "Counter"): collections.Counter,
-         ("_codecs", "encode"): _latin1,
-         **{(module, t.__name__): t for module in ("builtins", "__builtin__")
-            for t in (set, complex, bytearray)}}
+_SAFE = {
+    **_TORCH,
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "Counter"): collections.Counter,
+    ("_codecs", "encode"): _latin1,
+    **{
+        (module, t.__name__): t
+        for module in ("builtins", "__builtin__")
+        for t in (set, complex, bytearray)
+    },
+}
 
 
 # Note [safe globals]: torch's API for widening the weights-only allow-list. A checkpoint of
@@ -160,9 +192,12 @@ def add_safe_globals(safe_globals) -> None:
 
 def get_safe_globals() -> list:
     """The objects (or ``(object, name)`` pairs) ``add_safe_globals`` allowed."""
-    return [obj if name == "{}.{}".format(getattr(obj, "__module__", ""),
-                                         getattr(obj, "__qualname__", "")) else (obj, name)
-            for name, obj in _user_globals.items()]
+    return [
+        obj
+        if name == "{}.{}".format(getattr(obj, "__module__", ""), getattr(obj, "__qualname__", ""))
+        else (obj, name)
+        for name, obj in _user_globals.items()
+    ]
 
 
 def clear_safe_globals() -> None:
@@ -192,10 +227,11 @@ def _staged_global(module: str, name: str):
     (None where staged has none). Only staged's own modules are imported for it."""
     if module != "torch" and not module.startswith("torch."):
         return None
-    path = "staged" + module[len("torch"):]
+    path = "staged" + module[len("torch") :]
     try:
-        obj = importlib.import_module(path) if path.startswith("staged.nn") \
-            else sys.modules.get(path)
+        obj = (
+            importlib.import_module(path) if path.startswith("staged.nn") else sys.modules.get(path)
+        )
     except ImportError:
         return None
     for part in name.split("."):
@@ -214,19 +250,30 @@ class _Pickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if type(obj) is _Storage:
-            return ("storage", _STORAGE_TYPE[dt.from_numpy_dtype(obj.array.dtype)], obj.key,
-                    "cpu", obj.array.size)
+            return (
+                "storage",
+                _STORAGE_TYPE[dt.from_numpy_dtype(obj.array.dtype)],
+                obj.key,
+                "cpu",
+                obj.array.size,
+            )
         return None
 
     def reducer_override(self, obj):
         if id(obj) in _NAME_OF:
             return "torch"  # a name: pickle calls save_global
         if isinstance(obj, Parameter):
-            return _rebuild_parameter, (Tensor._wrap(obj._host()), obj.requires_grad,
-                                        collections.OrderedDict())
+            return _rebuild_parameter, (
+                Tensor._wrap(obj._host()),
+                obj.requires_grad,
+                collections.OrderedDict(),
+            )
         if isinstance(obj, Tensor):
-            return _rebuild_tensor_v2, (*self._storage_of(obj._host()), obj.requires_grad,
-                                        collections.OrderedDict())
+            return _rebuild_tensor_v2, (
+                *self._storage_of(obj._host()),
+                obj.requires_grad,
+                collections.OrderedDict(),
+            )
         if type(obj) is Size:
             return Size, (tuple(obj),)
         return NotImplemented
@@ -246,17 +293,21 @@ class _Pickler(pickle._Pickler):
             root = root.base
         step = p.itemsize
         start = p.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-        inside = (root.dtype == p.dtype and root.flags.c_contiguous and p.size > 0
-                  and start >= 0 and start % step == 0
-                  and all(s >= 0 and s % step == 0 for s in p.strides)
-                  and start + sum((n - 1) * s for n, s in zip(p.shape, p.strides)) < root.nbytes)
+        inside = (
+            root.dtype == p.dtype
+            and root.flags.c_contiguous
+            and p.size > 0
+            and start >= 0
+            and start % step == 0
+            and all(s >= 0 and s % step == 0 for s in p.strides)
+            and start + sum((n - 1) * s for n, s in zip(p.shape, p.strides)) < root.nbytes
+        )
         if not inside:
             root, start = np.array(p, order="C"), 0
             p = root
         storage = self.storages.get(id(root))
         if storage is None:
-            storage = self.storages[id(root)] = _Storage(str(len(self.storages)),
-                                                         root.reshape(-1))
+            storage = self.storages[id(root)] = _Storage(str(len(self.storages)), root.reshape(-1))
         return storage, start // step, p.shape, tuple(s // step for s in p.strides)
 
 
@@ -291,23 +342,75 @@ def _write_zip(fp, folder: str, records) -> None:
         extra = local64 + b"FB" + struct.pack("<H", pad) + b"Z" * pad
         flags = 0x800 | 0x8 * (size > 0)  # UTF-8 name; crc and sizes in the descriptor
         version = 45 if big_size or big_pos else 20
-        fp.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, version, flags, 0, 0, 0x21, 0, 0, 0,
-                             len(name), len(extra)) + name + extra)
+        fp.write(
+            struct.pack(
+                "<IHHHHHIIIHH",
+                0x04034B50,
+                version,
+                flags,
+                0,
+                0,
+                0x21,
+                0,
+                0,
+                0,
+                len(name),
+                len(extra),
+            )
+            + name
+            + extra
+        )
         fp.write(data)
         if size:
-            fp.write(struct.pack("<IIQQ" if big_size or big_pos else "<IIII", 0x08074B50, crc,
-                                 size, size))
+            fp.write(
+                struct.pack(
+                    "<IIQQ" if big_size or big_pos else "<IIII", 0x08074B50, crc, size, size
+                )
+            )
         size32 = 0xFFFFFFFF if big_size else size
-        central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, version, version, flags,
-                                   0, 0, 0x21, crc, size32, size32, len(name), len(local64), 0,
-                                   0, 0, 0, 0xFFFFFFFF if big_pos else pos) + name + local64)
+        central.append(
+            struct.pack(
+                "<IHHHHHHIIIHHHHHII",
+                0x02014B50,
+                version,
+                version,
+                flags,
+                0,
+                0,
+                0x21,
+                crc,
+                size32,
+                size32,
+                len(name),
+                len(local64),
+                0,
+                0,
+                0,
+                0,
+                0xFFFFFFFF if big_pos else pos,
+            )
+            + name
+            + local64
+        )
         pos += 30 + len(name) + len(extra) + size + (size > 0) * (24 if version == 45 else 16)
     directory, n = b"".join(central), len(central)
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(n, 0xFFFF), min(n, 0xFFFF),
-                      min(len(directory), 0xFFFFFFFF), min(pos, 0xFFFFFFFF), 0)
+    end = struct.pack(
+        "<IHHHHIIH",
+        0x06054B50,
+        0,
+        0,
+        min(n, 0xFFFF),
+        min(n, 0xFFFF),
+        min(len(directory), 0xFFFFFFFF),
+        min(pos, 0xFFFFFFFF),
+        0,
+    )
     if n >= 0xFFFF or pos >= _ZIP64_AT or len(directory) >= _ZIP64_AT:
-        end = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, len(directory),
-                          pos) + struct.pack("<IIQI", 0x07064B50, 0, pos + len(directory), 1) + end
+        end = (
+            struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, len(directory), pos)
+            + struct.pack("<IIQI", 0x07064B50, 0, pos + len(directory), 1)
+            + end
+        )
     fp.write(directory + end)
 
 
@@ -333,11 +436,15 @@ def save(obj, f) -> None:
     if isinstance(f, (str, os.PathLike)):
         folder = os.path.splitext(os.path.basename(os.fspath(f)))[0] or folder
     serialization_id = f"{int.from_bytes(os.urandom(8), 'little'):020d}{zlib.crc32(data):020d}"
-    records = [("data.pkl", data), (".format_version", b"1"),
-               (".storage_alignment", str(_ALIGNMENT).encode()),
-               ("byteorder", sys.byteorder.encode()),
-               *((f"data/{s.key}", s.array.view(np.uint8)) for s in pickler.storages.values()),
-               ("version", b"3\n"), (".data/serialization_id", serialization_id.encode())]
+    records = [
+        ("data.pkl", data),
+        (".format_version", b"1"),
+        (".storage_alignment", str(_ALIGNMENT).encode()),
+        ("byteorder", sys.byteorder.encode()),
+        *((f"data/{s.key}", s.array.view(np.uint8)) for s in pickler.storages.values()),
+        ("version", b"3\n"),
+        (".data/serialization_id", serialization_id.encode()),
+    ]
     with _opened(f, "wb") as fp:
         _write_zip(fp, folder, records)
 
@@ -358,8 +465,7 @@ class _Unpickler(pickle.Unpickler):
         if obj is not None:
             return obj
         ours = _staged_global(module, name)  # Note [safe globals]
-        if ours is not None and (not self._safe or any(
-                ours is v for v in _user_globals.values())):
+        if ours is not None and (not self._safe or any(ours is v for v in _user_globals.values())):
             return ours
         if self._safe:
             raise _Refused(
@@ -367,15 +473,22 @@ class _Unpickler(pickle.Unpickler):
                 "rebuilds tensors, nn.Parameter, torch dtypes and torch.Size, OrderedDict and "
                 "Python containers, numbers, strings and bytes; add_safe_globals([...]) or "
                 "with safe_globals([...]) allows more (e.g. the layer classes of a pickled "
-                "model), weights_only=False any (only for a file you trust).")
+                "model), weights_only=False any (only for a file you trust)."
+            )
         if module.partition(".")[0] == "torch":
-            raise _Refused(f"unsupported global {module}.{name}: staged has no "
-                           f"staged{module[5:]}.{name} to stand for it")
+            raise _Refused(
+                f"unsupported global {module}.{name}: staged has no "
+                f"staged{module[5:]}.{name} to stand for it"
+            )
         return super().find_class(module, name)
 
     def persistent_load(self, pid):
-        if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType)):
+        if not (
+            type(pid) is tuple
+            and len(pid) == 5
+            and pid[0] == "storage"
+            and isinstance(pid[1], _StorageType)
+        ):
             raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
         _, kind, key, location, numel = pid
         if key not in self._storages:
@@ -388,11 +501,16 @@ def _location_hook(map_location):
     (staged keeps every tensor in host memory)."""
     if callable(map_location):
         return map_location
-    if map_location is None or isinstance(map_location, (str, dict)) \
-            or hasattr(map_location, "type"):
+    if (
+        map_location is None
+        or isinstance(map_location, (str, dict))
+        or hasattr(map_location, "type")
+    ):
         return None
-    raise TypeError(f"map_location must be None, a string, a device, a dict or a callable, "
-                    f"not {type(map_location).__name__}")
+    raise TypeError(
+        f"map_location must be None, a string, a device, a dict or a callable, "
+        f"not {type(map_location).__name__}"
+    )
 
 
 def _check_header(fp, name: str) -> None:
@@ -404,10 +522,13 @@ def _check_header(fp, name: str) -> None:
         raise RuntimeError(
             f"{name} was written in PyTorch's legacy (non-zip) format "
             "(_use_new_zipfile_serialization=False), which staged does not read; re-save it "
-            "with a current torch: torch.save(torch.load(path, weights_only=True), path)")
+            "with a current torch: torch.save(torch.load(path, weights_only=True), path)"
+        )
     if not head.startswith(b"PK\x03\x04"):
-        raise RuntimeError(f"{name} is not a checkpoint written by torch.save or staged.save: "
-                           "it is not a zip archive")
+        raise RuntimeError(
+            f"{name} is not a checkpoint written by torch.save or staged.save: "
+            "it is not a zip archive"
+        )
 
 
 def _data_offset(fp, info: zipfile.ZipInfo) -> int:
@@ -433,8 +554,10 @@ def _load_archive(zf, fp, mapped, hook, safe):
         info = zf.getinfo(f"{folder}/data/{key}")
         nbytes = numel * dtype.itemsize
         if info.file_size != nbytes:
-            raise ValueError(f"record data/{key} holds {info.file_size} bytes, not the "
-                             f"{nbytes} of {numel} {dtype.name} elements")
+            raise ValueError(
+                f"record data/{key} holds {info.file_size} bytes, not the "
+                f"{nbytes} of {numel} {dtype.name} elements"
+            )
         if mapped is not None:
             if info.compress_type != zipfile.ZIP_STORED:
                 raise ValueError(f"mmap=True needs uncompressed records; data/{key} is not")
@@ -450,8 +573,10 @@ def _load_archive(zf, fp, mapped, hook, safe):
             given = Tensor._wrap(array.view(np.uint8))
             out = hook(given, location)
             if out is not None and out is not given:
-                raise TypeError("map_location must return the storage it is given (or None): "
-                                "staged keeps every tensor in host memory")
+                raise TypeError(
+                    "map_location must return the storage it is given (or None): "
+                    "staged keeps every tensor in host memory"
+                )
         return array
 
     with zf.open(f"{folder}/data.pkl") as pkl:
@@ -502,5 +627,6 @@ def load(f, map_location=None, *, weights_only=True, mmap=None):
         except _Refused as e:
             raise pickle.UnpicklingError(str(e)) from None
         except _CORRUPT as e:
-            raise RuntimeError(f"{name} is not a checkpoint written by torch.save or "
-                               f"staged.save: {e}") from e
+            raise RuntimeError(
+                f"{name} is not a checkpoint written by torch.save or staged.save: {e}"
+            ) from e

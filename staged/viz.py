@@ -13,6 +13,7 @@ Both return a ``graphviz.Digraph`` (the ``graphviz`` Python package: ``pip insta
 staged[viz]``), whose ``.source`` is the DOT text; ``render(dot, format)`` turns it into
 an SVG (or PNG, PDF ...) with Graphviz's ``dot`` program (Debian's ``graphviz`` package).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -23,16 +24,25 @@ from .tracing.ir import Graph
 
 PHASE_COLORS = {"forward": "lightblue", "backward": "lightsalmon", "optimizer": "palegreen"}
 HOOK_COLOR = "red"
-NODE_ATTR = {"style": "filled", "shape": "box", "align": "left", "fontsize": "10",
-             "ranksep": "0.1", "height": "0.2", "fontname": "monospace"}
+NODE_ATTR = {
+    "style": "filled",
+    "shape": "box",
+    "align": "left",
+    "fontsize": "10",
+    "ranksep": "0.1",
+    "height": "0.2",
+    "fontname": "monospace",
+}
 
 
 def _digraph(name: str, **graph_attr):
     try:
         import graphviz
     except ImportError:
-        raise ImportError("staged.viz draws with the graphviz Python package, which is not "
-                          "installed: pip install graphviz (or staged[viz])") from None
+        raise ImportError(
+            "staged.viz draws with the graphviz Python package, which is not "
+            "installed: pip install graphviz (or staged[viz])"
+        ) from None
     return graphviz.Digraph(name, node_attr=NODE_ATTR, graph_attr=graph_attr)
 
 
@@ -65,13 +75,16 @@ def make_dot(var, params=None, show_attrs=False, show_saved=False, max_attr_char
         seen.add(id(fn))
         label = fn.name()
         if show_attrs:
-            label += "".join(f"\n{k}: {_short(v, max_attr_chars)}"
-                             for k, v in (getattr(fn, "params", None) or {}).items())
+            label += "".join(
+                f"\n{k}: {_short(v, max_attr_chars)}"
+                for k, v in (getattr(fn, "params", None) or {}).items()
+            )
         dot.node(str(id(fn)), label)
         if isinstance(fn, AccumulateGrad):
             v = fn.variable
-            dot.node(str(id(v)), f"{names.get(id(v), '')}\n {_size(v.shape)}",
-                     fillcolor="lightblue")
+            dot.node(
+                str(id(v)), f"{names.get(id(v), '')}\n {_size(v.shape)}", fillcolor="lightblue"
+            )
             dot.edge(str(id(v)), str(id(fn)))
         if show_saved:
             for name, s in _saved(fn):
@@ -106,7 +119,7 @@ def _saved_shape(s) -> str:
 
 def _short(v, n: int) -> str:
     text = str(getattr(v, "name", None) or v)
-    return text if len(text) <= n else text[:n - 3] + "..."
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def make_step_dot(graph: Graph, title: str = ""):
@@ -117,32 +130,46 @@ def make_step_dot(graph: Graph, title: str = ""):
     for op in graph.ops:
         phases.setdefault(op.phase, []).append(op)
     counts = ", ".join(f"{p} {len(ops)}" for p, ops in phases.items())
-    dot = _digraph("step", rankdir="TB", label=f"{title}{len(graph.ops)} ops ({counts})",
-                   labelloc="t")
+    dot = _digraph(
+        "step", rankdir="TB", label=f"{title}{len(graph.ops)} ops ({counts})", labelloc="t"
+    )
     for i in graph.inputs:
-        dot.node(f"v{i.value.id}", f"{i.kind} {i.name}\n{i.value.aval}", shape="ellipse",
-                 fillcolor="gold" if i.kind == "state" else "white")
+        dot.node(
+            f"v{i.value.id}",
+            f"{i.kind} {i.name}\n{i.value.aval}",
+            shape="ellipse",
+            fillcolor="gold" if i.kind == "state" else "white",
+        )
     for v, a in graph.consts:
         value = f" {a.item():g}" if a.size == 1 and a.dtype.kind in "biuf" else ""
         dot.node(f"v{v.id}", f"const{value}\n{v.aval}", fillcolor="gray90", fontsize="8")
-    order = [p for p in PHASE_COLORS if p in phases] + [p for p in phases
-                                                         if p not in PHASE_COLORS]
+    order = [p for p in PHASE_COLORS if p in phases] + [p for p in phases if p not in PHASE_COLORS]
     for phase in order:
         with dot.subgraph(name=f"cluster_{phase}") as c:
             c.attr(label=phase, style="rounded", color=PHASE_COLORS.get(phase, "gray"))
             for op in phases[phase]:
-                hook = {"color": HOOK_COLOR, "penwidth": "2", "style": "filled,dashed"} \
-                    if op.hook else {}
-                c.node(f"v{op.out.id}", f"{op.prim.name}\n{op.out.aval}" +
-                       (f"\nhook {op.hook}" if op.hook else ""),
-                       fillcolor=PHASE_COLORS.get(phase, "white"),
-                       tooltip=f"%{op.out.id} ({phase}) {op.loc}", **hook)
+                hook = (
+                    {"color": HOOK_COLOR, "penwidth": "2", "style": "filled,dashed"}
+                    if op.hook
+                    else {}
+                )
+                c.node(
+                    f"v{op.out.id}",
+                    f"{op.prim.name}\n{op.out.aval}" + (f"\nhook {op.hook}" if op.hook else ""),
+                    fillcolor=PHASE_COLORS.get(phase, "white"),
+                    tooltip=f"%{op.out.id} ({phase}) {op.loc}",
+                    **hook,
+                )
     for op in graph.ops:
         for v in op.inputs:
             dot.edge(f"v{v.id}", f"v{op.out.id}")
     for k, o in enumerate(graph.outputs):
-        dot.node(f"out{k}", f"{o.kind} {o.name}\n{o.value.aval}", shape="ellipse",
-                 fillcolor="darkolivegreen1")
+        dot.node(
+            f"out{k}",
+            f"{o.kind} {o.name}\n{o.value.aval}",
+            shape="ellipse",
+            fillcolor="darkolivegreen1",
+        )
         dot.edge(f"v{o.value.id}", f"out{k}")
     return dot
 
@@ -153,9 +180,11 @@ def render(dot, format: str = "svg"):
     if format in ("dot", "gv"):
         return dot.source
     if shutil.which("dot") is None:
-        raise RuntimeError(f"rendering a graph as {format} needs Graphviz's `dot` program, "
-                           "which is not on PATH: install Graphviz (Debian/Ubuntu: apt-get "
-                           "install graphviz; macOS: brew install graphviz), or pass "
-                           "format='dot' for the DOT text")
+        raise RuntimeError(
+            f"rendering a graph as {format} needs Graphviz's `dot` program, "
+            "which is not on PATH: install Graphviz (Debian/Ubuntu: apt-get "
+            "install graphviz; macOS: brew install graphviz), or pass "
+            "format='dot' for the DOT text"
+        )
     out = dot.pipe(format=format)
     return out.decode() if format == "svg" else out

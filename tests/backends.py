@@ -1,6 +1,7 @@
 """Which compiled backends can run on this machine, as pytest skip markers that say why
 not (shared by the backend tests, the op sweep and the model tests), and a small
 training step checked against eager on a backend and device."""
+
 from __future__ import annotations
 
 import copy
@@ -26,11 +27,11 @@ VULKAN_MISSING = _usable("vulkan-spirv")
 needs_vulkan = pytest.mark.skipif(
     VULKAN_MISSING is not None,
     reason=f"no Vulkan device ({VULKAN_MISSING}); `make test` installs Mesa's lavapipe "
-           "(Debian package mesa-vulkan-drivers) when it runs as root with apt-get")
+    "(Debian package mesa-vulkan-drivers) when it runs as root with apt-get",
+)
 
 CUDA_MISSING = _usable("cuda")
-needs_cuda = pytest.mark.skipif(CUDA_MISSING is not None,
-                                reason=f"no CUDA device: {CUDA_MISSING}")
+needs_cuda = pytest.mark.skipif(CUDA_MISSING is not None, reason=f"no CUDA device: {CUDA_MISSING}")
 
 
 def train_against_eager(backend="llvm-cpu", devices=(None,), steps=3):
@@ -51,6 +52,5 @@ def train_against_eager(backend="llvm-cpu", devices=(None,), steps=3):
         for _ in range(steps):
             np.testing.assert_allclose(cstep(x, y).item(), estep(x, y).item(), rtol=1e-4)
     for pc, pe in zip(model.parameters(), ref.parameters()):
-        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4,
-                                   atol=1e-6)
+        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4, atol=1e-6)
     return compiled

@@ -1,6 +1,7 @@
 """Shared test helpers: staged <-> torch conversion, assert_close, running one program
 under both libraries, and JAX-style random-direction
 gradient checks in float64 (``check_grads``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,8 +53,9 @@ def _dtype_name(t) -> str:
 
 def assert_close(actual, expected, rtol=1e-7, atol=1e-7, check_dtype=True):
     """Values, shape and (for two tensors) dtype of ``actual`` equal ``expected``'s."""
-    if check_dtype and all(isinstance(t, (staged.Tensor, torch.Tensor))
-                           for t in (actual, expected)):
+    if check_dtype and all(
+        isinstance(t, (staged.Tensor, torch.Tensor)) for t in (actual, expected)
+    ):
         assert _dtype_name(actual) == _dtype_name(expected), (actual.dtype, expected.dtype)
     a, e = to_numpy(actual), to_numpy(expected)
     assert a.shape == e.shape, f"shape {a.shape} != expected {e.shape}"
@@ -78,9 +80,11 @@ def _inner(a, b) -> float:
 
 def numerical_jvp(f, xs, vs, eps=1e-6) -> np.ndarray:
     """Central difference of ``f`` (staged tensors -> tensor) at ``xs`` along ``vs``."""
+
     def at(sign):
         shifted = [x if v is None else x + sign * eps * v for x, v in zip(xs, vs)]
         return to_numpy(f(*_tensors(shifted)))
+
     return (at(1) - at(-1)) / (2 * eps)
 
 
@@ -109,8 +113,7 @@ def check_grads(f, xs, order=1, eps=1e-6, rtol=1e-5, atol=1e-8):
         def first_order(*ins):  # <w, vjp(x; u)> as a function of x and u, as in JAX
             *ins, u = ins
             wrt = [t for t in ins if t.requires_grad]
-            gs = staged.autograd.grad(f(*ins), wrt, u, create_graph=True,
-                                      materialize_grads=True)
+            gs = staged.autograd.grad(f(*ins), wrt, u, create_graph=True, materialize_grads=True)
             return sum((g * w).sum() for g, w in zip(gs, ws))
 
         check_grads(first_order, xs + [u], order - 1, eps, rtol, atol)
@@ -120,8 +123,10 @@ def compare_with_torch(fn, tfn, *args, rtol=1e-6, atol=1e-6, grad=True):
     """Run ``fn`` on staged tensors and ``tfn`` on torch tensors built from ``args`` (NumPy
     arrays; anything else is passed as is); compare outputs (value, shape, dtype) and, for
     float outputs, the gradients of every float input under a random cotangent."""
+
     def build(make):
         return [make(a) if isinstance(a, np.ndarray) else a for a in args]
+
     ins = build(lambda a: staged.tensor(a, requires_grad=grad and _is_float(a)))
     tins = build(lambda a: torch.tensor(a, requires_grad=grad and _is_float(a)))
     out, tout = fn(*ins), tfn(*tins)

@@ -1,4 +1,5 @@
 """Shared fixtures: seeded RNGs per test and a private IREE compile cache."""
+
 from __future__ import annotations
 
 import glob
@@ -74,8 +75,9 @@ def _rank(group: str | None, path: str) -> int:
     rest in collection order, the sweep's short tests last."""
     if path == _SWEEP:
         return 0 if group else len(_FIRST) + 2
-    return next((i + 1 for i, first in enumerate(_FIRST) if path.startswith(first)),
-                len(_FIRST) + 1)
+    return next(
+        (i + 1 for i, first in enumerate(_FIRST) if path.startswith(first)), len(_FIRST) + 1
+    )
 
 
 def pytest_itemcollected(item):

@@ -2,6 +2,7 @@
 IREE compiles, then compiled, with the results and state of a fully compiled run and of
 an eager one (Note [background compiles]). Nothing here is timed: a gate holds the
 worker's compile until the test lets it go, so which calls run where is fixed."""
+
 from __future__ import annotations
 
 import copy
@@ -30,6 +31,7 @@ def gate(monkeypatch):
     def gated(self, entry):
         ev.wait(WAIT_S)
         real(self, entry)
+
     monkeypatch.setattr(background.Compiling, "compile", gated)
     yield ev
     ev.set()
@@ -42,8 +44,10 @@ def _model(seed=0):
 
 def _data(n=5, seed=1):
     rng = np.random.default_rng(seed)
-    return (staged.tensor(rng.standard_normal((n, 6)).astype(np.float32)),
-            staged.tensor(rng.integers(0, 3, n)))
+    return (
+        staged.tensor(rng.standard_normal((n, 6)).astype(np.float32)),
+        staged.tensor(rng.integers(0, 3, n)),
+    )
 
 
 def _trainer(model, make_opt):
@@ -57,12 +61,15 @@ def _trainer(model, make_opt):
         loss.backward()
         opt.step()
         return loss
+
     return step, opt, hooked
 
 
-OPTIMIZERS = {"sgd": lambda ps: optim.SGD(ps, lr=0.1),
-              "momentum": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9),
-              "adam": lambda ps: optim.Adam(ps, lr=1e-2)}
+OPTIMIZERS = {
+    "sgd": lambda ps: optim.SGD(ps, lr=0.1),
+    "momentum": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9),
+    "adam": lambda ps: optim.Adam(ps, lr=1e-2),
+}
 
 
 def _wait(step):
@@ -93,8 +100,9 @@ def _params(model):
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_first_calls_eager_then_compiled_equal_compiled_and_eager(name, gate):
     n = 8
-    bg_model, bg_opt, bg_losses, bg, bg_hooked = _run(OPTIMIZERS[name], "background", n,
-                                                      gate, release_after=4)
+    bg_model, bg_opt, bg_losses, bg, bg_hooked = _run(
+        OPTIMIZERS[name], "background", n, gate, release_after=4
+    )
     cm, _c_opt, c_losses, comp, c_hooked = _run(OPTIMIZERS[name], "blocking", n)
     em, e_opt, e_losses, _, _ = _run(OPTIMIZERS[name], "eager", n)
     np.testing.assert_allclose(bg_losses, c_losses, rtol=1e-5, atol=1e-6)
@@ -105,9 +113,12 @@ def test_first_calls_eager_then_compiled_equal_compiled_and_eager(name, gate):
     for p, q in zip(bg_model.parameters(), em.parameters()):  # optimizer state too
         for k, v in e_opt.state[q].items():
             got = bg_opt.state[p][k]
-            np.testing.assert_allclose(np.asarray(got.detach().numpy() if hasattr(got, "numpy")
-                                                  else got), np.asarray(
-                v.detach().numpy() if hasattr(v, "numpy") else v), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                np.asarray(got.detach().numpy() if hasattr(got, "numpy") else got),
+                np.asarray(v.detach().numpy() if hasattr(v, "numpy") else v),
+                rtol=1e-5,
+                atol=1e-6,
+            )
     assert bg.traces == comp.traces and len(bg_hooked) == len(c_hooked)  # hook per trace
     runs = [(where, first, last) for where, _, first, last in bg.calls.runs]
     assert runs[-1] == ("compiled", 5, n)
@@ -122,13 +133,16 @@ def test_one_shot_trace_is_not_compiled(gate):
     _, _, _, bg, _ = _run(OPTIMIZERS["momentum"], "background", 2, gate)
     first, second = bg.history
     assert first["background"].state == "eager" and second["background"].state == "compiling"
-    assert [r[0] for r in bg.calls.runs] == ["eager: a one-shot trace, not compiled",
-                                             "eager while compiling in the background"]
+    assert [r[0] for r in bg.calls.runs] == [
+        "eager: a one-shot trace, not compiled",
+        "eager while compiling in the background",
+    ]
 
 
 def test_failed_background_compile_runs_eagerly_warns_once(monkeypatch):
     def broken(*a, **k):
         raise CompileError("IREE compilation failed: forced for the test")
+
     monkeypatch.setattr(compiled_mod, "compile_mlir", broken)
     model = _model()
     ref = copy.deepcopy(model)
@@ -145,8 +159,9 @@ def test_failed_background_compile_runs_eagerly_warns_once(monkeypatch):
         losses.append(float(bg(x2, y2)))
         _wait(bg)
         losses.append(float(bg(x2, y2)))
-    ref_losses = [float(ref_step(x, y)) for _ in range(4)] + \
-        [float(ref_step(x2, y2)) for _ in range(2)]
+    ref_losses = [float(ref_step(x, y)) for _ in range(4)] + [
+        float(ref_step(x2, y2)) for _ in range(2)
+    ]
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6)
     for a, b in zip(_params(model), _params(ref)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -165,6 +180,7 @@ def test_guards_retrace_in_background(gate):
 
     def make(m):
         return _trainer(m, lambda ps: optim.SGD(ps, lr=0.1))[0]
+
     bg = staged.compile(make(model), mode="background")
     eager = make(ref)
     x, y = _data()
@@ -219,6 +235,7 @@ def test_index_check_raises_at_the_eager_call_and_keeps_state(gate):
         loss.backward()
         opt.step()
         return loss
+
     bg = staged.compile(step, mode="background")
     bg(staged.tensor([0, 1]))
     before = emb.weight.detach().numpy().copy()
@@ -232,6 +249,7 @@ def test_results_do_not_alias_state_or_arguments(gate):
 
     def step(x):
         return x.reshape(3), w.reshape(3)
+
     bg = staged.compile(step, mode="background")
     x = staged.zeros(3)
     a, b = bg(x)

@@ -1,5 +1,6 @@
 """staged.utils.checkpoint against torch.utils.checkpoint (torch 2.13): gradients, dropout
 replayed from the RNG state, recompute counts, nesting, errors; and under capture."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,11 +20,13 @@ def leaves(lib):
 
 def block(lib, calls=None, p=0.0):
     """A small region saving several tensors (matmul, tanh, softmax, dropout)."""
+
     def fn(x, w, scale=1.0):
         if calls is not None:
             calls.append(1)
         h = lib.nn.functional.dropout((x @ w).tanh(), p, True)
         return lib.softmax(h * scale, -1) * h
+
     return fn
 
 
@@ -36,16 +39,22 @@ def run(lib, use_reentrant=False, p=0.0, checkpointed=True, **kw):
     lib.manual_seed(7)
     x, w = leaves(lib)
     fn = block(lib, p=p)
-    y = ck(lib).checkpoint(fn, x, w, use_reentrant=use_reentrant, **kw) if checkpointed \
+    y = (
+        ck(lib).checkpoint(fn, x, w, use_reentrant=use_reentrant, **kw)
+        if checkpointed
         else fn(x, w)
+    )
     (y * y).sum().backward()
     return y, x.grad, w.grad
 
 
 @pytest.mark.parametrize("use_reentrant", [False, True])
 def test_gradients_equal_the_unchecked_run_and_torch(use_reentrant):
-    ours, plain, theirs = run(staged, use_reentrant), run(staged, checkpointed=False), \
-        run(torch, use_reentrant)
+    ours, plain, theirs = (
+        run(staged, use_reentrant),
+        run(staged, checkpointed=False),
+        run(torch, use_reentrant),
+    )
     for a, b, c in zip(ours, plain, theirs):
         assert_close(a, b)
         assert_close(a, c, rtol=1e-12, atol=1e-12)
@@ -70,9 +79,11 @@ def test_autograd_grad_kwargs_and_non_tensor_outputs():
 
         def region(x, w, scale, tag):
             return {"y": block(lib)(x, w, scale), "tag": tag, "n": 3}
+
         out = ck(lib).checkpoint(region, x, w, use_reentrant=False, scale=2.0, tag="t")
         assert (out["tag"], out["n"]) == ("t", 3)
         return lib.autograd.grad(out["y"].sum(), (x, w))
+
     for a, b in zip(*(fn(lib) for lib in (staged, torch))):
         assert_close(a, b, rtol=1e-12, atol=1e-12)
 
@@ -86,14 +97,17 @@ def test_recompute_once_per_backward_and_nested_counts_as_torch():
             h = (x * w[0]).sin()
             h = ck(lib).checkpoint(block(lib, inner), h, w, use_reentrant=False)
             return (h * x).cos()
-        y = ck(lib).checkpoint(lambda *a: (outer.append(1), region(*a))[1], x, w,
-                               use_reentrant=False)
+
+        y = ck(lib).checkpoint(
+            lambda *a: (outer.append(1), region(*a))[1], x, w, use_reentrant=False
+        )
         seen = [(len(outer), len(inner))]
         y.sum().backward(retain_graph=True)
         seen.append((len(outer), len(inner)))
         y.sum().backward()
         seen.append((len(outer), len(inner)))
         return seen, x.grad, w.grad
+
     ours, theirs = counts(staged), counts(torch)
     # each backward reruns the outer region once; that rerun runs the inner checkpoint's
     # forward, and the inner one then recomputes once itself
@@ -106,20 +120,26 @@ def test_double_backward_through_checkpoint():
     def hvp(lib):
         x, w = leaves(lib)
         y = ck(lib).checkpoint(block(lib), x, w, use_reentrant=False)
-        gx, = lib.autograd.grad((y * y).sum(), x, create_graph=True)
+        (gx,) = lib.autograd.grad((y * y).sum(), x, create_graph=True)
         return lib.autograd.grad(gx.sum(), w)[0]
+
     assert_close(hvp(staged), hvp(torch), rtol=1e-10, atol=1e-12)
 
 
 def test_checkpoint_sequential_as_torch():
     def grads(lib):
         lib.manual_seed(3)
-        model = lib.nn.Sequential(*[m for _ in range(3) for m in
-                                    (lib.nn.Linear(5, 5).double(), lib.nn.Tanh(),
-                                     lib.nn.Dropout(0.2))])
+        model = lib.nn.Sequential(
+            *[
+                m
+                for _ in range(3)
+                for m in (lib.nn.Linear(5, 5).double(), lib.nn.Tanh(), lib.nn.Dropout(0.2))
+            ]
+        )
         x = lib.tensor(X, requires_grad=True)
         ck(lib).checkpoint_sequential(model, 3, x, use_reentrant=False).sum().backward()
         return [x.grad] + [p.grad for p in model.parameters()]
+
     for a, b in zip(grads(staged), grads(torch)):
         assert_close(a, b, rtol=1e-10, atol=1e-12)
 
@@ -131,6 +151,7 @@ def test_warns_when_use_reentrant_is_not_passed(which):
         if which == "checkpoint":
             return ck(lib).checkpoint(lambda t: t.sin(), x)
         return ck(lib).checkpoint_sequential([lambda t: t.sin()] * 2, 2, x)
+
     messages = []
     for lib in (staged, torch):
         with pytest.warns(UserWarning) as record:
@@ -146,11 +167,14 @@ def _fn(lib, **kw):
     return ck(lib).checkpoint(block(lib), x, w, **kw)
 
 
-@pytest.mark.parametrize("kw, fragment", [
-    (dict(use_reentrant=True, scale=2.0), "Unexpected keyword arguments: scale"),
-    (dict(use_reentrant=True, debug=True), "only supported when use_reentrant=False"),
-    (dict(use_reentrant=False, determinism_check="all"), "determinism_check should be one of"),
-])
+@pytest.mark.parametrize(
+    "kw, fragment",
+    [
+        (dict(use_reentrant=True, scale=2.0), "Unexpected keyword arguments: scale"),
+        (dict(use_reentrant=True, debug=True), "only supported when use_reentrant=False"),
+        (dict(use_reentrant=False, determinism_check="all"), "determinism_check should be one of"),
+    ],
+)
 def test_argument_errors(kw, fragment):
     raises_like_torch(lambda lib: _fn(lib, **kw), fragment)
 
@@ -158,15 +182,17 @@ def test_argument_errors(kw, fragment):
 def test_reentrant_errors():
     def with_grad(lib):
         x = lib.tensor(X, requires_grad=True)
-        lib.autograd.grad(ck(lib).checkpoint(lambda t: t.sin(), x, use_reentrant=True).sum(),
-                          x)
-    raises_like_torch(with_grad, "is incompatible with .grad() or passing an `inputs` "
-                      "parameter to .backward()")
+        lib.autograd.grad(ck(lib).checkpoint(lambda t: t.sin(), x, use_reentrant=True).sum(), x)
+
+    raises_like_torch(
+        with_grad, "is incompatible with .grad() or passing an `inputs` parameter to .backward()"
+    )
 
     def no_grad_output(lib):
         x = lib.tensor(X, requires_grad=True)
         y = ck(lib).checkpoint(lambda t: t.detach() + 1, x, use_reentrant=True)
         (y * x).sum().backward()
+
     raises_like_torch(no_grad_output, "none of output has requires_grad=True")
 
 
@@ -182,10 +208,13 @@ def test_nondeterministic_recompute_errors():
     def shapes(lib):
         n = iter([4, 3])
         x = lib.tensor(X, requires_grad=True)
-        ck(lib).checkpoint(lambda t: t[:next(n)].sin(), x, use_reentrant=False).sum() \
-            .backward()
-    _checkpoint_error(shapes, "Recomputed values for the following tensors have different "
-                              "metadata than during the forward pass")
+        ck(lib).checkpoint(lambda t: t[: next(n)].sin(), x, use_reentrant=False).sum().backward()
+
+    _checkpoint_error(
+        shapes,
+        "Recomputed values for the following tensors have different "
+        "metadata than during the forward pass",
+    )
 
     def count(lib):
         n = iter([2, 1])
@@ -195,9 +224,13 @@ def test_nondeterministic_recompute_errors():
             for _ in range(next(n)):
                 t = t.sin()
             return t
+
         ck(lib).checkpoint(f, x, use_reentrant=False, early_stop=False).sum().backward()
-    _checkpoint_error(count, "A different number of tensors was saved during the original "
-                             "forward and recomputation")
+
+    _checkpoint_error(
+        count,
+        "A different number of tensors was saved during the original forward and recomputation",
+    )
 
 
 def test_input_modified_in_place_after_the_forward():
@@ -208,12 +241,14 @@ def test_input_modified_in_place_after_the_forward():
         with lib.no_grad():
             h.add_(1)
         y.sum().backward()
+
     raises_like_torch(fn, "modified by an inplace operation")
 
 
 def test_a_node_unpacks_each_saved_tensor_once():
     """What checkpoint relies on (its holders are emptied when unpacked): ``a / b`` saves
     ``b`` for both gradients and unpacks it once per backward, as torch."""
+
     def unpacks(lib):
         n = []
         a, b = (lib.tensor(X, requires_grad=True) for _ in range(2))
@@ -221,6 +256,7 @@ def test_a_node_unpacks_each_saved_tensor_once():
             y = a / b
         y.sum().backward()
         return len(n)
+
     assert unpacks(staged) == unpacks(torch) == 2
 
 
@@ -237,18 +273,25 @@ def test_forward_saves_only_the_inputs():
 def test_compiled_step_matches(p, use_reentrant):
     """Under capture the recompute is traced into the backward (with the dropout draws of
     the forward replayed); the compiled step gives the unchecked step's numbers."""
+
     def make(checkpointed):
         staged.manual_seed(5)
         w = staged.tensor(W, dtype=staged.float32, requires_grad=True)
 
         def step(x):
-            y = staged.utils.checkpoint.checkpoint(block(staged, p=p), x, w,
-                                                   use_reentrant=use_reentrant) \
-                if checkpointed else block(staged, p=p)(x, w)
+            y = (
+                staged.utils.checkpoint.checkpoint(
+                    block(staged, p=p), x, w, use_reentrant=use_reentrant
+                )
+                if checkpointed
+                else block(staged, p=p)(x, w)
+            )
             loss = (y * y).sum()
             loss.backward()
             return loss
+
         return step, w
+
     x = staged.tensor(X, dtype=staged.float32)
     (plain, w0), (checked, w1) = make(False), make(True)
     ops = [len(staged.capture(s, x).graph.ops) for s in (plain, checked)]

@@ -4,6 +4,7 @@ checkpoints, against torch 2.13 (a CPU build answers the same): ``staged.device`
 ``staged.cuda`` / ``staged.accelerator`` / ``staged.backends``, ``Tensor.type`` and the
 dtype shorthands, ``Module.to/double/float/half``, ``set_num_threads`` (NumPy's BLAS and
 IREE's workers), and ``torch.save(model)`` checkpoints loaded with ``safe_globals``."""
+
 from __future__ import annotations
 
 import io
@@ -25,8 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --- staged.device ----------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [("cpu",), ("cpu:0",), ("cpu", 0), ("cuda",), ("cuda:1",),
-                                  ("cuda", 0), ("meta",), ("mps",)])
+@pytest.mark.parametrize(
+    "args",
+    [("cpu",), ("cpu:0",), ("cpu", 0), ("cuda",), ("cuda:1",), ("cuda", 0), ("meta",), ("mps",)],
+)
 def test_device_like_torch(args):
     ours, theirs = staged.device(*args), torch.device(*args)
     assert (ours.type, ours.index) == (theirs.type, theirs.index)
@@ -93,8 +96,9 @@ def test_factories_take_device(name):
             dev = None if d is None else ns.device(d)
             out = make(ns, dev)
             assert out.device == ns.device("cpu")
-        assert_close(make(staged, d), make(torch, d), rtol=1e-6, atol=1e-6) \
-            if "rand" not in name and name != "normal" else None
+        assert_close(
+            make(staged, d), make(torch, d), rtol=1e-6, atol=1e-6
+        ) if "rand" not in name and name != "normal" else None
     with pytest.raises(AssertionError, match="not compiled with CUDA") as err:
         make(staged, "cuda")
     assert "backend='cuda'" in str(err.value)  # says what to use instead
@@ -119,13 +123,17 @@ def test_tensor_device_and_moves():
 NO_CUDA = "Torch not compiled with CUDA enabled"
 
 
-@pytest.mark.parametrize("call,words", [
-    (lambda ns: ns.zeros(2).cuda(), NO_CUDA),
-    (lambda ns: ns.zeros(2).to("cuda"), NO_CUDA),
-    (lambda ns: ns.zeros(2).to("cuda:0", ns.float64), NO_CUDA),
-    (lambda ns: ns.zeros(2).to(device="cuda"), NO_CUDA),
-    (lambda ns: ns.nn.Linear(2, 2).cuda(), NO_CUDA),
-    (lambda ns: ns.zeros(2).cuda(0), "Cannot access accelerator device when none is available")])
+@pytest.mark.parametrize(
+    "call,words",
+    [
+        (lambda ns: ns.zeros(2).cuda(), NO_CUDA),
+        (lambda ns: ns.zeros(2).to("cuda"), NO_CUDA),
+        (lambda ns: ns.zeros(2).to("cuda:0", ns.float64), NO_CUDA),
+        (lambda ns: ns.zeros(2).to(device="cuda"), NO_CUDA),
+        (lambda ns: ns.nn.Linear(2, 2).cuda(), NO_CUDA),
+        (lambda ns: ns.zeros(2).cuda(0), "Cannot access accelerator device when none is available"),
+    ],
+)
 def test_cuda_moves_fail_as_on_a_cpu_build(call, words):
     raises_like_torch(call, words)
 
@@ -157,21 +165,40 @@ def test_cuda_device_modules_import_under_the_torch_alias():
         assert torch.nn.modules.module.Module is torch.nn.Module
         print(torch.cuda.is_available(), torch.device("cpu"))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "cpu"]
 
 
 # --- dtypes: Tensor.type and the shorthands ---------------------------------------------------
-DTYPES = ["float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool",
-          "complex64", "complex128"]
+DTYPES = [
+    "float32",
+    "float64",
+    "float16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+]
 
 
 @pytest.mark.parametrize("name", DTYPES)
 def test_type_names_like_torch(name):
-    ours, theirs = staged.zeros(2, dtype=getattr(staged, name)), \
-        torch.zeros(2, dtype=getattr(torch, name))
+    ours, theirs = (
+        staged.zeros(2, dtype=getattr(staged, name)),
+        torch.zeros(2, dtype=getattr(torch, name)),
+    )
     assert ours.type() == theirs.type()
     assert staged.ones(2).type(ours.type()).dtype is ours.dtype
     assert staged.ones(2).type(getattr(staged, name)).dtype is ours.dtype
@@ -184,8 +211,20 @@ def test_type_casts_and_errors():
     raises_like_torch(lambda ns: ns.ones(2).type("torch.Foo"), "invalid type: 'torch.Foo'")
     with pytest.raises(AssertionError, match="CUDA"):
         x.type("torch.cuda.FloatTensor")
-    for m in ("half", "double", "float", "long", "int", "bool", "short", "char", "byte",
-              "bfloat16", "cfloat", "cdouble"):
+    for m in (
+        "half",
+        "double",
+        "float",
+        "long",
+        "int",
+        "bool",
+        "short",
+        "char",
+        "byte",
+        "bfloat16",
+        "cfloat",
+        "cdouble",
+    ):
         ours, theirs = getattr(staged.ones(2), m)(), getattr(torch.ones(2), m)()
         assert ours.type() == theirs.type(), m
     assert staged.half is staged.float16
@@ -223,15 +262,17 @@ def test_set_num_threads_controls_numpy_blas():
     try:
         staged.set_num_threads(1)
         assert staged.get_num_threads() == 1
-        blas = [i["num_threads"] for i in threadpoolctl.threadpool_info()
-                if i["user_api"] == "blas"]
+        blas = [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
         assert blas and set(blas) == {1}
         staged.set_num_threads(2)
         assert staged.get_num_threads() == 2
     finally:
         staged.set_num_threads(before)
-    raises_like_torch(lambda ns: ns.set_num_threads(0), "set_num_threads expects a positive "
-                                                        "integer")
+    raises_like_torch(
+        lambda ns: ns.set_num_threads(0), "set_num_threads expects a positive integer"
+    )
     raises_like_torch(lambda ns: ns.set_num_threads(1.5), "expects an int, but got float")
 
 
@@ -253,9 +294,18 @@ def test_set_num_threads_sizes_iree_workers():
         print(len(w), staged.get_num_threads())
     """)
     env = {**os.environ, "IREE_PY_RUNTIME_FLAGS": ""}
-    outs = [subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True,
-                           cwd=ROOT, env=env, timeout=300, check=False)
-            for arg in ("0", "1")]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code, arg],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+        for arg in ("0", "1")
+    ]
     for o in outs:
         assert o.returncode == 0, o.stderr
     (default, warned0), (one, warned1) = [o.stdout.split("\n", 1) for o in outs]
@@ -267,8 +317,13 @@ def test_set_num_threads_sizes_iree_workers():
 # --- whole-model checkpoints: torch's module paths and safe_globals ---------------------------
 def _torch_model_file():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.LayerNorm(4),
-                                torch.nn.BatchNorm1d(4), torch.nn.Flatten())
+    model = torch.nn.Sequential(
+        torch.nn.Linear(3, 4),
+        torch.nn.ReLU(),
+        torch.nn.LayerNorm(4),
+        torch.nn.BatchNorm1d(4),
+        torch.nn.Flatten(),
+    )
     model.eval()
     buf = io.BytesIO()
     torch.save(model, buf)
@@ -318,9 +373,11 @@ def test_safe_globals_by_name_and_staged_checkpoints(tmp_path):
     staged.save(model, path)
     with pytest.raises(pickle.UnpicklingError, match="staged.nn.modules.container.Sequential"):
         staged.load(path)
-    names = [(nn.Sequential, "staged.nn.modules.container.Sequential"),
-             (nn.Linear, "staged.nn.modules.linear.Linear"),
-             (nn.Tanh, "staged.nn.modules.activation.Tanh")]
+    names = [
+        (nn.Sequential, "staged.nn.modules.container.Sequential"),
+        (nn.Linear, "staged.nn.modules.linear.Linear"),
+        (nn.Tanh, "staged.nn.modules.activation.Tanh"),
+    ]
     with staged.serialization.safe_globals(names):
         back = staged.load(path)
     x = staged.randn(3, 2)

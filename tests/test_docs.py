@@ -8,6 +8,7 @@ each ``sh`` block runs as one ``bash -e`` script, with the venv's ``bin`` first 
 ``PATH`` (as after ``. .venv/bin/activate``). A block the test must not run is preceded
 by ``<!-- docs-test: skip REASON -->``.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-_BLOCK = re.compile(r"(?:^<!-- docs-test: skip (?P<skip>[^\n]*?) -->\n)?"
-                    r"^```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)^```", re.S | re.M)
+_BLOCK = re.compile(
+    r"(?:^<!-- docs-test: skip (?P<skip>[^\n]*?) -->\n)?"
+    r"^```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)^```",
+    re.S | re.M,
+)
 
 # Runs the blocks: exec each with the file's line numbers, so tracebacks point at them.
 _DRIVER = """
@@ -36,19 +40,26 @@ for name, line, src in json.loads(sys.stdin.read()):
 def blocks(doc: Path, lang: str) -> list[tuple[int, str]]:
     """``(first line, source)`` of the blocks of ``lang`` that are not marked skip."""
     text = doc.read_text()
-    return [(text.count("\n", 0, m.start("body")) + 1, m["body"])
-            for m in _BLOCK.finditer(text) if m["lang"] == lang and m["skip"] is None]
+    return [
+        (text.count("\n", 0, m.start("body")) + 1, m["body"])
+        for m in _BLOCK.finditer(text)
+        if m["lang"] == lang and m["skip"] is None
+    ]
 
 
 def _run(args, cwd, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-               OMP_NUM_THREADS="1", MPLBACKEND="Agg")
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600, **kw)
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        OMP_NUM_THREADS="1",
+        MPLBACKEND="Agg",
+    )
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, **kw)
 
 
-@pytest.mark.parametrize("doc", [d for d in DOCS if blocks(d, "python") or blocks(d, "sh")],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    "doc", [d for d in DOCS if blocks(d, "python") or blocks(d, "sh")], ids=lambda d: d.name
+)
 def test_doc_blocks_run(doc, tmp_path):
     for entry in ROOT.iterdir():
         if not entry.name.startswith(".git"):
@@ -60,8 +71,9 @@ def test_doc_blocks_run(doc, tmp_path):
         assert r.returncode == 0, f"a python block of {rel} failed:\n{r.stderr[-4000:]}"
     for line, src in blocks(doc, "sh"):
         r = _run(["bash", "-ec", src], tmp_path)
-        assert r.returncode == 0, (f"the sh block at {rel}:{line} failed:\n"
-                                   f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        assert r.returncode == 0, (
+            f"the sh block at {rel}:{line} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+        )
 
 
 def test_skip_marks_give_a_reason():

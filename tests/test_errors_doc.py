@@ -1,6 +1,7 @@
 """docs/errors.md's table of the ten most likely mistakes is true: each mistake, made here,
 raises the exception the table names with exactly the message it shows, beginning with the
 ``file:line`` of the user's code (this file), shown in the table as ``<file>:<line>``."""
+
 import os
 import re
 import sys
@@ -41,6 +42,7 @@ def compiled_shape_mismatch():
         loss = net(x).sum()
         loss.backward()
         return loss
+
     step(staged.randn(2, 4))
     step(staged.randn(2, 5))
 
@@ -53,6 +55,7 @@ def item_in_step():
         loss = net(x).sum()
         print(loss.item())
         return loss
+
     step(staged.randn(2, 4))
 
 
@@ -65,6 +68,7 @@ def branch_in_step():
         if loss > 0:
             loss = loss * 2
         return loss
+
     step(staged.randn(2, 4))
 
 
@@ -99,9 +103,18 @@ def backward_of_non_scalar():
     net(staged.randn(2, 4)).backward()
 
 
-CASES = {1: float_labels, 2: compiled_shape_mismatch, 3: item_in_step, 4: branch_in_step,
-         5: backward_twice, 6: inplace_on_leaf, 7: index_out_of_range_in_step,
-         8: no_process_group, 9: mixed_dtypes, 10: backward_of_non_scalar}
+CASES = {
+    1: float_labels,
+    2: compiled_shape_mismatch,
+    3: item_in_step,
+    4: branch_in_step,
+    5: backward_twice,
+    6: inplace_on_leaf,
+    7: index_out_of_range_in_step,
+    8: no_process_group,
+    9: mixed_dtypes,
+    10: backward_of_non_scalar,
+}
 
 
 def test_the_table_has_the_ten_cases():
@@ -117,11 +130,23 @@ def test_each_mistake_gives_the_message_in_the_doc(row):
     text = str(err.value)
     site = re.match(r"(\S+?):(\d+): ", text)
     assert site and site[1].endswith("test_errors_doc.py"), text  # the user's line
-    assert f"<file>:<line>: {text[site.end():]}" == message
+    assert f"<file>:<line>: {text[site.end() :]}" == message
     # it is the line in this file that made the mistake
     line = Path(__file__).read_text().splitlines()[int(site[2]) - 1]
-    assert any(k in line for k in ("cross_entropy", "net(x)", ".item()", "if loss",
-                                   ".backward()", "add_", "emb(i)", "all_reduce", "@")), line
+    assert any(
+        k in line
+        for k in (
+            "cross_entropy",
+            "net(x)",
+            ".item()",
+            "if loss",
+            ".backward()",
+            "add_",
+            "emb(i)",
+            "all_reduce",
+            "@",
+        )
+    ), line
 
 
 def test_the_doc_example_runs_as_shown():
@@ -136,8 +161,15 @@ def _here(offset: int) -> str:
     return f"{os.path.relpath(f.f_code.co_filename)}:{f.f_lineno + offset}: "
 
 
-@pytest.mark.parametrize("mistake", ["numpy of a tensor that requires grad", "unknown backend",
-                                     "save before the first call", "unknown mode"])
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        "numpy of a tensor that requires grad",
+        "unknown backend",
+        "save before the first call",
+        "unknown mode",
+    ],
+)
 def test_other_mistakes_name_the_users_line(mistake):
     w = staged.ones(2, requires_grad=True)
     step = staged.compile(lambda x: (x * 2).sum())

@@ -1,6 +1,7 @@
 """staged.func against torch.func (torch 2.13): grad, grad_and_value, vjp, jvp, jacrev,
 jacfwd, hessian, vmap (batching rules, in_dims/out_dims, nesting, errors), functional_call,
 autograd.functional's vectorize=True built on vmap, and vmap(grad) under capture."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,9 @@ def compare(fn, rtol=1e-5, atol=1e-6):
 def _mlp(lib):
     lib.manual_seed(0)
     nn = lib.nn
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
-                          nn.Linear(128, 10))
+    model = nn.Sequential(
+        nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)
+    )
     return model
 
 
@@ -59,8 +61,11 @@ def test_per_sample_grads_of_the_mlp_match_torch_func():
         def loss(p, xi, yi):
             out = lib.func.functional_call(model, p, (xi.unsqueeze(0),))
             return lib.nn.functional.cross_entropy(out, yi.unsqueeze(0))
+
         return lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0, 0))(
-            params, lib.tensor(x), lib.tensor(y))
+            params, lib.tensor(x), lib.tensor(y)
+        )
+
     ours, theirs = both(run)
     assert ours["0.weight"].shape == (32, 128, 64)
     close(ours, theirs, rtol=1e-5, atol=1e-7)
@@ -76,12 +81,16 @@ def test_grad_and_grad_and_value_with_argnums_and_aux():
         gv = lib.func.grad_and_value(lambda x, y: (x * y).sum(), argnums=1)(x, y)
         gg = lib.func.grad(lib.func.grad(lambda x: x.sin().sum().mul(2).sin()))(x[0, 0])
         return g1, g2, gv, gg
+
     compare(run)
 
 
 def test_grad_takes_dicts_and_lists_of_tensors():
-    compare(lambda lib: lib.func.grad(lambda p: (p["w"] @ p["b"][0]).tanh().sum())(
-        {"w": lib.tensor(W), "b": [lib.tensor(X[0]), lib.tensor(X[1])]}))
+    compare(
+        lambda lib: lib.func.grad(lambda p: (p["w"] @ p["b"][0]).tanh().sum())(
+            {"w": lib.tensor(W), "b": [lib.tensor(X[0]), lib.tensor(X[1])]}
+        )
+    )
 
 
 def test_vjp_and_jvp():
@@ -92,6 +101,7 @@ def test_vjp_and_jvp():
         ct = (lib.tensor(W[:1].repeat(5, 0)[:, :3]), lib.tensor(2.0))
         value, tangent = lib.func.jvp(f, (x, y), (lib.tensor(Y), lib.tensor(X)))
         return out, vjp_fn(ct), vjp_fn(ct), value, tangent
+
     compare(run)
 
 
@@ -102,13 +112,18 @@ def test_jacobians(jac):
         f = lambda x, y: {"a": (x * y).sin(), "b": (x @ y.T).sum()}
         x, y = lib.tensor(X[:2]), lib.tensor(Y[:2])
         return J(f)(x, y), J(f, argnums=(0, 1))(x, y), J(lambda x: x.exp() @ x.T)(x)
+
     compare(run)
 
 
 def test_hessian_is_forward_over_reverse():
-    compare(lambda lib: lib.func.hessian(lambda x, w: ((x @ w.T).tanh() ** 2).sum(),
-                                         argnums=(0, 1))(lib.tensor(X[:2]), lib.tensor(W)),
-            rtol=1e-4, atol=1e-5)
+    compare(
+        lambda lib: lib.func.hessian(lambda x, w: ((x @ w.T).tanh() ** 2).sum(), argnums=(0, 1))(
+            lib.tensor(X[:2]), lib.tensor(W)
+        ),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_grad_of_vmap_and_vmap_of_grad_with_an_outer_graph():
@@ -117,8 +132,10 @@ def test_grad_of_vmap_and_vmap_of_grad_with_an_outer_graph():
         per = lib.func.vmap(lib.func.grad(lambda t: t.sin() * t))(x)  # sin t + t cos t
         (d,) = lib.autograd.grad(per.sum(), x)
         outer = lib.func.grad(lambda v: lib.func.vmap(lambda t: t.exp().sum())(v).sum())(
-            lib.tensor(X))
+            lib.tensor(X)
+        )
         return per.detach(), d, outer
+
     compare(run)
 
 
@@ -126,21 +143,39 @@ def test_grad_of_vmap_and_vmap_of_grad_with_an_outer_graph():
 CASES = {
     "elementwise": (lambda lib, x, y: (x * y + 1).exp().where(x > 0, y.tanh()), (0, 0)),
     "broadcast": (lambda lib, x, y: x[:, None] - y, (0, None)),
-    "reductions": (lambda lib, x, y: (x.sum(), x.amax(0, keepdim=True), x.argmax(), x.prod(),
-                                      x.cumsum(0), x.sort(descending=True)[0]), (1, 1)),
+    "reductions": (
+        lambda lib, x, y: (
+            x.sum(),
+            x.amax(0, keepdim=True),
+            x.argmax(),
+            x.prod(),
+            x.cumsum(0),
+            x.sort(descending=True)[0],
+        ),
+        (1, 1),
+    ),
     "softmax": (lambda lib, x, y: lib.nn.functional.log_softmax(x * y, 0), (1, 1)),
     "matmul batched left": (lambda lib, x, w: w @ x, (0, None)),
     "matmul batched right": (lambda lib, x, w: w @ x, (1, None)),
     "matmul both": (lambda lib, x, y: x[:, None] @ y[None, :], (0, 0)),
     "matmul both, matrices": (lambda lib, x, y: x.reshape(3, 1) @ y.reshape(1, 3) @ x, (0, 0)),
-    "shape": (lambda lib, x, y: (x.reshape(3, 1).expand(3, 2).permute(1, 0).flatten(),
-                                 lib.cat([x, y, x]), lib.stack([x, y], 1)), (0, 0)),
-    "indexing": (lambda lib, x, y: (x[1:], x[::2], x[lib.tensor([2, 0])], x.gather(0, (
-        y > 0).long())), (0, 0)),
-    "cross_entropy": (lambda lib, x, t: lib.nn.functional.cross_entropy(x[None], t[None]),
-                      (0, 0)),
-    "conv2d": (lambda lib, img, k: lib.nn.functional.conv2d(img, k, padding=1).relu().mean(),
-               (0, None)),
+    "shape": (
+        lambda lib, x, y: (
+            x.reshape(3, 1).expand(3, 2).permute(1, 0).flatten(),
+            lib.cat([x, y, x]),
+            lib.stack([x, y], 1),
+        ),
+        (0, 0),
+    ),
+    "indexing": (
+        lambda lib, x, y: (x[1:], x[::2], x[lib.tensor([2, 0])], x.gather(0, (y > 0).long())),
+        (0, 0),
+    ),
+    "cross_entropy": (lambda lib, x, t: lib.nn.functional.cross_entropy(x[None], t[None]), (0, 0)),
+    "conv2d": (
+        lambda lib, img, k: lib.nn.functional.conv2d(img, k, padding=1).relu().mean(),
+        (0, None),
+    ),
 }
 
 
@@ -157,12 +192,12 @@ def _case_args(name, lib):
 @pytest.mark.parametrize("name", CASES)
 def test_vmap_matches_torch(name):
     fn, in_dims = CASES[name]
-    compare(lambda lib: lib.func.vmap(lambda *a: fn(lib, *a), in_dims=in_dims)(
-        *_case_args(name, lib)))
+    compare(
+        lambda lib: lib.func.vmap(lambda *a: fn(lib, *a), in_dims=in_dims)(*_case_args(name, lib))
+    )
 
 
-@pytest.mark.parametrize("name", ["elementwise", "softmax", "matmul both", "indexing",
-                                  "conv2d"])
+@pytest.mark.parametrize("name", ["elementwise", "softmax", "matmul both", "indexing", "conv2d"])
 def test_vmap_of_grad_and_of_jvp_through_the_rules(name):
     fn, in_dims = CASES[name]
 
@@ -170,14 +205,17 @@ def test_vmap_of_grad_and_of_jvp_through_the_rules(name):
         def f(*a):
             out = fn(lib, *a)
             return sum(o.float().sum() for o in (out if isinstance(out, tuple) else (out,)))
+
         return f
 
     def run(lib):
         args = _case_args(name, lib)
         g = lib.func.vmap(lib.func.grad(scalar(lib)), in_dims=in_dims)(*args)
-        t = lib.func.vmap(lambda *a: lib.func.jvp(scalar(lib), a, tuple(
-            v.cos() for v in a))[1], in_dims=in_dims)(*args)
+        t = lib.func.vmap(
+            lambda *a: lib.func.jvp(scalar(lib), a, tuple(v.cos() for v in a))[1], in_dims=in_dims
+        )(*args)
         return g, t
+
     compare(run, rtol=1e-4, atol=1e-5)
 
 
@@ -187,20 +225,28 @@ def test_in_dims_and_out_dims_follow_pytrees():
 
         def f(d, pair, k):
             return {"s": d["a"] * pair[0] + pair[1] * k, "t": (d["a"].sum(), pair[1])}
+
         out_dims = {"s": 1, "t": (0, None)}
         return lib.func.vmap(f, in_dims=({"a": 1}, [0, None], None), out_dims=out_dims)(
-            {"a": x.T}, [y, y[0]], 2.0), lib.func.vmap(lambda v: v, out_dims=-1)(x)
+            {"a": x.T}, [y, y[0]], 2.0
+        ), lib.func.vmap(lambda v: v, out_dims=-1)(x)
+
     compare(run)
 
 
 def test_nested_vmap_is_an_outer_product_of_batches():
     def run(lib):
         x, y = lib.tensor(X), lib.tensor(Y[:4])
-        pairwise = lib.func.vmap(lib.func.vmap(lambda a, b: (a * b).sum().tanh(),
-                                               in_dims=(None, 0)), in_dims=(0, None))
+        pairwise = lib.func.vmap(
+            lib.func.vmap(lambda a, b: (a * b).sum().tanh(), in_dims=(None, 0)), in_dims=(0, None)
+        )
         inner_batched = lib.func.vmap(lambda a: lib.func.vmap(lambda r: r @ a)(y))
-        return pairwise(x, y), inner_batched(x), lib.func.vmap(lib.func.vmap(
-            lib.func.grad(lambda t: t.sin())))(x)
+        return (
+            pairwise(x, y),
+            inner_batched(x),
+            lib.func.vmap(lib.func.vmap(lib.func.grad(lambda t: t.sin())))(x),
+        )
+
     compare(run)
 
 
@@ -210,55 +256,98 @@ def test_unbatched_outputs_are_broadcast_and_random_draws_can_be_shared():
         a, b = lib.func.vmap(lambda v: (v.sum(), lib.ones(2)), out_dims=(0, 0))(x)
         n = lib.func.vmap(lambda v: v * 0 + lib.rand(()).mul(0), randomness="same")(x)
         return a, b, n
+
     compare(run)
 
 
 def test_every_primitive_has_a_batching_rule_or_a_reason():
-    missing = [n for n, p in ad.REGISTRY.items()
-               if p not in batching.RULES and not batching.UNSUPPORTED.get(p, "").strip()]
+    missing = [
+        n
+        for n, p in ad.REGISTRY.items()
+        if p not in batching.RULES and not batching.UNSUPPORTED.get(p, "").strip()
+    ]
     assert not missing, f"primitives with no batching rule and no reason: {missing}"
 
 
 # --- errors ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("call, words", [
-    (lambda lib: lib.func.vmap(lambda x: x, in_dims=(0, 0))(lib.ones(2)),
-     "in_dims is not compatible with the structure of `inputs`"),
-    (lambda lib: lib.func.vmap(lambda x, y: x + y)(lib.ones(2), lib.ones(3)),
-     ("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
-      "[2, 3] for the mapped dimension")),
-    (lambda lib: lib.func.vmap(lambda x: x, in_dims=2)(lib.ones(2)),
-     "Got in_dim=2 for some input, but that input is a Tensor of dimensionality 1"),
-    (lambda lib: lib.func.vmap(lambda x: x, in_dims=0)(3.0), "We cannot vmap over non-Tensor"),
-    (lambda lib: lib.func.vmap(lambda x: x, in_dims=None)(lib.ones(2)),
-     "expected `in_dims` to be int or a (potentially nested) tuple"),
-    (lambda lib: lib.func.vmap(lambda x: x, in_dims=(None,))(lib.ones(2)),
-     "vmap: Expected at least one Tensor to vmap over"),
-    (lambda lib: lib.func.vmap(lambda x: x, out_dims=None)(lib.ones(2)),
-     "can not return a BatchedTensor when out_dim is None"),
-    (lambda lib: lib.func.vmap(lambda x: 3)(lib.ones(2)), "must only return Tensors"),
-    (lambda lib: lib.func.vmap(lambda x: x + lib.rand(2))(lib.ones(3, 2)),
-     "vmap: called random operation while in randomness error mode"),
-    (lambda lib: lib.func.vmap(lambda x: x.item())(lib.ones(2)),
-     "vmap: It looks like you're calling .item() on a Tensor"),
-    (lambda lib: lib.func.vmap(lambda x: x, randomness="maybe")(lib.ones(2)),
-     "Only allowed values for randomness are 'error', 'different', or 'same'. Got maybe"),
-    (lambda lib: lib.func.grad(lambda x: x)(lib.ones(2)),
-     "Expected f(*args) to return a scalar Tensor, got tensor with 1 dims"),
-    (lambda lib: lib.func.grad(lambda x: x.sum(), argnums=3)(lib.ones(2)),
-     "Got argnum=3, but only 1 positional inputs"),
-    (lambda lib: lib.func.grad(lambda x: x.sum(), has_aux=True)(lib.ones(2)),
-     "output of function f should be a tuple: (output, aux) if has_aux is True"),
-    (lambda lib: lib.func.grad(lambda x: x.sum())(3.0),
-     "Thing passed to transform API must be Tensor, got <class 'float'>"),
-    (lambda lib: lib.func.jvp(lambda x: x, lib.ones(2), lib.ones(2)),
-     "Expected primals to be a tuple"),
-    (lambda lib: lib.func.functional_call(lib.nn.Linear(2, 2), {"weight": lib.ones(2, 2)},
-                                          (lib.ones(2),), strict=True),
-     "Error(s) in reparametrizing for Linear:\n\tMissing key(s): 'bias'."),
-    (lambda lib: lib.func.functional_call(lib.nn.Linear(2, 2), ({"bias": lib.ones(2)},
-                                          {"bias": lib.ones(2)}), (lib.ones(2),)),
-     "['bias'] appeared in multiple dictionaries"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (
+            lambda lib: lib.func.vmap(lambda x: x, in_dims=(0, 0))(lib.ones(2)),
+            "in_dims is not compatible with the structure of `inputs`",
+        ),
+        (
+            lambda lib: lib.func.vmap(lambda x, y: x + y)(lib.ones(2), lib.ones(3)),
+            (
+                "vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                "[2, 3] for the mapped dimension"
+            ),
+        ),
+        (
+            lambda lib: lib.func.vmap(lambda x: x, in_dims=2)(lib.ones(2)),
+            "Got in_dim=2 for some input, but that input is a Tensor of dimensionality 1",
+        ),
+        (lambda lib: lib.func.vmap(lambda x: x, in_dims=0)(3.0), "We cannot vmap over non-Tensor"),
+        (
+            lambda lib: lib.func.vmap(lambda x: x, in_dims=None)(lib.ones(2)),
+            "expected `in_dims` to be int or a (potentially nested) tuple",
+        ),
+        (
+            lambda lib: lib.func.vmap(lambda x: x, in_dims=(None,))(lib.ones(2)),
+            "vmap: Expected at least one Tensor to vmap over",
+        ),
+        (
+            lambda lib: lib.func.vmap(lambda x: x, out_dims=None)(lib.ones(2)),
+            "can not return a BatchedTensor when out_dim is None",
+        ),
+        (lambda lib: lib.func.vmap(lambda x: 3)(lib.ones(2)), "must only return Tensors"),
+        (
+            lambda lib: lib.func.vmap(lambda x: x + lib.rand(2))(lib.ones(3, 2)),
+            "vmap: called random operation while in randomness error mode",
+        ),
+        (
+            lambda lib: lib.func.vmap(lambda x: x.item())(lib.ones(2)),
+            "vmap: It looks like you're calling .item() on a Tensor",
+        ),
+        (
+            lambda lib: lib.func.vmap(lambda x: x, randomness="maybe")(lib.ones(2)),
+            "Only allowed values for randomness are 'error', 'different', or 'same'. Got maybe",
+        ),
+        (
+            lambda lib: lib.func.grad(lambda x: x)(lib.ones(2)),
+            "Expected f(*args) to return a scalar Tensor, got tensor with 1 dims",
+        ),
+        (
+            lambda lib: lib.func.grad(lambda x: x.sum(), argnums=3)(lib.ones(2)),
+            "Got argnum=3, but only 1 positional inputs",
+        ),
+        (
+            lambda lib: lib.func.grad(lambda x: x.sum(), has_aux=True)(lib.ones(2)),
+            "output of function f should be a tuple: (output, aux) if has_aux is True",
+        ),
+        (
+            lambda lib: lib.func.grad(lambda x: x.sum())(3.0),
+            "Thing passed to transform API must be Tensor, got <class 'float'>",
+        ),
+        (
+            lambda lib: lib.func.jvp(lambda x: x, lib.ones(2), lib.ones(2)),
+            "Expected primals to be a tuple",
+        ),
+        (
+            lambda lib: lib.func.functional_call(
+                lib.nn.Linear(2, 2), {"weight": lib.ones(2, 2)}, (lib.ones(2),), strict=True
+            ),
+            "Error(s) in reparametrizing for Linear:\n\tMissing key(s): 'bias'.",
+        ),
+        (
+            lambda lib: lib.func.functional_call(
+                lib.nn.Linear(2, 2), ({"bias": lib.ones(2)}, {"bias": lib.ones(2)}), (lib.ones(2),)
+            ),
+            "['bias'] appeared in multiple dictionaries",
+        ),
+    ],
+)
 def test_errors_read_as_torch(call, words):
     raises_like_torch(call, words)
 
@@ -280,6 +369,7 @@ def test_functional_call_swaps_and_restores_tied_weights():
         tied = lib.func.functional_call(model, {"0.weight": w}, x)
         untied = lib.func.functional_call(model, {"0.weight": w}, (x,), tie_weights=False)
         return tied, untied, model(x)
+
     compare(run)
 
 
@@ -294,24 +384,26 @@ def test_autograd_functional_vectorized(strategy):
         jac = af.jacobian(f, args, vectorize=True, strategy=strategy)
         hess = af.hessian(g, args, vectorize=True, outer_jacobian_strategy=strategy)
         return jac, tuple(tuple(h.detach() for h in row) for row in hess)
+
     compare(run)
 
 
 # --- under capture: one graph ---------------------------------------------------------------
 def test_vmap_of_grad_compiles_into_one_graph():
-    model = staged.nn.Sequential(staged.nn.Linear(8, 16), staged.nn.ReLU(),
-                                 staged.nn.Linear(16, 3))
+    model = staged.nn.Sequential(staged.nn.Linear(8, 16), staged.nn.ReLU(), staged.nn.Linear(16, 3))
     params = {k: v.detach() for k, v in model.named_parameters()}
     F = staged.nn.functional
 
     def step(p, x, y):
         def loss(p, xi, yi):
             return F.cross_entropy(staged.func.functional_call(model, p, (xi[None],)), yi[None])
+
         g = staged.func.vmap(staged.func.grad(loss), in_dims=(None, 0, 0))(p, x, y)
         return {k: v.flatten(1).norm(dim=1) for k, v in g.items()}  # per-example norms
 
     def data(n):
         return staged.randn(n, 8), staged.randint(0, 3, (n,))
+
     ops = [len(staged.capture(step, params, *data(n)).graph.ops) for n in (4, 16)]
     assert ops[0] == ops[1]  # the batch is a dim of each op, not a Python loop
     compiled = staged.compile(step)

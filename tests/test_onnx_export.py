@@ -2,6 +2,7 @@
 against eager gradients at several batch sizes (one model, dynamic batch), a float64
 finite-difference check of the exported graph, an SGD step run 10 times, the IREE round
 trip, the CLI, metadata, external data and the errors raised before writing."""
+
 from __future__ import annotations
 
 import json
@@ -85,7 +86,7 @@ def test_models_pass_the_full_checker(name, opset, tmp_path):
 def test_gradients_match_eager_at_several_batch_sizes(name, exported):
     spec, path = exported[name]
     sess = session(path)
-    inputs = [i.name for i in sess.get_inputs()][:len(spec["example_args"])]
+    inputs = [i.name for i in sess.get_inputs()][: len(spec["example_args"])]
     assert sess.get_inputs()[0].shape[0] == "batch"
     n0 = spec["example_args"][0].shape[0]
     for n in (n0, 1, 7, 2 * n0 + 3):
@@ -95,8 +96,9 @@ def test_gradients_match_eager_at_several_batch_sizes(name, exported):
         loss, grads = eager_loss_and_grads(spec, [staged.tensor(a) for a in args])
         np.testing.assert_allclose(outs["loss"], loss, rtol=1e-4)
         for k, g in grads.items():
-            np.testing.assert_allclose(outs[f"grad.{k}"], g, rtol=1e-4, atol=1e-6,
-                                       err_msg=f"{name} batch {n} grad.{k}")
+            np.testing.assert_allclose(
+                outs[f"grad.{k}"], g, rtol=1e-4, atol=1e-6, err_msg=f"{name} batch {n} grad.{k}"
+            )
 
 
 def test_float64_gradients_match_finite_differences(tmp_path):
@@ -127,8 +129,14 @@ def test_sgd_training_step_follows_eager_for_10_steps(name, tmp_path):
     spec = SPECS[name]()
     model, (x, y) = spec["fn_or_module"], spec["example_args"]
     opt = optim.SGD(model.parameters(), lr=0.1)
-    staged.onnx.export(model, (x, y), tmp_path / "step.onnx", loss_fn=F.cross_entropy,
-                       training_step=opt, dynamic_axes=spec["dynamic_axes"])
+    staged.onnx.export(
+        model,
+        (x, y),
+        tmp_path / "step.onnx",
+        loss_fn=F.cross_entropy,
+        training_step=opt,
+        dynamic_axes=spec["dynamic_axes"],
+    )
     sess = session(tmp_path / "step.onnx")
     names = [o.name for o in sess.get_outputs()]
     params = params_feed(model)
@@ -166,17 +174,32 @@ def test_momentum_state_is_an_input_and_an_output(tmp_path):
     opt.zero_grad()
     loss_of(x, y).backward()
     opt.step()
-    staged.onnx.export(loss_of, (x, y), tmp_path / "s.onnx", training_step=opt,
-                       dynamic_axes={"x": [0], "y": [0]})
+    staged.onnx.export(
+        loss_of, (x, y), tmp_path / "s.onnx", training_step=opt, dynamic_axes={"x": [0], "y": [0]}
+    )
     sess = session(tmp_path / "s.onnx")
     ins, outs = [i.name for i in sess.get_inputs()], [o.name for o in sess.get_outputs()]
-    assert ins == ["x", "y", "weight", "bias", "state.weight.momentum_buffer",
-                   "state.bias.momentum_buffer"]
-    assert outs[-2:] == ["updated.state.weight.momentum_buffer",
-                         "updated.state.bias.momentum_buffer"]
-    feed = {"x": x.numpy()[:3], "y": y.numpy()[:3], **params_feed(model),
-            **{f"state.{k}.momentum_buffer": opt.state[p]["momentum_buffer"].numpy()
-               for k, p in model.named_parameters()}}
+    assert ins == [
+        "x",
+        "y",
+        "weight",
+        "bias",
+        "state.weight.momentum_buffer",
+        "state.bias.momentum_buffer",
+    ]
+    assert outs[-2:] == [
+        "updated.state.weight.momentum_buffer",
+        "updated.state.bias.momentum_buffer",
+    ]
+    feed = {
+        "x": x.numpy()[:3],
+        "y": y.numpy()[:3],
+        **params_feed(model),
+        **{
+            f"state.{k}.momentum_buffer": opt.state[p]["momentum_buffer"].numpy()
+            for k, p in model.named_parameters()
+        },
+    }
     got = dict(zip(outs, sess.run(None, feed)))
     opt.zero_grad()
     loss = loss_of(x[:3], y[:3])  # the mean's 1/batch follows the batch size
@@ -184,8 +207,11 @@ def test_momentum_state_is_an_input_and_an_output(tmp_path):
     opt.step()
     np.testing.assert_allclose(got["loss"], loss.item(), rtol=1e-5)
     np.testing.assert_allclose(got["updated.weight"], model.weight.detach().numpy(), rtol=1e-5)
-    np.testing.assert_allclose(got["updated.state.bias.momentum_buffer"],
-                               opt.state[model.bias]["momentum_buffer"].numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        got["updated.state.bias.momentum_buffer"],
+        opt.state[model.bias]["momentum_buffer"].numpy(),
+        rtol=1e-5,
+    )
 
 
 def test_iree_imports_compiles_and_runs_the_mlp(exported, tmp_path):
@@ -221,14 +247,16 @@ def test_function_names_metadata_and_argument_gradients(tmp_path):
     assert json.loads(props["staged.gradients"]) == {"grad.points": "points"}
     assert "gradient of loss with respect to points" in model.graph.output[1].doc_string
     assert all(vi.type.tensor_type.elem_type for vi in model.graph.value_info)
-    g, = staged.autograd.grad(energy(pts, scale), pts)
-    out = session(tmp_path / "e.onnx").run(None, {"points": pts.detach().numpy(),
-                                                   "scale": scale.numpy()})
+    (g,) = staged.autograd.grad(energy(pts, scale), pts)
+    out = session(tmp_path / "e.onnx").run(
+        None, {"points": pts.detach().numpy(), "scale": scale.numpy()}
+    )
     # atol: where tanh saturates, 1 - tanh**2 keeps few correct digits in float32
     np.testing.assert_allclose(out[1], g.numpy(), rtol=1e-5, atol=1e-5)
     # an explicit list differentiates inputs that do not require grad
-    model = staged.onnx.export(energy, (pts.detach(), scale), tmp_path / "s.onnx",
-                               with_gradients=["scale"])
+    model = staged.onnx.export(
+        energy, (pts.detach(), scale), tmp_path / "s.onnx", with_gradients=["scale"]
+    )
     assert [o.name for o in model.graph.output] == ["loss", "grad.scale"]
 
 
@@ -239,10 +267,12 @@ def test_captured_export_onnx(tmp_path):
     onnx.checker.check_model(str(tmp_path / "c.onnx"), full_check=True)
     sess = session(tmp_path / "c.onnx")
     x = np.random.randn(3, 4).astype(np.float32)
-    feed = dict(zip([i.name for i in sess.get_inputs()],
-                    [x] + [w.tensor.detach().numpy() for w in c.state]))
-    np.testing.assert_allclose(sess.run(None, feed)[0],
-                               model(staged.tensor(x)).relu().sum().item(), rtol=1e-5)
+    feed = dict(
+        zip([i.name for i in sess.get_inputs()], [x] + [w.tensor.detach().numpy() for w in c.state])
+    )
+    np.testing.assert_allclose(
+        sess.run(None, feed)[0], model(staged.tensor(x)).relu().sum().item(), rtol=1e-5
+    )
 
 
 def test_large_constants_stream_to_external_data(tmp_path, monkeypatch):
@@ -288,6 +318,7 @@ def test_dynamic_batch_variance_fills_and_errors(tmp_path):
     """Shared with staged.compile(dynamic=True) (staged/tracing/dynamic.py): a variance's
     1/max(N-1, 0) and a zeros(N, 2) become run-time values; a size that is no multiple of
     the batch raises ExportError naming the line, before any file is written."""
+
     def fn(x):
         h = staged.zeros(x.shape[0], 2) + 1.5
         return (x.var(0).sum() + (x[:, :2] * h).mean(),)
@@ -302,10 +333,14 @@ def test_dynamic_batch_variance_fills_and_errors(tmp_path):
         want.backward()
         np.testing.assert_allclose(loss, want.item(), rtol=1e-5)
         np.testing.assert_allclose(grad, xv.grad.numpy(), rtol=1e-5, atol=1e-7)
-    with pytest.raises(staged.onnx.ExportError, match=r"dynamic dim 'batch': slice at "
-                       r".*test_onnx_export\.py:\d+: a size goes from 4 to 5"):
-        staged.onnx.export(lambda v: (v[1:] * v[:-1]).sum(), (x,), tmp_path / "e.onnx",
-                           dynamic_axes={"v": [0]})
+    with pytest.raises(
+        staged.onnx.ExportError,
+        match=r"dynamic dim 'batch': slice at "
+        r".*test_onnx_export\.py:\d+: a size goes from 4 to 5",
+    ):
+        staged.onnx.export(
+            lambda v: (v[1:] * v[:-1]).sum(), (x,), tmp_path / "e.onnx", dynamic_axes={"v": [0]}
+        )
     assert not (tmp_path / "e.onnx").exists()
 
 
@@ -313,8 +348,7 @@ def test_cli_exports_every_model(tmp_path):
     assert main(["export-onnx", "--out", str(tmp_path), "--opset", "26"]) == 0
     for name in SPECS:
         onnx.checker.check_model(str(tmp_path / f"{name}.onnx"), full_check=True)
-    assert main(["export-onnx", "mlp", "--out", str(tmp_path), "--training-step",
-                 "--static"]) == 0
+    assert main(["export-onnx", "mlp", "--out", str(tmp_path), "--training-step", "--static"]) == 0
     outs = [o.name for o in onnx.load(str(tmp_path / "mlp_step.onnx")).graph.output]
     assert outs[0] == "loss" and outs[-1] == "updated.4.bias"
 
@@ -322,14 +356,17 @@ def test_cli_exports_every_model(tmp_path):
 def test_staged_onnx_loads_on_first_use(tmp_path):
     """``import staged; staged.onnx.export(...)`` works without ``import staged.onnx`` (as
     torch.onnx), and ``import staged`` alone does not import onnx."""
-    code = ("import sys, staged\n"
-            "assert 'onnx' not in sys.modules, 'import staged imported onnx'\n"
-            "x = staged.ones(3, requires_grad=True)\n"
-            f"staged.onnx.export(lambda x: (x * x).sum(), (x,), {str(tmp_path / 'f.onnx')!r})\n"
-            "try:\n    staged.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
+    code = (
+        "import sys, staged\n"
+        "assert 'onnx' not in sys.modules, 'import staged imported onnx'\n"
+        "x = staged.ones(3, requires_grad=True)\n"
+        f"staged.onnx.export(lambda x: (x * x).sum(), (x,), {str(tmp_path / 'f.onnx')!r})\n"
+        "try:\n    staged.no_such_name\nexcept AttributeError as e:\n    print(e)\n"
+    )
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(staged.__file__)))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert "no attribute 'no_such_name'" in out.stdout
     assert (tmp_path / "f.onnx").exists()

@@ -2,6 +2,7 @@
 non-differentiable), a JVP and an MLIR lowering (or a recorded reason); the package import
 arrows point one way, with no import circle and no import inside a function hiding one
 (DESIGN.md)."""
+
 from __future__ import annotations
 
 import ast
@@ -38,8 +39,9 @@ def test_vjp_and_jvp(name):
     else:
         assert prim.variadic or len(prim.vjp) == len(prim.inputs)
         assert any(isinstance(r, Rule) for r in prim.vjp), f"{name}: every VJP rule is None"
-        assert prim.jvp in (ELEMENTWISE, LINEAR) or callable(prim.jvp), \
+        assert prim.jvp in (ELEMENTWISE, LINEAR) or callable(prim.jvp), (
             f"{name}: no JVP rule or tag ({prim.jvp!r})"
+        )
     assert callable(jvp_rule(prim))
 
 
@@ -51,8 +53,11 @@ def test_lowering(table):
         if entry is None or not (entry["lowered"] or entry["unsupported"]):
             bad.append(f"{name}: no {table.target} lowering and no reason it is unsupported")
             continue
-        bad += [f"{name}/{key}: empty reason" for key, reason in entry["unsupported"].items()
-                if not (isinstance(reason, str) and reason.strip())]
+        bad += [
+            f"{name}/{key}: empty reason"
+            for key, reason in entry["unsupported"].items()
+            if not (isinstance(reason, str) and reason.strip())
+        ]
     assert not bad, "\n".join(bad)
 
 
@@ -86,7 +91,7 @@ def _imports(path: pathlib.Path):
             mods = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against this file's package
-                base = list(pkg[:-1])[:len(pkg) - node.level]
+                base = list(pkg[:-1])[: len(pkg) - node.level]
                 mod = ".".join(["staged", *base] + ([node.module] if node.module else []))
                 mods = [mod] if node.module else [f"{mod}.{a.name}" for a in node.names]
             else:
@@ -105,8 +110,10 @@ def test_import_direction(package):
     for path in sorted((ROOT / package).rglob("*.py")):
         for target, lazy in _imports(path):
             if target in FORBIDDEN[package]:  # lazy imports inside functions count too
-                bad.append(f"{path.relative_to(ROOT.parent)} imports staged.{target}"
-                           + (" (inside a function)" if lazy else ""))
+                bad.append(
+                    f"{path.relative_to(ROOT.parent)} imports staged.{target}"
+                    + (" (inside a function)" if lazy else "")
+                )
     assert not bad, "\n".join(bad)
 
 
@@ -118,7 +125,7 @@ def test_readme_layers_match_the_table():
     layers = [x.strip() for x in line.split("<-")]
     assert set(layers[:-1]) <= set(FORBIDDEN) and len(layers) == 6, layers
     for i, low in enumerate(layers):
-        for high in layers[i + 1:]:
+        for high in layers[i + 1 :]:
             assert high in FORBIDDEN[low] and low not in FORBIDDEN.get(high, ()), (low, high)
 
 
@@ -127,9 +134,9 @@ def test_readme_layers_match_the_table():
 # other one fails test_no_function_level_imports: a late import usually hides a circle.
 LATE_IMPORTS = {
     ("staged.__main__", "staged.onnx"): "the CLI's export command: staged.onnx needs the onnx "
-                                        "extra, which other commands do without",
+    "extra, which other commands do without",
     ("staged.runtime.compiled", "staged.onnx"): "Traced.export_onnx: the onnx extra is "
-                                                "optional (staged.onnx is loaded lazily too)",
+    "optional (staged.onnx is loaded lazily too)",
 }
 
 
@@ -146,8 +153,11 @@ def import_graph(root: pathlib.Path, name: str) -> dict:
     for mod, path in files.items():
         pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         tree = ast.parse(path.read_text())
-        funcs = [n for n in ast.walk(tree)
-                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        funcs = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        ]
         nested = {id(n) for f in funcs for n in ast.walk(f) if n is not f}
         edges = graph[mod] = {}
         for node in ast.walk(tree):
@@ -156,20 +166,25 @@ def import_graph(root: pathlib.Path, name: str) -> dict:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                     base = ".".join(up + ([node.module] if node.module else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
-                           for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names
+                ]
             else:
                 continue
             for target in targets:
                 chain = target.split(".")
                 for i in range(1, len(chain) + 1):  # the target, and the packages it is in
                     t = ".".join(chain[:i])
-                    if t in files and t != mod and (t == target or i > 1 and
-                                                    not mod.startswith(t + ".")):
-                        edges.setdefault(t, []).append((node.lineno, id(node) in nested,
-                                                        t == target))
+                    if (
+                        t in files
+                        and t != mod
+                        and (t == target or i > 1 and not mod.startswith(t + "."))
+                    ):
+                        edges.setdefault(t, []).append(
+                            (node.lineno, id(node) in nested, t == target)
+                        )
     return graph
 
 
@@ -206,8 +221,12 @@ def import_cycles(graph: dict) -> list:
 
 def late_imports(graph: dict) -> set:
     """``(module, imported module)`` for each import of the package inside a function."""
-    return {(m, t) for m, edges in graph.items() for t, sites in edges.items()
-            if any(lazy and direct for _, lazy, direct in sites)}
+    return {
+        (m, t)
+        for m, edges in graph.items()
+        for t, sites in edges.items()
+        if any(lazy and direct for _, lazy, direct in sites)
+    }
 
 
 GRAPH = import_graph(ROOT, "staged")
@@ -216,13 +235,16 @@ GRAPH = import_graph(ROOT, "staged")
 def test_no_import_cycles():
     cycles = import_cycles(GRAPH)
     assert not cycles, "import circles (imports inside functions count):\n" + "\n".join(
-        " <-> ".join(c) for c in cycles)
+        " <-> ".join(c) for c in cycles
+    )
 
 
 def test_no_function_level_imports():
     unexplained = sorted(late_imports(GRAPH) - set(LATE_IMPORTS))
-    assert not unexplained, "imports inside functions (move them to the top, or add them to " \
+    assert not unexplained, (
+        "imports inside functions (move them to the top, or add them to "
         "LATE_IMPORTS with a reason):\n" + "\n".join(f"{m} imports {t}" for m, t in unexplained)
+    )
     stale = sorted(set(LATE_IMPORTS) - late_imports(GRAPH))
     assert not stale, f"LATE_IMPORTS entries with no such import: {stale}"
     assert all(reason.strip() for reason in LATE_IMPORTS.values())
@@ -250,5 +272,8 @@ def test_one_meaning_per_name():
     the capturing is ``staged.tracing`` (``import staged.capture.ir`` used to raise)."""
     import staged
     import staged.tracing.ir as ir
-    assert callable(staged.capture) and ir.Graph is staged.capture(lambda x: x * 2,
-                                                                   staged.ones(2)).graph.__class__
+
+    assert (
+        callable(staged.capture)
+        and ir.Graph is staged.capture(lambda x: x * 2, staged.ones(2)).graph.__class__
+    )

@@ -1,6 +1,7 @@
 """staged.save / staged.load against torch 2.13: each reads the other's checkpoints (the zip
 format of torch.save), the weights-only allow-list refuses other globals, and damaged or
 legacy files fail clearly."""
+
 from __future__ import annotations
 
 import collections
@@ -19,8 +20,20 @@ import torch
 import staged
 from staged import nn, optim
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
-          "uint8", "bool", "complex64", "complex128"]
+DTYPES = [
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+]
 NOT_A_CHECKPOINT = "is not a checkpoint written by torch.save or staged.save"
 
 
@@ -37,8 +50,9 @@ def assert_same(ours, theirs):
     """``ours`` (staged) is ``theirs`` (torch or staged) rebuilt: containers, types, values."""
     if isinstance(theirs, (torch.Tensor, staged.Tensor)):
         assert isinstance(ours, staged.Tensor), type(ours)
-        assert isinstance(ours, nn.Parameter) == isinstance(theirs, (torch.nn.Parameter,
-                                                                     nn.Parameter))
+        assert isinstance(ours, nn.Parameter) == isinstance(
+            theirs, (torch.nn.Parameter, nn.Parameter)
+        )
         assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
         assert tuple(ours.shape) == tuple(theirs.shape)
         assert ours.requires_grad == theirs.requires_grad
@@ -73,16 +87,18 @@ def _torch_checkpoint():
         "zero_dim": torch.tensor(2.5),
         "empty": torch.empty(0, 3, dtype=torch.int32),
         "transposed": torch.randn(3, 5).t(),
-        "strided": torch.arange(20.)[1::3],
+        "strided": torch.arange(20.0)[1::3],
         "expanded": torch.randn(3).expand(2, 3),
         "conj": torch.randn(3, dtype=torch.complex64).conj(),
-        "base": base, "row": base[1], "column": base[:, 2],
+        "base": base,
+        "row": base[1],
+        "column": base[:, 2],
         "param": torch.nn.Parameter(torch.randn(2, 2)),
         "frozen": torch.nn.Parameter(torch.randn(2), requires_grad=False),
         "leaf_grad": torch.randn(3, requires_grad=True),
         "nested": [1, 2.5, "s", None, True, (3, [4.0, {"k": torch.ones(2)}])],
         "od": collections.OrderedDict(b=1, a=torch.zeros(1)),
-        "misc": (b"by\x00tes", 1 + 2j, {1, 2}, 2 ** 70, torch.Size([2, 3]), torch.float16),
+        "misc": (b"by\x00tes", 1 + 2j, {1, 2}, 2**70, torch.Size([2, 3]), torch.float16),
     }
 
 
@@ -97,26 +113,46 @@ def test_torch_checkpoint_loads_in_staged(tmp_path):
 
 
 def test_checkpoint_loads_without_torch(tmp_path):
-    torch.save({"w": torch.arange(6.).reshape(2, 3), "b": torch.ones(2, dtype=torch.bfloat16)},
-               tmp_path / "t.pt")
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import staged\n"
-            f"d = staged.load({str(tmp_path / 't.pt')!r})\n"
-            "print(d['w'].tolist(), d['b'].dtype, d['b'].float().tolist())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    torch.save(
+        {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(2, dtype=torch.bfloat16)},
+        tmp_path / "t.pt",
+    )
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import staged\n"
+        f"d = staged.load({str(tmp_path / 't.pt')!r})\n"
+        "print(d['w'].tolist(), d['b'].dtype, d['b'].float().tolist())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert out.stdout.strip() == "[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] staged.bfloat16 [1.0, 1.0]"
 
 
 def _staged_model():
-    return nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.Flatten(),
-                         nn.Linear(3 * 2 * 2, 4), nn.LayerNorm(4), nn.Embedding(5, 4))
+    return nn.Sequential(
+        nn.Conv2d(2, 3, 3),
+        nn.BatchNorm2d(3),
+        nn.Flatten(),
+        nn.Linear(3 * 2 * 2, 4),
+        nn.LayerNorm(4),
+        nn.Embedding(5, 4),
+    )
 
 
 def _torch_model():
-    return torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3),
-                               torch.nn.Flatten(), torch.nn.Linear(3 * 2 * 2, 4),
-                               torch.nn.LayerNorm(4), torch.nn.Embedding(5, 4))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3),
+        torch.nn.BatchNorm2d(3),
+        torch.nn.Flatten(),
+        torch.nn.Linear(3 * 2 * 2, 4),
+        torch.nn.LayerNorm(4),
+        torch.nn.Embedding(5, 4),
+    )
 
 
 def test_staged_state_dict_loads_in_torch(tmp_path):
@@ -134,7 +170,10 @@ def test_staged_state_dict_loads_in_torch(tmp_path):
     x = np.random.randn(2, 2, 4, 4).astype(np.float32)
     np.testing.assert_allclose(
         twin[:5].eval()(torch.from_numpy(x)).detach().numpy(),
-        model[:5].eval()(staged.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+        model[:5].eval()(staged.tensor(x)).detach().numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_torch_state_dict_loads_into_staged_model(tmp_path):
@@ -147,12 +186,17 @@ def test_torch_state_dict_loads_into_staged_model(tmp_path):
 
 
 def _staged_object():
-    base = staged.arange(12.).reshape(3, 4)
+    base = staged.arange(12.0).reshape(3, 4)
     return {
-        "dtypes": {d: staged.tensor(_values(_torch_sample(d))).to(getattr(staged, d))
-                   for d in DTYPES},
-        "zero_dim": staged.tensor(3), "empty": staged.zeros(0, 2),
-        "base": base, "row": base[1], "transposed": base.t(), "expanded": base[0].expand(2, 4),
+        "dtypes": {
+            d: staged.tensor(_values(_torch_sample(d))).to(getattr(staged, d)) for d in DTYPES
+        },
+        "zero_dim": staged.tensor(3),
+        "empty": staged.zeros(0, 2),
+        "base": base,
+        "row": base[1],
+        "transposed": base.t(),
+        "expanded": base[0].expand(2, 4),
         "param": nn.Parameter(staged.randn(2)),
         "frozen": nn.Parameter(staged.randn(2), requires_grad=False),
         "grad": staged.randn(2, requires_grad=True),
@@ -197,7 +241,7 @@ def test_layout_is_torchs_and_mmap_loads(tmp_path, monkeypatch):
     raw = path.read_bytes()
     with zipfile.ZipFile(path) as zf:
         for info in zf.infolist():
-            n, m = struct.unpack("<HH", raw[info.header_offset + 26:info.header_offset + 30])
+            n, m = struct.unpack("<HH", raw[info.header_offset + 26 : info.header_offset + 30])
             assert (info.header_offset + 30 + n + m) % 64 == 0, info.filename
     monkeypatch.setenv("TORCH_SERIALIZATION_DEBUG", "1")  # torch checks its computed offsets
     with torch.utils.serialization.config.patch({"load.calculate_storage_offsets": True}):
@@ -259,8 +303,9 @@ def test_torch_adam_state_loads_into_staged(tmp_path):
     opt = optim.Adam(nn.Linear(3, 2).parameters(), lr=0.1)
     opt.load_state_dict(staged.load(tmp_path / "t.pt"))
     for k in ("exp_avg", "exp_avg_sq", "step"):
-        np.testing.assert_array_equal(opt.state_dict()["state"][0][k].numpy(),
-                                      topt.state_dict()["state"][0][k].numpy())
+        np.testing.assert_array_equal(
+            opt.state_dict()["state"][0][k].numpy(), topt.state_dict()["state"][0][k].numpy()
+        )
 
 
 def test_file_like_objects():
@@ -273,8 +318,7 @@ def test_file_like_objects():
     buf.seek(0)
     assert_same(staged.load(io.BytesIO(buf.getvalue())), obj)
     buf.seek(0)
-    np.testing.assert_array_equal(torch.load(buf, weights_only=True)["w"].numpy(),
-                                  obj["w"].numpy())
+    np.testing.assert_array_equal(torch.load(buf, weights_only=True)["w"].numpy(), obj["w"].numpy())
     theirs = io.BytesIO()
     torch.save({"t": torch.arange(3)}, theirs)
     theirs.seek(0)
@@ -300,23 +344,35 @@ def test_unseekable_stream():
     assert staged.load(_Stream(buf.getvalue()))[0].tolist() == [1.0, 1.0]
 
 
-@pytest.mark.parametrize("map_location", ["cpu", {"cpu": "cpu"}, torch.device("cpu"),
-                                          lambda storage, loc: storage,
-                                          lambda storage, loc: storage.cpu(),
-                                          lambda storage, loc: None],
-                         ids=["str", "dict", "device", "identity", "cpu", "none"])
+@pytest.mark.parametrize(
+    "map_location",
+    [
+        "cpu",
+        {"cpu": "cpu"},
+        torch.device("cpu"),
+        lambda storage, loc: storage,
+        lambda storage, loc: storage.cpu(),
+        lambda storage, loc: None,
+    ],
+    ids=["str", "dict", "device", "identity", "cpu", "none"],
+)
 def test_map_location(tmp_path, map_location):
-    torch.save({"w": torch.arange(4.)}, tmp_path / "t.pt")
-    assert staged.load(tmp_path / "t.pt", map_location=map_location)["w"].tolist() == \
-        [0.0, 1.0, 2.0, 3.0]
+    torch.save({"w": torch.arange(4.0)}, tmp_path / "t.pt")
+    assert staged.load(tmp_path / "t.pt", map_location=map_location)["w"].tolist() == [
+        0.0,
+        1.0,
+        2.0,
+        3.0,
+    ]
 
 
 def test_map_location_callable_sees_each_storage(tmp_path):
     base = torch.arange(6, dtype=torch.int16)
     torch.save([base, base[2:], torch.ones(1)], tmp_path / "t.pt")
     seen = []
-    staged.load(tmp_path / "t.pt",
-                map_location=lambda s, loc: seen.append((s.dtype, tuple(s.shape), loc)))
+    staged.load(
+        tmp_path / "t.pt", map_location=lambda s, loc: seen.append((s.dtype, tuple(s.shape), loc))
+    )
     assert seen == [(staged.uint8, (12,), "cpu"), (staged.uint8, (4,), "cpu")]
 
 
@@ -355,22 +411,25 @@ def test_malicious_pickle_is_refused(tmp_path):
 
 
 def test_weights_only_false_allows_trusted_globals(tmp_path):
-    staged.save({"frac": __import__("fractions").Fraction(1, 3), "w": staged.ones(1)},
-                tmp_path / "s.pt")
+    staged.save(
+        {"frac": __import__("fractions").Fraction(1, 3), "w": staged.ones(1)}, tmp_path / "s.pt"
+    )
     with pytest.raises(pickle.UnpicklingError, match="fractions.Fraction"):
         staged.load(tmp_path / "s.pt")
     got = staged.load(tmp_path / "s.pt", weights_only=False)
     assert str(got["frac"]) == "1/3" and got["w"].tolist() == [1.0]
     torch.save({"m": torch.nn.Bilinear(2, 2, 2)}, tmp_path / "t.pt")  # a layer staged lacks
-    with pytest.raises(pickle.UnpicklingError, match="torch.nn.modules.linear.Bilinear: staged "
-                                                     "has no staged.nn.modules.linear.Bilinear"):
+    with pytest.raises(
+        pickle.UnpicklingError,
+        match="torch.nn.modules.linear.Bilinear: staged has no staged.nn.modules.linear.Bilinear",
+    ):
         staged.load(tmp_path / "t.pt", weights_only=False)
 
 
 def test_damaged_files_fail_clearly(tmp_path):
     staged.save({"w": staged.randn(100)}, tmp_path / "s.pt")
     raw = (tmp_path / "s.pt").read_bytes()
-    (tmp_path / "cut.pt").write_bytes(raw[:len(raw) // 2])
+    (tmp_path / "cut.pt").write_bytes(raw[: len(raw) // 2])
     (tmp_path / "text.pt").write_text("just some text\n")
     flipped = bytearray(raw)
     flipped[raw.index(b"s/data/0") + 200] ^= 0xFF  # inside the storage's bytes
@@ -378,15 +437,19 @@ def test_damaged_files_fail_clearly(tmp_path):
     _zip_with_pickle(tmp_path / "bad_pickle.pt", b"\x80\x02}q\x00(X")
     with zipfile.ZipFile(tmp_path / "other.zip", "w") as zf:
         zf.writestr("notes/readme.txt", "hello")
-    for name, reason in [("cut.pt", "File is not a zip file"), ("text.pt", "not a zip archive"),
-                         ("flipped.pt", "Bad CRC-32"), ("bad_pickle.pt", "truncated"),
-                         ("other.zip", "no data.pkl")]:
+    for name, reason in [
+        ("cut.pt", "File is not a zip file"),
+        ("text.pt", "not a zip archive"),
+        ("flipped.pt", "Bad CRC-32"),
+        ("bad_pickle.pt", "truncated"),
+        ("other.zip", "no data.pkl"),
+    ]:
         with pytest.raises(RuntimeError, match=f"{NOT_A_CHECKPOINT}: .*{reason}"):
             staged.load(tmp_path / name)
 
 
 def test_out_of_bounds_view_is_refused(tmp_path):
-    staged.save(staged.arange(4.), tmp_path / "s.pt")
+    staged.save(staged.arange(4.0), tmp_path / "s.pt")
     with zipfile.ZipFile(tmp_path / "s.pt") as zf:
         data = zf.read("s/data.pkl")
     size = b"K\x04\x85"  # the size (4,) as protocol 2 writes it
@@ -400,17 +463,22 @@ def test_out_of_bounds_view_is_refused(tmp_path):
 
 def test_legacy_format_is_refused(tmp_path):
     torch.save({"w": torch.ones(2)}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
-    with pytest.raises(RuntimeError, match="legacy .non-zip. format.*re-save it with a current "
-                                           "torch"):
+    with pytest.raises(
+        RuntimeError, match="legacy .non-zip. format.*re-save it with a current torch"
+    ):
         staged.load(tmp_path / "old.pt")
 
 
 def test_big_endian_checkpoint(tmp_path):
     """A checkpoint written on a big-endian machine: its storages are byte-swapped."""
-    torch.save({"f": torch.arange(3.), "c": torch.tensor([1 + 2j]), "i": torch.arange(2)},
-               tmp_path / "t.pt")
-    with zipfile.ZipFile(tmp_path / "t.pt") as src, \
-            zipfile.ZipFile(tmp_path / "big.pt", "w") as dst:
+    torch.save(
+        {"f": torch.arange(3.0), "c": torch.tensor([1 + 2j]), "i": torch.arange(2)},
+        tmp_path / "t.pt",
+    )
+    with (
+        zipfile.ZipFile(tmp_path / "t.pt") as src,
+        zipfile.ZipFile(tmp_path / "big.pt", "w") as dst,
+    ):
         kinds = {"0": np.float32, "1": np.complex64, "2": np.int64}
         for info in src.infolist():
             data = src.read(info)

@@ -1,6 +1,7 @@
 """staged.viz: the eager autograd graph (make_dot, as torchviz) and a compiled step's
 graph (Compiled.graph), checked in their DOT text and, where Graphviz's `dot` exists, in
 the SVG it draws."""
+
 from __future__ import annotations
 
 import shutil
@@ -13,9 +14,11 @@ from staged import nn, optim, viz
 from staged.eager import interceptor
 
 pytest.importorskip("graphviz", reason="staged.viz needs the graphviz package (the viz extra)")
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
-                               reason="Graphviz's `dot` program is not installed (Debian "
-                                      "package graphviz; `make test` installs it as root)")
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None,
+    reason="Graphviz's `dot` program is not installed (Debian "
+    "package graphviz; `make test` installs it as root)",
+)
 
 
 class Net(nn.Module):
@@ -55,8 +58,12 @@ def test_make_dot_names_parameters_and_shows_attributes():
     out = net(staged.randn(5, 3))
     dot = viz.make_dot(out.sum(), params=dict(net.named_parameters()), show_attrs=True)
     src = dot.source
-    for name, shape in (("fc1.weight", "(4, 3)"), ("fc1.bias", "(4)"),
-                        ("fc2.weight", "(2, 4)"), ("fc2.bias", "(2)")):
+    for name, shape in (
+        ("fc1.weight", "(4, 3)"),
+        ("fc1.bias", "(4)"),
+        ("fc2.weight", "(2, 4)"),
+        ("fc2.bias", "(2)"),
+    ):
         assert f'label="{name}\n {shape}" fillcolor=lightblue' in src
     assert src.count("label=AccumulateGrad") == 4
     assert "ReluBackward0" in src and "MmBackward0" in src
@@ -79,8 +86,7 @@ def test_make_dot_of_several_outputs_draws_shared_nodes_once():
 def test_make_dot_renders_svg():
     net = Net()
     loss = (net(staged.randn(5, 3)) * 2).mean()
-    svg = viz.render(viz.make_dot(loss, params=dict(net.named_parameters()),
-                                  show_saved=True))
+    svg = viz.render(viz.make_dot(loss, params=dict(net.named_parameters()), show_saved=True))
     texts = svg_texts(svg)
     for label in ("MulBackward0", "AccumulateGrad", "fc1.weight", "self", "(5, 4)"):
         assert label in texts
@@ -129,8 +135,7 @@ def test_compiled_step_graph_colours_phases(sgd_step):
 def test_compiled_step_graph_marks_hook_ops(sgd_step):
     g = sgd_step._last.captured.graph
     hooked = [op for op in g.ops if op.hook]
-    assert hooked and all(op.hook == "double_output" and op.phase == "forward"
-                          for op in hooked)
+    assert hooked and all(op.hook == "double_output" and op.phase == "forward" for op in hooked)
     src = sgd_step.graph(format="dot")
     assert src.count("hook double_output") == len(hooked)
     assert src.count(f"color={viz.HOOK_COLOR}") == len(hooked)
@@ -153,8 +158,14 @@ def test_tensor_hooks_in_backward_are_marked():
 @needs_dot
 def test_compiled_step_renders_svg(sgd_step):
     texts = svg_texts(sgd_step.graph())
-    for label in ("forward", "backward", "optimizer", "matmul", "float32[8,4]",
-                  "hook double_output"):
+    for label in (
+        "forward",
+        "backward",
+        "optimizer",
+        "matmul",
+        "float32[8,4]",
+        "hook double_output",
+    ):
         assert label in texts
     assert sgd_step.graph(format="png").startswith(b"\x89PNG")
 

@@ -1,12 +1,27 @@
 """The primitive registry: every primitive declared once (impl, shape rule, VJP, JVP)."""
+
 from .avals import Aval, ShapeError  # noqa: F401
-from .primitive import (ELEMENTWISE, LINEAR, REGISTRY, ZERO, Primitive, Public,  # noqa: F401
-                        primitive)
+from .primitive import (
+    ELEMENTWISE,
+    LINEAR,
+    REGISTRY,
+    ZERO,
+    Primitive,
+    Public,  # noqa: F401
+    primitive,
+)
 from .jvp import jvp_rule  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .shape import concat, expand, permute, reshape  # noqa: F401
-from .indexing import (barrier, check, gather, scatter, scatter_add, slice,  # noqa: F401
-                       slice_scatter)
+from .indexing import (
+    barrier,
+    check,
+    gather,
+    scatter,
+    scatter_add,
+    slice,  # noqa: F401
+    slice_scatter,
+)
 from .reduction import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum  # noqa: F401
 from .scan import argsort, cumsum  # noqa: F401
 from .linalg import matmul  # noqa: F401

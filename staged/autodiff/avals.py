@@ -1,4 +1,5 @@
 """Abstract values (shape + dtype; a size may be a ``Sym``) and the shape rules they share."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -45,8 +46,9 @@ class Sym:
     def __mul__(self, other):
         if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
             return Sym(self.name, self.k * int(other)) if other else 0
-        raise DynamicError(f"{self} * {other}: a size cannot be the product of two dynamic "
-                           "dimensions")
+        raise DynamicError(
+            f"{self} * {other}: a size cannot be the product of two dynamic dimensions"
+        )
 
     __rmul__ = __mul__
 
@@ -55,8 +57,7 @@ class Sym:
             return self
         if isinstance(other, Sym) and other.name == self.name:
             return Sym(self.name, self.k + other.k)
-        raise DynamicError(f"{self} + {other}: only multiples of a dynamic dimension can be "
-                           "sizes")
+        raise DynamicError(f"{self} + {other}: only multiples of a dynamic dimension can be sizes")
 
     __radd__ = __add__
 
@@ -79,8 +80,10 @@ def same_shape(name, *avals):
     a = avals[0]
     for b in avals[1:]:
         if b.shape != a.shape or b.dtype is not a.dtype:
-            raise ShapeError(f"{name}: operands must have equal shapes and dtypes "
-                             f"(broadcasting is done by the public op), got {a} and {b}")
+            raise ShapeError(
+                f"{name}: operands must have equal shapes and dtypes "
+                f"(broadcasting is done by the public op), got {a} and {b}"
+            )
     return a
 
 
@@ -89,8 +92,9 @@ def wrap_dim(dim: int, ndim: int) -> int:
     PyTorch's IndexError."""
     n = max(ndim, 1)
     if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
     return dim % n
 
 

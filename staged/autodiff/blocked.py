@@ -16,6 +16,7 @@ the last reduction. Every chain is then at most BLOCK long, and the error at mos
 155, 9.2e-6 (pairwise-like growth, as NumPy's sum). Smaller sums (the models' batch and
 feature sums) keep their one kernel.
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ cotangent (``torch.distributed.nn.functional``), of an all_gather a reduce_scatt
 Static parameters: ``op`` (one of ``REDUCE_OPS``), ``src`` (a rank) and ``world`` (the
 group's size, so that shape rules need no group).
 """
+
 from __future__ import annotations
 
 from . import lax
@@ -26,8 +27,7 @@ class Solo:
 
     def run(self, name, x, params):
         """``name``'s result on NumPy ``x`` (a new array), as every group's ``run``."""
-        return (x[None] if name == "all_gather" else x[0] if name == "reduce_scatter"
-                else x).copy()
+        return (x[None] if name == "all_gather" else x[0] if name == "reduce_scatter" else x).copy()
 
 
 GROUP = [Solo()]  # the process group the impls run on (staged.distributed sets it)
@@ -95,15 +95,17 @@ def _reduce_scatter(x, *, op, world):
 def _reduce_scatter_rule(x, *, op, world):
     _reduce_op(op)
     if not x.shape or x.shape[0] != world:
-        raise ShapeError(f"reduce_scatter: the input needs a leading dim of the world size "
-                         f"{world}, got {x}")
+        raise ShapeError(
+            f"reduce_scatter: the input needs a leading dim of the world size {world}, got {x}"
+        )
     return Aval(x.shape[1:], x.dtype)
 
 
 def _linear_op(op, what):
     if op not in ("sum", "avg"):
-        raise NotImplementedError(f"the derivative of {what} with op={op!r} is not "
-                                  "implemented (only sum and avg)")
+        raise NotImplementedError(
+            f"the derivative of {what} with op={op!r} is not implemented (only sum and avg)"
+        )
 
 
 def _reduce_scatter_vjp(g, op, world):
@@ -117,14 +119,36 @@ def _reduce_scatter_jvp(primals, tangents, out, *, op, world):
     return reduce_scatter(tangents[0], op=op, world=world)
 
 
-all_reduce = Primitive("all_reduce", _all_reduce, _same_rule, vjp=_all_reduce_vjp,
-                       jvp=_all_reduce_jvp, node_name="AllReduceBackward")
-broadcast = Primitive("broadcast", _broadcast, _same_rule, vjp=_broadcast_vjp, jvp=LINEAR,
-                      node_name="BroadcastBackward")
-all_gather = Primitive("all_gather", _all_gather, _all_gather_rule,
-                       vjp=lambda g, world: reduce_scatter(g, op="sum", world=world),
-                       jvp=LINEAR, node_name="AllGatherBackward")
-reduce_scatter = Primitive("reduce_scatter", _reduce_scatter, _reduce_scatter_rule,
-                           vjp=_reduce_scatter_vjp, jvp=_reduce_scatter_jvp,
-                           node_name="ReduceScatterBackward")
+all_reduce = Primitive(
+    "all_reduce",
+    _all_reduce,
+    _same_rule,
+    vjp=_all_reduce_vjp,
+    jvp=_all_reduce_jvp,
+    node_name="AllReduceBackward",
+)
+broadcast = Primitive(
+    "broadcast",
+    _broadcast,
+    _same_rule,
+    vjp=_broadcast_vjp,
+    jvp=LINEAR,
+    node_name="BroadcastBackward",
+)
+all_gather = Primitive(
+    "all_gather",
+    _all_gather,
+    _all_gather_rule,
+    vjp=lambda g, world: reduce_scatter(g, op="sum", world=world),
+    jvp=LINEAR,
+    node_name="AllGatherBackward",
+)
+reduce_scatter = Primitive(
+    "reduce_scatter",
+    _reduce_scatter,
+    _reduce_scatter_rule,
+    vjp=_reduce_scatter_vjp,
+    jvp=_reduce_scatter_jvp,
+    node_name="ReduceScatterBackward",
+)
 COLLECTIVES = (all_reduce, broadcast, all_gather, reduce_scatter)

@@ -1,4 +1,5 @@
 """Elementwise primitives: shape-strict, dtype-strict (the public ops broadcast and promote)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,29 +20,38 @@ def _same(name, out_dtype=None):
 
     def rule(*avals):
         return Aval(same_shape(name, *avals).shape, out_dtype)
+
     return rule
 
 
 def _real_rule(name):
     """Complex in, real out (abs, angle, real, imag); real dtypes are kept."""
+
     def rule(x):
         return Aval(x.shape, x.dtype.to_real())
+
     return rule
 
 
 def elementwise(name, impl, vjp=None, jvp=ELEMENTWISE, out_dtype=None, **kw):
     """An elementwise primitive: operands of one shape, the result of that shape."""
-    return Primitive(name, impl, _same(name, out_dtype), vjp=vjp,
-                     jvp=jvp if vjp is not None else ZERO, **kw)
+    return Primitive(
+        name, impl, _same(name, out_dtype), vjp=vjp, jvp=jvp if vjp is not None else ZERO, **kw
+    )
 
 
 # dtype domains (Primitive's ``domain=``): what each leaves out, and why
-_FLOAT_MATH = domain("float", "complex", others="NumPy computes it in floating point for "
-                     "integer/bool inputs; the public op casts to float first")
+_FLOAT_MATH = domain(
+    "float",
+    "complex",
+    others="NumPy computes it in floating point for "
+    "integer/bool inputs; the public op casts to float first",
+)
 _REAL_MATH = {**_FLOAT_MATH, "complex": UNORDERED}
 _NO_BOOL = domain(bool="NumPy has no boolean negation, subtraction or power")
-_INTEGRAL = domain("float", complex=UNORDERED,
-                   others="integers are already integral: the public op copies them")
+_INTEGRAL = domain(
+    "float", complex=UNORDERED, others="integers are already integral: the public op copies them"
+)
 
 
 # public surfaces (Public): ops whose public function is generated from the primitive
@@ -76,37 +86,93 @@ def _zero_grad(g):
 
 
 # --- unary ----------------------------------------------------------------------------------
-neg = elementwise("neg", lambda x: np.negative(x), vjp=lambda g: lax.neg(g), jvp=LINEAR,
-                  domain=_NO_BOOL)
-copy = elementwise("copy", lambda x: np.array(x, copy=True, order="C"), vjp=lambda g: g, jvp=LINEAR,
-                   node_name="CloneBackward0")
+neg = elementwise(
+    "neg", lambda x: np.negative(x), vjp=lambda g: lax.neg(g), jvp=LINEAR, domain=_NO_BOOL
+)
+copy = elementwise(
+    "copy",
+    lambda x: np.array(x, copy=True, order="C"),
+    vjp=lambda g: g,
+    jvp=LINEAR,
+    node_name="CloneBackward0",
+)
 # the identity, whose gradient is the incoming one where finite and 0 elsewhere: var centres
 # x on its mean through it, as the mean's gradient there is 0 in exact arithmetic but NaN
 # for the whole row as soon as x holds an infinity (PyTorch's var_backward has no such term)
-finite_grad = elementwise("finite_grad", lambda x: x,
-                          vjp=lambda g: lax.where(lax.isfinite(g), g, 0),
-                          jvp=LINEAR)
+finite_grad = elementwise(
+    "finite_grad", lambda x: x, vjp=lambda g: lax.where(lax.isfinite(g), g, 0), jvp=LINEAR
+)
 conj = elementwise("conj", lambda x: np.conjugate(x), vjp=lambda g: lax.conj(g), jvp=LINEAR)
-exp = elementwise("exp", lambda x: np.exp(x), vjp=lambda g, out: lax.mul(g, lax.conj(out)),
-                  public=_FLOAT_, domain=_FLOAT_MATH)
-log = elementwise("log", lambda x: np.log(x), vjp=lambda g, x: lax.div(g, lax.conj(x)),
-                  public=_FLOAT_, domain=_FLOAT_MATH)
-log1p = elementwise("log1p", lambda x: np.log1p(x), public=_FLOAT, domain=_FLOAT_MATH,
-                    vjp=lambda g, x: lax.div(g, lax.conj(lax.add(x, 1))))
-expm1 = elementwise("expm1", lambda x: np.expm1(x), public=_FLOAT, domain=_FLOAT_MATH,
-                    vjp=lambda g, out: lax.mul(g, lax.conj(lax.add(out, 1))))
-sqrt = elementwise("sqrt", lambda x: np.sqrt(x), public=_FLOAT_, domain=_FLOAT_MATH,
-                   vjp=lambda g, out: lax.div(g, lax.mul(lax.conj(out), 2)))
-rsqrt = elementwise("rsqrt", _rsqrt, public=_FLOAT, domain=_FLOAT_MATH, vjp=lambda g, out: lax.mul(
-    lax.mul(g, lax.conj(lax.mul(lax.mul(out, out), out))), -0.5))
-tanh = elementwise("tanh", lambda x: np.tanh(x), public=_ACTIVATION, domain=_FLOAT_MATH,
-                   vjp=lambda g, out: lax.mul(g, lax.conj(lax.sub(1, lax.mul(out, out)))))
-sigmoid = elementwise("sigmoid", _sigmoid, public=_ACTIVATION, domain=_FLOAT_MATH,
-                      vjp=lambda g, out: lax.mul(g, lax.conj(lax.mul(out, lax.sub(1, out)))))
-sin = elementwise("sin", lambda x: np.sin(x), vjp=lambda g, x: lax.mul(g, lax.conj(lax.cos(x))),
-                  public=_FLOAT_, domain=_FLOAT_MATH)
-cos = elementwise("cos", lambda x: np.cos(x), public=_FLOAT_, domain=_FLOAT_MATH,
-                  vjp=lambda g, x: lax.mul(lax.neg(g), lax.conj(lax.sin(x))))
+exp = elementwise(
+    "exp",
+    lambda x: np.exp(x),
+    vjp=lambda g, out: lax.mul(g, lax.conj(out)),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+log = elementwise(
+    "log",
+    lambda x: np.log(x),
+    vjp=lambda g, x: lax.div(g, lax.conj(x)),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+log1p = elementwise(
+    "log1p",
+    lambda x: np.log1p(x),
+    public=_FLOAT,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, x: lax.div(g, lax.conj(lax.add(x, 1))),
+)
+expm1 = elementwise(
+    "expm1",
+    lambda x: np.expm1(x),
+    public=_FLOAT,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.mul(g, lax.conj(lax.add(out, 1))),
+)
+sqrt = elementwise(
+    "sqrt",
+    lambda x: np.sqrt(x),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.div(g, lax.mul(lax.conj(out), 2)),
+)
+rsqrt = elementwise(
+    "rsqrt",
+    _rsqrt,
+    public=_FLOAT,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.mul(lax.mul(g, lax.conj(lax.mul(lax.mul(out, out), out))), -0.5),
+)
+tanh = elementwise(
+    "tanh",
+    lambda x: np.tanh(x),
+    public=_ACTIVATION,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.mul(g, lax.conj(lax.sub(1, lax.mul(out, out)))),
+)
+sigmoid = elementwise(
+    "sigmoid",
+    _sigmoid,
+    public=_ACTIVATION,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.mul(g, lax.conj(lax.mul(out, lax.sub(1, out)))),
+)
+sin = elementwise(
+    "sin",
+    lambda x: np.sin(x),
+    vjp=lambda g, x: lax.mul(g, lax.conj(lax.cos(x))),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+cos = elementwise(
+    "cos",
+    lambda x: np.cos(x),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, x: lax.mul(lax.neg(g), lax.conj(lax.sin(x))),
+)
 
 
 def _threshold_backward(grad, result, *, threshold):
@@ -117,16 +183,29 @@ def _threshold_backward(grad, result, *, threshold):
 # (le, logical_not, where) were a fifth of a small eager step. Linear in ``grad``;
 # as in PyTorch, its gradient with respect to ``result`` is zeros.
 threshold_backward = Primitive(
-    "threshold_backward", _threshold_backward,
+    "threshold_backward",
+    _threshold_backward,
     lambda grad, result, *, threshold: same_shape("threshold_backward", grad, result),
-    vjp=(lambda g, result, threshold: threshold_backward(g, result, threshold=threshold),
-         lambda g: lax.zeros_like(g)),
-    jvp=lambda primals, tangents, out, threshold:
-    threshold_backward(tangents[0], primals[1], threshold=threshold)
-    if tangents[0] is not None else lax.zeros_like(out))
+    vjp=(
+        lambda g, result, threshold: threshold_backward(g, result, threshold=threshold),
+        lambda g: lax.zeros_like(g),
+    ),
+    jvp=lambda primals, tangents, out, threshold: (
+        threshold_backward(tangents[0], primals[1], threshold=threshold)
+        if tangents[0] is not None
+        else lax.zeros_like(out)
+    ),
+)
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points); NaN passes g
-relu = elementwise("relu", _relu, vjp=lambda g, out: threshold_backward(g, out, threshold=0),
-                   public=Public(inplace=True, functional=True), domain=ORDERED)
+relu = elementwise(
+    "relu",
+    _relu,
+    vjp=lambda g, out: threshold_backward(g, out, threshold=0),
+    public=Public(inplace=True, functional=True),
+    domain=ORDERED,
+)
+
+
 def _sign(x):
     # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN;
     # a bool's sign is itself (NumPy has no boolean sign)
@@ -135,34 +214,84 @@ def _sign(x):
     return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
 
 
-sign = elementwise("sign", _sign, vjp=_zero_grad,
-                   domain=domain(complex="complex sign differs between NumPy versions "
-                                         "(x/|x| in 2.x): sgn is the complex op"))
-tan = elementwise("tan", lambda x: np.tan(x), public=_FLOAT_, domain=_FLOAT_MATH,
-                  vjp=lambda g, out: lax.mul(g, lax.conj(lax.add(1, lax.mul(out, out)))))
-sinh = elementwise("sinh", lambda x: np.sinh(x), vjp=lambda g, x: lax.mul(g, lax.conj(lax.cosh(x))),
-                   public=_FLOAT_, domain=_FLOAT_MATH)
-cosh = elementwise("cosh", lambda x: np.cosh(x), vjp=lambda g, x: lax.mul(g, lax.conj(lax.sinh(x))),
-                   public=_FLOAT_, domain=_FLOAT_MATH)
-asin = elementwise("asin", lambda x: np.arcsin(x), vjp=lambda g, x: lax.div(g, _sqrt_1m_sq(x)),
-                   public=_FLOAT_._replace(aliases=("arcsin",)), domain=_FLOAT_MATH)
-acos = elementwise("acos", lambda x: np.arccos(x),
-                   vjp=lambda g, x: lax.div(lax.neg(g), _sqrt_1m_sq(x)),
-                   public=_FLOAT_._replace(aliases=("arccos",)), domain=_FLOAT_MATH)
-atan = elementwise("atan", lambda x: np.arctan(x),
-                   vjp=lambda g, x: lax.div(g, lax.conj(lax.add(1, lax.mul(x, x)))),
-                   public=_FLOAT_._replace(aliases=("arctan",)), domain=_FLOAT_MATH)
-log2 = elementwise("log2", lambda x: np.log2(x),
-                   vjp=lambda g, x: lax.div(g, lax.conj(lax.mul(x, _LN2))),
-                   public=_FLOAT_, domain=_FLOAT_MATH)
-log10 = elementwise("log10", lambda x: np.log10(x),
-                    vjp=lambda g, x: lax.div(g, lax.conj(lax.mul(x, _LN10))),
-                    public=_FLOAT_, domain=_FLOAT_MATH)
-exp2 = elementwise("exp2", lambda x: np.exp2(x),
-                   vjp=lambda g, out: lax.mul(g, lax.conj(lax.mul(out, _LN2))),
-                   public=_FLOAT_, domain=_FLOAT_MATH)
-erf = elementwise("erf", _erf, public=_FLOAT_, domain=_REAL_MATH, vjp=lambda g, x: lax.mul(
-    lax.mul(g, lax.exp(lax.mul(lax.neg(x), x))), _TWO_OVER_SQRT_PI))
+sign = elementwise(
+    "sign",
+    _sign,
+    vjp=_zero_grad,
+    domain=domain(
+        complex="complex sign differs between NumPy versions (x/|x| in 2.x): sgn is the complex op"
+    ),
+)
+tan = elementwise(
+    "tan",
+    lambda x: np.tan(x),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.mul(g, lax.conj(lax.add(1, lax.mul(out, out)))),
+)
+sinh = elementwise(
+    "sinh",
+    lambda x: np.sinh(x),
+    vjp=lambda g, x: lax.mul(g, lax.conj(lax.cosh(x))),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+cosh = elementwise(
+    "cosh",
+    lambda x: np.cosh(x),
+    vjp=lambda g, x: lax.mul(g, lax.conj(lax.sinh(x))),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+asin = elementwise(
+    "asin",
+    lambda x: np.arcsin(x),
+    vjp=lambda g, x: lax.div(g, _sqrt_1m_sq(x)),
+    public=_FLOAT_._replace(aliases=("arcsin",)),
+    domain=_FLOAT_MATH,
+)
+acos = elementwise(
+    "acos",
+    lambda x: np.arccos(x),
+    vjp=lambda g, x: lax.div(lax.neg(g), _sqrt_1m_sq(x)),
+    public=_FLOAT_._replace(aliases=("arccos",)),
+    domain=_FLOAT_MATH,
+)
+atan = elementwise(
+    "atan",
+    lambda x: np.arctan(x),
+    vjp=lambda g, x: lax.div(g, lax.conj(lax.add(1, lax.mul(x, x)))),
+    public=_FLOAT_._replace(aliases=("arctan",)),
+    domain=_FLOAT_MATH,
+)
+log2 = elementwise(
+    "log2",
+    lambda x: np.log2(x),
+    vjp=lambda g, x: lax.div(g, lax.conj(lax.mul(x, _LN2))),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+log10 = elementwise(
+    "log10",
+    lambda x: np.log10(x),
+    vjp=lambda g, x: lax.div(g, lax.conj(lax.mul(x, _LN10))),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+exp2 = elementwise(
+    "exp2",
+    lambda x: np.exp2(x),
+    vjp=lambda g, out: lax.mul(g, lax.conj(lax.mul(out, _LN2))),
+    public=_FLOAT_,
+    domain=_FLOAT_MATH,
+)
+erf = elementwise(
+    "erf",
+    _erf,
+    public=_FLOAT_,
+    domain=_REAL_MATH,
+    vjp=lambda g, x: lax.mul(lax.mul(g, lax.exp(lax.mul(lax.neg(x), x))), _TWO_OVER_SQRT_PI),
+)
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
 floor = elementwise("floor", lambda x: np.floor(x), vjp=_zero_grad, domain=_INTEGRAL)
 ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=_zero_grad, domain=_INTEGRAL)
@@ -223,8 +352,13 @@ def _angle_vjp(g, x):
     if not lax.is_complex(x):
         return lax.mul(g, 0)
     _, safe, zero = _safe_abs(x)
-    return lax.where(zero, 0, lax.div(lax.mul(lax.mul(lax.as_complex(g, x), x), 1j),
-                                      lax.as_complex(lax.mul(safe, safe), x)))
+    return lax.where(
+        zero,
+        0,
+        lax.div(
+            lax.mul(lax.mul(lax.as_complex(g, x), x), 1j), lax.as_complex(lax.mul(safe, safe), x)
+        ),
+    )
 
 
 def _angle_jvp(primals, tangents, out):
@@ -239,33 +373,67 @@ def _part_jvp(part):
     def jvp(primals, tangents, out):
         t = tangents[0]
         return lax.bind(part, t) if lax.is_complex(t) else t  # real: imag's domain is complex
+
     return jvp
 
 
-sgn = Primitive("sgn", _sgn_impl, _same("sgn"), vjp=_sgn_vjp, jvp=_sgn_jvp,
-                public=Public(inplace=True))
-abs = Primitive("abs", lambda x: np.abs(x), _real_rule("abs"),
-                vjp=lambda g, x: lax.mul(lax.as_complex(g, x), lax.sgn(x)),
-                jvp=_abs_jvp,
-                public=Public(aliases=("absolute",), inplace=True))
-angle = Primitive("angle", _angle_impl, _real_rule("angle"), vjp=_angle_vjp, jvp=_angle_jvp,
-                  public=_FLOAT, domain=_FLOAT_MATH)
+sgn = Primitive(
+    "sgn", _sgn_impl, _same("sgn"), vjp=_sgn_vjp, jvp=_sgn_jvp, public=Public(inplace=True)
+)
+abs = Primitive(
+    "abs",
+    lambda x: np.abs(x),
+    _real_rule("abs"),
+    vjp=lambda g, x: lax.mul(lax.as_complex(g, x), lax.sgn(x)),
+    jvp=_abs_jvp,
+    public=Public(aliases=("absolute",), inplace=True),
+)
+angle = Primitive(
+    "angle",
+    _angle_impl,
+    _real_rule("angle"),
+    vjp=_angle_vjp,
+    jvp=_angle_jvp,
+    public=_FLOAT,
+    domain=_FLOAT_MATH,
+)
 # views of the complex input's memory, as PyTorch's .real and .imag
-real = Primitive("real", lambda x: x.real, _real_rule("real"), jvp=_part_jvp("real"),
-                 vjp=lambda g, x_aval: lax.cast(g, x_aval.dtype), view=True)
-imag = Primitive("imag", lambda x: x.imag, _real_rule("imag"), jvp=_part_jvp("imag"),
-                 vjp=lambda g, x_aval: lax.mul(lax.cast(g, x_aval.dtype), 1j), view=True,
-                 domain=domain("complex", others="a real tensor has no imaginary part (the "
-                               "public op raises, as PyTorch)"))
+real = Primitive(
+    "real",
+    lambda x: x.real,
+    _real_rule("real"),
+    jvp=_part_jvp("real"),
+    vjp=lambda g, x_aval: lax.cast(g, x_aval.dtype),
+    view=True,
+)
+imag = Primitive(
+    "imag",
+    lambda x: x.imag,
+    _real_rule("imag"),
+    jvp=_part_jvp("imag"),
+    vjp=lambda g, x_aval: lax.mul(lax.cast(g, x_aval.dtype), 1j),
+    view=True,
+    domain=domain(
+        "complex", others="a real tensor has no imaginary part (the public op raises, as PyTorch)"
+    ),
+)
 logical_not = elementwise("logical_not", lambda x: np.logical_not(x), out_dtype=dt.bool_)
 
 # --- binary ---------------------------------------------------------------------------------
 add = elementwise("add", lambda x, y: np.add(x, y), vjp=(lambda g: g, lambda g: g), jvp=LINEAR)
-sub = elementwise("sub", lambda x, y: np.subtract(x, y), vjp=(lambda g: g, lambda g: lax.neg(g)),
-                  jvp=LINEAR, domain=_NO_BOOL)
-mul = elementwise("mul", lambda x, y: np.multiply(x, y),
-                  vjp=(lambda g, y: lax.mul(g, lax.conj(y)), lambda g, x: lax.mul(g, lax.conj(x))),
-                  public=Public(inplace=True))
+sub = elementwise(
+    "sub",
+    lambda x, y: np.subtract(x, y),
+    vjp=(lambda g: g, lambda g: lax.neg(g)),
+    jvp=LINEAR,
+    domain=_NO_BOOL,
+)
+mul = elementwise(
+    "mul",
+    lambda x, y: np.multiply(x, y),
+    vjp=(lambda g, y: lax.mul(g, lax.conj(y)), lambda g, x: lax.mul(g, lax.conj(x))),
+    public=Public(inplace=True),
+)
 
 
 def _div_jvp(primals, tangents, out):
@@ -278,21 +446,35 @@ def _div_jvp(primals, tangents, out):
     return lax.div(lax.neg(lax.mul(out, ty)) if tx is None else lax.sub(tx, lax.mul(out, ty)), y)
 
 
-div = elementwise("div", lambda x, y: np.divide(x, y),
-                  vjp=(lambda g, y: lax.div(g, lax.conj(y)),
-                       lambda g, x, y: lax.mul(lax.neg(g), lax.conj(lax.div(x, lax.mul(y, y))))),
-                  jvp=_div_jvp,
-                  domain=domain("float", "complex", others="true division of integers yields "
-                                "floats; the public op casts to float first"))
+div = elementwise(
+    "div",
+    lambda x, y: np.divide(x, y),
+    vjp=(
+        lambda g, y: lax.div(g, lax.conj(y)),
+        lambda g, x, y: lax.mul(lax.neg(g), lax.conj(lax.div(x, lax.mul(y, y)))),
+    ),
+    jvp=_div_jvp,
+    domain=domain(
+        "float",
+        "complex",
+        others="true division of integers yields floats; the public op casts to float first",
+    ),
+)
 
 
 def _pow_exponent_vjp(g, x, y, out):
     # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0, a complex y counting
     # as >= 0 where it is real and >= 0 (as PyTorch)
-    real_nonneg = lax.logical_and(lax.ge(lax.real(y), 0), lax.eq(lax.imag(y), 0)) \
-        if lax.is_complex(y) else lax.ge(y, 0)
-    return lax.where(lax.logical_and(lax.eq(x, 0), real_nonneg), 0,
-                     lax.mul(g, lax.conj(lax.mul(out, lax.log(x)))))
+    real_nonneg = (
+        lax.logical_and(lax.ge(lax.real(y), 0), lax.eq(lax.imag(y), 0))
+        if lax.is_complex(y)
+        else lax.ge(y, 0)
+    )
+    return lax.where(
+        lax.logical_and(lax.eq(x, 0), real_nonneg),
+        0,
+        lax.mul(g, lax.conj(lax.mul(out, lax.log(x)))),
+    )
 
 
 def _pow_base_vjp(g, x, y):
@@ -308,15 +490,20 @@ def _pow(x, y):
     return np.where(y < 0, tiny, np.power(x, np.maximum(y, 0)))
 
 
-pow = elementwise("pow", _pow, vjp=(_pow_base_vjp, _pow_exponent_vjp),
-                  domain=_NO_BOOL)
+pow = elementwise("pow", _pow, vjp=(_pow_base_vjp, _pow_exponent_vjp), domain=_NO_BOOL)
 
 
 # sqrt(x*x + y*y) without overflow; d/dx = x / out, NaN at the origin (as PyTorch)
-hypot = elementwise("hypot", lambda x, y: np.hypot(x, y),
-                    vjp=(lambda g, x, out: lax.div(lax.mul(g, x), out),
-                         lambda g, y, out: lax.div(lax.mul(g, y), out)),
-                    public=Public(inplace=True), domain=_REAL_MATH)
+hypot = elementwise(
+    "hypot",
+    lambda x, y: np.hypot(x, y),
+    vjp=(
+        lambda g, x, out: lax.div(lax.mul(g, x), out),
+        lambda g, y, out: lax.div(lax.mul(g, y), out),
+    ),
+    public=Public(inplace=True),
+    domain=_REAL_MATH,
+)
 
 
 def _over_norm(num, y, x):
@@ -336,25 +523,43 @@ def _atan2_jvp(primals, tangents, out):
     return lax.div(minus_ytx if ty is None else lax.add(minus_ytx, lax.mul(x, ty)), norm)
 
 
-atan2 = elementwise("atan2", lambda y, x: np.arctan2(y, x),
-                    vjp=(lambda g, y, x: _over_norm(lax.mul(g, x), y, x),
-                         lambda g, y, x: _over_norm(lax.mul(lax.neg(g), y), y, x)),
-                    jvp=_atan2_jvp,
-                    public=_FLOAT_._replace(aliases=("arctan2",)), domain=_REAL_MATH)
+atan2 = elementwise(
+    "atan2",
+    lambda y, x: np.arctan2(y, x),
+    vjp=(
+        lambda g, y, x: _over_norm(lax.mul(g, x), y, x),
+        lambda g, y, x: _over_norm(lax.mul(lax.neg(g), y), y, x),
+    ),
+    jvp=_atan2_jvp,
+    public=_FLOAT_._replace(aliases=("arctan2",)),
+    domain=_REAL_MATH,
+)
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
-remainder = elementwise("remainder", lambda x, y: np.remainder(x, y),
-                        vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g),
-                                                                  lax.floor(lax.div(x, y)))),
-                        domain=ORDERED)
-fmod = elementwise("fmod", lambda x, y: np.fmod(x, y),
-                   vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), lax.trunc(lax.div(x, y)))),
-                   domain=ORDERED)
+remainder = elementwise(
+    "remainder",
+    lambda x, y: np.remainder(x, y),
+    vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), lax.floor(lax.div(x, y)))),
+    domain=ORDERED,
+)
+fmod = elementwise(
+    "fmod",
+    lambda x, y: np.fmod(x, y),
+    vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), lax.trunc(lax.div(x, y)))),
+    domain=ORDERED,
+)
 # integer x // y rounded down (the public op composes float floor division from fmod, as
 # PyTorch's div_floor); piecewise constant and, as in PyTorch, not differentiable
 floor_divide = elementwise(
-    "floor_divide", lambda x, y: np.floor_divide(x, y),
-    domain=domain("int", "uint", float="the public op composes float floor division from fmod",
-                  bool="PyTorch has no boolean floor division", complex=UNORDERED))
+    "floor_divide",
+    lambda x, y: np.floor_divide(x, y),
+    domain=domain(
+        "int",
+        "uint",
+        float="the public op composes float floor division from fmod",
+        bool="PyTorch has no boolean floor division",
+        complex=UNORDERED,
+    ),
+)
 
 
 def _extremum(name, impl, wins):
@@ -362,6 +567,7 @@ def _extremum(name, impl, wins):
     at ties, none to the losing input, the whole of it to both where either is NaN (it
     only masks where one loses); the tangent is ty + w * (tx - ty), w = 1 where x wins,
     0.5 at ties, 0 otherwise: ty at NaN."""
+
     def half_at_ties(g, x, y):
         return lax.where(lax.ne(x, y), g, lax.mul(g, 0.5))
 
@@ -372,27 +578,37 @@ def _extremum(name, impl, wins):
             return lax.mul(w, tx)
         return lax.add(ty, lax.mul(w, lax.neg(ty) if tx is None else lax.sub(tx, ty)))
 
-    return elementwise(name, impl, jvp=jvp, public=_PROMOTE, domain=ORDERED,
-                       vjp=(lambda g, x, y: lax.where(wins(y, x), 0, half_at_ties(g, x, y)),
-                            lambda g, x, y: lax.where(wins(x, y), 0, half_at_ties(g, x, y))))
+    return elementwise(
+        name,
+        impl,
+        jvp=jvp,
+        public=_PROMOTE,
+        domain=ORDERED,
+        vjp=(
+            lambda g, x, y: lax.where(wins(y, x), 0, half_at_ties(g, x, y)),
+            lambda g, x, y: lax.where(wins(x, y), 0, half_at_ties(g, x, y)),
+        ),
+    )
 
 
 maximum = _extremum("maximum", lambda x, y: np.maximum(x, y), lax.gt)
 minimum = _extremum("minimum", lambda x, y: np.minimum(x, y), lax.lt)
 
 
-eq = elementwise("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_,
-                 public=_PROMOTE)
-ne = elementwise("ne", lambda x, y: np.not_equal(x, y), out_dtype=dt.bool_,
-                 public=_PROMOTE)
-lt = elementwise("lt", lambda x, y: np.less(x, y), out_dtype=dt.bool_,
-                 public=_PROMOTE, domain=ORDERED)
-le = elementwise("le", lambda x, y: np.less_equal(x, y), out_dtype=dt.bool_,
-                 public=_PROMOTE, domain=ORDERED)
-gt = elementwise("gt", lambda x, y: np.greater(x, y), out_dtype=dt.bool_,
-                 public=_PROMOTE, domain=ORDERED)
-ge = elementwise("ge", lambda x, y: np.greater_equal(x, y), out_dtype=dt.bool_,
-                 public=_PROMOTE, domain=ORDERED)
+eq = elementwise("eq", lambda x, y: np.equal(x, y), out_dtype=dt.bool_, public=_PROMOTE)
+ne = elementwise("ne", lambda x, y: np.not_equal(x, y), out_dtype=dt.bool_, public=_PROMOTE)
+lt = elementwise(
+    "lt", lambda x, y: np.less(x, y), out_dtype=dt.bool_, public=_PROMOTE, domain=ORDERED
+)
+le = elementwise(
+    "le", lambda x, y: np.less_equal(x, y), out_dtype=dt.bool_, public=_PROMOTE, domain=ORDERED
+)
+gt = elementwise(
+    "gt", lambda x, y: np.greater(x, y), out_dtype=dt.bool_, public=_PROMOTE, domain=ORDERED
+)
+ge = elementwise(
+    "ge", lambda x, y: np.greater_equal(x, y), out_dtype=dt.bool_, public=_PROMOTE, domain=ORDERED
+)
 logical_and = elementwise("logical_and", lambda x, y: np.logical_and(x, y), out_dtype=dt.bool_)
 logical_or = elementwise("logical_or", lambda x, y: np.logical_or(x, y), out_dtype=dt.bool_)
 
@@ -416,9 +632,13 @@ def _where_jvp(primals, tangents, out):
     return where(c, xt, yt)
 
 
-where = Primitive("where", lambda c, x, y: np.where(c, x, y), _where_shape,
-                  vjp=(None, lambda g, c: lax.where(c, g, 0), lambda g, c: lax.where(c, 0, g)),
-                  jvp=_where_jvp)
+where = Primitive(
+    "where",
+    lambda c, x, y: np.where(c, x, y),
+    _where_shape,
+    vjp=(None, lambda g, c: lax.where(c, g, 0), lambda g, c: lax.where(c, 0, g)),
+    jvp=_where_jvp,
+)
 
 
 def _clamp_where_shape(c, bound, x, *, keep):
@@ -437,8 +657,9 @@ def _clamp_where_jvp(primals, tangents, out, *, keep):
 def _clamp_where_x_vjp(g, c, bound, x):
     # PyTorch's clamp passes x the gradient only where x >= min (x <= max): none at a NaN
     # x or bound, where c (x < min) is False too
-    inside = lax.logical_and(lax.logical_and(lax.logical_not(c), lax.eq(x, x)),
-                             lax.eq(bound, bound))
+    inside = lax.logical_and(
+        lax.logical_and(lax.logical_not(c), lax.eq(x, x)), lax.eq(bound, bound)
+    )
     return lax.where(inside, g, 0)
 
 
@@ -446,22 +667,33 @@ def _clamp_where_x_vjp(g, c, bound, x):
 # x's only where keep(x, bound) holds (the bound's at ties and NaN), as PyTorch's clamp
 # JVP, or follows the value where keep is None; the gradient goes to x where x is within
 # the bound, to the bound where x is beyond it, to neither at a NaN bound
-clamp_where = Primitive("clamp_where", lambda c, bound, x, *, keep: np.where(c, bound, x),
-                        _clamp_where_shape, jvp=_clamp_where_jvp,
-                        vjp=(None, lambda g, c, bound: lax.where(
-                            lax.logical_and(c, lax.eq(bound, bound)), g, 0),
-                             _clamp_where_x_vjp))
+clamp_where = Primitive(
+    "clamp_where",
+    lambda c, bound, x, *, keep: np.where(c, bound, x),
+    _clamp_where_shape,
+    jvp=_clamp_where_jvp,
+    vjp=(
+        None,
+        lambda g, c, bound: lax.where(lax.logical_and(c, lax.eq(bound, bound)), g, 0),
+        _clamp_where_x_vjp,
+    ),
+)
 
 
 def _cast_impl(x, *, dtype):
-    return x.astype(dtype.np, copy=False) if dtype.is_complex or not np.iscomplexobj(x) \
+    return (
+        x.astype(dtype.np, copy=False)
+        if dtype.is_complex or not np.iscomplexobj(x)
         else x.real.astype(dtype.np)
+    )
 
 
 def _cast_vjp(g, x_aval):
-    return lax.cast(g if not lax.is_complex(g) or x_aval.dtype.is_complex else lax.real(g),
-                    x_aval.dtype)
+    return lax.cast(
+        g if not lax.is_complex(g) or x_aval.dtype.is_complex else lax.real(g), x_aval.dtype
+    )
 
 
-cast = Primitive("cast", _cast_impl, lambda x, *, dtype: Aval(x.shape, dtype),
-                 vjp=_cast_vjp, jvp=LINEAR)
+cast = Primitive(
+    "cast", _cast_impl, lambda x, *, dtype: Aval(x.shape, dtype), vjp=_cast_vjp, jvp=LINEAR
+)

@@ -6,6 +6,7 @@ transpose is ``scatter_add``; ``scatter`` writes instead (``x[idx] = v``: the la
 repeated indices wins, as torch's CPU kernel). All are static-shape: the public ops in
 ``staged/eager/ops/indexing.py`` normalise indices and check bounds.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -50,17 +51,28 @@ def _slice_scatter(x, src, *, starts, stops, steps):
 
 
 slice = Primitive(
-    "slice", lambda x, *, starts, stops, steps: x[_slices(starts, stops, steps)], _slice_rule,
+    "slice",
+    lambda x, *, starts, stops, steps: x[_slices(starts, stops, steps)],
+    _slice_rule,
     vjp=lambda g, x_aval, starts, stops, steps: slice_scatter(
-        lax.zeros_like(g, x_aval.shape), g, starts=starts, stops=stops, steps=steps),
-    jvp=LINEAR, view=True)
+        lax.zeros_like(g, x_aval.shape), g, starts=starts, stops=stops, steps=steps
+    ),
+    jvp=LINEAR,
+    view=True,
+)
 
 slice_scatter = Primitive(
-    "slice_scatter", _slice_scatter, _slice_scatter_rule,
-    vjp=(lambda g, src_aval, starts, stops, steps: slice_scatter(
-            g, lax.zeros_like(g, src_aval.shape), starts=starts, stops=stops, steps=steps),
-         lambda g, starts, stops, steps: slice(g, starts=starts, stops=stops, steps=steps)),
-    jvp=LINEAR)
+    "slice_scatter",
+    _slice_scatter,
+    _slice_scatter_rule,
+    vjp=(
+        lambda g, src_aval, starts, stops, steps: slice_scatter(
+            g, lax.zeros_like(g, src_aval.shape), starts=starts, stops=stops, steps=steps
+        ),
+        lambda g, starts, stops, steps: slice(g, starts=starts, stops=stops, steps=steps),
+    ),
+    jvp=LINEAR,
+)
 
 
 # --- gather / scatter_add / scatter ----------------------------------------------------------
@@ -71,8 +83,10 @@ def _check_index(name, x, index, dim):
         raise ShapeError(f"{name}: index {index} must have the rank of {x}, dim {dim} in range")
     for d, (a, b) in enumerate(zip(index.shape, x.shape)):
         if d != dim and a != b:
-            raise ShapeError(f"{name}: index {index} and {x} must agree apart from dim {dim} "
-                             "(the public op slices to the index's extent)")
+            raise ShapeError(
+                f"{name}: index {index} and {x} must agree apart from dim {dim} "
+                "(the public op slices to the index's extent)"
+            )
 
 
 def _gather_rule(x, index, *, dim):
@@ -84,9 +98,11 @@ def _scatter_rule(name):
     def rule(x, index, src, *, dim):
         _check_index(name, x, index, dim)
         if src.shape != index.shape or src.dtype is not x.dtype:
-            raise ShapeError(f"{name}: src {src} must have the index's shape {index.shape} "
-                             f"and the dtype of {x}")
+            raise ShapeError(
+                f"{name}: src {src} must have the index's shape {index.shape} and the dtype of {x}"
+            )
         return x
+
     return rule
 
 
@@ -118,35 +134,54 @@ def _scatter_add_jvp(primals, tangents, out, *, dim):
     (x, index, src), (tx, _, ts) = primals, tangents
     if tx is None and ts is None:
         return None
-    return scatter_add(lax.mul(x, 0) if tx is None else tx, index,
-                       lax.mul(src, 0) if ts is None else ts, dim=dim)
+    return scatter_add(
+        lax.mul(x, 0) if tx is None else tx, index, lax.mul(src, 0) if ts is None else ts, dim=dim
+    )
 
 
 def _scatter_jvp(primals, tangents, out, *, dim):
     (x, index, src), (tx, _, ts) = primals, tangents
     if tx is None and ts is None:
         return None
-    return scatter(lax.mul(x, 0) if tx is None else tx, index,
-                   lax.mul(src, 0) if ts is None else ts, dim=dim)
+    return scatter(
+        lax.mul(x, 0) if tx is None else tx, index, lax.mul(src, 0) if ts is None else ts, dim=dim
+    )
 
 
 gather = Primitive(
-    "gather", lambda x, index, *, dim: np.take_along_axis(x, index, axis=dim), _gather_rule,
-    vjp=(lambda g, x_aval, index, dim: scatter_add(lax.zeros_like(g, x_aval.shape), index, g,
-                                                   dim=dim), None),
-    jvp=_gather_jvp)
+    "gather",
+    lambda x, index, *, dim: np.take_along_axis(x, index, axis=dim),
+    _gather_rule,
+    vjp=(
+        lambda g, x_aval, index, dim: scatter_add(
+            lax.zeros_like(g, x_aval.shape), index, g, dim=dim
+        ),
+        None,
+    ),
+    jvp=_gather_jvp,
+)
 
 scatter_add = Primitive(
-    "scatter_add", _scatter_add, _scatter_rule("scatter_add"),
+    "scatter_add",
+    _scatter_add,
+    _scatter_rule("scatter_add"),
     vjp=(lambda g: g, None, lambda g, index, dim: gather(g, index, dim=dim)),
-    jvp=_scatter_add_jvp)
+    jvp=_scatter_add_jvp,
+)
 
 scatter = Primitive(
-    "scatter", _scatter, _scatter_rule("scatter"),
-    vjp=(lambda g, index, src_aval, dim: scatter(g, index, lax.zeros_like(g, src_aval.shape),
-                                                 dim=dim),
-         None, lambda g, index, dim: gather(g, index, dim=dim)),
-    jvp=_scatter_jvp)
+    "scatter",
+    _scatter,
+    _scatter_rule("scatter"),
+    vjp=(
+        lambda g, index, src_aval, dim: scatter(
+            g, index, lax.zeros_like(g, src_aval.shape), dim=dim
+        ),
+        None,
+        lambda g, index, dim: gather(g, index, dim=dim),
+    ),
+    jvp=_scatter_jvp,
+)
 
 # --- check ------------------------------------------------------------------------------------
 # Note [index checks]: an index or target out of range must raise PyTorch's error in every
@@ -175,8 +210,10 @@ def report_value(key: int, lo: int, hi: int):
 
 def _check_rule(report, *, error, message, lo, hi):
     if report.shape != (1,) or report.dtype is not dt.int64 or error not in ERRORS:
-        raise ShapeError(f"check: an int64 report of shape (1,) and an error in {set(ERRORS)} "
-                         f"expected, got {report} and {error!r}")
+        raise ShapeError(
+            f"check: an int64 report of shape (1,) and an error in {set(ERRORS)} "
+            f"expected, got {report} and {error!r}"
+        )
     return report
 
 

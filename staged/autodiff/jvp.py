@@ -1,4 +1,5 @@
 """Forward mode from the registry: a primitive's JVP rule, its tag made a function."""
+
 from __future__ import annotations
 
 from . import lax
@@ -20,13 +21,17 @@ def jvp_rule(prim):
     if jvp == ZERO:
         return lambda primals, tangents, out, **params: None
     if jvp == LINEAR:
+
         def linear(primals, tangents, out, **params):
             if all(t is None for t in tangents):
                 return None
-            return prim(*(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)),
-                        **params)
+            return prim(
+                *(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)), **params
+            )
+
         return linear
     if jvp == ELEMENTWISE:
+
         def elementwise(primals, tangents, out, **params):
             named = dict(zip(prim.inputs, primals), out=out, **params)
             total = None
@@ -40,5 +45,6 @@ def jvp_rule(prim):
                 term = lax.conj(rule.fn(lax.conj(t), **kw))
                 total = term if total is None else lax.add(total, term)
             return total
+
         return elementwise
     raise ValueError(f"primitive {prim.name!r}: unknown JVP tag {jvp!r}")

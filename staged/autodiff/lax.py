@@ -16,6 +16,7 @@ here differentiate again (double backward) as before.
 Primitives are found by name in the registry when first called, so every rule module
 can use the whole vocabulary without importing another rule module (no import circles).
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,8 +43,10 @@ def full_like(x, value, dtype: dt.DType = None):
     p = x._payload
     npd = p.dtype if dtype is None else dtype.np
     if type(value) is complex and npd.kind != "c":
-        raise TypeError(f"strict: the complex constant {value} next to a {npd} tensor "
-                        "(cast the tensor to a complex dtype first)")
+        raise TypeError(
+            f"strict: the complex constant {value} next to a {npd} tensor "
+            "(cast the tensor to a complex dtype first)"
+        )
     shape = tuple(p.shape)
     one = np.array(value, npd)
     if type(p) is _ndarray:
@@ -85,8 +88,11 @@ def cast(x, dtype: dt.DType):
 
 def as_complex(x, like):
     """Real ``x`` cast to the complex dtype of ``like`` (``x`` itself if ``like`` is real)."""
-    return cast(x, dt.from_numpy_dtype(like._payload.dtype)) if is_complex(like) \
-        and not is_complex(x) else x
+    return (
+        cast(x, dt.from_numpy_dtype(like._payload.dtype))
+        if is_complex(like) and not is_complex(x)
+        else x
+    )
 
 
 def conj(x):
@@ -107,6 +113,7 @@ def imag(x):
 def _unary(name):
     def op(x):
         return _bind[0](REGISTRY[name], (x,), {})
+
     op.__name__ = op.__qualname__ = name
     return op
 
@@ -116,16 +123,32 @@ def _binary(name):
         if isinstance(y, _SCALARS) or isinstance(x, _SCALARS):
             x, y = _strict(x, y)
         return _bind[0](REGISTRY[name], (x, y), {})
+
     op.__name__ = op.__qualname__ = name
     return op
 
 
 neg, exp, log, sqrt, sin, cos, sinh, cosh, abs, sgn, floor, trunc, logical_not = map(
-    _unary, ("neg", "exp", "log", "sqrt", "sin", "cos", "sinh", "cosh", "abs", "sgn", "floor",
-             "trunc", "logical_not"))
+    _unary,
+    (
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "sin",
+        "cos",
+        "sinh",
+        "cosh",
+        "abs",
+        "sgn",
+        "floor",
+        "trunc",
+        "logical_not",
+    ),
+)
 add, sub, mul, div, pow, eq, ne, lt, le, gt, ge, logical_and = map(
-    _binary, ("add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge",
-              "logical_and"))
+    _binary, ("add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge", "logical_and")
+)
 COMPARE = {"eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge}
 
 

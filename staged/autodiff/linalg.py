@@ -1,4 +1,5 @@
 """Matrix products."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,16 +11,24 @@ from .primitive import Primitive, domain
 
 def _matmul_rule(a, b):
     if a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
-        hint = "" if a.ndim < 2 or a.ndim != b.ndim or a.shape[-1] == b.shape[-2] else (
-            f" (mat1's columns, {a.shape[-1]}, must equal mat2's rows, {b.shape[-2]}: for a "
-            "Linear layer, the input's last dimension must be its in_features)")
-        raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied "
-                         f"({'x'.join(map(str, a.shape))} and {'x'.join(map(str, b.shape))})"
-                         + hint)
+        hint = (
+            ""
+            if a.ndim < 2 or a.ndim != b.ndim or a.shape[-1] == b.shape[-2]
+            else (
+                f" (mat1's columns, {a.shape[-1]}, must equal mat2's rows, {b.shape[-2]}: for a "
+                "Linear layer, the input's last dimension must be its in_features)"
+            )
+        )
+        raise ShapeError(
+            f"mat1 and mat2 shapes cannot be multiplied "
+            f"({'x'.join(map(str, a.shape))} and {'x'.join(map(str, b.shape))})" + hint
+        )
     if a.dtype is not b.dtype:
-        raise ShapeError(f"expected m1 and m2 to have the same dtype, but got: "
-                         f"{a.dtype.name} != {b.dtype.name} (convert one operand to the "
-                         f"other's dtype, e.g. b.to(a.dtype))")
+        raise ShapeError(
+            f"expected m1 and m2 to have the same dtype, but got: "
+            f"{a.dtype.name} != {b.dtype.name} (convert one operand to the "
+            f"other's dtype, e.g. b.to(a.dtype))"
+        )
     return Aval(a.shape[:-1] + b.shape[-1:], a.dtype)
 
 
@@ -30,9 +39,12 @@ def _matmul_jvp(primals, tangents, out):
     return matmul(a, bt) if at is None else lax.add(matmul(at, b), matmul(a, bt))
 
 
-matmul = Primitive("matmul", lambda a, b: np.matmul(a, b), _matmul_rule,
-                   vjp=(lambda g, b: matmul(g, lax.conj(lax.mT(b))),
-                        lambda g, a: matmul(lax.conj(lax.mT(a)), g)),
-                   jvp=_matmul_jvp, node_name="MmBackward0",
-                   domain=domain(bool="NumPy's boolean matmul is an OR of ANDs; cast to an "
-                                 "integer dtype first"))
+matmul = Primitive(
+    "matmul",
+    lambda a, b: np.matmul(a, b),
+    _matmul_rule,
+    vjp=(lambda g, b: matmul(g, lax.conj(lax.mT(b))), lambda g, a: matmul(lax.conj(lax.mT(a)), g)),
+    jvp=_matmul_jvp,
+    node_name="MmBackward0",
+    domain=domain(bool="NumPy's boolean matmul is an OR of ANDs; cast to an integer dtype first"),
+)

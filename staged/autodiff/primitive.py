@@ -14,6 +14,7 @@ Rules are written in the strict vocabulary of ``lax.py`` (primitives bound on op
 of one shape and dtype, never NumPy, never the public ops' promotion and broadcasting),
 so they run eagerly, record under capture and differentiate again.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,8 +28,8 @@ from .avals import Aval
 
 # JVP tags (PyTorch's auto_element_wise / auto_linear; JAX's deflinear / defjvp_zero).
 ELEMENTWISE = "elementwise"  # jvp(t) = sum_i conj(vjp_i(conj(t_i)))
-LINEAR = "linear"            # jvp(t) = prim(t_0, t_1, ...) with zeros for missing tangents
-ZERO = "zero"                # output is not differentiable
+LINEAR = "linear"  # jvp(t) = prim(t_0, t_1, ...) with zeros for missing tangents
+ZERO = "zero"  # output is not differentiable
 
 REGISTRY: dict[str, Primitive] = {}
 
@@ -97,8 +98,13 @@ class Rule:
         self.avals = tuple(n[:-5] for n in names[1:] if n.endswith("_aval"))
         self.wants_out = "out" in names
         self.static = tuple(n for n in names[1:] if n in static_names)
-        unknown = set(names[1:]) - set(self.inputs) - {a + "_aval" for a in self.avals} \
-            - set(self.static) - {"out"}
+        unknown = (
+            set(names[1:])
+            - set(self.inputs)
+            - {a + "_aval" for a in self.avals}
+            - set(self.static)
+            - {"out"}
+        )
         if unknown:
             raise TypeError(f"VJP rule {fn.__qualname__}: unknown argument(s) {sorted(unknown)}")
 
@@ -127,19 +133,47 @@ class PerOperand:
 class Primitive:
     """A shape-strict operation with everything needed to run, differentiate and lower it."""
 
-    __slots__ = ("name", "impl", "shape_rule", "vjp", "jvp", "inputs", "static",
-                 "view", "node_name", "doc", "unsupported", "np_domain", "variadic", "public")
+    __slots__ = (
+        "name",
+        "impl",
+        "shape_rule",
+        "vjp",
+        "jvp",
+        "inputs",
+        "static",
+        "view",
+        "node_name",
+        "doc",
+        "unsupported",
+        "np_domain",
+        "variadic",
+        "public",
+    )
 
-    def __init__(self, name, impl, shape_rule, *, vjp=None, jvp=None, view=False,
-                 node_name=None, domain=None, public=None):
+    def __init__(
+        self,
+        name,
+        impl,
+        shape_rule,
+        *,
+        vjp=None,
+        jvp=None,
+        view=False,
+        node_name=None,
+        domain=None,
+        public=None,
+    ):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         sig = inspect.signature(impl)
         self.name = name
         self.impl = impl
         self.shape_rule = shape_rule
-        self.inputs = tuple(p.name for p in sig.parameters.values()
-                            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL))
+        self.inputs = tuple(
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        )
         self.static = tuple(p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY)
         # variadic (``impl(*xs, ...)``, e.g. concat): one rule for every operand, given ``i``
         self.variadic = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
@@ -150,8 +184,11 @@ class Primitive:
                 vjp = (vjp,)
             if vjp is not None and len(vjp) != len(self.inputs):
                 raise TypeError(f"{name}: one VJP rule per input ({len(self.inputs)}) expected")
-            self.vjp = None if vjp is None else tuple(
-                None if f is None else Rule(f, self.inputs, self.static) for f in vjp)
+            self.vjp = (
+                None
+                if vjp is None
+                else tuple(None if f is None else Rule(f, self.inputs, self.static) for f in vjp)
+            )
         if jvp is None:
             jvp = ZERO if vjp is None else None
         self.jvp = jvp
@@ -162,8 +199,11 @@ class Primitive:
         # dtypes equal): ``unsupported`` {class outside: why}, ``np_domain`` the NumPy
         # dtypes inside (None: all), which binding checks (``check_domain``)
         self.unsupported = dict(domain or {})
-        self.np_domain = None if not domain else frozenset(
-            d.np for d in dt.ALL if d.dclass not in self.unsupported)
+        self.np_domain = (
+            None
+            if not domain
+            else frozenset(d.np for d in dt.ALL if d.dclass not in self.unsupported)
+        )
         self.public = public
         REGISTRY[name] = self
 
@@ -181,8 +221,10 @@ class Primitive:
         """The error for binding this primitive to a dtype outside its domain (PyTorch's
         class for a kernel a dtype lacks)."""
         d = dt.from_numpy_dtype(np_dtype)
-        return RuntimeError(f"primitive {self.name!r} is not defined for {d.name} tensors: "
-                         f"{self.unsupported[d.dclass]}")
+        return RuntimeError(
+            f"primitive {self.name!r} is not defined for {d.name} tensors: "
+            f"{self.unsupported[d.dclass]}"
+        )
 
     def abstract_eval(self, *avals: Aval, **params) -> Aval:
         return self.shape_rule(*avals, **params)
@@ -190,6 +232,8 @@ class Primitive:
 
 def primitive(name, shape_rule, **kw):
     """Decorator form: ``@primitive("reduce_sum", reduce_shape)`` over the NumPy impl."""
+
     def wrap(impl):
         return Primitive(name, impl, shape_rule, **kw)
+
     return wrap

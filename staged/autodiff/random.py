@@ -8,6 +8,7 @@ after each draw, so a captured step reads the state as a state input and writes 
 advanced counter back (Note [state] in ``tracing/capture.py``). Eager and compiled runs
 from the same seed therefore draw the same numbers, and every call draws new ones.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,13 +55,14 @@ def _uniform(state, *, shape, dtype):
     index = np.arange(int(np.prod(shape)), dtype=u32)
     bits = mantissa_bits(dtype)
     h = element(index, k0, k1, np.bitwise_xor, np.add, mix) >> u32(32 - bits)
-    return (h.astype(dtype.np) * dtype.np.type(2.0 ** -bits)).reshape(shape)
+    return (h.astype(dtype.np) * dtype.np.type(2.0**-bits)).reshape(shape)
 
 
 def _uniform_rule(state, *, shape, dtype):
     if state.shape != (2,) or state.dtype is not dt.int64:
-        raise ShapeError(f"uniform: the generator state must be int64[2] (seed, counter), "
-                         f"got {state}")
+        raise ShapeError(
+            f"uniform: the generator state must be int64[2] (seed, counter), got {state}"
+        )
     if not dtype.is_floating_point:
         raise ShapeError(f"uniform: a floating dtype is needed, got {dtype.name}")
     return Aval(tuple(shape), dtype)

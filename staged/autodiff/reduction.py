@@ -1,4 +1,5 @@
 """Reductions over a set of dims, with or without kept dims."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,12 +27,13 @@ def _sum(x, *, dims, keepdim):
         for i, s, k in levels(x.shape, dims):
             if s != x.shape[i]:
                 x = np.pad(x, [(0, s - x.shape[i]) if j == i else (0, 0) for j in range(x.ndim)])
-            x = x.reshape(x.shape[:i] + (s // k, k) + x.shape[i + 1:]).sum(i + 1)
+            x = x.reshape(x.shape[:i] + (s // k, k) + x.shape[i + 1 :]).sum(i + 1)
     return np.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)
 
 
-reduce_sum = Primitive("reduce_sum", _sum, _reduce_rule, vjp=_sum_vjp, jvp=LINEAR,
-                       node_name="SumBackward0")
+reduce_sum = Primitive(
+    "reduce_sum", _sum, _reduce_rule, vjp=_sum_vjp, jvp=LINEAR, node_name="SumBackward0"
+)
 
 
 def _prod_partials(x, dims):
@@ -47,8 +49,11 @@ def _prod_partials(x, dims):
     zsum = lax.expand(lax.sum(lax.where(zero, x, 0), dims, keepdim=True), shape)
     one = lax.where(zero, nonzero, lax.mul(lax.div(nonzero, safe), zsum))
     two = lax.where(zero, lax.mul(nonzero, lax.sub(zsum, x)), 0)  # a zero's partner
-    return lax.where(lax.eq(zeros, 0), lax.div(nonzero, safe),
-                     lax.where(lax.eq(zeros, 1), one, lax.where(lax.eq(zeros, 2), two, 0)))
+    return lax.where(
+        lax.eq(zeros, 0),
+        lax.div(nonzero, safe),
+        lax.where(lax.eq(zeros, 1), one, lax.where(lax.eq(zeros, 2), two, 0)),
+    )
 
 
 def _prod_vjp(g, x, dims):
@@ -61,9 +66,14 @@ def _prod_jvp(primals, tangents, out, *, dims, keepdim):
     return lax.sum(lax.mul(t, _prod_partials(x, dims)), dims, keepdim)
 
 
-reduce_prod = Primitive("reduce_prod", lambda x, *, dims, keepdim: np.prod(
-    x, axis=dims, keepdims=keepdim, dtype=x.dtype), _reduce_rule, vjp=_prod_vjp,
-    jvp=_prod_jvp, node_name="ProdBackward0")
+reduce_prod = Primitive(
+    "reduce_prod",
+    lambda x, *, dims, keepdim: np.prod(x, axis=dims, keepdims=keepdim, dtype=x.dtype),
+    _reduce_rule,
+    vjp=_prod_vjp,
+    jvp=_prod_jvp,
+    node_name="ProdBackward0",
+)
 
 
 def _extremum_mask(x, out, dims):
@@ -87,31 +97,61 @@ def _extremum_jvp(primals, tangents, out, *, dims, keepdim):
 
 
 def _reduce_max(x, *, dims, keepdim):
-    return np.amax(x, axis=dims, keepdims=keepdim) if all(x.shape[d] for d in dims) \
+    return (
+        np.amax(x, axis=dims, keepdims=keepdim)
+        if all(x.shape[d] for d in dims)
         else _empty_reduction_error("max", x, dims)
+    )
 
 
 def _reduce_min(x, *, dims, keepdim):
-    return np.amin(x, axis=dims, keepdims=keepdim) if all(x.shape[d] for d in dims) \
+    return (
+        np.amin(x, axis=dims, keepdims=keepdim)
+        if all(x.shape[d] for d in dims)
         else _empty_reduction_error("min", x, dims)
+    )
 
 
 def _empty_reduction_error(what, x, dims):
-    raise IndexError(f"{what}(): Expected reduction dim {dims} to have non-zero size, "
-                     f"but the input has shape {tuple(x.shape)}")
+    raise IndexError(
+        f"{what}(): Expected reduction dim {dims} to have non-zero size, "
+        f"but the input has shape {tuple(x.shape)}"
+    )
 
 
-reduce_max = Primitive("reduce_max", _reduce_max, _reduce_rule, vjp=_extremum_vjp,
-                       jvp=_extremum_jvp, node_name="AmaxBackward0", domain=ORDERED)
-reduce_min = Primitive("reduce_min", _reduce_min, _reduce_rule, vjp=_extremum_vjp,
-                       jvp=_extremum_jvp, node_name="AminBackward0", domain=ORDERED)
+reduce_max = Primitive(
+    "reduce_max",
+    _reduce_max,
+    _reduce_rule,
+    vjp=_extremum_vjp,
+    jvp=_extremum_jvp,
+    node_name="AmaxBackward0",
+    domain=ORDERED,
+)
+reduce_min = Primitive(
+    "reduce_min",
+    _reduce_min,
+    _reduce_rule,
+    vjp=_extremum_vjp,
+    jvp=_extremum_jvp,
+    node_name="AminBackward0",
+    domain=ORDERED,
+)
 
 
 def _arg_rule(x, *, dim, keepdim):
     return Aval(reduced_shape(x.shape, (dim,), keepdim), dt.int64)
 
 
-argmax = Primitive("argmax", lambda x, *, dim, keepdim: np.argmax(
-    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule, domain=ORDERED)
-argmin = Primitive("argmin", lambda x, *, dim, keepdim: np.argmin(
-    x, axis=dim, keepdims=keepdim).astype(np.int64), _arg_rule, domain=ORDERED)
+argmax = Primitive(
+    "argmax",
+    lambda x, *, dim, keepdim: np.argmax(x, axis=dim, keepdims=keepdim).astype(np.int64),
+    _arg_rule,
+    domain=ORDERED,
+)
+argmin = Primitive(
+    "argmin",
+    lambda x, *, dim, keepdim: np.argmin(x, axis=dim, keepdims=keepdim).astype(np.int64),
+    _arg_rule,
+    domain=ORDERED,
+)

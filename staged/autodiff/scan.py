@@ -1,5 +1,6 @@
 """Along one dim: cumulative sums and sorting (the permutation; values are gathered by
 the public ops, so their gradient goes to the chosen positions)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,13 @@ def _cumsum(x, *, dim, reverse):
     return np.cumsum(x, axis=dim, dtype=x.dtype)
 
 
-cumsum = Primitive("cumsum", _cumsum, lambda x, *, dim, reverse: x,
-                   vjp=lambda g, dim, reverse: cumsum(g, dim=dim, reverse=not reverse),
-                   jvp=LINEAR)
+cumsum = Primitive(
+    "cumsum",
+    _cumsum,
+    lambda x, *, dim, reverse: x,
+    vjp=lambda g, dim, reverse: cumsum(g, dim=dim, reverse=not reverse),
+    jvp=LINEAR,
+)
 
 
 def _argsort(x, *, dim, descending, k):
@@ -35,7 +40,7 @@ def _argsort(x, *, dim, descending, k):
 def _argsort_rule(x, *, dim, descending, k):
     if not 0 <= k <= x.shape[dim]:
         raise ShapeError(f"selected index k out of range (k={k}, size {x.shape[dim]})")
-    return Aval(x.shape[:dim] + (k,) + x.shape[dim + 1:], dt.int64)
+    return Aval(x.shape[:dim] + (k,) + x.shape[dim + 1 :], dt.int64)
 
 
 argsort = Primitive("argsort", _argsort, _argsort_rule, domain=ORDERED)

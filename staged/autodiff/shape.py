@@ -1,4 +1,5 @@
 """Shape primitives. reshape, expand and permute return views of their input."""
+
 from __future__ import annotations
 
 import math
@@ -12,23 +13,25 @@ from .primitive import LINEAR, Primitive
 
 def _reshape_rule(x, *, shape):
     if math.prod(shape) != math.prod(x.shape):
-        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size "
-                         f"{math.prod(x.shape)}")
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {math.prod(x.shape)}")
     return Aval(tuple(shape), x.dtype)
 
 
 def _expand_rule(x, *, shape):
     if len(shape) != len(x.shape) or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
-        raise ShapeError(f"The expanded size of the tensor ({list(shape)}) must match the "
-                         f"existing size ({list(x.shape)}) at non-singleton dimensions "
-                         f"(expand is rank-strict; the public op adds leading dims)")
+        raise ShapeError(
+            f"The expanded size of the tensor ({list(shape)}) must match the "
+            f"existing size ({list(x.shape)}) at non-singleton dimensions "
+            f"(expand is rank-strict; the public op adds leading dims)"
+        )
     return Aval(tuple(shape), x.dtype)
 
 
 def _permute_rule(x, *, perm):
     if sorted(perm) != list(range(len(x.shape))):
-        raise ShapeError(f"permute(): dims {list(perm)} are not a permutation of "
-                         f"{len(x.shape)} dims")
+        raise ShapeError(
+            f"permute(): dims {list(perm)} are not a permutation of {len(x.shape)} dims"
+        )
     return Aval(tuple(x.shape[p] for p in perm), x.dtype)
 
 
@@ -37,14 +40,31 @@ def _expand_vjp(g, x_aval, shape):
     return lax.sum(g, dims, keepdim=True) if dims else g  # float32 for halves
 
 
-reshape = Primitive("reshape", lambda x, *, shape: np.reshape(x, shape), _reshape_rule,
-                    vjp=lambda g, x_aval: reshape(g, shape=x_aval.shape), jvp=LINEAR,
-                    view=True, node_name="ViewBackward0")
-expand = Primitive("expand", lambda x, *, shape: np.broadcast_to(x, shape), _expand_rule,
-                   vjp=_expand_vjp, jvp=LINEAR, view=True)
-permute = Primitive("permute", lambda x, *, perm: np.transpose(x, perm), _permute_rule,
-                    vjp=lambda g, perm: permute(g, perm=lax.inverse_permutation(tuple(perm))),
-                   jvp=LINEAR, view=True)
+reshape = Primitive(
+    "reshape",
+    lambda x, *, shape: np.reshape(x, shape),
+    _reshape_rule,
+    vjp=lambda g, x_aval: reshape(g, shape=x_aval.shape),
+    jvp=LINEAR,
+    view=True,
+    node_name="ViewBackward0",
+)
+expand = Primitive(
+    "expand",
+    lambda x, *, shape: np.broadcast_to(x, shape),
+    _expand_rule,
+    vjp=_expand_vjp,
+    jvp=LINEAR,
+    view=True,
+)
+permute = Primitive(
+    "permute",
+    lambda x, *, perm: np.transpose(x, perm),
+    _permute_rule,
+    vjp=lambda g, perm: permute(g, perm=lax.inverse_permutation(tuple(perm))),
+    jvp=LINEAR,
+    view=True,
+)
 
 
 def _concat_rule(*xs, dim, sizes):
@@ -52,28 +72,45 @@ def _concat_rule(*xs, dim, sizes):
     if len(xs) != len(sizes) or not 0 <= dim < max(a.ndim, 1):
         raise ShapeError(f"concat: {len(xs)} operands, {len(sizes)} sizes, dim {dim}")
     for i, x in enumerate(xs):
-        if x.dtype is not a.dtype or x.ndim != a.ndim or x.shape[dim] != sizes[i] or any(
-                s != t for d, (s, t) in enumerate(zip(x.shape, a.shape)) if d != dim):
-            raise ShapeError(f"concat: operand {i} {x} does not match {a} apart from dim {dim} "
-                             f"(size {sizes[i]})")
-    return Aval(a.shape[:dim] + (sum(sizes),) + a.shape[dim + 1:], a.dtype)
+        if (
+            x.dtype is not a.dtype
+            or x.ndim != a.ndim
+            or x.shape[dim] != sizes[i]
+            or any(s != t for d, (s, t) in enumerate(zip(x.shape, a.shape)) if d != dim)
+        ):
+            raise ShapeError(
+                f"concat: operand {i} {x} does not match {a} apart from dim {dim} (size {sizes[i]})"
+            )
+    return Aval(a.shape[:dim] + (sum(sizes),) + a.shape[dim + 1 :], a.dtype)
 
 
 def _concat_vjp(g, i, dim, sizes):
     start = sum(sizes[:i])
     shape = g.shape
-    return indexing.slice(g, starts=tuple(start if d == dim else 0 for d in range(len(shape))),
-                 stops=tuple(start + sizes[i] if d == dim else s for d, s in enumerate(shape)),
-                 steps=(1,) * len(shape))
+    return indexing.slice(
+        g,
+        starts=tuple(start if d == dim else 0 for d in range(len(shape))),
+        stops=tuple(start + sizes[i] if d == dim else s for d, s in enumerate(shape)),
+        steps=(1,) * len(shape),
+    )
 
 
 def _concat_jvp(primals, tangents, out, *, dim, sizes):
     if all(t is None for t in tangents):
         return None
-    return concat(*(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)),
-                  dim=dim, sizes=sizes)
+    return concat(
+        *(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)),
+        dim=dim,
+        sizes=sizes,
+    )
 
 
 # operands' sizes along ``dim`` are a parameter so that the backward can slice ``g``
-concat = Primitive("concat", lambda *xs, dim, sizes: np.concatenate(xs, axis=dim),
-                   _concat_rule, vjp=_concat_vjp, jvp=_concat_jvp, node_name="CatBackward0")
+concat = Primitive(
+    "concat",
+    lambda *xs, dim, sizes: np.concatenate(xs, axis=dim),
+    _concat_rule,
+    vjp=_concat_vjp,
+    jvp=_concat_jvp,
+    node_name="CatBackward0",
+)

@@ -1,4 +1,5 @@
 """Gradient accumulation into a leaf's ``.grad`` (PyTorch's gradient layout rules)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,7 @@ def accumulate_grad(var, g, owned=False) -> None:
     if var._grad is None:
         if not _state.grad_enabled:
             p = g._payload
-            if type(p) is np.ndarray and (not owned or p.base is not None
-                                          or not p.flags.writeable):
+            if type(p) is np.ndarray and (not owned or p.base is not None or not p.flags.writeable):
                 p = p.copy()
             g = Tensor._wrap(p, False)
         var._grad = g

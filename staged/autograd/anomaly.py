@@ -6,6 +6,7 @@ preceded by a UserWarning showing that stack, and with ``check_nan`` a Node whos
 gradients contain NaN raises ``RuntimeError: Function 'XBackward0' returned nan values
 in its 0th output.``
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,7 +15,7 @@ import warnings
 
 import numpy as np
 
-enabled = False   # read by Node.__init__ and the engine: off costs one global lookup
+enabled = False  # read by Node.__init__ and the engine: off costs one global lookup
 check_nan = True
 
 
@@ -28,8 +29,11 @@ def is_anomaly_check_nan_enabled() -> bool:
 
 def forward_stack() -> str:
     """The user's stack where a Node is being created (staged's own frames left out)."""
-    frames = [f for f in traceback.extract_stack()[:-1]
-              if "/staged/eager/" not in f.filename and "/staged/autodiff/" not in f.filename]
+    frames = [
+        f
+        for f in traceback.extract_stack()[:-1]
+        if "/staged/eager/" not in f.filename and "/staged/autodiff/" not in f.filename
+    ]
     return "".join(traceback.format_list(frames))
 
 
@@ -54,8 +58,12 @@ class detect_anomaly:
 
     def __init__(self, check_nan: bool = True):
         self.check_nan = check_nan
-        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
-                      "and should only be enabled for debugging.", UserWarning, stacklevel=2)
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime "
+            "and should only be enabled for debugging.",
+            UserWarning,
+            stacklevel=2,
+        )
 
     def __enter__(self):
         self.prev = (enabled, check_nan)
@@ -70,6 +78,7 @@ class detect_anomaly:
         def wrapper(*args, **kwargs):
             with detect_anomaly(self.check_nan):
                 return fn(*args, **kwargs)
+
         return wrapper
 
 
@@ -82,12 +91,19 @@ def report_error(node) -> None:
     """Called while an error raised by ``node`` in backward propagates."""
     stack = node.metadata.get("traceback_")
     if stack is None:
-        warnings.warn(f"Error detected in {node.name()}. No forward pass information available. "
-                      "Enable detect anomaly during forward pass for more information.",
-                      UserWarning, stacklevel=2)
+        warnings.warn(
+            f"Error detected in {node.name()}. No forward pass information available. "
+            "Enable detect anomaly during forward pass for more information.",
+            UserWarning,
+            stacklevel=2,
+        )
     else:
-        warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused "
-                      f"the error:\n{stack}", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"Error detected in {node.name()}. Traceback of forward call that caused "
+            f"the error:\n{stack}",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 def check_outputs(node, outs) -> None:
@@ -97,5 +113,4 @@ def check_outputs(node, outs) -> None:
             continue
         p = g._payload
         if type(p) is np.ndarray and p.dtype.kind in "fc" and np.isnan(p).any():
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                               "output.")
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")

@@ -8,6 +8,7 @@ tensor, at its ``bdim``), ``params`` the primitive's static parameters. Rules ar
 with primitives, so they run eagerly, record under capture and differentiate; at least one
 operand is batched when a rule runs (vmap binds the primitive itself otherwise).
 """
+
 from __future__ import annotations
 
 import math
@@ -56,6 +57,7 @@ def _elementwise(prim):
             return prim(args[0], **params), bdims[0]
         at = next(b for b in bdims if b is not None)
         return prim(*(to_batch(x, b, size, at) for x, b in zip(args, bdims)), **params), at
+
     return rule
 
 
@@ -72,6 +74,7 @@ def _reduce(prim):
         (x,), (b,) = args, bdims
         out_b = b if keepdim else b - sum(d < b for d in dims)
         return prim(x, dims=tuple(_physical(d, b) for d in dims), keepdim=keepdim), out_b
+
     return rule
 
 
@@ -80,6 +83,7 @@ def _along(prim, keeps_rank):
         (x,), (b,) = args, bdims
         out_b = b if keeps_rank(params) or dim > b else b - 1
         return prim(x, dim=_physical(dim, b), **params), out_b
+
     return rule
 
 
@@ -135,27 +139,37 @@ def _concat_rule(size, args, bdims, *, dim, sizes):
     return ad.concat(*xs, dim=dim + 1, sizes=sizes), 0
 
 
-RULES.update({ad.reshape: _reshape_rule, ad.expand: _expand_rule, ad.permute: _permute_rule,
-              ad.concat: _concat_rule})
+RULES.update(
+    {
+        ad.reshape: _reshape_rule,
+        ad.expand: _expand_rule,
+        ad.permute: _permute_rule,
+        ad.concat: _concat_rule,
+    }
+)
 
 
 # --- indexing ------------------------------------------------------------------------------
 def _slice_rule(size, args, bdims, *, starts, stops, steps):
     (x,), (b,) = args, bdims
-    return ad.slice(x, starts=_insert(starts, b, 0), stops=_insert(stops, b, size),
-                    steps=_insert(steps, b, 1)), b
+    return ad.slice(
+        x, starts=_insert(starts, b, 0), stops=_insert(stops, b, size), steps=_insert(steps, b, 1)
+    ), b
 
 
 def _slice_scatter_rule(size, args, bdims, *, starts, stops, steps):
     x, src = (to_batch(x, b, size) for x, b in zip(args, bdims))
-    return ad.slice_scatter(x, src, starts=(0,) + starts, stops=(size,) + stops,
-                            steps=(1,) + steps), 0
+    return ad.slice_scatter(
+        x, src, starts=(0,) + starts, stops=(size,) + stops, steps=(1,) + steps
+    ), 0
 
 
 def _on_dim(prim):
     """Operands that share a rank and a ``dim`` (gather, scatter, scatter_add)."""
+
     def rule(size, args, bdims, *, dim):
         return prim(*(to_batch(x, b, size) for x, b in zip(args, bdims)), dim=dim + 1), 0
+
     return rule
 
 
@@ -165,9 +179,16 @@ def _check_rule(size, args, bdims, **params):
     return ad.check(ad.reduce_max(report, dims=(b,), keepdim=False), **params), None
 
 
-RULES.update({ad.slice: _slice_rule, ad.slice_scatter: _slice_scatter_rule,
-              ad.gather: _on_dim(ad.gather), ad.scatter: _on_dim(ad.scatter),
-              ad.scatter_add: _on_dim(ad.scatter_add), ad.check: _check_rule})
+RULES.update(
+    {
+        ad.slice: _slice_rule,
+        ad.slice_scatter: _slice_scatter_rule,
+        ad.gather: _on_dim(ad.gather),
+        ad.scatter: _on_dim(ad.scatter),
+        ad.scatter_add: _on_dim(ad.scatter_add),
+        ad.check: _check_rule,
+    }
+)
 
 
 # --- sliding windows: the batch joins the leading (N) dim -----------------------------------
@@ -177,6 +198,7 @@ def _windows(prim):
         shape = tuple(x.shape)
         out = prim(ad.reshape(x, shape=(size * shape[1],) + shape[2:]), **params)
         return ad.reshape(out, shape=(size, shape[1]) + tuple(out.shape[1:])), 0
+
     return rule
 
 
@@ -192,5 +214,11 @@ def _reduce_scatter_rule(size, args, bdims, **params):
     return ad.reduce_scatter(move(args[0], bdims[0], 1), **params), 0
 
 
-RULES.update({ad.all_reduce: _elementwise(ad.all_reduce), ad.broadcast: _elementwise(ad.broadcast),
-              ad.all_gather: _all_gather_rule, ad.reduce_scatter: _reduce_scatter_rule})
+RULES.update(
+    {
+        ad.all_reduce: _elementwise(ad.all_reduce),
+        ad.broadcast: _elementwise(ad.broadcast),
+        ad.all_gather: _all_gather_rule,
+        ad.reduce_scatter: _reduce_scatter_rule,
+    }
+)

@@ -20,6 +20,7 @@ as PyTorch's does from ``use_count()``, whether a gradient is its alone and may 
 VJP, the caller's ``gradient``, one a hook kept) and must be copied, since ``.grad`` is
 later accumulated into in place.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -113,8 +114,9 @@ def _root_edges(tensors, what="tensors"):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
         if t.grad_fn is None and not t._requires_grad:
-            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
-                               "have a grad_fn")
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
         edges.append(gradient_edge(t))
     return edges
 
@@ -125,34 +127,37 @@ def _make_grads(outputs, grads):
         g = None if grads is None else grads[i]
         if g is None:
             if t.numel() != 1:
-                raise RuntimeError(at_user("grad can be implicitly created only for scalar "
-                                           "outputs") + f" (this one has shape "
-                                   f"{list(t.shape)}: reduce it, e.g. loss.sum() or "
-                                   "loss.mean(), or pass backward(gradient=...))")
+                raise RuntimeError(
+                    at_user("grad can be implicitly created only for scalar outputs")
+                    + f" (this one has shape "
+                    f"{list(t.shape)}: reduce it, e.g. loss.sum() or "
+                    "loss.mean(), or pass backward(gradient=...))"
+                )
             if t.dtype.is_complex:
-                raise RuntimeError("grad can be implicitly created only for real scalar "
-                                   "outputs")
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs")
             g = _factories.ones_like(t)
         elif not isinstance(g, Tensor):
-            raise TypeError(f"gradients can be either Tensors or None, but got "
-                            f"{type(g).__name__}")
+            raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
         else:
             if tuple(g.shape) != tuple(t.shape):
-                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
-                                   f"{g.shape} and output[{i}] has a shape of {t.shape}.")
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of "
+                    f"{g.shape} and output[{i}] has a shape of {t.shape}."
+                )
             if g.dtype.is_complex != t.dtype.is_complex:
-                raise RuntimeError(f"For complex Tensors, both grad_output and output are "
-                                   f"required to have the same dtype. Mismatch in dtype: "
-                                   f"grad_output[{i}] has a dtype of {g.dtype} and "
-                                   f"output[{i}] has a dtype of {t.dtype}.")
+                raise RuntimeError(
+                    f"For complex Tensors, both grad_output and output are "
+                    f"required to have the same dtype. Mismatch in dtype: "
+                    f"grad_output[{i}] has a dtype of {g.dtype} and "
+                    f"output[{i}] has a dtype of {t.dtype}."
+                )
             if t.grad_fn is None:
                 g = g.detach().clone()  # it may be stored as a leaf's .grad and mutated
         out.append(g)
     return out
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
-             inputs=None):
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
     tensors = _as_tuple(tensors)
     grad_tensors = _as_tuple(grad_tensors)
@@ -168,20 +173,31 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     _execute(edges, grads, retain_graph, create_graph, inputs, accumulate=True)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, materialize_grads=False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    allow_unused=None,
+    materialize_grads=False,
+):
     """Return the gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is
     touched)."""
     if materialize_grads and allow_unused is False:
-        raise ValueError("Expected allow_unused to be True or not passed when "
-                         "materialize_grads=True, but got: allow_unused=False.")
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when "
+            "materialize_grads=True, but got: allow_unused=False."
+        )
     allow_unused = materialize_grads or bool(allow_unused)
     outputs = _as_tuple(outputs)
     inputs = _as_inputs(inputs)
     grad_outputs = _as_tuple(grad_outputs)
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
-        raise RuntimeError(f"grad requires one grad_output per output: got "
-                           f"{len(grad_outputs)} grad_outputs and {len(outputs)} outputs")
+        raise RuntimeError(
+            f"grad requires one grad_output per output: got "
+            f"{len(grad_outputs)} grad_outputs and {len(outputs)} outputs"
+        )
     for t in inputs:
         if isinstance(t, Tensor) and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -195,9 +211,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if materialize_grads:
                 result[i] = _factories.zeros_like(inputs[i])
             elif not allow_unused:
-                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not "
-                                   "have been used in the graph. Set allow_unused=True if this "
-                                   "is the desired behavior.")
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not "
+                    "have been used in the graph. Set allow_unused=True if this "
+                    "is the desired behavior."
+                )
     return tuple(result)
 
 
@@ -260,10 +278,16 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
             captures.setdefault(tuple(gradient_edge(t)), []).append(i)
         targets = {n for n, _ in captures}
         visit = _needed(order, targets)
-        needed = visit if accumulate else {
-            # grad(): a target's Node runs only if another target lies beyond it
-            n for n in visit if n not in targets or
-            any(nxt in visit for nxt, _ in n.next_functions)}
+        needed = (
+            visit
+            if accumulate
+            else {
+                # grad(): a target's Node runs only if another target lies beyond it
+                n
+                for n in visit
+                if n not in targets or any(nxt in visit for nxt, _ in n.next_functions)
+            }
+        )
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     tick = itertools.count()
@@ -288,8 +312,12 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 for nr, g in buf.items():
                     for i in captures.get((node, nr), ()):
                         t = inputs[i]
-                        if accumulate and isinstance(t, Tensor) and t.grad_fn is not None \
-                                and not t._retains_grad:
+                        if (
+                            accumulate
+                            and isinstance(t, Tensor)
+                            and t.grad_fn is not None
+                            and not t._retains_grad
+                        ):
                             _retain(t, g)  # backward(inputs=[non-leaf]) fills .grad
                         captured[i] = g
             nexts = node.next_functions
@@ -353,8 +381,9 @@ def _checked_hook_value(fn, g, r):
     if not isinstance(r, Tensor):
         raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
     if r.dtype is not g.dtype:
-        raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got "
-                           f"{r.dtype})")
+        raise RuntimeError(
+            f"hook '{name}' has changed the type of value (was {g.dtype} got {r.dtype})"
+        )
     if tuple(r.shape) != tuple(g.shape):
         raise RuntimeError(f"hook '{name}' has changed the size of value")
     return r
@@ -426,8 +455,10 @@ def _call_node(node, buf, retain_graph):
 def _hook_result(fn, r, n):
     r = tuple(r)
     if len(r) != n:
-        raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect "
-                           f"number of values (got {len(r)}, but expected {n})")
+        raise RuntimeError(
+            f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect "
+            f"number of values (got {len(r)}, but expected {n})"
+        )
     return r
 
 

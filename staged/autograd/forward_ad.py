@@ -16,6 +16,7 @@ base's tangent, where the forward base is the view's base, or the nearest ``make
 write (``written``) gives the forward base the written value's tangent in the view's
 region (zeros elsewhere if it had none) and every live view of it its region of that.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -28,11 +29,11 @@ from ..eager.ops import inplace
 from ..eager.factories import zeros_like
 from ..eager.tensor import Tensor
 
-_level = None        # the open level (0), or None
-_tangents = {}       # id(tensor) -> (weakref to the tensor, tangent)
-_rules = {}          # primitive -> its JVP function
-_busy = [False]      # computing a JVP: its own ops carry no tangents
-_aliases = {}        # id(last view step of an alias) -> weakref to the alias (a forward base)
+_level = None  # the open level (0), or None
+_tangents = {}  # id(tensor) -> (weakref to the tensor, tangent)
+_rules = {}  # primitive -> its JVP function
+_busy = [False]  # computing a JVP: its own ops carry no tangents
+_aliases = {}  # id(last view step of an alias) -> weakref to the alias (a forward base)
 
 
 class UnpackedDualTensor(NamedTuple):
@@ -59,8 +60,10 @@ def exit_dual_level(*, level=None) -> None:
     if _level is None:
         raise RuntimeError("Dual level must be a positive number.")  # PyTorch's words
     if level is not None and level != _level:
-        raise RuntimeError("Trying to exit a forward AD level that was not the last one that "
-                           "was created. This is not supported.")
+        raise RuntimeError(
+            "Trying to exit a forward AD level that was not the last one that "
+            "was created. This is not supported."
+        )
     _level = None
     _tangents.clear()
     _aliases.clear()
@@ -88,21 +91,26 @@ class dual_level:
 def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
     """A view of ``tensor`` whose tangent is ``tangent`` (same shape, float or complex)."""
     if _level is None:
-        raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, "
-                           "make sure to enter_dual_level() first.")
+        raise RuntimeError(
+            "Trying to create a dual Tensor for forward AD but no level exists, "
+            "make sure to enter_dual_level() first."
+        )
     if level is not None and level != _level:
         raise RuntimeError(f"Invalid level {level}: only level {_level} is open")
     if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
-        raise ValueError(f"Expected primal to be floating point or complex, but got: "
-                         f"{tensor.dtype}")
+        raise ValueError(
+            f"Expected primal to be floating point or complex, but got: {tensor.dtype}"
+        )
     if not (tangent.dtype.is_floating_point or tangent.dtype.is_complex):
-        raise ValueError(f"Expected tangent to be floating point or complex, but got: "
-                         f"{tangent.dtype}")
+        raise ValueError(
+            f"Expected tangent to be floating point or complex, but got: {tangent.dtype}"
+        )
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise RuntimeError(
             "Trying to set a forward gradient that has a different size than that of the "
             f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
-            f"while the given forward gradient is of size {list(tangent.shape)}.")
+            f"while the given forward gradient is of size {list(tangent.shape)}."
+        )
     dual = _alias(tensor)
     set_tangent(dual, tangent)
     return dual
@@ -188,7 +196,7 @@ def _forward_base(t: Tensor):
         ref = _aliases.get(id(steps[k]))
         alias = ref() if ref is not None else None
         if alias is not None and alias._view.steps[-1] is steps[k]:
-            return alias, steps[k + 1:]
+            return alias, steps[k + 1 :]
     return t._base, steps
 
 
@@ -214,6 +222,7 @@ def _layer(apply):
             if node is not None:
                 _remember_saved(node, inputs, out)
         return out
+
     return apply_dual
 
 

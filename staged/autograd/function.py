@@ -7,6 +7,7 @@ Saved tensors are ``SavedTensor``s, so they get the version check, freeing after
 backward and saved-tensor hooks like any op's. Nothing here knows about capture: under
 ``staged.capture`` forward and backward simply run on symbolic tensors.
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,8 +52,9 @@ class FunctionCtx:
 def _check_saveable(what, tensors):
     for i, t in enumerate(tensors):
         if t is not None and not isinstance(t, Tensor):
-            raise TypeError(f"{what} can only save variables, but argument {i} is of type "
-                            f"{type(t).__name__}")
+            raise TypeError(
+                f"{what} can only save variables, but argument {i} is of type {type(t).__name__}"
+            )
 
 
 class BackwardCFunction(FunctionCtx, Node):
@@ -68,11 +70,11 @@ class BackwardCFunction(FunctionCtx, Node):
         self.non_differentiable = ()
         self.materialize_grads = True
         self.needs_input_grad = ()
-        self._saved = None         # [SavedTensor or None] after forward
+        self._saved = None  # [SavedTensor or None] after forward
         self._in_jvp = False
-        self._tensor_args = ()     # forward-argument positions holding tensors
-        self._input_avals = ()     # (shape, dtype) of each tensor input
-        self._output_avals = ()    # (shape, dtype) or None per forward output
+        self._tensor_args = ()  # forward-argument positions holding tensors
+        self._input_avals = ()  # (shape, dtype) of each tensor input
+        self._output_avals = ()  # (shape, dtype) or None per forward output
 
     @property
     def saved_tensors(self):
@@ -85,8 +87,10 @@ class BackwardCFunction(FunctionCtx, Node):
     def apply(self, grads):
         cls = self._forward_cls
         if self.materialize_grads:
-            grads = [_zeros(*aval) if g is None and aval is not None else g
-                     for g, aval in zip(grads, self._output_avals)]
+            grads = [
+                _zeros(*aval) if g is None and aval is not None else g
+                for g, aval in zip(grads, self._output_avals)
+            ]
         fn = cls.vjp if cls.vjp is not Function.vjp else cls.backward
         result = fn(self, *grads)
         if not isinstance(result, tuple):
@@ -94,18 +98,23 @@ class BackwardCFunction(FunctionCtx, Node):
         n = len(self.needs_input_grad)
         if len(result) != n:
             if len(result) < n or any(g is not None for g in result[n:]):
-                raise RuntimeError(f"function {self.name()} returned an incorrect number of "
-                                   f"gradients (expected {n}, got {len(result)})")
+                raise RuntimeError(
+                    f"function {self.name()} returned an incorrect number of "
+                    f"gradients (expected {n}, got {len(result)})"
+                )
             result = result[:n]
         tensor_pos = set(self._tensor_args)
         for i, g in enumerate(result):
             if g is not None and i not in tensor_pos:
-                raise RuntimeError(f"function {self.name()} returned a gradient different than "
-                                   f"None at position {i + 1}, but the corresponding forward "
-                                   "input was not a Variable")
-        return [_fit(self, k, result[i], aval) if self.next_functions[k][0] is not None
-                else None for k, (i, aval) in enumerate(zip(self._tensor_args,
-                                                            self._input_avals))]
+                raise RuntimeError(
+                    f"function {self.name()} returned a gradient different than "
+                    f"None at position {i + 1}, but the corresponding forward "
+                    "input was not a Variable"
+                )
+        return [
+            _fit(self, k, result[i], aval) if self.next_functions[k][0] is not None else None
+            for k, (i, aval) in enumerate(zip(self._tensor_args, self._input_avals))
+        ]
 
     def release_variables(self) -> None:
         for s in self._saved or ():
@@ -128,12 +137,15 @@ def _fit(node, k, g, aval):
         except ValueError:
             ok = False
         if not ok:
-            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
-                               f"{k} - got {list(g.shape)} but expected shape compatible with "
-                               f"{list(shape)}")
+            raise RuntimeError(
+                f"Function {node.name()} returned an invalid gradient at index "
+                f"{k} - got {list(g.shape)} but expected shape compatible with "
+                f"{list(shape)}"
+            )
         lead = g.ndim - len(shape)
-        dims = tuple(range(lead)) + tuple(lead + d for d, s in enumerate(shape)
-                                          if s == 1 and g.shape[lead + d] != 1)
+        dims = tuple(range(lead)) + tuple(
+            lead + d for d, s in enumerate(shape) if s == 1 and g.shape[lead + d] != 1
+        )
         g = g.sum(dims, keepdim=True) if dims else g
         g = g.reshape(shape)
     if g.dtype is not dtype:
@@ -145,8 +157,7 @@ class FunctionMeta(type):
     """Gives every Function subclass its Node class ``<Name>Backward``."""
 
     def __init__(cls, name, bases, attrs):
-        cls._backward_cls = type(name + "Backward", (BackwardCFunction,),
-                                 {"_forward_cls": cls})
+        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
         super().__init__(name, bases, attrs)
 
 
@@ -168,14 +179,17 @@ class Function(metaclass=FunctionMeta):
     """
 
     def __init__(self, *args, **kwargs):
-        raise RuntimeError("Legacy autograd function with non-static forward method is "
-                           "deprecated. Please use new-style autograd function with static "
-                           "forward method.")
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is "
+            "deprecated. Please use new-style autograd function with static "
+            "forward method."
+        )
 
     @staticmethod
     def forward(*args, **kwargs):
-        raise NotImplementedError("You must implement the forward function for custom "
-                                  "autograd.Function.")
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function."
+        )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -183,24 +197,33 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        raise NotImplementedError("You must implement either the backward or vjp method for "
-                                  "your custom autograd.Function to use it with backward mode "
-                                  "AD.")
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for "
+            "your custom autograd.Function to use it with backward mode "
+            "AD."
+        )
 
     vjp = backward
 
     @staticmethod
     def jvp(ctx, *grad_inputs):
-        raise NotImplementedError("You must implement the jvp function for custom "
-                                  "autograd.Function to use it with forward mode AD.")
+        raise NotImplementedError(
+            "You must implement the jvp function for custom "
+            "autograd.Function to use it with forward mode AD."
+        )
 
     @classmethod
     def apply(cls, *args):
         """Run ``forward`` on ``args`` and record the Node whose backward is ``backward``."""
-        if cls.backward is not Function.backward and cls.vjp is not Function.vjp \
-                and cls.vjp is not cls.backward:
-            raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function "
-                               "is not allowed. You should only implement one of them.")
+        if (
+            cls.backward is not Function.backward
+            and cls.vjp is not Function.vjp
+            and cls.vjp is not cls.backward
+        ):
+            raise RuntimeError(
+                "Implementing both 'backward' and 'vjp' for a custom Function "
+                "is not allowed. You should only implement one of them."
+            )
         ctx = cls._backward_cls()
         ctx._tensor_args = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
@@ -232,8 +255,9 @@ def _wrap_outputs(ctx, args, outputs, record):
     inputs = {id(a) for a in args if isinstance(a, Tensor)}
     for t in ctx.dirty_tensors:
         if record and t._requires_grad and t.grad_fn is None:
-            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
-                               "operation.")
+            raise RuntimeError(
+                "a leaf Variable that requires grad has been used in an in-place operation."
+            )
         t._vc[0] += 1
         bumped(t._vc)
     if not record:
@@ -272,8 +296,10 @@ def _forward_ad(cls, ctx, args, outputs):
     if all(t is None for t in tangents):
         return
     if ctx.materialize_grads:
-        tangents = [_zeros(tuple(a.shape), a.dtype) if t is None and isinstance(a, Tensor)
-                    else t for a, t in zip(args, tangents)]
+        tangents = [
+            _zeros(tuple(a.shape), a.dtype) if t is None and isinstance(a, Tensor) else t
+            for a, t in zip(args, tangents)
+        ]
     ctx._in_jvp = True
     try:
         result = cls.jvp(ctx, *tangents)
@@ -282,8 +308,10 @@ def _forward_ad(cls, ctx, args, outputs):
     result = result if isinstance(result, tuple) else (result,)
     tensor_outs = [t for t in outputs if isinstance(t, Tensor)]
     if len(result) != len(tensor_outs):
-        raise RuntimeError(f"{cls.__name__}.jvp returned an incorrect number of tangents "
-                           f"(expected {len(tensor_outs)}, got {len(result)})")
+        raise RuntimeError(
+            f"{cls.__name__}.jvp returned an incorrect number of tangents "
+            f"(expected {len(tensor_outs)}, got {len(result)})"
+        )
     for t, tangent in zip(tensor_outs, result):
         if tangent is not None:
             forward_ad.set_tangent(t, tangent)
@@ -307,6 +335,7 @@ class _DelayedError(Node):
 def once_differentiable(fn):
     """Decorate a ``backward`` that is not itself differentiable: it runs without
     recording, and differentiating its result raises."""
+
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         prev = _state.grad_enabled
@@ -319,8 +348,10 @@ def once_differentiable(fn):
             return outputs
         single = not isinstance(outputs, tuple)
         outputs = (outputs,) if single else outputs
-        node = _DelayedError("trying to differentiate twice a function that was marked with "
-                             "@once_differentiable", len(outputs))
+        node = _DelayedError(
+            "trying to differentiate twice a function that was marked with @once_differentiable",
+            len(outputs),
+        )
         wrapped = []
         for nr, v in enumerate(outputs):
             if isinstance(v, Tensor):
@@ -328,4 +359,5 @@ def once_differentiable(fn):
                 v.grad_fn, v._output_nr, v._requires_grad = node, nr, True
             wrapped.append(v)
         return wrapped[0] if single else tuple(wrapped)
+
     return wrapper

@@ -7,6 +7,7 @@ The backward pass with grad_output ``g`` must give ``dL/dx + i dL/dy`` for
 and the real and imaginary parts of the result are the ``x`` and ``y`` columns.
 Fast mode compares ``v^T J u`` for random ``u``, ``v`` instead of whole Jacobians.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -30,14 +31,19 @@ def _as_tuple(x):
 def _differentiable(inputs):
     idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not idx:
-        raise ValueError("gradcheck expects at least one input tensor to require gradient, "
-                         "but none of them have requires_grad=True.")
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, "
+            "but none of them have requires_grad=True."
+        )
     for i in idx:
         if inputs[i].dtype.name not in ("float64", "complex128"):
-            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
-                          "point or complex. This check will likely fail if all the inputs are "
-                          "not of double precision floating point or complex.", UserWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"Input #{i} requires gradient and is not a double precision floating "
+                "point or complex. This check will likely fail if all the inputs are "
+                "not of double precision floating point or complex.",
+                UserWarning,
+                stacklevel=2,
+            )
     return idx
 
 
@@ -56,7 +62,7 @@ def _perturbed(inputs, j, delta):
     x = inputs[j]
     moved = Tensor._wrap(np.asarray(x.detach()) + delta.astype(x.dtype.np), False)
     moved.requires_grad_(x.requires_grad)  # gradgradcheck's function differentiates it
-    return inputs[:j] + (moved,) + inputs[j + 1:]
+    return inputs[:j] + (moved,) + inputs[j + 1 :]
 
 
 def _directional(func, inputs, j, direction, eps):
@@ -64,8 +70,10 @@ def _directional(func, inputs, j, direction, eps):
     vectors."""
     plus = _outputs(func, _perturbed(inputs, j, eps * direction))
     minus = _outputs(func, _perturbed(inputs, j, -eps * direction))
-    return [(_real_view(np.asarray(p.detach())) - _real_view(np.asarray(m.detach()))) / (2 * eps)
-            for p, m in zip(plus, minus)]
+    return [
+        (_real_view(np.asarray(p.detach())) - _real_view(np.asarray(m.detach()))) / (2 * eps)
+        for p, m in zip(plus, minus)
+    ]
 
 
 def _basis(x):
@@ -94,11 +102,19 @@ def _vjp(outputs, i, g, inputs, idx):
     real vectors."""
     res = (None,) * len(idx)
     if outputs[i].requires_grad:
-        res = _grad((outputs[i],), tuple(inputs[j] for j in idx),
-                    (Tensor._wrap(g.reshape(tuple(outputs[i].shape))),), retain_graph=True,
-                    allow_unused=True)
-    return [np.zeros(inputs[j].numel() * (2 if inputs[j].dtype.is_complex else 1))
-            if r is None else _real_view(np.asarray(r.detach())) for r, j in zip(res, idx)]
+        res = _grad(
+            (outputs[i],),
+            tuple(inputs[j] for j in idx),
+            (Tensor._wrap(g.reshape(tuple(outputs[i].shape))),),
+            retain_graph=True,
+            allow_unused=True,
+        )
+    return [
+        np.zeros(inputs[j].numel() * (2 if inputs[j].dtype.is_complex else 1))
+        if r is None
+        else _real_view(np.asarray(r.detach()))
+        for r, j in zip(res, idx)
+    ]
 
 
 def _analytical_jacobians(outputs, inputs, idx):
@@ -108,8 +124,9 @@ def _analytical_jacobians(outputs, inputs, idx):
         for d in _basis(out):
             rows.append(_vjp(outputs, i, d.reshape(-1), inputs, idx))
         for k, j in enumerate(idx):
-            jac[i, j] = np.stack([r[k] for r in rows], 0) if rows else \
-                np.zeros((0, inputs[j].numel()))
+            jac[i, j] = (
+                np.stack([r[k] for r in rows], 0) if rows else np.zeros((0, inputs[j].numel()))
+            )
     return jac
 
 
@@ -136,7 +153,8 @@ def _compare_slow(func, inputs, outputs, idx, eps, atol, rtol):
                     raise GradcheckError(
                         f"{_part_prefix(out, inp, which_out, which_in)}Jacobian mismatch for "
                         f"output {i} with respect to input {j},\n"
-                        f"numerical:{Tensor._wrap(ns)}\nanalytical:{Tensor._wrap(as_)}\n")
+                        f"numerical:{Tensor._wrap(ns)}\nanalytical:{Tensor._wrap(as_)}\n"
+                    )
 
 
 def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol):
@@ -159,11 +177,13 @@ def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol):
                     f"numerical:{n}\nanalytical:{analytical}\n\n"
                     "The above quantities relating the numerical and analytical jacobians are "
                     "computed in fast mode: v^T J u for random vectors u and v. Run with "
-                    "fast_mode=False to see the whole Jacobians.")
+                    "fast_mode=False to see the whole Jacobians."
+                )
 
 
-def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-              fast_mode=False) -> bool:
+def gradcheck(
+    func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, fast_mode=False
+) -> bool:
     """Check the gradients of ``func`` at ``inputs`` (those that require grad) against
     central finite differences; raise ``GradcheckError`` (or return False) on a mismatch.
 
@@ -185,8 +205,17 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     return True
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  raise_exception=True, fast_mode=False) -> bool:
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps=1e-6,
+    atol=1e-5,
+    rtol=1e-3,
+    raise_exception=True,
+    fast_mode=False,
+) -> bool:
     """``gradcheck`` of the gradients of ``func`` (computed with ``create_graph=True``) with
     respect to ``inputs`` and ``grad_outputs`` (random ones by default)."""
     inputs = _as_tuple(inputs)
@@ -206,9 +235,21 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         ins, gos = args[:n], args[n:]
         outs = _outputs(func, ins)
         pairs = [(o, g) for o, g in zip(outs, gos) if o.requires_grad]
-        grads = _grad(tuple(o for o, _ in pairs), tuple(ins[j] for j in idx),
-                      tuple(g for _, g in pairs), create_graph=True, allow_unused=True)
+        grads = _grad(
+            tuple(o for o, _ in pairs),
+            tuple(ins[j] for j in idx),
+            tuple(g for _, g in pairs),
+            create_graph=True,
+            allow_unused=True,
+        )
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(first_grads, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception, fast_mode=fast_mode)
+    return gradcheck(
+        first_grads,
+        inputs + grad_outputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        fast_mode=fast_mode,
+    )

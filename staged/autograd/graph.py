@@ -1,5 +1,6 @@
 """``staged.autograd.graph``: inspecting and interposing on the backward graph, and the
 saved-tensor hooks (PyTorch's ``torch.autograd.graph``)."""
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,10 @@ def get_gradient_edge(tensor) -> GradientEdge:
     """The edge where ``tensor``'s gradient is computed: ``autograd.grad(loss, edge)``
     gives what ``autograd.grad(loss, tensor)`` gives."""
     if not tensor._requires_grad:
-        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that "
-                           "does not require gradients")
+        raise RuntimeError(
+            "It is not possible to get the gradient edge for a Tensor that "
+            "does not require gradients"
+        )
     return gradient_edge(tensor)
 
 
@@ -122,6 +125,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                     return
                 ran.add(task)
             fn(grad)
+
         return _MultiHandle([t.register_hook(any_hook) for t in tensors if t.requires_grad])
 
     n = len(tensors)
@@ -143,9 +147,12 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                     del pending[task.id]
             if done:
                 fn(entry[0])
+
         return hook
-    return _MultiHandle([t.register_hook(inner(i)) for i, t in enumerate(tensors)
-                         if t.requires_grad])
+
+    return _MultiHandle(
+        [t.register_hook(inner(i)) for i, t in enumerate(tensors) if t.requires_grad]
+    )
 
 
 class allow_mutation_on_saved_tensors:

@@ -1,4 +1,5 @@
 """RemovableHandle: what every ``register_*hook`` returns."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,5 +1,6 @@
 """Nodes of the backward graph: PrimitiveBackward for ops, AccumulateGrad for leaves,
 CopySlices and AsStridedBackward0 for views written in place (Note [views] in eager/views.py)."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,8 +8,17 @@ import sys
 import threading
 
 from ..eager.tensor import Tensor
-from ..eager.views import (_StaleView, _grad_fn, _requires_grad, check_writable,
-                           creation_error, move_retain_grad, region, replay, scatter)
+from ..eager.views import (
+    _StaleView,
+    _grad_fn,
+    _requires_grad,
+    check_writable,
+    creation_error,
+    move_retain_grad,
+    region,
+    replay,
+    scatter,
+)
 from . import anomaly
 from .accumulate import accumulate_grad
 from .hooks import add_hook
@@ -27,8 +37,16 @@ class Node:
     (README, "Autograd mechanics").
     """
 
-    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
-                 "_retain_grad", "metadata", "__weakref__")
+    __slots__ = (
+        "next_functions",
+        "_seq",
+        "_pre_hooks",
+        "_post_hooks",
+        "_tensor_pre_hooks",
+        "_retain_grad",
+        "metadata",
+        "__weakref__",
+    )
     # class defaults the engine reads on every node (a miss would go through the
     # _saved_* __getattr__ of PrimitiveBackward and raise: ~2 us a node)
     num_outputs = 1
@@ -40,7 +58,7 @@ class Node:
         self._pre_hooks = None
         self._post_hooks = None
         self._tensor_pre_hooks = None  # {output_nr: {id: fn}} from Tensor.register_hook
-        self._retain_grad = None       # {output_nr: weakref to the tensor}
+        self._retain_grad = None  # {output_nr: weakref to the tensor}
         self.metadata = {}
         if anomaly.enabled:
             self.metadata["traceback_"] = anomaly.forward_stack()
@@ -89,8 +107,7 @@ class PrimitiveBackward(Node):
                 if t._base is not None and t._vc is not None and t._view.version != t._vc[0]:
                     sync(t)  # its base was written since its grad_fn was made
                 fn = t.grad_fn
-                edges.append((fn, t._output_nr) if fn is not None else
-                             (t._grad_accumulator(), 0))
+                edges.append((fn, t._output_nr) if fn is not None else (t._grad_accumulator(), 0))
                 needs.append(True)
             else:
                 edges.append((None, 0))
@@ -147,9 +164,10 @@ class PrimitiveBackward(Node):
         # grad_fn._saved_self / _raw_saved_self and friends, named as in PyTorch
         if attr.startswith("_raw_saved_") or attr.startswith("_saved_"):
             raw = attr.startswith("_raw_saved_")
-            key = attr[len("_raw_saved_" if raw else "_saved_"):]
-            key = {"self": self.prim.inputs[0], "other": self.prim.inputs[-1],
-                   "result": "out"}.get(key, key)
+            key = attr[len("_raw_saved_" if raw else "_saved_") :]
+            key = {"self": self.prim.inputs[0], "other": self.prim.inputs[-1], "result": "out"}.get(
+                key, key
+            )
             if key in self.saved:
                 return self.saved[key] if raw else self.saved[key].unpack()
             if key in self.params:
@@ -178,7 +196,6 @@ class AccumulateGrad(Node):
         with self._lock:
             accumulate_grad(self.variable, g, owned)
         return ()
-
 
 
 # --- views (Note [views] in eager/views.py) -----------------------------------------------
@@ -214,8 +231,7 @@ def hook_node(t):
     adding to that dict until the grad_fn is regenerated); else the grad_fn is
     regenerated first."""
     fn = _grad_fn.__get__(t)
-    if fn is not None and fn._tensor_pre_hooks is not None and \
-            t._output_nr in fn._tensor_pre_hooks:
+    if fn is not None and fn._tensor_pre_hooks is not None and t._output_nr in fn._tensor_pre_hooks:
         return fn
     return sync(t)
 

@@ -8,6 +8,7 @@ by the primitive: ``mul``, ``reduce_sum`` ...) and the engine times each Node
 ``profile_memory=True`` an op's memory is the size of the result it allocated (frees
 are not tracked); with ``with_stack=True`` each event keeps the user's call stack.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,7 +32,7 @@ class FunctionEvent:
     """One timed call: an op, a backward Node, a ``record_function`` block, a compiled call."""
 
     name: str
-    cat: str                      # "cpu_op", "backward", "user_annotation", "compiled"
+    cat: str  # "cpu_op", "backward", "user_annotation", "compiled"
     start_us: float
     thread: int
     input_shapes: tuple = ()
@@ -86,8 +87,14 @@ class FunctionEventAvg:
         self.self_cpu_memory_usage += e.self_cpu_memory_usage
 
 
-_SORT_KEYS = ("cpu_time", "cpu_time_total", "self_cpu_time_total", "cpu_memory_usage",
-              "self_cpu_memory_usage", "count")
+_SORT_KEYS = (
+    "cpu_time",
+    "cpu_time_total",
+    "self_cpu_time_total",
+    "cpu_memory_usage",
+    "self_cpu_memory_usage",
+    "count",
+)
 
 
 class EventList(list):
@@ -101,34 +108,56 @@ class EventList(list):
     def self_cpu_time_total(self) -> float:
         return sum(e.self_cpu_time_total for e in self)
 
-    def table(self, sort_by=None, row_limit=100, max_name_column_width=55,
-              header=None, top_level_events_only=False) -> str:
+    def table(
+        self,
+        sort_by=None,
+        row_limit=100,
+        max_name_column_width=55,
+        header=None,
+        top_level_events_only=False,
+    ) -> str:
         """PyTorch's profiler table: one row per event (or key), sorted descending."""
         prof = self._profile
-        return _table(self, sort_by, row_limit, max_name_column_width, header,
-                      top_level_events_only,
-                      memory=prof is not None and prof.profile_memory,
-                      total=prof.self_cpu_time_total if prof is not None
-                      else self.self_cpu_time_total)
+        return _table(
+            self,
+            sort_by,
+            row_limit,
+            max_name_column_width,
+            header,
+            top_level_events_only,
+            memory=prof is not None and prof.profile_memory,
+            total=prof.self_cpu_time_total if prof is not None else self.self_cpu_time_total,
+        )
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0) -> EventList:
         groups = {}
         for e in self:
-            key = (e.key,
-                   str(e.input_shapes) if group_by_input_shape else None,
-                   tuple(e.stack[:group_by_stack_n]) if group_by_stack_n else None)
+            key = (
+                e.key,
+                str(e.input_shapes) if group_by_input_shape else None,
+                tuple(e.stack[:group_by_stack_n]) if group_by_stack_n else None,
+            )
             avg = groups.get(key)
             if avg is None:
                 avg = groups[key] = FunctionEventAvg(
-                    e.key, e.input_shapes if group_by_input_shape else (),
-                    tuple(e.stack[:group_by_stack_n]) if group_by_stack_n else ())
+                    e.key,
+                    e.input_shapes if group_by_input_shape else (),
+                    tuple(e.stack[:group_by_stack_n]) if group_by_stack_n else (),
+                )
             avg.add(e)
         return EventList(groups.values(), profile=self._profile)
 
     def export_chrome_trace(self, path) -> None:
         pid = os.getpid()
-        trace = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-                  "args": {"name": "python (staged)"}}]
+        trace = [
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"name": "python (staged)"},
+            }
+        ]
         for e in self:
             args = {}
             if e.input_shapes:
@@ -138,8 +167,18 @@ class EventList(list):
             if e.self_cpu_memory_usage:
                 args["Self CPU Mem"] = e.self_cpu_memory_usage
             args.update(getattr(e, "args", ()))
-            trace.append({"name": e.name, "cat": e.cat, "ph": "X", "ts": e.start_us,
-                          "dur": e.cpu_time_total, "pid": pid, "tid": e.thread, "args": args})
+            trace.append(
+                {
+                    "name": e.name,
+                    "cat": e.cat,
+                    "ph": "X",
+                    "ts": e.start_us,
+                    "dur": e.cpu_time_total,
+                    "pid": pid,
+                    "tid": e.thread,
+                    "args": args,
+                }
+            )
         with open(path, "w") as f:
             json.dump({"traceEvents": trace, "displayTimeUnit": "ms"}, f)
 
@@ -160,8 +199,9 @@ class profile:
         >>> print(prof.key_averages().table(sort_by="self_cpu_time_total"))
     """
 
-    def __init__(self, enabled=True, *, record_shapes=False, profile_memory=False,
-                 with_stack=False):
+    def __init__(
+        self, enabled=True, *, record_shapes=False, profile_memory=False, with_stack=False
+    ):
         self.enabled = enabled
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
@@ -189,8 +229,9 @@ class profile:
             return False
         current = None
         dispatch.set_layer("profiler", None)
-        self.function_events = EventList(sorted(self._events, key=lambda e: e.start_us),
-                                         profile=self)
+        self.function_events = EventList(
+            sorted(self._events, key=lambda e: e.start_us), profile=self
+        )
         return False
 
     def _check_finished(self):
@@ -205,11 +246,18 @@ class profile:
         self._check_finished()
         return self.function_events.key_averages(group_by_input_shape, group_by_stack_n)
 
-    def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None,
-              top_level_events_only=False) -> str:
+    def table(
+        self,
+        sort_by=None,
+        row_limit=100,
+        max_name_column_width=55,
+        header=None,
+        top_level_events_only=False,
+    ) -> str:
         self._check_finished()
-        return self.function_events.table(sort_by, row_limit, max_name_column_width, header,
-                                          top_level_events_only)
+        return self.function_events.table(
+            sort_by, row_limit, max_name_column_width, header, top_level_events_only
+        )
 
     def export_chrome_trace(self, path) -> None:
         self._check_finished()
@@ -226,9 +274,14 @@ class profile:
     # -- recording ---------------------------------------------------------------------
     def _begin(self, name, cat, inputs=()) -> FunctionEvent:
         shapes = tuple(tuple(t.shape) for t in inputs) if self.record_shapes else ()
-        e = FunctionEvent(name, cat, (time.perf_counter_ns() - self._t0) / 1000,
-                          threading.get_ident(), shapes,
-                          _user_stack() if self.with_stack else ())
+        e = FunctionEvent(
+            name,
+            cat,
+            (time.perf_counter_ns() - self._t0) / 1000,
+            threading.get_ident(),
+            shapes,
+            _user_stack() if self.with_stack else (),
+        )
         e.parent = self._stack.open
         self._stack.open = e
         return e
@@ -241,13 +294,21 @@ class profile:
         with self._lock:
             self._events.append(e)
 
-    def add_event(self, name: str, cat: str, start_ns: int, end_ns: int, args=None,
-                  parent: FunctionEvent | None = None) -> FunctionEvent:
+    def add_event(
+        self,
+        name: str,
+        cat: str,
+        start_ns: int,
+        end_ns: int,
+        args=None,
+        parent: FunctionEvent | None = None,
+    ) -> FunctionEvent:
         """Record an event that already happened, from ``time.perf_counter_ns()`` readings
         (a compiled step's device execution: Note [compiled calls]), as a child of
         ``parent`` or else of the innermost open event."""
-        e = FunctionEvent(name, cat, (start_ns - self._t0) / 1000, threading.get_ident(),
-                          args=dict(args or {}))
+        e = FunctionEvent(
+            name, cat, (start_ns - self._t0) / 1000, threading.get_ident(), args=dict(args or {})
+        )
         e.end_us = (end_ns - self._t0) / 1000
         e.parent = self._stack.open if parent is None else parent
         if e.parent is not None:
@@ -282,6 +343,7 @@ def _layer(apply):
         if prof.profile_memory:
             e.self_cpu_memory_usage = _nbytes(out)
         return out
+
     return apply_profiled
 
 
@@ -336,6 +398,7 @@ class record_function:
         def wrapper(*args, **kwargs):
             with record_function(self.name, self.args, self.cat):
                 return fn(*args, **kwargs)
+
         return wrapper
 
 
@@ -359,8 +422,9 @@ def _percent(x, total) -> str:
     return f"{100 * x / total:.2f}%" if total else "0.00%"
 
 
-def _table(events, sort_by, row_limit, max_name_width, header, top_level_only, memory,
-           total) -> str:
+def _table(
+    events, sort_by, row_limit, max_name_width, header, top_level_only, memory, total
+) -> str:
     if not events:
         return ""
     if sort_by is not None:
@@ -374,17 +438,23 @@ def _table(events, sort_by, row_limit, max_name_width, header, top_level_only, m
     name_w = min(max(len(e.key) for e in events) + 4, max_name_width)
     shapes = any(e.input_shapes for e in events)
     stacks = any(e.stack for e in events)
-    columns = [("Name", name_w), ("Self CPU %", 12), ("Self CPU", 12), ("CPU total %", 12),
-               ("CPU total", 12), ("CPU time avg", 12)]
+    columns = [
+        ("Name", name_w),
+        ("Self CPU %", 12),
+        ("Self CPU", 12),
+        ("CPU total %", 12),
+        ("CPU total", 12),
+        ("CPU time avg", 12),
+    ]
     if memory:
         columns += [("CPU Mem", 12), ("Self CPU Mem", 12)]
     columns.append(("# of Calls", 12))
     if shapes:
-        columns.append(("Input Shapes", max(len(str(list(map(list, e.input_shapes))))
-                                            for e in events) + 4))
+        columns.append(
+            ("Input Shapes", max(len(str(list(map(list, e.input_shapes)))) for e in events) + 4)
+        )
     if stacks:
-        columns.append(("Source Location", max(len(s) for e in events for s in e.stack[:1])
-                        + 4))
+        columns.append(("Source Location", max(len(s) for e in events for s in e.stack[:1]) + 4))
     line = "  ".join("-" * w for _, w in columns) + "  "
 
     def row(cells):
@@ -393,10 +463,15 @@ def _table(events, sort_by, row_limit, max_name_width, header, top_level_only, m
     out = [header] if header else []
     out += [line, row([n for n, _ in columns]), line]
     for e in events:
-        name = e.key if len(e.key) <= name_w else e.key[:name_w - 3] + "..."
-        cells = [name, _percent(e.self_cpu_time_total, total),
-                 _format_time(e.self_cpu_time_total), _percent(e.cpu_time_total, total),
-                 _format_time(e.cpu_time_total), _format_time(e.cpu_time_total / e.count)]
+        name = e.key if len(e.key) <= name_w else e.key[: name_w - 3] + "..."
+        cells = [
+            name,
+            _percent(e.self_cpu_time_total, total),
+            _format_time(e.self_cpu_time_total),
+            _percent(e.cpu_time_total, total),
+            _format_time(e.cpu_time_total),
+            _format_time(e.cpu_time_total / e.count),
+        ]
         if memory:
             cells += [_format_memory(e.cpu_memory_usage), _format_memory(e.self_cpu_memory_usage)]
         cells.append(str(e.count))

@@ -10,6 +10,7 @@ Interface for Nodes (built-in ones and custom Functions alike): set the output's
 ``node`` is recognised by ``tensor.grad_fn is node``); ``unpack()`` returns it for the
 backward pass; ``release()`` frees it once backward ran without ``retain_graph``.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,11 +25,12 @@ FREED_MESSAGE = (
     "after they have already been freed). Saved intermediate values of the graph are freed "
     "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
     "backward through the graph a second time or if you need to access saved tensors after "
-    "calling backward.")
+    "calling backward."
+)
 
 
 class _Hooks(threading.local):
-    stack = ()              # (pack, unpack) pairs of the open saved_tensors_hooks blocks
+    stack = ()  # (pack, unpack) pairs of the open saved_tensors_hooks blocks
     disabled_message = None  # set by disable_saved_tensors_hooks
 
 
@@ -39,9 +41,22 @@ _state = {"hooks_open": 0, "mutation": None}  # cheap checks for the hot path
 class SavedTensor:
     """One tensor saved for backward (``grad_fn._raw_saved_<name>``)."""
 
-    __slots__ = ("_tensor", "_payload", "_vc", "_saved_version", "_is_output",
-                 "_requires_grad", "_freed", "saved_tangent", "_node", "_packed", "_unpack",
-                 "_grad_fn", "_output_nr", "_acc")
+    __slots__ = (
+        "_tensor",
+        "_payload",
+        "_vc",
+        "_saved_version",
+        "_is_output",
+        "_requires_grad",
+        "_freed",
+        "saved_tangent",
+        "_node",
+        "_packed",
+        "_unpack",
+        "_grad_fn",
+        "_output_nr",
+        "_acc",
+    )
 
     def __init__(self, tensor, node):
         if tensor._vc is None:
@@ -49,7 +64,8 @@ class SavedTensor:
                 "Inference tensors cannot be saved for backward. Please do not use Tensors "
                 "created in inference mode in computation tracked by autograd. To work around "
                 "this, you can make a clone to get a normal tensor and use it in autograd, or "
-                "use `staged.no_grad()` instead of `staged.inference_mode()`.")
+                "use `staged.no_grad()` instead of `staged.inference_mode()`."
+            )
         self._is_output = tensor.grad_fn is node
         self._vc = tensor._vc
         self._saved_version = tensor._vc[0]
@@ -90,10 +106,10 @@ class SavedTensor:
                 "A saved tensor pack hook is modifying its input in place. Tensors provided "
                 "as input to pack hook cannot be modified by in-place operations as this can "
                 "lead to unexpected side-effects. Please open an issue if you need to perform "
-                "in-place operations on the input to a pack hook.")
+                "in-place operations on the input to a pack hook."
+            )
         if not self._is_output:  # unpacked tensors route gradients to its accumulator
-            self._acc = t._grad_accumulator() if t.grad_fn is None and t._requires_grad \
-                else None
+            self._acc = t._grad_accumulator() if t.grad_fn is None and t._requires_grad else None
         self._packed, self._unpack = packed, unpack
         self._tensor = self._payload = None
 
@@ -107,11 +123,14 @@ class SavedTensor:
                 "intermediate values of the graph are freed when you call .backward() or "
                 "autograd.grad(). Specify retain_graph=True if you need to backward through "
                 "the graph a second time or if you need to access saved variables after "
-                "calling backward.")
+                "calling backward."
+            )
         if self._unpack is not None:
-            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have "
-                               "already been set. Hint: only one pair of hooks is allowed at "
-                               "a time.")
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor whose hooks have "
+                "already been set. Hint: only one pair of hooks is allowed at "
+                "a time."
+            )
         self._pack(pack_hook, unpack_hook)
 
     def unpack(self):
@@ -130,8 +149,10 @@ class SavedTensor:
     def _unpack_with_hook(self):
         r = self._unpack(self._packed)
         if not isinstance(r, Tensor):
-            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
-                            f"got result of type {type(r).__name__}")
+            raise TypeError(
+                "Output of saved tensor unpack_hook expected to be a Tensor but "
+                f"got result of type {type(r).__name__}"
+            )
         t = Tensor._wrap(r._payload, self._requires_grad)  # the autograd metadata is ours
         t._vc = r._vc
         if self._is_output:
@@ -171,9 +192,11 @@ def _version_message(saved) -> str:
     shape = ", ".join(map(str, t._payload.shape))
     fn = saved._node() if saved._is_output else saved._grad_fn
     which = f", which is output {saved._output_nr} of {fn.name()}," if fn is not None else ""
-    return ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{t.dtype}[{shape}]]{which} is at version {saved._vc[0]}; "
-            f"expected version {saved._saved_version} instead. Hint: the backtrace further "
-            "above can show the operation that failed to compute its gradient; enable "
-            "anomaly detection with staged.autograd.set_detect_anomaly(True) to find it, or "
-            "avoid modifying the tensor in place.")
+    return (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.dtype}[{shape}]]{which} is at version {saved._vc[0]}; "
+        f"expected version {saved._saved_version} instead. Hint: the backtrace further "
+        "above can show the operation that failed to compute its gradient; enable "
+        "anomaly detection with staged.autograd.set_detect_anomaly(True) to find it, or "
+        "avoid modifying the tensor in place."
+    )

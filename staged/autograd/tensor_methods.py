@@ -1,5 +1,6 @@
 """What autograd adds to the eager layer, which does not import it: Tensor's autograd
 methods, the Node that dispatch records for each op, and the Nodes of views."""
+
 from __future__ import annotations
 
 import weakref
@@ -13,8 +14,13 @@ from .node import AccumulateGrad, PrimitiveBackward, hook_node, rebase, sync
 
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate gradients of this tensor into the ``.grad`` of the graph's leaves."""
-    engine.backward((self,), None if gradient is None else (gradient,), retain_graph,
-                    create_graph, inputs=inputs)
+    engine.backward(
+        (self,),
+        None if gradient is None else (gradient,),
+        retain_graph,
+        create_graph,
+        inputs=inputs,
+    )
 
 
 def _grad_accumulator(self):
@@ -43,8 +49,7 @@ def register_hook(self, hook):
 def register_post_accumulate_grad_hook(self, hook):
     """Register ``hook(tensor)``, run after ``.grad`` of this leaf has been accumulated."""
     if self.grad_fn is not None:
-        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
-                           "tensors")
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
     if self._post_acc_hooks is None:
         self._post_acc_hooks = {}
     return add_hook(self._post_acc_hooks, hook)

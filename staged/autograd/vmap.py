@@ -23,6 +23,7 @@ A tensor of no batch is *lifted* into a level (``lift``: ``bdim`` None) where a 
 inside it makes a new leaf of it (``staged.func.grad``): its logical graph then stays
 apart from the physical one, as functorch's levels keep them.
 """
+
 from __future__ import annotations
 
 from .. import autodiff as ad
@@ -44,7 +45,7 @@ class Batched:
     def __init__(self, value: Tensor, bdim, level: int):
         self.value, self.bdim, self.level = value, bdim, level
         shape = tuple(value.shape)
-        self.shape = shape if bdim is None else shape[:bdim] + shape[bdim + 1:]
+        self.shape = shape if bdim is None else shape[:bdim] + shape[bdim + 1 :]
         self.dtype = value._payload.dtype
 
     @property
@@ -52,10 +53,12 @@ class Batched:
         return len(self.shape)
 
     def __array__(self, *args, **kwargs):
-        raise RuntimeError("vmap: It looks like you're calling .item() on a Tensor. We don't "
-                           "support vmap over calling .item() on a Tensor, please try to "
-                           "rewrite what you're doing with other operations (data of a batched "
-                           "tensor: .item(), .numpy(), bool(), printing, data-dependent ops).")
+        raise RuntimeError(
+            "vmap: It looks like you're calling .item() on a Tensor. We don't "
+            "support vmap over calling .item() on a Tensor, please try to "
+            "rewrite what you're doing with other operations (data of a batched "
+            "tensor: .item(), .numpy(), bool(), printing, data-dependent ops)."
+        )
 
     def __repr__(self) -> str:
         return f"Batched(level={self.level}, bdim={self.bdim}, value={self.value!r})"
@@ -65,9 +68,11 @@ def _draw(what: str) -> None:
     """Random numbers drawn inside a level (an MT draw, or the counter-based stream)."""
     for _, randomness in _levels:
         if randomness == "error":
-            raise RuntimeError("vmap: called random operation while in randomness error mode. "
-                               "Please either use the 'same' or 'different' randomness flags "
-                               "on vmap or perform the randomness operation out of vmap")
+            raise RuntimeError(
+                "vmap: called random operation while in randomness error mode. "
+                "Please either use the 'same' or 'different' randomness flags "
+                "on vmap or perform the randomness operation out of vmap"
+            )
 
 
 def _layer(apply):
@@ -96,10 +101,13 @@ def _layer(apply):
             rule = RULES.get(prim)
             if rule is None:
                 why = UNSUPPORTED.get(prim, "")
-                raise NotImplementedError(f"vmap: there is no batching rule for primitive "
-                                          f"{prim.name!r}{': ' + why if why else ''}")
+                raise NotImplementedError(
+                    f"vmap: there is no batching rule for primitive "
+                    f"{prim.name!r}{': ' + why if why else ''}"
+                )
             out, bdim = rule(_levels[level - 1][0], args, bdims, **params)
         return dispatch.finish(prim, inputs, params, Batched(out, bdim, level))
+
     return apply_batched
 
 
@@ -135,8 +143,7 @@ def unlift(t):
     """Undo ``lift`` for a transform's result that is not batched and has no graph at the
     level (it is its physical value; forward AD's tangents, for one, live there)."""
     p = getattr(t, "_payload", None)
-    if type(p) is Batched and p.bdim is None and p.level == len(_levels) \
-            and not t._requires_grad:
+    if type(p) is Batched and p.bdim is None and p.level == len(_levels) and not t._requires_grad:
         return p.value
     return t
 
@@ -174,8 +181,11 @@ def _zip_dims(dims, tree, mismatch):
     list or dict of the structure of ``tree`` (torch's broadcast of in_dims/out_dims)."""
     if dims is None or isinstance(dims, int):
         return [(x, dims) for x in _leaves(tree)]
-    if isinstance(dims, (tuple, list)) and isinstance(tree, (tuple, list)) \
-            and len(dims) == len(tree):
+    if (
+        isinstance(dims, (tuple, list))
+        and isinstance(tree, (tuple, list))
+        and len(dims) == len(tree)
+    ):
         return [pair for d, x in zip(dims, tree) for pair in _zip_dims(d, x, mismatch)]
     if isinstance(dims, dict) and isinstance(tree, dict) and dims.keys() == tree.keys():
         return [pair for k in tree for pair in _zip_dims(dims[k], tree[k], mismatch)]
@@ -194,37 +204,52 @@ def _batch_inputs(func, in_dims, args):
     """The batch size and ``[(arg, in_dim normalised)]``, checked as torch checks them."""
     where = f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>)"
     if not isinstance(in_dims, (int, tuple)):
-        raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) "
-                         f"tuple matching the structure of inputs, got: {type(in_dims)}.")
+        raise ValueError(
+            f"{where}: expected `in_dims` to be int or a (potentially nested) "
+            f"tuple matching the structure of inputs, got: {type(in_dims)}."
+        )
     if not args:
-        raise ValueError(f"vmap({_name(func)})(<inputs>): got no inputs. Maybe you forgot to "
-                         "add inputs, or you are trying to vmap over a function with no "
-                         "inputs. The latter is unsupported.")
-    pairs = _zip_dims(in_dims, args, lambda: ValueError(
-        f"{where}: in_dims is not compatible with the structure of `inputs`."))
+        raise ValueError(
+            f"vmap({_name(func)})(<inputs>): got no inputs. Maybe you forgot to "
+            "add inputs, or you are trying to vmap over a function with no "
+            "inputs. The latter is unsupported."
+        )
+    pairs = _zip_dims(
+        in_dims,
+        args,
+        lambda: ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`."),
+    )
     out, sizes = [], []
     for x, d in pairs:
         if d is not None and not isinstance(d, int):
-            raise ValueError(f"{where}: Got in_dim={d} for an input but in_dim must be either "
-                             "an integer dimension or None.")
+            raise ValueError(
+                f"{where}: Got in_dim={d} for an input but in_dim must be either "
+                "an integer dimension or None."
+            )
         if d is not None and not isinstance(x, Tensor):
-            raise ValueError(f"{where}: Got in_dim={d} for an input but the input is of type "
-                             f"{type(x)}. We cannot vmap over non-Tensor arguments, please use "
-                             "None as the respective in_dim")
+            raise ValueError(
+                f"{where}: Got in_dim={d} for an input but the input is of type "
+                f"{type(x)}. We cannot vmap over non-Tensor arguments, please use "
+                "None as the respective in_dim"
+            )
         if d is not None:
             n = x.ndim
             if not -n <= d < n:
-                raise ValueError(f"{where}: Got in_dim={d} for some input, but that input is a "
-                                 f"Tensor of dimensionality {n} so expected in_dim to satisfy "
-                                 f"-{n} <= in_dim < {n}.")
+                raise ValueError(
+                    f"{where}: Got in_dim={d} for some input, but that input is a "
+                    f"Tensor of dimensionality {n} so expected in_dim to satisfy "
+                    f"-{n} <= in_dim < {n}."
+                )
             d %= n
             sizes.append(x.shape[d])
         out.append((x, d))
     if not sizes:
         raise ValueError("vmap: Expected at least one Tensor to vmap over")
     if any(s != sizes[0] for s in sizes):
-        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
-                         f"dimension, got sizes {sizes} for the mapped dimension")
+        raise ValueError(
+            f"vmap: Expected all tensors to have the same size in the mapped "
+            f"dimension, got sizes {sizes} for the mapped dimension"
+        )
     return sizes[0], out
 
 
@@ -234,16 +259,20 @@ def _unbatch(func, out, d, level, size):
     batched = type(p) is Batched and p.level == level and p.bdim is not None
     if d is None:
         if batched:
-            raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor "
-                             "when out_dim is None")
+            raise ValueError(
+                f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None"
+            )
         return p.value if type(p) is Batched and p.level == level else out
     if not isinstance(out, Tensor):
-        raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type "
-                         f"{type(out)}. Did you mean to set out_dims= to None for output?")
+        raise ValueError(
+            f"vmap({name}, ...): `{name}` must only return Tensors, got type "
+            f"{type(out)}. Did you mean to set out_dims= to None for output?"
+        )
     n = out.ndim + 1
     if not -n <= d < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {d})")
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})"
+        )
     if batched:
         return move(p.value, p.bdim, d % n)
     return to_batch(p.value if type(p) is Batched else out, None, size, d % n)
@@ -264,27 +293,38 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         staged.Size([8])
     """
     if randomness not in RANDOMNESS:
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
-                           f"'same'. Got {randomness}")
+        raise RuntimeError(
+            f"Only allowed values for randomness are 'error', 'different', or "
+            f"'same'. Got {randomness}"
+        )
     if randomness == "different":
-        raise NotImplementedError("vmap: randomness='different' is not supported yet; use "
-                                  "'same' (one draw shared by the batch) or draw outside vmap")
+        raise NotImplementedError(
+            "vmap: randomness='different' is not supported yet; use "
+            "'same' (one draw shared by the batch) or draw outside vmap"
+        )
 
     def wrapped(*args, **kwargs):
         size, pairs = _batch_inputs(func, in_dims, args)
         level = _open(size, randomness)
         try:
-            leaves = iter([x if d is None else Tensor._wrap(Batched(x, d, level), False)
-                           for x, d in pairs])
+            leaves = iter(
+                [x if d is None else Tensor._wrap(Batched(x, d, level), False) for x, d in pairs]
+            )
             out = func(*_rebuild(args, leaves), **kwargs)
             if isinstance(out, Tensor) and isinstance(out_dims, tuple) and len(out_dims) == 1:
                 dims = out_dims[0]  # torch's edge case: a 1-tuple for a single output
             else:
                 dims = out_dims
-            pairs = _zip_dims(dims, out, lambda: ValueError(
-                f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not "
-                "compatible with the structure of `outputs`."))
+            pairs = _zip_dims(
+                dims,
+                out,
+                lambda: ValueError(
+                    f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not "
+                    "compatible with the structure of `outputs`."
+                ),
+            )
             return _rebuild(out, iter([_unbatch(func, o, d, level, size) for o, d in pairs]))
         finally:
             _close()
+
     return wrapped

@@ -1,4 +1,5 @@
 """``staged.backends.cudnn``: flags scripts set; no effect (no cuDNN here)."""
+
 enabled = True
 benchmark = False
 deterministic = False

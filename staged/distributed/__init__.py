@@ -9,9 +9,24 @@ Example:
     >>> t = staged.ones(3) * dist.get_rank()
     >>> dist.all_reduce(t)          # in place: the sum over the ranks
 """
+
 from . import nn  # noqa: F401
-from .distributed_c10d import (BACKENDS, ReduceOp, Work, all_gather,  # noqa: F401
-                               all_gather_into_tensor, all_reduce, barrier, broadcast,
-                               default_pg_timeout, destroy_process_group, get_backend,
-                               get_rank, get_world_size, init_process_group, is_available,
-                               is_initialized, reduce_scatter_tensor)
+from .distributed_c10d import (
+    BACKENDS,
+    ReduceOp,
+    Work,
+    all_gather,  # noqa: F401
+    all_gather_into_tensor,
+    all_reduce,
+    barrier,
+    broadcast,
+    default_pg_timeout,
+    destroy_process_group,
+    get_backend,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_available,
+    is_initialized,
+    reduce_scatter_tensor,
+)

@@ -6,6 +6,7 @@ are the registry's primitives (Note [collectives] in ``autodiff/collective.py``)
 traced step records them; ``async_op=True`` starts the MPI operation and returns a
 ``Work`` whose ``wait()`` writes the result.
 """
+
 from __future__ import annotations
 
 import enum
@@ -49,10 +50,17 @@ def is_initialized() -> bool:
     return _state["group"] is not None
 
 
-def init_process_group(backend: str | None = None, init_method: str | None = None,
-                       timeout: timedelta | None = None, world_size: int = -1, rank: int = -1,
-                       store=None, group_name: str = "", pg_options=None,
-                       device_id=None) -> None:
+def init_process_group(
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: timedelta | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    store=None,
+    group_name: str = "",
+    pg_options=None,
+    device_id=None,
+) -> None:
     """Join the default process group: every process of the MPI job that started this one.
 
     Rank and size come from MPI (``mpiexec -n N`` or ``python -m staged.distributed.run``);
@@ -70,26 +78,38 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         raise ValueError("trying to initialize the default process group twice!")
     name = str(backend or "mpi").lower()
     if name == "nccl":
-        raise ValueError("backend 'nccl': staged runs collectives on the host through MPI; "
-                         "use backend='gloo' or 'mpi' (its compiled CUDA steps do not run "
-                         "collectives yet)")
+        raise ValueError(
+            "backend 'nccl': staged runs collectives on the host through MPI; "
+            "use backend='gloo' or 'mpi' (its compiled CUDA steps do not run "
+            "collectives yet)"
+        )
     if name not in BACKENDS:
-        raise ValueError(f"Invalid backend: {backend!r}; staged's backends are {BACKENDS} "
-                         "(both are MPI)")
+        raise ValueError(
+            f"Invalid backend: {backend!r}; staged's backends are {BACKENDS} (both are MPI)"
+        )
     if not is_available():
-        raise RuntimeError("staged.distributed needs mpi4py and an MPI library: "
-                           "pip install 'staged[distributed]' (the mpich and mpi4py wheels)")
+        raise RuntimeError(
+            "staged.distributed needs mpi4py and an MPI library: "
+            "pip install 'staged[distributed]' (the mpich and mpi4py wheels)"
+        )
     group = mpi.connect(timeout or default_pg_timeout)
     env = {k: int(os.environ[k]) for k in ("WORLD_SIZE", "RANK") if k in os.environ}
-    want = (world_size if world_size != -1 else env.get("WORLD_SIZE", group.size),
-            rank if rank != -1 else env.get("RANK", group.rank))
+    want = (
+        world_size if world_size != -1 else env.get("WORLD_SIZE", group.size),
+        rank if rank != -1 else env.get("RANK", group.rank),
+    )
     if want != (group.size, group.rank):
-        how = ("this process was not started by an MPI launcher (it is alone in its world): "
-               "staged cannot join processes started otherwise (multiprocessing.spawn); "
-               if group.size == 1 else "")
-        raise RuntimeError(f"init_process_group(world_size={want[0]}, rank={want[1]}): {how}"
-                           f"MPI gives world size {group.size} and rank {group.rank}. "
-                           f"Start the ranks with `{LAUNCH}` or `mpiexec -n N python script.py`")
+        how = (
+            "this process was not started by an MPI launcher (it is alone in its world): "
+            "staged cannot join processes started otherwise (multiprocessing.spawn); "
+            if group.size == 1
+            else ""
+        )
+        raise RuntimeError(
+            f"init_process_group(world_size={want[0]}, rank={want[1]}): {how}"
+            f"MPI gives world size {group.size} and rank {group.rank}. "
+            f"Start the ranks with `{LAUNCH}` or `mpiexec -n N python script.py`"
+        )
     _state.update(group=group, backend=name, hook=sys.excepthook)
     sys.excepthook = group.abort_on_error()
     C.GROUP[0] = group
@@ -106,11 +126,15 @@ def destroy_process_group(group=None) -> None:
 def _group():
     g = _state["group"]
     if g is None:
-        raise ValueError(at_user(
-            "Default process group has not been initialized, please make sure to call "
-            "init_process_group.") + " Call staged.distributed.init_process_group() first, "
+        raise ValueError(
+            at_user(
+                "Default process group has not been initialized, please make sure to call "
+                "init_process_group."
+            )
+            + " Call staged.distributed.init_process_group() first, "
             "and start the script on N ranks with python -m staged.distributed.run "
-            "--nproc-per-node N script.py")
+            "--nproc-per-node N script.py"
+        )
     return g
 
 
@@ -166,8 +190,9 @@ def _verify(what: str, values, describe) -> None:
 def _bucket_all_reduce(flat):
     """DDP's average of a gradient bucket, started at once; unchecked, since DDP checked
     the parameters' shapes across the ranks (Note [waits] in ``mpi.py``)."""
-    return _collective(C.all_reduce, flat, {"op": "avg"}, lambda r: write(flat, r), True,
-                       checked=False)
+    return _collective(
+        C.all_reduce, flat, {"op": "avg"}, lambda r: write(flat, r), True, checked=False
+    )
 
 
 def _op(op) -> str:
@@ -176,8 +201,7 @@ def _op(op) -> str:
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over every rank with ``op``, in place on each."""
-    return _collective(C.all_reduce, tensor, {"op": _op(op)}, lambda r: write(tensor, r),
-                       async_op)
+    return _collective(C.all_reduce, tensor, {"op": _op(op)}, lambda r: write(tensor, r), async_op)
 
 
 def broadcast(tensor, src, group=None, async_op=False, group_src=None):
@@ -188,12 +212,15 @@ def broadcast(tensor, src, group=None, async_op=False, group_src=None):
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """``tensor_list[r]`` becomes rank ``r``'s ``tensor``."""
     if len(tensor_list) != get_world_size():
-        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors, the world "
-                         f"size is {get_world_size()}")
+        raise ValueError(
+            f"all_gather: tensor_list has {len(tensor_list)} tensors, the world "
+            f"size is {get_world_size()}"
+        )
 
     def done(rows):
         for i, t in enumerate(tensor_list):
             write(t, rows[i])
+
     return _collective(C.all_gather, tensor, {"world": get_world_size()}, done, async_op)
 
 
@@ -202,10 +229,17 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     dim 0 or stacked) becomes every rank's ``input_tensor`` in rank order."""
     world = get_world_size()
     if output_tensor.numel() != world * input_tensor.numel():
-        raise ValueError(f"all_gather_into_tensor: the output has {output_tensor.numel()} "
-                         f"elements, {world} x the input's {input_tensor.numel()} expected")
-    return _collective(C.all_gather, input_tensor, {"world": world},
-                       lambda r: write(output_tensor, r.reshape(output_tensor.shape)), async_op)
+        raise ValueError(
+            f"all_gather_into_tensor: the output has {output_tensor.numel()} "
+            f"elements, {world} x the input's {input_tensor.numel()} expected"
+        )
+    return _collective(
+        C.all_gather,
+        input_tensor,
+        {"world": world},
+        lambda r: write(output_tensor, r.reshape(output_tensor.shape)),
+        async_op,
+    )
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -213,10 +247,17 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     ``op``; rank ``r`` gets the ``r``-th of its equal parts along dim 0 in ``output``."""
     world = get_world_size()
     if input.numel() != world * output.numel():
-        raise ValueError(f"reduce_scatter_tensor: the input has {input.numel()} elements, "
-                         f"{world} x the output's {output.numel()} expected")
-    return _collective(C.reduce_scatter, input.reshape((world, *output.shape)),
-                       {"op": _op(op), "world": world}, lambda r: write(output, r), async_op)
+        raise ValueError(
+            f"reduce_scatter_tensor: the input has {input.numel()} elements, "
+            f"{world} x the output's {output.numel()} expected"
+        )
+    return _collective(
+        C.reduce_scatter,
+        input.reshape((world, *output.shape)),
+        {"op": _op(op), "world": world},
+        lambda r: write(output, r),
+        async_op,
+    )
 
 
 def barrier(group=None, async_op=False, device_ids=None):

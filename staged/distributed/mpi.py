@@ -8,6 +8,7 @@ to do (the op, dtype and shape: 12 int64 each, one ``Iallgather``, microseconds 
 machine), so that mismatched calls fail with an error naming the ranks instead of hanging
 or reducing garbage. DDP's bucket all-reduces skip it: it checks the parameters once.
 """
+
 from __future__ import annotations
 
 import sys
@@ -25,6 +26,7 @@ WIDTH = 12  # int64 per rank in a check
 def connect(timeout: timedelta) -> MPIGroup:
     """The group of every process of this MPI job (MPI is initialised here, once)."""
     from mpi4py import MPI  # deferred: importing mpi4py initialises MPI
+
     return MPIGroup(MPI, MPI.COMM_WORLD, timeout)
 
 
@@ -53,8 +55,13 @@ class MPIGroup:
     def __init__(self, mpi, comm, timeout: timedelta):
         self.mpi, self.comm, self.timeout = mpi, comm, timeout
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.ops = {"sum": mpi.SUM, "avg": mpi.SUM, "max": mpi.MAX, "min": mpi.MIN,
-                    "product": mpi.PROD}
+        self.ops = {
+            "sum": mpi.SUM,
+            "avg": mpi.SUM,
+            "max": mpi.MAX,
+            "min": mpi.MIN,
+            "product": mpi.PROD,
+        }
 
     def run(self, name, x, params):
         """What the primitives' impls call: a checked collective, waited for."""
@@ -66,11 +73,11 @@ class MPIGroup:
         op = params.get("op")
         if checked:
             arg = REDUCE_OPS.index(op) if op is not None else params.get("src", -1)
-            self.check(name, [KINDS.index(name), arg, ord(x.dtype.char), x.ndim, *x.shape],
-                       _describe)
+            self.check(
+                name, [KINDS.index(name), arg, ord(x.dtype.char), x.ndim, *x.shape], _describe
+            )
         if op == "avg" and x.dtype.kind not in "fc":
-            raise RuntimeError(f"{name}: ReduceOp.AVG needs a floating point tensor, got "
-                               f"{x.dtype}")
+            raise RuntimeError(f"{name}: ReduceOp.AVG needs a floating point tensor, got {x.dtype}")
         mpi_op = self.ops[op] if op is not None else None
         if x.dtype == np.bool_ and op is not None:  # MPI reduces bools with logical ops
             mpi_op = self.mpi.LOR if op in ("sum", "max") else self.mpi.LAND
@@ -93,14 +100,16 @@ class MPIGroup:
         """Fail on every rank, naming the ranks, unless all pass equal ``values`` (at most
         WIDTH ints; ``describe(row)`` shows one rank's in the message)."""
         mine = np.full(WIDTH, -1, np.int64)
-        mine[:min(len(values), WIDTH)] = values[:WIDTH]
+        mine[: min(len(values), WIDTH)] = values[:WIDTH]
         rows = np.empty((self.size, WIDTH), np.int64)
         self.wait(self.comm.Iallgather(mine, rows), f"{what} (checking the ranks agree)")
         differ = [r for r in range(self.size) if not np.array_equal(rows[r], rows[0])]
         if differ:
             shown = "; ".join(f"rank {r}: {describe(rows[r])}" for r in [0, *differ[:3]])
-            raise RuntimeError(f"{what}: the ranks called it with different arguments "
-                               f"({shown}); every rank must pass the same shape and dtype")
+            raise RuntimeError(
+                f"{what}: the ranks called it with different arguments "
+                f"({shown}); every rank must pass the same shape and dtype"
+            )
 
     def barrier(self) -> None:
         self.wait(self.comm.Ibarrier(), "barrier")
@@ -111,9 +120,11 @@ class MPIGroup:
         delay = 0.0
         while not req.Test():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"rank {self.rank}: {what} did not complete within "
-                                   f"{self.timeout}: another rank failed, exited or did not "
-                                   "call it (init_process_group(timeout=...) sets the limit)")
+                raise RuntimeError(
+                    f"rank {self.rank}: {what} did not complete within "
+                    f"{self.timeout}: another rank failed, exited or did not "
+                    "call it (init_process_group(timeout=...) sets the limit)"
+                )
             time.sleep(delay)
             delay = min(2 * delay + 1e-6, 1e-3)
 
@@ -123,21 +134,25 @@ class MPIGroup:
 
         def hook(kind, value, tb):
             previous(kind, value, tb)
-            sys.stderr.write(f"staged.distributed: rank {self.rank} raised {kind.__name__}: "
-                             f"{value}; aborting the job\n")
+            sys.stderr.write(
+                f"staged.distributed: rank {self.rank} raised {kind.__name__}: "
+                f"{value}; aborting the job\n"
+            )
             sys.stderr.flush()
             self.comm.Abort(1)
+
         return hook
 
 
 def _divide(n):
     def finish(out):
         out /= n
+
     return finish
 
 
 def _describe(row) -> str:
     kind, arg, char, ndim = (int(v) for v in row[:4])
-    shape = [int(d) for d in row[4:4 + min(ndim, WIDTH - 4)]]
+    shape = [int(d) for d in row[4 : 4 + min(ndim, WIDTH - 4)]]
     what = f"op {REDUCE_OPS[arg]}" if kind in (0, 3) else f"src {arg}" if kind == 1 else ""
     return f"{KINDS[kind]} of {np.dtype(chr(char)).name}{shape}" + (f" ({what})" if what else "")

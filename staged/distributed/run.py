@@ -9,6 +9,7 @@ Hydra takes the hosts from a Slurm or PBS allocation, else runs them all here. E
 runs the script with ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` set
 as torchrun sets them, read from the variables the MPI launcher gives it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,15 @@ import shutil
 import sys
 
 # (rank, size, local rank, local size) as MPICH's Hydra and Open MPI name them
-LAUNCHER_VARS = (("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-                 ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                  "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"))
+LAUNCHER_VARS = (
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    (
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ),
+)
 RANK_FLAG = "--as-rank"  # how mpiexec runs this module on each rank
 
 
@@ -29,20 +36,30 @@ def mpiexec() -> str:
     here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
     if found is None:
-        raise SystemExit("staged.distributed.run: no mpiexec next to Python or on PATH: "
-                         "pip install 'staged[distributed]' (the mpich and mpi4py wheels)")
+        raise SystemExit(
+            "staged.distributed.run: no mpiexec next to Python or on PATH: "
+            "pip install 'staged[distributed]' (the mpich and mpi4py wheels)"
+        )
     return found
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m staged.distributed.run",
-                                description="Start a script on several ranks with mpiexec.")
-    p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1,
-                   help="ranks per node (default 1)")
+    p = argparse.ArgumentParser(
+        prog="python -m staged.distributed.run",
+        description="Start a script on several ranks with mpiexec.",
+    )
+    p.add_argument(
+        "--nproc-per-node",
+        "--nproc_per_node",
+        type=int,
+        default=1,
+        help="ranks per node (default 1)",
+    )
     p.add_argument("--nnodes", type=int, default=1, help="nodes (default 1)")
     p.add_argument("--hostfile", help="MPICH hostfile: the nodes, `host[:slots]` a line")
-    p.add_argument("-m", "--module", action="store_true",
-                   help="run the script as a module, as python -m")
+    p.add_argument(
+        "-m", "--module", action="store_true", help="run the script as a module, as python -m"
+    )
     p.add_argument("script", help="the training script (or module, with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p.parse_args(argv)
@@ -53,8 +70,15 @@ def command(a) -> list:
     cmd = [mpiexec(), "-n", str(a.nnodes * a.nproc_per_node), "-ppn", str(a.nproc_per_node)]
     if a.hostfile:
         cmd += ["-f", a.hostfile]
-    return cmd + [sys.executable, "-m", "staged.distributed.run", RANK_FLAG,
-                  *(["-m"] if a.module else []), a.script, *a.args]
+    return cmd + [
+        sys.executable,
+        "-m",
+        "staged.distributed.run",
+        RANK_FLAG,
+        *(["-m"] if a.module else []),
+        a.script,
+        *a.args,
+    ]
 
 
 def as_rank(argv) -> None:

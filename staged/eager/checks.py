@@ -1,6 +1,7 @@
 """Checks of tensor data that torch makes before an op runs (indices in range, probabilities
 in [0, 1], ...): raised at once for data, recorded in the graph under capture, where a
 compiled step raises them when its results are read (Note [index checks])."""
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,13 @@ from .tensor import Tensor
 def _record(keys: Tensor, error, message: str, lo: int = 0, hi: int = 0) -> None:
     """The in-graph check of the 1-D int64 ``keys`` (0: fine; else ``report_value``'s key
     of the bad value furthest out)."""
-    ad.check(ad.reduce_max(keys, dims=(0,), keepdim=True), error=error.__name__,
-             message=message, lo=lo, hi=hi)
+    ad.check(
+        ad.reduce_max(keys, dims=(0,), keepdim=True),
+        error=error.__name__,
+        message=message,
+        lo=lo,
+        hi=hi,
+    )
 
 
 def _flat(t: Tensor):
@@ -47,6 +53,7 @@ def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None)
 
     def key(d, odd):  # 2 min(d, cap) + 1 + odd (report_value in autodiff/indexing.py)
         return lax.add(lax.mul(ad.minimum(d, lax.full_like(d, KEY_CAP)), 2), 2 - odd)
+
     zero = lax.full_like(flat, 0)
     above = lax.where(lax.ge(flat, hi), key(lax.sub(flat, hi), 0), zero)
     keys = lax.where(lax.lt(flat, lo), key(lax.sub(lo - 1, flat), 1), above)

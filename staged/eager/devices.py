@@ -10,13 +10,34 @@ accelerator by ``staged.compile(fn, backend="cuda" | "vulkan-spirv")`` instead: 
 stays on that device between calls. The checks run only where a caller passes a device,
 so the eager hot path never sees them.
 """
+
 from __future__ import annotations
 
 import re
 
 # torch's device types, in the order its error message lists them
-TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
-         "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+TYPES = (
+    "cpu",
+    "cuda",
+    "ipu",
+    "xpu",
+    "mkldnn",
+    "opengl",
+    "opencl",
+    "ideep",
+    "hip",
+    "ve",
+    "fpga",
+    "maia",
+    "xla",
+    "lazy",
+    "vulkan",
+    "mps",
+    "meta",
+    "hpu",
+    "mtia",
+    "privateuseone",
+)
 _SPEC = re.compile(r"([a-z_]+)(?::(0|[1-9][0-9]*))?")
 _NO_ACCELERATOR = "Cannot access accelerator device when none is available."
 
@@ -30,17 +51,20 @@ class device:
     def __init__(self, type, index=None):  # torch's argument names
         if isinstance(type, device):
             if index is not None:
-                raise TypeError("device() received an invalid combination of arguments: a "
-                                "device and an index")
+                raise TypeError(
+                    "device() received an invalid combination of arguments: a device and an index"
+                )
             self._type, self._index = type._type, type._index
             return
         if isinstance(type, int) and not isinstance(type, bool):
             raise RuntimeError(_NO_ACCELERATOR)  # device(0): the current accelerator's
         if not isinstance(type, str):
-            raise TypeError(f"device() received an invalid combination of arguments - got "
-                            f"({_tname(type)}), "
-                            "but expected one of: (torch.device device), (str type, "
-                            "int index = -1)")
+            raise TypeError(
+                f"device() received an invalid combination of arguments - got "
+                f"({_tname(type)}), "
+                "but expected one of: (torch.device device), (str type, "
+                "int index = -1)"
+            )
         m = _SPEC.fullmatch(type)
         if m is None:
             head = re.match(r"[a-z_]*", type).group()
@@ -51,8 +75,10 @@ class device:
         if kind not in TYPES:
             raise RuntimeError(_unknown(type))
         if idx is not None and index is not None:
-            raise RuntimeError(f"type (string) must not include an index because index was "
-                               f"passed explicitly: {type}")
+            raise RuntimeError(
+                f"type (string) must not include an index because index was "
+                f"passed explicitly: {type}"
+            )
         if index is not None:
             if not isinstance(index, int) or isinstance(index, bool):
                 raise TypeError(f"device(): index must be an int, not {_tname(index)}")
@@ -103,8 +129,7 @@ def _tname(x) -> str:
 
 
 def _unknown(spec: str) -> str:
-    return (f"Expected one of {', '.join(TYPES)} device type at start of device string: "
-            f"{spec}")
+    return f"Expected one of {', '.join(TYPES)} device type at start of device string: {spec}"
 
 
 CPU = device("cpu")
@@ -124,11 +149,13 @@ def check(d) -> device:
             f"Torch not compiled with CUDA enabled: staged holds eager tensors in host memory "
             f"(NumPy), so there is no tensor on '{d}' (staged.cuda.is_available() is False). "
             f"Keep tensors on 'cpu' and run the training step on a GPU with "
-            f"staged.compile(step, backend='cuda') or backend='vulkan-spirv'.")
+            f"staged.compile(step, backend='cuda') or backend='vulkan-spirv'."
+        )
     raise RuntimeError(
         f"staged has no '{d._type}' device: eager tensors live in host memory (device "
         f"'cpu'); a compiled step runs on an accelerator with staged.compile(step, "
-        f"backend='cuda' or 'vulkan-spirv').")
+        f"backend='cuda' or 'vulkan-spirv')."
+    )
 
 
 def get_default_device() -> device:

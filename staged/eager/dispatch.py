@@ -5,6 +5,7 @@ Evaluation is by payload: NumPy arrays run the primitive's impl. A capture insta
 know what it does (DESIGN.md: one engine, two payloads). The Node recorded is autograd's,
 installed with ``set_recorder``.
 """
+
 from __future__ import annotations
 
 import threading
@@ -30,11 +31,13 @@ _record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
 # caller's own NumPy code keeps its error state.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _errstate
+
     with np.errstate(all="ignore"):
         _QUIET = _errstate.get()
     _quiet, _restore = partial(_errstate.set, _QUIET), _errstate.reset
 except ImportError:  # NumPy 1.x
     from numpy.core.umath import geterrobj, seterrobj
+
     with np.errstate(all="ignore"):
         _QUIET = geterrobj()
 
@@ -42,6 +45,7 @@ except ImportError:  # NumPy 1.x
         prev = geterrobj()
         seterrobj(_QUIET)
         return prev
+
     _restore = seterrobj
 
 
@@ -93,6 +97,8 @@ def set_recorder(node_class) -> None:
     """Install the Node class ``apply`` records (autograd's; eager does not import it)."""
     global _record
     _record = node_class
+
+
 _layers = {}  # name -> wrap(apply) -> apply; see set_layer
 
 

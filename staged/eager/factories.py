@@ -1,4 +1,5 @@
 """Tensor factories, the random ones drawing torch's streams (``staged/eager/random``)."""
+
 from __future__ import annotations
 
 import math
@@ -14,10 +15,31 @@ from .random import counter, distributions, fills
 from .random.generator import drawn
 from .tensor import Tensor, as_payload
 
-__all__ = ["tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
-           "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn", "randint",
-           "randperm", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
-           "multinomial"]
+__all__ = [
+    "tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "arange",
+    "linspace",
+    "eye",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "normal",
+    "bernoulli",
+    "multinomial",
+]
 
 
 def _new(payload, requires_grad):
@@ -54,8 +76,10 @@ def _size(size):
         size = tuple(size[0])
     for s in size:
         if not isinstance(s, (int, np.integer)) or s < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension or a "
-                               f"non-integer size: {list(size)}")
+            raise RuntimeError(
+                f"Trying to create tensor with negative dimension or a "
+                f"non-integer size: {list(size)}"
+            )
     return tuple(int(s) for s in size)
 
 
@@ -137,9 +161,14 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
 
 def _random(name, fill, size, dtype, requires_grad, generator):
     """A new tensor of ``size`` filled by ``fill(gen, empty array)``."""
-    t = drawn(generator, f"staged.{name}", size, dtype,
-              lambda gen, shape: fill(gen, np.empty(shape, dtype.np)),
-              _in_graph(fill, size, dtype))
+    t = drawn(
+        generator,
+        f"staged.{name}",
+        size,
+        dtype,
+        lambda gen, shape: fill(gen, np.empty(shape, dtype.np)),
+        _in_graph(fill, size, dtype),
+    )
     return _new(t._payload, requires_grad)
 
 
@@ -162,20 +191,33 @@ def rand(*size, generator=None, dtype=None, requires_grad=False, device=None) ->
     """Uniform on [0, 1), torch's values after the same seed."""
     if device is not None:
         _check_device(device)
-    return _random("rand", fills.uniform, _size(size), _floating(dtype, "check_uniform_bounds"),
-                   requires_grad, generator)
+    return _random(
+        "rand",
+        fills.uniform,
+        _size(size),
+        _floating(dtype, "check_uniform_bounds"),
+        requires_grad,
+        generator,
+    )
 
 
 def randn(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Standard normal, torch's values after the same seed."""
     if device is not None:
         _check_device(device)
-    return _random("randn", fills.normal, _size(size), _floating(dtype, "normal_kernel_cpu"),
-                   requires_grad, generator)
+    return _random(
+        "randn",
+        fills.normal,
+        _size(size),
+        _floating(dtype, "normal_kernel_cpu"),
+        requires_grad,
+        generator,
+    )
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None,
-            requires_grad=False, device=None) -> Tensor:
+def randint(
+    low, high=None, size=None, *, generator=None, dtype=None, requires_grad=False, device=None
+) -> Tensor:
     """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
     if device is not None:
         _check_device(device)
@@ -184,10 +226,17 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None,
     elif high is None:  # randint(high, size=size)
         low, high = 0, low
     if not low < high:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
-                           f"from={low} >= to={high}")
-    return _random("randint", lambda gen, p: fills.integers(gen, p, int(low), int(high)),
-                   _size((size,)), _dtype(dtype, dt.int64), requires_grad, generator)
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )
+    return _random(
+        "randint",
+        lambda gen, p: fills.integers(gen, p, int(low), int(high)),
+        _size((size,)),
+        _dtype(dtype, dt.int64),
+        requires_grad,
+        generator,
+    )
 
 
 def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
@@ -197,8 +246,13 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     d = _dtype(dtype, dt.int64)
-    t = drawn(generator, "staged.randperm", (int(n),), d,
-              lambda gen, shape: distributions.randperm(gen, shape[0]).astype(d.np))
+    t = drawn(
+        generator,
+        "staged.randperm",
+        (int(n),),
+        d,
+        lambda gen, shape: distributions.randperm(gen, shape[0]).astype(d.np),
+    )
     return _new(t._payload, requires_grad)
 
 
@@ -207,9 +261,16 @@ def _like(name, fill, t, dtype, requires_grad, generator):
     d, shape = _dtype(dtype, t.dtype), tuple(t.shape)
     layout = np.empty_like(fills.like(t), dtype=d.np)  # torch's preserve_format
     layout = None if fills.contiguous(layout) else layout
-    r = drawn(generator, f"staged.{name}", shape, d,  # a strided t: drawn in memory order
-              lambda gen, s: fill(gen, layout if layout is not None and s == layout.shape
-                                  else np.empty(s, d.np)), _in_graph(fill, shape, d))
+    r = drawn(
+        generator,
+        f"staged.{name}",
+        shape,
+        d,  # a strided t: drawn in memory order
+        lambda gen, s: fill(
+            gen, layout if layout is not None and s == layout.shape else np.empty(s, d.np)
+        ),
+        _in_graph(fill, shape, d),
+    )
     return _new(r._payload, requires_grad)
 
 
@@ -227,34 +288,57 @@ def randn_like(t, *, generator=None, dtype=None, requires_grad=False, device=Non
     return _like("randn_like", fills.normal, t, dtype, requires_grad, generator)
 
 
-def randint_like(t, low=0, high=None, *, generator=None, dtype=None,
-                 requires_grad=False, device=None) -> Tensor:
+def randint_like(
+    t, low=0, high=None, *, generator=None, dtype=None, requires_grad=False, device=None
+) -> Tensor:
     if device is not None:
         _check_device(device)
     if high is None:
         low, high = 0, low
-    return _like("randint_like", lambda gen, p: fills.integers(gen, p, int(low), int(high)),
-                 t, dtype, requires_grad, generator)
+    return _like(
+        "randint_like",
+        lambda gen, p: fills.integers(gen, p, int(low), int(high)),
+        t,
+        dtype,
+        requires_grad,
+        generator,
+    )
 
 
-def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
-           requires_grad=False, device=None) -> Tensor:
+def normal(
+    mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, device=None
+) -> Tensor:
     """``normal(mean, std)`` with either a tensor (``std`` >= 0), or floats and ``size``:
     torch's draws of N(0, std) then ``+ mean``, or of N(0, 1) then ``* std + mean``."""
     if device is not None:
         _check_device(device)
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         if size is None:
-            raise TypeError("normal() received an invalid combination of arguments: floats "
-                            "mean and std need a size")
+            raise TypeError(
+                "normal() received an invalid combination of arguments: floats "
+                "mean and std need a size"
+            )
         _check_std(std)
-        return _random("normal", lambda gen, p: fills.normal(gen, p, mean, std), _size((size,)),
-                       _floating(dtype, "normal_kernel_cpu"), requires_grad, generator)
+        return _random(
+            "normal",
+            lambda gen, p: fills.normal(gen, p, mean, std),
+            _size((size,)),
+            _floating(dtype, "normal_kernel_cpu"),
+            requires_grad,
+            generator,
+        )
     if not isinstance(std, Tensor):
         _check_std(std)
         mean = mean.detach()
-        return _new((_drawn_like(generator, "staged.normal", mean, lambda gen, p: fills.normal(
-            gen, p, 0.0, std)) + mean)._payload, requires_grad)
+        return _new(
+            (
+                _drawn_like(
+                    generator, "staged.normal", mean, lambda gen, p: fills.normal(gen, p, 0.0, std)
+                )
+                + mean
+            )._payload,
+            requires_grad,
+        )
     std = std.detach()
     require(std >= 0, RuntimeError, "normal expects all elements of std >= 0.0")
     if isinstance(mean, Tensor):
@@ -263,8 +347,13 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
     else:
         like, shape = std, tuple(std.shape)
     d = like.dtype.np
-    z = drawn(generator, "staged.normal", shape, like.dtype,
-              lambda gen, s: fills.normal(gen, np.empty(s, d)))
+    z = drawn(
+        generator,
+        "staged.normal",
+        shape,
+        like.dtype,
+        lambda gen, s: fills.normal(gen, np.empty(s, d)),
+    )
     return _new((z * std + mean)._payload, requires_grad)
 
 
@@ -272,8 +361,7 @@ def _drawn_like(generator, what: str, t: Tensor, fill) -> Tensor:
     """A new tensor of ``t``'s shape and dtype holding ``fill(gen, empty array)`` (the
     fill holds no tensor: under capture it outlives the trace)."""
     d = t.dtype.np
-    return drawn(generator, what, tuple(t.shape), t.dtype,
-                 lambda gen, s: fill(gen, np.empty(s, d)))
+    return drawn(generator, what, tuple(t.shape), t.dtype, lambda gen, s: fill(gen, np.empty(s, d)))
 
 
 def _check_std(std):
@@ -285,12 +373,14 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:
     """1 with probability ``p`` (the elements of ``input`` when ``p`` is None), else 0, in
     ``input``'s dtype."""
     if p is None:
-        return bernoulli_mask(generator, "staged.bernoulli", tuple(input.shape),
-                              input).to(input.dtype)
+        return bernoulli_mask(generator, "staged.bernoulli", tuple(input.shape), input).to(
+            input.dtype
+        )
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    return _drawn_like(generator, "staged.bernoulli", input,
-                       lambda gen, a: fills.bernoulli(gen, a, p))
+    return _drawn_like(
+        generator, "staged.bernoulli", input, lambda gen, a: fills.bernoulli(gen, a, p)
+    )
 
 
 def bernoulli_mask(generator, what: str, shape, p: Tensor) -> Tensor:
@@ -299,11 +389,15 @@ def bernoulli_mask(generator, what: str, shape, p: Tensor) -> Tensor:
     contiguous tensor's order. Under capture the uniforms are drawn on the host at each
     call and the comparison (with the check that ``p`` lies in [0, 1]) is in the graph."""
     p = p.detach()
-    require((p >= 0) & (p <= 1), RuntimeError,
-            "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    require(
+        (p >= 0) & (p <= 1),
+        RuntimeError,
+        "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
+    )
     wide = dt.float64 if p.dtype is dt.float64 else dt.float32
-    u = drawn(generator, what, shape, wide,
-              lambda gen, s: gen.uniform(math.prod(s), wide.np).reshape(s))
+    u = drawn(
+        generator, what, shape, wide, lambda gen, s: gen.uniform(math.prod(s), wide.np).reshape(s)
+    )
     return u < p.to(wide)
 
 
@@ -317,29 +411,46 @@ def multinomial(input, num_samples, replacement=False, *, generator=None) -> Ten
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
-                           f"{fills.TITLE[input.dtype.name]}")
+        raise RuntimeError(
+            f"multinomial only supports floating-point dtypes for input, got: "
+            f"{fills.TITLE[input.dtype.name]}"
+        )
     k, cols = int(num_samples), input.shape[-1]
     if k <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and k > cols:
-        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
-                           "replacement")
+        raise RuntimeError(
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
+        )
     w = input.detach().reshape(-1, cols)
-    require(w.isfinite() & (w >= 0), RuntimeError,
-            "probability tensor contains either `inf`, `nan` or element < 0")
-    require(w.sum(1) > 0, RuntimeError,
-            "invalid multinomial distribution (sum of probabilities <= 0)")
+    require(
+        w.isfinite() & (w >= 0),
+        RuntimeError,
+        "probability tensor contains either `inf`, `nan` or element < 0",
+    )
+    require(
+        w.sum(1) > 0, RuntimeError, "invalid multinomial distribution (sum of probabilities <= 0)"
+    )
     rows, d = w.shape[0], w.dtype.np
     if not replacement or k == 1:
-        q = drawn(generator, "staged.multinomial", (rows, cols), w.dtype, lambda gen, s: (
-            distributions.exponential(gen, math.prod(s), 1.0).astype(d).reshape(s)))
+        q = drawn(
+            generator,
+            "staged.multinomial",
+            (rows, cols),
+            w.dtype,
+            lambda gen, s: distributions.exponential(gen, math.prod(s), 1.0).astype(d).reshape(s),
+        )
         out = ad.argsort(-(w / q), dim=1, descending=False, k=k)
     else:
         cdf = ad.cumsum(w, dim=1, reverse=False)
         cdf = (cdf / cdf[:, -1:]).where(tensor(np.arange(cols) < cols - 1), 1.0)
-        u = drawn(generator, "staged.multinomial", (rows, k), dt.float64,
-                  lambda gen, s: gen.uniform(math.prod(s), np.float64).reshape(s))
+        u = drawn(
+            generator,
+            "staged.multinomial",
+            (rows, k),
+            dt.float64,
+            lambda gen, s: gen.uniform(math.prod(s), np.float64).reshape(s),
+        )
         out = (cdf.double()[:, None, :] < u[:, :, None]).sum(2)
     return out.reshape(*input.shape[:-1], k)
 

@@ -1,4 +1,5 @@
 """Grad modes: thread-local switches deciding whether ops record the backward graph."""
+
 from __future__ import annotations
 
 import functools
@@ -47,6 +48,7 @@ class _Mode:
         def wrapper(*args, **kwargs):
             with self.clone():
                 return fn(*args, **kwargs)
+
         return wrapper
 
     def clone(self):

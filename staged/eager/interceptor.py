@@ -1,5 +1,6 @@
 """The interceptor a capture installs: every primitive bound on its thread goes to it
 instead of NumPy (DESIGN.md: one engine, two payloads)."""
+
 from __future__ import annotations
 
 import threading

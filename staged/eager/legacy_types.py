@@ -8,6 +8,7 @@ Note [legacy tensor types]: as in torch, each is a class per dtype, not a subcla
 as constructors and as arguments of ``Tensor.type`` and ``Module.type``. The
 ``staged.cuda`` ones raise as torch's do in a CPU-only build.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,12 +19,23 @@ from .factories import empty, tensor
 from .tensor import Size, Tensor
 
 # Note [type strings]: Tensor.type() names dtypes as torch's legacy tensor types do
-TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-              "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
-              "bfloat16": "BFloat16", "complex64": "ComplexFloat",
-              "complex128": "ComplexDouble"}
-_BY_NAME = {f"torch.{v}Tensor": getattr(dt, k if k != "bool" else "bool_")
-            for k, v in TYPE_NAMES.items()}
+TYPE_NAMES = {
+    "bool": "Bool",
+    "uint8": "Byte",
+    "int8": "Char",
+    "int16": "Short",
+    "int32": "Int",
+    "int64": "Long",
+    "float16": "Half",
+    "float32": "Float",
+    "float64": "Double",
+    "bfloat16": "BFloat16",
+    "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble",
+}
+_BY_NAME = {
+    f"torch.{v}Tensor": getattr(dt, k if k != "bool" else "bool_") for k, v in TYPE_NAMES.items()
+}
 
 
 def type_name(dtype: dt.DType) -> str:
@@ -58,18 +70,25 @@ class LegacyType(type):
             devices.check(device)
         if not args:
             return empty(0, dtype=cls.dtype)
-        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) \
-                or len(args) == 1 and isinstance(args[0], Size):
+        if (
+            all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args)
+            or len(args) == 1
+            and isinstance(args[0], Size)
+        ):
             return empty(*args, dtype=cls.dtype)
         if len(args) > 1:
-            raise TypeError(f"{cls.__name__}(): expected sizes (ints) or one sequence of data, "
-                            f"got {len(args)} arguments of types "
-                            f"{', '.join(type(a).__name__ for a in args)}")
+            raise TypeError(
+                f"{cls.__name__}(): expected sizes (ints) or one sequence of data, "
+                f"got {len(args)} arguments of types "
+                f"{', '.join(type(a).__name__ for a in args)}"
+            )
         data = args[0]
         if isinstance(data, Tensor):
             if data.dtype is not cls.dtype:
-                raise TypeError(f"expected {cls.dtype} (got {data.dtype}): use "
-                                f"t.to({cls.dtype}) to convert a tensor's dtype")
+                raise TypeError(
+                    f"expected {cls.dtype} (got {data.dtype}): use "
+                    f"t.to({cls.dtype}) to convert a tensor's dtype"
+                )
             return data.detach()
         if isinstance(data, (int, float, complex, bool)):
             raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
@@ -77,19 +96,31 @@ class LegacyType(type):
 
     def _check_device(cls):
         if cls.is_cuda:
-            raise TypeError(f"type torch.cuda.{cls.__name__} not available: this is a CPU "
-                            f"build (compiled steps run on NVIDIA GPUs through "
-                            f"staged.compile(step, backend='cuda'))")
+            raise TypeError(
+                f"type torch.cuda.{cls.__name__} not available: this is a CPU "
+                f"build (compiled steps run on NVIDIA GPUs through "
+                f"staged.compile(step, backend='cuda'))"
+            )
 
     def __repr__(cls):
         return f"<class '{cls.__module__}.{cls.__name__}'>"
 
 
 def _types(module: str, is_cuda: bool) -> dict:
-    return {f"{v}Tensor": LegacyType(f"{v}Tensor", (), {
-        "dtype": _BY_NAME[f"torch.{v}Tensor"], "is_cuda": is_cuda, "__module__": module,
-        "__doc__": f"Legacy constructor and isinstance check for {v.lower()} tensors."})
-        for v in TYPE_NAMES.values() if not v.startswith("Complex")}
+    return {
+        f"{v}Tensor": LegacyType(
+            f"{v}Tensor",
+            (),
+            {
+                "dtype": _BY_NAME[f"torch.{v}Tensor"],
+                "is_cuda": is_cuda,
+                "__module__": module,
+                "__doc__": f"Legacy constructor and isinstance check for {v.lower()} tensors.",
+            },
+        )
+        for v in TYPE_NAMES.values()
+        if not v.startswith("Complex")
+    }
 
 
 CPU_TYPES = _types("staged", False)

@@ -12,6 +12,7 @@ arrays and symbolic values both have (``shape``, ``dtype``). Only the evaluator 
 active interceptor is materialised with ``np.asarray`` (device arrays left by compiled
 steps) or raises (a symbolic value that escaped its trace).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -32,9 +33,23 @@ _serial = itertools.count().__next__
 class Tensor:
     """A multi-dimensional array with autograd, PyTorch's ``torch.Tensor``."""
 
-    __slots__ = ("_payload", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_vc",
-                 "_base", "_view", "_hooks", "_post_acc_hooks", "_retains_grad", "_grad_acc",
-                 "_serial", "_alias", "__weakref__")
+    __slots__ = (
+        "_payload",
+        "_requires_grad",
+        "grad_fn",
+        "_output_nr",
+        "_grad",
+        "_vc",
+        "_base",
+        "_view",
+        "_hooks",
+        "_post_acc_hooks",
+        "_retains_grad",
+        "_grad_acc",
+        "_serial",
+        "_alias",
+        "__weakref__",
+    )
 
     __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
 
@@ -124,10 +139,13 @@ class Tensor:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. If you want to use "
                 "a computed variable in a subgraph that doesn't require differentiation use "
-                "var_no_grad = var.detach().")
+                "var_no_grad = var.detach()."
+            )
         if requires_grad and self._vc is None and not _state.inference:
-            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
-                               "InferenceMode is not allowed.")
+            raise RuntimeError(
+                "Setting requires_grad=True on inference tensor outside "
+                "InferenceMode is not allowed."
+            )
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._requires_grad = bool(requires_grad)
@@ -144,21 +162,28 @@ class Tensor:
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
                 "Its .grad attribute won't be populated during autograd.backward(). If you "
                 "indeed want the .grad field to be populated for a non-leaf Tensor, use "
-                ".retain_grad() on the non-leaf Tensor.", UserWarning, stacklevel=2)
+                ".retain_grad() on the non-leaf Tensor.",
+                UserWarning,
+                stacklevel=2,
+            )
         return self._grad
 
     @grad.setter
     def grad(self, value):
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
-                                f"{type(value).__name__}")
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got {type(value).__name__}"
+                )
             if tuple(value._payload.shape) != tuple(self._payload.shape):
-                raise RuntimeError(f"assigned grad has data of a different size: "
-                                   f"{list(value.shape)} vs {list(self.shape)}")
+                raise RuntimeError(
+                    f"assigned grad has data of a different size: "
+                    f"{list(value.shape)} vs {list(self.shape)}"
+                )
             if value.dtype is not self.dtype:
-                raise RuntimeError(f"assigned grad has data of a different type: "
-                                   f"{value.dtype} vs {self.dtype}")
+                raise RuntimeError(
+                    f"assigned grad has data of a different type: {value.dtype} vs {self.dtype}"
+                )
         icpt = current_interceptor()
         if icpt is not None:
             icpt.note_grad_write(self)
@@ -253,8 +278,12 @@ class Tensor:
 
     def numpy(self, *, force=False) -> np.ndarray:
         if self._requires_grad and not force:
-            raise RuntimeError(at_user("Can't call numpy() on Tensor that requires grad. Use "
-                                       "tensor.detach().numpy() instead."))
+            raise RuntimeError(
+                at_user(
+                    "Can't call numpy() on Tensor that requires grad. Use "
+                    "tensor.detach().numpy() instead."
+                )
+            )
         return self._host()
 
     def __array__(self, dtype=None, copy=None):
@@ -284,8 +313,7 @@ class Tensor:
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype.is_complex:
-            raise TypeError("only integer tensors of a single element can be converted to an "
-                            "index")
+            raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __format__(self, spec: str) -> str:
@@ -298,8 +326,7 @@ class Tensor:
         if type(self._payload) is not np.ndarray and not hasattr(self._payload, "__array__"):
             body = repr(self._payload)
         else:
-            body = np.array2string(self._host(), separator=", ", precision=4,
-                                   prefix="tensor(")
+            body = np.array2string(self._host(), separator=", ", precision=4, prefix="tensor(")
         extra = ""
         if self.dtype not in (dt.float32, dt.int64, dt.bool_):
             extra += f", dtype={self.dtype}"
@@ -375,8 +402,10 @@ def _as_payload(data, dtype):
         elif a.dtype.kind == "i":
             a = a.astype(np.int64)
         elif a.dtype.kind in "UOS":
-            raise TypeError(f"can't build a tensor from {type(data).__name__} of "
-                            f"{a.dtype.kind == 'O' and 'mixed objects' or 'strings'}")
+            raise TypeError(
+                f"can't build a tensor from {type(data).__name__} of "
+                f"{a.dtype.kind == 'O' and 'mixed objects' or 'strings'}"
+            )
     if dtype is not None:
         a = a.astype(dt.as_dtype(dtype).np, copy=False)
     else:

@@ -29,6 +29,7 @@ when its grad_fn is needed, unless neither it nor its base requires grad. Where 
 C++ reads the grad_fn field without regenerating it (``is_leaf`` in check_inplace,
 retain_grad, requires_grad_), staged reads the slot (``grad_fn_field``) too.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -148,15 +149,23 @@ def move_retain_grad(t, old, old_nr) -> None:
 def creation_error(meta, indirect) -> str:
     """PyTorch's error for a view made under no_grad or inference_mode whose memory is
     written with grad mode on (``indirect``: through its base or a sibling)."""
-    mode, block, now = (("inference mode", "inference_mode", "in normal mode") if meta.inference
-                        else ("no_grad mode", "no_grad", "with grad mode enabled"))
-    what = ("its base or another view of its base has been modified inplace" if indirect
-            else "is being modified inplace")
-    return (f"A view was created in {mode} and {what} {now}. Given that this use case is "
-            "ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
-            f"both the view and the inplace either both inside the {block} block (if you "
-            "don't want the inplace to be tracked) or both outside (if you want the inplace "
-            "to be tracked).")
+    mode, block, now = (
+        ("inference mode", "inference_mode", "in normal mode")
+        if meta.inference
+        else ("no_grad mode", "no_grad", "with grad mode enabled")
+    )
+    what = (
+        "its base or another view of its base has been modified inplace"
+        if indirect
+        else "is being modified inplace"
+    )
+    return (
+        f"A view was created in {mode} and {what} {now}. Given that this use case is "
+        "ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+        f"both the view and the inplace either both inside the {block} block (if you "
+        "don't want the inplace to be tracked) or both outside (if you want the inplace "
+        "to be tracked)."
+    )
 
 
 def replay(x, steps):
@@ -209,8 +218,10 @@ def check_writable(steps) -> None:
     for prim, _, _ in steps:
         rule = prim.vjp[0] if prim.vjp is not None else None
         if rule is None or rule.inputs or rule.wants_out:
-            raise NotImplementedError(f"in-place update through a view made by {prim.name}: "
-                                      "its VJP needs data, so the base cannot be rebased")
+            raise NotImplementedError(
+                f"in-place update through a view made by {prim.name}: "
+                "its VJP needs data, so the base cannot be rebased"
+            )
 
 
 # rebase(view, value), after ``value`` was written into ``view``: the base's graph goes

@@ -8,9 +8,19 @@ Example (per-example gradients):
     ...     return F.cross_entropy(functional_call(model, params, (x[None],)), y[None])
     >>> grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
 """
+
 from ..autograd.vmap import vmap
 from .functional_call import functional_call
 from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
 
-__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp",
-           "vjp", "vmap"]
+__all__ = [
+    "functional_call",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "vjp",
+    "vmap",
+]

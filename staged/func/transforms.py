@@ -12,6 +12,7 @@ logical graph stays apart from the physical one. Unlike torch.func, a tensor cap
 from outside the function that requires grad gets no graph through the result unless
 the transform is nested in another.
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,9 +84,12 @@ def _restrict(func, args, kwargs, argnums):
     """``(f, primals, as_tuple)``: ``func`` as a function of the ``argnums`` arguments
     alone (the others, and ``kwargs``, fixed at ``args``), those arguments (one or a tuple,
     as ``argnums``), and them as a tuple."""
+
     def f(*diff):
-        return func(*_replace(args, argnums, diff if isinstance(argnums, tuple) else diff[0]),
-                    **kwargs)
+        return func(
+            *_replace(args, argnums, diff if isinstance(argnums, tuple) else diff[0]), **kwargs
+        )
+
     primals = _select(args, argnums)
     return f, primals, primals if isinstance(argnums, tuple) else (primals,)
 
@@ -110,8 +114,10 @@ def _split_aux(out, has_aux, api):
     if not has_aux:
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise RuntimeError(f"{api}(f)(*args): output of function f should be a tuple: "
-                           "(output, aux) if has_aux is True")
+        raise RuntimeError(
+            f"{api}(f)(*args): output of function f should be a tuple: "
+            "(output, aux) if has_aux is True"
+        )
     return out
 
 
@@ -131,8 +137,14 @@ def _grads(outputs, leaves, cotangents, nested, retain):
     _depth[0] += nested
     try:
         with enable_grad():
-            gs = _autograd_grad(outputs, leaves, cotangents, retain_graph=retain or None,
-                                create_graph=nested, allow_unused=True)
+            gs = _autograd_grad(
+                outputs,
+                leaves,
+                cotangents,
+                retain_graph=retain or None,
+                create_graph=nested,
+                allow_unused=True,
+            )
     finally:
         _depth[0] -= nested
     return [unlift(zeros_like(x) if g is None else g) for g, x in zip(gs, leaves)]
@@ -149,20 +161,25 @@ def grad_and_value(func, argnums=0, has_aux=False):
     Example:
         >>> g, v = grad_and_value(lambda x: (x * x).sum())(staged.tensor([1.0, 2.0]))
     """
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         f, primals, tup = _restrict(func, args, kwargs, argnums)
         out, leaves, aux, nested = _vjp(f, tup, has_aux, "grad_and_value")
         if not isinstance(out, Tensor):
-            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
-                               f"Tensor, got {type(out)}")
+            raise RuntimeError(
+                f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(out)}"
+            )
         if out.ndim != 0:
-            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
-                               f"scalar Tensor, got tensor with {out.ndim} dims. Maybe you "
-                               "wanted to use the vjp or jacrev APIs instead?")
+            raise RuntimeError(
+                f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                f"scalar Tensor, got tensor with {out.ndim} dims. Maybe you "
+                "wanted to use the vjp or jacrev APIs instead?"
+            )
         gs = _rebuild(primals, iter(_grads((out,), leaves, None, nested, False)))
         value = _result(out, nested)
         return (gs, (value, aux)) if has_aux else (gs, value)
+
     return wrapper
 
 
@@ -180,6 +197,7 @@ def grad(func, argnums=0, has_aux=False):
     def wrapper(*args, **kwargs):
         gs, value = gv(*args, **kwargs)
         return (gs, value[1]) if has_aux else gs
+
     return wrapper
 
 
@@ -193,15 +211,18 @@ def vjp(func, *primals, has_aux=False):
         (tensor([1., 1., 1.]),)
     """
     out, leaves, aux, nested = _vjp(func, primals, has_aux, "vjp")
-    outs = _tensors(out, "vjp(f, *primals): Expected f to be a function that has only Tensor "
-                         "outputs. Output")
+    outs = _tensors(
+        out, "vjp(f, *primals): Expected f to be a function that has only Tensor outputs. Output"
+    )
 
     def vjp_fn(cotangents):
         cts = _tensors(cotangents, "vjp_fn: Expected cotangents")
         if len(cts) != len(outs):
-            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as "
-                               f"pytree structure of outputs to the function: {len(cts)} "
-                               f"cotangents for {len(outs)} outputs")
+            raise RuntimeError(
+                f"Expected pytree structure of cotangents to be the same as "
+                f"pytree structure of outputs to the function: {len(cts)} "
+                f"cotangents for {len(outs)} outputs"
+            )
         gs = _grads(tuple(outs), leaves, tuple(cts), nested, True)
         return _rebuild(primals, iter(gs))
 
@@ -218,20 +239,30 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """
     for name, t in (("primals", primals), ("tangents", tangents)):
         if not isinstance(t, tuple):
-            raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. "
-                               "E.g. it should be valid to call f(*primals).")
+            raise RuntimeError(
+                f"jvp(f, primals, tangents): Expected {name} to be a tuple. "
+                "E.g. it should be valid to call f(*primals)."
+            )
     ps, ts = _tensors(primals), _tensors(tangents)
     if len(ps) != len(ts):
-        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
-                           "the same python structure.")
+        raise RuntimeError(
+            "jvp(f, primals, tangents): Expected primals and tangents to have "
+            "the same python structure."
+        )
     with forward_ad.dual_level():
         duals = [forward_ad.make_dual(p, t) for p, t in zip(ps, ts)]
         out, aux = _split_aux(func(*_rebuild(primals, iter(duals))), has_aux, "jvp")
-        pairs = [forward_ad.unpack_dual(o) for o in _tensors(
-            out, "jvp(f, primals, tangents): Expected f(*primals) to return only tensors. Output")]
+        pairs = [
+            forward_ad.unpack_dual(o)
+            for o in _tensors(
+                out,
+                "jvp(f, primals, tangents): Expected f(*primals) to return only tensors. Output",
+            )
+        ]
         values = _rebuild(out, iter([p.primal for p in pairs]))
-        jvps = _rebuild(out, iter([zeros_like(p.primal) if p.tangent is None else p.tangent
-                                   for p in pairs]))
+        jvps = _rebuild(
+            out, iter([zeros_like(p.primal) if p.tangent is None else p.tangent for p in pairs])
+        )
     return (values, jvps, aux) if has_aux else (values, jvps)
 
 
@@ -253,6 +284,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         tensor([[1., 0.],
                 [0., 1.]])
     """
+
     @functools.wraps(func)
     def wrapper(*args):
         f, primals, tup = _restrict(func, args, {}, argnums)
@@ -261,14 +293,26 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         outs = _leaves(out)
         blocks = []
         for i, o in enumerate(outs):
+
             def row(ct, i=i):
-                return vjp_fn(_rebuild(out, iter([ct if j == i else zeros_like(p)
-                                                  for j, p in enumerate(outs)])))
+                return vjp_fn(
+                    _rebuild(
+                        out, iter([ct if j == i else zeros_like(p) for j, p in enumerate(outs)])
+                    )
+                )
+
             rows = vmap(row)(one_hots(o))
-            blocks.append(_rebuild(primals, iter(
-                [_jacobian(r, o, p, True) for r, p in zip(_leaves(rows), _leaves(primals))])))
+            blocks.append(
+                _rebuild(
+                    primals,
+                    iter(
+                        [_jacobian(r, o, p, True) for r, p in zip(_leaves(rows), _leaves(primals))]
+                    ),
+                )
+            )
         jac = _rebuild(out, iter(blocks))
         return (jac, res[2]) if has_aux else jac
+
     return wrapper
 
 
@@ -281,25 +325,40 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         tensor([[1., 0.],
                 [0., 1.]])
     """
+
     @functools.wraps(func)
     def wrapper(*args):
         f, primals, tup = _restrict(func, args, {}, argnums)
         ps = _tensors(tup)
         columns, aux, out = [], None, None
         for k, p in enumerate(ps):
+
             def push(t, k=k):
-                tangents = _rebuild(tup, iter([t if j == k else zeros_like(q)
-                                               for j, q in enumerate(ps)]))
+                tangents = _rebuild(
+                    tup, iter([t if j == k else zeros_like(q) for j, q in enumerate(ps)])
+                )
                 res = jvp(f, tup, tangents, has_aux=has_aux)
                 return res[1], res[0], res[2] if has_aux else None
-            cols, out, aux = vmap(push, out_dims=(0, None, None),
-                                  randomness=randomness)(one_hots(p))
+
+            cols, out, aux = vmap(push, out_dims=(0, None, None), randomness=randomness)(
+                one_hots(p)
+            )
             columns.append(_leaves(cols))
         outs = _leaves(out)
-        jac = _rebuild(out, iter([_rebuild(primals, iter(
-            [_jacobian(columns[k][i], o, p, False) for k, p in enumerate(ps)]))
-            for i, o in enumerate(outs)]))
+        jac = _rebuild(
+            out,
+            iter(
+                [
+                    _rebuild(
+                        primals,
+                        iter([_jacobian(columns[k][i], o, p, False) for k, p in enumerate(ps)]),
+                    )
+                    for i, o in enumerate(outs)
+                ]
+            ),
+        )
         return (jac, aux) if has_aux else jac
+
     return wrapper
 
 

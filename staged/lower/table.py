@@ -9,6 +9,7 @@ any target: ``reason`` and ``gaps`` read the primitive's own reasons first.
 ``entry``/``walk`` are the registry's coverage walk (tests/test_registry.py,
 tests/ops/coverage.py).
 """
+
 from __future__ import annotations
 
 from ..autodiff.primitive import REGISTRY
@@ -30,10 +31,12 @@ class Table:
 
     def lowering(self, *prims):
         """Decorator registering ``fn`` as the lowering of ``prims``."""
+
         def register(fn):
             for p in prims:
                 self.lowerings[p] = fn
             return fn
+
         return register
 
     def unsupported(self, prim_name: str, reasons: dict) -> None:
@@ -44,8 +47,7 @@ class Table:
         """{dtype class or name: why} for every dtype ``prim_name`` does not lower on: its
         domain's reasons, then the target's own."""
         prim = REGISTRY.get(prim_name)
-        return {**(prim.unsupported if prim is not None else {}),
-                **self.reasons.get(prim_name, {})}
+        return {**(prim.unsupported if prim is not None else {}), **self.reasons.get(prim_name, {})}
 
     def reason(self, prim_name: str, d) -> str | None:
         """Why ``prim_name`` does not lower on dtype ``d`` (its name first, then its class)."""

@@ -1,4 +1,5 @@
 """``staged.nn``: modules, layers, losses and initialisers, as in ``torch.nn``."""
+
 from . import functional, init, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import *  # noqa: F401,F403

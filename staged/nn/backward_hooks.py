@@ -12,6 +12,7 @@ it); a post-hook on the inputs' Node then calls the full backward hooks with
   passing through the outputs): nothing is called;
 - grad mode is off: no Function is applied and no hook will fire.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -61,8 +62,9 @@ class BackwardHook:
             return args, None
         new = BackwardHookFunction.apply(*tensors)
         if not new:
-            raise RuntimeError("Cannot set Module backward hook for a Module with no input "
-                               "Tensors.")
+            raise RuntimeError(
+                "Cannot set Module backward hook for a Module with no input Tensors."
+            )
         on_node(next(t.grad_fn for t in new if t.grad_fn is not None))
         out = list(args)
         for i, t in zip(idx, new):
@@ -80,12 +82,15 @@ class BackwardHook:
                     if out is None:
                         continue
                     if len(out) != len(res):
-                        raise RuntimeError(f"Backward hook returned an invalid number of "
-                                           f"grad_input, got {len(out)}, but expected "
-                                           f"{len(res)}")
+                        raise RuntimeError(
+                            f"Backward hook returned an invalid number of "
+                            f"grad_input, got {len(out)}, but expected "
+                            f"{len(res)}"
+                        )
                     res = out
                 self.grad_outputs = None
                 return tuple(res[i] for i in self.input_tensors_index)
+
             node.register_hook(hook)
 
         res, self.input_tensors_index = self._apply_on_tensors(on_node, args)
@@ -95,42 +100,50 @@ class BackwardHook:
     def setup_output_hook(self, result):
         def on_node(node):
             def hook(_, grad_output):
-                self.grad_outputs = _pack_with_none(self.output_tensors_index, grad_output,
-                                                    self.n_outputs)
+                self.grad_outputs = _pack_with_none(
+                    self.output_tensors_index, grad_output, self.n_outputs
+                )
                 for pre_hook in self.user_pre_hooks:
                     new = pre_hook(self.module, self.grad_outputs)
                     if new is None:
                         continue
                     if len(new) != len(self.grad_outputs):
-                        raise RuntimeError(f"Backward pre hook returned an invalid number of "
-                                           f"grad_output, got {len(new)}, but expected "
-                                           f"{len(self.grad_outputs)}")
+                        raise RuntimeError(
+                            f"Backward pre hook returned an invalid number of "
+                            f"grad_output, got {len(new)}, but expected "
+                            f"{len(self.grad_outputs)}"
+                        )
                     self.grad_outputs = new
                 local = self.grad_outputs
                 if self.input_tensors_index is None:
                     self._call_without_inputs()
                 return tuple(local[i] for i in self.output_tensors_index)
+
             node.register_hook(hook)
 
         single = not isinstance(result, tuple)
         res, self.output_tensors_index = self._apply_on_tensors(
-            on_node, (result,) if single else result)
+            on_node, (result,) if single else result
+        )
         self.n_outputs = 1 if single else len(result)
         return res[0] if single else res
 
     def _call_without_inputs(self):
-        warnings.warn("Full backward hook is firing when gradients are computed with respect "
-                      "to module outputs since no inputs require gradients. See "
-                      "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
-                      "#torch.nn.Module.register_full_backward_hook for more details.",
-                      stacklevel=5)
+        warnings.warn(
+            "Full backward hook is firing when gradients are computed with respect "
+            "to module outputs since no inputs require gradients. See "
+            "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+            "#torch.nn.Module.register_full_backward_hook for more details.",
+            stacklevel=5,
+        )
         grad_inputs = (None,) * self.n_inputs
         for user_hook in self.user_hooks:
             res = user_hook(self.module, grad_inputs, self.grad_outputs)
-            if res is not None and not (isinstance(res, tuple)
-                                        and all(r is None for r in res)):
-                raise RuntimeError("Backward hook for Modules where no input requires gradient "
-                                   "should always return None or None for all gradients.")
+            if res is not None and not (isinstance(res, tuple) and all(r is None for r in res)):
+                raise RuntimeError(
+                    "Backward hook for Modules where no input requires gradient "
+                    "should always return None or None for all gradients."
+                )
         self.grad_outputs = None
 
 
@@ -140,29 +153,38 @@ def legacy_hook_warning(inputs, result, node):
     result = (result,) if isinstance(result, Tensor) else result
     inputs = (inputs,) if isinstance(inputs, Tensor) else inputs
     if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
-        return ("Using non-full backward hooks on a Module that does not return a single "
-                "Tensor or a tuple of Tensors is deprecated and will be removed in future "
-                "versions. This hook will be missing some of the grad_output. Please use "
-                "register_full_backward_hook to get the documented behavior.")
+        return (
+            "Using non-full backward hooks on a Module that does not return a single "
+            "Tensor or a tuple of Tensors is deprecated and will be removed in future "
+            "versions. This hook will be missing some of the grad_output. Please use "
+            "register_full_backward_hook to get the documented behavior."
+        )
     if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
-        return ("Using non-full backward hooks on a Module that does not take as input a "
-                "single Tensor or a tuple of Tensors is deprecated and will be removed in "
-                "future versions. This hook will be missing some of the grad_input. Please "
-                "use register_full_backward_hook to get the documented behavior.")
+        return (
+            "Using non-full backward hooks on a Module that does not take as input a "
+            "single Tensor or a tuple of Tensors is deprecated and will be removed in "
+            "future versions. This hook will be missing some of the grad_input. Please "
+            "use register_full_backward_hook to get the documented behavior."
+        )
     out_nodes = {r.grad_fn for r in result if r.grad_fn is not None}
     if not out_nodes or (len(out_nodes) == 1 and node not in out_nodes):
-        return ("Using a non-full backward hook when outputs are nested in python data "
-                "structure is deprecated and will be removed in future versions. This hook "
-                "will be missing some grad_output.")
+        return (
+            "Using a non-full backward hook when outputs are nested in python data "
+            "structure is deprecated and will be removed in future versions. This hook "
+            "will be missing some grad_output."
+        )
     if len(out_nodes) > 1:
-        return ("Using a non-full backward hook when outputs are generated by different "
-                "autograd Nodes is deprecated and will be removed in future versions. This "
-                "hook will be missing some grad_output. Please use register_full_backward_hook "
-                "to get the documented behavior.")
-    if {i.grad_fn for i in inputs if i.grad_fn is not None} != \
-            {n for n, _ in node.next_functions}:
-        return ("Using a non-full backward hook when the forward contains multiple autograd "
-                "Nodes is deprecated and will be removed in future versions. This hook will be "
-                "missing some grad_input. Please use register_full_backward_hook to get the "
-                "documented behavior.")
+        return (
+            "Using a non-full backward hook when outputs are generated by different "
+            "autograd Nodes is deprecated and will be removed in future versions. This "
+            "hook will be missing some grad_output. Please use register_full_backward_hook "
+            "to get the documented behavior."
+        )
+    if {i.grad_fn for i in inputs if i.grad_fn is not None} != {n for n, _ in node.next_functions}:
+        return (
+            "Using a non-full backward hook when the forward contains multiple autograd "
+            "Nodes is deprecated and will be removed in future versions. This hook will be "
+            "missing some grad_input. Please use register_full_backward_hook to get the "
+            "documented behavior."
+        )
     return None

@@ -1,4 +1,5 @@
 """nn.functional: layers and losses as functions, composed from staged ops."""
+
 from __future__ import annotations
 
 import math
@@ -10,9 +11,21 @@ from ..eager import ops
 from ..eager.factories import arange, ones
 from ..eager.interceptor import current_interceptor
 from ..eager.checks import check_range
-from ..eager.ops.layers import (avg_pool1d, avg_pool2d, batch_norm, conv1d, conv2d,  # noqa: F401
-                            dropout, embedding, layer_norm, max_pool1d, max_pool2d, one_hot,
-                            pad, unfold)
+from ..eager.ops.layers import (
+    avg_pool1d,  # noqa: F401
+    avg_pool2d,  # noqa: F401
+    batch_norm,  # noqa: F401
+    conv1d,  # noqa: F401
+    conv2d,  # noqa: F401
+    dropout,
+    embedding,  # noqa: F401
+    layer_norm,  # noqa: F401
+    max_pool1d,  # noqa: F401
+    max_pool2d,  # noqa: F401
+    one_hot,  # noqa: F401
+    pad,  # noqa: F401
+    unfold,  # noqa: F401
+)
 from ..eager.ops.reduction import in_float32
 from ..eager.tensor import Tensor
 
@@ -54,8 +67,9 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
     """ATen's elu: ``scale * x`` where ``x > 0``, else ``scale * alpha * (exp(input_scale * x)
     - 1)``; the exp sees only the non-positive part, so no inf meets a zero gradient."""
     pos = x > 0
-    return ops.where(pos, x * scale, ops.expm1(ops.where(pos, 0.0, x) * input_scale)
-                     * (alpha * scale))
+    return ops.where(
+        pos, x * scale, ops.expm1(ops.where(pos, 0.0, x) * input_scale) * (alpha * scale)
+    )
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -85,8 +99,11 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 0 at the bounds, as torch's."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _activation(input, inplace, lambda x: ops.where(
-        x <= min_val, min_val, ops.where(x >= max_val, max_val, x)))
+    return _activation(
+        input,
+        inplace,
+        lambda x: ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x)),
+    )
 
 
 def relu6(input, inplace=False):
@@ -100,8 +117,9 @@ def hardsigmoid(input, inplace=False):
 
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6``, with torch's gradient at -3 and 3 (the middle piece's)."""
-    return _activation(input, inplace, lambda x: ops.where(
-        x < -3, 0.0, ops.where(x <= 3, x * (x + 3) / 6, x)))
+    return _activation(
+        input, inplace, lambda x: ops.where(x < -3, 0.0, ops.where(x <= 3, x * (x + 3) / 6, x))
+    )
 
 
 @in_float32
@@ -124,8 +142,9 @@ def glu(input, dim=-1):
         raise RuntimeError("glu does not support scalars because halving size must be even")
     d = dim % input.ndim
     if input.shape[d] % 2:
-        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size "
-                           f"{input.shape[d]}")
+        raise RuntimeError(
+            f"Halving dimension must be even, but dimension {d} is size {input.shape[d]}"
+        )
     a, b = ops.chunk(input, 2, d)
     return a * b.sigmoid()
 
@@ -156,7 +175,8 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
             f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
             f"dropout1d exists to provide channel-wise dropout on inputs with 1 spatial "
             f"dimension, a channel dimension, and an optional batch dimension (i.e. 2D or 3D "
-            f"inputs).")
+            f"inputs)."
+        )
     return _feature_dropout(input, p, training, inplace, input.ndim == 3)
 
 
@@ -167,7 +187,9 @@ def _warn_dims(name, n, ndim):
             f"in an error in a future release. To retain the behavior and silence this "
             f"warning, please use dropout instead. Note that {name} exists to provide "
             f"channel-wise dropout on inputs with {n} spatial dimensions, a channel dimension, "
-            f"and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs).", stacklevel=3)
+            f"and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs).",
+            stacklevel=3,
+        )
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
@@ -181,7 +203,8 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
             "the channel dim. This behavior will change in a future release to interpret the "
             "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
             "channel-wise dropout behavior, please switch to using dropout1d instead.",
-            stacklevel=2)
+            stacklevel=2,
+        )
     return _feature_dropout(input, p, training, inplace, True)
 
 
@@ -223,6 +246,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     def unit(x):
         n = ops.norm(x, 2, dim, keepdim=True)
         return x / (n + (ops.clamp_min(n, eps) - n).detach())
+
     return (unit(x1) * unit(x2)).sum(dim)
 
 
@@ -240,8 +264,10 @@ def _legacy_reduction(size_average, reduce, reduction):
         ret = "mean" if size_average is None or size_average else "sum"
     else:
         ret = "none"
-    warnings.warn(f"size_average and reduce args will be deprecated, please use "
-                  f"reduction='{ret}' instead.", stacklevel=3)
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+        stacklevel=3,
+    )
     return ret
 
 
@@ -257,9 +283,12 @@ def _reduce(loss, reduction, count=None):
 
 def _warn_sizes(input, target):
     if target.shape != input.shape:
-        warnings.warn(f"Using a target size ({target.size()}) that is different to the input "
-                      f"size ({input.size()}). This will likely lead to incorrect results due "
-                      f"to broadcasting. Please ensure they have the same size.", stacklevel=3)
+        warnings.warn(
+            f"Using a target size ({target.size()}) that is different to the input "
+            f"size ({input.size()}). This will likely lead to incorrect results due "
+            f"to broadcasting. Please ensure they have the same size.",
+            stacklevel=3,
+        )
 
 
 def _weighted(loss, input, weight, reduction, mean_over_weight=True):
@@ -311,8 +340,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_sizes(input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    return _weighted(_huber(input - target, delta, 1.0, delta), input, weight, reduction,
-                     mean_over_weight=False)
+    return _weighted(
+        _huber(input - target, delta, 1.0, delta), input, weight, reduction, mean_over_weight=False
+    )
 
 
 def _check_unit_interval(t, name):
@@ -322,31 +352,37 @@ def _check_unit_interval(t, name):
 
 
 @in_float32
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
-                         reduction="mean"):
+def binary_cross_entropy(
+    input, target, weight=None, size_average=None, reduce=None, reduction="mean"
+):
     """``-w (y log x + (1 - y) log(1 - x))`` of probabilities ``x``, each log clamped at
     -100 as torch's."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
-        raise ValueError(f"Using a target size ({target.size()}) that is different to the "
-                         f"input size ({input.size()}) is deprecated. Please ensure they have "
-                         f"the same size.")
+        raise ValueError(
+            f"Using a target size ({target.size()}) that is different to the "
+            f"input size ({input.size()}) is deprecated. Please ensure they have "
+            f"the same size."
+        )
     _check_unit_interval(input, "input")
     _check_unit_interval(target, "target")
-    loss = (target - 1) * ops.clamp_min(ops.log1p(-input), -100) \
-        - target * ops.clamp_min(ops.log(input), -100)
+    loss = (target - 1) * ops.clamp_min(ops.log1p(-input), -100) - target * ops.clamp_min(
+        ops.log(input), -100
+    )
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
 @in_float32
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
-                                     reduce=None, reduction="mean", pos_weight=None):
+def binary_cross_entropy_with_logits(
+    input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
+):
     """BCE of ``sigmoid(input)``, in torch's stable form ``(1 - y) x - (1 + (p - 1) y)
     logsigmoid(x)`` (``p``: ``pos_weight``, broadcast along the class dim)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
-        raise ValueError(f"Target size ({target.size()}) must be the same as input size "
-                         f"({input.size()})")
+        raise ValueError(
+            f"Target size ({target.size()}) must be the same as input size ({input.size()})"
+        )
     log_sig = logsigmoid(input)
     if pos_weight is not None:
         log_sig = log_sig * ((pos_weight - 1) * target + 1)
@@ -361,10 +397,13 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
-                      "support size.'batchmean' divides only by the batch size, and aligns with "
-                      "the KL div math definition.'mean' will be changed to behave the same as "
-                      "'batchmean' in the next major release.", stacklevel=2)
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the "
+            "support size.'batchmean' divides only by the batch size, and aligns with "
+            "the KL div math definition.'mean' will be changed to behave the same as "
+            "'batchmean' in the next major release.",
+            stacklevel=2,
+        )
     if log_target:
         loss = target.exp() * (target - input)
     else:  # xlogy(target, target): 0 where target is 0
@@ -383,8 +422,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 
 @in_float32
-def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
-                          reduction="mean"):
+def cosine_embedding_loss(
+    input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"
+):
     """``1 - cos(x1, x2)`` where ``y == 1``, ``max(0, cos(x1, x2) - margin)`` where
     ``y == -1`` (cos over the last dim, with ATen's 1e-12 in each squared norm)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -392,25 +432,32 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     if d > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if input1.ndim != d + 1 or input2.ndim != d + 1:
-        raise RuntimeError(f"{d}D target tensor expects {d + 1}D input tensors, but found "
-                           f"inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+        raise RuntimeError(
+            f"{d}D target tensor expects {d + 1}D input tensors, but found "
+            f"inputs with sizes {list(input1.shape)} and {list(input2.shape)}."
+        )
     eps = 1e-12
-    cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + eps)
-                                      * ((input2 * input2).sum(d) + eps)).sqrt()
-    loss = ops.where(target == 1, 1 - cos, 0.0) \
-        + ops.where(target == -1, ops.clamp_min(cos - margin, 0), 0.0)
+    cos = (input1 * input2).sum(d) / (
+        ((input1 * input1).sum(d) + eps) * ((input2 * input2).sum(d) + eps)
+    ).sqrt()
+    loss = ops.where(target == 1, 1 - cos, 0.0) + ops.where(
+        target == -1, ops.clamp_min(cos - margin, 0), 0.0
+    )
     return _reduce(loss, reduction)
 
 
 @in_float32
-def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
-                        reduction="mean"):
+def margin_ranking_loss(
+    input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"
+):
     """``max(0, -y (x1 - x2) + margin)``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if input1.ndim != input2.ndim or input1.ndim != target.ndim:
-        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
-                           f"but got sizes: input1: {input1.size()}, input2: {input2.size()}, "
-                           f"target: {target.size()} ")
+        raise RuntimeError(
+            f"margin_ranking_loss : All input tensors should have same dimension "
+            f"but got sizes: input1: {input1.size()}, input2: {input2.size()}, "
+            f"target: {target.size()} "
+        )
     return _reduce(ops.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
 
 
@@ -426,8 +473,10 @@ def _check_targets(target, n):
     if target.dtype.is_floating_point or target.dtype.is_complex:
         return
     if target.ndim != 1 or target.shape[0] != n:
-        raise ValueError(f"Expected input batch_size ({n}) to match target batch_size "
-                         f"({target.shape[0] if target.ndim else 0}).")
+        raise ValueError(
+            f"Expected input batch_size ({n}) to match target batch_size "
+            f"({target.shape[0] if target.ndim else 0})."
+        )
 
 
 def _per_element(loss, input, reduction):
@@ -437,19 +486,24 @@ def _per_element(loss, input, reduction):
     return ops.reshape(loss, (input.shape[0],) + tuple(input.shape[2:]))
 
 
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-             reduction="mean"):
+def nll_loss(
+    input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"
+):
     """Negative log likelihood of class-index targets, given log-probabilities."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _per_element(_nll(_class_dim_last(input), ops.reshape(target, -1), weight,
-                             ignore_index, reduction), input, reduction)
+    return _per_element(
+        _nll(_class_dim_last(input), ops.reshape(target, -1), weight, ignore_index, reduction),
+        input,
+        reduction,
+    )
 
 
 def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     n, c = logp.shape
     _check_targets(target, n)
-    check_range(target.to(dt.int64), 0, c, IndexError, "Target {} is out of bounds.",
-                skip=ignore_index)
+    check_range(
+        target.to(dt.int64), 0, c, IndexError, "Target {} is out of bounds.", skip=ignore_index
+    )
     onehot = arange(c) == ops.unsqueeze(target, 1)
     picked = ops.where(onehot, logp, 0.0).sum(1)
     valid = (target != ignore_index).to(logp.dtype)
@@ -464,26 +518,36 @@ def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     return _reduce(loss, reduction, w.sum() if reduction == "mean" else None)
 
 
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
-                  reduce=None, reduction="mean", label_smoothing=0.0):
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction="mean",
+    label_smoothing=0.0,
+):
     """Cross entropy of logits against class indices (int64) or class probabilities.
 
     Example:
         >>> loss = F.cross_entropy(model(x), y)
     """
     if not isinstance(target, Tensor):
-        raise TypeError(f"cross_entropy(): target must be a Tensor, got "
-                        f"{type(target).__name__}")
+        raise TypeError(f"cross_entropy(): target must be a Tensor, got {type(target).__name__}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     logp = _class_dim_last(ops.log_softmax(input, 1 if input.ndim > 1 else 0))
     if target.dtype.is_floating_point and tuple(target.shape) != tuple(input.shape):
-        raise RuntimeError(at_user(
-            f"cross_entropy(): target has dtype {target.dtype} and shape {list(target.shape)}, "
-            f"input has shape {list(input.shape)}. Class indices must be an integer tensor: "
-            "use target.long(); a floating-point target holds class probabilities and needs "
-            "the input's shape"))
+        raise RuntimeError(
+            at_user(
+                f"cross_entropy(): target has dtype {target.dtype} and shape {list(target.shape)}, "
+                f"input has shape {list(input.shape)}. Class indices must be an integer tensor: "
+                "use target.long(); a floating-point target holds class probabilities and needs "
+                "the input's shape"
+            )
+        )
     if target.dtype.is_floating_point:
         c = logp.shape[-1]
         probs = _class_dim_last(target)
@@ -494,5 +558,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _per_element(_reduce(-(logp * probs).sum(-1), reduction), input, reduction)
     if target.dtype is dt.bool_:
         raise RuntimeError(at_user("expected scalar type Long but found Bool"))
-    return _per_element(_nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction,
-                             label_smoothing), input, reduction)
+    return _per_element(
+        _nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction, label_smoothing),
+        input,
+        reduction,
+    )

@@ -1,6 +1,7 @@
 """nn.init: in-place initialisers, run under no_grad, with PyTorch's gains and fans and
 its draws in its order (the same values after the same seed; ``orthogonal_``'s QR runs in
 NumPy's float64 LAPACK, so its values agree with torch's to rounding)."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,16 @@ from ..eager.tensor import Tensor
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
-    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
-                        "conv_transpose2d", "conv_transpose3d", "sigmoid"):
+    if nonlinearity in (
+        "linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "sigmoid",
+    ):
         return 1.0
     if nonlinearity == "tanh":
         return 5.0 / 3
@@ -25,7 +34,7 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else param
-        return math.sqrt(2.0 / (1 + slope ** 2))
+        return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
@@ -33,8 +42,9 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 
 def _calculate_fan_in_and_fan_out(t: Tensor):
     if t.ndim < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
-                         "dimensions")
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions"
+        )
     receptive = math.prod(t.shape[2:])
     return t.shape[1] * receptive, t.shape[0] * receptive
 
@@ -140,8 +150,7 @@ def orthogonal_(t, gain=1.0, generator=None):
         return t
     rows = t.shape[0]
     cols = t.numel() // rows
-    a = fills.normal(resolve(generator, "nn.init.orthogonal_"),
-                     np.empty((rows, cols), t.dtype.np))
+    a = fills.normal(resolve(generator, "nn.init.orthogonal_"), np.empty((rows, cols), t.dtype.np))
     if rows < cols:
         a = a.T
     q, r = np.linalg.qr(a)
@@ -157,8 +166,11 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     on [a, b] accepted by the density ratio (with NumPy's float32 log where torch's is
     SLEEF's: the two differ by an ulp at times, which could flip an acceptance)."""
     if mean < a - 2 * std or mean > b + 2 * std:
-        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
-                      "distribution of values may be incorrect.", stacklevel=2)
+        warnings.warn(
+            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
+            "distribution of values may be incorrect.",
+            stacklevel=2,
+        )
     mass = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
     gen = resolve(generator, "nn.init.trunc_normal_")
     like = fills.like(t)  # each draw fills a tensor laid out as t (empty_like)

@@ -3,6 +3,7 @@
 pre-hooks (may replace the inputs), the inputs captured for full backward hooks, the
 forward, forward hooks (may replace the output), the output captured, then legacy backward
 hooks on the output's Node. Global hooks (``register_module_*``) run before local ones."""
+
 from __future__ import annotations
 
 import warnings
@@ -28,10 +29,14 @@ _global_buffer_registration_hooks: dict = OrderedDict()
 _global_module_registration_hooks: dict = OrderedDict()
 _global_parameter_registration_hooks: dict = OrderedDict()
 
-_MIXED_BACKWARD_HOOKS = ("Cannot use both regular backward hooks and full backward hooks on "
-                         "a single Module. Please use only one of them.")
-_MIXED_GLOBAL_HOOKS = ("Cannot use both regular backward hooks and full backward hooks as a "
-                       "global Module hook. Please use only one of them.")
+_MIXED_BACKWARD_HOOKS = (
+    "Cannot use both regular backward hooks and full backward hooks on "
+    "a single Module. Please use only one of them."
+)
+_MIXED_GLOBAL_HOOKS = (
+    "Cannot use both regular backward hooks and full backward hooks as a "
+    "global Module hook. Please use only one of them."
+)
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -61,9 +66,13 @@ def register_module_forward_pre_hook(hook):
 
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     """``hook(module, args, output)`` after every module's forward (before its own)."""
-    return _register(_global_forward_hooks, hook, False,
-                     (_global_forward_hooks_with_kwargs, with_kwargs),
-                     (_global_forward_hooks_always_called, always_call))
+    return _register(
+        _global_forward_hooks,
+        hook,
+        False,
+        (_global_forward_hooks_with_kwargs, with_kwargs),
+        (_global_forward_hooks_always_called, always_call),
+    )
 
 
 def register_module_backward_hook(hook):
@@ -112,13 +121,23 @@ def _registered(hooks, module, name, value):
     return value
 
 
-_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
-               "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_hooks",
-               "_backward_pre_hooks")
+_HOOK_DICTS = (
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+)
 
 
-_TORCH_ONLY_HOOKS = ("_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
-                     "_load_state_dict_post_hooks")
+_TORCH_ONLY_HOOKS = (
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
 
 
 class Module:
@@ -142,8 +161,10 @@ class Module:
             state["_non_persistent"] = set(state.pop("_non_persistent_buffers_set"))
         for name in _TORCH_ONLY_HOOKS:
             if state.pop(name, None):
-                raise RuntimeError(f"cannot unpickle {type(self).__name__} with {name} hooks: "
-                                   "staged has no such hooks")
+                raise RuntimeError(
+                    f"cannot unpickle {type(self).__name__} with {name} hooks: "
+                    "staged has no such hooks"
+                )
         self.__dict__.update(state)
         for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
             if self.__dict__.get(name) is None:
@@ -153,18 +174,25 @@ class Module:
         self.__dict__.setdefault("training", True)
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
-                                  f'"forward" function')
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         icpt = current_interceptor()
         if icpt is not None:  # a compiled step is reused only while these still hold
             self._guard(icpt)
-        if not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks
-                or self._forward_pre_hooks or _global_backward_pre_hooks
-                or _global_backward_hooks or _global_forward_hooks
-                or _global_forward_pre_hooks):
+        if not (
+            self._backward_hooks
+            or self._backward_pre_hooks
+            or self._forward_hooks
+            or self._forward_pre_hooks
+            or _global_backward_pre_hooks
+            or _global_backward_hooks
+            or _global_forward_hooks
+            or _global_forward_pre_hooks
+        ):
             return self.forward(*args, **kwargs)
         state = {"args": args, "kwargs": kwargs, "result": None, "called": set()}
         try:
@@ -177,14 +205,15 @@ class Module:
         args, kwargs = state["args"], state["kwargs"]
         full, legacy = self._backward_hooks_by_kind()
         pre = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
-        for hook_id, hook in (*_global_forward_pre_hooks.items(),
-                              *self._forward_pre_hooks.items()):
+        for hook_id, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
             if hook_id in self._forward_pre_hooks_with_kwargs:
                 r = call_hook(hook, self, args, kwargs)
                 if r is not None:
                     if not (isinstance(r, tuple) and len(r) == 2):
-                        raise RuntimeError(f"forward pre-hook must return None or a tuple of "
-                                           f"(new_args, new_kwargs), but got {r}.")
+                        raise RuntimeError(
+                            f"forward pre-hook must return None or a tuple of "
+                            f"(new_args, new_kwargs), but got {r}."
+                        )
                     args, kwargs = r
             else:
                 r = call_hook(hook, self, args)
@@ -197,11 +226,15 @@ class Module:
             args = bw_hook.setup_input_hook(args)
         result = state["result"] = self.forward(*args, **kwargs)
         for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
-            if hook_id in self._forward_hooks_always_called \
-                    or hook_id in _global_forward_hooks_always_called:
+            if (
+                hook_id in self._forward_hooks_always_called
+                or hook_id in _global_forward_hooks_always_called
+            ):
                 state["called"].add(hook_id)
-            if hook_id in self._forward_hooks_with_kwargs \
-                    or hook_id in _global_forward_hooks_with_kwargs:
+            if (
+                hook_id in self._forward_hooks_with_kwargs
+                or hook_id in _global_forward_hooks_with_kwargs
+            ):
                 r = call_hook(hook, self, args, kwargs, result)
             else:
                 r = call_hook(hook, self, args, result)
@@ -209,9 +242,11 @@ class Module:
                 result = state["result"] = r
         if bw_hook is not None:
             if not isinstance(result, (Tensor, tuple)):
-                warnings.warn("For backward hooks to be called, module output should be a "
-                              f"Tensor or a tuple of Tensors but received {type(result)}",
-                              stacklevel=3)
+                warnings.warn(
+                    "For backward hooks to be called, module output should be a "
+                    f"Tensor or a tuple of Tensors but received {type(result)}",
+                    stacklevel=3,
+                )
             result = bw_hook.setup_output_hook(result)
         if legacy:
             self._attach_legacy_hooks(legacy, args, result)
@@ -220,8 +255,10 @@ class Module:
     def _backward_hooks_by_kind(self):
         """(full, legacy) backward hooks, global ones first."""
         full, legacy = [], []
-        for is_full, hooks in ((_global_is_full_backward_hook, _global_backward_hooks),
-                               (self._is_full_backward_hook, self._backward_hooks)):
+        for is_full, hooks in (
+            (_global_is_full_backward_hook, _global_backward_hooks),
+            (self._is_full_backward_hook, self._backward_hooks),
+        ):
             if is_full is not None and hooks:
                 (full if is_full else legacy).extend(hooks.values())
         return full, legacy
@@ -230,8 +267,11 @@ class Module:
         """Hook the Node of the first tensor of the output (one level of dicts opened)."""
         var = result
         while not isinstance(var, Tensor):
-            var = next(v for v in var.values() if isinstance(v, Tensor)) \
-                if isinstance(var, dict) else var[0]
+            var = (
+                next(v for v in var.values() if isinstance(v, Tensor))
+                if isinstance(var, dict)
+                else var[0]
+            )
         node = var.grad_fn
         if node is None:
             return
@@ -243,10 +283,10 @@ class Module:
 
     def _run_always_called_hooks(self, state):
         """After an exception: the ``always_call`` forward hooks that have not run yet."""
-        for hooks, always, local in ((_global_forward_hooks,
-                                      _global_forward_hooks_always_called, False),
-                                     (self._forward_hooks, self._forward_hooks_always_called,
-                                      True)):
+        for hooks, always, local in (
+            (_global_forward_hooks, _global_forward_hooks_always_called, False),
+            (self._forward_hooks, self._forward_hooks_always_called, True),
+        ):
             for hook_id, hook in hooks.items():
                 if hook_id not in always or hook_id in state["called"]:
                     continue
@@ -259,39 +299,56 @@ class Module:
                         state["result"] = r
                 except Exception as e:
                     where = "module" if local else "global module"
-                    warnings.warn(f"{where} forward hook with ``always_call=True`` raised an "
-                                  f"exception that was silenced as another error was raised "
-                                  f"in forward: {e}", stacklevel=3)
+                    warnings.warn(
+                        f"{where} forward hook with ``always_call=True`` raised an "
+                        f"exception that was silenced as another error was raised "
+                        f"in forward: {e}",
+                        stacklevel=3,
+                    )
 
     def _guard(self, icpt) -> None:
         """Tell a capture that its trace holds only while the training flag and the
         parameter and buffer objects stay those it saw."""
         name = type(self).__name__
         icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
-        icpt.guard(self._state_objects, f"{name} parameters/buffers", key=(id(self), "state"),
-                   show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none")
+        icpt.guard(
+            self._state_objects,
+            f"{name} parameters/buffers",
+            key=(id(self), "state"),
+            show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none",
+        )
 
     def _state_objects(self) -> tuple:
         """(name, tensor serial) of every parameter and buffer: changes when one is
         replaced by another object."""
-        return tuple((k, None if v is None else v._serial)
-                     for d in (self._parameters, self._buffers) for k, v in d.items())
+        return tuple(
+            (k, None if v is None else v._serial)
+            for d in (self._parameters, self._buffers)
+            for k, v in d.items()
+        )
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` before forward; a non-None return replaces ``args`` (a
         non-tuple is wrapped). With ``with_kwargs``: ``hook(module, args, kwargs)`` returning
         None or ``(args, kwargs)``."""
-        return _register(self._forward_pre_hooks, hook, prepend,
-                         (self._forward_pre_hooks_with_kwargs, with_kwargs))
+        return _register(
+            self._forward_pre_hooks,
+            hook,
+            prepend,
+            (self._forward_pre_hooks_with_kwargs, with_kwargs),
+        )
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
-                              always_call=False):
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """``hook(module, args, output)`` (``with_kwargs``: ``(module, args, kwargs,
         output)``) after forward; a non-None return replaces the output. ``always_call``
         runs it even when forward raises."""
-        return _register(self._forward_hooks, hook, prepend,
-                         (self._forward_hooks_with_kwargs, with_kwargs),
-                         (self._forward_hooks_always_called, always_call))
+        return _register(
+            self._forward_hooks,
+            hook,
+            prepend,
+            (self._forward_hooks_with_kwargs, with_kwargs),
+            (self._forward_hooks_always_called, always_call),
+        )
 
     def register_full_backward_pre_hook(self, hook, prepend=False):
         """``hook(module, grad_output)`` when the gradients of the outputs are computed; may
@@ -329,18 +386,21 @@ class Module:
             self.add_module(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
-                                f"'{name}' (torch.nn.Parameter or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter "
+                    f"'{name}' (torch.nn.Parameter or None expected)"
+                )
             params[name] = None
         elif params is not None and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
-                                "(Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(Tensor or None expected)"
+                )
             icpt = current_interceptor()
             if icpt is not None:  # a trace that fails puts the old buffer back
                 icpt.preserve(self._buffers)
-            self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name,
-                                              value)
+            self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, value)
         else:
             object.__setattr__(self, name, value)
 
@@ -365,16 +425,21 @@ class Module:
 
     def register_parameter(self, name, param):
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
-                            f"'{name}' (torch.nn.Parameter or None required)")
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter "
+                f"'{name}' (torch.nn.Parameter or None required)"
+            )
         self._drop(name)
-        self._parameters[name] = _registered(_global_parameter_registration_hooks, self, name,
-                                             param)
+        self._parameters[name] = _registered(
+            _global_parameter_registration_hooks, self, name, param
+        )
 
     def register_buffer(self, name, tensor, persistent=True):
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
-                            f"'{name}' (torch Tensor or None required)")
+            raise TypeError(
+                f"cannot assign '{type(tensor).__name__}' object to buffer "
+                f"'{name}' (torch Tensor or None required)"
+            )
         self._drop(name)
         self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
@@ -399,8 +464,9 @@ class Module:
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name,
-                                           remove_duplicate)
+                yield from m.named_modules(
+                    memo, prefix + ("." if prefix else "") + name, remove_duplicate
+                )
 
     def modules(self):
         for _, m in self.named_modules():
@@ -470,22 +536,31 @@ class Module:
             v = state_dict[k]
             v = v if isinstance(v, Tensor) else Tensor(v)
             if tuple(v.shape) != tuple(target.shape):
-                errors.append(f'size mismatch for {k}: copying a param with shape '
-                              f'{v.shape} from checkpoint, the shape in current model is '
-                              f'{target.shape}.')
+                errors.append(
+                    f"size mismatch for {k}: copying a param with shape "
+                    f"{v.shape} from checkpoint, the shape in current model is "
+                    f"{target.shape}."
+                )
                 continue
             with no_grad():
                 target.copy_(v.to(target.dtype))
         if strict:
             if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in unexpected) + ".")
+                errors.insert(
+                    0,
+                    "Unexpected key(s) in state_dict: "
+                    + ", ".join(f'"{k}"' for k in unexpected)
+                    + ".",
+                )
             if missing:
-                errors.insert(0, "Missing key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in missing) + ".")
+                errors.insert(
+                    0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + "."
+                )
         if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                               + "\n\t".join(errors))
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(errors)
+            )
         return _IncompatibleKeys(missing, unexpected)
 
     # -- modes and utilities -------------------------------------------------------------
@@ -537,8 +612,10 @@ class Module:
             return self
         dtype = dt.as_dtype(dtype)
         if not (dtype.is_floating_point or dtype.is_complex):
-            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but "
-                            f"got desired dtype={dtype}")
+            raise TypeError(
+                f"nn.Module.to only accepts floating point or complex dtypes, but "
+                f"got desired dtype={dtype}"
+            )
         return self._cast(dtype, complex_too=True)
 
     def type(self, dst_type):
@@ -549,12 +626,16 @@ class Module:
     def _cast(self, dtype, complex_too=False, every=False):
         """Parameters, buffers and grads that are floating (and complex if ``complex_too``;
         all of them if ``every``) cast to ``dtype`` in place (the Parameter objects stay)."""
+
         def cast(v):
-            if v is not None and (every or v.dtype.is_floating_point
-                                  or complex_too and v.dtype.is_complex) \
-                    and v.dtype is not dtype:
+            if (
+                v is not None
+                and (every or v.dtype.is_floating_point or complex_too and v.dtype.is_complex)
+                and v.dtype is not dtype
+            ):
                 v._payload = v._host().astype(dtype.np)
                 v._vc[0] += 1
+
         for m in self.modules():
             for d in (m._parameters, m._buffers):
                 for v in d.values():
@@ -600,5 +681,6 @@ class Module:
         return main + ")"
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
-                      | set(self._modules))
+        return sorted(
+            set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules)
+        )

@@ -1,4 +1,5 @@
 """nn.Parameter: a leaf Tensor that Modules register as a parameter."""
+
 from __future__ import annotations
 
 from ..eager.factories import empty
@@ -11,8 +12,7 @@ class Parameter(Tensor):
     def __new__(cls, data=None, requires_grad=True):
         data = empty(0) if data is None else data
         t = object.__new__(cls)
-        Tensor._init(t, data._host() if isinstance(data, Tensor) else
-                     Tensor(data)._payload, False)
+        Tensor._init(t, data._host() if isinstance(data, Tensor) else Tensor(data)._payload, False)
         if isinstance(data, Tensor):
             t._vc = data._vc
         t.requires_grad_(requires_grad)

@@ -1,6 +1,7 @@
 """Gradient clipping, parameters as one vector, and bringing weights in: PyTorch
 ``state_dict``s exported as NumPy arrays, ``.npz`` files and ``.safetensors`` files (with
 the optional ``safetensors`` package)."""
+
 from __future__ import annotations
 
 import os
@@ -31,12 +32,18 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     with no_grad():
         total = ops.norm(ops.stack([ops.norm(t, norm_type) for t in tensors]), norm_type)
         if error_if_nonfinite:
-            bad = ad.cast(ops.reshape(ops.logical_not(ops.isfinite(total)), (1,)),
-                          dtype=dt.int64)
-            ad.check(bad, error="RuntimeError", lo=0, hi=1, message=(
-                f"The total norm of order {norm_type} for gradients from `parameters` is "
-                f"non-finite, so it cannot be clipped. To disable this error and scale the "
-                f"gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"))
+            bad = ad.cast(ops.reshape(ops.logical_not(ops.isfinite(total)), (1,)), dtype=dt.int64)
+            ad.check(
+                bad,
+                error="RuntimeError",
+                lo=0,
+                hi=1,
+                message=(
+                    f"The total norm of order {norm_type} for gradients from `parameters` is "
+                    f"non-finite, so it cannot be clipped. To disable this error and scale the "
+                    f"gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
+                ),
+            )
     return total
 
 
@@ -52,15 +59,15 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
             g.mul_(coef)
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
-                    foreach=None):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Clip the gradients' total ``norm_type``-norm to ``max_norm`` in place; returns the
     total norm before clipping (a 0-d tensor)."""
     is_generator = isinstance(parameters, types.GeneratorType)
     parameters = _tensors(parameters)
     if is_generator and not parameters:
-        warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.",
-                      stacklevel=2)
+        warnings.warn(
+            "`parameters` is an empty generator, no gradient clipping will occur.", stacklevel=2
+        )
     grads = [p.grad for p in parameters if p.grad is not None]
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total, foreach)
@@ -88,7 +95,7 @@ def vector_to_parameters(vec, parameters):
     start = 0
     for p in parameters:
         n = p.numel()
-        p.data = vec[start:start + n].view_as(p).data
+        p.data = vec[start : start + n].view_as(p).data
         start += n
 
 
@@ -112,6 +119,7 @@ def load_safetensors(module, path, strict=True):
     try:
         from safetensors.numpy import load_file
     except ImportError as e:
-        raise ImportError("load_safetensors needs the safetensors package "
-                          "(pip install safetensors)") from e
+        raise ImportError(
+            "load_safetensors needs the safetensors package (pip install safetensors)"
+        ) from e
     return load_numpy_state_dict(module, load_file(os.fspath(path)), strict)

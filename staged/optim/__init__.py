@@ -1,4 +1,5 @@
 """``staged.optim``: optimizers as in ``torch.optim``."""
+
 from . import lr_scheduler  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401

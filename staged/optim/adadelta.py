@@ -1,4 +1,5 @@
 """Adadelta, following PyTorch's single-tensor implementation."""
+
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
@@ -8,11 +9,11 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_sq_, ne
 class Adadelta(Optimizer):
     """Scale each step by the ratio of running RMS of updates and of gradients."""
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *,
-                 maximize=False):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
         check_args(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+        super().__init__(
+            params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        )
 
     def _update(self, p, grad, state, h):
         if not state:

@@ -1,4 +1,5 @@
 """Adagrad, following PyTorch's single-tensor implementation."""
+
 from __future__ import annotations
 
 from ..eager.factories import full_like
@@ -9,14 +10,35 @@ class Adagrad(Optimizer):
     """Divide by the root of the summed squared gradients. As in torch, every parameter's
     state (``sum`` starts at ``initial_accumulator_value``) is made by the constructor."""
 
-    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
-                 initial_accumulator_value=0.0, eps=1e-10, *, maximize=False):
-        check_args(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                   initial_accumulator_value=initial_accumulator_value, eps=eps)
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
-                                      weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value,
-                                      maximize=maximize))
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lr_decay=0.0,
+        weight_decay=0.0,
+        initial_accumulator_value=0.0,
+        eps=1e-10,
+        *,
+        maximize=False,
+    ):
+        check_args(
+            lr=lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+        )
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lr_decay=lr_decay,
+                eps=eps,
+                weight_decay=weight_decay,
+                initial_accumulator_value=initial_accumulator_value,
+                maximize=maximize,
+            ),
+        )
         for group in self.param_groups:
             for p in group["params"]:
                 self._init_state(p, self.state.setdefault(p, {}))

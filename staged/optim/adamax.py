@@ -1,4 +1,5 @@
 """Adamax, following PyTorch's single-tensor implementation."""
+
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
@@ -8,11 +9,13 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, new_s
 class Adamax(Optimizer):
     """Adam with the infinity norm: ``exp_inf = max(beta2 * exp_inf, |grad| + eps)``."""
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
-                 maximize=False):
+    def __init__(
+        self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False
+    ):
         check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+        super().__init__(
+            params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        )
 
     def _update(self, p, grad, state, h):
         if not state:

@@ -3,6 +3,7 @@
 It runs eagerly only: its loop stops on tensor values (tolerances, the line search's
 bracketing), which a trace cannot follow.
 """
+
 from __future__ import annotations
 
 from ..eager.grad_mode import enable_grad, no_grad
@@ -22,7 +23,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     else:
         xmin_bound, xmax_bound = (x1, x2) if x1 <= x2 else (x2, x1)
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
-    d2_square = d1 ** 2 - g1 * g2
+    d2_square = d1**2 - g1 * g2
     if not d2_square >= 0:
         return (xmin_bound + xmax_bound) / 2.0
     d2 = d2_square.sqrt()
@@ -33,8 +34,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     return min(max(min_pos, xmin_bound), xmax_bound)
 
 
-def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
-                  max_ls=25):
+def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
     """Step ``t`` along ``d`` meeting the strong Wolfe conditions: ``(f, g, t, evals)``."""
     d_norm = d.abs().max()
     g = g.clone()
@@ -60,8 +60,9 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
         min_step = t + 0.01 * (t - t_prev)
         max_step = t * 10
         tmp = t
-        t = _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
-                               bounds=(min_step, max_step))
+        t = _cubic_interpolate(
+            t_prev, f_prev, gtd_prev, t, f_new, gtd_new, bounds=(min_step, max_step)
+        )
         t_prev, f_prev, g_prev, gtd_prev = tmp, f_new, g_new.clone(), gtd_new
         f_new, g_new = obj_func(x, t, d)
         ls_func_evals += 1
@@ -75,8 +76,9 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
     while not done and ls_iter < max_ls:  # zoom phase
         if abs(bracket[1] - bracket[0]) * d_norm < tolerance_change:
             break
-        t = _cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0],
-                               bracket[1], bracket_f[1], bracket_gtd[1])
+        t = _cubic_interpolate(
+            bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1], bracket_gtd[1]
+        )
         eps = 0.1 * (max(bracket) - min(bracket))
         if min(max(bracket) - t, t - min(bracket)) < eps:  # too close to a boundary
             if insuf_progress or t >= max(bracket) or t <= min(bracket):
@@ -113,29 +115,50 @@ class LBFGS(Optimizer):
     """L-BFGS over all parameters as one flat vector (one parameter group); ``step(closure)``
     runs up to ``max_iter`` iterations. Eager only: under ``staged.compile`` it raises."""
 
-    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
-                 tolerance_change=1e-9, history_size=100, line_search_fn=None):
+    def __init__(
+        self,
+        params,
+        lr=1,
+        max_iter=20,
+        max_eval=None,
+        tolerance_grad=1e-7,
+        tolerance_change=1e-9,
+        history_size=100,
+        line_search_fn=None,
+    ):
         check_args(lr=lr)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
-        super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
-                                      tolerance_grad=tolerance_grad,
-                                      tolerance_change=tolerance_change,
-                                      history_size=history_size,
-                                      line_search_fn=line_search_fn))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                max_iter=max_iter,
+                max_eval=max_eval,
+                tolerance_grad=tolerance_grad,
+                tolerance_change=tolerance_change,
+                history_size=history_size,
+                line_search_fn=line_search_fn,
+            ),
+        )
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
 
     def _gather_flat_grad(self):
-        return cat([p.new_zeros(p.numel()) if p.grad is None else p.grad.reshape(-1)
-                    for p in self._params], 0)
+        return cat(
+            [
+                p.new_zeros(p.numel()) if p.grad is None else p.grad.reshape(-1)
+                for p in self._params
+            ],
+            0,
+        )
 
     def _add_grad(self, step_size, update) -> None:
         offset = 0
         for p in self._params:
             numel = p.numel()
-            p.add_(update[offset:offset + numel].reshape(p.shape) * step_size)
+            p.add_(update[offset : offset + numel].reshape(p.shape) * step_size)
             offset += numel
 
     def _directional_evaluate(self, closure, x, t, d):
@@ -155,7 +178,8 @@ class LBFGS(Optimizer):
                 "LBFGS.step needs data-dependent control flow (its line search and "
                 "stopping tests look at loss and gradient values), so it cannot be traced "
                 "by staged.compile: it runs eagerly. Call opt.step(closure) outside the "
-                "compiled function (the closure itself may call a compiled step).")
+                "compiled function (the closure itself may call a compiled step)."
+            )
         with no_grad():
             return self._step(closure)
 
@@ -230,7 +254,14 @@ class LBFGS(Optimizer):
                 x_init = [p.clone() for p in self._params]
                 loss, flat_grad, t, ls_func_evals = _strong_wolfe(
                     lambda x, t, d: self._directional_evaluate(closure, x, t, d),
-                    x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
+                    x_init,
+                    t,
+                    d,
+                    loss,
+                    flat_grad,
+                    gtd,
+                    max_ls=max_eval - current_evals,
+                )
                 self._add_grad(t, d)
                 opt_cond = flat_grad.abs().max() <= tolerance_grad
             else:
@@ -251,6 +282,14 @@ class LBFGS(Optimizer):
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
-        state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=H_diag,
-                     prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        state.update(
+            d=d,
+            t=t,
+            old_dirs=old_dirs,
+            old_stps=old_stps,
+            ro=ro,
+            H_diag=H_diag,
+            prev_flat_grad=prev_flat_grad,
+            prev_loss=prev_loss,
+        )
         return orig_loss

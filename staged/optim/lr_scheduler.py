@@ -5,6 +5,7 @@ A scheduler writes ``param_groups[i]["lr"]`` (OneCycleLR also ``momentum`` or ``
 a compiled step reads them at every call (Note [hyper-parameters] in ``optimizer.py``), so
 ``scheduler.step()`` between compiled calls takes effect with no re-trace.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,10 @@ def _format_param(name: str, optimizer: Optimizer, param) -> list:
     n = len(optimizer.param_groups)
     if isinstance(param, (list, tuple)):
         if len(param) != n:
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
-                             f"{name} has {len(param)} values, param_groups has {n}.")
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. "
+                f"{name} has {len(param)} values, param_groups has {n}."
+            )
         return list(param)
     return [param] * n
 
@@ -60,7 +63,8 @@ class LRScheduler:
                     "scheduler with last_epoch >= 0.\nThis typically happens when:\n1. You're "
                     "trying to resume training from a checkpoint but haven't properly loaded "
                     "the optimizer state\n2. You're using last_epoch >= 0 for a fresh training "
-                    "run (not recommended)")
+                    "run (not recommended)"
+                )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._initial_step()
@@ -134,8 +138,10 @@ class _LambdaScheduler(LRScheduler):
     def state_dict(self):
         """As torch: a callable object's ``__dict__`` per group, None for a function."""
         state = {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
-        state["lr_lambdas"] = [None if isinstance(f, types.FunctionType) else f.__dict__.copy()
-                               for f in self.lr_lambdas]
+        state["lr_lambdas"] = [
+            None if isinstance(f, types.FunctionType) else f.__dict__.copy()
+            for f in self.lr_lambdas
+        ]
         return state
 
     def load_state_dict(self, state_dict):
@@ -175,8 +181,7 @@ class StepLR(LRScheduler):
         return [lr * self.gamma for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
-        return [base * self.gamma ** (self.last_epoch // self.step_size)
-                for base in self.base_lrs]
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
 
 
 class MultiStepLR(LRScheduler):
@@ -193,7 +198,7 @@ class MultiStepLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         n = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
-        return [base * self.gamma ** n for base in self.base_lrs]
+        return [base * self.gamma**n for base in self.base_lrs]
 
 
 class ConstantLR(LRScheduler):
@@ -213,8 +218,10 @@ class ConstantLR(LRScheduler):
         return [lr * (1.0 / self.factor) for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
-        return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
-                for base in self.base_lrs]
+        return [
+            base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+            for base in self.base_lrs
+        ]
 
 
 class ExponentialLR(LRScheduler):
@@ -228,17 +235,20 @@ class ExponentialLR(LRScheduler):
         return self._lrs() if self._is_initial else [lr * self.gamma for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
-        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+        return [base * self.gamma**self.last_epoch for base in self.base_lrs]
 
 
 class LinearLR(LRScheduler):
     """Scale from ``start_factor`` to ``end_factor`` linearly over ``total_iters``."""
 
-    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
-                 last_epoch=-1):
+    def __init__(
+        self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1
+    ):
         if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 "
-                             "and less or equal to 1.")
+            raise ValueError(
+                "Starting multiplicative factor expected to be greater than 0 "
+                "and less or equal to 1."
+            )
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
         self.start_factor, self.end_factor = start_factor, end_factor
@@ -251,13 +261,22 @@ class LinearLR(LRScheduler):
         if self._is_initial or self.last_epoch > self.total_iters:
             return self._lrs()
         d = self.end_factor - self.start_factor
-        return [lr * (1.0 + d / (self.total_iters * self.start_factor
-                                 + (self.last_epoch - 1) * d)) for lr in self._lrs()]
+        return [
+            lr * (1.0 + d / (self.total_iters * self.start_factor + (self.last_epoch - 1) * d))
+            for lr in self._lrs()
+        ]
 
     def _get_closed_form_lr(self):
-        return [base * (self.start_factor + (self.end_factor - self.start_factor)
-                        * min(self.total_iters, self.last_epoch) / self.total_iters)
-                for base in self.base_lrs]
+        return [
+            base
+            * (
+                self.start_factor
+                + (self.end_factor - self.start_factor)
+                * min(self.total_iters, self.last_epoch)
+                / self.total_iters
+            )
+            for base in self.base_lrs
+        ]
 
 
 class PolynomialLR(LRScheduler):
@@ -275,8 +294,10 @@ class PolynomialLR(LRScheduler):
         return [lr * decay for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
-        return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
-                ** self.power for base in self.base_lrs]
+        return [
+            base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+            for base in self.base_lrs
+        ]
 
 
 def _cosine(lo, hi, e, t):
@@ -297,17 +318,21 @@ class CosineAnnealingLR(LRScheduler):
         if self._is_initial:
             return self._lrs()
         if self._step_count == 1 and e > 0:
-            return [lo + (base - lo) * (1 + math.cos(e * math.pi / t)) / 2
-                    for base in self.base_lrs]
+            return [
+                lo + (base - lo) * (1 + math.cos(e * math.pi / t)) / 2 for base in self.base_lrs
+            ]
         if (e - 1 - t) % (2 * t) == 0:
-            return [lr + (base - lo) * (1 - math.cos(math.pi / t)) / 2
-                    for base, lr in zip(self.base_lrs, self._lrs())]
-        return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
-                * (lr - lo) + lo for lr in self._lrs()]
+            return [
+                lr + (base - lo) * (1 - math.cos(math.pi / t)) / 2
+                for base, lr in zip(self.base_lrs, self._lrs())
+            ]
+        return [
+            (1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t)) * (lr - lo) + lo
+            for lr in self._lrs()
+        ]
 
     def _get_closed_form_lr(self):
-        return [_cosine(self.eta_min, base, self.last_epoch, self.T_max)
-                for base in self.base_lrs]
+        return [_cosine(self.eta_min, base, self.last_epoch, self.T_max) for base in self.base_lrs]
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -320,8 +345,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         if T_mult < 1 or not isinstance(T_mult, int):
             raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
         if not isinstance(eta_min, (float, int)):
-            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type "
-                             f"{type(eta_min)}")
+            raise ValueError(
+                f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}"
+            )
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur = last_epoch
         super().__init__(optimizer, last_epoch)
@@ -345,8 +371,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_cur = epoch % self.T_0
             else:
                 n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
-                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
-                self.T_i = self.T_0 * self.T_mult ** n
+                self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult**n
         else:
             self.T_i = self.T_0
             self.T_cur = epoch
@@ -361,10 +387,23 @@ class OneCycleLR(LRScheduler):
     (or Adam's ``beta1``) moves inversely between ``base_momentum`` and ``max_momentum``.
     Step it after every batch."""
 
-    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
-                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True,
-                 base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
-                 final_div_factor=1e4, three_phase=False, last_epoch=-1):
+    def __init__(
+        self,
+        optimizer,
+        max_lr,
+        total_steps=None,
+        epochs=None,
+        steps_per_epoch=None,
+        pct_start=0.3,
+        anneal_strategy="cos",
+        cycle_momentum=True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor=25.0,
+        final_div_factor=1e4,
+        three_phase=False,
+        last_epoch=-1,
+    ):
         _check_optimizer(optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
@@ -375,29 +414,39 @@ class OneCycleLR(LRScheduler):
             if not isinstance(epochs, int) or epochs <= 0:
                 raise ValueError(f"Expected positive integer epochs, but got {epochs}")
             if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
-                raise ValueError("Expected positive integer steps_per_epoch, but got "
-                                 f"{steps_per_epoch}")
+                raise ValueError(
+                    f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}"
+                )
             self.total_steps = epochs * steps_per_epoch
         else:
-            raise ValueError("You must define either total_steps OR (epochs AND "
-                             "steps_per_epoch)")
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
         # each phase: its end step, then the group keys of its start and end lr and momentum
         n, rise = self.total_steps, ("initial_lr", "max_lr", "max_momentum", "base_momentum")
         if three_phase:
-            phases = [(float(pct_start * n) - 1, *rise),
-                      (float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum",
-                       "max_momentum"),
-                      (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+            phases = [
+                (float(pct_start * n) - 1, *rise),
+                (
+                    float(2 * pct_start * n) - 2,
+                    "max_lr",
+                    "initial_lr",
+                    "base_momentum",
+                    "max_momentum",
+                ),
+                (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
+            ]
         else:
-            phases = [(float(pct_start * n) - 1, *rise),
-                      (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+            phases = [
+                (float(pct_start * n) - 1, *rise),
+                (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
+            ]
         keys = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
         self._schedule_phases = [dict(zip(keys, phase)) for phase in phases]
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ["cos", "linear"]:
-            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
-                             f"{anneal_strategy}")
+            raise ValueError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
+            )
         self._anneal_func_type = anneal_strategy
         max_lrs = _format_param("max_lr", optimizer, max_lr)
         if last_epoch == -1:
@@ -408,8 +457,9 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
+                raise ValueError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
             self.use_beta1 = "betas" in optimizer.defaults
             max_momentums = _format_param("max_momentum", optimizer, max_momentum)
             base_momentums = _format_param("base_momentum", optimizer, base_momentum)
@@ -433,8 +483,10 @@ class OneCycleLR(LRScheduler):
     def get_lr(self):
         step_num = self.last_epoch
         if step_num > self.total_steps:
-            raise ValueError(f"Tried to step {step_num} times. The specified number of total "
-                             f"steps is {self.total_steps}")
+            raise ValueError(
+                f"Tried to step {step_num} times. The specified number of total "
+                f"steps is {self.total_steps}"
+            )
         lrs = []
         for group in self.optimizer.param_groups:
             start_step = 0.0
@@ -442,11 +494,14 @@ class OneCycleLR(LRScheduler):
                 end_step = phase["end_step"]
                 if step_num <= end_step or i == len(self._schedule_phases) - 1:
                     pct = (step_num - start_step) / (end_step - start_step)
-                    lrs.append(self._anneal(group[phase["start_lr"]], group[phase["end_lr"]],
-                                            pct))
+                    lrs.append(self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct))
                     if self.cycle_momentum:
-                        self._set_momentum(group, self._anneal(
-                            group[phase["start_momentum"]], group[phase["end_momentum"]], pct))
+                        self._set_momentum(
+                            group,
+                            self._anneal(
+                                group[phase["start_momentum"]], group[phase["end_momentum"]], pct
+                            ),
+                        )
                     break
                 start_step = end_step
         return lrs
@@ -458,18 +513,21 @@ class _Composite(LRScheduler):
     def _check(self, schedulers, optimizer) -> None:
         for i, s in enumerate(schedulers):
             if not hasattr(s, "optimizer"):
-                raise TypeError(f"{type(self).__name__} at index {i} should have `optimizer` "
-                                "as its attribute.")
+                raise TypeError(
+                    f"{type(self).__name__} at index {i} should have `optimizer` as its attribute."
+                )
             if isinstance(s, ReduceLROnPlateau):
                 raise ValueError(
                     f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as "
                     "it requires additional kwargs to be specified when calling `step`, but "
-                    f"got one at index {i} in the given schedulers sequence.")
+                    f"got one at index {i} in the given schedulers sequence."
+                )
             if optimizer != s.optimizer:
                 raise ValueError(
                     f"{type(self).__name__} expects all schedulers to belong to the same "
                     f"optimizer, but got scheduler {type(s).__name__} at index {i} has "
-                    f"{s.optimizer}, which is different from {type(optimizer).__name__}.")
+                    f"{s.optimizer}, which is different from {type(optimizer).__name__}."
+                )
 
     def state_dict(self):
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
@@ -489,15 +547,17 @@ class SequentialLR(_Composite):
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(schedulers) < 1:
-            raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got "
-                             "no scheduler.")
+            raise ValueError(
+                f"{type(self).__name__} expects at least one scheduler, but got no scheduler."
+            )
         self._check(schedulers, optimizer)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 "Sequential Schedulers expects number of schedulers provided to be one more "
                 "than the number of milestone points, but got number of schedulers "
                 f"{len(schedulers)} and the number of milestones to be equal to "
-                f"{len(milestones)}")
+                f"{len(milestones)}"
+            )
         self._schedulers, self._milestones = schedulers, milestones
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
@@ -533,8 +593,10 @@ class ChainedScheduler(_Composite):
 
     def __init__(self, schedulers, optimizer=None):
         if len(schedulers) < 1:
-            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be "
-                             "chained, but got no scheduler.")
+            raise ValueError(
+                f"{type(self).__name__} expects at least one scheduler to be "
+                "chained, but got no scheduler."
+            )
         optimizer = optimizer or schedulers[0].optimizer
         self._check(schedulers, optimizer)
         self._schedulers, self.optimizer = schedulers, optimizer
@@ -551,8 +613,18 @@ class ReduceLROnPlateau(LRScheduler):
     ``step(metric)`` has not improved for more than ``patience`` epochs; then wait
     ``cooldown`` epochs. ``threshold``/``threshold_mode`` say what counts as better."""
 
-    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
-                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+    def __init__(
+        self,
+        optimizer,
+        mode="min",
+        factor=0.1,
+        patience=10,
+        threshold=1e-4,
+        threshold_mode="rel",
+        cooldown=0,
+        min_lr=0,
+        eps=1e-8,
+    ):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         self.factor = factor
@@ -606,7 +678,8 @@ class ReduceLROnPlateau(LRScheduler):
                     f"from when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), "
                     "usually due to a new param group being added to the optimizer. Please "
                     "modify the `min_lrs` field to match the length of the `optimizer` "
-                    "param groups.")
+                    "param groups."
+                )
             self.min_lrs = [self.default_min_lr] * len(groups)
         for group, min_lr in zip(groups, self.min_lrs):
             old_lr = float(group["lr"])

@@ -1,24 +1,43 @@
 """NAdam, following PyTorch's single-tensor implementation."""
+
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
 from ..eager.ops._operands import scalar_tensor
-from .optimizer import (Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_,
-                        new_step)
+from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
 
 
 class NAdam(Optimizer):
     """Adam with Nesterov momentum and a momentum schedule (``momentum_decay``);
     ``decoupled_weight_decay`` makes it NAdamW."""
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 momentum_decay=4e-3, decoupled_weight_decay=False, *, maximize=False):
-        check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay,
-                   momentum_decay=momentum_decay)
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      momentum_decay=momentum_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+    def __init__(
+        self,
+        params,
+        lr=2e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        momentum_decay=4e-3,
+        decoupled_weight_decay=False,
+        *,
+        maximize=False,
+    ):
+        check_args(
+            lr=lr, eps=eps, betas=betas, weight_decay=weight_decay, momentum_decay=momentum_decay
+        )
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=betas,
+                eps=eps,
+                weight_decay=weight_decay,
+                momentum_decay=momentum_decay,
+                decoupled_weight_decay=decoupled_weight_decay,
+                maximize=maximize,
+            ),
+        )
 
     def _update(self, p, grad, state, h):
         if not state:
@@ -26,11 +45,14 @@ class NAdam(Optimizer):
             state["mu_product"] = scalar_tensor(1.0, state["step"].dtype)  # as torch's
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
-        exp_avg, exp_avg_sq, mu_product = (state["exp_avg"], state["exp_avg_sq"],
-                                           state["mu_product"])
+        exp_avg, exp_avg_sq, mu_product = (
+            state["exp_avg"],
+            state["exp_avg_sq"],
+            state["mu_product"],
+        )
         step = advance(state, p.dtype)
         beta1, beta2, lr = h.number("beta1"), h.number("beta2"), h.number("lr")
-        bias_correction2 = 1 - beta2 ** step
+        bias_correction2 = 1 - beta2**step
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         momentum_decay = h.number("momentum_decay")
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))

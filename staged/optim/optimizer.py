@@ -16,6 +16,7 @@ Numbers torch computes in double from the step count (bias corrections, NAdam's 
 are 0-d tensors of the parameters' dtype here, made from ``state["step"]``, so they are
 values of the graph too; for float64 parameters that is torch's arithmetic.
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,8 +37,10 @@ class Optimizer:
         self._live: dict = {}  # (group index, name, dtype) -> its live input (Note [hyper-...])
         self.param_groups: list = []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of "
-                            "Tensors or dicts, but got a Tensor")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of "
+                "Tensors or dicts, but got a Tensor"
+            )
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -52,8 +55,10 @@ class Optimizer:
         group["params"] = [params] if isinstance(params, Tensor) else list(params)
         for p in group["params"]:
             if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
-                                f"is {type(p).__name__}")
+                raise TypeError(
+                    f"optimizer can only optimize Tensors, but one of the params "
+                    f"is {type(p).__name__}"
+                )
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
         for k, v in self.defaults.items():
@@ -88,8 +93,7 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is not None:
                         dtype = p.dtype.to_real()
-                        h = views.get(dtype) or views.setdefault(
-                            dtype, Hyper(self, i, dtype, icpt))
+                        h = views.get(dtype) or views.setdefault(dtype, Hyper(self, i, dtype, icpt))
                         state = self.state.setdefault(p, {})
                         if icpt is not None:
                             icpt.preserve(state)
@@ -107,8 +111,12 @@ class Optimizer:
         for g in self.param_groups:
             for p in g["params"]:
                 index.setdefault(id(p), len(index))
-            groups.append({**{k: v for k, v in g.items() if k != "params"},
-                           "params": [index[id(p)] for p in g["params"]]})
+            groups.append(
+                {
+                    **{k: v for k, v in g.items() if k != "params"},
+                    "params": [index[id(p)] for p in g["params"]],
+                }
+            )
         state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
@@ -119,12 +127,16 @@ class Optimizer:
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
-        if any(len(g["params"]) != len(own["params"])
-               for g, own in zip(groups, self.param_groups)):
-            raise ValueError("loaded state dict contains a parameter group that doesn't match "
-                             "the size of optimizer's group")
-        params = {i: p for g, own in zip(groups, self.param_groups)
-                  for i, p in zip(g["params"], own["params"])}
+        if any(len(g["params"]) != len(own["params"]) for g, own in zip(groups, self.param_groups)):
+            raise ValueError(
+                "loaded state dict contains a parameter group that doesn't match "
+                "the size of optimizer's group"
+            )
+        params = {
+            i: p
+            for g, own in zip(groups, self.param_groups)
+            for i, p in zip(g["params"], own["params"])
+        }
         for i, saved in state_dict["state"].items():
             p = params[int(i)]
             own = self.state.setdefault(p, {})
@@ -163,8 +175,9 @@ class Hyper:
         t = opt._live.get(key)
         if t is None:
             t = opt._live[key] = scalar_tensor(get(self.group), self.dtype)
-        self.icpt.live(t, lambda: get(opt.param_groups[i]),
-                       f"{type(opt).__name__}.param_groups[{i}].{name}")
+        self.icpt.live(
+            t, lambda: get(opt.param_groups[i]), f"{type(opt).__name__}.param_groups[{i}].{name}"
+        )
         return t
 
     def one_minus(self, name: str):
@@ -177,9 +190,12 @@ class Hyper:
         only while it stays the same."""
         if self.icpt is not None:
             opt, i = self.opt, self.index
-            self.icpt.guard(lambda: opt.param_groups[i][name],
-                            f"{type(opt).__name__}.param_groups[{i}]['{name}']",
-                            key=(id(opt), i, name), same=lambda a, b: bool(a) == bool(b))
+            self.icpt.guard(
+                lambda: opt.param_groups[i][name],
+                f"{type(opt).__name__}.param_groups[{i}]['{name}']",
+                key=(id(opt), i, name),
+                same=lambda a, b: bool(a) == bool(b),
+            )
         return bool(self.group[name])
 
 

@@ -1,22 +1,39 @@
 """RAdam, following PyTorch's single-tensor implementation."""
+
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
 from ..eager.ops.elementwise import where
-from .optimizer import (Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_,
-                        new_step)
+from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
 
 
 class RAdam(Optimizer):
     """Adam with the variance of its adaptive rate rectified: plain momentum SGD while the
     approximated SMA length ``rho_t`` is at most 5; ``decoupled_weight_decay`` as AdamW."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 decoupled_weight_decay=False, *, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        decoupled_weight_decay=False,
+        *,
+        maximize=False,
+    ):
         check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=betas,
+                eps=eps,
+                weight_decay=weight_decay,
+                maximize=maximize,
+                decoupled_weight_decay=decoupled_weight_decay,
+            ),
+        )
 
     def _update(self, p, grad, state, h):
         if not state:
@@ -33,9 +50,10 @@ class RAdam(Optimizer):
         bias_correction2 = 1 - beta2_t
         rho_inf = h.number("rho_inf", lambda g: 2 / (1 - g["betas"][1]) - 1)
         rho_t = rho_inf - 2 * step * beta2_t / bias_correction2
-        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
-                / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-        adaptive_lr = bias_correction2 ** 0.5 / (exp_avg_sq.sqrt() + h.number("eps"))
+        rect = (
+            (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+        ) ** 0.5
+        adaptive_lr = bias_correction2**0.5 / (exp_avg_sq.sqrt() + h.number("eps"))
         # torch branches on rho_t > 5 in Python; a select keeps the compiled step one graph
         update = where(rho_t > 5.0, adaptive_lr * rect, 1.0)
         p.sub_(exp_avg / bias_correction1 * h.number("lr") * update)

@@ -1,4 +1,5 @@
 """RMSprop, following PyTorch's single-tensor implementation."""
+
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
@@ -8,12 +9,30 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_s
 class RMSprop(Optimizer):
     """Divide the gradient by a running RMS of it (centered: its running variance)."""
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
-                 centered=False, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        alpha=0.99,
+        eps=1e-8,
+        weight_decay=0.0,
+        momentum=0.0,
+        centered=False,
+        maximize=False,
+    ):
         check_args(lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
-        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
-                                      centered=centered, weight_decay=weight_decay,
-                                      maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                alpha=alpha,
+                eps=eps,
+                centered=centered,
+                weight_decay=weight_decay,
+                maximize=maximize,
+            ),
+        )
 
     def _update(self, p, grad, state, h):
         if not state:

@@ -1,4 +1,5 @@
 """Stochastic gradient descent with momentum, dampening, weight decay and Nesterov."""
+
 from __future__ import annotations
 
 from .optimizer import Optimizer, check_args, decayed_grad
@@ -7,14 +8,30 @@ from .optimizer import Optimizer, check_args, decayed_grad
 class SGD(Optimizer):
     """PyTorch's SGD: the momentum buffer starts as the first gradient."""
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        momentum=0.0,
+        dampening=0.0,
+        weight_decay=0.0,
+        nesterov=False,
+        maximize=False,
+    ):
         check_args(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+                maximize=maximize,
+            ),
+        )
 
     def _update(self, p, grad, state, h):
         d_p = decayed_grad(p, grad, h)

@@ -31,6 +31,7 @@ compiled function, the reason in ``explain()``; should a ``dynamic=True`` call t
 at a batch size the interpreter lacks, ``fn`` itself runs eagerly. Steps with
 collectives compile blocking (each rank must run its collectives the same way).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -117,10 +118,11 @@ class Status:
         if self.state == "compiling":
             return f"compiling in the background; {ran} so far"
         if self.state == "compiled":
-            return f"compiled in the background in {self.seconds:.2f} s, while {ran}; " \
-                   f"{self.ran['compiled']} ran compiled"
-        return f"the background compile failed, so the step runs eagerly ({ran}): " \
-               f"{self.reason}"
+            return (
+                f"compiled in the background in {self.seconds:.2f} s, while {ran}; "
+                f"{self.ran['compiled']} ran compiled"
+            )
+        return f"the background compile failed, so the step runs eagerly ({ran}): {self.reason}"
 
 
 class Compiling:
@@ -131,11 +133,20 @@ class Compiling:
     ``batch``; ``fallback(leaves)`` runs the function eagerly; ``calls``: the
     ``CallLog`` of the compiled function (whose failure warns once)."""
 
-    def __init__(self, entry, graph=None, batch=None, batched=(), fallback=None,
-                 calls=None, name: str = "the step"):
+    def __init__(
+        self,
+        entry,
+        graph=None,
+        batch=None,
+        batched=(),
+        fallback=None,
+        calls=None,
+        name: str = "the step",
+    ):
         c = entry.captured
-        self.interpreter = Interpreter(c.graph if graph is None else graph, c.checks,
-                                       c.check_output)
+        self.interpreter = Interpreter(
+            c.graph if graph is None else graph, c.checks, c.check_output
+        )
         self.batch, self.batched = batch, tuple(batched)
         self.fallback, self.calls, self.name = fallback, calls, name
         self.status = Status("eager" if c.one_shot else "compiling")
@@ -163,9 +174,13 @@ class Compiling:
             self.error = err
         entry.times.update(p.times)
         self.status.seconds = time.perf_counter() - self.t0
-        compile_log.info("background compile of %s %s in %.2f s: %s", self.name,
-                         "failed" if self.error else "done", self.status.seconds,
-                         p.summary())
+        compile_log.info(
+            "background compile of %s %s in %.2f s: %s",
+            self.name,
+            "failed" if self.error else "done",
+            self.status.seconds,
+            p.summary(),
+        )
         self.done.set()
 
     def ready(self, entry, leaves) -> bool:
@@ -199,19 +214,25 @@ class Compiling:
         st.state, st.reason = "failed", f"{type(err).__name__}: {err}"
         if self.calls is not None and not self.calls.warned:
             self.calls.warned = True
-            warnings.warn(f"staged.compile: the background compile of {self.name} failed; "
-                          f"it keeps running eagerly (explain() has the reason). "
-                          f"{st.reason}", RuntimeWarning, stacklevel=6)
+            warnings.warn(
+                f"staged.compile: the background compile of {self.name} failed; "
+                f"it keeps running eagerly (explain() has the reason). "
+                f"{st.reason}",
+                RuntimeWarning,
+                stacklevel=6,
+            )
 
     @property
     def label(self) -> str:
         """Where the last call ran, for ``CallLog``."""
-        return {"compiled": "compiled",
-                "fn": "eager: fn itself (a batch size the trace lacks; its compile failed)",
-                }.get(self.where) or {
+        return {
+            "compiled": "compiled",
+            "fn": "eager: fn itself (a batch size the trace lacks; its compile failed)",
+        }.get(self.where) or {
             "compiling": "eager while compiling in the background",
             "eager": "eager: a one-shot trace, not compiled",
-            "failed": "eager: its background compile failed"}[self.status.state]
+            "failed": "eager: its background compile failed",
+        }[self.status.state]
 
 
 def call_eagerly(fn, tree, leaves):
@@ -262,8 +283,7 @@ def _submit(job: Compiling, entry) -> None:
     with _worker_lock:
         t = _worker[0]
         if t is None or not t.is_alive():
-            t = _worker[0] = threading.Thread(target=_work, name="staged-compile",
-                                              daemon=True)
+            t = _worker[0] = threading.Thread(target=_work, name="staged-compile", daemon=True)
             t.start()
     _jobs.put((job, entry))
 

@@ -5,6 +5,7 @@ An entry is ``MAGIC + sha256(payload) + payload``, written atomically (temp file
 A directory that cannot be written is replaced, with one warning, by one under the
 system's temporary directory (else every run would recompile everything).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,7 +41,7 @@ def load(key: str) -> bytes | None:
     except OSError:
         return None
     payload = data[_HEAD:]
-    if data[:len(MAGIC)] != MAGIC or hashlib.sha256(payload).digest() != data[len(MAGIC):_HEAD]:
+    if data[: len(MAGIC)] != MAGIC or hashlib.sha256(payload).digest() != data[len(MAGIC) : _HEAD]:
         return None
     return payload
 
@@ -55,9 +56,13 @@ def store(key: str, payload: bytes) -> None:
         if d in _FALLBACK.values():
             return
         fallback = Path(tempfile.gettempdir()) / f"staged-cache-{_user()}"
-        warnings.warn(f"staged: the compile cache directory {d} cannot be written ({err}); "
-                      f"caching in {fallback} instead. Set STAGED_CACHE_DIR to a writable "
-                      "directory", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"staged: the compile cache directory {d} cannot be written ({err}); "
+            f"caching in {fallback} instead. Set STAGED_CACHE_DIR to a writable "
+            "directory",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         _FALLBACK[d] = fallback
         try:
             _write(fallback, key, payload)

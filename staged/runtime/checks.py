@@ -5,6 +5,7 @@ at a later call: the first made after the bad call has finished (without waiting
 steps stay asynchronous; calls in flight are bounded, so at most ``MAX_IN_FLIGHT`` calls
 later). The call that raises is dropped; the step itself already kept the old state where a
 check failed, so calls in between trained from it as if the bad call had not happened."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ class StepCheck:
 
     def __init__(self, report, rows):
         self.report, self.rows = report, rows
-        self.failure = None   # (error class, message) of the first failed check
+        self.failure = None  # (error class, message) of the first failed check
         self.reported = False
 
     def _read(self):

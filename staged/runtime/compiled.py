@@ -1,6 +1,7 @@
 """staged.compile(fn): guards -> capture -> lower -> IREE compile -> invoke, with the
 step's state (parameters, ``.grad``, optimizer buffers) kept on the device between calls.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,8 +35,14 @@ from .. import viz
 from . import deploy, profiled
 from .background import CallLog, Compiling, call_eagerly
 from .checks import Checks
-from .compiler import (BOUNDARY, STEP_FLAGS, UNSUPPORTED_DTYPES, CompileError, compile_mlir,
-                       to_boundary)
+from .compiler import (
+    BOUNDARY,
+    STEP_FLAGS,
+    UNSUPPORTED_DTYPES,
+    CompileError,
+    compile_mlir,
+    to_boundary,
+)
 from .device import DeviceValue
 from .device import device as get_device
 from .explain import explain_text
@@ -59,6 +66,7 @@ class Traced(Captured):
     def export_onnx(self, path, opset: int = 21):
         """Write the graph as ONNX (``staged.onnx.export_captured``; needs the onnx extra)."""
         from ..onnx import export_captured
+
         return export_captured(self, path, opset=opset)
 
 
@@ -76,8 +84,14 @@ class CompiledGraph:
     background = None  # a Compiling while its module compiles (Note [background compiles])
     number = 0  # which trace of its Compiled made it (explain())
 
-    def __init__(self, captured: Captured, backend: str = "llvm-cpu", device=None,
-                 phases: Phases | None = None, background=None):
+    def __init__(
+        self,
+        captured: Captured,
+        backend: str = "llvm-cpu",
+        device=None,
+        phases: Phases | None = None,
+        background=None,
+    ):
         """``background(self)``, if given, makes the ``Compiling`` that builds the module
         on a worker thread and stands in for it meanwhile."""
         self.captured = captured
@@ -90,8 +104,11 @@ class CompiledGraph:
             self.background = background(self)
             return
         own = phases is None  # else the caller's, which it shows and closes
-        with Phases(f"compiling a step of {len(captured.graph.ops)} ops") if own else \
-                contextlib.nullcontext(phases) as p:
+        with (
+            Phases(f"compiling a step of {len(captured.graph.ops)} ops")
+            if own
+            else contextlib.nullcontext(phases) as p
+        ):
             self.module, self.mlir = self.build(p)
         self.times = p.times  # seconds per phase (explain())
         self._bind(device)
@@ -108,8 +125,7 @@ class CompiledGraph:
             else:
                 mlir = to_mlir(graph, boundary=BOUNDARY.get(backend))
         with p("IREE compile"):
-            vmfb = compile_mlir(mlir, backend, STEP_FLAGS.get(backend, ()), self.cache,
-                                builder)
+            vmfb = compile_mlir(mlir, backend, STEP_FLAGS.get(backend, ()), self.cache, builder)
         with p("load"):
             module = self.device.load(vmfb)
         if segmented:
@@ -124,16 +140,22 @@ class CompiledGraph:
         self._guards = _state_guards(captured)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
         self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
-        self._narrow = [(narrow[d], f"input {i.name}") if (d := i.value.aval.dtype.np) in narrow
-                        else None for i in captured.graph.inputs]
+        self._narrow = [
+            (narrow[d], f"input {i.name}") if (d := i.value.aval.dtype.np) in narrow else None
+            for i in captured.graph.inputs
+        ]
         if not any(self._narrow):
             self._narrow = None
-        self._event = f"staged.compile [{backend}]" if device is None else \
-            f"staged.compile [{backend} {self.device.name}]"
+        self._event = (
+            f"staged.compile [{backend}]"
+            if device is None
+            else f"staged.compile [{backend} {self.device.name}]"
+        )
         self._checks = Checks(captured.checks) if captured.checks else None
         if captured.rng is not None:  # Note [host draws]: their shapes at each call
-            self._draw_shapes = draw_shapes(captured.graph, len(captured.graph.inputs)
-                                            - captured.rng.draws)
+            self._draw_shapes = draw_shapes(
+                captured.graph, len(captured.graph.inputs) - captured.rng.draws
+            )
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
@@ -143,12 +165,16 @@ class CompiledGraph:
                 return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
             if t._requires_grad != requires_grad:
                 return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
-            if (grad is None) != (t._grad is None) or (grad is not None and grad is not True
-                                                       and t._grad is not grad):
-                now = "None" if t._grad is None else "a tensor" if grad is None else \
-                    "another tensor"
-                return f"{name}.grad was set or cleared: " \
-                       f"{'None' if grad is None else 'a tensor'} -> {now}"
+            if (grad is None) != (t._grad is None) or (
+                grad is not None and grad is not True and t._grad is not grad
+            ):
+                now = (
+                    "None" if t._grad is None else "a tensor" if grad is None else "another tensor"
+                )
+                return (
+                    f"{name}.grad was set or cleared: "
+                    f"{'None' if grad is None else 'a tensor'} -> {now}"
+                )
         for g in self.captured.guards:
             why = g.failure()
             if why is not None:
@@ -191,21 +217,30 @@ class CompiledGraph:
         if c.rng is not None:  # Note [host draws]: made now, from torch's stream
             inputs += c.rng.run(self._draw_shapes(inputs))
         if self._narrow:
-            inputs = [to_boundary(p, *d) if d and isinstance(p, np.ndarray) else p
-                      for p, d in zip(inputs, self._narrow)]
+            inputs = [
+                to_boundary(p, *d) if d and isinstance(p, np.ndarray) else p
+                for p, d in zip(inputs, self._narrow)
+            ]
         undo = _Undo()
         res = self.module.invoke("main", inputs, self._out_dtypes, undo)
         if self._checks is not None:  # Note [index checks]
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
-            self._checks.track(res[c.check_output], [
-                r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad")])
+            self._checks.track(
+                res[c.check_output],
+                [r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad")],
+            )
         for w, k in c.state_updates:
             undo.set_payload(w.tensor, res[k])  # on the device until read (Note [payloads])
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
-            undo.set_grad(wrapper_leaf.get(id(gw.tensor), gw.tensor),
-                      None if gw.kind == "none" else gw.obj if gw.kind == "object"
-                      else Tensor._wrap(res[gw.output]))
+            undo.set_grad(
+                wrapper_leaf.get(id(gw.tensor), gw.tensor),
+                None
+                if gw.kind == "none"
+                else gw.obj
+                if gw.kind == "object"
+                else Tensor._wrap(res[gw.output]),
+            )
         for t, k in c.escaped:
             undo.set_payload(t, res[k])
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
@@ -276,12 +311,16 @@ def check_dtypes(graph, backend: str) -> None:
     for op in graph.ops:
         name = op.out.aval.dtype.name
         if name in refused:
-            raise CompileError(f"{op.prim.name} at {op.loc or 'an unknown line'}: {name} on "
-                               f"{backend}: {refused[name]}")
+            raise CompileError(
+                f"{op.prim.name} at {op.loc or 'an unknown line'}: {name} on "
+                f"{backend}: {refused[name]}"
+            )
     for i in graph.inputs:
         if i.value.aval.dtype.name in refused:
-            raise CompileError(f"input {i.name}: {i.value.aval.dtype.name} on {backend}: "
-                               f"{refused[i.value.aval.dtype.name]}")
+            raise CompileError(
+                f"input {i.name}: {i.value.aval.dtype.name} on {backend}: "
+                f"{refused[i.value.aval.dtype.name]}"
+            )
 
 
 def _state_guards(c: Captured):
@@ -293,8 +332,16 @@ def _state_guards(c: Captured):
         t = w.tensor
         g = w.grad
         grad = None if g is None else (g if id(g) in grads_read else True)
-        guards.append((t, w.aval.shape, w.aval.dtype.np, w.meta[0], grad,
-                       named.get(id(t), f"state tensor {w.name}")))
+        guards.append(
+            (
+                t,
+                w.aval.shape,
+                w.aval.dtype.np,
+                w.meta[0],
+                grad,
+                named.get(id(t), f"state tensor {w.name}"),
+            )
+        )
     return guards
 
 
@@ -307,22 +354,36 @@ def _leaf_key(x, batched=False):
     if isinstance(x, Tensor):
         p = x._payload
         shape = ("batch",) + tuple(p.shape[1:]) if batched else tuple(p.shape)
-        return ("T", shape, np.dtype(p.dtype).str, x._requires_grad,
-                x._requires_grad and x._grad is not None)
+        return (
+            "T",
+            shape,
+            np.dtype(p.dtype).str,
+            x._requires_grad,
+            x._requires_grad and x._grad is not None,
+        )
     try:
         hash(x)
     except TypeError:
-        raise TypeError(f"staged.compile: arguments must be tensors, Python scalars or "
-                        f"(nested) tuples, lists and dicts of them; got {type(x).__name__}") \
-            from None
+        raise TypeError(
+            f"staged.compile: arguments must be tensors, Python scalars or "
+            f"(nested) tuples, lists and dicts of them; got {type(x).__name__}"
+        ) from None
     return ("py", type(x).__name__, x)
 
 
 class Compiled:
     """The callable ``staged.compile(fn)`` returns."""
 
-    def __init__(self, fn, backend="llvm-cpu", dynamic=False, fallback=None, device=None,
-                 rng="host", mode="blocking"):
+    def __init__(
+        self,
+        fn,
+        backend="llvm-cpu",
+        dynamic=False,
+        fallback=None,
+        device=None,
+        rng="host",
+        mode="blocking",
+    ):
         if fallback not in (None, "eager"):
             raise ValueError(at_user(f"fallback must be None or 'eager', got {fallback!r}"))
         if mode not in ("blocking", "background"):
@@ -349,15 +410,19 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         if current_interceptor() is not None:  # called by a function being traced: inline
-            return self.fn(*args, **kwargs)    # it (and take no lock under state_lock)
+            return self.fn(*args, **kwargs)  # it (and take no lock under state_lock)
         with self._lock:  # concurrent first calls trace once; calls pick and run in turn
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
         leaves, tree = flatten((args, kwargs), lambda o: False)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
-        key = (tree, tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
-               _state.grad_enabled, _state.inference)
+        key = (
+            tree,
+            tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
+            _state.grad_enabled,
+            _state.inference,
+        )
         entries = self._entries.get(key)
         last_key, self._last_key = self._last_key, key
         if entries is _EAGER:
@@ -372,32 +437,48 @@ class Compiled:
             reasons[entry] = why
         one_shot = self._last is not None and self._last.captured.one_shot
         self.last_retrace_reason = (  # what changed since the trace used last, if it is one
-            reasons.get(self._last) or next(iter(reasons.values())) if reasons else
-            "first call" if self.traces == 0 else
-            "the previous call created new state (one-shot trace)" if one_shot else
-            _key_change(last_key, key, leaf_names(self.fn, args, kwargs)))
-        log.info("tracing %s: %s", getattr(self.fn, "__qualname__", self.fn),
-                 self.last_retrace_reason)
+            reasons.get(self._last) or next(iter(reasons.values()))
+            if reasons
+            else "first call"
+            if self.traces == 0
+            else "the previous call created new state (one-shot trace)"
+            if one_shot
+            else _key_change(last_key, key, leaf_names(self.fn, args, kwargs))
+        )
+        log.info(
+            "tracing %s: %s", getattr(self.fn, "__qualname__", self.fn), self.last_retrace_reason
+        )
         if self.traces == RECOMPILE_LIMIT + 1:
-            warnings.warn(f"staged.compile: {getattr(self.fn, '__qualname__', 'fn')} is "
-                          f"re-traced and compiled for the {self.traces}th time (more than "
-                          f"{RECOMPILE_LIMIT}, torch.compile's recompile limit), this time "
-                          f"because {self.last_retrace_reason}. Pass values that change "
-                          "between calls as tensors, or use dynamic=True for a batch size "
-                          "that varies", stacklevel=3)
+            warnings.warn(
+                f"staged.compile: {getattr(self.fn, '__qualname__', 'fn')} is "
+                f"re-traced and compiled for the {self.traces}th time (more than "
+                f"{RECOMPILE_LIMIT}, torch.compile's recompile limit), this time "
+                f"because {self.last_retrace_reason}. Pass values that change "
+                "between calls as tensors, or use dynamic=True for a batch size "
+                "that varies",
+                stacklevel=3,
+            )
         if batched and batch == 0:
-            raise DynamicError("staged.compile(dynamic=True) traces with the call's batch, "
-                               "and this call's batch size is 0: call it first with a "
-                               "non-empty batch (the compiled step then runs batch size 0 too)")
+            raise DynamicError(
+                "staged.compile(dynamic=True) traces with the call's batch, "
+                "and this call's batch size is 0: call it first with a "
+                "non-empty batch (the compiled step then runs batch size 0 too)"
+            )
         try:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
         except (CaptureError, DynamicError) as err:
             if self.fallback != "eager":
                 raise
-            why = "it cannot be captured" if isinstance(err, CaptureError) else \
-                "its batch dimension cannot be made dynamic"
-            warnings.warn(f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
-                          f"eagerly for these arguments, since {why}: {err}", stacklevel=3)
+            why = (
+                "it cannot be captured"
+                if isinstance(err, CaptureError)
+                else "its batch dimension cannot be made dynamic"
+            )
+            warnings.warn(
+                f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
+                f"eagerly for these arguments, since {why}: {err}",
+                stacklevel=3,
+            )
             self._entries[key] = _EAGER
             self._remember(eager=f"{why}: {err}")
             self.calls.note("eager (fallback='eager')")
@@ -432,31 +513,53 @@ class Compiled:
                     captured = self._generalize(captured, leaves, tree, batch, batched)
                     self.last_retrace_reason += (
                         f" (dynamic batch: traced at batch sizes {batch} and {batch + 1}, "
-                        "compiled once for every batch size)")
+                        "compiled once for every batch size)"
+                    )
             log.debug("graph of %s:\n%s", name, captured.graph)
             if self.mode == "background" and not has_collectives(captured.graph):
                 background = functools.partial(  # Note [background compiles]
-                    Compiling, graph=traced, batch=batch,
+                    Compiling,
+                    graph=traced,
+                    batch=batch,
                     batched=batched if traced is not captured.graph else (),
                     fallback=functools.partial(call_eagerly, self.fn, captured.in_tree),
-                    calls=self.calls, name=name)
+                    calls=self.calls,
+                    name=name,
+                )
                 entry = CompiledGraph(captured, self.backend, self.device, p, background)
-                log.info("traced %s (%d ops) in %.2f s; compiling in the background", name,
-                         len(captured.graph.ops), sum(p.times.values()))
+                log.info(
+                    "traced %s (%d ops) in %.2f s; compiling in the background",
+                    name,
+                    len(captured.graph.ops),
+                    sum(p.times.values()),
+                )
                 return entry
             entry = CompiledGraph(captured, self.backend, self.device, p)
-        log.info("compiled %s (%d ops, %s) in %.2f s: %s; IREE module %s", name,
-                 len(captured.graph.ops), self.backend, sum(p.times.values()), p.summary(),
-                 "from the cache" if entry.cache.get("cache") == "hit" else "compiled")
+        log.info(
+            "compiled %s (%d ops, %s) in %.2f s: %s; IREE module %s",
+            name,
+            len(captured.graph.ops),
+            self.backend,
+            sum(p.times.values()),
+            p.summary(),
+            "from the cache" if entry.cache.get("cache") == "hit" else "compiled",
+        )
         return entry
 
     def _remember(self, entry=None, eager=None) -> None:
         """A line of the re-trace history that explain() shows (the newest 50)."""
-        self.history.append({"reason": self.last_retrace_reason, "eager": eager} if eager else {
-            "reason": self.last_retrace_reason, "ops": len(entry.captured.graph.ops),
-            "one_shot": entry.captured.one_shot, "times": entry.times,
-            "cache": entry.cache.get("cache"),
-            "background": entry.background and entry.background.status})
+        self.history.append(
+            {"reason": self.last_retrace_reason, "eager": eager}
+            if eager
+            else {
+                "reason": self.last_retrace_reason,
+                "ops": len(entry.captured.graph.ops),
+                "one_shot": entry.captured.one_shot,
+                "times": entry.times,
+                "cache": entry.cache.get("cache"),
+                "background": entry.background and entry.background.status,
+            }
+        )
         del self.history[:-50]
 
     def _generalize(self, c0: Captured, leaves, tree, n0: int, batched) -> Captured:
@@ -472,32 +575,45 @@ class Compiled:
             except CaptureError:
                 raise
             except Exception as err:
-                raise DynamicError(f"tracing {name} again at batch size {n} failed "
-                                   f"({type(err).__name__}: {err}); does every argument whose "
-                                   f"dim 0 is {n0} hold a batch?") from err
+                raise DynamicError(
+                    f"tracing {name} again at batch size {n} failed "
+                    f"({type(err).__name__}: {err}); does every argument whose "
+                    f"dim 0 is {n0} hold a batch?"
+                ) from err
             if c.one_shot or [w.tensor for w in c.state] != [w.tensor for w in c0.state]:
-                raise DynamicError(f"at batch size {n}, {name} reads or creates other state "
-                                   f"than at batch size {n0}")
+                raise DynamicError(
+                    f"at batch size {n}, {name} reads or creates other state "
+                    f"than at batch size {n0}"
+                )
             if c.out_tree != c0.out_tree or not _same(c.out_leaves, c0.out_leaves):
-                raise DynamicError(f"{name} returns Python values that depend on the batch "
-                                   f"size ({_py_leaves(c0)} at {n0}, {_py_leaves(c)} at {n})")
+                raise DynamicError(
+                    f"{name} returns Python values that depend on the batch "
+                    f"size ({_py_leaves(c0)} at {n0}, {_py_leaves(c)} at {n})"
+                )
             return c.graph
 
         try:
             subst, consts = generalize(c0.graph, n0, retrace, "batch")
         except DynamicError as err:
-            raise DynamicError(f"staged.compile(dynamic=True): {name} cannot be compiled for "
-                               f"every batch size: {err}. Compile it with dynamic=False (one "
-                               "trace per batch size) or fallback='eager'") from None
+            raise DynamicError(
+                f"staged.compile(dynamic=True): {name} cannot be compiled for "
+                f"every batch size: {err}. Compile it with dynamic=False (one "
+                "trace per batch size) or fallback='eager'"
+            ) from None
         g = substitute(c0.graph, subst, consts)
-        arg_grads = {gw.output for gw in c0.grad_writes if gw.kind == "output" and
-                     any(gw.tensor is w for _, w in c0.arg_wrappers)}
+        arg_grads = {
+            gw.output
+            for gw in c0.grad_writes
+            if gw.kind == "output" and any(gw.tensor is w for _, w in c0.arg_wrappers)
+        }
         for k, o in enumerate(g.outputs):
             if o.kind != "out" and k not in arg_grads and not is_static(o.value.aval.shape):
-                raise DynamicError(f"staged.compile(dynamic=True): the new value of {o.name} "
-                                   f"(state {name} keeps between calls) would have shape "
-                                   f"{o.value.aval}, which follows the batch size; state must "
-                                   "not depend on it. Compile with dynamic=False")
+                raise DynamicError(
+                    f"staged.compile(dynamic=True): the new value of {o.name} "
+                    f"(state {name} keeps between calls) would have shape "
+                    f"{o.value.aval}, which follows the batch size; state must "
+                    "not depend on it. Compile with dynamic=False"
+                )
         return dataclasses.replace(c0, graph=g)
 
     def save(self, directory, names=None):
@@ -506,12 +622,17 @@ class Compiled:
         ``{p: k for k, p in model.state_dict(keep_vars=True).items()}``); by default they
         are those the trace gave them (``0.weight``, ``opt.state[0.weight].exp_avg``)."""
         if self._last is None:
-            raise RuntimeError(at_user("call the compiled step once before saving it: saving "
-                                       "needs its trace"))
+            raise RuntimeError(
+                at_user("call the compiled step once before saving it: saving needs its trace")
+            )
         if self._last.captured.one_shot:
-            raise RuntimeError(at_user("the last call created new state (e.g. optimizer "
-                                       "buffers on the first step); call the step once more "
-                                       "before saving"))
+            raise RuntimeError(
+                at_user(
+                    "the last call created new state (e.g. optimizer "
+                    "buffers on the first step); call the step once more "
+                    "before saving"
+                )
+            )
         if self._last.captured.rng is not None:  # Note [host draws]: none in a saved step
             return deploy.save(_counter_twin(self.fn, self._last), directory, names, self.fn)
         return self._last.save(directory, names, self.fn)
@@ -536,14 +657,14 @@ class Compiled:
         and dtype. ``format="svg"`` (text; needs Graphviz's ``dot``), ``"png"`` (bytes),
         or ``"dot"`` for the DOT text alone."""
         if self._last is None:
-            raise RuntimeError("call the compiled step once before drawing it: the picture "
-                               "is of its trace")
+            raise RuntimeError(
+                "call the compiled step once before drawing it: the picture is of its trace"
+            )
         name = getattr(self.fn, "__qualname__", "step")
         return viz.render(viz.make_step_dot(self._last.captured.graph, f"{name}: "), format)
 
     def graphs(self):
-        return [e.captured.graph for es in self._entries.values() if es is not _EAGER
-                for e in es]
+        return [e.captured.graph for es in self._entries.values() if es is not _EAGER for e in es]
 
 
 class _Twin(NamedTuple):
@@ -560,9 +681,11 @@ def _counter_twin(fn, entry) -> _Twin:
     were."""
     c = entry.captured
     if any(not is_static(i.value.aval.shape) for i in c.graph.inputs):
-        raise RuntimeError("this step draws random numbers on the host at every call (Note "
-                           "[host draws]) and has a dynamic batch: compile it with "
-                           "staged.compile(..., rng='counter') to save it")
+        raise RuntimeError(
+            "this step draws random numbers on the host at every call (Note "
+            "[host draws]) and has a dynamic batch: compile it with "
+            "staged.compile(..., rng='counter') to save it"
+        )
     tensors, consts = dict(c.arg_wrappers), iter(c.constants.values())
     leaves = []
     for i in range(len(tensors) + len(c.constants)):
@@ -587,10 +710,14 @@ def _key_change(old, new, names) -> str:
     """What differs between two calls' keys, naming the argument: ``x: shape (32, 784)
     -> (33, 784)``, ``lr: 0.1 -> 0.05``, ``grad mode: enabled -> disabled``."""
     if old is None or old[0] != new[0]:
-        return "new argument structure" if old is None else \
-            f"argument structure: {_tree(old[0])} -> {_tree(new[0])}"
-    changes = [f"{n}: {c}" for n, a, b in zip(names, old[1], new[1]) if a != b
-               for c in _leaf_change(a, b)]
+        return (
+            "new argument structure"
+            if old is None
+            else f"argument structure: {_tree(old[0])} -> {_tree(new[0])}"
+        )
+    changes = [
+        f"{n}: {c}" for n, a, b in zip(names, old[1], new[1]) if a != b for c in _leaf_change(a, b)
+    ]
     for what, i in (("grad mode", 2), ("inference mode", 3)):
         if old[i] != new[i]:
             changes.append(f"{what}: {_on(old[i])} -> {_on(new[i])}")
@@ -601,10 +728,13 @@ def _leaf_change(a, b) -> list:
     if a[0] != b[0] or a[0] == "py":
         return [f"{_show_leaf(a)} -> {_show_leaf(b)}"]
     fields = ("shape", "dtype", "requires_grad", ".grad")
-    show = (lambda s: str(s), lambda d: np.dtype(d).name, str,
-            lambda g: "a tensor" if g else "None")
-    return [f"{f} {sh(x)} -> {sh(y)}" for f, sh, x, y in zip(fields, show, a[1:], b[1:])
-            if x != y]
+    show = (
+        lambda s: str(s),
+        lambda d: np.dtype(d).name,
+        str,
+        lambda g: "a tensor" if g else "None",
+    )
+    return [f"{f} {sh(x)} -> {sh(y)}" for f, sh, x, y in zip(fields, show, a[1:], b[1:]) if x != y]
 
 
 def _show_leaf(k) -> str:
@@ -612,8 +742,13 @@ def _show_leaf(k) -> str:
 
 
 def _tree(t) -> str:
-    return "*" if t == "*" else f"{t[0]}{{{', '.join(map(repr, t[1]))}}}" \
-        if t[0] == "dict" else f"{t[0]}[{len(t[1])}]"
+    return (
+        "*"
+        if t == "*"
+        else f"{t[0]}{{{', '.join(map(repr, t[1]))}}}"
+        if t[0] == "dict"
+        else f"{t[0]}[{len(t[1])}]"
+    )
 
 
 def _on(flag) -> str:
@@ -623,8 +758,11 @@ def _on(flag) -> str:
 def _batch(leaves):
     """(batch size, indices of the leaves that hold a batch): dim 0 of the first tensor
     argument, and every tensor argument whose dim 0 has that size."""
-    sizes = [(i, x._payload.shape[0]) for i, x in enumerate(leaves)
-             if isinstance(x, Tensor) and len(x._payload.shape)]
+    sizes = [
+        (i, x._payload.shape[0])
+        for i, x in enumerate(leaves)
+        if isinstance(x, Tensor) and len(x._payload.shape)
+    ]
     if not sizes:
         return None, frozenset()
     n = sizes[0][1]
@@ -645,8 +783,16 @@ def _py_leaves(c) -> list:
 _EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager")
 
 
-def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = False,
-            fallback=None, rng: str = "host", mode: str = "blocking"):
+def compile(
+    fn=None,
+    *,
+    backend: str = "llvm-cpu",
+    device=None,
+    dynamic: bool = False,
+    fallback=None,
+    rng: str = "host",
+    mode: str = "blocking",
+):
     """Compile ``fn`` (forward, backward, optimizer steps and all) with IREE.
 
     ``device`` picks the device of the backend's IREE driver that runs the step: None (the
@@ -698,10 +844,18 @@ def compile(fn=None, *, backend: str = "llvm-cpu", device=None, dynamic: bool = 
         >>> loss = step(x, y)
     """
     if fn is None:
-        return lambda f: compile(f, backend=backend, device=device, dynamic=dynamic,
-                                 fallback=fallback, rng=rng, mode=mode)
-    return Compiled(fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device,
-                    rng=rng, mode=mode)
+        return lambda f: compile(
+            f,
+            backend=backend,
+            device=device,
+            dynamic=dynamic,
+            fallback=fallback,
+            rng=rng,
+            mode=mode,
+        )
+    return Compiled(
+        fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device, rng=rng, mode=mode
+    )
 
 
 @atexit.register

@@ -4,6 +4,7 @@ Diagnostics are collected through the compiler's callback hook (not printed to t
 console) and raised as ``CompileError``, naming the staged primitive and user line
 carried by the failing op's location.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -29,15 +30,17 @@ from .logs import runtime_log
 _COMMON = ["--iree-input-demote-f64-to-f32=false", "--iree-opt-const-expr-hoisting=false"]
 _HOST_CPU = "--iree-llvmcpu-target-cpu=host"
 BACKENDS = {
-    "llvm-cpu": ["--iree-hal-target-device=local",
-                 "--iree-hal-local-target-device-backends=llvm-cpu",
-                 # the generic CPU is 3-4x slower; --iree-opt-data-tiling measured 13%
-                 # slower on an MLP forward+backward here (and compiles 45% longer)
-                 # No flag keeps subnormals: IREE's CPU runtime sets MXCSR FTZ|DAZ around
-                 # every dispatch (task workers and local-sync); iree-compile 3.13 has no
-                 # llvmcpu denormal/ftz option (only --iree-rocm-denormal-fp-math-f32), and
-                 # LLVM's denormal-fp-math attribute cannot clear MXCSR (README "Backends")
-                 _HOST_CPU],
+    "llvm-cpu": [
+        "--iree-hal-target-device=local",
+        "--iree-hal-local-target-device-backends=llvm-cpu",
+        # the generic CPU is 3-4x slower; --iree-opt-data-tiling measured 13%
+        # slower on an MLP forward+backward here (and compiles 45% longer)
+        # No flag keeps subnormals: IREE's CPU runtime sets MXCSR FTZ|DAZ around
+        # every dispatch (task workers and local-sync); iree-compile 3.13 has no
+        # llvmcpu denormal/ftz option (only --iree-rocm-denormal-fp-math-f32), and
+        # LLVM's denormal-fp-math attribute cannot clear MXCSR (README "Backends")
+        _HOST_CPU,
+    ],
     # the default SPIR-V target (what lavapipe and most drivers run) has no Int64 or
     # Float64 capability: i64 is demoted to i32 (the runtime casts at the boundary, see
     # BOUNDARY) and f64 is refused (UNSUPPORTED_DTYPES). Explicit desktop targets
@@ -63,8 +66,15 @@ GLOBAL_FLAGS = ("--iree-hal-force-indirect-command-buffers",)
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
 # 32-bit words, which a tensor of 1- or 2-byte values would not fill
-BOUNDARY = {"vulkan-spirv": {"int64": "int32", "bool": "int32", "int8": "int32",
-                             "uint8": "int32", "int16": "int32"}}
+BOUNDARY = {
+    "vulkan-spirv": {
+        "int64": "int32",
+        "bool": "int32",
+        "int8": "int32",
+        "uint8": "int32",
+        "int16": "int32",
+    }
+}
 
 
 def to_boundary(a: np.ndarray, dtype, what: str = "an input") -> np.ndarray:
@@ -80,18 +90,26 @@ def to_boundary(a: np.ndarray, dtype, what: str = "an input") -> np.ndarray:
             raise OverflowError(
                 f"{what} holds {a.dtype.name} value {bad}, which does not fit the "
                 f"{dtype.name} this backend holds {a.dtype.name} in (range [{info.min}, "
-                f"{info.max}]); keep values in that range or use the llvm-cpu backend")
+                f"{info.max}]); keep values in that range or use the llvm-cpu backend"
+            )
     return a.astype(dtype, copy=False)
 
 
 # dtypes a backend cannot compute in, with the reason
 UNSUPPORTED_DTYPES = {
     "vulkan-spirv": {
-        **{d: "the baseline SPIR-V target has no Float64 capability; use float32 on "
-              "vulkan-spirv, or llvm-cpu" for d in ("float64", "complex128")},
-        **{d: "the baseline SPIR-V target stores only 32-bit values (no 16-bit storage), so "
-              "16-bit floats cannot cross the boundary; use float32 on vulkan-spirv, or "
-              "llvm-cpu" for d in ("float16", "bfloat16")}},
+        **{
+            d: "the baseline SPIR-V target has no Float64 capability; use float32 on "
+            "vulkan-spirv, or llvm-cpu"
+            for d in ("float64", "complex128")
+        },
+        **{
+            d: "the baseline SPIR-V target stores only 32-bit values (no 16-bit storage), so "
+            "16-bit floats cannot cross the boundary; use float32 on vulkan-spirv, or "
+            "llvm-cpu"
+            for d in ("float16", "bfloat16")
+        },
+    },
 }
 
 
@@ -106,8 +124,9 @@ def flags(backend: str) -> list:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
 
-def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None,
-                 builder=None) -> bytes:
+def compile_mlir(
+    text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None, builder=None
+) -> bytes:
     """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before;
     ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``.
     ``builder(text, flags)`` compiles on a miss (default ``compile_uncached``, in-process;
@@ -125,9 +144,11 @@ def compile_mlir(text: str, backend: str = "llvm-cpu", extra_flags=(), stats=Non
     def build():
         missed.append(True)
         return (builder or compile_uncached)(text, fl)
+
     vmfb = cache.cached(key, build)
-    runtime_log.debug("IREE module %s for %s: %s", key[:12], backend,
-                      "compiled" if missed else "from the cache")
+    runtime_log.debug(
+        "IREE module %s for %s: %s", key[:12], backend, "compiled" if missed else "from the cache"
+    )
     if stats is not None:
         stats.update(cache="miss" if missed else "hit", key=key[:12])
     return vmfb
@@ -142,12 +163,14 @@ def host_cpu() -> str:
             first = f.read().split("\n\n", 1)[0]
     except OSError:
         import platform
+
         return f"{platform.machine()} {platform.processor()}"
     fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     flags_ = " ".join(sorted(fields.get("flags", "").split()))
-    return " | ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model")) + \
-        f" | {flags_}"
+    return (
+        " | ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model")) + f" | {flags_}"
+    )
 
 
 _LOCATION = re.compile(r' loc\((?:unknown|"(?:[^"\\]|\\.)*"(?:\("(?:[^"\\]|\\.)*":\d+:\d+\))?)\)')
@@ -167,8 +190,12 @@ def compile_uncached(text: str, flag_list) -> bytes:
 
     @_DIAG
     def on_diag(severity, message, size, _):
-        diags.append((_SEVERITY.get(severity, "error"), ctypes.string_at(message, size).decode(
-            errors="replace")))
+        diags.append(
+            (
+                _SEVERITY.get(severity, "error"),
+                ctypes.string_at(message, size).decode(errors="replace"),
+            )
+        )
 
     session = Session()
     try:
@@ -184,8 +211,9 @@ def compile_uncached(text: str, flag_list) -> bytes:
     with _captured_stderr() as console:  # some passes print straight to stderr
         ok = inv.parse_source(source) and inv.execute()
     if not ok:
-        raise CompileError(_message(diags + [("console", console.text)] if console.text
-                                    else diags, text))
+        raise CompileError(
+            _message(diags + [("console", console.text)] if console.text else diags, text)
+        )
     out = Output.open_membuffer()
     inv.output_vm_bytecode(out)
     vmfb = bytes(out.map_memory())
@@ -203,9 +231,12 @@ def compile_subprocess(text: str, flag_list) -> bytes:
     tool = _tool()
     if tool is None:
         return compile_uncached(text, flag_list)
-    proc = subprocess.Popen([tool, "-", "-o", "-", *flag_list, *GLOBAL_FLAGS],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [tool, "-", "-o", "-", *flag_list, *GLOBAL_FLAGS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     with _children_lock:
         _children.add(proc)
     try:
@@ -215,16 +246,16 @@ def compile_subprocess(text: str, flag_list) -> bytes:
             _children.discard(proc)
     if proc.returncode != 0:
         err = err.decode(errors="replace").replace("<stdin>:", "source.mlir:")
-        diags = [(m.group(2), m.group(1) + m.group(3))
-                 for m in _TOOL_DIAG.finditer(err)] or [("console", err.strip() or
-                                                         f"iree-compile exited with "
-                                                         f"{proc.returncode}")]
+        diags = [(m.group(2), m.group(1) + m.group(3)) for m in _TOOL_DIAG.finditer(err)] or [
+            ("console", err.strip() or f"iree-compile exited with {proc.returncode}")
+        ]
         raise CompileError(_message(diags, text))
     return vmfb
 
 
-_TOOL_DIAG = re.compile(r"^(source\.mlir:\d+:\d+: )(error|warning|note|remark): (.*)$",
-                        re.MULTILINE)
+_TOOL_DIAG = re.compile(
+    r"^(source\.mlir:\d+:\d+: )(error|warning|note|remark): (.*)$", re.MULTILINE
+)
 _children: set = set()
 _children_lock = threading.Lock()
 
@@ -232,6 +263,7 @@ _children_lock = threading.Lock()
 @functools.cache
 def _tool():
     from iree.compiler.tools.binaries import find_tool
+
     try:
         return find_tool("iree-compile")
     except Exception:  # noqa: BLE001 (the tool is optional: compile in-process instead)
@@ -248,6 +280,7 @@ def kill_subprocesses() -> None:
 @functools.cache
 def _setup_global_flags() -> None:
     from iree.compiler.api import ctypes_dl
+
     ctypes_dl._initializeGlobalCL("staged", *GLOBAL_FLAGS)
 
 
@@ -263,6 +296,7 @@ class _captured_stderr:
 
     def __enter__(self):
         import tempfile
+
         cls = type(self)
         with cls._lock:
             if cls._users == 0:
@@ -278,8 +312,9 @@ class _captured_stderr:
     def __exit__(self, *exc):
         cls = type(self)
         with cls._lock:
-            self.text = os.pread(cls._file.fileno(), 1 << 20, self._start).decode(
-                errors="replace").strip()
+            self.text = (
+                os.pread(cls._file.fileno(), 1 << 20, self._start).decode(errors="replace").strip()
+            )
             cls._users -= 1
             if cls._users == 0:
                 os.dup2(cls._saved, 2)
@@ -307,6 +342,9 @@ def _where(msg: str, text: str) -> str:
         src = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
         n = _NAME_LOC.search(src)
         return f"{n.group(1)} at {n.group(2)}:{n.group(3)}" if n else ""
-    prims = {n.group(1) for n in _NAME_LOC.finditer(text)
-             if n.group(2) == file and int(n.group(3)) == line}
+    prims = {
+        n.group(1)
+        for n in _NAME_LOC.finditer(text)
+        if n.group(2) == file and int(n.group(3)) == line
+    }
     return f"{'/'.join(sorted(prims)) or 'op'} at {file}:{line}"

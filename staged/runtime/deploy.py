@@ -14,6 +14,7 @@ version that compiled the module against the runtime's before anything is loaded
 checks its arguments (names, shapes, dtypes: only lossless widening is done, float labels
 are refused rather than truncated) before anything runs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,14 +59,16 @@ def save(entry, directory, names=None, fn=None) -> Path:
     by_tensor = {id(t): n for t, n in (names or {}).items()}
     renamed = {w.name: by_tensor.get(id(w.tensor), w.name) for w in c.state}
     g = c.graph
-    graph = Graph([Input(i.value, i.kind, renamed.get(i.name, i.name)) for i in g.inputs],
-                  g.consts, g.ops,
-                  [Output(o.value, o.kind, renamed.get(o.name, o.name)) for o in g.outputs],
-                  sym_consts=g.sym_consts)
+    graph = Graph(
+        [Input(i.value, i.kind, renamed.get(i.name, i.name)) for i in g.inputs],
+        g.consts,
+        g.ops,
+        [Output(o.value, o.kind, renamed.get(o.name, o.name)) for o in g.outputs],
+        sym_consts=g.sym_consts,
+    )
     if len(set(renamed.values())) != len(renamed):
         raise ValueError(f"state names must be unique, got {sorted(renamed.values())}")
-    text = to_mlir(graph, state_as_globals=True, scope=SCOPE,
-                   boundary=BOUNDARY.get(entry.backend))
+    text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=BOUNDARY.get(entry.backend))
     with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
         vmfb = compile_mlir(text, entry.backend)
 
@@ -73,9 +76,13 @@ def save(entry, directory, names=None, fn=None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "step.vmfb").write_bytes(vmfb)
     narrow = BOUNDARY.get(entry.backend, {})
-    _write_archive(out / "params.irpa", {
-        renamed[w.name]: _narrowed(w.tensor._host(), narrow, f"state {renamed[w.name]}")
-        for w in c.state})
+    _write_archive(
+        out / "params.irpa",
+        {
+            renamed[w.name]: _narrowed(w.tensor._host(), narrow, f"state {renamed[w.name]}")
+            for w in c.state
+        },
+    )
     args = [i for i in graph.inputs if i.kind == "arg"]
     outs = [o for o in graph.outputs if o.kind == "out"]
     manifest = {
@@ -103,8 +110,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
 
 def _write_manifest(out: Path, manifest: dict) -> Path:
     """Write ``manifest.json`` with the sha256 of the module and the archive now in ``out``."""
-    manifest["sha256"] = {manifest[k]: _sha256(out / manifest[k])
-                          for k in ("module", "parameters")}
+    manifest["sha256"] = {manifest[k]: _sha256(out / manifest[k]) for k in ("module", "parameters")}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return out
 
@@ -128,8 +134,9 @@ def _signature(fn) -> list:
 
 def _output_leaves(c) -> list:
     """Output leaves with their indices renumbered over the ``out`` outputs only."""
-    index = {k: n for n, k in enumerate(
-        k for k, o in enumerate(c.graph.outputs) if o.kind == "out")}
+    index = {
+        k: n for n, k in enumerate(k for k, o in enumerate(c.graph.outputs) if o.kind == "out")
+    }
     return [[kind, index[x] if kind == "value" else x] for kind, x in c.out_leaves]
 
 
@@ -162,12 +169,15 @@ def _tuplify(tree):
 
 def _command(backend, args, narrow) -> str:
     inputs = " ".join(f"--input=@{i.name}.npy" for i in args)
-    return (f"iree-run-module --device={DRIVERS[backend]} --module=step.vmfb "
-            f"--parameters={SCOPE}=params.irpa --function=main {inputs}").strip()
+    return (
+        f"iree-run-module --device={DRIVERS[backend]} --module=step.vmfb "
+        f"--parameters={SCOPE}=params.irpa --function=main {inputs}"
+    ).strip()
 
 
 def _write_archive(path: Path, arrays: dict) -> None:
     import iree.runtime as rt
+
     index = rt.ParameterIndex()
     for name, a in arrays.items():
         index.add_buffer(name, np.ascontiguousarray(a).tobytes())
@@ -209,23 +219,29 @@ class Deployed:
         params = rt.create_io_parameters_module(instance, index.create_provider(scope=m["scope"]))
         if self._vm_module is None:
             self._vm_module = rt.VmModule.copy_buffer(
-                instance, (self.directory / m["module"]).read_bytes())
+                instance, (self.directory / m["module"]).read_bytes()
+            )
         old, self._vm = self._vm, self.device.load_with(self._vm_module, [params])
         if old is not None:
             old.close()
 
     def __call__(self, *args, **kwargs):
-        arrays = [_checked(spec, a) for spec, a in zip(self.manifest["args"],
-                                                        self._bind(args, kwargs))]
-        arrays = [to_boundary(a, d, f"argument {spec['name']}")
-                  for a, d, spec in zip(arrays, self._arg_dtypes, self.manifest["args"])]
+        arrays = [
+            _checked(spec, a) for spec, a in zip(self.manifest["args"], self._bind(args, kwargs))
+        ]
+        arrays = [
+            to_boundary(a, d, f"argument {spec['name']}")
+            for a, d, spec in zip(arrays, self._arg_dtypes, self.manifest["args"])
+        ]
         if self._checks is not None:  # the state is on the device: raise before changing it
             self._checks.raise_pending(wait=True)
         res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
         if self._checks is not None:
             self._checks.track(res[-1], res[:-1])
-        outs = [Tensor._wrap(res[x]) if kind == "value" else x
-                for kind, x in self.manifest["out_leaves"]]
+        outs = [
+            Tensor._wrap(res[x]) if kind == "value" else x
+            for kind, x in self.manifest["out_leaves"]
+        ]
         return unflatten(_tuplify(self.manifest["out_tree"]), outs)
 
     def _bind(self, args, kwargs) -> list:
@@ -235,37 +251,49 @@ class Deployed:
         specs = self.manifest["args"]
         wanted = [a["name"] for a in specs]
         names = {n for n, _ in self.manifest["signature"]}
-        sig = [n for n, kind in self.manifest["signature"]
-               if kind in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+        sig = [
+            n
+            for n, kind in self.manifest["signature"]
+            if kind in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
+        ]
         if not sig:  # no signature known: positional leaves in trace order
             sig = list(dict.fromkeys(n.split(".")[0] for n in wanted))
         if len(args) > len(sig):
-            raise TypeError(f"this step takes {len(sig)} positional arguments "
-                            f"({', '.join(sig)}), got {len(args)}")
+            raise TypeError(
+                f"this step takes {len(sig)} positional arguments "
+                f"({', '.join(sig)}), got {len(args)}"
+            )
         bound = dict(zip(sig, args))
         for k, v in kwargs.items():
             if k in bound:
                 raise TypeError(f"this step got multiple values for argument {k!r}")
             if k not in names and not any(n == k or n.startswith(k + ".") for n in wanted):
-                raise TypeError(f"this step got an unexpected keyword argument {k!r}; its "
-                                f"arguments are {', '.join(sig)}")
+                raise TypeError(
+                    f"this step got an unexpected keyword argument {k!r}; its "
+                    f"arguments are {', '.join(sig)}"
+                )
             bound[k] = v
         leaves = {}
         for name, value in bound.items():
             flat, _ = flatten(value, lambda o: False)
             single = len(flat) == 1 and not isinstance(value, (tuple, list, dict))
-            leaves.update({name: flat[0]} if single else
-                          {f"{name}.{j}": x for j, x in enumerate(flat)})
+            leaves.update(
+                {name: flat[0]} if single else {f"{name}.{j}": x for j, x in enumerate(flat)}
+            )
         for name, traced in self.manifest.get("constants", {}).items():
             if name in leaves and not _same(leaves[name], traced):
-                raise ValueError(f"argument {name}={leaves[name]!r}: this step was traced with "
-                                 f"{name}={traced!r} and has that value built in; pass "
-                                 f"{traced!r}, or compile and save a step traced with the new "
-                                 "value")
+                raise ValueError(
+                    f"argument {name}={leaves[name]!r}: this step was traced with "
+                    f"{name}={traced!r} and has that value built in; pass "
+                    f"{traced!r}, or compile and save a step traced with the new "
+                    "value"
+                )
         missing = [n for n in wanted if n not in leaves]
         if missing:
-            raise TypeError(f"this step is missing the argument{'s' * (len(missing) > 1)} "
-                            f"{', '.join(missing)} (it takes {', '.join(wanted)})")
+            raise TypeError(
+                f"this step is missing the argument{'s' * (len(missing) > 1)} "
+                f"{', '.join(missing)} (it takes {', '.join(wanted)})"
+            )
         return [leaves[n] for n in wanted]
 
     def state_dict(self) -> dict:
@@ -279,10 +307,16 @@ class Deployed:
         specs = {s["name"]: s for s in self.manifest["state"]}
         unknown, missing = set(state) - set(specs), set(specs) - set(state)
         if unknown or missing:
-            raise KeyError(f"load_state_dict: unexpected keys {sorted(unknown)}, missing keys "
-                           f"{sorted(missing)}")
-        self._load(arrays={k: to_boundary(_checked(s, state[k], "state"), s["device_dtype"],
-                                          f"state {k}") for k, s in specs.items()})
+            raise KeyError(
+                f"load_state_dict: unexpected keys {sorted(unknown)}, missing keys "
+                f"{sorted(missing)}"
+            )
+        self._load(
+            arrays={
+                k: to_boundary(_checked(s, state[k], "state"), s["device_dtype"], f"state {k}")
+                for k, s in specs.items()
+            }
+        )
 
     def save(self, directory) -> Path:
         """Write this step with its current state as a saved step in ``directory``."""
@@ -291,9 +325,13 @@ class Deployed:
         m = dict(self.manifest)
         if out.resolve() != self.directory.resolve():
             shutil.copyfile(self.directory / m["module"], out / m["module"])
-        _write_archive(out / m["parameters"], {
-            k: _narrowed(a, {s["dtype"]: s["device_dtype"] for s in m["state"]}, f"state {k}")
-            for k, a in self.state_dict().items()})
+        _write_archive(
+            out / m["parameters"],
+            {
+                k: _narrowed(a, {s["dtype"]: s["device_dtype"] for s in m["state"]}, f"state {k}")
+                for k, a in self.state_dict().items()
+            },
+        )
         return _write_manifest(out, m)
 
 
@@ -303,34 +341,48 @@ def _read_manifest(directory: Path) -> dict:
     from iree.runtime.version import VERSION as runtime_version
 
     if not (directory / "manifest.json").is_file():
-        raise FileNotFoundError(at_user(
-            f"no saved step in {str(directory)!r}: it has no manifest.json. Save one with "
-            "compiled_step.save(directory) (after calling the step once), or pass the "
-            "directory that save() wrote"))
+        raise FileNotFoundError(
+            at_user(
+                f"no saved step in {str(directory)!r}: it has no manifest.json. Save one with "
+                "compiled_step.save(directory) (after calling the step once), or pass the "
+                "directory that save() wrote"
+            )
+        )
     m = json.loads((directory / "manifest.json").read_text())
     fmt = m.get("format")
     if fmt != FORMAT:
         old = isinstance(fmt, str) and fmt.startswith("staged-step/")
-        raise ValueError(f"{directory}: " + (
-            f"saved in format {fmt!r}; this staged {__version__} reads {FORMAT!r}: save the "
-            "step again with this version" if old else
-            f"not a saved staged step (format {fmt!r}, expected {FORMAT!r})"))
+        raise ValueError(
+            f"{directory}: "
+            + (
+                f"saved in format {fmt!r}; this staged {__version__} reads {FORMAT!r}: save the "
+                "step again with this version"
+                if old
+                else f"not a saved staged step (format {fmt!r}, expected {FORMAT!r})"
+            )
+        )
     versions = m.get("versions", {})
     if versions.get("iree-compiler") != runtime_version:
         raise IntegrityError(
             f"{directory}: step.vmfb was compiled by IREE {versions.get('iree-compiler')}, this "
             f"runtime is IREE {runtime_version}; IREE modules only run on the release that "
-            "compiled them: install that iree-base-runtime, or save the step again here")
+            "compiled them: install that iree-base-runtime, or save the step again here"
+        )
     if versions.get("staged") != __version__:
-        warnings.warn(f"{directory}: saved by staged {versions.get('staged')}, loaded by "
-                      f"staged {__version__}", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{directory}: saved by staged {versions.get('staged')}, loaded by "
+            f"staged {__version__}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     for key in ("module", "parameters"):
         name = m[key]
         got, want = _sha256(directory / name), m.get("sha256", {}).get(name)
         if got != want:
             raise IntegrityError(
                 f"{directory / name}: sha256 {got} does not match the manifest's {want}: the "
-                "file was damaged or changed after saving; restore it or save the step again")
+                "file was damaged or changed after saving; restore it or save the step again"
+            )
     return m
 
 
@@ -339,12 +391,16 @@ def _checked(spec: dict, x, what="argument") -> np.ndarray:
     a = np.asarray(x._host() if isinstance(x, Tensor) else x)
     name, shape, dtype = spec["name"], spec["shape"], np.dtype(spec["dtype"])
     if a.ndim != len(shape) or any(s != t for s, t in zip(a.shape, shape) if isinstance(t, int)):
-        raise ValueError(f"{what} {name}: expected shape {shape}, got {list(a.shape)} (a saved "
-                         "step has the shapes it was traced with; named dims are dynamic)")
+        raise ValueError(
+            f"{what} {name}: expected shape {shape}, got {list(a.shape)} (a saved "
+            "step has the shapes it was traced with; named dims are dynamic)"
+        )
     if a.dtype != dtype and not np.can_cast(a.dtype, dtype, "safe"):
-        raise TypeError(f"{what} {name}: expected {dtype}, got {a.dtype}, which does not "
-                        f"convert to {dtype} without loss; convert it explicitly "
-                        f"(e.g. .astype({dtype.name!r})) if that is what you mean")
+        raise TypeError(
+            f"{what} {name}: expected {dtype}, got {a.dtype}, which does not "
+            f"convert to {dtype} without loss; convert it explicitly "
+            f"(e.g. .astype({dtype.name!r})) if that is what you mean"
+        )
     return a.astype(dtype, copy=False)
 
 

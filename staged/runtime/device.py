@@ -7,6 +7,7 @@ maps the buffer when the device allows it (CPU) and otherwise copies it through 
 host-visible staging buffer: importing a NumPy allocation, iree.runtime's default, fails
 on Vulkan drivers that need page-aligned host pointers (lavapipe: 4096 bytes).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -25,8 +26,11 @@ DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
 # the IREE drivers that run what a backend compiles (the first is the default): an
 # llvm-cpu module runs on the multi-threaded local-task driver or the single-threaded,
 # caller-thread local-sync one
-BACKEND_DRIVERS = {"llvm-cpu": ("local-task", "local-sync"), "vulkan-spirv": ("vulkan",),
-                   "cuda": ("cuda",)}
+BACKEND_DRIVERS = {
+    "llvm-cpu": ("local-task", "local-sync"),
+    "vulkan-spirv": ("vulkan",),
+    "cuda": ("cuda",),
+}
 _ALIASES = {"cpu": "local-task"}  # PyTorch's spelling
 # Note [caching allocator]: a step allocates its results (the new parameters) and its
 # intermediates afresh on every call, and frees the previous ones. On the CPU drivers
@@ -98,17 +102,23 @@ def parse_device(backend: str, spec=None) -> tuple:
         name, sep, idx = spec.strip().partition(":")
         driver = _ALIASES.get(name, name)
         if sep and not idx.isdigit():
-            raise ValueError(f"device {spec!r}: expected 'driver' or 'driver:index' "
-                             f"(e.g. {drivers[0]!r} or '{drivers[0]}:0')")
+            raise ValueError(
+                f"device {spec!r}: expected 'driver' or 'driver:index' "
+                f"(e.g. {drivers[0]!r} or '{drivers[0]}:0')"
+            )
         index = int(idx) if sep else None
         if driver not in drivers:
-            raise ValueError(f"device {spec!r} cannot run a {backend} step: {backend} runs on "
-                             f"the IREE driver{'s' if len(drivers) > 1 else ''} "
-                             f"{', '.join(drivers)}; available here: "
-                             f"{', '.join(available_devices(backend)) or 'none'}")
+            raise ValueError(
+                f"device {spec!r} cannot run a {backend} step: {backend} runs on "
+                f"the IREE driver{'s' if len(drivers) > 1 else ''} "
+                f"{', '.join(drivers)}; available here: "
+                f"{', '.join(available_devices(backend)) or 'none'}"
+            )
     else:
-        raise TypeError(f"device must be None, an int or a string like "
-                        f"'{drivers[0]}:0', got {type(spec).__name__}")
+        raise TypeError(
+            f"device must be None, an int or a string like "
+            f"'{drivers[0]}:0', got {type(spec).__name__}"
+        )
     if index is not None and index < 0:
         raise ValueError(f"device index must be >= 0, got {index}")
     return driver, index
@@ -124,8 +134,10 @@ def available_devices(backend: str) -> list:
             infos = _get_driver(rt, driver).query_available_devices()
         except (RuntimeError, ValueError):  # the driver's library is not installed
             continue
-        out += [f"{driver}:{i} ({info.get('name') or info.get('path') or 'default'})"
-                for i, info in enumerate(infos)]
+        out += [
+            f"{driver}:{i} ({info.get('name') or info.get('path') or 'default'})"
+            for i, info in enumerate(infos)
+        ]
     return out
 
 
@@ -165,8 +177,10 @@ class Device:
             if isinstance(err, DeviceError):
                 raise
             cause = err.__cause__ or err.__context__
-            raise DeviceError(f"backend {backend!r}: {where} has no usable device: "
-                              f"{err}{f' ({cause})' if cause else ''}") from None
+            raise DeviceError(
+                f"backend {backend!r}: {where} has no usable device: "
+                f"{err}{f' ({cause})' if cause else ''}"
+            ) from None
         self._rt = rt
         self.hal = self.config.device
 
@@ -180,7 +194,8 @@ class Device:
             raise DeviceError(
                 f"backend {backend!r}: no device {self.driver}:{self.index} (the driver "
                 f"lists {len(infos)}); available: "
-                f"{', '.join(available_devices(backend)) or 'none'}")
+                f"{', '.join(available_devices(backend)) or 'none'}"
+            )
         where += f" device {self.index} ({infos[self.index].get('name')})"
         return drv.create_device(infos[self.index], allocators=allocators), where
 
@@ -200,9 +215,12 @@ class Device:
         rt = self._rt
         a = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
         view = self.hal.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT,
-            device=self.hal, buffer=a, element_type=rt.array_interop.map_dtype_to_element_type(
-                a.dtype))
+            memory_type=rt.MemoryType.DEVICE_LOCAL,
+            allowed_usage=rt.BufferUsage.DEFAULT,
+            device=self.hal,
+            buffer=a,
+            element_type=rt.array_interop.map_dtype_to_element_type(a.dtype),
+        )
         return DeviceValue(self, view, a.dtype)
 
     def read(self, view, dtype) -> np.ndarray:
@@ -211,8 +229,9 @@ class Device:
         raw = rt.HalElementType.map_to_dtype(view.element_type)
         shape = tuple(view.shape)
         buf = view.get_buffer()
-        if (buf.memory_type() & int(rt.MemoryType.HOST_VISIBLE)
-                and buf.allowed_usage() & int(rt.BufferUsage.MAPPING_SCOPED)):
+        if buf.memory_type() & int(rt.MemoryType.HOST_VISIBLE) and buf.allowed_usage() & int(
+            rt.BufferUsage.MAPPING_SCOPED
+        ):
             a = np.array(view.map().asarray(shape, raw), copy=True)
         else:
             a = self._read_staged(buf, shape, raw)
@@ -223,10 +242,15 @@ class Device:
         staging = self.hal.allocator.allocate_buffer(
             memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
             allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
-            allocation_size=source.byte_length())
+            allocation_size=source.byte_length(),
+        )
         sem = self.hal.create_semaphore(0)
-        self.hal.queue_copy(source, staging, wait_semaphores=rt.HalFence.create_at(sem, 0),
-                            signal_semaphores=rt.HalFence.create_at(sem, 1))
+        self.hal.queue_copy(
+            source,
+            staging,
+            wait_semaphores=rt.HalFence.create_at(sem, 0),
+            signal_semaphores=rt.HalFence.create_at(sem, 1),
+        )
         rt.HalFence.create_at(sem, 1).wait()
         return np.array(staging.map().asarray(shape, raw), copy=True)
 
@@ -290,8 +314,10 @@ class Module:
         rt = dev._rt
         self.device = dev
         self._rt = rt
-        self.context = rt.VmContext(dev.config.vm_instance, modules=[
-            *dev.config.default_vm_modules, *extra_modules, vm_module])
+        self.context = rt.VmContext(
+            dev.config.vm_instance,
+            modules=[*dev.config.default_vm_modules, *extra_modules, vm_module],
+        )
         self._module = vm_module
         self._functions = {}
         self._timeline = None  # [semaphore, last value] for coarse-fences functions
@@ -333,8 +359,7 @@ class Module:
             vf = self._module.lookup_function(name)
             if vf is None:
                 raise KeyError(f"compiled module has no function {name!r}")
-            f = self._functions[name] = (
-                vf, vf.reflection.get("iree.abi.model") == "coarse-fences")
+            f = self._functions[name] = (vf, vf.reflection.get("iree.abi.model") == "coarse-fences")
         return f
 
     def invoke(self, fn_name: str, args, result_dtypes=None, undo=None) -> list:

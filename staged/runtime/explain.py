@@ -5,6 +5,7 @@ with the step (state tensors, guards, re-traces) are wrapped and cut with a coun
 is left out. ``verbose=True`` adds what does not fit: IREE's dispatch count, the whole graph
 (one op a line, with the user's ``file:line``) and its MLIR.
 """
+
 from __future__ import annotations
 
 import collections
@@ -43,37 +44,67 @@ def explain_text(c, verbose: bool = False) -> str:
     outs = [f"{o.name} {o.value.aval}" for o in g.outputs if o.kind == "out"]
     lines += _listing("arguments", args) + _listing("returns", outs)
     live = {w.name for w in cap.state if any(w.tensor is t for t, _ in cap.live)}
-    lines += _listing("state read", [i.name for i in g.inputs
-                                     if i.kind == "state" and i.name not in live])
-    lines += _listing("hyper-parameters read at every call",
-                      [i.name for i in g.inputs if i.name in live])
+    lines += _listing(
+        "state read", [i.name for i in g.inputs if i.kind == "state" and i.name not in live]
+    )
+    lines += _listing(
+        "hyper-parameters read at every call", [i.name for i in g.inputs if i.name in live]
+    )
     if cap.rng is not None:  # Note [host draws]
         draws = [i.value.aval for i in g.inputs if i.kind == "draw"]
-        lines += _listing("random draws made on the host at every call (torch's stream)",
-                          [f"{what} {aval}" + (f" at {loc}" if loc else "")
-                           for (what, loc), aval in zip(cap.rng.whats, draws)])
+        lines += _listing(
+            "random draws made on the host at every call (torch's stream)",
+            [
+                f"{what} {aval}" + (f" at {loc}" if loc else "")
+                for (what, loc), aval in zip(cap.rng.whats, draws)
+            ],
+        )
     lines += _listing("state written", [o.name for o in g.outputs if o.kind == "state"])
     lines += _listing(".grad written", [o.name + ".grad" for o in g.outputs if o.kind == "grad"])
-    lines += _listing("new state (made by this call: traced again next call)",
-                      [o.name for o in g.outputs if o.kind == "escaped"])
+    lines += _listing(
+        "new state (made by this call: traced again next call)",
+        [o.name for o in g.outputs if o.kind == "escaped"],
+    )
     lines.append("")
     lines += _guards(e)
     lines.append("")
     cache = e.cache.get("cache")
-    lines.append(f"compile: {_times(e.times)}" + (
-        f"; IREE module {'from the cache' if cache == 'hit' else 'compiled (not cached)'}"
-        f" [{e.cache.get('key')}]" if cache else ""))
+    lines.append(
+        f"compile: {_times(e.times)}"
+        + (
+            f"; IREE module {'from the cache' if cache == 'hit' else 'compiled (not cached)'}"
+            f" [{e.cache.get('key')}]"
+            if cache
+            else ""
+        )
+    )
     lines += getattr(c, "calls", None) and c.calls.lines() or []
-    lines = [w for line in "\n".join(lines).splitlines() for w in (_wrap(line).splitlines()
-                                                                    or [""])]
+    lines = [
+        w for line in "\n".join(lines).splitlines() for w in (_wrap(line).splitlines() or [""])
+    ]
     if not verbose:
         lines.append("explain(verbose=True) adds the dispatch count, the graph and its MLIR")
         return "\n".join(lines)
     if e.mlir is None:  # Note [background compiles]: not lowered yet
-        return "\n".join([*lines, "", "graph:", str(cap.graph), "",
-                          "MLIR: not lowered yet (compiling in the background)"])
-    lines += [f"dispatches: {count_dispatches(e.mlir, c.backend)}",
-              "", "graph:", str(cap.graph), "", "MLIR:", e.mlir]
+        return "\n".join(
+            [
+                *lines,
+                "",
+                "graph:",
+                str(cap.graph),
+                "",
+                "MLIR: not lowered yet (compiling in the background)",
+            ]
+        )
+    lines += [
+        f"dispatches: {count_dispatches(e.mlir, c.backend)}",
+        "",
+        "graph:",
+        str(cap.graph),
+        "",
+        "MLIR:",
+        e.mlir,
+    ]
     return "\n".join(lines)
 
 
@@ -97,11 +128,16 @@ def _history(c) -> list:
         if h.get("eager"):
             lines.append(_wrap(f"  - {h['reason']}: ran eagerly (fallback='eager')"))
             continue
-        one = "; one-shot: it made new state, so the next call traces again" \
-            if h["one_shot"] else ""
-        lines.append(_wrap(f"  {first}. {h['reason']}{one} [{h['ops']} ops; "
-                           f"{_times(h['times'])}{', cached' if h['cache'] == 'hit' else ''}]",
-                           3))
+        one = (
+            "; one-shot: it made new state, so the next call traces again" if h["one_shot"] else ""
+        )
+        lines.append(
+            _wrap(
+                f"  {first}. {h['reason']}{one} [{h['ops']} ops; "
+                f"{_times(h['times'])}{', cached' if h['cache'] == 'hit' else ''}]",
+                3,
+            )
+        )
         if h.get("background") is not None:  # Note [background compiles]
             lines.append(_wrap(f"     {h['background']}", 3, indent="     "))
         first += 1
@@ -111,8 +147,10 @@ def _history(c) -> list:
 def _segments(eager) -> list:
     if not eager:
         return ["segments: 1 (staged captures the whole step as one graph: no breaks)"]
-    return [f"segments: 0 for {len(eager)} call signature(s), which ran eagerly because:",
-            *(_wrap("  " + why) for why in eager[-3:])]
+    return [
+        f"segments: 0 for {len(eager)} call signature(s), which ran eagerly because:",
+        *(_wrap("  " + why) for why in eager[-3:]),
+    ]
 
 
 def _by_phase(g) -> str:
@@ -137,10 +175,14 @@ def _listing(what: str, items: list) -> list:
 
 def _guards(e) -> list:
     cap = e.captured
-    lines = ["guards (a call re-traces when one no longer holds):",
-             "  the arguments' structure, shapes, dtypes and requires_grad, and the grad mode",
-             (f"  {len(e._guards)} state tensors keep their shape, dtype, requires_grad and "
-              "whether .grad is set")]
+    lines = [
+        "guards (a call re-traces when one no longer holds):",
+        "  the arguments' structure, shapes, dtypes and requires_grad, and the grad mode",
+        (
+            f"  {len(e._guards)} state tensors keep their shape, dtype, requires_grad and "
+            "whether .grad is set"
+        ),
+    ]
     same = collections.Counter(f"  {g.name} == {_cut(g.show(g.value))}" for g in cap.guards)
     lines += [line + (f" (x{n})" if n > 1 else "") for line, n in list(same.items())[:8]]
     if len(same) > 8:
@@ -153,12 +195,20 @@ def _times(times: dict) -> str:
 
 
 def _cut(s: str, n: int = 70) -> str:
-    return s if len(s) <= n else s[:n - 3] + "..."
+    return s if len(s) <= n else s[: n - 3] + "..."
 
 
 def _wrap(s: str, max_lines: int = 2, indent: str = "    ") -> str:
-    return "\n".join(textwrap.wrap(s, WIDTH, subsequent_indent=indent, max_lines=max_lines,
-                                   placeholder=" ...", break_on_hyphens=False))
+    return "\n".join(
+        textwrap.wrap(
+            s,
+            WIDTH,
+            subsequent_indent=indent,
+            max_lines=max_lines,
+            placeholder=" ...",
+            break_on_hyphens=False,
+        )
+    )
 
 
 def count_dispatches(mlir: str, backend: str) -> int:
@@ -166,5 +216,4 @@ def count_dispatches(mlir: str, backend: str) -> int:
     from iree.compiler import compile_str
 
     flow = compile_str(mlir, extra_args=flags(backend) + ["--compile-to=flow"])
-    return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes)
-                          else flow))
+    return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes) else flow))

@@ -17,6 +17,7 @@ cleared when it is done, so nothing is left behind (a tqdm bar on that line is r
 its next update). It writes to a copy of the stderr descriptor taken when the compile
 began, since IREE's compile redirects descriptor 2 to collect its diagnostics.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,14 +52,12 @@ def configure(value: str | None = None) -> None:
     """Log staged's records at ``value`` (default ``$STAGED_LOG``; ``debug`` if only
     ``$STAGED_DEBUG`` is set) to stderr; nothing when neither is set."""
     if value is None:
-        value = os.environ.get("STAGED_LOG") or ("debug" if os.environ.get("STAGED_DEBUG")
-                                                 else "")
+        value = os.environ.get("STAGED_LOG") or ("debug" if os.environ.get("STAGED_DEBUG") else "")
     if not value:
         return
     level = logging.getLevelName(value.strip().upper())
     if not isinstance(level, int):
-        warnings.warn(f"STAGED_LOG={value!r}: expected a logging level (info, debug)",
-                      stacklevel=2)
+        warnings.warn(f"STAGED_LOG={value!r}: expected a logging level (info, debug)", stacklevel=2)
         return
     log = logging.getLogger("staged")
     if not any(isinstance(h, _Handler) for h in log.handlers):

@@ -26,6 +26,7 @@ own tools: ``iree-run-module --device_profiling_mode=host-execution
 --device_profiling_output=step.ireeprof ...`` then ``iree-profile statistics
 step.ireeprof`` (docs/profiling.md).
 """
+
 from __future__ import annotations
 
 import time
@@ -97,14 +98,24 @@ def run(graph, leaves):
             if isinstance(r, DeviceValue) and r.ready is not None:
                 r.wait()
                 break  # one wait per call: the step signals all its results at once
-        device = prof.add_event("device execution", "compiled_phase", start,
-                                time.perf_counter_ns(), {"backend": graph.backend})
+        device = prof.add_event(
+            "device execution",
+            "compiled_phase",
+            start,
+            time.perf_counter_ns(),
+            {"backend": graph.backend},
+        )
         events = {}
         for path, n in _ranges(graph).items():  # untimed: see the Note
             at = prof._t0 + device.end_us * 1000
             events[path] = prof.add_event(
-                f"{path[-1]} [compiled, {sum(n.values())} ops]", "compiled_range", at, at,
-                {"ops": n, "timed": False}, events.get(path[:-1], device))
+                f"{path[-1]} [compiled, {sum(n.values())} ops]",
+                "compiled_range",
+                at,
+                at,
+                {"ops": n, "timed": False},
+                events.get(path[:-1], device),
+            )
         e = prof._begin("result transfer", "compiled_phase")
         try:
             nbytes = 0

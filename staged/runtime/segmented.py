@@ -7,6 +7,7 @@ the collectives between them on the host, through the process group the eager im
 waits for the values it reduces, starts every collective of its group before waiting
 for one, and uploads the results for the next segment.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,11 @@ def has_collectives(graph) -> bool:
 def segmented_mlir(graph, boundary=None):
     """(the Split, the MLIR text of a module with one function per non-empty segment)."""
     plan = split(graph, lambda op: op.prim.name in _HOST_OPS)
-    texts = [to_mlir(s.graph, f"segment{k}", boundary=boundary)
-             for k, s in enumerate(plan.segments) if s.graph.ops]
+    texts = [
+        to_mlir(s.graph, f"segment{k}", boundary=boundary)
+        for k, s in enumerate(plan.segments)
+        if s.graph.ops
+    ]
     return plan, "\n".join(texts)
 
 
@@ -46,8 +50,9 @@ class Segmented:
     def _to_device(self, a, dtype):
         """NumPy ``a`` on the device, held as the module's edge holds ``dtype``."""
         edge = self.narrow.get(np.dtype(dtype))
-        dv = self.device.upload(a if edge is None else to_boundary(a, edge, "a collective's "
-                                                                           "result"))
+        dv = self.device.upload(
+            a if edge is None else to_boundary(a, edge, "a collective's result")
+        )
         dv.dtype = np.dtype(dtype)
         return dv
 
@@ -63,8 +68,9 @@ class Segmented:
                 started.append((op, start(op.prim.name, x, op.params, not self.checked), None))
         for op, request, out in started:
             out = request.wait() if request is not None else out
-            env[op.out.id] = self._to_device(np.asarray(out, op.out.aval.dtype.np),
-                                             op.out.aval.dtype.np)
+            env[op.out.id] = self._to_device(
+                np.asarray(out, op.out.aval.dtype.np), op.out.aval.dtype.np
+            )
 
     def invoke(self, fn_name, args, result_dtypes=None, undo=None) -> list:
         env = {i.value.id: a for i, a in zip(self.graph.inputs, args)}
@@ -73,9 +79,12 @@ class Segmented:
         last = max((k for k, s in enumerate(plan.segments) if s.graph.ops), default=-1)
         for k, seg in enumerate(plan.segments):
             if seg.graph.ops:
-                res = self.module.invoke(f"segment{k}", [env[v.id] for v in seg.inputs],
-                                         [v.aval.dtype.np for v in seg.outputs],
-                                         undo if k == last else None)
+                res = self.module.invoke(
+                    f"segment{k}",
+                    [env[v.id] for v in seg.inputs],
+                    [v.aval.dtype.np for v in seg.outputs],
+                    undo if k == last else None,
+                )
                 env.update((v.id, r) for v, r in zip(seg.outputs, res))
             if plan.host[k]:
                 if profiler.current is None:
@@ -87,8 +96,11 @@ class Segmented:
         out = []
         for o, d in zip(self.graph.outputs, result_dtypes):
             r = env[o.value.id]
-            out.append(r if isinstance(r, DeviceValue) and r.device is self.device else
-                       self._to_device(np.asarray(r), d))
+            out.append(
+                r
+                if isinstance(r, DeviceValue) and r.device is self.device
+                else self._to_device(np.asarray(r), d)
+            )
         return out
 
 

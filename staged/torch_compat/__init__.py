@@ -8,6 +8,7 @@ runs a script so (as ``python script.py`` would: ``__main__``, ``sys.argv``, its
 first on the path). ``--compile NAME`` wraps the script's function ``NAME`` (its training
 step) in ``staged.compile`` as the script defines it, for the compiled pass of the
 compatibility suite (``tests/programs``)."""
+
 from __future__ import annotations
 
 import builtins
@@ -29,15 +30,16 @@ class _TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec):
-        real = "staged" + spec.name[len("torch"):]
+        real = "staged" + spec.name[len("torch") :]
         try:
             return importlib.import_module(real)
         except ModuleNotFoundError as err:
             if err.name != real:
                 raise
             raise ModuleNotFoundError(
-                f"No module named {spec.name!r}: staged (standing in for torch) has no "
-                f"{real}", name=spec.name) from None
+                f"No module named {spec.name!r}: staged (standing in for torch) has no {real}",
+                name=spec.name,
+            ) from None
 
     def exec_module(self, module):
         pass  # already imported as itself
@@ -51,8 +53,10 @@ def as_torch() -> None:
     RuntimeError if the real torch is imported already (the two cannot share the name)."""
     real = sys.modules.get("torch")
     if real is not None and real.__name__ != "staged":
-        raise RuntimeError("the real torch is already imported in this process; call "
-                           "staged.as_torch() before anything imports torch")
+        raise RuntimeError(
+            "the real torch is already imported in this process; call "
+            "staged.as_torch() before anything imports torch"
+        )
     if _ALIAS not in sys.meta_path:
         sys.meta_path.insert(0, _ALIAS)
 

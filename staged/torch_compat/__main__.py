@@ -1,5 +1,6 @@
 """``python -m staged.torch_compat [--compile NAME] script.py [args...]``: run a PyTorch
 script with staged as torch (``staged.torch_compat.run``)."""
+
 import argparse
 import sys
 
@@ -7,10 +8,13 @@ from . import run
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m staged.torch_compat",
-                                description="Run a PyTorch script with staged as torch.")
-    p.add_argument("--compile", metavar="NAME",
-                   help="wrap the script's function NAME in staged.compile")
+    p = argparse.ArgumentParser(
+        prog="python -m staged.torch_compat",
+        description="Run a PyTorch script with staged as torch.",
+    )
+    p.add_argument(
+        "--compile", metavar="NAME", help="wrap the script's function NAME in staged.compile"
+    )
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)

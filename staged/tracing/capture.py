@@ -29,6 +29,7 @@ and the runtime sets it to ``get()`` before every call, so the change takes effe
 no re-trace. Where the number steers Python control flow (``if weight_decay:``) that
 code guards the branch instead (``Tracer.guard``).
 """
+
 from __future__ import annotations
 
 import gc
@@ -63,11 +64,11 @@ class Watched:
     """A pre-trace tensor the trace read or wrote, with what to restore afterwards."""
 
     tensor: Tensor
-    payload: object        # the data before the trace; dropped once restored
-    aval: Aval             # its shape and dtype, kept for the re-trace guards
-    meta: tuple            # (requires_grad, grad_fn, output_nr)
-    grad: object           # the .grad object before the trace
-    value: object = None   # the state input Value, if its data was read
+    payload: object  # the data before the trace; dropped once restored
+    aval: Aval  # its shape and dtype, kept for the re-trace guards
+    meta: tuple  # (requires_grad, grad_fn, output_nr)
+    grad: object  # the .grad object before the trace
+    value: object = None  # the state input Value, if its data was read
     name: str = ""
 
 
@@ -76,7 +77,7 @@ class GradWrite:
     """After each call, ``tensor.grad`` becomes: None, an existing tensor, or an output."""
 
     tensor: Tensor
-    kind: str              # "none", "object" or "output"
+    kind: str  # "none", "object" or "output"
     obj: object = None
     output: int = -1
 
@@ -88,19 +89,19 @@ class Captured:
     graph: Graph
     in_tree: object
     out_tree: object
-    out_leaves: list                 # per output leaf: ("value", output index) or ("py", obj)
-    state: list                      # [Watched] whose data is a state input, in input order
-    state_updates: list              # [(Watched, output index)]
-    grad_writes: list                # [GradWrite]
+    out_leaves: list  # per output leaf: ("value", output index) or ("py", obj)
+    state: list  # [Watched] whose data is a state input, in input order
+    state_updates: list  # [(Watched, output index)]
+    grad_writes: list  # [GradWrite]
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
     # with a .grad at trace time takes the argument's .grad as the next input
-    escaped: list = field(default_factory=list)       # [(Tensor, output index)]
-    dict_writes: list = field(default_factory=list)   # [(dict, its items after the trace)]
-    guards: list = field(default_factory=list)        # [Guard]
+    escaped: list = field(default_factory=list)  # [(Tensor, output index)]
+    dict_writes: list = field(default_factory=list)  # [(dict, its items after the trace)]
+    guards: list = field(default_factory=list)  # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
     constants: dict = field(default_factory=dict)  # argument name -> its non-tensor value
-    checks: list = field(default_factory=list)        # [(error, message, lo, hi)], one a row of
-    check_output: int = -1                            # this output (Note [index checks])
+    checks: list = field(default_factory=list)  # [(error, message, lo, hi)], one a row of
+    check_output: int = -1  # this output (Note [index checks])
     rng: Program | None = None  # the host's draws per call (Note [host draws])
 
     @property
@@ -138,8 +139,14 @@ class Tracer:
     def _watch(self, t: Tensor) -> Watched:
         w = self.watched.get(id(t))
         if w is None:
-            w = Watched(t, t._payload, t._aval(), (t._requires_grad, t.grad_fn, t._output_nr),
-                        t._grad, name=f"tensor{t._serial}")
+            w = Watched(
+                t,
+                t._payload,
+                t._aval(),
+                (t._requires_grad, t.grad_fn, t._output_nr),
+                t._grad,
+                name=f"tensor{t._serial}",
+            )
             self.watched[id(t)] = w
         return w
 
@@ -206,8 +213,11 @@ class Tracer:
             steps.append(("get", gen, len(self.slots) - 1))
         elif kind == "set":
             got = self.slots.get(id(arg))
-            steps.append(("set", gen, got[1]) if got is not None and got[0] is arg else
-                         ("load", gen, state_bytes(arg)))
+            steps.append(
+                ("set", gen, got[1])
+                if got is not None and got[0] is arg
+                else ("load", gen, state_bytes(arg))
+            )
         else:
             steps.append(("seed", gen, arg))
 
@@ -227,8 +237,10 @@ class Tracer:
         p = t._payload
         if isinstance(p, Symbolic):
             if p.tracer is not self:
-                raise CaptureError(f"{user_location()}: a tensor from another staged trace "
-                                   "was used here (a symbolic tensor escaped its trace)")
+                raise CaptureError(
+                    f"{user_location()}: a tensor from another staged trace "
+                    "was used here (a symbolic tensor escaped its trace)"
+                )
             return p.value
         key = id(p)
         v = self.consts.get(key)
@@ -258,8 +270,9 @@ class Tracer:
         vals = [self.value_of(t) for t in inputs]
         aval = prim.shape_rule(*(v.aval for v in vals), **params)
         tags = interceptor.tags
-        v = self.graph.add_op(prim, vals, params, aval, user_location(), tags.phase,
-                              tags.hook, tags.ranges)  # Note [phases]
+        v = self.graph.add_op(
+            prim, vals, params, aval, user_location(), tags.phase, tags.hook, tags.ranges
+        )  # Note [phases]
         if prim is ad.check:
             self.checks.append((v, params))
         out = Symbolic(v, self)
@@ -354,8 +367,10 @@ def _name(c: Captured, tracer: Tracer, fn, arg_names, leaves) -> None:
     Note [state names]. Live inputs keep their own names; a name is made unique with
     ``#2``."""
     try:
-        found, outs = state_names(fn, arg_names, leaves, c.dict_writes), \
-            output_names(fn, c.out_tree)
+        found, outs = (
+            state_names(fn, arg_names, leaves, c.dict_writes),
+            output_names(fn, c.out_tree),
+        )
     except Exception:  # noqa: BLE001 (names are cosmetic: a user object that the walk
         found, outs = {}, []  # cannot read must not fail the trace)
     args = {id(w): arg_names[i] for i, w in c.arg_wrappers}  # named on their .grad outputs
@@ -364,8 +379,9 @@ def _name(c: Captured, tracer: Tracer, fn, arg_names, leaves) -> None:
     taken = {i.name for i in g.inputs if i.kind == "arg"}
     taken |= {w.name for w in tracer.watched.values() if id(w.tensor) in live}
     renamed = {}
-    for t, old, w in [(w.tensor, w.name, w) for w in tracer.watched.values()] + \
-            [(t, g.outputs[k].name, None) for t, k in c.escaped]:
+    for t, old, w in [(w.tensor, w.name, w) for w in tracer.watched.values()] + [
+        (t, g.outputs[k].name, None) for t, k in c.escaped
+    ]:
         new = args.get(id(t)) or found.get(id(t))
         if new is None or id(t) in live:
             continue
@@ -436,8 +452,10 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 g.outputs.append(Output(cur.value, "state", w.name))
                 updates.append((w, len(g.outputs) - 1))
             elif not isinstance(cur, Symbolic):
-                raise CaptureError("the data of a captured tensor was replaced by a concrete "
-                                   "array during the trace (t.data = ...); not supported")
+                raise CaptureError(
+                    "the data of a captured tensor was replaced by a concrete "
+                    "array during the trace (t.data = ...); not supported"
+                )
         gr = t._grad
         if id(t) in arg_grads:  # an argument's .grad came in as an input: always goes out
             if gr is None:
@@ -456,16 +474,29 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
     state.sort(key=lambda w: w.value.id)
-    g.inputs = [i for i in g.inputs if i.kind != "draw"] + \
-        [i for i in g.inputs if i.kind == "draw"]  # Note [host draws]: after the state
+    g.inputs = [i for i in g.inputs if i.kind != "draw"] + [
+        i for i in g.inputs if i.kind == "draw"
+    ]  # Note [host draws]: after the state
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
         checks = _apply_checks(tracer, updates, grad_writes)
-    return Captured(g, in_tree, out_tree, out_leaves, state, updates, grad_writes, wrappers,
-                    guards=list(tracer.guards.values()), live=list(tracer.live_inputs.values()),
-                    dict_writes=dict_writes, checks=checks, constants=tracer.constants,
-                    check_output=len(g.outputs) - 1 if checks else -1,
-                    rng=tracer.program if tracer.program.steps else None)
+    return Captured(
+        g,
+        in_tree,
+        out_tree,
+        out_leaves,
+        state,
+        updates,
+        grad_writes,
+        wrappers,
+        guards=list(tracer.guards.values()),
+        live=list(tracer.live_inputs.values()),
+        dict_writes=dict_writes,
+        checks=checks,
+        constants=tracer.constants,
+        check_output=len(g.outputs) - 1 if checks else -1,
+        rng=tracer.program if tracer.program.steps else None,
+    )
 
 
 def _changed(d: dict, before: dict) -> bool:
@@ -483,6 +514,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
 
     def sym(v):
         return Tensor._wrap(Symbolic(v, tracer), False)
+
     k = len(tracer.checks)
     reports = [sym(v) for v, _ in tracer.checks]
     table = reports[0] if k == 1 else ad.concat(*reports, dim=0, sizes=(1,) * k)
@@ -510,8 +542,11 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         sel = ad.where(expand_to(ok, shape), sym(o.value), expand_to(alt, shape))
         g.outputs[i] = Output(sel._payload.value, o.kind, o.name)
     for rows in scalars.values():
-        sels = [ad.where(ok, sym(v), alt) for _, v, alt in rows] if len(rows) <= _FEW \
+        sels = (
+            [ad.where(ok, sym(v), alt) for _, v, alt in rows]
+            if len(rows) <= _FEW
             else _select_scalars(g, sym, ok, rows)
+        )
         for (i, _, _), sel in zip(rows, sels):
             g.outputs[i] = Output(sel._payload.value, g.outputs[i].kind, g.outputs[i].name)
     g.outputs.append(Output(table._payload.value, "check", "check"))
@@ -544,9 +579,12 @@ def _select_scalars(g: Graph, sym, ok, rows) -> list:
 
     def stack(ts):
         return ts[0] if n == 1 else ad.concat(*ts, dim=0, sizes=(1,) * n)
+
     sel = ad.where(expand_to(ok, (n,)), stack(news), stack(alts))
-    return [ad.reshape(ad.slice(sel, starts=(j,), stops=(j + 1,), steps=(1,)), shape=())
-            for j in range(n)]
+    return [
+        ad.reshape(ad.slice(sel, starts=(j,), stops=(j + 1,), steps=(1,)), shape=())
+        for j in range(n)
+    ]
 
 
 # Note [escapes]: a tensor made during the trace that the body stored somewhere that
@@ -559,6 +597,7 @@ def _select_scalars(g: Graph, sym, ok, rows) -> list:
 # hold trace data are the watched ones (lifted to state, restored), never escapes. The
 # heap is unfrozen afterwards, unless something had frozen it before (a fork server's
 # gc.freeze, the op sweep's): then it stays frozen, as that caller asked.
+
 
 def _freeze_heap() -> bool:
     """Freeze the pre-trace heap; True if ``gc.unfreeze()`` should undo it afterwards."""

@@ -26,6 +26,7 @@ so does ``staged.compile(fn, rng="counter")``. A state tensor read by ``get_rng_
 inside a step holds the trace's state, not the call's: only passing it back to
 ``set_rng_state`` is replayed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -86,8 +87,10 @@ def draw_shapes(graph, n_fixed: int):
 
     def shapes(payloads):
         dims = {n: payloads[j].shape[axis] // k for n, (j, axis, k) in sources.items()}
-        return [tuple(dims[s.name] * s.k if isinstance(s, Sym) else s for s in a.shape)
-                for a in avals]
+        return [
+            tuple(dims[s.name] * s.k if isinstance(s, Sym) else s for s in a.shape) for a in avals
+        ]
+
     return shapes
 
 

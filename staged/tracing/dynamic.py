@@ -19,6 +19,7 @@ size would see it is not detected.
 Shared by ``staged.compile(dynamic=True)`` (``staged/runtime``) and ``staged.onnx.export``
 (``dynamic_axes``).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -50,8 +51,13 @@ class SymConst(NamedTuple):
             return f"fill {self.scale!r}"
         if self.kind == "ratio":
             return f"{self.scale:g}*{self.sym}/({self.sym}{self.offset:+g})"
-        n = f"max({self.sym}{self.offset:+g},0)" if self.offset < 0 else \
-            f"({self.sym}{self.offset:+g})" if self.offset else str(self.sym)
+        n = (
+            f"max({self.sym}{self.offset:+g},0)"
+            if self.offset < 0
+            else f"({self.sym}{self.offset:+g})"
+            if self.offset
+            else str(self.sym)
+        )
         return f"{self.scale:g}{'*' if self.kind == 'mul' else '/'}{n}"
 
 
@@ -67,8 +73,10 @@ def resize(x, sizes: dict):
     a = x.detach().numpy()
     for ax, n in sizes.items():
         if a.shape[ax] == 0:
-            raise DynamicError(f"cannot trace at another size from an empty dimension "
-                               f"(axis {ax} has size 0): call it first with a non-empty one")
+            raise DynamicError(
+                f"cannot trace at another size from an empty dimension "
+                f"(axis {ax} has size 0): call it first with a non-empty one"
+            )
         a = np.take(a, np.arange(n) % a.shape[ax], axis=ax)
     out = Tensor._wrap(np.ascontiguousarray(a), x.requires_grad)
     if x.requires_grad and x._grad is not None:
@@ -91,24 +99,32 @@ def generalize(g0, n0: int, retrace, dim: str = "batch", subst=None, consts=None
     for (v0, op), (v1, _) in zip(_values(g0), _values(g1)):
         if v0.aval.shape != v1.aval.shape:
             where = _where(op, f"value %{v0.id}")
-            subst[("aval", v0.id)] = _gen(subst.get(("aval", v0.id), v0.aval.shape),
-                                          v1.aval.shape, dim, n0, n1, where)
+            subst[("aval", v0.id)] = _gen(
+                subst.get(("aval", v0.id), v0.aval.shape), v1.aval.shape, dim, n0, n1, where
+            )
     for op0, op1 in zip(g0.ops, g1.ops):
         for k, p in op0.params.items():
             if p != op1.params[k]:
                 if not isinstance(p, tuple):
-                    raise DynamicError(f"{_where(op0)}: parameter {k}={p!r} depends on the "
-                                       f"size of {dim!r} ({p!r} at {n0}, {op1.params[k]!r} "
-                                       f"at {n1})")
+                    raise DynamicError(
+                        f"{_where(op0)}: parameter {k}={p!r} depends on the "
+                        f"size of {dim!r} ({p!r} at {n0}, {op1.params[k]!r} "
+                        f"at {n1})"
+                    )
                 key = ("param", id(op0), k)
                 subst[key] = _gen(subst.get(key, p), op1.params[k], dim, n0, n1, _where(op0))
-    changed = [(v0, a0, a1) for (v0, a0), (_, a1) in zip(g0.consts, g1.consts)
-               if a0.shape != a1.shape or not np.array_equal(a0, a1, equal_nan=True)]
+    changed = [
+        (v0, a0, a1)
+        for (v0, a0), (_, a1) in zip(g0.consts, g1.consts)
+        if a0.shape != a1.shape or not np.array_equal(a0, a1, equal_nan=True)
+    ]
     third = []
     for v0, a0, a1 in changed:
         if v0.id in consts:
-            raise DynamicError(f"a constant ({a0.dtype}{list(a0.shape)}) depends on two "
-                               f"dynamic dims ({consts[v0.id].sym or 'a fill'} and {dim!r})")
+            raise DynamicError(
+                f"a constant ({a0.dtype}{list(a0.shape)}) depends on two "
+                f"dynamic dims ({consts[v0.id].sym or 'a fill'} and {dim!r})"
+            )
         if a0.shape != a1.shape:
             consts[v0.id] = _fill(v0, a0, a1, dim, n0, n1, subst)
             continue
@@ -140,13 +156,26 @@ def substitute(g, subst, consts=None) -> Graph:
             new[v.id] = v if shape is None else Value(v.id, v.aval._replace(shape=shape))
         return new[v.id]
 
-    out = Graph(consts=[(val(v), a) for v, a in g.consts], _next=g._next,
-                sym_consts={**g.sym_consts, **(consts or {})})
+    out = Graph(
+        consts=[(val(v), a) for v, a in g.consts],
+        _next=g._next,
+        sym_consts={**g.sym_consts, **(consts or {})},
+    )
     out.inputs = [Input(val(i.value), i.kind, i.name) for i in g.inputs]
     for op in g.ops:
         params = {k: subst.get(("param", id(op), k), p) for k, p in op.params.items()}
-        out.ops.append(Op(op.prim, tuple(val(v) for v in op.inputs), params, val(op.out), op.loc,
-                          op.phase, op.hook, op.ranges))
+        out.ops.append(
+            Op(
+                op.prim,
+                tuple(val(v) for v in op.inputs),
+                params,
+                val(op.out),
+                op.loc,
+                op.phase,
+                op.hook,
+                op.ranges,
+            )
+        )
     out.outputs = [Output(val(o.value), o.kind, o.name) for o in g.outputs]
     return out
 
@@ -154,8 +183,11 @@ def substitute(g, subst, consts=None) -> Graph:
 def dynamic_dims(graph) -> set:
     """The names of the dynamic dims used in ``graph``'s avals."""
     names = set()
-    for v in [i.value for i in graph.inputs] + [op.out for op in graph.ops] + \
-            [v for v, _ in graph.consts]:
+    for v in (
+        [i.value for i in graph.inputs]
+        + [op.out for op in graph.ops]
+        + [v for v, _ in graph.consts]
+    ):
         names.update(s.name for s in v.aval.shape if isinstance(s, Sym))
     return names
 
@@ -180,38 +212,53 @@ def _same_structure(g0, g1, dim, n0, n1):
             raise DynamicError(
                 f"the traced graph changes structure with the size of {dim!r}: op {k} is "
                 f"{_where(a)} at {dim} {n0} but {_where(b)} at {dim} {n1} (does the code "
-                f"branch on the size?)")
+                f"branch on the size?)"
+            )
     if counts[0] != counts[1]:
         what = ("inputs", "constants", "ops", "outputs")
         diff = ", ".join(f"{w} {a} vs {b}" for w, a, b in zip(what, *counts) if a != b)
         common = min(len(g0.ops), len(g1.ops))
         upto = f", up to {_where(g0.ops[common - 1])}" if common else ""
-        raise DynamicError(f"the traced graph changes structure with the size of {dim!r} "
-                           f"({dim} {n0} vs {n1}: {diff}; the first {common} ops agree"
-                           f"{upto})")
+        raise DynamicError(
+            f"the traced graph changes structure with the size of {dim!r} "
+            f"({dim} {n0} vs {n1}: {diff}; the first {common} ops agree"
+            f"{upto})"
+        )
     for i0, i1 in zip(g0.inputs, g1.inputs):
         if i0.kind != i1.kind or len(i0.value.aval.shape) != len(i1.value.aval.shape):
-            raise DynamicError(f"the traced graph changes structure with the size of {dim!r}"
-                               f": input {i0.name} differs ({i0.value.aval} vs "
-                               f"{i1.value.aval})")
+            raise DynamicError(
+                f"the traced graph changes structure with the size of {dim!r}"
+                f": input {i0.name} differs ({i0.value.aval} vs "
+                f"{i1.value.aval})"
+            )
 
 
 def _gen(s0, s1, dim, n0, n1, where):
     """Shape ``s0`` (at size ``n0``; may already hold Syms of other dims) generalized
     against ``s1`` (at ``n1``): entries that change must be ``k * dim``."""
     if len(s0) != len(s1):
-        raise DynamicError(f"{where}: the rank changes with the size of {dim!r} "
-                           f"({tuple(s0)} at {n0}, {tuple(s1)} at {n1})")
+        raise DynamicError(
+            f"{where}: the rank changes with the size of {dim!r} "
+            f"({tuple(s0)} at {n0}, {tuple(s1)} at {n1})"
+        )
     out = []
     for a, b in zip(s0, s1):
         if a == b or isinstance(a, Sym):
             out.append(a)
-        elif isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)) and \
-                a % n0 == 0 and b % n1 == 0 and a // n0 == b // n1 and a:
+        elif (
+            isinstance(a, (int, np.integer))
+            and isinstance(b, (int, np.integer))
+            and a % n0 == 0
+            and b % n1 == 0
+            and a // n0 == b // n1
+            and a
+        ):
             out.append(Sym(dim, int(a // n0)))
         else:
-            raise DynamicError(f"{where}: a size goes from {a} to {b} when {dim!r} goes from "
-                               f"{n0} to {n1}; only multiples of it can be dynamic")
+            raise DynamicError(
+                f"{where}: a size goes from {a} to {b} when {dim!r} goes from "
+                f"{n0} to {n1}; only multiples of it can be dynamic"
+            )
     return tuple(out)
 
 
@@ -219,12 +266,20 @@ def _fill(v0, a0, a1, dim, n0, n1, subst):
     """A constant whose shape follows ``dim``: expressible when every element is equal."""
     flat0, flat1 = a0.reshape(-1), a1.reshape(-1)
     if a0.size and a1.size and (flat0 == flat0[0]).all() and (flat1 == flat0[0]).all():
-        subst[("aval", v0.id)] = _gen(subst.get(("aval", v0.id), v0.aval.shape), a1.shape,
-                                      dim, n0, n1, f"a constant {a0.dtype}{list(a0.shape)}")
+        subst[("aval", v0.id)] = _gen(
+            subst.get(("aval", v0.id), v0.aval.shape),
+            a1.shape,
+            dim,
+            n0,
+            n1,
+            f"a constant {a0.dtype}{list(a0.shape)}",
+        )
         return SymConst("fill", flat0[0].item())
-    raise DynamicError(f"a constant's shape {a0.shape} depends on the size of {dim!r} "
-                       f"({a1.shape} at {n1}) and its values differ: create it from the "
-                       "inputs (e.g. x.new_zeros / zeros_like) or make it a fill")
+    raise DynamicError(
+        f"a constant's shape {a0.shape} depends on the size of {dim!r} "
+        f"({a1.shape} at {n1}) and its values differ: create it from the "
+        "inputs (e.g. x.new_zeros / zeros_like) or make it a fill"
+    )
 
 
 def _scalar(a):
@@ -234,8 +289,10 @@ def _scalar(a):
 def _one_point(a0, a1, n0, n1, dim):
     """``k * dim`` or ``k / dim`` (a mean's scale), checked by the second size."""
     if not _scalar(a0):
-        raise DynamicError(f"a constant ({a0.dtype}{list(a0.shape)}) changes with the size "
-                           f"of {dim!r} in a way that cannot be expressed")
+        raise DynamicError(
+            f"a constant ({a0.dtype}{list(a0.shape)}) changes with the size "
+            f"of {dim!r} in a way that cannot be expressed"
+        )
     c0, c1 = a0.item(), a1.item()
     if np.isclose(c0 * n0, c1 * n1, rtol=1e-6):
         return SymConst("div", c0 * n0, Sym(dim))
@@ -250,8 +307,11 @@ def _affine(a0, a1, a2, n0, n1, n2, dim):
     checked on the third. Each form is affine in some transform: ``c``, ``1/c`` in ``n``,
     ``1/c`` in ``1/n``."""
     c0, c1, c2 = a0.item(), a1.item(), a2.item()
-    forms = (("mul", lambda c: c, lambda n: n), ("div", lambda c: 1 / c, lambda n: n),
-             ("ratio", lambda c: 1 / c, lambda n: 1 / n))
+    forms = (
+        ("mul", lambda c: c, lambda n: n),
+        ("div", lambda c: 1 / c, lambda n: n),
+        ("ratio", lambda c: 1 / c, lambda n: 1 / n),
+    )
     for kind, f, g in forms:
         try:
             (y0, y1, y2), (x0, x1, x2) = map(f, (c0, c1, c2)), map(g, (n0, n1, n2))
@@ -267,9 +327,11 @@ def _affine(a0, a1, a2, n0, n1, n2, dim):
             return SymConst(kind, 1 / a, Sym(dim), _simple(slope / a))
         offset = _simple(y0 / slope - x0)
         return SymConst(kind, slope if kind == "mul" else 1 / slope, Sym(dim), offset)
-    raise DynamicError(f"a constant ({a0.dtype} {c0!r} at {dim} {n0}, {c1!r} at {n1}, {c2!r} "
-                       f"at {n2}) changes with the size of {dim!r} in a way that cannot be "
-                       "expressed (only k*n, k/n, k*(n+b), k/(n+b) and k*n/(n+b) can)")
+    raise DynamicError(
+        f"a constant ({a0.dtype} {c0!r} at {dim} {n0}, {c1!r} at {n1}, {c2!r} "
+        f"at {n2}) changes with the size of {dim!r} in a way that cannot be "
+        "expressed (only k*n, k/n, k*(n+b), k/(n+b) and k*n/(n+b) can)"
+    )
 
 
 def _simple(x: float) -> float:

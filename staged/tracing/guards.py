@@ -11,6 +11,7 @@ modules reached through ``fn``'s globals and closure cells (a helper the step ca
 attribute and replaced there is not seen (a Module's parameters are guarded by the
 Module, ``Module._guard``).
 """
+
 from __future__ import annotations
 
 import dis
@@ -70,8 +71,7 @@ def source_guards(fn, tensors) -> list:
             get = functools.partial(_lookup, f.__globals__, name)
             todo += _watch(guards, ids, name, get, depth, names)
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
-            todo += _watch(guards, ids, name, functools.partial(_contents, cell), depth,
-                           names)
+            todo += _watch(guards, ids, name, functools.partial(_contents, cell), depth, names)
     return guards
 
 
@@ -87,8 +87,15 @@ def _watch(guards, ids, name, get, depth, names) -> list:
         for attr in sorted(names):  # ``config.w``: attribute names are in co_names too
             v = getattr(value, attr, None)
             if id(v) in ids:
-                guards.append(Guard(f"{name}.{attr}", functools.partial(
-                    getattr, value, attr, _MISSING), operator.is_, _show, v))
+                guards.append(
+                    Guard(
+                        f"{name}.{attr}",
+                        functools.partial(getattr, value, attr, _MISSING),
+                        operator.is_,
+                        _show,
+                        v,
+                    )
+                )
     else:
         return [(f, depth + 1) for f in _functions(value)]
     return []
@@ -112,15 +119,26 @@ def _functions(obj) -> list:
 def _is_library(obj) -> bool:
     """Code of staged itself, of the standard library or of an installed package: not
     the user's, so not walked."""
-    path = obj.__code__.co_filename if isinstance(obj, types.FunctionType) else \
-        getattr(obj, "__file__", None)
+    path = (
+        obj.__code__.co_filename
+        if isinstance(obj, types.FunctionType)
+        else getattr(obj, "__file__", None)
+    )
     return not path or os.path.abspath(path).startswith(_LIBRARY_DIRS)
 
 
-_LIBRARY_DIRS = tuple({os.path.join(d, "") for d in (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    *(os.path.abspath(sysconfig.get_paths()[k])
-      for k in ("stdlib", "platstdlib", "purelib", "platlib")))})
+_LIBRARY_DIRS = tuple(
+    {
+        os.path.join(d, "")
+        for d in (
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            *(
+                os.path.abspath(sysconfig.get_paths()[k])
+                for k in ("stdlib", "platstdlib", "purelib", "platlib")
+            ),
+        )
+    }
+)
 
 
 _GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})

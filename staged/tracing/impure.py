@@ -11,6 +11,7 @@ and ``time`` are wrapped; calls from other threads, and from staged itself, pass
 untouched. Names bound before (``from random import randint``) and ``Generator``
 methods are not seen.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,18 +27,70 @@ import numpy as np
 
 from .symbolic import _STAGED_DIR
 
-_TIME = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic",
-         "monotonic_ns", "process_time", "process_time_ns")
-_RANDOM = ("random", "uniform", "triangular", "randint", "randrange", "choice", "choices",
-           "sample", "shuffle", "gauss", "normalvariate", "lognormvariate", "expovariate",
-           "vonmisesvariate", "gammavariate", "betavariate", "paretovariate",
-           "weibullvariate", "getrandbits", "randbytes", "binomialvariate")
-_NP_RANDOM = ("rand", "randn", "randint", "random", "random_sample", "ranf", "sample",
-              "random_integers", "uniform", "normal", "standard_normal", "choice",
-              "permutation", "shuffle", "binomial", "poisson", "exponential", "beta",
-              "gamma", "laplace", "logistic", "lognormal", "multinomial", "bytes")
-_MODULES = ((random, "random", _RANDOM), (np.random, "numpy.random", _NP_RANDOM),
-            (time, "time", _TIME))
+_TIME = (
+    "time",
+    "time_ns",
+    "perf_counter",
+    "perf_counter_ns",
+    "monotonic",
+    "monotonic_ns",
+    "process_time",
+    "process_time_ns",
+)
+_RANDOM = (
+    "random",
+    "uniform",
+    "triangular",
+    "randint",
+    "randrange",
+    "choice",
+    "choices",
+    "sample",
+    "shuffle",
+    "gauss",
+    "normalvariate",
+    "lognormvariate",
+    "expovariate",
+    "vonmisesvariate",
+    "gammavariate",
+    "betavariate",
+    "paretovariate",
+    "weibullvariate",
+    "getrandbits",
+    "randbytes",
+    "binomialvariate",
+)
+_NP_RANDOM = (
+    "rand",
+    "randn",
+    "randint",
+    "random",
+    "random_sample",
+    "ranf",
+    "sample",
+    "random_integers",
+    "uniform",
+    "normal",
+    "standard_normal",
+    "choice",
+    "permutation",
+    "shuffle",
+    "binomial",
+    "poisson",
+    "exponential",
+    "beta",
+    "gamma",
+    "laplace",
+    "logistic",
+    "lognormal",
+    "multinomial",
+    "bytes",
+)
+_MODULES = (
+    (random, "random", _RANDOM),
+    (np.random, "numpy.random", _NP_RANDOM),
+    (time, "time", _TIME),
+)
 
 _local = threading.local()  # .tracing: this thread runs a trace
 _lock = threading.Lock()
@@ -90,6 +143,7 @@ def _wrap(fn, qualname: str):
             shown = repr(out)
             _report(qualname, shown if len(shown) <= 40 else f"a {type(out).__name__}", frame)
         return out
+
     return wrapper
 
 
@@ -119,5 +173,9 @@ def _report(qualname: str, shown: str, frame) -> None:
         "every call reuses it, where eager code gets a new one per call. Draw it outside "
         "the compiled function and pass it in as an argument (a tensor, to avoid a "
         "re-trace per value); dropout draws anew at every call",
-        UserWarning, path, frame.f_lineno, module=frame.f_globals.get("__name__"),
-        registry=frame.f_globals.setdefault("__warningregistry__", {}))
+        UserWarning,
+        path,
+        frame.f_lineno,
+        module=frame.f_globals.get("__name__"),
+        registry=frame.f_globals.setdefault("__warningregistry__", {}),
+    )

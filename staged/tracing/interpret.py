@@ -1,4 +1,5 @@
 """Run a Graph with each primitive's NumPy impl: the reference for lowering tests."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,9 @@ def interpret(graph: Graph, *inputs) -> list:
     for inp, a in zip(graph.inputs, inputs):
         a = np.asarray(a)
         if a.shape != inp.value.aval.shape or a.dtype != inp.value.aval.dtype.np:
-            raise TypeError(f"input {inp.name}: expected {inp.value.aval}, got "
-                            f"{a.dtype}{list(a.shape)}")
+            raise TypeError(
+                f"input {inp.name}: expected {inp.value.aval}, got {a.dtype}{list(a.shape)}"
+            )
         env[inp.value.id] = a
     for v, a in graph.consts:
         env[v.id] = a

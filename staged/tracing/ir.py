@@ -7,6 +7,7 @@ and *outputs* (values the function returns, then new values of state). It prints
 a line. A size in an aval or a shape parameter may be a ``Sym`` (a dynamic dimension,
 ``staged/tracing/dynamic.py``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,10 +64,10 @@ class Output:
 
 @dataclass(eq=False)
 class Graph:
-    inputs: list = field(default_factory=list)       # [Input]
-    consts: list = field(default_factory=list)       # [(Value, np.ndarray)]
-    ops: list = field(default_factory=list)          # [Op]
-    outputs: list = field(default_factory=list)      # [Output]
+    inputs: list = field(default_factory=list)  # [Input]
+    consts: list = field(default_factory=list)  # [(Value, np.ndarray)]
+    ops: list = field(default_factory=list)  # [Op]
+    outputs: list = field(default_factory=list)  # [Output]
     _next: int = 0
     # const Value.id -> SymConst: constants computed from dynamic sizes at run time
     # (tracing/dynamic.py); their arrays hold the values at the traced size
@@ -87,8 +88,17 @@ class Graph:
         self.consts.append((v, array))
         return v
 
-    def add_op(self, prim: Primitive, inputs, params: dict, aval: Aval, loc: str = "",
-               phase: str = "forward", hook: str = "", ranges: tuple = ()) -> Value:
+    def add_op(
+        self,
+        prim: Primitive,
+        inputs,
+        params: dict,
+        aval: Aval,
+        loc: str = "",
+        phase: str = "forward",
+        hook: str = "",
+        ranges: tuple = (),
+    ) -> Value:
         v = self.new_value(aval)
         self.ops.append(Op(prim, tuple(inputs), params, v, loc, phase, hook, ranges))
         return v

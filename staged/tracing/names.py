@@ -22,6 +22,7 @@ guessed from the data. Walking the objects the caller can reach, rather than rec
 names while the trace lifts tensors, is what gives ``fc1.weight`` and ``opt``: the trace
 sees tensors and modules, but not the variables and ``state_dict`` paths that hold them.
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,9 +35,9 @@ import types
 from ..eager.tensor import Tensor
 from .guards import _functions, _is_library, _names
 
-_DEPTH = 4      # levels of objects walked below the function
+_DEPTH = 4  # levels of objects walked below the function
 _OBJECTS = 2000  # objects walked at most
-_ITEMS = 64     # items of a list, tuple or dict walked at most
+_ITEMS = 64  # items of a list, tuple or dict walked at most
 
 
 def state_names(fn, arg_names, leaves, dict_writes=()) -> dict:
@@ -52,11 +53,16 @@ def state_names(fn, arg_names, leaves, dict_writes=()) -> dict:
             names[id(t)] = name
             tensors.append(t)
 
-    modules = [(p, o, [*o.named_parameters(), *o.named_buffers()]) for p, o in found
-               if _is_module(o)]
+    modules = [
+        (p, o, [*o.named_parameters(), *o.named_buffers()]) for p, o in found if _is_module(o)
+    ]
     inner = {id(m) for _, o, _ in modules for m in o.modules() if m is not o}
-    roots = [(p, ts) for p, m, ts in modules if id(m) not in inner and  # not torch's:
-             any(isinstance(t, Tensor) for _, t in ts)]
+    roots = [
+        (p, ts)
+        for p, m, ts in modules
+        if id(m) not in inner  # not torch's:
+        and any(isinstance(t, Tensor) for _, t in ts)
+    ]
     for path, ts in roots:
         prefix = "" if len(roots) == 1 or not path else path + "."
         for k, t in ts:
@@ -96,8 +102,7 @@ def output_names(fn, out_tree) -> list:
         elif t[0] == "dict":
             for k, s in zip(t[1], t[2]):  # a key names its value, after a given name
                 positional = name == "out" or name.startswith("out.")
-                walk(s, str(k) if positional and isinstance(k, str) else f"{name}.{k}",
-                     depth + 1)
+                walk(s, str(k) if positional and isinstance(k, str) else f"{name}.{k}", depth + 1)
         else:
             for i, s in enumerate(t[1]):
                 given = top[i] if depth == 0 and top and len(top) == len(t[1]) else None
@@ -131,8 +136,9 @@ def _returned(fn):
             v = node.value
             elts = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
             results.add(tuple(e.id if isinstance(e, ast.Name) else None for e in elts))
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                   ast.ClassDef)):
+        elif not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+        ):
             todo.extend(ast.iter_child_nodes(node))
     return list(results.pop()) if len(results) == 1 else None
 
@@ -145,8 +151,12 @@ def _reachable(fn, arg_names, leaves) -> list:
     todo.append(("", fn, 0))
     while todo and len(seen) < _OBJECTS:
         path, obj, depth = todo.popleft()
-        if id(obj) in seen or depth > _DEPTH or obj is None or isinstance(obj, (
-                str, bytes, int, float, complex, type)):
+        if (
+            id(obj) in seen
+            or depth > _DEPTH
+            or obj is None
+            or isinstance(obj, (str, bytes, int, float, complex, type))
+        ):
             continue
         seen.add(id(obj))
         if isinstance(obj, Tensor) or _is_module(obj) or _is_optimizer(obj):
@@ -172,13 +182,17 @@ def _children(path, obj, depth) -> list:
                 pass
     if isinstance(obj, types.ModuleType):
         if not _is_library(obj):
-            out += [(f"{path}.{k}", v, d) for k, v in list(vars(obj).items())[:_OBJECTS]
-                    if not k.startswith("__")]
+            out += [
+                (f"{path}.{k}", v, d)
+                for k, v in list(vars(obj).items())[:_OBJECTS]
+                if not k.startswith("__")
+            ]
     elif isinstance(obj, (list, tuple)):
         out += [(f"{path}[{i}]", v, d) for i, v in enumerate(obj[:_ITEMS])]
     elif isinstance(obj, dict):
-        out += [(f"{path}[{k!r}]", v, d) for k, v in list(obj.items())[:_ITEMS]
-                if isinstance(k, str)]
+        out += [
+            (f"{path}[{k!r}]", v, d) for k, v in list(obj.items())[:_ITEMS] if isinstance(k, str)
+        ]
     elif _users_own(obj):
         out += [(f"{path}.{k}" if path else k, v, d) for k, v in vars(obj).items()]
     return out
@@ -187,16 +201,23 @@ def _children(path, obj, depth) -> list:
 def _users_own(obj) -> bool:
     """An instance of a class defined in the user's code (not staged's, not a library's)."""
     mod = sys.modules.get(type(obj).__module__)
-    return hasattr(obj, "__dict__") and mod is not None and (
-        mod.__name__ == "__main__" or not _is_library(mod))
+    return (
+        hasattr(obj, "__dict__")
+        and mod is not None
+        and (mod.__name__ == "__main__" or not _is_library(mod))
+    )
 
 
 def _is_module(obj) -> bool:
-    return all(callable(getattr(type(obj), a, None))
-               for a in ("named_parameters", "named_buffers", "modules"))
+    return all(
+        callable(getattr(type(obj), a, None))
+        for a in ("named_parameters", "named_buffers", "modules")
+    )
 
 
 def _is_optimizer(obj) -> bool:
-    return isinstance(getattr(obj, "param_groups", None), list) and \
-        isinstance(getattr(obj, "state", None), dict) and not isinstance(obj, type)
-
+    return (
+        isinstance(getattr(obj, "param_groups", None), list)
+        and isinstance(getattr(obj, "state", None), dict)
+        and not isinstance(obj, type)
+    )

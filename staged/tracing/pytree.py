@@ -1,4 +1,5 @@
 """Flatten nested tuples, lists and dicts of tensors and Python values, and rebuild them."""
+
 from __future__ import annotations
 
 

@@ -14,6 +14,7 @@ ops and values, unchanged) whose inputs are the values it reads from the caller,
 segments or the host, and whose outputs are what later segments, the host or the step's
 results need. A pure transform of the IR: nothing here knows about MLIR or MPI.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,15 +24,15 @@ from .ir import Graph, Input, Output
 
 @dataclass(eq=False)
 class Segment:
-    graph: Graph                                  # its inputs and outputs are all "arg"/"out"
-    inputs: list = field(default_factory=list)   # Values of the whole graph it reads
+    graph: Graph  # its inputs and outputs are all "arg"/"out"
+    inputs: list = field(default_factory=list)  # Values of the whole graph it reads
     outputs: list = field(default_factory=list)  # Values of the whole graph it returns
 
 
 @dataclass(eq=False)
 class Split:
     segments: list  # [Segment], in the order they run
-    host: list      # host[k]: the host ops run after segments[k] ([Op])
+    host: list  # host[k]: the host ops run after segments[k] ([Op])
 
 
 def split(graph: Graph, on_host) -> Split:

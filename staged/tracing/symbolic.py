@@ -1,4 +1,5 @@
 """The symbolic payload: a value of the graph being captured (shape and dtype, no data)."""
+
 from __future__ import annotations
 
 import os
@@ -53,12 +54,14 @@ class Symbolic:
                 "(e.g. self.cache = t), and the step it belongs to never ran (its trace, "
                 "compile or call failed, or it was only captured): it has no data. Make it "
                 "outside the traced function, or keep it in an optimizer's state, which a "
-                "failed trace leaves as it was.")
+                "failed trace leaves as it was."
+            )
         raise CaptureError(
             f"{where}: this needs the data of a tensor that is being captured by "
             "staged.compile/capture (e.g. .item(), bool(t), .numpy(), printing it, or a "
             "Python branch on its value). A compiled function cannot look at values while it "
-            "is traced: move such code outside the compiled function.")
+            "is traced: move such code outside the compiled function."
+        )
 
     def __repr__(self) -> str:
         return f"<symbolic {self.value!r}: {self.value.aval}>"

@@ -22,6 +22,7 @@ runs the function under ``no_grad`` and whose backward reruns it under grad mode
 calls ``backward`` inside the backward pass; it works with ``.backward()`` only, needs
 an input or output that requires grad, and takes no keyword arguments.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,9 +45,12 @@ _UNPASSED_MESSAGE = (
     "{}: the use_reentrant parameter should be passed explicitly. {} use_reentrant=False "
     "is recommended, but if you need to preserve the current default behavior, you can "
     "pass use_reentrant=True. Refer to docs for more details on the differences between "
-    "the two variants.")
-_METADATA = {"default": lambda x: {"shape": tuple(x.shape), "dtype": x.dtype},
-             "none": lambda x: None}
+    "the two variants."
+)
+_METADATA = {
+    "default": lambda x: {"shape": tuple(x.shape), "dtype": x.dtype},
+    "none": lambda x: None,
+}
 
 
 class CheckpointError(RuntimeError):
@@ -57,8 +61,16 @@ def noop_context_fn():
     return contextlib.nullcontext(), contextlib.nullcontext()
 
 
-def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
-               determinism_check="default", debug=False, early_stop=True, **kwargs):
+def checkpoint(
+    function,
+    *args,
+    use_reentrant=None,
+    context_fn=noop_context_fn,
+    determinism_check="default",
+    debug=False,
+    early_stop=True,
+    **kwargs,
+):
     """``function(*args, **kwargs)`` without keeping its intermediate tensors for backward:
     backward recomputes them (Note [checkpoint]). ``preserve_rng_state=True`` (a keyword)
     replays the forward's random numbers in the recompute, so dropout masks match.
@@ -66,23 +78,30 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
     2.13. ``debug=True`` is accepted (torch adds operator traces to its errors; staged
     does not)."""
     if use_reentrant is None:
-        warnings.warn(_UNPASSED_MESSAGE.format(
-            "staged.utils.checkpoint", "Starting in PyTorch 2.9, calling checkpoint without "
-            "use_reentrant will raise an exception."), stacklevel=2)
+        warnings.warn(
+            _UNPASSED_MESSAGE.format(
+                "staged.utils.checkpoint",
+                "Starting in PyTorch 2.9, calling checkpoint without "
+                "use_reentrant will raise an exception.",
+            ),
+            stacklevel=2,
+        )
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if use_reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
         if context_fn is not noop_context_fn or debug is not False:
-            raise ValueError("Passing `context_fn` or `debug` is only supported when "
-                             "use_reentrant=False.")
+            raise ValueError(
+                "Passing `context_fn` or `debug` is only supported when use_reentrant=False."
+            )
         return _Reentrant.apply(function, preserve, *args)
     if debug and context_fn is not noop_context_fn:
         raise ValueError("debug=True is incompatible with non-default context_fn")
     if determinism_check not in _METADATA:
-        raise ValueError(f"determinism_check should be one of {list(_METADATA)}, but got "
-                         f"{determinism_check}")
+        raise ValueError(
+            f"determinism_check should be one of {list(_METADATA)}, but got {determinism_check}"
+        )
     forward_context, recompute_context = context_fn()
     if not is_grad_enabled():
         return function(*args, **kwargs)
@@ -103,9 +122,13 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     """Run ``functions`` (a Sequential or a list) in ``segments`` chunks, checkpointing
     every chunk but the last."""
     if use_reentrant is None:
-        warnings.warn(_UNPASSED_MESSAGE.format(
-            "staged.utils.checkpoint.checkpoint_sequential", "In version 2.9 we will raise an "
-            "exception if use_reentrant is not passed."), stacklevel=2)
+        warnings.warn(
+            _UNPASSED_MESSAGE.format(
+                "staged.utils.checkpoint.checkpoint_sequential",
+                "In version 2.9 we will raise an exception if use_reentrant is not passed.",
+            ),
+            stacklevel=2,
+        )
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:
@@ -114,17 +137,19 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
 
     def run(start, end):
         def forward(x):
-            for f in functions[start:end + 1]:
+            for f in functions[start : end + 1]:
                 x = f(x)
             return x
+
         return forward
 
     size = len(functions) // segments
     end = -1
     for start in range(0, size * (segments - 1), size):
         end = start + size - 1
-        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant,
-                           preserve_rng_state=preserve)
+        input = checkpoint(
+            run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve
+        )
     return run(end + 1, len(functions) - 1)(input)
 
 
@@ -191,8 +216,9 @@ class _Frame:
         self.counts[gid] = 0
         try:
             with _recompute_hooks(self, gid), enable_grad():
-                self.recompute(*[a.unpack() if isinstance(a, SavedTensor) else a
-                                 for a in self.inputs])
+                self.recompute(
+                    *[a.unpack() if isinstance(a, SavedTensor) else a for a in self.inputs]
+                )
         except _StopRecomputation:
             pass
         self.recomputed.add(gid)
@@ -206,17 +232,21 @@ class _Frame:
                 "staged.utils.checkpoint: A different number of tensors was saved during the "
                 "original forward and recomputation.\nNumber of tensors saved during forward: "
                 f"{len(self.holders)}\nNumber of tensors saved during recomputation: "
-                f"{self.counts[gid]}.")
+                f"{self.counts[gid]}."
+            )
         diff = ""
         for i, ref in enumerate(self.holders):
             holder = ref()
             if holder is not None and self.metas[i] != self.metadata(holder.values[gid]):
-                diff += (f"tensor at position {i}:\nsaved metadata: {self.metas[i]}\n"
-                         f"recomputed metadata: {self.metadata(holder.values[gid])}\n")
+                diff += (
+                    f"tensor at position {i}:\nsaved metadata: {self.metas[i]}\n"
+                    f"recomputed metadata: {self.metadata(holder.values[gid])}\n"
+                )
         if diff:
             raise CheckpointError(
                 "staged.utils.checkpoint: Recomputed values for the following tensors have "
-                f"different metadata than during the forward pass.\n{diff}.")
+                f"different metadata than during the forward pass.\n{diff}."
+            )
 
 
 def _checkpoint_hooks(frame):
@@ -237,7 +267,8 @@ def _checkpoint_hooks(frame):
                 "staged.utils.checkpoint: Unpack is being triggered for a tensor that was "
                 "already unpacked once. If you are calling ctx.saved_tensors in backward, make "
                 "sure to do so only once. Otherwise please open an issue with details on your "
-                "use case.")
+                "use case."
+            )
         holder.values[gid] = None  # freed as soon as used, even with retain_graph=True
         return x
 
@@ -253,9 +284,11 @@ def _recompute_hooks(frame, gid):
             if not frame.forward_completed:  # backward inside the checkpointed forward
                 frame.ignore_mismatch = True
                 return x
-            raise CheckpointError("staged.utils.checkpoint: trying to save more tensors "
-                                  "during recomputation than during the original forward "
-                                  "pass.")
+            raise CheckpointError(
+                "staged.utils.checkpoint: trying to save more tensors "
+                "during recomputation than during the original forward "
+                "pass."
+            )
         holder = frame.holders[i]()
         if holder is not None:  # else freed by an earlier backward: not needed
             holder.values[gid] = x
@@ -287,17 +320,20 @@ class _Reentrant(Function):
                 "When use_reentrant=True, staged.utils.checkpoint is incompatible with .grad() "
                 "or passing an `inputs` parameter to .backward(). To resolve this error, you "
                 "can either set use_reentrant=False, or call .backward() without passing the "
-                "`inputs` argument.")
+                "`inputs` argument."
+            )
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
         with _replayed_rng(ctx.rng), enable_grad():
             outputs = ctx.function(*inputs)
         outputs = (outputs,) if isinstance(outputs, Tensor) else outputs
-        pairs = [(o, g) for o, g in zip(outputs, grads)
-                 if isinstance(o, Tensor) and o.requires_grad]
+        pairs = [
+            (o, g) for o, g in zip(outputs, grads) if isinstance(o, Tensor) and o.requires_grad
+        ]
         if not pairs:
-            raise RuntimeError("none of output has requires_grad=True, this checkpoint() is "
-                               "not necessary")
+            raise RuntimeError(
+                "none of output has requires_grad=True, this checkpoint() is not necessary"
+            )
         backward(*zip(*pairs))
         return (None, None) + tuple(a.grad if isinstance(a, Tensor) else None for a in inputs)

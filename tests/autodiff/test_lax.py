@@ -1,6 +1,7 @@
 """The strict vocabulary the rules are written in (``staged/autodiff/lax.py``): no VJP or
 JVP rule reaches the public ops' promotion and broadcasting, and its constants are one
 element, never a full-size array."""
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,12 @@ def _public_ops_under_rules():
         up = frame.f_back
         while up is not None:
             if up.f_code.co_filename.startswith(AUTODIFF):
-                seen.add((frame.f_code.co_name, f"{Path(up.f_code.co_filename).name}:"
-                                                 f"{up.f_code.co_name}"))
+                seen.add(
+                    (
+                        frame.f_code.co_name,
+                        f"{Path(up.f_code.co_filename).name}:{up.f_code.co_name}",
+                    )
+                )
                 return
             up = up.f_back
 
@@ -62,19 +67,23 @@ def test_rules_never_reach_the_public_ops():
     with _public_ops_under_rules() as seen:
         for entry, _, sample in _first_samples():
             ins = H.staged_leaves(sample, True)
-            outs = [o for o in H.flat(H.call(entry.op, sample, ins))
-                    if isinstance(o, staged.Tensor) and o.requires_grad]
+            outs = [
+                o
+                for o in H.flat(H.call(entry.op, sample, ins))
+                if isinstance(o, staged.Tensor) and o.requires_grad
+            ]
             wrt = [t for t in ins if t.requires_grad]
             if outs:
                 us = [staged.tensor(H.random_like(rng, np.asarray(o.detach()))) for o in outs]
-                grads = staged.autograd.grad(outs, wrt, us, allow_unused=True,
-                                             create_graph=True)
+                grads = staged.autograd.grad(outs, wrt, us, allow_unused=True, create_graph=True)
                 again = [g for g in grads if g is not None and g.requires_grad]
                 if again:
-                    staged.autograd.grad(again, wrt, [staged.ones_like(g) for g in again],
-                                         allow_unused=True)
-            tangents = [H.random_like(rng, a) if H.differentiable(a) else None
-                        for a in H.arrays(sample)]
+                    staged.autograd.grad(
+                        again, wrt, [staged.ones_like(g) for g in again], allow_unused=True
+                    )
+            tangents = [
+                H.random_like(rng, a) if H.differentiable(a) else None for a in H.arrays(sample)
+            ]
             H.forward_jvp(entry, sample, tangents)
     assert not seen, "rules calling public ops (op, from): " + ", ".join(sorted(map(str, seen)))
 

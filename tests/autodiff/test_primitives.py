@@ -4,6 +4,7 @@ differences and vs torch.autograd.grad, JVP vs finite differences; grad-of-grad 
 A primitive's samples are its SAMPLES entry, else those recorded from the op database
 (``tests/ops/recorded.py``: a new primitive behind a public op needs no entry here). A
 primitive with neither fails here."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,90 +37,149 @@ def nonzero(*shape):  # away from the kinks of abs, sign, relu at 0
 
 
 POS = dict(low=0.3, high=2.0)
-UNARY = {"neg": {}, "copy": {}, "finite_grad": {}, "conj": {}, "exp": {}, "log": POS, "log1p": POS,
-         "expm1": {}, "sqrt": POS, "rsqrt": POS, "tanh": {}, "sigmoid": {}, "sin": {},
-         "cos": {}}
+UNARY = {
+    "neg": {},
+    "copy": {},
+    "finite_grad": {},
+    "conj": {},
+    "exp": {},
+    "log": POS,
+    "log1p": POS,
+    "expm1": {},
+    "sqrt": POS,
+    "rsqrt": POS,
+    "tanh": {},
+    "sigmoid": {},
+    "sin": {},
+    "cos": {},
+}
 BINARY = ("add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")
 
-WINDOWS_2D = {"kernel": (2, 3), "stride": (2, 1), "padding": ((1, 0), (1, 2)),
-              "dilation": (1, 2)}
+WINDOWS_2D = {"kernel": (2, 3), "stride": (2, 1), "padding": ((1, 0), (1, 2)), "dilation": (1, 2)}
 WINDOWS_1D = {"kernel": (3,), "stride": (2,), "padding": ((1, 1),), "dilation": (1,)}
 
 # name -> function returning a list of (inputs, params); inputs are NumPy arrays
 SAMPLES = {
-    **{n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw)
-       for n, kw in UNARY.items()},
+    **{
+        n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw)
+        for n, kw in UNARY.items()
+    },
     **{n: lambda: [([nonzero(2, 3)], {}), ([nonzero()], {})] for n in ("relu", "abs", "sign")},
     **{n: lambda: [([r(2, 3), r(2, 3)], {}), ([r(), r()], {})] for n in BINARY},
     "logical_not": lambda: [([mask(4)], {})],
     "logical_and": lambda: [([mask(4), mask(4)], {})],
-    "floor_divide": lambda: [([np.array([7, -7, 0, 2 ** 62 + 1]), np.array([2, 2, -3, 3])], {})],
+    "floor_divide": lambda: [([np.array([7, -7, 0, 2**62 + 1]), np.array([2, 2, -3, 3])], {})],
     "logical_or": lambda: [([mask(4), mask(4)], {})],
     "div": lambda: [([r(2, 3), nonzero(2, 3)], {})],
     "pow": lambda: [([r(2, 3, **POS), r(2, 3)], {}), ([r(3, **POS), np.full(3, 2.0)], {})],
     "where": lambda: [([mask(2, 3), r(2, 3), r(2, 3)], {})],
     "clamp_where": lambda: [_clamp_sample("ge"), _clamp_sample("gt")],
-    "threshold_backward": lambda: [([r(2, 3), nonzero(2, 3)], {"threshold": 0}),
-                                   ([r(), nonzero()], {"threshold": 0.05})],
-    "cast": lambda: [([r(2, 3)], {"dtype": dt.float64}), ([r(3)], {"dtype": dt.float32}),
-                     ([r(3)], {"dtype": dt.int64})],
+    "threshold_backward": lambda: [
+        ([r(2, 3), nonzero(2, 3)], {"threshold": 0}),
+        ([r(), nonzero()], {"threshold": 0.05}),
+    ],
+    "cast": lambda: [
+        ([r(2, 3)], {"dtype": dt.float64}),
+        ([r(3)], {"dtype": dt.float32}),
+        ([r(3)], {"dtype": dt.int64}),
+    ],
     "reshape": lambda: [([r(2, 3)], {"shape": (3, 2)}), ([r(4)], {"shape": (2, 1, 2)})],
     "expand": lambda: [([r(2, 1)], {"shape": (2, 3)}), ([r(1, 1)], {"shape": (4, 3)})],
     "permute": lambda: [([r(2, 3, 4)], {"perm": (2, 0, 1)})],
-    "reduce_sum": lambda: [([r(2, 3, 4)], {"dims": (0, 2), "keepdim": False}),
-                           ([r(2, 3)], {"dims": (1,), "keepdim": True})],
-    "reduce_max": lambda: [([r(2, 3, 4)], {"dims": (1,), "keepdim": False}),
-                           ([r(2, 3)], {"dims": (0, 1), "keepdim": True})],
+    "reduce_sum": lambda: [
+        ([r(2, 3, 4)], {"dims": (0, 2), "keepdim": False}),
+        ([r(2, 3)], {"dims": (1,), "keepdim": True}),
+    ],
+    "reduce_max": lambda: [
+        ([r(2, 3, 4)], {"dims": (1,), "keepdim": False}),
+        ([r(2, 3)], {"dims": (0, 1), "keepdim": True}),
+    ],
     "reduce_min": lambda: [([r(2, 3, 4)], {"dims": (0, 2), "keepdim": True})],
     "argmax": lambda: [([r(2, 3)], {"dim": 1, "keepdim": False})],
     "argmin": lambda: [([r(2, 3)], {"dim": 0, "keepdim": True})],
     "matmul": lambda: [([r(2, 3), r(3, 4)], {}), ([r(2, 2, 3), r(2, 3, 1)], {})],
     # math: complex behaviour of sgn/angle/real/imag/abs is swept in tests/eager/test_complex.py
-    **{n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw) for n, kw in {
-        "tan": dict(low=-1.2, high=1.2), "sinh": {}, "cosh": {}, "atan": {}, "erf": {},
-        "asin": dict(low=-0.9, high=0.9), "acos": dict(low=-0.9, high=0.9), "log2": POS,
-        "log10": POS, "exp2": {}, "floor": {}, "ceil": {}, "round": {}, "trunc": {},
-        "real": {}}.items()},
+    **{
+        n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw)
+        for n, kw in {
+            "tan": dict(low=-1.2, high=1.2),
+            "sinh": {},
+            "cosh": {},
+            "atan": {},
+            "erf": {},
+            "asin": dict(low=-0.9, high=0.9),
+            "acos": dict(low=-0.9, high=0.9),
+            "log2": POS,
+            "log10": POS,
+            "exp2": {},
+            "floor": {},
+            "ceil": {},
+            "round": {},
+            "trunc": {},
+            "real": {},
+        }.items()
+    },
     "imag": lambda: [([r(2, 3) + 1j * r(2, 3)], {}), ([np.complex128(r() - 1j)], {})],
     **{n: lambda: [([nonzero(2, 3)], {}), ([nonzero()], {})] for n in ("sgn", "angle")},
-    **{n: lambda: [([r(2, 3), nonzero(2, 3)], {}), ([r(), nonzero()], {})]
-       for n in ("atan2", "remainder", "fmod")},
-    "reduce_prod": lambda: [([r(2, 3, 4)], {"dims": (0, 2), "keepdim": False}),
-                            ([r(2, 3)], {"dims": (1,), "keepdim": True}),
-                            ([np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0]])],
-                             {"dims": (1,), "keepdim": False})],
-    "cumsum": lambda: [([r(2, 3, 4)], {"dim": 1, "reverse": False}),
-                       ([r(5)], {"dim": 0, "reverse": True})],
-    "argsort": lambda: [([r(3, 5)], {"dim": 1, "descending": False, "k": 5}),
-                        ([r(3, 5)], {"dim": 0, "descending": True, "k": 2})],
-    "im2col": lambda: [([r(2, 3, 5, 4)], WINDOWS_2D | {"pad_value": 0.0}),
-                       ([r(1, 2, 7)], WINDOWS_1D | {"pad_value": -1.5})],
-    "col2im": lambda: [([r(2, 3, 3, 3, 2, 3)], WINDOWS_2D | {"shape": (5, 4)}),
-                       ([r(1, 4, 2, 3)], WINDOWS_1D | {"shape": (7,)})],
-    "uniform": lambda: [([np.array([7, 3])], {"shape": (2, 3), "dtype": dt.float64}),
-                        ([np.array([-1, 2 ** 40])], {"shape": (), "dtype": dt.float32})],
+    **{
+        n: lambda: [([r(2, 3), nonzero(2, 3)], {}), ([r(), nonzero()], {})]
+        for n in ("atan2", "remainder", "fmod")
+    },
+    "reduce_prod": lambda: [
+        ([r(2, 3, 4)], {"dims": (0, 2), "keepdim": False}),
+        ([r(2, 3)], {"dims": (1,), "keepdim": True}),
+        ([np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0]])], {"dims": (1,), "keepdim": False}),
+    ],
+    "cumsum": lambda: [
+        ([r(2, 3, 4)], {"dim": 1, "reverse": False}),
+        ([r(5)], {"dim": 0, "reverse": True}),
+    ],
+    "argsort": lambda: [
+        ([r(3, 5)], {"dim": 1, "descending": False, "k": 5}),
+        ([r(3, 5)], {"dim": 0, "descending": True, "k": 2}),
+    ],
+    "im2col": lambda: [
+        ([r(2, 3, 5, 4)], WINDOWS_2D | {"pad_value": 0.0}),
+        ([r(1, 2, 7)], WINDOWS_1D | {"pad_value": -1.5}),
+    ],
+    "col2im": lambda: [
+        ([r(2, 3, 3, 3, 2, 3)], WINDOWS_2D | {"shape": (5, 4)}),
+        ([r(1, 4, 2, 3)], WINDOWS_1D | {"shape": (7,)}),
+    ],
+    "uniform": lambda: [
+        ([np.array([7, 3])], {"shape": (2, 3), "dtype": dt.float64}),
+        ([np.array([-1, 2**40])], {"shape": (), "dtype": dt.float32}),
+    ],
     "slice": lambda: [([r(4, 5)], {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
-    "slice_scatter": lambda: [([r(4, 5), r(2, 3)],
-                               {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
-    "gather": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 2))], {"dim": 1}),
-                       ([r(2, 3), np.random.randint(0, 2, (4, 3))], {"dim": 0})],
+    "slice_scatter": lambda: [
+        ([r(4, 5), r(2, 3)], {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})
+    ],
+    "gather": lambda: [
+        ([r(3, 4), np.random.randint(0, 4, (3, 2))], {"dim": 1}),
+        ([r(2, 3), np.random.randint(0, 2, (4, 3))], {"dim": 0}),
+    ],
     "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
     # distinct indices per row: with repeated ones only the last write reaches the output,
     # yet every source gets its gradient (torch's), which finite differences cannot see
-    "scatter": lambda: [([r(3, 4), np.argsort(np.random.random((3, 4)), 1)[:, :3], r(3, 3)],
-                         {"dim": 1})],
+    "scatter": lambda: [
+        ([r(3, 4), np.argsort(np.random.random((3, 4)), 1)[:, :3], r(3, 3)], {"dim": 1})
+    ],
     "concat": lambda: [([r(2, 3), r(2, 1), r(2, 2)], {"dim": 1, "sizes": (3, 1, 2)})],
-    "check": lambda: [([np.array([0])], {"error": "IndexError", "message": "index {}",
-                                          "lo": 0, "hi": 3})],
+    "check": lambda: [
+        ([np.array([0])], {"error": "IndexError", "message": "index {}", "lo": 0, "hi": 3})
+    ],
     "barrier": lambda: [([r(2, 3)], {}), ([r()], {})],
     # collectives, in the group of this process alone (Note [collectives]); on several
     # ranks they are checked by tests/distributed
-    "all_reduce": lambda: [([nonzero(2, 3)], {"op": op})
-                           for op in ("sum", "avg", "max", "min", "product")],
+    "all_reduce": lambda: [
+        ([nonzero(2, 3)], {"op": op}) for op in ("sum", "avg", "max", "min", "product")
+    ],
     "broadcast": lambda: [([r(2, 3)], {"src": 0})],
     "all_gather": lambda: [([r(2, 3)], {"world": 1}), ([r()], {"world": 1})],
-    "reduce_scatter": lambda: [([r(1, 2, 3)], {"op": "sum", "world": 1}),
-                               ([r(1, 3)], {"op": "avg", "world": 1})],
+    "reduce_scatter": lambda: [
+        ([r(1, 2, 3)], {"op": "sum", "world": 1}),
+        ([r(1, 3)], {"op": "avg", "world": 1}),
+    ],
 }
 
 
@@ -135,10 +195,35 @@ def _torch_dtype(d):
 
 # name -> the equivalent torch op, called as fn(*torch_inputs, **params)
 TORCH = {
-    **{n: getattr(torch, n) for n in ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
-                                      "tanh", "sigmoid", "sin", "cos", "relu", "abs", "sign",
-                                      "conj", "add", "sub", "mul", "div", "pow", "maximum",
-                                      "minimum", "where", "matmul")},
+    **{
+        n: getattr(torch, n)
+        for n in (
+            "neg",
+            "exp",
+            "log",
+            "log1p",
+            "expm1",
+            "sqrt",
+            "rsqrt",
+            "tanh",
+            "sigmoid",
+            "sin",
+            "cos",
+            "relu",
+            "abs",
+            "sign",
+            "conj",
+            "add",
+            "sub",
+            "mul",
+            "div",
+            "pow",
+            "maximum",
+            "minimum",
+            "where",
+            "matmul",
+        )
+    },
     "copy": torch.clone,
     "clamp_where": lambda c, bound, x, keep: torch.where(c, bound, x),
     "barrier": torch.clone,
@@ -152,17 +237,39 @@ TORCH = {
     "reduce_sum": lambda x, dims, keepdim: x.sum(dims, keepdim),
     "reduce_max": lambda x, dims, keepdim: x.amax(dims, keepdim),
     "reduce_min": lambda x, dims, keepdim: x.amin(dims, keepdim),
-    **{n: getattr(torch, n) for n in ("tan", "sinh", "cosh", "asin", "acos", "atan", "erf",
-                                      "log2", "log10", "exp2", "floor", "ceil", "round",
-                                      "trunc", "angle", "real", "atan2", "remainder",
-                                      "fmod")},
+    **{
+        n: getattr(torch, n)
+        for n in (
+            "tan",
+            "sinh",
+            "cosh",
+            "asin",
+            "acos",
+            "atan",
+            "erf",
+            "log2",
+            "log10",
+            "exp2",
+            "floor",
+            "ceil",
+            "round",
+            "trunc",
+            "angle",
+            "real",
+            "atan2",
+            "remainder",
+            "fmod",
+        )
+    },
     "sgn": lambda x: torch.sgn(x) + x * 0,  # a dense zero gradient, not torch's ZeroTensor
     "reduce_prod": lambda x, dims, keepdim: _prod(x, dims, keepdim),
-    "cumsum": lambda x, dim, reverse: x.flip(dim).cumsum(dim).flip(dim) if reverse
-    else x.cumsum(dim),
+    "cumsum": lambda x, dim, reverse: (
+        x.flip(dim).cumsum(dim).flip(dim) if reverse else x.cumsum(dim)
+    ),
     "slice": lambda x, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
-    "slice_scatter": lambda x, src, starts, stops, steps: _slice_scatter(x, src, starts, stops,
-                                                                         steps),
+    "slice_scatter": lambda x, src, starts, stops, steps: _slice_scatter(
+        x, src, starts, stops, steps
+    ),
     "gather": lambda x, index, dim: torch.gather(x, dim, index),
     "scatter_add": lambda x, index, src, dim: torch.scatter_add(x, dim, index, src),
     "scatter": lambda x, index, src, dim: torch.scatter(x, dim, index, src),
@@ -179,11 +286,11 @@ def _slice_scatter(x, src, starts, stops, steps):
     out[tuple(map(slice, starts, stops, steps))] = src
     return out
 
+
 def _torch_im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
     """im2col from torch's Tensor.unfold, one spatial dim at a time."""
     k = len(kernel)
-    x = torch.nn.functional.pad(x, [p for pair in reversed(padding) for p in pair],
-                                value=pad_value)
+    x = torch.nn.functional.pad(x, [p for pair in reversed(padding) for p in pair], value=pad_value)
     for i in range(k):
         x = x.unfold(2 + i, dilation[i] * (kernel[i] - 1) + 1, stride[i])
     x = x[(Ellipsis,) + tuple(slice(None, None, d) for d in dilation)]
@@ -193,8 +300,9 @@ def _torch_im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
 def _torch_col2im(cols, shape, **windows):
     """col2im as the transpose of im2col (differentiable again: create_graph)."""
     k = len(shape)
-    x = torch.zeros((cols.shape[0], cols.shape[1 + k]) + tuple(shape), dtype=cols.dtype,
-                    requires_grad=True)
+    x = torch.zeros(
+        (cols.shape[0], cols.shape[1 + k]) + tuple(shape), dtype=cols.dtype, requires_grad=True
+    )
     return torch.autograd.grad(_torch_im2col(x, **windows), x, cols, create_graph=True)[0]
 
 
@@ -203,8 +311,9 @@ TORCH["col2im"] = _torch_col2im
 
 # checked on real samples; a primitive whose domain is complex only (imag) is checked
 # against torch and finite differences in tests/eager/test_complex.py
-DIFFERENTIABLE = sorted(n for n, p in REGISTRY.items()
-                        if p.differentiable and "float" not in p.unsupported)
+DIFFERENTIABLE = sorted(
+    n for n, p in REGISTRY.items() if p.differentiable and "float" not in p.unsupported
+)
 
 
 def samples(name):
@@ -213,8 +322,9 @@ def samples(name):
         return SAMPLES[name]()
     found = recorded.samples(name)
     assert found, f"primitive {name!r}: no entry in SAMPLES and no public op reaches it"
-    return [([x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs], p)
-            for xs, p in found]
+    return [
+        ([x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs], p) for xs, p in found
+    ]
 
 
 def torch_op(name):
@@ -222,18 +332,25 @@ def torch_op(name):
     primitive that is itself a public op (``public=``)."""
     if name in TORCH:
         return TORCH[name]
-    assert REGISTRY[name].public is not None and hasattr(torch, name), \
+    assert REGISTRY[name].public is not None and hasattr(torch, name), (
         f"primitive {name!r} has no torch equivalent in TORCH"
+    )
     return getattr(torch, name)
 
 
 def _float_samples(name, float64_only=True):
     """Real samples whose output is differentiable (a cast to int64 is not); finite
     differences need a float64 output (a cast to float32 rounds away their accuracy)."""
-    return [(xs, p) for xs, p in samples(name)
-            if all(np.asarray(x).dtype.kind != "c" for x in xs)
-            and (p.get("dtype", dt.float64) is dt.float64
-                 or not float64_only and p["dtype"].is_floating_point)]
+    return [
+        (xs, p)
+        for xs, p in samples(name)
+        if all(np.asarray(x).dtype.kind != "c" for x in xs)
+        and (
+            p.get("dtype", dt.float64) is dt.float64
+            or not float64_only
+            and p["dtype"].is_floating_point
+        )
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -241,8 +358,9 @@ def test_shape_rule_matches_impl(name):
     prim = REGISTRY[name]
     for xs, params in samples(name):
         out = np.asarray(prim.impl(*xs, **params))
-        aval = prim.abstract_eval(*(Aval(np.shape(x), dt.from_numpy_dtype(np.asarray(x).dtype))
-                                    for x in xs), **params)
+        aval = prim.abstract_eval(
+            *(Aval(np.shape(x), dt.from_numpy_dtype(np.asarray(x).dtype)) for x in xs), **params
+        )
         assert aval == Aval(out.shape, dt.from_numpy_dtype(out.dtype)), (params, aval, out.dtype)
         bound = prim(*(staged.tensor(x) for x in xs), **params)  # through eager dispatch
         assert bound._aval() == aval
@@ -265,8 +383,7 @@ def test_vjp_matches_torch(name):
         u = np.random.standard_normal(out.shape).astype(to_numpy(out).dtype)
         wrt = [t for t in ins if t.requires_grad]
         grads = staged.autograd.grad(out, wrt, staged.tensor(u))
-        tgrads = torch.autograd.grad(tout, [t for t in tins if t.requires_grad],
-                                     torch.tensor(u))
+        tgrads = torch.autograd.grad(tout, [t for t in tins if t.requires_grad], torch.tensor(u))
         for g, tg in zip(grads, tgrads):
             assert_close(g, tg, rtol=1e-6, atol=1e-6)
 
@@ -283,8 +400,9 @@ def test_jvp_matches_finite_differences(name):
     jvp = jvp_rule(prim)
     for xs, params in _float_samples(name):
         for which in _tangent_subsets(xs):
-            vs = [np.random.standard_normal(x.shape) if i in which else None
-                  for i, x in enumerate(xs)]
+            vs = [
+                np.random.standard_normal(x.shape) if i in which else None for i, x in enumerate(xs)
+            ]
             primals = [staged.tensor(x) for x in xs]
             tangents = [None if v is None else staged.tensor(v) for v in vs]
             out = prim(*primals, **params)
@@ -302,8 +420,26 @@ def test_jvp_of_non_differentiable_is_none(name):
     assert jvp_rule(REGISTRY[name])(primals, tangents, None, **params) is None
 
 
-@pytest.mark.parametrize("name", ["exp", "tanh", "mul", "div", "matmul", "reduce_max", "pow",
-                                  "sigmoid", "where", "sqrt", "erf", "reduce_prod", "atan2", "im2col", "col2im"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "exp",
+        "tanh",
+        "mul",
+        "div",
+        "matmul",
+        "reduce_max",
+        "pow",
+        "sigmoid",
+        "where",
+        "sqrt",
+        "erf",
+        "reduce_prod",
+        "atan2",
+        "im2col",
+        "col2im",
+    ],
+)
 def test_grad_of_grad_matches_finite_differences(name):
     for xs, params in _float_samples(name):
         check_grads(lambda *ins: REGISTRY[name](*ins, **params), xs, order=2, rtol=1e-4)

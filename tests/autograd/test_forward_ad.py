@@ -1,4 +1,5 @@
 """Forward-mode AD (``staged.autograd.forward_ad``) against torch 2.13's forward AD."""
+
 import re
 
 import numpy as np
@@ -19,14 +20,16 @@ def test_tangents_through_every_primitive_match_torch(name):
     for xs, params in _float_samples(name):
         vs = [np.random.standard_normal(x.shape) if x.dtype.kind == "f" else None for x in xs]
         with sfw.dual_level():
-            ins = [staged.tensor(x) if v is None else sfw.make_dual(staged.tensor(x),
-                                                                    staged.tensor(v))
-                   for x, v in zip(xs, vs)]
+            ins = [
+                staged.tensor(x) if v is None else sfw.make_dual(staged.tensor(x), staged.tensor(v))
+                for x, v in zip(xs, vs)
+            ]
             s_out = sfw.unpack_dual(prim(*ins, **params))
         with tfw.dual_level():
-            ins = [torch.tensor(x) if v is None else tfw.make_dual(torch.tensor(x),
-                                                                   torch.tensor(v))
-                   for x, v in zip(xs, vs)]
+            ins = [
+                torch.tensor(x) if v is None else tfw.make_dual(torch.tensor(x), torch.tensor(v))
+                for x, v in zip(xs, vs)
+            ]
             t_out = tfw.unpack_dual(torch_op(name)(*ins, **params))
         assert_close(s_out.primal, t_out.primal)
         assert_close(s_out.tangent, t_out.tangent, rtol=1e-6, atol=1e-9)
@@ -59,7 +62,7 @@ def test_forward_over_reverse_gives_the_hessian_vector_product():
         with fw.dual_level():
             d = fw.make_dual(W1, lib.tensor(v))
             loss = ((lib.tensor(x) @ d).tanh() @ lib.tensor(w2)).exp().mean()
-            g, = lib.autograd.grad(loss, d)
+            (g,) = lib.autograd.grad(loss, d)
             res.append(fw.unpack_dual(g).tangent)
     assert_close(res[0], res[1], rtol=1e-6, atol=1e-9)
 
@@ -67,19 +70,23 @@ def test_forward_over_reverse_gives_the_hessian_vector_product():
 def test_errors_match_torch():
     x = np.ones(3)
     for lib, fw in ((staged, sfw), (torch, tfw)):
-        with pytest.raises(RuntimeError, match="no level exists, make sure to "
-                                               "enter_dual_level\\(\\) first"):
+        with pytest.raises(
+            RuntimeError, match="no level exists, make sure to enter_dual_level\\(\\) first"
+        ):
             fw.make_dual(lib.tensor(x), lib.tensor(x))
         with pytest.raises(RuntimeError, match="Dual level must be a positive number"):
             fw.exit_dual_level()
         with fw.dual_level():
-            msg = ("Trying to set a forward gradient that has a different size than that of the "
-                   "original Tensor, this is not supported. Tensor is of size [3] while the given "
-                   "forward gradient is of size [4].")
+            msg = (
+                "Trying to set a forward gradient that has a different size than that of the "
+                "original Tensor, this is not supported. Tensor is of size [3] while the given "
+                "forward gradient is of size [4]."
+            )
             with pytest.raises(RuntimeError, match=re.escape(msg)):
                 fw.make_dual(lib.tensor(x), lib.tensor(np.ones(4)))
-            with pytest.raises(ValueError, match="Expected primal to be floating point or "
-                                                 "complex, but got"):
+            with pytest.raises(
+                ValueError, match="Expected primal to be floating point or complex, but got"
+            ):
                 fw.make_dual(lib.tensor([1, 2]), lib.tensor([1.0, 2.0]))
             with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported"):
                 fw.enter_dual_level()
@@ -92,7 +99,7 @@ def test_tangents_belong_to_tensors_and_die_with_the_level():
         assert fw.unpack_dual(plain) == (plain, None)
         with fw.dual_level():
             d = fw.make_dual(plain, lib.ones(2, dtype=lib.float64))
-            assert fw.unpack_dual(plain).tangent is None      # make_dual returns a new view
+            assert fw.unpack_dual(plain).tangent is None  # make_dual returns a new view
             assert fw.unpack_dual(d.detach()).tangent is None
             assert fw.unpack_dual(d.data).tangent is None
             p, t = fw.unpack_dual(d)
@@ -103,6 +110,7 @@ def test_tangents_belong_to_tensors_and_die_with_the_level():
 def test_level_off_costs_nothing_on_the_hot_path():
     from staged.autodiff.primitive import _bind
     from staged.eager import dispatch
+
     assert _bind[0] is dispatch.apply
     with sfw.dual_level():
         assert _bind[0] is not dispatch.apply
@@ -127,28 +135,30 @@ def test_in_place_ops_update_the_tangent():
 
 def _writes_through_views(lib, fw):
     """Writes through views and into bases with views; the tangents of every tensor."""
+
     def dual(n, *t):
         return fw.make_dual(lib.zeros(n, dtype=lib.float64), lib.tensor(t, dtype=lib.float64))
+
     out = []
-    b = lib.zeros(3, dtype=lib.float64)       # base without tangent, written through a view
+    b = lib.zeros(3, dtype=lib.float64)  # base without tangent, written through a view
     v, w = b[0], b[1:]
     v.copy_(dual(1, 5.0)[0])
     out += [b, v, w, b[2]]
-    y = dual(3, 0.0, 1.0, 2.0).clone()        # base with tangent, a view zeroed
+    y = dual(3, 0.0, 1.0, 2.0).clone()  # base with tangent, a view zeroed
     v, w = y[1:], y[:2]
     v.zero_()
     out += [y, v, w]
-    y = dual(3, 0.0, 1.0, 2.0).clone()        # the base written, its views follow
+    y = dual(3, 0.0, 1.0, 2.0).clone()  # the base written, its views follow
     v = y.unsqueeze(0)[:, 1:]
     y.mul_(2)
     out += [y, v]
-    p = lib.zeros(3, dtype=lib.float64)       # make_dual's result is a forward base
+    p = lib.zeros(3, dtype=lib.float64)  # make_dual's result is a forward base
     d = fw.make_dual(p, lib.tensor([3.0, 3.0, 3.0], dtype=lib.float64))
     e = d[1:]
     e.mul_(2)
     p.copy_(dual(3, 7.0, 7.0, 7.0))
     out += [p, d, e]
-    x = dual(3, 1.0, 1.0, 1.0).clone()        # and so is unpack_dual's primal
+    x = dual(3, 1.0, 1.0, 1.0).clone()  # and so is unpack_dual's primal
     pr = fw.unpack_dual(x).primal
     pr[1:].copy_(dual(2, 5.0, 5.0))
     out += [x, pr]
@@ -190,6 +200,9 @@ def test_clamp_tangents_at_ties_and_nan_follow_torch(name):
     with sfw.dual_level():
         d = sfw.make_dual(staged.tensor(x), staged.tensor(np.full(5, 3.0)))
         got = sfw.unpack_dual(CLAMPS[name](staged, d)).tangent
-    _, want = torch.func.jvp(lambda t: CLAMPS[name](torch, t), (torch.tensor(x),),
-                             (torch.full((5,), 3.0, dtype=torch.float64),))
+    _, want = torch.func.jvp(
+        lambda t: CLAMPS[name](torch, t),
+        (torch.tensor(x),),
+        (torch.full((5,), 3.0, dtype=torch.float64),),
+    )
     np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -1,4 +1,5 @@
 """Custom autograd Functions against torch 2.13: the same class written for both."""
+
 import re
 import warnings
 
@@ -14,13 +15,17 @@ from torch.autograd.function import once_differentiable as t_once
 
 def both(build):
     """``build(lib, Function, once_differentiable)`` defines a Function for each library."""
-    return (build(staged, staged.autograd.Function, s_once),
-            build(torch, torch.autograd.Function, t_once))
+    return (
+        build(staged, staged.autograd.Function, s_once),
+        build(torch, torch.autograd.Function, t_once),
+    )
 
 
 def leaves(*arrays):
-    return ([staged.tensor(a, requires_grad=True) for a in arrays],
-            [torch.tensor(a, requires_grad=True) for a in arrays])
+    return (
+        [staged.tensor(a, requires_grad=True) for a in arrays],
+        [torch.tensor(a, requires_grad=True) for a in arrays],
+    )
 
 
 def _exp(lib, Function, once):
@@ -33,8 +38,9 @@ def _exp(lib, Function, once):
 
         @staticmethod
         def backward(ctx, grad_output):
-            result, = ctx.saved_tensors
+            (result,) = ctx.saved_tensors
             return grad_output * result
+
     return Exp
 
 
@@ -46,8 +52,10 @@ def test_seed_exp_example_values_grads_and_node():
     sy, ty = S.apply(sx), T.apply(tx)
     assert_close(sy, ty)
     assert sy.grad_fn.name() == ty.grad_fn.name() == "ExpBackward"
-    assert sy.grad_fn.next_functions[0][0] is sx.grad_fn or \
-        type(sy.grad_fn.next_functions[0][0]).__name__ == "AccumulateGrad"
+    assert (
+        sy.grad_fn.next_functions[0][0] is sx.grad_fn
+        or type(sy.grad_fn.next_functions[0][0]).__name__ == "AccumulateGrad"
+    )
     (sy * sy).sum().backward()
     (ty * ty).sum().backward()
     assert_close(sx.grad, tx.grad)
@@ -55,11 +63,12 @@ def test_seed_exp_example_values_grads_and_node():
 
 def test_create_graph_through_differentiable_backward():
     (S, T), ((sx,), (tx,)) = both(_exp), leaves(X)
-    sg, = staged.autograd.grad(S.apply(sx).sum(), sx, create_graph=True)
-    tg, = torch.autograd.grad(T.apply(tx).sum(), tx, create_graph=True)
+    (sg,) = staged.autograd.grad(S.apply(sx).sum(), sx, create_graph=True)
+    (tg,) = torch.autograd.grad(T.apply(tx).sum(), tx, create_graph=True)
     assert sg.requires_grad and tg.requires_grad
-    assert_close(staged.autograd.grad((sg ** 2).sum(), sx)[0],
-                 torch.autograd.grad((tg ** 2).sum(), tx)[0])
+    assert_close(
+        staged.autograd.grad((sg**2).sum(), sx)[0], torch.autograd.grad((tg**2).sum(), tx)[0]
+    )
 
 
 def _scale(lib, Function, once):
@@ -77,6 +86,7 @@ def _scale(lib, Function, once):
         @staticmethod
         def backward(ctx, g):
             return g * ctx.k, None, g  # b's grad has the output's shape: summed to [1, 3]
+
     return Scale
 
 
@@ -104,7 +114,9 @@ def _two(materialize):
             def backward(ctx, g1, g2):
                 ctx.got = (g1 is None, g2 is None)
                 return (0 if g1 is None else g1 * 2) + (0 if g2 is None else g2 * 3)
+
         return Two
+
     return build
 
 
@@ -132,6 +144,7 @@ def _sort(lib, Function, once):
         def backward(ctx, gv, gi):
             ctx.gi = gi.tolist()
             return gv * 1
+
     return Sort
 
 
@@ -155,6 +168,7 @@ def _double_inplace(lib, Function, once):
         @staticmethod
         def backward(ctx, g):
             return g * 2
+
     return DoubleInplace
 
 
@@ -184,7 +198,9 @@ def test_input_returned_as_is_is_a_view_with_the_functions_grad_fn():
             @staticmethod
             def backward(ctx, g):
                 return g * 3
+
         return Ident
+
     (S, T), ((sx,), (tx,)) = both(build), leaves(X)
     so, to = S.apply(sx), T.apply(tx)
     assert so is not sx and to is not tx
@@ -204,18 +220,34 @@ def _returning(grads, arity=1):
             @staticmethod
             def backward(ctx, g):
                 return grads(g)
+
         return Bad
+
     return build
 
 
-@pytest.mark.parametrize("grads,args,msg", [
-    (lambda g: g * 2, 2, "function BadBackward returned an incorrect number of gradients "
-                         "(expected 2, got 1)"),
-    (lambda g: (g, g), 2, "function BadBackward returned a gradient different than None at "
-                          "position 2, but the corresponding forward input was not a Variable"),
-    (lambda g: (g[:2], None), 2, "Function BadBackward returned an invalid gradient at index 0 "
-                                 "- got [2] but expected shape compatible with [3]"),
-])
+@pytest.mark.parametrize(
+    "grads,args,msg",
+    [
+        (
+            lambda g: g * 2,
+            2,
+            "function BadBackward returned an incorrect number of gradients (expected 2, got 1)",
+        ),
+        (
+            lambda g: (g, g),
+            2,
+            "function BadBackward returned a gradient different than None at "
+            "position 2, but the corresponding forward input was not a Variable",
+        ),
+        (
+            lambda g: (g[:2], None),
+            2,
+            "Function BadBackward returned an invalid gradient at index 0 "
+            "- got [2] but expected shape compatible with [3]",
+        ),
+    ],
+)
 def test_wrong_gradients_are_clear_errors(grads, args, msg):
     S, T = both(_returning(grads))
     (sx,), (tx,) = leaves(X)
@@ -242,24 +274,30 @@ def test_saved_tensors_version_check_and_freeing():
 
             @staticmethod
             def backward(ctx, g):
-                a, = ctx.saved_tensors
+                (a,) = ctx.saved_tensors
                 return g * a
+
         return Mul2
+
     (S, T), ((sx,), (tx,)) = both(build), leaves(X)
     for F, x in ((S, sx), (T, tx)):
         y = x * 1
         out = F.apply(y)
         y.add_(1)
-        with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at "
-                                               "version 1; expected version 0 instead"):
+        with pytest.raises(
+            RuntimeError,
+            match="modified by an inplace operation.*is at version 1; expected version 0 instead",
+        ):
             out.sum().backward()
         out = F.apply(x)
         out.sum().backward()
-        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second "
-                                               "time"):
+        with pytest.raises(
+            RuntimeError, match="Trying to backward through the graph a second time"
+        ):
             out.grad_fn.saved_tensors
-    with pytest.raises(TypeError, match="save_for_backward can only save variables, but "
-                                        "argument 1 is of type int"):
+    with pytest.raises(
+        TypeError, match="save_for_backward can only save variables, but argument 1 is of type int"
+    ):
         staged.autograd.Function._backward_cls().save_for_backward(sx, 3)
 
 
@@ -276,6 +314,7 @@ def test_saved_tensor_hooks_apply_to_save_for_backward():
         def unpack(t, name=name):
             log[name].append("unpack")
             return t
+
         with lib.autograd.graph.saved_tensors_hooks(pack, unpack):
             y = F.apply(x)
         y.sum().backward()
@@ -293,21 +332,22 @@ def _square_once(lib, Function, once):
         @staticmethod
         @once
         def backward(ctx, g):
-            a, = ctx.saved_tensors
+            (a,) = ctx.saved_tensors
             return 2 * a * g
+
     return Square
 
 
 def test_once_differentiable():
     (S, T), ((sx,), (tx,)) = both(_square_once), leaves(X)
-    sg, = staged.autograd.grad(S.apply(sx).sum(), sx, create_graph=True)
-    tg, = torch.autograd.grad(T.apply(tx).sum(), tx, create_graph=True)
+    (sg,) = staged.autograd.grad(S.apply(sx).sum(), sx, create_graph=True)
+    (tg,) = torch.autograd.grad(T.apply(tx).sum(), tx, create_graph=True)
     assert_close(sg, tg)
     assert sg.requires_grad == tg.requires_grad  # grad_output does not require grad
     go_s = staged.ones(3, dtype=staged.float64, requires_grad=True)
     go_t = torch.ones(3, dtype=torch.float64, requires_grad=True)
-    sg, = staged.autograd.grad(S.apply(sx), sx, go_s, create_graph=True)
-    tg, = torch.autograd.grad(T.apply(tx), tx, go_t, create_graph=True)
+    (sg,) = staged.autograd.grad(S.apply(sx), sx, go_s, create_graph=True)
+    (tg,) = torch.autograd.grad(T.apply(tx), tx, go_t, create_graph=True)
     assert sg.requires_grad and tg.requires_grad
     msg = "trying to differentiate twice a function that was marked with @once_differentiable"
     for g in (sg, tg):
@@ -328,6 +368,7 @@ def _mul_jvp(lib, Function, once):
             ctx.tk = tk
             a, b = ctx.saved_tensors
             return (ta * b + a * tb) * ctx.k
+
     return MulK
 
 
@@ -344,8 +385,10 @@ def test_function_jvp_used_by_forward_ad():
     S2, T2 = both(_exp)
     for lib, F, a in ((staged, S2, sa), (torch, T2, ta)):
         fw = lib.autograd.forward_ad
-        with fw.dual_level(), pytest.raises(NotImplementedError,
-                                            match="You must implement the jvp function"):
+        with (
+            fw.dual_level(),
+            pytest.raises(NotImplementedError, match="You must implement the jvp function"),
+        ):
             F.apply(fw.make_dual(a, lib.ones_like(a)))
 
 
@@ -355,11 +398,14 @@ def test_missing_backward_is_a_clear_error():
             @staticmethod
             def forward(ctx, a):
                 return a * 2
+
         return NoBackward
+
     (S, T), ((sx,), (tx,)) = both(build), leaves(X)
     for F, x in ((S, sx), (T, tx)):
-        with pytest.raises(NotImplementedError, match="You must implement either the backward "
-                                                      "or vjp method"):
+        with pytest.raises(
+            NotImplementedError, match="You must implement either the backward or vjp method"
+        ):
             F.apply(x).sum().backward()
 
 
@@ -381,15 +427,18 @@ def _fails_in_backward(lib, Function, once):
         @staticmethod
         def backward(ctx, gO):
             raise RuntimeError("Some error in backward")
+
     return MyFunc
 
 
 def test_detect_anomaly_example_shows_the_forward_call():
     S, T = both(_fails_in_backward)
     for lib, F in ((staged, S), (torch, T)):
+
         def run_fn(a):
             out = F.apply(a)
             return out.sum()
+
         inp = lib.rand(10, 10, requires_grad=True)
         with pytest.raises(RuntimeError, match="Some error in backward"):
             run_fn(inp).backward()

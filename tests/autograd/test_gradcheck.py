@@ -1,5 +1,6 @@
 """gradcheck / gradgradcheck: what torch 2.13's accept, they accept; what it rejects, they
 reject with the same error."""
+
 import importlib
 import re
 import warnings
@@ -27,12 +28,15 @@ def mlp(x, w):
 
 
 @pytest.mark.parametrize("fast_mode", [False, True])
-@pytest.mark.parametrize("func,inputs", [
-    (mlp, (A, B)),
-    (lambda z: (z * z).exp(), (Z,)),              # holomorphic
-    (lambda z: (z * z.conj()).sin(), (Z,)),       # not holomorphic, complex output
-    (lambda z: (z * z).exp().abs(), (Z,)),        # complex input, real output
-])
+@pytest.mark.parametrize(
+    "func,inputs",
+    [
+        (mlp, (A, B)),
+        (lambda z: (z * z).exp(), (Z,)),  # holomorphic
+        (lambda z: (z * z.conj()).sin(), (Z,)),  # not holomorphic, complex output
+        (lambda z: (z * z).exp().abs(), (Z,)),  # complex input, real output
+    ],
+)
 def test_correct_gradients_pass(func, inputs, fast_mode):
     for lib, check in ((staged, gradcheck), (torch, torch.autograd.gradcheck)):
         assert check(func, leaves(lib, *inputs), fast_mode=fast_mode)
@@ -49,8 +53,9 @@ def _bad(lib, conj):
 
         @staticmethod
         def backward(ctx, g):
-            a, = ctx.saved_tensors
+            (a,) = ctx.saved_tensors
             return g * 2 * (a if conj else a.exp())  # wrong: exp, or the missing conj
+
     return Bad
 
 
@@ -61,16 +66,17 @@ def test_wrong_gradients_fail_like_torch(array, conj, fast_mode):
     for lib, check in ((staged, gradcheck), (torch, torch.autograd.gradcheck)):
         F = _bad(lib, conj=not wrong_real)
         x = leaves(lib, array)
-        with pytest.raises(GradcheckError if lib is staged else TGradcheckError,
-                           match="Jacobian mismatch for output 0 with respect to input 0,"):
+        with pytest.raises(
+            GradcheckError if lib is staged else TGradcheckError,
+            match="Jacobian mismatch for output 0 with respect to input 0,",
+        ):
             check(F.apply, x, fast_mode=fast_mode)
         assert check(F.apply, x, fast_mode=fast_mode, raise_exception=False) is False
         if not wrong_real and not fast_mode:
             with pytest.raises(Exception, match="While considering the .* part of complex"):
                 check(F.apply, x)
     assert issubclass(GradcheckError, RuntimeError)
-    assert importlib.import_module("staged.autograd.gradcheck").GradcheckError is \
-        GradcheckError
+    assert importlib.import_module("staged.autograd.gradcheck").GradcheckError is GradcheckError
 
 
 def test_tolerances_and_eps_are_used():
@@ -83,7 +89,9 @@ def test_tolerances_and_eps_are_used():
             @staticmethod
             def backward(ctx, g):
                 return g * 2.01
+
         return Sloppy
+
     for lib, check in ((staged, gradcheck), (torch, torch.autograd.gradcheck)):
         x = leaves(lib, B)
         assert not check(sloppy(lib).apply, x, raise_exception=False)
@@ -94,16 +102,25 @@ def test_tolerances_and_eps_are_used():
 
 def test_input_checks_match_torch():
     for lib, check in ((staged, gradcheck), (torch, torch.autograd.gradcheck)):
-        msg = ("gradcheck expects at least one input tensor to require gradient, but none of "
-               "them have requires_grad=True.")
+        msg = (
+            "gradcheck expects at least one input tensor to require gradient, but none of "
+            "them have requires_grad=True."
+        )
         with pytest.raises(ValueError, match=re.escape(msg)):
             check(lambda a: a * 2, (lib.tensor(B),))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            check(lambda a: a * 2, (lib.tensor(B.astype(np.float32), requires_grad=True),),
-                  atol=1e-2, rtol=1e-2)
-        assert any("Input #0 requires gradient and is not a double precision floating point"
-                   in str(w.message) for w in caught)
+            check(
+                lambda a: a * 2,
+                (lib.tensor(B.astype(np.float32), requires_grad=True),),
+                atol=1e-2,
+                rtol=1e-2,
+            )
+        assert any(
+            "Input #0 requires gradient and is not a double precision floating point"
+            in str(w.message)
+            for w in caught
+        )
 
 
 def test_gradgradcheck_finds_a_wrong_double_backward():
@@ -116,12 +133,15 @@ def test_gradgradcheck_finds_a_wrong_double_backward():
 
             @staticmethod
             def backward(ctx, g):
-                a, = ctx.saved_tensors
+                (a,) = ctx.saved_tensors
                 return g * 2 * a.detach()  # first order right, second order wrong
+
         return Square
-    for lib, check, ggcheck in ((staged, gradcheck, gradgradcheck),
-                                (torch, torch.autograd.gradcheck,
-                                 torch.autograd.gradgradcheck)):
+
+    for lib, check, ggcheck in (
+        (staged, gradcheck, gradgradcheck),
+        (torch, torch.autograd.gradcheck, torch.autograd.gradgradcheck),
+    ):
         x = leaves(lib, B)
         assert check(build(lib).apply, x)
         assert not ggcheck(build(lib).apply, x, raise_exception=False)

@@ -1,4 +1,5 @@
 """The autograd profiler: events, averages, PyTorch's table layout, Chrome traces."""
+
 import json
 import re
 
@@ -13,7 +14,7 @@ X = np.random.default_rng(0).random((4, 4))
 
 
 def _run(lib, x):
-    y = (x ** 2).exp()
+    y = (x**2).exp()
     y.sum().backward()
     return y
 
@@ -38,11 +39,11 @@ def test_every_op_and_every_backward_node_is_an_event(prof):
     assert torch_nodes == {n for n in names if n.endswith("Backward0")}
     for e in prof.events():
         assert e.cpu_time_total > 0 and 0 <= e.self_cpu_time_total <= e.cpu_time_total
-    block, = [e for e in prof.events() if e.name == "my_block"]
+    (block,) = [e for e in prof.events() if e.name == "my_block"]
     assert block.cat == "user_annotation" and block.parent is None
     assert all(e.parent is not None for e in prof.events() if e is not block)
     assert block.cpu_memory_usage == sum(e.self_cpu_memory_usage for e in prof.events())
-    exp, = [e for e in prof.events() if e.name == "exp"]
+    (exp,) = [e for e in prof.events() if e.name == "exp"]
     assert exp.input_shapes == ((4, 4),) and exp.self_cpu_memory_usage == 16 * 8
     assert any("test_profiler.py" in s for s in exp.stack)
 
@@ -65,16 +66,21 @@ def test_table_has_pytorchs_layout(prof):
     with torch.autograd.profiler.profile(profile_memory=True, record_shapes=True) as tprof:
         _run(torch, torch.tensor(X, requires_grad=True))
     for kw in ({}, {"group_by_input_shape": True}):
-        ours, lines = _header(prof.key_averages(**kw).table(sort_by="self_cpu_time_total",
-                                                            row_limit=3))
-        theirs, tlines = _header(tprof.key_averages(**kw).table(sort_by="self_cpu_time_total",
-                                                                row_limit=3))
+        ours, lines = _header(
+            prof.key_averages(**kw).table(sort_by="self_cpu_time_total", row_limit=3)
+        )
+        theirs, tlines = _header(
+            tprof.key_averages(**kw).table(sort_by="self_cpu_time_total", row_limit=3)
+        )
         assert ours == theirs
         assert len(lines) == len(tlines) and lines[-1].startswith("Self CPU time total:")
         assert re.fullmatch(r"(-+  )+", lines[0]) and lines[0] == lines[2] == lines[-2]
     rows = prof.key_averages().table(sort_by="cpu_time_total", row_limit=0).splitlines()[3:-2]
-    totals = [float(r.split()[4].rstrip("msu")) * {"ms": 1e3, "us": 1, "s": 1e6}[
-        re.search(r"(ms|us|s)$", r.split()[4]).group(1)] for r in rows]
+    totals = [
+        float(r.split()[4].rstrip("msu"))
+        * {"ms": 1e3, "us": 1, "s": 1e6}[re.search(r"(ms|us|s)$", r.split()[4]).group(1)]
+        for r in rows
+    ]
     assert totals == sorted(totals, reverse=True) and rows[0].split()[0] == "my_block"
     with pytest.raises(ValueError, match="sort_by"):
         prof.key_averages().table(sort_by="no_such_column")
@@ -87,8 +93,16 @@ def test_chrome_trace_follows_the_trace_event_format(prof, tmp_path):
     assert set(doc) >= {"traceEvents"} and isinstance(doc["traceEvents"], list)
     complete = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert len(complete) == len(prof.events())
-    schema = {"name": str, "cat": str, "ph": str, "ts": (int, float), "dur": (int, float),
-              "pid": int, "tid": int, "args": dict}
+    schema = {
+        "name": str,
+        "cat": str,
+        "ph": str,
+        "ts": (int, float),
+        "dur": (int, float),
+        "pid": int,
+        "tid": int,
+        "args": dict,
+    }
     for e in complete:
         assert set(e) == set(schema)
         for key, typ in schema.items():
@@ -96,7 +110,7 @@ def test_chrome_trace_follows_the_trace_event_format(prof, tmp_path):
         assert e["dur"] >= 0
     for e in doc["traceEvents"]:
         assert e["ph"] in ("X", "M") and isinstance(e["pid"], int)
-    exp, = [e for e in complete if e["name"] == "exp"]
+    (exp,) = [e for e in complete if e["name"] == "exp"]
     assert exp["args"]["Input Dims"] == [[4, 4]]
 
 
@@ -105,6 +119,7 @@ def test_record_function_decorator_and_nesting():
     def outer(x):
         with profiler.record_function("inner"):
             return x.exp()
+
     outer(staged.ones(2))  # no profile open: a plain call
     with profiler.profile() as p:
         outer(staged.ones(2))
@@ -116,6 +131,7 @@ def test_record_function_decorator_and_nesting():
 def test_off_costs_nothing():
     from staged.autodiff.primitive import _bind
     from staged.eager import dispatch
+
     with profiler.profile():
         assert _bind[0] is not dispatch.apply
     assert _bind[0] is dispatch.apply and profiler.profile is not None

@@ -1,5 +1,6 @@
 """Run by test_distributed.py under ``mpiexec -n N``: every collective against NumPy, their
 gradients, the mismatch errors, and DistributedSampler's shards."""
+
 from datetime import timedelta
 
 import numpy as np
@@ -24,8 +25,13 @@ def close(t, expected, rtol=1e-12):
 
 
 every = np.stack([data(r) for r in range(world)])
-REFS = {Op.SUM: every.sum(0), Op.AVG: every.mean(0), Op.MAX: every.max(0),
-        Op.MIN: every.min(0), Op.PRODUCT: every.prod(0)}
+REFS = {
+    Op.SUM: every.sum(0),
+    Op.AVG: every.mean(0),
+    Op.MAX: every.max(0),
+    Op.MIN: every.min(0),
+    Op.PRODUCT: every.prod(0),
+}
 
 # all_reduce: in place, every op, sync and async; other dtypes
 for op, expected in REFS.items():
@@ -62,7 +68,7 @@ for op in (Op.SUM, Op.AVG, Op.MAX):
     out = staged.zeros(2, 4, dtype=staged.float64)
     dist.reduce_scatter_tensor(out, staged.tensor(big[rank]), op=op)
     ref = {Op.SUM: big.sum(0), Op.AVG: big.mean(0), Op.MAX: big.max(0)}[op]
-    close(out, ref[2 * rank:2 * rank + 2])
+    close(out, ref[2 * rank : 2 * rank + 2])
 dist.barrier()
 
 # gradients: the VJP of each collective, against the sum over ranks it stands for
@@ -80,17 +86,21 @@ x = staged.tensor(every[rank], requires_grad=True)
 (dfn.broadcast(x, src=src) * staged.tensor(w[rank])).sum().backward()
 close(x.grad, sum(w) if rank == src else np.zeros((3, 4)))
 x = staged.tensor(every[rank], requires_grad=True)
-sum((g * (r + 1) * staged.tensor(w[rank])).sum() for r, g in enumerate(dfn.all_gather(x))) \
-    .backward()
+sum(
+    (g * (r + 1) * staged.tensor(w[rank])).sum() for r, g in enumerate(dfn.all_gather(x))
+).backward()
 close(x.grad, (rank + 1) * sum(w))
 x = staged.tensor(big[rank], requires_grad=True)
-(C.reduce_scatter(x.reshape(world, 2, 4), op="sum", world=world)
- * staged.tensor(w[rank][:2])).sum().backward()
+(
+    C.reduce_scatter(x.reshape(world, 2, 4), op="sum", world=world) * staged.tensor(w[rank][:2])
+).sum().backward()
 close(x.grad, np.concatenate(w)[np.arange(world * 3).reshape(world, 3)[:, :2].ravel()])
 
 # ranks that disagree get an error naming them, on every rank, and the group goes on
-for bad in (staged.zeros(3 + (rank == 1)), staged.zeros(3, dtype=staged.int64 if rank else
-                                                        staged.float32)):
+for bad in (
+    staged.zeros(3 + (rank == 1)),
+    staged.zeros(3, dtype=staged.int64 if rank else staged.float32),
+):
     try:
         dist.all_reduce(bad)
     except RuntimeError as e:

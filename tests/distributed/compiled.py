@@ -1,6 +1,7 @@
 """Run by test_distributed.py under ``mpiexec -n 2``: compiled steps with collectives (run
 as compiled segments with the collectives between them on the host, Note [segments]) equal
 the eager steps: the differentiable all_reduce, c10d's in-place all_reduce, DDP training."""
+
 import numpy as np
 
 import staged
@@ -17,13 +18,15 @@ Op = dist.ReduceOp
 
 
 def close(a, b, rtol=1e-5, atol=1e-7):
-    np.testing.assert_allclose(np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy()),
-                               rtol=rtol, atol=atol)
+    np.testing.assert_allclose(
+        np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy()), rtol=rtol, atol=atol
+    )
 
 
 def data(salt, shape=(3, 4)):
-    return staged.tensor(np.random.default_rng(100 * salt + rank).uniform(0.5, 2.0, shape),
-                         dtype=staged.float32)
+    return staged.tensor(
+        np.random.default_rng(100 * salt + rank).uniform(0.5, 2.0, shape), dtype=staged.float32
+    )
 
 
 # the differentiable all_reduce: forward, gradient (an all_reduce again), a chain of two
@@ -71,7 +74,7 @@ for a, b in zip(in_place(data(5)), c_in_place(data(5))):
 
 
 loss_fn = nn.MSELoss()
-ddp, ref = DDP(net(seed=10 + rank), bucket_cap_mb=2 ** -11), net(seed=10)
+ddp, ref = DDP(net(seed=10 + rank), bucket_cap_mb=2**-11), net(seed=10)
 assert len(ddp._buckets) > 2
 opt = optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
 ref_opt = optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
@@ -94,8 +97,13 @@ for i in range(5):  # (not `step`: a global of the name opt.step's would be guar
     ref_loss.backward()
     ref_opt.step()
     for (name, p), q in zip(ddp.module.named_parameters(), ref.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
-                                   atol=1e-7, err_msg=f"step {i}: {name}")
+        np.testing.assert_allclose(
+            p.detach().numpy(),
+            q.detach().numpy(),
+            rtol=1e-5,
+            atol=1e-7,
+            err_msg=f"step {i}: {name}",
+        )
     # each rank's loss is its own shard's; their average is the whole batch's
     close(dfn.all_reduce(loss.detach(), op=Op.AVG), ref_loss)
 graph = train_step._last.captured.graph

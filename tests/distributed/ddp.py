@@ -1,6 +1,7 @@
 """Run by test_distributed.py through ``python -m staged.distributed.run``, in the style of
 PyTorch's DDP examples: DDP training from different per-rank initialisations equals
 single-process training on the concatenated batch; no_sync; buffers; unused parameters."""
+
 import os
 
 import numpy as np
@@ -18,17 +19,16 @@ assert (int(os.environ["RANK"]), local_rank) == (rank, rank)
 assert int(os.environ["WORLD_SIZE"]) == int(os.environ["LOCAL_WORLD_SIZE"]) == world
 
 
-
-
 def assert_same(ddp, ref):
     for (name, p), q in zip(ddp.module.named_parameters(), ref.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
-                                   atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(
+            p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=name
+        )
 
 
 loss_fn = nn.MSELoss()
 # three buckets (of 512 B) and different per-rank initialisations, of which rank 0's wins
-ddp, ref = DDP(net(seed=10 + rank), bucket_cap_mb=2 ** -11), net(seed=10)
+ddp, ref = DDP(net(seed=10 + rank), bucket_cap_mb=2**-11), net(seed=10)
 assert len(ddp._buckets) > 2
 assert list(ddp.state_dict()) == ["module." + k for k in ref.state_dict()]
 assert_same(ddp, ref)

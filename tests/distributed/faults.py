@@ -1,5 +1,6 @@
 """Run by test_distributed.py under mpiexec: rank 1 raises (``raise``) or leaves without a
 word (``leave``) while the others wait in an all_reduce."""
+
 import sys
 from datetime import timedelta
 

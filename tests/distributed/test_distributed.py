@@ -1,6 +1,7 @@
 """staged.distributed, DistributedDataParallel, DistributedSampler and the launcher. The
 scripts next to this file run on real MPI ranks (``mpiexec -n 2`` and ``-n 3``), started
 from here with a timeout; one launch checks many things, to keep the directory fast."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,15 +30,17 @@ _NEXT = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 MPIEXEC = _NEXT if os.access(_NEXT, os.X_OK) else shutil.which("mpiexec")
 needs_mpi = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None or MPIEXEC is None,
-    reason="needs mpi4py and mpiexec: pip install 'staged[distributed]' (mpich, mpi4py)")
+    reason="needs mpi4py and mpiexec: pip install 'staged[distributed]' (mpich, mpi4py)",
+)
 
 
 def launch(*args, timeout=600):
     """Run a job; the timeout only catches a hang (a cold compile cache on a loaded 2-core
     machine took over 90 s for compiled.py's steps)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return subprocess.run(args, check=False, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        args, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def mpi(n, script, *args):
@@ -55,8 +58,14 @@ def test_collectives_gradients_errors_and_sampler_shards(n):
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_training_equals_one_process_on_the_whole_batch(n):
     """Through the launcher, which sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."""
-    r = launch(sys.executable, "-m", "staged.distributed.run", "--nproc-per-node", str(n),
-               str(HERE / "ddp.py"))
+    r = launch(
+        sys.executable,
+        "-m",
+        "staged.distributed.run",
+        "--nproc-per-node",
+        str(n),
+        str(HERE / "ddp.py"),
+    )
     assert r.returncode == 0 and r.stdout.count("ddp ok") == n, r.stdout + r.stderr
 
 
@@ -72,14 +81,19 @@ def test_a_rank_that_raises_aborts_the_job_naming_it():
 def test_a_rank_that_leaves_makes_the_others_fail_within_the_timeout():
     r = mpi(2, "faults.py", "leave")
     assert r.returncode != 0, r.stderr
-    assert "rank 0: all_reduce (checking the ranks agree) did not complete within 0:00:02" \
-        in r.stderr, r.stderr
+    assert (
+        "rank 0: all_reduce (checking the ranks agree) did not complete within 0:00:02" in r.stderr
+    ), r.stderr
 
 
 @needs_mpi
 def test_ranks_not_started_by_mpi_fail_at_once_naming_the_launcher():
-    r = launch(sys.executable, "-c", "import staged.distributed as d; "
-               "d.init_process_group('gloo', world_size=2, rank=1)", timeout=60)
+    r = launch(
+        sys.executable,
+        "-c",
+        "import staged.distributed as d; d.init_process_group('gloo', world_size=2, rank=1)",
+        timeout=60,
+    )
     assert r.returncode != 0 and "python -m staged.distributed.run" in r.stderr, r.stderr
     with pytest.raises(RuntimeError, match="python -m staged.distributed.run --nproc-per-node 2"):
         mp.spawn(print, nprocs=2)
@@ -87,12 +101,20 @@ def test_ranks_not_started_by_mpi_fail_at_once_naming_the_launcher():
 
 @needs_mpi
 def test_launcher_command_line():
-    a = run.parse(["--nnodes", "2", "--nproc_per_node", "4", "--hostfile", "hosts", "train.py",
-                   "--lr", "0.1"])
+    a = run.parse(
+        ["--nnodes", "2", "--nproc_per_node", "4", "--hostfile", "hosts", "train.py", "--lr", "0.1"]
+    )
     cmd = run.command(a)
     assert cmd[:7] == [MPIEXEC, "-n", "8", "-ppn", "4", "-f", "hosts"]
-    assert cmd[7:] == [sys.executable, "-m", "staged.distributed.run", run.RANK_FLAG,
-                       "train.py", "--lr", "0.1"]
+    assert cmd[7:] == [
+        sys.executable,
+        "-m",
+        "staged.distributed.run",
+        run.RANK_FLAG,
+        "train.py",
+        "--lr",
+        "0.1",
+    ]
 
 
 def test_clear_errors_without_mpi():
@@ -118,16 +140,18 @@ def test_compiled_steps_with_collectives_equal_eager():
 def test_compiled_steps_with_collectives_run_in_segments_and_onnx_export_fails(tmp_path):
     """Alone (no process group) every collective is the identity: the segmented step
     equals the eager one; one module cannot hold them (save, cuda), nor can ONNX."""
+
     def step(x):
         y = C.all_reduce(x * 2, op="sum")
-        return (C.all_reduce(y.sum() * 3, op="avg") + y ** 2).sum()
+        return (C.all_reduce(y.sum() * 3, op="avg") + y**2).sum()
 
     x = staged.ones(3, requires_grad=True)
     compiled = staged.compile(step)
     np.testing.assert_allclose(compiled(x).detach().numpy(), step(x).detach().numpy(), rtol=1e-6)
     assert [len(s.graph.ops) > 0 for s in compiled._last.module.plan.segments] == [True] * 3
-    with pytest.raises(LoweringError, match="all_reduce .*collectives run on the host between "
-                                            "compiled segments"):
+    with pytest.raises(
+        LoweringError, match="all_reduce .*collectives run on the host between compiled segments"
+    ):
         compiled.save(tmp_path / "step")
     with pytest.raises(LoweringError, match="all_reduce"):
         staged.capture(step, x).to_mlir()
@@ -136,12 +160,17 @@ def test_compiled_steps_with_collectives_run_in_segments_and_onnx_export_fails(t
 
 
 def test_distributed_sampler_order_is_torchs():
-    for n, replicas, drop_last, shuffle in [(10, 3, False, True), (11, 2, True, True),
-                                            (5, 4, False, False), (3, 4, False, True)]:
+    for n, replicas, drop_last, shuffle in [
+        (10, 3, False, True),
+        (11, 2, True, True),
+        (5, 4, False, False),
+        (3, 4, False, True),
+    ]:
         for rank in range(replicas):
             ours = DistributedSampler(range(n), replicas, rank, shuffle, 7, drop_last)
-            theirs = torch.utils.data.DistributedSampler(range(n), replicas, rank, shuffle, 7,
-                                                         drop_last)
+            theirs = torch.utils.data.DistributedSampler(
+                range(n), replicas, rank, shuffle, 7, drop_last
+            )
             for epoch in (0, 3):
                 ours.set_epoch(epoch)
                 theirs.set_epoch(epoch)

@@ -1,6 +1,7 @@
 """Complex autograd against torch 2.13: values and gradients (dL/dz*, PyTorch's convention)
 under a complex cotangent, forward-mode rules of the non-holomorphic ops against central
 differences, gradients at z == 0, and the errors PyTorch raises."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,12 +30,33 @@ CASES = {
     "prod": (lambda a: a.prod(1), [cplx(2, 3)]),
     "cumsum": (lambda a: a.cumsum(0), [cplx(3, 2)]),
     "mul_div": (lambda a, b: a * b / (a + 2), [cplx(2, 3), cplx(2, 3)]),
-    "pow": (lambda a, b: a ** b, [cplx(2, 3), cplx(2, 3)]),
-    "pow_scalar": (lambda a: a ** 3 + a ** 0.5, [cplx(4)]),
-    **{n: ((lambda n: lambda a: getattr(a, n)())(n), [cplx(2, 3)])
-       for n in ("exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos", "tan", "sinh", "cosh",
-                 "log2", "log10", "exp2", "square", "reciprocal", "conj", "neg", "rsqrt",
-                 "expm1", "log1p")},
+    "pow": (lambda a, b: a**b, [cplx(2, 3), cplx(2, 3)]),
+    "pow_scalar": (lambda a: a**3 + a**0.5, [cplx(4)]),
+    **{
+        n: ((lambda n: lambda a: getattr(a, n)())(n), [cplx(2, 3)])
+        for n in (
+            "exp",
+            "log",
+            "sqrt",
+            "tanh",
+            "sigmoid",
+            "sin",
+            "cos",
+            "tan",
+            "sinh",
+            "cosh",
+            "log2",
+            "log10",
+            "exp2",
+            "square",
+            "reciprocal",
+            "conj",
+            "neg",
+            "rsqrt",
+            "expm1",
+            "log1p",
+        )
+    },
     # complex in, real out; and sgn
     "abs": (lambda a: a.abs(), [cplx(2, 3)]),
     "angle": (lambda a: a.angle(), [cplx(2, 3)]),
@@ -46,8 +68,10 @@ CASES = {
     "var": (lambda a: a.var(1), [cplx(2, 4)]),
     # structure
     "where": (lambda a, b: a.where(a.abs() > 1, b), [cplx(2, 3), cplx(2, 3)]),
-    "reshape_permute_expand": (lambda a: a.reshape(3, 2).permute(1, 0).expand(2, 2, 3),
-                               [cplx(2, 3)]),
+    "reshape_permute_expand": (
+        lambda a: a.reshape(3, 2).permute(1, 0).expand(2, 2, 3),
+        [cplx(2, 3)],
+    ),
     "getitem": (lambda a: a[1:, ::2], [cplx(3, 4)]),
     # real <-> complex
     "real_to_complex": (lambda x: x.to(_cdtype(x)) * (1 + 2j), [real(2, 3)]),
@@ -82,13 +106,16 @@ def test_value_and_gradient_match_torch(name, dtype):
         assert_close(g, tg, tol * 10, tol * 10)
 
 
-@pytest.mark.parametrize("name", ["abs", "angle", "real", "imag", "sgn", "exp", "mul",
-                                  "reduce_prod", "conj", "cumsum"])
+@pytest.mark.parametrize(
+    "name", ["abs", "angle", "real", "imag", "sgn", "exp", "mul", "reduce_prod", "conj", "cumsum"]
+)
 def test_jvp_matches_central_differences(name):
     """The tangent of the output along a complex direction t: (f(z + e t) - f(z - e t)) / 2e."""
     prim = REGISTRY[name]
-    params = {"reduce_prod": {"dims": (1,), "keepdim": False},
-              "cumsum": {"dim": 1, "reverse": False}}.get(name, {})
+    params = {
+        "reduce_prod": {"dims": (1,), "keepdim": False},
+        "cumsum": {"dim": 1, "reverse": False},
+    }.get(name, {})
     zs = [cplx(2, 3, seed=i) for i in range(len(prim.inputs))]
     ts = [cplx(2, 3, seed=10 + i) for i in range(len(prim.inputs))]
     primals = [staged.tensor(z) for z in zs]
@@ -97,8 +124,10 @@ def test_jvp_matches_central_differences(name):
     eps = 1e-6
 
     def at(sign):
-        return to_numpy(prim(*(staged.tensor(z + sign * eps * t) for z, t in zip(zs, ts)),
-                             **params))
+        return to_numpy(
+            prim(*(staged.tensor(z + sign * eps * t) for z, t in zip(zs, ts)), **params)
+        )
+
     assert_close(got, (at(1) - at(-1)) / (2 * eps), 1e-6, 1e-7, check_dtype=False)
     assert got.dtype is out.dtype
 
@@ -137,8 +166,9 @@ def test_backward_of_complex_scalar_without_gradient_raises():
 
 
 def test_imag_of_real_and_sign_of_complex_raise_as_torch():
-    with pytest.raises(RuntimeError, match="imag is not implemented for tensors with "
-                                           "non-complex dtypes"):
+    with pytest.raises(
+        RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"
+    ):
         staged.tensor([1.0]).imag
     with pytest.raises(NotImplementedError, match="torch.sgn instead"):
         staged.tensor([1j]).sign()
@@ -152,7 +182,7 @@ def test_pow_exponent_gradient_at_zero_base_as_torch(exponent):
     for lib in (staged, torch):
         x = lib.tensor([0j, 1 + 2j], dtype=lib.complex128, requires_grad=True)
         y = lib.tensor([exponent, exponent], dtype=lib.complex128, requires_grad=True)
-        (x ** y).abs().sum().backward()
+        (x**y).abs().sum().backward()
         grads.append(y.grad)
     assert_close(grads[0], grads[1])
 
@@ -160,11 +190,17 @@ def test_pow_exponent_gradient_at_zero_base_as_torch(exponent):
 def test_primitive_outside_its_domain_raises_with_the_reason():
     """A primitive bound to a dtype outside its declared domain raises RuntimeError naming
     the primitive, the dtype and why (eagerly and under capture alike)."""
-    with pytest.raises(RuntimeError, match=r"'ge' is not defined for complex64 tensors: complex "
-                                        r"numbers are not ordered"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"'ge' is not defined for complex64 tensors: complex "
+        r"numbers are not ordered",
+    ):
         REGISTRY["ge"](staged.tensor([1j]), staged.tensor([1j]))
-    with pytest.raises(RuntimeError, match=r"'exp' is not defined for int64 tensors: .*casts to "
-                                        r"float first"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"'exp' is not defined for int64 tensors: .*casts to "
+        r"float first",
+    ):
         REGISTRY["exp"](staged.tensor([1]))
     with pytest.raises(RuntimeError, match=r"'imag' is not defined for float32"):
         staged.compile(lambda t: REGISTRY["imag"](t))(staged.tensor([1.0]))

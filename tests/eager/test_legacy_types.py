@@ -1,12 +1,23 @@
 """PyTorch's legacy tensor types (Note [legacy tensor types]) against torch 2.13."""
+
 import numpy as np
 import pytest
 import torch
 
 import staged
 
-NAMES = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",
-         "CharTensor", "ShortTensor", "IntTensor", "LongTensor", "BoolTensor"]
+NAMES = [
+    "FloatTensor",
+    "DoubleTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "ByteTensor",
+    "CharTensor",
+    "ShortTensor",
+    "IntTensor",
+    "LongTensor",
+    "BoolTensor",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -17,13 +28,16 @@ def test_constructors_match_torch(name):
     for args in [([1, 0, 2],), ([[1, 2], [3, 4]],), (np.array([1.0, 2.0]),), ((2, 3),)]:
         s, t = S(*args), T(*args)
         assert s.dtype.name == str(t.dtype).removeprefix("torch.")
-        np.testing.assert_array_equal(s.numpy().astype(np.float64),
-                                      t.float().numpy().astype(np.float64))
+        np.testing.assert_array_equal(
+            s.numpy().astype(np.float64), t.float().numpy().astype(np.float64)
+        )
     for args in [(2, 3), (staged.Size([4]),), ()]:
-        shape = tuple(a for a in args if isinstance(a, int)) or \
-            (tuple(args[0]) if args else (0,))
-        assert tuple(S(*args).shape) == tuple(T(*(torch.Size(a) if isinstance(a, staged.Size)
-                                                  else a for a in args)).shape) == shape
+        shape = tuple(a for a in args if isinstance(a, int)) or (tuple(args[0]) if args else (0,))
+        assert (
+            tuple(S(*args).shape)
+            == tuple(T(*(torch.Size(a) if isinstance(a, staged.Size) else a for a in args)).shape)
+            == shape
+        )
 
 
 def test_isinstance_and_type_conversions_match_torch():
@@ -54,6 +68,7 @@ def test_errors_match_torch():
 def test_module_type_casts_every_parameter_and_buffer_as_torch(dst):
     def arg(lib):
         return getattr(lib, dst) if hasattr(lib, dst) else dst
+
     s, t = staged.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
     assert s.type(arg(staged)) is s
     t.type(arg(torch))

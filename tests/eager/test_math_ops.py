@@ -1,6 +1,7 @@
 """The math entries of the op database (tests/ops/db/math.py) against torch 2.13: forward
 values and dtypes, gradients under a random cotangent, and (float64) finite differences;
 then the gradient rules at non-differentiable points, dtypes and erf's accuracy."""
+
 from __future__ import annotations
 
 import math
@@ -13,43 +14,58 @@ import staged
 from tests.checks import assert_close, check_grads, to_numpy
 from tests.ops.db.math import ENTRIES
 
-TOL = {"float16": (2e-3, 2e-3), "float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12),
-       "int64": (0, 0), "int32": (0, 0)}
+TOL = {
+    "float16": (2e-3, 2e-3),
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-10, 1e-12),
+    "int64": (0, 0),
+    "int32": (0, 0),
+}
 CASES = [(e, d) for e in ENTRIES for d in e.dtypes]
 
 
 def _convert(sample, make):
     def conv(a):
         return make(a) if isinstance(a, np.ndarray) else a
+
     return [conv(a) for a in sample.args], {k: conv(v) for k, v in sample.kwargs.items()}
 
 
 def _tensors(args, kwargs):
-    return [a for a in list(args) + list(kwargs.values())
-            if isinstance(a, (staged.Tensor, torch.Tensor)) and a.requires_grad]
+    return [
+        a
+        for a in list(args) + list(kwargs.values())
+        if isinstance(a, (staged.Tensor, torch.Tensor)) and a.requires_grad
+    ]
 
 
 @pytest.mark.parametrize("entry,dtype", CASES, ids=[f"{e.name}-{d}" for e, d in CASES])
 def test_forward_and_vjp_match_torch(entry, dtype):
-    rtol, atol = entry.rtol if entry.rtol is not None else TOL[dtype][0], \
-        entry.atol if entry.atol is not None else TOL[dtype][1]
+    rtol, atol = (
+        entry.rtol if entry.rtol is not None else TOL[dtype][0],
+        entry.atol if entry.atol is not None else TOL[dtype][1],
+    )
     grad = entry.differentiable and dtype not in ("int64", "int32")
     rng = np.random.default_rng(0)
     for sample in entry.samples(dtype, rng):
-        args, kwargs = _convert(sample, lambda a: staged.tensor(
-            a, requires_grad=grad and a.dtype.kind == "f"))
-        targs, tkwargs = _convert(sample, lambda a: torch.tensor(
-            a, requires_grad=grad and a.dtype.kind == "f"))
+        args, kwargs = _convert(
+            sample, lambda a: staged.tensor(a, requires_grad=grad and a.dtype.kind == "f")
+        )
+        targs, tkwargs = _convert(
+            sample, lambda a: torch.tensor(a, requires_grad=grad and a.dtype.kind == "f")
+        )
         out, tout = entry.op(*args, **kwargs), entry.torch_op(*targs, **tkwargs)
         assert_close(out, tout, rtol, atol)
         assert out.requires_grad == tout.requires_grad, sample.name
         if not grad or not tout.numel():
             continue
         u = rng.standard_normal(tuple(tout.shape)).astype(to_numpy(tout).dtype)
-        grads = staged.autograd.grad(out, _tensors(args, kwargs), staged.tensor(u),
-                                     allow_unused=True)
-        tgrads = torch.autograd.grad(tout, _tensors(targs, tkwargs), torch.tensor(u),
-                                     allow_unused=True)
+        grads = staged.autograd.grad(
+            out, _tensors(args, kwargs), staged.tensor(u), allow_unused=True
+        )
+        tgrads = torch.autograd.grad(
+            tout, _tensors(targs, tkwargs), torch.tensor(u), allow_unused=True
+        )
         for g, tg in zip(grads, tgrads):
             assert (g is None) == (tg is None), sample.name
             if g is not None:  # torch answers some zero gradients with a ZeroTensor
@@ -57,16 +73,20 @@ def test_forward_and_vjp_match_torch(entry, dtype):
                 assert_close(g, tg, rtol * 10, atol * 10)
 
 
-FD = [e for e in ENTRIES if e.differentiable and "float64" in e.dtypes
-      and not e.skip_reason("fd", "float64")]
+FD = [
+    e
+    for e in ENTRIES
+    if e.differentiable and "float64" in e.dtypes and not e.skip_reason("fd", "float64")
+]
 
 
 @pytest.mark.parametrize("entry", FD, ids=[e.name for e in FD])
 def test_vjp_matches_finite_differences(entry):
     rng = np.random.default_rng(1)
     for sample in entry.samples("float64", rng):
-        arrays = [a for a in list(sample.args) + list(sample.kwargs.values())
-                  if isinstance(a, np.ndarray)]
+        arrays = [
+            a for a in list(sample.args) + list(sample.kwargs.values()) if isinstance(a, np.ndarray)
+        ]
         if not all(a.size for a in arrays):
             continue
 
@@ -74,6 +94,7 @@ def test_vjp_matches_finite_differences(entry):
             it = iter(ts)
             args, kwargs = _convert(sample, lambda a: next(it))
             return entry.op(*args, **kwargs)
+
         check_grads(f, arrays)
 
 
@@ -101,7 +122,7 @@ KINKS = {
     "nan through relu and abs": (lambda x: x.relu() + x.abs(), [float("nan"), 1.0]),
     "nan through amax": (lambda x: x.amax(), [float("nan"), 1.0]),
     "log at 0": (lambda x: x.log(), [0.0, 1.0]),
-    "pow 0 ** 0": (lambda x: x ** x.detach() * 0 + x ** 0.0, [0.0, 1.0]),
+    "pow 0 ** 0": (lambda x: x ** x.detach() * 0 + x**0.0, [0.0, 1.0]),
 }
 
 
@@ -122,8 +143,8 @@ def test_gradient_at_non_differentiable_points_matches_torch(name):
     out, tout = fn(x), fn(tx)
     assert_close(out, tout)
     u = np.arange(1, tout.numel() + 1, dtype=np.float64).reshape(tuple(tout.shape))
-    g, = staged.autograd.grad(out, x, staged.tensor(u))
-    tg, = torch.autograd.grad(tout, tx, torch.tensor(u))
+    (g,) = staged.autograd.grad(out, x, staged.tensor(u))
+    (tg,) = torch.autograd.grad(tout, tx, torch.tensor(u))
     assert_close(g, torch.zeros_like(tg) if tg._is_zerotensor() else tg)
 
 
@@ -132,18 +153,25 @@ def test_prod_second_order_at_zeros_matches_torch():
         x = staged.tensor(values, dtype=staged.float64, requires_grad=True)
         tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
         w = np.array([1.0, -2.0, 0.5, 3.0])
-        g, = staged.autograd.grad(x.prod(), x, create_graph=True)
-        tg, = torch.autograd.grad(tx.prod(), tx, create_graph=True)
-        h, = staged.autograd.grad((g * staged.tensor(w)).sum(), x)
-        th, = torch.autograd.grad((tg * torch.tensor(w)).sum(), tx)
+        (g,) = staged.autograd.grad(x.prod(), x, create_graph=True)
+        (tg,) = torch.autograd.grad(tx.prod(), tx, create_graph=True)
+        (h,) = staged.autograd.grad((g * staged.tensor(w)).sum(), x)
+        (th,) = torch.autograd.grad((tg * torch.tensor(w)).sum(), tx)
         assert_close(h, th)
 
 
 # --- dtypes ------------------------------------------------------------------------------
 def test_integer_and_bool_results_are_not_differentiable():
     x = staged.tensor([1.5, -2.5], requires_grad=True)
-    for out in (x.to(staged.int64), x.long(), x > 0, x.isnan(), x.argmax(), x.sort().indices,
-                x.topk(1).indices):
+    for out in (
+        x.to(staged.int64),
+        x.long(),
+        x > 0,
+        x.isnan(),
+        x.argmax(),
+        x.sort().indices,
+        x.topk(1).indices,
+    ):
         assert not out.requires_grad and out.grad_fn is None
         with pytest.raises(RuntimeError) as err:
             out.requires_grad_()
@@ -168,9 +196,17 @@ def test_half_precision_computes_in_that_dtype(op, dtype):
 def test_integer_inputs_promote_as_torch():
     i = staged.tensor([1, 2, 3])
     ti = torch.tensor([1, 2, 3])
-    for f in (lambda t: t.erf(), lambda t: t.floor(), lambda t: t.prod(), lambda t: t.cumsum(0),
-              lambda t: t.sort().values, lambda t: t % 2, lambda t: t.reciprocal(),
-              lambda t: t.square(), lambda t: t.atan2(t)):
+    for f in (
+        lambda t: t.erf(),
+        lambda t: t.floor(),
+        lambda t: t.prod(),
+        lambda t: t.cumsum(0),
+        lambda t: t.sort().values,
+        lambda t: t % 2,
+        lambda t: t.reciprocal(),
+        lambda t: t.square(),
+        lambda t: t.atan2(t),
+    ):
         assert_close(f(i), f(ti), 1e-6, 1e-6)
 
 
@@ -195,5 +231,6 @@ def test_max_and_min_over_a_non_empty_dim_of_an_empty_tensor():
         assert getattr(x, name)(1).shape == getattr(t, name)(1).shape == (0,)
         with pytest.raises(IndexError, match="to have non-zero size"):
             getattr(x, name)(0)
-    assert math.isnan(staged.nn.functional.cross_entropy(
-        x, staged.zeros(0, dtype=staged.int64)).item())
+    assert math.isnan(
+        staged.nn.functional.cross_entropy(x, staged.zeros(0, dtype=staged.int64)).item()
+    )

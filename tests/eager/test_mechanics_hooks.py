@@ -1,5 +1,6 @@
 """Autograd mechanics: backward hooks (order, grad() vs backward(), multi-grad hooks,
 gradient edges), saved tensors and their hooks; against torch 2.13."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,10 +20,8 @@ def _hook_log(T, how):
     y.retain_grad()
     y.register_hook(lambda g: (log.append(("tensor", g.tolist())), g * 10)[1])
     y.register_hook(lambda g: log.append(("tensor2", g.tolist())))
-    y.grad_fn.register_prehook(lambda go: (log.append(("pre", go[0].tolist())),
-                                           (go[0] + 1,))[1])
-    y.grad_fn.register_hook(lambda gi, go: log.append(("post", gi[0].tolist(),
-                                                        go[0].tolist())))
+    y.grad_fn.register_prehook(lambda go: (log.append(("pre", go[0].tolist())), (go[0] + 1,))[1])
+    y.grad_fn.register_hook(lambda gi, go: log.append(("post", gi[0].tolist(), go[0].tolist())))
     x.register_hook(lambda g: log.append(("leaf", g.tolist())))
     x.register_post_accumulate_grad_hook(lambda t: log.append(("post_acc", t.grad.tolist())))
     acc = y.grad_fn.next_functions[0][0]
@@ -56,14 +55,18 @@ def test_backward_inputs_runs_the_input_nodes_hooks():
         y.grad_fn.register_prehook(lambda go: log.append("y-node-pre"))
         z.sum().backward(inputs=[y])
         return log, y.grad.tolist(), x.grad
+
     ours, theirs = both(run)
     assert ours == theirs and ours[2] is None
 
 
 def test_post_accumulate_grad_hook_on_non_leaf_raises():
-    raises_like_torch(lambda T: (T.ones(2, requires_grad=True) * 2)
-                      .register_post_accumulate_grad_hook(lambda t: None),
-                      "post accumulate grad hooks cannot be registered on non-leaf tensors")
+    raises_like_torch(
+        lambda T: (T.ones(2, requires_grad=True) * 2).register_post_accumulate_grad_hook(
+            lambda t: None
+        ),
+        "post accumulate grad hooks cannot be registered on non-leaf tensors",
+    )
 
 
 def test_removable_handles_and_node_api():
@@ -71,16 +74,24 @@ def test_removable_handles_and_node_api():
         log = []
         x = T.tensor([1.0, 2.0], requires_grad=True)
         y = x.exp()
-        handles = [y.register_hook(lambda g: log.append("t")),
-                   y.grad_fn.register_hook(lambda gi, go: log.append("post")),
-                   y.grad_fn.register_prehook(lambda go: log.append("pre"))]
+        handles = [
+            y.register_hook(lambda g: log.append("t")),
+            y.grad_fn.register_hook(lambda gi, go: log.append("post")),
+            y.grad_fn.register_prehook(lambda go: log.append("pre")),
+        ]
         for h in handles:
             h.remove()
         y.grad_fn.metadata["tag"] = "mine"
         y.sum().backward()
         node = y.grad_fn
-        return (log, node.name(), node.metadata["tag"], node.next_functions[0][0].name(),
-                isinstance(node, T.autograd.graph.Node))
+        return (
+            log,
+            node.name(),
+            node.metadata["tag"],
+            node.next_functions[0][0].name(),
+            isinstance(node, T.autograd.graph.Node),
+        )
+
     ours, theirs = both(run)
     assert ours[0] == theirs[0] == []
     assert ours[1:3] == theirs[1:3] and ours[4] is theirs[4] is True
@@ -95,12 +106,14 @@ def test_multi_grad_hook_seed_example():
         c = a * b
         d = a * b
         h = T.autograd.graph.register_multi_grad_hook(
-            (a, b, c, d), lambda grads: out.append([g is not None for g in grads]))
+            (a, b, c, d), lambda grads: out.append([g is not None for g in grads])
+        )
         c.sum().backward(retain_graph=True)
         c.sum().backward(inputs=(a,), retain_graph=True)
         h.remove()
         c.sum().backward(retain_graph=True)
         return out
+
     ours, theirs = both(run)
     assert ours == theirs == [[True, True, True, False], [True, False, True, False]]
 
@@ -111,10 +124,12 @@ def test_multi_grad_hook_any_mode_fires_once_with_the_first_grad():
         a = T.tensor([1.0], requires_grad=True)
         b = T.tensor([2.0], requires_grad=True)
         y = a * 3
-        T.autograd.graph.register_multi_grad_hook((a, y), lambda g: out.append(g.tolist()),
-                                                  mode="any")
+        T.autograd.graph.register_multi_grad_hook(
+            (a, y), lambda g: out.append(g.tolist()), mode="any"
+        )
         (y * b).sum().backward()
         return out
+
     ours, theirs = both(run)
     assert ours == theirs == [[2.0]]
 
@@ -125,10 +140,11 @@ def test_gradient_edge_gives_the_same_gradient():
         h = x.exp()
         loss = (h * h).sum()
         edge = T.autograd.graph.get_gradient_edge(h)
-        g1, = T.autograd.grad(loss, edge, retain_graph=True)
-        g2, = T.autograd.grad(loss, h, retain_graph=True)
-        g3, = T.autograd.grad(loss, T.autograd.graph.get_gradient_edge(x))
+        (g1,) = T.autograd.grad(loss, edge, retain_graph=True)
+        (g2,) = T.autograd.grad(loss, h, retain_graph=True)
+        (g3,) = T.autograd.grad(loss, T.autograd.graph.get_gradient_edge(x))
         return g1, g2, g3, edge.node.name(), edge.output_nr
+
     ours, theirs = both(run)
     for a, b in zip(ours[:3], theirs[:3]):
         assert_close(a, b, rtol=1e-6)
@@ -144,6 +160,7 @@ def test_gradient_layout_in_place_without_create_graph_new_with_it():
         same = x.grad is g0
         (x * x).sum().backward(create_graph=True)
         return same, x.grad is g0, x.grad.requires_grad, x.grad
+
     ours, theirs = both(run)
     assert ours[:3] == theirs[:3] == (True, False, True)
     assert_close(ours[3], theirs[3])
@@ -167,14 +184,16 @@ def test_raw_saved_register_hooks_pack_now_unpack_per_access():
         x = T.randn(5, requires_grad=True)
         y = x.pow(2)
         raw = y.grad_fn._raw_saved_self
-        raw.register_hooks(lambda t: (log.append("pack"), t * 1)[1],
-                           lambda p: (log.append("unpack"), p)[1])
+        raw.register_hooks(
+            lambda t: (log.append("pack"), t * 1)[1], lambda p: (log.append("unpack"), p)[1]
+        )
         steps = [list(log)]
         y.grad_fn._saved_self
         steps.append(list(log))
         y.sum().backward(retain_graph=True)
         steps.append(list(log))
         return steps, x.grad / x.detach(), raw, y
+
     (steps, g, raw, y), (tsteps, tg, traw, ty) = both(run)
     assert steps == tsteps == [["pack"], ["pack", "unpack"], ["pack", "unpack", "unpack"]]
     assert_close(g, tg, rtol=1e-6)  # 2 x / x
@@ -187,8 +206,9 @@ def test_raw_saved_register_hooks_pack_now_unpack_per_access():
         with pytest.raises(RuntimeError, match="after it has been freed"):
             r.register_hooks(lambda t: t, lambda t: t)
     for n in (y.grad_fn, ty.grad_fn):
-        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second "
-                                               "time"):
+        with pytest.raises(
+            RuntimeError, match="Trying to backward through the graph a second time"
+        ):
             n._saved_self
 
 
@@ -198,11 +218,13 @@ def test_saved_tensors_hooks_seed_example():
         a = T.ones(5, requires_grad=True)
         b = T.ones(5, requires_grad=True) * 2
         with T.autograd.graph.saved_tensors_hooks(
-                lambda x: (log.append(("pack", x.tolist(), x.grad_fn is not None)), x)[1],
-                lambda x: (log.append(("unpack", x.tolist())), x)[1]):
+            lambda x: (log.append(("pack", x.tolist(), x.grad_fn is not None)), x)[1],
+            lambda x: (log.append(("unpack", x.tolist())), x)[1],
+        ):
             y = a * b
         y.sum().backward()
         return log, a.grad, b
+
     (log, g, _), (tlog, tg, _) = both(run)
     assert log == tlog
     assert_close(g, tg)
@@ -216,7 +238,7 @@ def test_saved_tensors_hooks_make_new_objects_sharing_storage():
     assert s is not x and o is not x and s is not o and s.requires_grad
     assert np.shares_memory(s.numpy(force=True), x.numpy(force=True))
     # gradients through unpacked leaves still reach the leaf (double backward too)
-    g, = staged.autograd.grad(y.sum(), x, create_graph=True)
+    (g,) = staged.autograd.grad(y.sum(), x, create_graph=True)
     g.sum().backward()
     assert_close(x.grad, staged.full((5,), 2.0))
 
@@ -224,11 +246,14 @@ def test_saved_tensors_hooks_make_new_objects_sharing_storage():
 def test_saved_tensors_hooks_nesting_and_threads():
     """Inner pair wins; the pair set in one thread does not apply in another."""
     import threading
+
     log = []
-    outer = staged.autograd.graph.saved_tensors_hooks(lambda t: log.append("outer") or t,
-                                                      lambda t: t)
-    inner = staged.autograd.graph.saved_tensors_hooks(lambda t: log.append("inner") or t,
-                                                      lambda t: t)
+    outer = staged.autograd.graph.saved_tensors_hooks(
+        lambda t: log.append("outer") or t, lambda t: t
+    )
+    inner = staged.autograd.graph.saved_tensors_hooks(
+        lambda t: log.append("inner") or t, lambda t: t
+    )
     x = staged.ones(2, requires_grad=True)
     with outer, inner:
         x.exp()
@@ -243,6 +268,7 @@ def test_saved_hook_errors_match_torch():
         h = T.randn(3, requires_grad=True) * 1
         with T.autograd.graph.saved_tensors_hooks(lambda t: t.add_(1), lambda t: t):
             h * h
+
     raises_like_torch(modifies, "A saved tensor pack hook is modifying its input in place.")
 
     def bad_unpack(T):
@@ -250,13 +276,17 @@ def test_saved_hook_errors_match_torch():
         with T.autograd.graph.saved_tensors_hooks(lambda t: 3, lambda t: t):
             y = x * x
         y.sum().backward()
-    raises_like_torch(bad_unpack, "Output of saved tensor unpack_hook expected to be a Tensor "
-                      "but got result of type int")
+
+    raises_like_torch(
+        bad_unpack,
+        "Output of saved tensor unpack_hook expected to be a Tensor but got result of type int",
+    )
 
     def disabled(T):
         with T.autograd.graph.disable_saved_tensors_hooks("hooks are off here"):
             with T.autograd.graph.save_on_cpu():
                 pass
+
     raises_like_torch(disabled, "hooks are off here")
 
 
@@ -272,6 +302,7 @@ def test_save_on_cpu_seed_example():
         leaves = [t.detach().requires_grad_() for t in (a, b, c)]
         f(T, *leaves).sum().backward()
         return [t.grad for t in leaves]
+
     for a, b in zip(*both(run)):
         assert_close(a, b)
 
@@ -283,4 +314,5 @@ def test_inference_tensor_saved_for_backward_raises():
         w = T.ones(3, requires_grad=True)
         (a + w).sum().backward()  # nothing of `a` is saved: fine
         a * w
+
     raises_like_torch(run, "Inference tensors cannot be saved for backward.")

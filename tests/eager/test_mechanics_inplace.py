@@ -1,5 +1,6 @@
 """Autograd mechanics, in-place and views: version counters, the saved-tensor version
 check, CopySlices / view replay, allow_mutation_on_saved_tensors; against torch 2.13."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,6 +19,7 @@ def test_version_counter_shared_by_views_and_detach_not_data():
         v.mul_(2)
         T.autograd.graph.increment_version(d)
         return x._version, v._version, d._version, data._version
+
     assert both(run)[0] == both(run)[1] == (3, 3, 3, 0)
 
 
@@ -29,18 +31,26 @@ def test_saved_tensor_version_check_names_shape_and_versions(where):
         y = (h * h) if where == "input" else h.exp()
         (h if where == "input" else y).add_(1)
         y.sum().backward()
-    msg = raises_like_torch(run, "one of the variables needed for gradient computation has been "
-                            "modified by an inplace operation", "[2, 3]]",
-                            "is at version 1; expected version 0 instead")
+
+    msg = raises_like_torch(
+        run,
+        "one of the variables needed for gradient computation has been "
+        "modified by an inplace operation",
+        "[2, 3]]",
+        "is at version 1; expected version 0 instead",
+    )
     assert ("output 0 of MulBackward0" if where == "input" else "output 0 of ExpBackward0") in msg
 
 
 def test_inplace_on_leaf_and_view_of_leaf_raise():
-    raises_like_torch(lambda T: T.ones(2, requires_grad=True).mul_(2),
-                      "a leaf Variable that requires grad is being used in an in-place operation.")
-    raises_like_torch(lambda T: T.ones(2, requires_grad=True).view(2, 1).mul_(2),
-                      "a view of a leaf Variable that requires grad is being used in an in-place "
-                      "operation.")
+    raises_like_torch(
+        lambda T: T.ones(2, requires_grad=True).mul_(2),
+        "a leaf Variable that requires grad is being used in an in-place operation.",
+    )
+    raises_like_torch(
+        lambda T: T.ones(2, requires_grad=True).view(2, 1).mul_(2),
+        "a view of a leaf Variable that requires grad is being used in an in-place operation.",
+    )
 
 
 def test_inplace_on_view_made_in_no_grad_raises():
@@ -49,14 +59,19 @@ def test_inplace_on_view_made_in_no_grad_raises():
         with T.no_grad():
             v = y.view(2, 1)
         v.mul_(2)
-    raises_like_torch(run, "A view was created in no_grad mode and is being modified inplace "
-                      "with grad mode enabled.")
+
+    raises_like_torch(
+        run,
+        "A view was created in no_grad mode and is being modified inplace with grad mode enabled.",
+    )
 
 
 def test_inplace_on_expanded_view_raises():
-    raises_like_torch(lambda T: (T.ones(2, requires_grad=True) * 1).expand(3, 2).mul_(2),
-                      "unsupported operation: more than one element of the written-to tensor "
-                      "refers to a single memory location.")
+    raises_like_torch(
+        lambda T: (T.ones(2, requires_grad=True) * 1).expand(3, 2).mul_(2),
+        "unsupported operation: more than one element of the written-to tensor "
+        "refers to a single memory location.",
+    )
 
 
 def _grads(T, body, shape=(2, 3)):
@@ -72,8 +87,9 @@ VIEW_BODIES = {
     "reshape": lambda T, x, w: _then(y := x * 2, y.reshape(6).mul_(w.reshape(6))),
     "permute": lambda T, x, w: _then(y := x * 2, y.permute(1, 0).mul_(w.t())),
     "transposed-view-exp": lambda T, x, w: _then(y := x * w, y.t().exp_()),
-    "view-of-view": lambda T, x, w: _then(y := x * 2, y.t().reshape(6).unsqueeze(0)
-                                          .mul_(w.t().reshape(1, 6))),
+    "view-of-view": lambda T, x, w: _then(
+        y := x * 2, y.t().reshape(6).unsqueeze(0).mul_(w.t().reshape(1, 6))
+    ),
     "view-then-use-base": lambda T, x, w: _then(y := x * 2, y.view(3, 2).sin_()) * w,
     "use-view-after": lambda T, x, w: _view_used_after(x, w),
     "sibling-view": lambda T, x, w: _sibling(x, w),
@@ -139,6 +155,7 @@ def test_inplace_on_view_of_base_without_grad_makes_base_require_grad():
         z.view(2, 1).add_(w.view(2, 1) * 3)
         (z * z).sum().backward()
         return z.requires_grad, z.is_leaf, z.grad_fn.name().split("::")[-1], w.grad
+
     (rg, leaf, name, g), (trg, tleaf, tname, tg) = both(run)
     assert (rg, leaf, name) == (trg, tleaf, tname) == (True, False, "CopySlices")
     assert_close(g, tg)
@@ -155,6 +172,7 @@ def test_getitem_view_inplace():
         y[:, 1].exp_()
         (y * y).sum().backward()
         return y, x.grad
+
     (y, g), (ty, tg) = both(run)
     assert_close(y, ty)
     assert_close(g, tg)
@@ -171,6 +189,7 @@ def test_setitem_with_values_requiring_grad():
         y[1:2] = w * w
         (y * y).sum().backward()
         return y, x.grad, w.grad
+
     for a, b in zip(*both(run)):
         assert_close(a, b)
 
@@ -178,6 +197,7 @@ def test_setitem_with_values_requiring_grad():
 def test_hook_before_inplace_binds_to_old_grad_fn():
     """The seed: hooks registered before ``t.cos_()`` see the gradient w.r.t. the value
     before it; hooks registered after see the gradient w.r.t. the new value."""
+
     def run(T):
         log = []
         t = T.tensor(1.0, requires_grad=True).sin()
@@ -186,6 +206,7 @@ def test_hook_before_inplace_binds_to_old_grad_fn():
         t.register_hook(lambda g: log.append(("after", round(g.item(), 6))))
         t.backward()
         return log
+
     ours, theirs = both(run)
     assert ours == theirs == [("after", 1.0), ("before", round(-np.sin(np.sin(1.0)), 6))]
 
@@ -195,10 +216,11 @@ def test_allow_mutation_on_saved_tensors_seed_example():
         with T.autograd.graph.allow_mutation_on_saved_tensors():
             a = T.ones(2, 3, requires_grad=True)
             b = a.clone()
-            out = (b ** 2).sum()
+            out = (b**2).sum()
             b.sin_()
             out.sum().backward()
         return a.grad, b
+
     (g, b), (tg, tb) = both(run)
     assert_close(g, tg)  # 2 * b before sin_
     assert_close(b.detach(), tb.detach())
@@ -206,7 +228,7 @@ def test_allow_mutation_on_saved_tensors_seed_example():
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         a = staged.ones(2, requires_grad=True)
         b = a.clone()
-        out = (b ** 2).sum()
+        out = (b**2).sum()
         b.sin_()
         out.backward()
 

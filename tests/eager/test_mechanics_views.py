@@ -2,6 +2,7 @@
 (through the base, through the view or a sibling, or before the base first required
 grad) against torch 2.13: requires_grad, is_leaf, grad_fn names (PyTorch regenerates
 them as AsStridedBackward0), version counters, gradients and errors."""
+
 from __future__ import annotations
 
 import gc
@@ -38,9 +39,17 @@ def arange(T, *shape, requires_grad=False):
 
 def make_views(a):
     """Views of a 2x3 base through each view primitive, and chains of them."""
-    return {"slice": a[1:], "select": a[0], "column": a[:, 2], "t": a.t(),
-            "reshape": a.reshape(6), "view": a.view(3, 2), "expand": a[0].expand(4, 3),
-            "view-of-view": a[:, 1:].t(), "unsqueeze-of-t": a.t().unsqueeze(0)}
+    return {
+        "slice": a[1:],
+        "select": a[0],
+        "column": a[:, 2],
+        "t": a.t(),
+        "reshape": a.reshape(6),
+        "view": a.view(3, 2),
+        "expand": a[0].expand(4, 3),
+        "view-of-view": a[:, 1:].t(),
+        "unsqueeze-of-t": a.t().unsqueeze(0),
+    }
 
 
 def _write_mul(T, a, w):
@@ -63,8 +72,13 @@ def _write_view(T, a, w):
     a[1].add_(w[1] * w[1])  # through a fresh view: the base's grad_fn is CopySlices
 
 
-WRITES = {"mul_": _write_mul, "add_": _write_add, "copy_": _write_copy,
-          "setitem": _write_setitem, "view-add_": _write_view}
+WRITES = {
+    "mul_": _write_mul,
+    "add_": _write_add,
+    "copy_": _write_copy,
+    "setitem": _write_setitem,
+    "view-add_": _write_view,
+}
 
 
 def _loss(T, views):
@@ -90,6 +104,7 @@ def test_views_made_before_the_base_first_required_grad(write, first):
         loss.backward()
         nexts = {k: name(v.grad_fn.next_functions[0][0]) for k, v in views.items()}
         return before, seen, nexts, name(a.grad_fn), loss, w.grad
+
     (before, seen, nexts, base, loss, g), (tb, tseen, tnexts, tbase, tloss, tg) = both(run)
     assert before == tb
     assert all(s[:3] == (False, True, None) for s in before.values())
@@ -125,6 +140,7 @@ def test_views_of_a_base_that_requires_grad_regenerate_after_a_write(where):
         loss = _loss(T, views) + (y * y).sum()
         loss.backward()
         return before, seen, fresh, name(y.grad_fn), loss, x.grad
+
     (before, seen, fresh, base, loss, g), (tb, tseen, tfresh, tbase, tloss, tg) = both(run)
     assert seen == tseen and base == tbase
     assert all(s[2] == "AsStridedBackward0" for s in seen.values())
@@ -140,10 +156,15 @@ def test_view_of_a_leaf_written_under_no_grad_leads_to_its_accumulator():
         v, vv = x[1:], x.t()[1:]
         with T.no_grad():
             x.mul_(2)
-        out = (observe(v), observe(vv), name(v.grad_fn.next_functions[0][0]),
-               name(vv.grad_fn.next_functions[0][0]))
+        out = (
+            observe(v),
+            observe(vv),
+            name(v.grad_fn.next_functions[0][0]),
+            name(vv.grad_fn.next_functions[0][0]),
+        )
         ((v * v).sum() + (vv * 3).sum()).backward()
         return out, x.grad
+
     (obs, g), (tobs, tg) = both(run)
     assert obs == tobs and obs[2:] == ("AccumulateGrad", "AccumulateGrad")
     assert_close(g, tg)
@@ -161,9 +182,11 @@ def test_regenerated_grad_fn_is_made_once_per_write():
         f2 = v.grad_fn
         (v * v).sum().backward()
         return same, f1 is f2, name(f2.next_functions[0][0]), v._version, w.grad
+
     (same, ident, nxt, ver, g), (tsame, tident, tnxt, tver, tg) = both(run)
-    assert (same, ident, nxt, ver) == (tsame, tident, tnxt, tver) == (True, False, "MulBackward0",
-                                                                     2)
+    assert (
+        (same, ident, nxt, ver) == (tsame, tident, tnxt, tver) == (True, False, "MulBackward0", 2)
+    )
     assert_close(g, tg)
 
 
@@ -178,6 +201,7 @@ def test_views_of_views_and_siblings_used_after_a_write_into_one_of_them():
         obs = [observe(t) for t in (rows, col, flat, rows_t)]
         loss.backward()
         return obs, name(a.grad_fn), a._version, loss, w.grad
+
     (obs, base, ver, loss, g), (tobs, tbase, tver, tloss, tg) = both(run)
     assert (obs, base, ver) == (tobs, tbase, tver)
     assert_close(loss, tloss)
@@ -193,6 +217,7 @@ def test_complex_real_and_imag_views_regenerate():
         obs = observe(re), observe(im)
         ((re * re).sum() + (im * 3).sum()).backward()
         return obs, w.grad
+
     (obs, g), (tobs, tg) = both(run)
     assert obs == tobs
     assert_close(g, tg)
@@ -204,9 +229,10 @@ def test_double_backward_through_a_regenerated_view():
         a = T.zeros(3, dtype=T.float64)
         v = a[1:]
         a.add_(w * w)
-        g, = T.autograd.grad((v ** 3).sum(), w, create_graph=True)
+        (g,) = T.autograd.grad((v**3).sum(), w, create_graph=True)
         g.sum().backward()
         return g, w.grad
+
     for ours, theirs in zip(*both(run)):
         assert_close(ours, theirs)
 
@@ -218,12 +244,13 @@ def test_retain_grad_moves_to_the_new_grad_fn():
         y.retain_grad()
         v = y[1:]
         v.retain_grad()
-        y.mul_(3)           # y's and v's retain_grad follow their new grad_fns
+        y.mul_(3)  # y's and v's retain_grad follow their new grad_fns
         z = x * 1
         z.retain_grad()
-        z[0].mul_(2)        # through a view: z's grad_fn becomes CopySlices
+        z[0].mul_(2)  # through a view: z's grad_fn becomes CopySlices
         ((v * v).sum() + y.sum() + (z * z).sum()).backward()
         return y.grad, v.grad, z.grad, x.grad
+
     for ours, theirs in zip(*both(run)):
         assert_close(ours, theirs)
 
@@ -233,6 +260,7 @@ def test_hooks_stay_on_the_grad_fn_they_were_registered_on(read):
     """A hook registered on a stale view that already had hooks goes to its old grad_fn
     unless the grad_fn was read since the write (PyTorch keeps adding to the hooks dict
     of the old grad_fn until it is regenerated)."""
+
     def run(T):
         log = []
         x = arange(T, 3, requires_grad=True)
@@ -245,6 +273,7 @@ def test_hooks_stay_on_the_grad_fn_they_were_registered_on(read):
         v.register_hook(lambda g: log.append("v-new"))
         (v * v).sum().backward()
         return log
+
     ours, theirs = both(run)
     assert ours == theirs == (["v-new"] if read else [])
 
@@ -274,8 +303,11 @@ def test_increment_version_and_mark_dirty_make_views_stale():
         def backward(ctx, g):
             return g
 
-    TAddOne = type("AddOne", (torch.autograd.Function,),
-                   {"forward": AddOne.forward, "backward": AddOne.backward})
+    TAddOne = type(
+        "AddOne",
+        (torch.autograd.Function,),
+        {"forward": AddOne.forward, "backward": AddOne.backward},
+    )
 
     def run(T):
         fn = AddOne if T is staged else TAddOne
@@ -288,6 +320,7 @@ def test_increment_version_and_mark_dirty_make_views_stale():
         second = observe(u), name(y.grad_fn), y2 is y
         (u * v.sum()).sum().backward()
         return first, second, x.grad
+
     (a, b, g), (ta, tb, tg) = both(run)
     assert (a, b) == (ta, tb)
     assert_close(g, tg)
@@ -303,6 +336,7 @@ def test_writes_without_grad_leave_views_alone():
         with T.no_grad():
             a.add_(T.ones(3, requires_grad=True))
         return observe(v), observe(e), v.tolist(), repr(v)
+
     ours, theirs = both(run)
     assert ours[:3] == theirs[:3] == ((False, True, None, 2), (False, True, None, 2), [2.0, 2.0])
     assert ours[3].replace("staged", "") == theirs[3].replace("torch", "")
@@ -310,9 +344,11 @@ def test_writes_without_grad_leave_views_alone():
 
 # --- errors: views made under no_grad / inference_mode ----------------------------------
 
-NO_GRAD_INDIRECT = ("A view was created in no_grad mode and its base or another view of its "
-                    "base has been modified inplace with grad mode enabled. Given that this use "
-                    "case is ambiguous and error-prone, it is forbidden.")
+NO_GRAD_INDIRECT = (
+    "A view was created in no_grad mode and its base or another view of its "
+    "base has been modified inplace with grad mode enabled. Given that this use "
+    "case is ambiguous and error-prone, it is forbidden."
+)
 
 
 @pytest.mark.parametrize("read", ["grad_fn", "is_leaf", "op", "backward", "register_hook"])
@@ -345,6 +381,7 @@ def test_no_grad_view_of_a_written_base_raises_when_its_grad_fn_is_needed(case, 
             v.sum().backward()
         else:
             v.register_hook(lambda g: g)
+
     raises_like_torch(run, NO_GRAD_INDIRECT)
 
 
@@ -355,6 +392,7 @@ def test_no_grad_view_of_a_written_base_prints_an_invalid_grad_fn():
             v = a[1:]
         a.mul_(2)
         return repr(v)
+
     ours, theirs = both(run)
     assert "grad_fn=<Invalid>" in ours and "grad_fn=<Invalid>" in theirs
 
@@ -365,14 +403,18 @@ def test_writing_into_a_no_grad_view_with_a_value_that_requires_grad_raises():
         with T.no_grad():
             v = a[1:]
         v.add_(T.ones(2, requires_grad=True))
-    raises_like_torch(run, "A view was created in no_grad mode and is being modified inplace "
-                      "with grad mode enabled.")
+
+    raises_like_torch(
+        run,
+        "A view was created in no_grad mode and is being modified inplace with grad mode enabled.",
+    )
 
     def leaf(T):  # the no_grad check comes before the view-of-a-leaf one, as in PyTorch
         x = T.ones(3, requires_grad=True)
         with T.no_grad():
             v = x[1:]
         v.mul_(2)
+
     raises_like_torch(leaf, "A view was created in no_grad mode and is being modified inplace")
 
 
@@ -383,20 +425,27 @@ def test_views_made_in_inference_mode_raise_pytorchs_errors():
             v = x[1:]
         x.mul_(2)
         v.grad_fn
-    raises_like_torch(indirect, "A view was created in inference mode and its base or another "
-                      "view of its base has been modified inplace in normal mode.",
-                      "both inside the inference_mode block")
+
+    raises_like_torch(
+        indirect,
+        "A view was created in inference mode and its base or another "
+        "view of its base has been modified inplace in normal mode.",
+        "both inside the inference_mode block",
+    )
 
     def direct(T):
         x = T.ones(3, requires_grad=True) * 1
         with T.inference_mode():
             v = x[1:]
         v.mul_(2)
-    raises_like_torch(direct, "A view was created in inference mode and is being modified "
-                      "inplace in normal mode.")
+
+    raises_like_torch(
+        direct, "A view was created in inference mode and is being modified inplace in normal mode."
+    )
 
 
 # --- cost and memory --------------------------------------------------------------------
+
 
 def test_settled_views_are_plain_tensors_and_views_are_held_weakly():
     a = staged.zeros(3)
@@ -404,25 +453,27 @@ def test_settled_views_are_plain_tensors_and_views_are_held_weakly():
     a.add_(staged.ones(3, requires_grad=True))
     assert type(v) is not staged.Tensor  # stale until read
     v.grad_fn
-    assert type(v) is staged.Tensor      # the ops' fast paths see a plain Tensor again
+    assert type(v) is staged.Tensor  # the ops' fast paths see a plain Tensor again
     for _ in range(1000):
         a.t()
-    assert len(a._vc[1].refs) <= 16      # dead views are pruned
+    assert len(a._vc[1].refs) <= 16  # dead views are pruned
     ref = weakref.ref(v)
     gc.disable()
     try:
         del v
-        assert ref() is None             # no cycle through the base's registry
+        assert ref() is None  # no cycle through the base's registry
     finally:
         gc.enable()
 
 
 # --- where torch reads the grad_fn field without regenerating it -------------------------
 
+
 @pytest.mark.parametrize("read", [True, False])
 def test_unread_stale_view_is_a_leaf_to_inplace_retain_grad_and_requires_grad_(read):
     """torch's check_inplace, retain_grad and requires_grad_ test the view's grad_fn field:
     a view made before its base required grad, not read since, is a leaf to them."""
+
     def setup(T):
         w = arange(T, 3, requires_grad=True)
         a = T.zeros(3, dtype=T.float64)
@@ -451,17 +502,17 @@ def test_unread_stale_view_is_a_leaf_to_inplace_retain_grad_and_requires_grad_(r
 
     if read:
         assert_close(*both(write))
-        raises_like_torch(no_grad_flag, "you can only change requires_grad flags of leaf "
-                          "variables.")
+        raises_like_torch(
+            no_grad_flag, "you can only change requires_grad flags of leaf variables."
+        )
     else:
-        raises_like_torch(write, "a leaf Variable that requires grad is being used in an "
-                          "in-place operation.")
-        assert both(no_grad_flag)[0] == both(no_grad_flag)[1] == (True, False,
-                                                                  "AsStridedBackward0")
+        raises_like_torch(
+            write, "a leaf Variable that requires grad is being used in an in-place operation."
+        )
+        assert both(no_grad_flag)[0] == both(no_grad_flag)[1] == (True, False, "AsStridedBackward0")
     (kept, g, wg), (tkept, tg, twg) = both(retain)
     assert kept == tkept == read
     assert (g is None) == (tg is None) == (not read)
     if read:
         assert_close(g, tg)
     assert_close(wg, twg)
-

@@ -1,6 +1,7 @@
 """Eager behaviour that once differed silently from torch 2.13 (issue 15, item 8): each
 case runs the same code on staged and on torch and compares errors, values and
 gradients."""
+
 from __future__ import annotations
 
 import math
@@ -65,9 +66,14 @@ BAD_DIMS = {
 
 def test_dims_are_checked_as_torch():
     """One shared check (``wrap_dim``) for every dim-taking op; dims in range still work."""
-    for fn in (lambda ns: _x(ns).transpose(-1, 0), lambda ns: ns.tensor(2.0).transpose(0, -1),
-               lambda ns: _x(ns).flatten(-1, 1), lambda ns: ns.tensor(2.0).flatten(-1, 0),
-               lambda ns: _x(ns).permute(-1, 0), lambda ns: _x(ns).unsqueeze(-3)):
+    for fn in (
+        lambda ns: _x(ns).transpose(-1, 0),
+        lambda ns: ns.tensor(2.0).transpose(0, -1),
+        lambda ns: _x(ns).flatten(-1, 1),
+        lambda ns: ns.tensor(2.0).flatten(-1, 0),
+        lambda ns: _x(ns).permute(-1, 0),
+        lambda ns: _x(ns).unsqueeze(-3),
+    ):
         np.testing.assert_array_equal(fn(staged).numpy(), fn(torch).numpy())
     wrong = {}
     for case, fn in BAD_DIMS.items():
@@ -111,6 +117,7 @@ def _hooked(hook, leaf=False):
         b.register_hook(hook)
         (a * 2 if leaf else b).sum().backward()
         return a.grad
+
     return fn
 
 
@@ -140,8 +147,9 @@ def test_cross_entropy_probability_targets_with_weight_match_torch(reduction, sm
     out = {}
     for ns in (staged, torch):
         xt = ns.tensor(x, requires_grad=True)
-        loss = ns.nn.functional.cross_entropy(xt, ns.tensor(p), weight=ns.tensor(w),
-                                              reduction=reduction, label_smoothing=smoothing)
+        loss = ns.nn.functional.cross_entropy(
+            xt, ns.tensor(p), weight=ns.tensor(w), reduction=reduction, label_smoothing=smoothing
+        )
         loss.sum().backward()
         out[ns.__name__] = (loss.detach().numpy(), xt.grad.numpy())
     for got, want in zip(out["staged"], out["torch"]):  # float64: a few ulps of the sums
@@ -152,8 +160,10 @@ def test_unreduced_class_index_losses_keep_the_spatial_shape():
     x = np.random.default_rng(1).standard_normal((2, 5, 3))
     t = np.array([[0, 1, 2], [3, 4, 0]])
     for name in ("cross_entropy", "nll_loss"):
-        got, want = (getattr(ns.nn.functional, name)(ns.tensor(x), ns.tensor(t),
-                                                     reduction="none") for ns in (staged, torch))
+        got, want = (
+            getattr(ns.nn.functional, name)(ns.tensor(x), ns.tensor(t), reduction="none")
+            for ns in (staged, torch)
+        )
         assert tuple(got.shape) == tuple(want.shape) == (2, 3)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
 
@@ -169,8 +179,9 @@ def test_std_of_a_constant_input_has_gradient_zero_as_torch():
             np.testing.assert_array_equal(got, want)
     x = staged.tensor([1.0, 2.0, 4.0], dtype=staged.float64, requires_grad=True)
     x.std().backward()  # away from 0 the gradient is unchanged: (x - mean) / (std (n - 1))
-    np.testing.assert_allclose(x.grad.numpy(), (x.detach().numpy() - 7 / 3)
-                               / (np.std([1, 2, 4], ddof=1) * 2), rtol=1e-14)
+    np.testing.assert_allclose(
+        x.grad.numpy(), (x.detach().numpy() - 7 / 3) / (np.std([1, 2, 4], ddof=1) * 2), rtol=1e-14
+    )
 
 
 def _quiet_cases(ns):
@@ -178,7 +189,7 @@ def _quiet_cases(ns):
     ns.log(z).sum().backward()
     (z / z).sum().backward()
     ns.sqrt(z).sum().backward()
-    (z ** -1.0).sum().backward()
+    (z**-1.0).sum().backward()
     ns.exp(ns.tensor([1000.0], dtype=ns.float32))
     ns.tensor([60000.0], dtype=ns.float16) * 10
     ns.zeros(0).mean()
@@ -205,6 +216,7 @@ def test_module_made_under_inference_mode_then_trained_raises_torchs_error():
     """Its parameters are inference tensors: the forward and backward run (the bias, used
     without a view, gets its gradient as in torch) and the optimizer's in-place update
     raises torch's error, not an internal TypeError."""
+
     def train(ns):
         with ns.inference_mode():
             m = ns.nn.Linear(3, 2)
@@ -212,6 +224,7 @@ def test_module_made_under_inference_mode_then_trained_raises_torchs_error():
         m(ns.ones(2, 3)).sum().backward()
         np.testing.assert_array_equal(m.bias.grad.numpy(), [2.0, 2.0])
         opt.step()
+
     assert_same_error(train)
 
 
@@ -230,33 +243,41 @@ def test_nn_init_eye_dirac_orthogonal_trunc_normal_sparse():
         q = q.reshape(shape[0], -1)
         small = q @ q.T if shape[0] <= q.shape[1] else q.T @ q
         np.testing.assert_allclose(small, 4 * np.eye(len(small)), atol=1e-5)
-    t = staged.nn.init.trunc_normal_(staged.empty(20000, dtype=staged.float64), 1.0, 2.0,
-                                     -1.0, 2.0).numpy()
+    t = staged.nn.init.trunc_normal_(
+        staged.empty(20000, dtype=staged.float64), 1.0, 2.0, -1.0, 2.0
+    ).numpy()
     assert t.min() >= -1.0 and t.max() <= 2.0
     # the truncated normal's moments: alpha = -1, beta = 0.5 in units of std, around mean 1
     pdf = [math.exp(-z * z / 2) / math.sqrt(2 * math.pi) for z in (-1.0, 0.5)]
     mass = (math.erf(0.5 / math.sqrt(2)) - math.erf(-1 / math.sqrt(2))) / 2
     mean = 1.0 + 2.0 * (pdf[0] - pdf[1]) / mass
-    std = 2.0 * math.sqrt(1 + (-1.0 * pdf[0] - 0.5 * pdf[1]) / mass
-                          - ((pdf[0] - pdf[1]) / mass) ** 2)
+    std = 2.0 * math.sqrt(
+        1 + (-1.0 * pdf[0] - 0.5 * pdf[1]) / mass - ((pdf[0] - pdf[1]) / mass) ** 2
+    )
     # 5 standard errors of 20000 draws (std ~0.81): 0.03 for the mean, 0.02 for the std
     assert abs(t.mean() - mean) < 0.03 and abs(t.std() - std) < 0.02
     s = staged.nn.init.sparse_(staged.empty(10, 4), 0.25, std=0.5).numpy()
     assert ((s == 0).sum(0) == 3).all() and s.std() > 0.2  # ceil(0.25 * 10) zeros a column
     with pytest.warns(UserWarning, match="mean is more than 2 std from"):
         staged.nn.init.trunc_normal_(staged.empty(3), mean=10.0)
-    for fn in (lambda ns: ns.nn.init.eye_(ns.empty(2, 2, 2)),
-               lambda ns: ns.nn.init.dirac_(ns.empty(2, 2)),
-               lambda ns: ns.nn.init.dirac_(ns.empty(3, 2, 3), groups=2),
-               lambda ns: ns.nn.init.orthogonal_(ns.empty(3)),
-               lambda ns: ns.nn.init.sparse_(ns.empty(3), 0.5)):
+    for fn in (
+        lambda ns: ns.nn.init.eye_(ns.empty(2, 2, 2)),
+        lambda ns: ns.nn.init.dirac_(ns.empty(2, 2)),
+        lambda ns: ns.nn.init.dirac_(ns.empty(3, 2, 3), groups=2),
+        lambda ns: ns.nn.init.orthogonal_(ns.empty(3)),
+        lambda ns: ns.nn.init.sparse_(ns.empty(3), 0.5),
+    ):
         assert_same_error(fn)
 
 
 def test_integer_division_by_zero_raises_as_torch():
-    for fn in (lambda ns: ns.tensor([5, 3]) % 0, lambda ns: ns.tensor([5, 3]) // 0,
-               lambda ns: ns.fmod(ns.tensor([5, 3]), ns.tensor([1, 0])),
-               lambda ns: 5 % ns.tensor([1, 0]), lambda ns: ns.tensor([True]) // True):
+    for fn in (
+        lambda ns: ns.tensor([5, 3]) % 0,
+        lambda ns: ns.tensor([5, 3]) // 0,
+        lambda ns: ns.fmod(ns.tensor([5, 3]), ns.tensor([1, 0])),
+        lambda ns: 5 % ns.tensor([1, 0]),
+        lambda ns: ns.tensor([True]) // True,
+    ):
         assert_same_error(fn)
 
 
@@ -266,8 +287,15 @@ def _floor_divide_forms(ns, a, b):
     inplace //= b
     method = a.clone()
     method.floor_divide_(b)
-    return [a // b, ns.floor_divide(a, b), a.floor_divide(b), inplace, method,
-            a[0].item() // b, 7 // b]
+    return [
+        a // b,
+        ns.floor_divide(a, b),
+        a.floor_divide(b),
+        inplace,
+        method,
+        a[0].item() // b,
+        7 // b,
+    ]
 
 
 def test_floor_divide_matches_torch():
@@ -276,14 +304,27 @@ def test_floor_divide_matches_torch():
     v = [5.0, -5.0, 7.5, -7.5, 0.0, -0.0, 1e300, np.inf, -np.inf, np.nan, 0.3, 6.0]
     w = [2.0, -2.0, 0.0, -0.0, 0.1, 3.0, -3.0, np.inf, 1e-300]
     x, y = np.array([a for a in v for _ in w]), np.array([b for _ in v for b in w])
-    ints = (np.array([7, -7, 0, 5, -5, 9, -9, 2 ** 62 + 1, -2 ** 63]),
-            np.array([2, 2, 3, -3, -3, 1, -1, 3, -1]))
-    for (a, b), dtype in (((x, y), "float64"), ((x, y), "float32"), (ints, "int64"),
-                          ((ints[0][:-2] % 100, ints[1][:-2]), "int32")):
-        got, want = ([t if isinstance(t, (int, float)) else t.numpy() for t in
-                      _floor_divide_forms(ns, ns.tensor(a, dtype=getattr(ns, dtype)),
-                                          ns.tensor(b, dtype=getattr(ns, dtype)))]
-                     for ns in (staged, torch))
+    ints = (
+        np.array([7, -7, 0, 5, -5, 9, -9, 2**62 + 1, -(2**63)]),
+        np.array([2, 2, 3, -3, -3, 1, -1, 3, -1]),
+    )
+    for (a, b), dtype in (
+        ((x, y), "float64"),
+        ((x, y), "float32"),
+        (ints, "int64"),
+        ((ints[0][:-2] % 100, ints[1][:-2]), "int32"),
+    ):
+        got, want = (
+            [
+                t if isinstance(t, (int, float)) else t.numpy()
+                for t in _floor_divide_forms(
+                    ns,
+                    ns.tensor(a, dtype=getattr(ns, dtype)),
+                    ns.tensor(b, dtype=getattr(ns, dtype)),
+                )
+            ]
+            for ns in (staged, torch)
+        )
         for g, w_ in zip(got, want):
             np.testing.assert_array_equal(g, w_)
             same_sign = (np.signbit(g) == np.signbit(w_)) | np.isnan(g)  # NaN's sign is noise
@@ -296,14 +337,21 @@ def test_floor_divide_matches_torch():
 def test_python_data_with_a_dtype_is_cast_once(dtype):
     """``tensor([0.1], dtype=float64)`` went through the default float32 first (0.1 became
     0.10000000149011612); torch casts the Python values straight to ``dtype``."""
-    data = [0.1, 1 / 3, 2.0 ** 40 + 1, -7.0]
+    data = [0.1, 1 / 3, 2.0**40 + 1, -7.0]
     got = staged.tensor(data, dtype=getattr(staged, dtype)).numpy()
     want = torch.tensor(data, dtype=getattr(torch, dtype)).numpy()
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("expr", ["'{:+.2f}'.format(ns.tensor(1.5))", "f'{ns.tensor(3)}'",
-                                  "format(ns.tensor(2.0), '.3e')", "f'{ns.ones(2)}'"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "'{:+.2f}'.format(ns.tensor(1.5))",
+        "f'{ns.tensor(3)}'",
+        "format(ns.tensor(2.0), '.3e')",
+        "f'{ns.ones(2)}'",
+    ],
+)
 def test_format_specs_as_torch(expr):
     """A 0-d tensor formats as its number, as training scripts' f"{loss:.4f}" expect."""
     assert eval(expr, {"ns": staged}) == eval(expr, {"ns": torch})

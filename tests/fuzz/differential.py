@@ -1,6 +1,7 @@
 """The differential checks of a random program: staged eager vs torch 2.13 (values, dtypes,
 reverse- and forward-mode gradients, second order), and one compiled or ONNX module
 holding a batch of programs vs staged eager."""
+
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +50,9 @@ def assert_same(got, want, rtol, atol, what):
     assert g.shape == w.shape, f"{what}: shape {g.shape}, expected {w.shape}"
     assert g.dtype == w.dtype, f"{what}: dtype {g.dtype}, expected {w.dtype}"
     if g.dtype.kind == "f":
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                                   atol=atol, err_msg=what)
+        np.testing.assert_allclose(
+            g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol, err_msg=what
+        )
     else:
         np.testing.assert_array_equal(g, w, err_msg=what)
 
@@ -100,14 +102,24 @@ def check_eager(prog: Program, second_order=False):
     cots = cotangents([tp[k] for k in outs])
     with quiet():
         try:
-            tg = torch.autograd.grad([tp[k] for k in outs], [tl[k] for k in wrt],
-                                     [torch.tensor(c) for c in cots], allow_unused=True,
-                                     materialize_grads=True, create_graph=second_order)
+            tg = torch.autograd.grad(
+                [tp[k] for k in outs],
+                [tl[k] for k in wrt],
+                [torch.tensor(c) for c in cots],
+                allow_unused=True,
+                materialize_grads=True,
+                create_graph=second_order,
+            )
         except RuntimeError:  # torch's own backward fails (pow(x, bool)): no oracle
             reject()
-        sg = staged.autograd.grad([sp[k] for k in outs], [sl[k] for k in wrt],
-                                  [staged.tensor(c) for c in cots], allow_unused=True,
-                                  materialize_grads=True, create_graph=second_order)
+        sg = staged.autograd.grad(
+            [sp[k] for k in outs],
+            [sl[k] for k in wrt],
+            [staged.tensor(c) for c in cots],
+            allow_unused=True,
+            materialize_grads=True,
+            create_graph=second_order,
+        )
     for k, (s, t) in enumerate(zip(sg, tg)):
         assert_same(s, t, rtol, atol, f"gradient of input {wrt[k]}")
     if second_order and not _atan2_at_the_origin(prog, tp):
@@ -134,10 +146,12 @@ def _check_second_order(sg, tg, sl, tl, wrt, rtol, atol):
     with quiet():
         ttot = sum((t * torch.tensor(w)).sum() for _, t, w in pairs)
         stot = sum((s * staged.tensor(w)).sum() for s, _, w in pairs)
-        tg2 = torch.autograd.grad(ttot, [tl[k] for k in wrt], allow_unused=True,
-                                  materialize_grads=True)
-        sg2 = staged.autograd.grad(stot, [sl[k] for k in wrt], allow_unused=True,
-                                   materialize_grads=True)
+        tg2 = torch.autograd.grad(
+            ttot, [tl[k] for k in wrt], allow_unused=True, materialize_grads=True
+        )
+        sg2 = staged.autograd.grad(
+            stot, [sl[k] for k in wrt], allow_unused=True, materialize_grads=True
+        )
     for k, (s, t) in enumerate(zip(sg2, tg2)):
         assert_same(s, t, rtol, atol, f"second-order gradient of input {wrt[k]}")
 
@@ -155,10 +169,12 @@ def check_forward_mode(prog: Program):
         for k, x in zip(wrt, xs):
             leaves[k] = x
         return tuple(v for v in prog.run(torch, leaves) if v.dtype.is_floating_point)
+
     with quiet():
         try:
-            touts, ttans = torch.func.jvp(tf, tuple(const[k] for k in wrt),
-                                          tuple(torch.tensor(t) for t in tans))
+            touts, ttans = torch.func.jvp(
+                tf, tuple(const[k] for k in wrt), tuple(torch.tensor(t) for t in tans)
+            )
         except NotImplementedError:  # torch has no forward AD for aten::floor_divide
             reject()
         except RuntimeError as err:
@@ -173,8 +189,10 @@ def check_forward_mode(prog: Program):
                 leaves[k] = fwAD.make_dual(leaves[k], staged.tensor(t))
             duals = [fwAD.unpack_dual(v) for v in prog.run(staged, leaves) if _floating(v)]
             souts = [numpy(d.primal) for d in duals]
-            stans = [np.zeros_like(p) if d.tangent is None else numpy(d.tangent)
-                     for d, p in zip(duals, souts)]
+            stans = [
+                np.zeros_like(p) if d.tangent is None else numpy(d.tangent)
+                for d, p in zip(duals, souts)
+            ]
     assert len(souts) == len(touts)
     for k, (s, t, st, tt) in enumerate(zip(souts, touts, stans, ttans)):
         assert_same(s, t, rtol, atol, f"float value {k}")
@@ -193,13 +211,18 @@ def batch_body(progs):
         out, k = [], 0
         owners.clear()
         for prog, (nl, nc) in zip(progs, shapes):
-            leaves, cots = flat[k:k + nl], flat[k + nl:k + nl + nc]
+            leaves, cots = flat[k : k + nl], flat[k + nl : k + nl + nc]
             k += nl + nc
             pool = prog.run(staged, list(leaves))
             diff = [v for v in pool if v.requires_grad]
             wrt = [x for x in leaves if x.requires_grad]
-            grads = staged.autograd.grad(diff, wrt, list(cots), allow_unused=True,
-                                         materialize_grads=True) if diff else []
+            grads = (
+                staged.autograd.grad(
+                    diff, wrt, list(cots), allow_unused=True, materialize_grads=True
+                )
+                if diff
+                else []
+            )
             out += [v for v in pool[nl:]] + list(grads)
             owners.extend([prog] * (len(out) - len(owners)))
         return out
@@ -213,10 +236,12 @@ def batch_body(progs):
             try:  # a program whose backward raises eagerly is the eager check's business
                 diff = [v for v in pool if v.requires_grad]
                 if diff:
-                    staged.autograd.grad(diff, [x for x in pool[:len(leaves)]
-                                                if x.requires_grad],
-                                         [staged.ones_like(v) for v in diff],
-                                         allow_unused=True)
+                    staged.autograd.grad(
+                        diff,
+                        [x for x in pool[: len(leaves)] if x.requires_grad],
+                        [staged.ones_like(v) for v in diff],
+                        allow_unused=True,
+                    )
             except RuntimeError:
                 continue
         kept.append(prog)
@@ -239,6 +264,7 @@ def check_compiled(progs, backend):
 def check_onnx(progs):
     """The captured batch exported to ONNX, run by onnxruntime, vs eager."""
     import onnxruntime as ort
+
     body, flat, owners = batch_body(progs)
     with quiet():
         want = body(*flat)

@@ -9,6 +9,7 @@ Drawing runs torch alongside, so every step drawn is one torch accepts (shapes b
 dtypes promote, dims exist); staged must then agree on values, dtypes and gradients.
 ``Program.source()`` prints a program as the repro to paste into a regression test.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,9 +53,9 @@ def _classify():
     kinds = {"unary": [], "binary": [], "dim": []}
 
     def widens(out, *args):  # float32 in, float64 out (to_float64)
-        out32 = _probe(e.torch_op, *(a.float() if isinstance(a, torch.Tensor) else a
-                                     for a in args))
+        out32 = _probe(e.torch_op, *(a.float() if isinstance(a, torch.Tensor) else a for a in args))
         WIDENS[e.name] = out32 is not None and out32.dtype == torch.float64
+
     for e in OP_DB:
         if e.name in _UNDEFINED | _NOT_STRAIGHT_LINE or not set(e.dtypes) & set(FLOAT):
             continue
@@ -100,12 +101,12 @@ def to_lib(a, lib):
 
 @dataclass
 class Step:
-    kind: str          # "op", "view", "getitem", "inplace", "setitem"
-    what: str          # the OpInfo name, view or method name
-    refs: tuple        # pool indices read
-    args: tuple = ()   # static arguments (ints, slices, index arrays, numbers)
-    view: tuple = ()   # for writes: the basic index of the view written through
-    nout: int = 1      # how many values the step appends
+    kind: str  # "op", "view", "getitem", "inplace", "setitem"
+    what: str  # the OpInfo name, view or method name
+    refs: tuple  # pool indices read
+    args: tuple = ()  # static arguments (ints, slices, index arrays, numbers)
+    view: tuple = ()  # for writes: the basic index of the view written through
+    nout: int = 1  # how many values the step appends
 
     def run(self, pool, lib):
         xs = [pool[r] for r in self.refs]
@@ -150,8 +151,9 @@ class Step:
 
 def _src(a):
     if isinstance(a, slice):
-        return f"{'' if a.start is None else a.start}:{'' if a.stop is None else a.stop}" + \
-            (f":{a.step}" if a.step is not None else "")
+        return f"{'' if a.start is None else a.start}:{'' if a.stop is None else a.stop}" + (
+            f":{a.step}" if a.step is not None else ""
+        )
     if isinstance(a, np.ndarray):
         return f"tensor({a.tolist()})"
     return repr(a)
@@ -162,12 +164,14 @@ _BY_NAME = {e.name: e for e in OP_DB}
 
 @dataclass(repr=False)
 class Program:
-    inputs: list                              # NumPy arrays
+    inputs: list  # NumPy arrays
     steps: list = field(default_factory=list)
 
     def leaves(self, lib, requires_grad=True):
-        return [to_lib(a, lib).requires_grad_(requires_grad and a.dtype.kind == "f")
-                for a in self.inputs]
+        return [
+            to_lib(a, lib).requires_grad_(requires_grad and a.dtype.kind == "f")
+            for a in self.inputs
+        ]
 
     def run(self, lib, leaves):
         pool = list(leaves)
@@ -183,13 +187,21 @@ class Program:
 
     def source(self):
         names = [f"x{i}" for i in range(len(self.inputs))]
-        lines = [f"x{i} = tensor({_values(a)}, dtype={a.dtype}"
-                 f"{', requires_grad=True' if a.dtype.kind == 'f' else ''})"
-                 for i, a in enumerate(self.inputs)]
+        lines = [
+            f"x{i} = tensor({_values(a)}, dtype={a.dtype}"
+            f"{', requires_grad=True' if a.dtype.kind == 'f' else ''})"
+            for i, a in enumerate(self.inputs)
+        ]
         for k, s in enumerate(self.steps):
-            outs = [f"v{k}"] if s.kind in ("view", "getitem") else (
-                [f"v{k}", f"w{k}"] if s.kind in ("inplace", "setitem") else [f"v{k}_{j}" for j in
-                                                                          range(s.nout)])
+            outs = (
+                [f"v{k}"]
+                if s.kind in ("view", "getitem")
+                else (
+                    [f"v{k}", f"w{k}"]
+                    if s.kind in ("inplace", "setitem")
+                    else [f"v{k}_{j}" for j in range(s.nout)]
+                )
+            )
             lines.append(s.source(names, outs))
             names.extend(outs)
         return "\n".join(lines)
@@ -208,7 +220,7 @@ _ELEMENT = st.one_of(st.floats(-3, 3, width=32), st.sampled_from(SPECIALS))
 # sqrt(-1e-40): -0, eager NaN; README "Backends", test_regressions.py). Nonzero
 # magnitudes below 2**-20 are drawn as 0 there, so that no input is subnormal and a
 # product of up to 6 inputs stays a normal float32 (the known difference, not found again).
-_TINY = 2.0 ** -20
+_TINY = 2.0**-20
 
 
 def _no_tiny(v):
@@ -220,10 +232,12 @@ def arrays(draw, shape, dtype, subnormals=True):
     n = int(np.prod(shape))
     if dtype == "bool":
         return np.asarray(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool).reshape(
-            shape)
+            shape
+        )
     if dtype == "int64":
-        return np.asarray(draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n)),
-                          np.int64).reshape(shape)
+        return np.asarray(
+            draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n)), np.int64
+        ).reshape(shape)
     special = draw(st.booleans())
     el = _ELEMENT if special else st.floats(-3, 3, width=32)
     if not subnormals:
@@ -253,9 +267,15 @@ def _is_float(t):
 
 
 @st.composite
-def programs(draw, dtype=None, max_steps=6, allow=("op", "view", "getitem", "inplace",
-                                                   "setitem"), write_views=True, float64=True,
-             subnormals=True):
+def programs(
+    draw,
+    dtype=None,
+    max_steps=6,
+    allow=("op", "view", "getitem", "inplace", "setitem"),
+    write_views=True,
+    float64=True,
+    subnormals=True,
+):
     """A random program whose float inputs are ``dtype`` (drawn when None); writes go
     through a view of the written clone only with ``write_views``; no op computes in
     float64 without ``float64`` (for vulkan-spirv, which has none); without ``subnormals``
@@ -310,8 +330,7 @@ def _draw_step(draw, kind, pool, dtype, write_views, float64):
         if d is None:
             return None
         # var/std take (dim, unbiased, keepdim) positionally in torch: no keepdim for them
-        keep = () if e.name in ("var", "std") else draw(st.sampled_from(((), (True,),
-                                                                           (False,))))
+        keep = () if e.name in ("var", "std") else draw(st.sampled_from(((), (True,), (False,))))
         return Step("op", e.name, (i,), (d,) + keep)
     if kind == "view":
         return _draw_view(draw, i, x)
@@ -327,8 +346,7 @@ def _draw_step(draw, kind, pool, dtype, write_views, float64):
     if name in INPLACE_UNARY:
         return Step("inplace", name, (i,), (), view)
     if name == "fill_":
-        return Step("inplace", name, (i,), (draw(st.sampled_from((2.5, -0.0, math.nan))),),
-                    view)
+        return Step("inplace", name, (i,), (draw(st.sampled_from((2.5, -0.0, math.nan))),), view)
     j = _ref(draw, pool)
     return Step("inplace", name, (i, j), (), view)
 
@@ -343,8 +361,22 @@ def _broadcasts(a, b):
 
 def _draw_view(draw, i, x):
     n = x.dim()
-    name = draw(st.sampled_from(("transpose", "unsqueeze", "reshape", "permute", "expand",
-                                 "flatten", "squeeze", "t", "mT", "view")))
+    name = draw(
+        st.sampled_from(
+            (
+                "transpose",
+                "unsqueeze",
+                "reshape",
+                "permute",
+                "expand",
+                "flatten",
+                "squeeze",
+                "t",
+                "mT",
+                "view",
+            )
+        )
+    )
     if name == "transpose" and n:
         return Step("view", name, (i,), (_dim(draw, x), _dim(draw, x)))
     if name == "unsqueeze":
@@ -369,7 +401,7 @@ def _draw_view(draw, i, x):
 def _draw_basic(draw, x):
     """A basic index of ``x``: ints, slices (with steps), None and Ellipsis."""
     key = []
-    for d in x.shape[:draw(st.integers(0, x.dim()))]:
+    for d in x.shape[: draw(st.integers(0, x.dim()))]:
         form = draw(st.sampled_from(("int", "slice", "step", "all")))
         if form == "int" and d:
             key.append(draw(st.integers(-d, d - 1)))
@@ -393,7 +425,12 @@ def _draw_index(draw, x, unique=False):
     size = x.shape[d]
     if size == 0:
         return _draw_basic(draw, x)
-    idx = draw(st.lists(st.integers(-size, size - 1), max_size=4,
-                        unique_by=(lambda i: i % size) if unique else None))
+    idx = draw(
+        st.lists(
+            st.integers(-size, size - 1),
+            max_size=4,
+            unique_by=(lambda i: i % size) if unique else None,
+        )
+    )
     idx = np.asarray(idx, np.int64)
     return (slice(None),) * d + (idx,)

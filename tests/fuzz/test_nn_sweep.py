@@ -4,6 +4,7 @@ train/eval, batch_first and 0-size batches, against torch 2.13 (torch's paramete
 into staged; outputs, input and parameter gradients, buffers). tests/nn/test_layers.py
 holds one hand-picked case per layer; this sweeps the option grid with its checker. Where
 torch raises, staged must raise the same exception class."""
+
 from __future__ import annotations
 
 import itertools
@@ -42,9 +43,14 @@ def _targets(n, c, *rest, ignore=None):
 
 def _loss_cases():
     cases = []
-    for kw in grid(weight=(None, "w"), reduction=("mean", "sum", "none"),
-                   label_smoothing=(0.0, 0.2), target=("index", "ignore", "probs"),
-                   batch=(4, 0), extra=((), (3,))):
+    for kw in grid(
+        weight=(None, "w"),
+        reduction=("mean", "sum", "none"),
+        label_smoothing=(0.0, 0.2),
+        target=("index", "ignore", "probs"),
+        batch=(4, 0),
+        extra=((), (3,)),
+    ):
         n, extra = kw.pop("batch"), kw.pop("extra")
         target = kw.pop("target")
         if target == "probs":
@@ -58,35 +64,60 @@ def _loss_cases():
             nkw = {k: v for k, v in kw.items() if k != "label_smoothing"}
             cases.append(("NLLLoss", nkw, [np.log(_probs(n, 5, *extra)), t]))
     for r in ("mean", "sum", "none"):
-        cases += [("MSELoss", {"reduction": r}, [f32(3, 4), f32(3, 4)]),
-                  ("MSELoss", {"reduction": r}, [f32(0, 4), f32(0, 4)])]
+        cases += [
+            ("MSELoss", {"reduction": r}, [f32(3, 4), f32(3, 4)]),
+            ("MSELoss", {"reduction": r}, [f32(0, 4), f32(0, 4)]),
+        ]
     return cases
 
 
 def _conv_cases():
     cases = []
-    options = grid(bias=(True, False), padding_mode=("zeros",), padding=(0, 1, "same"),
-                   stride=(1, 2), groups=(1, 2))
-    options += grid(bias=(True,), padding_mode=("reflect", "replicate", "circular"),
-                    padding=(1,), stride=(1,), groups=(1,))
+    options = grid(
+        bias=(True, False),
+        padding_mode=("zeros",),
+        padding=(0, 1, "same"),
+        stride=(1, 2),
+        groups=(1, 2),
+    )
+    options += grid(
+        bias=(True,),
+        padding_mode=("reflect", "replicate", "circular"),
+        padding=(1,),
+        stride=(1,),
+        groups=(1,),
+    )
     for kw in options:
         if kw["padding"] == "same" and kw["stride"] != 1:
             continue
         for batch in ((2,), (0,), ()):
-            cases.append(("Conv2d", dict(in_channels=4, out_channels=2, kernel_size=3, **kw),
-                          [f32(*batch, 4, 6, 5)]))
-            cases.append(("Conv1d", dict(in_channels=4, out_channels=2, kernel_size=3, **kw),
-                          [f32(*batch, 4, 7)]))
+            cases.append(
+                (
+                    "Conv2d",
+                    dict(in_channels=4, out_channels=2, kernel_size=3, **kw),
+                    [f32(*batch, 4, 6, 5)],
+                )
+            )
+            cases.append(
+                (
+                    "Conv1d",
+                    dict(in_channels=4, out_channels=2, kernel_size=3, **kw),
+                    [f32(*batch, 4, 7)],
+                )
+            )
     return cases
 
 
 def _pool_cases():
     cases = []
-    for kw in grid(kernel_size=(2, 3), stride=(None, 2), padding=(0, 1),
-                   ceil_mode=(False, True)):
+    for kw in grid(kernel_size=(2, 3), stride=(None, 2), padding=(0, 1), ceil_mode=(False, True)):
         for batch in ((2,), (0,)) if kw["padding"] else ((2,),):
-            for name, shape in (("MaxPool2d", (3, 7, 6)), ("MaxPool1d", (3, 7)),
-                                ("AvgPool2d", (3, 7, 6)), ("AvgPool1d", (3, 7))):
+            for name, shape in (
+                ("MaxPool2d", (3, 7, 6)),
+                ("MaxPool1d", (3, 7)),
+                ("AvgPool2d", (3, 7, 6)),
+                ("AvgPool1d", (3, 7)),
+            ):
                 extra = [dict(count_include_pad=False)] if name.startswith("Avg") else []
                 for more in [{}] + extra:
                     cases.append((name, {**kw, **more}, [f32(*batch, *shape)]))
@@ -95,10 +126,18 @@ def _pool_cases():
 
 def _norm_cases():
     cases = []
-    for kw in grid(affine=(True, False), track_running_stats=(True, False),
-                   momentum=(0.1, None), mode=("train", "eval")):
-        for name, shape in (("BatchNorm1d", (6, 3)), ("BatchNorm1d", (4, 3, 5)),
-                            ("BatchNorm2d", (2, 3, 4, 4)), ("BatchNorm2d", (0, 3, 4, 4))):
+    for kw in grid(
+        affine=(True, False),
+        track_running_stats=(True, False),
+        momentum=(0.1, None),
+        mode=("train", "eval"),
+    ):
+        for name, shape in (
+            ("BatchNorm1d", (6, 3)),
+            ("BatchNorm1d", (4, 3, 5)),
+            ("BatchNorm2d", (2, 3, 4, 4)),
+            ("BatchNorm2d", (0, 3, 4, 4)),
+        ):
             cases.append((name, dict(num_features=3, **kw), [f32(*shape)]))
     for kw in grid(elementwise_affine=(True, False), bias=(True, False)):
         for shape in ((4, 5), (0, 5), (2, 3, 5)):
@@ -113,25 +152,42 @@ def _misc_cases():
             cases.append(("Linear", dict(in_features=5, out_features=3, **kw), [f32(*shape)]))
     for pad in (None, 0, -1):
         for idx in (np.array([[0, 2], [6, 2]]), np.zeros((0, 3), np.int64)):
-            cases.append(("Embedding", dict(num_embeddings=7, embedding_dim=3,
-                                            padding_idx=pad), [idx]))
-    for name, kw in (("GELU", {}), ("GELU", {"approximate": "tanh"}), ("ReLU", {}),
-                     ("SiLU", {}), ("Sigmoid", {}), ("Tanh", {}), ("Identity", {}),
-                     ("Softmax", {"dim": 0}), ("Softmax", {"dim": -1}),
-                     ("LogSoftmax", {"dim": 1}), ("Flatten", {}),
-                     ("Flatten", {"start_dim": 0, "end_dim": -2}),
-                     ("Unflatten", {"dim": 1, "unflattened_size": (2, 2)}),
-                     ("Dropout", {"p": 0.0}), ("Dropout", {"p": 1.0}),
-                     ("Dropout", {"p": 0.5, "mode": "eval"})):
+            cases.append(
+                ("Embedding", dict(num_embeddings=7, embedding_dim=3, padding_idx=pad), [idx])
+            )
+    for name, kw in (
+        ("GELU", {}),
+        ("GELU", {"approximate": "tanh"}),
+        ("ReLU", {}),
+        ("SiLU", {}),
+        ("Sigmoid", {}),
+        ("Tanh", {}),
+        ("Identity", {}),
+        ("Softmax", {"dim": 0}),
+        ("Softmax", {"dim": -1}),
+        ("LogSoftmax", {"dim": 1}),
+        ("Flatten", {}),
+        ("Flatten", {"start_dim": 0, "end_dim": -2}),
+        ("Unflatten", {"dim": 1, "unflattened_size": (2, 2)}),
+        ("Dropout", {"p": 0.0}),
+        ("Dropout", {"p": 1.0}),
+        ("Dropout", {"p": 0.5, "mode": "eval"}),
+    ):
         for shape in ((3, 4), (0, 4)):
             cases.append((name, kw, [f32(*shape)]))
-    for kw in grid(batch_first=(False, True), bias=(True, False), batch=(2, 0),
-                   need_weights=(True, False), average_attn_weights=(True, False)):
+    for kw in grid(
+        batch_first=(False, True),
+        bias=(True, False),
+        batch=(2, 0),
+        need_weights=(True, False),
+        average_attn_weights=(True, False),
+    ):
         batch = kw.pop("batch")
         fwd = {k: kw.pop(k) for k in ("need_weights", "average_attn_weights")}
         shape = (batch, 5, 8) if kw["batch_first"] else (5, batch, 8)
-        cases.append(("MultiheadAttention", dict(embed_dim=8, num_heads=2, **kw),
-                      [f32(*shape)] * 3, fwd))
+        cases.append(
+            ("MultiheadAttention", dict(embed_dim=8, num_heads=2, **kw), [f32(*shape)] * 3, fwd)
+        )
     return cases
 
 
@@ -143,10 +199,13 @@ def _make(name, kw):
     mode = kw.pop("mode", "train")
 
     def make(ns):
-        args = {k: (ns.tensor(np.linspace(0.5, 1.5, 5, dtype=np.float32)) if v == "w" else v)
-                for k, v in kw.items()}
+        args = {
+            k: (ns.tensor(np.linspace(0.5, 1.5, 5, dtype=np.float32)) if v == "w" else v)
+            for k, v in kw.items()
+        }
         m = getattr(ns.nn, name)(**args)
         return m.eval() if mode == "eval" else m.train()
+
     return make
 
 
@@ -159,14 +218,23 @@ def _id(case):
 def _known(name, kw, arrays):
     """Why a case fails today (a strict xfail: it fails the sweep once fixed), or None."""
     if name.startswith("Conv") and kw["padding_mode"] != "zeros":
-        return "staged raises NotImplementedError for padding_mode other than 'zeros' (a " \
-               "missing option with a clear error, not a wrong answer)"
+        return (
+            "staged raises NotImplementedError for padding_mode other than 'zeros' (a "
+            "missing option with a clear error, not a wrong answer)"
+        )
     return None
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_known(*c[:3])))
-    if _known(*c[:3]) else c for c in CASES], ids=[_id(c) for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_known(*c[:3])))
+        if _known(*c[:3])
+        else c
+        for c in CASES
+    ],
+    ids=[_id(c) for c in CASES],
+)
 def test_module_option_matches_torch(case):
     name, kw, arrays, *fwd = case
     fwd = fwd[0] if fwd else {}

@@ -4,6 +4,7 @@
 CI runs a fixed set of examples (hypothesis derandomized, about a minute on 2 cores);
 ``STAGED_FUZZ_EXAMPLES=N`` runs N random examples per test instead (failing examples are
 shrunk and printed as a program to paste into ``test_regressions.py``)."""
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,15 @@ def budget(ci_examples, shrink=True):
     drawn (a compiled batch costs a compile per shrinking step; its error names the
     failing program of the batch)."""
     phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
-    return settings(max_examples=EXAMPLES or ci_examples, derandomize=not EXAMPLES,
-                    deadline=None, database=None, print_blob=True, phases=phases,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=EXAMPLES or ci_examples,
+        derandomize=not EXAMPLES,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        phases=phases,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 @budget(60)
@@ -62,8 +69,7 @@ def test_llvm_cpu_matches_eager(progs):
 
 @needs_vulkan
 @budget(2, shrink=False)
-@given(st.lists(programs("float32", float64=False), min_size=BATCH,
-                max_size=BATCH))
+@given(st.lists(programs("float32", float64=False), min_size=BATCH, max_size=BATCH))
 def test_vulkan_spirv_matches_eager(progs):
     D.check_compiled(progs, "vulkan-spirv")
 

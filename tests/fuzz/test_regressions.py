@@ -1,6 +1,7 @@
 """Minimal repros of the bugs the differential fuzzer (test_programs.py) found, each
 against torch 2.13. Bugs in areas other items of issue 15 own are strict xfails naming
 the item."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,9 +15,12 @@ from tests.backends import needs_vulkan
 def _grads(lib, fn, *values):
     xs = [lib.tensor(v, requires_grad=True) for v in values]
     out = fn(lib, *xs)
-    return [np.asarray(g) for g in lib.autograd.grad(out, xs, lib.ones_like(out),
-                                                      allow_unused=True,
-                                                      materialize_grads=True)]
+    return [
+        np.asarray(g)
+        for g in lib.autograd.grad(
+            out, xs, lib.ones_like(out), allow_unused=True, materialize_grads=True
+        )
+    ]
 
 
 def _same_grads(fn, *values):
@@ -28,10 +32,12 @@ def _same_grads(fn, *values):
 def test_setitem_of_a_whole_tensor_with_a_leaf_sends_the_gradient_to_the_leaf(key):
     """``w = x.clone(); w[...] = y`` with y a leaf of w's shape: the write reused y as w's
     new value without a node of its own, so w's gradient went to x instead of y."""
+
     def fn(lib, x, y):
         w = x.clone()
         w[key] = y
         return w
+
     shape = () if key == () else (2,)
     _same_grads(fn, np.zeros(shape), np.ones(shape))
 
@@ -41,6 +47,7 @@ def test_fill_with_a_leaf_tensor_sends_the_gradient_to_the_leaf():
         w = x.clone()
         w.fill_(y)
         return w
+
     _same_grads(fn, np.asarray(0.0), np.asarray(1.0))
 
 
@@ -86,8 +93,7 @@ def test_setitem_through_repeated_indices_writes_the_last_value():
     gradient); staged added the values up. Compiled, a reduction that keeps the last hit."""
     x, v = np.zeros((3, 4)), np.arange(1.0, 7.0).reshape(2, 3)
     want = _put_repeated(torch, torch.tensor(x), torch.tensor(v)).numpy()
-    np.testing.assert_array_equal(_put_repeated(staged, staged.tensor(x), staged.tensor(v)),
-                                  want)
+    np.testing.assert_array_equal(_put_repeated(staged, staged.tensor(x), staged.tensor(v)), want)
     _same_grads(_put_repeated, x, v)
     args = [staged.tensor(a, dtype=staged.float32, requires_grad=True) for a in (x, v)]
     got = staged.capture(_put_repeated_and_grads, *args).compile()(*args)
@@ -128,11 +134,12 @@ def test_batch_norm_of_an_empty_batch_is_empty_and_keeps_the_running_stats():
 def test_var_and_std_take_unbiased_positionally(name, args):
     """torch's ``var(dim, unbiased, keepdim)`` and ``var(unbiased)`` overloads: staged
     refused the first and read ``x.var(False)`` as dim 0 with the unbiased estimate."""
+
     def fn(lib, x):
         return getattr(x, name)(*args)
+
     x = np.arange(6.0).reshape(2, 3) ** 2
-    np.testing.assert_allclose(fn(staged, staged.tensor(x)), fn(torch, torch.tensor(x)),
-                               rtol=1e-14)
+    np.testing.assert_allclose(fn(staged, staged.tensor(x)), fn(torch, torch.tensor(x)), rtol=1e-14)
     for g, tg in zip(_grads(staged, fn, x), _grads(torch, fn, x)):
         np.testing.assert_allclose(g, tg, rtol=1e-14)
 
@@ -150,16 +157,15 @@ def test_unreduced_loss_of_a_k_dim_batch_keeps_the_target_shape(loss):
     (N*d,) rows instead of torch's (N, d)."""
     x = np.random.default_rng(0).standard_normal((4, 5, 3)).astype(np.float32)
     t = np.random.default_rng(1).integers(0, 5, (4, 3))
-    got = getattr(staged.nn.functional, loss)(staged.tensor(x), staged.tensor(t),
-                                              reduction="none")
-    want = getattr(torch.nn.functional, loss)(torch.tensor(x), torch.tensor(t),
-                                              reduction="none")
+    got = getattr(staged.nn.functional, loss)(staged.tensor(x), staged.tensor(t), reduction="none")
+    want = getattr(torch.nn.functional, loss)(torch.tensor(x), torch.tensor(t), reduction="none")
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
 
 
 def test_forward_mode_write_through_a_view_updates_the_base_tangent():
     """found by test_programs.py: the base kept its tangent after a write through a view."""
     import staged.autograd.forward_ad as fwAD
+
     with fwAD.dual_level():
         x = fwAD.make_dual(staged.tensor(1.0), staged.tensor(1.0))
         base = x.clone()
@@ -170,11 +176,13 @@ def test_forward_mode_write_through_a_view_updates_the_base_tangent():
 def test_clamp_jvp_at_a_tie_with_a_tensor_bound_follows_the_bound():
     """found by test_programs.py: clamp(x, min) at x == min carried x's tangent."""
     import staged.autograd.forward_ad as fwAD
+
     with fwAD.dual_level():
         x = fwAD.make_dual(staged.tensor(0.0), staged.tensor(1.0))
         got = fwAD.unpack_dual(staged.clamp(x, x * 2)).tangent.item()
-    _, want = torch.func.jvp(lambda t: torch.clamp(t, t * 2), (torch.tensor(0.0),),
-                             (torch.tensor(1.0),))
+    _, want = torch.func.jvp(
+        lambda t: torch.clamp(t, t * 2), (torch.tensor(0.0),), (torch.tensor(1.0),)
+    )
     assert got == want.item()
 
 
@@ -185,42 +193,50 @@ def _assert_identical(got, want):
     """Equal values, NaN positions and signs of zero (a NaN's sign is not compared)."""
     got, want = np.asarray(got), np.asarray(want)
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(np.signbit(got) & (got == got),
-                                  np.signbit(want) & (want == want))
+    np.testing.assert_array_equal(np.signbit(got) & (got == got), np.signbit(want) & (want == want))
 
 
-@pytest.mark.parametrize("tangents", [(1.0, 1.0), (1.0, None), (None, 1.0)],
-                         ids=["both", "x", "y"])
+@pytest.mark.parametrize("tangents", [(1.0, 1.0), (1.0, None), (None, 1.0)], ids=["both", "x", "y"])
 def test_div_jvp_at_zeros_infs_and_nans_matches_torch(tangents):
     """The JVP derived from div's VJP gave NaN where torch has -inf (1 / 0, tangents 1):
     tx/y - ty*x/y^2 is inf - inf there, where torch computes (tx - out*ty) / y."""
     import staged.autograd.forward_ad as fwAD
+
     x, y = (a.ravel() for a in np.meshgrid(_SPECIAL, _SPECIAL))
     tx, ty = (None if t is None else np.full_like(x, t) for t in tangents)
     with fwAD.dual_level():
-        dual = [staged.tensor(v) if t is None else fwAD.make_dual(staged.tensor(v),
-                                                                  staged.tensor(t))
-                for v, t in ((x, tx), (y, ty))]
+        dual = [
+            staged.tensor(v) if t is None else fwAD.make_dual(staged.tensor(v), staged.tensor(t))
+            for v, t in ((x, tx), (y, ty))
+        ]
         got = fwAD.unpack_dual(dual[0] / dual[1]).tangent.numpy()
     with torch.autograd.forward_ad.dual_level():
-        dual = [torch.tensor(v) if t is None else
-                torch.autograd.forward_ad.make_dual(torch.tensor(v), torch.tensor(t))
-                for v, t in ((x, tx), (y, ty))]
+        dual = [
+            torch.tensor(v)
+            if t is None
+            else torch.autograd.forward_ad.make_dual(torch.tensor(v), torch.tensor(t))
+            for v, t in ((x, tx), (y, ty))
+        ]
         want = torch.autograd.forward_ad.unpack_dual(dual[0] / dual[1]).tangent.numpy()
     _assert_identical(got, want)
-    for g, tg in zip(_grads(staged, lambda lib, a, b: a / b, x, y),
-                     _grads(torch, lambda lib, a, b: a / b, x, y)):
+    for g, tg in zip(
+        _grads(staged, lambda lib, a, b: a / b, x, y), _grads(torch, lambda lib, a, b: a / b, x, y)
+    ):
         _assert_identical(g, tg)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda lib, x, lo, hi: lib.clamp(x, -1.0, 1.0),
-    lambda lib, x, lo, hi: lib.clamp(x, min=-1.0),
-    lambda lib, x, lo, hi: lib.clamp_max(x, 1.0),
-    lambda lib, x, lo, hi: lib.clamp(x, lo, hi),
-    lambda lib, x, lo, hi: lib.clamp(x, min=lo),
-    lambda lib, x, lo, hi: lib.clamp_max(x, hi),
-], ids=["scalars", "scalar_min", "scalar_max", "tensors", "tensor_min", "tensor_max"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda lib, x, lo, hi: lib.clamp(x, -1.0, 1.0),
+        lambda lib, x, lo, hi: lib.clamp(x, min=-1.0),
+        lambda lib, x, lo, hi: lib.clamp_max(x, 1.0),
+        lambda lib, x, lo, hi: lib.clamp(x, lo, hi),
+        lambda lib, x, lo, hi: lib.clamp(x, min=lo),
+        lambda lib, x, lo, hi: lib.clamp_max(x, hi),
+    ],
+    ids=["scalars", "scalar_min", "scalar_max", "tensors", "tensor_min", "tensor_max"],
+)
 def test_clamp_gradient_at_nan_is_zero(fn):
     """torch's clamp gives x no gradient where x is NaN (it passes x >= min and x <= max
     only); staged's where(x < min, min, x) passed the whole gradient to x there."""
@@ -234,16 +250,25 @@ def test_maximum_and_minimum_at_nan_pass_the_gradient_to_both(name):
     so at a NaN both inputs get the whole gradient, and its JVP ty + w * (tx - ty) gives
     ty there; staged gave 0 for both."""
     import staged.autograd.forward_ad as fwAD
+
     x, y = (a.ravel() for a in np.meshgrid(_SPECIAL, _SPECIAL))
     fn = lambda lib, a, b: getattr(lib, name)(a, b)  # noqa: E731
     for g, tg in zip(_grads(staged, fn, x, y), _grads(torch, fn, x, y)):
         _assert_identical(g, tg)
     tx, ty = np.ones_like(x), np.full_like(y, 2.0)
     with fwAD.dual_level():
-        got = fwAD.unpack_dual(fn(staged, fwAD.make_dual(staged.tensor(x), staged.tensor(tx)),
-                                  fwAD.make_dual(staged.tensor(y), staged.tensor(ty))))
-    _, want = torch.func.jvp(lambda a, b: fn(torch, a, b), (torch.tensor(x), torch.tensor(y)),
-                             (torch.tensor(tx), torch.tensor(ty)))
+        got = fwAD.unpack_dual(
+            fn(
+                staged,
+                fwAD.make_dual(staged.tensor(x), staged.tensor(tx)),
+                fwAD.make_dual(staged.tensor(y), staged.tensor(ty)),
+            )
+        )
+    _, want = torch.func.jvp(
+        lambda a, b: fn(torch, a, b),
+        (torch.tensor(x), torch.tensor(y)),
+        (torch.tensor(tx), torch.tensor(ty)),
+    )
     _assert_identical(got.tangent.numpy(), want.numpy())
 
 
@@ -252,6 +277,7 @@ def test_an_inplace_op_reading_the_written_tensor_captures_with_its_value_before
     """``v = x.clone(); v.mul_(x)`` saves v's value before the write for x's gradient;
     under capture it kept the tensor itself, whose version the write bumped, and backward
     raised "modified by an inplace operation" (only eager kept the old value)."""
+
     def fn(lib, x):
         v = x.clone()
         getattr(v, op)(x + 1)
@@ -263,17 +289,22 @@ def test_an_inplace_op_reading_the_written_tensor_captures_with_its_value_before
 
     def step(t):
         return staged.autograd.grad(fn(staged, t), [t], staged.ones_like(t))[0]
+
     got = staged.compile(step)(staged.tensor(x, requires_grad=True))
     np.testing.assert_allclose(np.asarray(got), want[0], rtol=1e-5)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda lib, x, b: lib.clamp(x, b),
-    lambda lib, x, b: lib.clamp(x, None, b),
-    lambda lib, x, b: lib.clamp(x, b, b + 1),
-    lambda lib, x, b: lib.clamp(x, float("nan")),
-    lambda lib, x, b: lib.clamp_max(x, float("nan")),
-], ids=["tensor_min", "tensor_max", "tensors", "scalar_min", "scalar_max"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda lib, x, b: lib.clamp(x, b),
+        lambda lib, x, b: lib.clamp(x, None, b),
+        lambda lib, x, b: lib.clamp(x, b, b + 1),
+        lambda lib, x, b: lib.clamp(x, float("nan")),
+        lambda lib, x, b: lib.clamp_max(x, float("nan")),
+    ],
+    ids=["tensor_min", "tensor_max", "tensors", "scalar_min", "scalar_max"],
+)
 def test_clamp_to_a_nan_bound_is_nan(fn):
     """torch's clamp propagates a NaN bound; staged's where(x < min, min, x) kept x there
     (x < NaN is False), a silent wrong value. The gradients stay torch's: none to either
@@ -290,10 +321,13 @@ def test_clamp_to_a_nan_bound_is_nan(fn):
 def _tangent(lib, fn, primals, tangents):
     """The tangent of ``fn`` by ``lib``'s forward AD; a None tangent: a plain tensor."""
     import staged.autograd.forward_ad  # noqa: F401  (lib.autograd.forward_ad)
+
     fw = lib.autograd.forward_ad
     with fw.dual_level(), np.errstate(all="ignore"):
-        args = [lib.tensor(p) if t is None else fw.make_dual(lib.tensor(p), lib.tensor(t))
-                for p, t in zip(primals, tangents)]
+        args = [
+            lib.tensor(p) if t is None else fw.make_dual(lib.tensor(p), lib.tensor(t))
+            for p, t in zip(primals, tangents)
+        ]
         return fw.unpack_dual(fn(*args)).tangent.numpy()
 
 
@@ -304,8 +338,10 @@ def test_atan2_jvp_at_the_origin_is_nan():
     y, x = (a.ravel() for a in np.meshgrid(_SPECIAL, _SPECIAL))
     ty, tx = np.ones_like(y), np.full_like(x, 2.0)
     for tangents in ((ty, tx), (ty, None), (None, tx)):
-        np.testing.assert_array_equal(_tangent(staged, staged.atan2, (y, x), tangents),
-                                      _tangent(torch, torch.atan2, (y, x), tangents))
+        np.testing.assert_array_equal(
+            _tangent(staged, staged.atan2, (y, x), tangents),
+            _tangent(torch, torch.atan2, (y, x), tangents),
+        )
 
 
 @pytest.mark.parametrize("dtype", ["bool", "int64"])
@@ -324,10 +360,12 @@ def test_write_through_a_view_zeroes_an_infinite_gradient_of_the_overwritten_par
     """The base's gradient past a write through its view was g - scatter(g's view part):
     inf - inf = NaN in the written part where torch's CopySlices gives 0 (fuzzer:
     ``v = y.clone(); v[None][()] = y; (x.clone().div_(v))`` with x = -inf)."""
+
     def fn(lib, x, y):
         w = x.clone()
         w[:1].copy_(y)
         return w * float("inf")
+
     _same_grads(fn, np.array([1.0, 2.0]), np.array(3.0))
 
 
@@ -341,11 +379,12 @@ def test_onnx_export_of_a_write_through_an_empty_index_runs_in_onnxruntime(tmp_p
         w = x.clone()
         w[:, :, lib.tensor(np.zeros(0, np.int64))] = x.floor()
         return w
+
     x = np.full((2, 1, 1), 2.5)
     path = str(tmp_path / "f.onnx")
     staged.capture(lambda t: fn(staged, t), staged.tensor(x)).export_onnx(path)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got, = sess.run(None, {sess.get_inputs()[0].name: x})
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
     np.testing.assert_array_equal(got, fn(torch, torch.tensor(x)).numpy())
 
 
@@ -356,12 +395,13 @@ def test_onnx_atan_and_atan2_at_infinities_and_signed_zeros(dtype, tmp_path):
     atan(-inf) = -inf; fuzzer: atan2(-inf, 2) = -inf); atan2 took y/x = NaN at two
     infinities and x = -0.0 for +0.0."""
     import onnxruntime as ort
-    special = np.array([-np.inf, np.inf, 1e30, -1e16, 3.0, 0.5, 0.0, -0.0, -1.0, np.nan],
-                       dtype)
+
+    special = np.array([-np.inf, np.inf, 1e30, -1e16, 3.0, 0.5, 0.0, -0.0, -1.0, np.nan], dtype)
     y, x = (a.ravel() for a in np.meshgrid(special, special))
     path = str(tmp_path / "f.onnx")
-    staged.capture(lambda a, b: (staged.atan2(a, b), staged.atan(a)),
-                   staged.tensor(y), staged.tensor(x)).export_onnx(path)
+    staged.capture(
+        lambda a, b: (staged.atan2(a, b), staged.atan(a)), staged.tensor(y), staged.tensor(x)
+    ).export_onnx(path)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     got = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (y, x))})
     for g, w in zip(got, (np.arctan2(y, x), np.arctan(y))):
@@ -373,11 +413,14 @@ def test_vulkan_tanh_and_sigmoid_saturate_to_one():
     """lavapipe's tanh stays 2e-7 below 1 for large x, so sigmoid(inf) was 0.9999999 and
     silu's gradient sigmoid (1 + x (1 - sigmoid)) inf at inf (NaN eagerly and in torch)
     and 4e22 at 1e30 (fuzzer: silu of inf on vulkan-spirv)."""
+
     def step(t):
-        g, = staged.autograd.grad(staged.nn.functional.silu(t), [t], staged.ones_like(t))
+        (g,) = staged.autograd.grad(staged.nn.functional.silu(t), [t], staged.ones_like(t))
         return t.tanh(), t.sigmoid(), g
-    x = staged.tensor(np.array([np.inf, -np.inf, 30.0, 1e30, -1e30, 0.5, np.nan], np.float32),
-                      requires_grad=True)
+
+    x = staged.tensor(
+        np.array([np.inf, -np.inf, 30.0, 1e30, -1e30, 0.5, np.nan], np.float32), requires_grad=True
+    )
     with np.errstate(all="ignore"):
         want = step(x)
     got = staged.capture(step, x).compile("vulkan-spirv")(x)
@@ -391,6 +434,7 @@ def test_integer_pow_to_a_negative_exponent_tensor_is_torch_s(tmp_path):
     square-and-multiply wrapped (3 ** -1 odd garbage) and onnxruntime gave 0 ** -1 the
     lowest int64."""
     import onnxruntime as ort
+
     x = np.repeat(np.arange(-3, 4), 4)
     y = np.tile(np.arange(-3, 1), 7)
     want = torch.pow(torch.tensor(x), torch.tensor(y)).numpy()
@@ -401,7 +445,7 @@ def test_integer_pow_to_a_negative_exponent_tensor_is_torch_s(tmp_path):
     path = str(tmp_path / "pow.onnx")
     cap.export_onnx(path)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got, = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (x, y))})
+    (got,) = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (x, y))})
     np.testing.assert_array_equal(got, want)
 
 
@@ -414,12 +458,14 @@ def test_onnx_write_into_a_bool_tensor_through_an_index_array_runs(tmp_path):
         w = x.clone()
         w[lib.tensor([-1])] = v
         return w
+
     x, v = np.array([True, True]), np.array(False)
     path = str(tmp_path / "f.onnx")
-    staged.capture(lambda a, b: fn(staged, a, b), staged.tensor(x),
-                   staged.tensor(v)).export_onnx(path)
+    staged.capture(lambda a, b: fn(staged, a, b), staged.tensor(x), staged.tensor(v)).export_onnx(
+        path
+    )
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got, = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), (x, v))})
+    (got,) = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), (x, v))})
     np.testing.assert_array_equal(got, fn(torch, torch.tensor(x), torch.tensor(v)).numpy())
 
 
@@ -428,7 +474,7 @@ def _bool_write_beside_a_zero(x0, x1, c):
     v0.fill_(-0.0)
     w1 = x0.clone()
     w1[None] = v0
-    g, = staged.autograd.grad([v0], [x1], [c], materialize_grads=True)
+    (g,) = staged.autograd.grad([v0], [x1], [c], materialize_grads=True)
     return v0, w1, g
 
 
@@ -437,16 +483,20 @@ def test_compiled_bool_result_beside_a_constant_float_result():
     bool). IREE hoisted the constant results into globals and fused the i1 global with the
     f64 one: the f64 result read 8 bytes of a 1-byte buffer (OUT_OF_RANGE, a compile error
     or silently +0.0, by pass order); staged now compiles without that hoisting."""
-    args = (staged.tensor(np.array(True)), staged.tensor(-np.inf, requires_grad=True),
-            staged.tensor(0.5, dtype=staged.float64))
+    args = (
+        staged.tensor(np.array(True)),
+        staged.tensor(-np.inf, requires_grad=True),
+        staged.tensor(0.5, dtype=staged.float64),
+    )
     want = _bool_write_beside_a_zero(*args)
     got = staged.capture(_bool_write_beside_a_zero, *args).compile("llvm-cpu")(*args)
     for g, w in zip(got, want):
         _assert_identical(np.asarray(g), w.detach().numpy())
 
 
-@pytest.mark.parametrize("x", [[1.0, np.inf, 2.0], [-np.inf, 1.0], [np.nan, 1.0, 3.0]],
-                         ids=["inf", "-inf", "nan"])
+@pytest.mark.parametrize(
+    "x", [[1.0, np.inf, 2.0], [-np.inf, 1.0], [np.nan, 1.0, 3.0]], ids=["inf", "-inf", "nan"]
+)
 def test_var_gradient_beside_an_infinity_is_torch_s(x):
     """torch's var_backward is 2 / (n - 1) * g * (x - mean): -inf at the finite entries
     beside an inf. staged's composite also differentiated through the mean, whose gradient
@@ -457,8 +507,8 @@ def test_var_gradient_beside_an_infinity_is_torch_s(x):
     w = np.arange(1.0, len(x) + 1)
     for lib in (staged, torch):
         t = lib.tensor(x, requires_grad=True)
-        g, = lib.autograd.grad(t.var(0), [t], create_graph=True)
-        g2, = lib.autograd.grad((g * lib.tensor(w)).sum(), [t])
+        (g,) = lib.autograd.grad(t.var(0), [t], create_graph=True)
+        (g2,) = lib.autograd.grad((g * lib.tensor(w)).sum(), [t])
         if lib is staged:
             got = g2.numpy()
     np.testing.assert_allclose(got, g2.numpy(), rtol=1e-14)
@@ -479,8 +529,10 @@ def test_var_and_std_jvp_over_an_empty_dim_is_zero(shape, dim):
 def test_std_jvp_of_a_constant_is_zero():
     """torch masks std's tangent to 0 where std is 0; staged's sqrt gave 0 / 0 = NaN."""
     p, t = np.full((3, 2), 2.0), np.arange(6.0).reshape(3, 2)
-    _assert_identical(_tangent(staged, lambda a: a.std(0), (p,), (t,)),
-                      _tangent(torch, lambda a: a.std(0), (p,), (t,)))
+    _assert_identical(
+        _tangent(staged, lambda a: a.std(0), (p,), (t,)),
+        _tangent(torch, lambda a: a.std(0), (p,), (t,)),
+    )
 
 
 def test_fuzz_oracle_skips_atan2_second_order_at_the_origin():
@@ -488,6 +540,7 @@ def test_fuzz_oracle_skips_atan2_second_order_at_the_origin():
     fuzzer has no oracle there and checks first order only."""
     from tests.fuzz import differential as D
     from tests.fuzz.program import Program, Step
+
     prog = Program([np.zeros(2)], [Step("op", "atan2", (0, 0))])
     D.check_eager(prog, second_order=True)
 
@@ -496,42 +549,48 @@ def test_llvm_cpu_atan2_at_zeros_and_infinities():
     """IREE's float32 expansion of math.atan2 (atan of y/x, then a quadrant fix-up) gave
     NaN at two zeros and at two infinities, and +pi for a negative y against x = -inf
     (fuzzer: gelu(-0.0), relu_, a setitem, then atan2: a NaN gradient compiled)."""
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -3e4],
-                       np.float32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -3e4], np.float32)
     y, x = (a.ravel() for a in np.meshgrid(special, special))
     for dtype in ("float32", "float16", "float64"):
         args = staged.tensor(y.astype(dtype)), staged.tensor(x.astype(dtype))
         got = np.asarray(staged.capture(staged.atan2, *args).compile("llvm-cpu")(*args))
         want = np.arctan2(y.astype(dtype), x.astype(dtype))
         np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=dtype)
-        np.testing.assert_array_equal(np.signbit(got) & (got == got),
-                                      np.signbit(want) & (want == want), err_msg=dtype)
+        np.testing.assert_array_equal(
+            np.signbit(got) & (got == got), np.signbit(want) & (want == want), err_msg=dtype
+        )
 
 
 def test_onnx_atan2_keeps_the_sign_of_a_zero_y(tmp_path):
     """atan2(-0.0, +0.0) is -0.0; the ONNX lowering selected y with a Where at two zeros,
     and onnxruntime's Where turns a -0.0 taken from its then input into +0.0."""
     import onnxruntime as ort
+
     y = np.array([-0.0, 0.0, -0.0, 0.0, -0.0], np.float32)
     x = np.array([0.0, 0.0, -0.0, -0.0, 2.0], np.float32)
     path = str(tmp_path / "f.onnx")
     staged.capture(staged.atan2, staged.tensor(y), staged.tensor(x)).export_onnx(path)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got, = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (y, x))})
+    (got,) = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (y, x))})
     _assert_identical(got, torch.atan2(torch.tensor(y), torch.tensor(x)).numpy())
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "known difference: IREE 3.13's CPU runtime sets MXCSR FTZ|DAZ for every dispatch "
-    "(iree_task_worker_main pushes IREE_FPU_STATE_FLAG_FLUSH_DENORMALS_TO_ZERO; local-sync "
-    "flushes too; no compiler or runtime flag turns it off), so llvm-cpu steps read and write "
-    "float32/float64 subnormals as +-0 (README 'Backends')"))
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "known difference: IREE 3.13's CPU runtime sets MXCSR FTZ|DAZ for every dispatch "
+        "(iree_task_worker_main pushes IREE_FPU_STATE_FLAG_FLUSH_DENORMALS_TO_ZERO; local-sync "
+        "flushes too; no compiler or runtime flag turns it off), so llvm-cpu steps read and write "
+        "float32/float64 subnormals as +-0 (README 'Backends')"
+    ),
+)
 @pytest.mark.parametrize("dtype,device", [("float32", "local-task"), ("float64", "local-sync")])
 def test_llvm_cpu_flushes_subnormals_to_zero(dtype, device):
     """sqrt(1e-40) compiled gave 0 (eager and torch: 1e-20) and sqrt(-1e-40) gave -0
     (NaN); 1e-40 * 0.5 gave 0. Normal values and a subnormal passed through unchanged are
     right; only arithmetic in a dispatch flushes."""
-    tiny = np.finfo(dtype).smallest_normal / 2 ** 10
+    tiny = np.finfo(dtype).smallest_normal / 2**10
     x = staged.tensor(np.array([tiny, -tiny, 4.0], dtype))
     step = staged.compile(lambda a: (a.sqrt(), a * 0.5), backend="llvm-cpu", device=device)
     got = [np.asarray(r) for r in step(x)]

@@ -4,6 +4,7 @@ compared with the NumPy interpreter. All samples share one module (one compile).
 A primitive's cases are written here where they probe what the op database does not (NaN,
 ties, integer and bool dtypes); any other primitive is swept on the samples recorded from
 the op database (``tests/ops/recorded.py``), on the dtypes MLIR can lower."""
+
 from __future__ import annotations
 
 import os
@@ -35,14 +36,54 @@ def arr(shape, d=F, low=-3.0, high=3.0):
 
 
 POSITIVE = {"log", "sqrt", "rsqrt", "log1p"}
-UNARY = ["copy", "finite_grad", "neg", "conj", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
-         "tanh", "sigmoid", "sin", "cos", "relu", "abs", "sign", "logical_not"]
+UNARY = [
+    "copy",
+    "finite_grad",
+    "neg",
+    "conj",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "relu",
+    "abs",
+    "sign",
+    "logical_not",
+]
 INT_UNARY = {"copy", "neg", "conj", "relu", "abs", "sign", "logical_not"}
-COMPLEX_UNARY = {"copy", "neg", "conj", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos", "abs",
-                 "logical_not"}
+COMPLEX_UNARY = {
+    "copy",
+    "neg",
+    "conj",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "sin",
+    "cos",
+    "abs",
+    "logical_not",
+}
 CMP = ["eq", "ne", "lt", "le", "gt", "ge"]
-BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", *CMP, "logical_and",
-          "logical_or"]
+BINARY = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    *CMP,
+    "logical_and",
+    "logical_or",
+]
 NAN = np.array([[np.nan, 1.0, -2.0], [np.nan, 0.0, 3.0]], np.float32)
 NAN_Y = np.array([[np.nan, np.nan, -2.0], [1.0, -0.0, 4.0]], np.float32)
 
@@ -51,8 +92,11 @@ def cases(name):
     """[(input arrays, params)] for primitive ``name``."""
     if name in UNARY:
         low = 0.1 if name in POSITIVE else -3.0
-        out = [([arr((2, 3), F, low)], {}), ([np.asarray(arr((), F, low))], {}),
-               ([NAN], {}) if name not in POSITIVE else ([arr((4,), dt.float64, low)], {})]
+        out = [
+            ([arr((2, 3), F, low)], {}),
+            ([np.asarray(arr((), F, low))], {}),
+            ([NAN], {}) if name not in POSITIVE else ([arr((4,), dt.float64, low)], {}),
+        ]
         if name in INT_UNARY:
             out += [([arr((2, 3), I)], {}), ([arr((3,), L)], {})]
         if name in COMPLEX_UNARY:
@@ -65,129 +109,217 @@ def cases(name):
         y[0, 0] = x[0, 0]
         if name == "pow":
             x = np.abs(x) + 0.1
-            return [([x, y], {}), ([arr((2, 3), I, 0, 4), arr((2, 3), I, 0, 3)], {}),
-                    ([np.float32(-2.0), np.float32(3.0)], {})]
+            return [
+                ([x, y], {}),
+                ([arr((2, 3), I, 0, 4), arr((2, 3), I, 0, 3)], {}),
+                ([np.float32(-2.0), np.float32(3.0)], {}),
+            ]
         out = [([x, y], {}), ([np.float32(1.5), np.float32(-0.5)], {})]
         if name != "div":
-            out += [([NAN, NAN_Y], {}), ([arr((2, 3), I), arr((2, 3), I)], {}),
-                    ([arr((3,), L, -9, 9), arr((3,), L, -9, 9)], {})]
-        if name in ("add", "mul", "maximum", "minimum", "eq", "ne", "lt", "logical_and",
-                    "logical_or"):
+            out += [
+                ([NAN, NAN_Y], {}),
+                ([arr((2, 3), I), arr((2, 3), I)], {}),
+                ([arr((3,), L, -9, 9), arr((3,), L, -9, 9)], {}),
+            ]
+        if name in (
+            "add",
+            "mul",
+            "maximum",
+            "minimum",
+            "eq",
+            "ne",
+            "lt",
+            "logical_and",
+            "logical_or",
+        ):
             out.append(([arr((6,), B), arr((6,), B)], {}))
         if name in ("add", "sub", "mul", "div", "eq", "ne"):
             out.append(([arr((2, 2), dt.complex64, 0.5), arr((2, 2), dt.complex64, 0.5)], {}))
         return out
     if name == "threshold_backward":  # the result at, below and above 0, and NaN
-        return [([arr((2, 3)), NAN], {"threshold": 0}),
-                ([arr((4,), dt.float64), np.array([0.0, -0.0, 1e-30, -1.0])], {"threshold": 0}),
-                ([arr((2, 3)), arr((2, 3))], {"threshold": 0.5})]
+        return [
+            ([arr((2, 3)), NAN], {"threshold": 0}),
+            ([arr((4,), dt.float64), np.array([0.0, -0.0, 1e-30, -1.0])], {"threshold": 0}),
+            ([arr((2, 3)), arr((2, 3))], {"threshold": 0.5}),
+        ]
     if name == "clamp_where":  # where's values (keep only steers tangents)
-        return [([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {"keep": "ge"}),
-                ([arr((4,), B), arr((4,), L), arr((4,), L)], {"keep": None})]
+        return [
+            ([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {"keep": "ge"}),
+            ([arr((4,), B), arr((4,), L), arr((4,), L)], {"keep": None}),
+        ]
     if name == "where":
-        return [([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {}),
-                ([np.asarray(True), np.float32(1), np.float32(2)], {}),
-                ([arr((4,), B), arr((4,), L), arr((4,), L)], {})]
+        return [
+            ([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {}),
+            ([np.asarray(True), np.float32(1), np.float32(2)], {}),
+            ([arr((4,), B), arr((4,), L), arr((4,), L)], {}),
+        ]
     if name == "cast":
         src = {F: np.array([-2.7, -0.5, 0.0, 0.5, 1.9, 3.0, np.nan, 250.0], np.float32)}
-        pairs = [(F, I), (F, L), (F, B), (F, dt.float64), (F, dt.float16), (F, dt.complex64),
-                 (I, F), (I, L), (I, B), (I, dt.int8), (L, I), (B, F), (B, I),
-                 (dt.uint8, I), (dt.uint8, F), (dt.float64, F), (dt.complex64, F),
-                 (dt.complex64, dt.complex128), (dt.complex64, B), (dt.int8, dt.uint8)]
+        pairs = [
+            (F, I),
+            (F, L),
+            (F, B),
+            (F, dt.float64),
+            (F, dt.float16),
+            (F, dt.complex64),
+            (I, F),
+            (I, L),
+            (I, B),
+            (I, dt.int8),
+            (L, I),
+            (B, F),
+            (B, I),
+            (dt.uint8, I),
+            (dt.uint8, F),
+            (dt.float64, F),
+            (dt.complex64, F),
+            (dt.complex64, dt.complex128),
+            (dt.complex64, B),
+            (dt.int8, dt.uint8),
+        ]
         out = []
         for s, d in pairs:
-            x = src[s][:6] if s is F and (d is I or d is L) else \
-                src.get(s, arr((8,), s, -100, 100) if s is not dt.uint8 else arr((8,), s, 0, 255))
+            x = (
+                src[s][:6]
+                if s is F and (d is I or d is L)
+                else src.get(
+                    s, arr((8,), s, -100, 100) if s is not dt.uint8 else arr((8,), s, 0, 255)
+                )
+            )
             out.append(([x], {"dtype": d}))
         out.append(([np.float32(2.5)], {"dtype": I}))
         return out
     if name in ("reduce_sum", "reduce_max", "reduce_min"):
         x = arr((2, 3, 4))
-        out = [([x], {"dims": (1,), "keepdim": False}), ([x], {"dims": (1,), "keepdim": True}),
-               ([x], {"dims": (0, 2), "keepdim": False}), ([x], {"dims": (0, 2), "keepdim": True}),
-               ([x], {"dims": (0, 1, 2), "keepdim": False}),
-               ([x], {"dims": (0, 1, 2), "keepdim": True}),
-               ([np.asarray(np.float32(3))], {"dims": (), "keepdim": False}),
-               ([arr((3, 4), I)], {"dims": (0,), "keepdim": False}),
-               ([arr((5,), B)], {"dims": (0,), "keepdim": False}),
-               ([NAN], {"dims": (1,), "keepdim": False}),
-               ([TIES], {"dims": (1,), "keepdim": True}),
-               ([TIES], {"dims": (0,), "keepdim": False})]
+        out = [
+            ([x], {"dims": (1,), "keepdim": False}),
+            ([x], {"dims": (1,), "keepdim": True}),
+            ([x], {"dims": (0, 2), "keepdim": False}),
+            ([x], {"dims": (0, 2), "keepdim": True}),
+            ([x], {"dims": (0, 1, 2), "keepdim": False}),
+            ([x], {"dims": (0, 1, 2), "keepdim": True}),
+            ([np.asarray(np.float32(3))], {"dims": (), "keepdim": False}),
+            ([arr((3, 4), I)], {"dims": (0,), "keepdim": False}),
+            ([arr((5,), B)], {"dims": (0,), "keepdim": False}),
+            ([NAN], {"dims": (1,), "keepdim": False}),
+            ([TIES], {"dims": (1,), "keepdim": True}),
+            ([TIES], {"dims": (0,), "keepdim": False}),
+        ]
         if name == "reduce_sum":
             out.append(([arr((2, 3), dt.complex64)], {"dims": (1,), "keepdim": False}))
         return out
     if name in ("argmax", "argmin"):
         x = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-1, -5, -5, 4]], np.float32)
-        return [([x], {"dim": 1, "keepdim": False}), ([x], {"dim": 0, "keepdim": True}),
-                ([NAN], {"dim": 1, "keepdim": False}), ([x.astype(np.int32)], {"dim": 1, "keepdim": False}),
-                ([arr((6,), B)], {"dim": 0, "keepdim": False}),
-                ([arr((7,))], {"dim": 0, "keepdim": True}),
-                ([TIES], {"dim": 1, "keepdim": False}), ([TIES], {"dim": 0, "keepdim": False}),
-                ([WITH_ZERO], {"dim": 1, "keepdim": False}),
-                ([arr((3, 4), dt.uint8)], {"dim": 1, "keepdim": False})]
+        return [
+            ([x], {"dim": 1, "keepdim": False}),
+            ([x], {"dim": 0, "keepdim": True}),
+            ([NAN], {"dim": 1, "keepdim": False}),
+            ([x.astype(np.int32)], {"dim": 1, "keepdim": False}),
+            ([arr((6,), B)], {"dim": 0, "keepdim": False}),
+            ([arr((7,))], {"dim": 0, "keepdim": True}),
+            ([TIES], {"dim": 1, "keepdim": False}),
+            ([TIES], {"dim": 0, "keepdim": False}),
+            ([WITH_ZERO], {"dim": 1, "keepdim": False}),
+            ([arr((3, 4), dt.uint8)], {"dim": 1, "keepdim": False}),
+        ]
     if name == "reshape":
-        return [([arr((2, 3))], {"shape": (3, 2)}), ([arr((6,))], {"shape": (2, 1, 3)}),
-                ([np.asarray(np.float32(2))], {"shape": (1, 1)}), ([arr((1, 1))], {"shape": ()}),
-                ([arr((2, 3, 4))], {"shape": (4, 6)}), ([arr((1, 6), I)], {"shape": (6, 1)}),
-                ([arr((2, 1, 3))], {"shape": (3, 2)})]
+        return [
+            ([arr((2, 3))], {"shape": (3, 2)}),
+            ([arr((6,))], {"shape": (2, 1, 3)}),
+            ([np.asarray(np.float32(2))], {"shape": (1, 1)}),
+            ([arr((1, 1))], {"shape": ()}),
+            ([arr((2, 3, 4))], {"shape": (4, 6)}),
+            ([arr((1, 6), I)], {"shape": (6, 1)}),
+            ([arr((2, 1, 3))], {"shape": (3, 2)}),
+        ]
     if name == "expand":
-        return [([arr((1, 3))], {"shape": (4, 3)}), ([arr((2, 1, 1))], {"shape": (2, 3, 4)}),
-                ([arr((1,), B)], {"shape": (5,)}), ([arr((1, 1), I)], {"shape": (2, 3)}),
-                ([arr((2, 3))], {"shape": (2, 3)})]
+        return [
+            ([arr((1, 3))], {"shape": (4, 3)}),
+            ([arr((2, 1, 1))], {"shape": (2, 3, 4)}),
+            ([arr((1,), B)], {"shape": (5,)}),
+            ([arr((1, 1), I)], {"shape": (2, 3)}),
+            ([arr((2, 3))], {"shape": (2, 3)}),
+        ]
     if name == "permute":
-        return [([arr((2, 3, 4))], {"perm": (2, 0, 1)}), ([arr((2, 3), I)], {"perm": (1, 0)}),
-                ([arr((2, 3))], {"perm": (0, 1)})]
+        return [
+            ([arr((2, 3, 4))], {"perm": (2, 0, 1)}),
+            ([arr((2, 3), I)], {"perm": (1, 0)}),
+            ([arr((2, 3))], {"perm": (0, 1)}),
+        ]
     if name == "matmul":
-        return [([arr((2, 3)), arr((3, 4))], {}), ([arr((2, 2, 3)), arr((2, 3, 4))], {}),
-                ([arr((2, 1, 2, 3)), arr((2, 1, 3, 2))], {}),
-                ([arr((3, 3), I), arr((3, 2), I)], {}),
-                ([arr((2, 2), dt.complex64), arr((2, 2), dt.complex64)], {})]
+        return [
+            ([arr((2, 3)), arr((3, 4))], {}),
+            ([arr((2, 2, 3)), arr((2, 3, 4))], {}),
+            ([arr((2, 1, 2, 3)), arr((2, 1, 3, 2))], {}),
+            ([arr((3, 3), I), arr((3, 2), I)], {}),
+            ([arr((2, 2), dt.complex64), arr((2, 2), dt.complex64)], {}),
+        ]
     if name in ("slice", "slice_scatter"):
         p = {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)}
         whole = {"starts": (0,), "stops": (3,), "steps": (1,)}
         src = {"slice": [], "slice_scatter": [arr((2, 3))]}[name]
-        return [([arr((4, 5))] + src, p), ([arr((4, 5), I)] + [a.astype(np.int32) for a in src], p),
-                ([arr((3,), B)] + ([arr((3,), B)] if src else []), whole)]
+        return [
+            ([arr((4, 5))] + src, p),
+            ([arr((4, 5), I)] + [a.astype(np.int32) for a in src], p),
+            ([arr((3,), B)] + ([arr((3,), B)] if src else []), whole),
+        ]
     if name == "gather":
-        return [([arr((3, 4)), rng.integers(0, 4, (3, 2))], {"dim": 1}),
-                ([arr((2, 3), L), rng.integers(0, 2, (4, 3))], {"dim": 0}),
-                ([arr((2, 2), dt.complex64), rng.integers(0, 2, (2, 2))], {"dim": 0})]
+        return [
+            ([arr((3, 4)), rng.integers(0, 4, (3, 2))], {"dim": 1}),
+            ([arr((2, 3), L), rng.integers(0, 2, (4, 3))], {"dim": 0}),
+            ([arr((2, 2), dt.complex64), rng.integers(0, 2, (2, 2))], {"dim": 0}),
+        ]
     if name == "scatter_add":
-        return [([arr((3, 4)), rng.integers(0, 4, (3, 5)), arr((3, 5))], {"dim": 1}),
-                ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
-                ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0})]
+        return [
+            ([arr((3, 4)), rng.integers(0, 4, (3, 5)), arr((3, 5))], {"dim": 1}),
+            ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
+            ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0}),
+        ]
     if name == "scatter":  # repeated indices: the last write wins
-        return [([arr((3, 4)), np.array([[3, 3, 0], [1, 1, 1], [0, 2, 0]]), arr((3, 3))],
-                 {"dim": 1}),
-                ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
-                ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0})]
+        return [
+            ([arr((3, 4)), np.array([[3, 3, 0], [1, 1, 1], [0, 2, 0]]), arr((3, 3))], {"dim": 1}),
+            ([arr((4, 2), I), rng.integers(0, 4, (6, 2)), arr((6, 2), I)], {"dim": 0}),
+            ([arr((3,)), np.zeros(0, np.int64), arr((0,))], {"dim": 0}),
+        ]
     if name == "check":  # the identity here: the runtime reads the report
-        return [([np.array([0])], {"error": "IndexError", "message": "index {}", "lo": 0,
-                                   "hi": 3})]
+        return [([np.array([0])], {"error": "IndexError", "message": "index {}", "lo": 0, "hi": 3})]
     if name == "barrier":
         return [([arr((2, 3))], {}), ([arr((), I)], {})]
     if name == "concat":
-        return [([arr((2, 3)), arr((2, 1)), arr((2, 0)), arr((2, 2))],
-                 {"dim": 1, "sizes": (3, 1, 0, 2)}),
-                ([arr((1, 2), I), arr((3, 2), I)], {"dim": 0, "sizes": (1, 3)})]
+        return [
+            (
+                [arr((2, 3)), arr((2, 1)), arr((2, 0)), arr((2, 2))],
+                {"dim": 1, "sizes": (3, 1, 0, 2)},
+            ),
+            ([arr((1, 2), I), arr((3, 2), I)], {"dim": 0, "sizes": (1, 3)}),
+        ]
     if name in ("im2col", "col2im"):
         w2 = {"kernel": (2, 3), "stride": (2, 1), "padding": ((1, 0), (1, 2)), "dilation": (1, 2)}
         w1 = {"kernel": (3,), "stride": (2,), "padding": ((1, 1),), "dilation": (1,)}
         if name == "im2col":
-            return [([arr((2, 3, 5, 4))], w2 | {"pad_value": -np.inf}),
-                    ([arr((1, 2, 7), I)], w1 | {"pad_value": 0}),
-                    ([arr((1, 1, 3, 6))], w2 | {"padding": ((0, 0), (0, 0)), "pad_value": 0.0})]
-        return [([arr((2, 3, 3, 3, 2, 3))], w2 | {"shape": (5, 4)}),
-                ([arr((1, 4, 2, 3), I)], w1 | {"shape": (7,)})]
+            return [
+                ([arr((2, 3, 5, 4))], w2 | {"pad_value": -np.inf}),
+                ([arr((1, 2, 7), I)], w1 | {"pad_value": 0}),
+                ([arr((1, 1, 3, 6))], w2 | {"padding": ((0, 0), (0, 0)), "pad_value": 0.0}),
+            ]
+        return [
+            ([arr((2, 3, 3, 3, 2, 3))], w2 | {"shape": (5, 4)}),
+            ([arr((1, 4, 2, 3), I)], w1 | {"shape": (7,)}),
+        ]
     if name == "uniform":
         state = np.array([7, 3], np.int64)
-        return [([state], {"shape": (3, 4), "dtype": F}),
-                ([np.array([-1, 2 ** 40], np.int64)], {"shape": (5,), "dtype": dt.float64}),
-                ([state], {"shape": (), "dtype": dt.float16})]
+        return [
+            ([state], {"shape": (3, 4), "dtype": F}),
+            ([np.array([-1, 2**40], np.int64)], {"shape": (5,), "dtype": dt.float64}),
+            ([state], {"shape": (), "dtype": dt.float16}),
+        ]
     if name in MATH_CASES:
         return MATH_CASES[name]()
-    return [(xs, p) for xs, p in recorded.samples(name)
-            if not any(TABLE.reason(name, dt.from_numpy_dtype(x.dtype)) for x in xs[:1])]
+    return [
+        (xs, p)
+        for xs, p in recorded.samples(name)
+        if not any(TABLE.reason(name, dt.from_numpy_dtype(x.dtype)) for x in xs[:1])
+    ]
 
 
 C = dt.complex64
@@ -201,54 +333,77 @@ LONG[0, ::97] = np.nan
 
 def _unary_math(low=-3.0, high=3.0, complex_=False, extra=()):
     def cases():
-        out = [([arr((2, 3), F, low, high)], {}), ([arr((4,), dt.float64, low, high)], {}),
-               ([np.asarray(arr((), F, low, high))], {}), *(([x], {}) for x in extra)]
+        out = [
+            ([arr((2, 3), F, low, high)], {}),
+            ([arr((4,), dt.float64, low, high)], {}),
+            ([np.asarray(arr((), F, low, high))], {}),
+            *(([x], {}) for x in extra),
+        ]
         return out + ([([arr((2, 2), C, 0.2, 1.2)], {})] if complex_ else [])
+
     return cases
 
 
 def _remainders():
     y = arr((2, 3), F, 0.5)
     y[0] *= -1
-    return [([arr((2, 3), F, -7, 7), y], {}), ([NAN, NAN_Y], {}),
-            ([np.array([7, -7, 7, -7, 5, 0], np.int64), np.array([3, 3, -3, -3, 0, 2], np.int64)],
-             {})]
+    return [
+        ([arr((2, 3), F, -7, 7), y], {}),
+        ([NAN, NAN_Y], {}),
+        ([np.array([7, -7, 7, -7, 5, 0], np.int64), np.array([3, 3, -3, -3, 0, 2], np.int64)], {}),
+    ]
 
 
 MATH_CASES = {
-    **{n: _unary_math(complex_=n in ("tan", "sinh", "cosh"))
-       for n in ("tan", "sinh", "cosh", "atan")},
-    "asin": _unary_math(-0.95, 0.95), "acos": _unary_math(-0.95, 0.95),
+    **{
+        n: _unary_math(complex_=n in ("tan", "sinh", "cosh"))
+        for n in ("tan", "sinh", "cosh", "atan")
+    },
+    "asin": _unary_math(-0.95, 0.95),
+    "acos": _unary_math(-0.95, 0.95),
     "erf": _unary_math(-4, 4, extra=(NAN, np.array([-np.inf, np.inf, 0.0], np.float32))),
     **{n: _unary_math(0.1, 5, complex_=True) for n in ("log2", "log10")},
     "exp2": _unary_math(complex_=True),
     **{n: _unary_math(extra=(HALVES,)) for n in ("floor", "ceil", "round", "trunc")},
-    "sgn": lambda: [([WITH_ZERO], {}), ([arr((5,), I)], {}), ([COMPLEX_ZERO], {}),
-                    ([arr((5,), B)], {})],
-    "angle": lambda: [([WITH_ZERO], {}), ([COMPLEX_ZERO], {}),
-                      ([arr((3,), C)], {})],
+    "sgn": lambda: [
+        ([WITH_ZERO], {}),
+        ([arr((5,), I)], {}),
+        ([COMPLEX_ZERO], {}),
+        ([arr((5,), B)], {}),
+    ],
+    "angle": lambda: [([WITH_ZERO], {}), ([COMPLEX_ZERO], {}), ([arr((3,), C)], {})],
     "real": lambda: [([COMPLEX_ZERO], {}), ([arr((2, 2), dt.complex128)], {}), ([WITH_ZERO], {})],
     "imag": lambda: [([COMPLEX_ZERO], {}), ([arr((2, 2), dt.complex128)], {})],
-    "atan2": lambda: [([arr((2, 3)), arr((2, 3))], {}), ([WITH_ZERO, WITH_ZERO[::-1].copy()], {}),
-                      ([arr((3,), dt.float16), arr((3,), dt.float16)], {})],
-    "remainder": _remainders, "fmod": _remainders,
-    "reduce_prod": lambda: [([arr((2, 3, 4), F, 0.5, 1.5)], {"dims": (1,), "keepdim": False}),
-                            ([arr((2, 3, 4), F, 0.5, 1.5)], {"dims": (0, 2), "keepdim": True}),
-                            ([arr((3, 4), I, -3, 3)], {"dims": (0, 1), "keepdim": False}),
-                            ([arr((2, 3), C, 0.5, 1)], {"dims": (1,), "keepdim": False})],
-    "cumsum": lambda: [([arr((2, 3, 4))], {"dim": 1, "reverse": False}),
-                       ([arr((2, 3, 4))], {"dim": 2, "reverse": True}),
-                       ([arr((5,), L)], {"dim": 0, "reverse": False}),
-                       ([arr((2, 3), C)], {"dim": 0, "reverse": True})],
-    "argsort": lambda: [([TIES], {"dim": 1, "descending": False, "k": 5}),
-                        ([TIES], {"dim": 1, "descending": True, "k": 5}),
-                        ([TIES], {"dim": 0, "descending": True, "k": 1}),
-                        ([arr((3, 6), I)], {"dim": 1, "descending": False, "k": 3}),
-                        ([arr((7,), B)], {"dim": 0, "descending": True, "k": 7}),
-                        # from MERGE_MIN elements on, a merge sort: ties, NaN, padding
-                        ([LONG], {"dim": 1, "descending": False, "k": 1100}),
-                        ([LONG], {"dim": 1, "descending": True, "k": 7}),
-                        ([LONG.T.copy()], {"dim": 0, "descending": False, "k": 1030})],
+    "atan2": lambda: [
+        ([arr((2, 3)), arr((2, 3))], {}),
+        ([WITH_ZERO, WITH_ZERO[::-1].copy()], {}),
+        ([arr((3,), dt.float16), arr((3,), dt.float16)], {}),
+    ],
+    "remainder": _remainders,
+    "fmod": _remainders,
+    "reduce_prod": lambda: [
+        ([arr((2, 3, 4), F, 0.5, 1.5)], {"dims": (1,), "keepdim": False}),
+        ([arr((2, 3, 4), F, 0.5, 1.5)], {"dims": (0, 2), "keepdim": True}),
+        ([arr((3, 4), I, -3, 3)], {"dims": (0, 1), "keepdim": False}),
+        ([arr((2, 3), C, 0.5, 1)], {"dims": (1,), "keepdim": False}),
+    ],
+    "cumsum": lambda: [
+        ([arr((2, 3, 4))], {"dim": 1, "reverse": False}),
+        ([arr((2, 3, 4))], {"dim": 2, "reverse": True}),
+        ([arr((5,), L)], {"dim": 0, "reverse": False}),
+        ([arr((2, 3), C)], {"dim": 0, "reverse": True}),
+    ],
+    "argsort": lambda: [
+        ([TIES], {"dim": 1, "descending": False, "k": 5}),
+        ([TIES], {"dim": 1, "descending": True, "k": 5}),
+        ([TIES], {"dim": 0, "descending": True, "k": 1}),
+        ([arr((3, 6), I)], {"dim": 1, "descending": False, "k": 3}),
+        ([arr((7,), B)], {"dim": 0, "descending": True, "k": 7}),
+        # from MERGE_MIN elements on, a merge sort: ties, NaN, padding
+        ([LONG], {"dim": 1, "descending": False, "k": 1100}),
+        ([LONG], {"dim": 1, "descending": True, "k": 7}),
+        ([LONG.T.copy()], {"dim": 0, "descending": False, "k": 1030}),
+    ],
 }
 
 
@@ -298,8 +453,9 @@ def sweep(tmp_cache):
 def test_primitive_matches_numpy(name, sweep):
     g, spans, got, expected = sweep
     if name not in spans:
-        assert (TABLE.entry(name) or {}).get("unsupported"), \
+        assert (TABLE.entry(name) or {}).get("unsupported"), (
             f"{name}: no lowering test cases and no recorded unsupported reason"
+        )
         pytest.skip(f"no sample cases for {name}")
     for i in range(*spans[name]):
         out, a, b = g.outputs[i], got[i], expected[i]
@@ -314,9 +470,14 @@ def test_primitive_matches_numpy(name, sweep):
 def test_constants_and_passthrough():
     g = Graph()
     x = g.add_input(Aval((3,), F), "arg", "x")
-    consts = [np.array([1.5, -2.0, 1e-30], np.float32), np.full((2, 2), 7, np.int64),
-              np.array([True, False, True]), np.asarray(np.float32(0.1)),
-              np.array([1 + 2j, 3 - 1j], np.complex64), np.zeros((0, 3), np.float32)]
+    consts = [
+        np.array([1.5, -2.0, 1e-30], np.float32),
+        np.full((2, 2), 7, np.int64),
+        np.array([True, False, True]),
+        np.asarray(np.float32(0.1)),
+        np.array([1 + 2j, 3 - 1j], np.complex64),
+        np.zeros((0, 3), np.float32),
+    ]
     vals = [g.add_const(c, Aval(c.shape, dt.from_numpy_dtype(c.dtype))) for c in consts]
     y = g.add_op(REGISTRY["add"], (x, vals[0]), {}, Aval((3,), F))
     g.outputs = [Output(v, "out", "") for v in (y, x, *vals)]

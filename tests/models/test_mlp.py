@@ -1,4 +1,5 @@
 """The digits MLP example: data loader, eager/compiled agreement, CLI output."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,9 @@ def test_eager_and_compiled_training_agree():
     curves = []
     for compile in (False, True):
         model, step = mlp.new_run(seed=3, lr=0.05, compile=compile)
-        curves.append(common.train(model, step, data, epochs=2, batch_size=32, seed=3,
-                                progress=False))
+        curves.append(
+            common.train(model, step, data, epochs=2, batch_size=32, seed=3, progress=False)
+        )
     eager, compiled = map(np.asarray, curves)
     assert len(eager) == len(compiled) == 2 * (1437 // 32)
     np.testing.assert_allclose(compiled[:20], eager[:20], rtol=1e-4)
@@ -39,7 +41,20 @@ def test_eager_and_compiled_training_agree():
 
 def test_main_writes_loss_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    assert mlp.main(["--compile", "--epochs", "1", "--timing-steps", "0", "--no-progress",
-                     "--out", str(tmp_path)]) == 0
+    assert (
+        mlp.main(
+            [
+                "--compile",
+                "--epochs",
+                "1",
+                "--timing-steps",
+                "0",
+                "--no-progress",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "mlp_loss.png").stat().st_size > 0
     assert "held-out accuracy" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 """nn.utils gradient clipping and parameter vectors against torch, and clip_grad_norm_
 inside a compiled training step (no data-dependent branch: equal to eager)."""
+
 from __future__ import annotations
 
 import copy
@@ -24,11 +25,13 @@ def _params(lib, grads=GRADS):
     return ps + [lib.nn.Parameter(lib.tensor(np.ones(2)))]
 
 
-@pytest.mark.parametrize("max_norm,norm_type", [(1.0, 2.0), (100.0, 2), (2.0, 1.0),
-                                                (1.5, float("inf")), (1.0, 3.0)])
+@pytest.mark.parametrize(
+    "max_norm,norm_type", [(1.0, 2.0), (100.0, 2), (2.0, 1.0), (1.5, float("inf")), (1.0, 3.0)]
+)
 def test_clip_grad_norm_matches_torch(max_norm, norm_type):
-    (ours, o_total), (theirs, t_total) = both(lambda lib: (
-        ps := _params(lib), lib.nn.utils.clip_grad_norm_(ps, max_norm, norm_type)))
+    (ours, o_total), (theirs, t_total) = both(
+        lambda lib: (ps := _params(lib), lib.nn.utils.clip_grad_norm_(ps, max_norm, norm_type))
+    )
     assert_close(o_total, t_total)
     for p, q in zip(ours, theirs):
         assert (p.grad is None) == (q.grad is None)
@@ -37,8 +40,9 @@ def test_clip_grad_norm_matches_torch(max_norm, norm_type):
 
 
 def test_clip_grad_norm_single_tensor_and_none():
-    (p, total), (q, t_total) = both(lambda lib: (
-        ps := _params(lib)[0], lib.nn.utils.clip_grad_norm_(ps, 1.0)))
+    (p, total), (q, t_total) = both(
+        lambda lib: (ps := _params(lib)[0], lib.nn.utils.clip_grad_norm_(ps, 1.0))
+    )
     assert_close(total, t_total)
     assert_close(p.grad, q.grad)
     assert_close(staged.nn.utils.clip_grad_norm_([], 1.0), torch.nn.utils.clip_grad_norm_([], 1.0))
@@ -53,23 +57,26 @@ def test_clip_grad_norm_nonfinite():
         staged.nn.utils.clip_grad_norm_(ps, 1.0, error_if_nonfinite=True)
     assert str(ours.value) == str(theirs.value)
     assert np.isinf(ps[0].grad.numpy()[0])  # left as it was
-    (p, total), (q, t_total) = both(lambda lib: (
-        ps := _params(lib, grads), lib.nn.utils.clip_grad_norm_(ps, 1.0)))
+    (p, total), (q, t_total) = both(
+        lambda lib: (ps := _params(lib, grads), lib.nn.utils.clip_grad_norm_(ps, 1.0))
+    )
     assert_close(total, t_total)
     np.testing.assert_array_equal(p[0].grad.numpy(), q[0].grad.numpy())  # NaN, 0, 0
 
 
 def test_clip_grad_value_matches_torch():
-    ours, theirs = both(lambda lib: (ps := _params(lib),
-                                     lib.nn.utils.clip_grad_value_(ps, 0.75))[0])
+    ours, theirs = both(
+        lambda lib: (ps := _params(lib), lib.nn.utils.clip_grad_value_(ps, 0.75))[0]
+    )
     for p, q in zip(ours, theirs):
         if q.grad is not None:
             assert_close(p.grad, q.grad)
 
 
 def test_parameters_to_vector_and_back():
-    (ours, vec), (theirs, tvec) = both(lambda lib: (
-        ps := _params(lib), lib.nn.utils.parameters_to_vector(ps)))
+    (ours, vec), (theirs, tvec) = both(
+        lambda lib: (ps := _params(lib), lib.nn.utils.parameters_to_vector(ps))
+    )
     assert_close(vec, tvec)
     new = np.arange(vec.numel(), dtype=np.float64)
     staged.nn.utils.vector_to_parameters(staged.tensor(new), ours)
@@ -81,9 +88,14 @@ def test_parameters_to_vector_and_back():
 
 
 def test_parameters_to_vector_gradient():
-    ours, theirs = both(lambda lib: (ps := _params(lib), (
-        lib.nn.utils.parameters_to_vector(ps) * lib.arange(9.0, dtype=lib.float64)).sum()
-        .backward())[0])
+    ours, theirs = both(
+        lambda lib: (
+            ps := _params(lib),
+            (lib.nn.utils.parameters_to_vector(ps) * lib.arange(9.0, dtype=lib.float64))
+            .sum()
+            .backward(),
+        )[0]
+    )
     for p, q in zip(ours, theirs):
         assert_close(p.grad, q.grad)
 
@@ -97,6 +109,7 @@ def _trainer(model, clip):
         total = clip(model.parameters())
         opt.step()
         return total
+
     return step
 
 
@@ -108,6 +121,7 @@ def test_compiled_step_with_clip_grad_norm_equals_eager(norm_type):
 
     def clip(ps):  # max_norm between the norms seen: clipped at some steps, not others
         return nn.utils.clip_grad_norm_(ps, 1.1, norm_type, error_if_nonfinite=True)
+
     eager_step = _trainer(eager_model, clip)
     step = staged.compile(_trainer(compiled_model, clip))
     rng = np.random.default_rng(0)

@@ -1,6 +1,7 @@
 """nn.functional ops against torch 2.13 (values and every input/weight gradient), finite
 differences, and compiled (llvm-cpu) == eager; dropout's masks (torch's eagerly, the
 counter-based generator's in compiled steps)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ CONV2D = [
     dict(stride=2, padding=1),
     dict(stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
     dict(padding="same", dilation=2),
-    dict(padding="same"),          # even kernel below: the extra pad goes to the end
+    dict(padding="same"),  # even kernel below: the extra pad goes to the end
     dict(padding="valid", groups=2),
     dict(groups=4, stride=2, padding=1),
 ]
@@ -33,23 +34,46 @@ def test_conv2d_matches_torch(kw):
     groups = kw.get("groups", 1)
     k = (2, 4) if kw == dict(padding="same") else (3, 3)
     x, w, b = r(2, 4, 7, 6), r(8, 4 // groups, *k), r(8)
-    compare_with_torch(lambda x, w, b: F.conv2d(x, w, b, **kw),
-                       lambda x, w, b: TF.conv2d(x, w, b, **kw), x, w, b, rtol=1e-10, atol=1e-10)
+    compare_with_torch(
+        lambda x, w, b: F.conv2d(x, w, b, **kw),
+        lambda x, w, b: TF.conv2d(x, w, b, **kw),
+        x,
+        w,
+        b,
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 def test_conv2d_float32_unbatched_no_bias_and_conv1d():
     x, w = r(3, 9, 8, dtype=np.float32), r(5, 3, 3, 2, dtype=np.float32)
-    compare_with_torch(lambda x, w: F.conv2d(x, w, stride=2), lambda x, w: TF.conv2d(x, w, stride=2),
-                       x, w, rtol=1e-5, atol=1e-5)
+    compare_with_torch(
+        lambda x, w: F.conv2d(x, w, stride=2),
+        lambda x, w: TF.conv2d(x, w, stride=2),
+        x,
+        w,
+        rtol=1e-5,
+        atol=1e-5,
+    )
     x, w, b = r(2, 4, 11), r(6, 2, 3), r(6)
-    compare_with_torch(lambda x, w, b: F.conv1d(x, w, b, 2, 1, 2, 2),
-                       lambda x, w, b: TF.conv1d(x, w, b, 2, 1, 2, 2), x, w, b, rtol=1e-10,
-                       atol=1e-10)
+    compare_with_torch(
+        lambda x, w, b: F.conv1d(x, w, b, 2, 1, 2, 2),
+        lambda x, w, b: TF.conv1d(x, w, b, 2, 1, 2, 2),
+        x,
+        w,
+        b,
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 def test_conv2d_second_order_matches_finite_differences():
-    check_grads(lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2),
-                [r(1, 2, 5, 4), r(2, 1, 3, 2)], order=2, rtol=1e-4)
+    check_grads(
+        lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2),
+        [r(1, 2, 5, 4), r(2, 1, 3, 2)],
+        order=2,
+        rtol=1e-4,
+    )
 
 
 def test_conv2d_errors_match_torch():
@@ -64,9 +88,12 @@ def test_conv2d_errors_match_torch():
         F.conv2d(staged.tensor(r(5, 8)), staged.tensor(r(4, 5, 3, 3)))
 
 
-MAX_POOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-            dict(kernel_size=(3, 2), stride=1, dilation=(1, 2), padding=1),
-            dict(kernel_size=2, stride=(1, 2), ceil_mode=True)]
+MAX_POOL = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=(3, 2), stride=1, dilation=(1, 2), padding=1),
+    dict(kernel_size=2, stride=(1, 2), ceil_mode=True),
+]
 
 
 @pytest.mark.parametrize("kw", MAX_POOL, ids=str)
@@ -90,32 +117,48 @@ def test_pool_padding_error():
         F.max_pool2d(staged.tensor(r(1, 1, 5, 5)), 2, padding=2)
 
 
-AVG_POOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-            dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
-            dict(kernel_size=(3, 2), padding=(1, 0), divisor_override=5)]
+AVG_POOL = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(3, 2), padding=(1, 0), divisor_override=5),
+]
 
 
 @pytest.mark.parametrize("kw", AVG_POOL, ids=str)
 def test_avg_pool2d_matches_torch(kw):
-    compare_with_torch(lambda x: F.avg_pool2d(x, **kw), lambda x: TF.avg_pool2d(x, **kw),
-                       r(2, 3, 7, 6), rtol=1e-10, atol=1e-12)
+    compare_with_torch(
+        lambda x: F.avg_pool2d(x, **kw),
+        lambda x: TF.avg_pool2d(x, **kw),
+        r(2, 3, 7, 6),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 def test_pools_and_unfold_match_finite_differences():
     x = np.random.permutation(60).reshape(1, 3, 4, 5) / 7.0  # distinct: no max ties
     check_grads(lambda x: F.max_pool2d(x, 2, 1, padding=1), [x], order=2, rtol=1e-4)
     check_grads(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [x], order=2)
-    compare_with_torch(lambda x: F.unfold(x, (2, 3), 2, 1, (1, 2)),
-                       lambda x: TF.unfold(x, (2, 3), 2, 1, (1, 2)), x)
+    compare_with_torch(
+        lambda x: F.unfold(x, (2, 3), 2, 1, (1, 2)), lambda x: TF.unfold(x, (2, 3), 2, 1, (1, 2)), x
+    )
 
 
 def test_layer_norm_matches_torch():
     x, w, b = r(3, 4, 5), r(4, 5), r(4, 5)
-    compare_with_torch(lambda x, w, b: F.layer_norm(x, (4, 5), w, b, 1e-3),
-                       lambda x, w, b: TF.layer_norm(x, (4, 5), w, b, 1e-3), x, w, b,
-                       rtol=1e-9, atol=1e-9)
-    compare_with_torch(lambda x: F.layer_norm(x, 5), lambda x: TF.layer_norm(x, (5,)), x,
-                       rtol=1e-9, atol=1e-9)
+    compare_with_torch(
+        lambda x, w, b: F.layer_norm(x, (4, 5), w, b, 1e-3),
+        lambda x, w, b: TF.layer_norm(x, (4, 5), w, b, 1e-3),
+        x,
+        w,
+        b,
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    compare_with_torch(
+        lambda x: F.layer_norm(x, 5), lambda x: TF.layer_norm(x, (5,)), x, rtol=1e-9, atol=1e-9
+    )
     check_grads(lambda x, w: F.layer_norm(x, (5,), w), [r(2, 5), r(5)], order=2, rtol=1e-4)
 
 
@@ -123,17 +166,28 @@ def test_layer_norm_matches_torch():
 def test_batch_norm_training_updates_running_stats_as_torch(shape):
     x, w, b = r(*shape), r(3), r(3)
     rm, rv = np.random.standard_normal(3), np.random.uniform(0.5, 2, 3)
-    srm, srv, trm, trv = (staged.tensor(rm), staged.tensor(rv), torch.tensor(rm),
-                          torch.tensor(rv))
+    srm, srv, trm, trv = (staged.tensor(rm), staged.tensor(rv), torch.tensor(rm), torch.tensor(rv))
     for _ in range(2):
-        compare_with_torch(lambda x, w, b: F.batch_norm(x, srm, srv, w, b, True, 0.3, 1e-3),
-                           lambda x, w, b: TF.batch_norm(x, trm, trv, w, b, True, 0.3, 1e-3),
-                           x, w, b, rtol=1e-9, atol=1e-9)
+        compare_with_torch(
+            lambda x, w, b: F.batch_norm(x, srm, srv, w, b, True, 0.3, 1e-3),
+            lambda x, w, b: TF.batch_norm(x, trm, trv, w, b, True, 0.3, 1e-3),
+            x,
+            w,
+            b,
+            rtol=1e-9,
+            atol=1e-9,
+        )
         assert_close(srm, trm, rtol=1e-12)
         assert_close(srv, trv, rtol=1e-12)
-    compare_with_torch(lambda x, w, b: F.batch_norm(x, srm, srv, w, b),
-                       lambda x, w, b: TF.batch_norm(x, trm, trv, w, b), x, w, b, rtol=1e-9,
-                       atol=1e-9)
+    compare_with_torch(
+        lambda x, w, b: F.batch_norm(x, srm, srv, w, b),
+        lambda x, w, b: TF.batch_norm(x, trm, trv, w, b),
+        x,
+        w,
+        b,
+        rtol=1e-9,
+        atol=1e-9,
+    )
     with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
         F.batch_norm(staged.tensor(r(1, 3)), None, None, training=True)
 
@@ -149,13 +203,17 @@ def test_one_hot_rejects_classes_out_of_range(idx, n):
 
 def test_embedding_padding_idx_gets_no_gradient_and_one_hot_pad():
     idx = np.array([[0, 2, 4], [2, 2, 1]])
-    compare_with_torch(lambda w: F.embedding(staged.tensor(idx), w, padding_idx=2),
-                       lambda w: TF.embedding(torch.tensor(idx), w, padding_idx=2), r(5, 3))
+    compare_with_torch(
+        lambda w: F.embedding(staged.tensor(idx), w, padding_idx=2),
+        lambda w: TF.embedding(torch.tensor(idx), w, padding_idx=2),
+        r(5, 3),
+    )
     assert_close(F.one_hot(staged.tensor([0, 3, 1])), TF.one_hot(torch.tensor([0, 3, 1])))
     assert_close(F.one_hot(staged.tensor([[0], [1]]), 3), TF.one_hot(torch.tensor([[0], [1]]), 3))
     for p in [(1, 2), (1, -1, 0, 2), (-1, -1, 2, 0, 1, 1)]:
-        compare_with_torch(lambda x: F.pad(x, p, value=1.5), lambda x: TF.pad(x, p, value=1.5),
-                           r(2, 3, 4))
+        compare_with_torch(
+            lambda x: F.pad(x, p, value=1.5), lambda x: TF.pad(x, p, value=1.5), r(2, 3, 4)
+        )
 
 
 # --- dropout ----------------------------------------------------------------------------
@@ -168,7 +226,7 @@ def test_dropout_edge_cases_and_scaling():
     kept = y.detach().numpy() != 0
     assert abs(kept.mean() - 0.7) < 0.01
     np.testing.assert_allclose(y.detach().numpy()[kept], x.detach().numpy()[kept] / 0.7)
-    g, = staged.autograd.grad(y.sum(), x)
+    (g,) = staged.autograd.grad(y.sum(), x)
     np.testing.assert_allclose(g.numpy(), kept / 0.7)
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
         F.dropout(x, 1.5)
@@ -193,10 +251,17 @@ DROPOUT = 7  # its mask is torch's eagerly, the counter-based generator's compil
 def _nn_ops(x, w, v, emb):
     """Every op at once, forward and gradients: one compiled module for all of them."""
     h = F.conv2d(x, w, None, stride=(2, 1), padding=1, groups=2)
-    outs = [h, F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(x, 2, 1, 1),
-            F.layer_norm(x, (7,)), F.batch_norm(x, None, None, training=True),
-            F.pad(x, (1, -1, 2, 0)), F.unfold(x, 2), F.dropout(x, 0.4),
-            F.embedding(staged.tensor([[1, 0], [2, 2]]), emb, padding_idx=2)]
+    outs = [
+        h,
+        F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+        F.avg_pool2d(x, 2, 1, 1),
+        F.layer_norm(x, (7,)),
+        F.batch_norm(x, None, None, training=True),
+        F.pad(x, (1, -1, 2, 0)),
+        F.unfold(x, 2),
+        F.dropout(x, 0.4),
+        F.embedding(staged.tensor([[1, 0], [2, 2]]), emb, padding_idx=2),
+    ]
     loss = sum((o * o).sum() for i, o in enumerate(outs) if i != DROPOUT) + (v * h).sum()
     grads = staged.autograd.grad(loss, [x, w, v, emb])
     return outs + list(grads)
@@ -221,6 +286,7 @@ def test_compiled_matches_eager_and_draws_fresh_dropout_masks():
                 np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-4, err_msg=f"output {i}")
     masks = [c[DROPOUT] != 0 for c in compiled]
     assert not np.array_equal(*masks)  # a fresh mask each call
-    np.testing.assert_allclose(compiled[0][DROPOUT][masks[0]],
-                               x.detach().numpy()[masks[0]] / 0.6, rtol=1e-6)
+    np.testing.assert_allclose(
+        compiled[0][DROPOUT][masks[0]], x.detach().numpy()[masks[0]] / 0.6, rtol=1e-6
+    )
     np.testing.assert_array_equal(reseeded, compiled[0][DROPOUT])  # seeded by manual_seed

@@ -1,6 +1,7 @@
 """Every layer and loss against torch 2.13 with identical weights: outputs, the gradient of
 the input and of every parameter, updated buffers, train/eval behaviour, default
 initialisation, repr, and state_dict interop (NumPy arrays, safetensors)."""
+
 from __future__ import annotations
 
 import math
@@ -28,18 +29,29 @@ def causal(n):
 LAYERS = {
     "Linear": (lambda ns: ns.nn.Linear(5, 3), [f32(4, 5)], {}),
     "Conv2d": (lambda ns: ns.nn.Conv2d(2, 3, 3), [f32(2, 2, 6, 6)], {}),
-    "Conv2d-stride-pad-groups": (lambda ns: ns.nn.Conv2d(4, 6, (3, 2), stride=2, padding=1,
-                                                         groups=2, bias=False),
-                                 [f32(2, 4, 7, 6)], {}),
-    "Conv2d-same-dilation": (lambda ns: ns.nn.Conv2d(2, 2, 3, padding="same", dilation=2),
-                             [f32(1, 2, 7, 7)], {}),
+    "Conv2d-stride-pad-groups": (
+        lambda ns: ns.nn.Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, bias=False),
+        [f32(2, 4, 7, 6)],
+        {},
+    ),
+    "Conv2d-same-dilation": (
+        lambda ns: ns.nn.Conv2d(2, 2, 3, padding="same", dilation=2),
+        [f32(1, 2, 7, 7)],
+        {},
+    ),
     "Conv1d": (lambda ns: ns.nn.Conv1d(3, 2, 3, padding=1), [f32(2, 3, 8)], {}),
     "MaxPool2d": (lambda ns: ns.nn.MaxPool2d(2), [f32(2, 3, 6, 6)], {}),
-    "MaxPool2d-stride-pad": (lambda ns: ns.nn.MaxPool2d(3, stride=2, padding=1),
-                             [f32(1, 2, 7, 7)], {}),
+    "MaxPool2d-stride-pad": (
+        lambda ns: ns.nn.MaxPool2d(3, stride=2, padding=1),
+        [f32(1, 2, 7, 7)],
+        {},
+    ),
     "AvgPool2d": (lambda ns: ns.nn.AvgPool2d(2), [f32(2, 3, 6, 6)], {}),
-    "AvgPool2d-pad-exclude": (lambda ns: ns.nn.AvgPool2d(3, 2, 1, count_include_pad=False),
-                              [f32(1, 2, 7, 7)], {}),
+    "AvgPool2d-pad-exclude": (
+        lambda ns: ns.nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+        [f32(1, 2, 7, 7)],
+        {},
+    ),
     "ReLU": (lambda ns: ns.nn.ReLU(), [f32(3, 4)], {}),
     "GELU": (lambda ns: ns.nn.GELU(), [f32(3, 4)], {}),
     "GELU-tanh": (lambda ns: ns.nn.GELU(approximate="tanh"), [f32(3, 4)], {}),
@@ -52,34 +64,59 @@ LAYERS = {
     "BatchNorm1d-3d": (lambda ns: ns.nn.BatchNorm1d(3, momentum=0.3), [f32(4, 3, 5)], {}),
     "BatchNorm1d-no-affine": (lambda ns: ns.nn.BatchNorm1d(4, affine=False), [f32(6, 4)], {}),
     "BatchNorm1d-no-bias": (lambda ns: ns.nn.BatchNorm1d(4, bias=False), [f32(6, 4)], {}),
-    "BatchNorm1d-untracked": (lambda ns: ns.nn.BatchNorm1d(4, track_running_stats=False),
-                              [f32(6, 4)], {}),
-    "BatchNorm1d-cumulative": (lambda ns: ns.nn.BatchNorm1d(4, momentum=None), [f32(6, 4)],
-                               {}),
+    "BatchNorm1d-untracked": (
+        lambda ns: ns.nn.BatchNorm1d(4, track_running_stats=False),
+        [f32(6, 4)],
+        {},
+    ),
+    "BatchNorm1d-cumulative": (lambda ns: ns.nn.BatchNorm1d(4, momentum=None), [f32(6, 4)], {}),
     "BatchNorm2d": (lambda ns: ns.nn.BatchNorm2d(3, eps=1e-3), [f32(2, 3, 4, 4)], {}),
-    "BatchNorm2d-eval": (lambda ns: _with_stats(ns.nn.BatchNorm2d(3)).eval(),
-                         [f32(2, 3, 4, 4)], {}),
-    "BatchNorm2d-untracked-eval": (lambda ns: ns.nn.BatchNorm2d(3, track_running_stats=False)
-                                   .eval(), [f32(2, 3, 4, 4)], {}),
+    "BatchNorm2d-eval": (
+        lambda ns: _with_stats(ns.nn.BatchNorm2d(3)).eval(),
+        [f32(2, 3, 4, 4)],
+        {},
+    ),
+    "BatchNorm2d-untracked-eval": (
+        lambda ns: ns.nn.BatchNorm2d(3, track_running_stats=False).eval(),
+        [f32(2, 3, 4, 4)],
+        {},
+    ),
     "LayerNorm": (lambda ns: _randomized(ns.nn.LayerNorm(5)), [f32(3, 5)], {}),
-    "LayerNorm-2d-no-bias": (lambda ns: ns.nn.LayerNorm((2, 3), eps=1e-3, bias=False),
-                             [f32(4, 2, 3)], {}),
+    "LayerNorm-2d-no-bias": (
+        lambda ns: ns.nn.LayerNorm((2, 3), eps=1e-3, bias=False),
+        [f32(4, 2, 3)],
+        {},
+    ),
     "Embedding": (lambda ns: ns.nn.Embedding(7, 3), [np.array([[0, 2, 6], [2, 2, 1]])], {}),
-    "Embedding-padding": (lambda ns: ns.nn.Embedding(7, 3, padding_idx=2),
-                          [np.array([0, 2, 6, 2])], {}),
-    "MultiheadAttention": (lambda ns: _randomized(ns.nn.MultiheadAttention(8, 2)),
-                           [f32(5, 2, 8), f32(4, 2, 8), f32(4, 2, 8)], {}),
+    "Embedding-padding": (
+        lambda ns: ns.nn.Embedding(7, 3, padding_idx=2),
+        [np.array([0, 2, 6, 2])],
+        {},
+    ),
+    "MultiheadAttention": (
+        lambda ns: _randomized(ns.nn.MultiheadAttention(8, 2)),
+        [f32(5, 2, 8), f32(4, 2, 8), f32(4, 2, 8)],
+        {},
+    ),
     "MultiheadAttention-batch-first-causal": (
         lambda ns: _randomized(ns.nn.MultiheadAttention(8, 4, batch_first=True)),
-        [f32(2, 5, 8)] * 3, {"attn_mask": causal(5), "is_causal": True}),
+        [f32(2, 5, 8)] * 3,
+        {"attn_mask": causal(5), "is_causal": True},
+    ),
     "MultiheadAttention-padding-float-mask-per-head": (
         lambda ns: _randomized(ns.nn.MultiheadAttention(6, 3, bias=False)),
         [f32(4, 2, 6), f32(3, 2, 6), f32(3, 2, 6)],
-        {"key_padding_mask": np.array([[False, False, True], [False, True, True]]),
-         "attn_mask": f32(4, 3), "average_attn_weights": False}),
+        {
+            "key_padding_mask": np.array([[False, False, True], [False, True, True]]),
+            "attn_mask": f32(4, 3),
+            "average_attn_weights": False,
+        },
+    ),
     "MultiheadAttention-unbatched-no-weights": (
-        lambda ns: _randomized(ns.nn.MultiheadAttention(4, 2)), [f32(3, 4)] * 3,
-        {"need_weights": False}),
+        lambda ns: _randomized(ns.nn.MultiheadAttention(4, 2)),
+        [f32(3, 4)] * 3,
+        {"need_weights": False},
+    ),
 }
 
 
@@ -183,7 +220,7 @@ def test_dropout_train_vs_eval():
     assert abs(kept.mean() - 0.75) < 0.02
     np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)
     staged.manual_seed(3)
-    np.testing.assert_array_equal(d(x).numpy(), y)           # reproducible from the seed
+    np.testing.assert_array_equal(d(x).numpy(), y)  # reproducible from the seed
     assert d.eval()(x) is x
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
         nn.Dropout(1.5)
@@ -196,8 +233,9 @@ def test_multihead_attention_errors():
     x = staged.ones(3, 1, 4)
     with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
         mha(x, x, x, is_causal=True)
-    with pytest.raises(RuntimeError, match="The shape of the 2D attn_mask is \\(2, 3\\), but "
-                                           "should be \\(3, 3\\)"):
+    with pytest.raises(
+        RuntimeError, match="The shape of the 2D attn_mask is \\(2, 3\\), but should be \\(3, 3\\)"
+    ):
         mha(x, x, x, attn_mask=staged.ones(2, 3))
 
 
@@ -227,16 +265,19 @@ def test_default_initialisation_matches_torch(name):
             continue
         assert np.abs(a).max() <= np.abs(t).max() * 1.2 + 1e-6, k
         np.testing.assert_allclose(a.std(), t.std(), rtol=0.1, err_msg=k)
-        np.testing.assert_allclose(a.mean(), t.mean(), atol=5 * t.std() / math.sqrt(t.size),
-                                   err_msg=k)
+        np.testing.assert_allclose(
+            a.mean(), t.mean(), atol=5 * t.std() / math.sqrt(t.size), err_msg=k
+        )
     if name == "Embedding":
         assert not to_numpy(sd["weight"])[3].any()
 
 
 def test_init_functions_run_under_no_grad_with_torch_bounds():
     w = nn.Parameter(staged.empty(64, 32, 3, 3))
-    for fn, bound in ((nn.init.kaiming_uniform_, math.sqrt(6 / (32 * 9))),
-                      (nn.init.xavier_uniform_, math.sqrt(6 / (32 * 9 + 64 * 9)))):
+    for fn, bound in (
+        (nn.init.kaiming_uniform_, math.sqrt(6 / (32 * 9))),
+        (nn.init.xavier_uniform_, math.sqrt(6 / (32 * 9 + 64 * 9))),
+    ):
         fn(w)
         assert w.grad_fn is None and w.requires_grad
         a = to_numpy(w)
@@ -250,21 +291,35 @@ def test_init_functions_run_under_no_grad_with_torch_bounds():
 def test_repr_matches_torch():
     def build(ns):
         return ns.nn.Sequential(
-            ns.nn.Conv2d(1, 6, 3, padding=1), ns.nn.BatchNorm2d(6), ns.nn.ReLU(),
-            ns.nn.MaxPool2d(2), ns.nn.AvgPool2d(2), ns.nn.Conv2d(6, 4, 2, bias=False, groups=2),
-            ns.nn.Dropout(0.1), ns.nn.Flatten(), ns.nn.Linear(4, 8), ns.nn.GELU(),
-            ns.nn.LayerNorm(8), ns.nn.Embedding(10, 3, padding_idx=0), ns.nn.Tanh(),
-            ns.nn.MultiheadAttention(4, 2), ns.nn.BatchNorm1d(3, affine=False))
+            ns.nn.Conv2d(1, 6, 3, padding=1),
+            ns.nn.BatchNorm2d(6),
+            ns.nn.ReLU(),
+            ns.nn.MaxPool2d(2),
+            ns.nn.AvgPool2d(2),
+            ns.nn.Conv2d(6, 4, 2, bias=False, groups=2),
+            ns.nn.Dropout(0.1),
+            ns.nn.Flatten(),
+            ns.nn.Linear(4, 8),
+            ns.nn.GELU(),
+            ns.nn.LayerNorm(8),
+            ns.nn.Embedding(10, 3, padding_idx=0),
+            ns.nn.Tanh(),
+            ns.nn.MultiheadAttention(4, 2),
+            ns.nn.BatchNorm1d(3, affine=False),
+        )
+
     assert repr(build(staged)) == repr(build(torch))
 
 
 # --- interop ------------------------------------------------------------------------------
 def test_load_numpy_state_dict_from_torch():
     def build(ns):
-        return ns.nn.Sequential(ns.nn.Conv2d(1, 2, 3), ns.nn.BatchNorm2d(2), ns.nn.Flatten(),
-                                ns.nn.Linear(8, 3))
+        return ns.nn.Sequential(
+            ns.nn.Conv2d(1, 2, 3), ns.nn.BatchNorm2d(2), ns.nn.Flatten(), ns.nn.Linear(8, 3)
+        )
+
     tm = build(torch)
-    tm(torch.randn(4, 1, 4, 4))                       # running stats away from the defaults
+    tm(torch.randn(4, 1, 4, 4))  # running stats away from the defaults
     exported = {k: v.numpy() for k, v in tm.state_dict().items()}
     m = build(staged)
     assert repr(nn.utils.load_numpy_state_dict(m, exported)) == "<All keys matched successfully>"
@@ -287,8 +342,9 @@ def test_load_npz_file(tmp_path):
 
 
 def test_load_safetensors(tmp_path):
-    st = pytest.importorskip("safetensors.torch", reason="the safetensors package is not "
-                                                         "installed (optional dependency)")
+    st = pytest.importorskip(
+        "safetensors.torch", reason="the safetensors package is not installed (optional dependency)"
+    )
     tm = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
     st.save_file(tm.state_dict(), str(tmp_path / "m.safetensors"))
     m = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4))

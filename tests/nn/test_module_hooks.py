@@ -1,5 +1,6 @@
 """nn.Module hooks against torch 2.13: each program runs in both libraries and the hooks
 log what fired, in order, with their arguments; replacements change the same results."""
+
 from __future__ import annotations
 
 import warnings
@@ -48,7 +49,7 @@ def both(program):
             warnings.simplefilter("ignore")
             program(ns, log)
         logs.append(log)
-    assert [e[0] for e in logs[0]] == [e[0] for e in logs[1]]   # firing order first
+    assert [e[0] for e in logs[0]] == [e[0] for e in logs[1]]  # firing order first
     assert_same(logs[0], logs[1])
     return logs[0]
 
@@ -57,6 +58,7 @@ def recorder(log, name, ret=None):
     def hook(*args):
         log.append((name, summary(args[1:])))
         return ret(*args) if ret else None
+
     return hook
 
 
@@ -105,9 +107,17 @@ def test_forward_pre_and_forward_hooks_order_prepend_and_replacement():
         for h in handles:
             h.remove()
         log.append(("no-hooks", summary(lin(ns.tensor(X)))))
+
     log = both(program)
-    assert [e[0] for e in log[:7]] == ["global-pre", "pre0", "pre1", "pre2", "global-fwd",
-                                       "fwd0", "fwd1"]
+    assert [e[0] for e in log[:7]] == [
+        "global-pre",
+        "pre0",
+        "pre1",
+        "pre2",
+        "global-fwd",
+        "fwd0",
+        "fwd1",
+    ]
 
 
 def test_forward_hooks_with_kwargs():
@@ -121,21 +131,24 @@ def test_forward_hooks_with_kwargs():
     def program(ns, log):
         m = Scale() if ns is staged else TScale()
         m.register_forward_pre_hook(
-            lambda mod, a, kw: log.append(("pre", summary(a), kw)) or ((a[0] + 1,),
-                                                                        {"scale": 3.0}),
-            with_kwargs=True)
+            lambda mod, a, kw: log.append(("pre", summary(a), kw)) or ((a[0] + 1,), {"scale": 3.0}),
+            with_kwargs=True,
+        )
         m.register_forward_hook(
             lambda mod, a, kw, out: log.append(("fwd", summary(a), kw, summary(out))),
-            with_kwargs=True)
+            with_kwargs=True,
+        )
         log.append(("out", summary(m(ns.ones(2), scale=2.0))))
+
     both(program)
 
 
 def test_forward_pre_hook_with_kwargs_must_return_pair():
     lin = staged.nn.Linear(2, 2)
     lin.register_forward_pre_hook(lambda m, a, kw: a, with_kwargs=True)
-    with pytest.raises(RuntimeError, match="must return None or a tuple of \\(new_args, "
-                                           "new_kwargs\\)"):
+    with pytest.raises(
+        RuntimeError, match="must return None or a tuple of \\(new_args, new_kwargs\\)"
+    ):
         lin(staged.ones(1, 2))
 
 
@@ -149,14 +162,16 @@ def test_always_call_hooks_run_when_forward_raises():
 
     def program(ns, log):
         m = Bad() if ns is staged else TBad()
-        g = ns.nn.modules.module.register_module_forward_hook(recorder(log, "global-always"),
-                                                              always_call=True)
+        g = ns.nn.modules.module.register_module_forward_hook(
+            recorder(log, "global-always"), always_call=True
+        )
         m.register_forward_hook(recorder(log, "plain"))
         m.register_forward_hook(recorder(log, "always"), always_call=True)
         m.register_forward_hook(lambda *a: 1 / 0, always_call=True)
         with pytest.raises(ValueError, match="boom"):
             m(ns.ones(1))
         g.remove()
+
     log = both(program)
     assert [e[0] for e in log] == ["global-always", "always"]
 
@@ -165,10 +180,13 @@ def test_always_call_hook_error_is_a_warning():
     class Bad(staged.nn.Module):
         def forward(self, x):
             raise ValueError("boom")
+
     m = Bad()
     m.register_forward_hook(lambda *a: 1 / 0, always_call=True)
-    with pytest.warns(UserWarning, match="always_call=True`` raised an exception that was "
-                                         "silenced.*division by zero"):
+    with pytest.warns(
+        UserWarning,
+        match="always_call=True`` raised an exception that was silenced.*division by zero",
+    ):
         with pytest.raises(ValueError):
             m(staged.ones(1))
 
@@ -178,8 +196,10 @@ def test_full_backward_hooks_of_nested_modules_fire_in_torch_order():
     def program(ns, log):
         model = mlp(ns)
         mod = ns.nn.modules.module
-        handles = [mod.register_module_full_backward_pre_hook(recorder(log, "global-pre")),
-                   mod.register_module_full_backward_hook(recorder(log, "global-bw"))]
+        handles = [
+            mod.register_module_full_backward_pre_hook(recorder(log, "global-pre")),
+            mod.register_module_full_backward_hook(recorder(log, "global-bw")),
+        ]
         for name, m in model.named_modules():
             m.register_full_backward_pre_hook(recorder(log, f"pre[{name}]"))
             m.register_full_backward_hook(recorder(log, f"bw[{name}]"))
@@ -188,22 +208,28 @@ def test_full_backward_hooks_of_nested_modules_fire_in_torch_order():
         grads(log, x, *model.parameters())
         for h in handles:
             h.remove()
+
     log = both(program)
-    assert [e[0] for e in log][:6] == ["global-pre", "pre[]", "global-pre", "pre[2]",
-                                       "global-bw", "bw[2]"]
+    assert [e[0] for e in log][:6] == [
+        "global-pre",
+        "pre[]",
+        "global-pre",
+        "pre[2]",
+        "global-bw",
+        "bw[2]",
+    ]
 
 
 def test_backward_hooks_replace_grad_output_and_grad_input():
     def program(ns, log):
         model = mlp(ns)
-        model[2].register_full_backward_pre_hook(
-            recorder(log, "pre", lambda m, go: (go[0] * 2,)))
-        model[0].register_full_backward_hook(
-            recorder(log, "bw", lambda m, gi, go: (gi[0] * 10,)))
+        model[2].register_full_backward_pre_hook(recorder(log, "pre", lambda m, go: (go[0] * 2,)))
+        model[0].register_full_backward_hook(recorder(log, "bw", lambda m, gi, go: (gi[0] * 10,)))
         model[0].register_full_backward_hook(recorder(log, "bw-sees-replaced"))
         x = ns.tensor(X, requires_grad=True)
         model(x).sum().backward()
         grads(log, x, *model.parameters())
+
     both(program)
 
 
@@ -225,8 +251,9 @@ def test_full_backward_hook_with_several_and_non_tensor_inputs_and_outputs():
         (out[0].sum() + out[2].sum() * 2).backward()
         grads(log, a, b)
         out = m(a, 3.0, b)
-        out[0].sum().backward()           # out[2] gets no gradient: None in grad_output
+        out[0].sum().backward()  # out[2] gets no gradient: None in grad_output
         grads(log, a, b)
+
     both(program)
 
 
@@ -237,11 +264,15 @@ def test_hooks_fire_when_no_input_requires_grad():
         lin.register_full_backward_hook(recorder(log, "bw"))
         lin(ns.tensor(X)).sum().backward()
         grads(log, *lin.parameters())
+
     log = both(program)
     assert [e[0] for e in log] == ["pre", "bw", "grads"]
-    assert log[1][1][0] == (None,)                  # grad_input
-    with pytest.warns(UserWarning, match="Full backward hook is firing when gradients are "
-                                         "computed with respect to module outputs"):
+    assert log[1][1][0] == (None,)  # grad_input
+    with pytest.warns(
+        UserWarning,
+        match="Full backward hook is firing when gradients are "
+        "computed with respect to module outputs",
+    ):
         lin = staged.nn.Linear(2, 1)
         lin.register_full_backward_hook(lambda *a: None)
         lin(staged.ones(1, 2)).sum().backward()
@@ -250,14 +281,17 @@ def test_hooks_fire_when_no_input_requires_grad():
 def test_hook_returning_grads_without_inputs_raises():
     lin = staged.nn.Linear(2, 1)
     lin.register_full_backward_hook(lambda m, gi, go: (staged.ones(1, 2),))
-    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="should always return "
-                                                                      "None or None for all"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(RuntimeError, match="should always return None or None for all"),
+    ):
         lin(staged.ones(1, 2)).sum().backward()
 
 
 def test_gradient_reaching_inputs_before_outputs_calls_no_hook():
     """torch 2.13 calls nothing when the inputs' Node runs before the outputs' one (the
     seed's note says grad_output would be filled with None; torch returns early)."""
+
     class Mid(staged.nn.Module):
         def forward(self, x):
             self.mid = x * 2
@@ -276,6 +310,7 @@ def test_gradient_reaching_inputs_before_outputs_calls_no_hook():
         grads(log, x)
         m(x).sum().backward()
         grads(log, x)
+
     log = both(program)
     assert [e[0] for e in log] == ["grads", "pre", "bw", "grads"]
 
@@ -289,6 +324,7 @@ def test_module_called_under_no_grad_fires_nothing():
         with ns.no_grad():
             out = lin(x)
         log.append(("requires_grad", out.requires_grad))
+
     assert both(program) == [("requires_grad", False)]
 
 
@@ -304,17 +340,24 @@ def test_backward_hook_handles_remove_and_prepend():
         h1.remove()
         h2.remove()
         lin(x).sum().backward()
+
     log = both(program)
     assert [e[0] for e in log] == ["pb", "pa", "b", "a", "pa", "b"]
 
 
 def test_wrong_number_of_grads_from_hooks_raises():
     for register, hook, msg in (
-            ("register_full_backward_hook", lambda m, gi, go: (gi[0], gi[0]),
-             "Backward hook returned an invalid number of grad_input, got 2, but expected 1"),
-            ("register_full_backward_pre_hook", lambda m, go: (go[0], go[0]),
-             "Backward pre hook returned an invalid number of grad_output, got 2, but "
-             "expected 1")):
+        (
+            "register_full_backward_hook",
+            lambda m, gi, go: (gi[0], gi[0]),
+            "Backward hook returned an invalid number of grad_input, got 2, but expected 1",
+        ),
+        (
+            "register_full_backward_pre_hook",
+            lambda m, go: (go[0], go[0]),
+            "Backward pre hook returned an invalid number of grad_output, got 2, but expected 1",
+        ),
+    ):
         lin = staged.nn.Linear(2, 1)
         getattr(lin, register)(hook)
         with pytest.raises(RuntimeError, match=msg):
@@ -331,6 +374,7 @@ def test_backward_hook_node_is_one_identity_function():
     class Two(staged.nn.Module):
         def forward(self, a, b):
             return a + b
+
     two = Two()
     two.register_full_backward_pre_hook(lambda *a: None)
     seen = []
@@ -349,7 +393,7 @@ def test_legacy_backward_hook_sees_the_single_node():
     class TMul(torch.nn.Module):
         forward = Mul.forward
 
-    class ExpMul(staged.nn.Module):          # two Nodes: the hook sees the last (exp)
+    class ExpMul(staged.nn.Module):  # two Nodes: the hook sees the last (exp)
         def forward(self, a, b):
             return (a * b).exp()
 
@@ -357,7 +401,7 @@ def test_legacy_backward_hook_sees_the_single_node():
         forward = ExpMul.forward
 
     def program(ns, log):
-        for cls in ((Mul, ExpMul) if ns is staged else (TMul, TExpMul)):
+        for cls in (Mul, ExpMul) if ns is staged else (TMul, TExpMul):
             m = cls()
             m.register_backward_hook(recorder(log, cls.__name__.lstrip("T")))
             a = ns.tensor([1.0, 2.0], requires_grad=True)
@@ -369,6 +413,7 @@ def test_legacy_backward_hook_sees_the_single_node():
         a = ns.tensor([1.0, 2.0], requires_grad=True)
         m(a, ns.tensor([3.0, 4.0], requires_grad=True)).sum().backward()
         grads(log, a)
+
     both(program)
 
 
@@ -376,19 +421,25 @@ def test_legacy_backward_hook_warns_like_torch():
     class ExpMul(staged.nn.Module):
         def forward(self, a, b):
             return (a * b).exp()
+
     m = ExpMul()
     m.register_backward_hook(lambda *a: None)
     a = staged.ones(2, requires_grad=True)
-    with pytest.warns(FutureWarning, match="Using a non-full backward hook when the forward "
-                                           "contains multiple autograd Nodes is deprecated"):
+    with pytest.warns(
+        FutureWarning,
+        match="Using a non-full backward hook when the forward "
+        "contains multiple autograd Nodes is deprecated",
+    ):
         m(a, a)
 
 
 def test_mixing_legacy_and_full_backward_hooks_raises():
     lin = staged.nn.Linear(1, 1)
     lin.register_backward_hook(lambda *a: None)
-    with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks and full "
-                                           "backward hooks on a single Module"):
+    with pytest.raises(
+        RuntimeError,
+        match="Cannot use both regular backward hooks and full backward hooks on a single Module",
+    ):
         lin.register_full_backward_hook(lambda *a: None)
     lin = staged.nn.Linear(1, 1)
     lin.register_full_backward_hook(lambda *a: None)
@@ -400,12 +451,17 @@ def test_mixing_legacy_and_full_backward_hooks_raises():
 def test_global_registration_hooks_see_and_replace():
     def program(ns, log):
         mod = ns.nn.modules.module
-        hs = [mod.register_module_parameter_registration_hook(
-                  lambda m, n, p: log.append(("param", n, tuple(p.shape)))),
-              mod.register_module_buffer_registration_hook(
-                  lambda m, n, b: log.append(("buffer", n)) or b * 2),
-              mod.register_module_module_registration_hook(
-                  lambda m, n, s: log.append(("module", n, type(s).__name__)))]
+        hs = [
+            mod.register_module_parameter_registration_hook(
+                lambda m, n, p: log.append(("param", n, tuple(p.shape)))
+            ),
+            mod.register_module_buffer_registration_hook(
+                lambda m, n, b: log.append(("buffer", n)) or b * 2
+            ),
+            mod.register_module_module_registration_hook(
+                lambda m, n, s: log.append(("module", n, type(s).__name__))
+            ),
+        ]
         m = ns.nn.Module()
         m.lin = ns.nn.Linear(2, 1)
         m.register_buffer("scale", ns.ones(2))
@@ -413,16 +469,19 @@ def test_global_registration_hooks_see_and_replace():
         for h in hs:
             h.remove()
         m.other = ns.nn.Linear(1, 1)
+
     both(program)
 
 
 # --- under staged.compile ------------------------------------------------------------------
 def test_backward_hooks_are_traced_into_a_compiled_step():
     """Hooks run while tracing; what they do (scaling a grad) is in the compiled step."""
+
     def run(compile):
         staged.manual_seed(0)
-        model = staged.nn.Sequential(staged.nn.Linear(2, 3), staged.nn.Tanh(),
-                                     staged.nn.Linear(3, 1))
+        model = staged.nn.Sequential(
+            staged.nn.Linear(2, 3), staged.nn.Tanh(), staged.nn.Linear(3, 1)
+        )
         model[0].register_full_backward_hook(lambda m, gi, go: (gi[0] * 3,))
         model[2].register_full_backward_pre_hook(lambda m, go: (go[0] * 0.5,))
         x = staged.tensor(X, requires_grad=True)
@@ -433,9 +492,11 @@ def test_backward_hooks_are_traced_into_a_compiled_step():
             loss = model(x).pow(2).sum()
             loss.backward()
             return loss
+
         fn = staged.compile(step) if compile else step
         for _ in range(2):
             fn(x)
         return [to_numpy(x.grad)] + [to_numpy(p.grad) for p in model.parameters()]
+
     for a, b in zip(run(False), run(True)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -2,6 +2,7 @@
 and gradients with options, repr, in-place variants, errors and warnings; channel dropout's
 masks (torch's eagerly; compiled: fresh each call, seeded); an ONNX export of a model using
 them."""
+
 from __future__ import annotations
 
 import warnings
@@ -53,25 +54,41 @@ MODULES = {
     "Dropout2d-eval": (lambda ns: ns.nn.Dropout2d(0.5).eval(), [f32(2, 3, 2, 2)]),
     "AlphaDropout-eval": (lambda ns: ns.nn.AlphaDropout(0.5).eval(), [f32(2, 3)]),
     "L1Loss": (lambda ns: ns.nn.L1Loss(), [f32(3, 4), f32(3, 4)]),
-    "SmoothL1Loss": (lambda ns: ns.nn.SmoothL1Loss(reduction="sum", beta=0.5),
-                     [f32(3, 4), f32(3, 4)]),
+    "SmoothL1Loss": (
+        lambda ns: ns.nn.SmoothL1Loss(reduction="sum", beta=0.5),
+        [f32(3, 4), f32(3, 4)],
+    ),
     "HuberLoss": (lambda ns: ns.nn.HuberLoss(delta=1.5), [f32(3, 4), f32(3, 4)]),
-    "BCELoss-weight": (lambda ns: ns.nn.BCELoss(weight=_tensor(ns, W4)),
-                       [f32(3, 4, low=0.05, high=0.95), f32(3, 4, low=0, high=1)]),
+    "BCELoss-weight": (
+        lambda ns: ns.nn.BCELoss(weight=_tensor(ns, W4)),
+        [f32(3, 4, low=0.05, high=0.95), f32(3, 4, low=0, high=1)],
+    ),
     "BCEWithLogitsLoss-pos-weight": (
-        lambda ns: ns.nn.BCEWithLogitsLoss(weight=_tensor(ns, W4[::-1].copy()),
-                                           pos_weight=_tensor(ns, W4)),
-        [f32(3, 4), f32(3, 4, low=0, high=1)]),
-    "KLDivLoss-batchmean": (lambda ns: ns.nn.KLDivLoss(reduction="batchmean"),
-                            [f32(3, 4), f32(3, 4, low=0.05, high=1)]),
-    "KLDivLoss-log-target": (lambda ns: ns.nn.KLDivLoss(reduction="sum", log_target=True),
-                             [f32(3, 4), f32(3, 4)]),
-    "SoftMarginLoss": (lambda ns: ns.nn.SoftMarginLoss(),  # torch: no gradient for target
-                       [f32(3, 4), signs(3, 4).astype(np.int64)]),
-    "CosineEmbeddingLoss": (lambda ns: ns.nn.CosineEmbeddingLoss(margin=0.1),
-                            [f32(4, 5), f32(4, 5), np.array([1, -1, 1, -1])]),
-    "MarginRankingLoss": (lambda ns: ns.nn.MarginRankingLoss(margin=0.5, reduction="none"),
-                          [f32(5), f32(5), signs(5)]),
+        lambda ns: ns.nn.BCEWithLogitsLoss(
+            weight=_tensor(ns, W4[::-1].copy()), pos_weight=_tensor(ns, W4)
+        ),
+        [f32(3, 4), f32(3, 4, low=0, high=1)],
+    ),
+    "KLDivLoss-batchmean": (
+        lambda ns: ns.nn.KLDivLoss(reduction="batchmean"),
+        [f32(3, 4), f32(3, 4, low=0.05, high=1)],
+    ),
+    "KLDivLoss-log-target": (
+        lambda ns: ns.nn.KLDivLoss(reduction="sum", log_target=True),
+        [f32(3, 4), f32(3, 4)],
+    ),
+    "SoftMarginLoss": (
+        lambda ns: ns.nn.SoftMarginLoss(),  # torch: no gradient for target
+        [f32(3, 4), signs(3, 4).astype(np.int64)],
+    ),
+    "CosineEmbeddingLoss": (
+        lambda ns: ns.nn.CosineEmbeddingLoss(margin=0.1),
+        [f32(4, 5), f32(4, 5), np.array([1, -1, 1, -1])],
+    ),
+    "MarginRankingLoss": (
+        lambda ns: ns.nn.MarginRankingLoss(margin=0.5, reduction="none"),
+        [f32(5), f32(5), signs(5)],
+    ),
 }
 
 
@@ -84,23 +101,54 @@ def test_module_matches_torch(name):
 def test_repr_matches_torch():
     def build(ns):
         return ns.nn.Sequential(
-            ns.nn.LeakyReLU(), ns.nn.LeakyReLU(0.2, inplace=True), ns.nn.ELU(0.5),
-            ns.nn.ELU(inplace=True), ns.nn.SELU(), ns.nn.SELU(True), ns.nn.CELU(2.0),
-            ns.nn.Mish(inplace=True), ns.nn.Hardtanh(), ns.nn.Hardtanh(-2, 2, True),
-            ns.nn.ReLU6(), ns.nn.ReLU6(inplace=True), ns.nn.Hardsigmoid(True),
-            ns.nn.Hardswish(), ns.nn.Softplus(), ns.nn.Softplus(2, 10), ns.nn.LogSigmoid(),
-            ns.nn.Softsign(), ns.nn.Tanhshrink(), ns.nn.GLU(), ns.nn.Dropout1d(0.2),
-            ns.nn.Dropout2d(inplace=True), ns.nn.Dropout3d(), ns.nn.AlphaDropout(0.1),
-            ns.nn.L1Loss(), ns.nn.SmoothL1Loss(beta=0.5), ns.nn.HuberLoss(), ns.nn.BCELoss(),
-            ns.nn.BCEWithLogitsLoss(), ns.nn.KLDivLoss(), ns.nn.SoftMarginLoss(),
-            ns.nn.CosineEmbeddingLoss(), ns.nn.MarginRankingLoss())
+            ns.nn.LeakyReLU(),
+            ns.nn.LeakyReLU(0.2, inplace=True),
+            ns.nn.ELU(0.5),
+            ns.nn.ELU(inplace=True),
+            ns.nn.SELU(),
+            ns.nn.SELU(True),
+            ns.nn.CELU(2.0),
+            ns.nn.Mish(inplace=True),
+            ns.nn.Hardtanh(),
+            ns.nn.Hardtanh(-2, 2, True),
+            ns.nn.ReLU6(),
+            ns.nn.ReLU6(inplace=True),
+            ns.nn.Hardsigmoid(True),
+            ns.nn.Hardswish(),
+            ns.nn.Softplus(),
+            ns.nn.Softplus(2, 10),
+            ns.nn.LogSigmoid(),
+            ns.nn.Softsign(),
+            ns.nn.Tanhshrink(),
+            ns.nn.GLU(),
+            ns.nn.Dropout1d(0.2),
+            ns.nn.Dropout2d(inplace=True),
+            ns.nn.Dropout3d(),
+            ns.nn.AlphaDropout(0.1),
+            ns.nn.L1Loss(),
+            ns.nn.SmoothL1Loss(beta=0.5),
+            ns.nn.HuberLoss(),
+            ns.nn.BCELoss(),
+            ns.nn.BCEWithLogitsLoss(),
+            ns.nn.KLDivLoss(),
+            ns.nn.SoftMarginLoss(),
+            ns.nn.CosineEmbeddingLoss(),
+            ns.nn.MarginRankingLoss(),
+        )
+
     assert repr(build(staged)) == repr(build(torch))
 
 
 # --- in-place activations ------------------------------------------------------------------------
 INPLACE = {
-    "leaky_relu": dict(negative_slope=0.3), "elu": dict(alpha=0.5), "selu": {}, "celu": {},
-    "mish": {}, "hardtanh": dict(min_val=-0.5, max_val=0.5), "relu6": {}, "hardsigmoid": {},
+    "leaky_relu": dict(negative_slope=0.3),
+    "elu": dict(alpha=0.5),
+    "selu": {},
+    "celu": {},
+    "mish": {},
+    "hardtanh": dict(min_val=-0.5, max_val=0.5),
+    "relu6": {},
+    "hardsigmoid": {},
     "hardswish": {},
 }
 
@@ -126,9 +174,16 @@ def test_inplace_activation_writes_its_input_and_differentiates(name):
 
 
 # --- channel dropout -----------------------------------------------------------------------------
-@pytest.mark.parametrize("fn,shape,lead", [
-    (F.dropout1d, (40, 30, 3), 2), (F.dropout1d, (300, 2), 1), (F.dropout2d, (20, 30, 2, 2), 2),
-    (F.dropout3d, (10, 30, 2, 1, 2), 2), (F.dropout3d, (300, 2, 1, 2), 1)])
+@pytest.mark.parametrize(
+    "fn,shape,lead",
+    [
+        (F.dropout1d, (40, 30, 3), 2),
+        (F.dropout1d, (300, 2), 1),
+        (F.dropout2d, (20, 30, 2, 2), 2),
+        (F.dropout3d, (10, 30, 2, 1, 2), 2),
+        (F.dropout3d, (300, 2, 1, 2), 1),
+    ],
+)
 def test_channel_dropout_zeroes_whole_channels(fn, shape, lead):
     """One draw per channel (the leading ``lead`` dims), seeded; the gradient is the mask."""
     x = staged.ones(*shape, requires_grad=True)
@@ -142,7 +197,7 @@ def test_channel_dropout_zeroes_whole_channels(fn, shape, lead):
     assert abs((a != 0).mean() - 0.75) < 4 * np.sqrt(0.75 * 0.25 / channels)
     staged.manual_seed(5)
     np.testing.assert_array_equal(to_numpy(fn(x, 0.25)), a)
-    g, = staged.autograd.grad(y.sum(), x)
+    (g,) = staged.autograd.grad(y.sum(), x)
     np.testing.assert_array_equal(to_numpy(g), a)
     assert fn(x, 0.25, training=False) is x and fn(x, 0.0) is x
     assert not to_numpy(fn(x, 1.0)).any()
@@ -165,8 +220,12 @@ def test_alpha_dropout_keeps_mean_and_variance():
 def test_channel_dropout_masks_are_torchs():
     """Eagerly the masks are torch's draws (``dropout``'s generator on the noise shape)."""
     x = f32(4, 6, 3, 2)
-    for name, a in (("dropout1d", x[:, :, 0]), ("dropout2d", x), ("dropout3d", x),
-                    ("alpha_dropout", x)):
+    for name, a in (
+        ("dropout1d", x[:, :, 0]),
+        ("dropout2d", x),
+        ("dropout3d", x),
+        ("alpha_dropout", x),
+    ):
         staged.manual_seed(3)
         torch.manual_seed(3)
         out = getattr(F, name)(staged.tensor(a), 0.3, training=True)
@@ -174,8 +233,12 @@ def test_channel_dropout_masks_are_torchs():
 
 
 def _channel_dropouts(x):
-    outs = [F.dropout1d(x[:, :, 0], 0.5), F.dropout2d(x, 0.3), F.dropout3d(x, 0.6),
-            F.alpha_dropout(x, 0.4, True)]
+    outs = [
+        F.dropout1d(x[:, :, 0], 0.5),
+        F.dropout2d(x, 0.3),
+        F.dropout3d(x, 0.6),
+        F.alpha_dropout(x, 0.4, True),
+    ]
     return outs + list(staged.autograd.grad(outs[1].sum(), [x]))
 
 
@@ -197,8 +260,9 @@ def test_compiled_channel_dropout_draws_fresh_seeded_masks():
         np.testing.assert_allclose(out[kept], src[kept] / (1 - p), rtol=1e-6)
     alpha, p = 1.7580993408473766, 0.4
     a = 1 / np.sqrt((alpha * alpha * p + 1) * (1 - p))
-    assert (np.isclose(first[3], xs * a + alpha * a * p)
-            | np.isclose(first[3], -alpha * a * (1 - p))).all()
+    assert (
+        np.isclose(first[3], xs * a + alpha * a * p) | np.isclose(first[3], -alpha * a * (1 - p))
+    ).all()
     np.testing.assert_allclose(first[4], first[1] / xs, rtol=1e-6)
     assert not np.array_equal(first[1], second[1])
     for a, b in zip(first, reseeded):
@@ -206,28 +270,32 @@ def test_compiled_channel_dropout_draws_fresh_seeded_masks():
 
 
 # --- losses: options, errors and warnings as torch's ------------------------------------------
-@pytest.mark.parametrize("call", [
-    lambda ns: ns.nn.functional.binary_cross_entropy(ns.full((2,), 0.5), ns.zeros(2, 1)),
-    lambda ns: ns.nn.functional.binary_cross_entropy(ns.tensor([1.5]), ns.zeros(1)),
-    lambda ns: ns.nn.functional.binary_cross_entropy(ns.tensor([0.5]), ns.tensor([-1.0])),
-    lambda ns: ns.nn.functional.binary_cross_entropy_with_logits(ns.zeros(2), ns.zeros(2, 1)),
-    lambda ns: ns.nn.functional.l1_loss(ns.zeros(2), ns.zeros(2), reduction="avg"),
-    lambda ns: ns.nn.functional.smooth_l1_loss(ns.zeros(2), ns.zeros(2), beta=-1.0),
-    lambda ns: ns.nn.functional.huber_loss(ns.zeros(2), ns.zeros(2), delta=0.0),
-    lambda ns: ns.nn.functional.huber_loss(ns.zeros(2, 3), ns.zeros(2, 3), weight=ns.ones(3)),
-    lambda ns: ns.nn.functional.cosine_embedding_loss(ns.zeros(2, 3), ns.zeros(2, 3),
-                                                      ns.ones(2, 1)),
-    lambda ns: ns.nn.functional.cosine_embedding_loss(ns.zeros(2, 3), ns.zeros(3), ns.ones(2)),
-    lambda ns: ns.nn.functional.margin_ranking_loss(ns.zeros(2, 3), ns.zeros(3), ns.ones(2)),
-    lambda ns: ns.nn.functional.glu(ns.zeros(2, 3), -1),
-    lambda ns: ns.nn.functional.glu(ns.tensor(1.0)),
-    lambda ns: ns.nn.functional.celu(ns.zeros(2), 0.0),
-    lambda ns: ns.nn.functional.hardtanh(ns.zeros(2), 2.0, 1.0),
-    lambda ns: ns.nn.Hardtanh(1.0, 1.0),
-    lambda ns: ns.nn.functional.dropout1d(ns.ones(2, 3, 4, 5)),
-    lambda ns: ns.nn.functional.dropout2d(ns.ones(2), 1.5),
-    lambda ns: ns.nn.Dropout3d(-0.1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ns: ns.nn.functional.binary_cross_entropy(ns.full((2,), 0.5), ns.zeros(2, 1)),
+        lambda ns: ns.nn.functional.binary_cross_entropy(ns.tensor([1.5]), ns.zeros(1)),
+        lambda ns: ns.nn.functional.binary_cross_entropy(ns.tensor([0.5]), ns.tensor([-1.0])),
+        lambda ns: ns.nn.functional.binary_cross_entropy_with_logits(ns.zeros(2), ns.zeros(2, 1)),
+        lambda ns: ns.nn.functional.l1_loss(ns.zeros(2), ns.zeros(2), reduction="avg"),
+        lambda ns: ns.nn.functional.smooth_l1_loss(ns.zeros(2), ns.zeros(2), beta=-1.0),
+        lambda ns: ns.nn.functional.huber_loss(ns.zeros(2), ns.zeros(2), delta=0.0),
+        lambda ns: ns.nn.functional.huber_loss(ns.zeros(2, 3), ns.zeros(2, 3), weight=ns.ones(3)),
+        lambda ns: ns.nn.functional.cosine_embedding_loss(
+            ns.zeros(2, 3), ns.zeros(2, 3), ns.ones(2, 1)
+        ),
+        lambda ns: ns.nn.functional.cosine_embedding_loss(ns.zeros(2, 3), ns.zeros(3), ns.ones(2)),
+        lambda ns: ns.nn.functional.margin_ranking_loss(ns.zeros(2, 3), ns.zeros(3), ns.ones(2)),
+        lambda ns: ns.nn.functional.glu(ns.zeros(2, 3), -1),
+        lambda ns: ns.nn.functional.glu(ns.tensor(1.0)),
+        lambda ns: ns.nn.functional.celu(ns.zeros(2), 0.0),
+        lambda ns: ns.nn.functional.hardtanh(ns.zeros(2), 2.0, 1.0),
+        lambda ns: ns.nn.Hardtanh(1.0, 1.0),
+        lambda ns: ns.nn.functional.dropout1d(ns.ones(2, 3, 4, 5)),
+        lambda ns: ns.nn.functional.dropout2d(ns.ones(2), 1.5),
+        lambda ns: ns.nn.Dropout3d(-0.1),
+    ],
+)
 def test_errors_match_torch(call):
     assert_raises_like_torch(call)
 
@@ -239,18 +307,22 @@ def _warnings(call, lib):
     return [str(w.message).replace("torch.", "staged.") for w in got], out
 
 
-@pytest.mark.parametrize("call", [
-    lambda ns: ns.nn.functional.l1_loss(ns.ones(3, 1), ns.zeros(3)),
-    lambda ns: ns.nn.functional.mse_loss(ns.ones(3), ns.zeros(2, 3), size_average=False),
-    lambda ns: ns.nn.functional.kl_div(ns.zeros(2, 3), ns.full((2, 3), 0.5)),
-    lambda ns: ns.nn.functional.smooth_l1_loss(ns.ones(3, 2), ns.zeros(3, 2), reduce=False),
-    lambda ns: ns.nn.functional.cross_entropy(ns.ones(3, 2), ns.tensor([0, 1, 1]), None, True,
-                                              -100, False),
-    lambda ns: ns.nn.BCELoss(size_average=False)(ns.full((2,), 0.3), ns.ones(2)),
-    lambda ns: ns.nn.functional.dropout2d(ns.ones(2, 3, 4), training=False),
-    lambda ns: ns.nn.functional.dropout2d(ns.ones(2, 3), training=False),
-    lambda ns: ns.nn.functional.dropout3d(ns.ones(2, 3, 4), training=False),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ns: ns.nn.functional.l1_loss(ns.ones(3, 1), ns.zeros(3)),
+        lambda ns: ns.nn.functional.mse_loss(ns.ones(3), ns.zeros(2, 3), size_average=False),
+        lambda ns: ns.nn.functional.kl_div(ns.zeros(2, 3), ns.full((2, 3), 0.5)),
+        lambda ns: ns.nn.functional.smooth_l1_loss(ns.ones(3, 2), ns.zeros(3, 2), reduce=False),
+        lambda ns: ns.nn.functional.cross_entropy(
+            ns.ones(3, 2), ns.tensor([0, 1, 1]), None, True, -100, False
+        ),
+        lambda ns: ns.nn.BCELoss(size_average=False)(ns.full((2,), 0.3), ns.ones(2)),
+        lambda ns: ns.nn.functional.dropout2d(ns.ones(2, 3, 4), training=False),
+        lambda ns: ns.nn.functional.dropout2d(ns.ones(2, 3), training=False),
+        lambda ns: ns.nn.functional.dropout3d(ns.ones(2, 3, 4), training=False),
+    ],
+)
 def test_warnings_and_legacy_reduction_match_torch(call):
     ours, out = _warnings(call, staged)
     theirs, tout = _warnings(call, torch)
@@ -262,10 +334,12 @@ def test_weighted_pointwise_losses_match_torch():
     x, t, w = f32(3, 4), f32(3, 4), f32(3, 4, low=0.1, high=2)
     for name in ("l1_loss", "mse_loss", "huber_loss"):
         for reduction in ("mean", "sum", "none"):
-            out = getattr(F, name)(*(staged.tensor(a) for a in (x, t)),
-                                   weight=staged.tensor(w), reduction=reduction)
-            tout = getattr(TF, name)(*(torch.tensor(a) for a in (x, t)),
-                                     weight=torch.tensor(w), reduction=reduction)
+            out = getattr(F, name)(
+                *(staged.tensor(a) for a in (x, t)), weight=staged.tensor(w), reduction=reduction
+            )
+            tout = getattr(TF, name)(
+                *(torch.tensor(a) for a in (x, t)), weight=torch.tensor(w), reduction=reduction
+            )
             assert_close(out, tout, rtol=1e-6, atol=1e-6)
 
 

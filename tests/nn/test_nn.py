@@ -1,5 +1,6 @@
 """nn against torch with identical weights: forward values and every parameter gradient
 of an MLP and of the losses; state_dict round trips and strict errors; repr."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,9 +19,14 @@ def copy_weights(module, tmodule):
 
 
 def mlp(ns, dtype):
-    return ns.nn.Sequential(ns.nn.Linear(4, 8, dtype=dtype), ns.nn.ReLU(),
-                            ns.nn.Linear(8, 8, dtype=dtype), ns.nn.Tanh(),
-                            ns.nn.Linear(8, 3, dtype=dtype), ns.nn.Sigmoid())
+    return ns.nn.Sequential(
+        ns.nn.Linear(4, 8, dtype=dtype),
+        ns.nn.ReLU(),
+        ns.nn.Linear(8, 8, dtype=dtype),
+        ns.nn.Tanh(),
+        ns.nn.Linear(8, 3, dtype=dtype),
+        ns.nn.Sigmoid(),
+    )
 
 
 @pytest.mark.parametrize("name", ["float32", "float64"])
@@ -43,8 +49,9 @@ def test_linear_without_bias_and_3d_input():
     lin, tlin = nn.Linear(3, 2, bias=False), torch.nn.Linear(3, 2, bias=False)
     copy_weights(lin, tlin)
     assert lin.bias is None and [n for n, _ in lin.named_parameters()] == ["weight"]
-    compare_with_torch(lin, tlin, np.random.standard_normal((2, 4, 3)).astype(np.float32),
-                       rtol=1e-5, atol=1e-6)
+    compare_with_torch(
+        lin, tlin, np.random.standard_normal((2, 4, 3)).astype(np.float32), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_linear_init_bounds():
@@ -69,11 +76,13 @@ def _ce_cases():
 
 def _module_loss(cls, kwargs):
     """The same loss module in staged and torch, with a class-weight tensor if any."""
+
     def build(ns):
         kw = dict(kwargs)
         if "weight" in kw:
             kw["weight"] = ns.tensor(kw["weight"])
         return getattr(ns.nn, cls)(**kw)
+
     return build(staged), build(torch)
 
 
@@ -85,18 +94,32 @@ def test_cross_entropy_loss_matches_torch(kwargs):
 
 def test_cross_entropy_with_probability_targets_and_extra_dims():
     probs = np.random.dirichlet(np.ones(C), N)
-    compare_with_torch(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1),
-                       lambda x, p: torch.nn.functional.cross_entropy(x, p,
-                                                                      label_smoothing=0.1),
-                       LOGITS, probs, rtol=1e-10, atol=1e-12)
+    compare_with_torch(
+        lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1),
+        lambda x, p: torch.nn.functional.cross_entropy(x, p, label_smoothing=0.1),
+        LOGITS,
+        probs,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     x = np.random.standard_normal((2, C, 3))
     t = np.random.randint(0, C, (2, 3))
-    compare_with_torch(F.cross_entropy, torch.nn.functional.cross_entropy, x, t,
-                       rtol=1e-10, atol=1e-12)
+    compare_with_torch(
+        F.cross_entropy, torch.nn.functional.cross_entropy, x, t, rtol=1e-10, atol=1e-12
+    )
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(reduction="sum"), dict(reduction="none"),
-                                    dict(weight=WEIGHT), dict(ignore_index=3)], ids=str)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),
+        dict(reduction="sum"),
+        dict(reduction="none"),
+        dict(weight=WEIGHT),
+        dict(ignore_index=3),
+    ],
+    ids=str,
+)
 def test_nll_loss_matches_torch(kwargs):
     loss, tloss = _module_loss("NLLLoss", kwargs)
     logp = np.log(np.random.dirichlet(np.ones(C), N))
@@ -106,13 +129,20 @@ def test_nll_loss_matches_torch(kwargs):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss_matches_torch(reduction):
     a, b = np.random.standard_normal((2, 3, 4)).astype(np.float32)
-    compare_with_torch(nn.MSELoss(reduction=reduction), torch.nn.MSELoss(reduction=reduction),
-                       a, b, rtol=1e-5, atol=1e-6)
+    compare_with_torch(
+        nn.MSELoss(reduction=reduction),
+        torch.nn.MSELoss(reduction=reduction),
+        a,
+        b,
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_loss_errors():
-    with pytest.raises(ValueError, match="Expected input batch_size \\(6\\) to match target "
-                                         "batch_size \\(2\\)"):
+    with pytest.raises(
+        ValueError, match="Expected input batch_size \\(6\\) to match target batch_size \\(2\\)"
+    ):
         F.cross_entropy(staged.tensor(LOGITS), staged.tensor([0, 1]))
     with pytest.raises(ValueError, match="not a valid value for reduction"):
         F.mse_loss(staged.ones(2), staged.ones(2), reduction="avg")
@@ -152,8 +182,14 @@ def test_load_state_dict_size_mismatch():
 
 def test_module_repr_equals_torch():
     def build(ns):
-        return ns.nn.Sequential(ns.nn.Linear(4, 8), ns.nn.ReLU(), ns.nn.Linear(8, 3, bias=False),
-                                ns.nn.Tanh(), ns.nn.Softmax(dim=1))
+        return ns.nn.Sequential(
+            ns.nn.Linear(4, 8),
+            ns.nn.ReLU(),
+            ns.nn.Linear(8, 3, bias=False),
+            ns.nn.Tanh(),
+            ns.nn.Softmax(dim=1),
+        )
+
     assert repr(build(staged)) == repr(build(torch))
 
 

@@ -2,6 +2,7 @@
 the same parameter names (torch's state dicts load), outputs and parameter gradients with
 torch's weights (dropout 0) across batch_first, norm_first, activations, bias and masks;
 errors for bad inputs; a compiled training step of an encoder equal to the eager one."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,15 +53,22 @@ def f32(*shape):
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_encoder_layer(batch_first, norm_first, activation):
-    ours, theirs = _pair(lambda ns: ns.nn.TransformerEncoderLayer(
-        8, 2, dim_feedforward=16, dropout=0.0, activation=activation, batch_first=batch_first,
-        norm_first=norm_first))
+    ours, theirs = _pair(
+        lambda ns: ns.nn.TransformerEncoderLayer(
+            8,
+            2,
+            dim_feedforward=16,
+            dropout=0.0,
+            activation=activation,
+            batch_first=batch_first,
+            norm_first=norm_first,
+        )
+    )
     _run(ours, theirs, [f32(3, 5, 8)])
 
 
 def test_encoder_layer_masks_and_unbatched():
-    ours, theirs = _pair(lambda ns: ns.nn.TransformerEncoderLayer(8, 2, 16, 0.0,
-                                                                   batch_first=True))
+    ours, theirs = _pair(lambda ns: ns.nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True))
     causal = np.triu(np.full((5, 5), -np.inf, np.float32), 1)
     pad = np.zeros((3, 5), bool)
     pad[1, 3:] = True
@@ -71,34 +79,52 @@ def test_encoder_layer_masks_and_unbatched():
 def test_encoder_stack_with_norm_and_bias_off():
     def make(ns):
         layer = ns.nn.TransformerEncoderLayer(8, 4, 12, 0.0, bias=False, norm_first=True)
-        return ns.nn.TransformerEncoder(layer, 2, norm=ns.nn.LayerNorm(8, bias=False),
-                                        enable_nested_tensor=False)
+        return ns.nn.TransformerEncoder(
+            layer, 2, norm=ns.nn.LayerNorm(8, bias=False), enable_nested_tensor=False
+        )
+
     ours, theirs = _pair(make)
     assert [n for n, _ in ours.named_parameters()][:3] == [
-        "layers.0.self_attn.in_proj_weight", "layers.0.self_attn.out_proj.weight",
-        "layers.0.linear1.weight"]
+        "layers.0.self_attn.in_proj_weight",
+        "layers.0.self_attn.out_proj.weight",
+        "layers.0.linear1.weight",
+    ]
     _run(ours, theirs, [f32(4, 2, 8)], {"mask": np.triu(np.ones((4, 4), bool), 1)})
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_and_stack(norm_first):
     def make(ns):
-        layer = ns.nn.TransformerDecoderLayer(8, 2, 16, 0.0, activation=ns.nn.functional.gelu,
-                                              norm_first=norm_first, batch_first=True)
+        layer = ns.nn.TransformerDecoderLayer(
+            8, 2, 16, 0.0, activation=ns.nn.functional.gelu, norm_first=norm_first, batch_first=True
+        )
         return ns.nn.TransformerDecoder(layer, 2, norm=ns.nn.LayerNorm(8))
+
     ours, theirs = _pair(make)
     causal = np.triu(np.full((4, 4), -np.inf, np.float32), 1)
     mem_pad = np.zeros((2, 6), bool)
     mem_pad[0, 4:] = True
-    _run(ours, theirs, [f32(2, 4, 8), f32(2, 6, 8)],
-         {"tgt_mask": causal, "memory_key_padding_mask": mem_pad, "tgt_is_causal": True})
+    _run(
+        ours,
+        theirs,
+        [f32(2, 4, 8), f32(2, 6, 8)],
+        {"tgt_mask": causal, "memory_key_padding_mask": mem_pad, "tgt_is_causal": True},
+    )
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_transformer(batch_first):
-    ours, theirs = _pair(lambda ns: ns.nn.Transformer(
-        d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16,
-        dropout=0.0, batch_first=batch_first))
+    ours, theirs = _pair(
+        lambda ns: ns.nn.Transformer(
+            d_model=8,
+            nhead=2,
+            num_encoder_layers=2,
+            num_decoder_layers=1,
+            dim_feedforward=16,
+            dropout=0.0,
+            batch_first=batch_first,
+        )
+    )
     src, tgt = (f32(2, 5, 8), f32(2, 3, 8)) if batch_first else (f32(5, 2, 8), f32(3, 2, 8))
     mask = nn.Transformer.generate_square_subsequent_mask(3)
     assert_close(mask, torch.nn.Transformer.generate_square_subsequent_mask(3))
@@ -106,8 +132,9 @@ def test_transformer(batch_first):
 
 
 def test_transformer_init_and_repr():
-    t = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                       dim_feedforward=16)
+    t = nn.Transformer(
+        d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16
+    )
     assert t.encoder.norm is not None and t.decoder.norm is not None
     w = np.asarray(t.encoder.layers[0].linear1.weight.detach())
     bound = np.sqrt(6.0 / (8 + 16))  # xavier_uniform_ on every matrix
@@ -119,19 +146,24 @@ def test_errors_like_torch():
     def bad_batch(ns):
         m = ns.nn.Transformer(8, 2, 1, 1, 16, 0.0)
         return m(ns.zeros(5, 2, 8), ns.zeros(3, 3, 8))
+
     raises_like_torch(bad_batch, "the batch number of src and tgt must be equal")
 
     def bad_features(ns):
         m = ns.nn.Transformer(8, 2, 1, 1, 16, 0.0)
         return m(ns.zeros(5, 2, 8), ns.zeros(3, 2, 6))
+
     raises_like_torch(bad_features, "the feature number of src and tgt must be equal")
-    raises_like_torch(lambda ns: ns.nn.TransformerEncoderLayer(8, 2, activation="tanh"),
-                      "activation should be relu/gelu, not tanh")
+    raises_like_torch(
+        lambda ns: ns.nn.TransformerEncoderLayer(8, 2, activation="tanh"),
+        "activation should be relu/gelu, not tanh",
+    )
     raises_like_torch(lambda ns: ns.nn.TransformerEncoderLayer(8, 3), "divisible by num_heads")
 
     def causal_without_mask(ns):
         m = ns.nn.TransformerEncoderLayer(8, 2, 16, 0.0)
         return m(ns.zeros(4, 1, 8), is_causal=True)
+
     raises_like_torch(causal_without_mask, "Need attn_mask")
 
 
@@ -139,12 +171,14 @@ def test_compiled_encoder_step_matches_eager():
     def make():
         staged.manual_seed(3)
         layer = nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True)
-        model = nn.Sequential(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
-                              nn.Linear(8, 1))
+        model = nn.Sequential(
+            nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), nn.Linear(8, 1)
+        )
         return model, staged.optim.Adam(model.parameters(), lr=1e-2)
 
     x, y = staged.tensor(f32(4, 5, 8)), staged.tensor(f32(4, 5, 1))
     mask = nn.Transformer.generate_square_subsequent_mask(5)
+
     def make_step(model, opt):
         def step(x, y):
             opt.zero_grad()
@@ -152,6 +186,7 @@ def test_compiled_encoder_step_matches_eager():
             loss.backward()
             opt.step()
             return loss
+
         return step
 
     losses = []
@@ -169,5 +204,9 @@ def test_torch_state_dict_roundtrip_through_checkpoint(tmp_path):
     ours = nn.Transformer(8, 2, 1, 1, 16, 0.0)
     ours.load_state_dict(staged.load(path))
     src, tgt = f32(4, 1, 8), f32(3, 1, 8)
-    assert_close(ours(staged.tensor(src), staged.tensor(tgt)),
-                 theirs(torch.tensor(src), torch.tensor(tgt)), rtol=2e-5, atol=2e-5)
+    assert_close(
+        ours(staged.tensor(src), staged.tensor(tgt)),
+        theirs(torch.tensor(src), torch.tensor(tgt)),
+        rtol=2e-5,
+        atol=2e-5,
+    )

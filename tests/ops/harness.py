@@ -1,5 +1,6 @@
 """What the op sweep runs: samples as staged/torch arguments, outputs flattened, random
 cotangents/tangents, the graph-JVP interpreter, and the batched compiled module."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,10 @@ def tolerances(entry: OpInfo, dtype: str):
     if dtype in _HALF:
         return _HALF[dtype]
     rtol, atol = {"float32": (1e-5, 1e-5), "complex64": (1e-5, 1e-5)}.get(dtype, (1e-7, 1e-7))
-    return (entry.rtol if entry.rtol is not None else rtol,
-            entry.atol if entry.atol is not None else atol)
+    return (
+        entry.rtol if entry.rtol is not None else rtol,
+        entry.atol if entry.atol is not None else atol,
+    )
 
 
 def arrays(sample: Sample):
@@ -34,6 +37,7 @@ def arrays(sample: Sample):
         elif isinstance(a, (list, tuple)):
             for b in a:
                 walk(b)
+
     for a in list(sample.args) + list(sample.kwargs.values()):
         walk(a)
     return out
@@ -49,6 +53,7 @@ def rebuild(sample: Sample, leaves):
         if isinstance(a, (list, tuple)):
             return type(a)(sub(b) for b in a)
         return a
+
     args = tuple(sub(a) for a in sample.args)
     return args, {k: sub(v) for k, v in sample.kwargs.items()}
 
@@ -58,13 +63,17 @@ def differentiable(a: np.ndarray) -> bool:
 
 
 def staged_leaves(sample, requires_grad=False):
-    return [staged.tensor(a.copy(), requires_grad=requires_grad and differentiable(a))
-            for a in arrays(sample)]
+    return [
+        staged.tensor(a.copy(), requires_grad=requires_grad and differentiable(a))
+        for a in arrays(sample)
+    ]
 
 
 def torch_leaves(sample, requires_grad=False):
-    return [torch.tensor(a.copy()).requires_grad_(requires_grad and differentiable(a))
-            for a in arrays(sample)]
+    return [
+        torch.tensor(a.copy()).requires_grad_(requires_grad and differentiable(a))
+        for a in arrays(sample)
+    ]
 
 
 def call(fn, sample, leaves):
@@ -90,10 +99,13 @@ def assert_close(actual, expected, rtol, atol, what=""):
     assert a.shape == e.shape, f"{what}: shape {a.shape} != expected {e.shape}"
     assert a.dtype == e.dtype, f"{what}: dtype {a.dtype} != expected {e.dtype}"
     if a.dtype.kind in "fc":
-        np.testing.assert_allclose(a.astype(np.complex128 if a.dtype.kind == "c" else
-                                            np.float64), e.astype(a.dtype).astype(
-            np.complex128 if a.dtype.kind == "c" else np.float64), rtol=rtol, atol=atol,
-            err_msg=what)
+        np.testing.assert_allclose(
+            a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+            e.astype(a.dtype).astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+            rtol=rtol,
+            atol=atol,
+            err_msg=what,
+        )
     else:
         np.testing.assert_array_equal(a, e, err_msg=what)
 
@@ -110,8 +122,10 @@ def forward_jvp(entry: OpInfo, sample: Sample, tangents):
     """(outputs, output tangents or None) of ``entry.op`` at the sample along ``tangents``
     (one per array leaf, None for none), by ``staged.autograd.forward_ad``."""
     with fwAD.dual_level():
-        leaves = [t if v is None else fwAD.make_dual(t, staged.tensor(v))
-                  for t, v in zip(staged_leaves(sample), tangents)]
+        leaves = [
+            t if v is None else fwAD.make_dual(t, staged.tensor(v))
+            for t, v in zip(staged_leaves(sample), tangents)
+        ]
         duals = [fwAD.unpack_dual(o) for o in flat(call(entry.op, sample, leaves))]
     return [d.primal for d in duals], [d.tangent for d in duals]
 
@@ -133,15 +147,16 @@ def compiled_batch(slots, backend="llvm-cpu"):
         outs, k = [], 0
         counts.clear()
         for (entry, sample), arrs in zip(slots, per_slot):
-            o = flat(call(entry.op, sample, ls[k:k + len(arrs)]))
+            o = flat(call(entry.op, sample, ls[k : k + len(arrs)]))
             k += len(arrs)
             counts.append(len(o))
             outs.extend(o)
         return outs
+
     fn = staged.capture(body, *all_leaves).compile(backend)
     res = [np.asarray(r) for r in fn(*all_leaves)]
     out, k = [], 0
     for n in counts:
-        out.append(res[k:k + n])
+        out.append(res[k : k + n])
         k += n
     return out

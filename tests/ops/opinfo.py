@@ -23,6 +23,7 @@ How to add an op (any ``tests/ops/db/<family>.py`` module with a list ``ENTRIES`
 
 Test ids read ``<name>-<dtype>-sample<k>``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,15 +59,15 @@ class Skip:
 
 @dataclass
 class OpInfo:
-    name: str                      # test id and coverage-table row
-    op: Callable                   # staged callable: op(*tensors_and_args, **kwargs)
-    torch_op: Callable             # the torch 2.13 twin with the same signature
-    samples: Callable              # samples(dtype, rng) -> list of Sample
+    name: str  # test id and coverage-table row
+    op: Callable  # staged callable: op(*tensors_and_args, **kwargs)
+    torch_op: Callable  # the torch 2.13 twin with the same signature
+    samples: Callable  # samples(dtype, rng) -> list of Sample
     dtypes: tuple = ("float32", "float64")
-    differentiable: bool = True    # gradients flow to floating/complex tensor args
+    differentiable: bool = True  # gradients flow to floating/complex tensor args
     skips: list = field(default_factory=list)
-    rtol: float | None = None      # per-entry tolerance override (not for float16/bfloat16,
-    atol: float | None = None      # which keep 1e-2 / 3e-2)
+    rtol: float | None = None  # per-entry tolerance override (not for float16/bfloat16,
+    atol: float | None = None  # which keep 1e-2 / 3e-2)
 
     def skip_reason(self, check: str, dtype: str) -> str | None:
         for s in self.skips:

@@ -5,6 +5,7 @@ the operands and parameters of each primitive bound. A primitive that some publi
 reaches therefore needs no hand-written samples: ``tests/autodiff/test_primitives.py``
 and ``tests/lower/test_mlir.py`` use these where they have none of their own.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,6 +36,7 @@ def recorded() -> dict:
                     count[key] += 1
                     out[prim.name].append(([t._payload.copy() for t in inputs], dict(params)))
             return apply(prim, inputs, params)
+
         return record
 
     dispatch.set_layer("record", layer)
@@ -54,12 +56,14 @@ def _run(entry, sample) -> None:
     sweep's to report, not this recorder's)."""
     try:
         leaves = staged_leaves(sample, requires_grad=entry.differentiable)
-        outs = [o for o in flat(call(entry.op, sample, leaves))
-                if isinstance(o, staged.Tensor) and o.requires_grad]
+        outs = [
+            o
+            for o in flat(call(entry.op, sample, leaves))
+            if isinstance(o, staged.Tensor) and o.requires_grad
+        ]
         wrt = [t for t in leaves if t.requires_grad]
         if outs and wrt:
-            staged.autograd.grad(outs, wrt, [o.detach() * 0 + 1 for o in outs],
-                                 allow_unused=True)
+            staged.autograd.grad(outs, wrt, [o.detach() * 0 + 1 for o in outs], allow_unused=True)
     except Exception:  # noqa: BLE001 - a failing sample fails in the sweep, with its id
         pass
 

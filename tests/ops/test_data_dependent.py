@@ -1,6 +1,7 @@
 """nonzero, unique and tensor-count repeat_interleave: output shapes that depend on the
 input's values. Eagerly as torch; under capture a clear error, unless the data is known
 (a tensor made before the trace) or, for repeat_interleave, output_size is given."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,15 @@ import staged
 from tests.checks import assert_close
 
 X = np.array([[0, 2, 0], [1, 0, 3]])
-INPUTS = [X, X.astype(np.float32), X.astype(bool), np.array(5), np.array(0.0),
-          np.zeros((0, 3)), np.array([np.nan, 0.0, -0.0, 1.0])]
+INPUTS = [
+    X,
+    X.astype(np.float32),
+    X.astype(bool),
+    np.array(5),
+    np.array(0.0),
+    np.zeros((0, 3)),
+    np.array([np.nan, 0.0, -0.0, 1.0]),
+]
 
 
 def _pairs(out, tout):
@@ -26,22 +34,27 @@ def _pairs(out, tout):
 @pytest.mark.parametrize("a", INPUTS, ids=str)
 @pytest.mark.parametrize("as_tuple", [False, True])
 def test_nonzero(a, as_tuple):
-    _pairs(staged.tensor(a).nonzero(as_tuple=as_tuple),
-           torch.tensor(a).nonzero(as_tuple=as_tuple))
-    _pairs(staged.nonzero(staged.tensor(a), as_tuple=as_tuple),
-           torch.nonzero(torch.tensor(a), as_tuple=as_tuple))
+    _pairs(staged.tensor(a).nonzero(as_tuple=as_tuple), torch.tensor(a).nonzero(as_tuple=as_tuple))
+    _pairs(
+        staged.nonzero(staged.tensor(a), as_tuple=as_tuple),
+        torch.nonzero(torch.tensor(a), as_tuple=as_tuple),
+    )
 
 
 U = np.array([[3, 1, 2], [1, 3, 3]])
-UNIQUE = [(U, {}), (U, {"return_inverse": True}), (U, {"return_counts": True}),
-          (U.astype(np.float64), {"return_inverse": True, "return_counts": True}),
-          (U, {"sorted": False, "return_inverse": True}), (np.array(5), {"return_inverse": True,
-                                                                         "return_counts": True}),
-          (np.array([np.nan, 1.0, np.nan]), {"return_counts": True}),
-          (np.array([True, False, True]), {"return_inverse": True}),
-          (np.zeros((0,)), {"return_counts": True}),
-          (U[[0, 1, 0]], {"dim": 0, "return_inverse": True, "return_counts": True}),
-          (U[:, [0, 1, 0]], {"dim": -1, "return_inverse": True})]
+UNIQUE = [
+    (U, {}),
+    (U, {"return_inverse": True}),
+    (U, {"return_counts": True}),
+    (U.astype(np.float64), {"return_inverse": True, "return_counts": True}),
+    (U, {"sorted": False, "return_inverse": True}),
+    (np.array(5), {"return_inverse": True, "return_counts": True}),
+    (np.array([np.nan, 1.0, np.nan]), {"return_counts": True}),
+    (np.array([True, False, True]), {"return_inverse": True}),
+    (np.zeros((0,)), {"return_counts": True}),
+    (U[[0, 1, 0]], {"dim": 0, "return_inverse": True, "return_counts": True}),
+    (U[:, [0, 1, 0]], {"dim": -1, "return_inverse": True}),
+]
 
 
 @pytest.mark.parametrize("a,kwargs", UNIQUE, ids=str)
@@ -55,13 +68,18 @@ def test_results_are_not_differentiable():
     assert not x.unique().requires_grad and not x.nonzero().requires_grad
 
 
-@pytest.mark.parametrize("fn,what", [
-    (lambda t: t.nonzero(), "nonzero()"),
-    (lambda t: staged.nonzero(t, as_tuple=True), "nonzero()"),
-    (lambda t: t.unique(return_counts=True), "unique()"),
-    (lambda t: staged.repeat_interleave(t, (t > 0).long()),
-     "repeat_interleave() with tensor repeats"),
-])
+@pytest.mark.parametrize(
+    "fn,what",
+    [
+        (lambda t: t.nonzero(), "nonzero()"),
+        (lambda t: staged.nonzero(t, as_tuple=True), "nonzero()"),
+        (lambda t: t.unique(return_counts=True), "unique()"),
+        (
+            lambda t: staged.repeat_interleave(t, (t > 0).long()),
+            "repeat_interleave() with tensor repeats",
+        ),
+    ],
+)
 def test_capture_names_the_data_dependent_shape(fn, what):
     with pytest.raises(RuntimeError) as err:
         staged.capture(fn, staged.tensor([1.0, -2.0, 3.0]))
@@ -80,7 +98,9 @@ def test_known_data_is_used_under_capture():
 def test_repeat_interleave_output_size_compiles():
     step = staged.compile(lambda x, r: staged.repeat_interleave(x, r, dim=0, output_size=4))
     x, r = staged.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), staged.tensor([2, 0, 2])
-    assert_close(step(x, r), torch.repeat_interleave(torch.tensor(np.asarray(x)),
-                                                     torch.tensor([2, 0, 2]), dim=0))
+    assert_close(
+        step(x, r),
+        torch.repeat_interleave(torch.tensor(np.asarray(x)), torch.tensor([2, 0, 2]), dim=0),
+    )
     with pytest.raises(RuntimeError, match="allocated size does not match required size"):
         step(x, staged.tensor([1, 0, 2])).numpy()  # 3 < output_size: the recorded check

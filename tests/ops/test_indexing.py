@@ -1,5 +1,6 @@
 """Indexing semantics the sweep does not cover: errors as PyTorch's, views, __setitem__
 gradients and versions, capture of writes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,18 +13,22 @@ from tests.checks import assert_close
 
 def pair(shape=(3, 4), requires_grad=False):
     a = np.random.standard_normal(shape)
-    return staged.tensor(a, requires_grad=requires_grad), \
-        torch.tensor(a, requires_grad=requires_grad)
+    return staged.tensor(a, requires_grad=requires_grad), torch.tensor(
+        a, requires_grad=requires_grad
+    )
 
 
-@pytest.mark.parametrize("index, error, message", [
-    (5, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
-    ((0, -5), IndexError, "index -5 is out of bounds for dimension 1 with size 4"),
-    ((0, 0, 0), IndexError, "too many indices for tensor of dimension 2"),
-    (slice(None, None, -1), ValueError, "step must be greater than zero"),
-    ([0, 3], IndexError, "index 3 is out of bounds for dimension 0 with size 3"),
-    (1.5, IndexError, "only integers, slices"),
-])
+@pytest.mark.parametrize(
+    "index, error, message",
+    [
+        (5, IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
+        ((0, -5), IndexError, "index -5 is out of bounds for dimension 1 with size 4"),
+        ((0, 0, 0), IndexError, "too many indices for tensor of dimension 2"),
+        (slice(None, None, -1), ValueError, "step must be greater than zero"),
+        ([0, 3], IndexError, "index 3 is out of bounds for dimension 0 with size 3"),
+        (1.5, IndexError, "only integers, slices"),
+    ],
+)
 def test_getitem_errors_as_torch(index, error, message):
     x, tx = pair()
     with pytest.raises(error, match=message):
@@ -40,8 +45,11 @@ def test_repeated_ellipsis_as_torch():
 
 def test_mask_shape_error():
     x, tx = pair()
-    with pytest.raises(IndexError, match=r"The shape of the mask \[2\] at index 0 does not "
-                                         r"match the shape of the indexed tensor \[3\]"):
+    with pytest.raises(
+        IndexError,
+        match=r"The shape of the mask \[2\] at index 0 does not "
+        r"match the shape of the indexed tensor \[3\]",
+    ):
         x[staged.tensor([True, False])]
     with pytest.raises(IndexError, match="does not match the shape of the indexed tensor"):
         tx[torch.tensor([True, False])]
@@ -80,9 +88,9 @@ def test_setitem_gradients_match_torch():
     s, ts = pair((), requires_grad=True)
     for mod, a, b, c in ((staged, x, v, s), (torch, tx, tv, ts)):
         y = a * 2
-        y[1:] = b                      # a slice, values require grad
-        y[0, mod.tensor([0, 3])] = c   # advanced, a 0-d value broadcast
-        y[y > 100] = 0.0               # a mask, no grad to the value
+        y[1:] = b  # a slice, values require grad
+        y[0, mod.tensor([0, 3])] = c  # advanced, a 0-d value broadcast
+        y[y > 100] = 0.0  # a mask, no grad to the value
         (y * y).sum().backward()
     for got, want in ((x.grad, tx.grad), (v.grad, tv.grad), (s.grad, ts.grad)):
         assert_close(got, want)
@@ -112,8 +120,11 @@ def test_setitem_captures_and_compiles():
         y[i, 0] = staged.tensor([1.0, 2.0])
         y[y < -1] = -1.0
         return y
-    x, i = staged.tensor(np.random.standard_normal((3, 4)).astype(np.float32)), \
-        staged.tensor([2, 1])
+
+    x, i = (
+        staged.tensor(np.random.standard_normal((3, 4)).astype(np.float32)),
+        staged.tensor([2, 1]),
+    )
     step = staged.capture(f, x, i).compile()
     assert_close(step(x, i), f(x, i))
 
@@ -129,14 +140,16 @@ def _bad_index_cases(lib, F):
         "embedding -1": lambda: F.embedding(t([[1, -1]]), w),
         "cross_entropy 5 of 3": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5])),
         "cross_entropy -1": lambda: F.cross_entropy(lib.ones(2, 3), t([0, -1])),
-        "cross_entropy weight": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5]),
-                                                        weight=lib.ones(3)),
-        "cross_entropy smoothing": lambda: F.cross_entropy(lib.ones(2, 3), t([3, 0]),
-                                                           label_smoothing=0.1),
-        "cross_entropy none": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5]),
-                                                      reduction="none"),
+        "cross_entropy weight": lambda: F.cross_entropy(
+            lib.ones(2, 3), t([0, 5]), weight=lib.ones(3)
+        ),
+        "cross_entropy smoothing": lambda: F.cross_entropy(
+            lib.ones(2, 3), t([3, 0]), label_smoothing=0.1
+        ),
+        "cross_entropy none": lambda: F.cross_entropy(lib.ones(2, 3), t([0, 5]), reduction="none"),
         "cross_entropy other ignore_index": lambda: F.cross_entropy(
-            lib.ones(2, 3), t([-100, -1]), ignore_index=-1),
+            lib.ones(2, 3), t([-100, -1]), ignore_index=-1
+        ),
         "nll_loss 5 of 3": lambda: F.nll_loss(lib.ones(2, 3), t([0, 5])),
         "nll_loss -1": lambda: F.nll_loss(lib.ones(2, 3), t([0, -1])),
         "nll_loss 2-d": lambda: F.nll_loss(lib.ones(2, 3, 4), t([[0, 1, 5, 0], [0] * 4])),

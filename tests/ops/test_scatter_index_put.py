@@ -1,6 +1,7 @@
 """scatter / scatter_ and index_put / index_put_ beyond the op-database sweep (which checks
 values, VJP, JVP, finite differences, capture and llvm-cpu of the out-of-place forms):
 the in-place methods, torch's argument forms and errors, and a src larger than the index."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,12 +23,13 @@ def test_scatter_forms():
     x = RNG.standard_normal((3, 5)).astype(np.float32)
     idx = np.array([[0, 1, 2], [2, 0, 1]], np.int64)
     src = RNG.standard_normal((4, 6)).astype(np.float32)  # larger than the index
-    for fn in (lambda ns: ns.tensor(x).scatter(0, ns.tensor(idx), ns.tensor(src)),
-               lambda ns: ns.scatter(ns.tensor(x), 0, ns.tensor(idx), value=-1.5),
-               lambda ns: ns.tensor(x).scatter(1, ns.tensor(idx), src=ns.tensor(src)),
-               lambda ns: ns.tensor(x).scatter(-1, ns.tensor(idx), 2.0, reduce="add"),
-               lambda ns: ns.tensor(x).scatter(0, ns.tensor(idx), ns.tensor(src),
-                                               reduce="add")):
+    for fn in (
+        lambda ns: ns.tensor(x).scatter(0, ns.tensor(idx), ns.tensor(src)),
+        lambda ns: ns.scatter(ns.tensor(x), 0, ns.tensor(idx), value=-1.5),
+        lambda ns: ns.tensor(x).scatter(1, ns.tensor(idx), src=ns.tensor(src)),
+        lambda ns: ns.tensor(x).scatter(-1, ns.tensor(idx), 2.0, reduce="add"),
+        lambda ns: ns.tensor(x).scatter(0, ns.tensor(idx), ns.tensor(src), reduce="add"),
+    ):
         ours, theirs = _both(fn)
         assert_close(ours, theirs)
 
@@ -41,6 +43,7 @@ def test_scatter_and_index_put_in_place():
         y.index_put_((ns.tensor([2]),), ns.tensor([7.0, 8.0, 9.0, 10.0]))
         (y * ns.arange(12.0).reshape(3, 4)).sum().backward()
         return y, base.grad
+
     (y, g), (ty, tg) = _both(run)
     assert_close(y, ty)
     assert_close(g, tg)
@@ -48,45 +51,77 @@ def test_scatter_and_index_put_in_place():
 
 def test_index_put_broadcast_accumulate_and_mask():
     x = RNG.standard_normal((3, 4)).astype(np.float64)
-    for fn in (lambda ns: ns.tensor(x).index_put((ns.tensor([[0], [2]]), ns.tensor([1, 3])),
-                                                  ns.tensor(1.5, dtype=ns.float64)),
-               lambda ns: ns.index_put(ns.tensor(x), (ns.tensor([1, 1, 1]),),
-                                       ns.tensor([1.0, 2.0, 3.0, 4.0], dtype=ns.float64),
-                                       accumulate=True),
-               lambda ns: ns.tensor(x).index_put((ns.tensor([True, False, True]),),
-                                                 ns.tensor([1.0], dtype=ns.float64),
-                                                 accumulate=True),
-               lambda ns: ns.tensor(x).index_put([ns.tensor([-1])],
-                                                 ns.tensor(0.0, dtype=ns.float64))):
+    for fn in (
+        lambda ns: ns.tensor(x).index_put(
+            (ns.tensor([[0], [2]]), ns.tensor([1, 3])), ns.tensor(1.5, dtype=ns.float64)
+        ),
+        lambda ns: ns.index_put(
+            ns.tensor(x),
+            (ns.tensor([1, 1, 1]),),
+            ns.tensor([1.0, 2.0, 3.0, 4.0], dtype=ns.float64),
+            accumulate=True,
+        ),
+        lambda ns: ns.tensor(x).index_put(
+            (ns.tensor([True, False, True]),), ns.tensor([1.0], dtype=ns.float64), accumulate=True
+        ),
+        lambda ns: ns.tensor(x).index_put([ns.tensor([-1])], ns.tensor(0.0, dtype=ns.float64)),
+    ):
         ours, theirs = _both(fn)
         assert_close(ours, theirs)
 
 
-@pytest.mark.parametrize("call,words", [
-    (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0]]), ns.ones(1, 1, dtype=ns.float64)),
-     "scatter(): Expected self.dtype to be equal to src.dtype"),
-    (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0]]), 1.0, reduce="mean"),
-     "reduce argument must be either add or multiply"),
-    (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[5]]), 1.0), "out of bounds"),
-    (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0]]), ns.tensor(1.0)),
-     "Index tensor must have the same number of dimensions as src tensor"),
-    (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([0]), 1.0),
-     "Index tensor must have the same number of dimensions as self tensor"),
-    (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0.0]]), 1.0),
-     "scatter(): Expected dtype int32/int64 for index"),
-    (lambda ns: ns.zeros(3).index_put(ns.tensor([0]), ns.tensor(1.0)),
-     "must be tuple of Tensors, not Tensor"),
-    (lambda ns: ns.zeros(3).index_put((ns.tensor([0]),), 1.0), "must be Tensor, not float"),
-    (lambda ns: ns.zeros(3).index_put((ns.tensor([0.0]),), ns.tensor(1.0)),
-     "tensors used as indices must be long, int, byte or bool tensors"),
-    (lambda ns: ns.zeros(3).index_put((ns.tensor([3]),), ns.tensor(1.0)),
-     "index 3 is out of bounds for dimension 0 with size 3"),
-    (lambda ns: ns.zeros(3).index_put((ns.tensor([0]),), ns.tensor(1.0, dtype=ns.float64)),
-     ("Index put requires the source and destination dtypes match, got Float for the "
-      "destination and Double for the source.")),
-    (lambda ns: ns.zeros(3, requires_grad=True).index_put_((ns.tensor([0]),), ns.tensor(1.0)),
-     "a leaf Variable that requires grad"),
-])
+@pytest.mark.parametrize(
+    "call,words",
+    [
+        (
+            lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0]]), ns.ones(1, 1, dtype=ns.float64)),
+            "scatter(): Expected self.dtype to be equal to src.dtype",
+        ),
+        (
+            lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0]]), 1.0, reduce="mean"),
+            "reduce argument must be either add or multiply",
+        ),
+        (lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[5]]), 1.0), "out of bounds"),
+        (
+            lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0]]), ns.tensor(1.0)),
+            "Index tensor must have the same number of dimensions as src tensor",
+        ),
+        (
+            lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([0]), 1.0),
+            "Index tensor must have the same number of dimensions as self tensor",
+        ),
+        (
+            lambda ns: ns.zeros(3, 4).scatter(0, ns.tensor([[0.0]]), 1.0),
+            "scatter(): Expected dtype int32/int64 for index",
+        ),
+        (
+            lambda ns: ns.zeros(3).index_put(ns.tensor([0]), ns.tensor(1.0)),
+            "must be tuple of Tensors, not Tensor",
+        ),
+        (lambda ns: ns.zeros(3).index_put((ns.tensor([0]),), 1.0), "must be Tensor, not float"),
+        (
+            lambda ns: ns.zeros(3).index_put((ns.tensor([0.0]),), ns.tensor(1.0)),
+            "tensors used as indices must be long, int, byte or bool tensors",
+        ),
+        (
+            lambda ns: ns.zeros(3).index_put((ns.tensor([3]),), ns.tensor(1.0)),
+            "index 3 is out of bounds for dimension 0 with size 3",
+        ),
+        (
+            lambda ns: ns.zeros(3).index_put((ns.tensor([0]),), ns.tensor(1.0, dtype=ns.float64)),
+            (
+                "Index put requires the source and destination dtypes match, got Float for the "
+                "destination and Double for the source."
+            ),
+        ),
+        (
+            lambda ns: ns.zeros(3, requires_grad=True).index_put_(
+                (ns.tensor([0]),), ns.tensor(1.0)
+            ),
+            "a leaf Variable that requires grad",
+        ),
+    ],
+)
 def test_errors_like_torch(call, words):
     raises_like_torch(call, words)
 
@@ -98,9 +133,8 @@ def test_scatter_multiply_says_unsupported():
 
 def test_compiled_scatter_step():
     def step(x, idx, w):
-        y = x.scatter(1, idx, w * 2.0).index_put((idx[:, 1] - 1,), w[:, :1],
-                                                 accumulate=True)
-        loss = (y ** 2).sum()
+        y = x.scatter(1, idx, w * 2.0).index_put((idx[:, 1] - 1,), w[:, :1], accumulate=True)
+        loss = (y**2).sum()
         loss.backward()
         return loss, w.grad
 
@@ -118,9 +152,10 @@ def test_onnx_export_runs_in_onnxruntime(tmp_path):
 
     def fn(x, w):
         idx = staged.tensor(np.array([[1, 3], [0, 2], [3, 1]], np.int64))
-        y = x.scatter(1, idx, w * 2.0).index_put((staged.tensor([2, 0, 2]),), w[:, :1],
-                                                 accumulate=True)
-        return (y ** 2).sum()
+        y = x.scatter(1, idx, w * 2.0).index_put(
+            (staged.tensor([2, 0, 2]),), w[:, :1], accumulate=True
+        )
+        return (y**2).sum()
 
     x = RNG.standard_normal((3, 4)).astype(np.float32)
     w = RNG.standard_normal((3, 2)).astype(np.float32)

@@ -1,5 +1,6 @@
 """The op sweep: every OpInfo of ``tests/ops/db`` x dtype x sample, each check of
 ``opinfo.CHECKS`` a generated test (ids ``<op>-<dtype>-sample<k>``)."""
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,9 @@ def _chosen(samples):
     return [(k, s) for k, s in enumerate(samples) if k < 2 or k == len(samples) - 1]
 
 
-CASES = [(e, d, k, s) for e in OP_DB for d in e.dtypes
-         for k, s in _chosen(e.samples(d, _rng(e.name, d)))]
+CASES = [
+    (e, d, k, s) for e in OP_DB for d in e.dtypes for k, s in _chosen(e.samples(d, _rng(e.name, d)))
+]
 _BY_KEY = {(e.name, d, k): (e, s) for e, d, k, s in CASES}
 
 
@@ -58,8 +60,10 @@ def _captured(key):
 def _captured_or_fail(key):
     got = _captured(key)
     if isinstance(got, Exception):
-        pytest.fail(f"cannot be captured (a Skip('capture', reason) must say why): "
-                    f"{type(got).__name__}: {got}")
+        pytest.fail(
+            f"cannot be captured (a Skip('capture', reason) must say why): "
+            f"{type(got).__name__}: {got}"
+        )
     return got
 
 
@@ -130,10 +134,12 @@ def test_vjp(entry, dtype, k, sample):
     us = [H.random_like(rng, H.numpy(touts[i])) for i in sel]
     wrt = [t for t in ins if t.requires_grad]
     twrt = [t for t in tins if t.requires_grad]
-    grads = staged.autograd.grad([outs[i] for i in sel], wrt, [staged.tensor(u) for u in us],
-                                 allow_unused=True)
-    tgrads = torch.autograd.grad([touts[i] for i in sel], twrt, [torch.tensor(u) for u in us],
-                                 allow_unused=True)
+    grads = staged.autograd.grad(
+        [outs[i] for i in sel], wrt, [staged.tensor(u) for u in us], allow_unused=True
+    )
+    tgrads = torch.autograd.grad(
+        [touts[i] for i in sel], twrt, [torch.tensor(u) for u in us], allow_unused=True
+    )
     for j, (g, tg, x) in enumerate(zip(grads, tgrads, twrt)):
         g = np.zeros_like(H.numpy(x)) if g is None else g
         tg = np.zeros_like(H.numpy(x)) if tg is None else tg
@@ -146,8 +152,10 @@ def _scalarized(entry, sample):
     xs = H.arrays(sample)
     outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
     rng = _rng(entry.name, "weights")
-    cs = [staged.tensor(H.random_like(rng, H.numpy(o))) if H.numpy(o).dtype.kind in "fc"
-          else None for o in outs]
+    cs = [
+        staged.tensor(H.random_like(rng, H.numpy(o))) if H.numpy(o).dtype.kind in "fc" else None
+        for o in outs
+    ]
     if all(c is None for c in cs):
         pytest.skip("no floating-point output")
 
@@ -158,6 +166,7 @@ def _scalarized(entry, sample):
                 term = (o * c).sum()
                 total = term if total is None else total + term
         return total
+
     return f, xs
 
 
@@ -197,8 +206,10 @@ def test_jvp(entry, dtype, k, sample):
         for i, d in zip(which, diff):
             ls[i] = d
         return tuple(H.flat(H.call(entry.torch_op, sample, ls)))
-    touts, ttans = torch.func.jvp(tf, tuple(tl[i] for i in which),
-                                  tuple(torch.tensor(tangents[i]) for i in which))
+
+    touts, ttans = torch.func.jvp(
+        tf, tuple(tl[i] for i in which), tuple(torch.tensor(tangents[i]) for i in which)
+    )
     for i, (o, t, tt) in enumerate(zip(outs, tans, ttans)):
         if H.numpy(tt).dtype.kind not in "fc":
             continue
@@ -272,8 +283,9 @@ def _compiled(backends: frozenset) -> dict:
                     continue
                 got = _captured((e.name, d, k))
                 if isinstance(got, Exception):
-                    results[backend][(e.name, d, k)] = \
+                    results[backend][(e.name, d, k)] = (
                         f"cannot be captured: {type(got).__name__}: {got}"
+                    )
                 else:
                     todo[(e.name, d, k)] = (e, s)
             jobs.append((backend, dtype, todo))
@@ -293,8 +305,9 @@ def _module(backend, dtype, todo) -> dict:
             break
         except Exception as err:  # noqa: BLE001
             if attempt:
-                results.update(dict.fromkeys(todo, f"the {dtype} module failed: "
-                                                   f"{type(err).__name__}: {err}"))
+                results.update(
+                    dict.fromkeys(todo, f"the {dtype} module failed: {type(err).__name__}: {err}")
+                )
                 break
             bad = {key: why for key in todo if (why := _lowering_error(key, backend))}
             results.update(bad)
@@ -308,9 +321,12 @@ _SWEEPS = {"test_llvm_cpu": "llvm-cpu", "test_vulkan_spirv": "vulkan-spirv"}
 @functools.cache
 def _swept(session) -> frozenset:
     """The backends this session's selected tests sweep (and this machine runs)."""
-    return frozenset(_SWEEPS[i.originalname] for i in session.items
-                     if i.originalname in _SWEEPS
-                     and not (i.originalname == "test_vulkan_spirv" and VULKAN_MISSING))
+    return frozenset(
+        _SWEEPS[i.originalname]
+        for i in session.items
+        if i.originalname in _SWEEPS
+        and not (i.originalname == "test_vulkan_spirv" and VULKAN_MISSING)
+    )
 
 
 def _check_compiled(request, backend, entry, dtype, k, sample):
@@ -335,10 +351,10 @@ def test_llvm_cpu(entry, dtype, k, sample, request):
 # cases IREE miscompiles for vulkan-spirv on lavapipe (strict: they fail the sweep once fixed)
 VULKAN_MISCOMPILED = {
     ("softmax", "float32", 1): "IREE 3.13's SPIR-V code for a reduction over the leading dim "
-                               "broadcast back against its input in one dispatch leaves part "
-                               "of the output unwritten (tests/runtime/test_backends.py)",
+    "broadcast back against its input in one dispatch leaves part "
+    "of the output unwritten (tests/runtime/test_backends.py)",
     ("normalize", "float32", 1): "the same reduction over the leading dim (p=3 norm, dim=0) "
-                                 "broadcast back: rows of garbage and NaN on lavapipe",
+    "broadcast back: rows of garbage and NaN on lavapipe",
 }
 
 

@@ -1,4 +1,5 @@
 """LR schedulers against torch.optim.lr_scheduler: the same learning rates, bit for bit."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,36 +13,63 @@ SCHEDULERS = {
     "step": lambda m, o: m.StepLR(o, step_size=3, gamma=0.5),
     "multistep": lambda m, o: m.MultiStepLR(o, milestones=[2, 5, 5, 9], gamma=0.3),
     "exponential": lambda m, o: m.ExponentialLR(o, gamma=0.9),
-    "lambda": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (e + 1), lambda e: 0.95 ** e]),
+    "lambda": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (e + 1), lambda e: 0.95**e]),
     "multiplicative": lambda m, o: m.MultiplicativeLR(o, [lambda e: 0.9, lambda e: 1 - e / 50]),
     "linear": lambda m, o: m.LinearLR(o, start_factor=0.25, total_iters=4),
     "constant": lambda m, o: m.ConstantLR(o, factor=0.3, total_iters=4),
     "polynomial": lambda m, o: m.PolynomialLR(o, total_iters=20, power=1.7),
     "cosine": lambda m, o: m.CosineAnnealingLR(o, T_max=5, eta_min=0.001),
-    "warm-restarts": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2,
-                                                                eta_min=0.01),
+    "warm-restarts": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01),
     "one-cycle": lambda m, o: m.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=EPOCHS),
     "one-cycle-linear-3-phase": lambda m, o: m.OneCycleLR(
-        o, max_lr=0.5, epochs=6, steps_per_epoch=5, pct_start=0.2, anneal_strategy="linear",
-        three_phase=True, base_momentum=[0.8, 0.7], div_factor=10.0),
+        o,
+        max_lr=0.5,
+        epochs=6,
+        steps_per_epoch=5,
+        pct_start=0.2,
+        anneal_strategy="linear",
+        three_phase=True,
+        base_momentum=[0.8, 0.7],
+        div_factor=10.0,
+    ),
     "sequential": lambda m, o: m.SequentialLR(
-        o, [m.LinearLR(o, start_factor=0.1, total_iters=4), m.ExponentialLR(o, gamma=0.9),
-            m.CosineAnnealingLR(o, T_max=6, eta_min=0.01)], milestones=[5, 12]),
+        o,
+        [
+            m.LinearLR(o, start_factor=0.1, total_iters=4),
+            m.ExponentialLR(o, gamma=0.9),
+            m.CosineAnnealingLR(o, T_max=6, eta_min=0.01),
+        ],
+        milestones=[5, 12],
+    ),
     "chained": lambda m, o: m.ChainedScheduler(
-        [m.ConstantLR(o, factor=0.5, total_iters=6), m.ExponentialLR(o, gamma=0.9),
-         m.StepLR(o, step_size=4, gamma=0.7)]),
+        [
+            m.ConstantLR(o, factor=0.5, total_iters=6),
+            m.ExponentialLR(o, gamma=0.9),
+            m.StepLR(o, step_size=4, gamma=0.7),
+        ]
+    ),
     "sequential-of-chained": lambda m, o: m.SequentialLR(
-        o, [m.ChainedScheduler([m.LinearLR(o, start_factor=0.5, total_iters=3),
-                                m.MultiStepLR(o, milestones=[2], gamma=0.5)]),
-            m.PolynomialLR(o, total_iters=10, power=2.0)], milestones=[6]),
+        o,
+        [
+            m.ChainedScheduler(
+                [
+                    m.LinearLR(o, start_factor=0.5, total_iters=3),
+                    m.MultiStepLR(o, milestones=[2], gamma=0.5),
+                ]
+            ),
+            m.PolynomialLR(o, total_iters=10, power=2.0),
+        ],
+        milestones=[6],
+    ),
 }
 
 
 def _lrs(ns, name, epochs=EPOCHS):
     """(lr, momentum) of both groups of an SGD with momentum, at each epoch."""
     params = [ns.zeros(2, requires_grad=True), ns.zeros(3, requires_grad=True)]
-    opt = ns.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.3}], lr=0.1,
-                       momentum=0.9)
+    opt = ns.optim.SGD(
+        [{"params": params[:1]}, {"params": params[1:], "lr": 0.3}], lr=0.1, momentum=0.9
+    )
     sched = SCHEDULERS[name](ns.optim.lr_scheduler, opt)
     out = [sched.get_last_lr()]
     for _ in range(epochs):
@@ -75,8 +103,9 @@ def test_state_dict_resumes_the_schedule():
     params = [staged.zeros(2, requires_grad=True), staged.zeros(3, requires_grad=True)]
 
     def make():
-        opt = staged.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 0.3}],
-                               lr=0.1, momentum=0.9)
+        opt = staged.optim.SGD(
+            [{"params": params[:1]}, {"params": params[1:], "lr": 0.3}], lr=0.1, momentum=0.9
+        )
         return opt, SCHEDULERS["sequential"](staged.optim.lr_scheduler, opt)
 
     opt, sched = make()
@@ -121,12 +150,48 @@ def test_warm_restarts_with_fractional_epochs():
     assert runs[0] == runs[1]
 
 
-METRICS = [1.0, 0.9, 0.95, 0.95, 0.97, 0.89, 0.9, 0.91, 0.92, 0.93, 0.85, 0.85, 0.86, 0.9,
-           0.92, 0.84, 0.99, 0.98, 0.97, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 0.4, 0.4, 0.4, 0.4, 0.4]
+METRICS = [
+    1.0,
+    0.9,
+    0.95,
+    0.95,
+    0.97,
+    0.89,
+    0.9,
+    0.91,
+    0.92,
+    0.93,
+    0.85,
+    0.85,
+    0.86,
+    0.9,
+    0.92,
+    0.84,
+    0.99,
+    0.98,
+    0.97,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    1.0,
+    0.4,
+    0.4,
+    0.4,
+    0.4,
+    0.4,
+]
 PLATEAU = {
     "min-rel": dict(patience=1),
-    "min-abs-cooldown": dict(patience=0, threshold=0.02, threshold_mode="abs", cooldown=2,
-                             factor=0.5, min_lr=[0.01, 0.05]),
+    "min-abs-cooldown": dict(
+        patience=0,
+        threshold=0.02,
+        threshold_mode="abs",
+        cooldown=2,
+        factor=0.5,
+        min_lr=[0.01, 0.05],
+    ),
     "max-rel": dict(mode="max", patience=2, factor=0.3, min_lr=0.004),
     "max-abs-eps": dict(mode="max", threshold_mode="abs", patience=0, factor=0.9, eps=0.01),
 }
@@ -136,15 +201,21 @@ PLATEAU = {
 def test_reduce_lr_on_plateau_equals_torch(case):
     runs = []
     for ns in (staged, torch):
-        opt = ns.optim.SGD([{"params": [ns.zeros(2, requires_grad=True)]},
-                            {"params": [ns.zeros(3, requires_grad=True)], "lr": 0.3}], lr=0.1)
+        opt = ns.optim.SGD(
+            [
+                {"params": [ns.zeros(2, requires_grad=True)]},
+                {"params": [ns.zeros(3, requires_grad=True)], "lr": 0.3},
+            ],
+            lr=0.1,
+        )
         sched = ns.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAU[case])
         out = []
         for m in METRICS:
             opt.step()
             sched.step(m)
-            out.append(sched.get_last_lr() + [sched.num_bad_epochs, sched.cooldown_counter,
-                                              sched.best])
+            out.append(
+                sched.get_last_lr() + [sched.num_bad_epochs, sched.cooldown_counter, sched.best]
+            )
         runs.append((out, _keys(sched.state_dict())))
     assert runs[0] == runs[1]
     assert runs[0][0][-1][:2] != [0.1, 0.3]  # it reduced

@@ -1,6 +1,7 @@
 """RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, SGD with Nesterov and LBFGS against
 torch (float64 trajectories from identical weights), their compiled steps against eager,
 and their constructor errors against torch's."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,43 +21,60 @@ def _groups(p, first, rest=None):
 CASES = {
     "rmsprop": lambda ns, p: ns.optim.RMSprop(p, lr=0.01),
     "rmsprop-centered-momentum": lambda ns, p: ns.optim.RMSprop(
-        p, lr=0.01, alpha=0.9, eps=1e-6, momentum=0.5, centered=True, weight_decay=0.1),
+        p, lr=0.01, alpha=0.9, eps=1e-6, momentum=0.5, centered=True, weight_decay=0.1
+    ),
     "rmsprop-groups-maximize": lambda ns, p: ns.optim.RMSprop(
-        _groups(p, {"lr": 0.02, "centered": True}, {"momentum": 0.9}), lr=0.005,
-        maximize=True),
+        _groups(p, {"lr": 0.02, "centered": True}, {"momentum": 0.9}), lr=0.005, maximize=True
+    ),
     "adagrad": lambda ns, p: ns.optim.Adagrad(p, lr=0.1),
     "adagrad-decay": lambda ns, p: ns.optim.Adagrad(
-        p, lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.5, eps=1e-6),
+        p, lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.5, eps=1e-6
+    ),
     "adagrad-groups-maximize": lambda ns, p: ns.optim.Adagrad(
-        _groups(p, {"lr": 0.3, "lr_decay": 0.1}), lr=0.05, maximize=True),
+        _groups(p, {"lr": 0.3, "lr_decay": 0.1}), lr=0.05, maximize=True
+    ),
     "adamax": lambda ns, p: ns.optim.Adamax(p, lr=0.05),
     "adamax-weight-decay": lambda ns, p: ns.optim.Adamax(
-        p, lr=0.05, betas=(0.8, 0.9), eps=1e-3, weight_decay=0.2),
+        p, lr=0.05, betas=(0.8, 0.9), eps=1e-3, weight_decay=0.2
+    ),
     "adamax-groups-maximize": lambda ns, p: ns.optim.Adamax(
-        _groups(p, {"lr": 0.1, "betas": (0.5, 0.99)}), lr=0.02, maximize=True),
+        _groups(p, {"lr": 0.1, "betas": (0.5, 0.99)}), lr=0.02, maximize=True
+    ),
     "nadam": lambda ns, p: ns.optim.NAdam(p, lr=0.05),
     "nadam-weight-decay": lambda ns, p: ns.optim.NAdam(
-        p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1, momentum_decay=0.01),
+        p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1, momentum_decay=0.01
+    ),
     "nadamw": lambda ns, p: ns.optim.NAdam(
-        p, lr=0.05, weight_decay=0.3, decoupled_weight_decay=True),
+        p, lr=0.05, weight_decay=0.3, decoupled_weight_decay=True
+    ),
     "nadam-groups-maximize": lambda ns, p: ns.optim.NAdam(
-        _groups(p, {"lr": 0.1, "momentum_decay": 0.1}, {"weight_decay": 0.1}), lr=0.02,
-        maximize=True),
+        _groups(p, {"lr": 0.1, "momentum_decay": 0.1}, {"weight_decay": 0.1}),
+        lr=0.02,
+        maximize=True,
+    ),
     "radam": lambda ns, p: ns.optim.RAdam(p, lr=0.05),
     "radam-weight-decay": lambda ns, p: ns.optim.RAdam(
-        p, lr=0.05, betas=(0.8, 0.99), eps=1e-4, weight_decay=0.1),
+        p, lr=0.05, betas=(0.8, 0.99), eps=1e-4, weight_decay=0.1
+    ),
     "radamw": lambda ns, p: ns.optim.RAdam(
-        p, lr=0.05, weight_decay=0.3, decoupled_weight_decay=True),
+        p, lr=0.05, weight_decay=0.3, decoupled_weight_decay=True
+    ),
     "radam-groups-maximize": lambda ns, p: ns.optim.RAdam(
-        _groups(p, {"lr": 0.1, "betas": (0.5, 0.9)}), lr=0.02, maximize=True),
+        _groups(p, {"lr": 0.1, "betas": (0.5, 0.9)}), lr=0.02, maximize=True
+    ),
     "adadelta": lambda ns, p: ns.optim.Adadelta(p),
     "adadelta-weight-decay": lambda ns, p: ns.optim.Adadelta(
-        p, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1),
+        p, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1
+    ),
     "adadelta-groups-maximize": lambda ns, p: ns.optim.Adadelta(
-        _groups(p, {"lr": 2.0, "rho": 0.5}), maximize=True),
+        _groups(p, {"lr": 2.0, "rho": 0.5}), maximize=True
+    ),
     "sgd-nesterov-groups": lambda ns, p: ns.optim.SGD(
-        _groups(p, {"lr": 0.2, "weight_decay": 0.1}, {"momentum": 0.5}), lr=0.05,
-        momentum=0.9, nesterov=True),
+        _groups(p, {"lr": 0.2, "weight_decay": 0.1}, {"momentum": 0.5}),
+        lr=0.05,
+        momentum=0.9,
+        nesterov=True,
+    ),
 }
 
 
@@ -69,8 +87,17 @@ def test_trajectory_matches_torch(name):
     assert not np.allclose(ours[-1][0], ours[0][0])  # the parameters moved
 
 
-@pytest.mark.parametrize("name", ["rmsprop-centered-momentum", "adagrad-decay", "adamax",
-                                  "nadamw", "radam-groups-maximize", "adadelta"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rmsprop-centered-momentum",
+        "adagrad-decay",
+        "adamax",
+        "nadamw",
+        "radam-groups-maximize",
+        "adadelta",
+    ],
+)
 def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
     """7 steps in torch, its state_dict (as NumPy) loaded here, 5 more steps in both: the
     same trajectory as 12 steps in torch (RAdam switches to its rectified rule at 6)."""
@@ -78,16 +105,25 @@ def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
 
 
 ERRORS = [
-    ("RMSprop", dict(lr=-1)), ("RMSprop", dict(eps=-1e-8)), ("RMSprop", dict(momentum=-0.5)),
-    ("RMSprop", dict(weight_decay=-1)), ("RMSprop", dict(alpha=-0.1)),
-    ("Adagrad", dict(lr_decay=-1)), ("Adagrad", dict(initial_accumulator_value=-1)),
-    ("Adagrad", dict(eps=-1)), ("Adamax", dict(betas=(1.0, 0.9))),
-    ("Adamax", dict(betas=(0.9, -0.1))), ("NAdam", dict(momentum_decay=-1)),
-    ("NAdam", dict(lr=float("nan"))), ("RAdam", dict(weight_decay=-0.1)),
-    ("Adadelta", dict(rho=1.5)), ("Adadelta", dict(lr=-1)),
-    ("SGD", dict(lr=0.1, nesterov=True)), ("SGD", dict(momentum=0.9, dampening=0.1,
-                                                        nesterov=True)),
-    ("LBFGS", dict(lr=-1)), ("LBFGS", dict(two_groups=True)),
+    ("RMSprop", dict(lr=-1)),
+    ("RMSprop", dict(eps=-1e-8)),
+    ("RMSprop", dict(momentum=-0.5)),
+    ("RMSprop", dict(weight_decay=-1)),
+    ("RMSprop", dict(alpha=-0.1)),
+    ("Adagrad", dict(lr_decay=-1)),
+    ("Adagrad", dict(initial_accumulator_value=-1)),
+    ("Adagrad", dict(eps=-1)),
+    ("Adamax", dict(betas=(1.0, 0.9))),
+    ("Adamax", dict(betas=(0.9, -0.1))),
+    ("NAdam", dict(momentum_decay=-1)),
+    ("NAdam", dict(lr=float("nan"))),
+    ("RAdam", dict(weight_decay=-0.1)),
+    ("Adadelta", dict(rho=1.5)),
+    ("Adadelta", dict(lr=-1)),
+    ("SGD", dict(lr=0.1, nesterov=True)),
+    ("SGD", dict(momentum=0.9, dampening=0.1, nesterov=True)),
+    ("LBFGS", dict(lr=-1)),
+    ("LBFGS", dict(two_groups=True)),
 ]
 
 
@@ -99,24 +135,28 @@ def test_constructor_errors_match_torch(name, kwargs):
         if kwargs.get("two_groups"):
             params = _groups(params, {})
         with pytest.raises(Exception) as info:
-            getattr(ns.optim, name)(params, **{k: v for k, v in kwargs.items()
-                                               if k != "two_groups"})
+            getattr(ns.optim, name)(
+                params, **{k: v for k, v in kwargs.items() if k != "two_groups"}
+            )
         errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1]
 
 
 # -- compiled steps -----------------------------------------------------------------------
 COMPILED = {  # one model, each optimizer on its own weight and bias (two param groups)
-    "rmsprop": lambda p: staged.optim.RMSprop(_groups(p, {"centered": True}), lr=0.01,
-                                              momentum=0.5, weight_decay=0.01),
+    "rmsprop": lambda p: staged.optim.RMSprop(
+        _groups(p, {"centered": True}), lr=0.01, momentum=0.5, weight_decay=0.01
+    ),
     "adagrad": lambda p: staged.optim.Adagrad(_groups(p, {"lr": 0.2}), lr=0.1, lr_decay=0.01),
     "adamax": lambda p: staged.optim.Adamax(_groups(p, {"lr": 0.05}), weight_decay=0.01),
-    "nadam": lambda p: staged.optim.NAdam(_groups(p, {"decoupled_weight_decay": True}),
-                                          lr=0.05, weight_decay=0.01),
+    "nadam": lambda p: staged.optim.NAdam(
+        _groups(p, {"decoupled_weight_decay": True}), lr=0.05, weight_decay=0.01
+    ),
     "radam": lambda p: staged.optim.RAdam(_groups(p, {"lr": 0.05}), weight_decay=0.01),
     "adadelta": lambda p: staged.optim.Adadelta(_groups(p, {"rho": 0.8}), weight_decay=0.01),
-    "sgd-nesterov": lambda p: staged.optim.SGD(_groups(p, {"lr": 0.05}), lr=0.02,
-                                               momentum=0.9, nesterov=True),
+    "sgd-nesterov": lambda p: staged.optim.SGD(
+        _groups(p, {"lr": 0.05}), lr=0.02, momentum=0.9, nesterov=True
+    ),
 }
 
 
@@ -126,8 +166,13 @@ def _compiled_run(compiled, calls=7, change_at=3):
     weights and, compiled, the trace count after each call."""
     rng = np.random.RandomState(0)
     x, y = (staged.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(8, 3), (8, 2)])
-    params = {k: [staged.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
-                  for s in [(3, 2), (2,)]] for k in COMPILED}
+    params = {
+        k: [
+            staged.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+            for s in [(3, 2), (2,)]
+        ]
+        for k in COMPILED
+    }
     opts = {k: make(params[k]) for k, make in COMPILED.items()}
 
     def step(x, y):
@@ -198,11 +243,16 @@ def _lbfgs_run(ns, steps=3, params=None, state=None, **kwargs):
     return losses, [to_numpy(p).copy() for p in start], opt
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(lr=0.5, max_iter=7, history_size=3),
-                                    dict(line_search_fn="strong_wolfe"),
-                                    dict(line_search_fn="strong_wolfe", history_size=2,
-                                         tolerance_change=1e-6)],
-                         ids=["plain", "short-history", "strong-wolfe", "strong-wolfe-short"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),
+        dict(lr=0.5, max_iter=7, history_size=3),
+        dict(line_search_fn="strong_wolfe"),
+        dict(line_search_fn="strong_wolfe", history_size=2, tolerance_change=1e-6),
+    ],
+    ids=["plain", "short-history", "strong-wolfe", "strong-wolfe-short"],
+)
 def test_lbfgs_matches_torch(kwargs):
     ours, weights, opt = _lbfgs_run(staged, **kwargs)
     theirs, tweights, topt = _lbfgs_run(torch, **kwargs)
@@ -220,8 +270,9 @@ def test_lbfgs_state_dict_round_trip_continues_identically():
     kwargs = dict(line_search_fn="strong_wolfe", max_iter=4, history_size=3)
     ref, ref_weights, _ = _lbfgs_run(staged, **kwargs)
     _, weights, opt = _lbfgs_run(staged, steps=1, **kwargs)
-    losses, resumed, _ = _lbfgs_run(staged, steps=2, params=weights, state=opt.state_dict(),
-                                    **kwargs)
+    losses, resumed, _ = _lbfgs_run(
+        staged, steps=2, params=weights, state=opt.state_dict(), **kwargs
+    )
     assert losses == ref[1:]
     for a, b in zip(resumed, ref_weights):
         np.testing.assert_array_equal(a, b)
@@ -237,8 +288,10 @@ def test_lbfgs_under_compile_says_it_runs_eagerly():
             loss = loss_fn()
             loss.backward()
             return loss
+
         return opt.step(closure)
 
-    with pytest.raises(RuntimeError, match="LBFGS.step needs data-dependent control flow .* "
-                                           "runs eagerly"):
+    with pytest.raises(
+        RuntimeError, match="LBFGS.step needs data-dependent control flow .* runs eagerly"
+    ):
         staged.compile(step)()

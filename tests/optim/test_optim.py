@@ -1,4 +1,5 @@
 """Optimizers against torch: 10-step trajectories from identical weights and data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,16 +38,19 @@ CASES = {
     "sgd-momentum": lambda ns, p: ns.optim.SGD(p, lr=0.1, momentum=0.9),
     "sgd-nesterov": lambda ns, p: ns.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
     "sgd-weight-decay": lambda ns, p: ns.optim.SGD(p, lr=0.1, weight_decay=0.1),
-    "sgd-dampening": lambda ns, p: ns.optim.SGD(p, lr=0.05, momentum=0.5, dampening=0.3,
-                                                weight_decay=0.01),
+    "sgd-dampening": lambda ns, p: ns.optim.SGD(
+        p, lr=0.05, momentum=0.5, dampening=0.3, weight_decay=0.01
+    ),
     "sgd-maximize": lambda ns, p: ns.optim.SGD(p, lr=0.01, momentum=0.9, maximize=True),
     "adam": lambda ns, p: ns.optim.Adam(p, lr=0.05),
-    "adam-weight-decay": lambda ns, p: ns.optim.Adam(p, lr=0.05, betas=(0.8, 0.99),
-                                                     weight_decay=0.1),
+    "adam-weight-decay": lambda ns, p: ns.optim.Adam(
+        p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1
+    ),
     "adam-amsgrad": lambda ns, p: ns.optim.Adam(p, lr=0.05, amsgrad=True),
     "adamw": lambda ns, p: ns.optim.AdamW(p, lr=0.05),
     "adamw-groups": lambda ns, p: ns.optim.AdamW(
-        [{"params": p[:1], "lr": 0.1}, {"params": p[1:]}], lr=0.02, weight_decay=0.5),
+        [{"params": p[:1], "lr": 0.1}, {"params": p[1:]}], lr=0.02, weight_decay=0.5
+    ),
 }
 
 
@@ -83,8 +87,9 @@ def test_constructor_errors():
     params, _ = _problem(staged)
     with pytest.raises(ValueError, match="Invalid learning rate"):
         staged.optim.SGD(params, lr=-1.0)
-    with pytest.raises(ValueError, match="Nesterov momentum requires a momentum and zero "
-                                         "dampening"):
+    with pytest.raises(
+        ValueError, match="Nesterov momentum requires a momentum and zero dampening"
+    ):
         staged.optim.SGD(params, lr=0.1, nesterov=True)
     with pytest.raises(ValueError, match="Invalid beta parameter at index 0: 1.0"):
         staged.optim.Adam(params, betas=(1.0, 0.9))
@@ -98,9 +103,13 @@ def test_constructor_errors():
 
 def _to_numpy_state(sd):
     """A PyTorch optimizer state_dict with its tensors as NumPy arrays."""
-    return {"state": {i: {k: to_numpy(v) if isinstance(v, torch.Tensor) else v
-                          for k, v in s.items()} for i, s in sd["state"].items()},
-            "param_groups": sd["param_groups"]}
+    return {
+        "state": {
+            i: {k: to_numpy(v) if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+            for i, s in sd["state"].items()
+        },
+        "param_groups": sd["param_groups"],
+    }
 
 
 @pytest.mark.parametrize("name", ["sgd-momentum", "adam-amsgrad", "adamw-groups"])
@@ -149,8 +158,7 @@ def test_state_dict_round_trip_continues_identically():
         for i in range(6):
             if reload and i == 3:
                 sd = opt.state_dict()
-                params = [staged.tensor(p.numpy(force=True), requires_grad=True)
-                          for p in params]
+                params = [staged.tensor(p.numpy(force=True), requires_grad=True) for p in params]
                 opt = staged.optim.Adam(params, lr=0.05)
                 opt.load_state_dict(sd)
             opt.zero_grad()
@@ -184,8 +192,10 @@ def test_load_state_dict_keeps_state_tensors_for_compiled_steps():
     _quadratic(params).backward()
     opt.step()
     buf = opt.state[params[0]]["momentum_buffer"]
-    sd = {"state": {0: {"momentum_buffer": np.zeros((3, 2))}},
-          "param_groups": opt.state_dict()["param_groups"]}
+    sd = {
+        "state": {0: {"momentum_buffer": np.zeros((3, 2))}},
+        "param_groups": opt.state_dict()["param_groups"],
+    }
     opt.load_state_dict(sd)
     assert opt.state[params[0]]["momentum_buffer"] is buf
     assert buf.dtype == params[0].dtype and not buf.numpy(force=True).any()

@@ -16,6 +16,7 @@ last match is the final loss (default: the last number on the last line that say
 ``crtol`` how close the compiled pass's must be to staged's eager one (default 1e-3:
 float32 kernels that sum in other orders), ``why`` the notes of a looser one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,14 @@ def spec(path: Path) -> Spec:
     """The program's ``# compat:`` line (``Spec()`` without one)."""
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("# compat:"):
-            fields = dict(f.split("=", 1) for f in shlex.split(line[len("# compat:"):]))
-            return Spec(fields.get("step"), fields.get("loss"),
-                        float(fields.get("rtol", 1e-4)), float(fields.get("crtol", 1e-3)),
-                        fields.get("why", ""))
+            fields = dict(f.split("=", 1) for f in shlex.split(line[len("# compat:") :]))
+            return Spec(
+                fields.get("step"),
+                fields.get("loss"),
+                float(fields.get("rtol", 1e-4)),
+                float(fields.get("crtol", 1e-3)),
+                fields.get("why", ""),
+            )
     return Spec()
 
 
@@ -79,17 +84,24 @@ def run(path: Path, mode: str, timeout: float = 300) -> Run:
     directory (programs write checkpoints)."""
     s, path = spec(path), path.resolve()
     shim = [sys.executable, "-m", "staged.torch_compat"]
-    cmd = {"torch": [sys.executable, str(path)], "eager": [*shim, str(path)],
-           "compiled": [*shim, "--compile", str(s.step), str(path)]}[mode]
+    cmd = {
+        "torch": [sys.executable, str(path)],
+        "eager": [*shim, str(path)],
+        "compiled": [*shim, "--compile", str(s.step), str(path)],
+    }[mode]
     # one thread: small programs gain nothing from more, and a loaded machine (CI's two
     # cores under pytest) made torch's spinning OpenMP threads take 20x longer
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as cwd:
         try:
-            p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                               timeout=timeout)
+            p = subprocess.run(
+                cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            )
         except subprocess.TimeoutExpired:
             return Run(None, timeout, f"timed out after {timeout:.0f} s")
     took = time.perf_counter() - start
@@ -122,16 +134,25 @@ def row(path: Path) -> list:
         comp = "no step function"
     else:
         c = run(path, "compiled")
-        comp = f"fails: {c.error}" if c.error else "no eager loss" if eager.loss is None \
-            else f"no: loss {c.loss:.4g}, eager's {eager.loss:.4g}" \
-            if not close(c.loss, eager.loss, s.crtol) else \
-            "yes" if s.crtol <= 1e-3 else f"yes (within {100 * s.crtol:g} %)"
+        comp = (
+            f"fails: {c.error}"
+            if c.error
+            else "no eager loss"
+            if eager.loss is None
+            else f"no: loss {c.loss:.4g}, eager's {eager.loss:.4g}"
+            if not close(c.loss, eager.loss, s.crtol)
+            else "yes"
+            if s.crtol <= 1e-3
+            else f"yes (within {100 * s.crtol:g} %)"
+        )
     return [f"`{path.stem}`", cell, comp, s.why]
 
 
 def table(paths) -> str:
-    lines = ["| program | eager (vs torch) | compiled step (vs eager) | notes |",
-             "|---|---|---|---|"]
+    lines = [
+        "| program | eager (vs torch) | compiled step (vs eager) | notes |",
+        "|---|---|---|---|",
+    ]
     lines += ["| " + " | ".join(row(p)) + " |" for p in paths]
     return "\n".join(lines)
 
@@ -143,7 +164,7 @@ BEGIN, END = "<!-- programs: python -m tests.programs.runner --readme -->", "<!-
 def readme_table() -> str:
     """The table as README has it (between ``BEGIN`` and ``END``)."""
     text = README.read_text(encoding="utf-8")
-    return text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
+    return text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
 
 
 def write_readme(tab: str) -> None:

@@ -1,6 +1,7 @@
 """The compatibility suite (``runner.py``): every program in ``scripts/`` runs with staged
 standing in for torch and gives torch's final loss (to the program's ``rtol``); with its
 training step compiled, staged's eager loss."""
+
 from __future__ import annotations
 
 import subprocess
@@ -35,21 +36,28 @@ def test_compiled_step_gives_eagers_loss(path):
 
 def test_as_torch_refuses_when_torch_is_imported():
     import staged
+
     with pytest.raises(RuntimeError, match="real torch is already imported"):
         staged.as_torch()
 
 
 def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     script = tmp_path / "uses_distributions.py"
-    script.write_text("import torch.nn\nassert torch.nn.Linear is __import__('staged').nn.Linear"
-                      "\nimport torch.distributions\n")
-    p = subprocess.run([sys.executable, "-m", "staged.torch_compat", str(script)],
-                       capture_output=True, text=True)
+    script.write_text(
+        "import torch.nn\nassert torch.nn.Linear is __import__('staged').nn.Linear"
+        "\nimport torch.distributions\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "staged.torch_compat", str(script)], capture_output=True, text=True
+    )
     assert p.returncode == 1
-    assert "No module named 'torch.distributions': staged (standing in for torch) has no " \
-           "staged.distributions" in p.stderr
+    assert (
+        "No module named 'torch.distributions': staged (standing in for torch) has no "
+        "staged.distributions" in p.stderr
+    )
 
 
 def test_readme_table_is_the_runners():
-    assert R.readme_table() == R.table(PROGRAMS), \
+    assert R.readme_table() == R.table(PROGRAMS), (
         "README's programs table is stale: run `python -m tests.programs.runner --readme`"
+    )

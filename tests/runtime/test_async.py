@@ -1,6 +1,7 @@
 """Note [asynchronous steps]: llvm-cpu and vulkan-spirv calls enqueue their step and
 return; reading a result waits for it, other compiled steps order themselves after it,
 at most MAX_IN_FLIGHT calls are queued, and a failure surfaces where results are read."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,10 +54,10 @@ def test_a_result_fed_to_another_step_or_an_eager_op_is_waited_for(slow, other):
     twice = staged.compile(lambda y: y * 2 + 1, backend=other)
     twice(staged.tensor(a))  # compiled before the race below
     ref = _slow_ref(a)
-    np.testing.assert_allclose(twice(slow(staged.tensor(a))).numpy(), ref * 2 + 1,
-                               rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose((slow(staged.tensor(a)) - 1).numpy(), ref - 1,
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        twice(slow(staged.tensor(a))).numpy(), ref * 2 + 1, rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose((slow(staged.tensor(a)) - 1).numpy(), ref - 1, rtol=1e-4, atol=1e-5)
 
 
 def test_calls_in_flight_are_bounded(slow):
@@ -96,8 +97,8 @@ def _regression_steps(backend, dynamic):
     def make():
         staged.manual_seed(0)
         model = nn.Linear(64, 16)
-        return model, classification_step(model, optim.SGD(model.parameters(), lr=0.05),
-                                           F.mse_loss)
+        return model, classification_step(model, optim.SGD(model.parameters(), lr=0.05), F.mse_loss)
+
     (cm, cstep), (em, estep) = make(), make()
     return cm, staged.compile(cstep, backend=backend, dynamic=dynamic), em, estep
 

@@ -1,5 +1,6 @@
 """GPU backends: vulkan-spirv runs on lavapipe (Mesa's software Vulkan) in CI; cuda
 compiles everywhere and runs where an NVIDIA GPU is present."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,9 @@ from tests.backends import needs_cuda, needs_vulkan, train_against_eager
 
 @needs_vulkan
 def test_vulkan_training_step_equals_eager():
-    train_against_eager("vulkan-spirv", steps=4)  # int64 labels cross the boundary as int32 (demoted)
+    train_against_eager(
+        "vulkan-spirv", steps=4
+    )  # int64 labels cross the boundary as int32 (demoted)
 
 
 @needs_vulkan
@@ -29,11 +32,17 @@ def test_vulkan_reads_back_odd_sizes_and_scalars():
 def test_vulkan_scans_and_sorts(n):
     x = np.round(np.random.default_rng(n).standard_normal((3, n)) * 8).astype(np.float32)
     x[1, 2] = np.nan
-    f = staged.compile(lambda t: (t.cumsum(1), t.cumsum(0), staged.sort(t, 1, True).indices,
-                                  staged.argsort(t, 1)), backend="vulkan-spirv")
+    f = staged.compile(
+        lambda t: (t.cumsum(1), t.cumsum(0), staged.sort(t, 1, True).indices, staged.argsort(t, 1)),
+        backend="vulkan-spirv",
+    )
     got = f(staged.tensor(x))
-    eager = (staged.tensor(x).cumsum(1), staged.tensor(x).cumsum(0),
-             staged.sort(staged.tensor(x), 1, True).indices, staged.argsort(staged.tensor(x), 1))
+    eager = (
+        staged.tensor(x).cumsum(1),
+        staged.tensor(x).cumsum(0),
+        staged.sort(staged.tensor(x), 1, True).indices,
+        staged.argsort(staged.tensor(x), 1),
+    )
     for g, w in zip(got, eager):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-3)
 
@@ -64,17 +73,21 @@ def test_vulkan_bool_and_narrow_ints_of_any_size_cross_the_boundary():
     a = staged.tensor(rng.random(7) < 0.5)
     b = staged.tensor(rng.integers(-100, 100, (3, 3)).astype(np.int8))
     c = staged.tensor(rng.integers(-1000, 1000, 5).astype(np.int16))
-    f = staged.compile(lambda a, b, c: (a | (c > 0)[:1].expand(7), b * 2, c + 1, ~a),
-                       backend="vulkan-spirv")
+    f = staged.compile(
+        lambda a, b, c: (a | (c > 0)[:1].expand(7), b * 2, c + 1, ~a), backend="vulkan-spirv"
+    )
     for got, want in zip(f(a, b, c), (a | (c > 0)[:1].expand(7), b * 2, c + 1, ~a)):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 @needs_vulkan
-@pytest.mark.xfail(strict=True, reason="IREE 3.13's SPIR-V code for a reduction over the "
-                   "leading dim broadcast back against its input in one dispatch leaves part "
-                   "of the output unwritten on lavapipe (softmax over dim 0 of a 2x3x4 tensor)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="IREE 3.13's SPIR-V code for a reduction over the "
+    "leading dim broadcast back against its input in one dispatch leaves part "
+    "of the output unwritten on lavapipe (softmax over dim 0 of a 2x3x4 tensor)",
+)
 def test_vulkan_leading_dim_reduction_broadcast_back():
     x = staged.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
     f = staged.compile(lambda x: x - x.amax(0, keepdim=True), backend="vulkan-spirv")
@@ -87,17 +100,21 @@ def test_vulkan_int64_beyond_int32_is_refused_not_wrapped():
     -2**31; now the call raises, naming the input, and the step still runs in range."""
     f = staged.compile(lambda i: i + 1, backend="vulkan-spirv")
     assert f(staged.tensor([1, 2])).tolist() == [2, 3]
-    with pytest.raises(OverflowError, match=r"input i holds int64 value 2147483648, .* int32 .*llvm-cpu"):
-        f(staged.tensor([1, 2 ** 31]))
-    assert f(staged.tensor([-2 ** 31, 5])).tolist() == [-2 ** 31 + 1, 6]
+    with pytest.raises(
+        OverflowError, match=r"input i holds int64 value 2147483648, .* int32 .*llvm-cpu"
+    ):
+        f(staged.tensor([1, 2**31]))
+    assert f(staged.tensor([-(2**31), 5])).tolist() == [-(2**31) + 1, 6]
 
 
 @needs_vulkan
 def test_vulkan_int64_extrema_of_one_sign():
     """int64's identities for max/min truncated to 0 and -1 where Vulkan holds int64 as
     int32: amax([-5, -3, -9]) was 0 and argmax 3 (out of range)."""
-    f = staged.compile(lambda x: (x.amax(), x.amin(), x.amax(0, keepdim=True), x.argmax(),
-                                  x.argmin()), backend="vulkan-spirv")
+    f = staged.compile(
+        lambda x: (x.amax(), x.amin(), x.amax(0, keepdim=True), x.argmax(), x.argmin()),
+        backend="vulkan-spirv",
+    )
     for v in ([-5, -3, -9], [5, 3, 9]):
         x = staged.tensor(v)
         want = [x.amax(), x.amin(), x.amax(0, keepdim=True), x.argmax(), x.argmin()]

@@ -2,6 +2,7 @@
 checks]): the compiled step raises eager's error (PyTorch's) when a result of the bad call is
 read or at the next call, and keeps parameters and optimizer state bit for bit; later good
 calls train along eager. ONNX, which cannot raise, gives NaN results and the old state."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +16,33 @@ from staged.nn import functional as F
 from tests.backends import needs_vulkan
 
 V, D, C = 10, 3, 4
-GOOD = {"tok": [1, 2], "g": [[3, 0, 9], [1, 2, 3]], "isel": [4, 5], "tad": [[0, 9, 1]],
-        "gi": [7, -1], "gi2": [0, 2], "sc": [[9, 0, 1], [2, 2, 2]], "tgt": [0, 3]}
+GOOD = {
+    "tok": [1, 2],
+    "g": [[3, 0, 9], [1, 2, 3]],
+    "isel": [4, 5],
+    "tad": [[0, 9, 1]],
+    "gi": [7, -1],
+    "gi2": [0, 2],
+    "sc": [[9, 0, 1], [2, 2, 2]],
+    "tgt": [0, 3],
+}
 # (argument, entry 1 of it or of its first row, the op that reads it first)
-BAD = [("tok", 1000, "embedding"), ("tok", 10 ** 9, "embedding"), ("tok", -1, "embedding"),
-       ("g", 10, "gather"), ("g", -1, "gather"), ("isel", -11, "index_select"),
-       ("tad", 10, "take_along_dim"), ("gi", -11, "x[i]"), ("gi2", 3, "x[i, j]"),
-       ("sc", 10, "scatter_add"), ("tgt", 4, "cross_entropy"), ("tgt", -1, "cross_entropy"),
-       ("tok", 2 ** 30, "embedding"), ("g", 10 - 2 ** 30, "gather")]
+BAD = [
+    ("tok", 1000, "embedding"),
+    ("tok", 10**9, "embedding"),
+    ("tok", -1, "embedding"),
+    ("g", 10, "gather"),
+    ("g", -1, "gather"),
+    ("isel", -11, "index_select"),
+    ("tad", 10, "take_along_dim"),
+    ("gi", -11, "x[i]"),
+    ("gi2", 3, "x[i, j]"),
+    ("sc", 10, "scatter_add"),
+    ("tgt", 4, "cross_entropy"),
+    ("tgt", -1, "cross_entropy"),
+    ("tok", 2**30, "embedding"),
+    ("g", 10 - 2**30, "gather"),
+]
 
 
 def setup():
@@ -39,11 +59,15 @@ def setup():
         h = h + staged.take_along_dim(table, tad, 0)
         acc = staged.zeros(V, D).scatter_add(0, sc, h)
         logits = model["lin"](h)
-        loss = F.cross_entropy(logits, tgt) + F.nll_loss(logits.log_softmax(1), tgt) \
+        loss = (
+            F.cross_entropy(logits, tgt)
+            + F.nll_loss(logits.log_softmax(1), tgt)
             + 0.01 * (acc * acc).sum()
+        )
         loss.backward()
         opt.step()
         return loss
+
     step(**args())  # Adam's state exists before the step is compiled
     return step, model, table, opt
 
@@ -60,8 +84,10 @@ def snapshot(model, table, opt) -> list:
     """Every parameter and optimizer state tensor, as host arrays."""
     out = [p.detach().numpy().copy() for p in [*model.parameters(), table]]
     for slots in opt.state.values():
-        out += [np.array(v.numpy() if isinstance(v, staged.Tensor) else v)
-                for _, v in sorted(slots.items())]
+        out += [
+            np.array(v.numpy() if isinstance(v, staged.Tensor) else v)
+            for _, v in sorted(slots.items())
+        ]
     return out
 
 
@@ -99,8 +125,7 @@ def check_bad_calls(call, state, expected):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv",
-                                                               marks=needs_vulkan)])
+@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv", marks=needs_vulkan)])
 def test_compiled_step_raises_and_keeps_state(backend, expected):
     step, model, table, opt = setup()
     estep, emodel, etable, eopt = setup()
@@ -122,8 +147,7 @@ def test_deployed_step_raises_and_keeps_state(tmp_path, expected):
     cstep.save(tmp_path)
     loaded = staged.runtime.load(tmp_path)
     first = loaded(**args()).item()
-    check_bad_calls(lambda a: loaded(**a), lambda: list(loaded.state_dict().values()),
-                    expected)
+    check_bad_calls(lambda a: loaded(**a), lambda: list(loaded.state_dict().values()), expected)
     assert np.isfinite(loaded(**args()).item()) and loaded(**args()).item() < first
 
 
@@ -131,17 +155,18 @@ def test_onnx_step_gives_nan_and_keeps_state(tmp_path):
     step, model, table, opt = setup()
     c = staged.capture(step, **args())
     c.export_onnx(tmp_path / "step.onnx")
-    sess = ort.InferenceSession(str(tmp_path / "step.onnx"),
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(tmp_path / "step.onnx"), providers=["CPUExecutionProvider"])
     state = [w.tensor.detach().numpy() for w in c.state]
     names = [o.name for o in sess.get_outputs()]
-    updated = [names.index(f"updated.{w.name}") if f"updated.{w.name}" in names else None
-               for w in c.state]
+    updated = [
+        names.index(f"updated.{w.name}") if f"updated.{w.name}" in names else None for w in c.state
+    ]
 
     def run(a):
         feed = dict(zip([w.name for w in c.state], state))
         feed.update({k: v.numpy() for k, v in a.items()})
         return sess.run(None, feed)
+
     np.testing.assert_allclose(run(args())[0], step(**args()).item(), rtol=1e-5)
     for name, value, op in BAD:
         out = run(args((name, value)))
@@ -156,6 +181,7 @@ def test_many_optimizer_counters_compile_with_checks():
     select each made IREE fuse them into a dispatch binding more buffers than the 32 allowed
     (``binding count 36 > 32`` at load); the step must load, train as eager and keep its
     state on a bad index."""
+
     def build():
         staged.manual_seed(0)
         emb = nn.Embedding(V, D)
@@ -169,7 +195,9 @@ def test_many_optimizer_counters_compile_with_checks():
             loss.backward()
             opt.step()
             return loss
+
         return step, opt
+
     step, opt = build()
     estep, _ = build()
     cstep = staged.compile(step)
@@ -183,15 +211,16 @@ def test_many_optimizer_counters_compile_with_checks():
     assert [s["step"].item() for s in opt.state.values()] == before == [3.0] * 20
 
 
-@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv",
-                                                               marks=needs_vulkan)])
+@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv", marks=needs_vulkan)])
 def test_values_beyond_the_report_cap_read_at_least(backend):
     """A report keeps values within 2**30 of the range exactly (Vulkan holds int64 in int32);
     one further out is named as a bound, never as a wrong value."""
     table = staged.randn(V, D)
     step = staged.compile(lambda i: table[i].sum(), backend=backend)
-    for value, read in [(2 ** 31 - 1, f"at least {V + KEY_CAP}"),
-                        (-2 ** 31, f"at most {-V - 1 - KEY_CAP}")]:
+    for value, read in [
+        (2**31 - 1, f"at least {V + KEY_CAP}"),
+        (-(2**31), f"at most {-V - 1 - KEY_CAP}"),
+    ]:
         with pytest.raises(IndexError) as got:
             step(staged.tensor([0, value])).item()
         assert f"index {read} is out of bounds" in str(got.value)

@@ -1,4 +1,5 @@
 """staged.compile: a compiled training step behaves call for call like the eager one."""
+
 from __future__ import annotations
 
 import copy
@@ -19,8 +20,10 @@ def _model(seed=0):
 
 def _data(n=8, seed=1):
     rng = np.random.default_rng(seed)
-    return (staged.tensor(rng.standard_normal((n, 10)).astype(np.float32)),
-            staged.tensor(rng.integers(0, 4, n)))
+    return (
+        staged.tensor(rng.standard_normal((n, 10)).astype(np.float32)),
+        staged.tensor(rng.integers(0, 4, n)),
+    )
 
 
 def _trainer(model, make_opt, zero_first=True):
@@ -43,8 +46,9 @@ def _trainer(model, make_opt, zero_first=True):
 
 OPTIMIZERS = {
     "sgd": lambda ps: optim.SGD(ps, lr=0.1),
-    "sgd-momentum-nesterov": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,
-                                                  weight_decay=1e-3),
+    "sgd-momentum-nesterov": lambda ps: optim.SGD(
+        ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3
+    ),
     "adam": lambda ps: optim.Adam(ps, lr=1e-2),
     "adamw": lambda ps: optim.AdamW(ps, lr=1e-2),
 }
@@ -63,8 +67,7 @@ def test_compiled_step_equals_eager_for_20_steps(name):
         lc = cstep(x, y).item()
         np.testing.assert_allclose(lc, le, rtol=1e-4, err_msg=f"step {i}")
     for (k, pe), pc in zip(eager_model.state_dict().items(), compiled_model.parameters()):
-        np.testing.assert_allclose(pc.detach().numpy(), pe.numpy(), rtol=1e-4, atol=1e-6,
-                                   err_msg=k)
+        np.testing.assert_allclose(pc.detach().numpy(), pe.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
     # the first call sees no .grad and no optimizer buffers; the second sees both (and
     # is traced once more); every later call reuses that trace
     assert cstep.traces == 2 and len(calls) == 2
@@ -139,6 +142,7 @@ def test_hooks_and_no_grad_inside_a_compiled_step_match_eager():
             loss.backward()
             opt.step()
             return loss
+
         return model, step
 
     (me, se), (mc, sc) = make(), make()
@@ -147,8 +151,7 @@ def test_hooks_and_no_grad_inside_a_compiled_step_match_eager():
     for _ in range(5):
         np.testing.assert_allclose(cstep(x, y).item(), se(x, y).item(), rtol=1e-4)
     for pe, pc in zip(me.parameters(), mc.parameters()):
-        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4,
-                                   atol=1e-6)
+        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-4, atol=1e-6)
 
 
 def test_mixing_eager_and_compiled_calls_on_the_same_parameters():
@@ -169,20 +172,27 @@ def test_lowering_error_names_the_op_and_the_user_line():
         return a.asin()  # MLIR's complex dialect has no arcsine
 
     a = staged.tensor([0.5 + 0.5j])
-    with pytest.raises(LoweringError, match=r"asin on complex64.*test_compiled\.py:\d+: no "
-                                            r"MLIR lowering: MLIR's complex dialect"):
+    with pytest.raises(
+        LoweringError,
+        match=r"asin on complex64.*test_compiled\.py:\d+: no "
+        r"MLIR lowering: MLIR's complex dialect",
+    ):
         staged.compile(f)(a)
 
 
 def test_an_op_outside_its_dtype_domain_raises_at_the_user_line_when_traced():
     """bool matmul is outside matmul's domain: the trace raises torch's error class with
     the reason, as eager does, before anything is lowered."""
+
     def f(a, b):
         return a @ b
 
     a = staged.tensor([[True, False]])
-    with pytest.raises(RuntimeError, match=r"'matmul' is not defined for bool tensors: "
-                                           r"NumPy's boolean matmul"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"'matmul' is not defined for bool tensors: "
+        r"NumPy's boolean matmul",
+    ):
         staged.compile(f)(a, a.T)
     with pytest.raises(RuntimeError, match=r"'matmul' is not defined for bool"):
         f(a, a.T)

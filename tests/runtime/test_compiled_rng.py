@@ -1,6 +1,7 @@
 """Random draws in compiled steps (Note [host draws] in staged/tracing/draws.py): made on
 the host at every call from torch's stream, so a compiled step gives eager's numbers and
 torch 2.13's (the oracle), call for call, and leaves the generators in the same state."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ def dropout_mlp(lib, seed=0, p=0.3):
     torch and staged)."""
     lib.manual_seed(seed)
     nn = lib.nn
-    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Dropout(p), nn.Linear(32, 16),
-                          nn.Tanh(), nn.Dropout(p / 2), nn.Linear(16, 3))
+    model = nn.Sequential(
+        nn.Linear(10, 32),
+        nn.ReLU(),
+        nn.Dropout(p),
+        nn.Linear(32, 16),
+        nn.Tanh(),
+        nn.Dropout(p / 2),
+        nn.Linear(16, 3),
+    )
     opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
     def step(x, y):
@@ -34,6 +42,7 @@ def dropout_mlp(lib, seed=0, p=0.3):
         loss.backward()
         opt.step()
         return loss
+
     return model, step
 
 
@@ -44,8 +53,7 @@ def train(lib, compiled=False, calls=CALLS, **kw):
         step = staged.compile(step)
     x, y = lib.tensor(X), lib.tensor(Y)
     losses = [step(x, y).item() for _ in range(calls)]
-    return losses, np.asarray(lib.get_rng_state().numpy()), \
-        model[0].weight.detach().numpy().copy()
+    return losses, np.asarray(lib.get_rng_state().numpy()), model[0].weight.detach().numpy().copy()
 
 
 def test_seeded_dropout_training_equals_eager_and_torch_call_for_call():
@@ -60,14 +68,24 @@ def test_seeded_dropout_training_equals_eager_and_torch_call_for_call():
 def test_draws_inside_a_step_are_torch_s_at_every_call():
     """rand, randn (block and serial paths), randint, randperm, the _like forms, normal,
     and the in-place methods drawn inside a compiled step: torch's values, bit for bit."""
+
     def draws(lib, x):
         t = lib.zeros(5, 7)
-        return (lib.rand(3, 5) + x, lib.randn(40) + x, lib.randn(3) + x,
-                lib.randint(0, 10, (6,)), lib.randperm(9), lib.rand_like(t) + x,
-                lib.randn_like(t, dtype=lib.float64), lib.normal(2.0, 3.0, (17,)) + x,
-                t.clone().uniform_(-2, 3) + x, t.clone().normal_(1.0, 0.5) + x,
-                t.clone().exponential_(2.0) + x, t.clone().bernoulli_(0.3) + x,
-                lib.nn.init.kaiming_uniform_(lib.empty(4, 6)) + x)
+        return (
+            lib.rand(3, 5) + x,
+            lib.randn(40) + x,
+            lib.randn(3) + x,
+            lib.randint(0, 10, (6,)),
+            lib.randperm(9),
+            lib.rand_like(t) + x,
+            lib.randn_like(t, dtype=lib.float64),
+            lib.normal(2.0, 3.0, (17,)) + x,
+            t.clone().uniform_(-2, 3) + x,
+            t.clone().normal_(1.0, 0.5) + x,
+            t.clone().exponential_(2.0) + x,
+            t.clone().bernoulli_(0.3) + x,
+            lib.nn.init.kaiming_uniform_(lib.empty(4, 6)) + x,
+        )
 
     step = staged.compile(lambda x: draws(staged, x))
     staged.manual_seed(11)
@@ -85,11 +103,18 @@ def test_draws_inside_a_step_are_torch_s_at_every_call():
 def test_draws_from_traced_probabilities_and_means_are_torch_s():
     """bernoulli(p), bernoulli_(p) and normal(mean, std) of tensors the step computes: the
     uniforms and normals are drawn on the host, the comparison and scaling in the graph."""
+
     def draws(lib, x):
         p = lib.sigmoid(x)
-        return (lib.bernoulli(p), lib.bernoulli(p.double()), lib.zeros(3, 5).bernoulli_(p),
-                lib.normal(x, 0.5), lib.normal(x, p), lib.normal(1.5, p),
-                lib.bernoulli(p, 0.25))
+        return (
+            lib.bernoulli(p),
+            lib.bernoulli(p.double()),
+            lib.zeros(3, 5).bernoulli_(p),
+            lib.normal(x, 0.5),
+            lib.normal(x, p),
+            lib.normal(1.5, p),
+            lib.bernoulli(p, 0.25),
+        )
 
     step = staged.compile(lambda x: draws(staged, x))
     x = np.random.default_rng(3).standard_normal((3, 5)).astype(np.float32)
@@ -109,9 +134,14 @@ def test_multinomial_in_a_step_samples_torch_s_indices():
     """multinomial with and without replacement inside a compiled step (as a sampling loop
     would compile it): the exponentials and uniforms drawn on the host, the top-k and the
     search in the graph, torch's indices exactly."""
+
     def sample(lib, p):
-        return (lib.multinomial(p, 1), lib.multinomial(p, 4), lib.multinomial(p, 6, True),
-                lib.multinomial(p[0], 3, True))
+        return (
+            lib.multinomial(p, 1),
+            lib.multinomial(p, 4),
+            lib.multinomial(p, 6, True),
+            lib.multinomial(p[0], 3, True),
+        )
 
     p = np.random.default_rng(4).random((3, 7)).astype(np.float32)
     p[1, 2] = 0.0
@@ -134,10 +164,14 @@ def test_a_traced_probability_or_std_out_of_range_raises_torch_s_error_when_read
         if bad == "bernoulli_":
             return staged.zeros(2).bernoulli_(x)
         return staged.normal(0.0, x)
+
     step = staged.compile(draw)
     assert step(staged.tensor([0.5, 1.0])).shape == (2,)
-    message = ("normal expects all elements of std >= 0.0" if bad == "normal" else
-               r"Expected p_in >= 0 && p_in <= 1 to be true, but got false")
+    message = (
+        "normal expects all elements of std >= 0.0"
+        if bad == "normal"
+        else r"Expected p_in >= 0 && p_in <= 1 to be true, but got false"
+    )
     out = step(staged.tensor([0.5, -0.5 if bad == "normal" else float("nan")]))
     with pytest.raises(RuntimeError, match=message):
         out.numpy()
@@ -153,6 +187,7 @@ def test_explicit_generators_advance_as_eager_and_the_trace_draws_nothing():
             b = lib.nn.functional.dropout(x.expand(20), 0.5)
             c = lib.randn(18, generator=g) + x
             return a, b, c
+
         return g, step
 
     (g, step), (tg, tstep) = make(staged), make(torch)
@@ -170,6 +205,7 @@ def test_explicit_generators_advance_as_eager_and_the_trace_draws_nothing():
 
 def test_a_generator_seeded_inside_the_step_repeats_its_draws():
     """manual_seed and get/set_rng_state inside the step are replayed at every call."""
+
     def step(lib, x):
         lib.manual_seed(5)
         a = lib.rand(3) + x
@@ -225,6 +261,7 @@ def test_checkpointed_dropout_replays_the_forward_mask_compiled_as_eager():
             loss = (y * y).sum()
             loss.backward()
             return loss, w.grad * 1
+
         return step
 
     ours, theirs = staged.compile(make(staged)), make(torch)
@@ -245,8 +282,11 @@ def test_dynamic_batch_draws_the_call_s_shape():
         out = [step(lib.tensor(X[:n]), lib.tensor(Y[:n])).item() for n in sizes]
         return out, step, np.asarray(lib.get_rng_state().numpy())
 
-    (ours, step, state), (eager, _, estate), (theirs, _, tstate) = \
-        run(staged, True), run(staged, False), run(torch, False)
+    (ours, step, state), (eager, _, estate), (theirs, _, tstate) = (
+        run(staged, True),
+        run(staged, False),
+        run(torch, False),
+    )
     assert step.traces == 2  # the first call makes SGD's buffers (a one-shot trace)
     np.testing.assert_allclose(ours, eager, rtol=1e-6)
     np.testing.assert_allclose(ours, theirs, rtol=2e-6)
@@ -257,6 +297,7 @@ def test_dynamic_batch_draws_the_call_s_shape():
 def test_a_step_in_segments_draws_on_the_host_as_eager():
     """A step with collectives runs as compiled segments (alone, each collective is the
     identity): the draws before and after one are eager's."""
+
     def step(x):
         y = C.all_reduce(F.dropout(x * 2, 0.5), op="sum")
         return (F.dropout(y, 0.25) + staged.rand(x.shape[0])).sum() * 1, y * 1
@@ -283,8 +324,7 @@ def test_eval_mode_retraces_without_draws_and_train_mode_draws_again():
             getattr(m, mode)()
         for _ in range(2):
             np.testing.assert_allclose(step(x, y).item(), tstep(tx, ty).item(), rtol=2e-6)
-        np.testing.assert_array_equal(staged.get_rng_state().numpy(),
-                                      torch.get_rng_state().numpy())
+        np.testing.assert_array_equal(staged.get_rng_state().numpy(), torch.get_rng_state().numpy())
     assert step.traces == 3  # train (one-shot, then reused) and eval
     assert "random draws made on the host" in step.explanation()
 

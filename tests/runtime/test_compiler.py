@@ -1,5 +1,6 @@
 """Compile cache: hits skip the compiler, damaged entries are rebuilt, errors carry
 IREE's diagnostics and the staged op's line."""
+
 from __future__ import annotations
 
 import os
@@ -33,6 +34,7 @@ def counted(monkeypatch):
     def count(*args):
         calls.append(args)
         return real(*args)
+
     monkeypatch.setattr(compiler, "compile_uncached", count)
     return calls
 
@@ -60,8 +62,15 @@ def test_key_depends_on_text_and_backend():
     assert cache.cache_key("ab", "c") != cache.cache_key("a", "bc")
 
 
-@pytest.mark.parametrize("damage", [lambda b: b[: len(b) // 2], lambda b: b[:5],
-                                    lambda b: b[:-1] + bytes([b[-1] ^ 1]), lambda b: b""])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[: len(b) // 2],
+        lambda b: b[:5],
+        lambda b: b[:-1] + bytes([b[-1] ^ 1]),
+        lambda b: b"",
+    ],
+)
 def test_damaged_entry_is_rebuilt(counted, cache_dir, damage):
     good = compile_mlir(TEXT)
     (entry,) = cache_dir.iterdir()
@@ -79,8 +88,11 @@ def test_unwritable_cache_warns_once_and_falls_back(monkeypatch, tmp_path, count
     monkeypatch.setattr(cache, "_FALLBACK", {})
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    with pytest.warns(RuntimeWarning, match=r"file/sub cannot be written .*caching in "
-                                            r".*tmp/staged-cache-.* instead"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"file/sub cannot be written .*caching in "
+        r".*tmp/staged-cache-.* instead",
+    ):
         first = compile_mlir(TEXT)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -110,6 +122,7 @@ def test_concurrent_compiles_keep_their_diagnostics_and_stderr():
     of file descriptor 2: each gets its result or its own error, and stderr is the
     process's own again afterwards."""
     from concurrent.futures import ThreadPoolExecutor
+
     bad = TEXT.replace("math.exp %a : tensor<3xf32>", "math.exp %a : tensor<3xi32>")
     before = os.fstat(2)
 
@@ -118,6 +131,7 @@ def test_concurrent_compiles_keep_their_diagnostics_and_stderr():
             return compiler.compile_uncached(text, compiler.flags("llvm-cpu"))
         except CompileError as err:
             return err
+
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(build, [TEXT, bad, TEXT, bad]))
     assert [type(g) for g in got] == [bytes, CompileError] * 2

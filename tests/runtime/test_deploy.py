@@ -1,5 +1,6 @@
 """Deployable steps: save a compiled training step, load it in a fresh process without
 the compiler or the model code, and continue the loss trajectory exactly."""
+
 from __future__ import annotations
 
 import json
@@ -60,15 +61,21 @@ def test_loaded_step_continues_in_a_fresh_process_without_the_compiler(trained):
         import numpy as np
         import staged.runtime
         step = staged.runtime.load({str(out)!r})
-        x, y = np.load({str(out / 'x.npy')!r}), np.load({str(out / 'y.npy')!r})
+        x, y = np.load({str(out / "x.npy")!r}), np.load({str(out / "y.npy")!r})
         losses = [step(x, y).item() for _ in range(3)]
         state = {{k: v.tolist() for k, v in step.state_dict().items()}}
         print(json.dumps({{"losses": losses, "state": state,
                            "compiler": "iree.compiler" in sys.modules}}))
     """)
     env = dict(os.environ, PYTHONPATH=str(Path(staged.__file__).parent.parent))
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         env=env, cwd=out, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=out,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["compiler"] is False
@@ -78,14 +85,12 @@ def test_loaded_step_continues_in_a_fresh_process_without_the_compiler(trained):
     # compounded over three steps: DEPLOY_RTOL
     np.testing.assert_allclose(got["losses"], after, rtol=DEPLOY_RTOL)
     for k, v in params.items():
-        np.testing.assert_allclose(np.asarray(got["state"][k], v.dtype), v, rtol=1e-5,
-                                   atol=1e-7)
+        np.testing.assert_allclose(np.asarray(got["state"][k], v.dtype), v, rtol=1e-5, atol=1e-7)
 
 
 def test_iree_run_module_runs_the_saved_step(trained):
     out, _, _ = trained
-    tool = shutil.which("iree-run-module") or str(Path(sys.executable).parent /
-                                                  "iree-run-module")
+    tool = shutil.which("iree-run-module") or str(Path(sys.executable).parent / "iree-run-module")
     m = json.loads((out / "manifest.json").read_text())
     work = out / "cli"
     work.mkdir(exist_ok=True)
@@ -150,8 +155,10 @@ def test_a_flipped_byte_in_either_file_is_refused_before_loading(copy, name):
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x40
     path.write_bytes(bytes(data))
-    with pytest.raises(staged.runtime.deploy.IntegrityError,
-                       match=rf"{name}: sha256 [0-9a-f]{{64}} does not match the manifest's"):
+    with pytest.raises(
+        staged.runtime.deploy.IntegrityError,
+        match=rf"{name}: sha256 [0-9a-f]{{64}} does not match the manifest's",
+    ):
         staged.runtime.load(copy)
 
 
@@ -160,8 +167,10 @@ def test_recorded_versions_are_checked(copy):
     m = json.loads(json.dumps(manifest))
     m["versions"]["iree-compiler"] = "3.0.0"
     (copy / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(staged.runtime.deploy.IntegrityError,
-                       match=r"compiled by IREE 3\.0\.0, this runtime is IREE 3\."):
+    with pytest.raises(
+        staged.runtime.deploy.IntegrityError,
+        match=r"compiled by IREE 3\.0\.0, this runtime is IREE 3\.",
+    ):
         staged.runtime.load(copy)
     m = json.loads(json.dumps(manifest))
     m["versions"]["staged"] = "0.0.1"
@@ -197,13 +206,19 @@ def test_arguments_are_dtype_checked_bound_by_name_and_taken_from_any_array(trai
     assert loss(ArrayLike(x), ArrayLike(y)) == ref
     assert loss(x, y.astype(np.int32)) == ref  # lossless widening
     # float labels were cast to int64 silently (0.9 -> class 0)
-    with pytest.raises(TypeError, match=r"argument y: expected int64, got float64, which does "
-                                        r"not convert to int64 without loss"):
+    with pytest.raises(
+        TypeError,
+        match=r"argument y: expected int64, got float64, which does "
+        r"not convert to int64 without loss",
+    ):
         step(x, y + 0.9)
     with pytest.raises(TypeError, match=r"argument x: expected float32, got float64"):
         step(x.astype(np.float64), y)
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'labels'; its arguments "
-                                        r"are x, y"):
+    with pytest.raises(
+        TypeError,
+        match=r"unexpected keyword argument 'labels'; its arguments "
+        r"are x, y",
+    ):
         step(x, labels=y)
     with pytest.raises(TypeError, match=r"multiple values for argument 'x'"):
         step(x, y, x=x)
@@ -230,8 +245,9 @@ def test_state_can_be_read_restored_and_saved(trained, tmp_path):
     again = staged.runtime.load(saved)
     np.testing.assert_array_equal(again(x, y).item(), step(x, y).item())
     with pytest.raises(KeyError, match=r"unexpected keys \['nope'\], missing keys \['0.bias'\]"):
-        step.load_state_dict({**{k: v for k, v in before.items() if k != "0.bias"},
-                              "nope": before["0.bias"]})
+        step.load_state_dict(
+            {**{k: v for k, v in before.items() if k != "0.bias"}, "nope": before["0.bias"]}
+        )
     with pytest.raises(ValueError, match=r"state 0.weight: expected shape \[12, 6\]"):
         step.load_state_dict({**before, "0.weight": before["0.weight"][:, :5]})
 
@@ -256,6 +272,9 @@ def test_a_python_scalar_argument_must_be_the_traced_value(tmp_path):
     loaded = staged.runtime.load(tmp_path)
     assert loaded(staged.ones(3), 2.0).item() == pytest.approx(cstep(staged.ones(3), 2.0).item())
     assert loaded(staged.ones(3), scale=2.0, mode="sum").item() > 0
-    with pytest.raises(ValueError, match=r"argument scale=3.0: this step was traced with "
-                                         r"scale=2.0 and has that value built in"):
+    with pytest.raises(
+        ValueError,
+        match=r"argument scale=3.0: this step was traced with "
+        r"scale=2.0 and has that value built in",
+    ):
         loaded(staged.ones(3), 3.0)

@@ -1,4 +1,5 @@
 """staged.compile(device=...): which device of the backend's IREE driver runs the step."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,8 +40,11 @@ def test_state_moves_between_devices_between_calls():
 
 
 def test_unknown_device_is_a_clear_error_listing_the_available_ones():
-    with pytest.raises(DeviceError, match=r"no device local-task:7.*available: "
-                                          r"local-task:0 \(default\), local-sync:0"):
+    with pytest.raises(
+        DeviceError,
+        match=r"no device local-task:7.*available: "
+        r"local-task:0 \(default\), local-sync:0",
+    ):
         staged.compile(lambda x: x * 2, device="local-task:7")
     with pytest.raises(ValueError, match="cannot run a llvm-cpu step"):
         staged.compile(lambda x: x * 2, device="vulkan:0")
@@ -108,6 +112,7 @@ def test_calls_from_two_threads_on_one_step_each_get_their_own_results():
         for x in part:
             if not np.array_equal(f(x).numpy(), x.numpy() * 2 + 1):
                 bad.append(x)
+
     threads = [threading.Thread(target=worker, args=(xs[k::2],)) for k in range(2)]
     for t in threads:
         t.start()

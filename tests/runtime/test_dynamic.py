@@ -1,5 +1,6 @@
 """staged.compile(dynamic=True): one trace and one IREE compile serve every batch size.
 Eager mode is the oracle, call for call; trace counts prove the single compile."""
+
 from __future__ import annotations
 
 import glob
@@ -28,14 +29,17 @@ def _mlp_step(seed=0):
 
 
 def _batch(rng, n):
-    return (staged.tensor(rng.standard_normal((n, 20)).astype(np.float32)),
-            staged.tensor(rng.integers(0, 5, n)))
+    return (
+        staged.tensor(rng.standard_normal((n, 20)).astype(np.float32)),
+        staged.tensor(rng.integers(0, 5, n)),
+    )
 
 
 def _assert_same_params(a, b):
     for (name, p), q in zip(a.named_parameters(), b.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
-                                   atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(
+            p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=name
+        )
 
 
 def test_mlp_sgd_momentum_step_compiles_once_for_every_batch_size(tmp_path):
@@ -59,16 +63,21 @@ def test_mlp_sgd_momentum_step_compiles_once_for_every_batch_size(tmp_path):
     assert "tensor<32x20xf32>" in text  # the state stays static
 
     # the saved module keeps the batch dynamic
-    compiled.save(tmp_path / "step", names={p: k for k, p in
-                                            model.state_dict(keep_vars=True).items()})
+    compiled.save(
+        tmp_path / "step", names={p: k for k, p in model.state_dict(keep_vars=True).items()}
+    )
     manifest = json.loads((tmp_path / "step" / "manifest.json").read_text())
     assert [a["shape"] for a in manifest["args"]] == [["batch", 20], ["batch"]]
     deployed = load(tmp_path / "step")
     for n in (5, 17):
         x, y = _batch(rng, n)
         np.testing.assert_allclose(deployed(x, y).item(), ref_step(x, y).item(), rtol=1e-5)
-    np.testing.assert_allclose(deployed.state_dict()["0.weight"],
-                               ref_model[0].weight.detach().numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        deployed.state_dict()["0.weight"],
+        ref_model[0].weight.detach().numpy(),
+        rtol=1e-5,
+        atol=1e-7,
+    )
     with pytest.raises(ValueError, match=r"expected shape \['batch', 20\], got \[3, 21\]"):
         deployed(staged.zeros(3, 21), staged.zeros(3, dtype=staged.int64))
 
@@ -76,7 +85,7 @@ def test_mlp_sgd_momentum_step_compiles_once_for_every_batch_size(tmp_path):
 def test_mean_and_unbiased_variance_over_the_batch_become_run_time_divisions():
     def stats(x):
         m, v = x.mean(0), x.var(0)  # 1/N and 1/(N - 1): read at run time
-        g, = staged.autograd.grad(v.sum() + (x - m).abs().mean(), x)
+        (g,) = staged.autograd.grad(v.sum() + (x - m).abs().mean(), x)
         return m, v, g
 
     compiled = staged.compile(stats, dynamic=True)
@@ -86,8 +95,7 @@ def test_mean_and_unbiased_variance_over_the_batch_become_run_time_divisions():
             warnings.simplefilter("ignore", RuntimeWarning)  # 0/0 at batch sizes 0 and 1
             got, want = compiled(x), stats(x)
         for a, b in zip(got, want):
-            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5,
-                                       atol=1e-7)
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-7)
     assert compiled.traces == 1
     graph = str(compiled.graphs()[0])
     assert "const 1/batch" in graph or "const 1*batch" in graph
@@ -108,6 +116,7 @@ def _conv_step():
         loss.backward()
         opt.step()
         return loss, out
+
     return params + [bn.running_mean, bn.running_var], step
 
 
@@ -121,12 +130,13 @@ def test_conv_batchnorm_and_a_flatten_of_the_batch():
         np.testing.assert_allclose(loss.item(), ref_loss.item(), rtol=1e-5)
         np.testing.assert_allclose(out.numpy(), ref_out.detach().numpy(), rtol=1e-5, atol=1e-6)
         for p, q in zip(params, ref_params):
-            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
-                                       atol=1e-7)
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7)
     # traced again once, for a reason other than the batch: .grad is set after the first call
     assert compiled.traces == 2
-    assert re.match(r"state tensor conv\.weight\.grad was set or cleared: None -> a tensor",
-                    compiled.last_retrace_reason)
+    assert re.match(
+        r"state tensor conv\.weight\.grad was set or cleared: None -> a tensor",
+        compiled.last_retrace_reason,
+    )
     assert "const 0.1*batch/(batch-0.04)" in str(compiled.graphs()[0])  # 0.1 * n / (n - 1)
 
 
@@ -136,13 +146,17 @@ def test_code_that_branches_on_the_batch_size_raises_or_falls_back():
             x = x * 2
         return x.sum(1)
 
-    with pytest.raises(DynamicError, match=r"cannot be compiled for every batch size: the "
-                       r"traced graph changes structure with the size of 'batch': .*does the "
-                       r"code branch on the size\?.*dynamic=False"):
+    with pytest.raises(
+        DynamicError,
+        match=r"cannot be compiled for every batch size: the "
+        r"traced graph changes structure with the size of 'batch': .*does the "
+        r"code branch on the size\?.*dynamic=False",
+    ):
         staged.compile(f, dynamic=True)(staged.ones(8, 3))
     g = staged.compile(f, dynamic=True, fallback="eager")
-    with pytest.warns(UserWarning, match="eagerly .* since its batch dimension cannot be made "
-                      "dynamic"):
+    with pytest.warns(
+        UserWarning, match="eagerly .* since its batch dimension cannot be made dynamic"
+    ):
         out = g(staged.ones(8, 3))
     np.testing.assert_array_equal(g(staged.ones(5, 3)).numpy(), [6] * 5)  # eager, no warning
     np.testing.assert_array_equal(out.numpy(), [3] * 8)
@@ -153,23 +167,32 @@ def test_sizes_that_are_not_multiples_of_the_batch_raise_naming_the_line():
     def diffs(x):
         return (x[1:] - x[:-1]).pow(2).sum()  # batch - 1 rows
 
-    with pytest.raises(DynamicError, match=r"slice at .*test_dynamic\.py:\d+: a size goes "
-                       r"from 7 to 8 when 'batch' goes from 8 to 9; only multiples of it can "
-                       r"be dynamic"):
+    with pytest.raises(
+        DynamicError,
+        match=r"slice at .*test_dynamic\.py:\d+: a size goes "
+        r"from 7 to 8 when 'batch' goes from 8 to 9; only multiples of it can "
+        r"be dynamic",
+    ):
         staged.compile(diffs, dynamic=True)(staged.randn(8, 3))
 
     def positions(x):
         return x + staged.arange(x.shape[0]).float()[:, None]  # a constant of batch rows
 
-    with pytest.raises(DynamicError, match=r"a constant's shape \(8, 1\) depends on the size "
-                       r"of 'batch'"):
+    with pytest.raises(
+        DynamicError,
+        match=r"a constant's shape \(8, 1\) depends on the size "
+        r"of 'batch'",
+    ):
         staged.compile(positions, dynamic=True)(staged.randn(8, 3))
 
     def count(x):
         return x.sum(), x.shape[0]  # a Python value that follows the batch
 
-    with pytest.raises(DynamicError, match=r"returns Python values that depend on the batch "
-                       r"size \(\[8\] at 8, \[9\] at 9\)"):
+    with pytest.raises(
+        DynamicError,
+        match=r"returns Python values that depend on the batch "
+        r"size \(\[8\] at 8, \[9\] at 9\)",
+    ):
         staged.compile(count, dynamic=True)(staged.randn(8, 3))
 
 
@@ -179,8 +202,9 @@ def test_zeros_of_the_batch_size_and_batch_zero_on_the_first_call():
         return (x @ staged.ones(3, 4) + h).tanh()
 
     compiled = staged.compile(f, dynamic=True)
-    with pytest.raises(DynamicError, match="this call's batch size is 0: call it first with a "
-                       "non-empty batch"):
+    with pytest.raises(
+        DynamicError, match="this call's batch size is 0: call it first with a non-empty batch"
+    ):
         compiled(staged.randn(0, 3))
     for n in (3, 10, 0):
         x = staged.randn(n, 3)
@@ -188,8 +212,10 @@ def test_zeros_of_the_batch_size_and_batch_zero_on_the_first_call():
     assert compiled.traces == 1
 
 
-@pytest.mark.skipif(not glob.glob("/usr/share/vulkan/icd.d/lvp_icd.*.json"),
-                    reason="lavapipe (mesa-vulkan-drivers) is not installed")
+@pytest.mark.skipif(
+    not glob.glob("/usr/share/vulkan/icd.d/lvp_icd.*.json"),
+    reason="lavapipe (mesa-vulkan-drivers) is not installed",
+)
 def test_dynamic_step_on_vulkan():
     model, step = _mlp_step(seed=3)
     ref_model, ref_step = _mlp_step(seed=3)

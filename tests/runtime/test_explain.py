@@ -1,5 +1,6 @@
 """explain() on one screen, inputs and outputs named by where they come from, and compile
 messages through logging (never a print), with a status line on a terminal."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,12 @@ def test_inputs_and_outputs_are_named_as_torch_names_them(adam_step):
         assert {f"opt.state[{p}].{k}" for k in ("exp_avg", "exp_avg_sq", "step")} <= inputs
     assert not [n for n in inputs if re.fullmatch(r"(state|tensor)\d+", n)]
     assert [o.name for o in g.outputs if o.kind == "out"] == ["loss"]
-    assert {o.name for o in g.outputs if o.kind == "grad"} == {"0.weight", "0.bias",
-                                                               "2.weight", "2.bias"}
+    assert {o.name for o in g.outputs if o.kind == "grad"} == {
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "2.bias",
+    }
 
 
 def test_explain_fits_a_screen_with_phases_names_guards_and_re_trace_reasons(adam_step):
@@ -69,8 +74,11 @@ def test_explain_fits_a_screen_with_phases_names_guards_and_re_trace_reasons(ada
     assert "returns (1): loss float32[]" in text
     assert "opt.state[0.weight].exp_avg" in text and "0.weight.grad" in text
     assert "Sequential.training == True" in text
-    assert re.search(r"compile: trace [\d.]+ s, lower [\d.]+ s, IREE compile [\d.]+ s, "
-                     r"load [\d.]+ s", text)
+    assert re.search(
+        r"compile: trace [\d.]+ s, lower [\d.]+ s, IREE compile [\d.]+ s, "
+        r"load [\d.]+ s",
+        text,
+    )
     assert "MLIR" not in text.replace("its MLIR", "")
 
 
@@ -97,8 +105,9 @@ w_global = staged.randn(3)
 class Trainer:
     def __init__(self):
         self.enc, self.head = nn.Linear(3, 3), nn.Linear(3, 2)
-        self.opt = optim.SGD([*self.enc.parameters(), *self.head.parameters()], lr=0.1,
-                             momentum=0.9)
+        self.opt = optim.SGD(
+            [*self.enc.parameters(), *self.head.parameters()], lr=0.1, momentum=0.9
+        )
 
     def step(self, x):
         self.opt.zero_grad()
@@ -130,11 +139,14 @@ def test_compiles_log_through_logging_and_print_nothing(caplog, capfd):
     msgs = by["staged.compile"]
     assert any(m.endswith(": first call") for m in msgs)
     assert any(m.endswith("x: shape (4,) -> (6,)") for m in msgs)
-    assert any(re.search(r"compiled .*<lambda> \(\d+ ops, llvm-cpu\) in [\d.]+ s: trace", m)
-               for m in msgs)
+    assert any(
+        re.search(r"compiled .*<lambda> \(\d+ ops, llvm-cpu\) in [\d.]+ s: trace", m) for m in msgs
+    )
     assert any(m.startswith("graph of ") for m in msgs)  # the graph, at DEBUG
-    assert any(re.search(r"IREE module \w+ for llvm-cpu: (compiled|from the cache)", m)
-               for m in by["staged.runtime"])
+    assert any(
+        re.search(r"IREE module \w+ for llvm-cpu: (compiled|from the cache)", m)
+        for m in by["staged.runtime"]
+    )
 
 
 def test_staged_log_env_turns_the_messages_on(tmp_path):
@@ -147,13 +159,22 @@ def test_staged_log_env_turns_the_messages_on(tmp_path):
     for value in ("info", ""):
         env["STAGED_LOG"] = value
         env.pop("STAGED_DEBUG", None)
-        runs[value] = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                                     text=True, env=env, timeout=120, check=False)
+        runs[value] = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
         assert runs[value].returncode == 0, runs[value].stderr
         assert runs[value].stdout == ""
     assert "[staged.compile] tracing <lambda>: first call" in runs["info"].stderr
-    assert re.search(r"\[staged.compile\] compiled <lambda> \(\d+ ops, llvm-cpu\) in [\d.]+ s: "
-                     r"trace [\d.]+ s, lower", runs["info"].stderr)
+    assert re.search(
+        r"\[staged.compile\] compiled <lambda> \(\d+ ops, llvm-cpu\) in [\d.]+ s: "
+        r"trace [\d.]+ s, lower",
+        runs["info"].stderr,
+    )
     assert "[staged.compile] graph" not in runs["info"].stderr  # that is debug
     assert runs[""].stderr == ""
 

@@ -1,5 +1,6 @@
 """A trace, capture or compiled call that fails leaves parameters, ``.grad`` and optimizer
 state exactly as before it, and usable (Note [state] in staged/tracing/capture.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,10 @@ from staged.runtime.compiler import CompileError
 from staged.runtime.device import Module
 
 OPTIMIZERS = {  # dampening tells a momentum buffer cloned from the first grad from zeros
-    "sgd-momentum": (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
-                     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5)),
+    "sgd-momentum": (
+        lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+    ),
     "adam": (lambda ps: optim.Adam(ps, lr=0.1), lambda ps: torch.optim.Adam(ps, lr=0.1)),
 }
 
@@ -49,10 +52,19 @@ def _setup(name):
 def _snapshot(model, opt):
     """Everything a failed call must leave as it was: objects and values."""
     values = [p.detach().numpy().copy() for p in model.parameters()]  # brings data home
-    return ([(p, p._payload, p.grad, None if p.grad is None else p.grad.numpy().copy(), v)
-             for p, v in zip(model.parameters(), values)],
-            {p: {k: (v, v.numpy().copy() if isinstance(v, staged.Tensor) else v)
-                 for k, v in s.items()} for p, s in opt.state.items()})
+    return (
+        [
+            (p, p._payload, p.grad, None if p.grad is None else p.grad.numpy().copy(), v)
+            for p, v in zip(model.parameters(), values)
+        ],
+        {
+            p: {
+                k: (v, v.numpy().copy() if isinstance(v, staged.Tensor) else v)
+                for k, v in s.items()
+            }
+            for p, s in opt.state.items()
+        },
+    )
 
 
 def _assert_intact(before, model, opt):
@@ -67,8 +79,9 @@ def _assert_intact(before, model, opt):
         assert list(opt.state[p]) == list(s)
         for k, (v, value) in s.items():
             assert opt.state[p][k] is v
-            np.testing.assert_array_equal(np.asarray(v.numpy() if isinstance(v, staged.Tensor)
-                                                     else v), value)
+            np.testing.assert_array_equal(
+                np.asarray(v.numpy() if isinstance(v, staged.Tensor) else v), value
+            )
     repr(opt.state)  # printable: no symbolic tensor left in it
 
 
@@ -79,6 +92,7 @@ class Injected(RuntimeError):
 def _raiser(error):
     def fail(*args, **kwargs):
         raise error("injected failure")
+
     return fail
 
 
@@ -86,12 +100,17 @@ def _after_step(step):
     def bad(x, y):
         step(x, y)
         raise Injected("injected failure after opt.step()")
+
     return bad
 
 
 # (what fails, patch target or None, error the call raises)
-FAILURES = [("body", None, Injected), ("lowering", "to_mlir", LoweringError),
-            ("iree-compile", "compile_mlir", CompileError), ("invoke", "invoke", Injected)]
+FAILURES = [
+    ("body", None, Injected),
+    ("lowering", "to_mlir", LoweringError),
+    ("iree-compile", "compile_mlir", CompileError),
+    ("invoke", "invoke", Injected),
+]
 
 
 def _inject(monkeypatch, where, error):
@@ -131,11 +150,17 @@ def _fail_on_the_device(cstep, x, y, model, opt, read_first):
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_failed_first_and_later_calls_leave_state_intact_and_training_matches_torch(
-        name, monkeypatch):
+    name, monkeypatch
+):
     model, opt, step, ref, ref_opt, ref_step = _setup(name)
     rng = np.random.default_rng(0)
-    data = [(rng.standard_normal((8, 4)).astype(np.float32),
-             rng.standard_normal((8, 3)).astype(np.float32)) for _ in range(4)]
+    data = [
+        (
+            rng.standard_normal((8, 4)).astype(np.float32),
+            rng.standard_normal((8, 3)).astype(np.float32),
+        )
+        for _ in range(4)
+    ]
     x, y = staged.tensor(data[0][0]), staged.tensor(data[0][1])
 
     _fail_each_way(monkeypatch, step, x, y, model, opt)  # the optimizer has no state yet
@@ -178,14 +203,17 @@ def test_fallback_to_eager_after_a_trace_that_failed_past_opt_step_matches_torch
     rng = np.random.default_rng(1)
     for i in range(3):
         a, b = (rng.standard_normal(s).astype(np.float32) for s in ((8, 4), (8, 3)))
-        with pytest.warns(UserWarning, match="running .* eagerly") if i == 0 else \
-                contextlib.nullcontext():  # the first call finds it out and says so
+        with (
+            pytest.warns(UserWarning, match="running .* eagerly")
+            if i == 0
+            else contextlib.nullcontext()
+        ):  # the first call finds it out and says so
             loss = cstep(staged.tensor(a), staged.tensor(b))
-        assert loss == pytest.approx(ref_step(torch.tensor(a), torch.tensor(b)).item(),
-                                     rel=1e-5)
+        assert loss == pytest.approx(ref_step(torch.tensor(a), torch.tensor(b)).item(), rel=1e-5)
     for p, q in zip(model.parameters(), ref.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
-                                   atol=3e-5)  # Adam: see above
+        np.testing.assert_allclose(
+            p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=3e-5
+        )  # Adam: see above
 
 
 def test_a_tensor_a_failed_trace_stored_elsewhere_says_it_has_no_data():
@@ -197,8 +225,11 @@ def test_a_tensor_a_failed_trace_stored_elsewhere_says_it_has_no_data():
 
     with pytest.raises(Injected):
         staged.capture(f, staged.ones(3))
-    with pytest.raises(CaptureError, match=r"test_failures\.py:\d+: this tensor was made "
-                       "by a staged trace and stored outside it .* it has no data"):
+    with pytest.raises(
+        CaptureError,
+        match=r"test_failures\.py:\d+: this tensor was made "
+        "by a staged trace and stored outside it .* it has no data",
+    ):
         store["t"] + 1
 
 

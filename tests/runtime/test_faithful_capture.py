@@ -1,6 +1,7 @@
 """Hooks and grad modes are resolved at the trace boundary: every mechanism below runs
 while tracing, so the compiled step must give what the eager step gives, and both what
 torch gives where torch has the feature."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,7 +63,9 @@ def test_node_pre_and_post_hooks():
             loss.backward()
             _sgd(lib, w)
             return loss
+
         return step, lambda: [w.detach().numpy()]
+
     _assert_same(_run_both(make), _torch(make))
 
 
@@ -80,7 +83,9 @@ def test_post_accumulate_grad_hook_runs_the_optimizer_in_backward():
             loss = (x @ w).relu().pow(2).sum()
             loss.backward()
             return loss
+
         return step, lambda: [w.detach().numpy()]
+
     _assert_same(_run_both(make), _torch(make))
 
 
@@ -102,7 +107,9 @@ def test_grad_mode_blocks_and_retain_grad():
             seen.append(h.grad.sum())
             _sgd(lib, w)
             return loss
+
         return step, lambda: [w.detach().numpy()]
+
     _assert_same(_run_both(make), _torch(make))
 
 
@@ -128,7 +135,9 @@ def test_custom_function_is_traced_like_any_other_code():
             loss.backward()
             _sgd(lib, w, lr=0.01)
             return loss
+
         return step, lambda: [w.detach().numpy()]
+
     _assert_same(_run_both(make), _torch(make))
 
 
@@ -144,7 +153,9 @@ def test_autograd_grad_with_create_graph_gradient_penalty():
             loss.backward()
             _sgd(lib, w, lr=0.01)
             return loss
+
         return step, lambda: [w.detach().numpy()]
+
     _assert_same(_run_both(make), _torch(make))
 
 
@@ -162,12 +173,14 @@ def test_saved_tensor_hooks_and_inplace_on_non_leaves():
         def step(x):
             with hooks(pack, lambda t: t):
                 h = (x @ w).exp()
-            h.mul_(2)           # in-place on a non-leaf: the graph is rebased
+            h.mul_(2)  # in-place on a non-leaf: the graph is rebased
             loss = (h * h).sum()
             loss.backward()
             _sgd(lib, w, lr=0.001)
             return loss
+
         return step, lambda: [w.detach().numpy()]
+
     _assert_same(_run_both(make), _torch(make))
     assert calls["pack"] > 0
 
@@ -198,6 +211,7 @@ ALIAS_WRITES = {
 def test_writes_through_data_and_detach_update_the_tensor(write):
     """``p.data.add_(...)`` (hand-written SGD in tutorials and makemore-style scripts) wrote
     a copy under capture: the compiled step lost every update (loss 3.0 at every call)."""
+
     def make_step(lib):
         w = lib.nn.Parameter(lib.tensor(W0))
 
@@ -207,7 +221,9 @@ def test_writes_through_data_and_detach_update_the_tensor(write):
             loss.backward()
             ALIAS_WRITES[write](w, w.grad)
             return loss
+
         return step, lambda: w.detach().numpy().copy()
+
     pair = _run_both(make_step)
     assert pair[0][0][0] != pair[0][0][1]  # eager trains
     _assert_same(pair)
@@ -225,6 +241,7 @@ def test_a_data_write_after_a_compiled_step_reaches_the_parameter():
         with staged.no_grad():
             w.sub_(0.1 * w.grad)
         return loss
+
     staged.compile(step)(staged.tensor(X))
     before = w.detach().numpy().copy()
     w.data.add_(1.0)

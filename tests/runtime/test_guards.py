@@ -1,5 +1,6 @@
 """Re-trace guards, the eager fallback, explain(), debug logging and the compile cache as
 seen through staged.compile."""
+
 from __future__ import annotations
 
 import logging
@@ -32,11 +33,15 @@ def test_module_training_flag_and_parameter_identity_are_guarded():
     f(x)
     assert f.traces == 2  # the train-mode trace is reused
     m.weight = nn.Parameter(staged.ones(2, 3))
-    np.testing.assert_allclose(f(x).item(), (x.numpy().sum(1) * 2).sum()
-                               + m.bias.detach().numpy().sum() * 4, rtol=1e-5)
+    np.testing.assert_allclose(
+        f(x).item(), (x.numpy().sum(1) * 2).sum() + m.bias.detach().numpy().sum() * 4, rtol=1e-5
+    )
     assert f.traces == 3
-    assert re.fullmatch(r"Linear parameters/buffers: bias#(\d+), weight#(\d+) -> "
-                        r"bias#\1, weight#(\d+)", f.last_retrace_reason)
+    assert re.fullmatch(
+        r"Linear parameters/buffers: bias#(\d+), weight#(\d+) -> "
+        r"bias#\1, weight#(\d+)",
+        f.last_retrace_reason,
+    )
 
 
 def test_data_dependent_branch_raises_naming_the_line_or_falls_back_with_a_warning():
@@ -99,13 +104,17 @@ def _scheduled_run(ns, compiled):
     """SGD with momentum and Adam, each under a scheduler, with hyper-parameters also
     changed by hand; returns (losses, final weights, the step function)."""
     rng = np.random.RandomState(0)
-    w1, w2 = (ns.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
-              for s in [(3, 4), (4, 2)])
+    w1, w2 = (
+        ns.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+        for s in [(3, 4), (4, 2)]
+    )
     x, y = (ns.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(8, 3), (8, 2)])
     sgd = ns.optim.SGD([w1], lr=0.1, momentum=0.9)
     adam = ns.optim.Adam([w2], lr=0.05)
-    scheds = [ns.optim.lr_scheduler.StepLR(sgd, step_size=2, gamma=0.5),
-              ns.optim.lr_scheduler.CosineAnnealingLR(adam, T_max=4)]
+    scheds = [
+        ns.optim.lr_scheduler.StepLR(sgd, step_size=2, gamma=0.5),
+        ns.optim.lr_scheduler.CosineAnnealingLR(adam, T_max=4),
+    ]
 
     def step(x, y):
         sgd.zero_grad()
@@ -184,8 +193,9 @@ def test_rebound_globals_and_closures_re_trace_instead_of_running_stale_values()
     old = W
     W = staged.tensor([10.0, 10.0, 10.0])
     assert f(x).item() == 30.0 == _reads_globals(x).item()  # was 6.0: the old tensor
-    assert f.last_retrace_reason == (f"W: tensor#{old._serial} float32[3] -> "
-                                     f"tensor#{W._serial} float32[3]")
+    assert f.last_retrace_reason == (
+        f"W: tensor#{old._serial} float32[3] -> tensor#{W._serial} float32[3]"
+    )
     SCALE = 0.5
     assert f(x).item() == 15.0 and f.last_retrace_reason == "SCALE: 1.0 -> 0.5"
     W, SCALE = old, 1.0
@@ -222,23 +232,29 @@ def test_re_trace_reasons_name_the_argument_and_the_change():
         f(staged.randn(33, 784, dtype=staged.float64), 0.05, flag=False)
     assert f.last_retrace_reason == "grad mode: enabled -> disabled"
     f(staged.randn(33, 784, requires_grad=True), 0.05, flag=False)
-    assert f.last_retrace_reason == ("x: dtype float64 -> float32; x: requires_grad False -> "
-                                     "True; grad mode: disabled -> enabled")
+    assert f.last_retrace_reason == (
+        "x: dtype float64 -> float32; x: requires_grad False -> "
+        "True; grad mode: disabled -> enabled"
+    )
     assert "x: dtype float64 -> float32; x: requires_grad" in f.explanation()
 
 
 def test_more_than_eight_re_traces_warn_once_naming_why(caplog):
     f = staged.compile(lambda x: x * 2)
-    with warnings.catch_warnings(record=True) as caught, \
-            caplog.at_level(logging.INFO, logger="staged"):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        caplog.at_level(logging.INFO, logger="staged"),
+    ):
         warnings.simplefilter("always")
         for n in range(1, 13):
             f(staged.ones(n))
     msgs = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
-    assert msgs == [f"staged.compile: {f.__qualname__} is re-traced and compiled for the 9th time "
-                    "(more than 8, torch.compile's recompile limit), this time because x: "
-                    "shape (9,) -> (10,). Pass values that change between calls as tensors, "
-                    "or use dynamic=True for a batch size that varies"]
+    assert msgs == [
+        f"staged.compile: {f.__qualname__} is re-traced and compiled for the 9th time "
+        "(more than 8, torch.compile's recompile limit), this time because x: "
+        "shape (9,) -> (10,). Pass values that change between calls as tensors, "
+        "or use dynamic=True for a batch size that varies"
+    ]
     assert caught[0].filename == __file__
     assert sum("tracing" in r.getMessage() for r in caplog.records) == 12
 
@@ -251,8 +267,10 @@ def test_random_draws_and_clock_reads_while_tracing_warn_once_naming_the_line():
         started = time.perf_counter()
         return x * noise + staged.randn(*x.shape) * 0 + started * 0
 
-    lines = {name: dynamic_net.__code__.co_firstlineno + k for k, name in
-             [(1, "random.randint"), (3, "numpy.random.rand"), (4, "time.perf_counter")]}
+    lines = {
+        name: dynamic_net.__code__.co_firstlineno + k
+        for k, name in [(1, "random.randint"), (3, "numpy.random.rand"), (4, "time.perf_counter")]
+    }
     f = staged.compile(dynamic_net)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -273,6 +291,7 @@ def test_rand_and_randn_in_a_compiled_step_draw_anew_at_every_call():
     at trace time; it is now drawn on the host at every call (Note [host draws]), new per
     call, reproducible after ``manual_seed``, with the right distribution (torch's values:
     tests/runtime/test_compiled_rng.py)."""
+
     def noise(x):
         return staged.randn(20000) + x, staged.rand_like(staged.zeros(20000)) + x
 

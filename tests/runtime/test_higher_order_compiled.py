@@ -1,5 +1,6 @@
 """Gradients of gradients under staged.compile: a gradient-penalty step, compiled, must
 match eager staged and torch; compiled calls show up in the profiler."""
+
 import numpy as np
 import torch
 
@@ -16,10 +17,11 @@ Y = rng.standard_normal((8, 3)).astype(np.float32)
 def penalty_step(lib):
     def step(w, x, y):
         loss = (((x @ w).tanh() - y) ** 2).mean()
-        g, = lib.autograd.grad(loss, w, create_graph=True)  # grad of grad below
+        (g,) = lib.autograd.grad(loss, w, create_graph=True)  # grad of grad below
         total = loss + 0.1 * (g * g).sum()
         total.backward()
         return total
+
     return step
 
 

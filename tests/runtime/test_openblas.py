@@ -1,5 +1,6 @@
 """Note [OpenBLAS spin]: importing staged before NumPy makes OpenBLAS's idle threads
 sleep at once, so eager NumPy work does not slow the compiled step that follows."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _timeout_seen(code, **env):
     e = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"} | env
-    out = subprocess.run([sys.executable, "-c", code + "; import os; "
-                          "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"],
-                         cwd=ROOT, env=e, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code + "; import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))",
+        ],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.split()[-1]
 
 

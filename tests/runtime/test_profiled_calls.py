@@ -1,6 +1,7 @@
 """staged.profiler on compiled calls: the phases of a call (argument transfer, enqueue,
 device execution, result transfer), record_function blocks of the traced function, the
 table and the Chrome trace (Note [compiled calls] in staged/runtime/profiled.py)."""
+
 import itertools
 import json
 
@@ -16,8 +17,7 @@ PHASES = ["argument transfer", "enqueue", "device execution", "result transfer"]
 
 def _step():
     staged.manual_seed(0)
-    net = staged.nn.Sequential(staged.nn.Linear(8, 16), staged.nn.ReLU(),
-                               staged.nn.Linear(16, 2))
+    net = staged.nn.Sequential(staged.nn.Linear(8, 16), staged.nn.ReLU(), staged.nn.Linear(16, 2))
     opt = staged.optim.SGD(net.parameters(), lr=0.1)
 
     def step(x, y):
@@ -31,6 +31,7 @@ def _step():
         opt.step()
         opt.zero_grad()
         return loss
+
     return staged.compile(step), net
 
 
@@ -66,13 +67,13 @@ def test_a_call_shows_its_phases_in_order_inside_it(prof):
 
 def test_record_function_blocks_show_with_their_op_counts(prof):
     device = next(e for e in prof.events() if e.name == "device execution")
-    model, = [c for c in device.children if c.name.startswith("model ")]
-    first, = model.children
+    (model,) = [c for c in device.children if c.name.startswith("model ")]
+    (first,) = model.children
     assert model.cat == first.cat == "compiled_range"
     assert first.name == f"first layer [compiled, {sum(first.args['ops'].values())} ops]"
     assert first.args["ops"] == {"forward": 5} and first.args["timed"] is False
     assert model.args["ops"]["forward"] > first.args["ops"]["forward"]
-    backward, = [c for c in device.children if c.name.startswith("backward ")]
+    (backward,) = [c for c in device.children if c.name.startswith("backward ")]
     assert set(backward.args["ops"]) == {"backward"}
     assert model.cpu_time_total == 0  # untimed: IREE fuses across blocks
 
@@ -97,8 +98,13 @@ def test_chrome_trace_loads_with_the_phases_nested(prof, tmp_path):
     calls = [e for e in events if e["cat"] == "compiled"]
     for e in events:
         if e["cat"] in ("compiled_phase", "compiled_range"):  # inside one call
-            assert sum(c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 1e-3
-                       for c in calls) == 1, e
+            assert (
+                sum(
+                    c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 1e-3
+                    for c in calls
+                )
+                == 1
+            ), e
     # slices on one thread nest or are disjoint (Perfetto draws them as a stack)
     spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events)
     stack = []
@@ -118,6 +124,7 @@ def test_no_profile_costs_one_check(monkeypatch):
 
     def fail(*a):
         raise AssertionError("profiled path taken with no profile open")
+
     monkeypatch.setattr(profiled, "run", fail)
     loss = step(x, y)  # the result stays on the device until read
     assert type(loss._payload) is not np.ndarray

@@ -2,6 +2,7 @@
 softmax) in every mode, against float64 NumPy on the same (rounded) inputs, with error
 bounds from the summation order (Note [blocked sums] in staged/autodiff/blocked.py); float16
 and bfloat16 accumulate in float32 and round once; their gradients match torch 2.13."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,12 @@ import staged.onnx
 from staged.autodiff.blocked import BLOCK, SPLIT_MIN, depth
 from tests.backends import needs_vulkan
 
-U = 2.0 ** -24  # float32's unit roundoff
-HALF = {"float32": (staged.float32, 0.0), "float16": (staged.float16, 2.0 ** -11),
-        "bfloat16": (staged.bfloat16, 2.0 ** -8)}
+U = 2.0**-24  # float32's unit roundoff
+HALF = {
+    "float32": (staged.float32, 0.0),
+    "float16": (staged.float16, 2.0**-11),
+    "bfloat16": (staged.bfloat16, 2.0**-8),
+}
 # float32 exp and rsqrt are taken to be within LIBM units of roundoff (IREE's polynomials)
 LIBM = 4
 MODES = ["eager", "llvm-cpu", pytest.param("vulkan-spirv", marks=needs_vulkan), "onnx"]
@@ -34,23 +38,31 @@ def run(mode, fn, arrays, tmp_path):
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         outs = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), arrays)})
     else:
-        outs = [o.numpy() for o in (fn(*args) if mode == "eager"
-                                    else staged.compile(fn, backend=mode)(*args))]
+        outs = [
+            o.numpy()
+            for o in (fn(*args) if mode == "eager" else staged.compile(fn, backend=mode)(*args))
+        ]
     return [np.asarray(o, np.float64) for o in outs]
 
 
 def check(name, got, ref, bound):
     err = np.abs(got - ref)
     worst = np.unravel_index(np.argmax(err - bound), np.shape(err)) if np.ndim(err) else ()
-    assert np.all(err <= bound), (f"{name}: error {err[worst]:.3g} above its bound "
-                                  f"{np.broadcast_to(bound, np.shape(err))[worst]:.3g}")
+    assert np.all(err <= bound), (
+        f"{name}: error {err[worst]:.3g} above its bound "
+        f"{np.broadcast_to(bound, np.shape(err))[worst]:.3g}"
+    )
 
 
 def test_depth_meets_the_float32_target():
     """The blocked order's worst case for 2**25 terms of one sign, (depth + 1) u, is below
     the 1e-5 relative target, as is a prime size's (padded) and a leading-axis sum's."""
-    for shape, dims in [((1 << 25,), (0,)), ((8192, 4096), (0, 1)), ((1 << 24, 2), (0,)),
-                        ((33_554_393,), (0,))]:
+    for shape, dims in [
+        ((1 << 25,), (0,)),
+        ((8192, 4096), (0, 1)),
+        ((1 << 24, 2), (0,)),
+        ((33_554_393,), (0,)),
+    ]:
         assert (depth(shape, dims) + 1) * U <= 1e-5, (shape, dims)
     assert depth((SPLIT_MIN,), (0,)) == SPLIT_MIN - 1 and BLOCK < SPLIT_MIN
 
@@ -64,8 +76,7 @@ def big():
     s = x.sum(dtype=np.float64)
     d = x.astype(np.float64).ravel()
     d -= t.ravel()
-    refs = (s, s / x.size, np.dot(d, d) / x.size,
-            x.reshape(-1, 2).sum(0, dtype=np.float64))
+    refs = (s, s / x.size, np.dot(d, d) / x.size, x.reshape(-1, 2).sum(0, dtype=np.float64))
     return x, t, refs
 
 
@@ -87,8 +98,14 @@ def test_float32_sums_of_2_25_elements(mode, big, tmp_path):
 
 
 def _ops(x, t):
-    return (x.sum(-1), x.mean(), x.var(), F.mse_loss(x, t),
-            F.layer_norm(x, (x.shape[-1],)), x.softmax(-1))
+    return (
+        x.sum(-1),
+        x.mean(),
+        x.var(),
+        F.mse_loss(x, t),
+        F.layer_norm(x, (x.shape[-1],)),
+        x.softmax(-1),
+    )
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -122,19 +139,30 @@ def test_rows_of_8192_in_every_mode(mode, dtype, tmp_path):
     check("mse_loss", mse, diff2.mean(), (uh + (full + 5) * U) * diff2.mean())
     # |mean error| / std, and y's relative error: x - mean, half of var's, the eps add,
     # rsqrt, the product
-    ln_bound = (np.abs(m) / np.sqrt(v) * (row + 2) * U
-                + np.abs(y) * (uh + ((row + 5) / 2 + 3 + LIBM) * U))
+    ln_bound = np.abs(m) / np.sqrt(v) * (row + 2) * U + np.abs(y) * (
+        uh + ((row + 5) / 2 + 3 + LIBM) * U
+    )
     check("layer_norm", ln, y, ln_bound)
     # exp of (x - max) within |x - max| u + LIBM u, the row sum, the division
-    check("softmax", sm, e / e.sum(1, keepdims=True),
-          (uh + (row + LIBM + 3) * U) * e / e.sum(1, keepdims=True))
+    check(
+        "softmax",
+        sm,
+        e / e.sum(1, keepdims=True),
+        (uh + (row + LIBM + 3) * U) * e / e.sum(1, keepdims=True),
+    )
 
 
 def _grads(lib, x, t, g_rows, g_ln):
     """Gradients of sum(-1), mean, var, mse_loss, layer_norm and softmax, each against its
     own output cotangent, w.r.t. ``x``, for staged or torch."""
-    outs = [x.sum(-1), x.mean(), x.var(), lib.nn.functional.mse_loss(x, t),
-            lib.nn.functional.layer_norm(x, (x.shape[-1],)), x.softmax(-1)]
+    outs = [
+        x.sum(-1),
+        x.mean(),
+        x.var(),
+        lib.nn.functional.mse_loss(x, t),
+        lib.nn.functional.layer_norm(x, (x.shape[-1],)),
+        x.softmax(-1),
+    ]
     cots = [g_rows, None, None, None, g_ln, g_ln]
     grads = []
     for o, c in zip(outs, cots):
@@ -156,13 +184,15 @@ def test_half_gradients_match_torch(dtype):
     g_ln = rng.uniform(-1, 1, (8, 4096)).astype(np.float32)
     sx = staged.tensor(x).to(d).requires_grad_()
     tx = torch.tensor(x).to(td).requires_grad_()
-    ours = _grads(staged, sx, staged.tensor(t).to(d), staged.tensor(g_rows).to(d),
-                  staged.tensor(g_ln).to(d))
-    theirs = _grads(torch, tx, torch.tensor(t).to(td), torch.tensor(g_rows).to(td),
-                    torch.tensor(g_ln).to(td))
-    for name, a, b in zip(["sum", "mean", "var", "mse_loss", "layer_norm", "softmax"],
-                          ours, theirs):
+    ours = _grads(
+        staged, sx, staged.tensor(t).to(d), staged.tensor(g_rows).to(d), staged.tensor(g_ln).to(d)
+    )
+    theirs = _grads(
+        torch, tx, torch.tensor(t).to(td), torch.tensor(g_rows).to(td), torch.tensor(g_ln).to(td)
+    )
+    for name, a, b in zip(
+        ["sum", "mean", "var", "mse_loss", "layer_norm", "softmax"], ours, theirs
+    ):
         assert a.dtype is d, name
         a, b = a.float().numpy().astype(np.float64), b.float().numpy().astype(np.float64)
-        np.testing.assert_allclose(a, b, rtol=4 * uh, atol=8 * uh * np.abs(b).max(),
-                                   err_msg=name)
+        np.testing.assert_allclose(a, b, rtol=4 * uh, atol=8 * uh * np.abs(b).max(), err_msg=name)

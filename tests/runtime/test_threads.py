@@ -1,6 +1,7 @@
 """Compiled steps called from several threads (Note [one trace at a time] in
 staged/tracing/capture.py): calls that share state serialize their read-modify-write, so
 no update is lost, and concurrent first calls trace once."""
+
 from __future__ import annotations
 
 import sys
@@ -28,12 +29,14 @@ def _switch_often():
 def _sgd_step(w, opt, body_runs=None):
     """One SGD step on loss = sum(w * x): the gradient is x, so each call subtracts
     lr * x from w whatever the order of calls."""
+
     def step(x):
         if body_runs is not None:
             body_runs.append(threading.get_ident())
         (w * x).sum().backward()
         opt.step()
         opt.zero_grad()  # last: every call starts with .grad None, so one trace serves all
+
     return step
 
 
@@ -48,6 +51,7 @@ def _in_threads(*targets):
             target()
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
+
     threads = [threading.Thread(target=run, args=(t,)) for t in targets]
     for t in threads:
         t.start()
@@ -81,8 +85,7 @@ def test_two_steps_sharing_parameters_on_two_threads_make_every_update():
     step_b = staged.compile(_sgd_step(w, opt))
     xa, xb = staged.tensor([1.0, 0.0, 2.0, 0.0]), staged.tensor([0.0, 4.0, 0.0, 8.0])
     _in_threads(_calls(step_a, xa), _calls(step_b, xb))
-    np.testing.assert_array_equal(w.detach().numpy(),
-                                  -0.25 * CALLS * (xa.numpy() + xb.numpy()))
+    np.testing.assert_array_equal(w.detach().numpy(), -0.25 * CALLS * (xa.numpy() + xb.numpy()))
 
 
 def test_a_compiled_function_called_while_another_traces_is_inlined_without_deadlock():
@@ -90,7 +93,9 @@ def test_a_compiled_function_called_while_another_traces_is_inlined_without_dead
     outer = staged.compile(lambda x: inner(x) + 1)  # torch.compile inlines it too
     x = staged.tensor([1.0, 2.0])
     got = {}
-    _in_threads(lambda: got.setdefault("outer", [outer(x).tolist() for _ in range(5)]),
-                lambda: got.setdefault("inner", [inner(x).tolist() for _ in range(5)]))
+    _in_threads(
+        lambda: got.setdefault("outer", [outer(x).tolist() for _ in range(5)]),
+        lambda: got.setdefault("inner", [inner(x).tolist() for _ in range(5)]),
+    )
     assert got == {"outer": [[3.0, 5.0]] * 5, "inner": [[2.0, 4.0]] * 5}
     assert outer.traces == 1

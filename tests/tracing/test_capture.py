@@ -1,5 +1,6 @@
 """Capture runs the eager engine on symbolic tensors: the graph it records, interpreted
 with NumPy, must give what eager mode gives, hooks and grad modes included."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -96,8 +97,9 @@ def test_tensor_hook_and_no_grad_block_take_effect_at_trace_time():
     np.testing.assert_allclose(got, 10 * x.numpy() * (3 * w.detach().numpy()).sum(), rtol=1e-5)
 
 
-@pytest.mark.parametrize("use", [lambda t: t.item(), lambda t: bool(t > 0),
-                                 lambda t: t.numpy(), lambda t: float(t)])
+@pytest.mark.parametrize(
+    "use", [lambda t: t.item(), lambda t: bool(t > 0), lambda t: t.numpy(), lambda t: float(t)]
+)
 def test_data_access_under_capture_names_the_call_site(use):
     def f(x):
         s = x.sum()
@@ -125,8 +127,8 @@ def test_writes_through_views_are_functionalized_and_siblings_see_them():
     def f(x):
         h = x * w + 1
         row, flat = h[0], h.reshape(6)  # two views of h
-        row.mul_(2)                     # written through one view ...
-        h[:, 1].sub_(1)                 # ... and through a slice of the base
+        row.mul_(2)  # written through one view ...
+        h[:, 1].sub_(1)  # ... and through a slice of the base
         loss = (flat * flat).sum() + (h * h).sum() + (row * 3).sum()  # siblings are fresh
         (g,) = staged.autograd.grad(loss, w)
         return loss, g
@@ -138,6 +140,7 @@ def test_writes_through_views_are_functionalized_and_siblings_see_them():
     np.testing.assert_allclose(got[0], loss.item(), rtol=1e-6)
     np.testing.assert_allclose(got[1], g.numpy(), rtol=1e-6)
     import torch
+
     wt = torch.tensor(w.detach().numpy(), requires_grad=True)
     h = torch.full((2, 3), 0.1) * wt + 1
     row, flat = h[0], h.reshape(6)
@@ -159,9 +162,9 @@ def test_escapes_are_found_among_what_the_trace_made_and_the_heap_is_thawed():
 
     def f(x):
         cyc = {"t": x * 2}
-        cyc["self"] = cyc          # garbage in a cycle: must not count as stored
+        cyc["self"] = cyc  # garbage in a cycle: must not count as stored
         box = {"buf": x + 1}
-        box["self"] = box          # stored, and only held through a cycle
+        box["self"] = box  # stored, and only held through a cycle
         store["box"] = box
         return (p * x).sum()
 

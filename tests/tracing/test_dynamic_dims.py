@@ -1,6 +1,7 @@
 """staged.tracing.dynamic: the graph of a function traced at two batch sizes, generalized
 into one with symbolic sizes (the analysis staged.compile(dynamic=True) and the ONNX
 exporter's dynamic_axes share)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +15,7 @@ from staged.tracing.dynamic import DynamicError, Sym, SymConst, generalize, resi
 def _generalized(fn, x):
     def retrace(n):
         return capture(fn, resize(x, {0: n})).graph
+
     g = capture(fn, x).graph
     return substitute(g, *generalize(g, x.shape[0], retrace))
 
@@ -39,21 +41,28 @@ def test_shapes_params_and_constants_that_follow_the_batch():
 
 
 def test_what_cannot_be_dynamic_raises_naming_the_op():
-    with pytest.raises(DynamicError, match=r"changes structure.*op \d+ is mul at "
-                       r".*test_dynamic_dims\.py:\d+ at batch 4 but add"):
+    with pytest.raises(
+        DynamicError,
+        match=r"changes structure.*op \d+ is mul at "
+        r".*test_dynamic_dims\.py:\d+ at batch 4 but add",
+    ):
         _generalized(lambda x: x * 2 if x.shape[0] == 4 else x + 2, staged.randn(4, 3))
     with pytest.raises(DynamicError, match=r"reshape at .*: the rank changes"):
-        _generalized(lambda x: x.reshape(2, -1) if x.shape[0] == 4 else x.reshape(-1),
-                     staged.randn(4, 4))
-    with pytest.raises(DynamicError, match=r"\(batch 4 vs 5: ops 2 vs 1; the first 1 ops "
-                       r"agree, up to exp at .*test_dynamic_dims\.py:\d+\)"):
-        _generalized(lambda x: x.exp().sum(0) if x.shape[0] == 4 else x.exp(),
-                     staged.randn(4, 4))
+        _generalized(
+            lambda x: x.reshape(2, -1) if x.shape[0] == 4 else x.reshape(-1), staged.randn(4, 4)
+        )
+    with pytest.raises(
+        DynamicError,
+        match=r"\(batch 4 vs 5: ops 2 vs 1; the first 1 ops "
+        r"agree, up to exp at .*test_dynamic_dims\.py:\d+\)",
+    ):
+        _generalized(lambda x: x.exp().sum(0) if x.shape[0] == 4 else x.exp(), staged.randn(4, 4))
     with pytest.raises(DynamicError, match=r"only multiples of it can be dynamic"):
         _generalized(lambda x: x[:-1], staged.randn(4, 3))
     with pytest.raises(DynamicError, match="from an empty dimension"):
         resize(staged.randn(0, 3), {0: 2})
     with pytest.raises(DynamicError, match="product of two dynamic dimensions"):
         Sym("batch") * Sym("batch")
-    np.testing.assert_array_equal(resize(staged.tensor([1.0, 2.0]), {0: 5}).numpy(),
-                                  [1, 2, 1, 2, 1])
+    np.testing.assert_array_equal(
+        resize(staged.tensor([1.0, 2.0]), {0: 5}).numpy(), [1, 2, 1, 2, 1]
+    )

@@ -1,6 +1,7 @@
 """Autograd mechanics under capture: hooks run at trace time (what they do is baked into
 the graph), grad modes decide what is recorded, version checks hold, and a hook that
 needs data raises CaptureError naming its line."""
+
 from __future__ import annotations
 
 import inspect
@@ -30,12 +31,13 @@ def test_hooks_run_at_trace_time_and_are_baked_into_the_graph():
         y.register_hook(lambda g: (log.append("tensor"), g * 3)[1])
         y.grad_fn.register_prehook(lambda go: log.append("pre"))
         y.grad_fn.register_hook(lambda gi, go: log.append("post"))
-        g, = staged.autograd.grad(y.sum(), x)
+        (g,) = staged.autograd.grad(y.sum(), x)
         return g
+
     x = staged.tensor([0.5, 1.0], requires_grad=True)
     c = staged.capture(step, x)
     assert log == ["tensor", "pre", "post"]  # once, while tracing, in eager order
-    got, = _interpret(c, x)
+    (got,) = _interpret(c, x)
     np.testing.assert_allclose(got, 3 * np.exp([0.5, 1.0]), rtol=1e-6)
     assert log == ["tensor", "pre", "post"]  # running the graph runs no Python
 
@@ -43,12 +45,13 @@ def test_hooks_run_at_trace_time_and_are_baked_into_the_graph():
 def test_grad_modes_decide_what_is_recorded():
     def step(x):
         with staged.no_grad():
-            scale = x.sum() * 2           # recorded as a value, outside the backward
+            scale = x.sum() * 2  # recorded as a value, outside the backward
         y = (x * scale).sum()
         with staged.inference_mode():
             flag = (x * 1).is_inference()
-        g, = staged.autograd.grad(y, x)
+        (g,) = staged.autograd.grad(y, x)
         return g, flag
+
     x = staged.tensor([1.0, 2.0], requires_grad=True)
     c = staged.capture(step, x)
     got = _interpret(c, x)
@@ -64,8 +67,11 @@ def test_version_check_holds_under_capture():
         y = (h * h).sum()
         h.add_(1)
         y.backward()
-    with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at version 1; "
-                                           "expected version 0 instead"):
+
+    with pytest.raises(
+        RuntimeError,
+        match="modified by an inplace operation.*is at version 1; expected version 0 instead",
+    ):
         staged.capture(step, staged.tensor([1.0, 2.0], requires_grad=True))
 
 
@@ -78,6 +84,7 @@ def test_retain_grad_and_post_accumulate_hooks_under_capture():
         h.retain_grad()
         (h * h).sum().backward()
         return h.grad
+
     w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.shape))
     x = staged.tensor([3.0, 4.0])
     c = staged.capture(step, x)
@@ -91,14 +98,19 @@ def test_hook_reading_item_raises_capture_error_naming_its_line():
     def hook(g):
         if g.sum().item() > 0:  # needs data
             return g
+
     line = inspect.getsourcelines(hook)[1] + 1
 
     def step(x):
         y = x.exp()
         y.register_hook(hook)
         (y * y).sum().backward()  # y's gradient 2y depends on the argument
-    with pytest.raises(CaptureError, match=rf"test_mechanics_under_capture.py:{line}: this "
-                                           "needs the data of a tensor"):
+
+    with pytest.raises(
+        CaptureError,
+        match=rf"test_mechanics_under_capture.py:{line}: this "
+        "needs the data of a tensor",
+    ):
         staged.capture(step, staged.tensor([1.0], requires_grad=True))
 
 
@@ -109,6 +121,7 @@ def test_anomaly_mode_records_forward_tracebacks_while_tracing():
         y = x.exp()
         tracebacks.append(y.grad_fn.metadata.get("traceback_", ""))
         return y.sum()
+
     with staged.autograd.set_detect_anomaly(True):
         staged.capture(step, staged.tensor([1.0], requires_grad=True))
     assert "y = x.exp()" in tracebacks[0]
@@ -119,6 +132,7 @@ def test_views_made_before_their_base_required_grad_regenerate_under_capture():
     written (AsStridedBackward0, Note [stale views]): the interpreted and the compiled
     step give eager's and torch's gradients."""
     import torch
+
     w0 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], dtype=np.float32)
     names = []
 
@@ -128,7 +142,7 @@ def test_views_made_before_their_base_required_grad_regenerate_under_capture():
         a.add_(x * w)
         names.append([v.grad_fn.name() for v in (top, col, flat_t)])
         loss = (top * top).sum() + (col * 3).sum() + (flat_t * flat_t * flat_t).sum()
-        g, = T.autograd.grad(loss, w)
+        (g,) = T.autograd.grad(loss, w)
         return loss, g
 
     w = staged.tensor(w0, requires_grad=True)

@@ -1,6 +1,7 @@
 """``staged.utils.data`` against ``torch.utils.data``: the same script under both libraries
 gives the same batches, collated structures, dtypes and errors. Shuffled orders are not
 compared with torch's (only their properties: permutations, reproducible, fresh each epoch)."""
+
 from __future__ import annotations
 
 import collections
@@ -39,13 +40,14 @@ def _tensors(ns, n=10):
 
 
 # --- batching ------------------------------------------------------------------------------
-@pytest.mark.parametrize("batch_size,drop_last", [(1, False), (3, False), (3, True), (5, True),
-                                                  (20, False), (20, True)])
+@pytest.mark.parametrize(
+    "batch_size,drop_last", [(1, False), (3, False), (3, True), (5, True), (20, False), (20, True)]
+)
 def test_batches_and_len(batch_size, drop_last):
     def run(ns):
-        loader = ns.utils.data.DataLoader(_tensors(ns), batch_size=batch_size,
-                                          drop_last=drop_last)
+        loader = ns.utils.data.DataLoader(_tensors(ns), batch_size=batch_size, drop_last=drop_last)
         return len(loader), list(loader)
+
     (n, ours), (m, theirs) = both(run)
     assert n == m == len(theirs)
     _same(ours, theirs)
@@ -55,6 +57,7 @@ def test_no_batching_converts_samples():
     def run(ns):
         ds = [(np.arange(3) + i, float(i), "s") for i in range(4)]
         return list(ns.utils.data.DataLoader(ds, batch_size=None))
+
     _same(*both(run))
 
 
@@ -66,17 +69,26 @@ def test_custom_sampler_batch_sampler_and_collate_fn():
         sums = list(utils.DataLoader(ds, batch_size=4, collate_fn=lambda b: len(b)))
         subset = list(utils.DataLoader(utils.Subset(ds, [5, 6, 7]), batch_size=2))
         return by_sampler, by_batches, sums, subset, len(utils.DataLoader(ds, batch_size=4))
+
     _same(*both(run))
 
 
 def test_num_workers_and_pin_memory_load_in_process():
     def batches(loader):
         return [[x.tolist(), y.tolist()] for x, y in loader]
+
     ds = _tensors(staged)
     expected = batches(data.DataLoader(ds, batch_size=4))
-    loader = data.DataLoader(ds, batch_size=4, num_workers=3, pin_memory=True,
-                             persistent_workers=True, prefetch_factor=4,
-                             worker_init_fn=lambda i: 1 / 0, timeout=5)
+    loader = data.DataLoader(
+        ds,
+        batch_size=4,
+        num_workers=3,
+        pin_memory=True,
+        persistent_workers=True,
+        prefetch_factor=4,
+        worker_init_fn=lambda i: 1 / 0,
+        timeout=5,
+    )
     assert batches(loader) == batches(loader) == expected
     assert data.get_worker_info() is None
 
@@ -108,37 +120,61 @@ def test_default_collate_dtypes():
     assert out["b"].dtype == staged.bool and out["np"].dtype == staged.int32
     assert out["f"].tolist() == [0.1, 1.1]  # float64 all the way, not through float32
     assert out["s"] == ["s0", "s1"] and isinstance(out["pt"], Point)
-    assert [t.dtype for t in out["np_scalars"]] == [staged.float32, staged.float64,
-                                                    staged.int16, staged.bool]
+    assert [t.dtype for t in out["np_scalars"]] == [
+        staged.float32,
+        staged.float64,
+        staged.int16,
+        staged.bool,
+    ]
 
 
 def test_default_convert_matches_torch():
-    _same(*both(lambda ns: ns.utils.data.default_convert(
-        [np.arange(3.0), np.float32(2), (np.int64(1), "a"), {"k": np.ones(2)},
-         Point(np.zeros(1), 3), np.array(["s"]), 7])))
+    _same(
+        *both(
+            lambda ns: ns.utils.data.default_convert(
+                [
+                    np.arange(3.0),
+                    np.float32(2),
+                    (np.int64(1), "a"),
+                    {"k": np.ones(2)},
+                    Point(np.zeros(1), 3),
+                    np.array(["s"]),
+                    7,
+                ]
+            )
+        )
+    )
 
 
-@pytest.mark.parametrize("batch,fragment", [
-    (lambda ns: [ns.ones(2), ns.ones(3)], "stack expects each tensor to be equal size"),
-    (lambda ns: [[1, 2], [1]], "each element in list of batch should be of equal size"),
-    (lambda ns: [object()], "batch must contain tensors, numpy arrays, numbers"),
-    (lambda ns: [np.array(["a"])], "batch must contain tensors, numpy arrays, numbers"),
-], ids=["sizes", "lengths", "object", "strings"])
+@pytest.mark.parametrize(
+    "batch,fragment",
+    [
+        (lambda ns: [ns.ones(2), ns.ones(3)], "stack expects each tensor to be equal size"),
+        (lambda ns: [[1, 2], [1]], "each element in list of batch should be of equal size"),
+        (lambda ns: [object()], "batch must contain tensors, numpy arrays, numbers"),
+        (lambda ns: [np.array(["a"])], "batch must contain tensors, numpy arrays, numbers"),
+    ],
+    ids=["sizes", "lengths", "object", "strings"],
+)
 def test_collate_errors(batch, fragment):
     raises_like_torch(lambda ns: ns.utils.data.default_collate(batch(ns)), fragment)
 
 
 # --- DataLoader options ----------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs", [
-    {"shuffle": True, "sampler": [0]},
-    {"batch_sampler": [[0]], "batch_size": 2},
-    {"batch_sampler": [[0]], "drop_last": True},
-    {"batch_size": None, "drop_last": True},
-    {"num_workers": -1},
-    {"timeout": -1},
-    {"prefetch_factor": 2},
-    {"persistent_workers": True},
-], ids=str)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"shuffle": True, "sampler": [0]},
+        {"batch_sampler": [[0]], "batch_size": 2},
+        {"batch_sampler": [[0]], "drop_last": True},
+        {"batch_size": None, "drop_last": True},
+        {"num_workers": -1},
+        {"timeout": -1},
+        {"prefetch_factor": 2},
+        {"persistent_workers": True},
+    ],
+    ids=str,
+)
 def test_option_errors(kwargs):
     msg = raises_like_torch(lambda ns: ns.utils.data.DataLoader(_tensors(ns), **kwargs))
     with pytest.raises(ValueError) as theirs:
@@ -147,10 +183,13 @@ def test_option_errors(kwargs):
 
 
 def test_attributes_frozen_after_init_and_timeout_without_workers():
-    raises_like_torch(lambda ns: setattr(ns.utils.data.DataLoader(_tensors(ns)), "batch_size",
-                                         2), "batch_size attribute should not be set")
-    raises_like_torch(lambda ns: iter(ns.utils.data.DataLoader(_tensors(ns), timeout=1)),
-                      "requires timeout == 0")
+    raises_like_torch(
+        lambda ns: setattr(ns.utils.data.DataLoader(_tensors(ns)), "batch_size", 2),
+        "batch_size attribute should not be set",
+    )
+    raises_like_torch(
+        lambda ns: iter(ns.utils.data.DataLoader(_tensors(ns), timeout=1)), "requires timeout == 0"
+    )
 
 
 # --- randomness ----------------------------------------------------------------------------
@@ -173,19 +212,20 @@ def test_shuffle_permutes_reproducibly_and_freshly_each_epoch():
 def test_orders_are_torchs_after_the_same_seed():
     """Shuffled epochs, a generator's epochs, random_split, samplers with replacement and
     WeightedRandomSampler draw torch's numbers in torch's order."""
+
     def orders(ns):
         ns.manual_seed(7)
         d = ns.utils.data
         out = _epochs(d.DataLoader(_tensors(ns, 50), batch_size=8, shuffle=True))
         g = ns.Generator().manual_seed(3)
-        out += _epochs(d.DataLoader(_tensors(ns, 20), batch_size=8, shuffle=True,
-                                    generator=g), 2)
+        out += _epochs(d.DataLoader(_tensors(ns, 20), batch_size=8, shuffle=True, generator=g), 2)
         out.append([list(s.indices) for s in d.random_split(range(30), [0.5, 0.3, 0.2])])
         out.append(list(d.RandomSampler(range(5), replacement=True, num_samples=40)))
         out.append(list(d.SubsetRandomSampler([5, 9, 11, 2])))
         out.append(list(d.WeightedRandomSampler([1.0, 0.0, 2.0, 7.0], 30)))
         out.append(list(d.WeightedRandomSampler([1.0, 3.0, 2.0, 7.0], 3, replacement=False)))
         return out
+
     assert orders(staged) == orders(torch)
 
 
@@ -196,10 +236,14 @@ def test_random_sampler_with_replacement_and_num_samples():
     s = data.RandomSampler(range(5), num_samples=12)
     drawn = list(s)
     assert len(drawn) == 12 and sorted(drawn[:10]) == sorted(2 * list(range(5)))
-    raises_like_torch(lambda ns: ns.utils.data.RandomSampler(range(3), replacement=1),
-                      "replacement should be a boolean value")
-    raises_like_torch(lambda ns: ns.utils.data.RandomSampler(range(3), num_samples=0),
-                      "num_samples should be a positive integer value")
+    raises_like_torch(
+        lambda ns: ns.utils.data.RandomSampler(range(3), replacement=1),
+        "replacement should be a boolean value",
+    )
+    raises_like_torch(
+        lambda ns: ns.utils.data.RandomSampler(range(3), num_samples=0),
+        "num_samples should be a positive integer value",
+    )
 
 
 def test_weighted_random_sampler_counts():
@@ -213,22 +257,31 @@ def test_weighted_random_sampler_counts():
     assert data.WeightedRandomSampler([1, 2], 3).weights.dtype == staged.float64
 
 
-@pytest.mark.parametrize("weights,n,replacement", [
-    ([1.0, -1.0], 1, True), ([0.0, 0.0], 1, True), ([1.0, 2.0], 3, False),
-    ([float("nan"), 1.0], 1, True)], ids=["negative", "zero-sum", "too-many", "nan"])
+@pytest.mark.parametrize(
+    "weights,n,replacement",
+    [
+        ([1.0, -1.0], 1, True),
+        ([0.0, 0.0], 1, True),
+        ([1.0, 2.0], 3, False),
+        ([float("nan"), 1.0], 1, True),
+    ],
+    ids=["negative", "zero-sum", "too-many", "nan"],
+)
 def test_weighted_random_sampler_errors(weights, n, replacement):
-    raises_like_torch(lambda ns: list(ns.utils.data.WeightedRandomSampler(weights, n,
-                                                                           replacement)))
+    raises_like_torch(lambda ns: list(ns.utils.data.WeightedRandomSampler(weights, n, replacement)))
 
 
 def test_weighted_random_sampler_argument_errors():
     raises_like_torch(lambda ns: ns.utils.data.WeightedRandomSampler([[1.0]], 1), "1d sequence")
-    raises_like_torch(lambda ns: ns.utils.data.WeightedRandomSampler([1.0], 0),
-                      "num_samples should be a positive integer")
+    raises_like_torch(
+        lambda ns: ns.utils.data.WeightedRandomSampler([1.0], 0),
+        "num_samples should be a positive integer",
+    )
 
 
-@pytest.mark.parametrize("lengths", [[3, 7], [0.3, 0.3, 0.4], [0.5, 0.5], [0.34, 0.33, 0.33]],
-                         ids=str)
+@pytest.mark.parametrize(
+    "lengths", [[3, 7], [0.3, 0.3, 0.4], [0.5, 0.5], [0.34, 0.33, 0.33]], ids=str
+)
 def test_random_split(lengths):
     ours = data.random_split(range(10, 20), lengths)
     theirs = torch.utils.data.random_split(range(10, 20), lengths)
@@ -239,10 +292,14 @@ def test_random_split(lengths):
 
 
 def test_random_split_errors_and_warning():
-    raises_like_torch(lambda ns: ns.utils.data.random_split(range(10), [3, 3]),
-                      "Sum of input lengths does not equal")
-    raises_like_torch(lambda ns: ns.utils.data.random_split(range(10), [1.5, -0.5]),
-                      "Fraction at index 0 is not between 0 and 1")
+    raises_like_torch(
+        lambda ns: ns.utils.data.random_split(range(10), [3, 3]),
+        "Sum of input lengths does not equal",
+    )
+    raises_like_torch(
+        lambda ns: ns.utils.data.random_split(range(10), [1.5, -0.5]),
+        "Fraction at index 0 is not between 0 and 1",
+    )
     with pytest.warns(UserWarning, match="Length of split at index 1 is 0"):
         data.random_split(range(2), [1.0, 0.0])
 
@@ -255,31 +312,55 @@ def test_datasets_match_torch():
         cat = a + b
         stacked = utils.StackDataset(a, ns.arange(3))
         named = utils.StackDataset(x=ns.arange(3), y=[7, 8, 9])
-        return (len(cat), cat.cumulative_sizes, cat[3], cat[-1], len(utils.Subset(b, [0, 2])),
-                utils.Subset(b, [3, 1])[1], stacked[2], named[0], len(named))
+        return (
+            len(cat),
+            cat.cumulative_sizes,
+            cat[3],
+            cat[-1],
+            len(utils.Subset(b, [0, 2])),
+            utils.Subset(b, [3, 1])[1],
+            stacked[2],
+            named[0],
+            len(named),
+        )
+
     _same(*both(run))
 
 
 def test_dataset_errors():
-    raises_like_torch(lambda ns: ns.utils.data.TensorDataset(ns.ones(3), ns.ones(4)),
-                      "Size mismatch between tensors")
+    raises_like_torch(
+        lambda ns: ns.utils.data.TensorDataset(ns.ones(3), ns.ones(4)),
+        "Size mismatch between tensors",
+    )
     raises_like_torch(lambda ns: ns.utils.data.Dataset()[0], "should implement __getitem__")
     raises_like_torch(lambda ns: ns.utils.data.ConcatDataset([]), "should not be an empty")
-    raises_like_torch(lambda ns: (_tensors(ns, 3) + _tensors(ns, 2))[-6],
-                      "absolute value of index should not exceed dataset length")
+    raises_like_torch(
+        lambda ns: (_tensors(ns, 3) + _tensors(ns, 2))[-6],
+        "absolute value of index should not exceed dataset length",
+    )
     raises_like_torch(lambda ns: len(ns.utils.data.Sampler()), "has no len()")
 
 
 def test_batch_sampler_matches_torch():
     def run(ns):
         s = ns.utils.data
-        return [(list(s.BatchSampler(s.SequentialSampler(range(7)), 3, d)),
-                 len(s.BatchSampler(range(7), 3, d))) for d in (False, True)]
+        return [
+            (
+                list(s.BatchSampler(s.SequentialSampler(range(7)), 3, d)),
+                len(s.BatchSampler(range(7), 3, d)),
+            )
+            for d in (False, True)
+        ]
+
     _same(*both(run))
-    raises_like_torch(lambda ns: ns.utils.data.BatchSampler(range(3), 0, False),
-                      "batch_size should be a positive integer value")
-    raises_like_torch(lambda ns: ns.utils.data.BatchSampler(range(3), 2, None),
-                      "drop_last should be a boolean value")
+    raises_like_torch(
+        lambda ns: ns.utils.data.BatchSampler(range(3), 0, False),
+        "batch_size should be a positive integer value",
+    )
+    raises_like_torch(
+        lambda ns: ns.utils.data.BatchSampler(range(3), 2, None),
+        "drop_last should be a boolean value",
+    )
 
 
 def test_user_subclasses_of_generic_bases():
@@ -309,27 +390,46 @@ def _stream(ns, n=7):
 
         def __len__(self):
             return n
+
     return Stream()
 
 
-@pytest.mark.parametrize("kwargs", [{"batch_size": 3}, {"batch_size": 3, "drop_last": True},
-                                    {"batch_size": None}, {"batch_size": 7}], ids=str)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"batch_size": 3},
+        {"batch_size": 3, "drop_last": True},
+        {"batch_size": None},
+        {"batch_size": 7},
+    ],
+    ids=str,
+)
 def test_iterable_dataset(kwargs):
     def run(ns):
         loader = ns.utils.data.DataLoader(_stream(ns), **kwargs)
         return len(loader), list(loader), list(loader)
+
     _same(*both(run))
 
 
 def test_iterable_dataset_errors_chain_and_len_warning():
-    raises_like_torch(lambda ns: ns.utils.data.DataLoader(_stream(ns), shuffle=True),
-                      "expected unspecified shuffle option")
-    raises_like_torch(lambda ns: ns.utils.data.DataLoader(_stream(ns), sampler=[0]),
-                      "expected unspecified sampler option")
-    _same(*both(lambda ns: list(ns.utils.data.DataLoader(_stream(ns, 2) + _stream(ns, 3),
-                                                         batch_size=2))))
-    raises_like_torch(lambda ns: ns.utils.data.ConcatDataset([_stream(ns)]),
-                      "ConcatDataset does not support IterableDataset")
+    raises_like_torch(
+        lambda ns: ns.utils.data.DataLoader(_stream(ns), shuffle=True),
+        "expected unspecified shuffle option",
+    )
+    raises_like_torch(
+        lambda ns: ns.utils.data.DataLoader(_stream(ns), sampler=[0]),
+        "expected unspecified sampler option",
+    )
+    _same(
+        *both(
+            lambda ns: list(ns.utils.data.DataLoader(_stream(ns, 2) + _stream(ns, 3), batch_size=2))
+        )
+    )
+    raises_like_torch(
+        lambda ns: ns.utils.data.ConcatDataset([_stream(ns)]),
+        "ConcatDataset does not support IterableDataset",
+    )
 
     class Liar(data.IterableDataset):
         def __iter__(self):
@@ -337,6 +437,7 @@ def test_iterable_dataset_errors_chain_and_len_warning():
 
         def __len__(self):
             return 2
+
     loader = data.DataLoader(Liar(), batch_size=None)
     assert len(loader) == 2
     with pytest.warns(UserWarning, match="was reported to be 2"):
@@ -344,8 +445,7 @@ def test_iterable_dataset_errors_chain_and_len_warning():
 
 
 def test_iterable_dataset_with_workers_yields_each_sample_once():
-    assert list(data.DataLoader(_stream(staged), batch_size=None, num_workers=2)) == list(
-        range(7))
+    assert list(data.DataLoader(_stream(staged), batch_size=None, num_workers=2)) == list(range(7))
 
 
 # --- training ----------------------------------------------------------------------------------
@@ -354,8 +454,9 @@ def _train(ns):
     ns.manual_seed(0)
     x = ns.randn(96, 3)
     y = x @ ns.tensor([[1.5], [-2.0], [0.5]]) + 0.3
-    loader = ns.utils.data.DataLoader(ns.utils.data.TensorDataset(x, y), batch_size=16,
-                                      shuffle=True)
+    loader = ns.utils.data.DataLoader(
+        ns.utils.data.TensorDataset(x, y), batch_size=16, shuffle=True
+    )
     model = ns.nn.Linear(3, 1)
     opt = ns.optim.SGD(model.parameters(), lr=0.1)
     losses = []

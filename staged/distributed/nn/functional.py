@@ -1,6 +1,7 @@
 """Differentiable collectives (``torch.distributed.nn.functional``): each returns a new
 tensor, and its gradient is the matching collective of the cotangent (the gradient of an
 all_reduce(SUM) is an all_reduce(SUM))."""
+
 from __future__ import annotations
 
 from ...autodiff import collective as C

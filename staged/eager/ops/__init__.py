@@ -1,4 +1,5 @@
 """The public ops, and the Tensor methods and operators that call them."""
+
 from __future__ import annotations
 
 from ... import autodiff as ad
@@ -62,41 +63,65 @@ def _rev(op):
 _METHODS = {
     **{f"__{n}__": getattr(elementwise, n) for n in ("add", "sub", "mul", "pow")},
     **{f"__r{n}__": _rev(getattr(elementwise, n)) for n in ("add", "sub", "mul", "pow")},
-    "__truediv__": elementwise.div, "__rtruediv__": _rev(elementwise.div),
-    "__matmul__": linalg.matmul, "__rmatmul__": _rev(linalg.matmul),
-    "__neg__": elementwise.neg, "__abs__": elementwise.abs,
-    "__eq__": elementwise.eq, "__ne__": elementwise.ne, "__lt__": elementwise.lt,
-    "__le__": elementwise.le, "__gt__": elementwise.gt, "__ge__": elementwise.ge,
-    "__and__": elementwise.logical_and, "__or__": elementwise.logical_or,
+    "__truediv__": elementwise.div,
+    "__rtruediv__": _rev(elementwise.div),
+    "__matmul__": linalg.matmul,
+    "__rmatmul__": _rev(linalg.matmul),
+    "__neg__": elementwise.neg,
+    "__abs__": elementwise.abs,
+    "__eq__": elementwise.eq,
+    "__ne__": elementwise.ne,
+    "__lt__": elementwise.lt,
+    "__le__": elementwise.le,
+    "__gt__": elementwise.gt,
+    "__ge__": elementwise.ge,
+    "__and__": elementwise.logical_and,
+    "__or__": elementwise.logical_or,
     "__invert__": elementwise.logical_not,
-    "__mod__": elementwise.remainder, "__rmod__": _rev(elementwise.remainder),
-    "__floordiv__": elementwise.floor_divide, "__rfloordiv__": _rev(elementwise.floor_divide),
-    "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
+    "__mod__": elementwise.remainder,
+    "__rmod__": _rev(elementwise.remainder),
+    "__floordiv__": elementwise.floor_divide,
+    "__rfloordiv__": _rev(elementwise.floor_divide),
+    "__getitem__": indexing.getitem,
+    "__setitem__": indexing.setitem,
     "where": lambda self, condition, other: elementwise.where(condition, self, other),
-    "is_contiguous": lambda self: bool(getattr(self._payload, "flags", None) is None
-                                       or self._payload.flags.c_contiguous),
-    "to": _to, "float": lambda self: _to(self, dt.float32),
-    "double": lambda self: _to(self, dt.float64), "long": lambda self: _to(self, dt.int64),
-    "int": lambda self: _to(self, dt.int32), "bool": lambda self: _to(self, dt.bool_),
-    "half": lambda self: _to(self, dt.float16), "bfloat16": lambda self: _to(self, dt.bfloat16),
-    "short": lambda self: _to(self, dt.int16), "char": lambda self: _to(self, dt.int8),
-    "byte": lambda self: _to(self, dt.uint8), "cfloat": lambda self: _to(self, dt.complex64),
+    "is_contiguous": lambda self: bool(
+        getattr(self._payload, "flags", None) is None or self._payload.flags.c_contiguous
+    ),
+    "to": _to,
+    "float": lambda self: _to(self, dt.float32),
+    "double": lambda self: _to(self, dt.float64),
+    "long": lambda self: _to(self, dt.int64),
+    "int": lambda self: _to(self, dt.int32),
+    "bool": lambda self: _to(self, dt.bool_),
+    "half": lambda self: _to(self, dt.float16),
+    "bfloat16": lambda self: _to(self, dt.bfloat16),
+    "short": lambda self: _to(self, dt.int16),
+    "char": lambda self: _to(self, dt.int8),
+    "byte": lambda self: _to(self, dt.uint8),
+    "cfloat": lambda self: _to(self, dt.complex64),
     "cdouble": lambda self: _to(self, dt.complex128),
-    "type_as": lambda self, other: _to(self, other.dtype), "type": _type,
-    "nelement": Tensor.numel, "cpu": lambda self, memory_format=None: self, "cuda": _cuda,
-    "get_device": lambda self: -1, "is_pinned": lambda self, device=None: False,
-    "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False:
-        factories.ones(*size, dtype=dtype or self.dtype, device=device,
-                       requires_grad=requires_grad),
-    "new_empty": lambda self, *size, dtype=None, device=None, requires_grad=False:
-        factories.empty(*size, dtype=dtype or self.dtype, device=device,
-                        requires_grad=requires_grad),
-    "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False:
-        factories.full(size, fill_value, dtype=dtype or self.dtype, device=device,
-                       requires_grad=requires_grad),
-    "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False:
-        factories.tensor(data, dtype=dtype or self.dtype, device=device,
-                         requires_grad=requires_grad),
+    "type_as": lambda self, other: _to(self, other.dtype),
+    "type": _type,
+    "nelement": Tensor.numel,
+    "cpu": lambda self, memory_format=None: self,
+    "cuda": _cuda,
+    "get_device": lambda self: -1,
+    "is_pinned": lambda self, device=None: False,
+    "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False: factories.ones(
+        *size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+    ),
+    "new_empty": lambda self, *size, dtype=None, device=None, requires_grad=False: factories.empty(
+        *size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+    ),
+    "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: (
+        factories.full(
+            size, fill_value, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+        )
+    ),
+    "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False: factories.tensor(
+        data, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+    ),
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
     "all": lambda self: Tensor._wrap(self._host().all()),
     "any": lambda self: Tensor._wrap(self._host().any()),

@@ -1,4 +1,5 @@
 """Broadcasting and type promotion, done once here so primitives can stay strict."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,11 +30,13 @@ def broadcast_shapes(*shapes) -> tuple:
         pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
         for i in range(n - 1, -1, -1):
             if pa[i] != pb[i] and 1 not in (pa[i], pb[i]):
-                raise RuntimeError(at_user(
-                    f"The size of tensor a ({pa[i]}) must match the size of tensor b "
-                    f"({pb[i]}) at non-singleton dimension {i}")) from None
-        raise RuntimeError(at_user(f"shapes {list(a)} and {list(b)} cannot be broadcast")) \
-            from None
+                raise RuntimeError(
+                    at_user(
+                        f"The size of tensor a ({pa[i]}) must match the size of tensor b "
+                        f"({pb[i]}) at non-singleton dimension {i}"
+                    )
+                ) from None
+        raise RuntimeError(at_user(f"shapes {list(a)} and {list(b)} cannot be broadcast")) from None
 
 
 def expand_to(t: Tensor, shape: tuple) -> Tensor:
@@ -68,19 +71,26 @@ def operands(*vals, dtype: dt.DType = None):
         dtype = promote_types(*vals)
     ts = [to_dtype(v, dtype) if isinstance(v, Tensor) else v for v in vals]
     shapes = [t._payload.shape for t in ts if isinstance(t, Tensor)]
-    shape = () if not shapes else shapes[0] if all(s == shapes[0] for s in shapes) \
+    shape = (
+        ()
+        if not shapes
+        else shapes[0]
+        if all(s == shapes[0] for s in shapes)
         else broadcast_shapes(*shapes)
+    )
     if all(type(t._payload) is _ndarray for t in ts if isinstance(t, Tensor)):
         # eager: a number becomes a broadcast view of the result shape, no ops recorded
-        return [expand_to(t, shape) if isinstance(t, Tensor) else
-                Tensor._wrap(np.broadcast_to(np.array(t, dtype.np), shape)) for t in ts]
+        return [
+            expand_to(t, shape)
+            if isinstance(t, Tensor)
+            else Tensor._wrap(np.broadcast_to(np.array(t, dtype.np), shape))
+            for t in ts
+        ]
     # symbolic: a 0-d constant expanded in the graph (never a full-size constant)
-    return [expand_to(t if isinstance(t, Tensor) else scalar_tensor(t, dtype), shape)
-            for t in ts]
+    return [expand_to(t if isinstance(t, Tensor) else scalar_tensor(t, dtype), shape) for t in ts]
 
 
 def float_operand(t: Tensor) -> Tensor:
     """Integer and bool inputs of float-valued ops become the default float dtype."""
     d = t.dtype
-    return t if d.is_floating_point or d.is_complex else ad.cast(
-        t, dtype=dt.get_default_dtype())
+    return t if d.is_floating_point or d.is_complex else ad.cast(t, dtype=dt.get_default_dtype())

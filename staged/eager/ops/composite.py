@@ -1,4 +1,5 @@
 """Composites over primitives: no rules of their own, differentiated through their parts."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,7 @@ def gelu(x, approximate="none"):
         inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
         return x * 0.5 * (inner.tanh() + 1)
     if approximate != "none":
-        raise RuntimeError(f"approximate argument must be either none or tanh, got "
-                           f"{approximate!r}")
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     return x * 0.5 * (erf(x * (1 / math.sqrt(2.0))) + 1)
 
 

@@ -1,5 +1,6 @@
 """Ops whose output shape depends on their input's values (nonzero, unique): eager only,
 since a captured graph has static shapes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,8 @@ def host_data(x: Tensor, what: str, remedy: str = "") -> np.ndarray:
         raise RuntimeError(
             f"{what} has a data-dependent output shape (it depends on the values of its "
             f"input), which staged.compile/capture cannot trace: a compiled graph has static "
-            f"shapes. Call it outside the compiled function{remedy}.")
+            f"shapes. Call it outside the compiled function{remedy}."
+        )
     return x._host()
 
 
@@ -34,12 +36,12 @@ def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, di
     asked for. Not differentiable."""
     a = host_data(x, "unique()")
     if dim is None:
-        values, inverse, counts = np.unique(a.reshape(-1), return_inverse=True,
-                                            return_counts=True, equal_nan=False)
+        values, inverse, counts = np.unique(
+            a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False
+        )
         inverse = inverse.reshape(a.shape)
     else:
-        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True,
-                                            axis=dim)
+        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True, axis=dim)
         inverse = inverse.reshape(-1)
     out = [Tensor._wrap(values)]
     if return_inverse:

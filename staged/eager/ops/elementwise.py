@@ -1,4 +1,5 @@
 """Public elementwise ops: promote, broadcast, then bind the strict primitive."""
+
 # ruff: noqa: F821  (mul, eq, lt ...: module globals made from the registry below)
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from ._operands import broadcast_shapes, expand_to, float_operand, operands, pro
 
 def _binary(prim, check=None):
     """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given."""
+
     def op(x, y):
         a, b = operands(x, y)
         if check is not None:
             check(b)
         return prim(a, b)
+
     op.__name__ = prim.name
     return op
 
@@ -30,16 +33,23 @@ def _public(prim):
     if len(prim.inputs) == 2 and not to_float:
         return _binary(prim)
     if len(prim.inputs) == 2:
+
         def op(x, y):
             d = promote_types(x, y)
-            return prim(*operands(x, y, dtype=d if d.is_floating_point or d.is_complex
-                                  else dt.get_default_dtype()))
+            return prim(
+                *operands(
+                    x, y, dtype=d if d.is_floating_point or d.is_complex else dt.get_default_dtype()
+                )
+            )
     elif to_float:
+
         def op(x):
             return prim(float_operand(x))
     else:
+
         def op(x):
             return prim(x)
+
     op.__name__ = op.__qualname__ = prim.name
     return op
 
@@ -93,16 +103,20 @@ def where(condition, x, y):
     a, b = operands(x, y, dtype=d)
     cond = condition if isinstance(condition, Tensor) else Tensor(condition)
     if cond.dtype is not dt.bool_:
-        raise TypeError(f"where expected condition to be a boolean tensor, but got a tensor "
-                        f"with dtype {cond.dtype.name}")
+        raise TypeError(
+            f"where expected condition to be a boolean tensor, but got a tensor "
+            f"with dtype {cond.dtype.name}"
+        )
     shape = broadcast_shapes(cond._payload.shape, a._payload.shape)
     return ad.where(expand_to(cond, shape), expand_to(a, shape), expand_to(b, shape))
 
 
 def _integral_kept(prim):
     """floor, ceil, trunc: integers and bools are already integral (a copy, as PyTorch)."""
+
     def op(x):
         return prim(x) if x.dtype.is_floating_point else ad.copy(x)
+
     op.__name__ = prim.name
     return op
 
@@ -141,8 +155,7 @@ def floor_divide(x, y):
     PyTorch, the result carries no gradient (it is piecewise constant)."""
     d = promote_types(x, y)
     if d.is_complex or d is dt.bool_:
-        raise NotImplementedError(f'"div_floor_cpu" not implemented for '
-                                  f"'{d.name.capitalize()}'")
+        raise NotImplementedError(f"\"div_floor_cpu\" not implemented for '{d.name.capitalize()}'")
     x, y = (v.detach() if isinstance(v, Tensor) else v for v in (x, y))
     if not d.is_floating_point:
         return _int_floor_divide(x, y)
@@ -183,16 +196,20 @@ def reciprocal(x):
 
 def neg(x):
     if x.dtype is dt.bool_:
-        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
-                           "If you are trying to invert a mask, use the `~` or "
-                           "`logical_not()` operator instead.")
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. "
+            "If you are trying to invert a mask, use the `~` or "
+            "`logical_not()` operator instead."
+        )
     return ad.neg(x)
 
 
 def sign(x):
     if x.dtype.is_complex:
-        raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex "
-                                  "numbers. Please use torch.sgn instead.")
+        raise NotImplementedError(
+            "Unlike NumPy, torch.sign is not intended to support complex "
+            "numbers. Please use torch.sgn instead."
+        )
     return ad.sign(x)
 
 
@@ -276,8 +293,10 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     default the dtype's largest and lowest finite values); the gradient flows where ``x``
     is finite. Complex parts are replaced apart; integers and bools are copied."""
     if x.dtype.is_complex:
-        return add(nan_to_num(real(x), nan, posinf, neginf),
-                   mul(nan_to_num(imag(x), nan, posinf, neginf), 1j))
+        return add(
+            nan_to_num(real(x), nan, posinf, neginf),
+            mul(nan_to_num(imag(x), nan, posinf, neginf), 1j),
+        )
     if not x.dtype.is_floating_point:
         return ad.copy(x)
     big = float(np.nextafter(np.array(np.inf, x.dtype.np), np.array(0, x.dtype.np)))

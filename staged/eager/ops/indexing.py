@@ -8,6 +8,7 @@ the None dims, then, for advanced indices (integer tensors, boolean masks as the
 forward; ``__setitem__`` runs it forward to the indexed part and scatters the new values
 back through each step, then writes the result in place (``inplace.write``).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,9 +31,9 @@ builtin_slice = slice  # the module's own names shadow nothing, but keep it expl
 
 @dataclass
 class _Plan:
-    sliced: tuple | None   # (starts, stops, steps) of the strided slice, None if whole
-    shape: tuple           # shape after the slice, int dims dropped and None dims added
-    adv: tuple | None      # (positions in `shape`, broadcast index tensors) or None
+    sliced: tuple | None  # (starts, stops, steps) of the strided slice, None if whole
+    shape: tuple  # shape after the slice, int dims dropped and None dims added
+    adv: tuple | None  # (positions in `shape`, broadcast index tensors) or None
 
 
 def _as_index(i):
@@ -55,9 +56,11 @@ def _check_mask(mask: Tensor, shape):
     ms = mask._payload.shape
     for k, (a, b) in enumerate(zip(ms, shape)):
         if a != b:
-            raise IndexError(f"The shape of the mask {list(ms)} at index {k} does not match "
-                             f"the shape of the indexed tensor {list(shape[:len(ms)])} at "
-                             f"index {k}")
+            raise IndexError(
+                f"The shape of the mask {list(ms)} at index {k} does not match "
+                f"the shape of the indexed tensor {list(shape[: len(ms)])} at "
+                f"index {k}"
+            )
 
 
 def _expand_masks(entries, shape):
@@ -83,8 +86,8 @@ def _plan(x: Tensor, index) -> _Plan:
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     k = next((k for k, i in enumerate(entries) if i is Ellipsis), None)
     if k is not None:  # PyTorch expands the first Ellipsis; later ones select nothing
-        entries = entries[:k + 1] + [i for i in entries[k + 1:] if i is not Ellipsis]
-        entries[k:k + 1] = [builtin_slice(None)] * (len(shape) - used)
+        entries = entries[: k + 1] + [i for i in entries[k + 1 :] if i is not Ellipsis]
+        entries[k : k + 1] = [builtin_slice(None)] * (len(shape) - used)
     else:
         entries += [builtin_slice(None)] * (len(shape) - used)
     entries = _expand_masks(entries, shape)
@@ -112,8 +115,10 @@ def _plan(x: Tensor, index) -> _Plan:
             tensors.append(_normalized(i, d, n))
             out.append(n)
         else:
-            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
-                             f"byte Variables are valid indices (got {type(i).__name__})")
+            raise IndexError(
+                "only integers, slices (`:`), ellipsis (`...`), None and long or "
+                f"byte Variables are valid indices (got {type(i).__name__})"
+            )
         d += 1
     whole = all(a == 0 and b == n and s == 1 for a, b, s, n in zip(starts, stops, steps, shape))
     sliced = None if whole else (tuple(starts), tuple(stops), tuple(steps))
@@ -124,19 +129,22 @@ def _plan(x: Tensor, index) -> _Plan:
     return _Plan(sliced, tuple(out), adv)
 
 
-
 def _normalized(i: Tensor, dim: int, n: int) -> Tensor:
     """An int64 index tensor with negative entries wrapped, bounds checked where it has data."""
     i = to_dtype(i, dt.int64)
-    check_range(i, -n, n, IndexError, f"index {{}} is out of bounds for dimension {dim} with "
-                f"size {n}")
+    check_range(
+        i, -n, n, IndexError, f"index {{}} is out of bounds for dimension {dim} with size {n}"
+    )
     p = i._payload
     if type(p) is np.ndarray:
         if (p < 0).any():
             return Tensor._wrap(np.where(p < 0, p + n, p))
         return i
-    return ad.where(ad.lt(i, expand_to(scalar_tensor(0, dt.int64), tuple(p.shape))),
-                    ad.add(i, expand_to(scalar_tensor(n, dt.int64), tuple(p.shape))), i)
+    return ad.where(
+        ad.lt(i, expand_to(scalar_tensor(0, dt.int64), tuple(p.shape))),
+        ad.add(i, expand_to(scalar_tensor(n, dt.int64), tuple(p.shape))),
+        i,
+    )
 
 
 def _advanced_layout(shape, positions, tensors):
@@ -149,17 +157,20 @@ def _advanced_layout(shape, positions, tensors):
     else:
         perm = positions + tuple(d for d in range(len(shape)) if d not in positions)
         shape, p = tuple(shape[d] for d in perm), 0
-    n = math.prod(shape[p:p + k])
-    flat = shape[:p] + (n,) + shape[p + k:]
-    return perm, p, flat, shape[:p] + bshape + shape[p + k:]
+    n = math.prod(shape[p : p + k])
+    flat = shape[:p] + (n,) + shape[p + k :]
+    return perm, p, flat, shape[:p] + bshape + shape[p + k :]
 
 
 def _linear_index(shape, p, tensors) -> Tensor:
     """The flat index into dims ``p .. p+k`` of ``shape`` (row-major)."""
     lin, stride = None, 1
     for d, t in zip(range(p + len(tensors) - 1, p - 1, -1), reversed(tensors)):
-        term = t if stride == 1 else ad.mul(t, expand_to(scalar_tensor(stride, dt.int64),
-                                                        tuple(t._payload.shape)))
+        term = (
+            t
+            if stride == 1
+            else ad.mul(t, expand_to(scalar_tensor(stride, dt.int64), tuple(t._payload.shape)))
+        )
         lin = term if lin is None else ad.add(lin, term)
         stride *= shape[d]
     return lin
@@ -168,7 +179,7 @@ def _linear_index(shape, p, tensors) -> Tensor:
 def _spread_index(index: Tensor, shape, dim) -> Tensor:
     """A 1-D index of length K as a gather index for ``shape`` with K at ``dim``."""
     k = index._payload.shape[0]
-    target = tuple(shape[:dim]) + (k,) + tuple(shape[dim + 1:])
+    target = tuple(shape[:dim]) + (k,) + tuple(shape[dim + 1 :])
     single = (1,) * dim + (k,) + (1,) * (len(shape) - dim - 1)
     return ad.expand(ad.reshape(index, shape=single), shape=target)
 
@@ -179,14 +190,18 @@ def take(x: Tensor, index: Tensor, dim: int) -> Tensor:
     ishape = tuple(index._payload.shape)
     flat = ad.reshape(index, shape=(math.prod(ishape),)) if len(ishape) != 1 else index
     out = ad.gather(x, _spread_index(flat, shape, dim), dim=dim)
-    return ad.reshape(out, shape=shape[:dim] + ishape + shape[dim + 1:]) \
-        if len(ishape) != 1 else out
+    return (
+        ad.reshape(out, shape=shape[:dim] + ishape + shape[dim + 1 :]) if len(ishape) != 1 else out
+    )
 
 
 def getitem(x: Tensor, index) -> Tensor:
     plan = _plan(x, index)
-    y = x if plan.sliced is None else ad.slice(x, starts=plan.sliced[0], stops=plan.sliced[1],
-                                               steps=plan.sliced[2])
+    y = (
+        x
+        if plan.sliced is None
+        else ad.slice(x, starts=plan.sliced[0], stops=plan.sliced[1], steps=plan.sliced[2])
+    )
     if tuple(y._payload.shape) != plan.shape:
         y = ad.reshape(y, shape=plan.shape)
     if plan.adv is None:
@@ -203,8 +218,12 @@ def getitem(x: Tensor, index) -> Tensor:
 def setitem(x: Tensor, index, value) -> None:
     v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     v = to_dtype(v, x.dtype)
-    if isinstance(index, Tensor) and index.dtype is dt.bool_ and v.numel() == 1 \
-            and 0 < index.ndim <= x.ndim:
+    if (
+        isinstance(index, Tensor)
+        and index.dtype is dt.bool_
+        and v.numel() == 1
+        and 0 < index.ndim <= x.ndim
+    ):
         # x[mask] = scalar: a select, no data-dependent shape (so it also captures)
         _check_mask(index, tuple(x._payload.shape))
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
@@ -221,8 +240,10 @@ def _fit(v: Tensor, shape) -> Tensor:
         if np.broadcast_shapes(vs, shape) != tuple(shape):
             raise ValueError
     except ValueError:
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
-                           f"broadcast to indexing result of shape {list(shape)}") from None
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
+            f"broadcast to indexing result of shape {list(shape)}"
+        ) from None
     if vs != tuple(v._payload.shape):
         v = ad.reshape(v, shape=vs)
     return expand_to(v, tuple(shape))
@@ -250,7 +271,7 @@ def _put(x: Tensor, plan: _Plan, v: Tensor, accumulate: bool = False) -> Tensor:
         yf = ad.reshape(y, shape=flat) if flat != shape else y
         lin = _linear_index(shape, p, tensors)
         k = math.prod(lin._payload.shape)
-        vals = ad.reshape(_fit(v, out_shape), shape=flat[:p] + (k,) + flat[p + 1:])
+        vals = ad.reshape(_fit(v, out_shape), shape=flat[:p] + (k,) + flat[p + 1 :])
         idx = _spread_index(ad.reshape(lin, shape=(k,)), flat, p)
         # of repeated indices the last write wins (accumulate: they add up)
         yf = (ad.scatter_add if accumulate else ad.scatter)(yf, idx, vals, dim=p)
@@ -258,8 +279,7 @@ def _put(x: Tensor, plan: _Plan, v: Tensor, accumulate: bool = False) -> Tensor:
         new = y if perm is None else ad.permute(y, perm=tuple(int(i) for i in np.argsort(perm)))
     if tuple(new._payload.shape) != pshape:
         new = ad.reshape(new, shape=pshape)
-    return new if sl is None else ad.slice_scatter(x, new, starts=sl[0], stops=sl[1],
-                                                   steps=sl[2])
+    return new if sl is None else ad.slice_scatter(x, new, starts=sl[0], stops=sl[1], steps=sl[2])
 
 
 # --- gather / scatter family ------------------------------------------------------------------
@@ -268,14 +288,20 @@ def _dim(dim, ndim):
 
 
 def _check_bounds(index: Tensor, dim: int, n: int):
-    check_range(index, 0, n, RuntimeError,
-                f"index {{}} is out of bounds for dimension {dim} with size {n}")
+    check_range(
+        index, 0, n, RuntimeError, f"index {{}} is out of bounds for dimension {dim} with size {n}"
+    )
 
 
 def check_rows(index: Tensor, n: int, dim: int = 0) -> None:
     """index_select's and embedding's check: every entry of ``index`` in ``[0, n)``."""
-    check_range(to_dtype(index, dt.int64), 0, n, IndexError,
-                f"index out of range in self (index {{}}, size {n} of dimension {dim})")
+    check_range(
+        to_dtype(index, dt.int64),
+        0,
+        n,
+        IndexError,
+        f"index out of range in self (index {{}}, size {n} of dimension {dim})",
+    )
 
 
 def _int64_index(index, what):
@@ -297,20 +323,25 @@ def _head(x: Tensor, shape, dim) -> Tensor:
 def _check_gather_shapes(x, index, dim, what, src=None):
     xs, ish = tuple(x._payload.shape), tuple(index._payload.shape)
     if len(ish) != len(xs):
-        raise RuntimeError(f"Index tensor must have the same number of dimensions as "
-                           f"{'self' if what != 'gather' else 'input'} tensor")
+        raise RuntimeError(
+            f"Index tensor must have the same number of dimensions as "
+            f"{'self' if what != 'gather' else 'input'} tensor"
+        )
     for d, (a, b) in enumerate(zip(ish, xs)):
         if d != dim and a > b:
-            raise RuntimeError(f"Size does not match at dimension {d} expected index "
-                               f"{list(ish)} to be smaller than self {list(xs)} apart from "
-                               f"dimension {dim}")
+            raise RuntimeError(
+                f"Size does not match at dimension {d} expected index "
+                f"{list(ish)} to be smaller than self {list(xs)} apart from "
+                f"dimension {dim}"
+            )
     if src is not None and len(src._payload.shape) != len(ish):
-        raise RuntimeError("Index tensor must have the same number of dimensions as src "
-                           "tensor")
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     if src is not None and any(a > b for a, b in zip(ish, src._payload.shape)):
-        raise RuntimeError(f"Expected index {list(ish)} to be smaller than self {list(xs)} "
-                           f"apart from dimension {dim} and to be smaller size than src "
-                           f"{list(src.shape)}")
+        raise RuntimeError(
+            f"Expected index {list(ish)} to be smaller than self {list(xs)} "
+            f"apart from dimension {dim} and to be smaller size than src "
+            f"{list(src.shape)}"
+        )
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -341,15 +372,21 @@ def _scatter_into(prim, x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tens
     if part is x:
         return out
     xs = tuple(x._payload.shape)
-    return ad.slice_scatter(x, out, starts=(0,) * len(xs), stops=tuple(
-        n if d == dim else s for d, (n, s) in enumerate(zip(xs, ish))), steps=(1,) * len(xs))
+    return ad.slice_scatter(
+        x,
+        out,
+        starts=(0,) * len(xs),
+        stops=tuple(n if d == dim else s for d, (n, s) in enumerate(zip(xs, ish))),
+        steps=(1,) * len(xs),
+    )
 
 
 _NO_SRC = object()
 
 
-def scatter(x: Tensor, dim: int, index: Tensor, src=_NO_SRC, *, value=_NO_SRC,
-            reduce=None) -> Tensor:
+def scatter(
+    x: Tensor, dim: int, index: Tensor, src=_NO_SRC, *, value=_NO_SRC, reduce=None
+) -> Tensor:
     """``x`` with ``src`` (a tensor, or the number ``value``) written at ``index`` along
     ``dim``, as ``torch.scatter``: ``out[index[i][j]][j] = src[i][j]`` for dim 0. Of entries
     that hit one place the last (in ``index``'s order) wins. ``reduce="add"`` adds instead
@@ -361,8 +398,9 @@ def scatter(x: Tensor, dim: int, index: Tensor, src=_NO_SRC, *, value=_NO_SRC,
     if reduce is not None and reduce not in ("add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
     if reduce == "multiply":
-        raise NotImplementedError("scatter(reduce='multiply') is not supported by staged "
-                                  "(torch deprecates it too)")
+        raise NotImplementedError(
+            "scatter(reduce='multiply') is not supported by staged (torch deprecates it too)"
+        )
     if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
         raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     index = to_dtype(index, dt.int64)
@@ -382,21 +420,28 @@ def index_put(x: Tensor, indices, values: Tensor, accumulate: bool = False) -> T
     up), out of place, as ``torch.index_put``; ``indices`` is a tuple of integer or bool
     tensors, one per leading dim."""
     if not isinstance(indices, (tuple, list)):
-        raise TypeError(f"index_put(): argument 'indices' (position 1) must be tuple of "
-                        f"Tensors, not {type(indices).__name__}")
+        raise TypeError(
+            f"index_put(): argument 'indices' (position 1) must be tuple of "
+            f"Tensors, not {type(indices).__name__}"
+        )
     for k, i in enumerate(indices):
         if not isinstance(i, Tensor):
-            raise TypeError(f"expected Tensor as element {k} in argument 0, but got "
-                            f"{type(i).__name__}")
+            raise TypeError(
+                f"expected Tensor as element {k} in argument 0, but got {type(i).__name__}"
+            )
         if i.dtype.is_floating_point or i.dtype.is_complex:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if not isinstance(values, Tensor):
-        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not "
-                        f"{type(values).__name__}")
+        raise TypeError(
+            f"index_put(): argument 'values' (position 2) must be Tensor, not "
+            f"{type(values).__name__}"
+        )
     if values.dtype is not x.dtype:
-        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{type_title(x.dtype)} for the destination and "
-                           f"{type_title(values.dtype)} for the source.")
+        raise RuntimeError(
+            f"Index put requires the source and destination dtypes match, got "
+            f"{type_title(x.dtype)} for the destination and "
+            f"{type_title(values.dtype)} for the source."
+        )
     return _put(x, _plan(x, tuple(indices)), values, accumulate)
 
 
@@ -409,8 +454,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     n = x._payload.shape[dim] if x.ndim else 1
     check_rows(index, n, dim)
     if x.ndim == 0:  # a 0-d result, as PyTorch (the index holds one in-range entry)
-        return ad.reshape(take(ad.reshape(x, shape=(1,)), ad.reshape(index, shape=(1,)), 0),
-                          shape=())
+        return ad.reshape(
+            take(ad.reshape(x, shape=(1,)), ad.reshape(index, shape=(1,)), 0), shape=()
+        )
     return take(x, ad.reshape(index, shape=(1,)) if index.ndim == 0 else index, dim)
 
 
@@ -418,14 +464,17 @@ def take_along_dim(x: Tensor, indices: Tensor, dim=None) -> Tensor:
     """``gather`` with ``x`` and ``indices`` broadcast against each other (not along dim)."""
     indices = _int64_index(indices, "take_along_dim")
     if dim is None:
-        return gather(ad.reshape(x, shape=(x.numel(),)), 0,
-                      ad.reshape(indices, shape=(indices.numel(),)))
+        return gather(
+            ad.reshape(x, shape=(x.numel(),)), 0, ad.reshape(indices, shape=(indices.numel(),))
+        )
     dim = _dim(dim, x.ndim)
     xs, ish = list(x._payload.shape), list(indices._payload.shape)
     if len(xs) != len(ish):
-        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
-                           f"number of dimensions, but got {len(xs)} dimensions for input, "
-                           f"and {len(ish)} dimensions for indices")
+        raise RuntimeError(
+            f"torch.take_along_dim(): input and indices should have the same "
+            f"number of dimensions, but got {len(xs)} dimensions for input, "
+            f"and {len(ish)} dimensions for indices"
+        )
     a, b = xs[:], ish[:]
     a[dim] = b[dim] = 1
     shape = list(broadcast_shapes(tuple(a), tuple(b)))
@@ -438,11 +487,14 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
     """``x`` with ``value`` where ``mask`` (broadcast to ``x``) is True."""
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with "
-                           f"dtype {got}")
+        raise RuntimeError(
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {got}"
+        )
     if isinstance(value, Tensor) and value.ndim:
-        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
-                           f"tensor with {value.ndim} dimension(s).")
+        raise RuntimeError(
+            f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+            f"tensor with {value.ndim} dimension(s)."
+        )
     v = to_dtype(value, x.dtype) if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     return _masked(x, mask, v)
 
@@ -452,8 +504,10 @@ def _masked(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
     shape = tuple(x._payload.shape)
     m = expand_to(mask, broadcast_shapes(tuple(mask._payload.shape), shape))
     if tuple(m._payload.shape) != shape:
-        raise RuntimeError(f"the mask of shape {list(mask.shape)} cannot be broadcast to the "
-                           f"tensor of shape {list(shape)}")
+        raise RuntimeError(
+            f"the mask of shape {list(mask.shape)} cannot be broadcast to the "
+            f"tensor of shape {list(shape)}"
+        )
     return ad.where(m, expand_to(v, shape), x)
 
 
@@ -465,5 +519,12 @@ def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return write(x, scatter_add(x, dim, index, src))
 
 
-__all__ = ["gather", "scatter_add", "scatter", "index_put", "index_select", "take_along_dim",
-           "masked_fill"]
+__all__ = [
+    "gather",
+    "scatter_add",
+    "scatter",
+    "index_put",
+    "index_select",
+    "take_along_dim",
+    "masked_fill",
+]

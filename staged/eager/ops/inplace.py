@@ -9,6 +9,7 @@ Under capture the payload is replaced by the new symbolic value, which functiona
 update. Writing into a view rebases the base's
 graph (Note [views] in ``views.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,26 +29,34 @@ from ._operands import expand_to, scalar_tensor, to_dtype
 before_write, after_write = [], []
 
 
-_LEAF_HINT = (" Change a parameter's data inside with staged.no_grad(): (as an optimizer "
-              "or an init function does), or compute a new tensor out of place "
-              "(w = w + 1).")
+_LEAF_HINT = (
+    " Change a parameter's data inside with staged.no_grad(): (as an optimizer "
+    "or an init function does), or compute a new tensor out of place "
+    "(w = w + 1)."
+)
 
 
 def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
     """PyTorch's checks before writing into ``t`` a value whose other inputs require grad
     or not (its check_inplace)."""
     if t._vc is None and not _state.inference:
-        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
-                           "allowed.You can make a clone to get a normal tensor before doing "
-                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
-                           "more details.")
+        raise RuntimeError(
+            "Inplace update to inference tensor outside InferenceMode is not "
+            "allowed.You can make a clone to get a normal tensor before doing "
+            "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
+            "more details."
+        )
     if not _state.grad_enabled:
         return
     base = t._base
     if base is None:
         if t._requires_grad and t.grad_fn is None:
-            raise RuntimeError(at_user("a leaf Variable that requires grad is being used in "
-                                       "an in-place operation.") + _LEAF_HINT)
+            raise RuntimeError(
+                at_user(
+                    "a leaf Variable that requires grad is being used in an in-place operation."
+                )
+                + _LEAF_HINT
+            )
         return
     requires = t._requires_grad or base._requires_grad  # a view's, as PyTorch counts it
     if not (requires or value_requires_grad):
@@ -55,13 +64,15 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
     if not t._view.grad_mode:
         raise RuntimeError(views.creation_error(t._view, indirect=False))
     if requires and base.grad_fn is None:
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
-                           "an in-place operation.")
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place operation."
+        )
     if requires and views.grad_fn_field(t) is None:
         # torch tests the field: a view made before its base required grad, whose grad_fn
         # was not read since, counts as a leaf here (Note [stale views])
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation."
+        )
 
 
 def write(t: Tensor, result: Tensor) -> Tensor:
@@ -73,13 +84,17 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     shape = tuple(t._payload.shape)
     if tuple(result._payload.shape) != shape:
         if np.broadcast_shapes(result._payload.shape, shape) != shape:
-            raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast "
-                               f"shape {list(np.broadcast_shapes(result.shape, t.shape))}")
+            raise RuntimeError(
+                f"output with shape {list(t.shape)} doesn't match the broadcast "
+                f"shape {list(np.broadcast_shapes(result.shape, t.shape))}"
+            )
         result = expand_to(result, shape)
     if result.dtype is not t.dtype:
         if result.dtype._category > t.dtype._category:
-            raise RuntimeError(f"result type {type_title(result.dtype)} can't be cast to the "
-                               f"desired output type {type_title(t.dtype)}")
+            raise RuntimeError(
+                f"result type {type_title(result.dtype)} can't be cast to the "
+                f"desired output type {type_title(t.dtype)}"
+            )
         result = to_dtype(result, t.dtype)
     if t._requires_grad and _state.grad_enabled and not result._requires_grad:
         # keep t in the graph with a zero gradient to its history, as PyTorch does
@@ -92,9 +107,11 @@ def write(t: Tensor, result: Tensor) -> Tensor:
         _keep_original(node, t)  # eager and symbolic alike: the Node read t before the write
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         if not p.flags.writeable:
-            raise RuntimeError("unsupported operation: more than one element of the written-to "
-                               "tensor refers to a single memory location. Please clone() the "
-                               "tensor before performing the operation.")
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to "
+                "tensor refers to a single memory location. Please clone() the "
+                "tensor before performing the operation."
+            )
         for hook in before_write:
             hook(t)
         np.copyto(p, result._payload)
@@ -136,17 +153,26 @@ def _keep_original(node, t):
 
 def type_title(d):
     """A dtype as PyTorch's messages name it (Float, Long ...)."""
-    return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-            "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
-            "float16": "Half"}.get(d.name, d.name)
+    return {
+        "float32": "Float",
+        "float64": "Double",
+        "int64": "Long",
+        "int32": "Int",
+        "bool": "Bool",
+        "complex64": "ComplexFloat",
+        "complex128": "ComplexDouble",
+        "float16": "Half",
+    }.get(d.name, d.name)
 
 
 def inplace_method(op):
     """``Tensor.<op>_``: ``op`` computed out of place, then written into the tensor."""
+
     def method(self, *args, **kwargs):
         if self._base is not None:  # checked before the op reads the view's grad_fn, as torch
             check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
         return write(self, op(self, *args, **kwargs))
+
     method.__name__ = op.__name__ + "_"
     return method
 

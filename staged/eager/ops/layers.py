@@ -7,6 +7,7 @@ as PyTorch's), average pooling a sum by PyTorch's divisor. Normalisations are co
 dropout's mask is torch's eagerly (the mt19937 stream) and comes from the counter-based
 generator under capture (Note [counter-based RNG]).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,10 @@ def _tuple(v, n, what="argument") -> tuple:
     if len(t) == 1:
         t *= n
     if len(t) != n:
-        raise RuntimeError(f"expected {what} to be a single integer value or a list of {n} "
-                           f"values, but got {list(t)}")
+        raise RuntimeError(
+            f"expected {what} to be a single integer value or a list of {n} "
+            f"values, but got {list(t)}"
+        )
     return tuple(int(x) for x in t)
 
 
@@ -44,8 +47,10 @@ def _batched(x, n, name):
         return shape.unsqueeze(x, 0), True
     if x.ndim == n + 2:
         return x, False
-    raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {name}, "
-                       f"but got input of size: {list(x.shape)}")
+    raise RuntimeError(
+        f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {name}, "
+        f"but got input of size: {list(x.shape)}"
+    )
 
 
 def _channels_first(y, n):
@@ -55,8 +60,9 @@ def _channels_first(y, n):
 
 
 def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
-    return ad.im2col(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
-                     pad_value=pad_value)
+    return ad.im2col(
+        x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, pad_value=pad_value
+    )
 
 
 # --- convolution -----------------------------------------------------------------------
@@ -65,8 +71,9 @@ def _conv_padding(padding, kernel, stride, dilation, n):
         if padding == "valid":
             return ((0, 0),) * n
         if padding != "same":
-            raise ValueError(f"Invalid padding string '{padding}', should be one of "
-                             f"{{'valid', 'same'}}")
+            raise ValueError(
+                f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}"
+            )
         if any(s != 1 for s in stride):
             raise ValueError("padding='same' is not supported for strided convolutions")
         total = [d * (k - 1) for k, d in zip(kernel, dilation)]
@@ -80,22 +87,31 @@ def _conv_padding(padding, kernel, stride, dilation, n):
 def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
     x, unbatched = _batched(input, n, name)
     if weight.ndim != n + 2:
-        raise RuntimeError(f"weight should have {n + 2} dimensions for {name}, got "
-                           f"{weight.ndim} (size {list(weight.shape)})")
+        raise RuntimeError(
+            f"weight should have {n + 2} dimensions for {name}, got "
+            f"{weight.ndim} (size {list(weight.shape)})"
+        )
     if x.dtype is not weight.dtype or bias is not None and bias.dtype is not x.dtype:
-        raise RuntimeError(f"Input type ({x.dtype.name}), weight type ({weight.dtype.name})"
-                           + (f" and bias type ({bias.dtype.name})" if bias is not None else "")
-                           + " should be the same")
+        raise RuntimeError(
+            f"Input type ({x.dtype.name}), weight type ({weight.dtype.name})"
+            + (f" and bias type ({bias.dtype.name})" if bias is not None else "")
+            + " should be the same"
+        )
     c_out, c_in, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
     if groups < 1 or c_out % groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by "
-                           f"{groups} at dimension 0, but got weight of size "
-                           f"{list(weight.shape)} instead" if groups >= 1
-                           else "non-positive groups is not supported")
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by "
+            f"{groups} at dimension 0, but got weight of size "
+            f"{list(weight.shape)} instead"
+            if groups >= 1
+            else "non-positive groups is not supported"
+        )
     if x.shape[1] != c_in * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
-                           f"expected input{list(input.shape)} to have {c_in * groups} "
-                           f"channels, but got {x.shape[1]} channels instead")
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {list(weight.shape)}, "
+            f"expected input{list(input.shape)} to have {c_in * groups} "
+            f"channels, but got {x.shape[1]} channels instead"
+        )
     stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
     if min(stride) < 1:
         raise RuntimeError("non-positive stride is not supported")
@@ -103,13 +119,18 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
     padded = [s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pad)]
     spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
     if any(p < k for p, k in zip(padded, spans)):
-        raise RuntimeError(f"Calculated padded input size per channel: "
-                           f"({' x '.join(map(str, padded))}). Kernel size: "
-                           f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
-                           f"than actual input size")
-    cols = _windows(x, kernel, stride, pad, dilation)       # (N, *out, C_in, *kernel)
-    out_sp, rows, ck = tuple(cols.shape[1:1 + n]), math.prod(cols.shape[:1 + n]), \
-        c_in * math.prod(kernel)
+        raise RuntimeError(
+            f"Calculated padded input size per channel: "
+            f"({' x '.join(map(str, padded))}). Kernel size: "
+            f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
+            f"than actual input size"
+        )
+    cols = _windows(x, kernel, stride, pad, dilation)  # (N, *out, C_in, *kernel)
+    out_sp, rows, ck = (
+        tuple(cols.shape[1 : 1 + n]),
+        math.prod(cols.shape[: 1 + n]),
+        c_in * math.prod(kernel),
+    )
     if groups == 1:
         y = ad.reshape(cols, shape=(rows, ck)) @ ad.reshape(weight, shape=(c_out, ck)).mT
     else:
@@ -143,12 +164,17 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """PyTorch's ``F.unfold`` (im2col): ``(N, C, H, W) -> (N, C*kH*kW, L)``."""
     x, unbatched = _batched(input, 2, "unfold")
     kernel = _tuple(kernel_size, 2, "kernel_size")
-    cols = _windows(x, kernel, _tuple(stride, 2, "stride"),
-                    tuple((p, p) for p in _tuple(padding, 2, "padding")),
-                    _tuple(dilation, 2, "dilation"))          # (N, oH, oW, C, kH, kW)
+    cols = _windows(
+        x,
+        kernel,
+        _tuple(stride, 2, "stride"),
+        tuple((p, p) for p in _tuple(padding, 2, "padding")),
+        _tuple(dilation, 2, "dilation"),
+    )  # (N, oH, oW, C, kH, kW)
     n, oh, ow, c = cols.shape[:4]
-    y = ad.reshape(shape.permute(cols, (0, 3, 4, 5, 1, 2)), shape=(n, c * math.prod(kernel),
-                                                                    oh * ow))
+    y = ad.reshape(
+        shape.permute(cols, (0, 3, 4, 5, 1, 2)), shape=(n, c * math.prod(kernel), oh * ow)
+    )
     return shape.squeeze(y, 0) if unbatched else y
 
 
@@ -156,21 +182,26 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def _pool_geometry(name, x, n, kernel_size, stride, padding, dilation, ceil_mode):
     """(kernel, stride, padding pairs, dilation, output sizes, symmetric padding)."""
     kernel = _tuple(kernel_size, n, "kernel_size")
-    stride = kernel if stride is None or stride == [] or stride == () \
-        else _tuple(stride, n, "stride")
+    stride = (
+        kernel if stride is None or stride == [] or stride == () else _tuple(stride, n, "stride")
+    )
     pad, dilation = _tuple(padding, n, "padding"), _tuple(dilation, n, "dilation")
     for k, p, d in zip(kernel, pad, dilation):
         if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
-                               f"pad={p}, kernel_size={k} and dilation={d}")
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got "
+                f"pad={p}, kernel_size={k} and dilation={d}"
+            )
     out, pairs = [], []
     for size, k, s, p, d in zip(x.shape[2:], kernel, stride, pad, dilation):
         o = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (o - 1) * s >= size + p:
             o -= 1
         if o < 1:
-            raise RuntimeError(f"{name}: Given input size: {tuple(x.shape[1:])}. Calculated "
-                               f"output size is too small")
+            raise RuntimeError(
+                f"{name}: Given input size: {tuple(x.shape[1:])}. Calculated "
+                f"output size is too small"
+            )
         out.append(o)
         pairs.append((p, max(p, (o - 1) * s + d * (k - 1) + 1 - size - p)))
     return kernel, stride, tuple(pairs), dilation, tuple(out), pad
@@ -180,44 +211,54 @@ def _lowest(d):
     return -np.inf if d.is_floating_point else np.iinfo(d.np).min
 
 
-def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
-              return_indices):
+def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     x, unbatched = _batched(input, n, name)
     kernel, stride, pairs, dilation, out, pad = _pool_geometry(
-        name, x, n, kernel_size, stride, padding, dilation, ceil_mode)
+        name, x, n, kernel_size, stride, padding, dilation, ceil_mode
+    )
     cols = _windows(x, kernel, stride, pairs, dilation, _lowest(x.dtype))
     k = math.prod(kernel)
-    values, which = reduction.max(ad.reshape(cols, shape=cols.shape[:n + 2] + (k,)), -1)
+    values, which = reduction.max(ad.reshape(cols, shape=cols.shape[: n + 2] + (k,)), -1)
     y = _channels_first(values, n)
     if unbatched:
         y = shape.squeeze(y, 0)
     if not return_indices:
         return y
     # the flat input index of each window element, a constant (out..., k) table
-    grids = np.meshgrid(*(np.arange(o) * s - p for o, s, p in zip(out, stride, pad)),
-                        *(np.arange(kk) * d for kk, d in zip(kernel, dilation)), indexing="ij")
+    grids = np.meshgrid(
+        *(np.arange(o) * s - p for o, s, p in zip(out, stride, pad)),
+        *(np.arange(kk) * d for kk, d in zip(kernel, dilation)),
+        indexing="ij",
+    )
     coords = [grids[i] + grids[n + i] for i in range(n)]
     flat = np.ravel_multi_index(coords, x.shape[2:], mode="clip").reshape(out + (k,))
-    table = Tensor._wrap(flat.astype(np.int64)[..., None, :], False)   # (*out, 1, k)
-    picked = ew.where(ew.eq(shape.unsqueeze(which, -1), Tensor._wrap(np.arange(k), False)),
-                      table, scalar_tensor(0, dt.int64)).sum(-1)
+    table = Tensor._wrap(flat.astype(np.int64)[..., None, :], False)  # (*out, 1, k)
+    picked = ew.where(
+        ew.eq(shape.unsqueeze(which, -1), Tensor._wrap(np.arange(k), False)),
+        table,
+        scalar_tensor(0, dt.int64),
+    ).sum(-1)
     idx = _channels_first(picked, n)
     return y, (shape.squeeze(idx, 0) if unbatched else idx)
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    return _max_pool(1, "max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode,
-                     return_indices)
+def max_pool1d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    return _max_pool(
+        1, "max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+def max_pool2d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
     """2-D max pooling, PyTorch's ``max_pool2d``: padding counts as -inf, the gradient of
     each window goes to its first maximum; ``return_indices`` adds the flat ``H*W`` index
     of each maximum (int64)."""
-    return _max_pool(2, "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode,
-                     return_indices)
+    return _max_pool(
+        2, "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
 
 
 def _avg_divisor(sizes, kernel, stride, pad, out, count_include_pad):
@@ -233,44 +274,69 @@ def _avg_divisor(sizes, kernel, stride, pad, out, count_include_pad):
     return total
 
 
-def _avg_pool(n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-              divisor_override):
+def _avg_pool(
+    n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     x, unbatched = _batched(input, n, name)
     if not x.dtype.is_floating_point:
-        raise NotImplementedError(f'"{name}" not implemented for \'{x.dtype.name}\'')
+        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.name}'")
     kernel, stride, pairs, _, out, pad = _pool_geometry(
-        name, x, n, kernel_size, stride, padding, 1, ceil_mode)
+        name, x, n, kernel_size, stride, padding, 1, ceil_mode
+    )
     cols = _windows(x, kernel, stride, pairs, (1,) * n)
-    sums = reduction.sum(cols, tuple(range(n + 2, 2 * n + 2)))       # (N, *out, C)
-    div = divisor_override or _avg_divisor(x.shape[2:], kernel, stride, pad, out,
-                                           count_include_pad)[..., None]
+    sums = reduction.sum(cols, tuple(range(n + 2, 2 * n + 2)))  # (N, *out, C)
+    div = (
+        divisor_override
+        or _avg_divisor(x.shape[2:], kernel, stride, pad, out, count_include_pad)[..., None]
+    )
     y = _channels_first(sums / Tensor._wrap(np.asarray(div, x.dtype.np), False), n)
     return shape.squeeze(y, 0) if unbatched else y
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True):
-    return _avg_pool(1, "avg_pool1d", input, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad, None)
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool(
+        1, "avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, None
+    )
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
+def avg_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """2-D average pooling, PyTorch's ``avg_pool2d`` (divisor rules included)."""
-    return _avg_pool(2, "avg_pool2d", input, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad, divisor_override)
+    return _avg_pool(
+        2,
+        "avg_pool2d",
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
 
 
 # --- normalisation ---------------------------------------------------------------------
 @reduction.in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` dims (biased variance)."""
-    ns = _tuple(normalized_shape, 1) if isinstance(normalized_shape, int) \
+    ns = (
+        _tuple(normalized_shape, 1)
+        if isinstance(normalized_shape, int)
         else tuple(normalized_shape)
-    if tuple(input.shape[input.ndim - len(ns):]) != ns or len(ns) > input.ndim:
-        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
-                           f"[*, {', '.join(map(str, ns))}], but got input of size"
-                           f"{list(input.shape)}")
+    )
+    if tuple(input.shape[input.ndim - len(ns) :]) != ns or len(ns) > input.ndim:
+        raise RuntimeError(
+            f"Given normalized_shape={list(ns)}, expected input with shape "
+            f"[*, {', '.join(map(str, ns))}], but got input of size"
+            f"{list(input.shape)}"
+        )
     dims = tuple(range(input.ndim - len(ns), input.ndim))
     mean = reduction.mean(input, dims, keepdim=True)
     var = reduction.var(input, dims, correction=0, keepdim=True)
@@ -280,8 +346,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + bias
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
-               momentum=0.1, eps=1e-5):
+def batch_norm(
+    input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
+):
     """PyTorch's ``batch_norm`` over dim 1. Training normalises by the batch statistics
     (biased variance) and, where running stats are given, updates them in place without
     recording: ``r = (1 - momentum) * r + momentum * stat``, the variance unbiased (an
@@ -293,22 +360,28 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training:
         n = input.numel() // c
         if n == 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got "
-                             f"input size {list(input.shape)}")
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got "
+                f"input size {list(input.shape)}"
+            )
         mean = reduction.mean(input, dims, keepdim=True)
         var = reduction.var(input, dims, correction=0, keepdim=True)
         if running_mean is not None and n:
             with no_grad():
-                copy_(running_mean, running_mean * (1 - momentum)
-                              + ad.reshape(mean, shape=(c,)) * momentum)
+                copy_(
+                    running_mean,
+                    running_mean * (1 - momentum) + ad.reshape(mean, shape=(c,)) * momentum,
+                )
         if running_var is not None and n:
             with no_grad():
-                copy_(running_var, running_var * (1 - momentum)
-                              + ad.reshape(var, shape=(c,)) * (momentum * n / (n - 1)))
+                copy_(
+                    running_var,
+                    running_var * (1 - momentum)
+                    + ad.reshape(var, shape=(c,)) * (momentum * n / (n - 1)),
+                )
     else:
         if running_mean is None or running_var is None:
-            raise RuntimeError("running_mean and running_var must be defined in evaluation "
-                               "mode")
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
         mean, var = shape.reshape(running_mean, bshape), shape.reshape(running_var, bshape)
     y = (input - mean) * ew.rsqrt(var + eps)
     if weight is not None:
@@ -336,9 +409,14 @@ def dropout(input, p=0.5, training=True, inplace=False):
         keep = fills.bernoulli(default_generator, x, 1 - p).astype(x.dtype)
         noise = Tensor._wrap(keep / x.dtype.type(1 - p), False)
     else:
-        keep = drawn(None, "F.dropout", input.shape, dt.bool_,
-                     lambda gen, s: fills.bernoulli(gen, np.empty(s, np.bool_), 1 - p),
-                     lambda: ew.ge(rand_uniform(input.shape, input.dtype), p))
+        keep = drawn(
+            None,
+            "F.dropout",
+            input.shape,
+            dt.bool_,
+            lambda gen, s: fills.bernoulli(gen, np.empty(s, np.bool_), 1 - p),
+            lambda: ew.ge(rand_uniform(input.shape, input.dtype), p),
+        )
         d = input.dtype.np.type
         scale = d(1) / d(1 - p)  # rounded as eager's mask / (1 - p)
         noise = ew.where(keep, scalar_tensor(scale, input.dtype), scalar_tensor(0, input.dtype))
@@ -346,17 +424,27 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 # --- embedding, one_hot, pad -----------------------------------------------------------
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
-              scale_grad_by_freq=False, sparse=False):
+def embedding(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
     """Rows of ``weight`` picked by the int64 ``input``; row ``padding_idx`` gets no
     gradient."""
     if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported")
+        raise NotImplementedError(
+            "embedding: max_norm, scale_grad_by_freq and sparse are not supported"
+        )
     if input.dtype not in (dt.int64, dt.int32):
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
-                           f"following scalar types: Long, Int; but got {input.dtype.name} "
-                           f"instead")
+        raise RuntimeError(
+            f"Expected tensor for argument #1 'indices' to have one of the "
+            f"following scalar types: Long, Int; but got {input.dtype.name} "
+            f"instead"
+        )
     v = weight.shape[0]
     check_rows(input, v)
     if padding_idx is not None:
@@ -386,14 +474,17 @@ def one_hot(tensor, num_classes=-1):
         if p.min() < 0:
             raise RuntimeError(f"Class values must be non-negative. Got {p.min()}.")
         if num_classes != -1 and p.max() >= num_classes:
-            raise RuntimeError(f"Class values must be smaller than num_classes. Got {p.max()} "
-                               f"with num_classes={num_classes}.")
+            raise RuntimeError(
+                f"Class values must be smaller than num_classes. Got {p.max()} "
+                f"with num_classes={num_classes}."
+            )
     if num_classes == -1:
         if not tensor.numel():
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(reduction.amax(tensor).item()) + 1
-    return ew.eq(shape.unsqueeze(tensor, -1),
-                 Tensor._wrap(np.arange(num_classes, dtype=np.int64), False)).to(dt.int64)
+    return ew.eq(
+        shape.unsqueeze(tensor, -1), Tensor._wrap(np.arange(num_classes, dtype=np.int64), False)
+    ).to(dt.int64)
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -402,10 +493,13 @@ def pad(input, pad, mode="constant", value=None):
     if mode != "constant":
         raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the "
-                           f"number of dims of the input, got {len(pad)} for {input.ndim} dims")
+        raise RuntimeError(
+            f"Padding length must be divisible by 2 and at most twice the "
+            f"number of dims of the input, got {len(pad)} for {input.ndim} dims"
+        )
     pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [
-        (int(pad[i]), int(pad[i + 1])) for i in range(len(pad) - 2, -1, -2)]
+        (int(pad[i]), int(pad[i + 1])) for i in range(len(pad) - 2, -1, -2)
+    ]
     sizes = tuple(input.shape)
     if any(lo < 0 or hi < 0 for lo, hi in pairs):
         starts = tuple(max(-lo, 0) for lo, _ in pairs)
@@ -418,6 +512,10 @@ def pad(input, pad, mode="constant", value=None):
     shape_ = tuple(s + lo + hi for s, (lo, hi) in zip(sizes, pairs))
     base = Tensor._wrap(np.full(shape_, 0 if value is None else value, input.dtype.np), False)
     starts = tuple(lo for lo, _ in pairs)
-    return ad.slice_scatter(base, input, starts=starts,
-                            stops=tuple(a + s for a, s in zip(starts, sizes)),
-                            steps=(1,) * len(sizes))
+    return ad.slice_scatter(
+        base,
+        input,
+        starts=starts,
+        stops=tuple(a + s for a, s in zip(starts, sizes)),
+        steps=(1,) * len(sizes),
+    )

@@ -1,5 +1,6 @@
 """matmul with PyTorch's rank rules (1-D operands, broadcast batch dims) over the strict
 batched primitive; einsum, outer and the addmm family over it."""
+
 from __future__ import annotations
 
 import math
@@ -22,16 +23,20 @@ def _matmul(a, b):
 
 def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
+        raise RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D"
+        )
     if a.ndim == 1 and b.ndim == 1:
         if a._payload.shape != b._payload.shape:
-            raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and "
-                               f"src [{b.shape[0]}] to have the same number of elements, but "
-                               f"got {a.shape[0]} and {b.shape[0]} elements respectively")
+            raise RuntimeError(
+                f"inconsistent tensor size, expected tensor [{a.shape[0]}] and "
+                f"src [{b.shape[0]}] to have the same number of elements, but "
+                f"got {a.shape[0]} and {b.shape[0]} elements respectively"
+            )
         n = a._payload.shape[0]
-        return ad.reshape(_matmul(ad.reshape(a, shape=(1, n)), ad.reshape(b, shape=(n, 1))),
-                          shape=())
+        return ad.reshape(
+            _matmul(ad.reshape(a, shape=(1, n)), ad.reshape(b, shape=(n, 1))), shape=()
+        )
     squeeze_a = a.ndim == 1
     squeeze_b = b.ndim == 1
     if squeeze_a:
@@ -67,8 +72,9 @@ def outer(a, b):
     for name, t in (("self", a), ("vec2", b)):
         if t.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
-    return mul(ad.reshape(a, shape=(a._payload.shape[0], 1)),
-               ad.reshape(b, shape=(1, b._payload.shape[0])))
+    return mul(
+        ad.reshape(a, shape=(a._payload.shape[0], 1)), ad.reshape(b, shape=(1, b._payload.shape[0]))
+    )
 
 
 def _add_product(product, input, x, y, beta, alpha):
@@ -76,8 +82,10 @@ def _add_product(product, input, x, y, beta, alpha):
     ``beta == 0`` ``input`` is not read (nor its NaNs), as in PyTorch."""
     for a, b in ((x, y), (input, x)):
         if a.dtype is not b.dtype:
-            raise RuntimeError(f"self and mat2 must have the same dtype, but got "
-                               f"{type_title(a.dtype)} and {type_title(b.dtype)}")
+            raise RuntimeError(
+                f"self and mat2 must have the same dtype, but got "
+                f"{type_title(a.dtype)} and {type_title(b.dtype)}"
+            )
     out = product(x, y)
     out = out if alpha == 1 else mul(out, alpha)
     base = expand(input, tuple(out._payload.shape))
@@ -105,18 +113,23 @@ def _subscripts(term, what, at):
     while i < len(term):
         c = term[i]
         if c == ".":
-            if term[i:i + 3] != "...":
-                raise RuntimeError(f"einsum(): found '.' for {what} that is not part of any "
-                                   f"ellipsis" + (" (...)" if what == "output" else ""))
+            if term[i : i + 3] != "...":
+                raise RuntimeError(
+                    f"einsum(): found '.' for {what} that is not part of any "
+                    f"ellipsis" + (" (...)" if what == "output" else "")
+                )
             if None in labels:
-                raise RuntimeError(f"einsum(): found '.' for {what} for which an ellipsis was "
-                                   f"already found")
+                raise RuntimeError(
+                    f"einsum(): found '.' for {what} for which an ellipsis was already found"
+                )
             labels.append(None)
             i += 3
             continue
         if c not in _LETTERS and c != " ":
-            raise RuntimeError(f"einsum(): invalid subscript given at index {at + i} in the "
-                               f"equation string, subscripts must be in [a-zA-Z]")
+            raise RuntimeError(
+                f"einsum(): invalid subscript given at index {at + i} in the "
+                f"equation string, subscripts must be in [a-zA-Z]"
+            )
         if c != " ":
             labels.append(c)
         i += 1
@@ -132,12 +145,18 @@ def _diagonals(x, labels, i):
         shape = tuple(x._payload.shape)
         n = shape[a]
         if shape[b] != n:
-            raise RuntimeError(f"einsum(): subscript {labels[a]} is repeated for operand {i} "
-                               f"but the sizes don't match, {shape[b]} != {n}")
+            raise RuntimeError(
+                f"einsum(): subscript {labels[a]} is repeated for operand {i} "
+                f"but the sizes don't match, {shape[b]} != {n}"
+            )
         rest = [k for k in range(len(labels)) if k not in (a, b)]
         x = reshape(permute(x, rest + [a, b]), tuple(shape[k] for k in rest) + (n * n,))
-        x = ad.slice(x, starts=(0,) * x.ndim, stops=tuple(x._payload.shape),
-                     steps=(1,) * len(rest) + (n + 1,))
+        x = ad.slice(
+            x,
+            starts=(0,) * x.ndim,
+            stops=tuple(x._payload.shape),
+            steps=(1,) * len(rest) + (n + 1,),
+        )
         labels = [labels[k] for k in rest] + [labels[a]]
     return x, labels
 
@@ -146,8 +165,10 @@ def _sum_out(x, labels, keep):
     dims = tuple(k for k, l in enumerate(labels) if l not in keep)
     if not dims:
         return x, labels
-    return (ad.reduce_sum(x, dims=dims, keepdim=False),
-            [l for k, l in enumerate(labels) if k not in dims])
+    return (
+        ad.reduce_sum(x, dims=dims, keepdim=False),
+        [l for k, l in enumerate(labels) if k not in dims],
+    )
 
 
 def _contract(a, la, b, lb, keep, sizes):
@@ -161,6 +182,7 @@ def _contract(a, la, b, lb, keep, sizes):
     def grouped(x, labels, groups):
         x = permute(x, [labels.index(l) for g in groups for l in g])
         return reshape(x, tuple(math.prod(sizes[l] for l in g) for g in groups))
+
     out = _matmul(grouped(a, la, (batch, left, summed)), grouped(b, lb, (batch, summed, right)))
     labels = batch + left + right
     return reshape(out, tuple(sizes[l] for l in labels)), labels
@@ -179,37 +201,47 @@ def einsum(equation, *operands):
         terms.append(_subscripts(term, f"operand {i}", at))
         at += len(term) + 1
     if len(terms) != len(operands):
-        raise RuntimeError(f"einsum(): {'fewer' if len(terms) > len(operands) else 'more'} "
-                           f"operands were provided than specified in the equation")
+        raise RuntimeError(
+            f"einsum(): {'fewer' if len(terms) > len(operands) else 'more'} "
+            f"operands were provided than specified in the equation"
+        )
     for x in operands[1:]:
         if x.dtype is not operands[0].dtype:
-            raise RuntimeError(f"expected scalar type {type_title(operands[0].dtype)} but "
-                               f"found {type_title(x.dtype)}")
+            raise RuntimeError(
+                f"expected scalar type {type_title(operands[0].dtype)} but "
+                f"found {type_title(x.dtype)}"
+            )
     ells = []
     for i, (t, x) in enumerate(zip(terms, operands)):
         k = len(t) - (None in t)
         if None not in t and k != x.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({k}) does "
-                               f"not match the number of dimensions ({x.ndim}) for operand "
-                               f"{i} and no ellipsis was given")
+            raise RuntimeError(
+                f"einsum(): the number of subscripts in the equation ({k}) does "
+                f"not match the number of dimensions ({x.ndim}) for operand "
+                f"{i} and no ellipsis was given"
+            )
         if k > x.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({k}) is "
-                               f"more than the number of dimensions ({x.ndim}) for operand {i}")
+            raise RuntimeError(
+                f"einsum(): the number of subscripts in the equation ({k}) is "
+                f"more than the number of dimensions ({x.ndim}) for operand {i}"
+            )
         ells.append(x.ndim - k)
     n_ell = max(ells, default=0)  # ellipsis dims are the labels 0 .. n_ell-1
     xs, ls, sizes = [], [], {}
     for i, (t, x, e) in enumerate(zip(terms, operands, ells)):
         p = t.index(None) if None in t else len(t)
-        x, labels = _diagonals(x, t[:p] + list(range(n_ell - e, n_ell)) + t[p + 1:], i)
+        x, labels = _diagonals(x, t[:p] + list(range(n_ell - e, n_ell)) + t[p + 1 :], i)
         for l, n in zip(labels, x._payload.shape):
             seen = sizes.setdefault(l, n)
             if n != seen and 1 not in (n, seen):
                 raise RuntimeError(
                     f"einsum(): subscript {l} has size {n} for operand {i} which does not "
-                    f"broadcast with previously seen size {seen}" if isinstance(l, str) else
-                    f"einsum(): dimension {l - n_ell + e} covered by ellipsis in operand {i}"
+                    f"broadcast with previously seen size {seen}"
+                    if isinstance(l, str)
+                    else f"einsum(): dimension {l - n_ell + e} covered by ellipsis in operand {i}"
                     f"has size {n} which does not broadcast with previously seen ellipsis "
-                    f"with size {seen} for the respective dimension")
+                    f"with size {seen} for the respective dimension"
+                )
             sizes[l] = seen if n == 1 else n
         xs.append(x)
         ls.append(labels)
@@ -217,21 +249,24 @@ def einsum(equation, *operands):
         out = _subscripts(rhs, "output", len(lhs) + 2)
         if None in out:
             p = out.index(None)
-            out[p:p + 1] = range(n_ell)
+            out[p : p + 1] = range(n_ell)
         for l in out:
             if out.count(l) > 1:
-                raise RuntimeError(f"einsum(): output subscript {l} appears more than once in "
-                                   f"the output")
+                raise RuntimeError(
+                    f"einsum(): output subscript {l} appears more than once in the output"
+                )
             if l not in sizes:
-                raise RuntimeError(f"einsum(): output subscript {l} does not appear in the "
-                                   f"equation for any input operand")
+                raise RuntimeError(
+                    f"einsum(): output subscript {l} does not appear in the "
+                    f"equation for any input operand"
+                )
     else:
         seen = [l for t in terms for l in t if l is not None]
         out = list(range(n_ell)) + sorted(l for l in set(seen) if seen.count(l) == 1)
     xs = [expand_to(x, tuple(sizes[l] for l in labels)) for x, labels in zip(xs, ls)]
     y, ly = _sum_out(xs[0], ls[0], set(out).union(*ls[1:]))
     for j in range(1, len(xs)):
-        keep = set(out).union(*ls[j + 1:])
+        keep = set(out).union(*ls[j + 1 :])
         b, lb = _sum_out(xs[j], ls[j], keep | set(ly))
         y, ly = _contract(y, ly, b, lb, keep, sizes)
     return permute(y, [ly.index(l) for l in out])

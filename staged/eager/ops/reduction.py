@@ -1,4 +1,5 @@
 """Public reductions: dim handling, dtype rules, (values, indices) results."""
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -34,10 +35,12 @@ def in_float32(fn):
     """Half-precision inputs compute in float32 and round once, as PyTorch's CPU kernels
     do for reductions and activations (a float16 sum of 4096 ones sticks at 2048, exp(20)
     overflows float16)."""
+
     def op(x, *args, **kwargs):
         if x.dtype.is_floating_point and x.dtype.itemsize < 4:
             return fn(x.float(), *args, **kwargs).to(x.dtype)
         return fn(x, *args, **kwargs)
+
     op.__name__, op.__doc__ = fn.__name__, fn.__doc__
     return op
 
@@ -54,8 +57,9 @@ def _sum(x, dims, keepdim):
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     """Product over all elements, or over ``dim``; zeros get PyTorch's gradients."""
     dims = normalize_dims(dim, x.ndim)
-    return ad.reduce_prod(_accumulation_dtype(x, dtype), dims=dims,
-                          keepdim=keepdim and dim is not None)
+    return ad.reduce_prod(
+        _accumulation_dtype(x, dtype), dims=dims, keepdim=keepdim and dim is not None
+    )
 
 
 def cumsum(x, dim, *, dtype=None):
@@ -73,7 +77,7 @@ def cumprod(x, dim, *, dtype=None):
     shape = tuple(x._payload.shape)
     n, y, s = shape[dim], x, 1
     while s < n:
-        ones = expand_to(scalar_tensor(1, x.dtype), shape[:dim] + (s,) + shape[dim + 1:])
+        ones = expand_to(scalar_tensor(1, x.dtype), shape[:dim] + (s,) + shape[dim + 1 :])
         y = ad.mul(y, ad.concat(ones, narrow(y, dim, 0, n - s), dim=dim, sizes=(s, n - s)))
         s *= 2
     return ad.copy(x) if y is x else y
@@ -106,8 +110,9 @@ def _sorted(x, dim, descending, k):
     if x.dtype.is_complex:
         raise RuntimeError(f"sort(): complex tensors cannot be ordered (got {x.dtype.name})")
     if not x.ndim:
-        return x, ad.reshape(ad.argsort(ad.reshape(x, shape=(1,)), dim=0,
-                                        descending=descending, k=k), shape=())
+        return x, ad.reshape(
+            ad.argsort(ad.reshape(x, shape=(1,)), dim=0, descending=descending, k=k), shape=()
+        )
     idx = ad.argsort(x, dim=d, descending=descending, k=k)
     return ad.gather(x, idx, dim=d), idx
 
@@ -146,13 +151,15 @@ def norm(x, p="fro", dim=None, keepdim=False):
         return (amax if p > 0 else amin)(a, dims, keepdim)
     if p == 0:
         return sum((a != 0).to(a.dtype), dims, keepdim)
-    return sum(a ** p, dims, keepdim) ** (1.0 / p)
+    return sum(a**p, dims, keepdim) ** (1.0 / p)
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and not (x.dtype.is_floating_point or x.dtype.is_complex):
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: {x.dtype.name}")
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either "
+            f"a floating point or complex dtype. Got: {x.dtype.name}"
+        )
     return _mean(_accumulation_dtype(x, dtype), dim, keepdim)
 
 
@@ -200,13 +207,15 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
 
 
 def amax(x, dim=(), keepdim=False):
-    return ad.reduce_max(x, dims=normalize_dims(dim if dim != () else None, x.ndim),
-                         keepdim=keepdim)
+    return ad.reduce_max(
+        x, dims=normalize_dims(dim if dim != () else None, x.ndim), keepdim=keepdim
+    )
 
 
 def amin(x, dim=(), keepdim=False):
-    return ad.reduce_min(x, dims=normalize_dims(dim if dim != () else None, x.ndim),
-                         keepdim=keepdim)
+    return ad.reduce_min(
+        x, dims=normalize_dims(dim if dim != () else None, x.ndim), keepdim=keepdim
+    )
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -265,5 +274,10 @@ def _logsumexp(x, dim, keepdim):
     m = amax(x, dims, keepdim=True).detach()
     m = where(m.abs() == float("inf"), scalar_tensor(0, m.dtype), m)
     out = sum((x - m).exp(), dims, keepdim=True).log() + m
-    return out if keepdim else ad.reshape(out, shape=tuple(
-        s for i, s in enumerate(out._payload.shape) if i not in dims))
+    return (
+        out
+        if keepdim
+        else ad.reshape(
+            out, shape=tuple(s for i, s in enumerate(out._payload.shape) if i not in dims)
+        )
+    )

@@ -1,5 +1,6 @@
 """Public shape ops: -1 inference, negative dims, rank changes, cat/stack/split/chunk, all
 over the reshape, expand, permute, slice and concat primitives."""
+
 from __future__ import annotations
 
 import math
@@ -45,12 +46,13 @@ def view(x, *shape):
     it gets a C-contiguous payload the view then shares (a copy would drop writes)."""
     out = reshape(x, *shape)
     p = out._payload
-    if out is not x and type(p) is np.ndarray and p.size and not np.may_share_memory(
-            p, x._payload):
+    if out is not x and type(p) is np.ndarray and p.size and not np.may_share_memory(p, x._payload):
         if x._base is not None or (x._vc is not None and len(x._vc) > 1):
-            raise RuntimeError("view size is not compatible with input tensor's size and "
-                               "stride (at least one dimension spans across two contiguous "
-                               "subspaces). Use .reshape(...) instead.")
+            raise RuntimeError(
+                "view size is not compatible with input tensor's size and "
+                "stride (at least one dimension spans across two contiguous "
+                "subspaces). Use .reshape(...) instead."
+            )
         x._payload = np.ascontiguousarray(x._payload)
         out = reshape(x, *shape)
     return out
@@ -69,7 +71,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return reshape(x, 1)
     shape = x._payload.shape
-    return reshape(x, tuple(shape[:s]) + (math.prod(shape[s:e + 1]),) + tuple(shape[e + 1:]))
+    return reshape(x, tuple(shape[:s]) + (math.prod(shape[s : e + 1]),) + tuple(shape[e + 1 :]))
 
 
 def unsqueeze(x, dim):
@@ -89,9 +91,11 @@ def squeeze(x, dim=None):
 def permute(x, *dims):
     dims = _shape_arg(dims)
     if len(dims) != x.ndim:
-        raise RuntimeError(f"permute(): number of dimensions in the tensor input does not "
-                           f"match the length of the desired ordering of dimensions i.e. "
-                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
+        raise RuntimeError(
+            f"permute(): number of dimensions in the tensor input does not "
+            f"match the length of the desired ordering of dimensions i.e. "
+            f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}"
+        )
     dims = tuple(wrap_dim(d, x.ndim) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
@@ -115,8 +119,10 @@ def t(x):
 
 def mT(x):
     if x.ndim < 2:
-        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
-                           f"Got {x.ndim}-D tensor.")
+        raise RuntimeError(
+            "tensor.mT is only supported on matrices or batches of matrices. "
+            f"Got {x.ndim}-D tensor."
+        )
     return transpose(x, -2, -1)
 
 
@@ -127,9 +133,11 @@ def T(x):
 def expand(x, *sizes):
     sizes = _shape_arg(sizes)
     if len(sizes) < x.ndim:
-        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
-                           f"greater or equal to the number of dimensions in the tensor "
-                           f"({x.ndim})")
+        raise RuntimeError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be "
+            f"greater or equal to the number of dimensions in the tensor "
+            f"({x.ndim})"
+        )
     lead = len(sizes) - x.ndim
     shape = tuple(x._payload.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return expand_to(x, shape)
@@ -156,13 +164,16 @@ def cat(tensors, dim=0):
     for i, t in enumerate(parts):
         s = tuple(t._payload.shape)
         if len(s) != len(shape):
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(shape)} "
-                               f"and {len(s)}")
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {len(shape)} and {len(s)}"
+            )
         for k, (a, b) in enumerate(zip(shape, s)):
             if k != dim and a != b:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
-                                   f"Expected size {a} but got size {b} for tensor number {i} "
-                                   f"in the list.")
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {dim}. "
+                    f"Expected size {a} but got size {b} for tensor number {i} "
+                    f"in the list."
+                )
     if len(parts) == 1:
         return ad.copy(parts[0])
     return ad.concat(*parts, dim=dim, sizes=tuple(t._payload.shape[dim] for t in parts))
@@ -175,16 +186,21 @@ def stack(tensors, dim=0):
     shape = tuple(tensors[0]._payload.shape)
     for i, t in enumerate(tensors):
         if tuple(t._payload.shape) != shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                               f"{list(shape)} at entry 0 and {list(t.shape)} at entry {i}")
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got "
+                f"{list(shape)} at entry 0 and {list(t.shape)} at entry {i}"
+            )
     return cat([unsqueeze(t, dim) for t in tensors], dim)
 
 
 def _narrow(x, dim, start, length):
     shape = tuple(x._payload.shape)
-    return ad.slice(x, starts=tuple(start if d == dim else 0 for d in range(len(shape))),
-                    stops=tuple(start + length if d == dim else s for d, s in enumerate(shape)),
-                    steps=(1,) * len(shape))
+    return ad.slice(
+        x,
+        starts=tuple(start if d == dim else 0 for d in range(len(shape))),
+        stops=tuple(start + length if d == dim else s for d, s in enumerate(shape)),
+        steps=(1,) * len(shape),
+    )
 
 
 def split(x, split_size_or_sections, dim=0):
@@ -197,15 +213,18 @@ def split(x, split_size_or_sections, dim=0):
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
         if size < 0 or (size == 0 and n != 0):
-            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
-                               f"dimension size of {n}")
+            raise RuntimeError(
+                f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}"
+            )
         sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n or any(s < 0 for s in sizes):
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
-                               f"(input tensor's size at dimension {dim}), but got "
-                               f"split_sizes={sizes}")
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                f"(input tensor's size at dimension {dim}), but got "
+                f"split_sizes={sizes}"
+            )
     out, start = [], 0
     for s in sizes:
         out.append(_narrow(x, dim, start, s))
@@ -239,8 +258,9 @@ def narrow(x, dim, start, length):
     n = x._payload.shape[dim]
     start = int(start)
     if not -n <= start <= n:
-        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but "
-                         f"got {start})")
+        raise IndexError(
+            f"start out of range (expected to be in range of [{-n}, {n}], but got {start})"
+        )
     start = start + n if start < 0 else start
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
@@ -276,14 +296,15 @@ def repeat(x, *sizes):
     dims): each dim gets a broadcast axis in front, then the two merge."""
     sizes = _shape_arg(sizes)
     if len(sizes) < x.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
-                           "of dimensions of tensor")
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number "
+            "of dimensions of tensor"
+        )
     shape = (1,) * (len(sizes) - x.ndim) + tuple(x._payload.shape)
     out = tuple(r * s for r, s in zip(sizes, shape))
     for r in out:
         if r < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {r}: "
-                               f"{list(out)}")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {r}: {list(out)}")
     paired = tuple(k for s in shape for k in (1, s))
     y = ad.reshape(x, shape=paired)
     y = expand_to(y, tuple(k for r, s in zip(sizes, shape) for k in (r, s)))
@@ -309,19 +330,22 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     if repeats < 0:
         raise RuntimeError("Repeats must be non-negative")
     shape = tuple(x._payload.shape)
-    y = expand_to(unsqueeze(x, dim + 1), shape[:dim + 1] + (repeats,) + shape[dim + 1:])
-    return ad.reshape(y, shape=shape[:dim] + (shape[dim] * repeats,) + shape[dim + 1:])
+    y = expand_to(unsqueeze(x, dim + 1), shape[: dim + 1] + (repeats,) + shape[dim + 1 :])
+    return ad.reshape(y, shape=shape[:dim] + (shape[dim] * repeats,) + shape[dim + 1 :])
 
 
 def _interleave_index(repeats, n, output_size):
     """The gather index of ``repeat_interleave`` by the 1-D counts ``repeats``."""
     if repeats.dtype not in (dt.int64, dt.int32):
-        raise NotImplementedError(f'"repeat_interleave_cpu" not implemented for '
-                                  f"'{type_title(repeats.dtype)}'")
+        raise NotImplementedError(
+            f"\"repeat_interleave_cpu\" not implemented for '{type_title(repeats.dtype)}'"
+        )
     if repeats._payload.shape[0] != n:
-        raise RuntimeError(f"repeats must have the same size as input along dim, but got "
-                           f"repeats.size(0) = {repeats._payload.shape[0]} and input.size(0) = "
-                           f"{n}")
+        raise RuntimeError(
+            f"repeats must have the same size as input along dim, but got "
+            f"repeats.size(0) = {repeats._payload.shape[0]} and input.size(0) = "
+            f"{n}"
+        )
     if type(repeats._payload) is not np.ndarray and output_size is not None:
         # under capture: entry i of the output comes from the number of cumsums <= i
         ends = ad.cumsum(to_dtype(repeats, dt.int64), dim=0, reverse=False)
@@ -330,8 +354,7 @@ def _interleave_index(repeats, n, output_size):
         index = ad.reduce_sum(below, dims=(1,), keepdim=False)
         check_range(index, 0, n, RuntimeError, "allocated size does not match required size")
         return index
-    counts = host_data(repeats, "repeat_interleave() with tensor repeats",
-                       " (or pass output_size)")
+    counts = host_data(repeats, "repeat_interleave() with tensor repeats", " (or pass output_size)")
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
     index = np.repeat(np.arange(n, dtype=np.int64), counts)
@@ -376,16 +399,16 @@ def roll(x, shifts, dims=None):
     if not dims and len(shifts) == 1:
         return reshape(roll(flatten(x), shifts, 0), tuple(x._payload.shape))
     if len(shifts) != len(dims):
-        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
-                           f"dims:{len(dims)}")
+        raise RuntimeError(
+            f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
+        )
     y = x
     for s, d in zip(shifts, dims):
         d = wrap_dim(d, x.ndim)
         n = x._payload.shape[d] if x.ndim else 1
         s = s % n if n else 0
         if s:
-            y = ad.concat(_narrow(y, d, n - s, s), _narrow(y, d, 0, n - s), dim=d,
-                          sizes=(s, n - s))
+            y = ad.concat(_narrow(y, d, n - s, s), _narrow(y, d, 0, n - s), dim=d, sizes=(s, n - s))
     return ad.copy(y) if y is x else y
 
 

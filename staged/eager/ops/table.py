@@ -5,6 +5,7 @@ generated from its primitive, as ``public=`` on the primitive (``staged/autodiff
 of ``nn.functional`` are all made from ``OPS``; ``tests/ops`` fails for an exported op
 without an op-database entry.
 """
+
 from __future__ import annotations
 
 from ... import autodiff as ad
@@ -14,47 +15,140 @@ from . import elementwise as ew
 
 ROWS = {
     # elementwise ops written by hand (keyword options, dtype rules, composites)
-    **{n: Public(getattr(ew, n), inplace=True) for n in (
-        "add", "sub", "div", "pow", "neg", "floor", "ceil", "round", "trunc", "remainder",
-        "fmod", "floor_divide", "square", "reciprocal", "clamp_min", "clamp_max", "lerp",
-        "addcmul", "addcdiv")},
+    **{
+        n: Public(getattr(ew, n), inplace=True)
+        for n in (
+            "add",
+            "sub",
+            "div",
+            "pow",
+            "neg",
+            "floor",
+            "ceil",
+            "round",
+            "trunc",
+            "remainder",
+            "fmod",
+            "floor_divide",
+            "square",
+            "reciprocal",
+            "clamp_min",
+            "clamp_max",
+            "lerp",
+            "addcmul",
+            "addcdiv",
+        )
+    },
     "clamp": Public(ew.clamp, aliases=("clip",), inplace=True),
-    **{n: Public(getattr(ew, n)) for n in (
-        "clone", "conj", "sign", "logical_and", "logical_or", "logical_not", "isnan", "isinf",
-        "isfinite")},
+    **{
+        n: Public(getattr(ew, n))
+        for n in (
+            "clone",
+            "conj",
+            "sign",
+            "logical_and",
+            "logical_or",
+            "logical_not",
+            "isnan",
+            "isinf",
+            "isfinite",
+        )
+    },
     # Tensor.where(condition, other) and the .real/.imag properties are in __init__.py
     **{n: Public(getattr(ew, n), method=False) for n in ("where", "real", "imag")},
-    **{n: Public(getattr(composite, n), method=False, functional=True)
-       for n in ("gelu", "silu", "softplus")},
+    **{
+        n: Public(getattr(composite, n), method=False, functional=True)
+        for n in ("gelu", "silu", "softplus")
+    },
     "nan_to_num": Public(ew.nan_to_num, inplace=True),
-    "softmax": Public(composite.softmax), "log_softmax": Public(composite.log_softmax),
-    "scaled_dot_product_attention": Public(attention.scaled_dot_product_attention,
-                                           method=False, export=False, functional=True),
+    "softmax": Public(composite.softmax),
+    "log_softmax": Public(composite.log_softmax),
+    "scaled_dot_product_attention": Public(
+        attention.scaled_dot_product_attention, method=False, export=False, functional=True
+    ),
     **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm", "outer")},
     **{n: Public(getattr(linalg, n), inplace=True) for n in ("addmm", "baddbmm")},
     "einsum": Public(linalg.einsum, method=False),
-    **{n: Public(getattr(reduction, n)) for n in (
-        "sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
-        "logsumexp", "prod", "cumsum", "cumprod", "diff", "sort", "argsort", "topk", "norm")},
-    **{n: Public(getattr(shape, n)) for n in (
-        "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "split",
-        "chunk", "narrow", "repeat_interleave", "flip", "fliplr", "flipud", "roll")},
+    **{
+        n: Public(getattr(reduction, n))
+        for n in (
+            "sum",
+            "mean",
+            "var",
+            "std",
+            "amax",
+            "amin",
+            "max",
+            "min",
+            "argmax",
+            "argmin",
+            "logsumexp",
+            "prod",
+            "cumsum",
+            "cumprod",
+            "diff",
+            "sort",
+            "argsort",
+            "topk",
+            "norm",
+        )
+    },
+    **{
+        n: Public(getattr(shape, n))
+        for n in (
+            "reshape",
+            "flatten",
+            "squeeze",
+            "unsqueeze",
+            "permute",
+            "transpose",
+            "t",
+            "split",
+            "chunk",
+            "narrow",
+            "repeat_interleave",
+            "flip",
+            "fliplr",
+            "flipud",
+            "roll",
+        )
+    },
     **{n: Public(getattr(shape, n), inplace=True) for n in ("tril", "triu")},
-    **{n: Public(getattr(shape, n), method=False) for n in (
-        "cat", "stack", "numel", "is_tensor", "is_floating_point")},
-    **{n: Public(getattr(shape, n), export=False) for n in (
-        "view", "expand", "broadcast_to", "contiguous", "new_zeros", "repeat", "view_as",
-        "expand_as")},
+    **{
+        n: Public(getattr(shape, n), method=False)
+        for n in ("cat", "stack", "numel", "is_tensor", "is_floating_point")
+    },
+    **{
+        n: Public(getattr(shape, n), export=False)
+        for n in (
+            "view",
+            "expand",
+            "broadcast_to",
+            "contiguous",
+            "new_zeros",
+            "repeat",
+            "view_as",
+            "expand_as",
+        )
+    },
     **{n: Public(getattr(data_dependent, n)) for n in ("nonzero", "unique")},
-    **{n: Public(getattr(indexing, n)) for n in (
-        "index_select", "gather", "scatter_add", "masked_fill", "take_along_dim")},
+    **{
+        n: Public(getattr(indexing, n))
+        for n in ("index_select", "gather", "scatter_add", "masked_fill", "take_along_dim")
+    },
     **{n: Public(getattr(indexing, n), inplace=True) for n in ("scatter", "index_put")},
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},
 }
-OPS = {**{p.name: p.public._replace(op=getattr(ew, p.name))
-          for p in ad.REGISTRY.values() if p.public is not None}, **ROWS}
+OPS = {
+    **{
+        p.name: p.public._replace(op=getattr(ew, p.name))
+        for p in ad.REGISTRY.values()
+        if p.public is not None
+    },
+    **ROWS,
+}
 
 
 def _names(row, name):

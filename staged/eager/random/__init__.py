@@ -6,5 +6,14 @@ polynomials in ``avx_mathfun.py`` and exact fused multiply-adds in ``fma.py``), 
 distributions (``distributions.py``) and a tensor's fill order (``fills.py``). Facts and
 limits: shared/notes/RNG.md.
 """
-from .generator import (Generator, default_generator, fork_rng, get_rng_state,  # noqa: F401
-                        initial_seed, manual_seed, seed, set_rng_state)
+
+from .generator import (
+    Generator,
+    default_generator,
+    fork_rng,
+    get_rng_state,  # noqa: F401
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)

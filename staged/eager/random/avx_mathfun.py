@@ -5,6 +5,7 @@ arithmetic with fused multiply-adds where GCC put ``vfmadd``/``vfnmadd``/``vfmsu
 normals). Written for the inputs that kernel gives: ``log`` of ``1 - u`` in ``(0, 1]``,
 ``sincos`` of ``2 pi u`` in ``[0, 2 pi)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,9 +13,20 @@ import numpy as np
 from .fma import fma32_plain as fma32
 
 f32 = np.float32
-LOG_P = tuple(f32(np.uint32(b).view(f32)) for b in (
-    0x3D9021BB, 0xBDEBD1B8, 0x3DEF251A, 0xBDFE5D4F, 0x3E11E9BF, 0xBE2AAE50, 0x3E4CCEAC,
-    0xBE7FFFFC, 0x3EAAAAAA))
+LOG_P = tuple(
+    f32(np.uint32(b).view(f32))
+    for b in (
+        0x3D9021BB,
+        0xBDEBD1B8,
+        0x3DEF251A,
+        0xBDFE5D4F,
+        0x3E11E9BF,
+        0xBE2AAE50,
+        0x3E4CCEAC,
+        0xBE7FFFFC,
+        0x3EAAAAAA,
+    )
+)
 LOG_Q1, LOG_Q2 = f32(-2.12194440e-4), f32(0.693359375)
 SQRTHF = f32(0.707106781186547524)
 FOPI = f32(1.27323954473516)  # 4 / pi
@@ -59,5 +71,4 @@ def sincos(x: np.ndarray) -> tuple:
     ysin1 = (c.view(np.uint32) & ~sin_poly).view(f32)
     sin = ysin2 + ysin1
     cos = (s - ysin2) + (c - ysin1)
-    return ((sin.view(np.uint32) ^ sin_sign).view(f32),
-            (cos.view(np.uint32) ^ cos_sign).view(f32))
+    return ((sin.view(np.uint32) ^ sin_sign).view(f32), (cos.view(np.uint32) ^ cos_sign).view(f32))

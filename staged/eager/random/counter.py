@@ -2,6 +2,7 @@
 the draws of ``rand``/``randn`` inside a traced step (Note [counter-based RNG] in
 autodiff/random.py): one int64[2] tensor for the process, which compiled steps keep as
 state, so ``manual_seed`` writes into that same tensor."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,7 @@ from ..tensor import Tensor
 
 
 def _state(seed: int) -> np.ndarray:
-    return np.array([int(seed) & (2 ** 64 - 1), 0], np.uint64).view(np.int64)
+    return np.array([int(seed) & (2**64 - 1), 0], np.uint64).view(np.int64)
 
 
 _rng_state = Tensor._wrap(_state(0), False)

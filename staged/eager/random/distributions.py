@@ -2,6 +2,7 @@
 the kernels of ATen/native/cpu) drawn from a ``Generator``: each returns a tensor's values
 in the order torch fills them, as a flat NumPy array (shared/notes/RNG.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,19 +22,27 @@ def uniform(gen, n: int, dtype, low=0.0, high=1.0) -> np.ndarray:
     wide = np.float64 if d == np.float64 else np.float32
     u = gen.uniform(n, wide)
     lo, hi = wide(low), wide(high)
-    fma = (lambda a, b, c: a) if (low, high) == (0.0, 1.0) else fma64 if wide is np.float64 \
-        else _fma32_exact if _exact32(hi - lo, lo) else fma32_plain if _exact_sum(hi - lo, lo) \
-        else fma32  # u * 1 + 0 is u
+    fma = (
+        (lambda a, b, c: a)
+        if (low, high) == (0.0, 1.0)
+        else fma64
+        if wide is np.float64
+        else _fma32_exact
+        if _exact32(hi - lo, lo)
+        else fma32_plain
+        if _exact_sum(hi - lo, lo)
+        else fma32
+    )  # u * 1 + 0 is u
     top = fma(np.array([_TOP[wide]], wide), hi - lo, lo).astype(d)[0]  # the largest value
     for i in range(0, n, _CHUNK):  # in place, a chunk at a time: its temporaries in cache
-        u[i:i + _CHUNK] = fma(u[i:i + _CHUNK], hi - lo, lo)
+        u[i : i + _CHUNK] = fma(u[i : i + _CHUNK], hi - lo, lo)
     out = u.astype(d, copy=False)
     if top == d.type(high):  # monotone in u: only then can any value round up to high
         out[out == d.type(high)] = d.type(low)
     return out
 
 
-_TOP = {np.float32: np.float32(1 - 2 ** -24), np.float64: 1 - 2 ** -53}  # the largest u
+_TOP = {np.float32: np.float32(1 - 2**-24), np.float64: 1 - 2**-53}  # the largest u
 _CHUNK = 1 << 16
 
 
@@ -48,9 +57,9 @@ def _exact32(width, low) -> bool:
     step = ew - 1 - 24  # u * width: a multiple of 2**step
     if low:
         ml, el = math.frexp(float(low))
-        bits = int(abs(ml) * 2 ** 24)
+        bits = int(abs(ml) * 2**24)
         step = min(step, el - 24 + (bits & -bits).bit_length() - 1)
-    top = math.frexp(max(abs(float(low)), abs(float(low) + float(width) * (1 - 2 ** -24))))[1]
+    top = math.frexp(max(abs(float(low)), abs(float(low) + float(width) * (1 - 2**-24))))[1]
     return top - step <= 24
 
 
@@ -84,10 +93,10 @@ def integers(gen, n: int, low: int, high: int) -> np.ndarray:
     or more (the 2.13 binary's threshold), ``random() % range + low`` below; a range of
     2**64 takes ``random64()`` whole."""
     span = high - low
-    if span == 2 ** 64:
+    if span == 2**64:
         return gen.random64(n).view(np.int64)
-    v = gen.random64(n) if span >= 2 ** 28 else gen.random(n).astype(U64)
-    return (v % U64(span) + U64(low % 2 ** 64)).view(np.int64)
+    v = gen.random64(n) if span >= 2**28 else gen.random(n).astype(U64)
+    return (v % U64(span) + U64(low % 2**64)).view(np.int64)
 
 
 def random_bits(gen, n: int, dtype) -> np.ndarray:
@@ -97,8 +106,9 @@ def random_bits(gen, n: int, dtype) -> np.ndarray:
     v = gen.random64(n) if d in (np.int64, np.float64) else gen.random(n).astype(U64)
     if d == np.bool_:
         return (v & U64(1)).astype(d)
-    top = {np.float16: 2 ** 11 + 1, np.float32: 2 ** 24 + 1, np.float64: 2 ** 53 + 1}.get(
-        d.type, int(np.iinfo(d).max) + 1 if d.kind in "iu" else None)
+    top = {np.float16: 2**11 + 1, np.float32: 2**24 + 1, np.float64: 2**53 + 1}.get(
+        d.type, int(np.iinfo(d).max) + 1 if d.kind in "iu" else None
+    )
     return (v % U64(top)).astype(d)
 
 
@@ -108,7 +118,7 @@ def randperm(gen, n: int) -> np.ndarray:
     target ``j[i]`` holds then: the value that the last earlier step with the same target
     moved there, which is what that step's own position held at its turn, and so on back
     to a position no earlier step targeted, whose value is its own index."""
-    if n >= 2 ** 32 // 20:
+    if n >= 2**32 // 20:
         raise NotImplementedError("randperm: n >= 214748364 takes torch's other algorithm")
     i = np.arange(n, dtype=np.int64)
     if n < 2:

@@ -3,6 +3,7 @@
 real view), laid out in its shape. ``p`` is the array to fill like: the tensor's payload
 (``like(t)``), or an empty array standing for a new tensor.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,14 +13,20 @@ import numpy as np
 from . import distributions as D
 
 
-TITLE = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-          "bool": "Bool"}
+TITLE = {
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+}
 
 
 def check_floating(d, kernel: str) -> None:
     """The error torch's dispatch gives ``kernel`` for a dtype ``d`` outside its float types."""
     if not (d.is_floating_point or d.is_complex):
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{TITLE[d.name]}\'')
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{TITLE[d.name]}'")
 
 
 def like(t) -> np.ndarray:

@@ -7,12 +7,13 @@ was itself rounded onto a float32 halfway point, where its exact error breaks th
 float64: Boldo and Melquiond's emulation (2008): ``a * b = uh + ul`` and
 ``c + uh = th + tl`` exactly, ``v`` the sum ``tl + ul`` rounded to odd, ``th + v``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-_LOW29 = np.uint64(2 ** 29 - 1)  # float64 bits below float32's last mantissa bit
-_HALF29 = np.uint64(2 ** 28)
+_LOW29 = np.uint64(2**29 - 1)  # float64 bits below float32's last mantissa bit
+_HALF29 = np.uint64(2**28)
 _SPLIT = 134217729.0  # 2 ** 27 + 1: Veltkamp's splitter for float64
 
 

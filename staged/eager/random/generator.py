@@ -6,6 +6,7 @@ first draw): its 32-bit words are torch's ``random()``, two of them its ``random
 (shared/notes/RNG.md). ``get_state`` writes torch's own 5056-byte layout, so states move
 between the two libraries.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,10 +21,23 @@ from . import counter
 N = 624  # mt19937's words of state
 DEFAULT_SEED = 67280421310721  # torch.Generator()'s seed
 # torch's CPUGeneratorImplState; the normal_x/normal_rho/float-normal fields are unused
-STATE = np.dtype([("seed", "<u8"), ("left", "<i4"), ("seeded", "<i4"), ("next", "<u8"),
-                  ("state", "<u8", N), ("normal_x", "<f8"), ("normal_y", "<f8"),
-                  ("normal_rho", "<f8"), ("normal_is_valid", "<i4"), ("pad", "V4"),
-                  ("float_normal", "<f4"), ("float_normal_is_valid", "u1"), ("pad2", "V3")])
+STATE = np.dtype(
+    [
+        ("seed", "<u8"),
+        ("left", "<i4"),
+        ("seeded", "<i4"),
+        ("next", "<u8"),
+        ("state", "<u8", N),
+        ("normal_x", "<f8"),
+        ("normal_y", "<f8"),
+        ("normal_rho", "<f8"),
+        ("normal_is_valid", "<i4"),
+        ("pad", "V4"),
+        ("float_normal", "<f4"),
+        ("float_normal_is_valid", "u1"),
+        ("pad2", "V3"),
+    ]
+)
 
 
 def init_genrand(seed32: int) -> np.ndarray:
@@ -36,9 +50,9 @@ def init_genrand(seed32: int) -> np.ndarray:
 
 def _check_seed(seed) -> int:
     seed = int(seed)
-    if not -2 ** 63 <= seed < 2 ** 64:
+    if not -(2**63) <= seed < 2**64:
         raise ValueError("Overflow when unpacking long long")
-    return seed & (2 ** 64 - 1)  # negative seeds wrap, as torch's
+    return seed & (2**64 - 1)  # negative seeds wrap, as torch's
 
 
 def _event(gen: Generator, kind: str, arg) -> None:
@@ -70,15 +84,17 @@ class Generator:
     def seed(self) -> int:
         """Seed from the OS's entropy (53 bits, as torch); returns the seed. Inside a
         compiled step each call seeds anew (Note [host draws])."""
-        self._seed = int.from_bytes(os.urandom(8), "little") & (2 ** 53 - 1)
+        self._seed = int.from_bytes(os.urandom(8), "little") & (2**53 - 1)
         _event(self, "seed", None)
         self._start()
         return self._seed
 
     def _start(self) -> Generator:
         """The stream of ``self._seed`` from its beginning."""
-        self.bit_generator.state = {"bit_generator": "MT19937", "state": {
-            "key": init_genrand(self._seed & 0xFFFFFFFF), "pos": N}}
+        self.bit_generator.state = {
+            "bit_generator": "MT19937",
+            "state": {"key": init_genrand(self._seed & 0xFFFFFFFF), "pos": N},
+        }
         self.normal_cache = None  # the second value of the last serial Box-Muller pair
         return self
 
@@ -104,14 +120,18 @@ class Generator:
         if a.dtype != np.uint8:
             raise TypeError("RNG state must be a torch.ByteTensor")
         if a.size != STATE.itemsize:
-            raise RuntimeError(f"Expected a CPUGeneratorImplState of size {STATE.itemsize} but "
-                               f"found the input RNG state size to be {a.size}")
+            raise RuntimeError(
+                f"Expected a CPUGeneratorImplState of size {STATE.itemsize} but "
+                f"found the input RNG state size to be {a.size}"
+            )
         rec = np.frombuffer(np.ascontiguousarray(a).tobytes(), STATE)[0]
         if not (rec["seeded"] and 0 < rec["left"] <= N and rec["next"] <= N):
             raise RuntimeError("Invalid mt19937 state")
         _event(self, "set", new_state)
-        self.bit_generator.state = {"bit_generator": "MT19937", "state": {
-            "key": rec["state"].astype(np.uint32), "pos": N + 1 - int(rec["left"])}}
+        self.bit_generator.state = {
+            "bit_generator": "MT19937",
+            "state": {"key": rec["state"].astype(np.uint32), "pos": N + 1 - int(rec["left"])},
+        }
         self._seed = int(rec["seed"])
         self.normal_cache = float(rec["normal_y"]) if rec["normal_is_valid"] else None
         return self
@@ -125,7 +145,7 @@ class Generator:
 
     def random(self, n: int) -> np.ndarray:
         """``n`` draws of torch's ``random()``: uint32 words."""
-        return self._words.integers(0, 2 ** 32, size=n, dtype=np.uint32)
+        return self._words.integers(0, 2**32, size=n, dtype=np.uint32)
 
     def random64(self, n: int) -> np.ndarray:
         """``n`` draws of torch's ``random64()``: two words each, the first high (a pair
@@ -141,14 +161,14 @@ class Generator:
         integers to floats several times faster than unsigned ones)."""
         if np.dtype(dtype) == np.float64:
             r = self.random64(n)
-            r &= np.uint64(2 ** 53 - 1)
+            r &= np.uint64(2**53 - 1)
             out = r.view(np.int64).astype(np.float64)
-            out *= 2.0 ** -53
+            out *= 2.0**-53
             return out
         r = self.random(n)
         r &= np.uint32(0xFFFFFF)
         out = r.view(np.int32).astype(np.float32)
-        out *= np.float32(2 ** -24)
+        out *= np.float32(2**-24)
         return out
 
 

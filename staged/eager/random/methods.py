@@ -3,6 +3,7 @@
 ``Tensor.bernoulli``/``Tensor.multinomial``, with torch's checks; each writes its draws as
 an in-place op does (Note [in-place]). ``staged`` imports this module to attach them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,10 @@ def _write(t: Tensor, fill, name: str, generator) -> Tensor:
     layout = None if fills.contiguous(layout) else layout  # drawn in t's memory order
 
     def draw(gen, shape):
-        return fill(gen, layout if layout is not None and shape == layout.shape else
-                    np.empty(shape, d))
+        return fill(
+            gen, layout if layout is not None and shape == layout.shape else np.empty(shape, d)
+        )
+
     return write(t, drawn(generator, f"Tensor.{name}", tuple(t.shape), t.dtype, draw))
 
 
@@ -34,8 +37,9 @@ def uniform_(self, a=0.0, b=1.0, *, generator=None) -> Tensor:
     """Uniform on [a, b): ``fma(u, b - a, a)`` in the tensor's dtype."""
     fills.check_floating(self.dtype, "check_uniform_bounds")
     if a > b:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={a} > to={b}")
+        raise RuntimeError(
+            f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}"
+        )
     return _write(self, lambda gen, p: fills.uniform(gen, p, a, b), "uniform_", generator)
 
 
@@ -68,27 +72,36 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None) -> Tensor:
         from_, to = 0, from_
     from_ = int(from_)
     if to is None:
-        to = ((1 << _LIMITS[d.name]) + 1 if d.is_floating_point
-              else 2 if d.name == "bool" else int(np.iinfo(d.np).max) + 1)
+        to = (
+            (1 << _LIMITS[d.name]) + 1
+            if d.is_floating_point
+            else 2
+            if d.name == "bool"
+            else int(np.iinfo(d.np).max) + 1
+        )
         if d.is_floating_point:
             from_ = _update(from_, 1, d)
     else:
         to = int(to)
         if from_ >= to:
-            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
-                               f"from={from_} >= to={to}")
+            raise RuntimeError(
+                f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}"
+            )
         if d.is_floating_point:
             from_, to = _update(from_, 1, d), _update(to, -1, d)
-    return _write(self, lambda gen, p: fills.integers(gen, p, from_, to), "random_",
-                  generator)
+    return _write(self, lambda gen, p: fills.integers(gen, p, from_, to), "random_", generator)
 
 
 def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
     """1 with probability ``p`` (a float, or a tensor broadcast to this one), else 0."""
     if isinstance(p, Tensor):
         if not isinstance(p._payload, np.ndarray):  # traced: the comparison in the graph
-            return write(self, factories.bernoulli_mask(generator, "Tensor.bernoulli_", tuple(
-                self.shape), p).to(self.dtype))
+            return write(
+                self,
+                factories.bernoulli_mask(generator, "Tensor.bernoulli_", tuple(self.shape), p).to(
+                    self.dtype
+                ),
+            )
         p = p._host()
         if p.size and not (p.min() >= 0 and p.max() <= 1):
             raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
@@ -99,13 +112,14 @@ def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
 
 def exponential_(self, lambd=1.0, *, generator=None) -> Tensor:
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
-        raise RuntimeError(f"Exponential distribution is a continuous probability "
-                           f"distribution. dtype must be a floating point but you specified "
-                           f"{fills.TITLE[self.dtype.name]}")
+        raise RuntimeError(
+            f"Exponential distribution is a continuous probability "
+            f"distribution. dtype must be a floating point but you specified "
+            f"{fills.TITLE[self.dtype.name]}"
+        )
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    return _write(self, lambda gen, p: fills.exponential(gen, p, lambd), "exponential_",
-                  generator)
+    return _write(self, lambda gen, p: fills.exponential(gen, p, lambd), "exponential_", generator)
 
 
 def geometric_(self, p, *, generator=None) -> Tensor:
@@ -117,19 +131,18 @@ def geometric_(self, p, *, generator=None) -> Tensor:
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None) -> Tensor:
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
-    return _write(self, lambda gen, p: fills.cauchy(gen, p, median, sigma), "cauchy_",
-                  generator)
+    return _write(self, lambda gen, p: fills.cauchy(gen, p, median, sigma), "cauchy_", generator)
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None) -> Tensor:
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    return _write(self, lambda gen, p: fills.log_normal(gen, p, mean, std), "log_normal_",
-                  generator)
+    return _write(
+        self, lambda gen, p: fills.log_normal(gen, p, mean, std), "log_normal_", generator
+    )
 
 
-for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, cauchy_,
-            log_normal_):
+for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, cauchy_, log_normal_):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.bernoulli = factories.bernoulli
 Tensor.multinomial = factories.multinomial

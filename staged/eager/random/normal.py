@@ -7,6 +7,7 @@ last 16 elements. float32 runs avx_mathfun's polynomials, float64 the C library'
 Anything else draws serially: pairs of float64 uniforms, the cosine returned and the sine
 cached in the generator for the next serial draw, whatever its tensor.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ def _fill16_float32(u, mean, std):
 def _fill16_float64(u, mean, std):
     r = np.sqrt(-2 * libm.log(1 - u[:, 0]))
     theta = 2 * math.pi * u[:, 1]
-    return np.stack([fma64(r * libm.cos(theta), std, mean),
-                     fma64(r * libm.sin(theta), std, mean)], axis=1)
+    return np.stack(
+        [fma64(r * libm.cos(theta), std, mean), fma64(r * libm.sin(theta), std, mean)], axis=1
+    )
 
 
 def block(gen, n: int, dtype, mean: float, std: float) -> np.ndarray:
@@ -45,9 +47,9 @@ def block(gen, n: int, dtype, mean: float, std: float) -> np.ndarray:
     u = gen.uniform(n if d == wide else whole, wide)[:whole].reshape(-1, 2, 8)
     out = np.empty(n, wide)
     for i in range(0, len(u), CHUNK):  # blocks that stay in cache: several times faster
-        out[16 * i:16 * (i + len(u[i:i + CHUNK]))] = fill16(u[i:i + CHUNK], mean, std).ravel()
+        out[16 * i : 16 * (i + len(u[i : i + CHUNK]))] = fill16(u[i : i + CHUNK], mean, std).ravel()
     if n != whole:
-        out[n - 16:] = fill16(gen.uniform(16, wide).reshape(1, 2, 8), mean, std).ravel()
+        out[n - 16 :] = fill16(gen.uniform(16, wide).reshape(1, 2, 8), mean, std).ravel()
     return out.astype(d, copy=False)
 
 
@@ -59,7 +61,8 @@ def serial(gen, n: int, mean: float, std: float) -> np.ndarray:
     u = gen.uniform(2 * pairs, np.float64).reshape(pairs, 2)
     theta = 2 * math.pi * u[:, 0]
     r = np.sqrt(-2 * libm.log1p(-u[:, 1]))
-    z = np.concatenate([cached, np.stack([r * libm.cos(theta), r * libm.sin(theta)],
-                                         axis=1).ravel()])
+    z = np.concatenate(
+        [cached, np.stack([r * libm.cos(theta), r * libm.sin(theta)], axis=1).ravel()]
+    )
     gen.normal_cache = z[n] if len(z) > n else None
     return fma64(z[:n], std, mean)

@@ -3,12 +3,15 @@ no collective channel, ``staged.compile`` runs a step with collectives as compil
 with the collectives between them on the host (Note [segments] in
 ``staged/tracing/segments.py``); lowering one into a module (cuda, ``save()``) fails,
 naming the op and the user's line."""
+
 from ...autodiff.collective import COLLECTIVES
 from ...autodiff.primitive import CLASSES
 from .emitter import unsupported
 
-WHY = ("collectives run on the host between compiled segments (staged.compile on llvm-cpu "
-       "and vulkan-spirv); they cannot be lowered into one module, so compiling such a step "
-       "for cuda, or saving it, is not supported yet: run it eagerly or on llvm-cpu")
+WHY = (
+    "collectives run on the host between compiled segments (staged.compile on llvm-cpu "
+    "and vulkan-spirv); they cannot be lowered into one module, so compiling such a step "
+    "for cuda, or saving it, is not supported yet: run it eagerly or on llvm-cpu"
+)
 for _prim in COLLECTIVES:
     unsupported(_prim.name, dict.fromkeys(CLASSES, WHY))

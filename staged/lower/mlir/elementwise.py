@@ -4,6 +4,7 @@ A table entry is ``fn(e, d, *scalars) -> scalar`` for operands of dtype ``d``; t
 missing dtype classes of a primitive are unsupported: outside its domain (the reasons on
 the ``Primitive``), or a gap of MLIR's (``unsupported``, with its reason).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,7 +57,9 @@ def _float_sign(e, d, x):
     # 1 where x > 0, -1 where x < 0, x itself at +-0, and 0 for NaN (PyTorch's sign)
     t, zero = elem_type(d), e.const(0, d)
     pos = e.emit(f"arith.select {CMP['gt']['float'](e, d, x, zero)}, {e.const(1, d)}, {x} : {t}")
-    sign = e.emit(f"arith.select {CMP['lt']['float'](e, d, x, zero)}, {e.const(-1, d)}, {pos} : {t}")
+    sign = e.emit(
+        f"arith.select {CMP['lt']['float'](e, d, x, zero)}, {e.const(-1, d)}, {pos} : {t}"
+    )
     return e.emit(f"arith.select {e.emit(f'arith.cmpf uno, {x}, {x} : {t}')}, {zero}, {sign} : {t}")
 
 
@@ -77,8 +80,10 @@ def _to_real(mnemonic):
 def _float_angle(e, d, x):
     # pi for x < 0, else 0 (also at -0.0), NaN kept: PyTorch's angle of a real tensor
     t = elem_type(d)
-    half = e.emit(f"arith.select {CMP['lt']['float'](e, d, x, e.const(0, d))}, "
-                  f"{e.const(np.pi, d)}, {e.const(0, d)} : {t}")
+    half = e.emit(
+        f"arith.select {CMP['lt']['float'](e, d, x, e.const(0, d))}, "
+        f"{e.const(np.pi, d)}, {e.const(0, d)} : {t}"
+    )
     return e.emit(f"arith.select {e.emit(f'arith.cmpf uno, {x}, {x} : {t}')}, {x}, {half} : {t}")
 
 
@@ -91,18 +96,19 @@ def _complex_angle(e, d, x):
 
 
 def _complex_exp2(e, d, x):
-    return UNARY["exp"]["complex"](e, d, BINARY["mul"]["complex"](e, d, x,
-                                                                 e.const(np.log(2), d)))
+    return UNARY["exp"]["complex"](e, d, BINARY["mul"]["complex"](e, d, x, e.const(np.log(2), d)))
 
 
 def _complex_hyperbolic(sign):
     """(exp(z) + sign * exp(-z)) / 2: sinh (sign -1) and cosh (+1) of complex z."""
+
     def fn(e, d, x):
         t, exp = elem_type(d), UNARY["exp"]["complex"]
         a = exp(e, d, x)
         b = exp(e, d, e.emit(f"complex.neg {x} : {t}"))
         s = e.emit(f"complex.{'add' if sign > 0 else 'sub'} {a}, {b} : {t}")
         return e.emit(f"complex.mul {s}, {e.const(0.5, d)} : {t}")
+
     return fn
 
 
@@ -119,11 +125,14 @@ def _float_hypot(e, d, x, y):
     hi, lo = e.emit(f"arith.maximumf {a}, {b} : {t}"), e.emit(f"arith.minimumf {a}, {b} : {t}")
     zero = e.emit(f"arith.cmpf oeq, {hi}, {e.const(0, d)} : {t}")
     r = e.emit(f"arith.divf {lo}, {e.select(zero, e.const(1, d), hi, d)} : {t}")
-    h = e.emit(f"arith.mulf {hi}, {e.emit(f'math.sqrt {_fma(e, t, r, r, e.const(1, d))} : {t}')} "
-               f": {t}")
+    h = e.emit(
+        f"arith.mulf {hi}, {e.emit(f'math.sqrt {_fma(e, t, r, r, e.const(1, d))} : {t}')} : {t}"
+    )
     inf = e.const(float("inf"), d)
-    either_inf = e.emit(f"arith.ori {e.emit(f'arith.cmpf oeq, {a}, {inf} : {t}')}, "
-                        f"{e.emit(f'arith.cmpf oeq, {b}, {inf} : {t}')} : i1")
+    either_inf = e.emit(
+        f"arith.ori {e.emit(f'arith.cmpf oeq, {a}, {inf} : {t}')}, "
+        f"{e.emit(f'arith.cmpf oeq, {b}, {inf} : {t}')} : i1"
+    )
     return e.select(either_inf, inf, e.select(zero, e.const(0, d), h, d), d)
 
 
@@ -134,11 +143,15 @@ def _float_atan2(e, d, y, x):
     t = elem_type(d)
     ax, ay = (e.emit(f"math.absf {v} : {t}") for v in (x, y))
     z = e.emit(f"math.atan2 {ay}, {x} : {t}")
-    left = e.emit(f"arith.cmpi slt, {e.emit(f'arith.bitcast {x} : {t} to i{bits(d)}')}, "
-                  f"{e.const(0, dt.as_dtype(f'int{bits(d)}'))} : i{bits(d)}")  # x < 0, -0.0
+    left = e.emit(
+        f"arith.cmpi slt, {e.emit(f'arith.bitcast {x} : {t} to i{bits(d)}')}, "
+        f"{e.const(0, dt.as_dtype(f'int{bits(d)}'))} : i{bits(d)}"
+    )  # x < 0, -0.0
     for edge, right, turned in ((0, 0.0, np.pi), (np.inf, np.pi / 4, 3 * np.pi / 4)):
-        both = e.emit(f"arith.andi {CMP['eq']['float'](e, d, ax, e.const(edge, d))}, "
-                      f"{CMP['eq']['float'](e, d, ay, e.const(edge, d))} : i1")
+        both = e.emit(
+            f"arith.andi {CMP['eq']['float'](e, d, ax, e.const(edge, d))}, "
+            f"{CMP['eq']['float'](e, d, ay, e.const(edge, d))} : i1"
+        )
         z = e.select(both, e.select(left, e.const(turned, d), e.const(right, d), d), z, d)
     return e.copysign(z, y, d)
 
@@ -161,8 +174,10 @@ def _complex_sgn(e, d, z):
     a = e.emit(f"complex.abs {z} : {t}")
     zero = e.emit(f"arith.cmpf oeq, {a}, {e.const(0, part)} : {pt}")
     safe = e.emit(f"arith.select {zero}, {e.const(1, part)}, {a} : {pt}")
-    re_, im_ = (e.emit(f"arith.divf {e.emit(f'complex.{p} {z} : {t}')}, {safe} : {pt}")
-                for p in ("re", "im"))
+    re_, im_ = (
+        e.emit(f"arith.divf {e.emit(f'complex.{p} {z} : {t}')}, {safe} : {pt}")
+        for p in ("re", "im")
+    )
     return e.select(zero, e.const(0, d), e.emit(f"complex.create {re_}, {im_} : {t}"), d)
 
 
@@ -188,20 +203,28 @@ def _float_tanh(e, d, x):
     t = elem_type(d)
     if bits(d) != 64:
         big = CMP["gt"]["float"](e, d, e.emit(f"math.absf {x} : {t}"), e.const(10.0, d))
-        return e.select(big, e.emit(f"math.copysign {e.const(1.0, d)}, {x} : {t}"),
-                        e.emit(f"math.tanh {x} : {t}"), d)
+        return e.select(
+            big,
+            e.emit(f"math.copysign {e.const(1.0, d)}, {x} : {t}"),
+            e.emit(f"math.tanh {x} : {t}"),
+            d,
+        )
     ax = e.emit(f"math.absf {x} : {t}")
     m = libm.expm1(e, d, e.emit(f"arith.mulf {ax}, {e.const(-2.0, d)} : {t}"))
-    r = e.emit(f"arith.divf {e.emit(f'arith.negf {m} : {t}')}, "
-               f"{e.emit(f'arith.addf {m}, {e.const(2.0, d)} : {t}')} : {t}")
+    r = e.emit(
+        f"arith.divf {e.emit(f'arith.negf {m} : {t}')}, "
+        f"{e.emit(f'arith.addf {m}, {e.const(2.0, d)} : {t}')} : {t}"
+    )
     return e.emit(f"math.copysign {r}, {x} : {t}")
 
 
 def _log_base(base):
     """log(x) / log(base) (math.log10 does not link on the CPU backend, and log2 not in f64)."""
+
     def emit(e, d, x):
         c = d.dclass
         return BINARY["mul"][c](e, d, UNARY["log"][c](e, d, x), e.const(1 / np.log(base), d))
+
     return emit
 
 
@@ -220,26 +243,43 @@ def _erf(e, d, x):
 
     def ratio(num, den, v, lead):
         xnum, xden = f("arith.mulf", c(num[lead]), v), v
-        for a, b in zip(num[:len(den) - 1], den[:-1]):
+        for a, b in zip(num[: len(den) - 1], den[:-1]):
             xnum = f("arith.mulf", f("arith.addf", xnum, c(a)), v)
             xden = f("arith.mulf", f("arith.addf", xden, c(b)), v)
-        return f("arith.divf", f("arith.addf", xnum, c(num[len(den) - 1])),
-                 f("arith.addf", xden, c(den[-1])))
+        return f(
+            "arith.divf",
+            f("arith.addf", xnum, c(num[len(den) - 1])),
+            f("arith.addf", xden, c(den[-1])),
+        )
 
     y = f("math.absf", x)
     small = f("arith.mulf", x, ratio(sp._A, sp._B, f("arith.mulf", y, y), 4))
     z = f("arith.divf", c(1.0), f("arith.mulf", y, y))
-    far = f("arith.divf", f("arith.subf", c(sp._SQRPI), f("arith.mulf", z, ratio(
-        sp._P, sp._Q, z, 5))), y)
-    r = e.emit(f"arith.select {CMP['le']['float'](e, d, y, c(4.0))}, "
-               f"{ratio(sp._C, sp._D, y, 8)}, {far} : {t}")
+    far = f(
+        "arith.divf",
+        f("arith.subf", c(sp._SQRPI), f("arith.mulf", z, ratio(sp._P, sp._Q, z, 5))),
+        y,
+    )
+    r = e.emit(
+        f"arith.select {CMP['le']['float'](e, d, y, c(4.0))}, "
+        f"{ratio(sp._C, sp._D, y, 8)}, {far} : {t}"
+    )
     ysq = f("arith.divf", f("math.trunc", f("arith.mulf", y, c(16.0))), c(16.0))
     split = f("arith.mulf", f("arith.subf", y, ysq), f("arith.addf", y, ysq))
-    erfc = f("arith.mulf", f("arith.mulf", f("math.exp", f("arith.negf", f(
-        "arith.mulf", ysq, ysq))), f("math.exp", f("arith.negf", split))), r)
+    erfc = f(
+        "arith.mulf",
+        f(
+            "arith.mulf",
+            f("math.exp", f("arith.negf", f("arith.mulf", ysq, ysq))),
+            f("math.exp", f("arith.negf", split)),
+        ),
+        r,
+    )
     big = e.copysign(f("arith.subf", c(1.0), erfc), x, d)
-    big = e.emit(f"arith.select {CMP['gt']['float'](e, d, y, c(6.0))}, "
-                 f"{e.copysign(c(1.0), x, d)}, {big} : {t}")
+    big = e.emit(
+        f"arith.select {CMP['gt']['float'](e, d, y, c(6.0))}, "
+        f"{e.copysign(c(1.0), x, d)}, {big} : {t}"
+    )
     return e.emit(f"arith.select {CMP['le']['float'](e, d, y, c(0.46875))}, {small}, {big} : {t}")
 
 
@@ -248,25 +288,30 @@ def _float_remainder(e, d, x, y):
     t = elem_type(d)
     r = e.emit(f"arith.remf {x}, {y} : {t}")
     zero = e.const(0, d)
-    differ = e.emit(f"arith.xori {CMP['lt']['float'](e, d, r, zero)}, "
-                    f"{CMP['lt']['float'](e, d, y, zero)} : i1")
+    differ = e.emit(
+        f"arith.xori {CMP['lt']['float'](e, d, r, zero)}, {CMP['lt']['float'](e, d, y, zero)} : i1"
+    )
     fix = e.emit(f"arith.andi {CMP['ne']['float'](e, d, r, zero)}, {differ} : i1")
     return e.emit(f"arith.select {fix}, {e.emit(f'arith.addf {r}, {y} : {t}')}, {r} : {t}")
 
 
 def _int_rem(floor: bool):
     """Integer fmod (remsi/remui) or remainder (sign of y); x % 0 is 0, as NumPy gives."""
+
     def fn(e, d, x, y):
         t, zero, c = elem_type(d), e.const(0, d), d.dclass
         y0 = CMP["eq"][c](e, d, y, zero)
         safe = e.emit(f"arith.select {y0}, {e.const(1, d)}, {y} : {t}")
         r = e.emit(f"arith.rem{'ui' if c == 'uint' else 'si'} {x}, {safe} : {t}")
         if floor and c == "int":
-            differ = e.emit(f"arith.xori {CMP['lt']['int'](e, d, r, zero)}, "
-                            f"{CMP['lt']['int'](e, d, y, zero)} : i1")
+            differ = e.emit(
+                f"arith.xori {CMP['lt']['int'](e, d, r, zero)}, "
+                f"{CMP['lt']['int'](e, d, y, zero)} : i1"
+            )
             fix = e.emit(f"arith.andi {CMP['ne']['int'](e, d, r, zero)}, {differ} : i1")
             r = e.emit(f"arith.select {fix}, {e.emit(f'arith.addi {r}, {y} : {t}')}, {r} : {t}")
         return e.emit(f"arith.select {y0}, {zero}, {r} : {t}")
+
     return fn
 
 
@@ -313,13 +358,18 @@ def _float_pow(e, d, x, y):
     one, zero = e.const(1, d), e.const(0, d)
     odd = cmp("oeq", f(f"math.absf {f(f'arith.remf {y}, {e.const(2, d)}')}"), one)
     negative = cmp("olt", e.copysign(one, x, d), zero)
-    r = f(f"arith.select {e.emit(f'arith.andi {odd}, {negative} : i1')}, {f(f'arith.negf {r}')}, {r}")
-    finite_neg = e.emit(f"arith.andi {cmp('olt', x, zero)}, "
-                        f"{cmp('ogt', x, e.const(-np.inf, d))} : i1")
+    r = f(
+        f"arith.select {e.emit(f'arith.andi {odd}, {negative} : i1')}, {f(f'arith.negf {r}')}, {r}"
+    )
+    finite_neg = e.emit(
+        f"arith.andi {cmp('olt', x, zero)}, {cmp('ogt', x, e.const(-np.inf, d))} : i1"
+    )
     nan = e.emit(f"arith.andi {finite_neg}, {cmp('une', f(f'math.floor {y}'), y)} : i1")
     r = f(f"arith.select {nan}, {e.const(np.nan, d)}, {r}")
-    minus_one_inf = e.emit(f"arith.andi {cmp('oeq', ax, one)}, "
-                           f"{cmp('oeq', f(f'math.absf {y}'), e.const(np.inf, d))} : i1")
+    minus_one_inf = e.emit(
+        f"arith.andi {cmp('oeq', ax, one)}, "
+        f"{cmp('oeq', f(f'math.absf {y}'), e.const(np.inf, d))} : i1"
+    )
     unit = e.emit(f"arith.ori {cmp('oeq', y, zero)}, {cmp('oeq', x, one)} : i1")
     unit = e.emit(f"arith.ori {unit}, {minus_one_inf} : i1")
     return f(f"arith.select {unit}, {one}, {r}")
@@ -333,8 +383,10 @@ def _int_pow(e, d, x, y):
     r, base = one, x
     for k in range(bits(d) - (d.dclass == "int")):
         bit = e.emit(f"arith.andi {e.emit(f'arith.shrui {y}, {e.const(k, d)} : {t}')}, {one} : {t}")
-        taken = e.emit(f"arith.select {e.emit(f'arith.cmpi ne, {bit}, {e.const(0, d)} : {t}')}, "
-                       f"{base}, {one} : {t}")
+        taken = e.emit(
+            f"arith.select {e.emit(f'arith.cmpi ne, {bit}, {e.const(0, d)} : {t}')}, "
+            f"{base}, {one} : {t}"
+        )
         r = e.emit(f"arith.muli {r}, {taken} : {t}")
         base = e.emit(f"arith.muli {base}, {base} : {t}")
     if d.dclass != "int":
@@ -349,84 +401,146 @@ def _math(name):
     """math.<name> on floats, complex.<name> on complex; ``libm.<name>`` and
     ``libm.c<name>`` in float64 and complex128 where they exist."""
     ours, cours = getattr(libm, name, None), getattr(libm, "c" + name, None)
-    return {"float": _f64(ours, _op(f"math.{name}")) if ours else _op(f"math.{name}"),
-            "complex": _f64(cours, _op(f"complex.{name}")) if cours else _op(f"complex.{name}")}
+    return {
+        "float": _f64(ours, _op(f"math.{name}")) if ours else _op(f"math.{name}"),
+        "complex": _f64(cours, _op(f"complex.{name}")) if cours else _op(f"complex.{name}"),
+    }
 
 
 UNARY = {
-    "neg": {"float": _op("arith.negf"), "complex": _op("complex.neg"), "int": _int_neg,
-            "uint": _int_neg},
-    "conj": {"complex": _op("complex.conj"), "float": _identity, "int": _identity,
-             "uint": _identity, "bool": _identity},
-    "exp": _math("exp"), "log": _math("log"), "log1p": _math("log1p"),
-    "expm1": _math("expm1"), "sqrt": _math("sqrt"), "rsqrt": _math("rsqrt"),
+    "neg": {
+        "float": _op("arith.negf"),
+        "complex": _op("complex.neg"),
+        "int": _int_neg,
+        "uint": _int_neg,
+    },
+    "conj": {
+        "complex": _op("complex.conj"),
+        "float": _identity,
+        "int": _identity,
+        "uint": _identity,
+        "bool": _identity,
+    },
+    "exp": _math("exp"),
+    "log": _math("log"),
+    "log1p": _math("log1p"),
+    "expm1": _math("expm1"),
+    "sqrt": _math("sqrt"),
+    "rsqrt": _math("rsqrt"),
     "tanh": {"float": _float_tanh, "complex": _f64(libm.ctanh, _op("complex.tanh"))},
-    "sin": _math("sin"), "cos": _math("cos"),
+    "sin": _math("sin"),
+    "cos": _math("cos"),
     "sigmoid": {"float": _sigmoid, "complex": _sigmoid},
     "relu": {"float": _relu, "int": _relu, "uint": _relu, "bool": _identity},
-    "abs": {"float": _op("math.absf"), "int": _op("math.absi"), "uint": _identity,
-            "bool": _identity, "complex": _to_real("complex.abs")},
+    "abs": {
+        "float": _op("math.absf"),
+        "int": _op("math.absi"),
+        "uint": _identity,
+        "bool": _identity,
+        "complex": _to_real("complex.abs"),
+    },
     "sign": {"float": _float_sign, "int": _int_sign, "uint": _int_sign, "bool": _identity},
-    "sgn": {"float": _float_sign, "int": _int_sign, "uint": _int_sign, "bool": _identity,
-            "complex": _complex_sgn},
+    "sgn": {
+        "float": _float_sign,
+        "int": _int_sign,
+        "uint": _int_sign,
+        "bool": _identity,
+        "complex": _complex_sgn,
+    },
     "angle": {"float": _float_angle, "complex": _complex_angle},
     "real": {"float": _identity, "complex": _to_real("complex.re")},
     "imag": {"complex": _to_real("complex.im")},
     "tan": _math("tan"),
-    "sinh": {"float": _math("sinh")["float"],
-             "complex": _f64(libm.csinh, _complex_hyperbolic(-1))},
+    "sinh": {"float": _math("sinh")["float"], "complex": _f64(libm.csinh, _complex_hyperbolic(-1))},
     "cosh": {"float": _op("math.cosh"), "complex": _f64(libm.ccosh, _complex_hyperbolic(1))},
-    "asin": {"float": _math("asin")["float"]}, "acos": {"float": _math("acos")["float"]},
-    "atan": {"float": _math("atan")["float"]}, "erf": {"float": _erf},
+    "asin": {"float": _math("asin")["float"]},
+    "acos": {"float": _math("acos")["float"]},
+    "atan": {"float": _math("atan")["float"]},
+    "erf": {"float": _erf},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
-    "exp2": {"float": _op("math.exp2"),
-             "complex": _complex_exp2},
-    "floor": {"float": _op("math.floor")}, "ceil": {"float": _op("math.ceil")},
-    "round": {"float": _op("math.roundeven")}, "trunc": {"float": _op("math.trunc")},
+    "exp2": {"float": _op("math.exp2"), "complex": _complex_exp2},
+    "floor": {"float": _op("math.floor")},
+    "ceil": {"float": _op("math.ceil")},
+    "round": {"float": _op("math.roundeven")},
+    "trunc": {"float": _op("math.trunc")},
     "logical_not": dict.fromkeys(("float", "int", "uint", "bool", "complex"), _logical_not),
 }
 
-CMP = {name: {"float": _cmp("arith.cmpf", f), "int": _cmp("arith.cmpi", s),
-              "uint": _cmp("arith.cmpi", u), "bool": _cmp("arith.cmpi", u)}
-       for name, f, s, u in (("eq", "oeq", "eq", "eq"), ("ne", "une", "ne", "ne"),
-                             ("lt", "olt", "slt", "ult"), ("le", "ole", "sle", "ule"),
-                             ("gt", "ogt", "sgt", "ugt"), ("ge", "oge", "sge", "uge"))}
+CMP = {
+    name: {
+        "float": _cmp("arith.cmpf", f),
+        "int": _cmp("arith.cmpi", s),
+        "uint": _cmp("arith.cmpi", u),
+        "bool": _cmp("arith.cmpi", u),
+    }
+    for name, f, s, u in (
+        ("eq", "oeq", "eq", "eq"),
+        ("ne", "une", "ne", "ne"),
+        ("lt", "olt", "slt", "ult"),
+        ("le", "ole", "sle", "ule"),
+        ("gt", "ogt", "sgt", "ugt"),
+        ("ge", "oge", "sge", "uge"),
+    )
+}
 CMP["eq"]["complex"] = _op("complex.eq")
 CMP["ne"]["complex"] = _op("complex.neq")
 
 _INT = ("int", "uint")
 BINARY = {
-    "add": {"float": _op("arith.addf"), "complex": _op("complex.add"), "bool": _op("arith.ori"),
-            **dict.fromkeys(_INT, _op("arith.addi"))},
-    "sub": {"float": _op("arith.subf"), "complex": _op("complex.sub"),
-            **dict.fromkeys(_INT, _op("arith.subi"))},
-    "mul": {"float": _op("arith.mulf"), "complex": _op("complex.mul"), "bool": _op("arith.andi"),
-            **dict.fromkeys(_INT, _op("arith.muli"))},
+    "add": {
+        "float": _op("arith.addf"),
+        "complex": _op("complex.add"),
+        "bool": _op("arith.ori"),
+        **dict.fromkeys(_INT, _op("arith.addi")),
+    },
+    "sub": {
+        "float": _op("arith.subf"),
+        "complex": _op("complex.sub"),
+        **dict.fromkeys(_INT, _op("arith.subi")),
+    },
+    "mul": {
+        "float": _op("arith.mulf"),
+        "complex": _op("complex.mul"),
+        "bool": _op("arith.andi"),
+        **dict.fromkeys(_INT, _op("arith.muli")),
+    },
     "div": {"float": _op("arith.divf"), "complex": _op("complex.div")},
-    "pow": {"float": _float_pow, "complex": _complex_pow,
-            **dict.fromkeys(_INT, _int_pow)},
-    "maximum": {"float": _op("arith.maximumf"), "int": _op("arith.maxsi"),
-                "uint": _op("arith.maxui"), "bool": _op("arith.ori")},
-    "minimum": {"float": _op("arith.minimumf"), "int": _op("arith.minsi"),
-                "uint": _op("arith.minui"), "bool": _op("arith.andi")},
+    "pow": {"float": _float_pow, "complex": _complex_pow, **dict.fromkeys(_INT, _int_pow)},
+    "maximum": {
+        "float": _op("arith.maximumf"),
+        "int": _op("arith.maxsi"),
+        "uint": _op("arith.maxui"),
+        "bool": _op("arith.ori"),
+    },
+    "minimum": {
+        "float": _op("arith.minimumf"),
+        "int": _op("arith.minsi"),
+        "uint": _op("arith.minui"),
+        "bool": _op("arith.andi"),
+    },
     "atan2": {"float": _f64(libm.atan2, _float_atan2)},
     "hypot": {"float": _float_hypot},
-    "remainder": {"float": _f64(libm.remainder, _float_remainder), "int": _int_rem(True),
-                  "uint": _int_rem(True)},
-    "fmod": {"float": _f64(libm.fmod, _op("arith.remf")), "int": _int_rem(False),
-             "uint": _int_rem(False)},
+    "remainder": {
+        "float": _f64(libm.remainder, _float_remainder),
+        "int": _int_rem(True),
+        "uint": _int_rem(True),
+    },
+    "fmod": {
+        "float": _f64(libm.fmod, _op("arith.remf")),
+        "int": _int_rem(False),
+        "uint": _int_rem(False),
+    },
     "floor_divide": dict.fromkeys(_INT, _int_floor_divide),
-    "logical_and": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
-                                 _logical("arith.andi")),
-    "logical_or": dict.fromkeys(("float", "int", "uint", "bool", "complex"),
-                                _logical("arith.ori")),
+    "logical_and": dict.fromkeys(
+        ("float", "int", "uint", "bool", "complex"), _logical("arith.andi")
+    ),
+    "logical_or": dict.fromkeys(("float", "int", "uint", "bool", "complex"), _logical("arith.ori")),
     **CMP,
 }
 
 for _name in ("asin", "acos", "atan"):
-    unsupported(_name, {"complex": "MLIR's complex dialect has no inverse trigonometric "
-                                   "functions"})
+    unsupported(_name, {"complex": "MLIR's complex dialect has no inverse trigonometric functions"})
 
 
 def _elementwise(table):
@@ -434,9 +548,14 @@ def _elementwise(table):
         d, out = op.inputs[0].aval.dtype, op.out.aval.dtype
         fn = e.need(table, d)
         if d.is_floating_point and d.itemsize == 2:
-            return e.map(xs, [v.aval for v in op.inputs], op.out.aval,
-                         lambda *a: _in_float32(e, fn, d, out, a))
+            return e.map(
+                xs,
+                [v.aval for v in op.inputs],
+                op.out.aval,
+                lambda *a: _in_float32(e, fn, d, out, a),
+            )
         return e.map(xs, [v.aval for v in op.inputs], op.out.aval, lambda *a: fn(e, d, *a))
+
     return emit
 
 
@@ -463,16 +582,22 @@ lowering(REGISTRY["finite_grad"])(_copy)  # the identity (it changes only the gr
 def _threshold_backward(e, op, g, r):
     d = op.out.aval.dtype
     zero, thr = e.const(0, d), e.const(op.params["threshold"], d)
-    return e.map((g, r), [v.aval for v in op.inputs], op.out.aval,
-                 lambda a, b: e.emit(f"arith.select {CMP['le'][d.dclass](e, d, b, thr)}, "
-                                     f"{zero}, {a} : {elem_type(d)}"))
+    return e.map(
+        (g, r),
+        [v.aval for v in op.inputs],
+        op.out.aval,
+        lambda a, b: e.emit(
+            f"arith.select {CMP['le'][d.dclass](e, d, b, thr)}, {zero}, {a} : {elem_type(d)}"
+        ),
+    )
 
 
 @lowering(REGISTRY["where"])
 def _where(e, op, c, x, y):
     d = op.out.aval.dtype
-    return e.map((c, x, y), [v.aval for v in op.inputs], op.out.aval,
-                 lambda a, b, f: e.select(a, b, f, d))
+    return e.map(
+        (c, x, y), [v.aval for v in op.inputs], op.out.aval, lambda a, b, f: e.select(a, b, f, d)
+    )
 
 
 lowering(REGISTRY["clamp_where"])(_where)  # its keep changes only the tangent
@@ -486,8 +611,12 @@ def cast_scalar(e, x, src, dst):
         return x
     cs, cd = src.dclass, dst.dclass
     if cs == "complex":
-        parts = [cast_scalar(e, e.emit(f"complex.{p} {x} : {elem_type(src)}"), src.to_real(),
-                             dst.to_real()) for p in ("re", "im")]
+        parts = [
+            cast_scalar(
+                e, e.emit(f"complex.{p} {x} : {elem_type(src)}"), src.to_real(), dst.to_real()
+            )
+            for p in ("re", "im")
+        ]
         if cd == "complex":
             return e.emit(f"complex.create {parts[0]}, {parts[1]} : {elem_type(dst)}")
         return parts[0]

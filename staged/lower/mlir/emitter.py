@@ -11,6 +11,7 @@ and emitters pass every size through ``Emitter.index``/``mixed``/``window``/``em
 which give a literal for an int and an SSA ``index`` value (``tensor.dim`` of the input
 carrying it, read once at the top of the function) for a ``Sym``.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,15 +22,25 @@ from ... import dtypes as dt
 from ...autodiff.avals import Sym
 from ..table import LoweringError, Table  # noqa: F401  (re-exported)
 
-TABLE = Table("MLIR")      # Primitive -> emitter(e, op, *operands) -> result SSA name
+TABLE = Table("MLIR")  # Primitive -> emitter(e, op, *operands) -> result SSA name
 LOWERINGS = TABLE.lowerings
 lowering, unsupported = TABLE.lowering, TABLE.unsupported
 
 
 # --- types ------------------------------------------------------------------------------
-_ELEM = {dt.bool_: "i1", dt.uint8: "i8", dt.int8: "i8", dt.int16: "i16", dt.int32: "i32",
-         dt.int64: "i64", dt.float16: "f16", dt.float32: "f32", dt.float64: "f64",
-         dt.complex64: "complex<f32>", dt.complex128: "complex<f64>"}
+_ELEM = {
+    dt.bool_: "i1",
+    dt.uint8: "i8",
+    dt.int8: "i8",
+    dt.int16: "i16",
+    dt.int32: "i32",
+    dt.int64: "i64",
+    dt.float16: "f16",
+    dt.float32: "f32",
+    dt.float64: "f64",
+    dt.complex64: "complex<f32>",
+    dt.complex128: "complex<f64>",
+}
 if dt.bfloat16 is not None:
     _ELEM[dt.bfloat16] = "bf16"
 
@@ -39,8 +50,9 @@ def elem_type(d) -> str:
 
 
 def tensor_type(shape, d) -> str:
-    return "tensor<" + "".join("?x" if isinstance(s, Sym) else f"{s}x" for s in shape) + \
-        _ELEM[d] + ">"
+    return (
+        "tensor<" + "".join("?x" if isinstance(s, Sym) else f"{s}x" for s in shape) + _ELEM[d] + ">"
+    )
 
 
 def bits(d) -> int:
@@ -60,7 +72,7 @@ def _scalar_literal(value, d) -> str:
         return "1" if a else "0"
     if d.is_floating_point:
         return f"0x{a.view(f'u{d.itemsize}').item():X}"
-    return str(a.view(f'i{d.itemsize}').item())
+    return str(a.view(f"i{d.itemsize}").item())
 
 
 def _quote(s: str) -> str:
@@ -74,13 +86,13 @@ class Emitter:
     def __init__(self):
         self.lines: list = []
         self.line_ops: list = []  # the graph op each line was emitted for
-        self.names: dict = {}     # Value.id -> SSA name
+        self.names: dict = {}  # Value.id -> SSA name
         self.op = None
         self._n = 0
         self.prologue: list = []  # index values of sizes, at the top of the function
-        self.sources: dict = {}   # dynamic dim name -> (SSA of an input, its type, axis, k)
-        self._sizes: dict = {}    # int or Sym -> SSA index value
-        self.wide: dict = {}      # dtype -> the dtype it is held in (``to_mlir``'s boundary)
+        self.sources: dict = {}  # dynamic dim name -> (SSA of an input, its type, axis, k)
+        self._sizes: dict = {}  # int or Sym -> SSA index value
+        self.wide: dict = {}  # dtype -> the dtype it is held in (``to_mlir``'s boundary)
 
     def fresh(self, prefix="v") -> str:
         self._n += 1
@@ -132,8 +144,10 @@ class Emitter:
             self.prologue.append(f"{r} = arith.constant {int(s)} : index")
         else:
             if s.name not in self.sources:
-                raise LoweringError(f"dynamic dim {s.name!r} is not a dimension of any "
-                                    "argument, so its size cannot be read at run time")
+                raise LoweringError(
+                    f"dynamic dim {s.name!r} is not a dimension of any "
+                    "argument, so its size cannot be read at run time"
+                )
             x, ty, axis, k = self.sources[s.name]
             base = self._sizes.get(Sym(s.name))
             if base is None:
@@ -141,8 +155,7 @@ class Emitter:
                 self.prologue.append(f"{base} = tensor.dim {x}, {self.index(axis)} : {ty}")
                 if k != 1:  # the input holds k * n
                     whole, base = base, self.fresh("n")
-                    self.prologue.append(f"{base} = arith.divui {whole}, {self.index(k)} "
-                                         ": index")
+                    self.prologue.append(f"{base} = arith.divui {whole}, {self.index(k)} : index")
                 self._sizes[Sym(s.name)] = base
             if s.k == 1:
                 return base
@@ -169,9 +182,13 @@ class Emitter:
         if not d.is_complex:
             return self.emit(f"arith.select {c}, {a}, {b} : {t}")
         pt = _ELEM[d.to_real()]
-        re_, im_ = (self.emit(f"arith.select {c}, {self.emit(f'complex.{p} {a} : {t}')}, "
-                              f"{self.emit(f'complex.{p} {b} : {t}')} : {pt}")
-                    for p in ("re", "im"))
+        re_, im_ = (
+            self.emit(
+                f"arith.select {c}, {self.emit(f'complex.{p} {a} : {t}')}, "
+                f"{self.emit(f'complex.{p} {b} : {t}')} : {pt}"
+            )
+            for p in ("re", "im")
+        )
         return self.emit(f"complex.create {re_}, {im_} : {t}")
 
     def copysign(self, a: str, b: str, d) -> str:
@@ -187,8 +204,10 @@ class Emitter:
     def const(self, value, d) -> str:
         if d.is_complex:
             part = d.to_real()
-            lits = ", ".join(f"{_scalar_literal(v, part)} : {_ELEM[part]}"
-                             for v in (np.real(value), np.imag(value)))
+            lits = ", ".join(
+                f"{_scalar_literal(v, part)} : {_ELEM[part]}"
+                for v in (np.real(value), np.imag(value))
+            )
             return self.emit(f"complex.constant [{lits}] : {_ELEM[d]}")
         return self.emit(f"arith.constant {_scalar_literal(value, d)} : {_ELEM[d]}")
 
@@ -217,17 +236,28 @@ class Emitter:
         SSA name(s). Returns the SSA name (``%r#i`` for several outputs)."""
         rank = len(iterators)
         args = [self.fresh("a") for _ in ins + outs]
-        attrs = (f"{{indexing_maps = [{', '.join(affine_map(rank, m) for m in maps)}], "
-                 f"iterator_types = [{', '.join(f'{chr(34)}{i}{chr(34)}' for i in iterators)}]}}")
-        ins_s = f"ins({', '.join(s for s, _ in ins)} : " \
-                f"{', '.join(tensor_type(a.shape, a.dtype) for _, a in ins)}) " if ins else ""
+        attrs = (
+            f"{{indexing_maps = [{', '.join(affine_map(rank, m) for m in maps)}], "
+            f"iterator_types = [{', '.join(f'{chr(34)}{i}{chr(34)}' for i in iterators)}]}}"
+        )
+        ins_s = (
+            f"ins({', '.join(s for s, _ in ins)} : "
+            f"{', '.join(tensor_type(a.shape, a.dtype) for _, a in ins)}) "
+            if ins
+            else ""
+        )
         out_types = [tensor_type(a.shape, a.dtype) for _, a in outs]
         r = self.fresh()
-        head = f"{r}{f':{len(outs)}' if len(outs) > 1 else ''} = linalg.generic {attrs} " \
-               f"{ins_s}outs({', '.join(s for s, _ in outs)} : {', '.join(out_types)}) {{"
+        head = (
+            f"{r}{f':{len(outs)}' if len(outs) > 1 else ''} = linalg.generic {attrs} "
+            f"{ins_s}outs({', '.join(s for s, _ in outs)} : {', '.join(out_types)}) {{"
+        )
         self.raw(head)
-        self.raw("^bb0(" + ", ".join(f"{n}: {_ELEM[a.dtype]}"
-                                     for n, (_, a) in zip(args, ins + outs)) + "):")
+        self.raw(
+            "^bb0("
+            + ", ".join(f"{n}: {_ELEM[a.dtype]}" for n, (_, a) in zip(args, ins + outs))
+            + "):"
+        )
         ys = body(*args)
         ys = ys if isinstance(ys, tuple) else (ys,)
         self.raw(f"  linalg.yield {', '.join(ys)} : {', '.join(_ELEM[a.dtype] for _, a in outs)}")
@@ -239,10 +269,13 @@ class Emitter:
         """An elementwise generic over operands of the output's shape."""
         rank = len(out_aval.shape)
         ident = tuple(range(rank))
-        return self.generic(list(zip(xs, in_avals)), [(self.empty(out_aval.shape, out_aval.dtype),
-                                                     out_aval)],
-                            [ident] * (len(xs) + 1), ["parallel"] * rank,
-                            lambda *a: body(*a[:len(xs)]))
+        return self.generic(
+            list(zip(xs, in_avals)),
+            [(self.empty(out_aval.shape, out_aval.dtype), out_aval)],
+            [ident] * (len(xs) + 1),
+            ["parallel"] * rank,
+            lambda *a: body(*a[: len(xs)]),
+        )
 
     def reshape(self, x: str, src, dst, d) -> str:
         """Reshape with collapse_shape/expand_shape (sizes may be dynamic: at most one
@@ -252,12 +285,16 @@ class Emitter:
             return x
         mid, gs, gd = _reassociation(src, dst)
         if mid != src:
-            x = self.emit(f"tensor.collapse_shape {x} {_groups(gs)} : {tensor_type(src, d)} "
-                          f"into {tensor_type(mid, d)}")
+            x = self.emit(
+                f"tensor.collapse_shape {x} {_groups(gs)} : {tensor_type(src, d)} "
+                f"into {tensor_type(mid, d)}"
+            )
         if mid != dst:
-            x = self.emit(f"tensor.expand_shape {x} {_groups(gd)} output_shape "
-                          f"[{self.mixed(dst)}] : {tensor_type(mid, d)} "
-                          f"into {tensor_type(dst, d)}")
+            x = self.emit(
+                f"tensor.expand_shape {x} {_groups(gd)} output_shape "
+                f"[{self.mixed(dst)}] : {tensor_type(mid, d)} "
+                f"into {tensor_type(dst, d)}"
+            )
         return x
 
 

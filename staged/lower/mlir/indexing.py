@@ -4,6 +4,7 @@ scatter_add is a linalg.generic over the destination with a reduction over the i
 scattered dim (each destination element sums the sources whose index hits it, so an index
 out of range hits nothing); scatter keeps the last source that hits instead (a reduction
 runs in order); check is the identity, barrier util.optimization_barrier."""
+
 from __future__ import annotations
 
 from ... import dtypes as dt
@@ -16,9 +17,11 @@ def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:
     """``dst`` with ``src`` written into the strided window (shared with concat); the
     window's sizes are ``src``'s (they may be dynamic, where ``stops`` can't say them)."""
     window = e.window(starts, src_aval.shape, steps)
-    return e.emit(f"tensor.insert_slice {src} into {dst}{window} : "
-                  f"{tensor_type(src_aval.shape, src_aval.dtype)} into "
-                  f"{tensor_type(dst_aval.shape, dst_aval.dtype)}")
+    return e.emit(
+        f"tensor.insert_slice {src} into {dst}{window} : "
+        f"{tensor_type(src_aval.shape, src_aval.dtype)} into "
+        f"{tensor_type(dst_aval.shape, dst_aval.dtype)}"
+    )
 
 
 @lowering(REGISTRY["slice"])
@@ -26,8 +29,10 @@ def _slice(e, op, x):
     a, out, p = op.inputs[0].aval, op.out.aval, op.params
     if out.shape == a.shape:  # whole dims with step 1 (or a 0-d tensor)
         return x
-    return e.emit(f"tensor.extract_slice {x}{e.window(p['starts'], out.shape, p['steps'])} : "
-                  f"{tensor_type(a.shape, a.dtype)} to {tensor_type(out.shape, out.dtype)}")
+    return e.emit(
+        f"tensor.extract_slice {x}{e.window(p['starts'], out.shape, p['steps'])} : "
+        f"{tensor_type(a.shape, a.dtype)} to {tensor_type(out.shape, out.dtype)}"
+    )
 
 
 @lowering(REGISTRY["slice_scatter"])
@@ -47,8 +52,9 @@ def _indices(e, rank, dim, idx, n):
         if d == dim:
             i = e.emit(f"arith.index_cast {idx} : i64 to index")
             last = e.emit(f"arith.subi {e.index(n)}, {e.index(1)} : index")
-            i = e.emit(f"arith.minsi {e.emit(f'arith.maxsi {i}, {e.index(0)} : index')}, "
-                       f"{last} : index")
+            i = e.emit(
+                f"arith.minsi {e.emit(f'arith.maxsi {i}, {e.index(0)} : index')}, {last} : index"
+            )
             out.append(i)
         else:
             out.append(e.emit(f"linalg.index {d} : index"))
@@ -64,10 +70,18 @@ def _gather(e, op, x, index):
         return e.full(out.shape, out.dtype, 0)
 
     def body(i, _):
-        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i, a.shape[dim])}] : "
-                      f"{tensor_type(a.shape, a.dtype)}")
-    return e.generic([(index, ia)], [(e.empty(out.shape, out.dtype), out)], [ident, ident],
-                     ["parallel"] * rank, body)
+        return e.emit(
+            f"tensor.extract {x}[{_indices(e, rank, dim, i, a.shape[dim])}] : "
+            f"{tensor_type(a.shape, a.dtype)}"
+        )
+
+    return e.generic(
+        [(index, ia)],
+        [(e.empty(out.shape, out.dtype), out)],
+        [ident, ident],
+        ["parallel"] * rank,
+        body,
+    )
 
 
 @lowering(REGISTRY["scatter_add"])
@@ -81,11 +95,16 @@ def _scatter_add(e, op, x, index, src):
         here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
         hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
         return e.select(hit, add(e, d, acc, s), acc, d)
+
     # summed into zeros, then added to x: reducing into x itself as the init failed to
     # compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
-    summed = e.generic([(index, ia), (src, sa)], [(e.full(a.shape, d, 0), a)],
-                       [scattered, scattered, tuple(range(rank))],
-                       ["parallel"] * rank + ["reduction"], body)
+    summed = e.generic(
+        [(index, ia), (src, sa)],
+        [(e.full(a.shape, d, 0), a)],
+        [scattered, scattered, tuple(range(rank))],
+        ["parallel"] * rank + ["reduction"],
+        body,
+    )
     return e.map((x, summed), [a, a], a, lambda u, v: add(e, d, u, v))
 
 
@@ -102,12 +121,16 @@ def _scatter(e, op, x, index, src):
         here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
         hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
         return e.select(hit, s, acc, d), e.emit(f"arith.ori {hit}, {was_hit} : i1")
+
     # the last source that hits, and whether one did, then x where none did (not reduced
     # into x itself: see scatter_add)
-    r = e.generic([(index, ia), (src, sa)], [(e.full(a.shape, d, 0), a),
-                                             (e.full(a.shape, dt.bool_, False), hits)],
-                  [scattered, scattered, tuple(range(rank)), tuple(range(rank))],
-                  ["parallel"] * rank + ["reduction"], body)
+    r = e.generic(
+        [(index, ia), (src, sa)],
+        [(e.full(a.shape, d, 0), a), (e.full(a.shape, dt.bool_, False), hits)],
+        [scattered, scattered, tuple(range(rank)), tuple(range(rank))],
+        ["parallel"] * rank + ["reduction"],
+        body,
+    )
     return e.map((f"{r}#1", f"{r}#0", x), [hits, a, a], a, lambda h, u, v: e.select(h, u, v, d))
 
 

@@ -28,6 +28,7 @@ functions are written with them, branch-free (selects), in the body of one linal
 Each function is ``fn(e, d, *xs) -> scalar`` like the tables of ``elementwise.py``, for
 ``d`` of 64 bits (callers dispatch by width).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,8 @@ from .emitter import elem_type
 
 _PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)  # pi/2 split
 _TWO_OVER_PI = (0.6366197723675814, -3.935735335036497e-17)
-_TRIG_MAX = 2.0 ** 52  # sin/cos/tan of larger |x| (where n no longer fits) are NaN
-_TINY = 2.0 ** -27  # below this sin(x) == x, tan(x) == x, atan(x) == x in double
+_TRIG_MAX = 2.0**52  # sin/cos/tan of larger |x| (where n no longer fits) are NaN
+_TINY = 2.0**-27  # below this sin(x) == x, tan(x) == x, atan(x) == x in double
 
 
 class Scalar:
@@ -53,22 +54,53 @@ class Scalar:
     def _f(self, op, *xs) -> str:
         return self.e.emit(f"{op} {', '.join(xs)} : {self.t}")
 
-    def add(self, a, b): return self._f("arith.addf", a, b)   # noqa: E704
-    def sub(self, a, b): return self._f("arith.subf", a, b)   # noqa: E704
-    def mul(self, a, b): return self._f("arith.mulf", a, b)   # noqa: E704
-    def div(self, a, b): return self._f("arith.divf", a, b)   # noqa: E704
-    def fma(self, a, b, c): return self._f("math.fma", a, b, c)  # noqa: E704
-    def neg(self, a): return self._f("arith.negf", a)         # noqa: E704
-    def abs(self, a): return self._f("math.absf", a)          # noqa: E704
-    def sqrt(self, a): return self._f("math.sqrt", a)         # noqa: E704
-    def exp(self, a): return self._f("math.exp", a)           # noqa: E704
-    def log(self, a): return self._f("math.log", a)           # noqa: E704
-    def cosh(self, a): return self._f("math.cosh", a)         # noqa: E704
-    def trunc(self, a): return self._f("math.trunc", a)       # noqa: E704
-    def floor(self, a): return self._f("math.floor", a)       # noqa: E704
-    def round(self, a): return self._f("math.roundeven", a)   # noqa: E704
-    def copysign(self, a, b): return self._f("math.copysign", a, b)  # noqa: E704
-    def max(self, a, b): return self._f("arith.maximumf", a, b)  # noqa: E704
+    def add(self, a, b):
+        return self._f("arith.addf", a, b)  # noqa: E704
+
+    def sub(self, a, b):
+        return self._f("arith.subf", a, b)  # noqa: E704
+
+    def mul(self, a, b):
+        return self._f("arith.mulf", a, b)  # noqa: E704
+
+    def div(self, a, b):
+        return self._f("arith.divf", a, b)  # noqa: E704
+
+    def fma(self, a, b, c):
+        return self._f("math.fma", a, b, c)  # noqa: E704
+
+    def neg(self, a):
+        return self._f("arith.negf", a)  # noqa: E704
+
+    def abs(self, a):
+        return self._f("math.absf", a)  # noqa: E704
+
+    def sqrt(self, a):
+        return self._f("math.sqrt", a)  # noqa: E704
+
+    def exp(self, a):
+        return self._f("math.exp", a)  # noqa: E704
+
+    def log(self, a):
+        return self._f("math.log", a)  # noqa: E704
+
+    def cosh(self, a):
+        return self._f("math.cosh", a)  # noqa: E704
+
+    def trunc(self, a):
+        return self._f("math.trunc", a)  # noqa: E704
+
+    def floor(self, a):
+        return self._f("math.floor", a)  # noqa: E704
+
+    def round(self, a):
+        return self._f("math.roundeven", a)  # noqa: E704
+
+    def copysign(self, a, b):
+        return self._f("math.copysign", a, b)  # noqa: E704
+
+    def max(self, a, b):
+        return self._f("arith.maximumf", a, b)  # noqa: E704
 
     def cmp(self, pred, a, b) -> str:
         return self.e.emit(f"arith.cmpf {pred}, {a}, {b} : {self.t}")
@@ -112,22 +144,34 @@ class Scalar:
 
 
 # --- sin, cos, tan ---------------------------------------------------------------------
-_S = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
-      2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
-_C = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
-      -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
+_S = (
+    -1.66666666666666324348e-01,
+    8.33333333332248946124e-03,
+    -1.98412698298579493134e-04,
+    2.75573137070700676789e-06,
+    -2.50507602534068634195e-08,
+    1.58969099521155010221e-10,
+)
+_C = (
+    4.16666666666666019037e-02,
+    -1.38888888888741095749e-03,
+    2.48015872894767294178e-05,
+    -2.75573143513906633035e-07,
+    2.08757232129817482790e-09,
+    -1.13596475577881948265e-11,
+)
 
 
 def _reduce_pio2(s: Scalar, x):
     """(r_hi, r_lo, n mod 4 as a double): x = n pi/2 + r, |r| <~ pi/4, r as a double-double."""
-    p = s.mul(x, s.c(_TWO_OVER_PI[0]))                 # x 2/pi == p + p_lo, nearly exactly
+    p = s.mul(x, s.c(_TWO_OVER_PI[0]))  # x 2/pi == p + p_lo, nearly exactly
     p_lo = s.fma(x, s.c(_TWO_OVER_PI[1]), s.fma(x, s.c(_TWO_OVER_PI[0]), s.neg(p)))
     n = s.round(p)
-    n = s.add(n, s.round(s.add(s.sub(p, n), p_lo)))    # the nearest integer, past 2**40 too
-    r1 = s.fma(s.neg(n), s.c(_PIO2[0]), x)          # exact: both are multiples of 2**-52
+    n = s.add(n, s.round(s.add(s.sub(p, n), p_lo)))  # the nearest integer, past 2**40 too
+    r1 = s.fma(s.neg(n), s.c(_PIO2[0]), x)  # exact: both are multiples of 2**-52
     t_hi = s.mul(n, s.c(_PIO2[1]))
-    t_lo = s.fma(n, s.c(_PIO2[1]), s.neg(t_hi))     # n * P2 == t_hi + t_lo exactly
-    y = s.sub(r1, t_hi)                             # two-sum: r1 - t_hi == y + err
+    t_lo = s.fma(n, s.c(_PIO2[1]), s.neg(t_hi))  # n * P2 == t_hi + t_lo exactly
+    y = s.sub(r1, t_hi)  # two-sum: r1 - t_hi == y + err
     bb = s.sub(y, r1)
     err = s.add(s.sub(r1, s.sub(y, bb)), s.neg(s.add(t_hi, bb)))
     tail = s.sub(s.sub(err, t_lo), s.mul(n, s.c(_PIO2[2])))
@@ -164,7 +208,7 @@ def sincos(e, d, x):
     quad = [s.cmp("oeq", q, s.c(k)) for k in (1.0, 2.0, 3.0)]
     sin = s.pick(list(zip(quad, (cs, s.neg(sn), s.neg(cs)))), sn)
     cos = s.pick(list(zip(quad, (s.neg(sn), s.neg(cs), sn))), cs)
-    tiny = s.cmp("olt", s.abs(x), s.c(_TINY))       # keeps -0.0 and subnormals exact
+    tiny = s.cmp("olt", s.abs(x), s.c(_TINY))  # keeps -0.0 and subnormals exact
     big = s.cmp("uge", s.abs(x), s.c(_TRIG_MAX))
     sin, cos = s.sel(big, s.c(np.nan), sin), s.sel(big, s.c(np.nan), cos)
     return s.sel(tiny, x, sin), s.sel(tiny, s.c(1.0), cos)
@@ -189,14 +233,31 @@ def tan(e, d, x):
 
 
 # --- atan, atan2, asin, acos -------------------------------------------------------------
-_ATAN_HI = (4.63647609000806093515e-01, 7.85398163397448278999e-01, 9.82793723247329054082e-01,
-            1.57079632679489655800e+00)
-_ATAN_LO = (2.26987774529616870924e-17, 3.06161699786838301793e-17, 1.39033110312309984516e-17,
-            6.12323399573676603587e-17)
-_AT = (3.33333333333329318027e-01, -1.99999999998764832476e-01, 1.42857142725034663711e-01,
-       -1.11111104054623557880e-01, 9.09088713343650656196e-02, -7.69187620504482999495e-02,
-       6.66107313738753120669e-02, -5.83357013379057348645e-02, 4.97687799461593236017e-02,
-       -3.65315727442169155270e-02, 1.62858201153657823623e-02)
+_ATAN_HI = (
+    4.63647609000806093515e-01,
+    7.85398163397448278999e-01,
+    9.82793723247329054082e-01,
+    1.57079632679489655800e00,
+)
+_ATAN_LO = (
+    2.26987774529616870924e-17,
+    3.06161699786838301793e-17,
+    1.39033110312309984516e-17,
+    6.12323399573676603587e-17,
+)
+_AT = (
+    3.33333333333329318027e-01,
+    -1.99999999998764832476e-01,
+    1.42857142725034663711e-01,
+    -1.11111104054623557880e-01,
+    9.09088713343650656196e-02,
+    -7.69187620504482999495e-02,
+    6.66107313738753120669e-02,
+    -5.83357013379057348645e-02,
+    4.97687799461593236017e-02,
+    -3.65315727442169155270e-02,
+    1.62858201153657823623e-02,
+)
 _PI_LO = 1.2246467991473532e-16  # pi - float(pi)
 
 
@@ -204,10 +265,13 @@ def _atan_abs(s: Scalar, a):
     """fdlibm's atan for a >= 0 (or NaN): atan(a) = hi + atan(t), t reduced over 5 ranges."""
     one = s.c(1.0)
     ranges = [s.cmp("olt", a, s.c(b)) for b in (0.4375, 0.6875, 1.1875, 2.4375)]
-    num = s.pick(list(zip(ranges, (a, s.fma(s.c(2.0), a, s.c(-1.0)), s.sub(a, one),
-                                   s.sub(a, s.c(1.5))))), s.c(-1.0))
-    den = s.pick(list(zip(ranges, (one, s.add(s.c(2.0), a), s.add(a, one),
-                                   s.fma(s.c(1.5), a, one)))), a)
+    num = s.pick(
+        list(zip(ranges, (a, s.fma(s.c(2.0), a, s.c(-1.0)), s.sub(a, one), s.sub(a, s.c(1.5))))),
+        s.c(-1.0),
+    )
+    den = s.pick(
+        list(zip(ranges, (one, s.add(s.c(2.0), a), s.add(a, one), s.fma(s.c(1.5), a, one)))), a
+    )
     t = s.div(num, den)
     hi = s.pick(list(zip(ranges, (s.c(0.0), *map(s.c, _ATAN_HI[:3])))), s.c(_ATAN_HI[3]))
     lo = s.pick(list(zip(ranges, (s.c(0.0), *map(s.c, _ATAN_LO[:3])))), s.c(_ATAN_LO[3]))
@@ -235,19 +299,35 @@ def atan2(e, d, y, x):
     both_inf = s.both(s.cmp("oeq", ax, inf), s.cmp("oeq", ay, inf))
     z = s.pick([(both_zero, s.c(0.0)), (both_inf, s.c(np.pi / 4))], z)
     z = s.sel(s.signbit(x), s.sub(s.c(np.pi), s.sub(z, s.c(_PI_LO))), z)
-    upright = s.either(s.both(s.cmp("oeq", ax, s.c(0.0)), s.cmp("one", ay, s.c(0.0))),
-                       s.both(s.cmp("oeq", ay, inf), s.cmp("one", ax, inf)))
-    z = s.sel(upright, s.c(np.pi / 2), z)                 # exactly, whatever x's sign
+    upright = s.either(
+        s.both(s.cmp("oeq", ax, s.c(0.0)), s.cmp("one", ay, s.c(0.0))),
+        s.both(s.cmp("oeq", ay, inf), s.cmp("one", ax, inf)),
+    )
+    z = s.sel(upright, s.c(np.pi / 2), z)  # exactly, whatever x's sign
     r = s.copysign(z, y)
     return s.sel(s.either(s.isnan(x), s.isnan(y)), s.add(x, y), r)
 
 
-_PS = (1.66666666666666657415e-01, -3.25565818622400915405e-01, 2.01212532134862925881e-01,
-       -4.00555345006794114027e-02, 7.91534994289814532176e-04, 3.47933107596021167570e-05)
-_QS = (1.0, -2.40339491173441421878e+00, 2.02094576023350569471e+00,
-       -6.88283971605453293030e-01, 7.70381505559019352791e-02)
-_PIO2_HI, _PIO2_LO, _PIO4_HI = 1.57079632679489655800e+00, 6.12323399573676603587e-17, \
-    7.85398163397448278999e-01
+_PS = (
+    1.66666666666666657415e-01,
+    -3.25565818622400915405e-01,
+    2.01212532134862925881e-01,
+    -4.00555345006794114027e-02,
+    7.91534994289814532176e-04,
+    3.47933107596021167570e-05,
+)
+_QS = (
+    1.0,
+    -2.40339491173441421878e00,
+    2.02094576023350569471e00,
+    -6.88283971605453293030e-01,
+    7.70381505559019352791e-02,
+)
+_PIO2_HI, _PIO2_LO, _PIO4_HI = (
+    1.57079632679489655800e00,
+    6.12323399573676603587e-17,
+    7.85398163397448278999e-01,
+)
 
 
 def _asin_r(s: Scalar, t):
@@ -261,10 +341,10 @@ def asin(e, d, x):
     small = s.cmp("olt", ax, s.c(0.5))
     t = s.sel(small, s.mul(x, x), s.mul(s.sub(s.c(1.0), ax), s.c(0.5)))  # NaN beyond 1
     r = _asin_r(s, t)
-    near = s.fma(x, r, x)                                      # |x| < 0.5
+    near = s.fma(x, r, x)  # |x| < 0.5
     sq = s.sqrt(t)
     far = s.sub(s.c(_PIO2_HI), s.sub(s.mul(s.c(2.0), s.fma(sq, r, sq)), s.c(_PIO2_LO)))
-    w = s.high_word(sq)                                        # 0.5 <= |x| < 0.975
+    w = s.high_word(sq)  # 0.5 <= |x| < 0.975
     c = s.div(s.sub(t, s.mul(w, w)), s.add(sq, w))
     p = s.sub(s.mul(s.mul(s.c(2.0), sq), r), s.sub(s.c(_PIO2_LO), s.mul(s.c(2.0), c)))
     q = s.sub(s.c(_PIO4_HI), s.mul(s.c(2.0), w))
@@ -285,13 +365,13 @@ def acos(e, d, x):
     df = s.high_word(sq)
     c = s.div(s.sub(z, s.mul(df, df)), s.add(sq, df))
     pos = s.mul(s.c(2.0), s.add(df, s.fma(r, sq, c)))
-    pos = s.sel(s.cmp("oeq", x, s.c(1.0)), s.c(0.0), pos)      # c would be 0/0
+    pos = s.sel(s.cmp("oeq", x, s.c(1.0)), s.c(0.0), pos)  # c would be 0/0
     return s.pick([(small, near), (s.cmp("olt", x, s.c(0.0)), neg)], pos)
 
 
 # --- fmod --------------------------------------------------------------------------------
-_FMOD_STEP = 52          # bits of quotient one exact FMA step removes
-_FMOD_STEPS = 42         # 42 * 52 > 2098, the widest exponent gap of two finite doubles
+_FMOD_STEP = 52  # bits of quotient one exact FMA step removes
+_FMOD_STEPS = 42  # 42 * 52 > 2098, the widest exponent gap of two finite doubles
 
 
 def _fmod_scaled(s: Scalar, x, y):
@@ -300,17 +380,17 @@ def _fmod_scaled(s: Scalar, x, y):
     subnormal results to 0, and r - q y may be one."""
     ax, ay = s.abs(x), s.abs(y)
     scales = [ay]
-    for _ in range(_FMOD_STEPS - 1):        # ay * 2**(52 k): exact, or inf (then never used)
-        scales.append(s.mul(scales[-1], s.c(2.0 ** _FMOD_STEP)))
-    scale = s.sel(s.cmp("olt", ay, s.c(2.0 ** -968)), s.c(2.0 ** 54), s.c(1.0))
+    for _ in range(_FMOD_STEPS - 1):  # ay * 2**(52 k): exact, or inf (then never used)
+        scales.append(s.mul(scales[-1], s.c(2.0**_FMOD_STEP)))
+    scale = s.sel(s.cmp("olt", ay, s.c(2.0**-968)), s.c(2.0**54), s.c(1.0))
     scales[0] = s.mul(ay, scale)
     r = ax
     for k in reversed(range(_FMOD_STEPS)):  # invariant: r < ys * 2**52
         ys = scales[k]
         if k == 0:
             r = s.mul(r, scale)
-        q = s.trunc(s.div(r, ys))           # the floor of r / ys, or one more
-        rr = s.fma(s.neg(q), ys, r)         # exact: a multiple of ulp(ys) below ys in size
+        q = s.trunc(s.div(r, ys))  # the floor of r / ys, or one more
+        rr = s.fma(s.neg(q), ys, r)  # exact: a multiple of ulp(ys) below ys in size
         rr = s.sel(s.cmp("olt", rr, s.c(0.0)), s.add(rr, ys), rr)
         r = s.sel(s.cmp("ole", ys, r), rr, r)
     bad = s.either(s.cmp("oeq", ay, s.c(0.0)), s.cmp("oeq", ax, s.c(np.inf)))
@@ -343,8 +423,14 @@ def expm1(e, d, x):
     u = s.exp(x)
     um1 = s.sub(u, s.c(1.0))
     r = s.mul(um1, s.div(x, s.log(u)))
-    r = s.pick([(s.cmp("oeq", u, s.c(1.0)), x), (s.cmp("oeq", um1, s.c(-1.0)), s.c(-1.0)),
-                (s.cmp("oeq", u, s.c(np.inf)), u)], r)
+    r = s.pick(
+        [
+            (s.cmp("oeq", u, s.c(1.0)), x),
+            (s.cmp("oeq", um1, s.c(-1.0)), s.c(-1.0)),
+            (s.cmp("oeq", u, s.c(np.inf)), u),
+        ],
+        r,
+    )
     return r
 
 
@@ -391,7 +477,7 @@ def cexp(e, d, z):
     s, (a, b) = Scalar(e, d.to_real()), _parts(e, d, z)
     ea = s.exp(a)
     sn, cs = sincos(e, d.to_real(), b)
-    im = s.sel(s.cmp("oeq", b, s.c(0.0)), b, s.mul(ea, sn))   # exp(x + 0j) is real
+    im = s.sel(s.cmp("oeq", b, s.c(0.0)), b, s.mul(ea, sn))  # exp(x + 0j) is real
     return _make(e, d, s.mul(ea, cs), im)
 
 

@@ -1,11 +1,11 @@
 """matmul: linalg.matmul, or linalg.batch_matmul with the batch dims collapsed to one."""
+
 from __future__ import annotations
 
 import math
 
 from ...autodiff import REGISTRY
 from .emitter import lowering, tensor_type
-
 
 
 @lowering(REGISTRY["matmul"])

@@ -1,5 +1,6 @@
 """Graph -> MLIR module text (linalg on tensors), verified with the bindings shipped in
 iree.compiler; the ops come from the emitters registered in ``emitter.LOWERINGS``."""
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,14 @@ from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
 
 
-def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
-            scope: str = "model", boundary=None) -> str:
+def to_mlir(
+    graph,
+    name: str = "main",
+    *,
+    state_as_globals: bool = False,
+    scope: str = "model",
+    boundary=None,
+) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
     verified; raises LoweringError naming the primitive and the user's file:line.
 
@@ -58,8 +65,9 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
             e.names[v.id] = _convert(e, e.names[v.id], v.aval, wide[v.aval.dtype], v.aval.dtype)
     for v, array in graph.consts:
         spec = graph.sym_consts.get(v.id)
-        e.names[v.id] = e.dense(np.asarray(array), v.aval) if spec is None else \
-            _sym_const(e, spec, v.aval)
+        e.names[v.id] = (
+            e.dense(np.asarray(array), v.aval) if spec is None else _sym_const(e, spec, v.aval)
+        )
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
@@ -67,26 +75,34 @@ def to_mlir(graph, name: str = "main", *, state_as_globals: bool = False,
             reasons = dict.fromkeys(TABLE.gaps(op.prim.name).values())  # each reason once
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons) if reasons else ''}")
         e.names[op.out.id] = _without_data(e, op) or emitter(
-            e, op, *(e.names[v.id] for v in op.inputs))
+            e, op, *(e.names[v.id] for v in op.inputs)
+        )
     e.op = None
     outs = graph.outputs
 
     def at_edge(v):
         d = v.aval.dtype
         return _convert(e, e.names[v.id], v.aval, d, wide[d]) if d in wide else e.names[v.id]
+
     if state_as_globals:
         for o in outs:
             if o.kind == "state":
-                e.lines.append(f"util.global.store {at_edge(o.value)}, {globals_[o.name]} "
-                               f": {edge_type(o.value.aval)}")
+                e.lines.append(
+                    f"util.global.store {at_edge(o.value)}, {globals_[o.name]} "
+                    f": {edge_type(o.value.aval)}"
+                )
                 e.line_ops.append(None)
         outs = [o for o in outs if o.kind in ("out", "check")]
     outs = [o.value for o in outs]
     results = [at_edge(v) for v in outs]
     types = [edge_type(v.aval) for v in outs]
-    head = [f"util.global private mutable {sym} = #stream.parameter.named<"
-            f"{_quote(scope)}::{_quote(n)}> : {edge_type(i.value.aval)}"
-            for i in graph.inputs for n, sym in globals_.items() if i.name == n]
+    head = [
+        f"util.global private mutable {sym} = #stream.parameter.named<"
+        f"{_quote(scope)}::{_quote(n)}> : {edge_type(i.value.aval)}"
+        for i in graph.inputs
+        for n, sym in globals_.items()
+        if i.name == n
+    ]
     head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
     ret = f"return {', '.join(results)} : {', '.join(types)}" if outs else "return"
     body = ["  " + line for line in e.prologue + e.lines] + [f"  {ret}", "}"]
@@ -106,9 +122,18 @@ def _without_data(e, op):
         return None
     try:
         with np.errstate(all="ignore"):  # e.g. the mean of nothing is NaN, as eagerly
-            r = np.asarray(op.prim.impl(*(np.zeros(tuple(
-                s if isinstance(s, int) else 1 for s in v.aval.shape), v.aval.dtype.np)
-                for v in op.inputs), **op.params))
+            r = np.asarray(
+                op.prim.impl(
+                    *(
+                        np.zeros(
+                            tuple(s if isinstance(s, int) else 1 for s in v.aval.shape),
+                            v.aval.dtype.np,
+                        )
+                        for v in op.inputs
+                    ),
+                    **op.params,
+                )
+            )
     except Exception:  # a parameter holds a dynamic size: lowered as usual
         return None
     out = op.out.aval
@@ -130,36 +155,45 @@ def _sym_const(e, spec, aval) -> str:
     if not d.is_floating_point or d.is_complex:
         e.fail(f"a {d.name} constant computed from a dynamic size is not supported")
     t = _ELEM[d]
-    n = e.emit(f"arith.uitofp {e.emit(f'arith.index_cast {e.index(spec.sym)} : index to i64')}"
-               f" : i64 to {t}")
+    n = e.emit(
+        f"arith.uitofp {e.emit(f'arith.index_cast {e.index(spec.sym)} : index to i64')}"
+        f" : i64 to {t}"
+    )
     if spec.kind == "ratio":  # scale * n / (n + offset)
         m = e.emit(f"arith.addf {n}, {e.const(spec.offset, d)} : {t}")
-        r = e.emit(f"arith.mulf {e.const(spec.scale, d)}, "
-                   f"{e.emit(f'arith.divf {n}, {m} : {t}')} : {t}")
+        r = e.emit(
+            f"arith.mulf {e.const(spec.scale, d)}, {e.emit(f'arith.divf {n}, {m} : {t}')} : {t}"
+        )
         return e.emit(f"tensor.from_elements {r} : {tensor_type(aval.shape, d)}")
     if spec.offset:
         n = e.emit(f"arith.addf {n}, {e.const(spec.offset, d)} : {t}")
     if spec.offset < 0:  # a count: max(n + offset, 0)
         n = e.emit(f"arith.maximumf {n}, {e.const(0, d)} : {t}")
-    r = e.emit(f"arith.{'mulf' if spec.kind == 'mul' else 'divf'} {e.const(spec.scale, d)}, "
-               f"{n} : {t}")
+    r = e.emit(
+        f"arith.{'mulf' if spec.kind == 'mul' else 'divf'} {e.const(spec.scale, d)}, {n} : {t}"
+    )
     return e.emit(f"tensor.from_elements {r} : {tensor_type(aval.shape, d)}")
 
 
 def _convert(e, x: str, aval, src, dst) -> str:
     """Tensor ``x`` of ``aval``'s shape from dtype ``src`` to ``dst`` (NumPy's astype)."""
-    return e.map((x,), [Aval(aval.shape, src)], Aval(aval.shape, dst),
-                 lambda a: cast_scalar(e, a, src, dst))
+    return e.map(
+        (x,), [Aval(aval.shape, src)], Aval(aval.shape, dst), lambda a: cast_scalar(e, a, src, dst)
+    )
 
 
 def _state_getter(name, graph, globals_, edge_type) -> list:
     state = [i for i in graph.inputs if i.name in globals_]
     types = [edge_type(i.value.aval) for i in state]
     lines = [f"func.func @{name}_state() -> ({', '.join(types)}) {{"]
-    lines += [f"  %g{k} = util.global.load {globals_[i.name]} : {t}"
-              for k, (i, t) in enumerate(zip(state, types))]
-    lines += [f"  return {', '.join(f'%g{k}' for k in range(len(state)))} : "
-              f"{', '.join(types)}", "}"]
+    lines += [
+        f"  %g{k} = util.global.load {globals_[i.name]} : {t}"
+        for k, (i, t) in enumerate(zip(state, types))
+    ]
+    lines += [
+        f"  return {', '.join(f'%g{k}' for k in range(len(state)))} : {', '.join(types)}",
+        "}",
+    ]
     return lines
 
 
@@ -169,7 +203,7 @@ def _symbol(name: str) -> str:
 
 
 _NAME_LOC = re.compile(r'loc\("([^"]*)"(?:\("((?:[^"\\]|\\.)*)":(\d+):\d+\))?\)')
-_TEXT_LOC = re.compile(r':(\d+):\d+')
+_TEXT_LOC = re.compile(r":(\d+):\d+")
 
 
 _local = threading.local()
@@ -213,8 +247,11 @@ def describe(diagnostics, text: str, line_ops=None) -> str:
             n = int(t.group(1)) - 1 if t else -1
             if 0 <= n < len(lines):
                 op = line_ops[n] if line_ops and n < len(line_ops) else None
-                where = (f"{op.prim.name}" + (f" at {op.loc}" if op.loc else "")) if op \
+                where = (
+                    (f"{op.prim.name}" + (f" at {op.loc}" if op.loc else ""))
+                    if op
                     else f"MLIR line {n + 1}"
+                )
                 where += f" (`{lines[n].strip()}`)"
         out.append(f"{where or loc}: {d.message}")
     return "\n".join(out) or "MLIR verification failed"

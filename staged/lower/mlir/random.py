@@ -1,6 +1,7 @@
 """uniform: one linalg.generic over the output; seed and counter enter as 0-d operands and
 the hash of each element's flat index is the same 32-bit integer arithmetic as the NumPy
 impl (Note [counter-based RNG]), so compiled and eager draws are bit-identical."""
+
 from __future__ import annotations
 
 from ... import dtypes as dt
@@ -15,6 +16,7 @@ def _i32(e, v: int) -> str:
 
 def _ops(e):
     """xor and mix on i32 SSA values (Python ints become constants)."""
+
     def val(v):
         return _i32(e, v) if isinstance(v, int) else v
 
@@ -43,8 +45,11 @@ def _flat_index(e, shape):
     stride = 1
     for d in reversed(range(len(shape))):
         i = e.emit(f"linalg.index {d} : index")
-        size = e.emit(f"arith.constant {stride} : index") if isinstance(stride, int) \
-            else e.index(stride)  # a dynamic stride (a Sym), read at run time
+        size = (
+            e.emit(f"arith.constant {stride} : index")
+            if isinstance(stride, int)
+            else e.index(stride)
+        )  # a dynamic stride (a Sym), read at run time
         term = e.emit(f"arith.muli {i}, {size} : index")
         flat = e.emit(f"arith.addi {flat}, {term} : index")
         stride *= shape[d]
@@ -57,8 +62,10 @@ def _uniform(e, op, state):
     scalar = type(out)((), dt.int64)
     parts = []
     for i in range(2):
-        one = e.emit(f"tensor.extract_slice {state}[{i}][1][1] : "
-                     f"{tensor_type((2,), dt.int64)} to {tensor_type((1,), dt.int64)}")
+        one = e.emit(
+            f"tensor.extract_slice {state}[{i}][1][1] : "
+            f"{tensor_type((2,), dt.int64)} to {tensor_type((1,), dt.int64)}"
+        )
         parts.append((e.reshape(one, (1,), (), dt.int64), scalar))
     bits = rnd.mantissa_bits(out.dtype)
     t = elem_type(out.dtype)
@@ -69,8 +76,13 @@ def _uniform(e, op, state):
         h = rnd.element(_flat_index(e, out.shape), k0, k1, xor, add, mix)
         h = e.emit(f"arith.shrui {h}, {_i32(e, 32 - bits)} : i32")
         f = e.emit(f"arith.uitofp {h} : i32 to {t}")
-        return e.emit(f"arith.mulf {f}, {e.const(2.0 ** -bits, out.dtype)} : {t}")
+        return e.emit(f"arith.mulf {f}, {e.const(2.0**-bits, out.dtype)} : {t}")
 
     rank = len(out.shape)
-    return e.generic(parts, [(e.empty(out.shape, out.dtype), out)],
-                     [(), (), tuple(range(rank))], ["parallel"] * rank, body)
+    return e.generic(
+        parts,
+        [(e.empty(out.shape, out.dtype), out)],
+        [(), (), tuple(range(rank))],
+        ["parallel"] * rank,
+        body,
+    )

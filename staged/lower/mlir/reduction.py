@@ -1,5 +1,6 @@
 """Reductions: a linalg.generic with reduction iterators into a filled init; keepdim is an
 expand_shape of the result. argmax/argmin reduce (value, index) pairs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,9 @@ def _reduce(e, a, x, dims, init, combine_fn):
     shape = tuple(a.shape[i] for i in kept)
     outs = [(e.full(shape, d, v), type(a)(shape, d)) for d, v in init]
     iterators = ["reduction" if i in dims else "parallel" for i in range(len(a.shape))]
-    r = e.generic([(x, a)], outs, [tuple(range(len(a.shape)))] + [kept] * len(outs),
-                  iterators, combine_fn)
+    r = e.generic(
+        [(x, a)], outs, [tuple(range(len(a.shape)))] + [kept] * len(outs), iterators, combine_fn
+    )
     return [r] if len(outs) == 1 else [f"{r}#{i}" for i in range(len(outs))]
 
 
@@ -42,11 +44,19 @@ def _blocked(e, a, x, dims, combine_fn):
     shape, d = list(a.shape), a.dtype
     for i, s, k in levels(a.shape, dims):
         if s != shape[i]:  # zero padding up to a multiple of the block
-            padded = type(a)(tuple(shape[:i] + [s] + shape[i + 1:]), d)
-            x = insert_slice(e, x, type(a)(tuple(shape), d), e.full(padded.shape, d, 0),
-                             padded, (0,) * len(shape), None, (1,) * len(shape))
-        split = tuple(shape[:i] + [s // k, k] + shape[i + 1:])
-        x = e.reshape(x, tuple(shape[:i] + [s] + shape[i + 1:]), split, d)
+            padded = type(a)(tuple(shape[:i] + [s] + shape[i + 1 :]), d)
+            x = insert_slice(
+                e,
+                x,
+                type(a)(tuple(shape), d),
+                e.full(padded.shape, d, 0),
+                padded,
+                (0,) * len(shape),
+                None,
+                (1,) * len(shape),
+            )
+        split = tuple(shape[:i] + [s // k, k] + shape[i + 1 :])
+        x = e.reshape(x, tuple(shape[:i] + [s] + shape[i + 1 :]), split, d)
         (x,) = _reduce(e, type(a)(split, d), x, (i + 1,), [(d, 0)], combine_fn)
         shape[i] = s // k
     return x, type(a)(tuple(shape), d)
@@ -68,6 +78,7 @@ def _reduction(combine, init):
             x, a = _blocked(e, a, x, dims, combine_fn)
         (r,) = _reduce(e, a, x, dims, [(d, init(e, d))], combine_fn)
         return _keep(e, op, r, dims)
+
     return emit
 
 
@@ -82,12 +93,19 @@ def _arg(extreme: str):
     maximum/minimum), then the least index holding it. Two single-result reductions
     vectorize where one reduction of (value, index) pairs ran scalar: a compiled CNN step
     spent 10% of its time in the max-pool argmax over 27648 windows of 4."""
+
     def emit(e, op, x):
         a, dim = op.inputs[0].aval, op.params["dim"]
         d, rank = a.dtype, len(a.shape)
         fn = e.need(BINARY[extreme], d, op.prim.name)
-        (m,) = _reduce(e, a, x, (dim,), [(d, _extreme(e, d, extreme == "minimum"))],
-                       lambda v, acc: fn(e, d, v, acc))
+        (m,) = _reduce(
+            e,
+            a,
+            x,
+            (dim,),
+            [(d, _extreme(e, d, extreme == "minimum"))],
+            lambda v, acc: fn(e, d, v, acc),
+        )
         kept = tuple(i for i in range(rank) if i != dim)
         shape = tuple(a.shape[i] for i in kept)
         t, n = elem_type(d), e.const(a.shape[dim], dt.int64)
@@ -96,17 +114,25 @@ def _arg(extreme: str):
         def first(v, best, idx):
             hit = eq(e, d, v, best)
             if d.dclass == "float":  # NaN is the extremum wherever there is one
-                both_nan = e.emit(f"arith.andi {e.emit(f'arith.cmpf uno, {v}, {v} : {t}')}, "
-                                  f"{e.emit(f'arith.cmpf uno, {best}, {best} : {t}')} : i1")
+                both_nan = e.emit(
+                    f"arith.andi {e.emit(f'arith.cmpf uno, {v}, {v} : {t}')}, "
+                    f"{e.emit(f'arith.cmpf uno, {best}, {best} : {t}')} : i1"
+                )
                 hit = e.emit(f"arith.ori {hit}, {both_nan} : i1")
             i = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
-            return e.emit(f"arith.minsi {idx}, {e.emit(f'arith.select {hit}, {i}, {n} : i64')} "
-                          f": i64")
-        r = e.generic([(x, a), (m, type(a)(shape, d))],
-                      [(e.full(shape, dt.int64, a.shape[dim]), type(a)(shape, dt.int64))],
-                      [tuple(range(rank)), kept, kept],
-                      ["reduction" if i == dim else "parallel" for i in range(rank)], first)
+            return e.emit(
+                f"arith.minsi {idx}, {e.emit(f'arith.select {hit}, {i}, {n} : i64')} : i64"
+            )
+
+        r = e.generic(
+            [(x, a), (m, type(a)(shape, d))],
+            [(e.full(shape, dt.int64, a.shape[dim]), type(a)(shape, dt.int64))],
+            [tuple(range(rank)), kept, kept],
+            ["reduction" if i == dim else "parallel" for i in range(rank)],
+            first,
+        )
         return _keep(e, op, r, (dim,))
+
     return emit
 
 
@@ -134,12 +160,15 @@ def _flip(e, x, a, dim):
     rank = len(a.shape)
 
     def body(_):
-        i = e.emit(f"arith.subi {e.const(a.shape[dim] - 1, dt.int64)}, {_index_i64(e, dim)} "
-                   f": i64")
-        return e.emit(f"tensor.extract {x}[{_indices(e, rank, dim, i, a.shape[dim])}] : "
-                      f"{tensor_type(a.shape, a.dtype)}")
-    return e.generic([], [(e.empty(a.shape, a.dtype), a)], [tuple(range(rank))],
-                     ["parallel"] * rank, body)
+        i = e.emit(f"arith.subi {e.const(a.shape[dim] - 1, dt.int64)}, {_index_i64(e, dim)} : i64")
+        return e.emit(
+            f"tensor.extract {x}[{_indices(e, rank, dim, i, a.shape[dim])}] : "
+            f"{tensor_type(a.shape, a.dtype)}"
+        )
+
+    return e.generic(
+        [], [(e.empty(a.shape, a.dtype), a)], [tuple(range(rank))], ["parallel"] * rank, body
+    )
 
 
 @lowering(REGISTRY["cumsum"])
@@ -153,9 +182,11 @@ def _cumsum(e, op, x):
     rest = tuple(s for i, s in enumerate(a.shape) if i != dim)
     lhs, rhs = e.fresh("a"), e.fresh("a")
     r = e.fresh()
-    e.raw(f"{r}:2 = iree_linalg_ext.scan dimension({dim}) inclusive(true) ins({x} : {t}) "
-          f"outs({e.full(a.shape, d, 0)}, {e.full(rest, d, 0)} : {t}, "
-          f"{tensor_type(rest, d)}) {{")
+    e.raw(
+        f"{r}:2 = iree_linalg_ext.scan dimension({dim}) inclusive(true) ins({x} : {t}) "
+        f"outs({e.full(a.shape, d, 0)}, {e.full(rest, d, 0)} : {t}, "
+        f"{tensor_type(rest, d)}) {{"
+    )
     e.raw(f"^bb0({lhs}: {elem_type(d)}, {rhs}: {elem_type(d)}):")
     e.raw(f"  iree_linalg_ext.yield {add(e, d, lhs, rhs)} : {elem_type(d)}")
     e.raw(f"}} -> {t}, {tensor_type(rest, d)} {e.loc}")
@@ -172,8 +203,10 @@ def _before(e, d, xj, xi, descending):
     t = elem_type(d)
     ni, nj = (e.emit(f"arith.cmpf uno, {v}, {v} : {t}") for v in (xi, xj))
     true = e.const(True, dt.bool_)
-    nan_first = e.emit(f"arith.andi {nj if descending else ni}, "
-                       f"{e.emit(f'arith.xori {ni if descending else nj}, {true} : i1')} : i1")
+    nan_first = e.emit(
+        f"arith.andi {nj if descending else ni}, "
+        f"{e.emit(f'arith.xori {ni if descending else nj}, {true} : i1')} : i1"
+    )
     lt = e.emit(f"arith.ori {lt}, {nan_first} : i1")
     same = e.emit(f"arith.ori {same}, {e.emit(f'arith.andi {ni}, {nj} : i1')} : i1")
     return lt, same
@@ -211,17 +244,26 @@ def _argsort_count(e, op, x):
         return e.emit(f"arith.addi {acc}, {hit} : i64")
 
     ident = tuple(range(rank))
-    ranks = e.generic([(x, a), (x, a)], [(e.full(a.shape, dt.int64, 0), ranks_aval)],
-                      [ident, _along(rank, dim, rank), ident],
-                      ["parallel"] * rank + ["reduction"], count)
+    ranks = e.generic(
+        [(x, a), (x, a)],
+        [(e.full(a.shape, dt.int64, 0), ranks_aval)],
+        [ident, _along(rank, dim, rank), ident],
+        ["parallel"] * rank + ["reduction"],
+        count,
+    )
 
     def pick(r_i, acc):
         hit = e.emit(f"arith.cmpi eq, {r_i}, {_index_i64(e, dim)} : i64")
         i = e.emit(f"arith.select {hit}, {_index_i64(e, rank)}, {e.const(0, dt.int64)} : i64")
         return e.emit(f"arith.addi {acc}, {i} : i64")
 
-    return e.generic([(ranks, ranks_aval)], [(e.full(out.shape, dt.int64, 0), out)],
-                     [_along(rank, dim, rank), ident], ["parallel"] * rank + ["reduction"], pick)
+    return e.generic(
+        [(ranks, ranks_aval)],
+        [(e.full(out.shape, dt.int64, 0), out)],
+        [_along(rank, dim, rank), ident],
+        ["parallel"] * rank + ["reduction"],
+        pick,
+    )
 
 
 def _argsort_merge(e, op, x):
@@ -235,13 +277,21 @@ def _argsort_merge(e, op, x):
     dim, descending = op.params["dim"], op.params["descending"]
     d, rank, n = a.dtype, len(a.shape), a.shape[dim]
     size = 1 << (n - 1).bit_length()
-    shape = a.shape[:dim] + (size,) + a.shape[dim + 1:]
+    shape = a.shape[:dim] + (size,) + a.shape[dim + 1 :]
     vals_aval, idx_aval = type(a)(shape, d), type(a)(shape, dt.int64)
-    vals = insert_slice(e, x, a, e.full(shape, d, 0), vals_aval, (0,) * rank, a.shape,
-                        (1,) * rank) if size != n else x
+    vals = (
+        insert_slice(e, x, a, e.full(shape, d, 0), vals_aval, (0,) * rank, a.shape, (1,) * rank)
+        if size != n
+        else x
+    )
     ident = tuple(range(rank))
-    idx = e.generic([], [(e.empty(shape, dt.int64), idx_aval)], [ident], ["parallel"] * rank,
-                    lambda _: _index_i64(e, dim))
+    idx = e.generic(
+        [],
+        [(e.empty(shape, dt.int64), idx_aval)],
+        [ident],
+        ["parallel"] * rank,
+        lambda _: _index_i64(e, dim),
+    )
     c = lambda v: e.const(v, dt.int64)  # noqa: E731
     here = []
 
@@ -250,10 +300,14 @@ def _argsort_merge(e, op, x):
 
     def merge(vals, idx, m):
         def read(pos):  # loop indices come from `here` (linalg.index is not valid in scf.for)
-            at = ", ".join(e.emit(f"arith.index_cast {pos} : i64 to index") if k == dim
-                           else here[k] for k in range(rank))
-            return (e.emit(f"tensor.extract {vals}[{at}] : {tensor_type(shape, d)}"),
-                    e.emit(f"tensor.extract {idx}[{at}] : {tensor_type(shape, dt.int64)}"))
+            at = ", ".join(
+                e.emit(f"arith.index_cast {pos} : i64 to index") if k == dim else here[k]
+                for k in range(rank)
+            )
+            return (
+                e.emit(f"tensor.extract {vals}[{at}] : {tensor_type(shape, d)}"),
+                e.emit(f"tensor.extract {idx}[{at}] : {tensor_type(shape, dt.int64)}"),
+            )
 
         def body(_v, _i):
             here[:] = [_index(e, k) for k in range(rank)]
@@ -266,22 +320,26 @@ def _argsort_merge(e, op, x):
             lo0, hi0 = lo, hi
             lo, hi = e.fresh("lo"), e.fresh("hi")
             step, res = e.fresh("k"), e.fresh()
-            e.raw(f"{res}:2 = scf.for {step} = {e.emit('arith.constant 0 : index')} to "
-                  f"{e.emit(f'arith.constant {m.bit_length()} : index')} step "
-                  f"{e.emit('arith.constant 1 : index')} iter_args({lo} = {lo0}, {hi} = {hi0}) "
-                  f"-> (i64, i64) {{")
+            e.raw(
+                f"{res}:2 = scf.for {step} = {e.emit('arith.constant 0 : index')} to "
+                f"{e.emit(f'arith.constant {m.bit_length()} : index')} step "
+                f"{e.emit('arith.constant 1 : index')} iter_args({lo} = {lo0}, {hi} = {hi0}) "
+                f"-> (i64, i64) {{"
+            )
             # t in [lo, hi] with left[t-1] before right[q-t]: a rolled loop (unrolled, the
             # vectorized gathers took 4x longer to compile for a 2x quicker sort)
             mid = i64("shrsi", i64("addi", i64("addi", lo, hi), c(1)), c(1))
             go = i64("cmpi slt,", lo, hi)
             ta = i64("maxsi", i64("subi", mid, c(1)), c(0))
             tb = i64("minsi", i64("subi", q, mid), c(m - 1))
-            yes = _pair_before(e, d, read(i64("addi", left, ta)),
-                               read(i64("addi", right, tb)), descending, n)
-            lo = e.emit(f"arith.select {e.emit(f'arith.andi {go}, {yes} : i1')}, {mid}, "
-                        f"{lo} : i64")
-            hi = e.emit(f"arith.select {e.emit(f'arith.andi {go}, {_not(e, yes)} : i1')}, "
-                        f"{i64('subi', mid, c(1))}, {hi} : i64")
+            yes = _pair_before(
+                e, d, read(i64("addi", left, ta)), read(i64("addi", right, tb)), descending, n
+            )
+            lo = e.emit(f"arith.select {e.emit(f'arith.andi {go}, {yes} : i1')}, {mid}, {lo} : i64")
+            hi = e.emit(
+                f"arith.select {e.emit(f'arith.andi {go}, {_not(e, yes)} : i1')}, "
+                f"{i64('subi', mid, c(1))}, {hi} : i64"
+            )
             e.raw(f"  scf.yield {lo}, {hi} : i64, i64")
             e.raw("}")
             ja = f"{res}#0"
@@ -290,13 +348,21 @@ def _argsort_merge(e, op, x):
             va = read(i64("addi", left, i64("minsi", ja, c(m - 1))))
             vb = read(i64("addi", right, i64("minsi", jb, c(m - 1))))
             first = _pair_before(e, d, va, vb, descending, n)
-            take_a = e.emit(f"arith.andi {a_ok}, "
-                            f"{e.emit(f'arith.ori {_not(e, b_ok)}, {first} : i1')} : i1")
-            return (e.emit(f"arith.select {take_a}, {va[0]}, {vb[0]} : {elem_type(d)}"),
-                    e.emit(f"arith.select {take_a}, {va[1]}, {vb[1]} : i64"))
+            take_a = e.emit(
+                f"arith.andi {a_ok}, {e.emit(f'arith.ori {_not(e, b_ok)}, {first} : i1')} : i1"
+            )
+            return (
+                e.emit(f"arith.select {take_a}, {va[0]}, {vb[0]} : {elem_type(d)}"),
+                e.emit(f"arith.select {take_a}, {va[1]}, {vb[1]} : i64"),
+            )
 
-        r = e.generic([], [(e.empty(shape, d), vals_aval), (e.empty(shape, dt.int64), idx_aval)],
-                      [ident] * 2, ["parallel"] * rank, body)
+        r = e.generic(
+            [],
+            [(e.empty(shape, d), vals_aval), (e.empty(shape, dt.int64), idx_aval)],
+            [ident] * 2,
+            ["parallel"] * rank,
+            body,
+        )
         return f"{r}#0", f"{r}#1"
 
     m = 1
@@ -305,9 +371,11 @@ def _argsort_merge(e, op, x):
         m *= 2
     if out.shape == idx_aval.shape:
         return idx
-    return e.emit(f"tensor.extract_slice {idx}[{', '.join('0' * rank)}]"
-                  f"[{', '.join(map(str, out.shape))}][{', '.join('1' * rank)}] : "
-                  f"{tensor_type(shape, dt.int64)} to {tensor_type(out.shape, dt.int64)}")
+    return e.emit(
+        f"tensor.extract_slice {idx}[{', '.join('0' * rank)}]"
+        f"[{', '.join(map(str, out.shape))}][{', '.join('1' * rank)}] : "
+        f"{tensor_type(shape, dt.int64)} to {tensor_type(out.shape, dt.int64)}"
+    )
 
 
 def _not(e, b):

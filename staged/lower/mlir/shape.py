@@ -1,5 +1,6 @@
 """Shape primitives: reshape (collapse/expand_shape), expand (drop the broadcast unit dims,
 then a broadcasting generic), permute (linalg.transpose), concat (insert_slice chain)."""
+
 from __future__ import annotations
 
 from ...autodiff import REGISTRY
@@ -22,8 +23,13 @@ def _expand(e, op, x):
     squeezed = type(a)(tuple(a.shape[i] for i in kept), a.dtype)
     x = e.reshape(x, a.shape, squeezed.shape, a.dtype)
     rank = len(out.shape)
-    return e.generic([(x, squeezed)], [(e.empty(out.shape, out.dtype), out)],
-                     [kept, tuple(range(rank))], ["parallel"] * rank, lambda v, _: v)
+    return e.generic(
+        [(x, squeezed)],
+        [(e.empty(out.shape, out.dtype), out)],
+        [kept, tuple(range(rank))],
+        ["parallel"] * rank,
+        lambda v, _: v,
+    )
 
 
 @lowering(REGISTRY["permute"])
@@ -32,9 +38,11 @@ def _permute(e, op, x):
     if tuple(perm) == tuple(range(len(perm))):
         return x
     init = e.empty(out.shape, out.dtype)
-    return e.emit(f"linalg.transpose ins({x} : {tensor_type(a.shape, a.dtype)}) "
-                  f"outs({init} : {tensor_type(out.shape, out.dtype)}) "
-                  f"permutation = [{', '.join(map(str, perm))}]")
+    return e.emit(
+        f"linalg.transpose ins({x} : {tensor_type(a.shape, a.dtype)}) "
+        f"outs({init} : {tensor_type(out.shape, out.dtype)}) "
+        f"permutation = [{', '.join(map(str, perm))}]"
+    )
 
 
 @lowering(REGISTRY["concat"])
@@ -44,9 +52,15 @@ def _concat(e, op, *xs):
     for x, v in zip(xs, op.inputs):
         n = v.aval.shape[dim]
         if n:
-            r = insert_slice(e, x, v.aval, r, out,
-                             tuple(start if k == dim else 0 for k in range(len(out.shape))),
-                             tuple(start + n if k == dim else s for k, s in enumerate(out.shape)),
-                             (1,) * len(out.shape))
+            r = insert_slice(
+                e,
+                x,
+                v.aval,
+                r,
+                out,
+                tuple(start if k == dim else 0 for k in range(len(out.shape))),
+                tuple(start + n if k == dim else s for k, s in enumerate(out.shape)),
+                (1,) * len(out.shape),
+            )
         start += n  # a dynamic size along the batch: Syms add up
     return r

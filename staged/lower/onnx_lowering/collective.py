@@ -1,5 +1,6 @@
 """Collectives have no ONNX form: exporting a step that calls one fails, naming the op and
 the user's line."""
+
 from ...autodiff.collective import COLLECTIVES
 from ...autodiff.primitive import CLASSES
 from .model import unsupported

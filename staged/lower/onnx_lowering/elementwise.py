@@ -1,5 +1,6 @@
 """Elementwise primitives: mostly one ONNX op each (``simple``), with NumPy's semantics
 restored where ONNX's differ (NaN in max/min/sign, log1p/expm1 accuracy, bool arithmetic)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,24 +13,40 @@ from .model import KERNELS, lowering, onnx_type
 def simple(name: str, op_type: str, bool_op: str | None = None):
     """Lower primitive ``name`` to ``op_type`` on its operands (``bool_op`` on booleans);
     the result has the primitive's output dtype."""
+
     def lower(b, op, *xs):
         d, out = op.inputs[0].aval.dtype, op.out.aval.dtype
         if d is dt.bool_ and bool_op:
             return b.node(bool_op, xs)
         return b.kernel(op_type, xs, d, out=out if out is not d else None)
+
     lowering(REGISTRY[name])(lower)
 
 
 for _name, _op_type, _bool_op in (
-        ("add", "Add", "Or"), ("sub", "Sub", None), ("mul", "Mul", "And"), ("div", "Div", None),
-        ("neg", "Neg", None), ("abs", "Abs", "Identity"),
-        ("exp", "Exp", None), ("log", "Log", None), ("sqrt", "Sqrt", None),
-        ("tanh", "Tanh", None), ("sin", "Sin", None), ("cos", "Cos", None),
-        ("sigmoid", "Sigmoid", None), ("relu", "Relu", "Identity"),
-        ("copy", "Identity", None), ("finite_grad", "Identity", None),
-        ("conj", "Identity", None),
-        ("eq", "Equal", None), ("lt", "Less", None), ("le", "LessOrEqual", None),
-        ("gt", "Greater", None), ("ge", "GreaterOrEqual", None)):
+    ("add", "Add", "Or"),
+    ("sub", "Sub", None),
+    ("mul", "Mul", "And"),
+    ("div", "Div", None),
+    ("neg", "Neg", None),
+    ("abs", "Abs", "Identity"),
+    ("exp", "Exp", None),
+    ("log", "Log", None),
+    ("sqrt", "Sqrt", None),
+    ("tanh", "Tanh", None),
+    ("sin", "Sin", None),
+    ("cos", "Cos", None),
+    ("sigmoid", "Sigmoid", None),
+    ("relu", "Relu", "Identity"),
+    ("copy", "Identity", None),
+    ("finite_grad", "Identity", None),
+    ("conj", "Identity", None),
+    ("eq", "Equal", None),
+    ("lt", "Less", None),
+    ("le", "LessOrEqual", None),
+    ("gt", "Greater", None),
+    ("ge", "GreaterOrEqual", None),
+):
     simple(_name, _op_type, _bool_op)
 
 
@@ -50,6 +67,7 @@ def _extremum(op_type: str, bool_op: str):
         if d is dt.bool_:
             return b.node(bool_op, [x, y])
         return _nan_where(b, d, (x, y), b.kernel(op_type, [x, y], d))
+
     return lower
 
 
@@ -97,8 +115,13 @@ def _expm1(b, op, x):
     um1 = b.node("Sub", [u, one])
     lu = b.kernel("Log", [u], d)
     r = b.node("Div", [b.node("Mul", [um1, x]), lu])
-    plain = b.node("Or", [b.kernel("IsInf", [lu], d, out=dt.bool_),
-                          b.node("Equal", [um1, b.const(np.array(-1, d.np))])])
+    plain = b.node(
+        "Or",
+        [
+            b.kernel("IsInf", [lu], d, out=dt.bool_),
+            b.node("Equal", [um1, b.const(np.array(-1, d.np))]),
+        ],
+    )
     r = b.kernel("Where", [um1, r], d, pre=[plain])
     return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
 
@@ -121,6 +144,7 @@ def _logical(op_type):
     def lower(b, op, x, y):
         d = op.inputs[0].aval.dtype
         return b.node(op_type, [_truthy(b, d, x), _truthy(b, d, y)])
+
     return lower
 
 
@@ -148,15 +172,15 @@ def _cast(b, op, x):
     return b.cast(x, op.inputs[0].aval.dtype, op.out.aval.dtype)
 
 
-
-
 # --- trigonometric and friends: onnxruntime has float32 kernels only; float64 uses
 # identities of ops it has in float64 (or one Newton step from the float32 value)
 def native_or(op_type: str, formula):
     """``op_type`` where onnxruntime has a kernel for the dtype, else ``formula(b, d, x)``."""
+
     def lower(b, op, x):
         d = op.out.aval.dtype
         return b.node(op_type, [x]) if d.name in KERNELS[op_type] else formula(b, d, x)
+
     return lower
 
 
@@ -175,8 +199,11 @@ def _tan(b, d, x):
 def _sinh_cosh(sign):
     def formula(b, d, x):
         e = _f(b, d, "Exp", x)
-        return b.node("Mul", [b.node("Add" if sign > 0 else "Sub", [e, b.node("Reciprocal", [e])]),
-                              _c(b, d, 0.5)])
+        return b.node(
+            "Mul",
+            [b.node("Add" if sign > 0 else "Sub", [e, b.node("Reciprocal", [e])]), _c(b, d, 0.5)],
+        )
+
     return formula
 
 
@@ -201,8 +228,9 @@ def _atan(b, d, x):
     s, c = _f(b, d, "Sin", y), _f(b, d, "Cos", y)
     step = b.node("Mul", [b.node("Sub", [s, b.node("Mul", [r, c])]), c])
     y = b.node("Sub", [y, step])
-    quarter = b.node("Where", [b.node("Greater", [x, _c(b, d, 0)]), _c(b, d, np.pi / 2),
-                               _c(b, d, -np.pi / 2)])
+    quarter = b.node(
+        "Where", [b.node("Greater", [x, _c(b, d, 0)]), _c(b, d, np.pi / 2), _c(b, d, -np.pi / 2)]
+    )
     return b.node("Where", [big, b.node("Sub", [quarter, y]), y])
 
 
@@ -221,13 +249,19 @@ def _acos(b, d, x):
 def _in_float32(op_type):
     def formula(b, d, x):  # no better identity: computed in float32 and widened
         return b.cast(b.node(op_type, [b.cast(x, d, dt.float32)]), dt.float32, d)
+
     return formula
 
 
 for _name, _op_type, _formula in (
-        ("tan", "Tan", _tan), ("sinh", "Sinh", _sinh), ("cosh", "Cosh", _sinh_cosh(1)),
-        ("asin", "Asin", _asin), ("acos", "Acos", _acos), ("atan", "Atan", _atan),
-        ("erf", "Erf", _in_float32("Erf"))):
+    ("tan", "Tan", _tan),
+    ("sinh", "Sinh", _sinh),
+    ("cosh", "Cosh", _sinh_cosh(1)),
+    ("asin", "Asin", _asin),
+    ("acos", "Acos", _acos),
+    ("atan", "Atan", _atan),
+    ("erf", "Erf", _in_float32("Erf")),
+):
     lowering(REGISTRY[_name])(native_or(_op_type, _formula))
 
 
@@ -235,6 +269,7 @@ def _scaled(op_type, scale):
     def lower(b, op, x):
         d = op.out.aval.dtype
         return b.node("Mul", [b.kernel(op_type, [x], d), _c(b, d, scale)])
+
     return lower
 
 
@@ -282,8 +317,13 @@ def _pow(b, op, x, y):
         return r
     # 0 to a negative power is 0, as PyTorch (onnxruntime gives the lowest integer)
     zero = _c(b, d, 0)
-    neg0 = b.node("And", [b.kernel("Less", [y, zero], d, out=dt.bool_),
-                          b.kernel("Equal", [x, zero], d, out=dt.bool_)])
+    neg0 = b.node(
+        "And",
+        [
+            b.kernel("Less", [y, zero], d, out=dt.bool_),
+            b.kernel("Equal", [x, zero], d, out=dt.bool_),
+        ],
+    )
     return b.kernel("Where", [zero, r], d, pre=[neg0])
 
 
@@ -314,14 +354,18 @@ def _hypot_of(b, d, x, y):
     r = b.node("Div", [lo, b.node("Where", [zero, _c(b, d, 1), hi])])
     h = b.node("Mul", [hi, b.node("Sqrt", [b.node("Add", [b.node("Mul", [r, r]), _c(b, d, 1)])])])
     either_inf = b.node("Or", [b.node("IsInf", [v]) for v in (a, c)])
-    return b.node("Where", [either_inf, _c(b, d, np.inf),
-                            b.node("Where", [zero, _c(b, d, 0), h])])
+    return b.node("Where", [either_inf, _c(b, d, np.inf), b.node("Where", [zero, _c(b, d, 0), h])])
 
 
 def _negative(b, d, v):
     """v < 0 or v = -0.0 (1/v = -inf)."""
-    return b.node("Or", [b.node("Less", [v, _c(b, d, 0)]),
-                         b.node("Less", [b.node("Div", [_c(b, d, 1), v]), _c(b, d, 0)])])
+    return b.node(
+        "Or",
+        [
+            b.node("Less", [v, _c(b, d, 0)]),
+            b.node("Less", [b.node("Div", [_c(b, d, 1), v]), _c(b, d, 0)]),
+        ],
+    )
 
 
 def _atan2_of(b, d, y, x):
@@ -344,17 +388,23 @@ def _mod(floor: bool):
         d = op.out.aval.dtype
         if not d.is_floating_point:  # Mod takes the divisor's sign, fmod=1 the dividend's;
             zero = b.node("Equal", [y, _c(b, d, 0)])  # NumPy gives 0 for a zero divisor
-            r = b.kernel("Mod", [x, b.node("Where", [zero, _c(b, d, 1), y])], d,
-                         fmod=int(not floor))
+            r = b.kernel(
+                "Mod", [x, b.node("Where", [zero, _c(b, d, 1), y])], d, fmod=int(not floor)
+            )
             return b.node("Where", [zero, _c(b, d, 0), r])
         r = b.node("Mod", [x, y], fmod=1)
         if not floor:
             return r
         # NumPy's remainder: fmod, moved by y where it is non-zero with the other sign
-        wrong = b.node("And", [b.node("Not", [b.node("Equal", [r, _c(b, d, 0)])]),
-                               b.node("Xor", [b.node("Less", [r, _c(b, d, 0)]),
-                                              b.node("Less", [y, _c(b, d, 0)])])])
+        wrong = b.node(
+            "And",
+            [
+                b.node("Not", [b.node("Equal", [r, _c(b, d, 0)])]),
+                b.node("Xor", [b.node("Less", [r, _c(b, d, 0)]), b.node("Less", [y, _c(b, d, 0)])]),
+            ],
+        )
         return b.node("Where", [wrong, b.node("Add", [r, y]), r])
+
     return lower
 
 
@@ -364,15 +414,24 @@ def _floor_divide(b, op, x, y):
     y == 0 (NumPy's) and -x for y == -1 (no INT_MIN / -1 trap)."""
     d = op.out.aval.dtype
     zero = b.node("Equal", [y, _c(b, d, 0)])
-    odd = zero if d.name.startswith("uint") else b.node("Or", [zero, b.node(
-        "Equal", [y, _c(b, d, -1)])])
+    odd = (
+        zero
+        if d.name.startswith("uint")
+        else b.node("Or", [zero, b.node("Equal", [y, _c(b, d, -1)])])
+    )
     safe = b.node("Where", [odd, _c(b, d, 1), y])
     q = _f(b, d, "Div", x, safe)
     if not d.name.startswith("uint"):
         r = _f(b, d, "Sub", x, _f(b, d, "Mul", q, safe))
-        down = b.node("And", [b.node("Not", [b.node("Equal", [r, _c(b, d, 0)])]),
-                              b.node("Xor", [b.node("Less", [r, _c(b, d, 0)]),
-                                             b.node("Less", [safe, _c(b, d, 0)])])])
+        down = b.node(
+            "And",
+            [
+                b.node("Not", [b.node("Equal", [r, _c(b, d, 0)])]),
+                b.node(
+                    "Xor", [b.node("Less", [r, _c(b, d, 0)]), b.node("Less", [safe, _c(b, d, 0)])]
+                ),
+            ],
+        )
         q = b.node("Where", [down, _f(b, d, "Sub", q, _c(b, d, 1)), q])
         q = b.node("Where", [b.node("Equal", [y, _c(b, d, -1)]), _f(b, d, "Neg", x), q])
     return b.node("Where", [zero, _c(b, d, 0), q])

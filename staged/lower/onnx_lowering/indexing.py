@@ -3,6 +3,7 @@ ScatterElements with add and scatter (their indices clamped; scatter: the last w
 ScatterElements of positions, as plain ScatterElements leaves the order of duplicates
 undefined), check and barrier (the identity); cumsum (CumSum) and argsort (TopK, which
 breaks ties by index)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,14 +14,24 @@ from .model import carrier, lowering, onnx_type
 
 
 def _slice_node(b, x, starts, stops, steps, axes):
-    return b.node("Slice", [x, b.shape([starts[a] for a in axes]),
-                            b.shape([stops[a] for a in axes]), b.const(np.array(axes, np.int64)),
-                            b.const(np.array([steps[a] for a in axes], np.int64))])
+    return b.node(
+        "Slice",
+        [
+            x,
+            b.shape([starts[a] for a in axes]),
+            b.shape([stops[a] for a in axes]),
+            b.const(np.array(axes, np.int64)),
+            b.const(np.array([steps[a] for a in axes], np.int64)),
+        ],
+    )
 
 
 def _sliced_axes(shape, starts, stops, steps):
-    return [a for a, (n, s, e, st) in enumerate(zip(shape, starts, stops, steps))
-            if (s, e, st) != (0, n, 1)]
+    return [
+        a
+        for a, (n, s, e, st) in enumerate(zip(shape, starts, stops, steps))
+        if (s, e, st) != (0, n, 1)
+    ]
 
 
 @lowering(REGISTRY["slice"])
@@ -61,15 +72,18 @@ def _clamped(b, index, n):
 @lowering(REGISTRY["gather"])
 def _gather(b, op, x, index):
     dim = op.params["dim"]
-    return b.node("GatherElements", [x, _clamped(b, index, op.inputs[0].aval.shape[dim])],
-                  axis=dim)
+    return b.node("GatherElements", [x, _clamped(b, index, op.inputs[0].aval.shape[dim])], axis=dim)
 
 
 @lowering(REGISTRY["scatter_add"])
 def _scatter_add(b, op, x, index, src):
     dim = op.params["dim"]
-    return b.node("ScatterElements", [x, _clamped(b, index, op.inputs[0].aval.shape[dim]), src],
-                  axis=dim, reduction="add")
+    return b.node(
+        "ScatterElements",
+        [x, _clamped(b, index, op.inputs[0].aval.shape[dim]), src],
+        axis=dim,
+        reduction="add",
+    )
 
 
 @lowering(REGISTRY["check"])
@@ -93,24 +107,36 @@ def _scatter(b, op, x, index, src):
     ones = b.node("Expand", [one, b.node("Shape", [index])])
     pos = b.node("Sub", [b.node("CumSum", [ones, b.const(np.array(dim, np.int64))]), one])
     none = b.node("Expand", [b.const(np.array(-1, np.int64)), b.shape(xa.shape)])
-    last = b.node("ScatterElements", [none, _clamped(b, index, xa.shape[dim]), pos], axis=dim,
-                  reduction="max")
+    last = b.node(
+        "ScatterElements", [none, _clamped(b, index, xa.shape[dim]), pos], axis=dim, reduction="max"
+    )
     hit = b.node("GreaterOrEqual", [last, b.const(np.array(0, np.int64))])
-    got = b.node("GatherElements", [src, b.node("Max", [last, b.const(np.array(0, np.int64))])],
-                 axis=dim)
+    got = b.node(
+        "GatherElements", [src, b.node("Max", [last, b.const(np.array(0, np.int64))])], axis=dim
+    )
     return b.kernel("Where", [got, x], xa.dtype, pre=[hit])  # no bool Where in onnxruntime
 
 
 @lowering(REGISTRY["cumsum"])
 def _cumsum(b, op, x):
-    return b.kernel("CumSum", [x], op.out.aval.dtype,
-                    post=[b.const(np.array(op.params["dim"], np.int64))],
-                    reverse=int(op.params["reverse"]))
+    return b.kernel(
+        "CumSum",
+        [x],
+        op.out.aval.dtype,
+        post=[b.const(np.array(op.params["dim"], np.int64))],
+        reverse=int(op.params["reverse"]),
+    )
 
 
 def _topk(b, x, k, p):
-    return b.node("TopK", [x, b.const(np.array([k], np.int64))], n_out=2, axis=p["dim"],
-                  largest=int(p["descending"]), sorted=1)[1]
+    return b.node(
+        "TopK",
+        [x, b.const(np.array([k], np.int64))],
+        n_out=2,
+        axis=p["dim"],
+        largest=int(p["descending"]),
+        sorted=1,
+    )[1]
 
 
 @lowering(REGISTRY["argsort"])
@@ -124,6 +150,7 @@ def _argsort(b, op, x):
     nan = b.kernel("IsNaN", [x], d, out=dt.bool_)
     inf = b.const(np.array(np.inf, d.np))
     order = _topk(b, b.node("Where", [nan, inf, x]), op.inputs[0].aval.shape[p["dim"]], p)
-    key = b.node("Cast", [b.node("GatherElements", [nan, order], axis=p["dim"])],
-                 to=onnx_type(dt.int32))
+    key = b.node(
+        "Cast", [b.node("GatherElements", [nan, order], axis=p["dim"])], to=onnx_type(dt.int32)
+    )
     return b.node("GatherElements", [order, _topk(b, key, p["k"], p)], axis=p["dim"])

@@ -1,4 +1,5 @@
 """matmul: MatMul (batched over the leading dims, as NumPy)."""
+
 from __future__ import annotations
 
 from ...autodiff import REGISTRY

@@ -6,6 +6,7 @@ names of its operands and returns the name of its result. Every node carries the
 ``file:line`` in its doc string. A dimension may be a ``Sym`` (``k`` times a named dynamic
 dimension, e.g. the batch): shapes built with ``Builder.shape`` then read it at run time.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,10 +16,10 @@ from ... import dtypes as dt
 from ...autodiff.avals import Sym
 from ..table import LoweringError, Table
 
-TABLE = Table("ONNX")      # Primitive -> fn(builder, op, *names) -> name
+TABLE = Table("ONNX")  # Primitive -> fn(builder, op, *names) -> name
 LOWERINGS = TABLE.lowerings
 lowering, unsupported = TABLE.lowering, TABLE.unsupported
-OPSETS = range(18, 27)    # the ai.onnx opsets accepted (onnxruntime 1.31 runs up to 26)
+OPSETS = range(18, 27)  # the ai.onnx opsets accepted (onnxruntime 1.31 runs up to 26)
 DEFAULT_OPSET = 21
 EXTERNAL_MIN_BYTES = 1024  # tensors this large go to external data when a model must
 NO_COMPLEX = "onnxruntime has no complex tensors (and ONNX's operators take none but a few)"
@@ -26,8 +27,6 @@ NO_COMPLEX = "onnxruntime has no complex tensors (and ONNX's operators take none
 
 class ExportError(LoweringError, ValueError):
     """The graph cannot be written as ONNX (checked before any file is written)."""
-
-
 
 
 # --- types and kernels ------------------------------------------------------------------
@@ -43,16 +42,45 @@ _SMALL = ("uint8", "int8")
 # Element types onnxruntime 1.31's CPU kernels accept, per ONNX op (probed); ops missing
 # here take every type. Other types run on a carrier type (Builder.kernel).
 KERNELS = {
-    **dict.fromkeys(("Add", "Sub", "Mul", "Div", "Less", "LessOrEqual", "Greater",
-                     "GreaterOrEqual", "Abs", "Sign"), _F + _I + _SMALL + ("int16",)),
+    **dict.fromkeys(
+        (
+            "Add",
+            "Sub",
+            "Mul",
+            "Div",
+            "Less",
+            "LessOrEqual",
+            "Greater",
+            "GreaterOrEqual",
+            "Abs",
+            "Sign",
+        ),
+        _F + _I + _SMALL + ("int16",),
+    ),
     "Neg": _F + _I + ("int8", "int16"),
     **dict.fromkeys(("Max", "Min", "ArgMax", "ArgMin", "Where"), _F + _I + _SMALL),
     **dict.fromkeys(("ReduceMax", "ReduceMin"), _F + _I + _SMALL + ("bool",)),
     **dict.fromkeys(("Pow", "MatMul", "ReduceSum"), _F + _I),
     "Relu": _F + ("int8", "int32"),
     **dict.fromkeys(("CumSum", "TopK"), ("float32", "float64") + _I),
-    **dict.fromkeys(("Exp", "Log", "Sqrt", "Tanh", "Sin", "Cos", "Sigmoid", "Reciprocal",
-                     "IsNaN", "IsInf", "Floor", "Ceil", "Round"), _F),
+    **dict.fromkeys(
+        (
+            "Exp",
+            "Log",
+            "Sqrt",
+            "Tanh",
+            "Sin",
+            "Cos",
+            "Sigmoid",
+            "Reciprocal",
+            "IsNaN",
+            "IsInf",
+            "Floor",
+            "Ceil",
+            "Round",
+        ),
+        _F,
+    ),
     **dict.fromkeys(("Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Erf"), ("float16", "float32")),
     **dict.fromkeys(("Not", "And", "Or", "Xor"), ("bool",)),
 }
@@ -64,8 +92,11 @@ def carrier(op_type: str, d):
     ok = KERNELS.get(op_type)
     if ok is None or d.name in ok:
         return d
-    for c in ((dt.float32, dt.float64) if d.is_floating_point
-              else (dt.int32, dt.int64, dt.float32, dt.float64)):
+    for c in (
+        (dt.float32, dt.float64)
+        if d.is_floating_point
+        else (dt.int32, dt.int64, dt.float32, dt.float64)
+    ):
         if c.name in ok:
             return c
     raise ExportError(f"no onnxruntime kernel for {op_type} on {d.name}")
@@ -77,9 +108,9 @@ class Builder:
 
     def __init__(self, sources: dict):
         self.nodes: list = []
-        self.consts: list = []          # [(name, np.ndarray)]
-        self.names: dict = {}           # Value.id -> ONNX name
-        self.sources = sources          # dynamic dim name -> (input name, axis)
+        self.consts: list = []  # [(name, np.ndarray)]
+        self.names: dict = {}  # Value.id -> ONNX name
+        self.sources = sources  # dynamic dim name -> (input name, axis)
         self.op = None
         self._taken: set = set()
         self._cache: dict = {}
@@ -97,8 +128,9 @@ class Builder:
         prefix = self.op.prim.name if self.op is not None else op_type.lower()
         outs = [self.fresh(f"{prefix}_{len(self.nodes)}") for _ in range(n_out)]
         doc = f"{self.op.prim.name} at {self.op.loc}" if self.op is not None and self.op.loc else ""
-        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=outs[0],
-                                           doc_string=doc, **attrs))
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), outs, name=outs[0], doc_string=doc, **attrs)
+        )
         return outs[0] if n_out == 1 else outs
 
     def const(self, array, d=None) -> str:
@@ -134,9 +166,13 @@ class Builder:
             base = self._cache.get(("dim", Sym(s.name)))
             if base is None:
                 base = self._cache[("dim", Sym(s.name))] = self.node(
-                    "Shape", [src], start=axis, end=axis + 1)
-            self._cache[key] = base if s.k == 1 else self.node(
-                "Mul", [base, self.const(np.array([s.k], np.int64))])
+                    "Shape", [src], start=axis, end=axis + 1
+                )
+            self._cache[key] = (
+                base
+                if s.k == 1
+                else self.node("Mul", [base, self.const(np.array([s.k], np.int64))])
+            )
         return self._cache[key]
 
     def shape(self, dims) -> str:
@@ -161,8 +197,9 @@ class Builder:
         """A 0-d tensor of dtype ``d`` holding ``s`` (an int or a ``Sym``)."""
         if not isinstance(s, Sym):
             return self.const(np.array(s, d.np))
-        return self.node("Reshape", [self.cast(self.dim(s), dt.int64, d),
-                                     self.const(np.zeros(0, np.int64))])
+        return self.node(
+            "Reshape", [self.cast(self.dim(s), dt.int64, d), self.const(np.zeros(0, np.int64))]
+        )
 
 
 def value_info(name: str, aval):
@@ -173,8 +210,10 @@ def value_info(name: str, aval):
 # --- the graph --------------------------------------------------------------------------
 def check_opset(opset) -> int:
     if not isinstance(opset, int) or opset not in OPSETS:
-        raise ExportError(f"opset {opset!r} is not supported: choose an ai.onnx opset from "
-                          f"{OPSETS.start} to {OPSETS.stop - 1} (default {DEFAULT_OPSET})")
+        raise ExportError(
+            f"opset {opset!r} is not supported: choose an ai.onnx opset from "
+            f"{OPSETS.start} to {OPSETS.stop - 1} (default {DEFAULT_OPSET})"
+        )
     return opset
 
 
@@ -214,9 +253,19 @@ def check_graph(graph, opset, input_names, output_names) -> None:
     check_names(list(input_names) + list(output_names))
 
 
-def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names=None,
-            sources=None, batch_consts=None, external=None, name="staged", doc="",
-            output_docs=None):
+def to_onnx(
+    graph,
+    *,
+    opset: int = DEFAULT_OPSET,
+    input_names=None,
+    output_names=None,
+    sources=None,
+    batch_consts=None,
+    external=None,
+    name="staged",
+    doc="",
+    output_docs=None,
+):
     """The ONNX model of ``graph``.
 
     ``input_names``/``output_names`` name the graph's inputs and outputs (default: the
@@ -244,8 +293,9 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
         if spec is None:
             b.names[v.id] = b.const(array)
         elif spec.kind == "fill":
-            b.names[v.id] = b.node("Expand", [b.const(np.array(spec.scale, v.aval.dtype.np)),
-                                              b.shape(v.aval.shape)])
+            b.names[v.id] = b.node(
+                "Expand", [b.const(np.array(spec.scale, v.aval.dtype.np)), b.shape(v.aval.shape)]
+            )
         else:
             d = v.aval.dtype
             dim = num = b.scalar(spec.sym, d)
@@ -279,19 +329,20 @@ def to_onnx(graph, *, opset: int = DEFAULT_OPSET, input_names=None, output_names
         outputs.append(vi)
     inputs = [value_info(n, i.value.aval) for i, n in zip(graph.inputs, input_names)]
     inits, blobs = _initializers(b.consts, external)
-    g = helper.make_graph(b.nodes, name, inputs, outputs, initializer=inits, doc_string=doc,
-                          value_info=infos)
+    g = helper.make_graph(
+        b.nodes, name, inputs, outputs, initializer=inits, doc_string=doc, value_info=infos
+    )
     opsets = [helper.make_opsetid("", opset)]
-    model = helper.make_model(g, opset_imports=opsets,
-                              ir_version=helper.find_min_ir_version_for(opsets))
+    model = helper.make_model(
+        g, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets)
+    )
     return (model, blobs) if external is not None else model
 
 
 def _rename(b: Builder, r: str, final: str) -> str:
     """Make the last node's output ``r`` be called ``final`` (or add an Identity)."""
     last = b.nodes[-1]
-    if r in last.output and r not in b.names.values() and not any(
-            r in n.input for n in b.nodes):
+    if r in last.output and r not in b.names.values() and not any(r in n.input for n in b.nodes):
         last.output[list(last.output).index(r)] = final
         return final
     b.nodes.append(helper.make_node("Identity", [r], [final], name=final))

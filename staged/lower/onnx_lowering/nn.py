@@ -1,6 +1,7 @@
 """im2col / col2im: one Gather (ScatterElements with add for col2im) of the padded input
 flattened per sample, at constant flat indices of every window element; the batch dim
 stays free, so it may be dynamic."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,10 +15,15 @@ def window_index(channels, spatial, kernel, stride, padding, dilation):
     order, and the padded spatial shape."""
     k = len(kernel)
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(spatial, padding))
-    out = tuple((p - d * (n - 1) - 1) // st + 1 for p, n, st, d in zip(padded, kernel, stride,
-                                                                       dilation))
-    grids = np.meshgrid(*(np.arange(o) for o in out), np.arange(channels),
-                        *(np.arange(n) for n in kernel), indexing="ij")
+    out = tuple(
+        (p - d * (n - 1) - 1) // st + 1 for p, n, st, d in zip(padded, kernel, stride, dilation)
+    )
+    grids = np.meshgrid(
+        *(np.arange(o) for o in out),
+        np.arange(channels),
+        *(np.arange(n) for n in kernel),
+        indexing="ij",
+    )
     flat = grids[k]  # the channel
     for i in range(k):
         flat = flat * padded[i] + grids[i] * stride[i] + grids[k + 1 + i] * dilation[i]
@@ -32,12 +38,15 @@ def _flat(b, x, n):
 @lowering(REGISTRY["im2col"])
 def _im2col(b, op, x):
     p, a = op.params, op.inputs[0].aval
-    idx, _ = window_index(a.shape[1], a.shape[2:], p["kernel"], p["stride"], p["padding"],
-                          p["dilation"])
+    idx, _ = window_index(
+        a.shape[1], a.shape[2:], p["kernel"], p["stride"], p["padding"], p["dilation"]
+    )
     if any(lo or hi for lo, hi in p["padding"]):
         pads = [0, 0] + [lo for lo, _ in p["padding"]] + [0, 0] + [hi for _, hi in p["padding"]]
-        x = b.node("Pad", [x, b.const(np.array(pads, np.int64)),
-                           b.const(np.array(p["pad_value"], a.dtype.np))])
+        x = b.node(
+            "Pad",
+            [x, b.const(np.array(pads, np.int64)), b.const(np.array(p["pad_value"], a.dtype.np))],
+        )
     cols = b.node("Gather", [_flat(b, x, a.shape[0]), b.const(idx)], axis=1)
     return b.node("Reshape", [cols, b.shape(op.out.aval.shape)])
 
@@ -46,12 +55,14 @@ def _im2col(b, op, x):
 def _col2im(b, op, cols):
     p, out = op.params, op.out.aval
     n, c = out.shape[:2]
-    idx, padded = window_index(c, out.shape[2:], p["kernel"], p["stride"], p["padding"],
-                               p["dilation"])
+    idx, padded = window_index(
+        c, out.shape[2:], p["kernel"], p["stride"], p["padding"], p["dilation"]
+    )
     flat = _flat(b, cols, n)
     index = b.node("Expand", [b.const(idx.reshape(1, -1)), b.node("Shape", [flat])])
-    zeros = b.node("Expand", [b.const(np.zeros((1, 1), out.dtype.np)),
-                              b.shape((n, c * int(np.prod(padded))))])
+    zeros = b.node(
+        "Expand", [b.const(np.zeros((1, 1), out.dtype.np)), b.shape((n, c * int(np.prod(padded))))]
+    )
     acc = b.node("ScatterElements", [zeros, index, flat], axis=1, reduction="add")
     acc = b.node("Reshape", [acc, b.shape((n, c) + padded)])
     k = len(p["kernel"])
@@ -59,6 +70,12 @@ def _col2im(b, op, cols):
     stops = [lo + s for s, (lo, _) in zip(out.shape[2:], p["padding"])]
     if starts == [0] * k and list(padded) == stops:
         return acc
-    return b.node("Slice", [acc, b.const(np.array(starts, np.int64)),
-                            b.const(np.array(stops, np.int64)),
-                            b.const(np.arange(2, 2 + k, dtype=np.int64))])
+    return b.node(
+        "Slice",
+        [
+            acc,
+            b.const(np.array(starts, np.int64)),
+            b.const(np.array(stops, np.int64)),
+            b.const(np.arange(2, 2 + k, dtype=np.int64)),
+        ],
+    )

@@ -1,6 +1,7 @@
 """uniform: the counter-based hash of each element's flat index (Note [counter-based RNG])
 in uint32 ONNX arithmetic, the same functions the NumPy impl uses, so draws are
 bit-identical."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,21 +38,35 @@ def _uniform(b, op, state):
         return xor(x, shr(x, s3))
 
     words = b.node("Cast", [state], to=u64)
-    lo = b.node("Cast", [b.node("BitwiseAnd", [words, b.const(np.array(0xFFFFFFFF, np.uint64))])],
-                to=u32)
-    hi = b.node("Cast", [b.node("BitShift", [words, b.const(np.array(32, np.uint64))],
-                                direction="RIGHT")], to=u32)
-    halves = [[b.node("Slice", [w, b.const(np.array([i], np.int64)),
-                                b.const(np.array([i + 1], np.int64))]) for w in (lo, hi)]
-              for i in range(2)]
+    lo = b.node(
+        "Cast", [b.node("BitwiseAnd", [words, b.const(np.array(0xFFFFFFFF, np.uint64))])], to=u32
+    )
+    hi = b.node(
+        "Cast",
+        [b.node("BitShift", [words, b.const(np.array(32, np.uint64))], direction="RIGHT")],
+        to=u32,
+    )
+    halves = [
+        [
+            b.node(
+                "Slice", [w, b.const(np.array([i], np.int64)), b.const(np.array([i + 1], np.int64))]
+            )
+            for w in (lo, hi)
+        ]
+        for i in range(2)
+    ]
     (seed_lo, seed_hi), (ctr_lo, ctr_hi) = halves
     k0, k1 = rnd.keys(seed_lo, seed_hi, ctr_lo, ctr_hi, xor, mix)
     count = b.node("ReduceProd", [b.shape(out.shape)], keepdims=0)
-    index = b.node("Cast", [b.node("Range", [b.const(np.array(0, np.int64)), count,
-                                             b.const(np.array(1, np.int64))])], to=u32)
+    index = b.node(
+        "Cast",
+        [b.node("Range", [b.const(np.array(0, np.int64)), count, b.const(np.array(1, np.int64))])],
+        to=u32,
+    )
     bits = rnd.mantissa_bits(out.dtype)
     h = shr(rnd.element(index, k0, k1, xor, add, mix), 32 - bits)
-    r = b.node("Mul", [b.node("Cast", [h], to=onnx_type(out.dtype)),
-                       b.const(np.array(2.0 ** -bits, out.dtype.np))])
+    r = b.node(
+        "Mul",
+        [b.node("Cast", [h], to=onnx_type(out.dtype)), b.const(np.array(2.0**-bits, out.dtype.np))],
+    )
     return b.node("Reshape", [r, b.shape(out.shape)])
-

@@ -2,6 +2,7 @@
 ArgMax/ArgMin.
 onnxruntime's max/min reductions skip a NaN anywhere but first; NumPy's NaN wins, so for
 float inputs the NaN mask is reduced too and selected where any."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,9 +24,14 @@ def _reduce(op_type: str, bool_op: str):
         axes = b.const(np.array(dims, np.int64))
         r = b.kernel(bool_op if d is dt.bool_ else op_type, [x], d, post=[axes], keepdims=keep)
         if op_type in ("ReduceMax", "ReduceMin") and d.is_floating_point:
-            r = b.kernel("Where", [b.const(np.array(np.nan, d.np)), r], d,
-                         pre=[_any(b, d, _isnan(b, d, x), axes, keep)])
+            r = b.kernel(
+                "Where",
+                [b.const(np.array(np.nan, d.np)), r],
+                d,
+                pre=[_any(b, d, _isnan(b, d, x), axes, keep)],
+            )
         return r
+
     return lower
 
 
@@ -38,9 +44,10 @@ def _blocked(b, x, a, dims):
             pads = np.zeros(2 * len(shape), np.int64)
             pads[len(shape) + i] = s - shape[i]
             x = b.node("Pad", [x, b.const(pads)])
-        split = b.node("Reshape", [x, b.shape(shape[:i] + [s // k, k] + shape[i + 1:])])
-        x = b.kernel("ReduceSum", [split], d, post=[b.const(np.array([i + 1], np.int64))],
-                     keepdims=0)
+        split = b.node("Reshape", [x, b.shape(shape[:i] + [s // k, k] + shape[i + 1 :])])
+        x = b.kernel(
+            "ReduceSum", [split], d, post=[b.const(np.array([i + 1], np.int64))], keepdims=0
+        )
         shape[i] = s // k
     return x
 
@@ -63,8 +70,10 @@ lowering(REGISTRY["reduce_prod"])(_reduce("ReduceProd", "ReduceMin"))  # a boole
 
 def _arg(op_type: str):
     def lower(b, op, x):
-        d, kw = op.inputs[0].aval.dtype, dict(axis=op.params["dim"],
-                                              keepdims=int(op.params["keepdim"]))
+        d, kw = (
+            op.inputs[0].aval.dtype,
+            dict(axis=op.params["dim"], keepdims=int(op.params["keepdim"])),
+        )
         r = b.kernel(op_type, [x], d, out=dt.int64, **kw)
         if d.is_floating_point:  # the first NaN, where there is one
             nan = _isnan(b, d, x)
@@ -72,6 +81,7 @@ def _arg(op_type: str):
             axes = b.const(np.array([op.params["dim"]], np.int64))
             r = b.node("Where", [_any(b, d, nan, axes, kw["keepdims"]), first, r])
         return r
+
     return lower
 
 

@@ -1,4 +1,5 @@
 """Shape primitives: Reshape, Expand, Transpose; target shapes may hold dynamic dims."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,22 +1,58 @@
 import sys
 
-from .activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish,  # noqa: F401
-                         Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid,
-                         SiLU, Softmax, Softplus, Softsign, Tanh, Tanhshrink)
+from .activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,  # noqa: F401
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+)
 from .attention import MultiheadAttention  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import Conv1d, Conv2d  # noqa: F401
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
 from .linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
-from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,  # noqa: F401
-                   HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss,
-                   SmoothL1Loss, SoftMarginLoss)
+from .loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,  # noqa: F401
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
+)
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .sparse import Embedding  # noqa: F401
-from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
-                          TransformerEncoder, TransformerEncoderLayer)
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,  # noqa: F401
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from . import batchnorm, flatten  # noqa: F401,E402  (torch's module paths: Note [module paths])
 from .. import module  # noqa: F401,E402  (nn.modules.module.register_module_* as in PyTorch)
 

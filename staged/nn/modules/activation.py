@@ -1,4 +1,5 @@
 """Activation modules."""
+
 from __future__ import annotations
 
 from ...eager import ops
@@ -138,7 +139,8 @@ class Hardtanh(Module):
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (
-            ", inplace=True" if self.inplace else "")
+            ", inplace=True" if self.inplace else ""
+        )
 
 
 class ReLU6(Hardtanh):

@@ -1,5 +1,6 @@
 """MultiheadAttention, computed as PyTorch's ``multi_head_attention_forward`` (the
 ``need_weights`` path: scaled scores, additive masks, softmax, dropout, weighted values)."""
+
 from __future__ import annotations
 
 import math
@@ -39,16 +40,35 @@ class MultiheadAttention(Module):
         >>> out, _ = mha(x, x, x, attn_mask=causal, need_weights=False)
     """
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
-                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, dtype=None):
+    def __init__(
+        self,
+        embed_dim,
+        num_heads,
+        dropout=0.0,
+        bias=True,
+        add_bias_kv=False,
+        add_zero_attn=False,
+        kdim=None,
+        vdim=None,
+        batch_first=False,
+        dtype=None,
+    ):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
-                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
-        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) \
-                or vdim not in (None, embed_dim):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
-                                      "kdim/vdim other than embed_dim are not supported")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got "
+                f"embed_dim={embed_dim} and num_heads={num_heads} instead"
+            )
+        if (
+            add_bias_kv
+            or add_zero_attn
+            or kdim not in (None, embed_dim)
+            or vdim not in (None, embed_dim)
+        ):
+            raise NotImplementedError(
+                "MultiheadAttention: add_bias_kv, add_zero_attn and "
+                "kdim/vdim other than embed_dim are not supported"
+            )
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.kdim = self.vdim = embed_dim
         self.batch_first = batch_first
@@ -56,10 +76,12 @@ class MultiheadAttention(Module):
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
         self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, dtype=dtype))
-        self.register_parameter("in_proj_bias", Parameter(empty(3 * embed_dim, dtype=dtype))
-                                if bias else None)
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
-                                                        dtype=dtype)
+        self.register_parameter(
+            "in_proj_bias", Parameter(empty(3 * embed_dim, dtype=dtype)) if bias else None
+        )
+        self.out_proj = NonDynamicallyQuantizableLinear(
+            embed_dim, embed_dim, bias=bias, dtype=dtype
+        )
         self._reset_parameters()
 
     def _reset_parameters(self):
@@ -68,8 +90,17 @@ class MultiheadAttention(Module):
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
-                attn_mask=None, average_attn_weights=True, is_causal=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         batched = query.ndim == 3
         if self.batch_first and batched:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
@@ -78,9 +109,11 @@ class MultiheadAttention(Module):
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use "
-                               "the Transformer module method `generate_square_subsequent_mask` "
-                               "to create this mask.")
+            raise RuntimeError(
+                "Need attn_mask if specifying the is_causal hint. You may use "
+                "the Transformer module method `generate_square_subsequent_mask` "
+                "to create this mask."
+            )
         out, weights = self._attend(query, key, value, key_padding_mask, attn_mask)
         if not batched:
             out, weights = out.squeeze(1), weights.squeeze(0)
@@ -95,27 +128,40 @@ class MultiheadAttention(Module):
         tgt_len, bsz, e = query.shape
         src_len, h, hd = key.shape[0], self.num_heads, self.head_dim
         w, b = self.in_proj_weight, self.in_proj_bias
-        q, k, v = (F.linear(x, w[i * e:(i + 1) * e], None if b is None else b[i * e:(i + 1) * e])
-                   for i, x in enumerate((query, key, value)))
-        q, k, v = (x.reshape(n, bsz * h, hd).transpose(0, 1)
-                   for x, n in ((q, tgt_len), (k, src_len), (v, src_len)))
+        q, k, v = (
+            F.linear(x, w[i * e : (i + 1) * e], None if b is None else b[i * e : (i + 1) * e])
+            for i, x in enumerate((query, key, value))
+        )
+        q, k, v = (
+            x.reshape(n, bsz * h, hd).transpose(0, 1)
+            for x, n in ((q, tgt_len), (k, src_len), (v, src_len))
+        )
         mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
         if mask is not None:
             if mask.ndim == 2:
                 if tuple(mask.shape) != (tgt_len, src_len):
-                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, "
-                                       f"but should be {(tgt_len, src_len)}.")
+                    raise RuntimeError(
+                        f"The shape of the 2D attn_mask is {tuple(mask.shape)}, "
+                        f"but should be {(tgt_len, src_len)}."
+                    )
                 mask = mask.unsqueeze(0)
             elif tuple(mask.shape) != (bsz * h, tgt_len, src_len):
-                raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(mask.shape)}, "
-                                   f"but should be {(bsz * h, tgt_len, src_len)}.")
+                raise RuntimeError(
+                    f"The shape of the 3D attn_mask is {tuple(mask.shape)}, "
+                    f"but should be {(bsz * h, tgt_len, src_len)}."
+                )
         pad = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask")
         if pad is not None:
             if tuple(pad.shape) != (bsz, src_len):
-                raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, "
-                                     f"but got {tuple(pad.shape)}")
-            pad = pad.reshape(bsz, 1, 1, src_len).expand(bsz, h, 1, src_len) \
+                raise AssertionError(
+                    f"expecting key_padding_mask shape of {(bsz, src_len)}, "
+                    f"but got {tuple(pad.shape)}"
+                )
+            pad = (
+                pad.reshape(bsz, 1, 1, src_len)
+                .expand(bsz, h, 1, src_len)
                 .reshape(bsz * h, 1, src_len)
+            )
             mask = pad if mask is None else mask + pad
         scores = (q * math.sqrt(1.0 / hd)) @ k.mT
         if mask is not None:

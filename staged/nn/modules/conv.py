@@ -1,4 +1,5 @@
 """Conv1d, Conv2d: weights ``(out, in / groups, *kernel)``, PyTorch's default init."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,19 @@ def _ntuple(v, n):
 class _ConvNd(Module):
     _n = 0
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 dilation=1, groups=1, bias=True, padding_mode="zeros", dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        dtype=None,
+    ):
         super().__init__()
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
@@ -27,15 +39,15 @@ class _ConvNd(Module):
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
         if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is "
-                                      f"supported")
+            raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is supported")
         n = self._n
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation, self.padding_mode = _ntuple(dilation, n), padding_mode
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size,
-                                      dtype=dtype))
+        self.weight = Parameter(
+            empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype)
+        )
         if bias:
             self.bias = Parameter(empty(out_channels, dtype=dtype))
         else:
@@ -51,8 +63,10 @@ class _ConvNd(Module):
 
     def extra_repr(self):
         n = self._n
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
+        s = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
         if self.padding != (0,) * n:
             s += f", padding={self.padding!r}"
         if self.dilation != (1,) * n:
@@ -70,8 +84,9 @@ class Conv1d(_ConvNd):
     _n = 1
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return F.conv1d(
+            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
 
 
 class Conv2d(_ConvNd):
@@ -84,5 +99,6 @@ class Conv2d(_ConvNd):
     _n = 2
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return F.conv2d(
+            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )

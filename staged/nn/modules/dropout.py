@@ -1,5 +1,6 @@
 """Dropout layers: zero elements (or whole channels) while training, the identity in eval
 mode."""
+
 from __future__ import annotations
 
 from .. import functional as F

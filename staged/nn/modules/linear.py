@@ -1,4 +1,5 @@
 """Linear, Identity, Flatten."""
+
 from __future__ import annotations
 
 import math
@@ -34,14 +35,16 @@ class Linear(Module):
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}")
-
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class NonDynamicallyQuantizableLinear(Linear):
     """MultiheadAttention's output projection: its class in PyTorch (named so for its
     ``repr``), at torch's path ``nn.modules.linear`` (Note [module paths])."""
+
 
 class Identity(Module):
     def forward(self, input):
@@ -69,7 +72,7 @@ class Unflatten(Module):
 
     def forward(self, input):
         d = self.dim % input.ndim
-        return input.reshape(*input.shape[:d], *self.unflattened_size, *input.shape[d + 1:])
+        return input.reshape(*input.shape[:d], *self.unflattened_size, *input.shape[d + 1 :])
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -1,4 +1,5 @@
 """BatchNorm1d/2d and LayerNorm, with PyTorch's buffers, defaults and checks."""
+
 from __future__ import annotations
 
 from ... import dtypes as dt
@@ -11,16 +12,27 @@ from ..parameter import Parameter
 
 
 class _BatchNorm(Module):
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, dtype=None, *, bias=True):
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=True,
+        track_running_stats=True,
+        dtype=None,
+        *,
+        bias=True,
+    ):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.bias_enabled = affine and bias
-        self.register_parameter("weight", Parameter(empty(num_features, dtype=dtype))
-                                if affine else None)
-        self.register_parameter("bias", Parameter(empty(num_features, dtype=dtype))
-                                if self.bias_enabled else None)
+        self.register_parameter(
+            "weight", Parameter(empty(num_features, dtype=dtype)) if affine else None
+        )
+        self.register_parameter(
+            "bias", Parameter(empty(num_features, dtype=dtype)) if self.bias_enabled else None
+        )
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, dtype=dtype))
@@ -64,14 +76,23 @@ class _BatchNorm(Module):
                 factor = 1.0 / float(self.num_batches_tracked.item())
         use_batch_stats = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if track else None,
-                            self.running_var if track else None, self.weight, self.bias,
-                            use_batch_stats, factor, self.eps)
+        return F.batch_norm(
+            input,
+            self.running_mean if track else None,
+            self.running_var if track else None,
+            self.weight,
+            self.bias,
+            use_batch_stats,
+            factor,
+            self.eps,
+        )
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.bias_enabled}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.bias_enabled}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
 
 
 class BatchNorm1d(_BatchNorm):
@@ -93,18 +114,20 @@ class BatchNorm2d(_BatchNorm):
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dims; affine weight 1, bias 0."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 dtype=None):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         super().__init__()
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) \
-            else tuple(normalized_shape)
+        self.normalized_shape = (
+            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        )
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.bias_enabled = elementwise_affine and bias
         shape = self.normalized_shape
-        self.register_parameter("weight", Parameter(ones(*shape, dtype=dtype))
-                                if elementwise_affine else None)
-        self.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype))
-                                if self.bias_enabled else None)
+        self.register_parameter(
+            "weight", Parameter(ones(*shape, dtype=dtype)) if elementwise_affine else None
+        )
+        self.register_parameter(
+            "bias", Parameter(zeros(*shape, dtype=dtype)) if self.bias_enabled else None
+        )
 
     def __setstate__(self, state):  # torch's pickles have no bias_enabled (Note [safe globals])
         super().__setstate__(state)
@@ -114,5 +137,7 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}, bias={self.bias_enabled}")
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias_enabled}"
+        )

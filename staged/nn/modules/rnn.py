@@ -5,6 +5,7 @@ The time loop is a Python loop over steps: under ``staged.compile`` it unrolls (
 short sequences). Each layer projects its whole input sequence at once (``W_ih x + b_ih``
 for every step), then steps through ``W_hh h + b_hh``.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,12 @@ def _gru(gi, gh, state):
     return (n + z * (state[0] - n),)
 
 
-_CELLS = {"RNN_TANH": (1, _rnn_tanh), "RNN_RELU": (1, _rnn_relu), "LSTM": (4, _lstm),
-          "GRU": (3, _gru)}
+_CELLS = {
+    "RNN_TANH": (1, _rnn_tanh),
+    "RNN_RELU": (1, _rnn_relu),
+    "LSTM": (4, _lstm),
+    "GRU": (3, _gru),
+}
 
 
 def _reset(module):
@@ -60,23 +65,46 @@ class RNNBase(Module):
     "LSTM" or "GRU"); ``dropout`` applies to every layer's output but the last's, in
     training."""
 
-    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0, dtype=None):
+    def __init__(
+        self,
+        mode,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        dtype=None,
+    ):
         super().__init__()
-        if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) \
-                or not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1] representing the "
-                             "probability of an element being zeroed")
+        if (
+            not isinstance(dropout, numbers.Number)
+            or isinstance(dropout, bool)
+            or not 0 <= dropout <= 1
+        ):
+            raise ValueError(
+                "dropout should be a number in range [0, 1] representing the "
+                "probability of an element being zeroed"
+            )
         if dropout > 0 and num_layers == 1:
-            warnings.warn(f"dropout option adds dropout after all but last recurrent layer, so "
-                          f"non-zero dropout expects num_layers greater than 1, but got "
-                          f"dropout={dropout} and num_layers={num_layers}", stacklevel=3)
-        for name, value, kind in (("bias", bias, bool), ("batch_first", batch_first, bool),
-                                  ("input_size", input_size, int),
-                                  ("hidden_size", hidden_size, int)):
+            warnings.warn(
+                f"dropout option adds dropout after all but last recurrent layer, so "
+                f"non-zero dropout expects num_layers greater than 1, but got "
+                f"dropout={dropout} and num_layers={num_layers}",
+                stacklevel=3,
+            )
+        for name, value, kind in (
+            ("bias", bias, bool),
+            ("batch_first", batch_first, bool),
+            ("input_size", input_size, int),
+            ("hidden_size", hidden_size, int),
+        ):
             if not isinstance(value, kind):
-                raise TypeError(f"{name} should be of type {kind.__name__}, got: "
-                                f"{type(value).__name__}")
+                raise TypeError(
+                    f"{name} should be of type {kind.__name__}, got: {type(value).__name__}"
+                )
         if input_size <= 0:
             raise ValueError("input_size must be greater than zero")
         if hidden_size <= 0:
@@ -84,8 +112,9 @@ class RNNBase(Module):
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than zero")
         if proj_size < 0:
-            raise ValueError("proj_size should be a positive integer or zero to disable "
-                             "projections")
+            raise ValueError(
+                "proj_size should be a positive integer or zero to disable projections"
+            )
         if proj_size >= hidden_size:
             raise ValueError("proj_size has to be smaller than hidden_size")
         if proj_size:
@@ -102,8 +131,10 @@ class RNNBase(Module):
             layer_input = input_size if layer == 0 else hidden_size * directions
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                shapes = {"weight_ih": (gate_size, layer_input),
-                          "weight_hh": (gate_size, hidden_size)}
+                shapes = {
+                    "weight_ih": (gate_size, layer_input),
+                    "weight_hh": (gate_size, hidden_size),
+                }
                 if bias:
                     shapes.update(bias_ih=(gate_size,), bias_hh=(gate_size,))
                 for name, shape in shapes.items():
@@ -139,8 +170,10 @@ class RNNBase(Module):
         lstm = self.mode == "LSTM"
         name = self.mode.split("_")[0]
         if input.ndim not in (2, 3):
-            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
-                             + ("tensor instead" if name == "RNN" else "instead"))
+            raise ValueError(
+                f"{name}: Expected input to be 2D or 3D, got {input.ndim}D "
+                + ("tensor instead" if name == "RNN" else "instead")
+            )
         batched = input.ndim == 3
         batch_dim = 0 if self.batch_first else 1
         if not batched:
@@ -154,8 +187,9 @@ class RNNBase(Module):
             outs = []
             for direction in range(directions):
                 k = layer * directions + direction
-                out, state = self._layer(input, tuple(s[k] for s in states), k,
-                                         reverse=direction == 1)
+                out, state = self._layer(
+                    input, tuple(s[k] for s in states), k, reverse=direction == 1
+                )
                 outs.append(out)
                 finals.append(state)
             input = outs[0] if directions == 1 else ops.cat(outs, 2)
@@ -175,23 +209,35 @@ class RNNBase(Module):
             hx = tuple(hx) if lstm else (hx,)
             want = 3 if batched else 2
             if any(h.ndim != want for h in hx):
-                got = (f"({hx[0].ndim}-D, {hx[1].ndim}-D) tensors" if lstm
-                       else f"{hx[0].ndim}-D tensor")
-                raise RuntimeError(f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, "
-                                   f"{'hx and cx' if lstm else 'hx'} should also be {want}-D "
-                                   f"but got {got}")
+                got = (
+                    f"({hx[0].ndim}-D, {hx[1].ndim}-D) tensors"
+                    if lstm
+                    else f"{hx[0].ndim}-D tensor"
+                )
+                raise RuntimeError(
+                    f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, "
+                    f"{'hx and cx' if lstm else 'hx'} should also be {want}-D "
+                    f"but got {got}"
+                )
             if not batched:
                 hx = tuple(h.unsqueeze(1) for h in hx)
         w = self.weight_ih_l0.dtype
         if input.dtype != w:
-            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
-                             f"({w}). Convert input: input.to({w}), or convert model: "
-                             f"model.to({input.dtype})")
+            raise ValueError(
+                f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                f"({w}). Convert input: input.to({w}), or convert model: "
+                f"model.to({input.dtype})"
+            )
         if input.shape[-1] != self.input_size:
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
-                               f"{self.input_size}, got {input.shape[-1]}")
-        shape = (self.num_layers * (2 if self.bidirectional else 1), input.shape[1],
-                 self.hidden_size)
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected "
+                f"{self.input_size}, got {input.shape[-1]}"
+            )
+        shape = (
+            self.num_layers * (2 if self.bidirectional else 1),
+            input.shape[1],
+            self.hidden_size,
+        )
         if hx is None:
             return (zeros(*shape, dtype=input.dtype),) * (2 if lstm else 1)
         for i, h in enumerate(hx):
@@ -223,37 +269,99 @@ class RNN(RNNBase):
         >>> output, h_n = rnn(staged.randn(5, 3, 10))   # (L, N, H_in) -> (5, 3, 20), (2, 3, 20)
     """
 
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, dtype=None, **kwargs):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        dtype=None,
+        **kwargs,
+    ):
         if "proj_size" in kwargs:
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
-                             f"'relu'.")
+            raise ValueError(
+                f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'."
+            )
         self.nonlinearity = nonlinearity
-        super().__init__("RNN_" + nonlinearity.upper(), input_size, hidden_size, num_layers,
-                         bias, batch_first, dropout, bidirectional, dtype=dtype, **kwargs)
+        super().__init__(
+            "RNN_" + nonlinearity.upper(),
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            dtype=dtype,
+            **kwargs,
+        )
 
 
 class LSTM(RNNBase):
     """Long short-term memory, torch's gates i, f, g, o; returns ``(output, (h_n, c_n))``.
     ``proj_size`` is not supported."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, proj_size=0, dtype=None):
-        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, proj_size, dtype)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        dtype=None,
+    ):
+        super().__init__(
+            "LSTM",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            dtype,
+        )
 
 
 class GRU(RNNBase):
     """Gated recurrent unit, torch's gates r, z, n."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, dtype=None, **kwargs):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        dtype=None,
+        **kwargs,
+    ):
         if "proj_size" in kwargs:
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, dtype=dtype, **kwargs)
+        super().__init__(
+            "GRU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            dtype=dtype,
+            **kwargs,
+        )
 
 
 class RNNCellBase(Module):
@@ -266,8 +374,9 @@ class RNNCellBase(Module):
         self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, dtype=dtype))
         self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
         for name in ("bias_ih", "bias_hh"):
-            self.register_parameter(name, Parameter(empty(num_chunks * hidden_size, dtype=dtype))
-                                    if bias else None)
+            self.register_parameter(
+                name, Parameter(empty(num_chunks * hidden_size, dtype=dtype)) if bias else None
+            )
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -289,27 +398,36 @@ class RNNCellBase(Module):
         for i, s in enumerate(states or ()):
             if s.ndim not in (1, 2):
                 label = f"hx[{i}]" if len(states) == 2 else "hidden"
-                raise ValueError(f"{what}: Expected {label} to be 1D or 2D, got {s.ndim}D "
-                                 f"instead")
+                raise ValueError(f"{what}: Expected {label} to be 1D or 2D, got {s.ndim}D instead")
         batched = input.ndim == 2
         if not batched:
             input = input.unsqueeze(0)
             states = states and tuple(s.unsqueeze(0) for s in states)
         if states is None:
-            states = (zeros(input.shape[0], self.hidden_size, dtype=input.dtype),) * \
-                (2 if mode == "LSTM" else 1)
+            states = (zeros(input.shape[0], self.hidden_size, dtype=input.dtype),) * (
+                2 if mode == "LSTM" else 1
+            )
         if input.shape[1] != self.input_size:
-            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
-                               f"expected {self.input_size}")
+            raise RuntimeError(
+                f"input has inconsistent input_size: got {input.shape[1]} "
+                f"expected {self.input_size}"
+            )
         for i, s in enumerate(states):
             if s.shape[0] != input.shape[0]:
-                raise RuntimeError(f"Input batch size {input.shape[0]} doesn't match hidden{i} "
-                                   f"batch size {s.shape[0]}")
+                raise RuntimeError(
+                    f"Input batch size {input.shape[0]} doesn't match hidden{i} "
+                    f"batch size {s.shape[0]}"
+                )
             if s.shape[1] != self.hidden_size:
-                raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
-                                   f"expected {self.hidden_size}")
-        out = _CELLS[mode][1](F.linear(input, self.weight_ih, self.bias_ih),
-                              F.linear(states[0], self.weight_hh, self.bias_hh), states)
+                raise RuntimeError(
+                    f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
+                    f"expected {self.hidden_size}"
+                )
+        out = _CELLS[mode][1](
+            F.linear(input, self.weight_ih, self.bias_ih),
+            F.linear(states[0], self.weight_hh, self.bias_hh),
+            states,
+        )
         return out if batched else tuple(s.squeeze(0) for s in out)
 
 
@@ -323,8 +441,9 @@ class RNNCell(RNNCellBase):
     def forward(self, input, hx=None):
         if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
-        return self._step("RNN_" + self.nonlinearity.upper(), input,
-                          None if hx is None else (hx,), "RNNCell")[0]
+        return self._step(
+            "RNN_" + self.nonlinearity.upper(), input, None if hx is None else (hx,), "RNNCell"
+        )[0]
 
 
 class LSTMCell(RNNCellBase):

@@ -1,4 +1,5 @@
 """Embedding: a lookup table of ``num_embeddings`` rows, initialised from N(0, 1)."""
+
 from __future__ import annotations
 
 from ...eager.factories import empty
@@ -13,9 +14,19 @@ class Embedding(Module):
     """Rows of ``weight`` picked by integer indices; row ``padding_idx`` starts at zero and
     gets no gradient."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
-                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
-                 _freeze=False, dtype=None):
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+        _weight=None,
+        _freeze=False,
+        dtype=None,
+    ):
         super().__init__()
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -25,8 +36,9 @@ class Embedding(Module):
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
-            self.weight = Parameter(empty(num_embeddings, embedding_dim, dtype=dtype),
-                                    requires_grad=not _freeze)
+            self.weight = Parameter(
+                empty(num_embeddings, embedding_dim, dtype=dtype), requires_grad=not _freeze
+            )
             self.reset_parameters()
         else:
             self.weight = Parameter(_weight, requires_grad=not _freeze)
@@ -38,8 +50,15 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(
+            input,
+            self.weight,
+            self.padding_idx,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.sparse,
+        )
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"

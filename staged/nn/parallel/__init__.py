@@ -1,2 +1,3 @@
 """``torch.nn.parallel``: ``DistributedDataParallel``."""
+
 from .distributed import DistributedDataParallel  # noqa: F401

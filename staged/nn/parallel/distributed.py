@@ -8,6 +8,7 @@ bucket order so that every rank starts them in the same order, and the end of ba
 (an engine callback) waits for them and writes the averages into ``.grad``: the
 communication overlaps the rest of backward.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +22,7 @@ from ...eager.ops.shape import cat
 from ...eager.tensor import Tensor
 from ..module import Module
 
-FIRST_BUCKET_BYTES = 2 ** 20  # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
+FIRST_BUCKET_BYTES = 2**20  # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
 
 
 class _Bucket:
@@ -61,25 +62,41 @@ class DistributedDataParallel(Module):
         >>> loss_fn(model(x), y).backward()   # .grad: the average over the ranks
     """
 
-    def __init__(self, module, device_ids=None, output_device=None, dim=0,
-                 broadcast_buffers=True, init_sync=True, process_group=None,
-                 bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
-                 gradient_as_bucket_view=False, static_graph=False):
+    def __init__(
+        self,
+        module,
+        device_ids=None,
+        output_device=None,
+        dim=0,
+        broadcast_buffers=True,
+        init_sync=True,
+        process_group=None,
+        bucket_cap_mb=None,
+        find_unused_parameters=False,
+        check_reduction=False,
+        gradient_as_bucket_view=False,
+        static_graph=False,
+    ):
         super().__init__()
         if device_ids is not None or output_device is not None:
-            raise ValueError("DistributedDataParallel device_ids and output_device arguments "
-                             "only work with single-device/multiple-device GPU modules, but "
-                             f"got device_ids {device_ids}, output_device {output_device}, "
-                             "and module parameters {device(type='cpu')}.")
+            raise ValueError(
+                "DistributedDataParallel device_ids and output_device arguments "
+                "only work with single-device/multiple-device GPU modules, but "
+                f"got device_ids {device_ids}, output_device {output_device}, "
+                "and module parameters {device(type='cpu')}."
+            )
         self.module = module
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
-        self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 2 ** 20)
+        self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 2**20)
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         layout = repr([(n, tuple(p.shape), p.dtype.name) for n, p in named]).encode()
-        c10d._verify("DistributedDataParallel", [len(named), zlib.crc32(layout)],
-                     lambda row: f"{row[0]} parameters of layout {row[1]:08x}")
+        c10d._verify(
+            "DistributedDataParallel",
+            [len(named), zlib.crc32(layout)],
+            lambda row: f"{row[0]} parameters of layout {row[1]:08x}",
+        )
         if init_sync:
             self._broadcast([*module.parameters(), *module.buffers()])
         self._names = {id(p): n for n, p in named}
@@ -101,11 +118,15 @@ class DistributedDataParallel(Module):
                 f"used in producing loss ({', '.join(names)}). You can enable unused parameter "
                 "detection by passing the keyword argument `find_unused_parameters=True` to "
                 "`DistributedDataParallel`, and by making sure all `forward` function outputs "
-                "participate in calculating loss.")
+                "participate in calculating loss."
+            )
         batch = next((t for t in inputs if isinstance(t, Tensor)), None)
         if batch is not None:
-            c10d._verify("DistributedDataParallel forward", [batch.ndim, *batch.shape],
-                         lambda row: f"a batch of shape {[int(d) for d in row[1:1 + row[0]]]}")
+            c10d._verify(
+                "DistributedDataParallel forward",
+                [batch.ndim, *batch.shape],
+                lambda row: f"a batch of shape {[int(d) for d in row[1 : 1 + row[0]]]}",
+            )
         if self.broadcast_buffers:
             self._broadcast(list(self.module.buffers()))
         self._armed = self.require_backward_grad_sync
@@ -141,11 +162,12 @@ class DistributedDataParallel(Module):
         while self._next < len(buckets) and (every or buckets[self._next].pending == 0):
             b = buckets[self._next]
             with no_grad():
-                b.flat = cat([(zeros_like(p) if p.grad is None else p.grad).reshape(-1)
-                              for p in b.params])
+                b.flat = cat(
+                    [(zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in b.params]
+                )
             b.work = c10d._bucket_all_reduce(b.flat)
             self._next += 1
-        for b in buckets[:self._next]:
+        for b in buckets[: self._next]:
             b.work.is_completed()  # asking lets MPI progress the started all-reduces
 
     def _finish(self) -> None:
@@ -155,11 +177,11 @@ class DistributedDataParallel(Module):
         elif self._next < len(self._buckets):
             self._unreduced = [n for i, n in self._names.items() if i not in self._ready]
         with no_grad():
-            for b in self._buckets[:self._next]:
+            for b in self._buckets[: self._next]:
                 b.work.wait()
                 at = 0
                 for p in b.params:
-                    avg = b.flat[at:at + p.numel()].reshape(p.shape)
+                    avg = b.flat[at : at + p.numel()].reshape(p.shape)
                     at += p.numel()
                     if p.grad is None:
                         p.grad = avg.clone()

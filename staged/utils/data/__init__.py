@@ -8,17 +8,47 @@ Example:
     >>> for x, y in DataLoader(ds, batch_size=32, shuffle=True):
     ...     pass
 """
+
 from ._collate import default_collate, default_convert
 from .dataloader import DataLoader, get_worker_info
 from .distributed import DistributedSampler
-from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
-                      Subset, TensorDataset, random_split)
-from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
-                      SubsetRandomSampler, WeightedRandomSampler)
+from .dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 __all__ = [
-    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
-    "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler",
-    "StackDataset", "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler",
-    "default_collate", "default_convert", "get_worker_info", "random_split",
+    "BatchSampler",
+    "ChainDataset",
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "DistributedSampler",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "StackDataset",
+    "Subset",
+    "SubsetRandomSampler",
+    "TensorDataset",
+    "WeightedRandomSampler",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "random_split",
 ]

@@ -1,5 +1,6 @@
 """``default_collate`` and ``default_convert`` as in ``torch.utils.data._utils.collate``: a
 list of samples made into one batch, containers kept and leaves stacked."""
+
 from __future__ import annotations
 
 import collections.abc
@@ -13,8 +14,9 @@ from ...eager.ops.shape import stack
 from ...eager.tensor import Tensor
 
 _STR_OR_OBJECT = re.compile(r"[SaUO]")  # NumPy dtype codes with no tensor dtype
-_ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
-          "found {}")
+_ERROR = (
+    "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
+)
 
 
 def _as_tensor(data) -> Tensor:
@@ -86,12 +88,14 @@ def collate(batch, *, collate_fn_map: dict | None = None):
             if isinstance(elem, collate_type):
                 return collate_fn_map[collate_type](batch, collate_fn_map=collate_fn_map)
     if isinstance(elem, collections.abc.Mapping):
-        return _rebuild_mapping(elem, {
-            key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
-            for key in elem})
+        return _rebuild_mapping(
+            elem,
+            {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map) for key in elem},
+        )
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return elem_type(*(collate(samples, collate_fn_map=collate_fn_map)
-                           for samples in zip(*batch)))
+        return elem_type(
+            *(collate(samples, collate_fn_map=collate_fn_map) for samples in zip(*batch))
+        )
     if isinstance(elem, collections.abc.Sequence):
         if any(len(e) != len(elem) for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")

@@ -6,6 +6,7 @@ numbers (the loader's seed at each ``iter()``, then a shuffling sampler's seed a
 permutation from a generator made from it), so ``DataLoader(shuffle=True)`` gives torch's
 orders after the same seed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,9 +40,9 @@ def randint(high: int, size: int, generator=None) -> list:
     return distributions.integers(_resolve(generator), size, 0, high).tolist()
 
 
-def multinomial(weights: np.ndarray, num_samples: int, replacement: bool,
-                generator=None) -> list:
+def multinomial(weights: np.ndarray, num_samples: int, replacement: bool, generator=None) -> list:
     """``torch.multinomial(weights, num_samples, replacement, generator=generator).tolist()``
     for 1-D float64 ``weights``, with torch's checks."""
-    return factories.multinomial(factories.tensor(weights), num_samples, replacement,
-                                 generator=generator).tolist()
+    return factories.multinomial(
+        factories.tensor(weights), num_samples, replacement, generator=generator
+    ).tolist()

@@ -7,6 +7,7 @@ checked as torch checks them and otherwise unused, and ``get_worker_info()`` is 
 (an ``IterableDataset`` that shards itself by worker yields each sample once).
 ``pin_memory`` is accepted and ignored: tensors live in host memory already.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,8 +21,7 @@ from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 _T_co = TypeVar("_T_co", covariant=True)
-_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
-           "persistent_workers")
+_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
 
 
 def get_worker_info():
@@ -46,21 +46,40 @@ class DataLoader(Generic[_T_co]):
         [[0, 1], [2, 3], [4]]
     """
 
-    def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None,
-                 sampler=None, batch_sampler=None, num_workers: int = 0, collate_fn=None,
-                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor: int | None = None, persistent_workers: bool = False,
-                 pin_memory_device: str = "", in_order: bool = True) -> None:
+    def __init__(
+        self,
+        dataset,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler=None,
+        batch_sampler=None,
+        num_workers: int = 0,
+        collate_fn=None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn=None,
+        multiprocessing_context=None,
+        generator=None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+    ) -> None:
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; "
-                             "use num_workers=0 to disable multiprocessing.")
+            raise ValueError(
+                "num_workers option should be non-negative; "
+                "use num_workers=0 to disable multiprocessing."
+            )
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         if num_workers == 0 and prefetch_factor is not None:
-            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
-                             "let num_workers > 0 to enable multiprocessing, otherwise set "
-                             "prefetch_factor to None.")
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing."
+                "let num_workers > 0 to enable multiprocessing, otherwise set "
+                "prefetch_factor to None."
+            )
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         elif prefetch_factor is not None and prefetch_factor < 0:
@@ -68,8 +87,10 @@ class DataLoader(Generic[_T_co]):
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError("multiprocessing_context can only be used with multi-process "
-                             f"loading (num_workers > 0), but got num_workers={num_workers}")
+            raise ValueError(
+                "multiprocessing_context can only be used with multi-process "
+                f"loading (num_workers > 0), but got num_workers={num_workers}"
+            )
         self.dataset = dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
@@ -83,26 +104,36 @@ class DataLoader(Generic[_T_co]):
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle not in {False, None}:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
-                                 f"option, but got shuffle={shuffle}")
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified shuffle "
+                    f"option, but got shuffle={shuffle}"
+                )
             if sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
-                                 f"option, but got sampler={sampler}")
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified sampler "
+                    f"option, but got sampler={sampler}"
+                )
             if batch_sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified "
-                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified "
+                    f"batch_sampler option, but got batch_sampler={batch_sampler}"
+                )
         else:
             shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
-                                 "shuffle, sampler, and drop_last")
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, "
+                    "shuffle, sampler, and drop_last"
+                )
             batch_size, drop_last = None, False
         elif batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually "
-                             "exclusive with drop_last")
+            raise ValueError(
+                "batch_size=None option disables auto-batching and is mutually "
+                "exclusive with drop_last"
+            )
         if sampler is None:
             if self._iterable:
                 sampler = _InfiniteConstantSampler()
@@ -127,8 +158,9 @@ class DataLoader(Generic[_T_co]):
 
     def __setattr__(self, attr, val) -> None:
         if self.__dict__.get("_initialized") and attr in _FROZEN:
-            raise ValueError(f"{attr} attribute should not be set after "
-                             f"{type(self).__name__} is initialized")
+            raise ValueError(
+                f"{attr} attribute should not be set after {type(self).__name__} is initialized"
+            )
         super().__setattr__(attr, val)
 
     @property
@@ -147,8 +179,9 @@ class DataLoader(Generic[_T_co]):
             return len(self._index_sampler)
         length = self._IterableDataset_len_called = len(self.dataset)
         if self.batch_size is not None:
-            length = length // self.batch_size if self.drop_last else math.ceil(
-                length / self.batch_size)
+            length = (
+                length // self.batch_size if self.drop_last else math.ceil(length / self.batch_size)
+            )
         return length
 
 
@@ -179,9 +212,12 @@ class _DataLoaderIter:
         data = self._fetch_iterable(index) if loader._iterable else self._fetch_map(index)
         self._num_yielded += 1
         if self._len_called is not None and self._num_yielded > self._len_called:
-            warnings.warn(f"Length of IterableDataset {loader.dataset} was reported to be "
-                          f"{self._len_called}(when accessing len(dataloader)), but "
-                          f"{self._num_yielded} samples have been fetched. ", stacklevel=2)
+            warnings.warn(
+                f"Length of IterableDataset {loader.dataset} was reported to be "
+                f"{self._len_called}(when accessing len(dataloader)), but "
+                f"{self._num_yielded} samples have been fetched. ",
+                stacklevel=2,
+            )
         return data
 
     def _fetch_map(self, index):

@@ -1,5 +1,6 @@
 """Datasets as in ``torch.utils.data.dataset``: map-style and iterable, tensors, concatenation,
 subsets and ``random_split``."""
+
 from __future__ import annotations
 
 import bisect
@@ -58,9 +59,11 @@ class StackDataset(Dataset):
 
     def __init__(self, *args: Dataset, **kwargs: Dataset) -> None:
         if args and kwargs:
-            raise ValueError("Supported either ``tuple``- (via ``args``) or"
-                             "``dict``- (via ``kwargs``) like input/output, but both types "
-                             "are given.")
+            raise ValueError(
+                "Supported either ``tuple``- (via ``args``) or"
+                "``dict``- (via ``kwargs``) like input/output, but both types "
+                "are given."
+            )
         if not (args or kwargs):
             raise ValueError("At least one dataset should be passed")
         self.datasets = args or kwargs
@@ -132,15 +135,18 @@ class Subset(Dataset[_T_co]):
     def __init__(self, dataset: Dataset[_T_co], indices) -> None:
         self.dataset = dataset
         self.indices = indices
-        if (type(self).__getitem__ is not Subset.__getitem__
-                and type(self).__getitems__ is Subset.__getitems__):
+        if (
+            type(self).__getitem__ is not Subset.__getitem__
+            and type(self).__getitems__ is Subset.__getitems__
+        ):
             raise NotImplementedError(
                 f"{type(self).__name__} overrides __getitem__ but not __getitems__. "
                 "When subclassing Subset and overriding __getitem__, you must also override "
                 "__getitems__ to ensure DataLoader works correctly with your custom logic. "
                 "A simple implementation:\n\n"
                 "def __getitems__(self, indices):\n"
-                "    return [self.__getitem__(idx) for idx in indices]")
+                "    return [self.__getitem__(idx) for idx in indices]"
+            )
 
     def __getitem__(self, idx):
         if isinstance(idx, list):
@@ -176,10 +182,14 @@ def random_split(dataset: Dataset, lengths, generator=None) -> list:
         lengths = subset_lengths
         for i, length in enumerate(lengths):
             if length == 0:
-                warnings.warn(f"Length of split at index {i} is 0. "
-                              f"This might result in an empty dataset.", stacklevel=2)
+                warnings.warn(
+                    f"Length of split at index {i} is 0. This might result in an empty dataset.",
+                    stacklevel=2,
+                )
     if sum(lengths) != len(dataset):
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
     indices = _random.randperm(sum(lengths), generator)
-    return [Subset(dataset, indices[offset - length:offset])
-            for offset, length in zip(itertools.accumulate(lengths), lengths)]
+    return [
+        Subset(dataset, indices[offset - length : offset])
+        for offset, length in zip(itertools.accumulate(lengths), lengths)
+    ]

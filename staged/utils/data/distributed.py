@@ -1,4 +1,5 @@
 """``DistributedSampler``: each rank's share of a dataset, in torch's order."""
+
 from __future__ import annotations
 
 import math
@@ -23,15 +24,23 @@ class DistributedSampler(Sampler[int]):
         ...     sampler.set_epoch(epoch)
     """
 
-    def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+    def __init__(
+        self,
+        dataset,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
         if num_replicas is None:
             num_replicas = dist.get_world_size()
         if rank is None:
             rank = dist.get_rank()
         if rank >= num_replicas or rank < 0:
-            raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
-                             f"[0, {num_replicas - 1}]")
+            raise ValueError(
+                f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
+            )
         self.dataset, self.num_replicas, self.rank = dataset, num_replicas, rank
         self.epoch, self.drop_last, self.shuffle, self.seed = 0, drop_last, shuffle, seed
         n = len(dataset)
@@ -48,11 +57,11 @@ class DistributedSampler(Sampler[int]):
         else:
             indices = list(range(n))
         if self.drop_last:
-            indices = indices[:self.total_size]
+            indices = indices[: self.total_size]
         else:
             pad = self.total_size - n
             indices += (indices * math.ceil(pad / n))[:pad] if pad > n else indices[:pad]
-        return iter(indices[self.rank:self.total_size:self.num_replicas])
+        return iter(indices[self.rank : self.total_size : self.num_replicas])
 
     def __len__(self) -> int:
         return self.num_samples

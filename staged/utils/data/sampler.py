@@ -1,5 +1,6 @@
 """Samplers as in ``torch.utils.data.sampler``: iterables of dataset indices (or of lists of
 them, for ``BatchSampler``)."""
+
 from __future__ import annotations
 
 import itertools
@@ -50,15 +51,24 @@ class RandomSampler(Sampler[int]):
     ``replacement``. Without a ``generator``, each pass seeds its own from the global one
     (so ``staged.manual_seed`` makes the passes reproducible)."""
 
-    def __init__(self, data_source: Sized, replacement: bool = False,
-                 num_samples: int | None = None, generator=None) -> None:
+    def __init__(
+        self,
+        data_source: Sized,
+        replacement: bool = False,
+        num_samples: int | None = None,
+        generator=None,
+    ) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
         _require(isinstance(replacement, bool), "replacement", replacement, "a boolean", TypeError)
-        _require(isinstance(self.num_samples, int) and self.num_samples > 0, "num_samples",
-                 self.num_samples, "a positive integer")
+        _require(
+            isinstance(self.num_samples, int) and self.num_samples > 0,
+            "num_samples",
+            self.num_samples,
+            "a positive integer",
+        )
 
     @property
     def num_samples(self) -> int:
@@ -76,7 +86,7 @@ class RandomSampler(Sampler[int]):
         else:
             for _ in range(self.num_samples // n):
                 yield from _random.randperm(n, generator)
-            yield from _random.randperm(n, generator)[:self.num_samples % n]
+            yield from _random.randperm(n, generator)[: self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -105,22 +115,24 @@ class WeightedRandomSampler(Sampler[int]):
         [1, 2]
     """
 
-    def __init__(self, weights, num_samples: int, replacement: bool = True,
-                 generator=None) -> None:
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None) -> None:
         _require(_positive_int(num_samples), "num_samples", num_samples, "a positive integer")
         _require(isinstance(replacement, bool), "replacement", replacement, "a boolean")
         weights = from_numpy(np.array(weights, dtype=np.float64))  # exact, as torch's double
         if weights.dim() != 1:
-            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
-                             f"{tuple(weights.shape)}")
+            raise ValueError(
+                f"weights should be a 1d sequence but given weights have shape "
+                f"{tuple(weights.shape)}"
+            )
         self.weights = weights
         self.num_samples = num_samples
         self.replacement = replacement
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        yield from _random.multinomial(self.weights.numpy(), self.num_samples, self.replacement,
-                                       self.generator)
+        yield from _random.multinomial(
+            self.weights.numpy(), self.num_samples, self.replacement, self.generator
+        )
 
     def __len__(self) -> int:
         return self.num_samples

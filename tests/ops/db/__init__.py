@@ -1,4 +1,5 @@
 """The op database: every module in this package contributes a list ``ENTRIES``."""
+
 from __future__ import annotations
 
 import importlib

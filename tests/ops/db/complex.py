@@ -1,5 +1,6 @@
 """Op database entries with complex samples (complex64/complex128), for the math ops whose
 complex gradients PyTorch defines; real-only math lives in ``math.py``."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,7 @@ COMPLEX = ("complex64", "complex128")
 
 
 def _unary(name, fn, tfn=None, low=0.3, high=1.5, **kw):
-    return OpInfo(f"complex_{name}", fn, tfn or fn, unary_samples(low, high), dtypes=COMPLEX,
-                  **kw)
+    return OpInfo(f"complex_{name}", fn, tfn or fn, unary_samples(low, high), dtypes=COMPLEX, **kw)
 
 
 def _method(name):
@@ -26,20 +26,67 @@ def _reduce_samples(dtype, rng):
 
 
 ENTRIES = [
-    *(_unary(n, _method(n)) for n in (
-        "abs", "angle", "sgn", "conj", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos",
-        "tan", "sinh", "cosh", "log2", "log10", "exp2", "square", "reciprocal", "rsqrt")),
-    _unary("real", lambda x: x.real * 1), _unary("imag", lambda x: x.imag * 1),
-    OpInfo("complex_mul", lambda x, y: x * y, lambda x, y: x * y, binary_samples(0.3, 1.5),
-           dtypes=COMPLEX),
-    OpInfo("complex_div", lambda x, y: x / y, lambda x, y: x / y, binary_samples(0.3, 1.5),
-           dtypes=COMPLEX),
-    OpInfo("complex_pow", lambda x, y: x ** y, lambda x, y: x ** y, binary_samples(0.3, 1.5),
-           dtypes=COMPLEX),
+    *(
+        _unary(n, _method(n))
+        for n in (
+            "abs",
+            "angle",
+            "sgn",
+            "conj",
+            "exp",
+            "log",
+            "sqrt",
+            "tanh",
+            "sigmoid",
+            "sin",
+            "cos",
+            "tan",
+            "sinh",
+            "cosh",
+            "log2",
+            "log10",
+            "exp2",
+            "square",
+            "reciprocal",
+            "rsqrt",
+        )
+    ),
+    _unary("real", lambda x: x.real * 1),
+    _unary("imag", lambda x: x.imag * 1),
+    OpInfo(
+        "complex_mul",
+        lambda x, y: x * y,
+        lambda x, y: x * y,
+        binary_samples(0.3, 1.5),
+        dtypes=COMPLEX,
+    ),
+    OpInfo(
+        "complex_div",
+        lambda x, y: x / y,
+        lambda x, y: x / y,
+        binary_samples(0.3, 1.5),
+        dtypes=COMPLEX,
+    ),
+    OpInfo(
+        "complex_pow",
+        lambda x, y: x**y,
+        lambda x, y: x**y,
+        binary_samples(0.3, 1.5),
+        dtypes=COMPLEX,
+    ),
     OpInfo("complex_prod", staged.prod, torch.prod, _reduce_samples, dtypes=COMPLEX),
-    OpInfo("complex_cumsum", staged.cumsum, torch.cumsum,
-           lambda d, rng: _reduce_samples(d, rng)[1:], dtypes=COMPLEX),
-    OpInfo("complex_norm", lambda x, *a: staged.norm(x, dim=a[0] if a else None),
-           lambda x, *a: torch.norm(x, dim=a[0] if a else None), _reduce_samples,
-           dtypes=COMPLEX),
+    OpInfo(
+        "complex_cumsum",
+        staged.cumsum,
+        torch.cumsum,
+        lambda d, rng: _reduce_samples(d, rng)[1:],
+        dtypes=COMPLEX,
+    ),
+    OpInfo(
+        "complex_norm",
+        lambda x, *a: staged.norm(x, dim=a[0] if a else None),
+        lambda x, *a: torch.norm(x, dim=a[0] if a else None),
+        _reduce_samples,
+        dtypes=COMPLEX,
+    ),
 ]

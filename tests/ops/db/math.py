@@ -1,4 +1,5 @@
 """Op database entries for elementwise math, reductions, scans and sorting."""
+
 from __future__ import annotations
 
 import math
@@ -21,29 +22,47 @@ def away_from_zero(rng, dtype, shape, low=0.2, high=2.0):
 
 def unary_samples(low=-2.0, high=2.0, gen=None):
     """Broadcast-free unary samples: a matrix, a scalar (0-d) and an empty tensor."""
+
     def samples(dtype, rng):
         def make(shape):
-            return np.asarray(gen(rng, dtype, shape) if gen else arr(rng, dtype, shape, low, high),
-                              dtype)
-        return [Sample((make((3, 4)),), name="matrix"), Sample((make(()),), name="scalar"),
-                Sample((make((0, 3)),), name="empty")]
+            return np.asarray(
+                gen(rng, dtype, shape) if gen else arr(rng, dtype, shape, low, high), dtype
+            )
+
+        return [
+            Sample((make((3, 4)),), name="matrix"),
+            Sample((make(()),), name="scalar"),
+            Sample((make((0, 3)),), name="empty"),
+        ]
+
     return samples
 
 
 def binary_samples(low=-2.0, high=2.0, y_gen=None):
     """Same shapes, broadcasting (3,1) with (4,), 0-d with a matrix, empty."""
+
     def samples(dtype, rng):
         x = lambda s: arr(rng, dtype, s, low, high)  # noqa: E731
         y = (lambda s: y_gen(rng, dtype, s)) if y_gen else x
-        return [Sample((x((2, 3)), y((2, 3))), name="same"),
-                Sample((x((3, 1)), y((4,))), name="broadcast"),
-                Sample((x(()), y((2, 2))), name="scalar"), Sample((x((0,)), y((0,))), name="empty")]
+        return [
+            Sample((x((2, 3)), y((2, 3))), name="same"),
+            Sample((x((3, 1)), y((4,))), name="broadcast"),
+            Sample((x(()), y((2, 2))), name="scalar"),
+            Sample((x((0,)), y((0,))), name="empty"),
+        ]
+
     return samples
 
 
 def _unary(name, op=None, torch_op=None, low=-2.0, high=2.0, gen=None, dtypes=HALF, **kw):
-    return OpInfo(name, op or getattr(staged, name), torch_op or getattr(torch, name),
-                  unary_samples(low, high, gen), dtypes=dtypes, **kw)
+    return OpInfo(
+        name,
+        op or getattr(staged, name),
+        torch_op or getattr(torch, name),
+        unary_samples(low, high, gen),
+        dtypes=dtypes,
+        **kw,
+    )
 
 
 def _zero_grad_kinks(rng, dtype, shape):
@@ -53,8 +72,11 @@ def _zero_grad_kinks(rng, dtype, shape):
 
 def _dim_samples(dtype, rng, with_keepdim=True):
     x = arr(rng, dtype, (3, 4))
-    out = [Sample((x,), name="all"), Sample((x, 1), name="dim1"),
-           Sample((arr(rng, dtype, (2, 3, 4)), 0), name="dim0")]
+    out = [
+        Sample((x,), name="all"),
+        Sample((x, 1), name="dim1"),
+        Sample((arr(rng, dtype, (2, 3, 4)), 0), name="dim0"),
+    ]
     if with_keepdim:
         out.append(Sample((x, -1, True), name="keepdim"))
     return out
@@ -66,25 +88,36 @@ def _prod_samples(dtype, rng):
     one_zero[1, 2] = 0
     two_zeros = x.copy()
     two_zeros[0, :2] = 0
-    return [Sample((x,), name="all"), Sample((x, 1), name="dim"),
-            Sample((x, 0, True), name="keepdim"), Sample((one_zero, 1), name="one zero"),
-            Sample((two_zeros, 1), name="two zeros"), Sample((one_zero,), name="all one zero"),
-            Sample((arr(rng, dtype, ()),), name="scalar")]
+    return [
+        Sample((x,), name="all"),
+        Sample((x, 1), name="dim"),
+        Sample((x, 0, True), name="keepdim"),
+        Sample((one_zero, 1), name="one zero"),
+        Sample((two_zeros, 1), name="two zeros"),
+        Sample((one_zero,), name="all one zero"),
+        Sample((arr(rng, dtype, ()),), name="scalar"),
+    ]
 
 
 def _cumprod_samples(dtype, rng):
     zeros = arr(rng, dtype, (2, 5))
     zeros[0, 1] = zeros[1, 1] = zeros[1, 3] = 0
-    return [Sample((arr(rng, dtype, (3, 7)), 1), name="dim"),
-            Sample((zeros, -1), name="zeros"), Sample((arr(rng, dtype, ()), 0), name="scalar")]
+    return [
+        Sample((arr(rng, dtype, (3, 7)), 1), name="dim"),
+        Sample((zeros, -1), name="zeros"),
+        Sample((arr(rng, dtype, ()), 0), name="scalar"),
+    ]
 
 
 def _diff_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
-    return [Sample((x,), name="last"),
-            Sample((x, 2, 0, arr(rng, dtype, (1, 4)), arr(rng, dtype, (2, 4))),
-                   name="n=2, prepend, append"),
-            Sample((arr(rng, dtype, (3,)), 4), name="n > size")]
+    return [
+        Sample((x,), name="last"),
+        Sample(
+            (x, 2, 0, arr(rng, dtype, (1, 4)), arr(rng, dtype, (2, 4))), name="n=2, prepend, append"
+        ),
+        Sample((arr(rng, dtype, (3,)), 4), name="n > size"),
+    ]
 
 
 def _specials(dtype):
@@ -93,139 +126,264 @@ def _specials(dtype):
 
 def _sort_samples(dtype, rng):
     x = distinct(rng, dtype, (3, 5))
-    return [Sample((x,), name="last"), Sample((x, 0), name="dim0"),
-            Sample((x, 1, True), name="descending")]
+    return [
+        Sample((x,), name="last"),
+        Sample((x, 0), name="dim0"),
+        Sample((x, 1, True), name="descending"),
+    ]
 
 
 def _topk_samples(dtype, rng):
     x = distinct(rng, dtype, (3, 5))
-    return [Sample((x, 2), name="largest"), Sample((x, 3, 0), name="dim0"),
-            Sample((x, 2, -1, False), name="smallest"), Sample((x, 0), name="k=0")]
+    return [
+        Sample((x, 2), name="largest"),
+        Sample((x, 3, 0), name="dim0"),
+        Sample((x, 2, -1, False), name="smallest"),
+        Sample((x, 0), name="k=0"),
+    ]
 
 
 def _norm_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
-    return [Sample((x,), name="all"), Sample((x,), {"dim": 1}, name="dim"),
-            Sample((x,), {"dim": 0, "keepdim": True}, name="keepdim"),
-            Sample((x,), {"p": 1, "dim": 1}, name="p=1"),
-            Sample((x,), {"p": float("inf"), "dim": 1}, name="p=inf"),
-            Sample((x,), {"p": 3.0}, name="p=3")]
+    return [
+        Sample((x,), name="all"),
+        Sample((x,), {"dim": 1}, name="dim"),
+        Sample((x,), {"dim": 0, "keepdim": True}, name="keepdim"),
+        Sample((x,), {"p": 1, "dim": 1}, name="p=1"),
+        Sample((x,), {"p": float("inf"), "dim": 1}, name="p=inf"),
+        Sample((x,), {"p": 3.0}, name="p=3"),
+    ]
 
 
 def _clamp_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
     lo, hi = arr(rng, dtype, (3, 4), -1.5, -0.1), arr(rng, dtype, (4,), 0.1, 1.5)
-    return [Sample((x,), {"min": -0.5, "max": 0.5}, name="numbers"),
-            Sample((x,), {"min": lo}, name="tensor min"),
-            Sample((x,), {"min": lo, "max": hi}, name="tensor bounds, broadcast"),
-            Sample((x,), {"max": hi}, name="tensor max")]
+    return [
+        Sample((x,), {"min": -0.5, "max": 0.5}, name="numbers"),
+        Sample((x,), {"min": lo}, name="tensor min"),
+        Sample((x,), {"min": lo, "max": hi}, name="tensor bounds, broadcast"),
+        Sample((x,), {"max": hi}, name="tensor max"),
+    ]
 
 
 def _ternary_samples(third_low=-2.0):
     def samples(dtype, rng):
         a = lambda s, low=-2.0: arr(rng, dtype, s, low)  # noqa: E731
-        return [Sample((a((2, 3)), a((2, 3)), a((2, 3), third_low)), name="same"),
-                Sample((a((3,)), a((2, 3)), a((2, 1), third_low)), name="broadcast"),
-                Sample((a((2, 3)), a((2, 3)), a((2, 3), third_low)), {"value": 0.5},
-                       name="value")]
+        return [
+            Sample((a((2, 3)), a((2, 3)), a((2, 3), third_low)), name="same"),
+            Sample((a((3,)), a((2, 3)), a((2, 1), third_low)), name="broadcast"),
+            Sample((a((2, 3)), a((2, 3)), a((2, 3), third_low)), {"value": 0.5}, name="value"),
+        ]
+
     return samples
 
 
 def _lerp_samples(dtype, rng):
     a = lambda s: arr(rng, dtype, s)  # noqa: E731
-    return [Sample((a((2, 3)), a((2, 3)), a((2, 3))), name="tensor weight"),
-            Sample((a((2, 3)), a((3,)), 0.3), name="number weight, broadcast")]
+    return [
+        Sample((a((2, 3)), a((2, 3)), a((2, 3))), name="tensor weight"),
+        Sample((a((2, 3)), a((3,)), 0.3), name="number weight, broadcast"),
+    ]
 
 
 def _softplus_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4), -5, 5)
     big = np.array([30.0, -30.0, 19.0, 21.0, 0.0], dtype)
-    return [Sample((x,)), Sample((x,), {"beta": 2.0, "threshold": 3.0}, name="beta"),
-            Sample((big,), name="threshold")]
+    return [
+        Sample((x,)),
+        Sample((x,), {"beta": 2.0, "threshold": 3.0}, name="beta"),
+        Sample((big,), name="threshold"),
+    ]
 
 
 # the gradient w.r.t. the divisor is -floor(x/y) (or trunc): in float16 the quotient
 # rounds differently from torch's half kernel when x/y is within an ulp of an integer
-HALF_QUOTIENT = [Skip(c, "float16 quotient x/y rounds differently from torch's half kernel "
-                      "near integers, so the divisor's gradient differs by one step",
-                      dtypes=("float16",)) for c in ("vjp", "jvp")]
+HALF_QUOTIENT = [
+    Skip(
+        c,
+        "float16 quotient x/y rounds differently from torch's half kernel "
+        "near integers, so the divisor's gradient differs by one step",
+        dtypes=("float16",),
+    )
+    for c in ("vjp", "jvp")
+]
 
 
 ENTRIES = [
     _unary("erf", low=-3, high=3),
     _unary("tan", low=-1.2, high=1.2),
-    _unary("sinh"), _unary("cosh"), _unary("atan"),
+    _unary("sinh"),
+    _unary("cosh"),
+    _unary("atan"),
     _unary("asin", low=-0.9, high=0.9),
     _unary("acos", low=-0.9, high=0.9),
-    _unary("log2", low=0.1, high=3), _unary("log10", low=0.1, high=3), _unary("exp2"),
-    _unary("square"), _unary("reciprocal", gen=away_from_zero),
-    _unary("floor", gen=_zero_grad_kinks), _unary("ceil", gen=_zero_grad_kinks),
-    _unary("trunc", gen=_zero_grad_kinks), _unary("round", gen=_zero_grad_kinks),
+    _unary("log2", low=0.1, high=3),
+    _unary("log10", low=0.1, high=3),
+    _unary("exp2"),
+    _unary("square"),
+    _unary("reciprocal", gen=away_from_zero),
+    _unary("floor", gen=_zero_grad_kinks),
+    _unary("ceil", gen=_zero_grad_kinks),
+    _unary("trunc", gen=_zero_grad_kinks),
+    _unary("round", gen=_zero_grad_kinks),
     # + 0 * x: torch answers sgn's zero gradient with a ZeroTensor, which has no numpy()
-    _unary("sgn", torch_op=lambda x: torch.sgn(x) + 0 * x, gen=away_from_zero), _unary("angle", gen=away_from_zero),
-    _unary("isnan", differentiable=False), _unary("isinf", differentiable=False),
+    _unary("sgn", torch_op=lambda x: torch.sgn(x) + 0 * x, gen=away_from_zero),
+    _unary("angle", gen=away_from_zero),
+    _unary("isnan", differentiable=False),
+    _unary("isinf", differentiable=False),
     _unary("isfinite", differentiable=False),
     _unary("silu", torch_op=TF.silu),
     _unary("gelu", torch_op=TF.gelu, low=-3, high=3),
-    _unary("gelu_tanh", lambda x: staged.gelu(x, approximate="tanh"),
-           lambda x: TF.gelu(x, approximate="tanh"), low=-3, high=3),
+    _unary(
+        "gelu_tanh",
+        lambda x: staged.gelu(x, approximate="tanh"),
+        lambda x: TF.gelu(x, approximate="tanh"),
+        low=-3,
+        high=3,
+    ),
     OpInfo("softplus", staged.softplus, TF.softplus, _softplus_samples, dtypes=HALF),
-    OpInfo("atan2", staged.atan2, torch.atan2, binary_samples(y_gen=away_from_zero),
-           dtypes=HALF),
+    OpInfo("atan2", staged.atan2, torch.atan2, binary_samples(y_gen=away_from_zero), dtypes=HALF),
     OpInfo("hypot", staged.hypot, torch.hypot, binary_samples(), dtypes=HALF),
-    OpInfo("remainder", staged.remainder, torch.remainder,
-           binary_samples(-5, 5, y_gen=away_from_zero), dtypes=HALF + ("int64",),
-           rtol=1e-5, atol=1e-5, skips=HALF_QUOTIENT),
-    OpInfo("fmod", staged.fmod, torch.fmod, binary_samples(-5, 5, y_gen=away_from_zero),
-           dtypes=HALF + ("int64",), rtol=1e-5, atol=1e-5,
-           skips=HALF_QUOTIENT),
-    OpInfo("floor_divide", staged.floor_divide, torch.floor_divide,
-           binary_samples(-5, 5, y_gen=lambda rng, d, s: away_from_zero(rng, d, s, high=4.0)),
-           dtypes=("float32", "float64", "int64", "int32"), differentiable=False),
+    OpInfo(
+        "remainder",
+        staged.remainder,
+        torch.remainder,
+        binary_samples(-5, 5, y_gen=away_from_zero),
+        dtypes=HALF + ("int64",),
+        rtol=1e-5,
+        atol=1e-5,
+        skips=HALF_QUOTIENT,
+    ),
+    OpInfo(
+        "fmod",
+        staged.fmod,
+        torch.fmod,
+        binary_samples(-5, 5, y_gen=away_from_zero),
+        dtypes=HALF + ("int64",),
+        rtol=1e-5,
+        atol=1e-5,
+        skips=HALF_QUOTIENT,
+    ),
+    OpInfo(
+        "floor_divide",
+        staged.floor_divide,
+        torch.floor_divide,
+        binary_samples(-5, 5, y_gen=lambda rng, d, s: away_from_zero(rng, d, s, high=4.0)),
+        dtypes=("float32", "float64", "int64", "int32"),
+        differentiable=False,
+    ),
     OpInfo("clamp", staged.clamp, torch.clamp, _clamp_samples, dtypes=HALF),
-    OpInfo("clamp_min", staged.clamp_min, torch.clamp_min,
-           lambda d, rng: [Sample((arr(rng, d, (3, 4)), 0.5))], dtypes=FLOATS),
-    OpInfo("clamp_max", staged.clamp_max, torch.clamp_max,
-           lambda d, rng: [Sample((arr(rng, d, (3, 4)), 0.5))], dtypes=FLOATS),
+    OpInfo(
+        "clamp_min",
+        staged.clamp_min,
+        torch.clamp_min,
+        lambda d, rng: [Sample((arr(rng, d, (3, 4)), 0.5))],
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "clamp_max",
+        staged.clamp_max,
+        torch.clamp_max,
+        lambda d, rng: [Sample((arr(rng, d, (3, 4)), 0.5))],
+        dtypes=FLOATS,
+    ),
     OpInfo("lerp", staged.lerp, torch.lerp, _lerp_samples, dtypes=FLOATS),
     OpInfo("addcmul", staged.addcmul, torch.addcmul, _ternary_samples(), dtypes=HALF),
     OpInfo("addcdiv", staged.addcdiv, torch.addcdiv, _ternary_samples(0.5), dtypes=HALF),
     OpInfo("prod", staged.prod, torch.prod, _prod_samples, dtypes=HALF + ("int64",)),
-    OpInfo("cumsum", staged.cumsum, torch.cumsum,
-           lambda d, rng: _dim_samples(d, rng, with_keepdim=False)[1:],
-           dtypes=HALF + ("int64",)),
-    OpInfo("cumprod", staged.cumprod, torch.cumprod, _cumprod_samples,
-           dtypes=FLOATS + ("int64",)),
+    OpInfo(
+        "cumsum",
+        staged.cumsum,
+        torch.cumsum,
+        lambda d, rng: _dim_samples(d, rng, with_keepdim=False)[1:],
+        dtypes=HALF + ("int64",),
+    ),
+    OpInfo("cumprod", staged.cumprod, torch.cumprod, _cumprod_samples, dtypes=FLOATS + ("int64",)),
     OpInfo("diff", staged.diff, torch.diff, _diff_samples, dtypes=FLOATS + ("int64",)),
-    OpInfo("nan_to_num", staged.nan_to_num, torch.nan_to_num, lambda d, rng: [
-        Sample((_specials(d), 1.0, 2.0, -3.0)), Sample((arr(rng, d, (3, 4)),))],
-        dtypes=FLOATS),
-    OpInfo("nan_to_num_defaults", staged.nan_to_num, torch.nan_to_num,
-           lambda d, rng: [Sample((_specials(d),))], dtypes=FLOATS,
-           skips=[Skip("fd", "infinities become the dtype's largest values, whose finite "
-                             "differences cancel to 0 (the VJP is checked against torch)")]),
-    OpInfo("sort", lambda *a: staged.sort(*a).values, lambda *a: torch.sort(*a).values,
-           _sort_samples, dtypes=HALF),
-    OpInfo("sort_indices", lambda *a: staged.sort(*a).indices,
-           lambda *a: torch.sort(*a).indices, _sort_samples, dtypes=FLOATS,
-           differentiable=False),
-    OpInfo("argsort", staged.argsort, torch.argsort, _sort_samples, dtypes=FLOATS,
-           differentiable=False),
-    OpInfo("topk", lambda *a: staged.topk(*a).values, lambda *a: torch.topk(*a).values,
-           _topk_samples, dtypes=FLOATS),
-    OpInfo("topk_indices", lambda *a: staged.topk(*a).indices,
-           lambda *a: torch.topk(*a).indices, _topk_samples, dtypes=FLOATS,
-           differentiable=False),
+    OpInfo(
+        "nan_to_num",
+        staged.nan_to_num,
+        torch.nan_to_num,
+        lambda d, rng: [Sample((_specials(d), 1.0, 2.0, -3.0)), Sample((arr(rng, d, (3, 4)),))],
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "nan_to_num_defaults",
+        staged.nan_to_num,
+        torch.nan_to_num,
+        lambda d, rng: [Sample((_specials(d),))],
+        dtypes=FLOATS,
+        skips=[
+            Skip(
+                "fd",
+                "infinities become the dtype's largest values, whose finite "
+                "differences cancel to 0 (the VJP is checked against torch)",
+            )
+        ],
+    ),
+    OpInfo(
+        "sort",
+        lambda *a: staged.sort(*a).values,
+        lambda *a: torch.sort(*a).values,
+        _sort_samples,
+        dtypes=HALF,
+    ),
+    OpInfo(
+        "sort_indices",
+        lambda *a: staged.sort(*a).indices,
+        lambda *a: torch.sort(*a).indices,
+        _sort_samples,
+        dtypes=FLOATS,
+        differentiable=False,
+    ),
+    OpInfo(
+        "argsort", staged.argsort, torch.argsort, _sort_samples, dtypes=FLOATS, differentiable=False
+    ),
+    OpInfo(
+        "topk",
+        lambda *a: staged.topk(*a).values,
+        lambda *a: torch.topk(*a).values,
+        _topk_samples,
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "topk_indices",
+        lambda *a: staged.topk(*a).indices,
+        lambda *a: torch.topk(*a).indices,
+        _topk_samples,
+        dtypes=FLOATS,
+        differentiable=False,
+    ),
     OpInfo("norm", staged.norm, torch.norm, _norm_samples, dtypes=FLOATS),
-    OpInfo("log2_exact", staged.log2, torch.log2,
-           lambda d, rng: [Sample((np.array([1, 2, 8, 1024, 0.5, 2 ** -20], d),))],
-           dtypes=FLOATS, rtol=0, atol=0,
-           skips=[Skip("fd", "checks exact values only (powers of two)"),
-                  Skip("llvm-cpu", "lowered as log(x) / log(2) (math.log2 does not link in "
-                       "f64): within an ulp, not bit-exact", ("float64",))]),
-    _unary("round_decimals", lambda x: staged.round(x, decimals=2),
-           lambda x: torch.round(x, decimals=2), dtypes=FLOATS),
-    _unary("erf_far", staged.erf, torch.erf,
-           gen=lambda rng, d, s: arr(rng, d, s, 3.0, 7.0) * math.copysign(1, rng.random() - .5),
-           dtypes=FLOATS),
+    OpInfo(
+        "log2_exact",
+        staged.log2,
+        torch.log2,
+        lambda d, rng: [Sample((np.array([1, 2, 8, 1024, 0.5, 2**-20], d),))],
+        dtypes=FLOATS,
+        rtol=0,
+        atol=0,
+        skips=[
+            Skip("fd", "checks exact values only (powers of two)"),
+            Skip(
+                "llvm-cpu",
+                "lowered as log(x) / log(2) (math.log2 does not link in "
+                "f64): within an ulp, not bit-exact",
+                ("float64",),
+            ),
+        ],
+    ),
+    _unary(
+        "round_decimals",
+        lambda x: staged.round(x, decimals=2),
+        lambda x: torch.round(x, decimals=2),
+        dtypes=FLOATS,
+    ),
+    _unary(
+        "erf_far",
+        staged.erf,
+        torch.erf,
+        gen=lambda rng, d, s: arr(rng, d, s, 3.0, 7.0) * math.copysign(1, rng.random() - 0.5),
+        dtypes=FLOATS,
+    ),
 ]

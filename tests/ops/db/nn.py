@@ -2,6 +2,7 @@
 normalisation, embedding, one_hot, pad, activations, distances and losses (dropout is
 random: tests/nn/test_functional_ops.py and test_more_layers.py check it against its own
 seeds, eagerly and compiled)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,13 +13,19 @@ import staged
 import staged.nn.functional as F
 from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct, index
 
+
 def _conv2d_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
-    return [Sample((a(2, 4, 6, 5), a(6, 4, 3, 3), a(6)), name="plain"),
-            Sample((a(2, 4, 7, 6), a(6, 2, 3, 2), a(6)),
-                   dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2), name="grouped"),
-            Sample((a(3, 5, 5), a(4, 3, 2, 2), None), dict(padding="same"), name="unbatched"),
-            Sample((a(0, 4, 6, 5), a(6, 4, 3, 3), a(6)), name="empty-batch")]
+    return [
+        Sample((a(2, 4, 6, 5), a(6, 4, 3, 3), a(6)), name="plain"),
+        Sample(
+            (a(2, 4, 7, 6), a(6, 2, 3, 2), a(6)),
+            dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2),
+            name="grouped",
+        ),
+        Sample((a(3, 5, 5), a(4, 3, 2, 2), None), dict(padding="same"), name="unbatched"),
+        Sample((a(0, 4, 6, 5), a(6, 4, 3, 3), a(6)), name="empty-batch"),
+    ]
 
 
 def _conv1d_samples(dtype, rng):
@@ -28,26 +35,34 @@ def _conv1d_samples(dtype, rng):
 
 def _pool_samples(dtype, rng):
     x = distinct(rng, dtype, (2, 3, 7, 6), 1 / 8)
-    return [Sample((x, 2)), Sample((x, 3), dict(stride=2, padding=1, ceil_mode=True)),
-            Sample((x[0], (3, 2)), dict(stride=1, padding=(1, 0)), name="unbatched")]
+    return [
+        Sample((x, 2)),
+        Sample((x, 3), dict(stride=2, padding=1, ceil_mode=True)),
+        Sample((x[0], (3, 2)), dict(stride=1, padding=(1, 0)), name="unbatched"),
+    ]
 
 
 def _max_pool_samples(dtype, rng):
     x = distinct(rng, dtype, (2, 3, 7, 6), 1 / 8)
-    return _pool_samples(dtype, rng) + [Sample((x, 2), dict(dilation=2, return_indices=True),
-                                               name="indices")]
+    return _pool_samples(dtype, rng) + [
+        Sample((x, 2), dict(dilation=2, return_indices=True), name="indices")
+    ]
 
 
 def _avg_pool_samples(dtype, rng):
     x = arr(rng, dtype, (2, 3, 7, 6))
     return _pool_samples(dtype, rng) + [
         Sample((x, 3), dict(stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
-        Sample((x, 2), dict(divisor_override=3))]
+        Sample((x, 2), dict(divisor_override=3)),
+    ]
 
 
 def _unfold_samples(dtype, rng):
-    return [Sample((arr(rng, dtype, (2, 3, 5, 4)), (2, 3)), dict(dilation=(1, 1), padding=1,
-                                                                 stride=(2, 1)))]
+    return [
+        Sample(
+            (arr(rng, dtype, (2, 3, 5, 4)), (2, 3)), dict(dilation=(1, 1), padding=1, stride=(2, 1))
+        )
+    ]
 
 
 def _layer_norm_samples(dtype, rng):
@@ -57,8 +72,10 @@ def _layer_norm_samples(dtype, rng):
 
 def _batch_norm_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
-    return [Sample((a(6, 3), None, None, a(3), a(3), True)),
-            Sample((a(4, 3, 2, 5), None, None, a(3), a(3), True, 0.1, 1e-3))]
+    return [
+        Sample((a(6, 3), None, None, a(3), a(3), True)),
+        Sample((a(4, 3, 2, 5), None, None, a(3), a(3), True, 0.1, 1e-3)),
+    ]
 
 
 def _embedding_samples(dtype, rng):
@@ -68,8 +85,10 @@ def _embedding_samples(dtype, rng):
 
 def _padding_idx_samples(dtype, rng):
     w = arr(rng, dtype, (6, 4))
-    return [Sample((np.array([[0, 2], [2, 5]]), w), dict(padding_idx=2)),
-            Sample((np.array([1, 5]), w), dict(padding_idx=-1))]
+    return [
+        Sample((np.array([[0, 2], [2, 5]]), w), dict(padding_idx=2)),
+        Sample((np.array([1, 5]), w), dict(padding_idx=-1)),
+    ]
 
 
 def _one_hot_samples(dtype, rng):
@@ -82,21 +101,29 @@ def _one_hot_infer_samples(dtype, rng):
 
 def _pad_samples(dtype, rng):
     x = arr(rng, dtype, (2, 3, 4))
-    return [Sample((x, (1, 2))), Sample((x, (1, -1, 0, 2)), dict(value=1.5)),
-            Sample((x, (-1, -1, 2, 0, 1, 1)))]
+    return [
+        Sample((x, (1, 2))),
+        Sample((x, (1, -1, 0, 2)), dict(value=1.5)),
+        Sample((x, (-1, -1, 2, 0, 1, 1))),
+    ]
 
 
 def _activation_samples(low=-3.0, high=3.0, **options):
     """A matrix, and a 0-d scalar with ``options``."""
+
     def samples(dtype, rng):
-        return [Sample((arr(rng, dtype, (3, 4), low, high),)),
-                Sample((arr(rng, dtype, (), low, high),), options, name="scalar")]
+        return [
+            Sample((arr(rng, dtype, (3, 4), low, high),)),
+            Sample((arr(rng, dtype, (), low, high),), options, name="scalar"),
+        ]
+
     return samples
 
 
 def _activation(name, low=-3.0, high=3.0, **options):
-    return OpInfo(name, getattr(F, name), getattr(TF, name),
-                  _activation_samples(low, high, **options))
+    return OpInfo(
+        name, getattr(F, name), getattr(TF, name), _activation_samples(low, high, **options)
+    )
 
 
 def _glu_samples(dtype, rng):
@@ -104,23 +131,29 @@ def _glu_samples(dtype, rng):
 
 
 def _normalize_samples(dtype, rng):
-    return [Sample((arr(rng, dtype, (3, 4)),)),
-            Sample((arr(rng, dtype, (2, 3, 4)),), dict(p=3.0, dim=0))]
+    return [
+        Sample((arr(rng, dtype, (3, 4)),)),
+        Sample((arr(rng, dtype, (2, 3, 4)),), dict(p=3.0, dim=0)),
+    ]
 
 
 def _pair_samples(**options):
     """Two (3, 4) inputs, then (3, 4) against a broadcast (4,) with ``options``."""
+
     def samples(dtype, rng):
         a = lambda *s: arr(rng, dtype, s)  # noqa: E731
         return [Sample((a(3, 4), a(3, 4))), Sample((a(3, 4), a(4)), options, name="broadcast")]
+
     return samples
 
 
 def _pointwise_loss_samples(**options):
     """(input, target): their mean, then ``options`` unreduced."""
+
     def samples(dtype, rng):
         x, t = arr(rng, dtype, (3, 4)), arr(rng, dtype, (3, 4))
         return [Sample((x, t)), Sample((x, t), dict(reduction="none", **options))]
+
     return samples
 
 
@@ -144,8 +177,10 @@ def _pos_weighted(fn, tensor):
 
 def _kl_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
-    return [Sample((x, arr(rng, dtype, (3, 4), 0.05, 1.0)), dict(reduction="batchmean")),
-            Sample((x, arr(rng, dtype, (3, 4))), dict(reduction="none", log_target=True))]
+    return [
+        Sample((x, arr(rng, dtype, (3, 4), 0.05, 1.0)), dict(reduction="batchmean")),
+        Sample((x, arr(rng, dtype, (3, 4))), dict(reduction="none", log_target=True)),
+    ]
 
 
 def _signs(rng, shape, dtype):
@@ -160,73 +195,142 @@ def _soft_margin_samples(dtype, rng):
 
 def _cosine_embedding_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
-    return [Sample((a(4, 5), a(4, 5), _signs(rng, (4,), np.int64)),
-                   dict(margin=0.2, reduction="none")),
-            Sample((a(5), a(5), np.array(-1)), dict(margin=-0.5), name="unbatched")]
+    return [
+        Sample((a(4, 5), a(4, 5), _signs(rng, (4,), np.int64)), dict(margin=0.2, reduction="none")),
+        Sample((a(5), a(5), np.array(-1)), dict(margin=-0.5), name="unbatched"),
+    ]
 
 
 def _margin_ranking_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
-    return [Sample((a(5), a(5), _signs(rng, (5,), dtype))),
-            Sample((a(5), a(5), _signs(rng, (5,), dtype)), dict(margin=0.5, reduction="none"))]
+    return [
+        Sample((a(5), a(5), _signs(rng, (5,), dtype))),
+        Sample((a(5), a(5), _signs(rng, (5,), dtype)), dict(margin=0.5, reduction="none")),
+    ]
 
 
 _INT_ONLY = Skip("complex", "class indices are integers")
-_PADDING_ROW = "padding_idx zeroes the gradient of a row the output does depend on " \
-               "(PyTorch's definition), so finite differences disagree by design"
+_PADDING_ROW = (
+    "padding_idx zeroes the gradient of a row the output does depend on "
+    "(PyTorch's definition), so finite differences disagree by design"
+)
 ENTRIES = [
     OpInfo("conv2d", F.conv2d, TF.conv2d, _conv2d_samples),
     OpInfo("conv1d", F.conv1d, TF.conv1d, _conv1d_samples),
-    OpInfo("max_pool2d", F.max_pool2d, TF.max_pool2d, _max_pool_samples,
-           skips=[Skip("complex", "complex numbers are not ordered")]),
+    OpInfo(
+        "max_pool2d",
+        F.max_pool2d,
+        TF.max_pool2d,
+        _max_pool_samples,
+        skips=[Skip("complex", "complex numbers are not ordered")],
+    ),
     OpInfo("avg_pool2d", F.avg_pool2d, TF.avg_pool2d, _avg_pool_samples),
     OpInfo("unfold", F.unfold, TF.unfold, _unfold_samples),
     OpInfo("layer_norm", F.layer_norm, TF.layer_norm, _layer_norm_samples),
     OpInfo("batch_norm", F.batch_norm, TF.batch_norm, _batch_norm_samples),
     OpInfo("embedding", F.embedding, TF.embedding, _embedding_samples),
-    OpInfo("embedding_padding_idx", F.embedding, TF.embedding, _padding_idx_samples, skips=[
-        Skip("fd", _PADDING_ROW), Skip("gradgrad", _PADDING_ROW),
-        Skip("jvp", "PyTorch's embedding JVP (auto_linear) carries the padding row's tangent "
-                    "while its VJP zeroes that row; staged's composite detaches the row, so "
-                    "its JVP is zero there, consistent with the VJP")]),
-    OpInfo("one_hot", F.one_hot, TF.one_hot, _one_hot_samples, dtypes=("float32",),
-           differentiable=False, skips=[_INT_ONLY]),
-    OpInfo("one_hot_infer_classes", F.one_hot, TF.one_hot, _one_hot_infer_samples,
-           dtypes=("float32",), differentiable=False, skips=[_INT_ONLY] + [
-               Skip(c, "num_classes=-1 reads the largest index: the output shape depends on "
-                       "data, which a static-shape capture cannot trace")
-               for c in ("shape", "capture", "llvm-cpu")]),
+    OpInfo(
+        "embedding_padding_idx",
+        F.embedding,
+        TF.embedding,
+        _padding_idx_samples,
+        skips=[
+            Skip("fd", _PADDING_ROW),
+            Skip("gradgrad", _PADDING_ROW),
+            Skip(
+                "jvp",
+                "PyTorch's embedding JVP (auto_linear) carries the padding row's tangent "
+                "while its VJP zeroes that row; staged's composite detaches the row, so "
+                "its JVP is zero there, consistent with the VJP",
+            ),
+        ],
+    ),
+    OpInfo(
+        "one_hot",
+        F.one_hot,
+        TF.one_hot,
+        _one_hot_samples,
+        dtypes=("float32",),
+        differentiable=False,
+        skips=[_INT_ONLY],
+    ),
+    OpInfo(
+        "one_hot_infer_classes",
+        F.one_hot,
+        TF.one_hot,
+        _one_hot_infer_samples,
+        dtypes=("float32",),
+        differentiable=False,
+        skips=[_INT_ONLY]
+        + [
+            Skip(
+                c,
+                "num_classes=-1 reads the largest index: the output shape depends on "
+                "data, which a static-shape capture cannot trace",
+            )
+            for c in ("shape", "capture", "llvm-cpu")
+        ],
+    ),
     OpInfo("pad", F.pad, TF.pad, _pad_samples),
     # activations
-    _activation("leaky_relu", negative_slope=0.2), _activation("elu", alpha=0.5),
-    _activation("selu"), _activation("celu", alpha=2.0), _activation("mish"),
-    _activation("hardtanh", min_val=-0.5, max_val=2.0), _activation("relu6", -2.0, 8.0),
-    _activation("hardsigmoid", -4.0, 4.0), _activation("hardswish", -4.0, 4.0),
-    _activation("logsigmoid", -30.0, 30.0), _activation("softsign"), _activation("tanhshrink"),
+    _activation("leaky_relu", negative_slope=0.2),
+    _activation("elu", alpha=0.5),
+    _activation("selu"),
+    _activation("celu", alpha=2.0),
+    _activation("mish"),
+    _activation("hardtanh", min_val=-0.5, max_val=2.0),
+    _activation("relu6", -2.0, 8.0),
+    _activation("hardsigmoid", -4.0, 4.0),
+    _activation("hardswish", -4.0, 4.0),
+    _activation("logsigmoid", -30.0, 30.0),
+    _activation("softsign"),
+    _activation("tanhshrink"),
     OpInfo("glu", F.glu, TF.glu, _glu_samples),
     # distances
     OpInfo("normalize", F.normalize, TF.normalize, _normalize_samples),
-    OpInfo("cosine_similarity", F.cosine_similarity, TF.cosine_similarity,
-           _pair_samples(dim=-1, eps=1e-6)),
-    OpInfo("pairwise_distance", F.pairwise_distance, TF.pairwise_distance,
-           _pair_samples(p=1.0, keepdim=True)),
+    OpInfo(
+        "cosine_similarity",
+        F.cosine_similarity,
+        TF.cosine_similarity,
+        _pair_samples(dim=-1, eps=1e-6),
+    ),
+    OpInfo(
+        "pairwise_distance",
+        F.pairwise_distance,
+        TF.pairwise_distance,
+        _pair_samples(p=1.0, keepdim=True),
+    ),
     # losses
     OpInfo("l1_loss", F.l1_loss, TF.l1_loss, _pointwise_loss_samples()),
-    OpInfo("smooth_l1_loss", F.smooth_l1_loss, TF.smooth_l1_loss,
-           _pointwise_loss_samples(beta=0.5)),
+    OpInfo(
+        "smooth_l1_loss", F.smooth_l1_loss, TF.smooth_l1_loss, _pointwise_loss_samples(beta=0.5)
+    ),
     OpInfo("huber_loss", F.huber_loss, TF.huber_loss, _pointwise_loss_samples(delta=0.5)),
-    OpInfo("binary_cross_entropy", F.binary_cross_entropy, TF.binary_cross_entropy,
-           _bce_samples),
-    OpInfo("binary_cross_entropy_with_logits", F.binary_cross_entropy_with_logits,
-           TF.binary_cross_entropy_with_logits, _bce_logits_samples),
-    OpInfo("binary_cross_entropy_with_logits_pos_weight",
-           _pos_weighted(F.binary_cross_entropy_with_logits, staged.tensor),
-           _pos_weighted(TF.binary_cross_entropy_with_logits, torch.tensor),
-           lambda d, rng: _bce_logits_samples(d, rng)[:1]),
+    OpInfo("binary_cross_entropy", F.binary_cross_entropy, TF.binary_cross_entropy, _bce_samples),
+    OpInfo(
+        "binary_cross_entropy_with_logits",
+        F.binary_cross_entropy_with_logits,
+        TF.binary_cross_entropy_with_logits,
+        _bce_logits_samples,
+    ),
+    OpInfo(
+        "binary_cross_entropy_with_logits_pos_weight",
+        _pos_weighted(F.binary_cross_entropy_with_logits, staged.tensor),
+        _pos_weighted(TF.binary_cross_entropy_with_logits, torch.tensor),
+        lambda d, rng: _bce_logits_samples(d, rng)[:1],
+    ),
     OpInfo("kl_div", F.kl_div, TF.kl_div, _kl_samples),
     OpInfo("soft_margin_loss", F.soft_margin_loss, TF.soft_margin_loss, _soft_margin_samples),
-    OpInfo("cosine_embedding_loss", F.cosine_embedding_loss, TF.cosine_embedding_loss,
-           _cosine_embedding_samples),
-    OpInfo("margin_ranking_loss", F.margin_ranking_loss, TF.margin_ranking_loss,
-           _margin_ranking_samples),
+    OpInfo(
+        "cosine_embedding_loss",
+        F.cosine_embedding_loss,
+        TF.cosine_embedding_loss,
+        _cosine_embedding_samples,
+    ),
+    OpInfo(
+        "margin_ranking_loss",
+        F.margin_ranking_loss,
+        TF.margin_ranking_loss,
+        _margin_ranking_samples,
+    ),
 ]

@@ -6,10 +6,12 @@
 import torch
 import torch.nn.functional as F
 
-words = ("emma olivia ava isabella sophia charlotte mia amelia harper evelyn abigail emily "
-         "elizabeth mila ella avery sofia camila aria scarlett victoria madison luna grace "
-         "chloe penelope layla riley zoey nora lily eleanor hannah lillian addison aubrey "
-         "ellie stella natalie zoe leah hazel violet aurora savannah audrey brooklyn bella").split()
+words = (
+    "emma olivia ava isabella sophia charlotte mia amelia harper evelyn abigail emily "
+    "elizabeth mila ella avery sofia camila aria scarlett victoria madison luna grace "
+    "chloe penelope layla riley zoey nora lily eleanor hannah lillian addison aubrey "
+    "ellie stella natalie zoe leah hazel violet aurora savannah audrey brooklyn bella"
+).split()
 chars = sorted(set("".join(words)))
 stoi = {s: i + 1 for i, s in enumerate(chars)}
 stoi["."] = 0

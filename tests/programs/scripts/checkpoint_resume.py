@@ -32,17 +32,16 @@ def train_step(xb, yb):
 
 for epoch in range(3):
     for i in range(0, 256, 32):
-        loss = train_step(x[i:i + 32], y[i:i + 32])
+        loss = train_step(x[i : i + 32], y[i : i + 32])
     print(f"epoch {epoch} loss {loss.item():.6f}")
 
 path = os.path.join(tempfile.mkdtemp(), "checkpoint.pt")
-torch.save({"epoch": 3, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
-           path)
+torch.save({"epoch": 3, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
 model, optimizer = make()
 checkpoint = torch.load(path, weights_only=True)
 model.load_state_dict(checkpoint["model"])
 optimizer.load_state_dict(checkpoint["optimizer"])
 for epoch in range(checkpoint["epoch"], 6):
     for i in range(0, 256, 32):
-        loss = train_step(x[i:i + 32], y[i:i + 32])
+        loss = train_step(x[i : i + 32], y[i : i + 32])
     print(f"epoch {epoch} loss {loss.item():.6f}")

@@ -30,7 +30,9 @@ class Net(nn.Module):
 
 torch.manual_seed(1)
 images = torch.randn(256, 1, 12, 12)
-targets = (images[:, 0, :6].mean((1, 2)) > 0).long() * 2 + (images[:, 0, :, :6].mean((1, 2)) > 0).long()
+targets = (images[:, 0, :6].mean((1, 2)) > 0).long() * 2 + (
+    images[:, 0, :, :6].mean((1, 2)) > 0
+).long()
 model = Net()
 model.eval()  # dropout off: compiled steps draw their masks from another stream
 optimizer = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -48,6 +50,6 @@ def train_step(data, target):
 
 for epoch in range(1, 4):
     for i in range(0, 256, 32):
-        loss = train_step(images[i:i + 32], targets[i:i + 32])
+        loss = train_step(images[i : i + 32], targets[i : i + 32])
     scheduler.step()
     print(f"Train Epoch: {epoch} loss {loss.item():.6f} lr {scheduler.get_last_lr()[0]:.4f}")

@@ -19,9 +19,9 @@ class DynamicNet(torch.nn.Module):
         self.e = torch.nn.Parameter(torch.randn(()))
 
     def forward(self, x):
-        y = self.a + self.b * x + self.c * x ** 2 + self.d * x ** 3
+        y = self.a + self.b * x + self.c * x**2 + self.d * x**3
         for exp in range(4, random.randint(4, 6)):
-            y = y + self.e * x ** exp
+            y = y + self.e * x**exp
         return y
 
 

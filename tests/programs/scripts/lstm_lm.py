@@ -6,14 +6,16 @@
 import torch
 import torch.nn as nn
 
-corpus = ("the cat sat on the mat . the dog sat on the log . a cat and a dog met on the mat . "
-          "the dog saw the cat on the log and the cat saw the dog on the mat . ") * 8
+corpus = (
+    "the cat sat on the mat . the dog sat on the log . a cat and a dog met on the mat . "
+    "the dog saw the cat on the log and the cat saw the dog on the mat . "
+) * 8
 words = corpus.split()
 vocab = {w: i for i, w in enumerate(sorted(set(words)))}
 ids = torch.tensor([vocab[w] for w in words], dtype=torch.long)
 bsz, bptt = 4, 8
 nbatch = ids.size(0) // bsz
-train_data = ids[:nbatch * bsz].view(bsz, -1).t().contiguous()
+train_data = ids[: nbatch * bsz].view(bsz, -1).t().contiguous()
 
 
 class RNNModel(nn.Module):
@@ -34,8 +36,10 @@ class RNNModel(nn.Module):
 
     def init_hidden(self, bsz):
         weight = next(self.parameters())
-        return (weight.new_zeros(self.nlayers, bsz, self.nhid),
-                weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return (
+            weight.new_zeros(self.nlayers, bsz, self.nhid),
+            weight.new_zeros(self.nlayers, bsz, self.nhid),
+        )
 
 
 torch.manual_seed(0)
@@ -59,6 +63,6 @@ def train_step(data, targets, h, c):
 for epoch in range(3):
     h, c = model.init_hidden(bsz)
     for i in range(0, train_data.size(0) - 1 - bptt, bptt):
-        data, targets = train_data[i:i + bptt], train_data[i + 1:i + 1 + bptt].reshape(-1)
+        data, targets = train_data[i : i + bptt], train_data[i + 1 : i + 1 + bptt].reshape(-1)
         loss, h, c = train_step(data, targets, h, c)
     print(f"| epoch {epoch} | loss {loss.item():.4f}")

@@ -33,5 +33,7 @@ for t in range(600):
     if t % 200 == 199:
         print(t, "loss", loss.item())
 linear_layer = model[0]
-print(f"Result: y = {linear_layer.bias.item()} + {linear_layer.weight[:, 0].item()} x "
-      f"+ {linear_layer.weight[:, 1].item()} x^2 + {linear_layer.weight[:, 2].item()} x^3")
+print(
+    f"Result: y = {linear_layer.bias.item()} + {linear_layer.weight[:, 0].item()} x "
+    f"+ {linear_layer.weight[:, 1].item()} x^2 + {linear_layer.weight[:, 2].item()} x^3"
+)

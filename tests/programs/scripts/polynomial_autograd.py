@@ -18,7 +18,7 @@ learning_rate = 1e-6
 
 
 def step():
-    y_pred = a + b * x + c * x ** 2 + d * x ** 3
+    y_pred = a + b * x + c * x**2 + d * x**3
     loss = (y_pred - y).pow(2).sum()
     loss.backward()
     with torch.no_grad():

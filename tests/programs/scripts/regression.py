@@ -13,7 +13,7 @@ b_target = torch.randn(1) * 5
 
 def make_features(x):
     x = x.unsqueeze(1)
-    return torch.cat([x ** i for i in range(1, POLY_DEGREE + 1)], 1)
+    return torch.cat([x**i for i in range(1, POLY_DEGREE + 1)], 1)
 
 
 def f(x):

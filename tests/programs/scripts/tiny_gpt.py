@@ -9,9 +9,11 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-text = ("to be, or not to be, that is the question: whether 'tis nobler in the mind to "
-        "suffer the slings and arrows of outrageous fortune, or to take arms against a sea "
-        "of troubles and by opposing end them. ") * 4
+text = (
+    "to be, or not to be, that is the question: whether 'tis nobler in the mind to "
+    "suffer the slings and arrows of outrageous fortune, or to take arms against a sea "
+    "of troubles and by opposing end them. "
+) * 4
 chars = sorted(set(text))
 stoi = {ch: i for i, ch in enumerate(chars)}
 data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
@@ -23,8 +25,10 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
-        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
-                             .view(1, 1, block_size, block_size))
+        self.register_buffer(
+            "bias",
+            torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size),
+        )
 
     def forward(self, x):
         B, T, C = x.size()
@@ -45,8 +49,9 @@ class Block(nn.Module):
         self.ln_1 = nn.LayerNorm(n_embd)
         self.attn = CausalSelfAttention()
         self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(),
-                                 nn.Linear(4 * n_embd, n_embd))
+        self.mlp = nn.Sequential(
+            nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd)
+        )
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -90,8 +95,8 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
 
 def get_batch():
     ix = torch.randint(len(data) - block_size, (8,))
-    x = torch.stack([data[i:i + block_size] for i in ix])
-    y = torch.stack([data[i + 1:i + block_size + 1] for i in ix])
+    x = torch.stack([data[i : i + block_size] for i in ix])
+    y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])
     return x, y
 
 

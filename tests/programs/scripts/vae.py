@@ -64,5 +64,5 @@ for epoch in range(1, 4):
     model.train()
     train_loss = 0.0
     for i in range(0, 512, 64):
-        train_loss += train_step(data[i:i + 64]).item()
+        train_loss += train_step(data[i : i + 64]).item()
     print(f"====> Epoch: {epoch} Average loss: {train_loss / 512:.4f}")
