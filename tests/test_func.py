@@ -260,6 +260,56 @@ def test_unbatched_outputs_are_broadcast_and_random_draws_can_be_shared():
     compare(run)
 
 
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda lib: lambda v: v + lib.rand(3),
+        lambda lib: lambda v: lib.randn_like(v) * v,
+        lambda lib: lambda v: lib.nn.functional.dropout(v, 0.5),
+        lambda lib: lambda v: v.clone().normal_(),
+        lambda lib: lib.func.vmap(lambda v: v + lib.rand(()), randomness="different"),
+        lambda lib: lib.func.vmap(lambda v: v + lib.rand(()), randomness="same"),
+    ],
+    ids=["rand", "randn_like", "dropout", "normal_", "nested", "nested-same"],
+)
+def test_randomness_different_draws_torch_s_batched_numbers(draw):
+    """Each draw is made for the whole batch, the batch dims in front (outermost first):
+    torch's numbers after the same seed."""
+
+    def run(lib):
+        lib.manual_seed(3)
+        return lib.func.vmap(draw(lib), randomness="different")(lib.tensor(X))
+
+    close(*both(run), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda lib, v: v.clone().add_(1),
+        lambda lib, v: v.clone().mul_(v),
+        lambda lib, v: (v - 0.5).relu_(),
+        lambda lib, v: v.clone().fill_(2.0),
+        lambda lib, v: v.clone().copy_(lib.ones(3)),
+        lambda lib, v: lib.func.grad(lambda w: (v * w).clone().relu_().sum())(lib.ones(3)),
+    ],
+    ids=["add_", "mul_", "relu_", "fill_", "copy_-unbatched", "grad-through-relu_"],
+)
+def test_inplace_ops_on_batched_tensors_match_torch(op):
+    compare(lambda lib: lib.func.vmap(lambda v: op(lib, v))(lib.tensor(X)))
+
+
+def test_writing_a_batched_value_into_an_unbatched_tensor_raises_and_leaves_it():
+    outer = staged.zeros(3)
+    raises_like_torch(
+        lambda lib: lib.func.vmap(lambda v: (outer if lib is staged else lib.zeros(3)).copy_(v))(
+            lib.tensor(X)
+        ),
+        "vmap: inplace arithmetic(self, *extra_args) is not possible",
+    )
+    assert type(outer._payload) is np.ndarray and outer.tolist() == [0.0, 0.0, 0.0]
+
+
 def test_every_primitive_has_a_batching_rule_or_a_reason():
     missing = [
         n

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from .. import autodiff as ad
 from ..eager import dispatch
+from ..eager.ops import inplace
 from ..eager.random import generator
 from ..eager.tensor import Tensor
 from . import forward_ad
@@ -64,15 +65,32 @@ class Batched:
         return f"Batched(level={self.level}, bdim={self.bdim}, value={self.value!r})"
 
 
-def _draw(what: str) -> None:
-    """Random numbers drawn inside a level (an MT draw, or the counter-based stream)."""
-    for _, randomness in _levels:
-        if randomness == "error":
-            raise RuntimeError(
-                "vmap: called random operation while in randomness error mode. "
-                "Please either use the 'same' or 'different' randomness flags "
-                "on vmap or perform the randomness operation out of vmap"
-            )
+def _draw(what: str, shape):
+    """Random numbers drawn inside the open levels (an MT draw of ``shape``, or, for
+    ``shape`` None, one that cannot be batched): ``"error"`` raises; each ``"different"``
+    level puts its batch size in front of ``shape`` and the draw is batched along it
+    (torch's draws of the batched shape); ``"same"`` levels share one draw."""
+    different = [k for k, (_, randomness) in enumerate(_levels, 1) if randomness != "same"]
+    if any(_levels[k - 1][1] == "error" for k in different):
+        raise RuntimeError(
+            "vmap: called random operation while in randomness error mode. "
+            "Please either use the 'same' or 'different' randomness flags "
+            "on vmap or perform the randomness operation out of vmap"
+        )
+    if not different:
+        return shape, None
+    if shape is None:
+        raise NotImplementedError(
+            f"vmap: {what} is not supported with randomness='different' (it makes one "
+            "draw for the whole batch): draw it outside vmap, or use randomness='same'"
+        )
+
+    def wrap(t: Tensor) -> Tensor:
+        for level in different:  # outermost first: its batch dim leads
+            t = Tensor._wrap(Batched(t, 0, level), False)
+        return t
+
+    return tuple(_levels[k - 1][0] for k in different) + shape, wrap
 
 
 def _layer(apply):
@@ -83,8 +101,8 @@ def _layer(apply):
             if type(p) is Batched and p.level > level:
                 level = p.level
         if not level:
-            if prim is ad.uniform:
-                _draw(prim.name)
+            if prim is ad.uniform:  # the counter-based stream: one draw for the batch
+                _draw(prim.name, None)
             return apply(prim, inputs, params)
         args, bdims = [], []
         for t in inputs:
@@ -111,11 +129,36 @@ def _layer(apply):
     return apply_batched
 
 
+def _write(t: Tensor, result: Tensor):
+    """An in-place write inside vmap (``inplace.on_write``): a value batched at a level
+    where ``t`` is not raises torch's error (``t`` would become batched, and stay so after
+    vmap); into a batched ``t`` a value not batched at its level is written as one shared
+    by the batch. Returns the value to write and whether ``t`` is batched (its payload is
+    replaced)."""
+    tp, rp = t._payload, result._payload
+    tl = tp.level if type(tp) is Batched else 0
+    rl = rp.level if type(rp) is Batched else 0
+    if rl > tl:
+        raise RuntimeError(
+            "vmap: inplace arithmetic(self, *extra_args) is not possible because there "
+            "exists a Tensor `other` in extra_args that has more elements than `self`. This "
+            "happened due to `other` being vmapped over but `self` not being vmapped over in "
+            "a vmap. Please try to use out-of-place operators instead of inplace arithmetic."
+        )
+    if tl and rl < tl:
+        shared = Tensor._wrap(Batched(result, None, tl), False)
+        shared.grad_fn, shared._output_nr = result.grad_fn, result._output_nr
+        shared._requires_grad = result._requires_grad
+        result = shared
+    return result, bool(tl)
+
+
 def _open(size: int, randomness: str) -> int:
     _levels.append((size, randomness))
     if len(_levels) == 1:
         dispatch.set_layer("batching", _layer)
         generator.on_draw.append(_draw)
+        inplace.on_write.append(_write)
     return len(_levels)
 
 
@@ -124,6 +167,7 @@ def _close() -> None:
     if not _levels:
         dispatch.set_layer("batching", None)
         generator.on_draw.remove(_draw)
+        inplace.on_write.remove(_write)
 
 
 def lift(t: Tensor) -> Tensor:
@@ -285,8 +329,10 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     ``in_dims`` says which dim of each input is mapped (None: not mapped), as an int for
     all or a (nested) tuple, list or dict matching the arguments; ``out_dims`` where the
     mapped dim goes in each output (None: the output does not depend on the batch).
-    ``randomness``: ``"error"`` (random draws inside raise) or ``"same"`` (one draw shared
-    by the batch); ``chunk_size`` is accepted for compatibility (the batch is not split).
+    ``randomness``: ``"error"`` (random draws inside raise), ``"different"`` (each draw is
+    made for the whole batch, the batch dim in front, as torch draws it) or ``"same"`` (one
+    draw shared by the batch); ``chunk_size`` is accepted for compatibility (the batch is
+    not split).
 
     Example:
         >>> vmap(staged.dot)(staged.ones(8, 3), staged.ones(8, 3)).shape   # 8 dot products
@@ -296,11 +342,6 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         raise RuntimeError(
             f"Only allowed values for randomness are 'error', 'different', or "
             f"'same'. Got {randomness}"
-        )
-    if randomness == "different":
-        raise NotImplementedError(
-            "vmap: randomness='different' is not supported yet; use "
-            "'same' (one draw shared by the batch) or draw outside vmap"
         )
 
     def wrapped(*args, **kwargs):

@@ -12,6 +12,9 @@ graph (Note [views] in ``views.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ... import dtypes as dt
@@ -25,8 +28,11 @@ from ._operands import expand_to, scalar_tensor, to_dtype
 
 # Installed by staged.autograd while active (eager does not import it): fn(t) before a write
 # into shared memory (allow_mutation_on_saved_tensors), fn(t, result) after every in-place
-# write (forward AD).
-before_write, after_write = [], []
+# write (forward AD), and fn(t, result) -> (result, functional) at the start of every write
+# (vmap: the value batched as t is, and whether t's payload is replaced, not written).
+before_write: list[Callable[..., Any]] = []
+after_write: list[Callable[..., Any]] = []
+on_write: list[Callable[..., Any]] = []
 
 
 _LEAF_HINT = (
@@ -81,6 +87,10 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     icpt = current_interceptor()
     if icpt is not None:
         icpt.lift(t)  # a write to pre-trace data becomes a state update, never a real write
+    functional = icpt is not None
+    for hook in on_write:
+        result, replaced = hook(t, result)
+        functional = functional or replaced
     shape = tuple(t._payload.shape)
     if tuple(result._payload.shape) != shape:
         if np.broadcast_shapes(result._payload.shape, shape) != shape:
@@ -101,7 +111,7 @@ def write(t: Tensor, result: Tensor) -> Tensor:
         result = ew.where(scalar_tensor(False, dt.bool_), t, result)
     node = result.grad_fn
     p = t._payload
-    if icpt is None and type(p) is not np.ndarray:
+    if not functional and type(p) is not np.ndarray:
         p = t._host()  # data left on a device by a compiled step
     if node is not None:
         _keep_original(node, t)  # eager and symbolic alike: the Node read t before the write

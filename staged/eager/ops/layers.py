@@ -404,8 +404,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1:
         noise = scalar_tensor(0, input.dtype)
-    elif current_interceptor() is None:
-        x = input._host()
+    elif current_interceptor() is None and type(input._payload) is np.ndarray:
+        x = input._payload
         keep = fills.bernoulli(default_generator, x, 1 - p).astype(x.dtype)
         noise = Tensor._wrap(keep / x.dtype.type(1 - p), False)
     else:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +67,8 @@ def _event(gen: Generator, kind: str, arg) -> None:
 
 class Generator:
     """``torch.Generator`` on the CPU: the same stream after the same seed."""
+
+    normal_cache: float | None
 
     def __init__(self, device="cpu"):
         if str(device) != "cpu":
@@ -175,7 +179,10 @@ class Generator:
 default_generator = Generator()
 
 
-on_draw = []  # fn(what) before each draw, installed while vmap runs (its randomness check)
+# fn(what, shape) -> (shape, wrap) before each draw, installed while vmap runs: its
+# randomness check, and with randomness="different" the batch dims a draw gets (``shape``
+# None: a draw that cannot take them) and ``wrap``, which makes the result batched
+on_draw: list[Callable[..., Any]] = []
 
 
 def drawn(generator, what: str, shape, dtype, fill, in_graph=None) -> Tensor:
@@ -184,25 +191,30 @@ def drawn(generator, what: str, shape, dtype, fill, in_graph=None) -> Tensor:
     the tracer's stand-in for that draw, which each compiled call makes on the host (Note
     [host draws]); where the trace keeps draws in the graph (``rng="counter"``),
     ``in_graph()`` for the default generator, else the array drawn now and frozen in."""
+    shape, wrap = tuple(shape), None
     for hook in on_draw:
-        hook(what)
+        shape, wrap = hook(what, shape)
     gen = default_generator if generator is None else generator
     icpt = current_interceptor()
+    t = None
     if icpt is not None:
-        p = icpt.host_draw(gen, what, tuple(shape), dtype, fill)
+        p = icpt.host_draw(gen, what, shape, dtype, fill)
         if p is not None:
-            return Tensor._wrap(p, False)
-        if in_graph is not None and generator is None:
+            t = Tensor._wrap(p, False)
+        elif in_graph is not None and generator is None and wrap is None:
             return in_graph()
-        icpt.impure(what)
-    return Tensor._wrap(fill(gen, tuple(shape)), False)
+        else:
+            icpt.impure(what)
+    if t is None:
+        t = Tensor._wrap(fill(gen, shape), False)
+    return t if wrap is None else wrap(t)
 
 
 def resolve(generator, what: str) -> Generator:
     """``generator``, or the default one for None; under capture, first tell the tracer
     that ``what`` makes a tensor the graph will hold as a constant (Note [impure calls])."""
     for hook in on_draw:
-        hook(what)
+        hook(what, None)
     icpt = current_interceptor()
     if icpt is not None:
         icpt.impure(what)
