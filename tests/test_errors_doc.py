@@ -187,3 +187,11 @@ def test_other_mistakes_name_the_users_line(mistake):
             site = _here(1)
             staged.compile(lambda x: x, mode="later")
     assert str(err.value).startswith(site), (str(err.value), site)
+
+
+def test_a_failed_retrace_says_what_changed_in_a_note():
+    with pytest.raises(RuntimeError) as err:
+        compiled_shape_mismatch()
+    assert err.value.__notes__ == [
+        "staged.compile re-traced step because x: shape (2, 4) -> (2, 5)"
+    ]

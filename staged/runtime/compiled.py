@@ -468,6 +468,7 @@ class Compiled:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
         except (CaptureError, DynamicError) as err:
             if self.fallback != "eager":
+                self._note_retrace(err)
                 raise
             why = (
                 "it cannot be captured"
@@ -483,6 +484,9 @@ class Compiled:
             self._remember(eager=f"{why}: {err}")
             self.calls.note("eager (fallback='eager')")
             return self.fn(*args, **kwargs)
+        except Exception as err:
+            self._note_retrace(err)
+            raise
         if not entry.captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
         self.traces += 1
@@ -490,6 +494,14 @@ class Compiled:
         self._last = entry
         self._remember(entry)
         return self._run(entry, leaves)
+
+    def _note_retrace(self, err: Exception) -> None:
+        """A re-trace that fails says, in a note under the error, what changed since the
+        trace that ran before (``x: shape (2, 4) -> (2, 5)``): the error itself names the
+        line of the step where it failed."""
+        if self.traces:
+            name = getattr(self.fn, "__name__", "the step")
+            err.add_note(f"staged.compile re-traced {name} because {self.last_retrace_reason}")
 
     def _run(self, entry: CompiledGraph, leaves):
         bg = entry.background
