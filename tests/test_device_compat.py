@@ -132,6 +132,7 @@ NO_CUDA = "Torch not compiled with CUDA enabled"
         (lambda ns: ns.zeros(2).to(device="cuda"), NO_CUDA),
         (lambda ns: ns.nn.Linear(2, 2).cuda(), NO_CUDA),
         (lambda ns: ns.zeros(2).cuda(0), "Cannot access accelerator device when none is available"),
+        (lambda ns: ns.zeros(2).cuda("cpu"), "Invalid device, must be cuda device"),
     ],
 )
 def test_cuda_moves_fail_as_on_a_cpu_build(call, words):

@@ -413,3 +413,13 @@ def test_errors_match_torch():
     raises_like_torch(
         lambda ns: ns.ones(2, requires_grad=True).normal_(), "a leaf Variable that requires grad"
     )
+
+
+def test_bfloat16_random_is_torch_s():
+    """[0, 2**8] for bfloat16, from the same 32-bit draws (compared as float32: NumPy has no
+    bfloat16 view of torch's tensors)."""
+    staged.manual_seed(4)
+    torch.manual_seed(4)
+    ours = staged.zeros(50, dtype=staged.bfloat16).random_().float().numpy()
+    theirs = torch.zeros(50, dtype=torch.bfloat16).random_().float().numpy()
+    np.testing.assert_array_equal(ours, theirs)

@@ -52,6 +52,9 @@ def _type(self, dtype=None, non_blocking=False, **_):
 
 
 def _cuda(self, device=None, non_blocking=False, **_):
+    """Raises, as in a CPU-only torch build (Note [devices])."""
+    if device is not None and not isinstance(device, int) and not str(device).startswith("cuda"):
+        raise RuntimeError("Invalid device, must be cuda device")
     _device.check("cuda" if device is None else device)
 
 

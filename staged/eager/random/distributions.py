@@ -106,9 +106,8 @@ def random_bits(gen, n: int, dtype) -> np.ndarray:
     v = gen.random64(n) if d in (np.int64, np.float64) else gen.random(n).astype(U64)
     if d == np.bool_:
         return (v & U64(1)).astype(d)
-    top = {np.float16: 2**11 + 1, np.float32: 2**24 + 1, np.float64: 2**53 + 1}.get(
-        d.type, int(np.iinfo(d).max) + 1 if d.kind in "iu" else None
-    )
+    floats = {"float16": 2**11 + 1, "bfloat16": 2**8 + 1, "float32": 2**24 + 1}
+    top = floats.get(d.name, 2**53 + 1) if d.kind in "fV" else int(np.iinfo(d).max) + 1
     return (v % U64(top)).astype(d)
 
 
