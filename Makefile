@@ -46,10 +46,12 @@ graphviz:
 	  else echo "no dot and no root apt-get: the SVG tests of staged.viz will skip"; fi; \
 	fi
 
-# ruff: its lint rules (and why each ignore is there) and its format are in pyproject.toml
+# ruff: its lint rules (and why each ignore is there) and its format are in pyproject.toml;
+# mypy: the package's type hints, with [tool.mypy]'s settings there
 lint: $(VENV)/.test
 	$(BIN)/ruff check staged tests models bench
 	$(BIN)/ruff format --check staged tests models bench
+	$(BIN)/mypy
 
 test: $(VENV)/.test vulkan-driver graphviz lint
 	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder

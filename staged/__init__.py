@@ -5,6 +5,8 @@ optimizer updates into one graph and compiles it with IREE.
 """
 
 import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
 from . import autodiff  # noqa: F401
@@ -53,6 +55,173 @@ from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .torch_compat import as_torch  # noqa: F401
 
+if TYPE_CHECKING:  # the public ops that globals().update(_exports()) adds below
+    from .eager.ops.composite import (
+        gelu,
+        log_softmax,
+        silu,
+        softmax,
+        softplus,
+    )
+    from .eager.ops.data_dependent import (
+        nonzero,
+        unique,
+    )
+    from .eager.ops.elementwise import (
+        abs,
+        abs as absolute,
+        acos,
+        acos as arccos,
+        add,
+        addcdiv,
+        addcmul,
+        angle,
+        asin,
+        asin as arcsin,
+        atan,
+        atan as arctan,
+        atan2,
+        atan2 as arctan2,
+        ceil,
+        clamp,
+        clamp as clip,
+        clamp_max,
+        clamp_min,
+        clone,
+        conj,
+        cos,
+        cosh,
+        div,
+        eq,
+        erf,
+        exp,
+        exp2,
+        expm1,
+        floor,
+        floor_divide,
+        fmod,
+        ge,
+        gt,
+        hypot,
+        imag,
+        isfinite,
+        isinf,
+        isnan,
+        le,
+        lerp,
+        log,
+        log10,
+        log1p,
+        log2,
+        logical_and,
+        logical_not,
+        logical_or,
+        lt,
+        maximum,
+        minimum,
+        mul,
+        nan_to_num,
+        ne,
+        neg,
+        pow,
+        real,
+        reciprocal,
+        relu,
+        remainder,
+        round,
+        rsqrt,
+        sgn,
+        sigmoid,
+        sign,
+        sin,
+        sinh,
+        sqrt,
+        square,
+        sub,
+        tan,
+        tanh,
+        trunc,
+        where,
+    )
+    from .eager.ops.indexing import (
+        gather,
+        index_put,
+        index_select,
+        masked_fill,
+        scatter,
+        scatter_add,
+        take_along_dim,
+    )
+    from .eager.ops.linalg import (
+        addmm,
+        baddbmm,
+        bmm,
+        einsum,
+        matmul,
+        mm,
+        outer,
+    )
+    from .eager.ops.reduction import (
+        amax,
+        amin,
+        argmax,
+        argmin,
+        argsort,
+        cumprod,
+        cumsum,
+        diff,
+        logsumexp,
+        max,
+        mean,
+        min,
+        norm,
+        prod,
+        sort,
+        std,
+        sum,
+        topk,
+        var,
+    )
+    from .eager.ops.shape import (
+        cat,
+        chunk,
+        flatten,
+        flip,
+        fliplr,
+        flipud,
+        is_floating_point,
+        is_tensor,
+        narrow,
+        numel,
+        permute,
+        repeat_interleave,
+        reshape,
+        roll,
+        split,
+        squeeze,
+        stack,
+        t,
+        transpose,
+        tril,
+        triu,
+        unsqueeze,
+    )
+
+    # the legacy types that globals().update(_legacy_types) adds below
+    from . import onnx as onnx  # loaded on first use: __getattr__
+    from .eager.legacy_types import LegacyType
+
+    BoolTensor: LegacyType
+    ByteTensor: LegacyType
+    CharTensor: LegacyType
+    ShortTensor: LegacyType
+    IntTensor: LegacyType
+    LongTensor: LegacyType
+    HalfTensor: LegacyType
+    FloatTensor: LegacyType
+    DoubleTensor: LegacyType
+    BFloat16Tensor: LegacyType
+
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
@@ -66,7 +235,7 @@ half = float16
 _LAZY = ("onnx",)  # needs the onnx extra: loaded on first use, as torch.onnx is
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     """``staged.onnx`` without importing onnx at ``import staged``."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)

@@ -61,7 +61,8 @@ _ARRAY = re.compile(r"(\w+)\[([\d,\s]*)\]")
 
 def parse_inputs(items) -> tuple[list, dict]:
     """``(positional values, {name: value})`` of ``[NAME=]VALUE`` items (INPUTS_HELP)."""
-    args, kwargs = [], {}
+    args: list = []
+    kwargs: dict = {}
     for item in items:
         m = _NAMED.fullmatch(item)
         name, text = (m[1], m[2]) if m else (None, item)
@@ -143,11 +144,12 @@ def load_target(spec: str):
                 raise UsageError(f"{where}: no such file")
             sys.path.insert(0, str(path.parent))
             name = path.stem
+            # a .py file has a spec and a loader
             module = importlib.util.module_from_spec(
-                importlib.util.spec_from_file_location(name, path)
+                importlib.util.spec_from_file_location(name, path)  # type: ignore[arg-type]
             )
             sys.modules[name] = module
-            module.__spec__.loader.exec_module(module)
+            module.__spec__.loader.exec_module(module)  # type: ignore[union-attr]
         else:
             if os.getcwd() not in sys.path:
                 sys.path.insert(0, os.getcwd())
@@ -330,7 +332,7 @@ def cache_entries() -> list:
     )
 
 
-def human_size(n: int) -> str:
+def human_size(n: float) -> str:  # type: ignore[return]  # returns at "GiB"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

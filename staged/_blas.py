@@ -18,7 +18,7 @@ if "numpy" not in sys.modules:
 # Note [thread count]: ``staged.set_num_threads(n)`` caps the threads of NumPy's BLAS
 # (OpenBLAS, MKL or BLIS, found by threadpoolctl among the loaded libraries) for eager
 # matmuls; the IREE side (compiled steps) is in ``staged/runtime/device.py``.
-_threads = [None]  # what set_num_threads asked for, None before any call
+_threads: list[int | None] = [None]  # what set_num_threads asked for, None before any call
 
 
 def _threadpoolctl():

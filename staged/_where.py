@@ -7,6 +7,10 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 _STAGED_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIP = (_STAGED_DIR, os.path.dirname(os.__file__) + os.sep)  # staged, the standard library
@@ -22,7 +26,7 @@ def _internal(filename: str) -> bool:
 def user_site() -> str:
     """``file:line`` of the innermost frame outside staged and the standard library (its
     path relative to the working directory when it lies below it), or ""."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and _internal(f.f_code.co_filename):
         f = f.f_back
     if f is None:

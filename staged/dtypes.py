@@ -52,7 +52,19 @@ float64 = DType("float64", np.float64, 2)
 complex64 = DType("complex64", np.complex64, 3)
 complex128 = DType("complex128", np.complex128, 3)
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64, complex64, complex128)
+ALL: tuple[DType, ...] = (
+    bool_,
+    uint8,
+    int8,
+    int16,
+    int32,
+    int64,
+    float16,
+    float32,
+    float64,
+    complex64,
+    complex128,
+)
 _BY_NP = {d.np: d for d in ALL}
 
 try:  # bfloat16 only where NumPy can hold it (ml_dtypes, a dependency of onnx/jax builds)
@@ -62,7 +74,7 @@ try:  # bfloat16 only where NumPy can hold it (ml_dtypes, a dependency of onnx/j
     ALL = ALL + (bfloat16,)
     _BY_NP[bfloat16.np] = bfloat16
 except ImportError:  # pragma: no cover - depends on the environment
-    bfloat16 = None
+    bfloat16 = None  # type: ignore[assignment]  # no bfloat16 without ml_dtypes
 
 _default = [float32]
 
@@ -133,7 +145,7 @@ def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
     """PyTorch's promotion: dimensioned tensors take precedence over zero-dim tensors,
     which take precedence over Python scalars, unless a lower tier has a higher category
     (bool < int < float < complex)."""
-    out = None
+    out: DType | None = None
     for tier in (
         _promote_all(dim_dtypes),
         _promote_all(zero_dim_dtypes),
@@ -146,4 +158,4 @@ def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
         elif tier._category > out._category:
             # a complex scalar keeps a float tensor's precision (float64 + 1j -> complex128)
             out = out.to_complex() if tier._category == 3 and out._category == 2 else tier
-    return out
+    return out  # type: ignore[return-value]  # None only where no operand has a dtype

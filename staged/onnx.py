@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from typing import Any
 
 import numpy as np
 
@@ -170,7 +171,7 @@ def _state_names(module, fn, opt) -> dict:
     or of the modules the function closes over, and ``state.<param>.<slot>`` for optimizer
     state."""
     mods = {"": module} if module is not None else _closure_modules(fn)
-    names = {}
+    names: dict[int, tuple[str, Any, bool]] = {}
     for prefix, m in mods.items():
         for kind in ("named_parameters", "named_buffers"):
             for k, t in getattr(m, kind)():

@@ -27,6 +27,7 @@ import struct
 import sys
 import zipfile
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -452,6 +453,8 @@ def save(obj, f) -> None:
 class _Unpickler(pickle.Unpickler):
     """Rebuilds a checkpoint's ``data.pkl``: globals from the allow-list (any non-torch one
     too when not ``safe``), storages read from the archive on first use."""
+
+    _storages: dict[Any, Any]
 
     def __init__(self, file, read_storage, safe: bool):
         super().__init__(file)

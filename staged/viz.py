@@ -17,6 +17,7 @@ an SVG (or PNG, PDF ...) with Graphviz's ``dot`` program (Debian's ``graphviz`` 
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 from .autograd.node import AccumulateGrad
 from .eager.tensor import Tensor
@@ -126,7 +127,7 @@ def make_step_dot(graph: Graph, title: str = ""):
     """A captured graph (``staged.capture(...).graph``; ``Compiled.graph()`` for a
     compiled step): each op a box labelled with its primitive, shape and dtype, in a
     cluster and colour per phase (``PHASE_COLORS``); ops from a hook outlined in red."""
-    phases = {}
+    phases: dict[Any, list] = {}
     for op in graph.ops:
         phases.setdefault(op.phase, []).append(op)
     counts = ", ".join(f"{p} {len(ops)}" for p, ops in phases.items())

@@ -13,6 +13,8 @@ group's size, so that shape rules need no group).
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import lax
 from .avals import Aval, ShapeError
 from .primitive import LINEAR, Primitive
@@ -30,7 +32,7 @@ class Solo:
         return (x[None] if name == "all_gather" else x[0] if name == "reduce_scatter" else x).copy()
 
 
-GROUP = [Solo()]  # the process group the impls run on (staged.distributed sets it)
+GROUP: list[Any] = [Solo()]  # the process group the impls run on (staged.distributed sets it)
 
 
 def _reduce_op(op):
@@ -143,7 +145,7 @@ all_gather = Primitive(
     jvp=LINEAR,
     node_name="AllGatherBackward",
 )
-reduce_scatter = Primitive(
+reduce_scatter: Primitive = Primitive(
     "reduce_scatter",
     _reduce_scatter,
     _reduce_scatter_rule,

@@ -182,7 +182,7 @@ def _threshold_backward(grad, result, *, threshold):
 # PyTorch's relu backward kernel, fused: the three primitives it would compose from
 # (le, logical_not, where) were a fifth of a small eager step. Linear in ``grad``;
 # as in PyTorch, its gradient with respect to ``result`` is zeros.
-threshold_backward = Primitive(
+threshold_backward: Primitive = Primitive(
     "threshold_backward",
     _threshold_backward,
     lambda grad, result, *, threshold: same_shape("threshold_backward", grad, result),

@@ -61,7 +61,7 @@ slice = Primitive(
     view=True,
 )
 
-slice_scatter = Primitive(
+slice_scatter: Primitive = Primitive(
     "slice_scatter",
     _slice_scatter,
     _slice_scatter_rule,
@@ -161,7 +161,7 @@ gather = Primitive(
     jvp=_gather_jvp,
 )
 
-scatter_add = Primitive(
+scatter_add: Primitive = Primitive(
     "scatter_add",
     _scatter_add,
     _scatter_rule("scatter_add"),
@@ -169,7 +169,7 @@ scatter_add = Primitive(
     jvp=_scatter_add_jvp,
 )
 
-scatter = Primitive(
+scatter: Primitive = Primitive(
     "scatter",
     _scatter,
     _scatter_rule("scatter"),

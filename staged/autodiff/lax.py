@@ -37,7 +37,7 @@ def bind(name: str, *args, **params):
 
 
 # --- constants ------------------------------------------------------------------------------
-def full_like(x, value, dtype: dt.DType = None):
+def full_like(x, value, dtype: dt.DType | None = None):
     """``value`` in ``x``'s shape and dtype (or ``dtype``), never a full-size array: a
     broadcast view of one element eagerly, a 0-d constant expanded under capture or vmap."""
     p = x._payload
@@ -59,7 +59,7 @@ def full_like(x, value, dtype: dt.DType = None):
     return bind("expand", bind("reshape", c, shape=(1,) * len(shape)), shape=shape)
 
 
-def zeros_like(x, shape=None, dtype: dt.DType = None):
+def zeros_like(x, shape=None, dtype: dt.DType | None = None):
     """Zeros of ``x``'s shape (or ``shape``) and dtype (or ``dtype``), a new array of its
     own (as ``Tensor.new_zeros``): a gradient that may become a ``.grad`` and be added to."""
     p = x._payload

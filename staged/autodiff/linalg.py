@@ -39,7 +39,7 @@ def _matmul_jvp(primals, tangents, out):
     return matmul(a, bt) if at is None else lax.add(matmul(at, b), matmul(a, bt))
 
 
-matmul = Primitive(
+matmul: Primitive = Primitive(
     "matmul",
     lambda a, b: np.matmul(a, b),
     _matmul_rule,

@@ -35,8 +35,8 @@ REGISTRY: dict[str, Primitive] = {}
 
 # Set by staged.eager at import: binds a primitive to Tensor operands, and wraps a payload
 # (a constant the strict vocabulary, ``lax.py``, makes) as a Tensor.
-_bind: list[Callable] = [None]
-_constant: list[Callable] = [None]
+_bind: list[Callable] = [None]  # type: ignore[list-item]  # set at import, as said
+_constant: list[Callable] = [None]  # type: ignore[list-item]
 
 
 class Public(NamedTuple):

@@ -16,7 +16,7 @@ def _cumsum(x, *, dim, reverse):
     return np.cumsum(x, axis=dim, dtype=x.dtype)
 
 
-cumsum = Primitive(
+cumsum: Primitive = Primitive(
     "cumsum",
     _cumsum,
     lambda x, *, dim, reverse: x,

@@ -40,7 +40,7 @@ def _expand_vjp(g, x_aval, shape):
     return lax.sum(g, dims, keepdim=True) if dims else g  # float32 for halves
 
 
-reshape = Primitive(
+reshape: Primitive = Primitive(
     "reshape",
     lambda x, *, shape: np.reshape(x, shape),
     _reshape_rule,
@@ -57,7 +57,7 @@ expand = Primitive(
     jvp=LINEAR,
     view=True,
 )
-permute = Primitive(
+permute: Primitive = Primitive(
     "permute",
     lambda x, *, perm: np.transpose(x, perm),
     _permute_rule,

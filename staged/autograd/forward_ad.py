@@ -20,7 +20,8 @@ region (zeros elsewhere if it had none) and every live view of it its region of 
 from __future__ import annotations
 
 import weakref
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..autodiff import jvp_rule
 from ..autodiff import reshape as _alias_prim
@@ -30,10 +31,11 @@ from ..eager.factories import zeros_like
 from ..eager.tensor import Tensor
 
 _level = None  # the open level (0), or None
-_tangents = {}  # id(tensor) -> (weakref to the tensor, tangent)
-_rules = {}  # primitive -> its JVP function
+_tangents: dict[int, tuple[weakref.ref[Tensor], Any]] = {}  # id(tensor) -> (weakref, tangent)
+_rules: dict[Any, Callable[..., Any]] = {}  # primitive -> its JVP function
 _busy = [False]  # computing a JVP: its own ops carry no tangents
-_aliases = {}  # id(last view step of an alias) -> weakref to the alias (a forward base)
+# id(last view step of an alias) -> weakref to the alias (a forward base)
+_aliases: dict[int, weakref.ref[Tensor]] = {}
 
 
 class UnpackedDualTensor(NamedTuple):
@@ -134,7 +136,11 @@ def _alias(t: Tensor) -> Tensor:
         _busy[0] = prev
     if out._base is not None:  # a forward base of the views made from it
         key = id(out._view.steps[-1])
-        _aliases[key] = weakref.ref(out, lambda _, k=key: _aliases.pop(k, None))
+        # (mypy cannot infer a lambda with a default argument as the callback)
+        _aliases[key] = weakref.ref(
+            out,
+            lambda _, k=key: _aliases.pop(k, None),  # type: ignore[misc]
+        )
     return out
 
 
@@ -146,7 +152,10 @@ def tangent_of(t: Tensor):
 
 def set_tangent(t: Tensor, tangent) -> None:
     key = id(t)
-    _tangents[key] = (weakref.ref(t, lambda _, k=key: _tangents.pop(k, None)), tangent)
+    _tangents[key] = (
+        weakref.ref(t, lambda _, k=key: _tangents.pop(k, None)),  # type: ignore[misc]
+        tangent,
+    )
 
 
 def active() -> bool:

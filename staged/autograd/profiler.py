@@ -17,6 +17,8 @@ import os
 import sys
 import threading
 import time
+from types import FrameType
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +42,7 @@ class FunctionEvent:
     end_us: float = 0.0
     self_cpu_memory_usage: int = 0
     children: list = field(default_factory=list)
-    parent: FunctionEvent = None
+    parent: FunctionEvent | None = None
     args: dict = field(default_factory=dict)  # shown in the Chrome trace (Note [compiled calls])
 
     @property
@@ -130,7 +132,7 @@ class EventList(list):
         )
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0) -> EventList:
-        groups = {}
+        groups: dict[Any, Any] = {}
         for e in self:
             key = (
                 e.key,
@@ -159,7 +161,7 @@ class EventList(list):
             }
         ]
         for e in self:
-            args = {}
+            args: dict[str, Any] = {}
             if e.input_shapes:
                 args["Input Dims"] = [list(s) for s in e.input_shapes]
             if e.stack:
@@ -321,7 +323,7 @@ class profile:
 def _user_stack() -> tuple:
     """``file(line): function`` of the caller's frames outside staged, innermost first."""
     out = []
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     while f is not None:
         fn = f.f_code.co_filename
         if not os.path.abspath(fn).startswith(_STAGED_DIR):

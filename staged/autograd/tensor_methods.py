@@ -55,10 +55,14 @@ def register_post_accumulate_grad_hook(self, hook):
     return add_hook(self._post_acc_hooks, hook)
 
 
-Tensor.backward = backward
-Tensor._grad_accumulator = _grad_accumulator
-Tensor.register_hook = register_hook
-Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
-views._StaleView.grad_fn = property(sync, views._grad_fn.__set__)
+# attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block)
+Tensor.backward = backward  # type: ignore[method-assign]
+Tensor._grad_accumulator = _grad_accumulator  # type: ignore[method-assign]
+Tensor.register_hook = register_hook  # type: ignore[method-assign]
+Tensor.register_post_accumulate_grad_hook = (  # type: ignore[method-assign]
+    register_post_accumulate_grad_hook
+)
+# the slot's class attribute, replaced by a property on the subclass (Note [stale views])
+views._StaleView.grad_fn = property(sync, views._grad_fn.__set__)  # type: ignore[misc]
 views.rebase = rebase
 dispatch.set_recorder(PrimitiveBackward)

@@ -34,7 +34,8 @@ from ..eager.tensor import Tensor
 from . import forward_ad
 from .batching import RULES, UNSUPPORTED, move, to_batch
 
-_levels = []  # (batch size, randomness) of each open level; level k is _levels[k - 1]
+# (batch size, randomness) of each open level; level k is _levels[k - 1]
+_levels: list[tuple[int, str]] = []
 RANDOMNESS = ("error", "different", "same")
 
 

@@ -13,6 +13,7 @@ import enum
 import importlib.util
 import os
 import sys
+from typing import Any
 from datetime import timedelta
 
 from ..autodiff import collective as C
@@ -38,7 +39,7 @@ class ReduceOp(enum.Enum):
     PRODUCT = "product"
 
 
-_state = {"group": None, "backend": None, "hook": None}
+_state: dict[str, Any] = {"group": None, "backend": None, "hook": None}
 
 
 def is_available() -> bool:

@@ -9,6 +9,7 @@ installed with ``set_recorder``.
 from __future__ import annotations
 
 import threading
+from typing import Any
 from functools import partial
 
 import numpy as np
@@ -30,7 +31,10 @@ _record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
 # costs two C calls, where ``np.errstate`` builds a new object per call (~10 us). The
 # caller's own NumPy code keeps its error state.
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar as _errstate
+    # NumPy 2 private API, absent from its stubs
+    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
+        _extobj_contextvar as _errstate,
+    )
 
     with np.errstate(all="ignore"):
         _QUIET = _errstate.get()
@@ -41,7 +45,7 @@ except ImportError:  # NumPy 1.x
     with np.errstate(all="ignore"):
         _QUIET = geterrobj()
 
-    def _quiet():
+    def _quiet():  # type: ignore[misc]  # NumPy 1.x: a function, not a partial
         prev = geterrobj()
         seterrobj(_QUIET)
         return prev
@@ -99,7 +103,7 @@ def set_recorder(node_class) -> None:
     _record = node_class
 
 
-_layers = {}  # name -> wrap(apply) -> apply; see set_layer
+_layers: dict[str, Any] = {}  # name -> wrap(apply) -> apply; see set_layer
 
 
 def set_layer(name: str, wrap) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -14,6 +15,11 @@ from .grad_mode import _state as _grad_state
 from .random import counter, distributions, fills
 from .random.generator import drawn
 from .tensor import Tensor, as_payload
+
+if TYPE_CHECKING:
+    # a size: ints (zeros(2, 3)) or one tuple or list of them (zeros((2, 3)), zeros(t.shape))
+    _Dim: TypeAlias = int | np.integer
+    _SizeArg: TypeAlias = _Dim | tuple[_Dim, ...] | list[_Dim]
 
 __all__ = [
     "tensor",
@@ -87,19 +93,19 @@ def _dtype(dtype, default=None):
     return dt.as_dtype(dtype) if dtype is not None else (default or dt.get_default_dtype())
 
 
-def zeros(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+def zeros(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
     return _new(np.zeros(_size(size), _dtype(dtype).np), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+def ones(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
     return _new(np.ones(_size(size), _dtype(dtype).np), requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+def empty(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
     return _new(np.empty(_size(size), _dtype(dtype).np), requires_grad)
@@ -187,7 +193,7 @@ def _in_graph(fill, size, dtype):
     return None if make is None else lambda: make(size, dtype)
 
 
-def rand(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+def rand(*size: _SizeArg, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Uniform on [0, 1), torch's values after the same seed."""
     if device is not None:
         _check_device(device)
@@ -201,7 +207,7 @@ def rand(*size, generator=None, dtype=None, requires_grad=False, device=None) ->
     )
 
 
-def randn(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+def randn(*size: _SizeArg, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Standard normal, torch's values after the same seed."""
     if device is not None:
         _check_device(device)

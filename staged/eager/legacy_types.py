@@ -11,6 +11,8 @@ as constructors and as arguments of ``Tensor.type`` and ``Module.type``. The
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -60,6 +62,10 @@ def dtype_of(t) -> dt.DType:
 
 class LegacyType(type):
     """The metaclass of ``FloatTensor`` and its kin (torch's ``torch.tensortype``)."""
+
+    if TYPE_CHECKING:  # each legacy type's class attributes (not in the metaclass's
+        dtype: dt.DType  # __annotations__, which its classes would read as their own)
+        is_cuda: bool
 
     def __instancecheck__(cls, obj) -> bool:
         return isinstance(obj, Tensor) and obj.dtype is cls.dtype and not cls.is_cuda

@@ -33,6 +33,7 @@ retain_grad, requires_grad_), staged reads the slot (``grad_fn_field``) too.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -226,4 +227,4 @@ def check_writable(steps) -> None:
 
 # rebase(view, value), after ``value`` was written into ``view``: the base's graph goes
 # through CopySlices, an autograd Node, so staged.autograd.tensor_methods installs it.
-rebase = None
+rebase: Callable[[Tensor, Tensor], None] = None  # type: ignore[assignment]  # set at import

@@ -18,16 +18,16 @@ from ..eager.tensor import Tensor
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter
 
-_global_backward_pre_hooks: dict = OrderedDict()
-_global_backward_hooks: dict = OrderedDict()
+_global_backward_pre_hooks: OrderedDict = OrderedDict()
+_global_backward_hooks: OrderedDict = OrderedDict()
 _global_is_full_backward_hook = None
-_global_forward_pre_hooks: dict = OrderedDict()
-_global_forward_hooks: dict = OrderedDict()
-_global_forward_hooks_always_called: dict = OrderedDict()
-_global_forward_hooks_with_kwargs: dict = OrderedDict()
-_global_buffer_registration_hooks: dict = OrderedDict()
-_global_module_registration_hooks: dict = OrderedDict()
-_global_parameter_registration_hooks: dict = OrderedDict()
+_global_forward_pre_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks_always_called: OrderedDict = OrderedDict()
+_global_forward_hooks_with_kwargs: OrderedDict = OrderedDict()
+_global_buffer_registration_hooks: OrderedDict = OrderedDict()
+_global_module_registration_hooks: OrderedDict = OrderedDict()
+_global_parameter_registration_hooks: OrderedDict = OrderedDict()
 
 _MIXED_BACKWARD_HOOKS = (
     "Cannot use both regular backward hooks and full backward hooks on "
@@ -46,7 +46,7 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
 
-def _register(hooks: dict, hook, prepend=False, *flags) -> RemovableHandle:
+def _register(hooks: OrderedDict, hook, prepend=False, *flags) -> RemovableHandle:
     """Add ``hook`` to ``hooks`` (first if ``prepend``), marking its id in each dict of
     ``flags``; the handle removes it from all of them."""
     handle = RemovableHandle(hooks, *(d for d, _ in flags))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 from ..dtypes import get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
@@ -107,7 +108,8 @@ class Optimizer:
         """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index]}]}``
         as in PyTorch: parameters are numbered across groups in order; state tensors are
         the optimizer's own (not copies)."""
-        index, groups = {}, []
+        index: dict[int, int] = {}
+        groups: list[dict[str, Any]] = []
         for g in self.param_groups:
             for p in g["params"]:
                 index.setdefault(id(p), len(index))

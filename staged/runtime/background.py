@@ -39,6 +39,7 @@ import queue
 import threading
 import time
 import warnings
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class Interpreter:
         for k, op in enumerate(graph.ops):
             for v in op.inputs:
                 last[v.id] = k
-        self.drops = [[] for _ in graph.ops]
+        self.drops: list[list[int]] = [[] for _ in graph.ops]
         for vid, k in last.items():
             if vid not in kept:
                 self.drops[k].append(vid)
@@ -106,6 +107,9 @@ class Status:
     ``compiled``, ``failed``, or ``eager`` for a one-shot trace), the failure's
     ``reason``, the calls that ran each way, and the compile's wall time."""
 
+    reason: str | None
+    seconds: float | None
+
     def __init__(self, state: str):
         self.state, self.reason, self.seconds = state, None, None
         self.ran = {"eager": 0, "compiled": 0, "fn": 0}
@@ -132,6 +136,12 @@ class Compiling:
     step; default the entry's), taking calls whose ``batched`` leaves have dim 0
     ``batch``; ``fallback(leaves)`` runs the function eagerly; ``calls``: the
     ``CallLog`` of the compiled function (whose failure warns once)."""
+
+    interpreter: Interpreter | None
+    module: Any
+    mlir: Any
+    error: Exception | None
+    t0: float | None
 
     def __init__(
         self,
@@ -173,7 +183,7 @@ class Compiling:
         except Exception as err:  # noqa: BLE001 (reported at the next call)
             self.error = err
         entry.times.update(p.times)
-        self.status.seconds = time.perf_counter() - self.t0
+        self.status.seconds = time.perf_counter() - cast(float, self.t0)  # set by start()
         compile_log.info(
             "background compile of %s %s in %.2f s: %s",
             self.name,
@@ -275,7 +285,7 @@ class CallLog:
 # One worker thread compiles, oldest first (a second compile at once would only share the
 # same cores); it is made again after a fork, which does not copy threads.
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
-_worker = [None]
+_worker: list[threading.Thread | None] = [None]
 _worker_lock = threading.Lock()
 
 

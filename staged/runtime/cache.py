@@ -18,7 +18,7 @@ MAGIC = b"STAGED1\n"
 _HEAD = len(MAGIC) + 32
 
 
-_FALLBACK = {}  # unwritable directory -> the writable one used instead
+_FALLBACK: dict[Path, Path] = {}  # unwritable directory -> the writable one used instead
 
 
 def cache_dir() -> Path:

@@ -12,7 +12,8 @@ import gc
 import sys
 import threading
 import warnings
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def capture(fn, *args, **kwargs) -> Traced:
     ``.to_mlir()``, ``.compile(backend)`` or ``.export_onnx(path)``."""
     c = _capture(fn, *args, **kwargs)
     c.__class__ = Traced
-    return c
+    return c  # type: ignore[return-value]  # a Traced now: its class was just set
 
 
 class CompiledGraph:
@@ -83,6 +84,8 @@ class CompiledGraph:
 
     background = None  # a Compiling while its module compiles (Note [background compiles])
     number = 0  # which trace of its Compiled made it (explain())
+    _live: list[tuple[Any, Any, Any]]
+    _narrow: list[Any] | None
 
     def __init__(
         self,
@@ -96,7 +99,7 @@ class CompiledGraph:
         on a worker thread and stands in for it meanwhile."""
         self.captured = captured
         self.backend = backend
-        self.cache = {}  # "cache": "hit" or "miss", "key" (compile_mlir's stats)
+        self.cache: dict[str, Any] = {}  # "cache": "hit" or "miss", "key" (compile_mlir's stats)
         self.device = get_device(backend, device)
         if background is not None:
             self.mlir, self.times = None, phases.times if phases is not None else {}
@@ -104,6 +107,7 @@ class CompiledGraph:
             self.background = background(self)
             return
         own = phases is None  # else the caller's, which it shows and closes
+        p: Any  # a Phases: here phases is None only where own
         with (
             Phases(f"compiling a step of {len(captured.graph.ops)} ops")
             if own
@@ -126,6 +130,7 @@ class CompiledGraph:
                 mlir = to_mlir(graph, boundary=BOUNDARY.get(backend))
         with p("IREE compile"):
             vmfb = compile_mlir(mlir, backend, STEP_FLAGS.get(backend, ()), self.cache, builder)
+        module: Any
         with p("load"):
             module = self.device.load(vmfb)
         if segmented:
@@ -740,7 +745,7 @@ def _leaf_change(a, b) -> list:
     if a[0] != b[0] or a[0] == "py":
         return [f"{_show_leaf(a)} -> {_show_leaf(b)}"]
     fields = ("shape", "dtype", "requires_grad", ".grad")
-    show = (
+    show: tuple[Callable[[Any], str], ...] = (
         lambda s: str(s),
         lambda d: np.dtype(d).name,
         str,

@@ -239,6 +239,7 @@ def compile_subprocess(text: str, flag_list) -> bytes:
     )
     with _children_lock:
         _children.add(proc)
+    err: bytes | str
     try:
         vmfb, err = proc.communicate(text.encode())
     finally:

@@ -17,6 +17,7 @@ import os
 import threading
 import time
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -94,6 +95,7 @@ def parse_device(backend: str, spec=None) -> tuple:
     if backend not in DRIVERS:
         raise ValueError(at_user(f"unknown backend {backend!r}; known: {', '.join(DRIVERS)}"))
     drivers = BACKEND_DRIVERS[backend]
+    index: int | None
     if spec is None:
         return drivers[0], None
     if isinstance(spec, int) and not isinstance(spec, bool):
@@ -264,7 +266,7 @@ class Device:
 # ``staged.set_num_threads(n)`` asks for ``n``: the flag is set when the driver is made, so
 # it takes effect where no llvm-cpu step has run yet; later it warns that compiled steps
 # keep the pool they have (NumPy's BLAS, the eager side, changes at once: _blas.py).
-_task_threads = [None]
+_task_threads: list[int | None] = [None]
 _drivers: set = set()  # the IREE drivers this process has made (iree.runtime caches them)
 
 
@@ -309,6 +311,10 @@ def _close_all() -> None:
 
 class Module:
     """A loaded vmfb; ``invoke`` calls one of its functions."""
+
+    _functions: dict[str, Any]
+    _timeline: list[Any] | None
+    _in_flight: list[tuple[int, Any, Any]]
 
     def __init__(self, dev: Device, vm_module, extra_modules=()):
         rt = dev._rt

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import warnings
+from typing import cast
 
 compile_log = logging.getLogger("staged.compile")
 runtime_log = logging.getLogger("staged.runtime")
@@ -72,6 +73,9 @@ class Phases:
     terminal shows the running one once the compile has taken ``SHOW_AFTER`` seconds
     (Note [compile messages]). ``with Phases(what) as p: with p("trace"): ...``."""
 
+    times: dict[str, float]
+    _fd: int | None
+
     def __init__(self, what: str):
         self.what, self.times, self.now = what, {}, "starting"
         self.start = time.perf_counter()
@@ -104,7 +108,7 @@ class Phases:
             if self._done:
                 return False
             try:
-                os.write(self._fd, text.encode())
+                os.write(cast(int, self._fd), text.encode())  # set while shown
                 self._shown = True
             except OSError:
                 return False

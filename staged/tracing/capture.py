@@ -36,6 +36,7 @@ import gc
 import inspect
 import threading
 import weakref
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,8 +68,8 @@ class Watched:
     payload: object  # the data before the trace; dropped once restored
     aval: Aval  # its shape and dtype, kept for the re-trace guards
     meta: tuple  # (requires_grad, grad_fn, output_nr)
-    grad: object  # the .grad object before the trace
-    value: object = None  # the state input Value, if its data was read
+    grad: Tensor | None  # the .grad object before the trace
+    value: Any = None  # the state input Value, if its data was read
     name: str = ""
 
 
@@ -126,7 +127,7 @@ class Tracer:
         self.graph = Graph()
         self.start = _serial()
         self.watched: dict[int, Watched] = {}
-        self.consts: dict[int, object] = {}
+        self.consts: dict[int, tuple[Any, object]] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
         self.guards: dict = {}  # key -> Guard
         self.live_inputs: dict = {}  # id(tensor) -> (tensor, get)
@@ -232,7 +233,9 @@ class Tracer:
             self._watch(t)
 
     def value_of(self, t: Tensor):
-        if t._base is not None and t._view.data_version != t._vc[0]:
+        # (an inference view, _vc None, would raise TypeError here; the same test in
+        # __call__ checks _vc first)
+        if t._base is not None and t._view.data_version != t._vc[0]:  # type: ignore[index]
             refresh_view(t)  # a sibling view or the base was written since
         p = t._payload
         if isinstance(p, Symbolic):
@@ -243,7 +246,7 @@ class Tracer:
                 )
             return p.value
         key = id(p)
-        v = self.consts.get(key)
+        v: Any = self.consts.get(key)
         if v is None:
             a = np.asarray(p)
             v = self.graph.add_const(a, Aval(a.shape, t.dtype))
@@ -528,7 +531,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
         if gw.kind == "output" and w is not None and w.value is not None:
             old[gw.output] = w.value
-    scalars = {}  # dtype -> [(output index, new, alt)] of the 0-d outputs
+    scalars: dict[Any, list] = {}  # dtype -> [(output index, new, alt)] of the 0-d outputs
     for i, o in enumerate(g.outputs):
         aval = o.value.aval
         keep = old.get(i)

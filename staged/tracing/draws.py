@@ -85,7 +85,7 @@ def draw_shapes(graph, n_fixed: int):
             if isinstance(s, Sym) and s.name not in sources:
                 sources[s.name] = (j, axis, s.k)
 
-    def shapes(payloads):
+    def shapes(payloads):  # type: ignore[no-redef]  # the other branch returned
         dims = {n: payloads[j].shape[axis] // k for n, (j, axis, k) in sources.items()}
         return [
             tuple(dims[s.name] * s.k if isinstance(s, Sym) else s for s in a.shape) for a in avals

@@ -182,7 +182,7 @@ def substitute(g, subst, consts=None) -> Graph:
 
 def dynamic_dims(graph) -> set:
     """The names of the dynamic dims used in ``graph``'s avals."""
-    names = set()
+    names: set[str] = set()
     for v in (
         [i.value for i in graph.inputs]
         + [op.out for op in graph.ops]

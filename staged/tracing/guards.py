@@ -20,6 +20,7 @@ import operator
 import os
 import sysconfig
 import types
+from typing import Any
 
 _MISSING = object()
 _NUMBERS = (bool, int, float, complex)
@@ -59,7 +60,8 @@ def source_guards(fn, tensors) -> list:
     """Guards on the globals and closure cells through which ``fn`` reads one of
     ``tensors`` (by identity) or a Python number (Note [source guards])."""
     ids = {id(t) for t in tensors}
-    guards, seen = [], set()
+    guards: list[Any] = []
+    seen: set[int] = set()
     todo = [(f, 0) for f in _functions(fn)]
     while todo:
         f, depth = todo.pop()

@@ -22,10 +22,14 @@ import threading
 import time
 import warnings
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .symbolic import _STAGED_DIR
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 _TIME = (
     "time",
@@ -150,7 +154,7 @@ def _wrap(fn, qualname: str):
 def report_draw(qualname: str) -> None:
     """A staged random factory (``staged.randn``) ran under capture: its tensor becomes a
     constant of the graph. Warn once, naming the user's line."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and _is_staged(frame):
         frame = frame.f_back
     if frame is not None:

@@ -31,6 +31,7 @@ import inspect
 import sys
 import textwrap
 import types
+from typing import Any
 
 from ..eager.tensor import Tensor
 from .guards import _functions, _is_library, _names
@@ -73,7 +74,8 @@ def state_names(fn, arg_names, leaves, dict_writes=()) -> dict:
     for path, opt in found:
         if not _is_optimizer(opt):
             continue
-        index = {}  # torch's state_dict numbering, for parameters the walk did not name
+        # torch's state_dict numbering, for parameters the walk did not name
+        index: dict[int, int] = {}
         for group in opt.param_groups:
             for p in group.get("params", ()):
                 index.setdefault(id(p), len(index))
@@ -146,7 +148,8 @@ def _returned(fn):
 def _reachable(fn, arg_names, leaves) -> list:
     """``(path, object)`` of the tensors, modules and optimizers ``fn`` reaches, breadth
     first (Note [state names])."""
-    found, seen = [], set()
+    found: list[Any] = []
+    seen: set[int] = set()
     todo = collections.deque((n, x, 0) for n, x in zip(arg_names, leaves))
     todo.append(("", fn, 0))
     while todo and len(seen) < _OBJECTS:

@@ -18,6 +18,7 @@ results need. A pure transform of the IR: nothing here knows about MLIR or MPI.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .ir import Graph, Input, Output
 
@@ -39,7 +40,8 @@ def split(graph: Graph, on_host) -> Split:
     """``graph`` cut at each op for which ``on_host(op)`` is true (Note [segments])."""
     stage = {i.value.id: 0 for i in graph.inputs}
     stage.update((v.id, 0) for v, _ in graph.consts)
-    compute, host = [[]], [[]]
+    compute: list[list[Any]] = [[]]
+    host: list[list[Any]] = [[]]
     for op in graph.ops:
         s = max((stage[v.id] for v in op.inputs), default=0)
         if on_host(op):
@@ -53,7 +55,7 @@ def split(graph: Graph, on_host) -> Split:
             host.append([])
     # what is read after each segment: by later segments, the host, the step's results
     defined = {op.out.id: k for k, ops in enumerate(compute) for op in ops}
-    needed = [set() for _ in compute]
+    needed: list[set[int]] = [set() for _ in compute]
     for k in range(len(compute)):
         for ops, latest in ((compute[k], k - 1), (host[k], k)):
             for op in ops:

@@ -129,15 +129,21 @@ _METHODS = {
     "all": lambda self: Tensor._wrap(self._host().all()),
     "any": lambda self: Tensor._wrap(self._host().any()),
 }
+# attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block),
+# hence the ignores on the assignments below
 for _name, _fn in {**table.methods(), **_METHODS}.items():
     setattr(Tensor, _name, _fn)
-Tensor.__iadd__, Tensor.__isub__, Tensor.__imul__ = Tensor.add_, Tensor.sub_, Tensor.mul_
-Tensor.__itruediv__, Tensor.__ifloordiv__ = Tensor.div_, Tensor.floor_divide_
+Tensor.__iadd__ = Tensor.add_  # type: ignore[method-assign, assignment]
+Tensor.__isub__ = Tensor.sub_  # type: ignore[method-assign, assignment]
+Tensor.__imul__ = Tensor.mul_  # type: ignore[method-assign]
+Tensor.__itruediv__ = Tensor.div_  # type: ignore[method-assign, assignment]
+Tensor.__ifloordiv__ = Tensor.floor_divide_  # type: ignore[method-assign]
 
-Tensor.T = property(shape.T)
-Tensor.mT = property(shape.mT)
-Tensor.real = property(elementwise.real)
-Tensor.imag = property(elementwise.imag)
-Tensor.device = property(lambda self: _device.CPU)  # Note [devices]
-Tensor.is_cuda = property(lambda self: False)
-Tensor.is_cpu = property(lambda self: True)
+Tensor.T = property(shape.T)  # type: ignore[method-assign, assignment]
+Tensor.mT = property(shape.mT)  # type: ignore[method-assign, assignment]
+Tensor.real = property(elementwise.real)  # type: ignore[method-assign, assignment]
+Tensor.imag = property(elementwise.imag)  # type: ignore[method-assign, assignment]
+# Note [devices]
+Tensor.device = property(lambda self: _device.CPU)  # type: ignore[method-assign, assignment]
+Tensor.is_cuda = property(lambda self: False)  # type: ignore[method-assign, assignment]
+Tensor.is_cpu = property(lambda self: True)  # type: ignore[method-assign, assignment]

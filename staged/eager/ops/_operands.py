@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ... import autodiff as ad
@@ -49,7 +51,9 @@ def expand_to(t: Tensor, shape: tuple) -> Tensor:
 
 
 def promote_types(*vals) -> dt.DType:
-    dims, zero, scalars = [], [], []
+    dims: list[dt.DType] = []
+    zero: list[dt.DType] = []
+    scalars: list[Any] = []
     for v in vals:
         if isinstance(v, Tensor):
             (dims if v._payload.shape else zero).append(v.dtype)
@@ -60,7 +64,7 @@ def promote_types(*vals) -> dt.DType:
     return dt.result_type(dims, zero, scalars)
 
 
-def operands(*vals, dtype: dt.DType = None):
+def operands(*vals, dtype: dt.DType | None = None):
     """Tensors of one dtype (PyTorch's promotion, or ``dtype``) and one broadcast shape."""
     if dtype is None:
         x = vals[0]

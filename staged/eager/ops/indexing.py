@@ -103,14 +103,20 @@ def _plan(x: Tensor, index) -> _Plan:
                 raise ValueError("step must be greater than zero")
             a, b, s = i.indices(n)
             b = max(a, b)
-            starts.append(a), stops.append(b), steps.append(s)
+            starts.append(a)
+            stops.append(b)
+            steps.append(s)
             out.append(len(range(a, b, s)))
         elif isinstance(i, _INTS) and not isinstance(i, bool):
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
-            starts.append(i % n), stops.append(i % n + 1), steps.append(1)
+            starts.append(i % n)
+            stops.append(i % n + 1)
+            steps.append(1)
         elif isinstance(i, Tensor) and not (i.dtype.is_floating_point or i.dtype.is_complex):
-            starts.append(0), stops.append(n), steps.append(1)
+            starts.append(0)
+            stops.append(n)
+            steps.append(1)
             positions.append(len(out))
             tensors.append(_normalized(i, d, n))
             out.append(n)
@@ -164,6 +170,7 @@ def _advanced_layout(shape, positions, tensors):
 
 def _linear_index(shape, p, tensors) -> Tensor:
     """The flat index into dims ``p .. p+k`` of ``shape`` (row-major)."""
+    lin: Tensor | None
     lin, stride = None, 1
     for d, t in zip(range(p + len(tensors) - 1, p - 1, -1), reversed(tensors)):
         term = (
@@ -173,7 +180,7 @@ def _linear_index(shape, p, tensors) -> Tensor:
         )
         lin = term if lin is None else ad.add(lin, term)
         stride *= shape[d]
-    return lin
+    return lin  # type: ignore[return-value]  # tensors is never empty
 
 
 def _spread_index(index: Tensor, shape, dim) -> Tensor:

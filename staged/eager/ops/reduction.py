@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -14,10 +15,16 @@ from ._operands import expand_to, float_operand, scalar_tensor
 from .elementwise import eq, maximum, minimum, ne, sub, where
 from .shape import cat, narrow, unsqueeze
 
-MaxResult = namedtuple("max", ["values", "indices"])
-MinResult = namedtuple("min", ["values", "indices"])
-SortResult = namedtuple("sort", ["values", "indices"])
-TopkResult = namedtuple("topk", ["values", "indices"])
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
+
+# named after the op, as torch.return_types are (their repr: ``max(values=..., ...)``)
+MaxResult = namedtuple("max", ["values", "indices"])  # type: ignore[name-match]
+MinResult = namedtuple("min", ["values", "indices"])  # type: ignore[name-match]
+SortResult = namedtuple("sort", ["values", "indices"])  # type: ignore[name-match]
+TopkResult = namedtuple("topk", ["values", "indices"])  # type: ignore[name-match]
 
 
 def _accumulation_dtype(x, dtype):
@@ -31,7 +38,7 @@ def _accumulation_dtype(x, dtype):
     return x
 
 
-def in_float32(fn):
+def in_float32(fn: _F) -> _F:
     """Half-precision inputs compute in float32 and round once, as PyTorch's CPU kernels
     do for reductions and activations (a float16 sum of 4096 ones sticks at 2048, exp(20)
     overflows float16)."""
@@ -42,7 +49,7 @@ def in_float32(fn):
         return fn(x, *args, **kwargs)
 
     op.__name__, op.__doc__ = fn.__name__, fn.__doc__
-    return op
+    return op  # type: ignore[return-value]  # op takes what fn takes
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):

@@ -22,6 +22,7 @@ def _write(t: Tensor, fill, name: str, generator) -> Tensor:
     """Write ``fill(gen, payload)`` into ``t`` (nothing to draw for an empty tensor)."""
     if t.numel() == 0:
         return t
+    layout: np.ndarray | None
     layout, d = fills.like(t), t.dtype.np
     layout = None if fills.contiguous(layout) else layout  # drawn in t's memory order
 
@@ -144,5 +145,6 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None) -> Tensor:
 
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, cauchy_, log_normal_):
     setattr(Tensor, _fn.__name__, _fn)
-Tensor.bernoulli = factories.bernoulli
-Tensor.multinomial = factories.multinomial
+# attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block)
+Tensor.bernoulli = factories.bernoulli  # type: ignore[method-assign, assignment]
+Tensor.multinomial = factories.multinomial  # type: ignore[method-assign, assignment]

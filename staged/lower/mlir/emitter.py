@@ -15,6 +15,7 @@ carrying it, read once at the top of the function) for a ``Sym``.
 from __future__ import annotations
 
 import math
+from typing import NoReturn
 
 import numpy as np
 
@@ -118,7 +119,7 @@ class Emitter:
         self.raw(f"{r}{f':{results}' if results > 1 else ''} = {rhs} {self.loc}")
         return r
 
-    def fail(self, reason: str, d=None):
+    def fail(self, reason: str, d=None) -> NoReturn:
         op = self.op
         what = op.prim.name + (f" on {d.name}" if d is not None else "")
         where = f" at {op.loc}" if op.loc else ""

@@ -86,7 +86,8 @@ def _gather(e, op, x, index):
 
 @lowering(REGISTRY["scatter_add"])
 def _scatter_add(e, op, x, index, src):
-    a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])
+    # mypy cannot count a starred generator
+    a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])  # type: ignore[misc]
     d, rank = a.dtype, len(a.shape)
     add = e.need(BINARY["add"], d)
     scattered = tuple(rank if k == dim else k for k in range(rank))  # dim -> the reduction
@@ -110,7 +111,8 @@ def _scatter_add(e, op, x, index, src):
 
 @lowering(REGISTRY["scatter"])
 def _scatter(e, op, x, index, src):
-    a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])
+    # mypy cannot count a starred generator
+    a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])  # type: ignore[misc]
     if 0 in ia.shape:  # nothing written (the generic below crashes IREE with SIGFPE)
         return x
     d, rank = a.dtype, len(a.shape)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,8 @@ def to_mlir(
     def edge_type(aval):
         return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))
 
-    params, globals_ = [], {}
+    params: list[Any] = []
+    globals_: dict[Any, Any] = {}
     for inp in graph.inputs:
         v = inp.value
         ty = edge_type(v.aval)

@@ -9,6 +9,8 @@ dimension, e.g. the batch): shapes built with ``Builder.shape`` then read it at 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -180,7 +182,8 @@ class Builder:
         dims = tuple(dims)
         if not any(isinstance(s, Sym) for s in dims):
             return self.const(np.array(dims, np.int64).reshape(len(dims)))
-        parts, run = [], []
+        parts: list[Any] = []
+        run: list[Any] = []
         for s in dims:
             if isinstance(s, Sym):
                 if run:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ClassVar
+
 from ...eager import ops
 from .. import functional as F
 from ..module import Module
@@ -68,7 +71,7 @@ class SiLU(Module):
 class _Inplace(Module):
     """An activation with only torch's ``inplace`` option (``fn`` of nn.functional)."""
 
-    fn = None
+    fn: ClassVar[Callable[..., Any] | None] = None
     repr_inplace = True  # torch's Hardsigmoid and Hardswish print no options
 
     def __init__(self, inplace=False):

@@ -3,12 +3,15 @@ mode."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ClassVar
+
 from .. import functional as F
 from ..module import Module
 
 
 class _DropoutNd(Module):
-    fn = None
+    fn: ClassVar[Callable[..., Any] | None] = None
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()

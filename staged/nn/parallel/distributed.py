@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
+from typing import Any
 
 from ...autograd.engine import queue_callback
 from ...distributed import distributed_c10d as c10d
@@ -35,7 +36,9 @@ class _Bucket:
 def _assign(params, cap: int) -> list:
     """Buckets of ``params`` (in the order given) holding one dtype and about ``cap`` bytes
     each; the first closes at ``FIRST_BUCKET_BYTES`` so that communication starts early."""
-    buckets, open_, limit = [], {}, min(FIRST_BUCKET_BYTES, cap)
+    buckets: list[Any] = []
+    open_: dict[Any, Any] = {}
+    limit = min(FIRST_BUCKET_BYTES, cap)
     for p in params:
         members, size = open_.get(p.dtype, ([], 0))
         members.append(p)

@@ -46,6 +46,8 @@ class DataLoader(Generic[_T_co]):
         [[0, 1], [2, 3], [4]]
     """
 
+    _IterableDataset_len_called: int | None
+
     def __init__(
         self,
         dataset,

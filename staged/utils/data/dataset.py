@@ -29,7 +29,8 @@ class Dataset(Generic[_T_co]):
 class IterableDataset(Dataset[_T_co], Iterable[_T_co]):
     """A stream of samples: subclasses define ``__iter__``."""
 
-    def __add__(self, other: Dataset) -> ChainDataset:
+    # a ChainDataset (not a ConcatDataset), as in torch
+    def __add__(self, other: Dataset) -> ChainDataset:  # type: ignore[override]
         return ChainDataset([self, other])
 
 
@@ -68,8 +69,9 @@ class StackDataset(Dataset):
             raise ValueError("At least one dataset should be passed")
         self.datasets = args or kwargs
         parts = args or list(kwargs.values())
-        self._length = len(parts[0])
-        if any(self._length != len(dataset) for dataset in parts):
+        # a Dataset need not be Sized (torch ignores these too)
+        self._length = len(parts[0])  # type: ignore[arg-type]
+        if any(self._length != len(dataset) for dataset in parts):  # type: ignore[arg-type]
             raise ValueError("Size mismatch between datasets")
 
     def __getitem__(self, index):
@@ -155,7 +157,10 @@ class Subset(Dataset[_T_co]):
 
     def __getitems__(self, indices: list) -> list:
         if callable(getattr(self.dataset, "__getitems__", None)):
-            return self.dataset.__getitems__([self.indices[idx] for idx in indices])
+            # (it has one: checked just above)
+            return self.dataset.__getitems__(  # type: ignore[attr-defined]
+                [self.indices[idx] for idx in indices]
+            )
         return [self.dataset[self.indices[idx]] for idx in indices]
 
     def __len__(self) -> int:
@@ -176,8 +181,8 @@ def random_split(dataset: Dataset, lengths, generator=None) -> list:
         for i, frac in enumerate(lengths):
             if frac < 0 or frac > 1:
                 raise ValueError(f"Fraction at index {i} is not between 0 and 1")
-            subset_lengths.append(math.floor(len(dataset) * frac))
-        for i in range(len(dataset) - sum(subset_lengths)):
+            subset_lengths.append(math.floor(len(dataset) * frac))  # type: ignore[arg-type]
+        for i in range(len(dataset) - sum(subset_lengths)):  # type: ignore[arg-type]
             subset_lengths[i % len(subset_lengths)] += 1
         lengths = subset_lengths
         for i, length in enumerate(lengths):
@@ -186,7 +191,7 @@ def random_split(dataset: Dataset, lengths, generator=None) -> list:
                     f"Length of split at index {i} is 0. This might result in an empty dataset.",
                     stacklevel=2,
                 )
-    if sum(lengths) != len(dataset):
+    if sum(lengths) != len(dataset):  # type: ignore[arg-type]
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
     indices = _random.randperm(sum(lengths), generator)
     return [
