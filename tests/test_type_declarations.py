@@ -1,0 +1,68 @@
+"""The declarations type checkers read stay in step with what import time attaches: every
+public method of ``staged.Tensor`` and every public name of ``staged`` is declared in its
+source (``Tensor``'s ``TYPE_CHECKING`` block, ``staged/__init__.py``), and nothing is
+declared that does not exist."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import types
+
+import staged
+
+# the module (staged.eager.tensor is also the name of the factory function)
+tensor_module = importlib.import_module("staged.eager.tensor")
+
+
+def _declared(body, package: str = "staged") -> set:
+    """Names a class or module body binds, inside ``if`` blocks (TYPE_CHECKING) too; a
+    ``from m import *`` binds ``m.__all__`` (as type checkers read it)."""
+    names = set()
+    for node in body:
+        if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
+            mod = importlib.import_module("." * node.level + (node.module or ""), package)
+            names |= set(getattr(mod, "__all__", [n for n in vars(mod) if _public(n)]))
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names.add(n.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.If):
+            names |= _declared(node.body, package) | _declared(node.orelse, package)
+    return names
+
+
+def _public(name: str) -> bool:
+    return not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
+
+
+def test_every_tensor_method_attached_at_import_is_declared():
+    tree = ast.parse(inspect.getsource(tensor_module))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    declared = _declared(cls.body)
+    attached = {n for n in vars(staged.Tensor) if _public(n)}
+    implicit = {"__annotations__", "__module__", "__weakref__", "__dict__", "__slots__"}
+    missing = sorted(n for n in attached - declared - implicit if n not in vars(object))
+    assert not missing, f"declare these in Tensor's TYPE_CHECKING block: {missing}"
+    stale = sorted(n for n in declared - set(dir(staged.Tensor)) if _public(n))
+    assert not stale, f"declared on Tensor but not attached at import: {stale}"
+
+
+def test_every_public_name_of_staged_is_declared():
+    declared = _declared(ast.parse(inspect.getsource(staged)).body)
+    public = {
+        n
+        for n, v in vars(staged).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+    }
+    missing = sorted(public - declared)
+    assert not missing, f"declare these in staged/__init__.py (TYPE_CHECKING): {missing}"
