@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
+from ._where import at_user
 from .autodiff import Aval
 from .autograd import grad as _autograd_grad
 from .tracing.capture import trace
@@ -77,8 +78,10 @@ def export(
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
     if not all(isinstance(a, (Tensor, int, float, bool)) for a in args):
         raise TypeError(
-            "example_args must be tensors and Python scalars, got "
-            f"{[type(a).__name__ for a in args]}"
+            at_user(
+                "example_args must be tensors and Python scalars, got "
+                f"{[type(a).__name__ for a in args]}: pass staged.tensor(...) examples"
+            )
         )
     fn, module = _function(fn_or_module, loss_fn)
     arg_names = _arg_names(fn_or_module, loss_fn, args, input_names)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._where import at_user
 from ..interceptor import current_interceptor
 from ..tensor import Tensor
 
@@ -14,9 +15,11 @@ def host_data(x: Tensor, what: str, remedy: str = "") -> np.ndarray:
     ``x`` has none) a ``RuntimeError`` saying so."""
     if type(x._payload) is not np.ndarray and current_interceptor() is not None:
         raise RuntimeError(
-            f"{what} has a data-dependent output shape (it depends on the values of its "
-            f"input), which staged.compile/capture cannot trace: a compiled graph has static "
-            f"shapes. Call it outside the compiled function{remedy}."
+            at_user(
+                f"{what} has a data-dependent output shape (it depends on the values of its "
+                f"input), which staged.compile/capture cannot trace: a compiled graph has "
+                f"static shapes. Call it outside the compiled function{remedy}."
+            )
         )
     return x._host()
 
