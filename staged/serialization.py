@@ -33,26 +33,13 @@ import numpy as np
 
 from . import dtypes as dt
 from .eager.devices import device
+from .eager.legacy_types import TYPE_NAMES  # torch's storage classes are named alike
 from .eager.tensor import Size, Tensor
 from .nn.parameter import Parameter
 
 _ALIGNMENT = 64
 _ZIP64_AT = 0xFFFFFFFF  # sizes and offsets from here on take zip64 fields, as miniz decides
 _LEGACY_MAGIC = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"  # pickle of torch's old magic number
-_STORAGE_NAMES = {
-    "bool": "Bool",
-    "uint8": "Byte",
-    "int8": "Char",
-    "int16": "Short",
-    "int32": "Int",
-    "int64": "Long",
-    "float16": "Half",
-    "float32": "Float",
-    "float64": "Double",
-    "bfloat16": "BFloat16",
-    "complex64": "ComplexFloat",
-    "complex128": "ComplexDouble",
-}
 # what a checkpoint may fail with when it is damaged or not a checkpoint at all
 _CORRUPT = (
     zipfile.BadZipFile,
@@ -146,7 +133,7 @@ _TORCH = {
     ("torch", "Size"): Size,
     ("torch", "device"): device,
     **{("torch", d.name): d for d in dt.ALL},
-    **{("torch", _STORAGE_NAMES[d.name] + "Storage"): _StorageType(d) for d in dt.ALL},
+    **{("torch", TYPE_NAMES[d.name] + "Storage"): _StorageType(d) for d in dt.ALL},
 }
 _NAME_OF = {id(obj): where for where, obj in _TORCH.items()}
 _STORAGE_TYPE = {obj.dtype: obj for obj in _TORCH.values() if isinstance(obj, _StorageType)}
