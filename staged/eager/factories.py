@@ -166,7 +166,8 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
 
 
 def _random(name, fill, size, dtype, requires_grad, generator):
-    """A new tensor of ``size`` filled by ``fill(gen, empty array)``."""
+    """A new tensor of ``size`` filled by ``fill(gen, empty array)`` (``fill`` must hold no
+    tensor: under capture it outlives the trace, Note [host draws])."""
     t = drawn(
         generator,
         f"staged.{name}",
@@ -336,15 +337,15 @@ def normal(
     if not isinstance(std, Tensor):
         _check_std(std)
         mean = mean.detach()
-        return _new(
-            (
-                _drawn_like(
-                    generator, "staged.normal", mean, lambda gen, p: fills.normal(gen, p, 0.0, std)
-                )
-                + mean
-            )._payload,
-            requires_grad,
+        z = _random(
+            "normal",
+            lambda gen, p: fills.normal(gen, p, 0.0, std),
+            tuple(mean.shape),
+            mean.dtype,
+            False,
+            generator,
         )
+        return _new((z + mean)._payload, requires_grad)
     std = std.detach()
     require(std >= 0, RuntimeError, "normal expects all elements of std >= 0.0")
     if isinstance(mean, Tensor):
@@ -352,22 +353,8 @@ def normal(
         shape = tuple(np.broadcast_shapes(tuple(mean.shape), tuple(std.shape)))
     else:
         like, shape = std, tuple(std.shape)
-    d = like.dtype.np
-    z = drawn(
-        generator,
-        "staged.normal",
-        shape,
-        like.dtype,
-        lambda gen, s: fills.normal(gen, np.empty(s, d)),
-    )
+    z = _random("normal", fills.normal, shape, like.dtype, False, generator)
     return _new((z * std + mean)._payload, requires_grad)
-
-
-def _drawn_like(generator, what: str, t: Tensor, fill) -> Tensor:
-    """A new tensor of ``t``'s shape and dtype holding ``fill(gen, empty array)`` (the
-    fill holds no tensor: under capture it outlives the trace)."""
-    d = t.dtype.np
-    return drawn(generator, what, tuple(t.shape), t.dtype, lambda gen, s: fill(gen, np.empty(s, d)))
 
 
 def _check_std(std):
@@ -384,8 +371,13 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:
         )
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    return _drawn_like(
-        generator, "staged.bernoulli", input, lambda gen, a: fills.bernoulli(gen, a, p)
+    return _random(
+        "bernoulli",
+        lambda gen, a: fills.bernoulli(gen, a, p),
+        tuple(input.shape),
+        input.dtype,
+        False,
+        generator,
     )
 
 
