@@ -599,7 +599,9 @@ def _select_scalars(g: Graph, sym, ok, rows) -> list:
 # and only what the trace allocated is walked. Tensors that existed before the trace and
 # hold trace data are the watched ones (lifted to state, restored), never escapes. The
 # heap is unfrozen afterwards, unless something had frozen it before (a fork server's
-# gc.freeze, the op sweep's): then it stays frozen, as that caller asked.
+# gc.freeze): then it stays frozen, as that caller asked. Asking costs nothing when nothing
+# is frozen, but CPython's gc.get_freeze_count walks the frozen list: 33 ms a trace with
+# torch's heap frozen (the op sweep froze it, and its 1563 captures took 77 s, not 5).
 
 
 def _freeze_heap() -> bool:

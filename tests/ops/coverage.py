@@ -8,7 +8,6 @@ not; ``tests/ops/test_coverage.py`` fails when the committed file is stale.
 
 from __future__ import annotations
 
-import gc
 import pathlib
 import sys
 
@@ -115,16 +114,6 @@ def primitive_table() -> list:
 
 
 def render() -> str:
-    # captures run gc.collect(); with torch's heap frozen out of its sight it is ~100x cheaper
-    gc.collect()
-    gc.freeze()
-    try:
-        return _render()
-    finally:
-        gc.unfreeze()
-
-
-def _render() -> str:
     return "\n".join(
         [
             "# Op coverage",

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -53,8 +52,6 @@ def _captured(key):
         return H.captured(*_BY_KEY[key])
     except Exception as err:  # noqa: BLE001  (each check reports it)
         return err
-    finally:
-        gc.freeze()  # what this cache keeps need not be walked by the next capture's collect
 
 
 def _captured_or_fail(key):
@@ -65,16 +62,6 @@ def _captured_or_fail(key):
             f"{type(got).__name__}: {got}"
         )
     return got
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _frozen_heap():
-    """Move the collected test items and imported modules out of the collector's sight:
-    every capture runs gc.collect(), which otherwise walks them all (~1 s a call)."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
 
 
 def _params(cases):
