@@ -148,13 +148,16 @@ def row(path: Path) -> list:
     return [f"`{path.stem}`", cell, comp, s.why]
 
 
+HEADER = "| program | eager (vs torch) | compiled step (vs eager) | notes |\n|---|---|---|---|"
+
+
+def line(path: Path) -> str:
+    """The README table's line for ``path``."""
+    return "| " + " | ".join(row(path)) + " |"
+
+
 def table(paths) -> str:
-    lines = [
-        "| program | eager (vs torch) | compiled step (vs eager) | notes |",
-        "|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(row(p)) + " |" for p in paths]
-    return "\n".join(lines)
+    return "\n".join([HEADER, *(line(p) for p in paths)])
 
 
 README = ROOT / "README.md"
@@ -165,6 +168,12 @@ def readme_table() -> str:
     """The table as README has it (between ``BEGIN`` and ``END``)."""
     text = README.read_text(encoding="utf-8")
     return text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
+
+
+def readme_lines() -> dict:
+    """{program name: its line} of README's table."""
+    rows = readme_table().splitlines()[2:]
+    return {r.split("`")[1]: r for r in rows}
 
 
 def write_readme(tab: str) -> None:

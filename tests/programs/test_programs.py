@@ -57,7 +57,15 @@ def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     )
 
 
-def test_readme_table_is_the_runners():
-    assert R.readme_table() == R.table(PROGRAMS), (
-        "README's programs table is stale: run `python -m tests.programs.runner --readme`"
-    )
+_STALE = "README's programs table is stale: run `python -m tests.programs.runner --readme`"
+
+
+def test_readme_table_lists_every_program():
+    assert R.readme_table().startswith(R.HEADER + "\n"), _STALE
+    assert list(R.readme_lines()) == [p.stem for p in PROGRAMS], _STALE
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_readme_line_is_the_runners(path):
+    """Each program's line, from the runs its other tests made (the same xdist group)."""
+    assert R.readme_lines()[path.stem] == R.line(path), _STALE
