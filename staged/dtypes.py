@@ -5,10 +5,35 @@ from __future__ import annotations
 import numpy as np
 
 
+_TITLES = {
+    "bool": "Bool",
+    "uint8": "Byte",
+    "int8": "Char",
+    "int16": "Short",
+    "int32": "Int",
+    "int64": "Long",
+    "float16": "Half",
+    "float32": "Float",
+    "float64": "Double",
+    "bfloat16": "BFloat16",
+    "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble",
+}
+
+
 class DType:
     """A tensor element type; ``staged.float32`` and friends are the instances."""
 
-    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_category", "dclass")
+    __slots__ = (
+        "name",
+        "np",
+        "is_floating_point",
+        "is_complex",
+        "itemsize",
+        "_category",
+        "dclass",
+        "title",
+    )
 
     def __init__(self, name: str, np_dtype, category: int):
         self.name = name
@@ -21,6 +46,7 @@ class DType:
         self.dclass = (
             "uint" if self.np.kind == "u" else ("bool", "int", "float", "complex")[category]
         )
+        self.title = _TITLES[name]  # as torch's messages and legacy tensor types name it
 
     def __repr__(self) -> str:
         return f"staged.{self.name}"

@@ -33,7 +33,6 @@ import numpy as np
 
 from . import dtypes as dt
 from .eager.devices import device
-from .eager.legacy_types import TYPE_NAMES  # torch's storage classes are named alike
 from .eager.tensor import Size, Tensor
 from .nn.parameter import Parameter
 
@@ -133,7 +132,7 @@ _TORCH = {
     ("torch", "Size"): Size,
     ("torch", "device"): device,
     **{("torch", d.name): d for d in dt.ALL},
-    **{("torch", TYPE_NAMES[d.name] + "Storage"): _StorageType(d) for d in dt.ALL},
+    **{("torch", d.title + "Storage"): _StorageType(d) for d in dt.ALL},
 }
 _NAME_OF = {id(obj): where for where, obj in _TORCH.items()}
 _STORAGE_TYPE = {obj.dtype: obj for obj in _TORCH.values() if isinstance(obj, _StorageType)}

@@ -410,8 +410,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None) -> Ten
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not input.dtype.is_floating_point:
         raise RuntimeError(
-            f"multinomial only supports floating-point dtypes for input, got: "
-            f"{fills.TITLE[input.dtype.name]}"
+            f"multinomial only supports floating-point dtypes for input, got: {input.dtype.title}"
         )
     k, cols = int(num_samples), input.shape[-1]
     if k <= 0:

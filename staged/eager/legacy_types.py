@@ -21,28 +21,12 @@ from .factories import empty, tensor
 from .tensor import Size, Tensor
 
 # Note [type strings]: Tensor.type() names dtypes as torch's legacy tensor types do
-TYPE_NAMES = {
-    "bool": "Bool",
-    "uint8": "Byte",
-    "int8": "Char",
-    "int16": "Short",
-    "int32": "Int",
-    "int64": "Long",
-    "float16": "Half",
-    "float32": "Float",
-    "float64": "Double",
-    "bfloat16": "BFloat16",
-    "complex64": "ComplexFloat",
-    "complex128": "ComplexDouble",
-}
-_BY_NAME = {
-    f"torch.{v}Tensor": getattr(dt, k if k != "bool" else "bool_") for k, v in TYPE_NAMES.items()
-}
+_BY_NAME = {f"torch.{d.title}Tensor": d for d in dt.ALL}
 
 
 def type_name(dtype: dt.DType) -> str:
     """``'torch.FloatTensor'`` for float32, as ``Tensor.type()`` answers."""
-    return f"torch.{TYPE_NAMES[dtype.name]}Tensor"
+    return f"torch.{dtype.title}Tensor"
 
 
 def dtype_of(t) -> dt.DType:
@@ -114,18 +98,18 @@ class LegacyType(type):
 
 def _types(module: str, is_cuda: bool) -> dict:
     return {
-        f"{v}Tensor": LegacyType(
-            f"{v}Tensor",
+        f"{d.title}Tensor": LegacyType(
+            f"{d.title}Tensor",
             (),
             {
-                "dtype": _BY_NAME[f"torch.{v}Tensor"],
+                "dtype": d,
                 "is_cuda": is_cuda,
                 "__module__": module,
-                "__doc__": f"Legacy constructor and isinstance check for {v.lower()} tensors.",
+                "__doc__": f"Legacy constructor and isinstance check for {d.title.lower()} tensors.",
             },
         )
-        for v in TYPE_NAMES.values()
-        if not v.startswith("Complex")
+        for d in dt.ALL
+        if not d.is_complex
     }
 
 

@@ -22,7 +22,7 @@ from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range
 from ..tensor import Tensor
-from .inplace import own, type_title, write
+from .inplace import own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -446,8 +446,8 @@ def index_put(x: Tensor, indices, values: Tensor, accumulate: bool = False) -> T
     if values.dtype is not x.dtype:
         raise RuntimeError(
             f"Index put requires the source and destination dtypes match, got "
-            f"{type_title(x.dtype)} for the destination and "
-            f"{type_title(values.dtype)} for the source."
+            f"{x.dtype.title} for the destination and "
+            f"{values.dtype.title} for the source."
         )
     return _put(x, _plan(x, tuple(indices)), values, accumulate)
 

@@ -102,8 +102,8 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     if result.dtype is not t.dtype:
         if result.dtype._category > t.dtype._category:
             raise RuntimeError(
-                f"result type {type_title(result.dtype)} can't be cast to the "
-                f"desired output type {type_title(t.dtype)}"
+                f"result type {result.dtype.title} can't be cast to the "
+                f"desired output type {t.dtype.title}"
             )
         result = to_dtype(result, t.dtype)
     if t._requires_grad and _state.grad_enabled and not result._requires_grad:
@@ -159,20 +159,6 @@ def _keep_original(node, t):
     for s in saved.values():
         if s._tensor is t:
             s.keep_current_value()
-
-
-def type_title(d):
-    """A dtype as PyTorch's messages name it (Float, Long ...)."""
-    return {
-        "float32": "Float",
-        "float64": "Double",
-        "int64": "Long",
-        "int32": "Int",
-        "bool": "Bool",
-        "complex64": "ComplexFloat",
-        "complex128": "ComplexDouble",
-        "float16": "Half",
-    }.get(d.name, d.name)
 
 
 def inplace_method(op):

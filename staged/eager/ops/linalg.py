@@ -9,7 +9,6 @@ import string
 from ... import autodiff as ad
 from ._operands import broadcast_shapes, expand_to
 from .elementwise import add, mul
-from .inplace import type_title
 from .shape import expand, permute, reshape
 
 
@@ -84,7 +83,7 @@ def _add_product(product, input, x, y, beta, alpha):
         if a.dtype is not b.dtype:
             raise RuntimeError(
                 f"self and mat2 must have the same dtype, but got "
-                f"{type_title(a.dtype)} and {type_title(b.dtype)}"
+                f"{a.dtype.title} and {b.dtype.title}"
             )
     out = product(x, y)
     out = out if alpha == 1 else mul(out, alpha)
@@ -208,8 +207,7 @@ def einsum(equation, *operands):
     for x in operands[1:]:
         if x.dtype is not operands[0].dtype:
             raise RuntimeError(
-                f"expected scalar type {type_title(operands[0].dtype)} but "
-                f"found {type_title(x.dtype)}"
+                f"expected scalar type {operands[0].dtype.title} but found {x.dtype.title}"
             )
     ells = []
     for i, (t, x) in enumerate(zip(terms, operands)):

@@ -16,7 +16,6 @@ from ..tensor import Tensor
 from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
 from .indexing import take
-from .inplace import type_title
 
 
 def _shape_arg(shape):
@@ -338,7 +337,7 @@ def _interleave_index(repeats, n, output_size):
     """The gather index of ``repeat_interleave`` by the 1-D counts ``repeats``."""
     if repeats.dtype not in (dt.int64, dt.int32):
         raise NotImplementedError(
-            f"\"repeat_interleave_cpu\" not implemented for '{type_title(repeats.dtype)}'"
+            f"\"repeat_interleave_cpu\" not implemented for '{repeats.dtype.title}'"
         )
     if repeats._payload.shape[0] != n:
         raise RuntimeError(

@@ -13,20 +13,10 @@ import numpy as np
 from . import distributions as D
 
 
-TITLE = {
-    "int64": "Long",
-    "int32": "Int",
-    "int16": "Short",
-    "int8": "Char",
-    "uint8": "Byte",
-    "bool": "Bool",
-}
-
-
 def check_floating(d, kernel: str) -> None:
     """The error torch's dispatch gives ``kernel`` for a dtype ``d`` outside its float types."""
     if not (d.is_floating_point or d.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{TITLE[d.name]}'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.title}'")
 
 
 def like(t) -> np.ndarray:

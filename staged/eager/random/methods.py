@@ -116,7 +116,7 @@ def exponential_(self, lambd=1.0, *, generator=None) -> Tensor:
         raise RuntimeError(
             f"Exponential distribution is a continuous probability "
             f"distribution. dtype must be a floating point but you specified "
-            f"{fills.TITLE[self.dtype.name]}"
+            f"{self.dtype.title}"
         )
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
