@@ -206,6 +206,78 @@ relu = elementwise(
 )
 
 
+# leaky_relu and hardtanh with PyTorch's fused backward kernels, which read the input: so
+# the gradient of a first gradient is zeros (torch's) even where the first gradient's
+# cotangent is a constant, where a where-composition left nothing to differentiate
+_REAL_FLOAT = domain("float", others="a float activation: F.leaky_relu/hardtanh cast first")
+
+
+def _leaky_relu_backward(grad, x, *, negative_slope):
+    return np.where(x > 0, grad, grad * grad.dtype.type(negative_slope))
+
+
+leaky_relu_backward: Primitive = Primitive(
+    "leaky_relu_backward",
+    _leaky_relu_backward,
+    lambda grad, x, *, negative_slope: same_shape("leaky_relu_backward", grad, x),
+    vjp=(
+        lambda g, x, negative_slope: leaky_relu_backward(g, x, negative_slope=negative_slope),
+        lambda g: lax.zeros_like(g),
+    ),
+    jvp=lambda primals, tangents, out, negative_slope: (
+        leaky_relu_backward(tangents[0], primals[1], negative_slope=negative_slope)
+        if tangents[0] is not None
+        else lax.zeros_like(out)
+    ),
+    domain=_REAL_FLOAT,
+)
+leaky_relu: Primitive = Primitive(
+    "leaky_relu",
+    lambda x, *, negative_slope: np.where(x > 0, x, x * x.dtype.type(negative_slope)),
+    lambda x, **_: x,
+    jvp=ELEMENTWISE,
+    vjp=lambda g, x, negative_slope: leaky_relu_backward(g, x, negative_slope=negative_slope),
+    domain=_REAL_FLOAT,
+)
+
+
+def _hardtanh_backward(grad, x, *, min_val, max_val):
+    # NaN passes grad, as torch's scalar kernel (its vectorized float64 one gives 0)
+    return np.where((x <= min_val) | (x >= max_val), grad.dtype.type(0), grad)
+
+
+hardtanh_backward: Primitive = Primitive(
+    "hardtanh_backward",
+    _hardtanh_backward,
+    lambda grad, x, *, min_val, max_val: same_shape("hardtanh_backward", grad, x),
+    vjp=(
+        lambda g, x, min_val, max_val: hardtanh_backward(g, x, min_val=min_val, max_val=max_val),
+        lambda g: lax.zeros_like(g),
+    ),
+    jvp=lambda primals, tangents, out, min_val, max_val: (
+        hardtanh_backward(tangents[0], primals[1], min_val=min_val, max_val=max_val)
+        if tangents[0] is not None
+        else lax.zeros_like(out)
+    ),
+    domain=_REAL_FLOAT,
+)
+
+
+def _hardtanh(x, *, min_val, max_val):
+    lo, hi = x.dtype.type(min_val), x.dtype.type(max_val)
+    return np.where(x <= lo, lo, np.where(x >= hi, hi, x))  # NaN passes, as torch's
+
+
+hardtanh: Primitive = Primitive(
+    "hardtanh",
+    _hardtanh,
+    lambda x, **_: x,
+    jvp=ELEMENTWISE,
+    vjp=lambda g, x, min_val, max_val: hardtanh_backward(g, x, min_val=min_val, max_val=max_val),
+    domain=_REAL_FLOAT,
+)
+
+
 def _sign(x):
     # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN;
     # a bool's sign is itself (NumPy has no boolean sign)

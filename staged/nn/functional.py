@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 
+from .. import autodiff as ad
 from .. import dtypes as dt
 from .._where import at_user
 from ..eager import ops
@@ -60,7 +61,9 @@ def _activation(input, inplace, fn):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` where ``x > 0``, else ``negative_slope * x``."""
-    return _activation(input, inplace, lambda x: ops.where(x > 0, x, x * negative_slope))
+    return _activation(
+        input, inplace, lambda x: ad.leaky_relu(x, negative_slope=float(negative_slope))
+    )
 
 
 def _elu(x, alpha, scale=1.0, input_scale=1.0):
@@ -99,11 +102,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 0 at the bounds, as torch's."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _activation(
-        input,
-        inplace,
-        lambda x: ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x)),
-    )
+    lo, hi = float(min_val), float(max_val)
+    return _activation(input, inplace, lambda x: ad.hardtanh(x, min_val=lo, max_val=hi))
 
 
 def relu6(input, inplace=False):

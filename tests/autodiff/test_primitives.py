@@ -59,6 +59,9 @@ WINDOWS_2D = {"kernel": (2, 3), "stride": (2, 1), "padding": ((1, 0), (1, 2)), "
 WINDOWS_1D = {"kernel": (3,), "stride": (2,), "padding": ((1, 1),), "dilation": (1,)}
 
 # name -> function returning a list of (inputs, params); inputs are NumPy arrays
+_SLOPE = {"negative_slope": 0.01}
+_BOUNDS = {"min_val": -1.0, "max_val": 1.0}
+_HT = np.array([-1.7, -1.2, -0.6, 0.3, 0.9, 1.6])
 SAMPLES = {
     **{
         n: (lambda kw: lambda: [([r(2, 3, **kw)], {}), ([r(**kw)], {})])(kw)
@@ -77,6 +80,14 @@ SAMPLES = {
     "threshold_backward": lambda: [
         ([r(2, 3), nonzero(2, 3)], {"threshold": 0}),
         ([r(), nonzero()], {"threshold": 0.05}),
+    ],
+    "leaky_relu": lambda: [([nonzero(2, 3)], {"negative_slope": 0.2}), ([nonzero()], _SLOPE)],
+    "leaky_relu_backward": lambda: [([r(2, 3), nonzero(2, 3)], {"negative_slope": -0.5})],
+    # away from the bounds, where the gradient steps
+    "hardtanh": lambda: [([_HT], _BOUNDS), ([np.float64(0.4)], _BOUNDS)],
+    "hardtanh_backward": lambda: [
+        ([r(6), _HT], _BOUNDS),
+        ([r(6), _HT], {**_BOUNDS, "max_val": 2.0}),
     ],
     "cast": lambda: [
         ([r(2, 3)], {"dtype": dt.float64}),
@@ -229,6 +240,12 @@ TORCH = {
     "barrier": torch.clone,
     "floor_divide": torch.floor_divide,
     "threshold_backward": torch.ops.aten.threshold_backward,
+    "leaky_relu": torch.ops.aten.leaky_relu,
+    "leaky_relu_backward": lambda g, x, negative_slope: torch.ops.aten.leaky_relu_backward(
+        g, x, negative_slope, False
+    ),
+    "hardtanh": torch.ops.aten.hardtanh,
+    "hardtanh_backward": torch.ops.aten.hardtanh_backward,
     "cast": lambda x, dtype: x.to(_torch_dtype(dtype)),
     "reshape": lambda x, shape: x.reshape(shape),
     "expand": lambda x, shape: x.expand(shape),

@@ -636,18 +636,26 @@ def test_vulkan_keeps_nan_through_x_minus_x():
     np.testing.assert_array_equal(got, [float("nan"), 0.0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason=(
-        "known difference (fuzz, session 10): torch's fused LeakyReluBackward reads self, so "
-        "a constant first gradient still requires grad and the second order is zeros; "
-        "staged builds leaky_relu from where, whose rule does not read x, and grad raises "
-        "'does not require grad'. Needs fused primitives, as relu/threshold_backward"
-    ),
+@pytest.mark.parametrize(
+    "name,kw", [("leaky_relu", {}), ("hardtanh", {"min_val": -0.5, "max_val": 0.5}), ("relu6", {})]
 )
-def test_second_order_of_leaky_relu_at_a_constant_gradient_is_zero():
-    x = staged.tensor([0.0, 0.5, -1.0], dtype=staged.float64, requires_grad=True)
-    (g,) = staged.autograd.grad(staged.nn.functional.leaky_relu(x).sum(), x, create_graph=True)
+def test_second_order_at_a_constant_gradient_is_torchs_zeros(name, kw):
+    """Fuzz, session 10: built from where, whose rule does not read x, the first gradient
+    of leaky_relu/hardtanh/relu6 at a constant cotangent did not require grad, and the
+    second raised 'does not require grad'; torch's fused backward kernels read x (as
+    staged's leaky_relu_backward/hardtanh_backward now do), so it is zeros. The kinks and
+    either side of them are in x (not NaN: torch's hardtanh gradient there is 1 from its
+    scalar kernel, 0 from its vectorized float64 one)."""
+    data = [0.0, 0.5, -1.0, -0.5, 6.0, 7.0, -7.0]
+    x = staged.tensor(data, dtype=staged.float64, requires_grad=True)
+    tx = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+    (g,) = staged.autograd.grad(
+        getattr(staged.nn.functional, name)(x, **kw).sum(), x, create_graph=True
+    )
+    (tg,) = torch.autograd.grad(
+        getattr(torch.nn.functional, name)(tx, **kw).sum(), tx, create_graph=True
+    )
+    np.testing.assert_array_equal(g.detach().numpy(), tg.detach().numpy())
     (gg,) = staged.autograd.grad(g.sum(), x)
-    assert gg.tolist() == [0.0, 0.0, 0.0]
+    (tgg,) = torch.autograd.grad(tg.sum(), tx)
+    np.testing.assert_array_equal(gg.numpy(), tgg.numpy())

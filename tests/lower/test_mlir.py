@@ -142,6 +142,19 @@ def cases(name):
             ([arr((4,), dt.float64), np.array([0.0, -0.0, 1e-30, -1.0])], {"threshold": 0}),
             ([arr((2, 3)), arr((2, 3))], {"threshold": 0.5}),
         ]
+    if name in ("leaky_relu", "hardtanh"):  # NaN, the kinks, either side of them
+        x = np.array([np.nan, 0.0, -0.0, -1.0, 1.0, -3.0, 0.5, 2.0], np.float32)
+        bounds = {"min_val": -1.0, "max_val": 1.0}
+        ps = [{"negative_slope": 0.2}] if name == "leaky_relu" else [bounds]
+        return [([x], p) for p in ps] + [([x.astype(np.float64)], p) for p in ps]
+    if name in ("leaky_relu_backward", "hardtanh_backward"):
+        x = np.array([np.nan, 0.0, -0.0, -1.0, 1.0, -3.0, 0.5, 2.0], np.float32)
+        p = (
+            {"negative_slope": 0.2}
+            if name == "leaky_relu_backward"
+            else {"min_val": -1.0, "max_val": 1.0}
+        )
+        return [([arr((8,)), x], p), ([arr((8,), dt.float64), x.astype(np.float64)], p)]
     if name == "clamp_where":  # where's values (keep only steers tangents)
         return [
             ([arr((2, 3), B), arr((2, 3)), arr((2, 3))], {"keep": "ge"}),

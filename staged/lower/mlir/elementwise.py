@@ -592,6 +592,52 @@ def _threshold_backward(e, op, g, r):
     )
 
 
+def _map_scalars(e, op, xs, body):
+    """``body(*scalars, d, t)`` over ``op``'s operands, elementwise."""
+    d = op.out.aval.dtype
+    return e.map(xs, [v.aval for v in op.inputs], op.out.aval, lambda *a: body(*a, d, elem_type(d)))
+
+
+def _scaled_below_zero(e, x, g, slope, d, t):
+    """``x > 0 ? g : g * slope`` (leaky_relu with ``g = x``, and its backward)."""
+    scaled = e.emit(f"arith.mulf {g}, {e.const(slope, d)} : {t}")
+    return e.select(CMP["gt"]["float"](e, d, x, e.const(0, d)), g, scaled, d)
+
+
+@lowering(REGISTRY["leaky_relu"])
+def _leaky_relu(e, op, x):
+    s = op.params["negative_slope"]
+    return _map_scalars(e, op, (x,), lambda a, d, t: _scaled_below_zero(e, a, a, s, d, t))
+
+
+@lowering(REGISTRY["leaky_relu_backward"])
+def _leaky_relu_backward(e, op, g, x):
+    s = op.params["negative_slope"]
+    return _map_scalars(e, op, (g, x), lambda a, b, d, t: _scaled_below_zero(e, b, a, s, d, t))
+
+
+@lowering(REGISTRY["hardtanh"])
+def _hardtanh(e, op, x):
+    def body(a, d, t):
+        lo, hi = e.const(op.params["min_val"], d), e.const(op.params["max_val"], d)
+        upper = e.select(CMP["ge"]["float"](e, d, a, hi), hi, a, d)
+        return e.select(CMP["le"]["float"](e, d, a, lo), lo, upper, d)  # NaN passes
+
+    return _map_scalars(e, op, (x,), body)
+
+
+@lowering(REGISTRY["hardtanh_backward"])
+def _hardtanh_backward(e, op, g, x):
+    def body(a, b, d, t):
+        lo, hi = e.const(op.params["min_val"], d), e.const(op.params["max_val"], d)
+        out = e.emit(
+            f"arith.ori {CMP['le']['float'](e, d, b, lo)}, {CMP['ge']['float'](e, d, b, hi)} : i1"
+        )
+        return e.select(out, e.const(0, d), a, d)  # NaN passes a
+
+    return _map_scalars(e, op, (g, x), body)
+
+
 @lowering(REGISTRY["where"])
 def _where(e, op, c, x, y):
     d = op.out.aval.dtype

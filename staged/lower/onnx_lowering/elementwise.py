@@ -167,6 +167,42 @@ def _threshold_backward(b, op, g, r):
     return b.kernel("Where", [_c(b, d, 0), g], d, pre=[le])
 
 
+def _scaled_below_zero(b, d, x, g, slope):
+    """``x > 0 ? g : g * slope`` (leaky_relu with ``g = x``, and its backward)."""
+    gt = b.kernel("Greater", [x, _c(b, d, 0)], d, out=dt.bool_)
+    return b.kernel("Where", [g, _f(b, d, "Mul", g, _c(b, d, slope))], d, pre=[gt])
+
+
+@lowering(REGISTRY["leaky_relu"])
+def _leaky_relu(b, op, x):
+    return _scaled_below_zero(b, op.out.aval.dtype, x, x, op.params["negative_slope"])
+
+
+@lowering(REGISTRY["leaky_relu_backward"])
+def _leaky_relu_backward(b, op, g, x):
+    return _scaled_below_zero(b, op.out.aval.dtype, x, g, op.params["negative_slope"])
+
+
+@lowering(REGISTRY["hardtanh"])
+def _hardtanh(b, op, x):
+    d, p = op.out.aval.dtype, op.params
+    lo, hi = _c(b, d, p["min_val"]), _c(b, d, p["max_val"])
+    upper = b.kernel(
+        "Where", [hi, x], d, pre=[b.kernel("GreaterOrEqual", [x, hi], d, out=dt.bool_)]
+    )
+    return b.kernel(
+        "Where", [lo, upper], d, pre=[b.kernel("LessOrEqual", [x, lo], d, out=dt.bool_)]
+    )
+
+
+@lowering(REGISTRY["hardtanh_backward"])
+def _hardtanh_backward(b, op, g, x):
+    d, p = op.out.aval.dtype, op.params
+    low = b.kernel("LessOrEqual", [x, _c(b, d, p["min_val"])], d, out=dt.bool_)
+    high = b.kernel("GreaterOrEqual", [x, _c(b, d, p["max_val"])], d, out=dt.bool_)
+    return b.kernel("Where", [_c(b, d, 0), g], d, pre=[b.node("Or", [low, high])])
+
+
 @lowering(REGISTRY["cast"])
 def _cast(b, op, x):
     return b.cast(x, op.inputs[0].aval.dtype, op.out.aval.dtype)
