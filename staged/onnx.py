@@ -75,6 +75,7 @@ def export(
     before anything is written; errors are ``ExportError``.
     """
     check_opset(opset)
+    _check_target(path)
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
     if not all(isinstance(a, (Tensor, int, float, bool)) for a in args):
         raise TypeError(
@@ -108,6 +109,7 @@ def export_captured(captured, path, *, opset=DEFAULT_OPSET):
     ``0.weight``); outputs ``loss`` (what the function returns), ``grad.<state>``,
     ``updated.<state>``."""
     check_opset(opset)
+    _check_target(path)
     if captured.rng is not None and captured.rng.draws:  # Note [host draws]
         what, where = captured.rng.whats[0]
         raise ExportError(
@@ -133,6 +135,18 @@ def export_captured(captured, path, *, opset=DEFAULT_OPSET):
         "a graph captured by staged.capture",
         {},
     )
+
+
+def _check_target(path) -> None:
+    """The directory ``path`` goes into exists (checked before anything is traced)."""
+    parent = os.path.dirname(os.fspath(path)) or "."
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(
+            at_user(
+                f"cannot write the ONNX model to {os.fspath(path)!r}: the directory "
+                f"{parent!r} does not exist; create it first (os.makedirs({parent!r}))"
+            )
+        )
 
 
 # --- what is exported -------------------------------------------------------------------

@@ -304,6 +304,12 @@ def test_errors_are_raised_before_writing(tmp_path, monkeypatch):
         staged.onnx.export(model, (x, y), p, loss_fn=F.cross_entropy, input_names=["a", "a"])
     with pytest.raises(staged.onnx.ExportError, match="scalar floating point loss"):
         staged.onnx.export(model, (x,), p)
+    missing = tmp_path / "no" / "m.onnx"
+    with pytest.raises(FileNotFoundError, match=r"directory '.*/no' does not exist.*makedirs") as e:
+        staged.onnx.export(model, (x, y), missing, loss_fn=F.cross_entropy)
+    assert str(e.value).startswith("tests/test_onnx_export.py:")  # the caller's line
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        staged.capture(lambda v: v * 2, x).export_onnx(missing)
     tanh = staged.autodiff.REGISTRY["tanh"]
     monkeypatch.delitem(onnx_model.LOWERINGS, tanh)
     with pytest.raises(staged.onnx.ExportError) as err:
