@@ -277,42 +277,47 @@ def test_set_num_threads_controls_numpy_blas():
     raises_like_torch(lambda ns: ns.set_num_threads(1.5), "expects an int, but got float")
 
 
-def test_set_num_threads_sizes_iree_workers():
-    """In a fresh process: the local-task driver made after set_num_threads(1) starts fewer
-    threads than the default one; a later call warns that compiled steps keep their pool."""
+def test_set_num_threads_and_omp_num_threads_size_iree_workers():
+    """In fresh processes: the local-task driver made after set_num_threads(1), or with
+    OMP_NUM_THREADS=1 (as torch's and NumPy's pools follow it), starts one worker; without
+    either it starts one per core; set_num_threads wins over OMP_NUM_THREADS. A later call
+    warns that compiled steps keep their pool."""
     code = textwrap.dedent("""
         import os, sys, warnings
         import staged
-        if sys.argv[1] == "1":
-            staged.set_num_threads(1)
-        before = len(os.listdir("/proc/self/task"))
+        if sys.argv[1] != "-":
+            staged.set_num_threads(int(sys.argv[1]))
         step = staged.compile(lambda x: (x * 2).sum())
         step(staged.ones(4))
-        print(len(os.listdir("/proc/self/task")) - before)
+        comms = [open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task")]
+        print(sum(c.startswith("iree-worker") for c in comms))
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             staged.set_num_threads(1)
         print(len(w), staged.get_num_threads())
     """)
-    env = {**os.environ, "IREE_PY_RUNTIME_FLAGS": ""}
-    outs = [
-        subprocess.run(
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["IREE_PY_RUNTIME_FLAGS"] = ""
+    runs = {"default": ("-", {}), "set 1": ("1", {}), "omp 1": ("-", {"OMP_NUM_THREADS": "1"})}
+    runs["set 2, omp 1"] = ("2", {"OMP_NUM_THREADS": "1"})
+    workers = {}
+    for name, (arg, extra) in runs.items():
+        o = subprocess.run(
             [sys.executable, "-c", code, arg],
             capture_output=True,
             text=True,
             cwd=ROOT,
-            env=env,
+            env={**env, **extra},
             timeout=300,
             check=False,
         )
-        for arg in ("0", "1")
-    ]
-    for o in outs:
         assert o.returncode == 0, o.stderr
-    (default, warned0), (one, warned1) = [o.stdout.split("\n", 1) for o in outs]
+        count, warned = o.stdout.split("\n", 1)
+        workers[name] = int(count)
+        assert warned.split() == ["1", "1"], name
+    assert workers["set 1"] == workers["omp 1"] == 1, workers
     if (os.cpu_count() or 1) > 1:
-        assert int(one) < int(default)
-    assert warned0.split() == warned1.split() == ["1", "1"]
+        assert workers["default"] > 1 and workers["set 2, omp 1"] == 2, workers
 
 
 # --- whole-model checkpoints: torch's module paths and safe_globals ---------------------------

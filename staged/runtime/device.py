@@ -266,6 +266,8 @@ class Device:
 # ``staged.set_num_threads(n)`` asks for ``n``: the flag is set when the driver is made, so
 # it takes effect where no llvm-cpu step has run yet; later it warns that compiled steps
 # keep the pool they have (NumPy's BLAS, the eager side, changes at once: _blas.py).
+# Without it, ``OMP_NUM_THREADS`` sizes the pool, as it sizes torch's and NumPy's: a
+# program run with OMP_NUM_THREADS=1 is single-threaded in every mode.
 _task_threads: list[int | None] = [None]
 _drivers: set = set()  # the IREE drivers this process has made (iree.runtime caches them)
 
@@ -276,9 +278,16 @@ def set_task_threads(n: int) -> bool:
     return "local-task" not in _drivers
 
 
+def _omp_threads() -> int | None:
+    """``OMP_NUM_THREADS`` where it is a positive count."""
+    n = os.environ.get("OMP_NUM_THREADS", "")
+    return int(n) if n.isdigit() and int(n) > 0 else None
+
+
 def _get_driver(rt, name: str):
-    if name == "local-task" and name not in _drivers and _task_threads[0] is not None:
-        rt.flags.parse_flags(f"--task_topology_max_group_count={_task_threads[0]}")
+    n = _task_threads[0] if _task_threads[0] is not None else _omp_threads()
+    if name == "local-task" and name not in _drivers and n is not None:
+        rt.flags.parse_flags(f"--task_topology_max_group_count={n}")
     _drivers.add(name)
     return rt.get_driver(name)
 
