@@ -284,11 +284,12 @@ class Emitter:
         src, dst = tuple(src), tuple(dst)
         if src == dst:
             return x
-        if len(dst) > len(src) and all(s == 1 for s in src + dst):
+        if 0 < len(src) < len(dst) and all(s == 1 for s in src + dst):
             # one element to more unit dims: IREE 3.13 turns an expand_shape of a slice
             # into an invalid extract_slice when the result is returned and used again
             # ("expected rank to be smaller or equal"; fuzz, session 10); tensor.reshape
-            # to a constant shape compiles
+            # to a constant shape compiles (not from rank 0: SPIR-V cannot legalize the
+            # memref.reshape of a 0-d workgroup value it becomes)
             shape = f"tensor<{len(dst)}xindex>"
             ones = self.emit(f"arith.constant dense<1> : {shape}")
             return self.emit(
