@@ -30,6 +30,7 @@ import numpy as np
 
 import staged
 from staged import nn
+from staged._where import user_site
 from staged._version import __version__
 from staged.runtime import cache, deploy
 from staged.runtime.compiled import Compiled
@@ -693,7 +694,10 @@ def main(argv=None) -> int:
     except Exception as err:  # Note [CLI errors]
         if a.traceback:
             raise
-        message = str(err).strip() or type(err).__name__
+        text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        message = str(text).strip() or type(err).__name__
+        # the API's errors name their caller's line (at_user): here that is main's caller
+        message = message.removeprefix(user_site() + ": ")
         print(f"staged {a.command}: error: {message}", file=sys.stderr)
         return 2 if isinstance(err, UsageError) else 1
 

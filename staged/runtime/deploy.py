@@ -67,7 +67,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
         sym_consts=g.sym_consts,
     )
     if len(set(renamed.values())) != len(renamed):
-        raise ValueError(f"state names must be unique, got {sorted(renamed.values())}")
+        raise ValueError(at_user(f"state names must be unique, got {sorted(renamed.values())}"))
     text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=BOUNDARY.get(entry.backend))
     with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
         vmfb = compile_mlir(text, entry.backend)
@@ -260,17 +260,21 @@ class Deployed:
             sig = list(dict.fromkeys(n.split(".")[0] for n in wanted))
         if len(args) > len(sig):
             raise TypeError(
-                f"this step takes {len(sig)} positional arguments "
-                f"({', '.join(sig)}), got {len(args)}"
+                at_user(
+                    f"this step takes {len(sig)} positional arguments "
+                    f"({', '.join(sig)}), got {len(args)}"
+                )
             )
         bound = dict(zip(sig, args))
         for k, v in kwargs.items():
             if k in bound:
-                raise TypeError(f"this step got multiple values for argument {k!r}")
+                raise TypeError(at_user(f"this step got multiple values for argument {k!r}"))
             if k not in names and not any(n == k or n.startswith(k + ".") for n in wanted):
                 raise TypeError(
-                    f"this step got an unexpected keyword argument {k!r}; its "
-                    f"arguments are {', '.join(sig)}"
+                    at_user(
+                        f"this step got an unexpected keyword argument {k!r}; its "
+                        f"arguments are {', '.join(sig)}"
+                    )
                 )
             bound[k] = v
         leaves = {}
@@ -283,16 +287,20 @@ class Deployed:
         for name, traced in self.manifest.get("constants", {}).items():
             if name in leaves and not _same(leaves[name], traced):
                 raise ValueError(
-                    f"argument {name}={leaves[name]!r}: this step was traced with "
-                    f"{name}={traced!r} and has that value built in; pass "
-                    f"{traced!r}, or compile and save a step traced with the new "
-                    "value"
+                    at_user(
+                        f"argument {name}={leaves[name]!r}: this step was traced with "
+                        f"{name}={traced!r} and has that value built in; pass "
+                        f"{traced!r}, or compile and save a step traced with the new "
+                        "value"
+                    )
                 )
         missing = [n for n in wanted if n not in leaves]
         if missing:
             raise TypeError(
-                f"this step is missing the argument{'s' * (len(missing) > 1)} "
-                f"{', '.join(missing)} (it takes {', '.join(wanted)})"
+                at_user(
+                    f"this step is missing the argument{'s' * (len(missing) > 1)} "
+                    f"{', '.join(missing)} (it takes {', '.join(wanted)})"
+                )
             )
         return [leaves[n] for n in wanted]
 
@@ -308,8 +316,10 @@ class Deployed:
         unknown, missing = set(state) - set(specs), set(specs) - set(state)
         if unknown or missing:
             raise KeyError(
-                f"load_state_dict: unexpected keys {sorted(unknown)}, missing keys "
-                f"{sorted(missing)}"
+                at_user(
+                    f"load_state_dict: unexpected keys {sorted(unknown)}, missing keys "
+                    f"{sorted(missing)}"
+                )
             )
         self._load(
             arrays={
@@ -353,20 +363,24 @@ def _read_manifest(directory: Path) -> dict:
     if fmt != FORMAT:
         old = isinstance(fmt, str) and fmt.startswith("staged-step/")
         raise ValueError(
-            f"{directory}: "
-            + (
-                f"saved in format {fmt!r}; this staged {__version__} reads {FORMAT!r}: save the "
-                "step again with this version"
-                if old
-                else f"not a saved staged step (format {fmt!r}, expected {FORMAT!r})"
+            at_user(
+                f"{directory}: "
+                + (
+                    f"saved in format {fmt!r}; this staged {__version__} reads {FORMAT!r}: save the "
+                    "step again with this version"
+                    if old
+                    else f"not a saved staged step (format {fmt!r}, expected {FORMAT!r})"
+                )
             )
         )
     versions = m.get("versions", {})
     if versions.get("iree-compiler") != runtime_version:
         raise IntegrityError(
-            f"{directory}: step.vmfb was compiled by IREE {versions.get('iree-compiler')}, this "
-            f"runtime is IREE {runtime_version}; IREE modules only run on the release that "
-            "compiled them: install that iree-base-runtime, or save the step again here"
+            at_user(
+                f"{directory}: step.vmfb was compiled by IREE {versions.get('iree-compiler')}, this "
+                f"runtime is IREE {runtime_version}; IREE modules only run on the release that "
+                "compiled them: install that iree-base-runtime, or save the step again here"
+            )
         )
     if versions.get("staged") != __version__:
         warnings.warn(
@@ -380,8 +394,10 @@ def _read_manifest(directory: Path) -> dict:
         got, want = _sha256(directory / name), m.get("sha256", {}).get(name)
         if got != want:
             raise IntegrityError(
-                f"{directory / name}: sha256 {got} does not match the manifest's {want}: the "
-                "file was damaged or changed after saving; restore it or save the step again"
+                at_user(
+                    f"{directory / name}: sha256 {got} does not match the manifest's {want}: the "
+                    "file was damaged or changed after saving; restore it or save the step again"
+                )
             )
     return m
 
@@ -392,14 +408,18 @@ def _checked(spec: dict, x, what="argument") -> np.ndarray:
     name, shape, dtype = spec["name"], spec["shape"], np.dtype(spec["dtype"])
     if a.ndim != len(shape) or any(s != t for s, t in zip(a.shape, shape) if isinstance(t, int)):
         raise ValueError(
-            f"{what} {name}: expected shape {shape}, got {list(a.shape)} (a saved "
-            "step has the shapes it was traced with; named dims are dynamic)"
+            at_user(
+                f"{what} {name}: expected shape {shape}, got {list(a.shape)} (a saved "
+                "step has the shapes it was traced with; named dims are dynamic)"
+            )
         )
     if a.dtype != dtype and not np.can_cast(a.dtype, dtype, "safe"):
         raise TypeError(
-            f"{what} {name}: expected {dtype}, got {a.dtype}, which does not "
-            f"convert to {dtype} without loss; convert it explicitly "
-            f"(e.g. .astype({dtype.name!r})) if that is what you mean"
+            at_user(
+                f"{what} {name}: expected {dtype}, got {a.dtype}, which does not "
+                f"convert to {dtype} without loss; convert it explicitly "
+                f"(e.g. .astype({dtype.name!r})) if that is what you mean"
+            )
         )
     return a.astype(dtype, copy=False)
 
