@@ -409,6 +409,7 @@ class Compiled:
         self._last = None
         self._last_key = None
         self.last_retrace_reason = None
+        self._warned_stores = False
         self.history: list = []  # per trace: why, and what it made (explain())
         self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
@@ -494,6 +495,9 @@ class Compiled:
             raise
         if not entry.captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
+        elif one_shot and not self._warned_stores:  # a second one-shot trace in a row
+            self._warned_stores = True
+            warnings.warn(_stores_each_call(self.fn, entry.captured), stacklevel=3)
         self.traces += 1
         entry.number = self.traces
         self._last = entry
@@ -721,6 +725,24 @@ def _counter_twin(fn, entry) -> _Twin:
 
 
 RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
+
+
+def _stores_each_call(fn, captured) -> str:
+    """The warning for a function whose calls keep storing new tensors outside it (the
+    first optimizer step does once; ``losses.append(loss)`` or ``self.ema = self.ema * 0.5
+    + x`` in the body do at every call)."""
+    made = {op.out.id: op.loc for op in captured.graph.ops}
+    sites = sorted(
+        {made.get(o.value.id) or "?" for o in captured.graph.outputs if o.kind == "escaped"}
+    )
+    return (
+        f"staged.compile: {getattr(fn, '__qualname__', type(fn).__name__)} stored new "
+        f"tensors made at {', '.join(sites)} outside itself at two calls in a row (appended "
+        "them to a list, or assigned them to an attribute or buffer): a call that makes new "
+        "state is traced again, so every call re-traces. Update state in place "
+        "(self.ema.mul_(0.5).add_(x)), return the tensor from the function, or store it "
+        "outside the compiled function"
+    )
 
 
 def _key_change(old, new, names) -> str:

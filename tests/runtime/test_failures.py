@@ -245,6 +245,7 @@ class _Ema(nn.Module):
         return self.ema.sum()
 
 
+@pytest.mark.filterwarnings("ignore:staged.compile.*stored new tensors")  # it re-traces, warned
 def test_a_failed_trace_puts_a_reassigned_buffer_back(monkeypatch):
     m = _Ema()
     old = m.ema

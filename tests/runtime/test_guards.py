@@ -259,6 +259,52 @@ def test_more_than_eight_re_traces_warn_once_naming_why(caplog):
     assert sum("tracing" in r.getMessage() for r in caplog.records) == 12
 
 
+def test_storing_a_new_tensor_at_every_call_warns_at_the_second_naming_the_line():
+    """losses.append(loss) in the body stores new state at each call: every call re-traces,
+    which the 2nd call says (not the 9th); a first optimizer step's buffers, made once,
+    do not warn."""
+    model = nn.Linear(3, 1)
+    opt = staged.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+
+    def step(x):
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    def logging_step(x):
+        loss = model(x).sum()
+        losses.append(loss)
+        return loss
+
+    line = logging_step.__code__.co_firstlineno + 1
+    here = os.path.relpath(__file__)  # ops name their lines relative to the cwd
+    x = staged.ones(2, 3)
+    for fn, calls in ((step, 4), (logging_step, 3)):
+        f = staged.compile(fn)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(calls):
+                f(x)
+        got = [str(w.message) for w in caught]
+        if fn is step:
+            assert got == [] and f.traces == 2  # the momentum buffers' one-shot trace, then one
+        else:
+            assert got == [
+                "staged.compile: test_storing_a_new_tensor_at_every_call_warns_at_the_second_"
+                f"naming_the_line.<locals>.logging_step stored new tensors made at {here}:"
+                f"{line} outside itself at two calls in a row (appended them to a list, or "
+                "assigned them to an attribute or buffer): a call that makes new state is "
+                "traced again, so every call re-traces. Update state in place "
+                "(self.ema.mul_(0.5).add_(x)), return the tensor from the function, or store "
+                "it outside the compiled function"
+            ]
+            assert caught[0].filename == __file__ and f.traces == 3 and len(losses) == 3
+            np.testing.assert_allclose([t.item() for t in losses], [model(x).sum().item()] * 3)
+
+
 def test_random_draws_and_clock_reads_while_tracing_warn_once_naming_the_line():
     def dynamic_net(x):  # as PyTorch's dynamic_net tutorial: a random depth
         for _ in range(random.randint(0, 3)):
