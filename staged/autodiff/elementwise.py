@@ -209,7 +209,7 @@ relu = elementwise(
 # leaky_relu and hardtanh with PyTorch's fused backward kernels, which read the input: so
 # the gradient of a first gradient is zeros (torch's) even where the first gradient's
 # cotangent is a constant, where a where-composition left nothing to differentiate
-_REAL_FLOAT = domain("float", others="a float activation: F.leaky_relu/hardtanh cast first")
+_REAL_FLOAT = domain("float", others="a float activation (F.hardtanh clamps integers itself)")
 
 
 def _leaky_relu_backward(grad, x, *, negative_slope):

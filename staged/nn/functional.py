@@ -61,6 +61,8 @@ def _activation(input, inplace, fn):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise NotImplementedError(f"\"leaky_relu_cpu\" not implemented for '{input.dtype.title}'")
     return _activation(
         input, inplace, lambda x: ad.leaky_relu(x, negative_slope=float(negative_slope))
     )
@@ -102,6 +104,11 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``x`` clamped to ``[min_val, max_val]``; the gradient is 0 at the bounds, as torch's."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if input.dtype is dt.bool_:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    if not input.dtype.is_floating_point:  # integers clamp to integer bounds, as torch's
+        lo_i, hi_i = int(min_val), int(max_val)
+        return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
     lo, hi = float(min_val), float(max_val)
     return _activation(input, inplace, lambda x: ad.hardtanh(x, min_val=lo, max_val=hi))
 

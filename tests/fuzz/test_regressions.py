@@ -652,3 +652,20 @@ def test_second_order_at_a_constant_gradient_is_torchs_zeros(name, kw):
     (gg,) = staged.autograd.grad(g.sum(), x)
     (tgg,) = torch.autograd.grad(tg.sum(), tx)
     np.testing.assert_array_equal(gg.numpy(), tgg.numpy())
+
+
+def test_leaky_relu_and_hardtanh_of_integers_and_bools_are_torchs():
+    """The fused float primitives leave integers to torch's rules: hardtanh and relu6 clamp
+    them, leaky_relu and bool inputs raise torch's errors."""
+    F, tF = staged.nn.functional, torch.nn.functional
+    ints = [-3, 0, 2, 9]
+    for name in ("hardtanh", "relu6"):
+        got = getattr(F, name)(staged.tensor(ints))
+        assert (
+            got.dtype == staged.int64
+            and got.tolist() == getattr(tF, name)(torch.tensor(ints)).tolist()
+        )
+        with pytest.raises(RuntimeError, match="Bool inputs not supported for hardtanh"):
+            getattr(F, name)(staged.tensor([True, False]))
+    with pytest.raises(NotImplementedError, match="\"leaky_relu_cpu\" not implemented for 'Long'"):
+        F.leaky_relu(staged.tensor(ints))
