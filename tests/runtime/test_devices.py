@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -119,3 +123,32 @@ def test_calls_from_two_threads_on_one_step_each_get_their_own_results():
     for t in threads:
         t.join()
     assert not bad
+
+
+_IDLE_THREADS = """
+import os, time
+import numpy as np
+import staged
+from staged.runtime.device import _cpu_ns, _thread_ids
+step = staged.compile(lambda x: (x * 2).sum(), backend="vulkan-spirv")
+assert step(staged.tensor(np.ones(4, np.float32))).item() == 8
+time.sleep(0.2)
+start = {t: _cpu_ns(t) for t in _thread_ids()}
+time.sleep(0.5)
+for t, ns in start.items():
+    share = (_cpu_ns(t) - ns) / 0.5e9
+    if share > 0.25:
+        print(t, open(f"/proc/self/task/{t}/comm").read().strip(), round(share, 2),
+              os.getpriority(os.PRIO_PROCESS, t))
+"""
+
+
+@pytest.mark.skipif(VULKAN_MISSING is not None, reason=f"no Vulkan device ({VULKAN_MISSING})")
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads threads from /proc")
+def test_threads_that_poll_an_idle_vulkan_device_run_at_the_lowest_priority():
+    """Note [idle pollers]: lavapipe's semaphore waits spin; nothing that runs while the
+    process is idle may compete with real work."""
+    p = subprocess.run([sys.executable, "-c", _IDLE_THREADS], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    busy = [line.split() for line in p.stdout.splitlines()]
+    assert all(b[-1] == "19" for b in busy), busy
