@@ -1,5 +1,13 @@
 """staged.compile(fn): guards -> capture -> lower -> IREE compile -> invoke, with the
 step's state (parameters, ``.grad``, optimizer buffers) kept on the device between calls.
+
+Note [one-shot traces]: a trace whose body stores new tensors outside itself (an
+optimizer's first step creating its buffers, ``Captured.one_shot``) serves only its own
+call: the next call must trace again, with those tensors as state. Compiling it would cost
+a whole IREE compile (seconds, as long as the steady step's) for one call, so in every mode
+it runs on NumPy through background mode's ``Interpreter`` (the same graph and binding as a
+compiled call: Note [background compiles]), and a training step compiles once, at its
+second call.
 """
 
 from __future__ import annotations
@@ -537,7 +545,10 @@ class Compiled:
                         "compiled once for every batch size)"
                     )
             log.debug("graph of %s:\n%s", name, captured.graph)
-            if self.mode == "background" and not has_collectives(captured.graph):
+            # a one-shot trace serves one call: the interpreter runs it, as in background
+            # mode, rather than IREE compiling a module for it (Note [one-shot traces])
+            interpret = self.mode == "background" or captured.one_shot
+            if interpret and not has_collectives(captured.graph):
                 background = functools.partial(  # Note [background compiles]
                     Compiling,
                     graph=traced,
@@ -549,10 +560,13 @@ class Compiled:
                 )
                 entry = CompiledGraph(captured, self.backend, self.device, p, background)
                 log.info(
-                    "traced %s (%d ops) in %.2f s; compiling in the background",
+                    "traced %s (%d ops) in %.2f s; %s",
                     name,
                     len(captured.graph.ops),
                     sum(p.times.values()),
+                    "one-shot: it makes new state, so it runs on NumPy and is not compiled"
+                    if captured.one_shot
+                    else "compiling in the background",
                 )
                 return entry
             entry = CompiledGraph(captured, self.backend, self.device, p)
