@@ -114,6 +114,13 @@ def empty(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tens
 def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
+    if isinstance(fill_value, Tensor) and fill_value.ndim == 0:
+        fill_value = fill_value.item()
+    if not isinstance(fill_value, (bool, int, float, complex, np.number)):
+        raise TypeError(
+            "full(): argument 'fill_value' (position 2) must be Number, not "
+            f"{type(fill_value).__name__}"
+        )
     if dtype is None:
         dtype = dt.result_type([], [], [fill_value])
     return _new(np.full(_size((size,)), fill_value, _dtype(dtype).np), requires_grad)
@@ -148,6 +155,10 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
         _check_device(device)
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dt.result_type([], [], [start, end, step])
     return _new(np.arange(start, end, step).astype(_dtype(dtype).np), requires_grad)

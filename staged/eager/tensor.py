@@ -700,13 +700,31 @@ def as_payload(data, dtype=None) -> np.ndarray:
         return _as_payload(data, dtype)
 
 
+def _ragged(data, dim: int = 0) -> Exception | None:
+    """PyTorch's error for the first nested sequence whose length differs from its
+    siblings' (a TypeError where a number stands among sequences), or None."""
+    if not isinstance(data, (list, tuple)):
+        return None
+    subs = [x for x in data if isinstance(x, (list, tuple))]
+    n = len(subs[0]) if subs else 0
+    for x in data if subs else ():
+        if not isinstance(x, (list, tuple)):
+            return TypeError(f"expected sequence of length {n} at dim {dim + 1}, got a number")
+        if len(x) != n:
+            return ValueError(f"expected sequence of length {n} at dim {dim + 1} (got {len(x)})")
+    return next(filter(None, (_ragged(x, dim + 1) for x in subs)), None)
+
+
 def _as_payload(data, dtype):
     if isinstance(data, Tensor):
         data = data._host()
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         a = np.array(data)
     else:
-        a = np.array(data)
+        try:
+            a = np.array(data)
+        except ValueError:
+            raise _ragged(data) or ValueError("can't build a tensor from this data") from None
         if dtype is not None and a.dtype.kind in "biufc":
             pass  # cast once, below: through the default dtype would round (0.1 in float64)
         elif a.dtype == np.float64:

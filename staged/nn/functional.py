@@ -469,8 +469,11 @@ def margin_ranking_loss(
 
 
 def _class_dim_last(x):
-    """(N, C, d1, ...) -> (N*d1*..., C), so losses handle one class dim."""
-    if x.ndim <= 2:
+    """(N, C, d1, ...) -> (N*d1*..., C), so losses handle one class dim; an unbatched
+    (C,) -> (1, C)."""
+    if x.ndim == 1:
+        return ops.reshape(x, 1, -1)
+    if x.ndim == 2:
         return x
     perm = (0,) + tuple(range(2, x.ndim)) + (1,)
     return ops.reshape(ops.permute(x, perm), -1, x.shape[1])
@@ -487,9 +490,12 @@ def _check_targets(target, n):
 
 
 def _per_element(loss, input, reduction):
-    """An unreduced loss of (N, C, d1, ...) inputs has shape (N, d1, ...), as PyTorch's."""
-    if reduction != "none" or input.ndim <= 2:
+    """An unreduced loss of (N, C, d1, ...) inputs has shape (N, d1, ...), as PyTorch's
+    (an unbatched (C,) input's is 0-d)."""
+    if reduction != "none" or input.ndim == 2:
         return loss
+    if input.ndim == 1:
+        return ops.reshape(loss, ())
     return ops.reshape(loss, (input.shape[0],) + tuple(input.shape[2:]))
 
 
@@ -565,6 +571,14 @@ def cross_entropy(
         return _per_element(_reduce(-(logp * probs).sum(-1), reduction), input, reduction)
     if target.dtype is dt.bool_:
         raise RuntimeError(at_user("expected scalar type Long but found Bool"))
+    if target.ndim == input.ndim and input.ndim > 1:  # indices have no class dim
+        raise RuntimeError(
+            at_user(
+                "Expected floating point type for target with class probabilities, got "
+                f"{target.dtype.title} (class indices have no class dimension: target of "
+                f"shape {list(target.shape)} for input {list(input.shape)})"
+            )
+        )
     return _per_element(
         _nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction, label_smoothing),
         input,

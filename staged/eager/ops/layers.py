@@ -355,6 +355,10 @@ def batch_norm(
     empty batch gives an empty output and leaves them as they are, as PyTorch).
     Evaluation normalises by the running statistics."""
     c = input.shape[1] if input.ndim > 1 else None
+    per_channel = {"running_mean": running_mean, "running_var": running_var}
+    for name, t in {**per_channel, "weight": weight, "bias": bias}.items():
+        if t is not None and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
     bshape = (1, c) + (1,) * (input.ndim - 2)
     dims = (0,) + tuple(range(2, input.ndim))
     if training:

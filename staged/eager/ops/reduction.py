@@ -165,7 +165,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either "
-            f"a floating point or complex dtype. Got: {x.dtype.name}"
+            f"a floating point or complex dtype. Got: {x.dtype.title}"
         )
     return _mean(_accumulation_dtype(x, dtype), dim, keepdim)
 

@@ -28,11 +28,15 @@ def reshape(x, *shape):
     shape = list(_shape_arg(shape))
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
+    if bad := [i for i, s in enumerate(shape) if s < -1]:
+        raise RuntimeError(
+            f"invalid shape dimension {shape[bad[0]]} at index {bad[0]} of shape {shape}"
+        )
+    n = x.numel()
+    known = math.prod(s for s in shape if s != -1)
+    if (known == 0 or n % known) if -1 in shape else known != n:
+        raise RuntimeError(f"shape '{shape}' is invalid for input of size {n}")
     if -1 in shape:
-        known = math.prod(s for s in shape if s != -1)
-        n = x.numel()
-        if known == 0 or n % known:
-            raise RuntimeError(f"shape '{shape}' is invalid for input of size {n}")
         shape[shape.index(-1)] = n // known
     shape = tuple(int(s) for s in shape)
     return x if shape == tuple(x._payload.shape) else ad.reshape(x, shape=shape)
@@ -133,12 +137,25 @@ def expand(x, *sizes):
     sizes = _shape_arg(sizes)
     if len(sizes) < x.ndim:
         raise RuntimeError(
-            f"expand: the number of sizes provided ({len(sizes)}) must be "
+            f"expand({x.type()}{{{list(x.shape)}}}, size={list(sizes)}): the number of "
+            f"sizes provided ({len(sizes)}) must be "
             f"greater or equal to the number of dimensions in the tensor "
             f"({x.ndim})"
         )
-    lead = len(sizes) - x.ndim
-    shape = tuple(x._payload.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    lead, have = len(sizes) - x.ndim, tuple(x._payload.shape)
+    for i, s in enumerate(sizes):
+        if i < lead and s < 0:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                f"non-existing dimension {i}"
+            )
+        if i >= lead and s != -1 and have[i - lead] not in (1, s):
+            raise RuntimeError(
+                f"The expanded size of the tensor ({s}) must match the existing size "
+                f"({have[i - lead]}) at non-singleton dimension {i}.  Target sizes: "
+                f"{list(sizes)}.  Tensor sizes: {list(have)}"
+            )
+    shape = tuple(have[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return expand_to(x, shape)
 
 
@@ -150,7 +167,7 @@ def cat(tensors, dim=0):
     """Concatenate along ``dim`` (dtypes promoted; legacy 1-D empty tensors skipped)."""
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     d = promote_types(*tensors)
     parts = [to_dtype(t, d) for t in tensors if not (t.ndim == 1 and t._payload.shape[0] == 0)]
     if not parts:

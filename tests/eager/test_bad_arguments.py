@@ -1,0 +1,88 @@
+"""Bad arguments raise PyTorch's error: the same exception class, and torch 2.13's message
+(after the ``file:line:`` that names the caller's line, and before any hint staged adds in
+parentheses). Each row is one call, run against both libraries."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import staged
+
+# name -> call(lib); every row fails in torch 2.13
+CASES = {
+    "view to a size that does not fit": lambda t: t.ones(2, 3).view(4),
+    "reshape to a size that does not fit": lambda t: t.ones(2, 3).reshape(5),
+    "reshape with -1 that cannot be inferred": lambda t: t.ones(2, 3).reshape(4, -1),
+    "reshape with two -1": lambda t: t.ones(2, 3).view(-1, -1),
+    "reshape to a negative size": lambda t: t.ones(2, 3).reshape(-2, 3),
+    "expand a non-singleton dim": lambda t: t.ones(2, 3).expand(3, 3),
+    "expand -1 in a new leading dim": lambda t: t.ones(2, 3).expand(-1, 2, 3),
+    "expand to fewer dims": lambda t: t.ones(2, 3).expand(3),
+    "cat of no tensors": lambda t: t.cat([]),
+    "cat of other sizes": lambda t: t.cat([t.ones(2, 3), t.ones(4, 5)]),
+    "cat of other ranks": lambda t: t.cat([t.ones(2, 3), t.ones(3)]),
+    "arange with step 0": lambda t: t.arange(0, 5, 0),
+    "arange stepping away from its end": lambda t: t.arange(0, 5, -1),
+    "full with a list fill value": lambda t: t.full((2,), [1, 2]),
+    "integer tensor to a negative Python power": lambda t: t.tensor([2]) ** -1,
+    "integer pow_ to a negative Python power": lambda t: t.tensor([2]).pow_(-2),
+    "ragged nested lists": lambda t: t.tensor([[1, 2], [3]]),
+    "ragged at depth 2": lambda t: t.tensor([[[1, 2], [3, 4]], [[1, 2], [3]]]),
+    "class indices of the input's shape": lambda t: t.nn.functional.cross_entropy(
+        t.ones(2, 3), t.zeros(2, 3, dtype=t.long)
+    ),
+    "batch norm of other features": lambda t: t.nn.BatchNorm1d(4)(t.ones(2, 3)),
+    "batch norm weight of other features": lambda t: t.nn.functional.batch_norm(
+        t.ones(2, 3), None, None, weight=t.ones(4), training=True
+    ),
+    "broadcast of mismatched sizes": lambda t: t.ones(2, 3) + t.ones(4, 5),
+    "matmul of mismatched shapes": lambda t: t.ones(2, 3) @ t.ones(4, 5),
+    "Linear of the wrong in_features": lambda t: t.nn.Linear(4, 2)(t.ones(2, 3)),
+    "item of many elements": lambda t: t.ones(2, 3).item(),
+    "implicit grad of a non-scalar": lambda t: (t.ones(2, 3, requires_grad=True) * 2).backward(),
+    "masked_fill with a float mask": lambda t: t.ones(2, 3).masked_fill(t.ones(2, 3), 0.0),
+    "mean of integers": lambda t: t.ones(3, dtype=t.long).mean(),
+    "in-place on a leaf that requires grad": lambda t: t.ones(2, requires_grad=True).add_(1),
+    "one_hot of a class out of range": lambda t: t.nn.functional.one_hot(t.tensor([3]), 2),
+    "Embedding index out of range": lambda t: t.nn.Embedding(3, 2)(t.tensor([3])),
+    "multinomial of negative weights": lambda t: t.multinomial(t.tensor([-1.0, 2.0]), 1),
+    "topk of more than the size": lambda t: t.ones(2, 3).topk(5),
+    "pad of odd length": lambda t: t.nn.functional.pad(t.ones(2, 3), (1,)),
+}
+
+_SITE = re.compile(r"^\S+\.py:\d+: ")
+
+
+def _raised(fn, lib):
+    with pytest.raises(Exception) as info:
+        fn(lib)
+    return info.value
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_arguments_raise_torchs_error(name):
+    want, got = _raised(CASES[name], torch), _raised(CASES[name], staged)
+    assert isinstance(got, type(want)), (type(got), got, type(want), want)
+    theirs = str(want).splitlines()[0]
+    ours = _SITE.sub("", str(got).splitlines()[0])
+    assert ours.startswith(theirs.rstrip(".")), (ours, theirs)  # staged may add a hint
+
+
+def test_unbatched_cross_entropy_and_nll_loss_equal_torchs():
+    """A (C,) input with a 0-d target is one sample, reduced or not (a 0-d loss)."""
+    for reduction in ("mean", "none", "sum"):
+        out = {}
+        for lib in (torch, staged):
+            x = lib.tensor([0.5, 1.0, -2.0], requires_grad=True)
+            ce = lib.nn.functional.cross_entropy(
+                x, lib.tensor(1), reduction=reduction, label_smoothing=0.1
+            )
+            nll = lib.nn.functional.nll_loss(x.log_softmax(0), lib.tensor(2), reduction=reduction)
+            (ce + nll).backward()
+            out[lib] = [ce.detach().numpy(), nll.detach().numpy(), x.grad.numpy()]
+        for a, b in zip(out[staged], out[torch]):
+            assert a.shape == b.shape
+            torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b))
