@@ -156,9 +156,11 @@ if TYPE_CHECKING:  # the public ops that globals().update(_exports()) adds below
         addmm,
         baddbmm,
         bmm,
+        dot,
         einsum,
         matmul,
         mm,
+        mv,
         outer,
     )
     from .eager.ops.reduction import (
@@ -204,6 +206,7 @@ if TYPE_CHECKING:  # the public ops that globals().update(_exports()) adds below
         transpose,
         tril,
         triu,
+        unflatten,
         unsqueeze,
     )
 

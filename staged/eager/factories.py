@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
@@ -80,12 +81,15 @@ def from_numpy(a: np.ndarray) -> Tensor:
 def _size(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    for s in size:
-        if not isinstance(s, (int, np.integer)) or s < 0:
-            raise RuntimeError(
-                f"Trying to create tensor with negative dimension or a "
-                f"non-integer size: {list(size)}"
+    for i, s in enumerate(size):
+        if not isinstance(s, (int, np.integer)):
+            op = sys._getframe(1).f_code.co_name  # the factory: only on this error path
+            raise TypeError(
+                f"{op}(): argument 'size' failed to unpack the object at pos {i + 1} with "
+                f'error "type must be tuple of ints,but got {type(s).__name__}"'
             )
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
     return tuple(int(s) for s in size)
 
 
@@ -167,12 +171,17 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
 def linspace(start, end, steps, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     return _new(np.linspace(start, end, steps).astype(_dtype(dtype).np), requires_grad)
 
 
 def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
+    for what, k in (("n", n), ("m", m)):
+        if k is not None and k < 0:
+            raise RuntimeError(f"{what} must be greater or equal to 0, got {k}")
     return _new(np.eye(n, m, dtype=_dtype(dtype).np), requires_grad)
 
 
@@ -240,6 +249,11 @@ def randint(
     if device is not None:
         _check_device(device)
     if size is None:  # randint(high, size)
+        if high is None:
+            raise TypeError(
+                "randint() received an invalid combination of arguments - got (int), but "
+                "expected one of: (high, size), (low, high, size)"
+            )
         low, high, size = 0, low, high
     elif high is None:  # randint(high, size=size)
         low, high = 0, low

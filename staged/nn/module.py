@@ -140,6 +140,11 @@ _TORCH_ONLY_HOOKS = (
 )
 
 
+def _typename(v) -> str:
+    """What torch.typename says of ``v`` in errors: ``torch.FloatTensor`` for a tensor."""
+    return v.type() if isinstance(v, Tensor) else type(v).__name__
+
+
 class Module:
     """Base class of layers and models, PyTorch's ``torch.nn.Module``."""
 
@@ -387,14 +392,14 @@ class Module:
         elif params is not None and name in params:
             if value is not None:
                 raise TypeError(
-                    f"cannot assign '{type(value).__name__}' as parameter "
+                    f"cannot assign '{_typename(value)}' as parameter "
                     f"'{name}' (torch.nn.Parameter or None expected)"
                 )
             params[name] = None
         elif params is not None and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
-                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    f"cannot assign '{_typename(value)}' as buffer '{name}' "
                     "(Tensor or None expected)"
                 )
             icpt = current_interceptor()
@@ -426,7 +431,7 @@ class Module:
     def register_parameter(self, name, param):
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(
-                f"cannot assign '{type(param).__name__}' object to parameter "
+                f"cannot assign '{_typename(param)}' object to parameter "
                 f"'{name}' (torch.nn.Parameter or None required)"
             )
         self._drop(name)
@@ -437,7 +442,7 @@ class Module:
     def register_buffer(self, name, tensor, persistent=True):
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(
-                f"cannot assign '{type(tensor).__name__}' object to buffer "
+                f"cannot assign '{_typename(tensor)}' object to buffer "
                 f"'{name}' (torch Tensor or None required)"
             )
         self._drop(name)

@@ -51,6 +51,22 @@ CASES = {
     "multinomial of negative weights": lambda t: t.multinomial(t.tensor([-1.0, 2.0]), 1),
     "topk of more than the size": lambda t: t.ones(2, 3).topk(5),
     "pad of odd length": lambda t: t.nn.functional.pad(t.ones(2, 3), (1,)),
+    "linspace of negative steps": lambda t: t.linspace(0, 1, -1),
+    "eye of a negative size": lambda t: t.eye(-1),
+    "a float size": lambda t: t.zeros(2, 0.5),
+    "a negative size": lambda t: t.randn(-2),
+    "randint without a size": lambda t: t.randint(5),
+    "embedding of a 1-D weight": lambda t: t.nn.functional.embedding(t.tensor([0]), t.ones(3)),
+    "where of a float condition": lambda t: t.where(t.ones(2), t.ones(2), t.ones(2)),
+    "a tensor assigned to a parameter": lambda t: setattr(t.nn.Linear(2, 2), "weight", t.ones(2)),
+    "register_parameter of a tensor": lambda t: t.nn.Linear(2, 2).register_parameter(
+        "w", t.ones(2)
+    ),
+    "unflatten to sizes of another product": lambda t: t.ones(2, 3).unflatten(1, (2, 2)),
+    "dot of 2-D tensors": lambda t: t.dot(t.ones(2, 2), t.ones(2, 2)),
+    "dot of other lengths": lambda t: t.dot(t.ones(2), t.ones(3)),
+    "dot of other dtypes": lambda t: t.dot(t.ones(2), t.ones(2, dtype=t.float64)),
+    "mv of mismatched sizes": lambda t: t.mv(t.ones(2, 3), t.ones(2)),
 }
 
 _SITE = re.compile(r"^\S+\.py:\d+: ")

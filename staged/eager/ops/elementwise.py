@@ -148,9 +148,9 @@ def where(condition, x, y):
     a, b = operands(x, y, dtype=d)
     cond = condition if isinstance(condition, Tensor) else Tensor(condition)
     if cond.dtype is not dt.bool_:
-        raise TypeError(
+        raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor "
-            f"with dtype {cond.dtype.name}"
+            f"with dtype {cond.dtype.title}"
         )
     shape = broadcast_shapes(cond._payload.shape, a._payload.shape)
     return ad.where(expand_to(cond, shape), expand_to(a, shape), expand_to(b, shape))

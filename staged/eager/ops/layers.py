@@ -449,6 +449,8 @@ def embedding(
             f"following scalar types: Long, Int; but got {input.dtype.name} "
             f"instead"
         )
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
     v = weight.shape[0]
     check_rows(input, v)
     if padding_idx is not None:

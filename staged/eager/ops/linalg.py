@@ -1,5 +1,5 @@
 """matmul with PyTorch's rank rules (1-D operands, broadcast batch dims) over the strict
-batched primitive; einsum, outer and the addmm family over it."""
+batched primitive; einsum, outer, dot, mv and the addmm family over it."""
 
 from __future__ import annotations
 
@@ -74,6 +74,30 @@ def outer(a, b):
     return mul(
         ad.reshape(a, shape=(a._payload.shape[0], 1)), ad.reshape(b, shape=(1, b._payload.shape[0]))
     )
+
+
+def dot(a, b):
+    """The inner product of two 1-D tensors of one dtype."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(
+            "dot : expected both vectors to have same dtype, but found "
+            f"{a.dtype.title} and {b.dtype.title}"
+        )
+    return matmul(a, b)
+
+
+def mv(a, b):
+    """Matrix (n, m) times vector (m,)."""
+    if a.ndim != 2 or b.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
+            f"vec ({b.shape[0]})"
+        )
+    return matmul(a, b)
 
 
 def _add_product(product, input, x, y, beta, alpha):

@@ -77,6 +77,18 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, tuple(shape[:s]) + (math.prod(shape[s : e + 1]),) + tuple(shape[e + 1 :]))
 
 
+def unflatten(x, dim, sizes):
+    """Dim ``dim`` split into ``sizes`` (one of them may be -1)."""
+    d, sizes = wrap_dim(dim, x.ndim), tuple(sizes)
+    shape = x._payload.shape
+    if -1 not in sizes and math.prod(sizes) != shape[d]:
+        raise RuntimeError(
+            f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
+            f"{dim} ({shape[d]}) in the input tensor"
+        )
+    return reshape(x, tuple(shape[:d]) + sizes + tuple(shape[d + 1 :]))
+
+
 def unsqueeze(x, dim):
     dim = wrap_dim(dim, x.ndim + 1)
     shape = list(x._payload.shape)

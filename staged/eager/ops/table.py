@@ -66,7 +66,7 @@ ROWS = {
     "scaled_dot_product_attention": Public(
         attention.scaled_dot_product_attention, method=False, export=False, functional=True
     ),
-    **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm", "outer")},
+    **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm", "outer", "dot", "mv")},
     **{n: Public(getattr(linalg, n), inplace=True) for n in ("addmm", "baddbmm")},
     "einsum": Public(linalg.einsum, method=False),
     **{
@@ -98,6 +98,7 @@ ROWS = {
         for n in (
             "reshape",
             "flatten",
+            "unflatten",
             "squeeze",
             "unsqueeze",
             "permute",

@@ -410,6 +410,12 @@ ENTRIES = [
     ),
     _shape("flatten", staged.flatten, torch.flatten, _many(((2, 3, 4),), ((2, 3, 4), 1), ((),))),
     _shape(
+        "unflatten",
+        staged.unflatten,
+        torch.unflatten,
+        _many(((2, 6), 1, (2, 3)), ((6,), 0, (-1, 2)), ((2, 3), -1, (3, 1))),
+    ),
+    _shape(
         "squeeze", staged.squeeze, torch.squeeze, _many(((2, 1, 3, 1),), ((2, 1, 3), 1), ((1,), 0))
     ),
     _shape(
@@ -523,6 +529,23 @@ ENTRIES = [
             Sample((arr(rng, d, (3,)), arr(rng, d, (2,)))),
             Sample((arr(rng, d, (0,)), arr(rng, d, (2,)))),
         ],
+        dtypes=INTS,
+    ),
+    OpInfo(
+        "dot",
+        staged.dot,
+        torch.dot,
+        lambda d, rng: [
+            Sample((arr(rng, d, (3,)), arr(rng, d, (3,)))),
+            Sample((arr(rng, d, (0,)), arr(rng, d, (0,)))),
+        ],
+        dtypes=INTS,
+    ),
+    OpInfo(
+        "mv",
+        staged.mv,
+        torch.mv,
+        lambda d, rng: [Sample((arr(rng, d, (2, 3)), arr(rng, d, (3,))))],
         dtypes=INTS,
     ),
     OpInfo(
