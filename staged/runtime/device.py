@@ -187,18 +187,28 @@ def _cpu_ns(tid: int) -> int:
         return 0
 
 
+def _runnable(tid: int) -> bool:
+    """Whether the thread is running or waiting for a core (state R), not asleep."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
 def _demote_pollers(before: set[int]) -> None:
-    """Nice 19 for the threads started since ``before`` that run while idle (Note [idle
-    pollers])."""
-    new = _thread_ids() - before
-    if not new:
-        return
-    start = {t: _cpu_ns(t) for t in new}
-    time.sleep(_POLL_PROBE_S)
-    for t in new:
-        if _cpu_ns(t) - start[t] > _POLL_PROBE_S * 1e9 / 4:  # ran a quarter of the time
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, t, 19)
+    """Nice 19 for the threads started since ``before`` that stay runnable while the
+    device is idle (Note [idle pollers]): asleep in no sample of the probe, however busy
+    the machine is (a CPU-time threshold missed them under load)."""
+    polling = _thread_ids() - before
+    for _ in range(8):
+        time.sleep(_POLL_PROBE_S / 8)
+        polling = {t for t in polling if _runnable(t)}
+        if not polling:
+            return
+    for t in polling:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, t, 19)
 
 
 class Device:
