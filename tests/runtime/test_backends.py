@@ -95,6 +95,25 @@ def test_vulkan_leading_dim_reduction_broadcast_back():
 
 
 @needs_vulkan
+def test_vulkan_bool_constants_are_held_wide():
+    """A bool constant (a mask made from NumPy in the step) used by ``where`` before a
+    gather's gradient: stored narrow, its dispatches wrote bytes of shared 32-bit words and
+    lavapipe lost some (2 of 15 calls gave v.grad[2] == 0); held as int32, as inputs are."""
+    rows, cols = np.divmod(np.arange(16), 4)
+    mask, index = (cols - rows == 1) & (rows < 3), np.clip(rows, 0, 2)
+    v = staged.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+    def step(v):
+        loss = staged.where(staged.tensor(mask), v[staged.tensor(index)], 0.0).sum()
+        return loss, staged.autograd.grad(loss, [v])[0]
+
+    grads = [staged.compile(step, backend="vulkan-spirv")(v)[1].numpy().tolist() for _ in range(10)]
+    compiled = staged.compile(step, backend="vulkan-spirv")
+    grads += [compiled(v)[1].numpy().tolist() for _ in range(20)]
+    assert grads == [[1.0, 1.0, 1.0]] * 30
+
+
+@needs_vulkan
 def test_vulkan_int64_beyond_int32_is_refused_not_wrapped():
     """vulkan-spirv holds int64 as int32 at the module's edge: 2**31 used to arrive as
     -2**31; now the call raises, naming the input, and the step still runs in range."""

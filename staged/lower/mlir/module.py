@@ -67,9 +67,16 @@ def to_mlir(
             e.names[v.id] = _convert(e, e.names[v.id], v.aval, wide[v.aval.dtype], v.aval.dtype)
     for v, array in graph.consts:
         spec = graph.sym_consts.get(v.id)
-        e.names[v.id] = (
-            e.dense(np.asarray(array), v.aval) if spec is None else _sym_const(e, spec, v.aval)
-        )
+        d = v.aval.dtype
+        if spec is not None:
+            e.names[v.id] = _sym_const(e, spec, v.aval)
+        elif d in wide and d.np.itemsize < 4:  # held wide, as inputs are: stored narrow,
+            # its dispatches wrote bytes of shared 32-bit words, and lavapipe lost some
+            e.names[v.id] = _convert(
+                e, e.dense(np.asarray(array), Aval(v.aval.shape, wide[d])), v.aval, wide[d], d
+            )
+        else:
+            e.names[v.id] = e.dense(np.asarray(array), v.aval)
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
