@@ -187,6 +187,8 @@ if TYPE_CHECKING:  # the public ops that globals().update(_exports()) adds below
     from .eager.ops.shape import (
         cat,
         chunk,
+        diag,
+        diagonal,
         flatten,
         flip,
         fliplr,

@@ -319,6 +319,43 @@ def triu(x, diagonal=0):
     return _triangle("triu", x, diagonal, False)
 
 
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """Diagonal ``offset`` of the (``dim1``, ``dim2``) matrices of ``x``, as the last dim
+    (a view in PyTorch; a copy here, gathered from the flattened matrices)."""
+    d1, d2 = wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rest = tuple(i for i in range(x.ndim) if i not in (d1, d2))
+    y = permute(x, rest + (d1, d2))
+    *batch, n, m = y._payload.shape
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    length = max(min(n - r0, m - c0), 0)
+    at = np.arange(length, dtype=np.int64) * (m + 1) + (r0 * m + c0)
+    index = Tensor._wrap(at.reshape((1,) * len(batch) + (length,)), False)
+    flat = reshape(y, tuple(batch) + (n * m,))
+    return ad.gather(flat, expand_to(index, tuple(batch) + (length,)), dim=len(batch))
+
+
+_diagonal = diagonal  # diag's argument, named as PyTorch names it, hides the function
+
+
+def diag(x, diagonal=0):
+    """A 1-D ``x`` as the ``diagonal``-th diagonal of a square matrix, or a 2-D ``x``'s
+    ``diagonal``-th diagonal."""
+    if x.ndim == 2:
+        return _diagonal(x, diagonal)
+    if x.ndim != 1:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
+    n, k = x._payload.shape[0], abs(diagonal)
+    size = n + k
+    rows, cols = np.divmod(np.arange(size * size, dtype=np.int64), size)
+    entry = rows - max(-diagonal, 0)  # x[entry] sits on row `rows` of the diagonal
+    on = (cols - rows == diagonal) & (entry >= 0) & (entry < n)
+    picked = ad.gather(x, Tensor._wrap(np.clip(entry, 0, max(n - 1, 0)), False), dim=0)
+    zero = expand_to(scalar_tensor(0, x.dtype), (size * size,))
+    return reshape(ad.where(Tensor._wrap(on, False), picked, zero), size, size)
+
+
 def repeat(x, *sizes):
     """``Tensor.repeat``: ``x`` tiled ``sizes[i]`` times along dim ``i`` (leading sizes add
     dims): each dim gets a broadcast axis in front, then the two merge."""

@@ -99,6 +99,8 @@ ROWS = {
             "reshape",
             "flatten",
             "unflatten",
+            "diagonal",
+            "diag",
             "squeeze",
             "unsqueeze",
             "permute",

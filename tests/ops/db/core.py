@@ -410,6 +410,13 @@ ENTRIES = [
     ),
     _shape("flatten", staged.flatten, torch.flatten, _many(((2, 3, 4),), ((2, 3, 4), 1), ((),))),
     _shape(
+        "diagonal",
+        staged.diagonal,
+        torch.diagonal,
+        _many(((3, 4),), ((3, 4), 1), ((3, 4), -2), ((2, 3, 4), 0, 2, 0), ((2, 3, 3), 1, -1, -2)),
+    ),
+    _shape("diag", staged.diag, torch.diag, _many(((3,),), ((3,), 1), ((3,), -2), ((3, 4), 1))),
+    _shape(
         "unflatten",
         staged.unflatten,
         torch.unflatten,
