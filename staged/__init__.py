@@ -145,6 +145,7 @@ if TYPE_CHECKING:  # the public ops that globals().update(_exports()) adds below
     )
     from .eager.ops.indexing import (
         gather,
+        index_add,
         index_put,
         index_select,
         masked_fill,

@@ -67,6 +67,15 @@ CASES = {
     "dot of other lengths": lambda t: t.dot(t.ones(2), t.ones(3)),
     "dot of other dtypes": lambda t: t.dot(t.ones(2), t.ones(2, dtype=t.float64)),
     "mv of mismatched sizes": lambda t: t.mv(t.ones(2, 3), t.ones(2)),
+    "index_add of a float index": lambda t: t.ones(3).index_add(0, t.zeros(1), t.ones(1)),
+    "index_add of a matrix index": lambda t: t.ones(3).index_add_(
+        0, t.zeros(1, 1, dtype=t.long), t.ones(1)
+    ),
+    "index_add of more indices": lambda t: t.ones(3, 2).index_add(
+        0, t.tensor([0, 1]), t.ones(1, 2)
+    ),
+    "index_add of another slice": lambda t: t.ones(3, 2).index_add(0, t.tensor([0]), t.ones(1, 3)),
+    "index_add out of range": lambda t: t.ones(3, 2).index_add(0, t.tensor([3]), t.ones(1, 2)),
 }
 
 _SITE = re.compile(r"^\S+\.py:\d+: ")

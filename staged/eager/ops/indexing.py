@@ -369,6 +369,34 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return _scatter_into(ad.scatter_add, x, dim, index, src)
 
 
+def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """``x`` plus ``alpha * source``, slice ``i`` of ``source`` along ``dim`` added to slice
+    ``index[i]`` of ``x`` (``torch.index_add``): a scatter_add of the index spread over
+    ``source``'s shape (whose bounds check raises torch's error)."""
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+        got = index.dtype.title if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {got}")
+    if index.ndim > 1:
+        raise IndexError(
+            f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with "
+            f"type: {index.dtype.title} and size: {list(index.shape)}"
+        )
+    d = _dim(dim, x.ndim)
+    xs, ss, n = tuple(x._payload.shape), tuple(source._payload.shape), index.numel()
+    if len(ss) != len(xs) or ss[d] != n:
+        raise RuntimeError(
+            f"index_add_(): Number of indices ({n}) should be equal to source.size(dim): "
+            f"({ss[d] if d < len(ss) else None}), for dim: {d}"
+        )
+    if any(a != b for k, (a, b) in enumerate(zip(xs, ss)) if k != d):
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified "
+            f"dimension. Got self.shape = {list(xs)} source.shape = {list(ss)}"
+        )
+    spread = to_dtype(index, dt.int64).reshape(tuple(n if k == d else 1 for k in range(len(ss))))
+    return scatter_add(x, d, expand_to(spread, ss), source if alpha == 1 else source * alpha)
+
+
 def _scatter_into(prim, x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """``prim`` (scatter or scatter_add) of the index's extent of ``src`` into ``x``: the
     part of ``x`` the index spans, then that part written back into the rest of ``x``."""
@@ -528,6 +556,7 @@ def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 __all__ = [
     "gather",
+    "index_add",
     "scatter_add",
     "scatter",
     "index_put",

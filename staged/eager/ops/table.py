@@ -139,7 +139,9 @@ ROWS = {
         n: Public(getattr(indexing, n))
         for n in ("index_select", "gather", "scatter_add", "masked_fill", "take_along_dim")
     },
-    **{n: Public(getattr(indexing, n), inplace=True) for n in ("scatter", "index_put")},
+    **{
+        n: Public(getattr(indexing, n), inplace=True) for n in ("scatter", "index_put", "index_add")
+    },
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},

@@ -120,6 +120,15 @@ def _scatter_add_samples(dtype, rng):
     ]
 
 
+def _index_add_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [
+        Sample((x, 1, index(rng, 4, (6,)), arr(rng, dtype, (3, 6)))),
+        Sample((x, 0, index(rng, 3, (2,)), arr(rng, dtype, (2, 4))), {"alpha": 2}),
+        Sample((arr(rng, dtype, (5,)), -1, index(rng, 5, (3,)), arr(rng, dtype, (3,)))),
+    ]
+
+
 def _unique_rows(rng, n, shape):
     """An index of ``shape`` whose entries along dim 0 are distinct in [0, n) (scatter's
     result and gradients are then free of which-write-wins ties)."""
@@ -274,6 +283,7 @@ ENTRIES = [
         "scatter_add", staged.scatter_add, torch.scatter_add, _scatter_add_samples, dtypes=DTYPES
     ),
     OpInfo("scatter", staged.scatter, torch.scatter, _scatter_samples, dtypes=DTYPES),
+    OpInfo("index_add", staged.index_add, torch.index_add, _index_add_samples, dtypes=DTYPES),
     OpInfo("index_put", _index_put, _index_put, _index_put_samples, dtypes=DTYPES),
     OpInfo(
         "index_select",
