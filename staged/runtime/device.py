@@ -179,14 +179,6 @@ def _thread_ids() -> set[int]:
         return set()
 
 
-def _cpu_ns(tid: int) -> int:
-    try:
-        with open(f"/proc/self/task/{tid}/schedstat") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _runnable(tid: int) -> bool:
     """Whether the thread is running or waiting for a core (state R), not asleep."""
     try:

@@ -28,10 +28,9 @@ def reshape(x, *shape):
     shape = list(_shape_arg(shape))
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
-    if bad := [i for i, s in enumerate(shape) if s < -1]:
-        raise RuntimeError(
-            f"invalid shape dimension {shape[bad[0]]} at index {bad[0]} of shape {shape}"
-        )
+    if shape and min(shape) < -1:
+        bad = next(i for i, s in enumerate(shape) if s < -1)
+        raise RuntimeError(f"invalid shape dimension {shape[bad]} at index {bad} of shape {shape}")
     n = x.numel()
     known = math.prod(s for s in shape if s != -1)
     if (known == 0 or n % known) if -1 in shape else known != n:
