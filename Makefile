@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean vulkan-driver graphviz
+.PHONY: demo test lint bench clean vulkan-driver graphviz generated
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,11 @@ lint: $(VENV)/.test
 
 test: $(VENV)/.test vulkan-driver graphviz lint
 	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder
+
+# the files made from the op table and the op database (their tests fail when they are stale)
+generated: $(VENV)/.test
+	$(BIN)/python -m tests.ops.coverage
+	$(BIN)/python -m tests.ops.stubs
 
 bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py

@@ -1,16 +1,22 @@
 """The declarations type checkers read stay in step with what import time attaches: every
 public method of ``staged.Tensor`` and every public name of ``staged`` is declared in its
-source (``Tensor``'s ``TYPE_CHECKING`` block, ``staged/__init__.py``), and nothing is
-declared that does not exist."""
+source (``Tensor``'s ``TYPE_CHECKING`` block, ``staged/__init__.py``) or in the stubs made
+from the public-op table (``tests/ops/stubs.py``), nothing is declared that does not exist,
+and the committed stubs are the table's."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
+import pathlib
 import types
 
+import pytest
+
 import staged
+from tests.ops import stubs
 
 # the module (staged.eager.tensor is also the name of the factory function)
 tensor_module = importlib.import_module("staged.eager.tensor")
@@ -22,8 +28,7 @@ def _declared(body, package: str = "staged") -> set:
     names = set()
     for node in body:
         if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
-            mod = importlib.import_module("." * node.level + (node.module or ""), package)
-            names |= set(getattr(mod, "__all__", [n for n in vars(mod) if _public(n)]))
+            names |= _star(node, package)
             continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
@@ -41,6 +46,27 @@ def _declared(body, package: str = "staged") -> set:
     return names
 
 
+def _star(node: ast.ImportFrom, package: str) -> set:
+    """What ``from m import *`` binds: ``m.__all__``, read from ``m``'s stub if it has one."""
+    name = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    stub = pathlib.Path(staged.__file__).parent.joinpath(*name.split(".")[1:]).with_suffix(".pyi")
+    if stub.exists():
+        return set(ast.literal_eval(_stub_node(stub, "__all__").value))
+    mod = importlib.import_module(name)
+    return set(getattr(mod, "__all__", [n for n in vars(mod) if _public(n)]))
+
+
+def _stub_node(path: pathlib.Path, name: str):
+    """The assignment or class ``name`` at the top of the stub ``path``."""
+    for node in ast.parse(path.read_text()).body:
+        targets = getattr(node, "targets", [])
+        if getattr(node, "name", None) == name or any(
+            getattr(t, "id", None) == name for t in targets
+        ):
+            return node
+    raise LookupError(f"{path} has no {name}")
+
+
 def _public(name: str) -> bool:
     return not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
 
@@ -48,7 +74,9 @@ def _public(name: str) -> bool:
 def test_every_tensor_method_attached_at_import_is_declared():
     tree = ast.parse(inspect.getsource(tensor_module))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
-    declared = _declared(cls.body)
+    declared = _declared(cls.body) | _declared(
+        _stub_node(stubs.ROOT / "_ops.pyi", "TensorOps").body
+    )
     attached = {n for n in vars(staged.Tensor) if _public(n)}
     implicit = {"__annotations__", "__module__", "__weakref__", "__dict__", "__slots__"}
     missing = sorted(n for n in attached - declared - implicit if n not in vars(object))
@@ -66,3 +94,10 @@ def test_every_public_name_of_staged_is_declared():
     }
     missing = sorted(public - declared)
     assert not missing, f"declare these in staged/__init__.py (TYPE_CHECKING): {missing}"
+
+
+@pytest.mark.parametrize("path", list(stubs.STUBS), ids=lambda p: p.name)
+def test_the_committed_stubs_are_made_from_the_table(path):
+    assert path.read_text() == stubs.STUBS[path](), (
+        f"{path} is stale: run `make generated` and commit it"
+    )

@@ -8,7 +8,7 @@ from tests.ops.db import OP_DB
 
 def test_coverage_table_is_current():
     assert coverage.PATH.exists() and coverage.PATH.read_text() == coverage.render(), (
-        "docs/coverage.md is stale: run `python -m tests.ops.coverage` and commit it"
+        "docs/coverage.md is stale: run `make generated` and commit it"
     )
 
 

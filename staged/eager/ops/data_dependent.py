@@ -3,6 +3,8 @@ since a captured graph has static shapes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..._where import at_user
@@ -24,7 +26,7 @@ def host_data(x: Tensor, what: str, remedy: str = "") -> np.ndarray:
     return x._host()
 
 
-def nonzero(x: Tensor, *, as_tuple=False):
+def nonzero(x: Tensor, *, as_tuple=False) -> Any:
     """The indices of the non-zero entries: an int64 ``(count, ndim)`` tensor, or one 1-D
     tensor per dim (``as_tuple``; a 0-d ``x`` counts as 1-D)."""
     a = host_data(x, "nonzero()")
@@ -33,7 +35,7 @@ def nonzero(x: Tensor, *, as_tuple=False):
     return Tensor._wrap(np.argwhere(a).astype(np.int64))
 
 
-def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, dim=None):
+def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, dim=None) -> Any:
     """The distinct entries (or slices along ``dim``), sorted (as PyTorch's CPU kernel for
     either ``sorted``; NaNs stay distinct), with the inverse indices and the counts if
     asked for. Not differentiable."""

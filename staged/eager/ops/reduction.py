@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,8 +49,7 @@ def in_float32(fn: _F) -> _F:
             return fn(x.float(), *args, **kwargs).to(x.dtype)
         return fn(x, *args, **kwargs)
 
-    op.__name__, op.__doc__ = fn.__name__, fn.__doc__
-    return op  # type: ignore[return-value]  # op takes what fn takes
+    return functools.wraps(fn)(op)  # type: ignore[return-value]  # op takes what fn takes
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):
@@ -124,7 +124,7 @@ def _sorted(x, dim, descending, k):
     return ad.gather(x, idx, dim=d), idx
 
 
-def sort(x, dim=-1, descending=False, stable=False):
+def sort(x, dim=-1, descending=False, stable=False) -> Any:
     """``(values, indices)`` along ``dim``; ties keep their order (stable), NaN sorts above
     every number. The gradient of ``values`` goes to the positions they came from."""
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
@@ -135,7 +135,7 @@ def argsort(x, dim=-1, descending=False, stable=False):
     return sort(x, dim, descending, stable).indices
 
 
-def topk(x, k, dim=-1, largest=True, sorted=True):
+def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
     """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order."""
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     if not 0 <= k <= n:
@@ -258,12 +258,12 @@ def _extremum(reduce, arg, result, x, dim, keepdim, other):
     return result(_select_along(x, idx, d, keepdim) if x.ndim else x, idx)
 
 
-def max(x, dim=None, keepdim=False, *, other=None):
+def max(x, dim=None, keepdim=False, *, other=None) -> Any:
     """Full max, ``(values, indices)`` along ``dim``, or elementwise max with a tensor."""
     return _extremum(ad.reduce_max, ad.argmax, MaxResult, x, dim, keepdim, other)
 
 
-def min(x, dim=None, keepdim=False, *, other=None):
+def min(x, dim=None, keepdim=False, *, other=None) -> Any:
     return _extremum(ad.reduce_min, ad.argmin, MinResult, x, dim, keepdim, other)
 
 

@@ -230,7 +230,7 @@ def _narrow(x, dim, start, length):
     )
 
 
-def split(x, split_size_or_sections, dim=0):
+def split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
     """Views of consecutive pieces along ``dim``: of one size (the last may be smaller) or
     of the given sizes."""
     if x.ndim == 0:
@@ -259,7 +259,7 @@ def split(x, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-def chunk(x, chunks, dim=0):
+def chunk(x, chunks, dim=0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 0
