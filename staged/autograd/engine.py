@@ -31,9 +31,11 @@ from typing import NamedTuple
 from ..eager import factories as _factories
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook, tags
+from ..eager.legacy_types import type_name
 from .._where import at_user
 from ..eager.tensor import Tensor
 from . import anomaly, profiler
+from .accumulate import add_grads
 from .node import sync
 
 
@@ -267,7 +269,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
         if buf is None:
             buf = buffers[node] = {}
             roots.append(node)
-        buf[nr] = g if nr not in buf else buf[nr] + g
+        buf[nr] = g if nr not in buf else add_grads(buf[nr], g)
     deps, order = _discover(roots)
 
     captures = None  # {(node, nr): [indices into inputs]}
@@ -334,7 +336,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                     if b is None:
                         buffers[nxt] = {nr: g}
                     elif nr in b:
-                        b[nr] = b[nr] + g
+                        b[nr] = add_grads(b[nr], g)
                     else:
                         b[nr] = g
                 left = deps[nxt] - 1
@@ -382,7 +384,8 @@ def _checked_hook_value(fn, g, r):
         raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
     if r.dtype is not g.dtype:
         raise RuntimeError(
-            f"hook '{name}' has changed the type of value (was {g.dtype} got {r.dtype})"
+            f"hook '{name}' has changed the type of value "
+            f"(was {type_name(g.dtype)} got {type_name(r.dtype)})"
         )
     if tuple(r.shape) != tuple(g.shape):
         raise RuntimeError(f"hook '{name}' has changed the size of value")
@@ -395,7 +398,7 @@ def _retain(t, g):
     if t._grad is None:
         t._grad = g if _state.grad_enabled else g.detach().clone()
     else:
-        t._grad = t._grad + g
+        t._grad = add_grads(t._grad, g)
 
 
 def _run_node(node, buf, retain_graph):
@@ -428,7 +431,7 @@ def _call_node(node, buf, retain_graph):
         for fn in tuple(node._pre_hooks.values()):
             r = call_hook(fn, grads)
             if r is not None:
-                grads = _hook_result(fn, r, len(grads))
+                grads = _hook_result(fn, r, grads)
         grads = list(grads)
     elif n == 1 and len(buf) == 1 and 0 in buf:
         grads = [buf.pop(0)]
@@ -446,19 +449,26 @@ def _call_node(node, buf, retain_graph):
         for fn in tuple(node._post_hooks.values()):
             r = call_hook(fn, outs, tuple(grads))
             if r is not None:
-                outs = _hook_result(fn, r, len(outs))
+                outs = _hook_result(fn, r, outs)
     if not retain_graph:
         node.release_variables()
     return outs
 
 
-def _hook_result(fn, r, n):
+def _hook_result(fn, r, before):
+    """A Node hook's gradients in place of ``before``: as many, each None or a tensor of
+    the dtype and shape it replaces (PyTorch's checks, as for tensor hooks)."""
     r = tuple(r)
-    if len(r) != n:
+    if len(r) != len(before):
         raise RuntimeError(
             f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect "
-            f"number of values (got {len(r)}, but expected {n})"
+            f"number of values (got {len(r)}, but expected {len(before)})"
         )
+    for g, new in zip(before, r):
+        if new is not None:
+            if g is None:
+                raise RuntimeError("can't replace a None gradient with a non-None value")
+            _checked_hook_value(fn, g, new)
     return r
 
 

@@ -300,3 +300,77 @@ def test_accumulated_grads_never_alias(case):
         np.testing.assert_array_equal(a, e)
     for a, e in zip(ours, theirs):  # what the hook kept was not accumulated into later
         np.testing.assert_array_equal(a.numpy(), e.numpy())
+
+
+def test_gradient_sums_bind_the_strict_add():
+    """Where gradients meet (a tensor used twice, ``.grad`` accumulated with create_graph,
+    a retained non-leaf's gradient) the engine adds with the strict primitive, not the
+    public ``+`` with its promotion and broadcasting: every gradient summed there has the
+    dtype and shape of the tensor it belongs to (rules, Functions and hooks are checked)."""
+    from pathlib import Path
+
+    public_ops = str(Path(staged.__file__).parent / "eager" / "ops")
+    called = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(public_ops):
+            called.append(frame.f_code.co_name)
+
+    results = []
+    for lib in (staged, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        h = lib.tensor([3.0, 4.0])
+        y = x * h
+        y.retain_grad()
+        losses = [(y * h).sum(), (y * y).sum()]
+        if lib is staged:
+            sys.setprofile(profile)
+        try:
+            lib.autograd.backward(losses, create_graph=True)
+            lib.autograd.backward(losses[0], create_graph=True)
+        finally:
+            sys.setprofile(None)
+        results.append([t.grad.detach().numpy() for t in (x, y)])
+    assert "add" not in called and "__add__" not in called, called
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want)
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        lambda gi, go: (gi[0].double(), None),  # another dtype
+        lambda gi, go: (gi[0][None], None),  # another shape
+        lambda gi, go: (3, None),  # not a tensor
+        lambda gi, go: (gi[0],),  # too few
+    ],
+    ids=["dtype", "shape", "int", "count"],
+)
+def test_node_post_hooks_may_not_change_a_gradients_dtype_or_shape(hook):
+    errors = []
+    for lib in (staged, torch):
+        a = lib.tensor([1.0], requires_grad=True)
+        b = a * 2
+        b.grad_fn.register_hook(hook)
+        with pytest.raises((RuntimeError, TypeError)) as e:
+            (b + b * 1).sum().backward()
+        errors.append((e.type, str(e.value)))
+    assert errors[0] == errors[1]
+
+
+def test_node_hooks_may_not_replace_a_none_gradient():
+    errors = []
+    for lib in (staged, torch):
+        y = (lib.tensor([1.0]) * 2).requires_grad_()
+        z = y * 3
+        z.grad_fn.register_hook(lambda gi, go: (lib.ones(1), lib.ones(1)))
+        with pytest.raises(RuntimeError) as e:
+            z.sum().backward()
+        errors.append(str(e.value))
+        x = lib.tensor([1.0], requires_grad=True)
+        w = x.exp()
+        w.grad_fn.register_prehook(lambda go: (go[0].double(),))
+        with pytest.raises(RuntimeError) as e:
+            w.sum().backward()
+        errors.append(str(e.value))
+    assert errors[:2] == errors[2:]
