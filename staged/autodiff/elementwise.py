@@ -62,9 +62,20 @@ _PROMOTE = Public("promote")
 
 
 def _sigmoid(x):
-    # tanh form: no overflow warnings for large |x|, and within an ulp of 1/(1+e^-x)
-    half = x.dtype.type(0.5)
-    return half + half * np.tanh(half * x)
+    """1 / (1 + exp(-x)): small results keep their precision (the form 0.5 + 0.5 tanh(x/2)
+    rounds to 0 below x = -17 in float32, where torch gives 2e-9 at -20); exp(-x)
+    overflows to inf only where the result is below float32's normal range. Half inputs
+    compute in float32. Complex: the tanh form."""
+    if x.dtype.kind == "c":
+        half = x.dtype.type(0.5)
+        return half + half * np.tanh(half * x)
+    if x.dtype.itemsize < 4:
+        return _sigmoid(x.astype(np.float32)).astype(x.dtype)
+    e = np.empty_like(x)  # an array even for 0-d x (where ufuncs return scalars)
+    np.negative(x, out=e)
+    np.exp(e, out=e)
+    np.add(e, x.dtype.type(1), out=e)
+    return np.reciprocal(e, out=e)
 
 
 def _relu(x):
@@ -334,6 +345,13 @@ atan = elementwise(
     lambda x: np.arctan(x),
     vjp=lambda g, x: lax.div(g, lax.conj(lax.add(1, lax.mul(x, x)))),
     public=_FLOAT_._replace(aliases=("arctan",)),
+    domain=_FLOAT_MATH,
+)
+atanh = elementwise(
+    "atanh",
+    lambda x: np.arctanh(x),
+    vjp=lambda g, x: lax.div(g, lax.conj(lax.sub(1, lax.mul(x, x)))),
+    public=_FLOAT_._replace(aliases=("arctanh",)),
     domain=_FLOAT_MATH,
 )
 log2 = elementwise(

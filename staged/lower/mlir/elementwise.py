@@ -136,6 +136,19 @@ def _float_hypot(e, d, x, y):
     return e.select(either_inf, inf, e.select(zero, e.const(0, d), h, d), d)
 
 
+def _float_atanh(e, d, x):
+    """copysign(log1p(2|x| / (1 - |x|)) / 2, x), glibc's form: accurate near 0 (no
+    cancellation in log((1 + x) / (1 - x))), +-inf at +-1, NaN beyond."""
+    t = elem_type(d)
+    a = e.emit(f"math.absf {x} : {t}")
+    q = e.emit(
+        f"arith.divf {e.emit(f'arith.addf {a}, {a} : {t}')}, "
+        f"{e.emit(f'arith.subf {e.const(1, d)}, {a} : {t}')} : {t}"
+    )
+    h = e.emit(f"arith.mulf {_float_log1p(e, d, q)}, {e.const(0.5, d)} : {t}")
+    return e.emit(f"math.copysign {h}, {x} : {t}")
+
+
 def _float_atan2(e, d, y, x):
     """math.atan2 of (|y|, x) with C99's values where IREE's CPU expansion (atan of y/x,
     then a quadrant fix-up) has none: NaN at two zeros and at two infinities, and +pi for
@@ -330,7 +343,18 @@ def _int_floor_divide(e, d, x, y):
     return e.emit(f"arith.select {y0}, {zero}, {q} : {t}")
 
 
-def _sigmoid(e, d, x):
+def _float_sigmoid(e, d, x):
+    """1 / (1 + e), and e / (1 + e) for x < 0, with e = exp(-|x|): small results keep
+    their precision, as the NumPy impl's 1 / (1 + exp(-x)), without an inf in between."""
+    t = elem_type(d)
+    ex = UNARY["exp"]["float"](e, d, e.emit(f"arith.negf {e.emit(f'math.absf {x} : {t}')} : {t}"))
+    one = e.const(1, d)
+    r = e.emit(f"arith.divf {one}, {e.emit(f'arith.addf {one}, {ex} : {t}')} : {t}")
+    below = e.emit(f"arith.cmpf olt, {x}, {e.const(0, d)} : {t}")
+    return e.select(below, e.emit(f"arith.mulf {ex}, {r} : {t}"), r, d)
+
+
+def _complex_sigmoid(e, d, x):
     # 0.5 + 0.5 * tanh(0.5 * x), as the NumPy impl
     c = d.dclass
     half = e.const(0.5, d)
@@ -397,6 +421,69 @@ def _int_pow(e, d, x, y):
     return e.emit(f"arith.select {big}, {zero}, {r} : {t}")
 
 
+# Note [relative accuracy near zero]
+# A float32 result is trusted to a few ulp of itself, not of 1. IREE expands float32 sin,
+# cos, tan and sinh (llvm-cpu and SPIR-V) into polynomials whose error is absolute, about
+# 1e-7, and SPIR-V takes log1p as log(1 + x): near 0 the relative error grew to 67 %
+# (sin(1.7e-7)), 19 % (sinh(1e-7)), 30 % (log1p(2e-7) on Vulkan). Those ops are written
+# here with forms that keep it (Taylor series below 0.5). Left: near their other zeros
+# (sin at 2 pi, cos at pi / 2) the same absolute error remains (2.7e-5 and 8.6e-5
+# relative), and atan is within 2.3e-6;
+# tests/lower/test_float32_accuracy.py sweeps magnitudes from 1e-7 to 10 on both targets.
+def _odd_series(e, d, x, coefficients):
+    """x + x^3 (c0 + x^2 (c1 + ...)), in Horner form."""
+    t = elem_type(d)
+    x2 = e.emit(f"arith.mulf {x}, {x} : {t}")
+    acc = e.const(coefficients[-1], d)
+    for c in reversed(coefficients[:-1]):
+        acc = _fma(e, t, acc, x2, e.const(c, d))
+    return _fma(e, t, e.emit(f"arith.mulf {x}, {x2} : {t}"), acc, x)
+
+
+_SIN = (-1 / 6, 1 / 120, -1 / 5040, 1 / 362880)  # |x| < 0.5: truncation below 2e-11
+_SINH = (1 / 6, 1 / 120, 1 / 5040, 1 / 362880)
+_ATANH = tuple(1 / k for k in range(3, 21, 2))  # |s| < 1/3: truncation below 1e-10
+
+
+def _near_zero(name, small):
+    """``name`` (libm's in float64), with ``small(e, d, x)`` for |x| < 0.5 in float32 and
+    half: IREE's float32 sin, tan and sinh, on llvm-cpu and SPIR-V alike, are accurate to
+    an absolute error of about 1e-7, so relatively wrong near 0 (sin(1.7e-7) was 67 %
+    off, sinh(1e-7) 19 %; Note [relative accuracy near zero])."""
+    whole = _math(name)["float"]
+
+    def lower(e, d, x):
+        if _wide(d):
+            return whole(e, d, x)
+        t = elem_type(d)
+        near = e.emit(f"arith.cmpf olt, {e.emit(f'math.absf {x} : {t}')}, {e.const(0.5, d)} : {t}")
+        return e.select(near, small(e, d, x), whole(e, d, x), d)
+
+    return lower
+
+
+def _float_log1p(e, d, x):
+    """2 atanh(s) with s = x / (2 + x), as an odd series in s, for |x| < 0.5 (|s| < 1/3:
+    truncation below 1e-9); log(1 + x) beyond. SPIR-V's log1p is log(1 + x), and its log
+    is accurate to an absolute error near 1, so Goldberg's log(u) x / (u - 1) does not
+    help there: log1p(2e-7) was 30 % off on Vulkan."""
+    if _wide(d):
+        return libm.log1p(e, d, x)
+    t = elem_type(d)
+    one = e.const(1, d)
+    s = e.emit(f"arith.divf {x}, {e.emit(f'arith.addf {x}, {e.const(2, d)} : {t}')} : {t}")
+    small = e.emit(f"arith.mulf {_odd_series(e, d, s, _ATANH)}, {e.const(2, d)} : {t}")
+    whole = e.emit(f"math.log {e.emit(f'arith.addf {x}, {one} : {t}')} : {t}")
+    near = e.emit(f"arith.cmpf olt, {e.emit(f'math.absf {x} : {t}')}, {e.const(0.5, d)} : {t}")
+    return e.select(near, small, whole, d)
+
+
+def _small_tan(e, d, x):
+    """sin's series over cos (accurate near 0) for a float32 |x| < 0.5."""
+    sin = _odd_series(e, d, x, _SIN)
+    return e.emit(f"arith.divf {sin}, {e.emit(f'math.cos {x} : {elem_type(d)}')} : {elem_type(d)}")
+
+
 def _math(name):
     """math.<name> on floats, complex.<name> on complex; ``libm.<name>`` and
     ``libm.c<name>`` in float64 and complex128 where they exist."""
@@ -423,14 +510,14 @@ UNARY = {
     },
     "exp": _math("exp"),
     "log": _math("log"),
-    "log1p": _math("log1p"),
+    "log1p": {**_math("log1p"), "float": _float_log1p},
     "expm1": _math("expm1"),
     "sqrt": _math("sqrt"),
     "rsqrt": _math("rsqrt"),
     "tanh": {"float": _float_tanh, "complex": _f64(libm.ctanh, _op("complex.tanh"))},
-    "sin": _math("sin"),
+    "sin": {**_math("sin"), "float": _near_zero("sin", lambda e, d, x: _odd_series(e, d, x, _SIN))},
     "cos": _math("cos"),
-    "sigmoid": {"float": _sigmoid, "complex": _sigmoid},
+    "sigmoid": {"float": _float_sigmoid, "complex": _complex_sigmoid},
     "relu": {"float": _relu, "int": _relu, "uint": _relu, "bool": _identity},
     "abs": {
         "float": _op("math.absf"),
@@ -450,12 +537,19 @@ UNARY = {
     "angle": {"float": _float_angle, "complex": _complex_angle},
     "real": {"float": _identity, "complex": _to_real("complex.re")},
     "imag": {"complex": _to_real("complex.im")},
-    "tan": _math("tan"),
-    "sinh": {"float": _math("sinh")["float"], "complex": _f64(libm.csinh, _complex_hyperbolic(-1))},
+    "tan": {
+        **_math("tan"),
+        "float": _near_zero("tan", _small_tan),
+    },
+    "sinh": {
+        "float": _near_zero("sinh", lambda e, d, x: _odd_series(e, d, x, _SINH)),
+        "complex": _f64(libm.csinh, _complex_hyperbolic(-1)),
+    },
     "cosh": {"float": _op("math.cosh"), "complex": _f64(libm.ccosh, _complex_hyperbolic(1))},
     "asin": {"float": _math("asin")["float"]},
     "acos": {"float": _math("acos")["float"]},
     "atan": {"float": _math("atan")["float"]},
+    "atanh": {"float": _float_atanh},
     "erf": {"float": _erf},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
@@ -539,7 +633,7 @@ BINARY = {
     **CMP,
 }
 
-for _name in ("asin", "acos", "atan"):
+for _name in ("asin", "acos", "atan", "atanh"):
     unsupported(_name, {"complex": "MLIR's complex dialect has no inverse trigonometric functions"})
 
 

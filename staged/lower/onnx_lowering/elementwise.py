@@ -94,15 +94,29 @@ def _rsqrt(b, op, x):
 
 @lowering(REGISTRY["log1p"])
 def _log1p(b, op, x):
+    return _log1p_of(b, op.out.aval.dtype, x)
+
+
+def _log1p_of(b, d, x):
     # log(u) * x / (u - 1) with u = 1 + x keeps log1p's accuracy near 0 (Goldberg); x where
     # u rounds to 1, log(u) where u is infinite
-    d = op.out.aval.dtype
     one = b.const(np.array(1, d.np))
     u = b.node("Add", [x, one])
     lu = b.kernel("Log", [u], d)
     r = b.node("Div", [b.node("Mul", [lu, x]), b.node("Sub", [u, one])])
     r = b.kernel("Where", [lu, r], d, pre=[b.kernel("IsInf", [u], d, out=dt.bool_)])
     return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
+
+
+@lowering(REGISTRY["atanh"])
+def _atanh(b, op, x):
+    # log1p(2|x| / (1 - |x|)) / 2 with x's sign (the MLIR lowering's form); x itself at 0
+    d = op.out.aval.dtype
+    a = b.node("Abs", [x])
+    q = b.node("Div", [b.node("Add", [a, a]), b.node("Sub", [_c(b, d, 1), a])])
+    h = b.node("Mul", [_log1p_of(b, d, q), _c(b, d, 0.5)])
+    h = b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), b.node("Neg", [h]), h])
+    return b.node("Where", [b.node("Equal", [x, _c(b, d, 0)]), x, h])
 
 
 @lowering(REGISTRY["expm1"])

@@ -217,6 +217,7 @@ ENTRIES = [
     _unary("atan"),
     _unary("asin", low=-0.9, high=0.9),
     _unary("acos", low=-0.9, high=0.9),
+    _unary("atanh", low=-0.9, high=0.9),
     _unary("log2", low=0.1, high=3),
     _unary("log10", low=0.1, high=3),
     _unary("exp2"),
