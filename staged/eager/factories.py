@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "tensor",
     "from_numpy",
+    "as_tensor",
     "zeros",
     "ones",
     "empty",
@@ -68,6 +69,19 @@ def tensor(data, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
     return _new(as_payload(data, dtype), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` itself where it is a tensor of ``dtype`` (converted where it is of
+    another), else a new tensor of it, as ``tensor`` makes; a NumPy array of a supported
+    dtype is shared, not copied."""
+    if device is not None:
+        _check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None or dt.as_dtype(dtype) is data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and dtype is None:
+        return from_numpy(data)
+    return tensor(data, dtype)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:

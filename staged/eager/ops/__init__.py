@@ -126,8 +126,6 @@ _METHODS = {
         data, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
     ),
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
-    "all": lambda self: Tensor._wrap(self._host().all()),
-    "any": lambda self: Tensor._wrap(self._host().any()),
 }
 # attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block),
 # hence the ignores on the assignments below

@@ -4,8 +4,28 @@ from __future__ import annotations
 
 import math
 
-from .elementwise import erf, where
-from .reduction import in_float32, logsumexp, sum
+from ... import dtypes as dt
+from ..tensor import Tensor
+from ._operands import float_operand, promote_types, scalar_tensor
+from .elementwise import (
+    abs,
+    clamp,
+    erf,
+    exp,
+    exp2,
+    ge,
+    isinf,
+    isnan,
+    log,
+    log1p,
+    logical_and,
+    logical_or,
+    maximum,
+    pow,
+    trunc,
+    where,
+)
+from .reduction import all, in_float32, logsumexp, sum
 
 
 @in_float32
@@ -46,3 +66,109 @@ def softplus(x, beta=1.0, threshold=20.0):
     linear = bx > threshold
     soft = bx.where(~linear, 0).exp().log1p() / beta
     return where(linear, x, soft)
+
+
+def _real_float(name, *xs):
+    """torch's kernels of these composites exist for floating dtypes only."""
+    for x in xs:
+        if isinstance(x, Tensor) and not x.dtype.is_floating_point:
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{x.dtype.title}'")
+
+
+def deg2rad(x):
+    return float_operand(x) * (math.pi / 180)
+
+
+def rad2deg(x):
+    return float_operand(x) * (180 / math.pi)
+
+
+def logaddexp(x, y):
+    """log(exp(x) + exp(y)) without overflow: max + log1p(exp(-|x - y|)) (ties give each
+    input half the gradient); two equal infinities are themselves."""
+    _real_float("logaddexp", x, y)
+    m = maximum(x, y)
+    r = m + log1p(exp(-abs(x - y)))
+    return where(logical_and(isinf(m), x == y), m, r)
+
+
+def logaddexp2(x, y):
+    """log2(2**x + 2**y), as ``logaddexp`` in base 2."""
+    _real_float("logaddexp2", x, y)
+    m = maximum(x, y)
+    r = m + log1p(exp2(-abs(x - y))) * (1 / math.log(2))
+    return where(logical_and(isinf(m), x == y), m, r)
+
+
+def xlogy(x, y):
+    """x * log(y), and 0 where x is 0 (unless y is NaN); integers compute as floats."""
+    if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
+        raise TypeError("xlogy(): at least one of the arguments must be a Tensor")
+    d = promote_types(x, y)
+    x, y = (_as(v, d if d.is_floating_point else dt.get_default_dtype()) for v in (x, y))
+    # 0 where x is 0 (unless y is NaN), with torch's gradient: log(y) to x, 0 where y <= 0
+    ly = log(y)
+    return x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(ly) | isnan(ly))), 0, ly)
+
+
+def _as(v, d):
+    return v.to(d) if isinstance(v, Tensor) else scalar_tensor(v, d)
+
+
+def fmax(x, y):
+    """The larger of the two, ignoring a NaN on one side (NaN where both are); the
+    gradient goes to ``x`` on ties, as torch."""
+    return where(logical_or(ge(x, y), isnan(y)), x, y)
+
+
+def fmin(x, y):
+    """The smaller of the two, ignoring a NaN on one side (NaN where both are)."""
+    return where(logical_or(x <= y, isnan(y)), x, y)
+
+
+def frac(x):
+    """x - trunc(x), with x's sign."""
+    _real_float("frac", x)
+    return x - trunc(x)
+
+
+def positive(x):
+    if x.dtype is dt.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return x
+
+
+def float_power(x, y):
+    """``pow`` in double precision (complex128 for complex operands)."""
+    complex_ = any(
+        v.dtype.is_complex if isinstance(v, Tensor) else type(v) is complex for v in (x, y)
+    )
+    d = dt.complex128 if complex_ else dt.float64
+    return pow(_as(x, d), _as(y, d) if isinstance(y, Tensor) else y)
+
+
+def logit(x, eps=None):
+    """log(x / (1 - x)), ``x`` clamped to [eps, 1 - eps] first where ``eps`` is given."""
+    x = float_operand(x)
+    if eps is not None:
+        x = clamp(x, eps, 1 - eps)
+    return log(x / (1 - x))
+
+
+def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|x - y| <= atol + rtol |y| (or equal, infinities included), elementwise; NaNs are
+    close to each other only with ``equal_nan``."""
+    if x.dtype is not y.dtype:
+        raise RuntimeError(f"{x.dtype.title} did not match {y.dtype.title}")
+    close = x == y
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        diff = abs(x - y)
+        close = logical_or(close, logical_and(~isinf(diff), diff <= atol + rtol * abs(y)))
+        if equal_nan:
+            close = logical_or(close, logical_and(isnan(x), isnan(y)))
+    return close
+
+
+def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """Whether ``isclose`` holds everywhere (a Python bool)."""
+    return bool(all(isclose(x, y, rtol, atol, equal_nan)))

@@ -18,6 +18,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ...autodiff import lax
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range
@@ -191,7 +192,7 @@ def _spread_index(index: Tensor, shape, dim) -> Tensor:
     return ad.expand(ad.reshape(index, shape=single), shape=target)
 
 
-def take(x: Tensor, index: Tensor, dim: int) -> Tensor:
+def take_index(x: Tensor, index: Tensor, dim: int) -> Tensor:
     """``x`` indexed along ``dim`` by an int64 tensor of any shape (in-range entries)."""
     shape = tuple(x._payload.shape)
     ishape = tuple(index._payload.shape)
@@ -219,7 +220,7 @@ def getitem(x: Tensor, index) -> Tensor:
         y = ad.permute(y, perm=perm)
     shape = tuple(y._payload.shape)
     y = ad.reshape(y, shape=flat) if flat != shape else y
-    return take(y, _linear_index(shape, p, tensors), p)
+    return take_index(y, _linear_index(shape, p, tensors), p)
 
 
 def setitem(x: Tensor, index, value) -> None:
@@ -490,9 +491,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     check_rows(index, n, dim)
     if x.ndim == 0:  # a 0-d result, as PyTorch (the index holds one in-range entry)
         return ad.reshape(
-            take(ad.reshape(x, shape=(1,)), ad.reshape(index, shape=(1,)), 0), shape=()
+            take_index(ad.reshape(x, shape=(1,)), ad.reshape(index, shape=(1,)), 0), shape=()
         )
-    return take(x, ad.reshape(index, shape=(1,)) if index.ndim == 0 else index, dim)
+    return take_index(x, ad.reshape(index, shape=(1,)) if index.ndim == 0 else index, dim)
 
 
 def take_along_dim(x: Tensor, indices: Tensor, dim=None) -> Tensor:
@@ -564,3 +565,31 @@ __all__ = [
     "take_along_dim",
     "masked_fill",
 ]
+
+
+def take(x: Tensor, index: Tensor) -> Tensor:
+    """The entries of ``x`` flattened at ``index`` (any shape; negative entries count from
+    the end), in ``index``'s shape."""
+    index = _int64_index(index, "take")
+    n = x.numel()
+    check_range(
+        index,
+        -n,
+        n,
+        IndexError,
+        f"out of range: tried to access index {{}} on a tensor of {n} elements.",
+    )
+    flat = ad.reshape(x, shape=(n,)) if x.ndim != 1 else x
+    wrapped = lax.where(lax.lt(index, 0), lax.add(index, n), index)
+    if index.ndim == 0:
+        return ad.reshape(take_index(flat, ad.reshape(wrapped, shape=(1,)), 0), shape=())
+    return take_index(flat, wrapped, 0)
+
+
+def masked_select(x: Tensor, mask: Tensor) -> Tensor:
+    """The entries of ``x`` where ``mask`` (broadcast against it) holds, as a 1-D tensor:
+    its size depends on the data, so eager only."""
+    if mask.dtype is not dt.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shapes(tuple(x._payload.shape), tuple(mask._payload.shape))
+    return getitem(expand_to(x, shape), expand_to(mask, shape))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -13,8 +14,8 @@ from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import expand_to, float_operand, scalar_tensor
-from .elementwise import eq, maximum, minimum, ne, sub, where
-from .shape import cat, narrow, unsqueeze
+from .elementwise import eq, isnan, maximum, minimum, ne, sub, where
+from .shape import cat, diagonal, narrow, unsqueeze
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,7 +100,7 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
         raise RuntimeError(f"order must be non-negative but got {n}")
     dim = wrap_dim(dim, x.ndim)
     parts = [t for t in (prepend, x, append) if t is not None]
-    if any(t.ndim != x.ndim for t in parts):
+    if builtins.any(t.ndim != x.ndim for t in parts):
         raise RuntimeError("diff expects prepend or append to be the same dimension as input")
     if len(parts) > 1:
         x = cat(parts, dim)
@@ -276,7 +277,9 @@ def logsumexp(x, dim, keepdim=False):
 @in_float32
 def _logsumexp(x, dim, keepdim):
     dims = normalize_dims(dim, x.ndim)
-    if any(x._payload.shape[d] == 0 for d in dims):  # an empty sum: log(0) = -inf, as torch
+    if builtins.any(
+        x._payload.shape[d] == 0 for d in dims
+    ):  # an empty sum: log(0) = -inf, as torch
         return sum(x.exp(), dims, keepdim=keepdim).log()
     m = amax(x, dims, keepdim=True).detach()
     m = where(m.abs() == float("inf"), scalar_tensor(0, m.dtype), m)
@@ -288,3 +291,56 @@ def _logsumexp(x, dim, keepdim):
             out, shape=tuple(s for i, s in enumerate(out._payload.shape) if i not in dims)
         )
     )
+
+
+def count_nonzero(x, dim=None):
+    """The number of non-zero entries (int64), over all dims or ``dim`` (an int or a
+    tuple); NaN counts."""
+    return sum(ne(x, 0), dim)
+
+
+def any(x, dim=None, keepdim=False):
+    """Whether any entry over ``dim`` (all dims by default) is non-zero: bool, or uint8 for
+    a uint8 input, as torch."""
+    r = ne(sum(ne(x, 0), dim, keepdim), 0)
+    return r.to(dt.uint8) if x.dtype is dt.uint8 else r
+
+
+def all(x, dim=None, keepdim=False):
+    """Whether every entry over ``dim`` (all dims by default) is non-zero (NaN is)."""
+    r = eq(sum(eq(x, 0), dim, keepdim), 0)
+    return r.to(dt.uint8) if x.dtype is dt.uint8 else r
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
+    """``(var, mean)`` over ``dim``, with var's overloads."""
+    v = var(x, dim, unbiased, keepdim, correction=correction)
+    return v, mean(x, None if isinstance(dim, bool) else dim, keepdim)
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
+    """``(std, mean)`` over ``dim``, with var's overloads."""
+    s = std(x, dim, unbiased, keepdim, correction=correction)
+    return s, mean(x, None if isinstance(dim, bool) else dim, keepdim)
+
+
+def nansum(x, dim=None, keepdim=False, *, dtype=None):
+    """``sum`` with NaN entries counted as 0."""
+    return sum(where(isnan(x), 0, x), dim, keepdim, dtype=dtype)
+
+
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    """``mean`` of the entries that are not NaN (NaN where there are none)."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(
+            "nanmean(): expected input to have floating point or complex dtype but got "
+            f"{x.dtype.title}"
+        )
+    return nansum(x, dim, keepdim, dtype=dtype) / sum(~isnan(x), dim, keepdim)
+
+
+def trace(x):
+    """The sum of a matrix's main diagonal."""
+    if x.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
+    return sum(diagonal(x))

@@ -12,10 +12,10 @@ from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..checks import check_range
 from ..devices import check as check_device
-from ..tensor import Tensor
+from ..tensor import Size, Tensor
 from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
-from .indexing import take
+from .indexing import take_index
 
 
 def _shape_arg(shape):
@@ -390,7 +390,7 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
         n = x._payload.shape[dim]
         if repeats.numel() == 1:  # one count for every entry
             repeats = expand_to(ad.reshape(repeats, shape=(1,)), (n,))
-        return take(x, _interleave_index(repeats, n, output_size), dim)
+        return take_index(x, _interleave_index(repeats, n, output_size), dim)
     if repeats < 0:
         raise RuntimeError("Repeats must be non-negative")
     shape = tuple(x._payload.shape)
@@ -438,7 +438,7 @@ def flip(x, *dims):
     for d in wrapped:
         n = x._payload.shape[d] if x.ndim else 1
         if n > 1:
-            y = take(y, Tensor._wrap(np.arange(n - 1, -1, -1, dtype=np.int64)), d)
+            y = take_index(y, Tensor._wrap(np.arange(n - 1, -1, -1, dtype=np.int64)), d)
     return ad.copy(y) if y is x else y
 
 
@@ -494,3 +494,149 @@ def is_tensor(obj) -> bool:
 
 def is_floating_point(x) -> bool:
     return x.is_floating_point()
+
+
+def movedim(x, source, destination):
+    """``x`` with the dims ``source`` moved to ``destination`` (ints or sequences), the
+    others keeping their order (``moveaxis``)."""
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+            f"contain the same number of dims as destination ({list(dst)} dims)"
+        )
+    n = x.ndim
+    src = tuple(wrap_dim(d, n) for d in src)
+    dst = tuple(wrap_dim(d, n) for d in dst)
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(dims)})")
+    order = [d for d in range(n) if d not in src]
+    for s, d in sorted(zip(dst, src)):
+        order.insert(s, d)
+    return permute(x, *order)
+
+
+def tile(x, dims):
+    """``x`` repeated ``dims[i]`` times along dim ``i``; fewer dims than ``x`` has are
+    padded with ones in front (``repeat`` pads ``x``)."""
+    dims = _shape_arg((dims,) if isinstance(dims, int) else tuple(dims))
+    return repeat(x, *((1,) * (x.ndim - len(dims)) + tuple(dims)))
+
+
+def atleast_1d(*tensors):
+    return _atleast(tensors, 1)
+
+
+def atleast_2d(*tensors):
+    return _atleast(tensors, 2)
+
+
+def atleast_3d(*tensors):
+    return _atleast(tensors, 3)
+
+
+def _atleast(tensors, n):
+    """Each tensor with dims added, as NumPy's ``atleast_<n>d``: one tensor for one, a
+    tuple for several or for a sequence."""
+    one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    ts = tensors if one or len(tensors) != 1 else tuple(tensors[0])
+    out = tuple(_dims_at_least(t, n) for t in ts)
+    return out[0] if one else out
+
+
+def _dims_at_least(t, n):
+    """0-d becomes (1,) * n; (k,) becomes (1, k) or (1, k, 1); (j, k) becomes (j, k, 1)."""
+    s = tuple(t._payload.shape)
+    if len(s) >= n:
+        return t
+    if not s:
+        return reshape(t, (1,) * n)
+    return reshape(t, (1, *s, 1)[:n] if len(s) == 1 else (*s, 1))
+
+
+def _stack_along(name, tensors, at_least, dim):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return cat([_dims_at_least(t, at_least) for t in tensors], dim)
+
+
+def hstack(tensors):
+    """Concatenated along dim 1, or dim 0 where they are 1-D."""
+    ts = [_dims_at_least(t, 1) for t in tensors]
+    return _stack_along("hstack", ts, 1, 0 if ts and ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return _stack_along("vstack", tensors, 2, 0)
+
+
+def dstack(tensors):
+    return _stack_along("dstack", tensors, 3, 2)
+
+
+def column_stack(tensors):
+    """1-D (and 0-d) tensors as columns, then concatenated along dim 1."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("column_stack expects a non-empty TensorList")
+    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids of 0-d/1-D tensors: views, as torch's (``indexing="xy"`` swaps the
+    first two dims). Without ``indexing`` torch warns and uses "ij"; so does staged, without
+    the warning."""
+    ts = (
+        list(tensors[0])
+        if len(tensors) == 1 and not isinstance(tensors[0], Tensor)
+        else list(tensors)
+    )
+    if indexing not in ("ij", "xy"):
+        raise ValueError(
+            f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}'
+        )
+    for t in ts:
+        if t.ndim > 1:
+            raise RuntimeError(
+                "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: "
+                f"a tensor of shape {list(t.shape)}"
+            )
+    sizes = [t.numel() for t in ts]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, t in enumerate(ts):
+        k = {0: 1, 1: 0}.get(i, i) if swap else i
+        shape = [1] * len(ts)
+        shape[k] = t.numel()
+        out.append(expand(reshape(t, tuple(shape)), tuple(sizes)))
+    return tuple(out)
+
+
+def broadcast_shapes(*shapes):
+    """The shape all ``shapes`` broadcast to (a ``Size``)."""
+    return Size(
+        np.broadcast_shapes(*(tuple(s) if not isinstance(s, int) else (s,) for s in shapes))
+    )
+
+
+def broadcast_tensors(*tensors):
+    """Each tensor expanded (a view) to the shape they broadcast to."""
+    shape = broadcast_shapes(*(tuple(t._payload.shape) for t in tensors))
+    return tuple(expand_to(t, tuple(shape)) for t in tensors)
+
+
+def select(x, dim, index):
+    """The slice at ``index`` along ``dim``, that dim removed (a view)."""
+    dim = wrap_dim(dim, x.ndim)
+    n = x._payload.shape[dim]
+    if not -n <= index < n:
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(x.shape)} at "
+            f"dimension {dim}"
+        )
+    return squeeze(_narrow(x, dim, index % n if n else 0, 1), dim)

@@ -142,9 +142,62 @@ ROWS = {
     **{
         n: Public(getattr(indexing, n), inplace=True) for n in ("scatter", "index_put", "index_add")
     },
+    # NumPy-style names (the compatibility issue)
+    **{
+        n: Public(getattr(composite, n), inplace=True)
+        for n in ("deg2rad", "rad2deg", "xlogy", "frac", "logit")
+    },
+    **{
+        n: Public(getattr(composite, n))
+        for n in (
+            "logaddexp",
+            "logaddexp2",
+            "fmax",
+            "fmin",
+            "positive",
+            "float_power",
+            "isclose",
+            "allclose",
+        )
+    },
+    **{
+        n: Public(getattr(reduction, n))
+        for n in ("count_nonzero", "any", "all", "nansum", "nanmean", "trace")
+    },
+    **{n: Public(getattr(reduction, n), method=False) for n in ("var_mean", "std_mean")},
+    "movedim": Public(shape.movedim, aliases=("moveaxis",)),
+    **{n: Public(getattr(shape, n)) for n in ("tile", "select")},
+    "vstack": Public(shape.vstack, aliases=("row_stack",), method=False),
+    **{
+        n: Public(getattr(shape, n), method=False)
+        for n in (
+            "atleast_1d",
+            "atleast_2d",
+            "atleast_3d",
+            "hstack",
+            "dstack",
+            "column_stack",
+            "meshgrid",
+            "broadcast_tensors",
+        )
+    },
+    **{n: Public(getattr(indexing, n)) for n in ("take", "masked_select")},
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},
+}
+# torch's other names of ops declared above (NumPy's and the Array API's)
+ALIASES = {
+    "mul": ("multiply",),
+    "sub": ("subtract",),
+    "div": ("divide", "true_divide"),
+    "neg": ("negative",),
+    "transpose": ("swapaxes", "swapdims"),
+    "gt": ("greater",),
+    "lt": ("less",),
+    "ge": ("greater_equal",),
+    "le": ("less_equal",),
+    "ne": ("not_equal",),
 }
 OPS = {
     **{
@@ -154,6 +207,7 @@ OPS = {
     },
     **ROWS,
 }
+OPS.update({n: OPS[n]._replace(aliases=OPS[n].aliases + more) for n, more in ALIASES.items()})
 
 
 def _names(row, name):
