@@ -66,9 +66,9 @@ class device:
                 "int index = -1)"
             )
         m = _SPEC.fullmatch(type)
-        if m is None:
-            head = re.match(r"[a-z_]*", type).group()
-            if head and head not in TYPES or not head and type[:1].isalpha():
+        if m is None:  # torch's parser: a name of letters and _, then an optional :index
+            name = type.partition(":")[0]
+            if name and all(c.isalpha() or c == "_" for c in name) and name not in TYPES:
                 raise RuntimeError(_unknown(type))
             raise RuntimeError(f"Invalid device string: '{type}'")
         kind, idx = m.group(1), m.group(2)

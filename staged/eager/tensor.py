@@ -545,11 +545,10 @@ def _as_payload(data, dtype):
             a = a.astype(dt.get_default_dtype().to_complex().np)
         elif a.dtype.kind == "i":
             a = a.astype(np.int64)
-        elif a.dtype.kind in "UOS":
-            raise TypeError(
-                f"can't build a tensor from {type(data).__name__} of "
-                f"{a.dtype.kind == 'O' and 'mixed objects' or 'strings'}"
-            )
+        elif a.dtype.kind in "US":
+            raise ValueError(f"too many dimensions '{type(a.flat[0]).__name__.rstrip('_')}'")
+        elif a.dtype.kind == "O":
+            raise TypeError(f"can't build a tensor from {type(data).__name__} of mixed objects")
     if dtype is not None:
         a = a.astype(dt.as_dtype(dtype).np, copy=False)
     else:

@@ -503,6 +503,9 @@ def nll_loss(
     input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"
 ):
     """Negative log likelihood of class-index targets, given log-probabilities."""
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        frame = "nll_loss_out_frame" if input.ndim <= 2 else "nll_loss2d_forward_out_frame"
+        raise NotImplementedError(f"\"{frame}\" not implemented for '{input.dtype.title}'")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     return _per_element(
         _nll(_class_dim_last(input), ops.reshape(target, -1), weight, ignore_index, reduction),
@@ -514,6 +517,10 @@ def nll_loss(
 def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     n, c = logp.shape
     _check_targets(target, n)
+    if target.dtype not in (dt.int64, dt.uint8):
+        raise RuntimeError(
+            f"expected target dtype to be Long or Byte, but got {target.dtype.title}"
+        )
     check_range(
         target.to(dt.int64), 0, c, IndexError, "Target {} is out of bounds.", skip=ignore_index
     )

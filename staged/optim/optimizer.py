@@ -25,6 +25,7 @@ from typing import Any
 
 from ..dtypes import get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
+from ..eager.legacy_types import type_name
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
 from ..eager.grad_mode import enable_grad, no_grad
@@ -40,7 +41,7 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError(
                 "params argument given to the optimizer should be an iterable of "
-                "Tensors or dicts, but got a Tensor"
+                f"Tensors or dicts, but got {type_name(params.dtype)}"
             )
         groups = list(params)
         if not groups:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import dtypes as dt
+from ...autodiff.avals import wrap_dim
 from ..tensor import Tensor
 from ._operands import float_operand, promote_types, scalar_tensor
 from .elementwise import (
@@ -28,13 +29,23 @@ from .elementwise import (
 from .reduction import all, in_float32, logsumexp, sum
 
 
+def _floating(name, x, dim):
+    """torch has no integer softmax kernels: its error, naming the kernel it would run."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        last = x.ndim == 0 or wrap_dim(dim, x.ndim) == x.ndim - 1
+        kernel = f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype.title}'")
+
+
 @in_float32
 def log_softmax(x, dim):
+    _floating("log_softmax", x, dim)
     return x - logsumexp(x, dim, keepdim=True)
 
 
 @in_float32
 def softmax(x, dim):
+    _floating("softmax", x, dim)
     if x.numel() == 0:  # nothing to normalize (and an empty dim has no max)
         return x.exp()
     e = (x - x.amax(dim, keepdim=True).detach()).exp()

@@ -121,6 +121,8 @@ def _plan(x: Tensor, index) -> _Plan:
             positions.append(len(out))
             tensors.append(_normalized(i, d, n))
             out.append(n)
+        elif isinstance(i, Tensor):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         else:
             raise IndexError(
                 "only integers, slices (`:`), ellipsis (`...`), None and long or "

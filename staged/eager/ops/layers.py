@@ -86,6 +86,8 @@ def _conv_padding(padding, kernel, stride, dilation, n):
 
 def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
     x, unbatched = _batched(input, n, name)
+    if weight.ndim < 3:
+        raise RuntimeError("weight should have at least three dimensions")
     if weight.ndim != n + 2:
         raise RuntimeError(
             f"weight should have {n + 2} dimensions for {name}, got "
@@ -197,13 +199,17 @@ def _pool_geometry(name, x, n, kernel_size, stride, padding, dilation, ceil_mode
         o = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (o - 1) * s >= size + p:
             o -= 1
-        if o < 1:
-            raise RuntimeError(
-                f"{name}: Given input size: {tuple(x.shape[1:])}. Calculated "
-                f"output size is too small"
-            )
         out.append(o)
         pairs.append((p, max(p, (o - 1) * s + d * (k - 1) + 1 - size - p)))
+    if min(out) < 1:  # torch's messages
+        if name == "max_pool1d":
+            raise RuntimeError(f"max_pool1d() Invalid computed output size: {min(out)}")
+        sizes = "x".join(map(str, x.shape[1:]))
+        got = "x".join(map(str, (x.shape[1], *out)))
+        raise RuntimeError(
+            f"Given input size: ({sizes}). Calculated output size: ({got}). "
+            "Output size is too small"
+        )
     return kernel, stride, tuple(pairs), dilation, tuple(out), pad
 
 

@@ -63,7 +63,7 @@ def mm(a, b):
 
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
-        raise RuntimeError(f"bmm: expected 3D tensors, got {a.ndim}D and {b.ndim}D")
+        raise RuntimeError(f"batch{1 if a.ndim != 3 else 2} must be a 3D tensor")
     return _matmul(a, b)
 
 

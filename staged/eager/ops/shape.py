@@ -595,7 +595,7 @@ def meshgrid(*tensors, indexing="ij"):
         else list(tensors)
     )
     if indexing not in ("ij", "xy"):
-        raise ValueError(
+        raise RuntimeError(
             f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}'
         )
     for t in ts:

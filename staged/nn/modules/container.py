@@ -7,6 +7,13 @@ from collections import OrderedDict
 from ..module import Module
 
 
+def _at(mods, idx):
+    """``mods[idx]`` with torch's error for an index out of range."""
+    if not -len(mods) <= idx < len(mods):
+        raise IndexError(f"index {idx} is out of range")
+    return mods[idx]
+
+
 class Sequential(Module):
     """Modules applied one after another."""
 
@@ -23,7 +30,7 @@ class Sequential(Module):
         mods = list(self._modules.values())
         if isinstance(idx, slice):
             return Sequential(*mods[idx])
-        return mods[idx]
+        return _at(mods, idx)
 
     def __len__(self):
         return len(self._modules)
@@ -49,7 +56,7 @@ class ModuleList(Module):
 
     def __getitem__(self, idx):
         mods = list(self._modules.values())
-        return ModuleList(mods[idx]) if isinstance(idx, slice) else mods[idx]
+        return ModuleList(mods[idx]) if isinstance(idx, slice) else _at(mods, idx)
 
     def __len__(self):
         return len(self._modules)

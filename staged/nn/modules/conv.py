@@ -38,8 +38,20 @@ class _ConvNd(Module):
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(
+                "padding_mode must be one of {'zeros', 'reflect', 'replicate', 'circular'}, "
+                f"but got padding_mode={padding_mode!r}"
+            )
         if padding_mode != "zeros":
             raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is supported")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(
+                    f"Invalid padding string {padding!r}, should be one of ('valid', 'same')"
+                )
+            if padding == "same" and any(s != 1 for s in _ntuple(stride, self._n)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
         n = self._n
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
