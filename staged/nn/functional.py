@@ -20,6 +20,7 @@ from ..eager.ops.layers import (
     conv2d,  # noqa: F401
     dropout,
     embedding,  # noqa: F401
+    interpolate,  # noqa: F401
     layer_norm,  # noqa: F401
     max_pool1d,  # noqa: F401
     max_pool2d,  # noqa: F401

@@ -76,6 +76,25 @@ CASES = {
     ),
     "index_add of another slice": lambda t: t.ones(3, 2).index_add(0, t.tensor([0]), t.ones(1, 3)),
     "index_add out of range": lambda t: t.ones(3, 2).index_add(0, t.tensor([3]), t.ones(1, 2)),
+    "interpolate bilinear of 3-D": lambda t: t.nn.functional.interpolate(
+        t.ones(1, 1, 4), scale_factor=2, mode="bilinear"
+    ),
+    "interpolate without a size": lambda t: t.nn.functional.interpolate(t.ones(1, 1, 4)),
+    "interpolate with size and scale": lambda t: t.nn.functional.interpolate(
+        t.ones(1, 1, 4), size=3, scale_factor=2
+    ),
+    "interpolate align_corners with nearest": lambda t: t.nn.functional.interpolate(
+        t.ones(1, 1, 4), size=3, align_corners=True
+    ),
+    "reflect pad of a 4-D input by one dim": lambda t: t.nn.functional.pad(
+        t.ones(2, 3, 4, 5), (2, 0), mode="reflect"
+    ),
+    "reflect pad as wide as the input": lambda t: t.nn.functional.pad(
+        t.ones(1, 2, 3), (3, 3), mode="reflect"
+    ),
+    "circular pad wider than the input": lambda t: t.nn.functional.pad(
+        t.ones(1, 2, 3), (4, 3), mode="circular"
+    ),
     "select out of range": lambda t: t.select(t.ones(3, 4), 0, 5),
     "movedim mismatched": lambda t: t.movedim(t.ones(3, 4), (0, 1), (1,)),
     "movedim repeated": lambda t: t.movedim(t.ones(3, 4), (0, 0), (1, 0)),

@@ -175,6 +175,17 @@ def _misc_cases():
     ):
         for shape in ((3, 4), (0, 4)):
             cases.append((name, kw, [f32(*shape)]))
+    for kw in (
+        {"scale_factor": 2},
+        {"size": (5, 3), "mode": "nearest-exact"},
+        {"scale_factor": (1.5, 0.5), "mode": "bilinear"},
+        {"size": 7, "mode": "bilinear", "align_corners": True},
+        {"scale_factor": 1.7, "mode": "bilinear", "recompute_scale_factor": True},
+    ):
+        for shape in ((2, 3, 4, 4), (0, 3, 4, 4)):
+            cases.append(("Upsample", kw, [f32(*shape)]))
+    for name in ("UpsamplingNearest2d", "UpsamplingBilinear2d"):
+        cases.append((name, {"scale_factor": 2}, [f32(1, 2, 3, 4)]))
     for kw in grid(
         batch_first=(False, True),
         bias=(True, False),

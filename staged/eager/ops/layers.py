@@ -25,7 +25,7 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
 from ._operands import scalar_tensor
-from .indexing import check_rows
+from .indexing import check_rows, take_index
 from .inplace import copy_
 
 
@@ -500,10 +500,9 @@ def one_hot(tensor, num_classes=-1):
 
 
 def pad(input, pad, mode="constant", value=None):
-    """Constant padding, PyTorch's ``F.pad``: ``pad`` lists (low, high) pairs from the last
-    dim backwards; negative amounts crop."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    """PyTorch's ``F.pad``: ``pad`` lists (low, high) pairs from the last dim backwards.
+    ``constant`` fills with ``value`` (negative amounts crop); ``reflect``, ``replicate``
+    and ``circular`` gather from the input (Note [gathered layouts])."""
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise RuntimeError(
             f"Padding length must be divisible by 2 and at most twice the "
@@ -512,6 +511,17 @@ def pad(input, pad, mode="constant", value=None):
     pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [
         (int(pad[i]), int(pad[i + 1])) for i in range(len(pad) - 2, -1, -2)
     ]
+    if mode != "constant":
+        k = len(pad) // 2
+        if input.ndim not in (k + 1, k + 2):
+            raise NotImplementedError(
+                f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+                "Supported combinations for non-constant padding:\n"
+                "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+            )
+        return _pad_gathered(input, pairs, mode)
     sizes = tuple(input.shape)
     if any(lo < 0 or hi < 0 for lo, hi in pairs):
         starts = tuple(max(-lo, 0) for lo, _ in pairs)
@@ -531,3 +541,133 @@ def pad(input, pad, mode="constant", value=None):
         stops=tuple(a + s for a, s in zip(starts, sizes)),
         steps=(1,) * len(sizes),
     )
+
+
+# Note [gathered layouts]
+# Padding by reflection, replication or wrapping, and resizing by nearest or linear
+# interpolation, read each output position of a dim from input positions that depend on
+# the shapes alone. So they are gathers along one dim at a time with index arrays made
+# here (NumPy, at trace time), and linear interpolation is two gathers weighted by
+# constants: no primitive of their own, the gradient is the gathers' (a scatter-add, as
+# torch's backward kernels sum), and they lower and compile as gathers do.
+def _gather(x, dim, idx):
+    return take_index(x, Tensor._wrap(np.asarray(idx, np.int64)), dim)
+
+
+def _pad_gathered(x, pairs, mode):
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(
+            f"Unsupported padding mode: {mode} (staged has constant, reflect, replicate and "
+            "circular)"
+        )
+    for d, (lo, hi) in enumerate(pairs):
+        if not lo and not hi:
+            continue
+        n = x.shape[d]
+        if min(lo, hi) < 0:
+            raise NotImplementedError("pad: negative amounts crop only in constant mode")
+        if mode == "reflect" and max(lo, hi) >= n:
+            raise RuntimeError(
+                "Argument #4: Padding size should be less than the corresponding input "
+                f"dimension, but got: padding ({lo}, {hi}) at dimension {d} of input "
+                f"{list(x.shape)}"
+            )
+        if mode == "circular" and max(lo, hi) > n:
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        j = np.arange(-lo, n + hi)
+        if mode == "replicate":
+            idx = np.clip(j, 0, n - 1)
+        elif mode == "circular":
+            idx = j % n
+        else:
+            idx = (n - 1) - np.abs((n - 1) - np.abs(j))
+        x = _gather(x, d, idx)
+    return x
+
+
+_INTERPOLATING = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode="nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias=False,
+):
+    """PyTorch's ``F.interpolate`` for ``nearest``, ``nearest-exact`` and ``linear`` /
+    ``bilinear`` / ``trilinear`` (``align_corners``), with torch's source positions
+    (computed in the input's precision, float32 scales as torch's CPU kernels)."""
+    n = input.ndim - 2
+    if mode not in ("nearest", "nearest-exact", *_INTERPOLATING):
+        raise NotImplementedError(f"interpolate(mode={mode!r}) is not supported yet")
+    if n < 1 or n > 3:
+        raise ValueError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+            "the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+            f"nearest-exact (got {mode})"
+        )
+    if mode in _INTERPOLATING and _INTERPOLATING[mode] != n:
+        raise NotImplementedError(
+            f"Got {input.ndim}D input, but {mode} mode needs {_INTERPOLATING[mode] + 2}D input"
+        )
+    if align_corners is not None and mode not in _INTERPOLATING:
+        raise ValueError(
+            "align_corners option can only be set with the interpolating modes: "
+            "linear | bilinear | bicubic | trilinear"
+        )
+    if antialias:
+        raise NotImplementedError("interpolate(antialias=True) is not supported yet")
+    ins = tuple(input.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError(
+            "only one of size or scale_factor should be defined"
+            if size is not None
+            else "either size or scale_factor should be defined"
+        )
+    if size is not None:
+        outs = _tuple(size, n, "size")
+        scales = (None,) * n
+    else:
+        seq = isinstance(scale_factor, (tuple, list))
+        factors = tuple(float(f) for f in (scale_factor if seq else (scale_factor,) * n))
+        if len(factors) != n:
+            raise ValueError(
+                f"Input and scale_factor must have the same number of spatial dimensions, but "
+                f"got input with spatial dimensions of {list(ins)} and scale_factor of shape "
+                f"{list(factors)}."
+            )
+        outs = tuple(int(math.floor(s * f)) for s, f in zip(ins, factors))
+        scales = (None,) * n if recompute_scale_factor else factors
+    x = input
+    for k, (i, o, sf) in enumerate(zip(ins, outs, scales)):
+        if i == o and mode != "nearest-exact" and not (mode in _INTERPOLATING and sf):
+            continue
+        x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
+    return x
+
+
+def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
+    """``x`` resized along ``dim`` from ``n_in`` to ``n_out`` positions."""
+    acc = np.float64 if x.dtype is dt.float64 else np.float32
+    dst = np.arange(n_out, dtype=acc)
+    scale = acc(1 / factor) if factor else acc(n_in / n_out)
+    if mode in ("nearest", "nearest-exact"):
+        offset = acc(0.5) if mode == "nearest-exact" else acc(0)
+        idx = np.minimum(np.floor((dst + offset) * scale).astype(np.int64), n_in - 1)
+        return _gather(x, dim, idx)
+    if align_corners:
+        scale = acc((n_in - 1) / (n_out - 1)) if n_out > 1 else acc(0)
+        src = dst * scale
+    else:
+        src = np.maximum((dst + acc(0.5)) * scale - acc(0.5), acc(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    w1 = (src - i0).astype(x.dtype.np)
+    shape_ = [1] * x.ndim
+    shape_[dim] = n_out
+    w1 = Tensor._wrap(w1.reshape(shape_))
+    w0 = Tensor._wrap((1 - w1._payload).astype(x.dtype.np))
+    return _gather(x, dim, i0) * w0 + _gather(x, dim, i1) * w1

@@ -108,6 +108,26 @@ def _pad_samples(dtype, rng):
     ]
 
 
+def _gathered_pad_samples(dtype, rng):
+    x = arr(rng, dtype, (2, 3, 4))
+    return [Sample((x, (1, 2)), dict(mode=m)) for m in ("reflect", "replicate", "circular")] + [
+        Sample((arr(rng, dtype, (1, 2, 3, 4)), (2, 1, 0, 2)), dict(mode="reflect"))
+    ]
+
+
+def _interpolate_samples(dtype, rng):
+    x3, x4 = arr(rng, dtype, (2, 3, 5)), arr(rng, dtype, (1, 2, 4, 5))
+    return [
+        Sample((x3,), dict(scale_factor=2)),
+        Sample((x3,), dict(size=8, mode="linear")),
+        Sample((x3,), dict(size=3, mode="linear", align_corners=True)),
+        Sample((x4,), dict(size=(7, 3), mode="nearest-exact")),
+        Sample((x4,), dict(scale_factor=(1.5, 0.7), mode="bilinear")),
+        Sample((x4,), dict(size=(3, 8), mode="bilinear", align_corners=True)),
+        Sample((arr(rng, dtype, (1, 1, 2, 3, 4)),), dict(size=(3, 2, 5), mode="trilinear")),
+    ]
+
+
 def _activation_samples(low=-3.0, high=3.0, **options):
     """A matrix, and a 0-d scalar with ``options``."""
 
@@ -272,6 +292,8 @@ ENTRIES = [
         ],
     ),
     OpInfo("pad", F.pad, TF.pad, _pad_samples),
+    OpInfo("pad_gathered", F.pad, TF.pad, _gathered_pad_samples),
+    OpInfo("interpolate", F.interpolate, TF.interpolate, _interpolate_samples),
     # activations
     _activation("leaky_relu", negative_slope=0.2),
     _activation("elu", alpha=0.5),
