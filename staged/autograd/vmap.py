@@ -29,6 +29,7 @@ from __future__ import annotations
 from .. import autodiff as ad
 from ..eager import dispatch
 from ..eager.ops import inplace
+from ..eager.ops.shape import cat
 from ..eager.random import generator
 from ..eager.tensor import Tensor
 from . import forward_ad
@@ -332,8 +333,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     mapped dim goes in each output (None: the output does not depend on the batch).
     ``randomness``: ``"error"`` (random draws inside raise), ``"different"`` (each draw is
     made for the whole batch, the batch dim in front, as torch draws it) or ``"same"`` (one
-    draw shared by the batch); ``chunk_size`` is accepted for compatibility (the batch is
-    not split).
+    draw shared by the batch); ``chunk_size`` maps that many entries at a time (peak memory
+    of one chunk; 1 is a loop), the outputs concatenated along ``out_dims``.
 
     Example:
         >>> vmap(staged.dot)(staged.ones(8, 3), staged.ones(8, 3)).shape   # 8 dot products
@@ -345,26 +346,49 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             f"'same'. Got {randomness}"
         )
 
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
+
     def wrapped(*args, **kwargs):
         size, pairs = _batch_inputs(func, in_dims, args)
+        if chunk_size is not None and size > chunk_size:
+            return _chunked(mapped, args, kwargs, pairs, size)
+        return mapped(size, pairs, args, kwargs)
+
+    def _chunked(call, args, kwargs, pairs, size):
+        """``call`` on ``chunk_size`` entries at a time, outputs joined along out_dims."""
+        outs = []
+        for start in range(0, size, chunk_size):
+            n = min(chunk_size, size - start)
+            part = [(x if d is None else x.narrow(d, start, n), d) for x, d in pairs]
+            outs.append(call(n, part, _rebuild(args, iter(x for x, _ in part)), kwargs))
+        dims = _single_out_dims(outs[0])
+        flat = [[x for x, _ in _zip_dims(dims, o, _bad_out_dims)] for o in outs]
+        joined = [
+            f0 if d is None else cat([f[k] for f in flat], d)
+            for k, (f0, d) in enumerate(_zip_dims(dims, outs[0], _bad_out_dims))
+        ]
+        return _rebuild(outs[0], iter(joined))
+
+    def _single_out_dims(out):
+        if isinstance(out, Tensor) and isinstance(out_dims, tuple) and len(out_dims) == 1:
+            return out_dims[0]  # torch's edge case: a 1-tuple for a single output
+        return out_dims
+
+    def _bad_out_dims():
+        return ValueError(
+            f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not "
+            "compatible with the structure of `outputs`."
+        )
+
+    def mapped(size, pairs, args, kwargs):
         level = _open(size, randomness)
         try:
             leaves = iter(
                 [x if d is None else Tensor._wrap(Batched(x, d, level), False) for x, d in pairs]
             )
             out = func(*_rebuild(args, leaves), **kwargs)
-            if isinstance(out, Tensor) and isinstance(out_dims, tuple) and len(out_dims) == 1:
-                dims = out_dims[0]  # torch's edge case: a 1-tuple for a single output
-            else:
-                dims = out_dims
-            pairs = _zip_dims(
-                dims,
-                out,
-                lambda: ValueError(
-                    f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not "
-                    "compatible with the structure of `outputs`."
-                ),
-            )
+            pairs = _zip_dims(_single_out_dims(out), out, _bad_out_dims)
             return _rebuild(out, iter([_unbatch(func, o, d, level, size) for o, d in pairs]))
         finally:
             _close()

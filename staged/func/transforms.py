@@ -276,8 +276,8 @@ def _jacobian(rows, out, inp, leading):
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """``func`` -> its Jacobian with respect to ``argnums``, by reverse mode: ``vjp``
-    vmapped over the one-hot cotangents (torch.func.jacrev). ``chunk_size`` is accepted
-    for compatibility. Each output's entry has shape ``output.shape + input.shape``.
+    vmapped over the one-hot cotangents (torch.func.jacrev), ``chunk_size`` rows at a time
+    where given. Each output's entry has shape ``output.shape + input.shape``.
 
     Example:
         >>> jacrev(staged.sin)(staged.zeros(2))
@@ -301,7 +301,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                     )
                 )
 
-            rows = vmap(row)(one_hots(o))
+            rows = vmap(row, chunk_size=chunk_size)(one_hots(o))
             blocks.append(
                 _rebuild(
                     primals,
