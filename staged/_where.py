@@ -41,3 +41,30 @@ def at_user(message: str) -> str:
     it is already there)."""
     site = user_site()
     return f"{site}: {message}" if site and not message.startswith(site) else message
+
+
+# exceptions whose message is their one string argument (custom ones build their own)
+PLAIN = (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError)
+
+
+def sited(fn):
+    """``fn``, whose plain errors name the user's ``file:line``: the message is prefixed in
+    place, so the exception keeps its type and traceback (the public ops, ``nn.functional``
+    and ``Module`` calls go through it; an error already naming the site is left alone)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PLAIN as e:
+            name_site(e)
+            raise
+
+    call.sited = True  # type: ignore[attr-defined]
+    return call
+
+
+def name_site(e: BaseException) -> None:
+    """Prefix ``e``'s message with the user's ``file:line`` where it is a plain one."""
+    if type(e) in PLAIN and len(e.args) == 1 and isinstance(e.args[0], str):
+        e.args = (at_user(e.args[0]),)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import types
 import warnings
 
 from .. import autodiff as ad
 from .. import dtypes as dt
-from .._where import at_user
+from .._where import at_user, sited
 from ..eager import ops
 from ..eager.factories import arange, ones
 from ..eager.interceptor import current_interceptor
@@ -592,3 +593,17 @@ def cross_entropy(
         input,
         reduction,
     )
+
+
+# every public function here names the user's line in its errors (staged/_where.py); the
+# table's are already wrapped
+globals().update(
+    {
+        _n: sited(_f)
+        for _n, _f in list(globals().items())
+        if isinstance(_f, types.FunctionType)
+        and not _n.startswith("_")
+        and _f.__module__.startswith("staged.")
+        and not getattr(_f, "sited", False)
+    }
+)

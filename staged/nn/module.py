@@ -10,6 +10,7 @@ import warnings
 from collections import OrderedDict, namedtuple
 
 from .. import dtypes as dt
+from .._where import PLAIN, name_site
 from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
@@ -198,12 +199,17 @@ class Module:
             or _global_forward_hooks
             or _global_forward_pre_hooks
         ):
-            return self.forward(*args, **kwargs)
+            try:
+                return self.forward(*args, **kwargs)
+            except PLAIN as e:
+                name_site(e)  # a built-in layer's error names the user's model(x) line
+                raise
         state = {"args": args, "kwargs": kwargs, "result": None, "called": set()}
         try:
             return self._call_with_hooks(state)
-        except Exception:
+        except Exception as e:
             self._run_always_called_hooks(state)
+            name_site(e)
             raise
 
     def _call_with_hooks(self, state):

@@ -4,12 +4,13 @@ parentheses). Each row is one call, run against both libraries."""
 
 from __future__ import annotations
 
-import re
+import os
 
 import pytest
 import torch
 
 import staged
+from tests.checks import message
 
 # name -> call(lib); every row fails in torch 2.13
 CASES = {
@@ -174,8 +175,6 @@ CASES = {
     "ModuleList index": lambda t: t.nn.ModuleList([t.nn.ReLU()])[2],
 }
 
-_SITE = re.compile(r"^\S+\.py:\d+: ")
-
 
 def _raised(fn, lib):
     with pytest.raises(Exception) as info:
@@ -188,7 +187,7 @@ def test_bad_arguments_raise_torchs_error(name):
     want, got = _raised(CASES[name], torch), _raised(CASES[name], staged)
     assert isinstance(got, type(want)), (type(got), got, type(want), want)
     theirs = str(want).splitlines()[0]
-    ours = _SITE.sub("", str(got).splitlines()[0])
+    ours = message(got).splitlines()[0]
     assert ours.startswith(theirs.rstrip(".")), (ours, theirs)  # staged may add a hint
 
 
@@ -207,3 +206,22 @@ def test_unbatched_cross_entropy_and_nll_loss_equal_torchs():
         for a, b in zip(out[staged], out[torch]):
             assert a.shape == b.shape
             torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b))
+
+
+def test_errors_of_ops_functional_and_layers_name_the_callers_line():
+    """The site comes first, once, whatever depth the op raised at; the type is kept."""
+    rel = os.path.relpath(__file__)  # as staged/_where.py names a file
+    here = __file__ if rel.startswith("..") else rel
+    calls = [
+        lambda: staged.ones(2, 3).view(4),  # a Tensor method
+        lambda: staged.movedim(staged.ones(2, 3), (0, 1), (1,)),  # staged.<op>
+        lambda: staged.nn.functional.mse_loss(staged.ones(2, 3), staged.ones(3, 2)),
+        lambda: staged.nn.Linear(4, 2)(staged.ones(2, 3)),  # a Module call
+        lambda: staged.ones(2, 3).sum(5),  # raised deep inside (wrap_dim)
+    ]
+    for call in calls:
+        with pytest.raises(Exception) as info:
+            call()
+        text = str(info.value)
+        assert text.startswith(f"{here}:{call.__code__.co_firstlineno}: "), text
+        assert text.count(f"{here}:") == 1, text

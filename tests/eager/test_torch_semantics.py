@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import staged
+from tests.checks import message
 
 
 def outcome(fn, ns):
@@ -20,7 +21,7 @@ def outcome(fn, ns):
         return ("value", fn(ns))
     except Exception as e:  # noqa: BLE001  (the exception is the result under test)
         # torch's dense permute names the sparse kernel in its message
-        return ("raises", type(e).__name__, str(e).replace("permute(sparse_coo)", "permute()"))
+        return ("raises", type(e).__name__, message(e).replace("permute(sparse_coo)", "permute()"))
 
 
 def assert_same_error(fn):

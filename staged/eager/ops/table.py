@@ -9,6 +9,7 @@ without an op-database entry.
 from __future__ import annotations
 
 from ... import autodiff as ad
+from ..._where import sited
 from ...autodiff import Public
 from . import attention, composite, data_dependent, indexing, inplace, linalg, reduction, shape
 from . import elementwise as ew
@@ -215,13 +216,14 @@ def _names(row, name):
 
 
 def exports() -> dict:
-    """``{name: function}`` of ``staged.<name>`` (aliases included)."""
-    return {n: row.op for name, row in OPS.items() if row.export for n in _names(row, name)}
+    """``{name: function}`` of ``staged.<name>`` (aliases included); every function the
+    table gives names the user's line in its errors (``sited``)."""
+    return {n: _SITED[name] for name, row in OPS.items() if row.export for n in _names(row, name)}
 
 
 def functional() -> dict:
     """``{name: function}`` of the ``nn.functional`` names the table gives."""
-    return {name: row.op for name, row in OPS.items() if row.functional}
+    return {name: _SITED[name] for name, row in OPS.items() if row.functional}
 
 
 def methods() -> dict:
@@ -230,7 +232,10 @@ def methods() -> dict:
     out = {}
     for name, row in OPS.items():
         if row.method:
-            out.update(dict.fromkeys(_names(row, name), row.op))
+            out.update(dict.fromkeys(_names(row, name), _SITED[name]))
         if row.inplace:
-            out[name + "_"] = inplace.inplace_method(row.op)
+            out[name + "_"] = sited(inplace.inplace_method(row.op))
     return out
+
+
+_SITED = {name: sited(row.op) for name, row in OPS.items()}
