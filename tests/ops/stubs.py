@@ -90,7 +90,7 @@ def from_registry() -> str:
 
 def _home(fn) -> tuple[str, str]:
     """The module that defines ``fn`` and the name it has there."""
-    fn = fn.__wrapped__  # the public function, not its error-siting wrapper (sited)
+    fn = getattr(fn, "__wrapped__", fn)  # the public function, not its sited wrapper
     mod = importlib.import_module(fn.__module__)
     if getattr(mod, fn.__name__, None) is fn:
         return fn.__module__, fn.__name__

@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ..._where import PLAIN, name_site
 from ..tensor import Tensor
 from ._operands import broadcast_shapes, expand_to, float_operand, operands, promote_types
 
@@ -18,18 +19,23 @@ def _binary(prim, check=None):
     """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given."""
 
     def op(x, y):
-        a, b = operands(x, y)
-        if check is not None:
-            check(b)
-        return prim(a, b)
+        try:
+            a, b = operands(x, y)
+            if check is not None:
+                check(b)
+            return prim(a, b)
+        except PLAIN as e:
+            name_site(e)
+            raise
 
     op.__name__ = prim.name
+    op.sited = True  # type: ignore[attr-defined]  # (inline: no wrapper frame on the hot path)
     return op
 
 
 def _public(prim):
     """The public function of a primitive declared with ``public=`` (its ``Public.op`` says
-    how operands are readied)."""
+    how operands are readied). Its errors name the user's line (``_where.sited``, inline)."""
     to_float = prim.public.op == "float"
     if len(prim.inputs) == 2 and not to_float:
         return _binary(prim)
@@ -37,22 +43,33 @@ def _public(prim):
     if len(prim.inputs) == 2:
 
         def op(x, y):
-            d = promote_types(x, y)
-            return prim(
-                *operands(
-                    x, y, dtype=d if d.is_floating_point or d.is_complex else dt.get_default_dtype()
-                )
-            )
+            try:
+                d = promote_types(x, y)
+                if not (d.is_floating_point or d.is_complex):
+                    d = dt.get_default_dtype()
+                return prim(*operands(x, y, dtype=d))
+            except PLAIN as e:
+                name_site(e)
+                raise
     elif to_float:
 
         def op(x):  # type: ignore[misc]
-            return prim(float_operand(x))
+            try:
+                return prim(float_operand(x))
+            except PLAIN as e:
+                name_site(e)
+                raise
     else:
 
         def op(x):  # type: ignore[misc]
-            return prim(x)
+            try:
+                return prim(x)
+            except PLAIN as e:
+                name_site(e)
+                raise
 
     op.__name__ = op.__qualname__ = prim.name
+    op.sited = True  # type: ignore[attr-defined]
     return op
 
 

@@ -21,7 +21,7 @@ from ... import dtypes as dt
 from .. import views
 from ..grad_mode import _state
 from ..interceptor import current_interceptor
-from ..._where import at_user
+from ..._where import PLAIN, at_user, name_site
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._operands import expand_to, scalar_tensor, to_dtype
@@ -165,11 +165,16 @@ def inplace_method(op):
     """``Tensor.<op>_``: ``op`` computed out of place, then written into the tensor."""
 
     def method(self, *args, **kwargs):
-        if self._base is not None:  # checked before the op reads the view's grad_fn, as torch
-            check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
-        return write(self, op(self, *args, **kwargs))
+        try:
+            if self._base is not None:  # checked before the op reads the view's grad_fn
+                check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
+            return write(self, op(self, *args, **kwargs))
+        except PLAIN as e:
+            name_site(e)  # (inline, as _where.sited would: no wrapper frame)
+            raise
 
     method.__name__ = op.__name__ + "_"
+    method.sited = True  # type: ignore[attr-defined]
     return method
 
 

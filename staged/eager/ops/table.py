@@ -234,8 +234,10 @@ def methods() -> dict:
         if row.method:
             out.update(dict.fromkeys(_names(row, name), _SITED[name]))
         if row.inplace:
-            out[name + "_"] = sited(inplace.inplace_method(row.op))
+            out[name + "_"] = inplace.inplace_method(row.op)  # sited inline
     return out
 
 
-_SITED = {name: sited(row.op) for name, row in OPS.items()}
+_SITED = {
+    name: row.op if getattr(row.op, "sited", False) else sited(row.op) for name, row in OPS.items()
+}
