@@ -12,6 +12,7 @@ from staged.eager.ops.composite import (
     fmin as fmin,
     frac as frac,
     gelu as gelu,
+    heaviside as heaviside,
     isclose as isclose,
     log_softmax as log_softmax,
     logaddexp as logaddexp,
@@ -119,6 +120,7 @@ from staged.eager.ops.elementwise import (
 from staged.eager.ops.indexing import (
     gather as gather,
     index_add as index_add,
+    index_fill as index_fill,
     index_put as index_put,
     index_select as index_select,
     masked_fill as masked_fill,
@@ -132,12 +134,16 @@ from staged.eager.ops.linalg import (
     addmm as addmm,
     baddbmm as baddbmm,
     bmm as bmm,
+    cdist as cdist,
+    cross as cross,
     dot as dot,
     einsum as einsum,
+    kron as kron,
     matmul as matmul,
     mm as mm,
     mv as mv,
     outer as outer,
+    tensordot as tensordot,
 )
 from staged.eager.ops.reduction import (
     all as all,
@@ -172,7 +178,9 @@ from staged.eager.ops.shape import (
     atleast_1d as atleast_1d,
     atleast_2d as atleast_2d,
     atleast_3d as atleast_3d,
+    block_diag as block_diag,
     broadcast_tensors as broadcast_tensors,
+    cartesian_prod as cartesian_prod,
     cat as cat,
     chunk as chunk,
     column_stack as column_stack,
@@ -242,9 +250,12 @@ __all__ = [
     "atleast_2d",
     "atleast_3d",
     "baddbmm",
+    "block_diag",
     "bmm",
     "broadcast_tensors",
+    "cartesian_prod",
     "cat",
+    "cdist",
     "ceil",
     "chunk",
     "clamp",
@@ -257,6 +268,7 @@ __all__ = [
     "cos",
     "cosh",
     "count_nonzero",
+    "cross",
     "cumprod",
     "cumsum",
     "deg2rad",
@@ -290,10 +302,12 @@ __all__ = [
     "greater",
     "greater_equal",
     "gt",
+    "heaviside",
     "hstack",
     "hypot",
     "imag",
     "index_add",
+    "index_fill",
     "index_put",
     "index_select",
     "is_floating_point",
@@ -302,6 +316,7 @@ __all__ = [
     "isfinite",
     "isinf",
     "isnan",
+    "kron",
     "le",
     "lerp",
     "less",
@@ -390,6 +405,7 @@ __all__ = [
     "take_along_dim",
     "tan",
     "tanh",
+    "tensordot",
     "tile",
     "topk",
     "trace",
@@ -467,6 +483,7 @@ class TensorOps:
     def cosh(self) -> Tensor: ...
     def cosh_(self) -> Tensor: ...
     def count_nonzero(self, dim=None) -> Tensor: ...
+    def cross(self, b, dim=None) -> Tensor: ...
     def cumprod(self, dim, *, dtype=None) -> Tensor: ...
     def cumsum(self, dim, *, dtype=None) -> Tensor: ...
     def deg2rad(self) -> Tensor: ...
@@ -509,10 +526,13 @@ class TensorOps:
     def greater(self, y) -> Tensor: ...
     def greater_equal(self, y) -> Tensor: ...
     def gt(self, y) -> Tensor: ...
+    def heaviside(self, values) -> Tensor: ...
     def hypot(self, y) -> Tensor: ...
     def hypot_(self, y) -> Tensor: ...
     def index_add(self, dim, index, source, *, alpha=1) -> Tensor: ...
     def index_add_(self, dim, index, source, *, alpha=1) -> Tensor: ...
+    def index_fill(self, dim, index, value) -> Tensor: ...
+    def index_fill_(self, dim, index, value) -> Tensor: ...
     def index_put(self, indices, values, accumulate=False) -> Tensor: ...
     def index_put_(self, indices, values, accumulate=False) -> Tensor: ...
     def index_select(self, dim, index) -> Tensor: ...
@@ -520,6 +540,7 @@ class TensorOps:
     def isfinite(self) -> Tensor: ...
     def isinf(self) -> Tensor: ...
     def isnan(self) -> Tensor: ...
+    def kron(self, b) -> Tensor: ...
     def le(self, y) -> Tensor: ...
     def lerp(self, end, weight) -> Tensor: ...
     def lerp_(self, end, weight) -> Tensor: ...

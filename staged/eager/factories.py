@@ -36,6 +36,7 @@ __all__ = [
     "empty_like",
     "arange",
     "linspace",
+    "logspace",
     "eye",
     "rand",
     "randn",
@@ -188,6 +189,17 @@ def linspace(start, end, steps, dtype=None, requires_grad=False, device=None) ->
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     return _new(np.linspace(start, end, steps).astype(_dtype(dtype).np), requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in the
+    exponent (computed in float64, then cast, as torch's CPU kernel)."""
+    if device is not None:
+        _check_device(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    values = np.power(float(base), np.linspace(start, end, steps))
+    return _new(values.astype(_dtype(dtype).np), requires_grad)
 
 
 def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:

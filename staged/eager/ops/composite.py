@@ -183,3 +183,10 @@ def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
 def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     """Whether ``isclose`` holds everywhere (a Python bool)."""
     return bool(all(isclose(x, y, rtol, atol, equal_nan)))
+
+
+def heaviside(x, values):
+    """0 below 0 (NaN too, as torch's kernel), 1 above, ``values`` at 0."""
+    if x.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    return where(x == 0, values, (x > 0).to(x.dtype))

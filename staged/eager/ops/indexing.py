@@ -23,6 +23,7 @@ from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range
 from ..tensor import Tensor
+from .elementwise import where
 from .inplace import own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
@@ -595,3 +596,32 @@ def masked_select(x: Tensor, mask: Tensor) -> Tensor:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = broadcast_shapes(tuple(x._payload.shape), tuple(mask._payload.shape))
     return getitem(expand_to(x, shape), expand_to(mask, shape))
+
+
+def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """``x`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or a 0-d
+    tensor, whose gradient is the sum over the filled entries)."""
+    index = _int64_index(index, "index_fill")
+    if index.ndim > 1:
+        raise IndexError("Index has to be a vector/scalar")
+    dim = _dim(dim, x.ndim)
+    n = x.shape[dim] if x.ndim else 1
+    check_rows(index, n, dim)
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(
+            "index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{value.ndim} dimension(s)."
+        )
+    hits = index if index.ndim else lax.reshape(index, (1,))
+    k = hits.shape[0]
+    if k == 0:
+        return ad.copy(x)
+    rows = Tensor._wrap(np.arange(n, dtype=np.int64).reshape(n, 1))
+    same = lax.eq(lax.expand(rows, (n, k)), lax.expand(lax.reshape(hits, (1, k)), (n, k)))
+    count = ad.reduce_sum(lax.cast(same, dt.int64), dims=(1,), keepdim=False)
+    shape = [1] * x.ndim
+    if x.ndim:
+        shape[dim] = n
+    mask = lax.reshape(lax.ne(count, 0), tuple(shape))
+    fill = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
+    return where(mask, fill.to(x.dtype), x)

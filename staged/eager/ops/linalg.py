@@ -7,9 +7,11 @@ import math
 import string
 
 from ... import autodiff as ad
+from ...autodiff.avals import wrap_dim
 from ._operands import broadcast_shapes, expand_to
 from .elementwise import add, mul
-from .shape import expand, permute, reshape
+from .reduction import norm
+from .shape import expand, permute, reshape, select, stack, unsqueeze
 
 
 def _matmul(a, b):
@@ -292,3 +294,80 @@ def einsum(equation, *operands):
         b, lb = _sum_out(xs[j], ls[j], keep | set(ly))
         y, ly = _contract(y, ly, b, lb, keep, sizes)
     return permute(y, [ly.index(l) for l in out])
+
+
+def tensordot(a, b, dims=2):
+    """Contract the last ``dims`` dims of ``a`` with the first ``dims`` of ``b``, or the
+    dims listed in ``dims = (dims_a, dims_b)``: one matmul of the two reshaped."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    da = [d % a.ndim for d in da]
+    db = [d % b.ndim for d in db]
+    if len(da) != len(db):
+        raise RuntimeError("both dimension lists should have same length")
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(
+                f"contracted dimensions need to match, but first has size {a.shape[x]} in dim "
+                f"{x} and second has size {b.shape[y]} in dim {y}"
+            )
+    fa = [d for d in range(a.ndim) if d not in da]
+    fb = [d for d in range(b.ndim) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    left = reshape(permute(a, *fa, *da), (math.prod(a.shape[d] for d in fa), k))
+    right = reshape(permute(b, *db, *fb), (k, math.prod(b.shape[d] for d in fb)))
+    out = matmul(left, right)
+    return reshape(out, tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+
+
+def kron(a, b):
+    """The Kronecker product: each entry of ``a`` times the whole of ``b``."""
+    n = max(a.ndim, b.ndim)
+    sa = (1,) * (n - a.ndim) + tuple(a.shape)
+    sb = (1,) * (n - b.ndim) + tuple(b.shape)
+    x = reshape(a, tuple(k for s in sa for k in (s, 1)))
+    y = reshape(b, tuple(k for s in sb for k in (1, s)))
+    return reshape(mul(x, y), tuple(p * q for p, q in zip(sa, sb)))
+
+
+def cross(a, b, dim=None):
+    """The cross product of 3-vectors along ``dim`` (operands broadcast; without ``dim``,
+    the first dim of size 3, as torch's deprecated default)."""
+    shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    a, b = expand_to(a, shape), expand_to(b, shape)
+    if dim is None:
+        dim = next((d for d, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    dim = wrap_dim(dim, len(shape))
+    if shape[dim] != 3:
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[dim]} and "
+            f"{b.shape[dim]}"
+        )
+    a1, a2, a3 = (select(a, dim, i) for i in range(3))
+    b1, b2, b3 = (select(b, dim, i) for i in range(3))
+    parts = (a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1)
+    return stack(parts, dim)
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """The p-norm distance between each row of ``x1`` (..., P, M) and each of ``x2``
+    (..., R, M): (..., P, R). Computed as the norm of the differences (torch's
+    ``compute_mode`` is accepted; at a zero distance the gradient is 0, as torch's)."""
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError(
+            f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D"
+            if x1.ndim < 2
+            else f"cdist only supports at least 2D tensors, X2 got: {x2.ndim}D"
+        )
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(
+            f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}"
+        )
+    diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
+    return norm(diff, p, -1)

@@ -640,3 +640,43 @@ def select(x, dim, index):
             f"dimension {dim}"
         )
     return squeeze(_narrow(x, dim, index % n if n else 0, 1), dim)
+
+
+def cartesian_prod(*tensors):
+    """Every combination of the entries of the 1-D ``tensors``, one per row (a single
+    tensor is returned as it is)."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([reshape(g, (g.numel(),)) for g in grids], 1)
+
+
+def block_diag(*tensors):
+    """The tensors (0-d, 1-D as a row, or 2-D) down the diagonal of a matrix of zeros."""
+    blocks = [
+        reshape(t, (1, 1)) if t.ndim == 0 else reshape(t, (1, t.numel())) if t.ndim == 1 else t
+        for t in tensors
+    ]
+    for i, b in enumerate(blocks):
+        if b.ndim != 2:
+            raise RuntimeError(
+                f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} "
+                f"has {b.ndim} dimensions"
+            )
+    if not blocks:
+        return Tensor._wrap(np.zeros((1, 0), dt.get_default_dtype().np))
+    d = promote_types(*blocks)
+    width = sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        n = b.shape[1]
+        rows.append(_pad_columns(to_dtype(b, d), left, width - left - n))
+        left += n
+    return cat(rows, 0)
+
+
+def _pad_columns(b, left, right):
+    if not left and not right:
+        return b
+    zeros = lambda k: Tensor._wrap(np.zeros((b.shape[0], k), b.dtype.np))  # noqa: E731
+    return cat([zeros(left), b, zeros(right)], 1)

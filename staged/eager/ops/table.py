@@ -183,6 +183,11 @@ ROWS = {
         )
     },
     **{n: Public(getattr(indexing, n)) for n in ("take", "masked_select")},
+    "index_fill": Public(indexing.index_fill, inplace=True),
+    **{n: Public(getattr(linalg, n)) for n in ("kron", "cross")},
+    **{n: Public(getattr(linalg, n), method=False) for n in ("tensordot", "cdist")},
+    **{n: Public(getattr(shape, n), method=False) for n in ("cartesian_prod", "block_diag")},
+    "heaviside": Public(composite.heaviside),
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},

@@ -81,6 +81,31 @@ def _xlogy_samples(dtype, rng):
     return [Sample((x, y)), Sample((x, 1.5)), Sample((2.0, y))]
 
 
+def _tensordot_samples(dtype, rng):
+    a, b = arr(rng, dtype, (2, 3, 4)), arr(rng, dtype, (4, 3, 5))
+    return [
+        Sample((a, b), dict(dims=([1, 2], [1, 0]))),
+        Sample((a, arr(rng, dtype, (3, 4, 2))), dict(dims=2)),
+        Sample((arr(rng, dtype, (3,)), arr(rng, dtype, (2,))), dict(dims=0)),
+    ]
+
+
+def _block_diag_samples(dtype, rng):
+    return [
+        Sample((arr(rng, dtype, (2, 3)), arr(rng, dtype, (3,)), arr(rng, dtype, ()))),
+        Sample((arr(rng, dtype, (1, 2)),)),
+    ]
+
+
+def _index_fill_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    return [
+        Sample((x, 1, np.array([0, 2]), -1.5)),
+        Sample((x, 0, np.array(1), 2.0)),
+        Sample((x, -1, np.zeros((0,), np.int64), 0.0)),
+    ]
+
+
 ENTRIES = [
     # elementwise
     *(_named(n, unary(), dtypes=HALF) for n in ("deg2rad", "rad2deg")),
@@ -154,7 +179,40 @@ ENTRIES = [
         _vararg_samples([(2,), (3,)], [(2,), (3,), (4,)]),
     ),
     _named("broadcast_tensors", _vararg_samples([(3, 1), (4,)], [(), (2, 3)]), dtypes=INTS),
+    # linear algebra and products
+    _named("tensordot", _tensordot_samples, dtypes=INTS),
+    _named("kron", _vararg_samples([(2, 3), (2, 2)], [(3,), (2, 1, 2)]), dtypes=INTS),
+    _named(
+        "cross",
+        lambda d, rng: [
+            Sample((arr(rng, d, (4, 3)), arr(rng, d, (4, 3))), dict(dim=1)),
+            Sample((arr(rng, d, (3, 2)), arr(rng, d, (3, 1))), dict(dim=0)),
+        ],
+        dtypes=INTS,
+    ),
+    _named(
+        "cdist",
+        lambda d, rng: [
+            Sample((arr(rng, d, (4, 3)), arr(rng, d, (5, 3)))),
+            Sample((arr(rng, d, (2, 4, 3)), arr(rng, d, (2, 2, 3))), dict(p=1.0)),
+        ],
+        skips=[Skip("jvp", "torch 2.13 has no forward-mode rule for cdist: no oracle")],
+    ),
+    _named("cartesian_prod", _vararg_samples([(3,), (2,)], [(2,), (2,), (3,)]), dtypes=INTS),
+    _named("block_diag", _block_diag_samples, dtypes=INTS),
+    _named(
+        "heaviside",
+        lambda d, rng: [Sample((np.array([-1.0, 0.0, 2.0, 0.0], d), arr(rng, d, (4,))))],
+        differentiable=False,
+    ),
     # indexing
+    _named("index_fill", _index_fill_samples, dtypes=INTS),
+    OpInfo(
+        "index_fill_",
+        lambda x, *a: x.clone().index_fill_(*a),
+        lambda x, *a: x.clone().index_fill_(*a),
+        _index_fill_samples,
+    ),
     _named("take", _take_samples, dtypes=INTS),
     _named("masked_select", _masked_select_samples, dtypes=INTS, skips=[DATA_DEPENDENT]),
 ]
