@@ -541,7 +541,8 @@ div = elementwise(
     lambda x, y: np.divide(x, y),
     vjp=(
         lambda g, y: lax.div(g, lax.conj(y)),
-        lambda g, x, y: lax.mul(lax.neg(g), lax.conj(lax.div(x, lax.mul(y, y)))),
+        # torch's (x / y) / y: y * y would lose precision where it is subnormal
+        lambda g, x, y: lax.mul(lax.neg(g), lax.conj(lax.div(lax.div(x, y), y))),
     ),
     jvp=_div_jvp,
     domain=domain(

@@ -669,3 +669,27 @@ def test_leaky_relu_and_hardtanh_of_integers_and_bools_are_torchs():
             getattr(F, name)(staged.tensor([True, False]))
     with pytest.raises(NotImplementedError, match="\"leaky_relu_cpu\" not implemented for 'Long'"):
         F.leaky_relu(staged.tensor(ints))
+
+
+def test_division_by_a_tiny_divisor_differentiates_as_torch():
+    """x / x at 2e-22 (float32): the divisor's gradient is torch's (x / y) / y; x / (y * y)
+    went through a subnormal y * y and summed to 4.7e18 where torch gives -7.0e13
+    (fuzzer)."""
+    grads = []
+    for lib in (staged, torch):
+        x = lib.tensor(np.float32(2.0230966478762128e-22), requires_grad=True)
+        (x / x).backward()
+        grads.append(float(x.grad))
+    assert grads[0] == grads[1]
+
+
+def test_logit_at_0_and_1_has_torchs_infinite_gradient():
+    """log(x / (1 - x)) differentiated to NaN at 0 (inf * 0 through the quotient); torch's
+    gradient is 1 / (x (1 - x)) (fuzzer)."""
+    for v in (0.0, 1.0):
+        grads = []
+        for lib in (staged, torch):
+            x = lib.tensor(v, requires_grad=True)
+            lib.logit(x).backward(lib.tensor(-1.0))
+            grads.append(float(x.grad))
+        assert grads[0] == grads[1] == -np.inf

@@ -159,11 +159,13 @@ def float_power(x, y):
 
 
 def logit(x, eps=None):
-    """log(x / (1 - x)), ``x`` clamped to [eps, 1 - eps] first where ``eps`` is given."""
+    """log(x) - log1p(-x), ``x`` clamped to [eps, 1 - eps] first where ``eps`` is given:
+    its gradient 1 / x + 1 / (1 - x) is torch's 1 / (x (1 - x)), infinite at 0 and 1 (the
+    quotient form's gradient is NaN there)."""
     x = float_operand(x)
     if eps is not None:
         x = clamp(x, eps, 1 - eps)
-    return log(x / (1 - x))
+    return log(x) - log1p(-x)
 
 
 def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
