@@ -14,7 +14,6 @@ from .elementwise import (
     erf,
     exp,
     exp2,
-    ge,
     isinf,
     isnan,
     log,
@@ -129,7 +128,7 @@ def _as(v, d):
 def fmax(x, y):
     """The larger of the two, ignoring a NaN on one side (NaN where both are); the
     gradient goes to ``x`` on ties, as torch."""
-    return where(logical_or(ge(x, y), isnan(y)), x, y)
+    return where(logical_or(x >= y, isnan(y)), x, y)
 
 
 def fmin(x, y):

@@ -66,7 +66,9 @@ def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
 
 
 # --- convolution -----------------------------------------------------------------------
-def _conv_padding(padding, kernel, stride, dilation, n):
+def conv_padding(padding, kernel, stride, dilation, n):
+    """``(low, high)`` per spatial dim, with torch's errors (``Conv*`` checks a string at
+    construction with it, as torch's layers do)."""
     if isinstance(padding, str):
         if padding == "valid":
             return ((0, 0),) * n
@@ -117,7 +119,7 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
     stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
     if min(stride) < 1:
         raise RuntimeError("non-positive stride is not supported")
-    pad = _conv_padding(padding, kernel, stride, dilation, n)
+    pad = conv_padding(padding, kernel, stride, dilation, n)
     padded = [s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pad)]
     spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
     if any(p < k for p, k in zip(padded, spans)):

@@ -277,9 +277,8 @@ def logsumexp(x, dim, keepdim=False):
 @in_float32
 def _logsumexp(x, dim, keepdim):
     dims = normalize_dims(dim, x.ndim)
-    if builtins.any(
-        x._payload.shape[d] == 0 for d in dims
-    ):  # an empty sum: log(0) = -inf, as torch
+    # an empty sum: log(0) = -inf, as torch
+    if builtins.any(x._payload.shape[d] == 0 for d in dims):
         return sum(x.exp(), dims, keepdim=keepdim).log()
     m = amax(x, dims, keepdim=True).detach()
     m = where(m.abs() == float("inf"), scalar_tensor(0, m.dtype), m)

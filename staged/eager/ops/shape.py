@@ -13,6 +13,7 @@ from ...autodiff.avals import normalize_dims, wrap_dim
 from ..checks import check_range
 from ..devices import check as check_device
 from ..tensor import Size, Tensor
+from ._operands import broadcast_shapes as _broadcast_shapes
 from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
 from .indexing import take_index
@@ -564,9 +565,9 @@ def _stack_along(name, tensors, at_least, dim):
 
 
 def hstack(tensors):
-    """Concatenated along dim 1, or dim 0 where they are 1-D."""
-    ts = [_dims_at_least(t, 1) for t in tensors]
-    return _stack_along("hstack", ts, 1, 0 if ts and ts[0].ndim == 1 else 1)
+    """Concatenated along dim 1, or dim 0 where they are 0-d or 1-D."""
+    tensors = list(tensors)
+    return _stack_along("hstack", tensors, 1, 0 if tensors and tensors[0].ndim <= 1 else 1)
 
 
 def vstack(tensors):
@@ -618,10 +619,8 @@ def meshgrid(*tensors, indexing="ij"):
 
 
 def broadcast_shapes(*shapes):
-    """The shape all ``shapes`` broadcast to (a ``Size``)."""
-    return Size(
-        np.broadcast_shapes(*(tuple(s) if not isinstance(s, int) else (s,) for s in shapes))
-    )
+    """The shape all ``shapes`` broadcast to (a ``Size``; torch's error where none)."""
+    return Size(_broadcast_shapes(*((s,) if isinstance(s, int) else tuple(s) for s in shapes)))
 
 
 def broadcast_tensors(*tensors):
@@ -653,10 +652,7 @@ def cartesian_prod(*tensors):
 
 def block_diag(*tensors):
     """The tensors (0-d, 1-D as a row, or 2-D) down the diagonal of a matrix of zeros."""
-    blocks = [
-        reshape(t, (1, 1)) if t.ndim == 0 else reshape(t, (1, t.numel())) if t.ndim == 1 else t
-        for t in tensors
-    ]
+    blocks = [_dims_at_least(t, 2) for t in tensors]
     for i, b in enumerate(blocks):
         if b.ndim != 2:
             raise RuntimeError(
@@ -669,14 +665,8 @@ def block_diag(*tensors):
     width = sum(b.shape[1] for b in blocks)
     rows, left = [], 0
     for b in blocks:
-        n = b.shape[1]
-        rows.append(_pad_columns(to_dtype(b, d), left, width - left - n))
-        left += n
+        n, m = b.shape
+        zeros = [Tensor._wrap(np.zeros((n, k), d.np)) for k in (left, width - left - m)]
+        rows.append(cat([zeros[0], to_dtype(b, d), zeros[1]], 1))
+        left += m
     return cat(rows, 0)
-
-
-def _pad_columns(b, left, right):
-    if not left and not right:
-        return b
-    zeros = lambda k: Tensor._wrap(np.zeros((b.shape[0], k), b.dtype.np))  # noqa: E731
-    return cat([zeros(left), b, zeros(right)], 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ...eager.factories import empty
+from ...eager.ops.layers import conv_padding
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -45,18 +46,13 @@ class _ConvNd(Module):
             )
         if padding_mode != "zeros":
             raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is supported")
-        if isinstance(padding, str):
-            if padding not in ("valid", "same"):
-                raise ValueError(
-                    f"Invalid padding string {padding!r}, should be one of ('valid', 'same')"
-                )
-            if padding == "same" and any(s != 1 for s in _ntuple(stride, self._n)):
-                raise ValueError("padding='same' is not supported for strided convolutions")
         n = self._n
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation, self.padding_mode = _ntuple(dilation, n), padding_mode
+        if isinstance(padding, str):
+            conv_padding(padding, self.kernel_size, self.stride, self.dilation, n)
         self.weight = Parameter(
             empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype)
         )
