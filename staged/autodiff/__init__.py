@@ -19,6 +19,7 @@ from .indexing import (
     gather,
     scatter,
     scatter_add,
+    scatter_reduce,
     slice,  # noqa: F401
     slice_scatter,
 )

@@ -183,6 +183,71 @@ scatter: Primitive = Primitive(
     jvp=_scatter_jvp,
 )
 
+# --- scatter_reduce: prod, amax, amin ------------------------------------------------------
+# Note [scatter_reduce]: ``x`` combined with every ``src`` entry whose index hits it
+# (torch's include_self=True; the public op fills x with the reduction's identity first for
+# include_self=False, and builds "sum" and "mean" from scatter_add). The derivative is one
+# weight per operand entry, shared by the VJP and the JVP, as torch's
+# scatter_reduce_backward computes it: amax/amin split the gradient evenly among the
+# entries equal to the result; prod is the product of the others, exact where an entry is 0.
+_SCATTER_UFUNCS = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _scatter_reduce(x, index, src, *, dim, reduce):
+    out = np.array(x, copy=True)
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    _SCATTER_UFUNCS[reduce].at(out, tuple(grid), src)
+    return out
+
+
+def _scatter_reduce_weights(x, index, src, out, dim, reduce):
+    """(d out / d x, d out[index] / d src): elementwise weights of ``x``'s and ``src``'s
+    shapes (Note [scatter_reduce])."""
+    if reduce == "prod":
+        x_nz = lax.where(lax.eq(x, 0), 1, x)
+        w_x = lax.div(scatter_reduce(x_nz, index, src, dim=dim, reduce=reduce), x_nz)
+        src_zero = lax.eq(src, 0)
+        zeros = scatter_add(lax.zeros_like(x), index, lax.cast(src_zero, x.dtype), dim=dim)
+        lone = lax.logical_and(src_zero, lax.eq(gather(zeros, index, dim=dim), 1))
+        others = scatter_reduce(x, index, lax.where(lone, 1, src), dim=dim, reduce=reduce)
+        w_src = lax.where(
+            lone,
+            gather(others, index, dim=dim),
+            lax.div(gather(out, index, dim=dim), lax.where(src_zero, 1, src)),
+        )
+        return w_x, w_src
+    x_is = lax.cast(lax.eq(x, out), x.dtype)
+    src_is = lax.cast(lax.eq(src, gather(out, index, dim=dim)), x.dtype)
+    share = lax.div(1, scatter_add(x_is, index, src_is, dim=dim))  # 1 / the tied count
+    return lax.mul(x_is, share), lax.mul(src_is, gather(share, index, dim=dim))
+
+
+def _scatter_reduce_vjp(which):
+    def rule(g, x, index, src, out, dim, reduce):
+        w_x, w_src = _scatter_reduce_weights(x, index, src, out, dim, reduce)
+        return lax.mul(g, w_x) if which == 0 else lax.mul(gather(g, index, dim=dim), w_src)
+
+    return rule
+
+
+def _scatter_reduce_jvp(primals, tangents, out, *, dim, reduce):
+    (x, index, src), (tx, _, ts) = primals, tangents
+    if tx is None and ts is None:
+        return None
+    w_x, w_src = _scatter_reduce_weights(x, index, src, out, dim, reduce)
+    t = lax.zeros_like(x) if tx is None else lax.mul(tx, w_x)
+    return t if ts is None else scatter_add(t, index, lax.mul(ts, w_src), dim=dim)
+
+
+scatter_reduce: Primitive = Primitive(
+    "scatter_reduce",
+    _scatter_reduce,
+    lambda x, index, src, *, dim, reduce: _scatter_rule("scatter_reduce")(x, index, src, dim=dim),
+    vjp=(_scatter_reduce_vjp(0), None, _scatter_reduce_vjp(1)),
+    jvp=_scatter_reduce_jvp,
+)
+
 # --- check ------------------------------------------------------------------------------------
 # Note [index checks]: an index or target out of range must raise PyTorch's error in every
 # mode. Eagerly the public op checks the data before computing anything. Under capture it

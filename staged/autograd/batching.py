@@ -165,10 +165,10 @@ def _slice_scatter_rule(size, args, bdims, *, starts, stops, steps):
 
 
 def _on_dim(prim):
-    """Operands that share a rank and a ``dim`` (gather, scatter, scatter_add)."""
+    """Operands that share a rank and a ``dim`` (gather, the scatters)."""
 
-    def rule(size, args, bdims, *, dim):
-        return prim(*(to_batch(x, b, size) for x, b in zip(args, bdims)), dim=dim + 1), 0
+    def rule(size, args, bdims, *, dim, **params):
+        return prim(*(to_batch(x, b, size) for x, b in zip(args, bdims)), dim=dim + 1, **params), 0
 
     return rule
 
@@ -186,6 +186,7 @@ RULES.update(
         ad.gather: _on_dim(ad.gather),
         ad.scatter: _on_dim(ad.scatter),
         ad.scatter_add: _on_dim(ad.scatter_add),
+        ad.scatter_reduce: _on_dim(ad.scatter_reduce),
         ad.check: _check_rule,
     }
 )

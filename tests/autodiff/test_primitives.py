@@ -170,6 +170,10 @@ SAMPLES = {
         ([r(2, 3), np.random.randint(0, 2, (4, 3))], {"dim": 0}),
     ],
     "scatter_add": lambda: [([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1})],
+    "scatter_reduce": lambda: [
+        ([r(3, 4), np.random.randint(0, 4, (3, 5)), r(3, 5)], {"dim": 1, "reduce": reduce})
+        for reduce in ("prod", "amax", "amin")
+    ],
     # distinct indices per row: with repeated ones only the last write reaches the output,
     # yet every source gets its gradient (torch's), which finite differences cannot see
     "scatter": lambda: [
@@ -289,6 +293,9 @@ TORCH = {
     ),
     "gather": lambda x, index, dim: torch.gather(x, dim, index),
     "scatter_add": lambda x, index, src, dim: torch.scatter_add(x, dim, index, src),
+    "scatter_reduce": lambda x, index, src, dim, reduce: torch.scatter_reduce(
+        x, dim, index, src, reduce
+    ),
     "scatter": lambda x, index, src, dim: torch.scatter(x, dim, index, src),
     "concat": lambda *xs, dim, sizes: torch.cat(xs, dim),
     "all_reduce": lambda x, op: x.clone(),  # collectives in a group of one process

@@ -77,6 +77,18 @@ CASES = {
     ),
     "index_add of another slice": lambda t: t.ones(3, 2).index_add(0, t.tensor([0]), t.ones(1, 3)),
     "index_add out of range": lambda t: t.ones(3, 2).index_add(0, t.tensor([3]), t.ones(1, 2)),
+    "scatter_reduce of an unknown reduction": lambda t: t.ones(3).scatter_reduce(
+        0, t.tensor([0]), t.ones(1), "add"
+    ),
+    "scatter_reduce of another dtype": lambda t: t.ones(3).scatter_reduce(
+        0, t.tensor([0]), t.ones(1, dtype=t.float64), "sum"
+    ),
+    "scatter_reduce out of range": lambda t: t.ones(3).scatter_reduce(
+        0, t.tensor([0, 5]), t.ones(2), "amax"
+    ),
+    "scatter_reduce amax of complex": lambda t: t.ones(3, dtype=t.complex64).scatter_reduce(
+        0, t.tensor([0]), t.ones(1, dtype=t.complex64), "amax"
+    ),
     "interpolate bilinear of 3-D": lambda t: t.nn.functional.interpolate(
         t.ones(1, 1, 4), scale_factor=2, mode="bilinear"
     ),

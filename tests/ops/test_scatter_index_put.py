@@ -169,3 +169,14 @@ def test_onnx_export_runs_in_onnxruntime(tmp_path):
     expected.backward()
     np.testing.assert_allclose(loss, np.asarray(expected.detach()), rtol=1e-5)
     np.testing.assert_allclose(grad, np.asarray(wt.grad), rtol=1e-5, atol=1e-6)
+
+
+def test_scatter_reduce_amax_without_self_splits_among_the_sources_only():
+    """include_self=False: x's own entry is not part of the result, so a tie with it takes
+    no share of the gradient (torch 2.13 still counts it: src's gradient there is 0.5)."""
+    x = staged.tensor([5.0, 1.0], requires_grad=True)
+    src = staged.tensor([5.0, 3.0, 2.0], requires_grad=True)
+    out = x.scatter_reduce(0, staged.tensor([0, 0, 1]), src, "amax", include_self=False)
+    gx, gs = staged.autograd.grad(out.sum(), (x, src))
+    assert out.tolist() == [5.0, 2.0]
+    assert gx.tolist() == [0.0, 0.0] and gs.tolist() == [1.0, 0.0, 1.0]

@@ -402,9 +402,15 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) ->
 
 
 def _scatter_into(prim, x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    """``prim`` (scatter or scatter_add) of the index's extent of ``src`` into ``x``: the
-    part of ``x`` the index spans, then that part written back into the rest of ``x``."""
+    """``prim`` (a scatter primitive) of the index's extent of ``src`` into ``x``, the
+    index's bounds checked."""
     _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
+    return _scatter_part(prim, x, dim, index, src)
+
+
+def _scatter_part(prim, x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``prim`` applied to the part of ``x`` the index spans, then that part written back
+    into the rest of ``x`` (the index's bounds already checked)."""
     ish = tuple(index._payload.shape)
     part = _head(x, ish, dim)
     out = prim(part, index, _head(src, ish, -1), dim=dim)
@@ -452,6 +458,63 @@ def scatter(
         _check_gather_shapes(x, index, dim, "scatter")
         src = expand_to(scalar_tensor(src, x.dtype), tuple(index._payload.shape))
     return _scatter_into(ad.scatter_add if reduce == "add" else ad.scatter, x, dim, index, src)
+
+
+_SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _reduction_identity(reduce: str, dtype: dt.DType):
+    """What ``reduce`` leaves unchanged: the fill of ``include_self=False``."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    hi = reduce == "amin"
+    if dtype is dt.bool_:
+        return hi
+    if dtype.is_floating_point:
+        return math.inf if hi else -math.inf
+    info = np.iinfo(dtype.np)
+    return int(info.max if hi else info.min)
+
+
+def scatter_reduce(
+    x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
+    """``x`` with the ``src`` entries reduced into the places ``index`` hits along ``dim``
+    (``reduce``: ``"sum"``, ``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``), as
+    ``torch.scatter_reduce``; ``include_self=False`` leaves ``x``'s own entries out of the
+    places hit (Note [scatter_reduce] in ``staged/autodiff/indexing.py``)."""
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)  # torch takes these too
+    if reduce not in _SCATTER_REDUCTIONS:
+        raise RuntimeError(
+            f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}"
+        )
+    if reduce in ("amax", "amin") and x.dtype.is_complex:
+        raise NotImplementedError(
+            f"\"scatter_gather_tensor_cpu_reduce_{reduce}\" not implemented for '{x.dtype.title}'"
+        )
+    index = _int64_index(index, "scatter_reduce")
+    dim = _dim(dim, x.ndim)
+    if not isinstance(src, Tensor) or src.dtype is not x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    _check_gather_shapes(x, index, dim, "scatter_reduce", src)
+    _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
+    ish = tuple(index._payload.shape)
+    if not include_self:
+        fill = scalar_tensor(_reduction_identity(reduce, x.dtype), x.dtype)
+        x = _scatter_part(ad.scatter, x, dim, index, expand_to(fill, ish))
+    if reduce not in ("sum", "mean"):
+        return _scatter_part(
+            lambda *a, dim: ad.scatter_reduce(*a, dim=dim, reduce=reduce), x, dim, index, src
+        )
+    total = _scatter_part(ad.scatter_add, x, dim, index, src)
+    if reduce == "sum":
+        return total
+    ones = expand_to(scalar_tensor(1, x.dtype), ish)
+    count = _scatter_part(ad.scatter_add, lax.full_like(x, int(include_self)), dim, index, ones)
+    count = where(count == 0, scalar_tensor(1, x.dtype), count)
+    return total / count if x.dtype.is_floating_point else total // count
 
 
 def index_put(x: Tensor, indices, values: Tensor, accumulate: bool = False) -> Tensor:

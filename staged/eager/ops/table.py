@@ -184,6 +184,7 @@ ROWS = {
     },
     **{n: Public(getattr(indexing, n)) for n in ("take", "masked_select")},
     "index_fill": Public(indexing.index_fill, inplace=True),
+    "scatter_reduce": Public(indexing.scatter_reduce, inplace=True),
     **{n: Public(getattr(linalg, n)) for n in ("kron", "cross")},
     **{n: Public(getattr(linalg, n), method=False) for n in ("tensordot", "cdist")},
     **{n: Public(getattr(shape, n), method=False) for n in ("cartesian_prod", "block_diag")},

@@ -1,11 +1,14 @@
 """Indexing primitives: slice and slice_scatter are tensor.extract_slice/insert_slice;
 gather is a linalg.generic over the index reading the source with tensor.extract;
-scatter_add is a linalg.generic over the destination with a reduction over the index's
-scattered dim (each destination element sums the sources whose index hits it, so an index
-out of range hits nothing); scatter keeps the last source that hits instead (a reduction
+scatter_add and scatter_reduce are a linalg.generic over the destination with a reduction
+over the index's scattered dim (each destination element sums, multiplies or takes the
+extreme of the sources whose index hits it, so an index out of range hits nothing);
+scatter keeps the last source that hits instead (a reduction
 runs in order); check is the identity, barrier util.optimization_barrier."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY, Aval
@@ -84,29 +87,51 @@ def _gather(e, op, x, index):
     )
 
 
-@lowering(REGISTRY["scatter_add"])
-def _scatter_add(e, op, x, index, src):
+def _scatter_combine(e, op, x, index, src, combine: str, identity):
+    """``x`` combined (``BINARY[combine]``) with every source whose index hits it: a
+    reduction over the index's scattered dim into ``identity``, then combined with ``x``."""
     # mypy cannot count a starred generator
     a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])  # type: ignore[misc]
     d, rank = a.dtype, len(a.shape)
-    add = e.need(BINARY["add"], d)
+    fn = e.need(BINARY[combine], d)
     scattered = tuple(rank if k == dim else k for k in range(rank))  # dim -> the reduction
 
     def body(i, s, acc):
         here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
         hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
-        return e.select(hit, add(e, d, acc, s), acc, d)
+        return e.select(hit, fn(e, d, acc, s), acc, d)
 
-    # summed into zeros, then added to x: reducing into x itself as the init failed to
-    # compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
-    summed = e.generic(
+    # reduced into the identity, then combined with x: reducing into x itself as the init
+    # failed to compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
+    reduced = e.generic(
         [(index, ia), (src, sa)],
-        [(e.full(a.shape, d, 0), a)],
+        [(e.full(a.shape, d, identity), a)],
         [scattered, scattered, tuple(range(rank))],
         ["parallel"] * rank + ["reduction"],
         body,
     )
-    return e.map((x, summed), [a, a], a, lambda u, v: add(e, d, u, v))
+    return e.map((x, reduced), [a, a], a, lambda u, v: fn(e, d, u, v))
+
+
+@lowering(REGISTRY["scatter_add"])
+def _scatter_add(e, op, x, index, src):
+    return _scatter_combine(e, op, x, index, src, "add", 0)
+
+
+@lowering(REGISTRY["scatter_reduce"])
+def _scatter_reduce(e, op, x, index, src):
+    d, reduce = op.out.aval.dtype, op.params["reduce"]
+    if reduce == "prod":
+        return _scatter_combine(e, op, x, index, src, "mul", 1)
+    hi = reduce == "amin"
+    if d.is_floating_point:
+        identity = float("inf") if hi else float("-inf")
+    elif d is dt.bool_:
+        identity = hi
+    else:
+        info = np.iinfo(d.np)
+        identity = int(info.max if hi else info.min)
+    return _scatter_combine(e, op, x, index, src, "minimum" if hi else "maximum", identity)
 
 
 @lowering(REGISTRY["scatter"])

@@ -1,5 +1,6 @@
 """Indexing: Slice, its scatter (ScatterElements one sliced axis at a time), GatherElements,
-ScatterElements with add and scatter (their indices clamped; scatter: the last write wins, a max
+ScatterElements with add, mul, max or min (scatter_add, scatter_reduce) and scatter (their
+indices clamped; scatter: the last write wins, a max
 ScatterElements of positions, as plain ScatterElements leaves the order of duplicates
 undefined), check and barrier (the identity); cumsum (CumSum) and argsort (TopK, which
 breaks ties by index)."""
@@ -75,15 +76,25 @@ def _gather(b, op, x, index):
     return b.node("GatherElements", [x, _clamped(b, index, op.inputs[0].aval.shape[dim])], axis=dim)
 
 
-@lowering(REGISTRY["scatter_add"])
-def _scatter_add(b, op, x, index, src):
+def _scatter_elements(b, op, x, index, src, reduction):
     dim = op.params["dim"]
     return b.node(
         "ScatterElements",
         [x, _clamped(b, index, op.inputs[0].aval.shape[dim]), src],
         axis=dim,
-        reduction="add",
+        reduction=reduction,
     )
+
+
+@lowering(REGISTRY["scatter_add"])
+def _scatter_add(b, op, x, index, src):
+    return _scatter_elements(b, op, x, index, src, "add")
+
+
+@lowering(REGISTRY["scatter_reduce"])
+def _scatter_reduce(b, op, x, index, src):
+    reduction = {"prod": "mul", "amax": "max", "amin": "min"}[op.params["reduce"]]
+    return _scatter_elements(b, op, x, index, src, reduction)
 
 
 @lowering(REGISTRY["check"])

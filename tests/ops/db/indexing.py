@@ -120,6 +120,29 @@ def _scatter_add_samples(dtype, rng):
     ]
 
 
+def _scatter_reduce_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    with_zeros = arr(rng, dtype, (5, 4))
+    with_zeros[[0, 2, 3], [1, 1, 2]] = 0  # prod's exact paths: one and two zeros in a place
+    return [
+        Sample((x, 0, index(rng, 3, (5, 4)), arr(rng, dtype, (5, 4)), reduce), {"include_self": s})
+        for reduce in ("sum", "prod", "mean", "amax", "amin")
+        for s in (True, False)
+    ] + [
+        Sample((x, 1, index(rng, 4, (3, 6)), arr(rng, dtype, (3, 6)), "amax")),
+        Sample((x, 0, np.asarray([[0, 1, 0, 2]] * 5, np.int64), with_zeros, "prod")),
+        Sample(
+            (
+                arr(rng, dtype, (2, 3, 4)),
+                -1,
+                index(rng, 4, (2, 2, 3)),
+                arr(rng, dtype, (2, 2, 3)),
+                "mean",
+            )
+        ),
+    ]
+
+
 def _index_add_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
     return [
@@ -283,6 +306,13 @@ ENTRIES = [
         "scatter_add", staged.scatter_add, torch.scatter_add, _scatter_add_samples, dtypes=DTYPES
     ),
     OpInfo("scatter", staged.scatter, torch.scatter, _scatter_samples, dtypes=DTYPES),
+    OpInfo(
+        "scatter_reduce",
+        staged.scatter_reduce,
+        torch.scatter_reduce,
+        _scatter_reduce_samples,
+        dtypes=("float32", "float64", "int64"),
+    ),
     OpInfo("index_add", staged.index_add, torch.index_add, _index_add_samples, dtypes=DTYPES),
     OpInfo("index_put", _index_put, _index_put, _index_put_samples, dtypes=DTYPES),
     OpInfo(
