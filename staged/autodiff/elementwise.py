@@ -704,6 +704,33 @@ logical_and = elementwise("logical_and", lambda x, y: np.logical_and(x, y), out_
 logical_or = elementwise("logical_or", lambda x, y: np.logical_or(x, y), out_dtype=dt.bool_)
 
 
+# --- bitwise: integers and bools, no gradient -------------------------------------------------
+# Shifts by a negative amount or by the width or more give 0 to the left and the sign to the
+# right, as torch's CPU kernels (and NumPy); MLIR's shifts leave those poison, so the
+# lowering selects them.
+_BITWISE = domain(
+    "bool", "int", "uint", others="bitwise operations are defined on integers and bools only"
+)
+_SHIFTS = domain("int", "uint", others="shifts are defined on integers only")
+_BITWISE_ = Public(inplace=True)
+bitwise_and = elementwise(
+    "bitwise_and", lambda x, y: np.bitwise_and(x, y), public=_BITWISE_, domain=_BITWISE
+)
+bitwise_or = elementwise(
+    "bitwise_or", lambda x, y: np.bitwise_or(x, y), public=_BITWISE_, domain=_BITWISE
+)
+bitwise_xor = elementwise(
+    "bitwise_xor", lambda x, y: np.bitwise_xor(x, y), public=_BITWISE_, domain=_BITWISE
+)
+bitwise_not = elementwise("bitwise_not", lambda x: np.invert(x), public=_BITWISE_, domain=_BITWISE)
+bitwise_left_shift = elementwise(
+    "bitwise_left_shift", lambda x, y: np.left_shift(x, y), public=_BITWISE_, domain=_SHIFTS
+)
+bitwise_right_shift = elementwise(
+    "bitwise_right_shift", lambda x, y: np.right_shift(x, y), public=_BITWISE_, domain=_SHIFTS
+)
+
+
 # --- select and cast ------------------------------------------------------------------------
 def _where_shape(c, x, y):
     if c.dtype is not dt.bool_:

@@ -18,8 +18,7 @@ TOL = {
     "float16": (2e-3, 2e-3),
     "float32": (1e-5, 1e-6),
     "float64": (1e-10, 1e-12),
-    "int64": (0, 0),
-    "int32": (0, 0),
+    **dict.fromkeys(("int64", "int32", "int8", "uint8", "bool"), (0, 0)),
 }
 CASES = [(e, d) for e in ENTRIES for d in e.dtypes]
 
@@ -45,7 +44,7 @@ def test_forward_and_vjp_match_torch(entry, dtype):
         entry.rtol if entry.rtol is not None else TOL[dtype][0],
         entry.atol if entry.atol is not None else TOL[dtype][1],
     )
-    grad = entry.differentiable and dtype not in ("int64", "int32")
+    grad = entry.differentiable and np.dtype(dtype).kind in "fc"
     rng = np.random.default_rng(0)
     for sample in entry.samples(dtype, rng):
         args, kwargs = _convert(
@@ -234,3 +233,23 @@ def test_max_and_min_over_a_non_empty_dim_of_an_empty_tensor():
     assert math.isnan(
         staged.nn.functional.cross_entropy(x, staged.zeros(0, dtype=staged.int64)).item()
     )
+
+
+def test_operators_on_integers_are_bitwise():
+    """``&``, ``|``, ``^``, ``~``, ``<<`` and ``>>`` on integer tensors are torch's bitwise
+    ops (``&`` and ``~`` were logical, a silent wrong result: ``5 & 1`` gave True), in
+    place and reflected too; on bools they stay logical; ``~`` of a float raises."""
+    a, b = [5, -3, 12], [1, 2, 7]
+    for t in (torch, staged):
+        x, y = t.tensor(a), t.tensor(b)
+        z = x.clone()
+        z ^= y
+        z <<= 1
+        got = [x & y, x | y, x ^ y, ~x, x << y, x >> y, 3 & x, 1 << y, z, ~t.tensor([True, False])]
+        if t is torch:
+            want = [r.tolist() for r in got]
+        else:
+            assert [r.tolist() for r in got] == want
+            assert all(r.dtype == w for r, w in zip(got, [staged.int64] * 9 + [staged.bool]))
+    with pytest.raises(TypeError, match="only implemented on integer and Boolean"):
+        ~staged.ones(2)

@@ -51,6 +51,15 @@ def _type(self, dtype=None, non_blocking=False, **_):
     return _to(self, legacy_types.dtype_of(dtype))
 
 
+def _invert(self):
+    """``~t``: bitwise not of integers, logical not of bools (torch's TypeError otherwise)."""
+    if self.dtype.is_floating_point or self.dtype.is_complex:
+        raise TypeError(
+            "~ (operator.invert) is only implemented on integer and Boolean-type tensors"
+        )
+    return elementwise.bitwise_not(self)
+
+
 def _cuda(self, device=None, non_blocking=False, **_):
     """Raises, as in a CPU-only torch build (Note [devices])."""
     if device is not None and not isinstance(device, int) and not str(device).startswith("cuda"):
@@ -78,9 +87,13 @@ _METHODS = {
     "__le__": elementwise.le,
     "__gt__": elementwise.gt,
     "__ge__": elementwise.ge,
-    "__and__": elementwise.logical_and,
-    "__or__": elementwise.logical_or,
-    "__invert__": elementwise.logical_not,
+    **{f"__{n}__": getattr(elementwise, f"bitwise_{n}") for n in ("and", "or", "xor")},
+    **{f"__r{n}__": _rev(getattr(elementwise, f"bitwise_{n}")) for n in ("and", "or", "xor")},
+    "__lshift__": elementwise.bitwise_left_shift,
+    "__rlshift__": _rev(elementwise.bitwise_left_shift),
+    "__rshift__": elementwise.bitwise_right_shift,
+    "__rrshift__": _rev(elementwise.bitwise_right_shift),
+    "__invert__": _invert,
     "__mod__": elementwise.remainder,
     "__rmod__": _rev(elementwise.remainder),
     "__floordiv__": elementwise.floor_divide,
@@ -136,6 +149,11 @@ Tensor.__isub__ = Tensor.sub_  # type: ignore[method-assign, assignment]
 Tensor.__imul__ = Tensor.mul_  # type: ignore[method-assign]
 Tensor.__itruediv__ = Tensor.div_  # type: ignore[method-assign, assignment]
 Tensor.__ifloordiv__ = Tensor.floor_divide_  # type: ignore[method-assign]
+Tensor.__iand__ = Tensor.bitwise_and_  # type: ignore[method-assign]
+Tensor.__ior__ = Tensor.bitwise_or_  # type: ignore[method-assign]
+Tensor.__ixor__ = Tensor.bitwise_xor_  # type: ignore[method-assign]
+Tensor.__ilshift__ = Tensor.bitwise_left_shift_  # type: ignore[method-assign]
+Tensor.__irshift__ = Tensor.bitwise_right_shift_  # type: ignore[method-assign]
 
 Tensor.T = property(shape.T)  # type: ignore[method-assign, assignment]
 Tensor.mT = property(shape.mT)  # type: ignore[method-assign, assignment]

@@ -173,6 +173,47 @@ def _fma(e, t, a, b, c):
     return e.emit(f"arith.addf {e.emit(f'arith.mulf {a}, {b} : {t}')}, {c} : {t}")
 
 
+def _bitwise_not(e, d, x):
+    ones = True if d is dt.bool_ else (-1 if d.dclass == "int" else int(np.iinfo(d.np).max))
+    return e.emit(f"arith.xori {x}, {e.const(ones, d)} : {elem_type(d)}")
+
+
+def _shift(left: bool):
+    """x shifted by y, with torch's results where MLIR's are poison: a shift by a negative
+    amount or by the width or more gives 0 to the left, the sign (0 or -1) to the right."""
+
+    def fn(e, d, x, y):
+        t, w, signed = elem_type(d), bits(d), d.dclass == "int"
+        far = e.emit(f"arith.cmpi {'sge' if signed else 'uge'}, {y}, {e.const(w, d)} : {t}")
+        if signed:
+            neg = e.emit(f"arith.cmpi slt, {y}, {e.const(0, d)} : {t}")
+            far = e.emit(f"arith.ori {far}, {neg} : i1")
+        if left:
+            r, fill = e.emit(f"arith.shli {x}, {y} : {t}"), e.const(0, d)
+        else:
+            mnemonic = "arith.shrsi" if signed else "arith.shrui"
+            r = e.emit(f"{mnemonic} {x}, {y} : {t}")
+            fill = (
+                e.emit(f"arith.shrsi {x}, {e.const(w - 1, d)} : {t}") if signed else e.const(0, d)
+            )
+        return e.select(far, fill, r, d)
+
+    return fn
+
+
+def _in_int32(fn, cast_back=True):
+    """``fn`` (a "uint" body) on uint8 computed in i32 (and truncated back unless its result
+    is a bool): SPIR-V's emulation of narrow integers has no unsigned compares, divisions or
+    remainders (IREE 3.13); uint8 extends to non-negative i32 values, on which every such
+    op gives the narrow result modulo the width."""
+
+    def wide(e, d, *xs):
+        r = fn(e, dt.int32, *(cast_scalar(e, x, d, dt.int32) for x in xs))
+        return cast_scalar(e, r, dt.int32, d) if cast_back else r
+
+    return wide
+
+
 def _f64(ours, theirs):
     """``ours`` (``libm.py``) for float64/complex128, ``theirs`` (an MLIR op) otherwise:
     IREE's CPU backend lowers the f64 forms of these ops to libm calls it cannot link."""
@@ -559,6 +600,7 @@ UNARY = {
     "round": {"float": _op("math.roundeven")},
     "trunc": {"float": _op("math.trunc")},
     "logical_not": dict.fromkeys(("float", "int", "uint", "bool", "complex"), _logical_not),
+    "bitwise_not": dict.fromkeys(("int", "uint", "bool"), _bitwise_not),
 }
 
 CMP = {
@@ -630,8 +672,19 @@ BINARY = {
         ("float", "int", "uint", "bool", "complex"), _logical("arith.andi")
     ),
     "logical_or": dict.fromkeys(("float", "int", "uint", "bool", "complex"), _logical("arith.ori")),
+    **{
+        f"bitwise_{n}": dict.fromkeys(("int", "uint", "bool"), _op(f"arith.{n}i"))
+        for n in ("and", "or", "xor")
+    },
+    "bitwise_left_shift": dict.fromkeys(_INT, _shift(left=True)),
+    "bitwise_right_shift": dict.fromkeys(_INT, _shift(left=False)),
     **CMP,
 }
+
+_BOOL_RESULT = {*CMP, "logical_not", "logical_and", "logical_or"}
+for _name, _table in {**UNARY, **BINARY}.items():  # uint8, the one unsigned dtype
+    if "uint" in _table:
+        _table["uint"] = _in_int32(_table["uint"], cast_back=_name not in _BOOL_RESULT)
 
 for _name in ("asin", "acos", "atan", "atanh"):
     unsupported(_name, {"complex": "MLIR's complex dialect has no inverse trigonometric functions"})

@@ -7,6 +7,8 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
+from onnx import helper
+
 from .model import KERNELS, lowering, onnx_type
 
 
@@ -164,6 +166,46 @@ def _logical(op_type):
 
 lowering(REGISTRY["logical_and"])(_logical("And"))
 lowering(REGISTRY["logical_or"])(_logical("Or"))
+
+
+def _bitwise(int_op, bool_op):
+    def lower(b, op, *xs):
+        return b.node(bool_op if op.inputs[0].aval.dtype is dt.bool_ else int_op, list(xs))
+
+    return lower
+
+
+for _n in ("and", "or", "xor"):
+    lowering(REGISTRY[f"bitwise_{_n}"])(_bitwise(f"Bitwise{_n.title()}", _n.title()))
+lowering(REGISTRY["bitwise_not"])(_bitwise("BitwiseNot", "Not"))
+
+
+def _shift(left: bool):
+    """BitShift, which takes unsigned integers only: signed x shifts as its unsigned twin,
+    a negative x to the right as ~((~x) >> y) (the sign shifted in); shifts by a negative
+    amount or by the width or more give torch's 0 (left) or the sign (right)."""
+
+    def lower(b, op, x, y):
+        d = op.inputs[0].aval.dtype
+        signed, w = d.dclass == "int", d.itemsize * 8
+        u = helper.np_dtype_to_tensor_dtype(np.dtype(f"uint{w}"))  # staged has no uint16..64
+        neg = b.node("Less", [x, _c(b, d, 0)]) if signed and not left else None
+        if neg is not None:
+            x = b.kernel("Where", [b.node("BitwiseNot", [x]), x], d, pre=[neg])
+        xu, yu = (v if d is dt.uint8 else b.node("Cast", [v], to=u) for v in (x, y))
+        r = b.node("BitShift", [xu, yu], direction="LEFT" if left else "RIGHT")
+        r = r if d is dt.uint8 else b.node("Cast", [r], to=onnx_type(d))
+        far = b.node("GreaterOrEqual", [y, _c(b, d, w)])
+        if signed:
+            far = b.node("Or", [far, b.node("Less", [y, _c(b, d, 0)])])
+        r = b.kernel("Where", [_c(b, d, 0), r], d, pre=[far])
+        return r if neg is None else b.kernel("Where", [b.node("BitwiseNot", [r]), r], d, pre=[neg])
+
+    return lower
+
+
+lowering(REGISTRY["bitwise_left_shift"])(_shift(left=True))
+lowering(REGISTRY["bitwise_right_shift"])(_shift(left=False))
 
 
 @lowering(REGISTRY["where"])

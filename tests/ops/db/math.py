@@ -273,6 +273,36 @@ ENTRIES = [
         dtypes=("float32", "float64", "int64", "int32"),
         differentiable=False,
     ),
+    *(
+        OpInfo(
+            f"bitwise_{n}",
+            getattr(staged, f"bitwise_{n}"),
+            getattr(torch, f"bitwise_{n}"),
+            binary_samples(-100, 100),
+            dtypes=("int64", "int32", "uint8", "bool"),
+            differentiable=False,
+        )
+        for n in ("and", "or", "xor")
+    ),
+    _unary(
+        "bitwise_not",
+        low=-100,
+        high=100,
+        dtypes=("int64", "int8", "uint8", "bool"),
+        differentiable=False,
+    ),
+    *(
+        OpInfo(
+            name,
+            getattr(staged, name),
+            getattr(torch, name),
+            # amounts past the width and negative ones: torch's 0 or sign, never poison
+            binary_samples(-100, 100, y_gen=lambda rng, d, s: arr(rng, d, s, -2, 70)),
+            dtypes=("int64", "int32", "int8", "uint8"),
+            differentiable=False,
+        )
+        for name in ("bitwise_left_shift", "bitwise_right_shift")
+    ),
     OpInfo("clamp", staged.clamp, torch.clamp, _clamp_samples, dtypes=HALF),
     OpInfo(
         "clamp_min",
