@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from iree.compiler.tools import compile_str
 
 import staged
+from staged.runtime.compiler import flags
 from tests.checks import assert_close, raises_like_torch
 
 X = np.random.default_rng(1).standard_normal((4, 5))
@@ -269,42 +271,66 @@ def test_forward_saves_only_the_inputs():
     assert [t is a for t, a in zip(saved, (x, w))] == [True, True]
 
 
+def compiled_case(checkpointed, p=0.0, use_reentrant=False):
+    """(a training step of ``block`` on a float32 weight, the weight), seeded."""
+    staged.manual_seed(5)
+    w = staged.tensor(W, dtype=staged.float32, requires_grad=True)
+    region = block(staged, p=p)
+
+    def step(x):
+        y = (
+            staged.utils.checkpoint.checkpoint(region, x, w, use_reentrant=use_reentrant)
+            if checkpointed
+            else region(x, w)
+        )
+        loss = (y * y).sum()
+        loss.backward()
+        return loss
+
+    return step, w
+
+
+X32 = X.astype(np.float32)
+
+
 @pytest.mark.parametrize("p, use_reentrant", [(0.0, False), (0.3, False), (0.3, True)])
 def test_compiled_step_matches(p, use_reentrant):
     """Under capture the recompute is traced into the backward (with the dropout draws of
-    the forward replayed); the compiled step gives the unchecked step's numbers."""
-
-    def make(checkpointed):
-        staged.manual_seed(5)
-        w = staged.tensor(W, dtype=staged.float32, requires_grad=True)
-
-        def step(x):
-            y = (
-                staged.utils.checkpoint.checkpoint(
-                    block(staged, p=p), x, w, use_reentrant=use_reentrant
-                )
-                if checkpointed
-                else block(staged, p=p)(x, w)
-            )
-            loss = (y * y).sum()
-            loss.backward()
-            return loss
-
-        return step, w
-
-    x = staged.tensor(X, dtype=staged.float32)
-    (plain, w0), (checked, w1) = make(False), make(True)
-    ops = [len(staged.capture(s, x).graph.ops) for s in (plain, checked)]
-    assert ops[1] > ops[0]  # the recompute is in the graph
+    the forward replayed); the compiled step gives the unchecked compiled step's numbers
+    bit for bit, and eager's."""
     results = []
-    for step, w in ((plain, w0), (checked, w1)):
+    for checkpointed in (False, True):
+        step, w = compiled_case(checkpointed, p, use_reentrant)
         staged.manual_seed(5)
-        w.grad = None
-        results.append((staged.compile(step)(x), w.grad))
-    if p == 0:
-        staged.manual_seed(5)
-        eager = make(False)
-        results.append((eager[0](x), eager[1].grad))
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            assert_close(a, b, rtol=1e-5, atol=1e-6)
+        results.append((staged.compile(step)(staged.tensor(X32)).numpy(), w.grad.numpy()))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    step, w = compiled_case(True, p, use_reentrant)
+    staged.manual_seed(5)
+    for a, b in zip(results[1], (step(staged.tensor(X32)), w.grad)):
+        assert_close(a, b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_compiled_recompute_is_not_merged_with_the_forward(use_reentrant):
+    """The recompute reads its tensor inputs through optimization barriers, in the backward
+    part of the graph: IREE cannot merge it back into the forward (common-subexpression
+    elimination did, and the activations lived until backward), so the checkpointed step
+    compiles to more dispatches than the unchecked one."""
+    x = staged.tensor(X32)
+    plain, checked = (
+        staged.capture(compiled_case(c, use_reentrant=use_reentrant)[0], x) for c in (False, True)
+    )
+    barriers = [op.phase for op in checked.graph.ops if op.prim.name == "barrier"]
+    assert barriers == ["backward"] * 2  # x and w
+    assert checked.to_mlir().count("util.optimization_barrier") == 2
+
+    def dispatches(traced):
+        flow = compile_str(
+            traced.to_mlir(),
+            target_backends=["llvm-cpu"],
+            extra_args=flags("llvm-cpu") + ["--compile-to=flow"],
+        )
+        return flow.decode().count("flow.dispatch @")
+
+    assert dispatches(checked) > dispatches(plain)

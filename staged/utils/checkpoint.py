@@ -14,8 +14,11 @@ the outer one's hooks: unpacking them recomputes the outer region first.
 
 Under ``staged.compile`` the hooks run while tracing (they are Python), so the
 recompute is recorded in the backward part of the graph, with the counter-based RNG
-state replayed; IREE's CSE merges it back into the forward, so compiled steps keep the
-activations anyway (README, "Activation checkpointing").
+state replayed. Its tensor inputs pass through ``barrier`` (``util.optimization_barrier``,
+the identity) first: without it the recomputed ops have the forward's operands, IREE's
+common-subexpression elimination merged them back into the forward, and the compiled
+step kept every activation until backward. The barrier makes them new values, computed
+where the backward needs them (README, "Activation checkpointing").
 
 ``use_reentrant=True`` is PyTorch's reentrant variant: a custom Function whose forward
 runs the function under ``no_grad`` and whose backward reruns it under grad mode and
@@ -30,6 +33,7 @@ import itertools
 import warnings
 import weakref
 
+from .. import autodiff as ad
 from ..autograd.engine import backward, current_graph_task
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
@@ -109,7 +113,7 @@ def checkpoint(
 
     def recompute(*inputs):
         with _replayed_rng(rng), recompute_context:
-            function(*inputs, **kwargs)
+            function(*inputs, **{k: _apart(v) for k, v in kwargs.items()})
 
     frame = _Frame(recompute, _METADATA[determinism_check], early_stop, args)
     with _checkpoint_hooks(frame), forward_context:
@@ -151,6 +155,12 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
             run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve
         )
     return run(end + 1, len(functions) - 1)(input)
+
+
+def _apart(x):
+    """A tensor input of the recompute behind an optimization barrier (the identity), so
+    that a compiler cannot merge the recompute with the forward (Note [checkpoint])."""
+    return ad.barrier(x) if isinstance(x, Tensor) else x
 
 
 # --- RNG ---------------------------------------------------------------------------------
@@ -217,7 +227,7 @@ class _Frame:
         try:
             with _recompute_hooks(self, gid), enable_grad():
                 self.recompute(
-                    *[a.unpack() if isinstance(a, SavedTensor) else a for a in self.inputs]
+                    *[_apart(a.unpack()) if isinstance(a, SavedTensor) else a for a in self.inputs]
                 )
         except _StopRecomputation:
             pass
@@ -324,7 +334,7 @@ class _Reentrant(Function):
             )
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
-            inputs[i] = t.detach().requires_grad_(t.requires_grad)
+            inputs[i] = _apart(t.detach()).requires_grad_(t.requires_grad)
         with _replayed_rng(ctx.rng), enable_grad():
             outputs = ctx.function(*inputs)
         outputs = (outputs,) if isinstance(outputs, Tensor) else outputs
