@@ -8,9 +8,12 @@ with and without ``staged.utils.checkpoint`` around each block:
   what was allocated before (parameters, the batch);
 - **ms**: wall time of forward + backward (best of 3).
 
-With ``--compiled``, it also captures the training step of the first model both ways and
-prints the size of the graph and the number of dispatches IREE makes of it (compiled to
-its flow phase): whether the recompute survives IREE's common-subexpression elimination.
+With ``--compiled``, the same for the compiled training step (forward + backward), each
+configuration in a process of its own on IREE's ``local-sync`` device: **peak** is the
+IREE allocator's peak over one step (the transient buffers of its memory plan and its
+results), less the parameters, buffers and batch; **ms** the step's time (one thread).
+``local-task`` serves the transient buffers from a pool its allocator statistics do not
+count (IREE issue #24854), ``local-sync`` allocates them from the device allocator.
 
     python bench/checkpoint_memory.py [--batch 32] [--block 64] [--d 128] [--layers 2 4 8]
                                       [--compiled]
@@ -20,21 +23,26 @@ from __future__ import annotations
 
 import argparse
 import gc
-import re
+import subprocess
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
-from iree.compiler.tools import compile_str
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 import staged  # noqa: E402
 from models.transformer import TinyDecoder, lm_loss  # noqa: E402
 from staged.autograd.graph import saved_tensors_hooks  # noqa: E402
-from staged.runtime.compiler import flags  # noqa: E402
+from staged.runtime import device  # noqa: E402
 from staged.utils.checkpoint import checkpoint  # noqa: E402
+
+VOCAB = 64
+TABLE = (
+    "| blocks | checkpoint | saved MiB | peak MiB | ms fwd+bwd |\n"
+    "| ---: | :---: | ---: | ---: | ---: |"
+)
 
 
 def forward(model, idx, ckpt: bool):
@@ -91,25 +99,59 @@ def ms(model, idx, target, ckpt: bool) -> float:
     return best * 1e3
 
 
-def compiled_counts(model, idx, target, ckpt: bool) -> tuple:
-    """(ops in the captured step, dispatches in IREE's flow-phase module)."""
+def compiled(model, idx, target, ckpt: bool) -> tuple:
+    """(peak bytes, ms) of the compiled training step, run in this process on a fresh
+    ``local-sync`` device without the caching allocator: the peak is the IREE allocator's
+    over the first call, less the parameters, buffers and batch it uploads."""
+    device.ALLOCATORS.pop("local-sync", None)  # exact statistics: no blocks kept for reuse
 
     def step(idx, target):
         loss = lm_loss(forward(model, idx, ckpt), target)
         loss.backward()
         return loss
 
-    traced = staged.capture(step, idx, target)
-    flow = compile_str(
-        traced.to_mlir(),
-        target_backends=["llvm-cpu"],
-        extra_args=flags("llvm-cpu") + ["--compile-to=flow"],
+    run = staged.compile(step, device="local-sync")
+    run(idx, target).item()
+    inputs = sum(
+        np.asarray(t.detach()).nbytes for t in (*model.parameters(), *model.buffers(), idx, target)
     )
-    model.zero_grad(set_to_none=True)
-    return len(traced.graph.ops), len(re.findall(r"flow\.dispatch @", flow.decode()))
+    peak = device.device("llvm-cpu", "local-sync").hal.allocator.statistics["device_bytes_peak"]
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        run(idx, target).item()
+        best = min(best, time.perf_counter() - t0)
+    return peak - inputs, best * 1e3
+
+
+def setup(a, layers: int) -> tuple:
+    """(model, idx, target) of ``layers`` blocks, seeded."""
+    staged.manual_seed(0)
+    model = TinyDecoder(VOCAB, block=a.block, d=a.d, heads=a.heads, layers=layers)
+    idx = staged.randint(0, VOCAB, (a.batch, a.block))
+    return model, idx, staged.randint(0, VOCAB, (a.batch, a.block))
+
+
+def compiled_row(argv, layers: int, ckpt: bool) -> tuple:
+    """``compiled`` in a process of its own (a fresh device, fresh allocator statistics)."""
+    out = subprocess.run(
+        [sys.executable, __file__, *argv, "--child", str(layers), str(int(ckpt))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    peak, ms = out.stdout.split()
+    return float(peak), float(ms)
+
+
+def row(layers: int, ckpt: bool, saved, peak: float, took: float) -> None:
+    """Print one table row (``saved`` None: not measured, "-")."""
+    held = "-" if saved is None else f"{saved / 2**20:.1f}"
+    print(f"| {layers} | {'yes' if ckpt else 'no'} | {held} | {peak / 2**20:.1f} | {took:.0f} |")
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--block", type=int, default=64)
@@ -117,38 +159,25 @@ def main(argv=None) -> int:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, nargs="+", default=[2, 4, 8])
     p.add_argument("--compiled", action="store_true")
+    p.add_argument("--child", type=int, nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    vocab = 64
-    print(
+    if a.child:
+        print(*compiled(*setup(a, a.child[0]), bool(a.child[1])))
+        return 0
+    header = (
         f"TinyDecoder d={a.d}, {a.heads} heads, batch {a.batch} x {a.block} characters, "
-        f"vocabulary {vocab}, float32, eager\n"
+        f"vocabulary {VOCAB}, float32"
     )
-    print("| blocks | checkpoint | saved MiB | peak MiB | ms fwd+bwd |")
-    print("| ---: | :---: | ---: | ---: | ---: |")
-    mib = 2**20
-    models = []
+    print(f"{header}, eager\n\n{TABLE}")
     for layers in a.layers:
-        staged.manual_seed(0)
-        model = TinyDecoder(vocab, block=a.block, d=a.d, heads=a.heads, layers=layers)
-        idx = staged.randint(0, vocab, (a.batch, a.block))
-        target = staged.randint(0, vocab, (a.batch, a.block))
-        models.append((layers, model, idx, target))
+        run = setup(a, layers)
         for ckpt in (False, True):
-            row = (
-                saved_bytes(model, idx, target, ckpt) / mib,
-                peak_bytes(model, idx, target, ckpt) / mib,
-                ms(model, idx, target, ckpt),
-            )
-            print(
-                f"| {layers} | {'yes' if ckpt else 'no'} | {row[0]:.1f} | {row[1]:.1f} | "
-                f"{row[2]:.0f} |"
-            )
+            row(layers, ckpt, saved_bytes(*run, ckpt), peak_bytes(*run, ckpt), ms(*run, ckpt))
     if a.compiled:
-        layers, *run = models[0]
-        print(f"\ncompiled training step, {layers} blocks (llvm-cpu)\n")
-        print("| checkpoint | captured ops | IREE dispatches |\n| :---: | ---: | ---: |")
-        for ckpt in (False, True):
-            print("| {} | {} | {} |".format("yes" if ckpt else "no", *compiled_counts(*run, ckpt)))
+        print(f"\n{header}, compiled training step (llvm-cpu, local-sync)\n\n{TABLE}")
+        for layers in a.layers:
+            for ckpt in (False, True):
+                row(layers, ckpt, None, *compiled_row(argv, layers, ckpt))
     return 0
 
 
