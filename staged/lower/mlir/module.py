@@ -13,6 +13,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
+from .invariants import invariant_reduction, splats
 
 
 def to_mlir(
@@ -77,14 +78,17 @@ def to_mlir(
             )
         else:
             e.names[v.id] = e.dense(np.asarray(array), v.aval)
+    known = splats(graph)  # Note [invariant reductions]
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
         if emitter is None:
             reasons = dict.fromkeys(TABLE.gaps(op.prim.name).values())  # each reason once
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons) if reasons else ''}")
-        e.names[op.out.id] = _without_data(e, op) or emitter(
-            e, op, *(e.names[v.id] for v in op.inputs)
+        e.names[op.out.id] = (
+            _without_data(e, op)
+            or invariant_reduction(e, op, known)
+            or emitter(e, op, *(e.names[v.id] for v in op.inputs))
         )
     e.op = None
     outs = graph.outputs
