@@ -135,7 +135,10 @@ def _scatter_add_jvp(primals, tangents, out, *, dim):
     if tx is None and ts is None:
         return None
     return scatter_add(
-        lax.mul(x, 0) if tx is None else tx, index, lax.mul(src, 0) if ts is None else ts, dim=dim
+        lax.full_like(x, 0) if tx is None else tx,
+        index,
+        lax.full_like(src, 0) if ts is None else ts,
+        dim=dim,
     )
 
 
@@ -144,7 +147,10 @@ def _scatter_jvp(primals, tangents, out, *, dim):
     if tx is None and ts is None:
         return None
     return scatter(
-        lax.mul(x, 0) if tx is None else tx, index, lax.mul(src, 0) if ts is None else ts, dim=dim
+        lax.full_like(x, 0) if tx is None else tx,
+        index,
+        lax.full_like(src, 0) if ts is None else ts,
+        dim=dim,
     )
 
 

@@ -26,7 +26,8 @@ def jvp_rule(prim):
             if all(t is None for t in tangents):
                 return None
             return prim(
-                *(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)), **params
+                *(lax.full_like(p, 0) if t is None else t for p, t in zip(primals, tangents)),
+                **params,
             )
 
         return linear

@@ -99,7 +99,7 @@ def _concat_jvp(primals, tangents, out, *, dim, sizes):
     if all(t is None for t in tangents):
         return None
     return concat(
-        *(lax.mul(p, 0) if t is None else t for p, t in zip(primals, tangents)),
+        *(lax.full_like(p, 0) if t is None else t for p, t in zip(primals, tangents)),
         dim=dim,
         sizes=sizes,
     )
