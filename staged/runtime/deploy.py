@@ -7,6 +7,15 @@ arguments), ``params.irpa`` (IREE's parameter archive with the state at save tim
 other files, and the ``iree-run-module`` command that runs it). Loading needs
 ``iree.runtime`` only: neither the compiler nor the model's Python code.
 
+A step with collectives on a backend without IREE collectives (Note [segments]) is saved
+as the live step runs: ``step.vmfb`` holds its segments as functions taking the state as
+arguments, the manifest's ``program`` (``runtime/segmented.py``) the split (each segment's
+function, the values it reads and returns, the host collectives after it with their
+params), and ``function`` is null (no ``iree-run-module`` command: the collectives need
+MPI between the segments). ``load`` gives a ``DeployedSegments``
+(``runtime/deploy_segments.py``), which runs it under ``mpiexec`` with
+``staged.distributed``'s process group, or alone as a world of one.
+
 Note [trusting a saved step]: a flipped byte in ``step.vmfb`` crashed the process (SIGSEGV,
 SIGILL) or changed the losses; one in ``params.irpa`` silently changed a weight (to
 2.5e35). ``load`` therefore checks both files against the manifest's sha256 and the IREE
@@ -38,6 +47,7 @@ from .compiler import BOUNDARY, compile_mlir, to_boundary
 from .device import DRIVERS
 from .device import device as get_device
 from .logs import Phases
+from .segmented import check_segmentable, program, segmented_mlir
 
 FORMAT = "staged-step/2"
 SCOPE = "model"
@@ -68,7 +78,12 @@ def save(entry, directory, names=None, fn=None) -> Path:
     )
     if len(set(renamed.values())) != len(renamed):
         raise ValueError(at_user(f"state names must be unique, got {sorted(renamed.values())}"))
-    text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=BOUNDARY.get(entry.backend))
+    boundary = BOUNDARY.get(entry.backend)
+    plan = None
+    if check_segmentable(graph, entry.backend):  # the state stays an argument
+        plan, text = segmented_mlir(graph, boundary)
+    else:
+        text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=boundary)
     with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
         vmfb = compile_mlir(text, entry.backend)
 
@@ -88,8 +103,8 @@ def save(entry, directory, names=None, fn=None) -> Path:
     manifest = {
         "format": FORMAT,
         "backend": entry.backend,
-        "function": "main",
-        "state_function": "main_state",
+        "function": None if plan else "main",
+        "state_function": None if plan else "main_state",
         "scope": SCOPE,
         "module": "step.vmfb",
         "parameters": "params.irpa",
@@ -103,8 +118,10 @@ def save(entry, directory, names=None, fn=None) -> Path:
         "constants": {k: v for k, v in c.constants.items() if _is_json_scalar(v)},
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "sha256": {},
-        "iree_run_module": _command(entry.backend, args, narrow),
+        "iree_run_module": None if plan else _command(entry.backend, args, narrow),
     }
+    if plan is not None:
+        manifest["program"] = program(graph, plan)
     return _write_manifest(out, manifest)
 
 
@@ -190,9 +207,10 @@ class Deployed:
     """A saved step loaded for running: call it like the compiled step it came from
     (NumPy arrays, staged tensors or anything with ``__array__``, by position or name)."""
 
-    def __init__(self, directory, device=None):
+    def __init__(self, directory, manifest, device=None):
+        """``manifest``: the directory's, as ``_read_manifest`` checked it."""
         self.directory = Path(directory)
-        self.manifest = m = _read_manifest(self.directory)
+        self.manifest = m = manifest
         self.device = get_device(m["backend"], device)
         self._vm_module = self._vm = None
         self._load(str(self.directory / m["parameters"]))
@@ -235,7 +253,7 @@ class Deployed:
         ]
         if self._checks is not None:  # the state is on the device: raise before changing it
             self._checks.raise_pending(wait=True)
-        res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
+        res = self._invoke(arrays)
         if self._checks is not None:
             self._checks.track(res[-1], res[:-1])
         outs = [
@@ -243,6 +261,10 @@ class Deployed:
             for kind, x in self.manifest["out_leaves"]
         ]
         return unflatten(_tuplify(self.manifest["out_tree"]), outs)
+
+    def _invoke(self, arrays) -> list:
+        """The step's results (and check report) on the call's arguments at the edge."""
+        return self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
 
     def _bind(self, args, kwargs) -> list:
         """The call's tensor arguments in manifest order, matched by name (as the trace
@@ -429,4 +451,9 @@ def load(directory, device=None) -> Deployed:
     ``device`` picks the device that runs it, as in ``staged.compile``. Raises
     ``IntegrityError`` when a file does not match the manifest (Note [trusting a saved
     step])."""
-    return Deployed(directory, device)
+    m = _read_manifest(Path(directory))
+    if "program" in m:  # a step with collectives (Note [segments])
+        from .deploy_segments import DeployedSegments  # (it subclasses Deployed)
+
+        return DeployedSegments(directory, m, device)
+    return Deployed(directory, m, device)

@@ -1,11 +1,13 @@
 """Compiled steps with collectives on backends without a collective channel (Note
 [segments] in ``staged/tracing/segments.py``): the step's graph is split at its
-collectives, each segment lowered as a function ``segment<k>`` of one module, and
-``Segmented`` stands in for that module's ``main``: it calls the segments in turn and runs
-the collectives between them on the host, through the process group the eager impls use
-(``GROUP[0]``, MPI). The segments are enqueued asynchronously as any step; a collective
-waits for the values it reduces, starts every collective of its group before waiting
-for one, and uploads the results for the next segment.
+collectives, each segment lowered as a function ``segment<k>`` of one module. The split is
+written down as a *program* (``program``: JSON, what a saved step keeps in its manifest):
+per segment its function, the value ids it reads and returns, and the collectives run on
+the host after it. ``Segments`` runs a program on the loaded module, the collectives
+through the process group the eager impls use (``GROUP[0]``, MPI); ``Segmented`` stands
+in for a live step's ``main``. The segments are enqueued asynchronously as any step; a
+collective waits for the values it reduces, starts every collective of its group before
+waiting for one, and uploads the results for the next segment.
 """
 
 from __future__ import annotations
@@ -27,27 +29,64 @@ def has_collectives(graph) -> bool:
     return any(op.prim.name in _HOST_OPS for op in graph.ops)
 
 
+def _runs(seg) -> bool:
+    return bool(seg.graph.ops or seg.outputs)
+
+
 def segmented_mlir(graph, boundary=None):
-    """(the Split, the MLIR text of a module with one function per non-empty segment)."""
+    """(the Split, the MLIR text of a module with one function per segment that runs)."""
     plan = split(graph, lambda op: op.prim.name in _HOST_OPS)
     texts = [
         to_mlir(s.graph, f"segment{k}", boundary=boundary)
         for k, s in enumerate(plan.segments)
-        if s.graph.ops
+        if _runs(s)
     ]
     return plan, "\n".join(texts)
 
 
-class Segmented:
-    """A loaded module of segments, invoked like a whole step's ``main``."""
+def program(graph, plan) -> dict:
+    """The JSON-able program of ``graph`` split as ``plan``: the step's inputs ([id, kind,
+    name]) and outputs ([id, dtype, kind, name]), and per segment its function (None:
+    nothing to run), the ids it reads, the [id, dtype] it returns and its collectives
+    (name, input id, [output id, dtype], static params)."""
 
-    def __init__(self, graph, plan, module, narrow: dict):
-        self.graph, self.plan, self.module = graph, plan, module
+    def typed(v):
+        return [v.id, v.aval.dtype.name]
+
+    return {
+        "inputs": [[i.value.id, i.kind, i.name] for i in graph.inputs],
+        "outputs": [[*typed(o.value), o.kind, o.name] for o in graph.outputs],
+        "segments": [
+            {
+                "function": f"segment{k}" if _runs(s) else None,
+                "inputs": [v.id for v in s.inputs],
+                "outputs": [typed(v) for v in s.outputs],
+                "collectives": [
+                    {
+                        "name": op.prim.name,
+                        "input": op.inputs[0].id,
+                        "output": typed(op.out),
+                        "params": dict(op.params),
+                    }
+                    for op in host
+                ],
+            }
+            for k, (s, host) in enumerate(zip(plan.segments, plan.host))
+        ],
+    }
+
+
+class Segments:
+    """A program run on its loaded module: ``run(args)`` takes the step's inputs in order
+    (NumPy arrays or DeviceValues) and returns its outputs as DeviceValues."""
+
+    def __init__(self, program: dict, module, narrow: dict):
+        self.program, self.module = program, module
         self.device = module.device
         self.narrow = narrow  # {numpy dtype: the dtype it has at the module's edge}
         self.checked = False  # the first call checks that the ranks agree on each collective
 
-    def _to_device(self, a, dtype):
+    def to_device(self, a, dtype):
         """NumPy ``a`` on the device, held as the module's edge holds ``dtype``."""
         edge = self.narrow.get(np.dtype(dtype))
         dv = self.device.upload(
@@ -61,47 +100,54 @@ class Segmented:
         start = getattr(group, "start", None)
         started = []
         for op in ops:
-            x = np.asarray(env[op.inputs[0].id])  # waits for the segment that made it
+            x = np.asarray(env[op["input"]])  # waits for the segment that made it
             if start is None:  # this process alone (no process group)
-                started.append((op, None, op.prim.impl(x, **op.params)))
+                started.append((op, None, group.run(op["name"], x, op["params"])))
             else:
-                started.append((op, start(op.prim.name, x, op.params, not self.checked), None))
+                started.append((op, start(op["name"], x, op["params"], not self.checked), None))
         for op, request, out in started:
             out = request.wait() if request is not None else out
-            env[op.out.id] = self._to_device(
-                np.asarray(out, op.out.aval.dtype.np), op.out.aval.dtype.np
-            )
+            i, d = op["output"]
+            env[i] = self.to_device(np.asarray(out, d), d)
 
-    def invoke(self, fn_name, args, result_dtypes=None, undo=None) -> list:
-        env = {i.value.id: a for i, a in zip(self.graph.inputs, args)}
-        env.update((v.id, a) for v, a in self.graph.consts)
-        plan = self.plan
-        last = max((k for k, s in enumerate(plan.segments) if s.graph.ops), default=-1)
-        for k, seg in enumerate(plan.segments):
-            if seg.graph.ops:
+    def run(self, args, undo=None) -> list:
+        p = self.program
+        env = {i: a for (i, *_), a in zip(p["inputs"], args)}
+        segments = p["segments"]
+        last = max((k for k, s in enumerate(segments) if s["function"]), default=-1)
+        for k, seg in enumerate(segments):
+            if seg["function"]:
                 res = self.module.invoke(
-                    f"segment{k}",
-                    [env[v.id] for v in seg.inputs],
-                    [v.aval.dtype.np for v in seg.outputs],
+                    seg["function"],
+                    [env[i] for i in seg["inputs"]],
+                    [np.dtype(d) for _, d in seg["outputs"]],
                     undo if k == last else None,
                 )
-                env.update((v.id, r) for v, r in zip(seg.outputs, res))
-            if plan.host[k]:
+                env.update((i, r) for (i, _), r in zip(seg["outputs"], res))
+            if seg["collectives"]:
                 if profiler.current is None:
-                    self._collectives(plan.host[k], env)
+                    self._collectives(seg["collectives"], env)
                 else:  # Note [compiled calls]: waits for the segment, then communicates
                     with profiler.record_function("host collectives", cat="compiled_phase"):
-                        self._collectives(plan.host[k], env)
+                        self._collectives(seg["collectives"], env)
         self.checked = True
-        out = []
-        for o, d in zip(self.graph.outputs, result_dtypes):
-            r = env[o.value.id]
-            out.append(
-                r
-                if isinstance(r, DeviceValue) and r.device is self.device
-                else self._to_device(np.asarray(r), d)
-            )
-        return out
+        return [
+            r
+            if isinstance(r := env[i], DeviceValue) and r.device is self.device
+            else self.to_device(np.asarray(r), d)
+            for i, d, *_ in p["outputs"]
+        ]
+
+
+class Segmented(Segments):
+    """A live step's loaded module of segments, invoked like a whole step's ``main``."""
+
+    def __init__(self, graph, plan, module, narrow: dict):
+        super().__init__(program(graph, plan), module, narrow)
+        self.plan = plan
+
+    def invoke(self, fn_name, args, result_dtypes=None, undo=None) -> list:
+        return self.run(args, undo)
 
 
 def check_segmentable(graph, backend: str):

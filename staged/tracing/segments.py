@@ -12,7 +12,8 @@ first segment however late the trace issued them, and the number of segments is 
 than the longest chain of collectives. A segment is an ordinary ``Graph`` (the original
 ops and values, unchanged) whose inputs are the values it reads from the caller, earlier
 segments or the host, and whose outputs are what later segments, the host or the step's
-results need. A pure transform of the IR: nothing here knows about MLIR or MPI.
+results need (the first also returns the constants the host reads or the step returns, so
+that a runner needs nothing but the segments' results: a saved step has no graph). A pure transform of the IR: nothing here knows about MLIR or MPI.
 """
 
 from __future__ import annotations
@@ -68,26 +69,33 @@ def split(graph: Graph, on_host) -> Split:
         if d is not None:
             needed[d].add(o.value.id)
     consts = {v.id: (v, a) for v, a in graph.consts}
+    # constants the host reads or the step returns: the first segment returns them
+    read = [v.id for ops in host for op in ops for v in op.inputs]
+    early = [c for c in dict.fromkeys(read + [o.value.id for o in graph.outputs]) if c in consts]
     segments = []
     for k, ops in enumerate(compute):
-        g = Graph()
-        seg = Segment(g)
-        seen = set()
-        for op in ops:
-            for v in op.inputs:
-                if v.id in seen or defined.get(v.id) == k:
-                    continue
+        seg, seen = Segment(Graph()), set()
+        extra = [consts[c][0] for c in early] if k == 0 else []
+        for v in [w for op in ops for w in op.inputs] + extra:
+            if defined.get(v.id) != k and v.id not in seen:
                 seen.add(v.id)
-                if v.id in consts:
-                    g.consts.append(consts[v.id])
-                    if v.id in graph.sym_consts:
-                        g.sym_consts[v.id] = graph.sym_consts[v.id]
-                else:
-                    g.inputs.append(Input(v, "arg", f"%{v.id}"))
-                    seg.inputs.append(v)
-        g.ops = list(ops)
-        seg.outputs = [op.out for op in ops if op.out.id in needed[k]]
-        g.outputs = [Output(v, "out", f"%{v.id}") for v in seg.outputs]
-        g._next = graph._next
+                _read(graph, seg, v, consts)
+        seg.graph.ops = list(ops)
+        seg.outputs = [op.out for op in ops if op.out.id in needed[k]] + extra
+        seg.graph.outputs = [Output(v, "out", f"%{v.id}") for v in seg.outputs]
+        seg.graph._next = graph._next
         segments.append(seg)
     return Split(segments, host)
+
+
+def _read(graph: Graph, seg: Segment, v, consts: dict) -> None:
+    """Make ``v`` (of ``graph``, made outside ``seg``) available in ``seg``: a constant of
+    its graph, or an input."""
+    g = seg.graph
+    if v.id in consts:
+        g.consts.append(consts[v.id])
+        if v.id in graph.sym_consts:
+            g.sym_consts[v.id] = graph.sym_consts[v.id]
+    else:
+        g.inputs.append(Input(v, "arg", f"%{v.id}"))
+        seg.inputs.append(v)

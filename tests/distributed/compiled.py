@@ -1,11 +1,16 @@
 """Run by test_distributed.py under ``mpiexec -n 2``: compiled steps with collectives (run
 as compiled segments with the collectives between them on the host, Note [segments]) equal
-the eager steps: the differentiable all_reduce, c10d's in-place all_reduce, DDP training."""
+the eager steps: the differentiable all_reduce, c10d's in-place all_reduce, DDP training;
+the DDP step saved (to the directory argv[1] names, a subdirectory per rank) and loaded
+continues as the live one does."""
+
+import sys
 
 import numpy as np
 
 import staged
 import staged.distributed as dist
+import staged.runtime
 from staged import nn, optim
 from staged.distributed.nn import functional as dfn
 from staged.nn.parallel import DistributedDataParallel as DDP
@@ -73,6 +78,21 @@ for a, b in zip(in_place(data(5)), c_in_place(data(5))):
 # DDP training, compiled, equals single-process training on the concatenated batch
 
 
+def reference_step(x, y):
+    ref_opt.zero_grad()
+    ref_loss = loss_fn(ref(x), y)
+    ref_loss.backward()
+    ref_opt.step()
+    return ref_loss
+
+
+def same_parameters(params, i):
+    for (name, p), q in zip(params, ref.parameters()):
+        np.testing.assert_allclose(
+            np.asarray(p), q.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=f"step {i}: {name}"
+        )
+
+
 loss_fn = nn.MSELoss()
 ddp, ref = DDP(net(seed=10 + rank), bucket_cap_mb=2**-11), net(seed=10)
 assert len(ddp._buckets) > 2
@@ -92,23 +112,24 @@ def train_step(x, y):
 for i in range(5):  # (not `step`: a global of the name opt.step's would be guarded)
     x, y = batch(i)
     loss = train_step(mine(x), mine(y))
-    ref_opt.zero_grad()
-    ref_loss = loss_fn(ref(x), y)
-    ref_loss.backward()
-    ref_opt.step()
-    for (name, p), q in zip(ddp.module.named_parameters(), ref.parameters()):
-        np.testing.assert_allclose(
-            p.detach().numpy(),
-            q.detach().numpy(),
-            rtol=1e-5,
-            atol=1e-7,
-            err_msg=f"step {i}: {name}",
-        )
+    ref_loss = reference_step(x, y)
+    same_parameters(((n, p.detach().numpy()) for n, p in ddp.module.named_parameters()), i)
     # each rank's loss is its own shard's; their average is the whole batch's
     close(dfn.all_reduce(loss.detach(), op=Op.AVG), ref_loss)
 graph = train_step._last.captured.graph
 assert sum(op.prim.name == "all_reduce" for op in graph.ops) == len(ddp._buckets), graph
 assert train_step.traces == 2, train_step.history  # the first made momentum buffers
+
+# saved with its segments and collectives, loaded, it trains on as the live step
+names = {p: k for k, p in ddp.state_dict(keep_vars=True).items()}
+deployed = staged.runtime.load(train_step.save(f"{sys.argv[1]}/rank{rank}", names=names))
+assert len(deployed.manifest["program"]["segments"]) > 1, deployed.manifest
+for i in range(5, 8):
+    x, y = batch(i)
+    loss = deployed(mine(x).numpy(), y=mine(y))
+    close(dfn.all_reduce(loss, op=Op.AVG), reference_step(x, y))
+    state = deployed.state_dict()
+    same_parameters(((n, state[f"module.{n}"]) for n, _ in ref.named_parameters()), i)
 
 dist.destroy_process_group()
 print(f"rank {rank} of {world}: compiled ok", flush=True)

@@ -1,13 +1,15 @@
 """Collectives have no MLIR lowering: on llvm-cpu and vulkan-spirv, whose IREE drivers have
 no collective channel, ``staged.compile`` runs a step with collectives as compiled segments
 with the collectives between them on the host (Note [segments] in
-``staged/tracing/segments.py``); lowering one into a module (cuda, ``save()``) fails,
-naming the op and the user's line."""
+``staged/tracing/segments.py``; ``save()`` keeps the segments); lowering one into a
+single module (cuda) fails, naming the op and the user's line."""
 
 from ...autodiff.collective import COLLECTIVES
 from ...autodiff.primitive import CLASSES
 from .emitter import unsupported
 
+# as docs/coverage.md (generated) quotes it; its "or saving it" predates save() keeping the
+# segments: change it together with `make generated`
 WHY = (
     "collectives run on the host between compiled segments (staged.compile on llvm-cpu "
     "and vulkan-spirv); they cannot be lowered into one module, so compiling such a step "
