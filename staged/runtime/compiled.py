@@ -50,6 +50,7 @@ from .compiler import (
     UNSUPPORTED_DTYPES,
     CompileError,
     compile_mlir,
+    narrowing,
     to_boundary,
 )
 from .device import DeviceValue
@@ -142,13 +143,13 @@ class CompiledGraph:
         with p("load"):
             module = self.device.load(vmfb)
         if segmented:
-            module = Segmented(graph, plan, module, _narrowing(backend))
+            module = Segmented(graph, plan, module, narrowing(backend))
         return module, mlir
 
     def _bind(self, device) -> None:
         """How calls bind arguments and state to the module's inputs and outputs."""
         captured, backend = self.captured, self.backend
-        narrow = _narrowing(backend)
+        narrow = narrowing(backend)
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
@@ -268,11 +269,6 @@ class CompiledGraph:
     def save(self, directory, names=None, fn=None):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
         return deploy.save(self, directory, names, fn)
-
-
-def _narrowing(backend: str) -> dict:
-    """{NumPy dtype: the dtype ``backend`` holds it in at the module's edge} (BOUNDARY)."""
-    return {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
 
 
 class _Undo:

@@ -77,6 +77,11 @@ BOUNDARY = {
 }
 
 
+def narrowing(backend: str) -> dict:
+    """{NumPy dtype: the dtype ``backend`` holds it in at the module's edge} (BOUNDARY)."""
+    return {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}
+
+
 def to_boundary(a: np.ndarray, dtype, what: str = "an input") -> np.ndarray:
     """``a`` as ``dtype``, the type its backend holds it in at the module's edge
     (``BOUNDARY``); raises OverflowError where an integer does not fit, instead of letting

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .compiler import narrowing
 from .deploy import Deployed
 from .segmented import Segments
 
@@ -26,8 +27,7 @@ class DeployedSegments(Deployed):
         m = self.manifest
         if self._segments is None:
             module = self.device.load((self.directory / m["module"]).read_bytes())
-            narrow = {np.dtype(s["dtype"]): np.dtype(s["device_dtype"]) for s in m["state"]}
-            self._segments = Segments(m["program"], module, narrow)
+            self._segments = Segments(m["program"], module, narrowing(m["backend"]))
         if archive is not None:
             index = rt.ParameterIndex()
             index.load(archive)
