@@ -6,11 +6,13 @@ per segment its function, the value ids it reads and returns, and the collective
 the host after it. ``Segments`` runs a program on the loaded module, the collectives
 through the process group the eager impls use (``GROUP[0]``, MPI); ``Segmented`` stands
 in for a live step's ``main``. The segments are enqueued asynchronously as any step; a
-collective waits for the values it reduces, starts every collective of its group before
-waiting for one, and uploads the results for the next segment.
+collective waits for the value it reduces and is started after the next segment is
+enqueued; its result is uploaded when a segment (or the step's result) reads it.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -95,41 +97,65 @@ class Segments:
         dv.dtype = np.dtype(dtype)
         return dv
 
-    def _collectives(self, ops, env) -> None:
+    def _start(self, ops, env, started: dict) -> None:
+        """Start the collectives ``ops`` in program order (each waits for the segment that
+        makes its input): ``started`` maps their output ids to (op, request, result)."""
         group = GROUP[0]
         start = getattr(group, "start", None)
-        started = []
         for op in ops:
-            x = np.asarray(env[op["input"]])  # waits for the segment that made it
+            if op["input"] in started:  # a collective of a collective's result
+                self._finish(op["input"], env, started)
+            x = np.asarray(env[op["input"]])
             if start is None:  # this process alone (no process group)
-                started.append((op, None, group.run(op["name"], x, op["params"])))
+                started[op["output"][0]] = (op, None, group.run(op["name"], x, op["params"]))
             else:
-                started.append((op, start(op["name"], x, op["params"], not self.checked), None))
-        for op, request, out in started:
-            out = request.wait() if request is not None else out
-            i, d = op["output"]
-            env[i] = self.to_device(np.asarray(out, d), d)
+                request = start(op["name"], x, op["params"], not self.checked)
+                started[op["output"][0]] = (op, request, None)
+
+    def _finish(self, i, env, started: dict) -> None:
+        """Wait for the started collective whose output is ``i``; its result on the device."""
+        op, request, out = started.pop(i)
+        out = request.wait() if request is not None else out
+        d = op["output"][1]
+        env[i] = self.to_device(np.asarray(out, d), d)
 
     def run(self, args, undo=None) -> list:
+        """The step's outputs on its inputs ``args``. A segment's collectives are started
+        once the next segment is enqueued (unless it reads them), so the device computes
+        while they are waited for and carried; each is waited for when read (Note
+        [segments])."""
         p = self.program
         env = {i: a for (i, *_), a in zip(p["inputs"], args)}
         segments = p["segments"]
         last = max((k for k, s in enumerate(segments) if s["function"]), default=-1)
+        started: dict = {}
+        queued: list = []  # the collectives of the segments enqueued last
         for k, seg in enumerate(segments):
             if seg["function"]:
+                reads = seg["inputs"]
+                if queued or started:
+                    with _host():
+                        if any(c["output"][0] in reads for c in queued):
+                            self._start(queued, env, started)
+                            queued = []
+                        for i in reads:
+                            if i in started:
+                                self._finish(i, env, started)
                 res = self.module.invoke(
                     seg["function"],
-                    [env[i] for i in seg["inputs"]],
+                    [env[i] for i in reads],
                     [np.dtype(d) for _, d in seg["outputs"]],
                     undo if k == last else None,
                 )
                 env.update((i, r) for (i, _), r in zip(seg["outputs"], res))
-            if seg["collectives"]:
-                if profiler.current is None:
-                    self._collectives(seg["collectives"], env)
-                else:  # Note [compiled calls]: waits for the segment, then communicates
-                    with profiler.record_function("host collectives", cat="compiled_phase"):
-                        self._collectives(seg["collectives"], env)
+            if queued:
+                with _host():
+                    self._start(queued, env, started)
+            queued = seg["collectives"]
+        with _host():
+            self._start(queued, env, started)
+            for i in list(started):
+                self._finish(i, env, started)
         self.checked = True
         return [
             r
@@ -137,6 +163,14 @@ class Segments:
             else self.to_device(np.asarray(r), d)
             for i, d, *_ in p["outputs"]
         ]
+
+
+def _host():
+    """Where the host waits and communicates: a range of the open profile (Note [compiled
+    calls]), if any."""
+    if profiler.current is None:
+        return contextlib.nullcontext()
+    return profiler.record_function("host collectives", cat="compiled_phase")
 
 
 class Segmented(Segments):
