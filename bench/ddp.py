@@ -3,7 +3,7 @@ transformer from models/: 1 process against 2 processes of 1 thread each on this
 (weak scaling: the same per-rank batch), the bytes all-reduced per step and a bare mpi4py
 Allreduce of the same buckets, timed in interleaved blocks.
 
-    python bench/ddp.py [--rounds 8] [--workloads mlp transformer]
+    python bench/ddp.py [--rounds 8] [--workloads mlp transformer] [--bucket-cap-mb MB]
 
 runs the 1-process measurements, then starts itself as ``mpiexec -n 2 python bench/ddp.py
 --worker`` for the 2-rank ones, and prints one table. See bench/README.md.
@@ -56,12 +56,12 @@ def workload(name: str, seed: int):
     return model, lambda ps: optim.AdamW(ps, lr=3e-3), transformer.lm_loss, x, y
 
 
-def make_step(name: str, ddp: bool, compiled: bool = False):
+def make_step(name: str, ddp: bool, compiled: bool = False, bucket_cap_mb=None):
     """A zero-argument training step on this rank's fixed batch (a seed per rank), and the
-    DDP wrapper (None without ``ddp``)."""
+    DDP wrapper (None without ``ddp``; ``bucket_cap_mb``: DDP's, None for its default)."""
     seed = dist.get_rank() if dist.is_initialized() else 0
     model, make_opt, loss_fn, x, y = workload(name, seed)
-    wrapped = DDP(model) if ddp else None
+    wrapped = DDP(model, bucket_cap_mb=bucket_cap_mb) if ddp else None
     net = wrapped if ddp else model
     kw = {} if loss_fn is None else {"loss_fn": loss_fn}
     step = classification_step(net, make_opt(net.parameters()), **kw)
@@ -153,12 +153,12 @@ def worker(a) -> None:
     comm, rank = MPI.COMM_WORLD, dist.get_rank()
     results = {}
     for name in a.workloads:
-        sizes = bucket_sizes(make_step(name, ddp=True)[1])
+        sizes = bucket_sizes(make_step(name, ddp=True, bucket_cap_mb=a.bucket_cap_mb)[1])
         blocks = {"bare Allreduce": (bare_allreduce(sizes, comm, MPI), {0, 1})}
         first = {}
         for kind in KINDS[: 2 if a.compiled else 1]:
             local = make_step(name, ddp=False, compiled=kind == "compiled")[0]
-            ddp = make_step(name, ddp=True, compiled=kind == "compiled")[0]
+            ddp = make_step(name, True, kind == "compiled", a.bucket_cap_mb)[0]
             blocks.update(
                 {
                     f"{kind} 1 rank alone": (local, {0}),
@@ -202,6 +202,12 @@ def main(argv=None) -> int:
     p.add_argument(
         "--workloads", nargs="+", default=["mlp", "transformer"], choices=["mlp", "transformer"]
     )
+    p.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        help="DDP's bucket_cap_mb (default: DDP's, 25 MB with a first bucket of 1 MB: one "
+        "bucket for both models); smaller makes several, whose all-reduces overlap backward",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -219,7 +225,10 @@ def main(argv=None) -> int:
         blocks = {}
         for kind in kinds:
             blocks[f"{kind} step"] = (make_step(name, False, kind == "compiled")[0], {0})
-            blocks[f"{kind} DDP (world 1)"] = (make_step(name, True, kind == "compiled")[0], {0})
+            blocks[f"{kind} DDP (world 1)"] = (
+                make_step(name, True, kind == "compiled", a.bucket_cap_mb)[0],
+                {0},
+            )
         for step, _ in blocks.values():
             for _ in range(3):
                 item(step())
@@ -243,6 +252,7 @@ def main(argv=None) -> int:
             "--workloads",
             *a.workloads,
             *(["--compiled"] if why_not is None else []),
+            *(["--bucket-cap-mb", str(a.bucket_cap_mb)] if a.bucket_cap_mb else []),
         ]
         env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         subprocess.run(cmd, check=True, env=env, timeout=600)
