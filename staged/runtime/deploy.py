@@ -13,7 +13,7 @@ arguments, the manifest's ``program`` (``runtime/segmented.py``) the split (each
 function, the values it reads and returns, the host collectives after it with their
 params), and ``function`` is null (no ``iree-run-module`` command: the collectives need
 MPI between the segments). ``load`` gives a ``DeployedSegments``
-(``runtime/deploy_segments.py``), which runs it under ``mpiexec`` with
+(below), which runs it under ``mpiexec`` with
 ``staged.distributed``'s process group, or alone as a world of one.
 
 Note [trusting a saved step]: a flipped byte in ``step.vmfb`` crashed the process (SIGSEGV,
@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import warnings
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +44,11 @@ from ..lower.mlir import to_mlir
 from ..tracing.ir import Graph, Input, Output
 from ..tracing.pytree import flatten, unflatten
 from .checks import Checks
-from .compiler import BOUNDARY, compile_mlir, to_boundary
+from .compiler import BOUNDARY, compile_mlir, narrowing, to_boundary
 from .device import DRIVERS
 from .device import device as get_device
 from .logs import Phases
-from .segmented import check_segmentable, program, segmented_mlir
+from .segmented import Segments, check_segmentable, program, segmented_mlir
 
 FORMAT = "staged-step/2"
 SCOPE = "model"
@@ -453,7 +454,58 @@ def load(directory, device=None) -> Deployed:
     step])."""
     m = _read_manifest(Path(directory))
     if "program" in m:  # a step with collectives (Note [segments])
-        from .deploy_segments import DeployedSegments  # (it subclasses Deployed)
-
         return DeployedSegments(directory, m, device)
     return Deployed(directory, m, device)
+
+
+# --- a saved step with collectives (Note [segments]) ---------------------------------------
+# loaded: its segments run as the live step's do (``Segments``), the collectives on the
+# host through ``staged.distributed``'s process group (a world of one without it); the
+# state lives on the device here, between calls, instead of in the module's globals.
+class DeployedSegments(Deployed):
+    """``Deployed`` for a manifest with a ``program``."""
+
+    _segments: Any = None  # a Segments, made on the first load
+
+    def _load(self, archive=None, arrays=None) -> None:
+        """(Re)set the state from the parameter archive file ``archive`` or from ``arrays``
+        (name -> array at the module's edge)."""
+        import iree.runtime as rt
+
+        m = self.manifest
+        if self._segments is None:
+            module = self.device.load((self.directory / m["module"]).read_bytes())
+            self._segments = Segments(m["program"], module, narrowing(m["backend"]))
+        if archive is not None:
+            index = rt.ParameterIndex()
+            index.load(archive)
+            views = dict(index.items())
+            arrays = {
+                s["name"]: np.frombuffer(views[s["name"]].file_view, s["device_dtype"]).reshape(
+                    s["shape"]
+                )
+                for s in m["state"]
+            }
+        self._state = {
+            s["name"]: self._segments.to_device(arrays[s["name"]].astype(s["dtype"]), s["dtype"])
+            for s in m["state"]
+        }
+
+    def _invoke(self, arrays) -> list:
+        args, program = iter(arrays), self.manifest["program"]
+        res = self._segments.run(
+            [
+                next(args) if kind == "arg" else self._state[name]
+                for _, kind, name in program["inputs"]
+            ]
+        )
+        out = []
+        for r, (_, _, kind, name) in zip(res, program["outputs"]):
+            if kind == "state":
+                self._state[name] = r
+            elif kind in ("out", "check"):
+                out.append(r)
+        return out
+
+    def state_dict(self) -> dict:
+        return {k: np.asarray(v) for k, v in self._state.items()}

@@ -10,7 +10,6 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -72,10 +71,11 @@ def test_ddp_training_equals_one_process_on_the_whole_batch(n):
 
 @needs_mpi
 def test_a_rank_that_raises_aborts_the_job_naming_it():
-    start = time.monotonic()
     r = mpi(3, "faults.py", "raise")
     assert r.returncode != 0 and "rank 1 raised ValueError: boom" in r.stderr, r.stderr
-    assert time.monotonic() - start < 30  # the others wait with a 60 s timeout
+    # the abort ended the others, not their 60 s timeout (no test times anything: a loaded
+    # machine made a 30 s bound fail)
+    assert "did not complete within" not in r.stderr, r.stderr
 
 
 @needs_mpi

@@ -77,6 +77,17 @@ CASES = {
     ),
     "index_add of another slice": lambda t: t.ones(3, 2).index_add(0, t.tensor([0]), t.ones(1, 3)),
     "index_add out of range": lambda t: t.ones(3, 2).index_add(0, t.tensor([3]), t.ones(1, 2)),
+    "quantile of an integer tensor": lambda t: t.quantile(t.arange(4), 0.5),
+    "quantile out of [0, 1]": lambda t: t.quantile(t.ones(4), 1.5),
+    "quantile q tensor out of [0, 1]": lambda t: t.quantile(t.ones(4), t.tensor([0.5, -0.1])),
+    "quantile of another q dtype": lambda t: t.quantile(
+        t.ones(4), t.tensor([0.5], dtype=t.float64)
+    ),
+    "quantile of an unknown interpolation": lambda t: t.quantile(
+        t.ones(4), 0.5, interpolation="cubic"
+    ),
+    "quantile of an empty tensor": lambda t: t.quantile(t.ones(0), 0.5),
+    "median along an empty dim": lambda t: t.median(t.ones(2, 0), 1),
     "scatter_reduce of an unknown reduction": lambda t: t.ones(3).scatter_reduce(
         0, t.tensor([0]), t.ones(1), "add"
     ),

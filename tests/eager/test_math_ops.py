@@ -253,3 +253,28 @@ def test_operators_on_integers_are_bitwise():
             assert all(r.dtype == w for r, w in zip(got, [staged.int64] * 9 + [staged.bool]))
     with pytest.raises(TypeError, match="only implemented on integer and Boolean"):
         ~staged.ones(2)
+
+
+def test_order_statistics_with_nan_and_ties_match_torch():
+    """NaN rows (median propagates, nanmedian skips), ties (median's index, cummax's later
+    entry) and median()'s gradient shared evenly among ties, against torch."""
+    nan = math.nan
+    rows = [[3.0, nan, 1.0, nan], [4.0, 2.0, 2.0, 9.0], [5.0, 1.0, 7.0, 0.5]]
+    got = {}
+    for lib in (torch, staged):
+        x = lib.tensor(rows, dtype=lib.float64, requires_grad=True)
+        m, nm = lib.median(x, 1), lib.nanmedian(x, 1)
+        tied = lib.tensor([2.0, 1.0, 2.0, 2.0, 5.0], dtype=lib.float64, requires_grad=True)
+        (g,) = lib.autograd.grad(lib.median(tied), (tied,))
+        got[lib.__name__] = [
+            m.values.tolist(),
+            m.indices.tolist(),
+            nm.values.tolist(),
+            nm.indices.tolist()[:2],  # torch's index for an all-NaN row is its kernel's
+            lib.quantile(x, 0.4, dim=1).tolist(),
+            lib.nanquantile(x, 0.4, dim=1).tolist(),
+            lib.cummax(x[0].detach(), 0).indices.tolist(),
+            lib.cummin(x[1].detach(), 0).indices.tolist(),
+            g.tolist(),
+        ]
+    assert str(got["staged"]) == str(got["torch"])  # (NaN != NaN, but prints alike)

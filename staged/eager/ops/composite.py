@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import wrap_dim
 from ..tensor import Tensor
@@ -25,7 +26,7 @@ from .elementwise import (
     trunc,
     where,
 )
-from .reduction import all, in_float32, logsumexp, sum
+from .reduction import _scan, all, in_float32, logsumexp, sum
 
 
 def _floating(name, x, dim):
@@ -100,6 +101,15 @@ def logaddexp(x, y):
     m = maximum(x, y)
     r = m + log1p(exp(-abs(x - y)))
     return where(logical_and(isinf(m), x == y), m, r)
+
+
+def logcumsumexp(x, dim):
+    """log(cumsum(exp(x))) along ``dim`` without overflow: a scan of ``logaddexp``."""
+    x = float_operand(x)
+    if not x.ndim:
+        return ad.copy(x)
+    (y,) = _scan((x,), wrap_dim(dim, x.ndim), lambda a, b: (logaddexp(a[0], b[0]),), (-math.inf,))
+    return ad.copy(x) if y is x else y
 
 
 def logaddexp2(x, y):

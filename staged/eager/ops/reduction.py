@@ -27,6 +27,8 @@ MaxResult = namedtuple("max", ["values", "indices"])  # type: ignore[name-match]
 MinResult = namedtuple("min", ["values", "indices"])  # type: ignore[name-match]
 SortResult = namedtuple("sort", ["values", "indices"])  # type: ignore[name-match]
 TopkResult = namedtuple("topk", ["values", "indices"])  # type: ignore[name-match]
+CummaxResult = namedtuple("cummax", ["values", "indices"])  # type: ignore[name-match]
+CumminResult = namedtuple("cummin", ["values", "indices"])  # type: ignore[name-match]
 
 
 def _accumulation_dtype(x, dtype):
@@ -75,20 +77,72 @@ def cumsum(x, dim, *, dtype=None):
     return ad.cumsum(x, dim=wrap_dim(dim, x.ndim), reverse=False) if x.ndim else ad.copy(x)
 
 
+def _scan(xs: tuple, dim: int, combine, fills: tuple) -> tuple:
+    """The inclusive prefix scan of the tensors ``xs`` along ``dim`` by an associative
+    ``combine(earlier, later)`` of tuples: log2(n) steps of ``combine(y shifted by 2^k,
+    y)``, ``fills`` (combine's identity) shifted in; ``fills`` None for an idempotent
+    ``combine`` (max, min), which shifts in ``y``'s own head (no extreme constant, which
+    Vulkan's 32-bit int64 would wrap)."""
+    shape = tuple(xs[0]._payload.shape)
+    n, s = shape[dim], 1
+    while s < n:
+        pad = shape[:dim] + (s,) + shape[dim + 1 :]
+        shifted = tuple(
+            ad.concat(
+                narrow(y, dim, 0, s)
+                if fills is None
+                else expand_to(scalar_tensor(f, y.dtype), pad),
+                narrow(y, dim, 0, n - s),
+                dim=dim,
+                sizes=(s, n - s),
+            )
+            for y, f in zip(xs, fills or xs)
+        )
+        xs = combine(shifted, xs)
+        s *= 2
+    return xs
+
+
 def cumprod(x, dim, *, dtype=None):
-    """Running products along ``dim``, in log2(n) steps of ``y * y shifted by 2^k`` (ones
-    shifted in): only products, so zeros get exact gradients."""
+    """Running products along ``dim``, a scan of products (ones shifted in): only
+    products, so zeros get exact gradients."""
     x = _accumulation_dtype(x, dtype)
     if not x.ndim:
         return ad.copy(x)
-    dim = wrap_dim(dim, x.ndim)
-    shape = tuple(x._payload.shape)
-    n, y, s = shape[dim], x, 1
-    while s < n:
-        ones = expand_to(scalar_tensor(1, x.dtype), shape[:dim] + (s,) + shape[dim + 1 :])
-        y = ad.mul(y, ad.concat(ones, narrow(y, dim, 0, n - s), dim=dim, sizes=(s, n - s)))
-        s *= 2
+    (y,) = _scan((x,), wrap_dim(dim, x.ndim), lambda a, b: (ad.mul(b[0], a[0]),), (1,))
     return ad.copy(x) if y is x else y
+
+
+def _cumulative_extremum(x, dim, result, later_wins):
+    """``(values, indices)`` of the running max (min) along ``dim``: the later of tied
+    entries, and NaN once one is met (with the last NaN's index), as torch; the gradient
+    goes to the entry each value came from."""
+    if not x.ndim:
+        return result(ad.copy(x), scalar_tensor(0, dt.int64))
+    d = wrap_dim(dim, x.ndim)
+    shape = [1] * x.ndim
+    shape[d] = x._payload.shape[d]
+    iota = expand_to(
+        Tensor._wrap(np.arange(shape[d], dtype=np.int64).reshape(shape), False),
+        tuple(x._payload.shape),
+    )
+
+    def combine(a, b):
+        take_b = isnan(b[0]) | (~isnan(a[0]) & later_wins(b[0], a[0]))
+        return where(take_b, b[0], a[0]), where(take_b, b[1], a[1])
+
+    _, idx = _scan((x.detach(), iota), d, combine, None)
+    return result(ad.gather(x, idx, dim=d), idx)
+
+
+def cummax(x, dim) -> Any:
+    """``(values, indices)``: the largest entry so far along ``dim``."""
+    return _cumulative_extremum(x, dim, CummaxResult, lambda b, a: b >= a)
+
+
+def cummin(x, dim) -> Any:
+    """``(values, indices)``: the smallest entry so far along ``dim``."""
+    return _cumulative_extremum(x, dim, CumminResult, lambda b, a: b <= a)
 
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):

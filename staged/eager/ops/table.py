@@ -11,7 +11,17 @@ from __future__ import annotations
 from ... import autodiff as ad
 from ..._where import sited
 from ...autodiff import Public
-from . import attention, composite, data_dependent, indexing, inplace, linalg, reduction, shape
+from . import (
+    attention,
+    composite,
+    data_dependent,
+    indexing,
+    inplace,
+    linalg,
+    quantiles,
+    reduction,
+    shape,
+)
 from . import elementwise as ew
 
 ROWS = {
@@ -153,6 +163,7 @@ ROWS = {
         for n in (
             "logaddexp",
             "logaddexp2",
+            "logcumsumexp",
             "fmax",
             "fmin",
             "positive",
@@ -163,7 +174,16 @@ ROWS = {
     },
     **{
         n: Public(getattr(reduction, n))
-        for n in ("count_nonzero", "any", "all", "nansum", "nanmean", "trace")
+        for n in (
+            "count_nonzero",
+            "any",
+            "all",
+            "nansum",
+            "nanmean",
+            "trace",
+            "cummax",
+            "cummin",
+        )
     },
     **{n: Public(getattr(reduction, n), method=False) for n in ("var_mean", "std_mean")},
     "movedim": Public(shape.movedim, aliases=("moveaxis",)),
@@ -189,6 +209,9 @@ ROWS = {
     **{n: Public(getattr(linalg, n), method=False) for n in ("tensordot", "cdist")},
     **{n: Public(getattr(shape, n), method=False) for n in ("cartesian_prod", "block_diag")},
     "heaviside": Public(composite.heaviside),
+    **{
+        n: Public(getattr(quantiles, n)) for n in ("median", "nanmedian", "quantile", "nanquantile")
+    },
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},

@@ -8,12 +8,11 @@ from ...autodiff.collective import COLLECTIVES
 from ...autodiff.primitive import CLASSES
 from .emitter import unsupported
 
-# as docs/coverage.md (generated) quotes it; its "or saving it" predates save() keeping the
-# segments: change it together with `make generated`
 WHY = (
     "collectives run on the host between compiled segments (staged.compile on llvm-cpu "
-    "and vulkan-spirv); they cannot be lowered into one module, so compiling such a step "
-    "for cuda, or saving it, is not supported yet: run it eagerly or on llvm-cpu"
+    "and vulkan-spirv, and the steps save() writes from them); they cannot be lowered "
+    "into one module, so compiling such a step for cuda is not supported yet: run it "
+    "eagerly or on llvm-cpu"
 )
 for _prim in COLLECTIVES:
     unsupported(_prim.name, dict.fromkeys(CLASSES, WHY))

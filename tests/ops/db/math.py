@@ -124,6 +124,48 @@ def _specials(dtype):
     return np.array([np.nan, np.inf, -np.inf, 1.5, -0.5], dtype)
 
 
+def _values(fn):
+    """``fn``'s values where it returns ``(values, indices)``."""
+    return lambda *a, **k: r[0] if isinstance(r := fn(*a, **k), tuple) else r
+
+
+def _indices(fn):
+    return lambda *a, **k: fn(*a, **k).indices
+
+
+def _median_samples(dtype, rng):
+    x = distinct(rng, dtype, (3, 5))
+    return [
+        Sample((x,), name="all"),
+        Sample((x, 1), name="dim1"),
+        Sample((distinct(rng, dtype, (4, 3)), 0, True), name="even, keepdim"),
+        Sample((x, -1), name="dim-1"),
+    ]
+
+
+def _quantile_samples(dtype, rng):
+    x = distinct(rng, dtype, (3, 5))
+    q = np.asarray([0.1, 0.55, 0.95], dtype)  # no integer rank: no kink under finite differences
+    return (
+        [Sample((x, 0.3), name="all")]
+        + [
+            Sample((x, q, 1, keepdim), {"interpolation": how}, name=f"{how} keepdim={keepdim}")
+            for how in ("linear", "lower", "higher", "midpoint", "nearest")
+            for keepdim in (False, True)
+        ]
+        + [Sample((x, np.asarray(0.25, dtype), 0), name="0-d q")]
+    )
+
+
+def _scan_samples(dtype, rng):
+    x = distinct(rng, dtype, (3, 5))
+    return [
+        Sample((x, 1), name="dim1"),
+        Sample((x, 0), name="dim0"),
+        Sample((arr(rng, dtype, ()), 0), name="scalar"),
+    ]
+
+
 def _sort_samples(dtype, rng):
     x = distinct(rng, dtype, (3, 5))
     return [
@@ -370,6 +412,53 @@ ENTRIES = [
     OpInfo(
         "argsort", staged.argsort, torch.argsort, _sort_samples, dtypes=FLOATS, differentiable=False
     ),
+    *(
+        OpInfo(
+            n,
+            _values(getattr(staged, n)),
+            _values(getattr(torch, n)),
+            _median_samples,
+            dtypes=FLOATS + ("int64",),
+        )
+        for n in ("median", "nanmedian")
+    ),
+    *(
+        OpInfo(
+            f"{n}_indices",
+            _indices(getattr(staged, n)),
+            _indices(getattr(torch, n)),
+            lambda d, rng: _median_samples(d, rng)[1:],
+            dtypes=FLOATS,
+            differentiable=False,
+        )
+        for n in ("median", "nanmedian")
+    ),
+    *(
+        OpInfo(
+            f"{n}_indices",
+            _indices(getattr(staged, n)),
+            _indices(getattr(torch, n)),
+            _scan_samples,
+            dtypes=FLOATS,
+            differentiable=False,
+        )
+        for n in ("cummax", "cummin")
+    ),
+    *(
+        OpInfo(n, getattr(staged, n), getattr(torch, n), _quantile_samples, dtypes=FLOATS)
+        for n in ("quantile", "nanquantile")
+    ),
+    *(
+        OpInfo(
+            n,
+            _values(getattr(staged, n)),
+            _values(getattr(torch, n)),
+            _scan_samples,
+            dtypes=FLOATS + ("int64",),
+        )
+        for n in ("cummax", "cummin")
+    ),
+    OpInfo("logcumsumexp", staged.logcumsumexp, torch.logcumsumexp, _scan_samples, dtypes=FLOATS),
     OpInfo(
         "topk",
         lambda *a: staged.topk(*a).values,
