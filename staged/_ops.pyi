@@ -154,10 +154,12 @@ from staged.eager.ops.linalg import (
     tensordot as tensordot,
 )
 from staged.eager.ops.quantiles import (
+    bucketize as bucketize,
     median as median,
     nanmedian as nanmedian,
     nanquantile as nanquantile,
     quantile as quantile,
+    searchsorted as searchsorted,
 )
 from staged.eager.ops.reduction import (
     all as all,
@@ -275,6 +277,7 @@ __all__ = [
     "block_diag",
     "bmm",
     "broadcast_tensors",
+    "bucketize",
     "cartesian_prod",
     "cat",
     "cdist",
@@ -408,6 +411,7 @@ __all__ = [
     "scatter",
     "scatter_add",
     "scatter_reduce",
+    "searchsorted",
     "select",
     "sgn",
     "sigmoid",

@@ -88,6 +88,10 @@ CASES = {
     ),
     "quantile of an empty tensor": lambda t: t.quantile(t.ones(0), 0.5),
     "median along an empty dim": lambda t: t.median(t.ones(2, 0), 1),
+    "searchsorted of rows that do not match": lambda t: t.searchsorted(t.ones(2, 3), t.ones(2)),
+    "searchsorted side against right": lambda t: t.searchsorted(
+        t.ones(3), t.ones(2), side="left", right=True
+    ),
     "scatter_reduce of an unknown reduction": lambda t: t.ones(3).scatter_reduce(
         0, t.tensor([0]), t.ones(1), "add"
     ),

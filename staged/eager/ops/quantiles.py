@@ -139,3 +139,49 @@ def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
 def nanquantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
     """``quantile`` of the entries that are not NaN (NaN where all are)."""
     return _quantile("nanquantile", x, q, dim, keepdim, interpolation, True)
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """Where ``values`` would go in ``sorted_sequence`` (sorted along its last dim; its
+    leading dims are ``values``'): the number of entries before each value (``right``:
+    also those equal to it), counted as torch's binary search compares (NaN values go
+    last). O(values x sequence) compares, no search: it captures and compiles."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(
+                f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}"
+            )
+        if right and side == "left":
+            raise RuntimeError(
+                "torch.searchsorted(): side and right can't be set to opposites, got side "
+                "of left while right was True"
+            )
+        right = side == "right"
+    seq = sorted_sequence
+    if sorter is not None:
+        seq = seq.gather(-1, sorter)
+    scalar = not isinstance(values, Tensor)
+    v = scalar_tensor(values, seq.dtype) if scalar else values
+    lead, vlead = tuple(seq.shape[:-1]), tuple(v.shape[:-1])
+    if seq.ndim > 1 and (v.ndim == 0 or lead != vlead):
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+            "dimensions of boundaries tensor and input value tensor must match, but we got "
+            f"boundaries tensor {list(seq.shape)} and input value tensor {list(v.shape)}"
+        )
+    if seq.ndim > 1:  # (..., N, 1) against (..., 1, M)
+        a, b = unsqueeze(seq, -2), unsqueeze(v, -1)
+    else:
+        a, b = seq, unsqueeze(v, -1)
+    before = ~(a > b) if right else ~(a >= b)  # torch's tests: NaN values go last
+    out = sum(before, -1)
+    return out.to(dt.int32) if out_int32 else out
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """The bucket of each entry of ``input`` among the 1-D sorted ``boundaries``: index
+    ``i`` with ``boundaries[i-1] < x <= boundaries[i]`` (``right``: ``<=`` and ``<``)."""
+    if not isinstance(boundaries, Tensor) or boundaries.ndim != 1:
+        got = boundaries.ndim if isinstance(boundaries, Tensor) else type(boundaries).__name__
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({got})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)

@@ -212,6 +212,7 @@ ROWS = {
     **{
         n: Public(getattr(quantiles, n)) for n in ("median", "nanmedian", "quantile", "nanquantile")
     },
+    **{n: Public(getattr(quantiles, n), method=False) for n in ("searchsorted", "bucketize")},
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},

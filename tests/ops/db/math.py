@@ -166,6 +166,26 @@ def _scan_samples(dtype, rng):
     ]
 
 
+def _searchsorted_samples(dtype, rng):
+    seq = np.sort(distinct(rng, dtype, (6,)))
+    rows = np.sort(distinct(rng, dtype, (2, 5)), -1)
+    values = np.concatenate([seq[[0, 2]], distinct(rng, dtype, (4,)) + 0.125]).astype(dtype)
+    return [
+        Sample((seq, values), name="1-d"),
+        Sample((seq, values), {"right": True}, name="right"),
+        Sample(
+            (rows, np.stack([rows[0, [1, 3]], rows[1, [0, 4]]])), {"side": "right"}, name="rows"
+        ),
+        Sample((seq, values.reshape(2, 3)), {"out_int32": True}, name="int32"),
+    ]
+
+
+def _bucketize_samples(dtype, rng):
+    edges = np.sort(distinct(rng, dtype, (5,)))
+    x = np.concatenate([edges[[1, 4]], distinct(rng, dtype, (4,)) + 0.125]).astype(dtype)
+    return [Sample((x.reshape(2, 3), edges)), Sample((x, edges), {"right": True}, name="right")]
+
+
 def _sort_samples(dtype, rng):
     x = distinct(rng, dtype, (3, 5))
     return [
@@ -459,6 +479,22 @@ ENTRIES = [
         for n in ("cummax", "cummin")
     ),
     OpInfo("logcumsumexp", staged.logcumsumexp, torch.logcumsumexp, _scan_samples, dtypes=FLOATS),
+    OpInfo(
+        "searchsorted",
+        staged.searchsorted,
+        torch.searchsorted,
+        _searchsorted_samples,
+        dtypes=FLOATS + ("int64",),
+        differentiable=False,
+    ),
+    OpInfo(
+        "bucketize",
+        staged.bucketize,
+        torch.bucketize,
+        _bucketize_samples,
+        dtypes=FLOATS + ("int64",),
+        differentiable=False,
+    ),
     OpInfo(
         "topk",
         lambda *a: staged.topk(*a).values,
