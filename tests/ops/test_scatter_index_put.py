@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import staged
+from tests.backends import needs_vulkan
 from tests.checks import assert_close, raises_like_torch
 
 RNG = np.random.RandomState(3)
@@ -180,3 +181,20 @@ def test_scatter_reduce_amax_without_self_splits_among_the_sources_only():
     gx, gs = staged.autograd.grad(out.sum(), (x, src))
     assert out.tolist() == [5.0, 2.0]
     assert gx.tolist() == [0.0, 0.0] and gs.tolist() == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv", marks=needs_vulkan)])
+def test_compiled_scatter_reduce_extremes_of_negative_int64(backend):
+    """max and min start from a source that hits, not from INT64_MIN/MAX, which Vulkan's
+    32-bit int64 wrapped (to 0 and -1: max of [-5, -3, -9] gave 0)."""
+    x, i, s = staged.tensor([-5, -7, 3]), staged.tensor([0, 0, 1]), staged.tensor([-3, -9, -1])
+
+    def f(x, i, s):
+        return tuple(
+            x.scatter_reduce(0, i, s, r, include_self=inc)
+            for r in ("amax", "amin")
+            for inc in (True, False)
+        )
+
+    for got, want in zip(staged.compile(f, backend=backend)(x, i, s), f(x, i, s)):
+        assert got.tolist() == want.tolist()

@@ -463,21 +463,6 @@ def scatter(
 _SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
-def _reduction_identity(reduce: str, dtype: dt.DType):
-    """What ``reduce`` leaves unchanged: the fill of ``include_self=False``."""
-    if reduce in ("sum", "mean"):
-        return 0
-    if reduce == "prod":
-        return 1
-    hi = reduce == "amin"
-    if dtype is dt.bool_:
-        return hi
-    if dtype.is_floating_point:
-        return math.inf if hi else -math.inf
-    info = np.iinfo(dtype.np)
-    return int(info.max if hi else info.min)
-
-
 def scatter_reduce(
     x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
 ) -> Tensor:
@@ -501,9 +486,14 @@ def scatter_reduce(
     _check_gather_shapes(x, index, dim, "scatter_reduce", src)
     _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
     ish = tuple(index._payload.shape)
-    if not include_self:
-        fill = scalar_tensor(_reduction_identity(reduce, x.dtype), x.dtype)
-        x = _scatter_part(ad.scatter, x, dim, index, expand_to(fill, ish))
+    if not include_self:  # the places hit start from what leaves the reduction unchanged:
+        # 0 or 1, and for max and min a source that hits there (no extreme constant, which
+        # Vulkan's 32-bit int64 would wrap)
+        if reduce in ("amax", "amin"):
+            fill = _head(src, ish, -1)
+        else:
+            fill = expand_to(scalar_tensor(int(reduce == "prod"), x.dtype), ish)
+        x = _scatter_part(ad.scatter, x, dim, index, fill)
     if reduce not in ("sum", "mean"):
         return _scatter_part(
             lambda *a, dim: ad.scatter_reduce(*a, dim=dim, reduce=reduce), x, dim, index, src

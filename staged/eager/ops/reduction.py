@@ -80,23 +80,21 @@ def cumsum(x, dim, *, dtype=None):
 def _scan(xs: tuple, dim: int, combine, fills: tuple) -> tuple:
     """The inclusive prefix scan of the tensors ``xs`` along ``dim`` by an associative
     ``combine(earlier, later)`` of tuples: log2(n) steps of ``combine(y shifted by 2^k,
-    y)``, ``fills`` (combine's identity) shifted in; ``fills`` None for an idempotent
-    ``combine`` (max, min), which shifts in ``y``'s own head (no extreme constant, which
-    Vulkan's 32-bit int64 would wrap)."""
+    y)``, each ``fills`` entry (combine's identity) shifted in, or, where it is None (an
+    idempotent combine: max, min), ``y``'s own head: no extreme constant, which Vulkan's
+    32-bit int64 would wrap."""
     shape = tuple(xs[0]._payload.shape)
     n, s = shape[dim], 1
     while s < n:
         pad = shape[:dim] + (s,) + shape[dim + 1 :]
         shifted = tuple(
             ad.concat(
-                narrow(y, dim, 0, s)
-                if fills is None
-                else expand_to(scalar_tensor(f, y.dtype), pad),
+                narrow(y, dim, 0, s) if f is None else expand_to(scalar_tensor(f, y.dtype), pad),
                 narrow(y, dim, 0, n - s),
                 dim=dim,
                 sizes=(s, n - s),
             )
-            for y, f in zip(xs, fills or xs)
+            for y, f in zip(xs, fills)
         )
         xs = combine(shifted, xs)
         s *= 2
@@ -120,18 +118,13 @@ def _cumulative_extremum(x, dim, result, later_wins):
     if not x.ndim:
         return result(ad.copy(x), scalar_tensor(0, dt.int64))
     d = wrap_dim(dim, x.ndim)
-    shape = [1] * x.ndim
-    shape[d] = x._payload.shape[d]
-    iota = expand_to(
-        Tensor._wrap(np.arange(shape[d], dtype=np.int64).reshape(shape), False),
-        tuple(x._payload.shape),
-    )
 
     def combine(a, b):
         take_b = isnan(b[0]) | (~isnan(a[0]) & later_wins(b[0], a[0]))
         return where(take_b, b[0], a[0]), where(take_b, b[1], a[1])
 
-    _, idx = _scan((x.detach(), iota), d, combine, None)
+    positions = expand_to(_positions(x, d), tuple(x._payload.shape))
+    _, idx = _scan((x.detach(), positions), d, combine, (None, None))
     return result(ad.gather(x, idx, dim=d), idx)
 
 
@@ -292,12 +285,16 @@ def argmin(x, dim=None, keepdim=False):
     return ad.argmin(x, dim=wrap_dim(dim, x.ndim), keepdim=keepdim)
 
 
-def _select_along(x, idx, dim, keepdim):
-    """x at ``idx`` along ``dim``: the gradient goes to the chosen element only."""
+def _positions(x, dim):
+    """The int64 position along ``dim`` of each entry, shaped to broadcast against ``x``."""
     shape = [1] * x.ndim
     shape[dim] = x._payload.shape[dim]
-    iota = Tensor._wrap(np.arange(shape[dim], dtype=np.int64).reshape(shape), False)
-    onehot = eq(iota, unsqueeze(idx, dim) if not keepdim else idx)
+    return Tensor._wrap(np.arange(shape[dim], dtype=np.int64).reshape(shape), False)
+
+
+def _select_along(x, idx, dim, keepdim):
+    """x at ``idx`` along ``dim``: the gradient goes to the chosen element only."""
+    onehot = eq(_positions(x, dim), unsqueeze(idx, dim) if not keepdim else idx)
     return sum(where(onehot, x, scalar_tensor(0, x.dtype)), dim, keepdim)
 
 

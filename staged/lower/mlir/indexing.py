@@ -8,8 +8,6 @@ runs in order); check is the identity, barrier util.optimization_barrier."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ... import dtypes as dt
 from ...autodiff import REGISTRY, Aval
 from .elementwise import BINARY
@@ -87,30 +85,55 @@ def _gather(e, op, x, index):
     )
 
 
-def _scatter_combine(e, op, x, index, src, combine: str, identity):
+def _scatter_combine(e, op, x, index, src, combine: str, identity=None):
     """``x`` combined (``BINARY[combine]``) with every source whose index hits it: a
-    reduction over the index's scattered dim into ``identity``, then combined with ``x``."""
+    reduction over the index's scattered dim, then combined with ``x``. The reduction starts
+    from ``identity``, or (None: max, min) from the first source that hits, with a flag of
+    whether one did: no extreme constant, which Vulkan's 32-bit int64 would wrap."""
     # mypy cannot count a starred generator
     a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])  # type: ignore[misc]
     d, rank = a.dtype, len(a.shape)
     fn = e.need(BINARY[combine], d)
     scattered = tuple(rank if k == dim else k for k in range(rank))  # dim -> the reduction
+    ident = tuple(range(rank))
 
-    def body(i, s, acc):
+    def hits(i):
         here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
-        hit = e.emit(f"arith.cmpi eq, {i}, {here} : i64")
-        return e.select(hit, fn(e, d, acc, s), acc, d)
+        return e.emit(f"arith.cmpi eq, {i}, {here} : i64")
 
-    # reduced into the identity, then combined with x: reducing into x itself as the init
-    # failed to compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
-    reduced = e.generic(
+    # reduced apart, then combined with x: reducing into x itself as the init failed to
+    # compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
+    if identity is not None:
+        reduced = e.generic(
+            [(index, ia), (src, sa)],
+            [(e.full(a.shape, d, identity), a)],
+            [scattered, scattered, ident],
+            ["parallel"] * rank + ["reduction"],
+            lambda i, s, acc: e.select(hits(i), fn(e, d, acc, s), acc, d),
+        )
+        return e.map((x, reduced), [a, a], a, lambda u, v: fn(e, d, u, v))
+    if 0 in ia.shape:
+        return x
+
+    def body(i, s, acc, was_hit):
+        hit = hits(i)
+        new = e.select(was_hit, fn(e, d, acc, s), s, d)
+        return e.select(hit, new, acc, d), e.emit(f"arith.ori {hit}, {was_hit} : i1")
+
+    flags = Aval(a.shape, dt.bool_)
+    r = e.generic(
         [(index, ia), (src, sa)],
-        [(e.full(a.shape, d, identity), a)],
-        [scattered, scattered, tuple(range(rank))],
+        [(e.full(a.shape, d, 0), a), (e.full(a.shape, dt.bool_, False), flags)],
+        [scattered, scattered, ident, ident],
         ["parallel"] * rank + ["reduction"],
         body,
     )
-    return e.map((x, reduced), [a, a], a, lambda u, v: fn(e, d, u, v))
+    return e.map(
+        (f"{r}#1", f"{r}#0", x),
+        [flags, a, a],
+        a,
+        lambda h, u, v: e.select(h, fn(e, d, v, u), v, d),
+    )
 
 
 @lowering(REGISTRY["scatter_add"])
@@ -120,18 +143,10 @@ def _scatter_add(e, op, x, index, src):
 
 @lowering(REGISTRY["scatter_reduce"])
 def _scatter_reduce(e, op, x, index, src):
-    d, reduce = op.out.aval.dtype, op.params["reduce"]
+    reduce = op.params["reduce"]
     if reduce == "prod":
         return _scatter_combine(e, op, x, index, src, "mul", 1)
-    hi = reduce == "amin"
-    if d.is_floating_point:
-        identity = float("inf") if hi else float("-inf")
-    elif d is dt.bool_:
-        identity = hi
-    else:
-        info = np.iinfo(d.np)
-        identity = int(info.max if hi else info.min)
-    return _scatter_combine(e, op, x, index, src, "minimum" if hi else "maximum", identity)
+    return _scatter_combine(e, op, x, index, src, "maximum" if reduce == "amax" else "minimum")
 
 
 @lowering(REGISTRY["scatter"])

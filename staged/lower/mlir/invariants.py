@@ -23,6 +23,7 @@ _SAME = {"sub": 0, "bitwise_xor": 0, "eq": True, "le": True, "ge": True}
 _SAME.update(ne=False, lt=False, gt=False)
 _ABSORBING = {"mul": 0, "bitwise_and": 0, "logical_and": False, "logical_or": True}
 _REDUCTIONS = {"reduce_sum", "reduce_prod"}
+_UNKNOWN = object()
 
 
 def splats(graph) -> dict:
@@ -55,9 +56,6 @@ def splats(graph) -> dict:
             ):
                 known[op.out.id] = _ABSORBING[name]
     return known
-
-
-_UNKNOWN = object()
 
 
 def invariant_reduction(e, op, known):
