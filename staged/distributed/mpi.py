@@ -19,6 +19,8 @@ import numpy as np
 
 from ..autodiff.collective import REDUCE_OPS
 
+ABORT_GRACE = 0.5  # seconds the launcher gets to forward an aborting rank's output
+
 KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
 WIDTH = 12  # int64 per rank in a check
 
@@ -129,16 +131,22 @@ class MPIGroup:
             delay = min(2 * delay + 1e-6, 1e-3)
 
     def abort_on_error(self):
-        """A ``sys.excepthook`` that prints the error as usual, then aborts every rank."""
+        """A ``sys.excepthook`` that names the rank and error, prints the traceback as usual,
+        then aborts every rank. MPICH's launcher stops forwarding output once a rank aborts,
+        so output still in the pipe is lost (CI saw half a traceback): the line that names
+        the rank goes first, in one write, and the launcher gets ``ABORT_GRACE`` seconds to
+        forward the rest."""
         previous = sys.excepthook
 
         def hook(kind, value, tb):
-            previous(kind, value, tb)
             sys.stderr.write(
                 f"staged.distributed: rank {self.rank} raised {kind.__name__}: "
                 f"{value}; aborting the job\n"
             )
             sys.stderr.flush()
+            previous(kind, value, tb)
+            sys.stderr.flush()
+            time.sleep(ABORT_GRACE)
             self.comm.Abort(1)
 
         return hook
