@@ -100,11 +100,14 @@ def numerical_jvp(f, xs, vs, eps=1e-6) -> np.ndarray:
 
 
 def vjp_along(f, xs):
-    """``(inputs, grads, u)``: grads of ``<u, f(inputs)>`` for a random cotangent ``u``."""
+    """``(inputs, grads, u)``: grads of ``<u, f(inputs)>`` for a random cotangent ``u``
+    (zeros where ``f`` is a constant: a piecewise constant op's gradient is one, as torch's)."""
     ins = _tensors(xs)
     out = f(*ins)
     u = np.random.standard_normal(out.shape)
     wrt = [t for t in ins if t.requires_grad]
+    if not out.requires_grad:
+        return wrt, [staged.zeros_like(t) for t in wrt], u
     grads = staged.autograd.grad(out, wrt, staged.tensor(u), materialize_grads=True)
     return wrt, grads, u
 

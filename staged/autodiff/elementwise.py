@@ -92,8 +92,9 @@ def _sqrt_1m_sq(x):
 
 
 def _zero_grad(g):
-    """``g * 0``: the gradient of a piecewise constant function (NaN where ``g`` is)."""
-    return lax.mul(g, 0)
+    """Zeros like ``g``: the gradient of a piecewise constant function, 0 even where ``g``
+    is inf or NaN (as PyTorch; ``g * 0`` would be NaN there)."""
+    return lax.full_like(g, 0)
 
 
 # --- unary ----------------------------------------------------------------------------------
@@ -412,7 +413,7 @@ def _sgn_impl(x):
 
 def _sgn_vjp(g, x, out):
     if not lax.is_complex(x):
-        return lax.mul(g, 0)
+        return _zero_grad(g)
     _, safe, zero = _safe_abs(x)
     along = lax.as_complex(lax.real(lax.mul(g, lax.conj(out))), out)
     return lax.where(zero, 0, lax.div(lax.sub(g, lax.mul(out, along)), lax.as_complex(safe, g)))
@@ -421,7 +422,7 @@ def _sgn_vjp(g, x, out):
 def _sgn_jvp(primals, tangents, out):
     (x,), (t,) = primals, tangents
     if not lax.is_complex(x):
-        return lax.mul(t, 0)
+        return _zero_grad(t)
     _, safe, zero = _safe_abs(x)
     across = lax.as_complex(lax.imag(lax.mul(lax.conj(out), t)), out)
     return lax.where(zero, 0, lax.div(lax.mul(lax.mul(out, across), 1j), lax.as_complex(safe, out)))
@@ -440,7 +441,7 @@ def _angle_impl(x):
 
 def _angle_vjp(g, x):
     if not lax.is_complex(x):
-        return lax.mul(g, 0)
+        return _zero_grad(g)
     _, safe, zero = _safe_abs(x)
     return lax.where(
         zero,
@@ -454,7 +455,7 @@ def _angle_vjp(g, x):
 def _angle_jvp(primals, tangents, out):
     (x,), (t,) = primals, tangents
     if not lax.is_complex(x):
-        return lax.mul(t, 0)
+        return _zero_grad(t)
     _, safe, zero = _safe_abs(x)
     return lax.where(zero, 0, lax.div(lax.imag(lax.mul(t, lax.conj(x))), lax.mul(safe, safe)))
 

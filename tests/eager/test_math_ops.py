@@ -278,3 +278,19 @@ def test_order_statistics_with_nan_and_ties_match_torch():
             g.tolist(),
         ]
     assert str(got["staged"]) == str(got["torch"])  # (NaN != NaN, but prints alike)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign", "sgn", "angle"])
+def test_piecewise_constant_gradients_are_zero_under_inf_and_nan(name):
+    """torch's gradient of a piecewise constant op is 0 whatever comes in (g * 0 is NaN)."""
+    g = [math.inf, -math.inf, math.nan]
+    got, want = [], []
+    for t, out in ((staged, got), (torch, want)):
+        x = t.tensor([1.5, -2.0, 0.25], requires_grad=True)
+        getattr(t, name)(x).backward(t.tensor(g))
+        out.append(x.grad)
+        with t.autograd.forward_ad.dual_level():
+            dual = t.autograd.forward_ad.make_dual(t.tensor([1.5, -2.0, 0.25]), t.tensor(g))
+            out.append(t.autograd.forward_ad.unpack_dual(getattr(t, name)(dual)).tangent)
+    for mine, theirs in zip(got, want, strict=True):  # torch's sgn gives ZeroTensors
+        np.testing.assert_array_equal(to_numpy(mine), theirs.numpy(force=True))
