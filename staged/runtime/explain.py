@@ -36,7 +36,7 @@ def explain_text(c, verbose: bool = False) -> str:
     g, cap = e.captured.graph, e.captured
     lines.append("")
     lines.append(_wrap(f"last graph: {len(g.ops)} ops; {_by_phase(g)}", 3))
-    lines += _segments(eager)
+    lines += _segments(eager, getattr(e.module, "plan", None))
     dyn = [i.name for i in g.inputs if not is_static(i.value.aval.shape)]
     if dyn:
         lines.append(f"dynamic batch: dim 0 of {', '.join(dyn)}")
@@ -144,7 +144,13 @@ def _history(c) -> list:
     return lines
 
 
-def _segments(eager) -> list:
+def _segments(eager, plan=None) -> list:
+    if plan is not None:  # Note [segments]
+        host = sum(len(h) for h in plan.host)
+        return [
+            f"segments: 1 graph, no breaks; run as {len(plan.segments)} compiled segments "
+            f"with {host} collective(s) on the host between them"
+        ]
     if not eager:
         return ["segments: 1 (staged captures the whole step as one graph: no breaks)"]
     return [

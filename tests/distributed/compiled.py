@@ -14,7 +14,7 @@ import staged.runtime
 from staged import nn, optim
 from staged.distributed.nn import functional as dfn
 from staged.nn.parallel import DistributedDataParallel as DDP
-from training import batch, mine, net  # beside this script
+from training import PER_RANK, batch, mine, net  # beside this script
 from staged.runtime.device import available_devices
 
 dist.init_process_group("gloo")
@@ -121,6 +121,43 @@ assert sum(op.prim.name == "all_reduce" for op in graph.ops) == len(ddp._buckets
 assert train_step.traces == 2, train_step.history  # the first made momentum buffers
 # each bucket's all-reduce starts after the segment making its gradients (Note [segments])
 assert sum(bool(h) for h in train_step._last.module.plan.host) == len(ddp._buckets)
+
+assert "run as 5 compiled segments with 3 collective(s) on the host" in train_step.explanation()
+
+# dynamic=True: one compile serves every batch size, segments and collectives alike (the
+# last batch of an epoch is shorter)
+ddp_dyn, ref_dyn = DDP(net(seed=20 + rank), bucket_cap_mb=2**-11), net(seed=20)
+opt_dyn = optim.SGD(ddp_dyn.parameters(), lr=0.1)
+ref_opt_dyn = optim.SGD(ref_dyn.parameters(), lr=0.1)
+
+
+@staged.compile(dynamic=True)
+def dynamic_step(x, y):
+    opt_dyn.zero_grad()
+    loss = loss_fn(ddp_dyn(x), y)
+    loss.backward()
+    opt_dyn.step()
+    return loss
+
+
+def rows(t, r, k):  # rank r's first k rows (DDP refuses batches that differ across ranks)
+    return t[r * PER_RANK : (r + 1) * PER_RANK][:k]
+
+
+for i, k in enumerate((4, 3, 2, 4, 1)):
+    x, y = batch(10 + i)
+    loss = dynamic_step(rows(x, rank, k), rows(y, rank, k))
+    # each rank's gradient is its own rows' mean; DDP averages them over the ranks
+    ref_opt_dyn.zero_grad()
+    halves = [(rows(x, r, k), rows(y, r, k)) for r in range(world)]
+    ref_loss = sum(loss_fn(ref_dyn(a), b) for a, b in halves) / world
+    ref_loss.backward()
+    ref_opt_dyn.step()
+    close(dfn.all_reduce(loss.detach(), op=Op.AVG), ref_loss)
+    for p, q in zip(ddp_dyn.module.parameters(), ref_dyn.parameters()):
+        close(p, q)
+assert dynamic_step.traces == 2, dynamic_step.history  # the first set the .grads
+assert len(dynamic_step._last.module.plan.segments) > 1
 
 # saved with its segments and collectives, loaded, it trains on as the live step
 names = {p: k for k, p in ddp.state_dict(keep_vars=True).items()}
