@@ -693,3 +693,18 @@ def test_logit_at_0_and_1_has_torchs_infinite_gradient():
             lib.logit(x).backward(lib.tensor(-1.0))
             grads.append(float(x.grad))
         assert grads[0] == grads[1] == -np.inf
+
+
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_of_a_float_and_an_integer_computes_in_float(name):
+    """The float-only check looked at each input, not their promoted dtype, so
+    ``logaddexp(float, long)`` raised "not implemented for 'Long'"; torch computes it."""
+    x = np.array([0.5, 3.0])
+    ours, theirs = (
+        _grads(lib, lambda t, x: getattr(t, name)(x, t.tensor([2, -1])), x)
+        for lib in (staged, torch)
+    )
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-14)  # float64 round-off
+    for lib in (staged, torch):
+        with pytest.raises(NotImplementedError, match=f"{name}_cpu.*'Long'"):
+            getattr(lib, name)(lib.tensor([1]), lib.tensor([2]))

@@ -80,10 +80,11 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 
 def _real_float(name, *xs):
-    """torch's kernels of these composites exist for floating dtypes only."""
-    for x in xs:
-        if isinstance(x, Tensor) and not x.dtype.is_floating_point:
-            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{x.dtype.title}'")
+    """torch's kernels of these composites exist for floating dtypes only: the inputs'
+    promoted dtype must be one (``logaddexp(long, float)`` computes in float)."""
+    d = promote_types(*xs)
+    if not d.is_floating_point:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d.title}'")
 
 
 def deg2rad(x):
