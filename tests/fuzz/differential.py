@@ -95,6 +95,8 @@ def check_eager(prog: Program, second_order=False):
         reject()
     for k, (s, t) in enumerate(zip(sp, tp)):
         assert s.requires_grad == t.requires_grad, f"value {k}: requires_grad"
+    if _no_oracle(prog, tp, "reverse"):
+        reject()
     outs = [k for k, t in enumerate(tp) if t.requires_grad]
     wrt = [k for k, t in enumerate(tl) if t.requires_grad]
     if not outs:
@@ -122,19 +124,55 @@ def check_eager(prog: Program, second_order=False):
         )
     for k, (s, t) in enumerate(zip(sg, tg)):
         assert_same(s, t, rtol, atol, f"gradient of input {wrt[k]}")
-    if second_order and not _atan2_at_the_origin(prog, tp):
+    if second_order and not _no_oracle(prog, tp, "second order"):
         _check_second_order(sg, tg, sl, tl, wrt, rtol, atol)
 
 
-def _atan2_at_the_origin(prog, tp):
-    """Whether an atan2 of the program sees y = x = 0, where atan2 is not differentiable:
-    torch's gradient there is 0, its second derivative NaN (0 * inf in its formula),
-    staged's 0 (test_atan2_gradient_at_the_origin_is_zero): no oracle for second order."""
-    for _k, step in enumerate(prog.steps):
-        if step.kind == "op" and step.what == "atan2":
-            y, x = (tp[r].detach() for r in step.refs)
-            if ((y == 0) & (x == 0)).any():
-                return True
+# Points where torch's derivative is NaN by an artefact of its formula and staged's is the
+# limit (no oracle there): {mode: {op: (why, whether the op's inputs are such a point)}}
+_NO_ORACLE = {
+    "reverse": {
+        # torch's gradient is g * exp(x - out), NaN wherever x is not finite; staged's
+        # passes g through where the scan has one element (the identity)
+        "logcumsumexp": lambda x: (~x.isfinite()).any(),
+    },
+    "second order": {
+        # torch: gradient 0, second derivative NaN (0 * inf); staged 0
+        # (test_atan2_gradient_at_the_origin_is_zero)
+        "atan2": lambda y, x: ((y == 0) & (x == 0)).any(),
+        # at the poles: torch NaN, staged the signed infinity 2 / x**3 tends to
+        "logit": lambda x: ((x == 0) | (x == 1)).any(),
+        # a zero divisor: the first derivative is NaN (floor(x / 0)); torch's second is 0
+        # (its floor division has no derivative), staged's NaN
+        "remainder": lambda x, y: (y == 0).any(),
+        "fmod": lambda x, y: (y == 0).any(),
+        # the kink at 0: staged's second derivative is the left one (alpha), torch's 0
+        "elu": lambda x: (x == 0).any(),
+        "celu": lambda x: (x == 0).any(),
+        "selu": lambda x: (x == 0).any(),
+    },
+    "forward": {
+        # two equal infinities: torch's tangent is NaN (exp(inf - inf)), staged's the
+        # limit, half of each input's, as its (torch's) gradient away from infinity
+        "logaddexp": lambda x, y: (x.isinf() & (x == y)).any(),
+        "logaddexp2": lambda x, y: (x.isinf() & (x == y)).any(),
+        # ties: torch's gradient goes to x, its tangent (a formula with > for >=) is y's;
+        # staged's are both x's
+        "fmax": lambda x, y: (x == y).any(),
+        "fmin": lambda x, y: (x == y).any(),
+        # x log y at x = y = 0: torch's tangent is NaN (0 * inf), staged's 0 (the where
+        # that makes the value 0 keeps the infinite log out of the tangent)
+        "xlogy": lambda x, y: ((x == 0) & (y == 0)).any(),
+    },
+}
+
+
+def _no_oracle(prog, tp, mode):
+    """Whether an op of the program sees a point of ``_NO_ORACLE[mode]``."""
+    for step in prog.steps:
+        at = _NO_ORACLE[mode].get(step.what) if step.kind == "op" else None
+        if at is not None and at(*(tp[r].detach() for r in step.refs[:2])):
+            return True
     return False
 
 
@@ -171,6 +209,8 @@ def check_forward_mode(prog: Program):
         return tuple(v for v in prog.run(torch, leaves) if v.dtype.is_floating_point)
 
     with quiet():
+        if _no_oracle(prog, prog.run(torch, list(const)), "forward"):
+            reject()
         try:
             touts, ttans = torch.func.jvp(
                 tf, tuple(const[k] for k in wrt), tuple(torch.tensor(t) for t in tans)

@@ -708,3 +708,19 @@ def test_logaddexp_of_a_float_and_an_integer_computes_in_float(name):
     for lib in (staged, torch):
         with pytest.raises(NotImplementedError, match=f"{name}_cpu.*'Long'"):
             getattr(lib, name)(lib.tensor([1]), lib.tensor([2]))
+
+
+def test_square_of_a_bool_is_int64():
+    """torch squares as ``pow(x, 2)``, which promotes bool to int64; ``x * x`` kept bool."""
+    for lib in (staged, torch):
+        assert lib.square(lib.tensor([True, False])).tolist() == [1, 0]
+        assert lib.square(lib.tensor([True])).dtype == lib.int64
+
+
+def test_logit_gradient_is_nan_outside_zero_one():
+    """logit's value is NaN outside [0, 1] and torch's gradient too; staged's log - log1p
+    form gave a finite one (log1p's gradient knows no domain)."""
+    x = np.array([2.0, -1.0, 0.5, 0.0, 1.0])
+    for eps in (None, 0.1):
+        ours, theirs = (_grads(lib, lambda t, v: t.logit(v, eps=eps), x) for lib in (staged, torch))
+        np.testing.assert_array_equal(ours[0], theirs[0])

@@ -214,6 +214,9 @@ def isfinite(x):
 
 
 def square(x):
+    """``x * x``; bool squares as torch's ``pow(x, 2)``, in int64."""
+    if x.dtype is dt.bool_:
+        x = ad.cast(x, dtype=dt.int64)
     return mul(x, x)
 
 

@@ -283,14 +283,19 @@ ENTRIES = [
     _unary("log2", low=0.1, high=3),
     _unary("log10", low=0.1, high=3),
     _unary("exp2"),
-    _unary("square"),
+    _unary("square", dtypes=HALF + ("int64", "bool")),  # bool squares in int64, as torch
     _unary("reciprocal", gen=away_from_zero),
     _unary("floor", gen=_zero_grad_kinks),
     _unary("ceil", gen=_zero_grad_kinks),
     _unary("trunc", gen=_zero_grad_kinks),
     _unary("round", gen=_zero_grad_kinks),
     # + 0 * x: torch answers sgn's zero gradient with a ZeroTensor, which has no numpy()
-    _unary("sgn", torch_op=lambda x: torch.sgn(x) + 0 * x, gen=away_from_zero),
+    # (not for bool, which + 0 * x would promote; the fuzzer draws bools too)
+    _unary(
+        "sgn",
+        torch_op=lambda x: torch.sgn(x) + 0 * x if x.is_floating_point() else torch.sgn(x),
+        gen=away_from_zero,
+    ),
     _unary("angle", gen=away_from_zero),
     _unary("isnan", differentiable=False),
     _unary("isinf", differentiable=False),
