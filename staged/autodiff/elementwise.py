@@ -355,6 +355,20 @@ atanh = elementwise(
     public=_FLOAT_._replace(aliases=("arctanh",)),
     domain=_FLOAT_MATH,
 )
+asinh = elementwise(
+    "asinh",
+    lambda x: np.arcsinh(x),
+    vjp=lambda g, x: lax.div(g, lax.sqrt(lax.add(lax.mul(x, x), 1))),
+    public=_FLOAT_._replace(aliases=("arcsinh",)),
+    domain=_FLOAT_MATH,
+)
+acosh = elementwise(
+    "acosh",
+    lambda x: np.arccosh(x),
+    vjp=lambda g, x: lax.div(g, lax.sqrt(lax.sub(lax.mul(x, x), 1))),
+    public=_FLOAT_._replace(aliases=("arccosh",)),
+    domain=_FLOAT_MATH,
+)
 log2 = elementwise(
     "log2",
     lambda x: np.log2(x),

@@ -149,6 +149,36 @@ def _float_atanh(e, d, x):
     return e.emit(f"math.copysign {h}, {x} : {t}")
 
 
+_BIG_ARC = 2.0**28  # asinh(x) and acosh(x) round to log(2x) beyond
+
+
+def _log_2x(s, a):
+    """log(2 a): asinh(a) and acosh(a) to the last bit past ``_BIG_ARC``."""
+    return s.add(s.log(a), s.c(np.log(2.0)))
+
+
+def _float_asinh(e, d, x):
+    """copysign(log1p(a + a^2 / (1 + sqrt(1 + a^2))), x) for a = |x|: accurate near 0
+    (math.asinh's log(x + sqrt(x^2 + 1)) is not, and is a libm call in f64)."""
+    s = libm.Scalar(e, d)
+    a = s.abs(x)
+    sq = s.mul(a, a)
+    u = _float_log1p(e, d, s.add(a, s.div(sq, s.add(s.c(1.0), s.sqrt(s.add(s.c(1.0), sq))))))
+    return s.copysign(s.sel(s.cmp("ogt", a, s.c(_BIG_ARC)), _log_2x(s, a), u), x)
+
+
+def _float_acosh(e, d, x):
+    """log1p(t + sqrt(t (t + 2))) for t = x - 1: accurate near 1; NaN below 1 (where
+    the form gives -inf for large negative x)."""
+    s = libm.Scalar(e, d)
+    t = s.sub(x, s.c(1.0))
+    u = _float_log1p(e, d, s.add(t, s.sqrt(s.mul(t, s.add(t, s.c(2.0))))))
+    return s.pick(
+        [(s.cmp("olt", x, s.c(1.0)), s.c(np.nan)), (s.cmp("ogt", x, s.c(_BIG_ARC)), _log_2x(s, x))],
+        u,
+    )
+
+
 def _float_atan2(e, d, y, x):
     """math.atan2 of (|y|, x) with C99's values where IREE's CPU expansion (atan of y/x,
     then a quadrant fix-up) has none: NaN at two zeros and at two infinities, and +pi for
@@ -591,6 +621,8 @@ UNARY = {
     "acos": {"float": _math("acos")["float"]},
     "atan": {"float": _math("atan")["float"]},
     "atanh": {"float": _float_atanh},
+    "asinh": {"float": _float_asinh},
+    "acosh": {"float": _float_acosh},
     "erf": {"float": _erf},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),

@@ -121,6 +121,36 @@ def _atanh(b, op, x):
     return b.node("Where", [b.node("Equal", [x, _c(b, d, 0)]), x, h])
 
 
+def _arc(b, d, a, u):
+    # log1p(u) below 2**28 (the MLIR lowering's forms), log(2a) beyond
+    big = b.node("Greater", [a, _c(b, d, min(2.0**28, float(np.finfo(d.np).max)))])
+    far = b.node("Add", [b.kernel("Log", [a], d), _c(b, d, np.log(2.0))])
+    return b.node("Where", [big, far, _log1p_of(b, d, u)])
+
+
+@lowering(REGISTRY["asinh"])
+def _asinh(b, op, x):
+    # a + a^2 / (1 + sqrt(1 + a^2)) for a = |x|, with x's sign
+    d = op.out.aval.dtype
+    a = b.node("Abs", [x])
+    sq = b.node("Mul", [a, a])
+    root = b.kernel("Sqrt", [b.node("Add", [_c(b, d, 1), sq])], d)
+    u = b.node("Add", [a, b.node("Div", [sq, b.node("Add", [_c(b, d, 1), root])])])
+    r = _arc(b, d, a, u)
+    r = b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), b.node("Neg", [r]), r])
+    return b.node("Where", [b.node("Equal", [x, _c(b, d, 0)]), x, r])
+
+
+@lowering(REGISTRY["acosh"])
+def _acosh(b, op, x):
+    # t + sqrt(t (t + 2)) for t = x - 1; NaN below 1 (the form gives -inf far below)
+    d = op.out.aval.dtype
+    t = b.node("Sub", [x, _c(b, d, 1)])
+    root = b.kernel("Sqrt", [b.node("Mul", [t, b.node("Add", [t, _c(b, d, 2)])])], d)
+    r = _arc(b, d, x, b.node("Add", [t, root]))
+    return b.node("Where", [b.node("Less", [x, _c(b, d, 1)]), _c(b, d, np.nan), r])
+
+
 @lowering(REGISTRY["expm1"])
 def _expm1(b, op, x):
     # (u - 1) * x / log(u) with u = exp(x) (Kahan); x itself where u == 1, u - 1 where

@@ -280,6 +280,8 @@ ENTRIES = [
     _unary("asin", low=-0.9, high=0.9),
     _unary("acos", low=-0.9, high=0.9),
     _unary("atanh", low=-0.9, high=0.9),
+    _unary("asinh", low=-3, high=3),
+    _unary("acosh", low=1.1, high=4),
     _unary("log2", low=0.1, high=3),
     _unary("log10", low=0.1, high=3),
     _unary("exp2"),
