@@ -8,10 +8,11 @@ from .. import dtypes as dt
 from . import lax
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
-from .special import erf as _erf
+from . import special
 
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
+_SQRT_PI_OVER_TWO = float(np.sqrt(np.pi) / 2.0)
 
 
 def _same(name, out_dtype=None):
@@ -392,10 +393,24 @@ exp2 = elementwise(
 )
 erf = elementwise(
     "erf",
-    _erf,
+    special.numpy_impl(special.erf),
     public=_FLOAT_,
     domain=_REAL_MATH,
     vjp=lambda g, x: lax.mul(lax.mul(g, lax.exp(lax.mul(lax.neg(x), x))), _TWO_OVER_SQRT_PI),
+)
+erfc = elementwise(
+    "erfc",
+    special.numpy_impl(special.erfc),
+    public=_FLOAT_,
+    domain=_REAL_MATH,
+    vjp=lambda g, x: lax.mul(lax.mul(g, lax.exp(lax.mul(lax.neg(x), x))), -_TWO_OVER_SQRT_PI),
+)
+erfinv = elementwise(
+    "erfinv",
+    special.numpy_impl(special.erfinv),
+    public=_FLOAT_,
+    domain=_REAL_MATH,
+    vjp=lambda g, out: lax.mul(lax.mul(g, lax.exp(lax.mul(out, out))), _SQRT_PI_OVER_TWO),
 )
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
 floor = elementwise("floor", lambda x: np.floor(x), vjp=_zero_grad, domain=_INTEGRAL)

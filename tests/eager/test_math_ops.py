@@ -216,6 +216,32 @@ def test_erf_matches_math_erf_to_one_ulp():
     assert np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)) < 1e-15
 
 
+def _worst_relative(got, want, floor):
+    """The largest |got - want| / max(|want|, floor), where ``want`` is finite; and that
+    ``got`` has ``want``'s infinities and NaNs."""
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    err = np.abs(got[finite] - want[finite]) / np.maximum(np.abs(want[finite]), floor)
+    return err.max()
+
+
+def test_erfc_keeps_its_relative_accuracy_in_the_tail():
+    """erfc(x) down to float64's subnormals (x = 26.5), 2 - erfc(-x) for negative x."""
+    x = np.concatenate([np.linspace(-10, 26.5, 36501), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    want = torch.erfc(torch.tensor(x)).numpy()
+    assert _worst_relative(staged.erfc(staged.tensor(x)).numpy(), want, 1e-300) < 2e-15
+
+
+def test_erfinv_is_accurate_up_to_one():
+    """erfinv to the last bits on [-1, 1], 1 - 2**-53 included; +-inf at +-1, NaN beyond.
+    The tail is conditioned well (the residual is (1 - y) - erfc(x), both exact enough)."""
+    y = np.concatenate([np.linspace(-1, 1, 20001), 1 - np.geomspace(2**-53, 0.5, 2000)])
+    y = np.concatenate([y, -y, np.geomspace(1e-300, 1e-3, 200), [1.5, -np.inf, np.nan]])
+    want = torch.erfinv(torch.tensor(y)).numpy()
+    assert _worst_relative(staged.erfinv(staged.tensor(y)).numpy(), want, 1e-300) < 2e-15
+    assert staged.erfinv(staged.tensor(-0.0)).item() == 0.0
+
+
 def test_bad_input_errors():
     with pytest.raises(RuntimeError, match=r"selected index k out of range \(k=4, size 3\)"):
         staged.topk(staged.tensor([1.0, 2.0, 3.0]), 4)

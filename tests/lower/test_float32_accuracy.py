@@ -4,7 +4,7 @@ from 1e-7 to 10, both signs, against torch in float64, on llvm-cpu and vulkan-sp
 
 The bound is 1e-6 (8 float32 ulp; the worst measured is 4.7e-7, exp on lavapipe). What
 is left of IREE's absolute error near the other zeros of sin, cos and tan is outside the
-inputs swept for them, and atan's 2.3e-6 has its own bound."""
+inputs swept for them, and atan's 2.3e-6 and erfc's 2.1e-6 have their own bounds."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from tests.backends import needs_vulkan
 
 OPS = (
     "exp log log1p expm1 sqrt rsqrt tanh sigmoid sin cos tan sinh cosh asin acos atan "
-    "atanh asinh acosh log2 log10 exp2 erf reciprocal"
+    "atanh asinh acosh log2 log10 exp2 erf erfc erfinv reciprocal"
 ).split()
-BOUND = {"atan": 3e-6}
+# erfc: exp(-36) at x = 6 is 2e-6 off on lavapipe (the relative error of its exp grows
+# with the argument; llvm-cpu's erfc is within 4e-7)
+BOUND = {"atan": 3e-6, "erfc": 3e-6}
 # sin, cos and tan away from their zeros other than 0 (pi / 2, pi ...)
 LIMIT = {"sin": 3.0, "cos": 1.0, "tan": 1.0}
 X = np.concatenate([np.geomspace(1e-7, 10, 200), -np.geomspace(1e-7, 10, 200)]).astype(np.float32)
@@ -41,7 +43,8 @@ def compiled(request):
 def test_relative_error_near_zero_and_beyond(compiled, k):
     name = OPS[k]
     want = getattr(torch, name)(torch.tensor(X, dtype=torch.float64)).numpy()
-    keep = np.isfinite(want) & (want != 0) & (np.abs(X) <= LIMIT.get(name, np.inf))
+    normal = np.abs(want) >= np.finfo(np.float32).tiny  # erfc(10) is a float32 subnormal
+    keep = np.isfinite(want) & normal & (np.abs(X) <= LIMIT.get(name, np.inf))
     rel = np.abs(compiled[k][keep] - want[keep]) / np.abs(want[keep])
     worst = int(np.argmax(rel))
     assert rel[worst] <= BOUND.get(name, 1e-6), (

@@ -312,59 +312,26 @@ def _log_base(base):
     return emit
 
 
+class _Math(libm.Scalar):
+    """``libm.Scalar`` with the log1p of this table: the arithmetic ``autodiff.special``'s
+    algorithms are written in, emitted in the operands' dtype."""
+
+    def log1p(self, a):
+        return _float_log1p(self.e, self.d, a)
+
+
+def _special(name):
+    """``autodiff.special.<name>`` (the NumPy impl's algorithm) emitted."""
+    fn = getattr(sp, name)
+    return lambda e, d, x: fn(_Math(e, d), x)
+
+
 def _erf(e, d, x):
     """math.erf, except for f64, which IREE's CPU backend cannot legalize: there the NumPy
-    impl's algorithm (Cody's rational approximations, ``staged/autodiff/special.py``)."""
+    impl's algorithm (Cody's rational approximations)."""
     if bits(d) != 64:
         return e.emit(f"math.erf {x} : {elem_type(d)}")
-    t = elem_type(d)
-
-    def f(op, *xs):
-        return e.emit(f"{op} {', '.join(xs)} : {t}")
-
-    def c(v):
-        return e.const(v, d)
-
-    def ratio(num, den, v, lead):
-        xnum, xden = f("arith.mulf", c(num[lead]), v), v
-        for a, b in zip(num[: len(den) - 1], den[:-1]):
-            xnum = f("arith.mulf", f("arith.addf", xnum, c(a)), v)
-            xden = f("arith.mulf", f("arith.addf", xden, c(b)), v)
-        return f(
-            "arith.divf",
-            f("arith.addf", xnum, c(num[len(den) - 1])),
-            f("arith.addf", xden, c(den[-1])),
-        )
-
-    y = f("math.absf", x)
-    small = f("arith.mulf", x, ratio(sp._A, sp._B, f("arith.mulf", y, y), 4))
-    z = f("arith.divf", c(1.0), f("arith.mulf", y, y))
-    far = f(
-        "arith.divf",
-        f("arith.subf", c(sp._SQRPI), f("arith.mulf", z, ratio(sp._P, sp._Q, z, 5))),
-        y,
-    )
-    r = e.emit(
-        f"arith.select {CMP['le']['float'](e, d, y, c(4.0))}, "
-        f"{ratio(sp._C, sp._D, y, 8)}, {far} : {t}"
-    )
-    ysq = f("arith.divf", f("math.trunc", f("arith.mulf", y, c(16.0))), c(16.0))
-    split = f("arith.mulf", f("arith.subf", y, ysq), f("arith.addf", y, ysq))
-    erfc = f(
-        "arith.mulf",
-        f(
-            "arith.mulf",
-            f("math.exp", f("arith.negf", f("arith.mulf", ysq, ysq))),
-            f("math.exp", f("arith.negf", split)),
-        ),
-        r,
-    )
-    big = e.copysign(f("arith.subf", c(1.0), erfc), x, d)
-    big = e.emit(
-        f"arith.select {CMP['gt']['float'](e, d, y, c(6.0))}, "
-        f"{e.copysign(c(1.0), x, d)}, {big} : {t}"
-    )
-    return e.emit(f"arith.select {CMP['le']['float'](e, d, y, c(0.46875))}, {small}, {big} : {t}")
+    return _special("erf")(e, d, x)
 
 
 def _float_remainder(e, d, x, y):
@@ -624,6 +591,8 @@ UNARY = {
     "asinh": {"float": _float_asinh},
     "acosh": {"float": _float_acosh},
     "erf": {"float": _erf},
+    "erfc": {"float": _special("erfc")},
+    "erfinv": {"float": _special("erfinv")},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
     "exp2": {"float": _op("math.exp2"), "complex": _complex_exp2},

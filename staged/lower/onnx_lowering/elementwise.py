@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
+from ...autodiff import special as sp
 from onnx import helper
 
 from .model import KERNELS, lowering, onnx_type
@@ -108,6 +109,80 @@ def _log1p_of(b, d, x):
     r = b.node("Div", [b.node("Mul", [lu, x]), b.node("Sub", [u, one])])
     r = b.kernel("Where", [lu, r], d, pre=[b.kernel("IsInf", [u], d, out=dt.bool_)])
     return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
+
+
+class _Math:
+    """The arithmetic ``autodiff.special``'s algorithms are written in, as ONNX nodes of
+    dtype ``d``; its methods are those of the NumPy impl's (``special._NumPy``)."""
+
+    _CMP = {"olt": "Less", "ole": "LessOrEqual", "ogt": "Greater", "oeq": "Equal"}
+
+    def __init__(self, b, d):
+        self.b, self.d = b, d
+
+    def c(self, v):
+        return _c(self.b, self.d, v)
+
+    def _k(self, op_type, *xs):
+        return self.b.kernel(op_type, xs, self.d)
+
+    def add(self, a, b):
+        return self._k("Add", a, b)
+
+    def sub(self, a, b):
+        return self._k("Sub", a, b)
+
+    def mul(self, a, b):
+        return self._k("Mul", a, b)
+
+    def div(self, a, b):
+        return self._k("Div", a, b)
+
+    def neg(self, a):
+        return self._k("Neg", a)
+
+    def abs(self, a):
+        return self._k("Abs", a)
+
+    def sqrt(self, a):
+        return self._k("Sqrt", a)
+
+    def exp(self, a):
+        return self._k("Exp", a)
+
+    def log(self, a):
+        return self._k("Log", a)
+
+    def log1p(self, a):
+        return _log1p_of(self.b, self.d, a)
+
+    def trunc(self, a):
+        neg = self.cmp("olt", a, self.c(0))
+        return self.sel(neg, self._k("Ceil", a), self._k("Floor", a))
+
+    def copysign(self, a, b):
+        """|a| with b's sign (a negative zero ``b`` counts as positive: ONNX cannot tell)."""
+        m = self.abs(a)
+        return self.sel(self.cmp("olt", b, self.c(0)), self.neg(m), m)
+
+    def cmp(self, pred, a, b):
+        return self.b.kernel(self._CMP[pred], [a, b], self.d, out=dt.bool_)
+
+    def sel(self, cond, a, b):
+        return self.b.node("Where", [cond, a, b])
+
+
+def _special(name):
+    """``autodiff.special.<name>`` (the NumPy impl's algorithm) as ONNX nodes; 16-bit
+    floats computed in float32."""
+    fn = getattr(sp, name)
+
+    def formula(b, d, x):
+        if d.itemsize > 2:
+            return fn(_Math(b, d), x)
+        return b.cast(fn(_Math(b, dt.float32), b.cast(x, d, dt.float32)), dt.float32, d)
+
+    return formula
 
 
 @lowering(REGISTRY["atanh"])
@@ -368,13 +443,6 @@ def _acos(b, d, x):
     return b.node("Mul", [_c(b, d, 2), _atan(b, d, _f(b, d, "Sqrt", q))])
 
 
-def _in_float32(op_type):
-    def formula(b, d, x):  # no better identity: computed in float32 and widened
-        return b.cast(b.node(op_type, [b.cast(x, d, dt.float32)]), dt.float32, d)
-
-    return formula
-
-
 for _name, _op_type, _formula in (
     ("tan", "Tan", _tan),
     ("sinh", "Sinh", _sinh),
@@ -382,7 +450,7 @@ for _name, _op_type, _formula in (
     ("asin", "Asin", _asin),
     ("acos", "Acos", _acos),
     ("atan", "Atan", _atan),
-    ("erf", "Erf", _in_float32("Erf")),
+    ("erf", "Erf", _special("erf")),
 ):
     lowering(REGISTRY[_name])(native_or(_op_type, _formula))
 
@@ -395,6 +463,13 @@ def _scaled(op_type, scale):
     return lower
 
 
+def _as_lowering(formula):
+    """The lowering of ``formula(b, d, x)``, ``d`` the result's dtype."""
+    return lambda b, op, x: formula(b, op.out.aval.dtype, x)
+
+
+for _name in ("erfc", "erfinv"):
+    lowering(REGISTRY[_name])(_as_lowering(_special(_name)))
 lowering(REGISTRY["log2"])(_scaled("Log", 1 / np.log(2.0)))
 lowering(REGISTRY["log10"])(_scaled("Log", 1 / np.log(10.0)))
 

@@ -273,6 +273,8 @@ HALF_QUOTIENT = [
 
 ENTRIES = [
     _unary("erf", low=-3, high=3),
+    _unary("erfc", low=-3, high=3),
+    _unary("erfinv", low=-0.95, high=0.95),
     _unary("tan", low=-1.2, high=1.2),
     _unary("sinh"),
     _unary("cosh"),
@@ -540,6 +542,13 @@ ENTRIES = [
         "round_decimals",
         lambda x: staged.round(x, decimals=2),
         lambda x: torch.round(x, decimals=2),
+        dtypes=FLOATS,
+    ),
+    _unary(
+        "erfc_far",
+        staged.erfc,
+        torch.erfc,
+        gen=lambda rng, d, s: arr(rng, d, s, 3.0, 9.0),
         dtypes=FLOATS,
     ),
     _unary(
