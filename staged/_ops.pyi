@@ -66,6 +66,7 @@ from staged.eager.ops.elementwise import (
     conj as conj,
     cos as cos,
     cosh as cosh,
+    digamma as digamma,
     div as div,
     div as divide,
     eq as eq,
@@ -91,6 +92,7 @@ from staged.eager.ops.elementwise import (
     lerp as lerp,
     lt as less,
     le as less_equal,
+    lgamma as lgamma,
     log as log,
     log10 as log10,
     log1p as log1p,
@@ -108,6 +110,7 @@ from staged.eager.ops.elementwise import (
     neg as neg,
     neg as negative,
     ne as not_equal,
+    polygamma as polygamma,
     pow as pow,
     real as real,
     reciprocal as reciprocal,
@@ -312,6 +315,7 @@ __all__ = [
     "diag",
     "diagonal",
     "diff",
+    "digamma",
     "div",
     "divide",
     "dot",
@@ -360,6 +364,7 @@ __all__ = [
     "lerp",
     "less",
     "less_equal",
+    "lgamma",
     "log",
     "log10",
     "log1p",
@@ -405,6 +410,7 @@ __all__ = [
     "numel",
     "outer",
     "permute",
+    "polygamma",
     "positive",
     "pow",
     "prod",
@@ -557,6 +563,8 @@ class TensorOps:
     def diag(self, diagonal=0) -> Tensor: ...
     def diagonal(self, offset=0, dim1=0, dim2=1) -> Tensor: ...
     def diff(self, n=1, dim=-1, prepend=None, append=None) -> Tensor: ...
+    def digamma(self) -> Tensor: ...
+    def digamma_(self) -> Tensor: ...
     def div(self, y, *, rounding_mode=None) -> Tensor: ...
     def div_(self, y, *, rounding_mode=None) -> Tensor: ...
     def divide(self, y, *, rounding_mode=None) -> Tensor: ...
@@ -616,6 +624,8 @@ class TensorOps:
     def lerp_(self, end, weight) -> Tensor: ...
     def less(self, y) -> Tensor: ...
     def less_equal(self, y) -> Tensor: ...
+    def lgamma(self) -> Tensor: ...
+    def lgamma_(self) -> Tensor: ...
     def log(self) -> Tensor: ...
     def log10(self) -> Tensor: ...
     def log10_(self) -> Tensor: ...

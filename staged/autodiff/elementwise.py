@@ -412,6 +412,36 @@ erfinv = elementwise(
     domain=_REAL_MATH,
     vjp=lambda g, out: lax.mul(lax.mul(g, lax.exp(lax.mul(out, out))), _SQRT_PI_OVER_TWO),
 )
+lgamma: Primitive = elementwise(
+    "lgamma",
+    special.numpy_impl(special.lgamma),
+    public=_FLOAT_,
+    domain=_REAL_MATH,
+    vjp=lambda g, x: lax.mul(g, digamma(x)),
+)
+digamma: Primitive = elementwise(
+    "digamma",
+    special.numpy_impl(special.digamma),
+    public=_FLOAT_,
+    domain=_REAL_MATH,
+    vjp=lambda g, x: lax.mul(g, polygamma(x, n=1)),
+)
+_polygamma_numpy = special.numpy_impl(special.polygamma)
+
+
+def _polygamma(x, *, n):
+    return _polygamma_numpy(x, n=n)
+
+
+# the n-th derivative of digamma, n >= 1 (the public polygamma(0, x) is digamma)
+polygamma: Primitive = Primitive(
+    "polygamma",
+    _polygamma,
+    lambda x, *, n: x,
+    jvp=ELEMENTWISE,
+    vjp=lambda g, x, n: lax.mul(g, polygamma(x, n=n + 1)),
+    domain=_REAL_MATH,
+)
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
 floor = elementwise("floor", lambda x: np.floor(x), vjp=_zero_grad, domain=_INTEGRAL)
 ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=_zero_grad, domain=_INTEGRAL)

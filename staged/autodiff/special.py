@@ -18,6 +18,10 @@ Branches are computed everywhere and selected (``sel``), as a compiled kernel mu
 
 from __future__ import annotations
 
+import functools
+from fractions import Fraction
+from math import comb, factorial
+
 import numpy as np
 
 _A = (
@@ -77,7 +81,8 @@ class _NumPy:
 
     add, sub, mul, div, neg = np.add, np.subtract, np.multiply, np.divide, np.negative
     abs, sqrt, exp, log, log1p, trunc = np.abs, np.sqrt, np.exp, np.log, np.log1p, np.trunc
-    copysign, isnan = np.copysign, np.isnan
+    floor, round, sin, cos = np.floor, np.rint, np.sin, np.cos
+    copysign, isnan, both = np.copysign, np.isnan, np.logical_and
     sel = staticmethod(np.where)
     _CMP = {"olt": np.less, "ole": np.less_equal, "ogt": np.greater, "oeq": np.equal}
 
@@ -93,11 +98,12 @@ NUMPY = _NumPy()
 
 
 def numpy_impl(fn):
-    """``fn(m, x)`` as a primitive's NumPy impl: computed in float64, in ``x``'s dtype."""
+    """``fn(m, x, **params)`` as a primitive's NumPy impl: computed in float64, in ``x``'s
+    dtype."""
 
-    def impl(x):
+    def impl(x, **params):
         with np.errstate(all="ignore"):  # each branch is computed everywhere, then selected
-            return fn(NUMPY, np.asarray(x, np.float64)).astype(x.dtype, copy=False)
+            return fn(NUMPY, np.asarray(x, np.float64), **params).astype(x.dtype, copy=False)
 
     impl.__name__ = fn.__name__
     return impl
@@ -169,3 +175,169 @@ def erfinv(m, y):
     x = m.sel(m.cmp("oeq", a, one), m.c(np.inf), x)
     x = m.sel(m.cmp("ogt", a, one), m.c(np.nan), x)
     return m.copysign(x, y)
+
+
+# --- lgamma, digamma, polygamma ---------------------------------------------------------
+def _bernoulli(n: int) -> list:
+    """B_0 ... B_n as exact fractions (B_1 = -1/2)."""
+    b = [Fraction(1)]
+    for m in range(1, n + 1):
+        b.append(Fraction(-sum((comb(m + 1, k) * b[k] for k in range(m)), Fraction(0)), m + 1))
+    return b
+
+
+_BERN = _bernoulli(24)
+_ASYMPTOTIC = 10.0  # Stirling's and the zeta tail's series start here (8 terms: 1e-17)
+_EULER = 0.57721566490153286061  # Euler-Mascheroni
+_LOG_PI = float(np.log(np.pi))
+_HALF_LOG_2PI = float(np.log(2 * np.pi) / 2)
+
+
+def _poly(m, x, coeffs):
+    """coeffs[0] + x (coeffs[1] + x (...)), Horner's rule."""
+    acc = m.c(coeffs[-1])
+    for k in reversed(coeffs[:-1]):
+        acc = m.add(m.mul(acc, x), m.c(k))
+    return acc
+
+
+def _ipow(m, x, n: int):
+    """x ** n for a static n >= 1 by squaring."""
+    out, base = None, x
+    while n:
+        if n & 1:
+            out = base if out is None else m.mul(out, base)
+        n >>= 1
+        if n:
+            base = m.mul(base, base)
+    return out
+
+
+def _shift(m, x, to: float, term):
+    """(y, sum of term(x + k) over x + k < to): x raised by whole steps to y >= ``to``
+    (for x > 0; ``to`` steps at most, each computed everywhere and selected)."""
+    acc, y = m.c(0.0), x
+    for k in range(int(to)):
+        xk = m.add(x, m.c(float(k))) if k else x  # x itself: -0.0 + 0 would be +0.0
+        below = m.cmp("olt", xk, m.c(to))
+        acc = m.add(acc, m.sel(below, term(xk), m.c(0.0)))
+        y = m.sel(below, m.add(x, m.c(float(k + 1))), y)
+    return y, acc
+
+
+def _sin_cos_pi(m, x):
+    """(sin(pi r), cos(pi r)) for r = x - round(x) in [-1/2, 1/2] (the period taken out
+    exactly), cos as sin(pi (1/2 - |r|)): both exact zeros, at the integers and halves."""
+    r = m.sub(x, m.round(x))
+    half = m.sub(m.c(0.5), m.abs(r))
+    return m.sin(m.mul(r, m.c(np.pi))), m.sin(m.mul(half, m.c(np.pi)))
+
+
+def _is_pole(m, x):
+    """x <= 0 and whole (x == -inf too)."""
+    return m.both(m.cmp("ole", x, m.c(0.0)), m.cmp("oeq", x, m.round(x)))
+
+
+def _hurwitz_zeta(m, s: int, q):
+    """zeta(s, q) = sum over k >= 0 of (q + k)^-s, for q > 0 and a static s >= 2: the sum
+    up to q + k >= 10 + s, then Euler-Maclaurin's tail (12 Bernoulli terms)."""
+    y, acc = _shift(m, q, _ASYMPTOTIC + s, lambda v: _ipow(m, m.div(m.c(1.0), v), s))
+    rising, coeffs = Fraction(1), []
+    for j in range(1, 13):  # B_2j / (2j)! * s (s + 1) ... (s + 2j - 2)
+        rising *= (s + 2 * j - 2) if j == 1 else (s + 2 * j - 3) * (s + 2 * j - 2)
+        coeffs.append(float(_BERN[2 * j] / factorial(2 * j) * rising))
+    inv = m.div(m.c(1.0), y)
+    tail = m.add(m.c(0.5), m.mul(inv, _poly(m, m.mul(inv, inv), coeffs)))
+    tail = m.add(m.c(1.0 / (s - 1)), m.mul(inv, tail))  # times y^(1-s): 0 at y = inf
+    return m.add(acc, m.mul(_ipow(m, inv, s - 1), tail))
+
+
+@functools.cache
+def _lgamma2() -> list:
+    """lgamma(2 + e) = (1 - gamma) e + sum over k >= 2 of (-1)^k (zeta(k) - 1) / k e^k: the
+    coefficients to k = 30 (|e| <= 1/2: truncation below 1e-17), made on first use."""
+    zeta2 = [float(_hurwitz_zeta(NUMPY, k, np.float64(2.0))) for k in range(2, 31)]
+    return [0.0, 1.0 - _EULER] + [(-1) ** k * z / k for k, z in enumerate(zeta2, 2)]
+
+
+_STIRLING = [float(_BERN[2 * j] / (2 * j * (2 * j - 1))) for j in range(1, 9)]
+_DIGAMMA = [float(-_BERN[2 * j] / (2 * j)) for j in range(1, 9)]
+
+
+def _lgamma_positive(m, z):
+    """lgamma(z) for z > 0: the series at 2 on [1.5, 2.5), reached by log z and log(z + 1)
+    below (accurate near the zeros at 1 and 2) and by the product z - 1 ... z - n up to
+    10; Stirling's series beyond."""
+    one = m.c(1.0)
+    n = m.floor(m.sub(z, m.c(1.5)))  # z - n in [1.5, 2.5) below 10
+    e = m.sub(z, m.add(n, m.c(2.0)))  # exact
+    prod = one
+    for k in range(1, int(_ASYMPTOTIC) - 1):
+        prod = m.mul(prod, m.sel(m.cmp("ole", m.c(float(k)), n), m.sub(z, m.c(float(k))), one))
+    near = m.add(_poly(m, e, _lgamma2()), m.log(prod))
+    below_one = m.cmp("olt", z, m.c(0.5))
+    less = m.sel(below_one, m.add(m.log(z), m.log1p(z)), m.log1p(e))  # z(z + 1), or z
+    near = m.sel(m.cmp("olt", z, m.c(1.5)), m.sub(near, less), near)
+    inv = m.div(one, z)
+    far = m.mul(m.sub(z, m.c(0.5)), m.sub(m.log(z), one))
+    far = m.add(
+        m.add(far, m.c(_HALF_LOG_2PI - 0.5)), m.mul(inv, _poly(m, m.mul(inv, inv), _STIRLING))
+    )
+    return m.sel(m.cmp("olt", z, m.c(_ASYMPTOTIC)), near, far)
+
+
+def lgamma(m, x):
+    """log |Gamma(x)|: +inf at 0, at the negative integers and at -inf (as torch)."""
+    neg = m.cmp("olt", x, m.c(0.0))
+    z = m.sel(neg, m.sub(m.c(1.0), x), x)
+    pos = _lgamma_positive(m, z)
+    sin, _ = _sin_cos_pi(m, x)
+    refl = m.sub(m.sub(m.c(_LOG_PI), m.log(m.abs(sin))), pos)  # Gamma(x) Gamma(1 - x) = pi / sin
+    out = m.sel(neg, refl, pos)
+    return m.sel(m.cmp("oeq", x, m.c(-np.inf)), m.c(np.inf), out)
+
+
+def _reflect(m, x):
+    """(x < 0, 1 - x there else x, sin(pi x), cos(pi x)): for the reflection formulas."""
+    neg = m.cmp("olt", x, m.c(0.0))
+    sin, cos = _sin_cos_pi(m, x)
+    return neg, m.sel(neg, m.sub(m.c(1.0), x), x), sin, cos
+
+
+def digamma(m, x):
+    """psi(x) = d/dx lgamma(x): -inf at +0, +inf at -0, NaN at the negative integers (as
+    torch); shifted up to 10 for the asymptotic series, reflected below 0."""
+    neg, z, sin, cos = _reflect(m, x)
+    y, acc = _shift(m, z, _ASYMPTOTIC, lambda v: m.div(m.c(1.0), v))
+    inv = m.div(m.c(1.0), y)
+    series = m.mul(m.mul(inv, inv), _poly(m, m.mul(inv, inv), _DIGAMMA))
+    pos = m.sub(m.add(m.sub(m.log(y), m.mul(m.c(0.5), inv)), series), acc)
+    refl = m.sub(pos, m.div(m.mul(m.c(np.pi), cos), sin))  # psi(1 - x) - pi cot(pi x)
+    out = m.sel(neg, refl, pos)
+    return m.sel(m.both(neg, m.cmp("oeq", x, m.round(x))), m.c(np.nan), out)
+
+
+def _cot_derivative(n: int) -> list:
+    """Coefficients (in c) of P_n with d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))."""
+    p = [0, 1]  # P_0 = c; P_k+1 = -(1 + c^2) P_k'
+    for _ in range(n):
+        d = [k * a for k, a in enumerate(p)][1:] or [0]
+        q = [0] * (len(d) + 2)
+        for k, a in enumerate(d):
+            q[k] -= a
+            q[k + 2] -= a
+        p = q
+    return p
+
+
+def polygamma(m, x, n: int):
+    """The n-th derivative of digamma, n >= 1 static: (-1)^(n+1) n! zeta(n + 1, x) for
+    x > 0, reflected below 0; (-1)^(n+1) inf at 0 and the negative integers (as torch)."""
+    neg, z, sin, cos = _reflect(m, x)
+    sign = -1.0 if n % 2 == 0 else 1.0
+    pos = m.mul(m.c(sign * factorial(n)), _hurwitz_zeta(m, n + 1, z))
+    # psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x))
+    cot = _poly(m, m.div(cos, sin), [float(a) * np.pi ** (n + 1) for a in _cot_derivative(n)])
+    refl = m.sub(m.mul(m.c(-sign), pos), cot)
+    out = m.sel(neg, refl, pos)
+    return m.sel(_is_pole(m, x), m.c(sign * np.inf), out)

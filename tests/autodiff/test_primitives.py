@@ -250,6 +250,7 @@ TORCH = {
     ),
     "hardtanh": torch.ops.aten.hardtanh,
     "hardtanh_backward": torch.ops.aten.hardtanh_backward,
+    "polygamma": lambda x, n: torch.polygamma(n, x),
     "cast": lambda x, dtype: x.to(_torch_dtype(dtype)),
     "reshape": lambda x, shape: x.reshape(shape),
     "expand": lambda x, shape: x.expand(shape),

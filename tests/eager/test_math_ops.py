@@ -221,6 +221,7 @@ def _worst_relative(got, want, floor):
     ``got`` has ``want``'s infinities and NaNs."""
     finite = np.isfinite(want)
     np.testing.assert_array_equal(got[~finite], want[~finite])
+    floor = np.broadcast_to(floor, want.shape)[finite]
     err = np.abs(got[finite] - want[finite]) / np.maximum(np.abs(want[finite]), floor)
     return err.max()
 
@@ -240,6 +241,96 @@ def test_erfinv_is_accurate_up_to_one():
     want = torch.erfinv(torch.tensor(y)).numpy()
     assert _worst_relative(staged.erfinv(staged.tensor(y)).numpy(), want, 1e-300) < 2e-15
     assert staged.erfinv(staged.tensor(-0.0)).item() == 0.0
+
+
+# lgamma, digamma and polygamma over [-20, 30] (poles excluded), tiny and huge magnitudes
+_GAMMA_X = np.concatenate(
+    [
+        np.linspace(-20, 30, 50021),
+        np.geomspace(1e-300, 1e300, 1000),
+        -np.geomspace(1e-300, 1e3, 500),
+        1 + np.geomspace(2**-52, 0.1, 100),
+        2 - np.geomspace(2**-52, 0.1, 100),
+    ]
+)
+_GAMMA_X = _GAMMA_X[(_GAMMA_X != np.round(_GAMMA_X)) | (_GAMMA_X > 0)]
+
+
+def _reflected(want_of_1mx):
+    """The magnitude reflection subtracts for x < 0 (|f(1 - x)|), where f(x) is small."""
+    return np.where(_GAMMA_X < 0, np.abs(want_of_1mx), 0.0)
+
+
+def test_lgamma_matches_torch_to_the_last_bits():
+    """Relative to lgamma, or for x < 0 to lgamma(1 - x), which reflection subtracts; the
+    zeros at 1 and 2 relative to themselves (a series at 2), the poles +inf."""
+    tx = torch.tensor(_GAMMA_X)
+    floor = _reflected(torch.lgamma(1 - tx).numpy())
+    got = staged.lgamma(staged.tensor(_GAMMA_X)).numpy()
+    assert _worst_relative(got, torch.lgamma(tx).numpy(), np.maximum(floor, 1e-300)) < 4e-15
+    poles = np.array([0.0, -0.0, -1.0, -7.0, -1e20, -np.inf, np.inf])
+    assert (staged.lgamma(staged.tensor(poles)).numpy() == np.inf).all()
+
+
+def test_digamma_matches_torch_to_the_last_bits():
+    """Relative to the terms summed: log(x + 10) and the 1/(x + k) that shift x below 10
+    (digamma's zero at 1.46 is where they cancel), and below 0 pi / sin(pi x)^2, the
+    derivative of the pi cot(pi x) reflection adds (torch takes it of pi r, r = x -
+    trunc(x), whose rounding that scales); torch's -inf at +0, +inf at -0 and NaN at the
+    negative integers."""
+    tx = torch.tensor(_GAMMA_X)
+    ax = np.abs(_GAMMA_X)
+    with np.errstate(divide="ignore", over="ignore"):  # inf: no bound at the tiniest x
+        reflection = _reflected(np.pi / np.sin(np.pi * ax) ** 2)
+        terms = np.log(ax + 10) + np.where(ax < 10, 1 / ax, 0) + reflection
+    got = staged.digamma(staged.tensor(_GAMMA_X)).numpy()
+    assert _worst_relative(got, torch.digamma(tx).numpy(), terms) < 4e-15
+    edges = np.array([0.0, -0.0, -1.0, -3.0, -np.inf, np.inf, np.nan])
+    np.testing.assert_array_equal(
+        staged.digamma(staged.tensor(edges)).numpy(), torch.digamma(torch.tensor(edges)).numpy()
+    )
+
+
+def _trigamma(x):
+    """sum of 1/(x + k)^2 for k >= 0, exactly summed to k = 999, then Euler-Maclaurin."""
+    w = x + 1000
+    tail = 1 / w + 1 / (2 * w**2) + 1 / (6 * w**3)
+    return math.fsum([1 / (x + k) ** 2 for k in range(1000)] + [tail])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+def test_polygamma_is_accurate(n):
+    """x > 0 relative; x < 0 relative to polygamma(n, 1 - x), which reflection subtracts.
+    torch's trigamma is 5e-10 off (its asymptotic series stops at 1/x^7), so n = 1 is
+    checked against the series summed here, for x > 0."""
+    x = _GAMMA_X[(_GAMMA_X > 1e-60) & (_GAMMA_X < 1e60)]
+    if n == 1:
+        x = x[::50]
+        want = np.array([_trigamma(v) for v in x])
+        assert _worst_relative(staged.polygamma(1, staged.tensor(x)).numpy(), want, 0) < 2e-15
+        return
+    x = x[x < 1e30]  # beyond, torch's values flush to -0.0 (ours are ~(n - 1)! / x^n)
+    want = torch.polygamma(n, torch.tensor(x)).numpy()
+    assert _worst_relative(staged.polygamma(n, staged.tensor(x)).numpy(), want, 1e-300) < 4e-15
+    # x < 0: relative to the largest terms summed, which cancel where polygamma is small:
+    # torch's n! / (x + k)^(n + 1) up to x + k > 0, and our reflection's polygamma(n, 1 - x)
+    neg = _GAMMA_X[(_GAMMA_X < 0) & (_GAMMA_X > -20)]
+    want = torch.polygamma(n, torch.tensor(neg)).numpy()
+    with np.errstate(over="ignore"):
+        terms = math.factorial(n) * np.abs(neg[:, None] + np.arange(21)) ** -(n + 1.0)
+    floor = terms.max(1) + np.abs(torch.polygamma(n, torch.tensor(1 - neg)).numpy())
+    assert _worst_relative(staged.polygamma(n, staged.tensor(neg)).numpy(), want, floor) < 4e-15
+
+
+def test_polygamma_poles_and_errors_as_torch():
+    edges = staged.tensor([0.0, -0.0, -2.0])
+    assert (staged.polygamma(1, edges).numpy() == np.inf).all()
+    assert (staged.polygamma(2, edges).numpy() == -np.inf).all()
+    assert (
+        staged.polygamma(0, staged.tensor(1.5)).item() == staged.digamma(staged.tensor(1.5)).item()
+    )
+    with pytest.raises(RuntimeError, match=r"polygamma\(n, x\) does not support negative n\."):
+        staged.polygamma(-1, staged.tensor(1.0))
 
 
 def test_bad_input_errors():

@@ -7,7 +7,7 @@ from ... import dtypes as dt
 from .. import devices as _device
 from .. import factories, legacy_types
 from ..tensor import Tensor
-from . import elementwise, indexing, linalg, shape, table
+from . import elementwise, indexing, inplace, linalg, shape, table
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
@@ -72,6 +72,11 @@ def _rev(op):
 
 
 # Tensor methods outside the op table: operators, conversions, data access
+def _polygamma(self, n):
+    """``Tensor.polygamma(n)``: ``polygamma(n, self)``."""
+    return elementwise.polygamma(n, self)
+
+
 _METHODS = {
     **{f"__{n}__": getattr(elementwise, n) for n in ("add", "sub", "mul", "pow")},
     **{f"__r{n}__": _rev(getattr(elementwise, n)) for n in ("add", "sub", "mul", "pow")},
@@ -101,6 +106,8 @@ _METHODS = {
     "__getitem__": indexing.getitem,
     "__setitem__": indexing.setitem,
     "where": lambda self, condition, other: elementwise.where(condition, self, other),
+    "polygamma": _polygamma,
+    "polygamma_": inplace.inplace_method(_polygamma),
     "is_contiguous": lambda self: bool(
         getattr(self._payload, "flags", None) is None or self._payload.flags.c_contiguous
     ),

@@ -333,3 +333,11 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     x = where(isnan(x), nan, x)
     x = where(eq(x, float("inf")), big if posinf is None else posinf, x)
     return where(eq(x, float("-inf")), -big if neginf is None else neginf, x)
+
+
+def polygamma(n, x):
+    """The ``n``-th derivative of digamma (torch's argument order; ``n`` = 0 is digamma)."""
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    x = float_operand(x)
+    return ad.digamma(x) if n == 0 else ad.polygamma(x, n=n)

@@ -66,7 +66,8 @@ ROWS = {
         )
     },
     # Tensor.where(condition, other) and the .real/.imag properties are in __init__.py
-    **{n: Public(getattr(ew, n), method=False) for n in ("where", "real", "imag")},
+    # Tensor.polygamma(n) takes its arguments the other way round: in __init__.py
+    **{n: Public(getattr(ew, n), method=False) for n in ("where", "real", "imag", "polygamma")},
     **{
         n: Public(getattr(composite, n), method=False, functional=True)
         for n in ("gelu", "silu", "softplus")

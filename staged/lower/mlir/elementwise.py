@@ -319,6 +319,12 @@ class _Math(libm.Scalar):
     def log1p(self, a):
         return _float_log1p(self.e, self.d, a)
 
+    def sin(self, a):
+        return UNARY["sin"]["float"](self.e, self.d, a)
+
+    def cos(self, a):
+        return UNARY["cos"]["float"](self.e, self.d, a)
+
 
 def _special(name):
     """``autodiff.special.<name>`` (the NumPy impl's algorithm) emitted."""
@@ -593,6 +599,8 @@ UNARY = {
     "erf": {"float": _erf},
     "erfc": {"float": _special("erfc")},
     "erfinv": {"float": _special("erfinv")},
+    "lgamma": {"float": _special("lgamma")},
+    "digamma": {"float": _special("digamma")},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
     "exp2": {"float": _op("math.exp2"), "complex": _complex_exp2},
@@ -716,6 +724,12 @@ def _in_float32(e, fn, d, out, xs):
 
 for _name, _table in {**UNARY, **BINARY}.items():
     lowering(REGISTRY[_name])(_elementwise(_table))
+
+
+@lowering(REGISTRY["polygamma"])
+def _polygamma(e, op, x):
+    n = op.params["n"]
+    return _elementwise({"float": lambda e, d, x: sp.polygamma(_Math(e, d), x, n)})(e, op, x)
 
 
 @lowering(REGISTRY["copy"])

@@ -156,6 +156,21 @@ class _Math:
     def log1p(self, a):
         return _log1p_of(self.b, self.d, a)
 
+    def floor(self, a):
+        return self._k("Floor", a)
+
+    def round(self, a):
+        return self._k("Round", a)
+
+    def sin(self, a):
+        return self._k("Sin", a)
+
+    def cos(self, a):
+        return self._k("Cos", a)
+
+    def both(self, a, b):
+        return self.b.node("And", [a, b])
+
     def trunc(self, a):
         neg = self.cmp("olt", a, self.c(0))
         return self.sel(neg, self._k("Ceil", a), self._k("Floor", a))
@@ -177,10 +192,11 @@ def _special(name):
     floats computed in float32."""
     fn = getattr(sp, name)
 
-    def formula(b, d, x):
+    def formula(b, d, x, **params):
         if d.itemsize > 2:
-            return fn(_Math(b, d), x)
-        return b.cast(fn(_Math(b, dt.float32), b.cast(x, d, dt.float32)), dt.float32, d)
+            return fn(_Math(b, d), x, **params)
+        r = fn(_Math(b, dt.float32), b.cast(x, d, dt.float32), **params)
+        return b.cast(r, dt.float32, d)
 
     return formula
 
@@ -464,11 +480,11 @@ def _scaled(op_type, scale):
 
 
 def _as_lowering(formula):
-    """The lowering of ``formula(b, d, x)``, ``d`` the result's dtype."""
-    return lambda b, op, x: formula(b, op.out.aval.dtype, x)
+    """The lowering of ``formula(b, d, x, **params)``, ``d`` the result's dtype."""
+    return lambda b, op, x: formula(b, op.out.aval.dtype, x, **op.params)
 
 
-for _name in ("erfc", "erfinv"):
+for _name in ("erfc", "erfinv", "lgamma", "digamma", "polygamma"):
     lowering(REGISTRY[_name])(_as_lowering(_special(_name)))
 lowering(REGISTRY["log2"])(_scaled("Log", 1 / np.log(2.0)))
 lowering(REGISTRY["log10"])(_scaled("Log", 1 / np.log(10.0)))

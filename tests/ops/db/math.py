@@ -70,6 +70,22 @@ def _zero_grad_kinks(rng, dtype, shape):
     return np.asarray(rng.integers(-3, 3, shape) + rng.uniform(0.1, 0.4, shape), dtype)
 
 
+def _negative_non_integers(rng, dtype, shape):
+    """Values in (-4, 0) at least 0.1 from the integers, where lgamma and digamma have poles."""
+    return np.asarray(-rng.integers(0, 4, shape) - rng.uniform(0.1, 0.9, shape), dtype)
+
+
+def _polygamma(n, name=None, low=0.1, high=5.0, gen=None):
+    return _unary(
+        name or f"polygamma_{n}",
+        lambda x: staged.polygamma(n, x),
+        lambda x: torch.polygamma(n, x),
+        low=low,
+        high=high,
+        gen=gen,
+    )
+
+
 def _dim_samples(dtype, rng, with_keepdim=True):
     x = arr(rng, dtype, (3, 4))
     out = [
@@ -275,6 +291,16 @@ ENTRIES = [
     _unary("erf", low=-3, high=3),
     _unary("erfc", low=-3, high=3),
     _unary("erfinv", low=-0.95, high=0.95),
+    _unary("lgamma", low=0.1, high=6),
+    _unary("lgamma_negative", staged.lgamma, torch.lgamma, gen=_negative_non_integers),
+    _unary("digamma", low=0.1, high=6),
+    _unary("digamma_negative", staged.digamma, torch.digamma, gen=_negative_non_integers),
+    # torch's trigamma is 5e-10 off below 6 (tests/eager/test_math_ops.py checks ours there)
+    _polygamma(1, "polygamma", low=6, high=12),
+    _polygamma(0),
+    _polygamma(2),
+    _polygamma(3, low=0.5, high=12),
+    _polygamma(2, "polygamma_2_negative", gen=_negative_non_integers),
     _unary("tan", low=-1.2, high=1.2),
     _unary("sinh"),
     _unary("cosh"),
