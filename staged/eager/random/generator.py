@@ -152,12 +152,10 @@ class Generator:
         return self._words.integers(0, 2**32, size=n, dtype=np.uint32)
 
     def random64(self, n: int) -> np.ndarray:
-        """``n`` draws of torch's ``random64()``: two words each, the first high (a pair
-        read as one little-endian uint64 has them swapped: rotated by 32 bits)."""
-        v = self.random(2 * n).view(np.uint64)
-        r = v << np.uint64(32)
-        r |= v >> np.uint64(32)
-        return r
+        """``n`` draws of torch's ``random64()``: two words each, the first high, which is
+        NumPy's ``next_uint64`` for MT19937 (what a full-range ``integers`` returns:
+        several times faster than rotating pairs of ``random()``)."""
+        return self._words.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
 
     def uniform(self, n: int, dtype) -> np.ndarray:
         """``n`` uniforms in [0, 1): float32 from 24 bits of ``random()``, float64 from 53
