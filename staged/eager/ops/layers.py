@@ -418,8 +418,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         noise = scalar_tensor(0, input.dtype)
     elif current_interceptor() is None and type(input._payload) is np.ndarray:
         x = input._payload
-        keep = fills.bernoulli(default_generator, x, 1 - p).astype(x.dtype)
-        noise = Tensor._wrap(keep / x.dtype.type(1 - p), False)
+        keep = fills.bernoulli(default_generator, x, 1 - p)  # 1 or 0 in x's dtype
+        keep /= x.dtype.type(1 - p)  # in place: dividing, as torch (0 * (1 / q) may be NaN)
+        noise = Tensor._wrap(keep, False)
     else:
         keep = drawn(
             None,

@@ -153,8 +153,13 @@ def bernoulli(gen, p: np.ndarray) -> np.ndarray:
 
 
 def bernoulli_scalar(gen, n: int, p: float) -> np.ndarray:
-    """``n`` draws of ``bernoulli_(p)`` for a float ``p``: ``u_double < p``."""
-    return gen.uniform(n, np.float64) < p
+    """``n`` draws of ``bernoulli_(p)`` for a float ``p`` in [0, 1]: ``u_double < p``,
+    compared as integers: ``u`` is ``m * 2**-53`` for the low 53 bits ``m`` of
+    ``random64()``, so ``u < p`` is ``m < ceil(p * 2**53)`` (scaling by a power of two is
+    exact), without converting ``m`` to float."""
+    m = gen.random64(n)
+    m &= U64(2**53 - 1)
+    return m < U64(math.ceil(float(p) * 2**53))
 
 
 def exponential(gen, n: int, lambd: float) -> np.ndarray:
