@@ -29,6 +29,7 @@ LOG_P = tuple(
 )
 LOG_Q1, LOG_Q2 = f32(-2.12194440e-4), f32(0.693359375)
 SQRTHF = f32(0.707106781186547524)
+_CARRY = 0x800000 - int(SQRTHF.view(np.int32) & 0x7FFFFF)  # see Note [log's exponent by a carry]
 FOPI = f32(1.27323954473516)  # 4 / pi
 MINUS_DP = (f32(-0.78515625), f32(-2.4187564849853515625e-4), f32(-3.77489497744594108e-8))
 COSCOF = (f32(2.443315711809948e-5), f32(-1.388731625493765e-3), f32(4.166664568298827e-2))
@@ -38,19 +39,46 @@ ONE, HALF = f32(1.0), f32(0.5)
 
 def log(x: np.ndarray) -> np.ndarray:
     """``log256_ps`` of positive normal float32 ``x``."""
-    bits = x.view(np.int32)
-    e = ((bits >> 23) - 127).astype(f32) + ONE
-    m = ((bits & 0x7FFFFF) | 0x3F000000).view(f32)  # the mantissa, in [0.5, 1)
-    small = (m < SQRTHF).astype(f32)  # 1 or 0 (np.where is slower)
-    e = e - small
-    x = (m - ONE) + m * small
+    e, x = _reduce(x)
     z = x * x
-    y = fma32(LOG_P[0], x, LOG_P[1])
-    for p in LOG_P[2:]:
-        y = fma32(y, x, p)
+    y = _horner(x.astype(np.float64), LOG_P)
     y = fma32(y * x, z, e * LOG_Q1)
     # the last two fused multiply-adds have exact products: plain float32 rounds the same
-    return (x + (y - z * HALF)) + e * LOG_Q2
+    y -= z * HALF
+    y += x
+    e *= LOG_Q2
+    y += e
+    return y
+
+
+def _reduce(x: np.ndarray) -> tuple:
+    """``log256_ps``'s ``x = 2**e * (1 + f)`` with ``1 + f`` in ``[sqrt(1/2), sqrt(2))``:
+    ``(e, f)``, float32, both exact.
+
+    Note [log's exponent by a carry]: avx_mathfun takes the mantissa ``m`` in ``[0.5, 1)``
+    and the exponent plus one, then subtracts 1 from the exponent and doubles ``m`` where
+    ``m < SQRTHF``. Adding ``0x800000`` less SQRTHF's mantissa bits to the bits carries
+    into the exponent field exactly where the mantissa bits are SQRTHF's or more, so one
+    shift gives that ``e``; subtracting ``e`` from the exponent field then gives
+    ``x / 2**e``."""
+    bits = x.view(np.int32)
+    e = bits + _CARRY
+    e >>= 23
+    e -= 127
+    m = e << 23
+    np.subtract(bits, m, out=m)
+    f = m.view(f32)
+    f -= ONE
+    return e.astype(f32), f
+
+
+def _horner(x64: np.ndarray, coefs) -> np.ndarray:
+    """``fma(...fma(fma(c0, x, c1), x, c2)..., x, cn)`` for float32 ``x`` given in
+    float64 (converted once for all the steps)."""
+    y = fma32(coefs[0], x64, coefs[1])
+    for c in coefs[2:]:
+        y = fma32(y, x64, c)
+    return y
 
 
 def sincos(x: np.ndarray) -> tuple:
@@ -62,13 +90,15 @@ def sincos(x: np.ndarray) -> tuple:
     x = (x + y * MINUS_DP[0]) + y * MINUS_DP[1]  # exact products (j < 9): fused or not
     x = fma32(y, MINUS_DP[2], x)
     z = x * x
-    c = fma32(fma32(COSCOF[0], z, COSCOF[1]), z, COSCOF[2])
-    c = fma32(z, z * c, -(z * HALF)) + ONE
-    s = fma32(fma32(SINCOF[0], z, SINCOF[1]), z, SINCOF[2])
-    s = fma32(x, z * s, x)
-    sin_poly = ((j >> 1) & 1) - 1  # all ones where sin takes the sine polynomial
-    ysin2 = (s.view(np.uint32) & sin_poly).view(f32)
-    ysin1 = (c.view(np.uint32) & ~sin_poly).view(f32)
-    sin = ysin2 + ysin1
-    cos = (s - ysin2) + (c - ysin1)
+    z64 = z.astype(np.float64)
+    c = fma32(z, z * _horner(z64, COSCOF), -(z * HALF))
+    c += ONE
+    s = fma32(x, z * _horner(z64, SINCOF), x)
+    # sin takes the cosine polynomial in octants 2 and 6 (and cos the sine's); adding +0
+    # turns a -0 into +0, as avx_mathfun's masked sums do, before the signs are applied
+    swap = (j & 2).astype(bool)
+    sin = np.where(swap, c, s)
+    sin += f32(0)
+    cos = np.where(swap, s, c)
+    cos += f32(0)
     return ((sin.view(np.uint32) ^ sin_sign).view(f32), (cos.view(np.uint32) ^ cos_sign).view(f32))

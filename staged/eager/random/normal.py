@@ -21,19 +21,31 @@ _TWO_PI32 = np.float32(2 * math.pi)
 CHUNK = 4096  # blocks of 16 computed at once
 
 
-def _fill16_float32(u, mean, std):
-    r = np.sqrt(np.float32(-2) * avx_mathfun.log(np.float32(1) - u[:, 0]))
+def _fill16_float32(u, out, mean, std):
+    r = avx_mathfun.log(np.float32(1) - u[:, 0])
+    r *= np.float32(-2)
+    np.sqrt(r, out=r)
     sin, cos = avx_mathfun.sincos(_TWO_PI32 * u[:, 1])
-    mean, std = np.float32(mean), np.float32(std)
-    return np.stack([fma32(r * cos, std, mean), fma32(r * sin, std, mean)], axis=1)
+    for half, trig in enumerate((cos, sin)):
+        trig *= r
+        _affine32(trig, std, mean, out[:, half])
 
 
-def _fill16_float64(u, mean, std):
+def _affine32(x, std, mean, out):
+    """``out[...] = fmaf(x, std, mean)``: with ``std`` 1 that is ``x + mean`` rounded once,
+    a float32 sum (which turns -0 into +0 for ``mean`` 0, as ``fmaf``)."""
+    std, mean = np.float32(std), np.float32(mean)
+    if std == 1:
+        np.add(x, mean, out=out)
+    else:
+        out[...] = fma32(x, std, mean)
+
+
+def _fill16_float64(u, out, mean, std):
     r = np.sqrt(-2 * libm.log(1 - u[:, 0]))
     theta = 2 * math.pi * u[:, 1]
-    return np.stack(
-        [fma64(r * libm.cos(theta), std, mean), fma64(r * libm.sin(theta), std, mean)], axis=1
-    )
+    out[:, 0] = fma64(r * libm.cos(theta), std, mean)
+    out[:, 1] = fma64(r * libm.sin(theta), std, mean)
 
 
 def block(gen, n: int, dtype, mean: float, std: float) -> np.ndarray:
@@ -44,12 +56,17 @@ def block(gen, n: int, dtype, mean: float, std: float) -> np.ndarray:
     wide = np.float64 if d == np.float64 else np.float32
     fill16 = _fill16_float64 if wide is np.float64 else _fill16_float32
     whole = n // 16 * 16
-    u = gen.uniform(n if d == wide else whole, wide)[:whole].reshape(-1, 2, 8)
     out = np.empty(n, wide)
-    for i in range(0, len(u), CHUNK):  # blocks that stay in cache: several times faster
-        out[16 * i : 16 * (i + len(u[i : i + CHUNK]))] = fill16(u[i : i + CHUNK], mean, std).ravel()
+    blocks = out[:whole].reshape(-1, 2, 8)
+    # a chunk of blocks at a time, its uniforms drawn for it (the same stream): all its
+    # temporaries stay in cache, and none is as large as the tensor (several times faster)
+    for i in range(0, len(blocks), CHUNK):
+        b = blocks[i : i + CHUNK]
+        fill16(gen.uniform(b.size, wide).reshape(b.shape), b, mean, std)
     if n != whole:
-        out[n - 16 :] = fill16(gen.uniform(16, wide).reshape(1, 2, 8), mean, std).ravel()
+        if d == wide:
+            gen.uniform(n - whole, wide)  # drawn with the rest, then redrawn below
+        fill16(gen.uniform(16, wide).reshape(1, 2, 8), out[n - 16 :].reshape(1, 2, 8), mean, std)
     return out.astype(d, copy=False)
 
 
