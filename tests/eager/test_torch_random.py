@@ -365,16 +365,33 @@ def test_fma_is_rounded_once():
 def test_avx_mathfun_needs_no_tie_checks_on_its_inputs():
     """avx_mathfun's fused multiply-adds never sum, in float64, an inexact float32
     halfway point for any input the normal kernel gives (checked for all 2**24 uniforms
-    once; here every 251st), so their plain emulation is exact."""
+    once; here every 251st), so their plain emulation is exact, and so is the in-place
+    Horner's rule that stands for it in the polynomials."""
     u = np.arange(0, 2**24, 251, dtype=np.uint32).astype(np.float32) * np.float32(2**-24)
-    checked, plain = [], []
-    for fma, out in ((fma32, checked), (fma32_plain, plain)):
-        avx_mathfun.fma32 = fma
+
+    def kernels():
+        return [avx_mathfun.log(1 - u), *avx_mathfun.sincos(np.float32(2 * math.pi) * u)]
+
+    def horner_by(fma):  # Horner's rule through fma(y, x, c)
+        def horner(x, coefs):
+            y = fma(coefs[0], x, coefs[1])
+            for c in coefs[2:]:
+                y = fma(y, x, c)
+            return y
+
+        return horner
+
+    in_place = avx_mathfun._horner
+    results = []
+    for fma in (fma32, fma32_plain):
+        avx_mathfun.fma32, avx_mathfun._horner = fma, horner_by(fma)
         try:
-            out += [avx_mathfun.log(1 - u), *avx_mathfun.sincos(np.float32(2 * math.pi) * u)]
+            results.append(kernels())
         finally:
-            avx_mathfun.fma32 = fma32_plain
-    assert all(np.array_equal(bits(a), bits(b)) for a, b in zip(checked, plain))
+            avx_mathfun.fma32, avx_mathfun._horner = fma32_plain, in_place
+    results.append(kernels())
+    for a, b, c in zip(*results):
+        assert np.array_equal(bits(a), bits(b)) and np.array_equal(bits(a), bits(c))
 
 
 def test_libm_is_the_c_librarys():
