@@ -22,10 +22,10 @@ CHUNK = 4096  # blocks of 16 computed at once
 
 
 def _fill16_float32(u, out, mean, std):
-    r = avx_mathfun.log(np.float32(1) - u[:, 0])
+    r = avx_mathfun.log(np.float32(1) - u[0])
     r *= np.float32(-2)
     np.sqrt(r, out=r)
-    sin, cos = avx_mathfun.sincos(_TWO_PI32 * u[:, 1])
+    sin, cos = avx_mathfun.sincos(_TWO_PI32 * u[1])
     for half, trig in enumerate((cos, sin)):
         trig *= r
         _affine32(trig, std, mean, out[:, half])
@@ -42,8 +42,8 @@ def _affine32(x, std, mean, out):
 
 
 def _fill16_float64(u, out, mean, std):
-    r = np.sqrt(-2 * libm.log(1 - u[:, 0]))
-    theta = 2 * math.pi * u[:, 1]
+    r = np.sqrt(-2 * libm.log(1 - u[0]))
+    theta = 2 * math.pi * u[1]
     out[:, 0] = fma64(r * libm.cos(theta), std, mean)
     out[:, 1] = fma64(r * libm.sin(theta), std, mean)
 
@@ -62,12 +62,20 @@ def block(gen, n: int, dtype, mean: float, std: float) -> np.ndarray:
     # temporaries stay in cache, and none is as large as the tensor (several times faster)
     for i in range(0, len(blocks), CHUNK):
         b = blocks[i : i + CHUNK]
-        fill16(gen.uniform(b.size, wide).reshape(b.shape), b, mean, std)
+        fill16(_lanes(gen, len(b), wide), b, mean, std)
     if n != whole:
         if d == wide:
             gen.uniform(n - whole, wide)  # drawn with the rest, then redrawn below
-        fill16(gen.uniform(16, wide).reshape(1, 2, 8), out[n - 16 :].reshape(1, 2, 8), mean, std)
+        fill16(_lanes(gen, 1, wide), out[n - 16 :].reshape(1, 2, 8), mean, std)
     return out.astype(d, copy=False)
+
+
+def _lanes(gen, k: int, wide) -> np.ndarray:
+    """The uniforms of ``k`` blocks by lane half, ``(2, k, 8)``: ``[0]`` the ``u1`` lanes,
+    ``[1]`` the ``u2`` ones (float32 made contiguous as they are converted)."""
+    if wide is np.float32:
+        return gen.uniform32((k, 2, 8), (1, 0, 2))
+    return gen.uniform(16 * k, wide).reshape(k, 2, 8).transpose(1, 0, 2)
 
 
 def serial(gen, n: int, mean: float, std: float) -> np.ndarray:
