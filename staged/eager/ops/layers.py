@@ -418,6 +418,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         noise = scalar_tensor(0, input.dtype)
     elif current_interceptor() is None and type(input._payload) is np.ndarray:
         x = input._payload
+        if not (input.dtype.is_floating_point or input.dtype.is_complex):
+            raise RuntimeError(  # torch's, from dividing the mask by 1 - p in place
+                f"result type Float can't be cast to the desired output type {input.dtype.title}"
+            )
         keep = fills.bernoulli(default_generator, x, 1 - p)  # 1 or 0 in x's dtype
         keep /= x.dtype.type(1 - p)  # in place: dividing, as torch (0 * (1 / q) may be NaN)
         noise = Tensor._wrap(keep, False)
