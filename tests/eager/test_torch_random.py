@@ -413,6 +413,10 @@ def test_errors_match_torch():
         lambda ns: ns.rand(3, dtype=ns.int64), "check_uniform_bounds", "not implemented for 'Long'"
     )
     raises_like_torch(lambda ns: ns.empty(3).uniform_(1, 0), "uniform_ expects to return")
+    raises_like_torch(
+        lambda ns: ns.nn.functional.dropout(ns.ones(3, dtype=ns.int64), 0.5),
+        "result type Float can't be cast to the desired output type Long",
+    )
     raises_like_torch(lambda ns: ns.empty(3).normal_(0, -1), "normal expects std >= 0.0")
     raises_like_torch(lambda ns: ns.normal(ns.zeros(3), -ns.ones(3)), "all elements of std")
     raises_like_torch(lambda ns: ns.randint(5, 3, (2,)), "random_ expects 'from' to be less")
