@@ -29,17 +29,28 @@ def _toward(s, e):
     return np.where(e == 0, s, np.nextafter(s, np.copysign(np.inf, e)))
 
 
+def _product64(a, b) -> np.ndarray:
+    """``a * b`` in a new float64 array (exact for float32 operands, one of them of the
+    result's shape): that one converted, then multiplied in place (cheaper than a ufunc
+    casting both operands: up to 4x for 32K elements)."""
+    if np.shape(a) != np.broadcast_shapes(np.shape(a), np.shape(b)):
+        a, b = b, a
+    s = np.asarray(a).astype(np.float64)
+    s *= b
+    return s
+
+
 def fma32_plain(a, b, c) -> np.ndarray:
     """``a * b + c`` for float32 operands, summed in float64 and rounded to float32:
     ``fmaf`` wherever that sum is not an inexact float32 halfway point."""
-    s = np.multiply(a, b, dtype=np.float64)
+    s = _product64(a, b)
     s += c
     return s.astype(np.float32)
 
 
 def fma32(a, b, c) -> np.ndarray:
     """``fmaf(a, b, c)`` elementwise for float32 operands (arrays or scalars)."""
-    s = np.multiply(a, b, dtype=np.float64)
+    s = _product64(a, b)
     s += c  # exact for c == 0, so no halfway point to fix (and -0 + 0 is +0, as fmaf)
     if np.ndim(c) or c != 0:
         tie = (s.view(np.uint64) & _LOW29) == _HALF29
