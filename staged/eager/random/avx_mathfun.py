@@ -75,8 +75,7 @@ def _reduce(x: np.ndarray) -> tuple:
 def _horner(x64: np.ndarray, coefs) -> np.ndarray:
     """``fma(...fma(fma(c0, x, c1), x, c2)..., x, cn)`` for float32 ``x`` given in
     float64, each step ``fma32``'s arithmetic in two reused buffers: the float64 product
-    (exact), the sum, rounded to float32 and back (several times faster than a fresh
-    array per step)."""
+    (exact), the sum, rounded to float32 and back (no fresh arrays per step)."""
     y = x64 * f64(coefs[0])
     y32 = np.empty(y.shape, f32)
     for c in coefs[1:-1]:

@@ -22,6 +22,8 @@ CHUNK = 4096  # blocks of 16 computed at once
 
 
 def _fill16_float32(u, out, mean, std):
+    """Blocks of 16 normals into ``out`` (``(k, 2, 8)``: cosines, then sines) from their
+    uniforms by lane half ``u`` (``_lanes``), with avx_mathfun's polynomials."""
     r = avx_mathfun.log(np.float32(1) - u[0])
     r *= np.float32(-2)
     np.sqrt(r, out=r)
@@ -42,6 +44,7 @@ def _affine32(x, std, mean, out):
 
 
 def _fill16_float64(u, out, mean, std):
+    """``_fill16_float32`` in float64, with the C library's functions."""
     r = np.sqrt(-2 * libm.log(1 - u[0]))
     theta = 2 * math.pi * u[1]
     out[:, 0] = fma64(r * libm.cos(theta), std, mean)
