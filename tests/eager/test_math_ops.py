@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import staged
-from tests.checks import assert_close, check_grads, to_numpy
+from tests.checks import assert_close, check_grads, compare_with_torch, to_numpy
 from tests.ops.db.math import ENTRIES
 
 TOL = {
@@ -411,3 +411,29 @@ def test_piecewise_constant_gradients_are_zero_under_inf_and_nan(name):
             out.append(t.autograd.forward_ad.unpack_dual(getattr(t, name)(dual)).tangent)
     for mine, theirs in zip(got, want, strict=True):  # torch's sgn gives ZeroTensors
         np.testing.assert_array_equal(to_numpy(mine), theirs.numpy(force=True))
+
+
+SPECIAL_ARGS = {  # the arguments past the tensor, and the tensor's range
+    "polygamma": ((1,), (0.5, 3.0)),
+    "logsumexp": ((0,), (-2.0, 2.0)),
+    "softmax": ((0,), (-2.0, 2.0)),
+    "log_softmax": ((0,), (-2.0, 2.0)),
+    "erfinv": ((), (-0.9, 0.9)),
+    "logit": ((), (0.1, 0.9)),
+    "xlogy": (("y",), (0.5, 3.0)),
+}
+
+
+@pytest.mark.parametrize("name", staged.special.__all__)
+def test_special_names_are_torch_specials(name):
+    """staged.special.<name> is torch.special.<name>: values and gradient."""
+    extra, (lo, hi) = SPECIAL_ARGS.get(name, ((), (0.5, 3.0)))
+    x = np.random.default_rng(0).uniform(lo, hi, 5)
+    y = np.random.default_rng(1).uniform(0.5, 3.0, 5)
+
+    def call(t, a):
+        fn = getattr(t.special, name)
+        args = [t.tensor(y) if e == "y" else e for e in extra]
+        return fn(*args, a) if name == "polygamma" else fn(a, *args)
+
+    compare_with_torch(lambda a: call(staged, a), lambda a: call(torch, a), x, rtol=1e-12)

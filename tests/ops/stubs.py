@@ -8,7 +8,8 @@ that adding an op never means typing its name into a declaration by hand:
   from the primitives declared with ``public=``;
 - ``staged/_ops.pyi``: ``staged.<name>`` for every exported op and alias (``__all__``), and
   ``TensorOps``, the ``Tensor`` methods of the table (``Tensor`` derives from it for type
-  checkers only).
+  checkers only);
+- ``staged/special.pyi``: ``staged.special``'s names.
 
 Signatures come from the functions themselves (``inspect.signature``); a method returns
 what its function is annotated to return, else ``Tensor``. ``tests/test_type_declarations.py``
@@ -98,6 +99,25 @@ def _home(fn) -> tuple[str, str]:
     return fn.__module__, name
 
 
+def _reexports(names: dict) -> list:
+    """``from <module> import (<home> as <name>, ...)`` for ``{name: function}``."""
+    by_module: dict = {}
+    for name, fn in sorted(names.items()):
+        mod, home = _home(fn)
+        by_module.setdefault(mod, []).append(f"{home} as {name}")
+    return [
+        f"from {mod} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+        for mod, names in sorted(by_module.items())
+    ]
+
+
+def special() -> str:
+    """``staged/special.pyi``."""
+    names = table.special()
+    header = "# torch.special's names of the table's ops (SPECIAL in staged/eager/ops/table.py).\n"
+    return "".join([HEADER, header, *_reexports(names), "\n" + _all(sorted(names))])
+
+
 def public_ops() -> str:
     """``staged/_ops.pyi``."""
     exports = table.exports()
@@ -106,14 +126,8 @@ def public_ops() -> str:
         "# staged.<name> for every op of the table (re-exported by staged/__init__.py), and\n"
         "# TensorOps: the Tensor methods it attaches (Tensor's base for type checkers only).\n",
         IMPORTS,
+        *_reexports(exports),
     ]
-    by_module: dict = {}
-    for name, fn in sorted(exports.items()):
-        mod, home = _home(fn)
-        by_module.setdefault(mod, []).append(home if home == name else f"{home} as {name}")
-    for mod, names in sorted(by_module.items()):
-        body = "".join(f"    {n if ' as ' in n else f'{n} as {n}'},\n" for n in names)
-        lines.append(f"from {mod} import (\n{body})\n")
     lines.append("\n" + _all(sorted(exports)) + "\nclass TensorOps:\n")
     for name, fn in sorted(table.methods().items()):
         # an in-place variant made from its op takes the op's arguments
@@ -125,6 +139,7 @@ def public_ops() -> str:
 STUBS = {
     ROOT / "eager" / "ops" / "_from_registry.pyi": from_registry,
     ROOT / "_ops.pyi": public_ops,
+    ROOT / "special.pyi": special,
 }
 
 

@@ -231,6 +231,30 @@ ALIASES = {
     "le": ("less_equal",),
     "ne": ("not_equal",),
 }
+# torch.special's names of ops declared above: staged.special.<name> (staged/special.py)
+SPECIAL = {
+    "digamma": ("digamma", "psi"),
+    "lgamma": ("gammaln",),
+    "sigmoid": ("expit",),
+    **dict.fromkeys(
+        (
+            "erf",
+            "erfc",
+            "erfinv",
+            "exp2",
+            "expm1",
+            "log1p",
+            "log_softmax",
+            "logit",
+            "logsumexp",
+            "polygamma",
+            "round",
+            "softmax",
+            "xlogy",
+        ),
+        (),
+    ),
+}
 OPS = {
     **{
         p.name: p.public._replace(op=getattr(ew, p.name))
@@ -255,6 +279,12 @@ def exports() -> dict:
 def functional() -> dict:
     """``{name: function}`` of the ``nn.functional`` names the table gives."""
     return {name: _SITED[name] for name, row in OPS.items() if row.functional}
+
+
+def special() -> dict:
+    """``{name: function}`` of ``staged.special``: torch.special's names (``SPECIAL``; an
+    empty tuple keeps the op's own name) for ops of the table."""
+    return {n: _SITED[name] for name, names in SPECIAL.items() for n in names or (name,)}
 
 
 def methods() -> dict:
