@@ -3,7 +3,10 @@
 from staged.eager.ops.composite import (
     log_softmax as log_softmax,
     logit as logit,
+    ndtr as ndtr,
+    sinc as sinc,
     softmax as softmax,
+    xlog1py as xlog1py,
     xlogy as xlogy,
 )
 from staged.eager.ops.elementwise import (
@@ -37,9 +40,12 @@ __all__ = [
     "log_softmax",
     "logit",
     "logsumexp",
+    "ndtr",
     "polygamma",
     "psi",
     "round",
+    "sinc",
     "softmax",
+    "xlog1py",
     "xlogy",
 ]

@@ -421,6 +421,8 @@ SPECIAL_ARGS = {  # the arguments past the tensor, and the tensor's range
     "erfinv": ((), (-0.9, 0.9)),
     "logit": ((), (0.1, 0.9)),
     "xlogy": (("y",), (0.5, 3.0)),
+    "xlog1py": (("y",), (0.5, 3.0)),
+    "ndtr": ((), (-6.0, 4.0)),
 }
 
 

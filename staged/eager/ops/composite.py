@@ -13,6 +13,7 @@ from .elementwise import (
     abs,
     clamp,
     erf,
+    erfc,
     exp,
     exp2,
     isinf,
@@ -23,6 +24,7 @@ from .elementwise import (
     logical_or,
     maximum,
     pow,
+    sin,
     trunc,
     where,
 )
@@ -123,13 +125,37 @@ def logaddexp2(x, y):
 
 def xlogy(x, y):
     """x * log(y), and 0 where x is 0 (unless y is NaN); integers compute as floats."""
+    return _x_times(x, y, log, "xlogy")
+
+
+def xlog1py(x, y):
+    """x * log1p(y), and 0 where x is 0 (unless y is NaN): torch.special.xlog1py."""
+    return _x_times(x, y, log1p, "xlog1py")
+
+
+def _x_times(x, y, fn, name):
+    """x * fn(y), 0 where x is 0 unless y is NaN, with torch's gradient: fn(y) to x, 0
+    where fn(y) is infinite or NaN."""
     if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
-        raise TypeError("xlogy(): at least one of the arguments must be a Tensor")
+        raise TypeError(f"{name}(): at least one of the arguments must be a Tensor")
     d = promote_types(x, y)
     x, y = (_as(v, d if d.is_floating_point else dt.get_default_dtype()) for v in (x, y))
-    # 0 where x is 0 (unless y is NaN), with torch's gradient: log(y) to x, 0 where y <= 0
-    ly = log(y)
-    return x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(ly) | isnan(ly))), 0, ly)
+    fy = fn(y)
+    return x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0 (gradient 0 there: the quotient sees 1, not 0 / 0)."""
+    x = float_operand(x)
+    zero = x == 0
+    px = where(zero, 1.0, x) * math.pi
+    return where(zero, 1.0, sin(px) / px)
+
+
+def ndtr(x):
+    """The standard normal CDF, erfc(-x / sqrt(2)) / 2 (relative accuracy in the lower
+    tail): torch.special.ndtr."""
+    return erfc(float_operand(x) * -math.sqrt(0.5)) * 0.5
 
 
 def _as(v, d):

@@ -157,8 +157,10 @@ ROWS = {
     # NumPy-style names (the compatibility issue)
     **{
         n: Public(getattr(composite, n), inplace=True)
-        for n in ("deg2rad", "rad2deg", "xlogy", "frac", "logit")
+        for n in ("deg2rad", "rad2deg", "xlogy", "frac", "logit", "sinc")
     },
+    # torch.special's own (staged.special.<name> only: SPECIAL below)
+    **{n: Public(getattr(composite, n), method=False, export=False) for n in ("ndtr", "xlog1py")},
     **{
         n: Public(getattr(composite, n))
         for n in (
@@ -251,6 +253,9 @@ SPECIAL = {
             "round",
             "softmax",
             "xlogy",
+            "sinc",
+            "ndtr",
+            "xlog1py",
         ),
         (),
     ),

@@ -119,6 +119,12 @@ ENTRIES = [
     ),
     *(_named(n, binary(scalar=None)) for n in ("logaddexp", "logaddexp2")),
     _named("xlogy", _xlogy_samples),
+    _named("sinc", unary(low=-3.0, high=3.0), dtypes=HALF),
+    # torch.special's own
+    *(
+        OpInfo(n, getattr(staged.special, n), getattr(torch.special, n), samples)
+        for n, samples in (("ndtr", unary(low=-6.0, high=4.0)), ("xlog1py", _xlogy_samples))
+    ),
     *(
         _named(
             n,
