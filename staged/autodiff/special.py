@@ -340,4 +340,5 @@ def polygamma(m, x, n: int):
     cot = _poly(m, m.div(cos, sin), [float(a) * np.pi ** (n + 1) for a in _cot_derivative(n)])
     refl = m.sub(m.mul(m.c(-sign), pos), cot)
     out = m.sel(neg, refl, pos)
-    return m.sel(_is_pole(m, x), m.c(sign * np.inf), out)
+    pole = m.both(_is_pole(m, x), m.cmp("ogt", x, m.c(-np.inf)))  # -inf: NaN, as torch
+    return m.sel(pole, m.c(sign * np.inf), out)

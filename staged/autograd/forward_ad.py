@@ -225,7 +225,8 @@ def _layer(apply):
             t_out = rule(tuple(inputs), tangents, out, **params)
         finally:
             _busy[0] = False
-        if t_out is not None:
+        # an integer or bool result carries no tangent (a dual written into an int tensor)
+        if t_out is not None and (out.dtype.is_floating_point or out.dtype.is_complex):
             set_tangent(out, t_out)
             node = out.grad_fn
             if node is not None:

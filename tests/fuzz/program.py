@@ -339,7 +339,7 @@ def _draw_step(draw, kind, pool, dtype, write_views, float64):
     # writes into a clone of x, through an optional basic-index view
     view = _draw_basic(draw, x) if write_views and draw(st.booleans()) else ()
     if kind == "setitem":  # a key of the view written through (torch skips an empty's check)
-        key = _draw_index(draw, x[view] if view else x, unique=True)
+        key = _draw_index(draw, x.detach()[view] if view else x, unique=True)
         j = _ref(draw, pool)
         return Step("setitem", "", (i, j), key, view)
     name = draw(st.sampled_from(INPLACE_BINARY + INPLACE_UNARY + ("fill_",)))

@@ -724,3 +724,17 @@ def test_logit_gradient_is_nan_outside_zero_one():
     for eps in (None, 0.1):
         ours, theirs = (_grads(lib, lambda t, v: t.logit(v, eps=eps), x) for lib in (staged, torch))
         np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+def test_an_integer_tensor_written_with_a_dual_has_no_tangent():
+    """``v = bools.clone(); v[()] = dual`` gave v a tangent, so exp(v)'s tangent was t
+    (torch: none); an integer or bool result of any op carries no tangent."""
+    for lib in (staged, torch):
+        fw = lib.autograd.forward_ad
+        with fw.dual_level():
+            d = fw.make_dual(lib.tensor([0.5]), lib.tensor([1.0]))
+            v = lib.tensor([False]).clone()
+            v[()] = d
+            assert fw.unpack_dual(v).tangent is None
+            assert fw.unpack_dual(lib.exp(v)).tangent is None
+            assert fw.unpack_dual(d.to(lib.int64)).tangent is None
