@@ -126,47 +126,8 @@ class _Math:
     def _k(self, op_type, *xs):
         return self.b.kernel(op_type, xs, self.d)
 
-    def add(self, a, b):
-        return self._k("Add", a, b)
-
-    def sub(self, a, b):
-        return self._k("Sub", a, b)
-
-    def mul(self, a, b):
-        return self._k("Mul", a, b)
-
-    def div(self, a, b):
-        return self._k("Div", a, b)
-
-    def neg(self, a):
-        return self._k("Neg", a)
-
-    def abs(self, a):
-        return self._k("Abs", a)
-
-    def sqrt(self, a):
-        return self._k("Sqrt", a)
-
-    def exp(self, a):
-        return self._k("Exp", a)
-
-    def log(self, a):
-        return self._k("Log", a)
-
     def log1p(self, a):
         return _log1p_of(self.b, self.d, a)
-
-    def floor(self, a):
-        return self._k("Floor", a)
-
-    def round(self, a):
-        return self._k("Round", a)
-
-    def sin(self, a):
-        return self._k("Sin", a)
-
-    def cos(self, a):
-        return self._k("Cos", a)
 
     def both(self, a, b):
         return self.b.node("And", [a, b])
@@ -185,6 +146,25 @@ class _Math:
 
     def sel(self, cond, a, b):
         return self.b.node("Where", [cond, a, b])
+
+
+# _Math's methods that are one ONNX operator: add(a, b) is Add, neg(a) is Neg, ...
+for _name, _op_type in {
+    "add": "Add",
+    "sub": "Sub",
+    "mul": "Mul",
+    "div": "Div",
+    "neg": "Neg",
+    "abs": "Abs",
+    "sqrt": "Sqrt",
+    "exp": "Exp",
+    "log": "Log",
+    "floor": "Floor",
+    "round": "Round",  # half to even, as np.rint
+    "sin": "Sin",
+    "cos": "Cos",
+}.items():
+    setattr(_Math, _name, lambda self, *xs, _op_type=_op_type: self._k(_op_type, *xs))
 
 
 def _special(name):
