@@ -4,10 +4,10 @@ Note [waits]: a blocking MPI call waits forever for a rank that died or never ca
 collective, so every wait polls its request and fails after the group's timeout with an
 error naming this rank and the collective; the error, uncaught, aborts the job
 (``abort_on_error``). Polls run back to back (yielding the core) for ``SPIN_S`` before
-they sleep: MPI progresses a collective only while its ranks are in MPI calls. Before a checked collective the ranks exchange what they are about
-to do (the op, dtype and shape: 12 int64 each, one ``Iallgather``, microseconds on a
-machine), so that mismatched calls fail with an error naming the ranks instead of hanging
-or reducing garbage. DDP's bucket all-reduces skip it: it checks the parameters once.
+they sleep: MPI progresses a collective only while its ranks are in MPI calls. Before a
+checked collective the ranks exchange what they are about to do (the op, dtype and shape:
+12 int64 each, one ``Iallgather``, microseconds on a machine), so that mismatched calls
+fail with an error naming the ranks instead of hanging or reducing garbage. DDP's bucket all-reduces skip it: it checks the parameters once.
 """
 
 from __future__ import annotations
