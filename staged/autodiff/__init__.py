@@ -3,9 +3,11 @@
 from .avals import Aval, ShapeError  # noqa: F401
 from .primitive import (
     ELEMENTWISE,
+    FUSED,  # noqa: F401
     LINEAR,
     REGISTRY,
     ZERO,
+    Fused,  # noqa: F401
     Primitive,
     Public,  # noqa: F401
     primitive,

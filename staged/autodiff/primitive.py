@@ -32,11 +32,14 @@ LINEAR = "linear"  # jvp(t) = prim(t_0, t_1, ...) with zeros for missing tangent
 ZERO = "zero"  # output is not differentiable
 
 REGISTRY: dict[str, Primitive] = {}
+FUSED: dict[str, Fused] = {}  # eager-only kernels (``Fused``), never in a graph
 
 # Set by staged.eager at import: binds a primitive to Tensor operands, and wraps a payload
 # (a constant the strict vocabulary, ``lax.py``, makes) as a Tensor.
 _bind: list[Callable] = [None]  # type: ignore[list-item]  # set at import, as said
 _constant: list[Callable] = [None]  # type: ignore[list-item]
+# Set by staged.eager: whether a Fused primitive may run its own kernel for these operands
+_fused_here: list[Callable] = [None]  # type: ignore[list-item]
 
 
 class Public(NamedTuple):
@@ -162,8 +165,9 @@ class Primitive:
         node_name=None,
         domain=None,
         public=None,
+        registry=REGISTRY,
     ):
-        if name in REGISTRY:
+        if name in registry:
             raise ValueError(f"primitive {name!r} declared twice")
         sig = inspect.signature(impl)
         self.name = name
@@ -205,7 +209,7 @@ class Primitive:
             else frozenset(d.np for d in dt.ALL if d.dclass not in self.unsupported)
         )
         self.public = public
-        REGISTRY[name] = self
+        registry[name] = self
 
     @property
     def differentiable(self) -> bool:
@@ -228,6 +232,32 @@ class Primitive:
 
     def abstract_eval(self, *avals: Aval, **params) -> Aval:
         return self.shape_rule(*avals, **params)
+
+
+class Fused(Primitive):
+    """An eager kernel for what is elsewhere a composite of primitives (``linear``,
+    ``layer_norm``): on NumPy operands it runs ``impl`` and records one Node whose VJP
+    rules may bind further Fused kernels; everywhere else (a capture, forward AD, vmap,
+    and, for one without VJP rules, wherever its result would need a grad_fn) it calls
+    ``decomposition``, the same function of the same operands written with primitives.
+    So graphs, lowerings and higher derivatives see only the decomposition, and eager
+    code pays one dispatch and one Node (Note [fused kernels] in ``eager/dispatch.py``).
+    ``tests/autodiff/test_fused.py`` checks each against its decomposition."""
+
+    __slots__ = ("decomposition",)
+
+    def __init__(self, name, impl, decomposition, *, vjp=None, node_name=None):
+        super().__init__(name, impl, _no_shape_rule, vjp=vjp, node_name=node_name, registry=FUSED)
+        self.decomposition = decomposition
+
+    def __call__(self, *args, **params):
+        if _fused_here[0](self, args):
+            return _bind[0](self, args, params)
+        return self.decomposition(*args, **params)
+
+
+def _no_shape_rule(*avals, **params):
+    raise TypeError("a Fused kernel is never traced: its decomposition is")
 
 
 def primitive(name, shape_rule, **kw):

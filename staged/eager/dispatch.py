@@ -14,7 +14,7 @@ from functools import partial
 
 import numpy as np
 
-from ..autodiff.primitive import _bind, _constant
+from ..autodiff.primitive import _bind, _constant, _fused_here
 from . import interceptor as _icpt
 from .grad_mode import _state
 from .tensor import Tensor
@@ -97,6 +97,33 @@ _bind[0] = apply
 _constant[0] = Tensor._wrap  # the strict vocabulary's constants (autodiff/lax.py)
 
 
+# Note [fused kernels]: a Fused primitive (autodiff/primitive.py) is one NumPy kernel and
+# one Node for a composite (linear: permute, matmul, expand and add forward, eight
+# primitives backward). It runs only here, in plain eager mode: under a capture, forward
+# AD or vmap it calls its decomposition, so graphs and lowerings never see it, and tangents
+# and batching rules are the primitives'. A Fused kernel without VJP rules (a backward
+# kernel: layer norm's input gradient) also decomposes where its result would need a
+# grad_fn, which makes double backward differentiate the decomposition.
+_DECOMPOSING_LAYERS = frozenset({"forward_ad", "batching"})
+_decomposing = [False]  # a layer in _DECOMPOSING_LAYERS is on
+
+
+def _fused(prim, args) -> bool:
+    if _decomposing[0]:
+        return False
+    icpt = _icpt.active
+    if icpt is not None and icpt[0] == threading.get_ident():
+        return False
+    if prim.vjp is None and _state.grad_enabled:
+        for t in args:
+            if t._requires_grad:
+                return False
+    return True
+
+
+_fused_here[0] = _fused
+
+
 def set_recorder(node_class) -> None:
     """Install the Node class ``apply`` records (autograd's; eager does not import it)."""
     global _record
@@ -114,6 +141,7 @@ def set_layer(name: str, wrap) -> None:
         _layers.pop(name, None)
     else:
         _layers[name] = wrap
+    _decomposing[0] = not _DECOMPOSING_LAYERS.isdisjoint(_layers)
     fn = apply
     for key in sorted(_layers):
         fn = _layers[key](fn)

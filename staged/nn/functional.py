@@ -29,20 +29,12 @@ from ..eager.ops.layers import (
     pad,  # noqa: F401
     unfold,  # noqa: F401
 )
+from ..autodiff import fused
+from ..eager.ops.linalg import linear  # noqa: F401
 from ..eager.ops.reduction import in_float32
 from ..eager.tensor import Tensor
 
 globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)
-
-
-def linear(input, weight, bias=None):
-    """``input @ weight.T + bias``."""
-    if input.ndim > 2 and weight.ndim == 2:  # one 2-D matmul: NumPy is slow on a broadcast weight
-        flat = ops.matmul(input.reshape(-1, input.shape[-1]), weight.mT)
-        out = flat.reshape(*input.shape[:-1], weight.shape[0])
-    else:
-        out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
-    return out if bias is None else out + bias
 
 
 def softmax(input, dim):
@@ -325,10 +317,10 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _weighted((input - target).abs(), input, weight, reduction)
 
 
-def _huber(d, delta, quadratic, linear):
-    """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``linear * (|d| - delta / 2)``."""
+def _huber(d, delta, quadratic, slope):
+    """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``slope * (|d| - delta / 2)``."""
     z = d.abs()
-    return ops.where(z < delta, d * d * (0.5 * quadratic), (z - 0.5 * delta) * linear)
+    return ops.where(z < delta, d * d * (0.5 * quadratic), (z - 0.5 * delta) * slope)
 
 
 @in_float32
@@ -517,7 +509,11 @@ def nll_loss(
 
 
 def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
-    n, c = logp.shape
+    _check_class_indices(target, *logp.shape, ignore_index)
+    return _nll_checked(logp, target, weight, ignore_index, reduction, smoothing)
+
+
+def _check_class_indices(target, n, c, ignore_index):
     _check_targets(target, n)
     if target.dtype not in (dt.int64, dt.uint8):
         raise RuntimeError(
@@ -526,6 +522,10 @@ def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     check_range(
         target.to(dt.int64), 0, c, IndexError, "Target {} is out of bounds.", skip=ignore_index
     )
+
+
+def _nll_checked(logp, target, weight, ignore_index, reduction, smoothing=0.0):
+    c = logp.shape[1]
     onehot = arange(c) == ops.unsqueeze(target, 1)
     picked = ops.where(onehot, logp, 0.0).sum(1)
     valid = (target != ignore_index).to(logp.dtype)
@@ -560,7 +560,17 @@ def cross_entropy(
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    logp = _class_dim_last(ops.log_softmax(input, 1 if input.ndim > 1 else 0))
+    fast = (  # the fused kernel's case: checked below, then no log_softmax of its own
+        isinstance(input, Tensor)
+        and input.ndim == 2
+        and target.ndim == 1
+        and target.dtype is dt.int64
+        and weight is None
+        and not label_smoothing
+        and reduction == "mean"
+        and fused.fusable(input)
+    )
+    logp = None if fast else _class_dim_last(ops.log_softmax(input, 1 if input.ndim > 1 else 0))
     if target.dtype.is_floating_point and tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(
             at_user(
@@ -588,11 +598,25 @@ def cross_entropy(
                 f"shape {list(target.shape)} for input {list(input.shape)})"
             )
         )
+    if fast:
+        _check_class_indices(target, *input.shape, ignore_index)
+        return _cross_entropy(input, target, ignore_index=int(ignore_index))
     return _per_element(
         _nll(logp, ops.reshape(target, -1), weight, ignore_index, reduction, label_smoothing),
         input,
         reduction,
     )
+
+
+_cross_entropy = ad.Fused(
+    "cross_entropy",
+    fused.cross_entropy_impl,
+    lambda input, target, *, ignore_index: _nll_checked(
+        log_softmax(input, 1), target, None, ignore_index, "mean"
+    ),
+    vjp=fused.CROSS_ENTROPY_VJP,
+    node_name="NllLossBackward0",
+)
 
 
 # every public function here names the user's line in its errors (staged/_where.py); the

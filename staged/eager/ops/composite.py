@@ -6,6 +6,7 @@ import math
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ...autodiff import fused
 from ...autodiff.avals import wrap_dim
 from ..tensor import Tensor
 from ._operands import float_operand, promote_types, scalar_tensor
@@ -39,19 +40,52 @@ def _floating(name, x, dim):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype.title}'")
 
 
+def _fusable(x) -> bool:
+    """Whether softmax's fused kernel is written for ``x`` (real floating, not empty)."""
+    return x.ndim > 0 and x._payload.dtype.kind == "f" and x.numel() > 0
+
+
 @in_float32
 def log_softmax(x, dim):
     _floating("log_softmax", x, dim)
+    if _fusable(x):
+        return _log_softmax(x, dim=wrap_dim(dim, x.ndim))
+    return _log_softmax_composite(x, dim=dim)
+
+
+def _log_softmax_composite(x, *, dim):
     return x - logsumexp(x, dim, keepdim=True)
 
 
 @in_float32
 def softmax(x, dim):
     _floating("softmax", x, dim)
+    if _fusable(x):
+        return _softmax(x, dim=wrap_dim(dim, x.ndim))
+    return _softmax_composite(x, dim=dim)
+
+
+def _softmax_composite(x, *, dim):
     if x.numel() == 0:  # nothing to normalize (and an empty dim has no max)
         return x.exp()
     e = (x - x.amax(dim, keepdim=True).detach()).exp()
     return e / sum(e, dim, keepdim=True)
+
+
+_softmax = ad.Fused(
+    "softmax",
+    fused.softmax_impl,
+    _softmax_composite,
+    vjp=fused.SOFTMAX_VJP,
+    node_name="SoftmaxBackward0",
+)
+_log_softmax = ad.Fused(
+    "log_softmax",
+    fused.log_softmax_impl,
+    _log_softmax_composite,
+    vjp=fused.LOG_SOFTMAX_VJP,
+    node_name="LogSoftmaxBackward0",
+)
 
 
 @in_float32

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ... import autodiff as ad
+from ...autodiff import fused
 from ... import dtypes as dt
 from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
@@ -345,13 +346,33 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             f"[*, {', '.join(map(str, ns))}], but got input of size"
             f"{list(input.shape)}"
         )
-    dims = tuple(range(input.ndim - len(ns), input.ndim))
+    if (
+        weight is not None
+        and bias is not None
+        and tuple(weight.shape) == ns == tuple(bias.shape)
+        and fused.fusable(input, weight, bias)
+    ):
+        return _layer_norm(input, weight, bias, n=len(ns), eps=float(eps))
+    return _layer_norm_composite(input, weight, bias, n=len(ns), eps=eps)
+
+
+def _layer_norm_composite(input, weight, bias, *, n, eps):
+    dims = tuple(range(input.ndim - n, input.ndim))
     mean = reduction.mean(input, dims, keepdim=True)
     var = reduction.var(input, dims, correction=0, keepdim=True)
     y = (input - mean) * ew.rsqrt(var + eps)
     if weight is not None:
         y = y * weight
     return y if bias is None else y + bias
+
+
+_layer_norm = ad.Fused(
+    "layer_norm",
+    fused.layer_norm_impl,
+    _layer_norm_composite,
+    vjp=fused.LAYER_NORM_VJP,
+    node_name="NativeLayerNormBackward0",
+)
 
 
 def batch_norm(

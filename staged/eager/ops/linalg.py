@@ -1,5 +1,5 @@
 """matmul with PyTorch's rank rules (1-D operands, broadcast batch dims) over the strict
-batched primitive; einsum, outer, dot, mv and the addmm family over it."""
+batched primitive; einsum, outer, dot, mv, the addmm family and linear over it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import math
 import string
 
 from ... import autodiff as ad
+from ...autodiff import Fused, fused
 from ...autodiff.avals import wrap_dim
+from ..tensor import Tensor
 from ._operands import broadcast_shapes, expand_to
 from .elementwise import add, mul
 from .reduction import norm
@@ -371,3 +373,49 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
         )
     diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
     return norm(diff, p, -1)
+
+
+def _linear_composite(input, weight, bias=None):
+    if input.ndim > 2 and weight.ndim == 2:  # one 2-D matmul: NumPy is slow on a broadcast weight
+        flat = matmul(input.reshape(-1, input.shape[-1]), weight.mT)
+        out = flat.reshape(*input.shape[:-1], weight.shape[0])
+    else:
+        out = matmul(input, weight.mT if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+_linear = Fused(
+    "linear",
+    fused.linear_impl,
+    _linear_composite,
+    vjp=fused.LINEAR_BIAS_VJP,
+    node_name="AddmmBackward0",
+)
+_linear_no_bias = Fused(
+    "linear_no_bias",
+    lambda x, weight: fused.linear_impl(x, weight),
+    _linear_composite,
+    vjp=fused.LINEAR_VJP,
+    node_name="MmBackward0",
+)
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``: one fused kernel and Node eagerly for an input of 2 or
+    more dims, a 2-D weight and a 1-D bias of one real floating dtype."""
+    if (
+        isinstance(input, Tensor)
+        and input.ndim >= 2
+        and weight.ndim == 2
+        and input.shape[-1] == weight.shape[1]
+    ):
+        if bias is None:
+            if fused.fusable(input, weight):
+                return _linear_no_bias(input, weight)
+        elif (
+            bias.ndim == 1
+            and bias.shape[0] == weight.shape[0]
+            and fused.fusable(input, weight, bias)
+        ):
+            return _linear(input, weight, bias)
+    return _linear_composite(input, weight, bias)

@@ -1,0 +1,222 @@
+"""Fused eager kernels (``Fused``, Note [fused kernels] in ``eager/dispatch.py``): the NumPy
+kernels of ``linear``, ``layer_norm``, ``cross_entropy``, ``softmax`` and ``log_softmax``,
+their VJP rules, and the backward kernels those call, each with its decomposition in
+``lax``'s strict vocabulary (what a double backward differentiates). The forward kernels
+are declared next to their composites, which are their decompositions (``eager/ops``,
+``nn/functional.py``); forward kernels round as their composites do, so eager values equal
+a captured graph's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from . import lax
+from .primitive import Fused, _constant
+
+
+def fusable(*tensors) -> bool:
+    """Real floating tensors of one dtype: what the kernels here are written for."""
+    d = tensors[0]._payload.dtype
+    return d.kind == "f" and all(t._payload.dtype == d for t in tensors)
+
+
+def _rows(a):
+    """``a`` as a matrix of its last dim's rows (a view where NumPy can)."""
+    return a.reshape(-1, a.shape[-1])
+
+
+def _shape(t) -> tuple:
+    return tuple(t._payload.shape)
+
+
+def _lax_rows(t):
+    s = _shape(t)
+    return lax.reshape(t, (math.prod(s[:-1]), s[-1]))
+
+
+# --- linear: input @ weight.T (+ bias) ----------------------------------------------------
+def linear_impl(x, weight, bias=None):
+    out = _rows(x) @ weight.T
+    if bias is not None:
+        out += bias
+    return out.reshape(x.shape[:-1] + weight.shape[:1])
+
+
+linear_dx = Fused(
+    "linear_dx",
+    lambda g, weight, *, shape: (_rows(g) @ weight).reshape(shape),
+    lambda g, weight, *, shape: lax.reshape(lax.matmul(_lax_rows(g), lax.conj(weight)), shape),
+)
+linear_dw = Fused(
+    "linear_dw",
+    lambda g, x: _rows(g).T @ _rows(x),
+    lambda g, x: lax.matmul(lax.mT(_lax_rows(g)), lax.conj(_lax_rows(x))),
+)
+LINEAR_VJP = (
+    lambda g, weight, x_aval: linear_dx(g, weight, shape=x_aval.shape),
+    lambda g, x: linear_dw(g, x),
+)
+LINEAR_BIAS_VJP = LINEAR_VJP + (lambda g: lax.sum(g, tuple(range(len(_shape(g)) - 1))),)
+
+
+# --- layer_norm over the last n dims, with weight and bias --------------------------------
+def _normalized(x, n, eps):
+    """((x - mean) / sqrt(var + eps), 1 / sqrt(var + eps)) over the last ``n`` dims."""
+    dims = tuple(range(x.ndim - n, x.ndim))
+    xc = x - x.mean(dims, keepdims=True)
+    rstd = np.mean(xc * xc, dims, keepdims=True)
+    rstd += eps
+    np.sqrt(rstd, out=rstd)
+    np.divide(1, rstd, out=rstd)
+    xc *= rstd
+    return xc, rstd
+
+
+def layer_norm_impl(x, weight, bias, *, n, eps):
+    y, _ = _normalized(x, n, eps)
+    y *= weight
+    y += bias
+    return y
+
+
+def _layer_norm_dx_impl(g, x, weight, *, n, eps):
+    xhat, rstd = _normalized(x, n, eps)
+    dims = tuple(range(x.ndim - n, x.ndim))
+    gw = g * weight
+    dx = gw - gw.mean(dims, keepdims=True)
+    gw *= xhat
+    xhat *= gw.mean(dims, keepdims=True)
+    dx -= xhat
+    dx *= rstd
+    return dx
+
+
+def _layer_norm_dw_impl(g, x, *, n, eps):
+    xhat, _ = _normalized(x, n, eps)
+    xhat *= g
+    return xhat.sum(tuple(range(x.ndim - n)))
+
+
+def _mean_back(x, dims, count):
+    """The mean of ``x`` over ``dims``, broadcast back to ``x``'s shape."""
+    return lax.expand(lax.mul(lax.sum(x, dims, keepdim=True), 1.0 / count), _shape(x))
+
+
+def _stats(x, n, eps):
+    """(dims, their element count, (x - mean) * rstd, rstd) in the vocabulary."""
+    shape = _shape(x)
+    dims, count = tuple(range(len(shape) - n, len(shape))), math.prod(shape[len(shape) - n :])
+    xc = lax.sub(x, _mean_back(x, dims, count))
+    rstd = lax.bind("rsqrt", lax.add(_mean_back(lax.mul(xc, xc), dims, count), eps))
+    return dims, count, lax.mul(xc, rstd), rstd
+
+
+def _layer_norm_dx_decomposed(g, x, weight, *, n, eps):
+    dims, count, xhat, rstd = _stats(x, n, eps)
+    shape = _shape(x)
+    gw = lax.mul(g, lax.broadcast_to(weight, shape, (1,) * (len(shape) - n) + _shape(weight)))
+    centred = lax.sub(gw, _mean_back(gw, dims, count))
+    return lax.mul(
+        rstd, lax.sub(centred, lax.mul(xhat, _mean_back(lax.mul(gw, xhat), dims, count)))
+    )
+
+
+def _layer_norm_dw_decomposed(g, x, *, n, eps):
+    _, _, xhat, _ = _stats(x, n, eps)
+    return lax.sum(lax.mul(g, xhat), tuple(range(len(_shape(x)) - n)))
+
+
+layer_norm_dx = Fused("layer_norm_dx", _layer_norm_dx_impl, _layer_norm_dx_decomposed)
+layer_norm_dw = Fused("layer_norm_dw", _layer_norm_dw_impl, _layer_norm_dw_decomposed)
+LAYER_NORM_VJP = (
+    lambda g, x, weight, n, eps: layer_norm_dx(g, x, weight, n=n, eps=eps),
+    lambda g, x, n, eps: layer_norm_dw(g, x, n=n, eps=eps),
+    lambda g, n: lax.sum(g, tuple(range(len(_shape(g)) - n))),
+)
+
+
+# --- cross_entropy: the mean over (N, C) logits of int64 class indices --------------------
+def cross_entropy_impl(logits, target, *, ignore_index):
+    valid = (target != ignore_index).astype(logits.dtype)
+    picked = log_softmax_impl(logits, dim=1)[np.arange(len(target)), np.where(valid, target, 0)]
+    return np.asarray((-picked * valid).sum() / valid.sum(), logits.dtype)
+
+
+def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):
+    valid = target != ignore_index
+    p = logits - logits.max(1, keepdims=True)
+    np.exp(p, out=p)
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(len(target)), np.where(valid, target, 0)] -= 1
+    p *= (valid * (g / valid.sum(dtype=logits.dtype)))[:, None]
+    return p
+
+
+def _cross_entropy_dx_decomposed(g, logits, target, *, ignore_index):
+    n, c = shape = _shape(logits)
+    dtype = dt.from_numpy_dtype(logits._payload.dtype)
+    valid = lax.cast(lax.ne(target, ignore_index), dtype)
+    e = lax.exp(
+        lax.sub(logits, lax.expand(lax.bind("reduce_max", logits, dims=(1,), keepdim=True), shape))
+    )
+    p = lax.div(e, lax.expand(lax.sum(e, (1,), keepdim=True), shape))
+    classes = lax.expand(_constant[0](np.arange(c, dtype=target._payload.dtype)[None]), shape)
+    onehot = lax.cast(lax.eq(lax.expand(lax.reshape(target, (n, 1)), shape), classes), dtype)
+    scale = lax.mul(valid, lax.expand(lax.reshape(lax.div(g, lax.sum(valid, (0,))), (1,)), (n,)))
+    return lax.mul(lax.sub(p, onehot), lax.expand(lax.reshape(scale, (n, 1)), shape))
+
+
+cross_entropy_dx = Fused("cross_entropy_dx", _cross_entropy_dx_impl, _cross_entropy_dx_decomposed)
+CROSS_ENTROPY_VJP = (
+    lambda g, logits, target, ignore_index: cross_entropy_dx(
+        g, logits, target, ignore_index=ignore_index
+    ),
+    None,
+)
+
+
+# --- softmax and log_softmax over one dim -------------------------------------------------
+def softmax_impl(x, *, dim):
+    e = x - x.max(dim, keepdims=True)
+    np.exp(e, out=e)
+    e /= e.sum(dim, keepdims=True)
+    return e
+
+
+def log_softmax_impl(x, *, dim):
+    """x - logsumexp(x), rounded as the composite's (``reduction.logsumexp``)."""
+    m = x.max(dim, keepdims=True)
+    m[np.isinf(m)] = 0
+    lse = np.log(np.exp(x - m).sum(dim, keepdims=True))
+    lse += m
+    return x - lse
+
+
+def _softmax_dx_impl(g, out, *, dim):
+    dx = g * out
+    dx -= out * dx.sum(dim, keepdims=True)
+    return dx
+
+
+def _softmax_dx_decomposed(g, out, *, dim):
+    dot = lax.sum(lax.mul(g, out), (dim,), keepdim=True)
+    return lax.mul(out, lax.sub(g, lax.expand(dot, _shape(out))))
+
+
+def _log_softmax_dx_impl(g, out, *, dim):
+    return g - np.exp(out) * g.sum(dim, keepdims=True)
+
+
+def _log_softmax_dx_decomposed(g, out, *, dim):
+    total = lax.expand(lax.sum(g, (dim,), keepdim=True), _shape(out))
+    return lax.sub(g, lax.mul(lax.exp(out), total))
+
+
+softmax_dx = Fused("softmax_dx", _softmax_dx_impl, _softmax_dx_decomposed)
+log_softmax_dx = Fused("log_softmax_dx", _log_softmax_dx_impl, _log_softmax_dx_decomposed)
+SOFTMAX_VJP = (lambda g, out, dim: softmax_dx(g, out, dim=dim),)
+LOG_SOFTMAX_VJP = (lambda g, out, dim: log_softmax_dx(g, out, dim=dim),)

@@ -1,0 +1,174 @@
+"""Fused eager kernels (Note [fused kernels] in staged/eager/dispatch.py): each equals its
+decomposition, value and gradients, and none ever reaches a graph, forward AD or vmap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+import staged.nn.functional as F
+from staged.autodiff import FUSED
+
+RTOL = {"float32": 2e-5, "float64": 1e-12}
+
+
+def _t(rng, shape, dtype, grad=True):
+    return staged.tensor(rng.standard_normal(shape).astype(dtype), requires_grad=grad)
+
+
+# name -> (the public call that runs it, its operands); every Fused forward kernel has a
+# case here and backward kernels run under them (test_every_kernel_is_checked)
+CASES = {
+    "linear": lambda rng, d: (F.linear, [_t(rng, (2, 3, 5), d), _t(rng, (4, 5), d), _t(rng, 4, d)]),
+    "linear_no_bias": lambda rng, d: (F.linear, [_t(rng, (6, 5), d), _t(rng, (4, 5), d)]),
+    "layer_norm": lambda rng, d: (
+        lambda x, w, b: F.layer_norm(x, (3, 4), w, b, eps=1e-3),
+        [_t(rng, (2, 3, 4), d), _t(rng, (3, 4), d), _t(rng, (3, 4), d)],
+    ),
+    "cross_entropy": lambda rng, d: (
+        lambda x: F.cross_entropy(x, staged.tensor([0, 4, -100, 2, 2, 1])),
+        [_t(rng, (6, 5), d)],
+    ),
+    "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
+    "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
+}
+BACKWARD = {
+    "linear_dx",
+    "linear_dw",
+    "layer_norm_dx",
+    "layer_norm_dw",
+    "cross_entropy_dx",
+    "softmax_dx",
+    "log_softmax_dx",
+}
+
+
+def test_every_kernel_is_checked():
+    assert set(FUSED) == set(CASES) | BACKWARD
+
+
+def _decomposed(fn, args):
+    """``fn(*args)`` with every Fused kernel decomposed (as under forward AD)."""
+    with staged.autograd.forward_ad.dual_level():
+        return fn(*args)
+
+
+def _run(fn, args, g, **kw):
+    out = fn(*args)
+    grads = staged.autograd.grad(out, args, g, **kw)
+    return out, grads
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernel_equals_its_decomposition(name, dtype):
+    """Values, gradients, and gradients of gradients (through the backward kernels'
+    decompositions) of the fused kernel against the composite, and torch."""
+    rng = np.random.default_rng(0)
+    fn, args = CASES[name](rng, dtype)
+    out = fn(*args)
+    assert out.grad_fn.prim is FUSED[name]
+    g = staged.tensor(rng.standard_normal(tuple(out.shape)).astype(dtype))
+    grads = staged.autograd.grad(out, args, g, create_graph=True)
+    with staged.autograd.forward_ad.dual_level():  # decomposes every kernel
+        ref = fn(*args)
+        assert getattr(ref.grad_fn, "prim", None) is not FUSED[name]
+        ref_grads = staged.autograd.grad(ref, args, g, create_graph=True)
+    rtol = RTOL[dtype]
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=rtol, atol=rtol)
+    for a, b in zip(grads, ref_grads):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=rtol)
+    # second order: the backward kernels decompose where their result needs a grad_fn
+    pairs = [(a, b) for a, b in zip(grads, ref_grads) if a.requires_grad or b.requires_grad]
+    vs = [staged.tensor(rng.standard_normal(tuple(a.shape)).astype(dtype)) for a, _ in pairs]
+    second = staged.autograd.grad([a for a, _ in pairs], args, vs, allow_unused=True)
+    ref_second = staged.autograd.grad([b for _, b in pairs], args, vs, allow_unused=True)
+    for a, b in zip(second, ref_second):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=10 * rtol, atol=10 * rtol)
+    # and torch, from the same operands
+    targs = [torch.tensor(a.detach().numpy(), requires_grad=True) for a in args]
+    tfn = {
+        "linear": torch.nn.functional.linear,
+        "linear_no_bias": torch.nn.functional.linear,
+        "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (3, 4), w, b, eps=1e-3),
+        "cross_entropy": lambda x: torch.nn.functional.cross_entropy(
+            x, torch.tensor([0, 4, -100, 2, 2, 1])
+        ),
+        "softmax": lambda x: x.softmax(-2),
+        "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
+    }[name]
+    tout = tfn(*targs)
+    tgrads = torch.autograd.grad(tout, targs, torch.from_numpy(g.numpy()))
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=rtol, atol=rtol)
+    for a, b in zip(grads, tgrads):
+        np.testing.assert_allclose(a.detach().numpy(), b.numpy(), rtol=rtol, atol=rtol)
+
+
+def test_backward_kernels_run_eagerly_and_decompose_for_double_backward():
+    """Plain backward runs the backward kernels (one Node per input gradient); with
+    create_graph their results have the decomposition's grad_fns."""
+    rng = np.random.default_rng(1)
+    x, w, b = _t(rng, (4, 5), "float64"), _t(rng, (3, 5), "float64"), _t(rng, 3, "float64")
+    (gx,) = staged.autograd.grad(F.linear(x, w, b).sum(), [x])
+    assert gx.grad_fn is None
+    (gx,) = staged.autograd.grad(F.linear(x, w, b).sum(), [x], create_graph=True)
+    assert gx.grad_fn is not None and "Linear" not in gx.grad_fn.name()
+
+
+def test_fallbacks_keep_the_composite():
+    """Operands a kernel is not written for take the composite: its promotion and errors."""
+    x = staged.randn(3, 4)
+    # mixed dtypes: promotion's error, as torch
+    with pytest.raises(RuntimeError, match="dtype"):
+        F.linear(x, staged.randn(2, 4, dtype=staged.float64))
+    assert F.linear(x, staged.randn(2, 4)).grad_fn is None  # nothing requires grad
+    w = staged.randn(2, 4, requires_grad=True)
+    for out in (F.linear(x[0], w), F.linear(x, w, staged.zeros(1, 2))):  # 1-D input; 2-D bias
+        assert getattr(out.grad_fn, "prim", None) not in FUSED.values()
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        F.cross_entropy(x, staged.tensor([0, 7, 1]))
+
+
+def test_captured_steps_see_only_primitives():
+    """Under capture a Fused kernel records its decomposition: the graph holds no Fused op,
+    and the compiled step gives eager's loss."""
+    staged.manual_seed(0)
+    model = staged.nn.Sequential(
+        staged.nn.Linear(8, 16), staged.nn.LayerNorm(16), staged.nn.Linear(16, 4, bias=False)
+    )
+    x, y = staged.randn(5, 8), staged.tensor([0, 3, 1, 2, 0])
+
+    def loss_fn(x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        return loss
+
+    graph = staged.capture(loss_fn, x, y).graph
+    names = {op.prim.name for op in graph.ops}
+    assert names and not names & set(FUSED)
+    eager = loss_fn(x, y).item()
+    for p in model.parameters():
+        p.grad = None
+    compiled = staged.compile(loss_fn)(x, y).item()
+    assert compiled == pytest.approx(eager, rel=1e-5)
+
+
+def test_forward_ad_and_vmap_use_the_decomposition():
+    rng = np.random.default_rng(2)
+    x, w, b = (
+        _t(rng, (4, 5), "float64", False),
+        _t(rng, (3, 5), "float64", False),
+        _t(rng, 3, "float64", False),
+    )
+    t = staged.tensor(rng.standard_normal((4, 5)))
+    fwd = staged.autograd.forward_ad
+    with fwd.dual_level():
+        out = F.linear(fwd.make_dual(x, t), w, b)
+        tangent = fwd.unpack_dual(out).tangent
+    np.testing.assert_allclose(tangent.numpy(), t.numpy() @ w.numpy().T, rtol=1e-12)
+    batched = staged.func.vmap(lambda r: F.linear(r, w, b))(x)
+    np.testing.assert_allclose(batched.numpy(), x.numpy() @ w.numpy().T + b.numpy(), rtol=1e-12)
