@@ -151,6 +151,7 @@ class Primitive:
         "np_domain",
         "variadic",
         "public",
+        "save_plans",
     )
 
     def __init__(
@@ -209,6 +210,7 @@ class Primitive:
             else frozenset(d.np for d in dt.ALL if d.dclass not in self.unsupported)
         )
         self.public = public
+        self.save_plans = {}  # autograd's, per pattern of inputs needing a gradient
         registry[name] = self
 
     @property

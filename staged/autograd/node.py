@@ -44,7 +44,7 @@ class Node:
         "_post_hooks",
         "_tensor_pre_hooks",
         "_retain_grad",
-        "metadata",
+        "_metadata",
         "__weakref__",
     )
     # class defaults the engine reads on every node (a miss would go through the
@@ -59,9 +59,17 @@ class Node:
         self._post_hooks = None
         self._tensor_pre_hooks = None  # {output_nr: {id: fn}} from Tensor.register_hook
         self._retain_grad = None  # {output_nr: weakref to the tensor}
-        self.metadata = {}
+        self._metadata = None
         if anomaly.enabled:
             self.metadata["traceback_"] = anomaly.forward_stack()
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user (and anomaly mode's forward traceback), made on first use."""
+        m = self._metadata
+        if m is None:
+            m = self._metadata = {}
+        return m
 
     def name(self) -> str:
         return type(self).__name__
@@ -117,21 +125,15 @@ class PrimitiveBackward(Node):
         self.prim = prim
         self.params = params
         self.needs = needs
+        key = tuple(needs)
+        plan = prim.save_plans.get(key)
+        if plan is None:
+            plan = prim.save_plans[key] = _save_plan(prim, needs)
         saved = {}
-        avals = None
-        names = prim.inputs
-        for rule, need in zip(prim.vjp, needs):
-            if not need or rule is None:
-                continue
-            for n in rule.inputs:
-                if n not in saved:
-                    saved[n] = SavedTensor(inputs[names.index(n)], self)
-            if rule.wants_out and "out" not in saved:
-                saved["out"] = SavedTensor(result, self)
-            if rule.avals and avals is None:
-                avals = {n: inputs[names.index(n)]._aval() for n in names}
+        for n, i in plan[0]:
+            saved[n] = SavedTensor(result if i is None else inputs[i], self)
         self.saved = saved
-        self._avals = avals
+        self._avals = {n: t._aval() for n, t in zip(prim.inputs, inputs)} if plan[1] else None
 
     def name(self) -> str:
         return self.prim.node_name
@@ -176,6 +178,24 @@ class PrimitiveBackward(Node):
 
 
 _refcount = sys.getrefcount
+
+
+def _save_plan(prim, needs) -> tuple:
+    """What a PrimitiveBackward of ``prim`` saves when ``needs`` says which inputs need a
+    gradient: ((name, input index, or None for the output), ...), in the order the rules
+    name them, and whether any rule wants the inputs' avals."""
+    plan: list = []
+    avals = False
+    for rule, need in zip(prim.vjp, needs):
+        if not need or rule is None:
+            continue
+        for n in rule.inputs:
+            if all(n != m for m, _ in plan):
+                plan.append((n, prim.inputs.index(n)))
+        if rule.wants_out and all(m != "out" for m, _ in plan):
+            plan.append(("out", None))
+        avals = avals or bool(rule.avals)
+    return tuple(plan), avals
 
 
 class AccumulateGrad(Node):
