@@ -40,6 +40,7 @@ from ..eager.random import fork_rng
 from ..autograd import profiler
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
+from ..lower.mlir.module import checked
 from .. import viz
 from . import deploy, profiled
 from .background import CallLog, Compiling, call_eagerly
@@ -50,6 +51,7 @@ from .compiler import (
     UNSUPPORTED_DTYPES,
     CompileError,
     compile_mlir,
+    compile_uncached,
     narrowing,
     to_boundary,
 )
@@ -136,9 +138,16 @@ class CompiledGraph:
             if segmented:
                 plan, mlir = segmented_mlir(graph, BOUNDARY.get(backend))
             else:
-                mlir = to_mlir(graph, boundary=BOUNDARY.get(backend))
-        with p("IREE compile"):
-            vmfb = compile_mlir(mlir, backend, STEP_FLAGS.get(backend, ()), self.cache, builder)
+                mlir = to_mlir(graph, boundary=BOUNDARY.get(backend), check=False)
+        build = builder or compile_uncached
+        with p("IREE compile"):  # the MLIR is verified only if the cache misses
+
+            def verified_build(text, flags):
+                return build(checked(text), flags)
+
+            vmfb = compile_mlir(
+                mlir, backend, STEP_FLAGS.get(backend, ()), self.cache, verified_build
+            )
         module: Any
         with p("load"):
             module = self.device.load(vmfb)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -136,14 +138,14 @@ def compile_mlir(
     ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``.
     ``builder(text, flags)`` compiles on a miss (default ``compile_uncached``, in-process;
     ``compile_subprocess`` runs the ``iree-compile`` tool)."""
-    from iree.compiler.version import VERSION
-
     fl = flags(backend) + list(extra_flags)
     # source locations only matter for diagnostics: an edit above the user's step should
     # not invalidate its compiled module; code for the host CPU is keyed on its features,
     # so a cache shared between machines never serves code this CPU cannot run
     host = host_cpu() if _HOST_CPU in fl else ""
-    key = cache.cache_key(_LOCATION.sub("", text), backend, *fl, *GLOBAL_FLAGS, VERSION, host)
+    key = cache.cache_key(
+        _LOCATION.sub("", text), backend, *fl, *GLOBAL_FLAGS, compiler_version(), host
+    )
     missed = []
 
     def build():
@@ -157,6 +159,23 @@ def compile_mlir(
     if stats is not None:
         stats.update(cache="miss" if missed else "hit", key=key[:12])
     return vmfb
+
+
+@functools.cache
+def compiler_version() -> str:
+    """IREE's compiler version (``iree.compiler.version.VERSION``, with its release-candidate
+    date), read from the file: importing ``iree.compiler`` loads MLIR's libraries (~60 MB
+    resident), which a step loaded from the compile cache never needs."""
+    spec = importlib.util.find_spec("iree.compiler")  # imports only the ``iree`` namespace
+    if spec is None or not spec.submodule_search_locations:
+        raise CompileError("IREE's compiler is not installed (pip install iree-base-compiler)")
+    text = (Path(spec.submodule_search_locations[0]) / "version.py").read_text()
+    match = re.search(r'^VERSION = "([^"]+)"', text, re.MULTILINE)
+    if match is None:
+        from iree.compiler.version import VERSION  # a layout we do not know: import it
+
+        return VERSION
+    return match.group(1)
 
 
 @functools.cache

@@ -149,3 +149,27 @@ def test_backend_diagnostic_at_user_line_names_the_primitive():
 def test_unknown_backend():
     with pytest.raises(ValueError, match="unknown backend"):
         compile_mlir(TEXT, backend="tpu")
+
+
+def test_a_step_from_the_cache_never_loads_the_compiler(cache_dir):
+    """A compiled step whose module is in the cache neither verifies its MLIR nor reads
+    IREE's version by importing ``iree.compiler`` (MLIR's libraries: ~60 MB resident)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, staged\nstaged.manual_seed(0)\n"
+        "x = staged.randn(4, 3, requires_grad=True)\n"
+        "f = staged.compile(lambda x: (x.exp() * 2).sum())\n"
+        "print(f(x).item(), 'iree.compiler' in sys.modules)\n"
+    )
+    env = {**os.environ, "STAGED_CACHE_DIR": str(cache_dir)}
+    cold, warm = (
+        subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    )
+    assert cold.returncode == 0 and cold.stdout.split()[1] == "True", cold.stderr
+    assert warm.returncode == 0 and warm.stdout.split() == [cold.stdout.split()[0], "False"]
+    assert (
+        compiler.compiler_version() == __import__("iree.compiler.version").compiler.version.VERSION
+    )

@@ -23,9 +23,13 @@ def to_mlir(
     state_as_globals: bool = False,
     scope: str = "model",
     boundary=None,
+    check: bool = True,
 ) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
-    verified; raises LoweringError naming the primitive and the user's file:line.
+    verified; raises LoweringError naming the primitive and the user's file:line. With
+    ``check=False`` the text (a ``MlirText``) is verified by ``checked(text)`` instead,
+    which a compile calls only when its cache misses: parsing loads MLIR's libraries
+    (~60 MB resident, tens of ms) that a step loaded from the cache never needs.
 
     With ``state_as_globals`` (deployable steps), state inputs are instead mutable
     ``util.global``s initialised from the parameter archive scope ``scope`` under their
@@ -121,8 +125,20 @@ def to_mlir(
     body = ["  " + line for line in e.prologue + e.lines] + [f"  {ret}", "}"]
     if globals_:
         body += _state_getter(name, graph, globals_, edge_type)
-    text = "\n".join(head + body) + "\n"
-    verify(text, [None] * (len(head) + len(e.prologue)) + e.line_ops)
+    text = MlirText("\n".join(head + body) + "\n")
+    text.line_ops = [None] * (len(head) + len(e.prologue)) + e.line_ops
+    return checked(text) if check else text
+
+
+class MlirText(str):
+    """MLIR text with the staged op of each line (``line_ops``), for ``checked``."""
+
+    line_ops: list
+
+
+def checked(text: str) -> str:
+    """``text``, verified (LoweringError naming the primitive and user line otherwise)."""
+    verify(text, getattr(text, "line_ops", None))
     return text
 
 
