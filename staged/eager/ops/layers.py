@@ -54,10 +54,13 @@ def _batched(x, n, name):
     )
 
 
-def _channels_first(y, n):
-    """(N, *out, C) -> (N, C, *out), a fresh contiguous tensor as torch's conv and pooling
-    outputs are (a permuted view would refuse ``.view()``: ``shape.view``)."""
-    return shape.contiguous(shape.permute(y, (0, n + 1) + tuple(range(1, n + 1))))
+def _kernel_major(cols, n):
+    """im2col's (N, *out, C, *kernel) windows as (N, C, *kernel, *out): eagerly a view of
+    the array the impl filled (Note [window layout] in autodiff/nn.py), whose reshapes to
+    (N, C * prod(kernel), prod(out)) or (N, C, prod(kernel), *out) are views too."""
+    return ad.permute(
+        cols, perm=(0, n + 1) + tuple(range(n + 2, 2 * n + 2)) + tuple(range(1, n + 1))
+    )
 
 
 def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
@@ -131,19 +134,16 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
             f"than actual input size"
         )
     cols = _windows(x, kernel, stride, pad, dilation)  # (N, *out, C_in, *kernel)
-    out_sp, rows, ck = (
-        tuple(cols.shape[1 : 1 + n]),
-        math.prod(cols.shape[: 1 + n]),
-        c_in * math.prod(kernel),
-    )
-    if groups == 1:
-        y = ad.reshape(cols, shape=(rows, ck)) @ ad.reshape(weight, shape=(c_out, ck)).mT
-    else:
-        g = shape.permute(ad.reshape(cols, shape=(rows, groups, ck)), (1, 0, 2))
-        w = ad.reshape(weight, shape=(groups, c_out // groups, ck)).mT
-        y = ad.reshape(shape.permute(g @ w, (1, 0, 2)), shape=(rows, c_out))
-    y = ad.reshape(y, shape=(x.shape[0],) + out_sp + (c_out,))
-    y = _channels_first(y if bias is None else y + bias, n)
+    nb, out_sp, c_g = x.shape[0], tuple(cols.shape[1 : 1 + n]), c_out // groups
+    ck = c_in * math.prod(kernel)
+    # per sample and group, weight (C_out/g, C_in*k) @ windows (C_in*k, L): the result is
+    # already (N, C_out, *out), torch's layout (Note [window layout])
+    cols = ad.reshape(_kernel_major(cols, n), shape=(nb, groups, ck, math.prod(out_sp)))
+    w = ad.expand(ad.reshape(weight, shape=(1, groups, c_g, ck)), shape=(nb, groups, c_g, ck))
+    y = ad.reshape(ad.matmul(w, cols), shape=(nb, c_out) + out_sp)
+    if bias is not None:
+        b = ad.reshape(bias, shape=(1, c_out) + (1,) * n)
+        y = ad.add(y, ad.expand(b, shape=y.shape))
     return shape.squeeze(y, 0) if unbatched else y
 
 
@@ -220,6 +220,10 @@ def _lowest(d):
     return -np.inf if d.is_floating_point else np.iinfo(d.np).min
 
 
+def _const(a):
+    return Tensor._wrap(np.asarray(a), False)
+
+
 def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     x, unbatched = _batched(input, n, name)
     kernel, stride, pairs, dilation, out, pad = _pool_geometry(
@@ -227,13 +231,27 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     )
     cols = _windows(x, kernel, stride, pairs, dilation, _lowest(x.dtype))
     k = math.prod(kernel)
-    values, which = reduction.max(ad.reshape(cols, shape=cols.shape[: n + 2] + (k,)), -1)
-    y = _channels_first(values, n)
+    full = tuple(x.shape[:2]) + (k,) + out
+    w = ad.reshape(_kernel_major(cols, n), shape=full)  # (N, C, k, *out)
+    one = (1, 1)  # N and C of the constants below, expanded to ``full``
+    # the first maximum of each window (NaN is the maximum, the first NaN wins: argmax's
+    # rule), found by elementwise passes over the kernel dim: NumPy's argmax along a dim of
+    # k elements is several times slower than these together
+    offsets = ad.expand(_const(np.arange(k).reshape(one + (k,) + (1,) * n)), shape=full)
+    with no_grad():
+        hit = ad.eq(w, ad.expand(ad.reduce_max(w, dims=(2,), keepdim=True), shape=full))
+        if x.dtype.is_floating_point:
+            hit = ad.logical_or(hit, ad.ne(w, w))
+        miss = ad.expand(_const(np.full((1,) * (n + 3), k)), shape=full)
+        first = ad.reduce_min(ad.where(hit, offsets, miss), dims=(2,), keepdim=True)
+        onehot = ad.eq(offsets, ad.expand(first, shape=full))
+    zero = ad.expand(_const(np.zeros((1,) * (n + 3), x.dtype.np)), shape=full)
+    y = ad.reduce_sum(ad.where(onehot, w, zero), dims=(2,), keepdim=False)  # (N, C, *out)
     if unbatched:
         y = shape.squeeze(y, 0)
     if not return_indices:
         return y
-    # the flat input index of each window element, a constant (out..., k) table
+    # the flat input index of each window element, a constant (k, *out) table
     grids = np.meshgrid(
         *(np.arange(o) * s - p for o, s, p in zip(out, stride, pad)),
         *(np.arange(kk) * d for kk, d in zip(kernel, dilation)),
@@ -241,13 +259,13 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     )
     coords = [grids[i] + grids[n + i] for i in range(n)]
     flat = np.ravel_multi_index(coords, x.shape[2:], mode="clip").reshape(out + (k,))
-    table = Tensor._wrap(flat.astype(np.int64)[..., None, :], False)  # (*out, 1, k)
-    picked = ew.where(
-        ew.eq(shape.unsqueeze(which, -1), Tensor._wrap(np.arange(k), False)),
-        table,
-        scalar_tensor(0, dt.int64),
-    ).sum(-1)
-    idx = _channels_first(picked, n)
+    table = np.moveaxis(flat.astype(np.int64), -1, 0).reshape(one + (k,) + out)
+    picked = ad.where(
+        onehot,
+        ad.expand(_const(table), shape=full),
+        ad.expand(_const(np.zeros((1,) * (n + 3), np.int64)), shape=full),
+    )
+    idx = ad.reduce_sum(picked, dims=(2,), keepdim=False)
     return y, (shape.squeeze(idx, 0) if unbatched else idx)
 
 
@@ -292,13 +310,10 @@ def _avg_pool(
     kernel, stride, pairs, _, out, pad = _pool_geometry(
         name, x, n, kernel_size, stride, padding, 1, ceil_mode
     )
-    cols = _windows(x, kernel, stride, pairs, (1,) * n)
-    sums = reduction.sum(cols, tuple(range(n + 2, 2 * n + 2)))  # (N, *out, C)
-    div = (
-        divisor_override
-        or _avg_divisor(x.shape[2:], kernel, stride, pad, out, count_include_pad)[..., None]
-    )
-    y = _channels_first(sums / Tensor._wrap(np.asarray(div, x.dtype.np), False), n)
+    cols = _kernel_major(_windows(x, kernel, stride, pairs, (1,) * n), n)
+    sums = reduction.sum(cols, tuple(range(2, n + 2)))  # (N, C, *out)
+    div = divisor_override or _avg_divisor(x.shape[2:], kernel, stride, pad, out, count_include_pad)
+    y = sums / Tensor._wrap(np.asarray(div, x.dtype.np), False)
     return shape.squeeze(y, 0) if unbatched else y
 
 
