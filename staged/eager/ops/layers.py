@@ -235,16 +235,20 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     w = ad.reshape(_kernel_major(cols, n), shape=full)  # (N, C, k, *out)
     one = (1, 1)  # N and C of the constants below, expanded to ``full``
     # the first maximum of each window (NaN is the maximum, the first NaN wins: argmax's
-    # rule), found by elementwise passes over the kernel dim: NumPy's argmax along a dim of
-    # k elements is several times slower than these together
-    offsets = ad.expand(_const(np.arange(k).reshape(one + (k,) + (1,) * n)), shape=full)
+    # rule): the hit with the highest rank k - offset. Elementwise passes over the kernel
+    # dim, in a one-byte dtype: NumPy's argmax along k elements, and its ``where``
+    # (branching on each element), are several times slower than these together.
+    # (int32 in a graph: Vulkan's baseline target stores no 8-bit values, and lavapipe
+    # gave wrong windows with them)
+    small = dt.uint8 if k < 256 and current_interceptor() is None else dt.int32
     with no_grad():
         hit = ad.eq(w, ad.expand(ad.reduce_max(w, dims=(2,), keepdim=True), shape=full))
         if x.dtype.is_floating_point:
             hit = ad.logical_or(hit, ad.ne(w, w))
-        miss = ad.expand(_const(np.full((1,) * (n + 3), k)), shape=full)
-        first = ad.reduce_min(ad.where(hit, offsets, miss), dims=(2,), keepdim=True)
-        onehot = ad.eq(offsets, ad.expand(first, shape=full))
+        rank = np.arange(k, 0, -1, dtype=small.np).reshape(one + (k,) + (1,) * n)
+        score = ad.mul(ad.cast(hit, dtype=small), ad.expand(_const(rank), shape=full))
+        best = ad.reduce_max(score, dims=(2,), keepdim=True)
+        onehot = ad.eq(score, ad.expand(best, shape=full))
     zero = ad.expand(_const(np.zeros((1,) * (n + 3), x.dtype.np)), shape=full)
     y = ad.reduce_sum(ad.where(onehot, w, zero), dims=(2,), keepdim=False)  # (N, C, *out)
     if unbatched:
