@@ -3,9 +3,8 @@ windows back into an input-shaped tensor. Each is the other's transpose, so conv
 and pooling compose from them (plus matmul and reductions) and differentiate to any order.
 
 Layouts, for ``k`` spatial dims: ``x`` is ``(N, C, *spatial)``; the windows are
-``(N, *out, C, *kernel)``, channels next to the kernel so a convolution is one matmul of
-``(N * prod(out), C * prod(kernel))`` by the flattened weight. ``padding`` is one
-``(low, high)`` pair per spatial dim.
+``(N, *out, C, *kernel)``. ``padding`` is one ``(low, high)`` pair per spatial dim. How the
+NumPy impl lays the windows out in memory is Note [window layout].
 """
 
 from __future__ import annotations
@@ -64,30 +63,61 @@ def _col2im_rule(cols, *, shape, kernel, stride, padding, dilation):
     return Aval(full, cols.dtype)
 
 
-def _im2col(x, *, kernel, stride, padding, dilation, pad_value):
-    k = len(kernel)
-    if any(lo or hi for lo, hi in padding):
-        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=pad_value)
-    out = window_output_shape(x.shape[2:], kernel, stride, ((0, 0),) * k, dilation)
-    cols = np.empty(x.shape[:2] + tuple(kernel) + out, x.dtype)  # Note [window layout]
-    tiles = _tiles(x, kernel, stride, dilation, out)
-    if tiles is not None:
-        cols[...] = tiles
-    else:
-        for idx in itertools.product(*map(range, kernel)):
-            cols[(slice(None), slice(None)) + idx] = x[_block(idx, stride, dilation, out)]
-    return cols.transpose((0,) + tuple(range(2 + k, 2 + 2 * k)) + (1,) + tuple(range(2, 2 + k)))
+def batch_last(kernel, stride, dilation) -> bool:
+    """Whether the NumPy impls lay windows out batch-last, (C, *kernel, *out, N), rather
+    than per sample, (N, C, *kernel, *out): for windows that overlap (Note [window
+    layout])."""
+    return any(s < d * (n - 1) + 1 for n, s, d in zip(kernel, stride, dilation))
 
 
 # Note [window layout]: im2col's result is (N, *out, C, *kernel), but eagerly it is a
-# transposed view of an array laid out (N, C, *kernel, *out), and col2im reads its operand
-# in that order. Each kernel offset's windows are then one (N, C, *out) block whose rows
-# are strided rows of the input (the window-major layout copies runs one kernel row
-# long: 5x5 windows of a 28x28 input 9x slower); a convolution's matmul of the weight by
-# (C * prod(kernel), prod(out)) per sample reads it as it is and writes (N, C_out, *out),
-# PyTorch's layout, with no transpose; pooling reduces over kernel dims outer to the
-# output's (elementwise, not along runs of prod(kernel)). The layout is the NumPy impl's
-# alone: the primitives' meaning and their lowerings know nothing of it.
+# transposed view of an array laid out either per sample, (N, C, *kernel, *out), or
+# batch-last, (C, *kernel, *out, N) (``batch_last``), and col2im reads its operand and
+# accumulates in the same order. What makes them fast:
+# - each kernel offset's windows are one block whose rows are (strided) rows of the
+#   input, where the window-major layout copies runs one kernel row long (5x5 windows of
+#   a 28x28 input 9x slower);
+# - overlapping windows (convolutions) are copied, and summed back, one kernel offset at a
+#   time: batch-last, a row of that is out_w * N elements long (NumPy's per-row cost made
+#   col2im's 25 adds of 8-element rows 4x slower per sample); the input is transposed to
+#   (C, *spatial, N) once, and the convolution is one matmul of the weight by
+#   (C * prod(kernel), prod(out) * N) (layers.py: _conv);
+# - windows that do not overlap (pooling) are one tile each: one copy per sample, and the
+#   pooling reductions run over kernel dims outer to the output's, with the result in
+#   PyTorch's (N, C, *out) layout.
+# The layout is the NumPy impls' alone: the primitives' meaning and their lowerings know
+# nothing of it, and an op that permutes the windows otherwise only pays for a copy.
+
+
+def _im2col(x, *, kernel, stride, padding, dilation, pad_value):
+    k = len(kernel)
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], padding))
+    out = window_output_shape(padded, kernel, stride, ((0, 0),) * k, dilation)
+    if batch_last(kernel, stride, dilation):
+        # the input as (C, *padded, N), then one (C, *out, N) block per kernel offset
+        xt = np.empty((x.shape[1],) + padded + (x.shape[0],), x.dtype)
+        if padded != x.shape[2:]:
+            xt.fill(pad_value)
+        inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], padding))
+        xt[(slice(None),) + inner] = np.moveaxis(x, 0, -1)
+        cols = np.empty((x.shape[1],) + tuple(kernel) + out + (x.shape[0],), x.dtype)
+        for idx in itertools.product(*map(range, kernel)):
+            cols[(slice(None),) + idx] = xt[_block(idx, stride, dilation, out)[1:] + (slice(None),)]
+        # (C, *kernel, *out, N) -> (N, *out, C, *kernel)
+        return cols.transpose(
+            (1 + 2 * k,) + tuple(range(1 + k, 1 + 2 * k)) + (0,) + tuple(range(1, 1 + k))
+        )
+    if any(lo or hi for lo, hi in padding):
+        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=pad_value)
+    cols = np.empty(x.shape[:2] + tuple(kernel) + out, x.dtype)
+    tiles = _tiles(x, kernel, stride, dilation, out)
+    if tiles is not None:
+        cols[...] = tiles
+    else:  # strides past the end of the input: one block per kernel offset
+        for idx in itertools.product(*map(range, kernel)):
+            cols[(slice(None), slice(None)) + idx] = x[_block(idx, stride, dilation, out)]
+    # (N, C, *kernel, *out) -> (N, *out, C, *kernel)
+    return cols.transpose((0,) + tuple(range(2 + k, 2 + 2 * k)) + (1,) + tuple(range(2, 2 + k)))
 
 
 def _block(idx, stride, dilation, out):
@@ -98,15 +128,11 @@ def _block(idx, stride, dilation, out):
 
 
 def _tiles(x, kernel, stride, dilation, out):
-    """Windows that do not overlap (each stride at least its dilated kernel) and whose
-    strides fit in the input: a (N, C, *kernel, *out) view of ``x`` cut into one tile per
-    window; else None. One copy of it beats a strided copy per kernel offset (3x for 2x2
-    pooling)."""
+    """For windows that do not overlap and whose strides fit in the input: a
+    (N, C, *kernel, *out) view of ``x`` cut into one tile per window (one copy of it beats a
+    strided copy per kernel offset 3x for 2x2 pooling); else None."""
     k = len(kernel)
-    if any(
-        s < d * (n - 1) + 1 or o * s > p
-        for s, n, d, o, p in zip(stride, kernel, dilation, out, x.shape[2:])
-    ):
+    if any(o * s > p for s, o, p in zip(stride, out, x.shape[2:])):
         return None
     cut = x[(slice(None), slice(None)) + tuple(slice(0, o * s) for o, s in zip(out, stride))]
     tiles = cut.reshape(x.shape[:2] + tuple(v for o, s in zip(out, stride) for v in (o, s)))
@@ -120,18 +146,29 @@ def _tiles(x, kernel, stride, dilation, out):
 def _col2im(cols, *, shape, kernel, stride, padding, dilation):
     k = len(kernel)
     out = cols.shape[1 : 1 + k]
-    cols = cols.transpose((0, 1 + k) + tuple(range(2 + k, 2 + 2 * k)) + tuple(range(1, 1 + k)))
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(shape, padding))
-    acc = np.zeros(cols.shape[:2] + padded, cols.dtype)  # (N, C, *padded)
+    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(shape, padding))
+    if batch_last(kernel, stride, dilation):
+        # (N, *out, C, *kernel) -> (C, *kernel, *out, N), summed into (C, *padded, N)
+        cols = cols.transpose(
+            (1 + k,) + tuple(range(2 + k, 2 + 2 * k)) + tuple(range(1, 1 + k)) + (0,)
+        )
+        acc = np.zeros((cols.shape[0],) + padded + (cols.shape[-1],), cols.dtype)
+        for idx in itertools.product(*map(range, kernel)):
+            acc[_block(idx, stride, dilation, out)[1:] + (slice(None),)] += cols[
+                (slice(None),) + idx
+            ]
+        return np.ascontiguousarray(np.moveaxis(acc[(slice(None),) + inner], -1, 0))
+    # (N, *out, C, *kernel) -> (N, C, *kernel, *out), summed into (N, C, *padded)
+    cols = cols.transpose((0, 1 + k) + tuple(range(2 + k, 2 + 2 * k)) + tuple(range(1, 1 + k)))
+    acc = np.zeros(cols.shape[:2] + padded, cols.dtype)
     tiles = _tiles(acc, kernel, stride, dilation, out)
     if tiles is not None:  # each input element is in one window at most
         tiles[...] = cols
     else:
         for idx in itertools.product(*map(range, kernel)):
-            acc[_block(idx, stride, dilation, out)] += cols[(slice(None), slice(None)) + idx]
-    return acc[
-        (slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(shape, padding))
-    ]
+            acc[_block(idx, stride, dilation, out)] = cols[(slice(None), slice(None)) + idx]
+    return acc[(slice(None), slice(None)) + inner]
 
 
 def _im2col_vjp(g, x_aval, kernel, stride, padding, dilation):

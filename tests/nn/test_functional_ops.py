@@ -112,6 +112,36 @@ def test_max_pool_ties_send_the_gradient_to_the_first_maximum():
     compare_with_torch(lambda x: F.max_pool1d(x, 2), lambda x: TF.max_pool1d(x, 2), r(2, 3, 5))
 
 
+def test_max_pool_nan_and_inf_match_torch():
+    # NaN is a window's maximum (its gradient goes to the NaN); infinities are values
+    x = np.round(r(2, 3, 6, 7))  # ties
+    x[0, 0, 1, 1] = x[1, 2, 4, 5] = np.nan
+    x[0, 1, 2, 2] = x[1, 0, 0, 0] = -np.inf
+    x[1, 1, 2, 2] = x[1, 1, 2, 3] = np.inf
+    for kw in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1)):
+        compare_with_torch(lambda x: F.max_pool2d(x, **kw), lambda x: TF.max_pool2d(x, **kw), x)
+        y, i = F.max_pool2d(staged.tensor(x), return_indices=True, **kw)
+        assert_close(i, TF.max_pool2d(torch.tensor(x), return_indices=True, **kw)[1])
+
+
+@pytest.mark.parametrize("overlapping", [False, True])
+def test_conv_and_pool_results_are_contiguous_as_torch(overlapping):
+    # the impls lay windows out per sample or batch-last (Note [window layout]): either
+    # way the results are C-contiguous tensors, as torch's
+    k, s = (3, 1) if overlapping else (2, 2)
+    x = staged.tensor(r(2, 4, 8, 8, dtype=np.float32))
+    w = staged.tensor(r(6, 4, k, k, dtype=np.float32))
+    outs = [
+        F.conv2d(x, w, stride=s),
+        F.conv2d(x[0], w, stride=s),
+        F.max_pool2d(x, k, s),
+        F.max_pool2d(x, k, s, return_indices=True)[1],
+        F.avg_pool2d(x, k, s),
+        F.unfold(x, k, stride=s),
+    ]
+    assert all(o.is_contiguous() for o in outs)
+
+
 def test_pool_padding_error():
     with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel"):
         F.max_pool2d(staged.tensor(r(1, 1, 5, 5)), 2, padding=2)

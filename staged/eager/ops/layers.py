@@ -17,6 +17,7 @@ import numpy as np
 from ... import autodiff as ad
 from ...autodiff import fused
 from ... import dtypes as dt
+from ...autodiff.nn import batch_last
 from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
 from ..random import fills
@@ -135,15 +136,27 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
         )
     cols = _windows(x, kernel, stride, pad, dilation)  # (N, *out, C_in, *kernel)
     nb, out_sp, c_g = x.shape[0], tuple(cols.shape[1 : 1 + n]), c_out // groups
-    ck = c_in * math.prod(kernel)
-    # per sample and group, weight (C_out/g, C_in*k) @ windows (C_in*k, L): the result is
-    # already (N, C_out, *out), torch's layout (Note [window layout])
-    cols = ad.reshape(_kernel_major(cols, n), shape=(nb, groups, ck, math.prod(out_sp)))
-    w = ad.expand(ad.reshape(weight, shape=(1, groups, c_g, ck)), shape=(nb, groups, c_g, ck))
-    y = ad.reshape(ad.matmul(w, cols), shape=(nb, c_out) + out_sp)
-    if bias is not None:
-        b = ad.reshape(bias, shape=(1, c_out) + (1,) * n)
-        y = ad.add(y, ad.expand(b, shape=y.shape))
+    ck, length = c_in * math.prod(kernel), math.prod(out_sp)
+    b = None if bias is None else ad.reshape(bias, shape=(c_out,) + (1,) * (n + 1))
+    # the windows read in the order the impl laid them out (Note [window layout])
+    if batch_last(kernel, stride, dilation):
+        # per group, weight (C_out/g, C_in*k) @ windows (C_in*k, L*N) -> (C_out, *out, N)
+        perm = (n + 1,) + tuple(range(n + 2, 2 * n + 2)) + tuple(range(1, n + 1)) + (0,)
+        cols = ad.reshape(ad.permute(cols, perm=perm), shape=(groups, ck, length * nb))
+        y = ad.matmul(ad.reshape(weight, shape=(groups, c_g, ck)), cols)
+        y = ad.reshape(y, shape=(c_out,) + out_sp + (nb,))
+        if b is not None:
+            y = ad.add(y, ad.expand(b, shape=y.shape))
+        y = ad.copy(ad.permute(y, perm=(n + 1,) + tuple(range(n + 1))))  # (N, C_out, *out)
+    else:
+        # per sample and group, weight (C_out/g, C_in*k) @ windows (C_in*k, L): the result
+        # is (N, C_out, *out) as it is
+        cols = ad.reshape(_kernel_major(cols, n), shape=(nb, groups, ck, length))
+        w = ad.reshape(weight, shape=(1, groups, c_g, ck))
+        y = ad.matmul(ad.expand(w, shape=(nb, groups, c_g, ck)), cols)
+        y = ad.reshape(y, shape=(nb, c_out) + out_sp)
+        if b is not None:
+            y = ad.add(y, ad.expand(ad.reshape(b, shape=(1, c_out) + (1,) * n), shape=y.shape))
     return shape.squeeze(y, 0) if unbatched else y
 
 
@@ -177,9 +190,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         _tuple(dilation, 2, "dilation"),
     )  # (N, oH, oW, C, kH, kW)
     n, oh, ow, c = cols.shape[:4]
-    y = ad.reshape(
-        shape.permute(cols, (0, 3, 4, 5, 1, 2)), shape=(n, c * math.prod(kernel), oh * ow)
-    )
+    y = ad.reshape(_kernel_major(cols, 2), shape=(n, c * math.prod(kernel), oh * ow))
+    y = shape.contiguous(y)  # batch-last windows (Note [window layout]) give N innermost
     return shape.squeeze(y, 0) if unbatched else y
 
 
@@ -250,7 +262,8 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
         best = ad.reduce_max(score, dims=(2,), keepdim=True)
         onehot = ad.eq(score, ad.expand(best, shape=full))
     zero = ad.expand(_const(np.zeros((1,) * (n + 3), x.dtype.np)), shape=full)
-    y = ad.reduce_sum(ad.where(onehot, w, zero), dims=(2,), keepdim=False)  # (N, C, *out)
+    # (N, C, *out), C-contiguous as torch's (batch-last windows give it N innermost)
+    y = shape.contiguous(ad.reduce_sum(ad.where(onehot, w, zero), dims=(2,), keepdim=False))
     if unbatched:
         y = shape.squeeze(y, 0)
     if not return_indices:
@@ -269,7 +282,7 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
         ad.expand(_const(table), shape=full),
         ad.expand(_const(np.zeros((1,) * (n + 3), np.int64)), shape=full),
     )
-    idx = ad.reduce_sum(picked, dims=(2,), keepdim=False)
+    idx = shape.contiguous(ad.reduce_sum(picked, dims=(2,), keepdim=False))
     return y, (shape.squeeze(idx, 0) if unbatched else idx)
 
 
@@ -317,7 +330,7 @@ def _avg_pool(
     cols = _kernel_major(_windows(x, kernel, stride, pairs, (1,) * n), n)
     sums = reduction.sum(cols, tuple(range(2, n + 2)))  # (N, C, *out)
     div = divisor_override or _avg_divisor(x.shape[2:], kernel, stride, pad, out, count_include_pad)
-    y = sums / Tensor._wrap(np.asarray(div, x.dtype.np), False)
+    y = shape.contiguous(sums / Tensor._wrap(np.asarray(div, x.dtype.np), False))
     return shape.squeeze(y, 0) if unbatched else y
 
 
