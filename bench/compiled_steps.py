@@ -1,6 +1,7 @@
-"""ms/step of whole SGD training steps compiled by staged (IREE llvm-cpu) against torch
-eager, torch.compile and JAX jit (each when installed), timed interleaved in one run;
-plus staged's trace+compile time (cold cache) and cached-load time.
+"""ms/step of whole SGD training steps compiled by staged (IREE llvm-cpu) and run by
+staged eagerly, against torch eager, torch.compile and JAX jit (each when installed),
+timed interleaved in one run; plus staged's trace+compile time (cold cache) and
+cached-load time.
 
     python bench/compiled_steps.py [--rounds 8] [--workloads mlp32 mlp256 cnn transformer]
 
@@ -262,6 +263,8 @@ def implementations(name):
     impls = {}
     cstep = staged.compile(sgd_step(staged, params, loss_fn, consts))
     impls["staged compiled"] = lambda: cstep(xs, ys)
+    estep = sgd_step(staged, params, loss_fn, consts)
+    impls["staged eager"] = lambda: estep(xs, ys)
     if torch is not None:
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         teager = sgd_step(torch, params, loss_fn, consts)
