@@ -137,46 +137,28 @@ def framework_step(lib, params, data, consts, loss_fn):
     return step, x, y
 
 
-def jax_losses():
-    """The two losses in jax.numpy, as a JAX user writes them."""
+def jax_transformer_loss(P, x, y, causal, layers, width):
+    """The transformer in jax.numpy, with compiled_steps.py's JAX layers."""
     import jax
-    import jax.numpy as jnp
 
-    def linear(x, w, b=None):
-        return x @ w.T if b is None else x @ w.T + b
+    from bench.compiled_steps import _jax_cross_entropy, _jax_layer_norm, _jax_linear
 
-    def layer_norm(x, w, b, eps=1e-5):
-        mu = x.mean(-1, keepdims=True)
-        return (x - mu) / jnp.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * w + b
+    b, heads = x.shape[0], width // 16
+    h = P["emb"][x] + P["pos"]
 
-    def cross_entropy(logits, y):
-        logp = jax.nn.log_softmax(logits, axis=-1)
-        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=-1))
+    def split(t):
+        return t.reshape(b, T, heads, 16).transpose(0, 2, 1, 3)
 
-    def mlp(P, x, y):
-        h = x
-        for i in range(3):
-            h = linear(h, P[f"w{i}"], P[f"b{i}"])
-            h = jax.nn.relu(h) if i < 2 else h
-        return cross_entropy(h, y)
-
-    def transformer(P, x, y, causal, layers, width):
-        b, heads = x.shape[0], width // 16
-        h = P["emb"][x] + P["pos"]
-
-        def split(t):
-            return t.reshape(b, T, heads, 16).transpose(0, 2, 1, 3)
-
-        for i in range(layers):
-            a = layer_norm(h, P[f"{i}ln1w"], P[f"{i}ln1b"])
-            q, k, v = (split(linear(a, P[f"{i}{n}"])) for n in ("wq", "wk", "wv"))
-            att = jax.nn.softmax(q @ k.swapaxes(-2, -1) / 4.0 + causal, axis=-1) @ v
-            h = h + linear(att.transpose(0, 2, 1, 3).reshape(b, T, width), P[f"{i}wo"])
-            m = layer_norm(h, P[f"{i}ln2w"], P[f"{i}ln2b"])
-            h = h + linear(jax.nn.gelu(linear(m, P[f"{i}w1"]), approximate=False), P[f"{i}w2"])
-        return cross_entropy(linear(h, P["head"]).reshape(b * T, V), y.reshape(b * T))
-
-    return mlp, transformer
+    for i in range(layers):
+        a = _jax_layer_norm(h, P[f"{i}ln1w"], P[f"{i}ln1b"])
+        q, k, v = (split(_jax_linear(a, P[f"{i}{n}"])) for n in ("wq", "wk", "wv"))
+        att = jax.nn.softmax(q @ k.swapaxes(-2, -1) / 4.0 + causal, axis=-1) @ v
+        h = h + _jax_linear(att.transpose(0, 2, 1, 3).reshape(b, T, width), P[f"{i}wo"])
+        m = _jax_layer_norm(h, P[f"{i}ln2w"], P[f"{i}ln2b"])
+        h = h + _jax_linear(
+            jax.nn.gelu(_jax_linear(m, P[f"{i}w1"]), approximate=False), P[f"{i}w2"]
+        )
+    return _jax_cross_entropy(_jax_linear(h, P["head"]).reshape(b * T, V), y.reshape(b * T))
 
 
 def jax_step(name, params, data, consts):
@@ -184,14 +166,15 @@ def jax_step(name, params, data, consts):
     import jax
     import jax.numpy as jnp
 
-    mlp, transformer = jax_losses()
+    from bench.compiled_steps import jax_mlp_loss
+
     if name.startswith("mlp"):
-        loss = mlp
+        loss = jax_mlp_loss
     else:
         layers, width = map(int, name.split("-")[1:])
 
         def loss(P, x, y, causal):
-            return transformer(P, x, y, causal, layers, width)
+            return jax_transformer_loss(P, x, y, causal, layers, width)
 
     def step(params, *args):
         value, grads = jax.value_and_grad(loss)(params, *args)
@@ -218,6 +201,8 @@ def worker(impl: str, name: str, steps_s: float) -> dict:
     params, data, consts, loss_fn = workload(name)
     if impl == "JAX jit":
         import jax
+
+        import bench.compiled_steps  # noqa: F401  (its JAX layers; its imports before the base)
 
         jax.jit(lambda a: a + 1)(1.0).block_until_ready()  # XLA's client up, as a device
         base = _rss_mb()
