@@ -143,7 +143,7 @@ LAYER_NORM_VJP = (
 def cross_entropy_impl(logits, target, *, ignore_index):
     valid = (target != ignore_index).astype(logits.dtype)
     picked = log_softmax_impl(logits, dim=1)[np.arange(len(target)), np.where(valid, target, 0)]
-    return np.asarray((-picked * valid).sum() / valid.sum(), logits.dtype)
+    return np.asarray(np.where(valid > 0, -picked, 0.0).sum() / valid.sum(), logits.dtype)
 
 
 def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):
@@ -152,7 +152,8 @@ def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):
     np.exp(p, out=p)
     p /= p.sum(1, keepdims=True)
     p[np.arange(len(target)), np.where(valid, target, 0)] -= 1
-    p *= (valid * (g / valid.sum(dtype=logits.dtype)))[:, None]
+    count = valid.sum(dtype=logits.dtype)
+    p *= (valid * (g / count if count else np.zeros_like(g)))[:, None]  # none counted: 0
     return p
 
 
@@ -166,7 +167,10 @@ def _cross_entropy_dx_decomposed(g, logits, target, *, ignore_index):
     p = lax.div(e, lax.expand(lax.sum(e, (1,), keepdim=True), shape))
     classes = lax.expand(_constant[0](np.arange(c, dtype=target._payload.dtype)[None]), shape)
     onehot = lax.cast(lax.eq(lax.expand(lax.reshape(target, (n, 1)), shape), classes), dtype)
-    scale = lax.mul(valid, lax.expand(lax.reshape(lax.div(g, lax.sum(valid, (0,))), (1,)), (n,)))
+    count = lax.sum(valid, (0,))
+    empty = lax.eq(count, 0.0)
+    per_target = lax.where(empty, 0.0, lax.div(g, lax.where(empty, 1.0, count)))
+    scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (1,)), (n,)))
     return lax.mul(lax.sub(p, onehot), lax.expand(lax.reshape(scale, (n, 1)), shape))
 
 

@@ -537,7 +537,9 @@ def _nll_checked(logp, target, weight, ignore_index, reduction, smoothing=0.0):
         cls_w = weight if weight is not None else 1.0
         smooth = -(logp * cls_w).sum(1) * valid / c
         loss = loss * (1 - smoothing) + smooth * smoothing
-    return _reduce(loss, reduction, w.sum() if reduction == "mean" else None)
+    if reduction == "mean":  # ignored targets: zero gradients even when nothing counts
+        return ops.where(valid > 0, loss, 0.0).sum() / w.sum()  # (torch's; not 0/0's NaN)
+    return _reduce(loss, reduction)
 
 
 def cross_entropy(

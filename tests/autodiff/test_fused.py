@@ -172,3 +172,29 @@ def test_forward_ad_and_vmap_use_the_decomposition():
     np.testing.assert_allclose(tangent.numpy(), t.numpy() @ w.numpy().T, rtol=1e-12)
     batched = staged.func.vmap(lambda r: F.linear(r, w, b))(x)
     np.testing.assert_allclose(batched.numpy(), x.numpy() @ w.numpy().T + b.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_cross_entropy_with_every_target_ignored_has_zero_gradients(fused):
+    """torch: the mean over no targets is NaN, its gradient zeros (not 0/0's NaN), in the
+    kernel, its decomposition and the composite."""
+    x = staged.randn(3, 4, dtype=staged.float64, requires_grad=True)
+    t = staged.tensor([-100, -100, -100])
+    if fused:
+        loss = F.cross_entropy(x, t)
+        (g,) = staged.autograd.grad(loss, [x], create_graph=True)
+        (gg,) = staged.autograd.grad(g.sum(), [x])
+        assert loss.grad_fn.prim is FUSED["cross_entropy"]
+    else:
+        with staged.autograd.forward_ad.dual_level():  # the decomposition
+            loss = F.cross_entropy(x, t)
+            (g,) = staged.autograd.grad(loss, [x], create_graph=True)
+        gg = staged.zeros(3, 4)
+    assert np.isnan(loss.item())
+    assert np.array_equal(g.detach().numpy(), np.zeros((3, 4)))
+    assert np.array_equal(gg.numpy(), np.zeros((3, 4)))
+    partly = F.cross_entropy(x, staged.tensor([1, -100, 2]))  # the others still count
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    torch.nn.functional.cross_entropy(xt, torch.tensor([1, -100, 2])).backward()
+    (gp,) = staged.autograd.grad(partly, [x])
+    np.testing.assert_allclose(gp.numpy(), xt.grad.numpy(), rtol=1e-12)
