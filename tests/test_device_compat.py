@@ -283,14 +283,21 @@ def test_set_num_threads_and_omp_num_threads_size_iree_workers():
     either it starts one per core; set_num_threads wins over OMP_NUM_THREADS. A later call
     warns that compiled steps keep their pool."""
     code = textwrap.dedent("""
-        import os, sys, warnings
+        import os, sys, time, warnings
         import staged
         if sys.argv[1] != "-":
             staged.set_num_threads(int(sys.argv[1]))
         step = staged.compile(lambda x: (x * 2).sum())
         step(staged.ones(4))
-        comms = [open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task")]
-        print(sum(c.startswith("iree-worker") for c in comms))
+        def workers():  # IREE starts its workers as it needs them: count until it has
+            comms = [open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task")]
+            return sum(c.startswith("iree-worker") for c in comms)
+        seen = 0
+        for _ in range(20):
+            step(staged.ones(4)).item()
+            seen = max(seen, workers())
+            time.sleep(0.05)
+        print(seen)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             staged.set_num_threads(1)

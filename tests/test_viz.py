@@ -66,8 +66,8 @@ def test_make_dot_names_parameters_and_shows_attributes():
     ):
         assert f'label="{name}\n {shape}" fillcolor=lightblue' in src
     assert src.count("label=AccumulateGrad") == 4
-    assert "ReluBackward0" in src and "MmBackward0" in src
-    assert "perm: (1, 0)" in src  # show_attrs: a Node's static parameters
+    assert "ReluBackward0" in src and "AddmmBackward0" in src  # torch's Linear node
+    assert "dims: (0, 1)" in src  # show_attrs: a Node's static parameters (the sum's)
     assert src.count("fillcolor=darkolivegreen1") == 1
 
 
