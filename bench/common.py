@@ -8,6 +8,7 @@ are per round against a baseline, so machine-wide speed swings cancel (notes/BEN
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 import statistics
@@ -91,3 +92,25 @@ def ratio_table(results: dict, names, base: str) -> str:
             row += f" {statistics.median(times[name]):.3f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) |"
         lines.append(row)
     return "\n".join(lines)
+
+
+# --- workloads shared by the benchmarks (NumPy only: each imports its frameworks) ---
+def _uniform(rng, shape, fan_in):
+    k = 1 / math.sqrt(fan_in)
+    return rng.uniform(-k, k, shape).astype(np.float32)
+
+
+def mlp_params(rng, sizes=(784, 256, 256, 10)):
+    return {
+        f"{k}{i}": _uniform(rng, (o, n) if k == "w" else (o,), n)
+        for i, (n, o) in enumerate(zip(sizes[:-1], sizes[1:]))
+        for k in "wb"
+    }
+
+
+def mlp_loss(F, P, x, y):
+    h = x
+    for i in range(3):
+        h = F.linear(h, P[f"w{i}"], P[f"b{i}"])
+        h = h.relu() if i < 2 else h
+    return F.cross_entropy(h, y)

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from bench.common import environment, interleaved, item, ratio_table  # noqa: E402
+from bench.common import _uniform, mlp_loss, mlp_params  # noqa: E402
 import staged  # noqa: E402
 
 try:
@@ -40,27 +41,6 @@ LR = 0.01
 
 
 # --- workloads: params(rng) -> {name: array}, data(rng) -> (x, y), loss(F, P, x, y) -----
-
-
-def _uniform(rng, shape, fan_in):
-    k = 1 / math.sqrt(fan_in)
-    return rng.uniform(-k, k, shape).astype(np.float32)
-
-
-def mlp_params(rng, sizes=(784, 256, 256, 10)):
-    return {
-        f"{k}{i}": _uniform(rng, (o, n) if k == "w" else (o,), n)
-        for i, (n, o) in enumerate(zip(sizes[:-1], sizes[1:]))
-        for k in "wb"
-    }
-
-
-def mlp_loss(F, P, x, y):
-    h = x
-    for i in range(3):
-        h = F.linear(h, P[f"w{i}"], P[f"b{i}"])
-        h = h.relu() if i < 2 else h
-    return F.cross_entropy(h, y)
 
 
 def cnn_params(rng):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from bench.common import environment  # noqa: E402
+from bench.common import _uniform, environment, mlp_loss, mlp_params  # noqa: E402
 
 LR = 0.01
 T, V, BATCH = 32, 64, 8  # the transformer's sequence length, vocabulary and batch
@@ -41,8 +40,7 @@ IMPLS = ("staged eager", "staged compiled", "torch eager", "JAX jit")
 # --- workloads, written once over an F namespace (staged.nn.functional / torch's) ----------
 def transformer_params(rng, layers, width):
     def uniform(shape):
-        k = 1 / math.sqrt(shape[1])
-        return rng.uniform(-k, k, shape).astype(np.float32)
+        return _uniform(rng, shape, shape[1])
 
     p = {
         "emb": rng.standard_normal((V, width)).astype(np.float32) * 0.1,
@@ -79,23 +77,6 @@ def transformer_loss(F, P, x, y, causal, layers, width):
         m = F.layer_norm(h, (width,), P[f"{i}ln2w"], P[f"{i}ln2b"])
         h = h + F.linear(F.gelu(F.linear(m, P[f"{i}w1"])), P[f"{i}w2"])
     return F.cross_entropy(F.linear(h, P["head"]).reshape(b * T, V), y.reshape(b * T))
-
-
-def mlp_params(rng, sizes=(784, 256, 256, 10)):
-    p = {}
-    for i, (n, m) in enumerate(zip(sizes, sizes[1:])):
-        k = 1 / math.sqrt(n)
-        p[f"w{i}"] = rng.uniform(-k, k, (m, n)).astype(np.float32)
-        p[f"b{i}"] = rng.uniform(-k, k, m).astype(np.float32)
-    return p
-
-
-def mlp_loss(F, P, x, y):
-    h = x
-    for i in range(3):
-        h = F.linear(h, P[f"w{i}"], P[f"b{i}"])
-        h = F.relu(h) if i < 2 else h
-    return F.cross_entropy(h, y)
 
 
 def workload(name):

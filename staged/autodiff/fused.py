@@ -141,9 +141,10 @@ LAYER_NORM_VJP = (
 
 # --- cross_entropy: the mean over (N, C) logits of int64 class indices --------------------
 def cross_entropy_impl(logits, target, *, ignore_index):
-    valid = (target != ignore_index).astype(logits.dtype)
+    valid = target != ignore_index
     picked = log_softmax_impl(logits, dim=1)[np.arange(len(target)), np.where(valid, target, 0)]
-    return np.asarray(np.where(valid > 0, -picked, 0.0).sum() / valid.sum(), logits.dtype)
+    total = np.where(valid, -picked, 0.0).sum() / valid.sum(dtype=logits.dtype)
+    return np.asarray(total, logits.dtype)
 
 
 def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):

@@ -124,11 +124,10 @@ class PrimitiveBackward(Node):
         result.grad_fn = self  # before saving: an output is saved without a cycle
         self.prim = prim
         self.params = params
-        self.needs = needs
-        key = tuple(needs)
-        plan = prim.save_plans.get(key)
+        self.needs = needs = tuple(needs)
+        plan = prim.save_plans.get(needs)
         if plan is None:
-            plan = prim.save_plans[key] = _save_plan(prim, needs)
+            plan = prim.save_plans[needs] = _save_plan(prim, needs)
         saved = {}
         for n, i in plan[0]:
             saved[n] = SavedTensor(result if i is None else inputs[i], self)

@@ -42,7 +42,7 @@ def _floating(name, x, dim):
 
 def _fusable(x) -> bool:
     """Whether softmax's fused kernel is written for ``x`` (real floating, not empty)."""
-    return x.ndim > 0 and x._payload.dtype.kind == "f" and x.numel() > 0
+    return x.ndim > 0 and x.numel() > 0 and fused.fusable(x)
 
 
 @in_float32
