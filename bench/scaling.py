@@ -290,6 +290,20 @@ def _plot(rows, impls, out: Path) -> None:
     print(f"wrote {out / 'scaling.png'}")
 
 
+def _workload_name(name: str) -> str:
+    """``transformer-LAYERS-WIDTH`` (width a multiple of 16) or ``mlp-BATCH``."""
+    kind, *args = name.split("-")
+    ok = all(a.isdigit() and int(a) > 0 for a in args) and (
+        (kind == "mlp" and len(args) == 1)
+        or (kind == "transformer" and len(args) == 2 and int(args[1]) % 16 == 0)
+    )
+    if not ok:
+        raise argparse.ArgumentTypeError(
+            f"{name!r}: expected transformer-LAYERS-WIDTH (width a multiple of 16) or mlp-BATCH"
+        )
+    return name
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true", help="the whole grid (slow)")
@@ -301,7 +315,9 @@ def main(argv=None) -> int:
         default=1,
         help="threads of NumPy's BLAS and of torch (XLA and IREE keep their own pools)",
     )
-    ap.add_argument("--workloads", nargs="+", help="e.g. transformer-2-64 mlp-256")
+    ap.add_argument(
+        "--workloads", nargs="+", type=_workload_name, help="e.g. transformer-2-64 mlp-256"
+    )
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     ap.add_argument("--worker", nargs=2, metavar=("IMPL", "WORKLOAD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
