@@ -391,9 +391,10 @@ exp2 = elementwise(
     public=_FLOAT_,
     domain=_FLOAT_MATH,
 )
+_erf_float64 = special.numpy_impl(special.erf)
 erf = elementwise(
     "erf",
-    special.numpy_impl(special.erf),
+    lambda x: special.erf_float32(x) if x.dtype.itemsize <= 4 else _erf_float64(x),
     public=_FLOAT_,
     domain=_REAL_MATH,
     vjp=lambda g, x: lax.mul(lax.mul(g, lax.exp(lax.mul(lax.neg(x), x))), _TWO_OVER_SQRT_PI),
