@@ -54,6 +54,7 @@ from .compiler import (
     compile_uncached,
     narrowing,
     to_boundary,
+    tuning_flags,
 )
 from .device import DeviceValue
 from .device import device as get_device
@@ -146,7 +147,12 @@ class CompiledGraph:
                 return build(checked(text), flags)
 
             vmfb = compile_mlir(
-                mlir, backend, STEP_FLAGS.get(backend, ()), self.cache, verified_build
+                mlir,
+                backend,
+                STEP_FLAGS.get(backend, ()),
+                self.cache,
+                verified_build,
+                tuning_flags(graph, backend),
             )
         module: Any
         with p("load"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
+import math
 import os
 import re
 import subprocess
@@ -63,7 +64,28 @@ STEP_FLAGS = {b: ["--iree-execution-model=async-external"] for b in ("llvm-cpu",
 # commits only once the previous call has finished, so a second call made while the first
 # runs failed with "transient buffer has not been committed" (Note [asynchronous steps]);
 # static steps already use them (their modules are unchanged).
-GLOBAL_FLAGS = ("--iree-hal-force-indirect-command-buffers",)
+GLOBAL_FLAGS = (
+    "--iree-hal-force-indirect-command-buffers",
+    # matmul tiles of 32 KiB under data tiling (Note [data tiling]); modules compiled
+    # without data tiling are byte-identical with and without it
+    "--iree-llvmcpu-matmul-tile-bytes=32768",
+)
+
+# Note [data tiling]: IREE's data tiling packs matmul operands into the tiles its mmt4d
+# kernels read. With the 32 KiB tile budget above it made the large matmuls of a step
+# 1.1-1.8x faster on a 2-core Zen 3 (2026-11-29, bench/scaling.py's steps: MLP batch 4096
+# 121 -> 68 ms/step, batch 1024 1.1x; 2-layer transformers of width 128, 256 and 768 1.3x,
+# 1.45x and 1.4x) but left steps of fewer multiply-adds as they were (MLP batch 256: 155M
+# in all, a 4-layer width-64 transformer: 167M) or slower (MLP batch 32: 1.14x), while
+# compiling 1-4 s longer. So it is on for llvm-cpu steps whose matmuls reach
+# DATA_TILING_MIN_MACS multiply-adds in all (the transformer of width 128 has 321M, the
+# MLP at batch 1024 620M), static shapes only (IREE 3.13 failed on a dynamic conv step
+# with it). It is an optional flag (compile_mlir): IREE 3.13
+# rejects it for some modules (an i1 mask's encoding in models/transformer.py's step), which
+# are then compiled without it, the rejection cached so the attempt is not repeated, and
+# explain() says so.
+DATA_TILING = ("--iree-opt-data-tiling",)
+DATA_TILING_MIN_MACS = 1 << 28
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
@@ -131,13 +153,47 @@ def flags(backend: str) -> list:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
 
+def tuning_flags(graph, backend: str) -> tuple:
+    """Optional flags (``compile_mlir``) that speed up ``graph``'s module on ``backend``:
+    data tiling for steps of many static matmul multiply-adds on llvm-cpu (Note [data
+    tiling])."""
+    if backend != "llvm-cpu":
+        return ()
+    macs = 0
+    for op in graph.ops:
+        if op.prim.name == "matmul":
+            shape = (*op.out.aval.shape, op.inputs[0].aval.shape[-1])
+            if not all(isinstance(n, int) for n in shape):
+                return ()
+            macs += math.prod(shape)
+    return DATA_TILING if macs >= DATA_TILING_MIN_MACS else ()
+
+
+# a cached payload recording that IREE rejected a module's optional flags
+_REJECTED = b"staged: IREE rejected these flags\n"
+
+
 def compile_mlir(
-    text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None, builder=None
+    text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None, builder=None, optional=()
 ) -> bytes:
     """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before;
     ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``.
     ``builder(text, flags)`` compiles on a miss (default ``compile_uncached``, in-process;
-    ``compile_subprocess`` runs the ``iree-compile`` tool)."""
+    ``compile_subprocess`` runs the ``iree-compile`` tool). ``optional`` flags are tried
+    first; where IREE rejects them the module is compiled without them, and ``stats`` gets
+    ``declined``: the flags and IREE's first line."""
+    if optional:
+        vmfb = _compile_mlir(text, backend, [*extra_flags, *optional], stats, builder, True)
+        if not vmfb.startswith(_REJECTED):
+            if stats is not None:
+                stats["optional"] = " ".join(optional)
+            return vmfb
+        if stats is not None:
+            stats["declined"] = f"{' '.join(optional)}: {vmfb[len(_REJECTED) :].decode()}"
+    return _compile_mlir(text, backend, extra_flags, stats, builder, False)
+
+
+def _compile_mlir(text, backend, extra_flags, stats, builder, optional) -> bytes:
     fl = flags(backend) + list(extra_flags)
     # source locations only matter for diagnostics: an edit above the user's step should
     # not invalidate its compiled module; code for the host CPU is keyed on its features,
@@ -150,7 +206,13 @@ def compile_mlir(
 
     def build():
         missed.append(True)
-        return (builder or compile_uncached)(text, fl)
+        try:
+            return (builder or compile_uncached)(text, fl)
+        except CompileError as err:
+            if not optional:
+                raise
+            runtime_log.debug("IREE rejected %s: %s", extra_flags, err)
+            return _REJECTED + str(err).partition("\n")[0].encode()
 
     vmfb = cache.cached(key, build)
     runtime_log.debug(

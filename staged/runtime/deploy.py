@@ -44,7 +44,7 @@ from ..lower.mlir import to_mlir
 from ..tracing.ir import Graph, Input, Output
 from ..tracing.pytree import flatten, unflatten
 from .checks import Checks
-from .compiler import BOUNDARY, compile_mlir, narrowing, to_boundary
+from .compiler import BOUNDARY, compile_mlir, narrowing, to_boundary, tuning_flags
 from .device import DRIVERS
 from .device import device as get_device
 from .logs import Phases
@@ -86,7 +86,7 @@ def save(entry, directory, names=None, fn=None) -> Path:
     else:
         text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=boundary)
     with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
-        vmfb = compile_mlir(text, entry.backend)
+        vmfb = compile_mlir(text, entry.backend, optional=tuning_flags(graph, entry.backend))
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,8 @@ def explain_text(c, verbose: bool = False) -> str:
             if cache
             else ""
         )
+        + (f"; with {e.cache['optional']}" if "optional" in e.cache else "")
+        + (f"; declined {e.cache['declined']}" if "declined" in e.cache else "")
     )
     lines += getattr(c, "calls", None) and c.calls.lines() or []
     lines = [
