@@ -13,6 +13,7 @@ from . import special
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
 _SQRT_PI_OVER_TWO = float(np.sqrt(np.pi) / 2.0)
+_SQRT_2PI = float(np.sqrt(2.0 * np.pi))
 
 
 def _same(name, out_dtype=None):
@@ -443,6 +444,55 @@ polygamma: Primitive = Primitive(
     vjp=lambda g, x, n: lax.mul(g, polygamma(x, n=n + 1)),
     domain=_REAL_MATH,
 )
+_SPECIAL_ONLY = Public("float", method=False, export=False)  # staged.special.<name> only
+
+
+def _cephes(name, vjp, public=_SPECIAL_ONLY):
+    """A primitive of ``autodiff.special.<name>``: real floats, public as torch.special's."""
+    impl = special.numpy_impl(getattr(special, name))
+    return elementwise(name, impl, vjp=vjp, public=public, domain=_REAL_MATH)
+
+
+def _tiny_safe(x):
+    """(|x| > eps, x there else eps): torch's i1 and i1e gradients are 1/2 at |x| <= eps."""
+    big = lax.gt(lax.abs(x), float(np.finfo(x.dtype.np).eps))
+    return big, lax.where(big, x, float(np.finfo(x.dtype.np).eps))
+
+
+def _i1_vjp(g, x, out):
+    big, s = _tiny_safe(x)
+    return lax.mul(g, lax.where(big, lax.sub(i0(s), lax.div(out, s)), 0.5))
+
+
+def _i1e_vjp(g, x, out):
+    big, s = _tiny_safe(x)
+    d = lax.sub(i0e(s), lax.mul(out, lax.add(lax.sgn(s), lax.div(1, s))))
+    return lax.mul(g, lax.where(big, d, 0.5))
+
+
+entr = _cephes("entr", lambda g, x: lax.mul(g, lax.neg(lax.add(lax.log(x), 1))))
+erfcx = _cephes(
+    "erfcx",
+    lambda g, x, out: lax.mul(g, lax.sub(lax.mul(lax.mul(x, out), 2), _TWO_OVER_SQRT_PI)),
+)
+ndtri = _cephes(
+    "ndtri",
+    lambda g, out: lax.mul(g, lax.mul(lax.exp(lax.mul(lax.mul(out, out), 0.5)), _SQRT_2PI)),
+)
+i0: Primitive = _cephes("i0", lambda g, x: lax.mul(g, i1(x)), public=_FLOAT_)
+i0e: Primitive = _cephes(
+    "i0e", lambda g, x, out: lax.mul(g, lax.sub(i1e(x), lax.mul(lax.sgn(x), out)))
+)
+i1: Primitive = _cephes("i1", _i1_vjp)
+i1e: Primitive = _cephes("i1e", _i1e_vjp)
+# torch defines no derivatives for these: their results do not require grad, as torch's
+BESSEL = (
+    *("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "spherical_bessel_j0"),
+    *("modified_bessel_k0", "modified_bessel_k1"),
+    *("scaled_modified_bessel_k0", "scaled_modified_bessel_k1"),
+)
+for _n in BESSEL:
+    _cephes(_n, None)
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
 floor = elementwise("floor", lambda x: np.floor(x), vjp=_zero_grad, domain=_INTEGRAL)
 ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=_zero_grad, domain=_INTEGRAL)

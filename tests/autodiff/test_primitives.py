@@ -353,14 +353,15 @@ def samples(name):
 
 
 def torch_op(name):
-    """The torch twin of primitive ``name``: TORCH's entry, else ``torch.<name>`` for a
-    primitive that is itself a public op (``public=``)."""
+    """The torch twin of primitive ``name``: TORCH's entry, else ``torch.<name>`` (or
+    ``torch.special.<name>``) for a primitive that is itself a public op (``public=``)."""
     if name in TORCH:
         return TORCH[name]
-    assert REGISTRY[name].public is not None and hasattr(torch, name), (
+    twin = getattr(torch, name, None) or getattr(torch.special, name, None)
+    assert REGISTRY[name].public is not None and twin is not None, (
         f"primitive {name!r} has no torch equivalent in TORCH"
     )
-    return getattr(torch, name)
+    return twin
 
 
 def _float_samples(name, float64_only=True):

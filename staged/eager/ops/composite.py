@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff import fused
@@ -15,10 +17,14 @@ from .elementwise import (
     clamp,
     erf,
     erfc,
+    erfcx,
     exp,
     exp2,
+    i0,
+    i1,
     isinf,
     isnan,
+    lgamma,
     log,
     log1p,
     logical_and,
@@ -190,6 +196,41 @@ def ndtr(x):
     """The standard normal CDF, erfc(-x / sqrt(2)) / 2 (relative accuracy in the lower
     tail): torch.special.ndtr."""
     return erfc(float_operand(x) * -math.sqrt(0.5)) * 0.5
+
+
+def log_ndtr(x):
+    """log(ndtr(x)) as torch computes it: log(erfcx(-t) / 2) - t^2 for t = x / sqrt(2)
+    below x = -1 (no underflow), log1p(-erfc(t) / 2) above. Each branch sees only its
+    own inputs, so the other's infinities give no NaN gradient."""
+    x = float_operand(x)
+    low = x < -1
+    t = x * math.sqrt(0.5)
+    t_low, t_high = where(low, t, -math.sqrt(0.5)), where(low, 0.0, t)
+    return where(low, log(erfcx(-t_low) * 0.5) - t_low * t_low, log1p(erfc(t_high) * -0.5))
+
+
+def mvlgamma(x, p):
+    """The multivariate log-gamma function, log(pi) p (p - 1) / 4 plus the sum of
+    lgamma(x - j / 2) over j < p: torch.mvlgamma (torch.special.multigammaln)."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    x = float_operand(x)
+    if type(x._payload) is np.ndarray and not bool(np.all(x._payload > (p - 1) / 2)):
+        raise RuntimeError("All elements must be greater than (p-1)/2")
+    out = lgamma(x)
+    for j in range(1, p):
+        out = out + lgamma(x - j / 2)
+    return out + math.log(math.pi) * p * (p - 1) / 4
+
+
+def modified_bessel_i0(x):
+    """i0 without a gradient: torch.special.modified_bessel_i0 defines none."""
+    return i0(x).detach()
+
+
+def modified_bessel_i1(x):
+    """i1 without a gradient: torch.special.modified_bessel_i1 defines none."""
+    return i1(x).detach()
 
 
 def _as(v, d):

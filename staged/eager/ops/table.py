@@ -11,6 +11,7 @@ from __future__ import annotations
 from ... import autodiff as ad
 from ..._where import sited
 from ...autodiff import Public
+from ...autodiff.elementwise import BESSEL
 from . import (
     attention,
     composite,
@@ -160,7 +161,11 @@ ROWS = {
         for n in ("deg2rad", "rad2deg", "xlogy", "frac", "logit", "sinc")
     },
     # torch.special's own (staged.special.<name> only: SPECIAL below)
-    **{n: Public(getattr(composite, n), method=False, export=False) for n in ("ndtr", "xlog1py")},
+    **{
+        n: Public(getattr(composite, n), method=False, export=False)
+        for n in ("ndtr", "xlog1py", "log_ndtr", "modified_bessel_i0", "modified_bessel_i1")
+    },
+    "mvlgamma": Public(composite.mvlgamma, inplace=True),
     **{
         n: Public(getattr(composite, n))
         for n in (
@@ -238,6 +243,7 @@ SPECIAL = {
     "digamma": ("digamma", "psi"),
     "lgamma": ("gammaln",),
     "sigmoid": ("expit",),
+    "mvlgamma": ("multigammaln",),
     **dict.fromkeys(
         (
             "erf",
@@ -256,6 +262,8 @@ SPECIAL = {
             "sinc",
             "ndtr",
             "xlog1py",
+            *("entr", "erfcx", "log_ndtr", "ndtri", "i0", "i0e", "i1", "i1e"),
+            *("modified_bessel_i0", "modified_bessel_i1", *BESSEL),
         ),
         (),
     ),

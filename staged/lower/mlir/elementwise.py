@@ -12,6 +12,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
+from ...autodiff.elementwise import BESSEL
 from . import libm
 from .emitter import bits, elem_type, lowering, unsupported
 
@@ -601,6 +602,8 @@ UNARY = {
     "erfinv": {"float": _special("erfinv")},
     "lgamma": {"float": _special("lgamma")},
     "digamma": {"float": _special("digamma")},
+    **{n: {"float": _special(n)} for n in ("entr", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e")},
+    **{n: {"float": _special(n)} for n in BESSEL},
     "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
     "exp2": {"float": _op("math.exp2"), "complex": _complex_exp2},

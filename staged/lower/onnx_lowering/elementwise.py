@@ -8,6 +8,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
+from ...autodiff.elementwise import BESSEL
 from onnx import helper
 
 from .model import KERNELS, lowering, onnx_type
@@ -464,7 +465,11 @@ def _as_lowering(formula):
     return lambda b, op, x: formula(b, op.out.aval.dtype, x, **op.params)
 
 
-for _name in ("erfc", "erfinv", "lgamma", "digamma", "polygamma"):
+for _name in (
+    *("erfc", "erfinv", "lgamma", "digamma", "polygamma"),
+    *("entr", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e"),
+    *BESSEL,
+):
     lowering(REGISTRY[_name])(_as_lowering(_special(_name)))
 lowering(REGISTRY["log2"])(_scaled("Log", 1 / np.log(2.0)))
 lowering(REGISTRY["log10"])(_scaled("Log", 1 / np.log(10.0)))
