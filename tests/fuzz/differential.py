@@ -162,10 +162,6 @@ _NO_ORACLE = {
         "logit": lambda x: ((x == 0) | (x == 1)).any(),
         # clamped (logit(x, eps=0.2) outside [0.2, 0.8]): torch NaN, staged 0
         "logit_eps": lambda x: ((x < 0.2) | (x > 0.8)).any(),
-        # ties: staged's second derivative is 0 (its tie split is piecewise constant),
-        # torch's (and the true) 1/4; a known difference
-        "logaddexp": lambda x, y: (x == y).any(),
-        "logaddexp2": lambda x, y: (x == y).any(),
         # 0 ** y: torch's second derivative is NaN (log 0 * 0), staged's 0
         "pow": lambda x, y: (x == 0).any(),
         # x log y at x = y = 0: torch's second derivative is inf, staged's 0

@@ -710,6 +710,27 @@ def test_logaddexp_of_a_float_and_an_integer_computes_in_float(name):
             getattr(lib, name)(lib.tensor([1]), lib.tensor([2]))
 
 
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_second_derivatives_at_ties_are_sigmoids(name):
+    """At x == y the max and |x - y| of the overflow-free formula have kinks, so the
+    second derivatives came out 0; torch's (and the true) are +-1/4 (times log 2 in base
+    2). Values, gradients and second derivatives against torch, at ties and off them,
+    with equal infinities still themselves."""
+    xs, ys = [0.5, -2.0, 1e300, 3.0, -40.0], [0.5, -2.0, 1e300, 1.0, 0.0]
+    got = []
+    for lib in (staged, torch):
+        x, y = (lib.tensor(v, dtype=lib.float64, requires_grad=True) for v in (xs, ys))
+        out = getattr(lib, name)(x, y)
+        gx, gy = lib.autograd.grad(out.sum(), (x, y), create_graph=True)
+        hxx, hxy = lib.autograd.grad(gx.sum(), (x, y))
+        got.append([t.detach().numpy() for t in (out, gx, gy, hxx, hxy)])
+    for ours, theirs in zip(*got):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-15)
+    assert abs(got[0][3][0]) > 0.17  # the tie's second derivative is not 0
+    inf = staged.tensor([np.inf, -np.inf])
+    np.testing.assert_array_equal(getattr(staged, name)(inf, inf).numpy(), [np.inf, -np.inf])
+
+
 def test_square_of_a_bool_is_int64():
     """torch squares as ``pow(x, 2)``, which promotes bool to int64; ``x * x`` kept bool."""
     for lib in (staged, torch):

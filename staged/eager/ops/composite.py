@@ -22,6 +22,7 @@ from .elementwise import (
     exp2,
     i0,
     i1,
+    isfinite,
     isinf,
     isnan,
     lgamma,
@@ -138,12 +139,23 @@ def rad2deg(x):
 
 
 def logaddexp(x, y):
-    """log(exp(x) + exp(y)) without overflow: max + log1p(exp(-|x - y|)) (ties give each
-    input half the gradient); two equal infinities are themselves."""
+    """log(exp(x) + exp(y)) without overflow: max + log1p(exp(-|x - y|)); two equal
+    infinities are themselves. Equal finite inputs take y + log1p(exp(x - y)), the same
+    value, whose derivatives of every order are sigmoid's (the max and |x - y| have kinks
+    there: their second derivative would be 0, not 1/4)."""
     _real_float("logaddexp", x, y)
+    return _log_add(x, y, exp, lambda t: t)
+
+
+def _log_add(x, y, exp_, scaled):
+    """logaddexp (``exp_`` exp) or logaddexp2 (exp2, ``scaled`` dividing by log 2)."""
     m = maximum(x, y)
-    r = m + log1p(exp(-abs(x - y)))
-    return where(logical_and(isinf(m), x == y), m, r)
+    same = x == y
+    tie = logical_and(same, isfinite(x))
+    d = where(tie, x - y, 0)  # 0 away from ties: its exp is finite, so is its gradient
+    at_tie = y + scaled(log1p(exp_(d)))
+    r = where(tie, at_tie, m + scaled(log1p(exp_(-abs(x - y)))))
+    return where(logical_and(isinf(m), same), m, r)
 
 
 def logcumsumexp(x, dim):
@@ -158,9 +170,7 @@ def logcumsumexp(x, dim):
 def logaddexp2(x, y):
     """log2(2**x + 2**y), as ``logaddexp`` in base 2."""
     _real_float("logaddexp2", x, y)
-    m = maximum(x, y)
-    r = m + log1p(exp2(-abs(x - y))) * (1 / math.log(2))
-    return where(logical_and(isinf(m), x == y), m, r)
+    return _log_add(x, y, exp2, lambda t: t * (1 / math.log(2)))
 
 
 def xlogy(x, y):
