@@ -469,3 +469,23 @@ def test_jvp_of_non_differentiable_is_none(name):
 def test_grad_of_grad_matches_finite_differences(name):
     for xs, params in _float_samples(name):
         check_grads(lambda *ins: REGISTRY[name](*ins, **params), xs, order=2, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_large_threshold_backward_is_torchs_bit_for_bit(dtype):
+    """Past 256 elements threshold_backward masks bits instead of calling np.where: the
+    same bits as torch's kernel, with +0 where masked (a -0.0 or NaN gradient included),
+    infinities and NaNs passed, NaN results passing the gradient, strided operands."""
+    rng = np.random.default_rng(0)
+    g, x = (rng.standard_normal((40, 30)).astype(dtype) for _ in range(2))
+    x[0, :6] = [0.0, -0.0, np.nan, np.inf, -np.inf, 0.05]
+    g[0, 6:10] = g[1, :4] = [np.inf, np.nan, -0.0, -np.inf]
+    x[1, :4] = -1.0
+    for gs, xs in ((g, x), (g[:, ::2], x[:, 1::2]), (g.T, x.T)):
+        for threshold in (0, 0.05):
+            got = REGISTRY["threshold_backward"].impl(gs, xs, threshold=threshold)
+            want = torch.ops.aten.threshold_backward(
+                torch.tensor(gs), torch.tensor(xs), threshold
+            ).numpy()
+            bits = f"uint{8 * got.dtype.itemsize}"
+            np.testing.assert_array_equal(got.view(bits), want.view(bits))
