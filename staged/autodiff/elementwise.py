@@ -192,17 +192,24 @@ cos = elementwise(
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+def _zero_where(c, x):
+    """``np.where(c, 0, x)`` (+0 in ``x``'s dtype). Past a few hundred floats, as a mask of
+    all-ones or zero words ANDed into ``x``'s bits: np.where's result bit for bit (+0,
+    infinities and NaNs kept), one array allocated as np.where's, and 4-7x faster (65536
+    float32s: 327 -> 46 µs; np.where branches per element and mispredicts on a mixed
+    mask)."""
+    bits = _BITS.get(x.dtype.itemsize)
+    if x.size < 256 or bits is None or x.dtype.kind not in "fV":
+        return np.where(c, x.dtype.type(0), x)
+    keep = c.astype(bits)
+    keep -= 1  # all ones where x passes, 0 where it does not
+    keep &= x.view(bits)
+    return keep.view(x.dtype)
+
+
 def _threshold_backward(grad, result, *, threshold):
-    """``grad``, 0 where ``result <= threshold`` (NaN passes ``grad``). Past a few hundred
-    floats, as a mask of all-ones or zero bits ANDed into ``grad``'s bits: exactly
-    ``where``'s result (+0, infinities and NaNs kept), 4-7x faster than ``np.where``."""
-    bits = _BITS.get(grad.dtype.itemsize)
-    if grad.size < 256 or bits is None or grad.dtype.kind not in "fV":
-        return np.where(result <= threshold, grad.dtype.type(0), grad)
-    keep = np.less_equal(result, threshold).astype(bits)
-    keep -= 1  # all ones where grad passes, 0 where it does not
-    keep &= grad.view(bits)
-    return keep.view(grad.dtype)
+    """``grad``, +0 where ``result <= threshold`` (NaN passes ``grad``)."""
+    return _zero_where(np.less_equal(result, threshold), grad)
 
 
 # PyTorch's relu backward kernel, fused: the three primitives it would compose from
@@ -269,7 +276,7 @@ leaky_relu: Primitive = Primitive(
 
 def _hardtanh_backward(grad, x, *, min_val, max_val):
     # NaN passes grad, as torch's scalar kernel (its vectorized float64 one gives 0)
-    return np.where((x <= min_val) | (x >= max_val), grad.dtype.type(0), grad)
+    return _zero_where((x <= min_val) | (x >= max_val), grad)
 
 
 hardtanh_backward: Primitive = Primitive(

@@ -472,8 +472,8 @@ def test_grad_of_grad_matches_finite_differences(name):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-def test_large_threshold_backward_is_torchs_bit_for_bit(dtype):
-    """Past 256 elements threshold_backward masks bits instead of calling np.where: the
+def test_large_threshold_and_hardtanh_backward_are_torchs_bit_for_bit(dtype):
+    """Past 256 elements these backward kernels mask bits instead of calling np.where: the
     same bits as torch's kernel, with +0 where masked (a -0.0 or NaN gradient included),
     infinities and NaNs passed, NaN results passing the gradient, strided operands."""
     rng = np.random.default_rng(0)
@@ -489,3 +489,7 @@ def test_large_threshold_backward_is_torchs_bit_for_bit(dtype):
             ).numpy()
             bits = f"uint{8 * got.dtype.itemsize}"
             np.testing.assert_array_equal(got.view(bits), want.view(bits))
+        xs = np.where(np.isnan(xs), xs.dtype.type(0.3), xs)  # torch's kernels disagree at NaN
+        got = REGISTRY["hardtanh_backward"].impl(gs, xs, min_val=-0.5, max_val=0.5)
+        want = torch.ops.aten.hardtanh_backward(torch.tensor(gs), torch.tensor(xs), -0.5, 0.5)
+        np.testing.assert_array_equal(got.view(bits), want.numpy().view(bits))
