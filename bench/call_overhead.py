@@ -23,17 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from bench.common import environment, interleaved, mlp_params, ratio_table  # noqa: E402
+from bench.compiled_steps import jax, jnp, torch  # noqa: E402  (each None where missing)
 import staged  # noqa: E402
-
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import jax
-    import jax.numpy as jnp
-except ImportError:
-    jax = jnp = None
 
 
 def _params():
@@ -70,9 +61,9 @@ def torch_steps() -> dict:
     x = torch.zeros(())
     P = [torch.tensor(p) for p in _params()]
     return {
-        "x + 1": lambda: (x + 1),
+        "x + 1": lambda: x + 1,
         "x + 1, read": lambda: (x + 1).item(),
-        "6 params": lambda: (x + sum(p.sum() for p in P)),
+        "6 params": lambda: x + sum(p.sum() for p in P),
         "6 params, read": lambda: (x + sum(p.sum() for p in P)).item(),
     }
 
