@@ -33,7 +33,7 @@ from ..tracing.draws import draw_shapes
 from ..tracing.capture import leaf_names
 from ..tracing.dynamic import DynamicError, generalize, is_static, resize, substitute
 from ..tracing.symbolic import CaptureError
-from ..tracing.pytree import flatten, unflatten
+from ..tracing.pytree import flatten_call, unflatten
 from ..eager.interceptor import current_interceptor
 from ..eager.grad_mode import _state
 from ..eager.random import fork_rng
@@ -278,7 +278,7 @@ class CompiledGraph:
         return unflatten(c.out_tree, out)
 
     def __call__(self, *args, **kwargs):
-        leaves, _ = flatten((args, kwargs), lambda o: False)
+        leaves, _ = flatten_call(args, kwargs)
         return self.run(leaves)
 
     def save(self, directory, names=None, fn=None):
@@ -440,7 +440,7 @@ class Compiled:
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
-        leaves, tree = flatten((args, kwargs), lambda o: False)
+        leaves, tree = flatten_call(args, kwargs)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
         key = (
             tree,

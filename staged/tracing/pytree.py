@@ -2,6 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+
+
+def flatten_call(args, kwargs):
+    """``flatten((args, kwargs), lambda o: False)`` of a call's arguments; the common call,
+    positional arguments and no containers, without walking them."""
+    if kwargs or any(isinstance(a, (tuple, list, dict)) for a in args):
+        return flatten((args, kwargs), lambda o: False)
+    return list(args), _positional(len(args))
+
+
+@functools.cache
+def _positional(n: int):
+    return flatten(((None,) * n, {}), lambda o: False)[1]
+
 
 def flatten(obj, is_leaf):
     """Leaves in order and a hashable description of the structure around them."""
