@@ -14,6 +14,7 @@ from staged.eager.ops.composite import (
     xlogy as xlogy,
 )
 from staged.eager.ops.elementwise import (
+    airy_ai as airy_ai,
     bessel_j0 as bessel_j0,
     bessel_j1 as bessel_j1,
     bessel_y0 as bessel_y0,
@@ -42,12 +43,14 @@ from staged.eager.ops.elementwise import (
     scaled_modified_bessel_k0 as scaled_modified_bessel_k0,
     scaled_modified_bessel_k1 as scaled_modified_bessel_k1,
     spherical_bessel_j0 as spherical_bessel_j0,
+    zeta as zeta,
 )
 from staged.eager.ops.reduction import (
     logsumexp as logsumexp,
 )
 
 __all__ = [
+    "airy_ai",
     "bessel_j0",
     "bessel_j1",
     "bessel_y0",
@@ -88,4 +91,5 @@ __all__ = [
     "spherical_bessel_j0",
     "xlog1py",
     "xlogy",
+    "zeta",
 ]

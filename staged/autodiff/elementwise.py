@@ -504,11 +504,32 @@ i0e: Primitive = _cephes(
 )
 i1: Primitive = _cephes("i1", _i1_vjp)
 i1e: Primitive = _cephes("i1e", _i1e_vjp)
+
+
+def _not_implemented(name):
+    """The VJP rule of an input torch does not differentiate: it raises, as torch's
+    backward does, when that input needs a gradient."""
+
+    def rule(g):
+        raise NotImplementedError(f"the derivative for '{name}' is not implemented.")
+
+    return rule
+
+
+# d/dq zeta(x, q) = -x zeta(x + 1, q); torch has none for x
+zeta: Primitive = _cephes(
+    "zeta",
+    (
+        _not_implemented("zeta"),
+        lambda g, x, q: lax.mul(g, lax.mul(lax.neg(x), zeta(lax.add(x, 1), q))),
+    ),
+)
 # torch defines no derivatives for these: their results do not require grad, as torch's
 BESSEL = (
     *("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "spherical_bessel_j0"),
     *("modified_bessel_k0", "modified_bessel_k1"),
     *("scaled_modified_bessel_k0", "scaled_modified_bessel_k1"),
+    "airy_ai",  # Ai(x) = sqrt(x / 3) K_1/3(zeta) / pi: of the family
 )
 for _n in BESSEL:
     _cephes(_n, None)

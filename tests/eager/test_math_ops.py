@@ -451,6 +451,7 @@ SPECIAL_ARGS = {  # the arguments past the tensor, and the tensor's range
     "xlog1py": (("y",), (0.5, 3.0)),
     "ndtr": ((), (-6.0, 4.0)),
     "multigammaln": ((3,), (1.5, 4.0)),
+    "zeta": ((2.5,), (0.5, 3.0)),  # zeta(2.5, q): torch differentiates q only
 }
 
 
@@ -464,7 +465,7 @@ def test_special_names_are_torch_specials(name):
     def call(t, a):
         fn = getattr(t.special, name)
         args = [t.tensor(y) if e == "y" else e for e in extra]
-        return fn(*args, a) if name == "polygamma" else fn(a, *args)
+        return fn(*args, a) if name in ("polygamma", "zeta") else fn(a, *args)
 
     compare_with_torch(lambda a: call(staged, a), lambda a: call(torch, a), x, rtol=1e-12)
 
@@ -483,3 +484,40 @@ def test_bessel_jy_are_accurate_where_torch_is_not():
         np.testing.assert_allclose(
             getattr(staged.special, name)(x).numpy(), w, rtol=4e-15, atol=1e-16
         )
+
+
+def test_zeta_edges_and_gradients_as_torch():
+    """zeta at its poles, NaNs and negative q as torch (bit for bit where torch's direct
+    sum is short); the gradient for q, and torch's error for x."""
+    x = [1.0, 0.5, 2.0, 2.0, 2.0, 2.0, 3.0, 2.0, 1e20, 50.0, np.inf, 2.0, 2.0, np.nan, 4.0]
+    q = [1.0, 1.0, 0.0, -1.0, -1.5, np.inf, -2.5, np.nan, 2.0, 1e-3, 2.0, 1e9, 1e-300, 1.0, -22.7]
+    got = staged.special.zeta(
+        staged.tensor(x, dtype=staged.float64), staged.tensor(q, dtype=staged.float64)
+    )
+    want = torch.special.zeta(
+        torch.tensor(x, dtype=torch.float64), torch.tensor(q, dtype=torch.float64)
+    )
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # below q = -23 torch sums |q| terms; ours has a fixed length (NaN there)
+    assert np.isnan(staged.special.zeta(4.0, staged.tensor([-30.5])).item())
+    xs = staged.tensor([2.0, 3.5], requires_grad=True)
+    qs = staged.tensor([0.5, 2.0], requires_grad=True)
+    staged.special.zeta(xs.detach(), qs).sum().backward()
+    np.testing.assert_allclose(
+        qs.grad.numpy(), (-xs * staged.special.zeta(xs + 1, qs)).detach().numpy(), rtol=1e-6
+    )
+    with pytest.raises(NotImplementedError, match="derivative for 'zeta' is not implemented"):
+        staged.special.zeta(xs, qs).sum().backward()
+    with pytest.raises(RuntimeError, match="not defined for complex64"):
+        staged.special.zeta(staged.tensor([1 + 1j]), 2.0)
+
+
+def test_airy_ai_edges_as_torch():
+    """Ai at the branch points, past its underflow, at +-inf and NaN, as torch's (within
+    an ulp: the series on (-2.09, 2.09) is SciPy's to the bit, torch's 32 ulp off); its
+    result does not require grad, as torch's."""
+    x = [0.0, -0.0, 2.09, -2.09, 8.3203353, 8.33, 103.892, 103.9, -50.5, np.inf, -np.inf, np.nan]
+    got = staged.special.airy_ai(staged.tensor(x, dtype=staged.float64, requires_grad=True))
+    want = torch.special.airy_ai(torch.tensor(x, dtype=torch.float64))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-15, atol=0)
+    assert not got.requires_grad

@@ -262,7 +262,7 @@ SPECIAL = {
             "sinc",
             "ndtr",
             "xlog1py",
-            *("entr", "erfcx", "log_ndtr", "ndtri", "i0", "i0e", "i1", "i1e"),
+            *("entr", "erfcx", "log_ndtr", "ndtri", "i0", "i0e", "i1", "i1e", "zeta"),
             *("modified_bessel_i0", "modified_bessel_i1", *BESSEL),
         ),
         (),

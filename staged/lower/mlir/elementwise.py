@@ -326,11 +326,14 @@ class _Math(libm.Scalar):
     def cos(self, a):
         return UNARY["cos"]["float"](self.e, self.d, a)
 
+    def pow(self, a, b):
+        return _float_pow(self.e, self.d, a, b)
+
 
 def _special(name):
     """``autodiff.special.<name>`` (the NumPy impl's algorithm) emitted."""
     fn = getattr(sp, name)
-    return lambda e, d, x: fn(_Math(e, d), x)
+    return lambda e, d, *xs: fn(_Math(e, d), *xs)
 
 
 def _erf(e, d, x):
@@ -669,6 +672,7 @@ BINARY = {
     },
     "atan2": {"float": _f64(libm.atan2, _float_atan2)},
     "hypot": {"float": _float_hypot},
+    "zeta": {"float": _special("zeta")},
     "remainder": {
         "float": _f64(libm.remainder, _float_remainder),
         "int": _int_rem(True),

@@ -133,6 +133,9 @@ class _Math:
     def both(self, a, b):
         return self.b.node("And", [a, b])
 
+    def either(self, a, b):
+        return self.b.node("Or", [a, b])
+
     def trunc(self, a):
         neg = self.cmp("olt", a, self.c(0))
         return self.sel(neg, self._k("Ceil", a), self._k("Floor", a))
@@ -164,6 +167,7 @@ for _name, _op_type in {
     "round": "Round",  # half to even, as np.rint
     "sin": "Sin",
     "cos": "Cos",
+    "pow": "Pow",
 }.items():
     setattr(_Math, _name, lambda self, *xs, _op_type=_op_type: self._k(_op_type, *xs))
 
@@ -173,10 +177,10 @@ def _special(name):
     floats computed in float32."""
     fn = getattr(sp, name)
 
-    def formula(b, d, x, **params):
+    def formula(b, d, *xs, **params):
         if d.itemsize > 2:
-            return fn(_Math(b, d), x, **params)
-        r = fn(_Math(b, dt.float32), b.cast(x, d, dt.float32), **params)
+            return fn(_Math(b, d), *xs, **params)
+        r = fn(_Math(b, dt.float32), *(b.cast(x, d, dt.float32) for x in xs), **params)
         return b.cast(r, dt.float32, d)
 
     return formula
@@ -461,13 +465,13 @@ def _scaled(op_type, scale):
 
 
 def _as_lowering(formula):
-    """The lowering of ``formula(b, d, x, **params)``, ``d`` the result's dtype."""
-    return lambda b, op, x: formula(b, op.out.aval.dtype, x, **op.params)
+    """The lowering of ``formula(b, d, *xs, **params)``, ``d`` the result's dtype."""
+    return lambda b, op, *xs: formula(b, op.out.aval.dtype, *xs, **op.params)
 
 
 for _name in (
     *("erfc", "erfinv", "lgamma", "digamma", "polygamma"),
-    *("entr", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e"),
+    *("entr", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e", "zeta"),
     *BESSEL,
 ):
     lowering(REGISTRY[_name])(_as_lowering(_special(_name)))

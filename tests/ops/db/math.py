@@ -86,6 +86,25 @@ def _polygamma(n, name=None, low=0.1, high=5.0, gen=None):
     )
 
 
+_ZETA_NO_JVP = Skip(
+    "jvp", "torch has no forward-mode derivative for zeta (NotImplementedError); ours is q's"
+)
+_ZETA_DETACHED = [
+    Skip(c, "x is detached (torch has no derivative for it), but finite differences move it")
+    for c in ("fd", "gradgrad")
+]
+
+
+def _zeta_q(rng, dtype, shape):
+    return arr(rng, dtype, shape, 0.3, 4.0)
+
+
+def _zeta_negative_q(dtype, rng):
+    """q < 0 needs an integral x (NaN otherwise)."""
+    x = np.array([2.0, 3.0, 4.0, 5.0], dtype)
+    return [Sample((x, _negative_non_integers(rng, dtype, (4,))))]
+
+
 def _dim_samples(dtype, rng, with_keepdim=True):
     x = arr(rng, dtype, (3, 4))
     out = [
@@ -661,6 +680,31 @@ ENTRIES = [
             *(("modified_bessel_i1", -10.0), ("modified_bessel_k0", 0.1)),
             *(("modified_bessel_k1", 0.1), ("scaled_modified_bessel_k0", 0.1)),
             ("scaled_modified_bessel_k1", 0.1),
+            ("airy_ai", -10.0),
         )
+    ),
+    # torch.special.zeta: torch has no derivative for x (tests/eager/test_math_ops.py)
+    *(
+        OpInfo(
+            name,
+            lambda x, q: staged.special.zeta(x.detach(), q),
+            lambda x, q: torch.special.zeta(x.detach(), q),
+            samples,
+            dtypes=dtypes,
+            skips=[_ZETA_NO_JVP, *_ZETA_DETACHED],
+        )
+        for name, samples, dtypes in (
+            ("zeta", binary_samples(1.5, 6.0, y_gen=_zeta_q), FLOATS),
+            ("zeta_negative_q", _zeta_negative_q, ("float64",)),
+        )
+    ),
+    _unary(
+        "zeta_scalar_x",
+        lambda q: staged.special.zeta(3.0, q),
+        lambda q: torch.special.zeta(3.0, q),
+        low=0.5,
+        high=20.0,
+        dtypes=FLOATS,
+        skips=[_ZETA_NO_JVP],
     ),
 ]
