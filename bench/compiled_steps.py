@@ -243,6 +243,8 @@ def implementations(name):
     impls = {}
     cstep = staged.compile(sgd_step(staged, params, loss_fn, consts))
     impls["staged compiled"] = lambda: cstep(xs, ys)
+    dstep = staged.compile(sgd_step(staged, params, loss_fn, consts), dynamic=True)
+    impls["staged compiled dynamic"] = lambda: dstep(xs, ys)
     estep = sgd_step(staged, params, loss_fn, consts)
     impls["staged eager"] = lambda: estep(xs, ys)
     if torch is not None:
