@@ -100,6 +100,15 @@ def _uniform(rng, shape, fan_in):
     return rng.uniform(-k, k, shape).astype(np.float32)
 
 
+def block_shapes(width: int) -> dict:
+    """The weight shapes of a transformer block of ``width``: attention, then the MLP."""
+    return {
+        **dict.fromkeys(("wq", "wk", "wv", "wo"), (width, width)),
+        "w1": (4 * width, width),
+        "w2": (width, 4 * width),
+    }
+
+
 def mlp_params(rng, sizes=(784, 256, 256, 10)):
     return {
         f"{k}{i}": _uniform(rng, (o, n) if k == "w" else (o,), n)

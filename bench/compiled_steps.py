@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from bench.common import environment, interleaved, item, ratio_table  # noqa: E402
-from bench.common import _uniform, mlp_loss, mlp_params  # noqa: E402
+from bench.common import _uniform, block_shapes, mlp_loss, mlp_params  # noqa: E402
 import staged  # noqa: E402
 
 try:
@@ -75,15 +75,7 @@ def transformer_params(rng):
         "ln2w": np.ones(D, np.float32),
         "ln2b": np.zeros(D, np.float32),
     }
-    for k, shape in {
-        "wq": (D, D),
-        "wk": (D, D),
-        "wv": (D, D),
-        "wo": (D, D),
-        "w1": (4 * D, D),
-        "w2": (D, 4 * D),
-        "head": (V, D),
-    }.items():
+    for k, shape in {**block_shapes(D), "head": (V, D)}.items():
         p[k] = _uniform(rng, shape, shape[1])
     return p
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from bench.common import _uniform, environment, mlp_loss, mlp_params  # noqa: E402
+from bench.common import _uniform, block_shapes, environment, mlp_loss, mlp_params  # noqa: E402
 
 LR = 0.01
 T, V, BATCH = 32, 64, 8  # the transformer's sequence length, vocabulary and batch
@@ -50,14 +50,7 @@ def transformer_params(rng, layers, width):
     for i in range(layers):
         for n in ("ln1", "ln2"):
             p[f"{i}{n}w"], p[f"{i}{n}b"] = np.ones(width, np.float32), np.zeros(width, np.float32)
-        for n, shape in {
-            "wq": (width, width),
-            "wk": (width, width),
-            "wv": (width, width),
-            "wo": (width, width),
-            "w1": (4 * width, width),
-            "w2": (width, 4 * width),
-        }.items():
+        for n, shape in block_shapes(width).items():
             p[f"{i}{n}"] = uniform(shape)
     return p
 

@@ -531,8 +531,8 @@ BESSEL = (
     *("scaled_modified_bessel_k0", "scaled_modified_bessel_k1"),
     "airy_ai",  # Ai(x) = sqrt(x / 3) K_1/3(zeta) / pi: of the family
 )
-for _n in BESSEL:
-    _cephes(_n, None)
+for _n in BESSEL:  # module attributes, as every primitive here (vmap's rules find them so)
+    globals()[_n] = _cephes(_n, None)
 # piecewise constant: gradient 0 everywhere (PyTorch's choice at the jumps too)
 floor = elementwise("floor", lambda x: np.floor(x), vjp=_zero_grad, domain=_INTEGRAL)
 ceil = elementwise("ceil", lambda x: np.ceil(x), vjp=_zero_grad, domain=_INTEGRAL)

@@ -62,12 +62,9 @@ def _elementwise(prim):
 
 
 # the module (``ad.elementwise`` is its declarator function, star-imported over it)
-_ELEMENTWISE = sys.modules[ad.__name__ + ".elementwise"]
-for _p in vars(_ELEMENTWISE).values():
+for _p in vars(sys.modules[ad.__name__ + ".elementwise"]).values():
     if isinstance(_p, ad.Primitive):
         RULES[_p] = _elementwise(_p)
-for _n in _ELEMENTWISE.BESSEL:  # declared in a loop, by name only
-    RULES[ad.REGISTRY[_n]] = _elementwise(ad.REGISTRY[_n])
 RULES[ad.barrier] = _elementwise(ad.barrier)
 
 
