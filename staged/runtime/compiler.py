@@ -367,11 +367,21 @@ def kill_subprocesses() -> None:
             proc.kill()
 
 
-@functools.cache
-def _setup_global_flags() -> None:
-    from iree.compiler.api import ctypes_dl
+_global_flags_lock = threading.Lock()
+_global_flags_set = False
 
-    ctypes_dl._initializeGlobalCL("staged", *GLOBAL_FLAGS)
+
+def _setup_global_flags() -> None:
+    """IREE's process-wide options, once per process. Under a lock: two threads setting
+    them up at once (the first compiles of two steps, or a background compile and a
+    foreground one) abort the process inside IREE."""
+    global _global_flags_set
+    with _global_flags_lock:
+        if not _global_flags_set:
+            from iree.compiler.api import ctypes_dl
+
+            ctypes_dl._initializeGlobalCL("staged", *GLOBAL_FLAGS)
+            _global_flags_set = True
 
 
 class _captured_stderr:

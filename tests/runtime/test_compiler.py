@@ -140,6 +140,27 @@ def test_concurrent_compiles_keep_their_diagnostics_and_stderr():
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
 
 
+def test_first_compiles_of_a_process_in_threads_at_once():
+    """The first compiles of a process, started together in threads (two steps compiled in
+    the background): IREE's process-wide options are set up once, not by both (that aborted
+    the process)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\nfrom staged.runtime import compiler\n"
+        f"TEXT = {TEXT!r}\nstart = threading.Barrier(6)\nout = []\n"
+        "def build():\n    start.wait()\n"
+        "    out.append(compiler.compile_uncached(TEXT, compiler.flags('llvm-cpu')))\n"
+        "ts = [threading.Thread(target=build) for _ in range(6)]\n"
+        "[t.start() for t in ts]\n[t.join() for t in ts]\n"
+        "print(len(out), len(set(out)))\n"
+    )
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert run.returncode == 0 and run.stdout.split() == ["6", "1"], run.stderr[-2000:]
+
+
 def test_backend_diagnostic_at_user_line_names_the_primitive():
     # past parsing, IREE prints an op's location as the user's file:line alone
     msg = "model.py:5:0: failed to legalize operation 'math.exp'"
