@@ -198,3 +198,29 @@ def test_cross_entropy_with_every_target_ignored_has_zero_gradients(fused):
     torch.nn.functional.cross_entropy(xt, torch.tensor([1, -100, 2])).backward()
     (gp,) = staged.autograd.grad(partly, [x])
     np.testing.assert_allclose(gp.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda F, x, w: F.linear(x, w),
+        lambda F, x, w: F.layer_norm(x, (5,), w[0], w[1]),
+        lambda F, x, w: F.gelu(x),
+        lambda F, x, w: F.gelu(x, approximate="tanh"),
+    ],
+    ids=["linear", "layer_norm", "gelu", "gelu_tanh"],
+)
+def test_results_torch_does_not_save_may_change_in_place(call):
+    """Where torch's backward node keeps the inputs, not the result (AddmmBackward0,
+    NativeLayerNormBackward0, GeluBackward0), changing the result in place before
+    backward is allowed: a kernel here that kept its result would raise instead."""
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((3, 5)), rng.standard_normal((2, 5))
+    grads = []
+    for lib in (torch, staged):
+        xt, wt = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        out = call(lib.nn.functional, xt, wt)
+        out.mul_(2)
+        out.sum().backward()
+        grads.append(np.asarray(xt.grad.detach().numpy()))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-12)
