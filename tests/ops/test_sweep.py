@@ -262,7 +262,7 @@ _UNSUPPORTED = "unsupported by the registry or the backend: "
 
 
 @functools.cache
-def _compiled(backends: frozenset) -> dict:
+def _compiled(backends: frozenset, selected: frozenset) -> dict:
     """{backend: {(name, dtype, k): outputs or why there are none}}: per backend and dtype,
     every capturable case in ONE module (cases that do not lower, or use a dtype the backend
     refuses, are found and left out only when the module fails to build). The modules build
@@ -275,6 +275,8 @@ def _compiled(backends: frozenset) -> dict:
             todo = {}
             for e, d, k, s in COMPILED_CASES:
                 if d != dtype or e.skip_reason(backend, d) or e.skip_reason("capture", d):
+                    continue
+                if (e.name, d, k) not in selected:  # a -k run compiles only its cases
                     continue
                 got = _captured((e.name, d, k))
                 if isinstance(got, Exception):
@@ -314,20 +316,27 @@ _SWEEPS = {"test_llvm_cpu": "llvm-cpu", "test_vulkan_spirv": "vulkan-spirv"}
 
 
 @functools.cache
-def _swept(session) -> frozenset:
-    """The backends this session's selected tests sweep (and this machine runs)."""
-    return frozenset(
-        _SWEEPS[i.originalname]
+def _swept(session) -> tuple:
+    """The backends this session's selected compiled tests sweep (and this machine runs),
+    and the cases they check."""
+    items = [
+        i
         for i in session.items
         if i.originalname in _SWEEPS
         and not (i.originalname == "test_vulkan_spirv" and VULKAN_MISSING)
+    ]
+    keys = frozenset(
+        (i.callspec.params["entry"].name, i.callspec.params["dtype"], i.callspec.params["k"])
+        for i in items
     )
+    return frozenset(_SWEEPS[i.originalname] for i in items), keys
 
 
 def _check_compiled(request, backend, entry, dtype, k, sample):
     _skip(entry, backend, dtype, "capture")
     # the modules of every swept backend build together, for the first compiled test
-    got = _compiled(_swept(request.session) | {backend})[backend][(entry.name, dtype, k)]
+    backends, selected = _swept(request.session)
+    got = _compiled(backends | {backend}, selected)[backend][(entry.name, dtype, k)]
     if isinstance(got, str):
         if got.startswith(_UNSUPPORTED):
             pytest.skip(got)
