@@ -8,6 +8,7 @@ from .. import dtypes as dt
 from . import lax
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
+from . import incomplete_gamma as _igamma
 from . import special
 
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
@@ -966,3 +967,50 @@ def _cast_vjp(g, x_aval):
 cast = Primitive(
     "cast", _cast_impl, lambda x, *, dtype: Aval(x.shape, dtype), vjp=_cast_vjp, jvp=LINEAR
 )
+
+
+def _no_forward_ad(name):
+    """The JVP rule of a primitive torch has no forward-mode derivative for: it raises,
+    as torch's, when an input carries a tangent."""
+
+    def rule(primals, tangents, out, **params):
+        if any(t is not None for t in tangents):
+            raise NotImplementedError(
+                f"Trying to use forward AD with {name} that does not support it because it "
+                "has not been implemented yet."
+            )
+        return None
+
+    rule.why = "none: raises NotImplementedError, as torch's"  # type: ignore[attr-defined]
+    return rule
+
+
+_IGAMMA_DOMAIN = domain(
+    "float",
+    complex=UNORDERED,
+    others="torch has no integer or bool kernel for it either (an integer beside a float "
+    "tensor is promoted to it)",
+)
+
+
+def _incomplete_gamma(name, fn, sign):
+    """P(a, x) or Q(a, x) (``sign`` -1): torch differentiates x only, d/dx P = x^(a-1)
+    exp(-x) / Gamma(a) as torch writes it; its a raises, as torch's."""
+
+    def x_vjp(g, input, other):
+        d = lax.sub(lax.sub(lax.mul(lax.sub(input, 1), lax.log(other)), other), lgamma(input))
+        return lax.mul(g, lax.mul(lax.exp(d), sign))
+
+    return elementwise(
+        name,
+        _igamma.numpy_impl(fn),
+        vjp=(_not_implemented(f"{name}: input"), x_vjp),
+        jvp=_no_forward_ad(name),
+        public=Public("promote", inplace=True),
+        domain=_IGAMMA_DOMAIN,
+    )
+
+
+# torch.special.gammainc / gammaincc (torch.igamma / igammac): staged/autodiff/incomplete_gamma.py
+igamma: Primitive = _incomplete_gamma("igamma", _igamma.gammainc, 1.0)
+igammac: Primitive = _incomplete_gamma("igammac", _igamma.gammaincc, -1.0)

@@ -101,7 +101,8 @@ def primitive_table() -> list:
     for name in sorted(REGISTRY):
         p = REGISTRY[name]
         vjp = OK if p.vjp is not None else "not differentiable"
-        jvp = (p.jvp if isinstance(p.jvp, str) else OK) if p.vjp is not None else "—"
+        jvp = p.jvp if isinstance(p.jvp, str) else getattr(p.jvp, "why", OK)
+        jvp = jvp if p.vjp is not None else "—"
         entry = lowered[name] or {}
         mlir = OK if entry.get("lowered") else "no lowering"
         reasons = entry.get("unsupported") or {}

@@ -315,3 +315,7 @@ def methods() -> dict:
 _SITED = {
     name: row.op if getattr(row.op, "sited", False) else sited(row.op) for name, row in OPS.items()
 }
+
+
+# torch.special.gammainc / gammaincc are torch.igamma / igammac
+SPECIAL.update({"igamma": ("gammainc",), "igammac": ("gammaincc",)})

@@ -708,3 +708,46 @@ ENTRIES = [
         skips=[_ZETA_NO_JVP],
     ),
 ]
+
+
+# torch.special.gammainc / gammaincc (torch.igamma / igammac): torch differentiates x
+# only, and has no forward mode for either (ours raises as torch's); edge cases and
+# every branch of the algorithm in tests/eager/test_math_ops.py
+_IGAMMA_SKIPS = [
+    Skip("jvp", "torch has no forward-mode derivative for igamma/igammac: ours raises as torch's"),
+    *(
+        Skip(c, "a is detached (torch has no derivative for it), but finite differences move it")
+        for c in ("fd", "gradgrad")
+    ),
+    Skip("llvm-cpu", "not lowered: up to 2000 data-dependent steps per element (eager only)"),
+]
+
+
+def _igamma_samples(dtype, rng):
+    """a in [0.5, 5), x in [0.2, 8): the power series, its complement and the continued
+    fraction; broadcasting and a 0-d a."""
+    a = lambda s: arr(rng, dtype, s, 0.5, 5.0)  # noqa: E731
+    x = lambda s: arr(rng, dtype, s, 0.2, 8.0)  # noqa: E731
+    return [
+        Sample((a((2, 3)), x((2, 3))), name="same"),
+        Sample((a((3, 1)), x((4,))), name="broadcast"),
+        Sample((a(()), x((2, 2))), name="scalar"),
+    ]
+
+
+ENTRIES += [
+    OpInfo(
+        "igamma",
+        lambda a, x: staged.special.gammainc(a.detach(), x),
+        lambda a, x: torch.special.gammainc(a.detach(), x),
+        _igamma_samples,
+        skips=_IGAMMA_SKIPS,
+    ),
+    OpInfo(
+        "igammac",
+        lambda a, x: a.detach().igammac(x),
+        lambda a, x: a.detach().igammac(x),
+        _igamma_samples,
+        skips=_IGAMMA_SKIPS,
+    ),
+]
