@@ -10,6 +10,9 @@ from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
 from . import incomplete_gamma as _igamma
 from . import special
+from . import polynomials
+from .polynomials import POLYNOMIALS
+from .polynomials import numpy_impl as _polynomial_impl
 
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
@@ -1014,3 +1017,12 @@ def _incomplete_gamma(name, fn, sign):
 # torch.special.gammainc / gammaincc (torch.igamma / igammac): staged/autodiff/incomplete_gamma.py
 igamma: Primitive = _incomplete_gamma("igamma", _igamma.gammainc, 1.0)
 igammac: Primitive = _incomplete_gamma("igammac", _igamma.gammaincc, -1.0)
+# torch.special's orthogonal polynomials (autodiff/polynomials.py), of x and n: torch defines
+# no derivatives for them, so their results do not require grad, as torch's
+for _n in POLYNOMIALS:  # module attributes, as every primitive here
+    globals()[_n] = elementwise(
+        _n,
+        _polynomial_impl(getattr(polynomials, _n)),
+        public=_SPECIAL_ONLY,
+        domain=_REAL_MATH,
+    )

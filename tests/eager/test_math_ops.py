@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import staged
+from staged.autodiff.polynomials import POLYNOMIALS
 from tests.checks import assert_close, check_grads, compare_with_torch, to_numpy
 from tests.ops.db.math import ENTRIES
 
@@ -455,6 +456,7 @@ SPECIAL_ARGS = {  # the arguments past the tensor, and the tensor's range
     "gammainc": (("y",), (0.2, 6.0)),  # gammainc(y, x): torch differentiates x only
     "gammaincc": (("y",), (0.2, 6.0)),
 }
+SPECIAL_ARGS.update(dict.fromkeys(POLYNOMIALS, ((7,), (-1.5, 1.5))))  # T_7(x) ...
 
 
 @pytest.mark.parametrize("name", staged.special.__all__)
@@ -597,3 +599,92 @@ def test_incomplete_gamma_gradients_and_errors_as_torch():
     )
     with pytest.raises(RuntimeError, match="igamma"):
         staged.igamma(staged.tensor([1, 2]), staged.tensor([1, 2]))
+
+
+_POLY_X = [-2.0, -1.5, -1.0, -0.7, -0.3, 0.0, 1e-20, 0.2, 0.5, 0.9, 0.999, 1.0, 1.0000001]
+_POLY_X += [1.3, 2.0, 3.0, 10.0, np.nan, np.inf, -np.inf]
+_POLY_N = [-3, -1, -0.5, 0, 0.3, 1, 1.9, 2, 3, 4, 5, 6, 7, 8, 9, 10, 30, 100, 129, 600, 1e30]
+_POLY_N += [np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_orthogonal_polynomials_edges_as_torch(name, dtype):
+    """Every x edge (+-1, 0, NaN, +-inf, just past 1) with every n edge (negative, whole
+    and not, each side of the trigonometric forms' thresholds, Hermite's NaN limit, NaN,
+    +-inf, past int64): torch's values to the bit (its kernels' fma and glibc's trig), but
+    where x is NaN and n >= 2: there torch's U, V, W, shifted, He, L and P kernels return
+    an uninitialised variable, ours NaN."""
+    x, n = (a.astype(dtype) for a in np.meshgrid(np.array(_POLY_X), np.array(_POLY_N)))
+    got = getattr(staged.special, name)(staged.tensor(x), staged.tensor(n)).numpy()
+    want = getattr(torch.special, name)(torch.tensor(x), torch.tensor(n)).numpy()
+    garbage = np.isnan(x) & (n >= 2) & np.isfinite(n) & (n < 1e18)
+    ok = ~garbage | (name == "chebyshev_polynomial_t") | (name == "hermite_polynomial_h")
+    # float32: within an ulp where a trigonometric form's glibc sinf/cosf rounds otherwise
+    rtol = 1.2e-7 if dtype == "float32" else 0
+    np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=0)
+    assert np.isnan(got[garbage]).all()
+    # a Python n (truncated), an int tensor x, a Python x with a tensor n: torch's dtypes
+    for xs, ns in (
+        (staged.tensor(np.nan_to_num(x[0])), 7.9),
+        (staged.tensor([1, 2, 3]), 3),
+        (0.5, staged.tensor(n[:, 0])),
+    ):
+        tx, tn = (torch.tensor(v.numpy()) if isinstance(v, staged.Tensor) else v for v in (xs, ns))
+        r, tr = getattr(staged.special, name)(xs, ns), getattr(torch.special, name)(tx, tn)
+        assert r.dtype.name == str(tr.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(r.numpy(), tr.numpy())
+
+
+def test_orthogonal_polynomials_int64_edges_and_no_gradient():
+    """n past 2^62 (torch's 2n + 1 wraps in int64, its trig forms take the huge n), and no
+    gradient: as torch's, the result does not require grad, so backward raises."""
+    x = torch.tensor([-1.0, 1.0, 0.5, -0.3], dtype=torch.float64)
+    n = torch.tensor([2.0**62, 2.0**62, 2.0**62, 2.0**63 - 2**11], dtype=torch.float64)
+    for name in ("chebyshev_polynomial_v", "chebyshev_polynomial_w", "chebyshev_polynomial_t"):
+        got = getattr(staged.special, name)(staged.tensor(x.numpy()), staged.tensor(n.numpy()))
+        np.testing.assert_array_equal(got.numpy(), getattr(torch.special, name)(x, n).numpy())
+    a = staged.tensor([0.5, 2.0], requires_grad=True)
+    for name in POLYNOMIALS:
+        out = getattr(staged.special, name)(a, staged.tensor([3.0, 2.0], requires_grad=True))
+        assert not out.requires_grad and out.grad_fn is None
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            out.sum().backward()
+
+
+def test_orthogonal_polynomials_compiled():
+    """Compiled (llvm-cpu): n a tensor argument (the loop's bound read per element at run
+    time) or a Python int; torch's float32 values to the bit, float64 within 1e-15 where
+    the trigonometric forms come near the polynomials' zeros."""
+    x, n = (a.astype("float32") for a in np.meshgrid(np.array(_POLY_X), np.array(_POLY_N)))
+    for name in (
+        "chebyshev_polynomial_u",
+        "shifted_chebyshev_polynomial_w",
+        "legendre_polynomial_p",
+    ):
+        fn = getattr(staged.special, name)
+        got = staged.compile(lambda a, b, fn=fn: fn(a, b))(
+            staged.tensor(x), staged.tensor(n)
+        ).numpy()
+        want = getattr(torch.special, name)(torch.tensor(x), torch.tensor(n)).numpy()
+        ok = ~np.isnan(x)
+        np.testing.assert_array_equal(got[ok], want[ok])
+        row = np.nan_to_num(x[0])
+        got = staged.compile(lambda a, fn=fn: fn(a, 9))(staged.tensor(row)).numpy()
+        np.testing.assert_array_equal(
+            got, getattr(torch.special, name)(torch.tensor(row), 9).numpy()
+        )
+    x64 = x.astype("float64")
+    got = staged.compile(lambda a, b: staged.special.chebyshev_polynomial_t(a, b))(
+        staged.tensor(x64), staged.tensor(np.full_like(x64, 30.0))
+    )
+    want = torch.special.chebyshev_polynomial_t(torch.tensor(x64), 30.0).numpy()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-14, atol=1e-15)
+
+
+def test_orthogonal_polynomials_are_not_exported_to_onnx():
+    """ONNX: refused with the reason (the loop of n steps), never a wrong graph."""
+    from staged.lower.onnx_lowering.model import TABLE
+
+    reason = TABLE.reason("legendre_polynomial_p", staged.float32)
+    assert reason and "n steps per element" in reason

@@ -12,6 +12,7 @@ from ... import autodiff as ad
 from ..._where import sited
 from ...autodiff import Public
 from ...autodiff.elementwise import BESSEL
+from ...autodiff.polynomials import POLYNOMIALS
 from . import (
     attention,
     composite,
@@ -264,6 +265,7 @@ SPECIAL = {
             "xlog1py",
             *("entr", "erfcx", "log_ndtr", "ndtri", "i0", "i0e", "i1", "i1e", "zeta"),
             *("modified_bessel_i0", "modified_bessel_i1", *BESSEL),
+            *POLYNOMIALS,
         ),
         (),
     ),

@@ -13,6 +13,8 @@ from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
 from ...autodiff.elementwise import BESSEL
+from ...autodiff import polynomials
+from ...autodiff.polynomials import POLYNOMIALS
 from . import libm
 from .emitter import bits, elem_type, lowering, unsupported
 
@@ -873,3 +875,76 @@ IGAMMA_WHY = (
 )
 for _name in ("igamma", "igammac"):
     unsupported(_name, {"float": IGAMMA_WHY})
+
+
+# --- torch.special's orthogonal polynomials (autodiff/polynomials.py) -----------------------
+class _PolyMath(_Math):
+    """``_Math`` with acos, and the polynomials' recurrence as an ``scf.while`` per
+    element: its step count read at run time (n may be a tensor), stopped once its value is
+    NaN, as torch's kernels."""
+
+    def __init__(self, e, d):
+        super().__init__(e, d)
+        self.itemsize = bits(d) // 8
+        # Vulkan holds int64 as int32 (IREE demotes it), so f64's bit tricks do not lower
+        # there and the step counter is 32-bit
+        self.narrow = e.wide.get(dt.int64) is dt.int32
+
+    def _wide(self, name, a):
+        """float32's acos, sin, cos through float64 (libm.py's), rounded once: torch calls
+        glibc's correctly rounded acosf, sinf, cosf (math.cos is 1e-7 off at 11)."""
+        if bits(self.d) != 32 or self.narrow:
+            return UNARY[name]["float"](self.e, self.d, a)
+        wide = cast_scalar(self.e, a, self.d, dt.float64)
+        return cast_scalar(
+            self.e, UNARY[name]["float"](self.e, dt.float64, wide), dt.float64, self.d
+        )
+
+    def acos(self, a):
+        return self._wide("acos", a)
+
+    def sin(self, a):
+        return self._wide("sin", a)
+
+    def cos(self, a):
+        return self._wide("cos", a)
+
+    def loop(self, count, state, body, *ins):
+        e, t = self.e, self.t
+        i64 = lambda v: e.const(v, dt.int64)  # noqa: E731
+        if self.narrow:
+            count = self.sel(self.cmp("ogt", count, self.c(2.0**31 - 2)), self.c(0.0), count)
+        steps = e.emit(f"arith.fptosi {count} : {t} to i64")  # count is 0 or in [1, 2^63)
+        k, args = e.fresh("k"), [e.fresh("s") for _ in state]
+        res, types = e.fresh("loop"), ", ".join(["i64"] + [t] * len(state))
+        inits = ", ".join(f"{a} = {v}" for a, v in zip([k, *args], [i64(1), *state]))
+        e.raw(f"{res}:{len(state) + 1} = scf.while ({inits}) : ({types}) -> ({types}) {{")
+        more = e.emit(f"arith.cmpi sle, {k}, {steps} : i64")
+        go = e.emit(f"arith.andi {more}, {self.cmp('ord', args[-1], args[-1])} : i1")
+        e.raw(f"  scf.condition({go}) {', '.join([k, *args])} : {types}")
+        e.raw("} do {")
+        k2, args2 = e.fresh("k"), [e.fresh("s") for _ in state]
+        e.raw(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip([k2, *args2], types.split(', ')))}):")
+
+        def kf(a, b):
+            v = e.emit(f"arith.addi {e.emit(f'arith.muli {k2}, {i64(a)} : i64')}, {i64(b)} : i64")
+            return e.emit(f"arith.sitofp {v} : i64 to {t}")
+
+        new = body(kf, list(args2), *ins)
+        nxt = e.emit(f"arith.addi {k2}, {i64(1)} : i64")
+        e.raw(f"  scf.yield {', '.join([nxt, *new])} : {types}")
+        e.raw("}")
+        out = [f"{res}#{i + 1}" for i in range(len(state))]
+        if self.narrow:  # a 32-bit counter: NaN past its range, never a wrapped count
+            past = self.cmp("ogt", count, self.c(2.0**31 - 2))
+            out = [self.sel(past, self.c(np.nan), v) for v in out]
+        return out
+
+
+def _polynomial(name):
+    fn = getattr(polynomials, name)
+    return _elementwise({"float": lambda e, d, x, n: fn(_PolyMath(e, d), x, n)})
+
+
+for _name in POLYNOMIALS:
+    lowering(REGISTRY[_name])(_polynomial(_name))

@@ -9,6 +9,7 @@ from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff import special as sp
 from ...autodiff.elementwise import BESSEL
+from ...autodiff.polynomials import POLYNOMIALS
 from onnx import helper
 
 from .model import KERNELS, lowering, onnx_type, unsupported
@@ -651,3 +652,13 @@ IGAMMA_WHY = (
 )
 for _name in ("igamma", "igammac"):
     unsupported(_name, {"float": IGAMMA_WHY})
+# torch.special's orthogonal polynomials: their recurrence runs n steps per element (n
+# read at run time, stopped at NaN), which these elementwise lowerings cannot build
+for _name in POLYNOMIALS:
+    unsupported(
+        _name,
+        {
+            "float": "its recurrence runs n steps per element, a loop the ONNX export does "
+            "not build: compute it eagerly or compile it (MLIR runs the loop)"
+        },
+    )

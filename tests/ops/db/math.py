@@ -751,3 +751,34 @@ ENTRIES += [
         skips=_IGAMMA_SKIPS,
     ),
 ]
+
+
+# torch.special's orthogonal polynomials, of x and a tensor n (whole and not, negative, past
+# the trigonometric forms' thresholds): torch defines no derivatives for them. Their edges
+# (x = +-1, 0, NaN, inf; n huge, NaN; a Python n) are tests/eager/test_math_ops.py's
+def _polynomial_samples(dtype, rng):
+    n = lambda s: np.asarray(rng.integers(-1, 12, s) + (rng.random(s) < 0.2) * 0.5, dtype)  # noqa: E731
+    return [
+        Sample((arr(rng, dtype, (2, 3), -1.5, 1.5), n((2, 3))), name="same"),
+        Sample((arr(rng, dtype, (3, 1), -1.5, 1.5), n((4,))), name="broadcast"),
+    ]
+
+
+ENTRIES += [
+    OpInfo(
+        name,
+        getattr(staged.special, name),
+        getattr(torch.special, name),
+        _polynomial_samples,
+        dtypes=FLOATS,
+        differentiable=False,
+    )
+    for name in (
+        *("chebyshev_polynomial_t", "chebyshev_polynomial_u"),
+        *("chebyshev_polynomial_v", "chebyshev_polynomial_w"),
+        *("shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u"),
+        *("shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w"),
+        *("hermite_polynomial_h", "hermite_polynomial_he"),
+        *("laguerre_polynomial_l", "legendre_polynomial_p"),
+    )
+]
