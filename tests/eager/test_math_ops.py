@@ -636,6 +636,14 @@ def test_orthogonal_polynomials_edges_as_torch(name, dtype):
         np.testing.assert_array_equal(r.numpy(), tr.numpy())
 
 
+def test_orthogonal_polynomials_signature_as_torch():
+    """torch's names (x, n), n by keyword too, and its TypeError for two numbers."""
+    got = staged.special.legendre_polynomial_p(x=staged.tensor([0.5]), n=3)
+    np.testing.assert_array_equal(got.numpy(), [-0.4375])
+    with pytest.raises(TypeError, match="x or n must be a Tensor"):
+        staged.special.hermite_polynomial_h(2.0, 3)
+
+
 def test_orthogonal_polynomials_int64_edges_and_no_gradient():
     """n past 2^62 (torch's 2n + 1 wraps in int64, its trig forms take the huge n), and no
     gradient: as torch's, the result does not require grad, so backward raises."""

@@ -11,6 +11,7 @@ from ... import dtypes as dt
 from ...autodiff import fused
 from ...autodiff.avals import wrap_dim
 from ..tensor import Tensor
+from . import elementwise
 from ._operands import float_operand, promote_types, scalar_tensor
 from .elementwise import (
     abs,
@@ -316,3 +317,36 @@ def heaviside(x, values):
     if x.dtype is not values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
     return where(x == 0, values, (x > 0).to(x.dtype))
+
+
+def orthogonal_polynomial(name):
+    """torch.special's ``<name>(x, n)`` (autodiff/polynomials.py): the primitive's public
+    function, with torch's names and its TypeError when neither x nor n is a Tensor."""
+    prim = getattr(elementwise, name)
+
+    def op(x, n):
+        if not isinstance(x, Tensor) and not isinstance(n, Tensor):
+            raise TypeError(
+                f"{name}(): x or n must be a Tensor (torch has no form for two numbers), "
+                f"got {type(x).__name__} and {type(n).__name__}"
+            )
+        return prim(x, n)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"torch.special.{name}(x, n): no gradient, as torch's."
+    return op
+
+
+# module attributes (the stubs re-export them from here)
+chebyshev_polynomial_t = orthogonal_polynomial("chebyshev_polynomial_t")
+chebyshev_polynomial_u = orthogonal_polynomial("chebyshev_polynomial_u")
+chebyshev_polynomial_v = orthogonal_polynomial("chebyshev_polynomial_v")
+chebyshev_polynomial_w = orthogonal_polynomial("chebyshev_polynomial_w")
+shifted_chebyshev_polynomial_t = orthogonal_polynomial("shifted_chebyshev_polynomial_t")
+shifted_chebyshev_polynomial_u = orthogonal_polynomial("shifted_chebyshev_polynomial_u")
+shifted_chebyshev_polynomial_v = orthogonal_polynomial("shifted_chebyshev_polynomial_v")
+shifted_chebyshev_polynomial_w = orthogonal_polynomial("shifted_chebyshev_polynomial_w")
+hermite_polynomial_h = orthogonal_polynomial("hermite_polynomial_h")
+hermite_polynomial_he = orthogonal_polynomial("hermite_polynomial_he")
+laguerre_polynomial_l = orthogonal_polynomial("laguerre_polynomial_l")
+legendre_polynomial_p = orthogonal_polynomial("legendre_polynomial_p")

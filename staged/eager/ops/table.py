@@ -270,6 +270,8 @@ SPECIAL = {
         (),
     ),
 }
+# torch.special's orthogonal polynomials: torch's argument names (x, n) and its TypeError
+ROWS.update({n: Public(getattr(composite, n), method=False, export=False) for n in POLYNOMIALS})
 OPS = {
     **{
         p.name: p.public._replace(op=getattr(ew, p.name))
