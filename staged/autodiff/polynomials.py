@@ -1,5 +1,6 @@
 """torch.special's orthogonal polynomials (Chebyshev T, U, V, W and their shifted forms,
-Hermite H and He, Laguerre L, Legendre P), written once for NumPy, MLIR and ONNX.
+Hermite H and He, Laguerre L, Legendre P), written once for NumPy and MLIR (ONNX refuses
+them: below).
 
 Each is torch 2.13's CPU kernel (``aten/src/ATen/native/Math.h``,
 ``chebyshev_polynomial_t_forward`` ...) step for step, in the operands' dtype, so float32
@@ -10,19 +11,14 @@ conversion torch's cast compiles to gives); n < 0 gives 0; the closed forms at x
 acos x) past n = 6; U, V, W past 8; shifted T, U, V past 6, W past 4); Hermite's NaN past n
 = 128 (float32) or 512 (float64); otherwise the three-term recurrence, n - 1 steps, which
 stops once its value is NaN. Its steps a q - k p are torch's fma(a, q, -(k p)) (GCC
-contracts them), so float32 and float64 recurrences match torch's to the bit (NumPy's
-float64 fma is Dekker's exact product and Knuth's exact sum, within an ulp of fma in rare
-double-rounding cases). Where x is NaN and n >= 2, torch's U, V, W, shifted, He, L and P
-kernels return an uninitialised variable (the loop's NaN check stops it before its first
-step): we return NaN there.
-
-The arithmetic ``m`` is that of ``special`` (``add``, ``mul``, ``cmp``, ``sel`` ...) plus
-``acos`` and ``loop(count, state, body, *ins)``: ``body(k, state, *ins)`` run for the steps 1 ..
-``count`` of each element (fewer once the state's last value is NaN), ``k(a, b)`` the
-float of the integer a * step + b. NumPy runs it over the elements still going, a step at
-a time; MLIR as an ``scf.while`` per element (its bound read at run time; on Vulkan,
-whose int64 is 32-bit, NaN past 2^31 steps); ONNX cannot
-(``loop`` is refused there: the lowering says so).
+contracts them), so its float32 and float64 values are torch's to the bit (NumPy's float64
+fma is Dekker's exact product and Knuth's exact sum: an ulp off fma in rare double-rounding
+cases), but for float32's trigonometric forms: our acos (float64 rounded once) is correctly
+rounded where glibc's acosf, torch's, is an ulp off at times, which cos(n acos x)
+multiplies (up to ~20 n eps apart, both as near the float64 value; sin and cos are glibc's
+to the bit). Where x is NaN and n >= 2, torch's U, V, W, shifted, He, L and P kernels
+return an uninitialised variable (the loop's NaN check stops it before its first step):
+we return NaN there.
 """
 
 from __future__ import annotations

@@ -612,7 +612,8 @@ _POLY_N += [np.nan, np.inf, -np.inf]
 def test_orthogonal_polynomials_edges_as_torch(name, dtype):
     """Every x edge (+-1, 0, NaN, +-inf, just past 1) with every n edge (negative, whole
     and not, each side of the trigonometric forms' thresholds, Hermite's NaN limit, NaN,
-    +-inf, past int64): torch's values to the bit (its kernels' fma and glibc's trig), but
+    +-inf, past int64): torch's values to the bit (its kernels' fma; float32's trig forms
+    within an ulp on this grid: our acos is correctly rounded, glibc's acosf not always), but
     where x is NaN and n >= 2: there torch's U, V, W, shifted, He, L and P kernels return
     an uninitialised variable, ours NaN."""
     x, n = (a.astype(dtype) for a in np.meshgrid(np.array(_POLY_X), np.array(_POLY_N)))
@@ -620,7 +621,7 @@ def test_orthogonal_polynomials_edges_as_torch(name, dtype):
     want = getattr(torch.special, name)(torch.tensor(x), torch.tensor(n)).numpy()
     garbage = np.isnan(x) & (n >= 2) & np.isfinite(n) & (n < 1e18)
     ok = ~garbage | (name == "chebyshev_polynomial_t") | (name == "hermite_polynomial_h")
-    # float32: within an ulp where a trigonometric form's glibc sinf/cosf rounds otherwise
+    # float32's trig forms: our acos is correctly rounded, glibc's acosf (torch's) not always
     rtol = 1.2e-7 if dtype == "float32" else 0
     np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=0)
     assert np.isnan(got[garbage]).all()
