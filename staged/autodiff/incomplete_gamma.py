@@ -9,7 +9,9 @@ below MACHEP (2000 steps at most), and Temme's uniform asymptotic expansion (8.1
 where a is large and x near a. The loops are ``m.loop``: on NumPy each lane iterates
 until torch's own stopping rule stops it (the arrays shrink to the lanes still running),
 so the result is torch's algorithm step for step, computed in float64. A piece is
-computed only on the lanes that take it (``m.branch``).
+computed only on the lanes that take it (``m.branch``). The MLIR lowering emits each loop
+as a per-element ``scf.while`` and each branch as an ``scf.if``
+(``staged/lower/mlir/elementwise.py``); ONNX has none yet.
 """
 
 from __future__ import annotations
@@ -21,10 +23,19 @@ import numpy as np
 
 from . import special as sp
 
-_MACHEP = 1.11022302462515654042e-16
 _MAXITER = 2000
-_MAXLOG = 7.09782712893383996843e2
-_BIG, _BIGINV = 4.503599627370496e15, 2.22044604925031308085e-16
+# torch's MACHEP, MAXLOG, BIG and BIGINV for double, and for float (an ``m`` whose
+# ``single`` is true computes in float32: the MLIR lowering's float32, as torch's kernel)
+_DOUBLE = (1.11022302462515654042e-16, 7.09782712893383996843e2, 4.503599627370496e15,
+           2.22044604925031308085e-16)  # fmt: skip
+_FLOAT = (5.9604644775390625e-8, 88.72283905206835, 16777216.0, 5.9604644775390625e-8)
+
+
+def _limits(m):
+    """(MACHEP, MAXLOG, BIG, BIGINV) for ``m``'s precision."""
+    return _FLOAT if getattr(m, "single", False) else _DOUBLE
+
+
 _E = 2.718281828459045
 _LANCZOS_G = 6.024680040776729583740234375
 _PI_F32 = float(np.float32(np.pi))  # torch's sqrt(2 pi a) takes c10::pi<float>
@@ -373,7 +384,7 @@ def _fac(m, a, x, fused):
     alogx = m.log(x)
     alogx = m.fma(a, alogx, m.neg(x)) if fused else m.sub(m.mul(a, alogx), x)
     ax = m.sub(alogx, _lgamma(m, a))
-    far = m.sel(m.cmp("olt", ax, m.c(-_MAXLOG)), m.c(0.0), m.exp(ax))
+    far = m.sel(m.cmp("olt", ax, m.c(-_limits(m)[1])), m.c(0.0), m.exp(ax))
     fac = m.sub(m.add(a, m.c(_LANCZOS_G)), m.c(0.5))
     res = m.div(m.sqrt(m.div(fac, m.c(_E))), _lanczos_sum_expg_scaled(m, a))
     near = m.mul(res, m.mul(m.exp(m.sub(a, x)), m.pow(m.div(x, fac), a)))
@@ -400,7 +411,7 @@ def _igam_series(m, a, x, fused):
         r = m.add(r, m.c(1.0))
         c = m.mul(c, m.div(x, r))
         ans = m.add(ans, c)
-        return m.cmp("ole", c, m.mul(m.c(_MACHEP), ans)), (r, c, ans)
+        return m.cmp("ole", c, m.mul(m.c(_limits(m)[0]), ans)), (r, c, ans)
 
     run = m.cmp("ogt", ax, m.c(0.0))  # torch returns 0 where ax is 0
     _, _, ans = m.loop(_MAXITER, run, (x,), (a, m.c(1.0), m.c(1.0)), step)
@@ -416,7 +427,7 @@ def _igamc_series(m, a, x):
         fac = m.mul(fac, m.div(m.neg(x), n))
         term = m.div(fac, m.add(a, n))
         total = m.add(total, term)
-        stop = m.cmp("ole", m.abs(term), m.mul(m.c(_MACHEP), m.abs(total)))
+        stop = m.cmp("ole", m.abs(term), m.mul(m.c(_limits(m)[0]), m.abs(total)))
         return stop, (fac, total, m.add(n, m.c(1.0)))
 
     run = m.cmp("ogt", x, m.c(0.0))
@@ -449,11 +460,11 @@ def _igamc_continued_fraction(m, a, x, fused):
         zero = m.cmp("oeq", qk, m.c(0.0))
         t = m.sel(zero, one, m.abs(m.div(m.sub(ans, r), r)))
         ans = m.sel(zero, ans, r)
-        big = m.cmp("ogt", m.abs(pk), m.c(_BIG))
+        big = m.cmp("ogt", m.abs(pk), m.c(_limits(m)[2]))
         pkm2, pkm1, qkm2, qkm1 = (
-            m.sel(big, m.mul(v, m.c(_BIGINV)), v) for v in (pkm1, pk, qkm1, qk)
+            m.sel(big, m.mul(v, m.c(_limits(m)[3])), v) for v in (pkm1, pk, qkm1, qk)
         )
-        return m.cmp("ole", t, m.c(_MACHEP)), (c, y, z, pkm2, pkm1, qkm2, qkm1, ans)
+        return m.cmp("ole", t, m.c(_limits(m)[0])), (c, y, z, pkm2, pkm1, qkm2, qkm1, ans)
 
     run = m.cmp("ogt", ax, m.c(0.0))  # torch returns 0 where ax is 0
     init = (m.c(0.0), y, z, one, pkm1, x, qkm1, m.div(pkm1, qkm1))
@@ -482,14 +493,14 @@ def _asymptotic_series(m, a, x, lower: bool):
             ckterm = m.mul(m.c(_D[k][n]), etapow[n])
             ck1 = m.add(ck, ckterm)
             ck = ck1 if stop is None else m.sel(stop, ck, ck1)
-            small = m.cmp("olt", m.abs(ckterm), m.mul(m.c(_MACHEP), m.abs(ck)))
+            small = m.cmp("olt", m.abs(ckterm), m.mul(m.c(_limits(m)[0]), m.abs(ck)))
             stop = small if stop is None else m.either(stop, small)
         term = m.mul(ck, afac)
         absterm = m.abs(term)
         grows = m.cmp("ogt", absterm, absold)
         halt = grows if done is None else m.either(done, grows)
         total = m.sel(halt, total, m.add(total, term))
-        halt = m.either(halt, m.cmp("olt", absterm, m.mul(m.c(_MACHEP), m.abs(total))))
+        halt = m.either(halt, m.cmp("olt", absterm, m.mul(m.c(_limits(m)[0]), m.abs(total))))
         absold = absterm
         afac = m.div(afac, a)
         done = halt
@@ -525,7 +536,11 @@ def _incomplete_gamma(m, a, x, lower: bool):
         le05 = m.cmp("ole", x, m.c(0.5))
         c_small = m.cmp("olt", m.div(m.c(-0.4), m.log(x)), a)
         c_mid = m.cmp("olt", m.mul(x, m.c(1.1)), a)
-        below = m.sel(gt11, m.cmp("olt", x, a), m.sel(le05, c_small, c_mid))
+        mid = m.both(m.not_(gt11), m.not_(le05))
+        below = m.either(
+            m.both(gt11, m.cmp("olt", x, a)),
+            m.either(m.both(le05, c_small), m.both(mid, c_mid)),
+        )
         p_lanes = m.both(rest, below)
         cf_lanes = m.both(m.both(rest, m.not_(below)), gt11)
         qs_lanes = m.both(m.both(rest, m.not_(below)), m.not_(gt11))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY
+from ...autodiff import incomplete_gamma as ig
 from ...autodiff import special as sp
 from ...autodiff.elementwise import BESSEL
 from ...autodiff import polynomials
@@ -330,6 +331,22 @@ class _Math(libm.Scalar):
 
     def pow(self, a, b):
         return _float_pow(self.e, self.d, a, b)
+
+    def scf_while(self, inits, types, cond, body) -> list:
+        """A per-element ``scf.while`` over the state ``inits`` (of MLIR ``types``):
+        ``body(state)`` gives the next state while ``cond(state)`` (an i1) holds; returns
+        the final state (the loops of ``autodiff.polynomials`` and ``incomplete_gamma``)."""
+        e, ts = self.e, ", ".join(types)
+        before, after = [e.fresh("s") for _ in inits], [e.fresh("s") for _ in inits]
+        res = e.fresh("loop")
+        binds = ", ".join(f"{b} = {v}" for b, v in zip(before, inits))
+        e.raw(f"{res}:{len(inits)} = scf.while ({binds}) : ({ts}) -> ({ts}) {{")
+        e.raw(f"  scf.condition({cond(before)}) {', '.join(before)} : {ts}")
+        e.raw("} do {")
+        e.raw(f"^bb0({', '.join(f'{a}: {t}' for a, t in zip(after, types))}):")
+        e.raw(f"  scf.yield {', '.join(body(after))} : {ts}")
+        e.raw("}")
+        return [f"{res}#{i}" for i in range(len(inits))]
 
 
 def _special(name):
@@ -915,26 +932,22 @@ class _PolyMath(_Math):
         if self.narrow:
             count = self.sel(self.cmp("ogt", count, self.c(2.0**31 - 2)), self.c(0.0), count)
         steps = e.emit(f"arith.fptosi {count} : {t} to i64")  # count is 0 or in [1, 2^63)
-        k, args = e.fresh("k"), [e.fresh("s") for _ in state]
-        res, types = e.fresh("loop"), ", ".join(["i64"] + [t] * len(state))
-        inits = ", ".join(f"{a} = {v}" for a, v in zip([k, *args], [i64(1), *state]))
-        e.raw(f"{res}:{len(state) + 1} = scf.while ({inits}) : ({types}) -> ({types}) {{")
-        more = e.emit(f"arith.cmpi sle, {k}, {steps} : i64")
-        go = e.emit(f"arith.andi {more}, {self.cmp('ord', args[-1], args[-1])} : i1")
-        e.raw(f"  scf.condition({go}) {', '.join([k, *args])} : {types}")
-        e.raw("} do {")
-        k2, args2 = e.fresh("k"), [e.fresh("s") for _ in state]
-        e.raw(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip([k2, *args2], types.split(', ')))}):")
 
-        def kf(a, b):
-            v = e.emit(f"arith.addi {e.emit(f'arith.muli {k2}, {i64(a)} : i64')}, {i64(b)} : i64")
-            return e.emit(f"arith.sitofp {v} : i64 to {t}")
+        def going(s):  # steps left, and the value not NaN
+            more = e.emit(f"arith.cmpi sle, {s[0]}, {steps} : i64")
+            return e.emit(f"arith.andi {more}, {self.cmp('ord', s[-1], s[-1])} : i1")
 
-        new = body(kf, list(args2), *ins)
-        nxt = e.emit(f"arith.addi {k2}, {i64(1)} : i64")
-        e.raw(f"  scf.yield {', '.join([nxt, *new])} : {types}")
-        e.raw("}")
-        out = [f"{res}#{i + 1}" for i in range(len(state))]
+        def step(s):
+            def kf(a, b):
+                v = e.emit(
+                    f"arith.addi {e.emit(f'arith.muli {s[0]}, {i64(a)} : i64')}, {i64(b)} : i64"
+                )
+                return e.emit(f"arith.sitofp {v} : i64 to {t}")
+
+            new = body(kf, list(s[1:]), *ins)
+            return [e.emit(f"arith.addi {s[0]}, {i64(1)} : i64"), *new]
+
+        out = self.scf_while([i64(1), *state], ["i64"] + [t] * len(state), going, step)[1:]
         if self.narrow:  # a 32-bit counter: NaN past its range, never a wrapped count
             past = self.cmp("ogt", count, self.c(2.0**31 - 2))
             out = [self.sel(past, self.c(np.nan), v) for v in out]
@@ -948,3 +961,56 @@ def _polynomial(name):
 
 for _name in POLYNOMIALS:
     lowering(REGISTRY[_name])(_polynomial(_name))
+
+
+class _Loops(_Math):
+    """``_Math`` with what ``autodiff.incomplete_gamma`` iterates on: a per-element
+    ``scf.while`` that stops on torch's own rule (at most n steps), a branch as
+    ``scf.if`` (its loops run only on the elements that take it)."""
+
+    def __init__(self, e, d):
+        super().__init__(e, d)
+        self.single = bits(d) != 64
+
+    def expm1(self, a):
+        return libm.expm1(self.e, self.d, a)
+
+    def not_(self, a):
+        return self.e.emit(f"arith.xori {a}, {self.e.emit('arith.constant true')} : i1")
+
+    def branch(self, need, fn, *args):
+        e, t = self.e, self.t
+        res = e.fresh()
+        e.raw(f"{res} = scf.if {need} -> ({t}) {{")
+        e.raw(f"  scf.yield {fn(*args)} : {t}")
+        e.raw("} else {")
+        e.raw(f"  scf.yield {self.c(0.0)} : {t}")
+        e.raw("}")
+        return res
+
+    def loop(self, n, run, consts, state, body):
+        e, t = self.e, self.t
+        # an i32 counter: int64 is emulated on SPIR-V
+        i32 = lambda v: e.emit(f"arith.constant {v} : i32")  # noqa: E731
+
+        def going(s):  # not stopped, under n steps
+            more = e.emit(f"arith.cmpi slt, {s[0]}, {i32(n)} : i32")
+            return e.emit(f"arith.andi {s[1]}, {more} : i1")
+
+        def step(s):
+            stop, new = body(consts, s[2:])
+            return [e.emit(f"arith.addi {s[0]}, {i32(1)} : i32"), self.not_(stop), *new]
+
+        types = ["i32", "i1"] + [t] * len(state)
+        return self.scf_while([i32(0), run, *state], types, going, step)[2:]
+
+
+def _incomplete_gamma(name):
+    """``autodiff.incomplete_gamma.<name>`` emitted in the operands' dtype: float32 with
+    torch's float constants, as torch's float kernel (SPIR-V has no f64 here)."""
+    fn = getattr(ig, name)
+    return lambda e, d, a, x: fn(_Loops(e, d), a, x)
+
+
+for _name, _fn in (("igamma", "gammainc"), ("igammac", "gammaincc")):
+    lowering(REGISTRY[_name])(_elementwise({"float": _incomplete_gamma(_fn)}))

@@ -719,7 +719,6 @@ _IGAMMA_SKIPS = [
         Skip(c, "a is detached (torch has no derivative for it), but finite differences move it")
         for c in ("fd", "gradgrad")
     ),
-    Skip("llvm-cpu", "not lowered: up to 2000 data-dependent steps per element (eager only)"),
 ]
 
 
