@@ -645,10 +645,11 @@ lowering(REGISTRY["fmod"])(_mod(False))
 
 
 # P(a, x) and Q(a, x) iterate per element until their terms fall below MACHEP (2000
-# steps at most, staged/autodiff/incomplete_gamma.py): no fixed-length form, not lowered yet
+# steps at most, staged/autodiff/incomplete_gamma.py): the MLIR lowering's per-element
+# loop would be an ONNX Loop over masked tensors, not written yet
 IGAMMA_WHY = (
-    "its series and continued fraction run up to 2000 data-dependent steps per element; "
-    "not lowered yet: run it eagerly"
+    "its series and continued fraction run up to 2000 data-dependent steps per element, "
+    "which no ONNX lowering expresses yet: run it eagerly or under staged.compile"
 )
 for _name in ("igamma", "igammac"):
     unsupported(_name, {"float": IGAMMA_WHY})
