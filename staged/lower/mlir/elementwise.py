@@ -884,16 +884,6 @@ def _cast(e, op, x):
     return e.map((x,), [op.inputs[0].aval], op.out.aval, lambda a: cast_scalar(e, a, src, dst))
 
 
-# P(a, x) and Q(a, x) iterate per element until their terms fall below MACHEP (2000
-# steps at most, staged/autodiff/incomplete_gamma.py): no fixed-length form, not lowered yet
-IGAMMA_WHY = (
-    "its series and continued fraction run up to 2000 data-dependent steps per element; "
-    "not lowered yet: run it eagerly"
-)
-for _name in ("igamma", "igammac"):
-    unsupported(_name, {"float": IGAMMA_WHY})
-
-
 # --- torch.special's orthogonal polynomials (autodiff/polynomials.py) -----------------------
 class _PolyMath(_Math):
     """``_Math`` with acos, and the polynomials' recurrence as an ``scf.while`` per
