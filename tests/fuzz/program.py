@@ -31,6 +31,20 @@ FLOAT = ("float32", "float64")
 _UNDEFINED = {"to_int64"}
 # ops the random programs must not draw: random or data-dependent shapes (not capturable)
 _NOT_STRAIGHT_LINE = {"getitem_mask", "one_hot_infer_classes"}
+# ops whose cost grows with their values, as torch's: the orthogonal polynomials loop n
+# times per element (a program's values reach 1e30), and where x is NaN torch's return
+# uninitialised memory; igamma/igammac iterate up to 2000 times (minutes to compile), and
+# torch's float32 kernel is hundreds of ulp from the value. The op sweep and their
+# focused tests (tests/eager/test_math_ops.py) check them
+_UNBOUNDED = {
+    *("chebyshev_polynomial_t", "chebyshev_polynomial_u"),
+    *("chebyshev_polynomial_v", "chebyshev_polynomial_w"),
+    *("shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u"),
+    *("shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w"),
+    *("hermite_polynomial_h", "hermite_polynomial_he"),
+    *("laguerre_polynomial_l", "legendre_polynomial_p"),
+    *("igamma", "igammac"),
+}
 
 
 def _probe(fn, *args):
@@ -57,7 +71,7 @@ def _classify():
         WIDENS[e.name] = out32 is not None and out32.dtype == torch.float64
 
     for e in OP_DB:
-        if e.name in _UNDEFINED | _NOT_STRAIGHT_LINE or not set(e.dtypes) & set(FLOAT):
+        if e.name in _UNDEFINED | _NOT_STRAIGHT_LINE | _UNBOUNDED or not set(e.dtypes) & set(FLOAT):
             continue
         u = _probe(e.torch_op, x23)
         if u is not None and u.shape == (2, 3) and _probe(e.torch_op, x0) is not None:
