@@ -22,6 +22,7 @@ import ctypes.util
 import numpy as np
 
 from . import special as sp
+from .fma import fma64_total
 
 _MAXITER = 2000
 # torch's MACHEP, MAXLOG, BIG and BIGINV for double, and for float (an ``m`` whose
@@ -301,19 +302,9 @@ class _NumPy(sp._NumPy):
         lgamma is thousands of ulps of the result; ``special.lgamma`` is within 6 ulp."""
         return _libm_lgamma(x).astype(np.float64) if _libm_lgamma else sp.lgamma(NUMPY, x)
 
-    @staticmethod
-    def fma(a, b, c):
-        """a b + c rounded once (Dekker's product, Knuth's sum): torch's build contracts
-        a * log(x) - x so, and its cancellation would show any other rounding."""
-        p = a * b
-        ah, bh = (v * 134217729.0 - (v * 134217729.0 - v) for v in (a, b))
-        al, bl = a - ah, b - bh
-        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-        s = p + c
-        bb = s - p
-        t = (p - (s - bb)) + (c - bb)
-        out = s + (t + e)
-        return np.where(np.isfinite(out), out, s)
+    # a b + c rounded once: torch's build contracts a * log(x) - x so, and its
+    # cancellation would show any other rounding
+    fma = staticmethod(fma64_total)
 
     @staticmethod
     def branch(need, fn, *args):

@@ -11,9 +11,8 @@ conversion torch's cast compiles to gives); n < 0 gives 0; the closed forms at x
 acos x) past n = 6; U, V, W past 8; shifted T, U, V past 6, W past 4); Hermite's NaN past n
 = 128 (float32) or 512 (float64); otherwise the three-term recurrence, n - 1 steps, which
 stops once its value is NaN. Its steps a q - k p are torch's fma(a, q, -(k p)) (GCC
-contracts them), so its float32 and float64 values are torch's to the bit (NumPy's float64
-fma is Dekker's exact product and Knuth's exact sum: an ulp off fma in rare double-rounding
-cases), but for float32's trigonometric forms: our acos (float64 rounded once) is correctly
+contracts them), so its float32 and float64 values are torch's to the bit (on NumPy the fma
+is ``autodiff.fma``'s, exact), but for float32's trigonometric forms: our acos (float64 rounded once) is correctly
 rounded where glibc's acosf, torch's, is an ulp off at times, which cos(n acos x)
 multiplies (up to ~20 n eps apart, both as near the float64 value; sin and cos are glibc's
 to the bit). Where x is NaN and n >= 2, torch's U, V, W, shifted, He, L and P kernels
@@ -27,6 +26,7 @@ import inspect
 
 import numpy as np
 
+from .fma import fma32, fma64_total
 from .special import _NumPy
 
 _INT64 = 2.0**63  # n at or past this (or NaN) converts to int64's least value: n < 0
@@ -62,19 +62,8 @@ class _NumPyIn(_NumPy):
         return self._libm(np.cos, a)
 
     def fma(self, a, b, c):
-        """a b + c rounded once (torch's kernels are compiled with contraction): float32
-        through float64, where a b is exact; float64 by Dekker's exact product and Knuth's
-        exact sum (a b + c in plain arithmetic where those overflow)."""
-        if self.itemsize == 4:
-            return (np.float64(a) * b + c).astype(np.float32)
-        prod = a * b
-        (ah, al), (bh, bl) = _split(a), _split(b)
-        err = ((ah * bh - prod) + ah * bl + al * bh) + al * bl  # prod + err == a b
-        s = prod + c
-        back = s - prod
-        t = (prod - (s - back)) + (c - back)  # s + t == prod + c
-        out = s + (t + err)
-        return np.where(np.isfinite(out), out, prod + c)
+        """a b + c rounded once (torch's kernels are compiled with contraction)."""
+        return fma32(a, b, c) if self.itemsize == 4 else fma64_total(a, b, c)
 
     def loop(self, count, state, body, *ins):
         shape = np.broadcast_shapes(count.shape, *(np.shape(v) for v in (*state, *ins)))
@@ -91,13 +80,6 @@ class _NumPyIn(_NumPy):
             step += 1
             idx = idx[(cnt[idx] >= step) & ~np.isnan(new[-1])]
         return [f.reshape(shape) for f in flat]
-
-
-def _split(v):
-    """Veltkamp's split of float64 v into a 26-bit high part and the rest."""
-    t = v * 134217729.0  # 2^27 + 1
-    hi = t - (t - v)
-    return hi, v - hi
 
 
 def numpy_impl(fn):

@@ -14,7 +14,7 @@ import torch
 
 import staged
 from staged.eager.random import avx_mathfun, libm
-from staged.eager.random.fma import fma32, fma32_plain, fma64
+from staged.autodiff.fma import fma32, fma32_plain, fma64
 from tests.checks import raises_like_torch
 
 SEEDS = (0, 1, 2**32 + 7, -5, 123456789)

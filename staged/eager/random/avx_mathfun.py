@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fma import fma32_plain as fma32
+from ...autodiff.fma import fma32_plain as fma32
 
 f32, f64 = np.float32, np.float64
 LOG_P = tuple(

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import libm, normal
-from .fma import fma32, fma32_plain, fma64
+from ...autodiff.fma import fma32, fma32_plain, fma64
 
 U64 = np.uint64
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import avx_mathfun, libm
-from .fma import fma32, fma64
+from ...autodiff.fma import fma32, fma64
 
 _TWO_PI32 = np.float32(2 * math.pi)
 CHUNK = 4096  # blocks of 16 computed at once

@@ -1,4 +1,5 @@
-"""Fused multiply-add, ``fma(a, b, c) = a * b + c`` rounded once, on NumPy arrays.
+"""Fused multiply-add, ``fma(a, b, c) = a * b + c`` rounded once, on NumPy arrays (torch's
+random streams, and the special functions whose torch kernels are compiled with FMA).
 
 torch's AVX2 kernels compute with FMA instructions: a multiply then an add rounds twice
 and differs in the last bit about half the time. float32: ``a * b`` is exact in float64
@@ -81,3 +82,10 @@ def fma64(a, b, c) -> np.ndarray:
     even = (v.view(np.uint64) & np.uint64(1)) == 0
     v = np.where(even, _toward(v, e), v)  # rounded to odd
     return th + v
+
+
+def fma64_total(a, b, c) -> np.ndarray:
+    """``fma64`` where it is finite, ``a * b + c`` where not (an infinity or NaN among the
+    operands or the result, which the error-free transformations turn into NaN)."""
+    out = fma64(a, b, c)
+    return np.where(np.isfinite(out), out, np.multiply(a, b) + c)
