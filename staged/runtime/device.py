@@ -394,9 +394,17 @@ class Module:
                 _wait(*self._timeline)
             except RuntimeError:
                 pass  # a failed step: reported where its results are read
+        self._release()
+
+    def _release(self) -> None:
+        """Drop the argument lists of past calls, then the VM context: freed after the
+        context (the attributes' own order), a list's fences crashed the process when
+        other threads were compiling (tests/runtime/test_device.py)."""
         self._in_flight = []
         self._functions = {}
         self.context = self._module = None
+
+    __del__ = _release
 
     def failed(self) -> None:
         """A read found the timeline failed: undo the calls that may not have finished."""

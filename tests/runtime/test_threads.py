@@ -99,3 +99,33 @@ def test_a_compiled_function_called_while_another_traces_is_inlined_without_dead
     )
     assert got == {"outer": [[3.0, 5.0]] * 5, "inner": [[2.0, 4.0]] * 5}
     assert outer.traces == 1
+
+
+def test_steps_compiled_run_and_dropped_in_threads_at_once(tmp_path):
+    """Three threads each compile (cold cache), run and drop steps while the others
+    compile: a dropped step's module frees the argument lists of its calls before its VM
+    context (in the other order the process crashed, on 3 runs in 4)."""
+    import os
+    import subprocess
+
+    script = (
+        "import threading, numpy as np, staged\n"
+        "def work(i):\n"
+        "    for r in range(2):\n"
+        "        n = 3 + i + 7 * r\n"
+        "        step = staged.compile(lambda x: (x.exp() * x.sin() + x.tanh().cumsum(0)).sum(0))\n"
+        "        got = step(staged.tensor(np.ones((n, n + 1), np.float32))).numpy()\n"
+        "        assert np.allclose(got, n * (np.e * np.sin(1.0)) + np.tanh(1.0) * n * (n + 1) / 2)\n"
+        "        del step\n"
+        "ts = [threading.Thread(target=work, args=(i,)) for i in range(3)]\n"
+        "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('done')\n"
+    )
+    for k in range(2):
+        env = {**os.environ, "STAGED_CACHE_DIR": str(tmp_path / str(k))}
+        run = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env
+        )
+        assert run.returncode == 0 and run.stdout.split() == ["done"], (
+            run.returncode,
+            run.stderr[-2000:],
+        )
