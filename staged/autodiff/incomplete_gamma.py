@@ -285,6 +285,7 @@ _D = (
     ),
 )
 # fmt: on
+_D_FLAT = tuple(v for row in _D for v in row)
 
 
 class _NumPy(sp._NumPy):
@@ -307,6 +308,15 @@ class _NumPy(sp._NumPy):
     fma = staticmethod(fma64_total)
 
     @staticmethod
+    def table(values):
+        return np.asarray(values, np.float64)
+
+    @staticmethod
+    def at(table, index):
+        """``table[index]`` per lane (``index`` a whole float)."""
+        return table[index.astype(np.intp)]
+
+    @staticmethod
     def branch(need, fn, *args):
         """``fn(*args)`` where ``need`` holds, 0 elsewhere (``args`` of ``need``'s shape)."""
         out = np.zeros(need.shape)
@@ -317,18 +327,27 @@ class _NumPy(sp._NumPy):
 
     @staticmethod
     def loop(n, run, consts, state, body):
-        """Each lane where ``run`` holds steps ``state`` by ``body(consts, state)`` (which
-        returns ``(stop, state)``), at most ``n`` times, until ``stop``: a C loop ``for
-        (i = 0; i < n; i++) { step; if (stop) break; }`` on every lane at once."""
-        state = [np.array(np.broadcast_to(s, run.shape), np.float64) for s in state]
-        idx = np.flatnonzero(run)
+        """Each lane where ``run`` holds (every lane of ``consts`` where it is None) steps
+        ``state`` by ``body(consts, state)`` (which returns ``(stop, state)``), at most
+        ``n`` times, until ``stop``: a C loop ``for (i = 0; i < n; i++) { step; if (stop)
+        break; }`` on every lane at once."""
+        shape = np.shape(consts[0]) if run is None else run.shape
+        state = [np.array(np.broadcast_to(s, shape), np.float64) for s in state]
+        idx = np.arange(int(np.prod(shape))) if run is None else np.flatnonzero(run)
+        # the running lanes' consts and state, compacted only on a step where some stop
+        consts, cur = [c[idx] for c in consts], [s[idx] for s in state]
         for _ in range(n):
             if not idx.size:
                 break
-            stop, new = body([c[idx] for c in consts], [s[idx] for s in state])
-            for s, v in zip(state, new):
-                s[idx] = v
-            idx = idx[~stop]
+            stop, cur = body(consts, cur)
+            cur = [np.broadcast_to(v, idx.shape) for v in cur]
+            if stop.any():
+                go = ~stop
+                for s, v in zip(state, cur):
+                    s[idx[stop]] = v[stop]
+                idx, consts, cur = idx[go], [c[go] for c in consts], [v[go] for v in cur]
+        for s, v in zip(state, cur):  # the lanes that ran out of steps
+            s[idx] = v
         return state
 
 
@@ -368,13 +387,13 @@ def _lanczos_sum_expg_scaled(m, a):
     return m.sel(m.cmp("ogt", m.abs(a), m.c(1.0)), big, small)
 
 
-def _fac(m, a, x, fused):
+def _fac(m, a, x, lgamma_a, fused):
     """x^a exp(-x) / Gamma(a) (torch's _igam_helper_fac); ``fused``: a log x - x rounded
     once, as torch's igammac kernel computes it (its build contracts it to an fma; its
     igamma kernel's does not, measured: each is then within a few ulp)."""
     alogx = m.log(x)
     alogx = m.fma(a, alogx, m.neg(x)) if fused else m.sub(m.mul(a, alogx), x)
-    ax = m.sub(alogx, _lgamma(m, a))
+    ax = m.sub(alogx, lgamma_a)
     far = m.sel(m.cmp("olt", ax, m.c(-_limits(m)[1])), m.c(0.0), m.exp(ax))
     fac = m.sub(m.add(a, m.c(_LANCZOS_G)), m.c(0.5))
     res = m.div(m.sqrt(m.div(fac, m.c(_E))), _lanczos_sum_expg_scaled(m, a))
@@ -392,9 +411,9 @@ def _fac(m, a, x, fused):
     return m.sel(m.cmp("ogt", m.abs(m.sub(a, x)), m.mul(m.c(0.4), m.abs(a))), far, near)
 
 
-def _igam_series(m, a, x, fused):
-    """P(a, x) by its power series (DLMF 8.11.4; torch's _igam_helper_series)."""
-    ax = _fac(m, a, x, fused)
+def _igam_series(m, a, x, ax):
+    """P(a, x) by its power series (DLMF 8.11.4; torch's _igam_helper_series), ``ax``
+    its ``_fac``."""
 
     def step(consts, state):
         (x,) = consts
@@ -409,7 +428,7 @@ def _igam_series(m, a, x, fused):
     return m.sel(run, m.div(m.mul(ans, ax), a), m.c(0.0))
 
 
-def _igamc_series(m, a, x):
+def _igamc_series(m, a, x, lgamma_a):
     """Q(a, x) by DLMF 8.7.3, avoiding cancellation (torch's _igamc_helper_series)."""
 
     def step(consts, state):
@@ -425,13 +444,13 @@ def _igamc_series(m, a, x):
     _, total, _ = m.loop(_MAXITER - 1, run, (a, x), (m.c(1.0), m.c(0.0), m.c(1.0)), step)
     logx = m.log(x)
     term = m.neg(m.expm1(m.sub(m.mul(a, logx), _lgamma(m, m.add(a, m.c(1.0))))))
-    return m.sub(term, m.mul(m.exp(m.sub(m.mul(a, logx), _lgamma(m, a))), total))
+    return m.sub(term, m.mul(m.exp(m.sub(m.mul(a, logx), lgamma_a)), total))
 
 
-def _igamc_continued_fraction(m, a, x, fused):
+def _igamc_continued_fraction(m, a, x, ax, fused):
     """Q(a, x) by its continued fraction (DLMF 8.9.2; torch's
-    _igamc_helper_continued_fraction), rescaled past BIG as torch's."""
-    ax = _fac(m, a, x, fused)
+    _igamc_helper_continued_fraction), rescaled past BIG as torch's; ``ax`` its
+    ``_fac``."""
     one = m.c(1.0)
     y = m.sub(one, a)
     z = m.add(m.add(x, y), one)
@@ -465,36 +484,43 @@ def _igamc_continued_fraction(m, a, x, fused):
 
 def _asymptotic_series(m, a, x, lower: bool):
     """P (``lower``) or Q by Temme's uniform expansion for large a, x near a (DLMF
-    8.12.3/4; torch's _igam_helper_asymptotic_series): its 25 x 25 loops unrolled, each
-    step selected while torch's loop would still run."""
+    8.12.3/4; torch's _igam_helper_asymptotic_series): its two loops, over k and over n,
+    as two nested ``m.loop``s reading d[k][n] from ``m.table`` (unrolled, they were 600
+    steps of code: seconds of IREE compile per use)."""
     sgn = -1.0 if lower else 1.0
+    eps = m.c(_limits(m)[0])
     lam = m.div(x, a)
     sigma = m.div(m.sub(x, a), a)
     e = m.sqrt(m.mul(m.c(-2.0), m.sub(m.log1p(sigma), sigma)))
     eta = m.sel(m.cmp("olt", lam, m.c(1.0)), m.neg(e), e)
     eta = m.sel(m.cmp("oeq", lam, m.c(1.0)), m.c(0.0), eta)
     res = m.mul(m.c(0.5), sp.erfc(m, m.mul(m.mul(m.c(sgn), eta), m.sqrt(m.div(a, m.c(2.0))))))
-    etapow = [m.c(1.0)]
-    for _ in range(1, 25):
-        etapow.append(m.mul(eta, etapow[-1]))
-    total, afac, absold, done = m.c(0.0), m.c(1.0), m.c(np.inf), None
-    for k in range(25):
-        ck, stop = m.c(_D[k][0]), None
-        for n in range(1, 25):
-            ckterm = m.mul(m.c(_D[k][n]), etapow[n])
-            ck1 = m.add(ck, ckterm)
-            ck = ck1 if stop is None else m.sel(stop, ck, ck1)
-            small = m.cmp("olt", m.abs(ckterm), m.mul(m.c(_limits(m)[0]), m.abs(ck)))
-            stop = small if stop is None else m.either(stop, small)
+    d = m.table(_D_FLAT)
+    n_max = len(_D[0])
+
+    def ck_step(consts, state):  # ck += d[k][n] eta^n, until the term is below MACHEP
+        eta, row = consts
+        n, etapow, ck = state
+        n, etapow = m.add(n, m.c(1.0)), m.mul(eta, etapow)
+        ckterm = m.mul(m.at(d, m.add(row, n)), etapow)
+        ck = m.add(ck, ckterm)
+        return m.cmp("olt", m.abs(ckterm), m.mul(eps, m.abs(ck))), (n, etapow, ck)
+
+    def k_step(consts, state):  # total += ck a^-k, until a term grows or is below MACHEP
+        a, eta = consts
+        k, total, afac, absold = state
+        row = m.mul(k, m.c(float(n_max)))
+        init = (m.c(0.0), m.c(1.0), m.at(d, row))
+        ck = m.loop(n_max - 1, None, (eta, row), init, ck_step)[-1]
         term = m.mul(ck, afac)
         absterm = m.abs(term)
         grows = m.cmp("ogt", absterm, absold)
-        halt = grows if done is None else m.either(done, grows)
-        total = m.sel(halt, total, m.add(total, term))
-        halt = m.either(halt, m.cmp("olt", absterm, m.mul(m.c(_limits(m)[0]), m.abs(total))))
-        absold = absterm
-        afac = m.div(afac, a)
-        done = halt
+        total = m.sel(grows, total, m.add(total, term))
+        halt = m.either(grows, m.cmp("olt", absterm, m.mul(eps, m.abs(total))))
+        return halt, (m.add(k, m.c(1.0)), total, m.div(afac, a), absterm)
+
+    init = (m.c(0.0), m.c(0.0), m.c(1.0), m.c(np.inf))
+    total = m.loop(len(_D), None, (a, eta), init, k_step)[1]
     tail = m.mul(m.mul(m.c(sgn), m.exp(m.mul(m.mul(m.mul(m.c(-0.5), a), eta), eta))), total)
     return m.add(res, m.div(tail, m.sqrt(m.mul(m.c(2.0 * _PI_F32), a))))
 
@@ -535,9 +561,15 @@ def _incomplete_gamma(m, a, x, lower: bool):
         p_lanes = m.both(rest, below)
         cf_lanes = m.both(m.both(rest, m.not_(below)), gt11)
         qs_lanes = m.both(m.both(rest, m.not_(below)), m.not_(gt11))
-    p = m.branch(p_lanes, lambda a, x: _igam_series(m, a, x, not lower), a, x)
-    cf = m.branch(cf_lanes, lambda a, x: _igamc_continued_fraction(m, a, x, not lower), a, x)
-    qs = m.branch(qs_lanes, lambda a, x: _igamc_series(m, a, x), a, x)
+    # lgamma(a) and the prefactor once for the branches that take them: each is
+    # tens of kB of MLIR
+    lgamma_a = _lgamma(m, a)
+    ax = _fac(m, a, x, lgamma_a, not lower)
+    p = m.branch(p_lanes, lambda a, x, ax: _igam_series(m, a, x, ax), a, x, ax)
+    cf = m.branch(
+        cf_lanes, lambda a, x, ax: _igamc_continued_fraction(m, a, x, ax, not lower), a, x, ax
+    )
+    qs = m.branch(qs_lanes, lambda a, x, lg: _igamc_series(m, a, x, lg), a, x, lgamma_a)
     asy = m.branch(m.both(ok, asym), lambda a, x: _asymptotic_series(m, a, x, lower), a, x)
     q = m.sel(cf_lanes, cf, qs)
     if lower:

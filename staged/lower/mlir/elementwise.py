@@ -978,10 +978,26 @@ class _Loops(_Math):
         e.raw("}")
         return res
 
+    def table(self, values):
+        """``values`` as a constant tensor of the dtype, for ``at``: (its value, type)."""
+        flat = np.asarray(values, self.d.np)
+        t = f"tensor<{flat.size}x{self.t}>"
+        return self.e.emit(f'arith.constant dense<"0x{flat.tobytes().hex().upper()}"> : {t}'), t
+
+    def at(self, table, index):
+        """``table[index]`` (``index`` a whole float in range)."""
+        e, (tab, t) = self.e, table
+        i = e.emit(f"arith.fptosi {index} : {self.t} to i32")
+        return e.emit(
+            f"tensor.extract {tab}[{e.emit(f'arith.index_cast {i} : i32 to index')}] : {t}"
+        )
+
     def loop(self, n, run, consts, state, body):
         e, t = self.e, self.t
         # an i32 counter: int64 is emulated on SPIR-V
         i32 = lambda v: e.emit(f"arith.constant {v} : i32")  # noqa: E731
+        if run is None:
+            run = e.emit("arith.constant true")
 
         def going(s):  # not stopped, under n steps
             more = e.emit(f"arith.cmpi slt, {s[0]}, {i32(n)} : i32")
