@@ -117,10 +117,16 @@ def hardsigmoid(input, inplace=False):
 
 
 def hardswish(input, inplace=False):
-    """``x * relu6(x + 3) / 6``, with torch's gradient at -3 and 3 (the middle piece's)."""
-    return _activation(
-        input, inplace, lambda x: ops.where(x < -3, 0.0, ops.where(x <= 3, x * (x + 3) / 6, x))
-    )
+    """``x * relu6(x + 3) / 6`` by pieces as torch 2.13 differentiates it: ``x * 0`` to -3
+    (NaN at -inf, as torch's value), ``x (x + 3) / 6`` inside, then ``x`` (NaN too): the
+    gradient is 0 at -3 and the incoming gradient at 3, and the second derivative 0 at both."""
+
+    def fn(x):
+        inside = (x > -3) & (x < 3)
+        m = ops.where(inside, x, 0.0)  # finite where not taken: no 0 * inf in its gradient
+        return ops.where(x <= -3, x * 0, ops.where(inside, m * (m + 3) / 6, x))
+
+    return _activation(input, inplace, fn)
 
 
 @in_float32
