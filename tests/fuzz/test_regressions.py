@@ -759,3 +759,12 @@ def test_an_integer_tensor_written_with_a_dual_has_no_tangent():
             assert fw.unpack_dual(v).tangent is None
             assert fw.unpack_dual(lib.exp(v)).tangent is None
             assert fw.unpack_dual(d.to(lib.int64)).tangent is None
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_mvlgamma_below_its_domain_computes_as_torch(p):
+    """torch 2.13's mvlgamma has no domain check (x <= (p - 1) / 2 gives lgamma's values,
+    inf at its poles); staged raised "All elements must be greater than (p-1)/2"."""
+    x = np.array([-1.0, -0.5, 0.0, 0.2, 0.5, 1.0, 1.3, 4.0])
+    got = staged.mvlgamma(staged.tensor(x), p).numpy()
+    np.testing.assert_allclose(got, torch.mvlgamma(torch.tensor(x), p).numpy(), rtol=1e-13)

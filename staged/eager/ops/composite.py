@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
@@ -222,12 +221,11 @@ def log_ndtr(x):
 
 def mvlgamma(x, p):
     """The multivariate log-gamma function, log(pi) p (p - 1) / 4 plus the sum of
-    lgamma(x - j / 2) over j < p: torch.mvlgamma (torch.special.multigammaln)."""
+    lgamma(x - j / 2) over j < p: torch.mvlgamma (torch.special.multigammaln). As torch
+    2.13's, no domain check: x <= (p - 1) / 2 gives lgamma's values there (inf at its poles)."""
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     x = float_operand(x)
-    if type(x._payload) is np.ndarray and not bool(np.all(x._payload > (p - 1) / 2)):
-        raise RuntimeError("All elements must be greater than (p-1)/2")
     out = lgamma(x)
     for j in range(1, p):
         out = out + lgamma(x - j / 2)
