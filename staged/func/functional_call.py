@@ -4,6 +4,8 @@ module a function of its weights."""
 
 from __future__ import annotations
 
+from ..eager.interceptor import current_interceptor
+
 
 def functional_call(
     module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False
@@ -54,6 +56,10 @@ def functional_call(
             raise RuntimeError(
                 f"Error(s) in reparametrizing for {type(module).__name__}:\n" + "\n".join(errors)
             )
+    icpt = current_interceptor()
+    if icpt is not None:  # a compiled step's guards see the module's own tensors, which
+        for m in module.modules():  # the swap below only lends: guarded before it
+            m._guard(icpt)
     swapped = []
     try:
         for d, name, full, v in slots:
