@@ -284,7 +284,7 @@ class Tensor(_TensorOps):
             if root is not None and root._payload is p:  # one memory (Note [aliases])
                 p = self._payload = root._host()
             else:  # a device array left by a compiled step (Note [payloads]): copy it home once
-                p = self._payload = np.array(p.__array__(), copy=True)
+                p = self._payload = p.__array__(copy=True)
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:

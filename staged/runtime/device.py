@@ -78,6 +78,7 @@ class DeviceValue:
             self.check = None
 
     def __array__(self, dtype=None, copy=None):
+        """A fresh writable host array (``copy`` is met whatever it says: a read is a copy)."""
         self.wait()
         a = self.device.read(self.view, self.dtype)
         return a if dtype is None else a.astype(dtype, copy=False)
@@ -350,7 +351,7 @@ def _device(backend: str, driver: str, index) -> Device:
 
 def to_host(x) -> np.ndarray:
     """A writable NumPy copy of a DeviceValue (or any array-like)."""
-    return np.array(x.__array__() if isinstance(x, DeviceValue) else x, copy=True)
+    return x.__array__() if isinstance(x, DeviceValue) else np.array(x, copy=True)
 
 
 _LOADED: weakref.WeakSet[Module] = weakref.WeakSet()
