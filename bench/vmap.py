@@ -1,8 +1,9 @@
 """ms for the per-example gradients of 256 examples of the example MLP (64-128-128-10,
 cross-entropy): ``vmap(grad(loss), in_dims=(None, 0, 0))`` against one batched forward and
-backward of the same 256 examples (the mean loss's gradient), staged eager and torch.func
-(1 thread) in interleaved rounds. The ratio per library is what batching rules cost over
-the batched backward (target: at most 3x, issue 17).
+backward of the same 256 examples (the mean loss's gradient), staged eager, torch.func
+(1 thread) and JAX (jitted, and op by op) in interleaved rounds. The ratio per library is
+what batching rules cost over the batched backward (target: at most 3x, issue 17); the
+per-example weight gradients alone are 27 MB to write.
 
     python bench/vmap.py [--rounds 10] [--batch 256] [--profile]
 """
@@ -24,6 +25,7 @@ import staged  # noqa: E402
 from models import mlp  # noqa: E402
 
 import torch  # noqa: E402
+from bench.compiled_steps import jax, jax_mlp_loss, jnp  # noqa: E402  (None where missing)
 
 
 def _cases(lib, model, x, y):
@@ -39,10 +41,36 @@ def _cases(lib, model, x, y):
         lib.func.grad(lambda p, xi, yi: loss(p, xi[None], yi[None])), in_dims=(None, 0, 0)
     )
 
-    def batched():
-        return lib.autograd.grad(loss(leaves, x, y), tuple(leaves.values()))
+    def batched(xb, yb):
+        return lib.autograd.grad(loss(leaves, xb, yb), tuple(leaves.values()))
 
-    return {"vmap(grad)": lambda: per_example(params, x, y), "batched backward": batched}
+    out = {
+        "vmap(grad)": lambda: per_example(params, x, y),
+        "batched backward": lambda: batched(x, y),
+    }
+    if lib.__name__ == "staged":  # the same two, each compiled into one graph
+        per_c, batched_c = lib.compile(per_example), lib.compile(batched)
+        out["compiled vmap(grad)"] = lambda: per_c(params, x, y)
+        out["compiled batched backward"] = lambda: batched_c(x, y)
+    return out
+
+
+def _jax_cases(model, x, y):
+    """The same two computations in JAX on the same weights: {"jit <case>": jitted,
+    "<case>": op by op}."""
+    linears = [m for m in model if type(m).__name__ == "Linear"]
+    params = {}
+    for i, m in enumerate(linears):
+        params[f"w{i}"] = jnp.asarray(m.weight.detach().numpy())
+        params[f"b{i}"] = jnp.asarray(m.bias.detach().numpy())
+    xs, ys = jnp.asarray(x), jnp.asarray(y)
+    per_example = jax.vmap(
+        jax.grad(lambda p, xi, yi: jax_mlp_loss(p, xi[None], yi[None])), in_axes=(None, 0, 0)
+    )
+    batched = jax.grad(jax_mlp_loss)
+    fns = {"vmap(grad)": per_example, "batched backward": batched}
+    fns.update({f"jit {k}": jax.jit(f) for k, f in fns.items()})
+    return {k: (lambda f=f: f(params, xs, ys)) for k, f in fns.items()}
 
 
 def _timed(fn):
@@ -90,6 +118,13 @@ def main(argv=None) -> int:
     ours = _cases(staged, model, staged.tensor(x), staged.tensor(y))
     theirs = _cases(torch, _torch_twin(model), torch.tensor(x), torch.tensor(y))
     _check(ours["vmap(grad)"](), theirs["vmap(grad)"]())
+    _check(ours["compiled vmap(grad)"](), theirs["vmap(grad)"]())
+    anchors = {} if jax is None else _jax_cases(model, x, y)
+    if anchors:
+        got = anchors["jit vmap(grad)"]()
+        np.testing.assert_allclose(
+            np.asarray(got["w0"]), ours["vmap(grad)"]()["0.weight"].numpy(), rtol=1e-4, atol=1e-6
+        )
     if a.profile:
         pr = cProfile.Profile()
         pr.runcall(lambda: [ours["vmap(grad)"]() for _ in range(20)])
@@ -97,6 +132,7 @@ def main(argv=None) -> int:
         return 0
     steps = {f"staged {k}": _timed(f) for k, f in ours.items()}
     steps.update({f"torch.func {k}": _timed(f) for k, f in theirs.items()})
+    steps.update({f"JAX {k}": _timed(f) for k, f in anchors.items()})
     times = interleaved(steps, a.rounds)
     base = "staged batched backward"
     print(
@@ -106,7 +142,8 @@ def main(argv=None) -> int:
     print(environment(a.rounds, base, torch) + "\n")
     print(ratio_table({"": times}, list(steps), base) + "\n")
     print("| library | vmap(grad) / batched backward |\n|---|---:|")
-    for lib in ("staged", "torch.func"):
+    libs = ["staged", "staged compiled", "torch.func"] + (["JAX jit", "JAX"] if anchors else [])
+    for lib in libs:
         r = [v / b for v, b in zip(times[f"{lib} vmap(grad)"], times[f"{lib} batched backward"])]
         print(f"| {lib} | {statistics.median(r):.2f} |")
     return 0
