@@ -306,7 +306,7 @@ def main(argv=None) -> int:
         "--threads",
         type=int,
         default=1,
-        help="threads of NumPy's BLAS and of torch (XLA and IREE keep their own pools)",
+        help="threads of NumPy's BLAS, torch and IREE's workers (OMP_NUM_THREADS; XLA keeps its own pool)",
     )
     ap.add_argument(
         "--workloads", nargs="+", type=_workload_name, help="e.g. transformer-2-64 mlp-256"
@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     print("## Cost as work grows\n")
     print("\n".join(environment(1, "").splitlines()[:-1]))  # no ratios: each runs alone
     print(
-        f"- {args.threads} thread(s) for NumPy's BLAS and torch; XLA and IREE use their own pools"
+        f"- {args.threads} thread(s) for NumPy's BLAS, torch and IREE's workers; XLA uses its own pool"
     )
     rows = {}
     for name in args.workloads or grid(args.full):
