@@ -979,15 +979,20 @@ class _Loops(_Math):
         return res
 
     def table(self, values):
-        """``values`` as a constant tensor of the dtype, for ``at``: (its value, type)."""
+        """``values`` as a constant tensor of the dtype, for ``at``: (its value, type, size)."""
         flat = np.asarray(values, self.d.np)
         t = f"tensor<{flat.size}x{self.t}>"
-        return self.e.emit(f'arith.constant dense<"0x{flat.tobytes().hex().upper()}"> : {t}'), t
+        const = self.e.emit(f'arith.constant dense<"0x{flat.tobytes().hex().upper()}"> : {t}')
+        return const, t, flat.size
 
     def at(self, table, index):
-        """``table[index]`` (``index`` a whole float in range)."""
-        e, (tab, t) = self.e, table
-        i = e.emit(f"arith.fptosi {index} : {self.t} to i32")
+        """``table[index]`` (``index`` a whole float); an index outside the table (or NaN)
+        reads element 0: the read never leaves the table, whatever the caller computed."""
+        e, (tab, t, size) = self.e, table
+        inside = self.both(
+            self.cmp("oge", index, self.c(0.0)), self.cmp("ole", index, self.c(size - 1.0))
+        )
+        i = e.emit(f"arith.fptosi {self.sel(inside, index, self.c(0.0))} : {self.t} to i32")
         return e.emit(
             f"tensor.extract {tab}[{e.emit(f'arith.index_cast {i} : i32 to index')}] : {t}"
         )
