@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff import fused

@@ -965,9 +965,6 @@ class _Loops(_Math):
     def expm1(self, a):
         return libm.expm1(self.e, self.d, a)
 
-    def not_(self, a):
-        return self.e.emit(f"arith.xori {a}, {self.e.emit('arith.constant true')} : i1")
-
     def branch(self, need, fn, *args):
         e, t = self.e, self.t
         res = e.fresh()

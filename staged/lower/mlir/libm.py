@@ -117,6 +117,9 @@ class Scalar:
     def either(self, a, b) -> str:
         return self.e.emit(f"arith.ori {a}, {b} : i1")
 
+    def not_(self, a) -> str:
+        return self.e.emit(f"arith.xori {a}, {self.e.emit('arith.constant true')} : i1")
+
     def signbit(self, a) -> str:
         """The sign bit of ``a`` as i1 (true for -0.0 and negative NaNs too)."""
         bits = self.e.emit(f"arith.bitcast {a} : {self.t} to i64")
