@@ -193,9 +193,10 @@ def softmax_impl(x, *, dim):
 
 
 def log_softmax_impl(x, *, dim):
-    """x - logsumexp(x), rounded as the composite's (``reduction.logsumexp``)."""
+    """``x - (m + log(sum(exp(x - m))))`` with ``m`` the max, rounded as torch's kernel and
+    the decomposition (``composite._log_softmax_decomposed``); an infinite max is not
+    special-cased, so a row holding +inf (or only -inf) is NaN, as torch."""
     m = x.max(dim, keepdims=True)
-    m[np.isinf(m)] = 0
     lse = np.log(np.exp(x - m).sum(dim, keepdims=True))
     lse += m
     return x - lse

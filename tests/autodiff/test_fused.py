@@ -200,6 +200,34 @@ def test_cross_entropy_with_every_target_ignored_has_zero_gradients(fused):
     np.testing.assert_allclose(gp.numpy(), xt.grad.numpy(), rtol=1e-12)
 
 
+def test_log_softmax_and_cross_entropy_of_infinite_logits_are_torchs():
+    """A row holding +inf, or only -inf, is NaN in torch's log_softmax (its kernel does not
+    special-case an infinite max, unlike logsumexp): the fused kernel, its decomposition
+    and a compiled step give the same, values and gradients; a -inf beside finite logits
+    stays -inf."""
+    inf = float("inf")
+    rows = [[1.0, inf, 2.0], [-inf, -inf, -inf], [1.0, -inf, 3.0], [0.5, 1.5, -2.0]]
+    g = [[1.0, 2.0, 3.0]] * 4
+
+    def run(lib, x):
+        out = lib.nn.functional.log_softmax(x, 1)
+        (grad,) = lib.autograd.grad(out, [x], lib.tensor(g))
+        xe = x.detach().requires_grad_()
+        ce = lib.nn.functional.cross_entropy(xe, lib.tensor([0, 1, 2, 0]))
+        ce.backward()
+        return [a.detach() for a in (out, grad, ce, xe.grad)]
+
+    want = run(torch, torch.tensor(rows, requires_grad=True))
+    fused = run(staged, staged.tensor(rows, requires_grad=True))
+    with staged.autograd.forward_ad.dual_level():  # the decomposition
+        decomposed = run(staged, staged.tensor(rows, requires_grad=True))
+    compiled = staged.compile(lambda x: run(staged, x.requires_grad_()))(staged.tensor(rows))
+    for got in (fused, decomposed, compiled):
+        for a, b in zip(got, want):
+            a, b = a.numpy(), b.numpy()
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)  # NaN where torch's
+
+
 @pytest.mark.parametrize(
     "call",
     [

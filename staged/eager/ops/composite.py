@@ -63,6 +63,13 @@ def _log_softmax_composite(x, *, dim):
     return x - logsumexp(x, dim, keepdim=True)
 
 
+def _log_softmax_decomposed(x, *, dim):
+    """The fused kernel's parts (real floats): no guard on an infinite max, as torch's
+    kernel (logsumexp guards it: ``logsumexp([1, inf])`` is inf, ``log_softmax`` NaN)."""
+    m = x.amax(dim, keepdim=True).detach()
+    return x - (m + sum((x - m).exp(), dim, keepdim=True).log())
+
+
 @in_float32
 def softmax(x, dim):
     _floating("softmax", x, dim)
@@ -88,7 +95,7 @@ _softmax = ad.Fused(
 _log_softmax = ad.Fused(
     "log_softmax",
     fused.log_softmax_impl,
-    _log_softmax_composite,
+    _log_softmax_decomposed,
     vjp=fused.LOG_SOFTMAX_VJP,
     node_name="LogSoftmaxBackward0",
 )
