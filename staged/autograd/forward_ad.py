@@ -36,6 +36,8 @@ _rules: dict[Any, Callable[..., Any]] = {}  # primitive -> its JVP function
 _busy = [False]  # computing a JVP: its own ops carry no tangents
 # id(last view step of an alias) -> weakref to the alias (a forward base)
 _aliases: dict[int, weakref.ref[Tensor]] = {}
+# the SavedTensors given a tangent in this level (Note [saved tangents close with the level])
+_saved: list[weakref.ref[Any]] = []
 
 
 class UnpackedDualTensor(NamedTuple):
@@ -69,6 +71,11 @@ def exit_dual_level(*, level=None) -> None:
     _level = None
     _tangents.clear()
     _aliases.clear()
+    for ref in _saved:
+        s = ref()
+        if s is not None:
+            s.saved_tangent = None
+    _saved.clear()
     dispatch.set_layer("forward_ad", None)
     inplace.after_write.remove(written)
 
@@ -237,7 +244,14 @@ def _layer(apply):
 
 
 def _remember_saved(node, inputs, out) -> None:
-    """Keep the tangents of what ``node`` saved, for a backward pass run in this level."""
+    """Keep the tangents of what ``node`` saved, for a backward pass run in this level.
+
+    Note [saved tangents close with the level]: the tangent of a saved output is often
+    computed from that output (softmax's, exp's), so its graph leads back to ``node``:
+    node -> SavedTensor -> tangent -> ... -> node, a cycle that would hold the whole
+    graph, tangents and payloads until Python's cyclic collector ran (jacfwd(jacrev(f)),
+    hessian). The tangents mean nothing once the level closes (``restore_tangent``
+    needs an open one), so closing it drops them and the cycles with them."""
     saved = getattr(node, "saved", None)
     if not saved:
         return
@@ -248,6 +262,7 @@ def _remember_saved(node, inputs, out) -> None:
         tangent = tangent_of(out if name == "out" else inputs[names.index(name)])
         if tangent is not None:
             s.saved_tangent = tangent
+            _saved.append(weakref.ref(s))
 
 
 def restore_tangent(t: Tensor, tangent) -> None:

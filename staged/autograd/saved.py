@@ -56,6 +56,7 @@ class SavedTensor:
         "_grad_fn",
         "_output_nr",
         "_acc",
+        "__weakref__",  # forward AD drops saved tangents when its level closes
     )
 
     def __init__(self, tensor, node):
