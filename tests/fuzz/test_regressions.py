@@ -768,3 +768,18 @@ def test_mvlgamma_below_its_domain_computes_as_torch(p):
     x = np.array([-1.0, -0.5, 0.0, 0.2, 0.5, 1.0, 1.3, 4.0])
     got = staged.mvlgamma(staged.tensor(x), p).numpy()
     np.testing.assert_allclose(got, torch.mvlgamma(torch.tensor(x), p).numpy(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+def test_xlogy_gradient_sums_over_broadcast_dims_after_the_derivative(name):
+    """y's gradient g * x / y is summed over the broadcast dims after dividing, as torch:
+    an empty x gave y NaN (0 / 0 after summing to 0), x = [0, 1, 0] with y = [0] gave
+    inf (torch NaN: 0 / 0 + 1 / 0 + 0 / 0)."""
+
+    def fn(lib, x, y):
+        f = lib.xlogy if name == "xlogy" else lib.special.xlog1py
+        return f(x, y if name == "xlogy" else y - 1)
+
+    _same_grads(fn, np.zeros(0, np.float32), np.zeros(1, np.float32))
+    _same_grads(fn, np.array([0.0, 1.0, 0.0]), np.array([0.0]))
+    _same_grads(fn, np.array([[0.5], [2.0]]), np.array([1.0, 3.0, 0.0]))

@@ -10,7 +10,7 @@ from ...autodiff import fused
 from ...autodiff.avals import wrap_dim
 from ..tensor import Tensor
 from . import elementwise
-from ._operands import float_operand, promote_types, scalar_tensor
+from ._operands import broadcast_shapes, expand_to, float_operand, promote_types, scalar_tensor
 from .elementwise import (
     abs,
     clamp,
@@ -196,6 +196,10 @@ def _x_times(x, y, fn, name):
         raise TypeError(f"{name}(): at least one of the arguments must be a Tensor")
     d = promote_types(x, y)
     x, y = (_as(v, d if d.is_floating_point else dt.get_default_dtype()) for v in (x, y))
+    # y's gradient, g * x * fn'(y), is summed over broadcast dims after fn' as torch's
+    # (an empty x gives y a zero gradient, not fn'(0) * 0's NaN)
+    shape = broadcast_shapes(x._payload.shape, y._payload.shape)
+    x, y = expand_to(x, shape), expand_to(y, shape)
     fy = fn(y)
     return x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
 
