@@ -783,3 +783,21 @@ def test_xlogy_gradient_sums_over_broadcast_dims_after_the_derivative(name):
     _same_grads(fn, np.zeros(0, np.float32), np.zeros(1, np.float32))
     _same_grads(fn, np.array([0.0, 1.0, 0.0]), np.array([0.0]))
     _same_grads(fn, np.array([[0.5], [2.0]]), np.array([1.0, 3.0, 0.0]))
+
+
+def test_sinc_derivatives_at_zero():
+    """sinc's value, first and second derivatives at 0 are 1, 0 and -pi**2 / 3 (staged's
+    second was 0: the constant 1 it picked there has none; torch's is NaN)."""
+    x = staged.tensor([0.0, 1e-3, 0.5], dtype=staged.float64, requires_grad=True)
+    y = staged.sinc(x)
+    (g,) = staged.autograd.grad(y.sum(), [x], create_graph=True)
+    (gg,) = staged.autograd.grad(g.sum(), [x])
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    yt = torch.sinc(xt)
+    (gt,) = torch.autograd.grad(yt.sum(), [xt], create_graph=True)
+    (ggt,) = torch.autograd.grad(gt.sum(), [xt])
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-15)
+    # near 0 both formulas cancel: about eps / (pi x)**2 relative (1e-11 at x = 1e-3)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-9, atol=1e-15)
+    assert gg[0].item() == pytest.approx(-(np.pi**2) / 3, rel=1e-15)
+    np.testing.assert_allclose(gg.numpy()[1:], ggt.numpy()[1:], rtol=1e-9)

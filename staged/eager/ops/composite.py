@@ -205,11 +205,13 @@ def _x_times(x, y, fn, name):
 
 
 def sinc(x):
-    """sin(pi x) / (pi x), 1 at 0 (gradient 0 there: the quotient sees 1, not 0 / 0)."""
+    """sin(pi x) / (pi x), and at 0 its Taylor polynomial 1 - (pi x)**2 / 6: 1, with the
+    true derivatives there (0, then -pi**2 / 3; torch's second is NaN), while the quotient
+    sees 1, not 0 / 0."""
     x = float_operand(x)
     zero = x == 0
     px = where(zero, 1.0, x) * math.pi
-    return where(zero, 1.0, sin(px) / px)
+    return where(zero, 1 - (x * x) * (math.pi**2 / 6), sin(px) / px)
 
 
 def ndtr(x):

@@ -339,10 +339,13 @@ ENTRIES = [
     _unary("trunc", gen=_zero_grad_kinks),
     _unary("round", gen=_zero_grad_kinks),
     # + 0 * x: torch answers sgn's zero gradient with a ZeroTensor, which has no numpy()
-    # (not for bool, which + 0 * x would promote; the fuzzer draws bools too)
+    # (not for bool, which + 0 * x would promote; the fuzzer draws bools too), with NaN
+    # and inf made finite first so that the term stays 0 (sgn(NaN) is 0)
     _unary(
         "sgn",
-        torch_op=lambda x: torch.sgn(x) + 0 * x if x.is_floating_point() else torch.sgn(x),
+        torch_op=lambda x: (
+            torch.sgn(x) + 0 * x.nan_to_num() if x.is_floating_point() else torch.sgn(x)
+        ),
         gen=away_from_zero,
     ),
     _unary("angle", gen=away_from_zero),
