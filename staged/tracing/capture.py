@@ -446,7 +446,10 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     out_leaves_raw = leaf = None  # so only the body's own references keep tensors alive
     arg_grads = {id(w) for _, w in wrappers if w._requires_grad}
     state, updates, grad_writes = [], [], []
-    for w in tracer.watched.values():
+    # outputs in the tensors' creation order, not the order the trace first touched them:
+    # a re-trace that touches them in another order (zero_grad() writing the .grad that
+    # the first call found None) then gives the same module, served by the compile cache
+    for w in sorted(tracer.watched.values(), key=lambda w: w.tensor._serial):
         t = w.tensor
         if w.value is not None:
             state.append(w)

@@ -351,3 +351,39 @@ def test_rand_and_randn_in_a_compiled_step_draw_anew_at_every_call():
     assert abs(u1.mean() - 0.5) < k * 0.29 and 0 <= u1.min() and u1.max() < 1
     staged.manual_seed(5)
     np.testing.assert_array_equal(f(staged.tensor(0.0))[0].numpy(), n1)
+
+
+def test_a_re_trace_that_touches_state_in_another_order_is_served_by_the_cache(caplog):
+    """The first call finds .grad None and backward writes the gradients in its own order;
+    the second re-traces (the .grad are set now) and zero_grad() writes them in parameter
+    order first. The outputs follow the tensors' creation order, so both traces give one
+    module and the second is not compiled again (an LSTM language model's step took 12 s
+    more)."""
+    staged.manual_seed(0)
+    a, b = nn.Linear(3, 4), nn.Linear(4, 2)  # a's tensors are older, and used first
+    opt = staged.optim.SGD([*b.parameters(), *a.parameters()], lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = b(a(x).tanh()).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    c = staged.compile(step)
+    x = staged.randn(5, 3)
+    with caplog.at_level(logging.DEBUG, logger="staged"):
+        losses = [c(x).item() for _ in range(3)]
+    first, second = c.graphs()
+    assert [o.name for o in first.outputs] == [o.name for o in second.outputs]
+    modules = [m for r in caplog.records if (m := r.getMessage()).startswith("IREE module")]
+    assert len(modules) == 2 and modules[1].endswith("from the cache"), modules
+    staged.manual_seed(0)
+    a2, b2 = nn.Linear(3, 4), nn.Linear(4, 2)
+    opt2 = staged.optim.SGD([*b2.parameters(), *a2.parameters()], lr=0.1)
+    for want in losses:
+        opt2.zero_grad()
+        loss = b2(a2(x).tanh()).square().mean()
+        loss.backward()
+        opt2.step()
+        assert loss.item() == pytest.approx(want, rel=1e-5)
