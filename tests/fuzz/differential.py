@@ -167,6 +167,7 @@ _NO_ORACLE = {
         "logit_eps": lambda x: ((x < 0.2) | (x > 0.8)).any(),
         # 0 ** y: torch's second derivative is NaN (log 0 * 0), staged's 0
         "pow": lambda x, y: (x == 0).any(),
+        "float_power": lambda x, y: (x == 0).any(),
         # x log y at x = y = 0: torch's second derivative is inf, staged's 0
         "xlogy": lambda x, y: ((x == 0) & (y == 0)).any(),
         # x / y with |y| < 1e-6: its second derivative is a difference of terms of size

@@ -238,7 +238,7 @@ def mvlgamma(x, p):
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     x = float_operand(x)
-    out = lgamma(x)
+    out = lgamma(x + 0.0)  # torch's x + 0: -0 becomes +0, where digamma's pole is -inf
     for j in range(1, p):
         out = out + lgamma(x - j / 2)
     return out + math.log(math.pi) * p * (p - 1) / 4
