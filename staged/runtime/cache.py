@@ -8,9 +8,11 @@ system's temporary directory (else every run would recompile everything).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -87,9 +89,65 @@ def _user() -> str:
 
 
 def cached(key: str, build) -> bytes:
-    """``load(key)``, or ``build()`` stored under ``key``."""
+    """``load(key)``, or ``build()`` stored under ``key``: built once while other processes
+    and threads that miss the same key wait for it (Note [one build per key])."""
     payload = load(key)
-    if payload is None:
-        payload = build()
-        store(key, payload)
+    if payload is not None:
+        return payload
+    with _building(key) as lock:
+        payload = load(key)  # built while this one waited
+        if payload is None:
+            payload = build()
+            store(key, payload)
+            lock.done()
     return payload
+
+
+# Note [one build per key]: ranks of one job on a machine (mpiexec -n 8), test workers
+# and threads often miss the same module at once; each compiling it would multiply the
+# CPU (and IREE's own threads) by their number for one result. The first to miss holds
+# an flock on ``.<key>.lock`` in the cache directory while it builds; the others wait
+# for it, then read the entry. The builder removes the lock file once the entry is
+# stored (a waiter still holding the old file finds the entry; one that arrives later
+# finds it too). The OS releases the lock of a process that dies; a build that outlasts
+# LOCK_WAIT_S is not waited for (whoever waits builds too). Where the directory cannot
+# be written, or fcntl is missing, nothing waits.
+LOCK_WAIT_S = 900.0
+
+
+class _Lock:
+    def __init__(self, path: Path | None):
+        self.path = path
+
+    def done(self) -> None:
+        """The entry is stored: the lock file is no longer needed."""
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+
+@contextlib.contextmanager
+def _building(key: str):
+    path = cache_dir() / f".{key}.lock"
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, OSError):
+        yield _Lock(None)
+        return
+    try:
+        deadline, pause, held = time.monotonic() + LOCK_WAIT_S, 0.005, None
+        while held is None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = path
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+        yield _Lock(held)
+    finally:
+        os.close(fd)  # releases the lock

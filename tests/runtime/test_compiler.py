@@ -4,7 +4,11 @@ IREE's diagnostics and the staged op's line."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -45,6 +49,42 @@ def test_hit_returns_same_bytes_without_compiling(counted, cache_dir):
     assert compile_mlir(TEXT) == first and len(counted) == 1
     out = device().load(first).invoke("main", [np.array([0, 1, 2], np.float32)])
     np.testing.assert_allclose(to_host(out[0]), np.exp([0, 1, 2]), rtol=1e-6)
+
+
+def test_a_key_missed_at_once_by_several_processes_is_built_once(cache_dir):
+    """Note [one build per key]: misses of one key wait for the first one's build (ranks
+    of a job on one machine compile a module once), then read its entry; the lock file
+    goes once the entry is stored. Processes and threads alike: each opens the lock file
+    itself, and flock locks belong to the open file."""
+    script = (
+        "import sys, time\n"
+        "from staged.runtime import cache\n"
+        "def build():\n"
+        "    print('built', flush=True)\n"
+        "    time.sleep(0.5)\n"
+        "    return b'module'\n"
+        "assert cache.cached(sys.argv[1], build) == b'module'\n"
+    )
+    env = {**os.environ, "STAGED_CACHE_DIR": str(cache_dir)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, "k" * 64], env=env, stdout=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert sum(o.count(b"built") for o in outs) == 1
+
+    builds = []
+
+    def build():
+        builds.append(1)
+        time.sleep(0.2)
+        return b"module"
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: cache.cached("t" * 64, build), range(4)))
+    assert got == [b"module"] * 4 and builds == [1]
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["k" * 64, "t" * 64]
 
 
 def test_results_stay_on_device_and_chain():
@@ -121,7 +161,6 @@ def test_concurrent_compiles_keep_their_diagnostics_and_stderr():
     """Compiles in threads (the op sweep's, a background compile's) share the redirection
     of file descriptor 2: each gets its result or its own error, and stderr is the
     process's own again afterwards."""
-    from concurrent.futures import ThreadPoolExecutor
 
     bad = TEXT.replace("math.exp %a : tensor<3xf32>", "math.exp %a : tensor<3xi32>")
     before = os.fstat(2)
@@ -144,8 +183,6 @@ def test_first_compiles_of_a_process_in_threads_at_once():
     """The first compiles of a process, started together in threads (two steps compiled in
     the background): IREE's process-wide options are set up once, not by both (that aborted
     the process)."""
-    import subprocess
-    import sys
 
     script = (
         "import threading\nfrom staged.runtime import compiler\n"
@@ -175,8 +212,6 @@ def test_unknown_backend():
 def test_a_step_from_the_cache_never_loads_the_compiler(cache_dir):
     """A compiled step whose module is in the cache neither verifies its MLIR nor reads
     IREE's version by importing ``iree.compiler`` (MLIR's libraries: ~60 MB resident)."""
-    import subprocess
-    import sys
 
     script = (
         "import sys, staged\nstaged.manual_seed(0)\n"
