@@ -708,6 +708,8 @@ div = elementwise(
 )
 
 
+# Both derivatives are masked, then multiplied by g, as PyTorch's masked_fill: an
+# infinite or NaN g still gives NaN where the derivative is masked to 0 (inf * 0)
 def _pow_exponent_vjp(g, x, y, out):
     # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0, a complex y counting
     # as >= 0 where it is real and >= 0 (as PyTorch)
@@ -716,16 +718,16 @@ def _pow_exponent_vjp(g, x, y, out):
         if lax.is_complex(y)
         else lax.ge(y, 0)
     )
-    return lax.where(
-        lax.logical_and(lax.eq(x, 0), real_nonneg),
-        0,
-        lax.mul(g, lax.conj(lax.mul(out, lax.log(x)))),
+    masked = lax.where(
+        lax.logical_and(lax.eq(x, 0), real_nonneg), 0, lax.conj(lax.mul(out, lax.log(x)))
     )
+    return lax.mul(g, masked)
 
 
 def _pow_base_vjp(g, x, y):
     # 0 where y == 0, even at x == 0 where y * x**(y-1) is 0 * inf (as PyTorch)
-    return lax.where(lax.ne(y, 0), lax.mul(g, lax.conj(lax.mul(y, lax.pow(x, lax.sub(y, 1))))), 0)
+    masked = lax.where(lax.ne(y, 0), lax.conj(lax.mul(y, lax.pow(x, lax.sub(y, 1)))), 0)
+    return lax.mul(g, masked)
 
 
 def _pow(x, y):

@@ -153,6 +153,12 @@ _NO_ORACLE = {
         "polygamma": lambda x: (x == math.inf).any(),
         # torch's float64 gradient is 1/6 rounded to float32 (4e-8 off); staged's is 1/6
         "hardsigmoid": lambda x: x.dtype == torch.float64,
+        # an infinite gradient at 0 (sqrt(silu(0))): torch's formula g s (1 + x (1 - s))
+        # gives inf, staged's composite x * sigmoid(x) inf * 0 = NaN in its sigmoid term
+        "silu": lambda x: (x == 0).any(),
+        # torch's gradient is g * isfinite(x): NaN where g is NaN or inf at a non-finite x;
+        # staged's composite (where) gives 0 there
+        "nan_to_num": lambda x: (~x.isfinite()).any(),
     },
     "second order": {
         # torch: gradient 0, second derivative NaN (0 * inf); staged 0
@@ -186,6 +192,8 @@ _NO_ORACLE = {
         "selu": lambda x: (x == 0).any(),
     },
     "forward": {
+        # torch's tangent is t * isfinite(x) (NaN for a NaN t at a non-finite x), staged's 0
+        "nan_to_num": lambda x: (~x.isfinite()).any(),
         # at -0.0 torch's tangent is t / (x (1 - x)) = t / -0, the sign its reverse-mode
         # gradient (+inf) does not have; staged's is that gradient times t
         "logit": lambda x: (x == 0).any(),

@@ -805,3 +805,14 @@ def test_sinc_derivatives_at_zero():
     np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-9, atol=1e-15)
     assert gg[0].item() == pytest.approx(-(np.pi**2) / 3, rel=1e-15)
     np.testing.assert_allclose(gg.numpy()[1:], ggt.numpy()[1:], rtol=1e-9)
+
+
+def test_pow_masks_its_derivatives_before_multiplying_by_the_gradient():
+    """x ** x at 0 is 1 and asin's gradient there infinite: torch masks pow's derivatives
+    to 0 and then multiplies, inf * 0 = NaN; staged's masked product gave 0."""
+
+    def fn(lib, x):
+        return lib.asin(lib.pow(x, x))
+
+    _same_grads(fn, np.zeros(3, np.float32))
+    _same_grads(lambda lib, x, y: x**y, np.array([0.0, 2.0, 0.0]), np.array([0.0, 0.0, 2.0]))
