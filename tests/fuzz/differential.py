@@ -139,8 +139,11 @@ def check_eager(prog: Program, second_order=False):
 _NO_ORACLE = {
     "value": {
         # at a pole (the negative integers, -inf) torch's polygamma(1) is finite (1.3e15
-        # at -1) and its polygamma(n >= 2) of -inf -inf; staged's inf, and NaN at -inf
-        "polygamma": lambda x: ((x.double() <= 0) & (x.double() == x.double().round())).any(),
+        # at -1) and its polygamma(n >= 2) of -inf -inf; staged's inf, and NaN at -inf;
+        # at +inf torch's polygamma(n >= 2) is NaN, staged's the limit (-)0
+        "polygamma": lambda x: (
+            (x == math.inf) | ((x.double() <= 0) & (x.double() == x.double().round()))
+        ).any(),
     },
     "reverse": {
         # torch's gradient is g * exp(x - out), NaN wherever x is not finite; staged's
@@ -151,6 +154,10 @@ _NO_ORACLE = {
         "div": lambda x, y: (y.double().abs() < 1e-6).any(),
         # at +inf torch's derivative (polygamma(n + 1, inf)) is NaN, staged's the limit 0
         "polygamma": lambda x: (x == math.inf).any(),
+        # an infinite x: the divisor's derivative is -floor(x / y), which torch's floor
+        # division makes NaN (inf - NaN), staged's -inf
+        "remainder": lambda x, y: x.isinf().any(),
+        "fmod": lambda x, y: x.isinf().any(),
         # torch's float64 gradient is 1/6 rounded to float32 (4e-8 off); staged's is 1/6
         "hardsigmoid": lambda x: x.dtype == torch.float64,
         # an infinite gradient at 0 (sqrt(silu(0))): torch's formula g s (1 + x (1 - s))
@@ -194,6 +201,9 @@ _NO_ORACLE = {
     "forward": {
         # torch's tangent is t * isfinite(x) (NaN for a NaN t at a non-finite x), staged's 0
         "nan_to_num": lambda x: (~x.isfinite()).any(),
+        # an infinite x: as in reverse mode, torch's floor(x / y) is NaN, staged's inf
+        "remainder": lambda x, y: x.isinf().any(),
+        "fmod": lambda x, y: x.isinf().any(),
         # at -0.0 torch's tangent is t / (x (1 - x)) = t / -0, the sign its reverse-mode
         # gradient (+inf) does not have; staged's is that gradient times t
         "logit": lambda x: (x == 0).any(),
