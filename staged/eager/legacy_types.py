@@ -115,3 +115,21 @@ def _types(module: str, is_cuda: bool) -> dict:
 
 CPU_TYPES = _types("staged", False)
 CUDA_TYPES = _types("staged.cuda", True)
+
+
+def _tensor_init(self, *args, device=None) -> None:
+    """``Tensor(*sizes)``, ``Tensor(size)``, ``Tensor(data)``, ``Tensor()``: torch's
+    constructor, the legacy type of the default dtype (``torch.Tensor(5)`` has 5
+    uninitialised elements; ``torch.Tensor([1, 2])`` is float32); ``Tensor(t)`` is an
+    alias of ``t`` without its graph, whatever its dtype."""
+    if len(args) == 1 and isinstance(args[0], Tensor):  # an alias, of any dtype, as torch
+        if device is not None:
+            devices.check(device)
+        made = args[0].detach()
+    else:
+        made = CPU_TYPES[f"{dt.get_default_dtype().title}Tensor"](*args, device=device)
+    Tensor._init(self, made._payload, False)
+    self._vc = made._vc
+
+
+Tensor.__init__ = _tensor_init  # type: ignore[method-assign]

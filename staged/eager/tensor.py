@@ -64,13 +64,10 @@ class Tensor(_TensorOps):
     __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
 
     # staged.autograd attaches backward, register_hook, register_post_accumulate_grad_hook
-    # and _grad_accumulator; staged.eager.ops the operators and op methods (type checkers
-    # read them from the TYPE_CHECKING block at the end of the class).
-
-    def __init__(self, data, dtype=None, requires_grad=False) -> None:
-        Tensor._init(self, as_payload(data, dtype), False)
-        if requires_grad:
-            self.requires_grad_(True)
+    # and _grad_accumulator; staged.eager.ops the operators and op methods;
+    # staged.eager.legacy_types the constructor, torch's Tensor(*sizes) / Tensor(data) of
+    # the default dtype (type checkers read them from the TYPE_CHECKING block at the end of
+    # the class). Internal code makes tensors with _wrap or the factories.
 
     @staticmethod
     def _init(t, payload, requires_grad):
@@ -385,6 +382,7 @@ class Tensor(_TensorOps):
         _serial: _int
         _alias: Tensor
 
+        def __init__(self, *args, device=None) -> None: ...
         @property
         def T(self) -> Tensor: ...
         def __abs__(self) -> Tensor: ...

@@ -15,7 +15,7 @@ from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
 from ..eager import devices, legacy_types
-from ..eager.tensor import Tensor
+from ..eager.tensor import Tensor, as_payload
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Parameter
 
@@ -415,10 +415,14 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _drop(self, name):
+    def _drop(self, name, keep):
+        """Forget ``name`` everywhere but in ``keep``, the dict it is being set in: a
+        re-assigned parameter, buffer or submodule keeps its place in the order that
+        ``named_parameters``, ``state_dict`` and optimizers see, as torch."""
         self.__dict__.pop(name, None)
         for d in (self._parameters, self._buffers, self._modules):
-            d.pop(name, None)
+            if d is not keep:
+                d.pop(name, None)
 
     def __getattr__(self, name):
         d = self.__dict__
@@ -440,7 +444,7 @@ class Module:
                 f"cannot assign '{_typename(param)}' object to parameter "
                 f"'{name}' (torch.nn.Parameter or None required)"
             )
-        self._drop(name)
+        self._drop(name, self._parameters)
         self._parameters[name] = _registered(
             _global_parameter_registration_hooks, self, name, param
         )
@@ -451,7 +455,7 @@ class Module:
                 f"cannot assign '{_typename(tensor)}' object to buffer "
                 f"'{name}' (torch Tensor or None required)"
             )
-        self._drop(name)
+        self._drop(name, self._buffers)
         self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent.discard(name)
@@ -461,7 +465,7 @@ class Module:
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        self._drop(name)
+        self._drop(name, self._modules)
         self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     register_module = add_module
@@ -545,7 +549,7 @@ class Module:
             if k not in state_dict:
                 continue
             v = state_dict[k]
-            v = v if isinstance(v, Tensor) else Tensor(v)
+            v = v if isinstance(v, Tensor) else Tensor._wrap(as_payload(v))
             if tuple(v.shape) != tuple(target.shape):
                 errors.append(
                     f"size mismatch for {k}: copying a param with shape "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..eager.factories import empty
+from ..eager.factories import empty, tensor
 from ..eager.tensor import Tensor
 
 
@@ -12,7 +12,7 @@ class Parameter(Tensor):
     def __new__(cls, data=None, requires_grad=True):
         data = empty(0) if data is None else data
         t = object.__new__(cls)
-        Tensor._init(t, data._host() if isinstance(data, Tensor) else Tensor(data)._payload, False)
+        Tensor._init(t, data._host() if isinstance(data, Tensor) else tensor(data)._payload, False)
         if isinstance(data, Tensor):
             t._vc = data._vc
         t.requires_grad_(requires_grad)
@@ -25,7 +25,7 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, protocol):
-        return (Parameter, (Tensor(self._host()), self._requires_grad))
+        return (Parameter, (Tensor._wrap(self._host()), self._requires_grad))
 
     def __deepcopy__(self, memo):
         p = Parameter(Tensor._wrap(self._host().copy()), self._requires_grad)

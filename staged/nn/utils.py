@@ -28,7 +28,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     tensors = _tensors(tensors)
     norm_type = float(norm_type)
     if not tensors:
-        return Tensor(0.0)
+        return Tensor._wrap(np.asarray(0.0, dt.get_default_dtype().np))
     with no_grad():
         total = ops.norm(ops.stack([ops.norm(t, norm_type) for t in tensors]), norm_type)
         if error_if_nonfinite:

@@ -927,8 +927,9 @@ def _bring_state_home() -> None:
     """Copy device-resident tensor data to the host before the interpreter tears IREE
     down: a device buffer freed after its device segfaults during shutdown GC."""
     for obj in gc.get_objects():
-        # type() rather than isinstance(): the latter runs other libraries' __getattr__
-        if issubclass(type(obj), Tensor) and type(obj._payload) is DeviceValue:
+        # type() rather than isinstance(): the latter runs other libraries' __getattr__;
+        # getattr: a Tensor whose constructor raised has no payload
+        if issubclass(type(obj), Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
             obj._payload.check = None  # a failed index check raised at the reads
             try:
                 obj._host()

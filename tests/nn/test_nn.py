@@ -212,3 +212,24 @@ def test_forward_hooks():
     assert lin(staged.ones(2)).tolist() == [0.0, 0.0] and calls == ["pre"]
     h.remove()
     assert lin(staged.ones(2)).abs().sum().item() > 0
+
+
+def test_reassigned_parameters_buffers_and_submodules_keep_their_place():
+    """Assigning an existing name again keeps its position in named_parameters(),
+    state_dict() and the optimizer's order, as torch (staged moved it to the end: a
+    Transformer that re-assigns its decoder listed its parameters in another order)."""
+    orders = []
+    for lib in (staged, torch):
+        nn = lib.nn
+        m = nn.Module()
+        m.a, m.b = nn.Linear(1, 1), nn.Linear(1, 1)
+        m.a = nn.Linear(1, 1)
+        m.p, m.q = nn.Parameter(lib.zeros(1)), nn.Parameter(lib.zeros(1))
+        m.p = nn.Parameter(lib.ones(1))
+        m.register_buffer("u", lib.zeros(1))
+        m.register_buffer("v", lib.zeros(1))
+        m.u = lib.ones(1)
+        m.register_buffer("v", lib.ones(1))
+        orders.append(([n for n, _ in m.named_parameters()], list(m.state_dict())))
+    assert orders[0] == orders[1]
+    assert orders[0][0] == ["p", "q", "a.weight", "a.bias", "b.weight", "b.bias"]

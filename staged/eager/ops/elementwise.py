@@ -11,7 +11,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import PLAIN, name_site
-from ..tensor import Tensor
+from ..tensor import Tensor, as_payload
 from ._operands import broadcast_shapes, expand_to, float_operand, operands, promote_types
 
 
@@ -128,7 +128,7 @@ def where(condition, x, y):
     """``x`` where ``condition`` holds, else ``y`` (broadcast together)."""
     d = promote_types(x, y)
     a, b = operands(x, y, dtype=d)
-    cond = condition if isinstance(condition, Tensor) else Tensor(condition)
+    cond = condition if isinstance(condition, Tensor) else Tensor._wrap(as_payload(condition))
     if cond.dtype is not dt.bool_:
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor "
