@@ -18,7 +18,9 @@ from .dtypes import (
     float16,  # noqa: F401
     float32,
     float64,
+    finfo,
     get_default_dtype,
+    iinfo,
     int8,
     int16,
     int32,

@@ -185,3 +185,53 @@ def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
             # a complex scalar keeps a float tensor's precision (float64 + 1j -> complex128)
             out = out.to_complex() if tier._category == 3 and out._category == 2 else tier
     return out  # type: ignore[return-value]  # None only where no operand has a dtype
+
+
+class finfo:
+    """``torch.finfo``: the limits of a floating dtype (a complex one's parts; the default
+    dtype when none is given): ``bits eps max min tiny smallest_normal resolution``."""
+
+    def __init__(self, type=None):
+        d = get_default_dtype() if type is None else as_dtype(type)
+        if d.is_complex:
+            d = {complex64: float32, complex128: float64}[d]
+        if not d.is_floating_point:
+            raise TypeError(
+                f"torch.finfo() requires a floating point input type, got {d!r}: use "
+                "torch.iinfo for integers"
+            )
+        info = ml_dtypes.finfo(d.np) if d is bfloat16 else np.finfo(d.np)
+        self.bits = int(info.bits)
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -int(info.precision)
+        self.dtype = d.name
+
+    def __repr__(self) -> str:
+        return (
+            f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+            f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, "
+            f"tiny={self.tiny:g}, dtype={self.dtype})"
+        )
+
+
+class iinfo:
+    """``torch.iinfo``: the limits of an integer dtype: ``bits max min``."""
+
+    def __init__(self, type):
+        d = as_dtype(type)
+        if d.is_floating_point or d.is_complex or d is bool_:
+            raise TypeError(
+                f"torch.iinfo() requires an integer input type, got {d!r}: use torch.finfo "
+                "for floating point types"
+            )
+        info = np.iinfo(d.np)
+        self.bits, self.max, self.min, self.dtype = (
+            int(info.bits),
+            int(info.max),
+            int(info.min),
+            d.name,
+        )
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

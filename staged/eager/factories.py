@@ -93,7 +93,13 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return Tensor._wrap(a, False)
 
 
-def _size(size):
+def _size(size, keyword=None):
+    """The shape from a factory's ``*size`` or its ``size=`` keyword (torch takes either)."""
+    if keyword is not None:
+        if size:
+            op = sys._getframe(1).f_code.co_name
+            raise TypeError(f"{op}() got multiple values for argument 'size'")
+        size = (keyword,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for i, s in enumerate(size):
@@ -112,22 +118,22 @@ def _dtype(dtype, default=None):
     return dt.as_dtype(dtype) if dtype is not None else (default or dt.get_default_dtype())
 
 
-def zeros(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tensor:
+def zeros(*sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
-    return _new(np.zeros(_size(size), _dtype(dtype).np), requires_grad)
+    return _new(np.zeros(_size(sizes, size), _dtype(dtype).np), requires_grad)
 
 
-def ones(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tensor:
+def ones(*sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
-    return _new(np.ones(_size(size), _dtype(dtype).np), requires_grad)
+    return _new(np.ones(_size(sizes, size), _dtype(dtype).np), requires_grad)
 
 
-def empty(*size: _SizeArg, dtype=None, requires_grad=False, device=None) -> Tensor:
+def empty(*sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
-    return _new(np.empty(_size(size), _dtype(dtype).np), requires_grad)
+    return _new(np.empty(_size(sizes, size), _dtype(dtype).np), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
@@ -240,28 +246,32 @@ def _in_graph(fill, size, dtype):
     return None if make is None else lambda: make(size, dtype)
 
 
-def rand(*size: _SizeArg, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+def rand(
+    *sizes: _SizeArg, size=None, generator=None, dtype=None, requires_grad=False, device=None
+) -> Tensor:
     """Uniform on [0, 1), torch's values after the same seed."""
     if device is not None:
         _check_device(device)
     return _random(
         "rand",
         fills.uniform,
-        _size(size),
+        _size(sizes, size),
         _floating(dtype, "check_uniform_bounds"),
         requires_grad,
         generator,
     )
 
 
-def randn(*size: _SizeArg, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+def randn(
+    *sizes: _SizeArg, size=None, generator=None, dtype=None, requires_grad=False, device=None
+) -> Tensor:
     """Standard normal, torch's values after the same seed."""
     if device is not None:
         _check_device(device)
     return _random(
         "randn",
         fills.normal,
-        _size(size),
+        _size(sizes, size),
         _floating(dtype, "normal_kernel_cpu"),
         requires_grad,
         generator,

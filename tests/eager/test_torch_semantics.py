@@ -5,6 +5,8 @@ gradients."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -360,3 +362,92 @@ def test_format_specs_as_torch(expr):
 
 def test_format_spec_on_a_non_scalar_raises_as_torch():
     assert_same_error(lambda ns: format(ns.ones(2), ".2f"))
+
+
+# --- found running pytorch/examples scripts under staged.torch_compat (session 20) -------
+@pytest.mark.parametrize(
+    "args",
+    [(5,), (3, 4), ("size",), (), ([1, 2],), ([[1.5, 2]],), ("ndarray",), ("int tensor",)],
+    ids=["5", "3,4", "Size", "none", "ints", "floats", "ndarray", "tensor"],
+)
+def test_tensor_constructor_is_torchs_legacy_one(args):
+    """torch.Tensor(5) has 5 elements (staged made a 0-d tensor of 5), Tensor(3, 4) is
+    3x4 (staged raised), Tensor(Size) has that shape (staged: shape [2]), data becomes
+    the default dtype (staged kept int64), a tensor is aliased whatever its dtype."""
+    results = []
+    for lib in (staged, torch):
+        made = {
+            "size": lambda: lib.Size([2, 3]),
+            "ndarray": lambda: np.array([1, 2]),
+            "int tensor": lambda: lib.tensor([1, 2]),
+        }
+        a = tuple(made[x]() if isinstance(x, str) else x for x in args)
+        t = lib.Tensor(*a)
+        results.append((tuple(t.shape), str(t.dtype).split(".")[1]))
+        if args in ((5,), (3, 4), ("size",), ()):
+            t.zero_()  # uninitialised: only the shape and dtype are torch's
+        elif args == ("int tensor",):
+            t.add_(1)
+            assert a[0].tolist() == [2, 3]  # an alias
+        else:
+            np.testing.assert_array_equal(t.numpy(), np.asarray(a[0]))
+    assert results[0] == results[1]
+
+
+def test_tensor_constructor_errors_and_half_built_tensors_at_exit():
+    """A Python number is not data (torch's error); the Tensor its constructor left half
+    built no longer breaks the exit hook that brings device data home."""
+    for lib in (staged, torch):
+        with pytest.raises(TypeError, match=r"new\(\): data must be a sequence \(got float\)"):
+            lib.Tensor(0.5)
+    p = subprocess.run(
+        [sys.executable, "-c", "import staged\nstaged.Tensor(0.5)"], capture_output=True, text=True
+    )
+    assert p.returncode == 1 and "data must be a sequence" in p.stderr
+    assert "atexit" not in p.stderr and "_payload" not in p.stderr, p.stderr
+
+
+def test_factories_take_size_as_a_keyword():
+    for lib in (staged, torch):
+        for f in (lib.zeros, lib.ones, lib.empty, lib.rand, lib.randn):
+            assert tuple(f(size=(2, 3)).shape) == (2, 3)
+            assert tuple(f(size=[4]).shape) == (4,)
+            with pytest.raises(TypeError, match="size"):  # torch's words vary by factory
+                f(2, size=(3,))
+    staged.manual_seed(1)
+    torch.manual_seed(1)
+    assert staged.randn(size=(5,)).numpy().tolist() == torch.randn(size=(5,)).numpy().tolist()
+
+
+def test_sequences_inside_an_index_are_advanced_indices():
+    """``x[range(n), labels] = v`` (mnist_forward_forward) and ``x[(0, 1),]``."""
+    for lib in (staged, torch):
+        x = lib.zeros(3, 4)
+        x[range(3), lib.tensor([0, 1, 3])] = 1.0
+        assert x.nonzero().tolist() == [[0, 0], [1, 1], [2, 3]]
+        assert tuple(x[(0, 2),].shape) == (2, 4)
+        assert x[(0, 2), (0, 3)].tolist() == [1.0, 1.0]
+        assert tuple(x[range(2)].shape) == (2, 4)
+
+
+def test_finfo_iinfo_and_device_flags_are_torchs():
+    fields = ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype")
+    for name in ("float16", "bfloat16", "float32", "float64", "complex64", "complex128"):
+        ours, theirs = staged.finfo(getattr(staged, name)), torch.finfo(getattr(torch, name))
+        assert [getattr(ours, f) for f in fields] == [getattr(theirs, f) for f in fields]
+    assert staged.finfo().eps == torch.finfo().eps
+    for name in ("uint8", "int8", "int16", "int32", "int64"):
+        ours, theirs = staged.iinfo(getattr(staged, name)), torch.iinfo(getattr(torch, name))
+        assert (ours.bits, ours.max, ours.min, ours.dtype) == (
+            theirs.bits,
+            theirs.max,
+            theirs.min,
+            theirs.dtype,
+        )
+    with pytest.raises(TypeError, match="requires a floating point input type"):
+        staged.finfo(staged.int64)
+    with pytest.raises(TypeError, match="requires an integer input type"):
+        staged.iinfo(staged.float32)
+    t = staged.zeros(1)
+    for flag in ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized"):
+        assert getattr(t, flag) is False is getattr(torch.zeros(1), flag)

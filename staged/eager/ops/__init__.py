@@ -170,3 +170,5 @@ Tensor.imag = property(elementwise.imag)  # type: ignore[method-assign, assignme
 Tensor.device = property(lambda self: _device.CPU)  # type: ignore[method-assign, assignment]
 Tensor.is_cuda = property(lambda self: False)  # type: ignore[method-assign, assignment]
 Tensor.is_cpu = property(lambda self: True)  # type: ignore[method-assign, assignment]
+for _flag in ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized"):
+    setattr(Tensor, _flag, property(lambda self: False))  # strided CPU tensors, always

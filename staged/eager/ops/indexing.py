@@ -22,7 +22,7 @@ from ...autodiff import lax
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range
-from ..tensor import Tensor
+from ..tensor import Tensor, as_payload
 from .elementwise import where
 from .inplace import own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
@@ -39,9 +39,10 @@ class _Plan:
 
 
 def _as_index(i):
-    """Lists, NumPy arrays and bool/int tensors become tensors; other entries stay."""
-    if isinstance(i, (list, np.ndarray)):
-        return Tensor(i)
+    """Sequences (lists, tuples and ranges inside the index, as torch) and NumPy arrays
+    become tensors; other entries stay."""
+    if isinstance(i, (list, tuple, range, np.ndarray)):
+        return Tensor._wrap(as_payload(list(i) if isinstance(i, range) else i))
     return i
 
 
