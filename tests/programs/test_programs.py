@@ -42,19 +42,16 @@ def test_as_torch_refuses_when_torch_is_imported():
 
 
 def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
-    script = tmp_path / "uses_distributions.py"
+    script = tmp_path / "uses_fx.py"
     script.write_text(
         "import torch.nn\nassert torch.nn.Linear is __import__('staged').nn.Linear"
-        "\nimport torch.distributions\n"
+        "\nimport torch.fx\n"
     )
     p = subprocess.run(
         [sys.executable, "-m", "staged.torch_compat", str(script)], capture_output=True, text=True
     )
     assert p.returncode == 1
-    assert (
-        "No module named 'torch.distributions': staged (standing in for torch) has no "
-        "staged.distributions" in p.stderr
-    )
+    assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
 
 
 _STALE = "README's programs table is stale: run `python -m tests.programs.runner --readme`"

@@ -1,0 +1,147 @@
+"""staged.distributions against torch.distributions 2.13: the same draws after the same
+seed, log_prob, entropy, moments, rsample's gradients, KL, and torch's argument checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+import staged.distributions as D
+
+
+def _both(make):
+    """``make(lib, D)`` for staged and torch, each after ``manual_seed(0)``."""
+    out = []
+    for lib, dist in ((staged, D), (torch, torch.distributions)):
+        lib.manual_seed(0)
+        out.append(make(lib, dist))
+    return out
+
+
+def _same(a, b, rtol=1e-6):
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(np.asarray(x), y.detach().numpy(), rtol=rtol, atol=rtol)
+
+
+PROBS = [[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]
+
+
+@pytest.mark.parametrize("given", ["probs", "logits"])
+def test_categorical_draws_log_prob_and_entropy_are_torchs(given):
+    def make(lib, dist):
+        p = lib.tensor(PROBS, requires_grad=True)
+        c = dist.Categorical(**{given: p if given == "probs" else p.log() + 1.0})
+        s = c.sample((5, 4))
+        lp = c.log_prob(s)
+        (g,) = lib.autograd.grad(lp.sum() + c.entropy().sum(), [p])
+        return s, lp, c.entropy(), c.probs, c.logits, c.sample(), g, c.mode, c.mean, c.variance
+
+    ours, theirs = _both(make)
+    assert ours[0].dtype is staged.int64 and tuple(ours[0].shape) == (5, 4, 2)
+    _same([o.detach().numpy() for o in ours], theirs)
+
+
+def test_bernoulli_and_normal_are_torchs():
+    def make(lib, dist):
+        p = lib.tensor([0.2, 0.9, 0.5], requires_grad=True)
+        b = dist.Bernoulli(probs=p)
+        bl = dist.Bernoulli(logits=lib.tensor([-1.0, 0.0, 2.0]))
+        loc = lib.tensor([0.0, 1.0, -2.0], requires_grad=True)
+        scale = lib.tensor([1.0, 0.5, 2.0], requires_grad=True)
+        n = dist.Normal(loc, scale)
+        x = n.rsample((4,))
+        (gl, gs) = lib.autograd.grad(x.sum() + n.log_prob(x.detach()).sum(), [loc, scale])
+        sb = b.sample((2,))
+        return (
+            sb, b.log_prob(sb), b.entropy(), bl.sample(), bl.probs, b.mean, b.variance,
+            n.sample((3,)), x, gl, gs, n.entropy(), n.cdf(x), n.icdf(lib.tensor([0.1, 0.5, 0.9])),
+            n.mean, n.stddev, n.variance, dist.Normal(0.0, 1.0).sample((2,)),
+        )  # fmt: skip
+
+    ours, theirs = _both(make)
+    _same([o.detach().numpy() for o in ours], theirs, rtol=2e-6)
+
+
+def test_kl_divergence_is_torchs():
+    def make(lib, dist):
+        kl = dist.kl_divergence
+        p, q = lib.tensor([0.0, 0.3, 0.7]), lib.tensor([0.2, 0.8, 0.0])
+        return (
+            kl(dist.Normal(lib.tensor([0.0, 1.0]), 1.5), dist.Normal(lib.tensor([1.0, 1.0]), 0.5)),
+            kl(dist.Categorical(probs=p), dist.Categorical(probs=q)),
+            kl(dist.Categorical(probs=q), dist.Categorical(probs=p)),
+            kl(dist.Bernoulli(probs=p), dist.Bernoulli(probs=q)),
+        )
+
+    ours, theirs = _both(make)
+    _same([o.numpy() for o in ours], theirs)
+    with pytest.raises(NotImplementedError, match="No KL"):
+        D.kl_divergence(D.Normal(0.0, 1.0), D.Bernoulli(probs=staged.tensor(0.5)))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda lib, dist: dist.Normal(lib.tensor([0.0, 1.0]), lib.tensor([1.0, -1.0])),
+        lambda lib, dist: dist.Categorical(probs=lib.tensor([0.5, -0.5, 1.0])),
+        lambda lib, dist: dist.Bernoulli(probs=lib.tensor([1.5])),
+        lambda lib, dist: dist.Categorical(probs=lib.tensor([0.5, 0.5])).log_prob(lib.tensor(2)),
+        lambda lib, dist: dist.Normal(0.0, 1.0).log_prob(lib.tensor(float("nan"))),
+        lambda lib, dist: dist.Categorical(probs=lib.tensor([0.5]), logits=lib.tensor([0.0])),
+    ],
+    ids=["scale", "simplex", "unit", "support", "nan value", "both"],
+)
+def test_invalid_arguments_raise_torchs_errors(bad):
+    errors = []
+    for lib, dist in ((staged, D), (torch, torch.distributions)):
+        with pytest.raises(ValueError) as info:
+            bad(lib, dist)
+        errors.append(str(info.value).replace("torch.", "staged.").split(" of distribution")[0])
+    assert errors[0] == errors[1]
+
+
+def test_validate_args_false_skips_the_checks():
+    n = D.Normal(staged.tensor([0.0]), staged.tensor([-1.0]), validate_args=False)
+    assert np.isnan(n.log_prob(staged.tensor([0.0])).item())
+
+
+def test_a_reinforce_step_compiles_and_gives_eagers_loss():
+    """A policy-gradient step (Categorical log_prob of given actions) traced whole: the
+    checks are eager-only (Note [checks while tracing])."""
+    staged.manual_seed(0)
+    policy = staged.nn.Linear(4, 3)
+    opt = staged.optim.SGD(policy.parameters(), lr=0.1)
+
+    def step(obs, actions, returns):
+        opt.zero_grad()
+        dist = D.Categorical(logits=policy(obs))
+        loss = -(dist.log_prob(actions) * returns).mean() - 0.01 * dist.entropy().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    obs, actions, returns = staged.randn(8, 4), staged.randint(0, 3, (8,)), staged.randn(8)
+    state = {k: v.clone() for k, v in policy.state_dict().items()}
+    eager = [step(obs, actions, returns).item() for _ in range(3)]
+    policy.load_state_dict(state)
+    compiled = staged.compile(step)
+    got = [compiled(obs, actions, returns).item() for _ in range(3)]
+    np.testing.assert_allclose(got, eager, rtol=1e-5)
+
+
+def test_torch_distributions_resolves_under_the_torch_alias():
+    script = (
+        "import staged; staged.as_torch()\n"
+        "import torch\n"
+        "from torch.distributions import Categorical\n"
+        "import torch.distributions.normal as n\n"
+        "assert Categorical is staged.distributions.Categorical\n"
+        "assert n.Normal is staged.distributions.Normal\n"
+    )
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
