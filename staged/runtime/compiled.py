@@ -8,6 +8,14 @@ a whole IREE compile (seconds, as long as the steady step's) for one call, so in
 it runs on NumPy through background mode's ``Interpreter`` (the same graph and binding as a
 compiled call: Note [background compiles]), and a training step compiles once, at its
 second call.
+
+Note [autograd boundary]: a compiled call's results are values, not nodes of an autograd
+graph: what the step differentiates, it differentiates inside. A body that runs no
+backward yet returns tensors that require grad (``torch.compile(model)`` followed by
+``loss.backward()`` outside, as nanoGPT and PyTorch 2's tutorials do) would give results
+whose backward never reaches the parameters. Such arguments run eagerly instead, with one
+warning saying so, and the same call under ``no_grad`` (inference) or a step that calls
+backward itself compiles.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import numpy as np
 
 from .._where import at_user
 from ..tracing.capture import Captured, state_lock
+from ..tracing.names import is_module
 from ..tracing.capture import capture as _capture
 from ..tracing.capture import trace as _trace
 from ..tracing.draws import draw_shapes
@@ -429,9 +438,11 @@ class Compiled:
         self._last_key = None
         self.last_retrace_reason = None
         self._warned_stores = False
+        self._warned_boundary = False
         self.history: list = []  # per trace: why, and what it made (explain())
         self._lock = threading.RLock()
-        functools.update_wrapper(self, fn)
+        # a Module's attributes are read through __getattr__, never copied (they change)
+        functools.update_wrapper(self, fn, updated=() if is_module(fn) else ("__dict__",))
 
     def __call__(self, *args, **kwargs):
         if current_interceptor() is not None:  # called by a function being traced: inline
@@ -451,7 +462,7 @@ class Compiled:
         entries = self._entries.get(key)
         last_key, self._last_key = self._last_key, key
         if entries is _EAGER:
-            self.calls.note("eager (fallback='eager')")
+            self.calls.note("eager (see the trace history)")
             return self.fn(*args, **kwargs)
         reasons = {}
         for entry in entries or ():
@@ -491,6 +502,8 @@ class Compiled:
             )
         try:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
+            if entry.captured.grad_results:  # Note [autograd boundary]
+                return self._run_eagerly(key, args, kwargs, entry.captured)
         except (CaptureError, DynamicError) as err:
             if self.fallback != "eager":
                 self._note_retrace(err)
@@ -522,6 +535,36 @@ class Compiled:
         self._last = entry
         self._remember(entry)
         return self._run(entry, leaves)
+
+    def _run_eagerly(self, key, args, kwargs, captured: Captured):
+        """These arguments run eagerly from now on: the body returns tensors that require
+        grad and runs no backward (Note [autograd boundary])."""
+        names = [captured.graph.outputs[k].name for k in captured.grad_results]
+        why = (
+            f"it returns {', '.join(names)}, which require grad, and runs no backward: "
+            "a compiled call's results are not connected to autograd, so a backward "
+            "outside would not reach the parameters"
+        )
+        if not self._warned_boundary:
+            self._warned_boundary = True
+            name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+            warnings.warn(
+                f"staged.compile: running {name} eagerly, since {why}. To compile, call backward() (and the optimizer) inside the "
+                "compiled function, or call it under no_grad() for inference",
+                stacklevel=4,
+            )
+        self._entries[key] = _EAGER
+        self._remember(eager=why)
+        self.calls.note("eager (autograd outside)")
+        return self.fn(*args, **kwargs)
+
+    def __getattr__(self, name):
+        """A compiled Module answers for the Module (``train()``, ``parameters()``,
+        ``state_dict()``...), as torch.compile's wrapper does."""
+        fn = self.__dict__.get("fn")
+        if is_module(fn):
+            return getattr(fn, name)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def _note_retrace(self, err: Exception) -> None:
         """A re-trace that fails says, in a note under the error, what changed since the
@@ -844,7 +887,8 @@ def _py_leaves(c) -> list:
     return [x for kind, x in c.out_leaves if kind == "py"]
 
 
-_EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager")
+_EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager", or
+# Note [autograd boundary])
 
 
 def compile(

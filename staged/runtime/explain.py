@@ -128,7 +128,7 @@ def _history(c) -> list:
     first = c.traces - sum(1 for h in shown if not h.get("eager")) + 1
     for h in shown:
         if h.get("eager"):
-            lines.append(_wrap(f"  - {h['reason']}: ran eagerly (fallback='eager')"))
+            lines.append(_wrap(f"  - {h['reason']}: ran eagerly"))
             continue
         one = (
             "; one-shot: it made new state, so the next call traces again" if h["one_shot"] else ""

@@ -104,6 +104,8 @@ class Captured:
     checks: list = field(default_factory=list)  # [(error, message, lo, hi)], one a row of
     check_output: int = -1  # this output (Note [index checks])
     rng: Program | None = None  # the host's draws per call (Note [host draws])
+    # results that require grad from a body that ran no backward (Note [autograd boundary])
+    grad_results: list = field(default_factory=list)
 
     @property
     def one_shot(self) -> bool:
@@ -437,12 +439,17 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     g = tracer.graph
     out_leaves_raw, out_tree = flatten(holder.pop(), lambda o: False)
     out_leaves = []
+    differentiable = []  # results the caller could differentiate (Note [autograd boundary])
     for leaf in out_leaves_raw:
         if isinstance(leaf, Tensor):
             g.outputs.append(Output(tracer.output_value(leaf), "out", f"out{len(g.outputs)}"))
             out_leaves.append(("value", len(g.outputs) - 1))
+            if leaf._requires_grad and _state.grad_enabled:
+                differentiable.append(len(g.outputs) - 1)
         else:
             out_leaves.append(("py", leaf))
+    if any(op.phase == "backward" for op in g.ops):
+        differentiable = []  # the body differentiated itself: its results are values
     out_leaves_raw = leaf = None  # so only the body's own references keep tensors alive
     arg_grads = {id(w) for _, w in wrappers if w._requires_grad}
     state, updates, grad_writes = [], [], []
@@ -502,6 +509,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         constants=tracer.constants,
         check_output=len(g.outputs) - 1 if checks else -1,
         rng=tracer.program if tracer.program.steps else None,
+        grad_results=differentiable,
     )
 
 

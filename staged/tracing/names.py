@@ -55,7 +55,7 @@ def state_names(fn, arg_names, leaves, dict_writes=()) -> dict:
             tensors.append(t)
 
     modules = [
-        (p, o, [*o.named_parameters(), *o.named_buffers()]) for p, o in found if _is_module(o)
+        (p, o, [*o.named_parameters(), *o.named_buffers()]) for p, o in found if is_module(o)
     ]
     inner = {id(m) for _, o, _ in modules for m in o.modules() if m is not o}
     roots = [
@@ -162,8 +162,8 @@ def _reachable(fn, arg_names, leaves) -> list:
         ):
             continue
         seen.add(id(obj))
-        if isinstance(obj, Tensor) or _is_module(obj) or _is_optimizer(obj):
-            if path or _is_module(obj):  # the function may be a module itself
+        if isinstance(obj, Tensor) or is_module(obj) or _is_optimizer(obj):
+            if path or is_module(obj):  # the function may be a module itself
                 found.append((path, obj))
             continue
         todo.extend(_children(path, obj, depth))
@@ -211,7 +211,8 @@ def _users_own(obj) -> bool:
     )
 
 
-def _is_module(obj) -> bool:
+def is_module(obj) -> bool:
+    """A Module, by its traversal methods (staged.nn is not imported below it)."""
     return all(
         callable(getattr(type(obj), a, None))
         for a in ("named_parameters", "named_buffers", "modules")

@@ -302,7 +302,7 @@ def test_a_step_in_segments_draws_on_the_host_as_eager():
         y = C.all_reduce(F.dropout(x * 2, 0.5), op="sum")
         return (F.dropout(y, 0.25) + staged.rand(x.shape[0])).sum() * 1, y * 1
 
-    x = staged.tensor(X[0], requires_grad=True)
+    x = staged.tensor(X[0])
     compiled = staged.compile(step)
     for _ in range(3):
         staged.manual_seed(8)

@@ -21,7 +21,7 @@ from staged.tracing.symbolic import CaptureError
 
 def test_module_training_flag_and_parameter_identity_are_guarded():
     m = nn.Linear(3, 2)
-    f = staged.compile(lambda x: m(x).sum())
+    f = staged.compile(lambda x: m(x).sum().detach())  # a value: no backward outside
     x = staged.randn(4, 3)
     f(x)
     f(x)
@@ -68,7 +68,7 @@ def test_data_dependent_branch_raises_naming_the_line_or_falls_back_with_a_warni
 
 def test_explain_shows_reason_graph_mlir_and_dispatch_count(capsys):
     w = staged.randn(3, 2, requires_grad=True)
-    f = staged.compile(lambda x: (x @ w).relu().sum())
+    f = staged.compile(lambda x: (x @ w).relu().sum().detach())
     assert f.explain() is None  # printed, not returned: a REPL would show it twice
     assert "not called yet" in capsys.readouterr().out
     f(staged.randn(4, 3))
@@ -275,7 +275,7 @@ def test_storing_a_new_tensor_at_every_call_warns_at_the_second_naming_the_line(
         return loss
 
     def logging_step(x):
-        loss = model(x).sum()
+        loss = model(x).sum().detach()
         losses.append(loss)
         return loss
 
