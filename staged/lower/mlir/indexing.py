@@ -101,6 +101,8 @@ def _scatter_combine(e, op, x, index, src, combine: str, identity=None):
         here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
         return e.emit(f"arith.cmpi eq, {i}, {here} : i64")
 
+    if 0 in ia.shape:  # nothing hits (an empty reduction crashes IREE 3.13's vectorizer)
+        return x
     # reduced apart, then combined with x: reducing into x itself as the init failed to
     # compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
     if identity is not None:
@@ -112,8 +114,6 @@ def _scatter_combine(e, op, x, index, src, combine: str, identity=None):
             lambda i, s, acc: e.select(hits(i), fn(e, d, acc, s), acc, d),
         )
         return e.map((x, reduced), [a, a], a, lambda u, v: fn(e, d, u, v))
-    if 0 in ia.shape:
-        return x
 
     def body(i, s, acc, was_hit):
         hit = hits(i)

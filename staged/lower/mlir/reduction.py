@@ -76,6 +76,18 @@ def _reduction(combine, init):
         a = op.inputs[0].aval
         if combine == "add" and (d.is_floating_point or d.is_complex):
             x, a = _blocked(e, a, x, dims, combine_fn)
+        kept = [n for i, n in enumerate(a.shape) if i not in dims]
+        static = all(isinstance(n, int) for n in a.shape)
+        if combine == "add" and static and len(a.shape) >= 2 and all(n == 1 for n in kept):
+            # Note [sums to a scalar]: IREE 3.13 fuses a product with a broadcast operand
+            # and its sum over every dim into one contraction that its CPU vectorizer
+            # rejects ("'vector.contract' op invalid accumulator/result vector shape":
+            # (w * x).sum() with w of shape (3,), x (2, 3)); summing the flattened product
+            # compiles (after _blocked, at most BLOCK elements are left to sum)
+            flat = (int(np.prod(a.shape)),)
+            x = e.reshape(x, a.shape, flat, d)
+            (r,) = _reduce(e, type(a)(flat, d), x, (0,), [(d, init(e, d))], combine_fn)
+            return e.reshape(r, (), op.out.aval.shape, d)
         (r,) = _reduce(e, a, x, dims, [(d, init(e, d))], combine_fn)
         return _keep(e, op, r, dims)
 
