@@ -51,6 +51,7 @@ class MultiheadAttention(Module):
         kdim=None,
         vdim=None,
         batch_first=False,
+        device=None,
         dtype=None,
     ):
         super().__init__()
@@ -75,12 +76,13 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, dtype=dtype))
+        self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
         self.register_parameter(
-            "in_proj_bias", Parameter(empty(3 * embed_dim, dtype=dtype)) if bias else None
+            "in_proj_bias",
+            Parameter(empty(3 * embed_dim, device=device, dtype=dtype)) if bias else None,
         )
         self.out_proj = NonDynamicallyQuantizableLinear(
-            embed_dim, embed_dim, bias=bias, dtype=dtype
+            embed_dim, embed_dim, bias=bias, device=device, dtype=dtype
         )
         self._reset_parameters()
 

@@ -30,6 +30,7 @@ class _ConvNd(Module):
         groups=1,
         bias=True,
         padding_mode="zeros",
+        device=None,
         dtype=None,
     ):
         super().__init__()
@@ -54,10 +55,12 @@ class _ConvNd(Module):
         if isinstance(padding, str):
             conv_padding(padding, self.kernel_size, self.stride, self.dilation, n)
         self.weight = Parameter(
-            empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype)
+            empty(
+                out_channels, in_channels // groups, *self.kernel_size, device=device, dtype=dtype
+            )
         )
         if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype))
+            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

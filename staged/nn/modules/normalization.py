@@ -19,6 +19,7 @@ class _BatchNorm(Module):
         momentum=0.1,
         affine=True,
         track_running_stats=True,
+        device=None,
         dtype=None,
         *,
         bias=True,
@@ -28,14 +29,17 @@ class _BatchNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         self.bias_enabled = affine and bias
         self.register_parameter(
-            "weight", Parameter(empty(num_features, dtype=dtype)) if affine else None
+            "weight", Parameter(empty(num_features, device=device, dtype=dtype)) if affine else None
         )
         self.register_parameter(
-            "bias", Parameter(empty(num_features, dtype=dtype)) if self.bias_enabled else None
+            "bias",
+            Parameter(empty(num_features, device=device, dtype=dtype))
+            if self.bias_enabled
+            else None,
         )
         if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
             self.register_buffer("num_batches_tracked", tensor(0, dtype=dt.int64))
         else:
             for name in ("running_mean", "running_var", "num_batches_tracked"):
@@ -114,7 +118,15 @@ class BatchNorm2d(_BatchNorm):
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dims; affine weight 1, bias 0."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
+    def __init__(
+        self,
+        normalized_shape,
+        eps=1e-5,
+        elementwise_affine=True,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         self.normalized_shape = (
             (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -123,10 +135,12 @@ class LayerNorm(Module):
         self.bias_enabled = elementwise_affine and bias
         shape = self.normalized_shape
         self.register_parameter(
-            "weight", Parameter(ones(*shape, dtype=dtype)) if elementwise_affine else None
+            "weight",
+            Parameter(ones(*shape, device=device, dtype=dtype)) if elementwise_affine else None,
         )
         self.register_parameter(
-            "bias", Parameter(zeros(*shape, dtype=dtype)) if self.bias_enabled else None
+            "bias",
+            Parameter(zeros(*shape, device=device, dtype=dtype)) if self.bias_enabled else None,
         )
 
     def __setstate__(self, state):  # torch's pickles have no bias_enabled (Note [safe globals])

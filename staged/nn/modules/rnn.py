@@ -76,6 +76,7 @@ class RNNBase(Module):
         dropout=0.0,
         bidirectional=False,
         proj_size=0,
+        device=None,
         dtype=None,
     ):
         super().__init__()
@@ -138,12 +139,17 @@ class RNNBase(Module):
                 if bias:
                     shapes.update(bias_ih=(gate_size,), bias_hh=(gate_size,))
                 for name, shape in shapes.items():
-                    setattr(self, name + suffix, Parameter(empty(*shape, dtype=dtype)))
+                    setattr(
+                        self, name + suffix, Parameter(empty(*shape, device=device, dtype=dtype))
+                    )
                 self._all_weights.append([name + suffix for name in shapes])
         self.reset_parameters()
 
     def reset_parameters(self):
         _reset(self)
+
+    def flatten_parameters(self):
+        """A no-op, as torch's on the CPU (it packs the weights for cuDNN)."""
 
     @property
     def all_weights(self):
@@ -267,6 +273,9 @@ class RNN(RNNBase):
     Example:
         >>> rnn = nn.RNN(10, 20, num_layers=2)
         >>> output, h_n = rnn(staged.randn(5, 3, 10))   # (L, N, H_in) -> (5, 3, 20), (2, 3, 20)
+
+    Further positional arguments are ``RNNBase``'s ``proj_size, device, dtype``, as torch's
+    (``proj_size`` by keyword is refused).
     """
 
     def __init__(
@@ -279,7 +288,7 @@ class RNN(RNNBase):
         batch_first=False,
         dropout=0.0,
         bidirectional=False,
-        dtype=None,
+        *args,
         **kwargs,
     ):
         if "proj_size" in kwargs:
@@ -298,7 +307,7 @@ class RNN(RNNBase):
             batch_first,
             dropout,
             bidirectional,
-            dtype=dtype,
+            *args,
             **kwargs,
         )
 
@@ -317,6 +326,7 @@ class LSTM(RNNBase):
         dropout=0.0,
         bidirectional=False,
         proj_size=0,
+        device=None,
         dtype=None,
     ):
         super().__init__(
@@ -329,12 +339,14 @@ class LSTM(RNNBase):
             dropout,
             bidirectional,
             proj_size,
+            device,
             dtype,
         )
 
 
 class GRU(RNNBase):
-    """Gated recurrent unit, torch's gates r, z, n."""
+    """Gated recurrent unit, torch's gates r, z, n; positional arguments as ``RNN``'s, without
+    ``nonlinearity``."""
 
     def __init__(
         self,
@@ -345,7 +357,7 @@ class GRU(RNNBase):
         batch_first=False,
         dropout=0.0,
         bidirectional=False,
-        dtype=None,
+        *args,
         **kwargs,
     ):
         if "proj_size" in kwargs:
@@ -359,7 +371,7 @@ class GRU(RNNBase):
             batch_first,
             dropout,
             bidirectional,
-            dtype=dtype,
+            *args,
             **kwargs,
         )
 
@@ -368,14 +380,21 @@ class RNNCellBase(Module):
     """One step of a cell: ``weight_ih`` (chunks * hidden, input), ``weight_hh`` (chunks *
     hidden, hidden), biases (chunks * hidden)."""
 
-    def __init__(self, input_size, hidden_size, bias, num_chunks, dtype=None):
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, dtype=dtype))
-        self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
+        self.weight_ih = Parameter(
+            empty(num_chunks * hidden_size, input_size, device=device, dtype=dtype)
+        )
+        self.weight_hh = Parameter(
+            empty(num_chunks * hidden_size, hidden_size, device=device, dtype=dtype)
+        )
         for name in ("bias_ih", "bias_hh"):
             self.register_parameter(
-                name, Parameter(empty(num_chunks * hidden_size, dtype=dtype)) if bias else None
+                name,
+                Parameter(empty(num_chunks * hidden_size, device=device, dtype=dtype))
+                if bias
+                else None,
             )
         self.reset_parameters()
 
@@ -434,8 +453,10 @@ class RNNCellBase(Module):
 class RNNCell(RNNCellBase):
     """``h' = nonlinearity(W_ih x + b_ih + W_hh h + b_hh)``."""
 
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=None):
-        super().__init__(input_size, hidden_size, bias, 1, dtype)
+    def __init__(
+        self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None
+    ):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
@@ -449,8 +470,8 @@ class RNNCell(RNNCellBase):
 class LSTMCell(RNNCellBase):
     """One LSTM step: ``(h', c')`` from ``input`` and ``(h, c)``."""
 
-    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
-        super().__init__(input_size, hidden_size, bias, 4, dtype)
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
         return self._step("LSTM", input, None if hx is None else tuple(hx), "LSTMCell")
@@ -459,8 +480,8 @@ class LSTMCell(RNNCellBase):
 class GRUCell(RNNCellBase):
     """One GRU step: ``h'`` from ``input`` and ``h``."""
 
-    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
-        super().__init__(input_size, hidden_size, bias, 3, dtype)
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):
         return self._step("GRU", input, None if hx is None else (hx,), "GRUCell")[0]

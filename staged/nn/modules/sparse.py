@@ -25,6 +25,7 @@ class Embedding(Module):
         sparse=False,
         _weight=None,
         _freeze=False,
+        device=None,
         dtype=None,
     ):
         super().__init__()
@@ -37,7 +38,8 @@ class Embedding(Module):
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             self.weight = Parameter(
-                empty(num_embeddings, embedding_dim, dtype=dtype), requires_grad=not _freeze
+                empty(num_embeddings, embedding_dim, device=device, dtype=dtype),
+                requires_grad=not _freeze,
             )
             self.reset_parameters()
         else:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 
-from ...eager import devices
 from ...eager.factories import full
 from .. import functional as F
 from .. import init
@@ -39,12 +38,6 @@ def _activation(activation):
 
 def _clones(module, n):
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
-
-
-def _factory(device, dtype) -> dict:
-    if device is not None:
-        devices.check(device)
-    return {} if dtype is None else {"dtype": dtype}
 
 
 def generate_square_subsequent_mask(sz, device=None, dtype=None):
@@ -79,7 +72,7 @@ class TransformerEncoderLayer(Module):
         dtype=None,
     ):
         super().__init__()
-        kw = _factory(device, dtype)
+        kw = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
         )
@@ -140,7 +133,7 @@ class TransformerDecoderLayer(Module):
         dtype=None,
     ):
         super().__init__()
-        kw = _factory(device, dtype)
+        kw = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
         )
@@ -321,7 +314,7 @@ class Transformer(Module):
                 bias,
                 **kw,
             )
-            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **_factory(device, dtype))
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
             self.encoder = TransformerEncoder(layer, num_encoder_layers, norm)
         if custom_decoder is not None:
             self.decoder = custom_decoder
@@ -338,7 +331,7 @@ class Transformer(Module):
                 bias,
                 **kw,
             )
-            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **_factory(device, dtype))
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
             self.decoder = TransformerDecoder(layer, num_decoder_layers, norm)
         self._reset_parameters()
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
