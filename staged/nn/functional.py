@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from .._where import at_user, sited
 from ..eager import ops
 from ..eager.factories import arange, ones
+from ..eager.grad_mode import no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.checks import check_range
 from ..eager.ops.layers import (
@@ -19,6 +20,8 @@ from ..eager.ops.layers import (
     batch_norm,  # noqa: F401
     conv1d,  # noqa: F401
     conv2d,  # noqa: F401
+    conv_transpose1d,  # noqa: F401
+    conv_transpose2d,  # noqa: F401
     dropout,
     embedding,  # noqa: F401
     interpolate,  # noqa: F401
@@ -154,6 +157,153 @@ def glu(input, dim=-1):
         )
     a, b = ops.chunk(input, 2, d)
     return a * b.sigmoid()
+
+
+# --- pixel shuffle, normalisation, bilinear --------------------------------------------------
+def _check_shuffle(name, input, factor, what):
+    if input.ndim < 3:
+        raise RuntimeError(
+            f"{name} expects input to have at least 3 dimensions, but got input with "
+            f"{input.ndim} dimension(s)"
+        )
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
+
+
+def pixel_shuffle(input, upscale_factor):
+    """``(*, C r^2, H, W) -> (*, C, H r, W r)``: each channel block of ``r^2`` becomes an
+    ``r x r`` tile of the output (``r``: ``upscale_factor``)."""
+    r = upscale_factor
+    _check_shuffle("pixel_shuffle", input, r, "upscale_factor")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(
+            "pixel_shuffle expects its input's 'channel' dimension to be divisible by the "
+            f"square of upscale_factor, but input.size(-3)={c} is not divisible by {r * r}"
+        )
+    k = len(batch)
+    x = input.reshape(*batch, c // (r * r), r, r, h, w)
+    x = x.permute(*range(k + 1), k + 3, k + 1, k + 4, k + 2)  # (*, C, H, r, W, r)
+    return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """``(*, C, H r, W r) -> (*, C r^2, H, W)``, the inverse of ``pixel_shuffle``."""
+    r = downscale_factor
+    _check_shuffle("pixel_unshuffle", input, r, "downscale_factor")
+    *batch, c, h, w = input.shape
+    for what, size, d in (("height", h, -2), ("width", w, -1)):
+        if size % r:
+            raise RuntimeError(
+                f"pixel_unshuffle expects {what} to be divisible by downscale_factor, but "
+                f"input.size({d})={size} is not divisible by {r}"
+            )
+    k = len(batch)
+    x = input.reshape(*batch, c, h // r, r, w // r, r)
+    x = x.permute(*range(k + 1), k + 2, k + 4, k + 1, k + 3)  # (*, C, r, r, H, W)
+    return x.reshape(*batch, c * r * r, h // r, w // r)
+
+
+@in_float32
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise ``(N, C, *)`` over each group of ``C / num_groups`` channels and all
+    spatial positions (biased variance), then the per-channel affine."""
+    if input.ndim < 2:
+        raise RuntimeError(
+            f"Expected at least 2 dimensions for input tensor but received {input.ndim}"
+        )
+    n, c = input.shape[:2]
+    if c % num_groups:
+        raise RuntimeError(
+            "Expected number of channels in input to be divisible by num_groups, but got "
+            f"input of shape {list(input.shape)} and num_groups={num_groups}"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.ndim != 1 or t.numel() != c):
+            raise RuntimeError(
+                f"Expected {name} to be a vector of size equal to the number of channels in "
+                f"input, but got {name} of shape {list(t.shape)} and input of shape "
+                f"{list(input.shape)}"
+            )
+    x = input.reshape(n, num_groups, -1)
+    y = (x - x.mean(-1, keepdim=True)) * ops.rsqrt(x.var(-1, correction=0, keepdim=True) + eps)
+    y = y.reshape(input.shape)
+    channel = (c,) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(channel)
+    return y if bias is None else y + bias.reshape(channel)
+
+
+def instance_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats=True,
+    momentum=0.1,
+    eps=1e-5,
+):
+    """Normalise each ``(n, c)`` instance of ``(N, C, *)`` over its spatial positions; as
+    torch, ``batch_norm`` of the ``(1, N C, *)`` reshape, whose running statistics (given)
+    are averaged over the batch."""
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(
+            f"Expected more than 1 spatial element when training, got input size {input.size()}"
+        )
+    n, c = input.shape[:2]
+
+    def per_instance(t):
+        return None if t is None else t.repeat(n)
+
+    stats = (per_instance(running_mean), per_instance(running_var))
+    y = batch_norm(
+        input.reshape(1, n * c, *input.shape[2:]),
+        *stats,
+        per_instance(weight),
+        per_instance(bias),
+        use_input_stats,
+        momentum,
+        eps,
+    )
+    if use_input_stats and running_mean is not None:
+        with no_grad():
+            for r, per in zip((running_mean, running_var), stats):
+                r.copy_(per.reshape(n, c).mean(0))
+    return y.reshape(input.shape)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y_o = x1^T W_o x2 + b_o`` over the last dims of ``input1`` (``(*, in1)``) and
+    ``input2`` (``(*, in2)``), weight ``(out, in1, in2)``."""
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(
+            f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}"
+        )
+    for d in range(input1.ndim - 1):
+        if input1.shape[d] != input2.shape[d]:
+            raise RuntimeError(
+                f"bilinear(): input batch dimensions do not match at dim {d}: got "
+                f"{input1.shape[d]} and {input2.shape[d]}"
+            )
+    out, in1, in2 = weight.shape
+    for name, got, want in (
+        ("input1", input1.shape[-1], in1),
+        ("input2", input2.shape[-1], in2),
+        ("bias", out if bias is None else bias.shape[-1], out),
+    ):
+        if got != want:
+            raise RuntimeError(
+                f"bilinear(): {name} size does not match weight size: got {got} but expected {want}"
+            )
+    # x1 (B, in1) @ W as (in1, out * in2), then each out's row times x2 (B, in2)
+    x1 = input1.reshape(-1, in1)
+    t = x1 @ weight.permute(1, 0, 2).reshape(in1, out * in2)
+    y = (t.reshape(-1, out, in2) * input2.reshape(-1, 1, in2)).sum(-1)
+    y = y.reshape(*input1.shape[:-1], out)
+    return y if bias is None else y + bias
 
 
 # --- dropout of channels ----------------------------------------------------------------------

@@ -91,6 +91,15 @@ def conv_padding(padding, kernel, stride, dilation, n):
     return tuple((p, p) for p in pad)
 
 
+def _check_types(x, weight, bias):
+    if x.dtype is not weight.dtype or bias is not None and bias.dtype is not x.dtype:
+        raise RuntimeError(
+            f"Input type ({x.dtype.name}), weight type ({weight.dtype.name})"
+            + (f" and bias type ({bias.dtype.name})" if bias is not None else "")
+            + " should be the same"
+        )
+
+
 def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
     x, unbatched = _batched(input, n, name)
     if weight.ndim < 3:
@@ -100,12 +109,7 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
             f"weight should have {n + 2} dimensions for {name}, got "
             f"{weight.ndim} (size {list(weight.shape)})"
         )
-    if x.dtype is not weight.dtype or bias is not None and bias.dtype is not x.dtype:
-        raise RuntimeError(
-            f"Input type ({x.dtype.name}), weight type ({weight.dtype.name})"
-            + (f" and bias type ({bias.dtype.name})" if bias is not None else "")
-            + " should be the same"
-        )
+    _check_types(x, weight, bias)
     c_out, c_in, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
     if groups < 1 or c_out % groups:
         raise RuntimeError(
@@ -176,6 +180,117 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         >>> y = F.conv2d(x, w, b, stride=2, padding=1)   # x (N, C, H, W), w (F, C, kH, kW)
     """
     return _conv(2, "conv2d", input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(
+    n, name, input, weight, bias, stride, padding, output_padding, groups, dilation
+):
+    """The adjoint of ``_conv``: every input position adds ``x @ weight`` (C_out x kernel) to
+    its window of the output, which ``col2im`` sums; the gradient is im2col and a matmul."""
+    x, unbatched = _batched(input, n, name)
+    if weight.ndim != n + 2:
+        raise RuntimeError(
+            f"weight should have {n + 2} dimensions for {name}, got "
+            f"{weight.ndim} (size {list(weight.shape)})"
+        )
+    _check_types(x, weight, bias)
+    c_in, c_g, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
+    if groups < 1:
+        raise RuntimeError("non-positive groups is not supported")
+    if c_in % groups:
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+            f"0, but got weight of size [{list(weight.shape)}] instead"
+        )
+    if x.shape[1] != c_in:
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+            f"input{list(input.shape)} to have {c_in} channels, but got {x.shape[1]} "
+            "channels instead"
+        )
+    stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
+    pads, out_pad = _tuple(padding, n, "padding"), _tuple(output_padding, n, "output_padding")
+    if min(stride) < 1:
+        raise RuntimeError("non-positive stride is not supported")
+    if min(pads) < 0:
+        raise RuntimeError("negative padding is not supported")
+    if any(o >= max(s, d) for o, s, d in zip(out_pad, stride, dilation)):
+        hw = lambda t, one: (one,) * (2 - n) + t  # noqa: E731  (torch words 1-D as 2-D)
+        (oh, ow), (sh, sw), (dh, dw) = hw(out_pad, 0), hw(stride, 1), hw(dilation, 1)
+        raise RuntimeError(
+            "output padding must be smaller than either stride or dilation, but got "
+            f"output_padding_height: {oh} output_padding_width: {ow} stride_height: {sh} "
+            f"stride_width: {sw} dilation_height: {dh} dilation_width: {dw}"
+        )
+    nb, in_sp, c_out = x.shape[0], tuple(x.shape[2:]), c_g * groups
+    ck = c_g * math.prod(kernel)
+    # per group, weight.T (C_out/g * k, C_in/g) @ x (C_in/g, L): every position's window
+    w = ad.permute(ad.reshape(weight, shape=(1, groups, c_in // groups, ck)), perm=(0, 1, 3, 2))
+    xs = ad.reshape(x, shape=(nb, groups, c_in // groups, math.prod(in_sp)))
+    cols = ad.matmul(ad.expand(w, shape=(nb, groups, ck, c_in // groups)), xs)
+    cols = ad.permute(  # (N, C_out, *kernel, *in) -> (N, *in, C_out, *kernel)
+        ad.reshape(cols, shape=(nb, c_out) + kernel + in_sp),
+        perm=(0,) + tuple(range(n + 2, 2 * n + 2)) + (1,) + tuple(range(2, n + 2)),
+    )
+    # output o = (l - 1) s - 2 p + d (k - 1) + op + 1 sits at [p, p + o) of the windows'
+    # span; its last op - p positions (where op > p) lie past every window: zeros
+    spans = [(i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip(in_sp, stride, dilation, kernel)]
+    past = [max(o - p, 0) for o, p in zip(out_pad, pads)]
+    y = ad.col2im(
+        cols,
+        shape=tuple(t - 2 * p + o - e for t, p, o, e in zip(spans, pads, out_pad, past)),
+        kernel=kernel,
+        stride=stride,
+        padding=tuple((p, max(p - o, 0)) for p, o in zip(pads, out_pad)),
+        dilation=dilation,
+    )
+    if any(past):
+        y = pad(y, [v for e in reversed(past) for v in (0, e)])
+    if bias is not None:
+        y = y + shape.reshape(bias, (1, c_out) + (1,) * n)
+    return shape.squeeze(y, 0) if unbatched else y
+
+
+def conv_transpose1d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    """1-D transposed convolution over ``(N, C_in, L)``, weight ``(C_in, C_out / groups, k)``."""
+    return _conv_transpose(
+        1,
+        "conv_transpose1d",
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )
+
+
+def conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    """2-D transposed convolution (the gradient of ``conv2d`` by its input), PyTorch's
+    ``conv_transpose2d``: weight ``(C_in, C_out / groups, kH, kW)``, output size
+    ``(H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1``.
+
+    Example:
+        >>> y = F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)  # 2x upsampling
+    """
+    return _conv_transpose(
+        2,
+        "conv_transpose2d",
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):

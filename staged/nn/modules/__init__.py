@@ -25,9 +25,10 @@ from .activation import (
 )
 from .attention import MultiheadAttention  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
-from .conv import Conv1d, Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
-from .linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
+from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
+from .linear import Bilinear, Flatten, Identity, Linear, Unflatten  # noqa: F401
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -42,7 +43,18 @@ from .loss import (
     SmoothL1Loss,
     SoftMarginLoss,
 )
-from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401
+from .padding import (
+    ConstantPad1d,
+    ConstantPad2d,  # noqa: F401
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
+from .pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .sparse import Embedding  # noqa: F401

@@ -1,4 +1,5 @@
-"""Conv1d, Conv2d: weights ``(out, in / groups, *kernel)``, PyTorch's default init."""
+"""Conv1d, Conv2d: weights ``(out, in / groups, *kernel)``; ConvTranspose1d/2d: weights
+``(in, out / groups, *kernel)``; PyTorch's default init."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 
 from ...eager.factories import empty
 from ...eager.ops.layers import conv_padding
+from ...eager.tensor import Size
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -18,6 +20,7 @@ def _ntuple(v, n):
 
 class _ConvNd(Module):
     _n = 0
+    _transposed = False
 
     def __init__(
         self,
@@ -52,13 +55,15 @@ class _ConvNd(Module):
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation, self.padding_mode = _ntuple(dilation, n), padding_mode
+        self.output_padding = (0,) * n
         if isinstance(padding, str):
             conv_padding(padding, self.kernel_size, self.stride, self.dilation, n)
-        self.weight = Parameter(
-            empty(
-                out_channels, in_channels // groups, *self.kernel_size, device=device, dtype=dtype
-            )
+        io = (
+            (in_channels, out_channels // groups)
+            if self._transposed
+            else (out_channels, in_channels // groups)
         )
+        self.weight = Parameter(empty(*io, *self.kernel_size, device=device, dtype=dtype))
         if bias:
             self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
         else:
@@ -82,6 +87,8 @@ class _ConvNd(Module):
             s += f", padding={self.padding!r}"
         if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -113,3 +120,99 @@ class Conv2d(_ConvNd):
         return F.conv2d(
             input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
         )
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups=1,
+        bias=True,
+        dilation=1,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        if padding_mode != "zeros":
+            raise ValueError(
+                f'Only "zeros" padding mode is supported for {self.__class__.__name__}'
+            )
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device,
+            dtype,
+        )
+        self.output_padding = _ntuple(output_padding, self._n)
+
+    def _output_padding(self, input, output_size):
+        """``output_padding``, or the one that gives ``output_size`` (torch's rule and errors)."""
+        if output_size is None:
+            return self.output_padding
+        n = self._n
+        lead = 2 if input.ndim == n + 2 else 1
+        output_size = list(output_size)
+        if len(output_size) == lead + n:
+            output_size = output_size[lead:]
+        if len(output_size) != n:
+            raise ValueError(
+                f"ConvTranspose{n}D: for {input.ndim}D input, output_size must have {n} "
+                f"or {lead + n} elements (got {len(output_size)})"
+            )
+        lo = [
+            (input.shape[lead + i] - 1) * self.stride[i]
+            - 2 * self.padding[i]
+            + self.dilation[i] * (self.kernel_size[i] - 1)
+            + 1
+            for i in range(n)
+        ]
+        hi = [m + s - 1 for m, s in zip(lo, self.stride)]
+        if any(not a <= size <= b for size, a, b in zip(output_size, lo, hi)):
+            raise ValueError(
+                f"requested an output size of {output_size}, but valid sizes range from {lo} "
+                f"to {hi} (for an input of {Size(input.shape[2:])})"
+            )
+        return tuple(size - m for size, m in zip(output_size, lo))
+
+    def forward(self, input, output_size=None):
+        fn = F.conv_transpose1d if self._n == 1 else F.conv_transpose2d
+        return fn(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(input, output_size),
+            self.groups,
+            self.dilation,
+        )
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-D transposed convolution over ``(N, C_in, L)``."""
+
+    _n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-D transposed convolution over ``(N, C_in, H, W)``, as ``torch.nn.ConvTranspose2d``.
+
+    Example:
+        >>> up = nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1)  # (N, 8, H, W) -> (N, 4, 2H, 2W)
+    """
+
+    _n = 2

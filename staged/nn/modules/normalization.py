@@ -155,3 +155,47 @@ class LayerNorm(Module):
             f"{self.normalized_shape}, eps={self.eps}, "
             f"elementwise_affine={self.elementwise_affine}, bias={self.bias_enabled}"
         )
+
+
+class GroupNorm(Module):
+    """Normalise ``(N, C, *)`` over groups of ``C / num_groups`` channels; per-channel
+    affine weight 1, bias 0."""
+
+    def __init__(
+        self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True
+    ):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(
+                f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"
+            )
+        self.num_groups, self.num_channels, self.eps, self.affine = (
+            num_groups,
+            num_channels,
+            eps,
+            affine,
+        )
+        self.register_parameter(
+            "weight",
+            Parameter(empty(num_channels, device=device, dtype=dtype)) if affine else None,
+        )
+        self.register_parameter(
+            "bias",
+            Parameter(empty(num_channels, device=device, dtype=dtype)) if affine and bias else None,
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )

@@ -1,0 +1,75 @@
+"""InstanceNorm1d/2d (torch's ``torch.nn.modules.instancenorm``): batch norm's parameters
+and buffers, with torch's defaults (no affine, no running statistics)."""
+
+from __future__ import annotations
+
+import warnings
+
+from .. import functional as F
+from .normalization import _BatchNorm
+
+
+class _InstanceNorm(_BatchNorm):
+    _n = 0
+
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=False,
+        track_running_stats=False,
+        device=None,
+        dtype=None,
+        *,
+        bias=True,
+    ):
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
+
+    def forward(self, input):
+        """Each instance's own statistics in training or without running ones; the running
+        ones (updated by training) in eval mode. An unbatched input is one instance."""
+        if input.ndim not in (self._n + 1, self._n + 2):
+            raise ValueError(
+                f"expected {self._n + 1}D or {self._n + 2}D input (got {input.ndim}D input)"
+            )
+        feature_dim = input.ndim - self._n - 1
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(
+                    f"expected input's size at dim={feature_dim} to match num_features "
+                    f"({self.num_features}), but got: {input.shape[feature_dim]}."
+                )
+            warnings.warn(
+                f"input's size at dim={feature_dim} does not match num_features. You can "
+                "silence this warning by not passing in num_features, which is not used "
+                "because affine=False",
+                stacklevel=2,
+            )
+        unbatched = input.ndim == self._n + 1
+        y = F.instance_norm(
+            input.unsqueeze(0) if unbatched else input,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training or not self.track_running_stats,
+            0.0 if self.momentum is None else self.momentum,
+            self.eps,
+        )
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation over ``(N, C, L)`` or ``(C, L)``."""
+
+    _n = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation over ``(N, C, H, W)`` or ``(C, H, W)``, as used in style
+    transfer."""
+
+    _n = 2
