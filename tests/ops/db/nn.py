@@ -70,6 +70,56 @@ def _layer_norm_samples(dtype, rng):
     return [Sample((a(3, 4, 5), (4, 5), a(4, 5), a(4, 5))), Sample((a(2, 6), (6,)))]
 
 
+def _conv_transpose2d_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(2, 4, 3, 4), a(4, 3, 3, 2), a(3)), dict(stride=2, padding=1), name="strided"),
+        Sample(
+            (a(2, 4, 3, 3), a(4, 2, 2, 3), a(4)),
+            dict(stride=(2, 1), padding=(0, 1), output_padding=(1, 0), groups=2, dilation=(1, 2)),
+            name="grouped",
+        ),
+        Sample((a(3, 2, 2), a(3, 2, 3, 3), None), name="unbatched"),
+    ]
+
+
+def _conv_transpose1d_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample((a(2, 4, 5), a(4, 3, 3), a(3)), dict(stride=2, padding=1, output_padding=1))]
+
+
+def _pixel_shuffle_samples(dtype, rng):
+    return [Sample((arr(rng, dtype, (2, 8, 3, 2)), 2)), Sample((arr(rng, dtype, (9, 2, 1)), 3))]
+
+
+def _pixel_unshuffle_samples(dtype, rng):
+    return [Sample((arr(rng, dtype, (2, 2, 4, 6)), 2)), Sample((arr(rng, dtype, (1, 3, 3)), 3))]
+
+
+def _group_norm_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(2, 6, 3, 2), 3, a(6), a(6)), dict(eps=1e-3)),
+        Sample((a(3, 4, 5), 2)),
+    ]
+
+
+def _instance_norm_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(2, 3, 4, 5),), dict(weight=a(3), bias=a(3), eps=1e-3)),
+        Sample((a(2, 3, 6),)),
+    ]
+
+
+def _bilinear_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(4, 3), a(4, 2), a(5, 3, 2), a(5))),
+        Sample((a(2, 3, 3), a(2, 3, 2), a(4, 3, 2))),
+    ]
+
+
 def _batch_norm_samples(dtype, rng):
     a = lambda *s: arr(rng, dtype, s)  # noqa: E731
     return [
@@ -237,6 +287,13 @@ _PADDING_ROW = (
 ENTRIES = [
     OpInfo("conv2d", F.conv2d, TF.conv2d, _conv2d_samples),
     OpInfo("conv1d", F.conv1d, TF.conv1d, _conv1d_samples),
+    OpInfo("conv_transpose2d", F.conv_transpose2d, TF.conv_transpose2d, _conv_transpose2d_samples),
+    OpInfo("conv_transpose1d", F.conv_transpose1d, TF.conv_transpose1d, _conv_transpose1d_samples),
+    OpInfo("pixel_shuffle", F.pixel_shuffle, TF.pixel_shuffle, _pixel_shuffle_samples),
+    OpInfo("pixel_unshuffle", F.pixel_unshuffle, TF.pixel_unshuffle, _pixel_unshuffle_samples),
+    OpInfo("group_norm", F.group_norm, TF.group_norm, _group_norm_samples),
+    OpInfo("instance_norm", F.instance_norm, TF.instance_norm, _instance_norm_samples),
+    OpInfo("bilinear", F.bilinear, TF.bilinear, _bilinear_samples),
     OpInfo(
         "max_pool2d",
         F.max_pool2d,
