@@ -534,14 +534,8 @@ def test_sums_of_broadcast_products_and_empty_scatters_compile():
     """Compiler failures the fuzzer found (IREE 3.13, llvm-cpu; Note [sums to a scalar]):
     a sum over every non-unit dim of a product with a broadcast operand, ``(w * x).sum()``
     and its gradients, fused into a contraction the vectorizer rejected; a scatter_add
-    (gather's gradient) of an empty index reduced over an empty dim."""
-
-    def grads(x1, x2, g):
-        v0 = x1.expand(2, 1, 3)
-        empty = v0[:, :, staged.tensor([], dtype=staged.int64)][staged.tensor([0, -1])]
-        return staged.autograd.grad([v0 * x2, empty], [x1, x2], [g, staged.ones(2, 1, 0)])
-
-    cases = [
+    (gather's gradient) of an empty index reduced over an empty dim. One module."""
+    sums = [
         (lambda w, x: (w * x).sum(), (3,), (2, 3)),
         (lambda w, x: (w * x).mean(), (64,), (32, 64)),
         (lambda w, x: (w * x).sum(), (4,), (2, 3, 4)),
@@ -549,13 +543,17 @@ def test_sums_of_broadcast_products_and_empty_scatters_compile():
         (lambda w, x: (w * x).sum((0, 2), keepdim=True), (1, 3), (2, 1, 3)),
         (lambda w, x: (w * x).sum(), (5000,), (2, 5000)),  # blocked first (Note [blocked sums])
     ]
-    for fn, ws, xs in cases:
-        w, x = staged.tensor(arr(ws)), staged.tensor(arr(xs))
-        got = staged.capture(fn, w, x).compile("llvm-cpu")(w, x)
-        np.testing.assert_allclose(np.asarray(got), fn(w, x).numpy(), rtol=1e-5, atol=1e-3)
+    operands = [staged.tensor(arr(shape)) for _, ws, xs in sums for shape in (ws, xs)]
     x1 = staged.tensor(arr((1, 3)), requires_grad=True)
     x2 = staged.tensor(np.float32(-0.2), requires_grad=True)
     g = staged.tensor(arr((2, 1, 3)))
-    got = staged.capture(grads, x1, x2, g).compile("llvm-cpu")(x1, x2, g)
-    for a, b in zip(got, grads(x1, x2, g)):
-        np.testing.assert_allclose(np.asarray(a), b.numpy(), rtol=1e-6)
+
+    def body(x1, x2, g, *ops):
+        v0 = x1.expand(2, 1, 3)
+        empty = v0[:, :, staged.tensor([], dtype=staged.int64)][staged.tensor([0, -1])]
+        grads = staged.autograd.grad([v0 * x2, empty], [x1, x2], [g, staged.ones(2, 1, 0)])
+        return [*grads, *(fn(*ops[2 * k : 2 * k + 2]) for k, (fn, _, _) in enumerate(sums))]
+
+    got = staged.capture(body, x1, x2, g, *operands).compile("llvm-cpu")(x1, x2, g, *operands)
+    for a, b in zip(got, body(x1, x2, g, *operands)):
+        np.testing.assert_allclose(np.asarray(a), b.detach().numpy(), rtol=1e-5, atol=1e-3)
