@@ -394,7 +394,17 @@ def _compare_batch(owners, got, want, what):
     for k, (g, w, prog) in enumerate(zip(got, want, owners)):
         # a float32 result of float64/int inputs (tan of an int64) is float32 arithmetic
         rtol, atol = max(tol(prog, COMPILED_TOL), COMPILED_TOL.get(numpy(w).dtype.name, (0, 0)))
+        g = np.asarray(g)
+        w = numpy(w)
+        if (
+            what == "vulkan-spirv"
+            and g.dtype.kind in "fc"
+            and (g.shape, g.dtype) == (w.shape, w.dtype)
+        ):
+            # README's vulkan-spirv row: Vulkan's float rules need not keep NaN and inf
+            # (0 / 0 in a variance over one element came out finite on lavapipe)
+            g = np.where(np.isfinite(w), g, w)
         try:
-            assert_same(np.asarray(g), w, rtol, atol, f"{what}: output {k}")
+            assert_same(g, w, rtol, atol, f"{what}: output {k}")
         except AssertionError as err:
             raise AssertionError(f"{err}\nof the program:\n{prog.source()}") from None
