@@ -30,7 +30,7 @@ class Distribution:
         self._validate_args = _VALIDATE if validate_args is None else validate_args
         if self._checking():
             for name, (ok, constraint) in self.arg_checks.items():
-                value = getattr(self, name, None) if name in self.__dict__ else None
+                value = self.__dict__.get(name)  # a given parameter, not a derived one
                 if isinstance(value, Tensor) and not bool(ok(value).all()):
                     raise ValueError(
                         f"Expected parameter {name} ({type(value).__name__} of shape "

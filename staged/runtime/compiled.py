@@ -502,8 +502,6 @@ class Compiled:
             )
         try:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
-            if entry.captured.grad_results:  # Note [autograd boundary]
-                return self._run_eagerly(key, args, kwargs, entry.captured)
         except (CaptureError, DynamicError) as err:
             if self.fallback != "eager":
                 self._note_retrace(err)
@@ -513,18 +511,38 @@ class Compiled:
                 if isinstance(err, CaptureError)
                 else "its batch dimension cannot be made dynamic"
             )
-            warnings.warn(
-                f"staged.compile: running {getattr(self.fn, '__qualname__', 'fn')} "
-                f"eagerly for these arguments, since {why}: {err}",
-                stacklevel=3,
+            why = f"{why}: {err}"
+            return self._run_eagerly(
+                key,
+                args,
+                kwargs,
+                why,
+                "fallback='eager'",
+                f"eagerly for these arguments, since {why}",
             )
-            self._entries[key] = _EAGER
-            self._remember(eager=f"{why}: {err}")
-            self.calls.note("eager (fallback='eager')")
-            return self.fn(*args, **kwargs)
         except Exception as err:
             self._note_retrace(err)
             raise
+        if entry.captured.grad_results:  # Note [autograd boundary]
+            names = [entry.captured.graph.outputs[k].name for k in entry.captured.grad_results]
+            why = (
+                f"it returns {', '.join(names)}, which require grad, and runs no "
+                "backward: a compiled call's results are not connected to autograd, so a "
+                "backward outside would not reach the parameters"
+            )
+            warned, self._warned_boundary = self._warned_boundary, True
+            advice = (
+                "To compile, call backward() (and the optimizer) inside the compiled "
+                "function, or call it under no_grad() for inference"
+            )
+            return self._run_eagerly(
+                key,
+                args,
+                kwargs,
+                why,
+                "autograd outside",
+                None if warned else f"eagerly, since {why}. {advice}",
+            )
         if not entry.captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
         elif one_shot and not self._warned_stores:  # a second one-shot trace in a row
@@ -536,26 +554,18 @@ class Compiled:
         self._remember(entry)
         return self._run(entry, leaves)
 
-    def _run_eagerly(self, key, args, kwargs, captured: Captured):
-        """These arguments run eagerly from now on: the body returns tensors that require
-        grad and runs no backward (Note [autograd boundary])."""
-        names = [captured.graph.outputs[k].name for k in captured.grad_results]
-        why = (
-            f"it returns {', '.join(names)}, which require grad, and runs no backward: "
-            "a compiled call's results are not connected to autograd, so a backward "
-            "outside would not reach the parameters"
-        )
-        if not self._warned_boundary:
-            self._warned_boundary = True
+    def _run_eagerly(self, key, args, kwargs, why: str, note: str, warning: str | None):
+        """These arguments run eagerly from now on (``fallback="eager"``, or Note [autograd
+        boundary]), warning ``running <fn> {warning}`` unless it is None."""
+        if warning is not None:
             name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
             warnings.warn(
-                f"staged.compile: running {name} eagerly, since {why}. To compile, call backward() (and the optimizer) inside the "
-                "compiled function, or call it under no_grad() for inference",
+                f"staged.compile: running {name} {warning}",
                 stacklevel=4,
             )
         self._entries[key] = _EAGER
         self._remember(eager=why)
-        self.calls.note("eager (autograd outside)")
+        self.calls.note(f"eager ({note})")
         return self.fn(*args, **kwargs)
 
     def __getattr__(self, name):
