@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import jobs
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(
@@ -54,7 +56,7 @@ def _run(args, cwd, **kw) -> subprocess.CompletedProcess:
         OMP_NUM_THREADS="1",
         MPLBACKEND="Agg",
     )
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, **kw)
+    return jobs.run(args, cwd=cwd, env=env, timeout=600, **kw)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ import importlib.util
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from staged.autodiff import collective as C
 from staged.distributed import run
 from staged.lower.mlir import LoweringError
 from staged.utils.data import DistributedSampler
+from tests import jobs
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -38,9 +38,7 @@ def launch(*args, timeout=600):
     """Run a job; the timeout only catches a hang (a cold compile cache on a loaded 2-core
     machine took over 90 s for compiled.py's steps)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        args, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return jobs.run(args, cwd=ROOT, env=env, timeout=timeout)
 
 
 def mpi(n, script, *args):

@@ -8,10 +8,11 @@ import importlib.util
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import pytest
+
+from tests import jobs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 _NEXT = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -24,7 +25,7 @@ MPIEXEC = _NEXT if os.access(_NEXT, os.X_OK) else shutil.which("mpiexec")
 )
 def test_mlp_ddp_on_two_ranks_reports_the_global_batch(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    r = subprocess.run(
+    r = jobs.run(
         [
             MPIEXEC,
             "-n",
@@ -43,10 +44,7 @@ def test_mlp_ddp_on_two_ranks_reports_the_global_batch(tmp_path):
         ],
         cwd=ROOT,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
