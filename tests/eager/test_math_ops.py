@@ -543,7 +543,7 @@ def test_incomplete_gamma_edges_and_branches_as_torch(name):
     complement and the continued fraction (x > a), the series of Q (x <= 1.1), Temme's
     expansion (a > 20, x near a; a > 200, x within 4.5 sqrt(a)), within a few float64 ulps
     of torch's (its igammac kernel's build fuses a multiply-add or two, which ours
-    follows)."""
+    follows) where libm's last bits agree, within what they move the result where not."""
     ours, theirs = getattr(staged.special, name), getattr(torch.special, name)
     edge = [-1.0, 0.0, 0.5, 3.0, np.inf, np.nan]
     a, x = (np.array(v, np.float64).ravel() for v in np.meshgrid(edge, [*edge, -np.inf]))
@@ -560,7 +560,11 @@ def test_incomplete_gamma_edges_and_branches_as_torch(name):
     x[:500] = rng.uniform(0, 1.1, 500)  # Q's series and P's
     got = ours(staged.tensor(a), staged.tensor(x)).numpy()
     want = theirs(torch.tensor(a), torch.tensor(x)).numpy()
-    assert _ulps(got, want).max() <= 16
+    # a log x, x and lgamma(a) each enter the exponent of x^a e^-x / gamma(a) with about an
+    # ulp of its size from libm, which exp turns into a relative error; libm's last bits
+    # differ between machines (NumPy's AVX-512 log/exp against glibc's, torch's)
+    lgamma = np.vectorize(math.lgamma)(a)
+    assert (_ulps(got, want) <= 16 + 4 * (np.abs(a * np.log(x)) + x + np.abs(lgamma))).all()
     # float32 is computed in float64 and rounded once: within an ulp of torch's float64
     # (torch's float32 kernel computes in float32, hundreds of ulps off in places)
     a32, x32 = a.astype(np.float32), x.astype(np.float32)
@@ -623,7 +627,7 @@ def test_orthogonal_polynomials_edges_as_torch(name, dtype):
     ok = ~garbage | (name == "chebyshev_polynomial_t") | (name == "hermite_polynomial_h")
     # float32's trig forms: our acos is correctly rounded, glibc's acosf (torch's) not always
     rtol = 1.2e-7 if dtype == "float32" else 0
-    np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=0)
+    _assert_near(name, x[ok], n[ok], got[ok], want[ok], rtol)
     assert np.isnan(got[garbage]).all()
     # a Python n (truncated), an int tensor x, a Python x with a tensor n: torch's dtypes
     for xs, ns in (
@@ -634,7 +638,32 @@ def test_orthogonal_polynomials_edges_as_torch(name, dtype):
         tx, tn = (torch.tensor(v.numpy()) if isinstance(v, staged.Tensor) else v for v in (xs, ns))
         r, tr = getattr(staged.special, name)(xs, ns), getattr(torch.special, name)(tx, tn)
         assert r.dtype.name == str(tr.dtype).removeprefix("torch.")
-        np.testing.assert_array_equal(r.numpy(), tr.numpy())
+        xn = [np.asarray(v.numpy() if isinstance(v, staged.Tensor) else v) for v in (xs, ns)]
+        xb, nb = (np.broadcast_to(v, r.shape).astype(r.numpy().dtype) for v in xn)
+        _assert_near(name, xb, np.trunc(nb), r.numpy(), tr.numpy(), 0)
+
+
+def _assert_near(name, x, n, got, want, rtol):
+    """``got`` is torch's ``want`` (at ``x``, ``n``): to the bit, but ``rtol`` and what libm's
+    last bits move the trigonometric forms by (``_trig_form_error``)."""
+    with np.errstate(invalid="ignore"):
+        near = np.abs(got - want) <= rtol * np.abs(want) + _trig_form_error(name, x, n)
+    same = (got == want) | (np.isnan(got) & np.isnan(want)) | near
+    assert same.all(), (x[~same], n[~same], got[~same], want[~same])
+
+
+def _trig_form_error(name, x, n):
+    """How far float64 libm's last bits (NumPy's AVX-512 acos, sin, cos against glibc's,
+    torch's) move Chebyshev's trigonometric forms, cos(n t) and sin((n + 1) t) / sin t at t
+    = acos x: an ulp of t is n ulps of the phase, divided by sin t; 0 where none runs."""
+    if "chebyshev" not in name or x.dtype != np.float64:
+        return 0.0
+    with np.errstate(over="ignore"):  # x = +-max (nan_to_num's inf) is outside anyway
+        y = 2 * x - 1 if name.startswith("shifted") else x
+    inside = (np.abs(y) < 1) & np.isfinite(n) & (n > 0) & (n < 1e18)
+    s = np.sqrt(1 - np.where(inside, y, 0) ** 2)
+    eps = np.finfo(np.float64).eps
+    return np.where(inside, 4 * np.pi * eps * ((np.abs(n) + 1) / s + 1 / s**2), 0.0)
 
 
 def test_orthogonal_polynomials_signature_as_torch():
@@ -650,9 +679,14 @@ def test_orthogonal_polynomials_int64_edges_and_no_gradient():
     gradient: as torch's, the result does not require grad, so backward raises."""
     x = torch.tensor([-1.0, 1.0, 0.5, -0.3], dtype=torch.float64)
     n = torch.tensor([2.0**62, 2.0**62, 2.0**62, 2.0**63 - 2**11], dtype=torch.float64)
+    # inside (-1, 1) the trigonometric forms take n ~ 2^62 times acos x: an ulp of libm
+    # (NumPy's AVX-512 acos against glibc's) is any value there, so only the ends compare
+    ends = np.abs(x.numpy()) == 1
     for name in ("chebyshev_polynomial_v", "chebyshev_polynomial_w", "chebyshev_polynomial_t"):
         got = getattr(staged.special, name)(staged.tensor(x.numpy()), staged.tensor(n.numpy()))
-        np.testing.assert_array_equal(got.numpy(), getattr(torch.special, name)(x, n).numpy())
+        want = getattr(torch.special, name)(x, n).numpy()
+        np.testing.assert_array_equal(got.numpy()[ends], want[ends])
+        assert np.isfinite(got.numpy()).all() and np.isfinite(want).all()
     a = staged.tensor([0.5, 2.0], requires_grad=True)
     for name in POLYNOMIALS:
         out = getattr(staged.special, name)(a, staged.tensor([3.0, 2.0], requires_grad=True))

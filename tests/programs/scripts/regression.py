@@ -1,7 +1,7 @@
 # Polynomial regression with a single Linear layer, F.smooth_l1_loss and a hand-written
 # update of its parameters, stopping at a loss threshold, in the manner of PyTorch's
 # regression example (written for this suite).
-# compat: step=train_step crtol=5e-3 why="compiled: float32 rounding in other orders, 1e-6 off at batch 100, grows as the loss falls 50-fold"
+# compat: step=train_step rtol=5e-3 crtol=5e-3 why="float32 sums in other orders (the BLAS kernel a CPU picks; torch's own AVX2 and default kernels end 0.1 % apart), 1e-6 off at batch 100, growing as the loss falls 50-fold"
 import torch
 import torch.nn.functional as F
 
