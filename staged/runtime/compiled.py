@@ -51,7 +51,7 @@ from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from ..lower.mlir.module import checked
 from .. import viz
-from . import deploy, profiled
+from . import cpu, deploy, profiled
 from .background import CallLog, Compiling, call_eagerly
 from .checks import Checks
 from .compiler import (
@@ -290,9 +290,9 @@ class CompiledGraph:
         leaves, _ = flatten_call(args, kwargs)
         return self.run(leaves)
 
-    def save(self, directory, names=None, fn=None):
+    def save(self, directory, names=None, fn=None, target_cpu="host"):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
-        return deploy.save(self, directory, names, fn)
+        return deploy.save(self, directory, names, fn, target_cpu)
 
 
 class _Undo:
@@ -715,11 +715,15 @@ class Compiled:
                 )
         return dataclasses.replace(c0, graph=g)
 
-    def save(self, directory, names=None):
+    def save(self, directory, names=None, target_cpu="host"):
         """Save the step as last called, with the current state, for
         ``staged.runtime.load(directory)``. ``names`` maps state tensors to names (e.g.
         ``{p: k for k, p in model.state_dict(keep_vars=True).items()}``); by default they
-        are those the trace gave them (``0.weight``, ``opt.state[0.weight].exp_avg``)."""
+        are those the trace gave them (``0.weight``, ``opt.state[0.weight].exp_avg``).
+        ``target_cpu`` (llvm-cpu): ``"host"``, this machine's CPU, or an x86-64 level
+        (``"x86-64-v3"``: AVX2 machines) for a step deployed on other machines; ``load``
+        refuses a CPU that lacks what the code uses."""
+        cpu.check_target(target_cpu, self.backend)
         if self._last is None:
             raise RuntimeError(
                 at_user("call the compiled step once before saving it: saving needs its trace")
@@ -733,8 +737,9 @@ class Compiled:
                 )
             )
         if self._last.captured.rng is not None:  # Note [host draws]: none in a saved step
-            return deploy.save(_counter_twin(self.fn, self._last), directory, names, self.fn)
-        return self._last.save(directory, names, self.fn)
+            twin = _counter_twin(self.fn, self._last)
+            return deploy.save(twin, directory, names, self.fn, target_cpu)
+        return self._last.save(directory, names, self.fn, target_cpu)
 
     def explain(self, verbose: bool = False, file=None) -> None:
         """Print what was compiled, on one screen: the graph's size by phase (forward,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cache
+from . import cache, cpu
 from .logs import runtime_log
 
 # IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
@@ -177,27 +177,37 @@ _REJECTED = b"staged: IREE rejected these flags\n"
 
 
 def compile_mlir(
-    text: str, backend: str = "llvm-cpu", extra_flags=(), stats=None, builder=None, optional=()
+    text: str,
+    backend: str = "llvm-cpu",
+    extra_flags=(),
+    stats=None,
+    builder=None,
+    optional=(),
+    target_cpu: str = "host",
 ) -> bytes:
     """The vmfb for ``text`` on ``backend``, from the disk cache when compiled before;
     ``stats`` (a dict), if given, gets ``cache``: ``"hit"`` or ``"miss"``, and ``key``.
     ``builder(text, flags)`` compiles on a miss (default ``compile_uncached``, in-process;
     ``compile_subprocess`` runs the ``iree-compile`` tool). ``optional`` flags are tried
     first; where IREE rejects them the module is compiled without them, and ``stats`` gets
-    ``declined``: the flags and IREE's first line."""
+    ``declined``: the flags and IREE's first line. ``target_cpu``: llvm-cpu's CPU, the host's
+    or an x86-64 level (Note [code for another CPU] in ``cpu.py``)."""
+    fl = flags(backend)
+    if target_cpu != "host":
+        cpu.check_target(target_cpu, backend)
+        fl = [f"--iree-llvmcpu-target-cpu={target_cpu}" if f == _HOST_CPU else f for f in fl]
     if optional:
-        vmfb = _compile_mlir(text, backend, [*extra_flags, *optional], stats, builder, True)
+        vmfb = _compile_mlir(text, backend, fl + [*extra_flags, *optional], stats, builder, True)
         if not vmfb.startswith(_REJECTED):
             if stats is not None:
                 stats["optional"] = " ".join(optional)
             return vmfb
         if stats is not None:
             stats["declined"] = f"{' '.join(optional)}: {vmfb[len(_REJECTED) :].decode()}"
-    return _compile_mlir(text, backend, extra_flags, stats, builder, False)
+    return _compile_mlir(text, backend, fl + list(extra_flags), stats, builder, False)
 
 
-def _compile_mlir(text, backend, extra_flags, stats, builder, optional) -> bytes:
-    fl = flags(backend) + list(extra_flags)
+def _compile_mlir(text, backend, fl, stats, builder, optional) -> bytes:
     # source locations only matter for diagnostics: an edit above the user's step should
     # not invalidate its compiled module; code for the host CPU is keyed on its features,
     # so a cache shared between machines never serves code this CPU cannot run
@@ -214,7 +224,7 @@ def _compile_mlir(text, backend, extra_flags, stats, builder, optional) -> bytes
         except CompileError as err:
             if not optional:
                 raise
-            runtime_log.debug("IREE rejected %s: %s", extra_flags, err)
+            runtime_log.debug("IREE rejected %s: %s", fl, err)
             return _REJECTED + str(err).partition("\n")[0].encode()
 
     vmfb = cache.cached(key, build)
@@ -247,15 +257,11 @@ def compiler_version() -> str:
 def host_cpu() -> str:
     """What LLVM's ``host`` CPU depends on: vendor, family, model and feature flags
     (AVX2, AVX-512, FMA...) from /proc/cpuinfo, else the platform's processor name."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            first = f.read().split("\n\n", 1)[0]
-    except OSError:
+    fields = cpu.cpuinfo()
+    if not fields:
         import platform
 
         return f"{platform.machine()} {platform.processor()}"
-    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
     flags_ = " ".join(sorted(fields.get("flags", "").split()))
     return (
         " | ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model")) + f" | {flags_}"

@@ -44,6 +44,7 @@ from ..lower.mlir import to_mlir
 from ..tracing.ir import Graph, Input, Output
 from ..tracing.pytree import flatten, unflatten
 from .checks import Checks
+from . import cpu
 from .compiler import BOUNDARY, compile_mlir, narrowing, to_boundary, tuning_flags
 from .device import DRIVERS
 from .device import device as get_device
@@ -58,14 +59,16 @@ class IntegrityError(ValueError):
     """A saved step's files do not match its manifest, or need another IREE version."""
 
 
-def save(entry, directory, names=None, fn=None) -> Path:
+def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
     """Write the compiled ``entry`` (a CompiledGraph) with its state's current values.
     ``names`` maps state tensors to archive keys; by default a tensor keeps the name its
     trace gave it (``0.weight``, ``opt.state[0.weight].momentum_buffer``: Note [state names]
     in ``staged/tracing/names.py``); ``fn``
-    (the traced function) gives the parameter names keyword arguments bind to."""
+    (the traced function) gives the parameter names keyword arguments bind to;
+    ``target_cpu`` the CPU llvm-cpu code is compiled for (Note [code for another CPU])."""
     from iree.compiler.version import VERSION as compiler_version
 
+    cpu.check_target(target_cpu, entry.backend)
     c = entry.captured
     by_tensor = {id(t): n for t, n in (names or {}).items()}
     renamed = {w.name: by_tensor.get(id(w.tensor), w.name) for w in c.state}
@@ -86,7 +89,12 @@ def save(entry, directory, names=None, fn=None) -> Path:
     else:
         text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=boundary)
     with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
-        vmfb = compile_mlir(text, entry.backend, optional=tuning_flags(graph, entry.backend))
+        vmfb = compile_mlir(
+            text,
+            entry.backend,
+            optional=tuning_flags(graph, entry.backend),
+            target_cpu=target_cpu,
+        )
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +126,9 @@ def save(entry, directory, names=None, fn=None) -> Path:
         "checks": c.checks,  # (error, message, lo, hi) per row of the last result (Note [index checks])
         "constants": {k: v for k, v in c.constants.items() if _is_json_scalar(v)},
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
+        "cpu": {"target": target_cpu, "requires": cpu.required(target_cpu)}
+        if entry.backend == "llvm-cpu"
+        else None,
         "sha256": {},
         "iree_run_module": None if plan else _command(entry.backend, args, narrow),
     }
@@ -403,6 +414,17 @@ def _read_manifest(directory: Path) -> dict:
                 f"{directory}: step.vmfb was compiled by IREE {versions.get('iree-compiler')}, this "
                 f"runtime is IREE {runtime_version}; IREE modules only run on the release that "
                 "compiled them: install that iree-base-runtime, or save the step again here"
+            )
+        )
+    lacks = cpu.missing((m.get("cpu") or {}).get("requires"))
+    if lacks:
+        raise IntegrityError(
+            at_user(
+                f"{directory}: step.vmfb was compiled for a CPU ({m['cpu']['target']} where it "
+                f"was saved) with {', '.join(lacks)}, which this CPU lacks: its code would stop "
+                "the process at its first call (SIGILL). Save the step on this machine, or "
+                "save it with target_cpu='x86-64-v3' (or another x86-64 level this CPU has) "
+                "to run it on any such machine"
             )
         )
     if versions.get("staged") != __version__:

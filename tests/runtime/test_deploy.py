@@ -16,6 +16,7 @@ import pytest
 
 import staged
 from staged import nn, optim
+from staged.runtime import cpu
 from models.common import classification_step
 
 
@@ -181,6 +182,53 @@ def test_recorded_versions_are_checked(copy):
     (copy / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(ValueError, match=r"format 'staged-step/1'.*save the step again"):
         staged.runtime.load(copy)
+
+
+def test_a_cpu_without_the_code_s_extensions_is_refused_naming_them(copy, monkeypatch):
+    """Note [code for another CPU]: a step saved for the host's CPU (AVX-512 where it has
+    it) stopped a machine without those extensions with SIGILL at its first call; load
+    now names what this CPU lacks. Simulated: this CPU without one extension."""
+    m = json.loads((copy / "manifest.json").read_text())
+    needed = m["cpu"]["requires"]
+    if needed is None:
+        pytest.skip("no /proc/cpuinfo here: the host's extensions are unknown")
+    assert m["cpu"]["target"] == "host" and "sse2" in needed
+    assert set(needed) <= cpu.isa_flags()
+    gone = "avx2" if "avx2" in needed else needed[-1]
+    monkeypatch.setattr(cpu, "isa_flags", lambda: frozenset(needed) - {gone})
+    with pytest.raises(
+        staged.runtime.deploy.IntegrityError,
+        match=rf"compiled for a CPU \(host where it was saved\) with {gone}, which this CPU "
+        r"lacks: .*SIGILL.*target_cpu='x86-64-v3'",
+    ):
+        staged.runtime.load(copy)
+
+
+def test_a_step_saved_for_an_x86_64_level_runs_where_that_level_does(tmp_path):
+    """``target_cpu="x86-64-v3"``: code any AVX2 machine runs, recorded as such; its
+    losses equal the host-compiled step's to float rounding."""
+    needed = cpu.required("x86-64-v3")
+    if cpu.missing(needed) or cpu.isa_flags() is None:
+        pytest.skip(f"this CPU is not x86-64-v3 (lacks {cpu.missing(needed)})")
+    staged.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
+    step = staged.compile(classification_step(model, optim.SGD(model.parameters(), lr=0.1)))
+    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
+    step(x, y)
+    step(x, y)
+    step.save(tmp_path / "v3", target_cpu="x86-64-v3")
+    step.save(tmp_path / "host")
+    m = json.loads((tmp_path / "v3" / "manifest.json").read_text())
+    assert m["cpu"] == {"target": "x86-64-v3", "requires": needed}
+    assert {"avx2", "fma", "sse4_2"} <= set(needed) and "avx512f" not in needed
+    v3, host = (staged.runtime.load(tmp_path / d) for d in ("v3", "host"))
+    assert (tmp_path / "v3" / "step.vmfb").read_bytes() != (
+        tmp_path / "host" / "step.vmfb"
+    ).read_bytes() or "avx512f" not in cpu.isa_flags()
+    for _ in range(3):
+        np.testing.assert_allclose(v3(x, y), host(x, y), rtol=DEPLOY_RTOL)
+    with pytest.raises(ValueError, match=r"target_cpu='skylake': use 'host' .* 'x86-64-v3'"):
+        step.save(tmp_path / "bad", target_cpu="skylake")
 
 
 def test_arguments_are_dtype_checked_bound_by_name_and_taken_from_any_array(trained):
