@@ -451,3 +451,24 @@ def test_finfo_iinfo_and_device_flags_are_torchs():
     t = staged.zeros(1)
     for flag in ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized"):
         assert getattr(t, flag) is False is getattr(torch.zeros(1), flag)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("exponent", [2, 3, -2, 0.5, -0.5, -1, 2.0, 3.0])
+def test_pow_by_a_scalar_is_torchs_products_sqrt_and_reciprocals(exponent, dtype):
+    """torch runs x ** 2, 3, -2, 0.5, -0.5, -1 as products, sqrt and reciprocals: their
+    values to the bit (-0.0 ** -0.5 is -inf, -inf ** -0.5 NaN, as rsqrt), and the
+    gradient's x ** (e - 1) too where e - 1 is one of them (or 1); x ** -1.5 and x ** -3
+    are pow's, SLEEF's in torch, C's here: within a few ulp."""
+    x = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 4.0, 1e-30, 3.3, -2.7, 1e30, 7e-3]
+    out = []
+    for lib in (staged, torch):
+        t = lib.tensor(x, dtype=getattr(lib, dtype), requires_grad=True)
+        y = t**exponent
+        (g,) = lib.autograd.grad(y.sum(), [t])
+        out.append([a.detach().numpy() for a in (y, g)])
+    for ours, theirs, rtol in zip(*out, (0, 0 if exponent - 1 in (2, 3, -2, 1, 0.5, -1) else 4)):
+        rtol *= np.finfo(dtype).eps
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=0)
+        known = ~np.isnan(theirs)
+        assert (np.signbit(ours) == np.signbit(theirs))[known].all(), (ours, theirs)

@@ -190,9 +190,10 @@ _NO_ORACLE = {
         # second is 0 (its floor division has no derivative), staged's NaN
         "remainder": lambda x, y: ((y == 0) | y.isnan()).any(),
         "fmod": lambda x, y: ((y == 0) | y.isnan()).any(),
-        # at 0: torch's second derivative is NaN (its formula's masked 0 / 0), staged's
-        # the true -pi**2 / 3 (test_sinc_derivatives_at_zero)
-        "sinc": lambda x: (x == 0).any(),
+        # near 0: torch's second derivative is NaN at 0 (its formula's masked 0 / 0) and
+        # cancels around it, by eps / (pi x)**2 relative (0 at 6.6e-18), staged's is
+        # its Taylor form's, -pi**2 / 3 at 0 (test_sinc_derivatives_at_zero)
+        "sinc": lambda x: (x.abs() < 1e-3).any(),
         # the kink at 0: staged's second derivative is the left one (alpha), torch's 0
         "elu": lambda x: (x == 0).any(),
         "celu": lambda x: (x == 0).any(),

@@ -791,8 +791,9 @@ def test_xlogy_gradient_sums_over_broadcast_dims_after_the_derivative(name):
 
 def test_sinc_derivatives_at_zero():
     """sinc's value, first and second derivatives at 0 are 1, 0 and -pi**2 / 3 (staged's
-    second was 0: the constant 1 it picked there has none; torch's is NaN)."""
-    x = staged.tensor([0.0, 1e-3, 0.5], dtype=staged.float64, requires_grad=True)
+    second was 0: the constant 1 it picked there has none; torch's is NaN), and near 0
+    too (the quotient's second derivative was 2e17 at 6.6e-18)."""
+    x = staged.tensor([0.0, 1e-3, 0.5, 6.6e-18, -2e-3], dtype=staged.float64, requires_grad=True)
     y = staged.sinc(x)
     (g,) = staged.autograd.grad(y.sum(), [x], create_graph=True)
     (gg,) = staged.autograd.grad(g.sum(), [x])
@@ -804,7 +805,10 @@ def test_sinc_derivatives_at_zero():
     # near 0 both formulas cancel: about eps / (pi x)**2 relative (1e-11 at x = 1e-3)
     np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-9, atol=1e-15)
     assert gg[0].item() == pytest.approx(-(np.pi**2) / 3, rel=1e-15)
-    np.testing.assert_allclose(gg.numpy()[1:], ggt.numpy()[1:], rtol=1e-9)
+    # near 0 torch's cancels (0 at 6.6e-18, where the quotient's gave 1e17): the Taylor
+    # form's is -pi**2 / 3 (1 - 0.3 (pi x)**2)
+    assert gg[3].item() == pytest.approx(-(np.pi**2) / 3, rel=1e-15)
+    np.testing.assert_allclose(gg.numpy()[[1, 2, 4]], ggt.numpy()[[1, 2, 4]], rtol=1e-9)
 
 
 def test_pow_masks_its_derivatives_before_multiplying_by_the_gradient():
