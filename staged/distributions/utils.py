@@ -33,3 +33,8 @@ def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
 
 def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
     return logits.sigmoid() if is_binary else logits.softmax(-1)
+
+
+def sum_rightmost(value: Tensor, dim: int) -> Tensor:
+    """torch's ``_sum_rightmost``: ``value`` summed over its ``dim`` last dims."""
+    return value if dim == 0 else value.reshape(*value.shape[:-dim], -1).sum(-1)

@@ -84,6 +84,74 @@ def test_kl_divergence_is_torchs():
         D.kl_divergence(D.Normal(0.0, 1.0), D.Bernoulli(probs=staged.tensor(0.5)))
 
 
+DTYPES = ["float32", "float64"]
+
+
+def _grads(lib, x, lp, params):
+    """d(rsample.sum() + log_prob.sum()) / d(params)."""
+    return lib.autograd.grad(x.sum() + lp.sum(), params)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_uniform_exponential_and_laplace_are_torchs(dtype):
+    def make(lib, dist):
+        f = getattr(lib, dtype)
+        low = lib.tensor([0.0, -1.0, 2.0], dtype=f, requires_grad=True)
+        high = lib.tensor([1.0, 3.0, 2.5], dtype=f, requires_grad=True)
+        rate = lib.tensor([0.5, 1.0, 4.0], dtype=f, requires_grad=True)
+        loc = lib.tensor([0.0, 1.0, -2.0], dtype=f, requires_grad=True)
+        scale = lib.tensor([1.0, 0.5, 2.0], dtype=f, requires_grad=True)
+        q = lib.tensor([0.1, 0.5, 0.9], dtype=f)
+        out = []
+        for d, params in (
+            (dist.Uniform(low, high), [low, high]),
+            (dist.Exponential(rate), [rate]),
+            (dist.Laplace(loc, scale), [loc, scale]),
+        ):
+            x = d.rsample((4,))
+            lp = d.log_prob(x.detach())
+            out += [d.sample((2,)), x, lp, d.cdf(x.detach()), d.icdf(q), d.entropy()]
+            out += [d.mean, d.mode, d.variance, d.stddev, *_grads(lib, x, lp, params)]
+        outside = dist.Uniform(low, high, validate_args=False).log_prob(lib.tensor(5.0, dtype=f))
+        return out + [outside, dist.Exponential(2.0).sample((3,)), dist.Laplace(0.0, 1.0).rsample()]
+
+    ours, theirs = _both(make)
+    assert ours[0].dtype is getattr(staged, dtype)
+    _same([o.detach().numpy() for o in ours], theirs, rtol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_log_normal_and_independent_are_torchs(dtype):
+    def make(lib, dist):
+        f = getattr(lib, dtype)
+        loc = lib.tensor([[0.0, 1.0, -2.0], [0.5, 0.0, 1.0]], dtype=f, requires_grad=True)
+        scale = lib.tensor([[1.0, 0.5, 2.0], [0.3, 1.0, 0.1]], dtype=f, requires_grad=True)
+        ln = dist.LogNormal(loc, scale)
+        x = ln.rsample((4,))
+        lp = ln.log_prob(x.detach())
+        out = [ln.sample((2,)), x, lp, ln.entropy(), ln.mean, ln.mode, ln.variance, ln.stddev]
+        out += [
+            ln.loc,
+            ln.scale,
+            ln.base_dist.scale,
+            ln.cdf(x.detach()),
+            ln.icdf(lib.tensor([0.1, 0.5, 0.9], dtype=f)),
+        ]
+        out += [*_grads(lib, x, lp, [loc, scale])]
+        ind = dist.Independent(dist.Normal(loc, scale), 1)
+        assert ind.batch_shape == (2,) and ind.event_shape == (3,) and ind.has_rsample
+        y = ind.rsample((5,))
+        lp = ind.log_prob(y.detach())
+        out += [ind.sample(), y, lp, ind.entropy(), ind.mean, ind.mode, ind.variance]
+        out += [*_grads(lib, y, lp, [loc, scale])]
+        ind2 = dist.Independent(dist.Bernoulli(probs=lib.tensor([[0.2, 0.7]], dtype=f)), 2)
+        s = ind2.sample((3,))
+        return out + [s, ind2.log_prob(s), ind2.entropy()]
+
+    ours, theirs = _both(make)
+    _same([o.detach().numpy() for o in ours], theirs, rtol=2e-6)
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -93,8 +161,33 @@ def test_kl_divergence_is_torchs():
         lambda lib, dist: dist.Categorical(probs=lib.tensor([0.5, 0.5])).log_prob(lib.tensor(2)),
         lambda lib, dist: dist.Normal(0.0, 1.0).log_prob(lib.tensor(float("nan"))),
         lambda lib, dist: dist.Categorical(probs=lib.tensor([0.5]), logits=lib.tensor([0.0])),
+        lambda lib, dist: dist.Uniform(1.0, 0.0, validate_args=True),
+        lambda lib, dist: dist.Uniform(lib.tensor([0.0, 1.0]), lib.tensor([1.0, 0.5])),
+        lambda lib, dist: dist.Uniform(0.0, 1.0).log_prob(lib.tensor(2.0)),
+        lambda lib, dist: dist.Exponential(lib.tensor([-1.0])),
+        lambda lib, dist: dist.Exponential(1.0).cdf(lib.tensor(-1.0)),
+        lambda lib, dist: dist.Laplace(0.0, lib.tensor([0.0])),
+        lambda lib, dist: dist.LogNormal(0.0, lib.tensor([-1.0])),
+        lambda lib, dist: dist.LogNormal(0.0, 1.0).log_prob(lib.tensor(-1.0)),
+        lambda lib, dist: dist.Independent(dist.Normal(lib.zeros(2), 1.0), 2),
     ],
-    ids=["scale", "simplex", "unit", "support", "nan value", "both"],
+    ids=[
+        "scale",
+        "simplex",
+        "unit",
+        "support",
+        "nan value",
+        "both",
+        "uniform low",
+        "uniform tensors",
+        "uniform support",
+        "rate",
+        "exponential support",
+        "laplace scale",
+        "lognormal scale",
+        "lognormal support",
+        "reinterpreted",
+    ],  # fmt: skip
 )
 def test_invalid_arguments_raise_torchs_errors(bad):
     errors = []
@@ -142,6 +235,15 @@ def test_torch_distributions_resolves_under_the_torch_alias():
         "import torch.distributions.normal as n\n"
         "assert Categorical is staged.distributions.Categorical\n"
         "assert n.Normal is staged.distributions.Normal\n"
+        "import torch.distributions.uniform, torch.distributions.exponential\n"
+        "import torch.distributions.laplace, torch.distributions.log_normal\n"
+        "import torch.distributions.independent\n"
+        "d = torch.distributions\n"
+        "assert d.uniform.Uniform is staged.distributions.Uniform\n"
+        "assert d.exponential.Exponential is staged.distributions.Exponential\n"
+        "assert d.laplace.Laplace is staged.distributions.Laplace\n"
+        "assert d.log_normal.LogNormal is staged.distributions.LogNormal\n"
+        "assert d.independent.Independent is staged.distributions.Independent\n"
     )
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -1,0 +1,70 @@
+"""Uniform: the half-open interval ``[low, high)``."""
+
+from __future__ import annotations
+
+from ..eager import ops
+from ..eager.factories import rand
+from ..eager.tensor import Tensor
+from .distribution import Distribution
+from .utils import broadcast_all
+
+
+class Uniform(Distribution):
+    """``torch.distributions.Uniform(low, high, validate_args=None)``; ``rsample`` is
+    ``low + rand(shape) * (high - low)`` (differentiable in both)."""
+
+    has_rsample = True
+
+    @property
+    def arg_checks(self) -> dict:  # type: ignore[override]
+        return {
+            "low": (lambda x: x < self.high, f"LessThan(upper_bound={self.high})"),
+            "high": (lambda x: x > self.low, f"GreaterThan(lower_bound={self.low})"),
+        }
+
+    def __init__(self, low, high, validate_args=None):
+        self.low, self.high = broadcast_all(low, high)
+        super().__init__(self.low.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return (self.high + self.low) / 2
+
+    @property
+    def mode(self) -> Tensor:
+        return float("nan") * self.high
+
+    @property
+    def stddev(self) -> Tensor:
+        return (self.high - self.low) / 12**0.5
+
+    @property
+    def variance(self) -> Tensor:
+        return (self.high - self.low).pow(2) / 12
+
+    def rsample(self, sample_shape=()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        return self.low + rand(shape, dtype=self.low.dtype) * (self.high - self.low)
+
+    def _check(self, value: Tensor) -> None:
+        self._check_sample(
+            value,
+            lambda v: ops.logical_and(v >= self.low, v <= self.high),
+            f"Interval(lower_bound={self.low}, upper_bound={self.high})",
+        )
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        self._check(value)
+        lb = self.low.le(value).type_as(self.low)
+        ub = self.high.gt(value).type_as(self.low)
+        return (lb * ub).log() - (self.high - self.low).log()
+
+    def cdf(self, value: Tensor) -> Tensor:
+        self._check(value)
+        return ((value - self.low) / (self.high - self.low)).clamp(min=0, max=1)
+
+    def icdf(self, value: Tensor) -> Tensor:
+        return value * (self.high - self.low) + self.low
+
+    def entropy(self) -> Tensor:
+        return (self.high - self.low).log()
