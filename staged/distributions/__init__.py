@@ -1,7 +1,8 @@
-"""``torch.distributions``' most used families: ``Categorical``, ``Bernoulli``, ``Normal``,
-``LogNormal``, ``Uniform``, ``Exponential``, ``Laplace`` and ``Independent`` (sample,
-rsample, log_prob, entropy, mean, mode, variance, and cdf/icdf where torch has them) and
-their ``kl_divergence``, with torch's parameter checks and torch's random draws after the
+"""``torch.distributions``' most used families: ``Categorical``, ``OneHotCategorical``,
+``Bernoulli``, ``Normal``, ``LogNormal``, ``MultivariateNormal``, ``Uniform``,
+``Exponential``, ``Laplace`` and ``Independent`` (sample, rsample, log_prob, entropy,
+mean, mode, variance, and cdf/icdf where torch has them) and their ``kl_divergence`` for
+pairs of one family, with torch's parameter checks and torch's random draws after the
 same seed: the reinforcement-learning and VAE examples written for torch run unchanged.
 The modules have torch's names, so ``torch.distributions.uniform`` resolves under
 ``staged.as_torch()``."""
@@ -14,7 +15,9 @@ from .independent import Independent
 from .kl import kl_divergence
 from .laplace import Laplace
 from .log_normal import LogNormal
+from .multivariate_normal import MultivariateNormal
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical
 from .uniform import Uniform
 
 __all__ = [
@@ -25,7 +28,9 @@ __all__ = [
     "Independent",
     "Laplace",
     "LogNormal",
+    "MultivariateNormal",
     "Normal",
+    "OneHotCategorical",
     "Uniform",
     "kl_divergence",
 ]

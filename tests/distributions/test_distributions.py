@@ -152,6 +152,65 @@ def test_log_normal_and_independent_are_torchs(dtype):
     _same([o.detach().numpy() for o in ours], theirs, rtol=2e-6)
 
 
+COV = [[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("given", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_is_torchs(given, dtype):
+    """staged's Cholesky factor and triangular solve are its own (``_linalg``), not
+    LAPACK's: float32 agrees with torch to a few ulps, float64 to 1e-12."""
+
+    def make(lib, dist):
+        f = getattr(lib, dtype)
+        loc = lib.tensor([[0.0, 1.0, -1.0], [0.5, 0.0, 2.0]], dtype=f, requires_grad=True)
+        m = np.linalg.cholesky(COV) if given == "scale_tril" else np.array(COV)
+        m = lib.tensor(m, dtype=f, requires_grad=True)
+        mvn = dist.MultivariateNormal(loc, **{given: m})
+        x = mvn.rsample((4,))
+        lp = mvn.log_prob(x.detach())
+        return (
+            mvn.sample((2,)), x, lp, mvn.entropy(), mvn.mean, mvn.mode, mvn.variance,
+            mvn.scale_tril, mvn.covariance_matrix, mvn.precision_matrix,
+            *_grads(lib, x, lp, [loc, m]),
+        )  # fmt: skip
+
+    ours, theirs = _both(make)
+    assert tuple(ours[1].shape) == (4, 2, 3)
+    _same([o.detach().numpy() for o in ours], theirs, rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_multivariate_normal_broadcasts_batched_matrices_like_torch():
+    def make(lib, dist):
+        tril = lib.tensor([[[1.0, 0.0], [0.5, 2.0]], [[0.3, 0.0], [-1.0, 1.0]]], requires_grad=True)
+        mvn = dist.MultivariateNormal(lib.tensor([1.0, -1.0]), scale_tril=tril)
+        x = mvn.rsample((3,))
+        lp = mvn.log_prob(x.detach()[:, :1])  # a value broadcast over the batch
+        return x, lp, mvn.entropy(), mvn.loc, *_grads(lib, x, lp, [tril])
+
+    ours, theirs = _both(make)
+    _same([o.detach().numpy() for o in ours], theirs, rtol=1e-5)
+
+
+def test_one_hot_categorical_is_torchs():
+    def make(lib, dist):
+        p = lib.tensor(PROBS, requires_grad=True)
+        c = dist.OneHotCategorical(probs=p)
+        s = c.sample((5,))
+        lp = c.log_prob(s)
+        (g,) = lib.autograd.grad(lp.sum() + c.entropy().sum(), [p])
+        cl = dist.OneHotCategorical(logits=lib.tensor(PROBS, dtype=lib.float64).log())
+        return (
+            s, lp, c.entropy(), c.mean, c.mode, c.variance, c.probs, c.logits, g,
+            cl.sample(), cl.mode,
+        )  # fmt: skip
+
+    ours, theirs = _both(make)
+    assert ours[0].dtype is staged.float32 and tuple(ours[0].shape) == (5, 2, 3)
+    assert ours[-2].dtype is staged.float64
+    _same([o.detach().numpy() for o in ours], theirs)
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -169,7 +228,24 @@ def test_log_normal_and_independent_are_torchs(dtype):
         lambda lib, dist: dist.Laplace(0.0, lib.tensor([0.0])),
         lambda lib, dist: dist.LogNormal(0.0, lib.tensor([-1.0])),
         lambda lib, dist: dist.LogNormal(0.0, 1.0).log_prob(lib.tensor(-1.0)),
+        lambda lib, dist: dist.MultivariateNormal(
+            lib.zeros(2), lib.tensor([[1.0, 2.0], [2.0, 1.0]])
+        ),
+        lambda lib, dist: dist.MultivariateNormal(
+            lib.zeros(2), lib.tensor([[1.0, 0.5], [0.0, 1.0]])
+        ),
+        lambda lib, dist: dist.MultivariateNormal(lib.zeros(2), precision_matrix=-lib.eye(2)),
+        lambda lib, dist: dist.MultivariateNormal(lib.zeros(2), scale_tril=lib.ones(2, 2)),
+        lambda lib, dist: dist.MultivariateNormal(lib.zeros(2), scale_tril=-lib.eye(2)),
+        lambda lib, dist: dist.MultivariateNormal(lib.zeros(2), lib.eye(2), scale_tril=lib.eye(2)),
+        lambda lib, dist: dist.MultivariateNormal(lib.tensor(0.0), lib.eye(2)),
+        lambda lib, dist: dist.MultivariateNormal(lib.zeros(2), lib.ones(2)),
+        lambda lib, dist: dist.MultivariateNormal(lib.zeros(1), lib.eye(1)).log_prob(
+            lib.tensor([float("nan")])
+        ),
         lambda lib, dist: dist.Independent(dist.Normal(lib.zeros(2), 1.0), 2),
+        lambda lib, dist: dist.OneHotCategorical(lib.tensor([0.5, 0.5])).log_prob(lib.ones(2)),
+        lambda lib, dist: dist.OneHotCategorical(lib.tensor([0.5, -0.5])),
     ],
     ids=[
         "scale",
@@ -186,7 +262,18 @@ def test_log_normal_and_independent_are_torchs(dtype):
         "laplace scale",
         "lognormal scale",
         "lognormal support",
+        "not positive-definite",
+        "not symmetric",
+        "precision",
+        "not lower",
+        "tril diagonal",
+        "two matrices",
+        "loc 0-d",
+        "covariance 1-d",
+        "mvn value",
         "reinterpreted",
+        "one-hot",
+        "one-hot simplex",
     ],  # fmt: skip
 )
 def test_invalid_arguments_raise_torchs_errors(bad):
@@ -195,6 +282,17 @@ def test_invalid_arguments_raise_torchs_errors(bad):
         with pytest.raises(ValueError) as info:
             bad(lib, dist)
         errors.append(str(info.value).replace("torch.", "staged.").split(" of distribution")[0])
+    assert errors[0] == errors[1]
+
+
+def test_a_covariance_that_does_not_factor_raises_torchs_error_unchecked():
+    """torch raises its LinAlgError (a RuntimeError) from the Cholesky factorisation."""
+    errors = []
+    for lib, dist in ((staged, D), (torch, torch.distributions)):
+        cov = lib.tensor([[1.0, 2.0], [2.0, 1.0]])
+        with pytest.raises(RuntimeError, match="not positive-definite") as info:
+            dist.MultivariateNormal(lib.zeros(2), cov, validate_args=False)
+        errors.append(str(info.value))
     assert errors[0] == errors[1]
 
 
@@ -227,6 +325,27 @@ def test_a_reinforce_step_compiles_and_gives_eagers_loss():
     np.testing.assert_allclose(got, eager, rtol=1e-5)
 
 
+def test_a_multivariate_normal_step_compiles_and_gives_eagers_loss():
+    """The Cholesky factor and the triangular solve are ordinary ops (``_linalg``), so a
+    step through them traces whole; its gradients are eager's."""
+    staged.manual_seed(0)
+    loc = staged.tensor([0.0, 1.0], requires_grad=True)
+    tril = staged.tensor([[1.0, 0.0], [0.5, 2.0]], requires_grad=True)
+
+    def step(x):
+        mvn = D.MultivariateNormal(loc, covariance_matrix=tril @ tril.mT)
+        loss = -mvn.log_prob(x).mean() - D.Laplace(loc, 2.0).log_prob(x).mean()
+        loss.backward()
+        return loss
+
+    x = staged.randn(5, 2)
+    eager = [step(x).item(), loc.grad.numpy().copy(), tril.grad.numpy().copy()]
+    loc.grad = tril.grad = None
+    got = [staged.compile(step)(x).item(), loc.grad.numpy(), tril.grad.numpy()]
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g, e, rtol=1e-5)
+
+
 def test_torch_distributions_resolves_under_the_torch_alias():
     script = (
         "import staged; staged.as_torch()\n"
@@ -237,13 +356,16 @@ def test_torch_distributions_resolves_under_the_torch_alias():
         "assert n.Normal is staged.distributions.Normal\n"
         "import torch.distributions.uniform, torch.distributions.exponential\n"
         "import torch.distributions.laplace, torch.distributions.log_normal\n"
-        "import torch.distributions.independent\n"
+        "import torch.distributions.independent, torch.distributions.multivariate_normal\n"
+        "import torch.distributions.one_hot_categorical as o\n"
         "d = torch.distributions\n"
         "assert d.uniform.Uniform is staged.distributions.Uniform\n"
         "assert d.exponential.Exponential is staged.distributions.Exponential\n"
         "assert d.laplace.Laplace is staged.distributions.Laplace\n"
         "assert d.log_normal.LogNormal is staged.distributions.LogNormal\n"
         "assert d.independent.Independent is staged.distributions.Independent\n"
+        "assert d.multivariate_normal.MultivariateNormal is d.MultivariateNormal\n"
+        "assert o.OneHotCategorical is staged.distributions.OneHotCategorical\n"
     )
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
