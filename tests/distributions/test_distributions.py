@@ -211,6 +211,37 @@ def test_one_hot_categorical_is_torchs():
     _same([o.detach().numpy() for o in ours], theirs)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kl_divergence_of_the_new_families_is_torchs(dtype):
+    def make(lib, dist):
+        f = getattr(lib, dtype)
+        kl = dist.kl_divergence
+        a = lib.tensor([0.0, 1.0, -0.5], dtype=f, requires_grad=True)
+        b = lib.tensor([2.0, 1.5, 0.5], dtype=f, requires_grad=True)
+        cov = lib.tensor(COV, dtype=f)
+        mvn_p = dist.MultivariateNormal(a, covariance_matrix=cov * b.unsqueeze(-1) * b)
+        mvn_q = dist.MultivariateNormal(lib.zeros(2, 3, dtype=f), precision_matrix=cov)
+        out = [
+            kl(dist.Uniform(a, b), dist.Uniform(a - 1, b + 1)),
+            kl(dist.Uniform(a, b), dist.Uniform(a + lib.tensor([0.25, -1, 0], dtype=f), b)),  # inf
+            kl(dist.Exponential(b), dist.Exponential(b.flip(0))),
+            kl(dist.Laplace(a, b), dist.Laplace(b, a.exp())),
+            kl(mvn_p, mvn_q),
+            kl(dist.Independent(dist.Normal(a, b), 1), dist.Independent(dist.Normal(b, b), 1)),
+            kl(
+                dist.OneHotCategorical(lib.tensor(PROBS, dtype=f)),
+                dist.OneHotCategorical(lib.tensor(PROBS[::-1], dtype=f)),
+            ),
+        ]
+        finite = [o for o in out if bool(o.isfinite().all())]
+        return [*out, *lib.autograd.grad(sum(o.sum() for o in finite), [a, b])]
+
+    ours, theirs = _both(make)
+    _same([o.detach().numpy() for o in ours], theirs, rtol=1e-5 if dtype == "float32" else 1e-12)
+    with pytest.raises(NotImplementedError, match="MultivariateNormal, Independent"):
+        D.kl_divergence(D.Uniform(0.0, 1.0), D.Exponential(1.0))
+
+
 @pytest.mark.parametrize(
     "bad",
     [
