@@ -557,3 +557,36 @@ def test_sums_of_broadcast_products_and_empty_scatters_compile():
     got = staged.capture(body, x1, x2, g, *operands).compile("llvm-cpu")(x1, x2, g, *operands)
     for a, b in zip(got, body(x1, x2, g, *operands)):
         np.testing.assert_allclose(np.asarray(a), b.detach().numpy(), rtol=1e-5, atol=1e-3)
+
+
+def test_float_to_int_casts_give_x86s_values_for_nan_and_out_of_range():
+    """As NumPy's and torch's casts (x86's truncating conversions): NaN and values outside
+    int32's or int64's range give its least value, 8- and 16-bit ints (and uint8) the
+    int32 conversion's low bits. LLVM leaves those undefined: a NaN that IREE folded as a
+    constant became 0 (fuzzer, AVX-512), a run-time one the least value. One module."""
+    x = np.array([300.0, 1e10, np.nan, -1e10, 3e9, -3e9, 2.0**63, -(2.0**63), 70000.0, -2.5])
+    x = x[None].repeat(2, 0).astype(np.float32)
+    with np.errstate(over="ignore"):  # 1e10 and past are inf in float16
+        x[1] = x[1].astype(np.float16)
+    ints = ("int8", "int16", "int32", "int64", "uint8")
+
+    def body(a, h):
+        folded = a[:3].double()  # filled with NaN in the graph: IREE folds the casts
+        folded.fill_(float("nan"))
+        return [
+            *(a.to(getattr(staged, d)) for d in ints),
+            *(h.to(getattr(staged, d)) for d in ints),
+            *(folded.to(getattr(staged, d)) for d in ints),
+        ]
+
+    a, h = staged.tensor(x[0]), staged.tensor(x[1].astype(np.float16))
+    got = staged.capture(body, a, h).compile("llvm-cpu")(a, h)
+    with np.errstate(invalid="ignore"):
+        want = [
+            *(x[0].astype(d) for d in ints),
+            *(x[1].astype(np.float16).astype(d) for d in ints),
+            *(np.full(3, np.nan).astype(d) for d in ints),
+        ]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    assert [np.asarray(g)[0] for g in got[-5:]] == [0, 0, -(2**31), -(2**63), 0]

@@ -866,7 +866,9 @@ def cast_scalar(e, x, src, dst):
             return cast_scalar(e, cast_scalar(e, x, src, dt.float32), dt.float32, dst)
         return e.emit(f"arith.{'extf' if bits(dst) > bits(src) else 'truncf'} {x} : {ts} to {td}")
     if cs == "float":
-        return e.emit(f"arith.{'fptoui' if cd == 'uint' else 'fptosi'} {x} : {ts} to {td}")
+        if cd == "uint" and bits(dst) >= 32:
+            return e.emit(f"arith.fptoui {x} : {ts} to {td}")
+        return _float_to_int(e, x, src, dst)
     if cd == "float":
         return e.emit(f"arith.{'sitofp' if cs == 'int' else 'uitofp'} {x} : {ts} to {td}")
     if bits(src) == bits(dst):
@@ -874,6 +876,29 @@ def cast_scalar(e, x, src, dst):
     if bits(dst) < bits(src):
         return e.emit(f"arith.trunci {x} : {ts} to {td}")
     return e.emit(f"arith.{'extsi' if cs == 'int' else 'extui'} {x} : {ts} to {td}")
+
+
+def _float_to_int(e, x, src, dst):
+    """Float to a signed int (or uint8) as x86's truncating conversions, which NumPy's and
+    torch's casts compile to: NaN and values outside int32's or int64's range give its
+    least value, and the 8- and 16-bit ints take the int32 conversion's low bits (1e10 ->
+    int8 is 0, 300.0 is 44). LLVM leaves fptosi of those undefined: NaN -> int64 was 0 on
+    an AVX-512 machine and the least value on an AVX2 one (fuzzer)."""
+    if bits(src) < 32:  # the bounds below overflow float16
+        return _float_to_int(e, cast_scalar(e, x, src, dt.float32), dt.float32, dst)
+    via = dst if bits(dst) >= 32 else dt.int32
+    n, ts, tv = bits(via), elem_type(src), elem_type(via)
+    low, high = e.const(-(2.0 ** (n - 1)), src), e.const(2.0 ** (n - 1), src)
+    inside = e.emit(
+        f"arith.andi {e.emit(f'arith.cmpf oge, {x}, {low} : {ts}')}, "
+        f"{e.emit(f'arith.cmpf olt, {x}, {high} : {ts}')} : i1"
+    )
+    safe = e.emit(f"arith.select {inside}, {x}, {e.const(0, src)} : {ts}")
+    r = e.emit(f"arith.fptosi {safe} : {ts} to {tv}")
+    r = e.emit(f"arith.select {inside}, {r}, {e.const(-(2 ** (n - 1)), via)} : {tv}")
+    if via is dst:
+        return r
+    return e.emit(f"arith.trunci {r} : {tv} to {elem_type(dst)}")
 
 
 @lowering(REGISTRY["cast"])
