@@ -121,13 +121,13 @@ def _flat(shape, index, dim) -> np.ndarray:
 
 
 def _scatter_add(x, index, src, *, dim):
-    out = np.array(x, copy=True)
+    out = np.array(x, order="C")  # a copy; C order, so reshape(-1) is a view of it
     np.add.at(out.reshape(-1), _flat(out.shape, index, dim), src.reshape(-1))
     return out
 
 
 def _scatter(x, index, src, *, dim):
-    out = np.array(x, copy=True)
+    out = np.array(x, order="C")  # a copy; C order, so reshape(-1) is a view of it
     flat = _flat(out.shape, index, dim)
     _, first = np.unique(flat[::-1], return_index=True)
     last = flat.size - 1 - first  # the last write to each destination
@@ -210,7 +210,7 @@ _SCATTER_UFUNCS = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 
 
 def _scatter_reduce(x, index, src, *, dim, reduce):
-    out = np.array(x, copy=True)
+    out = np.array(x, order="C")  # a copy; C order, so reshape(-1) is a view of it
     _SCATTER_UFUNCS[reduce].at(out.reshape(-1), _flat(out.shape, index, dim), src.reshape(-1))
     return out
 

@@ -472,3 +472,25 @@ def test_pow_by_a_scalar_is_torchs_products_sqrt_and_reciprocals(exponent, dtype
         np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=0)
         known = ~np.isnan(theirs)
         assert (np.signbit(ours) == np.signbit(theirs))[known].all(), (ours, theirs)
+
+
+def test_scatters_into_a_transposed_tensor_are_torchs():
+    """scatter, scatter_add and scatter_reduce of a non-contiguous input (a transpose, or a
+    batch dim vmap moved) wrote into a copy of the flattened result and returned the input
+    unchanged (the copy kept the input's Fortran order, so reshape(-1) copied again)."""
+    out = []
+    for lib in (staged, torch):
+        x = lib.arange(12.0).reshape(4, 3).t()
+        idx = lib.tensor([[0, 1, 2, 0], [1, 1, 0, 0], [2, 2, 2, 2]])
+        src = lib.arange(12.0).reshape(3, 4) + 1
+        out.append(
+            [
+                x.scatter(1, idx, src),
+                x.scatter_add(1, idx, src),
+                x.scatter_reduce(1, idx, src, "amax"),
+                x.scatter_reduce(1, idx, src, "prod", include_self=False),
+                x.gather(1, idx),
+            ]
+        )
+    for ours, theirs in zip(*out):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -85,13 +85,19 @@ def operands(*vals, dtype: dt.DType | None = None):
     if all(type(t._payload) is _ndarray for t in ts if isinstance(t, Tensor)):
         # eager: a number becomes a broadcast view of the result shape, no ops recorded
         return [
-            expand_to(t, shape)
-            if isinstance(t, Tensor)
-            else Tensor._wrap(np.broadcast_to(np.array(t, dtype.np), shape))
+            expand_to(t, shape) if isinstance(t, Tensor) else _number(t, dtype.np, shape)
             for t in ts
         ]
     # symbolic: a 0-d constant expanded in the graph (never a full-size constant)
     return [expand_to(t if isinstance(t, Tensor) else scalar_tensor(t, dtype), shape) for t in ts]
+
+
+def _number(v, dtype: np.dtype, shape: tuple) -> Tensor:
+    """``v`` as a read-only broadcast view of ``shape``: ``np.broadcast_to``'s array, made
+    directly (a third of its time, on every op with a Python number)."""
+    a = np.ndarray(shape, dtype, np.array(v, dtype), 0, (0,) * len(shape))
+    a.flags.writeable = False
+    return Tensor._wrap(a)
 
 
 def float_operand(t: Tensor) -> Tensor:
