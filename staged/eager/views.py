@@ -74,9 +74,11 @@ class _Views:
 def record(view, src, prim, params, grad_mode) -> None:
     """Make ``view`` (the output of view primitive ``prim`` on ``src``) a view of
     ``src``'s base. Called by dispatch for view primitives only; an output that NumPy
-    had to copy (a reshape of a transposed array) is not a view, as in PyTorch."""
+    had to copy (a reshape of a transposed array) is not a view, as in PyTorch. An empty
+    output is one: NumPy sees no shared memory in it, torch's is a view all the same (an
+    in-place op on ``x[:, 1:1]`` with a grad-requiring operand makes ``x`` require grad)."""
     p = view._payload
-    if type(p) is np.ndarray and not np.may_share_memory(p, src._payload):
+    if type(p) is np.ndarray and p.size and not np.may_share_memory(p, src._payload):
         return
     step = (prim, params, src._payload)
     if src._base is not None:

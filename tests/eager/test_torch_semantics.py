@@ -494,3 +494,18 @@ def test_scatters_into_a_transposed_tensor_are_torchs():
         )
     for ours, theirs in zip(*out):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_empty_slices_are_views_as_torchs():
+    """x[:, 1:1] is a view of x (NumPy sees no shared memory in an empty array, so it was a
+    new tensor): an in-place op on it with a grad-requiring operand makes x require grad
+    (a compiled step, which traced it as a view, disagreed with eager; fuzzer)."""
+    for lib in (staged, torch):
+        s = lib.tensor(2.0, requires_grad=True)
+        x = lib.zeros(3, 2)
+        views = [x[:, 1:1], x[2:2], x.narrow(1, 0, 0), x[:, 1:1].reshape(0)]
+        assert all(v._base is x for v in views), lib.__name__
+        views[0].div_(s)
+        assert x.requires_grad and x.grad_fn is not None
+        x.sum().backward()
+        assert s.grad.item() == 0.0
