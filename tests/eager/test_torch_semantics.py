@@ -509,3 +509,15 @@ def test_empty_slices_are_views_as_torchs():
         assert x.requires_grad and x.grad_fn is not None
         x.sum().backward()
         assert s.grad.item() == 0.0
+
+
+def test_xlogy_and_xlog1py_are_plus_zero_where_x_is_zero():
+    """torch's kernels return 0 where x is 0 (and y is not NaN); the product x * log(y)
+    gave -0 for log(y) < 0 (printed as -0., and sqrt of it has a -inf tangent)."""
+    x, y = [0.0, -0.0, 0.0, 2.0, 0.0, 5.0], [0.5, 0.5, -1.0, 0.0, float("nan"), -0.0]
+    for f in ("xlogy", "xlog1py"):
+        got, want = (
+            getattr(lib.special, f)(lib.tensor(x), lib.tensor(y)).numpy() for lib in (staged, torch)
+        )
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want)).all(), (f, got, want)

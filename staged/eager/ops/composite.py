@@ -201,7 +201,10 @@ def _x_times(x, y, fn, name):
     shape = broadcast_shapes(x._payload.shape, y._payload.shape)
     x, y = expand_to(x, shape), expand_to(y, shape)
     fy = fn(y)
-    return x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
+    out = x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
+    # +0 where x is 0, as torch's kernel returns (0 * log(0.5) is -0): adding -0 elsewhere
+    # changes nothing, and a constant leaves the gradients alone
+    return out + where(x == 0, 0.0, -0.0)
 
 
 def sinc(x):
