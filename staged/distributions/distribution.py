@@ -7,6 +7,7 @@ import math
 from ..eager.grad_mode import no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Size, Tensor
+from .utils import broadcast_all
 
 # torch validates arguments unless Python runs with -O (Distribution._validate_args)
 _VALIDATE = __debug__
@@ -84,6 +85,29 @@ class Distribution:
         given = [(n, self.__dict__[n]) for n in self.arg_checks if n in self.__dict__]
         shown = ", ".join(f"{n}: {v if v.numel() == 1 else v.size()}" for n, v in given)
         return f"{type(self).__name__}({shown})"
+
+
+class LocScale(Distribution):
+    """A family of ``loc`` (any real) and ``scale`` (positive), of one broadcast shape, whose
+    mean and mode are ``loc`` (Normal, Laplace)."""
+
+    has_rsample = True
+    arg_checks = {
+        "loc": (lambda x: x == x, "Real()"),
+        "scale": (lambda x: x > 0, "GreaterThan(lower_bound=0.0)"),
+    }
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
 
 
 LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))

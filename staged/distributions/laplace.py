@@ -6,31 +6,12 @@ from .. import dtypes as dt
 from ..eager import ops
 from ..eager.factories import empty
 from ..eager.tensor import Tensor
-from .distribution import Distribution
-from .utils import broadcast_all
+from .distribution import LocScale
 
 
-class Laplace(Distribution):
+class Laplace(LocScale):
     """``torch.distributions.Laplace(loc, scale, validate_args=None)``; ``rsample``
     inverts the CDF at ``uniform_(eps - 1, 1)`` draws, as torch."""
-
-    has_rsample = True
-    arg_checks = {
-        "loc": (lambda x: x == x, "Real()"),
-        "scale": (lambda x: x > 0, "GreaterThan(lower_bound=0.0)"),
-    }
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, validate_args=validate_args)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

@@ -7,31 +7,12 @@ import math
 from ..eager import ops
 from ..eager.factories import empty, normal
 from ..eager.tensor import Tensor
-from .distribution import LOG_SQRT_2PI, Distribution
-from .utils import broadcast_all
+from .distribution import LOG_SQRT_2PI, LocScale
 
 
-class Normal(Distribution):
+class Normal(LocScale):
     """``torch.distributions.Normal(loc, scale, validate_args=None)``; ``rsample`` is
     ``loc + eps * scale`` (differentiable in both)."""
-
-    has_rsample = True
-    arg_checks = {
-        "loc": (lambda x: x == x, "Real()"),
-        "scale": (lambda x: x > 0, "GreaterThan(lower_bound=0.0)"),
-    }
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, validate_args=validate_args)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def stddev(self) -> Tensor:
