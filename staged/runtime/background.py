@@ -180,8 +180,8 @@ class Compiling:
         p = Phases(f"compiling {self.name} in the background")  # not entered: no status line
         try:
             self.module, self.mlir = entry.build(p, compile_subprocess)
-        except Exception as err:  # noqa: BLE001 (reported at the next call)
-            self.error = err
+        except BaseException as err:  # noqa: BLE001 (reported at the next call, which
+            self.error = err  # waits for done: whatever ended the compile must set it)
         entry.times.update(p.times)
         self.status.seconds = time.perf_counter() - cast(float, self.t0)  # set by start()
         compile_log.info(
