@@ -140,7 +140,7 @@ class Compiling:
     interpreter: Interpreter | None
     module: Any
     mlir: Any
-    error: Exception | None
+    error: BaseException | None
     t0: float | None
 
     def __init__(
