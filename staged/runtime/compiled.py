@@ -51,7 +51,7 @@ from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from ..lower.mlir.module import checked
 from .. import viz
-from . import cpu, deploy, profiled
+from . import deploy, profiled
 from .background import CallLog, Compiling, call_eagerly
 from .checks import Checks
 from .compiler import (
@@ -723,7 +723,6 @@ class Compiled:
         ``target_cpu`` (llvm-cpu): ``"host"``, this machine's CPU, or an x86-64 level
         (``"x86-64-v3"``: AVX2 machines) for a step deployed on other machines; ``load``
         refuses a CPU that lacks what the code uses."""
-        cpu.check_target(target_cpu, self.backend)
         if self._last is None:
             raise RuntimeError(
                 at_user("call the compiled step once before saving it: saving needs its trace")

@@ -200,11 +200,11 @@ def _x_times(x, y, fn, name):
     # (an empty x gives y a zero gradient, not fn'(0) * 0's NaN)
     shape = broadcast_shapes(x._payload.shape, y._payload.shape)
     x, y = expand_to(x, shape), expand_to(y, shape)
-    fy = fn(y)
-    out = x * where(logical_and(x == 0, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
+    fy, zero = fn(y), x == 0
+    out = x * where(logical_and(zero, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
     # +0 where x is 0, as torch's kernel returns (0 * log(0.5) is -0): adding -0 elsewhere
     # changes nothing, and a constant leaves the gradients alone
-    return out + where(x == 0, 0.0, -0.0)
+    return out + where(zero, 0.0, -0.0)
 
 
 def sinc(x):
