@@ -250,6 +250,26 @@ def test_nested_vmap_is_an_outer_product_of_batches():
     compare(run)
 
 
+@pytest.mark.parametrize(
+    "name, error",
+    [("getitem", IndexError), ("gather", RuntimeError), ("cross_entropy", IndexError)],
+)
+def test_vmap_checks_indices_at_once_eagerly_and_when_a_compiled_step_is_read(name, error):
+    # eagerly the physical indices are checked in NumPy (no check ops bound per call);
+    # compiled, the check is in the graph and raises when the result is read
+    f = {
+        "getitem": lambda x, i: x[i],
+        "gather": lambda x, i: x.gather(0, i),
+        "cross_entropy": lambda x, i: staged.nn.functional.cross_entropy(x[None], i),
+    }[name]
+    x, bad = staged.ones(3, 4), staged.tensor([[0], [5], [1]])
+    with pytest.raises(error, match="5"):
+        staged.func.vmap(f)(x, bad)
+    out = staged.compile(staged.func.vmap(f))(x, bad)
+    with pytest.raises(error, match="5"):
+        out.numpy()
+
+
 def test_unbatched_outputs_are_broadcast_and_random_draws_can_be_shared():
     def run(lib):
         x = lib.tensor(X)

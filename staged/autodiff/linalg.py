@@ -39,9 +39,15 @@ def _matmul_jvp(primals, tangents, out):
     return matmul(a, bt) if at is None else lax.add(matmul(at, b), matmul(a, bt))
 
 
+def _matmul(a, b):
+    if a.shape[-1] == 1 and a.ndim > 2:  # stacked outer products: NumPy's matmul loops
+        return np.einsum("...ik,...kj->...ij", a, b)  # over the stack, 3-5x slower
+    return np.matmul(a, b)
+
+
 matmul: Primitive = Primitive(
     "matmul",
-    lambda a, b: np.matmul(a, b),
+    _matmul,
     _matmul_rule,
     vjp=(lambda g, b: matmul(g, lax.conj(lax.mT(b))), lambda g, a: matmul(lax.conj(lax.mT(a)), g)),
     jvp=_matmul_jvp,

@@ -109,11 +109,7 @@ def _matmul_rule(size, args, bdims):
         flat = ad.reshape(b, shape=shape[:-3] + (shape[-3], size * shape[-1]))
         out = ad.matmul(a, flat)
         return ad.reshape(out, shape=tuple(out.shape[:-1]) + (size, shape[-1])), a.ndim - 1
-    a, b = to_batch(a, ba, size), to_batch(b, bb, size)
-    if a.shape[-1] == 1:  # outer products (per-example weight gradients): NumPy's stacked
-        shape = tuple(a.shape[:-1]) + (b.shape[-1],)  # matmul is 2-3x slower than a product
-        return ad.mul(ad.expand(a, shape=shape), ad.expand(b, shape=shape)), 0
-    return ad.matmul(a, b), 0
+    return ad.matmul(to_batch(a, ba, size), to_batch(b, bb, size)), 0
 
 
 RULES[ad.matmul] = _matmul_rule

@@ -33,14 +33,27 @@ def _flat(t: Tensor):
     return (lax.reshape(t, (n,)) if tuple(t._payload.shape) != (n,) else t), n
 
 
+def _data(t: Tensor):
+    """``t``'s values, or None without data (under capture). Under vmap these are the
+    physical values, batch and all: a check holds value by value, so it runs on them at
+    once instead of being recorded for the graph."""
+    p = t._payload
+    while type(p) is not np.ndarray:
+        v = getattr(p, "value", None)  # vmap's Batched payload holds its physical Tensor
+        if not isinstance(v, Tensor):
+            return None
+        p = v._payload
+    return p
+
+
 def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None) -> None:
     """Raise ``error(message.format(v))`` for the first entry ``v`` of the int64 ``index``
     outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
     capture) the check is recorded instead, of a report that is 0 or stands for the bad
     entry furthest out."""
     message = at_user(message)  # the user's line, also in a compiled step's report
-    p = index._payload
-    if type(p) is np.ndarray:
+    p = _data(index)
+    if p is not None:
         bad = (p < lo) | (p >= hi)
         if skip is not None:
             bad &= p != skip
@@ -65,8 +78,8 @@ def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None)
 def require(ok: Tensor, error, message: str) -> None:
     """Raise ``error(message)`` unless the bool ``ok`` holds everywhere; under capture, the
     check is recorded instead."""
-    p = ok._payload
-    if type(p) is np.ndarray:
+    p = _data(ok)
+    if p is not None:
         if not p.all():
             raise error(at_user(message))
         return

@@ -1,10 +1,13 @@
-"""matmul: linalg.matmul, or linalg.batch_matmul with the batch dims collapsed to one."""
+"""matmul: linalg.matmul, or linalg.batch_matmul with the batch dims collapsed to one; an
+outer product (a contraction over one element) is one elementwise generic."""
 
 from __future__ import annotations
 
 import math
 
 from ...autodiff import REGISTRY
+from ...autodiff.avals import Aval
+from .elementwise import BINARY
 from .emitter import lowering, tensor_type
 
 
@@ -16,7 +19,25 @@ def _matmul(e, op, a, b):
     n = math.prod(batch)
     shapes = [s[-2:] if not batch else (n,) + s[-2:] for s in (sa, sb, so)]
     a, b = (e.reshape(x, s, t, d) for x, s, t in ((a, sa, shapes[0]), (b, sb, shapes[1])))
+    if sa[-1] == 1:  # per-example weight gradients under vmap: a (batch_)matmul over one
+        return e.reshape(_outer(e, a, b, shapes, d), shapes[2], so, d)  # element is 1.7x slower
     ta, tb, to = (tensor_type(s, d) for s in shapes)
     name = "linalg.batch_matmul" if batch else "linalg.matmul"
     r = e.emit(f"{name} ins({a}, {b} : {ta}, {tb}) outs({e.full(shapes[2], d, 0)} : {to}) -> {to}")
     return e.reshape(r, shapes[2], so, d)
+
+
+def _outer(e, a, b, shapes, d):
+    """``0 + a b`` elementwise over (batch, i, j), as the matmul accumulates (so a -0
+    product gives +0, as in eager)."""
+    (sa, sb, so), c = shapes, d.dclass
+    i = len(so) - 2
+    a, b = e.reshape(a, sa, sa[:-1], d), e.reshape(b, sb, sb[:-2] + sb[-1:], d)
+    lead = tuple(range(i))
+    return e.generic(
+        [(a, Aval(sa[:-1], d)), (b, Aval(sb[:-2] + sb[-1:], d))],
+        [(e.empty(so, d), Aval(so, d))],
+        [lead + (i,), lead + (i + 1,), lead + (i, i + 1)],
+        ["parallel"] * len(so),
+        lambda x, y, _: BINARY["add"][c](e, d, e.const(0, d), BINARY["mul"][c](e, d, x, y)),
+    )
