@@ -708,8 +708,9 @@ div = elementwise(
 )
 
 
-# Both derivatives are masked, then multiplied by g, as PyTorch's masked_fill: an
-# infinite or NaN g still gives NaN where the derivative is masked to 0 (inf * 0)
+# As PyTorch's pow_backward_exponent, d/dy is masked, then multiplied by g (an infinite or
+# NaN g still gives NaN where it is masked to 0); as its pow_backward_self, d/dx is 0
+# wherever y == 0, whatever g (torch.where around the product)
 def _pow_exponent_vjp(g, x, y, out):
     # d/dy x**y = x**y log x, defined as 0 where x == 0 and y >= 0, a complex y counting
     # as >= 0 where it is real and >= 0 (as PyTorch)
@@ -725,9 +726,8 @@ def _pow_exponent_vjp(g, x, y, out):
 
 
 def _pow_base_vjp(g, x, y):
-    # 0 where y == 0, even at x == 0 where y * x**(y-1) is 0 * inf (as PyTorch)
-    masked = lax.where(lax.ne(y, 0), lax.conj(lax.mul(y, lax.pow(x, lax.sub(y, 1)))), 0)
-    return lax.mul(g, masked)
+    # 0 where y == 0, also at x == 0 where y * x**(y-1) is 0 * inf, and for a NaN g
+    return lax.where(lax.ne(y, 0), lax.mul(g, lax.conj(lax.mul(y, lax.pow(x, lax.sub(y, 1))))), 0)
 
 
 # torch's pow by a scalar exponent (pow_tensor_scalar_optimized_kernel and the kernels

@@ -235,8 +235,9 @@ _NO_ORACLE = {
 
 def _no_oracle(prog, tp, mode):
     """Whether an op of the program sees a point of ``_NO_ORACLE[mode]``."""
-    for step in prog.steps:  # an op, its in-place form (div_), or a variant (polygamma_2)
-        name = step.what.rstrip("_")
+    # an op, its in-place form (div_), or a variant (polygamma_2, nan_to_num_defaults)
+    for step in prog.steps:
+        name = step.what.rstrip("_").removesuffix("_defaults")
         name = "polygamma" if name.startswith("polygamma") else name
         at = _NO_ORACLE[mode].get(name) if step.kind in ("op", "inplace") else None
         if at is not None and at(*(tp[r].detach() for r in step.refs[:2])):

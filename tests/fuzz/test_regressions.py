@@ -820,3 +820,30 @@ def test_pow_masks_its_derivatives_before_multiplying_by_the_gradient():
 
     _same_grads(fn, np.zeros(3, np.float32))
     _same_grads(lambda lib, x, y: x**y, np.array([0.0, 2.0, 0.0]), np.array([0.0, 0.0, 2.0]))
+
+
+def test_pow_base_gradient_is_zero_where_the_exponent_is_zero_whatever_the_gradient():
+    """torch's pow_backward_self is where(y == 0, 0, g * y x**(y-1)): a NaN or infinite g
+    gives 0 there (staged multiplied a masked derivative by g: NaN). The fuzzer found it as
+    a second-order difference of pow(x, y) at x = -1, y = 0, through d/dy's NaN log(-1)."""
+    nan_inf = [np.array([np.nan, np.inf, 1.0]), np.array([-1.0, 0.0, 2.0])]
+    for fn in (
+        lambda lib, x: lib.pow(x, lib.zeros(3)) * lib.tensor(nan_inf[0]),
+        lambda lib, x: (x**0.0) * lib.tensor(nan_inf[0]),
+    ):
+        _same_grads(fn, nan_inf[1])
+
+
+@pytest.mark.parametrize("p", [3.0, 1.5, 0.5, -0.5, -1.0, -2.0])
+def test_norm_gradient_at_zero_entries_and_zero_norms_is_torchs(p):
+    """torch's norm_backward masks |x|**(p-1) at x == 0 (p < 1) and the scale where the
+    norm is 0 (p > 1): 0, where staged's sum(|x|**p)**(1/p) gave 0 * inf = NaN (the
+    fuzzer's normalize(x, p=-1) of a zero row)."""
+    x = np.array([[0.0, 0.0], [0.0, 1.5], [-2.0, 0.5]])
+    for fn in (
+        lambda lib, x: x.norm(p=p, dim=1),
+        lambda lib, x: lib.nn.functional.normalize(x, p=p),
+    ):
+        (g,), (tg,) = _grads(staged, fn, x), _grads(torch, fn, x)
+        # NaN where torch has NaN, and no more; atol: a cancellation to 0 (2e-16 vs 3e-16)
+        np.testing.assert_allclose(g, tg, rtol=1e-14, atol=1e-15)

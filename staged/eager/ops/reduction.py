@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import math
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -193,7 +194,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
 
 def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over ``dim`` (all elements by default): p = 2 ("fro"), 1, inf,
-    -inf or any other number. At 0 the 2-norm's gradient is 0, as in PyTorch."""
+    -inf or any other number. Where an entry is 0 its gradient is 0, and where the norm is 0
+    all are, as PyTorch's norm_backward masks them (not 0 * inf)."""
     dims = normalize_dims(dim, x.ndim)
     a = x.abs()
     if p in ("fro", 2):
@@ -206,7 +208,13 @@ def norm(x, p="fro", dim=None, keepdim=False):
         return (amax if p > 0 else amin)(a, dims, keepdim)
     if p == 0:
         return sum((a != 0).to(a.dtype), dims, keepdim)
-    return sum(a**p, dims, keepdim) ** (1.0 / p)
+    return _pow_off_zero(sum(_pow_off_zero(a, p), dims, keepdim), 1.0 / p)
+
+
+def _pow_off_zero(t, q: float):
+    """``t ** q`` (0 or inf where ``t`` is 0) with no derivative, nor tangent, at 0."""
+    zero = t == 0
+    return where(zero, scalar_tensor(0.0 if q > 0 else math.inf, t.dtype), t.where(~zero, 1) ** q)
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):

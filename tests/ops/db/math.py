@@ -569,6 +569,19 @@ ENTRIES = [
     ),
     OpInfo("norm", staged.norm, torch.norm, _norm_samples, dtypes=FLOATS),
     OpInfo(
+        "norm_at_zero",
+        staged.norm,
+        torch.norm,
+        lambda d, rng: [
+            Sample((np.array([[0, 0], [0, 1.5], [-2, 0.5]], d),), {"p": p, "dim": 1}, name=f"p={p}")
+            for p in (3.0, 0.5, -1.0)
+        ],
+        dtypes=FLOATS,
+        skips=[
+            Skip("fd", "zero entries and zero norms are kinks (the VJP is checked against torch)")
+        ],
+    ),
+    OpInfo(
         "log2_exact",
         staged.log2,
         torch.log2,
