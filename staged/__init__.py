@@ -53,7 +53,7 @@ from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
 from . import accelerator, backends, cuda  # noqa: F401  (CPU-build answers: Note [devices])
-from . import special  # noqa: F401  (torch.special's counterpart)
+from . import linalg, special  # noqa: F401  (torch.linalg and torch.special counterparts)
 from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401

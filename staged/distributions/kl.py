@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ..eager import ops
 from ..eager.tensor import Tensor
 from ..eager.ops.composite import softplus
-from . import _linalg
+from .. import linalg
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .exponential import Exponential
@@ -71,7 +71,9 @@ def _multivariate_normal(p: MultivariateNormal, q: MultivariateNormal) -> Tensor
     half_term1 = q._half_log_det() - p._half_log_det()
     n = p.event_shape[0]
     batch = ops.broadcast_shapes(q_tril.shape[:-2], p_tril.shape[:-2])
-    x = _linalg.solve_triangular(q_tril.expand(*batch, n, n), p_tril.expand(*batch, n, n))
+    x = linalg.solve_triangular(
+        q_tril.expand(*batch, n, n), p_tril.expand(*batch, n, n), upper=False
+    )
     term2 = x.reshape(-1, n * n).pow(2).sum(-1).reshape(x.shape[:-2])  # tr(X X^T)
     term3 = mahalanobis(q_tril, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)

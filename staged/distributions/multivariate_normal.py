@@ -9,6 +9,7 @@ from functools import cached_property
 from ..eager import ops
 from ..eager.factories import empty, eye
 from ..eager.tensor import Size, Tensor
+from .. import linalg
 from . import _linalg
 from .distribution import Distribution
 
@@ -20,9 +21,9 @@ def _lower_cholesky(x: Tensor) -> Tensor:
 
 def _precision_to_scale_tril(p: Tensor) -> Tensor:
     """torch's: the Cholesky factor of the flipped precision, flipped back and inverted."""
-    lf = _linalg.cholesky(p.flip(-2, -1))
+    lf = linalg.cholesky(p.flip(-2, -1))
     l_inv = lf.flip(-2, -1).transpose(-2, -1)
-    return _linalg.solve_triangular(l_inv, eye(p.shape[-1], dtype=p.dtype))
+    return linalg.solve_triangular(l_inv, eye(p.shape[-1], dtype=p.dtype), upper=False)
 
 
 class MultivariateNormal(Distribution):
@@ -30,7 +31,7 @@ class MultivariateNormal(Distribution):
     precision_matrix=None, scale_tril=None, validate_args=None)``: exactly one of the
     three matrices; everything is computed from the lower factor ``scale_tril``
     (``rsample`` is ``loc + scale_tril @ eps``). staged's Cholesky factor and triangular
-    solve are compositions of its ops (``_linalg``), so all of it is differentiable."""
+    solve are compositions of its ops (``staged.linalg``), so all of it is differentiable."""
 
     has_rsample = True
     arg_checks = {
@@ -73,7 +74,7 @@ class MultivariateNormal(Distribution):
         if name == "scale_tril":
             self._unbroadcasted_scale_tril = matrix
         elif name == "covariance_matrix":
-            self._unbroadcasted_scale_tril = _linalg.cholesky(matrix)
+            self._unbroadcasted_scale_tril = linalg.cholesky(matrix)
         else:
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(matrix)
 
@@ -130,4 +131,4 @@ class MultivariateNormal(Distribution):
 
 def mahalanobis(lower: Tensor, x: Tensor) -> Tensor:
     """torch's ``_batch_mahalanobis``: ``x^T (L L^T)^-1 x`` as ``|L^-1 x|^2``."""
-    return _linalg.solve_triangular(lower, x.unsqueeze(-1)).squeeze(-1).pow(2).sum(-1)
+    return linalg.solve_triangular(lower, x.unsqueeze(-1), upper=False).squeeze(-1).pow(2).sum(-1)

@@ -252,6 +252,70 @@ def _norm_samples(dtype, rng):
     ]
 
 
+def _vector_norm_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4))
+    x[1, 2] = 0  # a zero entry: gradient 0 there for every ord
+    return [
+        Sample((x,), {"ord": o, "dim": d}, name=f"ord={o}")
+        for o, d in (
+            (2, None),
+            (1, 1),
+            (math.inf, 0),
+            (-math.inf, 1),
+            (0, 1),
+            (3.5, 1),
+            (-1.5, None),
+            (0.5, 1),
+        )
+    ] + [Sample((arr(rng, dtype, (2, 3, 2)),), {"dim": (0, 2), "keepdim": True}, name="dims")]
+
+
+def _matrix_norm_samples(dtype, rng):
+    a = arr(rng, dtype, (2, 3, 4))
+    return [
+        Sample((a,), {"ord": o}, name=f"ord={o}") for o in ("fro", 1, -1, math.inf, -math.inf)
+    ] + [Sample((a,), {"ord": 1, "dim": (2, 0), "keepdim": True}, name="dims")]
+
+
+def _linalg_norm_samples(dtype, rng):
+    v, m, t = arr(rng, dtype, (4,)), arr(rng, dtype, (3, 4)), arr(rng, dtype, (2, 3, 4))
+    return [
+        Sample((t,), name="flattened"),
+        Sample((v,), {"ord": 3}, name="vector"),
+        Sample((m,), {"ord": math.inf}, name="matrix"),
+        Sample((t,), {"dim": 1}, name="int dim"),
+        Sample((t,), {"ord": -1, "dim": (0, 1)}, name="dim pair"),
+    ]
+
+
+def _spd(rng, dtype, shape):
+    a = arr(rng, dtype, shape)
+    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+def _triangular(rng, dtype, shape, upper):
+    a = arr(rng, dtype, shape, 0.5, 1.5)
+    return (np.triu(a) if upper else np.tril(a)) + np.eye(shape[-1], dtype=dtype)
+
+
+def _solve_triangular_samples(dtype, rng):
+    b = arr(rng, dtype, (3, 2))
+    return [
+        Sample((_triangular(rng, dtype, (3, 3), False), b), {"upper": False}, name="lower"),
+        Sample((_triangular(rng, dtype, (2, 3, 3), True), b), {"upper": True}, name="upper"),
+        Sample(
+            (_triangular(rng, dtype, (3, 3), False), arr(rng, dtype, (2, 3))),
+            {"upper": False, "left": False},
+            name="right",
+        ),
+        Sample(
+            (_triangular(rng, dtype, (3, 3), True), b),
+            {"upper": True, "unitriangular": True},
+            name="unit",
+        ),
+    ]
+
+
 def _clamp_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
     lo, hi = arr(rng, dtype, (3, 4), -1.5, -0.1), arr(rng, dtype, (4,), 0.1, 1.5)
@@ -568,6 +632,73 @@ ENTRIES = [
         differentiable=False,
     ),
     OpInfo("norm", staged.norm, torch.norm, _norm_samples, dtypes=FLOATS),
+    OpInfo(
+        "linalg_vector_norm",
+        staged.linalg.vector_norm,
+        torch.linalg.vector_norm,
+        _vector_norm_samples,
+        dtypes=FLOATS,
+        skips=[Skip("fd", "ord=0 and the zero entry are kinks (the VJP is checked against torch)")],
+    ),
+    OpInfo(
+        "linalg_matrix_norm",
+        staged.linalg.matrix_norm,
+        torch.linalg.matrix_norm,
+        _matrix_norm_samples,
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "linalg_norm", staged.linalg.norm, torch.linalg.norm, _linalg_norm_samples, dtypes=FLOATS
+    ),
+    OpInfo(
+        "linalg_vecdot",
+        staged.linalg.vecdot,
+        torch.linalg.vecdot,
+        lambda d, rng: [Sample((arr(rng, d, (2, 3)), arr(rng, d, (3,))), {"dim": -1})],
+        dtypes=FLOATS + ("complex64",),
+    ),
+    OpInfo(
+        "linalg_multi_dot",
+        lambda *ts: staged.linalg.multi_dot(ts),
+        lambda *ts: torch.linalg.multi_dot(ts),
+        lambda d, rng: [
+            Sample((arr(rng, d, (3,)), arr(rng, d, (3, 4)), arr(rng, d, (4, 2)))),
+            Sample((arr(rng, d, (2, 3)), arr(rng, d, (3, 4)), arr(rng, d, (4,)))),
+        ],
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "linalg_matrix_power",
+        staged.linalg.matrix_power,
+        torch.linalg.matrix_power,
+        lambda d, rng: [Sample((arr(rng, d, (2, 3, 3)) / 2, n), name=f"n={n}") for n in (0, 1, 5)],
+        dtypes=FLOATS,
+    ),
+    OpInfo(
+        "linalg_cholesky",
+        staged.linalg.cholesky,
+        torch.linalg.cholesky,
+        lambda d, rng: [
+            Sample((_spd(rng, d, (3, 3)),)),
+            Sample((_spd(rng, d, (2, 4, 4)),), {"upper": True}),
+        ],
+        dtypes=FLOATS,
+        skips=[
+            Skip(
+                "jvp",
+                "torch's tangent is L Phi(L^-1 dA L^-T) of the whole dA, its gradient that of "
+                "the symmetric part; staged's both follow the symmetric part (the tangents "
+                "agree for a symmetric dA)",
+            )
+        ],
+    ),
+    OpInfo(
+        "linalg_solve_triangular",
+        staged.linalg.solve_triangular,
+        torch.linalg.solve_triangular,
+        _solve_triangular_samples,
+        dtypes=FLOATS,
+    ),
     OpInfo(
         "norm_at_zero",
         staged.norm,

@@ -1,0 +1,248 @@
+"""``torch.linalg``'s counterpart, as compositions of staged's ops: the norms, products
+and triangular algebra that training programs use. They differentiate, trace into
+compiled steps and export like any other composition. The factorizations LAPACK does
+for torch (LU, QR, SVD, eigendecompositions) and what needs them (``inv``, ``solve``,
+``det``, ``matrix_norm(ord=2)``...) are not here: asking for one names what is."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from .eager import ops
+from .eager.factories import eye, ones_like, zeros
+from .eager.interceptor import current_interceptor
+from .eager.ops.linalg import cross as _cross
+from .eager.ops.linalg import matmul
+from .eager.ops.reduction import norm as _vector_norm
+from .eager.tensor import Tensor
+
+__all__ = [
+    "LinAlgError",
+    "cholesky",
+    "cross",
+    "diagonal",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "multi_dot",
+    "norm",
+    "solve_triangular",
+    "vecdot",
+    "vector_norm",
+]
+
+
+class LinAlgError(RuntimeError):
+    """A matrix the operation cannot take (torch.linalg.LinAlgError): a Cholesky factor of
+    a matrix that is not positive-definite."""
+
+
+_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
+
+
+def _floating(x: Tensor, what: str, dtype) -> Tensor:
+    if dtype is not None:
+        x = x.to(dtype)
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(
+            f"linalg.{what}: Expected a floating point or complex tensor as input. "
+            f"Got {x.dtype.title}"
+        )
+    return x
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """The ``ord``-norm of the vectors along ``dim`` (all of ``x`` by default): any number,
+    ``inf`` or ``-inf``; 0 counts the nonzero entries. The gradient is 0 at zero entries
+    and zero norms, as torch's."""
+    x = _floating(x, "vector_norm", dtype)
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
+    return _vector_norm(x, float(ord), dim, keepdim)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None) -> Tensor:
+    """The ``ord``-norm of the matrices over ``dim``: ``"fro"``, 1 / -1 (largest /
+    smallest column sum of ``|A|``) or ``inf`` / ``-inf`` (row sums). ``2``, ``-2`` and
+    ``"nuc"`` need singular values, which staged does not compute."""
+    A = _floating(A, "matrix_norm", dtype)
+    if ord not in _MATRIX_ORDS:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if A.ndim < 2:
+        raise RuntimeError(
+            f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions. Got {A.ndim}D"
+        )
+    dim = tuple(d % A.ndim for d in dim)
+    if len(dim) != 2 or dim[0] == dim[1]:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got {dim}")
+    if ord == "fro":
+        return _vector_norm(A, 2.0, dim, keepdim)
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(
+            f"linalg.matrix_norm: ord={ord!r} is a function of the singular values, and "
+            "staged has no SVD; ord='fro', 1, -1, inf and -inf are here"
+        )
+    summed, over = (dim[0], dim[1]) if ord in (1, -1) else (dim[1], dim[0])
+    extreme = ops.amax if ord > 0 else ops.amin
+    out = extreme(A.abs().sum(summed, keepdim=True), over, keepdim=True)
+    return out if keepdim else out.squeeze(max(dim)).squeeze(min(dim))
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """``vector_norm`` or ``matrix_norm``, as torch decides: an int ``dim`` or a 1-D
+    ``A`` is a vector norm, a pair of dims or a 2-D ``A`` with an ``ord`` a matrix norm,
+    and with neither ``dim`` nor ``ord`` the 2-norm of all the entries."""
+    if isinstance(dim, int) or (dim is not None and len(dim) == 1):
+        return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+    if dim is not None:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A.ndim == 1:
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    if A.ndim == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    raise RuntimeError(
+        f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+        f"Got {A.ndim}D."
+    )
+
+
+def vecdot(x, y, *, dim=-1) -> Tensor:
+    """``sum(conj(x) * y)`` along ``dim`` (operands broadcast)."""
+    return (x.conj() * y).sum(dim)
+
+
+def cross(input, other, *, dim=-1) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (-1 by default, unlike ``torch.cross``)."""
+    return _cross(input, other, dim=dim)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1) -> Tensor:
+    """``A.diagonal(offset, dim1, dim2)``, keyword arguments only."""
+    return A.diagonal(offset, dim1, dim2)
+
+
+def multi_dot(tensors) -> Tensor:
+    """``tensors[0] @ tensors[1] @ ...``: a 1-D first operand is a row, a 1-D last one a
+    column, and their dims are dropped from the result."""
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        if t.ndim != 2 and not (t.ndim == 1 and i in (0, len(tensors) - 1)):
+            raise RuntimeError(
+                f"multi_dot(): tensor {i} must be 2D{' or 1D' if i in (0, len(tensors) - 1) else ''}"
+                f" but got {t.ndim}D"
+            )
+    return functools.reduce(matmul, tensors)
+
+
+def matrix_power(A, n: int) -> Tensor:
+    """``A @ A @ ... @ A`` (``n`` >= 0 factors; the identity for 0) by repeated squaring.
+    A negative ``n`` needs the inverse, which staged does not compute."""
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(
+            "linalg.matrix_power: A must be batches of square matrices, but they are "
+            f"{'x'.join(map(str, A.shape[-2:]))} matrices"
+        )
+    if n < 0:
+        raise NotImplementedError(
+            "linalg.matrix_power: a negative power needs the inverse, and staged has no "
+            "linalg.inv; pass n >= 0"
+        )
+    out, square = None, A
+    while n:
+        if n & 1:
+            out = square if out is None else out @ square
+        n >>= 1
+        if n:
+            square = square @ square
+    if out is None:  # the identity, with A's graph (gradient 0), as torch's
+        return ops.where(ones_like(A, dtype=bool), eye(A.shape[-1], dtype=A.dtype), A)
+    return out
+
+
+def cholesky(A, *, upper=False) -> Tensor:
+    """The lower ``L`` with ``L @ L.mH == A`` (``upper=True``: ``L.mH``), one column per
+    step. It factors ``(A + A.mT) / 2`` (``A`` itself when symmetric), so the gradient is
+    symmetric, as torch's; eagerly, a matrix that is not positive-definite raises torch's
+    error (a compiled step cannot check it: its factor is NaN there). Real matrices."""
+    if A.dtype.is_complex:
+        raise NotImplementedError("linalg.cholesky: complex matrices are not supported here")
+    n = A.shape[-1]
+    if A.ndim < 2 or A.shape[-2] != n:
+        raise RuntimeError(
+            "linalg.cholesky: A must be batches of square matrices, but they are "
+            f"{'x'.join(map(str, A.shape[-2:]))} matrices"
+        )
+    a = (A + A.mT) * 0.5
+    cols: list[Tensor] = []
+    for j in range(n):
+        v = a[..., :, j]
+        if j:
+            c = ops.stack(cols, -1)
+            v = v - (c * c[..., j : j + 1, :]).sum(-1)
+        pivot = v[..., j : j + 1]
+        if current_interceptor() is None and not bool((pivot > 0).all()):
+            raise LinAlgError(
+                "linalg.cholesky: The factorization could not be completed because the "
+                f"input is not positive-definite (the leading minor of order {j + 1} is "
+                "not positive-definite)."
+            )
+        d = pivot.sqrt()
+        parts = [zeros(*v.shape[:-1], j, dtype=v.dtype), d, v[..., j + 1 :] / d]
+        cols.append(ops.cat(parts, -1))
+    L = ops.stack(cols, -1)
+    return L.mT if upper else L
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
+    """``X`` with ``A @ X == B`` (``left=False``: ``X @ A == B``) for triangular ``A``,
+    by substitution one row at a time (batch dims broadcast); ``unitriangular`` takes
+    ``A``'s diagonal as ones. Real matrices."""
+    if A.dtype.is_complex or B.dtype.is_complex:
+        raise NotImplementedError(
+            "linalg.solve_triangular: complex matrices are not supported here"
+        )
+    if A.ndim < 2 or B.ndim < 2:
+        raise RuntimeError(
+            "linalg.solve_triangular: The input tensor "
+            f"{'A' if A.ndim < 2 else 'B'} must have at least 2 dimensions."
+        )
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return solve_triangular(A.mT, B.mT, upper=not upper, unitriangular=unitriangular).mT
+    n = A.shape[-1]
+    if A.shape[-2] != n or B.shape[-2] != n:
+        raise RuntimeError(
+            f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
+            f"({'x'.join(map(str, A.shape[-2:]))} and {'x'.join(map(str, B.shape[-2:]))})"
+        )
+    rows: dict[int, Tensor] = {}
+    for i in reversed(range(n)) if upper else range(n):
+        r = B[..., i, :]
+        done = sorted(rows)
+        if done:
+            lo, hi = done[0], done[-1] + 1  # the solved rows are contiguous
+            r = r - (A[..., i, lo:hi].unsqueeze(-1) * ops.stack([rows[k] for k in done], -2)).sum(
+                -2
+            )
+        rows[i] = r if unitriangular else r / A[..., i, i : i + 1]
+    return ops.stack([rows[k] for k in range(n)], -2)
+
+
+_FACTORIZATIONS = (
+    "inv inv_ex solve solve_ex det slogdet lu lu_factor lu_factor_ex lu_solve qr svd svdvals "
+    "eig eigvals eigh eigvalsh pinv lstsq matrix_rank cond cholesky_ex ldl_factor ldl_solve "
+    "matrix_exp tensorinv tensorsolve householder_product"
+).split()
+
+
+def __getattr__(name: str):
+    if name in _FACTORIZATIONS:
+        raise AttributeError(
+            f"staged.linalg has no {name}: it needs a matrix factorization (LU, QR, SVD or an "
+            "eigendecomposition), which staged does not compute. Here: "
+            f"{', '.join(__all__)}"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
