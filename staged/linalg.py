@@ -1,18 +1,30 @@
-"""``torch.linalg``'s counterpart, as compositions of staged's ops: the norms, products
-and triangular algebra that training programs use. They differentiate, trace into
-compiled steps and export like any other composition. The factorizations LAPACK does
-for torch (LU, QR, SVD, eigendecompositions) and what needs them (``inv``, ``solve``,
-``det``, ``matrix_norm(ord=2)``...) are not here: asking for one names what is."""
+"""``torch.linalg``'s counterpart: the norms, products and matrix algebra that training
+and scientific programs use. The norms and products are compositions of staged's ops.
+``solve``, ``inv``, ``det`` and ``slogdet`` run LAPACK (NumPy's) eagerly, as one kernel
+and one autograd Node each (``Fused``, Note [fused kernels] in ``eager/dispatch.py``);
+captured, differentiated forward or batched, they are Gaussian elimination with partial
+pivoting in staged's ops, unrolled over the matrix size. ``cholesky`` and
+``solve_triangular`` are such compositions everywhere. What needs other factorizations
+(QR, SVD, eigendecompositions: ``svd``, ``eigh``, ``pinv``, ``matrix_norm(ord=2)``...)
+is not here: asking for one names what is. Real matrices (float32, float64)."""
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 
+import numpy as np
+
+from ._where import at_user
+from .autodiff import Fused
+from .autodiff.indexing import LinAlgError
 from .eager import ops
-from .eager.factories import eye, ones_like, zeros
+from .eager.checks import require
+from .eager.factories import arange, eye, ones_like, zeros, zeros_like
 from .eager.interceptor import current_interceptor
 from .eager.ops.linalg import cross as _cross
+from .eager.ops._operands import broadcast_shapes
 from .eager.ops.linalg import matmul
 from .eager.ops.reduction import norm as _vector_norm
 from .eager.tensor import Tensor
@@ -21,21 +33,20 @@ __all__ = [
     "LinAlgError",
     "cholesky",
     "cross",
+    "det",
     "diagonal",
+    "inv",
     "matmul",
     "matrix_norm",
     "matrix_power",
     "multi_dot",
     "norm",
+    "slogdet",
+    "solve",
     "solve_triangular",
     "vecdot",
     "vector_norm",
 ]
-
-
-class LinAlgError(RuntimeError):
-    """A matrix the operation cannot take (torch.linalg.LinAlgError): a Cholesky factor of
-    a matrix that is not positive-definite."""
 
 
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
@@ -139,18 +150,15 @@ def multi_dot(tensors) -> Tensor:
 
 
 def matrix_power(A, n: int) -> Tensor:
-    """``A @ A @ ... @ A`` (``n`` >= 0 factors; the identity for 0) by repeated squaring.
-    A negative ``n`` needs the inverse, which staged does not compute."""
+    """``A @ A @ ... @ A`` (``n`` factors, by repeated squaring; the identity for 0, and
+    powers of ``inv(A)`` for ``n < 0``)."""
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise RuntimeError(
             "linalg.matrix_power: A must be batches of square matrices, but they are "
             f"{'x'.join(map(str, A.shape[-2:]))} matrices"
         )
     if n < 0:
-        raise NotImplementedError(
-            "linalg.matrix_power: a negative power needs the inverse, and staged has no "
-            "linalg.inv; pass n >= 0"
-        )
+        A, n = inv(A), -n
     out, square = None, A
     while n:
         if n & 1:
@@ -231,18 +239,199 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
     return ops.stack([rows[k] for k in range(n)], -2)
 
 
+# --- LU: solve, inv, det, slogdet -----------------------------------------------------------
+def _square(A, what: str) -> None:
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.{what}: The input tensor A must have at least 2 dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(
+            f"linalg.{what}: A must be batches of square matrices, but they are "
+            f"{A.shape[-2]} by {A.shape[-1]} matrices"
+        )
+    _real(A, what)
+
+
+def _real(A, what: str) -> None:
+    if A.dtype.is_complex:
+        raise NotImplementedError(f"linalg.{what}: complex matrices are not supported here")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(
+            f"linalg.{what}: Expected a floating point or complex tensor as input. "
+            f"Got {A.dtype.title}"
+        )
+
+
+def _eliminate(M, n: int):
+    """Gaussian elimination with partial pivoting over the first ``n`` columns of the
+    ``(..., n, m)`` rows ``M``: the upper-triangular result (entries below the diagonal
+    are not zeroed, and never read) and the sign of the row permutation."""
+    rows = arange(n)
+    sign = ones_like(M[..., 0, 0])
+    for k in range(n - 1):
+        p = M[..., k:, k].abs().argmax(-1) + k  # the largest pivot, per matrix
+        pk = p.unsqueeze(-1)
+        order = ops.where(rows == k, pk, ops.where(rows == pk, k, rows))  # swap rows k, p
+        M = M.gather(-2, order.unsqueeze(-1).expand(*M.shape))
+        sign = ops.where(p == k, sign, -sign)
+        factors = M[..., k + 1 :, k : k + 1] / M[..., k : k + 1, k : k + 1]
+        below = M[..., k + 1 :, :] - factors * M[..., k : k + 1, :]
+        M = ops.cat([M[..., : k + 1, :], below], -2)
+    return M, sign
+
+
+_SINGULAR = "torch.linalg.solve: The solver failed because the input matrix is singular."
+
+
+def _solve_decomposed(A, B):
+    n = A.shape[-1]
+    M, _ = _eliminate(ops.cat([A, B], -1), n)
+    U = M[..., :n]
+    # without data (a capture) the check goes into the graph, read with the results
+    require(U.diagonal(0, -2, -1) != 0, LinAlgError, _SINGULAR)
+    return solve_triangular(U, M[..., n:], upper=True)
+
+
+def _solve_impl(A, B):
+    try:
+        return np.linalg.solve(A, B)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(at_user(_SINGULAR)) from None
+
+
+def _solve_dB(g, A):
+    return _solve(A.mT, g)  # A^-T g
+
+
+def _solve_dA(g, A, out):
+    return -(_solve(A.mT, g) @ out.mT)
+
+
+_solve = Fused(
+    "linalg_solve",
+    _solve_impl,
+    _solve_decomposed,
+    vjp=(_solve_dA, _solve_dB),
+    node_name="LinalgSolveExBackward0",
+)
+
+
+def solve(A, B, *, left=True) -> Tensor:
+    """``X`` with ``A @ X == B`` (``left=False``: ``X @ A == B``); ``B`` is a batch of
+    vectors when it is 1-D or has ``A``'s shape less its last dim, as in torch. A
+    singular ``A`` raises ``LinAlgError`` (eagerly; a compiled step raises it when its
+    results are read)."""
+    _square(A, "solve")
+    if A.dtype is not B.dtype:
+        raise RuntimeError(
+            f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+            f"{A.dtype.title} and B of type {B.dtype.title} instead"
+        )
+    if not left:
+        return solve(A.mT, B.mT).mT
+    n = A.shape[-1]
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.shape[-2] != n:
+        raise RuntimeError(
+            f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+            f"({n}x{n} and {Bm.shape[-2]}x{Bm.shape[-1]})"
+        )
+    batch = broadcast_shapes(tuple(A.shape[:-2]), tuple(Bm.shape[:-2]))
+    X = _solve(A.expand(*batch, n, n), Bm.expand(*batch, n, Bm.shape[-1]))
+    return X.squeeze(-1) if vector else X
+
+
+def inv(A) -> Tensor:
+    """``A``'s inverse (``solve(A, I)``); a singular ``A`` raises ``LinAlgError``."""
+    _square(A, "inv")
+    n = A.shape[-1]
+    try:
+        return solve(A, eye(n, dtype=A.dtype).expand(*A.shape))
+    except LinAlgError:
+        raise LinAlgError(
+            at_user(
+                "linalg.inv: The inversion could not be completed because the input matrix "
+                "is singular."
+            )
+        ) from None
+
+
+def _inv_T(A):  # A^-T, for the determinants' gradients
+    n = A.shape[-1]
+    return _solve(A.mT, eye(n, dtype=A.dtype).expand(*A.shape))
+
+
+def _det_decomposed(A):
+    U, sign = _eliminate(A, A.shape[-1])
+    return sign * U.diagonal(0, -2, -1).prod(-1)
+
+
+_det = Fused(
+    "linalg_det",
+    lambda A: np.asarray(np.linalg.det(A), A.dtype),
+    _det_decomposed,
+    vjp=lambda g, A, out: (g * out)[..., None, None] * _inv_T(A),
+    node_name="LinalgDetBackward0",
+)
+
+
+def _logabsdet_decomposed(A):
+    U, _ = _eliminate(A, A.shape[-1])
+    return U.diagonal(0, -2, -1).abs().log().sum(-1)
+
+
+_logabsdet = Fused(
+    "linalg_logabsdet",
+    lambda A: np.asarray(np.linalg.slogdet(A)[1], A.dtype),
+    _logabsdet_decomposed,
+    vjp=lambda g, A: g[..., None, None] * _inv_T(A),
+    node_name="LinalgSlogdetBackward0",
+)
+
+
+def _sign_decomposed(A):
+    U, sign = _eliminate(A, A.shape[-1])
+    return sign * U.diagonal(0, -2, -1).sign().prod(-1)
+
+
+_sign = Fused(
+    "linalg_det_sign",
+    lambda A: np.asarray(np.linalg.slogdet(A)[0], A.dtype),
+    _sign_decomposed,
+    vjp=lambda g, A: zeros_like(A),  # piecewise constant (torch's sign requires grad too)
+    node_name="LinalgSlogdetBackward0",
+)
+
+
+def det(A) -> Tensor:
+    """The determinant; its gradient ``g det(A) A^-T`` needs an invertible ``A`` (torch's
+    is finite at singular matrices too: here the backward raises ``LinAlgError``)."""
+    _square(A, "det")
+    return _det(A)
+
+
+SlogdetResult = collections.namedtuple("SlogdetResult", "sign logabsdet")
+
+
+def slogdet(A) -> SlogdetResult:
+    """``(sign, logabsdet)``: the determinant's sign (0 for a singular ``A``, with
+    logabsdet ``-inf``) and the log of its absolute value; the sign's gradient is 0."""
+    _square(A, "slogdet")
+    return SlogdetResult(_sign(A), _logabsdet(A))
+
+
 _FACTORIZATIONS = (
-    "inv inv_ex solve solve_ex det slogdet lu lu_factor lu_factor_ex lu_solve qr svd svdvals "
-    "eig eigvals eigh eigvalsh pinv lstsq matrix_rank cond cholesky_ex ldl_factor ldl_solve "
-    "matrix_exp tensorinv tensorsolve householder_product"
+    "inv_ex solve_ex lu lu_factor lu_factor_ex lu_solve qr svd svdvals eig eigvals eigh "
+    "eigvalsh pinv lstsq matrix_rank cond cholesky_ex ldl_factor ldl_solve matrix_exp "
+    "tensorinv tensorsolve householder_product"
 ).split()
 
 
 def __getattr__(name: str):
     if name in _FACTORIZATIONS:
         raise AttributeError(
-            f"staged.linalg has no {name}: it needs a matrix factorization (LU, QR, SVD or an "
-            "eigendecomposition), which staged does not compute. Here: "
+            f"staged.linalg has no {name}: it needs a matrix factorization staged does not "
+            "compute (an LU with its pivots, QR, SVD or an eigendecomposition). Here: "
             f"{', '.join(__all__)}"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,17 @@ from tests.checks import raises_like_torch
         (lambda lib: lib.linalg.matrix_norm(lib.ones(2, 2), ord=3), ["Order 3 not supported"]),
         (lambda lib: lib.linalg.multi_dot([lib.ones(2, 2)]), ["at least 2 tensors"]),
         (lambda lib: lib.linalg.matrix_power(lib.ones(2, 3), 2), ["square matrices"]),
+        (lambda lib: lib.linalg.solve(lib.ones(2, 3), lib.ones(2)), ["2 by 3 matrices"]),
+        (
+            lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(4)),
+            ["Incompatible shapes", "(3x3 and 4x1)"],
+        ),
+        (
+            lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(3, dtype=lib.float64)),
+            ["same dtype", "A of type Float and B of type Double"],
+        ),
+        (lambda lib: lib.linalg.inv(lib.ones(3)), ["at least 2 dimensions"]),
+        (lambda lib: lib.linalg.det(lib.eye(2, dtype=lib.int64)), ["floating point"]),
     ],
 )
 def test_bad_arguments_raise_torchs_errors(call, words):
@@ -40,14 +51,34 @@ def test_cholesky_of_a_matrix_that_is_not_positive_definite_raises_a_linalg_erro
     assert str(theirs.value) in str(ours.value)
 
 
+SINGULAR = [[1.0, 2.0], [2.0, 4.0]]
+
+
+def test_a_singular_matrix_raises_a_linalg_error_eagerly_and_when_a_compiled_step_is_read():
+    with pytest.raises(torch.linalg.LinAlgError) as theirs:
+        torch.linalg.solve(torch.tensor(SINGULAR), torch.ones(2))
+    with pytest.raises(staged.linalg.LinAlgError) as ours:
+        staged.linalg.solve(staged.tensor(SINGULAR), staged.ones(2))
+    assert str(theirs.value) in str(ours.value)
+    with pytest.raises(staged.linalg.LinAlgError, match="inversion could not be completed"):
+        staged.linalg.inv(staged.tensor(SINGULAR))
+    step = staged.compile(lambda a, b: staged.linalg.solve(a, b) * 2)
+    out = step(staged.tensor(SINGULAR), staged.ones(2))
+    with pytest.raises(staged.linalg.LinAlgError, match="singular"):
+        out.numpy()
+    np.testing.assert_allclose(step(staged.eye(2) * 4, staged.ones(2)).numpy(), [0.5, 0.5])
+    # no error for the determinants: 0, and a sign 0 with logabsdet -inf, as torch's
+    assert staged.linalg.det(staged.tensor(SINGULAR)).item() == 0
+    sign, logabsdet = staged.linalg.slogdet(staged.tensor(SINGULAR))
+    assert (sign.item(), logabsdet.item()) == (0.0, -np.inf)
+
+
 def test_what_needs_a_factorization_says_so():
     with pytest.raises(AttributeError, match="needs a matrix factorization.*vector_norm"):
-        staged.linalg.inv(staged.eye(2))
-    assert not hasattr(staged.linalg, "svd")
+        staged.linalg.svd(staged.eye(2))
+    assert not hasattr(staged.linalg, "eigh")
     with pytest.raises(NotImplementedError, match="singular values"):
         staged.linalg.matrix_norm(staged.eye(2), ord=2)
-    with pytest.raises(NotImplementedError, match="inverse"):
-        staged.linalg.matrix_power(staged.eye(2), -1)
 
 
 def test_a_compiled_step_with_a_cholesky_solve_and_norm_equals_eager():

@@ -262,6 +262,7 @@ scatter_reduce: Primitive = Primitive(
     jvp=_scatter_reduce_jvp,
 )
 
+
 # --- check ------------------------------------------------------------------------------------
 # Note [index checks]: an index or target out of range must raise PyTorch's error in every
 # mode. Eagerly the public op checks the data before computing anything. Under capture it
@@ -273,7 +274,12 @@ scatter_reduce: Primitive = Primitive(
 # runtime decodes the report and raises when the step's results are read or at a later call
 # (runtime/checks.py). Kernels clamp the index they read with, so a bad index never reads
 # out of bounds; ONNX, which cannot raise, gets NaN outputs instead.
-ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError}
+class LinAlgError(RuntimeError):
+    """A matrix an operation cannot take (``torch.linalg.LinAlgError``): a singular one for
+    a solve, one that is not positive-definite for a Cholesky factor."""
+
+
+ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError, "LinAlgError": LinAlgError}
 KEY_CAP = (1 << 30) - 2  # keys fit int32 (Vulkan holds int64 in it); further out is capped
 
 

@@ -90,6 +90,8 @@ def flat(out) -> list:
 
 def numpy(t) -> np.ndarray:
     if isinstance(t, torch.Tensor):
+        if t._is_zerotensor():  # a tangent torch knows is 0 (slogdet's sign)
+            return np.zeros(t.shape, torch.empty((), dtype=t.dtype).numpy().dtype)
         return t.detach().resolve_conj().resolve_neg().numpy()
     return np.asarray(t.detach() if isinstance(t, staged.Tensor) else t)
 

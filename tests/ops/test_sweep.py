@@ -237,7 +237,7 @@ def test_capture(entry, dtype, k, sample):
     outs = H.flat(H.call(entry.op, sample, H.staged_leaves(sample)))
     assert len(got) == len(outs)
     for i, (a, o) in enumerate(zip(got, outs)):
-        H.assert_close(a, o, 0, 0, f"output {i}")
+        H.assert_close(a, o, *entry.capture_tol, f"output {i}")
 
 
 # --- compiled: one module per backend and dtype holding every sample of that dtype ---------------

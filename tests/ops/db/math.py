@@ -316,6 +316,36 @@ def _solve_triangular_samples(dtype, rng):
     ]
 
 
+def _well_conditioned(rng, dtype, shape):
+    return (arr(rng, dtype, shape) + 3 * np.eye(shape[-1])).astype(dtype)
+
+
+# eager runs LAPACK, a captured graph Gaussian elimination: they round differently (a few
+# ulp times the condition number, below 10 for these samples)
+_LAPACK_VS_ELIMINATION = (1e-5, 1e-6)
+
+
+def _solve_samples(dtype, rng):
+    a, a2 = _well_conditioned(rng, dtype, (3, 3)), _well_conditioned(rng, dtype, (2, 3, 3))
+    return [
+        Sample((a, arr(rng, dtype, (3, 2))), name="matrix"),
+        Sample((a, arr(rng, dtype, (3,))), name="vector"),
+        Sample((a2, arr(rng, dtype, (2, 3))), name="batch of vectors"),
+        Sample((a2, arr(rng, dtype, (3, 4))), name="broadcast"),
+        Sample((a, arr(rng, dtype, (2, 3))), {"left": False}, name="right"),
+    ]
+
+
+def _square_samples(dtype, rng):
+    # a pivot below the diagonal in the first column (row swaps), and a batch
+    a = arr(rng, dtype, (3, 3))
+    a[2, 0] = 5
+    return [
+        Sample((a,)),
+        Sample((_well_conditioned(rng, dtype, (2, 4, 4)) - 3 * np.eye(4, dtype=dtype),)),
+    ]
+
+
 def _clamp_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4))
     lo, hi = arr(rng, dtype, (3, 4), -1.5, -0.1), arr(rng, dtype, (4,), 0.1, 1.5)
@@ -671,8 +701,12 @@ ENTRIES = [
         "linalg_matrix_power",
         staged.linalg.matrix_power,
         torch.linalg.matrix_power,
-        lambda d, rng: [Sample((arr(rng, d, (2, 3, 3)) / 2, n), name=f"n={n}") for n in (0, 1, 5)],
+        lambda d, rng: [
+            Sample((_well_conditioned(rng, d, (2, 3, 3)) / 2, n), name=f"n={n}")
+            for n in (0, 1, 5, -2)
+        ],
         dtypes=FLOATS,
+        capture_tol=_LAPACK_VS_ELIMINATION,  # n < 0: inv
     ),
     OpInfo(
         "linalg_cholesky",
@@ -698,6 +732,17 @@ ENTRIES = [
         torch.linalg.solve_triangular,
         _solve_triangular_samples,
         dtypes=FLOATS,
+    ),
+    *(
+        OpInfo(
+            f"linalg_{n}",
+            getattr(staged.linalg, n),
+            getattr(torch.linalg, n),
+            _solve_samples if n == "solve" else _square_samples,
+            dtypes=FLOATS,
+            capture_tol=_LAPACK_VS_ELIMINATION,
+        )
+        for n in ("solve", "inv", "det", "slogdet")
     ),
     OpInfo(
         "norm_at_zero",
