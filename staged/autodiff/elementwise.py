@@ -761,6 +761,36 @@ def _pow(x, y):
 pow = elementwise("pow", _pow, vjp=(_pow_base_vjp, _pow_exponent_vjp), domain=_NO_BOOL)
 
 
+def _x_log(fn):
+    """``x * fn(y)``, and +0 where ``x`` is 0 unless ``y`` is NaN (torch's kernels)."""
+
+    def impl(x, y):
+        return np.where((x == 0) & ~np.isnan(y), np.zeros((), x.dtype), x * fn(y))
+
+    return impl
+
+
+# torch's formulas (derivatives.yaml): d/dx is xlogy(g, y), 0 where x == 0 and y <= 0 (so a
+# zero g gives 0 where log y is infinite, and a NaN g 0 where it is masked); d/dy g x / y
+xlogy: Primitive = elementwise(
+    "xlogy",
+    _x_log(np.log),
+    vjp=(
+        lambda g, x, y: lax.where(lax.logical_and(lax.eq(x, 0), lax.le(y, 0)), 0, xlogy(g, y)),
+        lambda g, x, y: lax.div(lax.mul(g, x), y),
+    ),
+    domain=_REAL_MATH,
+)
+xlog1py: Primitive = elementwise(
+    "xlog1py",
+    _x_log(np.log1p),
+    vjp=(
+        lambda g, x, y: lax.where(lax.logical_and(lax.eq(x, 0), lax.le(y, -1)), 0, xlog1py(g, y)),
+        lambda g, x, y: lax.div(lax.mul(g, x), lax.add(y, 1)),
+    ),
+    domain=_REAL_MATH,
+)
+
 # sqrt(x*x + y*y) without overflow; d/dx = x / out, NaN at the origin (as PyTorch)
 hypot = elementwise(
     "hypot",

@@ -283,6 +283,8 @@ TORCH = {
             "fmod",
         )
     },
+    "xlogy": torch.xlogy,
+    "xlog1py": torch.special.xlog1py,
     "sgn": lambda x: torch.sgn(x) + x * 0,  # a dense zero gradient, not torch's ZeroTensor
     "reduce_prod": lambda x, dims, keepdim: _prod(x, dims, keepdim),
     "cumsum": lambda x, dim, reverse: (

@@ -191,8 +191,6 @@ _NO_ORACLE = {
         # 0 ** y: torch's second derivative is NaN (log 0 * 0), staged's 0
         "pow": lambda x, y: (x == 0).any(),
         "float_power": lambda x, y: (x == 0).any(),
-        # x log y at x = y = 0: torch's second derivative is inf, staged's 0
-        "xlogy": lambda x, y: ((x == 0) & (y == 0)).any(),
         # x / y with |y| < 1e-6: its second derivative is a difference of terms of size
         # 1 / y**3, whose rounding differs with the order of the formula
         "div": lambda x, y: (y.double().abs() < 1e-6).any(),
@@ -238,11 +236,6 @@ _NO_ORACLE = {
         # (and NaNs, where torch's tangent is NaN and staged's the other side's)
         "fmax": lambda x, y: ((x == y) | x.isnan() | y.isnan()).any(),
         "fmin": lambda x, y: ((x == y) | x.isnan() | y.isnan()).any(),
-        # x log y at x = y = 0: torch's tangent is NaN (0 * inf), staged's 0 (the where
-        # that makes the value 0 keeps the infinite log out of the tangent)
-        # (and at x = 0, y = -inf, where y's tangent is infinite: torch's t * 0 / y is NaN)
-        "xlogy": lambda x, y: ((x == 0) & ((y == 0) | y.isinf())).any(),
-        "xlog1py": lambda x, y: ((x == 0) & ((y == -1) | y.isinf())).any(),
         # a zero and an infinity: the products from there on are NaN (0 * inf), and so is
         # staged's tangent; torch's may be inf
         "cumprod": lambda x: ((x == 0).any() and x.isinf().any()).item(),

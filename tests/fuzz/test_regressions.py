@@ -847,3 +847,29 @@ def test_norm_gradient_at_zero_entries_and_zero_norms_is_torchs(p):
         (g,), (tg,) = _grads(staged, fn, x), _grads(torch, fn, x)
         # NaN where torch has NaN, and no more; atol: a cancellation to 0 (2e-16 vs 3e-16)
         np.testing.assert_allclose(g, tg, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+@pytest.mark.parametrize("g", [1.0, 0.0, np.nan, np.inf])
+def test_xlogy_gradients_are_torchs_formulas_at_zeros_and_infinities(name, g):
+    """torch's d/dx is xlogy(g, y) masked to 0 where x == 0 and y <= 0 (y <= -1 for
+    xlog1py), d/dy g x / y: a zero g gives 0 where log y is -inf (staged's composite gave
+    0 * -inf = NaN, poisoning masked-out terms of a loss), d/dx at y = inf is inf (was 0),
+    and a NaN g stays out of the masked entries. The fuzzer found it through var_mean."""
+    x = np.array([0, 0, 0, 0, 1, 0, 2, -1.0])
+    y = np.array([0, 0.5, -1, np.nan, 0, np.inf, -1, 1.0]) - (name == "xlog1py")
+
+    def fn(lib, x, y):
+        return (lib.xlogy if name == "xlogy" else lib.special.xlog1py)(x, y) * 1.0
+
+    def grads(lib):
+        xs = [lib.tensor(v, requires_grad=True) for v in (x, y)]
+        out = fn(lib, *xs)
+        return [np.asarray(t) for t in lib.autograd.grad(out, xs, lib.full(out.shape, g))] + [
+            np.asarray(out.detach())
+        ]
+
+    for ours, theirs in zip(grads(staged), grads(torch)):
+        np.testing.assert_array_equal(ours, theirs)
+        numbers = ~np.isnan(theirs)  # signs of zero too (a NaN's sign bit means nothing)
+        np.testing.assert_array_equal(np.signbit(ours[numbers]), np.signbit(theirs[numbers]))

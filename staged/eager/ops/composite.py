@@ -180,31 +180,24 @@ def logaddexp2(x, y):
 
 
 def xlogy(x, y):
-    """x * log(y), and 0 where x is 0 (unless y is NaN); integers compute as floats."""
-    return _x_times(x, y, log, "xlogy")
+    """x * log(y), and 0 where x is 0 (unless y is NaN), with torch's gradients."""
+    return _x_times(x, y, ad.xlogy, "xlogy")
 
 
 def xlog1py(x, y):
     """x * log1p(y), and 0 where x is 0 (unless y is NaN): torch.special.xlog1py."""
-    return _x_times(x, y, log1p, "xlog1py")
+    return _x_times(x, y, ad.xlog1py, "xlog1py")
 
 
-def _x_times(x, y, fn, name):
-    """x * fn(y), 0 where x is 0 unless y is NaN, with torch's gradient: fn(y) to x, 0
-    where fn(y) is infinite or NaN."""
+def _x_times(x, y, prim, name):
+    """``prim`` (xlogy or xlog1py) on the promoted, broadcast operands: integers compute
+    as floats."""
     if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
         raise TypeError(f"{name}(): at least one of the arguments must be a Tensor")
     d = promote_types(x, y)
     x, y = (_as(v, d if d.is_floating_point else dt.get_default_dtype()) for v in (x, y))
-    # y's gradient, g * x * fn'(y), is summed over broadcast dims after fn' as torch's
-    # (an empty x gives y a zero gradient, not fn'(0) * 0's NaN)
     shape = broadcast_shapes(x._payload.shape, y._payload.shape)
-    x, y = expand_to(x, shape), expand_to(y, shape)
-    fy, zero = fn(y), x == 0
-    out = x * where(logical_and(zero, logical_and(~isnan(y), isinf(fy) | isnan(fy))), 0, fy)
-    # +0 where x is 0, as torch's kernel returns (0 * log(0.5) is -0): adding -0 elsewhere
-    # changes nothing, and a constant leaves the gradients alone
-    return out + where(zero, 0.0, -0.0)
+    return prim(expand_to(x, shape), expand_to(y, shape))
 
 
 def sinc(x):

@@ -206,8 +206,9 @@ def norm(x, p="fro", dim=None, keepdim=False):
         return sum(a, dims, keepdim)
     if p in (float("inf"), float("-inf")):
         return (amax if p > 0 else amin)(a, dims, keepdim)
-    if p == 0:
-        return sum((a != 0).to(a.dtype), dims, keepdim)
+    if p == 0:  # a count: torch's requires grad, with a zero gradient
+        count = sum((a != 0).to(a.dtype), dims, keepdim)
+        return where(scalar_tensor(True, dt.bool_), count, sum(a, dims, keepdim))
     return _pow_off_zero(sum(_pow_off_zero(a, p), dims, keepdim), 1.0 / p)
 
 

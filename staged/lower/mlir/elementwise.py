@@ -183,6 +183,19 @@ def _float_acosh(e, d, x):
     )
 
 
+def _x_log(fn):
+    """``x * fn(y)``, and +0 where ``x`` is 0 unless ``y`` is NaN (xlogy, xlog1py)."""
+
+    def body(e, d, x, y):
+        t = elem_type(d)
+        p = e.emit(f"arith.mulf {x}, {UNARY[fn]['float'](e, d, y)} : {t}")
+        zero = e.emit(f"arith.cmpf oeq, {x}, {e.const(0, d)} : {t}")
+        ordered = e.emit(f"arith.cmpf ord, {y}, {y} : {t}")
+        return e.select(e.emit(f"arith.andi {zero}, {ordered} : i1"), e.const(0, d), p, d)
+
+    return body
+
+
 def _float_atan2(e, d, y, x):
     """math.atan2 of (|y|, x) with C99's values where IREE's CPU expansion (atan of y/x,
     then a quadrant fix-up) has none: NaN at two zeros and at two infinities, and +pi for
@@ -689,6 +702,8 @@ BINARY = {
         "uint": _op("arith.minui"),
         "bool": _op("arith.andi"),
     },
+    "xlogy": {"float": _x_log("log")},
+    "xlog1py": {"float": _x_log("log1p")},
     "atan2": {"float": _f64(libm.atan2, _float_atan2)},
     "hypot": {"float": _float_hypot},
     "zeta": {"float": _special("zeta")},

@@ -539,6 +539,24 @@ def _atan2(b, op, y, x):
     return _atan2_of(b, d, y, x)
 
 
+def _x_log(log):
+    """``x * log(y)``, and +0 where ``x`` is 0 unless ``y`` is NaN (xlogy, xlog1py)."""
+
+    def emit(b, op, x, y):
+        d = op.out.aval.dtype
+        p = b.node("Mul", [x, log(b, d, y)])
+        at_zero = b.node(
+            "And", [b.node("Equal", [x, _c(b, d, 0)]), b.node("Not", [b.node("IsNaN", [y])])]
+        )
+        return b.node("Where", [at_zero, _c(b, d, 0), p])
+
+    return emit
+
+
+lowering(REGISTRY["xlogy"])(_x_log(lambda b, d, y: b.kernel("Log", [y], d)))
+lowering(REGISTRY["xlog1py"])(_x_log(_log1p_of))
+
+
 @lowering(REGISTRY["hypot"])
 def _hypot(b, op, x, y):
     """max * sqrt(1 + (min/max)^2) of |x|, |y| (no overflow); 0 at the origin, inf where

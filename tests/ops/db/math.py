@@ -742,7 +742,18 @@ ENTRIES = [
             dtypes=FLOATS,
             capture_tol=_LAPACK_VS_ELIMINATION,
         )
-        for n in ("solve", "inv", "det", "slogdet")
+        for n in ("solve", "inv", "det")
+    ),
+    *(  # slogdet's two results apart: the math tests take one result per op
+        OpInfo(
+            f"linalg_slogdet_{part}",
+            lambda a, part=part: getattr(staged.linalg.slogdet(a), part),
+            lambda a, part=part: getattr(torch.linalg.slogdet(a), part),
+            _square_samples,
+            dtypes=FLOATS,
+            capture_tol=_LAPACK_VS_ELIMINATION,
+        )
+        for part in ("sign", "logabsdet")
     ),
     OpInfo(
         "norm_at_zero",
