@@ -791,6 +791,32 @@ xlog1py: Primitive = elementwise(
     domain=_REAL_MATH,
 )
 
+
+def _bce(x, y):
+    """torch's kernel: ``(y - 1) max(log1p(-x), -100) - y max(log(x), -100)``."""
+    floor = x.dtype.type(-100)
+    return (y - 1) * np.maximum(np.log1p(-x), floor) - y * np.maximum(np.log(x), floor)
+
+
+def _bce_dx(g, x, y):
+    # torch's binary_cross_entropy_backward: g (x - y) / max((1 - x) x, 1e-12), finite
+    # where x is 0 or 1 (a saturated sigmoid), where the clamped logs' chain rule is 0 * inf
+    d = lax.mul(lax.neg(lax.sub(x, 1)), x)
+    return lax.div(lax.mul(g, lax.sub(x, y)), maximum(d, lax.full_like(d, 1e-12)))
+
+
+# the unreduced binary cross-entropy of probabilities x and targets y, with torch's
+# gradients (d/dy is -logit(x) g = -log(x / (1 - x)) g, unclamped, as torch's)
+binary_cross_entropy: Primitive = elementwise(
+    "binary_cross_entropy",
+    _bce,
+    vjp=(
+        _bce_dx,
+        lambda g, x: lax.mul(lax.neg(lax.log(lax.div(x, lax.neg(lax.sub(x, 1))))), g),
+    ),
+    domain=_REAL_MATH,
+)
+
 # sqrt(x*x + y*y) without overflow; d/dx = x / out, NaN at the origin (as PyTorch)
 hypot = elementwise(
     "hypot",

@@ -513,7 +513,7 @@ def binary_cross_entropy(
     input, target, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
     """``-w (y log x + (1 - y) log(1 - x))`` of probabilities ``x``, each log clamped at
-    -100 as torch's."""
+    -100, with torch's gradient: finite where ``x`` is exactly 0 or 1."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
         raise ValueError(
@@ -523,9 +523,7 @@ def binary_cross_entropy(
         )
     _check_unit_interval(input, "input")
     _check_unit_interval(target, "target")
-    loss = (target - 1) * ops.clamp_min(ops.log1p(-input), -100) - target * ops.clamp_min(
-        ops.log(input), -100
-    )
+    loss = ad.binary_cross_entropy(*ops.broadcast_tensors(input, target.to(input.dtype)))
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 

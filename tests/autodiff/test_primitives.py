@@ -284,6 +284,9 @@ TORCH = {
         )
     },
     "xlogy": torch.xlogy,
+    "binary_cross_entropy": lambda x, y: torch.nn.functional.binary_cross_entropy(
+        x, y, reduction="none"
+    ),
     "xlog1py": torch.special.xlog1py,
     "sgn": lambda x: torch.sgn(x) + x * 0,  # a dense zero gradient, not torch's ZeroTensor
     "reduce_prod": lambda x, dims, keepdim: _prod(x, dims, keepdim),

@@ -873,3 +873,29 @@ def test_xlogy_gradients_are_torchs_formulas_at_zeros_and_infinities(name, g):
         np.testing.assert_array_equal(ours, theirs)
         numbers = ~np.isnan(theirs)  # signs of zero too (a NaN's sign bit means nothing)
         np.testing.assert_array_equal(np.signbit(ours[numbers]), np.signbit(theirs[numbers]))
+
+
+def test_binary_cross_entropy_of_saturated_probabilities_has_torchs_finite_gradient():
+    """sigmoid(20.0) is exactly 1 in float32: torch's BCE gradient there is
+    g (x - y) / max(x (1 - x), 1e-12), finite; staged's clamped-log chain rule gave
+    0 * inf = NaN, which a training step then spread to every weight. Eager and compiled."""
+    logits = np.array([20.0, -120.0, 0.3, 20.0, -120.0], np.float32)
+    targets = np.array([1.0, 0.0, 1.0, 0.0, 1.0], np.float32)
+
+    def loss(lib, z, t):
+        return lib.nn.functional.binary_cross_entropy(lib.sigmoid(z), t)
+
+    def grads(lib, compiled=False):
+        z = lib.tensor(logits, requires_grad=True)
+
+        def step(z, t):
+            (g,) = lib.autograd.grad(loss(lib, z, t), z)
+            return g
+
+        run = lib.compile(step) if compiled else step
+        return np.asarray(run(z, lib.tensor(targets)))
+
+    want = grads(torch)
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(grads(staged), want, rtol=1e-6)
+    np.testing.assert_allclose(grads(staged, compiled=True), want, rtol=1e-5)

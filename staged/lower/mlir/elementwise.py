@@ -196,6 +196,17 @@ def _x_log(fn):
     return body
 
 
+def _bce(e, d, x, y):
+    """``(y - 1) max(log1p(-x), -100) - y max(log(x), -100)``, torch's kernel."""
+    t, floor = elem_type(d), e.const(-100, d)
+    l1 = e.emit(f"arith.maximumf {UNARY['log']['float'](e, d, x)}, {floor} : {t}")
+    neg = e.emit(f"arith.negf {x} : {t}")
+    l0 = e.emit(f"arith.maximumf {UNARY['log1p']['float'](e, d, neg)}, {floor} : {t}")
+    y1 = e.emit(f"arith.subf {y}, {e.const(1, d)} : {t}")
+    a, b = e.emit(f"arith.mulf {y1}, {l0} : {t}"), e.emit(f"arith.mulf {y}, {l1} : {t}")
+    return e.emit(f"arith.subf {a}, {b} : {t}")
+
+
 def _float_atan2(e, d, y, x):
     """math.atan2 of (|y|, x) with C99's values where IREE's CPU expansion (atan of y/x,
     then a quadrant fix-up) has none: NaN at two zeros and at two infinities, and +pi for
@@ -702,6 +713,7 @@ BINARY = {
         "uint": _op("arith.minui"),
         "bool": _op("arith.andi"),
     },
+    "binary_cross_entropy": {"float": _bce},
     "xlogy": {"float": _x_log("log")},
     "xlog1py": {"float": _x_log("log1p")},
     "atan2": {"float": _f64(libm.atan2, _float_atan2)},

@@ -557,6 +557,17 @@ lowering(REGISTRY["xlogy"])(_x_log(lambda b, d, y: b.kernel("Log", [y], d)))
 lowering(REGISTRY["xlog1py"])(_x_log(_log1p_of))
 
 
+@lowering(REGISTRY["binary_cross_entropy"])
+def _bce(b, op, x, y):
+    """``(y - 1) max(log1p(-x), -100) - y max(log(x), -100)``, torch's kernel."""
+    d = op.out.aval.dtype
+    floor = _c(b, d, -100)
+    l1 = b.node("Max", [b.kernel("Log", [x], d), floor])
+    l0 = b.node("Max", [_log1p_of(b, d, b.node("Neg", [x])), floor])
+    y1 = b.node("Sub", [y, _c(b, d, 1)])
+    return b.node("Sub", [b.node("Mul", [y1, l0]), b.node("Mul", [y, l1])])
+
+
 @lowering(REGISTRY["hypot"])
 def _hypot(b, op, x, y):
     """max * sqrt(1 + (min/max)^2) of |x|, |y| (no overflow); 0 at the origin, inf where
