@@ -474,9 +474,13 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 
 def _huber(d, delta, quadratic, slope):
-    """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``slope * (|d| - delta / 2)``."""
+    """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``slope * (|d| - delta / 2)``.
+    The square sees only the small ``d``: where ``d`` is infinite its zero cotangent would
+    make ``0 * 2d`` NaN, where torch's gradient is ``slope * sign(d)``."""
     z = d.abs()
-    return ops.where(z < delta, d * d * (0.5 * quadratic), (z - 0.5 * delta) * slope)
+    small = z < delta
+    q = ops.where(small, d, 0.0)
+    return ops.where(small, q * q * (0.5 * quadratic), (z - 0.5 * delta) * slope)
 
 
 @in_float32

@@ -899,3 +899,12 @@ def test_binary_cross_entropy_of_saturated_probabilities_has_torchs_finite_gradi
     assert np.isfinite(want).all()
     np.testing.assert_allclose(grads(staged), want, rtol=1e-6)
     np.testing.assert_allclose(grads(staged, compiled=True), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["huber_loss", "smooth_l1_loss"])
+def test_huber_gradient_at_an_infinite_difference_is_the_slope(name):
+    """An overflowed prediction: torch's gradient is slope * sign(d), finite (Huber's
+    point); staged's unselected square gave its zero cotangent times inf = NaN. (At a NaN
+    d torch's kernel gives g d = NaN, staged's |d|' = sign(NaN) = 0, as torch's abs.)"""
+    x = np.array([np.inf, -np.inf, 0.5, 3.0, -0.0], np.float32)
+    _same_grads(lambda lib, x: getattr(lib.nn.functional, name)(x, lib.zeros(5)), x)
