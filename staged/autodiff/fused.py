@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import lax
-from .primitive import Fused, _constant
+from .primitive import REGISTRY, Fused, _constant
 
 
 def fusable(*tensors) -> bool:
@@ -226,3 +226,151 @@ softmax_dx = Fused("softmax_dx", _softmax_dx_impl, _softmax_dx_decomposed)
 log_softmax_dx = Fused("log_softmax_dx", _log_softmax_dx_impl, _log_softmax_dx_decomposed)
 SOFTMAX_VJP = (lambda g, out, dim: softmax_dx(g, out, dim=dim),)
 LOG_SOFTMAX_VJP = (lambda g, out, dim: log_softmax_dx(g, out, dim=dim),)
+
+
+# --- the LSTM cell: gates (N, 4H) = W_ih x + b_ih + W_hh h + b_hh and c (N, H) in; h' and c'
+# stacked (2, N, H) out (nn.LSTM's step, ``_lstm`` in nn/modules/rnn.py) ----------------------
+def _sigmoid(x):
+    return REGISTRY["sigmoid"].impl(x)
+
+
+def _lstm_gates(gates, c):
+    """(sigmoid i, sigmoid f, tanh g, sigmoid o, c', tanh c') of the NumPy operands, each
+    rounded as the composite's primitives round it."""
+    h = c.shape[-1]
+    i, f, g, o = (gates[:, k * h : (k + 1) * h] for k in range(4))
+    si, sf, tg, so = _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+    c2 = sf * c + si * tg
+    return si, sf, tg, so, c2, np.tanh(c2)
+
+
+def lstm_cell_impl(gates, c):
+    _, _, _, so, c2, tc = _lstm_gates(gates, c)
+    return np.stack([so * tc, c2])
+
+
+def _lstm_total_dc(g, so, tc):
+    """The cotangent reaching c': its own plus h''s through tanh."""
+    return g[1] + g[0] * so * (1 - tc * tc)
+
+
+def _lstm_cell_dgates_impl(g, gates, c):
+    si, sf, tg, so, _, tc = _lstm_gates(gates, c)
+    dc = _lstm_total_dc(g, so, tc)
+    return np.concatenate(
+        [dc * tg * si * (1 - si), dc * c * sf * (1 - sf), dc * si * (1 - tg * tg)]
+        + [g[0] * tc * so * (1 - so)],
+        axis=1,
+    )
+
+
+def _lstm_cell_dc_impl(g, gates, c):
+    _, sf, _, so, _, tc = _lstm_gates(gates, c)
+    return _lstm_total_dc(g, so, tc) * sf
+
+
+def _lax_lstm_gates(gates, c):
+    n, h = _shape(c)
+    i, f, g, o = (
+        lax.bind("slice", gates, starts=(0, k * h), stops=(n, (k + 1) * h), steps=(1, 1))
+        for k in range(4)
+    )
+    si, sf, so = (lax.bind("sigmoid", v) for v in (i, f, o))
+    tg = lax.bind("tanh", g)
+    c2 = lax.add(lax.mul(sf, c), lax.mul(si, tg))
+    return si, sf, tg, so, lax.bind("tanh", c2)
+
+
+def _lax_total_dc(g, so, tc):
+    n, h = _shape(tc)
+    gh, gc = (
+        lax.reshape(
+            lax.bind("slice", g, starts=(k, 0, 0), stops=(k + 1, n, h), steps=(1, 1, 1)), (n, h)
+        )
+        for k in range(2)
+    )
+    return gh, lax.add(gc, lax.mul(lax.mul(gh, so), lax.sub(1.0, lax.mul(tc, tc))))
+
+
+def _lstm_cell_dgates_decomposed(g, gates, c):
+    si, sf, tg, so, tc = _lax_lstm_gates(gates, c)
+    gh, dc = _lax_total_dc(g, so, tc)
+
+    def dsig(s):
+        return lax.mul(s, lax.sub(1.0, s))
+
+    parts = (
+        lax.mul(lax.mul(dc, tg), dsig(si)),
+        lax.mul(lax.mul(dc, c), dsig(sf)),
+        lax.mul(lax.mul(dc, si), lax.sub(1.0, lax.mul(tg, tg))),
+        lax.mul(lax.mul(gh, tc), dsig(so)),
+    )
+    h = _shape(c)[1]
+    return lax.bind("concat", *parts, dim=1, sizes=(h,) * 4)
+
+
+def _lstm_cell_dc_decomposed(g, gates, c):
+    _, sf, _, so, tc = _lax_lstm_gates(gates, c)
+    return lax.mul(_lax_total_dc(g, so, tc)[1], sf)
+
+
+lstm_cell_dgates = Fused("lstm_cell_dgates", _lstm_cell_dgates_impl, _lstm_cell_dgates_decomposed)
+lstm_cell_dc = Fused("lstm_cell_dc", _lstm_cell_dc_impl, _lstm_cell_dc_decomposed)
+LSTM_CELL_VJP = (
+    lambda g, gates, c: lstm_cell_dgates(g, gates, c),
+    lambda g, gates, c: lstm_cell_dc(g, gates, c),
+)
+
+
+# --- the GRU cell: gi = W_ih x + b_ih and gh = W_hh h + b_hh (N, 3H), h (N, H) in; h' out ----
+def _gru_gates(gi, gh, h):
+    """(r, z, n, W_hn h + b_hn) of the NumPy operands, rounded as the composite's."""
+    k = h.shape[-1]
+    ir, iz, in_ = (gi[:, j * k : (j + 1) * k] for j in range(3))
+    hr, hz, hn = (gh[:, j * k : (j + 1) * k] for j in range(3))
+    r, z = _sigmoid(ir + hr), _sigmoid(iz + hz)
+    return r, z, np.tanh(in_ + r * hn), hn
+
+
+def gru_cell_impl(gi, gh, h):
+    _, z, n, _ = _gru_gates(gi, gh, h)
+    return n + z * (h - n)
+
+
+def _gru_cell_d_impl(g, gi, gh, h, *, which):
+    r, z, n, hn = _gru_gates(gi, gh, h)
+    if which == "h":
+        return g * z
+    dn = g * (1 - z) * (1 - n * n)
+    dr = dn * hn * r * (1 - r)
+    dz = g * (h - n) * z * (1 - z)
+    return np.concatenate([dr, dz, dn if which == "gi" else dn * r], axis=1)
+
+
+def _gru_cell_d_decomposed(g, gi, gh, h, *, which):
+    n_, k = _shape(h)
+
+    def chunks(t):
+        return [
+            lax.bind("slice", t, starts=(0, j * k), stops=(n_, (j + 1) * k), steps=(1, 1))
+            for j in range(3)
+        ]
+
+    (ir, iz, in_), (hr, hz, hn) = chunks(gi), chunks(gh)
+    r, z = lax.bind("sigmoid", lax.add(ir, hr)), lax.bind("sigmoid", lax.add(iz, hz))
+    if which == "h":
+        return lax.mul(g, z)
+    n = lax.bind("tanh", lax.add(in_, lax.mul(r, hn)))
+    dn = lax.mul(lax.mul(g, lax.sub(1.0, z)), lax.sub(1.0, lax.mul(n, n)))
+    dr = lax.mul(lax.mul(dn, hn), lax.mul(r, lax.sub(1.0, r)))
+    dz = lax.mul(lax.mul(g, lax.sub(h, n)), lax.mul(z, lax.sub(1.0, z)))
+    last = dn if which == "gi" else lax.mul(dn, r)
+    return lax.bind("concat", dr, dz, last, dim=1, sizes=(k,) * 3)
+
+
+gru_cell_d = Fused("gru_cell_d", _gru_cell_d_impl, _gru_cell_d_decomposed)
+GRU_CELL_VJP = (
+    lambda g, gi, gh, h: gru_cell_d(g, gi, gh, h, which="gi"),
+    lambda g, gi, gh, h: gru_cell_d(g, gi, gh, h, which="gh"),
+    lambda g, gi, gh, h: gru_cell_d(g, gi, gh, h, which="h"),
+)

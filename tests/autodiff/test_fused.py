@@ -10,12 +10,26 @@ import torch
 import staged
 import staged.nn.functional as F
 from staged.autodiff import FUSED
+from staged.nn.modules import rnn
 
 RTOL = {"float32": 2e-5, "float64": 1e-12}
 
 
 def _t(rng, shape, dtype, grad=True):
     return staged.tensor(rng.standard_normal(shape).astype(dtype), requires_grad=grad)
+
+
+def _torch_lstm_cell(gates, c):
+    i, f, g, o = gates.chunk(4, 1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return torch.stack([o.sigmoid() * c.tanh(), c])
+
+
+def _torch_gru_cell(gi, gh, h):
+    (ir, iz, in_), (hr, hz, hn) = gi.chunk(3, 1), gh.chunk(3, 1)
+    r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+    n = (in_ + r * hn).tanh()
+    return n + z * (h - n)
 
 
 def _square(rng, dtype):
@@ -40,6 +54,11 @@ CASES = {
     ),
     "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
     "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
+    "lstm_cell": lambda rng, d: (rnn._lstm_cell, [_t(rng, (3, 8), d), _t(rng, (3, 2), d)]),
+    "gru_cell": lambda rng, d: (
+        rnn._gru_cell,
+        [_t(rng, (3, 6), d), _t(rng, (3, 6), d), _t(rng, (3, 2), d)],
+    ),
     "linalg_solve": lambda rng, d: (staged.linalg.solve, [_square(rng, d), _t(rng, (2, 3, 2), d)]),
     "linalg_det": lambda rng, d: (staged.linalg.det, [_square(rng, d)]),
     "linalg_logabsdet": lambda rng, d: (lambda a: staged.linalg.slogdet(a)[1], [_square(rng, d)]),
@@ -54,6 +73,8 @@ TORCH = {  # the twins of the cases, from the same operands
     ),
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
+    "lstm_cell": lambda gates, c: _torch_lstm_cell(gates, c),
+    "gru_cell": lambda gi, gh, h: _torch_gru_cell(gi, gh, h),
     "linalg_solve": torch.linalg.solve,
     "linalg_det": torch.linalg.det,
     "linalg_logabsdet": lambda a: torch.linalg.slogdet(a)[1],
@@ -67,6 +88,9 @@ BACKWARD = {
     "cross_entropy_dx",
     "softmax_dx",
     "log_softmax_dx",
+    "lstm_cell_dgates",
+    "lstm_cell_dc",
+    "gru_cell_d",
 }
 
 

@@ -12,6 +12,8 @@ import math
 import numbers
 import warnings
 
+from ... import autodiff as ad
+from ...autodiff import fused
 from ...eager import ops
 from ...eager.factories import empty, zeros
 from .. import functional as F
@@ -30,20 +32,55 @@ def _rnn_relu(gi, gh, state):
     return (ops.relu(gi + gh),)
 
 
+def _lstm_composite(gates, c):
+    """Gates i, f, g, o: ``c' = f c + i g``, ``h' = o tanh(c')``; (h', c') stacked."""
+    i, f, g, o = ops.chunk(gates, 4, 1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return ops.stack([o.sigmoid() * c.tanh(), c])
+
+
+# one kernel and one Node a step eagerly (Note [fused kernels] in eager/dispatch.py)
+_lstm_cell = ad.Fused(
+    "lstm_cell",
+    fused.lstm_cell_impl,
+    _lstm_composite,
+    vjp=fused.LSTM_CELL_VJP,
+    node_name="LstmCellBackward0",
+)
+
+
 def _lstm(gi, gh, state):
-    """Gates i, f, g, o: ``c' = f c + i g``, ``h' = o tanh(c')``."""
-    i, f, g, o = ops.chunk(gi + gh, 4, 1)
-    c = f.sigmoid() * state[1] + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c.tanh(), c
+    gates, c = gi + gh, state[1]
+    if gates.ndim == 2 and fused.fusable(gates, c):
+        hc = _lstm_cell(gates, c)
+    else:
+        hc = _lstm_composite(gates, c)
+    return hc[0], hc[1]
 
 
-def _gru(gi, gh, state):
+def _gru_composite(gi, gh, h):
     """Gates r, z, n: ``n = tanh(W_in x + b_in + r (W_hn h + b_hn))``, ``h' = n + z (h - n)``."""
     ir, iz, in_ = ops.chunk(gi, 3, 1)
     hr, hz, hn = ops.chunk(gh, 3, 1)
     r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
     n = (in_ + r * hn).tanh()
-    return (n + z * (state[0] - n),)
+    return n + z * (h - n)
+
+
+_gru_cell = ad.Fused(
+    "gru_cell",
+    fused.gru_cell_impl,
+    _gru_composite,
+    vjp=fused.GRU_CELL_VJP,
+    node_name="GruCellBackward0",
+)
+
+
+def _gru(gi, gh, state):
+    h = state[0]
+    if gi.ndim == 2 and fused.fusable(gi, gh, h):
+        return (_gru_cell(gi, gh, h),)
+    return (_gru_composite(gi, gh, h),)
 
 
 _CELLS = {
