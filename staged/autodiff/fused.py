@@ -374,38 +374,3 @@ GRU_CELL_VJP = (
     lambda g, gi, gh, h: gru_cell_d(g, gi, gh, h, which="gh"),
     lambda g, gi, gh, h: gru_cell_d(g, gi, gh, h, which="h"),
 )
-
-
-# --- exact GELU: (x / 2) (1 + erf(x / sqrt 2)) -------------------------------------------------
-_RSQRT2 = 1 / math.sqrt(2.0)
-
-
-def gelu_impl(x):
-    """Rounded as the composite (``composite.gelu``): ``(x * 0.5) * (erf(x * c) + 1)``."""
-    e = REGISTRY["erf"].impl(x * x.dtype.type(_RSQRT2))
-    e += 1
-    e *= x * x.dtype.type(0.5)
-    return e
-
-
-def _gelu_dx_impl(g, x):
-    """torch's gelu_backward: g (Phi(x) + x phi(x))."""
-    cdf = REGISTRY["erf"].impl(x * x.dtype.type(_RSQRT2))
-    cdf += 1
-    cdf *= x.dtype.type(0.5)
-    pdf = np.exp(x * x * x.dtype.type(-0.5))
-    pdf *= x.dtype.type(1 / math.sqrt(2 * math.pi))
-    pdf *= x
-    pdf += cdf
-    pdf *= g
-    return pdf
-
-
-def _gelu_dx_decomposed(g, x):
-    cdf = lax.mul(lax.add(lax.bind("erf", lax.mul(x, _RSQRT2)), 1.0), 0.5)
-    pdf = lax.mul(lax.exp(lax.mul(lax.mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
-    return lax.mul(g, lax.add(cdf, lax.mul(x, pdf)))
-
-
-gelu_dx = Fused("gelu_dx", _gelu_dx_impl, _gelu_dx_decomposed)
-GELU_VJP = (lambda g, x: gelu_dx(g, x),)

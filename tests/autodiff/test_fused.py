@@ -54,7 +54,6 @@ CASES = {
     ),
     "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
     "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
-    "gelu": lambda rng, d: (F.gelu, [_t(rng, (3, 7), d)]),
     "lstm_cell": lambda rng, d: (rnn._lstm_cell, [_t(rng, (3, 8), d), _t(rng, (3, 2), d)]),
     "gru_cell": lambda rng, d: (
         rnn._gru_cell,
@@ -74,7 +73,6 @@ TORCH = {  # the twins of the cases, from the same operands
     ),
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
-    "gelu": torch.nn.functional.gelu,
     "lstm_cell": lambda gates, c: _torch_lstm_cell(gates, c),
     "gru_cell": lambda gi, gh, h: _torch_gru_cell(gi, gh, h),
     "linalg_solve": torch.linalg.solve,
@@ -93,7 +91,6 @@ BACKWARD = {
     "lstm_cell_dgates",
     "lstm_cell_dc",
     "gru_cell_d",
-    "gelu_dx",
 }
 
 

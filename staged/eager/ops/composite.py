@@ -109,18 +109,7 @@ def gelu(x, approximate="none"):
         return x * 0.5 * (inner.tanh() + 1)
     if approximate != "none":
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
-    if fused.fusable(x):
-        return _gelu(x)
-    return _gelu_composite(x)
-
-
-def _gelu_composite(x):
     return x * 0.5 * (erf(x * (1 / math.sqrt(2.0))) + 1)
-
-
-_gelu = ad.Fused(
-    "gelu", fused.gelu_impl, _gelu_composite, vjp=fused.GELU_VJP, node_name="GeluBackward0"
-)
 
 
 @in_float32
