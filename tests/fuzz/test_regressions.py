@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import staged
+from staged.runtime.compiler import CompileError
 from tests.backends import needs_vulkan
 
 
@@ -908,3 +909,25 @@ def test_huber_gradient_at_an_infinite_difference_is_the_slope(name):
     d torch's kernel gives g d = NaN, staged's |d|' = sign(NaN) = 0, as torch's abs.)"""
     x = np.array([np.inf, -np.inf, 0.5, 3.0, -0.0], np.float32)
     _same_grads(lambda lib, x: getattr(lib.nn.functional, name)(x, lib.zeros(5)), x)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=CompileError,
+    reason=(
+        "IREE 3.13 bug: with both gradients of an index_put into a slice whose last dim is 1 "
+        "as outputs, LLVM translation fails on an unrealized_conversion_cast (i64) -> index "
+        "(either gradient alone compiles; found by the llvm-cpu fuzzer, 2026-11-30)"
+    ),
+)
+def test_index_put_into_a_unit_dim_with_both_gradients_compiles():
+    x = staged.tensor(np.ones((3, 3, 1)), requires_grad=True)
+    v = staged.ones((), dtype=staged.float64, requires_grad=True)
+
+    def step(x, v):
+        y = x.clone()
+        y[staged.tensor([1, 2]), 1] = v
+        return staged.autograd.grad(y.sum(), (x, v))
+
+    gx, gv = staged.compile(step)(x, v)
+    assert gv.item() == 2.0 and gx.numpy().sum() == 7.0
