@@ -63,6 +63,24 @@ def _floating(x: Tensor, what: str, dtype) -> Tensor:
     return x
 
 
+def _square(A, what: str) -> None:
+    """torch's shape check of a batch of square matrices."""
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.{what}: The input tensor A must have at least 2 dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(
+            f"linalg.{what}: A must be batches of square matrices, but they are "
+            f"{A.shape[-2]} by {A.shape[-1]} matrices"
+        )
+
+
+def _real(A, what: str) -> None:
+    """Real floating matrices: what the factorizations here take."""
+    if A.dtype.is_complex:
+        raise NotImplementedError(f"linalg.{what}: complex matrices are not supported here")
+    _floating(A, what, None)
+
+
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
     """The ``ord``-norm of the vectors along ``dim`` (all of ``x`` by default): any number,
     ``inf`` or ``-inf``; 0 counts the nonzero entries. The gradient is 0 at zero entries
@@ -152,11 +170,7 @@ def multi_dot(tensors) -> Tensor:
 def matrix_power(A, n: int) -> Tensor:
     """``A @ A @ ... @ A`` (``n`` factors, by repeated squaring; the identity for 0, and
     powers of ``inv(A)`` for ``n < 0``)."""
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(
-            "linalg.matrix_power: A must be batches of square matrices, but they are "
-            f"{'x'.join(map(str, A.shape[-2:]))} matrices"
-        )
+    _square(A, "matrix_power")
     if n < 0:
         A, n = inv(A), -n
     out, square = None, A
@@ -176,14 +190,9 @@ def cholesky(A, *, upper=False) -> Tensor:
     step. It factors ``(A + A.mT) / 2`` (``A`` itself when symmetric), so the gradient is
     symmetric, as torch's; eagerly, a matrix that is not positive-definite raises torch's
     error (a compiled step cannot check it: its factor is NaN there). Real matrices."""
-    if A.dtype.is_complex:
-        raise NotImplementedError("linalg.cholesky: complex matrices are not supported here")
+    _square(A, "cholesky")
+    _real(A, "cholesky")
     n = A.shape[-1]
-    if A.ndim < 2 or A.shape[-2] != n:
-        raise RuntimeError(
-            "linalg.cholesky: A must be batches of square matrices, but they are "
-            f"{'x'.join(map(str, A.shape[-2:]))} matrices"
-        )
     a = (A + A.mT) * 0.5
     cols: list[Tensor] = []
     for j in range(n):
@@ -240,27 +249,6 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
 
 
 # --- LU: solve, inv, det, slogdet -----------------------------------------------------------
-def _square(A, what: str) -> None:
-    if A.ndim < 2:
-        raise RuntimeError(f"linalg.{what}: The input tensor A must have at least 2 dimensions.")
-    if A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(
-            f"linalg.{what}: A must be batches of square matrices, but they are "
-            f"{A.shape[-2]} by {A.shape[-1]} matrices"
-        )
-    _real(A, what)
-
-
-def _real(A, what: str) -> None:
-    if A.dtype.is_complex:
-        raise NotImplementedError(f"linalg.{what}: complex matrices are not supported here")
-    if not A.dtype.is_floating_point:
-        raise RuntimeError(
-            f"linalg.{what}: Expected a floating point or complex tensor as input. "
-            f"Got {A.dtype.title}"
-        )
-
-
 def _eliminate(M, n: int):
     """Gaussian elimination with partial pivoting over the first ``n`` columns of the
     ``(..., n, m)`` rows ``M``: the upper-triangular result (entries below the diagonal
@@ -321,6 +309,7 @@ def solve(A, B, *, left=True) -> Tensor:
     singular ``A`` raises ``LinAlgError`` (eagerly; a compiled step raises it when its
     results are read)."""
     _square(A, "solve")
+    _real(A, "solve")
     if A.dtype is not B.dtype:
         raise RuntimeError(
             f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
@@ -344,6 +333,7 @@ def solve(A, B, *, left=True) -> Tensor:
 def inv(A) -> Tensor:
     """``A``'s inverse (``solve(A, I)``); a singular ``A`` raises ``LinAlgError``."""
     _square(A, "inv")
+    _real(A, "inv")
     n = A.shape[-1]
     try:
         return solve(A, eye(n, dtype=A.dtype).expand(*A.shape))
@@ -407,6 +397,7 @@ def det(A) -> Tensor:
     """The determinant; its gradient ``g det(A) A^-T`` needs an invertible ``A`` (torch's
     is finite at singular matrices too: here the backward raises ``LinAlgError``)."""
     _square(A, "det")
+    _real(A, "det")
     return _det(A)
 
 
@@ -417,6 +408,7 @@ def slogdet(A) -> SlogdetResult:
     """``(sign, logabsdet)``: the determinant's sign (0 for a singular ``A``, with
     logabsdet ``-inf``) and the log of its absolute value; the sign's gradient is 0."""
     _square(A, "slogdet")
+    _real(A, "slogdet")
     return SlogdetResult(_sign(A), _logabsdet(A))
 
 
