@@ -43,6 +43,8 @@ def numpy(t):
 
 def tol(prog: Program, tols=TOL):
     kinds = {str(a.dtype) for a in prog.inputs} & set(tols)
+    if any(a.dtype.kind in "biu" for a in prog.inputs):  # they compute in float32 (cos(True))
+        kinds.add("float32")
     return max((tols[k] for k in kinds), default=tols["float64"])
 
 
@@ -167,6 +169,9 @@ _NO_ORACLE = {
         # (as staged's), its scalar tail's (the last size % 8 or 16 elements) the positive
         # side's (tests/nn/test_activation_kinks.py)
         **dict.fromkeys(("elu", "celu", "selu"), lambda x: x.isnan().any()),
+        # at -0.0 torch's gradient is an infinity whose sign depends on its path (+inf for
+        # g = 1 plainly, -inf with create_graph and for its tangent); staged's follows +0
+        "logit": lambda x: ((x == 0) & x.signbit()).any(),
         # an all-NaN slice: the mean is NaN, and torch's gradient too (its nansum's g * mask
         # is inf * 0 for the g / 0 of an empty count); staged's nansum selects, giving 0
         "nanmean": lambda x, *_: (
@@ -335,6 +340,9 @@ def check_forward_mode(prog: Program):
     assert len(souts) == len(touts)
     for k, (s, t, st, tt) in enumerate(zip(souts, touts, stans, ttans)):
         assert_same(s, t, rtol, atol, f"float value {k}")
+        # torch's own slip: an in-place op of a float64 dual into a float32 tensor leaves
+        # a float64 tangent on it (v.add_(x64)); staged's has the value's dtype
+        tt = tt.to(t.dtype) if tt.dtype != t.dtype and tt.is_floating_point() else tt
         assert_same(st, tt, rtol, atol, f"tangent of float value {k}")
 
 
