@@ -172,6 +172,9 @@ _NO_ORACLE = {
         # at -0.0 torch's gradient is an infinity whose sign depends on its path (+inf for
         # g = 1 plainly, -inf with create_graph and for its tangent); staged's follows +0
         "logit": lambda x: ((x == 0) & x.signbit()).any(),
+        # a NaN after a zero: torch's gradient ignores the NaN's factor (its zero-aware
+        # formula), staged's product of the other factors is 0 * NaN = NaN
+        "cumprod": lambda x, *_: bool(x.isnan().any() and (x == 0).any()),
         # an all-NaN slice: the mean is NaN, and torch's gradient too (its nansum's g * mask
         # is inf * 0 for the g / 0 of an empty count); staged's nansum selects, giving 0
         "nanmean": lambda x, *_: (
