@@ -21,7 +21,7 @@ from .autodiff import Fused
 from .autodiff.indexing import LinAlgError
 from .eager import ops
 from .eager.checks import require
-from .eager.factories import arange, eye, ones_like, zeros, zeros_like
+from .eager.factories import arange, eye, ones_like, zeros
 from .eager.interceptor import current_interceptor
 from .eager.ops.linalg import cross as _cross
 from .eager.ops._operands import broadcast_shapes
@@ -351,9 +351,15 @@ def _inv_T(A):  # A^-T, for the determinants' gradients
     return _solve(A.mT, eye(n, dtype=A.dtype).expand(*A.shape))
 
 
-def _det_decomposed(A):
+def _pivots(A):
+    """The diagonal of ``A``'s eliminated form and the row permutation's sign."""
     U, sign = _eliminate(A, A.shape[-1])
-    return sign * U.diagonal(0, -2, -1).prod(-1)
+    return U.diagonal(0, -2, -1), sign
+
+
+def _det_decomposed(A):
+    d, sign = _pivots(A)
+    return sign * d.prod(-1)
 
 
 _det = Fused(
@@ -365,30 +371,19 @@ _det = Fused(
 )
 
 
-def _logabsdet_decomposed(A):
-    U, _ = _eliminate(A, A.shape[-1])
-    return U.diagonal(0, -2, -1).abs().log().sum(-1)
+def _slogdet_decomposed(A):
+    d, sign = _pivots(A)
+    return ops.stack([sign * d.sign().prod(-1), d.abs().log().sum(-1)])
 
 
-_logabsdet = Fused(
-    "linalg_logabsdet",
-    lambda A: np.asarray(np.linalg.slogdet(A)[1], A.dtype),
-    _logabsdet_decomposed,
-    vjp=lambda g, A: g[..., None, None] * _inv_T(A),
-    node_name="LinalgSlogdetBackward0",
-)
-
-
-def _sign_decomposed(A):
-    U, sign = _eliminate(A, A.shape[-1])
-    return sign * U.diagonal(0, -2, -1).sign().prod(-1)
-
-
-_sign = Fused(
-    "linalg_det_sign",
-    lambda A: np.asarray(np.linalg.slogdet(A)[0], A.dtype),
-    _sign_decomposed,
-    vjp=lambda g, A: zeros_like(A),  # piecewise constant (torch's sign requires grad too)
+# sign and logabsdet stacked: one LAPACK call (one elimination when decomposed); the sign
+# is piecewise constant, so only logabsdet's cotangent reaches A (torch's sign requires
+# grad too)
+_slogdet = Fused(
+    "linalg_slogdet",
+    lambda A: np.stack(np.linalg.slogdet(A)).astype(A.dtype, copy=False),
+    _slogdet_decomposed,
+    vjp=lambda g, A: g[1][..., None, None] * _inv_T(A),
     node_name="LinalgSlogdetBackward0",
 )
 
@@ -409,7 +404,8 @@ def slogdet(A) -> SlogdetResult:
     logabsdet ``-inf``) and the log of its absolute value; the sign's gradient is 0."""
     _square(A, "slogdet")
     _real(A, "slogdet")
-    return SlogdetResult(_sign(A), _logabsdet(A))
+    both = _slogdet(A)
+    return SlogdetResult(both[0], both[1])
 
 
 _FACTORIZATIONS = (
