@@ -87,7 +87,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
     and zero norms, as torch's."""
     x = _floating(x, "vector_norm", dtype)
     if isinstance(ord, str):
-        raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
+        raise TypeError(f"linalg_vector_norm(): argument 'ord' must be Number, not str ({ord!r})")
     return _vector_norm(x, float(ord), dim, keepdim)
 
 

@@ -21,6 +21,7 @@ from tests.checks import raises_like_torch
         (lambda lib: lib.linalg.norm(lib.ones(2, 2, 2), ord=2), ["must be 1D or 2D", "Got 3D"]),
         (lambda lib: lib.linalg.vector_norm(lib.ones(3, dtype=lib.int64)), ["floating point"]),
         (lambda lib: lib.linalg.matrix_norm(lib.ones(3)), ["at least 2 dimensions"]),
+        (lambda lib: lib.linalg.vector_norm(lib.ones(3), ord="fro"), ["must be Number, not str"]),
         (lambda lib: lib.linalg.matrix_norm(lib.ones(2, 2), ord=3), ["Order 3 not supported"]),
         (lambda lib: lib.linalg.multi_dot([lib.ones(2, 2)]), ["at least 2 tensors"]),
         (lambda lib: lib.linalg.matrix_power(lib.ones(2, 3), 2), ["square matrices"]),
