@@ -9,13 +9,9 @@ it runs on NumPy through background mode's ``Interpreter`` (the same graph and b
 compiled call: Note [background compiles]), and a training step compiles once, at its
 second call.
 
-Note [autograd boundary]: a compiled call's results are values, not nodes of an autograd
-graph: what the step differentiates, it differentiates inside. A body that runs no
-backward yet returns tensors that require grad (``torch.compile(model)`` followed by
-``loss.backward()`` outside, as nanoGPT and PyTorch 2's tutorials do) would give results
-whose backward never reaches the parameters. Such arguments run eagerly instead, with one
-warning saying so, and the same call under ``no_grad`` (inference) or a step that calls
-backward itself compiles.
+A call whose results require grad and whose body runs no backward (``torch.compile(model)``
+then ``loss.backward()`` outside) becomes a ``Differentiable`` entry: Note [autograd
+boundary] in ``boundary.py``.
 """
 
 from __future__ import annotations
@@ -53,6 +49,7 @@ from ..lower.mlir.module import checked
 from .. import viz
 from . import deploy, profiled
 from .background import CallLog, Compiling, call_eagerly
+from .boundary import Differentiable, eager_reason
 from .checks import Checks
 from .compiler import (
     BOUNDARY,
@@ -197,27 +194,7 @@ class CompiledGraph:
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
-        for t, shape, dtype, requires_grad, grad, name in self._guards:
-            p = t._payload
-            if tuple(p.shape) != shape or p.dtype != dtype:
-                return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
-            if t._requires_grad != requires_grad:
-                return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
-            if (grad is None) != (t._grad is None) or (
-                grad is not None and grad is not True and t._grad is not grad
-            ):
-                now = (
-                    "None" if t._grad is None else "a tensor" if grad is None else "another tensor"
-                )
-                return (
-                    f"{name}.grad was set or cleared: "
-                    f"{'None' if grad is None else 'a tensor'} -> {now}"
-                )
-        for g in self.captured.guards:
-            why = g.failure()
-            if why is not None:
-                return why
-        return None
+        return _guard_failure(self._guards, self.captured)
 
     def _set_live(self) -> None:
         """Set the live inputs (Note [live inputs]) to their values now, on the device:
@@ -378,6 +355,34 @@ def _state_guards(c: Captured):
     return guards
 
 
+def _guard_failure(guards, captured: Captured):
+    """Why the trace ``captured``, whose state guards are ``guards`` (``_state_guards``),
+    can't serve the current call, or None when it can."""
+    for t, shape, dtype, requires_grad, grad, name in guards:
+        p = t._payload
+        if tuple(p.shape) != shape or p.dtype != dtype:
+            return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
+        if t._requires_grad != requires_grad:
+            return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
+        if (grad is None) != (t._grad is None) or (
+            grad is not None and grad is not True and t._grad is not grad
+        ):
+            now = "None" if t._grad is None else "a tensor" if grad is None else "another tensor"
+            return (
+                f"{name}.grad was set or cleared: {'None' if grad is None else 'a tensor'} -> {now}"
+            )
+    for g in captured.guards:
+        why = g.failure()
+        if why is not None:
+            return why
+    return None
+
+
+def _guard_check(captured: Captured):
+    """``captured``'s guard check as a function of no arguments (``guard_failure``)."""
+    return functools.partial(_guard_failure, _state_guards(captured), captured)
+
+
 def _watched_writes(c: Captured):
     by_tensor = {id(w.tensor): w for w in c.state}
     return [by_tensor[id(gw.tensor)] for gw in c.grad_writes if id(gw.tensor) in by_tensor]
@@ -523,26 +528,24 @@ class Compiled:
         except Exception as err:
             self._note_retrace(err)
             raise
-        if entry.captured.grad_results:  # Note [autograd boundary]
-            names = [entry.captured.graph.outputs[k].name for k in entry.captured.grad_results]
-            why = (
-                f"it returns {', '.join(names)}, which require grad, and runs no "
-                "backward: a compiled call's results are not connected to autograd, so a "
-                "backward outside would not reach the parameters"
-            )
-            warned, self._warned_boundary = self._warned_boundary, True
-            advice = (
-                "To compile, call backward() (and the optimizer) inside the compiled "
-                "function, or call it under no_grad() for inference"
-            )
-            return self._run_eagerly(
-                key,
-                args,
-                kwargs,
-                why,
-                "autograd outside",
-                None if warned else f"eagerly, since {why}. {advice}",
-            )
+        if isinstance(entry, Captured):  # results require grad: Note [autograd boundary]
+            why = eager_reason(entry)
+            if why is not None:
+                names = [entry.graph.outputs[k].name for k in entry.grad_results]
+                why = (
+                    f"it returns {', '.join(names)}, which require grad, to a backward "
+                    f"outside, and {why}"
+                )
+                warned, self._warned_boundary = self._warned_boundary, True
+                return self._run_eagerly(
+                    key,
+                    args,
+                    kwargs,
+                    why,
+                    "autograd outside",
+                    None if warned else f"eagerly, since {why}",
+                )
+            entry = Differentiable(self, entry, _guard_check(entry))
         if not entry.captured.one_shot:
             self._entries.setdefault(key, []).append(entry)
         elif one_shot and not self._warned_stores:  # a second one-shot trace in a row
@@ -568,6 +571,19 @@ class Compiled:
         self.calls.note(f"eager ({note})")
         return self.fn(*args, **kwargs)
 
+    def forward_of(self, entry: Differentiable, args, kwargs):
+        """The no-grad call that is the forward of ``entry``'s Node (Note [autograd
+        boundary]): a call of its own, traced and cached as any, but the re-trace reason
+        and key the user sees stay those of the call that made it."""
+        reason, key, traces = self.last_retrace_reason, self._last_key, self.traces
+        out = self._call(args, kwargs)
+        if self.traces != traces:
+            self.history[-1]["reason"] = (
+                f"the forward of trace {entry.number}, under no_grad: {self.last_retrace_reason}"
+            )
+        self.last_retrace_reason, self._last_key = reason, key
+        return out
+
     def __getattr__(self, name):
         """A compiled Module answers for the Module (``train()``, ``parameters()``,
         ``state_dict()``...), as torch.compile's wrapper does."""
@@ -584,7 +600,9 @@ class Compiled:
             name = getattr(self.fn, "__name__", "the step")
             err.add_note(f"staged.compile re-traced {name} because {self.last_retrace_reason}")
 
-    def _run(self, entry: CompiledGraph, leaves):
+    def _run(self, entry: CompiledGraph | Differentiable, leaves):
+        if isinstance(entry, Differentiable):  # its forward is a call of its own
+            return entry.run(leaves)
         bg = entry.background
         try:
             out = entry.run(leaves)
@@ -594,13 +612,16 @@ class Compiled:
         self.calls.note("compiled" if bg is None else bg.label, entry.number)
         return out
 
-    def _compile(self, args, kwargs, leaves, tree, batch, batched) -> CompiledGraph:
+    def _compile(self, args, kwargs, leaves, tree, batch, batched) -> CompiledGraph | Captured:
         """Trace, lower, compile and load the step for this call, timing each phase
-        (Note [compile messages])."""
+        (Note [compile messages]); only its trace if its results require grad and it runs
+        no backward (Note [autograd boundary]: it is not compiled as it is)."""
         name = getattr(self.fn, "__qualname__", "the step")
         with Phases(f"compiling {name}") as p:
             with p("trace"):
                 captured = _trace(self.fn, args, kwargs, self.rng)
+                if captured.grad_results:
+                    return captured
                 traced = captured.graph  # at this call's batch size (what eager calls run)
                 if batched and not captured.one_shot:
                     captured = self._generalize(captured, leaves, tree, batch, batched)
@@ -657,6 +678,7 @@ class Compiled:
                 "times": entry.times,
                 "cache": entry.cache.get("cache"),
                 "background": entry.background and entry.background.status,
+                "differentiable": isinstance(entry, Differentiable),
             }
         )
         del self.history[:-50]

@@ -131,7 +131,12 @@ def _history(c) -> list:
             lines.append(_wrap(f"  - {h['reason']}: ran eagerly"))
             continue
         one = (
-            "; one-shot: it made new state, so the next call traces again" if h["one_shot"] else ""
+            "; one-shot: it made new state, so the next call traces again"
+            if h["one_shot"]
+            else "; its results are differentiated outside: its forward (the no-grad trace) "
+            "and backward (a recomputation, traced when reached) compile apart"
+            if h.get("differentiable")  # Note [autograd boundary]
+            else ""
         )
         lines.append(
             _wrap(
