@@ -18,7 +18,8 @@ The backward recomputes the forward (what activation checkpointing does) rather 
 saving its intermediates: a compiled module's internals are not Python-visible values,
 and recomputing keeps the two halves ordinary compiled steps, cached and guarded as any.
 So it sees the forward's inputs exactly: the argument tensors are saved (an in-place
-change before backward raises, as for any saved tensor), the buffers the forward updated
+change before backward raises, as for any saved tensor; those the call itself writes in
+place are kept as copies of what they were), the buffers the forward updated
 (BatchNorm's running statistics) are put back to their values before it for the
 recomputation and restored after it, and the generators the forward drew from (dropout)
 are replayed from their states before it and restored after (Note [host draws]), so the
@@ -27,8 +28,8 @@ in the backward, and a second compile for its module.
 
 What this cannot reproduce runs eagerly instead, with one warning saying why: a body whose
 trace stores new tensors (one-shot), uses collectives, draws from the in-graph counter
-stream (``rng="counter"`` gives new numbers at every call), or reads a parameter with a
-tensor hook (``autograd.grad`` in the recomputation would run it, and the engine again).
+stream (``rng="counter"`` gives new numbers at every call), writes in place into an
+argument that requires grad, or reads a parameter with a tensor hook (``autograd.grad`` in the recomputation would run it, and the engine again).
 A double backward through the call (``create_graph=True``) raises.
 """
 
@@ -54,6 +55,12 @@ def eager_reason(c: Captured) -> str | None:
         return "it runs collectives"
     if any(op.prim is uniform for op in c.graph.ops):  # Note [counter-based RNG]
         return "it draws random numbers from the counter-based stream (rng='counter')"
+    wrappers = dict(c.arg_wrappers)
+    for i, k in c.arg_updates:
+        if wrappers[i]._requires_grad:
+            return (
+                f"it writes its argument {c.graph.outputs[k].name}, which requires grad, in place"
+            )
     for w in c.state:
         t = w.tensor
         if t._requires_grad and t._hooks:
@@ -81,6 +88,7 @@ class Differentiable:
         ]
         self.wrt_state = [w.tensor for w in captured.state if w.tensor._requires_grad]
         self.updated = [w.tensor for w, _ in captured.state_updates]
+        self.written = {i for i, _ in captured.arg_updates}
         self.generators = list(
             {id(s[1]): s[1] for s in (captured.rng.steps if captured.rng else ())}.values()
         )
@@ -100,8 +108,15 @@ class Differentiable:
         """The compiled no-grad call, with what the backward needs kept on ``ctx``."""
         ctx.rng = [g.host_state() for g in self.generators]
         ctx.before = [t._payload for t in self.updated]
-        ctx.leaves = [None if isinstance(x, Tensor) else x for x in leaves]
-        ctx.save_for_backward(*[x for x in leaves if isinstance(x, Tensor)])
+        # arguments the call writes in place are kept as copies of what they were; the
+        # other tensors are saved (a change before backward raises, as for any Node)
+        ctx.leaves = [
+            x.detach().clone() if i in self.written else None if isinstance(x, Tensor) else x
+            for i, x in enumerate(leaves)
+        ]
+        ctx.save_for_backward(
+            *[x for i, x in enumerate(leaves) if isinstance(x, Tensor) and i not in self.written]
+        )
         args, kwargs = unflatten(self.captured.in_tree, list(leaves))
         flat, tree = flatten(self.owner.forward_of(self, args, kwargs), lambda o: False)
         holder.append((flat, tree))

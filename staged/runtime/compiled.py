@@ -44,6 +44,7 @@ from ..eager.grad_mode import _state
 from ..eager.random import fork_rng
 from ..autograd import profiler
 from ..eager.tensor import Tensor
+from ..eager.views import bumped
 from ..lower.mlir import to_mlir
 from ..lower.mlir.module import checked
 from .. import viz
@@ -242,7 +243,7 @@ class CompiledGraph:
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
             self._checks.track(
                 res[c.check_output],
-                [r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad")],
+                [r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad", "arg")],
             )
         for w, k in c.state_updates:
             undo.set_payload(w.tensor, res[k])  # on the device until read (Note [payloads])
@@ -258,6 +259,8 @@ class CompiledGraph:
             )
         for t, k in c.escaped:
             undo.set_payload(t, res[k])
+        for i, k in c.arg_updates:  # what the step wrote into its arguments
+            _write_back(undo, leaves[i], res[k])
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
@@ -311,6 +314,19 @@ class _Undo:
                 if all(d.get(k) is v for k, v in new.items()):
                     d.clear()
                     d.update(old)
+
+
+def _write_back(undo: _Undo, t: Tensor, new) -> None:
+    """``t``, an argument the step wrote in place, set to ``new``: its payload replaced,
+    unless its memory is shared with views (Note [views]), which must see the write too:
+    then it is copied in (waiting for the step)."""
+    if t._base is None and (t._vc is None or len(t._vc) == 1):
+        undo.set_payload(t, new)
+        return
+    np.copyto(t._host(), np.asarray(new))
+    if t._vc is not None:
+        t._vc[0] += 1
+        bumped(t._vc)
 
 
 def check_dtypes(graph, backend: str) -> None:
@@ -728,7 +744,11 @@ class Compiled:
             if gw.kind == "output" and any(gw.tensor is w for _, w in c0.arg_wrappers)
         }
         for k, o in enumerate(g.outputs):
-            if o.kind != "out" and k not in arg_grads and not is_static(o.value.aval.shape):
+            if (
+                o.kind not in ("out", "arg")
+                and k not in arg_grads
+                and not is_static(o.value.aval.shape)
+            ):
                 raise DynamicError(
                     f"staged.compile(dynamic=True): the new value of {o.name} "
                     f"(state {name} keeps between calls) would have shape "

@@ -70,6 +70,14 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
 
     cpu.check_target(target_cpu, entry.backend)
     c = entry.captured
+    if c.arg_updates:
+        written = ", ".join(c.graph.outputs[k].name for _, k in c.arg_updates)
+        raise ValueError(
+            at_user(
+                f"the step writes its argument {written} in place, which a saved step "
+                "cannot do to its caller's arrays: return the new value instead"
+            )
+        )
     by_tensor = {id(t): n for t, n in (names or {}).items()}
     renamed = {w.name: by_tensor.get(id(w.tensor), w.name) for w in c.state}
     g = c.graph

@@ -97,6 +97,8 @@ class Captured:
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
     # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)  # [(Tensor, output index)]
+    # arguments the body wrote in place: [(leaf index, output index)], written back per call
+    arg_updates: list = field(default_factory=list)
     dict_writes: list = field(default_factory=list)  # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)  # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
@@ -406,6 +408,8 @@ def _name(c: Captured, tracer: Tracer, fn, arg_names, leaves) -> None:
     for (kind, k), name in zip(c.out_leaves, outs):
         if kind == "value":
             g.outputs[k].name = name
+    for i, k in c.arg_updates:  # an argument's new value
+        g.outputs[k].name = arg_names[i]
 
 
 def leaf_names(fn, args, kwargs) -> list:
@@ -451,6 +455,17 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     if any(op.phase == "backward" for op in g.ops):
         differentiable = []  # the body differentiated itself: its results are values
     out_leaves_raw = leaf = None  # so only the body's own references keep tensors alive
+    arg_updates = []  # arguments written in place: their new values go out, and back
+    for i, w in wrappers:
+        cur = w._payload
+        if cur is not tracer.watched[id(w)].payload:
+            if not isinstance(cur, Symbolic):
+                raise CaptureError(
+                    "the data of an argument was replaced by a concrete array during the "
+                    "trace (x.data = ...); not supported"
+                )
+            g.outputs.append(Output(cur.value, "arg", f"arg{i}"))
+            arg_updates.append((i, len(g.outputs) - 1))
     arg_grads = {id(w) for _, w in wrappers if w._requires_grad}
     state, updates, grad_writes = [], [], []
     # outputs in the tensors' creation order, not the order the trace first touched them:
@@ -510,6 +525,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         check_output=len(g.outputs) - 1 if checks else -1,
         rng=tracer.program if tracer.program.steps else None,
         grad_results=differentiable,
+        arg_updates=arg_updates,
     )
 
 

@@ -133,3 +133,20 @@ def test_a_step_that_differentiates_itself_compiles_as_one_graph():
         s(staged.ones(3))
     assert s.traces == 1 and "compiled (trace 1)" in s.explanation()
     np.testing.assert_allclose(w.grad.numpy(), np.ones(3))
+
+
+def test_an_argument_the_call_writes_in_place_is_recomputed_from_its_old_value():
+    def run(compiled: bool):
+        w = staged.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+        def f(x):
+            x.mul_(2)  # the forward doubles x; the recomputation must not double it again
+            return (x * w).sum()
+
+        x = staged.tensor([1.0, -1.0, 0.5])
+        (staged.compile(f) if compiled else f)(x).backward()
+        return w.grad.numpy(), x.numpy()
+
+    (g, x), (want_g, want_x) = run(True), run(False)
+    np.testing.assert_allclose(g, want_g)
+    np.testing.assert_allclose(x, want_x)
