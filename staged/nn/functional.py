@@ -225,7 +225,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                 f"input, but got {name} of shape {list(t.shape)} and input of shape "
                 f"{list(input.shape)}"
             )
-    x = input.reshape(n, num_groups, -1)
+    x = input.reshape(n, num_groups, math.prod(input.shape[1:]) // num_groups)  # n may be 0
     y = (x - x.mean(-1, keepdim=True)) * ops.rsqrt(x.var(-1, correction=0, keepdim=True) + eps)
     y = y.reshape(input.shape)
     channel = (c,) + (1,) * (input.ndim - 2)

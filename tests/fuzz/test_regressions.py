@@ -931,3 +931,11 @@ def test_index_put_into_a_unit_dim_with_both_gradients_compiles():
 
     gx, gv = staged.compile(step)(x, v)
     assert gv.item() == 2.0 and gx.numpy().sum() == 7.0
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (0, 2, 3)])
+def test_group_norm_of_an_empty_batch_is_empty(shape):
+    """A batch of 0: the reshape to (0, groups, -1) could not infer -1 and raised, where
+    torch returns the empty result (found by the fuzzer)."""
+    x = np.zeros(shape, np.float32)
+    _same_grads(lambda lib, x: lib.nn.functional.group_norm(x, 2), x)
