@@ -42,7 +42,7 @@ from ..autograd import grad as autograd_grad
 from ..autograd.function import Function
 from ..eager.grad_mode import _state, enable_grad
 from ..eager.tensor import Tensor
-from ..tracing.capture import Captured
+from ..tracing.capture import Captured, state_lock
 from ..tracing.pytree import flatten, unflatten
 from .segmented import has_collectives
 
@@ -138,20 +138,23 @@ class Differentiable:
         if self._vjp is None:
             o = self.owner
             self._vjp = type(o)(self._vjp_body, o.backend, o.dynamic, None, o.device, o.rng, o.mode)
-        now = [g.host_state() for g in self.generators]
-        after = [t._payload for t in self.updated]
-        for g, s in zip(self.generators, ctx.rng):
-            g.load_host_state(s)
-        for t, p in zip(self.updated, ctx.before):
-            t._payload = p
-        try:
-            with enable_grad():  # the recomputation is differentiated
-                grads = self._vjp(args, kwargs, list(cotangents))
-        finally:
-            for g, s in zip(self.generators, now):
+        # the state and generators as the forward found them, for this call only: other
+        # threads' calls wait (the vjp's lock first, as its calls take it)
+        with self._vjp._lock, state_lock:
+            now = [g.host_state() for g in self.generators]
+            after = [t._payload for t in self.updated]
+            for g, s in zip(self.generators, ctx.rng):
                 g.load_host_state(s)
-            for t, p in zip(self.updated, after):
+            for t, p in zip(self.updated, ctx.before):
                 t._payload = p
+            try:
+                with enable_grad():  # the recomputation is differentiated
+                    grads = self._vjp(args, kwargs, list(cotangents))
+            finally:
+                for g, s in zip(self.generators, now):
+                    g.load_host_state(s)
+                for t, p in zip(self.updated, after):
+                    t._payload = p
         return list(grads)
 
     def _vjp_body(self, args, kwargs, cotangents):
