@@ -156,6 +156,10 @@ _NO_ORACLE = {
         "div": lambda x, y: (y.double().abs() < 1e-6).any(),
         # at +inf torch's derivative (polygamma(n + 1, inf)) is NaN, staged's the limit 0
         "polygamma": lambda x: (x == math.inf).any(),
+        # within float64's spacing of a pole of one of its lgamma terms (x - j / 2 for
+        # x = 1.4e-16, p = 3): torch's derivative drops a term of size 1 / d (-1.26e16
+        # where the sum is -1.61e16, staged's); its second derivative below
+        "mvlgamma": lambda x: _near_mvlgamma_pole(x),
         # an infinite x: the divisor's derivative is -floor(x / y), which torch's floor
         # division makes NaN (inf - NaN), staged's -inf
         "remainder": lambda x, y: x.isinf().any(),
@@ -222,6 +226,9 @@ _NO_ORACLE = {
         # at the poles (0, -1, -2, ...) torch's second derivative is polygamma(1)'s finite
         # value there (1.5e32 at -1), staged's inf
         "lgamma": lambda x: ((x.double() <= 0) & (x.double() == x.double().round())).any(),
+        # near a pole of a term, as in reverse mode: torch's drops a 1 / d**2 term (8.1e31
+        # where the sum is 1.31e32, staged's)
+        "mvlgamma": lambda x: _near_mvlgamma_pole(x),
         # near 0 torch's i1' is i0(x) - i1(x) / x, whose derivative cancels terms of size
         # 1 / 2x: eps / x off (-9.5e-7 at x = 9e-11, where i1'' is 3.5e-11; staged's 0)
         "i1": lambda x: (x.double().abs() < 1e-4).any(),
@@ -232,6 +239,12 @@ _NO_ORACLE = {
         "selu": lambda x: (x == 0).any(),
     },
     "forward": {
+        # near a pole torch's float32 trigamma loses digits (1434231.75 at -2.0008349,
+        # where it is 1434459.87, staged's 1434459.875), and at one it is finite (-5.3e14
+        # at -1), where staged's is inf
+        "digamma": lambda x: (
+            (x.double() <= 0) & ((x.double() - x.double().round()).abs() < 1e-2)
+        ).any(),
         # torch's tangent is t * isfinite(x) (NaN for a NaN t at a non-finite x), staged's 0
         "nan_to_num": lambda x: (~x.isfinite()).any(),
         # an infinite x: as in reverse mode, torch's floor(x / y) is NaN, staged's inf
@@ -259,13 +272,19 @@ _NO_ORACLE = {
 }
 
 
+def _near_mvlgamma_pole(x):
+    """Within 1e-12 of a pole of a term lgamma(x - j / 2), j < p <= 5: 2x an integer <= 4."""
+    y = 2 * x.double()
+    return (((y - y.round()).abs() < 1e-12) & (y <= 4)).any()
+
+
 def _no_oracle(prog, tp, mode):
     """Whether an op of the program sees a point of ``_NO_ORACLE[mode]``."""
     # an op, its in-place form (div_), or a variant (polygamma_2, nan_to_num_defaults,
     # i1_at_zero)
     for step in prog.steps:
         name = step.what.rstrip("_").removesuffix("_defaults").removesuffix("_at_zero")
-        name = "polygamma" if name.startswith("polygamma") else name
+        name = next((f for f in ("polygamma", "mvlgamma") if name.startswith(f)), name)
         at = _NO_ORACLE[mode].get(name) if step.kind in ("op", "inplace") else None
         if at is not None and at(*(tp[r].detach() for r in step.refs[:2])):
             return True
