@@ -115,8 +115,14 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
-    """``relu6(x + 3) / 6``."""
-    return _activation(input, inplace, lambda x: hardtanh(x + 3, 0.0, 6.0) / 6)
+    """``relu6(x + 3) / 6``, differentiated as torch's: 1 / 6 strictly inside (-3, 3), 0
+    elsewhere and at NaN (where hardtanh's gradient passes through)."""
+
+    def fn(x):
+        inside = (x > -3) & (x < 3)
+        return ops.where(inside, (x + 3) / 6, hardtanh(x.detach() + 3, 0.0, 6.0) / 6)
+
+    return _activation(input, inplace, fn)
 
 
 def hardswish(input, inplace=False):

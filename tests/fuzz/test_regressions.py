@@ -939,3 +939,15 @@ def test_group_norm_of_an_empty_batch_is_empty(shape):
     torch returns the empty result (found by the fuzzer)."""
     x = np.zeros(shape, np.float32)
     _same_grads(lambda lib, x: lib.nn.functional.group_norm(x, 2), x)
+
+
+def test_hardsigmoid_at_nan_has_torchs_zero_gradient_and_tangent():
+    """relu6(x + 3) / 6 through hardtanh, whose gradient passes through at NaN (torch's
+    too), gave 1 / 6 there; torch's hardsigmoid masks to (-3, 3): 0 (found by the
+    forward-mode fuzzer)."""
+    x = np.array([np.nan, -3.0, 3.0, 0.5, -4.0], np.float32)
+    _same_grads(lambda lib, x: lib.nn.functional.hardsigmoid(x), x)
+    with staged.autograd.forward_ad.dual_level():
+        d = staged.autograd.forward_ad.make_dual(staged.tensor(x), staged.ones(5))
+        t = staged.autograd.forward_ad.unpack_dual(staged.nn.functional.hardsigmoid(d)).tangent
+    np.testing.assert_array_equal(t.numpy(), np.array([0, 0, 0, 1 / 6, 0], np.float32))
