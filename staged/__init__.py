@@ -5,6 +5,7 @@ optimizer updates into one graph and compiles it with IREE.
 """
 
 import importlib
+import math
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,34 @@ from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .torch_compat import as_torch  # noqa: F401
+from . import amp, testing  # noqa: F401
+from .amp import autocast, is_autocast_enabled  # noqa: F401
+from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
+from .autograd.anomaly import set_detect_anomaly as set_anomaly_enabled  # noqa: F401
+from .eager.printing import get_printoptions, set_printoptions  # noqa: F401
+from .eager.tensor import Layout as layout, sparse_coo, sparse_csr, strided  # noqa: F401
+from ._global_flags import (  # noqa: F401
+    are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
+    get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_deterministic_debug_mode,
+    set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
+from ._utilities import (  # noqa: F401
+    can_cast,
+    get_num_interop_threads,
+    is_storage,
+    is_warn_always_enabled,
+    promote_types,
+    result_type,
+    scalar_tensor,
+    set_default_tensor_type,
+    set_num_interop_threads,
+    set_warn_always,
+    typename,
+)
 
 if TYPE_CHECKING:
     # the public ops that globals().update(_exports()) adds below (a generated stub)
@@ -87,6 +116,11 @@ long = int64
 cfloat = complex64
 cdouble = complex128
 half = float16
+int = int32  # noqa: A001  (torch's names: torch.int is int32, torch.short int16)
+short = int16
+nan, inf, pi, e = math.nan, math.inf, math.pi, math.e
+newaxis = None
+
 
 _LAZY = ("onnx",)  # needs the onnx extra: loaded on first use, as torch.onnx is
 

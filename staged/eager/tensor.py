@@ -27,6 +27,7 @@ from .._where import at_user
 from ..autodiff import Aval
 from .grad_mode import _state
 from .interceptor import current_interceptor
+from .printing import array_text
 
 if TYPE_CHECKING:
     from builtins import bool as _bool
@@ -115,6 +116,54 @@ class Tensor(_TensorOps):
         for s in self._payload.shape:
             n *= s
         return n
+
+    ndimension = dim
+
+    # --- memory, as torch reports it for a strided CPU tensor ---------------------------
+    @property
+    def layout(self) -> Layout:
+        return strided
+
+    @property
+    def itemsize(self) -> int:
+        return self._payload.dtype.itemsize
+
+    def element_size(self) -> int:
+        return self._payload.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self._payload.dtype.itemsize
+
+    def stride(self, dim=None) -> Any:
+        """Strides in elements: the NumPy array's (a view's are its base's), contiguous for
+        data still on a device (Note [payloads])."""
+        p = self._payload
+        if type(p) is np.ndarray:
+            st = [s // p.itemsize for s in p.strides]
+        else:
+            st, n = [], 1
+            for s in reversed(p.shape):
+                st.insert(0, n)
+                n *= s
+        return tuple(st) if dim is None else st[dim]
+
+    def storage_offset(self) -> int:
+        """How many elements into its storage (the NumPy base it views) the data starts."""
+        p = self._payload
+        if type(p) is not np.ndarray:
+            return 0
+        root = p
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        return (_address(p) - _address(root)) // p.itemsize
+
+    def data_ptr(self) -> int:
+        return _address(self._host())
+
+    def pin_memory(self, device=None) -> Tensor:
+        """Raises as a CPU-only torch build does: there is no accelerator to pin for."""
+        raise RuntimeError("Cannot access accelerator device when none is available.")
 
     def __len__(self) -> int:
         if not self._payload.shape:
@@ -334,9 +383,10 @@ class Tensor(_TensorOps):
         if type(self._payload) is not np.ndarray and not hasattr(self._payload, "__array__"):
             body = repr(self._payload)
         else:
-            body = np.array2string(self._host(), separator=", ", precision=4, prefix="tensor(")
+            body = array_text(self._host(), "tensor(")
         extra = ""
-        if self.dtype not in (dt.float32, dt.int64, dt.bool_):
+        default = dt.get_default_dtype()  # and its complex twin, as torch leaves unsaid
+        if self.dtype not in (default, default.to_complex(), dt.int64, dt.bool_):
             extra += f", dtype={self.dtype}"
         try:
             fn = self.grad_fn
@@ -527,6 +577,28 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class Layout:
+    """A memory layout (``staged.strided``): every staged tensor is strided."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+strided = Layout("strided")
+sparse_coo = Layout("sparse_coo")  # for comparisons (x.layout == sparse_coo): never made
+sparse_csr = Layout("sparse_csr")
 
 
 def as_payload(data, dtype=None) -> np.ndarray:
