@@ -5,6 +5,7 @@ need a GPU raise. Compiled steps run on NVIDIA GPUs through
 
 from __future__ import annotations
 
+from . import amp as _amp
 from .eager import devices as _devices
 from .eager.legacy_types import CUDA_TYPES as _legacy_types
 
@@ -51,3 +52,16 @@ current_device = synchronize = get_device_name = get_device_properties = set_dev
 
 
 globals().update(_legacy_types)  # torch.cuda.FloatTensor ...: they raise, as in a CPU build
+
+
+class amp:  # noqa: N801  (torch.cuda.amp, deprecated there: torch.amp with device "cuda")
+    """``torch.cuda.amp.GradScaler`` (disabled, with torch's warning: no CUDA) and
+    ``autocast`` (runs only with ``enabled=False``): ``staged.amp``'s, for "cuda"."""
+
+    @staticmethod
+    def GradScaler(init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, **kw):  # noqa: N802
+        return _amp.GradScaler("cuda", init_scale, growth_factor, backoff_factor, **kw)
+
+    @staticmethod
+    def autocast(enabled=True, dtype=None, cache_enabled=True):
+        return _amp.autocast("cuda", dtype, enabled, cache_enabled)

@@ -235,3 +235,10 @@ def test_set_default_tensor_type_warns_and_sets_the_default_dtype():
         assert staged.tensor([1.0]).dtype is staged.float64
     finally:
         staged.set_default_dtype(staged.float32)
+
+
+def test_torch_cuda_amp_names_answer_as_a_cpu_build():
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        assert not staged.cuda.amp.GradScaler().is_enabled()
+    with staged.cuda.amp.autocast(enabled=False):
+        pass
