@@ -59,7 +59,7 @@ from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .torch_compat import as_torch  # noqa: F401
-from . import amp, testing  # noqa: F401
+from . import amp, jit, testing  # noqa: F401
 from .amp import autocast, is_autocast_enabled  # noqa: F401
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
 from .autograd.anomaly import set_detect_anomaly as set_anomaly_enabled  # noqa: F401

@@ -242,3 +242,24 @@ def test_torch_cuda_amp_names_answer_as_a_cpu_build():
         assert not staged.cuda.amp.GradScaler().is_enabled()
     with staged.cuda.amp.autocast(enabled=False):
         pass
+
+
+def test_jit_entry_points_return_what_they_are_given_and_archives_raise():
+    def f(x):
+        return x * 2
+
+    lin = staged.nn.Linear(2, 1)
+    assert staged.jit.script(f) is f and staged.jit.trace(lin, staged.ones(1, 2)) is lin
+    assert staged.jit.ignore(f) is f and staged.jit.ignore(drop=True)(f) is f
+    assert not staged.jit.is_scripting() and staged.jit.wait(staged.jit.fork(f, 3)) == 6
+    with pytest.raises(NotImplementedError, match="TorchScript archives"):
+        staged.jit.save(lin, "model.pt")
+
+
+def test_variable_makes_a_new_leaf_as_torchs():
+    for lib in (staged, torch):
+        x = lib.ones(2, requires_grad=True) * 3
+        v = lib.autograd.Variable(x, requires_grad=True)
+        assert v.is_leaf and v.requires_grad and isinstance(lib.zeros(1), lib.autograd.Variable)
+        assert not lib.autograd.Variable(x).requires_grad
+        assert lib.autograd.grad_mode.no_grad is lib.no_grad

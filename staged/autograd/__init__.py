@@ -19,3 +19,5 @@ from . import graph  # noqa: F401
 from . import forward_ad, functional, profiler  # noqa: F401
 from .function import Function, once_differentiable  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
+from .variable import Variable  # noqa: F401
+from . import grad_mode  # noqa: F401
