@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import staged
-from staged.runtime.compiler import CompileError
 from tests.backends import needs_vulkan
 
 
@@ -911,16 +910,11 @@ def test_huber_gradient_at_an_infinite_difference_is_the_slope(name):
     _same_grads(lambda lib, x: getattr(lib.nn.functional, name)(x, lib.zeros(5)), x)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=CompileError,
-    reason=(
-        "IREE 3.13 bug: with both gradients of an index_put into a slice whose last dim is 1 "
-        "as outputs, LLVM translation fails on an unrealized_conversion_cast (i64) -> index "
-        "(either gradient alone compiles; found by the llvm-cpu fuzzer, 2026-11-30)"
-    ),
-)
 def test_index_put_into_a_unit_dim_with_both_gradients_compiles():
+    """IREE 3.13 failed to compile this (an unrealized_conversion_cast i64 -> index in LLVM
+    translation) while the broadcast ones of backward were a linalg.generic; as a splat
+    constant (Note [splat constants]) it compiles, and its gather's sum is evaluated at
+    lowering (Note [invariant reductions]: IREE's own gave 1.0 for 2.0)."""
     x = staged.tensor(np.ones((3, 3, 1)), requires_grad=True)
     v = staged.ones((), dtype=staged.float64, requires_grad=True)
 
@@ -951,3 +945,24 @@ def test_hardsigmoid_at_nan_has_torchs_zero_gradient_and_tangent():
         d = staged.autograd.forward_ad.make_dual(staged.tensor(x), staged.ones(5))
         t = staged.autograd.forward_ad.unpack_dual(staged.nn.functional.hardsigmoid(d)).tangent
     np.testing.assert_array_equal(t.numpy(), np.array([0, 0, 0, 1 / 6, 0], np.float32))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_returned_splat_and_a_written_copy_of_it_stay_apart_compiled(dynamic):
+    """IREE 3.13 wrote the insert into a clone of a broadcast constant into the returned
+    constant too: ``v = x.clone().zero_()`` came back equal to its written copy (found by
+    the llvm-cpu fuzzer; Note [splat constants])."""
+
+    def step(y, x):
+        v = x.clone()
+        v.zero_()
+        w = v.clone()
+        w[:, 0] = y
+        return v, w
+
+    f = staged.compile(step, dynamic=dynamic)
+    for n in (3, 4) if dynamic else (3,):
+        y, x = staged.ones(n), staged.randn(n, 2)
+        v, w = f(y, x)
+        np.testing.assert_array_equal(v.numpy(), np.zeros((n, 2), np.float32))
+        np.testing.assert_array_equal(w.numpy(), [[1.0, 0.0]] * n)

@@ -7,8 +7,18 @@ gave 3, ``where(x == x, 1., 0.).sum()`` 2.0, the mean of such a row 0.4. Sums of
 tensors and of values IREE cannot fold are right. So the lowering evaluates these
 reductions itself: ``splats`` finds, in one pass over the graph, the values whose every
 entry is one known number (constants, their broadcasts and reshapes, elementwise ops of
-such values, and the integer identities IREE folds: x - x, x == x, x * 0, x & 0 ...), and
+such values, gathers, maxima and minima of them, concatenations and writes of one such
+value, and the integer identities IREE folds: x - x, x == x, x * 0, x & 0 ...), and
 ``invariant_reduction`` emits a reduction of one as the constant NumPy computes.
+
+Note [splat constants]: IREE 3.13 also miscompiles a broadcast of a constant (which it
+turns into a splat) that is both a result of the step and the destination of an insert
+(``x.clone().zero_()`` returned, and a clone of it written with ``v[0] = y``): the insert
+lands in the returned splat's buffer too, so the step returned the written copy twice
+(found by the llvm-cpu fuzzer; with a dynamic batch too). A splat constant
+(``arith.constant dense<0.0>``) or a ``linalg.fill`` is copied before it is written, so
+``known_splat`` emits every value ``splats`` knows as one: a constant for a static shape, a
+fill for a dynamic one.
 """
 
 from __future__ import annotations
@@ -23,7 +33,17 @@ _SAME = {"sub": 0, "bitwise_xor": 0, "eq": True, "le": True, "ge": True}
 _SAME.update(ne=False, lt=False, gt=False)
 _ABSORBING = {"mul": 0, "bitwise_and": 0, "logical_and": False, "logical_or": True}
 _REDUCTIONS = {"reduce_sum", "reduce_prod"}
+_SELECTIONS = {"gather", "reduce_max", "reduce_min"}
+_WRITES = {"slice_scatter", "scatter"}  # (destination, ..., source)
 _UNKNOWN = object()
+
+
+def _nonempty(v) -> bool:
+    return all(isinstance(s, int) and s > 0 for s in v.aval.shape)
+
+
+def _same_known(ks) -> bool:
+    return _UNKNOWN not in ks and all(k == ks[0] for k in ks)
 
 
 def splats(graph) -> dict:
@@ -31,12 +51,20 @@ def splats(graph) -> dict:
     known: dict = {}
     for v, array in graph.consts:
         a = np.asarray(array)
+        if v.id in graph.sym_consts:  # computed from a dynamic size at each call
+            continue
         if a.size and (a == a.flat[0]).all():
             known[v.id] = a.flat[0]
     for op in graph.ops:
         name, ins = op.prim.name, op.inputs
         ks = [known.get(v.id, _UNKNOWN) for v in ins]
         if name in _MOVES and ks[0] is not _UNKNOWN:
+            known[op.out.id] = ks[0]
+        elif name in _SELECTIONS and ks[0] is not _UNKNOWN and _nonempty(ins[0]):
+            known[op.out.id] = ks[0]  # entries of a splat (a gather's indices are clamped)
+        elif name in _WRITES and _same_known([ks[0], ks[-1]]):
+            known[op.out.id] = ks[0]  # a splat written with its own value
+        elif name == "concat" and _same_known(ks):
             known[op.out.id] = ks[0]
         elif name not in _ELEMENTWISE:
             continue
@@ -69,3 +97,15 @@ def invariant_reduction(e, op, known):
         return None
     out = op.prim.impl(np.full(x.aval.shape, k, x.aval.dtype.np), **op.params)
     return e.dense(np.asarray(out), op.out.aval)
+
+
+def known_splat(e, op, known):
+    """The SSA name of ``op``'s result as a splat constant (a fill for a dynamic shape) when
+    every entry of it is known (Note [splat constants]), else None."""
+    k = known.get(op.out.id, _UNKNOWN)
+    shape = op.out.aval.shape
+    if k is _UNKNOWN or op.prim.name in _REDUCTIONS:
+        return None
+    if all(isinstance(s, int) for s in shape):
+        return e.dense(np.full(shape, k, op.out.aval.dtype.np), op.out.aval)
+    return e.full(shape, op.out.aval.dtype, k)

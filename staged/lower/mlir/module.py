@@ -13,7 +13,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
-from .invariants import invariant_reduction, splats
+from .invariants import invariant_reduction, known_splat, splats
 
 
 def to_mlir(
@@ -92,6 +92,7 @@ def to_mlir(
         e.names[op.out.id] = (
             _without_data(e, op)
             or invariant_reduction(e, op, known)
+            or (known_splat(e, op, known) if op.out.aval.dtype not in wide else None)
             or emitter(e, op, *(e.names[v.id] for v in op.inputs))
         )
     e.op = None
