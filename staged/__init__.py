@@ -95,6 +95,8 @@ if TYPE_CHECKING:
     # the legacy types that globals().update(_legacy_types) adds below
     from . import onnx as onnx  # loaded on first use: __getattr__
     from .eager.legacy_types import LegacyType
+    from .linalg import _cholesky as cholesky, _logdet as logdet, det, inv as inverse
+    from .linalg import matrix_power, slogdet
 
     BoolTensor: LegacyType
     ByteTensor: LegacyType
@@ -109,6 +111,7 @@ if TYPE_CHECKING:
 
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
+globals().update(linalg.TOP_LEVEL)  # inverse, det, logdet, slogdet, matrix_power, cholesky
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ._where import at_user
+from ._where import at_user, sited
 from .autodiff import Fused
 from .autodiff.indexing import LinAlgError
 from .eager import ops
@@ -423,3 +423,31 @@ def __getattr__(name: str):
             f"{', '.join(__all__)}"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
+def _logdet(A) -> Tensor:
+    """``log(det(A))``: NaN where the determinant is negative, -inf where it is 0."""
+    sign, logabsdet = slogdet(A)
+    return ops.where(sign == -1, math.nan, logabsdet)
+
+
+def _cholesky(A, upper=False) -> Tensor:
+    """``torch.cholesky``: ``upper`` may be positional."""
+    return cholesky(A, upper=upper)
+
+
+# staged/__init__.py exports them; they are Tensor methods too
+TOP_LEVEL = {
+    name: sited(fn)
+    for name, fn in {
+        "inverse": inv,
+        "det": det,
+        "logdet": _logdet,
+        "slogdet": slogdet,
+        "matrix_power": matrix_power,
+        "cholesky": _cholesky,
+    }.items()
+}
+for _name, _fn in TOP_LEVEL.items():
+    setattr(Tensor, _name, _fn)

@@ -6,6 +6,8 @@ import math
 import types
 import warnings
 
+import numpy as np
+
 from .. import autodiff as ad
 from .. import dtypes as dt
 from .._where import at_user, sited
@@ -15,6 +17,7 @@ from ..eager.grad_mode import no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.checks import check_range
 from ..eager.ops.layers import (
+    _const,
     avg_pool1d,  # noqa: F401
     avg_pool2d,  # noqa: F401
     batch_norm,  # noqa: F401
@@ -42,6 +45,19 @@ globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/o
 
 def softmax(input, dim):
     return ops.softmax(input, dim)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-input, dim)`` (computed in ``dtype`` if given); ``dim=None`` picks torch's
+    legacy default, warned."""
+    if dim is None:
+        warnings.warn(
+            "Implicit dimension choice for softmin has been deprecated. Change the call to "
+            "include dim=X as an argument.",
+            stacklevel=_stacklevel,  # sited's frame stands for torch's _get_softmax_dim
+        )
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return ops.softmax(-(input if dtype is None else input.to(dtype)), dim)
 
 
 def log_softmax(input, dim):
@@ -152,6 +168,69 @@ def tanhshrink(input):
     return input - input.tanh()
 
 
+def relu_(input):
+    return input.relu_()
+
+
+def _threshold(x, threshold, value):
+    return ops.where(x <= threshold, value, x).to(x.dtype)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``value`` where ``input <= threshold``, else ``input`` (NaN stays NaN)."""
+    return _activation(input, inplace, lambda x: _threshold(x, threshold, value))
+
+
+def threshold_(input, threshold, value):
+    return _activation(input, True, lambda x: _threshold(x, threshold, value))
+
+
+def _check_float(name, input):
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{input.dtype.title}'")
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    _check_float("softshrink_check", input)
+    if lambd < 0:
+        raise RuntimeError(
+            f"lambda must be in range [0, {np.finfo(input.dtype.np).max:g}] for input dtype "
+            f"{input.dtype.title}, but found {lambd:g}"
+        )
+    return ops.where(
+        input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, input * 0)
+    )
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    _check_float("hardshrink_cpu", input)
+    return ops.where((input >= -lambd) & (input <= lambd), 0.0, input)
+
+
+def prelu(input, weight):
+    """``x`` where ``x > 0``, else ``weight * x``; ``weight`` has one entry or one per
+    channel (dim 1; the only dim of a 1-D input)."""
+    if weight.numel() != 1:
+        if input.ndim == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if weight.numel() != channels:
+            raise RuntimeError(
+                "Mismatch of parameter numbers and input channel size. Found parameter numbers "
+                f"= {weight.numel()} and channel size = {channels}."
+            )
+    if weight.ndim > 1:
+        raise RuntimeError(
+            f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}"
+        )
+    _check_float("prelu_cpu", input)
+    if weight.ndim == 1:
+        weight = weight.reshape((-1,) + (1,) * (input.ndim - 2) if input.ndim >= 2 else ())
+    return ops.where(input > 0, input, input * weight)
+
+
 def glu(input, dim=-1):
     """``a * sigmoid(b)`` of the halves ``a, b`` of ``input`` along ``dim``."""
     if input.ndim == 0:
@@ -240,6 +319,32 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + bias.reshape(channel)
 
 
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x^2) + eps)`` over the trailing ``normalized_shape`` dims, times
+    ``weight``; ``eps=None`` is the machine epsilon of the computing dtype (float32 for
+    half precision), as torch's."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(ns)
+    if k > input.ndim or tuple(input.shape[input.ndim - k :]) != ns:
+        raise RuntimeError(
+            f"Given normalized_shape={list(ns)}, expected input with shape "
+            f"[*{', '.join(map(str, ns))}], but got input of size{list(input.shape)}"
+        )
+    if weight is not None and tuple(weight.shape) != ns:
+        raise RuntimeError(
+            "Expected weight to be of same shape as normalized_shape, but got weight of shape "
+            f"{list(weight.shape)} and normalized_shape = {list(ns)}"
+        )
+    y = _rms(input, tuple(range(-k, 0)), eps)
+    return y if weight is None else (y * weight).to(y.dtype)
+
+
+@in_float32
+def _rms(x, dims, eps):
+    eps = float(np.finfo(x.dtype.np).eps) if eps is None else eps
+    return x * ops.rsqrt((x * x).mean(dims, keepdim=True) + eps)
+
+
 def instance_norm(
     input,
     running_mean=None,
@@ -310,6 +415,125 @@ def bilinear(input1, input2, weight, bias=None):
     y = (t.reshape(-1, out, in2) * input2.reshape(-1, 1, in2)).sum(-1)
     y = y.reshape(*input1.shape[:-1], out)
     return y if bias is None else y + bias
+
+
+# --- adaptive pooling -------------------------------------------------------------------------
+def _adaptive_sizes(name, input, n, output_size, max_pool):
+    """torch's checks of an adaptive pool's input; its pooled and output sizes (None in
+    ``output_size`` keeps the input's)."""
+    if input.ndim not in (n + 1, n + 2):
+        if n == 1:
+            raise RuntimeError(
+                f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional tensor for "
+                f"argument #1 'self' (while checking arguments for {name})"
+            )
+        raise RuntimeError(
+            f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got"
+            f"{':' if max_pool else ''} {list(input.shape)}"
+        )
+    if max_pool:
+        _check_float("adaptive_max_pool3d_cpu" if n == 3 else "adaptive_max_pool2d", input)
+        for d in range(1, input.ndim):
+            if input.shape[d] == 0:
+                raise RuntimeError(
+                    f"{name}(): Expected input to have non-zero size for non-batch dimensions, "
+                    f"but input has sizes {list(input.shape)} with dimension {d} being empty"
+                )
+    elif not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise NotImplementedError(f"\"{name}\" not implemented for '{input.dtype.title}'")
+    sizes = tuple(input.shape[-n:])
+    out = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * n
+    if len(out) != n:
+        raise RuntimeError(f"{name}: output_size must be {n}")
+    out = tuple(s if o is None else int(o) for o, s in zip(out, sizes))
+    if min(out) < 0:
+        raise RuntimeError(
+            f"{name}: elements of output_size must be greater than or equal to 0 but received "
+            f"{{{', '.join(map(str, out))}}}"
+        )
+    return sizes, out
+
+
+def _adaptive_windows(size, out):
+    """torch's windows ``[floor(i size / out), ceil((i + 1) size / out))``, ``i < out``."""
+    i = np.arange(out)
+    return i * size // out, -(-(i + 1) * size // out)
+
+
+@in_float32
+def _adaptive_avg_pool(input, n, output_size):
+    """Per pooled dim: equal windows are a reshape and a mean, others a matmul by the
+    constant 0/1 (in, out) window matrix divided by the window sizes."""
+    sizes, out = _adaptive_sizes(f"adaptive_avg_pool{n}d", input, n, output_size, False)
+    x = input
+    for d, size, o in zip(range(input.ndim - n, input.ndim), sizes, out):
+        if o == size:
+            continue
+        if o and size % o == 0:
+            x = ops.unflatten(x, d, (o, size // o)).mean(d + 1)
+            continue
+        start, end = _adaptive_windows(size, o)
+        j = np.arange(size)[:, None]
+        window = ((j >= start) & (j < end)).astype(x.dtype.np)
+        sums = ops.movedim(x, d, -1) @ _const(window)
+        x = ops.movedim(sums / _const((end - start).astype(x.dtype.np)), -1, d)
+    return x
+
+
+def _adaptive_max_pool(input, n, output_size, return_indices):
+    """``max`` over each window, gathered (padded windows repeat their last element: the
+    maximum, and the first one in row-major order that gets the gradient, are torch's)."""
+    sizes, out = _adaptive_sizes(f"adaptive_max_pool{n}d", input, n, output_size, True)
+    coords, ks = [], []
+    for a, (size, o) in enumerate(zip(sizes, out)):
+        start, end = _adaptive_windows(size, o)
+        ks.append(int((end - start).max(initial=1)))
+        pos = np.minimum(start[:, None] + np.arange(ks[-1]), end[:, None] - 1)  # (o, k)
+        coords.append(
+            pos.reshape([o if b == a else ks[-1] if b == n + a else 1 for b in range(2 * n)])
+        )
+    k = math.prod(ks)
+    flat = np.ravel_multi_index(np.broadcast_arrays(*coords), sizes).reshape(*out, k)
+    lead = tuple(input.shape[:-n])
+    x = input.reshape(*lead, math.prod(sizes))
+    windows = ops.index_select(x, len(lead), _const(flat.reshape(-1))).reshape(*lead, *out, k)
+    y, at = windows.max(-1)
+    if not return_indices:
+        return y
+    table = _const(flat).expand(*lead, *out, k)
+    return y, ops.gather(table, -1, at.unsqueeze(-1)).squeeze(-1)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Average over ``output_size`` windows of ``(N, C, L)`` or ``(C, L)``."""
+    return _adaptive_avg_pool(input, 1, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average over ``output_size`` windows of ``(N, C, H, W)`` or ``(C, H, W)``."""
+    return _adaptive_avg_pool(input, 2, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Average over ``output_size`` windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    return _adaptive_avg_pool(input, 3, output_size)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """Max over ``output_size`` windows; ``return_indices`` adds each maximum's index."""
+    return _adaptive_max_pool(input, 1, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max over ``output_size`` windows; ``return_indices`` adds each maximum's flat ``H*W``
+    index."""
+    return _adaptive_max_pool(input, 2, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Max over ``output_size`` windows; ``return_indices`` adds each maximum's flat
+    ``D*H*W`` index."""
+    return _adaptive_max_pool(input, 3, output_size, return_indices)
 
 
 # --- dropout of channels ----------------------------------------------------------------------
@@ -624,6 +848,165 @@ def margin_ranking_loss(
             f"target: {target.size()} "
         )
     return _reduce(ops.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
+
+
+@in_float32
+def triplet_margin_loss(
+    anchor,
+    positive,
+    negative,
+    margin=1.0,
+    p=2,
+    eps=1e-6,
+    swap=False,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+):
+    """``max(0, margin + d(a, p) - d(a, n))``, ``d`` the ``pairwise_distance``; ``swap``
+    takes ``min(d(a, n), d(p, n))`` for ``d(a, n)``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(
+            "The anchor, positive, and negative tensors are expected to have the same number "
+            f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and "
+            f"negative {negative.ndim}D inputs"
+        )
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = ops.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(ops.clamp_min(margin + d_pos - d_neg, 0), reduction)
+
+
+@in_float32
+def hinge_embedding_loss(
+    input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"
+):
+    """``x`` where ``y == 1``, ``max(0, margin - x)`` where ``y == -1``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = ops.where(target != 1, ops.clamp_min(margin - input, 0), 0.0) + ops.where(
+        target != -1, input, 0.0
+    )
+    return _reduce(loss, reduction)
+
+
+def _check_reduction(reduction, message=" is not a valid value for reduction"):
+    """The check some torch losses make before computing, each with its own words."""
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + message)
+
+
+@in_float32
+def multilabel_soft_margin_loss(
+    input, target, weight=None, size_average=None, reduce=None, reduction="mean"
+):
+    """``-(y logsigmoid(x) + (1 - y) logsigmoid(-x))`` (times ``weight``) averaged over the
+    last (class) dim."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(-1) / input.shape[-1]
+    _check_reduction(reduction, " is not valid")
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """``(log(v) + (x - y)^2 / v) / 2`` (``+ log(2 pi) / 2`` if ``full``), ``v`` the
+    variance clamped at ``eps`` with the gradient passing the clamp, as torch's (it
+    clamps under no_grad); ``var`` may lack the last dim or have one dim of size 1."""
+    if not isinstance(var, Tensor):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = ones(*input.shape, dtype=input.dtype) * var
+    elif current_interceptor() is None and bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (
+            input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1
+        ):
+            raise ValueError("var is of incorrect size")
+    _check_reduction(reduction, " is not valid")
+    var = ops.clamp_min(var, eps).detach() + (var - var.detach())
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+@in_float32
+def poisson_nll_loss(
+    input,
+    target,
+    log_input=True,
+    full=False,
+    size_average=None,
+    eps=1e-8,
+    reduce=None,
+    reduction="mean",
+):
+    """``exp(x) - y x`` of log-rates (``log_input``), else ``x - y log(x + eps)``; ``full``
+    adds Stirling's ``y log(y) - y + log(2 pi y) / 2`` where ``y > 1``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + ops.where(target <= 1, 0.0, stirling)
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(
+    input,
+    target,
+    p=1,
+    margin=1.0,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+):
+    """Per sample ``sum_{j != y} w_y max(0, margin - x_y + x_j)^p / C`` of ``(N, C)`` or
+    ``(C,)`` scores and class indices ``y``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    if not (input.ndim == 0 or (input.ndim <= 2 and input.shape[-1])):
+        raise RuntimeError(
+            "Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+            f"{list(input.shape)}"
+        )
+    x = input.reshape(-1, input.shape[-1] if input.ndim else 1)
+    n, c = x.shape
+    if target.ndim > 1 or target.numel() != n:
+        raise RuntimeError(
+            "multi_margin_loss: target tensor should be 1-D with size equal to the number of "
+            f"input samples (batch size). Expected target size [{n}], but got "
+            f"{list(target.shape)}. Input has shape {list(input.shape)}."
+        )
+    if weight is not None and weight.numel() != c:
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    if target.dtype is not dt.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.title}")
+    check_range(target, 0, c, RuntimeError, "target out of range")
+    onehot = arange(c) == target.reshape(n, 1)
+    z = margin - ops.where(onehot, x, 0.0).sum(1, keepdim=True) + x
+    h = ops.where(onehot | (z <= 0), 0.0, z)  # as ATen: only z > 0 counts
+    if p == 2:
+        h = h * h
+    if weight is not None:
+        h = h * ops.where(onehot, weight, 0.0).sum(1, keepdim=True)
+    loss = h.sum(1) / c
+    if reduction == "none":
+        return loss if target.ndim else loss.reshape(())
+    return _reduce(loss, reduction)
 
 
 def _class_dim_last(x):

@@ -1,9 +1,10 @@
 """Learning-rate schedulers as in ``torch.optim.lr_scheduler``, with torch's (chainable)
 formulas, so a schedule gives the same learning rates to the last bit.
 
-A scheduler writes ``param_groups[i]["lr"]`` (OneCycleLR also ``momentum`` or ``betas``);
-a compiled step reads them at every call (Note [hyper-parameters] in ``optimizer.py``), so
-``scheduler.step()`` between compiled calls takes effect with no re-trace.
+A scheduler writes ``param_groups[i]["lr"]`` (OneCycleLR and CyclicLR also ``momentum``
+or ``betas``); a compiled step reads them at every call (Note [hyper-parameters] in
+``optimizer.py``), so ``scheduler.step()`` between compiled calls takes effect with no
+re-trace.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import types
 import warnings
 from bisect import bisect_right
 from collections import Counter
+from functools import partial
 
 from .optimizer import Optimizer
 
@@ -29,6 +31,12 @@ EPOCH_DEPRECATION_WARNING = (
 def _check_optimizer(optimizer) -> None:
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+def _fn_state(f):
+    """What torch saves of a user's function: a callable object's ``__dict__``, None for
+    a function, a lambda or None."""
+    return None if f is None or isinstance(f, types.FunctionType) else f.__dict__.copy()
 
 
 def _format_param(name: str, optimizer: Optimizer, param) -> list:
@@ -50,6 +58,7 @@ class LRScheduler:
     ``base_lrs`` (used by ``step(epoch)`` and by ``SequentialLR`` at a milestone)."""
 
     _is_initial = False
+    _unsaved: tuple = ("optimizer",)  # attributes state_dict() leaves out, as torch
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         _check_optimizer(optimizer)
@@ -112,8 +121,8 @@ class LRScheduler:
         return [group["lr"] for group in self.optimizer.param_groups]
 
     def state_dict(self) -> dict:
-        """Everything but the optimizer, as torch."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        """Every attribute but the optimizer (and ``_unsaved``), as torch."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._unsaved}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
@@ -121,6 +130,8 @@ class LRScheduler:
 
 class _LambdaScheduler(LRScheduler):
     """A scheduler driven by one function of the epoch per group (not saved: a function)."""
+
+    _unsaved = ("optimizer", "lr_lambdas")
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
@@ -137,12 +148,7 @@ class _LambdaScheduler(LRScheduler):
 
     def state_dict(self):
         """As torch: a callable object's ``__dict__`` per group, None for a function."""
-        state = {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
-        state["lr_lambdas"] = [
-            None if isinstance(f, types.FunctionType) else f.__dict__.copy()
-            for f in self.lr_lambdas
-        ]
-        return state
+        return {**super().state_dict(), "lr_lambdas": [_fn_state(f) for f in self.lr_lambdas]}
 
     def load_state_dict(self, state_dict):
         state_dict = dict(state_dict)
@@ -380,7 +386,153 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._set_lrs(self.get_lr())
 
 
-class OneCycleLR(LRScheduler):
+class _MomentumCycler(LRScheduler):
+    """A scheduler that can cycle the momentum (or Adam's ``beta1``) inversely to the lr."""
+
+    def _init_momentum(self, optimizer, cycle_momentum, last_epoch, **bounds) -> dict:
+        """With ``cycle_momentum``: ``bounds`` (``base_momentum``, ``max_momentum``) as one
+        value per group, formatted in the order given (torch's, for its errors); when
+        starting, each group's momentum set to its max and both bounds kept in the group."""
+        self.cycle_momentum = cycle_momentum
+        if not cycle_momentum:
+            return {}
+        if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+            raise ValueError(
+                "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+            )
+        self.use_beta1 = "betas" in optimizer.defaults
+        values = {k: _format_param(k, optimizer, v) for k, v in bounds.items()}
+        if last_epoch == -1:
+            for group, b, m in zip(
+                optimizer.param_groups, values["base_momentum"], values["max_momentum"]
+            ):
+                self._set_momentum(group, m)
+                group["max_momentum"], group["base_momentum"] = m, b
+        return values
+
+    def _set_momentum(self, group, m) -> None:
+        if self.use_beta1:
+            group["betas"] = (m, *group["betas"][1:])
+        else:
+            group["momentum"] = m
+
+
+class CyclicLR(_MomentumCycler):
+    """Cyclical learning rates (CLR): each group's lr goes from ``base_lr`` up to
+    ``max_lr`` over ``step_size_up`` steps and back over ``step_size_down``, its amplitude
+    scaled by ``mode`` (``triangular``: 1, ``triangular2``: halved every cycle,
+    ``exp_range``: ``gamma ** step``) or ``scale_fn`` of the cycle or step
+    (``scale_mode``); with ``cycle_momentum`` the momentum (or Adam's ``beta1``) moves
+    inversely between ``max_momentum`` and ``base_momentum``. Step it after every batch."""
+
+    _unsaved = ("optimizer", "_scale_fn_ref", "_scale_fn_custom")
+
+    def __init__(
+        self,
+        optimizer,
+        base_lr,
+        max_lr,
+        step_size_up=2000,
+        step_size_down=None,
+        mode="triangular",
+        gamma=1.0,
+        scale_fn=None,
+        scale_mode="cycle",
+        cycle_momentum=True,
+        base_momentum=0.8,
+        max_momentum=0.9,
+        last_epoch=-1,
+    ):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ["triangular", "triangular2", "exp_range"] and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom, self.scale_mode = scale_fn, scale_mode
+        self._init_scale_fn()
+        momenta = self._init_momentum(
+            optimizer,
+            cycle_momentum,
+            last_epoch,
+            base_momentum=base_momentum,
+            max_momentum=max_momentum,
+        )
+        if momenta:
+            self.base_momentums, self.max_momentums = momenta.values()
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self) -> None:
+        """The scale function ``mode`` names, and its ``scale_mode``, unless ``scale_fn``."""
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref, self.scale_mode = _triangular_scale, "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref, self.scale_mode = _triangular2_scale, "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref = partial(_exp_range_scale, self.gamma)
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [
+            base + (top - base) * scale_factor * scale
+            for base, top in zip(self.base_lrs, self.max_lrs)
+        ]
+        if self.cycle_momentum:
+            for group, base, top in zip(
+                self.optimizer.param_groups, self.base_momentums, self.max_momentums
+            ):
+                self._set_momentum(group, top - (top - base) * scale_factor * scale)
+        return lrs
+
+    def state_dict(self):
+        """As torch: a callable ``scale_fn`` object's ``__dict__``, None for a function."""
+        return {**super().state_dict(), "_scale_fn_custom": _fn_state(self._scale_fn_custom)}
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if saved is not None:
+            self._scale_fn_custom.__dict__.update(saved)
+        self._init_scale_fn()
+
+
+def _triangular_scale(x):
+    return 1.0
+
+
+def _triangular2_scale(x):
+    return 1 / (2.0 ** (x - 1))
+
+
+def _exp_range_scale(gamma, x):
+    return gamma**x
+
+
+class OneCycleLR(_MomentumCycler):
     """The 1cycle policy: lr from ``max_lr / div_factor`` up to ``max_lr`` over
     ``pct_start`` of ``total_steps``, then down to ``initial_lr / final_div_factor``
     (``three_phase``: back to the initial lr first); with ``cycle_momentum`` the momentum
@@ -454,26 +606,14 @@ class OneCycleLR(LRScheduler):
                 group["initial_lr"] = m / div_factor
                 group["max_lr"] = m
                 group["min_lr"] = group["initial_lr"] / final_div_factor
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError(
-                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
-                )
-            self.use_beta1 = "betas" in optimizer.defaults
-            max_momentums = _format_param("max_momentum", optimizer, max_momentum)
-            base_momentums = _format_param("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for m, b, group in zip(max_momentums, base_momentums, optimizer.param_groups):
-                    self._set_momentum(group, m)
-                    group["max_momentum"], group["base_momentum"] = m, b
+        self._init_momentum(
+            optimizer,
+            cycle_momentum,
+            last_epoch,
+            max_momentum=max_momentum,
+            base_momentum=base_momentum,
+        )
         super().__init__(optimizer, last_epoch)
-
-    def _set_momentum(self, group, m) -> None:
-        if self.use_beta1:
-            group["betas"] = (m, *group["betas"][1:])
-        else:
-            group["momentum"] = m
 
     def _anneal(self, start, end, pct):
         if self._anneal_func_type == "cos":
@@ -510,6 +650,8 @@ class OneCycleLR(LRScheduler):
 class _Composite(LRScheduler):
     """A scheduler made of others (``_schedulers``), saved with theirs."""
 
+    _unsaved = ("optimizer", "_schedulers")
+
     def _check(self, schedulers, optimizer) -> None:
         for i, s in enumerate(schedulers):
             if not hasattr(s, "optimizer"):
@@ -530,9 +672,7 @@ class _Composite(LRScheduler):
                 )
 
     def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
+        return {**super().state_dict(), "_schedulers": [s.state_dict() for s in self._schedulers]}
 
     def load_state_dict(self, state_dict):
         state_dict = dict(state_dict)

@@ -167,9 +167,9 @@ class Hyper:
         self.group = opt.param_groups[index]
 
     def number(self, name: str, get=None):
-        """``get(group)`` (default: ``group[name]``; ``beta1``/``beta2`` from ``betas``;
-        ``-name`` negated): a Python number eagerly; under capture a 0-d tensor the
-        compiled step reads anew at every call."""
+        """``get(group)`` (default: ``group[name]``, ``beta1`` from ``betas`` and the like
+        (``_MEMBERS``), ``-name`` negated): a Python number eagerly; under capture a 0-d
+        tensor the compiled step reads anew at every call."""
         get = get or _getter(name)
         if self.icpt is None:
             return get(self.group)
@@ -218,13 +218,27 @@ def check_args(**values) -> None:
             raise ValueError(f"Invalid {_WHAT.get(name, name + ' value')}: {v}")
 
 
+# names of the members of a group's pairs: Adam's betas, Rprop's etas and step_sizes
+_MEMBERS = {
+    "beta1": ("betas", 0),
+    "beta2": ("betas", 1),
+    "etaminus": ("etas", 0),
+    "etaplus": ("etas", 1),
+    "step_size_min": ("step_sizes", 0),
+    "step_size_max": ("step_sizes", 1),
+}
+
+
 def _getter(name: str):
-    """``group -> value`` for ``name``: a key, ``beta1``/``beta2``, or ``-name``."""
+    """``group -> value`` for ``name``: a key, a member of a pair (``_MEMBERS``), or
+    ``-name``."""
     if name.startswith("-"):
         get = _getter(name[1:])
         return lambda g: -get(g)
-    i = {"beta1": 0, "beta2": 1}.get(name)
-    return (lambda g: g[name]) if i is None else (lambda g: g["betas"][i])
+    if name in _MEMBERS:
+        key, i = _MEMBERS[name]
+        return lambda g: g[key][i]
+    return lambda g: g[name]
 
 
 # -- pieces of the updates, in torch's arithmetic -------------------------------------------

@@ -25,6 +25,8 @@ REQUIRED = {
     "InstanceNorm2d": (3, 1e-5, 0.1, True, True),
     "Embedding": (5, 3),
     "LayerNorm": (4,),
+    "RMSNorm": (4,),
+    "PReLU": (),
     "BatchNorm1d": (3,),
     "BatchNorm2d": (3,),
     "MultiheadAttention": (8, 2),

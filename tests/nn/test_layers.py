@@ -25,6 +25,9 @@ def causal(n):
     return np.triu(np.ones((n, n), bool), 1)
 
 
+W4 = np.array([0.5, 1.0, 1.5, 2.0], np.float32)
+
+
 # name: (constructor(ns), inputs as NumPy arrays, forward keyword arguments)
 LAYERS = {
     "Linear": (lambda ns: ns.nn.Linear(5, 3), [f32(4, 5)], {}),
@@ -117,6 +120,74 @@ LAYERS = {
         [f32(3, 4)] * 3,
         {"need_weights": False},
     ),
+    "AdaptiveAvgPool1d": (lambda ns: ns.nn.AdaptiveAvgPool1d(4), [f32(2, 3, 9)], {}),
+    "AdaptiveAvgPool2d-none": (
+        lambda ns: ns.nn.AdaptiveAvgPool2d((3, None)),
+        [f32(2, 3, 7, 6)],
+        {},
+    ),
+    "AdaptiveAvgPool3d-unbatched": (
+        lambda ns: ns.nn.AdaptiveAvgPool3d((2, 3, 5)),
+        [f32(2, 5, 4, 3)],
+        {},
+    ),
+    "AdaptiveMaxPool1d": (lambda ns: ns.nn.AdaptiveMaxPool1d(3), [f32(2, 3, 8)], {}),
+    "AdaptiveMaxPool2d-indices": (
+        lambda ns: ns.nn.AdaptiveMaxPool2d((4, 3), return_indices=True),
+        [f32(2, 3, 7, 6)],
+        {},
+    ),
+    "AdaptiveMaxPool3d": (lambda ns: ns.nn.AdaptiveMaxPool3d(2), [f32(1, 2, 5, 4, 3)], {}),
+    "PReLU-channels": (lambda ns: _randomized(ns.nn.PReLU(3)), [f32(2, 3, 4)], {}),
+    "PReLU": (lambda ns: ns.nn.PReLU(init=0.1), [f32(3, 4)], {}),
+    "RMSNorm": (lambda ns: _randomized(ns.nn.RMSNorm((3, 4))), [f32(2, 3, 4)], {}),
+    "RMSNorm-eps-no-affine": (
+        lambda ns: ns.nn.RMSNorm(4, eps=1e-3, elementwise_affine=False),
+        [f32(5, 4)],
+        {},
+    ),
+    "Softmin": (lambda ns: ns.nn.Softmin(dim=1), [f32(3, 4)], {}),
+    "Softmax2d": (lambda ns: ns.nn.Softmax2d(), [f32(2, 3, 2, 2)], {}),
+    "Softshrink": (lambda ns: ns.nn.Softshrink(0.3), [f32(3, 4)], {}),
+    "Hardshrink": (lambda ns: ns.nn.Hardshrink(0.7), [f32(3, 4)], {}),
+    "Threshold": (lambda ns: ns.nn.Threshold(0.2, -1.0), [f32(3, 4)], {}),
+    "CosineSimilarity": (lambda ns: ns.nn.CosineSimilarity(dim=0), [f32(4, 5), f32(4, 5)], {}),
+    "PairwiseDistance": (
+        lambda ns: ns.nn.PairwiseDistance(p=1.0, keepdim=True),
+        [f32(4, 5), f32(4, 5)],
+        {},
+    ),
+    "TripletMarginLoss": (
+        lambda ns: ns.nn.TripletMarginLoss(margin=2.0, swap=True),
+        [f32(4, 5), f32(4, 5), f32(4, 5)],
+        {},
+    ),
+    "HingeEmbeddingLoss": (
+        lambda ns: ns.nn.HingeEmbeddingLoss(margin=0.5, reduction="sum"),
+        [f32(3, 4), np.where(f32(3, 4) > 0, 1, -1)],
+        {},
+    ),
+    "MultiLabelSoftMarginLoss-weight": (
+        lambda ns: ns.nn.MultiLabelSoftMarginLoss(weight=ns.tensor(W4)),
+        [f32(3, 4), (f32(3, 4) > 0).astype(np.float32)],
+        {},
+    ),
+    "GaussianNLLLoss": (
+        lambda ns: ns.nn.GaussianNLLLoss(full=True),
+        [f32(3, 4), f32(3, 4), np.abs(f32(3, 1)) + 0.1],
+        {},
+    ),
+    "PoissonNLLLoss": (
+        lambda ns: ns.nn.PoissonNLLLoss(log_input=False, full=True, reduction="none"),
+        [np.abs(f32(3, 4)) + 0.1, np.abs(f32(3, 4)) * 3],
+        {},
+    ),
+    "MultiMarginLoss": (
+        lambda ns: ns.nn.MultiMarginLoss(p=2, margin=0.5, weight=ns.tensor(W4)),
+        [f32(3, 4), np.array([0, 3, 1])],
+        {},
+    ),
+    "DataParallel": (lambda ns: ns.nn.DataParallel(ns.nn.Linear(5, 3)), [f32(4, 5)], {}),
 }
 
 
@@ -306,6 +377,25 @@ def test_repr_matches_torch():
             ns.nn.Tanh(),
             ns.nn.MultiheadAttention(4, 2),
             ns.nn.BatchNorm1d(3, affine=False),
+            ns.nn.AdaptiveAvgPool2d((None, 3)),
+            ns.nn.AdaptiveMaxPool1d(2, return_indices=True),
+            ns.nn.AdaptiveMaxPool3d(1),
+            ns.nn.PReLU(4, 0.1),
+            ns.nn.RMSNorm([2, 3], eps=1e-3, elementwise_affine=False),
+            ns.nn.Softmin(),
+            ns.nn.Softmax2d(),
+            ns.nn.Softshrink(),
+            ns.nn.Hardshrink(0.3),
+            ns.nn.Threshold(0.1, 2, True),
+            ns.nn.CosineSimilarity(),
+            ns.nn.PairwiseDistance(),
+            ns.nn.TripletMarginLoss(),
+            ns.nn.HingeEmbeddingLoss(),
+            ns.nn.MultiLabelSoftMarginLoss(),
+            ns.nn.GaussianNLLLoss(),
+            ns.nn.PoissonNLLLoss(),
+            ns.nn.MultiMarginLoss(),
+            ns.nn.DataParallel(ns.nn.Linear(2, 3)),
         )
 
     assert repr(build(staged)) == repr(build(torch))

@@ -150,6 +150,7 @@ INPLACE = {
     "relu6": {},
     "hardsigmoid": {},
     "hardswish": {},
+    "threshold": dict(threshold=0.1, value=-2.0),
 }
 
 
@@ -171,6 +172,21 @@ def test_inplace_activation_writes_its_input_and_differentiates(name):
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used"):
         getattr(F, name)(a, inplace=True, **kw)
     assert tout is ty
+
+
+def test_softmin_dtype_relu_and_threshold_as_torch():
+    x = f32(3, 4)
+    out = F.softmin(staged.tensor(x), 1, dtype=staged.float64)
+    assert out.dtype == staged.float64
+    assert_close(out, TF.softmin(torch.tensor(x), 1, dtype=torch.float64), rtol=1e-12, atol=0)
+    a, b = staged.tensor(x), staged.tensor(x)
+    assert F.relu_(a) is a and F.threshold_(b, 0.5, -1.0) is b
+    assert_close(a, torch.relu(torch.tensor(x)), rtol=0, atol=0)
+    assert_close(b, TF.threshold(torch.tensor(x), 0.5, -1.0), rtol=0, atol=0)
+    ints = [1, -1, 2]  # integer inputs keep their dtype; the value is cast as torch's
+    assert_close(
+        F.threshold(staged.tensor(ints), 0.5, 5.5), TF.threshold(torch.tensor(ints), 0.5, 5.5), 0, 0
+    )
 
 
 # --- channel dropout -----------------------------------------------------------------------------
@@ -294,6 +310,52 @@ def test_compiled_channel_dropout_draws_fresh_seeded_masks():
         lambda ns: ns.nn.functional.dropout1d(ns.ones(2, 3, 4, 5)),
         lambda ns: ns.nn.functional.dropout2d(ns.ones(2), 1.5),
         lambda ns: ns.nn.Dropout3d(-0.1),
+        # the layers and losses added with the adaptive pools
+        lambda ns: ns.nn.functional.adaptive_avg_pool2d(ns.zeros(3, 4), 2),
+        lambda ns: ns.nn.functional.adaptive_max_pool2d(ns.zeros(4, 4), 2),
+        lambda ns: ns.nn.functional.adaptive_max_pool1d(ns.zeros(4), 2),
+        lambda ns: ns.nn.functional.adaptive_avg_pool3d(ns.zeros(4, 4, 4), 2),
+        lambda ns: ns.nn.functional.adaptive_avg_pool2d(ns.zeros(2, 2, 4, 4), (2, 3, 4)),
+        lambda ns: ns.nn.functional.adaptive_avg_pool2d(ns.zeros(2, 2, 4, 4), -1),
+        lambda ns: ns.nn.functional.adaptive_max_pool2d(ns.zeros(2, 0, 4, 4), 2),
+        lambda ns: ns.nn.functional.adaptive_avg_pool2d(ns.zeros(1, 4, 4, dtype=ns.int64), 2),
+        lambda ns: ns.nn.functional.adaptive_max_pool2d(ns.zeros(1, 4, 4, dtype=ns.int64), 2),
+        lambda ns: ns.nn.functional.adaptive_max_pool3d(ns.zeros(1, 2, 2, 2, dtype=ns.bool), 1),
+        lambda ns: ns.nn.functional.softshrink(ns.ones(3), -1.0),
+        lambda ns: ns.nn.functional.softshrink(ns.ones(3, dtype=ns.int64)),
+        lambda ns: ns.nn.functional.hardshrink(ns.ones(3, dtype=ns.int64)),
+        lambda ns: ns.nn.functional.prelu(ns.ones(2, 3, 4), ns.ones(2)),
+        lambda ns: ns.nn.functional.prelu(ns.ones(()), ns.ones(2)),
+        lambda ns: ns.nn.functional.prelu(ns.ones(3), ns.ones(1, 1)),
+        lambda ns: ns.nn.functional.prelu(ns.ones(3, dtype=ns.int64), ns.ones(1, dtype=ns.int64)),
+        lambda ns: ns.nn.functional.rms_norm(ns.ones(3, 2), (3, 4)),
+        lambda ns: ns.nn.functional.rms_norm(ns.ones(3, 2), (2,), ns.ones(3)),
+        lambda ns: ns.nn.Softmax2d()(ns.ones(3, 2)),
+        lambda ns: ns.nn.functional.triplet_margin_loss(ns.ones(3, 2), ns.ones(3, 2), ns.ones(3)),
+        lambda ns: ns.nn.functional.triplet_margin_loss(ns.ones(2), ns.ones(2), ns.ones(2), 0.0),
+        lambda ns: ns.nn.TripletMarginLoss(margin=-1.0),
+        lambda ns: ns.nn.functional.multi_margin_loss(ns.ones(3, 4), ns.tensor([0, 3, 4])),
+        lambda ns: ns.nn.functional.multi_margin_loss(ns.ones(3, 4), ns.tensor([0, 3, 1]), p=3),
+        lambda ns: ns.nn.functional.multi_margin_loss(ns.ones(3, 4), ns.tensor([0, 3])),
+        lambda ns: ns.nn.functional.multi_margin_loss(
+            ns.ones(3, 4), ns.tensor([0, 3, 1]), weight=ns.ones(3)
+        ),
+        lambda ns: ns.nn.functional.multi_margin_loss(
+            ns.ones(3, 4), ns.tensor([0, 3, 1]), weight=ns.ones(2, 2)
+        ),
+        lambda ns: ns.nn.functional.multi_margin_loss(ns.ones(3, 4), ns.tensor([0.0, 3.0, 1.0])),
+        lambda ns: ns.nn.functional.multi_margin_loss(ns.ones(3, 4, 2), ns.tensor([0, 3, 1])),
+        lambda ns: ns.nn.MultiMarginLoss(p=3),
+        lambda ns: ns.nn.MultiMarginLoss(weight=ns.ones(2, 2)),
+        lambda ns: ns.nn.functional.multilabel_soft_margin_loss(
+            ns.ones(2), ns.ones(2), reduction="avg"
+        ),
+        lambda ns: ns.nn.functional.poisson_nll_loss(ns.ones(2), ns.ones(2), reduction="avg"),
+        lambda ns: ns.nn.functional.hinge_embedding_loss(ns.ones(2), ns.ones(2), reduction="avg"),
+        lambda ns: ns.nn.functional.gaussian_nll_loss(ns.ones(4, 3), ns.ones(4, 3), ns.ones(5)),
+        lambda ns: ns.nn.functional.gaussian_nll_loss(ns.ones(2), ns.ones(2), -ns.ones(2)),
+        lambda ns: ns.nn.functional.gaussian_nll_loss(ns.ones(2), ns.ones(2), -1.0),
+        lambda ns: ns.nn.functional.gaussian_nll_loss(ns.ones(2), ns.ones(2), 1.0, reduction="a"),
     ],
 )
 def test_errors_match_torch(call):
@@ -321,6 +383,15 @@ def _warnings(call, lib):
         lambda ns: ns.nn.functional.dropout2d(ns.ones(2, 3, 4), training=False),
         lambda ns: ns.nn.functional.dropout2d(ns.ones(2, 3), training=False),
         lambda ns: ns.nn.functional.dropout3d(ns.ones(2, 3, 4), training=False),
+        lambda ns: ns.nn.functional.softmin(ns.ones(2, 3, 4) * ns.arange(4.0)),
+        lambda ns: ns.nn.Softmin()(ns.ones(3, 2) * ns.arange(2.0)),
+        lambda ns: ns.nn.functional.triplet_margin_loss(
+            ns.ones(2, 3), ns.zeros(2, 3), ns.ones(2, 3) * 2, reduce=False
+        ),
+        lambda ns: ns.nn.HingeEmbeddingLoss(size_average=False)(ns.ones(2) * 0.3, ns.ones(2)),
+        lambda ns: ns.nn.MultiLabelSoftMarginLoss(reduce=False)(ns.ones(2, 3), ns.ones(2, 3)),
+        lambda ns: ns.nn.PoissonNLLLoss(size_average=False)(ns.ones(2, 3), ns.ones(2, 3)),
+        lambda ns: ns.nn.MultiMarginLoss(reduce=False)(ns.ones(2, 3), ns.tensor([0, 2])),
     ],
 )
 def test_warnings_and_legacy_reduction_match_torch(call):

@@ -61,6 +61,29 @@ SCHEDULERS = {
         ],
         milestones=[6],
     ),
+    "cyclic": lambda m, o: m.CyclicLR(o, 0.01, [0.1, 0.5], step_size_up=4),
+    "cyclic-triangular2": lambda m, o: m.CyclicLR(
+        o, [0.01, 0.02], 0.1, step_size_up=3, step_size_down=5, mode="triangular2"
+    ),
+    "cyclic-exp-range": lambda m, o: m.CyclicLR(
+        o,
+        0.01,
+        0.1,
+        step_size_up=3,
+        mode="exp_range",
+        gamma=0.9,
+        base_momentum=[0.7, 0.6],
+        max_momentum=0.95,
+    ),
+    "cyclic-scale-fn": lambda m, o: m.CyclicLR(
+        o,
+        0.01,
+        0.1,
+        step_size_up=2,
+        scale_fn=lambda x: 0.8**x,
+        scale_mode="iterations",
+        cycle_momentum=False,
+    ),
 }
 
 
@@ -135,6 +158,46 @@ def test_one_cycle_cycles_adam_beta1_as_torch():
         with pytest.raises(ValueError, match="Tried to step 13 times"):
             sched.step()
     assert runs[0] == runs[1]
+
+
+class _Decay:
+    """A callable ``scale_fn`` with state: CyclicLR saves its ``__dict__``."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self, x):
+        return self.base**x
+
+
+def test_cyclic_lr_cycles_adam_beta1_and_resumes_from_its_state_dict():
+    """CyclicLR on Adam moves beta1 as torch's; its state_dict (with the scale function's
+    ``__dict__``) loaded at step 7 into a new scheduler continues identically."""
+
+    def make(ns, base):
+        opt = ns.optim.Adam([ns.zeros(2, requires_grad=True)], lr=0.1, betas=(0.9, 0.99))
+        sched = ns.optim.lr_scheduler.CyclicLR(
+            opt, 0.001, 0.01, step_size_up=3, scale_fn=_Decay(base), max_momentum=0.97
+        )
+        return opt, sched
+
+    runs = []
+    for ns in (staged, torch):
+        opt, sched = make(ns, 0.7)
+        out = []
+        for i in range(15):
+            if i == 7:
+                saved = sched.state_dict()
+                fn_state = saved["_scale_fn_custom"]  # torch's load pops it
+                opt, sched = make(ns, 0.1)
+                opt.param_groups[0].update(lr=out[-1][0], betas=out[-1][1])
+                sched.load_state_dict(saved)
+            opt.step()
+            sched.step()
+            out.append((opt.param_groups[0]["lr"], opt.param_groups[0]["betas"]))
+        runs.append((out, fn_state, sched._scale_fn_custom.base))
+    assert runs[0] == runs[1]
+    assert runs[0][1:] == ({"base": 0.7}, 0.7)
 
 
 def test_warm_restarts_with_fractional_epochs():
@@ -241,6 +304,13 @@ def test_scheduler_errors_match_torch():
         lambda m, o: m.ReduceLROnPlateau(o, factor=1.0),
         lambda m, o: m.ReduceLROnPlateau(o, mode="avg"),
         lambda m, o: m.ReduceLROnPlateau(o, min_lr=[0.1, 0.2]),
+        lambda m, o: m.CyclicLR([], 0.01, 0.1),
+        lambda m, o: m.CyclicLR(o, [0.01, 0.02], 0.1),
+        lambda m, o: m.CyclicLR(o, 0.01, [0.1, 0.2]),
+        lambda m, o: m.CyclicLR(o, 0.01, 0.1, mode="sine"),
+        lambda m, o: m.CyclicLR(o, 0.01, 0.1, base_momentum=[0.8, 0.7]),
+        lambda m, o: m.CyclicLR(o, 0.01, 0.1, max_momentum=[0.8, 0.7]),
+        lambda m, o: m.CyclicLR(o, 0.01, 0.1, last_epoch=5),
     ]
     for make in cases:
         errors = []
@@ -250,6 +320,17 @@ def test_scheduler_errors_match_torch():
                 make(ns.optim.lr_scheduler, opt)
             errors.append((type(info.value), str(info.value)))
         assert errors[0] == errors[1]
+
+
+def test_cyclic_lr_needs_a_momentum_to_cycle_as_torch():
+    errors = []
+    for ns in (staged, torch):
+        opt = ns.optim.Rprop([ns.zeros(2, requires_grad=True)])
+        with pytest.raises(ValueError) as info:
+            ns.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1)
+        errors.append(str(info.value))
+        ns.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, cycle_momentum=False)  # no momentum
+    assert errors[0] == errors[1]
 
 
 def test_chainable_step_with_an_epoch_warns_and_uses_the_closed_form():

@@ -1,8 +1,10 @@
-"""RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, SGD with Nesterov and LBFGS against
-torch (float64 trajectories from identical weights), their compiled steps against eager,
-and their constructor errors against torch's."""
+"""RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, SGD with Nesterov and
+LBFGS against torch (float64 trajectories from identical weights), their compiled steps
+against eager, and their constructor errors against torch's."""
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 import pytest
@@ -75,6 +77,22 @@ CASES = {
         momentum=0.9,
         nesterov=True,
     ),
+    "rprop": lambda ns, p: ns.optim.Rprop(p),
+    "rprop-etas-step-sizes": lambda ns, p: ns.optim.Rprop(
+        p, lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2)
+    ),
+    "rprop-groups-maximize": lambda ns, p: ns.optim.Rprop(
+        _groups(p, {"lr": 0.1, "etas": (0.4, 1.1)}, {"step_sizes": (0.0, 0.02)}),
+        maximize=True,
+        foreach=False,
+    ),
+    "asgd": lambda ns, p: ns.optim.ASGD(p, lr=0.1),
+    "asgd-averaging": lambda ns, p: ns.optim.ASGD(
+        p, lr=0.2, lambd=0.01, alpha=0.5, t0=3, weight_decay=0.1
+    ),
+    "asgd-groups-maximize": lambda ns, p: ns.optim.ASGD(
+        _groups(p, {"lr": 0.05, "t0": 5}, {"lambd": 0.1}), lr=0.1, t0=2, maximize=True
+    ),
 }
 
 
@@ -96,6 +114,9 @@ def test_trajectory_matches_torch(name):
         "nadamw",
         "radam-groups-maximize",
         "adadelta",
+        "rprop-groups-maximize",
+        "asgd-averaging",
+        "asgd-groups-maximize",
     ],
 )
 def test_state_dict_has_torch_layout_and_resumes_a_torch_run(name):
@@ -124,6 +145,14 @@ ERRORS = [
     ("SGD", dict(momentum=0.9, dampening=0.1, nesterov=True)),
     ("LBFGS", dict(lr=-1)),
     ("LBFGS", dict(two_groups=True)),
+    ("Rprop", dict(lr=-0.1)),
+    ("Rprop", dict(etas=(1.0, 1.2))),
+    ("Rprop", dict(etas=(0.0, 1.2))),
+    ("Rprop", dict(etas=(0.5, 1.0))),
+    ("Rprop", dict(etas=(0.5, 1.2), weight_decay=0.1)),
+    ("ASGD", dict(lr=-1)),
+    ("ASGD", dict(weight_decay=-0.5)),
+    ("ASGD", dict(amsgrad=True)),
 ]
 
 
@@ -142,6 +171,36 @@ def test_constructor_errors_match_torch(name, kwargs):
     assert errors[0] == errors[1]
 
 
+@pytest.mark.parametrize("name", ["Rprop", "ASGD"])
+def test_signature_and_param_groups_match_torch(name):
+    """Names, kinds and defaults of the arguments (``foreach`` and the like included), and
+    a new optimizer's param groups, as torch's."""
+    ours, theirs = (inspect.signature(getattr(ns.optim, name)).parameters for ns in (staged, torch))
+    assert [(p.name, p.kind, p.default) for p in ours.values()] == [
+        (p.name, p.kind, p.default) for p in theirs.values()
+    ]
+    groups = [
+        getattr(ns.optim, name)(_problem(ns)[0]).state_dict()["param_groups"]
+        for ns in (staged, torch)
+    ]
+    assert groups[0] == groups[1]
+
+
+def test_asgd_complex_parameters_match_torch():
+    """ASGD's step, eta and mu stay real for a complex parameter."""
+    runs = []
+    for ns in (staged, torch):
+        z = ns.tensor(np.array([1 + 2j, -0.5 + 1j]), requires_grad=True)
+        opt = ns.optim.ASGD([z], lr=0.1, t0=2, weight_decay=0.1)
+        for _ in range(5):
+            opt.zero_grad()
+            (z.abs() ** 2).sum().backward()
+            opt.step()
+        runs.append([z, *opt.state[z].values()])
+    for a, b in zip(*runs):
+        assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
 # -- compiled steps -----------------------------------------------------------------------
 COMPILED = {  # one model, each optimizer on its own weight and bias (two param groups)
     "rmsprop": lambda p: staged.optim.RMSprop(
@@ -157,13 +216,20 @@ COMPILED = {  # one model, each optimizer on its own weight and bias (two param 
     "sgd-nesterov": lambda p: staged.optim.SGD(
         _groups(p, {"lr": 0.05}), lr=0.02, momentum=0.9, nesterov=True
     ),
+    "rprop": lambda p: staged.optim.Rprop(
+        _groups(p, {"etas": (0.4, 1.3)}), lr=0.02, step_sizes=(1e-4, 0.05)
+    ),
+    "asgd": lambda p: staged.optim.ASGD(
+        _groups(p, {"lr": 0.05}), lr=0.1, lambd=0.01, t0=2, weight_decay=0.01
+    ),
 }
 
 
 def _compiled_run(compiled, calls=7, change_at=3):
     """Float32 steps of every optimizer in COMPILED; before call ``change_at`` every lr
-    is halved and RMSprop's alpha and NAdam's betas change. Returns the losses, the final
-    weights and, compiled, the trace count after each call."""
+    is halved and RMSprop's alpha, NAdam's betas, Rprop's etas and ASGD's lambd change.
+    Returns the losses, the final weights and, compiled, the trace count after each
+    call."""
     rng = np.random.RandomState(0)
     x, y = (staged.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(8, 3), (8, 2)])
     params = {
@@ -193,6 +259,8 @@ def _compiled_run(compiled, calls=7, change_at=3):
                     g["lr"] *= 0.5
             opts["rmsprop"].param_groups[0]["alpha"] = 0.9
             opts["nadam"].param_groups[1]["betas"] = (0.8, 0.99)
+            opts["rprop"].param_groups[0]["etas"] = (0.6, 1.1)
+            opts["asgd"].param_groups[1]["lambd"] = 0.05
         losses.append(f(x, y).item())
         traces.append(f.traces if compiled else 0)
     weights = {k: [p.detach().numpy().copy() for p in ps] for k, ps in params.items()}
@@ -207,7 +275,7 @@ def test_compiled_steps_match_eager_and_read_hyper_parameters_at_every_call():
         for a, b in zip(weights[k], eager_weights[k]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=k)
     # the first call makes the optimizers' state (one-shot); the second trace serves the
-    # rest, through the changes of lr, alpha and betas before the fourth call
+    # rest, through the changes of hyper-parameters before the fourth call
     assert traces == [1, 2, 2, 2, 2, 2, 2]
     unchanged, _, _ = _compiled_run(compiled=False, change_at=None)
     assert not np.allclose(eager[4:], unchanged[4:], rtol=1e-4)  # the changes mattered

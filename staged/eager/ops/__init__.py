@@ -164,6 +164,7 @@ Tensor.__irshift__ = Tensor.bitwise_right_shift_  # type: ignore[method-assign]
 
 Tensor.T = property(shape.T)  # type: ignore[method-assign, assignment]
 Tensor.mT = property(shape.mT)  # type: ignore[method-assign, assignment]
+Tensor.mH = property(shape.mH)  # type: ignore[method-assign, assignment]
 Tensor.real = property(elementwise.real)  # type: ignore[method-assign, assignment]
 Tensor.imag = property(elementwise.imag)  # type: ignore[method-assign, assignment]
 # Note [devices]

@@ -36,6 +36,7 @@ from .elementwise import (
     where,
 )
 from .reduction import _scan, all, in_float32, logsumexp, sum
+from .reduction import any as any_
 
 
 def _floating(name, x, dim):
@@ -321,6 +322,40 @@ def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
 def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     """Whether ``isclose`` holds everywhere (a Python bool)."""
     return bool(all(isclose(x, y, rtol, atol, equal_nan)))
+
+
+def signbit(x):
+    """Whether the sign bit is set: below 0, or -0.0 (whose reciprocal is -inf). A NaN's
+    sign is not seen by staged's ops: ``signbit(-nan)`` is False here, True in torch."""
+    if x.dtype.is_complex:
+        raise NotImplementedError("signbit is not implemented for complex tensors.")
+    below = x < 0
+    return logical_or(below, elementwise.div(1, x) < 0) if x.dtype.is_floating_point else below
+
+
+def copysign(input, other):
+    """``|input|`` with the sign of ``other`` (floats; -0.0 is negative, a NaN's sign is
+    not seen, as in ``signbit``); no gradient reaches ``other``, nor ``input`` where it is
+    0, as torch's."""
+    d = promote_types(input, other)
+    if d.is_complex:
+        raise NotImplementedError(f"\"copysign_cpu\" not implemented for '{d.title}'")
+    if not d.is_floating_point:
+        d = dt.get_default_dtype()
+    size = abs(_as(input, d))
+    return where(signbit(_as(other, d)), -size, size)
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of ``elements`` is one of ``test_elements`` (either may be a number;
+    NaN is in nothing): every pair compared, ``numel(elements) * numel(test_elements)``
+    at once."""
+    d = promote_types(elements, test_elements)
+    if d.is_complex or d is dt.bool_:
+        raise RuntimeError(f"Unsupported input type encountered for isin(): {d.title}")
+    e, t = _as(elements, d), _as(test_elements, d)
+    found = any_(e.unsqueeze(-1) == t.reshape(-1), -1)
+    return ~found if invert else found
 
 
 def heaviside(x, values):

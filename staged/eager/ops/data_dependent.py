@@ -35,6 +35,11 @@ def nonzero(x: Tensor, *, as_tuple=False) -> Any:
     return Tensor._wrap(np.argwhere(a).astype(np.int64))
 
 
+def argwhere(x: Tensor) -> Tensor:
+    """``nonzero(x)``: the indices of the non-zero entries, one row each."""
+    return Tensor._wrap(np.argwhere(host_data(x, "argwhere()")).astype(np.int64))
+
+
 def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, dim=None) -> Any:
     """The distinct entries (or slices along ``dim``), sorted (as PyTorch's CPU kernel for
     either ``sorted``; NaNs stay distinct), with the inverse indices and the counts if
@@ -56,4 +61,4 @@ def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, di
     return tuple(out) if len(out) > 1 else out[0]
 
 
-__all__ = ["nonzero", "unique"]
+__all__ = ["argwhere", "nonzero", "unique"]

@@ -12,7 +12,14 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import PLAIN, name_site
 from ..tensor import Tensor, as_payload
-from ._operands import broadcast_shapes, expand_to, float_operand, operands, promote_types
+from ._operands import (
+    broadcast_shapes,
+    expand_to,
+    float_operand,
+    operands,
+    promote_types,
+    scalar_tensor,
+)
 
 
 def _binary(prim, check=None):
@@ -92,6 +99,11 @@ def sub(x, y, *, alpha=1):
     return _sub(x, y if alpha == 1 else mul(y, alpha))
 
 
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``."""
+    return sub(other, input, alpha=alpha)
+
+
 def div(x, y, *, rounding_mode=None):
     d = promote_types(x, y)
     if rounding_mode is not None:
@@ -118,6 +130,11 @@ def logical_and(x, y):
 def logical_or(x, y):
     a, b = operands(x, y, dtype=dt.bool_)
     return ad.logical_or(a, b)
+
+
+def logical_xor(x, y):
+    a, b = operands(x, y, dtype=dt.bool_)
+    return ad.ne(a, b)
 
 
 def logical_not(x):
@@ -211,6 +228,27 @@ def isfinite(x):
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         return eq(x, x)  # all True
     return lt(ad.abs(x), float("inf"))
+
+
+def _is_infinity(name, x, value):
+    if x.dtype.is_complex:
+        raise RuntimeError(f"{name} does not support complex inputs.")
+    return eq(x, value) if x.dtype.is_floating_point else ne(x, x)  # integers: all False
+
+
+def isposinf(x):
+    return _is_infinity("isposinf", x, float("inf"))
+
+
+def isneginf(x):
+    return _is_infinity("isneginf", x, float("-inf"))
+
+
+def isreal(x):
+    """Whether each entry's imaginary part is 0: all True for a real dtype."""
+    if x.dtype.is_complex:
+        return eq(ad.imag(x), 0)
+    return ad.copy(expand_to(scalar_tensor(True, dt.bool_), tuple(x._payload.shape)))
 
 
 def square(x):

@@ -7,13 +7,15 @@ import math
 import string
 
 from ... import autodiff as ad
+from ... import dtypes as dt
 from ...autodiff import Fused, fused
 from ...autodiff.avals import wrap_dim
+from ..checks import require
 from ..tensor import Tensor
-from ._operands import broadcast_shapes, expand_to
-from .elementwise import add, mul
-from .reduction import norm
-from .shape import expand, permute, reshape, select, stack, unsqueeze
+from ._operands import broadcast_shapes, expand_to, promote_types
+from .elementwise import add, clamp, conj, imag, mul, real, sqrt, sub, where
+from .reduction import norm, sum
+from .shape import diagonal, expand, permute, reshape, select, squeeze, stack, unsqueeze
 
 
 def _matmul(a, b):
@@ -80,8 +82,8 @@ def outer(a, b):
     )
 
 
-def dot(a, b):
-    """The inner product of two 1-D tensors of one dtype."""
+def _vectors(a, b):
+    """torch's checks of dot's and vdot's operands: 1-D, of one dtype."""
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     if a.dtype is not b.dtype:
@@ -89,7 +91,41 @@ def dot(a, b):
             "dot : expected both vectors to have same dtype, but found "
             f"{a.dtype.title} and {b.dtype.title}"
         )
+
+
+def dot(a, b):
+    """The inner product of two 1-D tensors of one dtype."""
+    _vectors(a, b)
     return matmul(a, b)
+
+
+def vdot(input, other):
+    """``dot`` with ``input`` conjugated."""
+    _vectors(input, other)
+    return matmul(conj(input), other)
+
+
+def inner(input, other):
+    """The sum of products over the last dims (a product where either is 0-d)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return mul(input, other)
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(
+            "inner() the last dimension must match on both input tensors but got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def dist(input, other, p=2):
+    """The ``p``-norm of ``input - other`` (broadcast together)."""
+    d = promote_types(input, other)
+    if not (d.is_floating_point or d.is_complex):
+        raise RuntimeError(
+            f"norm(): input dtype should be either floating point or complex. Got {d.title} "
+            "instead."
+        )
+    return norm(sub(input, other), p)
 
 
 def mv(a, b):
@@ -104,16 +140,9 @@ def mv(a, b):
     return matmul(a, b)
 
 
-def _add_product(product, input, x, y, beta, alpha):
-    """``beta * input + alpha * product(x, y)``, ``input`` broadcast to the product; with
-    ``beta == 0`` ``input`` is not read (nor its NaNs), as in PyTorch."""
-    for a, b in ((x, y), (input, x)):
-        if a.dtype is not b.dtype:
-            raise RuntimeError(
-                f"self and mat2 must have the same dtype, but got "
-                f"{a.dtype.title} and {b.dtype.title}"
-            )
-    out = product(x, y)
+def _add_product(input, out, beta, alpha):
+    """``beta * input + alpha * out``, ``input`` broadcast to ``out``; with ``beta == 0``
+    ``input`` is not read (nor its NaNs), as in PyTorch."""
     out = out if alpha == 1 else mul(out, alpha)
     base = expand(input, tuple(out._payload.shape))
     if beta == 0:
@@ -121,12 +150,123 @@ def _add_product(product, input, x, y, beta, alpha):
     return add(out, base if beta == 1 else mul(base, beta))
 
 
+def _matrices(input, x, y):
+    """addmm's and baddbmm's operands: one dtype."""
+    for a, b in ((x, y), (input, x)):
+        if a.dtype is not b.dtype:
+            raise RuntimeError(
+                f"self and mat2 must have the same dtype, but got "
+                f"{a.dtype.title} and {b.dtype.title}"
+            )
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    return _add_product(mm, input, mat1, mat2, beta, alpha)
+    _matrices(input, mat1, mat2)
+    return _add_product(input, mm(mat1, mat2), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    return _add_product(bmm, input, batch1, batch2, beta, alpha)
+    _matrices(input, batch1, batch2)
+    return _add_product(input, bmm(batch1, batch2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)``."""
+    if not input.dtype is mat.dtype is vec.dtype:
+        raise RuntimeError(
+            "addmv input tensors must have the same dtype, but got "
+            f"{input.dtype.title}, {mat.dtype.title}, and {vec.dtype.title}"
+        )
+    if input.ndim > 1 or mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(
+            f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}"
+        )
+    (n, m), k = mat.shape, vec.shape[0]
+    if m != k or input.numel() not in (1, n):
+        size = input.shape[0] if input.ndim else 1
+        raise RuntimeError(f"size mismatch, got input ({size}), mat ({n}x{m}), vec ({k})")
+    return _add_product(input, mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * input + alpha * outer(vec1, vec2)`` (dtypes promoted)."""
+    for name, v in (("vec1", vec1), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {v.ndim}-D")
+    return _add_product(input, outer(vec1, vec2), beta, alpha)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in the rows of ``input`` (its columns are
+    observations; a 1-D ``input`` is one variable), the observations weighted by integer
+    ``fweights`` and float ``aweights``; torch's formula, operation for operation."""
+    if input.ndim > 2:
+        raise RuntimeError(
+            "cov(): expected input to have two or fewer dimensions but got an input with "
+            f"{input.ndim} dimensions"
+        )
+    if input.dtype is dt.bool_:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
+    x = reshape(input, 1, -1) if input.ndim < 2 else input
+    n = x.shape[1]
+    w = None
+    for name, weights, kinds, kind in (
+        ("fweights", fweights, ("int", "uint"), "integral"),
+        ("aweights", aweights, ("float",), "floating point"),
+    ):
+        if weights is not None:
+            _observation_weights(name, weights, n, kinds, kind)
+            w = weights if w is None else mul(w, weights)
+    if w is None:
+        w_sum = n
+        factor = n - correction if n > correction else 0  # torch warns about factor <= 0
+    else:
+        w_sum = sum(w)
+        require(w_sum != 0, RuntimeError, "cov(): weights sum to zero, can't be normalized")
+        if aweights is not None and correction != 0:
+            factor = w_sum - sum(mul(w, aweights)) * correction / w_sum
+        else:
+            factor = w_sum - correction
+        factor = where(factor <= 0, 0, factor)
+    x = x - unsqueeze(sum(x if w is None else x * w, 1) / w_sum, 1)
+    return squeeze(mm(x, conj(x if w is None else x * w).mT) / factor)
+
+
+def _observation_weights(name, w, n, kinds, kind):
+    if w.ndim > 1:
+        raise RuntimeError(
+            f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
+            f"{w.ndim} dimensions"
+        )
+    if w.dtype.dclass not in kinds:
+        raise RuntimeError(
+            f"cov(): expected {name} to have {kind} dtype but got {name} with {w.dtype.title} dtype"
+        )
+    if w.numel() != n:
+        raise RuntimeError(
+            f"cov(): expected {name} to have the same numel as there are observations in the "
+            f"input but got {w.numel()} != {n}"
+        )
+    require(w >= 0, RuntimeError, f"cov(): {name} cannot be negative")
+
+
+def corrcoef(input):
+    """Pearson's correlation coefficients of the variables in the rows of ``input`` (the
+    covariances scaled to the diagonal's), clipped to [-1, 1]."""
+    if input.ndim > 2:
+        raise RuntimeError(
+            "corrcoef(): expected input to have two or fewer dimensions but got an input "
+            f"with {input.ndim} dimensions"
+        )
+    c = cov(input)
+    if c.ndim == 0:  # one variable: 1, or NaN where its variance is 0, inf or NaN
+        return c / c
+    d = diagonal(c)
+    s = sqrt(real(d))
+    c = c / reshape(s, -1, 1) / reshape(s, 1, -1)
+    if c.dtype.is_complex:
+        return add(clamp(real(c), -1, 1), mul(clamp(imag(c), -1, 1), 1j))
+    return clamp(c, -1, 1)
 
 
 # --- einsum -----------------------------------------------------------------------------------
@@ -307,6 +447,8 @@ def tensordot(a, b, dims=2):
         da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
     else:
         da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
     da = [d % a.ndim for d in da]
     db = [d % b.ndim for d in db]
     if len(da) != len(db):

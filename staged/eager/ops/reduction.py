@@ -16,7 +16,8 @@ from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import expand_to, float_operand, scalar_tensor
 from .elementwise import eq, isnan, maximum, minimum, ne, sub, where
-from .shape import cat, diagonal, narrow, unsqueeze
+from .shape import _dim_of, _shape_arg, cat, diagonal, narrow, new_zeros, reshape, select
+from .shape import unsqueeze
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,6 +31,7 @@ SortResult = namedtuple("sort", ["values", "indices"])  # type: ignore[name-matc
 TopkResult = namedtuple("topk", ["values", "indices"])  # type: ignore[name-match]
 CummaxResult = namedtuple("cummax", ["values", "indices"])  # type: ignore[name-match]
 CumminResult = namedtuple("cummin", ["values", "indices"])  # type: ignore[name-match]
+AminmaxResult = namedtuple("aminmax", ["min", "max"])  # type: ignore[name-match]
 
 
 def _accumulation_dtype(x, dtype):
@@ -184,6 +186,11 @@ def argsort(x, dim=-1, descending=False, stable=False):
     return sort(x, dim, descending, stable).indices
 
 
+def msort(x):
+    """``x`` sorted along dim 0."""
+    return sort(x, 0).values
+
+
 def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
     """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order."""
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
@@ -280,6 +287,33 @@ def amin(x, dim=(), keepdim=False):
     return ad.reduce_min(
         x, dims=normalize_dims(dim if dim != () else None, x.ndim), keepdim=keepdim
     )
+
+
+def aminmax(x, *, dim=None, keepdim=False) -> Any:
+    """``(min, max)``: ``amin`` and ``amax`` over ``dim`` (every entry by default)."""
+    if x.dtype.is_complex:
+        raise NotImplementedError(f"\"aminmax_cpu\" not implemented for '{x.dtype.title}'")
+    if dim is None and x.numel() == 0:
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+            "identity."
+        )
+    if dim is not None and x.ndim and x._payload.shape[wrap_dim(dim, x.ndim)] == 0:
+        raise IndexError(f"aminmax: Expected reduction dim {dim} to have non-zero size.")
+    dims = () if dim is None else dim
+    return AminmaxResult(amin(x, dims, keepdim), amax(x, dims, keepdim))
+
+
+def sum_to_size(x, *size):
+    """``Tensor.sum_to_size``: ``x`` summed over the dims that ``size`` (which must expand
+    to ``x``'s shape) lacks or holds as 1."""
+    size = _shape_arg(size)
+    shape = tuple(x._payload.shape)
+    lead = len(shape) - len(size)
+    if lead < 0 or builtins.any(s not in (1, n) for s, n in zip(size, shape[lead:])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+    dims = [*range(lead), *(lead + i for i, s in enumerate(size) if s == 1 != shape[lead + i])]
+    return reshape(sum(x, dims, keepdim=True), size) if dims else x
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -403,3 +437,48 @@ def trace(x):
     if x.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
     return sum(diagonal(x))
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The integral of ``y`` along ``dim`` by the trapezoid rule: samples ``dx`` apart (1
+    by default) or at ``x`` (1-D along ``dim``, or broadcasting against ``y``)."""
+    return _trapezoid("trapezoid", y, x, dx, dim, False)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running integrals of ``trapezoid``, one per interval."""
+    return _trapezoid("cumulative_trapezoid", y, x, dx, dim, True)
+
+
+def _trapezoid(name, y, x, dx, dim, cumulative):
+    """torch's formulas, operation for operation (Integration.cpp)."""
+    if x is not None and (dx is not None or not isinstance(x, Tensor)):
+        raise TypeError(
+            f"{name}() takes a Tensor x or a keyword dx: got x of type {type(x).__name__} and "
+            f"dx={dx!r}"
+        )
+    d = _dim_of(y, dim)
+    n = y._payload.shape[d]
+    if n == 0 and not cumulative:  # NumPy's 0, in y's dtype
+        return new_zeros(y, tuple(s for i, s in enumerate(y._payload.shape) if i != d))
+    if y.dtype is dt.bool_ or (x is not None and x.dtype is dt.bool_):
+        what = "`y`" if x is None else "`x` or `y`"
+        raise RuntimeError(f"{name}: received a bool input for {what}, but bool is not supported")
+    step = 1 if dx is None else dx
+    if isinstance(step, (bool, complex)):
+        raise RuntimeError(f"{name}: Currently, we only support dx as a real number.")
+    m = builtins.max(n - 1, 0)
+    pairs = narrow(y, d, 0, m) + narrow(y, d, n - m, m)  # left + right
+    if x is None and not cumulative:
+        return (sum(y, d) - (select(y, d, 0) + select(y, d, -1)) * 0.5) * step
+    if x is None:
+        return cumsum(step / 2.0 * pairs, d)
+    if x.ndim == 1:
+        if x._payload.shape[0] != n:
+            raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
+        x = reshape(x, tuple(n if i == d else 1 for i in range(y.ndim)))
+    elif x.ndim < y.ndim:
+        x = reshape(x, (1,) * (y.ndim - x.ndim) + tuple(x._payload.shape))
+    k = x._payload.shape[d]
+    h = narrow(x, d, 1, k - 1) - narrow(x, d, 0, k - 1)
+    return (cumsum(pairs * h, d) if cumulative else sum(pairs * h, d)) / 2.0

@@ -132,13 +132,27 @@ def t(x):
     return transpose(x, 0, 1) if x.ndim == 2 else x
 
 
-def mT(x):
-    if x.ndim < 2:
+def _adjoint(x, name, conj):
+    """The matrices of ``x`` transposed (and conjugated, with ``conj``); a 0-d ``x`` is its
+    own transpose, as in torch (which warns that this is deprecated)."""
+    if x.ndim == 1:
         raise RuntimeError(
-            "tensor.mT is only supported on matrices or batches of matrices. "
-            f"Got {x.ndim}-D tensor."
+            f"tensor.{name} is only supported on matrices or batches of matrices. Got 1-D tensor."
         )
-    return transpose(x, -2, -1)
+    y = transpose(x, -2, -1) if x.ndim else x
+    return ad.conj(y) if conj and x.dtype.is_complex else y
+
+
+def mT(x):
+    return _adjoint(x, "mT", False)
+
+
+def mH(x):
+    return _adjoint(x, "mH", True)
+
+
+def adjoint(x):
+    return _adjoint(x, "adjoint()", True)
 
 
 def T(x):
@@ -267,6 +281,107 @@ def chunk(x, chunks, dim=0) -> tuple[Tensor, ...]:
     return split(x, -(-n // chunks), dim)
 
 
+def tensor_split(x, indices_or_sections, dim=0) -> tuple[Tensor, ...]:
+    """Views of ``x`` along ``dim``: ``sections`` pieces as even as can be (the first
+    ``n % sections`` one longer), or the pieces between ``indices`` (clamped as slices
+    are). A tensor argument is an int64 0-d ``sections`` or 1-D ``indices``."""
+    if x.ndim == 0:
+        raise RuntimeError(
+            "tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims"
+        )
+    cuts = indices_or_sections
+    if isinstance(cuts, Tensor):
+        if cuts.dtype is not dt.int64:
+            raise RuntimeError(
+                "tensor_split expected tensor_indices_or_sections to have dtype of long, but "
+                f"got {cuts.dtype.title}"
+            )
+        if cuts.ndim > 1:
+            raise RuntimeError(
+                "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                f"one-dimensional tensor, but got a tensor with {cuts.ndim} dims"
+            )
+        cuts = host_data(cuts, "tensor_split() with tensor indices").tolist()
+    dim = wrap_dim(dim, x.ndim)
+    n = x._payload.shape[dim]
+    if isinstance(cuts, int):
+        if cuts <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {cuts}")
+        size, longer = divmod(n, cuts)
+        cuts = [i * size + min(i, longer) for i in range(1, cuts)]
+    bounds = [0, *cuts, n]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        start, stop, _ = slice(a, b).indices(n)
+        out.append(_narrow(x, dim, start, max(stop - start, 0)))
+    return tuple(out)
+
+
+def _split_at_least(name, x, indices_or_sections, ndim, dim):
+    """``hsplit``/``vsplit``/``dsplit``: ``tensor_split`` along ``dim`` of an ``x`` of at
+    least ``ndim`` dims, whose size a number of sections must divide."""
+    if x.ndim < ndim:
+        raise RuntimeError(
+            f"torch.{name} requires a tensor with at least {ndim} dimension, but got a tensor "
+            f"with {x.ndim} dimensions!"
+        )
+    n = x._payload.shape[dim]
+    if isinstance(indices_or_sections, int) and (
+        indices_or_sections == 0 or n % indices_or_sections
+    ):
+        raise RuntimeError(
+            f"torch.{name} attempted to split along dimension {dim}, but the size of the "
+            f"dimension {n} is not divisible by the split_size {indices_or_sections}!"
+        )
+    return tensor_split(x, indices_or_sections, dim)
+
+
+def hsplit(x, indices_or_sections) -> tuple[Tensor, ...]:
+    return _split_at_least("hsplit", x, indices_or_sections, 1, 0 if x.ndim == 1 else 1)
+
+
+def vsplit(x, indices_or_sections) -> tuple[Tensor, ...]:
+    return _split_at_least("vsplit", x, indices_or_sections, 2, 0)
+
+
+def dsplit(x, indices_or_sections) -> tuple[Tensor, ...]:
+    return _split_at_least("dsplit", x, indices_or_sections, 3, 2)
+
+
+def _dim_of(x, dim):
+    """``dim`` wrapped; a 0-d ``x`` has none (torch's IndexError)."""
+    if x.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return wrap_dim(dim, x.ndim)
+
+
+def unbind(x, dim=0) -> tuple[Tensor, ...]:
+    """The slices of ``x`` along ``dim``, that dim removed (views)."""
+    dim = _dim_of(x, dim)
+    shape = tuple(x._payload.shape)
+    rest = shape[:dim] + shape[dim + 1 :]
+    return tuple(ad.reshape(_narrow(x, dim, i, 1), shape=rest) for i in range(shape[dim]))
+
+
+def unfold(x, dimension, size, step):
+    """``Tensor.unfold``: the windows of ``size`` entries every ``step`` along
+    ``dimension``, which then counts the windows, as a new last dim (a gather; torch's is a
+    view)."""
+    if x.ndim == 0:
+        return reshape(unfold(reshape(x, 1), 0, size, step), size)
+    d = wrap_dim(dimension, x.ndim)
+    n = x._payload.shape[d]
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    starts = np.arange((n - size) // step + 1, dtype=np.int64).reshape(-1, 1) * step
+    windows = take_index(x, Tensor._wrap(starts + np.arange(size, dtype=np.int64)), d)
+    return movedim(windows, d + 1, -1)
+
+
 def new_zeros(x, *size, dtype=None, requires_grad=False, device=None):
     """Zeros of ``size`` with ``x``'s dtype (or ``dtype``), as ``Tensor.new_zeros``."""
     if device is not None:
@@ -346,14 +461,60 @@ def diag(x, diagonal=0):
         return _diagonal(x, diagonal)
     if x.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
-    n, k = x._payload.shape[0], abs(diagonal)
-    size = n + k
+    return _diagonal_matrices(x, diagonal)
+
+
+def _diagonal_matrices(x, offset):
+    """The ``(..., m, m)`` matrices (``m = n + |offset|``) with the vectors along the last
+    dim (``n``) of ``x`` on their ``offset``-th diagonal, zeros elsewhere: one gather from
+    ``x`` with a zero appended, which the entries off the diagonal take."""
+    *batch, n = x._payload.shape
+    size = n + abs(offset)
     rows, cols = np.divmod(np.arange(size * size, dtype=np.int64), size)
-    entry = rows - max(-diagonal, 0)  # x[entry] sits on row `rows` of the diagonal
-    on = (cols - rows == diagonal) & (entry >= 0) & (entry < n)
-    picked = ad.gather(x, Tensor._wrap(np.clip(entry, 0, max(n - 1, 0)), False), dim=0)
-    zero = expand_to(scalar_tensor(0, x.dtype), (size * size,))
-    return reshape(ad.where(Tensor._wrap(on, False), picked, zero), size, size)
+    entry = rows - max(-offset, 0)  # x[..., entry] sits on row `rows` of the diagonal
+    on = (cols - rows == offset) & (entry >= 0) & (entry < n)
+    zero = expand_to(scalar_tensor(0, x.dtype), (*batch, 1))
+    padded = ad.concat(x, zero, dim=len(batch), sizes=(n, 1))
+    index = expand_to(Tensor._wrap(np.where(on, entry, n), False), (*batch, size * size))
+    return reshape(ad.gather(padded, index, dim=len(batch)), (*batch, size, size))
+
+
+def diag_embed(x, offset=0, dim1=-2, dim2=-1):
+    """The vectors along the last dim of ``x`` on the ``offset``-th diagonal of matrices
+    in dims ``dim1`` (rows) and ``dim2`` of the result, which has one dim more."""
+    d1, d2 = wrap_dim(dim1, x.ndim + 1), wrap_dim(dim2, x.ndim + 1)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return movedim(_diagonal_matrices(x, offset), (-2, -1), (d1, d2))
+
+
+def diagflat(x, offset=0):
+    """The entries of ``x`` (flattened) on the ``offset``-th diagonal of a square matrix."""
+    return _diagonal_matrices(flatten(x), offset)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The ``(2, N)`` indices of the lower triangle (``offset`` as ``tril``'s diagonal) of
+    a ``row`` x ``col`` matrix, row by row; int64 unless ``dtype`` (int32) says."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The ``(2, N)`` indices of the upper triangle, as ``tril_indices``."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device)
+
+
+def _triangle_indices(name, row, col, offset, dtype, device):
+    for what, n in (("row", row), ("col", col)):
+        if n < 0:
+            raise RuntimeError(f"{what} must be non-negative, got{n}")
+    if device is not None:
+        check_device(device)
+    d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    if d not in (dt.int32, dt.int64):
+        raise NotImplementedError(f"\"{name}\" not implemented for '{d.title}'")
+    indices = np.tril_indices if name == "tril_indices" else np.triu_indices
+    return Tensor._wrap(np.stack(indices(row, offset, col)).astype(d.np).reshape(2, -1))
 
 
 def repeat(x, *sizes):
@@ -481,6 +642,38 @@ def view_as(x, other):
     return view(x, tuple(other._payload.shape))
 
 
+def reshape_as(x, other):
+    return reshape(x, tuple(other._payload.shape))
+
+
+def ravel(x):
+    """``x`` flattened to 1-D."""
+    return reshape(x, -1)
+
+
+def rot90(x, k=1, dims=(0, 1)):
+    """``x`` turned ``k`` quarter turns in the plane of ``dims``, from the first dim
+    towards the second."""
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if x.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {x.ndim}")
+    a, b = (wrap_dim(d, x.ndim) for d in dims)
+    if a == b:
+        raise RuntimeError(
+            f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}"
+        )
+    k %= 4
+    if k == 1:
+        return transpose(flip(x, b), a, b)
+    if k == 2:
+        return flip(x, a, b)
+    if k == 3:
+        return transpose(flip(x, a), a, b)
+    return ad.copy(x)
+
+
 def expand_as(x, other):
     return expand(x, tuple(other._payload.shape))
 
@@ -495,6 +688,28 @@ def is_tensor(obj) -> bool:
 
 def is_floating_point(x) -> bool:
     return x.is_floating_point()
+
+
+def is_complex(x) -> bool:
+    return x.is_complex()
+
+
+def is_signed(x) -> bool:
+    """Whether ``x``'s dtype holds negative numbers (all but bool and uint8)."""
+    return x.dtype.dclass not in ("bool", "uint")
+
+
+def is_same_size(x, other) -> bool:
+    return x._payload.shape == other._payload.shape
+
+
+def is_nonzero(x) -> bool:
+    """The truth of a one-element ``x`` (torch's error for any other)."""
+    n = x.numel()
+    if n != 1:
+        what = "no values" if n == 0 else "more than one value"
+        raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+    return bool(x)
 
 
 def movedim(x, source, destination):

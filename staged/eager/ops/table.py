@@ -59,13 +59,18 @@ ROWS = {
             "clone",
             "conj",
             "sign",
-            "logical_and",
-            "logical_or",
-            "logical_not",
             "isnan",
             "isinf",
             "isfinite",
+            "isposinf",
+            "isneginf",
+            "isreal",
         )
+    },
+    "rsub": Public(ew.rsub, method=False),
+    **{
+        n: Public(getattr(ew, n), inplace=True)
+        for n in ("logical_and", "logical_or", "logical_not", "logical_xor")
     },
     # Tensor.where(condition, other) and the .real/.imag properties are in __init__.py
     # Tensor.polygamma(n) takes its arguments the other way round: in __init__.py
@@ -80,8 +85,14 @@ ROWS = {
     "scaled_dot_product_attention": Public(
         attention.scaled_dot_product_attention, method=False, export=False, functional=True
     ),
-    **{n: Public(getattr(linalg, n)) for n in ("matmul", "mm", "bmm", "outer", "dot", "mv")},
-    **{n: Public(getattr(linalg, n), inplace=True) for n in ("addmm", "baddbmm")},
+    **{
+        n: Public(getattr(linalg, n))
+        for n in (
+            *("matmul", "mm", "bmm", "outer", "dot", "mv"),
+            *("vdot", "inner", "dist", "cov", "corrcoef"),
+        )
+    },
+    **{n: Public(getattr(linalg, n), inplace=True) for n in ("addmm", "baddbmm", "addmv", "addr")},
     "einsum": Public(linalg.einsum, method=False),
     **{
         n: Public(getattr(reduction, n))
@@ -105,8 +116,13 @@ ROWS = {
             "argsort",
             "topk",
             "norm",
+            "aminmax",
+            "msort",
         )
     },
+    "sum_to_size": Public(reduction.sum_to_size, export=False),
+    "trapezoid": Public(reduction.trapezoid, aliases=("trapz",), method=False),
+    "cumulative_trapezoid": Public(reduction.cumulative_trapezoid, method=False),
     **{
         n: Public(getattr(shape, n))
         for n in (
@@ -128,12 +144,34 @@ ROWS = {
             "fliplr",
             "flipud",
             "roll",
+            "unbind",
+            "tensor_split",
+            "hsplit",
+            "vsplit",
+            "dsplit",
+            "ravel",
+            "rot90",
+            "diag_embed",
+            "diagflat",
+            "adjoint",
+            "is_nonzero",
+            "is_same_size",
+            "is_signed",
         )
     },
     **{n: Public(getattr(shape, n), inplace=True) for n in ("tril", "triu")},
     **{
         n: Public(getattr(shape, n), method=False)
-        for n in ("cat", "stack", "numel", "is_tensor", "is_floating_point")
+        for n in (
+            "cat",
+            "stack",
+            "numel",
+            "is_tensor",
+            "is_floating_point",
+            "is_complex",
+            "tril_indices",
+            "triu_indices",
+        )
     },
     **{
         n: Public(getattr(shape, n), export=False)
@@ -146,9 +184,11 @@ ROWS = {
             "repeat",
             "view_as",
             "expand_as",
+            "reshape_as",
+            "unfold",
         )
     },
-    **{n: Public(getattr(data_dependent, n)) for n in ("nonzero", "unique")},
+    **{n: Public(getattr(data_dependent, n)) for n in ("nonzero", "unique", "argwhere")},
     **{
         n: Public(getattr(indexing, n))
         for n in ("index_select", "gather", "scatter_add", "masked_fill", "take_along_dim")
@@ -218,6 +258,9 @@ ROWS = {
     **{n: Public(getattr(linalg, n), method=False) for n in ("tensordot", "cdist")},
     **{n: Public(getattr(shape, n), method=False) for n in ("cartesian_prod", "block_diag")},
     "heaviside": Public(composite.heaviside),
+    "signbit": Public(composite.signbit),
+    "copysign": Public(composite.copysign, inplace=True),
+    "isin": Public(composite.isin, method=False),
     **{
         n: Public(getattr(quantiles, n)) for n in ("median", "nanmedian", "quantile", "nanquantile")
     },
@@ -230,6 +273,8 @@ ROWS = {
 ALIASES = {
     "mul": ("multiply",),
     "sub": ("subtract",),
+    "cat": ("concat", "concatenate"),
+    "outer": ("ger",),
     "div": ("divide", "true_divide"),
     "neg": ("negative",),
     "transpose": ("swapaxes", "swapdims"),

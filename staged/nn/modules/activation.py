@@ -6,8 +6,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ...eager import ops
+from ...eager.factories import empty
 from .. import functional as F
+from .. import init
 from ..module import Module
+from ..parameter import Parameter
 
 
 class ReLU(Module):
@@ -47,6 +50,20 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return ops.log_softmax(input, self.dim if self.dim is not None else -1)
+
+
+class Softmin(Softmax):
+    def forward(self, input):
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of ``(N, C, H, W)`` or ``(C, H, W)``."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return ops.softmax(input, -3)
 
 
 class GELU(Module):
@@ -164,6 +181,64 @@ class Softplus(Module):
 
     def extra_repr(self):
         return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class _Shrink(Module):
+    fn: ClassVar[Callable[..., Any]]
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return type(self).fn(input, self.lambd)
+
+    def extra_repr(self):
+        return str(self.lambd)
+
+
+class Softshrink(_Shrink):
+    fn = F.softshrink
+
+
+class Hardshrink(_Shrink):
+    fn = F.hardshrink
+
+
+class Threshold(Module):
+    """``value`` where ``input <= threshold``, else ``input``."""
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}" + (
+            ", inplace=True" if self.inplace else ""
+        )
+
+
+class PReLU(Module):
+    """``max(0, x) + weight * min(0, x)`` with a learnt ``weight`` (one, or one per channel),
+    initially ``init``."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(empty(num_parameters, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
 
 
 class LogSigmoid(Module):

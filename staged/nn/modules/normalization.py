@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d and LayerNorm, with PyTorch's buffers, defaults and checks."""
+"""BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm: PyTorch's buffers, defaults and checks."""
 
 from __future__ import annotations
 
@@ -198,4 +198,37 @@ class GroupNorm(Module):
         return (
             f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
             f"bias={self.bias is not None}"
+        )
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` dims, weight 1;
+    ``eps=None`` is the input dtype's machine epsilon."""
+
+    def __init__(
+        self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None
+    ):
+        super().__init__()
+        self.normalized_shape = (
+            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        )
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.register_parameter(
+            "weight",
+            Parameter(empty(*self.normalized_shape, device=device, dtype=dtype))
+            if elementwise_affine
+            else None,
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
         )

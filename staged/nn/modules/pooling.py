@@ -1,6 +1,9 @@
-"""Max and average pooling modules over ``nn.functional``."""
+"""Max, average and adaptive pooling modules over ``nn.functional``."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from .. import functional as F
 from ..module import Module
@@ -100,3 +103,54 @@ class AvgPool2d(_AvgPoolNd):
             self.count_include_pad,
             self.divisor_override,
         )
+
+
+class _AdaptivePoolNd(Module):
+    fn: ClassVar[Callable[..., Any]]
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return type(self).fn(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePoolNd):
+    fn = F.adaptive_avg_pool1d
+
+
+class AdaptiveAvgPool2d(_AdaptivePoolNd):
+    """Average pooling to ``output_size`` (an int, a pair, None keeping a size)."""
+
+    fn = F.adaptive_avg_pool2d
+
+
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    fn = F.adaptive_avg_pool3d
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return type(self).fn(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    fn = F.adaptive_max_pool1d
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max pooling to ``output_size``; ``return_indices`` adds each maximum's flat index."""
+
+    fn = F.adaptive_max_pool2d
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    fn = F.adaptive_max_pool3d

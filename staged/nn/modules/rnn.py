@@ -12,6 +12,8 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
 from ... import autodiff as ad
 from ...autodiff import fused
 from ...eager import ops
@@ -20,6 +22,7 @@ from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 
 
 # One step of each cell: ``gi`` = W_ih x + b_ih, ``gh`` = W_hh h + b_hh, ``state`` = (h,) or
@@ -208,8 +211,10 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None):
         """``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``) of ``(L, N, H_in)`` input
-        (``batch_first``: ``(N, L, H_in)``) or unbatched ``(L, H_in)``; ``hx`` defaults to
-        zeros."""
+        (``batch_first``: ``(N, L, H_in)``), unbatched ``(L, H_in)`` or a
+        ``PackedSequence`` (then ``output`` is one too); ``hx`` defaults to zeros."""
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         lstm = self.mode == "LSTM"
         name = self.mode.split("_")[0]
         if input.ndim not in (2, 3):
@@ -224,6 +229,33 @@ class RNNBase(Module):
         if self.batch_first:
             input = input.transpose(0, 1)
         states = self._initial_states(input, hx, batched, lstm)
+        output, h_n = self._layers(input, states)
+        if self.batch_first:
+            output = output.transpose(0, 1)
+        if not batched:
+            output = output.squeeze(batch_dim)
+            h_n = tuple(h.squeeze(1) for h in h_n)
+        return output, (h_n if lstm else h_n[0])
+
+    def _forward_packed(self, packed, hx):
+        """``forward`` of a PackedSequence: each step runs the sequences still going (the
+        first ``batch_sizes[t]`` of the sorted batch), the others keep their state, as
+        torch's packed kernels do; ``hx`` and ``h_n`` are in the batch's original order."""
+        lstm = self.mode == "LSTM"
+        data, sizes = packed.data, packed.batch_sizes.tolist()
+        if hx is not None and packed.sorted_indices is not None:
+            hx = tuple(h.index_select(1, packed.sorted_indices) for h in (hx if lstm else (hx,)))
+            hx = hx if lstm else hx[0]
+        # the states' shape check takes (steps, batch, features): one step stands for them
+        states = self._initial_states(data[: sizes[0]].unsqueeze(0), hx, True, lstm)
+        output, h_n = self._layers(data, states, sizes)
+        if packed.unsorted_indices is not None:
+            h_n = tuple(h.index_select(1, packed.unsorted_indices) for h in h_n)
+        return packed._replace(data=output), (h_n if lstm else h_n[0])
+
+    def _layers(self, input, states, sizes=None):
+        """Every layer and direction over ``input`` (``(L, N, H_in)``, or packed data with
+        its batch ``sizes``): ``(output, final states stacked)``."""
         directions = 2 if self.bidirectional else 1
         finals = []
         for layer in range(self.num_layers):
@@ -231,19 +263,14 @@ class RNNBase(Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 out, state = self._layer(
-                    input, tuple(s[k] for s in states), k, reverse=direction == 1
+                    input, tuple(s[k] for s in states), k, direction == 1, sizes
                 )
                 outs.append(out)
                 finals.append(state)
-            input = outs[0] if directions == 1 else ops.cat(outs, 2)
+            input = outs[0] if directions == 1 else ops.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 input = F.dropout(input, self.dropout, True)
-        output = input.transpose(0, 1) if self.batch_first else input
-        h_n = tuple(ops.stack([f[i] for f in finals]) for i in range(len(states)))
-        if not batched:
-            output = output.squeeze(batch_dim)
-            h_n = tuple(h.squeeze(1) for h in h_n)
-        return output, (h_n if lstm else h_n[0])
+        return input, tuple(ops.stack([f[i] for f in finals]) for i in range(len(states)))
 
     def _initial_states(self, input, hx, batched, lstm):
         """``(h0,)`` or ``(h0, c0)`` for ``input`` (L, N, H_in), each ``(layers * directions,
@@ -289,19 +316,30 @@ class RNNBase(Module):
                 raise RuntimeError(f"Expected {what} {shape}, got {list(h.shape)}")
         return hx
 
-    def _layer(self, x, state, k, reverse):
+    def _layer(self, x, state, k, reverse, sizes=None):
         """One direction of one layer over ``x`` (L, N, H_in): ``(outputs (L, N, hidden),
-        final state)``."""
+        final state)``; with batch ``sizes``, over packed data ``(sum of lengths, H_in)``,
+        each step moving the first ``sizes[t]`` rows of the state on (the sequences still
+        going: in reverse, each starts from its initial state at its last step)."""
         w_ih, w_hh, *b = self.all_weights[k]
         b_ih, b_hh = b or (None, None)
         step = _CELLS[self.mode][1]
         gi = F.linear(x, w_ih, b_ih)
-        times = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-        outs = [None] * x.shape[0]
-        for t in times:
-            state = step(gi[t], F.linear(state[0], w_hh, b_hh), state)
-            outs[t] = state[0]
-        return ops.stack(outs), state
+        n = x.shape[0] if sizes is None else len(sizes)
+        outs = [None] * n
+        starts = None if sizes is None else np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        for t in range(n - 1, -1, -1) if reverse else range(n):
+            if sizes is None or sizes[t] == state[0].shape[0]:
+                g = gi[t] if sizes is None else gi[starts[t] : starts[t + 1]]
+                state = step(g, F.linear(state[0], w_hh, b_hh), state)
+                outs[t] = state[0]
+                continue
+            bs = sizes[t]
+            going = tuple(s[:bs] for s in state)
+            going = step(gi[starts[t] : starts[t + 1]], F.linear(going[0], w_hh, b_hh), going)
+            state = tuple(ops.cat([g, s[bs:]]) for g, s in zip(going, state))
+            outs[t] = going[0]
+        return (ops.stack(outs) if sizes is None else ops.cat(outs)), state
 
 
 class RNN(RNNBase):

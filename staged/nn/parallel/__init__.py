@@ -1,3 +1,4 @@
-"""``torch.nn.parallel``: ``DistributedDataParallel``."""
+"""``torch.nn.parallel``: ``DataParallel`` and ``DistributedDataParallel``."""
 
+from .data_parallel import DataParallel  # noqa: F401
 from .distributed import DistributedDataParallel  # noqa: F401

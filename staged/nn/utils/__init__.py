@@ -10,11 +10,11 @@ import warnings
 
 import numpy as np
 
-from .. import autodiff as ad
-from .. import dtypes as dt
-from ..eager import ops
-from ..eager.grad_mode import no_grad
-from ..eager.tensor import Tensor
+from ... import autodiff as ad
+from ... import dtypes as dt
+from ...eager import ops
+from ...eager.grad_mode import no_grad
+from ...eager.tensor import Tensor
 
 
 def _tensors(parameters) -> list:
@@ -123,3 +123,10 @@ def load_safetensors(module, path, strict=True):
             "load_safetensors needs the safetensors package (pip install safetensors)"
         ) from e
     return load_numpy_state_dict(module, load_file(os.fspath(path)), strict)
+
+
+from . import rnn  # noqa: E402  (torch.nn.utils.rnn: padding and packing sequences)
+from .spectral_norm import remove_spectral_norm, spectral_norm  # noqa: E402
+from .weight_norm import remove_weight_norm, weight_norm  # noqa: E402
+# parametrize/parametrizations build on nn.modules, which imports this package
+# (nn.modules.rnn: utils.rnn): staged/nn/__init__.py imports them, after nn.modules

@@ -279,6 +279,153 @@ def _margin_ranking_samples(dtype, rng):
     ]
 
 
+def _adaptive_avg_samples(n):
+    """Overlapping windows (sizes not multiples), None keeping a size, equal windows,
+    more outputs than inputs, unbatched, then an empty batch."""
+
+    def samples(dtype, rng):
+        a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+        sizes = (7, 6, 5)[:n]
+        return [
+            Sample((a(2, 3, *sizes), 3)),
+            Sample((a(2, 3, *sizes), (None,) * (n - 1) + (2,))),
+            Sample((a(3, *sizes), tuple(s + 3 for s in sizes)), name="unbatched-upsampling"),
+            Sample((a(0, 2, *sizes), 4), name="empty-batch"),
+        ]
+
+    return samples
+
+
+def _adaptive_max_samples(n):
+    """As the average's, on distinct values (no ties); with ``return_indices``."""
+
+    def samples(dtype, rng):
+        sizes = (7, 6, 5)[:n]
+        x = distinct(rng, dtype, (2, 3, *sizes), 1 / 8)
+        return [
+            Sample((x, 3)),
+            Sample((x, (None,) * (n - 1) + (2,)), dict(return_indices=True), name="indices"),
+            Sample(
+                (x[0], tuple(s + 3 for s in sizes)),
+                dict(return_indices=True),
+                name="unbatched-upsampling",
+            ),
+        ]
+
+    return samples
+
+
+def _adaptive(kind, n):
+    name = f"adaptive_{kind}_pool{n}d"
+    if kind == "avg":
+        return OpInfo(name, getattr(F, name), getattr(TF, name), _adaptive_avg_samples(n))
+    return OpInfo(
+        name,
+        getattr(F, name),
+        getattr(TF, name),
+        _adaptive_max_samples(n),
+        skips=[Skip("complex", "complex numbers are not ordered")],
+    )
+
+
+def _prelu_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(2, 3, 4), a(3))),
+        Sample((a(3, 4), a(1))),
+        Sample((a(5), a(1)), name="vector"),
+        Sample((a(), a(1)), name="scalar"),
+    ]
+
+
+def _rms_norm_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(3, 4, 5), (4, 5), a(4, 5))),
+        Sample((a(2, 6), (6,)), dict(eps=1e-3)),
+        Sample((a(0, 3), [3], a(3)), name="empty-batch"),
+    ]
+
+
+def _softmin_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample((a(3, 4), 1)), Sample((a(2, 3, 4), -1)), Sample((a(), 0), name="scalar")]
+
+
+def _threshold_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [Sample((a(3, 4), 0.5, -1.0)), Sample((a(), -0.2, 2.0), name="scalar")]
+
+
+def _triplet_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(4, 5), a(4, 5), a(4, 5)), dict(margin=2.0)),
+        Sample((a(4, 5), a(4, 5), a(4, 5)), dict(p=1.0, swap=True, reduction="none")),
+        Sample((a(5), a(5), a(5)), dict(margin=1.5, reduction="sum"), name="unbatched"),
+    ]
+
+
+def _hinge_embedding_samples(dtype, rng):
+    # int64 targets: torch's hinge_embedding_loss only compares them
+    x, y = arr(rng, dtype, (3, 4)), _signs(rng, (3, 4), np.int64)
+    return [Sample((x, y)), Sample((x, y), dict(margin=0.5, reduction="none"))]
+
+
+def _multilabel_soft_margin_samples(dtype, rng):
+    x, y = arr(rng, dtype, (3, 4)), arr(rng, dtype, (3, 4), 0.0, 1.0)
+    return [
+        Sample((x, y)),
+        Sample((x, y, arr(rng, dtype, (4,), 0.5, 2.0)), dict(reduction="none")),
+        Sample((x[0], y[0]), dict(reduction="sum"), name="unbatched"),
+    ]
+
+
+def _gaussian_nll_samples(dtype, rng):
+    a = lambda *s: arr(rng, dtype, s)  # noqa: E731
+    return [
+        Sample((a(3, 4), a(3, 4), arr(rng, dtype, (3, 4), 0.1, 2.0))),
+        Sample((a(3, 4), a(3, 4), arr(rng, dtype, (3,), 0.1, 2.0)), dict(full=True)),
+        Sample((a(3, 4), a(3, 4), 0.7), dict(reduction="sum"), name="float-var"),
+        Sample((a(2, 3), a(2, 3), arr(rng, dtype, (2, 1), 0.1, 2.0)), dict(reduction="none")),
+    ]
+
+
+def _poisson_nll_samples(dtype, rng):
+    x, rate = arr(rng, dtype, (3, 4)), arr(rng, dtype, (3, 4), 0.1, 3.0)
+    y = arr(rng, dtype, (3, 4), 0.2, 4.0)  # some <= 1: full's Stirling term is 0 there
+    return [
+        Sample((x, y)),
+        Sample((rate, y), dict(log_input=False, full=True, reduction="none")),
+        Sample((x, y), dict(full=True, reduction="sum")),
+    ]
+
+
+_MULTI_MARGIN_WEIGHT = np.linspace(0.5, 2.0, 4)
+
+
+def _multi_margin_weighted(fn, tensor):
+    """``fn`` with a constant ``weight`` (torch does not differentiate it)."""
+    return lambda x, t, **kw: fn(x, t, weight=tensor(_MULTI_MARGIN_WEIGHT).to(x.dtype), **kw)
+
+
+def _multi_margin_samples(dtype, rng):
+    x = arr(rng, dtype, (3, 4), -1.0, 1.0)  # margins on both sides of 0
+    t = index(rng, 4, (3,))
+    return [
+        Sample((x, t)),
+        Sample((x, t), dict(p=2, margin=0.7, reduction="none")),
+        Sample((x[0], np.array(2)), dict(reduction="none"), name="unbatched"),
+    ]
+
+
+_NO_MULTI_MARGIN_JVP = Skip(
+    "jvp",
+    "torch 2.13 has no forward-mode rule for multi_margin_loss (NotImplementedError), so "
+    "there is no oracle",
+)
+
+
 _INT_ONLY = Skip("complex", "class indices are integers")
 _PADDING_ROW = (
     "padding_idx zeroes the gradient of a row the output does depend on "
@@ -302,8 +449,10 @@ ENTRIES = [
         skips=[Skip("complex", "complex numbers are not ordered")],
     ),
     OpInfo("avg_pool2d", F.avg_pool2d, TF.avg_pool2d, _avg_pool_samples),
+    *(_adaptive(kind, n) for kind in ("avg", "max") for n in (1, 2, 3)),
     OpInfo("unfold", F.unfold, TF.unfold, _unfold_samples),
     OpInfo("layer_norm", F.layer_norm, TF.layer_norm, _layer_norm_samples),
+    OpInfo("rms_norm", F.rms_norm, TF.rms_norm, _rms_norm_samples),
     OpInfo("batch_norm", F.batch_norm, TF.batch_norm, _batch_norm_samples),
     OpInfo("embedding", F.embedding, TF.embedding, _embedding_samples),
     OpInfo(
@@ -364,6 +513,11 @@ ENTRIES = [
     _activation("logsigmoid", -30.0, 30.0),
     _activation("softsign"),
     _activation("tanhshrink"),
+    _activation("softshrink", lambd=0.3),
+    _activation("hardshrink", lambd=1.2),
+    OpInfo("threshold", F.threshold, TF.threshold, _threshold_samples),
+    OpInfo("prelu", F.prelu, TF.prelu, _prelu_samples),
+    OpInfo("softmin", F.softmin, TF.softmin, _softmin_samples),
     OpInfo("glu", F.glu, TF.glu, _glu_samples),
     # distances
     OpInfo("normalize", F.normalize, TF.normalize, _normalize_samples),
@@ -411,5 +565,34 @@ ENTRIES = [
         F.margin_ranking_loss,
         TF.margin_ranking_loss,
         _margin_ranking_samples,
+    ),
+    OpInfo("triplet_margin_loss", F.triplet_margin_loss, TF.triplet_margin_loss, _triplet_samples),
+    OpInfo(
+        "hinge_embedding_loss",
+        F.hinge_embedding_loss,
+        TF.hinge_embedding_loss,
+        _hinge_embedding_samples,
+    ),
+    OpInfo(
+        "multilabel_soft_margin_loss",
+        F.multilabel_soft_margin_loss,
+        TF.multilabel_soft_margin_loss,
+        _multilabel_soft_margin_samples,
+    ),
+    OpInfo("gaussian_nll_loss", F.gaussian_nll_loss, TF.gaussian_nll_loss, _gaussian_nll_samples),
+    OpInfo("poisson_nll_loss", F.poisson_nll_loss, TF.poisson_nll_loss, _poisson_nll_samples),
+    OpInfo(
+        "multi_margin_loss",
+        F.multi_margin_loss,
+        TF.multi_margin_loss,
+        _multi_margin_samples,
+        skips=[_NO_MULTI_MARGIN_JVP],
+    ),
+    OpInfo(
+        "multi_margin_loss_weight",
+        _multi_margin_weighted(F.multi_margin_loss, staged.tensor),
+        _multi_margin_weighted(TF.multi_margin_loss, torch.tensor),
+        lambda d, rng: _multi_margin_samples(d, rng)[:2],
+        skips=[_NO_MULTI_MARGIN_JVP],
     ),
 ]

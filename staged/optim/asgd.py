@@ -1,0 +1,63 @@
+"""ASGD, following PyTorch's single-tensor implementation."""
+
+from __future__ import annotations
+
+from ..eager.factories import zeros_like
+from ..eager.ops._operands import scalar_tensor
+from ..eager.ops.elementwise import where
+from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step
+
+
+class ASGD(Optimizer):
+    """Averaged SGD: steps of size ``eta = lr / (1 + lambd * lr * t) ** alpha`` with the
+    weights shrunk by ``1 - lambd * eta``; ``state["ax"]`` follows the weights until step
+    ``t0`` and averages them after it. ``eta`` and ``mu`` (the averaging weight) are 0-d
+    tensors of the step's dtype, as torch's. ``foreach``, ``capturable`` and
+    ``differentiable`` are kept in the groups as torch's; the update is the same."""
+
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lambd=1e-4,
+        alpha=0.75,
+        t0=1e6,
+        weight_decay=0,
+        foreach=None,
+        maximize=False,
+        differentiable=False,
+        capturable=False,
+    ):
+        check_args(lr=lr, weight_decay=weight_decay)
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lambd=lambd,
+                alpha=alpha,
+                t0=t0,
+                weight_decay=weight_decay,
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=differentiable,
+                capturable=capturable,
+            ),
+        )
+
+    def _update(self, p, grad, state, h):
+        if not state:
+            state["step"] = new_step()
+            state["eta"] = scalar_tensor(h.group["lr"], state["step"].dtype)
+            state["mu"] = scalar_tensor(1.0, state["step"].dtype)
+            state["ax"] = zeros_like(p)
+        eta, mu, ax, real = state["eta"], state["mu"], state["ax"], p.dtype.to_real()
+        step = advance(state, real)
+        grad = decayed_grad(p, grad, h)
+        eta_p = eta.to(real)  # torch reads it with .item()
+        p.mul_(1 - h.number("lambd") * eta_p)
+        p.sub_(grad * eta_p)
+        # torch copies the weights while mu is 1: a select keeps the compiled step one graph
+        ax.copy_(where(mu == 1, p, ax + (p - ax) * mu.to(real)))
+        lambd_lr = h.number("lambd * lr", lambda g: g["lambd"] * g["lr"])
+        eta.copy_(h.number("lr") / (1 + lambd_lr * step) ** h.number("alpha"))
+        mu.copy_(1 / (step - h.number("t0")).clamp(min=1))
