@@ -7,6 +7,7 @@ carried by the failing op's location.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.util
@@ -303,8 +304,8 @@ def compile_uncached(text: str, flag_list) -> bytes:
     enable.restype = None
     enable(inv._inv_p, 0, on_diag, None)
     source = Source.wrap_buffer(session, text.encode())
-    with _captured_stderr() as console:  # some passes print straight to stderr
-        ok = inv.parse_source(source) and inv.execute()
+    with _captured_stderr() as console, _first_of_target(flag_list):
+        ok = inv.parse_source(source) and inv.execute()  # some passes print to stderr
     if not ok:
         raise CompileError(
             _message(diags + [("console", console.text)] if console.text else diags, text)
@@ -388,6 +389,26 @@ def _setup_global_flags() -> None:
 
             ctypes_dl._initializeGlobalCL("staged", *GLOBAL_FLAGS)
             _global_flags_set = True
+
+
+_first_lock = threading.Lock()
+_targets_done: set = set()
+
+
+@contextlib.contextmanager
+def _first_of_target(flag_list):
+    """The first compile of a process for a target runs alone: its pipeline registers
+    LLVM's targets (IREE's const-eval JIT does it in ``createTargetMachine``), and two
+    threads registering one target at once make LLVM's target list a cycle, which
+    ``lookupTarget`` then walks forever (six threads compiling at once spun there for
+    minutes). Once it is registered, compiles run side by side."""
+    key = tuple(f for f in flag_list if f.startswith("--iree-hal-target"))
+    if key in _targets_done:
+        yield
+        return
+    with _first_lock:
+        yield
+        _targets_done.add(key)
 
 
 class _captured_stderr:
