@@ -87,9 +87,15 @@ def weight_norm(module, name="weight", dim=0):
 
 def remove_weight_norm(module, name="weight"):
     """Make ``name`` a plain parameter again, holding the current normalised weight."""
+    return remove_hook(module, WeightNorm, name, "weight_norm")
+
+
+def remove_hook(module, kind, name, what):
+    """Remove the ``kind`` forward pre-hook (``WeightNorm``, ``SpectralNorm``) that
+    reparametrizes ``name``, making it a plain parameter again."""
     for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, kind) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[k]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{what} of '{name}' not found in {module}")
