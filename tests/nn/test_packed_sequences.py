@@ -111,6 +111,13 @@ def test_bad_lengths_raise_torchs_errors(call, error, match):
             call(lib, lib.tensor(X[:3]))
 
 
+def test_no_sequences_raise_torchs_error():
+    for lib in (staged, torch):
+        for empty in (lib.nn.utils.rnn.pad_sequence, lib.nn.utils.rnn.pack_sequence):
+            with pytest.raises(RuntimeError, match="received an empty list of sequences"):
+                empty([])
+
+
 def test_a_compiled_step_over_packed_sequences_trains_as_eager():
     def train(compiled):
         staged.manual_seed(0)

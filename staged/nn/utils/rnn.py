@@ -140,6 +140,8 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
             f"Expected padding_side to be one of left or right, but got {padding_side}."
         )
     sequences = list(sequences)
+    if not sequences:
+        raise RuntimeError("received an empty list of sequences")
     longest = max(s.shape[0] for s in sequences)
     padded = []
     for s in sequences:
@@ -153,8 +155,9 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
 
 def pack_sequence(sequences, enforce_sorted=True):
     """``pack_padded_sequence`` of the padded ``sequences``."""
+    padded = pad_sequence(sequences)  # raises for an empty list, as torch's
     lengths = [s.shape[0] for s in sequences]
-    return pack_padded_sequence(pad_sequence(sequences), lengths, enforce_sorted=enforce_sorted)
+    return pack_padded_sequence(padded, lengths, enforce_sorted=enforce_sorted)
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
