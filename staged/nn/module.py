@@ -390,10 +390,12 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._drop(name, params)
             self.register_parameter(name, value)
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
+            self._drop(name, self._modules)
             self.add_module(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -439,6 +441,7 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name, param):
+        self._check_name(name, "parameter", "_parameters")
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(
                 f"cannot assign '{_typename(param)}' object to parameter "
@@ -450,6 +453,7 @@ class Module:
         )
 
     def register_buffer(self, name, tensor, persistent=True):
+        self._check_name(name, "buffer", "_buffers")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(
                 f"cannot assign '{_typename(tensor)}' object to buffer "
@@ -463,12 +467,29 @@ class Module:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
+        self._check_name(name, "module", "_modules")
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._drop(name, self._modules)
         self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     register_module = add_module
+
+    def _check_name(self, name, kind: str, registry: str) -> None:
+        """torch's checks of a name to register: a string, no dot, not empty, and not an
+        attribute of another kind (a method, a property such as a parametrized tensor's;
+        assigning through ``__setattr__`` forgets plain attributes first)."""
+        if registry not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if "." in name:
+            got = f", got: {name}" if kind == "module" else ""  # torch's wording
+            raise KeyError(f'{kind} name can\'t contain "."{got}')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if name not in self.__dict__[registry] and hasattr(self, name):
+            raise KeyError(f"attribute '{name}' already exists")
 
     # -- traversal -----------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):

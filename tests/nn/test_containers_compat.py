@@ -270,3 +270,37 @@ def test_compiled_training_step_with_containers_and_new_layers_equals_eager():
     np.testing.assert_allclose(closses, losses, rtol=1e-5)
     for k, v in params.items():
         np.testing.assert_allclose(cparams[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def _parametrized_linear(ns):
+    m = ns.nn.Linear(2, 2)
+    ns.nn.utils.parametrize.register_parametrization(m, "weight", ns.nn.Identity())
+    return m
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # was silently shadowed: the parametrization kept computing the old weight
+        lambda ns: setattr(_parametrized_linear(ns), "weight", ns.nn.Parameter(ns.ones(2, 2))),
+        lambda ns: ns.nn.Linear(2, 2).register_parameter("forward", None),
+        lambda ns: ns.nn.Linear(2, 2).register_buffer("weight", ns.ones(1)),
+        lambda ns: ns.nn.Linear(2, 2).add_module("bias", ns.nn.ReLU()),
+        lambda ns: ns.nn.Linear(2, 2).register_buffer("a.b", ns.ones(1)),
+        lambda ns: ns.nn.Linear(2, 2).register_parameter("", None),
+        lambda ns: ns.nn.Linear(2, 2).add_module("a.b", ns.nn.ReLU()),
+        lambda ns: ns.nn.Linear(2, 2).register_buffer(3, ns.ones(1)),
+    ],
+)
+def test_registering_a_taken_or_bad_name_raises_as_torch(call):
+    assert_raises_like_torch(call)
+
+
+def test_assigning_over_a_plain_attribute_registers_as_torch():
+    for ns in (torch, staged):
+        m = ns.nn.Module()
+        m.w = 3
+        m.w = ns.nn.Parameter(ns.ones(1))
+        m.b = None
+        m.b = ns.nn.Linear(1, 1)
+        assert [n for n, _ in m.named_parameters()] == ["w", "b.weight", "b.bias"]
