@@ -25,6 +25,7 @@ import numpy as np
 from .. import dtypes as dt
 from .._where import at_user
 from ..autodiff import Aval
+from .aliases import register, replaced
 from .grad_mode import _state
 from .interceptor import current_interceptor
 from .printing import array_text
@@ -59,6 +60,7 @@ class Tensor(_TensorOps):
         "_grad_acc",
         "_serial",
         "_alias",
+        "_aliases",
         "__weakref__",
     )
 
@@ -309,6 +311,8 @@ class Tensor(_TensorOps):
             icpt.lift(root)
         t = Tensor._wrap(self._payload, False)
         t._alias = root
+        if type(t._payload) is not np.ndarray and icpt is None:
+            register(root, t)  # a device value: t follows root's writes (Note [aliased memory])
         return t
 
     @property
@@ -330,7 +334,9 @@ class Tensor(_TensorOps):
             if root is not None and root._payload is p:  # one memory (Note [aliases])
                 p = self._payload = root._host()
             else:  # a device array left by a compiled step (Note [payloads]): copy it home once
-                p = self._payload = p.__array__(copy=True)
+                self._payload = p.__array__(copy=True)
+                replaced(self, p, self._payload)  # with its aliases (Note [aliased memory])
+                p = self._payload
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:
@@ -431,6 +437,7 @@ class Tensor(_TensorOps):
         _grad_acc: Any
         _serial: _int
         _alias: Tensor
+        _aliases: list
 
         def __init__(self, *args, device=None) -> None: ...
         @property

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..autodiff.random import uniform
 from ..autograd import grad as autograd_grad
 from ..autograd.function import Function
@@ -107,7 +109,12 @@ class Differentiable:
     def forward(self, ctx, leaves, holder):
         """The compiled no-grad call, with what the backward needs kept on ``ctx``."""
         ctx.rng = [g.host_state() for g in self.generators]
-        ctx.before = [t._payload for t in self.updated]
+        # copies of host data: a reference of ours would count as an alias of it, into
+        # which the call would copy its writes (Note [aliased memory])
+        ctx.before = [
+            t._payload.copy() if type(t._payload) is np.ndarray else t._payload
+            for t in self.updated
+        ]
         # arguments the call writes in place are kept as copies of what they were; the
         # other tensors are saved (a change before backward raises, as for any Node)
         ctx.leaves = [

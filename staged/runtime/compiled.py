@@ -44,6 +44,7 @@ from ..eager.grad_mode import _state
 from ..eager.random import fork_rng
 from ..autograd import profiler
 from ..eager.tensor import Tensor
+from ..eager.aliases import replaced, seen_elsewhere
 from ..eager.views import bumped
 from ..lower.mlir import to_mlir
 from ..lower.mlir.module import checked
@@ -52,6 +53,7 @@ from . import deploy, profiled
 from .background import CallLog, Compiling, call_eagerly
 from .boundary import Differentiable, eager_reason
 from .checks import Checks
+from .shared_inputs import PAYLOAD, SharedInputs
 from .compiler import (
     BOUNDARY,
     STEP_FLAGS,
@@ -174,6 +176,13 @@ class CompiledGraph:
         narrow = narrowing(backend)
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
+        names, pos = {}, 0
+        for i, w in captured.arg_wrappers:  # the inputs' order in _run
+            names[i] = captured.graph.inputs[pos].name
+            pos += 1 if w._grad is None else 2
+        self._shared = SharedInputs(captured, names)  # Note [shared inputs]
+        self._written = [w.tensor for w, _ in captured.state_updates]
+        self._unshared = [False] * len(self._written)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
         self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
         self._narrow = [
@@ -214,6 +223,7 @@ class CompiledGraph:
         other threads that share state serialize their read-modify-write, and it is only
         the enqueue that they wait for, not the step."""
         with state_lock:
+            self._shared.check(leaves)
             if self.background is not None and not self.background.ready(self, leaves):
                 return self.background.fallback(leaves)  # Note [background compiles]
             if profiler.current is None:  # the one check a call makes for the profiler
@@ -224,6 +234,15 @@ class CompiledGraph:
         c = self.captured
         if c.live:
             self._set_live()
+        # which written memory other objects see (Note [aliased memory] in
+        # eager/aliases.py), asked before this call holds references to it
+        written = self._written
+        shared = (
+            [type(t._payload) is np.ndarray and seen_elsewhere(t) for t in written]
+            if np.ndarray in set(map(type, map(PAYLOAD, written)))
+            else self._unshared
+        )
+        shared_args = [seen_elsewhere(leaves[i]) for i, _ in c.arg_updates]
         inputs = []
         for i, w in c.arg_wrappers:
             inputs.append(leaves[i]._payload)
@@ -245,8 +264,8 @@ class CompiledGraph:
                 res[c.check_output],
                 [r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad", "arg")],
             )
-        for w, k in c.state_updates:
-            undo.set_payload(w.tensor, res[k])  # on the device until read (Note [payloads])
+        for (w, k), seen in zip(c.state_updates, shared):
+            _store(undo, w.tensor, res[k], seen)  # on the device until read (Note [payloads])
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
             undo.set_grad(
@@ -259,8 +278,8 @@ class CompiledGraph:
             )
         for t, k in c.escaped:
             undo.set_payload(t, res[k])
-        for i, k in c.arg_updates:  # what the step wrote into its arguments
-            _write_back(undo, leaves[i], res[k])
+        for (i, k), seen in zip(c.arg_updates, shared_args):  # writes into its arguments
+            _store(undo, leaves[i], res[k], seen)
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
@@ -303,6 +322,7 @@ class _Undo:
             for t, old, new in self.payloads:
                 if t._payload is new:
                     t._payload = old
+                    replaced(t, new, old)
                     if t._vc is not None:
                         t._vc[0] += 1
                     if isinstance(old, DeviceValue) and old.ready and old.ready[0] is sem:
@@ -316,17 +336,18 @@ class _Undo:
                     d.update(old)
 
 
-def _write_back(undo: _Undo, t: Tensor, new) -> None:
-    """``t``, an argument the step wrote in place, set to ``new``: its payload replaced,
-    unless its memory is shared with views (Note [views]), which must see the write too:
-    then it is copied in (waiting for the step)."""
-    if t._base is None and (t._vc is None or len(t._vc) == 1):
-        undo.set_payload(t, new)
+def _store(undo: _Undo, t: Tensor, new, seen_elsewhere: bool) -> None:
+    """``t``'s data set to ``new``, what the step wrote into it: copied into its memory
+    where other objects see that (Note [aliased memory] in ``eager/aliases.py``)."""
+    if seen_elsewhere:
+        np.copyto(t._host(), np.asarray(new))
+        if t._vc is not None:
+            t._vc[0] += 1
+            bumped(t._vc)
         return
-    np.copyto(t._host(), np.asarray(new))
-    if t._vc is not None:
-        t._vc[0] += 1
-        bumped(t._vc)
+    old = t._payload
+    undo.set_payload(t, new)
+    replaced(t, old, new)
 
 
 def check_dtypes(graph, backend: str) -> None:

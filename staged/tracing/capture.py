@@ -252,7 +252,7 @@ class Tracer:
         key = id(p)
         v: Any = self.consts.get(key)
         if v is None:
-            a = np.asarray(p)
+            a = np.array(p)  # the graph's own copy: the tensor may be written later
             v = self.graph.add_const(a, Aval(a.shape, t.dtype))
             self.consts[key] = (v, p)  # keep p alive so its id stays unique
             return v
@@ -363,6 +363,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             captured.escaped.append((t, len(g.outputs) - 1))
     finally:
         tracer.finished = True
+        tracer.consts.clear()  # the arrays it kept alive: no longer the trace's to hold
         if thawed:
             gc.unfreeze()
     return captured

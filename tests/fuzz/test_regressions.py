@@ -966,3 +966,22 @@ def test_a_returned_splat_and_a_written_copy_of_it_stay_apart_compiled(dynamic):
         v, w = f(y, x)
         np.testing.assert_array_equal(v.numpy(), np.zeros((n, 2), np.float32))
         np.testing.assert_array_equal(w.numpy(), [[1.0, 0.0]] * n)
+
+
+def test_a_one_wide_strided_slice_and_its_gradient_compile():
+    """The fuzzer's ``x[0, ::3, ::2]`` of a (1, 1, 2) tensor beside ``x.squeeze()``, an
+    ``any`` and a gather, with gradients: IREE 3.13 failed to compile the copy dispatch of
+    a unit slice stepping by 3 and 2 (now emitted stepping by 1, the same window)."""
+    from tests.fuzz import differential as D
+    from tests.fuzz.program import Program, Step
+
+    prog = Program(
+        [np.array([[[False]]]), np.array([[[-2.7558088, -1.5668942]]], np.float32)],
+        [
+            Step("getitem", "", (1,), (0, slice(None, None, 3), slice(None, None, 2))),
+            Step("view", "squeeze", (1,)),
+            Step("op", "any", (2,), (0,)),
+            Step("getitem", "", (0,), (slice(None), slice(None), np.array([0]))),
+        ],
+    )
+    D.check_compiled([prog], "llvm-cpu")

@@ -4,6 +4,7 @@ state exactly as before it, and usable (Note [state] in staged/tracing/capture.p
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import numpy as np
 import pytest
@@ -53,9 +54,17 @@ def _setup(name):
 def _snapshot(model, opt):
     """Everything a failed call must leave as it was: objects and values."""
     values = [p.detach().numpy().copy() for p in model.parameters()]  # brings data home
+    # the payloads held weakly: an array held elsewhere gets the step's writes copied in
+    # (Note [aliased memory] in staged/eager/aliases.py), a write no failure could undo
     return (
         [
-            (p, p._payload, p.grad, None if p.grad is None else p.grad.numpy().copy(), v)
+            (
+                p,
+                weakref.ref(p._payload),
+                p.grad,
+                None if p.grad is None else p.grad.numpy().copy(),
+                v,
+            )
             for p, v in zip(model.parameters(), values)
         ],
         {
@@ -71,7 +80,7 @@ def _snapshot(model, opt):
 def _assert_intact(before, model, opt):
     params, state = before
     for (p, payload, grad, grad_value, value), q in zip(params, model.parameters()):
-        assert q is p and p._payload is payload and p.grad is grad
+        assert q is p and p._payload is payload() and p.grad is grad
         np.testing.assert_array_equal(p.detach().numpy(), value)
         if grad is not None:
             np.testing.assert_array_equal(grad.numpy(), grad_value)

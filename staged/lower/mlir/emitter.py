@@ -171,8 +171,10 @@ class Emitter:
     def window(self, offsets, sizes, strides) -> str:
         """``[offsets][sizes][strides]`` of tensor.extract_slice/insert_slice; an empty
         window starts at 0 (MLIR rejects an offset at the dim's end, as ``x[1:]`` of a
-        size-1 dim has)."""
+        size-1 dim has), and a window one wide steps by 1 (the same window: IREE 3.13's
+        copy dispatch of a unit slice stepping by more than 1 failed to compile)."""
         offsets = [0 if s == 0 else o for o, s in zip(offsets, sizes)]
+        strides = [1 if isinstance(s, int) and s == 1 else st for s, st in zip(sizes, strides)]
         return "".join(f"[{self.mixed(v)}]" for v in (offsets, sizes, strides))
 
     # scalars
