@@ -54,7 +54,7 @@ from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
 from . import accelerator, backends, cuda  # noqa: F401  (CPU-build answers: Note [devices])
-from . import linalg, special  # noqa: F401  (torch.linalg and torch.special counterparts)
+from . import fft, linalg, special  # noqa: F401  (torch.fft, torch.linalg, torch.special)
 from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
@@ -87,6 +87,8 @@ from ._utilities import (  # noqa: F401
     set_warn_always,
     typename,
 )
+from . import sparse  # noqa: F401  (torch.sparse; imported last: Note [sparse tensors])
+from .sparse import sparse_coo_tensor, spmm  # noqa: F401
 
 if TYPE_CHECKING:
     # the public ops that globals().update(_exports()) adds below (a generated stub)
@@ -97,6 +99,11 @@ if TYPE_CHECKING:
     from .eager.legacy_types import LegacyType
     from .linalg import _cholesky as cholesky, _logdet as logdet, det, inv as inverse
     from .linalg import matrix_power, slogdet
+    from .linalg import cholesky_inverse, cholesky_solve, householder_product as orgqr
+    from .linalg import lu_unpack, matrix_exp
+    from .linalg._composed import _torch_lu as lu, _torch_lu_solve as lu_solve
+    from .linalg._composed import _torch_vander as vander
+    from .linalg._lapack import _pinverse as pinverse, _torch_qr as qr, _torch_svd as svd
 
     BoolTensor: LegacyType
     ByteTensor: LegacyType
@@ -111,7 +118,8 @@ if TYPE_CHECKING:
 
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
-globals().update(linalg.TOP_LEVEL)  # inverse, det, logdet, slogdet, matrix_power, cholesky
+globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
+globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64

@@ -154,6 +154,11 @@ CASES = {
         ),
         (1, 1),
     ),
+    # the logical dim reduced at the batch dim's place: the batch dim stays (was moved last)
+    "argmax at the batch dim": (
+        lambda lib, x, y: ((x[:, None] * y).argmax(0), (x[:, None] * y).argmin(0)),
+        (0, 0),
+    ),
     "softmax": (lambda lib, x, y: lib.nn.functional.log_softmax(x * y, 0), (1, 1)),
     "matmul batched left": (lambda lib, x, w: w @ x, (0, None)),
     "matmul batched right": (lambda lib, x, w: w @ x, (1, None)),

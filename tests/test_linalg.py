@@ -1,6 +1,6 @@
 """staged.linalg beyond the op sweep (values, gradients and compiled runs are swept in
-tests/ops/db/math.py): torch's errors for bad arguments, a clear one for what needs a
-factorization, and the module under ``import torch`` of the compatibility shim."""
+tests/ops/db/math.py): torch's errors for bad arguments, a clear one for what is missing,
+and the module under ``import torch`` of the compatibility shim."""
 
 from __future__ import annotations
 
@@ -74,12 +74,11 @@ def test_a_singular_matrix_raises_a_linalg_error_eagerly_and_when_a_compiled_ste
     assert (sign.item(), logabsdet.item()) == (0.0, -np.inf)
 
 
-def test_what_needs_a_factorization_says_so():
-    with pytest.raises(AttributeError, match="needs a matrix factorization.*vector_norm"):
-        staged.linalg.svd(staged.eye(2))
-    assert not hasattr(staged.linalg, "eigh")
-    with pytest.raises(NotImplementedError, match="singular values"):
-        staged.linalg.matrix_norm(staged.eye(2), ord=2)
+def test_what_is_missing_says_so():
+    """The factorizations are tests/test_linalg_factorizations.py's; LDL^T is not here."""
+    with pytest.raises(AttributeError, match="no ldl_factor.*cholesky, lu_factor or eigh"):
+        staged.linalg.ldl_factor(staged.eye(2))
+    assert not hasattr(staged.linalg, "ldl_solve")
 
 
 def test_a_compiled_step_with_a_cholesky_solve_and_norm_equals_eager():

@@ -81,7 +81,7 @@ def _reduce(prim):
 def _along(prim, keeps_rank):
     def rule(size, args, bdims, *, dim, **params):
         (x,), (b,) = args, bdims
-        out_b = b if keeps_rank(params) or dim > b else b - 1
+        out_b = b if keeps_rank(params) or dim >= b else b - 1  # dim, b's logical dim
         return prim(x, dim=_physical(dim, b), **params), out_b
 
     return rule

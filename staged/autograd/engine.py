@@ -194,6 +194,8 @@ def grad(
     allow_unused = materialize_grads or bool(allow_unused)
     outputs = _as_tuple(outputs)
     inputs = _as_inputs(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     grad_outputs = _as_tuple(grad_outputs)
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
         raise RuntimeError(

@@ -60,7 +60,8 @@ def _real_view(a: np.ndarray) -> np.ndarray:
 def _perturbed(inputs, j, delta):
     """``inputs`` with ``delta`` (an array shaped like input ``j``) added to input ``j``."""
     x = inputs[j]
-    moved = Tensor._wrap(np.asarray(x.detach()) + delta.astype(x.dtype.np), False)
+    moved = Tensor._wrap(np.asarray(np.asarray(x.detach()) + delta.astype(x.dtype.np)), False)
+    # (a 0-d sum is a NumPy scalar, no payload: asarray makes it an array again)
     moved.requires_grad_(x.requires_grad)  # gradgradcheck's function differentiates it
     return inputs[:j] + (moved,) + inputs[j + 1 :]
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from .. import dtypes as dt
 from ..eager import ops
-from ..eager.factories import full, multinomial
+from ..eager.factories import arange, full, multinomial
 from ..eager.tensor import Size, Tensor
+from . import constraints
 from .distribution import Distribution
-from .utils import logits_to_probs, probs_to_logits
-
-
-def _simplex(p):
-    return ops.logical_and((p >= 0).all(-1), ((p.sum(-1) - 1).abs() < 1e-6))
+from .utils import lazy_property, logits_to_probs, probs_to_logits
 
 
 class Categorical(Distribution):
@@ -21,10 +16,8 @@ class Categorical(Distribution):
     exactly one of ``probs`` (normalised over the last dim) or ``logits`` (made
     log-probabilities)."""
 
-    arg_checks = {
-        "probs": (_simplex, "Simplex()"),
-        "logits": (lambda x: (x == x).all(-1), "IndependentConstraint(Real(), 1)"),
-    }
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -37,21 +30,33 @@ class Categorical(Distribution):
             if logits.dim() < 1:
                 raise ValueError("`logits` parameter must be at least one-dimensional.")
             self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
-        param = self.probs if probs is not None else self.logits
-        self._num_events = param.size(-1)
-        super().__init__(param.shape[:-1], validate_args=validate_args)
+        self._num_events = self._param.size(-1)
+        super().__init__(self._param.shape[:-1], validate_args=validate_args)
 
-    @cached_property
-    def logits(self) -> Tensor:  # type: ignore[override]
+    def expand(self, batch_shape, _instance=None):
+        new = self._expand_params(Categorical, batch_shape, _instance, "probs", "logits")
+        new._num_events = self._num_events
+        return new
+
+    @property
+    def _param(self) -> Tensor:
+        return self.__dict__["probs"] if "probs" in self.__dict__ else self.__dict__["logits"]
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    @lazy_property
+    def logits(self) -> Tensor:
         return probs_to_logits(self.probs)
 
-    @cached_property
-    def probs(self) -> Tensor:  # type: ignore[override]
+    @lazy_property
+    def probs(self) -> Tensor:
         return logits_to_probs(self.logits)
 
     @property
     def param_shape(self) -> Size:
-        return self.probs.shape
+        return self._param.size()
 
     @property
     def mean(self) -> Tensor:
@@ -67,22 +72,21 @@ class Categorical(Distribution):
 
     def sample(self, sample_shape=()) -> Tensor:
         """torch's draw: ``multinomial`` of the flattened rows, with replacement."""
-        shape = Size(sample_shape)
+        shape = Size(tuple(sample_shape))
         probs_2d = self.probs.detach().reshape(-1, self._num_events)
         samples_2d = multinomial(probs_2d, shape.numel(), True).T
         return samples_2d.reshape(self._extended_shape(shape))
 
     def log_prob(self, value: Tensor) -> Tensor:
-        self._check_sample(
-            value,
-            lambda v: ops.logical_and(
-                ops.logical_and(v >= 0, v <= self._num_events - 1), v == v.floor()
-            ),
-            f"IntegerInterval(lower_bound=0, upper_bound={self._num_events - 1})",
-        )
+        if self._validate_args:
+            self._validate_sample(value)
         value, log_pmf = ops.broadcast_tensors(value.long().unsqueeze(-1), self.logits)
         return log_pmf.gather(-1, value[..., :1]).squeeze(-1)
 
     def entropy(self) -> Tensor:
         logits = self.logits.clamp(min=dt.finfo(self.logits.dtype).min)
         return -(logits * self.probs).sum(-1)
+
+    def enumerate_support(self, expand=True) -> Tensor:
+        values = arange(self._num_events).reshape(-1, *(1,) * len(self._batch_shape))
+        return values.expand(-1, *self._batch_shape) if expand else values

@@ -5,20 +5,26 @@ from __future__ import annotations
 from ..eager import ops
 from ..eager.factories import empty, zeros_like
 from ..eager.tensor import Tensor
-from .distribution import Distribution
+from . import constraints
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """``torch.distributions.Exponential(rate, validate_args=None)``; ``rsample`` is
     ``exponential_()`` draws divided by ``rate``."""
 
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
     has_rsample = True
-    arg_checks = {"rate": (lambda x: x > 0, "GreaterThan(lower_bound=0.0)")}
+    _mean_carrier_measure = 0
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
         super().__init__(self.rate.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_params(Exponential, batch_shape, _instance, "rate")
 
     @property
     def mean(self) -> Tensor:
@@ -40,15 +46,14 @@ class Exponential(Distribution):
         shape = self._extended_shape(sample_shape)
         return empty(shape, dtype=self.rate.dtype).exponential_() / self.rate
 
-    def _check(self, value: Tensor) -> None:
-        self._check_sample(value, lambda v: v >= 0, "GreaterThanEq(lower_bound=0.0)")
-
     def log_prob(self, value: Tensor) -> Tensor:
-        self._check(value)
+        if self._validate_args:
+            self._validate_sample(value)
         return self.rate.log() - self.rate * value
 
     def cdf(self, value: Tensor) -> Tensor:
-        self._check(value)
+        if self._validate_args:
+            self._validate_sample(value)
         return 1 - (-self.rate * value).exp()
 
     def icdf(self, value: Tensor) -> Tensor:
@@ -56,3 +61,10 @@ class Exponential(Distribution):
 
     def entropy(self) -> Tensor:
         return 1.0 - self.rate.log()
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -(-x).log()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..eager.tensor import Tensor
+from ..eager.tensor import Size, Tensor
+from . import constraints
 from .distribution import Distribution
 from .utils import sum_rightmost
 
@@ -12,6 +13,8 @@ class Independent(Distribution):
     validate_args=None)``: the last ``reinterpreted_batch_ndims`` batch dims move to the
     event, ``log_prob`` and ``entropy`` are summed over them; draws and moments are the
     base distribution's."""
+
+    arg_constraints: dict = {}
 
     def __init__(self, base_distribution, reinterpreted_batch_ndims, validate_args=None):
         if reinterpreted_batch_ndims > len(base_distribution.batch_shape):
@@ -29,9 +32,30 @@ class Independent(Distribution):
             validate_args=validate_args,
         )
 
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Independent, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        moved = tuple(self.event_shape[: self.reinterpreted_batch_ndims])
+        new.base_dist = self.base_dist.expand(batch_shape + moved)
+        new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     @property
     def has_rsample(self) -> bool:  # type: ignore[override]
         return self.base_dist.has_rsample
+
+    @property
+    def has_enumerate_support(self) -> bool:  # type: ignore[override]
+        return self.reinterpreted_batch_ndims == 0 and self.base_dist.has_enumerate_support
+
+    @constraints.dependent_property
+    def support(self):
+        result = self.base_dist.support
+        if self.reinterpreted_batch_ndims:
+            result = constraints.independent(result, self.reinterpreted_batch_ndims)
+        return result
 
     @property
     def mean(self) -> Tensor:
@@ -56,6 +80,11 @@ class Independent(Distribution):
 
     def entropy(self) -> Tensor:
         return sum_rightmost(self.base_dist.entropy(), self.reinterpreted_batch_ndims)
+
+    def enumerate_support(self, expand=True) -> Tensor:
+        if self.reinterpreted_batch_ndims > 0:
+            raise NotImplementedError("Enumeration over cartesian product is not implemented")
+        return self.base_dist.enumerate_support(expand=expand)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.base_dist}, {self.reinterpreted_batch_ndims})"

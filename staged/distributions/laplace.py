@@ -6,12 +6,33 @@ from .. import dtypes as dt
 from ..eager import ops
 from ..eager.factories import empty
 from ..eager.tensor import Tensor
-from .distribution import LocScale
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all
 
 
-class Laplace(LocScale):
+class Laplace(Distribution):
     """``torch.distributions.Laplace(loc, scale, validate_args=None)``; ``rsample``
     inverts the CDF at ``uniform_(eps - 1, 1)`` draws, as torch."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_params(Laplace, batch_shape, _instance, "loc", "scale")
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
 
     @property
     def variance(self) -> Tensor:
@@ -28,11 +49,13 @@ class Laplace(LocScale):
         return self.loc - self.scale * u.sign() * ops.log1p(-u.abs())
 
     def log_prob(self, value: Tensor) -> Tensor:
-        self._check_sample(value, lambda v: v == v, "Real()")
+        if self._validate_args:
+            self._validate_sample(value)
         return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
 
     def cdf(self, value: Tensor) -> Tensor:
-        self._check_sample(value, lambda v: v == v, "Real()")
+        if self._validate_args:
+            self._validate_sample(value)
         d = value - self.loc
         return 0.5 - 0.5 * d.sign() * ops.expm1(-d.abs() / self.scale)
 

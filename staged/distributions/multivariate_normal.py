@@ -4,19 +4,14 @@ lower Cholesky factor."""
 from __future__ import annotations
 
 import math
-from functools import cached_property
 
 from ..eager import ops
-from ..eager.factories import empty, eye
+from ..eager.factories import eye
 from ..eager.tensor import Size, Tensor
 from .. import linalg
-from . import _linalg
+from . import _linalg, constraints
 from .distribution import Distribution
-
-
-def _lower_cholesky(x: Tensor) -> Tensor:
-    lower = (x.tril() == x).reshape(*x.shape[:-2], -1).all(-1)
-    return ops.logical_and(lower, (x.diagonal(dim1=-2, dim2=-1) > 0).all(-1))
+from .utils import lazy_property, standard_normal
 
 
 def _precision_to_scale_tril(p: Tensor) -> Tensor:
@@ -33,13 +28,14 @@ class MultivariateNormal(Distribution):
     (``rsample`` is ``loc + scale_tril @ eps``). staged's Cholesky factor and triangular
     solve are compositions of its ops (``staged.linalg``), so all of it is differentiable."""
 
-    has_rsample = True
-    arg_checks = {
-        "loc": (lambda x: (x == x).all(-1), "IndependentConstraint(Real(), 1)"),
-        "covariance_matrix": (_linalg.is_positive_definite, "PositiveDefinite()"),
-        "precision_matrix": (_linalg.is_positive_definite, "PositiveDefinite()"),
-        "scale_tril": (_lower_cholesky, "LowerCholesky()"),
+    arg_constraints = {
+        "loc": constraints.real_vector,
+        "covariance_matrix": constraints.positive_definite,
+        "precision_matrix": constraints.positive_definite,
+        "scale_tril": constraints.lower_cholesky,
     }
+    support = constraints.real_vector
+    has_rsample = True
 
     def __init__(
         self,
@@ -78,19 +74,25 @@ class MultivariateNormal(Distribution):
         else:
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(matrix)
 
+    def expand(self, batch_shape, _instance=None):
+        names = ("loc", "covariance_matrix", "scale_tril", "precision_matrix")
+        new = self._expand_params(MultivariateNormal, batch_shape, _instance, *names)
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        return new
+
     def _matrix_shape(self) -> tuple:
         return (*self._batch_shape, *self._event_shape, *self._event_shape)
 
-    @cached_property
+    @lazy_property
     def scale_tril(self) -> Tensor:
         return self._unbroadcasted_scale_tril.expand(*self._matrix_shape())
 
-    @cached_property
+    @lazy_property
     def covariance_matrix(self) -> Tensor:
         tril = self._unbroadcasted_scale_tril
         return (tril @ tril.mT).expand(*self._matrix_shape())
 
-    @cached_property
+    @lazy_property
     def precision_matrix(self) -> Tensor:
         inverse = _linalg.cholesky_inverse(self._unbroadcasted_scale_tril)
         return inverse.expand(*self._matrix_shape())
@@ -110,14 +112,15 @@ class MultivariateNormal(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         """torch's draw: ``eps`` from ``empty(shape).normal_()`` (``_standard_normal``)."""
-        eps = empty(self._extended_shape(sample_shape), dtype=self.loc.dtype).normal_()
+        eps = standard_normal(self._extended_shape(sample_shape), self.loc.dtype)
         return self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
 
     def _half_log_det(self) -> Tensor:
         return self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
     def log_prob(self, value: Tensor) -> Tensor:
-        self._check_sample(value, lambda v: (v == v).all(-1), "IndependentConstraint(Real(), 1)")
+        if self._validate_args:
+            self._validate_sample(value)
         diff = value - self.loc
         m = mahalanobis(self._unbroadcasted_scale_tril, diff)
         n = self._event_shape[0]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..eager import ops
+from ..eager.factories import eye
 from ..eager.tensor import Size, Tensor
 from ..nn import functional as F
+from . import constraints
 from .categorical import Categorical
 from .distribution import Distribution
 
@@ -14,6 +15,10 @@ class OneHotCategorical(Distribution):
     validate_args=None)``: draws are ``one_hot`` of the inner ``Categorical``'s (torch's
     draw), in the probabilities' dtype; the event is the last dim."""
 
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    support = constraints.one_hot
+    has_enumerate_support = True
+
     def __init__(self, probs=None, logits=None, validate_args=None):
         self._categorical = Categorical(probs, logits)
         super().__init__(
@@ -21,6 +26,13 @@ class OneHotCategorical(Distribution):
             self._categorical.param_shape[-1:],
             validate_args=validate_args,
         )
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_params(OneHotCategorical, batch_shape, _instance, "_categorical")
+
+    @property
+    def _param(self) -> Tensor:
+        return self._categorical._param
 
     @property
     def probs(self) -> Tensor:
@@ -52,12 +64,26 @@ class OneHotCategorical(Distribution):
         return F.one_hot(indices, self._categorical._num_events).to(self.probs)
 
     def log_prob(self, value: Tensor) -> Tensor:
-        self._check_sample(
-            value,
-            lambda v: ops.logical_and(ops.logical_or(v == 0, v == 1).all(-1), v.sum(-1) == 1),
-            "OneHot()",
-        )
+        if self._validate_args:
+            self._validate_sample(value)
         return self._categorical.log_prob(value.max(-1)[1])
 
     def entropy(self) -> Tensor:
         return self._categorical.entropy()
+
+    def enumerate_support(self, expand=True) -> Tensor:
+        n = self.event_shape[0]
+        values = eye(n, dtype=self._param.dtype).reshape(n, *(1,) * len(self.batch_shape), n)
+        return values.expand(n, *self.batch_shape, n) if expand else values
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """``OneHotCategorical`` whose ``rsample`` is the draw plus ``probs - probs.detach()``:
+    the straight-through gradient estimator."""
+
+    has_rsample = True
+
+    def rsample(self, sample_shape=()) -> Tensor:
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return samples + (probs - probs.detach())

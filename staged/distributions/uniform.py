@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..eager import ops
 from ..eager.factories import rand
 from ..eager.tensor import Tensor
+from . import constraints
 from .distribution import Distribution
 from .utils import broadcast_all
 
@@ -16,15 +16,22 @@ class Uniform(Distribution):
     has_rsample = True
 
     @property
-    def arg_checks(self) -> dict:  # type: ignore[override]
+    def arg_constraints(self) -> dict:  # type: ignore[override]
         return {
-            "low": (lambda x: x < self.high, f"LessThan(upper_bound={self.high})"),
-            "high": (lambda x: x > self.low, f"GreaterThan(lower_bound={self.low})"),
+            "low": constraints.less_than(self.high),
+            "high": constraints.greater_than(self.low),
         }
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
         super().__init__(self.low.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_params(Uniform, batch_shape, _instance, "low", "high")
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self.low, self.high)
 
     @property
     def mean(self) -> Tensor:
@@ -46,21 +53,16 @@ class Uniform(Distribution):
         shape = self._extended_shape(sample_shape)
         return self.low + rand(shape, dtype=self.low.dtype) * (self.high - self.low)
 
-    def _check(self, value: Tensor) -> None:
-        self._check_sample(
-            value,
-            lambda v: ops.logical_and(v >= self.low, v <= self.high),
-            f"Interval(lower_bound={self.low}, upper_bound={self.high})",
-        )
-
     def log_prob(self, value: Tensor) -> Tensor:
-        self._check(value)
+        if self._validate_args:
+            self._validate_sample(value)
         lb = self.low.le(value).type_as(self.low)
         ub = self.high.gt(value).type_as(self.low)
         return (lb * ub).log() - (self.high - self.low).log()
 
     def cdf(self, value: Tensor) -> Tensor:
-        self._check(value)
+        if self._validate_args:
+            self._validate_sample(value)
         return ((value - self.low) / (self.high - self.low)).clamp(min=0, max=1)
 
     def icdf(self, value: Tensor) -> Tensor:

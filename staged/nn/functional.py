@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import types
 import warnings
@@ -12,12 +13,21 @@ from .. import autodiff as ad
 from .. import dtypes as dt
 from .._where import at_user, sited
 from ..eager import ops
+from ..autograd.function import Function
+from ..eager import factories
 from ..eager.factories import arange, ones
 from ..eager.grad_mode import no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.checks import check_range
 from ..eager.ops.layers import (
+    _avg_pool,
     _const,
+    _conv,
+    _conv_transpose,
+    _lowest,
+    _max_pool,
+    _take_rows,
+    _tuple,
     avg_pool1d,  # noqa: F401
     avg_pool2d,  # noqa: F401
     batch_norm,  # noqa: F401
@@ -38,6 +48,7 @@ from ..eager.ops.layers import (
 from ..autodiff import fused
 from ..eager.ops.linalg import linear  # noqa: F401
 from ..eager.ops.reduction import in_float32
+from ..eager.random.generator import default_generator
 from ..eager.tensor import Tensor
 
 globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)
@@ -498,6 +509,11 @@ def _adaptive_max_pool(input, n, output_size, return_indices):
     x = input.reshape(*lead, math.prod(sizes))
     windows = ops.index_select(x, len(lead), _const(flat.reshape(-1))).reshape(*lead, *out, k)
     y, at = windows.max(-1)
+    if input.dtype.is_floating_point:  # torch's pick: the last NaN of a window with one
+        nan = windows.isnan()
+        last = (k - 1) - nan.flip(-1).to(dt.int32).argmax(-1)
+        at = ops.where(nan.any(-1), last, at)
+        y = windows.gather(-1, at.unsqueeze(-1)).squeeze(-1)
     if not return_indices:
         return y
     table = _const(flat).expand(*lead, *out, k)
@@ -605,12 +621,21 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
     """Dropout for SELU networks: dropped elements take SELU's negative saturation value,
     then all are scaled and shifted so that mean and variance are kept (ATen's constants)."""
+    return _alpha_dropout(input, p, training, inplace, feature=False)
+
+
+def _alpha_dropout(input, p, training, inplace, feature):
+    """ATen's alpha dropout: the keep mask has ``input``'s shape, or with ``feature`` one
+    entry per channel ``input[n, c]``."""
     _check_probability(p)
     if not training or p == 0 or input.numel() == 0:
         return input
     if p == 1:
         return input.mul_(0.0) if inplace else input * 0.0
-    keep = (dropout(ones(*input.shape, dtype=input.dtype), p) != 0).to(input.dtype)
+    if feature and input.ndim < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    shape = (*input.shape[:2], *(1,) * (input.ndim - 2)) if feature else input.shape
+    keep = (dropout(ones(*shape, dtype=input.dtype), p) != 0).to(input.dtype)
     alpha = 1.7580993408473766  # -SELU's alpha * scale
     a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
     out = input * (keep * a) + ((keep - 1) * (alpha * a) + alpha * a * p)
@@ -1166,6 +1191,1209 @@ _cross_entropy = ad.Fused(
     vjp=fused.CROSS_ENTROPY_VJP,
     node_name="NllLossBackward0",
 )
+
+
+# --- 3-D convolution and pooling, *_with_indices, Lp pooling ---------------------------------
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution (cross-correlation) over ``(N, C_in, D, H, W)``, PyTorch's ``conv3d``:
+    the N-d windows-and-matmul of ``conv2d``."""
+    return _conv(3, "conv3d", input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose3d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    """3-D transposed convolution over ``(N, C_in, D, H, W)``, weight
+    ``(C_in, C_out / groups, kD, kH, kW)``."""
+    return _conv_transpose(
+        3,
+        "conv_transpose3d",
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )
+
+
+def max_pool3d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """3-D max pooling; ``return_indices`` adds each maximum's flat ``D*H*W`` index."""
+    return _max_pool(
+        3, "max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
+
+
+def avg_pool3d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    """3-D average pooling, PyTorch's ``avg_pool3d`` (divisor rules included)."""
+    return _avg_pool(
+        3,
+        "avg_pool3d",
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
+
+
+def max_pool1d_with_indices(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """``max_pool1d`` and the index of each maximum, always."""
+    return _max_pool(
+        1, "max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode, True
+    )
+
+
+def max_pool2d_with_indices(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """``max_pool2d`` and the flat index of each maximum, always."""
+    return _max_pool(
+        2, "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, True
+    )
+
+
+def max_pool3d_with_indices(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    """``max_pool3d`` and the flat index of each maximum, always."""
+    return _max_pool(
+        3, "max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode, True
+    )
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    return _adaptive_max_pool(input, 1, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    return _adaptive_max_pool(input, 2, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    return _adaptive_max_pool(input, 3, output_size, True)
+
+
+def _lp_pool(n, input, norm_type, kernel_size, stride, ceil_mode):
+    """torch's Lp pooling: ``(sum over the window of x^p)^(1/p)``, as the average of
+    ``x^p`` times the window size (``p = inf``: the max of ``|x|``)."""
+    max_pool, avg_pool = (
+        (max_pool1d, avg_pool1d),
+        (max_pool2d, avg_pool2d),
+        (max_pool3d, avg_pool3d),
+    )[n - 1]
+    if norm_type == math.inf:
+        return max_pool(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -math.inf:
+        return -max_pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    out = avg_pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    size = math.prod(_tuple(kernel_size, n, "kernel_size"))
+    return (ops.sign(out) * ops.relu(out.abs())).mul(size).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over ``(N, C, L)``: ``(sum x^p)^(1/p)`` per window."""
+    return _lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over ``(N, C, H, W)``: ``(sum x^p)^(1/p)`` per window."""
+    return _lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over ``(N, C, D, H, W)``: ``(sum x^p)^(1/p)`` per window."""
+    return _lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+# --- fractional max pooling ---------------------------------------------------------------------
+def _fractional_intervals(sample, size, out, k):
+    """torch's pooling window starts along a dim (``generate_intervals``): ``(N, C, out)``
+    from one sample per plane, ``floor((i + u) a) - floor(u a)`` with ``a = (size - k) /
+    (out - 1)``, computed in the samples' dtype, the last window ending at ``size``."""
+    last = factories.full((*sample.shape, 1), size - k, dtype=dt.int64)
+    if out <= 1:
+        return last[..., :out]
+    d = sample.dtype.np.type
+    alpha = d(size - k) / d(out - 1)
+    i = _const(np.arange(out - 1, dtype=sample.dtype.np))
+    u = sample.unsqueeze(-1)
+    seq = ops.trunc((i + u) * alpha) - ops.trunc(u * alpha)
+    return ops.cat([seq.to(dt.int64), last], -1)
+
+
+def _fractional_max_pool(n, input, kernel_size, output_size, output_ratio, return_indices, samples):
+    """Max pooling over pseudo-random windows (Graham's fractional max pooling): per plane,
+    window starts from ``samples`` (drawn as torch draws them when not given), the max of
+    each window gathered; indices as ``max_pool``'s."""
+    name = f"fractional_max_pool{n}d"
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+    if output_size is None:
+        ratio = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * n
+        if len(ratio) > n:
+            raise ValueError(
+                f"{name} requires output_ratio to either be a single Int or tuple of Ints."
+            )
+        ratio = tuple(ratio) * (n if len(ratio) == 1 else 1)
+        output_size = [int(input.shape[input.ndim - n + d] * ratio[d]) for d in range(n)]
+    if samples is None:
+        batch = 1 if input.ndim == n + 1 else input.shape[0]
+        samples = factories.rand(batch, input.shape[input.ndim - n - 1], n, dtype=input.dtype)
+    kernel = _tuple(kernel_size, n, "kernel_size")
+    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
+    if len(out) != n:
+        raise RuntimeError(f"{name}: output_size must either be a single Int or tuple of Ints")
+    out = tuple(int(o) for o in out)
+    where_ = f"{name}()" if n == 2 else f"{name}_out()"
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(
+            f"{where_}: Expected {n + 1}D or {n + 2}D tensor, but got: {list(input.shape)}"
+        )
+    for d in range(input.ndim - n - 1, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(
+                f"{where_}: Expected input to have non-zero size for non-batch dimensions, but "
+                f"got{list(input.shape)} with dimension {d} being empty."
+            )
+    sizes = tuple(input.shape[-n:])
+    names = ("height", "width") if n == 2 else ("time", "height", "width")
+    order = (0, 1) if n == 2 else (0, 2, 1)  # torch checks 3-D's width before its height
+    for d in order:
+        fits = out[d] + kernel[d] - 1 <= sizes[d] if n == 2 else out[d] + kernel[d] - 1 < sizes[d]
+        if not fits:
+            raise RuntimeError(
+                f"{where_}: pool {names[d]} {kernel[d]} too large relative to input "
+                f"{names[d]} {sizes[d]}"
+            )
+    x = input if input.ndim == n + 2 else input.unsqueeze(0)
+    if samples.dtype is not input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.shape[2] != n:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {n}; got {samples.shape[2]}.")
+    if samples.shape[0] < x.shape[0]:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    nb, c = x.shape[:2]
+    samples = samples[:nb]
+    # which sample each spatial dim uses: (W, H) in 2-D, (T, H, W) in 3-D, as torch's
+    which = (1, 0) if n == 2 else (0, 1, 2)
+    index = None  # the flat input index of every window element: (N, C, *out, *kernel)
+    for d in range(n):
+        start = _fractional_intervals(samples[..., which[d]], sizes[d], out[d], kernel[d])
+        pos = start.unsqueeze(-1) + arange(kernel[d])  # (N, C, out_d, k_d)
+        shape = [nb, c] + [out[e] if e == d else 1 for e in range(n)]
+        shape += [kernel[e] if e == d else 1 for e in range(n)]
+        pos = pos.reshape(shape)
+        index = pos if index is None else index * sizes[d] + pos
+    index = index.expand(nb, c, *out, *kernel).reshape(nb, c, *out, -1)
+    flat = x.reshape(nb, c, -1)
+    windows = ops.gather(flat, 2, index.reshape(nb, c, -1)).reshape(index.shape)
+    y, at = windows.max(-1)
+    if input.ndim == n + 1:
+        y = y.squeeze(0)
+    if not return_indices:
+        return y
+    idx = ops.gather(index, -1, at.unsqueeze(-1)).squeeze(-1)
+    return y, (idx.squeeze(0) if input.ndim == n + 1 else idx)
+
+
+def fractional_max_pool2d(
+    input,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices=False,
+    _random_samples=None,
+):
+    """2-D fractional max pooling of ``(N, C, H, W)`` to ``output_size`` (or
+    ``output_ratio`` of the input's); the windows' random starts come from
+    ``_random_samples`` ``(N, C, 2)``, by default ``staged.rand`` (torch's draws)."""
+    return _fractional_max_pool(
+        2, input, kernel_size, output_size, output_ratio, return_indices, _random_samples
+    )
+
+
+def fractional_max_pool3d(
+    input,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices=False,
+    _random_samples=None,
+):
+    """3-D fractional max pooling of ``(N, C, D, H, W)``; ``_random_samples`` ``(N, C, 3)``."""
+    return _fractional_max_pool(
+        3, input, kernel_size, output_size, output_ratio, return_indices, _random_samples
+    )
+
+
+def fractional_max_pool2d_with_indices(
+    input,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices=False,
+    _random_samples=None,
+):
+    return _fractional_max_pool(
+        2, input, kernel_size, output_size, output_ratio, True, _random_samples
+    )
+
+
+def fractional_max_pool3d_with_indices(
+    input,
+    kernel_size,
+    output_size=None,
+    output_ratio=None,
+    return_indices=False,
+    _random_samples=None,
+):
+    return _fractional_max_pool(
+        3, input, kernel_size, output_size, output_ratio, True, _random_samples
+    )
+
+
+# --- unpooling, fold ----------------------------------------------------------------------------
+def _unpool_output_size(input, kernel, stride, padding, output_size):
+    """torch's output size of max unpooling: ``(in - 1) * stride + kernel - 2 * padding``
+    per dim, or ``output_size`` (its last ``len(kernel)`` entries) within a stride of it."""
+    k = len(kernel)
+    default = [
+        (input.shape[input.ndim - k + d] - 1) * stride[d] + kernel[d] - 2 * padding[d]
+        for d in range(k)
+    ]
+    if output_size is None:
+        return default
+    if len(output_size) == k + 2:
+        output_size = output_size[2:]
+    if len(output_size) != k:
+        raise ValueError(
+            f"output_size should be a sequence containing {k} or {k + 2} elements, but it has "
+            f"a length of '{len(output_size)}'"
+        )
+    for d in range(k):
+        lo, hi = default[d] - stride[d], default[d] + stride[d]
+        if not lo < output_size[d] < hi:
+            raise ValueError(
+                f'invalid output_size "{output_size}" (dim {d} must be between {lo} and {hi})'
+            )
+    return output_size
+
+
+def _unpool_size(n, input, kernel_size, stride, padding, output_size):
+    kernel = _tuple(kernel_size, n, "kernel_size")
+    stride = kernel if stride is None else _tuple(stride, n, "stride")
+    return tuple(
+        _unpool_output_size(input, kernel, stride, _tuple(padding, n, "padding"), output_size)
+    )
+
+
+def _max_unpool(n, input, indices, out):
+    """``n``-d max unpooling (``n`` 2 or 3) to spatial size ``out``: zeros, with each input
+    value at its flat index (the gradient gathers it back)."""
+    if indices.dtype is not dt.int64:
+        got = "" if n == 3 else f" but got: {indices.dtype.title}"  # torch's words
+        raise RuntimeError(f"elements in indices should be type int64{got}")
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(
+            f"Input to max_unpooling{n}d should be a {n + 1}d or {n + 2}d Tensor, but got a "
+            f"tensor with {input.ndim} dimensions."
+        )
+    if tuple(input.shape) != tuple(indices.shape):
+        raise RuntimeError(
+            "Expected shape of indices to be same as that of the input tensor "
+            f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}"
+        )
+    for d in range(1, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(
+                f"max_unpooling{n}d_forward_out_cpu(): Expected input to have non-zero size for "
+                f"non-batch dimensions, but got {list(input.shape)} with dimension {d} being "
+                "empty."
+            )
+    lead, plane = tuple(input.shape[:-n]), math.prod(out)
+    flat = indices.reshape(*lead, -1)
+    check_range(
+        flat,
+        0,
+        plane,
+        RuntimeError,
+        "Found an invalid max index: {} (output volumes are of size "
+        + "x".join(map(str, out))
+        + ")",
+    )
+    y = ops.scatter(
+        factories.zeros(*lead, plane, dtype=input.dtype), -1, flat, input.reshape(*lead, -1)
+    )
+    return y.reshape(*lead, *out)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool1d``: each value at its index, zeros elsewhere."""
+    size = _unpool_size(1, input, kernel_size, stride, padding, output_size)
+    return _max_unpool(2, input.unsqueeze(-1), indices.unsqueeze(-1), (*size, 1)).squeeze(-1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool2d``: each value at its flat ``H*W`` index, zeros
+    elsewhere.
+
+    Example:
+        >>> y, i = F.max_pool2d(x, 2, return_indices=True)
+        >>> F.max_unpool2d(y, i, 2)     # x's maxima in place, zeros elsewhere
+    """
+    size = _unpool_size(2, input, kernel_size, stride, padding, output_size)
+    return _max_unpool(2, input, indices, size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool3d``: each value at its flat ``D*H*W`` index."""
+    size = _unpool_size(3, input, kernel_size, stride, padding, output_size)
+    return _max_unpool(3, input, indices, size)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """PyTorch's ``F.fold`` (col2im), the adjoint of ``F.unfold``: ``(N, C*kH*kW, L)`` blocks
+    summed into ``(N, C, *output_size)`` (overlaps add)."""
+    out, kernel = _tuple(output_size, 2, "output_size"), _tuple(kernel_size, 2, "kernel_size")
+    dil, pad = _tuple(dilation, 2, "dilation"), _tuple(padding, 2, "padding")
+    stride = _tuple(stride, 2, "stride")
+    checks = (
+        (kernel, 0, "kernel size should be greater than zero", "kernel"),
+        (stride, 0, "stride should be greater than zero", "stride"),
+        (dil, 0, "dilation should be greater than zero", "dilation"),
+        (pad, -1, "padding should be non-negative", "pad"),
+    )
+    for vals, low, what, name in checks:
+        if min(vals) <= low:
+            raise RuntimeError(f"{what}, but got {name}_height: {vals[0]} {name}_width: {vals[1]}")
+    nd = input.ndim
+    if not (nd == 2 and min(input.shape) > 0 or nd == 3 and min(input.shape[1:]) > 0):
+        raise RuntimeError(
+            "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and "
+            f"non-zero dimensions for input, but got: {list(input.shape)}"
+        )
+    x = input if nd == 3 else input.unsqueeze(0)
+    d = 1  # the dim holding C * kH * kW (torch's words count the batch dim, given or not)
+    k = kernel[0] * kernel[1]
+    if x.shape[d] % k:
+        raise RuntimeError(
+            f"Expected size of input's dimension {d} to be divisible by the product of "
+            f"kernel_size, but got input.size({d})={x.shape[d]} and "
+            f"kernel_size=({kernel[0]}, {kernel[1]})."
+        )
+    blocks = [
+        (o + 2 * p - di * (kk - 1) - 1) // s + 1
+        for o, p, di, kk, s in zip(out, pad, dil, kernel, stride)
+    ]
+    given = (
+        f"Given output_size=({out[0]}, {out[1]}), kernel_size=({kernel[0]}, {kernel[1]}), "
+        f"dilation=({dil[0]}, {dil[1]}), padding=({pad[0]}, {pad[1]}), "
+        f"stride=({stride[0]}, {stride[1]}), "
+    )
+    if x.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(
+            f"{given}expected size of input's dimension 2 to match the calculated number of "
+            f"sliding blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got "
+            f"input.size(2)={x.shape[2]}."
+        )
+    if min(blocks) < 1:
+        raise RuntimeError(
+            f"{given}calculated shape of the array of sliding blocks as ({blocks[0]}, "
+            f"{blocks[1]}), which is too small (non-positive)"
+        )
+    c = x.shape[1] // k
+    cols = x.reshape(x.shape[0], c, *kernel, *blocks).permute(0, 4, 5, 1, 2, 3)
+    y = ad.col2im(
+        cols,
+        shape=out,
+        kernel=kernel,
+        stride=stride,
+        padding=tuple((p, p) for p in pad),
+        dilation=dil,
+    )
+    return y if nd == 3 else y.squeeze(0)
+
+
+# --- local response normalisation ---------------------------------------------------------------
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta`` over dim 1
+    of a 3-D or wider input (torch's composition: zero-padded average pooling)."""
+    dim = input.ndim
+    if dim < 3:
+        raise ValueError(
+            f"Expected 3D or higher dimensionality                          input (got {dim} "
+            "dimensions)"
+        )
+    if input.numel() == 0:
+        return input
+    div = input.mul(input)
+    if dim == 3:
+        div = pad(div.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = input.shape
+        div = div.reshape(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1).reshape(sizes)
+    return input / div.mul(alpha).add(k).pow(beta)
+
+
+def _cross_map_windows(channels, size):
+    """The constant (C, C) windows of torch's legacy ``CrossMapLRN2d``: its forward's running
+    sum (which, as torch's, keeps channel 0 in every window once ``c > (size - 1) // 2 + 1``)
+    and its backward's ``size``-channel window ``[c - inversePrePad, c + size - 1 -
+    inversePrePad]``."""
+    pre_pad = int((size - 1) / 2 + 1)
+    fwd = np.zeros((channels, channels))
+    fwd[0, : min(pre_pad, channels)] = 1
+    for c in range(1, channels):
+        fwd[c] = fwd[c - 1]
+        if c < channels - pre_pad + 1:
+            fwd[c, c + pre_pad - 1] += 1
+        if c > pre_pad:
+            fwd[c, c - pre_pad] -= 1
+    inverse = int(size - (size - 1) / 2)
+    j = np.arange(channels)
+    bwd = (j[None, :] >= j[:, None] - inverse) & (j[None, :] <= j[:, None] + size - 1 - inverse)
+    return fwd, bwd.astype(np.float64)
+
+
+class _CrossMapLRN2dFunction(Function):
+    """torch's legacy ``_cross_map_lrn2d``: its forward and its own backward formula."""
+
+    @staticmethod
+    def forward(ctx, input, size, alpha, beta, k):
+        fwd, bwd = _cross_map_windows(input.shape[1], size)
+        ctx.size, ctx.alpha, ctx.beta, ctx.bwd = (
+            size,
+            alpha,
+            beta,
+            _const(bwd.astype(input.dtype.np)),
+        )
+        squares = ops.movedim(input * input, 1, -1)
+        scale = (
+            ops.movedim(squares @ _const(fwd.T.astype(input.dtype.np)), -1, 1) * (alpha / size) + k
+        )
+        output = scale.pow(-beta) * input
+        ctx.save_for_backward(input, output, scale)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, output, scale = ctx.saved_tensors
+        ratio = ops.movedim(grad_output * output / scale, 1, -1) @ ctx.bwd.mT
+        cache = 2 * ctx.alpha * ctx.beta / ctx.size
+        grad = scale.pow(-ctx.beta) * grad_output - cache * input * ops.movedim(ratio, -1, 1)
+        return grad, None, None, None, None
+
+
+# --- embedding bags -----------------------------------------------------------------------------
+def _has_data(t):
+    """Whether ``t``'s values can be read now (not under capture)."""
+    return current_interceptor() is None and type(t._payload) is np.ndarray
+
+
+def _check_offsets(offsets, n, include_last_offset):
+    """torch's checks of ``embedding_bag``'s offsets, where their values can be read."""
+    if not _has_data(offsets) or offsets.numel() == 0:
+        return
+    o = offsets._host()
+    if o[0] != 0:
+        raise RuntimeError(
+            "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+            f"from position 0. However, got {o[0]}"
+        )
+    if not include_last_offset and o[-1] > n:
+        raise RuntimeError(
+            f"offsets[-1] can not be greater than input's length {n} but got offsets[-1] of {o[-1]}"
+        )
+    if (np.diff(o) < 0).any() or o[-1] > n:
+        raise RuntimeError(
+            f"embedding_bag: offsets must be non-decreasing and at most the input's length {n}, "
+            f"but got {o.tolist()}"
+        )
+
+
+def embedding_bag(
+    input,
+    weight,
+    offsets=None,
+    max_norm=None,
+    norm_type=2,
+    scale_grad_by_freq=False,
+    mode="mean",
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=None,
+):
+    """Sums, means or maxima of bags of ``weight``'s rows: a 2-D ``input`` holds one bag per
+    row; a 1-D one is cut into bags at ``offsets`` (``include_last_offset``: its last entry
+    ends the last bag). Entries equal to ``padding_idx`` are left out of their bag (and of a
+    mean's count); an empty bag gives zeros. ``per_sample_weights`` scale each row of a sum.
+
+    Example:
+        >>> F.embedding_bag(staged.tensor([1, 2, 4, 5]), w, staged.tensor([0, 2]), mode="sum")
+    """
+    if weight.dtype is dt.int64 and input.dtype.is_floating_point:
+        warnings.warn(
+            "Argument order of nn.functional.embedding_bag was changed. Usage "
+            "`embedding_bag(weight, input, ...)` is deprecated, and should now be "
+            "`embedding_bag(input, weight, ...)`.",
+            stacklevel=2,
+        )
+        weight, input = input, weight
+    if per_sample_weights is not None and input.shape != per_sample_weights.shape:
+        raise ValueError(
+            f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then "
+            f"it must have the same shape as the input ({input.shape})"
+        )
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(
+                "if input is 2D, then offsets has to be None, as input is treated is a "
+                "mini-batch of fixed length sequences. However, found offsets of type "
+                f"{type(offsets)}"
+            )
+        offsets = arange(0, input.numel(), input.shape[1], dtype=input.dtype)
+        include_last_offset = False
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(
+            f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}"
+        )
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError(
+            "embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported"
+        )
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(
+            "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+            f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+            "GitHub."
+        )
+    for t in (input, offsets):
+        if t.dtype not in (dt.int64, dt.int32):
+            raise RuntimeError(
+                "Expected tensor for argument #1 'indices' to have one of the following scalar "
+                f"types: Long, Int; but got staged.{t.dtype.title}Tensor instead (while checking "
+                "arguments for embedding_bag)"
+            )
+    v, n = weight.shape[0], input.shape[0]
+    if padding_idx is not None:
+        if not -v <= padding_idx < v:
+            raise RuntimeError(
+                f"padding_idx must be within the number of embeddings, -{v} through {v - 1}, "
+                f"but got {padding_idx}"
+            )
+        padding_idx %= v
+    check_range(
+        input.to(dt.int64),
+        0,
+        v,
+        RuntimeError,
+        f"embedding_bag: index {{}} is out of range for a weight of {v} rows",
+    )
+    _check_offsets(offsets, n, include_last_offset)
+    # bag b holds entries [offsets[b], offsets[b + 1]); the last one ends at the input's end,
+    # or, with include_last_offset, at the extra last offset (torch's CSR layout)
+    starts = offsets.to(dt.int64)
+    if include_last_offset:
+        starts, ends = starts[:-1], starts[1:]
+    else:
+        ends = ops.cat([starts[1:], factories.full((1,), n, dtype=dt.int64)])[: starts.shape[0]]
+    bags = starts.shape[0]
+    pos = arange(n)
+    # the bag of each entry: the last that starts at or before it (offsets are sorted)
+    bag = (starts.unsqueeze(0) <= pos.unsqueeze(1)).to(dt.int64).sum(1) - 1
+    member = (bag.unsqueeze(0) == arange(bags).unsqueeze(1)) & (pos < ends.unsqueeze(1))
+    if padding_idx is not None:
+        member = member & (input != padding_idx).unsqueeze(0)
+    rows = _take_rows(weight, input)  # (n, D)
+    if mode == "max":
+        picked = ops.where(member.unsqueeze(-1), rows.unsqueeze(0), _lowest(weight.dtype))
+        top = picked.max(1)[0]
+        return ops.where(member.any(1, keepdim=True), top, 0.0)
+    w = member.to(weight.dtype)
+    if per_sample_weights is not None:
+        w = w * per_sample_weights.unsqueeze(0)
+    sums = w @ rows
+    if mode == "sum":
+        return sums
+    return sums / ops.clamp_min(member.sum(1, keepdim=True), 1).to(weight.dtype)
+
+
+# --- sampling grids -----------------------------------------------------------------------------
+_ALIGN_WARNING = (
+    "Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
+    "Please specify align_corners=True if the old behavior is desired. See the documentation of "
+    "grid_sample for details."
+)
+
+
+def _clip_coordinate(c, size):
+    """``c`` clamped to ``[0, size - 1]``; its gradient passes strictly inside only, as
+    torch's grid sampler (the borders count as outside)."""
+    inside = (c > 0) & (c < size - 1)
+    return ops.where(inside, c, ops.clamp(c, 0, size - 1).detach())
+
+
+def _reflect_coordinate(c, low, twice_span):
+    """``c`` reflected into ``[low, low + twice_span / 2]`` (torch's grid sampler), the
+    gradient's sign flipping with each reflection."""
+    if twice_span <= 0:
+        return c * 0
+    v = c - low
+    a = ops.where(v < 0, -v, v)
+    extra = a - ops.trunc(a / twice_span).detach() * twice_span
+    return ops.where(extra > twice_span - extra, twice_span - extra, extra) + low
+
+
+def _source_coordinate(c, size, padding_mode, align_corners):
+    """A normalised grid coordinate in ``[-1, 1]`` as a position along a dim of ``size``."""
+    c = (c + 1) * ((size - 1) / 2) if align_corners else (c + 1) * (size / 2) - 0.5
+    if padding_mode == "border":
+        return _clip_coordinate(c, size)
+    if padding_mode == "reflection":
+        twice = 2 * (size - 1) if align_corners else 2 * size
+        c = _reflect_coordinate(c, 0 if align_corners else -0.5, twice)
+        return _clip_coordinate(c, size)
+    return c
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Sample ``input`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``) at ``grid``'s ``(x, y[, z])``
+    positions in ``[-1, 1]``: output ``(N, C, *grid.shape[1:-1])``, bilinear (trilinear) or
+    nearest, outside positions zeros or clamped or reflected, as torch's. A composition of
+    gathers: gradients reach ``input`` and (bilinear) ``grid``; ``bicubic`` is not supported.
+
+    Example:
+        >>> F.grid_sample(x, F.affine_grid(theta, x.shape, align_corners=False), align_corners=False)
+    """
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(
+            "nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or "
+            f"'bicubic', but got: '{mode}'"
+        )
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(
+            "nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+            f"'reflection', but got: '{padding_mode}'"
+        )
+    if align_corners is None:
+        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        align_corners = False
+    if grid.dtype is not input.dtype:
+        raise RuntimeError(f"expected scalar type {input.dtype.title} but found {grid.dtype.title}")
+    # torch's checks, in its order
+    sizes = f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(
+            f"grid_sampler(): expected grid and input to have same batch size, but got {sizes}"
+        )
+    n = input.ndim - 2
+    if grid.shape[-1] != n:
+        raise RuntimeError(
+            f"grid_sampler(): expected grid to have size {n} in last dimension, but got grid "
+            f"with sizes {list(grid.shape)}"
+        )
+    for d in range(2, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(
+                "grid_sampler(): expected input to have non-empty spatial dimensions, but input "
+                f"has sizes {list(input.shape)} with dimension {d} being empty"
+            )
+    if input.ndim not in (4, 5) or grid.ndim != input.ndim:
+        raise RuntimeError(
+            "grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, "
+            f"but got {sizes}"
+        )
+    if mode == "bicubic":
+        if n == 3:
+            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+        raise NotImplementedError(
+            "grid_sample(mode='bicubic') is not supported by staged: use 'bilinear' or 'nearest'"
+        )
+    _check_float(f"grid_sampler_{n}d_cpu_kernel_impl" if n == 2 else "grid_sampler_3d_cpu", input)
+    spatial = tuple(input.shape[2:])
+    nb, c, out = input.shape[0], input.shape[1], tuple(grid.shape[1:-1])
+    # the source position along input dim d (D, H, W) is grid coordinate n - 1 - d (z, y, x)
+    pos = [
+        _source_coordinate(grid[..., n - 1 - d], size, padding_mode, align_corners)
+        for d, size in enumerate(spatial)
+    ]
+    flat = input.reshape(nb, c, -1)
+
+    def corner(index):
+        """``input`` at integer positions ``index`` (one (N, *out) tensor per dim), 0 outside."""
+        inside, flat_index = None, None
+        for i, size in zip(index, spatial):
+            ok = (i >= 0) & (i < size)
+            inside = ok if inside is None else inside & ok
+            i = ops.clamp(i, 0, size - 1)
+            flat_index = i if flat_index is None else flat_index * size + i
+        idx = flat_index.reshape(nb, 1, -1).expand(nb, c, -1)
+        vals = ops.gather(flat, 2, idx).reshape(nb, c, *out)
+        return ops.where(inside.unsqueeze(1), vals, 0.0)
+
+    if mode == "nearest":
+        # the grid gets torch's gradient, zeros: through a where that never picks it
+        link = ops.where(_const(np.ones(out, np.bool_)), 1.0, grid[..., 0])
+        return corner([ops.round(p.detach()).to(dt.int64) for p in pos]) * link.unsqueeze(1)
+    low = [ops.floor(p.detach()) for p in pos]
+    result = None
+    for bits in itertools.product((0, 1), repeat=n):
+        weight = None
+        for b, p, lo in zip(bits, pos, low):
+            w = p - lo if b else lo + 1 - p
+            weight = w if weight is None else weight * w
+        term = corner([(lo + b).to(dt.int64) for b, lo in zip(bits, low)]) * weight.unsqueeze(1)
+        result = term if result is None else result + term
+    return result
+
+
+def _base_coordinates(steps, align_corners, dtype):
+    """torch's ``linspace_from_neg_one``: ``steps`` positions from -1 to 1, scaled by
+    ``(steps - 1) / steps`` unless ``align_corners`` (one step: 0)."""
+    if steps <= 1:
+        return np.zeros(max(steps, 0), dtype.np)
+    r = np.linspace(-1, 1, steps).astype(dtype.np)
+    return r if align_corners else (r * dtype.np.type(steps - 1) / dtype.np.type(steps))
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The ``grid_sample`` grid of the affine maps ``theta`` (``(N, 2, 3)`` for a 4-D
+    ``size``, ``(N, 3, 4)`` for a 5-D one): ``(N, H, W, 2)`` (``(N, D, H, W, 3)``)."""
+    if align_corners is None:
+        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        align_corners = False
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = list(size)
+    if len(size) in (4, 5):
+        k = len(size) - 2
+        if theta.ndim != 3 or theta.shape[-2] != k or theta.shape[-1] != k + 1:
+            raise ValueError(
+                f"Expected a batch of {k}D affine matrices of shape Nx{k}x{k + 1} for size "
+                f"{size}. Got {theta.shape}."
+            )
+    else:
+        raise NotImplementedError(
+            "affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+            f"respectively. Got size {size}."
+        )
+    spatial = size[2:]
+    if align_corners and min(spatial) == 1:
+        warnings.warn(
+            "Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+            "align_corners=True. This is not an intended use case of affine_grid. See the "
+            "documentation of affine_grid for details.",
+            stacklevel=2,
+        )
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    if theta.shape[0] != size[0]:
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{size[0]}, "
+            f"{k + 1}] but got: [{theta.shape[0]}, {k + 1}]."
+        )
+    # the base grid (x, y[, z], 1) of every output position, x along the last dim
+    axes = [_base_coordinates(s, align_corners, theta.dtype) for s in reversed(spatial)]
+    mesh = np.meshgrid(*reversed(axes), indexing="ij")[::-1]
+    base = np.stack([*mesh, np.ones(mesh[0].shape, theta.dtype.np)], -1).reshape(1, -1, k + 1)
+    grid = _const(base) @ theta.mT
+    return grid.reshape(size[0], *spatial, k)
+
+
+# --- random activations and dropout -------------------------------------------------------------
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """``softmax((logits + g) / tau)`` with Gumbel noise ``g = -log(E)``, ``E`` exponential
+    draws from the default generator (torch's numbers after the same seed); ``hard=True``
+    returns the one-hot of the argmax with the soft sample's gradient (straight through)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = -factories.empty_like(logits).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = ops.scatter(factories.zeros_like(logits), dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def _rrelu_noise(input, lower, upper):
+    """torch's training slopes: one ``uniform(lower, upper)`` draw (``random64``-based
+    double, the bounds in the compute precision) per non-positive element in memory order,
+    1 elsewhere."""
+    if not _has_data(input):
+        raise NotImplementedError(
+            "F.rrelu(training=True) draws one slope per non-positive input, so the number of "
+            "draws depends on the input's values, which a compiled step cannot know: use "
+            "training=False (the mean slope) in compiled code, or call it eagerly"
+        )
+    x = np.ascontiguousarray(input._host())
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    lo, hi = float(acc(lower)), float(acc(upper))
+    neg = x <= 0
+    u = default_generator.uniform(int(neg.sum()), np.float64)
+    noise = np.ones(x.shape, x.dtype)
+    noise[neg] = (u * (hi - lo) + lo).astype(acc)
+    return _const(noise)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: in training, ``x * a`` for ``x <= 0`` with ``a`` drawn from
+    ``U(lower, upper)`` per element (torch's draws, eagerly only); in evaluation the leaky
+    ReLU of slope ``(lower + upper) / 2``."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    _check_float("rrelu_with_noise_out_cpu", input)
+    noise = _rrelu_noise(input, lower, upper)
+    return input.mul_(noise) if inplace else input * noise
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, True)
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, True)
+
+
+def selu_(input):
+    return selu(input, True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, True)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """``alpha_dropout`` of whole channels ``input[n, c]`` (one draw each, torch's mask)."""
+    return _alpha_dropout(input, p, training, inplace, feature=True)
+
+
+# --- distances, channel shuffle -----------------------------------------------------------------
+def pdist(input, p=2):
+    """The ``p``-norm distances between the rows of ``(N, M)`` ``input``, pairs ``i < j`` in
+    row-major order: ``N (N - 1) / 2`` values."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = np.triu_indices(input.shape[0], 1)
+    if not len(i):
+        return factories.zeros(0, dtype=input.dtype)
+    pick = lambda k: ops.index_select(input, 0, _const(k))  # noqa: E731
+    return ops.norm(pick(i) - pick(j), p, 1)
+
+
+def channel_shuffle(input, groups):
+    """``(N, g * k, *) -> (N, k * g, *)``: channel ``i * k + j`` moves to ``j * g + i``
+    (ShuffleNet's interleaving of ``groups`` groups)."""
+    if input.ndim <= 2:
+        raise RuntimeError(
+            f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+            f"{list(input.shape)}"
+        )
+    if groups <= 0:
+        raise RuntimeError(
+            f"Number of groups to divide channels in must be positive. Value of groups:{groups}"
+        )
+    c = input.shape[1]
+    if c % groups:
+        raise RuntimeError(
+            f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups."
+        )
+    n, rest = input.shape[0], tuple(input.shape[2:])
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(input.shape)
+
+
+native_channel_shuffle = channel_shuffle
+
+
+# --- losses -------------------------------------------------------------------------------------
+def triplet_margin_with_distance_loss(
+    anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False, reduction="mean"
+):
+    """``max(0, margin + d(a, p) - d(a, n))`` for any distance ``d`` (default
+    ``pairwise_distance``); ``swap`` takes ``min(d(a, n), d(p, n))`` for ``d(a, n)``."""
+    _check_reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(
+            "The anchor, positive, and negative tensors are expected to have the same number "
+            f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and "
+            f"negative {negative.ndim}D inputs"
+        )
+    distance = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        d_neg = ops.minimum(d_neg, distance(positive, negative))
+    return _reduce(ops.clamp_min(margin + d_pos - d_neg, 0), reduction)
+
+
+@in_float32
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Per sample ``sum_j sum_{i not a target} max(0, 1 - (x[y_j] - x_i)) / C`` over the
+    target classes ``y_j``: the entries of ``target``'s row before its first -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    nd = input.ndim
+    if not (nd == 2 and input.shape[1] or nd == 1 and input.shape[0] or nd == 0):
+        raise RuntimeError(
+            "Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+            f"{list(input.shape)}"
+        )
+    c = input.shape[-1] if nd else 1
+    if (
+        nd <= 1
+        and not (target.ndim <= 1 and target.numel() == c)
+        or nd == 2
+        and tuple(target.shape) != tuple(input.shape)
+    ):
+        raise RuntimeError(
+            f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}"
+        )
+    if target.dtype is not dt.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.title}")
+    check_range(target, -1, c, RuntimeError, "argument #2 'target' is out of range")
+    x, t = input.reshape(-1, c), target.reshape(-1, c)
+    valid = ops.cumsum((t == -1).to(dt.int64), 1) == 0  # the targets before the first -1
+    t = ops.where(valid, t, 0)
+    chosen = ((t.unsqueeze(-1) == arange(c)) & valid.unsqueeze(-1)).any(1)  # (N, C)
+    z = 1 - ops.gather(x, 1, t).unsqueeze(-1) + x.unsqueeze(1)  # (N, target j, class i)
+    keep = valid.unsqueeze(-1) & ~chosen.unsqueeze(1) & (z > 0)
+    loss = ops.where(keep, z, 0.0).sum((1, 2)) / c
+    if reduction == "none":
+        return loss if nd == 2 else loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def _ctc_lengths(lengths, name):
+    """CTC lengths as an int64 (B,) tensor (a 0-d tensor is one length)."""
+    if isinstance(lengths, Tensor):
+        if lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype is dt.bool_:
+            raise RuntimeError(f"{name} must be integral")
+        return lengths.reshape(-1).to(dt.int64)
+    if isinstance(lengths, (list, tuple)):
+        return factories.tensor([int(v) for v in lengths], dtype=dt.int64)
+    raise TypeError(
+        f"ctc_loss(): {name} must be a tensor or a sequence of ints, got {type(lengths).__name__}"
+    )
+
+
+def _logsumexp_safe(*xs):
+    """``log(sum(exp(x)))`` of same-shape tensors with torch's CTC guard (a maximum of -inf
+    counts as 0) and no NaN in the gradient where every term is -inf."""
+    m = xs[0]
+    for x in xs[1:]:
+        m = ops.maximum(m, x)
+    m = ops.where(m == -math.inf, 0.0, m).detach()
+    s = None
+    for x in xs:
+        e = (x - m).exp()
+        s = e if s is None else s + e
+    some = s > 0
+    return ops.where(some, ops.where(some, s, 1.0).log() + m, -math.inf)
+
+
+def _ctc_check(name, lengths, low, high=None):
+    """torch's range checks of CTC lengths (where they can be read)."""
+    if not _has_data(lengths) or not lengths.numel():
+        return
+    v = lengths._host()
+    where_ = " (while checking arguments for ctc_loss_allocate_outputs)"
+    if v.min() < low:
+        raise RuntimeError(
+            f"Expected {name} to have value at least {low}, but got value {v.min()}{where_}"
+        )
+    if high is not None and v.max() > high:
+        raise RuntimeError(
+            f"Expected {name} to have value at most {high}, but got value {v.max()}{where_}"
+        )
+
+
+def ctc_loss(
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    blank=0,
+    reduction="mean",
+    zero_infinity=False,
+):
+    """Connectionist Temporal Classification loss of ``(T, N, C)`` (or unbatched ``(T, C)``)
+    log-probabilities against targets padded ``(N, S)`` or concatenated ``(sum(lengths),)``.
+
+    The negative log-likelihood of each target summed over its alignments, by the forward
+    (alpha) recursion in log space, a loop over time of staged ops, so it differentiates,
+    and compiles, as any composition; its gradient is torch's, ``exp(log_probs) - posterior``
+    per time step (torch's CPU kernel assumes log-softmax inputs, and so differs from the
+    exact gradient by ``exp(log_probs)``; through a ``log_softmax`` both agree).
+
+    Example:
+        >>> loss = F.ctc_loss(logits.log_softmax(2), targets, input_lengths, target_lengths)
+    """
+    _check_reduction(reduction)
+    il = _ctc_lengths(input_lengths, "input_lengths")
+    tl = _ctc_lengths(target_lengths, "target_lengths")
+    batched = log_probs.ndim == 3
+    lp = log_probs if batched else log_probs.unsqueeze(1)
+    if not batched:
+        targets = targets.unsqueeze(0)
+    if not log_probs.dtype.is_floating_point:
+        raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for '{log_probs.dtype.title}'")
+    t_max, nb, c = lp.shape
+    if not 0 <= blank < c:
+        raise RuntimeError("blank must be in label range")
+    if il.numel() != nb:
+        raise RuntimeError("input_lengths must be of size batch_size")
+    if tl.numel() != nb:
+        raise RuntimeError("target_lengths must be of size batch_size")
+    targets = targets.to(dt.int64)
+    _ctc_check("input_lengths", il, 0, t_max)
+    _ctc_check("target_lengths", tl, 0)
+    at = " for argument #2 'targets' (while checking arguments for ctc_loss_allocate_outputs)"
+    known = _has_data(tl)
+    if targets.ndim == 1:  # concatenated: each sample's targets from its offset on
+        total = int(tl._host().sum()) if known else targets.shape[0]
+        if known and targets.shape[0] != total:
+            raise RuntimeError(
+                f"Expected tensor to have size {total} at dimension 0, but got size "
+                f"{targets.shape[0]}{at}"
+            )
+        s = int(tl._host().max(initial=0)) if known else targets.shape[0]
+        idx = (ops.cumsum(tl, 0) - tl).unsqueeze(1) + arange(s)
+        if targets.shape[0]:
+            idx = ops.clamp(idx, 0, targets.shape[0] - 1).reshape(-1)
+            padded = ops.gather(targets, 0, idx).reshape(nb, s)
+        else:
+            padded = factories.zeros(nb, s, dtype=dt.int64)
+    else:
+        if targets.shape[0] != nb:
+            raise RuntimeError(
+                f"Expected tensor to have size {nb} at dimension 0, but got size "
+                f"{targets.shape[0]}{at}"
+            )
+        s, padded = targets.shape[1], targets
+        if known and tl.numel() and int(tl._host().max()) > s:
+            raise RuntimeError(
+                f"Expected tensor to have size at least {int(tl._host().max())} at dimension 1, "
+                f"but got size {s}{at}"
+            )
+    labels = ops.where(arange(s) < tl.unsqueeze(1), padded, blank)  # (N, S)
+    # the extended labels: blank, l1, blank, l2, ..., blank
+    ext = ops.stack([factories.full((nb, s), blank, dtype=dt.int64), labels], 2).reshape(nb, 2 * s)
+    ext = ops.cat([ext, factories.full((nb, 1), blank, dtype=dt.int64)], 1)
+    width = 2 * s + 1
+    lp_ext = ops.gather(lp, 2, ext.unsqueeze(0).expand(t_max, nb, width))  # (T, N, 2S+1)
+    skip = ops.cat(
+        [
+            factories.zeros(nb, min(2, width), dtype=dt.bool_),
+            (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2]),
+        ],
+        1,
+    )
+    state = arange(width)
+    neg = factories.full((nb, 1), -math.inf, dtype=lp.dtype)
+    first = (state == 0) | ((state == 1) & (tl.unsqueeze(1) > 0))
+    alpha = ops.where(first, lp_ext[0], -math.inf)
+    for t in range(1, t_max):
+        shift1 = ops.cat([neg, alpha[:, :-1]], 1)
+        shift2 = ops.where(skip, ops.cat([neg, neg, alpha[:, :-2]], 1)[:, :width], -math.inf)
+        step = _logsumexp_safe(alpha, shift1, shift2) + lp_ext[t]
+        alpha = ops.where((il > t).unsqueeze(1), step, alpha)
+    last = ops.gather(alpha, 1, (2 * tl).unsqueeze(1)).squeeze(1)
+    before = ops.gather(alpha, 1, ops.clamp_min(2 * tl - 1, 0).unsqueeze(1)).squeeze(1)
+    nll = -_logsumexp_safe(last, ops.where(tl > 0, before, -math.inf))
+    # no input steps: likelihood 1 of an empty target (torch's -0.0), else 0
+    empty = ops.where(tl == 0, factories.full((nb,), -0.0, dtype=lp.dtype), math.inf)
+    nll = ops.where(il == 0, empty, nll)
+    # torch's gradient adds exp(log_probs) over each sample's time steps (see the docstring)
+    steps = (arange(t_max).unsqueeze(1) < il).unsqueeze(2)  # (T, N, 1)
+    p = lp.exp()
+    loss = nll + ops.where(steps, p - p.detach(), 0.0).sum((0, 2))
+    if zero_infinity:
+        loss = ops.where(nll == math.inf, 0.0, loss)
+    if reduction == "mean":
+        return (loss / ops.clamp_min(tl, 1).to(loss.dtype)).mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss if batched else loss.squeeze(0)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated: ``interpolate`` (warned, as torch)."""
+    warnings.warn(
+        "`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.",
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(mode="nearest")`` (warned, as torch)."""
+    warnings.warn(
+        "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(mode="bilinear", align_corners=True)`` (warned, as torch)."""
+    warnings.warn(
+        "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 # every public function here names the user's line in its errors (staged/_where.py); the

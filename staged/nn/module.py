@@ -17,7 +17,7 @@ from ..autograd.hooks import RemovableHandle
 from ..eager import devices, legacy_types
 from ..eager.tensor import Tensor, as_payload
 from .backward_hooks import BackwardHook, legacy_hook_warning
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
 
 _global_backward_pre_hooks: OrderedDict = OrderedDict()
 _global_backward_hooks: OrderedDict = OrderedDict()
@@ -397,6 +397,11 @@ class Module:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             self._drop(name, self._modules)
             self.add_module(name, value)
+        elif isinstance(value, Buffer):
+            if params is None:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            self._drop(name, self._buffers)
+            self.register_buffer(name, value, value.persistent)
         elif params is not None and name in params:
             if value is not None:
                 raise TypeError(

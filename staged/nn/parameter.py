@@ -31,3 +31,20 @@ class Parameter(Tensor):
         p = Parameter(Tensor._wrap(self._host().copy()), self._requires_grad)
         memo[id(self)] = p
         return p
+
+
+class Buffer(Tensor):
+    """torch's ``nn.Buffer``: a tensor marked as module state that is not a parameter,
+    ``persistent`` or not (in ``state_dict``): assigned to a module attribute, it is
+    registered as a buffer."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        data = empty(0) if data is None else data
+        t = object.__new__(cls)
+        Tensor._init(t, data.detach()._host(), data.requires_grad)
+        t._vc = data._vc
+        t.persistent = persistent
+        return t
+
+    def __init__(self, data=None, *, persistent=True):
+        pass

@@ -11,6 +11,7 @@ import staged
 import staged.nn.functional as F
 from staged.autodiff import FUSED
 from staged.nn.modules import rnn
+from tests.test_linalg_factorizations import KERNELS as LINALG  # checked there
 
 RTOL = {"float32": 2e-5, "float64": 1e-12}
 
@@ -61,7 +62,7 @@ CASES = {
     ),
     "linalg_solve": lambda rng, d: (staged.linalg.solve, [_square(rng, d), _t(rng, (2, 3, 2), d)]),
     "linalg_det": lambda rng, d: (staged.linalg.det, [_square(rng, d)]),
-    "linalg_slogdet": lambda rng, d: (staged.linalg._slogdet, [_square(rng, d)]),
+    "linalg_slogdet": lambda rng, d: (staged.linalg._core._slogdet, [_square(rng, d)]),
 }
 TORCH = {  # the twins of the cases, from the same operands
     "linear": torch.nn.functional.linear,
@@ -92,8 +93,12 @@ BACKWARD = {
 }
 
 
+# staged.fft's kernels (complex operands and cotangents): tests/test_fft.py checks them
+FFT = {"fft_c2c", "fft_r2c", "fft_c2r"}
+
+
 def test_every_kernel_is_checked():
-    assert set(FUSED) == set(CASES) | BACKWARD
+    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG
 
 
 def _decomposed(fn, args):

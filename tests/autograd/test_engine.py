@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import staged
-from tests.checks import assert_close, to_torch
+from tests.checks import assert_close, assert_raises_like_torch, to_torch
 
 
 def leaves(*shapes):
@@ -374,3 +374,14 @@ def test_node_hooks_may_not_replace_a_none_gradient():
             w.sum().backward()
         errors.append(str(e.value))
     assert errors[:2] == errors[2:]
+
+
+@pytest.mark.parametrize("inputs", [[], ()])
+def test_grad_with_no_inputs_raises_as_torch(inputs):
+    """It returned ``()``."""
+
+    def call(lib):
+        y = lib.tensor(2.0, requires_grad=True)
+        return lib.autograd.grad(y * y, inputs)
+
+    assert_raises_like_torch(call)

@@ -145,3 +145,10 @@ def test_gradgradcheck_finds_a_wrong_double_backward():
         x = leaves(lib, B)
         assert check(build(lib).apply, x)
         assert not ggcheck(build(lib).apply, x, raise_exception=False)
+
+
+def test_zero_dim_inputs_and_outputs_check():
+    """A 0-d input's perturbed copy was a NumPy scalar (``generic.__array__()`` failed)."""
+    a = staged.tensor(1.5, dtype=staged.float64, requires_grad=True)
+    assert staged.autograd.gradcheck(lambda a: a * a, (a,))
+    assert staged.autograd.gradgradcheck(lambda a: (a * a * a).sum(), (a,))

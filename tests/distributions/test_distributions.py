@@ -80,7 +80,7 @@ def test_kl_divergence_is_torchs():
 
     ours, theirs = _both(make)
     _same([o.numpy() for o in ours], theirs)
-    with pytest.raises(NotImplementedError, match="No KL"):
+    with pytest.raises(NotImplementedError, match="cross KL-divergence between different exp"):
         D.kl_divergence(D.Normal(0.0, 1.0), D.Bernoulli(probs=staged.tensor(0.5)))
 
 
@@ -238,8 +238,8 @@ def test_kl_divergence_of_the_new_families_is_torchs(dtype):
 
     ours, theirs = _both(make)
     _same([o.detach().numpy() for o in ours], theirs, rtol=1e-5 if dtype == "float32" else 1e-12)
-    with pytest.raises(NotImplementedError, match="MultivariateNormal, Independent"):
-        D.kl_divergence(D.Uniform(0.0, 1.0), D.Exponential(1.0))
+    with pytest.raises(NotImplementedError, match="No KL.* type Uniform and q type Categorical"):
+        D.kl_divergence(D.Uniform(0.0, 1.0), D.Categorical(staged.tensor([0.5, 0.5])))
 
 
 @pytest.mark.parametrize(
@@ -324,7 +324,7 @@ def test_a_covariance_that_does_not_factor_raises_torchs_error_unchecked():
         with pytest.raises(RuntimeError, match="not positive-definite") as info:
             dist.MultivariateNormal(lib.zeros(2), cov, validate_args=False)
         errors.append(str(info.value))
-    assert errors[0] == errors[1]
+    assert errors[0].endswith(errors[1])  # staged's may name the user's line first
 
 
 def test_validate_args_false_skips_the_checks():

@@ -41,6 +41,17 @@ REQUIRED = {
     "RNNCell": (3, 4),
     "LSTMCell": (3, 4),
     "GRUCell": (3, 4),
+    "Conv3d": (2, 4, 3),
+    "ConvTranspose3d": (2, 4, 3),
+    "BatchNorm3d": (3,),
+    "InstanceNorm3d": (3, 1e-5, 0.1, True, True),
+    "EmbeddingBag": (5, 3),
+    "AdaptiveLogSoftmaxWithLoss": (8, 10, [4]),
+    "LazyLinear": (4,),
+    **{f"LazyConv{n}d": (4, 3) for n in (1, 2, 3)},
+    **{f"LazyConvTranspose{n}d": (4, 3) for n in (1, 2, 3)},
+    **{f"LazyBatchNorm{n}d": () for n in (1, 2, 3)},
+    **{f"LazyInstanceNorm{n}d": (1e-5, 0.1, True, True) for n in (1, 2, 3)},
 }
 
 

@@ -11,7 +11,13 @@ import torch.nn.functional as TF
 
 import staged
 import staged.nn.functional as F
-from tests.checks import assert_close, check_grads, compare_with_torch, message
+from tests.checks import (
+    assert_close,
+    assert_raises_like_torch,
+    check_grads,
+    compare_with_torch,
+    message,
+)
 
 
 def r(*shape, dtype=np.float64):
@@ -320,3 +326,41 @@ def test_compiled_matches_eager_and_draws_fresh_dropout_masks():
         compiled[0][DROPOUT][masks[0]], x.detach().numpy()[masks[0]] / 0.6, rtol=1e-6
     )
     np.testing.assert_array_equal(reseeded, compiled[0][DROPOUT])  # seeded by manual_seed
+
+
+@pytest.mark.parametrize(
+    "shape,pad",
+    [
+        ((1, 1, 2, 3, 3), (0, 0, 0, 0, 3, 3)),
+        ((1, 1, 3, 2, 3), (0, 0, 3, 3, 0, 0)),
+        ((1, 2, 3), (3, 3)),
+    ],
+)
+def test_reflect_padding_too_large_names_torchs_argument(shape, pad):
+    """The argument number counts the pad pairs from the last dim (was always #4)."""
+    assert_raises_like_torch(lambda ns: ns.nn.functional.pad(ns.zeros(shape), pad, mode="reflect"))
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda ns, t: ns.nn.functional.max_pool2d(t, 3, 2, 1, return_indices=True),
+        lambda ns, t: ns.nn.functional.max_pool1d(t.flatten(2), 4, 3, return_indices=True),
+        lambda ns, t: ns.nn.functional.adaptive_max_pool2d(t, (3, 4), return_indices=True),
+        lambda ns, t: ns.nn.functional.adaptive_max_pool1d(t.flatten(2), 6, return_indices=True),
+    ],
+)
+def test_max_pooling_picks_torchs_element_among_nans(pool):
+    """torch takes a window's last NaN (``val > max || isnan(val)``) and otherwise its first
+    maximum; staged took the first NaN: other indices, the gradient elsewhere."""
+    x = np.random.default_rng(0).standard_normal((2, 2, 5, 7)).astype(np.float32)
+    x[np.random.default_rng(1).random(x.shape) < 0.3] = np.nan
+    x[0, 0, 0, :3] = 1.0  # ties: the first maximum
+    got = []
+    for ns in (staged, torch):
+        t = ns.tensor(x, requires_grad=True)
+        out, idx = pool(ns, t)
+        out.sum().backward()
+        got.append((np.asarray(idx.tolist()), np.asarray(t.grad.tolist())))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    np.testing.assert_array_equal(got[0][1], got[1][1])

@@ -64,11 +64,21 @@ class _Raw(str):
         return str(self)
 
 
+LINE = 100  # pyproject.toml's line-length
+
+
 def _stub_def(name: str, fn, *, method: bool, annotate: bool = False, indent: str = "") -> str:
     text = _signature(fn, method=method, annotate=annotate)
     for ann in ("'Tensor'", "'Any'"):  # string annotations (from __future__) read as names
         text = text.replace(ann, ann.strip("'"))
-    return f"{indent}def {name}{text}: ...\n"
+    line = f"{indent}def {name}{text}: ...\n"
+    if len(line) <= LINE + 1:
+        return line
+    params, ret = text[1:].rsplit(") -> ", 1)  # ruff's wrapping of a long signature
+    inner = f"{indent}    {params}"
+    if len(inner) > LINE:
+        raise ValueError(f"{name}'s signature is too long to stub on one wrapped line")
+    return f"{indent}def {name}(\n{inner}\n{indent}) -> {ret}: ...\n"
 
 
 def _all(names) -> str:

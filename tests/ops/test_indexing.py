@@ -163,3 +163,29 @@ def test_index_out_of_range_raises_as_torch(case):
     with pytest.raises(expected.type) as got:
         _bad_index_cases(staged, staged.nn.functional)[case]()
     assert str(expected.value) in str(got.value)
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        lambda lib: True,
+        lambda lib: False,
+        lambda lib: (0, True),
+        lambda lib: (True, 1),
+        lambda lib: (Ellipsis, True),
+        lambda lib: (slice(None), False),
+        lambda lib: (True, Ellipsis, False),
+        lambda lib: lib.tensor(True),
+        lambda lib: (lib.tensor([1, 0]), lib.tensor(True)),
+    ],
+)
+def test_bool_scalars_in_an_index_are_a_new_unit_dim_as_torchs(index):
+    """``x[True]`` is ``x[None]`` and ``x[False]`` an empty new dim (was an IndexError, and
+    a 0-d bool tensor a NumPy error), read and written."""
+    got, want = (lib.arange(6.0).reshape(2, 3)[index(lib)] for lib in (staged, torch))
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    xs = [lib.arange(6.0).reshape(2, 3) for lib in (staged, torch)]
+    for lib, x in zip((staged, torch), xs):
+        x[index(lib)] = 7.0
+    np.testing.assert_array_equal(xs[0].numpy(), xs[1].numpy())

@@ -7,7 +7,7 @@ from ... import dtypes as dt
 from .. import devices as _device
 from .. import factories, legacy_types
 from ..tensor import Tensor
-from . import elementwise, indexing, inplace, linalg, shape, table
+from . import elementwise, indexing, inplace, linalg, metadata, shape, table
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
@@ -165,6 +165,8 @@ Tensor.__irshift__ = Tensor.bitwise_right_shift_  # type: ignore[method-assign]
 Tensor.T = property(shape.T)  # type: ignore[method-assign, assignment]
 Tensor.mT = property(shape.mT)  # type: ignore[method-assign, assignment]
 Tensor.mH = property(shape.mH)  # type: ignore[method-assign, assignment]
+Tensor.H = property(metadata.H)  # type: ignore[method-assign, assignment]
+Tensor.output_nr = property(metadata.output_nr)  # type: ignore[method-assign, assignment]
 Tensor.real = property(elementwise.real)  # type: ignore[method-assign, assignment]
 Tensor.imag = property(elementwise.imag)  # type: ignore[method-assign, assignment]
 # Note [devices]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections import namedtuple
+
+import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff import fused
 from ...autodiff.avals import wrap_dim
+from ..interceptor import current_interceptor
 from ..tensor import Tensor
 from . import elementwise
 from ._operands import broadcast_shapes, expand_to, float_operand, promote_types, scalar_tensor
@@ -27,6 +31,7 @@ from .elementwise import (
     lgamma,
     log,
     log1p,
+    log2,
     logical_and,
     logical_or,
     maximum,
@@ -35,7 +40,9 @@ from .elementwise import (
     trunc,
     where,
 )
+from .inplace import apply_inplace
 from .reduction import _scan, all, in_float32, logsumexp, sum
+from .reduction import norm as vector_norm
 from .reduction import any as any_
 
 
@@ -325,18 +332,21 @@ def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
 
 
 def signbit(x):
-    """Whether the sign bit is set: below 0, or -0.0 (whose reciprocal is -inf). A NaN's
-    sign is not seen by staged's ops: ``signbit(-nan)`` is False here, True in torch."""
+    """Whether the sign bit is set: below 0, -0.0 (whose reciprocal is -inf), and eagerly a
+    NaN's sign too (NumPy's signbit). A compiled graph has no op that reads a NaN's sign:
+    there ``signbit(-nan)`` is False (torch: True)."""
     if x.dtype.is_complex:
         raise NotImplementedError("signbit is not implemented for complex tensors.")
+    if current_interceptor() is None:  # eager: the bit itself (not differentiable anyway)
+        return Tensor._wrap(np.asarray(np.signbit(x._host())))  # (0-d: a NumPy scalar)
     below = x < 0
     return logical_or(below, elementwise.div(1, x) < 0) if x.dtype.is_floating_point else below
 
 
 def copysign(input, other):
-    """``|input|`` with the sign of ``other`` (floats; -0.0 is negative, a NaN's sign is
-    not seen, as in ``signbit``); no gradient reaches ``other``, nor ``input`` where it is
-    0, as torch's."""
+    """``|input|`` with the sign of ``other`` (floats; -0.0 is negative, and a NaN's sign
+    is read as ``signbit`` reads it); no gradient reaches ``other``, nor ``input`` where it
+    is 0, as torch's."""
     d = promote_types(input, other)
     if d.is_complex:
         raise NotImplementedError(f"\"copysign_cpu\" not implemented for '{d.title}'")
@@ -396,3 +406,160 @@ hermite_polynomial_h = orthogonal_polynomial("hermite_polynomial_h")
 hermite_polynomial_he = orthogonal_polynomial("hermite_polynomial_he")
 laguerre_polynomial_l = orthogonal_polynomial("laguerre_polynomial_l")
 legendre_polynomial_p = orthogonal_polynomial("legendre_polynomial_p")
+
+
+# --- floating-point bits: frexp, ldexp, nextafter -------------------------------------------
+FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])  # type: ignore[name-match]
+
+
+def _times_pow2(x, e):
+    """``x * 2**e`` for the int tensor ``e``, exactly: one power-of-two factor per bit of
+    ``|e|`` (none past half the dtype's exponent range, so each is finite), never rounding
+    (no exp2) and never leaving the range on the way when ``x * 2**e`` is in it."""
+    info = np.finfo(x.dtype.np)
+    top, bits = info.maxexp // 2, int(info.nmant - info.minexp + 1).bit_length()
+    size, neg = abs(e), e < 0
+    one = scalar_tensor(1, x.dtype)
+    for k in range(bits):
+        bit = elementwise.bitwise_and(elementwise.bitwise_right_shift(size, k), 1) != 0
+        left = 2**k
+        while left:
+            step = min(left, top)
+            up, down = scalar_tensor(2.0**step, x.dtype), scalar_tensor(2.0**-step, x.dtype)
+            x = x * where(bit, where(neg, down, up), one)
+            left -= step
+    return x
+
+
+def frexp(x):
+    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``, ``|mantissa|`` in
+    [0.5, 1) and an int32 exponent; 0, inf and NaN are their own mantissa, exponent 0.
+    The mantissa's gradient is ``2**-exponent``, as torch's."""
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    finite = logical_and(isfinite(x), x != 0)
+    guess = elementwise.floor(log2(where(finite, abs(x), 1.0).detach())) + 1
+    e = where(finite, guess, 0.0).to(dt.int32)
+    m = _times_pow2(x, -e)
+    # log2 rounded at the edge of a binade: one step back, or on
+    big = logical_and(abs(m.detach()) >= 1, finite)
+    m, e = where(big, m * 0.5, m), e + big.to(dt.int32)
+    small = logical_and(abs(m.detach()) < 0.5, finite)
+    return FrexpResult(where(small, m * 2, m), e - small.to(dt.int32))
+
+
+def ldexp(input, other):
+    """``input * 2**other``, as torch computes it (``2**other`` in the default float dtype
+    for an integer ``other``)."""
+    return input * pow(2.0, other)
+
+
+def nextafter(input, other):
+    """The next floating-point value after ``input`` towards ``other`` (``other`` where
+    they are equal, NaN where either is). As torch's, the gradient is 1 for ``input`` and
+    0 for ``other`` (none at equal or infinite inputs, where the value is not ``input``'s
+    neighbour)."""
+    for k, (name, v) in enumerate((("input", input), ("other", other))):
+        if not isinstance(v, Tensor):
+            raise TypeError(
+                f"nextafter(): argument '{name}' (position {k + 1}) must be Tensor, not "
+                f"{type(v).__name__}"
+            )
+    d = promote_types(input, other)
+    if not d.is_floating_point:
+        raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{d.title}'")
+    info = np.finfo(d.np)
+    x, y = (_as(v, d) for v in _broadcast_pair(input, other))
+    xd, yd = x.detach(), y.detach()
+    m, e = frexp(xd)
+    up = yd > xd
+    away = up == (xd > 0)
+    # one unit in the last place of |x|, half that going down from a power of two
+    k = e - (info.nmant + 1) - logical_and(~away, abs(m) == 0.5).to(dt.int32)
+    k = maximum(k, scalar_tensor(info.minexp - info.nmant, dt.int32))
+    step = _times_pow2(where(up, 1.0, -1.0).to(d), k)
+    tiny = scalar_tensor(info.smallest_subnormal, d)
+    moved = where(xd == 0, where(up, tiny, -tiny), step)
+    big = scalar_tensor(info.max, d)
+    edge = where(isnan(xd) | isnan(yd), xd + yd, where(xd == yd, yd, where(xd > 0, big, -big)))
+    return where(logical_and(isfinite(xd), xd != yd), x + moved, edge)
+
+
+def _broadcast_pair(x, y):
+    shape = broadcast_shapes(x._payload.shape, y._payload.shape)
+    return expand_to(x, shape), expand_to(y, shape)
+
+
+# --- integers: gcd, lcm ---------------------------------------------------------------------
+def _integers(name, x, y):
+    """``x`` and ``y`` promoted (an integer dtype, or torch's NotImplementedError) and
+    broadcast."""
+    for k, (what, v) in enumerate((("input", x), ("other", y))):
+        if not isinstance(v, Tensor):
+            raise TypeError(
+                f"{name}(): argument '{what}' (position {k + 1}) must be Tensor, not "
+                f"{type(v).__name__}"
+            )
+    d = promote_types(x, y)
+    if d.is_floating_point or d.is_complex or d is dt.bool_:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d.title}'")
+    return _broadcast_pair(_as(x, d), _as(y, d))
+
+
+def gcd(input, other):
+    """The greatest common divisor of each pair of integers (non-negative; 0 for two 0s):
+    Euclid's algorithm, eagerly until it is done, in a graph for as many steps as the
+    dtype's largest inputs need (Lamé's bound)."""
+    a, b = (abs(v) for v in _integers("gcd", input, other))
+    zero, one = scalar_tensor(0, a.dtype), scalar_tensor(1, a.dtype)
+    steps = int(a.dtype.itemsize * 8 * 1.4405) + 2
+    for _ in range(steps):
+        if type(b._payload) is np.ndarray and not b._payload.any():
+            break
+        done = b == 0
+        a, b = where(done, a, b), where(done, zero, ad.fmod(a, where(done, one, b)))
+    return a
+
+
+def lcm(input, other):
+    """The least common multiple of each pair of integers (non-negative; 0 where either is
+    0)."""
+    a, b = _integers("lcm", input, other)
+    g = gcd(a, b)
+    zero = g == 0
+    return where(zero, 0, abs(ad.floor_divide(a, where(zero, 1, g)) * b))
+
+
+def float_power_(x, exponent):
+    """``float_power`` written into ``x``, which must hold its result's dtype (float64, or
+    complex128), as torch's."""
+    complex_ = x.dtype.is_complex or (
+        exponent.dtype.is_complex if isinstance(exponent, Tensor) else type(exponent) is complex
+    )
+    want = dt.complex128 if complex_ else dt.float64
+    if want is not x.dtype:
+        raise RuntimeError(
+            f"the base given to float_power_ has dtype {x.dtype.title} but the operation's "
+            f"result requires dtype {want.title}"
+        )
+    return apply_inplace(x, float_power, exponent)
+
+
+def renorm(x, p, dim, maxnorm):
+    """``x`` with each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down
+    to norm ``maxnorm`` (``maxnorm / (norm + 1e-7)``, as torch), differentiated through the
+    norm too."""
+    if x.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {x.ndim} dimensions")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+            f"Got {x.dtype.title}"
+        )
+    d = wrap_dim(dim, x.ndim)
+    norms = vector_norm(x, p, tuple(i for i in range(x.ndim) if i != d), True)
+    return x * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(norms.dtype)

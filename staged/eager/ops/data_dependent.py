@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ... import dtypes as dt
+from ...autodiff.avals import wrap_dim
 from ..._where import at_user
 from ..interceptor import current_interceptor
 from ..tensor import Tensor
@@ -59,6 +61,52 @@ def unique(x: Tensor, sorted=True, return_inverse=False, return_counts=False, di
     if return_counts:
         out.append(Tensor._wrap(counts.astype(np.int64)))
     return tuple(out) if len(out) > 1 else out[0]
+
+
+def unique_consecutive(x: Tensor, return_inverse=False, return_counts=False, dim=None) -> Any:
+    """The entries (or slices along ``dim``) with each run of equal consecutive ones kept
+    once, with the inverse indices (which run each entry is in) and the run lengths if
+    asked for. Not differentiable."""
+    a = host_data(x, "unique_consecutive()")
+    if dim is None:
+        rows = a.reshape(-1, 1)
+    else:
+        d = wrap_dim(dim, a.ndim)
+        rows = np.moveaxis(a, d, 0).reshape(a.shape[d], -1)
+    starts = np.ones(len(rows), bool)
+    starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    first = np.flatnonzero(starts)
+    if dim is None:
+        values = a.reshape(-1)[first]
+    else:
+        values = np.take(a, first, axis=d)
+    out = [Tensor._wrap(values)]
+    if return_inverse:
+        inverse = np.cumsum(starts) - 1
+        out.append(Tensor._wrap(inverse.reshape(a.shape if dim is None else -1).astype(np.int64)))
+    if return_counts:
+        out.append(Tensor._wrap(np.diff(np.append(first, len(rows))).astype(np.int64)))
+    return tuple(out) if len(out) > 1 else out[0]
+
+
+def bincount(x: Tensor, weights=None, minlength=0) -> Tensor:
+    """How often each value 0, 1, ... (up to the largest, at least ``minlength`` of them)
+    occurs in the 1-D non-negative integers ``x``; with ``weights``, their sum for each
+    (float64, or float32 for float32 weights). Not differentiable."""
+    if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype is dt.bool_:
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{x.dtype.title}'")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    a = host_data(x, "bincount()")
+    if a.ndim != 1 or (a.size and a.min() < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return Tensor._wrap(np.bincount(a, minlength=minlength).astype(np.int64))
+    if weights.ndim != 1 or weights.shape[0] != a.shape[0]:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    w = weights.detach()._host()
+    out = np.bincount(a, weights=w.astype(np.float64), minlength=minlength)
+    return Tensor._wrap(out.astype(w.dtype if w.dtype in (np.float32, np.float64) else np.float64))
 
 
 __all__ = ["argwhere", "nonzero", "unique"]

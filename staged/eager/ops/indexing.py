@@ -81,6 +81,30 @@ def _expand_masks(entries, shape):
     return out
 
 
+def _is_unit_mask(i) -> bool:
+    return type(i) is bool or (isinstance(i, Tensor) and i.dtype is dt.bool_ and i.ndim == 0)
+
+
+def _unit_masks(x: Tensor, index):
+    """``x`` and ``index`` with each Python bool or 0-d bool tensor in the index made an
+    index of a new unit dim of ``x``: ``[0]`` (True) or ``[]`` (False), as torch (and
+    NumPy) read them: ``x[True]`` is ``x[None]``, ``x[False]`` empties that new dim."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    if not any(_is_unit_mask(i) for i in entries):
+        return x, index
+    used = sum(_consumes(i) for i in entries if not _is_unit_mask(i))
+    out, d, rest = [], 0, x.ndim - used  # rest: the dims an Ellipsis stands for
+    for i in entries:
+        if _is_unit_mask(i):
+            x = ad.reshape(x, shape=tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:]))
+            out.append(Tensor._wrap(np.arange(int(bool(i)), dtype=np.int64)))
+            d += 1
+        else:
+            out.append(i)
+            d += rest if i is Ellipsis else _consumes(i)
+    return x, tuple(out)
+
+
 def _plan(x: Tensor, index) -> _Plan:
     entries = [_as_index(i) for i in (index if isinstance(index, tuple) else (index,))]
     shape = tuple(x._payload.shape)
@@ -208,6 +232,7 @@ def take_index(x: Tensor, index: Tensor, dim: int) -> Tensor:
 
 
 def getitem(x: Tensor, index) -> Tensor:
+    x, index = _unit_masks(x, index)
     plan = _plan(x, index)
     y = (
         x
@@ -241,7 +266,9 @@ def setitem(x: Tensor, index, value) -> None:
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
         write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
         return
-    write(x, own(_put(x, _plan(x, index), v), value))
+    y, index = _unit_masks(x, index)
+    new = _put(y, _plan(y, index), v)
+    write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
 
 
 def _fit(v: Tensor, shape) -> Tensor:
@@ -378,19 +405,28 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) ->
     """``x`` plus ``alpha * source``, slice ``i`` of ``source`` along ``dim`` added to slice
     ``index[i]`` of ``x`` (``torch.index_add``): a scatter_add of the index spread over
     ``source``'s shape (whose bounds check raises torch's error)."""
+    d, spread = spread_index("index_add_", x, dim, index, source)
+    return scatter_add(x, d, spread, source if alpha == 1 else source * alpha)
+
+
+def spread_index(name, x: Tensor, dim, index, source: Tensor):
+    """``(dim, index)`` of ``index_add``'s family: the 1-D (or 0-d) int32/int64 ``index``
+    spread (int64) over ``source``'s shape along ``dim``, after torch's checks of the
+    index and of the shapes (``source`` has ``x``'s but along ``dim``, one slice per
+    index)."""
     if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
         got = index.dtype.title if isinstance(index, Tensor) else type(index).__name__
-        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {got}")
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: {got}")
     if index.ndim > 1:
         raise IndexError(
-            f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with "
+            f"{name}(): Index is supposed to be a vector, but got dim: {index.ndim} with "
             f"type: {index.dtype.title} and size: {list(index.shape)}"
         )
     d = _dim(dim, x.ndim)
     xs, ss, n = tuple(x._payload.shape), tuple(source._payload.shape), index.numel()
     if len(ss) != len(xs) or ss[d] != n:
         raise RuntimeError(
-            f"index_add_(): Number of indices ({n}) should be equal to source.size(dim): "
+            f"{name}(): Number of indices ({n}) should be equal to source.size(dim): "
             f"({ss[d] if d < len(ss) else None}), for dim: {d}"
         )
     if any(a != b for k, (a, b) in enumerate(zip(xs, ss)) if k != d):
@@ -399,7 +435,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) ->
             f"dimension. Got self.shape = {list(xs)} source.shape = {list(ss)}"
         )
     spread = to_dtype(index, dt.int64).reshape(tuple(n if k == d else 1 for k in range(len(ss))))
-    return scatter_add(x, d, expand_to(spread, ss), source if alpha == 1 else source * alpha)
+    return d, expand_to(spread, ss)
 
 
 def _scatter_into(prim, x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -488,9 +524,14 @@ def scatter_reduce(
     _check_bounds(index, dim, x._payload.shape[dim] if x.ndim else 1)
     ish = tuple(index._payload.shape)
     if not include_self:  # the places hit start from what leaves the reduction unchanged:
-        # 0 or 1, and for max and min a source that hits there (no extreme constant, which
-        # Vulkan's 32-bit int64 would wrap)
-        if reduce in ("amax", "amin"):
+        # 0 or 1; for max and min of floats -inf or inf, of integers a source that hits
+        # there (no extreme integer, which Vulkan's 32-bit int64 would wrap; a float source
+        # would tie with itself and take half its gradient)
+        if reduce in ("amax", "amin") and x.dtype.is_floating_point:
+            fill = expand_to(
+                scalar_tensor(-math.inf if reduce == "amax" else math.inf, x.dtype), ish
+            )
+        elif reduce in ("amax", "amin"):
             fill = _head(src, ish, -1)
         else:
             fill = expand_to(scalar_tensor(int(reduce == "prod"), x.dtype), ish)

@@ -81,8 +81,10 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
         )
 
 
-def write(t: Tensor, result: Tensor) -> Tensor:
-    """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version."""
+def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
+    """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version.
+    ``since``: the result was computed from ``t`` by a composite whose Nodes are those
+    numbered above ``since`` (``apply_inplace``); each that saved ``t`` keeps its value."""
     check_inplace(t, result._requires_grad)
     icpt = current_interceptor()
     if icpt is not None:
@@ -113,8 +115,8 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     p = t._payload
     if not functional and type(p) is not np.ndarray:
         p = t._host()  # data left on a device by a compiled step
-    if node is not None:
-        _keep_original(node, t)  # eager and symbolic alike: the Node read t before the write
+    if node is not None:  # eager and symbolic alike: the Nodes read t before the write
+        _keep_originals(node, t, since)
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         if not p.flags.writeable:
             raise RuntimeError(
@@ -152,13 +154,35 @@ def write(t: Tensor, result: Tensor) -> Tensor:
     return t
 
 
-def _keep_original(node, t):
-    saved = getattr(node, "saved", None)
-    if not saved:
-        return
-    for s in saved.values():
-        if s._tensor is t:
-            s.keep_current_value()
+def _keep_originals(node, t, since):
+    """``node`` and, with ``since``, the Nodes behind it numbered above ``since`` (the
+    composite's own): each that saved ``t`` keeps the value before the write."""
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        saved = getattr(n, "saved", None)
+        for s in saved.values() if saved else ():
+            if s._tensor is t:
+                s.keep_current_value()
+        if since is not None:
+            todo.extend(m for m, _ in n.next_functions if m is not None and m._seq > since)
+
+
+def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:
+    """``op(t, *args, **kwargs)`` written into ``t``: a composite too, whose Nodes that save
+    ``t`` keep its value (all made after those of its inputs)."""
+    since = max(
+        (
+            a.grad_fn._seq
+            for a in (t, *args, *kwargs.values())
+            if isinstance(a, Tensor) and a.grad_fn is not None
+        ),
+        default=-1,
+    )
+    return write(t, op(t, *args, **kwargs), since)
 
 
 def inplace_method(op):
@@ -168,7 +192,7 @@ def inplace_method(op):
         try:
             if self._base is not None:  # checked before the op reads the view's grad_fn
                 check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
-            return write(self, op(self, *args, **kwargs))
+            return apply_inplace(self, op, *args, **kwargs)
         except PLAIN as e:
             name_site(e)  # (inline, as _where.sited would: no wrapper frame)
             raise
@@ -201,3 +225,53 @@ def copy_(self, src):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
     return write(self, own(to_dtype(src, self.dtype), src))
+
+
+def has_views(t: Tensor, but=None) -> bool:
+    """Whether views of ``t``'s memory (other than ``but``) are alive."""
+    vc: Any = t._vc
+    if vc is None or len(vc) == 1:
+        return False
+    vc[1].prune()
+    return any(r() is not None and r() is not but for r in vc[1].refs)
+
+
+def reshape_in_place(t: Tensor, new: Tensor, name: str) -> Tensor:
+    """Make ``t`` hold ``new``, a view of ``t`` of another shape (``t_()``, ``squeeze_()``
+    ...), or, with no grad involved, a new payload (``resize_()``): torch's in-place view
+    ops change a tensor's metadata, its data stays. ``t`` gets ``new``'s grad_fn and a new
+    version. A base whose views are alive cannot change shape here (they replay their
+    steps from the base's shape: Note [views]), nor can any tensor under capture."""
+    check_inplace(t, False)
+    if current_interceptor() is not None:
+        raise RuntimeError(
+            at_user(
+                f"{name}() changes a tensor's shape in place, which staged.compile/capture "
+                f"does not trace: use the out-of-place form (x = x.{name[:-1]}(...))"
+            )
+        )
+    vc = t._vc
+    if t._base is None and has_views(t, but=new):
+        raise NotImplementedError(
+            at_user(
+                f"{name}() of a tensor that has views: staged's views are made from "
+                f"their base's shape, which {name}() would change. Drop the views first, "
+                "or change a copy (x = x.clone())"
+            )
+        )
+    t._payload = new._payload
+    if new is not t and t._base is not None:
+        t._view = new._view
+    if new is not t and new.grad_fn is not None:
+        old, old_nr = t.grad_fn, t._output_nr
+        t.grad_fn, t._output_nr, t._requires_grad = new.grad_fn, new._output_nr, True
+        if t._retains_grad:
+            views.move_retain_grad(t, old, old_nr)
+    if vc is not None:
+        vc[0] += 1
+        if t._base is not None:
+            t._view.version = t._view.data_version = vc[0]
+    if new is not t:
+        for hook in after_write:
+            hook(t, new)  # forward AD: t takes the view's tangent
+    return t

@@ -361,19 +361,23 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     full = tuple(x.shape[:2]) + (k,) + out
     w = ad.reshape(_kernel_major(cols, n), shape=full)  # (N, C, k, *out)
     one = (1, 1)  # N and C of the constants below, expanded to ``full``
-    # the first maximum of each window (NaN is the maximum, the first NaN wins: argmax's
-    # rule): the hit with the highest rank k - offset. Elementwise passes over the kernel
-    # dim, in a one-byte dtype: NumPy's argmax along k elements, and its ``where``
-    # (branching on each element), are several times slower than these together.
-    # (int32 in a graph: Vulkan's baseline target stores no 8-bit values, and lavapipe
-    # gave wrong windows with them)
-    small = dt.uint8 if k < 256 and current_interceptor() is None else dt.int32
+    # torch's pick in each window: its first maximum, or its last NaN where it has one
+    # (``val > max || isnan(val)``): the hit with the highest rank, k - offset for a
+    # maximum, k + 1 + offset for a NaN. Elementwise passes over the kernel dim, in a
+    # one-byte dtype: NumPy's argmax along k elements, and its ``where`` (branching on
+    # each element), are several times slower than these together. (int32 in a graph:
+    # Vulkan's baseline target stores no 8-bit values, and lavapipe gave wrong windows
+    # with them)
+    small = dt.uint8 if 2 * k < 256 and current_interceptor() is None else dt.int32
+    at = one + (k,) + (1,) * n
     with no_grad():
         hit = ad.eq(w, ad.expand(ad.reduce_max(w, dims=(2,), keepdim=True), shape=full))
-        if x.dtype.is_floating_point:
-            hit = ad.logical_or(hit, ad.ne(w, w))
-        rank = np.arange(k, 0, -1, dtype=small.np).reshape(one + (k,) + (1,) * n)
+        rank = np.arange(k, 0, -1, dtype=small.np).reshape(at)
         score = ad.mul(ad.cast(hit, dtype=small), ad.expand(_const(rank), shape=full))
+        if x.dtype.is_floating_point:
+            nan_rank = np.arange(k + 1, 2 * k + 1, dtype=small.np).reshape(at)
+            nan = ad.cast(ad.ne(w, w), dtype=small)
+            score = ad.add(score, ad.mul(nan, ad.expand(_const(nan_rank), shape=full)))
         best = ad.reduce_max(score, dims=(2,), keepdim=True)
         onehot = ad.eq(score, ad.expand(best, shape=full))
     zero = ad.expand(_const(np.zeros((1,) * (n + 3), x.dtype.np)), shape=full)
@@ -743,7 +747,8 @@ def _pad_gathered(x, pairs, mode):
             raise NotImplementedError("pad: negative amounts crop only in constant mode")
         if mode == "reflect" and max(lo, hi) >= n:
             raise RuntimeError(
-                "Argument #4: Padding size should be less than the corresponding input "
+                f"Argument #{4 + 2 * (x.ndim - 1 - d)}: Padding size should be less than "
+                "the corresponding input "
                 f"dimension, but got: padding ({lo}, {hi}) at dimension {d} of input "
                 f"{list(x.shape)}"
             )

@@ -170,6 +170,19 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _add_product(input, bmm(batch1, batch2), beta, alpha)
 
 
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum(batch1[i] @ batch2[i])``: baddbmm's products summed
+    over the batch."""
+    _matrices(input, batch1, batch2)
+    for name, b in (("batch1", batch1), ("batch2", batch2)):
+        if b.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    (_, n, k), (_, k2, m) = batch1.shape, batch2.shape
+    if k != k2:
+        raise RuntimeError(f"Incompatible matrix sizes for bmm ({n}x{k} and {k2}x{m})")
+    return _add_product(input, bmm(batch1, batch2).sum(0), beta, alpha)
+
+
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``."""
     if not input.dtype is mat.dtype is vec.dtype:

@@ -8,15 +8,17 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any
 
+import numpy as np
+
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import wrap_dim
 from ..checks import require
 from ..tensor import Tensor
-from ._operands import scalar_tensor
-from .elementwise import isnan, lerp, logical_and, logical_or, where
-from .reduction import _sorted, sum
-from .shape import movedim, unsqueeze
+from ._operands import expand_to, scalar_tensor
+from .elementwise import isfinite, isnan, lerp, logical_and, logical_or, minimum, ne, where
+from .reduction import _sorted, amax, amin, argmax, cumsum, sum
+from .shape import cat, movedim, narrow, unsqueeze
 
 MedianResult = namedtuple("median", ["values", "indices"])  # type: ignore[name-match]
 NanmedianResult = namedtuple("nanmedian", ["values", "indices"])  # type: ignore[name-match]
@@ -185,3 +187,194 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
         got = boundaries.ndim if isinstance(boundaries, Tensor) else type(boundaries).__name__
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({got})")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+# --- the k-th smallest and the most frequent value along a dim ------------------------------
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])  # type: ignore[name-match]
+ModeResult = namedtuple("mode", ["values", "indices"])  # type: ignore[name-match]
+
+
+def _ordered(name, x):
+    if x.dtype.is_complex or x.dtype is dt.bool_ and name == "kthvalue":
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{x.dtype.title}'")
+
+
+def _picked(x, idx, d, keepdim, result):
+    """``result(values, indices)`` of the entries of ``x`` at ``idx`` (a size-1 dim ``d``):
+    the gradient goes to the entry chosen."""
+    values = ad.gather(x, idx, dim=d)
+    if not keepdim:
+        values, idx = (ad.reshape(t, shape=t.shape[:d] + t.shape[d + 1 :]) for t in (values, idx))
+    return result(values, idx)
+
+
+def kthvalue(x, k, dim=-1, keepdim=False) -> Any:
+    """``(values, indices)`` of the ``k``-th smallest entry along ``dim`` (NaN sorts last;
+    which of tied entries' indices is unspecified, as in torch)."""
+    _ordered("kthvalue", x)
+    d = wrap_dim(dim, x.ndim) if x.ndim else 0
+    n = x._payload.shape[d] if x.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if not x.ndim:
+        return KthvalueResult(ad.copy(x), scalar_tensor(0, dt.int64))
+    _, order = _sorted(x.detach(), d, False, k)
+    return _picked(x, narrow(order, d, k - 1, 1), d, keepdim, KthvalueResult)
+
+
+def mode(x, dim=-1, keepdim=False) -> Any:
+    """``(values, indices)`` of the most frequent entry along ``dim``: of equally frequent
+    ones the smallest, at the index of its last occurrence, as torch's CPU kernel. From a
+    sort, each run of equal entries counted: it captures and compiles."""
+    _ordered("mode", x)
+    if not x.ndim:
+        return ModeResult(ad.copy(x), scalar_tensor(0, dt.int64))
+    d = wrap_dim(dim, x.ndim)
+    n = x._payload.shape[d]
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    key = movedim(x.detach(), d, -1)
+    if key.dtype is dt.bool_:
+        key = key.to(dt.uint8)
+    last = key.ndim - 1
+    values, order = _sorted(key, last, False, n)
+    starts = ne(narrow(values, last, 1, n - 1), narrow(values, last, 0, n - 1))
+    starts = cat([expand_to(scalar_tensor(True, dt.bool_), (*values.shape[:-1], 1)), starts], last)
+    run = cumsum(starts.to(dt.int64), last) - 1  # which run of equal values each entry is in
+    ones = expand_to(scalar_tensor(1, dt.int64), tuple(run.shape))
+    counts = ad.scatter_add(ones * 0, run, ones, dim=last)
+    count = ad.gather(counts, run, dim=last)
+    best = amax(count, last, keepdim=True)
+    first = argmax((count == best).to(dt.int64), last, keepdim=True)  # the smallest value
+    idx = ad.gather(order, first + best - 1, dim=last)  # its last occurrence (a stable sort)
+    return _picked(x, movedim(idx, -1, d), d, keepdim, ModeResult)
+
+
+# --- histograms (not differentiable, as torch's) --------------------------------------------
+_C_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int"}
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])  # type: ignore[name-match]
+
+
+def _real_floats(name, x):
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.title}'")
+    return x.detach().reshape(-1)
+
+
+def _check_finite(lo, hi, message):
+    """``message`` (formatted with the range) unless both ends of the range are finite;
+    recorded in the graph under capture."""
+    if type(lo._payload) is np.ndarray and type(hi._payload) is np.ndarray:
+        a, b = float(lo._payload), float(hi._payload)
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise RuntimeError(message.format(f"{a:g}", f"{b:g}"))
+    else:
+        require(isfinite(lo) & isfinite(hi), RuntimeError, message.format("min", "max"))
+
+
+def _data_range(x, lo, hi, widen):
+    """The range ``[lo, hi]`` as 0-d tensors, the data's own where ``lo == hi``; widened by
+    ``widen`` on each side where it is a single point (torch: 1 for histc, 0.5 for
+    histogram)."""
+    if lo == hi and x.numel():
+        lo_t, hi_t = amin(x, 0), amax(x, 0)
+    else:
+        lo_t, hi_t = scalar_tensor(lo, x.dtype), scalar_tensor(hi, x.dtype)
+    same = lo_t == hi_t
+    return where(same, lo_t - widen, lo_t), where(same, hi_t + widen, hi_t)
+
+
+def _count(pos, inside, bins, weight, dtype):
+    """How many entries (or how much ``weight``) fall in each of ``bins`` bins: ``pos`` the
+    bin of each entry, ``inside`` whether it falls in any."""
+    ones = expand_to(scalar_tensor(1, dtype), tuple(pos.shape)) if weight is None else weight
+    slot = where(inside, pos, scalar_tensor(bins, dt.int64))  # one more bin, dropped after
+    zeros = expand_to(scalar_tensor(0, dtype), (bins + 1,))
+    return narrow(ad.scatter_add(zeros, slot, ones.to(dtype), dim=0), 0, 0, bins)
+
+
+def _linear_bin(x, lo, hi, bins):
+    """torch's linear interpolation: floor((x - lo) * bins / (hi - lo)), ``hi`` in the last
+    bin, NaN and entries outside [lo, hi] in none."""
+    inside = (x >= lo) & (x <= hi)
+    at = ((where(inside, x, lo) - lo) * bins / (hi - lo)).floor().to(dt.int64)
+    return minimum(at, scalar_tensor(bins - 1, dt.int64)), inside
+
+
+def histc(input, bins=100, min=0, max=0):
+    """How many entries fall in each of ``bins`` equal bins over [``min``, ``max``] (the
+    data's range where they are equal; entries outside it are not counted), in
+    ``input``'s dtype."""
+    x = _real_floats("histogram_cpu", input)
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    lo, hi = _data_range(x, min, max, 1)
+    _check_finite(lo, hi, "torch.histc: range of [{}, {}] is not finite")
+    if min > max:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    pos, inside = _linear_bin(x, lo, hi, bins)
+    return _count(pos, inside, bins, None, x.dtype)
+
+
+def _linspace(lo, hi, steps):
+    """torch's linspace of 0-d tensor ends: from ``lo`` up to the middle, from ``hi`` back
+    down after it (so both ends are exact)."""
+    i = Tensor._wrap(np.arange(steps, dtype=np.int64)).to(lo.dtype)
+    step = (hi - lo) / (steps - 1)
+    return where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False) -> Any:
+    """``(hist, bin_edges)``: how many entries (or how much ``weight``, of ``input``'s
+    shape) fall in each bin. ``bins`` is a number of equal bins over ``range`` (the data's
+    range by default) or a 1-D tensor of increasing bin edges; the last bin includes its
+    right edge. ``density`` divides by the total and the bin widths."""
+    x = _real_floats("histogramdd", input)
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise RuntimeError(
+            "torch.histogramdd: if weight tensor is provided it should have the same shape as "
+            f"the input tensor excluding its innermost dimension, but got input with shape "
+            f"{[x.numel(), 1]} and weight with shape {list(weight.shape)}"
+        )
+    w = None if weight is None else weight.detach().reshape(-1)
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1:
+            raise RuntimeError(
+                "torch.histogramdd: bins tensor should have one dimension, but got "
+                f"{bins.ndim} dimensions in the bins tensor for dimension 0"
+            )
+        if bins.dtype is not x.dtype:
+            raise RuntimeError(
+                "torch.histogramdd: input tensor and bins tensors should have the same dtype, "
+                f"but got input with dtype {_C_NAMES.get(x.dtype.name, x.dtype.name)} and bins "
+                f"for dimension 0 with dtype {_C_NAMES.get(bins.dtype.name, bins.dtype.name)}"
+            )
+        edges = bins.detach()
+        n = edges.numel() - 1
+        inside = (x >= edges[0]) & (x <= edges[-1])
+        pos = minimum(searchsorted(edges, x, right=True) - 1, scalar_tensor(n - 1, dt.int64))
+    else:
+        if bins <= 0:
+            raise RuntimeError(
+                f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0"
+            )
+        lo, hi = (0, 0) if range is None else range
+        if lo > hi:
+            raise RuntimeError(
+                f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
+                "for dimension 0"
+            )
+        if range is None and not x.numel():
+            lo, hi = 0, 1
+        lo_t, hi_t = _data_range(x, lo, hi, 0.5)
+        _check_finite(lo_t, hi_t, "torch.histogramdd: dimension 0's range [{}, {}] is not finite")
+        n, edges = bins, _linspace(lo_t, hi_t, bins + 1)
+        guess, inside = _linear_bin(x, lo_t, hi_t, bins)
+        # torch's local search: the guess moved to the bin its edges say (floats round)
+        below = x < ad.gather(edges, guess, dim=0)
+        above = (x >= ad.gather(edges, guess + 1, dim=0)) & (guess < n - 1)
+        pos = guess - below.to(dt.int64) + above.to(dt.int64)
+    hist = _count(pos, inside, n, w, x.dtype)
+    if density:
+        hist = hist / (hist.sum() * (narrow(edges, 0, 1, n) - narrow(edges, 0, 0, n)))
+    return HistogramResult(hist, edges)

@@ -274,6 +274,17 @@ def split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
+def split_with_sizes(x, split_sizes, dim=0) -> tuple[Tensor, ...]:
+    """Views of consecutive pieces along ``dim`` of the given sizes (summing to its size)."""
+    sizes = list(split_sizes)
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(
+            "split_with_sizes expects split_sizes have only non-negative entries, but got "
+            f"split_sizes={sizes}"
+        )
+    return split(x, sizes, dim)
+
+
 def chunk(x, chunks, dim=0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
@@ -408,6 +419,11 @@ def narrow(x, dim, start, length):
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return _narrow(x, dim, start, length)
+
+
+def narrow_copy(x, dim, start, length):
+    """``narrow``, copied (not a view)."""
+    return ad.copy(narrow(x, dim, start, length))
 
 
 def triangle_mask(m, n, diagonal=0, lower=True) -> Tensor:

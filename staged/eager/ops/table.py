@@ -20,8 +20,10 @@ from . import (
     indexing,
     inplace,
     linalg,
+    metadata,
     quantiles,
     reduction,
+    scatters,
     shape,
 )
 from . import elementwise as ew
@@ -268,6 +270,45 @@ ROWS = {
     # in-place methods with their own code (not "compute, then write")
     **{n: Public(getattr(indexing, n), export=False) for n in ("masked_fill_", "scatter_add_")},
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},
+    # order statistics, histograms, bits and integers
+    **{n: Public(getattr(quantiles, n)) for n in ("kthvalue", "mode", "histc", "histogram")},
+    **{n: Public(getattr(data_dependent, n)) for n in ("bincount", "unique_consecutive")},
+    "frexp": Public(composite.frexp),
+    **{
+        n: Public(getattr(composite, n), inplace=True)
+        for n in ("ldexp", "gcd", "lcm", "nextafter", "renorm")
+    },
+    "float_power_": Public(composite.float_power_, export=False),
+    "addbmm": Public(linalg.addbmm, inplace=True),
+    # writing into parts of a tensor
+    **{
+        n: Public(getattr(scatters, n), inplace=True)
+        for n in ("index_copy", "index_reduce", "masked_scatter", "put")
+    },
+    **{
+        n: Public(getattr(scatters, n))
+        for n in ("slice_scatter", "select_scatter", "diagonal_scatter")
+    },
+    "fill_diagonal_": Public(scatters.fill_diagonal_, export=False),
+    **{n: Public(getattr(shape, n)) for n in ("split_with_sizes", "narrow_copy")},
+    # metadata and memory: the in-place view ops, as_strided, resize_, new, conj bits ...
+    **{
+        n: Public(getattr(metadata, n), export=False)
+        for n in ("squeeze_", "unsqueeze_", "t_", "transpose_")
+    },
+    **{n: Public(metadata.transpose_, export=False) for n in ("swapaxes_", "swapdims_")},
+    **{
+        n: Public(getattr(metadata, n))
+        for n in ("as_strided", "resolve_conj", "resolve_neg", "is_conj", "is_neg")
+    },
+    "conj_physical": Public(metadata.conj_physical, inplace=True),
+    **{
+        n: Public(getattr(metadata, n), export=False)
+        for n in (
+            *("resize_", "resize_as_", "new", "new_empty_strided", "apply_", "map_"),
+            *("is_shared", "share_memory_"),
+        )
+    },
 }
 # torch's other names of ops declared above (NumPy's and the Array API's)
 ALIASES = {
@@ -283,7 +324,18 @@ ALIASES = {
     "ge": ("greater_equal",),
     "le": ("less_equal",),
     "ne": ("not_equal",),
+    "trunc": ("fix",),
+    # torch's unsafe_ forms skip checks that autograd makes of views written in place
+    "chunk": ("unsafe_chunk",),
+    "split": ("unsafe_split",),
+    "split_with_sizes": ("unsafe_split_with_sizes",),
 }
+# ops declared above whose rows (or primitives) leave out their in-place form; comparisons
+# in place write their bools in the tensor's dtype (1 and 0), as torch's
+INPLACE = (
+    *("log1p", "expm1", "rsqrt", "sign", "cumsum", "cumprod", "heaviside"),
+    *("eq", "ne", "lt", "le", "gt", "ge"),
+)
 # torch.special's names of ops declared above: staged.special.<name> (staged/special.py)
 SPECIAL = {
     "digamma": ("digamma", "psi"),
@@ -326,6 +378,17 @@ OPS = {
     **ROWS,
 }
 OPS.update({n: OPS[n]._replace(aliases=OPS[n].aliases + more) for n, more in ALIASES.items()})
+OPS.update({n: OPS[n]._replace(inplace=True) for n in INPLACE})
+# the in-place forms of aliases (Tensor.arccos_, multiply_, fix_ ...): rows of their own,
+# method and export left to the aliased op's row
+OPS.update(
+    {
+        a: Public(row.op, method=False, export=False, inplace=True)
+        for row in list(OPS.values())
+        if row.inplace
+        for a in row.aliases
+    }
+)
 
 
 def _names(row, name):

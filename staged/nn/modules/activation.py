@@ -130,6 +130,23 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
+class RReLU(Module):
+    """Randomized leaky ReLU: random negative slopes in ``[lower, upper]`` while training
+    (torch's draws; eager only), their mean in eval mode."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (
+            ", inplace=True" if self.inplace else ""
+        )
+
+
 class ELU(Module):
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()

@@ -1,4 +1,11 @@
 """torch's module path of the batch norms, ``torch.nn.modules.batchnorm`` (Note [module
 paths] in ``__init__.py``): staged keeps them in ``normalization.py``."""
 
-from .normalization import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .normalization import (  # noqa: F401
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
@@ -16,6 +17,21 @@ def _at(mods, idx):
     if not -len(mods) <= idx < len(mods):
         raise IndexError(f"index {idx} is out of range")
     return mods[idx]
+
+
+class Container(Module):
+    """torch's deprecated ``nn.Container``: a Module holding the keyword modules given."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        warnings.warn(
+            "`nn.Container` is deprecated. All of its functionality is now implemented in "
+            "`nn.Module`. Subclass that instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

@@ -1,17 +1,20 @@
-"""Conv1d, Conv2d: weights ``(out, in / groups, *kernel)``; ConvTranspose1d/2d: weights
-``(in, out / groups, *kernel)``; PyTorch's default init."""
+"""Conv1d/2d/3d: weights ``(out, in / groups, *kernel)``; ConvTranspose1d/2d/3d: weights
+``(in, out / groups, *kernel)``; PyTorch's default init; their lazy forms, whose
+``in_channels`` come from the first input."""
 
 from __future__ import annotations
 
 import math
 
 from ...eager.factories import empty
+from ...eager.grad_mode import no_grad
 from ...eager.ops.layers import conv_padding
 from ...eager.tensor import Size
 from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedParameter
 
 
 def _ntuple(v, n):
@@ -122,6 +125,17 @@ class Conv2d(_ConvNd):
         )
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution over ``(N, C_in, D, H, W)``, as ``torch.nn.Conv3d``."""
+
+    _n = 3
+
+    def forward(self, input):
+        return F.conv3d(
+            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
@@ -189,7 +203,7 @@ class _ConvTransposeNd(_ConvNd):
         return tuple(size - m for size, m in zip(output_size, lo))
 
     def forward(self, input, output_size=None):
-        fn = F.conv_transpose1d if self._n == 1 else F.conv_transpose2d
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._n - 1]
         return fn(
             input,
             self.weight,
@@ -216,3 +230,153 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution over ``(N, C_in, D, H, W)``."""
+
+    _n = 3
+
+
+class _LazyConvXdMixin(LazyModuleMixin):
+    """``in_channels`` from the first input (dim 1, dim 0 unbatched), then weight and bias
+    materialized and initialised as the module it becomes initialises them."""
+
+    _n: int
+    _transposed: bool
+    in_channels: int
+    out_channels: int
+    groups: int
+    kernel_size: tuple
+    weight: Parameter
+    bias: Parameter | None
+
+    def _uninitialized(self, out_channels, bias, device, dtype):
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()  # type: ignore[misc]
+
+    def _get_in_channels(self, input):
+        n = self._n
+        if input.ndim not in (n + 1, n + 2):
+            raise RuntimeError(
+                f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                f"{type(self).__name__}, but got input of size: {input.shape}"
+            )
+        return input.shape[1] if input.ndim == n + 2 else input.shape[0]
+
+    def initialize_parameters(self, input, *args, **kwargs):
+        if not self.has_uninitialized_params():
+            return
+        self.in_channels = self._get_in_channels(input)
+        if self.in_channels % self.groups:
+            raise ValueError("in_channels must be divisible by groups")
+        io = (
+            (self.in_channels, self.out_channels // self.groups)
+            if self._transposed
+            else (self.out_channels, self.in_channels // self.groups)
+        )
+        with no_grad():
+            self.weight.materialize((*io, *self.kernel_size))  # type: ignore[attr-defined]
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))  # type: ignore[attr-defined]
+            self.reset_parameters()
+
+
+class _LazyConv(_LazyConvXdMixin):
+    def __init__(
+        self,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(  # type: ignore[call-arg]
+            0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype
+        )
+        self._uninitialized(out_channels, bias, device, dtype)
+
+
+class _LazyConvTranspose(_LazyConvXdMixin):
+    def __init__(
+        self,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups=1,
+        bias=True,
+        dilation=1,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(  # type: ignore[call-arg]
+            0,
+            0,
+            kernel_size,
+            stride,
+            padding,
+            output_padding,
+            groups,
+            False,
+            dilation,
+            padding_mode,
+            device,
+            dtype,
+        )
+        self._uninitialized(out_channels, bias, device, dtype)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
+    """``Conv1d`` whose ``in_channels`` is the first input's; it becomes a ``Conv1d``."""
+
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConv, Conv2d):
+    """``Conv2d`` whose ``in_channels`` is the first input's; it becomes a ``Conv2d``.
+
+    Example:
+        >>> conv = nn.LazyConv2d(8, 3)
+        >>> conv(staged.randn(1, 3, 5, 5)).shape     # now a Conv2d(3, 8, 3)
+        staged.Size([1, 8, 3, 3])
+    """
+
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """``Conv3d`` whose ``in_channels`` is the first input's; it becomes a ``Conv3d``."""
+
+    cls_to_become = Conv3d
+
+
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
+    """``ConvTranspose1d`` whose ``in_channels`` is the first input's."""
+
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
+    """``ConvTranspose2d`` whose ``in_channels`` is the first input's."""
+
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
+    """``ConvTranspose3d`` whose ``in_channels`` is the first input's."""
+
+    cls_to_become = ConvTranspose3d

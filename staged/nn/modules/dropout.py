@@ -57,3 +57,9 @@ class AlphaDropout(_DropoutNd):
 
     def forward(self, input):
         return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels ``input[n, c]`` (one draw each) for SELU networks."""
+
+    fn = F.feature_alpha_dropout

@@ -1,12 +1,13 @@
-"""InstanceNorm1d/2d (torch's ``torch.nn.modules.instancenorm``): batch norm's parameters
-and buffers, with torch's defaults (no affine, no running statistics)."""
+"""InstanceNorm1d/2d/3d (torch's ``torch.nn.modules.instancenorm``): batch norm's
+parameters and buffers, with torch's defaults (no affine, no running statistics); their
+lazy forms (affine and running statistics by default, as torch's)."""
 
 from __future__ import annotations
 
 import warnings
 
 from .. import functional as F
-from .normalization import _BatchNorm
+from .normalization import _BatchNorm, _LazyNormBase
 
 
 class _InstanceNorm(_BatchNorm):
@@ -73,3 +74,28 @@ class InstanceNorm2d(_InstanceNorm):
     transfer."""
 
     _n = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation over ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+
+    _n = 3
+
+
+class LazyInstanceNorm1d(_LazyNormBase, InstanceNorm1d):
+    """``InstanceNorm1d`` whose ``num_features`` is the first input's dim 1 (as torch's,
+    also for an unbatched input); it becomes one."""
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyNormBase, InstanceNorm2d):
+    """``InstanceNorm2d`` whose ``num_features`` is the first input's dim 1."""
+
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyNormBase, InstanceNorm3d):
+    """``InstanceNorm3d`` whose ``num_features`` is the first input's dim 1."""
+
+    cls_to_become = InstanceNorm3d

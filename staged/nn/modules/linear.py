@@ -1,14 +1,16 @@
-"""Linear, Bilinear, Identity, Flatten."""
+"""Linear, LazyLinear, Bilinear, Identity, Flatten."""
 
 from __future__ import annotations
 
 import math
 
 from ...eager.factories import empty
+from ...eager.grad_mode import no_grad
 from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedParameter
 
 
 class Linear(Module):
@@ -39,6 +41,33 @@ class Linear(Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}"
         )
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """``Linear`` whose ``in_features`` is the last dim of its first input: weight and bias
+    are materialized and initialised then (as ``Linear``'s), and it becomes a ``Linear``."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                if self.bias is not None:
+                    self.bias.materialize((self.out_features,))
+                self.reset_parameters()
 
 
 class Bilinear(Module):

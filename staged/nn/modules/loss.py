@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import functional as F
 from ..module import Module
+from .distance import PairwiseDistance
 
 
 class _Loss(Module):
@@ -248,4 +249,59 @@ class MultiMarginLoss(_WeightedLoss):
             margin=self.margin,
             weight=self.weight,
             reduction=self.reduction,
+        )
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """``max(0, margin + d(a, p) - d(a, n))`` for a distance function ``d`` (default:
+    ``PairwiseDistance()``, then a submodule, as torch's)."""
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(
+                "TripletMarginWithDistanceLoss: expected margin to be greater than 0, got "
+                f"{margin} instead"
+            )
+        self.distance_function = (
+            distance_function if distance_function is not None else PairwiseDistance()
+        )
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor,
+            positive,
+            negative,
+            distance_function=self.distance_function,
+            margin=self.margin,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
+
+
+class MultiLabelMarginLoss(_Loss):
+    """Hinge loss of each target class against each non-target class (``target`` rows list
+    class indices, ended by -1)."""
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """Connectionist Temporal Classification loss (``F.ctc_loss``)."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs,
+            targets,
+            input_lengths,
+            target_lengths,
+            self.blank,
+            self.reduction,
+            self.zero_infinity,
         )

@@ -1,4 +1,5 @@
-"""BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm: PyTorch's buffers, defaults and checks."""
+"""BatchNorm1d/2d/3d (and their lazy forms), LayerNorm, GroupNorm, RMSNorm,
+LocalResponseNorm, CrossMapLRN2d: PyTorch's buffers, defaults and checks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
 
 
 class _BatchNorm(Module):
@@ -113,6 +115,109 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.ndim != 4:
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over ``(N, C, D, H, W)``, per channel."""
+
+    def _check_input_dim(self, input):
+        if input.ndim != 5:
+            raise ValueError(f"expected 5D input (got {input.ndim}D input)")
+
+
+class _LazyNormBase(LazyModuleMixin, _BatchNorm):
+    """A batch (or instance) norm whose ``num_features`` is the first input's dim 1: its
+    parameters and running statistics are materialized and initialised then."""
+
+    def __init__(
+        self,
+        eps=1e-5,
+        momentum=0.1,
+        affine=True,
+        track_running_stats=True,
+        device=None,
+        dtype=None,
+        *,
+        bias=True,
+    ):
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.bias_enabled = affine and bias
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = tensor(0, dtype=dt.int64)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if not self.has_uninitialized_params():
+            return
+        self.num_features = input.shape[1]
+        shape = (self.num_features,)
+        if self.affine:
+            self.weight.materialize(shape)
+            if self.bias is not None:
+                self.bias.materialize(shape)
+        if self.track_running_stats:
+            self.running_mean.materialize(shape)
+            self.running_var.materialize(shape)
+        self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
+    """``BatchNorm1d`` whose ``num_features`` is the first input's; it becomes one."""
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
+    """``BatchNorm2d`` whose ``num_features`` is the first input's; it becomes one."""
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+    """``BatchNorm3d`` whose ``num_features`` is the first input's; it becomes one."""
+
+    cls_to_become = BatchNorm3d
+
+
+class LocalResponseNorm(Module):
+    """``x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta``."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """torch's legacy cross-channel LRN of ``(N, C, H, W)``, with its forward window and its
+    own backward formula (both kept as torch has them, quirks included)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        return F._CrossMapLRN2dFunction.apply(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 class LayerNorm(Module):

@@ -162,8 +162,9 @@ def _sum_to_size_samples(dtype, rng):
 
 
 def _signs(dtype, rng):
-    """Zeros of both signs and infinities among random values (no NaN: its sign is not
-    seen, ``signbit``'s docstring)."""
+    """Zeros of both signs and infinities among random values (no NaN: a compiled graph
+    does not read its sign, ``signbit``'s docstring; tests/ops/test_round24_ops.py checks
+    it eagerly)."""
     x = arr(rng, dtype, (3, 4))
     if np.dtype(dtype).kind == "f":
         x[0, :4] = [-0.0, 0.0, -np.inf, np.inf]

@@ -1,12 +1,9 @@
-"""``torch.linalg``'s counterpart: the norms, products and matrix algebra that training
-and scientific programs use. The norms and products are compositions of staged's ops.
-``solve``, ``inv``, ``det`` and ``slogdet`` run LAPACK (NumPy's) eagerly, as one kernel
-and one autograd Node each (``Fused``, Note [fused kernels] in ``eager/dispatch.py``);
-captured, differentiated forward or batched, they are Gaussian elimination with partial
-pivoting in staged's ops, unrolled over the matrix size. ``cholesky`` and
-``solve_triangular`` are such compositions everywhere. What needs other factorizations
-(QR, SVD, eigendecompositions: ``svd``, ``eigh``, ``pinv``, ``matrix_norm(ord=2)``...)
-is not here: asking for one names what is. Real matrices (float32, float64)."""
+"""The norms, products and matrix algebra of ``staged.linalg`` that are compositions of
+staged's ops, and the LU-based solves. ``solve``, ``inv``, ``det`` and ``slogdet`` run LAPACK
+(NumPy's) eagerly, as one kernel and one autograd Node each (``Fused``, Note [fused kernels]
+in ``eager/dispatch.py``); captured, differentiated forward or batched, they are Gaussian
+elimination with partial pivoting in staged's ops, unrolled over the matrix size.
+``cholesky`` and ``solve_triangular`` are such compositions everywhere."""
 
 from __future__ import annotations
 
@@ -16,40 +13,19 @@ import math
 
 import numpy as np
 
-from ._where import at_user, sited
-from .autodiff import Fused
-from .autodiff.indexing import LinAlgError
-from .eager import ops
-from .eager.checks import require
-from .eager.factories import arange, eye, ones_like, zeros
-from .eager.interceptor import current_interceptor
-from .eager.ops.linalg import cross as _cross
-from .eager.ops._operands import broadcast_shapes
-from .eager.ops.linalg import matmul
-from .eager.ops.reduction import norm as _vector_norm
-from .eager.tensor import Tensor
-
-__all__ = [
-    "LinAlgError",
-    "cholesky",
-    "cross",
-    "det",
-    "diagonal",
-    "inv",
-    "matmul",
-    "matrix_norm",
-    "matrix_power",
-    "multi_dot",
-    "norm",
-    "slogdet",
-    "solve",
-    "solve_triangular",
-    "vecdot",
-    "vector_norm",
-]
-
-
-_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
+from .._where import at_user
+from ..autodiff import Fused
+from .. import dtypes as dt
+from ..autodiff.indexing import LinAlgError
+from ..eager import ops
+from ..eager.checks import require
+from ..eager.factories import arange, eye, ones_like, zeros
+from ..eager.interceptor import current_interceptor
+from ..eager.ops.linalg import cross as _cross
+from ..eager.ops._operands import broadcast_shapes
+from ..eager.ops.linalg import matmul
+from ..eager.ops.reduction import norm as _vector_norm
+from ..eager.tensor import Tensor
 
 
 def _floating(x: Tensor, what: str, dtype) -> Tensor:
@@ -74,11 +50,14 @@ def _square(A, what: str) -> None:
         )
 
 
-def _real(A, what: str) -> None:
-    """Real floating matrices: what the factorizations here take."""
+def _real(A, what: str, kernel: str = "") -> None:
+    """Real floating matrices: what the factorizations here take; those that run LAPACK
+    (its ``kernel``, torch's name) take float32 and float64 only."""
     if A.dtype.is_complex:
         raise NotImplementedError(f"linalg.{what}: complex matrices are not supported here")
     _floating(A, what, None)
+    if kernel and A.dtype.name in ("float16", "bfloat16"):
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{A.dtype.title}'")
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
@@ -89,53 +68,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
     if isinstance(ord, str):
         raise TypeError(f"linalg_vector_norm(): argument 'ord' must be Number, not str ({ord!r})")
     return _vector_norm(x, float(ord), dim, keepdim)
-
-
-def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None) -> Tensor:
-    """The ``ord``-norm of the matrices over ``dim``: ``"fro"``, 1 / -1 (largest /
-    smallest column sum of ``|A|``) or ``inf`` / ``-inf`` (row sums). ``2``, ``-2`` and
-    ``"nuc"`` need singular values, which staged does not compute."""
-    A = _floating(A, "matrix_norm", dtype)
-    if ord not in _MATRIX_ORDS:
-        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
-    if A.ndim < 2:
-        raise RuntimeError(
-            f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions. Got {A.ndim}D"
-        )
-    dim = tuple(d % A.ndim for d in dim)
-    if len(dim) != 2 or dim[0] == dim[1]:
-        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got {dim}")
-    if ord == "fro":
-        return _vector_norm(A, 2.0, dim, keepdim)
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(
-            f"linalg.matrix_norm: ord={ord!r} is a function of the singular values, and "
-            "staged has no SVD; ord='fro', 1, -1, inf and -inf are here"
-        )
-    summed, over = (dim[0], dim[1]) if ord in (1, -1) else (dim[1], dim[0])
-    extreme = ops.amax if ord > 0 else ops.amin
-    out = extreme(A.abs().sum(summed, keepdim=True), over, keepdim=True)
-    return out if keepdim else out.squeeze(max(dim)).squeeze(min(dim))
-
-
-def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor:
-    """``vector_norm`` or ``matrix_norm``, as torch decides: an int ``dim`` or a 1-D
-    ``A`` is a vector norm, a pair of dims or a 2-D ``A`` with an ``ord`` a matrix norm,
-    and with neither ``dim`` nor ``ord`` the 2-norm of all the entries."""
-    if isinstance(dim, int) or (dim is not None and len(dim) == 1):
-        return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
-    if dim is not None:
-        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
-    if ord is None:
-        return vector_norm(A, 2, None, keepdim, dtype=dtype)
-    if A.ndim == 1:
-        return vector_norm(A, ord, None, keepdim, dtype=dtype)
-    if A.ndim == 2:
-        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
-    raise RuntimeError(
-        f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
-        f"Got {A.ndim}D."
-    )
 
 
 def vecdot(x, y, *, dim=-1) -> Tensor:
@@ -185,6 +117,64 @@ def matrix_power(A, n: int) -> Tensor:
     return out
 
 
+def _argmax(x) -> Tensor:
+    """The index of the first largest ``|x|`` along the last dim, kept as a dim of 1 (vmap
+    batches ``argmax(-1)`` wrong without ``keepdim``)."""
+    return x.abs().argmax(-1, keepdim=True)
+
+
+def first_failure(bad) -> Tensor:
+    """LAPACK's ``info`` of each matrix: 1 + the index of its first ``bad`` entry (the
+    last dim), 0 where none is (int32)."""
+    bad = bad.to(dt.int32)
+    return ops.where(bad.amax(-1) > 0, _argmax(bad)[..., 0] + 1, 0).to(dt.int32)
+
+
+def check_info(info, error, what: str, describe) -> None:
+    """torch's error for the first matrix whose ``info`` is nonzero, ``what: (Batch element
+    k): describe(info)`` (no batch part for one matrix). Without data (a capture, vmap)
+    the check is recorded, ``describe(None)`` its message (``eager/checks.py``)."""
+    if type(info._payload) is not np.ndarray:
+        require(info == 0, error, f"{what}: {describe(None)}")
+        return
+    flat = info._payload.reshape(-1)
+    bad = np.flatnonzero(flat)
+    if bad.size:
+        batch = f"(Batch element {bad[0]}): " if info.ndim else ""
+        raise error(at_user(f"{what}: {batch}{describe(int(flat[bad[0]]))}"))
+
+
+def cholesky_info(A):
+    """The lower factor of ``(A + A.mT) / 2``, one column per step, and torch's ``info``:
+    0, or the order of the first leading minor that is not positive-definite (the factor
+    is NaN from that column on)."""
+    n = A.shape[-1]
+    a = (A + A.mT) * 0.5
+    cols: list[Tensor] = []
+    pivots = []
+    for j in range(n):
+        v = a[..., :, j]
+        if j:
+            c = ops.stack(cols, -1)
+            v = v - (c * c[..., j : j + 1, :]).sum(-1)
+        pivot = v[..., j : j + 1]
+        pivots.append(pivot)
+        d = pivot.sqrt()
+        parts = [zeros(*v.shape[:-1], j, dtype=v.dtype), d, v[..., j + 1 :] / d]
+        cols.append(ops.cat(parts, -1))
+    if not n:
+        return A, zeros(*A.shape[:-2], dtype=dt.int32)
+    return ops.stack(cols, -1), first_failure(~(ops.cat(pivots, -1) > 0))
+
+
+def not_positive_definite(order) -> str:
+    return (
+        "The factorization could not be completed because the input is not "
+        f"positive-definite (the leading minor of order {order or 'k'} is not "
+        "positive-definite)."
+    )
+
+
 def cholesky(A, *, upper=False) -> Tensor:
     """The lower ``L`` with ``L @ L.mH == A`` (``upper=True``: ``L.mH``), one column per
     step. It factors ``(A + A.mT) / 2`` (``A`` itself when symmetric), so the gradient is
@@ -192,25 +182,9 @@ def cholesky(A, *, upper=False) -> Tensor:
     error (a compiled step cannot check it: its factor is NaN there). Real matrices."""
     _square(A, "cholesky")
     _real(A, "cholesky")
-    n = A.shape[-1]
-    a = (A + A.mT) * 0.5
-    cols: list[Tensor] = []
-    for j in range(n):
-        v = a[..., :, j]
-        if j:
-            c = ops.stack(cols, -1)
-            v = v - (c * c[..., j : j + 1, :]).sum(-1)
-        pivot = v[..., j : j + 1]
-        if current_interceptor() is None and not bool((pivot > 0).all()):
-            raise LinAlgError(
-                "linalg.cholesky: The factorization could not be completed because the "
-                f"input is not positive-definite (the leading minor of order {j + 1} is "
-                "not positive-definite)."
-            )
-        d = pivot.sqrt()
-        parts = [zeros(*v.shape[:-1], j, dtype=v.dtype), d, v[..., j + 1 :] / d]
-        cols.append(ops.cat(parts, -1))
-    L = ops.stack(cols, -1)
+    L, info = cholesky_info(A)
+    if current_interceptor() is None:
+        check_info(info, LinAlgError, "linalg.cholesky", not_positive_definite)
     return L.mT if upper else L
 
 
@@ -256,11 +230,10 @@ def _eliminate(M, n: int):
     rows = arange(n)
     sign = ones_like(M[..., 0, 0])
     for k in range(n - 1):
-        p = M[..., k:, k].abs().argmax(-1) + k  # the largest pivot, per matrix
-        pk = p.unsqueeze(-1)
+        pk = _argmax(M[..., k:, k]) + k  # the largest pivot, per matrix
         order = ops.where(rows == k, pk, ops.where(rows == pk, k, rows))  # swap rows k, p
         M = M.gather(-2, order.unsqueeze(-1).expand(*M.shape))
-        sign = ops.where(p == k, sign, -sign)
+        sign = ops.where(pk[..., 0] == k, sign, -sign)
         factors = M[..., k + 1 :, k : k + 1] / M[..., k : k + 1, k : k + 1]
         below = M[..., k + 1 :, :] - factors * M[..., k : k + 1, :]
         M = ops.cat([M[..., : k + 1, :], below], -2)
@@ -287,11 +260,11 @@ def _solve_impl(A, B):
 
 
 def _solve_dB(g, A):
-    return _solve(A.mT, g)  # A^-T g
+    return _solve(A.mH, g)  # A^-H g (complex matrices reach here from eig's gradient)
 
 
 def _solve_dA(g, A, out):
-    return -(_solve(A.mT, g) @ out.mT)
+    return -(_solve(A.mH, g) @ out.mH)
 
 
 _solve = Fused(
@@ -303,20 +276,17 @@ _solve = Fused(
 )
 
 
-def solve(A, B, *, left=True) -> Tensor:
-    """``X`` with ``A @ X == B`` (``left=False``: ``X @ A == B``); ``B`` is a batch of
-    vectors when it is 1-D or has ``A``'s shape less its last dim, as in torch. A
-    singular ``A`` raises ``LinAlgError`` (eagerly; a compiled step raises it when its
-    results are read)."""
+def solve_operands(A, B, what: str):
+    """torch's checks of ``solve``'s operands, and ``(A, B as matrices, B a batch of
+    vectors?)`` broadcast to one batch: ``B`` is vectors when it is 1-D or has ``A``'s
+    shape less its last dim."""
     _square(A, "solve")
-    _real(A, "solve")
+    _real(A, what, "lu_cpu")
     if A.dtype is not B.dtype:
         raise RuntimeError(
             f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
             f"{A.dtype.title} and B of type {B.dtype.title} instead"
         )
-    if not left:
-        return solve(A.mT, B.mT).mT
     n = A.shape[-1]
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
     Bm = B.unsqueeze(-1) if vector else B
@@ -326,7 +296,18 @@ def solve(A, B, *, left=True) -> Tensor:
             f"({n}x{n} and {Bm.shape[-2]}x{Bm.shape[-1]})"
         )
     batch = broadcast_shapes(tuple(A.shape[:-2]), tuple(Bm.shape[:-2]))
-    X = _solve(A.expand(*batch, n, n), Bm.expand(*batch, n, Bm.shape[-1]))
+    return A.expand(*batch, n, n), Bm.expand(*batch, n, Bm.shape[-1]), vector
+
+
+def solve(A, B, *, left=True) -> Tensor:
+    """``X`` with ``A @ X == B`` (``left=False``: ``X @ A == B``); ``B`` is a batch of
+    vectors when it is 1-D or has ``A``'s shape less its last dim, as in torch. A
+    singular ``A`` raises ``LinAlgError`` (eagerly; a compiled step raises it when its
+    results are read)."""
+    if not left:
+        return solve(A.mT, B.mT).mT
+    A, B, vector = solve_operands(A, B, "solve")
+    X = _solve(A, B)
     return X.squeeze(-1) if vector else X
 
 
@@ -334,6 +315,8 @@ def inv(A) -> Tensor:
     """``A``'s inverse (``solve(A, I)``); a singular ``A`` raises ``LinAlgError``."""
     _square(A, "inv")
     _real(A, "inv")
+    if A.dtype.name in ("float16", "bfloat16"):
+        raise RuntimeError(f"linalg.inv: Low precision dtypes not supported. Got {A.dtype.title}")
     n = A.shape[-1]
     try:
         return solve(A, eye(n, dtype=A.dtype).expand(*A.shape))
@@ -392,7 +375,7 @@ def det(A) -> Tensor:
     """The determinant; its gradient ``g det(A) A^-T`` needs an invertible ``A`` (torch's
     is finite at singular matrices too: here the backward raises ``LinAlgError``)."""
     _square(A, "det")
-    _real(A, "det")
+    _real(A, "det", "lu_cpu")
     return _det(A)
 
 
@@ -403,26 +386,9 @@ def slogdet(A) -> SlogdetResult:
     """``(sign, logabsdet)``: the determinant's sign (0 for a singular ``A``, with
     logabsdet ``-inf``) and the log of its absolute value; the sign's gradient is 0."""
     _square(A, "slogdet")
-    _real(A, "slogdet")
+    _real(A, "slogdet", "lu_cpu")
     both = _slogdet(A)
     return SlogdetResult(both[0], both[1])
-
-
-_FACTORIZATIONS = (
-    "inv_ex solve_ex lu lu_factor lu_factor_ex lu_solve qr svd svdvals eig eigvals eigh "
-    "eigvalsh pinv lstsq matrix_rank cond cholesky_ex ldl_factor ldl_solve matrix_exp "
-    "tensorinv tensorsolve householder_product"
-).split()
-
-
-def __getattr__(name: str):
-    if name in _FACTORIZATIONS:
-        raise AttributeError(
-            f"staged.linalg has no {name}: it needs a matrix factorization staged does not "
-            "compute (an LU with its pivots, QR, SVD or an eigendecomposition). Here: "
-            f"{', '.join(__all__)}"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
@@ -435,19 +401,3 @@ def _logdet(A) -> Tensor:
 def _cholesky(A, upper=False) -> Tensor:
     """``torch.cholesky``: ``upper`` may be positional."""
     return cholesky(A, upper=upper)
-
-
-# staged/__init__.py exports them; they are Tensor methods too
-TOP_LEVEL = {
-    name: sited(fn)
-    for name, fn in {
-        "inverse": inv,
-        "det": det,
-        "logdet": _logdet,
-        "slogdet": slogdet,
-        "matrix_power": matrix_power,
-        "cholesky": _cholesky,
-    }.items()
-}
-for _name, _fn in TOP_LEVEL.items():
-    setattr(Tensor, _name, _fn)

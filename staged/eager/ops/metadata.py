@@ -1,0 +1,277 @@
+"""A tensor's metadata and memory: the in-place view ops (``t_``, ``squeeze_`` ...),
+``as_strided``, ``resize_``, ``Tensor.new``, Python callables over the values (``apply_``,
+``map_``), shared memory, and torch's conjugate and negative bits (which staged never
+sets: its ``conj`` is always a copy)."""
+
+from __future__ import annotations
+
+import math
+import mmap
+
+import numpy as np
+
+from ... import dtypes as dt
+from ..._where import at_user
+from ..devices import check as check_device
+from ..interceptor import current_interceptor
+from ..tensor import Size, Tensor
+from . import elementwise as ew
+from . import shape
+from .indexing import take_index
+from .inplace import has_views, reshape_in_place, write
+
+
+# --- the in-place view ops: the tensor takes the view's shape and grad_fn -------------------
+def squeeze_(x, dim=None):
+    return reshape_in_place(x, shape.squeeze(x, dim), "squeeze_")
+
+
+def unsqueeze_(x, dim):
+    return reshape_in_place(x, shape.unsqueeze(x, dim), "unsqueeze_")
+
+
+def t_(x):
+    if x.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return reshape_in_place(x, shape.t(x), "t_")
+
+
+def transpose_(x, dim0, dim1):
+    return reshape_in_place(x, shape.transpose(x, dim0, dim1), "transpose_")
+
+
+def _host(x, name, why):
+    """``x``'s NumPy data, or under capture (where it has none) a ``RuntimeError``."""
+    if type(x._payload) is not np.ndarray and current_interceptor() is not None:
+        raise RuntimeError(
+            at_user(f"{name}() {why}, which staged.compile/capture cannot trace: call it outside")
+        )
+    return x._host()
+
+
+def as_strided(x, size, stride, storage_offset=None):
+    """The entries of ``x``'s storage at ``storage_offset + sum(i_k * stride[k])`` in the
+    layout ``x.stride()`` and ``x.storage_offset()`` report (the NumPy array's: torch's for
+    contiguous tensors and their views). A copy gathered from ``x``, not a view (writing
+    into it leaves ``x`` as it was), differentiable; the storage it reads must be ``x``'s
+    own entries (of a view, not the rest of its base)."""
+    p = _host(x, "as_strided", "reads the tensor's memory layout")
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(
+            f"mismatch in length of strides and shape: {len(size)} sizes, {len(stride)} strides"
+        )
+    if any(s < 0 for s in size) or any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: negative sizes or strides are not supported: {size}")
+    offset = x.storage_offset() if storage_offset is None else int(storage_offset)
+    root = p
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    need = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    if need > root.size:
+        raise RuntimeError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
+            f"and itemsize {p.itemsize} requiring a storage size of {need * p.itemsize} are "
+            f"out of bounds for storage of size {root.size * p.itemsize}"
+        )
+    own = x.storage_offset() + sum(
+        np.arange(n).reshape((-1,) + (1,) * (p.ndim - k - 1)) * s
+        for k, (n, s) in enumerate(zip(p.shape, x.stride()))
+    )
+    where = np.full(root.size, -1, np.int64)
+    where[np.ravel(own)] = np.arange(p.size)
+    at = offset + sum(
+        np.arange(n).reshape((-1,) + (1,) * (len(size) - k - 1)) * s
+        for k, (n, s) in enumerate(zip(size, stride))
+    )
+    index = where[np.broadcast_to(at, size).reshape(-1)]
+    if (index < 0).any():
+        raise NotImplementedError(
+            at_user(
+                "as_strided: the strides reach storage outside this tensor's own entries "
+                "(the rest of the tensor it is a view of), which staged's as_strided cannot "
+                "read: call it on the base tensor"
+            )
+        )
+    flat = shape.reshape(x, -1)
+    return shape.reshape(take_index(flat, Tensor._wrap(index), 0), size)
+
+
+def resize_(x, *sizes, memory_format=None):
+    """``x`` resized to ``sizes`` in place: its entries in C order, cut or continued.
+    Entries past the old end are zeros (torch leaves them uninitialized). Shrinking a
+    contiguous tensor keeps its memory, as torch; growing gives it new memory."""
+    size = shape._shape_arg(sizes)
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {list(size)}")
+    if x._requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    p = _host(x, "resize_", "changes a tensor's shape in place")
+    if size == p.shape:
+        return reshape_in_place(x, x, "resize_")
+    if x._base is not None:
+        raise NotImplementedError(
+            at_user(
+                "resize_() of a view: staged's views keep their base's shape; resize the "
+                "base, or a copy (x = x.clone().resize_(...))"
+            )
+        )
+    n = math.prod(size)
+    if n <= p.size and p.flags.c_contiguous:
+        new = p.reshape(-1)[:n].reshape(size)
+    else:
+        new = np.zeros(n, p.dtype)
+        new[: min(n, p.size)] = p.reshape(-1)[:n]
+        new = new.reshape(size)
+    return reshape_in_place(x, Tensor._wrap(new), "resize_")
+
+
+def resize_as_(x, other, *, memory_format=None):
+    return resize_(x, *other.shape)
+
+
+# --- new tensors like this one ----------------------------------------------------------------
+def new(x, *args, device=None):
+    """``x.new()``: an empty tensor of ``x``'s dtype; ``x.new(*sizes)`` (or a Size): one of
+    that shape (zeros; torch's is uninitialized); ``x.new(data)``: a tensor of ``data`` in
+    ``x``'s dtype; ``x.new(tensor)``: that tensor (of ``x``'s dtype), sharing its data."""
+    if device is not None:
+        check_device(device)
+    d = x.dtype
+    if not args:
+        return Tensor._wrap(np.empty((0,), d.np))
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not d:
+            raise TypeError(
+                f"expected {d} (got {args[0].dtype}): x.new(tensor) takes a tensor of x's dtype"
+            )
+        return args[0].detach()
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) or (
+        len(args) == 1 and isinstance(args[0], Size)
+    ):
+        return shape.new_zeros(x, *args)
+    if len(args) > 1:
+        raise TypeError(f"new(): expected sizes (ints) or one sequence of data, got {args}")
+    return Tensor._wrap(np.array(args[0], d.np))
+
+
+def new_empty_strided(x, size, stride, *, dtype=None, device=None, requires_grad=False, **_):
+    """A tensor of ``size`` whose ``stride()`` is ``stride`` (zeros; torch's is
+    uninitialized), of ``x``'s dtype unless ``dtype`` says."""
+    if device is not None:
+        check_device(device)
+    d = x.dtype if dtype is None else dt.as_dtype(dtype)
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(
+            f"mismatch in length of strides and shape: {len(size)} sizes, {len(stride)} strides"
+        )
+    need = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    buf = np.zeros(need, d.np)
+    item = buf.itemsize
+    a = np.lib.stride_tricks.as_strided(buf, size, tuple(s * item for s in stride))
+    t = Tensor._wrap(a)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+# --- Python callables over the values (CPU tensors, as torch's) --------------------------------
+def _values(x, name):
+    if x._requires_grad:
+        raise RuntimeError(
+            f"Can't call {name}() on Variable that requires grad. Use var.detach().{name}() "
+            "instead."
+        )
+    return _host(x, name, "calls a Python function on each value")
+
+
+def apply_(x, callable):
+    """Each entry of ``x`` replaced, in place, by ``callable(entry)`` (a Python number)."""
+    a = _values(x, "apply_")
+    out = np.array([callable(v) for v in a.reshape(-1).tolist()], a.dtype)
+    return write(x, Tensor._wrap(out.reshape(a.shape)))
+
+
+def map_(x, tensor, callable):
+    """Each entry of ``x`` replaced, in place, by ``callable(entry, other)``, ``other``
+    the entry of ``tensor`` (broadcast to ``x``'s shape) at the same place."""
+    a = _values(x, "map_")
+    b = _host(shape.expand(tensor, tuple(a.shape)), "map_", "calls a Python function")
+    out = [callable(u, v) for u, v in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())]
+    return write(x, Tensor._wrap(np.array(out, a.dtype).reshape(a.shape)))
+
+
+# --- shared memory ----------------------------------------------------------------------------
+def _root(p):
+    while isinstance(p.base, np.ndarray):
+        p = p.base
+    return p
+
+
+def is_shared(x) -> bool:
+    """Whether ``x``'s memory is shared memory (``share_memory_``): processes forked after
+    it see each other's writes."""
+    p = x._payload
+    return type(p) is np.ndarray and isinstance(getattr(_root(p).base, "obj", None), mmap.mmap)
+
+
+def share_memory_(x):
+    """``x``'s data moved into shared memory (an anonymous shared mapping), where processes
+    forked afterwards (``multiprocessing`` with the fork start method) write into the same
+    entries, as torch's ``share_memory_``; a no-op once shared. A view, or a tensor with
+    views, cannot move (the views would keep the old memory): share the base first."""
+    if is_shared(x):
+        return x
+    p = _host(x, "share_memory_", "moves the tensor's memory")
+    if x._base is not None or has_views(x):
+        raise NotImplementedError(
+            at_user(
+                "share_memory_() of a view or of a tensor that has views: staged cannot move "
+                "their memory together. Call share_memory_() on the base before making views"
+            )
+        )
+    buf = mmap.mmap(-1, max(p.nbytes, 1))
+    a = np.frombuffer(buf, p.dtype, count=p.size).reshape(p.shape)
+    a[...] = p
+    x._payload = a
+    return x
+
+
+# --- conjugate and negative bits: staged has none (conj is a copy) ----------------------------
+def resolve_conj(x):
+    """``x``: staged's tensors never carry torch's lazy conjugate bit."""
+    return x
+
+
+def resolve_neg(x):
+    """``x``: staged's tensors never carry torch's lazy negative bit."""
+    return x
+
+
+def is_conj(x) -> bool:
+    """False: staged's ``conj`` computes the conjugate (torch's may set a bit instead)."""
+    return False
+
+
+def is_neg(x) -> bool:
+    """False: staged's tensors never carry torch's lazy negative bit."""
+    return False
+
+
+def conj_physical(x):
+    """The complex conjugate, computed (``x`` itself for a real ``x``)."""
+    return ew.conj(x)
+
+
+def H(x):
+    """The conjugate transpose of a matrix (a 0-d tensor's conjugate)."""
+    if x.ndim == 2 or x.ndim == 0:
+        return shape.mH(x)
+    extra = " For batches of matrices, consider using tensor.mH" if x.ndim > 2 else ""
+    raise RuntimeError(
+        f"tensor.H is only supported on matrices (2-D tensors). Got {x.ndim}-D tensor.{extra}"
+    )
+
+
+def output_nr(x) -> int:
+    """Which output of the op that made ``x`` it is (0 for a leaf)."""
+    return x._output_nr

@@ -1,0 +1,166 @@
+"""``torch.linalg``'s counterpart: norms, products, solves and the factorizations that
+training and scientific programs use. Real matrices (float32, float64); ``eig`` and
+``eigvals`` have complex results.
+
+* Compositions of staged's ops, which run, differentiate (both modes, to any order),
+  compile and batch everywhere (``_core.py``, ``_composed.py``): the norms and products,
+  ``cholesky``/``cholesky_ex``, ``solve_triangular``, the LU family (``lu_factor``,
+  ``lu_factor_ex``, ``lu``, ``lu_solve``), ``matrix_exp``, ``vander``,
+  ``householder_product``. They are unrolled over the matrix size: for the small matrices
+  of a model.
+* ``solve``, ``inv``, ``det`` and ``slogdet`` run LAPACK eagerly (one kernel, one autograd
+  Node) and are Gaussian elimination in staged's ops elsewhere (``_core.py``); so do
+  ``inv_ex``, ``solve_ex``, ``tensorinv`` and ``tensorsolve`` (``_ex``: for invertible
+  matrices, the LU composition otherwise, to report ``info``).
+* The SVD, eigendecompositions, QR, ``pinv``, ``lstsq`` and what is built on them
+  (``svdvals``, ``eigvalsh``, ``eigvals``, ``matrix_rank``, ``cond``, the 2/-2/'nuc'
+  norms) run LAPACK eagerly only, with torch's backward formulas (``_lapack.py``): under
+  ``staged.compile``, forward-mode AD or vmap they raise an error naming the op.
+
+``ldl_factor``, ``ldl_solve`` and ``ldl_factor_ex`` are not here: asking for one says so.
+"""
+
+from __future__ import annotations
+
+from .._where import sited
+from ..autodiff.indexing import LinAlgError
+from ..eager.ops.linalg import matmul
+from ..eager.tensor import Tensor
+from ._composed import (
+    _torch_lu,
+    _torch_lu_solve,
+    _torch_vander,
+    cholesky_ex,
+    cholesky_inverse,
+    cholesky_solve,
+    householder_product,
+    inv_ex,
+    lu,
+    lu_factor,
+    lu_factor_ex,
+    lu_solve,
+    lu_unpack,
+    matrix_exp,
+    solve_ex,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
+from ._core import (
+    _cholesky,
+    _logdet,
+    cholesky,
+    cross,
+    det,
+    diagonal,
+    inv,
+    matrix_power,
+    multi_dot,
+    slogdet,
+    solve,
+    solve_triangular,
+    vecdot,
+    vector_norm,
+)
+from ._lapack import (
+    _pinverse,
+    _torch_qr,
+    _torch_svd,
+    cond,
+    eig,
+    eigh,
+    eigvals,
+    eigvalsh,
+    lstsq,
+    matrix_norm,
+    matrix_rank,
+    norm,
+    pinv,
+    qr,
+    svd,
+    svdvals,
+)
+
+__all__ = [
+    "LinAlgError",
+    "cholesky",
+    "cholesky_ex",
+    "cond",
+    "cross",
+    "det",
+    "diagonal",
+    "eig",
+    "eigh",
+    "eigvals",
+    "eigvalsh",
+    "householder_product",
+    "inv",
+    "inv_ex",
+    "lstsq",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
+    "matmul",
+    "matrix_exp",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "multi_dot",
+    "norm",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "solve_ex",
+    "solve_triangular",
+    "svd",
+    "svdvals",
+    "tensorinv",
+    "tensorsolve",
+    "vander",
+    "vecdot",
+    "vector_norm",
+]
+
+_MISSING = ("ldl_factor", "ldl_factor_ex", "ldl_solve")
+
+
+def __getattr__(name: str):
+    if name in _MISSING:
+        raise AttributeError(
+            f"staged.linalg has no {name}: LAPACK's Bunch-Kaufman LDL^T factorization (sytrf), "
+            "whose pivots torch returns, is not in NumPy. cholesky, lu_factor or eigh "
+            "factor symmetric matrices here."
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
+# staged/__init__.py exports them; they are Tensor methods too, but for those in FUNCTIONS
+TOP_LEVEL = {
+    name: sited(fn)
+    for name, fn in {
+        "inverse": inv,
+        "det": det,
+        "logdet": _logdet,
+        "slogdet": slogdet,
+        "matrix_power": matrix_power,
+        "cholesky": _cholesky,
+        "cholesky_solve": cholesky_solve,
+        "cholesky_inverse": cholesky_inverse,
+        "svd": _torch_svd,
+        "qr": _torch_qr,
+        "pinverse": _pinverse,
+        "matrix_exp": matrix_exp,
+        "lu_solve": _torch_lu_solve,
+        "lu": _torch_lu,
+        "lu_unpack": lu_unpack,
+        "orgqr": householder_product,
+        "vander": _torch_vander,
+    }.items()
+}
+FUNCTIONS = ("lu_unpack", "vander")  # torch has no Tensor method of these
+for _name, _fn in TOP_LEVEL.items():
+    if _name not in FUNCTIONS:
+        setattr(Tensor, _name, _fn)

@@ -1,0 +1,654 @@
+"""The factorizations of ``staged.linalg`` that staged's ops cannot compute (the SVD, the
+symmetric and general eigendecompositions, QR, the pseudoinverse and least squares) and
+what is built on them (``matrix_rank``, ``cond``, the 2, -2 and nuclear matrix norms).
+
+Each runs LAPACK (NumPy's) eagerly, as one kernel and one autograd Node (``Fused``, Note
+[fused kernels] in ``eager/dispatch.py``) whose backward is torch's formula written in
+staged's ops, so it differentiates again. A kernel returns one array, so the factors are
+packed side by side along its last dim and sliced back out. They have no composition in
+staged's ops: under ``staged.compile``/capture, forward-mode AD or vmap they raise, naming
+the op (``_eager_only``). Real matrices (float32, float64); ``eig`` has complex results."""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from .._where import at_user
+from ..autodiff import Fused
+from ..eager import ops
+from ..eager.checks import require
+from ..eager.factories import eye, tensor, zeros
+from ..eager.interceptor import current_interceptor
+from ..eager.ops._operands import broadcast_shapes
+from ..eager.ops.reduction import norm as _vector_norm
+from ..eager.tensor import Tensor
+from ._composed import deprecated, inv_ex
+from ._core import _floating, _real, _solve, _square, solve_triangular, vector_norm
+
+_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
+
+
+def _eager_only(name: str, users: str):
+    """The decomposition of a LAPACK kernel: what staged cannot trace, say so."""
+
+    def decomposition(*args, **params):
+        where = (
+            "inside staged.compile or staged.capture"
+            if current_interceptor() is not None
+            else "under forward-mode AD (forward_ad, jvp) or vmap"
+        )
+        raise NotImplementedError(
+            at_user(
+                f"linalg.{name}{users} runs LAPACK eagerly only: staged has no composition "
+                f"of it in its ops, so it cannot run {where}. Call it eagerly, outside the "
+                "compiled function or transform."
+            )
+        )
+
+    return decomposition
+
+
+def _pack(*parts, batch) -> np.ndarray:
+    """The factors side by side along one last dim (one array for one kernel)."""
+    return np.concatenate([p.reshape(*batch, -1) for p in parts], -1)
+
+
+def _unpack(t, batch, *shapes) -> list:
+    """``_pack``'s factors of shapes ``shapes`` back out of ``t`` (a Tensor)."""
+    out, at = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        out.append(t[..., at : at + size].reshape(*batch, *shape))
+        at += size
+    return out
+
+
+def _quotient(num, den):
+    """``num / den``, and 0 where ``num`` is exactly 0. torch's backward formulas skip the
+    terms of outputs that were not used (undefined cotangents); here those cotangents are
+    zeros, and a repeated singular value or eigenvalue (``den`` 0) must not make their 0
+    terms 0/0. (Its own gradient has no 0/0 either.)"""
+    zero = num == 0
+    return ops.where(zero, 0.0, num) / ops.where(zero, 1.0, den)
+
+
+def _matrix(A, what: str) -> None:
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.{what}: The input tensor A must have at least 2 dimensions.")
+
+
+def _no_driver(driver, what: str) -> None:
+    if driver is not None:
+        raise RuntimeError(
+            f"torch.linalg.{what}: keyword argument `driver=` is only supported on CUDA inputs "
+            "with cuSOLVER backend."
+        )
+
+
+# --- SVD ----------------------------------------------------------------------------------------
+SVDResult = collections.namedtuple("SVDResult", "U S Vh")
+SvdResult = collections.namedtuple("SvdResult", "U S V")  # torch.svd's
+
+
+def _svd_shapes(m: int, n: int, full_matrices: bool):
+    k = min(m, n)
+    return (m, m if full_matrices else k), (k,), (n if full_matrices else k, n)
+
+
+def _svd_impl(A, *, full_matrices):
+    U, S, Vh = np.linalg.svd(A, full_matrices=full_matrices)
+    return _pack(U, S, Vh, batch=A.shape[:-2])
+
+
+def svd_backward(gU, gS, gVh, U, S, Vh):
+    """torch's ``svd_backward`` (real matrices; reduced factors): NaN or inf where
+    singular values repeat (or, for a non-square ``A``, are 0) and ``U`` or ``Vh`` is used;
+    ``U @ diag(gS) @ Vh`` where neither is."""
+    m, n, k = U.shape[-2], Vh.shape[-1], S.shape[-1]
+    UhgU = U.mT @ gU
+    VhgV = Vh @ gVh.mT
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye(k, dtype=S.dtype)
+    num = (UhgU - UhgU.mT) * S.unsqueeze(-2) + S.unsqueeze(-1) * (VhgV - VhgV.mT)
+    gA = _quotient(num, E) + ops.diag_embed(gS)
+    if m > n:
+        gUSinv = _quotient(gU, S.unsqueeze(-2))
+        return (U @ gA + gUSinv - U @ (U.mT @ gUSinv)) @ Vh
+    if m < n:
+        SinvgVh = _quotient(gVh, S.unsqueeze(-1))
+        return U @ (gA @ Vh + SinvgVh - (SinvgVh @ Vh.mT) @ Vh)
+    return U @ (gA @ Vh)
+
+
+def _svd_vjp(g, A_aval, out, full_matrices):
+    *batch, m, n = A_aval.shape
+    shapes = _svd_shapes(m, n, full_matrices)
+    U, S, Vh = _unpack(out, batch, *shapes)
+    gU, gS, gVh = _unpack(g, batch, *shapes)
+    k = min(m, n)  # torch: the columns full_matrices adds have no gradient
+    return svd_backward(gU[..., :k], gS, gVh[..., :k, :], U[..., :k], S, Vh[..., :k, :])
+
+
+_svd = Fused(
+    "linalg_svd",
+    _svd_impl,
+    _eager_only("svd", " (and svdvals, matrix_rank, cond, the 2/-2/'nuc' norms, torch.svd)"),
+    vjp=_svd_vjp,
+    node_name="LinalgSvdBackward0",
+)
+
+
+def svd(A, full_matrices=True, *, driver=None) -> SVDResult:
+    """``(U, S, Vh)`` with ``A == U @ diag(S) @ Vh``, ``S`` descending (``full_matrices``:
+    square ``U`` and ``Vh``). LAPACK eagerly; the gradient is torch's, ill-defined (NaN or
+    inf) where singular values repeat and ``U`` or ``Vh`` is used. Real matrices."""
+    _matrix(A, "svd")
+    _real(A, "svd", "linalg_svd_cpu")
+    _no_driver(driver, "svd")
+    *batch, m, n = A.shape
+    return SVDResult(
+        *_unpack(_svd(A, full_matrices=full_matrices), batch, *_svd_shapes(m, n, full_matrices))
+    )
+
+
+_svdvals = Fused(
+    "linalg_svdvals",
+    lambda A: np.linalg.svd(A, compute_uv=False),
+    lambda A: svd(A, full_matrices=False).S,  # for a gradient (svd's Node) or a trace
+)
+
+
+def svdvals(A, *, driver=None) -> Tensor:
+    """The singular values, descending. Its gradient is ``U @ diag(g) @ Vh``, finite
+    also where they repeat."""
+    _matrix(A, "svd")
+    _real(A, "svdvals", "linalg_svd_cpu")
+    _no_driver(driver, "svd")
+    return _svdvals(A)
+
+
+# --- symmetric eigendecomposition ---------------------------------------------------------------
+EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
+
+
+def _uplo(UPLO) -> None:
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+
+
+def _eigh_vjp(g, A_aval, out, UPLO):
+    *batch, n, _ = A_aval.shape
+    L, V = _unpack(out, batch, (n,), (n, n))
+    gL, gV = _unpack(g, batch, (n,), (n, n))
+    VhgV = V.mT @ gV
+    E = L.unsqueeze(-2) - L.unsqueeze(-1) + eye(n, dtype=L.dtype)
+    gA = _quotient((VhgV - VhgV.mT) * 0.5, E) + ops.diag_embed(gL)
+    return V @ (gA @ V.mT)
+
+
+_eigh = Fused(
+    "linalg_eigh",
+    lambda A, *, UPLO: _pack(*np.linalg.eigh(A, UPLO=UPLO), batch=A.shape[:-2]),
+    _eager_only("eigh", " (and eigvalsh, matrix_rank(hermitian=True))"),
+    vjp=_eigh_vjp,
+    node_name="LinalgEighBackward0",
+)
+
+
+def eigh(A, UPLO="L") -> EighResult:
+    """``(eigenvalues, eigenvectors)`` of symmetric matrices, ascending, read from the
+    ``UPLO`` triangle. LAPACK eagerly; the gradient is torch's (ill-defined where
+    eigenvalues repeat and the eigenvectors are used). Real matrices."""
+    _matrix(A, "eigh")
+    _square(A, "eigh")
+    _real(A, "eigh", "linalg_eigh_cpu")
+    _uplo(UPLO)
+    *batch, n, _ = A.shape
+    return EighResult(*_unpack(_eigh(A, UPLO=UPLO), batch, (n,), (n, n)))
+
+
+_eigvalsh = Fused(
+    "linalg_eigvalsh",
+    lambda A, *, UPLO: np.linalg.eigvalsh(A, UPLO=UPLO),
+    lambda A, *, UPLO: eigh(A, UPLO).eigenvalues,
+)
+
+
+def eigvalsh(A, UPLO="L") -> Tensor:
+    """The eigenvalues of symmetric matrices, ascending (gradient ``V @ diag(g) @ V^T``)."""
+    _matrix(A, "eigh")
+    _square(A, "eigvalsh")
+    _real(A, "eigvalsh", "linalg_eigh_cpu")
+    _uplo(UPLO)
+    return _eigvalsh(A, UPLO=UPLO)
+
+
+# --- general eigendecomposition (complex results) ---------------------------------------------
+EigResult = collections.namedtuple("EigResult", "eigenvalues eigenvectors")
+
+
+def _complex(a: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """``a`` complex, of ``A``'s precision (NumPy's ``eig`` is real where it can be)."""
+    return a.astype(np.result_type(A.dtype, np.complex64), copy=False)
+
+
+def _eig_impl(A):
+    return _complex(_pack(*np.linalg.eig(A), batch=A.shape[:-2]), A)
+
+
+def _eig_vjp(g, A_aval, out):
+    *batch, n, _ = A_aval.shape
+    L, V = _unpack(out, batch, (n,), (n, n))
+    gL, gV = _unpack(g, batch, (n,), (n, n))
+    VhgV = V.mH @ gV
+    diagonal = VhgV.diagonal(0, -2, -1)
+    require(
+        diagonal.imag.abs() <= 1e-2,
+        RuntimeError,
+        "linalg_eig_backward: The eigenvectors in the complex case are specified up to "
+        "multiplication by e^{i phi}. The specified loss function depends on this quantity, "
+        "so it is ill-defined.",
+    )
+    VhgV = VhgV - V.mH @ (V * diagonal.real.unsqueeze(-2))
+    Lc = L.conj()
+    gA = _quotient(VhgV, Lc.unsqueeze(-2) - Lc.unsqueeze(-1) + eye(n, dtype=L.dtype))
+    gA = gA - ops.diag_embed(gA.diagonal(0, -2, -1)) + ops.diag_embed(gL)
+    return _solve(V.mH, gA @ V.mH).real
+
+
+_eig = Fused(
+    "linalg_eig",
+    _eig_impl,
+    _eager_only("eig", " (and eigvals)"),
+    vjp=_eig_vjp,
+    node_name="LinalgEigBackward0",
+)
+
+
+def eig(A) -> EigResult:
+    """``(eigenvalues, eigenvectors)`` of square matrices, complex (complex64 for
+    float32), eigenvectors of norm 1. LAPACK eagerly; the gradient is torch's (real for a
+    real ``A``; a loss that depends on the eigenvectors' phases raises). Real matrices."""
+    _matrix(A, "eig")
+    _square(A, "eig")
+    _real(A, "eig", "linalg_eig_cpu")
+    *batch, n, _ = A.shape
+    return EigResult(*_unpack(_eig(A), batch, (n,), (n, n)))
+
+
+_eigvals = Fused(
+    "linalg_eigvals",
+    lambda A: _complex(np.linalg.eigvals(A), A),
+    lambda A: eig(A).eigenvalues,
+)
+
+
+def eigvals(A) -> Tensor:
+    """The eigenvalues of square matrices, complex."""
+    _matrix(A, "eigvals")
+    _square(A, "eigvals")
+    _real(A, "eigvals", "linalg_eig_cpu")
+    return _eigvals(A)
+
+
+# --- QR -----------------------------------------------------------------------------------------
+QRResult = collections.namedtuple("QRResult", "Q R")
+
+
+def _qr_shapes(m: int, n: int, mode: str):
+    k = min(m, n)
+    if mode == "r":
+        return ((k, n),)
+    return ((m, m), (m, n)) if mode == "complete" else ((m, k), (k, n))
+
+
+def _qr_impl(A, *, mode):
+    parts = np.linalg.qr(A, mode=mode)
+    return _pack(*((parts,) if mode == "r" else parts), batch=A.shape[:-2])
+
+
+def qr_backward(gQ, gR, Q, R):
+    """torch's ``linalg_qr_backward`` (real matrices; reduced factors, or square ``Q``)."""
+    m, n = Q.shape[-2], R.shape[-1]
+    gA = gR @ R.mT - Q.mT @ gQ
+    if m >= n:
+        X = gA.triu()
+        gA = Q @ (X + X.mT - ops.diag_embed(X.diagonal(0, -2, -1))) + gQ
+        return solve_triangular(R.mT, gA, upper=False, left=False)
+    gA = solve_triangular(R[..., :m].mT, Q @ (gA.mT - gA).tril(), upper=False, left=False)
+    return ops.cat([gA, zeros(*gA.shape[:-1], n - m, dtype=gA.dtype)], -1) + Q @ gR
+
+
+def _qr_vjp(g, A_aval, out, mode):
+    *batch, m, n = A_aval.shape
+    if mode == "r":
+        raise RuntimeError(
+            "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+            "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+            "through linalg.qr."
+        )
+    if mode == "complete" and m > n:
+        raise RuntimeError(
+            "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+        )
+    shapes = _qr_shapes(m, n, mode)
+    Q, R = _unpack(out, batch, *shapes)
+    gQ, gR = _unpack(g, batch, *shapes)
+    return qr_backward(gQ, gR, Q, R)
+
+
+_qr = Fused(
+    "linalg_qr",
+    _qr_impl,
+    _eager_only("qr", " (and torch.qr)"),
+    vjp=_qr_vjp,
+    node_name="LinalgQrBackward0",
+)
+
+
+def qr(A, mode="reduced") -> QRResult:
+    """``(Q, R)`` with ``A == Q @ R``, ``Q`` orthonormal columns, ``R`` upper triangular:
+    ``mode`` ``'reduced'`` (``k = min(m, n)`` columns), ``'complete'`` (square ``Q``) or
+    ``'r'`` (``Q`` empty). LAPACK eagerly; torch's gradient. Real matrices."""
+    _matrix(A, "qr")
+    _real(A, "qr", "geqrf_cpu")
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(
+            f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
+            "'r', or 'complete'"
+        )
+    *batch, m, n = A.shape
+    parts = _unpack(_qr(A, mode=mode), batch, *_qr_shapes(m, n, mode))
+    if mode == "r":
+        return QRResult(zeros(0, dtype=A.dtype), parts[0])
+    return QRResult(*parts)
+
+
+# --- pseudoinverse, least squares, rank ---------------------------------------------------------
+def _tolerances(A, atol, rtol, what: str):
+    """torch's ``(atol, rtol)`` as float64 tensors: ``rtol`` defaults to ``eps * max(m, n)``,
+    and to 0 where a positive ``atol`` is given."""
+
+    def as_tensor(x, name):
+        if isinstance(x, Tensor):
+            if x.dtype.is_complex:
+                raise RuntimeError(f"{what}: {name} tensor of complex type is not supported.")
+            return x.detach().to(dt.float64)
+        return tensor(float(x), dtype=dt.float64)
+
+    default = dt.finfo(A.dtype).eps * max(A.shape[-2], A.shape[-1])
+    a = as_tensor(0.0 if atol is None else atol, "atol")
+    if rtol is not None:
+        return a, as_tensor(rtol, "rtol")
+    return a, (
+        tensor(default, dtype=dt.float64) if atol is None else ops.where(a > 0, 0.0, default)
+    )
+
+
+def _threshold(S, atol, rtol, top):
+    """Which of ``S`` count: above ``max(atol, rtol * top)`` (NumPy, float64 tolerances)."""
+    return S > np.maximum(atol[..., None], rtol[..., None] * top)
+
+
+def _reciprocal(S, big):
+    return np.where(big, 1 / np.where(big, S, 1), 0).astype(S.dtype)
+
+
+def _pinv_impl(A, atol, rtol, *, hermitian):
+    if hermitian:
+        L, V = np.linalg.eigh(A)
+        inv = _reciprocal(
+            L, _threshold(np.abs(L), atol, rtol, np.abs(L).max(-1, initial=0, keepdims=True))
+        )
+        return (V * inv[..., None, :]) @ V.swapaxes(-1, -2)
+    U, S, Vh = np.linalg.svd(A, full_matrices=False)
+    inv = _reciprocal(S, _threshold(S, atol, rtol, S[..., :1]))
+    return (Vh.swapaxes(-1, -2) * inv[..., None, :]) @ U.swapaxes(-1, -2)
+
+
+def pinv_backward(g, pinvA, A):
+    """torch's ``pinv_backward`` (real matrices)."""
+    m, n = A.shape[-2], A.shape[-1]
+    pinvAh, gh = pinvA.mT, g.mT
+    if m <= n:
+        K = gh @ pinvA
+        KpinvAh = K @ pinvAh
+        return -(pinvA @ K).mT + KpinvAh - (A @ pinvA) @ KpinvAh + (pinvAh @ pinvA) @ (gh - K @ A)
+    K = pinvA @ gh
+    pinvAhK = pinvAh @ K
+    return -(K @ pinvA).mT + (gh - A @ K) @ pinvA @ pinvAh + pinvAhK - pinvAhK @ pinvA @ A
+
+
+_pinv = Fused(
+    "linalg_pinv",
+    _pinv_impl,
+    _eager_only("pinv", " (and torch.pinverse)"),
+    vjp=(lambda g, A, out: pinv_backward(g, out, A), None, None),
+    node_name="LinalgPinvBackward0",
+)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False) -> Tensor:
+    """The Moore-Penrose pseudoinverse: singular values (``hermitian``: ``|eigenvalues|`` of
+    the lower triangle) at most ``max(atol, rtol * largest)`` count as 0; ``rtol``
+    defaults to ``eps * max(m, n)``, or 0 where ``atol > 0`` is given. ``atol``/``rtol``
+    may be tensors over the batch. torch's gradient. Real matrices."""
+    if A.ndim < 2:
+        raise RuntimeError(
+            f"linalg.pinv({A.dtype.title}{{{list(A.shape)}}}): expected a tensor with 2 or more "
+            "dimensions of float, double, cfloat or cdouble types"
+        )
+    _real(A, "pinv", "linalg_svd_cpu")
+    a, r = _tolerances(A, atol, rtol, "torch.linalg.pinv")
+    return _pinv(A, a, r, hermitian=hermitian)
+
+
+LstsqResult = collections.namedtuple("LstsqResult", "solution residuals rank singular_values")
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def _lstsq_impl(A, B, *, rcond):
+    U, S, Vh = np.linalg.svd(A, full_matrices=False)
+    big = S > rcond * S[..., :1]
+    X = Vh.swapaxes(-1, -2) @ (_reciprocal(S, big)[..., :, None] * (U.swapaxes(-1, -2) @ B))
+    r = A @ X - B
+    rank = big.sum(-1).astype(A.dtype)
+    return _pack(X, (r * r).sum(-2), rank, S, batch=A.shape[:-2])
+
+
+def _lstsq_parts(t, A_shape, k: int):
+    *batch, m, n = A_shape
+    return _unpack(t, batch, (n, k), (k,), (), (min(m, n),))
+
+
+def _lstsq_dA(g, A, B, out):
+    gX, gL, _, _ = _lstsq_parts(g, A.shape, B.shape[-1])
+    X = _lstsq_parts(out, A.shape, B.shape[-1])[0]
+    grad = pinv_backward(gX @ B.mT, pinv(A), A)
+    return grad + 2 * (gL.unsqueeze(-2) * (A @ X - B)) @ X.mT
+
+
+def _lstsq_dB(g, A, B, out):
+    gX, gL, _, _ = _lstsq_parts(g, A.shape, B.shape[-1])
+    X = _lstsq_parts(out, A.shape, B.shape[-1])[0]
+    return pinv(A).mT @ gX - 2 * gL.unsqueeze(-2) * (A @ X - B)
+
+
+_lstsq = Fused(
+    "linalg_lstsq",
+    _lstsq_impl,
+    _eager_only("lstsq", ""),
+    vjp=(_lstsq_dA, _lstsq_dB),
+    node_name="LinalgLstsqBackward0",
+)
+
+
+def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
+    """The least-squares (minimum-norm) ``X`` of ``A @ X ~ B`` and torch's other results:
+    ``residuals`` (the squared residual norms, where ``m > n``, every matrix has full rank
+    and the driver is not ``'gelsy'``), ``rank`` and ``singular_values`` (for
+    ``'gelsd'``/``'gelss'``), empty where the driver does not give them. Every driver
+    solves by LAPACK's SVD (``gelsd``'s method: singular values at most ``rcond *
+    largest`` count as 0; ``rcond`` defaults to ``eps * max(m, n)``), which is the same
+    solution where ``A`` has full rank. Gradients of the solution and the residuals are
+    torch's. Real matrices."""
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
+    if B.ndim < 1:
+        raise RuntimeError("torch.linalg.lstsq: other must have at least 1 dimension.")
+    if A.dtype is not B.dtype:
+        raise RuntimeError(
+            "torch.linalg.lstsq: Expected input and other to have the same dtype, but got "
+            f"input's dtype {A.dtype.title} and other's dtype {B.dtype.title}"
+        )
+    _real(A, "lstsq", "linalg_lstsq")
+    if not 0 <= A.ndim - B.ndim <= 1:
+        raise RuntimeError(
+            "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+            "(input.dim() - other.dim()) <= 1"
+        )
+    driver = "gelsy" if driver is None else driver
+    if driver not in _DRIVERS:
+        raise RuntimeError(
+            "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
+        )
+    vector = A.ndim - B.ndim == 1
+    Bm = B.unsqueeze(-1) if vector else B
+    *_, m, n = A.shape
+    if Bm.shape[-2] != m:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    batch = broadcast_shapes(tuple(A.shape[:-2]), tuple(Bm.shape[:-2]))
+    A, Bm = A.expand(*batch, m, n), Bm.expand(*batch, m, Bm.shape[-1])
+    rcond = dt.finfo(A.dtype).eps * max(m, n) if rcond is None else rcond
+    X, residuals, rank, S = _lstsq_parts(_lstsq(A, Bm, rcond=rcond), A.shape, Bm.shape[-1])
+    rank = rank.detach().to(dt.int64)
+    full = m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all()))
+    empty = zeros(0, dtype=A.dtype)
+    return LstsqResult(
+        X.squeeze(-1) if vector else X,
+        residuals if full else empty,
+        zeros(0, dtype=dt.int64) if driver == "gels" else rank,
+        S.detach() if driver in ("gelsd", "gelss") else empty,
+    )
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None) -> Tensor:
+    """How many singular values (``hermitian``: ``|eigenvalues|``) exceed ``max(atol, rtol
+    * largest)`` (tolerances as ``pinv``'s; a positional ``tol`` is ``atol`` with ``rtol``
+    0, NumPy's), int64."""
+    if A.ndim < 2:
+        raise RuntimeError(
+            "torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions."
+        )
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    A = A.detach()
+    S = eigvalsh(A).abs() if hermitian else svdvals(A)
+    a, r = _tolerances(A, atol, rtol, "torch.linalg.matrix_rank")
+    top = S.amax(-1, keepdim=True) if S.shape[-1] else zeros(*S.shape[:-1], 1, dtype=S.dtype)
+    return (S > ops.maximum(a.unsqueeze(-1), r.unsqueeze(-1) * top)).sum(-1)
+
+
+# --- norms and condition numbers --------------------------------------------------------------
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None) -> Tensor:
+    """The ``ord``-norm of the matrices over ``dim``: ``"fro"``, ``"nuc"`` (the sum of the
+    singular values), 2 / -2 (the largest / smallest), 1 / -1 (largest / smallest column
+    sum of ``|A|``) or ``inf`` / ``-inf`` (row sums). The singular values' are LAPACK's,
+    eagerly only."""
+    A = _floating(A, "matrix_norm", dtype)
+    if ord not in _MATRIX_ORDS:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if A.ndim < 2:
+        raise RuntimeError(
+            f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions. Got {A.ndim}D"
+        )
+    dim = tuple(d % A.ndim for d in dim)
+    if len(dim) != 2 or dim[0] == dim[1]:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got {dim}")
+    if ord == "fro":
+        return _vector_norm(A, 2.0, dim, keepdim)
+    if ord in ("nuc", 2, -2):
+        S = svdvals(A.movedim(dim, (-2, -1)))
+        out = S.sum(-1) if ord == "nuc" else S.amax(-1) if ord == 2 else S.amin(-1)
+        return out.unsqueeze(min(dim)).unsqueeze(max(dim)) if keepdim else out
+    summed, over = (dim[0], dim[1]) if ord in (1, -1) else (dim[1], dim[0])
+    extreme = ops.amax if ord > 0 else ops.amin
+    out = extreme(A.abs().sum(summed, keepdim=True), over, keepdim=True)
+    return out if keepdim else out.squeeze(max(dim)).squeeze(min(dim))
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """``vector_norm`` or ``matrix_norm``, as torch decides: an int ``dim`` or a 1-D
+    ``A`` is a vector norm, a pair of dims or a 2-D ``A`` with an ``ord`` a matrix norm,
+    and with neither ``dim`` nor ``ord`` the 2-norm of all the entries."""
+    if isinstance(dim, int) or (dim is not None and len(dim) == 1):
+        return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+    if dim is not None:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A.ndim == 1:
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    if A.ndim == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    raise RuntimeError(
+        f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+        f"Got {A.ndim}D."
+    )
+
+
+def cond(A, p=None) -> Tensor:
+    """The condition number in the ``p``-norm: ``None``/2 (-2) the ratio of the largest and
+    smallest (smallest and largest) singular values; ``'fro'``, ``'nuc'``, 1, -1, inf and
+    -inf ``matrix_norm(A, p) * matrix_norm(inv(A), p)`` of square matrices, inf where
+    ``A`` is singular."""
+    if A.ndim < 2:
+        raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
+    if p not in (None, *_MATRIX_ORDS):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    if p in (None, 2, -2):
+        S = svdvals(A)
+        return S[..., -1] / S[..., 0] if p == -2 else S[..., 0] / S[..., -1]
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(
+            f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
+            f"{A.shape[-2]} by {A.shape[-1]} matrices"
+        )
+    inverse, info = inv_ex(A)
+    inverse = ops.where((info > 0)[..., None, None], math.inf, inverse)
+    out = matrix_norm(A, p) * matrix_norm(inverse, p)
+    return ops.nan_to_num(out, math.inf, math.inf, -math.inf)  # torch's 0 * inf
+
+
+# --- torch's top-level forms ----------------------------------------------------------------------
+def _torch_svd(input, some=True, compute_uv=True) -> SvdResult:
+    """``torch.svd``: ``V``, not ``Vh``; ``some=False`` gives square factors;
+    ``compute_uv=False`` zero-filled ``U`` and ``V`` of shapes ``(m, m)`` and ``(n, n)``."""
+    if not compute_uv:
+        *batch, m, n = input.shape
+        S = svdvals(input)
+        return SvdResult(zeros(*batch, m, m, dtype=S.dtype), S, zeros(*batch, n, n, dtype=S.dtype))
+    U, S, Vh = svd(input, full_matrices=not some)
+    return SvdResult(U, S, Vh.mT)
+
+
+def _torch_qr(input, some=True) -> QRResult:
+    """``torch.qr`` (deprecated there, with its warning): ``some=False`` is
+    ``mode='complete'``."""
+    deprecated(
+        "qr",
+        "qr",
+        "The boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = "
+        "torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if "
+        "some else 'complete')",
+    )
+    return qr(input, "reduced" if some else "complete")
+
+
+def _pinverse(input, rcond=1e-15) -> Tensor:
+    """``torch.pinverse``: ``pinv`` with ``rtol=rcond``."""
+    return pinv(input, rtol=rcond)
