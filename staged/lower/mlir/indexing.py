@@ -1,17 +1,18 @@
 """Indexing primitives: slice and slice_scatter are tensor.extract_slice/insert_slice;
 gather is a linalg.generic over the index reading the source with tensor.extract;
-scatter_add and scatter_reduce are a linalg.generic over the destination with a reduction
-over the index's scattered dim (each destination element sums, multiplies or takes the
-extreme of the sources whose index hits it, so an index out of range hits nothing);
-scatter keeps the last source that hits instead (a reduction
-runs in order); check is the identity, barrier util.optimization_barrier."""
+scatter_add and scatter_reduce are an iree_linalg_ext.scatter of each source element into
+its destination (an index out of range hits nothing); scatter keeps the last source that
+hits instead, a linalg.generic over the destination with a reduction over the index's
+scattered dim (a reduction runs in order); check is the identity, barrier
+util.optimization_barrier."""
 
 from __future__ import annotations
 
 from ... import dtypes as dt
 from ...autodiff import REGISTRY, Aval
+from ...autodiff.avals import Sym
 from .elementwise import BINARY
-from .emitter import lowering, tensor_type
+from .emitter import elem_type, lowering, tensor_type
 
 
 def insert_slice(e, src, src_aval, dst, dst_aval, starts, stops, steps) -> str:
@@ -85,68 +86,98 @@ def _gather(e, op, x, index):
     )
 
 
-def _scatter_combine(e, op, x, index, src, combine: str, identity=None):
-    """``x`` combined (``BINARY[combine]``) with every source whose index hits it: a
-    reduction over the index's scattered dim, then combined with ``x``. The reduction starts
-    from ``identity``, or (None: max, min) from the first source that hits, with a flag of
-    whether one did: no extreme constant, which Vulkan's 32-bit int64 would wrap."""
+def _scatter_combine(e, op, x, index, src, combine: str):
+    """``x`` combined (``BINARY[combine]``) with every source whose index hits it
+    (``_scatter_into``); a 0-d ``x`` is one element along dim 0."""
     # mypy cannot count a starred generator
     a, ia, sa, dim = (*(v.aval for v in op.inputs), op.params["dim"])  # type: ignore[misc]
-    d, rank = a.dtype, len(a.shape)
-    fn = e.need(BINARY[combine], d)
-    scattered = tuple(rank if k == dim else k for k in range(rank))  # dim -> the reduction
-    ident = tuple(range(rank))
-
-    def hits(i):
-        here = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
-        return e.emit(f"arith.cmpi eq, {i}, {here} : i64")
-
-    if 0 in ia.shape:  # nothing hits (an empty reduction crashes IREE 3.13's vectorizer)
+    if 0 in ia.shape:  # nothing hits
         return x
-    # reduced apart, then combined with x: reducing into x itself as the init failed to
-    # compile (IREE 3.13, llvm-cpu) when x was a slice of another tensor
-    if identity is not None:
-        reduced = e.generic(
-            [(index, ia), (src, sa)],
-            [(e.full(a.shape, d, identity), a)],
-            [scattered, scattered, ident],
-            ["parallel"] * rank + ["reduction"],
-            lambda i, s, acc: e.select(hits(i), fn(e, d, acc, s), acc, d),
+    fn = e.need(BINARY[combine], a.dtype)
+    if a.shape:
+        return _scatter_into(e, x, index, src, a, ia, dim, fn)
+    x, index, src = (e.reshape(v, (), (1,), w.dtype) for v, w in ((x, a), (index, ia), (src, sa)))
+    r = _scatter_into(e, x, index, src, Aval((1,), a.dtype), Aval((1,), ia.dtype), 0, fn)
+    return e.reshape(r, (1,), (), a.dtype)
+
+
+def _scatter_into(e, x, index, src, a, ia, dim, fn):
+    """``x`` (of ``a``) combined by ``fn`` with each ``src`` element whose ``index`` (of
+    ``ia``, ``src``'s shape) hits it: an iree_linalg_ext.scatter, O(sources), where a generic
+    over the destination reducing over the index's dim cost destination x index length (an
+    embedding's gradient: vocab x tokens x width). Each source element goes to its own
+    coordinates with the one at ``dim`` replaced by its index, or by ``n`` where that is out
+    of range: ``x`` is padded by one there and sliced after, so such an index hits nothing
+    and the kernel never writes out of bounds. The combines are commutative and associative
+    (arith's maximumf/minimumf order -0.0 below 0.0 and propagate NaN), so the order the
+    sources arrive in changes only the rounding of floating sums and products, and no
+    identity is needed (no extreme constant for Vulkan's 32-bit int64 to wrap). IREE 3.13
+    runs a scatter whose indices may repeat in one thread on GPUs (serially, in order)."""
+    d, rank, n = a.dtype, len(a.shape), a.shape[dim]
+    coords = Aval((*ia.shape, rank), dt.int64)
+
+    def coordinate(i, _):
+        # loop ``rank`` picks the coordinate: the index at ``dim`` (n where out of range),
+        # the source's own elsewhere
+        end = e.emit(f"arith.index_cast {e.index(n)} : index to i64")
+        inside = e.emit(
+            f"arith.andi {e.emit(f'arith.cmpi sge, {i}, {e.const(0, dt.int64)} : i64')}, "
+            f"{e.emit(f'arith.cmpi slt, {i}, {end} : i64')} : i1"
         )
-        return e.map((x, reduced), [a, a], a, lambda u, v: fn(e, d, u, v))
+        v = e.select(inside, i, end, dt.int64)
+        k = e.emit(f"linalg.index {rank} : index")
+        for j in range(rank):
+            if j != dim:
+                own = e.emit(
+                    f"arith.index_cast {e.emit(f'linalg.index {j} : index')} : index to i64"
+                )
+                v = e.select(e.emit(f"arith.cmpi eq, {k}, {e.index(j)} : index"), own, v, dt.int64)
+        return v
 
-    def body(i, s, acc, was_hit):
-        hit = hits(i)
-        new = e.select(was_hit, fn(e, d, acc, s), s, d)
-        return e.select(hit, new, acc, d), e.emit(f"arith.ori {hit}, {was_hit} : i1")
-
-    flags = Aval(a.shape, dt.bool_)
-    r = e.generic(
-        [(index, ia), (src, sa)],
-        [(e.full(a.shape, d, 0), a), (e.full(a.shape, dt.bool_, False), flags)],
-        [scattered, scattered, ident, ident],
-        ["parallel"] * rank + ["reduction"],
-        body,
+    where = e.generic(
+        [(index, ia)],
+        [(e.empty(coords.shape, dt.int64), coords)],
+        [tuple(range(rank)), tuple(range(rank + 1))],
+        ["parallel"] * (rank + 1),
+        coordinate,
     )
-    return e.map(
-        (f"{r}#1", f"{r}#0", x),
-        [flags, a, a],
-        a,
-        lambda h, u, v: e.select(h, fn(e, d, v, u), v, d),
+    # x padded by one along dim (not tensor.pad: IREE 3.13 crashed on a complex one); a
+    # dynamic n + 1 prints "?" as n does
+    padded = Aval((*a.shape[:dim], n + 1 if isinstance(n, int) else n, *a.shape[dim + 1 :]), d)
+    pt = tensor_type(padded.shape, d)
+    dynamic = [
+        e.emit(f"arith.addi {e.index(s)}, {e.index(1)} : index") if k == dim else e.index(s)
+        for k, s in enumerate(padded.shape)
+        if isinstance(s, Sym)
+    ]
+    empty = e.emit(f"tensor.empty({', '.join(dynamic)}) : {pt}")
+    fill = e.emit(f"linalg.fill ins({e.const(0, d)} : {elem_type(d)}) outs({empty} : {pt}) -> {pt}")
+    into = insert_slice(e, x, a, fill, padded, (0,) * rank, a.shape, (1,) * rank)
+    u, cur, r = e.fresh("a"), e.fresh("a"), e.fresh()
+    e.raw(
+        f"{r} = iree_linalg_ext.scatter dimension_map = [{', '.join(map(str, range(rank)))}] "
+        f"unique_indices(false) ins({src}, {where} : {tensor_type(ia.shape, d)}, "
+        f"{tensor_type(coords.shape, dt.int64)}) outs({into} : {pt}) {{"
+    )
+    e.raw(f"^bb0({u}: {elem_type(d)}, {cur}: {elem_type(d)}):")
+    e.raw(f"  iree_linalg_ext.yield {fn(e, d, cur, u)} : {elem_type(d)}")
+    e.raw(f"}} -> {pt} {e.loc}")
+    return e.emit(
+        f"tensor.extract_slice {r}{e.window((0,) * rank, a.shape, (1,) * rank)} : {pt} to "
+        f"{tensor_type(a.shape, d)}"
     )
 
 
 @lowering(REGISTRY["scatter_add"])
 def _scatter_add(e, op, x, index, src):
-    return _scatter_combine(e, op, x, index, src, "add", 0)
+    return _scatter_combine(e, op, x, index, src, "add")
 
 
 @lowering(REGISTRY["scatter_reduce"])
 def _scatter_reduce(e, op, x, index, src):
     reduce = op.params["reduce"]
-    if reduce == "prod":
-        return _scatter_combine(e, op, x, index, src, "mul", 1)
-    return _scatter_combine(e, op, x, index, src, "maximum" if reduce == "amax" else "minimum")
+    combine = {"prod": "mul", "amax": "maximum", "amin": "minimum"}[reduce]
+    return _scatter_combine(e, op, x, index, src, combine)
 
 
 @lowering(REGISTRY["scatter"])
@@ -165,7 +196,8 @@ def _scatter(e, op, x, index, src):
         return e.select(hit, s, acc, d), e.emit(f"arith.ori {hit}, {was_hit} : i1")
 
     # the last source that hits, and whether one did, then x where none did (not reduced
-    # into x itself: see scatter_add)
+    # into x itself: that failed to compile (IREE 3.13, llvm-cpu) where x was a slice of
+    # another tensor)
     r = e.generic(
         [(index, ia), (src, sa)],
         [(e.full(a.shape, d, 0), a), (e.full(a.shape, dt.bool_, False), hits)],
