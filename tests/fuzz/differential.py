@@ -187,6 +187,13 @@ _NO_ORACLE = {
         # torch's gradient is g * isfinite(x): NaN where g is NaN or inf at a non-finite x;
         # staged's composite (where) gives 0 there
         "nan_to_num": lambda x: (~x.isfinite()).any(),
+        # torch's copysign gradient is g * result / input: 0 / 0 = NaN at a NaN input;
+        # staged's |input| with the sign (a select) gives +-0 there
+        "copysign": lambda x, *_: x.isnan().any(),
+        # torch's nextafter passes the gradient to input wherever input != other, also
+        # at a NaN or an infinity (whose result, NaN or the largest float, is no
+        # neighbour); staged's is 0 there
+        "nextafter": lambda x, *_: (~x.isfinite()).any(),
     },
     "second order": {
         # torch: gradient 0, second derivative NaN (0 * inf); staged 0
@@ -239,6 +246,9 @@ _NO_ORACLE = {
         "selu": lambda x: (x == 0).any(),
     },
     "forward": {
+        # torch's tangent: input's wherever input != other, at a NaN or infinity too
+        # (the reverse entry above); staged's is 0 there
+        "nextafter": lambda x, *_: (~x.isfinite()).any(),
         # near a pole torch's float32 trigamma loses digits (1434231.75 at -2.0008349,
         # where it is 1434459.87, staged's 1434459.875), and at one it is finite (-5.3e14
         # at -1), where staged's is inf
