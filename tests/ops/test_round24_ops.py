@@ -210,10 +210,14 @@ def test_frexp_and_nextafter_at_zeros_infinities_nans_and_subnormals(dtype):
     info = np.finfo(dtype)
     x = np.array(
         [0.0, -0.0, np.inf, -np.inf, np.nan, info.smallest_subnormal, -info.smallest_normal,
-         info.max, 1.0, 0.75, -3.0, 2.0],
+         info.max, 1.0, 0.75, -3.0, 2.0, 0.0, 3.0],
         dtype,
     )  # fmt: skip
-    y = np.array([1.0, 0.0, 0.0, -np.inf, 1.0, 0.0, -np.inf, np.inf, 0.5, 0.75, 7.0, 1.0], dtype)
+    # (a NaN other with a finite input: was the input's neighbour, not NaN)
+    y = np.array(
+        [1.0, 0.0, 0.0, -np.inf, 1.0, 0.0, -np.inf, np.inf, 0.5, 0.75, 7.0, 1.0, np.nan, np.nan],
+        dtype,
+    )
     (m, e), (tm, te) = both(lambda t: t.frexp(t.tensor(x)))
     np.testing.assert_array_equal(np.asarray(m), tm.numpy())
     np.testing.assert_array_equal(np.asarray(e), te.numpy())

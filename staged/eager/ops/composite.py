@@ -353,7 +353,10 @@ def copysign(input, other):
     if not d.is_floating_point:
         d = dt.get_default_dtype()
     size = abs(_as(input, d))
-    return where(signbit(_as(other, d)), -size, size)
+    out = where(signbit(_as(other, d)), -size, size)
+    if isinstance(other, Tensor) and other._requires_grad:  # torch's zero gradient: the
+        out = where(scalar_tensor(False, dt.bool_), other, out)  # result requires grad
+    return out
 
 
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
@@ -482,7 +485,8 @@ def nextafter(input, other):
     moved = where(xd == 0, where(up, tiny, -tiny), step)
     big = scalar_tensor(info.max, d)
     edge = where(isnan(xd) | isnan(yd), xd + yd, where(xd == yd, yd, where(xd > 0, big, -big)))
-    return where(logical_and(isfinite(xd), xd != yd), x + moved, edge)
+    # (x != NaN holds: a NaN other is the edge's too)
+    return where(logical_and(isfinite(xd), logical_and(xd != yd, ~isnan(yd))), x + moved, edge)
 
 
 def _broadcast_pair(x, y):
