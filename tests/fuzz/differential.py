@@ -191,12 +191,15 @@ _NO_ORACLE = {
         # staged's |input| with the sign (a select) gives +-0 there
         "copysign": lambda x, *_: x.isnan().any(),
         # torch's nextafter passes the gradient to input wherever input != other, also
-        # at a NaN or an infinity (whose result, NaN or the largest float, is no
-        # neighbour); staged's is 0 there
-        "nextafter": lambda x, *_: (~x.isfinite()).any(),
-        # torch's gradient is g * 2 ** e computed in integers: 0 for a negative exponent
-        # (its value, x * 2.0 ** e, is right); staged's is 2.0 ** e
-        "ldexp": lambda x, *e: bool(e) and bool((e[0] < 0).any()),
+        # at a NaN or an infinity and toward a NaN (whose result, NaN or the largest
+        # float, is no neighbour); staged's is 0 there
+        "nextafter": lambda x, *y: bool((~x.isfinite()).any() or (y and y[0].isnan().any())),
+        # ldexp: for a negative exponent torch's gradient is g * 2 ** e computed in
+        # integers, 0 (its value, x * 2.0 ** e, is right), staged's 2.0 ** e; at an
+        # infinite input or exponent one formula or the other has inf * 0
+        "ldexp": lambda x, *e: bool(
+            (~x.isfinite()).any() or (e and ((e[0] < 0) | ~e[0].isfinite()).any())
+        ),
     },
     "second order": {
         # torch's double backward of g * result / input (masked at 0) is 0 / 0 = NaN at
@@ -252,12 +255,13 @@ _NO_ORACLE = {
         "selu": lambda x: (x == 0).any(),
     },
     "forward": {
-        "ldexp": lambda x, *e: (
-            bool(e) and bool((e[0] < 0).any())
-        ),  # torch's 2 ** e in integers (reverse above)
-        # torch's tangent: input's wherever input != other, at a NaN or infinity too
-        # (the reverse entry above); staged's is 0 there
-        "nextafter": lambda x, *_: (~x.isfinite()).any(),
+        # ldexp and nextafter: as in reverse mode above; sgn: torch's tangent at a NaN is
+        # NaN, staged's 0 (the derivative of a step)
+        "ldexp": lambda x, *e: bool(
+            (~x.isfinite()).any() or (e and ((e[0] < 0) | ~e[0].isfinite()).any())
+        ),
+        "nextafter": lambda x, *y: bool((~x.isfinite()).any() or (y and y[0].isnan().any())),
+        "sgn": lambda x: x.isnan().any(),
         # near a pole torch's float32 trigamma loses digits (1434231.75 at -2.0008349,
         # where it is 1434459.87, staged's 1434459.875), and at one it is finite (-5.3e14
         # at -1), where staged's is inf
