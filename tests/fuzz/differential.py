@@ -304,12 +304,12 @@ def _near_mvlgamma_pole(x):
 def _no_oracle(prog, tp, mode):
     """Whether an op of the program sees a point of ``_NO_ORACLE[mode]``."""
     # an op, its in-place form (div_), or a variant (polygamma_2, nan_to_num_defaults,
-    # i1_at_zero, lgamma_negative)
+    # i1_at_zero, lgamma_negative, copysign_signed_zeros)
     for step in prog.steps:
         name = step.what.rstrip("_")
         for variant in ("_defaults", "_at_zero", "_negative"):
             name = name.removesuffix(variant)
-        name = next((f for f in ("polygamma", "mvlgamma") if name.startswith(f)), name)
+        name = next((f for f in ("polygamma", "mvlgamma", "copysign") if name.startswith(f)), name)
         at = _NO_ORACLE[mode].get(name) if step.kind in ("op", "inplace") else None
         if at is not None and at(*(tp[r].detach() for r in step.refs[:2])):
             return True
