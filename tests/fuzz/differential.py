@@ -190,9 +190,9 @@ _NO_ORACLE = {
         # torch's gradient is g * isfinite(x): NaN where g is NaN or inf at a non-finite x;
         # staged's composite (where) gives 0 there
         "nan_to_num": lambda x: (~x.isfinite()).any(),
-        # torch's copysign gradient is g * result / input: 0 / 0 = NaN at a NaN input;
+        # torch's copysign gradient is g * result / input: NaN at a NaN or infinite input;
         # staged's |input| with the sign (a select) gives +-0 there
-        "copysign": lambda x, *_: x.isnan().any(),
+        "copysign": lambda x, *_: (~x.isfinite()).any(),
         # torch's nextafter passes the gradient to input wherever input != other, also
         # at a NaN or an infinity and toward a NaN (whose result, NaN or the largest
         # float, is no neighbour); staged's is 0 there
@@ -267,10 +267,10 @@ _NO_ORACLE = {
         ),
         "nextafter": lambda x, *y: bool((~x.isfinite()).any() or (y and y[0].isnan().any())),
         "sgn": lambda x: x.isnan().any(),
-        # copysign: torch's tangent, t * result / input, is NaN at a NaN input; staged's 0.
+        # copysign: torch's tangent, t * result / input, is NaN at a NaN or infinite input.
         # mode: in a slice holding a NaN staged may take another index of the most frequent
         # value than torch (a known difference, README), so another element's tangent
-        "copysign": lambda x, *_: x.isnan().any(),
+        "copysign": lambda x, *_: (~x.isfinite()).any(),
         "mode": lambda x, *_: x.isnan().any(),
         # near a pole torch's float32 trigamma loses digits (1434231.75 at -2.0008349,
         # where it is 1434459.87, staged's 1434459.875), and at one it is finite (-5.3e14
