@@ -191,7 +191,7 @@ _NO_ORACLE = {
         # staged's composite (where) gives 0 there
         "nan_to_num": lambda x: (~x.isfinite()).any(),
         # torch's copysign gradient is g * result / input: NaN at a NaN or infinite input;
-        # staged's |input| with the sign (a select) gives +-0 there
+        # staged's |input| with the sign (a select) gives a finite one there
         "copysign": lambda x, *_: (~x.isfinite()).any(),
         # torch's nextafter passes the gradient to input wherever input != other, also
         # at a NaN or an infinity and toward a NaN (whose result, NaN or the largest
@@ -206,7 +206,10 @@ _NO_ORACLE = {
     },
     "second order": {
         # at an infinite input torch's second derivative is NaN (inf - inf), staged's 0
-        "logaddexp": lambda x, y: bool((~x.isfinite()).any() or (~y.isfinite()).any()),
+        **dict.fromkeys(
+            ("logaddexp", "logaddexp2"),
+            lambda x, y: bool((~x.isfinite()).any() or (~y.isfinite()).any()),
+        ),
         # torch's double backward of g * result / input (masked at 0) is 0 / 0 = NaN at
         # input 0; staged's select has none (0)
         "copysign": lambda x, *_: (x == 0).any(),
@@ -272,6 +275,8 @@ _NO_ORACLE = {
         # value than torch (a known difference, README), so another element's tangent
         "copysign": lambda x, *_: (~x.isfinite()).any(),
         "mode": lambda x, *_: x.isnan().any(),
+        # logit with eps: torch's tangent at a NaN is 0 (its clamp's mask), staged's NaN
+        "logit_eps": lambda x: x.isnan().any(),
         # near a pole torch's float32 trigamma loses digits (1434231.75 at -2.0008349,
         # where it is 1434459.87, staged's 1434459.875), and at one it is finite (-5.3e14
         # at -1), where staged's is inf
