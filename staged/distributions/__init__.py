@@ -51,28 +51,7 @@ from .relaxed_bernoulli import RelaxedBernoulli
 from .relaxed_categorical import RelaxedOneHotCategorical
 from .studentT import StudentT
 from .transformed_distribution import TransformedDistribution
-from .transforms import (
-    AbsTransform,
-    AffineTransform,
-    CatTransform,
-    ComposeTransform,
-    CorrCholeskyTransform,
-    CumulativeDistributionTransform,
-    ExpTransform,
-    IndependentTransform,
-    LowerCholeskyTransform,
-    PositiveDefiniteTransform,
-    PowerTransform,
-    ReshapeTransform,
-    SigmoidTransform,
-    SoftmaxTransform,
-    SoftplusTransform,
-    StackTransform,
-    StickBreakingTransform,
-    TanhTransform,
-    Transform,
-    identity_transform,
-)
+from .transforms import *  # noqa: F403  (its __all__, listed below)
 from .uniform import Uniform
 from .von_mises import VonMises
 from .weibull import Weibull
@@ -128,24 +107,5 @@ __all__ = [
     "register_kl",
     "transform_to",
     "transforms",
-    "AbsTransform",
-    "AffineTransform",
-    "CatTransform",
-    "ComposeTransform",
-    "CorrCholeskyTransform",
-    "CumulativeDistributionTransform",
-    "ExpTransform",
-    "IndependentTransform",
-    "LowerCholeskyTransform",
-    "PositiveDefiniteTransform",
-    "PowerTransform",
-    "ReshapeTransform",
-    "SigmoidTransform",
-    "SoftmaxTransform",
-    "SoftplusTransform",
-    "StackTransform",
-    "StickBreakingTransform",
-    "TanhTransform",
-    "Transform",
-    "identity_transform",
 ]
+__all__ += transforms.__all__

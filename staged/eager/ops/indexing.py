@@ -89,8 +89,13 @@ def _unit_masks(x: Tensor, index):
     """``x`` and ``index`` with each Python bool or 0-d bool tensor in the index made an
     index of a new unit dim of ``x``: ``[0]`` (True) or ``[]`` (False), as torch (and
     NumPy) read them: ``x[True]`` is ``x[None]``, ``x[False]`` empties that new dim."""
-    entries = list(index) if isinstance(index, tuple) else [index]
-    if not any(_is_unit_mask(i) for i in entries):
+    entries = index if isinstance(index, tuple) else (index,)
+    for i in entries:  # every x[...] asks: plain checks, no calls
+        if i.__class__ is bool or i.__class__ is Tensor and not i.ndim:
+            break
+    else:
+        return x, index
+    if not any(map(_is_unit_mask, entries)):
         return x, index
     used = sum(_consumes(i) for i in entries if not _is_unit_mask(i))
     out, d, rest = [], 0, x.ndim - used  # rest: the dims an Ellipsis stands for

@@ -368,13 +368,16 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     # each element), are several times slower than these together. (int32 in a graph:
     # Vulkan's baseline target stores no 8-bit values, and lavapipe gave wrong windows
     # with them)
-    small = dt.uint8 if 2 * k < 256 and current_interceptor() is None else dt.int32
+    eager = current_interceptor() is None
+    small = dt.uint8 if 2 * k < 256 and eager else dt.int32
+    # eagerly, an input without NaN skips the NaN ranks (two passes over the windows)
+    nans = x.dtype.is_floating_point and not (eager and not np.isnan(x._host()).any())
     at = one + (k,) + (1,) * n
     with no_grad():
         hit = ad.eq(w, ad.expand(ad.reduce_max(w, dims=(2,), keepdim=True), shape=full))
         rank = np.arange(k, 0, -1, dtype=small.np).reshape(at)
         score = ad.mul(ad.cast(hit, dtype=small), ad.expand(_const(rank), shape=full))
-        if x.dtype.is_floating_point:
+        if nans:
             nan_rank = np.arange(k + 1, 2 * k + 1, dtype=small.np).reshape(at)
             nan = ad.cast(ad.ne(w, w), dtype=small)
             score = ad.add(score, ad.mul(nan, ad.expand(_const(nan_rank), shape=full)))
