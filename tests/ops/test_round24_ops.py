@@ -234,6 +234,27 @@ def test_ldexp_differentiates_negative_exponents():
     np.testing.assert_array_equal(np.asarray(x.grad), [0.125, 1.0, 4.0])
 
 
+@pytest.mark.parametrize(
+    "x, e",
+    [
+        (((), "float64"), ((1, 1), "int64")),  # a 0-d float64 input keeps its dtype (fuzzer)
+        (((2,), "float16"), ((2,), "int32")),
+        (((2,), "int64"), ((1,), "int64")),
+        (((), "float64"), ((2,), "float32")),
+        (((2,), "complex64"), ((2,), "int64")),
+    ],
+)
+def test_ldexp_result_dtype_is_the_promoted_one_whatever_the_dims(x, e):
+    """torch writes ``input * 2**other`` into a tensor of ``input``'s and ``other``'s
+    promoted dtype (the default float dtype for integers)."""
+    rng = np.random.default_rng(0)
+    xs = rng.uniform(-4, 4, x[0]).astype(x[1])
+    es = rng.integers(-3, 4, e[0]).astype(e[1])
+    got, want = both(lambda t: t.ldexp(t.tensor(xs), t.tensor(es)))
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    assert_close(got, want)
+
+
 def test_mode_takes_the_smallest_of_the_most_frequent_at_its_last_index():
     x = [[3.0, 1, 1, 3, 2], [2, 2, 5, 5, 5], [7, 6, 5, 4, 3]]
     got, want = both(lambda t: t.mode(t.tensor(x)))

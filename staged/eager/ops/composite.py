@@ -453,8 +453,11 @@ def frexp(x):
 
 def ldexp(input, other):
     """``input * 2**other``, as torch computes it (``2**other`` in the default float dtype
-    for an integer ``other``)."""
-    return input * pow(2.0, other)
+    for an integer ``other``, the product rounded to ``input``'s and ``other``'s promoted
+    dtype, whatever their dims: float16 or 0-d float64 ``input`` keeps its dtype)."""
+    d = promote_types(input, other)
+    out = input * pow(2.0, other)
+    return out if out.dtype is d or not d.is_floating_point else out.to(d)
 
 
 def nextafter(input, other):
