@@ -3,7 +3,8 @@ cross-entropy): ``vmap(grad(loss), in_dims=(None, 0, 0))`` against one batched f
 backward of the same 256 examples (the mean loss's gradient), staged eager, torch.func
 (1 thread) and JAX (jitted, and op by op) in interleaved rounds. The ratio per library is
 what batching rules cost over the batched backward (target: at most 3x, issue 17); the
-per-example weight gradients alone are 27 MB to write.
+per-example weight gradients alone are 27 MB to write: the last row times just those
+outer products, the floor under any eager implementation's ratio.
 
     python bench/vmap.py [--rounds 10] [--batch 256] [--profile]
 """
@@ -73,6 +74,22 @@ def _jax_cases(model, x, y):
     return {k: (lambda f=f: f(params, xs, ys)) for k, f in fns.items()}
 
 
+def _floor(model, batch):
+    """The per-example weight gradients alone, ``einsum`` outer products of stored activations
+    and output gradients into fresh arrays (as staged's vmap writes them): the memory any
+    implementation must write, whatever its batching rules cost."""
+    rng = np.random.default_rng(1)
+    linears = [m for m in model if type(m).__name__ == "Linear"]
+    pairs = [
+        (
+            rng.standard_normal((batch, m.out_features)).astype(np.float32),
+            rng.standard_normal((batch, m.in_features)).astype(np.float32),
+        )
+        for m in linears
+    ]
+    return lambda: {i: np.einsum("bo,bi->boi", g, x) for i, (g, x) in enumerate(pairs)}
+
+
 def _timed(fn):
     """``fn`` returning one number of its gradients (``interleaved`` times a loss)."""
 
@@ -133,6 +150,8 @@ def main(argv=None) -> int:
     steps = {f"staged {k}": _timed(f) for k, f in ours.items()}
     steps.update({f"torch.func {k}": _timed(f) for k, f in theirs.items()})
     steps.update({f"JAX {k}": _timed(f) for k, f in anchors.items()})
+    floor = "NumPy: the per-example weight gradients' outer products alone"
+    steps[floor] = _timed(_floor(model, a.batch))
     times = interleaved(steps, a.rounds)
     base = "staged batched backward"
     print(
@@ -146,6 +165,8 @@ def main(argv=None) -> int:
     for lib in libs:
         r = [v / b for v, b in zip(times[f"{lib} vmap(grad)"], times[f"{lib} batched backward"])]
         print(f"| {lib} | {statistics.median(r):.2f} |")
+    r = [v / b for v, b in zip(times[floor], times[base])]
+    print(f"| floor: staged's outer products alone | {statistics.median(r):.2f} |")
     return 0
 
 
