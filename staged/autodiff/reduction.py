@@ -39,8 +39,11 @@ reduce_sum = Primitive(
 def _prod_partials(x, dims):
     """d prod / d x_i, the product of the others, without dividing by zero: with one zero
     its position gets the product of the rest; the zeros themselves enter as factors
-    (``zsum``, worth 0) so that the result differentiates exactly once more."""
+    (``zsum``, worth 0) so that the result differentiates exactly once more. A 0-d input's
+    partial is 1, at infinities and NaN too, as torch's (whose 1-element dims divide)."""
     shape = x.shape
+    if not shape:
+        return lax.full_like(x, 1)
     zero = lax.eq(x, 0)
     safe = lax.where(zero, 1, x)
     # the product of the non-zeros; how many zeros; the one zero (value 0), if one

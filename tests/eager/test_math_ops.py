@@ -164,6 +164,26 @@ def test_prod_second_order_at_zeros_matches_torch():
         assert_close(h, th)
 
 
+@pytest.mark.parametrize("v", [math.inf, -math.inf, math.nan, 2.0])
+def test_prod_of_a_0d_tensor_has_gradient_and_tangent_one_as_torch(v):
+    """torch's 0-d product passes the gradient through (staged's out / x was NaN at
+    infinities and NaN); a 1-element dim divides in both."""
+    for lib in (staged, torch):
+        x = lib.tensor(v, requires_grad=True)
+        (g,) = lib.autograd.grad(x.prod(), x)
+        assert g.item() == 1.0, lib.__name__
+        fa = lib.autograd.forward_ad
+        with fa.dual_level():
+            t = fa.unpack_dual(fa.make_dual(lib.tensor(v), lib.tensor(3.0)).prod()).tangent
+        assert t.item() == 3.0, lib.__name__
+    got, want = (
+        lib.autograd.grad(x.prod(0), x)[0]
+        for lib in (staged, torch)
+        for x in [lib.tensor([v], requires_grad=True)]
+    )
+    assert_close(got, want)
+
+
 # --- dtypes ------------------------------------------------------------------------------
 def test_integer_and_bool_results_are_not_differentiable():
     x = staged.tensor([1.5, -2.5], requires_grad=True)
