@@ -292,6 +292,8 @@ class Tensor(_TensorOps):
         if icpt is not None:
             icpt.lift(self)  # under capture: a state update of a pre-trace tensor
         self._payload = value._payload
+        if icpt is not None:
+            icpt.lift(self)  # a concrete value set: a graph constant
 
     def _aliased(self) -> Tensor:
         """A tensor sharing this one's data outside the graph (``detach``, ``.data``).

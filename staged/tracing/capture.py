@@ -156,9 +156,15 @@ class Tracer:
         return w
 
     def lift(self, t: Tensor) -> None:
-        """Make a pre-trace tensor's data a state input (before it is read or written)."""
+        """Make a pre-trace tensor's data a state input (before it is read or written).
+        Lifted before, its concrete data is a constant written since (``zero_()`` of a
+        small state tensor folds to one): that graph constant is its value now."""
         p = t._payload
         if isinstance(p, Symbolic) or t._serial >= self.start:
+            return
+        w = self.watched.get(id(t))
+        if w is not None and w.value is not None:
+            t._payload = Symbolic(self.value_of(t), self)
             return
         self._add_state(t, f"state{len(self.graph.inputs)}")
 

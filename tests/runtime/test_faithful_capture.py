@@ -249,3 +249,47 @@ def test_a_data_write_after_a_compiled_step_reaches_the_parameter():
     w.data.add_(1.0)
     w.detach().mul_(2.0)
     np.testing.assert_array_equal(w.detach().numpy(), (before + 1) * 2)
+
+
+@pytest.mark.parametrize("out_features", [1, 2, 5])
+def test_zero_grad_without_set_to_none_keeps_the_grad_objects(out_features):
+    """``zero_grad(set_to_none=False)`` zeroes ``.grad`` in place. Under capture a bias of
+    one or two elements folded its zeros to a constant that replaced the lifted state: the
+    grad was lifted twice and the compiled step crashed on its second call (IREE: "expected
+    13 arguments but passed 12"). The held ``.grad`` objects stay the parameters' own."""
+
+    def run(compiled):
+        staged.manual_seed(0)
+        m = staged.nn.Linear(3, out_features)
+        opt = staged.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x):
+            opt.zero_grad(set_to_none=False)
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = staged.compile(step) if compiled else step
+        losses = [fn(staged.tensor(X)).item()]
+        held = m.weight.grad, m.bias.grad
+        losses += [fn(staged.tensor(X)).item() for _ in range(3)]
+        assert held == (m.weight.grad, m.bias.grad)
+        return losses, [t.detach().numpy().copy() for t in (m.weight, m.bias, *held)]
+
+    _assert_same((run(False), run(True)))
+
+
+def test_data_set_to_a_new_constant_in_a_compiled_step():
+    """``b.data = zeros(2)`` inside the step: the state's new value is the constant."""
+    b = staged.zeros(2)
+
+    def step(x):
+        out = (x.sum(1)[:2] + b).sum()
+        b.data = staged.ones(2) * 3
+        return out
+
+    fn = staged.compile(step)
+    got = [fn(staged.tensor(X)).item() for _ in range(3)]
+    np.testing.assert_allclose(got[1:], [float(X.sum(1)[:2].sum()) + 6] * 2, rtol=1e-6)
+    np.testing.assert_array_equal(b.numpy(), [3.0, 3.0])

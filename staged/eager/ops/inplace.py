@@ -134,6 +134,10 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
         if root is not None and root._payload is p:  # detach()/.data (Note [aliases])
             root._payload = result._payload
         t._payload = result._payload
+        if icpt is not None and type(result._payload) is np.ndarray:
+            icpt.lift(t)  # a constant (folded) written to state: the graph's constant
+            if root is not None:
+                icpt.lift(root)
     if t._vc is not None:
         t._vc[0] += 1
         if t._base is not None:
