@@ -74,13 +74,6 @@ def test_a_singular_matrix_raises_a_linalg_error_eagerly_and_when_a_compiled_ste
     assert (sign.item(), logabsdet.item()) == (0.0, -np.inf)
 
 
-def test_what_is_missing_says_so():
-    """The factorizations are tests/test_linalg_factorizations.py's; LDL^T is not here."""
-    with pytest.raises(AttributeError, match="no ldl_factor.*cholesky, lu_factor or eigh"):
-        staged.linalg.ldl_factor(staged.eye(2))
-    assert not hasattr(staged.linalg, "ldl_solve")
-
-
 def test_a_compiled_step_with_a_cholesky_solve_and_norm_equals_eager():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((3, 3))

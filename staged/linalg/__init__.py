@@ -17,7 +17,10 @@ training and scientific programs use. Real matrices (float32, float64); ``eig`` 
   norms) run LAPACK eagerly only, with torch's backward formulas (``_lapack.py``): under
   ``staged.compile``, forward-mode AD or vmap they raise an error naming the op.
 
-``ldl_factor``, ``ldl_solve`` and ``ldl_factor_ex`` are not here: asking for one says so.
+* ``ldl_factor``, ``ldl_factor_ex`` and ``ldl_solve`` (Bunch-Kaufman, LAPACK's compact
+  form and pivots) are LAPACK's ``?sytf2``/``?hetf2`` and ``?sytrs``/``?hetrs`` written in
+  NumPy (``_ldl.py``), also for complex matrices: eager only, and without a gradient, as
+  torch's.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from ._lapack import (
     svd,
     svdvals,
 )
+from ._ldl import ldl_factor, ldl_factor_ex, ldl_solve
 
 __all__ = [
     "LinAlgError",
@@ -96,6 +100,9 @@ __all__ = [
     "householder_product",
     "inv",
     "inv_ex",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
     "lstsq",
     "lu",
     "lu_factor",
@@ -122,19 +129,6 @@ __all__ = [
     "vecdot",
     "vector_norm",
 ]
-
-_MISSING = ("ldl_factor", "ldl_factor_ex", "ldl_solve")
-
-
-def __getattr__(name: str):
-    if name in _MISSING:
-        raise AttributeError(
-            f"staged.linalg has no {name}: LAPACK's Bunch-Kaufman LDL^T factorization (sytrf), "
-            "whose pivots torch returns, is not in NumPy. cholesky, lu_factor or eigh "
-            "factor symmetric matrices here."
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
 # staged/__init__.py exports them; they are Tensor methods too, but for those in FUNCTIONS

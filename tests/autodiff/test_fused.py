@@ -12,6 +12,7 @@ import staged.nn.functional as F
 from staged.autodiff import FUSED
 from staged.nn.modules import rnn
 from tests.test_linalg_factorizations import KERNELS as LINALG  # checked there
+from tests.test_linalg_ldl import KERNELS as LDL  # checked there
 
 RTOL = {"float32": 2e-5, "float64": 1e-12}
 
@@ -98,7 +99,7 @@ FFT = {"fft_c2c", "fft_r2c", "fft_c2r"}
 
 
 def test_every_kernel_is_checked():
-    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG
+    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG | LDL
 
 
 def _decomposed(fn, args):
