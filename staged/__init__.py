@@ -55,6 +55,9 @@ from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
 from . import accelerator, backends, cuda  # noqa: F401  (CPU-build answers: Note [devices])
 from . import fft, linalg, special  # noqa: F401  (torch.fft, torch.linalg, torch.special)
+from . import signal  # noqa: F401  (torch.signal.windows)
+from .spectral import bartlett_window, blackman_window, hamming_window  # noqa: F401
+from .spectral import hann_window, istft, kaiser_window, stft  # noqa: F401
 from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401

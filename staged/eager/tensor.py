@@ -553,6 +553,31 @@ class Tensor(_TensorOps):
         def pinverse(self, rcond=1e-15) -> Tensor: ...
         def qr(self, some: _bool = True) -> Any: ...
         def svd(self, some: _bool = True, compute_uv: _bool = True) -> Any: ...
+        def stft(  # staged.spectral
+            self,
+            n_fft: _int,
+            hop_length=None,
+            win_length=None,
+            window=None,
+            center: _bool = True,
+            pad_mode: str = "reflect",
+            normalized: _bool = False,
+            onesided=None,
+            return_complex=None,
+            align_to_window=None,
+        ) -> Tensor: ...
+        def istft(
+            self,
+            n_fft: _int,
+            hop_length=None,
+            win_length=None,
+            window=None,
+            center: _bool = True,
+            normalized: _bool = False,
+            onesided=None,
+            length=None,
+            return_complex: _bool = False,
+        ) -> Tensor: ...
         @property
         def mH(self) -> Tensor: ...
         @property
