@@ -108,10 +108,17 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "step.vmfb").write_bytes(vmfb)
     narrow = BOUNDARY.get(entry.backend, {})
+    # hyper-parameters as they are now: a scheduler may have set another lr since the
+    # last call, which uploaded the one it read (Note [live inputs])
+    now = {id(t): np.asarray(get(), t.dtype.np) for t, get in c.live}
     _write_archive(
         out / "params.irpa",
         {
-            renamed[w.name]: _narrowed(w.tensor._host(), narrow, f"state {renamed[w.name]}")
+            renamed[w.name]: _narrowed(
+                now[id(w.tensor)] if id(w.tensor) in now else w.tensor._host(),
+                narrow,
+                f"state {renamed[w.name]}",
+            )
             for w in c.state
         },
     )

@@ -326,3 +326,28 @@ def test_a_python_scalar_argument_must_be_the_traced_value(tmp_path):
         r"scale=2.0 and has that value built in",
     ):
         loaded(staged.ones(3), 3.0)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3], ids=["host state", "counter twin"])
+def test_a_saved_step_has_the_learning_rate_a_scheduler_set_after_the_last_call(tmp_path, dropout):
+    """The lr is state of a saved step; a scheduler's ``step()`` after the last call had
+    not reached the device value the archive was written from: the deployed step trained
+    on with the lr of the last call."""
+    staged.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(dropout), nn.Linear(8, 3))
+    opt = optim.Adam(model.parameters(), lr=0.05)
+    sched = optim.lr_scheduler.StepLR(opt, 1, 0.1)
+    cstep = staged.compile(classification_step(model, opt))
+    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
+    for _ in range(2):
+        cstep(x, y)
+        sched.step()
+    cstep.save(tmp_path)
+    loaded = staged.runtime.load(tmp_path)
+    lr = {k: v for k, v in loaded.state_dict().items() if k.endswith("lr")}
+    assert list(lr) == ["Adam.param_groups[0].lr"], list(lr)
+    np.testing.assert_allclose(lr["Adam.param_groups[0].lr"], 0.05 * 0.01, rtol=1e-6)
+    if dropout == 0.0:  # the counter twin's dropout masks are not the host stream's
+        got = [loaded(x, y).item() for _ in range(2)]
+        want = [cstep(x, y).item() for _ in range(2)]
+        np.testing.assert_allclose(got, want, rtol=DEPLOY_RTOL)
