@@ -269,6 +269,11 @@ _NO_ORACLE = {
         "celu": lambda x: (x == 0).any(),
         "selu": lambda x: (x == 0).any(),
     },
+    # compiled and ONNX against eager: no MLIR or ONNX op reads a NaN's sign (README)
+    "compiled": {
+        "signbit": lambda x: x.isnan().any(),
+        "copysign": lambda x, *y: bool(y and y[0].isnan().any()),
+    },
     "forward": {
         # ldexp and nextafter: as in reverse mode above; sgn: torch's tangent at a NaN is
         # NaN, staged's 0 (the derivative of a step)
@@ -457,6 +462,8 @@ def batch_body(progs):
         leaves = prog.leaves(staged)
         with quiet():
             pool = prog.run(staged, prog.leaves(staged))
+            if _no_oracle(prog, pool, "compiled"):
+                continue
             try:  # a program whose backward raises eagerly is the eager check's business
                 diff = [v for v in pool if v.requires_grad]
                 if diff:
