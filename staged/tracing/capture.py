@@ -513,6 +513,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         i for i in g.inputs if i.kind == "draw"
     ]  # Note [host draws]: after the state
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
+    _guard_dicts(tracer)
     with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
         checks = _apply_checks(tracer, updates, grad_writes)
     return Captured(
@@ -534,6 +535,29 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         grad_results=differentiable,
         arg_updates=arg_updates,
     )
+
+
+_GONE = object()
+
+
+def _guard_dicts(tracer: Tracer) -> None:
+    """The trace binds the tensors it found in the dicts it preserved (an optimizer's state)
+    and each call leaves them as the trace did: so it serves only while they hold those
+    entries. ``opt.state.clear()``, a new ``momentum_buffer``, a loaded optimizer state dict
+    re-trace (the step went on with the old buffers, the dict's new ones untouched)."""
+    dicts = [d for d, _ in tracer.dicts.values()]
+    if not dicts:
+        return
+    sizes = [(d, len(d)) for d in dicts]
+    entries = [(d, k, v) for d in dicts for k, v in d.items()]
+
+    def entries_now() -> str:
+        kept = all(len(d) == n for d, n in sizes) and all(
+            d.get(k, _GONE) is v for d, k, v in entries
+        )
+        return "as traced" if kept else "entries added, removed or replaced"
+
+    tracer.guard(entries_now, "optimizer state", value="as traced", show=str)
 
 
 def _changed(d: dict, before: dict) -> bool:

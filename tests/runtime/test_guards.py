@@ -387,3 +387,51 @@ def test_a_re_trace_that_touches_state_in_another_order_is_served_by_the_cache(c
         loss.backward()
         opt2.step()
         assert loss.item() == pytest.approx(want, rel=1e-5)
+
+
+OPTIMIZER_STATE_CHANGES = {
+    "state.clear()": lambda opt, sd: opt.state.clear(),
+    "load_state_dict": lambda opt, sd: opt.load_state_dict(sd),
+    "a new momentum buffer": lambda opt, sd: [
+        s.__setitem__("momentum_buffer", s["momentum_buffer"] * 0) for s in opt.state.values()
+    ],
+}
+
+
+@pytest.mark.parametrize("change", OPTIMIZER_STATE_CHANGES)
+def test_a_changed_optimizer_state_re_traces(change):
+    """The compiled step binds the tensors it found in ``opt.state``: after the user
+    replaced them, it went on updating the old ones (the losses of an untouched run; the
+    optimizer's own state dict left behind). Now the step re-traces, as eager reads them."""
+
+    def run(compiled):
+        staged.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2))
+        opt = staged.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = staged.compile(step) if compiled else step
+        x, y = staged.randn(8, 4), staged.randn(8, 2)
+        losses = [fn(x, y).item() for _ in range(2)]
+        sd = opt.state_dict()
+        losses.append(fn(x, y).item())
+        OPTIMIZER_STATE_CHANGES[change](opt, sd)
+        losses += [fn(x, y).item() for _ in range(3)]
+        bufs = [s["momentum_buffer"].numpy().copy() for s in opt.state.values()]
+        return losses, bufs, fn
+
+    (eager, eager_bufs, _), (got, bufs, fn) = run(False), run(True)
+    np.testing.assert_allclose(got, eager, rtol=1e-5)
+    for a, b in zip(bufs, eager_bufs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    reasons = [str(h["reason"]) for h in fn.history]
+    # cleared, it is the first call's (one-shot) trace again; a loaded state dict is
+    # copied into the buffers the step holds
+    if change == "a new momentum buffer":
+        assert "optimizer state: as traced -> entries added, removed or replaced" in reasons
