@@ -7,12 +7,36 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_sq_, ne
 
 
 class Adadelta(Optimizer):
-    """Scale each step by the ratio of running RMS of updates and of gradients."""
+    """Scale each step by the ratio of running RMS of updates and of gradients.
+    ``foreach``, ``capturable`` and ``differentiable``: Note [implementation flags] in
+    ``optimizer.py``."""
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1.0,
+        rho=0.9,
+        eps=1e-6,
+        weight_decay=0,
+        foreach=None,
+        *,
+        capturable=False,
+        maximize=False,
+        differentiable=False,
+    ):
         check_args(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
         super().__init__(
-            params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+            params,
+            dict(
+                lr=lr,
+                rho=rho,
+                eps=eps,
+                weight_decay=weight_decay,
+                maximize=maximize,
+                capturable=capturable,
+                foreach=foreach,
+                differentiable=differentiable,
+            ),
         )
 
     def _update(self, p, grad, state, h):

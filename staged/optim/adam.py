@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
-from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
+from ..eager.tensor import Tensor
+from .optimizer import (
+    Optimizer,
+    advance,
+    check_args,
+    decayed_grad,
+    ema_,
+    ema_sq_,
+    new_step,
+    saved_copy,
+)
 
 
 class Adam(Optimizer):
-    """Adam; ``step`` is a tensor so that a compiled step stays valid call after call."""
-
-    _decoupled = False
+    """Adam; ``step`` is a tensor so that a compiled step stays valid call after call.
+    ``decoupled_weight_decay`` makes it AdamW. ``foreach``, ``capturable``, ``fused`` and
+    ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
     def __init__(
         self,
@@ -17,11 +27,19 @@ class Adam(Optimizer):
         lr=1e-3,
         betas=(0.9, 0.999),
         eps=1e-8,
-        weight_decay=0.0,
+        weight_decay=0,
         amsgrad=False,
+        *,
+        foreach=None,
         maximize=False,
+        capturable=False,
+        differentiable=False,
+        fused=None,
+        decoupled_weight_decay=False,
     ):
         check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
+        if not any(all(isinstance(b, t) for b in betas) for t in (float, Tensor)):
+            raise ValueError("betas must be either both floats or both Tensors")
         super().__init__(
             params,
             dict(
@@ -31,25 +49,31 @@ class Adam(Optimizer):
                 weight_decay=weight_decay,
                 amsgrad=amsgrad,
                 maximize=maximize,
+                foreach=foreach,
+                capturable=capturable,
+                differentiable=differentiable,
+                fused=fused,
+                decoupled_weight_decay=decoupled_weight_decay,
             ),
         )
 
     def _update(self, p, grad, state, h):
         if not state:
-            state["step"] = new_step()
+            state["step"] = new_step(h.group["fused"])
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if h.flag("amsgrad"):
                 state["max_exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         step = advance(state, p.dtype.to_real())  # torch computes with it in double
-        grad = decayed_grad(p, grad, h, self._decoupled)
+        grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
         bias_correction1 = 1 - h.number("beta1") ** step
         bias_correction2_sqrt = (1 - h.number("beta2") ** step).sqrt()
         if h.flag("amsgrad"):
-            state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(exp_avg_sq))
+            max_exp_avg_sq = state["max_exp_avg_sq"]
+            max_exp_avg_sq.copy_(saved_copy(max_exp_avg_sq).maximum(exp_avg_sq))
             exp_avg_sq = state["max_exp_avg_sq"]
         denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + h.number("eps")
         p.sub_(exp_avg / denom * (h.number("lr") / bias_correction1))
@@ -57,8 +81,6 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (default 1e-2)."""
-
-    _decoupled = True
 
     def __init__(
         self,
@@ -68,6 +90,24 @@ class AdamW(Adam):
         eps=1e-8,
         weight_decay=1e-2,
         amsgrad=False,
+        *,
         maximize=False,
+        foreach=None,
+        capturable=False,
+        differentiable=False,
+        fused=None,
     ):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            amsgrad,
+            foreach=foreach,
+            maximize=maximize,
+            capturable=capturable,
+            differentiable=differentiable,
+            fused=fused,
+            decoupled_weight_decay=True,
+        )

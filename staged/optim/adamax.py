@@ -7,14 +7,36 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, new_s
 
 
 class Adamax(Optimizer):
-    """Adam with the infinity norm: ``exp_inf = max(beta2 * exp_inf, |grad| + eps)``."""
+    """Adam with the infinity norm: ``exp_inf = max(beta2 * exp_inf, |grad| + eps)``.
+    ``foreach``, ``capturable`` and ``differentiable``: Note [implementation flags] in
+    ``optimizer.py``."""
 
     def __init__(
-        self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False
+        self,
+        params,
+        lr=2e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        foreach=None,
+        *,
+        maximize=False,
+        differentiable=False,
+        capturable=False,
     ):
         check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         super().__init__(
-            params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize)
+            params,
+            dict(
+                lr=lr,
+                betas=betas,
+                eps=eps,
+                weight_decay=weight_decay,
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=differentiable,
+                capturable=capturable,
+            ),
         )
 
     def _update(self, p, grad, state, h):

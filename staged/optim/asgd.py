@@ -13,7 +13,7 @@ class ASGD(Optimizer):
     weights shrunk by ``1 - lambd * eta``; ``state["ax"]`` follows the weights until step
     ``t0`` and averages them after it. ``eta`` and ``mu`` (the averaging weight) are 0-d
     tensors of the step's dtype, as torch's. ``foreach``, ``capturable`` and
-    ``differentiable`` are kept in the groups as torch's; the update is the same."""
+    ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
     def __init__(
         self,

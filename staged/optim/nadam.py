@@ -9,7 +9,8 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_s
 
 class NAdam(Optimizer):
     """Adam with Nesterov momentum and a momentum schedule (``momentum_decay``);
-    ``decoupled_weight_decay`` makes it NAdamW."""
+    ``decoupled_weight_decay`` makes it NAdamW. ``foreach``, ``capturable`` and
+    ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
     def __init__(
         self,
@@ -17,11 +18,14 @@ class NAdam(Optimizer):
         lr=2e-3,
         betas=(0.9, 0.999),
         eps=1e-8,
-        weight_decay=0.0,
+        weight_decay=0,
         momentum_decay=4e-3,
         decoupled_weight_decay=False,
         *,
+        foreach=None,
         maximize=False,
+        capturable=False,
+        differentiable=False,
     ):
         check_args(
             lr=lr, eps=eps, betas=betas, weight_decay=weight_decay, momentum_decay=momentum_decay
@@ -36,6 +40,9 @@ class NAdam(Optimizer):
                 momentum_decay=momentum_decay,
                 decoupled_weight_decay=decoupled_weight_decay,
                 maximize=maximize,
+                foreach=foreach,
+                capturable=capturable,
+                differentiable=differentiable,
             ),
         )
 

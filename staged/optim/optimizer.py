@@ -1,7 +1,8 @@
 """Optimizer base: param groups, per-parameter state, zero_grad, state_dict.
 
-Updates run under ``no_grad`` with in-place tensor ops, so the same ``step()`` works
-eagerly and under ``staged.compile`` (where it is functionalized into the graph).
+Updates run under ``no_grad`` (unless ``differentiable``: Note [implementation flags]) with
+in-place tensor ops, so the same ``step()`` works eagerly and under ``staged.compile``
+(where it is functionalized into the graph).
 
 Note [hyper-parameters]: ``_update`` reads a group's hyper-parameters through a
 ``Hyper`` view. ``h.number(name)`` is the Python number eagerly; under capture it is a
@@ -11,24 +12,44 @@ or by a scheduler takes effect at the next compiled call without a re-trace. Num
 torch computes in Python from several hyper-parameters (``1 - beta1``, ``1 - lr * wd``)
 are live inputs of their own, so they round as eagerly. ``h.flag(name)`` is a branch of
 the update (``if weight_decay:``, ``nesterov``): a compiled step re-traces when it flips.
+An optimizer made inside the traced function (a differentiable one in a meta-learning
+step, made anew by every call) is the call's own: its numbers are constants of the trace,
+and its state lives and dies within the call.
 
 Numbers torch computes in double from the step count (bias corrections, NAdam's ``mu``)
 are 0-d tensors of the parameters' dtype here, made from ``state["step"]``, so they are
 values of the graph too; for float64 parameters that is torch's arithmetic.
+
+Note [implementation flags]: torch's ``foreach``, ``fused`` and ``capturable`` choose one
+of its kernels (a loop, multi-tensor, fused, CUDA-graph safe) for the same update. Here
+there is one kernel, so each optimizer takes them with torch's signature and keeps them
+in its groups (state_dicts round-trip with torch's keys), and they change only what torch's
+do visibly: ``fused`` together with ``foreach`` or ``differentiable`` raises at
+construction, a fused step wants floating point parameters, and a fused optimizer's
+``state["step"]`` is float32 (``new_step``). ``capturable`` needs no device of its own:
+every step here can be captured by ``staged.compile``. ``differentiable=True`` runs the
+step with grad mode on, as torch's does, so autograd records the update (the parameters
+may then be non-leaf tensors): the new parameters and state differentiate with respect to
+the old ones and the gradients (meta-learning, hyper-gradients). Such a step updates copies
+of the state tensors (``_recorded_update``) and a copy of an operand it overwrites later
+(``saved_copy``), so no write ever hits a tensor autograd saved, where torch's steps raise
+from their second on for some optimizers (AMSGrad, centered RMSprop, Adamax, Rprop).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import operator
+import weakref
 from typing import Any
 
-from ..dtypes import get_default_dtype
+from ..dtypes import float32, get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
 from ..eager.legacy_types import type_name
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
-from ..eager.grad_mode import enable_grad, no_grad
+from ..eager.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ..eager.tensor import Tensor
 
 
@@ -37,6 +58,8 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state: dict = {}
         self._live: dict = {}  # (group index, name, dtype) -> its live input (Note [hyper-...])
+        icpt = current_interceptor()  # the trace this optimizer is made in, if any
+        self._made_in = None if icpt is None else weakref.ref(icpt)
         self.param_groups: list = []
         if isinstance(params, Tensor):
             raise TypeError(
@@ -50,21 +73,43 @@ class Optimizer:
             groups = [{"params": groups}]
         for g in groups:
             self.add_param_group(g)
+        if self.defaults.get("fused"):  # Note [implementation flags]
+            if self.defaults["differentiable"]:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if self.defaults["foreach"]:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
     def add_param_group(self, group: dict) -> None:
+        """Add ``group`` (its ``params``: tensors, or ``(name, tensor)`` pairs as
+        ``named_parameters()`` gives, whose names go to ``group["param_names"]``)."""
         group = dict(group)
         params = group["params"]
-        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        params = [params] if isinstance(params, Tensor) else list(params)
+        group["params"] = [p[1] if isinstance(p, tuple) else p for p in params]
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        if names:
+            if len(names) != len(params):
+                raise ValueError(
+                    "all optimizer params should be with/without names. Some param names "
+                    "are missing"
+                )
+            group["param_names"] = names
         for p in group["params"]:
             if not isinstance(p, Tensor):
                 raise TypeError(
                     f"optimizer can only optimize Tensors, but one of the params "
                     f"is {type(p).__name__}"
                 )
-            if not p.is_leaf:
+            if not (self.defaults.get("differentiable") or p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         for k, v in self.defaults.items():
             group.setdefault(k, v)
+        for g in self.param_groups:
+            if ("param_names" in g) != ("param_names" in group):
+                raise ValueError(
+                    "all optimizer param groups should be with/without names. cannot add "
+                    f"param group {'with' if names else 'without'} names to the optimizer"
+                )
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -87,23 +132,46 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         icpt = current_interceptor()  # under capture: it restores what the step writes
+        if icpt is not None and self._made_in is not None and self._made_in() is icpt:
+            icpt = None  # made by the traced call itself (Note [hyper-parameters])
         if icpt is not None:
             icpt.preserve(self.state)
-        with no_grad(), tagged(phase="optimizer"):  # Note [phases]
+        differentiable = bool(self.defaults.get("differentiable"))  # torch reads the defaults
+        update = self._recorded_update if differentiable else self._update
+        with set_grad_enabled(differentiable), tagged(phase="optimizer"):  # Note [phases]
             for i, group in enumerate(self.param_groups):
                 views = {}
                 for p in group["params"]:
-                    if p.grad is not None:
-                        dtype = p.dtype.to_real()
-                        h = views.get(dtype) or views.setdefault(dtype, Hyper(self, i, dtype, icpt))
-                        state = self.state.setdefault(p, {})
-                        if icpt is not None:
-                            icpt.preserve(state)
-                        self._update(p, p.grad, state, h)
+                    if p.grad is None:
+                        continue
+                    if group.get("fused") and not p.is_floating_point():
+                        raise RuntimeError(
+                            "`fused=True` requires all the params to be floating point "
+                            f"Tensors of supported devices: {_FUSED_DEVICES} but "
+                            f"{p.dtype} and {p.device.type}"
+                        )
+                    dtype = p.dtype.to_real()
+                    h = views.get(dtype) or views.setdefault(dtype, Hyper(self, i, dtype, icpt))
+                    state = self.state.setdefault(p, {})
+                    if icpt is not None:
+                        icpt.preserve(state)
+                    update(p, p.grad, state, h)
         return loss
 
     def _update(self, p, grad, state, h: Hyper):
         raise NotImplementedError
+
+    def _recorded_update(self, p, grad, state, h: Hyper):
+        """``_update`` in a differentiable step (Note [implementation flags]) on copies of
+        the state tensors, written back after it (new ones: copied once). The tensors that
+        autograd saves are the copies, which no later step overwrites (torch's raise
+        there)."""
+        kept = {k: v for k, v in state.items() if isinstance(v, Tensor)}
+        state.update({k: v.clone() for k, v in kept.items()})
+        self._update(p, grad, state, h)
+        for k, v in state.items():
+            if isinstance(v, Tensor):
+                state[k] = kept[k].copy_(v) if k in kept else v.clone()
 
     def state_dict(self) -> dict:
         """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index]}]}``
@@ -191,18 +259,25 @@ class Hyper:
     def flag(self, name: str) -> bool:
         """``bool(group[name])``, a branch of the update: under capture the trace is reused
         only while it stays the same."""
+        return bool(self.fixed(name, same=lambda a, b: bool(a) == bool(b)))
+
+    def fixed(self, name: str, same=operator.eq):
+        """``group[name]`` where it shapes the update (Muon's loop count): under capture
+        the trace is reused only while it stays ``same``."""
         if self.icpt is not None:
             opt, i = self.opt, self.index
             self.icpt.guard(
                 lambda: opt.param_groups[i][name],
                 f"{type(opt).__name__}.param_groups[{i}]['{name}']",
                 key=(id(opt), i, name),
-                same=lambda a, b: bool(a) == bool(b),
+                same=same,
             )
-        return bool(self.group[name])
+        return self.group[name]
 
 
 _WHAT = {"lr": "learning rate", "eps": "epsilon value"}
+# the devices torch's fused kernels run on, as its error lists them
+_FUSED_DEVICES = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
 
 
 def check_args(**values) -> None:
@@ -218,7 +293,8 @@ def check_args(**values) -> None:
             raise ValueError(f"Invalid {_WHAT.get(name, name + ' value')}: {v}")
 
 
-# names of the members of a group's pairs: Adam's betas, Rprop's etas and step_sizes
+# names of the members of a group's tuples: Adam's betas, Rprop's etas and step_sizes,
+# Muon's ns_coefficients, Adafactor's eps
 _MEMBERS = {
     "beta1": ("betas", 0),
     "beta2": ("betas", 1),
@@ -226,6 +302,10 @@ _MEMBERS = {
     "etaplus": ("etas", 1),
     "step_size_min": ("step_sizes", 0),
     "step_size_max": ("step_sizes", 1),
+    "ns_a": ("ns_coefficients", 0),
+    "ns_b": ("ns_coefficients", 1),
+    "ns_c": ("ns_coefficients", 2),
+    "eps2": ("eps", 1),
 }
 
 
@@ -242,9 +322,10 @@ def _getter(name: str):
 
 
 # -- pieces of the updates, in torch's arithmetic -------------------------------------------
-def new_step() -> Tensor:
-    """A fresh ``state["step"]``: a 0-d tensor of the default dtype, as torch's."""
-    return scalar_tensor(0.0, get_default_dtype())
+def new_step(fused=False) -> Tensor:
+    """A fresh ``state["step"]``: a 0-d tensor of the default dtype, as torch's (float32
+    for its fused kernels: Note [implementation flags])."""
+    return scalar_tensor(0.0, float32 if fused else get_default_dtype())
 
 
 def advance(state: dict, dtype) -> Tensor:
@@ -264,6 +345,12 @@ def decayed_grad(p, grad, h: Hyper, decoupled: bool = False):
         else:
             grad = grad + p * h.number("weight_decay")
     return grad
+
+
+def saved_copy(x: Tensor) -> Tensor:
+    """``x``, or in a differentiable step (grad mode on) a copy of it: an operand that
+    autograd saves and the update then overwrites (Note [implementation flags])."""
+    return x.clone() if is_grad_enabled() else x
 
 
 def ema_(avg, x, h: Hyper, name: str) -> None:

@@ -9,7 +9,9 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_s
 
 class RAdam(Optimizer):
     """Adam with the variance of its adaptive rate rectified: plain momentum SGD while the
-    approximated SMA length ``rho_t`` is at most 5; ``decoupled_weight_decay`` as AdamW."""
+    approximated SMA length ``rho_t`` is at most 5; ``decoupled_weight_decay`` as AdamW.
+    ``foreach``, ``capturable`` and ``differentiable``: Note [implementation flags] in
+    ``optimizer.py``."""
 
     def __init__(
         self,
@@ -17,10 +19,13 @@ class RAdam(Optimizer):
         lr=1e-3,
         betas=(0.9, 0.999),
         eps=1e-8,
-        weight_decay=0.0,
+        weight_decay=0,
         decoupled_weight_decay=False,
         *,
+        foreach=None,
         maximize=False,
+        capturable=False,
+        differentiable=False,
     ):
         check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         super().__init__(
@@ -31,7 +36,10 @@ class RAdam(Optimizer):
                 eps=eps,
                 weight_decay=weight_decay,
                 maximize=maximize,
+                foreach=foreach,
+                capturable=capturable,
                 decoupled_weight_decay=decoupled_weight_decay,
+                differentiable=differentiable,
             ),
         )
 
@@ -55,5 +63,7 @@ class RAdam(Optimizer):
         ) ** 0.5
         adaptive_lr = bias_correction2**0.5 / (exp_avg_sq.sqrt() + h.number("eps"))
         # torch branches on rho_t > 5 in Python; a select keeps the compiled step one graph
-        update = where(rho_t > 5.0, adaptive_lr * rect, 1.0)
+        # (and zeroes rect where not taken: no NaN in a differentiable step's gradient)
+        rectified = rho_t > 5.0
+        update = where(rectified, adaptive_lr * where(rectified, rect, 0.0), 1.0)
         p.sub_(exp_avg / bias_correction1 * h.number("lr") * update)

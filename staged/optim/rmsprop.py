@@ -7,7 +7,9 @@ from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_s
 
 
 class RMSprop(Optimizer):
-    """Divide the gradient by a running RMS of it (centered: its running variance)."""
+    """Divide the gradient by a running RMS of it (centered: its running variance).
+    ``capturable``, ``foreach`` and ``differentiable``: Note [implementation flags] in
+    ``optimizer.py``."""
 
     def __init__(
         self,
@@ -15,10 +17,13 @@ class RMSprop(Optimizer):
         lr=1e-2,
         alpha=0.99,
         eps=1e-8,
-        weight_decay=0.0,
-        momentum=0.0,
+        weight_decay=0,
+        momentum=0,
         centered=False,
+        capturable=False,
+        foreach=None,
         maximize=False,
+        differentiable=False,
     ):
         check_args(lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         super().__init__(
@@ -30,7 +35,10 @@ class RMSprop(Optimizer):
                 eps=eps,
                 centered=centered,
                 weight_decay=weight_decay,
+                capturable=capturable,
+                foreach=foreach,
                 maximize=maximize,
+                differentiable=differentiable,
             ),
         )
 

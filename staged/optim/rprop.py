@@ -11,8 +11,8 @@ class Rprop(Optimizer):
     """Resilient backpropagation: each weight moves by its own step size against the sign
     of its gradient; the step size grows by ``etaplus`` while the sign holds and shrinks by
     ``etaminus`` when it flips (then that gradient counts as 0), within ``step_sizes``.
-    ``foreach``, ``capturable`` and ``differentiable`` are kept in the groups as torch's;
-    the update is the same with any of them."""
+    ``foreach``, ``capturable`` and ``differentiable``: Note [implementation flags] in
+    ``optimizer.py``."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class Rprop(Optimizer):
             grad = -grad
         prev, step_size, etaminus = state["prev"], state["step_size"], h.number("etaminus")
         # torch's masked writes, in its order: sign(grad * prev) becomes the step size factor
-        factor = (grad * prev).sign()
+        factor = (grad * prev).sign().detach()  # piecewise constant: no gradient to record
         factor = where(factor > 0, h.number("etaplus"), factor)
         factor = where(factor < 0, etaminus, factor)
         factor = where(factor == 0, 1.0, factor)

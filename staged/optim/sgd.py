@@ -6,17 +6,22 @@ from .optimizer import Optimizer, check_args, decayed_grad
 
 
 class SGD(Optimizer):
-    """PyTorch's SGD: the momentum buffer starts as the first gradient."""
+    """PyTorch's SGD: the momentum buffer starts as the first gradient. ``foreach``,
+    ``fused`` and ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
     def __init__(
         self,
         params,
         lr=1e-3,
-        momentum=0.0,
-        dampening=0.0,
-        weight_decay=0.0,
+        momentum=0,
+        dampening=0,
+        weight_decay=0,
         nesterov=False,
+        *,
         maximize=False,
+        foreach=None,
+        differentiable=False,
+        fused=None,
     ):
         check_args(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
@@ -30,6 +35,9 @@ class SGD(Optimizer):
                 weight_decay=weight_decay,
                 nesterov=nesterov,
                 maximize=maximize,
+                foreach=foreach,
+                differentiable=differentiable,
+                fused=fused,
             ),
         )
 

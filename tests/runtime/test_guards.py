@@ -150,7 +150,7 @@ def test_hyper_parameters_and_schedulers_take_effect_without_a_re_trace():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # the first call makes the optimizers' state (one-shot), the second serves calls 2-6
     assert f.traces == 3
-    assert f.last_retrace_reason == "SGD.param_groups[0]['weight_decay']: 0.0 -> 0.1"
+    assert f.last_retrace_reason == "SGD.param_groups[0]['weight_decay']: 0 -> 0.1"
 
 
 W = staged.tensor([1.0, 2.0, 3.0])
