@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 import staged
 from staged import dtypes as dt
@@ -590,3 +591,26 @@ def test_float_to_int_casts_give_x86s_values_for_nan_and_out_of_range():
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
     assert [np.asarray(g)[0] for g in got[-5:]] == [0, 0, -(2**31), -(2**63), 0]
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (5,)])
+def test_casts_to_bfloat16_round_in_one_element_tensors_too(shape):
+    """IREE 3.13 dropped ``arith.truncf`` to bf16 in a one-element tensor: its cast back to
+    float32 gave the float32 unrounded (a Muon step's bfloat16 rounding was lost). The
+    cast rounds in integers now: torch's values, NaN and infinities included."""
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [
+            rng.standard_normal(40).astype(np.float32) * 10,
+            np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3.3895314e38, 1 + 2**-8], np.float32),
+        ]
+    )
+    step = staged.compile(lambda x, h: (x.bfloat16().float(), h.bfloat16().float()))
+    for v in values:
+        x = np.full(shape, v, np.float32)
+        with np.errstate(over="ignore"):
+            h = x.astype(np.float16)
+        got = step(staged.tensor(x), staged.tensor(h))
+        want = (torch.tensor(x).bfloat16().float(), torch.tensor(h).bfloat16().float())
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=f"{v} {shape}")

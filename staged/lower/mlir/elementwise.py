@@ -865,6 +865,26 @@ lowering(REGISTRY["clamp_where"])(_where)  # its keep changes only the tangent
 
 
 # --- cast -------------------------------------------------------------------------------
+def _to_bfloat16(e, x, src):
+    """Float ``x`` rounded to bfloat16, to nearest even, in integer arithmetic (through
+    float32, as torch's casts): IREE 3.13 drops an ``arith.truncf`` to bf16 in a one-element
+    tensor, whose ``extf`` back then gave the float32 unrounded. NaN is torch's 0x7FC0."""
+    if src is not dt.float32:
+        x = cast_scalar(e, x, src, dt.float32)
+    bits32 = e.emit(f"arith.bitcast {x} : f32 to i32")
+    c16 = e.const(16, dt.int32)
+    lsb = e.emit(
+        f"arith.andi {e.emit(f'arith.shrui {bits32}, {c16} : i32')}, {e.const(1, dt.int32)} : i32"
+    )
+    up = e.emit(
+        f"arith.addi {e.emit(f'arith.addi {bits32}, {e.const(0x7FFF, dt.int32)} : i32')}, {lsb} : i32"
+    )
+    high = e.emit(f"arith.trunci {e.emit(f'arith.shrui {up}, {c16} : i32')} : i32 to i16")
+    nan = e.emit(f"arith.cmpf uno, {x}, {x} : f32")
+    high = e.emit(f"arith.select {nan}, {e.const(0x7FC0, dt.int16)}, {high} : i16")
+    return e.emit(f"arith.bitcast {high} : i16 to bf16")
+
+
 def cast_scalar(e, x, src, dst):
     """Convert scalar ``x`` from dtype ``src`` to ``dst`` as NumPy's astype does (complex to
     real keeps the real part, float to int truncates, anything to bool is ``!= 0``)."""
@@ -889,7 +909,9 @@ def cast_scalar(e, x, src, dst):
         return truthy(e, src, x)
     ts, td = elem_type(src), elem_type(dst)
     if cs == "float" and cd == "float":
-        if bits(src) == bits(dst):  # f16 <-> bf16 through f32
+        if dst is dt.bfloat16:
+            return _to_bfloat16(e, x, src)
+        if bits(src) == bits(dst):  # bf16 -> f16 through f32
             return cast_scalar(e, cast_scalar(e, x, src, dt.float32), dt.float32, dst)
         return e.emit(f"arith.{'extf' if bits(dst) > bits(src) else 'truncf'} {x} : {ts} to {td}")
     if cs == "float":
