@@ -441,3 +441,27 @@ def test_load_safetensors(tmp_path):
     nn.utils.load_safetensors(m, tmp_path / "m.safetensors")
     x = f32(2, 3)
     assert_close(m(staged.tensor(x)), tm(torch.tensor(x)).detach(), rtol=1e-6, atol=1e-6)
+
+
+def test_cumulative_batch_norm_compiles_with_eagers_running_stats():
+    """``momentum=None`` averages by 1 / num_batches_tracked: compiled, the count is read
+    in the graph (it used to need ``.item()`` and could not be captured)."""
+    rng = np.random.default_rng(0)
+    batches = [rng.standard_normal((6, 3, 2)).astype(np.float32) for _ in range(4)]
+
+    def run(lib, compiled):
+        bn = lib.nn.BatchNorm1d(3, momentum=None)
+
+        def step(x):
+            return bn(x).pow(2).sum()
+
+        fn = staged.compile(step) if compiled else step
+        outs = [fn(lib.tensor(b)).item() for b in batches]
+        return outs, [t.detach().numpy() for t in (bn.running_mean, bn.running_var)]
+
+    (te, ts), (se, ss), (ce, cs) = run(torch, False), run(staged, False), run(staged, True)
+    np.testing.assert_allclose(se, te, rtol=1e-6)
+    np.testing.assert_allclose(ce, se, rtol=1e-6)
+    for t, s, c in zip(ts, ss, cs):  # torch updates in double: an ulp or two apart
+        np.testing.assert_allclose(s, t, rtol=3e-7)
+        np.testing.assert_allclose(c, s, rtol=1e-6)

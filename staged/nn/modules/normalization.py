@@ -6,6 +6,7 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...eager.factories import empty, ones, tensor, zeros
 from ...eager.grad_mode import no_grad
+from ...eager.interceptor import current_interceptor
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -71,15 +72,20 @@ class _BatchNorm(Module):
 
     def forward(self, input):
         """Batch statistics in training mode (updating the running ones), the running
-        statistics in eval mode; ``momentum=None`` averages cumulatively (that reads the
-        batch count, so it cannot be compiled)."""
+        statistics in eval mode; ``momentum=None`` averages cumulatively, by ``1 / count``
+        (under capture a float64 0-d tensor, the same float32 arithmetic: it compiles)."""
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.item())
+                count = self.num_batches_tracked
+                factor = (
+                    1.0 / count.double()
+                    if current_interceptor() is not None
+                    else 1.0 / float(count.item())
+                )
         use_batch_stats = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         return F.batch_norm(
