@@ -123,6 +123,7 @@ globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
 globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
+nn.module.set_compiler(compile)  # what Module.compile runs (nn sits below the runtime)
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 float = float32
 double = float64

@@ -6,8 +6,15 @@ hooks on the output's Node. Global hooks (``register_module_*``) run before loca
 
 from __future__ import annotations
 
+import functools
+import itertools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import numpy as np
 
 from .. import dtypes as dt
 from .._where import PLAIN, name_site
@@ -15,6 +22,7 @@ from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
 from ..eager import devices, legacy_types
+from ..eager.factories import empty_like
 from ..eager.tensor import Tensor, as_payload
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Buffer, Parameter
@@ -130,15 +138,55 @@ _HOOK_DICTS = (
     "_forward_hooks_always_called",
     "_backward_hooks",
     "_backward_pre_hooks",
-)
-
-
-_TORCH_ONLY_HOOKS = (
     "_state_dict_hooks",
     "_state_dict_pre_hooks",
     "_load_state_dict_pre_hooks",
     "_load_state_dict_post_hooks",
 )
+
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+
+_compile: Any = None  # staged.compile, installed by staged/__init__.py (set_compiler)
+
+
+def set_compiler(compile_fn) -> None:
+    """Give ``Module.compile`` the function that compiles (``nn`` sits below the runtime)."""
+    global _compile
+    _compile = compile_fn
+
+
+class _WrappedHook:
+    """A load_state_dict pre-hook, called with its module first where it has one (held
+    weakly, as torch's; pickled as torch pickles it)."""
+
+    def __init__(self, hook, module=None):
+        self.hook = hook
+        functools.update_wrapper(self, hook)
+        self.with_module = module is not None
+        if module is not None:
+            self.module = weakref.ref(module)
+
+    def __call__(self, *args, **kwargs):
+        if self.with_module:
+            module = self.module()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            return self.hook(module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+    def __getstate__(self) -> dict:
+        result = {"hook": self.hook, "with_module": self.with_module}
+        if self.with_module:
+            result["module"] = self.module()
+        return result
+
+    def __setstate__(self, state: dict):
+        self.hook = state["hook"]
+        self.with_module = state["with_module"]
+        if self.with_module:
+            if state["module"] is None:
+                raise RuntimeError("You are trying to revive the hook of a dead Module!")
+            self.module = weakref.ref(state["module"])
 
 
 def _typename(v) -> str:
@@ -150,27 +198,43 @@ class Module:
     """Base class of layers and models, PyTorch's ``torch.nn.Module``."""
 
     training: bool
+    dump_patches: bool = False
+    _version: int = 1  # state_dict's metadata, for _load_from_state_dict to read (torch's)
+    call_super_init: bool = False  # pass __init__'s arguments on to the next class (mixins)
+    _compiled_call_impl: Any = None  # set by compile()
+    T_destination = TypeVar("T_destination", bound=dict[str, Any])
 
-    def __init__(self):
+    def __init__(self, *args, **kwargs):
+        if self.call_super_init is False and kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                f"'{next(iter(kwargs))}'"
+            )
+        if self.call_super_init is False and args:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                f"{len(args) + 1} were given"
+            )
         for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
             object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_is_full_backward_hook", None)
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_compiled_call_impl", None)  # a copy or an unpickled module runs eagerly
+        return state
 
     def __setstate__(self, state):
         """Unpickling, of staged's modules and of torch's (``torch.save(model)``: Note [safe
-        globals] in staged/serialization.py): torch's fields renamed, its hook kinds that
-        staged has no use for dropped, missing ones made empty."""
+        globals] in staged/serialization.py): torch's fields renamed, missing ones made
+        empty."""
         state = dict(state)
         if "_non_persistent_buffers_set" in state:
             state["_non_persistent"] = set(state.pop("_non_persistent_buffers_set"))
-        for name in _TORCH_ONLY_HOOKS:
-            if state.pop(name, None):
-                raise RuntimeError(
-                    f"cannot unpickle {type(self).__name__} with {name} hooks: "
-                    "staged has no such hooks"
-                )
         self.__dict__.update(state)
         for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
             if self.__dict__.get(name) is None:
@@ -186,6 +250,11 @@ class Module:
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         icpt = current_interceptor()
         if icpt is not None:  # a compiled step is reused only while these still hold
             self._guard(icpt)
@@ -409,6 +478,13 @@ class Module:
                     f"'{name}' (torch.nn.Parameter or None expected)"
                 )
             params[name] = None
+        elif params is not None and name in self._modules:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as child module '{name}' "
+                    "(staged.nn.Module or None expected)"
+                )
+            self._modules[name] = _registered(_global_module_registration_hooks, self, name, None)
         elif params is not None and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
@@ -442,6 +518,7 @@ class Module:
         for d in (self._parameters, self._buffers, self._modules):
             if name in d:
                 del d[name]
+                self._non_persistent.discard(name)
                 return
         object.__delattr__(self, name)
 
@@ -509,9 +586,59 @@ class Module:
                     memo, prefix + ("." if prefix else "") + name, remove_duplicate
                 )
 
-    def modules(self):
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate=True):
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at the dotted path ``target`` (``""``: this module)."""
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return mod
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put ``module`` at the dotted path ``target``, replacing a submodule or (unless
+        ``strict``) adding one to an existing parent."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
+    def _get_attribute(self, target: str) -> tuple:
+        """``(module, name, value)`` of the attribute at the dotted path ``target``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        return mod, name, getattr(mod, name)
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at the dotted path ``target``."""
+        _, name, param = self._get_attribute(target)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path ``target``."""
+        mod, name, buffer = self._get_attribute(target)
+        if name not in mod._buffers:
+            raise AttributeError("`" + name + "` is not a buffer")
+        return buffer
 
     def named_children(self):
         seen = set()
@@ -552,50 +679,248 @@ class Module:
         return id(self)
 
     # -- state ---------------------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        out = OrderedDict() if destination is None else destination
+    def get_extra_state(self) -> Any:
+        """Override (with ``set_extra_state``) to save more than parameters and buffers:
+        ``state_dict`` then holds what it returns under ``<prefix>_extra_state``."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml "
+            "to report this bug."
+        )
+
+    def set_extra_state(self, state: Any) -> None:
+        """Override (with ``get_extra_state``): ``load_state_dict`` passes it the value
+        saved under ``<prefix>_extra_state``."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml "
+            "to report this bug."
+        )
+
+    def _register_state_dict_hook(self, hook):
+        """The older post-hook: ``hook(module, state_dict, prefix, local_metadata)``; what
+        it returns replaces the state dict, at the module ``state_dict`` was called on."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError(
+                "Cannot register the same function as the state dict post hook that was "
+                "previously registered via register_state_dict_post_hook"
+            )
+        return _register(self._state_dict_hooks, hook)
+
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` after this module (and its
+        submodules) wrote its entries; it may change ``state_dict`` in place, and must
+        return None."""
+        hook._from_public_api = True
+        return _register(self._state_dict_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` before this module writes its entries."""
+        return _register(self._state_dict_pre_hooks, hook)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        """This module's own entries (not its submodules'): parameters, persistent buffers
+        and the extra state of a class that overrides ``get_extra_state``."""
         for name, p in self._parameters.items():
             if p is not None:
-                out[prefix + name] = p if keep_vars else p.detach()
+                destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent:
-                out[prefix + name] = b if keep_vars else b.detach()
+                destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``),
+        in an OrderedDict whose ``_metadata`` holds each module's ``_version``, running
+        the state_dict pre- and post-hooks of every module, as torch's."""
+        if args:
+            warnings.warn(
+                "Positional args are being deprecated, use kwargs instead. Refer to "
+                "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module.state_dict"
+                " for details.",
+                FutureWarning,
+                stacklevel=2,
+            )
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self._state_dict_pre_hooks.values():
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
-                m.state_dict(out, prefix + name + ".", keep_vars)
-        return out
+                m.state_dict(
+                    destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars
+                )
+        for hook in self._state_dict_hooks.values():
+            result = hook(self, destination, prefix, local_metadata)
+            if not getattr(hook, "_from_public_api", False):
+                if result is not None:
+                    destination = result
+            elif result is not None:
+                raise RuntimeError("state_dict post-hook must return None")
+        return destination
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Copy values into parameters and buffers; NumPy arrays are accepted too."""
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
-        for k, target in own.items():
-            if k not in state_dict:
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """The older pre-hook: ``register_load_state_dict_pre_hook``'s, without the module
+        unless ``with_module``."""
+        return _register(
+            self._load_state_dict_pre_hooks, _WrappedHook(hook, self if with_module else None)
+        )
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before this module loads its entries; it may change
+        ``state_dict`` (a copy) and the lists in place."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` after this module and its submodules loaded;
+        it may change ``incompatible_keys.missing_keys``/``unexpected_keys`` in place (a
+        strict load then checks what is left), and must return None."""
+        return _register(self._load_state_dict_post_hooks, hook)
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
+        """Copy this module's own entries (not its submodules') from ``state_dict``, noting
+        missing and unexpected keys and errors in the lists; NumPy arrays are accepted."""
+        for hook in self._load_state_dict_pre_hooks.values():
+            hook(
+                state_dict,
+                prefix,
+                local_metadata,
+                strict,
+                missing_keys,
+                unexpected_keys,
+                error_msgs,
+            )
+        persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent}
+        local_state = {
+            k: v
+            for k, v in itertools.chain(self._parameters.items(), persistent.items())
+            if v is not None
+        }
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        for name, param in local_state.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
                 continue
-            v = state_dict[k]
-            v = v if isinstance(v, Tensor) else Tensor._wrap(as_payload(v))
-            if tuple(v.shape) != tuple(target.shape):
-                errors.append(
-                    f"size mismatch for {k}: copying a param with shape "
-                    f"{v.shape} from checkpoint, the shape in current model is "
-                    f"{target.shape}."
+            value = state_dict[key]
+            if isinstance(value, (np.ndarray, np.generic)):
+                value = Tensor._wrap(as_payload(value))
+            elif not isinstance(value, Tensor):
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", expected staged.Tensor or '
+                    f"Tensor-like object from checkpoint but received {type(value)}"
                 )
                 continue
-            with no_grad():
-                target.copy_(v.to(target.dtype))
+            if len(param.shape) == 0 and len(value.shape) == 1 and value.shape[0] == 1:
+                value = value[0]  # a torch 0.3 checkpoint's scalar
+            if value.shape != param.shape:
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape {value.shape} from "
+                    f"checkpoint, the shape in current model is {param.shape}."
+                )
+                continue
+            try:
+                with no_grad():
+                    if not assign:
+                        param.copy_(value)
+                    elif isinstance(param, Parameter) and not isinstance(value, Parameter):
+                        setattr(self, name, Parameter(value, requires_grad=param.requires_grad))
+                    else:
+                        if isinstance(param, Parameter):
+                            value.requires_grad_(param.requires_grad)
+                        setattr(self, name, value)
+            except Exception as ex:
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", whose dimensions in the model '
+                    f"are {param.size()} and whose dimensions in the checkpoint are "
+                    f"{value.size()}, an exception occurred : {ex.args}."
+                )
+        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix) and key != extra_key:
+                    head = key[len(prefix) :].split(".", 1)
+                    if (
+                        (head[0] not in self._modules)
+                        if len(head) > 1
+                        else (head[0] not in local_state)
+                    ):
+                        unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy values into parameters and buffers (``assign=True``: put the state dict's
+        tensors in their place, keeping each parameter's ``requires_grad``), running every
+        module's load pre- and post-hooks, as torch's; NumPy arrays are accepted too."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)  # a copy the hooks and overrides may change
+        if metadata is not None:
+            state_dict._metadata = metadata
+
+        def load(module, local_state_dict, prefix=""):
+            local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(
+                local_state_dict, prefix, local_metadata, True, missing, unexpected, errors
+            )
+            for name, child in module._modules.items():
+                if child is not None:
+                    child_prefix = prefix + name + "."
+                    load(
+                        child,
+                        {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)},
+                        child_prefix,
+                    )
+            incompatible = _IncompatibleKeys(missing, unexpected)
+            for hook in module._load_state_dict_post_hooks.values():
+                if hook(module, incompatible) is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified, it should be done inplace."
+                    )
+
+        load(self, state_dict)
         if strict:
             if unexpected:
                 errors.insert(
                     0,
-                    "Unexpected key(s) in state_dict: "
-                    + ", ".join(f'"{k}"' for k in unexpected)
-                    + ".",
+                    "Unexpected key(s) in state_dict: {}. ".format(
+                        ", ".join(f'"{k}"' for k in unexpected)
+                    ),
                 )
             if missing:
                 errors.insert(
-                    0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + "."
+                    0,
+                    "Missing key(s) in state_dict: {}. ".format(
+                        ", ".join(f'"{k}"' for k in missing)
+                    ),
                 )
         if errors:
             raise RuntimeError(
@@ -697,11 +1022,56 @@ class Module:
     def bfloat16(self):
         return self._cast(dt.bfloat16)
 
+    def _apply(self, fn, recurse=True):
+        """``fn(tensor)`` for every parameter (its data set in place: the Parameter object
+        stays), its grad, and every buffer (replaced), submodules first (torch's)."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
+        for p in self._parameters.values():
+            if p is None:
+                continue
+            with no_grad():
+                p.data = fn(p)
+                if p.grad is not None:
+                    p.grad.data = fn(p.grad)
+        for k, b in self._buffers.items():
+            if b is not None:
+                self._buffers[k] = fn(b)
+        return self
+
+    def to_empty(self, *, device, recurse=True):
+        """Parameters and buffers (of submodules too, if ``recurse``) replaced by
+        uninitialized ones of the same shape and dtype on ``device`` (the CPU)."""
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
+
+    def share_memory(self):
+        """Every parameter, grad and buffer moved to shared memory (``share_memory_``)."""
+        return self._apply(lambda t: t.share_memory_())
+
     def cpu(self):
         return self
 
     def cuda(self, device=None):
         devices.check("cuda" if device is None else device)
+
+    def xpu(self, device=None):
+        devices.check("xpu")  # a CPU build has none, whatever the index
+
+    def ipu(self, device=None):
+        devices.check("ipu")
+
+    def mtia(self, device=None):
+        devices.check("mtia")
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's calls in place: ``module(x)`` then runs
+        ``staged.compile(module._call_impl, *args, **kwargs)`` (hooks and forward), as
+        torch's ``Module.compile`` runs ``torch.compile``."""
+        self._compiled_call_impl = _compile(self._call_impl, *args, **kwargs)
+
+    def _get_name(self) -> str:
+        return type(self).__name__
 
     def extra_repr(self) -> str:
         return ""
@@ -714,7 +1084,7 @@ class Module:
         for name, m in self._modules.items():
             sub = repr(m).replace("\n", "\n  ")
             lines.append(f"({name}): {sub}")
-        main = type(self).__name__ + "("
+        main = self._get_name() + "("
         if lines:
             if len(lines) == 1 and not self._modules:
                 return main + lines[0] + ")"
@@ -722,6 +1092,5 @@ class Module:
         return main + ")"
 
     def __dir__(self):
-        return sorted(
-            set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules)
-        )
+        keys = set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+        return sorted(k for k in keys | set(self._modules) if not k[0].isdigit())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 import warnings
 from collections import OrderedDict
@@ -12,11 +13,18 @@ from ..module import Module
 from ..parameter import Parameter
 
 
-def _at(mods, idx):
-    """``mods[idx]`` with torch's error for an index out of range."""
-    if not -len(mods) <= idx < len(mods):
+def _abs_index(idx, size: int) -> int:
+    """``idx`` (an int or an object with ``__index__``; negative counts from the end) as a
+    position among ``size`` items, with torch's IndexError out of range."""
+    idx = operator.index(idx)
+    if not -size <= idx < size:
         raise IndexError(f"index {idx} is out of range")
-    return mods[idx]
+    return idx % size
+
+
+def _renumbered(modules) -> OrderedDict:
+    """``modules`` keyed ``"0"``, ``"1"``, ... in their order (after a deletion, as torch)."""
+    return OrderedDict((str(i), m) for i, m in enumerate(modules.values()))
 
 
 class Container(Module):
@@ -34,6 +42,21 @@ class Container(Module):
             self.add_module(key, value)
 
 
+def _sequential_only(other):
+    """torch's error for ``+`` of a Sequential and something else."""
+    return ValueError(
+        f"add operator supports only objects of Sequential class, but {type(other)} is given."
+    )
+
+
+def _check_factor(seq, other) -> None:
+    """torch's errors for ``seq * other`` where ``other`` is no positive int."""
+    if not isinstance(other, int):
+        raise TypeError(f"unsupported operand type(s) for *: {type(seq)} and {type(other)}")
+    if other <= 0:
+        raise ValueError(f"Non-positive multiplication factor {other} for {type(seq)}")
+
+
 class Sequential(Module):
     """Modules applied one after another."""
 
@@ -46,11 +69,23 @@ class Sequential(Module):
             for i, m in enumerate(args):
                 self.add_module(str(i), m)
 
+    def _key(self, idx) -> str:
+        """The key of the ``idx``-th module."""
+        return list(self._modules)[_abs_index(idx, len(self))]
+
     def __getitem__(self, idx):
-        mods = list(self._modules.values())
-        if isinstance(idx, slice):
-            return Sequential(*mods[idx])
-        return _at(mods, idx)
+        if isinstance(idx, slice):  # the modules' keys are kept
+            return self.__class__(OrderedDict(list(self._modules.items())[idx]))
+        return self._modules[self._key(idx)]
+
+    def __setitem__(self, idx, module):
+        setattr(self, self._key(idx), module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]
+        for key in keys:
+            delattr(self, key)
+        self._modules = _renumbered(self._modules)
 
     def __len__(self):
         return len(self._modules)
@@ -58,8 +93,62 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise _sequential_only(other)
+        return Sequential().extend(self).extend(other)
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise _sequential_only(other)
+        offset = len(self)
+        for i, m in enumerate(other):
+            self.add_module(str(i + offset), m)
+        return self
+
+    def __mul__(self, other):
+        _check_factor(self, other)
+        combined = Sequential()
+        for i, m in enumerate(list(self) * other):
+            combined.add_module(str(i), m)
+        return combined
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    def __imul__(self, other):
+        _check_factor(self, other)
+        n = len(self)
+        for i in range(n, n * other):
+            self.add_module(str(i), self._modules[str(i % n)])
+        return self
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
     def append(self, module):
         self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index, module):
+        """``module`` put at ``index`` (``-len <= index <= len``), the later ones moved up."""
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        if index < 0:
+            index += n
+        for i in range(n, index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+        return self
+
+    def extend(self, sequential):
+        for m in sequential:
+            self.append(m)
         return self
 
     def forward(self, input):
@@ -71,12 +160,24 @@ class Sequential(Module):
 class ModuleList(Module):
     def __init__(self, modules=None):
         super().__init__()
-        for m in modules or ():
-            self.append(m)
+        if modules is not None:
+            self += modules
 
     def __getitem__(self, idx):
-        mods = list(self._modules.values())
-        return ModuleList(mods[idx]) if isinstance(idx, slice) else _at(mods, idx)
+        if isinstance(idx, slice):
+            return self.__class__(list(self._modules.values())[idx])
+        return self._modules[str(_abs_index(idx, len(self)))]
+
+    def __setitem__(self, idx, module):
+        setattr(self, str(_abs_index(idx, len(self))), module)
+
+    def __delitem__(self, idx):
+        if isinstance(idx, slice):
+            for k in range(len(self._modules))[idx]:
+                delattr(self, str(k))
+        else:
+            delattr(self, str(_abs_index(idx, len(self))))
+        self._modules = _renumbered(self._modules)
 
     def __len__(self):
         return len(self._modules)
@@ -84,21 +185,79 @@ class ModuleList(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        combined = ModuleList()
+        for i, m in enumerate(itertools.chain(self, other)):
+            combined.add_module(str(i), m)
+        return combined
+
+    def __repr__(self):
+        """torch's: a run of equal reprs is one line, ``(0-11): 12 x Block(...)``."""
+        if not len(self):
+            return self._get_name() + "()"
+        runs = []  # [first index, last index, repr]
+        for i, m in enumerate(self):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [
+            (f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}").replace("\n", "\n  ")
+            for a, b, r in runs
+        ]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+    def insert(self, index, module):
+        """``module`` put before ``index``, the later ones moved up (torch's: no checks)."""
+        for i in range(len(self._modules), index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+
     def append(self, module):
         self.add_module(str(len(self)), module)
         return self
 
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
     def extend(self, modules):
-        for m in modules:
-            self.append(m)
+        if not isinstance(modules, Iterable):
+            raise TypeError(
+                "ModuleList.extend should be called with an iterable, but got "
+                + type(modules).__name__
+            )
+        offset = len(self)
+        for i, m in enumerate(modules):
+            self.add_module(str(offset + i), m)
         return self
+
+
+def _pairs(kind, items):
+    """``update``'s ``(key, value)`` pairs from an iterable of pairs, with torch's errors
+    for an element that is not a pair."""
+    for j, p in enumerate(items):
+        if not isinstance(p, Iterable):
+            raise TypeError(
+                f"{kind} update sequence element #{j} should be Iterable; is" + type(p).__name__
+            )
+        if len(p) != 2:
+            raise ValueError(
+                f"{kind} update sequence element #{j} has length {len(p)}; 2 is required"
+            )
+        yield p[0], p[1]
 
 
 class ModuleDict(Module):
     def __init__(self, modules=None):
         super().__init__()
-        for k, m in (modules or {}).items():
-            self.add_module(k, m)
+        if modules is not None:
+            self.update(modules)
 
     def __getitem__(self, key):
         return self._modules[key]
@@ -106,11 +265,25 @@ class ModuleDict(Module):
     def __setitem__(self, key, module):
         self.add_module(key, module)
 
+    def __delitem__(self, key):
+        del self._modules[key]
+
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
 
     def keys(self):
         return self._modules.keys()
@@ -120,6 +293,20 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
+
+    def update(self, modules):
+        """Set each key of ``modules``: a mapping (in its order) or an iterable of pairs."""
+        if not isinstance(modules, Iterable):
+            raise TypeError(
+                "ModuleDict.update should be called with an iterable of key/value pairs, "
+                "but got " + type(modules).__name__
+            )
+        if isinstance(modules, (Mapping, ModuleDict)):
+            pairs = modules.items()
+        else:
+            pairs = _pairs("ModuleDict", modules)
+        for k, m in pairs:
+            self[k] = m
 
 
 def _as_parameter(value):
@@ -149,10 +336,7 @@ class ParameterList(Module):
             self += values
 
     def _index(self, idx):
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        return str(idx % len(self))
+        return str(_abs_index(idx, len(self)))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -170,9 +354,6 @@ class ParameterList(Module):
 
     def __iadd__(self, parameters):
         return self.extend(parameters)
-
-    def __dir__(self):
-        return [k for k in super().__dir__() if not k.isdigit()]
 
     def append(self, value):
         self._size += 1
@@ -288,18 +469,9 @@ class ParameterDict(Module):
         elif isinstance(parameters, Mapping):
             pairs = sorted(parameters.items())
         else:
-            pairs = parameters
-        for j, p in enumerate(pairs):
-            if not isinstance(p, Iterable):
-                raise TypeError(
-                    f"ParameterDict update sequence element #{j} should be Iterable; is"
-                    + type(p).__name__
-                )
-            if len(p) != 2:
-                raise ValueError(
-                    f"ParameterDict update sequence element #{j} has length {len(p)}; 2 is required"
-                )
-            self[p[0]] = p[1]
+            pairs = _pairs("ParameterDict", parameters)
+        for k, v in pairs:
+            self[k] = v
 
     def extra_repr(self):
         return "\n".join(_entry_repr(k, p, lambda t: t.type()) for k, p in self.items())

@@ -150,15 +150,14 @@ class LazyModuleMixin:
             self._infer_parameters, with_kwargs=True
         )
 
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """As ``Module.state_dict``, holding uninitialized entries as they are (torch's)."""
-        before = set() if destination is None else set(destination)
-        out = super().state_dict(destination, prefix, True)
-        if not keep_vars:
-            for k, v in out.items():
-                if k not in before and not is_lazy(v):
-                    out[k] = v.detach()
-        return out
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """As ``Module._save_to_state_dict``, holding uninitialized entries as they are
+        (torch's)."""
+        own = {}
+        super()._save_to_state_dict(own, prefix, True)
+        for k, v in own.items():
+            lazy_or_extra = is_lazy(v) or k == prefix + "_extra_state"
+            destination[k] = v if keep_vars or lazy_or_extra else v.detach()
 
     def initialize_parameters(self, *args, **kwargs):
         raise NotImplementedError(
