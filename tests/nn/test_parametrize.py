@@ -151,7 +151,15 @@ def _assert_same_state(ours, theirs):
     a, b = _state(ours), _state(theirs)
     assert list(a) == list(b)
     for k in a:
-        assert_close(a[k], b[k], **TOL)
+        assert_close(a[k], b[k], **_tol(b[k]))
+
+
+def _tol(want):
+    """TOL, its atol scaled by the largest magnitude of ``want``: an entry near 0 is a
+    cancellation of terms that large, whose float32 error scales with them (BLAS sums in
+    another order with more threads: a gradient entry 1.2e-6 off beside entries of 19)."""
+    big = np.abs(np.asarray(want.detach().numpy() if hasattr(want, "detach") else want)).max()
+    return dict(rtol=TOL["rtol"], atol=TOL["atol"] * max(1.0, float(big)))
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -161,7 +169,7 @@ def test_forward_and_gradients_match_torch(case):
     _assert_same_state(m, tm)  # spectral norm's u, v: the same draws and 15 power steps
     for _ in range(2):  # in training mode, each forward is a power step
         y, ty = m(x), tm(tx)
-        assert_close(y, ty, **TOL)
+        assert_close(y, ty, **_tol(ty))
         cot = np.random.RandomState(2).standard_normal(tuple(ty.shape)).astype(np.float32)
         (y * staged.tensor(cot)).sum().backward()
         (ty * torch.tensor(cot)).sum().backward()
