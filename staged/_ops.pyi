@@ -324,6 +324,8 @@ from staged.eager.ops.shape import (
     split as unsafe_split,
     split_with_sizes as unsafe_split_with_sizes,
     unsqueeze as unsqueeze,
+    view_as_complex as view_as_complex,
+    view_as_real as view_as_real,
     vsplit as vsplit,
     vstack as vstack,
 )
@@ -628,6 +630,8 @@ __all__ = [
     "var",
     "var_mean",
     "vdot",
+    "view_as_complex",
+    "view_as_real",
     "vsplit",
     "vstack",
     "where",

@@ -14,7 +14,7 @@ from .primitive import (
 )
 from .jvp import jvp_rule  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
-from .shape import concat, expand, permute, reshape  # noqa: F401
+from .shape import concat, expand, permute, reshape, view_as_complex, view_as_real  # noqa: F401
 from .indexing import (
     barrier,
     check,

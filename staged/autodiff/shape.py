@@ -1,4 +1,5 @@
-"""Shape primitives. reshape, expand and permute return views of their input."""
+"""Shape primitives. reshape, expand, permute, view_as_real and view_as_complex return
+views of their input."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import math
 import numpy as np
 
 from . import indexing, lax
+from .. import dtypes as dt
 from .avals import Aval, ShapeError
-from .primitive import LINEAR, Primitive
+from .primitive import LINEAR, Primitive, domain
 
 
 def _reshape_rule(x, *, shape):
@@ -113,4 +115,41 @@ concat = Primitive(
     vjp=_concat_vjp,
     jvp=_concat_jvp,
     node_name="CatBackward0",
+)
+
+
+# --- complex tensors as pairs of reals: views of the same memory, as PyTorch's -------------
+def _view_as_real_impl(x):
+    return x[..., None].view(f"f{x.itemsize // 2}")  # any strides: a view
+
+
+def _view_as_complex_impl(x):
+    if x.strides[-1] != x.itemsize:  # only in rules (a broadcast cotangent): a copy
+        x = np.ascontiguousarray(x)
+    return x.view(f"c{2 * x.itemsize}")[..., 0]
+
+
+def _view_as_complex_rule(x):
+    if not x.shape or x.shape[-1] != 2 or x.dtype not in (dt.float32, dt.float64):
+        raise ShapeError(f"view_as_complex: {x} is not float32 or float64 with a last dim of 2")
+    return Aval(tuple(x.shape[:-1]), x.dtype.to_complex())
+
+
+view_as_real: Primitive = Primitive(
+    "view_as_real",
+    _view_as_real_impl,
+    lambda x: Aval(tuple(x.shape) + (2,), x.dtype.to_real()),
+    vjp=lambda g: view_as_complex(g),
+    jvp=LINEAR,
+    view=True,
+    domain=domain("complex", others="a real tensor has no parts to view (the public op raises)"),
+)
+view_as_complex: Primitive = Primitive(
+    "view_as_complex",
+    _view_as_complex_impl,
+    _view_as_complex_rule,
+    vjp=lambda g: view_as_real(g),
+    jvp=LINEAR,
+    view=True,
+    domain=domain("float", others="only float pairs view as complex (the public op raises)"),
 )

@@ -135,12 +135,21 @@ def _concat_rule(size, args, bdims, *, dim, sizes):
     return ad.concat(*xs, dim=dim + 1, sizes=sizes), 0
 
 
+def _view_as_complex_rule(size, args, bdims):
+    (x,), (b,) = args, bdims
+    if b == x.ndim - 1:  # the batch dim is where the pairs are: move it out of the way
+        x, b = move(x, b, 0), 0
+    return ad.view_as_complex(x), b
+
+
 RULES.update(
     {
         ad.reshape: _reshape_rule,
         ad.expand: _expand_rule,
         ad.permute: _permute_rule,
         ad.concat: _concat_rule,
+        ad.view_as_real: lambda size, args, bdims: (ad.view_as_real(args[0]), bdims[0]),
+        ad.view_as_complex: _view_as_complex_rule,
     }
 )
 

@@ -187,8 +187,7 @@ def written(t: Tensor, result: Tensor) -> None:
             old = tangent_of(base)
             if old is None:
                 old = zeros_like(base)
-            region = views.scatter(zeros_like(t) + 1, steps) != 0
-            set_tangent(base, views.scatter(tangent, steps).where(region, old))
+            set_tangent(base, views.select(t, steps, views.scatter(tangent, steps), old))
         vc = base._vc
         if vc is None or len(vc) == 1:
             return

@@ -15,9 +15,9 @@ from ..eager.views import (
     check_writable,
     creation_error,
     move_retain_grad,
-    region,
     replay,
     scatter,
+    select,
 )
 from . import anomaly
 from .accumulate import accumulate_grad
@@ -272,7 +272,7 @@ class CopySlices(Node):
         if self.next_functions[0][0] is not None:
             # g with the written region zeroed, as torch's CopySlices: not g - scatter(gv),
             # which is inf - inf = NaN where g is infinite
-            rest = g.where(~region(gv, self.steps), 0)
+            rest = select(gv, self.steps, 0, g)
         return [rest, gv]
 
 

@@ -37,8 +37,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import autodiff as ad
 from .. import dtypes as dt
-from ..autodiff import Aval
+from ..autodiff import Aval, lax
 from .grad_mode import _state, no_grad
 from .tensor import Tensor
 
@@ -191,21 +192,33 @@ def scatter(g, steps):
     return g
 
 
-def region(view, steps):
-    """Where ``view`` (of any values) lies in the base it is read from by ``steps``: a
-    bool tensor of the base's shape, built from the view primitives' VJP rules like
-    ``scatter``."""
+def select(view, steps, inside, outside):
+    """``inside`` where ``view`` lies in the base it is read from by ``steps``, ``outside``
+    elsewhere: both of the base's shape and dtype (``inside`` may be a number). The region
+    is built from the view primitives' VJP rules like ``scatter``; in a complex base it is
+    per real and imaginary part (``x.real`` is only the real parts of ``x``). Exact (a
+    select, not an add); differentiable in ``inside`` and ``outside``."""
     with no_grad():
-        return scatter(view.detach() * 0 + 1, steps) != 0  # NaN (of inf * 0) != 0 too
+        one = 1 + 1j if view.dtype.is_complex else 1  # every part of the view
+        mark = scatter(lax.full_like(view.detach(), one), steps)
+        parts = mark.dtype.is_complex
+        mask = (ad.view_as_real(mark) if parts else mark) != 0
+    if parts:
+        inside = ad.view_as_real(inside) if isinstance(inside, Tensor) else inside
+        outside = ad.view_as_real(outside)
+    out = (
+        inside.where(mask, outside) if isinstance(inside, Tensor) else outside.where(~mask, inside)
+    )
+    return ad.view_as_complex(out) if parts else out
 
 
 def write_through(view, value) -> None:
     """Functional form of writing ``value`` into ``view`` for payloads that don't share
     memory (symbolic values under capture): the base's data becomes the old data outside
-    the view's region and ``value`` inside it. Exact (a select, not an add)."""
+    the view's region and ``value`` inside it."""
     base, steps = view._base, view._view.steps
     with no_grad():
-        new = scatter(value.detach(), steps).where(region(view, steps), base.detach())
+        new = select(view, steps, scatter(value.detach(), steps), base.detach())
     base._payload = new._payload
 
 

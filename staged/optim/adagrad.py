@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..eager.factories import full_like
-from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step
+from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step, real_parts
 
 
 class Adagrad(Optimizer):
@@ -11,6 +11,8 @@ class Adagrad(Optimizer):
     state (``sum`` starts at ``initial_accumulator_value``) is made by the constructor.
     ``foreach``, ``fused`` and ``differentiable``: Note [implementation flags] in
     ``optimizer.py``."""
+
+    complex_as_real = True  # Note [complex parameters] in optimizer.py
 
     def __init__(
         self,
@@ -49,7 +51,8 @@ class Adagrad(Optimizer):
         )
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(p, self.state.setdefault(p, {}), group)
+                p_, _, state = real_parts(p, None, self.state.setdefault(p, {}))
+                self._init_state(p_, state, group)
 
     def _init_state(self, p, state, group):
         """torch takes the accumulator's start from the defaults, not the group."""

@@ -21,6 +21,8 @@ class Adam(Optimizer):
     ``decoupled_weight_decay`` makes it AdamW. ``foreach``, ``capturable``, ``fused`` and
     ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
+    complex_as_real = True  # Note [complex parameters] in optimizer.py
+
     def __init__(
         self,
         params,

@@ -11,6 +11,8 @@ class Adamax(Optimizer):
     ``foreach``, ``capturable`` and ``differentiable``: Note [implementation flags] in
     ``optimizer.py``."""
 
+    complex_as_real = True  # Note [complex parameters] in optimizer.py
+
     def __init__(
         self,
         params,

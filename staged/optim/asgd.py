@@ -15,6 +15,8 @@ class ASGD(Optimizer):
     tensors of the step's dtype, as torch's. ``foreach``, ``capturable`` and
     ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
+    complex_as_real = True  # Note [complex parameters] in optimizer.py
+
     def __init__(
         self,
         params,

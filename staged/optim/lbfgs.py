@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..eager.grad_mode import enable_grad, no_grad
 from ..eager.interceptor import current_interceptor
-from ..eager.ops.shape import cat
+from ..eager.ops.shape import cat, view_as_real
 from .optimizer import Optimizer, check_args
 
 
@@ -146,17 +146,19 @@ class LBFGS(Optimizer):
         self._params = self.param_groups[0]["params"]
 
     def _gather_flat_grad(self):
-        return cat(
-            [
-                p.new_zeros(p.numel()) if p.grad is None else p.grad.reshape(-1)
-                for p in self._params
-            ],
-            0,
-        )
+        """The gradients as one real vector: a complex one as its real and imaginary parts
+        (``view_as_real``), as torch's."""
+        views = []
+        for p in self._params:
+            view = p.new_zeros(p.numel()) if p.grad is None else p.grad.reshape(-1)
+            views.append(view_as_real(view).reshape(-1) if view.is_complex() else view)
+        return cat(views, 0)
 
     def _add_grad(self, step_size, update) -> None:
         offset = 0
         for p in self._params:
+            if p.is_complex():
+                p = view_as_real(p)
             numel = p.numel()
             p.add_(update[offset : offset + numel].reshape(p.shape) * step_size)
             offset += numel

@@ -12,6 +12,8 @@ class NAdam(Optimizer):
     ``decoupled_weight_decay`` makes it NAdamW. ``foreach``, ``capturable`` and
     ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
+    complex_as_real = True  # Note [complex parameters] in optimizer.py
+
     def __init__(
         self,
         params,

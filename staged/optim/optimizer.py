@@ -20,6 +20,16 @@ Numbers torch computes in double from the step count (bias corrections, NAdam's 
 are 0-d tensors of the parameters' dtype here, made from ``state["step"]``, so they are
 values of the graph too; for float64 parameters that is torch's arithmetic.
 
+Note [complex parameters]: torch's single-tensor steps of Adam, AdamW, Adamax, Adadelta,
+Adagrad, ASGD, NAdam, RAdam, RMSprop and Rprop update a complex parameter as pairs of real
+numbers: the parameter, its gradient and its state are viewed with ``torch.view_as_real``,
+so each real and imaginary part has its own moments (Adam's second moment is per part, not
+``|g|^2``). An optimizer with ``complex_as_real`` does the same in one place
+(``_real_update``): its ``_update`` gets ``view_as_real`` of the parameter and gradient and
+a ``RealParts`` view of the state, and state it makes shaped like the real view is kept
+complex, as torch's (``state_dict`` has the same layout). SGD works on complex numbers
+directly, as torch's; Adafactor, Muon and SparseAdam raise for them, as torch's.
+
 Note [implementation flags]: torch's ``foreach``, ``fused`` and ``capturable`` choose one
 of its kernels (a loop, multi-tensor, fused, CUDA-graph safe) for the same update. Here
 there is one kernel, so each optimizer takes them with torch's signature and keeps them
@@ -42,18 +52,24 @@ import copy
 import math
 import operator
 import weakref
+from collections.abc import MutableMapping
 from typing import Any
+
+import numpy as np
 
 from ..dtypes import float32, get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
 from ..eager.legacy_types import type_name
 from ..eager.factories import tensor
 from ..eager.ops._operands import scalar_tensor
+from ..eager.ops.shape import view_as_complex, view_as_real
 from ..eager.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ..eager.tensor import Tensor
 
 
 class Optimizer:
+    complex_as_real = False  # Note [complex parameters]
+
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         self.state: dict = {}
@@ -137,7 +153,7 @@ class Optimizer:
         if icpt is not None:
             icpt.preserve(self.state)
         differentiable = bool(self.defaults.get("differentiable"))  # torch reads the defaults
-        update = self._recorded_update if differentiable else self._update
+        update = self._recorded_update if differentiable else self._real_update
         with set_grad_enabled(differentiable), tagged(phase="optimizer"):  # Note [phases]
             for i, group in enumerate(self.param_groups):
                 views = {}
@@ -161,6 +177,13 @@ class Optimizer:
     def _update(self, p, grad, state, h: Hyper):
         raise NotImplementedError
 
+    def _real_update(self, p, grad, state, h: Hyper):
+        """``_update``, on the real views of a complex parameter where torch's update is
+        (Note [complex parameters])."""
+        if self.complex_as_real:
+            p, grad, state = real_parts(p, grad, state)
+        self._update(p, grad, state, h)
+
     def _recorded_update(self, p, grad, state, h: Hyper):
         """``_update`` in a differentiable step (Note [implementation flags]) on copies of
         the state tensors, written back after it (new ones: copied once). The tensors that
@@ -168,7 +191,7 @@ class Optimizer:
         there)."""
         kept = {k: v for k, v in state.items() if isinstance(v, Tensor)}
         state.update({k: v.clone() for k, v in kept.items()})
-        self._update(p, grad, state, h)
+        self._real_update(p, grad, state, h)
         for k, v in state.items():
             if isinstance(v, Tensor):
                 state[k] = kept[k].copy_(v) if k in kept else v.clone()
@@ -222,6 +245,49 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params")
         return "\n".join(lines) + "\n)"
+
+
+def real_parts(p, grad, state):
+    """A complex parameter, its gradient (or None) and its state as its update reads them
+    with torch's ``view_as_real`` (Note [complex parameters]); a real one as it is."""
+    if not p.is_complex():
+        return p, grad, state
+    pr = view_as_real(p)
+    return pr, None if grad is None else view_as_real(grad), RealParts(state, tuple(pr.shape))
+
+
+class RealParts(MutableMapping):
+    """A complex parameter's ``state`` as its update reads it: a complex tensor as its
+    ``view_as_real`` (so in-place updates reach it); a real tensor of the parameter's real
+    view shape ``shape`` that the update stores is kept as a complex tensor of its own, as
+    torch keeps it (Note [complex parameters])."""
+
+    __slots__ = ("state", "shape")
+
+    def __init__(self, state: dict, shape: tuple):
+        self.state, self.shape = state, shape
+
+    def __getitem__(self, key):
+        v = self.state[key]
+        return view_as_real(v) if isinstance(v, Tensor) and v.is_complex() else v
+
+    def __setitem__(self, key, value):
+        if (
+            isinstance(value, Tensor)
+            and value.is_floating_point()
+            and tuple(value.shape) == self.shape
+        ):
+            value = view_as_complex(value.contiguous()).clone()
+        self.state[key] = value
+
+    def __delitem__(self, key):
+        del self.state[key]
+
+    def __iter__(self):
+        return iter(self.state)
+
+    def __len__(self):
+        return len(self.state)
 
 
 class Hyper:
@@ -370,7 +436,8 @@ def _load_value(current, value, dtype):
         return type(value)(_load_value(None, v, dtype) for v in value)
     if not isinstance(value, Tensor) and not hasattr(value, "shape"):
         return value  # a Python number
-    value = value.detach() if isinstance(value, Tensor) else tensor(value)
+    # NumPy's dtype (staged.tensor of a foreign tensor would round float64 to float32)
+    value = value.detach() if isinstance(value, Tensor) else tensor(np.asarray(value))
     if isinstance(current, Tensor):
         dtype = current.dtype
     value = value.to(dtype) if dtype is not None else value

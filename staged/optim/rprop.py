@@ -14,6 +14,8 @@ class Rprop(Optimizer):
     ``foreach``, ``capturable`` and ``differentiable``: Note [implementation flags] in
     ``optimizer.py``."""
 
+    complex_as_real = True  # Note [complex parameters] in optimizer.py
+
     def __init__(
         self,
         params,

@@ -308,6 +308,7 @@ TORCH = {
     "broadcast": lambda x, src: x.clone(),
     "all_gather": lambda x, world: x.unsqueeze(0),
     "reduce_scatter": lambda x, op, world: x[0],
+    "view_as_complex": torch.view_as_complex,
 }
 
 
@@ -414,6 +415,8 @@ def _varied(name, xs):
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_vjp_matches_finite_differences(name):
+    if name == "view_as_complex":
+        pytest.skip("real in, complex out: tests/test_view_as_real.py runs gradcheck on it")
     fixed = NOT_DIFFERENTIATED.get(name, set())
     for xs, params in _float_samples(name):
 

@@ -177,13 +177,17 @@ def _keep_originals(node, t, since):
 
 def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:
     """``op(t, *args, **kwargs)`` written into ``t``: a composite too, whose Nodes that save
-    ``t`` keep its value (all made after those of its inputs)."""
+    ``t`` keep its value (all made after those of its inputs). Without grad mode nothing
+    is recorded, and no grad_fn is read (a view made under no_grad and written there
+    again has none to regenerate, as in PyTorch)."""
     since = max(
         (
             a.grad_fn._seq
             for a in (t, *args, *kwargs.values())
             if isinstance(a, Tensor) and a.grad_fn is not None
-        ),
+        )
+        if _state.grad_enabled
+        else (),
         default=-1,
     )
     return write(t, op(t, *args, **kwargs), since)

@@ -61,6 +61,52 @@ def view(x, *shape):
     return out
 
 
+def view_as_real(x):
+    """Complex ``x`` as a real tensor with a last dim of 2 (real and imaginary parts): a
+    view, so writes through it reach ``x``."""
+    if not x.dtype.is_complex:
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return ad.view_as_real(x)
+
+
+def view_as_complex(x):
+    """The pairs along ``x``'s last dim (of size 2) as complex numbers: a view of float32
+    or float64 ``x``, whose layout must be a complex tensor's (PyTorch's checks)."""
+    if x.dtype is dt.float16:
+        raise RuntimeError(
+            "view_as_complex of a float16 tensor would be complex32 (ComplexHalf), which "
+            "staged does not have: view x.float() instead"
+        )
+    if x.dtype not in (dt.float32, dt.float64):
+        raise RuntimeError(
+            "view_as_complex is only supported for half, float and double tensors, but got "
+            f"a tensor of scalar type: {x.dtype.title}"
+        )
+    if x.ndim == 0:
+        raise RuntimeError("Input tensor must have one or more dimensions")
+    if x.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    why = _complex_layout_error(x)
+    if why is not None and type(x._payload) is np.ndarray:
+        if x._base is not None or (x._vc is not None and len(x._vc) > 1):
+            raise RuntimeError(why)
+        # no view and none of it: contiguous in PyTorch whatever NumPy's layout (``view``)
+        x._payload = x._payload.copy()
+    return ad.view_as_complex(x)
+
+
+def _complex_layout_error(x):
+    """Why PyTorch cannot view ``x`` (float, last dim 2) as complex, or None."""
+    st = x.stride()
+    if st[-1] != 1:
+        return "Tensor must have a last dimension with stride 1"
+    if any(s % 2 for s, n in zip(st[:-1], x.shape[:-1]) if n != 1):
+        return "Tensor must have a stride divisible by 2 for all but last dimension"
+    if x.storage_offset() % 2:
+        return "Tensor must have a storage_offset divisible by 2"
+    return None
+
+
 def contiguous(x):
     """``x`` itself if it is C-contiguous, else a C-contiguous copy (part of the graph)."""
     p = x._payload

@@ -175,6 +175,8 @@ ROWS = {
             "triu_indices",
         )
     },
+    # torch has them as functions only (no Tensor methods)
+    **{n: Public(getattr(shape, n), method=False) for n in ("view_as_real", "view_as_complex")},
     **{
         n: Public(getattr(shape, n), export=False)
         for n in (

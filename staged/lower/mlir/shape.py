@@ -1,11 +1,12 @@
 """Shape primitives: reshape (collapse/expand_shape), expand (drop the broadcast unit dims,
-then a broadcasting generic), permute (linalg.transpose), concat (insert_slice chain)."""
+then a broadcasting generic), permute (linalg.transpose), concat (insert_slice chain),
+view_as_real and view_as_complex (slices of the pair dim and elementwise maps)."""
 
 from __future__ import annotations
 
 from ...autodiff import REGISTRY
 from .indexing import insert_slice
-from .emitter import lowering, tensor_type
+from .emitter import elem_type, lowering, tensor_type
 
 
 @lowering(REGISTRY["reshape"])
@@ -64,3 +65,39 @@ def _concat(e, op, *xs):
             )
         start += n  # a dynamic size along the batch: Syms add up
     return r
+
+
+# view_as_real and view_as_complex through slices of the pair dim and elementwise maps (a
+# generic reading both parts of a pair by constant indexing maps, fed by one selecting a
+# part by linalg.index, was miscompiled by IREE 3.13 on llvm-cpu: one output lost its
+# imaginary parts)
+@lowering(REGISTRY["view_as_real"])
+def _view_as_real(e, op, x):
+    a, out = op.inputs[0].aval, op.out.aval
+    rank, t = len(out.shape), elem_type(a.dtype)
+    part, unit = type(out)(a.shape, out.dtype), type(out)(a.shape + (1,), out.dtype)
+    r = e.empty(out.shape, out.dtype)
+    for k, name in enumerate(("re", "im")):
+        v = e.map([x], [a], part, lambda z, name=name: e.emit(f"complex.{name} {z} : {t}"))
+        v = e.reshape(v, a.shape, unit.shape, out.dtype)
+        at = (0,) * (rank - 1) + (k,)
+        r = insert_slice(e, v, unit, r, out, at, a.shape + (k + 1,), (1,) * rank)
+    return r
+
+
+@lowering(REGISTRY["view_as_complex"])
+def _view_as_complex(e, op, x):
+    a, out = op.inputs[0].aval, op.out.aval
+    rank, unit = len(a.shape), a.shape[:-1] + (1,)
+    parts = []
+    for k in (0, 1):
+        v = e.emit(
+            f"tensor.extract_slice {x}{e.window((0,) * (rank - 1) + (k,), unit, (1,) * rank)} : "
+            f"{tensor_type(a.shape, a.dtype)} to {tensor_type(unit, a.dtype)}"
+        )
+        parts.append(e.reshape(v, unit, out.shape, a.dtype))
+    part = type(a)(out.shape, a.dtype)
+    t = elem_type(out.dtype)
+    return e.map(
+        parts, [part, part], out, lambda re_, im_: e.emit(f"complex.create {re_}, {im_} : {t}")
+    )

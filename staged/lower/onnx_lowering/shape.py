@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...autodiff import REGISTRY
-from .model import lowering
+from .model import NO_COMPLEX, lowering, unsupported
 
 
 @lowering(REGISTRY["reshape"])
@@ -32,3 +32,8 @@ def _permute(b, op, x):
 @lowering(REGISTRY["concat"])
 def _concat(b, op, *xs):
     return b.node("Concat", xs, axis=op.params["dim"])
+
+
+# a complex tensor on one side or the other
+unsupported("view_as_real", {"complex": NO_COMPLEX})
+unsupported("view_as_complex", {"float": NO_COMPLEX})

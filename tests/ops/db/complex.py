@@ -7,7 +7,7 @@ import torch
 
 import staged
 from tests.ops.db.math import binary_samples, unary_samples
-from tests.ops.opinfo import OpInfo, Sample, arr
+from tests.ops.opinfo import OpInfo, Sample, Skip, arr
 
 COMPLEX = ("complex64", "complex128")
 
@@ -23,6 +23,12 @@ def _method(name):
 def _reduce_samples(dtype, rng):
     x = arr(rng, dtype, (3, 4), 0.3, 1.2)
     return [Sample((x,), name="all"), Sample((x, 1), name="dim")]
+
+
+# view_as_real/view_as_complex: no empty sample, as torch.tensor gives an empty array
+# all-zero strides, which torch's view_as_complex (and view_as_real's backward) rejects
+_SHAPES = (((3, 4), "matrix"), ((), "scalar"))
+_REAL_TO_COMPLEX = "real in, complex out: tests/test_view_as_real.py runs gradcheck on it"
 
 
 ENTRIES = [
@@ -53,6 +59,20 @@ ENTRIES = [
     ),
     _unary("real", lambda x: x.real * 1),
     _unary("imag", lambda x: x.imag * 1),
+    OpInfo(
+        "complex_view_as_real",
+        staged.view_as_real,
+        torch.view_as_real,
+        lambda d, rng: [Sample((arr(rng, d, s),), name=n) for s, n in _SHAPES],
+        dtypes=COMPLEX,
+    ),
+    OpInfo(
+        "view_as_complex",
+        staged.view_as_complex,
+        torch.view_as_complex,
+        lambda d, rng: [Sample((arr(rng, d, s + (2,)),), name=n) for s, n in _SHAPES],
+        skips=[Skip(check, _REAL_TO_COMPLEX) for check in ("fd", "gradgrad")],
+    ),
     OpInfo(
         "complex_mul",
         lambda x, y: x * y,
