@@ -175,6 +175,61 @@ def empty_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
     return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
+def _sticky(x, err):
+    """``x`` rounded to odd where ``err`` (what rounding ``x`` lost) is not zero: ``x``'s
+    neighbour toward ``err`` where ``x``'s last bit is even, so that rounding it again to a
+    narrower precision rounds the exact value (round-to-odd)."""
+    even = (x.view(np.int64) & 1) == 0
+    return np.where((err != 0) & even, np.nextafter(x, np.where(err > 0, np.inf, -np.inf)), x)
+
+
+def _two_sum(a, b):
+    """``a + b`` rounded and what the rounding lost (Knuth's TwoSum: exact)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(a):
+    """``a`` as two halves of 26 bits (Veltkamp's split)."""
+    c = 134217729.0 * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _fma(c, a, b, dtype):
+    """``c + a * b`` in float64 arrays, rounded once to ``dtype`` (float32 or float64), as a
+    fused multiply-add rounds."""
+    if dtype == np.float32:  # the product of two float32s is exact in float64
+        return _sticky(*_two_sum(c, a * b)).astype(np.float32)
+    p = a * b
+    (ah, al), (bh, bl) = _split(a), _split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl  # Dekker: a * b == p + e exactly
+    s, t1 = _two_sum(c, p)
+    return s + _sticky(*_two_sum(t1, e))
+
+
+def _arange(start, end, step, np_dtype) -> np.ndarray:
+    """torch 2.13's CPU kernel for float32 and float64 (its AVX2 build, on one thread): in
+    blocks of one 256-bit vector, two blocks at a time, a block's base is ``start + step *
+    i`` and its values ``base + k * step``, the rest ``start + step * i``, each a fused
+    multiply-add in float64 rounded to the dtype."""
+    values = np.arange(start, end, step)
+    if np.dtype(np_dtype) not in (np.float32, np.float64):
+        return values.astype(np_dtype)
+    exact = 2.0 ** (np.finfo(np_dtype).nmant + 1)  # integers below it: every way is exact
+    if all(float(v).is_integer() and abs(v) < exact for v in (start, end, step)):
+        return values.astype(np_dtype)
+    n, width = len(values), 32 // np.dtype(np_dtype).itemsize
+    i = np.arange(n, dtype=np.float64)
+    first = i - i % width  # each vector's first index
+    c, a = np.full(n, float(start)), np.full(n, float(step))
+    base = _fma(c, a, first, np.float64).astype(np_dtype).astype(np.float64)
+    vector = _fma(base, a, i - first, np.float64)
+    scalar = _fma(c, a, i, np.float64)
+    return np.where(i < n - n % (2 * width), vector, scalar).astype(np_dtype)
+
+
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
@@ -186,15 +241,45 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dt.result_type([], [], [start, end, step])
-    return _new(np.arange(start, end, step).astype(_dtype(dtype).np), requires_grad)
+    return _new(_arange(start, end, step, _dtype(dtype).np), requires_grad)
+
+
+def _linspace(start, end, steps: int, np_dtype) -> np.ndarray:
+    """torch 2.13's CPU kernel: ``step = (end - start) / (steps - 1)`` in the dtype (in
+    float64 for integers), the first half ``start + step * i``, the second ``end - step *
+    (steps - 1 - i)``, each one fused multiply-add (as torch's AVX2 and AVX-512 builds
+    compile it), so its rounding is torch's to the bit; float16 and bfloat16 round each
+    operation (c10's Half arithmetic)."""
+    if steps == 1:
+        return np.full(1, start).astype(np_dtype)
+    kind = np.dtype(np_dtype)
+    i = np.arange(steps)
+    first = i < steps // 2
+    k = np.where(first, i, steps - 1 - i)
+    if kind.kind == "c":
+        return np.linspace(start, end, steps).astype(np_dtype)
+    if kind.itemsize == 2 and kind.kind == "f" or kind.name == "bfloat16":
+        t = kind.type
+        s, e = t(start), t(end)
+        step = t(t(e - s) / t(steps - 1))
+        return np.where(first, s + step * k.astype(kind), e - step * k.astype(kind)).astype(kind)
+    work = np.float32 if kind == np.float32 else np.float64
+    s, e = (work(float(np.asarray(v).astype(np_dtype))) for v in (start, end))
+    step = (e - s) / work(steps - 1)
+    c = np.where(first, s, e).astype(np.float64)
+    step_k = np.where(first, step, -step).astype(np.float64)
+    values = _fma(c, step_k, k.astype(work).astype(np.float64), work)
+    return values.astype(np_dtype) if kind.kind == "f" else np.trunc(values).astype(np_dtype)
 
 
 def linspace(start, end, steps, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """``steps`` values from ``start`` to ``end``, evenly spaced, equal to the bit to
+    torch's (``_linspace``)."""
     if device is not None:
         _check_device(device)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _new(np.linspace(start, end, steps).astype(_dtype(dtype).np), requires_grad)
+    return _new(_linspace(start, end, int(steps), _dtype(dtype).np), requires_grad)
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, requires_grad=False, device=None) -> Tensor:

@@ -6,15 +6,21 @@ are compared.
     python -m tests.programs.runner [--dir DIR] [PROGRAM ...]
 
 prints the README's table (``--readme`` writes it there). ``--dir`` runs every ``*.py`` of
-another directory (PyTorch's examples, say) the same way. A program may say how to read it in one comment line:
+another directory (PyTorch's examples, say) the same way. A program of several files is a
+subdirectory: its entry is the one file with a ``# compat:`` line, and it runs in a copy of
+the subdirectory (so it imports its modules and reads its files as in its own checkout). A
+program may say how to read it in one comment line:
 
-    # compat: step=train_step loss="loss: (\\S+)" rtol=1e-4
+    # compat: step=train_step loss="loss: (\\S+)" rtol=1e-4 args="--epochs 2"
 
 ``step`` names the function to compile (none: no compiled pass), ``loss`` the regex whose
 last match is the final loss (default: the last number on the last line that says
 "loss"), ``rtol`` how close staged's final loss must be to torch's (default 1e-4),
 ``crtol`` how close the compiled pass's must be to staged's eager one (default 1e-3:
-float32 kernels that sum in other orders), ``why`` the notes of a looser one.
+float32 kernels that sum in other orders), ``why`` the notes of a looser one, ``args`` the
+command line the program runs with (its smaller sizes, say), ``before`` the scripts of a
+subdirectory's program to run first, in the same mode, comma-separated (one that writes the
+data set, say).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +51,8 @@ class Spec:
     rtol: float = 1e-4
     crtol: float = 1e-3  # compiled against eager: IREE's kernels sum in other orders
     why: str = ""
+    args: tuple = ()
+    before: tuple = ()
 
 
 def spec(path: Path) -> Spec:
@@ -57,6 +66,8 @@ def spec(path: Path) -> Spec:
                 float(fields.get("rtol", 1e-4)),
                 float(fields.get("crtol", 1e-3)),
                 fields.get("why", ""),
+                tuple(shlex.split(fields.get("args", ""))),
+                tuple(filter(None, fields.get("before", "").split(","))),
             )
     return Spec()
 
@@ -79,16 +90,14 @@ def final_loss(out: str, pattern: str | None) -> float | None:
 
 
 @functools.cache
-def run(path: Path, mode: str, timeout: float = 300) -> Run:
-    """Run ``path`` as ``mode`` (torch, eager or compiled) in a fresh process, in a scratch
-    directory (programs write checkpoints)."""
+def run(path: Path, mode: str, root: Path = PROGRAMS, timeout: float = 300) -> Run:
+    """Run ``path`` (a program of ``root``) as ``mode`` (torch, eager or compiled) in a fresh
+    process, in a scratch directory (programs write checkpoints): a copy of its subdirectory
+    for a program of several files, after its ``before`` scripts."""
     s, path = spec(path), path.resolve()
     shim = [sys.executable, "-m", "staged.torch_compat"]
-    cmd = {
-        "torch": [sys.executable, str(path)],
-        "eager": [*shim, str(path)],
-        "compiled": [*shim, "--compile", str(s.step), str(path)],
-    }[mode]
+    torch_or_shim = [sys.executable] if mode == "torch" else shim
+    compiling = ["--compile", str(s.step)] if mode == "compiled" else []
     # one thread: small programs gain nothing from more, and a loaded machine (CI's two
     # cores under pytest) made torch's spinning OpenMP threads take 20x longer
     env = {
@@ -98,32 +107,61 @@ def run(path: Path, mode: str, timeout: float = 300) -> Run:
     }
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as cwd:
+        if path.parent != root.resolve():  # a program of several files
+            shutil.copytree(path.parent, cwd, dirs_exist_ok=True)
+            path = Path(cwd) / path.name
+        cmds = [[*torch_or_shim, str(Path(cwd) / b)] for b in s.before]
+        cmds.append([*torch_or_shim, *compiling, str(path), *s.args])
         try:
-            p = subprocess.run(
-                cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-            )
+            for cmd in cmds:
+                p = subprocess.run(
+                    cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+                )
+                if p.returncode:
+                    last = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+                    return Run(None, time.perf_counter() - start, last)
         except subprocess.TimeoutExpired:
             return Run(None, timeout, f"timed out after {timeout:.0f} s")
-    took = time.perf_counter() - start
-    if p.returncode:
-        last = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return Run(None, took, last)
     loss = final_loss(p.stdout, s.loss)
-    return Run(loss, took, "" if loss is not None else "printed no loss")
+    return Run(loss, time.perf_counter() - start, "" if loss is not None else "printed no loss")
 
 
 def close(a: float, b: float, rtol: float) -> bool:
     return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-12)
 
 
+def _compat(path: Path) -> bool:
+    return any(
+        line.startswith("# compat:") for line in path.read_text(encoding="utf-8").splitlines()
+    )
+
+
 def programs(directory: Path = PROGRAMS) -> list:
-    return sorted(p for p in directory.glob("*.py") if not p.name.startswith("_"))
+    """The programs of ``directory``, by name: its ``*.py`` files, and the entry (the one
+    file with a ``# compat:`` line) of each subdirectory that holds a program of several
+    files."""
+    found = [p for p in directory.glob("*.py") if not p.name.startswith("_")]
+    for sub in directory.iterdir():
+        if sub.is_dir() and not sub.name.startswith(("_", ".")):
+            entries = [p for p in sub.glob("*.py") if _compat(p)]
+            if len(entries) > 1:
+                raise ValueError(
+                    f"{sub}: a program of several files has one entry, the one file with "
+                    f"a '# compat:' line, not {len(entries)}"
+                )
+            found += entries
+    return sorted(found, key=lambda p: name(p, directory))
 
 
-def row(path: Path) -> list:
+def name(path: Path, root: Path = PROGRAMS) -> str:
+    """The program's name: its file's, or its subdirectory's for one of several files."""
+    return path.stem if path.parent.resolve() == root.resolve() else path.parent.name
+
+
+def row(path: Path, root: Path = PROGRAMS) -> list:
     """[program, eager, compiled, notes] of the README table."""
     s = spec(path)
-    ref, eager = run(path, "torch"), run(path, "eager")
+    ref, eager = run(path, "torch", root), run(path, "eager", root)
     if eager.error or ref.error:
         cell = f"fails: {eager.error or 'torch: ' + ref.error}"
     elif close(eager.loss, ref.loss, s.rtol):
@@ -133,7 +171,7 @@ def row(path: Path) -> list:
     if s.step is None:
         comp = "no step function"
     else:
-        c = run(path, "compiled")
+        c = run(path, "compiled", root)
         comp = (
             f"fails: {c.error}"
             if c.error
@@ -145,19 +183,19 @@ def row(path: Path) -> list:
             if s.crtol <= 1e-3
             else f"yes (within {100 * s.crtol:g} %)"
         )
-    return [f"`{path.stem}`", cell, comp, s.why]
+    return [f"`{name(path, root)}`", cell, comp, s.why]
 
 
 HEADER = "| program | eager (vs torch) | compiled step (vs eager) | notes |\n|---|---|---|---|"
 
 
-def line(path: Path) -> str:
+def line(path: Path, root: Path = PROGRAMS) -> str:
     """The README table's line for ``path``."""
-    return "| " + " | ".join(row(path)) + " |"
+    return "| " + " | ".join(row(path, root)) + " |"
 
 
-def table(paths) -> str:
-    return "\n".join([HEADER, *(line(p) for p in paths)])
+def table(paths, root: Path = PROGRAMS) -> str:
+    return "\n".join([HEADER, *(line(p, root) for p in paths)])
 
 
 README = ROOT / "README.md"
@@ -188,8 +226,8 @@ def main(argv=None) -> int:
     p.add_argument("--readme", action="store_true", help="write the table into README.md")
     p.add_argument("names", nargs="*", help="program names (default: all)")
     a = p.parse_args(argv)
-    paths = [x for x in programs(a.dir) if not a.names or x.stem in a.names]
-    tab = table(paths)
+    paths = [x for x in programs(a.dir) if not a.names or name(x, a.dir) in a.names]
+    tab = table(paths, a.dir)
     if a.readme:
         write_readme(tab)
     print(tab)

@@ -19,7 +19,7 @@ def test_there_are_programs():
     assert len(PROGRAMS) >= 10 and len(COMPILED) >= 0.8 * len(PROGRAMS)
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PROGRAMS, ids=R.name)
 def test_eager_gives_torchs_loss(path):
     ref, got = R.run(path, "torch"), R.run(path, "eager")
     assert not ref.error, f"torch: {ref.error}"
@@ -27,7 +27,7 @@ def test_eager_gives_torchs_loss(path):
     assert R.close(got.loss, ref.loss, R.spec(path).rtol), (got.loss, ref.loss)
 
 
-@pytest.mark.parametrize("path", COMPILED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", COMPILED, ids=R.name)
 def test_compiled_step_gives_eagers_loss(path):
     eager, got = R.run(path, "eager"), R.run(path, "compiled")
     assert not got.error, got.error
@@ -54,15 +54,36 @@ def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
 
 
+def test_a_program_of_several_files_runs_in_a_copy_of_its_directory(tmp_path):
+    program = tmp_path / "two_files"
+    program.mkdir()
+    (program / "helper.py").write_text("def loss(w):\n    return (w * w).sum()\n")
+    (program / "make_data.py").write_text("open('data.txt', 'w').write('3')\n")
+    (program / "main.py").write_text(
+        '# compat: before=make_data.py args="--scale 2"\n'
+        "import sys\nimport torch\nfrom helper import loss\n"
+        "w = torch.ones(3) * float(open('data.txt').read()) * float(sys.argv[2])\n"
+        "print('loss', loss(w).item())\n"
+    )
+    (tmp_path / "single.py").write_text("print('loss 1.5')\n")
+    assert [R.name(p, tmp_path) for p in R.programs(tmp_path)] == ["single", "two_files"]
+    run = R.run(program / "main.py", "eager", tmp_path)
+    assert (run.loss, run.error) == (108.0, "")
+    assert not (program / "data.txt").exists()  # written in the copy
+    (program / "helper.py").write_text("# compat: step=loss\n")
+    with pytest.raises(ValueError, match="one entry, the one file with a '# compat:' line"):
+        R.programs(tmp_path)
+
+
 _STALE = "README's programs table is stale: run `python -m tests.programs.runner --readme`"
 
 
 def test_readme_table_lists_every_program():
     assert R.readme_table().startswith(R.HEADER + "\n"), _STALE
-    assert list(R.readme_lines()) == [p.stem for p in PROGRAMS], _STALE
+    assert list(R.readme_lines()) == [R.name(p) for p in PROGRAMS], _STALE
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PROGRAMS, ids=R.name)
 def test_readme_line_is_the_runners(path):
     """Each program's line, from the runs its other tests made (the same xdist group)."""
-    assert R.readme_lines()[path.stem] == R.line(path), _STALE
+    assert R.readme_lines()[R.name(path)] == R.line(path), _STALE
