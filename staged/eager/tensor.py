@@ -687,8 +687,10 @@ def _ragged(data, dim: int = 0) -> Exception | None:
 def _as_payload(data, dtype):
     if isinstance(data, Tensor):
         data = data._host()
-    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
-        a = np.array(data)
+    if isinstance(data, (np.ndarray, np.generic)) or (
+        hasattr(data, "__array__") and not isinstance(data, (list, tuple))
+    ):
+        a = np.array(data)  # an array's dtype is kept (a torch or JAX float64 tensor too)
     else:
         try:
             a = np.array(data)

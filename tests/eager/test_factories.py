@@ -56,3 +56,16 @@ def test_float_arange_is_torchs_to_the_bit(args, dtype):
     of 19 % of (-3.3, 7.1, 0.013)'s float32 values)."""
     got = staged.arange(*args, dtype=getattr(staged, dtype)).numpy()
     np.testing.assert_array_equal(got, torch.arange(*args, dtype=getattr(torch, dtype)).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "int32", "int16", "uint8", "bool"])
+@pytest.mark.parametrize("make", ["tensor", "as_tensor"])
+def test_a_torch_tensor_keeps_its_dtype(make, dtype):
+    """An array-like (a torch tensor, as a NumPy array) keeps its dtype, as in torch: a
+    float64 torch tensor became float32 (the default dtype of Python floats), int32
+    int64."""
+    t = torch.arange(4).to(getattr(torch, dtype))
+    got = getattr(staged, make)(t)
+    assert str(got.dtype) == f"staged.{dtype}"
+    np.testing.assert_array_equal(got.numpy(), t.numpy())
+    assert str(getattr(torch, make)(t).dtype) == f"torch.{dtype}"
