@@ -67,12 +67,12 @@ class Adam(Optimizer):
             if h.flag("amsgrad"):
                 state["max_exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype.to_real())  # torch computes with it in double
+        step = advance(state, p.dtype.to_real(), h)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
-        bias_correction1 = 1 - h.number("beta1") ** step
-        bias_correction2_sqrt = (1 - h.number("beta2") ** step).sqrt()
+        bias_correction1 = h.one_minus_power("beta1", step)
+        bias_correction2_sqrt = h.one_minus_power("beta2", step).sqrt()
         if h.flag("amsgrad"):
             max_exp_avg_sq = state["max_exp_avg_sq"]
             max_exp_avg_sq.copy_(saved_copy(max_exp_avg_sq).maximum(exp_avg_sq))

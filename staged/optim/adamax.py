@@ -47,9 +47,9 @@ class Adamax(Optimizer):
             state["exp_avg"] = zeros_like(p)
             state["exp_inf"] = zeros_like(p)
         exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
-        step = advance(state, p.dtype)
+        step = advance(state, p.dtype, h)
         grad = decayed_grad(p, grad, h)
         ema_(exp_avg, grad, h, "beta1")
         exp_inf.copy_((exp_inf * h.number("beta2")).maximum(grad.abs() + h.number("eps")))
-        clr = h.number("lr") / (1 - h.number("beta1") ** step)
+        clr = h.number("lr") / h.one_minus_power("beta1", step)
         p.sub_(exp_avg / exp_inf * clr)

@@ -59,9 +59,9 @@ class NAdam(Optimizer):
             state["exp_avg_sq"],
             state["mu_product"],
         )
-        step = advance(state, p.dtype)
-        beta1, beta2, lr = h.number("beta1"), h.number("beta2"), h.number("lr")
-        bias_correction2 = 1 - beta2**step
+        step = advance(state, p.dtype, h)
+        beta1, lr = h.number("beta1"), h.number("lr")
+        bias_correction2 = h.one_minus_power("beta2", step)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         momentum_decay = h.number("momentum_decay")
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))

@@ -51,13 +51,13 @@ class RAdam(Optimizer):
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype)
+        step = advance(state, p.dtype, h)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
         beta2_t = h.number("beta2") ** step
-        bias_correction1 = 1 - h.number("beta1") ** step
-        bias_correction2 = 1 - beta2_t
+        bias_correction1 = h.one_minus_power("beta1", step)
+        bias_correction2 = h.one_minus_power("beta2", step)
         rho_inf = h.number("rho_inf", lambda g: 2 / (1 - g["betas"][1]) - 1)
         rho_t = rho_inf - 2 * step * beta2_t / bias_correction2
         rect = (
