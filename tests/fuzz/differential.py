@@ -146,6 +146,9 @@ _NO_ORACLE = {
         "polygamma": lambda x: (
             (x == math.inf) | ((x.double() <= 0) & (x.double() == x.double().round()))
         ).any(),
+        # var_mean/std_mean of a slice with an infinity: torch's Welford mean is NaN (inf -
+        # inf in its running update), staged's the mean (inf), as torch's own mean()
+        **dict.fromkeys(("var_mean", "std_mean"), lambda x, *_: x.isinf().any()),
         # torch's mode sorts a slice with std::sort and ``<``, for which NaN is unordered:
         # its answer (value and index) depends on where the NaN sits; staged sorts NaNs
         # last, each its own value (README)
