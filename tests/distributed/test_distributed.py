@@ -21,6 +21,7 @@ import staged.multiprocessing as mp
 from staged.autodiff import collective as C
 from staged.distributed import run
 from staged.lower.mlir import LoweringError
+from staged.runtime.compiler import compile_mlir
 from staged.utils.data import DistributedSampler
 from tests import jobs
 
@@ -180,12 +181,36 @@ def test_compiled_steps_with_collectives_run_in_segments_and_onnx_export_fails(t
         ("all_reduce", {"op": "avg"}),
     ]
     assert deployed.manifest["iree_run_module"] is None
-    with pytest.raises(
-        LoweringError, match="all_reduce .*collectives run on the host between compiled segments"
-    ):
-        staged.capture(step, x).to_mlir()
+    # one module for cuda: IREE's own collectives over its channel (compiled here; they
+    # run where a GPU and NCCL are)
+    text = staged.capture(step, x).to_mlir()
+    assert "flow.collective.all_reduce sum, f32" in text
+    assert "flow.collective.all_reduce average, f32" in text
+    assert compile_mlir(text, "cuda")
     with pytest.raises(staged.onnx.ExportError, match="ONNX has no collective operators"):
         staged.onnx.export(step, (x,), tmp_path / "step.onnx")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int64", "int32", "uint8"])
+def test_every_collective_lowers_to_irees_own_and_compiles_for_cuda(dtype):
+    """all_reduce (each op), all_gather, reduce_scatter and broadcast as flow.collective ops
+    (broadcast: an all_reduce sum of the bits of src's x and zeros elsewhere); complex
+    tensors, which IREE's collectives do not take, fail naming the op."""
+
+    def step(x):
+        outs = [C.all_reduce(x, op=op) for op in ("sum", "avg", "max", "min", "product")]
+        g = C.all_gather(x, world=1)
+        return [*outs, g, C.reduce_scatter(g, op="sum", world=1), C.broadcast(x, src=0)]
+
+    x = staged.ones(3, 2, dtype=getattr(staged, dtype))
+    text = staged.capture(step, x).to_mlir()
+    for name in ("all_reduce sum", "all_reduce average", "all_reduce maximum", "all_gather"):
+        assert f"flow.collective.{name}" in text
+    assert "flow.collective.reduce_scatter sum" in text and "flow.channel.rank" in text
+    assert compile_mlir(text, "cuda")
+    z = staged.ones(2, dtype=staged.complex64)
+    with pytest.raises(LoweringError, match="all_reduce on complex64 .*no complex64 tensors"):
+        staged.capture(lambda z: C.all_reduce(z, op="sum"), z).to_mlir()
 
 
 def test_distributed_sampler_order_is_torchs():
