@@ -858,11 +858,30 @@ atan2 = elementwise(
     public=_FLOAT_._replace(aliases=("arctan2",)),
     domain=_REAL_MATH,
 )
-# x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch
+
+
+def div_floor(x, y):
+    """torch's floor division of floats (its ``div_floor``): ``(x - fmod(x, y)) / y``, one
+    less where the remainder's sign is not ``y``'s, rounded to an integer; ``x / y`` for a
+    zero ``y``, and a zero quotient has the sign of ``x / y``. ``floor(x / y)`` differs
+    where ``x / y`` rounds (-1 / inf is -0; torch's -1, the quotient of ``remainder``)."""
+    mod = fmod(x, y)
+    q = lax.div(lax.sub(x, mod), y)
+    down = lax.logical_and(lax.ne(mod, 0), lax.ne(lax.lt(y, 0), lax.lt(mod, 0)))
+    q = lax.where(down, lax.sub(q, 1), q)
+    fl = lax.floor(q)
+    fl = lax.where(lax.gt(lax.sub(q, fl), 0.5), lax.add(fl, 1), fl)
+    exact = lax.div(x, y)
+    fl = lax.where(lax.eq(q, 0), lax.mul(exact, 0), fl)
+    return lax.where(lax.eq(y, 0), exact, fl)
+
+
+# x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch; the
+# gradient for y is torch's, -g times the floor division
 remainder = elementwise(
     "remainder",
     lambda x, y: np.remainder(x, y),
-    vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), lax.floor(lax.div(x, y)))),
+    vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), div_floor(x, y))),
     domain=ORDERED,
 )
 fmod = elementwise(

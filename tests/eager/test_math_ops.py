@@ -770,3 +770,58 @@ def test_incomplete_gamma_compiled_as_eager():
     for g, want in zip(got, (staged.igamma, staged.igammac)):
         w = want(staged.tensor(a), staged.tensor(x)).numpy()
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-12, atol=1e-300)
+
+
+DIV_A = [-7.5, 7.0, 3.0, -0.5, 0.5, math.inf, math.nan, -3.0, -1.0, 2.0, 0.0, -0.0, 5.25]
+DIV_B = [2.0, -2.0, 0.0, 2.0, -2.0, 2.0, 1.0, math.inf, math.inf, -math.inf, 3.0, 3.0, -0.5]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32"])
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+def test_div_with_a_rounding_mode_is_torchs(mode, dtype):
+    """``div(x, y, rounding_mode=...)`` (it raised NotImplementedError): torch's values, signs
+    of zero and dtypes (integers stay integers), a zero gradient where inputs require grad
+    (torch's DivBackward2), in-place and compiled."""
+    floats = dtype.startswith("float")
+    a = DIV_A if floats else [-7, 7, 5, -9, 0, 8]
+    b = DIV_B if floats else [2, -2, 3, -4, 5, 1]
+    res = []
+    for lib in (staged, torch):
+        x = lib.tensor(a, dtype=getattr(lib, dtype), requires_grad=floats)
+        y = lib.tensor(b, dtype=getattr(lib, dtype), requires_grad=floats)
+        q = lib.div(x, y, rounding_mode=mode)
+        grads = lib.autograd.grad(q.sum(), (x, y)) if floats else ()
+        inplace = x.detach().clone().div_(y.detach(), rounding_mode=mode)
+        res.append((q, *grads, inplace, lib.div(x.detach(), 2, rounding_mode=mode)))
+    for s, t in zip(*res):
+        assert str(s.dtype).split(".")[1] == str(t.dtype).split(".")[1]
+        np.testing.assert_array_equal(s.detach().numpy(), t.detach().numpy())
+        np.testing.assert_array_equal(
+            np.signbit(s.detach().numpy()), np.signbit(t.detach().numpy())
+        )
+    if floats:
+        step = staged.compile(lambda x, y: staged.div(x, y, rounding_mode=mode))
+        x, y = (
+            staged.tensor(a, dtype=getattr(staged, dtype)),
+            staged.tensor(b, dtype=getattr(staged, dtype)),
+        )
+        np.testing.assert_array_equal(step(x, y).numpy(), res[0][0].detach().numpy())
+
+
+def test_div_rounding_mode_errors_are_torchs():
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        staged.div(staged.tensor([5]), staged.tensor([0]), rounding_mode="trunc")
+    with pytest.raises(
+        RuntimeError, match="rounding_mode to be one of None, 'trunc', or 'floor' but found 'round'"
+    ):
+        staged.div(staged.ones(2), 2.0, rounding_mode="round")
+
+
+def test_remainders_gradient_for_the_divisor_is_minus_torchs_floor_division():
+    """-g * div(x, y, rounding_mode="floor"), as torch: at an infinite divisor that quotient
+    is -1 for a negative x (floor(-1 / inf) is -0, which gave 0; fuzzer)."""
+    for lib in (staged, torch):
+        x = lib.tensor([-1.0, 2.0, -3.0, 5.5], dtype=lib.float64)
+        y = lib.tensor([math.inf, math.inf, -math.inf, -2.0], dtype=lib.float64, requires_grad=True)
+        (g,) = lib.autograd.grad(lib.remainder(x, y).sum(), y)
+        np.testing.assert_array_equal(g.numpy(), [1.0, -0.0, -0.0, 3.0])

@@ -105,9 +105,9 @@ def rsub(input, other, *, alpha=1):
 
 
 def div(x, y, *, rounding_mode=None):
-    d = promote_types(x, y)
     if rounding_mode is not None:
-        raise NotImplementedError("div(rounding_mode=...) is not supported yet")
+        return _div_rounded(x, y, rounding_mode)
+    d = promote_types(x, y)
     if not (d.is_floating_point or d.is_complex):
         d = dt.get_default_dtype()
     a, b = operands(x, y, dtype=d)
@@ -203,15 +203,35 @@ def floor_divide(x, y):
     x, y = (v.detach() if isinstance(v, Tensor) else v for v in (x, y))
     if not d.is_floating_point:
         return _int_floor_divide(x, y)
-    a, b = operands(x, y)
-    mod = ad.fmod(a, b)
-    q = div(sub(a, mod), b)
-    q = where(logical_and(ne(mod, 0), ne(lt(b, 0), lt(mod, 0))), sub(q, 1), q)
-    fl = floor(q)
-    fl = where(gt(sub(q, fl), 0.5), add(fl, 1), fl)
-    exact = div(a, b)
-    fl = where(eq(q, 0), mul(exact, 0), fl)  # a zero with the sign of x / y
-    return where(eq(b, 0), exact, fl)
+    return ad.div_floor(*operands(x, y))
+
+
+def _div_rounded(x, y, mode):
+    """``div(x, y, rounding_mode=mode)``: the quotient rounded down (``floor_divide``) or
+    toward zero, in the promoted dtype (integers stay integers). As torch's DivBackward2,
+    the result requires grad where an input does, with gradient 0 (piecewise constant)."""
+    if mode not in ("trunc", "floor"):
+        raise RuntimeError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{mode}'"
+        )
+    if mode == "floor":
+        q = floor_divide(x, y)
+    else:
+        d = promote_types(x, y)
+        if d.is_complex or d is dt.bool_:
+            raise NotImplementedError(
+                f"\"div_trunc_cpu\" not implemented for '{d.name.capitalize()}'"
+            )
+        a, b = operands(*(v.detach() if isinstance(v, Tensor) else v for v in (x, y)))
+        if d.is_floating_point:
+            q = ad.trunc(ad.div(a, b))
+        else:
+            _nonzero_divisor(b)
+            q = ad.floor_divide(ad.sub(a, ad.fmod(a, b)), b)  # exact: a multiple of b
+    for v in (x, y):
+        if isinstance(v, Tensor) and v._requires_grad and q.dtype.is_floating_point:
+            q = where(scalar_tensor(False, dt.bool_), v, q)  # in the graph, gradient 0
+    return q
 
 
 def isnan(x):
