@@ -146,6 +146,10 @@ _NO_ORACLE = {
         "polygamma": lambda x: (
             (x == math.inf) | ((x.double() <= 0) & (x.double() == x.double().round()))
         ).any(),
+        # torch's float32 erfcx is a float32 polynomial 1-2 ulps off (1.0 at 1.2e-7, where
+        # the value is 0.99999988); staged's is its float64 rounded: near 0 ops downstream
+        # (erfinv, frexp at 1) turn that ulp into any difference
+        "erfcx": lambda x: bool(x.dtype == torch.float32 and (x.abs() < 1e-3).any()),
         # var_mean/std_mean of a slice with an infinity: torch's Welford mean is NaN (inf -
         # inf in its running update), staged's the mean (inf), as torch's own mean()
         **dict.fromkeys(("var_mean", "std_mean"), lambda x, *_: x.isinf().any()),
