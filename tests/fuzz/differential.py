@@ -225,8 +225,9 @@ _NO_ORACLE = {
             lambda x, y: bool((~x.isfinite()).any() or (~y.isfinite()).any()),
         ),
         # torch's double backward of g * result / input (masked at 0) is 0 / 0 = NaN at
-        # input 0; staged's select has none (0)
-        "copysign": lambda x, *_: (x == 0).any(),
+        # input 0, and near 0 the difference of two terms g / x, which cancel to rounding
+        # noise of their size (0.0 for 0.1 at x = 2.2e-16); staged's select has none (0)
+        "copysign": lambda x, *_: (x.abs() < 1e-6).any(),
         # torch: gradient 0, second derivative NaN (0 * inf); staged 0
         # (test_atan2_gradient_at_the_origin_is_zero); and where the result is empty,
         # torch's second derivative is NaN at a NaN input, staged's 0
