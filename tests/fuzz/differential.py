@@ -190,7 +190,10 @@ _NO_ORACLE = {
         # at NaN torch's gradient depends on the vector lane: its vectorized kernel's is NaN
         # (as staged's), its scalar tail's (the last size % 8 or 16 elements) the positive
         # side's (tests/nn/test_activation_kinks.py)
-        **dict.fromkeys(("elu", "celu", "selu"), lambda x: x.isnan().any()),
+        **dict.fromkeys(("elu", "celu", "selu", "softshrink"), lambda x: x.isnan().any()),
+        # zeta(x, q) at a pole of q (0, -1, ...): torch's gradient is finite, staged's the
+        # 0 * inf of -x zeta(x + 1, q)
+        "zeta": lambda x, q=None: bool(q is not None and ((q <= 0) & (q == q.round())).any()),
         # at -0.0 torch's gradient is an infinity whose sign depends on its path (+inf for
         # g = 1 plainly, -inf with create_graph and for its tangent); staged's follows +0
         "logit": lambda x: ((x == 0) & x.signbit()).any(),
@@ -303,6 +306,9 @@ _NO_ORACLE = {
         # elu and its kin at NaN: torch's tangent depends on the vector lane, as its
         # gradient does (reverse mode above)
         **dict.fromkeys(("elu", "celu", "selu"), lambda x: x.isnan().any()),
+        # sqrt at 0: an infinite tangent, whose sums downstream (var_mean) are inf - inf in
+        # one order and -inf in another
+        "sqrt": lambda x: (x == 0).any(),
         # copysign: torch's tangent, t * result / input, is NaN at a NaN or infinite input.
         # mode: in a slice holding a NaN staged may take another index of the most frequent
         # value than torch (a known difference, README), so another element's tangent
