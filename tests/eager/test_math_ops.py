@@ -825,3 +825,21 @@ def test_remainders_gradient_for_the_divisor_is_minus_torchs_floor_division():
         y = lib.tensor([math.inf, math.inf, -math.inf, -2.0], dtype=lib.float64, requires_grad=True)
         (g,) = lib.autograd.grad(lib.remainder(x, y).sum(), y)
         np.testing.assert_array_equal(g.numpy(), [1.0, -0.0, -0.0, 3.0])
+
+
+def test_logit_with_eps_has_torchs_gradient_at_nan_and_outside():
+    """torch's logit_backward with eps: 0 outside [eps, 1 - eps], NaN at a NaN (the clamp's
+    mask gave 0 there)."""
+    x = [math.nan, 0.5, 1e-9, 0.9999999, 0.3]
+    got, want = (
+        lib.autograd.grad(lib.logit(t, eps=1e-6), t, lib.ones(5))[0]
+        for lib in (staged, torch)
+        for t in [lib.tensor(x, requires_grad=True)]
+    )
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    step = staged.compile(lambda t: staged.logit(t, eps=1e-6) * 2)
+    np.testing.assert_allclose(
+        step(staged.tensor(x)).numpy(),
+        torch.logit(torch.tensor(x), eps=1e-6).numpy() * 2,
+        rtol=1e-6,
+    )

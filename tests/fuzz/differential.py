@@ -197,9 +197,6 @@ _NO_ORACLE = {
         # at -0.0 torch's gradient is an infinity whose sign depends on its path (+inf for
         # g = 1 plainly, -inf with create_graph and for its tangent); staged's follows +0
         "logit": lambda x: ((x == 0) & x.signbit()).any(),
-        # logit with eps at a NaN: torch's kernel gives NaN (grad / (x (1 - x))), its
-        # tangent 0 (a clamp's mask); staged's clamp composition a finite gradient
-        "logit_eps": lambda x: x.isnan().any(),
         # a NaN after a zero: torch's gradient ignores the NaN's factor (its zero-aware
         # formula), staged's product of the other factors is 0 * NaN = NaN; so for prod
         **dict.fromkeys(

@@ -303,10 +303,11 @@ def logit(x, eps=None):
     """log(x) - log1p(-x), ``x`` clamped to [eps, 1 - eps] first where ``eps`` is given:
     its gradient 1 / x + 1 / (1 - x) is torch's 1 / (x (1 - x)), infinite at 0 and 1 (the
     quotient form's gradient is NaN there). Outside [0, 1] the value and, as torch's, the
-    gradient are NaN (log1p's alone would be finite)."""
+    gradient are NaN (log1p's alone would be finite); so is the gradient at a NaN ``x`` with
+    ``eps``, as torch's kernel (a clamp's would be 0)."""
     x = float_operand(x)
     if eps is not None:
-        x = clamp(x, eps, 1 - eps)
+        x = where(isnan(x), x, clamp(x, eps, 1 - eps))
     else:
         x = x + where(logical_or(x < 0, x > 1), math.nan, 0.0).to(x.dtype)
     return log(x) - log1p(-x)
