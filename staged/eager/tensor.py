@@ -687,10 +687,8 @@ def _ragged(data, dim: int = 0) -> Exception | None:
 def _as_payload(data, dtype):
     if isinstance(data, Tensor):
         data = data._host()
-    if isinstance(data, (np.ndarray, np.generic)) or (
-        hasattr(data, "__array__") and not isinstance(data, (list, tuple))
-    ):
-        a = np.array(data)  # an array's dtype is kept (a torch or JAX float64 tensor too)
+    if hasattr(data, "__array__"):  # NumPy's, a torch or JAX tensor: its dtype is kept
+        a = np.array(data)
     else:
         try:
             a = np.array(data)

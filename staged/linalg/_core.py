@@ -39,13 +39,14 @@ def _floating(x: Tensor, what: str, dtype) -> Tensor:
     return x
 
 
-def _square(A, what: str) -> None:
-    """torch's shape check of a batch of square matrices."""
+def _square(A, what: str, prefix: str = "linalg.") -> None:
+    """torch's shape check of a batch of square matrices (its messages name
+    ``prefix + what``)."""
     if A.ndim < 2:
-        raise RuntimeError(f"linalg.{what}: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(f"{prefix}{what}: The input tensor A must have at least 2 dimensions.")
     if A.shape[-1] != A.shape[-2]:
         raise RuntimeError(
-            f"linalg.{what}: A must be batches of square matrices, but they are "
+            f"{prefix}{what}: A must be batches of square matrices, but they are "
             f"{A.shape[-2]} by {A.shape[-1]} matrices"
         )
 

@@ -29,7 +29,7 @@ from ..autodiff import Fused
 from ..autodiff.indexing import LinAlgError
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.tensor import Tensor
-from ._core import check_info
+from ._core import _square, check_info
 from ._lapack import _eager_only, _unpack
 
 LDLFactorResult = collections.namedtuple("LDLFactorResult", "LD pivots")
@@ -255,13 +255,7 @@ _ldl_solve = Fused(
 def _matrices(A, what: str, kernel: str) -> None:
     """torch's checks of ``A``: a batch of square floating or complex matrices, of a
     dtype LAPACK has (not float16, bfloat16)."""
-    if A.ndim < 2:
-        raise RuntimeError(f"{what}: The input tensor A must have at least 2 dimensions.")
-    if A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(
-            f"{what}: A must be batches of square matrices, but they are {A.shape[-2]} by "
-            f"{A.shape[-1]} matrices"
-        )
+    _square(A, what, prefix="")
     if not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(
             f"{what}: Expected a floating point or complex tensor as input. Got {A.dtype.title}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...eager.factories import empty, ones, tensor, zeros
 from ...eager.grad_mode import no_grad
-from ...eager.interceptor import current_interceptor
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -73,19 +72,14 @@ class _BatchNorm(Module):
     def forward(self, input):
         """Batch statistics in training mode (updating the running ones), the running
         statistics in eval mode; ``momentum=None`` averages cumulatively, by ``1 / count``
-        (under capture a float64 0-d tensor, the same float32 arithmetic: it compiles)."""
+        (a float64 0-d tensor: the float32 arithmetic of torch's Python float)."""
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                count = self.num_batches_tracked
-                factor = (
-                    1.0 / count.double()
-                    if current_interceptor() is not None
-                    else 1.0 / float(count.item())
-                )
+            if self.momentum is None:  # a float64 0-d tensor: no .item(), so it compiles
+                factor = 1.0 / self.num_batches_tracked.double()
         use_batch_stats = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         return F.batch_norm(
