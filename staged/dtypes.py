@@ -102,6 +102,7 @@ try:  # bfloat16 only where NumPy can hold it (ml_dtypes, a dependency of onnx/j
 except ImportError:  # pragma: no cover - depends on the environment
     bfloat16 = None  # type: ignore[assignment]  # no bfloat16 without ml_dtypes
 
+_NP_DTYPES = frozenset(type(d) for d in _BY_NP)  # NumPy's dtype classes: no conversion
 _default = [float32]
 
 
@@ -117,7 +118,7 @@ def set_default_dtype(d: DType) -> None:
 
 def from_numpy_dtype(npd) -> DType:
     try:
-        return _BY_NP[np.dtype(npd)]
+        return _BY_NP[npd if type(npd) in _NP_DTYPES else np.dtype(npd)]
     except (KeyError, TypeError):
         raise TypeError(
             f"staged has no dtype for NumPy dtype {npd!r}; supported: "

@@ -154,13 +154,13 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tens
 def zeros_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
-    return zeros(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return _new(np.zeros(t.shape, _dtype(dtype, t.dtype).np), requires_grad)
 
 
 def ones_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
-    return ones(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return _new(np.ones(t.shape, _dtype(dtype, t.dtype).np), requires_grad)
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:

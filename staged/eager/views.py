@@ -72,6 +72,9 @@ class _Views:
         self.limit = max(8, 2 * len(self.refs))
 
 
+_shares = np.may_share_memory
+
+
 def record(view, src, prim, params, grad_mode) -> None:
     """Make ``view`` (the output of view primitive ``prim`` on ``src``) a view of
     ``src``'s base. Called by dispatch for view primitives only; an output that NumPy
@@ -79,8 +82,11 @@ def record(view, src, prim, params, grad_mode) -> None:
     output is one: NumPy sees no shared memory in it, torch's is a view all the same (an
     in-place op on ``x[:, 1:1]`` with a grad-requiring operand makes ``x`` require grad)."""
     p = view._payload
-    if type(p) is np.ndarray and p.size and not np.may_share_memory(p, src._payload):
-        return
+    if type(p) is np.ndarray and p.size:
+        base, sp = p.base, src._payload
+        # NumPy's base is the array owning the memory, or the one the view was made from
+        if base is None or base is not sp and base is not sp.base and not _shares(p, sp):
+            return
     step = (prim, params, src._payload)
     if src._base is not None:
         view._base = src._base

@@ -34,13 +34,17 @@ CumminResult = namedtuple("cummin", ["values", "indices"])  # type: ignore[name-
 AminmaxResult = namedtuple("aminmax", ["min", "max"])  # type: ignore[name-match]
 
 
+_FLOATING = "fcV"  # NumPy kinds of the floating and complex dtypes (V: bfloat16)
+
+
 def _accumulation_dtype(x, dtype):
     """``dtype`` if given; integers and bools accumulate in int64 (PyTorch's sum, prod,
     cumsum); floating and complex dtypes are kept."""
     if dtype is not None:
         d = dt.as_dtype(dtype)
         return x if x.dtype is d else ad.cast(x, dtype=d)
-    if not (x.dtype.is_floating_point or x.dtype.is_complex) and x.dtype is not dt.int64:
+    k = x._payload.dtype
+    if k.kind not in _FLOATING and k != np.int64:
         return ad.cast(x, dtype=dt.int64)
     return x
 
@@ -51,7 +55,8 @@ def in_float32(fn: _F) -> _F:
     overflows float16)."""
 
     def op(x, *args, **kwargs):
-        if x.dtype.is_floating_point and x.dtype.itemsize < 4:
+        d = x._payload.dtype
+        if d.itemsize < 4 and d.kind in "fV":
             return fn(x.float(), *args, **kwargs).to(x.dtype)
         return fn(x, *args, **kwargs)
 
