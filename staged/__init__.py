@@ -53,7 +53,7 @@ from . import nn, optim  # noqa: F401
 from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
-from . import accelerator, backends, cuda  # noqa: F401  (CPU-build answers: Note [devices])
+from . import accelerator, backends, cpu, cuda  # noqa: F401  (CPU-build answers: Note [devices])
 from . import fft, linalg, special  # noqa: F401  (torch.fft, torch.linalg, torch.special)
 from . import signal  # noqa: F401  (torch.signal.windows)
 from .spectral import bartlett_window, blackman_window, hamming_window  # noqa: F401
@@ -63,7 +63,23 @@ from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .torch_compat import as_torch  # noqa: F401
 from . import amp, jit, testing  # noqa: F401
-from .amp import autocast, is_autocast_enabled  # noqa: F401
+from .amp import (  # noqa: F401  (torch's autocast state functions)
+    autocast,
+    autocast_decrement_nesting,
+    autocast_increment_nesting,
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
 from .autograd.anomaly import set_detect_anomaly as set_anomaly_enabled  # noqa: F401
 from .eager.printing import get_printoptions, set_printoptions  # noqa: F401

@@ -1,19 +1,24 @@
 """``staged.amp``: torch.amp's ``GradScaler`` (dynamic loss scaling, torch's algorithm and
-messages) and ``autocast``.
+messages), ``autocast`` and ``custom_fwd``/``custom_bwd``, and torch's functions over the
+autocast state (``staged.is_autocast_enabled`` ...).
 
-``autocast`` with ``enabled=True`` raises: staged does not run ops in lower precision on
-its own, and silently computing in float32 under a block that asks for bfloat16 would give
-other numbers than torch. Cast the model and inputs (``model.to(staged.bfloat16)``) for
-lower-precision arithmetic, or pass ``enabled=False``. A ``GradScaler`` for "cuda" (the
-default device) warns and disables itself, as torch's does without CUDA; ``"cpu"`` scales.
+``autocast("cpu")`` runs the ops on torch's CPU lists in bfloat16 (or float16), float32 or
+the widest operand type, as torch does (Note [autocast] in ``staged/eager/autocast.py``).
+On this CPU-only build ``autocast("cuda")`` warns and disables itself, as torch's does
+without CUDA, and so does a ``GradScaler`` for "cuda" (the default device); ``"cpu"``
+scales.
 """
 
 from __future__ import annotations
 
+import collections.abc
+import functools
 import warnings
 
 import numpy as np
 
+from . import dtypes as dt
+from .eager import autocast as _state
 from .eager.grad_mode import no_grad
 from .eager.tensor import Tensor
 
@@ -162,37 +167,222 @@ class GradScaler:
 
 
 class autocast:
-    """torch's ``autocast`` context and decorator: only ``enabled=False`` runs (see the
-    module doc)."""
+    """torch's ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: a
+    context manager and decorator under which the ops on torch's lists for
+    ``device_type`` run in ``dtype`` (bfloat16 by default on the CPU), float32 or their
+    widest operand type. Regions nest; ``enabled=False`` turns it off inside one. The
+    state is per thread, as torch's."""
 
-    def __init__(self, device_type="cuda", dtype=None, enabled=True, cache_enabled=None):
-        self.device_type, self.fast_dtype, self._enabled = device_type, dtype, enabled
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
+        self.device = device_type
+        if not is_autocast_available(device_type):
+            raise RuntimeError(
+                f"User specified an unsupported autocast device_type '{device_type}'"
+            )
+        self._cache_enabled = (
+            is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
+        )
+        if enabled and device_type == "cuda":  # a CPU-only build, as torch's says
+            warnings.warn(
+                "CUDA is not available or torch_xla is imported. Disabling autocast.",
+                stacklevel=2,
+            )
+            enabled = False
+        elif enabled and self.fast_dtype not in (dt.bfloat16, dt.float16):
+            name = device_type.upper()
+            warnings.warn(
+                f"In {name} autocast, but the target dtype is not supported. Disabling "
+                f"autocast.\n{name} Autocast only supports dtypes of torch.bfloat16, "
+                "torch.float16 currently.",
+                stacklevel=2,
+            )
+            enabled = False
+        self._enabled = enabled
 
     def __enter__(self):
-        if self._enabled:
-            raise NotImplementedError(
-                f"staged.autocast(device_type={self.device_type!r}): mixed-precision "
-                "autocast is not implemented, and computing in float32 instead would give "
-                "other numbers than torch. Pass enabled=False, or cast the model and inputs "
-                "(model.to(staged.bfloat16)) to compute in lower precision"
-            )
+        self.prev_cache_enabled = is_autocast_cache_enabled()
+        self.prev = is_autocast_enabled(self.device)
+        self.prev_fastdtype = get_autocast_dtype(self.device)
+        set_autocast_enabled(self.device, self._enabled)
+        set_autocast_dtype(self.device, self.fast_dtype)
+        _state.increment_nesting()
+        set_autocast_cache_enabled(self._cache_enabled)
         return self
 
     def __exit__(self, *exc) -> None:
-        return None
+        if _state.decrement_nesting() == 0:  # the outermost region: drop the cached casts
+            _state.clear_cache()
+        set_autocast_enabled(self.device, self.prev)
+        set_autocast_dtype(self.device, self.prev_fastdtype)
+        set_autocast_cache_enabled(self.prev_cache_enabled)
 
-    def __call__(self, fn):
-        def wrapped(*args, **kwargs):
+    def __call__(self, func):
+        if not callable(func):
+            raise TypeError(
+                f"autocast()(func) requires a callable, but got {type(func).__name__}. "
+                "Did you mean to use autocast as a context manager? For example:\n"
+                "    with torch.autocast(device_type=...):\n"
+                "        output = model(input)"
+            )
+
+        @functools.wraps(func)
+        def decorate_autocast(*args, **kwargs):
             with self:
-                return fn(*args, **kwargs)
+                return func(*args, **kwargs)
 
-        return wrapped
+        return decorate_autocast
 
 
 def is_autocast_available(device_type: str) -> bool:
-    return False
+    """Whether torch has autocast for ``device_type`` (only "cpu" casts staged's tensors:
+    they are all on the CPU)."""
+    return _state.device_type(device_type) in _state.AVAILABLE
 
 
-def is_autocast_enabled(device_type=None) -> bool:
-    """False: staged runs no autocast."""
-    return False
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    return _state.is_enabled(device_type)
+
+
+def set_autocast_enabled(device_type, enabled=None) -> None:
+    """``set_autocast_enabled(device_type, enabled)``; torch's older
+    ``set_autocast_enabled(enabled)`` is for "cuda"."""
+    if enabled is None:
+        device_type, enabled = "cuda", device_type
+    if not isinstance(enabled, bool):
+        raise TypeError(
+            "set_autocast_enabled(): argument 'enabled' (position 2) must be bool, not "
+            f"{type(enabled).__name__}"
+        )
+    _state.set_enabled(device_type, enabled)
+
+
+def get_autocast_dtype(device_type: str):
+    return _state.get_dtype(device_type)
+
+
+def set_autocast_dtype(device_type: str, dtype) -> None:
+    _state.set_dtype(device_type, dtype)
+
+
+def is_autocast_cache_enabled() -> bool:
+    return _state.is_cache_enabled()
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    _state.set_cache_enabled(enabled)
+
+
+def clear_autocast_cache() -> None:
+    _state.clear_cache()
+
+
+def autocast_increment_nesting() -> int:
+    return _state.increment_nesting()
+
+
+def autocast_decrement_nesting() -> int:
+    return _state.decrement_nesting()
+
+
+def _deprecated(old: str, new: str, fn):
+    """torch's deprecated per-device forms (``is_autocast_cpu_enabled`` ...), warning as
+    torch's do."""
+
+    @functools.wraps(fn)
+    def call(*args):
+        warnings.warn(
+            f"torch.{old}() is deprecated. Please use torch.{new} instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return fn(*args)
+
+    call.__name__ = call.__qualname__ = old
+    return call
+
+
+is_autocast_cpu_enabled = _deprecated(
+    "is_autocast_cpu_enabled", "is_autocast_enabled('cpu')", lambda: is_autocast_enabled("cpu")
+)
+set_autocast_cpu_enabled = _deprecated(
+    "set_autocast_cpu_enabled",
+    "set_autocast_enabled('cpu', enabled)",
+    lambda enabled: set_autocast_enabled("cpu", enabled),
+)
+get_autocast_cpu_dtype = _deprecated(
+    "get_autocast_cpu_dtype", "get_autocast_dtype('cpu')", lambda: get_autocast_dtype("cpu")
+)
+set_autocast_cpu_dtype = _deprecated(
+    "set_autocast_cpu_dtype",
+    "set_autocast_dtype('cpu', dtype)",
+    lambda dtype: set_autocast_dtype("cpu", dtype),
+)
+get_autocast_gpu_dtype = _deprecated(
+    "get_autocast_gpu_dtype", "get_autocast_dtype('cuda')", lambda: get_autocast_dtype("cuda")
+)
+
+
+# --- custom autograd Functions under autocast ---------------------------------------------
+def _cast(value, device_type: str, dtype):
+    """``value`` with its floating tensors but float64 ones cast to ``dtype``, through
+    mappings and iterables (torch's ``autocast_mode._cast``)."""
+    if isinstance(value, Tensor):
+        eligible = value.is_floating_point() and value.dtype is not dt.float64
+        return value.to(dtype) if eligible and device_type == "cpu" else value
+    if isinstance(value, (str, bytes, np.ndarray)):
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        return {
+            _cast(k, device_type, dtype): _cast(v, device_type, dtype) for k, v in value.items()
+        }
+    if isinstance(value, collections.abc.Iterable):
+        cast = (_cast(v, device_type, dtype) for v in value)
+        return type(value)(cast) if isinstance(value, (list, tuple)) else cast
+    return value
+
+
+def _check_device_type(device_type) -> None:
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """torch's decorator of a custom ``Function``'s ``forward``: with ``cast_inputs``, an
+    autocast region casts its floating tensor arguments to that dtype and runs it with
+    autocast off; ``custom_bwd`` runs ``backward`` in the autocast state ``forward`` saw."""
+    _check_device_type(device_type)
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        args[0]._dtype = get_autocast_dtype(device_type)
+        if cast_inputs is None:
+            args[0]._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        args[0]._fwd_used_autocast = False
+        if not is_autocast_enabled(device_type):
+            return fwd(*args, **kwargs)
+        with autocast(device_type=device_type, enabled=False):
+            return fwd(
+                *_cast(args, device_type, cast_inputs), **_cast(kwargs, device_type, cast_inputs)
+            )
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """torch's decorator of a custom ``Function``'s ``backward`` (see ``custom_fwd``)."""
+    _check_device_type(device_type)
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        with autocast(device_type, args[0]._dtype, args[0]._fwd_used_autocast):
+            return bwd(*args, **kwargs)
+
+    return decorate_bwd

@@ -5,7 +5,10 @@ need a GPU raise. Compiled steps run on NVIDIA GPUs through
 
 from __future__ import annotations
 
+import warnings
+
 from . import amp as _amp
+from . import dtypes as _dt
 from .eager import devices as _devices
 from .eager.legacy_types import CUDA_TYPES as _legacy_types
 
@@ -55,13 +58,19 @@ globals().update(_legacy_types)  # torch.cuda.FloatTensor ...: they raise, as in
 
 
 class amp:  # noqa: N801  (torch.cuda.amp, deprecated there: torch.amp with device "cuda")
-    """``torch.cuda.amp.GradScaler`` (disabled, with torch's warning: no CUDA) and
-    ``autocast`` (runs only with ``enabled=False``): ``staged.amp``'s, for "cuda"."""
+    """``torch.cuda.amp.GradScaler`` and ``autocast``: ``staged.amp``'s for "cuda", which
+    warn and disable themselves (no CUDA), as torch's do."""
 
     @staticmethod
     def GradScaler(init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, **kw):  # noqa: N802
         return _amp.GradScaler("cuda", init_scale, growth_factor, backoff_factor, **kw)
 
     @staticmethod
-    def autocast(enabled=True, dtype=None, cache_enabled=True):
+    def autocast(enabled=True, dtype=_dt.float16, cache_enabled=True):
+        warnings.warn(
+            "`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+            "`torch.amp.autocast('cuda', args...)` instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
         return _amp.autocast("cuda", dtype, enabled, cache_enabled)

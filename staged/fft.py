@@ -23,6 +23,7 @@ from . import dtypes as dt
 from ._where import sited
 from .autodiff import Fused
 from .autodiff.avals import wrap_dim
+from .eager import autocast as _autocast
 from .eager import ops
 from .eager.devices import check as _check_device
 from .eager.factories import from_numpy, tensor, zeros
@@ -514,3 +515,8 @@ def fftshift(input, dim=None) -> Tensor:
 def ifftshift(input, dim=None) -> Tensor:
     """The inverse of ``fftshift``."""
     return _shift(input, dim, lambda n: (n + 1) // 2)
+
+
+# the transforms on torch's autocast lists apply its policy (Note [autocast] in
+# eager/autocast.py)
+globals().update(_autocast.hook(globals(), "fft."))

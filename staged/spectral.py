@@ -23,6 +23,7 @@ from . import dtypes as dt
 from . import fft
 from ._where import sited
 from .autodiff import special
+from .eager import autocast as _autocast
 from .eager import ops
 from .eager.devices import check as _check_device
 from .eager.factories import empty, ones, tensor
@@ -377,6 +378,7 @@ def istft(
     return y
 
 
+stft = _autocast.sited(stft, "stft")  # on torch's autocast lists (Note [autocast])
 for _fn in (stft, istft):
     setattr(Tensor, _fn.__name__, _fn)
 

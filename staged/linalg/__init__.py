@@ -25,8 +25,8 @@ training and scientific programs use. Real matrices (float32, float64); ``eig`` 
 
 from __future__ import annotations
 
-from .._where import sited
 from ..autodiff.indexing import LinAlgError
+from ..eager import autocast as _autocast
 from ..eager.ops.linalg import matmul
 from ..eager.tensor import Tensor
 from ._composed import (
@@ -130,10 +130,13 @@ __all__ = [
     "vector_norm",
 ]
 
+# the ops on torch's autocast lists apply its policy (Note [autocast] in eager/autocast.py)
+globals().update(_autocast.hook(globals(), "linalg."))
+
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
 # staged/__init__.py exports them; they are Tensor methods too, but for those in FUNCTIONS
 TOP_LEVEL = {
-    name: sited(fn)
+    name: _autocast.sited(fn, name)
     for name, fn in {
         "inverse": inv,
         "det": det,

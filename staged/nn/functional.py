@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import autodiff as ad
 from .. import dtypes as dt
-from .._where import at_user, sited
+from .._where import at_user
+from ..eager import autocast as _autocast
 from ..eager import ops
 from ..autograd.function import Function
 from ..eager import factories
@@ -2396,11 +2397,12 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
-# every public function here names the user's line in its errors (staged/_where.py); the
-# table's are already wrapped
+# every public function here names the user's line in its errors (staged/_where.py), and
+# those on torch's autocast lists apply its policy (Note [autocast]); the table's are
+# already wrapped
 globals().update(
     {
-        _n: sited(_f)
+        _n: _autocast.sited(_f, _n)
         for _n, _f in list(globals().items())
         if isinstance(_f, types.FunctionType)
         and not _n.startswith("_")

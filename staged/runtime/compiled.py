@@ -40,6 +40,7 @@ from ..tracing.dynamic import DynamicError, generalize, is_static, resize, subst
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
 from ..eager.interceptor import current_interceptor
+from ..eager import autocast as _autocast
 from ..eager.grad_mode import _state
 from ..eager.random import fork_rng
 from ..autograd import profiler
@@ -500,6 +501,7 @@ class Compiled:
             tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
             _state.grad_enabled,
             _state.inference,
+            _autocast.trace_key(),  # the casts a trace under autocast records
         )
         entries = self._entries.get(key)
         last_key, self._last_key = self._last_key, key
@@ -905,6 +907,8 @@ def _key_change(old, new, names) -> str:
     for what, i in (("grad mode", 2), ("inference mode", 3)):
         if old[i] != new[i]:
             changes.append(f"{what}: {_on(old[i])} -> {_on(new[i])}")
+    if old[4] != new[4]:
+        changes.append(f"autocast: {old[4] or 'disabled'} -> {new[4] or 'disabled'}")
     return "; ".join(changes) or "new arguments"
 
 

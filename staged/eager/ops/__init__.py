@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from .. import autocast as _autocast
 from .. import devices as _device
 from .. import factories, legacy_types
 from ..tensor import Tensor
@@ -82,8 +83,8 @@ _METHODS = {
     **{f"__r{n}__": _rev(getattr(elementwise, n)) for n in ("add", "sub", "mul", "pow")},
     "__truediv__": elementwise.div,
     "__rtruediv__": _rev(elementwise.div),
-    "__matmul__": linalg.matmul,
-    "__rmatmul__": _rev(linalg.matmul),
+    "__matmul__": _autocast.sited(linalg.matmul, "matmul", site=False),
+    "__rmatmul__": _rev(_autocast.sited(linalg.matmul, "matmul", site=False)),
     "__neg__": elementwise.neg,
     "__abs__": elementwise.abs,
     "__eq__": elementwise.eq,

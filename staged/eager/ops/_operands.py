@@ -104,3 +104,23 @@ def float_operand(t: Tensor) -> Tensor:
     """Integer and bool inputs of float-valued ops become the default float dtype."""
     d = t.dtype
     return t if d.is_floating_point or d.is_complex else ad.cast(t, dtype=dt.get_default_dtype())
+
+
+def half(*tensors) -> bool:
+    """Whether ``tensors`` (None skipped) are all float16 or all bfloat16: torch's CPU
+    matmul and convolution kernels multiply those in float32 and round the result once
+    (``in_float32``)."""
+    d = tensors[0]._payload.dtype
+    return (
+        d.itemsize == 2
+        and d.kind in "fV"
+        and all(t is None or t._payload.dtype == d for t in tensors[1:])
+    )
+
+
+def in_float32(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on float32 copies of the tensors among ``args``, its result
+    rounded back to the first one's (half) dtype once."""
+    d = args[0].dtype
+    wide = [ad.cast(a, dtype=dt.float32) if isinstance(a, Tensor) else a for a in args]
+    return ad.cast(fn(*wide, **kwargs), dtype=d)

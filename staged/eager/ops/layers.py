@@ -26,7 +26,7 @@ from ..random.generator import default_generator, drawn
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
-from ._operands import scalar_tensor
+from ._operands import half, in_float32, scalar_tensor
 from .indexing import check_rows, take_index
 from .inplace import copy_
 
@@ -110,6 +110,10 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
             f"{weight.ndim} (size {list(weight.shape)})"
         )
     _check_types(x, weight, bias)
+    if half(x, weight, bias):  # float32 products rounded once, as torch's kernels
+        return in_float32(
+            lambda *t: _conv(n, name, *t, stride, padding, dilation, groups), input, weight, bias
+        )
     c_out, c_in, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
     if groups < 1 or c_out % groups:
         raise RuntimeError(
@@ -194,6 +198,15 @@ def _conv_transpose(
             f"{weight.ndim} (size {list(weight.shape)})"
         )
     _check_types(x, weight, bias)
+    if half(x, weight, bias):
+        return in_float32(
+            lambda *t: _conv_transpose(
+                n, name, *t, stride, padding, output_padding, groups, dilation
+            ),
+            input,
+            weight,
+            bias,
+        )
     c_in, c_g, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
     if groups < 1:
         raise RuntimeError("non-positive groups is not supported")
@@ -536,7 +549,15 @@ def batch_norm(
     (biased variance) and, where running stats are given, updates them in place without
     recording: ``r = (1 - momentum) * r + momentum * stat``, the variance unbiased (an
     empty batch gives an empty output and leaves them as they are, as PyTorch).
-    Evaluation normalises by the running statistics."""
+    Evaluation normalises by the running statistics. A float16 or bfloat16 input (with
+    float32 or its own dtype's weight and bias) normalises in float32, rounded once, as
+    torch's CPU kernel."""
+    if half(input) and all(
+        t is None or t.dtype in (input.dtype, dt.float32) for t in (weight, bias)
+    ):
+        wide = [None if t is None else ad.cast(t, dtype=dt.float32) for t in (input, weight, bias)]
+        y = batch_norm(wide[0], running_mean, running_var, *wide[1:], training, momentum, eps)
+        return ad.cast(y, dtype=input.dtype)
     c = input.shape[1] if input.ndim > 1 else None
     per_channel = {"running_mean": running_mean, "running_var": running_var}
     for name, t in {**per_channel, "weight": weight, "bias": bias}.items():

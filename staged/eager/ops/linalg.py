@@ -12,7 +12,7 @@ from ...autodiff import Fused, fused
 from ...autodiff.avals import wrap_dim
 from ..checks import require
 from ..tensor import Tensor
-from ._operands import broadcast_shapes, expand_to, promote_types
+from ._operands import broadcast_shapes, expand_to, half, in_float32, promote_types
 from .elementwise import add, clamp, conj, imag, mul, real, sqrt, sub, where
 from .reduction import norm, sum
 from .shape import diagonal, expand, permute, reshape, select, squeeze, stack, unsqueeze
@@ -23,6 +23,8 @@ def _matmul(a, b):
     pa, pb = a._payload, b._payload
     if pa.shape[-1] != pb.shape[-2] or pa.shape[:-2] != pb.shape[:-2] or pa.dtype != pb.dtype:
         ad.matmul.abstract_eval(a._aval(), b._aval())  # raises the error
+    if pa.dtype.itemsize == 2 and pa.dtype.kind in "fV":  # float16, bfloat16
+        return in_float32(ad.matmul, a, b)
     return ad.matmul(a, b)
 
 
@@ -162,11 +164,15 @@ def _matrices(input, x, y):
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     _matrices(input, mat1, mat2)
+    if half(input, mat1, mat2):
+        return in_float32(addmm, input, mat1, mat2, beta=beta, alpha=alpha)
     return _add_product(input, mm(mat1, mat2), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     _matrices(input, batch1, batch2)
+    if half(input, batch1, batch2):
+        return in_float32(baddbmm, input, batch1, batch2, beta=beta, alpha=alpha)
     return _add_product(input, bmm(batch1, batch2), beta, alpha)
 
 
@@ -174,6 +180,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum(batch1[i] @ batch2[i])``: baddbmm's products summed
     over the batch."""
     _matrices(input, batch1, batch2)
+    if half(input, batch1, batch2):
+        return in_float32(addbmm, input, batch1, batch2, beta=beta, alpha=alpha)
     for name, b in (("batch1", batch1), ("batch2", batch2)):
         if b.ndim != 3:
             raise RuntimeError(f"{name} must be a 3D tensor")
@@ -198,6 +206,8 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
     if m != k or input.numel() not in (1, n):
         size = input.shape[0] if input.ndim else 1
         raise RuntimeError(f"size mismatch, got input ({size}), mat ({n}x{m}), vec ({k})")
+    if half(input, mat, vec):
+        return in_float32(addmv, input, mat, vec, beta=beta, alpha=alpha)
     return _add_product(input, mv(mat, vec), beta, alpha)
 
 
@@ -557,7 +567,14 @@ _linear_no_bias = Fused(
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``: one fused kernel and Node eagerly for an input of 2 or
-    more dims, a 2-D weight and a 1-D bias of one real floating dtype."""
+    more dims, a 2-D weight and a 1-D bias of one real floating dtype. float16 and
+    bfloat16 compute in float32 and round once, as torch's addmm."""
+    if (
+        isinstance(input, Tensor)
+        and input._payload.dtype.itemsize == 2
+        and half(input, weight, bias)
+    ):
+        return in_float32(linear, input, weight, bias)
     if (
         isinstance(input, Tensor)
         and input.ndim >= 2

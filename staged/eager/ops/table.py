@@ -9,10 +9,10 @@ without an op-database entry.
 from __future__ import annotations
 
 from ... import autodiff as ad
-from ..._where import sited
 from ...autodiff import Public
 from ...autodiff.elementwise import BESSEL
 from ...autodiff.polynomials import POLYNOMIALS
+from .. import autocast
 from . import (
     attention,
     composite,
@@ -426,9 +426,8 @@ def methods() -> dict:
     return out
 
 
-_SITED = {
-    name: row.op if getattr(row.op, "sited", False) else sited(row.op) for name, row in OPS.items()
-}
+# sited, and with autocast's policy where torch lists the op (Note [autocast])
+_SITED = {name: autocast.sited(row.op, name) for name, row in OPS.items()}
 
 
 # torch.special.gammainc / gammaincc are torch.igamma / igammac
