@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
+import types
 import warnings
 import weakref
 from collections import OrderedDict, namedtuple
@@ -37,6 +39,8 @@ _global_forward_hooks_with_kwargs: OrderedDict = OrderedDict()
 _global_buffer_registration_hooks: OrderedDict = OrderedDict()
 _global_module_registration_hooks: OrderedDict = OrderedDict()
 _global_parameter_registration_hooks: OrderedDict = OrderedDict()
+# capture -> the ids of the hooks registered while it traced (Module._guard)
+_IN_TRACE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 _MIXED_BACKWARD_HOOKS = (
     "Cannot use both regular backward hooks and full backward hooks on "
@@ -65,6 +69,9 @@ def _register(hooks: OrderedDict, hook, prepend=False, *flags) -> RemovableHandl
     for d, on in flags:
         if on:
             d[handle.id] = True
+    icpt = current_interceptor()
+    if icpt is not None:  # registered by the traced step itself (Module._guard)
+        _IN_TRACE.setdefault(icpt, set()).add(handle.id)
     return handle
 
 
@@ -145,6 +152,84 @@ _HOOK_DICTS = (
 )
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+
+# the hooks a module's call runs, guarded under capture (Module._guard)
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_GLOBAL_HOOKS = (
+    _global_forward_pre_hooks,
+    _global_forward_hooks,
+    _global_backward_pre_hooks,
+    _global_backward_hooks,
+)
+_VALUES = (bool, int, float, complex, str, type(None), np.generic)
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
+
+
+def _is_value(v) -> bool:
+    """A module attribute guarded by value (``is`` for a function): a number, a string,
+    None, a tuple of those (``kernel_size``), a function (an activation)."""
+    return isinstance(v, _VALUES + _FUNCTIONS) or (
+        type(v) is tuple and all(isinstance(x, _VALUES) for x in v)
+    )
+
+
+_READS: dict[type, frozenset] = {}  # Module class -> _library_reads
+
+
+def _library_reads(cls: type) -> frozenset:
+    """The public names staged's own classes of the module class ``cls`` use in their code:
+    the attributes its layers keep and read. An attribute the user adds is read by the
+    user's code, and guarded where the step reads it (Note [source guards] in
+    staged/tracing/guards.py)."""
+    names = _READS.get(cls)
+    if names is None:
+        codes = [
+            f.__code__
+            for c in cls.__mro__
+            if c.__module__.startswith("staged.") and c not in (Module, object)
+            for v in vars(c).values()
+            for f in (v.fget if isinstance(v, property) else getattr(v, "__func__", v),)
+            if isinstance(f, types.FunctionType)
+        ]
+        names = _READS[cls] = frozenset(
+            n for c in codes for n in _code_names(c) if n[:1] != "_"
+        ) - {"training"}
+    return names
+
+
+def _code_names(code):
+    """The names ``code`` and the code nested in it use: attributes, globals, strings."""
+    yield from code.co_names
+    for c in code.co_consts:
+        if isinstance(c, str):
+            yield c
+        elif isinstance(c, types.CodeType):
+            yield from _code_names(c)
+
+
+def _guard_members(icpt, get, names, what: str, key) -> None:
+    """Guard the values ``get()`` returns, of ``names`` (hook dicts among them, compared by
+    their items): a re-trace names each member with its value, a hook dict by its ids. The
+    hooks the step registers itself are not among those a call must find: a step that
+    registers a hook and removes it again is traced once."""
+    own = _IN_TRACE.get(icpt, ())
+    value = tuple(
+        OrderedDict((k, h) for k, h in v.items() if k not in own) if isinstance(v, dict) else v
+        for v in get()
+    )
+
+    def show(values) -> str:
+        return (
+            ", ".join(
+                f"{k.strip('_')}={list(v)}" if isinstance(v, dict) else f"{k}={v!r}"
+                for k, v in zip(names, values)
+                if not isinstance(v, dict) or v
+            )
+            or "none"
+        )
+
+    icpt.guard(get, what, key=key, value=value, show=show)
+
 
 _compile: Any = None  # staged.compile, installed by staged/__init__.py (set_compiler)
 
@@ -387,8 +472,10 @@ class Module:
                     )
 
     def _guard(self, icpt) -> None:
-        """Tell a capture that its trace holds only while the training flag and the
-        parameter and buffer objects stay those it saw."""
+        """Tell a capture that its trace holds only while what it saw of this module stays:
+        the training flag, the parameter and buffer objects, the values of the public
+        attributes staged's own code of the module reads (``Dropout.p``, ``eps``) and the
+        module's and the global forward and backward hooks."""
         name = type(self).__name__
         icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
         icpt.guard(
@@ -396,6 +483,23 @@ class Module:
             f"{name} parameters/buffers",
             key=(id(self), "state"),
             show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none",
+        )
+        d, reads = self.__dict__, _library_reads(type(self))
+        names = (*sorted(k for k in d if k in reads and _is_value(d[k])), *_HOOKS)
+        _guard_members(
+            icpt,
+            functools.partial(operator.attrgetter(*names), self),
+            names,
+            f"{name} attributes/hooks",
+            (id(self), "members"),
+        )
+        # the global dicts are never rebound: tuple() of their tuple is that tuple
+        _guard_members(
+            icpt,
+            functools.partial(tuple, _GLOBAL_HOOKS),
+            _HOOKS,
+            "global module hooks",
+            "global module hooks",
         )
 
     def _state_objects(self) -> tuple:

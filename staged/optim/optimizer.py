@@ -152,6 +152,12 @@ class Optimizer:
             icpt = None  # made by the traced call itself (Note [hyper-parameters])
         if icpt is not None:
             icpt.preserve(self.state)
+            icpt.guard(  # a group added, a parameter put in or taken out: the trace is stale
+                self._group_params,
+                f"{type(self).__name__}.param_groups params",
+                key=(id(self), "params"),
+                show=lambda groups: "; ".join(", ".join(f"#{s}" for s in g) for g in groups),
+            )
         differentiable = bool(self.defaults.get("differentiable"))  # torch reads the defaults
         update = self._recorded_update if differentiable else self._real_update
         with set_grad_enabled(differentiable), tagged(phase="optimizer"):  # Note [phases]
@@ -173,6 +179,10 @@ class Optimizer:
                         icpt.preserve(state)
                     update(p, p.grad, state, h)
         return loss
+
+    def _group_params(self) -> tuple:
+        """The serial numbers of each group's parameters (what a compiled step updates)."""
+        return tuple(tuple(map(_SERIAL, g["params"])) for g in self.param_groups)
 
     def _update(self, p, grad, state, h: Hyper):
         raise NotImplementedError
@@ -353,6 +363,7 @@ class Hyper:
 
 
 _WHAT = {"lr": "learning rate", "eps": "epsilon value"}
+_SERIAL = operator.attrgetter("_serial")
 # the devices torch's fused kernels run on, as its error lists them
 _FUSED_DEVICES = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
 

@@ -388,15 +388,26 @@ def _state_guards(c: Captured):
                 w.meta[0],
                 grad,
                 named.get(id(t), f"state tensor {w.name}"),
+                _hook_ids(t),
             )
         )
     return guards
 
 
+def _hook_ids(t: Tensor) -> tuple:
+    """The hooks on ``t`` that a backward runs (``register_hook``, post-accumulate and its
+    grad accumulator's): the trace ran those it found, so it serves while they are those."""
+    acc = t._grad_acc() if t._grad_acc is not None else None
+    dicts = (t._hooks, t._post_acc_hooks) + (
+        (acc._pre_hooks, acc._post_hooks) if acc is not None else (None, None)
+    )
+    return tuple(k for d in dicts if d for k in d)  # handle ids: unique across dicts
+
+
 def _guard_failure(guards, captured: Captured):
     """Why the trace ``captured``, whose state guards are ``guards`` (``_state_guards``),
     can't serve the current call, or None when it can."""
-    for t, shape, dtype, requires_grad, grad, name in guards:
+    for t, shape, dtype, requires_grad, grad, name, hooks in guards:
         p = t._payload
         if tuple(p.shape) != shape or p.dtype != dtype:
             return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
@@ -409,6 +420,8 @@ def _guard_failure(guards, captured: Captured):
             return (
                 f"{name}.grad was set or cleared: {'None' if grad is None else 'a tensor'} -> {now}"
             )
+        if _hook_ids(t) != hooks:
+            return f"{name}: a hook was registered or removed"
     for g in captured.guards:
         why = g.failure()
         if why is not None:
@@ -436,6 +449,7 @@ def _leaf_key(x, batched=False):
             np.dtype(p.dtype).str,
             x._requires_grad,
             x._requires_grad and x._grad is not None,
+            _hook_ids(x) if x._requires_grad else (),  # the trace runs them (_take_hooks)
         )
     try:
         hash(x)
@@ -800,6 +814,15 @@ class Compiled:
                     "before saving"
                 )
             )
+        why = self._last.guard_failure()  # the next call would re-trace: the trace is stale
+        if why is not None:
+            raise RuntimeError(
+                at_user(
+                    f"the step's last trace no longer matches the Python state it read "
+                    f"({why}), so saving it would deploy the step as it was; call the "
+                    "step once more (it re-traces) before saving"
+                )
+            )
         if self._last.captured.rng is not None:  # Note [host draws]: none in a saved step
             twin = _counter_twin(self.fn, self._last)
             return deploy.save(twin, directory, names, self.fn, target_cpu)
@@ -915,12 +938,13 @@ def _key_change(old, new, names) -> str:
 def _leaf_change(a, b) -> list:
     if a[0] != b[0] or a[0] == "py":
         return [f"{_show_leaf(a)} -> {_show_leaf(b)}"]
-    fields = ("shape", "dtype", "requires_grad", ".grad")
+    fields = ("shape", "dtype", "requires_grad", ".grad", "hooks")
     show: tuple[Callable[[Any], str], ...] = (
         lambda s: str(s),
         lambda d: np.dtype(d).name,
         str,
         lambda g: "a tensor" if g else "None",
+        lambda h: str(len(h)),
     )
     return [f"{f} {sh(x)} -> {sh(y)}" for f, sh, x, y in zip(fields, show, a[1:], b[1:]) if x != y]
 

@@ -328,6 +328,7 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
         if isinstance(leaf, Tensor):
             v = tracer.graph.add_input(leaf._aval(), "arg", names[i])
             w = Tensor._wrap(Symbolic(v, tracer), leaf._requires_grad)
+            _take_hooks(w, leaf, names[i])
             if leaf._requires_grad and leaf._grad is not None:  # accumulated into: an input
                 gv = tracer.graph.add_input(leaf._grad._aval(), "arg", names[i] + ".grad")
                 w._grad = Tensor._wrap(Symbolic(gv, tracer), False)
@@ -349,7 +350,25 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
     return captured
 
 
+def _take_hooks(w: Tensor, leaf: Tensor, name: str) -> None:
+    """The hooks of the argument ``leaf`` (``register_hook``, post-accumulate) on its
+    symbolic stand-in ``w``, so the trace runs them as eager code would (a compiled step
+    keys its traces on them)."""
+    acc = leaf._grad_acc() if leaf._grad_acc is not None else None
+    if acc is not None and (acc._pre_hooks or acc._post_hooks):
+        raise CaptureError(
+            f"{user_location()}: argument {name} has a hook on its grad accumulator, which "
+            "staged.compile does not support; register it with register_hook or "
+            "register_post_accumulate_grad_hook instead"
+        )
+    if leaf._hooks:
+        w._hooks = dict(leaf._hooks)
+    if leaf._post_acc_hooks:
+        w._post_acc_hooks = dict(leaf._post_acc_hooks)
+
+
 def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
+    before = source_guards(fn, ())  # Note [source guards]: what the body itself changes
     thawed = _freeze_heap()  # Note [escapes]
     try:
         prev = interceptor.set_interceptor(tracer)
@@ -363,7 +382,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             _state.grad_enabled, _state.inference = mode
             _restore(tracer)  # also when the body raised: the caller's tensors are untouched
         g = captured.graph
-        captured.guards += source_guards(fn, [w.tensor for w in tracer.watched.values()])
+        captured.guards += source_guards(fn, [w.tensor for w in tracer.watched.values()], before)
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))

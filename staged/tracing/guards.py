@@ -7,17 +7,25 @@ the trace also records, for each such name, the object it found, and is reused o
 while the name still holds that very object. Python numbers read the same way are baked
 into the graph as constants and are guarded by value. The walk follows the functions and
 modules reached through ``fn``'s globals and closure cells (a helper the step calls,
-``config.w``), not arbitrary containers: a tensor kept in a dict or a plain object's
-attribute and replaced there is not seen (a Module's parameters are guarded by the
-Module, ``Module._guard``).
+``config.w``). Of the objects so reached (a dict, a config object, a Module, the ``self``
+of a bound method the step is), the members the walked code names (``cfg.scale``,
+``cfg["scale"]``, ``self.alpha``, as attribute names or string constants) are guarded
+too, numbers by value and tensors by identity, and dicts and plain objects among them
+(``cfg.model.p``) are walked the same way. A number the trace itself changes (a counter
+the body increments) is a side effect of the trace, not guarded. Not seen: a member read
+under a name the code computes (``getattr(cfg, k)``), the items of a list, and what
+library code reads of its own objects (a Module's parameters are guarded by the Module,
+``Module._guard``).
 """
 
 from __future__ import annotations
 
+import argparse
 import dis
 import functools
 import operator
 import os
+import sys
 import sysconfig
 import types
 from typing import Any
@@ -56,13 +64,27 @@ def _show(obj) -> str:
     return repr(obj)
 
 
-def source_guards(fn, tensors) -> list:
+def source_guards(fn, tensors, before=None) -> list:
     """Guards on the globals and closure cells through which ``fn`` reads one of
-    ``tensors`` (by identity) or a Python number (Note [source guards])."""
-    ids = {id(t) for t in tensors}
+    ``tensors`` (by identity) or a Python number (Note [source guards]). ``before``: the
+    guards of a walk made before the trace; a number the trace itself changed (a counter
+    the body increments) is a side effect of the trace, not guarded."""
+    guards = _walk(fn, {id(t) for t in tensors})
+    if before is None:
+        return guards
+    old = {g.name: g for g in before}
+    return [g for g in guards if g.name not in old or g.same(old[g.name].value, g.value)]
+
+
+def _walk(fn, ids) -> list:
+    """The guards of ``source_guards``, ``ids`` the ids of the tensors the trace read."""
     guards: list[Any] = []
     seen: set[int] = set()
     todo = [(f, 0) for f in _functions(fn)]
+    owner = fn.__self__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(owner, (types.FunctionType, functools.partial)):  # its ``self``
+        names = frozenset().union(*(_names(f.__code__)[1] for f, _ in todo))
+        _members(guards, ids, "self", functools.partial(_constant, owner), names, set(), 0)
     while todo:
         f, depth = todo.pop()
         if id(f) in seen or depth > 4:
@@ -99,8 +121,71 @@ def _watch(guards, ids, name, get, depth, names) -> list:
                     )
                 )
     else:
+        _members(guards, ids, name, get, names, set(), 0)
         return [(f, depth + 1) for f in _functions(value)]
     return []
+
+
+_PLAIN = (dict, types.SimpleNamespace, argparse.Namespace)
+
+
+def _members(guards, ids, name, get, names, seen, depth) -> None:
+    """Guard the members of the object ``get()`` (a dict's string keys, an object's
+    ``__dict__``) that ``names`` holds and that are numbers (by value) or tensors the trace
+    read (by identity), or that the object's own code (its ``forward``, ``__call__``)
+    names; walk those that are dicts or plain objects (Note [source guards])."""
+    obj = get()
+    if id(obj) in seen or depth > 3:
+        return
+    seen.add(id(obj))
+    names = names.union(*(_names(f.__code__)[1] for f in _functions(obj)))
+    space = _attributes(obj)
+    if space is None:
+        return
+    keys = set(space) | set(_submodules(space))
+    for key in sorted(k for k in keys if isinstance(k, str) and k in names):
+        v = _member(functools.partial(_constant, obj), key)
+        at = f"{name}[{key!r}]" if isinstance(obj, dict) else f"{name}.{key}"
+        member = functools.partial(_member, get, key)
+        if id(v) in ids:
+            guards.append(Guard(at, member, operator.is_, _show, v))
+        elif isinstance(v, _NUMBERS):
+            guards.append(Guard(at, member, _same_number, value=v))
+        elif _attributes(v) is not None and (isinstance(v, _PLAIN) or not _is_library(type(v))):
+            _members(guards, ids, at, member, names, seen, depth + 1)
+
+
+def _attributes(obj) -> dict | None:
+    """``vars(obj)`` of an instance (a dict itself for a dict), else None (a class, a
+    function, a Python module, a tensor)."""
+    if isinstance(obj, dict):
+        return obj
+    if isinstance(obj, (type, types.FunctionType, types.ModuleType, types.MethodType)):
+        return None
+    try:
+        d = getattr(obj, "__dict__", None)
+    except Exception:  # noqa: BLE001 (a user object's __getattr__ may raise anything)
+        return None
+    return d if type(d) is dict else None
+
+
+def _submodules(space: dict) -> dict:
+    """A Module's children (``self.block``), kept in its ``_modules``, not its ``__dict__``."""
+    m = space.get("_modules")
+    return m if isinstance(m, dict) else {}
+
+
+def _member(get, key):
+    """``get()``'s member ``key``: a dict's item, an attribute or a Module's child."""
+    space = _attributes(get())
+    if space is None:
+        return _MISSING
+    v = space.get(key, _MISSING)
+    return _submodules(space).get(key, _MISSING) if v is _MISSING else v
+
+
+def _constant(value):
+    return value
 
 
 def _functions(obj) -> list:
@@ -120,7 +205,9 @@ def _functions(obj) -> list:
 
 def _is_library(obj) -> bool:
     """Code of staged itself, of the standard library or of an installed package: not
-    the user's, so not walked."""
+    the user's, so not walked (``obj``: a function, a Python module or a class)."""
+    if isinstance(obj, type):
+        obj = sys.modules.get(obj.__module__)
     path = (
         obj.__code__.co_filename
         if isinstance(obj, types.FunctionType)
@@ -149,14 +236,17 @@ _GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBAL
 @functools.lru_cache(maxsize=1024)
 def _names(code) -> tuple:
     """``(globals, names)``: the global names ``code`` and the code nested in it read, and
-    all the names they use (attributes too). Only the first are bindings to guard: in
-    ``for step in ...: opt.step()`` the global ``step`` is not what the step reads."""
+    all the names they use (attributes and string constants too). Only the first are
+    bindings to guard: in ``for step in ...: opt.step()`` the global ``step`` is not what
+    the step reads."""
     globs, names = set(), set(code.co_names)
     for ins in dis.get_instructions(code):
         if ins.opname in _GLOBAL_READS:
             globs.add(ins.argval)
     for c in code.co_consts:
-        if isinstance(c, types.CodeType):
+        if isinstance(c, str):  # a dict key: ``cfg["scale"]``
+            names.add(c)
+        elif isinstance(c, types.CodeType):
             g, n = _names(c)
             globs |= g
             names |= n

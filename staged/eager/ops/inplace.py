@@ -128,16 +128,9 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
             hook(t)
         np.copyto(p, result._payload)
     else:  # payloads that don't share memory (symbolic under capture): functionalize
-        if t._base is not None:
-            views.write_through(t, result)
-        root = getattr(t, "_alias", None)
-        if root is not None and root._payload is p:  # detach()/.data (Note [aliases])
-            root._payload = result._payload
-        t._payload = result._payload
-        if icpt is not None and type(result._payload) is np.ndarray:
-            icpt.lift(t)  # a constant (folded) written to state: the graph's constant
-            if root is not None:
-                icpt.lift(root)
+        for w in _replace(t, p, result):
+            if icpt is not None and type(w._payload) is np.ndarray:
+                icpt.lift(w)  # a constant (folded) written to state: the graph's constant
     if t._vc is not None:
         t._vc[0] += 1
         if t._base is not None:
@@ -156,6 +149,30 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
     for hook in after_write:
         hook(t, result)
     return t
+
+
+def _replace(t: Tensor, p, value: Tensor) -> list:
+    """Give ``t``, whose payload was ``p``, the payload of ``value``, for payloads that
+    don't share memory: a view's base takes it in through the view, and the tensor whose
+    data an alias (``.data``, ``detach()``) is takes the alias's new data while it still
+    holds the alias's old one (Note [aliases]); up the chain (``p.data[1:]``: the view,
+    its base ``p.data``, then ``p``). Returns the tensors written."""
+    written = []
+    while True:
+        base = t._base
+        if base is not None:
+            old = base._payload
+            views.write_through(t, value)
+            t._payload = value._payload
+            written.append(t)
+            t, p = base, old
+        else:
+            t._payload = value._payload
+        written.append(t)
+        root = getattr(t, "_alias", None)
+        if root is None or root._payload is not p:
+            return written
+        t, value = root, t
 
 
 def _keep_originals(node, t, since):

@@ -18,6 +18,7 @@ from ... import autodiff as ad
 from ...autodiff import fused
 from ... import dtypes as dt
 from ...autodiff.nn import batch_last
+from ..checks import check_range, require
 from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
 from ..random import fills
@@ -680,23 +681,24 @@ def _take_rows(weight, index):
 
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot of class indices, a trailing dim of ``num_classes`` (-1: max + 1).
-    Class values must lie in [0, num_classes): checked, with PyTorch's errors, wherever the
-    indices have data (not under capture, where an out-of-range row is all zeros)."""
+    Class values must lie in [0, num_classes): checked, with PyTorch's errors (a compiled
+    step raises them when its results are read: Note [index checks])."""
     if tensor.dtype is not dt.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    p = tensor._payload
-    if type(p) is np.ndarray and p.size:
-        if p.min() < 0:
-            raise RuntimeError(f"Class values must be non-negative. Got {p.min()}.")
-        if num_classes != -1 and p.max() >= num_classes:
-            raise RuntimeError(
-                f"Class values must be smaller than num_classes. Got {p.max()} "
-                f"with num_classes={num_classes}."
-            )
+    require(ew.ge(tensor, 0), RuntimeError, "Class values must be non-negative.")
     if num_classes == -1:
         if not tensor.numel():
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(reduction.amax(tensor).item()) + 1
+    else:
+        check_range(
+            tensor,
+            0,
+            num_classes,
+            RuntimeError,
+            "Class values must be smaller than num_classes. Got {} with num_classes="
+            f"{num_classes}.",
+        )
     return ew.eq(
         shape.unsqueeze(tensor, -1), Tensor._wrap(np.arange(num_classes, dtype=np.int64), False)
     ).to(dt.int64)
