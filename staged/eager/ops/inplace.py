@@ -24,7 +24,7 @@ from ..interceptor import current_interceptor
 from ..._where import PLAIN, at_user, name_site
 from ..tensor import Tensor
 from . import elementwise as ew
-from ._operands import expand_to, scalar_tensor, to_dtype
+from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 # Installed by staged.autograd while active (eager does not import it): fn(t) before a write
 # into shared memory (allow_mutation_on_saved_tensors), fn(t, result) after every in-place
@@ -95,12 +95,19 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
         functional = functional or replaced
     shape = tuple(t._payload.shape)
     if tuple(result._payload.shape) != shape:
-        if np.broadcast_shapes(result._payload.shape, shape) != shape:
+        if broadcast_shapes(result._payload.shape, shape) != shape:
             raise RuntimeError(
                 f"output with shape {list(t.shape)} doesn't match the broadcast "
-                f"shape {list(np.broadcast_shapes(result.shape, t.shape))}"
+                f"shape {list(broadcast_shapes(result.shape, t.shape))}"
             )
-        result = expand_to(result, shape)
+        if (
+            functional
+            or result._requires_grad
+            or (t._requires_grad and _state.grad_enabled)
+            or type(result._payload) is not np.ndarray
+        ):
+            result = expand_to(result, shape)
+        # else a write of data alone: np.copyto below broadcasts it
     if result.dtype is not t.dtype:
         if result.dtype._category > t.dtype._category:
             raise RuntimeError(
@@ -197,14 +204,14 @@ def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:
     ``t`` keep its value (all made after those of its inputs). Without grad mode nothing
     is recorded, and no grad_fn is read (a view made under no_grad and written there
     again has none to regenerate, as in PyTorch)."""
+    if not _state.grad_enabled:
+        return write(t, op(t, *args, **kwargs), -1)
     since = max(
         (
             a.grad_fn._seq
             for a in (t, *args, *kwargs.values())
             if isinstance(a, Tensor) and a.grad_fn is not None
-        )
-        if _state.grad_enabled
-        else (),
+        ),
         default=-1,
     )
     return write(t, op(t, *args, **kwargs), since)

@@ -245,7 +245,7 @@ def _mean(x, dim, keepdim):
     n = 1
     for d in dims:
         n *= x._payload.shape[d]
-    return sum(x, dim, keepdim) / n
+    return ad.lax.div(sum(x, dim, keepdim), n)  # the strict op: n a constant of x's dtype
 
 
 @in_float32
