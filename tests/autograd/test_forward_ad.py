@@ -272,3 +272,16 @@ def test_closing_the_level_frees_forward_over_reverse_graphs_without_the_collect
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_a_broadcasting_copy_writes_the_tangent_in_the_written_tensors_shape():
+    # fuzzer find: copy_ of a (1,) dual into a (1, 1) tensor left a (1,) tangent
+    outs = []
+    for lib, fw in ((staged, sfw), (torch, tfw)):
+        with fw.dual_level():
+            src = fw.make_dual(lib.tensor([0.0]), lib.tensor([2.0]))
+            dst = fw.make_dual(lib.tensor([[0.0], [1.0]]), lib.tensor([[1.0], [1.0]])).clone()
+            dst.copy_(src)
+            outs.append(np.asarray(fw.unpack_dual(dst).tangent))
+    assert outs[0].shape == outs[1].shape == (2, 1)
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -105,6 +105,7 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
             or result._requires_grad
             or (t._requires_grad and _state.grad_enabled)
             or type(result._payload) is not np.ndarray
+            or after_write  # forward AD: the tangent written is the expanded value's
         ):
             result = expand_to(result, shape)
         # else a write of data alone: np.copyto below broadcasts it
