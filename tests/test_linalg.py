@@ -92,6 +92,16 @@ def test_a_compiled_step_with_a_cholesky_solve_and_norm_equals_eager():
         np.testing.assert_allclose(o.numpy(), w.numpy(), rtol=1e-12)
 
 
+def test_a_compiled_cholesky_of_a_matrix_not_positive_definite_raises_when_read():
+    step = staged.compile(lambda m: staged.linalg.cholesky(m).sum())
+    good = staged.tensor([[4.0, 1.0], [1.0, 3.0]])
+    assert step(good).item() == pytest.approx(2 + 0.5 + np.sqrt(3 - 0.25))
+    out = step(staged.tensor([[1.0, 2.0], [2.0, 1.0]]))  # not positive-definite
+    with pytest.raises(staged.linalg.LinAlgError, match="not positive-definite"):
+        out.item()
+    assert step(good).item() == pytest.approx(2 + 0.5 + np.sqrt(3 - 0.25))
+
+
 def test_import_torch_linalg_under_the_shim():
     code = (
         "import staged; staged.as_torch()\n"

@@ -20,7 +20,6 @@ from ..autodiff.indexing import LinAlgError
 from ..eager import ops
 from ..eager.checks import require
 from ..eager.factories import arange, eye, ones_like, zeros
-from ..eager.interceptor import current_interceptor
 from ..eager.ops.linalg import cross as _cross
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.ops.linalg import matmul
@@ -179,13 +178,12 @@ def not_positive_definite(order) -> str:
 def cholesky(A, *, upper=False) -> Tensor:
     """The lower ``L`` with ``L @ L.mH == A`` (``upper=True``: ``L.mH``), one column per
     step. It factors ``(A + A.mT) / 2`` (``A`` itself when symmetric), so the gradient is
-    symmetric, as torch's; eagerly, a matrix that is not positive-definite raises torch's
-    error (a compiled step cannot check it: its factor is NaN there). Real matrices."""
+    symmetric, as torch's; a matrix that is not positive-definite raises torch's error,
+    eagerly, or from a compiled step when its results are read. Real matrices."""
     _square(A, "cholesky")
     _real(A, "cholesky")
     L, info = cholesky_info(A)
-    if current_interceptor() is None:
-        check_info(info, LinAlgError, "linalg.cholesky", not_positive_definite)
+    check_info(info, LinAlgError, "linalg.cholesky", not_positive_definite)
     return L.mT if upper else L
 
 
