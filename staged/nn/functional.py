@@ -19,7 +19,7 @@ from ..eager import factories
 from ..eager.factories import arange, ones
 from ..eager.grad_mode import no_grad
 from ..eager.interceptor import current_interceptor
-from ..eager.checks import check_range
+from ..eager.checks import check_range, require
 from ..eager.ops.layers import (
     _avg_pool,
     _const,
@@ -1712,8 +1712,27 @@ def _has_data(t):
 
 
 def _check_offsets(offsets, n, include_last_offset):
-    """torch's checks of ``embedding_bag``'s offsets, where their values can be read."""
-    if not _has_data(offsets) or offsets.numel() == 0:
+    """torch's checks of ``embedding_bag``'s offsets; where their values cannot be read
+    (a capture) recorded, raised when the step's results are read (Note [index checks])."""
+    if offsets.numel() == 0:
+        return
+    if not _has_data(offsets):
+        require(
+            offsets[0] == 0,
+            RuntimeError,
+            "offsets[0] has to be 0, i.e., the first "
+            "sequence in the mini-batch has to start from position 0.",
+        )
+        require(
+            offsets[:-1] <= offsets[1:],
+            RuntimeError,
+            "embedding_bag: offsets must be non-decreasing",
+        )
+        require(
+            offsets[-1] <= n,
+            RuntimeError,
+            f"offsets[-1] can not be greater than input's length {n}",
+        )
         return
     o = offsets._host()
     if o[0] != 0:
@@ -2246,8 +2265,21 @@ def _logsumexp_safe(*xs):
 
 
 def _ctc_check(name, lengths, low, high=None):
-    """torch's range checks of CTC lengths (where they can be read)."""
-    if not _has_data(lengths) or not lengths.numel():
+    """torch's range checks of CTC lengths; where they cannot be read (a capture)
+    recorded, raised when the step's results are read."""
+    if not lengths.numel():
+        return
+    if not _has_data(lengths):
+        where_ = " (while checking arguments for ctc_loss_allocate_outputs)"
+        require(
+            lengths >= low, RuntimeError, f"Expected {name} to have value at least {low}{where_}"
+        )
+        if high is not None:
+            require(
+                lengths <= high,
+                RuntimeError,
+                f"Expected {name} to have value at most {high}{where_}",
+            )
         return
     v = lengths._host()
     where_ = " (while checking arguments for ctc_loss_allocate_outputs)"
@@ -2305,6 +2337,12 @@ def ctc_loss(
     known = _has_data(tl)
     if targets.ndim == 1:  # concatenated: each sample's targets from its offset on
         total = int(tl._host().sum()) if known else targets.shape[0]
+        if not known and tl.numel():
+            require(
+                tl.sum() == total,
+                RuntimeError,
+                f"Expected tensor to have size sum(target_lengths) at dimension 0, but got size {total}{at}",
+            )
         if known and targets.shape[0] != total:
             raise RuntimeError(
                 f"Expected tensor to have size {total} at dimension 0, but got size "
@@ -2324,6 +2362,12 @@ def ctc_loss(
                 f"{targets.shape[0]}{at}"
             )
         s, padded = targets.shape[1], targets
+        if not known and tl.numel():
+            require(
+                tl <= s,
+                RuntimeError,
+                f"Expected tensor to have size at least max(target_lengths) at dimension 1, but got size {s}{at}",
+            )
         if known and tl.numel() and int(tl._host().max()) > s:
             raise RuntimeError(
                 f"Expected tensor to have size at least {int(tl._host().max())} at dimension 1, "

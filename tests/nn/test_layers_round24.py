@@ -1418,3 +1418,34 @@ def test_compiled_losses_match_eager():
         _train,
         [f32(5, 4, 3), targets, np.array([5, 4, 3, 5]), np.array([2, 2, 2, 1]), labels],
     )
+
+
+def test_a_compiled_step_reports_bad_embedding_bag_offsets_and_ctc_lengths_when_read():
+    """Values a compiled step cannot check at trace time: recorded, raised on reading."""
+    w = staged.tensor(np.arange(12.0).reshape(6, 2))
+    inp = staged.tensor([1, 2, 4, 5])
+    bag = staged.compile(lambda i, o: F.embedding_bag(i, w, o, mode="sum"))
+    ok = staged.tensor([0, 2])
+    np.testing.assert_array_equal(bag(inp, ok).numpy(), [[6.0, 8.0], [18.0, 20.0]])
+    for offsets, message in (
+        ([1, 2], "offsets\\[0\\] has to be 0"),
+        ([0, 5], "can not be greater than input's length 4"),
+        ([0, 3, 2], "non-decreasing"),
+    ):
+        with pytest.raises(RuntimeError, match=message):
+            bag(inp, staged.tensor(offsets)).numpy()
+    np.testing.assert_array_equal(bag(inp, ok).numpy(), [[6.0, 8.0], [18.0, 20.0]])
+
+    lp = staged.tensor(np.random.default_rng(0).standard_normal((5, 2, 4))).log_softmax(2)
+    ctc = staged.compile(lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl))
+    padded = staged.tensor([[1, 2], [3, 1]])
+    want = F.ctc_loss(lp, padded, staged.tensor([5, 5]), staged.tensor([2, 1])).item()
+    assert ctc(lp, padded, staged.tensor([5, 5]), staged.tensor([2, 1])).item() == pytest.approx(want)
+    for targets, il, tl, message in (
+        (padded, [6, 5], [2, 1], "input_lengths to have value at most 5"),
+        (padded, [5, -1], [2, 1], "input_lengths to have value at least 0"),
+        (padded, [5, 5], [3, 1], "size at least max\\(target_lengths\\) at dimension 1"),
+        (staged.tensor([1, 2, 3]), [5, 5], [2, 2], "size sum\\(target_lengths\\) at dimension 0"),
+    ):
+        with pytest.raises(RuntimeError, match=message):
+            ctc(lp, targets, staged.tensor(il), staged.tensor(tl)).item()
