@@ -140,6 +140,11 @@ def check_eager(prog: Program, second_order=False):
         _check_second_order(sg, tg, sl, tl, wrt, rtol, atol)
 
 
+def _beyond_float32_exponents(x) -> bool:
+    a = x.double().abs()
+    return bool(((a != 0) & ((a < 2.0**-125) | (a >= 2.0**127))).any())
+
+
 # Points where torch's derivative is NaN by an artefact of its formula and staged's is the
 # limit (no oracle there): {mode: {op: (why, whether the op's inputs are such a point)}}
 _NO_ORACLE = {
@@ -163,6 +168,10 @@ _NO_ORACLE = {
         "mode": lambda x, *_: x.isnan().any(),
     },
     "reverse": {
+        # torch's derivative of frexp's mantissa is g / exponent.exp2(), the exponent an int32
+        # whose exp2 is float32: 0 or subnormal where it is below -125 (a float64 below
+        # 2**-125: inf or a few digits), inf above 127; staged's 2**-e is exact
+        "frexp": _beyond_float32_exponents,
         # in a slice holding a NaN staged's mode may take another index of the most
         # frequent value than torch's (README), so the gradient goes elsewhere
         "mode": lambda x, *_: x.isnan().any(),
@@ -193,7 +202,9 @@ _NO_ORACLE = {
         **dict.fromkeys(("elu", "celu", "selu", "softshrink"), lambda x: x.isnan().any()),
         # zeta(x, q) at a pole of q (0, -1, ...): torch's gradient is finite, staged's the
         # 0 * inf of -x zeta(x + 1, q)
-        "zeta": lambda x, q=None: bool(q is not None and ((q <= 0) & (q == q.round())).any()),
+        "zeta": lambda x, q=None: bool(
+            q is not None and ((q <= 0) & (q.double() == q.double().round())).any()
+        ),
         # at -0.0 torch's gradient is an infinity whose sign depends on its path (+inf for
         # g = 1 plainly, -inf with create_graph and for its tangent); staged's follows +0
         "logit": lambda x: ((x == 0) & x.signbit()).any(),
@@ -293,6 +304,7 @@ _NO_ORACLE = {
         "copysign": lambda x, *y: bool(y and y[0].isnan().any()),
     },
     "forward": {
+        "frexp": _beyond_float32_exponents,  # as in reverse mode
         # ldexp and nextafter: as in reverse mode above; sgn: torch's tangent at a NaN is
         # NaN, staged's 0 (the derivative of a step)
         "ldexp": lambda x, *e: bool(
