@@ -239,8 +239,9 @@ class Primitive:
 class Fused(Primitive):
     """An eager kernel for what is elsewhere a composite of primitives (``linear``,
     ``layer_norm``): on NumPy operands it runs ``impl`` and records one Node whose VJP
-    rules may bind further Fused kernels; everywhere else (a capture, forward AD, vmap,
-    and, for one without VJP rules, wherever its result would need a grad_fn) it calls
+    rules may bind further Fused kernels; under vmap a kernel with a batching rule binds
+    itself on the batch; everywhere else (a capture, forward AD, vmap without a rule, and,
+    for one without VJP rules, wherever its result would need a grad_fn) it calls
     ``decomposition``, the same function of the same operands written with primitives.
     So graphs, lowerings and higher derivatives see only the decomposition, and eager
     code pays one dispatch and one Node (Note [fused kernels] in ``eager/dispatch.py``).

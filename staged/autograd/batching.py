@@ -7,6 +7,14 @@ size, ``args`` the physical Tensors (a batched one has one more dim than the log
 tensor, at its ``bdim``), ``params`` the primitive's static parameters. Rules are written
 with primitives, so they run eagerly, record under capture and differentiate; at least one
 operand is batched when a rule runs (vmap binds the primitive itself otherwise).
+
+The eager Fused kernels (``linear``, ``cross_entropy``, ``softmax`` ... and their backward
+kernels; Note [fused kernels] in ``eager/dispatch.py``) have rules too (``FUSED_RULES``):
+with them a per-example gradient binds about the kernels a batched backward binds
+(``linear_dw`` is one batched matmul of outer products) instead of their decompositions'
+primitives, each batched (linear: five forward, eight backward). They run eagerly only (a
+capture decomposes the kernel first); one may return ``NotImplemented`` for operands it is
+not written for (a batched weight), and vmap then binds the kernel's decomposition.
 """
 
 from __future__ import annotations
@@ -14,7 +22,12 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
+
 from .. import autodiff as ad
+from .. import dtypes as dt
+from ..autodiff import lax
+from ..eager.tensor import Tensor
 
 RULES = {}  # Primitive -> rule
 # primitives vmap refuses, with why (the registry test wants a rule or a reason for each)
@@ -25,7 +38,7 @@ def move(x, src, dst):
     """``x`` with its dim ``src`` moved to ``dst`` (a view)."""
     if src == dst:
         return x
-    perm = list(range(x.ndim))
+    perm = list(range(len(x._payload.shape)))
     perm.insert(dst, perm.pop(src))
     return ad.permute(x, perm=tuple(perm))
 
@@ -34,7 +47,7 @@ def to_batch(x, bdim, size, dst=0):
     """``x`` with its batch dim at ``dst``; an unbatched ``x`` is broadcast (a view)."""
     if bdim is not None:
         return move(x, bdim, dst)
-    shape = tuple(x.shape)
+    shape = tuple(x._payload.shape)
     x = ad.reshape(x, shape=shape[:dst] + (1,) + shape[dst:])
     return ad.expand(x, shape=shape[:dst] + (size,) + shape[dst:])
 
@@ -53,8 +66,9 @@ def _elementwise(prim):
     # operands share one logical shape: line the batched ones up on the first one's batch
     # dim and broadcast the others there
     def rule(size, args, bdims, **params):
-        if len(args) == 1:
-            return prim(args[0], **params), bdims[0]
+        at = bdims[0]
+        if all(b == at for b in bdims):  # one operand, or all batched at one dim
+            return prim(*args, **params), at
         at = next(b for b in bdims if b is not None)
         return prim(*(to_batch(x, b, size, at) for x, b in zip(args, bdims)), **params), at
 
@@ -226,5 +240,103 @@ RULES.update(
         ad.broadcast: _elementwise(ad.broadcast),
         ad.all_gather: _all_gather_rule,
         ad.reduce_scatter: _reduce_scatter_rule,
+    }
+)
+
+
+# --- Fused eager kernels (Note [fused kernels] in eager/dispatch.py) ------------------------
+FUSED_RULES = {}  # kernel name -> rule (by name: cross_entropy is declared above autograd)
+
+
+def _rows(x, b):
+    """``x`` batched at ``b`` as ``(batch, rows, features)``: its leading dims joined."""
+    x = move(x, b, 0)
+    shape = tuple(x._payload.shape)
+    rows = (shape[0], math.prod(shape[1:-1]), shape[-1])
+    return x if shape == rows else ad.reshape(x, shape=rows)
+
+
+def _linear_rule(name):
+    def rule(size, args, bdims):
+        # a batch of inputs through one layer (its weights not batched): one kernel
+        if any(b is not None for b in bdims[1:]):
+            return NotImplemented
+        return ad.FUSED[name](move(args[0], bdims[0], 0), *args[1:]), 0
+
+    return rule
+
+
+def _linear_dx_rule(size, args, bdims, *, shape):
+    (g, w), (bg, bw) = args, bdims
+    if bw is not None:
+        return NotImplemented
+    return ad.FUSED["linear_dx"](move(g, bg, 0), w, shape=(size,) + tuple(shape)), 0
+
+
+def _linear_dw_rule(size, args, bdims):
+    # per-example weight gradients: g's rows against x's, one batched matmul (a batch of
+    # outer products, written once, for one row each)
+    (g, x), (bg, bx) = args, bdims
+    if bg is None or bx is None:
+        return NotImplemented
+    g = _rows(g, bg)
+    return ad.matmul(ad.permute(g, perm=(0, 2, 1)), _rows(x, bx)), 0
+
+
+def _fused_along(name):
+    """Kernels of operands of one shape along one ``dim`` (softmax and its gradients)."""
+
+    def rule(size, args, bdims, *, dim):
+        at = next(b for b in bdims if b is not None)
+        xs = (to_batch(x, b, size, at) for x, b in zip(args, bdims))
+        return ad.FUSED[name](*xs, dim=_physical(dim, at)), at
+
+    return rule
+
+
+def _per_example(size, args, bdims):
+    """Cross entropy's logits as ``(batch, rows, classes)``, its targets as ``(batch,
+    rows)``, and their float dtype."""
+    x, t = (to_batch(a, b, size) for a, b in zip(args[-2:], bdims[-2:]))
+    return x, t, dt.from_numpy_dtype(x._payload.dtype)
+
+
+def _cross_entropy_rule(size, args, bdims, *, ignore_index):
+    # the kernel's mean is over all rows: here each example's is over its own
+    x, t, dtype = _per_example(size, args, bdims)
+    n = x._payload.shape[1]
+    valid = lax.ne(t, ignore_index)
+    index = lax.reshape(lax.where(valid, t, 0), (size, n, 1))
+    picked = lax.reshape(ad.gather(ad.FUSED["log_softmax"](x, dim=2), index, dim=2), (size, n))
+    total = lax.sum(lax.where(valid, lax.neg(picked), 0.0), (1,))
+    return lax.div(total, lax.sum(lax.cast(valid, dtype), (1,))), 0
+
+
+def _cross_entropy_dx_rule(size, args, bdims, *, ignore_index):
+    # softmax - one-hot, times each example's g over its count of targets (0 for none)
+    x, t, dtype = _per_example(size, args, bdims)
+    g = to_batch(args[0], bdims[0], size)
+    shape = tuple(x._payload.shape)
+    n, c = shape[1:]
+    classes = Tensor._wrap(np.arange(c, dtype=t._payload.dtype).reshape(1, 1, c), False)
+    hit = lax.eq(lax.expand(lax.reshape(t, (size, n, 1)), shape), lax.expand(classes, shape))
+    valid = lax.cast(lax.ne(t, ignore_index), dtype)
+    count = lax.sum(valid, (1,))
+    empty = lax.eq(count, 0.0)
+    per_target = lax.where(empty, 0.0, lax.div(g, lax.where(empty, 1.0, count)))
+    scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (size, 1)), (size, n)))
+    d = lax.sub(ad.FUSED["softmax"](x, dim=2), lax.cast(hit, dtype))
+    return lax.mul(d, lax.expand(lax.reshape(scale, (size, n, 1)), shape)), 0
+
+
+FUSED_RULES.update(
+    {
+        "cross_entropy": _cross_entropy_rule,
+        "cross_entropy_dx": _cross_entropy_dx_rule,
+        "linear": _linear_rule("linear"),
+        "linear_no_bias": _linear_rule("linear_no_bias"),
+        "linear_dx": _linear_dx_rule,
+        "linear_dw": _linear_dw_rule,
+        **{n: _fused_along(n) for n in ("softmax", "log_softmax", "softmax_dx", "log_softmax_dx")},
     }
 )

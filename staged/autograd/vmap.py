@@ -17,7 +17,9 @@ recorded on the logical tensors (``dispatch.finish``). So:
   batched cotangents, which batch again (a per-example gradient is one batched matmul);
 * grad of vmap: the physical primitives record the physical graph of whatever required
   grad outside the vmap;
-* under capture the physical values are symbolic: the batched step traces into the graph.
+* under capture the physical values are symbolic: the batched step traces into the graph;
+* eager Fused kernels (``linear``, ``cross_entropy`` ...) reach the layer too: one with a
+  rule (``batching.FUSED_RULES``) binds itself on the batch, any other its decomposition.
 
 A tensor of no batch is *lifted* into a level (``lift``: ``bdim`` None) where a transform
 inside it makes a new leaf of it (``staged.func.grad``): its logical graph then stays
@@ -33,7 +35,7 @@ from ..eager.ops.shape import cat
 from ..eager.random import generator
 from ..eager.tensor import Tensor
 from . import forward_ad
-from .batching import RULES, UNSUPPORTED, move, to_batch
+from .batching import FUSED_RULES, RULES, UNSUPPORTED, move, to_batch
 
 # (batch size, randomness) of each open level; level k is _levels[k - 1]
 _levels: list[tuple[int, str]] = []
@@ -47,7 +49,7 @@ class Batched:
 
     def __init__(self, value: Tensor, bdim, level: int):
         self.value, self.bdim, self.level = value, bdim, level
-        shape = tuple(value.shape)
+        shape = tuple(value._payload.shape)
         self.shape = shape if bdim is None else shape[:bdim] + shape[bdim + 1 :]
         self.dtype = value._payload.dtype
 
@@ -106,29 +108,42 @@ def _layer(apply):
             if prim is ad.uniform:  # the counter-based stream: one draw for the batch
                 _draw(prim.name, None)
             return apply(prim, inputs, params)
-        args, bdims = [], []
+        args, bdims, batched = [], [], False
         for t in inputs:
             p = t._payload
             if type(p) is Batched and p.level == level:
                 args.append(p.value)
                 bdims.append(p.bdim)
+                batched = batched or p.bdim is not None
             else:
                 args.append(t)
                 bdims.append(None)
-        if all(b is None for b in bdims):
+        if not batched:
             out, bdim = prim(*args, **params), None
         else:
-            rule = RULES.get(prim)
-            if rule is None:
-                why = UNSUPPORTED.get(prim, "")
-                raise NotImplementedError(
-                    f"vmap: there is no batching rule for primitive "
-                    f"{prim.name!r}{': ' + why if why else ''}"
-                )
-            out, bdim = rule(_levels[level - 1][0], args, bdims, **params)
+            rule = RULES.get(prim) or _missing_rule(prim)
+            res = rule(_levels[level - 1][0], args, bdims, **params)
+            if res is NotImplemented:  # a Fused kernel's rule declined: its composite
+                return prim.decomposition(*inputs, **params)
+            out, bdim = res
         return dispatch.finish(prim, inputs, params, Batched(out, bdim, level))
 
     return apply_batched
+
+
+def _decline(size, args, bdims, **params):
+    return NotImplemented
+
+
+def _missing_rule(prim):
+    """The rule of a primitive not in ``RULES``: a Fused kernel's (Note [fused kernels] in
+    ``eager/dispatch.py``), or one that declines and so decomposes it; none for another."""
+    if type(prim) is ad.Fused:
+        return FUSED_RULES.get(prim.name, _decline)
+    why = UNSUPPORTED.get(prim, "")
+    raise NotImplementedError(
+        f"vmap: there is no batching rule for primitive {prim.name!r}{': ' + why if why else ''}"
+    )
 
 
 def _write(t: Tensor, result: Tensor):

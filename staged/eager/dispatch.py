@@ -99,12 +99,14 @@ _constant[0] = Tensor._wrap  # the strict vocabulary's constants (autodiff/lax.p
 
 # Note [fused kernels]: a Fused primitive (autodiff/primitive.py) is one NumPy kernel and
 # one Node for a composite (linear: permute, matmul, expand and add forward, eight
-# primitives backward). It runs only here, in plain eager mode: under a capture, forward
-# AD or vmap it calls its decomposition, so graphs and lowerings never see it, and tangents
-# and batching rules are the primitives'. A Fused kernel without VJP rules (a backward
-# kernel: layer norm's input gradient) also decomposes where its result would need a
-# grad_fn, which makes double backward differentiate the decomposition.
-_DECOMPOSING_LAYERS = frozenset({"forward_ad", "batching"})
+# primitives backward). It runs only here, in plain eager mode: under a capture or forward
+# AD it calls its decomposition, so graphs and lowerings never see it, and tangents are
+# the primitives'. vmap's layer is given it like a primitive: with a batching rule
+# (autograd/batching.py) it binds the kernel once on the batch, otherwise the kernel's
+# decomposition. A Fused kernel without VJP rules (a backward kernel: layer norm's input
+# gradient) also decomposes where its result would need a grad_fn, which makes double
+# backward differentiate the decomposition.
+_DECOMPOSING_LAYERS = frozenset({"forward_ad"})
 _decomposing = [False]  # a layer in _DECOMPOSING_LAYERS is on
 
 

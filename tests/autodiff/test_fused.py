@@ -1,5 +1,6 @@
 """Fused eager kernels (Note [fused kernels] in staged/eager/dispatch.py): each equals its
-decomposition, value and gradients, and none ever reaches a graph, forward AD or vmap."""
+decomposition, value and gradients, and none ever reaches a graph or forward AD (under
+vmap those with a batching rule bind themselves on the batch: test_vmap_kernels.py)."""
 
 from __future__ import annotations
 
@@ -200,7 +201,7 @@ def test_captured_steps_see_only_primitives():
     assert compiled == pytest.approx(eager, rel=1e-5)
 
 
-def test_forward_ad_and_vmap_use_the_decomposition():
+def test_forward_ad_uses_the_decomposition_and_vmap_batches_the_kernel():
     rng = np.random.default_rng(2)
     x, w, b = (
         _t(rng, (4, 5), "float64", False),

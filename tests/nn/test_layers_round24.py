@@ -1440,7 +1440,9 @@ def test_a_compiled_step_reports_bad_embedding_bag_offsets_and_ctc_lengths_when_
     ctc = staged.compile(lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl))
     padded = staged.tensor([[1, 2], [3, 1]])
     want = F.ctc_loss(lp, padded, staged.tensor([5, 5]), staged.tensor([2, 1])).item()
-    assert ctc(lp, padded, staged.tensor([5, 5]), staged.tensor([2, 1])).item() == pytest.approx(want)
+    assert ctc(lp, padded, staged.tensor([5, 5]), staged.tensor([2, 1])).item() == pytest.approx(
+        want
+    )
     for targets, il, tl, message in (
         (padded, [6, 5], [2, 1], "input_lengths to have value at most 5"),
         (padded, [5, -1], [2, 1], "input_lengths to have value at least 0"),
