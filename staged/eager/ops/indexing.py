@@ -237,6 +237,12 @@ def take_index(x: Tensor, index: Tensor, dim: int) -> Tensor:
 
 
 def getitem(x: Tensor, index) -> Tensor:
+    shape = tuple(x._payload.shape)
+    if type(index) is int and shape and -shape[0] <= index < shape[0]:  # x[i]: the common case
+        i, rest = index % shape[0], shape[1:]
+        ones = (1,) * len(shape)
+        y = ad.slice(x, starts=(i,) + (0,) * len(rest), stops=(i + 1, *rest), steps=ones)
+        return ad.reshape(y, shape=rest)
     x, index = _unit_masks(x, index)
     plan = _plan(x, index)
     y = (
