@@ -43,10 +43,14 @@ def _prod_partials(x, dims):
     """d prod / d x_i, the product of the others, without dividing by zero: with one zero
     its position gets the product of the rest; the zeros themselves enter as factors
     (``zsum``, worth 0) so that the result differentiates exactly once more. A 0-d input's
-    partial is 1, at infinities and NaN too, as torch's (whose 1-element dims divide)."""
+    partial is 1, at infinities and NaN too, as torch's; over dims of size 1 it is 1 and NaN
+    at those (torch's out / x), with no x to divide by (whose second derivative, 1 / x -
+    x / x**2, cancels to 1e26 at x = 1e-43)."""
     shape = x.shape
     if not shape:
         return lax.full_like(x, 1)
+    if all(shape[d] == 1 for d in dims):
+        return lax.add(lax.mul(x, 0), 1)
     zero = lax.eq(x, 0)
     safe = lax.where(zero, 1, x)
     # the product of the non-zeros; how many zeros; the one zero (value 0), if one

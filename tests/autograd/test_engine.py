@@ -385,3 +385,17 @@ def test_grad_with_no_inputs_raises_as_torch(inputs):
         return lib.autograd.grad(y * y, inputs)
 
     assert_raises_like_torch(call)
+
+
+@pytest.mark.parametrize("v", [1.3452465257518244e-43, -3.0, 2.5])
+def test_prod_over_a_dim_of_size_one_differentiates_twice_as_torch(v):
+    # fuzzer find: the partial x / x's second derivative cancelled to -6e26 at 1.3e-43
+    a = np.array([[[0.5], [v]]])
+    out = []
+    for lib in (staged, torch):
+        x = lib.tensor(a, requires_grad=True)
+        (g,) = lib.autograd.grad(lib.prod(x, 0).sum(), x, create_graph=True)
+        (h,) = lib.autograd.grad(g.sum(), x, allow_unused=True, materialize_grads=True)
+        out.append((g.detach().numpy(), h.numpy()))
+    for s, t in zip(*out):
+        np.testing.assert_array_equal(s, t)
