@@ -107,3 +107,219 @@ def sincos(x: np.ndarray) -> tuple:
     sin = ysin2 + ysin1
     cos = (s - ysin2) + (c - ysin1)
     return ((sin.view(np.uint32) ^ sin_sign).view(f32), (cos.view(np.uint32) ^ cos_sign).view(f32))
+
+
+# --- the fused kernels: the same numbers for normal.py's float32 block, in fewer passes ---
+#
+# Note [fused kernels]: ``log`` and ``sincos`` above transcribe the kernel plainly (they
+# are the specification the tests hold these to); ``log_of_count`` and ``sincos_of_count``
+# compute the same bits in fewer passes over memory and with no allocation: every array
+# lives in ``Work`` buffers reused chunk after chunk, each NumPy call writes in place
+# (positional ``out``, constants as 0-d arrays of the operands' dtype: the cheapest calls),
+# float32 arithmetic stays in float32, and a fused multiply-add ``fmaf(a, b, c)`` of
+# float32s is ``a * b`` in float64 (exact), plus ``c`` (rounded to float64), rounded to
+# float32 by one of:
+#
+# - Note [rounding by a magic constant]: adding ``M = 1.5 * 2**(e + 28)``, whose float64
+#   last bit is float32's in the binade ``[2**(e-1), 2**e)``, rounds a sum to float32's
+#   grid there in one step, ties to even (``M`` is an even number of those last bits, so
+#   the parities agree), and subtracting ``M`` back is exact. ``c + M`` is exact too
+#   (``c`` lies on that grid), so ``a * b + (c + M)`` rounds the exact ``a * b + c`` once:
+#   ``fmaf`` itself, wherever the result stays in that binade, as it does for every input
+#   of the steps that use it (``_STEP``). One pass fewer than the next.
+# - Note [rounding by the bits]: adding ``2**28`` to a float64's bits and clearing the 29
+#   low ones rounds its magnitude to 24 significant bits, ties away from zero (a carry out
+#   of the mantissa moves to the next binade): float64 -> float32 -> float64 in two
+#   in-place integer passes, for the log polynomial's steps, whose results cross a binade.
+#   It differs from the casts on a float64 exactly halfway between two float32s: over all
+#   inputs, 29 of the polynomial's steps round such a tie the other way, and every one of
+#   those inputs still ends with the same logarithm (the next steps round the difference
+#   away).
+# - Note [one product for fmaf(a, b, c a)]: sincos256_ps ends with ``fmaf(z, h, -z / 2)``
+#   and ``fmaf(x, h, x)``, which are ``z * (h - 1/2)`` and ``x * (h + 1)``. In float64
+#   ``h - 1/2`` and ``h + 1`` are exact unless ``|h| < 2**-29``, and then the one product
+#   rounds to the float64 of ``a * b + c`` above (below that, it still rounds to the same
+#   float32): one pass fewer than the multiply and the add.
+# - Note [the octant in one sum]: sincos256_ps's even octant is ``2k`` with
+#   ``k = (int(t) + 1) >> 1``, ``t = x * 4/pi``: ``int(t / 2 + 1/2)``, where ``t / 2`` is
+#   exact and adding 1/2 rounds only for ``t < 1``, up to 1 only from ``t = 1 - 2**-24``,
+#   which no input reaches.
+#
+# All this holds for every input a kernel can get, as checked: each kernel is elementwise
+# in one 24-bit count, and for all 2**24 counts its bits equal ``log``'s and ``sincos``'s
+# (whose own fused multiply-adds are exact for them: see the tests, which check every
+# 251st count).
+
+_U64, _I32, _U32 = np.uint64, np.int32, np.uint32
+_ADD_HALF, _TO_24_BITS = np.array(1 << 28, _U64), np.array(2**64 - 2**29, _U64)
+
+
+def _magic(e: int) -> float:
+    """Note [rounding by a magic constant]'s ``M`` for results in ``[2**(e-1), 2**e)``."""
+    return 1.5 * 2.0 ** (e + 28)
+
+
+def _c(v, dtype=f32) -> np.ndarray:
+    return np.array(v, dtype)
+
+
+# the binade exponent (``frexp``'s) of each magic-rounded step's result, for every input
+_STEP = {"log 8": -1, "cos 1": -9, "cos 2": -4, "sin 1": -6, "sin 2": -2}
+_LOG_P64 = [_c(c, f64) for c in LOG_P[:-1]]
+_LOG_P8 = (_c(float(LOG_P[-1]) + _magic(_STEP["log 8"]), f64), _c(_magic(_STEP["log 8"]), f64))
+
+
+def _rows(cos_v, sin_v) -> np.ndarray:
+    """A float64 column for the stacked polynomials: the cosine's row, then the sine's."""
+    return np.array([[cos_v], [sin_v]], f64)
+
+
+_TRIG0 = _rows(COSCOF[0], SINCOF[0])
+_TRIG = [  # steps 1 and 2: (coefficient + M, M)
+    (_rows(COSCOF[i], SINCOF[i]) + m, m)
+    for i in (1, 2)
+    for m in [_rows(_magic(_STEP[f"cos {i}"]), _magic(_STEP[f"sin {i}"]))]
+]
+# ``x = w * 2**-24`` (``w`` the count of ``1 - u``): its exponent is ``w``'s less 24
+_BIAS, _MBIAS = _c(_CARRY - (151 << 23), _I32), _c(0x3F800000 - _CARRY, _I32)
+_LOW23, _I23, _ONE_I, _TWO_I = (_c(v, _I32) for v in (0x7FFFFF, 23, 1, 2))
+_ONE, _HALF32, _Q1, _Q2 = _c(1.0), _c(0.5), _c(LOG_Q1), _c(LOG_Q2)
+_TWO_PI_PER_COUNT = _c(2 * np.pi * 2.0**-24)  # float32(2 pi) * 2**-24
+_HALF_FOPI = _c(FOPI * HALF)
+# octant j = 2k: y * DP_i = k * (2 DP_i), exact
+_DP2 = (_c(2 * MINUS_DP[0]), _c(2 * MINUS_DP[1]), _c(2 * float(MINUS_DP[2]), f64))
+_FMA_SHIFT = _rows(-0.5, 1.0)  # fmaf(z, h, -z / 2) = z (h - 1/2), fmaf(x, h, x) = x (h + 1)
+_U30, _SIGN = _c(30, _U32), _c(-(2**31), _I32)
+
+
+class Work:
+    """Scratch arrays for ``k`` blocks of 16 lanes (``n = 8k`` per lane half) and the views
+    the kernels use; ``view(k)`` gives a smaller chunk's views of the same buffers."""
+
+    def __init__(self, k: int, base: Work | None = None):
+        n = 8 * k
+        self.k, self.n = k, n
+        if base is None:
+            self._f64 = np.empty((4, n))
+            self._f32 = np.empty((7, n), f32)
+            self._i32 = np.empty((2, n), _I32)
+            self._last: Work | None = None  # the last smaller chunk's views
+        b = base or self
+        self.H, self.A = b._f64[:2, :n], b._f64[2:, :n]  # float64 pairs of rows
+        self.lanes = b._f32[:2, :n]  # the uniforms' counts: [u1 lanes, u2 lanes]
+        self.F = b._f32[2:4, :n]  # [cosine, sine] results
+        self.t = [b._f32[i, :n] for i in (4, 5, 6)]
+        self.t_pair = b._f32[5:7, :n]  # t[1] and t[2], cast to float64 at once
+        self.ints = b._i32[:, :n]
+        self.i = [b._i32[i, :n] for i in (0, 1)]
+
+    def view(self, k: int) -> Work:
+        if self._last is None or self._last.k != k:
+            self._last = Work(k, self)
+        return self._last
+
+
+def log_of_count(w: np.ndarray, work: Work) -> np.ndarray:
+    """``log256_ps(w * 2**-24)`` (``log`` of ``1 - u``) for float32 integers ``w`` in
+    ``[1, 2**24]``, written over ``w``."""
+    x64, y = work.H
+    bits, e_bits = work.i
+    e, z, eq = work.t
+    np.add(w.view(_I32), _BIAS, bits)  # Note [log's exponent by a carry]
+    np.right_shift(bits, _I23, e_bits)
+    np.copyto(e, e_bits, casting="unsafe")
+    np.bitwise_and(bits, _LOW23, bits)
+    np.add(bits, _MBIAS, bits)
+    x = bits.view(f32)
+    np.subtract(x, _ONE, x)
+    np.copyto(x64, x)
+    np.multiply(x64, _LOG_P64[0], y)
+    ybits = y.view(_U64)
+    for c in _LOG_P64[1:]:  # Horner's rule, each step rounded by the bits
+        np.add(y, c, y)
+        np.add(ybits, _ADD_HALF, ybits)
+        np.bitwise_and(ybits, _TO_24_BITS, ybits)
+        np.multiply(y, x64, y)
+    np.add(y, _LOG_P8[0], y)  # the last step rounded by a magic constant
+    np.subtract(y, _LOG_P8[1], y)
+    p = w
+    np.copyto(p, y, casting="unsafe")  # exact
+    np.multiply(p, x, p)
+    np.multiply(x, x, z)
+    np.multiply(e, _Q1, eq)
+    z64, eq64 = work.A
+    np.copyto(y, p)
+    np.copyto(work.A, work.t_pair)
+    np.multiply(y, z64, y)
+    np.add(y, eq64, y)
+    np.copyto(p, y, casting="unsafe")  # fmaf(p, z, e * q1), as fma32_plain
+    np.multiply(z, _HALF32, z)  # the last two fused multiply-adds have exact products
+    np.subtract(p, z, p)
+    np.add(p, x, p)
+    np.multiply(e, _Q2, e)
+    np.add(p, e, p)
+    return p
+
+
+def sincos_of_count(kk: np.ndarray, work: Work) -> tuple:
+    """``sincos256_ps`` of ``float32(2 pi) * (kk * 2**-24)`` for float32 integers ``kk`` in
+    ``[0, 2**24)`` (clobbered): ``work.F``, the cosines then the sines, and the sign bits
+    (int32) to flip in both (``_octants``)."""
+    t, kf, xx = work.t
+    j = work.i[1]
+    x = kk
+    np.multiply(x, _TWO_PI_PER_COUNT, x)  # a power of two's scaling commutes with the rounding
+    np.multiply(x, _HALF_FOPI, t)  # x * 4/pi, halved: exact
+    np.add(t, _HALF32, t)
+    np.copyto(j, t, casting="unsafe")  # Note [the octant in one sum]
+    np.copyto(kf, j, casting="unsafe")
+    np.multiply(kf, _DP2[0], xx)
+    np.add(xx, x, xx)  # exact (Sterbenz: x and k * 2 DP0 are within a factor of 2)
+    np.multiply(kf, _DP2[1], t)
+    np.add(xx, t, xx)
+    z64, xx64 = A = work.A
+    np.copyto(A, work.t_pair)  # k, xx
+    np.multiply(z64, _DP2[2], z64)
+    np.add(xx64, z64, xx64)
+    np.copyto(xx, xx64, casting="unsafe")  # fmaf(y, dp3, x), as fma32_plain
+    np.copyto(xx64, xx)
+    z = t
+    np.multiply(xx, xx, z)
+    np.copyto(z64, z)
+    H, F = work.H, work.F
+    np.multiply(z64, _TRIG0, H)  # both polynomials at once, their steps magic-rounded
+    for i, (c_m, m) in enumerate(_TRIG):
+        if i:
+            np.multiply(H, z64, H)
+        np.add(H, c_m, H)
+        np.subtract(H, m, H)
+    np.copyto(F, H, casting="unsafe")  # exact
+    np.multiply(F, z, F)
+    np.copyto(H, F)
+    np.add(H, _FMA_SHIFT, H)
+    np.multiply(H, A, H)  # Note [one product for fmaf(a, b, c a)]
+    np.copyto(F, H, casting="unsafe")
+    np.add(F[0], _ONE, F[0])
+    return F, _octants(F, j, work)
+
+
+def _octants(F: np.ndarray, k: np.ndarray, work: Work) -> np.ndarray:
+    """Turn ``F``'s polynomials ``(c, s)`` by ``k`` quarter turns, the octant ``2k``'s
+    cosines and sines: a quarter turn where ``k`` is odd, ``(-s, c)``, done in ``F``; the
+    half turn where ``k`` has bit 1 set, ``(-c, -s)``, returned as sign bits to flip in
+    whatever multiplies both. sincos256_ps adds 0 to the polynomial it picks first, which
+    would turn a -0 into +0: neither polynomial is -0 for any input, so that is left out."""
+    half = work.t[0].view(_I32)
+    np.bitwise_and(k, _TWO_I, half)
+    np.left_shift(half.view(_U32), _U30, half.view(_U32))  # bit 1 to the sign bit
+    odd = work.i[0]
+    np.bitwise_and(k, _ONE_I, odd)
+    np.negative(odd, odd)  # all ones where k is odd
+    bits = F.view(_I32)
+    swap = k
+    np.bitwise_xor(bits[0], bits[1], swap)
+    np.bitwise_and(swap, odd, swap)
+    np.bitwise_xor(bits, swap, bits)
+    np.bitwise_and(odd, _SIGN, odd)
+    np.bitwise_xor(bits[0], odd, bits[0])
+    return half

@@ -10,7 +10,6 @@ between the two libraries.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -168,15 +167,13 @@ class Generator:
             out = r.view(np.int64).astype(np.float64)
             out *= 2.0**-53
             return out
-        return self.uniform32((n,))
+        return self.uniform32(n)
 
-    def uniform32(self, shape: tuple, axes=None) -> np.ndarray:
-        """float32 uniforms, ``(random() & 0xFFFFFF) * 2**-24``, drawn in the C order of
-        ``shape`` and returned transposed by ``axes``, contiguous: the transposition rides
-        on the conversion from integers, far cheaper than strided float arithmetic later."""
-        r = self.random(math.prod(shape)).reshape(shape)
+    def uniform32(self, n: int) -> np.ndarray:
+        """``n`` float32 uniforms, ``(random() & 0xFFFFFF) * 2**-24``."""
+        r = self.random(n)
         r &= np.uint32(0xFFFFFF)
-        out = np.transpose(r.view(np.int32), axes).astype(np.float32, order="C")
+        out = r.view(np.int32).astype(np.float32)
         out *= np.float32(2**-24)
         return out
 
