@@ -614,3 +614,37 @@ def test_casts_to_bfloat16_round_in_one_element_tensors_too(shape):
         want = (torch.tensor(x).bfloat16().float(), torch.tensor(h).bfloat16().float())
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=f"{v} {shape}")
+
+
+def test_strided_unit_kernel_conv_beside_other_readers_of_its_input():
+    """IREE 3.x miscompiled im2col's gather for a kernel-1 dim (``out * stride`` alone, once
+    the unit kernel loop folded) where the input's fused producer had other readers: ResNet's
+    1x1 stride-2 downsample, then the 3x3 conv of the same block input, gave wrong values
+    (siamese_network's compiled step). Values and gradients against torch; one module."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 7, 7)).astype(np.float32)
+    w1, w3 = arr((4, 3, 1, 1)), arr((4, 3, 3, 3))
+    v1 = arr((2, 3, 1, 5))  # a kernel of 1 along one dim only
+
+    def step(lib):
+        def body(x, w1, w3, v1):
+            f = lib.nn.functional
+            h = x.exp()
+            a = f.conv2d(h, w1, stride=2) + f.conv2d(h, w3, stride=2, padding=1)
+            b = f.conv2d(h, w1, stride=3) * f.conv2d(h, w3, padding=1)[:, :, ::3, ::3]
+            c = (
+                f.conv2d(h, v1, stride=(2, 1), padding=(0, 2))
+                + f.conv2d(h, v1, padding=(0, 2))[:, :, ::2]
+            )
+            outs = [a, b, c, f.avg_pool2d(h, 1, 2) - f.max_pool2d(h, 3, 2, 1)]
+            total = sum(o.sum() for o in outs)
+            return [*outs, *lib.autograd.grad(total, [x, w1, v1])]
+
+        return body
+
+    inputs = (x, w1, w3, v1)
+    args = [staged.tensor(a, requires_grad=True) for a in inputs]
+    got = staged.capture(step(staged), *args).compile("llvm-cpu")(*args)
+    want = step(torch)(*(torch.tensor(a, requires_grad=True) for a in inputs))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-4, atol=1e-4)

@@ -65,6 +65,19 @@ def _im2col(e, op, x):
             a.shape[:2] + needed,
         )
         a = type(a)(a.shape[:2] + needed, a.dtype)
+    # a dim of kernel 1 reads ``out * stride`` alone: a strided slice takes it first. As a
+    # read map (``d1 * 2`` once IREE folds the unit kernel loop) IREE 3.x miscompiled it
+    # where the input's producer fused into it had other readers: they read wrong values
+    # (a 1x1 stride-2 conv, ResNet's downsample, before a 3x3 conv of the same input)
+    unit = tuple(n == 1 and s > 1 for n, s in zip(kernel, stride))
+    if any(unit):
+        sizes = a.shape[:2] + tuple(
+            o if u else n for o, u, n in zip(out.shape[1 : 1 + k], unit, a.shape[2:])
+        )
+        steps = (1, 1) + tuple(s if u else 1 for s, u in zip(stride, unit))
+        x = _slice(e, x, a, (0,) * len(a.shape), sizes, steps, sizes)
+        a = type(a)(sizes, a.dtype)
+        stride = tuple(1 if u else s for s, u in zip(stride, unit))
     # loops: n, out_1..out_k, c, kernel_1..kernel_k (the output's dims)
     reads = (0, 1 + k) + tuple(
         f"d{1 + i} * {stride[i]} + d{2 + k + i} * {dilation[i]}" for i in range(k)
