@@ -11,9 +11,12 @@ modules reached through ``fn``'s globals and closure cells (a helper the step ca
 of a bound method the step is), the members the walked code names (``cfg.scale``,
 ``cfg["scale"]``, ``self.alpha``, as attribute names or string constants) are guarded
 too, numbers by value and tensors by identity, and dicts and plain objects among them
-(``cfg.model.p``) are walked the same way. A number the trace itself changes (a counter
-the body increments) is a side effect of the trace, not guarded. Not seen: a member read
-under a name the code computes (``getattr(cfg, k)``), the items of a list, and what
+(``cfg.model.p``) are walked the same way. A list or tuple so reached that holds tensors
+the trace read is guarded by its items (tensors by identity, numbers by value), as they
+were before the trace: a body that empties it (``del saved[:]``) still depended on them.
+A number the trace itself changes (a counter the body increments) is a side effect of the
+trace, not guarded. Not seen: a member read under a name the code computes
+(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read, and what
 library code reads of its own objects (a Module's parameters are guarded by the Module,
 ``Module._guard``).
 """
@@ -68,23 +71,36 @@ def source_guards(fn, tensors, before=None) -> list:
     """Guards on the globals and closure cells through which ``fn`` reads one of
     ``tensors`` (by identity) or a Python number (Note [source guards]). ``before``: the
     guards of a walk made before the trace; a number the trace itself changed (a counter
-    the body increments) is a side effect of the trace, not guarded."""
-    guards = _walk(fn, {id(t) for t in tensors})
+    the body increments) is a side effect of the trace, not guarded. Without ``before``
+    (the walk before the trace) every list or tuple of tensors is guarded by its items,
+    for the walk after it to keep those whose items the trace read."""
+    ids = {id(t) for t in tensors}
+    guards = _walk(fn, ids, any_list=before is None)
     if before is None:
         return guards
     old = {g.name: g for g in before}
-    return [g for g in guards if g.name not in old or g.same(old[g.name].value, g.value)]
+    guards = [g for g in guards if g.name not in old or g.same(old[g.name].value, g.value)]
+    # a list's items as they were before the trace, where the body emptied or refilled it
+    # (REINFORCE's ``del policy.saved_log_probs[:]``) and read some of them
+    kept = {g.name for g in guards}
+    return guards + [
+        g
+        for g in before
+        if g.same is _same_items and g.name not in kept and _items_read(g.value, ids)
+    ]
 
 
-def _walk(fn, ids) -> list:
-    """The guards of ``source_guards``, ``ids`` the ids of the tensors the trace read."""
+def _walk(fn, ids, any_list=False) -> list:
+    """The guards of ``source_guards``, ``ids`` the ids of the tensors the trace read;
+    ``any_list``: guard every list of tensors by its items (the walk before the trace)."""
+    lists = None if any_list else ids
     guards: list[Any] = []
     seen: set[int] = set()
     todo = [(f, 0) for f in _functions(fn)]
     owner = fn.__self__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(owner, (types.FunctionType, functools.partial)):  # its ``self``
         names = frozenset().union(*(_names(f.__code__)[1] for f, _ in todo))
-        _members(guards, ids, "self", functools.partial(_constant, owner), names, set(), 0)
+        _members(guards, (ids, lists), "self", functools.partial(_constant, owner), names, set(), 0)
     while todo:
         f, depth = todo.pop()
         if id(f) in seen or depth > 4:
@@ -93,18 +109,24 @@ def _walk(fn, ids) -> list:
         globs, names = _names(f.__code__)
         for name in sorted(globs & f.__globals__.keys()):
             get = functools.partial(_lookup, f.__globals__, name)
-            todo += _watch(guards, ids, name, get, depth, names)
+            todo += _watch(guards, (ids, lists), name, get, depth, names)
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
-            todo += _watch(guards, ids, name, functools.partial(_contents, cell), depth, names)
+            todo += _watch(
+                guards, (ids, lists), name, functools.partial(_contents, cell), depth, names
+            )
     return guards
 
 
-def _watch(guards, ids, name, get, depth, names) -> list:
+def _watch(guards, read, name, get, depth, names) -> list:
     """Guard the binding ``name`` (read by ``get``) if it holds something the trace
-    depends on; return the functions it leads to, to walk next."""
+    depends on; return the functions it leads to, to walk next. ``read``: (the ids of the
+    tensors read, those of ``_items_read``)."""
+    ids, lists = read
     value = get()
     if id(value) in ids:
         guards.append(Guard(name, get, operator.is_, _show, value))
+    elif _items_read(value, lists):
+        guards.append(_items_guard(name, get, value))
     elif isinstance(value, _NUMBERS):
         guards.append(Guard(name, get, _same_number, value=value))
     elif isinstance(value, types.ModuleType) and not _is_library(value):
@@ -121,7 +143,7 @@ def _watch(guards, ids, name, get, depth, names) -> list:
                     )
                 )
     else:
-        _members(guards, ids, name, get, names, set(), 0)
+        _members(guards, read, name, get, names, set(), 0)
         return [(f, depth + 1) for f in _functions(value)]
     return []
 
@@ -129,11 +151,13 @@ def _watch(guards, ids, name, get, depth, names) -> list:
 _PLAIN = (dict, types.SimpleNamespace, argparse.Namespace)
 
 
-def _members(guards, ids, name, get, names, seen, depth) -> None:
+def _members(guards, read, name, get, names, seen, depth) -> None:
     """Guard the members of the object ``get()`` (a dict's string keys, an object's
     ``__dict__``) that ``names`` holds and that are numbers (by value) or tensors the trace
     read (by identity), or that the object's own code (its ``forward``, ``__call__``)
-    names; walk those that are dicts or plain objects (Note [source guards])."""
+    names; walk those that are dicts or plain objects (Note [source guards]). ``read``:
+    as ``_watch``'s."""
+    ids, lists = read
     obj = get()
     if id(obj) in seen or depth > 3:
         return
@@ -149,10 +173,49 @@ def _members(guards, ids, name, get, names, seen, depth) -> None:
         member = functools.partial(_member, get, key)
         if id(v) in ids:
             guards.append(Guard(at, member, operator.is_, _show, v))
+        elif _items_read(v, lists):
+            guards.append(_items_guard(at, member, v))
         elif isinstance(v, _NUMBERS):
             guards.append(Guard(at, member, _same_number, value=v))
         elif _attributes(v) is not None and (isinstance(v, _PLAIN) or not _is_library(type(v))):
-            _members(guards, ids, at, member, names, seen, depth + 1)
+            _members(guards, read, at, member, names, seen, depth + 1)
+
+
+def _items_read(value, ids, depth: int = 0) -> bool:
+    """``value`` is a list or tuple holding a tensor the trace read, or a tuple of them
+    (actor-critic's ``SavedAction(log_prob, value)``); with ``ids`` None, any tensor."""
+    return isinstance(value, (list, tuple)) and any(
+        (hasattr(x, "_serial") if ids is None else id(x) in ids)
+        or (depth == 0 and isinstance(x, tuple) and _items_read(x, ids, 1))
+        for x in value
+    )
+
+
+def _items(get):
+    v = get()
+    return tuple(v) if isinstance(v, (list, tuple)) else v
+
+
+def _same_items(a, b) -> bool:
+    """The same items: tensors (and other objects) by identity, numbers by value."""
+    return (
+        type(a) is type(b) is tuple
+        and len(a) == len(b)
+        and all(x is y or (isinstance(x, _NUMBERS) and _same_number(x, y)) for x, y in zip(a, b))
+    )
+
+
+def _show_items(items) -> str:
+    if not isinstance(items, tuple):
+        return _show(items)
+    shown = ", ".join(map(_show, items[:3])) + (", ..." if len(items) > 3 else "")
+    return f"[{shown}] ({len(items)} items)"
+
+
+def _items_guard(name: str, get, value) -> Guard:
+    """A list or tuple of tensors the trace read (log-probabilities saved in a list, say),
+    reused while it holds the same items: a list is changed in place, not rebound."""
+    return Guard(name, functools.partial(_items, get), _same_items, _show_items, tuple(value))
 
 
 def _attributes(obj) -> dict | None:

@@ -214,6 +214,49 @@ def test_rebound_globals_and_closures_re_trace_instead_of_running_stale_values()
     assert cg(x[:2]).item() == 9.0 and cg.last_retrace_reason.startswith("v: tensor#")
 
 
+class _Policy:
+    """REINFORCE's shape (PyTorch's reinforcement_learning example): log-probabilities
+    saved in a list by eager code, the update reading and emptying that list."""
+
+    def __init__(self, lib):
+        lib.manual_seed(0)
+        self.lib, self.net = lib, lib.nn.Linear(3, 2)
+        self.opt = lib.optim.SGD(self.net.parameters(), lr=0.1)
+        self.saved_log_probs: list = []
+
+    def act(self, x):
+        self.saved_log_probs.append(self.lib.log_softmax(self.net(x), 0)[0])
+
+    def finish(self):
+        self.opt.zero_grad()
+        loss = -self.lib.stack(self.saved_log_probs).sum()
+        loss.backward()
+        self.opt.step()
+        del self.saved_log_probs[:]
+        return loss
+
+
+def test_a_list_of_tensors_changed_in_place_re_traces():
+    """A list a step reads is changed in place, never rebound: its items are guarded (as
+    they were before the trace, which emptied it). Reused, the trace replayed the first
+    episode's graph at every call, silently."""
+    pols = {lib: _Policy(lib) for lib in (staged, torch)}
+    rng = np.random.default_rng(0)
+    step = staged.compile(pols[staged].finish)
+    for n in (3, 2, 2, 4):
+        xs = rng.standard_normal((n, 3)).astype(np.float32)
+        for lib, pol in pols.items():
+            for x in xs:
+                pol.act(lib.tensor(x))
+        got, want = step().item(), pols[torch].finish().item()
+        assert got == pytest.approx(want, rel=1e-5)
+    assert step.last_retrace_reason.startswith("self.saved_log_probs: [tensor#")
+    assert "(2 items) -> [" in step.last_retrace_reason and "(4 items)" in step.last_retrace_reason
+    np.testing.assert_allclose(
+        pols[staged].net.weight.detach().numpy(), pols[torch].net.weight.detach().numpy(), rtol=1e-5
+    )
+
+
 def test_re_trace_reasons_name_the_argument_and_the_change():
     def step(x, scale, *, flag):
         return x * scale if flag else x
