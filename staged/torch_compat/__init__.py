@@ -17,6 +17,7 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+import types
 
 from ..runtime.compiled import compile as staged_compile
 
@@ -75,6 +76,22 @@ class _Globals(dict):
         super().__setitem__(key, value)
 
 
+class _Main(types.ModuleType):
+    """``sys.modules["__main__"]`` while the script runs, its attributes the script's
+    globals: pickle finds the classes and functions the script defines by their module,
+    ``__main__`` (``torch.save(model)`` of a model class of the script)."""
+
+    def __init__(self, g: dict):
+        super().__init__("__main__")
+        self.__dict__["_globals"] = g
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_globals"][name]
+        except KeyError:
+            raise AttributeError(f"module '__main__' has no attribute {name!r}") from None
+
+
 def run(path: str, argv=(), step: str | None = None) -> dict:
     """Run the script at ``path`` as ``__main__`` with torch standing for staged
     (``as_torch``), its function ``step`` compiled; returns its globals."""
@@ -85,5 +102,11 @@ def run(path: str, argv=(), step: str | None = None) -> dict:
     g = _Globals(step, __name__="__main__", __file__=path, __builtins__=builtins)
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(path))
-    exec(code, g)
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = _Main(g)
+    try:
+        exec(code, g)
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
     return g

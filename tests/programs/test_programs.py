@@ -54,6 +54,30 @@ def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
 
 
+def test_classes_the_script_defines_pickle_as_under_python_script_py(tmp_path):
+    """The script is ``__main__``: pickle finds its classes there, as ``torch.save(model)``
+    of a model class of the script needs (and multiprocessing's arguments)."""
+    script = tmp_path / "saves_model.py"
+    script.write_text(
+        "import pickle, sys\nimport torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(2, 1)\n"
+        "torch.save(Net(), 'net.pt')\n"
+        "m = torch.load('net.pt', weights_only=False)\n"
+        "assert type(m) is Net and sys.modules['__main__'].Net is Net\n"
+        "assert pickle.loads(pickle.dumps(Net)) is Net\n"
+        "print('ok')\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "staged.torch_compat", str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert (p.returncode, p.stdout) == (0, "ok\n"), p.stderr
+
+
 def test_a_program_of_several_files_runs_in_a_copy_of_its_directory(tmp_path):
     program = tmp_path / "two_files"
     program.mkdir()
