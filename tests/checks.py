@@ -18,6 +18,24 @@ def both(fn):
     return fn(staged), fn(torch)
 
 
+def close(ours, theirs, rtol=1e-5, atol=1e-6):
+    """Two pytrees of tensors (or numbers) are equal leaf by leaf."""
+    if isinstance(theirs, dict):
+        assert ours.keys() == theirs.keys()
+        for k in theirs:
+            close(ours[k], theirs[k], rtol, atol)
+    elif isinstance(theirs, (tuple, list)):
+        assert isinstance(ours, (tuple, list)) and len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            close(a, b, rtol, atol)
+    else:
+        assert_close(ours, theirs, rtol, atol)
+
+
+def compare(fn, rtol=1e-5, atol=1e-6):
+    close(*both(fn), rtol=rtol, atol=atol)
+
+
 _SITE = re.compile(r"^\S+\.py:\d+: ")
 
 

@@ -11,7 +11,7 @@ import torch
 import staged
 from staged import autodiff as ad
 from staged.autograd import batching
-from tests.checks import assert_close, both, raises_like_torch
+from tests.checks import both, close, compare, raises_like_torch
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((5, 3)).astype(np.float32)
@@ -19,24 +19,6 @@ Y = rng.standard_normal((5, 3)).astype(np.float32)
 W = rng.standard_normal((4, 3)).astype(np.float32)
 IMG = rng.standard_normal((2, 1, 2, 5, 5)).astype(np.float32)
 KER = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
-
-
-def close(ours, theirs, rtol=1e-5, atol=1e-6):
-    """Two pytrees of tensors (or numbers) are equal leaf by leaf."""
-    if isinstance(theirs, dict):
-        assert ours.keys() == theirs.keys()
-        for k in theirs:
-            close(ours[k], theirs[k], rtol, atol)
-    elif isinstance(theirs, (tuple, list)):
-        assert isinstance(ours, (tuple, list)) and len(ours) == len(theirs)
-        for a, b in zip(ours, theirs):
-            close(a, b, rtol, atol)
-    else:
-        assert_close(ours, theirs, rtol, atol)
-
-
-def compare(fn, rtol=1e-5, atol=1e-6):
-    close(*both(fn), rtol=rtol, atol=atol)
 
 
 # --- per-example gradients of the MLP (the torch.func tutorial) -----------------------------

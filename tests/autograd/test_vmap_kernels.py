@@ -11,7 +11,7 @@ import pytest
 
 import staged
 from staged.autograd import batching
-from tests.checks import assert_close, both
+from tests.checks import both, close, compare
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((4, 3, 5)).astype(np.float32)  # 4 examples of 3 rows
@@ -22,23 +22,6 @@ B2 = rng.standard_normal(3).astype(np.float32)
 # the second example's targets are all ignored (its loss is NaN, its gradients zero); the
 # third's partly
 T = np.array([[0, 2, 1], [-100, -100, -100], [1, -100, 2], [2, 2, 0]])
-
-
-def close(ours, theirs, rtol=1e-5, atol=1e-6):
-    if isinstance(theirs, dict):
-        assert ours.keys() == theirs.keys()
-        for k in theirs:
-            close(ours[k], theirs[k], rtol, atol)
-    elif isinstance(theirs, (tuple, list)):
-        assert len(ours) == len(theirs)
-        for a, b in zip(ours, theirs):
-            close(a, b, rtol, atol)
-    else:
-        assert_close(ours, theirs, rtol, atol)
-
-
-def compare(fn, rtol=1e-5, atol=1e-6):
-    close(*both(fn), rtol=rtol, atol=atol)
 
 
 def _params(lib):
