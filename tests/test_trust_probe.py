@@ -14,6 +14,19 @@ import staged.nn.functional as F
 from staged import nn, optim
 
 
+def _training_step(m, opt, loss_fn=None):
+    """One SGD-style step of ``m`` on ``loss_fn(x, y)`` (default: the MSE of ``m(x)``)."""
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(x, y) if loss_fn is not None else F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _calls(n=4):
     staged.manual_seed(100)
     return [(staged.randn(4, 3), staged.randn(4, 2)) for _ in range(n)]
@@ -65,12 +78,7 @@ def _scaled_step(where):
 
         loss_fn = {"dict": from_dict, "ns": from_namespace, "module": from_module}[where]
 
-        def step(x, y):
-            opt.zero_grad()
-            loss = loss_fn(x, y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = _training_step(m, opt, loss_fn)
 
         return step, m, lambda: m.weight
 
@@ -144,12 +152,7 @@ def test_a_hook_registered_or_removed_on_a_parameter_between_calls_re_traces():
         m = nn.Linear(3, 2)
         opt = optim.SGD(m.parameters(), lr=0.1)
 
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.mse_loss(m(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = _training_step(m, opt)
 
         return step, {"m": m, "handles": []}, lambda: m.weight
 
@@ -191,12 +194,7 @@ def _adam_step():
     m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
     opt = optim.Adam(m.parameters(), lr=0.01)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _training_step(m, opt)
 
     return m, opt, staged.compile(step)
 
@@ -257,12 +255,7 @@ def _param_group_added(compiled):
     m = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
     opt = optim.SGD(m[0].parameters(), lr=0.1)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _training_step(m, opt)
 
     f = staged.compile(step) if compiled else step
     for i, (x, y) in enumerate(_calls(4)):

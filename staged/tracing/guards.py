@@ -121,14 +121,11 @@ def _watch(guards, read, name, get, depth, names) -> list:
     """Guard the binding ``name`` (read by ``get``) if it holds something the trace
     depends on; return the functions it leads to, to walk next. ``read``: (the ids of the
     tensors read, those of ``_items_read``)."""
-    ids, lists = read
+    ids = read[0]
     value = get()
-    if id(value) in ids:
-        guards.append(Guard(name, get, operator.is_, _show, value))
-    elif _items_read(value, lists):
-        guards.append(_items_guard(name, get, value))
-    elif isinstance(value, _NUMBERS):
-        guards.append(Guard(name, get, _same_number, value=value))
+    guard = _value_guard(read, name, get, value)
+    if guard is not None:
+        guards.append(guard)
     elif isinstance(value, types.ModuleType) and not _is_library(value):
         for attr in sorted(names):  # ``config.w``: attribute names are in co_names too
             v = getattr(value, attr, None)
@@ -148,6 +145,19 @@ def _watch(guards, read, name, get, depth, names) -> list:
     return []
 
 
+def _value_guard(read, name, get, value) -> Guard | None:
+    """The guard on ``value`` (read by ``get``) where the trace depends on it: a tensor it
+    read by identity, a list or tuple of such by its items, a number by value."""
+    ids, lists = read
+    if id(value) in ids:
+        return Guard(name, get, operator.is_, _show, value)
+    if _items_read(value, lists):
+        return _items_guard(name, get, value)
+    if isinstance(value, _NUMBERS):
+        return Guard(name, get, _same_number, value=value)
+    return None
+
+
 _PLAIN = (dict, types.SimpleNamespace, argparse.Namespace)
 
 
@@ -157,7 +167,6 @@ def _members(guards, read, name, get, names, seen, depth) -> None:
     read (by identity), or that the object's own code (its ``forward``, ``__call__``)
     names; walk those that are dicts or plain objects (Note [source guards]). ``read``:
     as ``_watch``'s."""
-    ids, lists = read
     obj = get()
     if id(obj) in seen or depth > 3:
         return
@@ -171,12 +180,9 @@ def _members(guards, read, name, get, names, seen, depth) -> None:
         v = _member(functools.partial(_constant, obj), key)
         at = f"{name}[{key!r}]" if isinstance(obj, dict) else f"{name}.{key}"
         member = functools.partial(_member, get, key)
-        if id(v) in ids:
-            guards.append(Guard(at, member, operator.is_, _show, v))
-        elif _items_read(v, lists):
-            guards.append(_items_guard(at, member, v))
-        elif isinstance(v, _NUMBERS):
-            guards.append(Guard(at, member, _same_number, value=v))
+        guard = _value_guard(read, at, member, v)
+        if guard is not None:
+            guards.append(guard)
         elif _attributes(v) is not None and (isinstance(v, _PLAIN) or not _is_library(type(v))):
             _members(guards, read, at, member, names, seen, depth + 1)
 
