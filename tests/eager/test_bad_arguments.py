@@ -252,3 +252,11 @@ def test_errors_of_ops_functional_and_layers_name_the_callers_line():
         text = str(info.value)
         assert text.startswith(f"{here}:{call.__code__.co_firstlineno}: "), text
         assert text.count(f"{here}:") == 1, text
+
+
+def test_an_in_place_write_of_a_shape_that_does_not_broadcast_says_so_as_torch():
+    for lib in (staged, torch):
+        with pytest.raises(
+            RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(4\)"
+        ):
+            lib.zeros(3).copy_(lib.ones(4))

@@ -95,7 +95,7 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
         functional = functional or replaced
     shape = tuple(t._payload.shape)
     if tuple(result._payload.shape) != shape:
-        if broadcast_shapes(result._payload.shape, shape) != shape:
+        if broadcast_shapes(shape, result._payload.shape) != shape:  # torch names t "a"
             raise RuntimeError(
                 f"output with shape {list(t.shape)} doesn't match the broadcast "
                 f"shape {list(broadcast_shapes(result.shape, t.shape))}"
