@@ -1,7 +1,8 @@
 """ms for the per-example gradients of 256 examples of the example MLP (64-128-128-10,
 cross-entropy): ``vmap(grad(loss), in_dims=(None, 0, 0))`` against one batched forward and
-backward of the same 256 examples (the mean loss's gradient), staged eager, torch.func
-(1 thread) and JAX (jitted, and op by op) in interleaved rounds. The ratio per library is
+backward of the same 256 examples (the mean loss's gradient), staged eager (NumPy's BLAS on
+1 thread: on a loaded machine its threads made one batched backward take 2-40 ms),
+torch.func (1 thread) and JAX (jitted, and op by op) in interleaved rounds. The ratio per library is
 what batching rules cost over the batched backward (target: at most 3x, issue 17); the
 per-example weight gradients alone are 27 MB to write: the last row times just those
 outer products, the floor under any eager implementation's ratio.
@@ -128,6 +129,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile", action="store_true", help="profile staged's vmap(grad)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
+    staged.set_num_threads(1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((a.batch, 64)).astype(np.float32)
     y = rng.integers(0, 10, a.batch)
