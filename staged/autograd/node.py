@@ -24,7 +24,7 @@ from .accumulate import accumulate_grad
 from .hooks import add_hook
 from .saved import SavedTensor
 
-_sequence = itertools.count()
+_next_seq = itertools.count().__next__
 
 
 class Node:
@@ -54,7 +54,7 @@ class Node:
 
     def __init__(self, next_functions=()):
         self.next_functions = next_functions
-        self._seq = next(_sequence)
+        self._seq = _next_seq()
         self._pre_hooks = None
         self._post_hooks = None
         self._tensor_pre_hooks = None  # {output_nr: {id: fn}} from Tensor.register_hook
@@ -120,7 +120,7 @@ class PrimitiveBackward(Node):
             else:
                 edges.append((None, 0))
                 needs.append(False)
-        super().__init__(tuple(edges))
+        Node.__init__(self, tuple(edges))
         result.grad_fn = self  # before saving: an output is saved without a cycle
         self.prim = prim
         self.params = params
@@ -140,20 +140,25 @@ class PrimitiveBackward(Node):
     def apply(self, grads):
         g = grads[0]
         out = []
+        saved = self.saved
         unpacked = {}  # each saved tensor unpacked once per apply, as torch (unpack hooks)
         for rule, need in zip(self.prim.vjp, self.needs):
             if not need or rule is None or g is None:
                 out.append(None)
                 continue
             kw = {"g": g}
-            for n in rule.inputs + ("out",) if rule.wants_out else rule.inputs:
-                if n not in unpacked:
-                    unpacked[n] = self.saved[n].unpack()
-                kw[n] = unpacked[n]
-            for n in rule.avals:
-                kw[n + "_aval"] = self._avals[n]
-            for n in rule.static:
-                kw[n] = self.params[n]
+            for n in rule.saved_names:
+                t = unpacked.get(n)
+                if t is None:
+                    t = unpacked[n] = saved[n].unpack()
+                kw[n] = t
+            if rule.avals:
+                for n in rule.avals:
+                    kw[n + "_aval"] = self._avals[n]
+            if rule.static:
+                params = self.params
+                for n in rule.static:
+                    kw[n] = params[n]
             out.append(rule.fn(**kw))
         return out
 
@@ -188,11 +193,9 @@ def _save_plan(prim, needs) -> tuple:
     for rule, need in zip(prim.vjp, needs):
         if not need or rule is None:
             continue
-        for n in rule.inputs:
+        for n in rule.saved_names:
             if all(n != m for m, _ in plan):
-                plan.append((n, prim.inputs.index(n)))
-        if rule.wants_out and all(m != "out" for m, _ in plan):
-            plan.append(("out", None))
+                plan.append((n, None if n == "out" else prim.inputs.index(n)))
         avals = avals or bool(rule.avals)
     return tuple(plan), avals
 
