@@ -183,6 +183,12 @@ _NO_ORACLE = {
         "div": lambda x, y: (y.double().abs() < 1e-6).any(),
         # at +inf torch's derivative (polygamma(n + 1, inf)) is NaN, staged's the limit 0
         "polygamma": lambda x: (x == math.inf).any(),
+        # at a pole (0, -1, -2, ...) torch's derivative is trigamma's finite value there
+        # (1.29e15 at -1 in float32, 6.6e32 in float64; inf at 0), staged's inf; near one
+        # its float32 trigamma loses digits (as in forward mode, below)
+        "digamma": lambda x: (
+            (x.double() <= 0) & ((x.double() - x.double().round()).abs() < 1e-2)
+        ).any(),
         # within float64's spacing of a pole of one of its lgamma terms (x - j / 2 for
         # x = 1.4e-16, p = 3): torch's derivative drops a term of size 1 / d (-1.26e16
         # where the sum is -1.61e16, staged's); its second derivative below
@@ -208,10 +214,14 @@ _NO_ORACLE = {
         # at -0.0 torch's gradient is an infinity whose sign depends on its path (+inf for
         # g = 1 plainly, -inf with create_graph and for its tangent); staged's follows +0
         "logit": lambda x: ((x == 0) & x.signbit()).any(),
-        # a NaN after a zero: torch's gradient ignores the NaN's factor (its zero-aware
-        # formula), staged's product of the other factors is 0 * NaN = NaN; so for prod
+        # a NaN or an infinity beside a zero anywhere in the input: torch then takes its
+        # zero-aware formula (exclusive products) for every slice, giving the product of
+        # the other factors at an infinity (0 beside a zero of its slice, g over a dim of
+        # size 1) and ignoring a NaN's factor; staged's gradient there is NaN (out / x =
+        # inf / inf, 0 * NaN), as torch's own is when the input holds no zero
         **dict.fromkeys(
-            ("cumprod", "prod"), lambda x, *_: bool(x.isnan().any() and (x == 0).any())
+            ("cumprod", "prod"),
+            lambda x, *_: bool((~x.isfinite()).any() and (x == 0).any()),
         ),
         # an all-NaN slice: the mean is NaN, and torch's gradient too (its nansum's g * mask
         # is inf * 0 for the g / 0 of an empty count); staged's nansum selects, giving 0
@@ -286,6 +296,9 @@ _NO_ORACLE = {
         "digamma": lambda x: (
             (x == math.inf) | ((x.double() <= 0) & (x.double() == x.double().round()))
         ).any(),
+        # a zero vector: x / max(|x|, eps) is x / eps there, whose second derivative is 0
+        # (staged's); torch's is NaN, the norm's 0 / 0 second derivative times the clamp's 0
+        "normalize": lambda x, *_: (x == 0).any(),
         # at the poles (0, -1, -2, ...) torch's second derivative is polygamma(1)'s finite
         # value there (1.5e32 at -1), staged's inf
         "lgamma": lambda x: ((x.double() <= 0) & (x.double() == x.double().round())).any(),
