@@ -50,6 +50,7 @@ from .autograd.engine import backward, grad  # noqa: F401
 from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
+from .nn.functional import relu_  # noqa: F401  (torch.relu_ is F.relu_)
 from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401

@@ -13,9 +13,10 @@ from .. import dtypes as dt
 from .checks import require
 from .devices import check as _check_device
 from .grad_mode import _state as _grad_state
+from .interceptor import current_interceptor
 from .random import counter, distributions, fills
 from .random.generator import drawn
-from .tensor import Tensor, as_payload
+from .tensor import Tensor, _ragged, as_payload
 
 if TYPE_CHECKING:
     # a size: ints (zeros(2, 3)) or one tuple or list of them (zeros((2, 3)), zeros(t.shape))
@@ -69,7 +70,87 @@ def tensor(data, dtype=None, requires_grad=False, device=None) -> Tensor:
     """
     if device is not None:
         _check_device(device)
+    if isinstance(data, (list, tuple)) and _holds_tensor(data):
+        return _new(_from_items(data, dtype)._payload, requires_grad)
+    if isinstance(data, Tensor) and current_interceptor() is not None:  # a traced copy
+        x = data.detach().to(data.dtype if dtype is None else dtype)
+        return _new(ad.copy(x)._payload, requires_grad)
     return _new(as_payload(data, dtype), requires_grad)
+
+
+# Note [tensors from tensors]: ``tensor([t, u])`` of one-element tensors is torch's: the
+# items' values, detached (the result is a leaf, not requiring grad, as torch's; stack the
+# tensors instead to differentiate through them), of the dtype promoted from the items'
+# dtypes (int32 items make an int32 tensor, a float64 one makes float64). Under
+# staged.compile the items are traced values, or state a later call changes: the result
+# is built from them by ops (a reshape and a concat, as torch.compile builds it), never
+# from their data at trace time. Eagerly, NumPy builds it from their data.
+
+
+def _holds_tensor(data) -> bool:
+    """``data`` (nested lists and tuples) holds a tensor: anywhere under capture (where
+    NumPy cannot read a traced one), else as its first item (a Python walk of every
+    item would cost 4-6x NumPy's conversion of a long list; the others reach NumPy as
+    arrays)."""
+    if current_interceptor() is not None:
+        return any(
+            isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and _holds_tensor(x))
+            for x in data
+        )
+    while isinstance(data, (list, tuple)) and data:
+        data = data[0]
+    return isinstance(data, Tensor)
+
+
+def _from_items(data, dtype) -> Tensor:
+    """A new tensor of the numbers and one-element tensors in the nested lists ``data``
+    (Note [tensors from tensors])."""
+    error = _ragged(data)
+    if error is not None:
+        raise error
+    d = _item_dtype(data) if dtype is None else dt.as_dtype(dtype)
+    if current_interceptor() is None:
+        return Tensor._wrap(np.array(_host_items(data, d.np), dtype=d.np), False)
+    return ad.copy(_traced_items(data, d))
+
+
+def _item_dtype(data) -> dt.DType:
+    """torch's dtype for ``tensor(data)``: a tensor's own, the promotion of a list's."""
+    if isinstance(data, Tensor):
+        return data.dtype
+    if isinstance(data, (list, tuple)):
+        if not data:
+            return dt.get_default_dtype()
+        return dt.result_type([_item_dtype(x) for x in data], ())
+    return dt.from_numpy_dtype(as_payload(data).dtype)
+
+
+def _item(t: Tensor) -> Tensor:
+    if t.numel() != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars")
+    return t
+
+
+def _host_items(data, np_dtype):
+    """``data`` with each tensor replaced by its value as a 0-d array of ``np_dtype``."""
+    if isinstance(data, Tensor):
+        return np.asarray(_item(data)._host()).reshape(()).astype(np_dtype)
+    if isinstance(data, (list, tuple)):
+        return [_host_items(x, np_dtype) for x in data]
+    return data
+
+
+def _traced_items(data, d: dt.DType) -> Tensor:
+    """``data`` as a tensor of dtype ``d`` made by ops from its tensors' values."""
+    if isinstance(data, Tensor):
+        return ad.reshape(_item(data).detach().to(d), shape=())
+    if not isinstance(data, (list, tuple)):
+        return Tensor._wrap(as_payload(data, d), False)
+    if not data:
+        return Tensor._wrap(np.empty((0,), d.np), False)
+    parts = [_traced_items(x, d) for x in data]
+    parts = [ad.reshape(p, shape=(1, *p.shape)) for p in parts]
+    return ad.concat(*parts, dim=0, sizes=(1,) * len(parts))
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:

@@ -482,6 +482,7 @@ class Module:
             self._state_objects,
             f"{name} parameters/buffers",
             key=(id(self), "state"),
+            same=operator.eq,  # (name, int serial or None) pairs: == is exact, at C speed
             show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none",
         )
         d, reads = self.__dict__, _library_reads(type(self))

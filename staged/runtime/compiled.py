@@ -420,7 +420,7 @@ def _guard_failure(guards, captured: Captured):
             return (
                 f"{name}.grad was set or cleared: {'None' if grad is None else 'a tensor'} -> {now}"
             )
-        if _hook_ids(t) != hooks:
+        if (hooks or t._hooks or t._post_acc_hooks or t._grad_acc) and _hook_ids(t) != hooks:
             return f"{name}: a hook was registered or removed"
     for g in captured.guards:
         why = g.failure()

@@ -50,14 +50,14 @@ class SharedInputs:
         # the state's owners, fixed with the tensors: id(owner) -> (name, written)
         self.owners: dict = {}
         for t, name, w in self.state:
-            _meet(self.owners, id(owner(t)), name, w)
+            _meet(self.owners, id(owner(t)), name, w, _STATE)
 
     def check(self, leaves) -> None:
         """Raise ``SharedInputsError`` where this call's inputs share written memory."""
         if not self.active:
             return
         args: dict = {}  # id(owner tensor) -> (name, written), of the arguments
-        arrays: dict = {}  # id(the NumPy array owning the memory) -> [(array, name, written)]
+        arrays: dict = {}  # id(the memory's NumPy array) -> [(array, name, written, state)]
         for i, name, written in self.args:
             t = leaves[i]
             key = id(owner(t))
@@ -70,30 +70,40 @@ class SharedInputs:
         if np.ndarray in set(map(type, map(PAYLOAD, self.tensors))):  # before a first call
             for t, name, written in self.state:
                 if type(t._payload) is np.ndarray:
-                    _meet_array(arrays, t._payload, name, written)
+                    _meet_array(arrays, t._payload, name, written, True)
 
 
-def _meet(owners: dict, key: int, name: str, written: bool) -> None:
+def _meet(owners: dict, key: int, name: str, written: bool, fix: str = "") -> None:
     """Record an input whose memory's owner is ``key``; refuse a written shared one."""
     other = owners.get(key)
     if other is not None and (written or other[1]):
-        _refuse(name, other[0], written, other[1])
+        _refuse(name, other[0], written, other[1], fix)
     owners[key] = (name, written or (other is not None and other[1]))
 
 
-def _meet_array(arrays: dict, p: np.ndarray, name: str, written: bool) -> None:
-    """``_meet`` for the memory of a NumPy payload ``p``."""
+def _meet_array(arrays: dict, p: np.ndarray, name: str, written: bool, state=False) -> None:
+    """``_meet`` for the memory of a NumPy payload ``p`` (``state``: of a state tensor)."""
     same = arrays.setdefault(id(p if p.base is None else p.base), [])
-    for q, other_name, other_written in same:
+    for q, other_name, other_written, other_state in same:
         if (written or other_written) and np.shares_memory(p, q):
-            _refuse(name, other_name, written, other_written)
-    same.append((p, name, written))
+            fix = _STATE if state and other_state else ""
+            _refuse(name, other_name, written, other_written, fix)
+    same.append((p, name, written, state))
 
 
-def _refuse(a: str, b: str, a_written: bool, b_written: bool) -> None:
+_ARGUMENTS = "Pass the tensor once (take the view inside the step), or pass a copy (.clone())."
+# two state tensors (neither an argument): the step reaches both through Python state
+_STATE = (
+    "Both are state the step reads, not arguments: where one is a view made before the "
+    "call of a tensor that requires no grad (a buffer's), make the view inside the step, or "
+    "keep a .clone() of it; where two parameters were tied with b.data = a.data, tie the "
+    "Parameter itself (dec.weight = enc.weight)."
+)
+
+
+def _refuse(a: str, b: str, a_written: bool, b_written: bool, fix: str = "") -> None:
     raise SharedInputsError(
         f"staged.compile: {a} and {b} share memory and the step writes "
         f"{a if a_written else b} in place; a compiled step reads each input as a value of "
-        "its own, so the other would not see the write. Pass the tensor once (take the view "
-        "inside the step), or pass a copy (.clone())."
+        f"its own, so the other would not see the write. {fix or _ARGUMENTS}"
     )

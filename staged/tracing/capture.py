@@ -21,6 +21,17 @@ update, whether it runs the same step or another one sharing the parameters. Eag
 takes no lock: eager code on one thread and compiled calls or traces on another that
 share state need a lock of the caller's around both, as two eager threads would.
 
+Note [views of state]: a view made before the trace (``w.t()`` that Linear saved for
+the backward of an eager forward, ``p[0]``) of a parameter, or of a tensor the trace has
+already made state, is read from its base's state value by its view steps, not as a
+state input of its own: the two inputs would share memory, and a read of the view after
+the step writes the base (an optimizer update) would see the value from before it, where
+eager sees the write (the runtime refuses such inputs: Note [shared inputs] in
+staged/runtime/shared_inputs.py). Read through the base, the view follows the base's
+writes as a view made in the trace does (``refresh``). A view of any other tensor (the
+training split ``X[:n]`` of a data set) stays an input of its own: reading the whole
+base would upload all of it at each call.
+
 Note [live inputs]: a Python number the traced code reads (an optimizer's ``lr``) would
 be baked into the graph as a constant, silently stale once the caller changes it. Code
 that knows a number varies between calls keeps it in a 0-d tensor and registers it with
@@ -166,6 +177,16 @@ class Tracer:
         if w is not None and w.value is not None:
             t._payload = Symbolic(self.value_of(t), self)
             return
+        base = t._base
+        if (
+            base is not None
+            and t._vc is not None
+            and (base._requires_grad or isinstance(base._payload, Symbolic))
+        ):  # Note [views of state]
+            self.lift(base)
+            self._watch(t)  # its payload is restored after the trace
+            refresh_view(t)
+            return
         self._add_state(t, f"state{len(self.graph.inputs)}")
 
     def _add_state(self, t: Tensor, name: str) -> None:
@@ -294,6 +315,10 @@ class Tracer:
 
     # -- finishing -----------------------------------------------------------------------
     def output_value(self, t: Tensor):
+        """A result's value: a tensor from before the trace that no op read (a parameter
+        returned as is) is state too, read at each call, not its data at trace time."""
+        if t._serial < self.start and not isinstance(t._payload, Symbolic):
+            self.lift(t)
         return self.value_of(t)
 
 
@@ -368,7 +393,8 @@ def _take_hooks(w: Tensor, leaf: Tensor, name: str) -> None:
 
 
 def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
-    before = source_guards(fn, ())  # Note [source guards]: what the body itself changes
+    roots = list(tracer.constants.items())  # the non-tensor arguments: a Module passed in
+    before = source_guards(fn, (), None, roots)  # Note [source guards]: what the body changes
     thawed = _freeze_heap()  # Note [escapes]
     try:
         prev = interceptor.set_interceptor(tracer)
@@ -382,7 +408,9 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             _state.grad_enabled, _state.inference = mode
             _restore(tracer)  # also when the body raised: the caller's tensors are untouched
         g = captured.graph
-        captured.guards += source_guards(fn, [w.tensor for w in tracer.watched.values()], before)
+        read = [w.tensor for w in tracer.watched.values()]
+        # the user's own state first: a replaced child Module is named as such
+        captured.guards[:0] = source_guards(fn, read, before, roots)
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))

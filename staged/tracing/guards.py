@@ -4,21 +4,29 @@ Note [source guards]: a tensor the traced function reads through a global or a c
 cell is a state input of the graph, bound to the tensor object that was there at trace
 time. Rebinding the name (``w = new_tensor``) leaves the graph reading the old object, so
 the trace also records, for each such name, the object it found, and is reused only
-while the name still holds that very object. Python numbers read the same way are baked
-into the graph as constants and are guarded by value. The walk follows the functions and
-modules reached through ``fn``'s globals and closure cells (a helper the step calls,
-``config.w``). Of the objects so reached (a dict, a config object, a Module, the ``self``
-of a bound method the step is), the members the walked code names (``cfg.scale``,
-``cfg["scale"]``, ``self.alpha``, as attribute names or string constants) are guarded
-too, numbers by value and tensors by identity, and dicts and plain objects among them
-(``cfg.model.p``) are walked the same way. A list or tuple so reached that holds tensors
+while the name still holds that very object. Python values read the same way (numbers,
+strings, None, tuples of those) are baked into the graph as constants and are guarded by
+value, type included (``same_value``). The walk follows the functions reached through
+``fn``'s globals and closure cells (a helper the step calls) and the objects so reached:
+a dict, a config object, a Python module of the user's (``config.scale``), the ``self``
+of a bound method the step is, the step's non-tensor arguments, and every Module among
+them with all its children, however deep and through whatever container
+(``nn.Sequential``, ``nn.ModuleList``, a plain list of Modules): a ``MyLayer`` inside
+``nn.Sequential`` reads ``self.scale`` as surely as the step's own code would. Of each
+object, the members that the walked code names (``cfg.scale``, ``cfg["scale"]``,
+``self.alpha``, as attribute names or string constants) or that the object's own code
+names (a user Module's ``forward``, ``__call__`` and the methods they call) are guarded,
+values by value and tensors by identity; dicts, plain and user objects among them
+(``cfg.model.p``) are walked the same way, and the functions they hold are walked for the
+globals they read. A Module's children are guarded by identity (``model[0] = nn.Linear``
+brings parameters the trace never read). A list or tuple so reached that holds tensors
 the trace read is guarded by its items (tensors by identity, numbers by value), as they
 were before the trace: a body that empties it (``del saved[:]``) still depended on them.
-A number the trace itself changes (a counter the body increments) is a side effect of the
+A value the trace itself changes (a counter the body increments) is a side effect of the
 trace, not guarded. Not seen: a member read under a name the code computes
-(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read, and what
-library code reads of its own objects (a Module's parameters are guarded by the Module,
-``Module._guard``).
+(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read or Module,
+and what library code reads of its own objects (a Module's parameters and the attributes
+staged's layers read are guarded by the Module when it is called, ``Module._guard``).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dis
 import functools
+import numbers
 import operator
 import os
 import sys
@@ -33,17 +42,21 @@ import sysconfig
 import types
 from typing import Any
 
+import numpy as np
+
 _MISSING = object()
-_NUMBERS = (bool, int, float, complex)
+_VALUES = (numbers.Number, np.generic, str, bytes, type(None))  # guarded by value
 
 
 class Guard:
-    """The trace is reused while ``get()`` is still ``same`` as its value at trace time;
-    ``failure()`` otherwise says what changed: ``"<name>: <old> -> <new>"``."""
+    """The trace is reused while ``get()`` is still ``same`` (by default ``same_value``) as
+    its value at trace time; ``failure()`` otherwise says what changed:
+    ``"<name>: <old> -> <new>"``."""
 
     __slots__ = ("name", "get", "value", "same", "show")
 
-    def __init__(self, name: str, get, same=operator.eq, show=repr, value=_MISSING):
+    def __init__(self, name: str, get, same=None, show=repr, value=_MISSING):
+        same = same_value if same is None else same
         self.name, self.get, self.same, self.show = name, get, same, show
         self.value = get() if value is _MISSING else value
 
@@ -54,8 +67,61 @@ class Guard:
         return f"{self.name}: {self.show(self.value)} -> {self.show(now)}"
 
 
-def _same_number(a, b) -> bool:
-    return type(a) is type(b) and (a == b or (a != a and b != b))  # NaN equals NaN here
+def same_value(a, b) -> bool:
+    """The rule of every value guard: the same object, or values of the same type that are
+    equal, NaN equal to NaN (a NaN attribute re-traces no call); tuples, lists and dicts
+    item by item, in order. ``1``, ``1.0`` and ``True`` differ: ``x * 1`` keeps an int
+    tensor's dtype where ``x * 1.0`` makes it float, and ``flag is True`` tells ``True``
+    from ``1``. Other objects (tensors, functions, Modules) are the same only as
+    themselves."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    kind = _KINDS.get(t) or _kind(t)
+    if kind == "value":
+        return bool(a == b) or (a != a and b != b)
+    if kind == "object" or len(a) != len(b):
+        return False
+    if kind == "items":
+        if all(map(operator.is_, a, b)):  # the common case, at C speed: a guard runs per call
+            return True
+        pairs = zip(a, b)
+    else:
+        pairs = zip(a.items(), b.items())  # in order
+    for x, y in pairs:
+        k = _KINDS.get(type(x))  # inline: equal numbers or strings, empty containers (hooks)
+        if x is y or (
+            type(x) is type(y)
+            and (x == y if k == "value" else k in ("items", "dict") and not x and not y)
+        ):
+            continue
+        if not same_value(x, y):
+            return False
+    return True
+
+
+_KINDS: dict[type, str] = {}  # type -> how ``same_value`` compares its objects (a cache)
+
+
+def _kind(t: type) -> str:
+    kind = (
+        "items"
+        if issubclass(t, (tuple, list))
+        else "dict"
+        if issubclass(t, dict)
+        else "value"
+        if issubclass(t, _VALUES)
+        else "object"
+    )
+    _KINDS[t] = kind
+    return kind
+
+
+def _is_value(v) -> bool:
+    """A value a guard compares by value: a number, a string, None, a tuple of those."""
+    return isinstance(v, _VALUES) or (type(v) is tuple and all(map(_is_value, v)))
 
 
 def _show(obj) -> str:
@@ -67,15 +133,16 @@ def _show(obj) -> str:
     return repr(obj)
 
 
-def source_guards(fn, tensors, before=None) -> list:
+def source_guards(fn, tensors, before=None, roots=()) -> list:
     """Guards on the globals and closure cells through which ``fn`` reads one of
-    ``tensors`` (by identity) or a Python number (Note [source guards]). ``before``: the
+    ``tensors`` (by identity) or a Python value (Note [source guards]), and on the members
+    of ``roots`` ((name, object) pairs: the step's non-tensor arguments). ``before``: the
     guards of a walk made before the trace; a number the trace itself changed (a counter
     the body increments) is a side effect of the trace, not guarded. Without ``before``
     (the walk before the trace) every list or tuple of tensors is guarded by its items,
     for the walk after it to keep those whose items the trace read."""
     ids = {id(t) for t in tensors}
-    guards = _walk(fn, ids, any_list=before is None)
+    guards = _walk(fn, ids, before is None, roots)
     if before is None:
         return guards
     old = {g.name: g for g in before}
@@ -90,101 +157,179 @@ def source_guards(fn, tensors, before=None) -> list:
     ]
 
 
-def _walk(fn, ids, any_list=False) -> list:
+def _walk(fn, ids, any_list=False, roots=()) -> list:
     """The guards of ``source_guards``, ``ids`` the ids of the tensors the trace read;
-    ``any_list``: guard every list of tensors by its items (the walk before the trace)."""
-    lists = None if any_list else ids
+    ``any_list``: guard every list of tensors by its items (the walk before the trace);
+    ``roots``: (name, object) pairs walked as members are (the step's non-tensor
+    arguments)."""
+    read = (ids, None if any_list else ids)
     guards: list[Any] = []
-    seen: set[int] = set()
     todo = [(f, 0) for f in _functions(fn)]
+    names = frozenset().union(*(_names(f.__code__)[1] for f, _ in todo))
     owner = fn.__self__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(owner, (types.FunctionType, functools.partial)):  # its ``self``
-        names = frozenset().union(*(_names(f.__code__)[1] for f, _ in todo))
-        _members(guards, (ids, lists), "self", functools.partial(_constant, owner), names, set(), 0)
+        roots = (("self", owner), *roots)
+    for name, obj in roots:
+        _members(guards, todo, read, name, functools.partial(_constant, obj), names, set(), 0)
+    walked: set[int] = set()
     while todo:
         f, depth = todo.pop()
-        if id(f) in seen or depth > 4:
+        if id(f) in walked or depth > 4:
             continue
-        seen.add(id(f))
+        walked.add(id(f))
         globs, names = _names(f.__code__)
         for name in sorted(globs & f.__globals__.keys()):
             get = functools.partial(_lookup, f.__globals__, name)
-            todo += _watch(guards, (ids, lists), name, get, depth, names)
+            _watch(guards, todo, read, name, get, depth, names)
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
-            todo += _watch(
-                guards, (ids, lists), name, functools.partial(_contents, cell), depth, names
-            )
+            _watch(guards, todo, read, name, functools.partial(_contents, cell), depth, names)
     return guards
 
 
-def _watch(guards, read, name, get, depth, names) -> list:
+def _watch(guards, todo, read, name, get, depth, names) -> None:
     """Guard the binding ``name`` (read by ``get``) if it holds something the trace
-    depends on; return the functions it leads to, to walk next. ``read``: (the ids of the
-    tensors read, those of ``_items_read``)."""
-    ids = read[0]
+    depends on, else walk what it holds, adding the functions it leads to to ``todo``.
+    ``read``: (the ids of the tensors read, those of ``_items_read``)."""
     value = get()
     guard = _value_guard(read, name, get, value)
     if guard is not None:
         guards.append(guard)
-    elif isinstance(value, types.ModuleType) and not _is_library(value):
-        for attr in sorted(names):  # ``config.w``: attribute names are in co_names too
-            v = getattr(value, attr, None)
-            if id(v) in ids:
-                guards.append(
-                    Guard(
-                        f"{name}.{attr}",
-                        functools.partial(getattr, value, attr, _MISSING),
-                        operator.is_,
-                        _show,
-                        v,
-                    )
-                )
-    else:
-        _members(guards, read, name, get, names, set(), 0)
-        return [(f, depth + 1) for f in _functions(value)]
-    return []
+        return
+    _members(guards, todo, read, name, get, names, set(), depth)
+    todo += [(f, depth + 1) for f in _functions(value)]
 
 
 def _value_guard(read, name, get, value) -> Guard | None:
     """The guard on ``value`` (read by ``get``) where the trace depends on it: a tensor it
-    read by identity, a list or tuple of such by its items, a number by value."""
+    read by identity, a list or tuple of such by its items, a number, a string, None or a
+    tuple of those by value (``same_value``)."""
     ids, lists = read
     if id(value) in ids:
         return Guard(name, get, operator.is_, _show, value)
     if _items_read(value, lists):
         return _items_guard(name, get, value)
-    if isinstance(value, _NUMBERS):
-        return Guard(name, get, _same_number, value=value)
+    if _is_value(value):
+        return Guard(name, get, value=value)
     return None
 
 
 _PLAIN = (dict, types.SimpleNamespace, argparse.Namespace)
 
 
-def _members(guards, read, name, get, names, seen, depth) -> None:
-    """Guard the members of the object ``get()`` (a dict's string keys, an object's
-    ``__dict__``) that ``names`` holds and that are numbers (by value) or tensors the trace
-    read (by identity), or that the object's own code (its ``forward``, ``__call__``)
-    names; walk those that are dicts or plain objects (Note [source guards]). ``read``:
-    as ``_watch``'s."""
+def _members(guards, todo, read, name, get, names, seen, depth) -> None:
+    """Guard the members of the object ``get()`` (a dict's string keys, an object's or a
+    Python module's ``__dict__``) that ``names`` or the object's own code (its
+    ``forward``, ``__call__`` and the methods they name) names and that are values or
+    tensors the trace read (``_value_guard``); walk those that are dicts, plain objects,
+    user objects or Modules, and every child of a Module and Module in a list or tuple,
+    however deep (Note [source guards]: a ``MyLayer`` inside ``nn.Sequential``). The
+    functions so found go to ``todo``, to walk their globals. ``read``: as ``_watch``'s."""
     obj = get()
     if id(obj) in seen or depth > 3:
         return
     seen.add(id(obj))
-    names = names.union(*(_names(f.__code__)[1] for f in _functions(obj)))
+    own = _methods(obj)
+    todo += [(f, depth + 1) for f in own]
+    names = names.union(*(_names(f.__code__)[1] for f in own))
     space = _attributes(obj)
     if space is None:
         return
-    keys = set(space) | set(_submodules(space))
-    for key in sorted(k for k in keys if isinstance(k, str) and k in names):
+    children = _submodules(space)
+    if children:  # a child replaced (``model[0] = nn.Linear(3, 2)``) brings new parameters
+        guards.append(
+            Guard(
+                f"{name} children",
+                functools.partial(_children, get),
+                _same_children,
+                _show_children,
+            )
+        )
+    keys = {k for k in space if isinstance(k, str) and k in names} | set(children)
+    for key in sorted(keys):
         v = _member(functools.partial(_constant, obj), key)
         at = f"{name}[{key!r}]" if isinstance(obj, dict) else f"{name}.{key}"
         member = functools.partial(_member, get, key)
         guard = _value_guard(read, at, member, v)
         if guard is not None:
             guards.append(guard)
-        elif _attributes(v) is not None and (isinstance(v, _PLAIN) or not _is_library(type(v))):
-            _members(guards, read, at, member, names, seen, depth + 1)
+            continue
+        # a Module's child adds no depth: models nest deeper than config objects do
+        deeper = depth + (key not in children)
+        if _walked(v):
+            _members(guards, todo, read, at, member, names, seen, deeper)
+        elif isinstance(v, (list, tuple)):  # ``self.layers = [MyLayer(), MyLayer()]``
+            for i, x in enumerate(v):  # Modules only: not each object of a list of data
+                if "_modules" in (_attributes(x) or ()):
+                    item = functools.partial(_item, member, i)
+                    _members(guards, todo, read, f"{at}[{i}]", item, names, seen, deeper)
+        else:
+            todo += [(f, depth + 1) for f in _functions(v)]
+
+
+def _walked(v) -> bool:
+    """Walked by ``_members``: a dict, a plain object (a namespace), an object or a Python
+    module of the user's, a Module (for its children; staged's own read their members
+    themselves: ``Module._guard``)."""
+    space = _attributes(v)
+    return space is not None and (
+        isinstance(v, _PLAIN) or "_modules" in space or not _is_library(_defined(v))
+    )
+
+
+def _defined(v):
+    """Where ``v``'s code is: a Python module itself, else its class."""
+    return v if isinstance(v, types.ModuleType) else type(v)
+
+
+def _methods(obj) -> list:
+    """The user's functions calling ``obj`` runs (``_functions``), and the methods of its
+    class that those name, and that these name, ...: a ``forward`` calling
+    ``self.helper()``."""
+    fs = _functions(obj)
+    if isinstance(obj, types.ModuleType) or not fs:
+        return fs
+    cls, found = type(obj), {id(f) for f in fs}
+    todo = list(fs)
+    while todo:
+        for n in _names(todo.pop().__code__)[1]:
+            v = next((c.__dict__[n] for c in cls.__mro__ if n in c.__dict__), None)
+            f = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
+            if isinstance(f, types.FunctionType) and id(f) not in found and not _is_library(f):
+                found.add(id(f))
+                fs.append(f)
+                todo.append(f)
+    return fs
+
+
+def _children(get):
+    """A Module's children: (their names, themselves)."""
+    space = _attributes(get())
+    if space is None:
+        return _MISSING
+    children = _submodules(space)
+    return tuple(children), tuple(children.values())
+
+
+def _same_children(a, b) -> bool:
+    """The same names, and the same children (by identity)."""
+    return (
+        type(a) is type(b) is tuple
+        and a[0] == b[0]
+        and len(a[1]) == len(b[1])
+        and all(map(operator.is_, a[1], b[1]))
+    )
+
+
+def _show_children(children) -> str:
+    if not isinstance(children, tuple):
+        return _show(children)
+    return ", ".join(f"{k}={type(m).__name__} at {id(m):#x}" for k, m in zip(*children))
+
+
+def _item(get, i):
+    """``get()[i]`` of a list or tuple, ``_MISSING`` where there is none."""
+    v = get()
+    return v[i] if isinstance(v, (list, tuple)) and -len(v) <= i < len(v) else _MISSING
 
 
 def _items_read(value, ids, depth: int = 0) -> bool:
@@ -203,12 +348,8 @@ def _items(get):
 
 
 def _same_items(a, b) -> bool:
-    """The same items: tensors (and other objects) by identity, numbers by value."""
-    return (
-        type(a) is type(b) is tuple
-        and len(a) == len(b)
-        and all(x is y or (isinstance(x, _NUMBERS) and _same_number(x, y)) for x, y in zip(a, b))
-    )
+    """The same items (``same_value``: tensors by identity, numbers by value)."""
+    return type(a) is tuple and same_value(a, b)
 
 
 def _show_items(items) -> str:
@@ -225,11 +366,14 @@ def _items_guard(name: str, get, value) -> Guard:
 
 
 def _attributes(obj) -> dict | None:
-    """``vars(obj)`` of an instance (a dict itself for a dict), else None (a class, a
-    function, a Python module, a tensor)."""
+    """``vars(obj)`` of an instance (a dict itself for a dict) or of a Python module of
+    the user's (``config.scale``), else None (a class, a function, a library's module, a
+    tensor)."""
     if isinstance(obj, dict):
         return obj
-    if isinstance(obj, (type, types.FunctionType, types.ModuleType, types.MethodType)):
+    if isinstance(obj, types.ModuleType):
+        return None if _is_library(obj) else vars(obj)
+    if isinstance(obj, (type, types.FunctionType, types.MethodType)):
         return None
     try:
         d = getattr(obj, "__dict__", None)
