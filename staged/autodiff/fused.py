@@ -1,10 +1,10 @@
 """Fused eager kernels (``Fused``, Note [fused kernels] in ``eager/dispatch.py``): the NumPy
-kernels of ``linear``, ``layer_norm``, ``cross_entropy``, ``softmax`` and ``log_softmax``,
-their VJP rules, and the backward kernels those call, each with its decomposition in
-``lax``'s strict vocabulary (what a double backward differentiates). The forward kernels
-are declared next to their composites, which are their decompositions (``eager/ops``,
-``nn/functional.py``); forward kernels round as their composites do, so eager values equal
-a captured graph's.
+kernels of ``linear``, ``layer_norm``, ``cross_entropy``, ``softmax``, ``log_softmax``,
+the embedding's row take and the LSTM and GRU cells, their VJP rules, and the backward
+kernels those call, each with its decomposition in ``lax``'s strict vocabulary (what a
+double backward differentiates). The forward kernels are declared next to their
+composites, which are their decompositions (``eager/ops``, ``nn/functional.py``); forward
+kernels round as their composites do, so eager values equal a captured graph's.
 """
 
 from __future__ import annotations
@@ -27,6 +27,35 @@ def fusable(*tensors) -> bool:
 def _rows(a):
     """``a`` as a matrix of its last dim's rows (a view where NumPy can)."""
     return a.reshape(-1, a.shape[-1])
+
+
+# Note [row reductions]: NumPy reduces along a last dim a row at a time, costly for short
+# rows (softmax over attention scores' 32, layer_norm's 64): a max over (1024, 32) costs 3x
+# the max over its transposed copy's columns, which NumPy reduces elementwise, and the same
+# (a max does not round); a sum 10x one matrix-vector product (BLAS), which adds in another
+# order: backward kernels only, whose results no captured graph reproduces bit for bit.
+_SHORT_ROW = 64
+_BLAS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _amax(x, dim):
+    """``x.max(dim, keepdims=True)`` (Note [row reductions])."""
+    if dim == x.ndim - 1 and 0 < x.shape[-1] <= _SHORT_ROW and x.size:
+        return np.ascontiguousarray(_rows(x).T).max(0).reshape(x.shape[:-1] + (1,))
+    return x.max(dim, keepdims=True)
+
+
+def _total(x, dim):
+    """``x.sum(dim, keepdims=True)`` in a backward kernel (Note [row reductions])."""
+    if dim == x.ndim - 1 and x.dtype in _BLAS and x.size:
+        return (_rows(x) @ np.ones(x.shape[-1], x.dtype)).reshape(x.shape[:-1] + (1,))
+    return x.sum(dim, keepdims=True)
+
+
+def _row_mean(rows):
+    m = _total(rows, 1)
+    m /= rows.shape[1]
+    return m
 
 
 def _shape(t) -> tuple:
@@ -63,12 +92,39 @@ LINEAR_VJP = (
 LINEAR_BIAS_VJP = LINEAR_VJP + (lambda g: lax.sum(g, tuple(range(len(_shape(g)) - 1))),)
 
 
+# --- take_rows: rows of a 2-D table picked by a 1-D int index (embedding) -----------------
+def take_rows_impl(weight, index):
+    return weight[index]
+
+
+def _take_rows_dw_impl(g, index, *, rows):
+    """The table's gradient: each row of ``g`` added to its index's row, in order (the
+    scatter_add primitive's sum, on a flat array as it does)."""
+    d = g.shape[1]
+    out = np.zeros((rows, d), g.dtype)
+    flat = index.astype(np.intp)[:, None] * d + np.arange(d)
+    np.add.at(out.reshape(-1), flat.reshape(-1), g.reshape(-1))
+    return out
+
+
+def _take_rows_dw_decomposed(g, index, *, rows):
+    n, d = _shape(g)
+    at = lax.expand(lax.reshape(lax.cast(index, dt.int64), (n, 1)), (n, d))
+    return lax.bind("scatter_add", lax.zeros_like(g, (rows, d)), at, g, dim=0)
+
+
+take_rows_dw = Fused("take_rows_dw", _take_rows_dw_impl, _take_rows_dw_decomposed)
+TAKE_ROWS_VJP = (
+    lambda g, weight_aval, index: take_rows_dw(g, index, rows=weight_aval.shape[0]),
+    None,
+)
+
+
 # --- layer_norm over the last n dims, with weight and bias --------------------------------
-def _normalized(x, n, eps):
-    """((x - mean) / sqrt(var + eps), 1 / sqrt(var + eps)) over the last ``n`` dims."""
-    dims = tuple(range(x.ndim - n, x.ndim))
-    xc = x - x.mean(dims, keepdims=True)
-    rstd = np.mean(xc * xc, dims, keepdims=True)
+def _normalized(x, eps, mean):
+    """((x - mean) / sqrt(var + eps), 1 / sqrt(var + eps)), ``mean(a)`` the mean (kept)."""
+    xc = x - mean(x)
+    rstd = mean(xc * xc)
     rstd += eps
     np.sqrt(rstd, out=rstd)
     np.divide(1, rstd, out=rstd)
@@ -77,28 +133,34 @@ def _normalized(x, n, eps):
 
 
 def layer_norm_impl(x, weight, bias, *, n, eps):
-    y, _ = _normalized(x, n, eps)
+    dims = tuple(range(x.ndim - n, x.ndim))
+    y, _ = _normalized(x, eps, lambda a: a.mean(dims, keepdims=True))
     y *= weight
     y += bias
     return y
 
 
+def _groups(a, n):
+    """``a`` as a matrix of rows of its last ``n`` dims (a view where NumPy can)."""
+    lead = a.shape[: a.ndim - n]
+    return a.reshape(math.prod(lead), math.prod(a.shape[len(lead) :]))
+
+
 def _layer_norm_dx_impl(g, x, weight, *, n, eps):
-    xhat, rstd = _normalized(x, n, eps)
-    dims = tuple(range(x.ndim - n, x.ndim))
-    gw = g * weight
-    dx = gw - gw.mean(dims, keepdims=True)
+    xhat, rstd = _normalized(_groups(x, n), eps, _row_mean)
+    gw = _groups(g, n) * weight.reshape(-1)
+    dx = gw - _row_mean(gw)
     gw *= xhat
-    xhat *= gw.mean(dims, keepdims=True)
+    xhat *= _row_mean(gw)
     dx -= xhat
     dx *= rstd
-    return dx
+    return dx.reshape(x.shape)
 
 
 def _layer_norm_dw_impl(g, x, *, n, eps):
-    xhat, _ = _normalized(x, n, eps)
-    xhat *= g
-    return xhat.sum(tuple(range(x.ndim - n)))
+    xhat, _ = _normalized(_groups(x, n), eps, _row_mean)
+    xhat *= _groups(g, n)
+    return xhat.sum(0).reshape(x.shape[x.ndim - n :])
 
 
 def _mean_back(x, dims, count):
@@ -141,17 +203,18 @@ LAYER_NORM_VJP = (
 
 # --- cross_entropy: the mean over (N, C) logits of int64 class indices --------------------
 def cross_entropy_impl(logits, target, *, ignore_index):
+    """The picked log_softmax values only: ``x[t] - lse``, rounded as log_softmax's."""
     valid = target != ignore_index
-    picked = log_softmax_impl(logits, dim=1)[np.arange(len(target)), np.where(valid, target, 0)]
+    picked = logits[np.arange(len(target)), np.where(valid, target, 0)] - _lse(logits, 1)[:, 0]
     total = np.where(valid, -picked, 0.0).sum() / valid.sum(dtype=logits.dtype)
     return np.asarray(total, logits.dtype)
 
 
 def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):
     valid = target != ignore_index
-    p = logits - logits.max(1, keepdims=True)
+    p = logits - _amax(logits, 1)
     np.exp(p, out=p)
-    p /= p.sum(1, keepdims=True)
+    p /= _total(p, 1)
     p[np.arange(len(target)), np.where(valid, target, 0)] -= 1
     count = valid.sum(dtype=logits.dtype)
     p *= (valid * (g / count if count else np.zeros_like(g)))[:, None]  # none counted: 0
@@ -186,25 +249,32 @@ CROSS_ENTROPY_VJP = (
 
 # --- softmax and log_softmax over one dim -------------------------------------------------
 def softmax_impl(x, *, dim):
-    e = x - x.max(dim, keepdims=True)
+    e = x - _amax(x, dim)
     np.exp(e, out=e)
     e /= e.sum(dim, keepdims=True)
     return e
+
+
+def _lse(x, dim):
+    """``m + log(sum(exp(x - m)))`` along ``dim`` (kept) with ``m`` the max."""
+    m = _amax(x, dim)
+    e = x - m
+    np.exp(e, out=e)
+    lse = np.log(e.sum(dim, keepdims=True))
+    lse += m
+    return lse
 
 
 def log_softmax_impl(x, *, dim):
     """``x - (m + log(sum(exp(x - m))))`` with ``m`` the max, rounded as torch's kernel and
     the decomposition (``composite._log_softmax_decomposed``); an infinite max is not
     special-cased, so a row holding +inf (or only -inf) is NaN, as torch."""
-    m = x.max(dim, keepdims=True)
-    lse = np.log(np.exp(x - m).sum(dim, keepdims=True))
-    lse += m
-    return x - lse
+    return x - _lse(x, dim)
 
 
 def _softmax_dx_impl(g, out, *, dim):
     dx = g * out
-    dx -= out * dx.sum(dim, keepdims=True)
+    dx -= out * _total(dx, dim)
     return dx
 
 
@@ -214,7 +284,7 @@ def _softmax_dx_decomposed(g, out, *, dim):
 
 
 def _log_softmax_dx_impl(g, out, *, dim):
-    return g - np.exp(out) * g.sum(dim, keepdims=True)
+    return g - np.exp(out) * _total(g, dim)
 
 
 def _log_softmax_dx_decomposed(g, out, *, dim):

@@ -11,6 +11,7 @@ import torch
 import staged
 import staged.nn.functional as F
 from staged.autodiff import FUSED
+from staged.eager.ops import layers
 from staged.nn.modules import rnn
 from tests.test_linalg_factorizations import KERNELS as LINALG  # checked there
 from tests.test_linalg_ldl import KERNELS as LDL  # checked there
@@ -57,6 +58,10 @@ CASES = {
     ),
     "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
     "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
+    "take_rows": lambda rng, d: (
+        lambda w: layers._take_rows(w, staged.tensor([1, 3, 1, 4, 0, 1])),
+        [_t(rng, (5, 3), d)],
+    ),
     "lstm_cell": lambda rng, d: (rnn._lstm_cell, [_t(rng, (3, 8), d), _t(rng, (3, 2), d)]),
     "gru_cell": lambda rng, d: (
         rnn._gru_cell,
@@ -75,6 +80,7 @@ TORCH = {  # the twins of the cases, from the same operands
     ),
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
+    "take_rows": lambda w: torch.nn.functional.embedding(torch.tensor([1, 3, 1, 4, 0, 1]), w),
     "lstm_cell": lambda gates, c: _torch_lstm_cell(gates, c),
     "gru_cell": lambda gi, gh, h: _torch_gru_cell(gi, gh, h),
     "linalg_solve": torch.linalg.solve,
@@ -89,6 +95,7 @@ BACKWARD = {
     "cross_entropy_dx",
     "softmax_dx",
     "log_softmax_dx",
+    "take_rows_dw",
     "lstm_cell_dgates",
     "lstm_cell_dc",
     "gru_cell_d",

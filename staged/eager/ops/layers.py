@@ -27,7 +27,7 @@ from ..random.generator import default_generator, drawn
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
-from ._operands import half, in_float32, scalar_tensor
+from ._operands import fresh, half, in_float32, scalar_tensor
 from .indexing import check_rows, take_index
 from .inplace import copy_
 
@@ -673,10 +673,25 @@ def embedding(
 
 
 def _take_rows(weight, index):
-    """``weight[index]`` for a 1-D int index."""
+    """``weight[index]`` for a 1-D int index: one fused kernel and Node eagerly."""
+    if fused.fusable(weight):
+        return _take_rows_fused(weight, index)
+    return _take_rows_composite(weight, index)
+
+
+def _take_rows_composite(weight, index):
     n = index.shape[0]
     idx = ad.expand(ad.reshape(index.to(dt.int64), shape=(n, 1)), shape=(n, weight.shape[1]))
     return ad.gather(weight, idx, dim=0)
+
+
+_take_rows_fused = ad.Fused(
+    "take_rows",
+    fused.take_rows_impl,
+    _take_rows_composite,
+    vjp=fused.TAKE_ROWS_VJP,
+    node_name="EmbeddingBackward0",
+)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -726,8 +741,8 @@ def pad(input, pad, mode="constant", value=None):
                 "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
                 "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
             )
-        return _pad_gathered(input, pairs, mode)
-    sizes = tuple(input.shape)
+        return fresh(_pad_gathered(input, pairs, mode), input)
+    sizes, original = tuple(input.shape), input
     if any(lo < 0 or hi < 0 for lo, hi in pairs):
         starts = tuple(max(-lo, 0) for lo, _ in pairs)
         stops = tuple(s - max(-hi, 0) for s, (_, hi) in zip(sizes, pairs))
@@ -735,7 +750,7 @@ def pad(input, pad, mode="constant", value=None):
         sizes = tuple(b - a for a, b in zip(starts, stops))
         pairs = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
     if not any(lo or hi for lo, hi in pairs):
-        return input
+        return fresh(input, original)  # a copy, as torch's
     shape_ = tuple(s + lo + hi for s, (lo, hi) in zip(sizes, pairs))
     base = Tensor._wrap(np.full(shape_, 0 if value is None else value, input.dtype.np), False)
     starts = tuple(lo for lo, _ in pairs)
@@ -852,7 +867,7 @@ def interpolate(
         if i == o and mode != "nearest-exact" and not (mode in _INTERPOLATING and sf):
             continue
         x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
-    return x
+    return fresh(x, input)  # a copy, as torch's (the same size: the input)
 
 
 def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
