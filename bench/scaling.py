@@ -5,15 +5,19 @@ staged compiled, torch eager and JAX jit, over transformers of 1-12 layers and w
     python bench/scaling.py [--full] [--steps-s 1.0] [--impls ...] [--out bench/out]
 
 Every (workload, implementation) runs in a process of its own, so that its peak resident
-memory is its own: the figure is the peak RSS over the RSS the process had with its
-libraries imported and their runtimes started (IREE's device, XLA's client) and the data made (the step's parameters, gradients, optimizer state,
-activations and compiled module; a compiled step is compiled into the cache by a process
-before, so IREE's compiler is not counted). ms/step is the median of 5 blocks of about
-``--steps-s / 5`` each, after 3 warm-up steps (a compiled step's trace and IREE compile
-are not in it: see ``first_step.py``). Processes run one at a time, the implementations of
-one workload back to back, so a ratio compares runs seconds apart; read it with the load
-average in the header. The default grid is the issue's corners; ``--full`` runs all of it
-(several minutes of IREE compiles for the large transformers).
+memory is its own: the figure is the high-water mark of its RSS over the RSS it had once
+its libraries were imported and their runtimes started (IREE's device, XLA's client),
+where the mark was reset: the framework's copy of the parameters, their gradients,
+optimizer state, activations and, compiled, the trace and module (compiled into the cache
+by a process before, so IREE's compiler is not counted); the NumPy arrays every
+implementation starts from are made before, in all alike. A block's result is read at
+its end only, so a compiled step's calls run queued behind each other. ms/step is the
+median of 5 blocks of about ``--steps-s / 5`` each, after 3 warm-up steps (a compiled
+step's trace and IREE compile are not in it: see ``first_step.py``). Processes run one
+at a time, the implementations of one workload back to back, so a ratio compares runs
+seconds apart; read it with the load average in the header. The default grid is the
+issue's corners; ``--full`` runs all of it (several minutes of IREE compiles for the large
+transformers).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -166,9 +169,21 @@ def jax_step(name, params, data, consts):
 
 
 # --- one process per (workload, implementation) --------------------------------------------
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024  # kB
+    raise KeyError(field)
+
+
+def _base_mb() -> float:
+    """The resident memory now, where the high-water mark (``VmHWM``, the peak) starts
+    afresh (Linux's ``clear_refs`` 5): what the process held before, while importing its
+    libraries or as the copy of the driver ``subprocess`` forked, is not its step's peak."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_mb("VmRSS")
 
 
 def worker(impl: str, name: str, steps_s: float) -> dict:
@@ -179,7 +194,7 @@ def worker(impl: str, name: str, steps_s: float) -> dict:
         import bench.compiled_steps  # noqa: F401  (its JAX layers; its imports before the base)
 
         jax.jit(lambda a: a + 1)(1.0).block_until_ready()  # XLA's client up, as a device
-        base = _rss_mb()
+        base = _base_mb()
         run = jax_step(name, params, data, consts)
     else:
         if impl == "torch eager":
@@ -193,7 +208,7 @@ def worker(impl: str, name: str, steps_s: float) -> dict:
                 from staged.runtime.device import device  # libraries are when imported
 
                 device()
-        base = _rss_mb()
+        base = _base_mb()
         step, x, y = framework_step(lib, params, data, consts, loss_fn)
         if impl == "staged compiled":
             step = lib.compile(step)
@@ -207,8 +222,7 @@ def worker(impl: str, name: str, steps_s: float) -> dict:
         return {}
     n = max(1, int(steps_s / 5 / max(_timed(run, 1), 1e-6)))
     ms = sorted(_timed(run, n) * 1e3 for _ in range(5))[2]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"ms": ms, "peak_mb": peak - base}
+    return {"ms": ms, "peak_mb": _status_mb("VmHWM") - base}
 
 
 def _timed(run, n) -> float:

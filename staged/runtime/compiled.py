@@ -183,6 +183,8 @@ class CompiledGraph:
             pos += 1 if w._grad is None else 2
         self._shared = SharedInputs(captured, names)  # Note [shared inputs]
         self._written = [w.tensor for w, _ in captured.state_updates]
+        at = {id(w): pos + j for j, w in enumerate(captured.state)}  # in the inputs
+        self._written_at = [at[id(w)] for w, _ in captured.state_updates]
         self._unshared = [False] * len(self._written)
         # per live input: (value, its device copy, dtype); uploaded again only on a change
         self._live = [(None, None, np.dtype(t._payload.dtype)) for t, _ in captured.live]
@@ -231,6 +233,17 @@ class CompiledGraph:
                 return self._run(leaves)
             return profiled.run(self, leaves)  # Note [compiled calls]
 
+    def _upload_once(self, inputs, shared) -> None:
+        """Note [state uploads]: state this call writes, held on the host where no other
+        object sees it, is uploaded once: the call replaces it with its results, so its
+        device copy skips the caching allocator, which would keep it, unused, for good
+        (Note [caching allocator]). Its host copy stays until the call is seen to finish,
+        as what a failure puts back (Note [failed steps]): a first call holds the state
+        twice. (Narrowed inputs, ``BOUNDARY``, are left to the call.)"""
+        for k, seen in zip(self._written_at, shared):
+            if not seen and type(inputs[k]) is np.ndarray:
+                inputs[k] = self.device.upload(inputs[k], once=True)
+
     def _run(self, leaves):
         c = self.captured
         if c.live:
@@ -250,6 +263,8 @@ class CompiledGraph:
             if w._grad is not None:
                 inputs.append(leaves[i]._grad._payload)
         inputs += [w.tensor._payload for w in c.state]
+        if shared is not self._unshared and self._narrow is None:
+            self._upload_once(inputs, shared)
         if c.rng is not None:  # Note [host draws]: made now, from torch's stream
             inputs += c.rng.run(self._draw_shapes(inputs))
         if self._narrow:

@@ -33,12 +33,18 @@ BACKEND_DRIVERS = {
     "cuda": ("cuda",),
 }
 _ALIASES = {"cpu": "local-task"}  # PyTorch's spelling
-# Note [caching allocator]: a step allocates its results (the new parameters) and its
-# intermediates afresh on every call, and frees the previous ones. On the CPU drivers
-# every such buffer is a fresh malloc/mmap whose pages fault in and are zeroed on first
-# touch: about a fifth of the CPU time of an MLP 784-256-256-10 step at batch 256
-# (4.4 -> 3.5 ms single-threaded with IREE's caching allocator, which keeps freed
-# blocks for reuse; their number is bounded by the step's peak use).
+# Note [caching allocator]: a step's results and intermediates come from the local
+# driver's own queue-allocation pools (IREE 3.13: TLSF over 64 MB slabs), which reuse
+# freed blocks; the HAL allocator below serves only uploads. Wrapped in IREE's caching
+# allocator, an upload that each call repeats (the data batch, state the step reads but
+# does not write) reuses the buffer the last one freed instead of faulting fresh pages in:
+# 3 MB in 160 instead of 270 us, 0.8 MB in 23 instead of 37 us (2-core x86_64). That
+# allocator keeps the buffers freed to it (64, of any total size; once full, it keeps no
+# more), each for a later request of exactly its size: the state a step writes, uploaded
+# once at its first call and then replaced by its results (Note [state uploads] in
+# compiled.py), stayed cached, unused, for the life of the process (a 2-layer transformer
+# of width 768: 54 MB of its 249 MB peak). Such one-off uploads (``upload(once=True)``)
+# skip the cache: buffers for export are not pooled.
 ALLOCATORS = {"local-task": ["caching"], "local-sync": ["caching"]}
 
 
@@ -73,6 +79,7 @@ class DeviceValue:
                 module.failed()
                 raise
             self.ready = None
+            module.finished(value)
         if self.check is not None:
             self.check()
             self.check = None
@@ -232,6 +239,11 @@ class Device:
             ) from None
         self._rt = rt
         self.hal = self.config.device
+        self._once_usage = (
+            rt.BufferUsage.DEFAULT | rt.BufferUsage.SHARING_EXPORT
+            if allocators
+            else rt.BufferUsage.DEFAULT
+        )
 
     def _create(self, drv, backend, allocators):
         """(the HAL device, how errors name it)."""
@@ -259,13 +271,14 @@ class Device:
         """Load a VM module after ``extra_modules`` (e.g. a parameters module)."""
         return Module(self, vm_module, extra_modules)
 
-    def upload(self, array) -> DeviceValue:
-        """A DeviceValue holding a copy of ``array``."""
+    def upload(self, array, once: bool = False) -> DeviceValue:
+        """A DeviceValue holding a copy of ``array``; ``once``: no later call uploads it
+        again, so its buffer skips the caching allocator (Note [caching allocator])."""
         rt = self._rt
         a = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
         view = self.hal.allocator.allocate_buffer_copy(
             memory_type=rt.MemoryType.DEVICE_LOCAL,
-            allowed_usage=rt.BufferUsage.DEFAULT,
+            allowed_usage=self._once_usage if once else rt.BufferUsage.DEFAULT,
             device=self.hal,
             buffer=a,
             element_type=rt.array_interop.map_dtype_to_element_type(a.dtype),
@@ -407,6 +420,16 @@ class Module:
 
     __del__ = _release
 
+    def finished(self, value: int) -> None:
+        """A read saw the calls up to ``value`` finish: drop their argument lists and what
+        they replaced (their undo), which a module called no more (a step traced again)
+        kept for good; left to the next call where one is being enqueued now."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._in_flight = [c for c in self._in_flight if c[0] > value]
+            finally:
+                self._lock.release()
+
     def failed(self) -> None:
         """A read found the timeline failed: undo the calls that may not have finished."""
         with self._lock:
@@ -494,11 +517,23 @@ def _on_device(dev, a) -> DeviceValue:
 # MLP 784-256-256-10 SGD steps at batch 32 took 0.90x the time of waiting for each (at
 # batch 256, whose Python work is a tenth of the step, nothing was gained on two cores
 # that the workers keep busy); on lavapipe 0.79x and 0.96x. (cuda keeps the synchronous
-# ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are queued: the next one
+# ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are in flight: the next one
 # waits for the oldest, so a loop that never reads a result does not queue (and hold the
-# memory of) unboundedly many. An argument made by another module is waited for before
+# memory of) unboundedly many. Two, one running and the next queued behind it, keep the
+# workers busy. Each call in flight holds its results and the state it replaced (its
+# undo), and a queued call, which allocates as the call before it finishes, seldom reuses
+# that call's intermediates (IREE 3.13's pools take a freed block only once its release is
+# known to have passed), so each adds up to a step's outputs and intermediates to the
+# peak: bench/scaling.py's steps called for 1 s unread peaked 42, 55, 61 MB over the
+# process's start with 1, 2, 3 calls in flight (2-layer transformer of width 256), 82, 97, 110 (MLP at
+# batch 4096), 194, 216, 270 (width 768). Two ran as fast as three (interleaved blocks
+# in one process, six of its workloads, 2-core x86_64: ratios 0.93-1.05, median 1.00);
+# one was 3% slower (median over eight workloads, a 1.5-4 ms step up to 1.2x with the
+# machine loaded): the workers park between calls and wait for the caller's thread to
+# wake and enqueue the next. An argument made by another module is waited for before
 # the call, the argument lists of calls in flight are kept (their buffers must outlive
-# the work), and a step's error surfaces where its results are read or at the next call.
+# the work) until a read or the next call sees them finish (``Module.finished``), and a
+# step's error surfaces where its results are read or at the next call.
 # Command buffers are indirect (compiler.GLOBAL_FLAGS): bound when the queue runs them, as
 # a call's buffers are allocated on the queue after the previous call.
 #
@@ -519,7 +554,7 @@ def _on_device(dev, a) -> DeviceValue:
 # instead made that step 1.6x faster (batch 32: 2x). Polling stops after _POLL_S; longer
 # waits block in IREE's wait, whose spin is then small next to the step.
 _POLL_S = 0.02
-MAX_IN_FLIGHT = 3
+MAX_IN_FLIGHT = 2
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
