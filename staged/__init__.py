@@ -51,6 +51,33 @@ from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
 from .nn.functional import relu_  # noqa: F401  (torch.relu_ is F.relu_)
+from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same arguments)
+    avg_pool1d,
+    bilinear,
+    celu,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    cosine_similarity,
+    group_norm,
+    hardshrink,
+    layer_norm,
+    max_pool1d,
+    max_pool2d,
+    max_pool3d,
+    pairwise_distance,
+    pdist,
+    pixel_shuffle,
+    pixel_unshuffle,
+    prelu,
+    rrelu,
+    selu,
+    threshold,
+)
+from .func import vmap  # noqa: F401  (torch.vmap is torch.func.vmap)
 from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
@@ -142,6 +169,7 @@ globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (lin
 globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
 nn.module.set_compiler(compile)  # what Module.compile runs (nn sits below the runtime)
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
+equal, detach = Tensor.equal, Tensor.detach  # torch.equal(a, b), torch.detach(x)
 float = float32
 double = float64
 long = int64

@@ -48,6 +48,7 @@ from ..eager.ops.layers import (
 )
 from ..autodiff import fused
 from ..eager.ops.linalg import linear  # noqa: F401
+from ..eager.ops._operands import fresh
 from ..eager.ops.reduction import in_float32
 from ..eager.random.generator import default_generator
 from ..eager.tensor import Tensor
@@ -281,7 +282,7 @@ def pixel_shuffle(input, upscale_factor):
     k = len(batch)
     x = input.reshape(*batch, c // (r * r), r, r, h, w)
     x = x.permute(*range(k + 1), k + 3, k + 1, k + 4, k + 2)  # (*, C, H, r, W, r)
-    return x.reshape(*batch, c // (r * r), h * r, w * r)
+    return fresh(x.reshape(*batch, c // (r * r), h * r, w * r), input)  # r = 1: a copy
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -298,7 +299,7 @@ def pixel_unshuffle(input, downscale_factor):
     k = len(batch)
     x = input.reshape(*batch, c, h // r, r, w // r, r)
     x = x.permute(*range(k + 1), k + 2, k + 4, k + 1, k + 3)  # (*, C, r, r, H, W)
-    return x.reshape(*batch, c * r * r, h // r, w // r)
+    return fresh(x.reshape(*batch, c * r * r, h // r, w // r), input)  # r = 1: a copy
 
 
 @in_float32
@@ -489,7 +490,7 @@ def _adaptive_avg_pool(input, n, output_size):
         window = ((j >= start) & (j < end)).astype(x.dtype.np)
         sums = ops.movedim(x, d, -1) @ _const(window)
         x = ops.movedim(sums / _const((end - start).astype(x.dtype.np)), -1, d)
-    return x
+    return fresh(x, input)  # the input's own size: a copy, as torch's
 
 
 def _adaptive_max_pool(input, n, output_size, return_indices):
@@ -2171,7 +2172,7 @@ def channel_shuffle(input, groups):
         )
     n, rest = input.shape[0], tuple(input.shape[2:])
     x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
-    return x.reshape(input.shape)
+    return fresh(x.reshape(input.shape), input)  # one group (or one per channel): a copy
 
 
 native_channel_shuffle = channel_shuffle

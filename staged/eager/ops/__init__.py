@@ -8,7 +8,7 @@ from .. import autocast as _autocast
 from .. import devices as _device
 from .. import factories, legacy_types
 from ..tensor import Tensor
-from . import elementwise, indexing, inplace, linalg, metadata, shape, table
+from . import composite, elementwise, indexing, inplace, linalg, metadata, shape, table
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
@@ -86,6 +86,7 @@ _METHODS = {
     "__matmul__": _autocast.sited(linalg.matmul, "matmul", site=False),
     "__rmatmul__": _rev(_autocast.sited(linalg.matmul, "matmul", site=False)),
     "__neg__": elementwise.neg,
+    "__pos__": composite.positive,
     "__abs__": elementwise.abs,
     "__eq__": elementwise.eq,
     "__ne__": elementwise.ne,

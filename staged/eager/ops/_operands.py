@@ -62,6 +62,20 @@ def broadcast_shapes(*shapes) -> tuple:
         raise RuntimeError(at_user(f"shapes {list(a)} and {list(b)} cannot be broadcast")) from None
 
 
+def _root(t: Tensor) -> Tensor:
+    return t if t._base is None else t._base
+
+
+def fresh(out: Tensor, *inputs: Tensor) -> Tensor:
+    """``out`` as a tensor of its own: a copy where it is one of ``inputs`` or a view of
+    one's memory. For ops that torch always writes anew (``repeat``, a pad by 0, a
+    resize to the same size), whose compositions here are the input itself or a view of
+    it at their edge sizes: a write to the result must not reach the input, nor raise
+    for the expanded view's shared elements."""
+    root = _root(out)
+    return ad.copy(out) if any(root is _root(x) for x in inputs) else out
+
+
 def expand_to(t: Tensor, shape: tuple) -> Tensor:
     s = tuple(t._payload.shape)
     if s == shape:

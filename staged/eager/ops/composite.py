@@ -18,6 +18,7 @@ from ._operands import broadcast_shapes, expand_to, float_operand, promote_types
 from .elementwise import (
     abs,
     clamp,
+    cos,
     erf,
     erfc,
     erfcx,
@@ -44,6 +45,7 @@ from .inplace import apply_inplace
 from .reduction import _scan, all, in_float32, logsumexp, sum
 from .reduction import norm as vector_norm
 from .reduction import any as any_
+from .shape import broadcast_tensors, stack, view_as_complex
 
 
 def _floating(name, x, dim):
@@ -282,6 +284,40 @@ def frac(x):
     """x - trunc(x), with x's sign."""
     _real_float("frac", x)
     return x - trunc(x)
+
+
+def _complex_parts(a, b):
+    """Torch's checks of the two real parts ``complex`` and ``polar`` take, broadcast."""
+    floats = (dt.float16, dt.float32, dt.float64)
+    if a.dtype not in floats or b.dtype not in floats:
+        raise RuntimeError(
+            "Expected both inputs to be Half, Float or Double tensors but got "
+            f"{a.dtype.title} and {b.dtype.title}"
+        )
+    if a.dtype is not b.dtype:
+        raise RuntimeError(
+            f"Expected object of scalar type {a.dtype.title} but got scalar type "
+            f"{b.dtype.title} for second argument"
+        )
+    if a.dtype is dt.float16:
+        raise RuntimeError(
+            "a complex tensor of float16 parts would be complex32 (ComplexHalf), which staged "
+            "does not have: pass float32 parts instead"
+        )
+    return broadcast_tensors(a, b)
+
+
+def complex(real, imag):
+    """The complex tensor ``real + i imag`` (float32 parts: complex64; broadcast); the
+    gradient of each part is the real or imaginary part of the result's."""
+    return view_as_complex(stack(_complex_parts(real, imag), -1))
+
+
+def polar(abs, angle):
+    """The complex tensor of modulus ``abs`` and argument ``angle``:
+    ``abs cos(angle) + i abs sin(angle)``."""
+    abs, angle = _complex_parts(abs, angle)
+    return view_as_complex(stack([abs * cos(angle), abs * sin(angle)], -1))
 
 
 def positive(x):

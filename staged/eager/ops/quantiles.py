@@ -349,7 +349,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False) -> Any:
                 f"but got input with dtype {_C_NAMES.get(x.dtype.name, x.dtype.name)} and bins "
                 f"for dimension 0 with dtype {_C_NAMES.get(bins.dtype.name, bins.dtype.name)}"
             )
-        edges = bins.detach()
+        edges = ad.copy(bins.detach())  # the result's bin_edges: a copy, as torch's
         n = edges.numel() - 1
         inside = (x >= edges[0]) & (x <= edges[-1])
         pos = minimum(searchsorted(edges, x, right=True) - 1, scalar_tensor(n - 1, dt.int64))

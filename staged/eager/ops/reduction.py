@@ -173,7 +173,7 @@ def _sorted(x, dim, descending, k):
     if x.dtype.is_complex:
         raise RuntimeError(f"sort(): complex tensors cannot be ordered (got {x.dtype.name})")
     if not x.ndim:
-        return x, ad.reshape(
+        return ad.copy(x), ad.reshape(
             ad.argsort(ad.reshape(x, shape=(1,)), dim=0, descending=descending, k=k), shape=()
         )
     idx = ad.argsort(x, dim=d, descending=descending, k=k)

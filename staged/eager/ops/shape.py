@@ -3,6 +3,7 @@ over the reshape, expand, permute, slice and concat primitives."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..checks import check_range
 from ..devices import check as check_device
 from ..tensor import Size, Tensor
 from ._operands import broadcast_shapes as _broadcast_shapes
-from ._operands import expand_to, operands, promote_types, scalar_tensor, to_dtype
+from ._operands import expand_to, fresh, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
 from .indexing import take_index
 
@@ -596,7 +597,7 @@ def repeat(x, *sizes):
     paired = tuple(k for s in shape for k in (1, s))
     y = ad.reshape(x, shape=paired)
     y = expand_to(y, tuple(k for r, s in zip(sizes, shape) for k in (r, s)))
-    return ad.reshape(y, shape=out)
+    return fresh(ad.reshape(y, shape=out), x)  # a copy, as torch's (all sizes 1: a view)
 
 
 def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
@@ -619,7 +620,8 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
         raise RuntimeError("Repeats must be non-negative")
     shape = tuple(x._payload.shape)
     y = expand_to(unsqueeze(x, dim + 1), shape[: dim + 1] + (repeats,) + shape[dim + 1 :])
-    return ad.reshape(y, shape=shape[:dim] + (shape[dim] * repeats,) + shape[dim + 1 :])
+    out = ad.reshape(y, shape=shape[:dim] + (shape[dim] * repeats,) + shape[dim + 1 :])
+    return fresh(out, x)  # a copy, as torch's (once each, or of one entry: a view)
 
 
 def _interleave_index(repeats, n, output_size):
@@ -925,6 +927,21 @@ def cartesian_prod(*tensors):
         return tensors[0]
     grids = meshgrid(*tensors, indexing="ij")
     return stack([reshape(g, (g.numel(),)) for g in grids], 1)
+
+
+def combinations(input, r=2, with_replacement=False):
+    """The ``r``-entry combinations of the 1-D ``input``'s entries, one per row, in
+    ``itertools.combinations`` order (``with_replacement``: ``combinations_with_replacement``'s):
+    a gather by indices the shape alone fixes."""
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return Tensor._wrap(np.zeros((0,), input.dtype.np))
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(pick(range(input.shape[0]), r)), np.int64).reshape(-1)
+    return reshape(take_index(input, Tensor._wrap(rows), 0), (-1, r))
 
 
 def block_diag(*tensors):

@@ -177,12 +177,12 @@ ROWS = {
     },
     # torch has them as functions only (no Tensor methods)
     **{n: Public(getattr(shape, n), method=False) for n in ("view_as_real", "view_as_complex")},
+    **{n: Public(getattr(composite, n), method=False) for n in ("complex", "polar")},
     **{
         n: Public(getattr(shape, n), export=False)
         for n in (
             "view",
             "expand",
-            "broadcast_to",
             "contiguous",
             "new_zeros",
             "repeat",
@@ -260,7 +260,11 @@ ROWS = {
     "scatter_reduce": Public(indexing.scatter_reduce, inplace=True),
     **{n: Public(getattr(linalg, n)) for n in ("kron", "cross")},
     **{n: Public(getattr(linalg, n), method=False) for n in ("tensordot", "cdist")},
-    **{n: Public(getattr(shape, n), method=False) for n in ("cartesian_prod", "block_diag")},
+    **{
+        n: Public(getattr(shape, n), method=False)
+        for n in ("cartesian_prod", "block_diag", "combinations")
+    },
+    "broadcast_to": Public(shape.broadcast_to),
     "heaviside": Public(composite.heaviside),
     "signbit": Public(composite.signbit),
     "copysign": Public(composite.copysign, inplace=True),

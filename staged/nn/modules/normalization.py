@@ -252,6 +252,13 @@ class LayerNorm(Module):
         super().__setstate__(state)
         self.__dict__.setdefault("bias_enabled", self._parameters.get("bias") is not None)
 
+    def reset_parameters(self):
+        """Weight 1 and bias 0 again (a model built empty, or re-initialised)."""
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 

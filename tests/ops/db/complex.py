@@ -31,6 +31,26 @@ _SHAPES = (((3, 4), "matrix"), ((), "scalar"))
 _REAL_TO_COMPLEX = "real in, complex out: tests/test_view_as_real.py runs gradcheck on it"
 
 
+_REAL_PARTS = "real parts in, complex out: tests/eager/test_torch_names.py runs gradcheck"
+
+
+def _parts_samples(low):
+    """Two real parts (the first in [low, 2)), broadcast, 0-d and empty."""
+
+    def samples(d, rng):
+        return [
+            Sample((arr(rng, d, a, low), arr(rng, d, b, -3.0, 3.0)), name=n)
+            for a, b, n in [
+                ((3, 4), (3, 4), ""),
+                ((2, 1, 4), (3, 1), "broadcast"),
+                ((), (), "scalar"),
+                ((0, 2), (0, 2), "empty"),
+            ]
+        ]
+
+    return samples
+
+
 ENTRIES = [
     *(
         _unary(n, _method(n))
@@ -72,6 +92,18 @@ ENTRIES = [
         torch.view_as_complex,
         lambda d, rng: [Sample((arr(rng, d, s + (2,)),), name=n) for s, n in _SHAPES],
         skips=[Skip(check, _REAL_TO_COMPLEX) for check in ("fd", "gradgrad")],
+    ),
+    *(
+        OpInfo(
+            name,
+            getattr(staged, name),
+            getattr(torch, name),
+            _parts_samples(low),
+            skips=[Skip(check, _REAL_PARTS) for check in ("fd", "gradgrad")],
+        )
+        # polar's modulus positive: torch's gradient for a negative one is -1 times the
+        # derivative (its docs leave negative moduli undefined)
+        for name, low in (("complex", -2.0), ("polar", 0.3))
     ),
     OpInfo(
         "complex_mul",

@@ -362,6 +362,16 @@ ENTRIES = [
     _named("cartesian_prod", _vararg_samples([(3,), (2,)], [(2,), (2,), (3,)]), dtypes=INTS),
     _named("block_diag", _block_diag_samples, dtypes=INTS),
     _named(
+        "combinations",
+        lambda d, rng: [
+            Sample((arr(rng, d, (4,)),)),
+            Sample((arr(rng, d, (3,)), 3), dict(with_replacement=True)),
+            Sample((arr(rng, d, (3,)),), dict(r=1)),
+            Sample((arr(rng, d, (2,)), 3)),  # more than there are entries: (0, 3)
+        ],
+        dtypes=INTS,
+    ),
+    _named(
         "heaviside",
         lambda d, rng: [Sample((np.array([-1.0, 0.0, 2.0, 0.0], d), arr(rng, d, (4,))))],
         differentiable=False,
