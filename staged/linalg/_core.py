@@ -114,7 +114,7 @@ def matrix_power(A, n: int) -> Tensor:
             square = square @ square
     if out is None:  # the identity, with A's graph (gradient 0), as torch's
         return ops.where(ones_like(A, dtype=bool), eye(A.shape[-1], dtype=A.dtype), A)
-    return out
+    return A.clone() if out is A else out  # n = 1: a new tensor, as torch's
 
 
 def _argmax(x) -> Tensor:

@@ -34,6 +34,7 @@ CASES = {
     "pixel_unshuffle by 1": lambda T, x: T.nn.functional.pixel_unshuffle(x[None, :, :, None], 1),
     "channel_shuffle of one group": lambda T, x: T.nn.ChannelShuffle(1)(x[None, :, :, None]),
     "histogram's bin edges": lambda T, x: T.histogram(x.flatten(), x[0]).bin_edges,
+    "matrix_power 1": lambda T, x: T.linalg.matrix_power(x[:, :2], 1),
 }
 
 
