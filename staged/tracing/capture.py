@@ -369,10 +369,66 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
             tracer._watch(w._grad)
     a, kw = unflatten(in_tree, sym_leaves)
     del sym_leaves
-    with state_lock:  # Note [one trace at a time]
+    originals = [(leaves[i], names[i]) for i, _ in wrappers]
+    with state_lock, _marked(originals):  # Note [one trace at a time]
         captured = _trace(fn, tracer, a, kw, in_tree, wrappers)
     _name(captured, tracer, fn, names, leaves)
     return captured
+
+
+# Note [argument originals]: the step traces a stand-in of each tensor argument, whose
+# .grad its backward fills. Code reaching the caller's own tensor another way (an
+# optimizer given it, a module holding it) would read its .grad, which the trace never
+# sets: the optimizer skipped it, and the compiled step never updated it (eagerly it
+# trains). While the trace runs, the caller's tensors are of a class whose .grad raises.
+_ORIGINALS: dict[int, str] = {}  # id(an argument's own tensor) -> its name, while traced
+_ORIGINAL_CLASSES: dict[type, type] = {}
+
+
+class _Original:
+    """Mixed into an argument's own tensor's class while its stand-in is traced."""
+
+    __slots__ = ()
+
+    @property
+    def grad(self):
+        raise CaptureError(
+            f"{user_location()}: {_ORIGINALS.get(id(self), 'a tensor argument')} is an "
+            "argument of the compiled step and is also reached another way (an optimizer "
+            "or a module holds it): the step computes the argument's gradient, which that "
+            "other reference would not see. Pass it only as an argument, or let the step "
+            "reach it only through what holds it (drop the argument)"
+        )
+
+    @grad.setter
+    def grad(self, value):
+        type(self).grad.fget(self)
+
+
+def _original_class(cls: type) -> type:
+    sub = _ORIGINAL_CLASSES.get(cls)
+    if sub is None:
+        sub = _ORIGINAL_CLASSES[cls] = type(cls.__name__, (_Original, cls), {"__slots__": ()})
+    return sub
+
+
+class _marked:
+    """Context: the arguments' own tensors, (tensor, name) pairs, marked as ``_Original``."""
+
+    def __init__(self, originals):
+        self.originals = [(t, type(t)) for t, _ in originals]
+        self.names = {id(t): name for t, name in originals}
+
+    def __enter__(self):
+        _ORIGINALS.update(self.names)
+        for t, cls in self.originals:
+            t.__class__ = _original_class(cls)
+
+    def __exit__(self, *exc):
+        for t, cls in self.originals:
+            t.__class__ = cls
+        for k in self.names:
+            _ORIGINALS.pop(k, None)
 
 
 def _take_hooks(w: Tensor, leaf: Tensor, name: str) -> None:

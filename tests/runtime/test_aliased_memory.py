@@ -11,6 +11,7 @@ import pytest
 
 import staged
 from staged.runtime.device import DeviceValue
+from staged.tracing.symbolic import CaptureError
 
 # every way to hold a parameter's memory, each read after the steps
 ALIASES = {
@@ -146,10 +147,32 @@ def test_a_parameter_passed_as_an_argument_to_a_step_that_updates_it_raises():
         opt.step()
         return w.sum()  # eager: the updated weight
 
+    # the trace sees the optimizer reach the argument's own tensor (Note [argument
+    # originals]), before the runtime would see the two inputs share memory
     with pytest.raises(
-        staged.runtime.shared_inputs.SharedInputsError, match="w and weight share memory"
+        CaptureError, match="w is an argument of the compiled step and is also reached"
     ):
         staged.compile(step)(staged.ones(3, 2), m.weight)
+
+
+def test_an_argument_an_optimizer_holds_raises_not_left_untrained():
+    """An optimizer given the argument itself read its ``.grad``, which the trace's
+    backward never set (it fills the argument's stand-in's): eagerly x trains, compiled
+    it stayed 0 with the loss 3.0 at every call."""
+    x = staged.zeros(3, requires_grad=True)
+    opt = staged.optim.SGD([x], lr=0.1)
+
+    def step(x):
+        loss = ((x - 1) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    with pytest.raises(CaptureError, match="x is an argument of the compiled step"):
+        staged.compile(step)(x)
+    assert type(x) is staged.Tensor and x.grad is None  # the caller's tensor as it was
+    assert float(step(x)) == 3.0 and x.grad is not None  # and eager trains it
 
 
 def test_parameters_tied_through_data_raise():
