@@ -384,14 +384,14 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
 
 
 def _random(name, fill, size, dtype, requires_grad, generator):
-    """A new tensor of ``size`` filled by ``fill(gen, empty array)`` (``fill`` must hold no
+    """A new tensor of ``size`` filled by ``fill(gen, fills.New(...))`` (``fill`` must hold no
     tensor: under capture it outlives the trace, Note [host draws])."""
     t = drawn(
         generator,
         f"staged.{name}",
         size,
         dtype,
-        lambda gen, shape: fill(gen, np.empty(shape, dtype.np)),
+        lambda gen, shape: fill(gen, fills.New(shape, dtype.np)),
         _in_graph(fill, size, dtype),
     )
     return _new(t._payload, requires_grad)
@@ -493,15 +493,15 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
 def _like(name, fill, t, dtype, requires_grad, generator):
     """A new tensor laid out as ``t`` (torch's preserve_format) filled by ``fill``."""
     d, shape = _dtype(dtype, t.dtype), tuple(t.shape)
-    layout = np.empty_like(fills.like(t), dtype=d.np)  # torch's preserve_format
-    layout = None if fills.contiguous(layout) else layout
+    src = fills.like(t)  # torch's preserve_format: a strided t's layout, or a new one
+    layout = None if fills.contiguous(src) else np.empty_like(src, dtype=d.np)
     r = drawn(
         generator,
         f"staged.{name}",
         shape,
         d,  # a strided t: drawn in memory order
         lambda gen, s: fill(
-            gen, layout if layout is not None and s == layout.shape else np.empty(s, d.np)
+            gen, layout if layout is not None and s == layout.shape else fills.New(s, d.np)
         ),
         _in_graph(fill, shape, d),
     )

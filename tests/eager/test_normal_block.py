@@ -22,6 +22,9 @@ TIES = [8519680, 8545240, 8960096, 9061161, 9076498, 10092544, 10344339, 1093892
 TIES += [11064928, 11069568, 11218156, 11271728, 11415861, 11624448, 11735592, 12058624]
 TIES += [12172288, 12582912, 12583424, 12777779, 14195328, 14428133, 14647296, 14680064]
 TIES += [15073280, 15433728, 15626326, 16224768, 16637952]
+# counts k whose cosine or sine polynomial times z is such a tie (the same Note)
+TRIG_TIES = [1498281, 1568862, 2696023, 3685028, 5284428, 5692587, 5763166, 6575761]
+TRIG_TIES += [6819746, 8235313, 8870667, 9886889, 15899079, 16674753]
 
 
 def same_bits(a, b) -> bool:
@@ -29,8 +32,9 @@ def same_bits(a, b) -> bool:
 
 
 def counts() -> np.ndarray:
-    """Every 251st count of a uniform, the ends and the ties' counts of ``1 - u``."""
-    k = np.concatenate([2**24 - np.array(TIES), [1, 2**23, 2**24 - 1], range(0, 2**24, 251)])
+    """Every 251st count of a uniform, the ends and the ties' counts."""
+    ends = [1, 2**23, 2**24 - 1]
+    k = np.concatenate([2**24 - np.array(TIES), TRIG_TIES, ends, range(0, 2**24, 251)])
     return k[: len(k) // 8 * 8].astype(np.int32)  # whole lane groups for Work
 
 
@@ -40,6 +44,12 @@ def test_log_of_count_is_the_transcriptions():
     w = (F32(2**24) - k.astype(F32)).astype(F32)
     expected = avx_mathfun.log(F32(1) - k.astype(F32) * F32(2**-24))
     assert same_bits(avx_mathfun.log_of_count(w, work), expected)
+
+
+def test_work_arrays_start_on_cache_lines():
+    for shape, dtype in (((4, 24), np.float64), ((7, 8), F32), ((3,), np.int32)):
+        a = avx_mathfun.aligned(shape, dtype)
+        assert a.ctypes.data % 64 == 0 and a.shape == shape and a.dtype == dtype
 
 
 def test_sincos_of_count_is_the_transcriptions():

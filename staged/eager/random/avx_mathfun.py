@@ -8,6 +8,8 @@ normals). Written for the inputs that kernel gives: ``log`` of ``1 - u`` in ``(0
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...autodiff.fma import fma32_plain as fma32
@@ -114,8 +116,10 @@ def sincos(x: np.ndarray) -> tuple:
 # Note [fused kernels]: ``log`` and ``sincos`` above transcribe the kernel plainly (they
 # are the specification the tests hold these to); ``log_of_count`` and ``sincos_of_count``
 # compute the same bits in fewer passes over memory and with no allocation: every array
-# lives in ``Work`` buffers reused chunk after chunk, each NumPy call writes in place
-# (positional ``out``, constants as 0-d arrays of the operands' dtype: the cheapest calls),
+# lives in ``Work`` buffers reused chunk after chunk (aligned to cache lines), each NumPy
+# call writes in place where it can (an in-place pass costs about half what a pass into
+# another array does) with a positional ``out`` and its constants as 0-d arrays of the
+# operands' dtype (the cheapest calls),
 # float32 arithmetic stays in float32, and a fused multiply-add ``fmaf(a, b, c)`` of
 # float32s is ``a * b`` in float64 (exact), plus ``c`` (rounded to float64), rounded to
 # float32 by one of:
@@ -130,18 +134,19 @@ def sincos(x: np.ndarray) -> tuple:
 # - Note [rounding by the bits]: adding ``2**28`` to a float64's bits and clearing the 29
 #   low ones rounds its magnitude to 24 significant bits, ties away from zero (a carry out
 #   of the mantissa moves to the next binade): float64 -> float32 -> float64 in two
-#   in-place integer passes, for the log polynomial's steps, whose results cross a binade.
+#   in-place integer passes, for results that cross binades: the log polynomial's steps,
+#   and sincos256_ps's float32 products ``z * (polynomial)`` (exact in float64 first).
 #   It differs from the casts on a float64 exactly halfway between two float32s: over all
-#   inputs, 29 of the polynomial's steps round such a tie the other way, and every one of
-#   those inputs still ends with the same logarithm (the next steps round the difference
-#   away).
+#   inputs, 29 of the log polynomial's steps and 14 of those products round such a tie
+#   the other way, and every one of those inputs still ends with the same logarithm,
+#   cosine and sine (the next steps round the difference away).
 # - Note [one product for fmaf(a, b, c a)]: sincos256_ps ends with ``fmaf(z, h, -z / 2)``
 #   and ``fmaf(x, h, x)``, which are ``z * (h - 1/2)`` and ``x * (h + 1)``. In float64
 #   ``h - 1/2`` and ``h + 1`` are exact unless ``|h| < 2**-29``, and then the one product
 #   rounds to the float64 of ``a * b + c`` above (below that, it still rounds to the same
 #   float32): one pass fewer than the multiply and the add.
 # - Note [the octant in one sum]: sincos256_ps's even octant is ``2k`` with
-#   ``k = (int(t) + 1) >> 1``, ``t = x * 4/pi``: ``int(t / 2 + 1/2)``, where ``t / 2`` is
+#   ``k = (int(t) + 1) >> 1``, ``t = x * 4/pi``: ``floor(t / 2 + 1/2)``, where ``t / 2`` is
 #   exact and adding 1/2 rounds only for ``t < 1``, up to 1 only from ``t = 1 - 2**-24``,
 #   which no input reaches.
 #
@@ -182,14 +187,27 @@ _TRIG = [  # steps 1 and 2: (coefficient + M, M)
 ]
 # ``x = w * 2**-24`` (``w`` the count of ``1 - u``): its exponent is ``w``'s less 24
 _BIAS, _MBIAS = _c(_CARRY - (151 << 23), _I32), _c(0x3F800000 - _CARRY, _I32)
-_LOW23, _I23, _ONE_I, _TWO_I = (_c(v, _I32) for v in (0x7FFFFF, 23, 1, 2))
-_ONE, _HALF32, _Q1, _Q2 = _c(1.0), _c(0.5), _c(LOG_Q1), _c(LOG_Q2)
+_LOW23, _I23, _I31 = (_c(v, _I32) for v in (0x7FFFFF, 23, 31))
+_ONE, _HALF32, _Q1 = _c(1.0), _c(0.5), _c(LOG_Q1)
 _TWO_PI_PER_COUNT = _c(2 * np.pi * 2.0**-24)  # float32(2 pi) * 2**-24
 _HALF_FOPI = _c(FOPI * HALF)
 # octant j = 2k: y * DP_i = k * (2 DP_i), exact
 _DP2 = (_c(2 * MINUS_DP[0]), _c(2 * MINUS_DP[1]), _c(2 * float(MINUS_DP[2]), f64))
 _FMA_SHIFT = _rows(-0.5, 1.0)  # fmaf(z, h, -z / 2) = z (h - 1/2), fmaf(x, h, x) = x (h + 1)
-_U30, _SIGN = _c(30, _U32), _c(-(2**31), _I32)
+_SIGN = _c(-(2**31), _I32)
+_Q2_HALF = np.array([[LOG_Q2], [HALF]], f32)  # e * q2 and z / 2 at once
+_TO_SIGN_BIT = np.array([[31], [30]], _U32)  # k's bit 0, and bits 1 and 0, to bits 31 and 30
+
+
+def aligned(shape, dtype) -> np.ndarray:
+    """An empty array whose data starts on a 64-byte boundary: a cache line, and an
+    AVX-512 vector. NumPy's large arrays start 16 bytes past one, so that every vector of
+    a pass straddles two lines (passes over such arrays run 10-25 % slower)."""
+    d = np.dtype(dtype)
+    size = math.prod(shape) * d.itemsize
+    raw = np.empty(size + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start : start + size].view(d).reshape(shape)
 
 
 class Work:
@@ -200,18 +218,29 @@ class Work:
         n = 8 * k
         self.k, self.n = k, n
         if base is None:
-            self._f64 = np.empty((4, n))
-            self._f32 = np.empty((7, n), f32)
-            self._i32 = np.empty((2, n), _I32)
+            self._f64 = aligned((4, n), f64)
+            self._f32 = aligned((7, n), f32)
+            self._i32 = aligned((2, n), _I32)
             self._last: Work | None = None  # the last smaller chunk's views
         b = base or self
-        self.H, self.A = b._f64[:2, :n], b._f64[2:, :n]  # float64 pairs of rows
-        self.lanes = b._f32[:2, :n]  # the uniforms' counts: [u1 lanes, u2 lanes]
-        self.F = b._f32[2:4, :n]  # [cosine, sine] results
-        self.t = [b._f32[i, :n] for i in (4, 5, 6)]
-        self.t_pair = b._f32[5:7, :n]  # t[1] and t[2], cast to float64 at once
-        self.ints = b._i32[:, :n]
-        self.i = [b._i32[i, :n] for i in (0, 1)]
+        f64s, f32s, i32s = b._f64[:, :n], b._f32[:, :n], b._i32[:, :n]
+        # the views each chunk uses, made once (each costs about a NumPy call)
+        self.H, self.A = f64s[:2], f64s[2:]  # float64 pairs of rows
+        self.h, self.a = tuple(self.H), tuple(self.A)  # their rows
+        self.H_bits, self.y_bits = self.H.view(_U64), self.h[1].view(_U64)
+        self.lanes = f32s[:2]  # the uniforms' counts: [u1 lanes, u2 lanes]
+        self.F = f32s[2:4]  # [cosine, sine] results
+        self.F_bits = self.F.view(_I32)
+        self.f_bits = tuple(self.F_bits)
+        self.t = tuple(f32s[4:7])
+        self.t_low, self.t_pair = f32s[4:6], f32s[5:7]  # t[0:2] and t[1:3]
+        self.signs = self.t_low.view(_U32)  # _octants' sign bits
+        self.sign_rows = tuple(self.t_low.view(_I32))
+        self.odd = self.t[2].view(_I32)
+        self.ints = i32s
+        self.i = tuple(i32s)
+        self.x = self.i[0].view(f32)  # log_of_count's reduced argument
+        self.k_u32 = self.i[1].view(_U32)  # the octants
 
     def view(self, k: int) -> Work:
         if self._last is None or self._last.k != k:
@@ -222,7 +251,7 @@ class Work:
 def log_of_count(w: np.ndarray, work: Work) -> np.ndarray:
     """``log256_ps(w * 2**-24)`` (``log`` of ``1 - u``) for float32 integers ``w`` in
     ``[1, 2**24]``, written over ``w``."""
-    x64, y = work.H
+    x64, y = work.h
     bits, e_bits = work.i
     e, z, eq = work.t
     np.add(w.view(_I32), _BIAS, bits)  # Note [log's exponent by a carry]
@@ -230,11 +259,11 @@ def log_of_count(w: np.ndarray, work: Work) -> np.ndarray:
     np.copyto(e, e_bits, casting="unsafe")
     np.bitwise_and(bits, _LOW23, bits)
     np.add(bits, _MBIAS, bits)
-    x = bits.view(f32)
+    x = work.x
     np.subtract(x, _ONE, x)
     np.copyto(x64, x)
     np.multiply(x64, _LOG_P64[0], y)
-    ybits = y.view(_U64)
+    ybits = work.y_bits
     for c in _LOG_P64[1:]:  # Horner's rule, each step rounded by the bits
         np.add(y, c, y)
         np.add(ybits, _ADD_HALF, ybits)
@@ -247,16 +276,16 @@ def log_of_count(w: np.ndarray, work: Work) -> np.ndarray:
     np.multiply(p, x, p)
     np.multiply(x, x, z)
     np.multiply(e, _Q1, eq)
-    z64, eq64 = work.A
+    z64, eq64 = work.a
     np.copyto(y, p)
     np.copyto(work.A, work.t_pair)
     np.multiply(y, z64, y)
     np.add(y, eq64, y)
     np.copyto(p, y, casting="unsafe")  # fmaf(p, z, e * q1), as fma32_plain
-    np.multiply(z, _HALF32, z)  # the last two fused multiply-adds have exact products
+    np.multiply(work.t_low, _Q2_HALF, work.t_low)  # e * q2, z / 2
+    # the last two fused multiply-adds have exact products: plain float32 rounds the same
     np.subtract(p, z, p)
     np.add(p, x, p)
-    np.multiply(e, _Q2, e)
     np.add(p, e, p)
     return p
 
@@ -269,15 +298,16 @@ def sincos_of_count(kk: np.ndarray, work: Work) -> tuple:
     j = work.i[1]
     x = kk
     np.multiply(x, _TWO_PI_PER_COUNT, x)  # a power of two's scaling commutes with the rounding
-    np.multiply(x, _HALF_FOPI, t)  # x * 4/pi, halved: exact
-    np.add(t, _HALF32, t)
-    np.copyto(j, t, casting="unsafe")  # Note [the octant in one sum]
-    np.copyto(kf, j, casting="unsafe")
+    np.multiply(x, _HALF_FOPI, kf)  # x * 4/pi, halved: exact
+    np.add(kf, _HALF32, kf)
+    np.floor(kf, kf)  # Note [the octant in one sum]
+    np.copyto(j, kf, casting="unsafe")
     np.multiply(kf, _DP2[0], xx)
     np.add(xx, x, xx)  # exact (Sterbenz: x and k * 2 DP0 are within a factor of 2)
     np.multiply(kf, _DP2[1], t)
     np.add(xx, t, xx)
-    z64, xx64 = A = work.A
+    A = work.A
+    z64, xx64 = work.a
     np.copyto(A, work.t_pair)  # k, xx
     np.multiply(z64, _DP2[2], z64)
     np.add(xx64, z64, xx64)
@@ -288,38 +318,38 @@ def sincos_of_count(kk: np.ndarray, work: Work) -> tuple:
     np.copyto(z64, z)
     H, F = work.H, work.F
     np.multiply(z64, _TRIG0, H)  # both polynomials at once, their steps magic-rounded
-    for i, (c_m, m) in enumerate(_TRIG):
-        if i:
-            np.multiply(H, z64, H)
-        np.add(H, c_m, H)
-        np.subtract(H, m, H)
-    np.copyto(F, H, casting="unsafe")  # exact
-    np.multiply(F, z, F)
-    np.copyto(H, F)
+    np.add(H, _TRIG[0][0], H)
+    np.subtract(H, _TRIG[0][1], H)
+    np.multiply(H, z64, H)
+    np.add(H, _TRIG[1][0], H)
+    np.subtract(H, _TRIG[1][1], H)
+    np.multiply(H, z64, H)  # z * (the polynomial), rounded by the bits
+    hbits = work.H_bits
+    np.add(hbits, _ADD_HALF, hbits)
+    np.bitwise_and(hbits, _TO_24_BITS, hbits)
     np.add(H, _FMA_SHIFT, H)
     np.multiply(H, A, H)  # Note [one product for fmaf(a, b, c a)]
     np.copyto(F, H, casting="unsafe")
-    np.add(F[0], _ONE, F[0])
-    return F, _octants(F, j, work)
+    c = F[0]
+    np.add(c, _ONE, c)
+    return F, _octants(j, work)
 
 
-def _octants(F: np.ndarray, k: np.ndarray, work: Work) -> np.ndarray:
-    """Turn ``F``'s polynomials ``(c, s)`` by ``k`` quarter turns, the octant ``2k``'s
-    cosines and sines: a quarter turn where ``k`` is odd, ``(-s, c)``, done in ``F``; the
-    half turn where ``k`` has bit 1 set, ``(-c, -s)``, returned as sign bits to flip in
-    whatever multiplies both. sincos256_ps adds 0 to the polynomial it picks first, which
+def _octants(k: np.ndarray, work: Work) -> np.ndarray:
+    """Turn ``work.F``'s polynomials ``(c, s)`` by ``k`` (``work.i[1]``, clobbered) quarter
+    turns, the octant ``2k``'s cosines and sines: a quarter turn where ``k`` is odd,
+    ``(-s, c)``, done in ``F``; the half turn where ``k`` has bit 1 set, ``(-c, -s)``,
+    returned as sign bits to flip in whatever multiplies both. sincos256_ps adds 0 to the polynomial it picks first, which
     would turn a -0 into +0: neither polynomial is -0 for any input, so that is left out."""
-    half = work.t[0].view(_I32)
-    np.bitwise_and(k, _TWO_I, half)
-    np.left_shift(half.view(_U32), _U30, half.view(_U32))  # bit 1 to the sign bit
-    odd = work.i[0]
-    np.bitwise_and(k, _ONE_I, odd)
-    np.negative(odd, odd)  # all ones where k is odd
-    bits = F.view(_I32)
+    np.left_shift(work.k_u32, _TO_SIGN_BIT, work.signs)
+    odd_sign, half = work.sign_rows  # k's bit 0 at the sign bit; its bit 1 there once masked
+    np.bitwise_and(half, _SIGN, half)
+    odd = work.odd
+    np.right_shift(odd_sign, _I31, odd)  # all ones where k is odd
+    c, s = work.f_bits
     swap = k
-    np.bitwise_xor(bits[0], bits[1], swap)
+    np.bitwise_xor(c, s, swap)
     np.bitwise_and(swap, odd, swap)
-    np.bitwise_xor(bits, swap, bits)
-    np.bitwise_and(odd, _SIGN, odd)
-    np.bitwise_xor(bits[0], odd, bits[0])
+    np.bitwise_xor(work.F_bits, swap, work.F_bits)
+    np.bitwise_xor(c, odd_sign, c)
     return half

@@ -1,7 +1,7 @@
 """A tensor's worth of draws: a distribution's values in the order torch fills the tensor
 (a strided tensor in memory order, as TensorIterator walks it; complex ones through their
 real view), laid out in its shape. ``p`` is the array to fill like: the tensor's payload
-(``like(t)``), or an empty array standing for a new tensor.
+(``like(t)``), or ``New(shape, dtype)`` (or an empty array) standing for a new tensor.
 """
 
 from __future__ import annotations
@@ -26,8 +26,20 @@ def like(t) -> np.ndarray:
     return p if isinstance(p, np.ndarray) else np.empty(tuple(t.shape), t.dtype.np)
 
 
+class New:
+    """Stands for a new C-contiguous array of ``shape`` and ``dtype`` in a fill: what the
+    fill reads of the array it fills like, with no memory behind it (allocating an unused
+    array per draw costs a large one its page faults)."""
+
+    __slots__ = ("shape", "dtype", "size", "ndim")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.size, self.ndim = math.prod(self.shape), len(self.shape)
+
+
 def contiguous(p) -> bool:
-    return p.flags.c_contiguous
+    return isinstance(p, New) or p.flags.c_contiguous
 
 
 def _order(p) -> list:

@@ -28,7 +28,7 @@ def _write(t: Tensor, fill, name: str, generator) -> Tensor:
 
     def draw(gen, shape):
         return fill(
-            gen, layout if layout is not None and shape == layout.shape else np.empty(shape, d)
+            gen, layout if layout is not None and shape == layout.shape else fills.New(shape, d)
         )
 
     return write(t, drawn(generator, f"Tensor.{name}", tuple(t.shape), t.dtype, draw))

@@ -56,6 +56,7 @@ def _fill_float32(gen, blocks: np.ndarray, mean: float, std: float) -> None:
         full = _work.full = avx_mathfun.Work(CHUNK)
     std32, mean32 = np.float32(std), np.float32(mean)
     plain = std32 == 1 and mean32 == 0  # randn: Note [fmaf(x, 1, 0)]
+    plus_zero = not np.signbit(mean32)
     for i in range(0, len(blocks), CHUNK):
         b = blocks[i : i + CHUNK]
         work = full if len(b) == CHUNK else full.view(len(b))
@@ -65,14 +66,16 @@ def _fill_float32(gen, blocks: np.ndarray, mean: float, std: float) -> None:
         r = avx_mathfun.log_of_count(w, work)
         np.multiply(r, _MINUS_TWO, r)
         np.sqrt(r, r)
-        affine = not plain or (r.min() == 0 and not np.signbit(mean32))
+        affine = not plain or (plus_zero and r.min() == 0)
         trig, flip = avx_mathfun.sincos_of_count(kk, work)
         r_bits = r.view(np.int32)
         np.bitwise_xor(r_bits, flip, r_bits)  # (c ^ s) * r = c * (r ^ s): sign bits s
         np.multiply(trig, r, trig)
         if affine:
             _affine32(trig, std32, mean32, trig)
-        np.copyto(b.view(_VOID32).reshape(-1, 2), trig.view(_VOID32).reshape(2, -1).T)
+        halves = b.view(_VOID32).reshape(-1, 2)
+        for h, row in enumerate(trig.view(_VOID32)):  # a 1-D copy each: a 2-D one loops on pairs
+            np.copyto(halves[:, h], row)
 
 
 def _counts(gen, work) -> None:
@@ -81,9 +84,9 @@ def _counts(gen, work) -> None:
     times faster than ``random()``'s one each), the first in the high half: each pair of
     words is swapped back as the counts are converted."""
     w = gen.random64(work.n)
-    np.bitwise_and(w, _MASK24, w)
     words, lanes = work.ints, work.lanes
     np.copyto(words.view(_VOID32).reshape(2, -1), w.view(_VOID32).reshape(-1, 2).T)
+    np.bitwise_and(words.view(np.uint64), _MASK24, words.view(np.uint64))  # aligned there
     np.copyto(lanes[:, 0::2], words[:, _FIRST::2], casting="unsafe")
     np.copyto(lanes[:, 1::2], words[:, 1 - _FIRST :: 2], casting="unsafe")
 
