@@ -4,11 +4,14 @@ formulas, so a schedule gives the same learning rates to the last bit.
 A scheduler writes ``param_groups[i]["lr"]`` (OneCycleLR and CyclicLR also ``momentum``
 or ``betas``); a compiled step reads them at every call (Note [hyper-parameters] in
 ``optimizer.py``), so ``scheduler.step()`` between compiled calls takes effect with no
-re-trace.
+re-trace. Inside a compiled step, ``step()`` (any scheduler's, a subclass's too) is not
+run by the trace but by every call of the step, after the step has read the lr (Note
+[deferred calls] in ``staged/tracing/draws.py``): as eagerly, the lr changes once per call.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import warnings
@@ -16,6 +19,8 @@ from bisect import bisect_right
 from collections import Counter
 from functools import partial
 
+from ..eager.interceptor import current_interceptor
+from ..eager.tensor import Tensor
 from .optimizer import Optimizer
 
 EPOCH_DEPRECATION_WARNING = (
@@ -52,6 +57,36 @@ def _format_param(name: str, optimizer: Optimizer, param) -> list:
     return [param] * n
 
 
+def _deferrable(step):
+    """``step`` made, under a ``staged.compile`` trace, by every call of the compiled step
+    rather than by the trace (Note [deferred calls]); eagerly, at once. Not deferred: a
+    scheduler's first step (made by its constructor), one on an optimizer made in the
+    trace (its numbers are the call's own constants) and ``ReduceLROnPlateau.step(loss)``
+    of a tensor, which needs its data (the trace raises ``CaptureError``)."""
+
+    @functools.wraps(step)
+    def deferrable(self, *args, **kwargs):
+        icpt = current_interceptor()
+        opt = self.optimizer
+        made = getattr(opt, "_made_in", None)
+        if (
+            icpt is None
+            or self._is_initial
+            or (made is not None and made() is icpt)
+            or any(isinstance(a, Tensor) for a in (*args, *kwargs.values()))
+        ):
+            return step(self, *args, **kwargs)
+        live = getattr(opt, "_live", {})
+        icpt.defer(
+            functools.partial(step, self, *args, **kwargs),
+            f"{type(self).__name__}.step()",
+            lambda t: any(t is v for v in live.values()),
+        )
+        return None
+
+    return deferrable
+
+
 class LRScheduler:
     """Base class: subclasses give ``get_lr()``, the next learning rate of each group, and
     where torch has one ``_get_closed_form_lr()``, the rate at ``last_epoch`` from
@@ -59,6 +94,11 @@ class LRScheduler:
 
     _is_initial = False
     _unsaved: tuple = ("optimizer",)  # attributes state_dict() leaves out, as torch
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:  # Note [deferred calls]: a user's scheduler's too
+            cls.step = _deferrable(cls.__dict__["step"])
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         _check_optimizer(optimizer)
@@ -94,6 +134,7 @@ class LRScheduler:
         """The learning rates the last ``step()`` set."""
         return self._last_lr
 
+    @_deferrable
     def step(self, epoch=None) -> None:
         """Advance one epoch (call it after ``optimizer.step()``); a given ``epoch`` is
         deprecated, as in torch, and uses the closed form where there is one."""

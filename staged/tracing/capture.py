@@ -206,6 +206,13 @@ class Tracer:
     def live(self, t: Tensor, get, name: str) -> None:
         """Make the 0-d tensor ``t`` a state input whose value the compiled step takes
         from ``get()`` at every call (an optimizer's learning rate: Note [live inputs])."""
+        for _, what, where, sets in self.program.calls:
+            if sets(t):  # Note [deferred calls]: it would read the value from before it
+                raise CaptureError(
+                    f"{user_location()}: {name} is read after {what} ({where}), which "
+                    "a compiled step makes after its graph has read its hyper-parameters; "
+                    f"call {what} after optimizer.step() (torch's order)"
+                )
         if id(t) not in self.live_inputs:
             self.live_inputs[id(t)] = (t, get)
             if not isinstance(t._payload, Symbolic):
@@ -214,6 +221,19 @@ class Tracer:
                     k += 1
                     unique = f"{name}#{k}"
                 self._add_state(t, unique)
+
+    def defer(self, call, what: str, sets) -> None:
+        """Make ``call()`` (``what``: ``StepLR.step()``) at every call of the step, after
+        it has read its live inputs, instead of now (Note [deferred calls] in draws.py);
+        ``sets(t)``: the call changes the value of live input ``t``."""
+        where = user_location()
+        if self.rng != "host":
+            raise CaptureError(
+                f"{where}: {what} inside the step: a step traced with rng='counter' (saved "
+                "with step.save, exported to ONNX) runs no Python at its calls, so it would "
+                f"never make it again; call {what} outside the step, between its calls"
+            )
+        self.program.calls.append((call, what, where, sets))
 
     def impure(self, what: str) -> None:
         """The traced code drew a random tensor (``staged.randn``): its value is baked in
@@ -297,7 +317,7 @@ class Tracer:
                 symbolic = True
         if not symbolic:
             aval = prim.shape_rule(*(t._aval() for t in inputs), **params)
-            if _numel(aval.shape) <= max(_numel(t._payload.shape) for t in inputs) + 1:
+            if _foldable(aval.shape, [t._payload.shape for t in inputs]):
                 # constants only: fold eagerly (but never blow a scalar up into a big array)
                 out = prim.impl(*(np.asarray(t._payload) for t in inputs), **params)
                 return np.asarray(out)
@@ -320,6 +340,18 @@ class Tracer:
         if t._serial < self.start and not isinstance(t._payload, Symbolic):
             self.lift(t)
         return self.value_of(t)
+
+
+def _foldable(shape, shapes) -> bool:
+    """An op on constants only is folded where its result is no larger than an operand
+    (never blowing a scalar up into a big array), unless it makes an array of 0-d
+    operands only (the expand of a scalar to ``(n,)``, one element at ``n = 1`` only).
+    The rule decides alike at batch sizes ``n`` and ``n + 1``, as ``staged.compile(
+    dynamic=True)`` needs (it compares traces at both, op for op: ``tracing/dynamic.py``);
+    the rule before (one element more than the largest operand) folded the expand of a
+    scalar to ``(n,)`` (a target check's bound) at ``n <= 2`` only, so a dynamic step
+    whose first call had batch 1 or 2 raised ``DynamicError``."""
+    return _numel(shape) <= max(map(_numel, shapes)) and (not shape or any(shapes))
 
 
 def _numel(shape) -> int:
@@ -634,7 +666,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         checks=checks,
         constants=tracer.constants,
         check_output=len(g.outputs) - 1 if checks else -1,
-        rng=tracer.program if tracer.program.steps else None,
+        rng=tracer.program if tracer.program.steps or tracer.program.calls else None,
         grad_results=differentiable,
         arg_updates=arg_updates,
     )

@@ -19,6 +19,16 @@ for call, and ``get_rng_state()`` after ``n`` compiled calls equals eager's afte
 steps. A dropout mask crosses as a bool array; the cost is the NumPy draw plus an
 upload (bench/rng.py).
 
+Note [deferred calls]: Python that a step runs only for its effect on Python state that
+the step reads at every call, an lr scheduler's ``step()`` (it sets
+``param_groups[i]["lr"]``, a live input: Note [live inputs]), would run once, at the
+trace: the schedule would stop there, and the traced call itself would read the lr the
+scheduler had just set. So the trace does not run it (``Tracer.defer``): it is a call of
+the program, which each call of the step makes on the host after reading its live
+inputs, as eager code makes it after ``optimizer.step()``. A live input read after such a
+call in the same step (``scheduler.step()`` before ``optimizer.step()``) raises
+``CaptureError``, as do deferred calls under ``rng="counter"``, which runs no host code.
+
 What cannot run host Python at each call, a deployed step (``save``) and an ONNX export,
 uses ``rng="counter"`` instead: the counter-based stream computed in the graph (Note
 [counter-based RNG] in ``autodiff/random.py``), new numbers at every call but not torch's;
@@ -42,10 +52,12 @@ class Program:
     order the trace made them. Steps: ``("draw", gen, fill, k)`` (``fill(gen, shape)`` ->
     the array of draw input ``k``), ``("get", gen, slot)``, ``("set", gen, slot)``,
     ``("load", gen, state bytes)``, ``("seed", gen, seed)`` (``None``: from the OS's
-    entropy, as ``Generator.seed()``)."""
+    entropy, as ``Generator.seed()``). ``calls``: the deferred calls, ``(call, what, user
+    line, sets)``, made after the steps (Note [deferred calls])."""
 
     steps: list = field(default_factory=list)
     whats: list = field(default_factory=list)  # per draw: (what, user line)
+    calls: list = field(default_factory=list)
 
     @property
     def draws(self) -> int:
@@ -68,6 +80,8 @@ class Program:
                 gen.seed()
             else:
                 gen.manual_seed(step[2])
+        for call, *_ in self.calls:
+            call()
         return out
 
 

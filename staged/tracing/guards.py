@@ -17,16 +17,22 @@ object, the members that the walked code names (``cfg.scale``, ``cfg["scale"]``,
 ``self.alpha``, as attribute names or string constants) or that the object's own code
 names (a user Module's ``forward``, ``__call__`` and the methods they call) are guarded,
 values by value and tensors by identity; dicts, plain and user objects among them
-(``cfg.model.p``) are walked the same way, and the functions they hold are walked for the
-globals they read. A Module's children are guarded by identity (``model[0] = nn.Linear``
+(``cfg.model.p``), and the dicts of a list of at most ``_FEW_DICTS`` (an optimizer's
+``param_groups``: ``opt.param_groups[0]["lr"]`` returned by the step is a value of the
+trace), are walked the same way, and the functions they hold are walked for the globals
+they read. A Module's children are guarded by identity (``model[0] = nn.Linear``
 brings parameters the trace never read). A list or tuple so reached that holds tensors
 the trace read is guarded by its items (tensors by identity, numbers by value), as they
 were before the trace: a body that empties it (``del saved[:]``) still depended on them.
 A value the trace itself changes (a counter the body increments) is a side effect of the
-trace, not guarded. Not seen: a member read under a name the code computes
-(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read or Module,
-and what library code reads of its own objects (a Module's parameters and the attributes
-staged's layers read are guarded by the Module when it is called, ``Module._guard``).
+trace, not guarded: compiled calls run the graph, not the body's Python, so they never
+change it again, and where it steers the step (gradient accumulation on ``self.i % 4``)
+every call repeats what the traced call did: so the trace warns, once per step and name
+(``_warn_side_effects``). Not seen: a member read under a name the code computes
+(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read, Module
+or few dicts, and what library code reads of its own objects (a Module's parameters and
+the attributes staged's layers read are guarded by the Module when it is called,
+``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import os
 import sys
 import sysconfig
 import types
+import warnings
 from typing import Any
 
 import numpy as np
@@ -146,7 +153,10 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
     if before is None:
         return guards
     old = {g.name: g for g in before}
-    guards = [g for g in guards if g.name not in old or g.same(old[g.name].value, g.value)]
+    changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
+    values = [(g.name, old[g.name].value, g.value) for g in changed if g.same is same_value]
+    _warn_side_effects(fn, values)
+    guards = [g for g in guards if g not in changed]
     # a list's items as they were before the trace, where the body emptied or refilled it
     # (REINFORCE's ``del policy.saved_log_probs[:]``) and read some of them
     kept = {g.name for g in guards}
@@ -155,6 +165,33 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
         for g in before
         if g.same is _same_items and g.name not in kept and _items_read(g.value, ids)
     ]
+
+
+_warned: set = set()  # (the step's code, name) of the side effects reported
+
+
+def _warn_side_effects(fn, changed) -> None:
+    """Warn once per step and name that the trace of ``fn`` changed the Python values
+    ``changed`` (``(name, before, after)``): compiled calls will not change them again.
+    The warning points at the step's ``def``."""
+    fs = _functions(fn)
+    code = fs[0].__code__ if fs else None
+    new = [c for c in changed if (code, c[0]) not in _warned]
+    if not new:
+        return
+    _warned.update((code, c[0]) for c in new)
+    what = ", ".join(f"{n} ({_show(a)} -> {_show(b)})" for n, a, b in new)
+    warnings.warn_explicit(
+        f"staged.compile: {getattr(fn, '__qualname__', 'the step')} changed {what} while it "
+        "was traced. Compiled calls run the traced graph, not the step's Python, so they "
+        "will not change it again (eager code would, at every call), and where it steers "
+        "the step (`if self.i % 4 == 0: opt.step()`) every call does what the traced call "
+        "did. Keep such Python state outside the compiled step, or pass it in as an "
+        "argument (a Python number re-traces per value)",
+        UserWarning,
+        code.co_filename if code else "<unknown>",
+        code.co_firstlineno if code else 0,
+    )
 
 
 def _walk(fn, ids, any_list=False, roots=()) -> list:
@@ -258,12 +295,16 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
         if _walked(v):
             _members(guards, todo, read, at, member, names, seen, deeper)
         elif isinstance(v, (list, tuple)):  # ``self.layers = [MyLayer(), MyLayer()]``
-            for i, x in enumerate(v):  # Modules only: not each object of a list of data
-                if "_modules" in (_attributes(x) or ()):
+            few = len(v) <= _FEW_DICTS  # ``opt.param_groups[0]["lr"]``
+            for i, x in enumerate(v):  # Modules and a few dicts: not a list of data
+                if "_modules" in (_attributes(x) or ()) or (few and type(x) is dict):
                     item = functools.partial(_item, member, i)
                     _members(guards, todo, read, f"{at}[{i}]", item, names, seen, deeper)
         else:
             todo += [(f, depth + 1) for f in _functions(v)]
+
+
+_FEW_DICTS = 16  # a list of at most this many dicts is walked item by item (param groups)
 
 
 def _walked(v) -> bool:

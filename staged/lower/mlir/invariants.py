@@ -19,6 +19,15 @@ lands in the returned splat's buffer too, so the step returned the written copy 
 (``arith.constant dense<0.0>``) or a ``linalg.fill`` is copied before it is written, so
 ``known_splat`` emits every value ``splats`` knows as one: a constant for a static shape, a
 fill for a dynamic one.
+
+Note [constant destinations]: IREE 3.13 also loses a read of a value computed from
+constants only (a dispatch with no operands) when a ``tensor.insert_slice`` writes into the
+same value: ``g = (c + 1).reshape(3, 4)`` with ``c`` a constant, then ``g[1:] = 0`` and a
+read of ``g[1:]`` read the zeros (with ``--iree-opt-const-eval=false`` and at ``O0`` too;
+found by the llvm-cpu fuzzer's setitem regression: the gradient of a step whose
+cotangents are constants). Writing into a literal constant is right, so
+``constant_destinations`` evaluates, with NumPy, each ``slice_scatter`` destination that
+depends on constants only, and the lowering writes into that literal instead.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ _REDUCTIONS = {"reduce_sum", "reduce_prod"}
 _SELECTIONS = {"gather", "reduce_max", "reduce_min"}
 _WRITES = {"slice_scatter", "scatter"}  # (destination, ..., source)
 _UNKNOWN = object()
+# ops whose result is not their NumPy impl of constants (checks, draws, collectives)
+_EFFECTS = frozenset("check barrier uniform all_reduce all_gather reduce_scatter broadcast".split())
 
 
 def _nonempty(v) -> bool:
@@ -109,3 +120,33 @@ def known_splat(e, op, known):
     if all(isinstance(s, int) for s in shape):
         return e.dense(np.full(shape, k, op.out.aval.dtype.np), op.out.aval)
     return e.full(shape, op.out.aval.dtype, k)
+
+
+def constant_destinations(graph) -> dict:
+    """``{value id: its NumPy value}`` for each ``slice_scatter`` destination of static shape
+    computed from constants only (Note [constant destinations])."""
+    values = {v.id: np.asarray(a) for v, a in graph.consts if v.id not in graph.sym_consts}
+    made: dict = {}  # value id -> the op computing it from constants only
+    wanted = set()
+    for op in graph.ops:
+        ins = op.inputs
+        if (
+            ins
+            and op.prim.name not in _EFFECTS
+            and all(isinstance(s, int) for s in op.out.aval.shape)
+            and all(v.id in values or v.id in made for v in ins)
+        ):
+            made[op.out.id] = op
+        if op.prim.name == "slice_scatter" and ins[0].id in made:
+            wanted.add(ins[0].id)
+    needed, stack = set(), list(wanted)
+    while stack:
+        i = stack.pop()
+        if i in made and i not in needed:
+            needed.add(i)
+            stack.extend(v.id for v in made[i].inputs)
+    for i, op in made.items():  # in graph order
+        if i in needed:
+            args = (values[v.id] for v in op.inputs)
+            values[i] = np.asarray(op.prim.impl(*args, **op.params), op.out.aval.dtype.np)
+    return {i: values[i] for i in wanted}

@@ -13,7 +13,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
-from .invariants import invariant_reduction, known_splat, splats
+from .invariants import constant_destinations, invariant_reduction, known_splat, splats
 
 
 def to_mlir(
@@ -83,6 +83,7 @@ def to_mlir(
         else:
             e.names[v.id] = e.dense(np.asarray(array), v.aval)
     known = splats(graph)  # Note [invariant reductions]
+    literal = constant_destinations(graph)  # Note [constant destinations]
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
@@ -93,7 +94,7 @@ def to_mlir(
             _without_data(e, op)
             or invariant_reduction(e, op, known)
             or (known_splat(e, op, known) if op.out.aval.dtype not in wide else None)
-            or emitter(e, op, *(e.names[v.id] for v in op.inputs))
+            or emitter(e, op, *_operands(e, op, literal))
         )
     e.op = None
     outs = graph.outputs
@@ -129,6 +130,15 @@ def to_mlir(
     text = MlirText("\n".join(head + body) + "\n")
     text.line_ops = [None] * (len(head) + len(e.prologue)) + e.line_ops
     return checked(text) if check else text
+
+
+def _operands(e, op, literal) -> list:
+    """The SSA names of ``op``'s operands; a slice_scatter's destination computed from
+    constants only as a literal of its value (Note [constant destinations])."""
+    names = [e.names[v.id] for v in op.inputs]
+    if op.prim.name == "slice_scatter" and op.inputs[0].id in literal:
+        names[0] = e.dense(literal[op.inputs[0].id], op.inputs[0].aval)
+    return names
 
 
 class MlirText(str):
