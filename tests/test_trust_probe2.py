@@ -1,7 +1,7 @@
 """Compiled training steps against the same code run eagerly, call for call (the second
 trust probe): lr schedulers stepped inside the step, Python values the step reads from an
-optimizer or changes itself, and dynamic batches at their smallest sizes. The strict xfails
-are found faults whose fix lies outside staged/tracing (the patch is in their reason)."""
+optimizer or changes itself, dynamic batches at their smallest sizes, and aliases made
+inside a step."""
 
 from __future__ import annotations
 
@@ -164,41 +164,38 @@ def test_a_dynamic_step_first_called_with_a_batch_of_2():
     np.testing.assert_allclose(w, w_eager, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=staged.tracing.dynamic.DynamicError,
-    reason="staged/runtime/compiled.py: at batch 1, ops skip what is a no-op at size 1 (an "
-    "expand to (1, C)), so the traces at 1 and 2 differ; Compiled._generalize should "
-    "generalize a trace at 2 (resize the batched leaves to 2 rows, trace, n0 = 2)",
-)
 def test_a_dynamic_step_first_called_with_a_batch_of_1():
-    _dynamic([1, 3], True)
+    """Traced at 1 and 2 the graphs differ (an expand to (1, C) is skipped at 1), so the
+    call raised DynamicError: batch 1 is traced statically (Note [batch size 1])."""
+    sizes = [1, 3, 1, 4]
+    (ours, w), (eager, w_eager) = _dynamic(sizes, True), _dynamic(sizes, False)
+    np.testing.assert_allclose(ours, eager, rtol=1e-6)
+    np.testing.assert_allclose(w, w_eager, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/eager/ops/layers.py batch_norm: the size check (eager's ValueError) is "
-    "made at the traced sizes only; under capture it should be recorded as a run-time check "
-    "(checks.require of a count that follows the batch), as index checks are",
-)
 def test_dynamic_batch_norm_training_at_batch_1_raises_as_eagerly():
     bn = nn.BatchNorm1d(3)
     f = staged.compile(lambda x: bn(x).sum().detach(), dynamic=True)
     f(staged.randn(4, 3))
-    try:
-        f(staged.randn(1, 3)).item()
-    except ValueError:
-        return
-    assert not np.isnan(bn.running_var.numpy()).any()  # NaN running variance, silently
+    for _ in range(2):  # each call raises, as eagerly (Note [batch size 1])
+        with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+            f(staged.randn(1, 3))
+    assert not np.isnan(bn.running_var.numpy()).any()  # it had NaN, silently
+    f(staged.randn(5, 3))
+    assert f.traces == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=staged.runtime.compiler.CompileError,
-    reason="staged/lower/mlir/indexing.py: util.optimization_barrier of a tensor<?x3xf32> "
-    "leaves IREE a tensor.dim it cannot resolve; tie the result's dynamic dims after it "
-    "(flow.tensor.tie_shape %r : tensor<?x3xf32>{%n})",
-)
+def test_a_branch_on_batch_size_1_is_followed_at_batch_1():
+    def step(x):
+        return x * 2 if x.shape[0] == 1 else x * 3
+
+    f = staged.compile(step, dynamic=True)
+    for n in (4, 1, 6, 1):
+        x = staged.randn(n, 2)
+        np.testing.assert_array_equal(f(x).numpy(), step(x).numpy())
+    assert f.traces == 2  # batch 1 has its own trace
+
+
 def test_a_checkpoint_in_a_dynamic_step():
     staged.manual_seed(0)
     block = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
@@ -213,12 +210,6 @@ def test_a_checkpoint_in_a_dynamic_step():
         np.testing.assert_allclose(f(x).numpy(), step(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/eager/tensor.py _aliased registers an alias of a symbolic payload "
-    "(aliases.register) only outside capture, and eager/ops/inplace.py _replace does not "
-    "pass a write on to the root's aliases that held the old payload",
-)
 def test_an_alias_made_in_a_step_sees_a_later_write_to_its_tensor():
     def run(compiled):
         w = nn.Parameter(staged.ones(3))
@@ -233,3 +224,27 @@ def test_an_alias_made_in_a_step_sees_a_later_write_to_its_tensor():
         return [f(staged.tensor([2.0, 3.0, 4.0])).tolist() for _ in range(2)]
 
     assert run(True) == run(False) == [[2.0, 3.0, 4.0], [4.0, 9.0, 16.0]]
+
+
+@pytest.mark.parametrize("alias", ["detach", "data", "view_detach"])
+@pytest.mark.parametrize("write", ["whole", "view", "alias"])
+def test_aliases_made_in_a_step_see_writes_as_eagerly(alias, write):
+    """Every alias of w made in the step sees a later write to w, to a view of w, or
+    through another alias, compiled as eagerly (Note [aliased memory])."""
+
+    def run(compiled):
+        w = nn.Parameter(staged.ones(3))
+
+        def step(x):
+            a = {"detach": w.detach, "data": lambda: w.data, "view_detach": lambda: w[1:].detach()}
+            d, e = a[alias](), w.detach()
+            with staged.no_grad():
+                {"whole": w, "view": w[:2], "alias": e}[write].mul_(
+                    x[: 3 if write != "view" else 2]
+                )
+            return d * 1, e + 0
+
+        f = staged.compile(step) if compiled else step
+        return [[t.tolist() for t in f(staged.tensor([2.0, 3.0, 4.0]))] for _ in range(2)]
+
+    assert run(True) == run(False)

@@ -9,7 +9,7 @@ replaces the tensor's payload and stays on the device (``runtime/compiled.py``).
 - A NumPy payload that another object also holds (its references counted against what the
   same count gives for an array only its tensor holds), or that is a view, gets the new
   value copied into its memory instead, waiting for the step (``seen_elsewhere``).
-- A device value has no memory of ours to share: ``Tensor._aliased`` gives the alias the
+- A device value, or a symbolic one under capture, has no memory of ours to share: ``Tensor._aliased`` gives the alias the
   same value object and registers it on the tensor whose data it is (``register``). When
   that tensor's value is replaced by the next step's or by the host array it is read back
   into, its aliases that held the old value get the new one (``replaced``).
@@ -93,6 +93,11 @@ def replaced(t, old, new) -> None:
         root = t
     elif root._payload is old:
         root._payload = new
+    follow(root, old, new)
+
+
+def follow(root, old, new) -> None:
+    """The aliases registered on ``root`` that held its value ``old`` now hold ``new``."""
     for r in getattr(root, "_aliases", None) or ():
         a = r()
         if a is not None and a._payload is old:

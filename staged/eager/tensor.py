@@ -313,8 +313,8 @@ class Tensor(_TensorOps):
             icpt.lift(root)
         t = Tensor._wrap(self._payload, False)
         t._alias = root
-        if type(t._payload) is not np.ndarray and icpt is None:
-            register(root, t)  # a device value: t follows root's writes (Note [aliased memory])
+        if type(t._payload) is not np.ndarray:
+            register(root, t)  # device or symbolic: t follows root's writes (Note [aliased memory])
         return t
 
     @property

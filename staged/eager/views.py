@@ -40,6 +40,7 @@ import numpy as np
 from .. import autodiff as ad
 from .. import dtypes as dt
 from ..autodiff import Aval, lax
+from .aliases import follow
 from .grad_mode import _state, no_grad
 from .tensor import Tensor
 
@@ -234,6 +235,22 @@ def refresh(view) -> None:
     with no_grad():
         view._payload = replay(view._base.detach(), view._view.steps)._payload
     view._view.data_version = view._vc[0]
+
+
+def refresh_stale(t) -> None:
+    """Bring ``t``'s data up to date where its base was written since, for payloads that
+    don't share memory: ``t`` a view, or an alias (``detach()``, ``.data``) of a view, with
+    the view's other aliases (Note [aliased memory])."""
+    if t._base is not None and t._vc is not None and t._view.data_version != t._vc[0]:
+        refresh(t)
+    view = getattr(t, "_alias", None)
+    if view is not None and view._base is not None and view._vc is not None:
+        if view._view.data_version != view._vc[0]:
+            old = view._payload
+            refresh(view)
+            if t._payload is old:
+                t._payload = view._payload
+            follow(view, old, view._payload)
 
 
 def check_writable(steps) -> None:

@@ -36,7 +36,7 @@ from ..tracing.capture import capture as _capture
 from ..tracing.capture import trace as _trace
 from ..tracing.draws import draw_shapes
 from ..tracing.capture import leaf_names
-from ..tracing.dynamic import DynamicError, generalize, is_static, resize, substitute
+from ..tracing.dynamic import DynamicError, generalize, is_static, mismatch, resize, substitute
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
 from ..eager.interceptor import current_interceptor
@@ -506,6 +506,7 @@ class Compiled:
         self.dynamic = bool(dynamic)
         self.traces = 0
         self._entries: dict = {}
+        self._one: dict = {}  # per dynamic entry: whether it serves batch size 1
         self._last = None
         self._last_key = None
         self.last_retrace_reason = None
@@ -525,13 +526,10 @@ class Compiled:
     def _call(self, args, kwargs):
         leaves, tree = flatten_call(args, kwargs)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
-        key = (
-            tree,
-            tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
-            _state.grad_enabled,
-            _state.inference,
-            _autocast.trace_key(),  # the casts a trace under autocast records
-        )
+        key = self._key(tree, leaves, batched)
+        if batch == 1 and batched and not self._serves_one(key, args, kwargs):
+            batched = frozenset()  # Note [batch size 1]
+            key = self._key(tree, leaves, batched)
         entries = self._entries.get(key)
         last_key, self._last_key = self._last_key, key
         if entries is _EAGER:
@@ -624,6 +622,34 @@ class Compiled:
         self._last = entry
         self._remember(entry)
         return self._run(entry, leaves)
+
+    @staticmethod
+    def _key(tree, leaves, batched) -> tuple:
+        return (
+            tree,
+            tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
+            _state.grad_enabled,
+            _state.inference,
+            _autocast.trace_key(),  # the casts a trace under autocast records
+        )
+
+    def _serves_one(self, key, args, kwargs) -> bool:
+        """Whether the dynamic entry for ``key`` computes what the step does at batch size
+        1 (Note [batch size 1]): decided once, by a trace at 1, which raises what eager
+        code raises at that size."""
+        entries = self._entries.get(key)
+        if entries is None or entries is _EAGER:
+            return False
+        entry = next((e for e in entries if e.guard_failure() is None), None)
+        if entry is None:
+            return False
+        if id(entry) not in self._one:
+            g = _trace(self.fn, args, kwargs, self.rng).graph
+            why = mismatch(entry.captured.graph, g, "batch", 1)
+            if why is not None:
+                log.info("batch size 1 gets its own trace: %s", why)
+            self._one[id(entry)] = (entry, why is None)  # (keeps the id unique)
+        return self._one[id(entry)][1]
 
     def _run_eagerly(self, key, args, kwargs, why: str, note: str, warning: str | None):
         """These arguments run eagerly from now on (``fallback="eager"``, or Note [autograd
@@ -982,6 +1008,16 @@ def _on(flag) -> str:
     return "enabled" if flag else "disabled"
 
 
+# Note [batch size 1]: code may do something else at batch size 1 than at other sizes
+# (BatchNorm raises in training, a size-1 dim broadcasts, a branch on ``x.shape[0] == 1``)
+# where the traces at two larger sizes that a dynamic step is generalized from cannot see
+# it. So the dynamic entry serves batch size 1 only once a trace at 1 is what its graph
+# computes at 1 (``dynamic.mismatch``: same ops, shapes, shape parameters and constants),
+# checked at the first call with batch 1: that trace raises what eager code raises (then
+# it is made again at the next such call, as eager code raises again), and a mismatch
+# gives batch size 1 its own static trace, as torch.compile specializes sizes 0 and 1. A
+# first call with batch 1 also traces statically; the dynamic trace waits for a batch of 2
+# or more, whose sizes n and n + 1 are what it generalizes from.
 def _batch(leaves):
     """(batch size, indices of the leaves that hold a batch): dim 0 of the first tensor
     argument, and every tensor argument whose dim 0 has that size."""

@@ -60,6 +60,7 @@ from ..eager.grad_mode import _state
 from ..eager.ops._operands import expand_to, scalar_tensor
 from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
+from ..eager.views import refresh_stale
 from .draws import Program, state_bytes
 from .guards import Guard, source_guards
 from .impure import report_draw, warn_impure_calls
@@ -284,10 +285,7 @@ class Tracer:
             self._watch(t)
 
     def value_of(self, t: Tensor):
-        # (an inference view, _vc None, would raise TypeError here; the same test in
-        # __call__ checks _vc first)
-        if t._base is not None and t._view.data_version != t._vc[0]:  # type: ignore[index]
-            refresh_view(t)  # a sibling view or the base was written since
+        refresh_stale(t)  # a sibling view or the base was written since
         p = t._payload
         if isinstance(p, Symbolic):
             if p.tracer is not self:
@@ -311,8 +309,7 @@ class Tracer:
         for t in inputs:
             if t._serial < self.start and not isinstance(t._payload, Symbolic):
                 self.lift(t)
-            if t._base is not None and t._vc is not None and t._view.data_version != t._vc[0]:
-                refresh_view(t)  # its base was written since: its data may be symbolic now
+            refresh_stale(t)  # its base was written since: its data may be symbolic now
             if isinstance(t._payload, Symbolic):
                 symbolic = True
         if not symbolic:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from .. import views
+from ..aliases import follow
 from ..grad_mode import _state
 from ..interceptor import current_interceptor
 from ..._where import PLAIN, at_user, name_site
@@ -176,6 +177,7 @@ def _replace(t: Tensor, p, value: Tensor) -> list:
             t, p = base, old
         else:
             t._payload = value._payload
+        follow(t, p, t._payload)  # its aliases that held the old value (Note [aliased memory])
         written.append(t)
         root = getattr(t, "_alias", None)
         if root is None or root._payload is not p:

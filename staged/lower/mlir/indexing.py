@@ -215,5 +215,10 @@ def _check(e, op, report):
 
 @lowering(REGISTRY["barrier"])
 def _barrier(e, op, x):
+    """IREE cannot see through the barrier to a dynamic dim of its result (a
+    ``tensor.dim`` of it failed to compile): they are tied to the sizes again."""
     a = op.inputs[0].aval
-    return e.emit(f"util.optimization_barrier {x} : {tensor_type(a.shape, a.dtype)}")
+    t = tensor_type(a.shape, a.dtype)
+    r = e.emit(f"util.optimization_barrier {x} : {t}")
+    dims = [e.index(s) for s in a.shape if isinstance(s, Sym)]
+    return e.emit(f"flow.tensor.tie_shape {r} : {t}{{{', '.join(dims)}}}") if dims else r
