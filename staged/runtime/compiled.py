@@ -643,13 +643,13 @@ class Compiled:
         entry = next((e for e in entries if e.guard_failure() is None), None)
         if entry is None:
             return False
-        if id(entry) not in self._one:
+        if entry not in self._one:
             g = _trace(self.fn, args, kwargs, self.rng).graph
             why = mismatch(entry.captured.graph, g, "batch", 1)
             if why is not None:
                 log.info("batch size 1 gets its own trace: %s", why)
-            self._one[id(entry)] = (entry, why is None)  # (keeps the id unique)
-        return self._one[id(entry)][1]
+            self._one[entry] = why is None
+        return self._one[entry]
 
     def _run_eagerly(self, key, args, kwargs, why: str, note: str, warning: str | None):
         """These arguments run eagerly from now on (``fallback="eager"``, or Note [autograd
