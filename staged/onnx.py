@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from ._where import at_user
 from .autodiff import Aval
 from .autograd import grad as _autograd_grad
 from .tracing.capture import trace
-from .tracing.dynamic import DynamicError, generalize, resize, substitute
+from .tracing.dynamic import DynamicError, generalize, mismatch, resize, substitute
 from .tracing.ir import Graph, Input
 from .eager.tensor import Tensor
 from .lower.onnx_lowering import DEFAULT_OPSET, ExportError, to_onnx
@@ -357,32 +358,67 @@ def _describe(x) -> str:
 # --- dynamic dims -----------------------------------------------------------------------
 def _dynamic(base, fn, args, arg_names, names, wrt, opt, dynamic_axes):
     """Re-trace with each dynamic dim changed and make what follows it symbolic
-    (``staged.tracing.dynamic``)."""
+    (``staged.tracing.dynamic``). A dim of example size 1 is generalized from size 2 (code
+    may skip work at 1, an expand to ``(1, C)``), and every dim is checked at size 1, where
+    the model cannot branch as the code may: a warning says where it differs (Note [batch
+    size 1] in ``staged/runtime/compiled.py``)."""
     axes = _normalize_axes(dynamic_axes, arg_names, args)
-    g0, in_names, out_names, meta = base
     sources, dims = {}, {}
     for (arg, axis), dim in axes.items():
         sources.setdefault(dim, (arg_names[arg], axis))
         dims.setdefault(dim, []).append((arg, axis))
-    subst, consts = {}, {}
+    example = {}
     for dim, where in dims.items():
         sizes = {args[a].shape[ax] for a, ax in where}
         if len(sizes) != 1:
             raise ExportError(
                 f"dynamic dim {dim!r} has different sizes in the example arguments: {sorted(sizes)}"
             )
+        example[dim] = 2 if 1 in sizes else sizes.pop()
 
-        def retrace(n, where=where):
-            grown = tuple(
-                resize(x, dict((ax, n) for a, ax in where if a == i)) for i, x in enumerate(args)
+    def trace_at(sizes):
+        grown = tuple(
+            resize(
+                x, {ax: sizes[d] for d, wh in dims.items() if d in sizes for a, ax in wh if a == i}
             )
-            return _trace(fn, grown, arg_names, names, wrt, opt)[0]
+            for i, x in enumerate(args)
+        )
+        return _trace(fn, grown, arg_names, names, wrt, opt)
 
+    g0, in_names, out_names, meta = base if example == _sizes(args, dims) else trace_at(example)
+    subst, consts = {}, {}
+    for dim in dims:
         try:
-            generalize(g0, sizes.pop(), retrace, dim, subst, consts)
+            generalize(
+                g0,
+                example[dim],
+                lambda n, d=dim: trace_at({**example, d: n})[0],
+                dim,
+                subst,
+                consts,
+            )
         except DynamicError as err:
             raise ExportError(f"dynamic dim {dim!r}: {err}; export it with static shapes") from None
-    return (substitute(g0, subst, consts), in_names, out_names, meta), sources
+    general = substitute(g0, subst, consts)
+    for dim in dims:
+        at_one = {**example, dim: 1}
+        try:
+            why = mismatch(general, trace_at(at_one)[0], at_one)
+        except Exception as err:  # noqa: BLE001 (what the code raises at 1 is the report)
+            why = f"the code raises {type(err).__name__} there: {err}"
+        if why is not None:
+            warnings.warn(
+                f"staged.onnx.export: the code traced at {dim} = 1 is not the exported "
+                f"graph at that size ({why}), so the model's results there may not be the "
+                f"code's: feed it a {dim} of 2 or more, or export a model for size 1 without "
+                f"{dim!r} in dynamic_axes",
+                stacklevel=3,
+            )
+    return (general, in_names, out_names, meta), sources
+
+
+def _sizes(args, dims) -> dict:
+    return {d: args[where[0][0]].shape[where[0][1]] for d, where in dims.items()}
 
 
 def _normalize_axes(dynamic_axes, arg_names, args) -> dict:

@@ -645,7 +645,7 @@ class Compiled:
             return False
         if entry not in self._one:
             g = _trace(self.fn, args, kwargs, self.rng).graph
-            why = mismatch(entry.captured.graph, g, "batch", 1)
+            why = mismatch(entry.captured.graph, g, {"batch": 1})
             if why is not None:
                 log.info("batch size 1 gets its own trace: %s", why)
             self._one[entry] = why is None

@@ -302,12 +302,14 @@ def programs(
     float64=True,
     subnormals=True,
     nonfinite=True,
+    complex_values=True,
 ):
     """A random program whose float inputs are ``dtype`` (drawn when None); writes go
     through a view of the written clone only with ``write_views``; no op computes in
     float64 without ``float64`` (for vulkan-spirv, which has none); without ``subnormals``
     no float input is subnormal or near it (``_TINY``: for llvm-cpu, which flushes them);
-    without ``nonfinite`` every float input is finite (for vulkan-spirv)."""
+    without ``nonfinite`` every float input is finite (for vulkan-spirv); without
+    ``complex_values`` no step makes a complex value (for ONNX, which has none)."""
     dtype = dtype or draw(st.sampled_from(FLOAT))
     base = tuple(draw(st.lists(st.integers(0, 3), min_size=0, max_size=3)))
     inputs = []
@@ -324,7 +326,7 @@ def programs(
         if step is None:
             continue
         out = _try(step, pool)
-        if out is None:
+        if out is None or not complex_values and any(t.is_complex() for t in out):
             continue
         step.nout = len(out)
         prog.steps.append(step)

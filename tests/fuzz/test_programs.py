@@ -77,6 +77,6 @@ def test_vulkan_spirv_matches_eager(progs):
 
 
 @budget(3, shrink=False)
-@given(st.lists(programs(), min_size=BATCH, max_size=BATCH))
+@given(st.lists(programs(complex_values=False), min_size=BATCH, max_size=BATCH))
 def test_onnx_matches_eager(progs):
     D.check_onnx(progs)
