@@ -985,3 +985,15 @@ def test_a_one_wide_strided_slice_and_its_gradient_compile():
         ],
     )
     D.check_compiled([prog], "llvm-cpu")
+
+
+def test_nextafter_requires_grad_where_only_other_does():
+    """torch's result requires grad through ``other`` too (its gradient 0); staged's did
+    not, found by the second-order fuzzer (``nextafter(bessel_j0(x), x)``)."""
+    for lib in (staged, torch):
+        x = lib.tensor([0.0, 1.0], dtype=lib.float64, requires_grad=True)
+        v = lib.nextafter(lib.tensor([1.0, 0.0], dtype=lib.float64), x)
+        assert v.requires_grad, lib.__name__
+        assert v.tolist() == [1 - 2**-53, 5e-324]
+        (g,) = lib.autograd.grad(v.sum(), x)
+        assert g.tolist() == [0.0, 0.0], lib.__name__

@@ -526,7 +526,9 @@ def nextafter(input, other):
     big = scalar_tensor(info.max, d)
     edge = where(isnan(xd) | isnan(yd), xd + yd, where(xd == yd, yd, where(xd > 0, big, -big)))
     # (x != NaN holds: a NaN other is the edge's too)
-    return where(logical_and(isfinite(xd), logical_and(xd != yd, ~isnan(yd))), x + moved, edge)
+    out = where(logical_and(isfinite(xd), logical_and(xd != yd, ~isnan(yd))), x + moved, edge)
+    # torch's result requires grad where other does (its gradient 0): a branch never taken
+    return where(scalar_tensor(False, dt.bool_), y, out) if y.requires_grad else out
 
 
 def _broadcast_pair(x, y):
