@@ -477,6 +477,9 @@ class Module:
         attributes staged's own code of the module reads (``Dropout.p``, ``eps``) and the
         module's and the global forward and backward hooks."""
         name = type(self).__name__
+        for d in (*(getattr(self, h) for h in _HOOKS), *_GLOBAL_HOOKS):
+            for hook in d.values():  # Note [hooks' reads] in staged/tracing/capture.py
+                icpt.hook(hook)
         icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
         icpt.guard(
             self._state_objects,

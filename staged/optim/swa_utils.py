@@ -1,5 +1,12 @@
 """Stochastic weight averaging and EMA of a model, as ``torch.optim.swa_utils``: the
-averaging functions, ``AveragedModel``, ``update_bn`` and the ``SWALR`` scheduler."""
+averaging functions, ``AveragedModel``, ``update_bn`` and the ``SWALR`` scheduler.
+
+Note [averaging in a compiled step]: ``update_parameters`` copies the model at its first
+call and averages at the later ones, a Python branch on ``n_averaged``'s value, which a
+trace cannot read (an EMA updated inside a compiled step raised ``CaptureError``). Under
+capture both are computed and ``where(n_averaged == 0, copy, average)`` picks one, so one
+trace serves the first call and the later ones alike, with eager's values.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from itertools import chain
 from .. import dtypes as dt
 from ..eager.factories import tensor
 from ..eager.grad_mode import no_grad
+from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
 from ..nn.module import Module
 from ..nn.modules.instancenorm import _InstanceNorm
@@ -28,8 +36,12 @@ __all__ = [
 
 
 def _lerp_(start, end, weight) -> None:
-    """``start.lerp_(end, weight)`` for a number ``weight``, in torch's two formulas."""
-    if abs(weight) < 0.5:
+    """``start.lerp_(end, weight)`` for a number or 0-d tensor ``weight``, in torch's two
+    formulas (for a tensor, picked by a select: a compiled step cannot branch on it)."""
+    if isinstance(weight, Tensor):
+        near = start + weight * (end - start)
+        start.copy_(near.where(weight.abs() < 0.5, end - (end - start) * (1 - weight)))
+    elif abs(weight) < 0.5:
         start.copy_(start + weight * (end - start))
     else:
         start.copy_(end - (end - start) * (1 - weight))
@@ -124,6 +136,21 @@ class AveragedModel(Module):
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
 
+    def _average(self, averaged, current) -> None:
+        """Average ``current`` into ``averaged`` in place (``n_averaged`` models so far)."""
+        if self.multi_avg_fn is not None:
+            groups: dict = {}  # torch's grouping by device and dtype, in order
+            for a, c in zip(averaged, current):
+                group = groups.setdefault((a.device, a.dtype), ([], []))
+                group[0].append(a)
+                group[1].append(c)
+            for (device, _), (a_list, c_list) in groups.items():
+                self.multi_avg_fn(a_list, c_list, self.n_averaged.to(device))
+        else:  # torch's CPU path: the default is the SWA mean one tensor at a time
+            avg_fn = get_swa_avg_fn() if self.avg_fn is None else self.avg_fn
+            for a, c in zip(averaged, current):
+                a.copy_(avg_fn(a, c, self.n_averaged.to(a.device)))
+
     @no_grad()
     def update_parameters(self, model) -> None:
         if self.use_buffers:
@@ -132,25 +159,20 @@ class AveragedModel(Module):
         else:
             ours, theirs = self.parameters(), model.parameters()
         averaged, current = [], []
-        first = bool(self.n_averaged == 0)
         for p_averaged, p_model in zip(ours, theirs):
             averaged.append(p_averaged.detach())
             current.append(p_model.detach().to(p_averaged.device))
-            if first:
-                averaged[-1].copy_(current[-1])
-        if self.n_averaged > 0:
-            if self.multi_avg_fn is not None:
-                groups: dict = {}  # torch's grouping by device and dtype, in order
-                for a, c in zip(averaged, current):
-                    group = groups.setdefault((a.device, a.dtype), ([], []))
-                    group[0].append(a)
-                    group[1].append(c)
-                for (device, _), (a_list, c_list) in groups.items():
-                    self.multi_avg_fn(a_list, c_list, self.n_averaged.to(device))
-            else:  # torch's CPU path: the default is the SWA mean one tensor at a time
-                avg_fn = get_swa_avg_fn() if self.avg_fn is None else self.avg_fn
-                for a, c in zip(averaged, current):
-                    a.copy_(avg_fn(a, c, self.n_averaged.to(a.device)))
+        if current_interceptor() is not None:  # Note [averaging in a compiled step]
+            new = [a.clone() for a in averaged]
+            self._average(new, current)
+            first = self.n_averaged == 0
+            for a, n, c in zip(averaged, new, current):
+                a.copy_(c.where(first, n))
+        elif bool(self.n_averaged == 0):
+            for a, c in zip(averaged, current):
+                a.copy_(c)
+        else:
+            self._average(averaged, current)
         if not self.use_buffers:
             for b_swa, b_model in zip(self.module.buffers(), model.buffers(), strict=True):
                 b_swa.detach().copy_(b_model.detach().to(b_swa.device))

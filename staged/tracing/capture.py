@@ -39,13 +39,25 @@ that knows a number varies between calls keeps it in a 0-d tensor and registers 
 and the runtime sets it to ``get()`` before every call, so the change takes effect with
 no re-trace. Where the number steers Python control flow (``if weight_decay:``) that
 code guards the branch instead (``Tracer.guard``).
+
+Note [hooks' reads]: a hook the trace runs (a Module's forward or backward hook, a global
+one, a state tensor's ``register_hook`` or post-accumulate hook) is the user's code as much
+as the step's body, but the step's code does not name it: the walk of Note [source
+guards] (staged/tracing/guards.py) never reached what it reads, so a hook clamping to
+``cfg["clip"]`` or scaling by ``self.scale`` of a hook object kept the value it had at
+the trace once the caller changed it (eager code reads the new one). Each such hook is
+noted before it runs (``Tracer.hook``: ``Module._guard``, ``_watch``) and walked after
+the trace as the step is (``source_guards(hook, ...)``), so what it reads re-traces when
+it changes, and what it changes while traced warns as a side effect.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import threading
+import types
 import weakref
 from typing import Any
 from dataclasses import dataclass, field
@@ -151,11 +163,18 @@ class Tracer:
         self.finished = False  # set when the trace is over: its symbolic values have no data
         self.checks: list = []  # [(report Value, check params)] (Note [index checks])
         self.constants: dict = {}  # argument name -> non-tensor value, built into the graph
+        self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
         w = self.watched.get(id(t))
         if w is None:
+            acc = t._grad_acc() if t._grad_acc is not None else None
+            for d in (t._hooks, t._post_acc_hooks) + (
+                (acc._pre_hooks, acc._post_hooks) if acc is not None else ()
+            ):
+                for fn in (d or {}).values():
+                    self.hook(fn)
             w = Watched(
                 t,
                 t._payload,
@@ -203,6 +222,13 @@ class Tracer:
         key = (name, len(self.guards)) if key is None else key
         if key not in self.guards:
             self.guards[key] = Guard(name, get, **how)
+
+    def hook(self, fn) -> None:
+        """``fn``, a hook the trace may run (a Module's or a state tensor's), is the user's
+        code as the step's own is: the Python values it reads are guarded, as the step's
+        are (Note [hooks' reads]). Noted before it runs, to tell what the trace changed."""
+        if id(fn) not in self.hooks and not _library(fn):
+            self.hooks[id(fn)] = (fn, source_guards(fn, ()))
 
     def live(self, t: Tensor, get, name: str) -> None:
         """Make the 0-d tensor ``t`` a state input whose value the compiled step takes
@@ -337,6 +363,15 @@ class Tracer:
         if t._serial < self.start and not isinstance(t._payload, Symbolic):
             self.lift(t)
         return self.value_of(t)
+
+
+def _library(fn) -> bool:
+    """A hook of staged's own (DDP's, a parametrization's): its reads are staged's to
+    guard (``Module._guard``)."""
+    f = fn.func if isinstance(fn, functools.partial) else fn
+    f = f.__func__ if isinstance(f, types.MethodType) else f
+    where = f.__module__ if isinstance(f, types.FunctionType) else type(f).__module__
+    return (where or "").startswith("staged.")
 
 
 def _foldable(shape, shapes) -> bool:
@@ -496,6 +531,8 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         read = [w.tensor for w in tracer.watched.values()]
         # the user's own state first: a replaced child Module is named as such
         captured.guards[:0] = source_guards(fn, read, before, roots)
+        for hook, hook_before in tracer.hooks.values():  # Note [hooks' reads]
+            captured.guards += source_guards(hook, read, hook_before)
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
@@ -709,7 +746,10 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         return Tensor._wrap(Symbolic(v, tracer), False)
 
     k = len(tracer.checks)
-    reports = [sym(v) for v, _ in tracer.checks]
+    # a key is never negative: a report below 0 is the identity of a max over no entries
+    # (INT64_MIN on llvm-cpu), a dynamic batch of 0, where nothing can be out of range
+    zero = expand_to(scalar_tensor(0, dt.int64), (1,))
+    reports = [ad.maximum(sym(v), zero) for v, _ in tracer.checks]
     table = reports[0] if k == 1 else ad.concat(*reports, dim=0, sizes=(1,) * k)
     worst = None  # the largest report, elementwise (fused into the selects below)
     for r in reports:
