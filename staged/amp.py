@@ -20,6 +20,8 @@ import numpy as np
 from . import dtypes as dt
 from .eager import autocast as _state
 from .eager.grad_mode import no_grad
+from .eager.interceptor import current_interceptor
+from .eager.ops._operands import scalar_tensor
 from .eager.tensor import Tensor
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
@@ -46,6 +48,7 @@ class GradScaler:
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._growth_tracker = int(growth_interval), 0
         self._per_optimizer: dict = {}  # id(optimizer) -> [stage, found inf]
+        self._live: Tensor | None = None  # the scale a compiled step reads (_scale_factor)
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -58,10 +61,22 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
-            return outputs * np.float32(self._scale)
+            return outputs * self._scale_factor()
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    def _scale_factor(self):
+        """The scale as float32: a number eagerly; under capture a 0-d tensor the compiled
+        step reads anew at every call (Note [live inputs]), as ``update()`` changes it
+        between calls (a constant of the trace kept the first scale)."""
+        icpt = current_interceptor()
+        if icpt is None:
+            return np.float32(self._scale)
+        if self._live is None:
+            self._live = scalar_tensor(np.float32(self._scale), dt.float32)
+        icpt.live(self._live, lambda: np.float32(self._scale), "GradScaler.scale")
+        return self._live
 
     def _state(self, optimizer) -> list:
         return self._per_optimizer.setdefault(id(optimizer), [_READY, False])

@@ -445,16 +445,6 @@ def test_gradient_accumulation_with_zero_grad_set_to_none_traces_a_bounded_numbe
     assert f.traces <= 3, [h["reason"] for h in f.history]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/amp.py: GradScaler.scale multiplies by np.float32(self._scale), a constant "
-    "of the trace, so a compiled forward/backward keeps the first scale while update() "
-    "changes it (unscale_ then divides by the new one: gradients off by the ratio). Patch: "
-    "under capture make the scale a live input, `icpt = current_interceptor(); if icpt: "
-    "self._live = self._live or scalar_tensor(np.float32(self._scale), dt.float32); "
-    "icpt.live(self._live, lambda: np.float32(self._scale), 'GradScaler.scale'); return "
-    "outputs * self._live` (Note [live inputs]); checked on a copy of the package",
-)
 def test_grad_scaler_scale_changed_by_update_between_compiled_calls():
     def run(compiled):
         staged.manual_seed(0)
@@ -497,32 +487,21 @@ def _scaled_step():
     return step
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/runtime/deploy.py: Deployed._bind binds an argument the trace left at its "
-    "default (`scale=2.0` for `def step(x, y, scale=1.0)` traced without it) and drops it: the "
-    "step runs with 1.0. Patch: save the defaults the trace used among the manifest's "
-    "constants (deploy.save: inspect.signature(fn) defaults of the parameters no leaf "
-    "bound), so _bind's constants check raises ValueError for another value",
-)
 def test_a_deployed_step_refuses_an_argument_its_trace_left_at_the_default():
     f = staged.compile(_scaled_step())
     x, y = _batches([4])[0]
     f(x, y)
+    f(x, y)  # the first call made the .grad tensors (one-shot)
     d = tempfile.mkdtemp()
     f.save(d)
-    with pytest.raises(ValueError, match="scale"):
-        staged.runtime.load(d)(x, y, scale=2.0)
+    loaded = staged.runtime.load(d)
+    with pytest.raises(
+        ValueError, match=r"argument scale=2.0: this step was traced with scale=1.0"
+    ):
+        loaded(x, y, scale=2.0)  # it ran with 1.0
+    loaded(x, y, scale=1.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/runtime/deploy.py: Deployed.__call__ checks each argument's named "
-    "(dynamic) dims alone, so x of batch 5 and y of batch 4 run (reading past y; loss 0.47), "
-    "where eager and compiled steps raise `Expected input batch_size (5) to match target "
-    "batch_size (4)`. Patch: in __call__, bind each named dim to the first argument's size "
-    "and raise ValueError naming both arguments where another differs",
-)
 def test_a_deployed_dynamic_step_refuses_arguments_of_different_batch_sizes():
     m = _mlp()
     opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
@@ -532,8 +511,12 @@ def test_a_deployed_dynamic_step_refuses_arguments_of_different_batch_sizes():
     d = tempfile.mkdtemp()
     f.save(d)
     (x, _), (_, y) = _batches((5, 4))
-    with pytest.raises(ValueError, match="batch"):
-        staged.runtime.load(d)(x, y)
+    loaded = staged.runtime.load(d)
+    with pytest.raises(ValueError, match=r"argument y: dim 0 \(batch\) has size 4, but argument x"):
+        loaded(x, y)  # it read past y's end (loss 0.47), where eager raises
+    np.testing.assert_allclose(
+        loaded(x, _batches((5,))[0][1]).item(), f(x, _batches((5,))[0][1]).item(), rtol=1e-5
+    )
 
 
 @pytest.mark.xfail(

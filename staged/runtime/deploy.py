@@ -139,7 +139,7 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
         "state": [_spec(renamed[w.name], w.aval, narrow) for w in c.state],
         "signature": _signature(fn),
         "checks": c.checks,  # (error, message, lo, hi) per row of the last result (Note [index checks])
-        "constants": {k: v for k, v in c.constants.items() if _is_json_scalar(v)},
+        "constants": _constants(c, fn, [i.name for i in args]),
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "cpu": {"target": target_cpu, "requires": cpu.required(target_cpu)}
         if entry.backend == "llvm-cpu"
@@ -174,6 +174,24 @@ def _signature(fn) -> list:
     except (TypeError, ValueError):
         params = ()
     return [[p.name, p.kind.name] for p in params]
+
+
+def _constants(c, fn, arg_names) -> dict:
+    """The Python values built into the step: the arguments the trace was given, and the
+    defaults of those it was not (a call passing another value must raise, not run with
+    the built-in one)."""
+    out = {k: v for k, v in c.constants.items() if _is_json_scalar(v)}
+    try:
+        params = inspect.signature(fn).parameters.values() if fn is not None else ()
+    except (TypeError, ValueError):
+        params = ()
+    for p in params:
+        given = p.name in c.constants or any(
+            a == p.name or a.startswith(p.name + ".") for a in arg_names
+        )
+        if not given and p.default is not p.empty and _is_json_scalar(p.default):
+            out[p.name] = p.default
+    return out
 
 
 def _output_leaves(c) -> list:
@@ -274,6 +292,7 @@ class Deployed:
         arrays = [
             _checked(spec, a) for spec, a in zip(self.manifest["args"], self._bind(args, kwargs))
         ]
+        _same_dims(self.manifest["args"], arrays)
         arrays = [
             to_boundary(a, d, f"argument {spec['name']}")
             for a, d, spec in zip(arrays, self._arg_dtypes, self.manifest["args"])
@@ -482,6 +501,28 @@ def _checked(spec: dict, x, what="argument") -> np.ndarray:
             )
         )
     return a.astype(dtype, copy=False)
+
+
+def _same_dims(specs, arrays) -> None:
+    """Raise ValueError where a named (dynamic) dim has another size in one argument than
+    in an earlier one: the module takes each dim's size from one argument, and would read
+    past the end of the others (x of batch 5 with y of batch 4)."""
+    seen: dict = {}
+    for spec, a in zip(specs, arrays):
+        for axis, t in enumerate(spec["shape"]):
+            if not isinstance(t, str):
+                continue
+            k, _, dim = t.rpartition("*")
+            n, rest = divmod(a.shape[axis], int(k or 1))
+            first = seen.setdefault(dim, (n, spec["name"], axis, a.shape[axis]))
+            if rest or n != first[0]:
+                raise ValueError(
+                    at_user(
+                        f"argument {spec['name']}: dim {axis} ({t}) has size {a.shape[axis]}, "
+                        f"but argument {first[1]} has {first[3]} at dim {first[2]}, so "
+                        f"{dim} = {first[0]}: the arguments' {dim} must agree"
+                    )
+                )
 
 
 def load(directory, device=None) -> Deployed:
