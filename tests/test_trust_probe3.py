@@ -543,3 +543,17 @@ def test_a_returned_parameter_is_the_parameter():
 
     for ours, eager in zip(run(True), run(False)):
         np.testing.assert_allclose(ours, eager, rtol=1e-6)
+
+
+def test_a_step_whose_grad_objects_keep_changing_keeps_a_bounded_number_of_traces():
+    """Each update re-traces (the xfail above), but the traces kept, which every call
+    checks in turn, stay at most ``MAX_ENTRIES`` (the least recently used go); the values
+    stay eager's."""
+    from staged.runtime.compiled import MAX_ENTRIES
+
+    ours, state, f = _accumulating(True, calls=41)
+    eager, eager_state, _ = _accumulating(False, calls=41)
+    _close(ours, eager)
+    _close(state, eager_state)
+    assert f.traces > MAX_ENTRIES + 1
+    assert max(map(len, f._entries.values())) == MAX_ENTRIES  # per call signature

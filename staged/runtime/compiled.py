@@ -507,6 +507,7 @@ class Compiled:
         self.traces = 0
         self._entries: dict = {}
         self._one: dict = {}  # per dynamic entry: whether it serves batch size 1
+        self._calls = 0  # compiled calls so far: an entry's ``used`` is its last
         self._last = None
         self._last_key = None
         self.last_retrace_reason = None
@@ -540,6 +541,8 @@ class Compiled:
             why = entry.guard_failure()
             if why is None:
                 self._last = entry
+                self._calls += 1
+                entry.used = self._calls
                 return self._run(entry, leaves)
             reasons[entry] = why
         one_shot = self._last is not None and self._last.captured.one_shot
@@ -612,8 +615,10 @@ class Compiled:
                     None if warned else f"eagerly, since {why}",
                 )
             entry = Differentiable(self, entry, _guard_check(entry))
+        self._calls += 1
+        entry.used = self._calls
         if not entry.captured.one_shot:
-            self._entries.setdefault(key, []).append(entry)
+            self._keep(self._entries.setdefault(key, []), entry)
         elif one_shot and not self._warned_stores:  # a second one-shot trace in a row
             self._warned_stores = True
             warnings.warn(_stores_each_call(self.fn, entry.captured), stacklevel=3)
@@ -622,6 +627,17 @@ class Compiled:
         self._last = entry
         self._remember(entry)
         return self._run(entry, leaves)
+
+    def _keep(self, entries: list, entry) -> None:
+        """Add ``entry`` to ``entries`` (the traces of one key, checked in turn at each call),
+        dropping the least recently used beyond ``MAX_ENTRIES``: a step whose state keeps
+        changing (a ``.grad`` made anew before each update) would otherwise add a trace to
+        check at every call, for good."""
+        entries.append(entry)
+        if len(entries) > MAX_ENTRIES:
+            old = min(entries, key=lambda e: e.used)
+            entries.remove(old)
+            self._one.pop(old, None)
 
     @staticmethod
     def _key(tree, leaves, batched) -> tuple:
@@ -936,6 +952,7 @@ def _counter_twin(fn, entry) -> _Twin:
 
 
 RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
+MAX_ENTRIES = 8  # traces kept per call signature (torch.compile's cache_size_limit)
 
 
 def _stores_each_call(fn, captured) -> str:
