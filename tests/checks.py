@@ -39,6 +39,19 @@ def compare(fn, rtol=1e-5, atol=1e-6):
 _SITE = re.compile(r"^\S+\.py:\d+: ")
 
 
+def batches(sizes, seed=1) -> list:
+    """(x, y) per size ``n``: float32 (n, 3) features and labels in {0, 1} (the trust
+    probes' compiled-vs-eager training steps)."""
+    rng = np.random.default_rng(seed)
+    return [
+        (
+            staged.tensor(rng.standard_normal((n, 3)).astype(np.float32)),
+            staged.tensor(rng.integers(0, 2, n)),
+        )
+        for n in sizes
+    ]
+
+
 def message(e: BaseException) -> str:
     """``e``'s message without the user's ``file:line: `` that staged's errors start with
     (docs/errors.md), to compare with torch's."""

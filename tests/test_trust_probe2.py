@@ -13,19 +13,9 @@ import pytest
 import staged
 import staged.nn.functional as F
 from staged import nn, optim
+from tests.checks import batches as _batches
 from staged.tracing.symbolic import CaptureError
 from staged.utils.checkpoint import checkpoint
-
-
-def _batches(sizes, seed=1):
-    rng = np.random.default_rng(seed)
-    return [
-        (
-            staged.tensor(rng.standard_normal((n, 3)).astype(np.float32)),
-            staged.tensor(rng.integers(0, 2, n)),
-        )
-        for n in sizes
-    ]
 
 
 # --- an lr scheduler stepped inside the step (Note [deferred calls]) ------------------------

@@ -16,18 +16,8 @@ import pytest
 import staged
 import staged.nn.functional as F
 from staged import nn, optim
+from tests.checks import batches as _batches
 from staged.optim import swa_utils
-
-
-def _batches(sizes, seed=1):
-    rng = np.random.default_rng(seed)
-    return [
-        (
-            staged.tensor(rng.standard_normal((n, 3)).astype(np.float32)),
-            staged.tensor(rng.integers(0, 2, n)),
-        )
-        for n in sizes
-    ]
 
 
 def _mlp(*middle):
