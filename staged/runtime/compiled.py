@@ -1141,14 +1141,23 @@ def compile(
 
 @atexit.register
 def _bring_state_home() -> None:
-    """Copy device-resident tensor data to the host before the interpreter tears IREE
-    down: a device buffer freed after its device segfaults during shutdown GC."""
+    """Copy device-resident tensor data to the host, then release every device buffer,
+    before the interpreter tears IREE down: a buffer freed after its device segfaults
+    during shutdown GC. That includes buffers no Tensor holds: the index-check report of a
+    call whose results were never read, kept by its compiled step (``runtime/checks.py``;
+    a compiled CNN held at module level crashed at exit)."""
+    values = []
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__;
         # getattr: a Tensor whose constructor raised has no payload
-        if issubclass(type(obj), Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
+        kind = type(obj)
+        if kind is DeviceValue:
+            values.append(obj)
+        elif issubclass(kind, Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
             obj._payload.check = None  # a failed index check raised at the reads
             try:
                 obj._host()
             except RuntimeError:
                 pass  # made by a failed step (Note [failed steps]): there is no data
+    for value in values:
+        value.release()

@@ -90,6 +90,11 @@ class DeviceValue:
         a = self.device.read(self.view, self.dtype)
         return a if dtype is None else a.astype(dtype, copy=False)
 
+    def release(self) -> None:
+        """Drop the buffer and the call's fence at shutdown (``_bring_state_home`` in
+        compiled.py); the value cannot be read after."""
+        self.view = self.ready = self.check = None
+
     def __repr__(self) -> str:
         return f"<DeviceValue {self.dtype}{list(self.shape)} on {self.device.name}>"
 

@@ -224,3 +224,40 @@ def test_values_beyond_the_report_cap_read_at_least(backend):
         with pytest.raises(IndexError) as got:
             step(staged.tensor([0, value])).item()
         assert f"index {read} is out of bounds" in str(got.value)
+
+
+def test_unread_reports_are_released_before_shutdown(tmp_path):
+    """The index-check report of a call never read is held by its compiled step alone (no
+    Tensor): the exit hook releases its buffer with the Tensors' before IREE is torn down
+    (freed later, in a shutdown GC that had freed the device, it crashed the process)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, staged, staged.nn.functional as F\n"
+        "from staged.runtime.compiled import _bring_state_home\n"
+        "from staged.runtime.device import DeviceValue\n"
+        "w = staged.randn(8, 4, requires_grad=True)\n"
+        "opt = staged.optim.SGD([w], lr=0.1)\n"
+        "x, t = staged.randn(32, 8), staged.randint(0, 4, (32,))\n"
+        "@staged.compile\n"
+        "def step(x, t):\n"
+        "    opt.zero_grad()\n"
+        "    loss = F.cross_entropy(x @ w, t)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    return loss\n"
+        "for _ in range(3):\n"
+        "    loss = step(x, t)\n"
+        "def held():\n"
+        "    return [v for v in gc.get_objects() if type(v) is DeviceValue and v.view is not None]\n"
+        "before = len(held())\n"
+        "_bring_state_home()\n"
+        "print(before, len(held()), loss.item() > 0, tuple(w.grad.shape))\n"
+    )
+    env = {**__import__("os").environ, "STAGED_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    before, after, *rest = run.stdout.split()
+    assert int(before) >= 2 and int(after) == 0, run.stdout  # a report beside the payloads
+    assert rest == ["True", "(8,", "4)"]
