@@ -50,7 +50,23 @@ from .autograd.engine import backward, grad  # noqa: F401
 from .autograd.node import AccumulateGrad, Node, PrimitiveBackward  # noqa: F401
 from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
-from .nn.functional import relu_  # noqa: F401  (torch.relu_ is F.relu_)
+from .nn.functional import celu_, relu_, rrelu_, selu_, threshold_  # noqa: F401  (F's)
+from .eager.ops.inplace_functions import *  # noqa: F401,F403  (torch.exp_(x): x.exp_())
+from .nn.functional import (  # noqa: F401  (torch's forms: torch.dropout(input, p, train) ...)
+    _torch_alpha_dropout as alpha_dropout,
+    _torch_alpha_dropout_ as alpha_dropout_,
+    _torch_dropout as dropout,
+    _torch_dropout_ as dropout_,
+    _torch_embedding as embedding,
+    _torch_feature_alpha_dropout as feature_alpha_dropout,
+    _torch_feature_alpha_dropout_ as feature_alpha_dropout_,
+    _torch_feature_dropout as feature_dropout,
+    _torch_feature_dropout_ as feature_dropout_,
+    embedding_renorm_,
+)
+from .eager.ops.memory_formats import MemoryFormat as memory_format  # noqa: F401
+from .eager.ops.memory_formats import channels_last, channels_last_3d  # noqa: F401
+from .eager.ops.memory_formats import contiguous_format, preserve_format  # noqa: F401
 from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same arguments)
     avg_pool1d,
     bilinear,
@@ -73,6 +89,7 @@ from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same
     pixel_shuffle,
     pixel_unshuffle,
     prelu,
+    rms_norm,
     rrelu,
     selu,
     threshold,

@@ -37,7 +37,8 @@ from ..eager.ops.layers import (
     conv_transpose1d,  # noqa: F401
     conv_transpose2d,  # noqa: F401
     dropout,
-    embedding,  # noqa: F401
+    embedding,
+    embedding_renorm_,  # noqa: F401  (torch.embedding_renorm_: staged/__init__.py)
     interpolate,  # noqa: F401
     layer_norm,  # noqa: F401
     max_pool1d,  # noqa: F401
@@ -56,25 +57,33 @@ from ..eager.tensor import Tensor
 globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)
 
 
-def softmax(input, dim):
-    return ops.softmax(input, dim)
+def _softmax_dim(name, input, dim, stacklevel):
+    """``dim``, or for ``None`` torch's legacy default (0 for 0-, 1- and 3-D ``input``, else
+    1), warned as torch does."""
+    if dim is None:
+        warnings.warn(
+            f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+            "include dim=X as an argument.",
+            stacklevel=stacklevel + 1,  # this frame, then sited's for _get_softmax_dim's
+        )
+        return 0 if input.ndim in (0, 1, 3) else 1
+    return dim
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """Softmax over ``dim`` (computed in ``dtype`` if given)."""
+    return ops.softmax(input, _softmax_dim("softmax", input, dim, _stacklevel), dtype)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
-    """``softmax(-input, dim)`` (computed in ``dtype`` if given); ``dim=None`` picks torch's
-    legacy default, warned."""
-    if dim is None:
-        warnings.warn(
-            "Implicit dimension choice for softmin has been deprecated. Change the call to "
-            "include dim=X as an argument.",
-            stacklevel=_stacklevel,  # sited's frame stands for torch's _get_softmax_dim
-        )
-        dim = 0 if input.ndim in (0, 1, 3) else 1
+    """``softmax(-input, dim)`` (computed in ``dtype`` if given)."""
+    dim = _softmax_dim("softmin", input, dim, _stacklevel)
     return ops.softmax(-(input if dtype is None else input.to(dtype)), dim)
 
 
-def log_softmax(input, dim):
-    return ops.log_softmax(input, dim)
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """Log-softmax over ``dim`` (computed in ``dtype`` if given)."""
+    return ops.log_softmax(input, _softmax_dim("log_softmax", input, dim, _stacklevel), dtype)
 
 
 # --- activations ---------------------------------------------------------------------------
@@ -642,6 +651,48 @@ def _alpha_dropout(input, p, training, inplace, feature):
     a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
     out = input * (keep * a) + ((keep - 1) * (alpha * a) + alpha * a * p)
     return input.copy_(out) if inplace else out
+
+
+# torch's top-level dropouts (``torch.dropout(input, p, train)``): staged/__init__.py
+def _torch_dropout(input, p, train):
+    return dropout(input, p, train)
+
+
+def _torch_dropout_(input, p, train):
+    return dropout(input, p, train, inplace=True)
+
+
+def _torch_feature_dropout(input, p, train, inplace=False):
+    """Dropout of whole channels ``input[n, c]`` of any input of 2 or more dims."""
+    _check_probability(p)
+    return _feature_dropout(input, p, train, inplace, batched=True)
+
+
+def _torch_feature_dropout_(input, p, train):
+    return _torch_feature_dropout(input, p, train, inplace=True)
+
+
+def _torch_alpha_dropout(input, p, train):
+    return _alpha_dropout(input, p, train, False, feature=False)
+
+
+def _torch_alpha_dropout_(input, p, train):
+    return _alpha_dropout(input, p, train, True, feature=False)
+
+
+def _torch_feature_alpha_dropout(input, p, train):
+    return _alpha_dropout(input, p, train, False, feature=True)
+
+
+def _torch_feature_alpha_dropout_(input, p, train):
+    return _alpha_dropout(input, p, train, True, feature=True)
+
+
+def _torch_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """``torch.embedding``: ``F.embedding``'s arguments in ATen's order, a negative
+    ``padding_idx`` for none."""
+    pad = None if padding_idx < 0 else padding_idx
+    return embedding(indices, weight, pad, None, 2.0, scale_grad_by_freq, sparse)
 
 
 # --- distances --------------------------------------------------------------------------------

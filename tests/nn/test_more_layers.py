@@ -414,11 +414,6 @@ def test_weighted_pointwise_losses_match_torch():
             assert_close(out, tout, rtol=1e-6, atol=1e-6)
 
 
-def test_embedding_max_norm_is_refused_clearly():
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.Embedding(5, 3, max_norm=1.0)(staged.tensor([0, 1]))
-
-
 # --- export -------------------------------------------------------------------------------------
 def test_onnx_export_of_a_gru_with_new_layers_matches_eager(tmp_path):
     ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")

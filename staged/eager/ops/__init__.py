@@ -8,7 +8,8 @@ from .. import autocast as _autocast
 from .. import devices as _device
 from .. import factories, legacy_types
 from ..tensor import Tensor
-from . import composite, elementwise, indexing, inplace, linalg, metadata, shape, table
+from . import composite, elementwise, indexing, inplace, linalg, memory_formats, metadata
+from . import shape, table
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
@@ -110,9 +111,7 @@ _METHODS = {
     "where": lambda self, condition, other: elementwise.where(condition, self, other),
     "polygamma": _polygamma,
     "polygamma_": inplace.inplace_method(_polygamma),
-    "is_contiguous": lambda self: bool(
-        getattr(self._payload, "flags", None) is None or self._payload.flags.c_contiguous
-    ),
+    "is_contiguous": memory_formats.is_contiguous,
     "to": _to,
     "float": lambda self: _to(self, dt.float32),
     "double": lambda self: _to(self, dt.float64),

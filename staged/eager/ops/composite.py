@@ -61,8 +61,13 @@ def _fusable(x) -> bool:
     return x.ndim > 0 and x.numel() > 0 and fused.fusable(x)
 
 
+def log_softmax(x, dim, dtype=None):
+    """``x - logsumexp(x, dim)``; with ``dtype``, of ``x`` cast to it first (torch's)."""
+    return _log_softmax_of(x if dtype is None else x.to(dtype), dim)
+
+
 @in_float32
-def log_softmax(x, dim):
+def _log_softmax_of(x, dim):
     _floating("log_softmax", x, dim)
     if _fusable(x):
         return _log_softmax(x, dim=wrap_dim(dim, x.ndim))
@@ -80,8 +85,13 @@ def _log_softmax_decomposed(x, *, dim):
     return x - (m + sum((x - m).exp(), dim, keepdim=True).log())
 
 
+def softmax(x, dim, dtype=None):
+    """``exp(x) / sum(exp(x), dim)``; with ``dtype``, of ``x`` cast to it first (torch's)."""
+    return _softmax_of(x if dtype is None else x.to(dtype), dim)
+
+
 @in_float32
-def softmax(x, dim):
+def _softmax_of(x, dim):
     _floating("softmax", x, dim)
     if _fusable(x):
         return _softmax(x, dim=wrap_dim(dim, x.ndim))

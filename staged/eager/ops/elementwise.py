@@ -12,6 +12,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import PLAIN, name_site
 from ..tensor import Tensor, as_payload
+from . import memory_formats
 from ._operands import (
     broadcast_shapes,
     expand_to,
@@ -371,8 +372,10 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     return add(input, div(tensor1, tensor2), alpha=value)
 
 
-def clone(x):
-    """A copy that is part of the graph (gradient flows through)."""
+def clone(x, *, memory_format=None):
+    """A copy that is part of the graph (gradient flows through); row-major whatever
+    ``memory_format`` (Note [memory formats])."""
+    memory_formats.check(x, memory_format)
     return ad.copy(x)
 
 

@@ -164,7 +164,14 @@ def _plan(x: Tensor, index) -> _Plan:
     sliced = None if whole else (tuple(starts), tuple(stops), tuple(steps))
     adv = None
     if tensors:
-        bshape = broadcast_shapes(*(t._payload.shape for t in tensors))
+        shapes = [tuple(t._payload.shape) for t in tensors]
+        try:
+            bshape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise IndexError(
+                "shape mismatch: indexing tensors could not be broadcast together with shapes "
+                + ", ".join(str(list(s)) for s in shapes)
+            ) from None
         adv = (tuple(positions), [expand_to(t, tuple(bshape)) for t in tensors])
     return _Plan(sliced, tuple(out), adv)
 

@@ -384,8 +384,12 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     # with them)
     eager = current_interceptor() is None
     small = dt.uint8 if 2 * k < 256 and eager else dt.int32
-    # eagerly, an input without NaN skips the NaN ranks (two passes over the windows)
-    nans = x.dtype.is_floating_point and not (eager and not np.isnan(x._host()).any())
+    # eagerly, an input without NaN skips the NaN ranks (two passes over the windows); one
+    # whose data is not at hand (vmap's batched tensors, device arrays) keeps them
+    p = x._payload
+    nans = x.dtype.is_floating_point and not (
+        eager and type(p) is np.ndarray and not np.isnan(p).any()
+    )
     at = one + (k,) + (1,) * n
     with no_grad():
         hit = ad.eq(w, ad.expand(ad.reduce_max(w, dims=(2,), keepdim=True), shape=full))
@@ -648,28 +652,62 @@ def embedding(
     sparse=False,
 ):
     """Rows of ``weight`` picked by the int64 ``input``; row ``padding_idx`` gets no
-    gradient."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
+    gradient. ``max_norm``: the rows picked are first renormalized in ``weight`` itself
+    (``embedding_renorm_``, without grad); ``scale_grad_by_freq``: each row's gradient
+    is divided by how often ``input`` picks it."""
+    if sparse:
         raise NotImplementedError(
-            "embedding: max_norm, scale_grad_by_freq and sparse are not supported"
+            "embedding: sparse=True (a sparse gradient for weight) is not supported: use "
+            "sparse=False (a dense gradient, the same values)"
         )
-    if input.dtype not in (dt.int64, dt.int32):
-        raise RuntimeError(
-            f"Expected tensor for argument #1 'indices' to have one of the "
-            f"following scalar types: Long, Int; but got {input.dtype.name} "
-            f"instead"
-        )
+    _check_indices(input, 1)
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     v = weight.shape[0]
     check_rows(input, v)
+    if max_norm is not None:
+        with no_grad():
+            embedding_renorm_(weight, input, max_norm, norm_type)
     if padding_idx is not None:
         if not -v <= padding_idx < v:
             raise AssertionError("Padding_idx must be within num_embeddings")
         rows = Tensor._wrap(np.arange(v)[:, None] == padding_idx % v, False)
         weight = ew.where(rows, weight.detach(), weight)
     flat = shape.reshape(input, -1)
-    return shape.reshape(_take_rows(weight, flat), tuple(input.shape) + (weight.shape[1],))
+    out = _take_rows(weight, flat)
+    if scale_grad_by_freq and out.requires_grad:
+        # the values of out, the gradient of each row divided by its count: out - out.detach()
+        # is exactly 0 forward and passes the gradient times the scale
+        ones = ew.clone(shape.expand(scalar_tensor(1, weight.dtype), flat.shape))
+        counts = shape.new_zeros(weight, v).index_add(0, flat, ones)
+        scale = shape.unsqueeze(ew.reciprocal(take_index(counts, flat, 0)), 1)
+        out = out.detach() + (out - out.detach()) * scale
+    return shape.reshape(out, tuple(input.shape) + (weight.shape[1],))
+
+
+def _check_indices(indices, position):
+    if indices.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError(
+            f"Expected tensor for argument #{position} 'indices' to have one of the "
+            f"following scalar types: Long, Int; but got {indices.dtype.name} "
+            f"instead"
+        )
+
+
+def embedding_renorm_(weight, input, max_norm, norm_type):
+    """``torch.embedding_renorm_``: each row of ``weight`` that ``input`` picks whose
+    ``norm_type``-norm exceeds ``max_norm`` scaled in place by ``max_norm / (norm + 1e-7)``
+    (in float64, as torch's kernel)."""
+    _check_indices(input, 2)
+    if weight.ndim != 2:
+        raise RuntimeError("'self' must be 2-D")
+    v = weight.shape[0]
+    check_rows(input, v)
+    flat = shape.reshape(input, -1).to(dt.int64)
+    picked = shape.new_zeros(weight, v, dtype=dt.bool_).index_fill(0, flat, True)
+    norms = reduction.norm(weight.detach(), norm_type, 1).to(dt.float64)
+    scale = ew.where(picked & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
+    return weight.mul_(shape.unsqueeze(scale.to(weight.dtype), 1))
 
 
 def _take_rows(weight, index):

@@ -324,7 +324,7 @@ def _linspace(lo, hi, steps):
     return where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
 
 
-def histogram(input, bins, *, range=None, weight=None, density=False) -> Any:
+def histogram(input, bins=100, *, range=None, weight=None, density=False) -> Any:
     """``(hist, bin_edges)``: how many entries (or how much ``weight``, of ``input``'s
     shape) fall in each bin. ``bins`` is a number of equal bins over ``range`` (the data's
     range by default) or a 1-D tensor of increasing bin edges; the last bin includes its

@@ -14,20 +14,27 @@ from ...autodiff.avals import normalize_dims, wrap_dim
 from ..checks import check_range
 from ..devices import check as check_device
 from ..tensor import Size, Tensor
+from . import memory_formats
 from ._operands import broadcast_shapes as _broadcast_shapes
 from ._operands import expand_to, fresh, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
 from .indexing import take_index
 
 
-def _shape_arg(shape):
+def _shape_arg(shape, keyword=None, name=""):
+    """Sizes or dims given as varargs (``x.view(2, 3)``), one sequence (``x.view((2, 3))``)
+    or, as ``keyword``, by torch's name for them (``x.view(size=(2, 3))``)."""
+    if keyword is not None:
+        if shape:
+            raise TypeError(f"got multiple values for argument '{name}'")
+        return (keyword,) if isinstance(keyword, int) else tuple(keyword)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
     return tuple(shape)
 
 
-def reshape(x, *shape):
-    shape = list(_shape_arg(shape))
+def reshape(x, *sizes, shape=None):
+    shape = list(_shape_arg(sizes, shape, "shape"))
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
     if shape and min(shape) < -1:
@@ -43,12 +50,25 @@ def reshape(x, *shape):
     return x if shape == tuple(x._payload.shape) else ad.reshape(x, shape=shape)
 
 
-def view(x, *shape):
+def view(x, *sizes, size=None, dtype=None):
     """``reshape`` that must share memory: a view (``x.t()``, ``x.expand(..)``) whose layout
     only a copy could give raises, as in PyTorch. A tensor that is no view and has none is
     contiguous in PyTorch whatever layout NumPy gave its payload here (``a.t() + 0``), so
-    it gets a C-contiguous payload the view then shares (a copy would drop writes)."""
-    out = reshape(x, *shape)
+    it gets a C-contiguous payload the view then shares (a copy would drop writes).
+    ``view(dtype)``: of ``x``'s own dtype an alias outside the graph, as torch's (``detach``);
+    of another (its bits read as that dtype) not supported."""
+    if dtype is None and len(sizes) == 1 and isinstance(sizes[0], dt.DType):
+        dtype, sizes = sizes[0], ()
+    if dtype is not None:
+        if sizes or size is not None or dt.as_dtype(dtype) is not x.dtype:
+            raise NotImplementedError(
+                f"view(dtype) of a {x.dtype.name} tensor as {dt.as_dtype(dtype).name} reads "
+                "its memory as another dtype, which staged does not do: convert the values "
+                "with x.to(dtype), or reinterpret a NumPy copy (x.numpy().view(...))"
+            )
+        return x.detach()
+    shape = _shape_arg(sizes, size, "size")
+    out = reshape(x, shape)
     p = out._payload
     if out is not x and type(p) is np.ndarray and p.size and not np.may_share_memory(p, x._payload):
         if x._base is not None or (x._vc is not None and len(x._vc) > 1):
@@ -58,7 +78,7 @@ def view(x, *shape):
                 "subspaces). Use .reshape(...) instead."
             )
         x._payload = np.ascontiguousarray(x._payload)
-        out = reshape(x, *shape)
+        out = reshape(x, shape)
     return out
 
 
@@ -108,8 +128,10 @@ def _complex_layout_error(x):
     return None
 
 
-def contiguous(x):
-    """``x`` itself if it is C-contiguous, else a C-contiguous copy (part of the graph)."""
+def contiguous(x, memory_format=None):
+    """``x`` itself if it is C-contiguous, else a C-contiguous copy (part of the graph),
+    whatever ``memory_format`` (Note [memory formats])."""
+    memory_formats.check(x, memory_format)
     p = x._payload
     return ad.copy(x) if type(p) is np.ndarray and not p.flags.c_contiguous else x
 
@@ -150,8 +172,8 @@ def squeeze(x, dim=None):
     return x if new == tuple(shape) else ad.reshape(x, shape=new)
 
 
-def permute(x, *dims):
-    dims = _shape_arg(dims)
+def permute(x, *args, dims=None):
+    dims = _shape_arg(args, dims, "dims")
     if len(dims) != x.ndim:
         raise RuntimeError(
             f"permute(): number of dimensions in the tensor input does not "
@@ -206,8 +228,8 @@ def T(x):
     return permute(x, tuple(range(x.ndim))[::-1])
 
 
-def expand(x, *sizes):
-    sizes = _shape_arg(sizes)
+def expand(x, *sizes, size=None):
+    sizes = _shape_arg(sizes, size, "size")
     if len(sizes) < x.ndim:
         raise RuntimeError(
             f"expand({x.type()}{{{list(x.shape)}}}, size={list(sizes)}): the number of "
@@ -232,12 +254,14 @@ def expand(x, *sizes):
     return expand_to(x, shape)
 
 
-def broadcast_to(x, shape):
-    return expand(x, tuple(shape))
+def broadcast_to(x, size):
+    return expand(x, tuple(size))
 
 
-def cat(tensors, dim=0):
-    """Concatenate along ``dim`` (dtypes promoted; legacy 1-D empty tensors skipped)."""
+def cat(tensors, dim=0, *, axis=None):
+    """Concatenate along ``dim`` (NumPy's ``axis``, which torch takes too; dtypes promoted;
+    legacy 1-D empty tensors skipped)."""
+    dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
@@ -268,7 +292,9 @@ def cat(tensors, dim=0):
     return ad.concat(*parts, dim=dim, sizes=tuple(t._payload.shape[dim] for t in parts))
 
 
-def stack(tensors, dim=0):
+def stack(tensors, dim=0, *, axis=None):
+    """Stack along a new ``dim`` (NumPy's ``axis``, which torch takes too)."""
+    dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
@@ -580,10 +606,10 @@ def _triangle_indices(name, row, col, offset, dtype, device):
     return Tensor._wrap(np.stack(indices(row, offset, col)).astype(d.np).reshape(2, -1))
 
 
-def repeat(x, *sizes):
+def repeat(x, *sizes, repeats=None):
     """``Tensor.repeat``: ``x`` tiled ``sizes[i]`` times along dim ``i`` (leading sizes add
     dims): each dim gets a broadcast axis in front, then the two merge."""
-    sizes = _shape_arg(sizes)
+    sizes = _shape_arg(sizes, repeats, "repeats")
     if len(sizes) < x.ndim:
         raise RuntimeError(
             "Number of dimensions of repeat dims can not be smaller than number "
@@ -653,9 +679,9 @@ def _interleave_index(repeats, n, output_size):
     return Tensor._wrap(index)
 
 
-def flip(x, *dims):
+def flip(x, *args, dims=None):
     """``x`` reversed along ``dims`` (a copy: a gather by a reversed iota per dim)."""
-    dims = _shape_arg(dims)
+    dims = _shape_arg(args, dims, "dims")
     wrapped = [wrap_dim(d, x.ndim) for d in dims]
     for d in wrapped:
         if wrapped.count(d) > 1:

@@ -8,7 +8,11 @@ without an op-database entry.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 from ... import autodiff as ad
+from ..._where import PLAIN, at_user, name_site
 from ...autodiff import Public
 from ...autodiff.elementwise import BESSEL
 from ...autodiff.polynomials import POLYNOMIALS
@@ -430,8 +434,53 @@ def methods() -> dict:
     return out
 
 
-# sited, and with autocast's policy where torch lists the op (Note [autocast])
-_SITED = {name: autocast.sited(row.op, name) for name, row in OPS.items()}
+# NumPy's names of arguments that torch's argument parser takes for its own (``x.sum(axis=1,
+# keepdims=True)``); torch's Python-level functions (``torch.split``, ``F.softmax``) don't
+NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _torch_names(kwargs, params):
+    """``kwargs`` with NumPy's names that ``params`` lacks renamed to torch's, or None where
+    it holds none of them."""
+    if not kwargs.keys() & NUMPY_NAMES.keys():
+        return None
+    out = dict(kwargs)
+    for np_name, torch_name in NUMPY_NAMES.items():
+        if np_name in out and torch_name in params and np_name not in params:
+            if torch_name in out:
+                raise TypeError(at_user(f"got multiple values for argument '{torch_name}'"))
+            out[torch_name] = out.pop(np_name)
+    return out
+
+
+def _sited(name, op):
+    """The public function of ``op``: sited, with autocast's policy where torch lists the op
+    (Note [autocast]) or else, where it has ``dim`` or ``keepdim``, taking NumPy's names for
+    them too: a call that fails on them is made again with torch's (no cost to other
+    calls: this is the sited wrapper itself)."""
+    try:
+        params = frozenset(inspect.signature(op).parameters)
+    except (TypeError, ValueError):
+        params = frozenset()
+    if name in autocast.POLICY or not params & set(NUMPY_NAMES.values()):
+        return autocast.sited(op, name)  # (cat and stack take axis= themselves)
+
+    @functools.wraps(op)
+    def call(*args, **kwargs):
+        try:
+            return op(*args, **kwargs)
+        except PLAIN as e:
+            fixed = _torch_names(kwargs, params) if type(e) is TypeError else None
+            if fixed is None:
+                name_site(e)
+                raise
+        return call(*args, **fixed)
+
+    call.sited = True  # type: ignore[attr-defined]
+    return call
+
+
+_SITED = {name: _sited(name, row.op) for name, row in OPS.items()}
 
 
 # torch.special.gammainc / gammaincc are torch.igamma / igammac

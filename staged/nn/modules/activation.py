@@ -41,7 +41,7 @@ class Softmax(Module):
         self.dim = dim
 
     def forward(self, input):
-        return ops.softmax(input, self.dim if self.dim is not None else -1)
+        return F.softmax(input, self.dim, _stacklevel=5)  # torch's implicit dim when None
 
     def extra_repr(self):
         return f"dim={self.dim}"
@@ -49,7 +49,7 @@ class Softmax(Module):
 
 class LogSoftmax(Softmax):
     def forward(self, input):
-        return ops.log_softmax(input, self.dim if self.dim is not None else -1)
+        return F.log_softmax(input, self.dim, _stacklevel=5)
 
 
 class Softmin(Softmax):
