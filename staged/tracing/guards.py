@@ -5,9 +5,11 @@ cell is a state input of the graph, bound to the tensor object that was there at
 time. Rebinding the name (``w = new_tensor``) leaves the graph reading the old object, so
 the trace also records, for each such name, the object it found, and is reused only
 while the name still holds that very object. Python values read the same way (numbers,
-strings, None, tuples of those) are baked into the graph as constants and are guarded by
-value, type included (``same_value``). The walk follows the functions reached through
-``fn``'s globals and closure cells (a helper the step calls) and the objects so reached:
+strings, None, tuples of those, short lists of those changed in place: ``scale = [2.0]``)
+are baked into the graph as constants and are guarded by value, type included
+(``same_value``). The walk follows the functions reached through ``fn``'s globals,
+closure cells and mutable default arguments (``def hook(g, cfg=CFG)``; a helper the step
+calls) and the objects so reached:
 a dict, a config object, a Python module of the user's (``config.scale``), the ``self``
 of a bound method the step is, the step's non-tensor arguments, and every Module among
 them with all its children, however deep and through whatever container
@@ -29,8 +31,8 @@ trace, not guarded: compiled calls run the graph, not the body's Python, so they
 change it again, and where it steers the step (gradient accumulation on ``self.i % 4``)
 every call repeats what the traced call did: so the trace warns, once per step and name
 (``_warn_side_effects``). Not seen: a member read under a name the code computes
-(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read, Module
-or few dicts, and what library code reads of its own objects (a Module's parameters and
+(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read, Module,
+few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
 """
@@ -154,16 +156,20 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
         return guards
     old = {g.name: g for g in before}
     changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
+    # a list the body read and emptied (REINFORCE's ``del policy.rewards[:]``) stays
+    # guarded by its items as they were before the trace (and warns: calls do not empty it)
+    emptied = {g.name for g in changed if type(g.value) is list and not g.value}
     values = [(g.name, old[g.name].value, g.value) for g in changed if g.same is same_value]
     _warn_side_effects(fn, values)
     guards = [g for g in guards if g not in changed]
     # a list's items as they were before the trace, where the body emptied or refilled it
-    # (REINFORCE's ``del policy.saved_log_probs[:]``) and read some of them
+    # (``del policy.saved_log_probs[:]``) and read some of them
     kept = {g.name for g in guards}
     return guards + [
         g
         for g in before
-        if g.same is _same_items and g.name not in kept and _items_read(g.value, ids)
+        if g.name not in kept
+        and (g.name in emptied or g.same is _same_items and _items_read(g.value, ids))
     ]
 
 
@@ -220,7 +226,29 @@ def _walk(fn, ids, any_list=False, roots=()) -> list:
             _watch(guards, todo, read, name, get, depth, names)
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
             _watch(guards, todo, read, name, functools.partial(_contents, cell), depth, names)
+        for name, get in _defaults(f):
+            _watch(guards, todo, read, name, get, depth, names)
     return guards
+
+
+def _defaults(f) -> list:
+    """(parameter, getter) of ``f``'s mutable default values: ``def hook(g, cfg=CFG)``
+    reads ``cfg`` as surely as a closure cell. A number, string or None default changes
+    only if ``__defaults__`` is rebound: not guarded, as each guard costs every call."""
+    code, pos, kw = f.__code__, f.__defaults__ or (), f.__kwdefaults__ or {}
+    names = code.co_varnames[code.co_argcount - len(pos) : code.co_argcount]
+    out = [(n, functools.partial(_default, f, i)) for i, n in enumerate(names)]
+    out += [(n, functools.partial(_kwdefault, f, n)) for n in kw]
+    return [(n, get) for n, get in out if not _is_value(get())]
+
+
+def _default(f, i):
+    d = f.__defaults__ or ()
+    return d[i] if i < len(d) else _MISSING
+
+
+def _kwdefault(f, name):
+    return (f.__kwdefaults__ or {}).get(name, _MISSING)
 
 
 def _watch(guards, todo, read, name, get, depth, names) -> None:
@@ -238,8 +266,9 @@ def _watch(guards, todo, read, name, get, depth, names) -> None:
 
 def _value_guard(read, name, get, value) -> Guard | None:
     """The guard on ``value`` (read by ``get``) where the trace depends on it: a tensor it
-    read by identity, a list or tuple of such by its items, a number, a string, None or a
-    tuple of those by value (``same_value``)."""
+    read by identity, a list or tuple of such by its items, a number, a string, None, a
+    tuple of those or a short list of those by value (``same_value``; the list copied, as
+    it is changed in place)."""
     ids, lists = read
     if id(value) in ids:
         return Guard(name, get, operator.is_, _show, value)
@@ -247,6 +276,8 @@ def _value_guard(read, name, get, value) -> Guard | None:
         return _items_guard(name, get, value)
     if _is_value(value):
         return Guard(name, get, value=value)
+    if type(value) is list and len(value) <= _FEW_DICTS and all(map(_is_value, value)):
+        return Guard(name, get, value=list(value))  # ``scale = [2.0]``, changed in place
     return None
 
 

@@ -6,6 +6,7 @@ tensors returned as they are; PyTorch's actor-critic example compiled."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections import namedtuple
 
@@ -449,3 +450,87 @@ def test_relu__is_torch_s_in_place_relu():
         assert lib.relu_(b) is b and b.tolist() == [0.0, 2.0]
         b.sum().backward()
         assert a.grad.tolist() == [0.0, 1.0]
+
+
+def _reads_defaults(kind):
+    """A step whose helper or gradient hook reads a value through a mutable default
+    argument or a short list, and the change the caller then makes to that value."""
+    cfg, box = {"scale": 2.0}, [2.0]
+    w = staged.ones(3, requires_grad=True)
+    if kind == "dict default":
+
+        def helper(x, cfg=cfg):
+            return x * cfg["scale"]
+    elif kind == "list default":
+
+        def helper(x, *, box=box):
+            return x * box[0]
+    elif kind == "list in a closure":
+
+        def helper(x):
+            return x * box[0]
+    else:  # a gradient hook's default
+        w.register_hook(lambda g, c=cfg: g * c["scale"])
+
+        def helper(x):
+            return x
+
+    def step(x):
+        w.grad = None
+        loss = (helper(x) * w).sum()
+        loss.backward()
+        return loss.detach(), w.grad.detach()
+
+    def change():
+        cfg["scale"] = box[0] = 3.0
+
+    return step, change
+
+
+@pytest.mark.parametrize("kind", ["dict default", "list default", "list in a closure", "hook"])
+def test_a_value_read_through_a_default_argument_or_a_short_list_re_traces(kind):
+    """Compiled calls kept scaling by 2.0 after the caller set 3.0 (eager reads the new one)."""
+    got = {}
+    for compiled in (False, True):
+        step, change = _reads_defaults(kind)
+        f = staged.compile(step) if compiled else step
+        x = staged.arange(1.0, 4.0)
+        out = [f(x), f(x)]
+        change()
+        out.append(f(x))
+        got[compiled] = [[t.numpy() for t in o] for o in out]
+    for ours, eager in zip(got[True], got[False]):
+        for a, b in zip(ours, eager):
+            np.testing.assert_array_equal(a, b)
+    scaled = 1 if kind == "hook" else 0  # the hook scales the gradient, the helper the loss
+    assert got[False][2][scaled].tolist() != got[False][0][scaled].tolist()  # 3.0 counts
+    reasons = [h["reason"] for h in f.history]
+    name = {"list default": "box", "list in a closure": "box", "hook": "c"}.get(kind, "cfg")
+    change = r"\[2.0\] -> \[3.0\]" if "list" in kind else "2.0 -> 3.0"
+    assert len(reasons) == 3 and re.fullmatch(rf"{name}(\['scale'\])?: {change}", reasons[-1])
+
+
+def test_a_list_of_values_the_step_reads_and_empties_re_traces_when_refilled_otherwise():
+    """REINFORCE's rewards: read as constants of the trace, then ``del rewards[:]``. The
+    trace serves lists of the same rewards and re-traces for others (it had served its
+    first episode's rewards to every later one). Compiled calls do not empty the list: the
+    trace warns, as it does of a counter list the body appends to."""
+    w = staged.ones(1, requires_grad=True)
+    rewards: list = []
+    calls: list = []
+
+    def finish():
+        calls.append(1)
+        loss = sum(r * w for r in rewards).sum()
+        del rewards[:]
+        return loss.detach()
+
+    f = staged.compile(finish)
+    got = []
+    with pytest.warns(UserWarning) as seen:
+        for episode in ([1.0, 2.0], [1.0, 2.0], [5.0, 1.0]):
+            rewards[:] = episode
+            got.append(f().item())
+    assert got == [3.0, 3.0, 6.0] and f.traces == 2
+    said = " ".join(str(w.message) for w in seen)
+    assert "calls ([] -> [1])" in said and "rewards ([1.0, 2.0] -> [])" in said, said
