@@ -245,17 +245,21 @@ def test_index_check_raises_at_the_eager_call_and_keeps_state(gate):
 
 
 def test_results_do_not_alias_state_or_arguments(gate):
+    """The interpreter's results are arrays of their own, as a module's are: a view of an
+    argument (a value of the call's) is not written by a write to the argument; a state
+    tensor returned as is is that tensor, as eagerly (Note [returned state])."""
     w = staged.ones(3)
 
     def step(x):
-        return x.reshape(3), w.reshape(3)
+        return x.reshape(1, 3), w.reshape(3) * 2, w.reshape(3)
 
     bg = staged.compile(step, mode="background")
     x = staged.zeros(3)
-    a, b = bg(x)
+    a, b, c = bg(x)
     a.add_(1.0)
     b.add_(1.0)
     assert float(x.sum()) == 0.0 and float(w.sum()) == 3.0
+    assert c is w
 
 
 def test_mode_is_checked():

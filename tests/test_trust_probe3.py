@@ -2,8 +2,7 @@
 (the third trust probe): Python values that hooks read, an EMA of the weights updated
 inside the step, a dynamic batch of 0, the training patterns that already match (gradient
 accumulation, train/eval switches, frozen parameters, optimizer and model state changed
-between calls), and deployed steps continued after saving or given bad input. The strict
-xfails are faults whose fixes lie outside the files this probe may change."""
+between calls), and deployed steps continued after saving or given bad input."""
 
 from __future__ import annotations
 
@@ -416,23 +415,42 @@ def test_a_deployed_step_given_bad_input_raises_and_keeps_its_state(deployed, x,
     assert all(np.array_equal(before[k], after[k]) for k in before)
 
 
-# --- faults whose fixes lie outside this probe's files: strict xfails --------------------------
+# --- state the step binds and returns ---------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/runtime/compiled.py (_state_guards, CompiledGraph._run) with "
-    "staged/tracing/capture.py: a trace that accumulates into `p.grad` binds that .grad "
-    "object as state and its guard wants that very object; `opt.zero_grad()` (set_to_none) "
-    "makes the next backward create a new one, so the accumulating trace never serves again: "
-    "one more trace (and entry, checked at every call) per update, a warning at the 9th. "
-    "Patch: capture records the owner of a .grad it reads as state (Captured: state index -> "
-    "parameter); _run reads and writes `owner.grad` at each call, and its guard row checks "
-    "owner.grad's shape and dtype and that it is set, not its identity",
-)
 def test_gradient_accumulation_with_zero_grad_set_to_none_traces_a_bounded_number_of_times():
-    _, _, f = _accumulating(True, calls=12)
+    """The accumulating trace binds each ``.grad`` through its parameter (Note [grads by
+    owner]): ``zero_grad()`` (set_to_none) making new ones re-traced at every update."""
+    ours, state, f = _accumulating(True, calls=12)
+    eager, eager_state, _ = _accumulating(False, calls=12)
+    np.testing.assert_allclose(ours, eager, rtol=1e-6)
+    assert [a is None for a in state] == [b is None for b in eager_state]
+    for a, b in zip(state, eager_state):
+        if b is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert f.traces <= 3, [h["reason"] for h in f.history]
+
+
+def test_an_accumulating_step_saves_the_grads_its_parameters_hold_now():
+    """Saved once new .grad objects were set since its last call, the accumulating trace
+    (which serves them: Note [grads by owner]) saves those, not the ones it last read."""
+    staged.manual_seed(0)
+    m = _mlp()
+
+    def step(x, y):
+        F.cross_entropy(m(x), y).backward()
+
+    f = staged.compile(step)
+    for x, y in _batches((4,) * 3):  # the 1st call makes the grads, the 2nd accumulates
+        f(x, y)
+    for p in m.parameters():
+        p.grad = staged.full_like(p.detach(), 0.5)
+    d = tempfile.mkdtemp()
+    f.save(d)
+    saved = staged.runtime.load(d).state_dict()
+    for name, p in m.named_parameters():
+        np.testing.assert_array_equal(saved[name + ".grad"], p.grad.numpy())
+    assert f.traces == 2
 
 
 def test_grad_scaler_scale_changed_by_update_between_compiled_calls():
@@ -509,15 +527,6 @@ def test_a_deployed_dynamic_step_refuses_arguments_of_different_batch_sizes():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged/runtime/compiled.py (CompiledGraph._run) with staged/tracing/capture.py: a "
-    "step returning a state tensor (`return loss, m[0].weight`, its `.detach()`, `m[0].weight"
-    "[0]`, a momentum buffer) returns a snapshot, where eager returns the tensor (or an "
-    "alias of it) that later calls update in place. Patch: _finish records such leaves as "
-    "('state', tensor) or ('alias', root, view steps); _run returns the tensor itself, or "
-    "`replay(root.detach(), steps)` (eager/views.py) of it after writing the state back",
-)
 def test_a_returned_parameter_is_the_parameter():
     def run(compiled):
         staged.manual_seed(0)
@@ -535,14 +544,35 @@ def test_a_returned_parameter_is_the_parameter():
         np.testing.assert_allclose(ours, eager, rtol=1e-6)
 
 
-def test_a_step_whose_grad_objects_keep_changing_keeps_a_bounded_number_of_traces():
-    """Each update re-traces (the xfail above), but the traces kept, which every call
-    checks in turn, stay at most ``MAX_ENTRIES`` (the least recently used go); the values
-    stay eager's."""
+def test_a_step_whose_python_state_keeps_changing_keeps_a_bounded_number_of_traces():
+    """A step re-traced at every call (a number it reads keeps changing) keeps at most
+    ``MAX_ENTRIES`` traces, which every call checks in turn (the least recently used go);
+    the values stay eager's."""
     from staged.runtime.compiled import MAX_ENTRIES
 
-    ours, state, f = _accumulating(True, calls=41)
-    eager, eager_state, _ = _accumulating(False, calls=41)
+    def run(compiled):
+        staged.manual_seed(0)
+        m = _mlp()
+        opt = optim.SGD(m.parameters(), lr=0.1)
+        cfg = {"scale": 1.0}
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y) * cfg["scale"]
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        f = staged.compile(step) if compiled else step
+        out = []
+        for i, (x, y) in enumerate(_batches((4,) * 14)):
+            cfg["scale"] = 1.0 + i / 8
+            out.append(f(x, y).item())
+        return out, _host(list(m.parameters())), f
+
+    with pytest.warns(UserWarning, match="re-traced and compiled for the 9th time"):
+        ours, state, f = run(True)
+    eager, eager_state, _ = run(False)
     _close(ours, eager)
     _close(state, eager_state)
     assert f.traces > MAX_ENTRIES + 1

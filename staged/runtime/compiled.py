@@ -39,6 +39,7 @@ from ..tracing.capture import leaf_names
 from ..tracing.dynamic import DynamicError, generalize, is_static, mismatch, resize, substitute
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
+from ..tracing.returned import rebuild, same_recipe
 from ..eager.interceptor import current_interceptor
 from ..eager import autocast as _autocast
 from ..eager.grad_mode import _state
@@ -181,8 +182,9 @@ class CompiledGraph:
         for i, w in captured.arg_wrappers:  # the inputs' order in _run
             names[i] = captured.graph.inputs[pos].name
             pos += 1 if w._grad is None else 2
-        self._shared = SharedInputs(captured, names)  # Note [shared inputs]
-        self._written = [w.tensor for w, _ in captured.state_updates]
+        self._arg_names = names
+        self._owned = [w for w in captured.state if w.owner is not None]
+        self._bind_state()
         at = {id(w): pos + j for j, w in enumerate(captured.state)}  # in the inputs
         self._written_at = [at[id(w)] for w, _ in captured.state_updates]
         self._unshared = [False] * len(self._written)
@@ -205,6 +207,23 @@ class CompiledGraph:
                 captured.graph, len(captured.graph.inputs) - captured.rng.draws
             )
 
+    def _bind_state(self) -> None:
+        """What calls check and write of the state tensors bound now."""
+        self._shared = SharedInputs(self.captured, self._arg_names)  # Note [shared inputs]
+        self._written = [w.tensor for w, _ in self.captured.state_updates]
+
+    def _rebind(self) -> None:
+        """Bind each .grad read as state to the one its owner holds now (Note [grads by
+        owner] in tracing/capture.py): zero_grad(set_to_none) and a backward since the
+        last call made a new one."""
+        moved = False
+        for w in self._owned:
+            g = w.owner._grad
+            if g is not w.tensor and g is not None:
+                w.tensor, moved = g, True
+        if moved:
+            self._bind_state()
+
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
         return _guard_failure(self._guards, self.captured)
@@ -226,6 +245,8 @@ class CompiledGraph:
         other threads that share state serialize their read-modify-write, and it is only
         the enqueue that they wait for, not the step."""
         with state_lock:
+            if self._owned:
+                self._rebind()
             self._shared.check(leaves)
             if self.background is not None and not self.background.ready(self, leaves):
                 return self.background.fallback(leaves)  # Note [background compiles]
@@ -299,6 +320,8 @@ class CompiledGraph:
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
+        for pos, (kind, root, ops) in c.returned.items():  # Note [returned state]
+            out[pos] = rebuild(_root(kind, root, leaves), ops)
         return unflatten(c.out_tree, out)
 
     def __call__(self, *args, **kwargs):
@@ -307,7 +330,17 @@ class CompiledGraph:
 
     def save(self, directory, names=None, fn=None, target_cpu="host"):
         """Write a deployable copy (see ``staged.runtime.deploy``) with the current state."""
-        return deploy.save(self, directory, names, fn, target_cpu)
+        with state_lock:
+            if self._owned:
+                self._rebind()  # the .grad objects the next call would read
+            return deploy.save(self, directory, names, fn, target_cpu)
+
+
+def _root(kind: str, root, leaves) -> Tensor:
+    """The tensor a returned alias is made of at this call (Note [returned state])."""
+    if kind == "state":
+        return root.tensor
+    return leaves[root] if kind == "arg" else root._grad if kind == "grad" else root
 
 
 class _Undo:
@@ -388,7 +421,7 @@ def check_dtypes(graph, backend: str) -> None:
 
 def _state_guards(c: Captured):
     """What must still hold of the state for this trace to be reused."""
-    grads_read = {id(w.tensor) for w in c.state}
+    grads_read = {id(w.tensor) for w in c.state if w.owner is None}
     named = {id(g.value): g.name for g in c.guards}  # a global's or closure's name
     guards = []
     for w in list(c.state) + [w for w in _watched_writes(c) if w not in c.state]:
@@ -398,6 +431,7 @@ def _state_guards(c: Captured):
         guards.append(
             (
                 t,
+                w.owner,  # a .grad bound through its owner (Note [grads by owner])
                 w.aval.shape,
                 w.aval.dtype.np,
                 w.meta[0],
@@ -422,7 +456,11 @@ def _hook_ids(t: Tensor) -> tuple:
 def _guard_failure(guards, captured: Captured):
     """Why the trace ``captured``, whose state guards are ``guards`` (``_state_guards``),
     can't serve the current call, or None when it can."""
-    for t, shape, dtype, requires_grad, grad, name, hooks in guards:
+    for t, owner, shape, dtype, requires_grad, grad, name, hooks in guards:
+        if owner is not None:
+            t = owner._grad
+            if t is None:
+                return f"{name} (a .grad) was cleared"
         p = t._payload
         if tuple(p.shape) != shape or p.dtype != dtype:
             return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
@@ -631,7 +669,7 @@ class Compiled:
     def _keep(self, entries: list, entry) -> None:
         """Add ``entry`` to ``entries`` (the traces of one key, checked in turn at each call),
         dropping the least recently used beyond ``MAX_ENTRIES``: a step whose state keeps
-        changing (a ``.grad`` made anew before each update) would otherwise add a trace to
+        changing (a number it reads, new at each call) would otherwise add a trace to
         check at every call, for good."""
         entries.append(entry)
         if len(entries) > MAX_ENTRIES:
@@ -797,6 +835,8 @@ class Compiled:
         """``c0`` with every size that follows the batch made dynamic: trace again at
         other batch sizes and compare (``staged.tracing.dynamic``)."""
         name = getattr(self.fn, "__qualname__", "the step")
+        returned = dict(c0.returned)  # those every trace agrees on (a slice by the batch
+        # size of a state tensor is a value)
 
         def retrace(n):
             grown = [resize(x, {0: n}) if i in batched else x for i, x in enumerate(leaves)]
@@ -821,6 +861,8 @@ class Compiled:
                     f"{name} returns Python values that depend on the batch "
                     f"size ({_py_leaves(c0)} at {n0}, {_py_leaves(c)} at {n})"
                 )
+            for pos in [p for p, r in returned.items() if not same_recipe(r, c.returned.get(p))]:
+                del returned[pos]
             return c.graph
 
         try:
@@ -849,7 +891,7 @@ class Compiled:
                     f"{o.value.aval}, which follows the batch size; state must "
                     "not depend on it. Compile with dynamic=False"
                 )
-        return dataclasses.replace(c0, graph=g)
+        return dataclasses.replace(c0, graph=g, returned=returned)
 
     def save(self, directory, names=None, target_cpu="host"):
         """Save the step as last called, with the current state, for

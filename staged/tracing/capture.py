@@ -32,6 +32,14 @@ writes as a view made in the trace does (``refresh``). A view of any other tenso
 training split ``X[:n]`` of a data set) stays an input of its own: reading the whole
 base would upload all of it at each call.
 
+Note [grads by owner]: a ``.grad`` the trace reads as state (a backward accumulating
+into it) is the one its tensor holds at each call, not the object it held at the trace:
+``opt.zero_grad()`` (set_to_none) drops it and the next eager backward makes a new one,
+which the step, accumulating again, must read and write. So its ``Watched`` records the
+tensor whose ``.grad`` it is (``owner``); a compiled call binds ``owner.grad`` at each
+call, and its guard asks that it be set, of the traced shape and dtype, not that it be
+the same object (``staged/runtime/compiled.py``).
+
 Note [live inputs]: a Python number the traced code reads (an optimizer's ``lr``) would
 be baked into the graph as a constant, silently stale once the caller changes it. Code
 that knows a number varies between calls keeps it in a 0-d tensor and registers it with
@@ -79,6 +87,7 @@ from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .names import output_names, state_names
 from .pytree import flatten, unflatten
+from .returned import recipe
 from .symbolic import CaptureError, Symbolic, user_location
 
 state_lock = threading.RLock()  # Note [one trace at a time]
@@ -95,6 +104,8 @@ class Watched:
     grad: Tensor | None  # the .grad object before the trace
     value: Any = None  # the state input Value, if its data was read
     name: str = ""
+    owner: Tensor | None = None  # a .grad read as state: the tensor whose .grad it is,
+    # through which calls bind it (Note [grads by owner])
 
 
 @dataclass(eq=False)
@@ -132,6 +143,9 @@ class Captured:
     rng: Program | None = None  # the host's draws per call (Note [host draws])
     # results that require grad from a body that ran no backward (Note [autograd boundary])
     grad_results: list = field(default_factory=list)
+    # out-leaf position -> (kind, root, ops): a tensor from before the call, or its alias,
+    # returned as itself (Note [returned state] in tracing/returned.py)
+    returned: dict = field(default_factory=dict)
 
     @property
     def one_shot(self) -> bool:
@@ -164,6 +178,7 @@ class Tracer:
         self.checks: list = []  # [(report Value, check params)] (Note [index checks])
         self.constants: dict = {}  # argument name -> non-tensor value, built into the graph
         self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
+        self.results: dict = {}  # out-leaf position -> weakref to a result the body made
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -536,6 +551,9 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
+            for pos, ref in tracer.results.items():  # returned as itself (an optimizer buffer)
+                if ref() is t:
+                    captured.returned[pos] = ("escaped", t, ())
     finally:
         tracer.finished = True
         tracer.consts.clear()  # the arrays it kept alive: no longer the trace's to hold
@@ -619,18 +637,30 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     g = tracer.graph
     out_leaves_raw, out_tree = flatten(holder.pop(), lambda o: False)
     out_leaves = []
-    differentiable = []  # results the caller could differentiate (Note [autograd boundary])
-    for leaf in out_leaves_raw:
+    wanted = []  # (position, output) of the results the caller could differentiate (Note
+    # [autograd boundary])
+    returned = {}  # Note [returned state]
+    args = {id(w): i for i, w in wrappers}
+    for pos, leaf in enumerate(out_leaves_raw):
         if isinstance(leaf, Tensor):
             g.outputs.append(Output(tracer.output_value(leaf), "out", f"out{len(g.outputs)}"))
             out_leaves.append(("value", len(g.outputs) - 1))
-            if leaf._requires_grad and _state.grad_enabled:
-                differentiable.append(len(g.outputs) - 1)
+            how = _returned(tracer, leaf, args)
+            if how is not None:
+                returned[pos] = how
+            if leaf._requires_grad and _state.grad_enabled and (how is None or how[2]):
+                wanted.append((pos, len(g.outputs) - 1))  # an alias that requires
+                # grad too: the tensor itself needs no Node
+            if how is None and leaf._serial >= tracer.start:  # an escape, maybe
+                tracer.results[pos] = weakref.ref(leaf)
         else:
             out_leaves.append(("py", leaf))
     if any(op.phase == "backward" for op in g.ops):
-        differentiable = []  # the body differentiated itself: its results are values
-    out_leaves_raw = leaf = None  # so only the body's own references keep tensors alive
+        wanted = []  # the body differentiated itself: its results are values
+    for pos, _ in wanted:  # the call's Node makes them
+        returned.pop(pos, None)
+    differentiable = [k for _, k in wanted]
+    out_leaves_raw = leaf = how = None  # so only the body's own references keep tensors alive
     arg_updates = []  # arguments written in place: their new values go out, and back
     for i, w in wrappers:
         cur = w._payload
@@ -677,6 +707,13 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         else:
             g.outputs.append(Output(tracer.output_value(gr), "grad", w.name))
             grad_writes.append(GradWrite(t, "output", output=len(g.outputs) - 1))
+            for pos, ref in tracer.results.items():  # a new .grad returned: the .grad itself
+                if ref() is gr:
+                    returned[pos] = ("grad", t, ())
+    for w in tracer.watched.values():  # Note [grads by owner]
+        gw = tracer.watched.get(id(w.grad)) if w.grad is not None else None
+        if gw is not None and gw.value is not None and id(w.tensor) not in args:
+            gw.owner = w.tensor
     state.sort(key=lambda w: w.value.id)
     g.inputs = [i for i in g.inputs if i.kind != "draw"] + [
         i for i in g.inputs if i.kind == "draw"
@@ -703,7 +740,23 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         rng=tracer.program if tracer.program.steps or tracer.program.calls else None,
         grad_results=differentiable,
         arg_updates=arg_updates,
+        returned=returned,
     )
+
+
+def _returned(tracer: Tracer, leaf: Tensor, args: dict) -> tuple | None:
+    """The recipe of a result that is a tensor from before the trace or aliases one
+    (Note [returned state]), or None."""
+    found = recipe(leaf, tracer.start)
+    if found is None:
+        return None
+    root, ops = found
+    if id(root) in args:
+        return None if any(op[0] == "view" for op in ops) else ("arg", args[id(root)], ops)
+    w = tracer.watched.get(id(root))
+    if w is None or isinstance(w.payload, Symbolic):  # an argument's .grad stand-in
+        return None
+    return ("state", w, ops)
 
 
 _GONE = object()
