@@ -499,3 +499,74 @@ def test_vmap_chunk_size_must_be_positive():
     for lib in (staged, torch):
         with pytest.raises(ValueError, match="chunk_size should be None or greater than 0"):
             lib.func.vmap(lambda x: x, chunk_size=0)(lib.ones(2))
+
+
+# --- linearize and stack_module_state ------------------------------------------------------
+def _linearized(lib):
+    x, y = lib.tensor(X.astype(np.float64)), lib.tensor(Y.astype(np.float64))
+    out, jvp_fn = lib.func.linearize(lambda a, b: {"p": a.sin() * b, "s": (a @ b.T).sum()}, x, y)
+    return out, jvp_fn, x, y
+
+
+def test_linearize_gives_torch_s_output_and_jvps():
+    def run(lib):
+        out, jvp_fn, x, y = _linearized(lib)
+        return out, jvp_fn(lib.ones_like(x), y), jvp_fn(y, x * 0)
+
+    compare(run, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "tangents, words",
+    [
+        (lambda lib, x, y: (x,), ["to have the same argspec as the primals"]),
+        (lambda lib, x, y: (x, y[0]), ["tangent:1 with shape", "doesn't match the shape"]),
+        (lambda lib, x, y: (x, y.float()), ["tangent:1 with dtype", "doesn't match the dtype"]),
+    ],
+)
+def test_linearize_checks_its_tangents_as_torch_does(tangents, words):
+    def run(lib):
+        _, jvp_fn, x, y = _linearized(lib)
+        jvp_fn(*tangents(lib, x, y))
+
+    raises_like_torch(run, *words)
+
+
+def _ensemble(lib):
+    lib.manual_seed(0)
+    return [lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4)) for _ in range(3)]
+
+
+def test_stack_module_state_stacks_new_leaves_for_a_vmapped_ensemble():
+    def run(lib):
+        models = _ensemble(lib)
+        params, buffers = lib.func.stack_module_state(models)
+        flags = {k: (v.requires_grad, v.is_leaf) for k, v in {**params, **buffers}.items()}
+
+        def one(p, b, x):
+            return lib.func.functional_call(models[0], (p, b), (x,))
+
+        [m.eval() for m in models]
+        out = lib.func.vmap(one, (0, 0, None))(params, buffers, lib.tensor(X))
+        out.square().sum().backward()
+        return params, buffers, flags, out, {k: v.grad for k, v in params.items()}
+
+    (p, b, flags, out, grads), (tp, tb, tflags, tout, tgrads) = both(run)
+    assert flags == tflags and flags["0.weight"] == (True, True)
+    close([p, b, out, grads], [tp, tb, tout, tgrads])
+
+
+@pytest.mark.parametrize(
+    "models, words",
+    [
+        (lambda lib: [], ["Expected at least one model, got 0"]),
+        (lambda lib: [_ensemble(lib)[0], _ensemble(lib)[1].eval()], ["same training/eval mode"]),
+        (lambda lib: [lib.nn.Linear(3, 4), lib.nn.Sequential()], ["of the same class"]),
+        (
+            lambda lib: [lib.nn.Linear(3, 4), lib.nn.Linear(3, 4).requires_grad_(False)],
+            ["Expected weight from each model to have the same .requires_grad"],
+        ),
+    ],
+)
+def test_stack_module_state_refuses_what_torch_refuses(models, words):
+    raises_like_torch(lambda lib: lib.func.stack_module_state(models(lib)), *words)

@@ -6,6 +6,9 @@ The backward pass with grad_output ``g`` must give ``dL/dx + i dL/dy`` for
 ``L = Re(conj(g) w)``, so grad_output 1 checks the rows of ``u`` and 1j those of ``v``,
 and the real and imaginary parts of the result are the ``x`` and ``y`` columns.
 Fast mode compares ``v^T J u`` for random ``u``, ``v`` instead of whole Jacobians.
+``check_forward_ad`` compares the Jacobian forward-mode AD gives (``J d`` for each real
+unit direction ``d`` of an input, its tangent the output's real and imaginary parts) with
+the same finite differences.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import warnings
 import numpy as np
 
 from ..eager.tensor import Tensor
+from . import forward_ad
 from .engine import grad as _grad
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
@@ -118,6 +122,31 @@ def _vjp(outputs, i, g, inputs, idx):
     ]
 
 
+def _jvp(func, inputs, j, direction):
+    """Forward-mode derivatives of every output along ``direction`` in input ``j``, as real
+    vectors (zeros for an output that does not depend on it)."""
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(inputs[j].detach(), Tensor._wrap(direction))
+        outs = _outputs(func, inputs[:j] + (dual,) + inputs[j + 1 :])
+        tangents = [forward_ad.unpack_dual(o).tangent for o in outs]
+    return [
+        np.zeros(o.numel() * (2 if o.dtype.is_complex else 1))
+        if t is None
+        else _real_view(np.asarray(t.detach()))
+        for o, t in zip(outs, tangents)
+    ]
+
+
+def _forward_jacobians(func, inputs, outputs, idx):
+    """{(output i, input j): real Jacobian} from forward-mode AD, a column per direction."""
+    jac = {}
+    for j in idx:
+        cols = [_jvp(func, inputs, j, d) for d in _basis(inputs[j])]
+        for i in range(len(outputs)):
+            jac[i, j] = np.stack([c[i] for c in cols], 1)
+    return jac
+
+
 def _analytical_jacobians(outputs, inputs, idx):
     jac = {}
     for i, out in enumerate(outputs):
@@ -140,9 +169,13 @@ def _part_prefix(out, inp, which_out, which_in):
     return f"While considering {' and '.join(parts)} only, " if parts else ""
 
 
-def _compare_slow(func, inputs, outputs, idx, eps, atol, rtol):
+def _compare_slow(func, inputs, outputs, idx, eps, atol, rtol, forward=False):
     numerical = _numerical_jacobians(func, inputs, idx, eps)
-    analytical = _analytical_jacobians(outputs, inputs, idx)
+    if forward:
+        analytical = _forward_jacobians(func, inputs, outputs, idx)
+    else:
+        analytical = _analytical_jacobians(outputs, inputs, idx)
+    mode = "computed with forward mode " if forward else ""
     for (i, j), n in numerical.items():
         a = analytical[i, j]
         out, inp = outputs[i], inputs[j]
@@ -152,14 +185,15 @@ def _compare_slow(func, inputs, outputs, idx, eps, atol, rtol):
                 ns, as_ = n[po::ro, pi::ri], a[po::ro, pi::ri]
                 if not np.allclose(as_, ns, rtol=rtol, atol=atol):
                     raise GradcheckError(
-                        f"{_part_prefix(out, inp, which_out, which_in)}Jacobian mismatch for "
+                        f"{_part_prefix(out, inp, which_out, which_in)}Jacobian {mode}mismatch for "
                         f"output {i} with respect to input {j},\n"
                         f"numerical:{Tensor._wrap(ns)}\nanalytical:{Tensor._wrap(as_)}\n"
                     )
 
 
-def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol):
+def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol, forward=False):
     rng = np.random.default_rng(0)
+    mode = "computed with forward mode " if forward else ""
     for j in idx:
         x = inputs[j]
         u = rng.standard_normal(tuple(x.shape))
@@ -167,14 +201,20 @@ def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol):
             u = u + 1j * rng.standard_normal(tuple(x.shape))
         u = u / max(np.linalg.norm(u), 1e-30)
         numeric = _directional(func, inputs, j, u, eps)
+        tangents = _jvp(func, inputs, j, u.astype(x.dtype.np)) if forward else None
         for i, out in enumerate(outputs):
             v = _real_view(rng.standard_normal(out.numel() * (2 if out.dtype.is_complex else 1)))
             g = v[0::2] + 1j * v[1::2] if out.dtype.is_complex else v
-            analytical = _vjp(outputs, i, g.astype(out.dtype.np), inputs, [j])[0] @ _real_view(u)
+            if forward:
+                analytical = v @ tangents[i]
+            else:
+                analytical = _vjp(outputs, i, g.astype(out.dtype.np), inputs, [j])[0] @ _real_view(
+                    u
+                )
             n = v @ numeric[i]
             if not np.allclose(analytical, n, rtol=rtol, atol=atol):
                 raise GradcheckError(
-                    f"Jacobian mismatch for output {i} with respect to input {j},\n"
+                    f"Jacobian {mode}mismatch for output {i} with respect to input {j},\n"
                     f"numerical:{n}\nanalytical:{analytical}\n\n"
                     "The above quantities relating the numerical and analytical jacobians are "
                     "computed in fast mode: v^T J u for random vectors u and v. Run with "
@@ -183,22 +223,41 @@ def _compare_fast(func, inputs, outputs, idx, eps, atol, rtol):
 
 
 def gradcheck(
-    func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, fast_mode=False
+    func,
+    inputs,
+    *,
+    eps=1e-6,
+    atol=1e-5,
+    rtol=1e-3,
+    raise_exception=True,
+    fast_mode=False,
+    check_forward_ad=False,
+    check_backward_ad=True,
+    nondet_tol=0.0,
 ) -> bool:
     """Check the gradients of ``func`` at ``inputs`` (those that require grad) against
-    central finite differences; raise ``GradcheckError`` (or return False) on a mismatch.
+    central finite differences, those of backward (``check_backward_ad``) and of forward
+    mode AD (``check_forward_ad``); raise ``GradcheckError`` (or return False) on a
+    mismatch. ``nondet_tol`` is accepted for torch's signature: staged's backward is
+    deterministic (a repeated backward gives the same bits).
 
     Example:
         >>> x = staged.randn(3, dtype=staged.float64, requires_grad=True)
         >>> gradcheck(lambda t: (t * t).sin(), (x,))
         True
     """
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError(
+            "Expected at least one of check_forward_ad or check_backward_ad to be True"
+        )
     inputs = _as_tuple(inputs)
     try:
         idx = _differentiable(inputs)
         outputs = _outputs(func, inputs)
         check = _compare_fast if fast_mode else _compare_slow
-        check(func, inputs, outputs, idx, eps, atol, rtol)
+        for forward, wanted in ((False, check_backward_ad), (True, check_forward_ad)):
+            if wanted:
+                check(func, inputs, outputs, idx, eps, atol, rtol, forward)
     except GradcheckError:
         if raise_exception:
             raise

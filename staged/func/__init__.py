@@ -1,6 +1,7 @@
 """``staged.func``: torch.func's composable transforms (JAX's in spirit): ``grad``,
 ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (with a
-batching rule per primitive: ``staged/autograd/batching.py``) and ``functional_call``.
+batching rule per primitive: ``staged/autograd/batching.py``), ``linearize``,
+``functional_call`` and ``stack_module_state``.
 
 Example (per-example gradients):
     >>> params = {k: v.detach() for k, v in model.named_parameters()}
@@ -10,8 +11,8 @@ Example (per-example gradients):
 """
 
 from ..autograd.vmap import vmap
-from .functional_call import functional_call
-from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
+from .functional_call import functional_call, stack_module_state
+from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 
 __all__ = [
     "functional_call",
@@ -21,6 +22,8 @@ __all__ = [
     "jacfwd",
     "jacrev",
     "jvp",
+    "linearize",
+    "stack_module_state",
     "vjp",
     "vmap",
 ]

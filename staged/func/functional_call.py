@@ -5,6 +5,7 @@ module a function of its weights."""
 from __future__ import annotations
 
 from ..eager.interceptor import current_interceptor
+from ..eager.ops.shape import stack
 
 
 def functional_call(
@@ -72,3 +73,38 @@ def functional_call(
     finally:
         for d, name, v in reversed(swapped):
             d[name] = v
+
+
+def stack_module_state(models) -> tuple[dict, dict]:
+    """``(params, buffers)``: each parameter and buffer of ``models`` (Modules of one class,
+    all training or all in eval) stacked along a new first dim, by full name, for
+    ``vmap`` over an ensemble (torch.func.stack_module_state). Stacked parameters are new
+    leaves (requiring grad where every model's does), ready for an optimizer.
+
+    Example:
+        >>> params, buffers = stack_module_state([nn.Linear(3, 3) for _ in range(5)])
+        >>> params["weight"].shape
+        staged.Size([5, 3, 3])
+    """
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if len({m.training for m in models}) > 1:
+        raise RuntimeError(
+            "stack_module_state: Expected all models to have the same training/eval mode."
+        )
+    if any(type(m) is not type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+
+    def stacked(named) -> dict:
+        each = [dict(named(m)) for m in models]
+        out = {}
+        for k in each[0]:
+            ts = [d[k] for d in each]
+            grads = {t.requires_grad for t in ts}
+            if len(grads) > 1:
+                raise RuntimeError(f"Expected {k} from each model to have the same .requires_grad")
+            out[k] = stack(ts).detach().requires_grad_() if True in grads else stack(ts)
+        return out
+
+    return stacked(lambda m: m.named_parameters()), stacked(lambda m: m.named_buffers())

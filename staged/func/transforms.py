@@ -266,6 +266,43 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     return (values, jvps, aux) if has_aux else (values, jvps)
 
 
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``, ``jvp_fn(*tangents)`` giving ``J @ tangents`` at
+    ``primals`` (torch.func.linearize). Each call of ``jvp_fn`` runs forward AD again: the
+    same values as torch's, which replays a traced graph instead.
+
+    Example:
+        >>> out, jvp_fn = linearize(staged.sin, staged.zeros(3))
+        >>> jvp_fn(staged.ones(3))
+        tensor([1., 1., 1.])
+    """
+    output = func(*primals)
+    flat = _tensors(primals)
+    specs = [(p.shape, p.dtype) for p in flat]
+
+    def jvp_fn(*tangents):
+        if _structure(tangents) != _structure(primals):
+            raise RuntimeError(
+                f"Expected the tangents {_structure(tangents)} to have the same argspec as "
+                f"the primals {_structure(primals)}"
+            )
+        for i, (t, (shape, dtype)) in enumerate(zip(_tensors(tangents), specs)):
+            for what, got, want in (("shape", t.shape, shape), ("dtype", t.dtype, dtype)):
+                if got != want:
+                    raise RuntimeError(
+                        f"tangent:{i} with {what} {got} in flattened pytree doesn't match "
+                        f"the {what} {want} of the corresponding primal."
+                    )
+        return jvp(func, primals, tangents)[1]
+
+    return output, jvp_fn
+
+
+def _structure(tree) -> str:
+    """A pytree's nesting, its leaves as ``*`` (for error messages)."""
+    return repr(_rebuild(tree, iter(["*"] * len(_leaves(tree))))).replace("'*'", "*")
+
+
 def _jacobian(rows, out, inp, leading):
     """``(numel, ...)`` rows of one Jacobian block to ``out.shape + inp.shape``: the
     vmapped dim leads (jacrev: one row per output element) or trails (jacfwd: one column

@@ -1,4 +1,5 @@
-"""``staged.utils``: as ``torch.utils``; so far ``data`` (datasets, samplers, DataLoader)
+"""``staged.utils``: as ``torch.utils``; so far ``data`` (datasets, samplers, DataLoader),
+``benchmark`` (Timer, Measurement, Compare)
 and ``checkpoint`` (activation checkpointing)."""
 
-from . import checkpoint, data  # noqa: F401
+from . import benchmark, checkpoint, data  # noqa: F401

@@ -152,3 +152,55 @@ def test_zero_dim_inputs_and_outputs_check():
     a = staged.tensor(1.5, dtype=staged.float64, requires_grad=True)
     assert staged.autograd.gradcheck(lambda a: a * a, (a,))
     assert staged.autograd.gradgradcheck(lambda a: (a * a * a).sum(), (a,))
+
+
+@pytest.mark.parametrize("fast_mode", [False, True])
+@pytest.mark.parametrize(
+    "func,inputs",
+    [
+        (mlp, (A, B)),
+        (lambda z: (z * z).exp(), (Z,)),
+        (lambda z: (z * z.conj()).sin(), (Z,)),
+        (lambda z: (z * z).exp().abs(), (Z,)),
+        (lambda x, z: (x.sin(), (z * x[:, 0]).exp()), (A, Z)),  # real and complex inputs
+    ],
+)
+def test_forward_ad_checks_pass_where_torch_s_pass(func, inputs, fast_mode):
+    for lib, check in ((staged, gradcheck), (torch, torch.autograd.gradcheck)):
+        x = leaves(lib, *inputs)
+        assert check(func, x, fast_mode=fast_mode, check_forward_ad=True)
+        assert check(func, x, fast_mode=fast_mode, check_forward_ad=True, check_backward_ad=False)
+
+
+def _wrong_jvp(lib, array):
+    class WrongJvp(lib.autograd.Function):  # a right backward, a wrong jvp
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 3
+
+    return WrongJvp.apply, leaves(lib, array)
+
+
+@pytest.mark.parametrize("fast_mode", [False, True])
+@pytest.mark.parametrize("array", [B, Z], ids=["real", "complex"])
+def test_a_wrong_jvp_fails_like_torch_only_when_forward_ad_is_checked(array, fast_mode):
+    for lib, check in ((staged, gradcheck), (torch, torch.autograd.gradcheck)):
+        f, x = _wrong_jvp(lib, array)
+        assert check(f, x, fast_mode=fast_mode)  # backward alone: right
+        with pytest.raises(
+            GradcheckError if lib is staged else TGradcheckError,
+            match="Jacobian computed with forward mode mismatch for output 0 with respect to "
+            "input 0,",
+        ):
+            check(f, x, fast_mode=fast_mode, check_forward_ad=True)
+        assert not check(f, x, check_forward_ad=True, raise_exception=False)
+        with pytest.raises(AssertionError, match="Expected at least one of check_forward_ad"):
+            check(f, x, check_backward_ad=False)
