@@ -63,8 +63,16 @@ def in_float32(fn: _F) -> _F:
     return functools.wraps(fn)(op)  # type: ignore[return-value]  # op takes what fn takes
 
 
+def _every_dim_if_empty(dim):
+    """torch's sum, mean, var, amax, norm ... reduce every dim for an empty dim list too
+    (``sum(dim=[])`` is 0-d); ``any`` and ``all`` reduce none."""
+    return None if isinstance(dim, (list, tuple)) and not dim else dim
+
+
 def sum(x, dim=None, keepdim=False, *, dtype=None):
-    return _sum(_accumulation_dtype(x, dtype), normalize_dims(dim, x.ndim), keepdim)
+    return _sum(
+        _accumulation_dtype(x, dtype), normalize_dims(_every_dim_if_empty(dim), x.ndim), keepdim
+    )
 
 
 @in_float32
@@ -208,7 +216,7 @@ def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over ``dim`` (all elements by default): p = 2 ("fro"), 1, inf,
     -inf or any other number. Where an entry is 0 its gradient is 0, and where the norm is 0
     all are, as PyTorch's norm_backward masks them (not 0 * inf)."""
-    dims = normalize_dims(dim, x.ndim)
+    dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
     a = x.abs()
     if p in ("fro", 2):
         s = sum(a * a, dims, keepdim)
@@ -241,6 +249,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
 
 @in_float32
 def _mean(x, dim, keepdim):
+    dim = _every_dim_if_empty(dim)
     dims = normalize_dims(dim, x.ndim)
     n = 1
     for d in dims:
@@ -256,6 +265,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
         dim, unbiased = None, dim
     if unbiased is not None:
         correction = int(unbiased)
+    dim = _every_dim_if_empty(dim)
     dims = normalize_dims(dim, x.ndim)
     n = 1
     for d in dims:
@@ -283,15 +293,11 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
 
 
 def amax(x, dim=(), keepdim=False):
-    return ad.reduce_max(
-        x, dims=normalize_dims(dim if dim != () else None, x.ndim), keepdim=keepdim
-    )
+    return ad.reduce_max(x, dims=normalize_dims(_every_dim_if_empty(dim), x.ndim), keepdim=keepdim)
 
 
 def amin(x, dim=(), keepdim=False):
-    return ad.reduce_min(
-        x, dims=normalize_dims(dim if dim != () else None, x.ndim), keepdim=keepdim
-    )
+    return ad.reduce_min(x, dims=normalize_dims(_every_dim_if_empty(dim), x.ndim), keepdim=keepdim)
 
 
 def aminmax(x, *, dim=None, keepdim=False) -> Any:
@@ -397,16 +403,21 @@ def count_nonzero(x, dim=None):
     return sum(ne(x, 0), dim)
 
 
+def _count(mask, dim, keepdim):
+    """The number of True entries of ``mask`` over ``dim`` (none for an empty list)."""
+    return _sum(_accumulation_dtype(mask, None), normalize_dims(dim, mask.ndim), keepdim)
+
+
 def any(x, dim=None, keepdim=False):
     """Whether any entry over ``dim`` (all dims by default) is non-zero: bool, or uint8 for
     a uint8 input, as torch."""
-    r = ne(sum(ne(x, 0), dim, keepdim), 0)
+    r = ne(_count(ne(x, 0), dim, keepdim), 0)
     return r.to(dt.uint8) if x.dtype is dt.uint8 else r
 
 
 def all(x, dim=None, keepdim=False):
     """Whether every entry over ``dim`` (all dims by default) is non-zero (NaN is)."""
-    r = eq(sum(eq(x, 0), dim, keepdim), 0)
+    r = eq(_count(eq(x, 0), dim, keepdim), 0)
     return r.to(dt.uint8) if x.dtype is dt.uint8 else r
 
 
