@@ -4,12 +4,15 @@ and pooling compose from them (plus matmul and reductions) and differentiate to 
 
 Layouts, for ``k`` spatial dims: ``x`` is ``(N, C, *spatial)``; the windows are
 ``(N, *out, C, *kernel)``. ``padding`` is one ``(low, high)`` pair per spatial dim. How the
-NumPy impl lays the windows out in memory is Note [window layout].
+NumPy impl lays the windows out in memory is Note [window layout]. The fused eager
+kernels of convolution (groups=1) and max pooling live here too: eagerly they replace the
+composites ``staged/eager/ops/layers.py`` builds from these primitives.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -81,7 +84,7 @@ def batch_last(kernel, stride, dilation) -> bool:
 #   time: batch-last, a row of that is out_w * N elements long (NumPy's per-row cost made
 #   col2im's 25 adds of 8-element rows 4x slower per sample); the input is transposed to
 #   (C, *spatial, N) once, and the convolution is one matmul of the weight by
-#   (C * prod(kernel), prod(out) * N) (layers.py: _conv);
+#   (C * prod(kernel), prod(out) * N) (layers.py: _conv_composite, and conv_impl below);
 # - windows that do not overlap (pooling) are one tile each: one copy per sample, and the
 #   pooling reductions run over kernel dims outer to the output's, with the result in
 #   PyTorch's (N, C, *out) layout.
@@ -91,18 +94,10 @@ def batch_last(kernel, stride, dilation) -> bool:
 
 def _im2col(x, *, kernel, stride, padding, dilation, pad_value):
     k = len(kernel)
-    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], padding))
+    padded = _padded(x.shape[2:], padding)
     out = window_output_shape(padded, kernel, stride, ((0, 0),) * k, dilation)
     if batch_last(kernel, stride, dilation):
-        # the input as (C, *padded, N), then one (C, *out, N) block per kernel offset
-        xt = np.empty((x.shape[1],) + padded + (x.shape[0],), x.dtype)
-        if padded != x.shape[2:]:
-            xt.fill(pad_value)
-        inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], padding))
-        xt[(slice(None),) + inner] = np.moveaxis(x, 0, -1)
-        cols = np.empty((x.shape[1],) + tuple(kernel) + out + (x.shape[0],), x.dtype)
-        for idx in itertools.product(*map(range, kernel)):
-            cols[(slice(None),) + idx] = xt[_block(idx, stride, dilation, out)[1:] + (slice(None),)]
+        cols = _batch_last_windows(x, kernel, stride, padding, dilation, pad_value)
         # (C, *kernel, *out, N) -> (N, *out, C, *kernel)
         return cols.transpose(
             (1 + 2 * k,) + tuple(range(1 + k, 1 + 2 * k)) + (0,) + tuple(range(1, 1 + k))
@@ -114,10 +109,40 @@ def _im2col(x, *, kernel, stride, padding, dilation, pad_value):
     if tiles is not None:
         cols[...] = tiles
     else:  # strides past the end of the input: one block per kernel offset
-        for idx in itertools.product(*map(range, kernel)):
+        for idx in _offsets(kernel):
             cols[(slice(None), slice(None)) + idx] = x[_block(idx, stride, dilation, out)]
     # (N, C, *kernel, *out) -> (N, *out, C, *kernel)
     return cols.transpose((0,) + tuple(range(2 + k, 2 + 2 * k)) + (1,) + tuple(range(2, 2 + k)))
+
+
+def _batch_last_input(x, padding, pad_value):
+    """``x`` (N, C, *spatial) padded, as (C, *padded, N)."""
+    padded = _padded(x.shape[2:], padding)
+    xt = np.empty((x.shape[1],) + padded + (x.shape[0],), x.dtype)
+    if padded != x.shape[2:]:
+        xt.fill(pad_value)
+    xt[(slice(None),) + _inner(x.shape[2:], padding)] = np.moveaxis(x, 0, -1)
+    return xt
+
+
+def _inner(spatial, padding) -> tuple:
+    """The slices of a padded array that hold the input."""
+    return tuple(slice(lo, lo + s) for s, (lo, _) in zip(spatial, padding))
+
+
+def _offsets(kernel):
+    return itertools.product(*map(range, kernel))
+
+
+def _batch_last_windows(x, kernel, stride, padding, dilation, pad_value):
+    """The windows of ``x`` as (C, *kernel, *out, N): one (C, *out, N) block of the
+    transposed input per kernel offset."""
+    xt = _batch_last_input(x, padding, pad_value)
+    out = window_output_shape(xt.shape[1:-1], kernel, stride, ((0, 0),) * len(kernel), dilation)
+    cols = np.empty((x.shape[1],) + tuple(kernel) + out + (x.shape[0],), x.dtype)
+    for idx in _offsets(kernel):
+        cols[(slice(None),) + idx] = xt[_block(idx, stride, dilation, out)[1:] + (slice(None),)]
+    return cols
 
 
 def _block(idx, stride, dilation, out):
@@ -146,29 +171,37 @@ def _tiles(x, kernel, stride, dilation, out):
 def _col2im(cols, *, shape, kernel, stride, padding, dilation):
     k = len(kernel)
     out = cols.shape[1 : 1 + k]
-    padded = tuple(s + lo + hi for s, (lo, hi) in zip(shape, padding))
-    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(shape, padding))
     if batch_last(kernel, stride, dilation):
-        # (N, *out, C, *kernel) -> (C, *kernel, *out, N), summed into (C, *padded, N)
+        # (N, *out, C, *kernel) -> (C, *kernel, *out, N)
         cols = cols.transpose(
             (1 + k,) + tuple(range(2 + k, 2 + 2 * k)) + tuple(range(1, 1 + k)) + (0,)
         )
-        acc = np.zeros((cols.shape[0],) + padded + (cols.shape[-1],), cols.dtype)
-        for idx in itertools.product(*map(range, kernel)):
-            acc[_block(idx, stride, dilation, out)[1:] + (slice(None),)] += cols[
-                (slice(None),) + idx
-            ]
-        return np.ascontiguousarray(np.moveaxis(acc[(slice(None),) + inner], -1, 0))
+        return _batch_last_sum(cols, shape, stride, padding, dilation)
     # (N, *out, C, *kernel) -> (N, C, *kernel, *out), summed into (N, C, *padded)
     cols = cols.transpose((0, 1 + k) + tuple(range(2 + k, 2 + 2 * k)) + tuple(range(1, 1 + k)))
-    acc = np.zeros(cols.shape[:2] + padded, cols.dtype)
+    acc = np.zeros(cols.shape[:2] + _padded(shape, padding), cols.dtype)
     tiles = _tiles(acc, kernel, stride, dilation, out)
     if tiles is not None:  # each input element is in one window at most
         tiles[...] = cols
     else:
-        for idx in itertools.product(*map(range, kernel)):
+        for idx in _offsets(kernel):
             acc[_block(idx, stride, dilation, out)] = cols[(slice(None), slice(None)) + idx]
-    return acc[(slice(None), slice(None)) + inner]
+    return acc[(slice(None), slice(None)) + _inner(shape, padding)]
+
+
+def _padded(spatial, padding) -> tuple:
+    return tuple(s + lo + hi for s, (lo, hi) in zip(spatial, padding))
+
+
+def _batch_last_sum(cols, spatial, stride, padding, dilation):
+    """Windows (C, *kernel, *out, N) summed back into an input (N, C, *spatial), one
+    strided add per kernel offset."""
+    k = len(spatial)
+    kernel, out = cols.shape[1 : 1 + k], cols.shape[1 + k : 1 + 2 * k]
+    acc = np.zeros(cols.shape[:1] + _padded(spatial, padding) + cols.shape[-1:], cols.dtype)
+    for idx in _offsets(kernel):
+        acc[_block(idx, stride, dilation, out)[1:] + (slice(None),)] += cols[(slice(None),) + idx]
+    return np.ascontiguousarray(np.moveaxis(acc[(slice(None),) + _inner(spatial, padding)], -1, 0))
 
 
 def _im2col_vjp(g, x_aval, kernel, stride, padding, dilation):
@@ -199,3 +232,95 @@ im2col = Primitive(
 col2im = Primitive(
     "col2im", _col2im, _col2im_rule, vjp=_col2im_vjp, jvp=LINEAR, node_name="Col2ImBackward0"
 )
+
+
+# --- max pooling's fused eager kernels (staged/eager/ops/layers.py declares them) ---------
+def _offset_blocks(a, kernel, stride, dilation, out):
+    """The (N, C, *out) views of ``a`` (N, C, *padded) that each kernel offset of every
+    window reads, in the windows' order."""
+    return [a[_block(idx, stride, dilation, out)] for idx in _offsets(kernel)]
+
+
+def _pool_blocks(x, kernel, stride, padding, dilation):
+    """``x`` padded with -inf and its blocks, with the windows' output shape."""
+    if any(lo or hi for lo, hi in padding):
+        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=-np.inf)
+    out = window_output_shape(x.shape[2:], kernel, stride, ((0, 0),) * len(kernel), dilation)
+    return x, _offset_blocks(x, kernel, stride, dilation, out)
+
+
+def max_pool_impl(x, *, kernel, stride, padding, dilation):
+    """The maximum of each window of a floating ``x`` (NaN where it holds one): one
+    ``maximum`` per kernel offset over strided blocks, no windows copied."""
+    _, blocks = _pool_blocks(x, kernel, stride, padding, dilation)
+    y = np.array(blocks[0])
+    for b in blocks[1:]:
+        np.maximum(y, b, out=y)
+    return y
+
+
+def max_pool_dx_impl(g, x, out, *, kernel, stride, padding, dilation):
+    """Max pooling's input gradient: each window's ``g`` to PyTorch's pick in it, its first
+    maximum or, in a window holding NaN, its last NaN. Masks by boolean arithmetic, not
+    ``copyto(where=)``, whose branch per element costs 4x on random data."""
+    xp, blocks = _pool_blocks(x, kernel, stride, padding, dilation)
+    acc = np.zeros(xp.shape, g.dtype)
+    targets = _offset_blocks(acc, kernel, stride, dilation, out.shape[2:])
+    finite = np.isfinite(g).all()  # else g * 0 is NaN: zeros by where
+    overlap = batch_last(kernel, stride, dilation)
+    found, hit = np.zeros(out.shape, np.bool_), np.empty(out.shape, np.bool_)
+
+    def give(t, first):  # ``g`` to the windows ``hit`` picks at one kernel offset
+        np.greater(hit, found, out=hit)  # not picked at an earlier one
+        np.logical_or(found, hit, out=found)
+        part = g * hit if finite else np.where(hit, g, 0)
+        if first and not overlap:  # each element of ``t`` in no other block
+            t[...] = part
+        else:
+            t += part
+
+    for b, t in zip(blocks, targets):
+        np.equal(b, out, out=hit)
+        give(t, True)
+    if not found.all():  # windows whose maximum is NaN, scanned from their end
+        for b, t in zip(reversed(blocks), reversed(targets)):
+            np.isnan(b, out=hit)
+            give(t, False)
+    return acc[(slice(None), slice(None)) + _inner(x.shape[2:], padding)]
+
+
+# --- convolution's fused eager kernels (groups=1; staged/eager/ops/layers.py declares them)
+# The windows are laid out batch-last (Note [window layout]); the weight's gradient makes
+# them again rather than have them saved from the forward. What a training step gains: a
+# megabyte-sized array kept alive from forward to backward is memory the allocator hands
+# back to the OS and faults in again at the next step (a page fault per 4 KiB, which made
+# im2col 3-5x slower in a CNN step than alone); one made and freed within a kernel is
+# reused.
+def _batch_last_rows(g):
+    """``g`` (N, C_out, *out) as the matrix (C_out, prod(out) * N)."""
+    return np.moveaxis(g, 0, -1).reshape(g.shape[1], -1)
+
+
+def conv_impl(x, weight, bias=None, *, stride, padding, dilation):
+    """(N, C_out, *out): the weight (C_out, C_in * prod(kernel)) @ the windows."""
+    kernel = weight.shape[2:]
+    cols = _batch_last_windows(x, kernel, stride, padding, dilation, 0)
+    y = weight.reshape(weight.shape[0], -1) @ cols.reshape(cols.shape[0] * math.prod(kernel), -1)
+    if bias is not None:
+        y += bias[:, None]
+    y = y.reshape(weight.shape[:1] + cols.shape[1 + len(kernel) :])
+    return np.ascontiguousarray(np.moveaxis(y, -1, 0))
+
+
+def conv_dx_impl(g, weight, *, shape, stride, padding, dilation):
+    """The input gradient: the windows' gradient weight.T @ g summed back (col2im)."""
+    cols = weight.reshape(weight.shape[0], -1).T @ _batch_last_rows(g)
+    cols = cols.reshape(shape[1:2] + weight.shape[2:] + g.shape[2:] + shape[:1])
+    return _batch_last_sum(cols, shape[2:], stride, padding, dilation)
+
+
+def conv_dw_impl(g, x, *, kernel, stride, padding, dilation):
+    """The weight gradient: g @ the windows (transposed), recomputed."""
+    cols = _batch_last_windows(x, kernel, stride, padding, dilation, 0)
+    dw = _batch_last_rows(g) @ cols.reshape(x.shape[1] * math.prod(kernel), -1).T
+    return dw.reshape(g.shape[1:2] + x.shape[1:2] + tuple(kernel))

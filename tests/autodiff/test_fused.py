@@ -67,6 +67,18 @@ CASES = {
         rnn._gru_cell,
         [_t(rng, (3, 6), d), _t(rng, (3, 6), d), _t(rng, (3, 2), d)],
     ),
+    "conv": lambda rng, d: (
+        lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2)),
+        [_t(rng, (2, 3, 6, 7), d), _t(rng, (4, 3, 3, 2), d), _t(rng, 4, d)],
+    ),
+    "conv_no_bias": lambda rng, d: (
+        lambda x, w: F.conv1d(x, w, padding=2),
+        [_t(rng, (2, 3, 9), d), _t(rng, (4, 3, 3), d)],
+    ),
+    "max_pool": lambda rng, d: (
+        lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
+        [_t(rng, (2, 3, 7, 6), d)],
+    ),
     "linalg_solve": lambda rng, d: (staged.linalg.solve, [_square(rng, d), _t(rng, (2, 3, 2), d)]),
     "linalg_det": lambda rng, d: (staged.linalg.det, [_square(rng, d)]),
     "linalg_slogdet": lambda rng, d: (staged.linalg._core._slogdet, [_square(rng, d)]),
@@ -83,6 +95,11 @@ TORCH = {  # the twins of the cases, from the same operands
     "take_rows": lambda w: torch.nn.functional.embedding(torch.tensor([1, 3, 1, 4, 0, 1]), w),
     "lstm_cell": lambda gates, c: _torch_lstm_cell(gates, c),
     "gru_cell": lambda gi, gh, h: _torch_gru_cell(gi, gh, h),
+    "conv": lambda x, w, b: torch.nn.functional.conv2d(
+        x, w, b, stride=(2, 1), padding=1, dilation=(1, 2)
+    ),
+    "conv_no_bias": lambda x, w: torch.nn.functional.conv1d(x, w, padding=2),
+    "max_pool": lambda x: torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1),
     "linalg_solve": torch.linalg.solve,
     "linalg_det": torch.linalg.det,
     "linalg_slogdet": lambda a: torch.stack(torch.linalg.slogdet(a)),
@@ -99,6 +116,9 @@ BACKWARD = {
     "lstm_cell_dgates",
     "lstm_cell_dc",
     "gru_cell_d",
+    "conv_dx",
+    "conv_dw",
+    "max_pool_dx",
 }
 
 

@@ -3,7 +3,10 @@
 Convolution and pooling compose from the window primitives (``im2col``/``col2im``):
 a convolution is one matmul of the windows by the flattened weight (grouped: a batched
 matmul), max pooling is ``max`` over each window (the gradient goes to the first maximum,
-as PyTorch's), average pooling a sum by PyTorch's divisor. Normalisations are composites;
+as PyTorch's), average pooling a sum by PyTorch's divisor. Eagerly, a convolution with
+groups=1 and max pooling of real floating operands each run as one fused kernel per
+direction (Note [fused kernels] in eager/dispatch.py); their composites are what capture,
+forward AD and double backward see. Normalisations are composites;
 dropout's mask is torch's eagerly (the mt19937 stream) and comes from the counter-based
 generator under capture (Note [counter-based RNG]).
 """
@@ -17,7 +20,15 @@ import numpy as np
 from ... import autodiff as ad
 from ...autodiff import fused
 from ... import dtypes as dt
-from ...autodiff.nn import batch_last
+from ...autodiff import lax as ad_lax
+from ...autodiff.nn import (
+    batch_last,
+    conv_dw_impl,
+    conv_dx_impl,
+    conv_impl,
+    max_pool_dx_impl,
+    max_pool_impl,
+)
 from ..checks import check_range, require
 from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
@@ -143,30 +154,112 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
             f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
             f"than actual input size"
         )
-    cols = _windows(x, kernel, stride, pad, dilation)  # (N, *out, C_in, *kernel)
-    nb, out_sp, c_g = x.shape[0], tuple(cols.shape[1 : 1 + n]), c_out // groups
-    ck, length = c_in * math.prod(kernel), math.prod(out_sp)
+    geometry = {"stride": stride, "padding": pad, "dilation": dilation}
+    if groups > 1 or not fused.fusable(*(t for t in (x, weight, bias) if t is not None)):
+        y = _conv_composite(x, weight, bias, groups=groups, **geometry)
+    elif bias is None:
+        y = _conv_no_bias(x, weight, **geometry)
+    else:
+        y = _conv_fused(x, weight, bias, **geometry)
+    return shape.squeeze(y, 0) if unbatched else y
+
+
+def _conv_composite(x, weight, bias=None, *, stride, padding, dilation, groups=1):
+    n = x.ndim - 2
+    kernel = tuple(weight.shape[2:])
+    cols = _windows(x, kernel, stride, padding, dilation)  # (N, *out, C_in, *kernel)
+    nb, out_sp, c_out = x.shape[0], tuple(cols.shape[1 : 1 + n]), weight.shape[0]
+    c_g, ck, length = c_out // groups, weight.shape[1] * math.prod(kernel), math.prod(out_sp)
     b = None if bias is None else ad.reshape(bias, shape=(c_out,) + (1,) * (n + 1))
     # the windows read in the order the impl laid them out (Note [window layout])
     if batch_last(kernel, stride, dilation):
         # per group, weight (C_out/g, C_in*k) @ windows (C_in*k, L*N) -> (C_out, *out, N)
-        perm = (n + 1,) + tuple(range(n + 2, 2 * n + 2)) + tuple(range(1, n + 1)) + (0,)
-        cols = ad.reshape(ad.permute(cols, perm=perm), shape=(groups, ck, length * nb))
+        cols = ad.reshape(ad.permute(cols, perm=_batch_last(n)), shape=(groups, ck, length * nb))
         y = ad.matmul(ad.reshape(weight, shape=(groups, c_g, ck)), cols)
         y = ad.reshape(y, shape=(c_out,) + out_sp + (nb,))
         if b is not None:
             y = ad.add(y, ad.expand(b, shape=y.shape))
-        y = ad.copy(ad.permute(y, perm=(n + 1,) + tuple(range(n + 1))))  # (N, C_out, *out)
-    else:
-        # per sample and group, weight (C_out/g, C_in*k) @ windows (C_in*k, L): the result
-        # is (N, C_out, *out) as it is
-        cols = ad.reshape(_kernel_major(cols, n), shape=(nb, groups, ck, length))
-        w = ad.reshape(weight, shape=(1, groups, c_g, ck))
-        y = ad.matmul(ad.expand(w, shape=(nb, groups, c_g, ck)), cols)
-        y = ad.reshape(y, shape=(nb, c_out) + out_sp)
-        if b is not None:
-            y = ad.add(y, ad.expand(ad.reshape(b, shape=(1, c_out) + (1,) * n), shape=y.shape))
-    return shape.squeeze(y, 0) if unbatched else y
+        return ad.copy(ad.permute(y, perm=(n + 1,) + tuple(range(n + 1))))  # (N, C_out, *out)
+    # per sample and group, weight (C_out/g, C_in*k) @ windows (C_in*k, L): the result
+    # is (N, C_out, *out) as it is
+    cols = ad.reshape(_kernel_major(cols, n), shape=(nb, groups, ck, length))
+    w = ad.reshape(weight, shape=(1, groups, c_g, ck))
+    y = ad.matmul(ad.expand(w, shape=(nb, groups, c_g, ck)), cols)
+    y = ad.reshape(y, shape=(nb, c_out) + out_sp)
+    if b is not None:
+        y = ad.add(y, ad.expand(ad.reshape(b, shape=(1, c_out) + (1,) * n), shape=y.shape))
+    return y
+
+
+def _batch_last(n) -> tuple:
+    """The permutation of im2col's (N, *out, C, *kernel) to (C, *kernel, *out, N)."""
+    return (n + 1,) + tuple(range(n + 2, 2 * n + 2)) + tuple(range(1, n + 1)) + (0,)
+
+
+def _g_rows(g, n):
+    """``g`` (N, C_out, *out) as the matrix (C_out, prod(out) * N)."""
+    return ad.reshape(
+        ad.permute(g, perm=tuple(range(1, n + 2)) + (0,)),
+        shape=(g.shape[1], math.prod(g.shape) // g.shape[1]),
+    )
+
+
+def _conv_dx_composite(g, weight, *, shape, stride, padding, dilation):
+    """The composite's input gradient, with primitives: col2im of weight.T @ g."""
+    n, kernel = len(shape) - 2, tuple(weight.shape[2:])
+    w = ad.reshape(weight, shape=(weight.shape[0], math.prod(weight.shape[1:])))
+    cols = ad.matmul(ad.permute(w, perm=(1, 0)), _g_rows(g, n))
+    cols = ad.reshape(cols, shape=(shape[1],) + kernel + tuple(g.shape[2:]) + (shape[0],))
+    cols = ad.permute(  # (C, *kernel, *out, N) -> (N, *out, C, *kernel)
+        cols, perm=(2 * n + 1,) + tuple(range(n + 1, 2 * n + 1)) + (0,) + tuple(range(1, n + 1))
+    )
+    return ad.col2im(
+        cols,
+        shape=tuple(shape[2:]),
+        kernel=kernel,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+    )
+
+
+def _conv_dw_composite(g, x, *, kernel, stride, padding, dilation):
+    """The composite's weight gradient, with primitives: g @ the windows (transposed)."""
+    n = len(kernel)
+    cols = ad.permute(_windows(x, kernel, stride, padding, dilation), perm=_batch_last(n))
+    ck = x.shape[1] * math.prod(kernel)
+    cols = ad.reshape(cols, shape=(ck, math.prod(cols.shape) // ck))
+    dw = ad.matmul(_g_rows(g, n), ad.permute(cols, perm=(1, 0)))
+    return ad.reshape(dw, shape=(g.shape[1], x.shape[1]) + tuple(kernel))
+
+
+# one kernel and one Node each way eagerly (Note [fused kernels] in eager/dispatch.py)
+_conv_dx = ad.Fused("conv_dx", conv_dx_impl, _conv_dx_composite)
+_conv_dw = ad.Fused("conv_dw", conv_dw_impl, _conv_dw_composite)
+_CONV_VJP = (
+    lambda g, weight, x_aval, stride, padding, dilation: _conv_dx(
+        g, weight, shape=tuple(x_aval.shape), stride=stride, padding=padding, dilation=dilation
+    ),
+    lambda g, x, weight_aval, stride, padding, dilation: _conv_dw(
+        g, x, kernel=tuple(weight_aval.shape[2:]), stride=stride, padding=padding, dilation=dilation
+    ),
+)
+_conv_no_bias = ad.Fused(
+    "conv_no_bias",
+    lambda x, weight, *, stride, padding, dilation: conv_impl(
+        x, weight, stride=stride, padding=padding, dilation=dilation
+    ),
+    _conv_composite,
+    vjp=_CONV_VJP,
+    node_name="ConvolutionBackward0",
+)
+_conv_fused = ad.Fused(
+    "conv",
+    conv_impl,
+    _conv_composite,
+    vjp=_CONV_VJP + (lambda g: ad_lax.sum(g, (0,) + tuple(range(2, g.ndim))),),
+    node_name="ConvolutionBackward0",
+)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -370,9 +463,40 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
     kernel, stride, pairs, dilation, out, pad = _pool_geometry(
         name, x, n, kernel_size, stride, padding, dilation, ceil_mode
     )
-    cols = _windows(x, kernel, stride, pairs, dilation, _lowest(x.dtype))
+    geometry = {"kernel": kernel, "stride": stride, "padding": pairs, "dilation": dilation}
+    if not return_indices:
+        y = (_max_pool_fused if fused.fusable(x) else _max_pool_composite)(x, **geometry)
+        return shape.squeeze(y, 0) if unbatched else y
+    w, onehot = _picks(x, **geometry)
+    y = _picked(w, onehot)
+    # the flat input index of each window element, a constant (k, *out) table
+    grids = np.meshgrid(
+        *(np.arange(o) * s - p for o, s, p in zip(out, stride, pad)),
+        *(np.arange(kk) * d for kk, d in zip(kernel, dilation)),
+        indexing="ij",
+    )
+    coords = [grids[i] + grids[n + i] for i in range(n)]
     k = math.prod(kernel)
-    full = tuple(x.shape[:2]) + (k,) + out
+    flat = np.ravel_multi_index(coords, x.shape[2:], mode="clip").reshape(out + (k,))
+    table = np.moveaxis(flat.astype(np.int64), -1, 0).reshape((1, 1, k) + out)
+    picked = ad.where(
+        onehot,
+        ad.expand(_const(table), shape=w.shape),
+        ad.expand(_const(np.zeros((1,) * (n + 3), np.int64)), shape=w.shape),
+    )
+    idx = shape.contiguous(ad.reduce_sum(picked, dims=(2,), keepdim=False))
+    if unbatched:
+        y, idx = shape.squeeze(y, 0), shape.squeeze(idx, 0)
+    return y, idx
+
+
+def _picks(x, *, kernel, stride, padding, dilation):
+    """The windows of ``x`` as (N, C, k, *out) and torch's pick in each, a one-hot mask
+    of them."""
+    n = len(kernel)
+    cols = _windows(x, kernel, stride, padding, dilation, _lowest(x.dtype))
+    k = math.prod(kernel)
+    full = tuple(x.shape[:2]) + (k,) + tuple(cols.shape[1 : 1 + n])
     w = ad.reshape(_kernel_major(cols, n), shape=full)  # (N, C, k, *out)
     one = (1, 1)  # N and C of the constants below, expanded to ``full``
     # torch's pick in each window: its first maximum, or its last NaN where it has one
@@ -401,29 +525,50 @@ def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode,
             score = ad.add(score, ad.mul(nan, ad.expand(_const(nan_rank), shape=full)))
         best = ad.reduce_max(score, dims=(2,), keepdim=True)
         onehot = ad.eq(score, ad.expand(best, shape=full))
-    zero = ad.expand(_const(np.zeros((1,) * (n + 3), x.dtype.np)), shape=full)
-    # (N, C, *out), C-contiguous as torch's (batch-last windows give it N innermost)
-    y = shape.contiguous(ad.reduce_sum(ad.where(onehot, w, zero), dims=(2,), keepdim=False))
-    if unbatched:
-        y = shape.squeeze(y, 0)
-    if not return_indices:
-        return y
-    # the flat input index of each window element, a constant (k, *out) table
-    grids = np.meshgrid(
-        *(np.arange(o) * s - p for o, s, p in zip(out, stride, pad)),
-        *(np.arange(kk) * d for kk, d in zip(kernel, dilation)),
-        indexing="ij",
+    return w, onehot
+
+
+def _picked(w, onehot):
+    """(N, C, *out), C-contiguous as torch's (batch-last windows give it N innermost)."""
+    zero = ad.expand(_const(np.zeros((1,) * w.ndim, w.dtype.np)), shape=w.shape)
+    return shape.contiguous(ad.reduce_sum(ad.where(onehot, w, zero), dims=(2,), keepdim=False))
+
+
+def _max_pool_composite(x, *, kernel, stride, padding, dilation):
+    return _picked(*_picks(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation))
+
+
+def _max_pool_dx_composite(g, x, out, *, kernel, stride, padding, dilation):
+    """The gradient the composite's where and windows give, written with primitives."""
+    n = len(kernel)
+    w, onehot = _picks(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    lifted = ad.expand(ad.reshape(g, shape=w.shape[:2] + (1,) + w.shape[3:]), shape=w.shape)
+    zero = ad.expand(_const(np.zeros((1,) * w.ndim, g.dtype.np)), shape=w.shape)
+    cols = ad.reshape(ad.where(onehot, lifted, zero), shape=w.shape[:2] + kernel + w.shape[3:])
+    cols = ad.permute(  # (N, C, *kernel, *out) -> (N, *out, C, *kernel)
+        cols, perm=(0,) + tuple(range(n + 2, 2 * n + 2)) + (1,) + tuple(range(2, n + 2))
     )
-    coords = [grids[i] + grids[n + i] for i in range(n)]
-    flat = np.ravel_multi_index(coords, x.shape[2:], mode="clip").reshape(out + (k,))
-    table = np.moveaxis(flat.astype(np.int64), -1, 0).reshape(one + (k,) + out)
-    picked = ad.where(
-        onehot,
-        ad.expand(_const(table), shape=full),
-        ad.expand(_const(np.zeros((1,) * (n + 3), np.int64)), shape=full),
+    return ad.col2im(
+        cols,
+        shape=tuple(x.shape[2:]),
+        kernel=kernel,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
     )
-    idx = shape.contiguous(ad.reduce_sum(picked, dims=(2,), keepdim=False))
-    return y, (shape.squeeze(idx, 0) if unbatched else idx)
+
+
+# one kernel and one Node each way eagerly (Note [fused kernels] in eager/dispatch.py)
+_max_pool_dx = ad.Fused("max_pool_dx", max_pool_dx_impl, _max_pool_dx_composite)
+_max_pool_fused = ad.Fused(
+    "max_pool",
+    max_pool_impl,
+    _max_pool_composite,
+    vjp=lambda g, x, out, kernel, stride, padding, dilation: _max_pool_dx(
+        g, x, out, kernel=kernel, stride=stride, padding=padding, dilation=dilation
+    ),
+    node_name="MaxPoolWithIndicesBackward0",
+)
 
 
 def max_pool1d(
