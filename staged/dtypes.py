@@ -63,6 +63,10 @@ class DType:
         return {complex64: float32, complex128: float64}.get(self, self)
 
     def to_complex(self) -> DType:
+        """The complex dtype of a float one (float16 and bfloat16: complex64, as staged has
+        no complex32); itself otherwise."""
+        if self.name == "bfloat16":
+            return complex64
         return {float32: complex64, float64: complex128, float16: complex64}.get(self, self)
 
 
@@ -142,13 +146,17 @@ def as_dtype(d) -> DType:
 
 
 def _promote_pair(a: DType, b: DType) -> DType:
+    """torch.promote_types: within a category the wider dtype (bfloat16 with float16 is
+    float32); across categories the higher one, a complex one as wide as a float64 it
+    meets (float64 with complex64 is complex128)."""
     if a is b:
         return a
-    return (
-        from_numpy_dtype(np.promote_types(a.np, b.np))
-        if a._category == b._category
-        else (a if a._category > b._category else b)
-    )
+    if a._category != b._category:
+        lo, hi = (a, b) if a._category < b._category else (b, a)
+        return complex128 if hi is complex64 and lo is float64 else hi
+    if {a.name, b.name} == {"bfloat16", "float16"}:
+        return float32
+    return from_numpy_dtype(np.promote_types(a.np, b.np))
 
 
 def _promote_all(group):

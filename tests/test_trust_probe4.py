@@ -1422,15 +1422,6 @@ _WRAP = (
     "OverflowError on a Python int outside an int8/uint8/... range; wrap it as torch does "
     "(v % 2**bits, signed) before np.array"
 )
-_HALF_MIX = (
-    "staged/dtypes.py _promote_pair: np.promote_types(bfloat16, float16) raises; torch "
-    "promotes the two to float32: special-case that pair"
-)
-_COMPLEX_PRECISION = (
-    "staged/dtypes.py _promote_pair: across categories it returns the higher one's dtype, "
-    "so float64 with complex64 gives complex64; torch gives complex128: return "
-    "b.to_complex() of the float's precision when the lower is float64"
-)
 _BF16_COMPLEX = (
     "staged/dtypes.py DType.to_complex: no bfloat16 entry, so result_type keeps bfloat16 "
     "and drops the imaginary part; map bfloat16 (and float16) to complex64"
@@ -1478,14 +1469,12 @@ FAULTS = [
         "torch raises RuntimeError 'value cannot be converted to type int64_t without "
         "overflow': check the number first",
     ),
-    _fault("L.tensor([1.,2],dtype=L.bfloat16) + L.tensor([1.5,1], dtype=L.float16)", _HALF_MIX),
-    _fault("L.promote_types(L.bfloat16, L.float16)", _HALF_MIX),
-    _fault(
-        "L.tensor([1.,2], dtype=L.float64) + L.tensor([1j], dtype=L.complex64)", _COMPLEX_PRECISION
-    ),
-    _fault("L.promote_types(L.float64, L.complex64)", _COMPLEX_PRECISION),
-    _fault("L.tensor([1.,2],dtype=L.bfloat16) + L.tensor(1j)", _BF16_COMPLEX),
-    _fault("L.tensor([1.,2],dtype=L.bfloat16) + 1j", _BF16_COMPLEX),
+    "L.tensor([1.,2],dtype=L.bfloat16) + L.tensor([1.5,1], dtype=L.float16)",
+    "L.promote_types(L.bfloat16, L.float16)",
+    "L.tensor([1.,2], dtype=L.float64) + L.tensor([1j], dtype=L.complex64)",
+    "L.promote_types(L.float64, L.complex64)",
+    "L.tensor([1.,2],dtype=L.bfloat16) + L.tensor(1j)",
+    "L.tensor([1.,2],dtype=L.bfloat16) + 1j",
     "L.zeros(2, 3).sum(dim=())",
     "L.zeros(2, 3).sum(dim=[])",
     "L.zeros(2, 3).sum(dim=[], keepdim=True)",
@@ -1797,14 +1786,7 @@ def _pair_case(a, b, da, db):
 
 def _pair_param(a, b, da, db):
     src = _pair_case(a, b, da, db)
-    pair = {a, b}
-    if pair == {"bfloat16", "float16"} and da == db:
-        return _fault(src, _HALF_MIX)
-    if pair == {"float64", "complex64"} and da == db:
-        return _fault(src, _COMPLEX_PRECISION)
     dimensioned, zero_dim = (a, b) if da else (b, a)  # when exactly one is 0-d
-    if da != db and dimensioned == "bfloat16" and zero_dim.startswith("complex"):
-        return _fault(src, _BF16_COMPLEX)
     if da != db and dimensioned == "float16" and zero_dim.startswith("complex"):
         return _fault(
             src,
@@ -1899,9 +1881,7 @@ def _scalar_fault(op: str, d: str, dimensioned: bool, s: str) -> str | None:
             return "remainder/fmod/clamp of bool: " + _REFUSE + " (NotImplementedError)"
         if op == "{x} ** {s}":
             return "staged/autodiff pow's domain refuses bool; torch's bool ** True is bool"
-    if s == "1j" and (op in _WITH_1J or (d == "bfloat16" and op == "{x} == {s}")):
-        if d == "bfloat16":
-            return _BF16_COMPLEX
+    if s == "1j" and op in _WITH_1J:
         if d == "float16":
             return "staged has no complex32: torch's float16 with 1j is ComplexHalf"
     if d.startswith("complex") and op == "{x} + {s}" and s == "float('inf')":
