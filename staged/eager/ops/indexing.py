@@ -12,6 +12,7 @@ back through each step, then writes the result in place (``inplace.write``).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +40,48 @@ class _Plan:
 
 
 def _as_index(i):
-    """Sequences (lists, tuples and ranges inside the index, as torch) and NumPy arrays
-    become tensors; other entries stay."""
+    """Sequences (lists, tuples and ranges inside the index, as torch; an empty one is an
+    empty int64 index) and NumPy arrays become tensors; a 0-d integer tensor with data is
+    an int (a view, as torch), a uint8 tensor a mask (torch's deprecated byte mask);
+    other entries stay."""
     if isinstance(i, (list, tuple, range, np.ndarray)):
+        if not isinstance(i, np.ndarray) and len(i) == 0:
+            return Tensor._wrap(np.zeros(0, np.int64))
         return Tensor._wrap(as_payload(list(i) if isinstance(i, range) else i))
+    if isinstance(i, Tensor) and i.dtype._category == 1:
+        if not i.ndim and type(i._payload) is np.ndarray:
+            return int(i._payload)
+        if i.dtype is dt.uint8:
+            warnings.warn(
+                "indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                "torch.bool instead.",
+                UserWarning,
+                stacklevel=4,
+            )
+            return to_dtype(i, dt.bool_)
     return i
+
+
+_SEQUENCE_ITEMS = (Tensor, list, tuple, range, np.ndarray, builtin_slice)
+
+
+def _as_tuple(index):
+    """torch's (and old NumPy's) reading of a list index holding a sequence, a tensor, a
+    slice, None or ``...`` (``x[[[0, 1]]]``, ``x[[0, slice(None)]]``): the tuple of its
+    items, with torch's deprecation warning; other indices stay."""
+    if type(index) is not list or len(index) >= 32:
+        return index
+    if not any(isinstance(o, _SEQUENCE_ITEMS) or o is None or o is Ellipsis for o in index):
+        return index
+    warnings.warn(
+        "Using a non-tuple sequence for multidimensional indexing is deprecated and will be "
+        "changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this "
+        "will be interpreted as tensor index, x[torch.tensor(seq)], which will result either "
+        "in an error or a different result",
+        UserWarning,
+        stacklevel=3,
+    )
+    return tuple(index)
 
 
 def _consumes(i) -> int:
@@ -145,7 +183,7 @@ def _plan(x: Tensor, index) -> _Plan:
             starts.append(i % n)
             stops.append(i % n + 1)
             steps.append(1)
-        elif isinstance(i, Tensor) and not (i.dtype.is_floating_point or i.dtype.is_complex):
+        elif isinstance(i, Tensor) and i.dtype in (dt.int64, dt.int32):
             starts.append(0)
             stops.append(n)
             steps.append(1)
@@ -250,7 +288,7 @@ def getitem(x: Tensor, index) -> Tensor:
         ones = (1,) * len(shape)
         y = ad.slice(x, starts=(i,) + (0,) * len(rest), stops=(i + 1, *rest), steps=ones)
         return ad.reshape(y, shape=rest)
-    x, index = _unit_masks(x, index)
+    x, index = _unit_masks(x, _as_tuple(index))
     plan = _plan(x, index)
     y = (
         x
@@ -271,6 +309,7 @@ def getitem(x: Tensor, index) -> Tensor:
 
 
 def setitem(x: Tensor, index, value) -> None:
+    index = _as_tuple(index)
     v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     v = to_dtype(v, x.dtype)
     if (
