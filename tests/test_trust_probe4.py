@@ -1500,22 +1500,9 @@ FAULTS = [
         "(L.tensor([1., 3., 3., 1.], requires_grad=True))",
         _TIES,
     ),
-    _fault(
-        "L.tensor([0.1]*4096, dtype=L.float16).cumsum(0)[-1]",
-        "staged/eager/ops/reduction.py cumsum: float16 accumulates in float16 (stalls at "
-        "256); torch's CPU cumsum accumulates half in float32 (409.5): decorate with "
-        "@in_float32 as _sum is",
-    ),
-    _fault(
-        "L.cumulative_trapezoid(L.tensor([0.1]*4096, dtype=L.float16))[-1]",
-        "staged cumulative_trapezoid is built on cumsum, whose float16 accumulation stalls "
-        "(256 vs torch's 409.5): fixed with cumsum (staged/eager/ops/reduction.py)",
-    ),
-    _fault(
-        "L.tensor([0.1]*4096, dtype=L.bfloat16).cumsum(0)[-1]",
-        "staged/eager/ops/reduction.py cumsum: bfloat16 accumulates in bfloat16 (32 vs "
-        "torch's 410): accumulate in float32 (@in_float32)",
-    ),
+    "L.tensor([0.1]*4096, dtype=L.float16).cumsum(0)[-1]",
+    "L.cumulative_trapezoid(L.tensor([0.1]*4096, dtype=L.float16))[-1]",
+    "L.tensor([0.1]*4096, dtype=L.bfloat16).cumsum(0)[-1]",
     "(lambda x: (x[L.tensor(1)].fill_(100.), x)[1])(L.arange(3.))",
     "L.arange(6.).reshape(2,3)[[[0, 1]]]",
     _fault(

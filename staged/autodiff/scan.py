@@ -11,9 +11,14 @@ from .primitive import LINEAR, ORDERED, Primitive
 
 
 def _cumsum(x, *, dim, reverse):
+    """Running sums; floating and complex ones accumulate in double, each sum rounded
+    once to ``x``'s dtype, as torch's CPU kernel (its ``acc_type``) does."""
+    kind = x.dtype.kind  # bfloat16's is "V"
+    acc = x.dtype if kind in "biu" else np.complex128 if kind == "c" else np.float64
     if reverse:
-        return np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=x.dtype), dim)
-    return np.cumsum(x, axis=dim, dtype=x.dtype)
+        x = np.flip(x, dim)
+    y = np.cumsum(x, axis=dim, dtype=acc).astype(x.dtype, copy=False)
+    return np.flip(y, dim) if reverse else y
 
 
 cumsum: Primitive = Primitive(

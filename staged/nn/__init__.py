@@ -1,5 +1,7 @@
 """``staged.nn``: modules, layers, losses and initialisers, as in ``torch.nn``."""
 
+from importlib import import_module as _import_module
+
 from . import functional, init, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import *  # noqa: F401,F403
@@ -7,3 +9,7 @@ from .parameter import Parameter  # noqa: F401
 from . import parallel  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .utils import parametrizations, parametrize  # noqa: F401,E402  (after .modules)
+
+# torch.nn.attention (the star import bound the name to modules' attention.py, which
+# ``from . import attention`` would return)
+attention = _import_module(".attention", __name__)

@@ -1953,9 +1953,31 @@ def _reflect_coordinate(c, low, twice_span):
     return ops.where(extra > twice_span - extra, twice_span - extra, extra) + low
 
 
-def _source_coordinate(c, size, padding_mode, align_corners):
-    """A normalised grid coordinate in ``[-1, 1]`` as a position along a dim of ``size``."""
-    c = (c + 1) * ((size - 1) / 2) if align_corners else (c + 1) * (size / 2) - 0.5
+_PRECISION = {dt.float32: 24, dt.float64: 53}  # significand bits
+
+
+def _fused_position(x, size):
+    """``x * (size / 2) - 0.5`` rounded once, as the fused multiply-add of torch's 2-D CPU
+    kernel (a position on a pixel's edge falls on torch's side of it, and the gradient with
+    it): ``x`` split (Veltkamp) into a high part whose product with ``size / 2`` is exact
+    and a low part whose product is too, for sizes of up to 11 significant bits."""
+    bits = (size // (size & -size)).bit_length()
+    if 2 * bits + 1 > _PRECISION.get(x.dtype, 0):
+        return x * (size / 2) - 0.5
+    t = x * float(2**bits + 1)
+    high = t - (t - x)
+    return (high * (size / 2) - 0.5) + (x - high) * (size / 2)
+
+
+def _source_coordinate(c, size, padding_mode, align_corners, fused=False):
+    """A normalised grid coordinate in ``[-1, 1]`` as a position along a dim of ``size``
+    (``fused``: torch's 2-D kernel's rounding)."""
+    if align_corners:
+        c = (c + 1) * ((size - 1) / 2)
+    elif fused:
+        c = _fused_position(c + 1, size)
+    else:
+        c = ((c + 1) * size - 1) / 2
     if padding_mode == "border":
         return _clip_coordinate(c, size)
     if padding_mode == "reflection":
@@ -2023,7 +2045,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     nb, c, out = input.shape[0], input.shape[1], tuple(grid.shape[1:-1])
     # the source position along input dim d (D, H, W) is grid coordinate n - 1 - d (z, y, x)
     pos = [
-        _source_coordinate(grid[..., n - 1 - d], size, padding_mode, align_corners)
+        _source_coordinate(grid[..., n - 1 - d], size, padding_mode, align_corners, n == 2)
         for d, size in enumerate(spatial)
     ]
     flat = input.reshape(nb, c, -1)
@@ -2061,7 +2083,7 @@ def _base_coordinates(steps, align_corners, dtype):
     ``(steps - 1) / steps`` unless ``align_corners`` (one step: 0)."""
     if steps <= 1:
         return np.zeros(max(steps, 0), dtype.np)
-    r = np.linspace(-1, 1, steps).astype(dtype.np)
+    r = factories.linspace(-1, 1, steps, dtype=dtype).numpy()  # torch's, not NumPy's, points
     return r if align_corners else (r * dtype.np.type(steps - 1) / dtype.np.type(steps))
 
 

@@ -14,6 +14,7 @@ from ...autodiff.avals import wrap_dim
 from ..interceptor import current_interceptor
 from ..tensor import Tensor
 from . import elementwise
+from .shape import contiguous
 from ._operands import broadcast_shapes, expand_to, float_operand, promote_types, scalar_tensor
 from .elementwise import (
     abs,
@@ -70,7 +71,7 @@ def log_softmax(x, dim, dtype=None):
 def _log_softmax_of(x, dim):
     _floating("log_softmax", x, dim)
     if _fusable(x):
-        return _log_softmax(x, dim=wrap_dim(dim, x.ndim))
+        return _log_softmax(contiguous(x), dim=wrap_dim(dim, x.ndim))
     return _log_softmax_composite(x, dim=dim)
 
 
@@ -93,8 +94,8 @@ def softmax(x, dim, dtype=None):
 @in_float32
 def _softmax_of(x, dim):
     _floating("softmax", x, dim)
-    if _fusable(x):
-        return _softmax(x, dim=wrap_dim(dim, x.ndim))
+    if _fusable(x):  # of a C-contiguous copy: torch's result is laid out row-major
+        return _softmax(contiguous(x), dim=wrap_dim(dim, x.ndim))
     return _softmax_composite(x, dim=dim)
 
 

@@ -99,18 +99,25 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """A convolution's forward, through ``_conv_forward(input, weight, bias)`` as torch's
+    (which LoRA's and weight-standardising layers call with weights of their own)."""
+
+    def _conv_forward(self, input, weight, bias):
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._n - 1]
+        return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
+
+
+class Conv1d(_Conv):
     """1-D convolution over ``(N, C_in, L)``."""
 
     _n = 1
 
-    def forward(self, input):
-        return F.conv1d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
 
-
-class Conv2d(_ConvNd):
+class Conv2d(_Conv):
     """2-D convolution over ``(N, C_in, H, W)``, as ``torch.nn.Conv2d``.
 
     Example:
@@ -119,21 +126,11 @@ class Conv2d(_ConvNd):
 
     _n = 2
 
-    def forward(self, input):
-        return F.conv2d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
 
-
-class Conv3d(_ConvNd):
+class Conv3d(_Conv):
     """3-D convolution over ``(N, C_in, D, H, W)``, as ``torch.nn.Conv3d``."""
 
     _n = 3
-
-    def forward(self, input):
-        return F.conv3d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
 
 
 class _ConvTransposeNd(_ConvNd):
