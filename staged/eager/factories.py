@@ -314,6 +314,7 @@ def _arange(start, end, step, np_dtype) -> np.ndarray:
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None) -> Tensor:
     if device is not None:
         _check_device(device)
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if end is None:
         start, end = 0, start
     if step == 0:
