@@ -1792,19 +1792,13 @@ _SCALAR_OPS = (
 )
 
 
-_UINT8_WRAPPED = {
-    "{x} + {s}",
-    "{s} - {x}",
-    "{x} * {s}",
-    "{x} // {s}",
-    "{x} % {s}",
-    "{x} == {s}",
-    "{x} < {s}",
-    "{x}.clamp(max={s})",
-    "L.where({x} > 0, {x}, {s})",
-    "L.fmod({x}, {s})",
-    "L.div({x}, {s}, rounding_mode='trunc')",
-    "L.div({x}, {s}, rounding_mode='floor')",
+# uint8 with -3: torch wraps -3 to 253; the others raise in both (/, **) or are checked alone
+_UINT8_WRAPPED = set(_SCALAR_OPS) - {
+    "{x} / {s}",
+    "{s} // {x}",
+    "{s} % {x}",
+    "{x} ** {s}",
+    "{s} ** {x}",
 }
 _WITH_1J = {
     "{x} + {s}",

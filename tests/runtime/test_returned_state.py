@@ -166,10 +166,9 @@ def test_a_returned_argument_is_the_argument():
         np.testing.assert_array_equal(rw.numpy(), w.numpy())
 
 
-def test_a_deployed_step_returns_the_state_value_at_each_call(tmp_path):
-    """A deployed step holds no caller's tensors: a returned parameter comes back as its
-    value at the end of that call (a new tensor each call, never a stale one), as the
-    step's state_dict() then holds it."""
+def _sgd_step(picks):
+    """A model, its SGD with momentum and a training step returning the loss and
+    ``picks(m, opt)``."""
     staged.manual_seed(0)
     m = _model(staged)
     opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
@@ -179,8 +178,16 @@ def test_a_deployed_step_returns_the_state_value_at_each_call(tmp_path):
         loss = F.cross_entropy(m(x), y)
         loss.backward()
         opt.step()
-        return loss.detach(), m[0].bias
+        return (loss.detach(), *picks(m, opt))
 
+    return m, opt, step
+
+
+def test_a_deployed_step_returns_the_state_value_at_each_call(tmp_path):
+    """A deployed step holds no caller's tensors: a returned parameter comes back as its
+    value at the end of that call (a new tensor each call, never a stale one), as the
+    step's state_dict() then holds it."""
+    _, _, step = _sgd_step(lambda m, opt: (m[0].bias,))
     f = staged.compile(step)
     data = batches((4,) * 5)
     for x, y in data[:2]:
@@ -200,17 +207,7 @@ def test_a_deployed_step_returns_the_state_value_at_each_call(tmp_path):
 def test_returned_state_does_not_change_what_is_compiled():
     """Returning a parameter keeps the step's trace count and cache key: one trace for
     its buffers' creation, one for the steady step."""
-    staged.manual_seed(0)
-    m = _model(staged)
-    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach(), m[0].bias, opt.state[m[0].bias]["momentum_buffer"]
-
+    m, opt, step = _sgd_step(lambda m, opt: (m[0].bias, opt.state[m[0].bias]["momentum_buffer"]))
     f = staged.compile(step)
     for x, y in batches((4,) * 4):
         _, b, buf = f(x, y)
