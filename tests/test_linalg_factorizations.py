@@ -278,7 +278,9 @@ def test_each_lapack_kernel_is_one_node_named_as_torchs():
 
 def test_repeated_singular_values_and_eigenvalues_are_torchs():
     """svdvals/eigvalsh: a finite gradient where values repeat; the vectors' gradients are
-    ill-defined there, NaN or inf in both; the values alone used from svd stay finite."""
+    ill-defined there: NaN or inf where LAPACK returns the values exactly equal, else of
+    the order of 1 / eps (which one depends on the machine's LAPACK kernels); the values
+    alone used from svd stay finite."""
     q, _ = np.linalg.qr(_rng(6).standard_normal((3, 3)))
     for lib in (staged, torch):
         a = lib.tensor(q, requires_grad=True)
@@ -287,7 +289,7 @@ def test_repeated_singular_values_and_eigenvalues_are_torchs():
         (g,) = lib.autograd.grad(lib.linalg.svd(a).S.sum(), a)
         np.testing.assert_allclose(_np(g), q, atol=1e-12)
         (g,) = lib.autograd.grad(lib.linalg.svd(a).U.sum(), a)
-        assert not np.isfinite(_np(g)).all()
+        assert not np.isfinite(_np(g)).all() or np.abs(_np(g)).max() > 1e10, _np(g)
         s = lib.tensor(np.eye(3), requires_grad=True)
         (g,) = lib.autograd.grad(lib.linalg.eigh(s).eigenvalues.sum(), s)
         np.testing.assert_allclose(_np(g), np.eye(3), atol=1e-12)
