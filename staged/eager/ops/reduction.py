@@ -212,6 +212,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
     return TopkResult(*_sorted(x, dim, largest, k))
 
 
+@in_float32
 def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over ``dim`` (all elements by default): p = 2 ("fro"), 1, inf,
     -inf or any other number. Where an entry is 0 its gradient is 0, and where the norm is 0
@@ -349,7 +350,8 @@ def _positions(x, dim):
 def _select_along(x, idx, dim, keepdim):
     """x at ``idx`` along ``dim``: the gradient goes to the chosen element only."""
     onehot = eq(_positions(x, dim), unsqueeze(idx, dim) if not keepdim else idx)
-    return sum(where(onehot, x, scalar_tensor(0, x.dtype)), dim, keepdim)
+    picked = sum(where(onehot, x, scalar_tensor(0, x.dtype)), dim, keepdim)
+    return picked if picked.dtype is x.dtype else picked.to(x.dtype)  # bool: summed as int64
 
 
 def _extremum(reduce, arg, result, x, dim, keepdim, other):
