@@ -16,7 +16,7 @@ from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
 from .random import counter, distributions, fills
 from .random.generator import drawn
-from .tensor import Tensor, _ragged, as_payload
+from .tensor import Tensor, _ragged, as_payload, first_leaf
 
 if TYPE_CHECKING:
     # a size: ints (zeros(2, 3)) or one tuple or list of them (zeros((2, 3)), zeros(t.shape))
@@ -97,9 +97,7 @@ def _holds_tensor(data) -> bool:
             isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and _holds_tensor(x))
             for x in data
         )
-    while isinstance(data, (list, tuple)) and data:
-        data = data[0]
-    return isinstance(data, Tensor)
+    return isinstance(first_leaf(data), Tensor)
 
 
 def _from_items(data, dtype) -> Tensor:

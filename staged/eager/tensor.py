@@ -672,7 +672,8 @@ def as_payload(data, dtype=None) -> np.ndarray:
         return _as_payload(data, dtype)
 
 
-def _first_leaf(data):
+def first_leaf(data):
+    """The first non-sequence in nested lists and tuples (``data`` itself if it is one)."""
     while isinstance(data, (list, tuple)) and data:
         data = data[0]
     return data
@@ -733,7 +734,7 @@ def _as_payload(data, dtype):
         if dtype is not None and a.dtype.kind in "biufc":
             _check_fits(a, dt.as_dtype(dtype))  # cast once, below: through the default
             # dtype would round (0.1 in float64)
-        elif _first_leaf(data).__class__.__module__ == "numpy":
+        elif first_leaf(data).__class__.__module__ == "numpy":
             a = a.astype(_inferred(data).np)  # NumPy scalars keep their dtypes, as torch
         elif a.dtype == np.float64:
             a = a.astype(dt.get_default_dtype().np)
