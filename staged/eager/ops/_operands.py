@@ -16,7 +16,42 @@ _ndarray = np.ndarray
 
 
 def scalar_tensor(v, dtype: dt.DType) -> Tensor:
-    return Tensor._wrap(np.array(v, dtype=dtype.np), False)
+    """``v`` as a 0-d tensor of ``dtype``, converted as torch's checked ``Scalar.to<T>()``
+    (fill_, masked_fill, setitem, index_fill ...): an integer dtype takes the numbers in its
+    range, and uint8 also -255..-1, wrapped; others raise torch's RuntimeError."""
+    try:
+        a = np.array(v, dtype=dtype.np)
+    except (OverflowError, ValueError) as e:  # NaN into an integer dtype is a ValueError
+        a = _checked(v, dtype.np, e)
+    return Tensor._wrap(a, False)
+
+
+def _checked(v, dtype: np.dtype, error: Exception) -> np.ndarray:
+    """``v``, which NumPy refused to convert to ``dtype``, as torch's ``overflows`` check
+    takes it; ``error`` again where torch would not get that far either."""
+    if not isinstance(v, (int, float)) or dtype.kind not in "iu" or not _int64_range(v):
+        raise error
+    if type(v) is int and dtype.kind == "u" and -np.iinfo(dtype).max <= v < 0:
+        return np.array(v % (1 << 8 * dtype.itemsize), dtype)
+    raise RuntimeError(f"value cannot be converted to type {dtype.name}_t without overflow")
+
+
+def _int64_range(v) -> bool:
+    """Whether torch's Scalar holds ``v`` (an int of int64 or uint64 range; any float):
+    beyond, its argument parser raises OverflowError."""
+    return type(v) is not int or -(1 << 63) <= v < 1 << 64
+
+
+def _wrapped(v, dtype: np.dtype, error: OverflowError) -> np.ndarray:
+    """``v``, a number NumPy refused to convert to ``dtype``, as torch converts an operand
+    of an arithmetic or comparison op: an int of int64 or uint64 range wraps modulo
+    2**bits (``uint8 + 300`` adds 44, ``uint8 > -1`` compares with 255); ``error`` again
+    for any other."""
+    if type(v) is not int or dtype.kind not in "iu" or not _int64_range(v):
+        raise error
+    bits = 8 * dtype.itemsize
+    v %= 1 << bits
+    return np.array(v - (1 << bits) if dtype.kind == "i" and v >> (bits - 1) else v, dtype)
 
 
 def to_dtype(t: Tensor, dtype: dt.DType) -> Tensor:
@@ -124,13 +159,17 @@ def operands(*vals, dtype: dt.DType | None = None):
             for t in ts
         ]
     # symbolic: a 0-d constant expanded in the graph (never a full-size constant)
-    return [expand_to(t if isinstance(t, Tensor) else scalar_tensor(t, dtype), shape) for t in ts]
+    return [expand_to(t if isinstance(t, Tensor) else _number(t, dtype.np, ()), shape) for t in ts]
 
 
 def _number(v, dtype: np.dtype, shape: tuple) -> Tensor:
     """``v`` as a read-only broadcast view of ``shape``: ``np.broadcast_to``'s array, made
     directly (a third of its time, on every op with a Python number)."""
-    a = np.ndarray(shape, dtype, np.array(v, dtype), 0, (0,) * len(shape))
+    try:
+        one = np.array(v, dtype)
+    except OverflowError as e:
+        one = _wrapped(v, dtype, e)
+    a = np.ndarray(shape, dtype, one, 0, (0,) * len(shape))
     a.flags.writeable = False
     return Tensor._wrap(a)
 

@@ -343,7 +343,10 @@ def _clamp(x, min, max, keep):
 def _bound(beyond, bound, x, keep):
     """where(beyond(x, bound), bound, x), the bound also where it is NaN: PyTorch's clamp
     propagates a NaN bound."""
-    b, a = operands(x, bound, dtype=promote_types(x, bound))  # torch names x's size first
+    dtype = promote_types(x, bound)
+    if not isinstance(bound, Tensor):  # converted checked, as torch's (int8 max=300 raises)
+        bound = scalar_tensor(bound, dtype)
+    b, a = operands(x, bound, dtype=dtype)  # torch names x's size first
     c = logical_or(beyond(x, bound), ne(a, a))
     shape = tuple(c._payload.shape)
     return ad.clamp_where(c, expand_to(a, shape), expand_to(b, shape), keep=keep)

@@ -25,7 +25,7 @@ from ...autodiff.indexing import slice_shape
 from ..checks import check_range
 from ..tensor import Tensor, as_payload
 from .elementwise import where
-from .inplace import own, write
+from .inplace import check_overlap, own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -309,7 +309,7 @@ def getitem(x: Tensor, index) -> Tensor:
 
 
 def setitem(x: Tensor, index, value) -> None:
-    index = _as_tuple(index)
+    index = given = _as_tuple(index)
     v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     v = to_dtype(v, x.dtype)
     if (
@@ -324,7 +324,15 @@ def setitem(x: Tensor, index, value) -> None:
         write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
         return
     y, index = _unit_masks(x, index)
-    new = _put(y, _plan(y, index), v)
+    plan = _plan(y, index)
+    if isinstance(value, Tensor):  # torch: x[index].copy_(value), or x.index_put_(.., value)
+        check_overlap(x, (value,), None if plan.adv else lambda _: getitem(y, index))
+    p = x._payload
+    if plan.adv is None and x._base is not None and type(p) is np.ndarray and not p.flags.writeable:
+        part = x[given]  # expanded x: torch writes x[index] alone (a row has no shared elements)
+        write(part, own(_fit(v, tuple(part._payload.shape)), value))
+        return
+    new = _put(y, plan, v)
     write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
 
 
@@ -453,7 +461,8 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """``x`` plus ``src`` added at ``index`` along ``dim``, as ``torch.scatter_add``."""
     index = _int64_index(index, "scatter_add")
     dim = _dim(dim, x.ndim)
-    src = to_dtype(src, x.dtype)
+    if src.dtype is not x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     _check_gather_shapes(x, index, dim, "scatter_add", src)
     return _scatter_into(ad.scatter_add, x, dim, index, src)
 
@@ -463,7 +472,14 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) ->
     ``index[i]`` of ``x`` (``torch.index_add``): a scatter_add of the index spread over
     ``source``'s shape (whose bounds check raises torch's error)."""
     d, spread = spread_index("index_add_", x, dim, index, source)
-    return scatter_add(x, d, spread, source if alpha == 1 else source * alpha)
+    if source.dtype is not x.dtype:
+        raise RuntimeError(
+            f"index_add_(): self ({x.dtype.title}) and source ({source.dtype.title}) must "
+            "have the same scalar type"
+        )
+    if alpha != 1:  # alpha in self's dtype, as torch converts it (an int tensor's 2.5 is 2)
+        source = source * scalar_tensor(alpha, x.dtype)
+    return scatter_add(x, d, spread, source)
 
 
 def spread_index(name, x: Tensor, dim, index, source: Tensor):

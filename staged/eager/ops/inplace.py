@@ -8,6 +8,14 @@ as PyTorch's ``original_self`` (under capture too, where it keeps the old symbol
 Under capture the payload is replaced by the new symbolic value, which functionalizes the
 update. Writing into a view rebases the base's
 graph (Note [views] in ``views.py``).
+
+Note [overlapping writes]: the result is computed out of place, so a source that shares
+memory with the written tensor would give the result of a clone; torch refuses the
+sources its kernels would read after writing them (``x[1:].copy_(x[:-1])``,
+``x.t().add_(x)``: at::assert_no_partial_overlap), and writes a read-only view whose
+elements are distinct (a row of an expanded tensor), refusing one whose are not
+(assert_no_internal_overlap). Only views of one base are compared: an alias of other
+memory (``x.detach()``) is not.
 """
 
 from __future__ import annotations
@@ -16,6 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+try:
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:  # NumPy 1.x
+    byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
 
 from ... import dtypes as dt
 from .. import views
@@ -82,10 +95,11 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
         )
 
 
-def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
+def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = False) -> Tensor:
     """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version.
     ``since``: the result was computed from ``t`` by a composite whose Nodes are those
-    numbered above ``since`` (``apply_inplace``); each that saved ``t`` keeps its value."""
+    numbered above ``since`` (``apply_inplace``); each that saved ``t`` keeps its value.
+    ``fill``: one value everywhere, which torch writes into elements that share memory."""
     check_inplace(t, result._requires_grad)
     icpt = current_interceptor()
     if icpt is not None:
@@ -128,11 +142,13 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
         _keep_originals(node, t, since)
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         if not p.flags.writeable:
-            raise RuntimeError(
-                "unsupported operation: more than one element of the written-to "
-                "tensor refers to a single memory location. Please clone() the "
-                "tensor before performing the operation."
-            )
+            p = _writable_view(t, p, fill)
+            if p is None:
+                raise RuntimeError(
+                    "unsupported operation: more than one element of the written-to "
+                    "tensor refers to a single memory location. Please clone() the "
+                    "tensor before performing the operation."
+                )
         for hook in before_write:
             hook(t)
         np.copyto(p, result._payload)
@@ -158,6 +174,73 @@ def write(t: Tensor, result: Tensor, since: float | None = None) -> Tensor:
     for hook in after_write:
         hook(t, result)
     return t
+
+
+def _writable_view(t: Tensor, p: np.ndarray, fill: bool) -> np.ndarray | None:
+    """A writable alias of ``p``, ``t``'s read-only payload, where torch writes into the
+    view ``t``: a ``fill``, or no two of its elements share memory (torch's
+    has_internal_overlap: no stride 0 on a dim of size > 1), as a row of an expanded
+    tensor. None where torch refuses, or the memory is not a tensor's own."""
+    if t._base is None or not fill and any(s == 0 and n > 1 for s, n in zip(p.strides, p.shape)):
+        return None
+    w = p.view()  # p itself stays read-only: the next write is checked again
+    try:
+        w.flags.writeable = True
+    except ValueError:  # memory NumPy holds read-only
+        return None
+    return w
+
+
+_PARTIAL = (
+    "unsupported operation: some elements of the input tensor and the written-to tensor "
+    "refer to a single memory location. Please clone() the tensor before performing the "
+    "operation."
+)
+
+
+# torch's BLAS-backed in-place ops don't check their inputs' overlap with the output
+_UNCHECKED = frozenset({"addmm", "addmv", "addbmm", "baddbmm"})
+
+
+def check_overlap(t: Tensor, sources, part=None) -> None:
+    """Raise torch's error where one of ``sources`` (any object; tensors checked) is a
+    view of ``t``'s memory that partly overlaps it, or the part of it that ``part(t)``
+    views (Note [overlapping writes])."""
+    root = t if t._base is None else t._base
+    for s in sources:
+        if isinstance(s, Tensor) and s is not t and (s is root or s._base is root):
+            written = t if part is None else part(t)
+            if _partial_overlap(written._payload, s._payload):
+                check_inplace(t, s._requires_grad)  # torch's autograd checks come first
+                raise RuntimeError(_PARTIAL)
+
+
+def _partial_overlap(a, b) -> bool:
+    """Note [overlapping writes]: torch's get_overlap_status for two views of one memory.
+    Views with no element and views not non-overlapping-and-dense (``x[::2]``, expanded)
+    never count; dense views whose byte ranges meet do, unless the ranges and strides are
+    the same (``x.add_(x[:])``)."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return False  # symbolic payloads under capture
+    if not (a.size and b.size and _dense(a) and _dense(b)):
+        return False
+    ra, rb = byte_bounds(a), byte_bounds(b)
+    if ra == rb:
+        return a.strides != b.strides
+    return ra[0] < rb[1] and rb[0] < ra[1]
+
+
+def _dense(a: np.ndarray) -> bool:
+    """torch's is_non_overlapping_and_dense: the strides of the dims of size > 1, sorted,
+    each the size of the ones below it."""
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return True
+    step = a.itemsize
+    for stride, n in sorted((s, n) for s, n in zip(a.strides, a.shape) if n != 1):
+        if stride != step:
+            return False
+        step *= n
+    return True
 
 
 def _replace(t: Tensor, p, value: Tensor) -> list:
@@ -223,8 +306,14 @@ def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:
 def inplace_method(op):
     """``Tensor.<op>_``: ``op`` computed out of place, then written into the tensor."""
 
+    checked = op.__name__ not in _UNCHECKED
+
     def method(self, *args, **kwargs):
         try:
+            if checked:
+                check_overlap(self, args)
+                if kwargs:
+                    check_overlap(self, kwargs.values())
             if self._base is not None:  # checked before the op reads the view's grad_fn
                 check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
             return apply_inplace(self, op, *args, **kwargs)
@@ -248,8 +337,13 @@ def own(result: Tensor, src) -> Tensor:
 
 def fill_(self, value):
     if not isinstance(value, Tensor):
-        return write(self, scalar_tensor(value, self.dtype))
-    return write(self, own(to_dtype(value, self.dtype), value))
+        return write(self, scalar_tensor(value, self.dtype), fill=True)
+    if value.ndim:
+        raise RuntimeError(
+            "fill_ only supports 0-dimension value tensor but got tensor with "
+            f"{value.ndim} dimensions."
+        )
+    return write(self, own(to_dtype(value, self.dtype), value), fill=True)
 
 
 def zero_(self):
@@ -259,6 +353,7 @@ def zero_(self):
 def copy_(self, src):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    check_overlap(self, (src,))
     return write(self, own(to_dtype(src, self.dtype), src))
 
 
