@@ -244,7 +244,7 @@ class Function(metaclass=FunctionMeta):
         outputs = (output,) if single else output
         outputs = _wrap_outputs(ctx, args, outputs, record)
         if forward_ad.active():
-            _forward_ad(cls, ctx, args, outputs)
+            forward_ad.each_level(lambda: _forward_ad(cls, ctx, args, outputs))
         return outputs[0] if single else outputs
 
 

@@ -194,9 +194,8 @@ def lift(t: Tensor) -> Tensor:
     if not _levels or type(p) is Batched and p.level == len(_levels):
         return t
     lifted = Tensor._wrap(Batched(t, None, len(_levels)), False)
-    tangent = forward_ad.tangent_of(t)
-    if tangent is not None:  # forward AD then runs at the level too
-        forward_ad.set_tangent(lifted, lift(tangent))
+    for level, tangent in forward_ad.tangents(t):  # forward AD then runs at the level too
+        forward_ad.set_tangent(lifted, lift(tangent), level)
     return lifted
 
 

@@ -104,9 +104,12 @@ def _fresh(tree):
         if x.requires_grad:
             leaves.append(x.view_as(x))
             continue
-        tangent = forward_ad.unpack_dual(x).tangent  # forward over reverse keeps it
         leaf = x.detach().requires_grad_()
-        leaves.append(leaf if tangent is None else forward_ad.make_dual(leaf, tangent))
+        # forward over reverse keeps the tangents, on the leaf itself: an alias (make_dual)
+        # would hide them from the physical value of a batched leaf
+        for level, tangent in forward_ad.tangents(x):
+            forward_ad.set_tangent(leaf, tangent, level)
+        leaves.append(leaf)
     return _rebuild(tree, iter(leaves)), leaves, nested
 
 
@@ -249,7 +252,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             "jvp(f, primals, tangents): Expected primals and tangents to have "
             "the same python structure."
         )
-    with forward_ad.dual_level():
+    with forward_ad.transform_level():  # its own level: jvp nests (Note [nested levels])
         duals = [forward_ad.make_dual(p, t) for p, t in zip(ps, ts)]
         out, aux = _split_aux(func(*_rebuild(primals, iter(duals))), has_aux, "jvp")
         pairs = [
