@@ -57,13 +57,31 @@ def _prod_partials(x, dims):
     nonzero = lax.expand(reduce_prod(safe, dims=dims, keepdim=True), shape)
     zeros = lax.expand(lax.sum(lax.cast(zero, dt.int64), dims, keepdim=True), shape)
     zsum = lax.expand(lax.sum(lax.where(zero, x, 0), dims, keepdim=True), shape)
-    one = lax.where(zero, nonzero, lax.mul(lax.div(nonzero, safe), zsum))
+    others = _others(safe, nonzero, dims)
+    one = lax.where(zero, nonzero, lax.mul(others, zsum))
     two = lax.where(zero, lax.mul(nonzero, lax.sub(zsum, x)), 0)  # a zero's partner
+    # without zeros torch divides the product by each entry (inf / inf is NaN) unless the
+    # tensor holds a zero anywhere, when it multiplies the others for every slice
+    anywhere = lax.sum(lax.cast(zero, dt.int64), tuple(range(len(shape))), keepdim=True)
+    none = lax.where(lax.expand(lax.eq(anywhere, 0), shape), lax.div(nonzero, safe), others)
     return lax.where(
         lax.eq(zeros, 0),
-        lax.div(nonzero, safe),
+        none,
         lax.where(lax.eq(zeros, 1), one, lax.where(lax.eq(zeros, 2), two, 0)),
     )
+
+
+def _others(safe, nonzero, dims):
+    """The product of the other entries of ``safe`` (zeros made 1; ``nonzero`` its
+    product), an infinity or NaN not divided by itself: where it is its slice's only one,
+    the product of the finite others, as torch's prod_backward multiplies them
+    (``[inf, 0, 2]``: the inf's partial is 0 * 2, not 0 * (inf / inf))."""
+    shape = safe.shape
+    finite = lax.isfinite(safe)
+    odd = lax.sum(lax.cast(lax.logical_not(finite), dt.int64), dims, keepdim=True)
+    lone = lax.expand(lax.eq(odd, 1), shape)
+    rest = lax.expand(reduce_prod(lax.where(finite, safe, 1), dims=dims, keepdim=True), shape)
+    return lax.where(finite, lax.div(nonzero, safe), lax.where(lone, rest, nonzero))
 
 
 def _prod_vjp(g, x, dims):

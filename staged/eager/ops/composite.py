@@ -187,7 +187,8 @@ def _log_add(x, y, exp_, scaled):
 
 def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) along ``dim`` without overflow: a scan of ``logaddexp``."""
-    x = float_operand(x)
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{x.dtype.title}'")
     if not x.ndim:
         return ad.copy(x)
     (y,) = _scan((x,), wrap_dim(dim, x.ndim), lambda a, b: (logaddexp(a[0], b[0]),), (-math.inf,))

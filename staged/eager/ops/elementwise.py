@@ -23,14 +23,17 @@ from ._operands import (
 )
 
 
-def _binary(prim, check=None):
-    """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given."""
+def _binary(prim, check=None, converted=None):
+    """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given, and
+    ``converted(x, y)`` where ``operands`` promoted or broadcast either (off the hot path)."""
 
     def op(x, y):
         try:
             a, b = operands(x, y)
             if check is not None:
                 check(b)
+            if converted is not None and (a is not x or b is not y):
+                converted(x, y)
             return prim(a, b)
         except PLAIN as e:
             name_site(e)
@@ -89,15 +92,58 @@ if TYPE_CHECKING:  # the functions made above, for type checkers (generated)
 
 
 _add = _binary(ad.add)
-_sub = _binary(ad.sub)
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, (bool, np.bool_)) or (
+        isinstance(v, Tensor) and v._payload.dtype.kind == "b"
+    )
+
+
+def _no_bool(x, y) -> None:
+    """torch refuses a bool operand of a subtraction (two bool tensors of one shape meet
+    the primitive's domain instead)."""
+    if _is_bool(x) or _is_bool(y):
+        if _is_bool(x) and _is_bool(y):
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                "Use the `^` or `logical_xor()` operator instead."
+            )
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+
+
+_sub = _binary(ad.sub, converted=_no_bool)
+
+
+def _scaled(x, y, alpha):
+    """``alpha * y`` (``alpha`` other than the int 1) after torch's checks of ``alpha``
+    against the result's dtype."""
+    d = promote_types(x, y)
+    if isinstance(alpha, (bool, np.bool_)) and d is not dt.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, (float, complex)) and not (d.is_floating_point or d.is_complex):
+        raise RuntimeError(
+            "For integral input tensors, argument alpha must not be a floating point number."
+        )
+    if isinstance(alpha, complex) and not d.is_complex:
+        raise RuntimeError(
+            "For non-complex input tensors, argument alpha must not be a complex number."
+        )
+    return y if alpha == 1 else mul(y, alpha)
 
 
 def add(x, y, *, alpha=1):
-    return _add(x, y if alpha == 1 else mul(y, alpha))
+    return _add(x, y if type(alpha) is int and alpha == 1 else _scaled(x, y, alpha))
 
 
 def sub(x, y, *, alpha=1):
-    return _sub(x, y if alpha == 1 else mul(y, alpha))
+    if type(alpha) is int and alpha == 1:
+        return _sub(x, y)
+    _no_bool(x, y)  # (a bool ``y`` scaled is an integer one)
+    return _sub(x, _scaled(x, y, alpha))
 
 
 def rsub(input, other, *, alpha=1):
@@ -174,6 +220,8 @@ trunc = _integral_kept(ad.trunc)
 def round(x, *, decimals=0):
     """Round half to even; ``decimals`` scales by a power of ten first, as PyTorch."""
     if not x.dtype.is_floating_point:
+        if decimals:
+            raise NotImplementedError(f"\"round_cpu\" not implemented for '{x.dtype.title}'")
         return ad.copy(x)
     if decimals == 0:
         return ad.round(x)
@@ -189,9 +237,22 @@ def _nonzero_divisor(b) -> None:
         raise RuntimeError("ZeroDivisionError")
 
 
-remainder = _binary(ad.remainder, _nonzero_divisor)
-fmod = _binary(ad.fmod, _nonzero_divisor)
-_int_floor_divide = _binary(ad.floor_divide, _nonzero_divisor)
+def _integer_divisor(kernel):
+    """The check of a remainder's operands: torch has no bool kernel (``kernel`` names
+    it), and an integer divisor must not be 0."""
+
+    def check(b) -> None:
+        if b._payload.dtype.kind in "iub":
+            if b._payload.dtype.kind == "b":
+                raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+            _nonzero_divisor(b)
+
+    return check
+
+
+remainder = _binary(ad.remainder, _integer_divisor("remainder_cpu"))
+fmod = _binary(ad.fmod, _integer_divisor("fmod_cpu"))
+_int_floor_divide = _binary(ad.floor_divide, _integer_divisor("div_floor_cpu"))
 
 
 def floor_divide(x, y):
@@ -324,6 +385,7 @@ def clamp(x, min=None, max=None):
     with a tensor ``x``'s."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _bool_bounds(x, min, max)
     if not (isinstance(min, Tensor) or isinstance(max, Tensor)):
         return _clamp(x, min, max, ("ge", "le"))
     return _clamp(x, min, max, ("gt", "lt") if min is None or max is None else None)
@@ -352,27 +414,60 @@ def _bound(beyond, bound, x, keep):
     return ad.clamp_where(c, expand_to(a, shape), expand_to(b, shape), keep=keep)
 
 
+def _bool_bounds(x, min, max) -> None:
+    """torch has no bool kernel for a clamp by numbers, nor by two tensors (one tensor
+    bound is its maximum or minimum)."""
+    if x._payload.dtype.kind == "b" and all(b is None or _is_bool(b) for b in (min, max)):
+        tensors = isinstance(min, Tensor) + isinstance(max, Tensor)
+        if tensors != 1:
+            name = "clamp_max" if min is None else "clamp_min" if max is None else "clamp"
+            kernel = name if tensors else f"{name}_scalar"
+            raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for 'Bool'")
+
+
 def clamp_min(x, min):
+    _bool_bounds(x, min, None)
     return _clamp(x, min, None, ("ge", "le"))
 
 
 def clamp_max(x, max):
+    _bool_bounds(x, None, max)
     return _clamp(x, None, max, ("ge", "le"))
 
 
 def lerp(start, end, weight):
-    """``start + weight * (end - start)``."""
+    """``start + weight * (end - start)``: ``end`` and a tensor ``weight`` of ``start``'s
+    dtype, a floating one (torch's kernels)."""
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not start.dtype:
+            raise RuntimeError(
+                f"expected dtype {start.dtype.name} for `{name}` but got dtype {t.dtype.name}"
+            )
+    if not (start.dtype.is_floating_point or start.dtype.is_complex):
+        kernel = "tensor" if isinstance(weight, Tensor) else "scalar"
+        raise NotImplementedError(
+            f"\"lerp_kernel_{kernel}\" not implemented for '{start.dtype.title}'"
+        )
     return add(start, mul(weight, sub(end, start)))
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 * tensor2`` (optimizer updates)."""
-    return add(input, mul(tensor1, tensor2), alpha=value)
+    product = mul(tensor1, tensor2)
+    return _add(input, product if value == 1 else mul(product, value))
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
-    """``input + value * tensor1 / tensor2``."""
-    return add(input, div(tensor1, tensor2), alpha=value)
+    """``input + value * tensor1 / tensor2``; torch refuses integer ``tensor1`` and
+    ``tensor2``."""
+    d = promote_types(tensor1, tensor2)
+    if not (d.is_floating_point or d.is_complex):
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future release "
+            "addcdiv will perform a true division of tensor1 and tensor2."
+        )
+    quotient = div(tensor1, tensor2)
+    return _add(input, quotient if value == 1 else mul(quotient, value))
 
 
 def clone(x, *, memory_format=None):

@@ -5,6 +5,7 @@ chosen, split evenly among ties for the whole-tensor medians."""
 
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from typing import Any
 
@@ -27,15 +28,32 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 def _lower_middle(x, dim, skip_nan):
     """(values, indices) of the lower middle entry along ``dim`` (kept as a size-1 dim):
-    of the non-NaN entries with ``skip_nan``, else the first NaN where there is one."""
-    values, indices = _sorted(x.detach(), dim, False, x._payload.shape[dim])
+    of the non-NaN entries with ``skip_nan``, else the first NaN where there is one; of
+    all-NaN entries, the one torch's ``std::nth_element`` leaves first (``_first_of_equals``)."""
+    n = x._payload.shape[dim]
+    values, indices = _sorted(x.detach(), dim, False, n)
     numbers = sum(~isnan(values), dim, keepdim=True)
     if skip_nan:
-        at = (numbers - 1).clamp_min(0) // 2
+        at = where(numbers > 0, (numbers - 1) // 2, scalar_tensor(_first_of_equals(n), dt.int64))
     else:
-        n = x._payload.shape[dim]
         at = where(numbers < n, numbers, scalar_tensor((n - 1) // 2, dt.int64))
     return ad.gather(values, at, dim=dim), ad.gather(indices, at, dim=dim)
+
+
+@functools.lru_cache(maxsize=64)
+def _first_of_equals(n: int) -> int:
+    """The position of the entry that libstdc++'s ``std::nth_element(first, first, last)``
+    leaves first among ``n`` equivalent ones (torch's nanmedian of an all-NaN row asks for
+    the 0th): each round of its introselect swaps the middle entry to the front (the
+    median of three equals), reverses the rest (the unguarded partition's swaps) and keeps
+    the front half; three or fewer are insertion-sorted, which keeps their order."""
+    order, last = list(range(n)), n
+    while last > 3:
+        mid = last // 2
+        order[0], order[mid] = order[mid], order[0]
+        order[1:last] = order[last - 1 : 0 : -1]
+        last = 1 + (last - 1) // 2
+    return order[0]
 
 
 def _median(x, dim, keepdim, skip_nan, result) -> Any:
@@ -65,12 +83,19 @@ def _median(x, dim, keepdim, skip_nan, result) -> Any:
 def median(x, dim=None, keepdim=False) -> Any:
     """The lower median of all entries, or ``(values, indices)`` along ``dim``; NaN where
     there is one."""
+    _not_bool(x, "median_cpu" if dim is None else "median_out")
     return _median(x, dim, keepdim, False, MedianResult)
 
 
 def nanmedian(x, dim=None, keepdim=False) -> Any:
     """``median`` of the entries that are not NaN (NaN where all are)."""
+    _not_bool(x, "median_cpu" if dim is None else "median_out")
     return _median(x, dim, keepdim, True, NanmedianResult)
+
+
+def _not_bool(x, kernel):
+    if x.dtype is dt.bool_:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
 def _quantile(name, x, q, dim, keepdim, interpolation, skip_nan):

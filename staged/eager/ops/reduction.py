@@ -15,7 +15,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import expand_to, float_operand, scalar_tensor
-from .elementwise import eq, isnan, maximum, minimum, ne, sub, where
+from .elementwise import eq, isnan, maximum, minimum, ne, real, sub, where
 from .shape import _dim_of, _shape_arg, cat, diagonal, narrow, new_zeros, reshape, select
 from .shape import unsqueeze
 
@@ -88,7 +88,13 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     )
 
 
+def _no_bool_scan(name, dtype):
+    if dtype is not None and dt.as_dtype(dtype) is dt.bool_:
+        raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
+
+
 def cumsum(x, dim, *, dtype=None):
+    _no_bool_scan("cumsum", dtype)
     x = _accumulation_dtype(x, dtype)
     return ad.cumsum(x, dim=wrap_dim(dim, x.ndim), reverse=False) if x.ndim else ad.copy(x)
 
@@ -119,10 +125,15 @@ def _scan(xs: tuple, dim: int, combine, fills: tuple) -> tuple:
 
 def cumprod(x, dim, *, dtype=None):
     """Running products along ``dim``, a scan of products (ones shifted in): only
-    products, so zeros get exact gradients."""
+    products, so zeros get exact gradients; half precision multiplies in float32, as
+    torch."""
+    _no_bool_scan("cumprod", dtype)
     x = _accumulation_dtype(x, dtype)
-    if not x.ndim:
-        return ad.copy(x)
+    return _cumprod(x, dim) if x.ndim else ad.copy(x)
+
+
+@in_float32
+def _cumprod(x, dim):
     (y,) = _scan((x,), wrap_dim(dim, x.ndim), lambda a, b: (ad.mul(b[0], a[0]),), (1,))
     return ad.copy(x) if y is x else y
 
@@ -206,6 +217,8 @@ def msort(x):
 
 def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
     """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order."""
+    if x.dtype is dt.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
@@ -217,6 +230,11 @@ def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm over ``dim`` (all elements by default): p = 2 ("fro"), 1, inf,
     -inf or any other number. Where an entry is 0 its gradient is 0, and where the norm is 0
     all are, as PyTorch's norm_backward masks them (not 0 * inf)."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+            f"Got {x.dtype.title}"
+        )
     dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
     a = x.abs()
     if p in ("fro", 2):
@@ -273,15 +291,29 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
         n *= x._payload.shape[d]
     # PyTorch's var_backward is 2 / (n - correction) * g * (x - m): the gradient through
     # m = mean(x), 0 in exact arithmetic, is NaN for the whole row as soon as x holds an
-    # infinity, so finite_grad drops it there (m still differentiates for second order);
-    # with n <= correction every gradient is NaN, as torch's 2 / 0 * 0
+    # infinity, so finite_grad drops it there (m still differentiates for second order)
     m = mean(x, dims, keepdim=True)
-    centered = x - (ad.finite_grad(m) if n > correction else m)
-    sq = (centered * centered.conj()).real if x.dtype.is_complex else centered * centered
-    s = sum(sq, dims, keepdim)
     if isinstance(n, int) and n == 0:  # NaN, with torch's tangent 0 (not 0 / 0)
+        s = sum(_squared(x - m), dims, keepdim)
         return where(scalar_tensor(True, dt.bool_), scalar_tensor(float("nan"), s.dtype), s)
-    return s / (n - correction if n > correction else 0)  # builtin max is shadowed here
+    if n <= correction:
+        return _var_without_dof(x, x - m, dims, keepdim, n - correction, dim is None or not x.ndim)
+    return sum(_squared(x - ad.finite_grad(m)), dims, keepdim) / (n - correction)
+
+
+def _squared(c):
+    return (c * c.conj()).real if c.dtype.is_complex else c * c
+
+
+def _var_without_dof(x, centered, dims, keepdim, dof, whole):
+    """var with ``dof`` = n - correction <= 0: the sum of squares over 0 (inf, or NaN where
+    all entries are equal), with torch's var_backward: over every dim (``whole``)
+    ``g * where(x == mean, nan, inf)``, along dims ``2 / dof * g * (x - mean)``. Each is the
+    derivative of a term worth 0, ``w * (x - x.detach())`` (w detached), added to the sum."""
+    c, d = centered.detach(), x - x.detach()
+    zero = sum(c.abs() * real(d) if whole else real(2 * c.conj() * d), dims, keepdim)
+    s = sum(_squared(c), dims, keepdim)
+    return (s + zero) / 0 if whole or dof == 0 else s / 0 + zero / dof
 
 
 @in_float32
@@ -293,12 +325,35 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     return where(zero, scalar_tensor(0, v.dtype), v.where(~zero, 1).sqrt())
 
 
+def _nonempty(name, x, dim, error=RuntimeError):
+    """torch's errors for a reduction without identity (max, argmax ...) over no entries:
+    ``error`` (IndexError for argmax) over every dim (``dim`` None), IndexError naming the
+    first empty dim of ``dim``'s."""
+    if 0 not in x._payload.shape:
+        return
+    if dim is None:
+        more = "" if error is IndexError else " Specify the reduction dim with the 'dim' argument."
+        raise error(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0.{more}"
+        )
+    for d in sorted(dim):
+        if x._payload.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _bounded(name, reduce, x, dim, keepdim):
+    dim = _every_dim_if_empty(dim)
+    dims = normalize_dims(dim, x.ndim)
+    _nonempty(name, x, None if dim is None else dims)
+    return reduce(x, dims=dims, keepdim=keepdim)
+
+
 def amax(x, dim=(), keepdim=False):
-    return ad.reduce_max(x, dims=normalize_dims(_every_dim_if_empty(dim), x.ndim), keepdim=keepdim)
+    return _bounded("amax", ad.reduce_max, x, dim, keepdim)
 
 
 def amin(x, dim=(), keepdim=False):
-    return ad.reduce_min(x, dims=normalize_dims(_every_dim_if_empty(dim), x.ndim), keepdim=keepdim)
+    return _bounded("amin", ad.reduce_min, x, dim, keepdim)
 
 
 def aminmax(x, *, dim=None, keepdim=False) -> Any:
@@ -329,15 +384,22 @@ def sum_to_size(x, *size):
 
 
 def argmax(x, dim=None, keepdim=False):
-    if dim is None:
-        return ad.argmax(ad.reshape(x, shape=(x.numel(),)), dim=0, keepdim=False)
-    return ad.argmax(x, dim=wrap_dim(dim, x.ndim), keepdim=keepdim)
+    return _arg("argmax", ad.argmax, x, dim, keepdim)
 
 
 def argmin(x, dim=None, keepdim=False):
+    return _arg("argmin", ad.argmin, x, dim, keepdim)
+
+
+def _arg(name, prim, x, dim, keepdim):
+    if x.dtype is dt.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
     if dim is None:
-        return ad.argmin(ad.reshape(x, shape=(x.numel(),)), dim=0, keepdim=False)
-    return ad.argmin(x, dim=wrap_dim(dim, x.ndim), keepdim=keepdim)
+        _nonempty(name, x, None, IndexError)
+        return prim(ad.reshape(x, shape=(x.numel(),)), dim=0, keepdim=False)
+    d = wrap_dim(dim, x.ndim)
+    _nonempty(name, x, (d,))
+    return prim(x, dim=d, keepdim=keepdim)
 
 
 def _positions(x, dim):
@@ -354,25 +416,44 @@ def _select_along(x, idx, dim, keepdim):
     return picked if picked.dtype is x.dtype else picked.to(x.dtype)  # bool: summed as int64
 
 
-def _extremum(reduce, arg, result, x, dim, keepdim, other):
+def _extremum(name, reduce, arg, result, x, dim, keepdim, other):
     if isinstance(dim, Tensor):
         dim, other = None, dim
     if other is not None:
         return (maximum if reduce is ad.reduce_max else minimum)(x, other)
     if dim is None:
-        return reduce(x, dims=normalize_dims(None, x.ndim), keepdim=False)
+        _nonempty(name, x, None)
+        dims = normalize_dims(None, x.ndim)
+        if x._requires_grad and x.dtype.is_floating_point:
+            return _evenly_distributed(reduce, x, dims, math.inf if name == "min" else -math.inf)
+        return reduce(x, dims=dims, keepdim=False)
     d = wrap_dim(dim, x.ndim)
+    _nonempty(name, x, (d,))
     idx = arg(x, dim=d, keepdim=keepdim)
     return result(_select_along(x, idx, d, keepdim) if x.ndim else x, idx)
 
 
+def _evenly_distributed(reduce, x, dims, fill):
+    """``reduce`` over every entry with torch's evenly_distribute_backward (full max and
+    min): the gradient is split among the entries equal to the result or, where that is
+    NaN, among the NaN entries (the primitive's own rule, amax's, gives NaN to all there);
+    the tangent is the primitive's (torch's evenly_read_jvp, NaN there). Its value is the
+    primitive's."""
+    nan = isnan(x)
+    nans = sum(nan)
+    numbers = reduce(where(nan, fill, x), dims=dims, keepdim=False)  # NaN ignored
+    # NaN, with the primitive's tangent; its gradient, NaN, dropped by finite_grad
+    at_nan = reduce(ad.finite_grad(x), dims=dims, keepdim=False)
+    return where(nans > 0, at_nan + sum(where(nan, x, 0)) / nans.clamp_min(1), numbers)
+
+
 def max(x, dim=None, keepdim=False, *, other=None) -> Any:
     """Full max, ``(values, indices)`` along ``dim``, or elementwise max with a tensor."""
-    return _extremum(ad.reduce_max, ad.argmax, MaxResult, x, dim, keepdim, other)
+    return _extremum("max", ad.reduce_max, ad.argmax, MaxResult, x, dim, keepdim, other)
 
 
 def min(x, dim=None, keepdim=False, *, other=None) -> Any:
-    return _extremum(ad.reduce_min, ad.argmin, MinResult, x, dim, keepdim, other)
+    return _extremum("min", ad.reduce_min, ad.argmin, MinResult, x, dim, keepdim, other)
 
 
 def logsumexp(x, dim, keepdim=False):
@@ -452,6 +533,8 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
 
 def trace(x):
     """The sum of a matrix's main diagonal."""
+    if x.dtype is dt.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     if x.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
     return sum(diagonal(x))
