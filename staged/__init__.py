@@ -33,7 +33,8 @@ from .dtypes import DType as dtype  # noqa: F401
 from .eager import *  # noqa: F401,F403
 from .eager import random  # noqa: F401  (torch.random's counterpart)
 from .eager.legacy_types import CPU_TYPES as _legacy_types
-from .eager.ops.shape import broadcast_shapes  # noqa: F401
+from .eager.ops.shape import broadcast_shapes, unravel_index  # noqa: F401
+from .eager.factories import deprecated_range as range  # noqa: F401  (torch.range)
 from .eager.ops.table import exports as _exports
 from .eager.random import (
     Generator,

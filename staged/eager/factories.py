@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
@@ -16,7 +17,7 @@ from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
 from .random import counter, distributions, fills
 from .random.generator import drawn
-from .tensor import Tensor, _ragged, as_payload, first_leaf
+from .tensor import Layout, Tensor, _ragged, as_payload, first_leaf, strided
 
 if TYPE_CHECKING:
     # a size: ints (zeros(2, 3)) or one tuple or list of them (zeros((2, 3)), zeros(t.shape))
@@ -27,9 +28,11 @@ __all__ = [
     "tensor",
     "from_numpy",
     "as_tensor",
+    "asarray",
     "zeros",
     "ones",
     "empty",
+    "empty_strided",
     "full",
     "zeros_like",
     "ones_like",
@@ -164,12 +167,183 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return tensor(data, dtype)
 
 
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None) -> Tensor:
+    """``obj`` as a tensor, as ``torch.asarray``: a tensor itself, a NumPy array shared
+    where ``dtype`` is theirs and ``copy`` is not True, a copy otherwise (``copy=False``
+    refuses to copy). ``requires_grad`` unset keeps a tensor's, else sets it as torch
+    does: on the result where that is a leaf (``obj`` itself when shared), by detaching
+    otherwise."""
+    if device is not None:
+        _check_device(device)
+    d = None if dtype is None else dt.as_dtype(dtype)
+    if isinstance(obj, np.ndarray):
+        obj = from_numpy(obj)
+    if isinstance(obj, Tensor):
+        if d is None or d is obj.dtype:
+            r = obj.clone() if copy else obj
+        elif copy is False:
+            raise ValueError(
+                f"can't alias tensor with dtype '{obj.dtype.title}' into dtype '{d.title}'."
+            )
+        else:
+            r = obj.to(d)
+    elif copy is False:
+        raise ValueError("can't alias arbitrary sequence into a tensor.")
+    else:
+        r = tensor(obj, d)
+    if requires_grad is None:
+        return r
+    return r.requires_grad_(requires_grad) if r.is_leaf else r if requires_grad else r.detach()
+
+
 def from_numpy(a: np.ndarray) -> Tensor:
     """A tensor sharing memory with the NumPy array ``a``."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
     dt.from_numpy_dtype(a.dtype)
     return Tensor._wrap(a, False)
+
+
+def _options(device, layout) -> None:
+    """torch's checks of a factory's ``device=`` and ``layout=``: staged's factories make
+    strided tensors only."""
+    if device is not None:
+        _check_device(device)
+    if layout is not None and layout is not strided:
+        op = sys._getframe(1).f_code.co_name  # the factory: only on this error path
+        if not isinstance(layout, Layout):
+            raise TypeError(
+                f"{op}(): argument 'layout' must be torch.layout, not {type(layout).__name__}"
+            )
+        raise RuntimeError(
+            f"{op}(): layout={layout} is not supported: staged's factories make strided "
+            "tensors (staged.sparse_coo_tensor makes a sparse one)"
+        )
+
+
+# Memory formats and the layout of new tensors (Note [memory formats] in
+# ops/memory_formats.py, which re-exports these: this module cannot import that package)
+
+
+class MemoryFormat:
+    """A memory format: ``staged.contiguous_format``, ``preserve_format``, ``channels_last``
+    or ``channels_last_3d`` (Note [memory formats])."""
+
+    def __init__(self, name: str, rank: int | None = None, order: tuple = ()):
+        self.name, self._rank, self._order = name, rank, order
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+contiguous_format = MemoryFormat("contiguous_format")
+preserve_format = MemoryFormat("preserve_format")
+# the dims from fastest to slowest varying: NHWC, NDHWC
+channels_last = MemoryFormat("channels_last", 4, (1, 3, 2, 0))
+channels_last_3d = MemoryFormat("channels_last_3d", 5, (1, 4, 3, 2, 0))
+
+
+def check_format(x, fmt) -> None:
+    """torch's checks of a format asked for ``x`` (``channels_last`` needs 4-D)."""
+    if fmt is None:
+        return
+    _check_format_type(fmt)
+    if fmt._rank is not None and x.ndim != fmt._rank:
+        raise RuntimeError(f"required rank {fmt._rank} tensor to use {fmt.name} format")
+
+
+def _check_format_type(fmt) -> None:
+    if not isinstance(fmt, MemoryFormat):
+        raise TypeError(f"memory_format must be a torch.memory_format, not {type(fmt).__name__}")
+
+
+def like_strides(x, fmt=None) -> tuple | None:
+    """The strides (in elements) torch gives a new tensor made like ``x`` in format ``fmt``
+    (``preserve_format`` where None), or None where that is row-major."""
+    check_format(x, fmt)
+    if fmt is contiguous_format:
+        return None
+    shape = tuple(x.shape)
+    if fmt is not None and fmt._rank is not None:
+        return _dense_strides(shape, fmt._order)
+    p = x._payload
+    if type(p) is not np.ndarray or (p.flags.c_contiguous and 1 not in shape):
+        return None  # row-major (a dim of size 1 may have any stride)
+    strides = x.stride()
+    if not non_overlapping_and_dense(shape, strides):
+        strides = _inferred(shape, strides)
+    return None if strides == _dense_strides(shape, range(len(shape) - 1, -1, -1)) else strides
+
+
+def format_strides(shape, fmt) -> tuple | None:
+    """The strides of a new tensor of ``shape`` in format ``fmt`` (``empty``'s
+    ``memory_format=``), or None where that is row-major."""
+    if fmt is None:
+        return None
+    _check_format_type(fmt)
+    if fmt is preserve_format:
+        raise RuntimeError("unsupported memory format Preserve")
+    if fmt._rank is not None and len(shape) != fmt._rank:
+        raise RuntimeError(f"required rank {fmt._rank} tensor to use {fmt.name} format")
+    return None if fmt._rank is None else _dense_strides(tuple(shape), fmt._order)
+
+
+def _dense_strides(shape, order) -> tuple:
+    """Strides of a dense layout whose dims vary from fastest to slowest in ``order``."""
+    strides, n = [0] * len(shape), 1
+    for d in order:
+        strides[d] = n
+        n *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def non_overlapping_and_dense(shape, strides, unit: int = 1) -> bool:
+    """torch's ``is_non_overlapping_and_dense``: the elements fill a block with no gaps
+    (``strides`` in elements, or in bytes with ``unit`` the item size)."""
+    need = unit
+    for stride, n in sorted((s, n) for s, n in zip(strides, shape) if n > 1):
+        if stride != need:
+            return False
+        need *= n
+    return True
+
+
+def _inferred(shape, strides) -> tuple:
+    """torch's ``infer_dense_strides``: dense strides keeping the order of ``strides`` (an
+    insertion sort from the innermost dim; dims of stride 0 stay where they are, ties go
+    to the smaller dim first)."""
+
+    def after(a, b) -> int:  # 1: a goes after b, -1: before, 0: either
+        if strides[a] == 0 or strides[b] == 0:
+            return 0
+        if strides[a] != strides[b]:
+            return 1 if strides[a] > strides[b] else -1
+        return 1 if shape[a] > shape[b] else 0
+
+    perm = list(range(len(shape)))[::-1]
+    for i in range(1, len(perm)):
+        j = i
+        for k in range(i - 1, -1, -1):
+            c = after(perm[k], perm[j])
+            if c > 0:
+                perm[k], perm[j] = perm[j], perm[k]
+                j = k
+            elif c < 0:
+                break
+    return _dense_strides(shape, perm)
+
+
+def strided_array(shape, strides, np_dtype) -> np.ndarray:
+    """A new (uninitialized) array of ``shape`` whose strides in elements are ``strides``
+    (row-major where None)."""
+    if strides is None:
+        return np.empty(shape, np_dtype)
+    need = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+    buf = np.empty(need, np_dtype)
+    return np.lib.stride_tricks.as_strided(buf, shape, tuple(s * buf.itemsize for s in strides))
 
 
 def _size(size, keyword=None):
@@ -197,27 +371,53 @@ def _dtype(dtype, default=None):
     return dt.as_dtype(dtype) if dtype is not None else (default or dt.get_default_dtype())
 
 
-def zeros(*sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def zeros(
+    *sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
+    _options(device, layout)
     return _new(np.zeros(_size(sizes, size), _dtype(dtype).np), requires_grad)
 
 
-def ones(*sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def ones(
+    *sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
+    _options(device, layout)
     return _new(np.ones(_size(sizes, size), _dtype(dtype).np), requires_grad)
 
 
-def empty(*sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
-    return _new(np.empty(_size(sizes, size), _dtype(dtype).np), requires_grad)
+def empty(
+    *sizes: _SizeArg,
+    size=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
+    memory_format=None,
+) -> Tensor:
+    """An uninitialized tensor, laid out in ``memory_format`` (Note [memory formats])."""
+    _options(device, layout)
+    shape = _size(sizes, size)
+    strides = format_strides(shape, memory_format)
+    return _new(strided_array(shape, strides, _dtype(dtype).np), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def empty_strided(
+    size, stride, *, dtype=None, layout=None, device=None, requires_grad=False
+) -> Tensor:
+    """An uninitialized tensor of ``size`` whose ``stride()`` is ``stride``."""
+    _options(device, layout)
+    size, stride = _size((size,)), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(
+            f"dimensionality of sizes ({len(size)}) must match dimensionality of strides "
+            f"({len(stride)})"
+        )
+    a = strided_array(size, stride, _dtype(dtype).np)
+    return _new(a, requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=None) -> Tensor:
+    _options(device, layout)
     if isinstance(fill_value, Tensor) and fill_value.ndim == 0:
         fill_value = fill_value.item()
     if not isinstance(fill_value, (bool, int, float, complex, np.number)):
@@ -230,28 +430,40 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tens
     return _new(np.full(_size((size,)), fill_value, _dtype(dtype).np), requires_grad)
 
 
-def zeros_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
-    return _new(np.zeros(t.shape, _dtype(dtype, t.dtype).np), requires_grad)
+def _new_like(t, dtype, requires_grad, device, layout, memory_format, fill=None) -> Tensor:
+    """A new tensor of ``t``'s shape laid out as torch lays it out (``preserve_format`` by
+    default, Note [memory formats]), holding ``fill`` (uninitialized where None)."""
+    _options(device, layout)
+    strides = like_strides(t, memory_format)
+    a = strided_array(tuple(t.shape), strides, _dtype(dtype, t.dtype).np)
+    if fill is not None:
+        a[...] = fill
+    return _new(a, requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
-    return _new(np.ones(t.shape, _dtype(dtype, t.dtype).np), requires_grad)
+def zeros_like(
+    t, dtype=None, requires_grad=False, device=None, layout=None, memory_format=None
+) -> Tensor:
+    return _new_like(t, dtype, requires_grad, device, layout, memory_format, 0)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
-    return full(tuple(t.shape), fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def ones_like(
+    t, dtype=None, requires_grad=False, device=None, layout=None, memory_format=None
+) -> Tensor:
+    return _new_like(t, dtype, requires_grad, device, layout, memory_format, 1)
 
 
-def empty_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
-    return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def full_like(
+    t, fill_value, dtype=None, requires_grad=False, device=None, layout=None, memory_format=None
+) -> Tensor:
+    value = full((), fill_value, dtype=dtype or t.dtype)  # full's checks and casts
+    return _new_like(t, dtype, requires_grad, device, layout, memory_format, value._payload)
+
+
+def empty_like(
+    t, dtype=None, requires_grad=False, device=None, layout=None, memory_format=None
+) -> Tensor:
+    return _new_like(t, dtype, requires_grad, device, layout, memory_format)
 
 
 def _sticky(x, err):
@@ -309,9 +521,10 @@ def _arange(start, end, step, np_dtype) -> np.ndarray:
     return np.where(i < n - n % (2 * width), vector, scalar).astype(np_dtype)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def arange(
+    start, end=None, step=1, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
+    _options(device, layout)
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if end is None:
         start, end = 0, start
@@ -352,30 +565,31 @@ def _linspace(start, end, steps: int, np_dtype) -> np.ndarray:
     return values.astype(np_dtype) if kind.kind == "f" else np.trunc(values).astype(np_dtype)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False, device=None) -> Tensor:
+def linspace(
+    start, end, steps, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
     """``steps`` values from ``start`` to ``end``, evenly spaced, equal to the bit to
     torch's (``_linspace``)."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     return _new(_linspace(start, end, int(steps), _dtype(dtype).np), requires_grad)
 
 
-def logspace(start, end, steps, base=10.0, dtype=None, requires_grad=False, device=None) -> Tensor:
+def logspace(
+    start, end, steps, base=10.0, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
     """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in the
     exponent (computed in float64, then cast, as torch's CPU kernel)."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     values = np.power(float(base), np.linspace(start, end, steps))
     return _new(values.astype(_dtype(dtype).np), requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def eye(n, m=None, dtype=None, requires_grad=False, device=None, layout=None) -> Tensor:
+    _options(device, layout)
     for what, k in (("n", n), ("m", m)):
         if k is not None and k < 0:
             raise RuntimeError(f"{what} must be greater or equal to 0, got {k}")
@@ -412,11 +626,16 @@ def _in_graph(fill, size, dtype):
 
 
 def rand(
-    *sizes: _SizeArg, size=None, generator=None, dtype=None, requires_grad=False, device=None
+    *sizes: _SizeArg,
+    size=None,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
 ) -> Tensor:
     """Uniform on [0, 1), torch's values after the same seed."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     return _random(
         "rand",
         fills.uniform,
@@ -428,11 +647,16 @@ def rand(
 
 
 def randn(
-    *sizes: _SizeArg, size=None, generator=None, dtype=None, requires_grad=False, device=None
+    *sizes: _SizeArg,
+    size=None,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
 ) -> Tensor:
     """Standard normal, torch's values after the same seed."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     return _random(
         "randn",
         fills.normal,
@@ -444,11 +668,18 @@ def randn(
 
 
 def randint(
-    low, high=None, size=None, *, generator=None, dtype=None, requires_grad=False, device=None
+    low,
+    high=None,
+    size=None,
+    *,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
 ) -> Tensor:
     """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     if size is None:  # randint(high, size)
         if high is None:
             raise TypeError(
@@ -472,10 +703,11 @@ def randint(
     )
 
 
-def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+def randperm(
+    n, *, generator=None, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
     """A random permutation of ``range(n)`` (torch's swap sequence)."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     d = _dtype(dtype, dt.int64)
@@ -489,43 +721,72 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
     return _new(t._payload, requires_grad)
 
 
-def _like(name, fill, t, dtype, requires_grad, generator):
-    """A new tensor laid out as ``t`` (torch's preserve_format) filled by ``fill``."""
+def _like(name, fill, t, dtype, requires_grad, generator, memory_format):
+    """A new tensor laid out as torch lays out one like ``t`` (Note [memory formats])
+    filled by ``fill``."""
     d, shape = _dtype(dtype, t.dtype), tuple(t.shape)
-    src = fills.like(t)  # torch's preserve_format: a strided t's layout, or a new one
-    layout = None if fills.contiguous(src) else np.empty_like(src, dtype=d.np)
+    strides = like_strides(t, memory_format)
+    into = None if strides is None else strided_array(shape, strides, d.np)
     r = drawn(
         generator,
         f"staged.{name}",
         shape,
-        d,  # a strided t: drawn in memory order
+        d,  # a strided layout: drawn in memory order
         lambda gen, s: fill(
-            gen, layout if layout is not None and s == layout.shape else fills.New(s, d.np)
+            gen, into if into is not None and s == into.shape else fills.New(s, d.np)
         ),
         _in_graph(fill, shape, d),
     )
-    return _new(r._payload, requires_grad)
+    p = r._payload
+    if into is not None and type(p) is np.ndarray and p.strides != into.strides:
+        into[...] = p  # the draws' order gave the layout, but not a size-1 dim's stride
+        p = into
+    return _new(p, requires_grad)
 
 
-def rand_like(t, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def rand_like(
+    t,
+    *,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
+    memory_format=None,
+) -> Tensor:
+    _options(device, layout)
     fills.check_floating(_dtype(dtype, t.dtype), "check_uniform_bounds")
-    return _like("rand_like", fills.uniform, t, dtype, requires_grad, generator)
+    return _like("rand_like", fills.uniform, t, dtype, requires_grad, generator, memory_format)
 
 
-def randn_like(t, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if device is not None:
-        _check_device(device)
+def randn_like(
+    t,
+    *,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
+    memory_format=None,
+) -> Tensor:
+    _options(device, layout)
     fills.check_floating(_dtype(dtype, t.dtype), "normal_kernel_cpu")
-    return _like("randn_like", fills.normal, t, dtype, requires_grad, generator)
+    return _like("randn_like", fills.normal, t, dtype, requires_grad, generator, memory_format)
 
 
 def randint_like(
-    t, low=0, high=None, *, generator=None, dtype=None, requires_grad=False, device=None
+    t,
+    low=0,
+    high=None,
+    *,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
+    memory_format=None,
 ) -> Tensor:
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     if high is None:
         low, high = 0, low
     return _like(
@@ -535,16 +796,24 @@ def randint_like(
         dtype,
         requires_grad,
         generator,
+        memory_format,
     )
 
 
 def normal(
-    mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, device=None
+    mean,
+    std=1.0,
+    size=None,
+    *,
+    generator=None,
+    dtype=None,
+    requires_grad=False,
+    device=None,
+    layout=None,
 ) -> Tensor:
     """``normal(mean, std)`` with either a tensor (``std`` >= 0), or floats and ``size``:
     torch's draws of N(0, std) then ``+ mean``, or of N(0, 1) then ``* std + mean``."""
-    if device is not None:
-        _check_device(device)
+    _options(device, layout)
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         if size is None:
             raise TypeError(
@@ -682,3 +951,31 @@ def _floating(dtype, kernel):
     d = _dtype(dtype)
     fills.check_floating(d, kernel)
     return d
+
+
+_RANGE_DEPRECATED = (
+    "torch.range is deprecated and will be removed in a future release because its behavior "
+    "is inconsistent with Python's range builtin. Instead, use torch.arange, which produces "
+    "values in [start, end)."
+)
+
+
+def deprecated_range(
+    start, end, step=1, dtype=None, requires_grad=False, device=None, layout=None
+) -> Tensor:
+    """Deprecated: ``start, start + step, ...`` up to ``end`` inclusive, of the default
+    dtype unless ``dtype`` says (``arange`` stops before ``end``); the bounds are first
+    cast to the dtype's kind (integers for an integer dtype), values computed in float64
+    or int64 as torch's CPU kernel does."""
+    warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=2)
+    _options(device, layout)
+    d = _dtype(dtype)
+    kind = float if d.is_floating_point or d.is_complex else int
+    start, end, step = (kind(v.item() if isinstance(v, Tensor) else v) for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    n = int((end - start) / step + 1) if kind is float else (end - start) // step + 1
+    values = start + np.arange(n, dtype=np.float64 if kind is float else np.int64) * step
+    return _new(values.astype(d.np), requires_grad)

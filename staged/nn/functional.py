@@ -190,8 +190,18 @@ def tanhshrink(input):
     return input - input.tanh()
 
 
+def relu(input, inplace=False):
+    """``max(x, 0)``; ``inplace=True`` is ``input.relu_()``."""
+    return input.relu_() if inplace else ops.relu(input)
+
+
 def relu_(input):
     return input.relu_()
+
+
+def silu(input, inplace=False):
+    """``x * sigmoid(x)``; ``inplace=True`` writes it into ``input``."""
+    return _activation(input, True, ops.silu) if inplace else ops.silu(input)
 
 
 def _threshold(x, threshold, value):

@@ -471,10 +471,9 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def clone(x, *, memory_format=None):
-    """A copy that is part of the graph (gradient flows through); row-major whatever
-    ``memory_format`` (Note [memory formats])."""
-    memory_formats.check(x, memory_format)
-    return ad.copy(x)
+    """A copy that is part of the graph (gradient flows through), laid out as torch's
+    (``preserve_format`` keeps a permuted input's strides: Note [memory formats])."""
+    return memory_formats.laid_out_like(x, ad.copy(x), memory_format)
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):

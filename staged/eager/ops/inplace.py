@@ -32,6 +32,7 @@ except ImportError:  # NumPy 1.x
 
 from ... import dtypes as dt
 from .. import views
+from ..factories import non_overlapping_and_dense
 from ..aliases import follow
 from ..grad_mode import _state
 from ..interceptor import current_interceptor
@@ -231,16 +232,11 @@ def _partial_overlap(a, b) -> bool:
 
 
 def _dense(a: np.ndarray) -> bool:
-    """torch's is_non_overlapping_and_dense: the strides of the dims of size > 1, sorted,
-    each the size of the ones below it."""
-    if a.flags.c_contiguous or a.flags.f_contiguous:
-        return True
-    step = a.itemsize
-    for stride, n in sorted((s, n) for s, n in zip(a.strides, a.shape) if n != 1):
-        if stride != step:
-            return False
-        step *= n
-    return True
+    return (
+        a.flags.c_contiguous
+        or a.flags.f_contiguous
+        or non_overlapping_and_dense(a.shape, a.strides, a.itemsize)
+    )
 
 
 def _replace(t: Tensor, p, value: Tensor) -> list:

@@ -1,8 +1,12 @@
 """torch's memory formats (``staged.contiguous_format``, ``channels_last`` ...).
 
-Note [memory formats]: staged keeps every result it makes row-major (C order), so a format
-asked for (``x.contiguous(memory_format=staged.channels_last)``, ``clone``, ``to``) gives
-the same values as torch, laid out row-major: ``stride()`` and ``is_contiguous()`` report
+Note [memory formats]: a new tensor made like another (``zeros_like``, ``empty_like``,
+``rand_like`` ...), by ``empty(..., memory_format=)`` or by ``clone`` is laid out as torch
+lays it out: ``preserve_format`` (the default of the ``_like`` factories and ``clone``)
+keeps a dense input's strides (``zeros_like(x.t()).stride() == (1, 3)``) and a strided
+one's order of dims (``like_strides``), ``channels_last`` gives NHWC strides. Op results
+and conversions (``x.contiguous(memory_format=staged.channels_last)``, ``to``) are
+row-major: the same values as torch, with ``stride()`` and ``is_contiguous()`` reporting
 the layout staged has, not the one torch would make. ``is_contiguous(memory_format=...)``
 reads the strides as torch does.
 """
@@ -11,40 +15,19 @@ from __future__ import annotations
 
 import numpy as np
 
-
-class MemoryFormat:
-    """A memory format: ``staged.contiguous_format``, ``preserve_format``, ``channels_last``
-    or ``channels_last_3d`` (Note [memory formats])."""
-
-    def __init__(self, name: str, rank: int | None = None, order: tuple = ()):
-        self.name, self._rank, self._order = name, rank, order
-
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
-
-    def __reduce__(self):
-        return self.name
-
-
-contiguous_format = MemoryFormat("contiguous_format")
-preserve_format = MemoryFormat("preserve_format")
-# the dims from fastest to slowest varying: NHWC, NDHWC
-channels_last = MemoryFormat("channels_last", 4, (1, 3, 2, 0))
-channels_last_3d = MemoryFormat("channels_last_3d", 5, (1, 4, 3, 2, 0))
-
-
-def check(x, fmt) -> None:
-    """torch's checks of a format asked for ``x`` (``channels_last`` needs 4-D)."""
-    if fmt is None:
-        return
-    _check_type(fmt)
-    if fmt._rank is not None and x.ndim != fmt._rank:
-        raise RuntimeError(f"required rank {fmt._rank} tensor to use {fmt.name} format")
-
-
-def _check_type(fmt) -> None:
-    if not isinstance(fmt, MemoryFormat):
-        raise TypeError(f"memory_format must be a torch.memory_format, not {type(fmt).__name__}")
+# the formats and the strides of new tensors live with the factories (which cannot import
+# this package); ops read them from here
+from ..factories import (  # noqa: F401
+    MemoryFormat,
+    channels_last,
+    channels_last_3d,
+    check_format as check,
+    contiguous_format,
+    like_strides,
+    preserve_format,
+    strided_array,
+)
+from ..factories import _check_format_type as _check_type
 
 
 def is_contiguous(x, memory_format=None) -> bool:
@@ -66,3 +49,15 @@ def is_contiguous(x, memory_format=None) -> bool:
                 return False
             expected *= x.shape[d]
     return True
+
+
+def laid_out_like(x, r, fmt=None):
+    """``r`` (a new tensor of ``x``'s shape) laid out as torch lays out a tensor made like
+    ``x`` in format ``fmt`` (``clone``'s ``preserve_format``): its payload copied into that
+    layout where it is not row-major."""
+    st = like_strides(x, fmt)
+    if st is not None and type(r._payload) is np.ndarray:
+        a = strided_array(r._payload.shape, st, r._payload.dtype)
+        a[...] = r._payload
+        r._payload = a
+    return r

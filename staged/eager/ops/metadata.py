@@ -13,6 +13,7 @@ import numpy as np
 from ... import dtypes as dt
 from ..._where import at_user
 from ..devices import check as check_device
+from ..factories import strided_array
 from ..interceptor import current_interceptor
 from ..tensor import Size, Tensor
 from . import elementwise as ew
@@ -166,11 +167,7 @@ def new_empty_strided(x, size, stride, *, dtype=None, device=None, requires_grad
         raise RuntimeError(
             f"mismatch in length of strides and shape: {len(size)} sizes, {len(stride)} strides"
         )
-    need = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
-    buf = np.zeros(need, d.np)
-    item = buf.itemsize
-    a = np.lib.stride_tricks.as_strided(buf, size, tuple(s * item for s in stride))
-    t = Tensor._wrap(a)
+    t = Tensor._wrap(strided_array(size, stride, d.np))
     return t.requires_grad_(True) if requires_grad else t
 
 

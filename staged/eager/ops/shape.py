@@ -934,6 +934,31 @@ def broadcast_tensors(*tensors):
     return tuple(expand_to(t, tuple(shape)) for t in tensors)
 
 
+def unravel_index(indices, shape):
+    """The coordinates in an array of ``shape`` of the flat ``indices`` (int64 tensors of
+    ``indices``' shape, one per dim; an index out of range wraps, as torch's does)."""
+    if not isinstance(indices, Tensor):
+        raise TypeError(
+            f"unravel_index(): argument 'indices' must be Tensor, not {type(indices).__name__}"
+        )
+    if indices.dtype.dclass not in ("int", "uint"):
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"expected 'shape' to be int or sequence of ints, but got {type(shape)}")
+    for n in shape:
+        if not isinstance(n, (int, np.integer)):
+            raise TypeError(f"expected 'shape' sequence to only contain ints, but got {type(n)}")
+    if any(n < 0 for n in shape):
+        raise ValueError(f"'shape' cannot have negative values, but got {tuple(shape)}")
+    sizes = [int(n) for n in shape]
+    coefs = [math.prod(sizes[i + 1 :]) for i in range(len(sizes))]
+    as_int64 = lambda v: Tensor._wrap(np.array(v, np.int64), False)
+    coords = indices.unsqueeze(-1).div(as_int64(coefs), rounding_mode="floor") % as_int64(sizes)
+    return unbind(coords, -1)
+
+
 def select(x, dim, index):
     """The slice at ``index`` along ``dim``, that dim removed (a view)."""
     dim = wrap_dim(dim, x.ndim)

@@ -80,11 +80,6 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
-    def forward(self, input):
-        return ops.silu(input)
-
-
 class _Inplace(Module):
     """An activation with only torch's ``inplace`` option (``fn`` of nn.functional)."""
 
@@ -108,6 +103,10 @@ class SELU(_Inplace):
 
 class Mish(_Inplace):
     fn = F.mish
+
+
+class SiLU(_Inplace):
+    fn = F.silu
 
 
 class Hardsigmoid(_Inplace):
