@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,6 +35,18 @@ def user_site() -> str:
     path = f.f_code.co_filename
     rel = os.path.relpath(path) if os.path.isabs(path) else path
     return f"{path if rel.startswith('..') else rel}:{f.f_lineno}"
+
+
+def warn_user(message, category=UserWarning) -> None:
+    """``warnings.warn(message, category)`` attributed to the user's line: the innermost
+    frame outside staged and the standard library, however many wrappers (autocast's,
+    ``sited``'s) lie between it and the caller."""
+    level = 2
+    f: FrameType | None = sys._getframe(1)
+    while f is not None and _internal(f.f_code.co_filename):
+        f = f.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level if f is not None else 2)
 
 
 def at_user(message: str) -> str:

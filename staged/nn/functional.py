@@ -5,13 +5,12 @@ from __future__ import annotations
 import itertools
 import math
 import types
-import warnings
 
 import numpy as np
 
 from .. import autodiff as ad
 from .. import dtypes as dt
-from .._where import at_user
+from .._where import at_user, warn_user
 from ..eager import autocast as _autocast
 from ..eager import ops
 from ..autograd.function import Function
@@ -57,14 +56,13 @@ from ..eager.tensor import Tensor
 globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)
 
 
-def _softmax_dim(name, input, dim, stacklevel):
+def _softmax_dim(name, input, dim):
     """``dim``, or for ``None`` torch's legacy default (0 for 0-, 1- and 3-D ``input``, else
-    1), warned as torch does."""
+    1), warned as torch does (at the user's line: ``_stacklevel`` is not needed)."""
     if dim is None:
-        warnings.warn(
+        warn_user(
             f"Implicit dimension choice for {name} has been deprecated. Change the call to "
-            "include dim=X as an argument.",
-            stacklevel=stacklevel + 1,  # this frame, then sited's for _get_softmax_dim's
+            "include dim=X as an argument."
         )
         return 0 if input.ndim in (0, 1, 3) else 1
     return dim
@@ -72,18 +70,18 @@ def _softmax_dim(name, input, dim, stacklevel):
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """Softmax over ``dim`` (computed in ``dtype`` if given)."""
-    return ops.softmax(input, _softmax_dim("softmax", input, dim, _stacklevel), dtype)
+    return ops.softmax(input, _softmax_dim("softmax", input, dim), dtype)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """``softmax(-input, dim)`` (computed in ``dtype`` if given)."""
-    dim = _softmax_dim("softmin", input, dim, _stacklevel)
+    dim = _softmax_dim("softmin", input, dim)
     return ops.softmax(-(input if dtype is None else input.to(dtype)), dim)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """Log-softmax over ``dim`` (computed in ``dtype`` if given)."""
-    return ops.log_softmax(input, _softmax_dim("log_softmax", input, dim, _stacklevel), dtype)
+    return ops.log_softmax(input, _softmax_dim("log_softmax", input, dim), dtype)
 
 
 # --- activations ---------------------------------------------------------------------------
@@ -606,13 +604,12 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 def _warn_dims(name, n, ndim):
     if ndim not in (n + 1, n + 2):
-        warnings.warn(
+        warn_user(
             f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result "
             f"in an error in a future release. To retain the behavior and silence this "
             f"warning, please use dropout instead. Note that {name} exists to provide "
             f"channel-wise dropout on inputs with {n} spatial dimensions, a channel dimension, "
-            f"and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs).",
-            stacklevel=3,
+            f"and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs)."
         )
 
 
@@ -621,13 +618,12 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     _check_probability(p)
     _warn_dims("dropout2d", 2, input.ndim)
     if input.ndim == 3:
-        warnings.warn(
+        warn_user(
             "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
             "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
             "the channel dim. This behavior will change in a future release to interpret the "
             "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
-            "channel-wise dropout behavior, please switch to using dropout1d instead.",
-            stacklevel=2,
+            "channel-wise dropout behavior, please switch to using dropout1d instead."
         )
     return _feature_dropout(input, p, training, inplace, True)
 
@@ -739,9 +735,8 @@ def _legacy_reduction(size_average, reduce, reduction):
         ret = "mean" if size_average is None or size_average else "sum"
     else:
         ret = "none"
-    warnings.warn(
-        f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
-        stacklevel=3,
+    warn_user(
+        f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead."
     )
     return ret
 
@@ -758,11 +753,10 @@ def _reduce(loss, reduction, count=None):
 
 def _warn_sizes(input, target):
     if target.shape != input.shape:
-        warnings.warn(
+        warn_user(
             f"Using a target size ({target.size()}) that is different to the input "
             f"size ({input.size()}). This will likely lead to incorrect results due "
-            f"to broadcasting. Please ensure they have the same size.",
-            stacklevel=3,
+            f"to broadcasting. Please ensure they have the same size."
         )
 
 
@@ -874,12 +868,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
-        warnings.warn(
+        warn_user(
             "reduction: 'mean' divides the total loss by both the batch size and the "
             "support size.'batchmean' divides only by the batch size, and aligns with "
             "the KL div math definition.'mean' will be changed to behave the same as "
-            "'batchmean' in the next major release.",
-            stacklevel=2,
+            "'batchmean' in the next major release."
         )
     if log_target:
         loss = target.exp() * (target - input)
@@ -1835,11 +1828,10 @@ def embedding_bag(
         >>> F.embedding_bag(staged.tensor([1, 2, 4, 5]), w, staged.tensor([0, 2]), mode="sum")
     """
     if weight.dtype is dt.int64 and input.dtype.is_floating_point:
-        warnings.warn(
+        warn_user(
             "Argument order of nn.functional.embedding_bag was changed. Usage "
             "`embedding_bag(weight, input, ...)` is deprecated, and should now be "
-            "`embedding_bag(input, weight, ...)`.",
-            stacklevel=2,
+            "`embedding_bag(input, weight, ...)`."
         )
         weight, input = input, weight
     if per_sample_weights is not None and input.shape != per_sample_weights.shape:
@@ -2017,7 +2009,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             f"'reflection', but got: '{padding_mode}'"
         )
     if align_corners is None:
-        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        warn_user(_ALIGN_WARNING)
         align_corners = False
     if grid.dtype is not input.dtype:
         raise RuntimeError(f"expected scalar type {input.dtype.title} but found {grid.dtype.title}")
@@ -2101,7 +2093,7 @@ def affine_grid(theta, size, align_corners=None):
     """The ``grid_sample`` grid of the affine maps ``theta`` (``(N, 2, 3)`` for a 4-D
     ``size``, ``(N, 3, 4)`` for a 5-D one): ``(N, H, W, 2)`` (``(N, D, H, W, 3)``)."""
     if align_corners is None:
-        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        warn_user(_ALIGN_WARNING)
         align_corners = False
     if not theta.dtype.is_floating_point:
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
@@ -2120,11 +2112,10 @@ def affine_grid(theta, size, align_corners=None):
         )
     spatial = size[2:]
     if align_corners and min(spatial) == 1:
-        warnings.warn(
+        warn_user(
             "Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
             "align_corners=True. This is not an intended use case of affine_grid. See the "
-            "documentation of affine_grid for details.",
-            stacklevel=2,
+            "documentation of affine_grid for details."
         )
     elif min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
@@ -2147,7 +2138,7 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     draws from the default generator (torch's numbers after the same seed); ``hard=True``
     returns the one-hot of the argmax with the soft sample's gradient (straight through)."""
     if eps != 1e-10:
-        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+        warn_user("`eps` parameter is deprecated and has no effect.")
     gumbels = -factories.empty_like(logits).exponential_().log()
     y_soft = ((logits + gumbels) / tau).softmax(dim)
     if not hard:
@@ -2500,27 +2491,22 @@ def ctc_loss(
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """Deprecated: ``interpolate`` (warned, as torch)."""
-    warnings.warn(
-        "`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.",
-        stacklevel=2,
-    )
+    warn_user("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.")
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
     """Deprecated: ``interpolate(mode="nearest")`` (warned, as torch)."""
-    warnings.warn(
-        "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
-        stacklevel=2,
+    warn_user(
+        "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead."
     )
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
     """Deprecated: ``interpolate(mode="bilinear", align_corners=True)`` (warned, as torch)."""
-    warnings.warn(
-        "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
-        stacklevel=2,
+    warn_user(
+        "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead."
     )
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
