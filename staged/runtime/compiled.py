@@ -57,12 +57,12 @@ from .boundary import Differentiable, eager_reason
 from .checks import Checks
 from .shared_inputs import PAYLOAD, SharedInputs
 from .compiler import (
-    BOUNDARY,
     STEP_FLAGS,
     UNSUPPORTED_DTYPES,
     CompileError,
     compile_mlir,
     compile_uncached,
+    lowering_options,
     narrowing,
     to_boundary,
     tuning_flags,
@@ -148,9 +148,9 @@ class CompiledGraph:
         with p("lower"):
             check_dtypes(graph, backend)
             if segmented:
-                plan, mlir = segmented_mlir(graph, BOUNDARY.get(backend))
+                plan, mlir = segmented_mlir(graph, lowering_options(backend))
             else:
-                mlir = to_mlir(graph, boundary=BOUNDARY.get(backend), check=False)
+                mlir = to_mlir(graph, check=False, **lowering_options(backend))
         build = builder or compile_uncached
         with p("IREE compile"):  # the MLIR is verified only if the cache misses
 

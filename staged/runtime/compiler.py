@@ -105,6 +105,19 @@ BOUNDARY = {
 }
 
 
+# backends whose reductions get dispatches of their own (Note [fenced reductions] in
+# lower/mlir/reduction.py)
+FENCED_REDUCTIONS = frozenset({"vulkan-spirv"})
+
+
+def lowering_options(backend: str) -> dict:
+    """``to_mlir``'s keyword arguments for a module compiled for ``backend``."""
+    return {
+        "boundary": BOUNDARY.get(backend),
+        "fence_reductions": backend in FENCED_REDUCTIONS,
+    }
+
+
 def narrowing(backend: str) -> dict:
     """{NumPy dtype: the dtype ``backend`` holds it in at the module's edge} (BOUNDARY)."""
     return {np.dtype(a): np.dtype(b) for a, b in BOUNDARY.get(backend, {}).items()}

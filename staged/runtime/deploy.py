@@ -45,7 +45,14 @@ from ..tracing.ir import Graph, Input, Output
 from ..tracing.pytree import flatten, unflatten
 from .checks import Checks
 from . import cpu
-from .compiler import BOUNDARY, compile_mlir, narrowing, to_boundary, tuning_flags
+from .compiler import (
+    BOUNDARY,
+    compile_mlir,
+    lowering_options,
+    narrowing,
+    to_boundary,
+    tuning_flags,
+)
 from .device import DRIVERS
 from .device import device as get_device
 from .logs import Phases
@@ -90,12 +97,12 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
     )
     if len(set(renamed.values())) != len(renamed):
         raise ValueError(at_user(f"state names must be unique, got {sorted(renamed.values())}"))
-    boundary = BOUNDARY.get(entry.backend)
+    options = lowering_options(entry.backend)
     plan = None
     if check_segmentable(graph, entry.backend):  # the state stays an argument
-        plan, text = segmented_mlir(graph, boundary)
+        plan, text = segmented_mlir(graph, options)
     else:
-        text = to_mlir(graph, state_as_globals=True, scope=SCOPE, boundary=boundary)
+        text = to_mlir(graph, state_as_globals=True, scope=SCOPE, **options)
     with Phases(f"saving a step to {directory}") as p, p("IREE compile"):  # slow: say so
         vmfb = compile_mlir(
             text,

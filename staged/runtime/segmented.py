@@ -35,13 +35,12 @@ def _runs(seg) -> bool:
     return bool(seg.graph.ops or seg.outputs)
 
 
-def segmented_mlir(graph, boundary=None):
-    """(the Split, the MLIR text of a module with one function per segment that runs)."""
+def segmented_mlir(graph, options):
+    """(the Split, the MLIR text of a module with one function per segment that runs);
+    ``options`` are ``to_mlir``'s (compiler.lowering_options)."""
     plan = split(graph, lambda op: op.prim.name in _HOST_OPS)
     texts = [
-        to_mlir(s.graph, f"segment{k}", boundary=boundary)
-        for k, s in enumerate(plan.segments)
-        if _runs(s)
+        to_mlir(s.graph, f"segment{k}", **options) for k, s in enumerate(plan.segments) if _runs(s)
     ]
     return plan, "\n".join(texts)
 

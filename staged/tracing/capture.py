@@ -801,8 +801,14 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
     k = len(tracer.checks)
     reports = [sym(v) for v, _ in tracer.checks]
     table = reports[0] if k == 1 else ad.concat(*reports, dim=0, sizes=(1,) * k)
-    worst = None  # the largest report, elementwise (fused into the selects below)
-    for r in reports:
+    # the largest report, elementwise, 16 reports at a time behind barriers: one chain of k
+    # maxima made one dispatch binding every report (46 of 141 in the op sweep's float32
+    # module on vulkan-spirv, whose devices allow 32; a reduction of the table instead made
+    # IREE 3.13 miscompile another case of that module, linalg_cholesky, on every backend)
+    worst = None
+    for i, r in enumerate(reports):
+        if i and i % 16 == 0:
+            worst = ad.barrier(worst)
         r = ad.reshape(r, shape=())
         worst = r if worst is None else ad.maximum(worst, r)
     # a key is never negative: a report below 0 is the identity of a max over no entries

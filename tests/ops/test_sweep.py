@@ -354,11 +354,6 @@ def test_llvm_cpu(entry, dtype, k, sample, request):
 
 # cases IREE miscompiles or cannot hold on vulkan-spirv (strict: they fail the sweep once fixed)
 VULKAN_MISCOMPILED = {
-    ("softmax", "float32", 1): "IREE 3.13's SPIR-V code for a reduction over the leading dim "
-    "broadcast back against its input in one dispatch leaves part "
-    "of the output unwritten (tests/runtime/test_backends.py)",
-    ("normalize", "float32", 1): "the same reduction over the leading dim (p=3 norm, dim=0) "
-    "broadcast back: rows of garbage and NaN on lavapipe",
     ("bitwise_left_shift", "int64", 0): "int64 is 32-bit inside a Vulkan step (README's "
     "vulkan-spirv row): shifts past bit 31 wrap",
 }

@@ -94,6 +94,7 @@ class Emitter:
         self.sources: dict = {}  # dynamic dim name -> (SSA of an input, its type, axis, k)
         self._sizes: dict = {}  # int or Sym -> SSA index value
         self.wide: dict = {}  # dtype -> the dtype it is held in (``to_mlir``'s boundary)
+        self.fence_reductions = False  # Note [fenced reductions] in reduction.py
 
     def fresh(self, prefix="v") -> str:
         self._n += 1

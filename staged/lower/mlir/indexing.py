@@ -215,9 +215,13 @@ def _check(e, op, report):
 
 @lowering(REGISTRY["barrier"])
 def _barrier(e, op, x):
-    """IREE cannot see through the barrier to a dynamic dim of its result (a
+    return fence(e, x, op.inputs[0].aval)
+
+
+def fence(e, x, a):
+    """``x`` (aval ``a``) behind a ``util.optimization_barrier``: IREE fuses nothing
+    across it. IREE cannot see through the barrier to a dynamic dim of its result (a
     ``tensor.dim`` of it failed to compile): they are tied to the sizes again."""
-    a = op.inputs[0].aval
     t = tensor_type(a.shape, a.dtype)
     r = e.emit(f"util.optimization_barrier {x} : {t}")
     dims = [e.index(s) for s in a.shape if isinstance(s, Sym)]

@@ -23,6 +23,7 @@ def to_mlir(
     state_as_globals: bool = False,
     scope: str = "model",
     boundary=None,
+    fence_reductions: bool = False,
     check: bool = True,
 ) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
@@ -43,9 +44,13 @@ def to_mlir(
     are converted. Targets that store only 32-bit words (Vulkan's baseline) bind a tensor
     by its byte size, so the last word of a bool or 8/16-bit tensor whose size is not a
     multiple of 4 bytes would be read as zeros and never written.
+
+    ``fence_reductions`` puts each reduction's result behind an optimization barrier
+    (Note [fenced reductions] in ``reduction.py``).
     """
     e = Emitter()
     e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
+    e.fence_reductions = fence_reductions
 
     def edge_type(aval):
         return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))

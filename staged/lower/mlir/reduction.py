@@ -9,7 +9,7 @@ from ... import dtypes as dt
 from ...autodiff import REGISTRY
 from ...autodiff.blocked import levels
 from .elementwise import BINARY, CMP
-from .indexing import _indices, insert_slice
+from .indexing import _indices, fence, insert_slice
 from .emitter import elem_type, lowering, tensor_type
 
 
@@ -62,9 +62,22 @@ def _blocked(e, a, x, dims, combine_fn):
     return x, type(a)(tuple(shape), d)
 
 
+# Note [fenced reductions]: IREE 3.13's SPIR-V code for a reduction fused with a consumer
+# that broadcasts its result back against the input (``x - x.amax(0, keepdim=True)`` of a
+# 2x3x4 tensor; sum, amax and amin over dim 0 or 1 of a 2x3x4x5 one; softmax and
+# normalize over dim 0) left part of the output unwritten on lavapipe, silently, and not
+# the same part every run; over two dims of a 4-d tensor too (24 of 108 cases went wrong;
+# reductions to a scalar never did). Where ``to_mlir`` is told to (``fence_reductions``,
+# the vulkan-spirv backend: compiler.lowering_options), a reduction's result that keeps a
+# dim goes through an optimization barrier, so it is computed by dispatches of its own;
+# none of those cases went wrong with it. Scalars are not fenced: a step's index checks
+# are many scalar reductions that IREE combines in one dispatch, and fenced, that
+# dispatch bound more buffers (143) than Vulkan devices allow (32).
 def _keep(e, op, r, dims):
     a, out = op.inputs[0].aval, op.out.aval
     shape = tuple(s for i, s in enumerate(a.shape) if i not in dims)
+    if e.fence_reductions and shape:
+        r = fence(e, r, type(out)(shape, out.dtype))
     return e.reshape(r, shape, out.shape, out.dtype)
 
 
