@@ -14,7 +14,15 @@ from .primitive import (
 )
 from .jvp import jvp_rule  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
-from .shape import concat, expand, permute, reshape, view_as_complex, view_as_real  # noqa: F401
+from .shape import (  # noqa: F401
+    concat,
+    expand,
+    permute,
+    reshape,
+    strided,
+    view_as_complex,
+    view_as_real,
+)
 from .indexing import (
     barrier,
     check,

@@ -1,8 +1,9 @@
-"""Shape primitives. reshape, expand, permute, view_as_real and view_as_complex return
-views of their input."""
+"""Shape primitives. reshape, expand, permute, view_as_real, view_as_complex and strided
+(diagonal, unfold, as_strided) return views of their input."""
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from . import indexing, lax
 from .. import dtypes as dt
 from .avals import Aval, ShapeError
-from .primitive import LINEAR, Primitive, domain
+from .primitive import LINEAR, Primitive, _constant, domain
 
 
 def _reshape_rule(x, *, shape):
@@ -170,4 +171,77 @@ view_as_complex: Primitive = Primitive(
     jvp=LINEAR,
     view=True,
     domain=domain("float", others="only float pairs view as complex (the public op raises)"),
+)
+
+
+# --- strided views: diagonal, unfold and as_strided ---------------------------------------
+def strided_index(shape, strides, offset) -> np.ndarray:
+    """The positions ``offset + sum(i_k * strides[k])`` a strided view of ``shape`` reads
+    in its input's C-order flattening (int64, of ``shape``)."""
+    at = np.array(offset, np.int64)
+    for n, s in zip(shape, strides):  # one dim more each time: one full-size sum
+        at = at[..., None] + np.arange(n, dtype=np.int64) * s
+    return at
+
+
+def even_steps(at: np.ndarray) -> tuple | None:
+    """The steps ``s`` with ``at == at[0, ...] + strided_index(at.shape, s, 0)``, if any."""
+    first = at.flat[0]
+    unit = np.eye(at.ndim, dtype=np.intp)
+    steps = tuple(int(at[tuple(u)] - first) if n > 1 else 0 for u, n in zip(unit, at.shape))
+    return steps if np.array_equal(at, first + strided_index(at.shape, steps, 0)) else None
+
+
+def _strided_rule(x, *, shape, strides, offset):
+    n = math.prod(x.shape)
+    last = offset + sum((a - 1) * s for a, s in zip(shape, strides))
+    if len(shape) != len(strides) or min((*shape, *strides, offset), default=0) < 0:
+        raise ShapeError(f"strided: sizes {shape}, strides {strides}, offset {offset}")
+    if math.prod(shape) and last >= n:
+        raise ShapeError(
+            f"strided: sizes {shape}, strides {strides}, offset {offset} reach "
+            f"past the {n} entries of {x}"
+        )
+    return Aval(tuple(shape), x.dtype)
+
+
+def _strided(x, *, shape, strides, offset):
+    """The view ``np.lib.stride_tricks.as_strided`` makes of ``x``'s memory where each
+    step of the output is one step in memory (always for a C-contiguous ``x``, and for
+    the diagonals and windows of any strided one); a copy where it is not."""
+    if not math.prod(shape):
+        return np.empty(shape, x.dtype)
+    if x.flags.c_contiguous:
+        start, steps = x.reshape(-1)[offset:], tuple(s * x.itemsize for s in strides)
+    else:
+        at = strided_index(shape, strides, offset)
+        mem = sum(c * s for c, s in zip(np.unravel_index(at, x.shape), x.strides))
+        steps = even_steps(mem)
+        if steps is None:
+            return x.reshape(-1)[at]
+        start = x[tuple(builtins.slice(c, c + 1) for c in np.unravel_index(at.flat[0], x.shape))]
+    return np.lib.stride_tricks.as_strided(start, shape, steps)
+
+
+def _strided_vjp(g, x_aval, shape, strides, offset):
+    """``g`` added into zeros at the positions it was read from (overlapping windows
+    sum, as torch's as_strided backward)."""
+    n = math.prod(x_aval.shape)
+    index = _constant[0](strided_index(shape, strides, offset).reshape(-1))
+    flat = indexing.scatter_add(
+        lax.zeros_like(g, (n,)), index, reshape(g, shape=(math.prod(shape),)), dim=0
+    )
+    return reshape(flat, shape=x_aval.shape)
+
+
+# out[i] = x.reshape(-1)[offset + sum(i_k * strides[k])]: strides count entries of the
+# input's C-order flattening (its logical layout, whatever its memory's)
+strided: Primitive = Primitive(
+    "strided",
+    _strided,
+    _strided_rule,
+    vjp=_strided_vjp,
+    jvp=LINEAR,
+    view=True,
+    node_name="AsStridedBackward0",
 )

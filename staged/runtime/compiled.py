@@ -387,9 +387,14 @@ class _Undo:
 
 def _store(undo: _Undo, t: Tensor, new, seen_elsewhere: bool) -> None:
     """``t``'s data set to ``new``, what the step wrote into it: copied into its memory
-    where other objects see that (Note [aliased memory] in ``eager/aliases.py``)."""
+    where other objects see that (Note [aliased memory] in ``eager/aliases.py``), and
+    viewed in the shape ``new`` has where the step changed an argument's (``unsqueeze_()``;
+    its aliases keep theirs, as eagerly)."""
     if seen_elsewhere:
-        np.copyto(t._host(), np.asarray(new))
+        host, new = t._host(), np.asarray(new)
+        np.copyto(host, new.reshape(host.shape))
+        if host.shape != new.shape:
+            t._payload = host.reshape(new.shape)
         if t._vc is not None:
             t._vc[0] += 1
             bumped(t._vc)

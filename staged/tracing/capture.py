@@ -179,6 +179,14 @@ class Tracer:
         self.constants: dict = {}  # argument name -> non-tensor value, built into the graph
         self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
         self.results: dict = {}  # out-leaf position -> weakref to a result the body made
+        self.args: set = set()  # ids of the arguments' stand-ins
+
+    def owns_shape(self, t: Tensor) -> bool:
+        """Whether ``t``'s shape may change in place (``unsqueeze_()``): a tensor the trace
+        made, or an argument's stand-in, whose new payload goes out as an argument write
+        and becomes the caller's tensor's (its new shape too) at each compiled call. State
+        from outside the trace keeps its shape: the next call's input has it."""
+        return t._serial >= self.start or id(t) in self.args
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -444,6 +452,7 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
     tracer.start = _serial()  # arg wrappers count as pre-trace tensors (their .grad is state)
     for _, w in wrappers:
         tracer._watch(w)
+        tracer.args.add(id(w))
         if w._grad is not None:
             tracer._watch(w._grad)
     a, kw = unflatten(in_tree, sym_leaves)

@@ -162,6 +162,10 @@ SAMPLES = {
         ([np.array([-1, 2**40])], {"shape": (), "dtype": dt.float32}),
     ],
     "slice": lambda: [([r(4, 5)], {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})],
+    "strided": lambda: [
+        ([r(3, 4)], {"shape": (2, 3), "strides": (5, 1), "offset": 1}),
+        ([r(3, 4)], {"shape": (4, 3), "strides": (2, 1), "offset": 0}),  # overlapping
+    ],
     "slice_scatter": lambda: [
         ([r(4, 5), r(2, 3)], {"starts": (1, 0), "stops": (4, 5), "steps": (2, 2)})
     ],
@@ -294,6 +298,7 @@ TORCH = {
         x.flip(dim).cumsum(dim).flip(dim) if reverse else x.cumsum(dim)
     ),
     "slice": lambda x, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
+    "strided": lambda x, shape, strides, offset: x.reshape(-1).as_strided(shape, strides, offset),
     "slice_scatter": lambda x, src, starts, stops, steps: _slice_scatter(
         x, src, starts, stops, steps
     ),

@@ -22,7 +22,7 @@ from ... import dtypes as dt
 from ...autodiff import lax
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
-from ..checks import check_range
+from ..checks import check_range, require
 from ..tensor import Tensor, as_payload
 from .elementwise import where
 from .inplace import check_overlap, own, write
@@ -323,6 +323,15 @@ def setitem(x: Tensor, index, value) -> None:
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
         write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
         return
+    if (
+        isinstance(index, Tensor)
+        and index.dtype is dt.bool_
+        and 0 < index.ndim <= x.ndim
+        and type(index._payload) is not np.ndarray
+    ):
+        check_overlap(x, (value,))
+        write(x, own(_masked_put(x, index, v), value))
+        return
     y, index = _unit_masks(x, index)
     plan = _plan(y, index)
     if isinstance(value, Tensor):  # torch: x[index].copy_(value), or x.index_put_(.., value)
@@ -334,6 +343,50 @@ def setitem(x: Tensor, index, value) -> None:
         return
     new = _put(y, plan, v)
     write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
+
+
+def _masked_put(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
+    """Note [masked writes]: ``x`` with ``x[mask] = v`` for a mask without data (under
+    capture), whose count of True entries decides the indexed part's shape. ``v``'s leading
+    dim says that count (torch requires them equal): the k-th True entry of the flattened
+    mask takes ``v``'s k-th row (``cumsum(mask) - 1``), then a select. A count that is not
+    ``v``'s is an index check, reported when the step's results are read; the positions are
+    clamped into ``v``, so nothing is read out of bounds. The gradient reaches ``v`` at
+    the mask's positions alone (the gather's)."""
+    shape = tuple(x._payload.shape)
+    _check_mask(mask, shape)
+    k = mask.ndim
+    rest, m = shape[k:], math.prod(shape[:k])
+    vs = tuple(v._payload.shape)
+    while len(vs) > len(rest) + 1 and vs[0] == 1:  # torch drops a value's leading unit dims
+        vs = vs[1:]
+    if len(vs) <= len(rest) or vs[0] == 1:  # one row for every True entry: a select
+        rows = _fit(v, (1, *rest))
+        return where(
+            _mask_like(mask, shape), ad.reshape(expand_to(rows, (m, *rest)), shape=shape), x
+        )
+    n = vs[0]
+    dims = ", ".join(["k", *map(str, rest)])
+    require(
+        lax.eq(ad.reduce_sum(lax.cast(mask, dt.int64), dims=tuple(range(k)), keepdim=False), n),
+        RuntimeError,
+        f"shape mismatch: value tensor of shape {list(v.shape)} cannot be broadcast to "
+        f"indexing result of shape [{dims}]: the mask's count k of True entries is not {n}",
+    )
+    if n == 0:  # nothing to write (the mask holds nowhere)
+        return ad.copy(x)
+    rows = _fit(ad.reshape(v, shape=vs), (n, *rest))
+    ones = lax.cast(ad.reshape(mask, shape=(m,)) if k != 1 else mask, dt.int64)
+    at = lax.sub(ad.cumsum(ones, dim=0, reverse=False), 1)  # the k-th True entry: k - 1
+    at = ad.minimum(ad.maximum(at, lax.full_like(at, 0)), lax.full_like(at, n - 1))
+    taken = ad.reshape(take_index(rows, at, 0), shape=shape)
+    return where(_mask_like(mask, shape), taken, x)
+
+
+def _mask_like(mask: Tensor, shape) -> Tensor:
+    """The mask of the leading dims of ``shape``, expanded to it."""
+    ms = tuple(mask._payload.shape)
+    return expand_to(ad.reshape(mask, shape=ms + (1,) * (len(shape) - len(ms))), shape)
 
 
 def _fit(v: Tensor, shape) -> Tensor:

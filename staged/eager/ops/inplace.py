@@ -367,13 +367,18 @@ def reshape_in_place(t: Tensor, new: Tensor, name: str) -> Tensor:
     ...), or, with no grad involved, a new payload (``resize_()``): torch's in-place view
     ops change a tensor's metadata, its data stays. ``t`` gets ``new``'s grad_fn and a new
     version. A base whose views are alive cannot change shape here (they replay their
-    steps from the base's shape: Note [views]), nor can any tensor under capture."""
+    steps from the base's shape: Note [views]). Under capture, a tensor the trace made or
+    an argument can (a compiled call gives the caller's tensor its new shape, as eagerly),
+    not state from outside the trace (a parameter, a buffer)."""
     check_inplace(t, False)
-    if current_interceptor() is not None:
+    icpt = current_interceptor()
+    if icpt is not None and not icpt.owns_shape(t):
         raise RuntimeError(
             at_user(
-                f"{name}() changes a tensor's shape in place, which staged.compile/capture "
-                f"does not trace: use the out-of-place form (x = x.{name[:-1]}(...))"
+                f"{name}() changes the shape of a tensor from outside the traced function "
+                "(a parameter, a buffer, a tensor a module or optimizer holds) in place, "
+                "which staged.compile/capture does not trace: pass it as an argument, or "
+                f"use the out-of-place form (x = x.{name[:-1]}(...))"
             )
         )
     vc = t._vc

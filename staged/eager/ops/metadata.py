@@ -10,8 +10,10 @@ import mmap
 
 import numpy as np
 
+from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import at_user
+from ...autodiff.shape import even_steps, strided_index
 from ..devices import check as check_device
 from ..factories import strided_array
 from ..interceptor import current_interceptor
@@ -53,10 +55,17 @@ def _host(x, name, why):
 def as_strided(x, size, stride, storage_offset=None):
     """The entries of ``x``'s storage at ``storage_offset + sum(i_k * stride[k])`` in the
     layout ``x.stride()`` and ``x.storage_offset()`` report (the NumPy array's: torch's for
-    contiguous tensors and their views). A copy gathered from ``x``, not a view (writing
-    into it leaves ``x`` as it was), differentiable; the storage it reads must be ``x``'s
-    own entries (of a view, not the rest of its base)."""
-    p = _host(x, "as_strided", "reads the tensor's memory layout")
+    contiguous tensors and their views): a view of ``x`` (the ``strided`` primitive, on
+    ``x`` with its dims in memory order) where each step is one step through ``x``'s
+    entries, else a copy gathered from ``x``; the storage it reads must be ``x``'s own
+    entries (of a view, not the rest of its base). Under capture ``x`` must not be a view:
+    its layout is then the contiguous one ``x.stride()`` reports."""
+    if x._base is not None:
+        _host(x, "as_strided", "of a view reads the view's memory layout")
+    root = x._payload
+    while isinstance(root, np.ndarray) and isinstance(root.base, np.ndarray):
+        root = root.base
+    storage = root.size if isinstance(root, np.ndarray) else x.numel()
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise RuntimeError(
@@ -65,27 +74,20 @@ def as_strided(x, size, stride, storage_offset=None):
     if any(s < 0 for s in size) or any(s < 0 for s in stride):
         raise RuntimeError(f"as_strided: negative sizes or strides are not supported: {size}")
     offset = x.storage_offset() if storage_offset is None else int(storage_offset)
-    root = p
-    while isinstance(root.base, np.ndarray):
-        root = root.base
     need = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
-    if need > root.size:
+    if need > storage:
+        item = x.element_size()
         raise RuntimeError(
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
-            f"and itemsize {p.itemsize} requiring a storage size of {need * p.itemsize} are "
-            f"out of bounds for storage of size {root.size * p.itemsize}"
+            f"and itemsize {item} requiring a storage size of {need * item} are "
+            f"out of bounds for storage of size {storage * item}"
         )
-    own = x.storage_offset() + sum(
-        np.arange(n).reshape((-1,) + (1,) * (p.ndim - k - 1)) * s
-        for k, (n, s) in enumerate(zip(p.shape, x.stride()))
-    )
-    where = np.full(root.size, -1, np.int64)
-    where[np.ravel(own)] = np.arange(p.size)
-    at = offset + sum(
-        np.arange(n).reshape((-1,) + (1,) * (len(size) - k - 1)) * s
-        for k, (n, s) in enumerate(zip(size, stride))
-    )
-    index = where[np.broadcast_to(at, size).reshape(-1)]
+    order = tuple(sorted(range(x.ndim), key=lambda k: -x.stride()[k]))
+    y = shape.permute(x, order)
+    own = x.storage_offset() + strided_index(y.shape, y.stride(), 0)
+    where = np.full(storage, -1, np.int64)
+    where[np.ravel(own)] = np.arange(own.size)
+    index = where[strided_index(size, stride, offset)]
     if (index < 0).any():
         raise NotImplementedError(
             at_user(
@@ -94,8 +96,13 @@ def as_strided(x, size, stride, storage_offset=None):
                 "read: call it on the base tensor"
             )
         )
-    flat = shape.reshape(x, -1)
-    return shape.reshape(take_index(flat, Tensor._wrap(index), 0), size)
+    if not index.size:
+        return ad.strided(y, shape=size, strides=(0,) * len(size), offset=0)
+    steps = even_steps(index)
+    if steps is not None:
+        return ad.strided(y, shape=size, strides=steps, offset=int(index.flat[0]))
+    flat = shape.reshape(y, -1)
+    return shape.reshape(take_index(flat, Tensor._wrap(index.reshape(-1)), 0), size)
 
 
 def resize_(x, *sizes, memory_format=None):

@@ -449,8 +449,7 @@ def unbind(x, dim=0) -> tuple[Tensor, ...]:
 
 def unfold(x, dimension, size, step):
     """``Tensor.unfold``: the windows of ``size`` entries every ``step`` along
-    ``dimension``, which then counts the windows, as a new last dim (a gather; torch's is a
-    view)."""
+    ``dimension``, which then counts the windows, as a new last dim (a view)."""
     if x.ndim == 0:
         return reshape(unfold(reshape(x, 1), 0, size, step), size)
     d = wrap_dim(dimension, x.ndim)
@@ -461,9 +460,18 @@ def unfold(x, dimension, size, step):
         raise RuntimeError(f"size is {size} but must be >= 0")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
-    starts = np.arange((n - size) // step + 1, dtype=np.int64).reshape(-1, 1) * step
-    windows = take_index(x, Tensor._wrap(starts + np.arange(size, dtype=np.int64)), d)
-    return movedim(windows, d + 1, -1)
+    shape, c = x._payload.shape, _c_strides(x._payload.shape)
+    return ad.strided(
+        x,
+        shape=shape[:d] + ((n - size) // step + 1,) + shape[d + 1 :] + (size,),
+        strides=c[:d] + (c[d] * step,) + c[d + 1 :] + (c[d],),
+        offset=0,
+    )
+
+
+def _c_strides(shape) -> tuple:
+    """The strides of a C-contiguous array of ``shape``, in entries."""
+    return tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
 
 
 def new_zeros(x, *size, dtype=None, requires_grad=False, device=None):
@@ -525,19 +533,20 @@ def triu(x, diagonal=0):
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
     """Diagonal ``offset`` of the (``dim1``, ``dim2``) matrices of ``x``, as the last dim
-    (a view in PyTorch; a copy here, gathered from the flattened matrices)."""
+    (a view)."""
     d1, d2 = wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    rest = tuple(i for i in range(x.ndim) if i not in (d1, d2))
-    y = permute(x, rest + (d1, d2))
-    *batch, n, m = y._payload.shape
+    shape, c = x._payload.shape, _c_strides(x._payload.shape)
     r0, c0 = max(-offset, 0), max(offset, 0)
-    length = max(min(n - r0, m - c0), 0)
-    at = np.arange(length, dtype=np.int64) * (m + 1) + (r0 * m + c0)
-    index = Tensor._wrap(at.reshape((1,) * len(batch) + (length,)), False)
-    flat = reshape(y, tuple(batch) + (n * m,))
-    return ad.gather(flat, expand_to(index, tuple(batch) + (length,)), dim=len(batch))
+    length = max(min(shape[d1] - r0, shape[d2] - c0), 0)
+    rest = [k for k in range(x.ndim) if k not in (d1, d2)]
+    return ad.strided(
+        x,
+        shape=tuple(shape[k] for k in rest) + (length,),
+        strides=tuple(c[k] for k in rest) + (c[d1] + c[d2],),
+        offset=r0 * c[d1] + c0 * c[d2] if length else 0,
+    )
 
 
 _diagonal = diagonal  # diag's argument, named as PyTorch names it, hides the function
@@ -547,7 +556,7 @@ def diag(x, diagonal=0):
     """A 1-D ``x`` as the ``diagonal``-th diagonal of a square matrix, or a 2-D ``x``'s
     ``diagonal``-th diagonal."""
     if x.ndim == 2:
-        return _diagonal(x, diagonal)
+        return _diagonal(x, diagonal).clone()  # a copy, as torch's
     if x.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
     return _diagonal_matrices(x, diagonal)

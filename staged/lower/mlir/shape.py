@@ -1,8 +1,11 @@
 """Shape primitives: reshape (collapse/expand_shape), expand (drop the broadcast unit dims,
 then a broadcasting generic), permute (linalg.transpose), concat (insert_slice chain),
-view_as_real and view_as_complex (slices of the pair dim and elementwise maps)."""
+view_as_real and view_as_complex (slices of the pair dim and elementwise maps), strided
+(a generic reading the flattened input with tensor.extract)."""
 
 from __future__ import annotations
+
+import math
 
 from ...autodiff import REGISTRY
 from .indexing import insert_slice
@@ -100,4 +103,30 @@ def _view_as_complex(e, op, x):
     t = elem_type(out.dtype)
     return e.map(
         parts, [part, part], out, lambda re_, im_: e.emit(f"complex.create {re_}, {im_} : {t}")
+    )
+
+
+@lowering(REGISTRY["strided"])
+def _strided(e, op, x):
+    """A generic over the output reading the flattened input at ``offset + sum(i_k *
+    strides[k])`` with tensor.extract."""
+    a, out, p = op.inputs[0].aval, op.out.aval, op.params
+    if 0 in out.shape:
+        return e.full(out.shape, out.dtype, 0)
+    n = math.prod(a.shape)
+    flat = e.reshape(x, a.shape, (n,), a.dtype)
+
+    def body(_):
+        at = e.index(p["offset"])
+        for k, s in enumerate(p["strides"]):
+            if s and out.shape[k] > 1:
+                step = e.emit(
+                    f"arith.muli {e.emit(f'linalg.index {k} : index')}, {e.index(s)} : index"
+                )
+                at = e.emit(f"arith.addi {at}, {step} : index")
+        return e.emit(f"tensor.extract {flat}[{at}] : {tensor_type((n,), a.dtype)}")
+
+    rank = len(out.shape)
+    return e.generic(
+        [], [(e.empty(out.shape, out.dtype), out)], [tuple(range(rank))], ["parallel"] * rank, body
     )

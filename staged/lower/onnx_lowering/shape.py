@@ -1,10 +1,12 @@
-"""Shape primitives: Reshape, Expand, Transpose; target shapes may hold dynamic dims."""
+"""Shape primitives: Reshape, Expand, Transpose, strided (a Gather); target shapes may hold
+dynamic dims."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...autodiff import REGISTRY
+from ...autodiff.shape import strided_index
 from .model import NO_COMPLEX, lowering, unsupported
 
 
@@ -37,3 +39,13 @@ def _concat(b, op, *xs):
 # a complex tensor on one side or the other
 unsupported("view_as_real", {"complex": NO_COMPLEX})
 unsupported("view_as_complex", {"float": NO_COMPLEX})
+
+
+@lowering(REGISTRY["strided"])
+def _strided(b, op, x):
+    """A Gather from the flattened input at the positions the view reads."""
+    p, out = op.params, op.out.aval
+    if 0 in out.shape:
+        return b.const(np.zeros(out.shape, out.dtype.np))
+    index = strided_index(out.shape, p["strides"], p["offset"])
+    return b.node("Gather", [b.node("Reshape", [x, b.shape((-1,))]), b.const(index)], axis=0)

@@ -16,10 +16,6 @@ from tests.ops.opinfo import OpInfo, Sample, Skip, arr, distinct, index
 
 COMPLEX = FLOATS + ("complex64", "complex128")
 INTEGERS = ("int64", "int32")
-NO_CAPTURE_RESHAPE = Skip(
-    "capture",
-    "changes a tensor's shape in place: staged.compile refuses it (the out-of-place form captures)",
-)
 NO_TORCH_JVP = Skip(
     "jvp",
     "torch 2.13 has no forward-mode derivative of index_reduce to compare with (its "
@@ -284,11 +280,7 @@ ENTRIES = [
         INTS,
     ),
     _named("narrow_copy", _with((4, 5), 1, 1, 3), INTS),
-    _named(
-        "as_strided",
-        _as_strided_samples,
-        skips=[Skip("capture", "reads the NumPy array's memory layout: eager only")],
-    ),
+    _named("as_strided", _as_strided_samples),
     *(_named(n, unary(), COMPLEX) for n in ("resolve_conj", "resolve_neg", "conj_physical")),
     *(
         _named(n, unary(), COMPLEX, differentiable=False, skips=[PYTHON_BOOL])
@@ -345,13 +337,7 @@ ENTRIES = [
     _inplace("fill_diagonal_", _with((3, 3), 1.5)),
     _inplace("fill_diagonal_", _with((7, 3), -1.0, wrap=True), label="fill_diagonal__wrap"),
     # ... and the in-place view ops
-    *(
-        _inplace(n, _with((1, 3, 1), *a), INTS, skips=[NO_CAPTURE_RESHAPE])
-        for n, a in (("squeeze_", ()), ("unsqueeze_", (1,)))
-    ),
-    _inplace("t_", _with((2, 3)), INTS, skips=[NO_CAPTURE_RESHAPE]),
-    *(
-        _inplace(n, _with((2, 3, 4), 0, 2), INTS, skips=[NO_CAPTURE_RESHAPE])
-        for n in ("transpose_", "swapaxes_", "swapdims_")
-    ),
+    *(_inplace(n, _with((1, 3, 1), *a), INTS) for n, a in (("squeeze_", ()), ("unsqueeze_", (1,)))),
+    _inplace("t_", _with((2, 3)), INTS),
+    *(_inplace(n, _with((2, 3, 4), 0, 2), INTS) for n in ("transpose_", "swapaxes_", "swapdims_")),
 ]

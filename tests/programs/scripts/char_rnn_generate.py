@@ -5,7 +5,7 @@
 # letter predicting the next, EOS last) with the update written by hand, and sampling by
 # topk until EOS (written for this suite; a tiny built-in name list instead of the data
 # download).
-# compat: loss="loss (\S+)" why="no compiled pass: the step calls unsqueeze_ on its input (an in-place shape change staged.compile refuses)"
+# compat: step=train loss="loss (\S+)"
 import random
 import string
 

@@ -5,8 +5,9 @@
 # boolean mask of non-final states, SmoothL1Loss, AdamW with amsgrad, clip_grad_value_
 # and the target network's soft update through state_dict and load_state_dict (written
 # for this suite; a small cart-pole simulated with NumPy instead of gym's CartPole-v1;
-# the step compiled is the policy network's update: the targets, a write through a mask
-# of data-dependent length, are computed before it, eagerly).
+# the step compiled is the tutorial's optimize_model after the replay sample: the targets'
+# write through the mask of non-final states, whose count of True entries is data, the
+# policy network's loss and update).
 # compat: step=optimize_step loss="loss (\S+)"
 import math
 import random
@@ -100,8 +101,12 @@ def select_action(state):
     return torch.tensor([[env.sample_action()]], dtype=torch.long)
 
 
-def optimize_step(state_batch, action_batch, expected_state_action_values):
+def optimize_step(state_batch, action_batch, reward_batch, non_final_mask, non_final_next_states):
     state_action_values = policy_net(state_batch).gather(1, action_batch)
+    next_state_values = torch.zeros(BATCH_SIZE)
+    with torch.no_grad():
+        next_state_values[non_final_mask] = target_net(non_final_next_states).max(1).values
+    expected_state_action_values = (next_state_values * GAMMA) + reward_batch
     loss = criterion(state_action_values, expected_state_action_values.unsqueeze(1))
     optimizer.zero_grad()
     loss.backward()
@@ -118,12 +123,12 @@ def optimize_model():
         tuple(map(lambda s: s is not None, batch.next_state)), dtype=torch.bool
     )
     non_final_next_states = torch.cat([s for s in batch.next_state if s is not None])
-    next_state_values = torch.zeros(BATCH_SIZE)
-    with torch.no_grad():
-        next_state_values[non_final_mask] = target_net(non_final_next_states).max(1).values
-    expected_state_action_values = (next_state_values * GAMMA) + torch.cat(batch.reward)
     return optimize_step(
-        torch.cat(batch.state), torch.cat(batch.action), expected_state_action_values
+        torch.cat(batch.state),
+        torch.cat(batch.action),
+        torch.cat(batch.reward),
+        non_final_mask,
+        non_final_next_states,
     )
 
 
