@@ -134,6 +134,16 @@ def _reshape_rule(size, args, bdims, *, shape):
     return ad.reshape(move(args[0], bdims[0], 0), shape=(size,) + tuple(shape)), 0
 
 
+def _strided_rule(size, args, bdims, *, shape, strides, offset):
+    """Example ``b`` reads its own ``n`` entries: the batch is one more dim of stride n."""
+    x = move(args[0], bdims[0], 0)
+    n = math.prod(x.shape[1:])
+    return ad.strided(x, shape=(size, *shape), strides=(n, *strides), offset=offset), 0
+
+
+RULES[ad.strided] = _strided_rule
+
+
 def _expand_rule(size, args, bdims, *, shape):
     (x,), (b,) = args, bdims
     return ad.expand(x, shape=_insert(tuple(shape), b, size)), b

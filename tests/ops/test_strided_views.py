@@ -199,3 +199,22 @@ def test_as_strided_with_uneven_steps_through_a_view_is_a_copy():
     ours, theirs = run(staged), run(torch)
     assert_close(ours, theirs)
     assert ours._base is None
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda a: a.diagonal(), lambda a: a.diagonal(1, 0, 2), lambda a: a.unfold(1, 2, 1)],
+)
+def test_vmap_of_a_strided_view_and_its_gradient_as_torch(fn):
+    """vmap's rule for the strided primitive: the batch is one more dim of stride n."""
+    x = np.arange(48.0).reshape(2, 3, 2, 4)
+    ours = staged.func.vmap(fn)(staged.tensor(x))
+    theirs = torch.func.vmap(fn)(torch.tensor(x))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+    def loss(lib):
+        return lambda a: (fn(a) ** 2).sum()
+
+    g = staged.func.vmap(staged.func.grad(loss(staged)))(staged.tensor(x))
+    gt = torch.func.vmap(torch.func.grad(loss(torch)))(torch.tensor(x))
+    np.testing.assert_array_equal(g.numpy(), gt.numpy())
