@@ -90,7 +90,7 @@ ORDERED = domain(complex=UNORDERED)  # the domain of comparisons, extrema and so
 class Rule:
     """One VJP rule with its argument names split by role (computed once)."""
 
-    __slots__ = ("fn", "inputs", "avals", "static", "wants_out", "saved_names")
+    __slots__ = ("fn", "inputs", "avals", "static", "wants_out", "saved_names", "positional")
 
     def __init__(self, fn, input_names, static_names, bound=()):
         names = [n for n in inspect.signature(fn).parameters if n not in bound]
@@ -102,6 +102,8 @@ class Rule:
         self.wants_out = "out" in names
         self.static = tuple(n for n in names[1:] if n in static_names)
         self.saved_names = self.inputs + ("out",) if self.wants_out else self.inputs
+        # fn(g, *saved) will do: its arguments are the saved tensors, in their order
+        self.positional = not bound and tuple(names[1:]) == self.saved_names
         unknown = (
             set(names[1:])
             - set(self.inputs)

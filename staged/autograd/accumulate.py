@@ -31,8 +31,9 @@ def accumulate_grad(var, g, owned=False) -> None:
         if not _state.grad_enabled:
             p = g._payload
             if type(p) is np.ndarray and (not owned or p.base is not None or not p.flags.writeable):
-                p = p.copy()
-            g = Tensor._wrap(p, False)
+                g = Tensor._wrap(p.copy(), False)
+            elif not owned or g._requires_grad or g._vc is None or g._base is not None or g._hooks:
+                g = Tensor._wrap(p, False)  # a tensor of its own, without autograd metadata
         var._grad = g
     elif _state.grad_enabled:
         var._grad = add_grads(var._grad, g)

@@ -55,8 +55,9 @@ _task_ids = itertools.count()
 
 
 class GraphTask:
-    """One backward()/grad() call: its id, which Nodes it will execute, and the callbacks
-    to run when it has finished (``queue_callback``)."""
+    """One backward()/grad() call: its id, which Nodes it will execute (``nodes``, those
+    reachable, unless ``needed``), and the callbacks to run when it has finished
+    (``queue_callback``)."""
 
     __slots__ = ("callbacks", "id", "needed", "nodes")
 
@@ -68,8 +69,6 @@ class GraphTask:
     def will_execute(self, node) -> bool:
         if self.needed is not None:
             return node in self.needed
-        if type(self.nodes) is list:
-            self.nodes = set(self.nodes)
         return node in self.nodes
 
 
@@ -228,29 +227,27 @@ def _as_inputs(x):
 
 
 def _discover(roots):
-    """Dependency counts of every node reachable from ``roots``, and a topological order."""
-    deps = {}
-    order = []
-    seen = set(roots)
+    """Dependency counts of every node reachable from ``roots`` (a root reached from no
+    other root counts 0), in the order discovered."""
+    deps = dict.fromkeys(roots, 0)
     stack = list(roots)
     while stack:
-        node = stack.pop()
-        order.append(node)
-        for nxt, _ in node.next_functions:
+        for nxt, _ in stack.pop().next_functions:
             if nxt is None:
                 continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
+            if nxt in deps:
+                deps[nxt] += 1
+            else:
+                deps[nxt] = 1
                 stack.append(nxt)
-    return deps, order
+    return deps
 
 
 def _needed(order, targets):
     """Nodes from which some target can be reached (only those need to run)."""
     needed = set(targets)
     changed = True
-    while changed:  # order is a DFS pre-order; iterate to a fixed point over back edges
+    while changed:  # order is the discovery order; iterate to a fixed point
         changed = False
         for node in reversed(order):
             if node in needed:
@@ -272,7 +269,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
             buf = buffers[node] = {}
             roots.append(node)
         buf[nr] = g if nr not in buf else add_grads(buf[nr], g)
-    deps, order = _discover(roots)
+    deps = _discover(roots)
 
     captures = None  # {(node, nr): [indices into inputs]}
     needed = visit = None  # None: every node runs
@@ -281,7 +278,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
         for i, t in enumerate(inputs):
             captures.setdefault(tuple(gradient_edge(t)), []).append(i)
         targets = {n for n, _ in captures}
-        visit = _needed(order, targets)
+        visit = _needed(list(deps), targets)
         needed = (
             visit
             if accumulate
@@ -295,17 +292,19 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     tick = itertools.count()
-    ready = [(-n._seq, next(tick), n) for n in roots if deps.get(n, 0) == 0]
+    ready = [(-n._seq, next(tick), n) for n in roots if deps[n] == 0]
     heapq.heapify(ready)
     pop, push = heapq.heappop, heapq.heappush
-    run_node = _call_node if profiler.current is None and not anomaly.enabled else _run_node
+    # plain: no profiler, no anomaly mode, so Nodes without hooks are called right here
+    plain = profiler.current is None and not anomaly.enabled
+    run_node = _call_node if plain else _run_node
     prev = _state.grad_enabled
     _state.grad_enabled = create_graph
-    prev_task, _task.current = _task.current, GraphTask(order, visit)
+    prev_task, _task.current = _task.current, GraphTask(deps, visit)
     prev_phase, tags.phase = tags.phase, "backward"  # Note [phases]
     try:
-        while ready:
-            node = pop(ready)[2]
+        node = pop(ready)[2] if ready else None
+        while node is not None:
             buf = buffers.pop(node, None)
             if buf is None:
                 buf = {}
@@ -327,9 +326,21 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
             nexts = node.next_functions
             if needed is not None and node not in needed:
                 outs = (None,) * len(nexts)
+            elif (
+                plain
+                and 0 in buf
+                and len(buf) == 1
+                and node.num_outputs == 1
+                and not node._pre_hooks
+                and not node._post_hooks
+            ):  # _call_node's common case, without the call
+                outs = node.apply([buf.pop(0)])
+                if not retain_graph:
+                    node.release_variables()
             else:
                 outs = run_node(node, buf, retain_graph)
             buf = None
+            single = None  # the one node this one made ready, while no other is ready
             for (nxt, nr), g in zip(nexts, outs):
                 if nxt is None:
                     continue
@@ -344,8 +355,15 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0 and (visit is None or nxt in visit):
+                    if single is None and not ready:
+                        single = nxt
+                        continue
+                    if single is not None:
+                        push(ready, (-single._seq, next(tick), single))
+                        single = None
                     push(ready, (-nxt._seq, next(tick), nxt))
             outs = g = None  # hand gradients over: AccumulateGrad steals unshared ones
+            node = single if single is not None else pop(ready)[2] if ready else None
         callbacks = _task.current.callbacks
         while callbacks:  # a callback may queue another
             callbacks.pop(0)()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+from functools import partial
 
 from ..eager.tensor import Tensor
 from ..eager.views import (
@@ -103,7 +104,8 @@ class Node:
 
 class PrimitiveBackward(Node):
     """Backward of one primitive application: calls the VJP rule of each input that needs
-    a gradient, with what was saved for it."""
+    a gradient, with what was saved for it. Each is made of the primitive's subclass
+    (``_node_class``)."""
 
     __slots__ = ("prim", "params", "needs", "saved", "_avals")
 
@@ -127,7 +129,8 @@ class PrimitiveBackward(Node):
         self.needs = needs = tuple(needs)
         plan = prim.save_plans.get(needs)
         if plan is None:
-            plan = prim.save_plans[needs] = _save_plan(prim, needs)
+            plan = prim.save_plans[needs] = (*_save_plan(prim, needs), _node_class(prim))
+        self.__class__ = plan[2]
         saved = {}
         for n, i in plan[0]:
             saved[n] = SavedTensor(result if i is None else inputs[i], self)
@@ -146,12 +149,16 @@ class PrimitiveBackward(Node):
             if not need or rule is None or g is None:
                 out.append(None)
                 continue
-            kw = {"g": g}
+            args = [g]
             for n in rule.saved_names:
                 t = unpacked.get(n)
                 if t is None:
                     t = unpacked[n] = saved[n].unpack()
-                kw[n] = t
+                args.append(t)
+            if rule.positional:
+                out.append(rule.fn(*args))
+                continue
+            kw = dict(zip(("g", *rule.saved_names), args))
             if rule.avals:
                 for n in rule.avals:
                     kw[n + "_aval"] = self._avals[n]
@@ -166,22 +173,46 @@ class PrimitiveBackward(Node):
         for s in self.saved.values():
             s.release()
 
-    def __getattr__(self, attr):
-        # grad_fn._saved_self / _raw_saved_self and friends, named as in PyTorch
-        if attr.startswith("_raw_saved_") or attr.startswith("_saved_"):
-            raw = attr.startswith("_raw_saved_")
-            key = attr[len("_raw_saved_" if raw else "_saved_") :]
-            key = {"self": self.prim.inputs[0], "other": self.prim.inputs[-1], "result": "out"}.get(
-                key, key
-            )
-            if key in self.saved:
-                return self.saved[key] if raw else self.saved[key].unpack()
-            if key in self.params:
-                return self.params[key]
-        raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
-
 
 _refcount = sys.getrefcount
+_new_lock = threading.Lock
+_FIRST = float("inf")
+
+
+_classes: dict = {}  # primitive -> its PrimitiveBackward subclass
+
+
+def _node_class(prim) -> type:
+    """The subclass of PrimitiveBackward for ``prim`` (one per primitive), named as
+    PyTorch's (``MulBackward0``), with its ``grad_fn._saved_<name>`` / ``_raw_saved_<name>``
+    attributes as properties (``self``, ``other`` and ``result`` as in PyTorch; static
+    parameters too). Not a ``__getattr__``: that would slow every attribute read of every
+    Node."""
+    cls = _classes.get(prim)
+    if cls is None:
+        cls = _classes[prim] = _make_node_class(prim)
+    return cls
+
+
+def _make_node_class(prim) -> type:
+    keys = {n: n for n in (*prim.inputs, "out", *prim.static)}
+    if prim.inputs:
+        keys["self"], keys["other"] = prim.inputs[0], prim.inputs[-1]
+    keys["result"] = "out"
+    ns: dict = {"__slots__": ()}
+    for attr, key in keys.items():
+        for raw in (False, True):
+            name = ("_raw_saved_" if raw else "_saved_") + attr
+            ns[name] = property(partial(_saved_value, key=key, raw=raw, attr=name))
+    return type(prim.node_name, (PrimitiveBackward,), ns)
+
+
+def _saved_value(node, key, raw, attr):
+    if key in node.saved:
+        return node.saved[key] if raw else node.saved[key].unpack()
+    if key in node.params:
+        return node.params[key]
+    raise AttributeError(f"'{node.name()}' object has no attribute '{attr}'")
 
 
 def _save_plan(prim, needs) -> tuple:
@@ -206,10 +237,10 @@ class AccumulateGrad(Node):
     __slots__ = ("variable", "_lock")
 
     def __init__(self, variable):
-        super().__init__(())
+        Node.__init__(self, ())
         self.variable = variable
-        self._lock = threading.Lock()
-        self._seq = float("inf")  # runs as soon as it is ready, like PyTorch's
+        self._lock = _new_lock()
+        self._seq = _FIRST  # runs as soon as it is ready, like PyTorch's
 
     def apply(self, grads):
         g = grads[0]

@@ -142,7 +142,7 @@ class SavedTensor:
         else:
             if self._vc[0] != self._saved_version:
                 raise RuntimeError(_version_message(self))
-            t = self._current()
+            t = self._current() if self._is_output else self._tensor
         if self.saved_tangent is not None and self._is_output:
             restore_tangent(t, self.saved_tangent)
         return t

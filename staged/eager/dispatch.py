@@ -21,6 +21,7 @@ from .tensor import Tensor
 from .views import record as record_view
 
 _ndarray = np.ndarray
+_payload_of = Tensor.__dict__["_payload"].__get__
 _DIFFERENTIABLE = "fcV"  # NumPy kinds that carry gradients (V: bfloat16)
 _record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
 
@@ -53,29 +54,29 @@ except ImportError:  # NumPy 1.x
     _restore = seterrobj
 
 
-def _evaluate(prim, inputs, params):
-    if prim.np_domain is not None and inputs[0]._payload.dtype not in prim.np_domain:
-        raise prim.domain_error(inputs[0]._payload.dtype)
-    icpt = _icpt.active
-    if icpt is not None and icpt[0] == threading.get_ident():
-        return icpt[1](prim, inputs, params)
-    payloads = [t._payload if type(t._payload) is _ndarray else t._host() for t in inputs]
-    token = _quiet()
-    try:
-        out = prim.impl(*payloads, **params)
-    finally:
-        _restore(token)
-    return out if type(out) is _ndarray else np.asarray(out)
-
-
-def apply(prim, inputs, params):
-    """Bind ``prim`` to Tensor ``inputs``: evaluate, wrap, and record the backward Node."""
-    return finish(prim, inputs, params, _evaluate(prim, inputs, params))
-
-
-def finish(prim, inputs, params, out):
-    """The Tensor of ``out``, the payload ``prim`` gave for ``inputs``, with its view and
-    backward Node recorded (also for payloads evaluated elsewhere: vmap's batched ones)."""
+def apply(prim, inputs, params, out=None):
+    """Bind ``prim`` to Tensor ``inputs``: evaluate, wrap, and record the backward Node.
+    Given ``out``, a payload evaluated elsewhere (vmap's batched ones), only wrap it and
+    record its view and Node (``finish``)."""
+    if out is None:
+        if prim.np_domain is not None and inputs[0]._payload.dtype not in prim.np_domain:
+            raise prim.domain_error(inputs[0]._payload.dtype)
+        icpt = _icpt.active
+        if icpt is not None and icpt[0] == threading.get_ident():
+            out = icpt[1](prim, inputs, params)
+        else:
+            payloads = list(map(_payload_of, inputs))
+            for p in payloads:
+                if type(p) is not _ndarray:
+                    payloads = [t._host() for t in inputs]
+                    break
+            token = _quiet()
+            try:
+                out = prim.impl(*payloads, **params)
+            finally:
+                _restore(token)
+            if type(out) is not _ndarray:
+                out = np.asarray(out)
     requires = False
     grad_mode = _state.grad_enabled
     if grad_mode and prim.vjp is not None:
@@ -91,6 +92,9 @@ def finish(prim, inputs, params, out):
     if requires:
         _record(prim, inputs, result, params)  # sets result.grad_fn
     return result
+
+
+finish = apply  # finish(prim, inputs, params, out): for payloads evaluated elsewhere
 
 
 _bind[0] = apply

@@ -40,6 +40,22 @@ else:
     _TensorOps = object
 
 _serial = itertools.count().__next__
+_new = object.__new__
+# the fields ``Tensor._wrap`` sets (views add ``_view``; aliases ``_alias``/``_aliases``)
+_WRAP_FIELDS = (
+    "_payload",
+    "_requires_grad",
+    "grad_fn",
+    "_output_nr",
+    "_grad",
+    "_vc",
+    "_base",
+    "_hooks",
+    "_post_acc_hooks",
+    "_retains_grad",
+    "_grad_acc",
+    "_serial",
+)
 
 
 class Tensor(_TensorOps):
@@ -72,8 +88,10 @@ class Tensor(_TensorOps):
     # the default dtype (type checkers read them from the TYPE_CHECKING block at the end of
     # the class). Internal code makes tensors with _wrap or the factories.
 
-    @staticmethod
-    def _init(t, payload, requires_grad):
+    @classmethod
+    def _wrap(cls, payload, requires_grad=False) -> Tensor:
+        """A new tensor of ``payload``: no grad_fn, no views, a fresh version counter."""
+        t = _new(cls)
         t._payload = payload
         t._requires_grad = requires_grad
         t.grad_fn = None
@@ -86,12 +104,14 @@ class Tensor(_TensorOps):
         t._retains_grad = False
         t._grad_acc = None
         t._serial = _serial()
-
-    @classmethod
-    def _wrap(cls, payload, requires_grad=False) -> Tensor:
-        t = object.__new__(cls)
-        Tensor._init(t, payload, requires_grad)
         return t
+
+    @staticmethod
+    def _init(t, payload, requires_grad):
+        """(Re)initialise ``t``, made by a subclass's ``__new__``, as ``_wrap`` makes one."""
+        made = Tensor._wrap(payload, requires_grad)
+        for name in _WRAP_FIELDS:
+            setattr(t, name, getattr(made, name))
 
     # --- metadata -----------------------------------------------------------------------
     @property
