@@ -41,21 +41,6 @@ else:
 
 _serial = itertools.count().__next__
 _new = object.__new__
-# the fields ``Tensor._wrap`` sets (views add ``_view``; aliases ``_alias``/``_aliases``)
-_WRAP_FIELDS = (
-    "_payload",
-    "_requires_grad",
-    "grad_fn",
-    "_output_nr",
-    "_grad",
-    "_vc",
-    "_base",
-    "_hooks",
-    "_post_acc_hooks",
-    "_retains_grad",
-    "_grad_acc",
-    "_serial",
-)
 
 
 class Tensor(_TensorOps):
@@ -638,6 +623,12 @@ class Tensor(_TensorOps):
         def where(self, condition, other) -> Tensor: ...
         def polygamma(self, n) -> Tensor: ...
         def polygamma_(self, n) -> Tensor: ...
+
+
+# the fields ``Tensor._wrap`` sets (views add ``_view``; aliases ``_alias``/``_aliases``)
+_WRAP_FIELDS = tuple(
+    n for n in Tensor.__slots__ if n not in ("_view", "_alias", "_aliases", "__weakref__")
+)
 
 
 _grad_fn_field = Tensor.__dict__["grad_fn"].__get__  # the slot, even under a property
