@@ -460,8 +460,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 / tensor2``; torch refuses integer ``tensor1`` and
     ``tensor2``."""
-    d = promote_types(tensor1, tensor2)
-    if not (d.is_floating_point or d.is_complex):
+    if not any(t.dtype.is_floating_point or t.dtype.is_complex for t in (tensor1, tensor2)):
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future release "
             "addcdiv will perform a true division of tensor1 and tensor2."
