@@ -452,7 +452,14 @@ def lerp(start, end, weight):
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
-    """``input + value * tensor1 * tensor2`` (optimizer updates)."""
+    """``input + value * tensor1 * tensor2`` (optimizer updates). As torch's kernel,
+    ``value`` is cast to the operands' dtype (a float ``value`` truncated for integers)
+    and bool operands are refused."""
+    kind = promote_types(input, tensor1, tensor2)
+    if kind is dt.bool_:
+        raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
+    if isinstance(value, float) and not (kind.is_floating_point or kind.is_complex):
+        value = int(value)
     product = mul(tensor1, tensor2)
     return _add(input, product if value == 1 else mul(product, value))
 
