@@ -196,6 +196,17 @@ def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
     return out  # type: ignore[return-value]  # None only where no operand has a dtype
 
 
+def scalar_as(value, d: DType):
+    """A Python number as ``d``'s kernels read a Scalar argument (torch's
+    ``Scalar.to<T>()``): a float truncated toward zero for an integer ``d`` (addmm's
+    ``beta=0.5`` on int64 tensors is 0), a truth value for bool."""
+    if d._category == 0:
+        return bool(value)
+    if isinstance(value, float) and d._category == 1:
+        return int(value)
+    return value
+
+
 class finfo:
     """``torch.finfo``: the limits of a floating dtype (a complex one's parts; the default
     dtype when none is given): ``bits eps max min tiny smallest_normal resolution``."""

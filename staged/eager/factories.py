@@ -17,6 +17,7 @@ from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
 from .random import counter, distributions, fills
 from .random.generator import drawn
+from .scalars import fill_array
 from .tensor import Layout, Tensor, _ragged, as_payload, first_leaf, strided
 
 if TYPE_CHECKING:
@@ -427,7 +428,8 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=
         )
     if dtype is None:
         dtype = dt.result_type([], [], [fill_value])
-    return _new(np.full(_size((size,)), fill_value, _dtype(dtype).np), requires_grad)
+    value = fill_array(fill_value, _dtype(dtype), check_half=False)
+    return _new(np.full(_size((size,)), value, value.dtype), requires_grad)
 
 
 def _new_like(t, dtype, requires_grad, device, layout, memory_format, fill=None) -> Tensor:

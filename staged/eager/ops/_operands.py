@@ -9,37 +9,17 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import at_user
+from ..scalars import fill_array, int64_range
 from ..tensor import Tensor
 
 _SCALARS = (bool, int, float, complex, np.number, np.bool_)
 _ndarray = np.ndarray
 
 
-def scalar_tensor(v, dtype: dt.DType) -> Tensor:
+def scalar_tensor(v, dtype: dt.DType, *, check_half: bool = True) -> Tensor:
     """``v`` as a 0-d tensor of ``dtype``, converted as torch's checked ``Scalar.to<T>()``
-    (fill_, masked_fill, setitem, index_fill ...): an integer dtype takes the numbers in its
-    range, and uint8 also -255..-1, wrapped; others raise torch's RuntimeError."""
-    try:
-        a = np.array(v, dtype=dtype.np)
-    except (OverflowError, ValueError) as e:  # NaN into an integer dtype is a ValueError
-        a = _checked(v, dtype.np, e)
-    return Tensor._wrap(a, False)
-
-
-def _checked(v, dtype: np.dtype, error: Exception) -> np.ndarray:
-    """``v``, which NumPy refused to convert to ``dtype``, as torch's ``overflows`` check
-    takes it; ``error`` again where torch would not get that far either."""
-    if not isinstance(v, (int, float)) or dtype.kind not in "iu" or not _int64_range(v):
-        raise error
-    if type(v) is int and dtype.kind == "u" and -np.iinfo(dtype).max <= v < 0:
-        return np.array(v % (1 << 8 * dtype.itemsize), dtype)
-    raise RuntimeError(f"value cannot be converted to type {dtype.name}_t without overflow")
-
-
-def _int64_range(v) -> bool:
-    """Whether torch's Scalar holds ``v`` (an int of int64 or uint64 range; any float):
-    beyond, its argument parser raises OverflowError."""
-    return type(v) is not int or -(1 << 63) <= v < 1 << 64
+    (``scalars.fill_array``)."""
+    return Tensor._wrap(fill_array(v, dtype, check_half=check_half), False)
 
 
 def _wrapped(v, dtype: np.dtype, error: OverflowError) -> np.ndarray:
@@ -47,7 +27,7 @@ def _wrapped(v, dtype: np.dtype, error: OverflowError) -> np.ndarray:
     of an arithmetic or comparison op: an int of int64 or uint64 range wraps modulo
     2**bits (``uint8 + 300`` adds 44, ``uint8 > -1`` compares with 255); ``error`` again
     for any other."""
-    if type(v) is not int or dtype.kind not in "iu" or not _int64_range(v):
+    if type(v) is not int or dtype.kind not in "iu" or not int64_range(v):
         raise error
     bits = 8 * dtype.itemsize
     v %= 1 << bits

@@ -189,9 +189,11 @@ def logical_not(x):
 
 
 def where(condition, x, y):
-    """``x`` where ``condition`` holds, else ``y`` (broadcast together)."""
+    """``x`` where ``condition`` holds, else ``y`` (broadcast together); a Python number
+    is converted as a fill value is (torch refuses ``300`` for int8)."""
     d = promote_types(x, y)
-    a, b = operands(x, y, dtype=d)
+    a, b = (v if isinstance(v, Tensor) else scalar_tensor(v, d, check_half=False) for v in (x, y))
+    a, b = operands(a, b, dtype=d)
     cond = condition if isinstance(condition, Tensor) else Tensor._wrap(as_payload(condition))
     if cond.dtype is not dt.bool_:
         raise RuntimeError(
@@ -416,7 +418,12 @@ def _bound(beyond, bound, x, keep):
 
 def _bool_bounds(x, min, max) -> None:
     """torch has no bool kernel for a clamp by numbers, nor by two tensors (one tensor
-    bound is its maximum or minimum)."""
+    bound is its maximum or minimum), and no complex clamp."""
+    category = x.dtype._category  # bool, int, float, complex: 0-3
+    if any(isinstance(b, complex) for b in (min, max)) and category == 2:
+        raise RuntimeError("value cannot be converted to type double without overflow")
+    if category == 3 or any(isinstance(b, complex) for b in (min, max)):  # promoted to complex
+        raise NotImplementedError("clamp is not supported for complex types")
     if x._payload.dtype.kind == "b" and all(b is None or _is_bool(b) for b in (min, max)):
         tensors = isinstance(min, Tensor) + isinstance(max, Tensor)
         if tensors != 1:
@@ -458,8 +465,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     kind = promote_types(input, tensor1, tensor2)
     if kind is dt.bool_:
         raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
-    if isinstance(value, float) and not (kind.is_floating_point or kind.is_complex):
-        value = int(value)
+    value = dt.scalar_as(value, kind)
     product = mul(tensor1, tensor2)
     return _add(input, product if value == 1 else mul(product, value))
 

@@ -310,7 +310,7 @@ def getitem(x: Tensor, index) -> Tensor:
 
 def setitem(x: Tensor, index, value) -> None:
     index = given = _as_tuple(index)
-    v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
+    v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype, check_half=False)
     v = to_dtype(v, x.dtype)
     if (
         isinstance(index, Tensor)

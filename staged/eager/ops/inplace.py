@@ -333,7 +333,7 @@ def own(result: Tensor, src) -> Tensor:
 
 def fill_(self, value):
     if not isinstance(value, Tensor):
-        return write(self, scalar_tensor(value, self.dtype), fill=True)
+        return write(self, scalar_tensor(value, self.dtype, check_half=False), fill=True)
     if value.ndim:
         raise RuntimeError(
             "fill_ only supports 0-dimension value tensor but got tensor with "

@@ -144,7 +144,9 @@ def mv(a, b):
 
 def _add_product(input, out, beta, alpha):
     """``beta * input + alpha * out``, ``input`` broadcast to ``out``; with ``beta == 0``
-    ``input`` is not read (nor its NaNs), as in PyTorch."""
+    ``input`` is not read (nor its NaNs), as in PyTorch; for integer results ``beta`` and
+    ``alpha`` are truncated as torch's kernels cast them."""
+    beta, alpha = dt.scalar_as(beta, out.dtype), dt.scalar_as(alpha, out.dtype)
     out = out if alpha == 1 else mul(out, alpha)
     base = expand(input, tuple(out._payload.shape))
     if beta == 0:
@@ -188,7 +190,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     (_, n, k), (_, k2, m) = batch1.shape, batch2.shape
     if k != k2:
         raise RuntimeError(f"Incompatible matrix sizes for bmm ({n}x{k} and {k2}x{m})")
-    return _add_product(input, bmm(batch1, batch2).sum(0), beta, alpha)
+    products = bmm(batch1, batch2)
+    return _add_product(input, sum(products, 0, dtype=products.dtype), beta, alpha)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
@@ -216,6 +219,14 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     for name, v in (("vec1", vec1), ("vec2", vec2)):
         if v.ndim != 1:
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {v.ndim}-D")
+    kind = promote_types(input, vec1, vec2)
+    for name, s in (("beta", beta), ("alpha", alpha)):
+        if isinstance(s, bool) and kind is not dt.bool_:
+            raise RuntimeError(f"Boolean {name} only supported for Boolean results.")
+        if isinstance(s, float) and kind._category <= 1:
+            raise RuntimeError(
+                f"For integral input tensors, argument {name} must not be a floating point number."
+            )
     return _add_product(input, outer(vec1, vec2), beta, alpha)
 
 
