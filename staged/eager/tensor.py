@@ -708,12 +708,16 @@ def _inferred(data) -> dt.DType:
 
 
 def _check_fits(a: np.ndarray, dtype: dt.DType) -> None:
-    """Python integers out of an integer ``dtype``'s range raise, as torch's (an unsigned
-    one takes negatives down to -max, wrapping them as two's complement: -1 is 255)."""
-    if a.size and a.dtype.kind in "iu" and dtype._category == 1:
+    """Numbers out of an integer ``dtype``'s range raise, as torch's: NaN, inf and floats
+    beyond it, and integers beyond it (an unsigned one takes integers down to -max,
+    wrapping them as two's complement: -1 is 255). Complex numbers for a real ``dtype``
+    raise torch's TypeError."""
+    if a.dtype.kind == "c" and dtype._category < 3:
+        raise TypeError("must be real number, not complex")
+    if a.size and a.dtype.kind in "iuf" and dtype._category == 1:
         info = np.iinfo(dtype.np)
-        low = -int(info.max) if info.min == 0 else info.min
-        if a.min() < low or a.max() > info.max:
+        low = -int(info.max) if info.min == 0 and a.dtype.kind != "f" else info.min
+        if not (low <= a.min() and a.max() <= info.max):  # NaN compares false
             raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
 
 

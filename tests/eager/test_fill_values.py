@@ -43,7 +43,7 @@ def _outcome(L, op, name, v):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no NumPy cast warning leaks either
             r = OPS[op](L, getattr(L, name), v)
-    except Exception as e:  # noqa: BLE001: the exception type is what is compared
+    except Exception as e:  # noqa: BLE001 (the exception type is what is compared)
         return ("raises", type(e).__name__, str(e).rsplit(": ", 1)[-1])
     return (str(r.dtype).split(".")[-1], repr(r.tolist()))
 
@@ -64,3 +64,32 @@ def test_a_number_written_into_a_tensor_is_converted_as_torch_s(op, name):
         if got != want:
             wrong.append((v, want, got))
     assert not wrong
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "L.tensor([float('nan')], dtype=L.int32)",
+        "L.tensor([float('inf'), 1.0], dtype=L.int64)",
+        "L.tensor([1e20], dtype=L.int64)",
+        "L.tensor([1.5, 300.7], dtype=L.uint8)",
+        "L.tensor([-1.5], dtype=L.uint8)",
+        "L.tensor([-1, 255], dtype=L.uint8)",
+        "L.tensor([1.5, -2.7], dtype=L.int8)",
+        "L.tensor([1 + 1j], dtype=L.float32)",
+        "L.tensor([1e300], dtype=L.float32)",
+    ],
+)
+def test_tensor_of_python_numbers_checks_them_as_torch(src):
+    got, want = (_evaluated(L, src) for L in (staged, torch))
+    assert got == want
+
+
+def _evaluated(L, src):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = eval(src, {"L": L})
+    except Exception as e:  # noqa: BLE001 (the exception type is what is compared)
+        return ("raises", type(e).__name__)
+    return (str(r.dtype).split(".")[-1], r.tolist())
