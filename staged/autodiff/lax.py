@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as dt
-from .primitive import REGISTRY, _bind, _constant
+from .primitive import REGISTRY, _bind, _constant, _constant_like
 
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float, complex, np.number, np.bool_)
@@ -53,7 +53,7 @@ def full_like(x, value, dtype: dt.DType | None = None):
         view = np.ndarray(shape, npd, one, 0, (0,) * len(shape))
         view.flags.writeable = False
         return _constant[0](view)
-    c = _constant[0](one)
+    c = _constant_like[0](one, p)
     if not shape:
         return c
     return bind("expand", bind("reshape", c, shape=(1,) * len(shape)), shape=shape)
@@ -64,7 +64,8 @@ def zeros_like(x, shape=None, dtype: dt.DType | None = None):
     own (as ``Tensor.new_zeros``): a gradient that may become a ``.grad`` and be added to."""
     p = x._payload
     npd = p.dtype if dtype is None else dtype.np
-    return _constant[0](np.zeros(tuple(p.shape) if shape is None else tuple(shape), npd))
+    zeros = np.zeros(tuple(p.shape) if shape is None else tuple(shape), npd)  # pages untouched
+    return _constant[0](zeros) if type(p) is _ndarray else _constant_like[0](zeros, p)
 
 
 def _strict(x, y):

@@ -38,6 +38,9 @@ FUSED: dict[str, Fused] = {}  # eager-only kernels (``Fused``), never in a graph
 # (a constant the strict vocabulary, ``lax.py``, makes) as a Tensor.
 _bind: list[Callable] = [None]  # type: ignore[list-item]  # set at import, as said
 _constant: list[Callable] = [None]  # type: ignore[list-item]
+# Set by staged.eager: a constant ``array`` to combine with the payload ``like`` that is
+# not a NumPy array (a meta tensor's metadata where ``like`` is meta)
+_constant_like: list[Callable] = [lambda array, like: _constant[0](array)]
 # Set by staged.eager: whether a Fused primitive may run its own kernel for these operands
 _fused_here: list[Callable] = [None]  # type: ignore[list-item]
 

@@ -1,7 +1,8 @@
 """``staged.device``: torch.device's names and checks, for a build whose tensors all live in
 host memory.
 
-Note [devices]: eager tensors are NumPy arrays, so every tensor is on ``device('cpu')``;
+Note [devices]: eager tensors are NumPy arrays, so every tensor with data is on
+``device('cpu')`` (a ``device('meta')`` tensor has none: Note [meta tensors] in ``meta.py``);
 scripts written for torch name devices anyway (``device = "cuda" if
 torch.cuda.is_available() else "cpu"``, ``x.to(device)``, ``zeros(..., device=device)``).
 Those calls work for the CPU (any index, as torch) and fail clearly for any other device,
@@ -116,11 +117,12 @@ class device:
     def __reduce__(self):
         return (device, (self._type,) if self._index is None else (self._type, self._index))
 
-    def __enter__(self):  # torch's ``with torch.device('cpu'):`` (the CPU is the default)
-        check(self)
+    def __enter__(self):  # torch's ``with torch.device('meta'):``: the default inside
+        _default.append(_placed(self))
         return self
 
     def __exit__(self, *exc):
+        _default.pop()
         return False
 
 
@@ -133,6 +135,8 @@ def _unknown(spec: str) -> str:
 
 
 CPU = device("cpu")
+META = device("meta")
+_default = [CPU]  # the default device: its last entry (``with device(...)`` pushes one)
 
 
 def check(d) -> device:
@@ -158,11 +162,26 @@ def check(d) -> device:
     )
 
 
+def _placed(d) -> device:
+    """``d`` as a device tensors can be on: the CPU or meta (others raise as ``check``)."""
+    if d is META or d == "meta" or (isinstance(d, device) and d._type == "meta"):
+        return META
+    return check(d)
+
+
+def on_meta(d) -> bool:
+    """Whether a factory's ``device=`` (the default device where None) is meta."""
+    if d is None:
+        return _default[-1] is META
+    return _placed(d) is META
+
+
 def get_default_device() -> device:
-    """``device('cpu')``: factories make every tensor in host memory."""
-    return CPU
+    """The device factories make tensors on: the CPU, or meta (``set_default_device``,
+    ``with device('meta'):``)."""
+    return _default[-1]
 
 
 def set_default_device(d) -> None:
-    """Accepts the CPU (or None); any other device raises as ``check`` does."""
-    check(d)
+    """Make factories put tensors on ``d`` (the CPU where None, or meta)."""
+    _default[0] = CPU if d is None else _placed(d)

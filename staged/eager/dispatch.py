@@ -14,8 +14,9 @@ from functools import partial
 
 import numpy as np
 
-from ..autodiff.primitive import _bind, _constant, _fused_here
+from ..autodiff.primitive import Fused, _bind, _constant, _constant_like, _fused_here
 from . import interceptor as _icpt
+from . import meta as _meta
 from .grad_mode import _state
 from .tensor import Tensor
 from .views import record as record_view
@@ -68,6 +69,8 @@ def apply(prim, inputs, params, out=None):
             payloads = list(map(_payload_of, inputs))
             for p in payloads:
                 if type(p) is not _ndarray:
+                    if _meta.among(payloads):  # shapes and dtypes only (Note [meta tensors])
+                        return _on_meta(prim, inputs, params, payloads)
                     payloads = [t._host() for t in inputs]
                     break
             token = _quiet()
@@ -97,8 +100,17 @@ def apply(prim, inputs, params, out=None):
 finish = apply  # finish(prim, inputs, params, out): for payloads evaluated elsewhere
 
 
+def _on_meta(prim, inputs, params, payloads):
+    """``apply`` with meta operands: the result's metadata, or a Fused kernel's
+    decomposition (it has no shape rule)."""
+    if isinstance(prim, Fused):
+        return prim.decomposition(*inputs, **params)
+    return apply(prim, inputs, params, _meta.evaluate(prim, payloads, params))
+
+
 _bind[0] = apply
 _constant[0] = Tensor._wrap  # the strict vocabulary's constants (autodiff/lax.py)
+_constant_like[0] = lambda array, like: Tensor._wrap(_meta.like(array, like))
 
 
 # Note [fused kernels]: a Fused primitive (autodiff/primitive.py) is one NumPy kernel and

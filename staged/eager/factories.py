@@ -12,7 +12,9 @@ import numpy as np
 from .. import autodiff as ad
 from .. import dtypes as dt
 from .checks import require
-from .devices import check as _check_device
+from .devices import META, _default, on_meta
+from .meta import Meta
+from .strides import dense_strides, inferred, non_overlapping_and_dense, row_major
 from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
 from .random import counter, distributions, fills
@@ -56,7 +58,11 @@ __all__ = [
 ]
 
 
-def _new(payload, requires_grad):
+def _new(payload, requires_grad, meta=False):
+    """A new leaf of ``payload``, or with ``meta`` of its shape and dtype on the meta
+    device (Note [meta tensors])."""
+    if meta and type(payload) is not Meta:
+        payload = Meta(payload.shape, payload.dtype)
     t = Tensor._wrap(payload, False)
     if _grad_state.inference:
         t._vc = None  # made in inference_mode: an inference tensor
@@ -72,14 +78,13 @@ def tensor(data, dtype=None, requires_grad=False, device=None) -> Tensor:
         >>> staged.tensor([1.0, 2.0], requires_grad=True)
         tensor([1., 2.], requires_grad=True)
     """
-    if device is not None:
-        _check_device(device)
+    meta = _options(device, None)
     if isinstance(data, (list, tuple)) and _holds_tensor(data):
-        return _new(_from_items(data, dtype)._payload, requires_grad)
+        return _new(_from_items(data, dtype)._payload, requires_grad, meta)
     if isinstance(data, Tensor) and current_interceptor() is not None:  # a traced copy
         x = data.detach().to(data.dtype if dtype is None else dtype)
         return _new(ad.copy(x)._payload, requires_grad)
-    return _new(as_payload(data, dtype), requires_grad)
+    return _new(as_payload(data, dtype), requires_grad, meta)
 
 
 # Note [tensors from tensors]: ``tensor([t, u])`` of one-element tensors is torch's: the
@@ -158,9 +163,9 @@ def _traced_items(data, d: dt.DType) -> Tensor:
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """``data`` itself where it is a tensor of ``dtype`` (converted where it is of
     another), else a new tensor of it, as ``tensor`` makes; a NumPy array of a supported
-    dtype is shared, not copied."""
-    if device is not None:
-        _check_device(device)
+    dtype is shared, not copied. On the meta device: a meta tensor of its shape."""
+    if _options(device, None) and not (isinstance(data, Tensor) and data.is_meta):
+        return tensor(data, dtype, device=META)
     if isinstance(data, Tensor):
         return data if dtype is None or dt.as_dtype(dtype) is data.dtype else data.to(dtype)
     if isinstance(data, np.ndarray) and dtype is None:
@@ -173,9 +178,9 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None) -> T
     where ``dtype`` is theirs and ``copy`` is not True, a copy otherwise (``copy=False``
     refuses to copy). ``requires_grad`` unset keeps a tensor's, else sets it as torch
     does: on the result where that is a leaf (``obj`` itself when shared), by detaching
-    otherwise."""
-    if device is not None:
-        _check_device(device)
+    otherwise. On the meta device: a meta tensor of its shape."""
+    if _options(device, None) and not (isinstance(obj, Tensor) and obj.is_meta):
+        return tensor(obj, dtype, requires_grad=bool(requires_grad), device=META)
     d = None if dtype is None else dt.as_dtype(dtype)
     if isinstance(obj, np.ndarray):
         obj = from_numpy(obj)
@@ -205,11 +210,16 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return Tensor._wrap(a, False)
 
 
-def _options(device, layout) -> None:
-    """torch's checks of a factory's ``device=`` and ``layout=``: staged's factories make
-    strided tensors only."""
+def _options(device, layout, like=None) -> bool:
+    """torch's checks of a factory's ``device=`` and ``layout=`` (staged's factories make
+    strided tensors only), and whether the tensor is a meta one: ``device`` is meta, or
+    where it is None, ``like``'s device (a ``*_like`` factory's) or the default one."""
     if device is not None:
-        _check_device(device)
+        meta = on_meta(device)
+    elif like is not None:
+        meta = type(like._payload) is Meta
+    else:
+        meta = _default[-1] is META
     if layout is not None and layout is not strided:
         op = sys._getframe(1).f_code.co_name  # the factory: only on this error path
         if not isinstance(layout, Layout):
@@ -220,6 +230,7 @@ def _options(device, layout) -> None:
             f"{op}(): layout={layout} is not supported: staged's factories make strided "
             "tensors (staged.sparse_coo_tensor makes a sparse one)"
         )
+    return meta
 
 
 # Memory formats and the layout of new tensors (Note [memory formats] in
@@ -269,14 +280,16 @@ def like_strides(x, fmt=None) -> tuple | None:
         return None
     shape = tuple(x.shape)
     if fmt is not None and fmt._rank is not None:
-        return _dense_strides(shape, fmt._order)
+        return dense_strides(shape, fmt._order)
     p = x._payload
-    if type(p) is not np.ndarray or (p.flags.c_contiguous and 1 not in shape):
+    if type(p) is Meta:
+        pass  # its strides, as an array's
+    elif type(p) is not np.ndarray or (p.flags.c_contiguous and 1 not in shape):
         return None  # row-major (a dim of size 1 may have any stride)
     strides = x.stride()
     if not non_overlapping_and_dense(shape, strides):
-        strides = _inferred(shape, strides)
-    return None if strides == _dense_strides(shape, range(len(shape) - 1, -1, -1)) else strides
+        strides = inferred(shape, strides)
+    return None if strides == row_major(shape) else strides
 
 
 def format_strides(shape, fmt) -> tuple | None:
@@ -289,52 +302,7 @@ def format_strides(shape, fmt) -> tuple | None:
         raise RuntimeError("unsupported memory format Preserve")
     if fmt._rank is not None and len(shape) != fmt._rank:
         raise RuntimeError(f"required rank {fmt._rank} tensor to use {fmt.name} format")
-    return None if fmt._rank is None else _dense_strides(tuple(shape), fmt._order)
-
-
-def _dense_strides(shape, order) -> tuple:
-    """Strides of a dense layout whose dims vary from fastest to slowest in ``order``."""
-    strides, n = [0] * len(shape), 1
-    for d in order:
-        strides[d] = n
-        n *= max(shape[d], 1)
-    return tuple(strides)
-
-
-def non_overlapping_and_dense(shape, strides, unit: int = 1) -> bool:
-    """torch's ``is_non_overlapping_and_dense``: the elements fill a block with no gaps
-    (``strides`` in elements, or in bytes with ``unit`` the item size)."""
-    need = unit
-    for stride, n in sorted((s, n) for s, n in zip(strides, shape) if n > 1):
-        if stride != need:
-            return False
-        need *= n
-    return True
-
-
-def _inferred(shape, strides) -> tuple:
-    """torch's ``infer_dense_strides``: dense strides keeping the order of ``strides`` (an
-    insertion sort from the innermost dim; dims of stride 0 stay where they are, ties go
-    to the smaller dim first)."""
-
-    def after(a, b) -> int:  # 1: a goes after b, -1: before, 0: either
-        if strides[a] == 0 or strides[b] == 0:
-            return 0
-        if strides[a] != strides[b]:
-            return 1 if strides[a] > strides[b] else -1
-        return 1 if shape[a] > shape[b] else 0
-
-    perm = list(range(len(shape)))[::-1]
-    for i in range(1, len(perm)):
-        j = i
-        for k in range(i - 1, -1, -1):
-            c = after(perm[k], perm[j])
-            if c > 0:
-                perm[k], perm[j] = perm[j], perm[k]
-                j = k
-            elif c < 0:
-                break
-    return _dense_strides(shape, perm)
+    return None if fmt._rank is None else dense_strides(tuple(shape), fmt._order)
 
 
 def strided_array(shape, strides, np_dtype) -> np.ndarray:
@@ -375,15 +343,15 @@ def _dtype(dtype, default=None):
 def zeros(
     *sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None, layout=None
 ) -> Tensor:
-    _options(device, layout)
-    return _new(np.zeros(_size(sizes, size), _dtype(dtype).np), requires_grad)
+    meta, shape, d = _options(device, layout), _size(sizes, size), _dtype(dtype).np
+    return _new(Meta(shape, d) if meta else np.zeros(shape, d), requires_grad)
 
 
 def ones(
     *sizes: _SizeArg, size=None, dtype=None, requires_grad=False, device=None, layout=None
 ) -> Tensor:
-    _options(device, layout)
-    return _new(np.ones(_size(sizes, size), _dtype(dtype).np), requires_grad)
+    meta, shape, d = _options(device, layout), _size(sizes, size), _dtype(dtype).np
+    return _new(Meta(shape, d) if meta else np.ones(shape, d), requires_grad)
 
 
 def empty(
@@ -396,29 +364,29 @@ def empty(
     memory_format=None,
 ) -> Tensor:
     """An uninitialized tensor, laid out in ``memory_format`` (Note [memory formats])."""
-    _options(device, layout)
-    shape = _size(sizes, size)
-    strides = format_strides(shape, memory_format)
-    return _new(strided_array(shape, strides, _dtype(dtype).np), requires_grad)
+    meta, shape = _options(device, layout), _size(sizes, size)
+    strides, d = format_strides(shape, memory_format), _dtype(dtype).np
+    return _new(
+        Meta(shape, d, strides) if meta else strided_array(shape, strides, d), requires_grad
+    )
 
 
 def empty_strided(
     size, stride, *, dtype=None, layout=None, device=None, requires_grad=False
 ) -> Tensor:
     """An uninitialized tensor of ``size`` whose ``stride()`` is ``stride``."""
-    _options(device, layout)
-    size, stride = _size((size,)), tuple(stride)
+    meta, size, stride = _options(device, layout), _size((size,)), tuple(stride)
     if len(size) != len(stride):
         raise RuntimeError(
             f"dimensionality of sizes ({len(size)}) must match dimensionality of strides "
             f"({len(stride)})"
         )
-    a = strided_array(size, stride, _dtype(dtype).np)
-    return _new(a, requires_grad)
+    d = _dtype(dtype).np
+    return _new(Meta(size, d, stride) if meta else strided_array(size, stride, d), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=None) -> Tensor:
-    _options(device, layout)
+    meta = _options(device, layout)
     if isinstance(fill_value, Tensor) and fill_value.ndim == 0:
         fill_value = fill_value.item()
     if not isinstance(fill_value, (bool, int, float, complex, np.number)):
@@ -429,15 +397,20 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=
     if dtype is None:
         dtype = dt.result_type([], [], [fill_value])
     value = fill_array(fill_value, _dtype(dtype), check_half=False)
-    return _new(np.full(_size((size,)), value, value.dtype), requires_grad)
+    shape = _size((size,))
+    return _new(
+        Meta(shape, value.dtype) if meta else np.full(shape, value, value.dtype), requires_grad
+    )
 
 
 def _new_like(t, dtype, requires_grad, device, layout, memory_format, fill=None) -> Tensor:
     """A new tensor of ``t``'s shape laid out as torch lays it out (``preserve_format`` by
     default, Note [memory formats]), holding ``fill`` (uninitialized where None)."""
-    _options(device, layout)
-    strides = like_strides(t, memory_format)
-    a = strided_array(tuple(t.shape), strides, _dtype(dtype, t.dtype).np)
+    meta = _options(device, layout, t)
+    strides, d = like_strides(t, memory_format), _dtype(dtype, t.dtype).np
+    if meta:
+        return _new(Meta(tuple(t.shape), d, strides), requires_grad)
+    a = strided_array(tuple(t.shape), strides, d)
     if fill is not None:
         a[...] = fill
     return _new(a, requires_grad)
@@ -526,7 +499,7 @@ def _arange(start, end, step, np_dtype) -> np.ndarray:
 def arange(
     start, end=None, step=1, dtype=None, requires_grad=False, device=None, layout=None
 ) -> Tensor:
-    _options(device, layout)
+    meta = _options(device, layout)
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if end is None:
         start, end = 0, start
@@ -536,7 +509,7 @@ def arange(
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dt.result_type([], [], [start, end, step])
-    return _new(_arange(start, end, step, _dtype(dtype).np), requires_grad)
+    return _new(_arange(start, end, step, _dtype(dtype).np), requires_grad, meta)
 
 
 def _linspace(start, end, steps: int, np_dtype) -> np.ndarray:
@@ -572,10 +545,10 @@ def linspace(
 ) -> Tensor:
     """``steps`` values from ``start`` to ``end``, evenly spaced, equal to the bit to
     torch's (``_linspace``)."""
-    _options(device, layout)
+    meta = _options(device, layout)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _new(_linspace(start, end, int(steps), _dtype(dtype).np), requires_grad)
+    return _new(_linspace(start, end, int(steps), _dtype(dtype).np), requires_grad, meta)
 
 
 def logspace(
@@ -583,24 +556,30 @@ def logspace(
 ) -> Tensor:
     """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in the
     exponent (computed in float64, then cast, as torch's CPU kernel)."""
-    _options(device, layout)
+    meta = _options(device, layout)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     values = np.power(float(base), np.linspace(start, end, steps))
-    return _new(values.astype(_dtype(dtype).np), requires_grad)
+    return _new(values.astype(_dtype(dtype).np), requires_grad, meta)
 
 
 def eye(n, m=None, dtype=None, requires_grad=False, device=None, layout=None) -> Tensor:
-    _options(device, layout)
+    meta = _options(device, layout)
     for what, k in (("n", n), ("m", m)):
         if k is not None and k < 0:
             raise RuntimeError(f"{what} must be greater or equal to 0, got {k}")
-    return _new(np.eye(n, m, dtype=_dtype(dtype).np), requires_grad)
+    d = _dtype(dtype).np
+    return _new(
+        Meta((n, n if m is None else m), d) if meta else np.eye(n, m, dtype=d), requires_grad
+    )
 
 
-def _random(name, fill, size, dtype, requires_grad, generator):
+def _random(name, fill, size, dtype, requires_grad, generator, meta=False):
     """A new tensor of ``size`` filled by ``fill(gen, fills.New(...))`` (``fill`` must hold no
-    tensor: under capture it outlives the trace, Note [host draws])."""
+    tensor: under capture it outlives the trace, Note [host draws]); with ``meta``, a meta
+    tensor, drawing nothing."""
+    if meta:
+        return _new(Meta(size, dtype.np), requires_grad)
     t = drawn(
         generator,
         f"staged.{name}",
@@ -637,7 +616,7 @@ def rand(
     layout=None,
 ) -> Tensor:
     """Uniform on [0, 1), torch's values after the same seed."""
-    _options(device, layout)
+    meta = _options(device, layout)
     return _random(
         "rand",
         fills.uniform,
@@ -645,6 +624,7 @@ def rand(
         _floating(dtype, "check_uniform_bounds"),
         requires_grad,
         generator,
+        meta,
     )
 
 
@@ -658,7 +638,7 @@ def randn(
     layout=None,
 ) -> Tensor:
     """Standard normal, torch's values after the same seed."""
-    _options(device, layout)
+    meta = _options(device, layout)
     return _random(
         "randn",
         fills.normal,
@@ -666,6 +646,7 @@ def randn(
         _floating(dtype, "normal_kernel_cpu"),
         requires_grad,
         generator,
+        meta,
     )
 
 
@@ -681,7 +662,7 @@ def randint(
     layout=None,
 ) -> Tensor:
     """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
-    _options(device, layout)
+    meta = _options(device, layout)
     if size is None:  # randint(high, size)
         if high is None:
             raise TypeError(
@@ -702,6 +683,7 @@ def randint(
         _dtype(dtype, dt.int64),
         requires_grad,
         generator,
+        meta,
     )
 
 
@@ -709,10 +691,12 @@ def randperm(
     n, *, generator=None, dtype=None, requires_grad=False, device=None, layout=None
 ) -> Tensor:
     """A random permutation of ``range(n)`` (torch's swap sequence)."""
-    _options(device, layout)
+    meta = _options(device, layout)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     d = _dtype(dtype, dt.int64)
+    if meta:
+        return _new(Meta((int(n),), d.np), requires_grad)
     t = drawn(
         generator,
         "staged.randperm",
@@ -723,11 +707,13 @@ def randperm(
     return _new(t._payload, requires_grad)
 
 
-def _like(name, fill, t, dtype, requires_grad, generator, memory_format):
+def _like(name, fill, t, dtype, requires_grad, generator, memory_format, meta):
     """A new tensor laid out as torch lays out one like ``t`` (Note [memory formats])
-    filled by ``fill``."""
+    filled by ``fill`` (a meta tensor, drawing nothing, with ``meta``)."""
     d, shape = _dtype(dtype, t.dtype), tuple(t.shape)
     strides = like_strides(t, memory_format)
+    if meta:
+        return _new(Meta(shape, d.np, strides), requires_grad)
     into = None if strides is None else strided_array(shape, strides, d.np)
     r = drawn(
         generator,
@@ -756,9 +742,11 @@ def rand_like(
     layout=None,
     memory_format=None,
 ) -> Tensor:
-    _options(device, layout)
+    meta = _options(device, layout, t)
     fills.check_floating(_dtype(dtype, t.dtype), "check_uniform_bounds")
-    return _like("rand_like", fills.uniform, t, dtype, requires_grad, generator, memory_format)
+    return _like(
+        "rand_like", fills.uniform, t, dtype, requires_grad, generator, memory_format, meta
+    )
 
 
 def randn_like(
@@ -771,9 +759,11 @@ def randn_like(
     layout=None,
     memory_format=None,
 ) -> Tensor:
-    _options(device, layout)
+    meta = _options(device, layout, t)
     fills.check_floating(_dtype(dtype, t.dtype), "normal_kernel_cpu")
-    return _like("randn_like", fills.normal, t, dtype, requires_grad, generator, memory_format)
+    return _like(
+        "randn_like", fills.normal, t, dtype, requires_grad, generator, memory_format, meta
+    )
 
 
 def randint_like(
@@ -788,7 +778,7 @@ def randint_like(
     layout=None,
     memory_format=None,
 ) -> Tensor:
-    _options(device, layout)
+    meta = _options(device, layout, t)
     if high is None:
         low, high = 0, low
     return _like(
@@ -799,6 +789,7 @@ def randint_like(
         requires_grad,
         generator,
         memory_format,
+        meta,
     )
 
 
@@ -815,7 +806,7 @@ def normal(
 ) -> Tensor:
     """``normal(mean, std)`` with either a tensor (``std`` >= 0), or floats and ``size``:
     torch's draws of N(0, std) then ``+ mean``, or of N(0, 1) then ``* std + mean``."""
-    _options(device, layout)
+    meta = _options(device, layout)
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         if size is None:
             raise TypeError(
@@ -830,6 +821,7 @@ def normal(
             _floating(dtype, "normal_kernel_cpu"),
             requires_grad,
             generator,
+            meta,
         )
     if not isinstance(std, Tensor):
         _check_std(std)
@@ -970,7 +962,7 @@ def deprecated_range(
     cast to the dtype's kind (integers for an integer dtype), values computed in float64
     or int64 as torch's CPU kernel does."""
     warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=2)
-    _options(device, layout)
+    meta = _options(device, layout)
     d = _dtype(dtype)
     kind = float if d.is_floating_point or d.is_complex else int
     start, end, step = (kind(v.item() if isinstance(v, Tensor) else v) for v in (start, end, step))
@@ -980,4 +972,4 @@ def deprecated_range(
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     n = int((end - start) / step + 1) if kind is float else (end - start) // step + 1
     values = start + np.arange(n, dtype=np.float64 if kind is float else np.int64) * step
-    return _new(values.astype(d.np), requires_grad)
+    return _new(values.astype(d.np), requires_grad, meta)

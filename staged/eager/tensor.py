@@ -28,7 +28,8 @@ from ..autodiff import Aval
 from .aliases import register, replaced
 from .grad_mode import _state
 from .interceptor import current_interceptor
-from .printing import array_text
+from .meta import Meta
+from .printing import OPTIONS, array_text
 
 if TYPE_CHECKING:
     from builtins import bool as _bool
@@ -143,10 +144,10 @@ class Tensor(_TensorOps):
         return self.numel() * self._payload.dtype.itemsize
 
     def stride(self, dim=None) -> Any:
-        """Strides in elements: the NumPy array's (a view's are its base's), contiguous for
-        data still on a device (Note [payloads])."""
+        """Strides in elements: the NumPy array's (a view's are its base's) or a meta
+        tensor's, contiguous for data still on a device (Note [payloads])."""
         p = self._payload
-        if type(p) is np.ndarray:
+        if type(p) is np.ndarray or type(p) is Meta:
             st = [s // p.itemsize for s in p.strides]
         else:
             st, n = [], 1
@@ -166,7 +167,7 @@ class Tensor(_TensorOps):
         return (_address(p) - _address(root)) // p.itemsize
 
     def data_ptr(self) -> int:
-        return _address(self._host())
+        return 0 if type(self._payload) is Meta else _address(self._host())
 
     def pin_memory(self, device=None) -> Tensor:
         """Raises as a CPU-only torch build does: there is no accelerator to pin for."""
@@ -354,26 +355,37 @@ class Tensor(_TensorOps):
                     "tensor.detach().numpy() instead."
                 )
             )
+        if type(self._payload) is Meta:
+            raise TypeError(
+                "can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy "
+                "the tensor to host memory first."
+            )
         return self._host()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         a = self._host()
         return a if dtype is None else a.astype(dtype)
 
-    def item(self) -> Any:
-        p = self._host()
+    def _one(self, error: str) -> np.ndarray:
+        """The one element (a 0-d array), or RuntimeError ``error`` (formatted with the
+        element count ``n``) for any other count; torch's error for a meta tensor's."""
+        p = self._payload
+        if type(p) is not Meta:
+            p = self._host()
         if p.size != 1:
-            raise RuntimeError(f"a Tensor with {p.size} elements cannot be converted to Scalar")
-        return p.reshape(()).item()
+            raise RuntimeError(error.format(n=p.size))
+        if type(p) is Meta:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+        return p.reshape(())
+
+    def item(self) -> Any:
+        return self._one("a Tensor with {n} elements cannot be converted to Scalar").item()
 
     def tolist(self) -> Any:
         return self._host().tolist()
 
     def __bool__(self) -> bool:
-        p = self._host()
-        if p.size != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return bool(p.reshape(()))
+        return bool(self._one("Boolean value of Tensor with more than one value is ambiguous"))
 
     def __float__(self) -> float:
         return float(self.item())
@@ -393,24 +405,30 @@ class Tensor(_TensorOps):
         return object.__format__(self, spec)
 
     def __repr__(self) -> str:
-        if type(self._payload) is not np.ndarray and not hasattr(self._payload, "__array__"):
-            body = repr(self._payload)
+        extra = []
+        p = self._payload
+        if type(p) is Meta:  # no data (Note [meta tensors])
+            body, extra = "...", ["device='meta'", f"size={tuple(p.shape)}"]
+        elif type(p) is not np.ndarray and not hasattr(p, "__array__"):
+            body = repr(p)
         else:
             body = array_text(self._host(), "tensor(")
-        extra = ""
-        default = dt.get_default_dtype()  # and its complex twin, as torch leaves unsaid
-        if self.dtype not in (default, default.to_complex(), dt.int64, dt.bool_):
-            extra += f", dtype={self.dtype}"
+        default = dt.get_default_dtype()  # and with data its complex twin, as torch leaves unsaid
+        unsaid = (
+            (default,) if type(p) is Meta else (default, default.to_complex(), dt.int64, dt.bool_)
+        )
+        if self.dtype not in unsaid:
+            extra.append(f"dtype={self.dtype}")
         try:
             fn = self.grad_fn
             name = None if fn is None else fn.name()
         except RuntimeError:  # a stale view made under no_grad (Note [stale views])
             name = "Invalid"
         if name is not None:
-            extra += f", grad_fn=<{name}>"
+            extra.append(f"grad_fn=<{name}>")
         elif self._requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+            extra.append("requires_grad=True")
+        return _suffixed(f"tensor({body}", extra)
 
     def __hash__(self) -> int:
         return id(self)
@@ -419,7 +437,8 @@ class Tensor(_TensorOps):
         return (_rebuild, (self._host(), self._requires_grad))
 
     def __deepcopy__(self, memo) -> Tensor:
-        t = Tensor._wrap(self._host().copy(), False)
+        p = self._payload  # a meta tensor's is never written: shared
+        t = Tensor._wrap(p if type(p) is Meta else self._host().copy(), False)
         t._requires_grad = self._requires_grad
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
@@ -632,6 +651,20 @@ _WRAP_FIELDS = tuple(
 
 
 _grad_fn_field = Tensor.__dict__["grad_fn"].__get__  # the slot, even under a property
+
+
+def _suffixed(text: str, suffixes: list) -> str:
+    """``text`` and ``, suffix`` each, closed: torch's ``_add_suffixes``, which starts a
+    suffix on a new line where it would reach past the line width."""
+    out, width = [text], len(text) - text.rfind("\n") + 1
+    for s in suffixes:
+        if width + len(s) + 2 > OPTIONS["linewidth"]:
+            out.append(",\n       " + s)
+            width = 7 + len(s)
+        else:
+            out.append(", " + s)
+            width += len(s) + 2
+    return "".join(out) + ")"
 
 
 def _rebuild(array, requires_grad):

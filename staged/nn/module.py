@@ -25,6 +25,7 @@ from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
 from ..eager import devices, legacy_types
 from ..eager.factories import empty_like
+from ..eager.meta import NO_DATA
 from ..eager.tensor import Tensor, as_payload
 from .backward_hooks import BackwardHook, legacy_hook_warning
 from .parameter import Buffer, Parameter
@@ -152,6 +153,26 @@ _HOOK_DICTS = (
 )
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+_META_NO_OP = (
+    "for {}: copying from a non-meta parameter in the checkpoint to a meta parameter in the "
+    "current model, which is a no-op. (Did you mean to pass `assign=True` to assign items in "
+    "the state dictionary to their corresponding key in the module instead of copying them "
+    "in place?)"
+)
+
+
+def _moved(t: Tensor, meta: bool) -> Tensor:
+    """``t`` on meta (``meta``) or the CPU, for ``Module.to``: from meta raises torch's
+    error, pointing at ``to_empty``."""
+    if t.is_meta == meta:
+        return t
+    if t.is_meta:
+        raise NotImplementedError(
+            f"{NO_DATA} Please use staged.nn.Module.to_empty() instead of "
+            "staged.nn.Module.to() when moving module from meta to a different device."
+        )
+    return t.to("meta")
+
 
 # the hooks a module's call runs, guarded under capture (Module._guard)
 _HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
@@ -946,6 +967,8 @@ class Module:
             try:
                 with no_grad():
                     if not assign:
+                        if param.is_meta and not value.is_meta:
+                            warnings.warn(_META_NO_OP.format(key), stacklevel=4)
                         param.copy_(value)
                     elif isinstance(param, Parameter) and not isinstance(value, Parameter):
                         setattr(self, name, Parameter(value, requires_grad=param.requires_grad))
@@ -1071,7 +1094,8 @@ class Module:
     def to(self, *args, **kwargs):
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)``: floating
         and complex parameters and buffers (and their grads) cast to ``dtype`` in place, as
-        torch's; a device must be the CPU (Note [devices])."""
+        torch's; a device must be the CPU or meta (Note [devices]): to meta, parameters
+        keep their metadata only; from meta, ``to_empty`` gives them memory."""
         dtype, device = kwargs.get("dtype"), kwargs.get("device")
         for a in args:
             if isinstance(a, Tensor):
@@ -1081,7 +1105,9 @@ class Module:
             elif a is not None and not isinstance(a, bool):
                 dtype = a
         if device is not None:
-            devices.check(device)
+            meta = devices.on_meta(device)
+            if any(t.is_meta != meta for t in self._tensors()):
+                self._apply(functools.partial(_moved, meta=meta))
         if dtype is None:
             return self
         dtype = dt.as_dtype(dtype)
@@ -1107,7 +1133,7 @@ class Module:
                 and (every or v.dtype.is_floating_point or complex_too and v.dtype.is_complex)
                 and v.dtype is not dtype
             ):
-                v._payload = v._host().astype(dtype.np)
+                v._payload = (v._payload if v.is_meta else v._host()).astype(dtype.np)
                 v._vc[0] += 1
 
         for m in self.modules():
@@ -1129,6 +1155,16 @@ class Module:
 
     def bfloat16(self):
         return self._cast(dt.bfloat16)
+
+    def _tensors(self):
+        """Every parameter, grad and buffer of this module and its submodules."""
+        for m in self.modules():
+            for d in (m._parameters, m._buffers):
+                for v in d.values():
+                    if v is not None:
+                        yield v
+                        if v._grad is not None:
+                            yield v._grad
 
     def _apply(self, fn, recurse=True):
         """``fn(tensor)`` for every parameter (its data set in place: the Parameter object

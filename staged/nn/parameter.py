@@ -6,13 +6,20 @@ from ..eager.factories import empty, tensor
 from ..eager.tensor import Tensor
 
 
+def _payload(data: Tensor):
+    """``data``'s payload, brought home (a meta tensor's metadata stays meta)."""
+    return data._payload if data.is_meta else data._host()
+
+
 class Parameter(Tensor):
     """A Tensor that is a module parameter (``requires_grad=True`` by default)."""
 
     def __new__(cls, data=None, requires_grad=True):
         data = empty(0) if data is None else data
         t = object.__new__(cls)
-        Tensor._init(t, data._host() if isinstance(data, Tensor) else tensor(data)._payload, False)
+        Tensor._init(
+            t, _payload(data) if isinstance(data, Tensor) else tensor(data)._payload, False
+        )
         if isinstance(data, Tensor):
             t._vc = data._vc
         t.requires_grad_(requires_grad)
@@ -28,7 +35,8 @@ class Parameter(Tensor):
         return (Parameter, (Tensor._wrap(self._host()), self._requires_grad))
 
     def __deepcopy__(self, memo):
-        p = Parameter(Tensor._wrap(self._host().copy()), self._requires_grad)
+        p = Parameter(Tensor._wrap(self._payload if self.is_meta else self._host().copy()))
+        p.requires_grad_(self._requires_grad)
         memo[id(self)] = p
         return p
 
@@ -41,7 +49,7 @@ class Buffer(Tensor):
     def __new__(cls, data=None, *, persistent=True):
         data = empty(0) if data is None else data
         t = object.__new__(cls)
-        Tensor._init(t, data.detach()._host(), data.requires_grad)
+        Tensor._init(t, _payload(data), data.requires_grad)
         t._vc = data._vc
         t.persistent = persistent
         return t

@@ -7,6 +7,8 @@ from ... import dtypes as dt
 from .. import autocast as _autocast
 from .. import devices as _device
 from .. import factories, legacy_types
+from ..dispatch import finish
+from ..meta import NO_DATA, Meta
 from ..tensor import Tensor
 from . import composite, elementwise, indexing, inplace, linalg, memory_formats, metadata
 from . import shape, table
@@ -20,7 +22,8 @@ globals().update(table.exports())
 
 def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, **_):
     """``t.to(dtype)``, ``t.to(device, dtype)``, ``t.to(other)``: a device must be the CPU
-    (Note [devices]); the result is ``self`` when nothing changes and not ``copy``."""
+    or meta (Note [devices]); the result is ``self`` when nothing changes and not
+    ``copy``."""
     flags = []
     for a in args:
         if isinstance(a, Tensor):
@@ -33,8 +36,8 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, **
             dtype = a
     if len(flags) > 1:
         copy = flags[1]
-    if device is not None:
-        _device.check(device)
+    if device is not None and _device.on_meta(device) != (type(self._payload) is Meta):
+        self = _moved(self)
     if dtype is None:
         return self.clone() if copy else self
     d = dt.as_dtype(dtype)
@@ -43,6 +46,15 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, **
     if not (d.is_floating_point or d.is_complex):
         self = self.detach()  # integer and bool results are not differentiable
     return ad.cast(self, dtype=d)
+
+
+def _moved(t: Tensor) -> Tensor:
+    """``t`` on the other device: a CPU tensor's metadata on meta (in the graph, as torch's
+    copy), or torch's error for data out of a meta tensor."""
+    if type(t._payload) is Meta:
+        raise NotImplementedError(NO_DATA)
+    meta = Meta(tuple(t.shape), t._payload.dtype, factories.like_strides(t))
+    return finish(ad.copy, (t,), {}, meta)
 
 
 def _type(self, dtype=None, non_blocking=False, **_):
@@ -128,23 +140,27 @@ _METHODS = {
     "type_as": lambda self, other: _to(self, other.dtype),
     "type": _type,
     "nelement": Tensor.numel,
-    "cpu": lambda self, memory_format=None: self,
+    "cpu": lambda self, memory_format=None: _to(self, "cpu"),
     "cuda": _cuda,
     "get_device": lambda self: -1,
     "is_pinned": lambda self, device=None: False,
     "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False: factories.ones(
-        *size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+        *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
     ),
     "new_empty": lambda self, *size, dtype=None, device=None, requires_grad=False: factories.empty(
-        *size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+        *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
     ),
     "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: (
         factories.full(
-            size, fill_value, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+            size,
+            fill_value,
+            dtype=dtype or self.dtype,
+            device=device or self.device,
+            requires_grad=requires_grad,
         )
     ),
     "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False: factories.tensor(
-        data, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad
+        data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
     ),
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
 }
@@ -172,9 +188,12 @@ Tensor.H = property(metadata.H)  # type: ignore[method-assign, assignment]
 Tensor.output_nr = property(metadata.output_nr)  # type: ignore[method-assign, assignment]
 Tensor.real = property(elementwise.real)  # type: ignore[method-assign, assignment]
 Tensor.imag = property(elementwise.imag)  # type: ignore[method-assign, assignment]
-# Note [devices]
-Tensor.device = property(lambda self: _device.CPU)  # type: ignore[method-assign, assignment]
+# Note [devices]: strided tensors on the CPU, or meta ones (Note [meta tensors])
+Tensor.device = property(  # type: ignore[method-assign, assignment]
+    lambda self: _device.META if type(self._payload) is Meta else _device.CPU
+)
+Tensor.is_meta = property(lambda self: type(self._payload) is Meta)  # type: ignore[method-assign, assignment]
+Tensor.is_cpu = property(lambda self: type(self._payload) is not Meta)  # type: ignore[method-assign, assignment]
 Tensor.is_cuda = property(lambda self: False)  # type: ignore[method-assign, assignment]
-Tensor.is_cpu = property(lambda self: True)  # type: ignore[method-assign, assignment]
-for _flag in ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized"):
-    setattr(Tensor, _flag, property(lambda self: False))  # strided CPU tensors, always
+for _flag in ("is_xpu", "is_mps", "is_sparse", "is_sparse_csr", "is_quantized"):
+    setattr(Tensor, _flag, property(lambda self: False))

@@ -9,6 +9,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import at_user
+from .. import meta
 from ..scalars import fill_array, int64_range
 from ..tensor import Tensor
 
@@ -138,20 +139,25 @@ def operands(*vals, dtype: dt.DType | None = None):
             expand_to(t, shape) if isinstance(t, Tensor) else _number(t, dtype.np, shape)
             for t in ts
         ]
-    # symbolic: a 0-d constant expanded in the graph (never a full-size constant)
-    return [expand_to(t if isinstance(t, Tensor) else _number(t, dtype.np, ()), shape) for t in ts]
+    # symbolic: a 0-d constant expanded in the graph (never a full-size constant); meta
+    # beside meta tensors
+    like = next((t._payload for t in ts if isinstance(t, Tensor)), None)
+    return [
+        expand_to(t if isinstance(t, Tensor) else _number(t, dtype.np, (), like), shape) for t in ts
+    ]
 
 
-def _number(v, dtype: np.dtype, shape: tuple) -> Tensor:
+def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:
     """``v`` as a read-only broadcast view of ``shape``: ``np.broadcast_to``'s array, made
-    directly (a third of its time, on every op with a Python number)."""
+    directly (a third of its time, on every op with a Python number); its metadata where
+    ``like``, a payload, is meta."""
     try:
         one = np.array(v, dtype)
     except OverflowError as e:
         one = _wrapped(v, dtype, e)
     a = np.ndarray(shape, dtype, one, 0, (0,) * len(shape))
     a.flags.writeable = False
-    return Tensor._wrap(a)
+    return Tensor._wrap(a if like is None else meta.like(a, like))
 
 
 def float_operand(t: Tensor) -> Tensor:

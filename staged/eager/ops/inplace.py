@@ -35,6 +35,7 @@ from .. import views
 from ..factories import non_overlapping_and_dense
 from ..aliases import follow
 from ..grad_mode import _state
+from ..meta import Meta
 from ..interceptor import current_interceptor
 from ..._where import PLAIN, at_user, name_site
 from ..tensor import Tensor
@@ -137,7 +138,7 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
         result = ew.where(scalar_tensor(False, dt.bool_), t, result)
     node = result.grad_fn
     p = t._payload
-    if not functional and type(p) is not np.ndarray:
+    if not functional and type(p) is not np.ndarray and type(p) is not Meta:
         p = t._host()  # data left on a device by a compiled step
     if node is not None:  # eager and symbolic alike: the Nodes read t before the write
         _keep_originals(node, t, since)
@@ -153,6 +154,8 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
         for hook in before_write:
             hook(t)
         np.copyto(p, result._payload)
+    elif type(p) is Meta or type(result._payload) is Meta:
+        p[...] = result._payload  # into meta: nothing; out of it: NotImplementedError
     else:  # payloads that don't share memory (symbolic under capture): functionalize
         for w in _replace(t, p, result):
             if icpt is not None and type(w._payload) is np.ndarray:

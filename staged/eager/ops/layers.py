@@ -760,7 +760,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0 or input.numel() == 0:
         return input
-    if p == 1:
+    if p == 1 or input.is_meta:  # a meta tensor's: no mask to draw (Note [meta tensors])
         noise = scalar_tensor(0, input.dtype)
     elif current_interceptor() is None and type(input._payload) is np.ndarray:
         x = input._payload

@@ -28,6 +28,7 @@ from ..factories import (  # noqa: F401
     strided_array,
 )
 from ..factories import _check_format_type as _check_type
+from ..meta import Meta
 
 
 def is_contiguous(x, memory_format=None) -> bool:
@@ -36,7 +37,7 @@ def is_contiguous(x, memory_format=None) -> bool:
     if memory_format is not None:
         _check_type(memory_format)
     p = x._payload
-    if type(p) is not np.ndarray:  # data left on a device by a compiled step: row-major
+    if type(p) is not np.ndarray and type(p) is not Meta:  # a compiled step's: row-major
         return memory_format is None or memory_format._rank is None
     if memory_format is None or memory_format._rank is None:
         return bool(p.flags.c_contiguous)
@@ -56,7 +57,9 @@ def laid_out_like(x, r, fmt=None):
     ``x`` in format ``fmt`` (``clone``'s ``preserve_format``): its payload copied into that
     layout where it is not row-major."""
     st = like_strides(x, fmt)
-    if st is not None and type(r._payload) is np.ndarray:
+    if st is not None and type(r._payload) is Meta:
+        r._payload = Meta(r._payload.shape, r._payload.dtype, st)
+    elif st is not None and type(r._payload) is np.ndarray:
         a = strided_array(r._payload.shape, st, r._payload.dtype)
         a[...] = r._payload
         r._payload = a

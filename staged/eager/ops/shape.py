@@ -11,8 +11,10 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
+from .. import factories
 from ..checks import check_range
 from ..devices import check as check_device
+from ..meta import Meta
 from ..tensor import Size, Tensor
 from . import memory_formats
 from ._operands import broadcast_shapes as _broadcast_shapes
@@ -128,12 +130,15 @@ def _complex_layout_error(x):
     return None
 
 
+_STRIDED = (np.ndarray, Meta)  # payloads with strides (others are row-major)
+
+
 def contiguous(x, memory_format=None):
     """``x`` itself if it is C-contiguous, else a C-contiguous copy (part of the graph),
     whatever ``memory_format`` (Note [memory formats])."""
     memory_formats.check(x, memory_format)
     p = x._payload
-    return ad.copy(x) if type(p) is np.ndarray and not p.flags.c_contiguous else x
+    return ad.copy(x) if type(p) in _STRIDED and not p.flags.c_contiguous else x
 
 
 def flatten(x, start_dim=0, end_dim=-1):
@@ -475,12 +480,11 @@ def _c_strides(shape) -> tuple:
 
 
 def new_zeros(x, *size, dtype=None, requires_grad=False, device=None):
-    """Zeros of ``size`` with ``x``'s dtype (or ``dtype``), as ``Tensor.new_zeros``."""
-    if device is not None:
-        check_device(device)
+    """Zeros of ``size`` with ``x``'s dtype (or ``dtype``) on its device (or ``device``),
+    as ``Tensor.new_zeros``."""
     d = x.dtype if dtype is None else dt.as_dtype(dtype)
-    t = Tensor._wrap(np.zeros(_shape_arg(size), d.np))
-    return t.requires_grad_(True) if requires_grad else t
+    where = x.device if device is None else device
+    return factories.zeros(_shape_arg(size), dtype=d, device=where, requires_grad=requires_grad)
 
 
 def narrow(x, dim, start, length):

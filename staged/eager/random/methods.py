@@ -19,8 +19,9 @@ _LIMITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # mantis
 
 
 def _write(t: Tensor, fill, name: str, generator) -> Tensor:
-    """Write ``fill(gen, payload)`` into ``t`` (nothing to draw for an empty tensor)."""
-    if t.numel() == 0:
+    """Write ``fill(gen, payload)`` into ``t`` (nothing to draw for an empty or a meta
+    tensor)."""
+    if t.numel() == 0 or t.is_meta:
         return t
     layout: np.ndarray | None
     layout, d = fills.like(t), t.dtype.np

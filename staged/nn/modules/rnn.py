@@ -309,7 +309,7 @@ class RNNBase(Module):
             self.hidden_size,
         )
         if hx is None:
-            return (zeros(*shape, dtype=input.dtype),) * (2 if lstm else 1)
+            return (zeros(*shape, dtype=input.dtype, device=input.device),) * (2 if lstm else 1)
         for i, h in enumerate(hx):
             if tuple(h.shape) != shape:
                 what = f"hidden[{i}] size" if lstm else "hidden size"
@@ -498,7 +498,8 @@ class RNNCellBase(Module):
             input = input.unsqueeze(0)
             states = states and tuple(s.unsqueeze(0) for s in states)
         if states is None:
-            states = (zeros(input.shape[0], self.hidden_size, dtype=input.dtype),) * (
+            size = (input.shape[0], self.hidden_size)
+            states = (zeros(size, dtype=input.dtype, device=input.device),) * (
                 2 if mode == "LSTM" else 1
             )
         if input.shape[1] != self.input_size:
