@@ -64,6 +64,7 @@ generated: $(VENV)/.test
 bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
 	$(BIN)/python bench/compiled_steps.py
+	$(BIN)/python bench/matmul.py
 	$(BIN)/python bench/first_step.py
 	$(BIN)/python bench/index_checks.py
 	$(BIN)/python bench/ddp.py

@@ -74,6 +74,13 @@ def environment(rounds: int, base: str, torch=None) -> str:
     )
 
 
+def quartiles(values) -> list:
+    """The quartiles of ``values`` within their range (the inclusive method: the default
+    extrapolates past the extremes, a negative quartile from two rounds)."""
+    values = list(values)
+    return statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+
+
 def ratio_table(results: dict, names, base: str) -> str:
     """Markdown: one row per implementation, ms/step and ratio per column of ``results``
     ({column label: {name: [ms per round]}})."""
@@ -88,7 +95,7 @@ def ratio_table(results: dict, names, base: str) -> str:
                 row += " - | - |"
                 continue
             ratios = [t / r for t, r in zip(times[name], times[base])]
-            q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            q1, q2, q3 = quartiles(ratios)
             row += f" {statistics.median(times[name]):.3f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) |"
         lines.append(row)
     return "\n".join(lines)

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
-from bench.common import environment, item  # noqa: E402
+from bench.common import environment, item, quartiles  # noqa: E402
 import staged  # noqa: E402
 import staged.distributed as dist  # noqa: E402
 from staged import optim  # noqa: E402
@@ -188,7 +188,7 @@ def worker(a) -> None:
 
 def median_ratio(num, den) -> str:
     ratios = [n / d for n, d in zip(num, den)]
-    q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    q1, q2, q3 = quartiles(ratios)
     return f"{q2:.2f} ({q1:.2f}-{q3:.2f})"
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 import staged  # noqa: E402
+from bench.common import quartiles  # noqa: E402
 from staged.autograd import forward_ad as fwad  # noqa: E402
 
 try:
@@ -176,7 +177,7 @@ def main(argv=None) -> int:
     print("| implementation | ms/HVP | ratio |\n|---|---:|---:|")
     for name, ts in times.items():
         ratios = [t / b for t, b in zip(ts, times[base])]
-        q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        q1, q2, q3 = quartiles(ratios)
         print(f"| {name} | {statistics.median(ts):.3f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) |")
     return 0
 

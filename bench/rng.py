@@ -30,7 +30,7 @@ import torch
 import staged
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from bench.common import environment, interleaved, ratio_table
+from bench.common import environment, interleaved, quartiles, ratio_table
 
 N = 1_000_000
 TARGETS = {"randn": 3.0, "rand": 1.5, "uniform_": 1.5, "dropout": 1.5, "Linear(4096, 4096)": 1.5}
@@ -146,7 +146,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for name, times in gen.items():
         ratios = [a / b for a, b in zip(times["staged"], times["torch"])]
-        q1, q2, q3 = statistics.quantiles(ratios, n=4)
+        q1, q2, q3 = quartiles(ratios)
         ok = "ok" if q2 <= TARGETS[name] else "over"
         print(
             f"| {name} | {statistics.median(times['staged']):.2f} | "
