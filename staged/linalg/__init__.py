@@ -14,8 +14,10 @@ training and scientific programs use. Real matrices (float32, float64); ``eig`` 
   matrices, the LU composition otherwise, to report ``info``).
 * The SVD, eigendecompositions, QR, ``pinv``, ``lstsq`` and what is built on them
   (``svdvals``, ``eigvalsh``, ``eigvals``, ``matrix_rank``, ``cond``, the 2/-2/'nuc'
-  norms) run LAPACK eagerly only, with torch's backward formulas (``_lapack.py``): under
-  ``staged.compile``, forward-mode AD or vmap they raise an error naming the op.
+  norms) run LAPACK eagerly, with torch's backward formulas (``_lapack.py``); under
+  ``staged.compile``, forward-mode AD or vmap QR is Householder reflections, ``eigh`` and
+  the SVD Jacobi rotations in staged's ops (``_orthogonal.py``), and ``eig``/``eigvals``
+  raise an error naming the op.
 
 * ``ldl_factor``, ``ldl_factor_ex`` and ``ldl_solve`` (Bunch-Kaufman, LAPACK's compact
   form and pivots) are LAPACK's ``?sytf2``/``?hetf2`` and ``?sytrs``/``?hetrs`` written in

@@ -1,24 +1,29 @@
-"""The factorizations of ``staged.linalg`` that staged's ops cannot compute (the SVD, the
-symmetric and general eigendecompositions, QR, the pseudoinverse and least squares) and
-what is built on them (``matrix_rank``, ``cond``, the 2, -2 and nuclear matrix norms).
+"""The factorizations of ``staged.linalg`` that run LAPACK eagerly (the SVD, the symmetric
+and general eigendecompositions, QR, the pseudoinverse and least squares) and what is
+built on them (``matrix_rank``, ``cond``, the 2, -2 and nuclear matrix norms).
 
 Each runs LAPACK (NumPy's) eagerly, as one kernel and one autograd Node (``Fused``, Note
 [fused kernels] in ``eager/dispatch.py``) whose backward is torch's formula written in
 staged's ops, so it differentiates again. A kernel returns one array, so the factors are
-packed side by side along its last dim and sliced back out. They have no composition in
-staged's ops: under ``staged.compile``/capture, forward-mode AD or vmap they raise, naming
-the op (``_eager_only``). Real matrices (float32, float64); ``eig`` has complex results."""
+packed side by side along its last dim and sliced back out. Under ``staged.compile``/
+capture, forward-mode AD and vmap, QR, ``eigh`` and the SVD (and so ``pinv`` and
+``lstsq``) are their compositions in ``_orthogonal.py``, with the same backward (Note
+[compiled gradients are torch's formulas]); ``eig`` has none and raises there, naming the op (``_eager_only``). Real matrices
+(float32, float64); ``eig`` has complex results."""
 
 from __future__ import annotations
 
 import collections
 import math
+import types
 
 import numpy as np
 
 from .. import dtypes as dt
 from .._where import at_user
 from ..autodiff import Fused
+from ..autograd import forward_ad
+from ..autograd.function import Function
 from ..eager import ops
 from ..eager.checks import require
 from ..eager.factories import eye, tensor, zeros
@@ -28,6 +33,7 @@ from ..eager.ops.reduction import norm as _vector_norm
 from ..eager.tensor import Tensor
 from ._composed import deprecated, inv_ex
 from ._core import _floating, _real, _solve, _square, solve_triangular, vector_norm
+from ._orthogonal import jacobi_eigh, jacobi_svd, qr_parts
 
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
 
@@ -57,6 +63,11 @@ def _pack(*parts, batch) -> np.ndarray:
     return np.concatenate([p.reshape(*batch, -1) for p in parts], -1)
 
 
+def _packed(parts, batch) -> Tensor:
+    """``_pack`` in staged's ops: a decomposition's result, as its kernel's."""
+    return ops.cat([p.reshape(*batch, -1) for p in parts], -1)
+
+
 def _unpack(t, batch, *shapes) -> list:
     """``_pack``'s factors of shapes ``shapes`` back out of ``t`` (a Tensor)."""
     out, at = [], 0
@@ -65,6 +76,49 @@ def _unpack(t, batch, *shapes) -> list:
         out.append(t[..., at : at + size].reshape(*batch, *shape))
         at += size
     return out
+
+
+# Note [compiled gradients are torch's formulas]: a capture records a kernel's
+# composition (``_orthogonal.py``) inside one custom Function whose backward is the
+# kernel's VJP rules, torch's formulas, as eagerly: the compiled gradient is eager's and
+# costs a few products, not the transpose of every Jacobi rotation (a float32 eigh step
+# with its gradient at n = 16: 290 kB in 40 s, through the rotations 700 kB in 250 s).
+# Forward AD (which a Function would take from a jvp formula) and vmap outside a capture
+# differentiate and batch the composition itself.
+class _Formula(Function):
+    @staticmethod
+    def forward(ctx, kernel, composition, params, *args):
+        out = composition(*args, **params)
+        ctx.save_for_backward(*args, out)
+        ctx.kernel, ctx.params = kernel, params
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        *args, out = ctx.saved_tensors
+        named = dict(zip(ctx.kernel.inputs, args))
+        grads = []
+        for rule, needed in zip(ctx.kernel.vjp, ctx.needs_input_grad[3:]):
+            if rule is None or not needed:
+                grads.append(None)
+                continue
+            kw = {n: named[n] for n in rule.inputs} | {n: ctx.params[n] for n in rule.static}
+            kw |= {n + "_aval": named[n] for n in rule.avals}
+            grads.append(rule.fn(g, **(kw | {"out": out} if rule.wants_out else kw)))
+        return (None, None, None, *grads)
+
+
+def _kernel(name, impl, composition, *, vjp, node_name):
+    """A LAPACK kernel (``Fused``) whose decomposition is ``composition``, captured with
+    the kernel's VJP (Note [compiled gradients are torch's formulas])."""
+
+    def decomposition(*args, **params):
+        if current_interceptor() is None or forward_ad.active():
+            return composition(*args, **params)
+        return _Formula.apply(kernel, composition, params, *args)
+
+    kernel = Fused(name, impl, decomposition, vjp=vjp, node_name=node_name)
+    return kernel
 
 
 def _quotient(num, den):
@@ -133,10 +187,10 @@ def _svd_vjp(g, A_aval, out, full_matrices):
     return svd_backward(gU[..., :k], gS, gVh[..., :k, :], U[..., :k], S, Vh[..., :k, :])
 
 
-_svd = Fused(
+_svd = _kernel(
     "linalg_svd",
     _svd_impl,
-    _eager_only("svd", " (and svdvals, matrix_rank, cond, the 2/-2/'nuc' norms, torch.svd)"),
+    lambda A, *, full_matrices: _packed(jacobi_svd(A, full_matrices), A.shape[:-2]),
     vjp=_svd_vjp,
     node_name="LinalgSvdBackward0",
 )
@@ -144,8 +198,9 @@ _svd = Fused(
 
 def svd(A, full_matrices=True, *, driver=None) -> SVDResult:
     """``(U, S, Vh)`` with ``A == U @ diag(S) @ Vh``, ``S`` descending (``full_matrices``:
-    square ``U`` and ``Vh``). LAPACK eagerly; the gradient is torch's, ill-defined (NaN or
-    inf) where singular values repeat and ``U`` or ``Vh`` is used. Real matrices."""
+    square ``U`` and ``Vh``). LAPACK eagerly (one-sided Jacobi elsewhere); the gradient is
+    torch's, ill-defined (NaN or inf) where singular values repeat and ``U`` or ``Vh`` is
+    used. Real matrices."""
     _matrix(A, "svd")
     _real(A, "svd", "linalg_svd_cpu")
     _no_driver(driver, "svd")
@@ -190,10 +245,10 @@ def _eigh_vjp(g, A_aval, out, UPLO):
     return V @ (gA @ V.mT)
 
 
-_eigh = Fused(
+_eigh = _kernel(
     "linalg_eigh",
     lambda A, *, UPLO: _pack(*np.linalg.eigh(A, UPLO=UPLO), batch=A.shape[:-2]),
-    _eager_only("eigh", " (and eigvalsh, matrix_rank(hermitian=True))"),
+    lambda A, *, UPLO: _packed(jacobi_eigh(A, UPLO), A.shape[:-2]),
     vjp=_eigh_vjp,
     node_name="LinalgEighBackward0",
 )
@@ -201,8 +256,8 @@ _eigh = Fused(
 
 def eigh(A, UPLO="L") -> EighResult:
     """``(eigenvalues, eigenvectors)`` of symmetric matrices, ascending, read from the
-    ``UPLO`` triangle. LAPACK eagerly; the gradient is torch's (ill-defined where
-    eigenvalues repeat and the eigenvectors are used). Real matrices."""
+    ``UPLO`` triangle. LAPACK eagerly (Jacobi elsewhere); the gradient is torch's
+    (ill-defined where eigenvalues repeat and the eigenvectors are used). Real matrices."""
     _matrix(A, "eigh")
     _square(A, "eigh")
     _real(A, "eigh", "linalg_eigh_cpu")
@@ -341,10 +396,10 @@ def _qr_vjp(g, A_aval, out, mode):
     return qr_backward(gQ, gR, Q, R)
 
 
-_qr = Fused(
+_qr = _kernel(
     "linalg_qr",
     _qr_impl,
-    _eager_only("qr", " (and torch.qr)"),
+    lambda A, *, mode: _packed(qr_parts(A, mode), A.shape[:-2]),
     vjp=_qr_vjp,
     node_name="LinalgQrBackward0",
 )
@@ -353,7 +408,8 @@ _qr = Fused(
 def qr(A, mode="reduced") -> QRResult:
     """``(Q, R)`` with ``A == Q @ R``, ``Q`` orthonormal columns, ``R`` upper triangular:
     ``mode`` ``'reduced'`` (``k = min(m, n)`` columns), ``'complete'`` (square ``Q``) or
-    ``'r'`` (``Q`` empty). LAPACK eagerly; torch's gradient. Real matrices."""
+    ``'r'`` (``Q`` empty). LAPACK eagerly (Householder reflections elsewhere, with
+    LAPACK's signs); torch's gradient. Real matrices."""
     _matrix(A, "qr")
     _real(A, "qr", "geqrf_cpu")
     if mode not in ("reduced", "complete", "r"):
@@ -389,25 +445,42 @@ def _tolerances(A, atol, rtol, what: str):
     )
 
 
-def _threshold(S, atol, rtol, top):
-    """Which of ``S`` count: above ``max(atol, rtol * top)`` (NumPy, float64 tolerances)."""
-    return S > np.maximum(atol[..., None], rtol[..., None] * top)
+# pinv's and lstsq's bodies, over LAPACK (NumPy) eagerly and staged's ops elsewhere
+_NUMPY = types.SimpleNamespace(
+    eigh=np.linalg.eigh,
+    svd=lambda A: np.linalg.svd(A, full_matrices=False),
+    where=np.where,
+    maximum=np.maximum,
+    top=lambda x: x.max(-1, initial=0, keepdims=True),
+    cast=lambda x, like: x.astype(like.dtype, copy=False),
+    float64=lambda x: np.asarray(x, np.float64),
+)
+_OPS = types.SimpleNamespace(
+    eigh=jacobi_eigh,
+    svd=lambda A: jacobi_svd(A, False),
+    where=ops.where,
+    maximum=ops.maximum,
+    top=lambda x: ops.cat([zeros(*x.shape[:-1], 1, dtype=x.dtype), x], -1).amax(-1, keepdim=True),
+    cast=lambda x, like: x.to(like.dtype),
+    float64=lambda x: tensor(x, dtype=dt.float64),
+)
 
 
-def _reciprocal(S, big):
-    return np.where(big, 1 / np.where(big, S, 1), 0).astype(S.dtype)
+def _reciprocal(xp, S, atol, rtol, top):
+    """``1 / S`` where ``|S|`` is above ``max(atol, rtol * top)`` (float64 tolerances),
+    else 0."""
+    big = abs(S) > xp.maximum(atol[..., None], rtol[..., None] * top)
+    return xp.cast(xp.where(big, 1 / xp.where(big, S, 1), 0), S), big
 
 
-def _pinv_impl(A, atol, rtol, *, hermitian):
+def _pinv_of(xp, A, atol, rtol, hermitian):
     if hermitian:
-        L, V = np.linalg.eigh(A)
-        inv = _reciprocal(
-            L, _threshold(np.abs(L), atol, rtol, np.abs(L).max(-1, initial=0, keepdims=True))
-        )
-        return (V * inv[..., None, :]) @ V.swapaxes(-1, -2)
-    U, S, Vh = np.linalg.svd(A, full_matrices=False)
-    inv = _reciprocal(S, _threshold(S, atol, rtol, S[..., :1]))
-    return (Vh.swapaxes(-1, -2) * inv[..., None, :]) @ U.swapaxes(-1, -2)
+        L, V = xp.eigh(A)
+        inv = _reciprocal(xp, L, atol, rtol, xp.top(abs(L)))[0]
+        return (V * inv[..., None, :]) @ V.mT
+    U, S, Vh = xp.svd(A)
+    inv = _reciprocal(xp, S, atol, rtol, S[..., :1])[0]
+    return (Vh.mT * inv[..., None, :]) @ U.mT
 
 
 def pinv_backward(g, pinvA, A):
@@ -423,10 +496,10 @@ def pinv_backward(g, pinvA, A):
     return -(K @ pinvA).mT + (gh - A @ K) @ pinvA @ pinvAh + pinvAhK - pinvAhK @ pinvA @ A
 
 
-_pinv = Fused(
+_pinv = _kernel(
     "linalg_pinv",
-    _pinv_impl,
-    _eager_only("pinv", " (and torch.pinverse)"),
+    lambda A, atol, rtol, *, hermitian: _pinv_of(_NUMPY, A, atol, rtol, hermitian),
+    lambda A, atol, rtol, *, hermitian: _pinv_of(_OPS, A, atol, rtol, hermitian),
     vjp=(lambda g, A, out: pinv_backward(g, out, A), None, None),
     node_name="LinalgPinvBackward0",
 )
@@ -451,13 +524,12 @@ LstsqResult = collections.namedtuple("LstsqResult", "solution residuals rank sin
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-def _lstsq_impl(A, B, *, rcond):
-    U, S, Vh = np.linalg.svd(A, full_matrices=False)
-    big = S > rcond * S[..., :1]
-    X = Vh.swapaxes(-1, -2) @ (_reciprocal(S, big)[..., :, None] * (U.swapaxes(-1, -2) @ B))
+def _lstsq_of(xp, A, B, rcond, pack):
+    U, S, Vh = xp.svd(A)
+    inv, big = _reciprocal(xp, S, xp.float64(0.0), xp.float64(rcond), S[..., :1])
+    X = Vh.mT @ (inv[..., :, None] * (U.mT @ B))
     r = A @ X - B
-    rank = big.sum(-1).astype(A.dtype)
-    return _pack(X, (r * r).sum(-2), rank, S, batch=A.shape[:-2])
+    return pack([X, (r * r).sum(-2), xp.cast(big.sum(-1), A), S], A.shape[:-2])
 
 
 def _lstsq_parts(t, A_shape, k: int):
@@ -478,13 +550,27 @@ def _lstsq_dB(g, A, B, out):
     return pinv(A).mT @ gX - 2 * gL.unsqueeze(-2) * (A @ X - B)
 
 
-_lstsq = Fused(
+_lstsq = _kernel(
     "linalg_lstsq",
-    _lstsq_impl,
-    _eager_only("lstsq", ""),
+    lambda A, B, *, rcond: _lstsq_of(_NUMPY, A, B, rcond, lambda p, b: _pack(*p, batch=b)),
+    lambda A, B, *, rcond: _lstsq_of(_OPS, A, B, rcond, _packed),
     vjp=(_lstsq_dA, _lstsq_dB),
     node_name="LinalgLstsqBackward0",
 )
+
+
+def _full_rank(rank, n: int, driver: str) -> bool:
+    """Whether every matrix has rank ``n``: it decides whether ``residuals`` are given,
+    which only data can."""
+    if type(rank._payload) is not np.ndarray:
+        raise NotImplementedError(
+            at_user(
+                f"linalg.lstsq: driver='{driver}' gives residuals only where every matrix has "
+                "full rank, which a compiled step or transform cannot know; use driver='gels' "
+                "(residuals always) or 'gelsy' (none) there"
+            )
+        )
+    return bool((rank == n).all())
 
 
 def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
@@ -526,7 +612,7 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     rcond = dt.finfo(A.dtype).eps * max(m, n) if rcond is None else rcond
     X, residuals, rank, S = _lstsq_parts(_lstsq(A, Bm, rcond=rcond), A.shape, Bm.shape[-1])
     rank = rank.detach().to(dt.int64)
-    full = m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all()))
+    full = m > n and driver != "gelsy" and (driver == "gels" or _full_rank(rank, n, driver))
     empty = zeros(0, dtype=A.dtype)
     return LstsqResult(
         X.squeeze(-1) if vector else X,
@@ -557,8 +643,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None) -> Tensor
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None) -> Tensor:
     """The ``ord``-norm of the matrices over ``dim``: ``"fro"``, ``"nuc"`` (the sum of the
     singular values), 2 / -2 (the largest / smallest), 1 / -1 (largest / smallest column
-    sum of ``|A|``) or ``inf`` / ``-inf`` (row sums). The singular values' are LAPACK's,
-    eagerly only."""
+    sum of ``|A|``) or ``inf`` / ``-inf`` (row sums)."""
     A = _floating(A, "matrix_norm", dtype)
     if ord not in _MATRIX_ORDS:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
