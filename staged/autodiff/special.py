@@ -203,11 +203,10 @@ _ERF32_BIG = (-1.06777877e-1, -6.34846687e-1, -1.28717512e-1)
 _ERF32_SPLIT = 0.927734375
 
 
-def _erf32(x):
-    """erf of a float64 array of float32 values (NumPy, in place where it can)."""
-    shape, x = x.shape, x.reshape(-1)  # 1-D: NumPy makes scalars of 0-d results
+def _erf32_big(x):
+    """erf(x) above the split: 1 - exp(-|x| + |x| q(|x|)) with the sign of x."""
     t = np.abs(x)
-    s = x * x
+    s = t * t
     big = t * -1.72853470e-5
     big += 3.83197126e-4
     u = t * -3.88396438e-3
@@ -221,7 +220,14 @@ def _erf32(x):
     big -= t
     np.exp(big, out=big)
     np.subtract(1.0, big, out=big)
-    np.copysign(big, x, out=big)
+    return np.copysign(big, x, out=big)
+
+
+def _erf32(x):
+    """erf of a float64 array of float32 values (NumPy, in place where it can); the branch
+    above the split (its exp the costliest pass) computed only where it is taken."""
+    shape, x = x.shape, x.reshape(-1)  # 1-D: NumPy makes scalars of 0-d results
+    s = x * x
     small = s * _ERF32_SMALL[0]
     small += _ERF32_SMALL[1]
     for c in _ERF32_SMALL[2:]:
@@ -229,7 +235,9 @@ def _erf32(x):
         small += c
     small *= x
     small += x
-    np.copyto(small, big, where=t > _ERF32_SPLIT)
+    far = np.flatnonzero(np.abs(x) > _ERF32_SPLIT)
+    if far.size:
+        small[far] = _erf32_big(x[far])
     return small.reshape(shape)
 
 
