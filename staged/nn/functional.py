@@ -48,7 +48,7 @@ from ..eager.ops.layers import (
 )
 from ..autodiff import fused
 from ..eager.ops.linalg import linear  # noqa: F401
-from ..eager.ops._operands import fresh
+from ..eager.ops._operands import floating_kernel, fresh
 from ..eager.ops.reduction import in_float32
 from ..eager.random.generator import default_generator
 from ..eager.tensor import Tensor
@@ -85,9 +85,12 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # --- activations ---------------------------------------------------------------------------
-def _activation(input, inplace, fn):
+def _activation(input, inplace, fn, kernel=None):
     """``fn(input)`` (half precision computed in float32). ``inplace=True`` writes the result
-    into ``input``, computed from a copy so that what ``fn`` saved for backward stays intact."""
+    into ``input``, computed from a copy so that what ``fn`` saved for backward stays intact.
+    ``kernel``: torch's kernel's name, which refuses a non-floating ``input``."""
+    if kernel is not None:
+        floating_kernel(kernel, input)
     fn = in_float32(fn)
     return input.copy_(fn(input.clone())) if inplace else fn(input)
 
@@ -111,26 +114,26 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _activation(input, inplace, lambda x: _elu(x, alpha))
+    return _activation(input, inplace, lambda x: _elu(x, alpha), "elu_cpu")
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
 def selu(input, inplace=False):
-    return _activation(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+    return _activation(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), "elu_cpu")
 
 
 def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
-    return _activation(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha))
+    return _activation(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha), "elu_cpu")
 
 
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``."""
-    return _activation(input, inplace, lambda x: x * ops.softplus(x).tanh())
+    return _activation(input, inplace, lambda x: x * ops.softplus(x).tanh(), "mish_cpu")
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -158,7 +161,7 @@ def hardsigmoid(input, inplace=False):
         inside = (x > -3) & (x < 3)
         return ops.where(inside, (x + 3) / 6, hardtanh(x.detach() + 3, 0.0, 6.0) / 6)
 
-    return _activation(input, inplace, fn)
+    return _activation(input, inplace, fn, "hardsigmoid_cpu")
 
 
 def hardswish(input, inplace=False):
@@ -171,13 +174,13 @@ def hardswish(input, inplace=False):
         m = ops.where(inside, x, 0.0)  # finite where not taken: no 0 * inf in its gradient
         return ops.where(x <= -3, x * 0, ops.where(inside, m * (m + 3) / 6, x))
 
-    return _activation(input, inplace, fn)
+    return _activation(input, inplace, fn, "hardswish_cpu")
 
 
-@in_float32
 def logsigmoid(input):
     """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
-    return -ops.softplus(-input)
+    floating_kernel("log_sigmoid_cpu", input)
+    return in_float32(lambda x: -ops.softplus(-x))(input)
 
 
 def softsign(input):
@@ -199,6 +202,7 @@ def relu_(input):
 
 def silu(input, inplace=False):
     """``x * sigmoid(x)``; ``inplace=True`` writes it into ``input``."""
+    floating_kernel("silu_cpu", input)
     return _activation(input, True, ops.silu) if inplace else ops.silu(input)
 
 
@@ -208,6 +212,8 @@ def _threshold(x, threshold, value):
 
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``input <= threshold``, else ``input`` (NaN stays NaN)."""
+    if input.dtype is dt.bool_:
+        floating_kernel("threshold_cpu", input)
     return _activation(input, inplace, lambda x: _threshold(x, threshold, value))
 
 
@@ -215,14 +221,9 @@ def threshold_(input, threshold, value):
     return _activation(input, True, lambda x: _threshold(x, threshold, value))
 
 
-def _check_float(name, input):
-    if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{input.dtype.title}'")
-
-
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
-    _check_float("softshrink_check", input)
+    floating_kernel("softshrink_check", input)
     if lambd < 0:
         raise RuntimeError(
             f"lambda must be in range [0, {np.finfo(input.dtype.np).max:g}] for input dtype "
@@ -235,7 +236,7 @@ def softshrink(input, lambd=0.5):
 
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
-    _check_float("hardshrink_cpu", input)
+    floating_kernel("hardshrink_cpu", input)
     return ops.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
@@ -255,7 +256,7 @@ def prelu(input, weight):
         raise RuntimeError(
             f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}"
         )
-    _check_float("prelu_cpu", input)
+    floating_kernel("prelu_cpu", input)
     if weight.ndim == 1:
         weight = weight.reshape((-1,) + (1,) * (input.ndim - 2) if input.ndim >= 2 else ())
     return ops.where(input > 0, input, input * weight)
@@ -270,6 +271,7 @@ def glu(input, dim=-1):
         raise RuntimeError(
             f"Halving dimension must be even, but dimension {d} is size {input.shape[d]}"
         )
+    floating_kernel("glu_cpu", input)
     a, b = ops.chunk(input, 2, d)
     return a * b.sigmoid()
 
@@ -462,7 +464,7 @@ def _adaptive_sizes(name, input, n, output_size, max_pool):
             f"{':' if max_pool else ''} {list(input.shape)}"
         )
     if max_pool:
-        _check_float("adaptive_max_pool3d_cpu" if n == 3 else "adaptive_max_pool2d", input)
+        floating_kernel("adaptive_max_pool3d_cpu" if n == 3 else "adaptive_max_pool2d", input)
         for d in range(1, input.ndim):
             if input.shape[d] == 0:
                 raise RuntimeError(
@@ -2042,7 +2044,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise NotImplementedError(
             "grid_sample(mode='bicubic') is not supported by staged: use 'bilinear' or 'nearest'"
         )
-    _check_float(f"grid_sampler_{n}d_cpu_kernel_impl" if n == 2 else "grid_sampler_3d_cpu", input)
+    floating_kernel(
+        f"grid_sampler_{n}d_cpu_kernel_impl" if n == 2 else "grid_sampler_3d_cpu", input
+    )
     spatial = tuple(input.shape[2:])
     nb, c, out = input.shape[0], input.shape[1], tuple(grid.shape[1:-1])
     # the source position along input dim d (D, H, W) is grid coordinate n - 1 - d (z, y, x)
@@ -2176,7 +2180,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    _check_float("rrelu_with_noise_out_cpu", input)
+    floating_kernel("rrelu_with_noise_out_cpu", input)
     noise = _rrelu_noise(input, lower, upper)
     return input.mul_(noise) if inplace else input * noise
 

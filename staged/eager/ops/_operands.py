@@ -184,3 +184,9 @@ def in_float32(fn, *args, **kwargs):
     d = args[0].dtype
     wide = [ad.cast(a, dtype=dt.float32) if isinstance(a, Tensor) else a for a in args]
     return ad.cast(fn(*wide, **kwargs), dtype=d)
+
+
+def floating_kernel(name: str, x: Tensor) -> None:
+    """torch's refusal of a non-floating ``x`` by a kernel written for floats only."""
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.title}'")

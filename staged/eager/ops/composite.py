@@ -15,7 +15,14 @@ from ..interceptor import current_interceptor
 from ..tensor import Tensor
 from . import elementwise
 from .shape import contiguous
-from ._operands import broadcast_shapes, expand_to, float_operand, promote_types, scalar_tensor
+from ._operands import (
+    broadcast_shapes,
+    expand_to,
+    float_operand,
+    floating_kernel,
+    promote_types,
+    scalar_tensor,
+)
 from .elementwise import (
     abs,
     clamp,
@@ -125,6 +132,7 @@ _log_softmax = ad.Fused(
 @in_float32
 def gelu(x, approximate="none"):
     """``x * Phi(x)`` exactly (through erf), or PyTorch's tanh approximation."""
+    floating_kernel("GeluKernelImpl", x)
     if approximate == "tanh":
         inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
         return x * 0.5 * (inner.tanh() + 1)
@@ -143,6 +151,7 @@ def softplus(x, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold``.
     The exp sees 0 where the linear branch is taken, so its gradient there stays 0, not
     0 * inf."""
+    floating_kernel("softplus_cpu", x)
     bx = x * beta
     linear = bx > threshold
     soft = bx.where(~linear, 0).exp().log1p() / beta

@@ -38,7 +38,7 @@ from ..random.generator import default_generator, drawn
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
-from ._operands import fresh, half, in_float32, scalar_tensor
+from ._operands import floating_kernel, fresh, half, in_float32, scalar_tensor
 from .indexing import check_rows, take_index
 from .inplace import copy_
 
@@ -652,6 +652,7 @@ def avg_pool2d(
 @reduction.in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` dims (biased variance)."""
+    floating_kernel("LayerNormKernelImpl", input)
     ns = (
         _tuple(normalized_shape, 1)
         if isinstance(normalized_shape, int)
