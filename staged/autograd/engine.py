@@ -28,6 +28,8 @@ import itertools
 import threading
 from typing import NamedTuple
 
+import numpy as np
+
 from ..eager import factories as _factories
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook, tags
@@ -37,6 +39,8 @@ from ..eager.tensor import Tensor
 from . import anomaly, profiler
 from .accumulate import add_grads
 from .node import sync
+
+_ndarray = np.ndarray
 
 
 class GradientEdge(NamedTuple):
@@ -87,8 +91,8 @@ def queue_callback(callback) -> None:
 
 
 def _as_tuple(x):
-    if x is None:
-        return None
+    if x is None or type(x) is tuple:
+        return x
     if isinstance(x, Tensor):
         return (x,)
     return tuple(x)
@@ -126,7 +130,10 @@ def _make_grads(outputs, grads):
     out = []
     for i, t in enumerate(outputs):
         g = None if grads is None else grads[i]
-        if g is None:
+        p = t._payload
+        if g is None and type(p) is _ndarray and p.size == 1 and p.dtype.kind in "fV":
+            g = _factories._new(np.ones(p.shape, p.dtype), False)  # ones_like's, directly
+        elif g is None:
             if t.numel() != 1:
                 raise RuntimeError(
                     at_user("grad can be implicitly created only for scalar outputs")

@@ -38,29 +38,21 @@ class Node:
     (README, "Autograd mechanics").
     """
 
-    __slots__ = (
-        "next_functions",
-        "_seq",
-        "_pre_hooks",
-        "_post_hooks",
-        "_tensor_pre_hooks",
-        "_retain_grad",
-        "_metadata",
-        "__weakref__",
-    )
-    # class defaults the engine reads on every node (a miss would go through the
-    # _saved_* __getattr__ of PrimitiveBackward and raise: ~2 us a node)
+    # Note [node defaults]: what most Nodes never set (hooks, retain_grad, metadata) is a
+    # class default, set in the instance's __dict__ (made on first write) by the few that
+    # do: a Node is made with two slot writes, and the engine reads these the same way.
+    __slots__ = ("next_functions", "_seq", "__dict__", "__weakref__")
     num_outputs = 1
     variable = None  # the leaf of an AccumulateGrad
+    _pre_hooks: dict | None = None
+    _post_hooks: dict | None = None
+    _tensor_pre_hooks: dict | None = None  # {output_nr: {id: fn}} from Tensor.register_hook
+    _retain_grad: dict | None = None  # {output_nr: weakref to the tensor}
+    _metadata: dict | None = None
 
     def __init__(self, next_functions=()):
         self.next_functions = next_functions
         self._seq = _next_seq()
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._tensor_pre_hooks = None  # {output_nr: {id: fn}} from Tensor.register_hook
-        self._retain_grad = None  # {output_nr: weakref to the tensor}
-        self._metadata = None
         if anomaly.enabled:
             self.metadata["traceback_"] = anomaly.forward_stack()
 
@@ -102,12 +94,15 @@ class Node:
         return add_hook(self._tensor_pre_hooks.setdefault(output_nr, {}), fn)
 
 
+_node_init = Node.__init__
+
+
 class PrimitiveBackward(Node):
     """Backward of one primitive application: calls the VJP rule of each input that needs
     a gradient, with what was saved for it. Each is made of the primitive's subclass
     (``_node_class``)."""
 
-    __slots__ = ("prim", "params", "needs", "saved", "_avals")
+    __slots__ = ("prim", "params", "rules", "saved", "_avals")
 
     def __init__(self, prim, inputs, result, params):
         edges = []
@@ -122,15 +117,16 @@ class PrimitiveBackward(Node):
             else:
                 edges.append((None, 0))
                 needs.append(False)
-        Node.__init__(self, tuple(edges))
+        _node_init(self, tuple(edges))
         result.grad_fn = self  # before saving: an output is saved without a cycle
         self.prim = prim
         self.params = params
-        self.needs = needs = tuple(needs)
+        needs = tuple(needs)
         plan = prim.save_plans.get(needs)
         if plan is None:
-            plan = prim.save_plans[needs] = (*_save_plan(prim, needs), _node_class(prim))
+            plan = prim.save_plans[needs] = _save_plan(prim, needs)
         self.__class__ = plan[2]
+        self.rules = plan[3]
         saved = {}
         for n, i in plan[0]:
             saved[n] = SavedTensor(result if i is None else inputs[i], self)
@@ -142,32 +138,33 @@ class PrimitiveBackward(Node):
 
     def apply(self, grads):
         g = grads[0]
+        rules = self.rules
+        if g is None:
+            return [None] * len(rules)
+        saved = {}  # each unpacked once per apply, as torch (unpack hooks), in plan order
+        for n, s in self.saved.items():
+            saved[n] = s.unpack()
         out = []
-        saved = self.saved
-        unpacked = {}  # each saved tensor unpacked once per apply, as torch (unpack hooks)
-        for rule, need in zip(self.prim.vjp, self.needs):
-            if not need or rule is None or g is None:
+        for rule in rules:
+            if rule is None:
                 out.append(None)
-                continue
-            args = [g]
-            for n in rule.saved_names:
-                t = unpacked.get(n)
-                if t is None:
-                    t = unpacked[n] = saved[n].unpack()
-                args.append(t)
-            if rule.positional:
-                out.append(rule.fn(*args))
-                continue
-            kw = dict(zip(("g", *rule.saved_names), args))
-            if rule.avals:
-                for n in rule.avals:
-                    kw[n + "_aval"] = self._avals[n]
-            if rule.static:
-                params = self.params
-                for n in rule.static:
-                    kw[n] = params[n]
-            out.append(rule.fn(**kw))
+            elif rule.positional:
+                out.append(rule.fn(g, *map(saved.__getitem__, rule.saved_names)))
+            else:
+                out.append(self._call(rule, g, saved))
         return out
+
+    def _call(self, rule, g, saved):
+        """``rule`` given its arguments by name: saved tensors, avals, static parameters."""
+        kw = {"g": g}
+        for n in rule.saved_names:
+            kw[n] = saved[n]
+        for n in rule.avals:
+            kw[n + "_aval"] = self._avals[n]
+        params = self.params
+        for n in rule.static:
+            kw[n] = params[n]
+        return rule.fn(**kw)
 
     def release_variables(self) -> None:
         for s in self.saved.values():
@@ -216,19 +213,23 @@ def _saved_value(node, key, raw, attr):
 
 
 def _save_plan(prim, needs) -> tuple:
-    """What a PrimitiveBackward of ``prim`` saves when ``needs`` says which inputs need a
-    gradient: ((name, input index, or None for the output), ...), in the order the rules
-    name them, and whether any rule wants the inputs' avals."""
+    """How a PrimitiveBackward of ``prim`` is made when ``needs`` says which inputs need a
+    gradient: what it saves, ((name, input index, or None for the output), ...) in the
+    order the rules name them; whether any rule wants the inputs' avals; its class; and
+    the rule for each input (None where none runs)."""
     plan: list = []
     avals = False
+    rules: list = []
     for rule, need in zip(prim.vjp, needs):
         if not need or rule is None:
+            rules.append(None)
             continue
+        rules.append(rule)
         for n in rule.saved_names:
             if all(n != m for m, _ in plan):
                 plan.append((n, None if n == "out" else prim.inputs.index(n)))
         avals = avals or bool(rule.avals)
-    return tuple(plan), avals
+    return tuple(plan), avals, _node_class(prim), tuple(rules)
 
 
 class AccumulateGrad(Node):
@@ -237,7 +238,7 @@ class AccumulateGrad(Node):
     __slots__ = ("variable", "_lock")
 
     def __init__(self, variable):
-        Node.__init__(self, ())
+        _node_init(self, ())
         self.variable = variable
         self._lock = _new_lock()
         self._seq = _FIRST  # runs as soon as it is ready, like PyTorch's

@@ -23,6 +23,7 @@ from .views import record as record_view
 
 _ndarray = np.ndarray
 _payload_of = Tensor.__dict__["_payload"].__get__
+_wrap = Tensor._wrap
 _DIFFERENTIABLE = "fcV"  # NumPy kinds that carry gradients (V: bfloat16)
 _record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
 
@@ -87,7 +88,7 @@ def apply(prim, inputs, params, out=None):
             if t._requires_grad:
                 requires = out.dtype.kind in _DIFFERENTIABLE  # int/bool results: none (torch)
                 break
-    result = Tensor._wrap(out, requires)
+    result = _wrap(out, requires)
     if prim.view:
         record_view(result, inputs[0], prim, params, grad_mode)
     elif not grad_mode and _state.inference:

@@ -49,6 +49,7 @@ from their second on for some optimizers (AMSGrad, centered RMSprop, Adamax, Rpr
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import operator
 import weakref
@@ -346,7 +347,7 @@ class Hyper:
     def flag(self, name: str) -> bool:
         """``bool(group[name])``, a branch of the update: under capture the trace is reused
         only while it stays the same."""
-        return bool(self.fixed(name, same=lambda a, b: bool(a) == bool(b)))
+        return bool(self.fixed(name, same=_same_truth))
 
     def fixed(self, name: str, same=operator.eq):
         """``group[name]`` where it shapes the update (Muon's loop count): under capture
@@ -360,6 +361,10 @@ class Hyper:
                 same=same,
             )
         return self.group[name]
+
+
+def _same_truth(a, b) -> bool:
+    return bool(a) == bool(b)
 
 
 _WHAT = {"lr": "learning rate", "eps": "epsilon value"}
@@ -397,6 +402,7 @@ _MEMBERS = {
 }
 
 
+@functools.cache
 def _getter(name: str):
     """``group -> value`` for ``name``: a key, a member of a pair (``_MEMBERS``), or
     ``-name``."""

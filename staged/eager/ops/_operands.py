@@ -15,6 +15,8 @@ from ..tensor import Tensor
 
 _SCALARS = (bool, int, float, complex, np.number, np.bool_)
 _ndarray = np.ndarray
+# a Python number of this type next to a tensor of these NumPy kinds takes its dtype
+_KEEPS = {float: "fVc", int: "fVciu"}
 
 
 def scalar_tensor(v, dtype: dt.DType, *, check_half: bool = True) -> Tensor:
@@ -118,11 +120,20 @@ def promote_types(*vals) -> dt.DType:
 def operands(*vals, dtype: dt.DType | None = None):
     """Tensors of one dtype (PyTorch's promotion, or ``dtype``) and one broadcast shape."""
     if dtype is None:
-        x = vals[0]
-        if len(vals) == 2 and type(x) is Tensor and type(vals[1]) is Tensor:
-            px, py = x._payload, vals[1]._payload  # fast path: same dtype and shape
-            if px.dtype == py.dtype and px.shape == py.shape:
-                return vals
+        if len(vals) == 2:  # fast paths: what promotion and broadcasting would leave as is
+            x, y = vals
+            if isinstance(x, Tensor):
+                px = x._payload
+                if isinstance(y, Tensor):
+                    py = y._payload
+                    if px.dtype == py.dtype and px.shape == py.shape:
+                        return vals
+                elif type(px) is _ndarray and px.dtype.kind in _KEEPS.get(type(y), ""):
+                    return x, _number(y, px.dtype, px.shape)
+            elif isinstance(y, Tensor):
+                py = y._payload
+                if type(py) is _ndarray and py.dtype.kind in _KEEPS.get(type(x), ""):
+                    return _number(x, py.dtype, py.shape), y
         dtype = promote_types(*vals)
     ts = [to_dtype(v, dtype) if isinstance(v, Tensor) else v for v in vals]
     shapes = [t._payload.shape for t in ts if isinstance(t, Tensor)]

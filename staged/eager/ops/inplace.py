@@ -38,9 +38,11 @@ from ..grad_mode import _state
 from ..meta import Meta
 from ..interceptor import current_interceptor
 from ..._where import PLAIN, at_user, name_site
+from .. import interceptor as _icpt
+from ..dispatch import _quiet, _restore
 from ..tensor import Tensor
 from . import elementwise as ew
-from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
+from ._operands import _KEEPS, _number, broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 # Installed by staged.autograd while active (eager does not import it): fn(t) before a write
 # into shared memory (allow_mutation_on_saved_tensors), fn(t, result) after every in-place
@@ -126,7 +128,7 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
         ):
             result = expand_to(result, shape)
         # else a write of data alone: np.copyto below broadcasts it
-    if result.dtype is not t.dtype:
+    if result._payload.dtype != t._payload.dtype:
         if result.dtype._category > t.dtype._category:
             raise RuntimeError(
                 f"result type {result.dtype.title} can't be cast to the "
@@ -136,7 +138,7 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
     if t._requires_grad and _state.grad_enabled and not result._requires_grad:
         # keep t in the graph with a zero gradient to its history, as PyTorch does
         result = ew.where(scalar_tensor(False, dt.bool_), t, result)
-    node = result.grad_fn
+    node = result.grad_fn if _state.grad_enabled else None  # no_grad: nothing recorded
     p = t._payload
     if not functional and type(p) is not np.ndarray and type(p) is not Meta:
         p = t._host()  # data left on a device by a compiled step
@@ -164,7 +166,8 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
         t._vc[0] += 1
         if t._base is not None:
             t._view.data_version = t._vc[0]
-        views.bumped(t._vc)  # views of this memory regenerate their grad_fn when next read
+        if len(t._vc) > 1:  # views of this memory regenerate their grad_fn when next read
+            views.bumped(t._vc)
     if node is not None:
         if t._base is not None:
             views.rebase(t, result)
@@ -302,10 +305,48 @@ def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:
     return write(t, op(t, *args, **kwargs), since)
 
 
+# Note [data-only writes]: an optimizer's ``p.add_(u)``, ``buf.mul_(m)``: with nothing to
+# record (grad mode off), no capture, forward AD, vmap or saved-tensor mutation hook, on a
+# float or complex tensor of its own (no view) and an operand of its dtype and shape (or a
+# Python number that keeps its dtype), the ufunc of the primitive writes into the tensor's
+# memory directly: what ``write`` does after computing out of place (same values, a new
+# version, its views stale), without the temporary, the copy and the dispatch.
+_UFUNCS = {ew.add: np.add, ew.sub: np.subtract, ew.mul: np.multiply}
+
+
+def _data_only(t: Tensor, y, ufunc) -> bool:
+    """Write ``ufunc(t, y)`` into ``t`` if Note [data-only writes] allows; whether it did."""
+    if _state.grad_enabled or _icpt.active is not None or on_write or before_write or after_write:
+        return False
+    p, vc = t._payload, t._vc
+    if vc is None or t._base is not None or type(p) is not np.ndarray or p.dtype.kind not in "fc":
+        return False
+    if isinstance(y, Tensor):
+        q = y._payload
+        if type(q) is not np.ndarray or q.dtype != p.dtype or q.shape != p.shape:
+            return False
+    elif p.dtype.kind in _KEEPS.get(type(y), ""):
+        q = _number(y, p.dtype, ())._payload
+    else:
+        return False
+    if not p.flags.writeable:
+        return False
+    token = _quiet()
+    try:
+        ufunc(p, q, out=p)
+    finally:
+        _restore(token)
+    vc[0] += 1
+    if len(vc) > 1:
+        views.bumped(vc)
+    return True
+
+
 def inplace_method(op):
     """``Tensor.<op>_``: ``op`` computed out of place, then written into the tensor."""
 
     checked = op.__name__ not in _UNCHECKED
+    ufunc = _UFUNCS.get(op)
 
     def method(self, *args, **kwargs):
         try:
@@ -315,6 +356,9 @@ def inplace_method(op):
                     check_overlap(self, kwargs.values())
             if self._base is not None:  # checked before the op reads the view's grad_fn
                 check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
+            if ufunc is not None and len(args) == 1 and not kwargs:
+                if _data_only(self, args[0], ufunc):
+                    return self
             return apply_inplace(self, op, *args, **kwargs)
         except PLAIN as e:
             name_site(e)  # (inline, as _where.sited would: no wrapper frame)
