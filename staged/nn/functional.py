@@ -38,11 +38,12 @@ from ..eager.ops.layers import (
     dropout,
     embedding,
     embedding_renorm_,  # noqa: F401  (torch.embedding_renorm_: staged/__init__.py)
-    interpolate,  # noqa: F401
+    interpolate as _interpolate,
     layer_norm,  # noqa: F401
     max_pool1d,  # noqa: F401
     max_pool2d,  # noqa: F401
     one_hot,  # noqa: F401
+    output_sizes as _output_sizes,
     pad,  # noqa: F401
     unfold,  # noqa: F401
 )
@@ -2491,6 +2492,25 @@ def ctc_loss(
     if reduction == "sum":
         return loss.sum()
     return loss if batched else loss.squeeze(0)
+
+
+def interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode="nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias=False,
+):
+    """Resize ``input``'s spatial dims to ``size`` or by ``scale_factor``: eager's
+    resampling modes (``staged/eager/ops/layers.py``), and ``area``, as torch's an adaptive
+    average pool to the output size."""
+    args = (input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    if mode != "area":
+        return _interpolate(*args)
+    outs, _ = _output_sizes(*args)
+    return _adaptive_avg_pool(input, len(outs), outs)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

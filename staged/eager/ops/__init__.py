@@ -91,6 +91,14 @@ def _polygamma(self, n):
     return elementwise.polygamma(n, self)
 
 
+def _split(self, split_size, dim=0):
+    """``Tensor.split``: ``split``, its sizes named ``split_size`` as torch's method names
+    them (``x.split(split_size=[2, 4], dim=-1)``)."""
+    return shape.split(self, split_size, dim)
+
+
+_split.__qualname__ = "Tensor.split"  # torch's name in a TypeError of its arguments
+
 _METHODS = {
     **{f"__{n}__": getattr(elementwise, n) for n in ("add", "sub", "mul", "pow")},
     **{f"__r{n}__": _rev(getattr(elementwise, n)) for n in ("add", "sub", "mul", "pow")},
@@ -122,6 +130,7 @@ _METHODS = {
     "__setitem__": indexing.setitem,
     "where": lambda self, condition, other: elementwise.where(condition, self, other),
     "polygamma": _polygamma,
+    "split": _autocast.sited(_split, "split"),
     "polygamma_": inplace.inplace_method(_polygamma),
     "is_contiguous": memory_formats.is_contiguous,
     "to": _to,

@@ -990,7 +990,7 @@ def _pad_gathered(x, pairs, mode):
     return x
 
 
-_INTERPOLATING = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_INTERPOLATING = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 
 
 def interpolate(
@@ -1003,10 +1003,32 @@ def interpolate(
     antialias=False,
 ):
     """PyTorch's ``F.interpolate`` for ``nearest``, ``nearest-exact`` and ``linear`` /
-    ``bilinear`` / ``trilinear`` (``align_corners``), with torch's source positions
-    (computed in the input's precision, float32 scales as torch's CPU kernels)."""
+    ``bilinear`` / ``bicubic`` / ``trilinear`` (``align_corners``), with torch's source
+    positions (computed in the input's precision, float32 scales as torch's CPU kernels);
+    ``area`` is ``nn.functional``'s (an adaptive average pool to ``output_sizes``)."""
+    outs, scales = output_sizes(
+        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+    )
+    if mode == "area":
+        raise NotImplementedError("interpolate(mode='area') is nn.functional's (a pool)")
+    if input.dtype is dt.uint8 and mode in _INTERPOLATING:
+        raise NotImplementedError(
+            f"interpolate(mode={mode!r}) of uint8 is not supported yet (torch's rounds in "
+            "fixed point, its bicubic with PIL's a = -0.5): convert the image to float first"
+        )
+    x = input
+    for k, (i, o, sf) in enumerate(zip(input.shape[2:], outs, scales)):
+        if i == o and mode != "nearest-exact" and not (mode in _INTERPOLATING and sf):
+            continue
+        x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
+    return fresh(x, input)  # a copy, as torch's (the same size: the input)
+
+
+def output_sizes(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
+    """``interpolate``'s checks of its arguments, and its output sizes and scales (None
+    where the sizes' ratio is the scale)."""
     n = input.ndim - 2
-    if mode not in ("nearest", "nearest-exact", *_INTERPOLATING):
+    if mode not in ("nearest", "nearest-exact", "area", *_INTERPOLATING):
         raise NotImplementedError(f"interpolate(mode={mode!r}) is not supported yet")
     if n < 1 or n > 3:
         raise ValueError(
@@ -1046,12 +1068,21 @@ def interpolate(
             )
         outs = tuple(int(math.floor(s * f)) for s, f in zip(ins, factors))
         scales = (None,) * n if recompute_scale_factor else factors
-    x = input
-    for k, (i, o, sf) in enumerate(zip(ins, outs, scales)):
-        if i == o and mode != "nearest-exact" and not (mode in _INTERPOLATING and sf):
-            continue
-        x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
-    return fresh(x, input)  # a copy, as torch's (the same size: the input)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is dt.uint8):
+        raise NotImplementedError(
+            f"\"{_kernel(mode, n)}\" not implemented for '{input.dtype.title}'"
+        )
+    return outs, scales
+
+
+def _kernel(mode, n):
+    """The name of torch's CPU kernel of ``mode`` on ``n`` spatial dims (in its errors)."""
+    if mode == "bicubic":
+        return "compute_indices_weights_cubic"
+    if mode == "area":
+        return f"adaptive_avg_pool{n}d"
+    kind = "bilinear" if mode == "bilinear" else "nearest" if "nearest" in mode else "linear"
+    return f"upsample_{kind}2d_channels_last" if n == 2 else f"compute_indices_weights_{kind}"
 
 
 def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
@@ -1067,7 +1098,10 @@ def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
         scale = acc((n_in - 1) / (n_out - 1)) if n_out > 1 else acc(0)
         src = dst * scale
     else:
-        src = np.maximum((dst + acc(0.5)) * scale - acc(0.5), acc(0))
+        src = (dst + acc(0.5)) * scale - acc(0.5)
+    if mode == "bicubic":  # its taps reach past the edges (clamped there), src is not
+        return _bicubic(x, dim, n_in, src)
+    src = np.maximum(src, acc(0))
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     i1 = np.minimum(i0 + 1, n_in - 1)
     w1 = (src - i0).astype(x.dtype.np)
@@ -1076,3 +1110,26 @@ def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
     w1 = Tensor._wrap(w1.reshape(shape_))
     w0 = Tensor._wrap((1 - w1._payload).astype(x.dtype.np))
     return _gather(x, dim, i0) * w0 + _gather(x, dim, i1) * w1
+
+
+def _bicubic(x, dim, n_in, src):
+    """Keys' cubic convolution (a = -0.75) of the four taps around ``src`` along ``dim``,
+    taps past an edge clamped to it, summed in torch's order from its coefficients."""
+    i0 = np.floor(src)
+    t = src - i0
+    a = src.dtype.type(-0.75)
+
+    def near(d):  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    shape_ = [1] * x.ndim
+    shape_[dim] = len(src)
+    out = None
+    for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+        idx = np.clip(i0.astype(np.int64) - 1 + k, 0, n_in - 1)
+        term = _gather(x, dim, idx) * Tensor._wrap(w.astype(x.dtype.np).reshape(shape_))
+        out = term if out is None else out + term
+    return out

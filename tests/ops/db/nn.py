@@ -175,6 +175,10 @@ def _interpolate_samples(dtype, rng):
         Sample((x4,), dict(scale_factor=(1.5, 0.7), mode="bilinear")),
         Sample((x4,), dict(size=(3, 8), mode="bilinear", align_corners=True)),
         Sample((arr(rng, dtype, (1, 1, 2, 3, 4)),), dict(size=(3, 2, 5), mode="trilinear")),
+        Sample((x4,), dict(scale_factor=(1.5, 0.7), mode="bicubic")),
+        Sample((x4,), dict(size=(3, 8), mode="bicubic", align_corners=True)),
+        Sample((x3,), dict(size=3, mode="area")),
+        Sample((x4,), dict(scale_factor=0.5, mode="area")),
     ]
 
 
