@@ -11,6 +11,8 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import PLAIN, name_site
+from ..checks import require
+from ..meta import Meta
 from ..tensor import Tensor, as_payload
 from . import memory_formats
 from ._operands import (
@@ -232,11 +234,15 @@ def round(x, *, decimals=0):
 
 
 def _nonzero_divisor(b) -> None:
-    """An integer quotient or remainder by zero raises as PyTorch does (eagerly; a
-    compiled step gives 0 there, as NumPy)."""
+    """An integer quotient or remainder by zero raises as PyTorch does: eagerly at once,
+    from a compiled step when its results are read (the check is recorded; the step's
+    value there is 0, as NumPy's)."""
     p = b._payload
-    if type(p) is np.ndarray and p.dtype.kind in "iub" and not p.all():
-        raise RuntimeError("ZeroDivisionError")
+    if type(p) is np.ndarray:
+        if p.dtype.kind in "iub" and not p.all():
+            raise RuntimeError("ZeroDivisionError")
+    elif b.dtype._category <= 1 and type(p) is not Meta:
+        require(ne(b, 0), RuntimeError, "ZeroDivisionError")
 
 
 def _integer_divisor(kernel):

@@ -58,13 +58,12 @@ def _logical(mnemonic):
 
 
 def _float_sign(e, d, x):
-    # 1 where x > 0, -1 where x < 0, x itself at +-0, and 0 for NaN (PyTorch's sign)
+    # 1 where x > 0, -1 where x < 0, and +0 at -0.0 and NaN (PyTorch's sign)
     t, zero = elem_type(d), e.const(0, d)
-    pos = e.emit(f"arith.select {CMP['gt']['float'](e, d, x, zero)}, {e.const(1, d)}, {x} : {t}")
-    sign = e.emit(
+    pos = e.emit(f"arith.select {CMP['gt']['float'](e, d, x, zero)}, {e.const(1, d)}, {zero} : {t}")
+    return e.emit(
         f"arith.select {CMP['lt']['float'](e, d, x, zero)}, {e.const(-1, d)}, {pos} : {t}"
     )
-    return e.emit(f"arith.select {e.emit(f'arith.cmpf uno, {x}, {x} : {t}')}, {zero}, {sign} : {t}")
 
 
 def _int_sign(e, d, x):
@@ -382,8 +381,8 @@ def _special(name):
 def _erf(e, d, x):
     """math.erf, except for f64, which IREE's CPU backend cannot legalize: there the NumPy
     impl's algorithm (Cody's rational approximations)."""
-    if bits(d) != 64:
-        return e.emit(f"math.erf {x} : {elem_type(d)}")
+    if bits(d) != 64:  # IREE's math.erf gives +0 at -0.0
+        return e.copysign(e.emit(f"math.erf {x} : {elem_type(d)}"), x, d)
     return _special("erf")(e, d, x)
 
 
@@ -459,8 +458,15 @@ def _relu(e, d, x):
 
 def _float_pow(e, d, x, y):
     """C's pow: math.powf on |x|, then the sign for odd integral y, NaN for a finite
-    negative x and non-integral y, and 1 for y == 0, x == 1 and (-1)**inf."""
+    negative x and non-integral y, and 1 for y == 0, x == 1 and (-1)**inf; an exponent
+    known to be 0.5 or -0.5 everywhere is sqrt or its reciprocal, as the NumPy impl
+    (torch's scalar powers: -0.0 ** 0.5 is -0.0, -inf ** 0.5 NaN)."""
     t = elem_type(d)
+    op = e.op
+    root = op is not None and op.prim.name == "pow" and e.known.get(op.inputs[1].id)
+    if root in (0.5, -0.5) and bits(d) >= 32:
+        r = e.emit(f"math.sqrt {x} : {t}")
+        return r if root > 0 else e.emit(f"arith.divf {e.const(1, d)}, {r} : {t}")
 
     def f(expr):
         return e.emit(f"{expr} : {t}")

@@ -87,7 +87,7 @@ def to_mlir(
             )
         else:
             e.names[v.id] = e.dense(np.asarray(array), v.aval)
-    known = splats(graph)  # Note [invariant reductions]
+    known = e.known = splats(graph)  # Note [invariant reductions]
     literal = constant_destinations(graph)  # Note [constant destinations]
     for op in graph.ops:
         e.op = op

@@ -41,7 +41,6 @@ for _name, _op_type, _bool_op in (
     ("tanh", "Tanh", None),
     ("sin", "Sin", None),
     ("cos", "Cos", None),
-    ("sigmoid", "Sigmoid", None),
     ("relu", "Relu", "Identity"),
     ("copy", "Identity", None),
     ("finite_grad", "Identity", None),
@@ -110,7 +109,7 @@ def _log1p_of(b, d, x):
     lu = b.kernel("Log", [u], d)
     r = b.node("Div", [b.node("Mul", [lu, x]), b.node("Sub", [u, one])])
     r = b.kernel("Where", [lu, r], d, pre=[b.kernel("IsInf", [u], d, out=dt.bool_)])
-    return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
+    return _or_itself(b, d, b.node("Equal", [u, one]), r, x)
 
 
 class _Math:
@@ -137,9 +136,9 @@ class _Math:
     def either(self, a, b):
         return self.b.node("Or", [a, b])
 
-    def trunc(self, a):
-        neg = self.cmp("olt", a, self.c(0))
-        return self.sel(neg, self._k("Ceil", a), self._k("Floor", a))
+    def trunc(self, a):  # ceil's -0.0 in Where's second operand (_or_itself)
+        pos = self.cmp("ogt", a, self.c(0))
+        return self.sel(pos, self._k("Floor", a), self._k("Ceil", a))
 
     def copysign(self, a, b):
         """|a| with b's sign (a negative zero ``b`` counts as positive: ONNX cannot tell)."""
@@ -195,7 +194,7 @@ def _atanh(b, op, x):
     q = b.node("Div", [b.node("Add", [a, a]), b.node("Sub", [_c(b, d, 1), a])])
     h = b.node("Mul", [_log1p_of(b, d, q), _c(b, d, 0.5)])
     h = b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), b.node("Neg", [h]), h])
-    return b.node("Where", [b.node("Equal", [x, _c(b, d, 0)]), x, h])
+    return _or_itself(b, d, b.node("Equal", [x, _c(b, d, 0)]), h, x)
 
 
 def _arc(b, d, a, u):
@@ -215,7 +214,7 @@ def _asinh(b, op, x):
     u = b.node("Add", [a, b.node("Div", [sq, b.node("Add", [_c(b, d, 1), root])])])
     r = _arc(b, d, a, u)
     r = b.node("Where", [b.node("Less", [x, _c(b, d, 0)]), b.node("Neg", [r]), r])
-    return b.node("Where", [b.node("Equal", [x, _c(b, d, 0)]), x, r])
+    return _or_itself(b, d, b.node("Equal", [x, _c(b, d, 0)]), r, x)
 
 
 @lowering(REGISTRY["acosh"])
@@ -246,7 +245,7 @@ def _expm1(b, op, x):
         ],
     )
     r = b.kernel("Where", [um1, r], d, pre=[plain])
-    return b.kernel("Where", [x, r], d, pre=[b.node("Equal", [u, one])])
+    return _or_itself(b, d, b.node("Equal", [u, one]), r, x)
 
 
 @lowering(REGISTRY["ne"])
@@ -317,7 +316,37 @@ lowering(REGISTRY["bitwise_right_shift"])(_shift(left=False))
 
 @lowering(REGISTRY["where"])
 def _where(b, op, c, x, y):
-    return b.kernel("Where", [x, y], op.out.aval.dtype, pre=[c])
+    """Where, and on floats -0.0 put back where the result is one, from Where's second
+    operand (onnxruntime's Where turns a -0.0 taken from its first into +0.0: _or_itself)."""
+    d = op.out.aval.dtype
+    r = b.kernel("Where", [x, y], d, pre=[c])
+    if not d.is_floating_point:
+        return r
+    at = [
+        b.node("And", [sel, _negative_zero(b, d, v)])
+        for sel, v, k in ((c, x, 1), (_not(b, c), y, 2))
+        if _maybe_negative_zero(b.known.get(op.inputs[k].id))
+    ]
+    if not at:
+        return r
+    return _or_itself(b, d, at[0] if len(at) == 1 else b.node("Or", at), r, _c(b, d, -0.0))
+
+
+def _maybe_negative_zero(k) -> bool:
+    """Whether a value known to be ``k`` everywhere (None: not known) may be -0.0."""
+    return k is None or (k == 0 and bool(np.signbit(k)))
+
+
+def _negative_zero(b, d, v):
+    """Where ``v`` is -0.0 (1 / -0.0 is -inf), as bool."""
+    zero = b.kernel("Equal", [v, _c(b, d, 0)], d, out=dt.bool_)
+    below = b.kernel("Less", [_f(b, d, "Div", _c(b, d, 1), v), _c(b, d, 0)], d, out=dt.bool_)
+    return b.node("And", [zero, below])
+
+
+def _not(b, c):
+    """Not ``c`` as Xor (onnxruntime's NotWhereFusion swaps a Where of a Not's operands)."""
+    return b.node("Xor", [c, b.const(np.array(True))])
 
 
 lowering(REGISTRY["clamp_where"])(_where)  # its keep changes only the tangent
@@ -385,6 +414,13 @@ def native_or(op_type: str, formula):
 
 def _c(b, d, v):
     return b.const(np.array(v, d.np))
+
+
+def _or_itself(b, d, at, r, x):
+    """``x`` where ``at``, else ``r``, with ``x`` as Where's second operand: onnxruntime's
+    CPU Where gives +0.0 for a -0.0 taken from its first (it merges ``c ? x : 0`` and
+    ``c ? 0 : y`` with ``x != 0 ? x : y``), and its second is copied exactly."""
+    return b.kernel("Where", [r, x], d, pre=[_not(b, at)])
 
 
 def _f(b, d, op_type, *xs):
@@ -490,11 +526,22 @@ for _name, _op_type in (("floor", "Floor"), ("ceil", "Ceil"), ("round", "Round")
     simple(_name, _op_type)
 
 
+@lowering(REGISTRY["sigmoid"])
+def _sigmoid(b, op, x):
+    """1 / (1 + e), and e / (1 + e) below 0, with e = exp(-|x|) (the MLIR lowering's
+    form): onnxruntime's Sigmoid gives 0 below about -88 (sigmoid(-80) is 1.8e-35)."""
+    d, one = op.out.aval.dtype, _c(b, op.out.aval.dtype, 1)
+    e = _f(b, d, "Exp", _f(b, d, "Neg", _f(b, d, "Abs", x)))
+    r = _f(b, d, "Div", one, _f(b, d, "Add", one, e))
+    below = b.kernel("Less", [x, _c(b, d, 0)], d, out=dt.bool_)
+    return b.kernel("Where", [_f(b, d, "Mul", e, r), r], d, pre=[below])
+
+
 @lowering(REGISTRY["trunc"])
 def _trunc(b, op, x):
     d = op.out.aval.dtype
-    neg = b.node("Less", [x, _c(b, d, 0)])
-    return b.node("Where", [neg, b.kernel("Ceil", [x], d), b.kernel("Floor", [x], d)])
+    pos = b.node("Greater", [x, _c(b, d, 0)])  # ceil's -0.0 second (_or_itself)
+    return b.node("Where", [pos, b.kernel("Floor", [x], d), b.kernel("Ceil", [x], d)])
 
 
 lowering(REGISTRY["sgn"])(_sign)  # real inputs: sign
@@ -515,6 +562,14 @@ def _real(b, op, x):
 @lowering(REGISTRY["pow"])
 def _pow(b, op, x, y):
     d = op.out.aval.dtype
+    root = b.known.get(op.inputs[1].id)
+    if d.is_floating_point and d.itemsize >= 4 and root in (0.5, -0.5):
+        # sqrt or its reciprocal, as the NumPy impl (torch's scalar powers): -0.0 ** 0.5
+        # is -0.0 and -inf ** 0.5 NaN, where Pow gives 0 and inf
+        r = b.kernel("Sqrt", [x], d)
+        return r if root > 0 else b.node("Div", [_c(b, d, 1), r])
+    if not (d.is_floating_point or d.is_complex) and root is not None and root >= 1:
+        return _int_power(b, d, x, int(root))
     r = b.kernel("Pow", [x, y], d)
     if d.is_floating_point or d.is_complex:
         return r
@@ -528,6 +583,19 @@ def _pow(b, op, x, y):
         ],
     )
     return b.kernel("Where", [zero, r], d, pre=[neg0])
+
+
+def _int_power(b, d, x, k):
+    """``x ** k`` (k >= 1 known) by squaring and multiplying, wrapping as NumPy's:
+    onnxruntime's integer Pow goes through doubles ((2**31 - 1) ** 2 gave INT32_MIN)."""
+    r, base = None, x
+    while True:
+        if k & 1:
+            r = base if r is None else _f(b, d, "Mul", r, base)
+        k >>= 1
+        if not k:
+            return r
+        base = _f(b, d, "Mul", base, base)
 
 
 @lowering(REGISTRY["atan2"])

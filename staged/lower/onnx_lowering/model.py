@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ... import dtypes as dt
 from ...autodiff.avals import Sym
+from ..mlir.invariants import splats
 from ..table import LoweringError, Table
 
 TABLE = Table("ONNX")  # Primitive -> fn(builder, op, *names) -> name
@@ -114,6 +115,7 @@ class Builder:
         self.names: dict = {}  # Value.id -> ONNX name
         self.sources = sources  # dynamic dim name -> (input name, axis)
         self.op = None
+        self.known: dict = {}  # value id -> the number its every entry is (``splats``)
         self._taken: set = set()
         self._cache: dict = {}
 
@@ -312,6 +314,7 @@ def to_onnx(
             r = b.node("Div" if spec.kind in ("div", "ratio") else "Mul", [k, dim])
             b.names[v.id] = b.node("Reshape", [r, b.shape(v.aval.shape)]) if v.aval.shape else r
     infos = []
+    b.known = splats(graph)
     for op in graph.ops:
         b.op = op
         r = LOWERINGS[op.prim](b, op, *(b.names[v.id] for v in op.inputs))

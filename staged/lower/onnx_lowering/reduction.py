@@ -21,6 +21,10 @@ def _reduce(op_type: str, bool_op: str):
         keep = int(op.params["keepdim"])
         if op_type == "ReduceSum" and (d.is_floating_point or d.is_complex):
             x = _blocked(b, x, op.inputs[0].aval, dims)
+        if op_type in _WRAPPED and d in (dt.int32, dt.int64):
+            exact = _wrapped(b, op_type, x, op.inputs[0].aval, dims, keep)
+            if exact is not None:
+                return exact
         axes = b.const(np.array(dims, np.int64))
         r = b.kernel(bool_op if d is dt.bool_ else op_type, [x], d, post=[axes], keepdims=keep)
         if op_type in ("ReduceMax", "ReduceMin") and d.is_floating_point:
@@ -33,6 +37,41 @@ def _reduce(op_type: str, bool_op: str):
         return r
 
     return lower
+
+
+_WRAPPED = ("ReduceSum", "ReduceProd")
+
+
+def _wrapped(b, op_type, x, a, dims, keep):
+    """An int32/int64 sum or product that wraps on overflow, as NumPy's: onnxruntime's
+    ReduceSum and ReduceProd saturate int32 and round int64 through doubles (a sum of
+    2**60 + 1 and 1 gave 2**60). A sum is the last entry of a CumSum (exact), a product a
+    tree of Muls over each dim; None (ReduceSum/ReduceProd) for a dynamic or empty shape."""
+    shape = list(a.shape)
+    if not all(isinstance(s, int) and s > 0 for s in shape):
+        return None
+    for i in dims:
+        if op_type == "ReduceSum":
+            x = b.node("CumSum", [x, b.const(np.array(i, np.int64))])
+            x = b.node("Gather", [x, b.const(np.array([-1], np.int64))], axis=i)
+            continue
+        n = shape[i]
+        while n > 1:
+            if n % 2:  # one more factor of 1
+                pads = np.zeros(2 * len(shape), np.int64)
+                pads[len(shape) + i] = 1
+                x = b.node("Pad", [x, b.const(pads), b.const(np.array(1, a.dtype.np))])
+                n += 1
+            pairs = b.node("Reshape", [x, b.shape(shape[:i] + [n // 2, 2] + shape[i + 1 :])])
+            half = [
+                b.node("Gather", [pairs, b.const(np.array(k, np.int64))], axis=i + 1)
+                for k in (0, 1)
+            ]
+            x, n = b.node("Mul", half), n // 2
+            shape[i] = n
+    if keep:
+        return x
+    return b.node("Squeeze", [x, b.const(np.array(dims, np.int64))])
 
 
 def _blocked(b, x, a, dims):
