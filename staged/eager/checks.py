@@ -51,15 +51,15 @@ def check_range(index: Tensor, lo: int, hi: int, error, message: str, skip=None)
     outside ``[lo, hi)`` (entries equal to ``skip`` are fine). Without data (under
     capture) the check is recorded instead, of a report that is 0 or stands for the bad
     entry furthest out."""
-    message = at_user(message)  # the user's line, also in a compiled step's report
     p = _data(index)
     if p is not None:
         bad = (p < lo) | (p >= hi)
         if skip is not None:
             bad &= p != skip
         if bad.any():
-            raise error(message.format(p[bad].flat[0]))
+            raise error(at_user(message).format(p[bad].flat[0]))
         return
+    message = at_user(message)  # the user's line, also in a compiled step's report
     flat, n = _flat(index)
     if n == 0:
         return
