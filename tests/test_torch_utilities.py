@@ -28,6 +28,11 @@ ARRAYS = [
     np.array([1, 2], np.int64),
     np.array([1, 2], np.int32),
     np.array([True, False]),
+    np.zeros(0, np.int64),
+    np.zeros((2, 0), np.int64),
+    np.zeros(0, bool),
+    np.zeros(0, np.complex64),
+    np.zeros(0, np.float64),
 ]
 
 

@@ -413,9 +413,13 @@ class Tensor(_TensorOps):
             body = repr(p)
         else:
             body = array_text(self._host(), "tensor(")
-        default = dt.get_default_dtype()  # and with data its complex twin, as torch leaves unsaid
+        # torch leaves unsaid the default dtype, and with data its complex twin, int64 and
+        # bool (which the printed values show); an empty tensor says any other
+        default = dt.get_default_dtype()
         unsaid = (
-            (default,) if type(p) is Meta else (default, default.to_complex(), dt.int64, dt.bool_)
+            (default,)
+            if type(p) is Meta or not self.numel()
+            else (default, default.to_complex(), dt.int64, dt.bool_)
         )
         if self.dtype not in unsaid:
             extra.append(f"dtype={self.dtype}")
