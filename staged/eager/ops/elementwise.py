@@ -468,10 +468,11 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 * tensor2`` (optimizer updates). As torch's kernel,
     ``value`` is cast to the operands' dtype (a float ``value`` truncated for integers)
     and bool operands are refused."""
-    kind = promote_types(input, tensor1, tensor2)
-    if kind is dt.bool_:
-        raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
-    value = dt.scalar_as(value, kind)
+    if input.dtype._category < 2:  # a float input (Adam's, per parameter) promotes to float
+        kind = promote_types(input, tensor1, tensor2)
+        if kind is dt.bool_:
+            raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
+        value = dt.scalar_as(value, kind)
     product = mul(tensor1, tensor2)
     return _add(input, product if value == 1 else mul(product, value))
 
