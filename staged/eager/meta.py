@@ -9,8 +9,10 @@ and autograd records Nodes as for any result, so ``backward`` runs the same rule
 gradients. Strides are torch's for the views (``_VIEW_STRIDES``) and for elementwise
 results (the layout of a dense operand); other results (and ``copy``'s, as its impl's)
 are row-major. A write into a meta tensor has no data to change; data read out of one
-raises torch's errors. Constants beside meta operands are meta (``like``); a CPU operand
-may join them only as a scalar or an integer constant (``same_device``). Nothing here
+raises torch's errors. Constants beside meta operands are meta (``like``). A CPU operand
+may join meta ones at a public elementwise op only 0-d, as in torch (``operands`` checks
+before it broadcasts), or of an integer or bool dtype, where torch raises: the index and
+mask constants that composites build on the CPU pass (``same_device``). Nothing here
 runs for CPU tensors: ``apply`` looks for a ``Meta`` only among payloads that are not
 NumPy arrays.
 """
@@ -106,16 +108,23 @@ def evaluate(prim, payloads, params) -> Meta:
     return Meta(out.shape, out.dtype.np, strides)
 
 
-def same_device(payloads) -> None:
-    """torch's error where ``payloads`` mix meta and CPU tensors. A CPU operand may join
-    meta ones broadcast (0-d, or a stride 0: a scalar, as in torch), or of an integer or
-    bool dtype (indices and masks: the constants composites build, as ``arange(c) ==
-    target`` in ``cross_entropy``)."""
-    first = payloads[0]
-    expected = type(first) is Meta or _constant(first)
+def same_device(payloads, joins=None) -> None:
+    """torch's error where ``payloads`` mix meta and CPU tensors; the first that ``joins``
+    does not let pass sets the device expected of the others. A primitive's CPU operand
+    may join meta ones broadcast (0-d, or a stride 0: a scalar), or of an integer or bool
+    dtype (indices and masks: the constants composites build, as ``arange(c) == target``
+    in ``cross_entropy``); a public elementwise op's (``joins=public_operand``), before it
+    is broadcast, only 0-d (a CPU scalar, as TensorIterator's rule) or integer or bool."""
+    joins = joins or _constant
+    expected = None
     for p in payloads:
-        if (type(p) is Meta) != expected and not _constant(p):
-            devices = ("meta", "cpu") if type(p) is Meta else ("cpu", "meta")
+        if joins(p):
+            continue
+        on_meta = type(p) is Meta
+        if expected is None:
+            expected = on_meta
+        elif on_meta != expected:
+            devices = ("meta", "cpu") if on_meta else ("cpu", "meta")
             raise RuntimeError(
                 "Tensor on device {} is not on the expected device {}!".format(*devices)
             )
@@ -123,6 +132,10 @@ def same_device(payloads) -> None:
 
 def _constant(p) -> bool:
     return type(p) is np.ndarray and (0 in p.strides or not p.shape or p.dtype.kind in "biu")
+
+
+def public_operand(p) -> bool:
+    return type(p) is np.ndarray and (not p.shape or p.dtype.kind in "biu")
 
 
 def _dense_layout(shape, payloads) -> tuple | None:

@@ -69,6 +69,7 @@ from ._core import (
 )
 from ._lapack import (
     _pinverse,
+    _torch_norm,
     _torch_qr,
     _torch_svd,
     cond,
@@ -149,6 +150,7 @@ TOP_LEVEL = {
         "cholesky_solve": cholesky_solve,
         "cholesky_inverse": cholesky_inverse,
         "svd": _torch_svd,
+        "norm": _torch_norm,
         "qr": _torch_qr,
         "pinverse": _pinverse,
         "matrix_exp": matrix_exp,

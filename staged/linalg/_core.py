@@ -27,15 +27,38 @@ from ..eager.ops.reduction import norm as _vector_norm
 from ..eager.tensor import Tensor
 
 
-def _floating(x: Tensor, what: str, dtype) -> Tensor:
-    if dtype is not None:
-        x = x.to(dtype)
+def _floating(x: Tensor, what: str, dtype=None, *, low_precision: bool = True) -> Tensor:
+    """``x`` (converted to ``dtype``) where it is floating or complex (``low_precision``:
+    float16 and bfloat16 too), with torch's checks of the norms' ``dtype``."""
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(
             f"linalg.{what}: Expected a floating point or complex tensor as input. "
             f"Got {x.dtype.title}"
         )
-    return x
+    if not low_precision and x.dtype.itemsize < 4 and x.dtype.is_floating_point:
+        raise RuntimeError(
+            f"linalg.{what}: Low precision dtypes not supported. Got {x.dtype.title}"
+        )
+    return x if dtype is None else _norm_dtype(x, what, dt.as_dtype(dtype))
+
+
+def _norm_dtype(x: Tensor, what: str, dtype: dt.DType) -> Tensor:
+    """``x.to(dtype)``: a floating or complex ``dtype`` as complex as ``x``'s, no narrower."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(
+            f"linalg.{what}: dtype should be floating point or complex, but got {dtype.title}"
+        )
+    kind = "complex" if x.dtype.is_complex else "real"
+    if x.dtype.is_complex != dtype.is_complex:
+        raise RuntimeError(
+            f"linalg.{what}: dtype should be {kind} for {kind} inputs, but got {dtype.title}"
+        )
+    if dt._promote_pair(x.dtype, dtype) is not dtype:
+        raise RuntimeError(
+            f"linalg.{what}: the dtype of the input ({x.dtype.title}) should be convertible "
+            f"without narrowing to the specified dtype ({dtype.title})"
+        )
+    return x.to(dtype)
 
 
 def _square(A, what: str, prefix: str = "linalg.") -> None:

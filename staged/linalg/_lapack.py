@@ -22,6 +22,7 @@ import numpy as np
 from .. import dtypes as dt
 from .._where import at_user
 from ..autodiff import Fused
+from ..autodiff.avals import wrap_dim
 from ..autograd import forward_ad
 from ..autograd.function import Function
 from ..eager import ops
@@ -644,16 +645,21 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None) -> Ten
     """The ``ord``-norm of the matrices over ``dim``: ``"fro"``, ``"nuc"`` (the sum of the
     singular values), 2 / -2 (the largest / smallest), 1 / -1 (largest / smallest column
     sum of ``|A|``) or ``inf`` / ``-inf`` (row sums)."""
-    A = _floating(A, "matrix_norm", dtype)
     if ord not in _MATRIX_ORDS:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if A.ndim < 2:
         raise RuntimeError(
-            f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions. Got {A.ndim}D"
+            "linalg.matrix_norm: The input tensor A must have at least 2 dimensions."
         )
-    dim = tuple(d % A.ndim for d in dim)
-    if len(dim) != 2 or dim[0] == dim[1]:
+    A = _floating(A, "matrix_norm", low_precision=ord not in ("nuc", 2, -2))
+    if len(dim) != 2:
+        raise RuntimeError(
+            f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dim))}"
+        )
+    dim = tuple(wrap_dim(d, A.ndim) for d in dim)
+    if dim[0] == dim[1]:
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got {dim}")
+    A = _floating(A, "matrix_norm", dtype)
     if ord == "fro":
         return _vector_norm(A, 2.0, dim, keepdim)
     if ord in ("nuc", 2, -2):
@@ -710,6 +716,18 @@ def cond(A, p=None) -> Tensor:
 
 
 # --- torch's top-level forms ----------------------------------------------------------------------
+def _torch_norm(input, p="fro", dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """``torch.norm``: ``vector_norm`` for a number ``p`` (None: 2) and for ``"fro"`` over
+    at most two dims, else ``matrix_norm`` (``"nuc"``) over ``dim``, every dim by default."""
+    dims = [dim] if isinstance(dim, int) else dim
+    if not isinstance(p, str):
+        return vector_norm(input, 2.0 if p is None else p, dims, keepdim, dtype=dtype)
+    if p == "fro" and (dims is None or len(dims) <= 2):
+        return vector_norm(input, 2, dims, keepdim, dtype=dtype)
+    every = list(range(input.ndim)) if dims is None else dims
+    return matrix_norm(input, p, every, keepdim, dtype=dtype)
+
+
 def _torch_svd(input, some=True, compute_uv=True) -> SvdResult:
     """``torch.svd``: ``V``, not ``Vh``; ``some=False`` gives square factors;
     ``compute_uv=False`` zero-filled ``U`` and ``V`` of shapes ``(m, m)`` and ``(n, n)``."""

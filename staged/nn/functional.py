@@ -98,10 +98,11 @@ def _activation(input, inplace, fn, kernel=None):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` where ``x > 0``, else ``negative_slope * x``."""
-    if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        raise NotImplementedError(f"\"leaky_relu_cpu\" not implemented for '{input.dtype.title}'")
     return _activation(
-        input, inplace, lambda x: ad.leaky_relu(x, negative_slope=float(negative_slope))
+        input,
+        inplace,
+        lambda x: ad.leaky_relu(x, negative_slope=float(negative_slope)),
+        "leaky_relu_cpu",
     )
 
 
@@ -145,6 +146,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
         raise RuntimeError("Bool inputs not supported for hardtanh")
     if not input.dtype.is_floating_point:  # integers clamp to integer bounds, as torch's
         lo_i, hi_i = int(min_val), int(max_val)
+        if input.dtype is dt.uint8 and min(lo_i, hi_i) < 0:
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
         return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
     lo, hi = float(min_val), float(max_val)
     return _activation(input, inplace, lambda x: ad.hardtanh(x, min_val=lo, max_val=hi))
@@ -211,15 +214,19 @@ def _threshold(x, threshold, value):
     return ops.where(x <= threshold, value, x).to(x.dtype)
 
 
-def threshold(input, threshold, value, inplace=False):
-    """``value`` where ``input <= threshold``, else ``input`` (NaN stays NaN)."""
-    if input.dtype is dt.bool_:
+def _thresholded(input, at, value, inplace):
+    """``value`` where ``input <= at``, else ``input`` (NaN stays NaN)."""
+    if input.dtype is dt.bool_ or input.dtype.is_complex:
         floating_kernel("threshold_cpu", input)
-    return _activation(input, inplace, lambda x: _threshold(x, threshold, value))
+    return _activation(input, inplace, lambda x: _threshold(x, at, value))
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _thresholded(input, threshold, value, inplace)
 
 
 def threshold_(input, threshold, value):
-    return _activation(input, True, lambda x: _threshold(x, threshold, value))
+    return _thresholded(input, threshold, value, True)
 
 
 def softshrink(input, lambd=0.5):
@@ -244,6 +251,10 @@ def hardshrink(input, lambd=0.5):
 def prelu(input, weight):
     """``x`` where ``x > 0``, else ``weight * x``; ``weight`` has one entry or one per
     channel (dim 1; the only dim of a 1-D input)."""
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(
+            f"prelu: Type promoting not supported. Got {input.dtype.title} and {weight.dtype.title}"
+        )
     if weight.numel() != 1:
         if input.ndim == 0:
             raise RuntimeError("Not allow zero-dim input tensor.")

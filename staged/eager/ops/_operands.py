@@ -126,7 +126,7 @@ def operands(*vals, dtype: dt.DType | None = None):
                 px = x._payload
                 if isinstance(y, Tensor):
                     py = y._payload
-                    if px.dtype == py.dtype and px.shape == py.shape:
+                    if px.dtype == py.dtype and px.shape == py.shape and type(px) is type(py):
                         return vals
                 elif type(px) is _ndarray and px.dtype.kind in _KEEPS.get(type(y), ""):
                     return x, _number(y, px.dtype, px.shape)
@@ -152,7 +152,10 @@ def operands(*vals, dtype: dt.DType | None = None):
         ]
     # symbolic: a 0-d constant expanded in the graph (never a full-size constant); meta
     # beside meta tensors
-    like = next((t._payload for t in ts if isinstance(t, Tensor)), None)
+    payloads = [t._payload for t in ts if isinstance(t, Tensor)]
+    if meta.among(payloads):
+        meta.same_device(payloads, meta.public_operand)
+    like = payloads[0] if payloads else None
     return [
         expand_to(t if isinstance(t, Tensor) else _number(t, dtype.np, (), like), shape) for t in ts
     ]

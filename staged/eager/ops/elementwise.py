@@ -46,6 +46,21 @@ def _binary(prim, check=None, converted=None):
     return op
 
 
+def _relu_refused(kind: str) -> None:
+    if kind == "b":
+        raise RuntimeError("Boolean inputs not supported for relu")
+    raise NotImplementedError("clamp is not supported for complex types")
+
+
+def _abs_refused(kind: str) -> None:
+    raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+
+
+# torch's refusals, at the public op, of dtypes that a unary primitive's domain keeps (its
+# lowerings take them: relu and abs of bools): the NumPy kinds refused, and the error
+_REFUSED = {"relu": ("bc", _relu_refused), "abs": ("b", _abs_refused)}
+
+
 def _public(prim):
     """The public function of a primitive declared with ``public=`` (its ``Public.op`` says
     how operands are readied). Its errors name the user's line (``_where.sited``, inline)."""
@@ -73,9 +88,12 @@ def _public(prim):
                 name_site(e)
                 raise
     else:
+        refused, refusal = _REFUSED.get(prim.name, ("", None))
 
         def op(x):  # type: ignore[misc]
             try:
+                if refused and x._payload.dtype.kind in refused:
+                    refusal(x._payload.dtype.kind)
                 return prim(x)
             except PLAIN as e:
                 name_site(e)

@@ -234,8 +234,9 @@ def _picked(x, idx, d, keepdim, result):
 
 
 def kthvalue(x, k, dim=-1, keepdim=False) -> Any:
-    """``(values, indices)`` of the ``k``-th smallest entry along ``dim`` (NaN sorts last;
-    which of tied entries' indices is unspecified, as in torch)."""
+    """``(values, indices)`` of the ``k``-th smallest entry along ``dim`` (NaN sorts last).
+    Of tied entries, the ``k``-th of a stable sort: torch's CPU quickselect (unspecified
+    in its docs) agrees up to 2 entries along ``dim``, and for ``k = n`` up to 3."""
     _ordered("kthvalue", x)
     d = wrap_dim(dim, x.ndim) if x.ndim else 0
     n = x._payload.shape[d] if x.ndim else 1
@@ -249,7 +250,8 @@ def kthvalue(x, k, dim=-1, keepdim=False) -> Any:
 
 def mode(x, dim=-1, keepdim=False) -> Any:
     """``(values, indices)`` of the most frequent entry along ``dim``: of equally frequent
-    ones the smallest, at the index of its last occurrence, as torch's CPU kernel. From a
+    ones the smallest, at the index of its last occurrence, as torch's CPU kernel up to 16
+    entries along ``dim`` (beyond, where libstdc++'s ``std::sort`` leaves it). From a
     sort, each run of equal entries counted: it captures and compiles."""
     _ordered("mode", x)
     if not x.ndim:

@@ -201,7 +201,9 @@ def _sorted(x, dim, descending, k):
 
 def sort(x, dim=-1, descending=False, stable=False) -> Any:
     """``(values, indices)`` along ``dim``; ties keep their order (stable), NaN sorts above
-    every number. The gradient of ``values`` goes to the positions they came from."""
+    every number. The gradient of ``values`` goes to the positions they came from. torch's
+    ``stable=False`` keeps ties in order up to 16 entries along ``dim`` (libstdc++'s
+    ``std::sort`` insertion-sorts them); beyond, its order of ties is that sort's."""
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     return SortResult(*_sorted(x, dim, descending, n))
 
@@ -216,7 +218,9 @@ def msort(x):
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
-    """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order."""
+    """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order, ties
+    by index. torch's CPU kernel agrees on ties up to 3 entries along ``dim`` and, for
+    ``k=1``, from 64 on; otherwise libstdc++'s ``nth_element`` and ``partial_sort`` choose."""
     if x.dtype is dt.bool_:
         raise RuntimeError("topk does not support bool dtypes on CPU")
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
