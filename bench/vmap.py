@@ -5,9 +5,11 @@ backward of the same 256 examples (the mean loss's gradient), staged eager (NumP
 torch.func (1 thread) and JAX (jitted, and op by op) in interleaved rounds. The ratio per library is
 what batching rules cost over the batched backward (target: at most 3x, issue 17); the
 per-example weight gradients alone are 27 MB to write: the last row times just those
-outer products, the floor under any eager implementation's ratio.
+outer products, the floor under any eager implementation's ratio. ``--split`` splits
+staged's CPU time per call into its NumPy kernels (the outer products apart) and the rest
+(Python): the NumPy kernels alone against the batched backward are the eager floor.
 
-    python bench/vmap.py [--rounds 10] [--batch 256] [--profile]
+    python bench/vmap.py [--rounds 10] [--batch 256] [--profile | --split]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import cProfile
 import pstats
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +94,58 @@ def _floor(model, batch):
     return lambda: {i: np.einsum("bo,bi->boi", g, x) for i, (g, x) in enumerate(pairs)}
 
 
+def _split(cases, rounds, n=20):
+    """Print staged's CPU ms per call of each case (medians over ``rounds``), split into
+    the NumPy impls of the primitives and Fused kernels it binds (each wrapped in a timer;
+    impls called by impls count once), of them the outer products (the stacked matmul of
+    one-column matrices), and the rest: Python."""
+    spent, inside = {"numpy": 0, "outer": 0}, [False]
+
+    def timer(p, impl):
+        def timed(*args, **params):
+            if inside[0]:
+                return impl(*args, **params)
+            inside[0], t0 = True, time.thread_time_ns()
+            try:
+                return impl(*args, **params)
+            finally:
+                dt = time.thread_time_ns() - t0
+                spent["numpy"] += dt
+                if p is staged.autodiff.matmul and args[0].ndim > 2 and args[0].shape[-1] == 1:
+                    spent["outer"] += dt
+                inside[0] = False
+
+        return timed
+
+    prims = [*staged.autodiff.REGISTRY.values(), *staged.autodiff.FUSED.values()]
+    impls = {p: p.impl for p in prims}
+    for p in prims:
+        p.impl = timer(p, p.impl)
+    rows = {k: [] for k in cases}
+    try:
+        for _ in range(rounds):
+            for k, f in cases.items():
+                f()
+                spent.update(numpy=0, outer=0)
+                t0 = time.thread_time_ns()
+                for _ in range(n):
+                    f()
+                total = time.thread_time_ns() - t0
+                rows[k].append([v / n / 1e6 for v in (total, spent["numpy"], spent["outer"])])
+    finally:
+        for p, impl in impls.items():
+            p.impl = impl
+    base = statistics.median(r[0] for r in rows["batched backward"])
+    print("| staged, CPU ms per call | total | NumPy kernels | of them outer products | rest |")
+    print("|---|---:|---:|---:|---:|")
+    for k, rs in rows.items():
+        total, numpy, outer = (statistics.median(r[i] for r in rs) for i in range(3))
+        print(
+            f"| {k} | {total:.3f} ({total / base:.2f}x) | {numpy:.3f} ({numpy / base:.2f}x) | "
+            f"{outer:.3f} ({outer / base:.2f}x) | {total - numpy:.3f} |"
+        )
+
+
 def _timed(fn):
     """``fn`` returning one number of its gradients (``interleaved`` times a loss)."""
 
@@ -127,6 +182,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--profile", action="store_true", help="profile staged's vmap(grad)")
+    p.add_argument("--split", action="store_true", help="staged's NumPy kernels and the rest")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     staged.set_num_threads(1)
@@ -144,9 +200,12 @@ def main(argv=None) -> int:
         np.testing.assert_allclose(
             np.asarray(got["w0"]), ours["vmap(grad)"]()["0.weight"].numpy(), rtol=1e-4, atol=1e-6
         )
-    if a.profile:
-        pr = cProfile.Profile()
-        pr.runcall(lambda: [ours["vmap(grad)"]() for _ in range(20)])
+    if a.split:
+        _split({k: ours[k] for k in ("vmap(grad)", "batched backward")}, a.rounds)
+        return 0
+    if a.profile:  # one call's results freed before the next: 20 kept were 540 MB of
+        pr = cProfile.Profile()  # fresh pages, whose faults the profile then showed
+        pr.runcall(lambda: [ours["vmap(grad)"]() and None for _ in range(20)])
         pstats.Stats(pr).sort_stats("tottime").print_stats(25)
         return 0
     steps = {f"staged {k}": _timed(f) for k, f in ours.items()}

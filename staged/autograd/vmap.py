@@ -222,7 +222,8 @@ def requires_grad(t: Tensor) -> bool:
 
 # --- in_dims, out_dims and the pytrees they follow --------------------------------------------
 def _name(func) -> str:
-    return getattr(func, "__name__", repr(func))
+    name = getattr(func, "__name__", None)
+    return repr(func) if name is None else name
 
 
 def _leaves(tree):
