@@ -4,7 +4,8 @@ When on, every Node created remembers the stack of the forward call that made it
 (``node.metadata["traceback_"]``); an error raised while a Node runs in backward is
 preceded by a UserWarning showing that stack, and with ``check_nan`` a Node whose
 gradients contain NaN raises ``RuntimeError: Function 'XBackward0' returned nan values
-in its 0th output.``
+in its 0th output.``; under capture that check is recorded in the graph, and a compiled
+step raises it when its results are read, keeping its old state (Note [index checks]).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import traceback
 import warnings
 
 import numpy as np
+
+from ..eager.checks import require
+from ..eager.grad_mode import no_grad
+from ..eager.interceptor import current_interceptor
 
 enabled = False  # read by Node.__init__ and the engine: off costs one global lookup
 check_nan = True
@@ -107,10 +112,16 @@ def report_error(node) -> None:
 
 
 def check_outputs(node, outs) -> None:
-    """Raise if a gradient ``node`` produced holds NaN (anomaly mode with check_nan)."""
+    """Raise if a gradient ``node`` produced holds NaN (anomaly mode with check_nan); under
+    capture, record the check (a compiled step raises it when its results are read)."""
     for i, g in enumerate(outs):
-        if g is None:
+        if g is None or not (g.dtype.is_floating_point or g.dtype.is_complex):
             continue
+        message = f"Function '{node.name()}' returned nan values in its {i}th output."
         p = g._payload
-        if type(p) is np.ndarray and p.dtype.kind in "fc" and np.isnan(p).any():
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
+        if type(p) is np.ndarray:
+            if np.isnan(p).any():
+                raise RuntimeError(message)
+        elif current_interceptor() is not None:
+            with no_grad():
+                require(g.isnan().logical_not(), RuntimeError, message)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..eager.factories import zeros
 from ..eager.grad_mode import _state, no_grad
+from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
 from ..eager.views import bumped
 from . import forward_ad
@@ -224,6 +225,10 @@ class Function(metaclass=FunctionMeta):
                 "Implementing both 'backward' and 'vjp' for a custom Function "
                 "is not allowed. You should only implement one of them."
             )
+        icpt = current_interceptor()
+        if icpt is not None:  # Note [hooks' reads] in staged/tracing/capture.py
+            for fn in (cls.forward, cls.setup_context, cls.backward, cls.vjp, cls.jvp):
+                icpt.hook(fn)
         ctx = cls._backward_cls()
         ctx._tensor_args = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)

@@ -25,6 +25,12 @@ class RemovableHandle:
         self.remove()
 
 
+def fresh_id() -> int:
+    """An id no handle has; every handle made later has a larger one (capture finds the
+    hooks a traced body registered by it)."""
+    return next(_ids)
+
+
 def add_hook(hooks: dict, fn, prepend: bool = False) -> RemovableHandle:
     handle = RemovableHandle(hooks)
     hooks[handle.id] = fn

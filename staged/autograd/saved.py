@@ -38,6 +38,13 @@ _hooks = _Hooks()
 _state = {"hooks_open": 0, "mutation": None}  # cheap checks for the hot path
 
 
+def default_hooks() -> tuple:
+    """This thread's open ``saved_tensors_hooks`` blocks, innermost last, and the message
+    of a ``disable_saved_tensors_hooks`` block (None outside one): what a capture's trace
+    assumed (staged/tracing/capture.py)."""
+    return _hooks.stack, _hooks.disabled_message
+
+
 class SavedTensor:
     """One tensor saved for backward (``grad_fn._raw_saved_<name>``)."""
 

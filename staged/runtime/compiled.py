@@ -662,7 +662,7 @@ class Compiled:
         entry.used = self._calls
         if not entry.captured.one_shot:
             self._keep(self._entries.setdefault(key, []), entry)
-        elif one_shot and not self._warned_stores:  # a second one-shot trace in a row
+        elif one_shot and entry.captured.escaped and not self._warned_stores:  # a 2nd in a row
             self._warned_stores = True
             warnings.warn(_stores_each_call(self.fn, entry.captured), stacklevel=3)
         self.traces += 1

@@ -64,6 +64,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import operator
 import threading
 import types
 import weakref
@@ -75,6 +76,10 @@ import numpy as np
 from .. import autodiff as ad
 from .. import dtypes as dt
 from ..autodiff import Aval
+from .._where import warn_user
+from ..autograd import anomaly
+from ..autograd.hooks import fresh_id
+from ..autograd.saved import default_hooks
 from ..eager import interceptor
 from ..eager.grad_mode import _state
 from ..eager.ops._operands import expand_to, scalar_tensor
@@ -147,11 +152,16 @@ class Captured:
     # returned as itself (Note [returned state] in tracing/returned.py)
     returned: dict = field(default_factory=dict)
 
+    # hooks the body registered on state and left there: [(Watched, hook)] (Note [hooks the
+    # body leaves])
+    hooks_left: list = field(default_factory=list)
+
     @property
     def one_shot(self) -> bool:
-        """The body stored new tensors somewhere (an optimizer creating its buffers):
-        replaying the graph would not redo that, so the trace serves only its own call."""
-        return bool(self.escaped)
+        """The body stored new tensors somewhere (an optimizer creating its buffers) or left
+        a hook on state: replaying the graph would not redo that, so the trace serves only
+        its own call."""
+        return bool(self.escaped or self.hooks_left)
 
     def __str__(self) -> str:
         return str(self.graph)
@@ -461,6 +471,8 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
     with state_lock, _marked(originals):  # Note [one trace at a time]
         captured = _trace(fn, tracer, a, kw, in_tree, wrappers)
     _name(captured, tracer, fn, names, leaves)
+    if captured.hooks_left:
+        _warn_hooks_left(captured)
     return captured
 
 
@@ -540,6 +552,8 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     roots = list(tracer.constants.items())  # the non-tensor arguments: a Module passed in
     before = source_guards(fn, (), None, roots)  # Note [source guards]: what the body changes
     thawed = _freeze_heap()  # Note [escapes]
+    first_hook = fresh_id()  # Note [hooks the body leaves]
+    modes = _autograd_modes()
     try:
         prev = interceptor.set_interceptor(tracer)
         mode = (_state.grad_enabled, _state.inference)
@@ -563,6 +577,10 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             for pos, ref in tracer.results.items():  # returned as itself (an optimizer buffer)
                 if ref() is t:
                     captured.returned[pos] = ("escaped", t, ())
+        captured.hooks_left = _hooks_left(tracer, first_hook)
+        captured.guards.append(
+            Guard("autograd", _autograd_modes, operator.eq, _show_modes, value=modes)
+        )
     finally:
         tracer.finished = True
         tracer.consts.clear()  # the arrays it kept alive: no longer the trace's to hold
@@ -927,6 +945,56 @@ def _escaped(tracer: Tracer) -> list:
     for t in found.values():  # its graph was symbolic: keep the data only
         t.grad_fn, t._requires_grad = None, False
     return sorted(found.values(), key=lambda t: t._serial)
+
+
+def _autograd_modes() -> tuple:
+    """What the engine's work in a trace depends on beyond grad mode: anomaly mode (its NaN
+    checks are the trace's) and the saved_tensors_hooks blocks open around the call (they
+    pack what the trace saves). Compared with ``==``: the hooks by identity, at C speed."""
+    return (anomaly.enabled, anomaly.check_nan, *default_hooks())
+
+
+def _show_modes(modes) -> str:
+    on, nan, stack, disabled = modes
+    anomaly_mode = ("on" if nan else "on without NaN checks") if on else "off"
+    hooks = "disabled" if disabled is not None else len(stack)
+    return f"anomaly mode {anomaly_mode}, saved-tensor hooks {hooks}"
+
+
+# Note [hooks the body leaves]: ``p.register_hook(fn)`` in the step, on a parameter or
+# other state, stays registered after the call, and eager code adds one more at every
+# call (three calls: the gradient clamped, or doubled, three times). A compiled call runs
+# no Python, so it would go on running the hooks the trace saw. Such a trace is one-shot
+# (Note [one-shot traces] in runtime/compiled.py): every call traces again, with the hooks
+# then registered, and runs as eager code would; it warns once. Hooks the step removes
+# again (``handle.remove()`` after its backward) leave nothing behind and compile as usual.
+# Handle ids grow, so the hooks left are those with an id above one drawn before the trace.
+
+
+def _hooks_left(tracer: Tracer, first: int) -> list:
+    """[(Watched, hook)] of the hooks the body registered on state and did not remove
+    (an argument's stand-in is the trace's own)."""
+    left = []
+    for w in tracer.watched.values():
+        t = w.tensor
+        if id(t) in tracer.args:
+            continue
+        acc = t._grad_acc() if t._grad_acc is not None else None
+        for d in (t._hooks, t._post_acc_hooks) + (
+            (acc._pre_hooks, acc._post_hooks) if acc is not None else ()
+        ):
+            left += [(w, fn) for k, fn in (d or {}).items() if k > first]
+    return left
+
+
+def _warn_hooks_left(c: Captured) -> None:
+    sites = sorted({f"{getattr(fn, '__qualname__', fn)} on {w.name}" for w, fn in c.hooks_left})
+    warn_user(
+        f"staged.compile: the step registered {', '.join(sites)} and left it registered: "
+        "eager code adds one more at every call, which a compiled call cannot repeat, so "
+        "every call is traced again and run without compiling. Register the hook once, "
+        "outside the step, or remove it in the step (handle.remove())"
+    )
 
 
 def _restore(tracer: Tracer) -> None:
