@@ -76,11 +76,15 @@ GLOBAL_FLAGS = (
 # kernels read. With the 32 KiB tile budget above it made the large matmuls of a step
 # 1.1-1.8x faster on a 2-core Zen 3 (2026-11-29, bench/scaling.py's steps: MLP batch 4096
 # 121 -> 68 ms/step, batch 1024 1.1x; 2-layer transformers of width 128-768 1.3-1.45x)
-# but left steps of fewer multiply-adds as they were (MLP batch 256: 155M in all) or
-# slower (MLP batch 32: 1.14x), while compiling 1-4 s longer. It is on only where it was
-# found correct: for llvm-cpu steps whose matmuls reach DATA_TILING_MIN_MACS multiply-adds
-# in all (the MLP at batch 1024 has 620M), static shapes only (IREE 3.13 failed to compile
-# a dynamic conv step with it), and 2-D matmuls only. IREE 3.13 miscompiles batched
+# but left steps of fewer multiply-adds as they were or slower (MLP batch 32: 1.14x), while
+# compiling 1-4 s longer. On a 2-core AMD EPYC with AVX-512 the MLP step at batch 256 (155M
+# multiply-adds in all) is 1.2x faster with it (bench/data_tiling.py, 2026-12-01, machine
+# loaded: 1.85 -> 1.52 ms/step, JAX jit 1.67-1.72; compiling 0.4-0.7 s longer) and at batch
+# 32 (19M) no faster, so the threshold is 2**27, between batch 128 (77M) and 256. It is on
+# only where it was found correct: for llvm-cpu steps whose matmuls reach
+# DATA_TILING_MIN_MACS multiply-adds in all (the MLP at batch 1024 has 620M, at batch 256
+# 155M), static shapes only (IREE 3.13 failed to compile a dynamic conv step with it), and
+# 2-D matmuls only. IREE 3.13 miscompiles batched
 # matmuls with it: (x - x.amax(-1, keepdim=True)) @ v with x of 2 or 3 batches of 3 rows
 # gives wrong rows, silently (tests/runtime/test_data_tiling.py keeps the case as a strict
 # xfail; it broke scaled_dot_product_attention in the op sweep run with data tiling forced),
@@ -89,7 +93,7 @@ GLOBAL_FLAGS = (
 # then compiled without it, the rejection cached so the attempt is not repeated, and
 # explain() says so.
 DATA_TILING = ("--iree-opt-data-tiling",)
-DATA_TILING_MIN_MACS = 1 << 28
+DATA_TILING_MIN_MACS = 1 << 27
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only

@@ -54,7 +54,7 @@ def _close(got, args):
 
 
 def test_large_static_matmuls_get_data_tiling_and_match_eager():
-    """512 x 512 x 1024 is 2**28 multiply-adds: the threshold; with it small matmuls of
+    """512 x 512 x 1024 is 2**28 multiply-adds, over the threshold (2**27); with it small matmuls of
     other kinds in the same module."""
     args = _operands()
     step = staged.compile(_matmuls)
