@@ -237,6 +237,10 @@ def implementations(name):
     impls["staged compiled"] = lambda: cstep(xs, ys)
     dstep = staged.compile(sgd_step(staged, params, loss_fn, consts), dynamic=True)
     impls["staged compiled dynamic"] = lambda: dstep(xs, ys)
+    gstep = staged.compile(
+        sgd_step(staged, params, loss_fn, consts), dynamic=True, specialize=False
+    )
+    impls["staged dynamic, unspecialized"] = lambda: gstep(xs, ys)
     estep = sgd_step(staged, params, loss_fn, consts)
     impls["staged eager"] = lambda: estep(xs, ys)
     if torch is not None:

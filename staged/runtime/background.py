@@ -173,7 +173,7 @@ class Compiling:
         one-shot trace serves one call: it is not worth compiling."""
         if self.t0 is None and self.status.state == "compiling":
             self.t0 = time.perf_counter()
-            _submit(self, entry)
+            submit(self, entry)
 
     def compile(self, entry) -> None:
         """Lower, compile and load (on the worker thread)."""
@@ -283,19 +283,39 @@ class CallLog:
 
 
 # One worker thread compiles, oldest first (a second compile at once would only share the
-# same cores); it is made again after a fork, which does not copy threads.
+# same cores): background modules and a dynamic step's static ones (Note [specialized batch
+# sizes]); it is made again after a fork, which does not copy threads.
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
 _worker: list[threading.Thread | None] = [None]
 _worker_lock = threading.Lock()
 
 
-def _submit(job: Compiling, entry) -> None:
+def submit(job, entry) -> None:
+    """Have the worker call ``job.compile(entry)`` (after the jobs submitted before)."""
     with _worker_lock:
         t = _worker[0]
         if t is None or not t.is_alive():
             t = _worker[0] = threading.Thread(target=_work, name="staged-compile", daemon=True)
             t.start()
     _jobs.put((job, entry))
+
+
+def drain(timeout: float | None = None) -> bool:
+    """Wait until the worker has finished the compiles submitted so far (background
+    modules, Note [specialized batch sizes]); False if it has not after ``timeout`` s."""
+    done = threading.Event()
+    submit(_Mark(done), None)
+    return done.wait(timeout)
+
+
+class _Mark:
+    """A job that marks its place in the queue."""
+
+    def __init__(self, done: threading.Event):
+        self.done = done
+
+    def compile(self, entry) -> None:
+        self.done.set()
 
 
 def _work() -> None:

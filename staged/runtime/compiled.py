@@ -56,6 +56,7 @@ from .background import CallLog, Compiling, call_eagerly
 from .boundary import Differentiable, eager_reason
 from .checks import Checks
 from .shared_inputs import PAYLOAD, SharedInputs
+from .specialized import Specialized, specialized
 from .compiler import (
     STEP_FLAGS,
     UNSUPPORTED_DTYPES,
@@ -106,6 +107,7 @@ class CompiledGraph:
     """One trace compiled for one backend, callable on the flattened argument leaves."""
 
     background = None  # a Compiling while its module compiles (Note [background compiles])
+    specialized: Specialized | None = None  # a dynamic step's (Note [specialized batch sizes])
     number = 0  # which trace of its Compiled made it (explain())
     _live: list[tuple[Any, Any, Any]]
     _narrow: list[Any] | None
@@ -140,10 +142,13 @@ class CompiledGraph:
         self.times = p.times  # seconds per phase (explain())
         self._bind(device)
 
-    def build(self, p: Phases, builder=None) -> tuple:
-        """Lower, compile (``builder``: ``compile_mlir``'s ``build``) and load the graph,
-        timing each phase in ``p``: (the loaded module, its MLIR text)."""
-        graph, backend = self.captured.graph, self.backend
+    def build(self, p: Phases, builder=None, graph=None, stats=None) -> tuple:
+        """Lower, compile (``builder``: ``compile_mlir``'s ``build``) and load ``graph``
+        (default the captured one; a static one of the same inputs and outputs for Note
+        [specialized batch sizes], whose cache ``stats`` go to that dict), timing each
+        phase in ``p``: (the loaded module, its MLIR text)."""
+        graph = self.captured.graph if graph is None else graph
+        backend = self.backend
         segmented = check_segmentable(graph, backend)  # Note [segments]
         with p("lower"):
             check_dtypes(graph, backend)
@@ -161,7 +166,7 @@ class CompiledGraph:
                 mlir,
                 backend,
                 STEP_FLAGS.get(backend, ()),
-                self.cache,
+                self.cache if stats is None else stats,
                 verified_build,
                 tuning_flags(graph, backend),
             )
@@ -250,9 +255,12 @@ class CompiledGraph:
             self._shared.check(leaves)
             if self.background is not None and not self.background.ready(self, leaves):
                 return self.background.fallback(leaves)  # Note [background compiles]
+            module = (  # Note [specialized batch sizes]
+                self.module if self.specialized is None else self.specialized.module(self, leaves)
+            )
             if profiler.current is None:  # the one check a call makes for the profiler
-                return self._run(leaves)
-            return profiled.run(self, leaves)  # Note [compiled calls]
+                return self._run(leaves, module)
+            return profiled.run(self, leaves, module)  # Note [compiled calls]
 
     def _upload_once(self, inputs, shared) -> None:
         """Note [state uploads]: state this call writes, held on the host where no other
@@ -265,7 +273,9 @@ class CompiledGraph:
             if not seen and type(inputs[k]) is np.ndarray:
                 inputs[k] = self.device.upload(inputs[k], once=True)
 
-    def _run(self, leaves):
+    def _run(self, leaves, module):
+        """The call on ``leaves``, run by ``module`` (``self.module``, or a static module of
+        the same inputs and outputs: Note [specialized batch sizes])."""
         c = self.captured
         if c.live:
             self._set_live()
@@ -294,7 +304,7 @@ class CompiledGraph:
                 for p, d in zip(inputs, self._narrow)
             ]
         undo = _Undo()
-        res = self.module.invoke("main", inputs, self._out_dtypes, undo)
+        res = module.invoke("main", inputs, self._out_dtypes, undo)
         if self._checks is not None:  # Note [index checks]
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
             self._checks.track(
@@ -531,6 +541,7 @@ class Compiled:
         device=None,
         rng="host",
         mode="blocking",
+        specialize=True,
     ):
         if fallback not in (None, "eager"):
             raise ValueError(at_user(f"fallback must be None or 'eager', got {fallback!r}"))
@@ -547,6 +558,7 @@ class Compiled:
         self.device = device
         self.fallback = fallback
         self.dynamic = bool(dynamic)
+        self.specialize = bool(specialize)  # Note [specialized batch sizes]
         self.traces = 0
         self._entries: dict = {}
         self._one: dict = {}  # per dynamic entry: whether it serves batch size 1
@@ -797,6 +809,7 @@ class Compiled:
                     name=name,
                 )
                 entry = CompiledGraph(captured, self.backend, self.device, p, background)
+                self._specialize(entry, traced, name)
                 log.info(
                     "traced %s (%d ops) in %.2f s; %s",
                     name,
@@ -808,6 +821,7 @@ class Compiled:
                 )
                 return entry
             entry = CompiledGraph(captured, self.backend, self.device, p)
+            self._specialize(entry, traced, name)
         log.info(
             "compiled %s (%d ops, %s) in %.2f s: %s; IREE module %s",
             name,
@@ -818,6 +832,13 @@ class Compiled:
             "from the cache" if entry.cache.get("cache") == "hit" else "compiled",
         )
         return entry
+
+    def _specialize(self, entry: CompiledGraph, traced, name: str) -> None:
+        """Give a dynamic entry static modules for the batch sizes it is called at (Note
+        [specialized batch sizes]) unless ``specialize=False``; ``traced`` is the graph at
+        the call's own size, which the entry's is not where it was made dynamic."""
+        if self.specialize and traced is not entry.captured.graph:
+            entry.specialized = specialized(entry, name, self.mode == "background")
 
     def _remember(self, entry=None, eager=None) -> None:
         """A line of the re-trace history that explain() shows (the newest 50)."""
@@ -1120,6 +1141,7 @@ def compile(
     fallback=None,
     rng: str = "host",
     mode: str = "blocking",
+    specialize: bool = True,
 ):
     """Compile ``fn`` (forward, backward, optimizer steps and all) with IREE.
 
@@ -1150,7 +1172,12 @@ def compile(
 
     With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
     size) is a dynamic batch: one trace and one compile serve every batch size; what
-    cannot follow the batch raises ``DynamicError`` (``staged.tracing.dynamic``).
+    cannot follow the batch raises ``DynamicError`` (``staged.tracing.dynamic``). A batch
+    size called twice gets a static module of its own, compiled from the same trace at
+    that call (with ``mode="background"``: in the background), which runs its calls from
+    then on at a static step's speed (at most 4 sizes; Note [specialized batch sizes] in
+    ``staged/runtime/specialized.py``);
+    ``specialize=False`` runs every call on the dynamic module.
 
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
     raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
@@ -1180,9 +1207,17 @@ def compile(
             fallback=fallback,
             rng=rng,
             mode=mode,
+            specialize=specialize,
         )
     return Compiled(
-        fn, backend=backend, dynamic=dynamic, fallback=fallback, device=device, rng=rng, mode=mode
+        fn,
+        backend=backend,
+        dynamic=dynamic,
+        fallback=fallback,
+        device=device,
+        rng=rng,
+        mode=mode,
+        specialize=specialize,
     )
 
 

@@ -403,14 +403,26 @@ class Module:
         self._timeline = None  # [semaphore, last value] for coarse-fences functions
         self._in_flight = []  # (value, argument list, undo) of calls that may still be running
         self._lock = threading.Lock()
+        self._leader: Module | None = None  # whose timeline it shares (Note [one timeline])
         _LOADED.add(self)
+
+    @property
+    def queue(self) -> Module:
+        """The Module whose timeline orders this one's calls (not a reference to itself,
+        which would keep a dropped module, and its device buffers, until a GC pass)."""
+        return self._leader or self
+
+    def share_queue(self, other: Module) -> None:
+        """Order this module's calls on ``other``'s timeline (Note [one timeline]); before
+        this one is first called."""
+        self._leader = other.queue
 
     def close(self) -> None:
         """Wait for calls in flight, then release the VM context and module (before their
         device goes away)."""
-        if self._timeline is not None:
+        if self.queue._timeline is not None:
             try:
-                _wait(*self._timeline)
+                _wait(*self.queue._timeline)
             except RuntimeError:
                 pass  # a failed step: reported where its results are read
         self._release()
@@ -429,18 +441,20 @@ class Module:
         """A read saw the calls up to ``value`` finish: drop their argument lists and what
         they replaced (their undo), which a module called no more (a step traced again)
         kept for good; left to the next call where one is being enqueued now."""
-        if self._lock.acquire(blocking=False):
+        q = self.queue
+        if q._lock.acquire(blocking=False):
             try:
-                self._in_flight = [c for c in self._in_flight if c[0] > value]
+                q._in_flight = [c for c in q._in_flight if c[0] > value]
             finally:
-                self._lock.release()
+                q._lock.release()
 
     def failed(self) -> None:
         """A read found the timeline failed: undo the calls that may not have finished."""
-        with self._lock:
-            calls = self._in_flight
-            self._in_flight = [(v, args, None) for v, args, _ in calls]
-        self._undo(calls)
+        q = self.queue
+        with q._lock:
+            calls = q._in_flight
+            q._in_flight = [(v, args, None) for v, args, _ in calls]
+        q._undo(calls)
 
     def _undo(self, calls) -> None:
         """Note [failed steps]: undo calls newest first, back to the state before the
@@ -477,10 +491,11 @@ class Module:
             self.context.invoke(fn, arg_list, ret)
             ready = None
         else:
-            with self._lock:  # calls on one module are enqueued in order on its timeline
-                if self._timeline is None:
-                    self._timeline = [dev.hal.create_semaphore(0), 0]
-                sem, value = self._timeline
+            q = self.queue
+            with q._lock:  # calls on one timeline are enqueued in order on it
+                if q._timeline is None:
+                    q._timeline = [dev.hal.create_semaphore(0), 0]
+                sem, value = q._timeline
                 for a in args:
                     a = _on_device(dev, a)
                     if a.ready is not None and a.ready[0] is not sem:
@@ -493,13 +508,13 @@ class Module:
                         _wait(sem, value + 1 - MAX_IN_FLIGHT)
                     done = sem.query()
                 except RuntimeError:
-                    self._undo(self._in_flight)
-                    self._timeline, self._in_flight = None, []  # the next call starts afresh
+                    q._undo(q._in_flight)
+                    q._timeline, q._in_flight = None, []  # the next call starts afresh
                     raise
-                self._in_flight = [c for c in self._in_flight if c[0] > done]
+                q._in_flight = [c for c in q._in_flight if c[0] > done]
                 self.context.invoke(fn, arg_list, ret)
-                self._timeline[1] = value + 1
-                self._in_flight.append((value + 1, arg_list, undo))
+                q._timeline[1] = value + 1
+                q._in_flight.append((value + 1, arg_list, undo))
             ready = (sem, value + 1, self)
         out = []
         for i in range(len(ret)):
@@ -541,6 +556,13 @@ def _on_device(dev, a) -> DeviceValue:
 # step's error surfaces where its results are read or at the next call.
 # Command buffers are indirect (compiler.GLOBAL_FLAGS): bound when the queue runs them, as
 # a call's buffers are allocated on the queue after the previous call.
+#
+# Note [one timeline]: modules that take each other's results (a dynamic step's and its
+# static modules per batch size, Note [specialized batch sizes]) share one timeline
+# (``Module.share_queue``): a call on one is enqueued behind the other's last call on the
+# device, instead of waiting for it here, so a loop that alternates batch sizes keeps its
+# calls asynchronous; the calls in flight, the bound on them and a failure's undo are the
+# timeline's, whichever module made each call.
 #
 # Note [failed steps]: a step that fails on the device fails its timeline semaphore, and
 # every call queued after it with it; the failure is seen where a result is read or at

@@ -40,6 +40,12 @@ def explain_text(c, verbose: bool = False) -> str:
     dyn = [i.name for i in g.inputs if not is_static(i.value.aval.shape)]
     if dyn:
         lines.append(f"dynamic batch: dim 0 of {', '.join(dyn)}")
+        off = " (specialize=False)" if not c.specialize else ""
+        lines += (
+            e.specialized.lines()
+            if e.specialized is not None
+            else [f"static modules for batch sizes: none{off}"]
+        )
     args = [f"{i.name} {i.value.aval}" for i in g.inputs if i.kind == "arg"]
     outs = [f"{o.name} {o.value.aval}" for o in g.outputs if o.kind == "out"]
     lines += _listing("arguments", args) + _listing("returns", outs)

@@ -74,25 +74,20 @@ class _Probe:
         return res
 
 
-def run(graph, leaves):
-    """``graph._run(leaves)`` with its phases recorded in the open profile."""
+def run(graph, leaves, module):
+    """``graph._run(leaves, module)`` with its phases recorded in the open profile."""
     prof = profiler.current
     call = prof._begin(graph._event, "compiled")
     try:
-        module = graph.module
         segmented = isinstance(module, Segmented)
         probe = _Probe(module.module if segmented else module, prof)
         if segmented:
             module.module = probe
-        else:
-            graph.module = probe
         try:
-            out = graph._run(leaves)
+            out = graph._run(leaves, module if segmented else probe)
         finally:
             if segmented:
                 module.module = probe.module
-            else:
-                graph.module = module
         start = probe.enqueued or time.perf_counter_ns()
         for r in probe.results:
             if isinstance(r, DeviceValue) and r.ready is not None:

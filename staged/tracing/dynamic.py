@@ -148,22 +148,52 @@ def substitute(g, subst, consts=None) -> Graph:
     whose ``sym_consts`` hold the constants computed at run time."""
     if not subst and not consts:
         return g
+    return _rebuild(
+        g,
+        lambda v: subst.get(("aval", v.id), v.aval.shape),
+        lambda op, k, p: subst.get(("param", id(op), k), p),
+        g.consts,
+        {**g.sym_consts, **(consts or {})},
+    )
+
+
+def specialize(g, sizes: dict) -> Graph:
+    """A static copy of the generalized graph ``g`` with its dynamic dims at ``sizes``
+    (``{"batch": 32}``, every dim ``g`` uses): the shapes and shape parameters it has
+    there, and its ``sym_consts`` computed as constants (in float64, then rounded to the
+    constant's dtype)."""
+    consts = []
+    for v, a in g.consts:
+        spec = g.sym_consts.get(v.id)
+        if spec is not None:
+            at = _const_at(spec, v.aval, sizes)
+            a = np.asarray(at if spec.kind == "fill" else np.full(np.shape(a), at))
+            a = a.astype(v.aval.dtype.np)
+        consts.append((v, a))
+    return _rebuild(
+        g,
+        lambda v: _at(tuple(v.aval.shape), sizes),
+        lambda op, k, p: _at(p, sizes) if _has_sym(p) else p,  # a tuple of other kind stays
+        consts,
+        {},
+    )
+
+
+def _rebuild(g, shape_of, param_of, consts, sym_consts) -> Graph:
+    """A copy of ``g`` with each value's shape ``shape_of(value)``, each op parameter
+    ``param_of(op, name, value)``, the constants ``consts`` and ``sym_consts``."""
     new = {}
 
     def val(v):
         if v.id not in new:
-            shape = subst.get(("aval", v.id))
-            new[v.id] = v if shape is None else Value(v.id, v.aval._replace(shape=shape))
+            shape = shape_of(v)
+            new[v.id] = v if shape == v.aval.shape else Value(v.id, v.aval._replace(shape=shape))
         return new[v.id]
 
-    out = Graph(
-        consts=[(val(v), a) for v, a in g.consts],
-        _next=g._next,
-        sym_consts={**g.sym_consts, **(consts or {})},
-    )
+    out = Graph(consts=[(val(v), a) for v, a in consts], _next=g._next, sym_consts=sym_consts)
     out.inputs = [Input(val(i.value), i.kind, i.name) for i in g.inputs]
     for op in g.ops:
-        params = {k: subst.get(("param", id(op), k), p) for k, p in op.params.items()}
+        params = {k: param_of(op, k, p) for k, p in op.params.items()}
         out.ops.append(
             Op(
                 op.prim,
@@ -293,6 +323,10 @@ def _at(s, sizes: dict):
     if isinstance(s, tuple):
         return tuple(_at(x, sizes) for x in s)
     return s
+
+
+def _has_sym(p) -> bool:
+    return isinstance(p, Sym) or (isinstance(p, tuple) and any(map(_has_sym, p)))
 
 
 def _const_at(spec: SymConst, aval, sizes: dict):
