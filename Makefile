@@ -65,6 +65,9 @@ bench: $(VENV)/.bench
 	$(BIN)/python bench/mlp_step.py
 	$(BIN)/python bench/compiled_steps.py
 	$(BIN)/python bench/matmul.py
+	$(BIN)/python bench/data_tiling.py
+	$(BIN)/python bench/op_overhead.py
+	$(BIN)/python bench/vmap.py
 	$(BIN)/python bench/first_step.py
 	$(BIN)/python bench/index_checks.py
 	$(BIN)/python bench/ddp.py
