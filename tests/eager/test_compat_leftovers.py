@@ -270,3 +270,12 @@ def test_cpu_scalars_join_meta_tensors_as_torch(name):
     assert ours.is_meta and theirs.is_meta
     assert tuple(ours.shape) == tuple(theirs.shape)
     assert str(ours.dtype)[7:] == str(theirs.dtype)[6:]
+
+
+@pytest.mark.parametrize("name", ["relu", "exp", "sin", "abs", "sigmoid", "tanh", "sqrt", "log"])
+def test_unary_ops_given_a_python_number_raise_torchs_type_error(name):
+    with pytest.raises(TypeError) as want:
+        getattr(torch, name)(3)
+    with pytest.raises(TypeError) as got:
+        getattr(staged, name)(3)
+    assert str(got.value) == str(want.value)

@@ -61,6 +61,15 @@ def _abs_refused(kind: str) -> None:
 _REFUSED = {"relu": ("bc", _relu_refused), "abs": ("b", _abs_refused)}
 
 
+def _not_a_tensor(prim, x) -> None:
+    """torch's TypeError where a unary op was given something other than a tensor (its
+    AttributeError reached ``op``'s handler: no cost on the way in)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{prim.name}(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}"
+        ) from None
+
+
 def _public(prim):
     """The public function of a primitive declared with ``public=`` (its ``Public.op`` says
     how operands are readied). Its errors name the user's line (``_where.sited``, inline)."""
@@ -87,6 +96,9 @@ def _public(prim):
             except PLAIN as e:
                 name_site(e)
                 raise
+            except AttributeError:
+                _not_a_tensor(prim, x)
+                raise
     else:
         refused, refusal = _REFUSED.get(prim.name, ("", None))
 
@@ -97,6 +109,9 @@ def _public(prim):
                 return prim(x)
             except PLAIN as e:
                 name_site(e)
+                raise
+            except AttributeError:
+                _not_a_tensor(prim, x)
                 raise
 
     op.__name__ = op.__qualname__ = prim.name
