@@ -36,7 +36,7 @@ from ..eager.interceptor import call_hook, tags
 from ..eager.legacy_types import type_name
 from .._where import at_user
 from ..eager.tensor import Tensor
-from . import anomaly, profiler
+from . import anomaly, batched_grad, profiler
 from .accumulate import add_grads
 from .node import sync
 
@@ -188,10 +188,12 @@ def grad(
     retain_graph=None,
     create_graph=False,
     allow_unused=None,
+    is_grads_batched=False,
     materialize_grads=False,
 ):
     """Return the gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is
-    touched)."""
+    touched). ``is_grads_batched``: the first dim of each grad_output is a batch of
+    cotangents, and each result has that batch dim first (``batched_grad.py``)."""
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "Expected allow_unused to be True or not passed when "
@@ -214,12 +216,22 @@ def grad(
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(outputs, "outputs")
-    grads = _make_grads(outputs, grad_outputs)
-    result = _execute(edges, grads, retain_graph, create_graph, inputs, accumulate=False)
+    if is_grads_batched:
+        grads = batched_grad.check_batched(outputs, grad_outputs, _make_grads)
+        result = batched_grad.run_batched(
+            lambda gs: _execute(
+                edges, _make_grads(outputs, gs), retain_graph, create_graph, inputs, False
+            ),
+            grads,
+            len(inputs),
+        )
+    else:
+        grads = _make_grads(outputs, grad_outputs)
+        result = _execute(edges, grads, retain_graph, create_graph, inputs, accumulate=False)
     for i, g in enumerate(result):
         if g is None:
             if materialize_grads:
-                result[i] = _factories.zeros_like(inputs[i])
+                result[i] = _factories.zeros_like(inputs[i], requires_grad=create_graph)
             elif not allow_unused:
                 raise RuntimeError(
                     f"The differentiated Tensor at index {i} appears to not "
