@@ -606,7 +606,7 @@ class Compiled:
             if reasons
             else "first call"
             if self.traces == 0
-            else "the previous call created new state (one-shot trace)"
+            else f"the previous call was one-shot: {self._last.captured.one_shot_why}"
             if one_shot
             else _key_change(last_key, key, leaf_names(self.fn, args, kwargs))
         )
@@ -815,7 +815,7 @@ class Compiled:
                     name,
                     len(captured.graph.ops),
                     sum(p.times.values()),
-                    "one-shot: it makes new state, so it runs on NumPy and is not compiled"
+                    f"one-shot ({captured.one_shot_why}), so it runs on NumPy and is not compiled"
                     if captured.one_shot
                     else "compiling in the background",
                 )
@@ -848,7 +848,7 @@ class Compiled:
             else {
                 "reason": self.last_retrace_reason,
                 "ops": len(entry.captured.graph.ops),
-                "one_shot": entry.captured.one_shot,
+                "one_shot": entry.captured.one_shot and entry.captured.one_shot_why,
                 "times": entry.times,
                 "cache": entry.cache.get("cache"),
                 "background": entry.background and entry.background.status,

@@ -138,7 +138,7 @@ def _history(c) -> list:
             lines.append(_wrap(f"  - {h['reason']}: ran eagerly"))
             continue
         one = (
-            "; one-shot: it made new state, so the next call traces again"
+            f"; one-shot: {h['one_shot']}, so the next call traces again"
             if h["one_shot"]
             else "; its results are differentiated outside: its forward (the no-grad trace) "
             "and backward (a recomputation, traced when reached) compile apart"

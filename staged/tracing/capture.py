@@ -87,7 +87,7 @@ from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from ..eager.views import refresh_stale
 from .draws import Program, state_bytes
-from .guards import Guard, source_guards
+from .guards import Guard, Position, source_guards
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .names import output_names, state_names
@@ -155,13 +155,26 @@ class Captured:
     # hooks the body registered on state and left there: [(Watched, hook)] (Note [hooks the
     # body leaves])
     hooks_left: list = field(default_factory=list)
+    # iterators the body advanced: [Position] (Note [iterators the body advances])
+    advanced: list = field(default_factory=list)
 
     @property
     def one_shot(self) -> bool:
-        """The body stored new tensors somewhere (an optimizer creating its buffers) or left
-        a hook on state: replaying the graph would not redo that, so the trace serves only
-        its own call."""
-        return bool(self.escaped or self.hooks_left)
+        """The body stored new tensors somewhere (an optimizer creating its buffers), left
+        a hook on state or advanced an iterator: replaying the graph would not redo that,
+        so the trace serves only its own call."""
+        return bool(self.escaped or self.hooks_left or self.advanced)
+
+    @property
+    def one_shot_why(self) -> str:
+        """What made the trace one-shot, for explain() and the re-trace reason."""
+        return (
+            "it made new state"
+            if self.escaped
+            else "it left a hook registered"
+            if self.hooks_left
+            else "it advanced an iterator"
+        )
 
     def __str__(self) -> str:
         return str(self.graph)
@@ -571,6 +584,9 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         captured.guards[:0] = source_guards(fn, read, before, roots)
         for hook, hook_before in tracer.hooks.values():  # Note [hooks' reads]
             captured.guards += source_guards(hook, read, hook_before)
+        guards = captured.guards  # Note [iterators the body advances]
+        captured.advanced = [g for g in guards if isinstance(g, Position)]
+        captured.guards = [g for g in guards if not isinstance(g, Position)]
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))

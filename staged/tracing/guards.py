@@ -35,6 +35,19 @@ every call repeats what the traced call did: so the trace warns, once per step a
 few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
+
+Note [iterators the body advances]: ``x, y = next(it)`` in the step, ``it`` reached as
+above, reads the next batch eagerly at every call; a compiled call replays the traced one
+(its tensors are bound by identity, or constants), silently training on one batch. So the
+walk also notes where each iterator it reaches stands (``_position``: a builtin or
+``itertools`` iterator's ``__reduce__()``, its index, with the iterators it wraps, as in
+``enumerate``/``zip``; a generator's frame, its instruction and locals; an iterator
+object's ``__dict__``, as a DataLoader iterator's batch count), before and after the
+trace. One that moved (a ``Position`` guard) makes the trace one-shot
+(``Captured.advanced``): every call traces again and runs as eager code would; it warns
+once. Positions are compared at the trace only, never per call. Not seen: a generator
+that moved with nothing to show it (``while True: yield make_batch()``: the same
+instruction, no locals) and iterators of C types with no ``__reduce__``.
 """
 
 from __future__ import annotations
@@ -155,6 +168,13 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
     if before is None:
         return guards
     old = {g.name: g for g in before}
+    moved = [  # Note [iterators the body advances]: kept as the mark of a one-shot trace
+        g
+        for g in guards
+        if isinstance(g, Position) and g.name in old and not same_value(old[g.name].value, g.value)
+    ]
+    _warn_advanced(fn, [g.name for g in moved])
+    guards = [g for g in guards if not isinstance(g, Position)]
     changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
     # a list the body read and emptied (REINFORCE's ``del policy.rewards[:]``) stays
     # guarded by its items as they were before the trace (and warns: calls do not empty it)
@@ -165,12 +185,16 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
     # a list's items as they were before the trace, where the body emptied or refilled it
     # (``del policy.saved_log_probs[:]``) and read some of them
     kept = {g.name for g in guards}
-    return guards + [
-        g
-        for g in before
-        if g.name not in kept
-        and (g.name in emptied or g.same is _same_items and _items_read(g.value, ids))
-    ]
+    return (
+        guards
+        + [
+            g
+            for g in before
+            if g.name not in kept
+            and (g.name in emptied or g.same is _same_items and _items_read(g.value, ids))
+        ]
+        + moved
+    )
 
 
 _warned: set = set()  # (the step's code, name) of the side effects reported
@@ -178,22 +202,55 @@ _warned: set = set()  # (the step's code, name) of the side effects reported
 
 def _warn_side_effects(fn, changed) -> None:
     """Warn once per step and name that the trace of ``fn`` changed the Python values
-    ``changed`` (``(name, before, after)``): compiled calls will not change them again.
-    The warning points at the step's ``def``."""
+    ``changed`` (``(name, before, after)``): compiled calls will not change them again."""
+    new = _unwarned(fn, [c[0] for c in changed])
+    what = ", ".join(f"{n} ({_show(a)} -> {_show(b)})" for n, a, b in changed if n in new)
+    _warn_at(
+        fn,
+        new,
+        f"changed {what} while it was traced. Compiled calls run the traced graph, not the "
+        "step's Python, so they will not change it again (eager code would, at every call), "
+        "and where it steers the step (`if self.i % 4 == 0: opt.step()`) every call does "
+        "what the traced call did. Keep such Python state outside the compiled step, or "
+        "pass it in as an argument (a Python number re-traces per value)",
+    )
+
+
+def _warn_advanced(fn, names) -> None:
+    """Warn once per step and iterator that the trace of ``fn`` advanced the iterators
+    ``names`` (Note [iterators the body advances])."""
+    new = _unwarned(fn, names)
+    _warn_at(
+        fn,
+        new,
+        f"advanced the iterator {', '.join(new)} while it was traced. A compiled call would "
+        "replay the traced batch, not take the next one, so every call is traced again "
+        "and run without compiling, as eager code would. Pass the batch as an argument "
+        "instead: `for x, y in loader: step(x, y)`",
+    )
+
+
+def _unwarned(fn, names) -> list:
+    """Those of ``names`` not yet reported for the step ``fn``, now noted as reported."""
+    code = _code(fn)
+    new = [n for n in names if (code, n) not in _warned]
+    _warned.update((code, n) for n in new)
+    return new
+
+
+def _code(fn):
     fs = _functions(fn)
-    code = fs[0].__code__ if fs else None
-    new = [c for c in changed if (code, c[0]) not in _warned]
+    return fs[0].__code__ if fs else None
+
+
+def _warn_at(fn, new, text: str) -> None:
+    """``staged.compile: <step> <text>``, a warning pointing at the step's ``def``, if
+    ``new`` names something."""
     if not new:
         return
-    _warned.update((code, c[0]) for c in new)
-    what = ", ".join(f"{n} ({_show(a)} -> {_show(b)})" for n, a, b in new)
+    code = _code(fn)
     warnings.warn_explicit(
-        f"staged.compile: {getattr(fn, '__qualname__', 'the step')} changed {what} while it "
-        "was traced. Compiled calls run the traced graph, not the step's Python, so they "
-        "will not change it again (eager code would, at every call), and where it steers "
-        "the step (`if self.i % 4 == 0: opt.step()`) every call does what the traced call "
-        "did. Keep such Python state outside the compiled step, or pass it in as an "
-        "argument (a Python number re-traces per value)",
+        f"staged.compile: {getattr(fn, '__qualname__', 'the step')} {text}",
         UserWarning,
         code.co_filename if code else "<unknown>",
         code.co_firstlineno if code else 0,
@@ -278,7 +335,50 @@ def _value_guard(read, name, get, value) -> Guard | None:
         return Guard(name, get, value=value)
     if type(value) is list and len(value) <= _FEW_DICTS and all(map(_is_value, value)):
         return Guard(name, get, value=list(value))  # ``scale = [2.0]``, changed in place
+    if _position(value) is not None:
+        return Position(name, functools.partial(_position_of, get))
     return None
+
+
+class Position(Guard):
+    """Where an iterator the step reaches stands (Note [iterators the body advances]):
+    compared before and after the trace, never per call."""
+
+    __slots__ = ()
+
+
+def _position_of(get):
+    return _position(get())
+
+
+def _position(it, depth: int = 0):
+    """Where the iterator ``it`` stands, as far as Python shows it, as a value that
+    ``same_value`` compares; None for what is not an iterator (or shows nothing)."""
+    t = type(it)
+    if depth > 3 or not hasattr(t, "__next__") or isinstance(it, type):
+        return None
+    if isinstance(it, types.GeneratorType):
+        f = it.gi_frame
+        if f is None:
+            return ("finished",)
+        return (f.f_lasti, _state(tuple(f.f_locals.items()), depth), _state(it.gi_yieldfrom))
+    try:
+        with warnings.catch_warnings():  # itertools' __reduce__ is deprecated in 3.12
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if t.__reduce__ is not object.__reduce__:  # C iterators: the index, the iterators
+                return _state(it.__reduce__()[1:], depth)  # they wrap (enumerate, zip)
+    except Exception:  # noqa: BLE001 (a file object, a C iterator that cannot say)
+        return None
+    space = _attributes(it)  # an iterator object: its counters and the iterators it holds
+    return None if space is None else _state(tuple(space.items()), depth)
+
+
+def _state(v, depth: int = 0):
+    """``v`` with the iterators in it (inside tuples of a few items) as their positions."""
+    if type(v) is tuple and len(v) <= _FEW_DICTS:
+        return tuple(_state(x, depth) for x in v)
+    pos = _position(v, depth + 1)
+    return v if pos is None else pos
 
 
 _PLAIN = (dict, types.SimpleNamespace, argparse.Namespace)
