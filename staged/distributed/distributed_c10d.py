@@ -188,6 +188,12 @@ def _verify(what: str, values, describe) -> None:
     _group().check(what, values, describe)
 
 
+def _used_anywhere(flags) -> list[bool]:
+    """Which of ``flags`` (one per DDP parameter, in an order every rank shares) any rank
+    set; exchanged on the host, so a compiled step fixes it when traced."""
+    return [bool(f) for f in _group().used_anywhere(flags)]
+
+
 def _bucket_all_reduce(flat):
     """DDP's average of a gradient bucket, started at once; unchecked, since DDP checked
     the parameters' shapes across the ranks (Note [waits] in ``mpi.py``)."""

@@ -121,6 +121,12 @@ class MPIGroup:
                 f"({shown}); every rank must pass the same shape and dtype"
             )
 
+    def used_anywhere(self, flags) -> np.ndarray:
+        """Which of ``flags`` any rank set (DDP's map of the parameters a backward used)."""
+        mine, out = np.asarray(flags, np.int64), np.zeros(len(flags), np.int64)
+        self.wait(self.comm.Iallreduce(mine, out, op=self.mpi.MAX), "DDP's used-parameter map")
+        return out.astype(bool)
+
     def barrier(self) -> None:
         self.wait(self.comm.Ibarrier(), "barrier")
 

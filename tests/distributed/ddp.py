@@ -70,9 +70,9 @@ with staged.no_grad():
 bn(staged.randn(PER_RANK, 5))
 assert bn.module[1].running_mean.numpy().max() < 0.5  # rank 0's zeros, updated once
 try:
-    bn(staged.randn(PER_RANK + (rank == 1), 5))
+    bn(staged.randn(PER_RANK, 5, 1 + (rank == 1)))
 except RuntimeError as e:
-    assert "rank 1: a batch of shape [5, 5]" in str(e), e
+    assert "rank 1: a batch of shape ['N', 5, 2]" in str(e), e
 else:
     raise AssertionError("a rank's different batch shape was not reported")
 

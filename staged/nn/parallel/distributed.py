@@ -56,9 +56,12 @@ class DistributedDataParallel(Module):
 
     At construction rank 0's parameters and buffers are broadcast to the others (with
     ``broadcast_buffers``, the buffers again before each forward). Each forward checks that
-    every rank's batch has the same shape. Parameters that take no part in the loss need
-    ``find_unused_parameters=True`` (their gradient is then the average with zeros for the
-    ranks that did not use them). ``state_dict`` keys start with ``module.``.
+    every rank's batch has the same shape but for its size: the gradient is the average of
+    the ranks' gradients, so of their means, not the mean over all their rows. Parameters
+    that take no part in the loss need ``find_unused_parameters=True`` (their gradient is
+    then the average with zeros for the ranks that did not use them; one that no rank used
+    keeps its ``.grad``, None after ``zero_grad()``, so that the optimizer skips it, as
+    torch's). ``state_dict`` keys start with ``module.``.
 
     Example:
         >>> model = DistributedDataParallel(Net())
@@ -125,10 +128,10 @@ class DistributedDataParallel(Module):
             )
         batch = next((t for t in inputs if isinstance(t, Tensor)), None)
         if batch is not None:
-            c10d._verify(
+            c10d._verify(  # the batch size may differ (torch's DDP averages the ranks' means)
                 "DistributedDataParallel forward",
-                [batch.ndim, *batch.shape],
-                lambda row: f"a batch of shape {[int(d) for d in row[1 : 1 + row[0]]]}",
+                [batch.ndim, *batch.shape[1:]],
+                lambda row: f"a batch of shape {['N', *[int(d) for d in row[1 : row[0]]]]}",
             )
         if self.broadcast_buffers:
             self._broadcast(list(self.module.buffers()))
@@ -175,8 +178,11 @@ class DistributedDataParallel(Module):
 
     def _finish(self) -> None:
         """End of backward: wait for the all-reduces and write the averages into .grad."""
+        skip = set()  # torch's Reducer leaves a gradient no rank produced untouched
         if self.find_unused_parameters:
             self._start_ready(every=True)
+            used = c10d._used_anywhere([i in self._ready for i in self._names])
+            skip = {i for i, u in zip(self._names, used) if not u}
         elif self._next < len(self._buckets):
             self._unreduced = [n for i, n in self._names.items() if i not in self._ready]
         with no_grad():
@@ -186,6 +192,8 @@ class DistributedDataParallel(Module):
                 for p in b.params:
                     avg = b.flat[at : at + p.numel()].reshape(p.shape)
                     at += p.numel()
+                    if id(p) in skip:
+                        continue
                     if p.grad is None:
                         p.grad = avg.clone()
                     else:
