@@ -1,12 +1,7 @@
 """Window primitives. im2col: the input padded (a fill plus insert_slice) and cut to the
 extent the windows read, then one gathering linalg.generic whose input map reads ``out * stride + kernel * dilation``.
-col2im: the windows spread out with a strided insert_slice into zeros (so that every
-kernel offset reads a shifted copy of them, in bounds), then one elementwise generic over
-the input's positions with an operand per kernel offset, summed in order: two dispatches
-where a strided slice-add-insert per offset made two each (a 5x5 kernel's backward pass
-50, each compiled and run on its own). Not a reduction over the offsets (IREE 3.13's
-vectorizer failed on one: "vector.multi_reduction ... reduction dimension out of range"),
-nor tensor.extract reads (25 gathers compiled slower than the 50 dispatches)."""
+col2im: for each kernel offset, a strided extract_slice of the accumulator, an add of
+that offset's windows and an insert_slice back (prod(kernel) steps, unrolled)."""
 
 from __future__ import annotations
 
@@ -103,49 +98,45 @@ def _col2im(e, op, cols):
     kernel, stride, dilation, padding = p["kernel"], p["stride"], p["dilation"], p["padding"]
     k, d = len(kernel), out.dtype
     add = e.need(BINARY["add"], d)
-    n, c, windows = a.shape[0], a.shape[1 + k], a.shape[1 : 1 + k]
-    # the windows spread out to their places (a zero between two), with a zero margin of
-    # one kernel's reach on each side: every offset's read is then in bounds. One more
-    # row in front: a read at offset 0 (``d2``, not ``d2 + 1``) would make linalg take
-    # the loop's size from this operand, not from the result
-    margin = [(size - 1) * dl + 1 for size, dl in zip(kernel, dilation)]
-    extent = tuple(
-        max(size + lo + m, (o - 1) * s + m + 1)
-        for size, (lo, _), m, o, s in zip(out.shape[2:], padding, margin, windows, stride)
+    n, c, out_sp = a.shape[0], a.shape[1 + k], a.shape[1 : 1 + k]
+    perm = (0, 1 + k) + tuple(range(1, 1 + k)) + tuple(range(2 + k, 2 + 2 * k))
+    moved = type(a)(tuple(a.shape[i] for i in perm), d)  # (N, C, *out, *kernel)
+    cols = e.emit(
+        f"linalg.transpose ins({cols} : {tensor_type(a.shape, d)}) "
+        f"outs({e.empty(moved.shape, d)} : {tensor_type(moved.shape, d)}) "
+        f"permutation = [{', '.join(map(str, perm))}]"
     )
-    spread = type(a)((n, *extent, c, *kernel), d)
-    z = _insert(
-        e,
-        cols,
-        a.shape,
-        e.full(spread.shape, d, 0),
-        spread,
-        (0, *margin, 0) + (0,) * k,
-        (1, *stride, 1) + (1,) * k,
+    acc_aval = type(a)(
+        (n, c) + tuple(s + lo + hi for s, (lo, hi) in zip(out.shape[2:], padding)), d
     )
-    reads = [
-        (0,)
-        + tuple(
-            f"d{2 + i} + {lo + m - j * dl}"
-            for i, ((lo, _), m, j, dl) in enumerate(zip(padding, margin, offset, dilation))
+    acc = e.full(acc_aval.shape, d, 0)
+    piece_shape = (n, c) + tuple(out_sp)
+    piece_aval = type(a)(piece_shape, d)
+    strides = (1, 1) + tuple(stride)
+    for idx in itertools.product(*map(range, kernel)):
+        piece = _slice(
+            e,
+            cols,
+            moved,
+            (0,) * (2 + k) + idx,
+            piece_shape + (1,) * k,
+            (1,) * (2 + 2 * k),
+            piece_shape,
         )
-        + (1,)
-        + tuple(str(j) for j in offset)
-        for offset in itertools.product(*map(range, kernel))
-    ]
-    rank = len(out.shape)
-    zero = e.const(0, d)
-
-    def body(*xs):
-        total = zero
-        for x in xs[:-1]:  # the offsets in order, as eager sums them
-            total = add(e, d, total, x)
-        return total
-
-    return e.generic(
-        [(z, spread)] * len(reads),
-        [(e.empty(out.shape, d), out)],
-        [*reads, tuple(range(rank))],
-        ["parallel"] * rank,
-        body,
+        at = (0, 0) + tuple(i * dl for i, dl in zip(idx, dilation))
+        cur = _slice(e, acc, acc_aval, at, piece_shape, strides, piece_shape)
+        total = e.map(
+            (cur, piece), [piece_aval, piece_aval], piece_aval, lambda u, v: add(e, d, u, v)
+        )
+        acc = _insert(e, total, piece_shape, acc, acc_aval, at, strides)
+    if acc_aval.shape == out.shape:
+        return acc
+    return _slice(
+        e,
+        acc,
+        acc_aval,
+        (0, 0) + tuple(lo for lo, _ in padding),
+        out.shape,
+        (1,) * len(out.shape),
+        out.shape,
     )
