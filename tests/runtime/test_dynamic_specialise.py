@@ -225,7 +225,7 @@ def test_background_mode_specializes_once_its_dynamic_module_is_loaded():
     ref_model, ref_opt, ref_step = _trainer()
     compiled = staged.compile(step, dynamic=True, mode="background")
     rng = np.random.default_rng(5)
-    for n in (6, 6, 6, "drain", 6, 6, "drain", 6, 3):
+    for n in (6, 6, "drain", 6, 6, "drain", 6, 3):
         if n == "drain":
             assert drain(WAIT_S)
             continue
@@ -234,8 +234,9 @@ def test_background_mode_specializes_once_its_dynamic_module_is_loaded():
     got, want = _state(model, opt), _state(ref_model, ref_opt)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7, err_msg=k)
-    # calls 2 and 3 ran the graph on NumPy while the dynamic module compiled: they count
-    # for no size; calls 4 and 5 ran it, the 5th started the static module at 6
+    # call 2 ran the graph on NumPy while the dynamic module compiled: it counts for no
+    # size; calls 3 and 4 ran that module, the 4th started the static module at 6 (the
+    # drains make which call runs where independent of how fast the compiles are)
     spec = _entry(compiled).specialized
     assert list(spec.jobs) == [6] and spec.jobs[6].calls == 1 and spec.dynamic_calls == 3
 
