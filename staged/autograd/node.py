@@ -15,6 +15,7 @@ from ..eager.views import (
     _requires_grad,
     check_writable,
     creation_error,
+    multi_output_error,
     move_retain_grad,
     replay,
     scatter,
@@ -265,6 +266,8 @@ def sync(t):
         if t.__class__ is _StaleView:
             t.__class__ = Tensor
         return fn
+    if meta.multi is not None:
+        raise RuntimeError(multi_output_error(t, indirect=True))
     if not meta.grad_mode:
         raise RuntimeError(creation_error(meta, indirect=True))
     node = AsStridedBackward0(base, meta.steps)

@@ -51,12 +51,16 @@ class ViewMeta:
     made from the base, and the version its data reflects (used only for payloads that
     don't share memory: see ``write_through``)."""
 
-    __slots__ = ("steps", "grad_mode", "inference", "version", "data_version")
+    __slots__ = ("steps", "grad_mode", "inference", "version", "data_version", "multi")
 
-    def __init__(self, steps, grad_mode, version, inference=False):
+    def __init__(self, steps, grad_mode, version, inference=False, multi=None):
         self.steps, self.grad_mode, self.version = steps, grad_mode, version
         self.inference = inference
         self.data_version = version
+        # an output of a function returning several views (``unbind``, ``split``), or a
+        # view of one: (the function's name, the output's number), (None, 0) for a view of
+        # one (Note [multi-output views])
+        self.multi = multi
 
 
 class _Views:
@@ -89,17 +93,26 @@ def record(view, src, prim, params, grad_mode) -> None:
         if base is None or base is not sp and base is not sp.base and not _shares(p, sp):
             return
     step = (prim, params, src._payload)
+    multi = None
+    inference = not grad_mode and _state.inference
     if src._base is not None:
         view._base = src._base
-        steps = src._view.steps + (step,)
+        meta = src._view
+        steps = meta.steps + (step,)
+        if grad_mode:  # a view of a no_grad or multi-output view is one (torch's
+            # propagate_creation_meta); made under no_grad it is a no_grad view
+            if meta.multi is not None:
+                multi = _OF_MULTI
+            elif not meta.grad_mode:
+                grad_mode, inference = False, meta.inference
     else:
         view._base = src
         steps = (step,)
     vc = view._vc = src._vc
     if vc is None:
-        view._view = ViewMeta(steps, grad_mode, None)
+        view._view = ViewMeta(steps, grad_mode, None, multi=multi)
         return
-    view._view = ViewMeta(steps, grad_mode, vc[0], not grad_mode and _state.inference)
+    view._view = ViewMeta(steps, grad_mode, vc[0], inference, multi)
     if len(vc) == 1:
         vc.append(_Views())
     views = vc[1]
@@ -155,6 +168,48 @@ def move_retain_grad(t, old, old_nr) -> None:
     if node._retain_grad is None:
         node._retain_grad = {}
     node._retain_grad[t._output_nr] = weakref.ref(t)
+
+
+# Note [multi-output views]: torch forbids writing into an output of a function that
+# returns several views (``unbind``, ``split``, ``chunk``), or into a view of one, where
+# grad is involved (its CreationMeta::MULTI_OUTPUT_NODE; a write into the base or a sibling
+# makes reading its grad_fn raise): one grad_fn for all outputs could not be rebased. The
+# outputs made with grad mode on are marked (``multi_output``), views of them inherit the
+# mark in ``record``, and ``check_inplace`` and ``sync`` raise torch's error.
+_OF_MULTI = (None, 0)
+
+
+def multi_output(outs, name):
+    """Mark ``outs``, the views ``name`` (torch's Node's name less "Backward0") returned
+    together, as torch's multi-output views (made with grad mode on; under no_grad they
+    are no_grad views)."""
+    if _state.grad_enabled:
+        for i, t in enumerate(outs):
+            if t._base is not None:
+                t._view.multi = (name, i)
+    return outs
+
+
+def multi_output_error(t, indirect) -> str:
+    """torch's error for a write into ``t``, a multi-output view or a view of one, or
+    (``indirect``) for its grad_fn after a write into its base or a sibling."""
+    what = (
+        "its base or another view of its base has been modified inplace"
+        if indirect
+        else "is being modified inplace"
+    )
+    fn = grad_fn_field(t)
+    name, nr = t._view.multi
+    if fn is None:
+        head = f"A view was created in no_grad mode and {what} with grad mode enabled."
+    else:
+        name = name or fn.name().removesuffix("Backward0")
+        head = f"Output {nr} of {name} is a view and {what}."
+    return (
+        f"{head} This view is the output of a function that returns multiple views. Such "
+        "functions do not allow the output views to be modified inplace. You should "
+        "replace the inplace operation by an out-of-place one."
+    )
 
 
 def creation_error(meta, indirect) -> str:

@@ -25,7 +25,7 @@ from ...autodiff.indexing import slice_shape
 from ..checks import check_range, require
 from ..tensor import Tensor, as_payload
 from .elementwise import where
-from .inplace import check_overlap, own, write
+from .inplace import check_inplace, check_overlap, own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -298,7 +298,7 @@ def getitem(x: Tensor, index) -> Tensor:
     if tuple(y._payload.shape) != plan.shape:
         y = ad.reshape(y, shape=plan.shape)
     if plan.adv is None:
-        return y
+        return y if y is not x else ad.reshape(x, shape=plan.shape)  # x[:]: a view, as torch's
     positions, tensors = plan.adv
     perm, p, flat, _ = _advanced_layout(plan.shape, positions, tensors)
     if perm is not None:
@@ -308,7 +308,16 @@ def getitem(x: Tensor, index) -> Tensor:
     return take_index(y, _linear_index(shape, p, tensors), p)
 
 
+def _check_view(x: Tensor, *sources) -> None:
+    """torch's checks before writing into view ``x``, made before the write's value is
+    computed from ``x`` (which would regenerate a stale view's grad_fn: Note [stale
+    views] in staged/eager/views.py)."""
+    if x._base is not None:
+        check_inplace(x, any(isinstance(s, Tensor) and s._requires_grad for s in sources))
+
+
 def setitem(x: Tensor, index, value) -> None:
+    _check_view(x, value)
     index = given = _as_tuple(index)
     v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype, check_half=False)
     v = to_dtype(v, x.dtype)
@@ -772,10 +781,12 @@ def _masked(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
 
 
 def masked_fill_(x: Tensor, mask: Tensor, value) -> Tensor:
+    _check_view(x, value)
     return write(x, masked_fill(x, mask, value))
 
 
 def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    _check_view(x, src)
     return write(x, scatter_add(x, dim, index, src))
 
 

@@ -85,6 +85,8 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
     requires = t._requires_grad or base._requires_grad  # a view's, as PyTorch counts it
     if not (requires or value_requires_grad):
         return
+    if t._view.multi is not None:
+        raise RuntimeError(views.multi_output_error(t, indirect=False))
     if not t._view.grad_mode:
         raise RuntimeError(views.creation_error(t._view, indirect=False))
     if requires and base.grad_fn is None:
@@ -145,7 +147,8 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
     if node is not None:  # eager and symbolic alike: the Nodes read t before the write
         _keep_originals(node, t, since)
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
-        if not p.flags.writeable:
+        # read-only (expanded), or a writable view with repeated elements (as_strided)
+        if not p.flags.writeable or t._base is not None and 0 in p.strides:
             p = _writable_view(t, p, fill)
             if p is None:
                 raise RuntimeError(
@@ -169,6 +172,8 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
         if len(t._vc) > 1:  # views of this memory regenerate their grad_fn when next read
             views.bumped(t._vc)
     if node is not None:
+        if t._vc is not None:
+            _saved_as_written(node, result, t)
         if t._base is not None:
             views.rebase(t, result)
         else:
@@ -285,6 +290,16 @@ def _keep_originals(node, t, since):
                 s.keep_current_value()
         if since is not None:
             todo.extend(m for m, _ in n.next_functions if m is not None and m._seq > since)
+
+
+def _saved_as_written(node, result, t) -> None:
+    """``node`` saved its output ``result`` (``sigmoid_``, ``relu_``), now written into
+    ``t``: as torch's, the saved value is ``t``'s at this version, so a later write into
+    ``t`` (under no_grad too) fails the backward's version check instead of going unseen."""
+    saved = getattr(node, "saved", None)
+    for s in saved.values() if saved else ():
+        if s._is_output and s._unpack is None and s._vc is result._vc:
+            s._vc, s._saved_version = t._vc, t._vc[0]
 
 
 def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:

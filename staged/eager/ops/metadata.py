@@ -101,8 +101,8 @@ def as_strided(x, size, stride, storage_offset=None):
     steps = even_steps(index)
     if steps is not None:
         return ad.strided(y, shape=size, strides=steps, offset=int(index.flat[0]))
-    flat = shape.reshape(y, -1)
-    return shape.reshape(take_index(flat, Tensor._wrap(index.reshape(-1)), 0), size)
+    out = take_index(shape.reshape(y, -1), Tensor._wrap(index.reshape(-1)), 0)
+    return out if tuple(out._payload.shape) == size else shape.reshape(out, size)  # a copy
 
 
 def resize_(x, *sizes, memory_format=None):

@@ -11,7 +11,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
-from .. import factories
+from .. import factories, views
 from ..checks import check_range
 from ..devices import check as check_device
 from ..meta import Meta
@@ -49,7 +49,14 @@ def reshape(x, *sizes, shape=None):
     if -1 in shape:
         shape[shape.index(-1)] = n // known
     shape = tuple(int(s) for s in shape)
-    return x if shape == tuple(x._payload.shape) else ad.reshape(x, shape=shape)
+    return ad.reshape(x, shape=shape)
+
+
+def alias(x):
+    """A view of all of ``x``: what torch's identity views (``x.view(x.shape)``, ``x[:]``,
+    ``x.squeeze()`` of no size-1 dim) return, a tensor of its own, never ``x`` (a hook,
+    ``retain_grad`` or ``requires_grad_`` on it is the view's, not ``x``'s)."""
+    return ad.reshape(x, shape=tuple(x._payload.shape))
 
 
 def view(x, *sizes, size=None, dtype=None):
@@ -174,7 +181,7 @@ def squeeze(x, dim=None):
     shape = x._payload.shape
     dims = normalize_dims(dim, x.ndim)
     new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
-    return x if new == tuple(shape) else ad.reshape(x, shape=new)
+    return ad.reshape(x, shape=new)
 
 
 def permute(x, *args, dims=None):
@@ -188,13 +195,13 @@ def permute(x, *args, dims=None):
     dims = tuple(wrap_dim(d, x.ndim) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return x if dims == tuple(range(x.ndim)) else ad.permute(x, perm=dims)
+    return ad.permute(x, perm=dims)
 
 
 def transpose(x, dim0, dim1):
     a, b = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     if x.ndim < 2:
-        return x
+        return alias(x)
     perm = list(range(x.ndim))
     perm[a], perm[b] = perm[b], perm[a]
     return permute(x, perm)
@@ -203,7 +210,7 @@ def transpose(x, dim0, dim1):
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else x
+    return transpose(x, 0, 1) if x.ndim == 2 else alias(x)
 
 
 def _adjoint(x, name, conj):
@@ -256,7 +263,7 @@ def expand(x, *sizes, size=None):
                 f"{list(sizes)}.  Tensor sizes: {list(have)}"
             )
     shape = tuple(have[i - lead] if s == -1 else s for i, s in enumerate(sizes))
-    return expand_to(x, shape)
+    return expand_to(x, shape) if shape != have else alias(x)
 
 
 def broadcast_to(x, size):
@@ -349,7 +356,8 @@ def split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
     for s in sizes:
         out.append(_narrow(x, dim, start, s))
         start += s
-    return tuple(out)
+    name = "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes"
+    return views.multi_output(tuple(out), name)
 
 
 def split_with_sizes(x, split_sizes, dim=0) -> tuple[Tensor, ...]:
@@ -449,7 +457,8 @@ def unbind(x, dim=0) -> tuple[Tensor, ...]:
     dim = _dim_of(x, dim)
     shape = tuple(x._payload.shape)
     rest = shape[:dim] + shape[dim + 1 :]
-    return tuple(ad.reshape(_narrow(x, dim, i, 1), shape=rest) for i in range(shape[dim]))
+    outs = tuple(ad.reshape(_narrow(x, dim, i, 1), shape=rest) for i in range(shape[dim]))
+    return views.multi_output(outs, "Unbind")
 
 
 def unfold(x, dimension, size, step):
