@@ -776,12 +776,6 @@ def test_returned_views_of_parameters_follow_later_updates():
     _close(run(True), run(False))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an argument's requires_grad_() inside the step is not written back to the "
-    "caller's tensor at each compiled call: Captured.arg_updates (staged/tracing/capture.py "
-    "_finish) carries payloads only, and staged/runtime/compiled.py applies them",
-)
 def test_requires_grad_set_on_an_argument_inside_a_step_is_the_callers():
     def run(compiled):
         staged.manual_seed(0)

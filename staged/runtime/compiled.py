@@ -329,6 +329,8 @@ class CompiledGraph:
             _store(undo, leaves[i], res[k], seen)
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
+        for i, flag in c.arg_flags:  # x.requires_grad_() in the body
+            leaves[i]._requires_grad = flag
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
         for pos, (kind, root, ops) in c.returned.items():  # Note [returned state]
             out[pos] = rebuild(_root(kind, root, leaves), ops)

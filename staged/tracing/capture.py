@@ -148,6 +148,8 @@ class Captured:
     rng: Program | None = None  # the host's draws per call (Note [host draws])
     # results that require grad from a body that ran no backward (Note [autograd boundary])
     grad_results: list = field(default_factory=list)
+    # arguments whose requires_grad the body changed: [(leaf index, requires_grad)]
+    arg_flags: list = field(default_factory=list)
     # out-leaf position -> (kind, root, ops): a tensor from before the call, or its alias,
     # returned as itself (Note [returned state] in tracing/returned.py)
     returned: dict = field(default_factory=dict)
@@ -715,6 +717,11 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 )
             g.outputs.append(Output(cur.value, "arg", f"arg{i}"))
             arg_updates.append((i, len(g.outputs) - 1))
+    arg_flags = [  # x.requires_grad_() on an argument: set on the caller's at each call
+        (i, w._requires_grad)
+        for i, w in wrappers
+        if w._requires_grad != tracer.watched[id(w)].meta[0]
+    ]
     arg_grads = {id(w) for _, w in wrappers if w._requires_grad}
     state, updates, grad_writes = [], [], []
     # outputs in the tensors' creation order, not the order the trace first touched them:
@@ -783,6 +790,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         rng=tracer.program if tracer.program.steps or tracer.program.calls else None,
         grad_results=differentiable,
         arg_updates=arg_updates,
+        arg_flags=arg_flags,
         returned=returned,
     )
 

@@ -44,4 +44,3 @@ def test_conv_and_pool_input_gradients_match_torch(shape, wshape, kw, dynamic):
     got = compiled(*(staged.tensor(a, requires_grad=True) for a in (xa, wa)))
     for g, w in zip(got, _want(xa, wa, kw), strict=True):
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-4)
-
