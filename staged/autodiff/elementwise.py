@@ -1051,11 +1051,13 @@ clamp_where = Primitive(
 
 
 def _cast_impl(x, *, dtype):
-    return (
-        x.astype(dtype.np, copy=False)
-        if dtype.is_complex or not np.iscomplexobj(x)
-        else x.real.astype(dtype.np)
-    )
+    if np.iscomplexobj(x) and not dtype.is_complex:
+        x = x.real
+    elif x.dtype.kind == "V" and dtype.np.kind in "iu":
+        # bfloat16 (ml_dtypes) to an integer through float32, as torch's cast: ml_dtypes
+        # 0.7 made NaN, infinities and out-of-range values 0 (0.6: what float32's gives)
+        x = x.astype(np.float32)
+    return x.astype(dtype.np, copy=False)
 
 
 def _cast_vjp(g, x_aval):

@@ -279,3 +279,14 @@ def test_unary_ops_given_a_python_number_raise_torchs_type_error(name):
     with pytest.raises(TypeError) as got:
         getattr(staged, name)(3)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8", "bool"])
+def test_bfloat16_casts_to_integers_as_torchs_whatever_ml_dtypes_does(dtype):
+    """ml_dtypes 0.7 casts a bfloat16 NaN, infinity or out-of-range value to 0 (0.6 as
+    float32's cast): the cast goes through float32, as torch's."""
+    v = [math.nan, math.inf, -math.inf, 3e9, -3e9, 1.5, -2.5, 300.0]
+    want = torch.tensor(v).bfloat16().to(getattr(torch, dtype))
+    with np.errstate(invalid="ignore"):
+        got = staged.tensor(v).bfloat16().to(getattr(staged, dtype))
+    assert got.tolist() == want.tolist()
