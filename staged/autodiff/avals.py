@@ -29,6 +29,11 @@ class DynamicError(ValueError):
     expressed with symbolic sizes."""
 
 
+class EagerOnlyError(NotImplementedError):
+    """An op staged runs eagerly only (no composition of it to trace): raised when a
+    compiled step, capture, forward-mode AD or vmap reaches it."""
+
+
 class Sym:
     """A dimension known only at run time: ``k`` times the dynamic dimension ``name``."""
 

@@ -8,9 +8,10 @@ from ..eager.tensor import Size, Tensor
 from .vmap import vmap
 
 
-def check_batched(outputs, grad_outputs, make_grads) -> list:
+def check_batched(outputs, grad_outputs, make_grads, shape_of) -> list:
     """``grad_outputs`` with a batch dim checked against ``outputs`` (torch's errors;
-    ``make_grads``: the engine's, which says what a grad_output should be)."""
+    ``make_grads``: the engine's, which says what a grad_output should be; ``shape_of``:
+    an output's shape, also of a GradientEdge)."""
     grads = list(grad_outputs or (None,) * len(outputs))
     for i, (t, g) in enumerate(zip(outputs, grads)):
         if g is None:  # torch makes it ones_like(t), 0-dim, which its vmap refuses
@@ -27,7 +28,9 @@ def check_batched(outputs, grad_outputs, make_grads) -> list:
                 "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                 "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number"
             )
-        if tuple(g[0].shape) != tuple(t.shape):  # g[0]: torch's error for an empty batch
+        if tuple(g[0].shape) != shape_of(t):  # g[0]: torch's error for an empty batch
+            if not isinstance(t, Tensor):
+                raise RuntimeError("Batched grads are not supported with GradientEdge")
             # the shape shown is torch's: the first entry's shape less its first dim
             raise RuntimeError(
                 "If `is_grads_batched=True`, we interpret the first dimension of each "

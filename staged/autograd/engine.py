@@ -26,6 +26,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import warnings
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -35,19 +37,21 @@ from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook, tags
 from ..eager.legacy_types import type_name
 from .._where import at_user
-from ..eager.tensor import Tensor
+from ..eager.tensor import Size, Tensor
 from . import anomaly, batched_grad, profiler
 from .accumulate import add_grads
-from .node import sync
+from .node import Node, sync
 
 _ndarray = np.ndarray
 
 
 class GradientEdge(NamedTuple):
-    """Where the gradient of a tensor enters the graph: ``node``'s input ``output_nr``."""
+    """Where the gradient of a tensor enters the graph: ``node``'s input ``output_nr``
+    (``ownership_token``: torch's field, which keeps a C++ graph alive; unused here)."""
 
-    node: object
+    node: Node
     output_nr: int
+    ownership_token: Node | None = None
 
 
 class _Task(threading.local):
@@ -93,9 +97,30 @@ def queue_callback(callback) -> None:
 def _as_tuple(x):
     if x is None or type(x) is tuple:
         return x
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, GradientEdge)):
         return (x,)
     return tuple(x)
+
+
+def _as_inputs(x, what: str):
+    """``inputs`` of ``grad()``/``backward()`` as a tuple, as torch reads them: a Tensor or
+    GradientEdge, a ``dict`` (its values; no other Mapping) or any iterable of them."""
+    if type(x) is dict:
+        x = tuple(x.values())
+    elif isinstance(x, Mapping):
+        raise TypeError(
+            f"`inputs` argument to `{what}()` must be a dict, not {type(x).__name__}. "
+            "Other Mapping types are not supported."
+        )
+    x = _as_tuple(x)
+    if x is not None and len(x) == 0:
+        raise RuntimeError(f"`inputs` argument to `{what}()` cannot be empty.")
+    for t in x or ():
+        if not isinstance(t, (Tensor, GradientEdge)):
+            raise RuntimeError(
+                "all inputs have to be Tensors or GradientEdges, but got " + type(t).__name__
+            )
+    return x
 
 
 def gradient_edge(t) -> GradientEdge:
@@ -108,6 +133,26 @@ def gradient_edge(t) -> GradientEdge:
     if t.grad_fn is not None:
         return GradientEdge(t.grad_fn, t._output_nr)
     return GradientEdge(t._grad_accumulator(), 0)
+
+
+def _shape(t) -> tuple:
+    """The shape of an output: a tensor's, or the gradient's of a GradientEdge."""
+    return _edge_aval(t)[0] if isinstance(t, GradientEdge) else tuple(t.shape)
+
+
+def _edge_aval(edge: GradientEdge):
+    """The shape and dtype of the gradient ``edge`` takes (as torch's input metadata): its
+    leaf's, or what ``get_gradient_edge`` noted on its node."""
+    node, nr = edge.node, edge.output_nr
+    if node.variable is not None:
+        return tuple(node.variable.shape), node.variable.dtype
+    noted = node._edge_avals
+    if noted is None or nr not in noted:
+        raise RuntimeError(
+            f"the shape of the gradient of {edge} is unknown: make the edge with "
+            "torch.autograd.graph.get_gradient_edge(tensor)"
+        )
+    return noted[nr]
 
 
 def _root_edges(tensors, what="tensors"):
@@ -130,36 +175,45 @@ def _make_grads(outputs, grads):
     out = []
     for i, t in enumerate(outputs):
         g = None if grads is None else grads[i]
-        p = t._payload
-        if g is None and type(p) is _ndarray and p.size == 1 and p.dtype.kind in "fV":
-            g = _factories._new(np.ones(p.shape, p.dtype), False)  # ones_like's, directly
-        elif g is None:
-            if t.numel() != 1:
+        if isinstance(t, GradientEdge):
+            shape, dtype = _edge_aval(t)
+            leaf = False
+        else:
+            p = t._payload
+            if g is None and type(p) is _ndarray and p.size == 1 and p.dtype.kind in "fV":
+                out.append(_factories._new(np.ones(p.shape, p.dtype), False))  # ones_like's
+                continue
+            shape, dtype, leaf = tuple(t.shape), t.dtype, t.grad_fn is None
+        if g is None:
+            if not all(d == 1 for d in shape):
                 raise RuntimeError(
                     at_user("grad can be implicitly created only for scalar outputs")
                     + f" (this one has shape "
-                    f"{list(t.shape)}: reduce it, e.g. loss.sum() or "
+                    f"{list(shape)}: reduce it, e.g. loss.sum() or "
                     "loss.mean(), or pass backward(gradient=...))"
                 )
-            if t.dtype.is_complex:
-                raise RuntimeError("grad can be implicitly created only for real scalar outputs")
-            g = _factories.ones_like(t)
+            if not dtype.is_floating_point:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for real scalar outputs but got {dtype}"
+                )
+            edge = isinstance(t, GradientEdge)
+            g = _factories.ones(*shape, dtype=dtype) if edge else _factories.ones_like(t)
         elif not isinstance(g, Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
         else:
-            if tuple(g.shape) != tuple(t.shape):
+            if tuple(g.shape) != shape:
                 raise RuntimeError(
                     f"Mismatch in shape: grad_output[{i}] has a shape of "
-                    f"{g.shape} and output[{i}] has a shape of {t.shape}."
+                    f"{g.shape} and output[{i}] has a shape of {Size(shape)}."
                 )
-            if g.dtype.is_complex != t.dtype.is_complex:
+            if g.dtype.is_complex != dtype.is_complex:
                 raise RuntimeError(
                     f"For complex Tensors, both grad_output and output are "
                     f"required to have the same dtype. Mismatch in dtype: "
                     f"grad_output[{i}] has a dtype of {g.dtype} and "
-                    f"output[{i}] has a dtype of {t.dtype}."
+                    f"output[{i}] has a dtype of {dtype}."
                 )
-            if t.grad_fn is None:
+            if leaf:
                 g = g.detach().clone()  # it may be stored as a leaf's .grad and mutated
         out.append(g)
     return out
@@ -171,9 +225,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grad_tensors = _as_tuple(grad_tensors)
     if grad_tensors is not None and len(grad_tensors) != len(tensors):
         raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
-    inputs = _as_inputs(inputs)
-    if inputs is not None and len(inputs) == 0:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    inputs = _as_inputs(inputs, "backward")
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(tensors)
@@ -190,10 +242,14 @@ def grad(
     allow_unused=None,
     is_grads_batched=False,
     materialize_grads=False,
+    *,
+    only_inputs=True,
 ):
-    """Return the gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is
-    touched). ``is_grads_batched``: the first dim of each grad_output is a batch of
-    cotangents, and each result has that batch dim first (``batched_grad.py``)."""
+    """Return the gradients of ``outputs`` (tensors or GradientEdges) with respect to
+    ``inputs`` (no ``.grad`` is touched): a tuple, or for a ``dict`` of inputs a dict with
+    its keys. ``is_grads_batched``: the first dim of each grad_output is a batch of
+    cotangents, and each result has that batch dim first (``batched_grad.py``).
+    ``only_inputs`` is torch's deprecated flag, ignored with its warning."""
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "Expected allow_unused to be True or not passed when "
@@ -201,9 +257,16 @@ def grad(
         )
     allow_unused = materialize_grads or bool(allow_unused)
     outputs = _as_tuple(outputs)
-    inputs = _as_inputs(inputs)
-    if not inputs:
-        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    keys = inputs.keys() if type(inputs) is dict else None
+    inputs = _as_inputs(inputs, "grad")
+    if not only_inputs:
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To "
+            "accumulate gradient for other parts of the graph, please use "
+            "torch.autograd.backward.",
+            FutureWarning,
+            stacklevel=2,
+        )
     grad_outputs = _as_tuple(grad_outputs)
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
         raise RuntimeError(
@@ -217,7 +280,7 @@ def grad(
         retain_graph = create_graph
     edges = _root_edges(outputs, "outputs")
     if is_grads_batched:
-        grads = batched_grad.check_batched(outputs, grad_outputs, _make_grads)
+        grads = batched_grad.check_batched(outputs, grad_outputs, _make_grads, _shape)
         result = batched_grad.run_batched(
             lambda gs: _execute(
                 edges, _make_grads(outputs, gs), retain_graph, create_graph, inputs, False
@@ -230,6 +293,10 @@ def grad(
         result = _execute(edges, grads, retain_graph, create_graph, inputs, accumulate=False)
     for i, g in enumerate(result):
         if g is None:
+            if materialize_grads and isinstance(inputs[i], GradientEdge):
+                raise RuntimeError(
+                    "materialize_grads cannot be used when the given input is a GradientEdge"
+                )
             if materialize_grads:
                 result[i] = _factories.zeros_like(inputs[i], requires_grad=create_graph)
             elif not allow_unused:
@@ -238,11 +305,7 @@ def grad(
                     "have been used in the graph. Set allow_unused=True if this "
                     "is the desired behavior."
                 )
-    return tuple(result)
-
-
-def _as_inputs(x):
-    return (x,) if isinstance(x, GradientEdge) else _as_tuple(x)
+    return tuple(result) if keys is None else dict(zip(keys, result))
 
 
 def _discover(roots):
@@ -282,7 +345,7 @@ def _needed(order, targets):
 def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumulate):
     roots = []
     buffers = {}
-    for (node, nr), g in zip(root_edges, root_grads):
+    for (node, nr, _), g in zip(root_edges, root_grads):
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = {}
@@ -295,7 +358,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     if inputs is not None:
         captures = {}
         for i, t in enumerate(inputs):
-            captures.setdefault(tuple(gradient_edge(t)), []).append(i)
+            captures.setdefault(gradient_edge(t)[:2], []).append(i)
         targets = {n for n, _ in captures}
         visit = _needed(list(deps), targets)
         needed = (

@@ -21,7 +21,12 @@ def get_gradient_edge(tensor) -> GradientEdge:
             "It is not possible to get the gradient edge for a Tensor that "
             "does not require gradients"
         )
-    return gradient_edge(tensor)
+    edge = gradient_edge(tensor)
+    if edge.node.variable is None:  # what a grad_output of the edge must be (_edge_aval)
+        if edge.node._edge_avals is None:
+            edge.node._edge_avals = {}
+        edge.node._edge_avals[edge.output_nr] = (tuple(tensor.shape), tensor.dtype)
+    return edge
 
 
 def increment_version(tensor) -> None:

@@ -50,6 +50,7 @@ class Node:
     _tensor_pre_hooks: dict | None = None  # {output_nr: {id: fn}} from Tensor.register_hook
     _retain_grad: dict | None = None  # {output_nr: weakref to the tensor}
     _metadata: dict | None = None
+    _edge_avals: dict | None = None  # {output_nr: (shape, dtype)}: get_gradient_edge's
 
     def __init__(self, next_functions=()):
         self.next_functions = next_functions

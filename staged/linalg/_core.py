@@ -73,10 +73,11 @@ def _square(A, what: str, prefix: str = "linalg.") -> None:
         )
 
 
-def _real(A, what: str, kernel: str = "") -> None:
-    """Real floating matrices: what the factorizations here take; those that run LAPACK
-    (its ``kernel``, torch's name) take float32 and float64 only."""
-    if A.dtype.is_complex:
+def _real(A, what: str, kernel: str = "", *, complex_ok: bool = False) -> None:
+    """Real floating matrices (``complex_ok``: or complex ones): what the factorizations
+    here take; those that run LAPACK (its ``kernel``, torch's name) take float32 and
+    float64 (complex64 and complex128) only."""
+    if A.dtype.is_complex and not complex_ok:
         raise NotImplementedError(f"linalg.{what}: complex matrices are not supported here")
     _floating(A, what, None)
     if kernel and A.dtype.name in ("float16", "bfloat16"):

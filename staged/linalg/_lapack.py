@@ -9,7 +9,8 @@ packed side by side along its last dim and sliced back out. Under ``staged.compi
 capture, forward-mode AD and vmap, QR, ``eigh`` and the SVD (and so ``pinv`` and
 ``lstsq``) are their compositions in ``_orthogonal.py``, with the same backward (Note
 [compiled gradients are torch's formulas]); ``eig`` has none and raises there, naming the op (``_eager_only``). Real matrices
-(float32, float64); ``eig`` has complex results."""
+(float32, float64); ``eig`` has complex results. The SVD and ``eig`` take complex matrices
+too, eagerly only (their compositions are of real ones: ``_real_composition``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import numpy as np
 from .. import dtypes as dt
 from .._where import at_user
 from ..autodiff import Fused
-from ..autodiff.avals import wrap_dim
+from ..autodiff.avals import EagerOnlyError, wrap_dim
 from ..autograd import forward_ad
 from ..autograd.function import Function
 from ..eager import ops
@@ -48,13 +49,23 @@ def _eager_only(name: str, users: str):
             if current_interceptor() is not None
             else "under forward-mode AD (forward_ad, jvp) or vmap"
         )
-        raise NotImplementedError(
+        raise EagerOnlyError(
             at_user(
                 f"linalg.{name}{users} runs LAPACK eagerly only: staged has no composition "
                 f"of it in its ops, so it cannot run {where}. Call it eagerly, outside the "
                 "compiled function or transform."
             )
         )
+
+    return decomposition
+
+
+def _real_composition(name: str, composition):
+    """``composition``, of real matrices only: a complex one raises as ``_eager_only``."""
+    refuse = _eager_only(name, " of a complex matrix")
+
+    def decomposition(A, **params):
+        return refuse() if A.dtype.is_complex else composition(A, **params)
 
     return decomposition
 
@@ -160,22 +171,32 @@ def _svd_impl(A, *, full_matrices):
 
 
 def svd_backward(gU, gS, gVh, U, S, Vh):
-    """torch's ``svd_backward`` (real matrices; reduced factors): NaN or inf where
-    singular values repeat (or, for a non-square ``A``, are 0) and ``U`` or ``Vh`` is used;
-    ``U @ diag(gS) @ Vh`` where neither is."""
+    """torch's ``svd_backward`` (reduced factors): NaN or inf where singular values repeat
+    (or, for a non-square ``A``, are 0) and ``U`` or ``Vh`` is used; ``U @ diag(gS) @ Vh``
+    where neither is. Complex factors: a loss that depends on the singular vectors'
+    phases raises, as torch's."""
     m, n, k = U.shape[-2], Vh.shape[-1], S.shape[-1]
-    UhgU = U.mT @ gU
-    VhgV = Vh @ gVh.mT
+    UhgU, VhgV = U.mH @ gU, Vh @ gVh.mH
+    UhgU, VhgV = UhgU - UhgU.mH, VhgV - VhgV.mH
     S2 = S * S
     E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye(k, dtype=S.dtype)
-    num = (UhgU - UhgU.mT) * S.unsqueeze(-2) + S.unsqueeze(-1) * (VhgV - VhgV.mT)
-    gA = _quotient(num, E) + ops.diag_embed(gS)
+    gA = _quotient(UhgU * S.unsqueeze(-2) + S.unsqueeze(-1) * VhgV, E) + ops.diag_embed(gS)
+    if U.dtype.is_complex:
+        im_u, im_v = UhgU.diagonal(0, -2, -1).imag, VhgV.diagonal(0, -2, -1).imag
+        require(
+            (im_u + im_v).abs() <= 1e-2 + 1e-2 * im_v.abs(),
+            RuntimeError,
+            "svd_backward: The singular vectors in the complex case are specified up to "
+            "multiplication by e^{i phi}. The specified loss function depends on this phase "
+            "term, making it ill-defined.",
+        )
+        gA = gA + ops.diag_embed(_quotient(im_u, 2 * S) * 1j)
     if m > n:
         gUSinv = _quotient(gU, S.unsqueeze(-2))
-        return (U @ gA + gUSinv - U @ (U.mT @ gUSinv)) @ Vh
+        return (U @ gA + gUSinv - U @ (U.mH @ gUSinv)) @ Vh
     if m < n:
         SinvgVh = _quotient(gVh, S.unsqueeze(-1))
-        return U @ (gA @ Vh + SinvgVh - (SinvgVh @ Vh.mT) @ Vh)
+        return U @ (gA @ Vh + SinvgVh - (SinvgVh @ Vh.mH) @ Vh)
     return U @ (gA @ Vh)
 
 
@@ -184,6 +205,8 @@ def _svd_vjp(g, A_aval, out, full_matrices):
     shapes = _svd_shapes(m, n, full_matrices)
     U, S, Vh = _unpack(out, batch, *shapes)
     gU, gS, gVh = _unpack(g, batch, *shapes)
+    if S.dtype.is_complex:  # packed with complex factors: S and its cotangent are real
+        S, gS = S.real, gS.real
     k = min(m, n)  # torch: the columns full_matrices adds have no gradient
     return svd_backward(gU[..., :k], gS, gVh[..., :k, :], U[..., :k], S, Vh[..., :k, :])
 
@@ -191,7 +214,9 @@ def _svd_vjp(g, A_aval, out, full_matrices):
 _svd = _kernel(
     "linalg_svd",
     _svd_impl,
-    lambda A, *, full_matrices: _packed(jacobi_svd(A, full_matrices), A.shape[:-2]),
+    _real_composition(
+        "svd", lambda A, *, full_matrices: _packed(jacobi_svd(A, full_matrices), A.shape[:-2])
+    ),
     vjp=_svd_vjp,
     node_name="LinalgSvdBackward0",
 )
@@ -201,14 +226,14 @@ def svd(A, full_matrices=True, *, driver=None) -> SVDResult:
     """``(U, S, Vh)`` with ``A == U @ diag(S) @ Vh``, ``S`` descending (``full_matrices``:
     square ``U`` and ``Vh``). LAPACK eagerly (one-sided Jacobi elsewhere); the gradient is
     torch's, ill-defined (NaN or inf) where singular values repeat and ``U`` or ``Vh`` is
-    used. Real matrices."""
+    used. Real or complex matrices (``S`` real; complex ones eagerly only)."""
     _matrix(A, "svd")
-    _real(A, "svd", "linalg_svd_cpu")
+    _real(A, "svd", "linalg_svd_cpu", complex_ok=True)
     _no_driver(driver, "svd")
     *batch, m, n = A.shape
-    return SVDResult(
-        *_unpack(_svd(A, full_matrices=full_matrices), batch, *_svd_shapes(m, n, full_matrices))
-    )
+    shapes = _svd_shapes(m, n, full_matrices)
+    U, S, Vh = _unpack(_svd(A, full_matrices=full_matrices), batch, *shapes)
+    return SVDResult(U, S.real if S.dtype.is_complex else S, Vh)
 
 
 _svdvals = Fused(
@@ -219,10 +244,10 @@ _svdvals = Fused(
 
 
 def svdvals(A, *, driver=None) -> Tensor:
-    """The singular values, descending. Its gradient is ``U @ diag(g) @ Vh``, finite
-    also where they repeat."""
+    """The singular values, descending, real (also of a complex ``A``, eagerly only). Its
+    gradient is ``U @ diag(g) @ Vh``, finite also where they repeat."""
     _matrix(A, "svd")
-    _real(A, "svdvals", "linalg_svd_cpu")
+    _real(A, "svd", "linalg_svd_cpu", complex_ok=True)
     _no_driver(driver, "svd")
     return _svdvals(A)
 
@@ -313,7 +338,8 @@ def _eig_vjp(g, A_aval, out):
     Lc = L.conj()
     gA = _quotient(VhgV, Lc.unsqueeze(-2) - Lc.unsqueeze(-1) + eye(n, dtype=L.dtype))
     gA = gA - ops.diag_embed(gA.diagonal(0, -2, -1)) + ops.diag_embed(gL)
-    return _solve(V.mH, gA @ V.mH).real
+    gA = _solve(V.mH, gA @ V.mH)
+    return gA if A_aval.dtype.is_complex else gA.real
 
 
 _eig = Fused(
@@ -328,10 +354,11 @@ _eig = Fused(
 def eig(A) -> EigResult:
     """``(eigenvalues, eigenvectors)`` of square matrices, complex (complex64 for
     float32), eigenvectors of norm 1. LAPACK eagerly; the gradient is torch's (real for a
-    real ``A``; a loss that depends on the eigenvectors' phases raises). Real matrices."""
+    real ``A``; a loss that depends on the eigenvectors' phases raises). Real or complex
+    matrices."""
     _matrix(A, "eig")
     _square(A, "eig")
-    _real(A, "eig", "linalg_eig_cpu")
+    _real(A, "eig", "linalg_eig_out_cpu", complex_ok=True)
     *batch, n, _ = A.shape
     return EigResult(*_unpack(_eig(A), batch, (n,), (n, n)))
 
@@ -347,7 +374,7 @@ def eigvals(A) -> Tensor:
     """The eigenvalues of square matrices, complex."""
     _matrix(A, "eigvals")
     _square(A, "eigvals")
-    _real(A, "eigvals", "linalg_eig_cpu")
+    _real(A, "eigvals", "linalg_eig_out_cpu", complex_ok=True)
     return _eigvals(A)
 
 

@@ -37,6 +37,7 @@ from ..tracing.capture import trace as _trace
 from ..tracing.draws import draw_shapes
 from ..tracing.capture import leaf_names
 from ..tracing.dynamic import DynamicError, generalize, is_static, mismatch, resize, substitute
+from ..autodiff.avals import EagerOnlyError
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
@@ -633,14 +634,14 @@ class Compiled:
             )
         try:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
-        except (CaptureError, DynamicError) as err:
+        except (CaptureError, DynamicError, EagerOnlyError) as err:
             if self.fallback != "eager":
                 self._note_retrace(err)
                 raise
             why = (
-                "it cannot be captured"
-                if isinstance(err, CaptureError)
-                else "its batch dimension cannot be made dynamic"
+                "its batch dimension cannot be made dynamic"
+                if isinstance(err, DynamicError)
+                else "it cannot be captured"
             )
             why = f"{why}: {err}"
             return self._run_eagerly(

@@ -1,0 +1,221 @@
+"""Complex matrices in the LAPACK factorizations (``svd``, ``svdvals``, the nuclear and
+2-norms, ``eig``/``eigvals``): torch's values and gradients (torch's conjugate-Wirtinger
+convention), its phase errors; and what ``eig`` and complex SVDs do under
+``staged.compile``/capture (they have no composition: a clear error naming the op)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+from tests.checks import raises_like_torch, to_numpy
+
+SHAPES = [(3, 3), (4, 2), (2, 4), (2, 3, 3)]
+DTYPES = [np.complex64, np.complex128]
+
+
+def _complex(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+def _value_and_grad(lib, a, loss):
+    x = lib.tensor(a, requires_grad=True)
+    out = loss(lib, x)
+    (g,) = lib.autograd.grad(out, x)
+    return to_numpy(out), to_numpy(g), g.dtype
+
+
+def _close(lib_loss, a):
+    tol = 2e-4 if a.dtype == np.complex64 else 1e-9
+    want, gwant, _ = _value_and_grad(torch, a, lib_loss)
+    got, ggot, gdtype = _value_and_grad(staged, a, lib_loss)
+    assert gdtype.is_complex and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(ggot, gwant, rtol=tol, atol=tol)
+
+
+SVD_LOSSES = {
+    "svdvals": lambda lib, x: (lib.linalg.svdvals(x) ** 2 * lib.linalg.svdvals(x)).sum(),
+    "matrix_norm_nuc": lambda lib, x: lib.linalg.matrix_norm(x, "nuc").sum(),
+    "matrix_norm_2": lambda lib, x: (
+        lib.linalg.matrix_norm(x, 2) + lib.linalg.matrix_norm(x, -2, keepdim=True).sum()
+    ).sum(),
+    "linalg_norm_nuc": lambda lib, x: lib.linalg.norm(x, "nuc", dim=(-2, -1)).sum(),
+    # phase-invariant uses of the singular vectors: torch's full svd_backward
+    "svd_vectors": lambda lib, x: (
+        lambda U, S, Vh: (
+            (U.abs() ** 2 * S.unsqueeze(-2)).sum()
+            + ((U * S.unsqueeze(-2).to(U.dtype)) @ Vh).abs().sum()
+            + (U @ Vh).real.sum()
+        )
+    )(*lib.linalg.svd(x, full_matrices=False)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name", list(SVD_LOSSES))
+def test_complex_svd_values_and_gradients_are_torchs(name, shape, dtype):
+    _close(SVD_LOSSES[name], _complex(shape, dtype))
+
+
+def test_torch_norm_nuc_of_a_complex_matrix():
+    a = _complex((4, 3), np.complex128)
+    _close(lambda lib, x: lib.norm(x, p="nuc"), a)
+    _close(lambda lib, x: lib.norm(x, p="nuc", dim=(0, 1), keepdim=True).sum(), a)
+
+
+def test_complex_singular_values_are_real_of_the_input_precision():
+    for dtype, real in [(np.complex64, staged.float32), (np.complex128, staged.float64)]:
+        a = _complex((2, 3, 4), dtype)
+        S = staged.linalg.svdvals(staged.tensor(a))
+        assert S.dtype is real
+        np.testing.assert_allclose(to_numpy(S), np.linalg.svd(a, compute_uv=False), rtol=1e-5)
+        U, S2, Vh = staged.linalg.svd(staged.tensor(a))
+        assert S2.dtype is real and U.dtype.is_complex and tuple(U.shape) == (2, 3, 3)
+        rebuilt = to_numpy(U[..., :3]) * to_numpy(S2)[..., None, :] @ to_numpy(Vh[..., :3, :])
+        np.testing.assert_allclose(rebuilt, a, rtol=1e-4, atol=1e-4)
+
+
+def test_a_loss_on_the_singular_vectors_phases_raises_torchs_error():
+    a = _complex((3, 3), np.complex128)
+
+    def fn(lib):
+        x = lib.tensor(a, requires_grad=True)
+        lib.autograd.grad(lib.linalg.svd(x)[0].real.sum(), x)
+
+    raises_like_torch(fn, "svd_backward: The singular vectors in the complex case")
+
+
+EIG_LOSSES = {
+    # symmetric in the eigenvalues and independent of the eigenvectors' phases
+    "eigvals": lambda lib, x: (
+        (lib.linalg.eigvals(x) ** 2).sum().real + lib.linalg.eigvals(x).abs().sum()
+    ),
+    "eig": lambda lib, x: (
+        lambda L, V: (V.abs() ** 2 * L.real.unsqueeze(-2)).sum() + L.imag.pow(2).sum()
+    )(*lib.linalg.eig(x)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4)], ids=str)
+@pytest.mark.parametrize("name", list(EIG_LOSSES))
+def test_eig_of_complex_matrices_is_torchs(name, shape, dtype):
+    _close(EIG_LOSSES[name], _complex(shape, dtype))
+
+
+def test_eig_of_a_complex_matrix_decomposes_it():
+    a = _complex((2, 4, 4), np.complex64)
+    L, V = staged.linalg.eig(staged.tensor(a))
+    assert L.dtype is staged.complex64 and V.dtype is staged.complex64
+    L, V = to_numpy(L), to_numpy(V)
+    np.testing.assert_allclose(a @ V, V * L[..., None, :], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.linalg.norm(V, axis=-2), 1, rtol=1e-5)
+
+
+def test_eig_gradient_of_a_real_matrix_stays_real():
+    a = np.random.default_rng(1).standard_normal((3, 3))
+    want, gwant, _ = _value_and_grad(torch, a, EIG_LOSSES["eig"])
+    got, ggot, gdtype = _value_and_grad(staged, a, EIG_LOSSES["eig"])
+    assert gdtype is staged.float64
+    np.testing.assert_allclose(ggot, gwant, rtol=1e-9, atol=1e-9)
+
+
+def test_a_loss_on_the_eigenvectors_phases_raises_torchs_error():
+    a = _complex((3, 3), np.complex128)
+
+    def fn(lib):
+        x = lib.tensor(a, requires_grad=True)
+        lib.autograd.grad(lib.linalg.eig(x)[1].real.sum(), x)
+
+    raises_like_torch(fn, "linalg_eig_backward: The eigenvectors in the complex case")
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda lib: lib.linalg.eig(lib.ones(2, 2, dtype=lib.float16)), ['"linalg_eig_out_cpu"']),
+        (lambda lib: lib.linalg.eigvals(lib.ones(2, 2, dtype=lib.float16)), ["'Half'"]),
+        (lambda lib: lib.linalg.svdvals(lib.ones(2, 2, dtype=lib.int64)), ["linalg.svd: Exp"]),
+        (lambda lib: lib.linalg.eig(lib.ones(2, 3, dtype=lib.complex64)), ["2 by 3 matrices"]),
+    ],
+)
+def test_errors_are_torchs(call, words):
+    raises_like_torch(call, *words)
+
+
+COMPILED = {
+    "eig": lambda x: staged.linalg.eig(x).eigenvalues,
+    "eigvals": staged.linalg.eigvals,
+    "svdvals_complex": lambda x: staged.linalg.svdvals(x.to(staged.complex64)),
+    "nuc_complex": lambda x: staged.linalg.matrix_norm(x.to(staged.complex64), "nuc"),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPILED))
+def test_what_has_no_composition_raises_naming_the_op_when_traced(name):
+    """No wrong values: the trace stops at the op, before anything is compiled, and so do
+    capture and vmap."""
+    op = "linalg.eig (and eigvals)" if name.startswith("eig") else "linalg.svd of a complex"
+    a = staged.tensor(np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32))
+    calls = {
+        "compile": lambda: staged.compile(COMPILED[name])(a),
+        "capture": lambda: staged.capture(COMPILED[name], a),
+        "vmap": lambda: staged.func.vmap(COMPILED[name])(a.unsqueeze(0)),
+    }
+    for where, call in calls.items():
+        with pytest.raises(NotImplementedError, match="runs LAPACK eagerly only") as err:
+            call()
+        assert op in str(err.value) and "Call it eagerly" in str(err.value), where
+    assert np.isfinite(to_numpy(COMPILED[name](a))).all()  # eagerly it runs
+
+
+def test_fallback_eager_runs_a_step_with_an_eager_only_op_eagerly(capsys):
+    """``fallback="eager"`` catches the refusal: eager's values, and ``explain()`` says why."""
+    a = staged.tensor(np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32))
+    step = staged.compile(COMPILED["eigvals"], fallback="eager")
+    with pytest.warns(UserWarning):
+        got = step(a)
+    np.testing.assert_array_equal(to_numpy(got), to_numpy(staged.linalg.eigvals(a)))
+    step.explain()
+    assert "cannot be captured" in capsys.readouterr().out
+
+
+SECOND_ORDER = {
+    "svdvals": lambda L, x: L.linalg.svdvals(x),
+    "svd_rebuilt": lambda L, x: (lambda U, S, Vh: (U * S.unsqueeze(-2).to(U.dtype)) @ Vh)(
+        *L.linalg.svd(x, full_matrices=False)
+    ),
+    "svd_vectors": lambda L, x: (lambda U, S, Vh: (U.abs() ** 2 * S.unsqueeze(-2)).sum(-1))(
+        *L.linalg.svd(x, full_matrices=False)
+    ),
+    "eigvals": lambda L, x: L.linalg.eigvals(x),
+    "eig": lambda L, x: (lambda E, V: V.abs() ** 2 * E.real.unsqueeze(-2))(*L.linalg.eig(x)),
+}
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [(n, s) for n in SECOND_ORDER for s in [(3, 3), (4, 3)] if s == (3, 3) or "svd" in n],
+)
+def test_complex_gradients_of_gradients(name, shape):
+    """Finite differences of the gradient (gradgradcheck), and torch's Hessian-vector
+    product of a real loss."""
+    a = _complex(shape, np.complex128, seed=3)
+    fn = SECOND_ORDER[name]
+    x = staged.tensor(a, requires_grad=True)
+    assert staged.autograd.gradcheck(lambda t: fn(staged, t), (x,))
+    assert staged.autograd.gradgradcheck(lambda t: fn(staged, t), (x,))
+    v = _complex(shape, np.complex128, seed=4)
+
+    def hvp(L):
+        t = L.tensor(a, requires_grad=True)
+        (g,) = L.autograd.grad(fn(L, t).abs().pow(2).sum(), t, create_graph=True)
+        (h,) = L.autograd.grad((g * L.tensor(v).conj()).real.sum(), t)
+        return to_numpy(h)
+
+    np.testing.assert_allclose(hvp(staged), hvp(torch), rtol=1e-7, atol=1e-9)
