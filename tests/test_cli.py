@@ -84,7 +84,7 @@ def deployed(tmp_path_factory):
     step.save(out / "step")
     np.save(out / "x.npy", x.numpy())
     np.save(out / "y.npy", y.numpy())
-    after = [(loss.item(), d["logits"].numpy()) for loss, d in (step(x, y), step(x, y))]
+    after = [(loss.item(), d["logits"].detach().numpy()) for loss, d in (step(x, y), step(x, y))]
     return out, after
 
 

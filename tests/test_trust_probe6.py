@@ -802,16 +802,11 @@ def test_requires_grad_set_on_an_argument_inside_a_step_is_the_callers():
     assert [r for r, _ in ours] == [r for r, _ in eager] == [True] * 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a step that runs a backward returns values: staged/tracing/capture.py _finish "
-    "empties ``wanted`` (Note [autograd boundary]), so its results lose requires_grad and "
-    "their graph; a backward through them later should raise, not skip them",
-)
-def test_a_result_differentiated_after_a_training_step_keeps_its_gradient():
+def test_a_result_differentiated_after_a_training_step_raises_rather_than_drop_its_gradient():
     """Eagerly ``pred``, made after the update, carries its graph: a later backward
-    through it adds to the weight's grad. Compiled, it does not require grad, and a loss
-    mixing it with another term silently leaves its share out."""
+    through it adds to the weight's grad. Compiled, it requires grad but carries no graph
+    (Note [graphless results]): a loss mixing it with another term raises, saying so,
+    rather than leave its share out, and no grad changes."""
 
     def run(compiled):
         staged.manual_seed(0)
@@ -819,14 +814,23 @@ def test_a_result_differentiated_after_a_training_step_keeps_its_gradient():
         opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
         step = _returning(m, opt)
         f = staged.compile(step) if compiled else step
-        grads = []
+        out = []
         for x, y in _batches((4,) * 3):
             _, _, pred, _ = f(x, y)
-            (pred.sum() + m[0].weight.sum()).backward()
-            grads.append(_host(m[0].weight.grad))
-        return grads
+            before = _host(m[0].weight.grad)
+            try:
+                (pred.sum() + m[0].weight.sum()).backward()
+            except RuntimeError as err:
+                np.testing.assert_array_equal(_host(m[0].weight.grad), before)
+                out.append((pred.requires_grad, message(err)))
+            else:
+                out.append((pred.requires_grad, _host(m[0].weight.grad)))
+        return out
 
-    _close(run(True), run(False))
+    eager = run(False)
+    assert all(r and isinstance(g, np.ndarray) for r, g in eager)
+    for r, err in run(True):
+        assert r and "carries no autograd graph" in err and ".detach() the result" in err
 
 
 # --- the differentiable losses exported to ONNX ------------------------------------------------

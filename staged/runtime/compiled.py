@@ -72,6 +72,7 @@ from .compiler import (
 from .device import DeviceValue
 from .device import device as get_device
 from .explain import explain_text
+from .graphless import graphless
 from .logs import Phases, compile_log
 from .segmented import Segmented, check_segmentable, has_collectives, segmented_mlir
 
@@ -333,6 +334,10 @@ class CompiledGraph:
         for i, flag in c.arg_flags:  # x.requires_grad_() in the body
             leaves[i]._requires_grad = flag
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
+        if c.graphless:  # Note [graphless results]
+            to = [leaves[i] for i, _ in c.arg_wrappers] + [w.tensor for w in c.state]
+            for pos, freed in c.graphless.items():
+                out[pos] = graphless(res[c.out_leaves[pos][1]], freed, to)
         for pos, (kind, root, ops) in c.returned.items():  # Note [returned state]
             out[pos] = rebuild(_root(kind, root, leaves), ops)
         return unflatten(c.out_tree, out)

@@ -21,7 +21,9 @@ SIGILL) or changed the losses; one in ``params.irpa`` silently changed a weight 
 2.5e35). ``load`` therefore checks both files against the manifest's sha256 and the IREE
 version that compiled the module against the runtime's before anything is loaded. A call
 checks its arguments (names, shapes, dtypes: only lossless widening is done, float labels
-are refused rather than truncated) before anything runs.
+are refused rather than truncated) before anything runs. A loaded step holds none of the
+caller's tensors and its results depend on none: they are values, ``requires_grad=False``,
+where the live compiled step's loss requires grad (Note [graphless results]).
 """
 
 from __future__ import annotations

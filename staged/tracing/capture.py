@@ -92,7 +92,7 @@ from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .names import output_names, state_names
 from .pytree import flatten, unflatten
-from .returned import recipe
+from .returned import consumed, recipe
 from .symbolic import CaptureError, Symbolic, user_location
 
 state_lock = threading.RLock()  # Note [one trace at a time]
@@ -148,6 +148,9 @@ class Captured:
     rng: Program | None = None  # the host's draws per call (Note [host draws])
     # results that require grad from a body that ran no backward (Note [autograd boundary])
     grad_results: list = field(default_factory=list)
+    # from a body that ran one: out-leaf position -> whether the body's backward freed its
+    # graph (Note [graphless results] in runtime/graphless.py)
+    graphless: dict = field(default_factory=dict)
     # arguments whose requires_grad the body changed: [(leaf index, requires_grad)]
     arg_flags: list = field(default_factory=list)
     # out-leaf position -> (kind, root, ops): a tensor from before the call, or its alias,
@@ -700,8 +703,10 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 tracer.results[pos] = weakref.ref(leaf)
         else:
             out_leaves.append(("py", leaf))
-    if any(op.phase == "backward" for op in g.ops):
-        wanted = []  # the body differentiated itself: its results are values
+    graphless = {}  # Note [graphless results]: position -> whether its graph was freed
+    if any(op.phase == "backward" for op in g.ops):  # the body differentiated itself
+        graphless = {pos: consumed(out_leaves_raw[pos]) for pos, _ in wanted if pos not in returned}
+        wanted = []
     for pos, _ in wanted:  # the call's Node makes them
         returned.pop(pos, None)
     differentiable = [k for _, k in wanted]
@@ -789,6 +794,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         check_output=len(g.outputs) - 1 if checks else -1,
         rng=tracer.program if tracer.program.steps or tracer.program.calls else None,
         grad_results=differentiable,
+        graphless=graphless,
         arg_updates=arg_updates,
         arg_flags=arg_flags,
         returned=returned,

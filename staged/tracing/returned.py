@@ -14,11 +14,15 @@ tensor the body stored, an optimizer's new buffer), ``"grad"`` (a tensor whose n
 of an argument could follow the batch). A result that requires grad from a step that
 runs no backward stays the call's Node's (Note [autograd boundary]), unless it is the
 tensor itself. The graph still returns the value too: a deployed step, which holds no
-caller's tensors, returns that (its state at the end of the call).
+caller's tensors, returns that (its state at the end of the call). A result that requires
+grad from a step that runs a backward comes back without its graph (Note [graphless
+results] in runtime/graphless.py); ``consumed`` says which error differentiating it raises.
 """
 
 from __future__ import annotations
 
+from ..autograd.function import BackwardCFunction
+from ..autograd.node import PrimitiveBackward
 from ..eager.grad_mode import set_grad_enabled
 from ..eager.tensor import Tensor
 from ..eager.views import replay
@@ -67,3 +71,25 @@ def same_recipe(a: tuple | None, b: tuple | None) -> bool:
     if kind != kind_b or ops != ops_b:
         return False
     return x.tensor is y.tensor if kind == "state" else x == y if kind == "arg" else x is y
+
+
+def consumed(t: Tensor) -> bool:
+    """Whether a backward without ``retain_graph`` freed what ``t``'s graph saved: a
+    backward through ``t`` then raises torch's freed-graph error eagerly."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        saved = (
+            node.saved.values()
+            if isinstance(node, PrimitiveBackward)
+            else node._saved or ()
+            if isinstance(node, BackwardCFunction)
+            else ()
+        )
+        if any(s is not None and s._freed for s in saved):
+            return True
+        todo.extend(fn for fn, _ in node.next_functions)
+    return False

@@ -130,7 +130,9 @@ def test_conv_batchnorm_and_a_flatten_of_the_batch():
         x, y = staged.randn(n, 2, 5, 5), staged.randn(n, 4)
         (loss, out), (ref_loss, ref_out) = compiled(x, y), ref_step(x, y)
         np.testing.assert_allclose(loss.item(), ref_loss.item(), rtol=1e-5)
-        np.testing.assert_allclose(out.numpy(), ref_out.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            out.detach().numpy(), ref_out.detach().numpy(), rtol=1e-5, atol=1e-6
+        )
         for p, q in zip(params, ref_params):
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7)
     # traced again once, for a reason other than the batch: .grad is set after the first call
