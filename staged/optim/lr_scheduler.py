@@ -38,6 +38,22 @@ def _check_optimizer(optimizer) -> None:
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
 
 
+def _set_lr(group: dict, lr) -> None:
+    """``group["lr"] = lr``, or, where the group's lr is a tensor (``lr=torch.tensor(0.01)``),
+    ``lr`` written into it, as torch's schedulers do: the caller's tensor follows the
+    schedule and stays the group's."""
+    if isinstance(group["lr"], Tensor):
+        group["lr"].fill_(lr)
+    else:
+        group["lr"] = lr
+
+
+def _copied(lr):
+    """``lr``, a tensor cloned (torch's ``initial_lr`` and ``get_last_lr()`` do not alias
+    the group's tensor, which ``_set_lr`` writes)."""
+    return lr.clone() if isinstance(lr, Tensor) else lr
+
+
 def _fn_state(f):
     """What torch saves of a user's function: a callable object's ``__dict__``, None for
     a function, a lambda or None."""
@@ -105,7 +121,7 @@ class LRScheduler:
         self.optimizer = optimizer
         for i, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault("initial_lr", _copied(group["lr"]))
             elif "initial_lr" not in group:
                 raise KeyError(
                     f"param 'initial_lr' is not specified in param_groups[{i}] when resuming "
@@ -155,11 +171,11 @@ class LRScheduler:
 
     def _set_lrs(self, values) -> None:
         for group, lr in zip(self.optimizer.param_groups, values, strict=True):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = self._lrs()
 
     def _lrs(self) -> list:
-        return [group["lr"] for group in self.optimizer.param_groups]
+        return [_copied(group["lr"]) for group in self.optimizer.param_groups]
 
     def state_dict(self) -> dict:
         """Every attribute but the optimizer (and ``_unsaved``), as torch."""
@@ -489,7 +505,7 @@ class CyclicLR(_MomentumCycler):
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _set_lr(group, lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
@@ -743,7 +759,7 @@ class SequentialLR(_Composite):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for group in optimizer.param_groups:  # undo what the schedulers did when made
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         self.recursive_undo()
         first = schedulers[bisect_right(milestones, 0)]
         first._initial_step()
@@ -866,7 +882,7 @@ class ReduceLROnPlateau(LRScheduler):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, min_lr)
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                _set_lr(group, new_lr)
 
     @property
     def in_cooldown(self) -> bool:

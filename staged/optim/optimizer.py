@@ -8,7 +8,9 @@ Note [hyper-parameters]: ``_update`` reads a group's hyper-parameters through a
 ``Hyper`` view. ``h.number(name)`` is the Python number eagerly; under capture it is a
 0-d tensor of the parameters' dtype that is a live input of the graph (Note [live
 inputs] in ``staged/tracing/capture.py``), so changing ``param_groups[i]["lr"]`` by hand
-or by a scheduler takes effect at the next compiled call without a re-trace. Numbers
+or by a scheduler takes effect at the next compiled call without a re-trace; so does a
+tensor hyper-parameter (``lr=torch.tensor(0.01)``) filled in place, which the live input
+reads as a number (``Numbers``), as torch's schedulers fill it. Numbers
 torch computes in Python from several hyper-parameters (``1 - beta1``, ``1 - lr * wd``)
 are live inputs of their own, so they round as eagerly. ``h.flag(name)`` is a branch of
 the update (``if weight_decay:``, ``nesterov``): a compiled step re-traces when it flips.
@@ -322,9 +324,11 @@ class Hyper:
         key = (i, name, self.dtype)
         t = opt._live.get(key)
         if t is None:
-            t = opt._live[key] = scalar_tensor(get(self.group), self.dtype)
+            t = opt._live[key] = scalar_tensor(get(Numbers(self.group)), self.dtype)
         self.icpt.live(
-            t, lambda: get(opt.param_groups[i]), f"{type(opt).__name__}.param_groups[{i}].{name}"
+            t,
+            lambda: get(Numbers(opt.param_groups[i])),
+            f"{type(opt).__name__}.param_groups[{i}].{name}",
         )
         return t
 
@@ -361,6 +365,24 @@ class Hyper:
                 same=same,
             )
         return self.group[name]
+
+
+class Numbers:
+    """A param group whose tensor hyper-parameters (``lr=torch.tensor(0.01)``, which the
+    caller or a scheduler fills in place; ``betas`` of two tensors) read as Python numbers,
+    for the getters of live inputs: a compiled call takes their values at that call, not
+    the tensor objects of the trace (nor makes them inputs of the graph)."""
+
+    __slots__ = ("group",)
+
+    def __init__(self, group: dict):
+        self.group = group
+
+    def __getitem__(self, name):
+        v = self.group[name]
+        if type(v) is tuple:
+            return tuple(x.item() if isinstance(x, Tensor) else x for x in v)
+        return v.item() if isinstance(v, Tensor) else v
 
 
 def _same_truth(a, b) -> bool:

@@ -48,6 +48,18 @@ trace. One that moved (a ``Position`` guard) makes the trace one-shot
 once. Positions are compared at the trace only, never per call. Not seen: a generator
 that moved with nothing to show it (``while True: yield make_batch()``: the same
 instruction, no locals) and iterators of C types with no ``__reduce__``.
+
+Note [owners]: an object the walk reaches by a name the code reads (``opt`` in a closure
+or a global, ``self.opt``, ``OPTS["opt"]``, ``sched``, ``scaler``, a model ``m``) that
+holds, a few attributes and containers deep, a tensor the trace read (``_holds_read``: an
+optimizer's parameters and buffers, a scheduler's optimizer's, a GradScaler's scale, a
+Module's parameters) is guarded by identity (``_owner_guard``; a short list of such by its
+items): the graph updates that object's state, so a new optimizer, scheduler, scaler or
+layer bound to the name (``opt = optim.SGD(...)`` for the next phase of training)
+re-traces, as eager code would use the new one; the compiled calls went on updating the
+old one, silently. Dicts, namespaces and the user's other objects are not guarded whole
+(a dict of the same tensors rebuilt per call would re-trace every call): their members
+are, one by one, as above; a Module's children are guarded by its ``children`` guard.
 """
 
 from __future__ import annotations
@@ -55,6 +67,7 @@ from __future__ import annotations
 import argparse
 import dis
 import functools
+import itertools
 import numbers
 import operator
 import os
@@ -65,6 +78,8 @@ import warnings
 from typing import Any
 
 import numpy as np
+
+from ..eager.tensor import Tensor
 
 _MISSING = object()
 _VALUES = (numbers.Number, np.generic, str, bytes, type(None))  # guarded by value
@@ -318,7 +333,62 @@ def _watch(guards, todo, read, name, get, depth, names) -> None:
         guards.append(guard)
         return
     _members(guards, todo, read, name, get, names, set(), depth)
+    _append(guards, _owner_guard(read, name, get, value))
     todo += [(f, depth + 1) for f in _functions(value)]
+
+
+def _append(guards, guard) -> None:
+    if guard is not None:
+        guards.append(guard)
+
+
+def _owner_guard(read, name, get, value) -> Guard | None:
+    """An identity guard on ``value`` where it is an optimizer, a scheduler, a Module or
+    another library object holding a tensor the trace read, or a short list of such
+    (Note [owners]), else None."""
+    ids = read[0]
+    if not ids or isinstance(value, (Tensor, *_PLAIN, types.ModuleType)) or _is_value(value):
+        return None
+    if isinstance(value, (list, tuple)):  # ``optimizers = [opt_g, opt_d]``
+        if len(value) > _FEW_DICTS or not _holds_read(value, ids):
+            return None
+        return Guard(name, functools.partial(_items, get), _same_items, _show_owners, tuple(value))
+    space = _attributes(value)
+    if space is None or not ("_modules" in space or _is_library(_defined(value))):
+        return None  # the user's objects: guarded member by member
+    if not _holds_read(space, ids):
+        return None
+    return Guard(name, get, operator.is_, _show_owner, value)
+
+
+def _holds_read(v, ids, depth: int = 0, seen=None) -> bool:
+    """``v`` is, or holds within a few attributes and containers (at most ``_OWNED``
+    items of each), a tensor whose id is in ``ids``."""
+    if isinstance(v, Tensor):
+        return id(v) in ids
+    seen = set() if seen is None else seen
+    if depth > 5 or id(v) in seen or isinstance(v, (types.ModuleType, type)) or _is_value(v):
+        return False
+    seen.add(id(v))
+    if isinstance(v, dict):
+        items = [*itertools.islice(v, _OWNED), *itertools.islice(v.values(), _OWNED)]
+    elif isinstance(v, (list, tuple)):
+        items = list(v[:_OWNED])
+    else:
+        space = _attributes(v)
+        items = [] if space is None else list(itertools.islice(space.values(), _OWNED))
+    return any(_holds_read(x, ids, depth + 1, seen) for x in items)
+
+
+_OWNED = 64  # the items of each container that ``_holds_read`` looks at
+
+
+def _show_owner(obj) -> str:
+    return f"{type(obj).__name__} at {id(obj):#x}"
+
+
+def _show_owners(items) -> str:
+    return f"[{', '.join(map(_show_owner, items))}]" if isinstance(items, tuple) else _show(items)
 
 
 def _value_guard(read, name, get, value) -> Guard | None:
@@ -433,6 +503,8 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
                     _members(guards, todo, read, f"{at}[{i}]", item, names, seen, deeper)
         else:
             todo += [(f, depth + 1) for f in _functions(v)]
+        if key not in children:  # those are guarded by the children guard
+            _append(guards, _owner_guard(read, at, member, v))
 
 
 _FEW_DICTS = 16  # a list of at most this many dicts is walked item by item (param groups)
