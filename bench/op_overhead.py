@@ -3,8 +3,10 @@ tensors (8 floats), staged eager vs torch eager, timed interleaved in one run.
 
 Each round times a block of steps of each implementation in turn; the figure is the
 median over rounds of the per-round ratio to torch (see ../shared/notes/BENCH.md).
+``--ops`` times single ops instead (``OPS``, on a 2 x size/2 tensor, without and with
+``requires_grad``), the same way.
 
-    .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile]
+    .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile] [--ops]
 """
 
 from __future__ import annotations
@@ -66,7 +68,11 @@ def bench(size=8, rounds=15, block_s=0.1):
     ref = _grads(make_torch, x, w, b)
     for got, want in zip(_grads(make_staged, x, w, b), ref):
         np.testing.assert_allclose(got, want, rtol=1e-6)
-    steps = {name: make(x, w, b)[0] for name, make in IMPLS.items()}
+    return interleaved({name: make(x, w, b)[0] for name, make in IMPLS.items()}, rounds, block_s)
+
+
+def interleaved(steps, rounds, block_s):
+    """``{name: [seconds per step, per round]}``, blocks of each step timed in turn."""
     counts = {}
     for name, step in steps.items():  # warm up and calibrate a block to ~block_s
         t = block_time(step, 200)
@@ -87,6 +93,47 @@ def report(times):
         print(f"| {name} | {statistics.median(ts) * 1e6:.1f} | {ratio:.2f} |")
 
 
+# single ops on a (2, size / 2) float32 tensor ``a`` (and ``b``, not requiring grad)
+OPS = {
+    "a + b": lambda a, b: a + b,
+    "a * 2": lambda a, b: a * 2,
+    "a.relu()": lambda a, b: a.relu(),
+    "a.exp()": lambda a, b: a.exp(),
+    "a.sum()": lambda a, b: a.sum(),
+    "a[0]": lambda a, b: a[0],
+    "a.view(-1)": lambda a, b: a.view(-1),
+    "a @ b.T": lambda a, b: a @ b.T,
+}
+LIBS = {"staged": staged, "torch": torch}
+
+
+def bench_ops(size=8, rounds=15, block_s=0.02):
+    """``{(op, requires_grad): {library: [seconds per call, per round]}}``."""
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((2, size // 2)).astype(np.float32) for _ in range(2))
+    out = {}
+    for grad in (False, True):
+        for name, fn in OPS.items():
+            steps = {}
+            for lib_name, lib in LIBS.items():
+                a, b = lib.tensor(x, requires_grad=grad), lib.tensor(y)
+                steps[lib_name] = lambda fn=fn, a=a, b=b: fn(a, b)
+            out[name, grad] = interleaved(steps, rounds, block_s)
+    return out
+
+
+def report_ops(results):
+    print("| op | requires_grad | staged µs | torch µs | ratio to torch (median of rounds) |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for (name, grad), times in results.items():
+        s, t = times["staged"], times["torch"]
+        ratio = statistics.median(a / b for a, b in zip(s, t))
+        print(
+            f"| `{name}` | {grad} | {statistics.median(s) * 1e6:.2f} | "
+            f"{statistics.median(t) * 1e6:.2f} | {ratio:.2f} |"
+        )
+
+
 def profile(size=8, n=20000):
     rng = np.random.default_rng(0)
     step, _ = make_staged(*(rng.standard_normal(size).astype(np.float32) for _ in range(3)))
@@ -100,10 +147,17 @@ def main():
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--size", type=int, default=8)
     p.add_argument("--profile", action="store_true", help="cProfile the staged step instead")
+    p.add_argument("--ops", action="store_true", help="time single ops (OPS) instead")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.profile:
         profile(a.size)
+        return
+    if a.ops:
+        print(
+            f"single ops on 2 x {a.size // 2} float32s, {a.rounds} rounds, {time.strftime('%Y-%m-%d')}"
+        )
+        report_ops(bench_ops(a.size, a.rounds))
         return
     print(
         f"(x*w + b).relu().sum() forward+backward, {a.size} float32s, {a.rounds} rounds, "

@@ -20,7 +20,7 @@ from .primitive import LINEAR, Primitive
 
 
 def _slices(starts, stops, steps):
-    return tuple(builtins.slice(a, b, s) for a, b, s in zip(starts, stops, steps))
+    return tuple(map(builtins.slice, starts, stops, steps))
 
 
 def slice_shape(shape, starts, stops, steps) -> tuple:

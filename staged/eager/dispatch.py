@@ -22,7 +22,6 @@ from .tensor import Tensor
 from .views import record as record_view
 
 _ndarray = np.ndarray
-_payload_of = Tensor.__dict__["_payload"].__get__
 _wrap = Tensor._wrap
 _DIFFERENTIABLE = "fcV"  # NumPy kinds that carry gradients (V: bfloat16)
 _record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
@@ -67,13 +66,16 @@ def apply(prim, inputs, params, out=None):
         if icpt is not None and icpt[0] == threading.get_ident():
             out = icpt[1](prim, inputs, params)
         else:
-            payloads = list(map(_payload_of, inputs))
-            for p in payloads:
+            payloads = []
+            for t in inputs:  # (a loop: cheaper than a comprehension for one or two)
+                p = t._payload
                 if type(p) is not _ndarray:
+                    payloads = [t._payload for t in inputs]
                     if _meta.among(payloads):  # shapes and dtypes only (Note [meta tensors])
                         return _on_meta(prim, inputs, params, payloads)
                     payloads = [t._host() for t in inputs]
                     break
+                payloads.append(p)
             token = _quiet()
             try:
                 out = prim.impl(*payloads, **params)

@@ -41,6 +41,8 @@ else:
     _TensorOps = object
 
 _serial = itertools.count().__next__
+_DTYPES = {d.np: d for d in dt.ALL}  # NumPy dtype -> DType
+_new_aval = tuple.__new__  # (a NamedTuple's __new__ is a Python function)
 _new = object.__new__
 
 
@@ -110,7 +112,9 @@ class Tensor(_TensorOps):
 
     @property
     def dtype(self) -> dt.DType:
-        return dt.from_numpy_dtype(self._payload.dtype)
+        npd = self._payload.dtype
+        d = _DTYPES.get(npd)  # (from_numpy_dtype's lookup, less its call)
+        return d if d is not None else dt.from_numpy_dtype(npd)
 
     @property
     def ndim(self) -> int:
@@ -179,7 +183,7 @@ class Tensor(_TensorOps):
         return self._payload.shape[0]
 
     def _aval(self) -> Aval:
-        return Aval(tuple(self._payload.shape), self.dtype)
+        return _new_aval(Aval, (tuple(self._payload.shape), self.dtype))  # Aval(shape, dtype)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point

@@ -78,6 +78,7 @@ class _Views:
 
 
 _shares = np.may_share_memory
+_ref = weakref.ref
 
 
 def record(view, src, prim, params, grad_mode) -> None:
@@ -117,7 +118,7 @@ def record(view, src, prim, params, grad_mode) -> None:
         vc.append(_Views())
     views = vc[1]
     refs = views.refs
-    refs.append(weakref.ref(view))
+    refs.append(_ref(view))
     if len(refs) > views.limit:
         views.prune()
 

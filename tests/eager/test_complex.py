@@ -162,7 +162,7 @@ def test_backward_of_complex_scalar_without_gradient_raises():
         (z * z).sum().backward()
     with pytest.raises(RuntimeError) as terr:
         (tz * tz).sum().backward()
-    assert str(err.value) in str(terr.value)
+    assert str(err.value) == str(terr.value).replace("torch.", "staged.")  # dtypes' reprs
 
 
 def test_imag_of_real_and_sign_of_complex_raise_as_torch():

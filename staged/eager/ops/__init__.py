@@ -99,9 +99,16 @@ def _split(self, split_size, dim=0):
 
 _split.__qualname__ = "Tensor.split"  # torch's name in a TypeError of its arguments
 
+# ``+`` and ``-`` take no ``alpha``: add and sub without its check (one call less)
+_OPERATORS = {
+    "add": elementwise._add,
+    "sub": elementwise._sub,
+    "mul": elementwise.mul,
+    "pow": elementwise.pow,
+}
 _METHODS = {
-    **{f"__{n}__": getattr(elementwise, n) for n in ("add", "sub", "mul", "pow")},
-    **{f"__r{n}__": _rev(getattr(elementwise, n)) for n in ("add", "sub", "mul", "pow")},
+    **{f"__{n}__": op for n, op in _OPERATORS.items()},
+    **{f"__r{n}__": _rev(op) for n, op in _OPERATORS.items()},
     "__truediv__": elementwise.div,
     "__rtruediv__": _rev(elementwise.div),
     "__matmul__": _autocast.sited(linalg.matmul, "matmul", site=False),

@@ -164,14 +164,29 @@ def operands(*vals, dtype: dt.DType | None = None):
 def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:
     """``v`` as a read-only broadcast view of ``shape``: ``np.broadcast_to``'s array, made
     directly (a third of its time, on every op with a Python number); its metadata where
-    ``like``, a payload, is meta."""
-    try:
-        one = np.array(v, dtype)
-    except OverflowError as e:
-        one = _wrapped(v, dtype, e)
-    a = np.ndarray(shape, dtype, one, 0, (0,) * len(shape))
-    a.flags.writeable = False
-    return Tensor._wrap(a if like is None else meta.like(a, like))
+    ``like``, a payload, is meta. The arrays of ints and of nonzero, non-NaN floats are
+    kept (``_NUMBERS``): ``x * 2`` in a loop makes one (read-only, its memory too, so no
+    view of it is made writable)."""
+    key = (type(v), v, dtype, shape)
+    a = _NUMBERS.get(key) if like is None else None
+    if a is None:
+        try:
+            one = np.array(v, dtype)
+        except OverflowError as e:
+            one = _wrapped(v, dtype, e)
+        one.flags.writeable = False
+        a = np.ndarray(shape, dtype, one, 0, (0,) * len(shape))
+        a.flags.writeable = False
+        if like is not None:
+            return Tensor._wrap(meta.like(a, like))
+        if type(v) is int or type(v) is float and v and v == v:  # (0.0 == -0.0 as keys)
+            if len(_NUMBERS) >= 256:
+                _NUMBERS.clear()
+            _NUMBERS[key] = a
+    return Tensor._wrap(a)
+
+
+_NUMBERS: dict[tuple, np.ndarray] = {}  # (type, value, dtype, shape) -> _number's array
 
 
 def float_operand(t: Tensor) -> Tensor:

@@ -11,6 +11,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import PLAIN, name_site
+from ...autodiff.primitive import _bind
 from ..checks import require
 from ..meta import Meta
 from ..tensor import Tensor, as_payload
@@ -27,7 +28,8 @@ from ._operands import (
 
 def _binary(prim, check=None, converted=None):
     """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given, and
-    ``converted(x, y)`` where ``operands`` promoted or broadcast either (off the hot path)."""
+    ``converted(x, y)`` where ``operands`` promoted or broadcast either (off the hot path).
+    ``prim`` is bound as ``prim(a, b)`` binds it, less that call."""
 
     def op(x, y):
         try:
@@ -36,7 +38,7 @@ def _binary(prim, check=None, converted=None):
                 check(b)
             if converted is not None and (a is not x or b is not y):
                 converted(x, y)
-            return prim(a, b)
+            return _bind[0](prim, (a, b), {})
         except PLAIN as e:
             name_site(e)
             raise
@@ -106,7 +108,7 @@ def _public(prim):
             try:
                 if refused and x._payload.dtype.kind in refused:
                     refusal(x._payload.dtype.kind)
-                return prim(x)
+                return _bind[0](prim, (x,), {})
             except PLAIN as e:
                 name_site(e)
                 raise

@@ -43,13 +43,13 @@ def reshape(x, *sizes, shape=None):
         bad = next(i for i, s in enumerate(shape) if s < -1)
         raise RuntimeError(f"invalid shape dimension {shape[bad]} at index {bad} of shape {shape}")
     n = x.numel()
-    known = math.prod(s for s in shape if s != -1)
-    if (known == 0 or n % known) if -1 in shape else known != n:
+    infer = -1 in shape
+    known = math.prod([s for s in shape if s != -1] if infer else shape)
+    if (known == 0 or n % known) if infer else known != n:
         raise RuntimeError(f"shape '{shape}' is invalid for input of size {n}")
-    if -1 in shape:
+    if infer:
         shape[shape.index(-1)] = n // known
-    shape = tuple(int(s) for s in shape)
-    return ad.reshape(x, shape=shape)
+    return ad.reshape(x, shape=tuple(map(int, shape)))
 
 
 def alias(x):
@@ -78,8 +78,14 @@ def view(x, *sizes, size=None, dtype=None):
         return x.detach()
     shape = _shape_arg(sizes, size, "size")
     out = reshape(x, shape)
-    p = out._payload
-    if out is not x and type(p) is np.ndarray and p.size and not np.may_share_memory(p, x._payload):
+    p, q = out._payload, x._payload
+    if (  # a copy, not a view (``p.base is q`` spares may_share_memory's cost)
+        out is not x
+        and type(p) is np.ndarray
+        and p.size
+        and p.base is not q
+        and not np.may_share_memory(p, q)
+    ):
         if x._base is not None or (x._vc is not None and len(x._vc) > 1):
             raise RuntimeError(
                 "view size is not compatible with input tensor's size and "
