@@ -1,7 +1,13 @@
 """Window primitives. im2col: the input padded (a fill plus insert_slice) and cut to the
 extent the windows read, then one gathering linalg.generic whose input map reads ``out * stride + kernel * dilation``.
-col2im: for each kernel offset, a strided extract_slice of the accumulator, an add of
-that offset's windows and an insert_slice back (prod(kernel) steps, unrolled)."""
+col2im: the windows spread out with a strided insert_slice into zeros (so that every
+kernel offset reads a shifted copy of them, in bounds), then one elementwise generic over
+the input's positions with an operand per kernel offset (the first a slice of it, read
+by a plain map), summed in order: two dispatches where a strided slice-add-insert per
+offset made two each (a 5x5 kernel's backward pass 50, each compiled and run on its
+own). Not a reduction over the offsets (IREE 3.13's vectorizer failed on one:
+"vector.multi_reduction ... reduction dimension out of range"), nor tensor.extract reads
+(25 gathers compiled slower than the 50 dispatches)."""
 
 from __future__ import annotations
 
@@ -98,45 +104,62 @@ def _col2im(e, op, cols):
     kernel, stride, dilation, padding = p["kernel"], p["stride"], p["dilation"], p["padding"]
     k, d = len(kernel), out.dtype
     add = e.need(BINARY["add"], d)
-    n, c, out_sp = a.shape[0], a.shape[1 + k], a.shape[1 : 1 + k]
-    perm = (0, 1 + k) + tuple(range(1, 1 + k)) + tuple(range(2 + k, 2 + 2 * k))
-    moved = type(a)(tuple(a.shape[i] for i in perm), d)  # (N, C, *out, *kernel)
-    cols = e.emit(
-        f"linalg.transpose ins({cols} : {tensor_type(a.shape, d)}) "
-        f"outs({e.empty(moved.shape, d)} : {tensor_type(moved.shape, d)}) "
-        f"permutation = [{', '.join(map(str, perm))}]"
+    n, c, windows = a.shape[0], a.shape[1 + k], a.shape[1 : 1 + k]
+    # the windows spread out to their places (a zero between two), with a zero margin of
+    # one kernel's reach on each side: every offset's read is then in bounds. One more
+    # row in front: linalg requires an operand read at offset 0 (``d2``, not ``d2 + 1``)
+    # to be the loop's size, which this one is not
+    margin = [(size - 1) * dl + 1 for size, dl in zip(kernel, dilation)]
+    extent = tuple(
+        max(size + lo + m, (o - 1) * s + m + 1)
+        for size, (lo, _), m, o, s in zip(out.shape[2:], padding, margin, windows, stride)
     )
-    acc_aval = type(a)(
-        (n, c) + tuple(s + lo + hi for s, (lo, hi) in zip(out.shape[2:], padding)), d
-    )
-    acc = e.full(acc_aval.shape, d, 0)
-    piece_shape = (n, c) + tuple(out_sp)
-    piece_aval = type(a)(piece_shape, d)
-    strides = (1, 1) + tuple(stride)
-    for idx in itertools.product(*map(range, kernel)):
-        piece = _slice(
-            e,
-            cols,
-            moved,
-            (0,) * (2 + k) + idx,
-            piece_shape + (1,) * k,
-            (1,) * (2 + 2 * k),
-            piece_shape,
-        )
-        at = (0, 0) + tuple(i * dl for i, dl in zip(idx, dilation))
-        cur = _slice(e, acc, acc_aval, at, piece_shape, strides, piece_shape)
-        total = e.map(
-            (cur, piece), [piece_aval, piece_aval], piece_aval, lambda u, v: add(e, d, u, v)
-        )
-        acc = _insert(e, total, piece_shape, acc, acc_aval, at, strides)
-    if acc_aval.shape == out.shape:
-        return acc
-    return _slice(
+    spread = type(a)((n, *extent, c, *kernel), d)
+    z = _insert(
         e,
-        acc,
-        acc_aval,
-        (0, 0) + tuple(lo for lo, _ in padding),
-        out.shape,
-        (1,) * len(out.shape),
-        out.shape,
+        cols,
+        a.shape,
+        e.full(spread.shape, d, 0),
+        spread,
+        (0, *margin, 0) + (0,) * k,
+        (1, *stride, 1) + (1,) * k,
+    )
+    offsets = list(itertools.product(*map(range, kernel)))
+    starts = [
+        tuple(lo + m - j * dl for (lo, _), m, j, dl in zip(padding, margin, offset, dilation))
+        for offset in offsets
+    ]
+    reads = [
+        (0, *(f"d{2 + i} + {s}" for i, s in enumerate(start)), 1, *map(str, offset))
+        for start, offset in zip(starts[1:], offsets[1:])
+    ]
+    # the first offset is read through a slice of the result's size, by a plain map: a
+    # generic of two operands whose first map reads ``d2 + 3`` crashed IREE 3.13 (SIGSEGV
+    # in linalg::inferConvolutionDims, called by its dispatch-naming pass), as a kernel of
+    # two offsets (2, 2x1, 2x1x1) made where nothing fused into it
+    first = type(a)((n, *out.shape[2:], c), d)
+    head = _slice(
+        e,
+        z,
+        spread,
+        (0, *starts[0], 0) + (0,) * k,
+        first.shape + (1,) * k,
+        (1,) * len(spread.shape),
+        first.shape,
+    )
+    rank = len(out.shape)
+    zero = e.const(0, d)
+
+    def body(*xs):
+        total = zero
+        for x in xs[:-1]:  # the offsets in order, as eager sums them
+            total = add(e, d, total, x)
+        return total
+
+    return e.generic(
+        [(head, first)] + [(z, spread)] * len(reads),
+        [(e.empty(out.shape, d), out)],
+        [(0, *range(2, 2 + k), 1), *reads, tuple(range(rank))],
+        ["parallel"] * rank,
+        body,
     )
