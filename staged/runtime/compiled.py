@@ -63,7 +63,7 @@ from .compiler import (
     UNSUPPORTED_DTYPES,
     CompileError,
     compile_mlir,
-    compile_uncached,
+    compile_subprocess,
     lowering_options,
     narrowing,
     to_boundary,
@@ -158,7 +158,7 @@ class CompiledGraph:
                 plan, mlir = segmented_mlir(graph, lowering_options(backend))
             else:
                 mlir = to_mlir(graph, check=False, **lowering_options(backend))
-        build = builder or compile_uncached
+        build = builder or compile_subprocess
         with p("IREE compile"):  # the MLIR is verified only if the cache misses
 
             def verified_build(text, flags):

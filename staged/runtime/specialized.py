@@ -40,7 +40,7 @@ from typing import Any
 from ..autodiff.avals import Sym
 from ..tracing.dynamic import specialize
 from .background import submit
-from .compiler import compile_subprocess, compile_uncached
+from .compiler import compile_subprocess
 from .logs import Phases, compile_log
 
 SPECIALIZE_AT = 2  # calls at a batch size before its static module is compiled
@@ -123,7 +123,7 @@ class _Job:
 
     def __init__(self, n: int, name: str, queue, background: bool):
         self.n, self.name = n, name
-        self.builder = compile_subprocess if background else compile_uncached
+        self.builder = compile_subprocess  # Note [compiler process]
         self.queue = queue  # the dynamic module, whose timeline it shares (Note [one timeline])
         self.done = threading.Event()
         self.module = self.mlir = self.error = None

@@ -33,13 +33,13 @@ def cache_dir(tmp_path, monkeypatch):
 @pytest.fixture
 def counted(monkeypatch):
     calls = []
-    real = compiler.compile_uncached
+    real = compiler.compile_subprocess
 
     def count(*args):
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(compiler, "compile_uncached", count)
+    monkeypatch.setattr(compiler, "compile_subprocess", count)
     return calls
 
 

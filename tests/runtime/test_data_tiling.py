@@ -123,8 +123,8 @@ def test_a_training_step_with_data_tiling_matches_eager_and_deploys(forced, tmp_
 def test_rejected_optional_flags_fall_back_and_are_not_tried_again(monkeypatch, tmp_path):
     monkeypatch.setenv("STAGED_CACHE_DIR", str(tmp_path))
     calls = []
-    real = compiler.compile_uncached
-    monkeypatch.setattr(compiler, "compile_uncached", lambda *a: calls.append(a) or real(*a))
+    real = compiler.compile_subprocess
+    monkeypatch.setattr(compiler, "compile_subprocess", lambda *a: calls.append(a) or real(*a))
     stats: dict = {}
     vmfb = compile_mlir(TEXT, optional=("--no-such-iree-flag",), stats=stats)
     assert "--no-such-iree-flag" in calls[0][1] and "--no-such-iree-flag" not in calls[1][1]

@@ -199,7 +199,7 @@ def test_a_failed_static_compile_leaves_the_dynamic_module_serving(monkeypatch, 
     def refuse(text, flags):
         raise CompileError("iree-compile: injected failure")
 
-    monkeypatch.setattr(specialized, "compile_uncached", refuse)
+    monkeypatch.setattr(specialized, "compile_subprocess", refuse)
     model, opt, step = _trainer()
     ref_model, ref_opt, ref_step = _trainer()
     compiled = staged.compile(step, dynamic=True)
