@@ -38,6 +38,7 @@ from ..tracing.draws import draw_shapes
 from ..tracing.capture import leaf_names
 from ..tracing.dynamic import DynamicError, generalize, is_static, mismatch, resize, substitute
 from ..autodiff.avals import EagerOnlyError
+from ..lower.table import LoweringError
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
@@ -639,13 +640,17 @@ class Compiled:
             )
         try:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
-        except (CaptureError, DynamicError, EagerOnlyError) as err:
+        except (CaptureError, DynamicError, EagerOnlyError, LoweringError, CompileError) as err:
             if self.fallback != "eager":
                 self._note_retrace(err)
                 raise
             why = (
                 "its batch dimension cannot be made dynamic"
                 if isinstance(err, DynamicError)
+                else "IREE could not compile it"
+                if isinstance(err, CompileError)
+                else "it cannot be lowered"
+                if isinstance(err, LoweringError)
                 else "it cannot be captured"
             )
             why = f"{why}: {err}"
@@ -1189,7 +1194,8 @@ def compile(
 
     Code that needs tensor data while tracing (``.item()``, a Python branch on a value)
     raises ``CaptureError`` naming the line; with ``fallback="eager"`` such a function (or
-    one whose batch cannot be dynamic) runs eagerly instead, with a warning saying why.
+    one whose batch cannot be dynamic, or that cannot be lowered or compiled) runs eagerly instead,
+    with a warning saying why.
 
     ``mode="background"``: the first call traces ``fn`` and returns at once, running the
     traced graph eagerly on NumPy while IREE compiles it in a separate process; calls run

@@ -274,3 +274,28 @@ def test_a_failed_call_puts_a_reassigned_buffer_back(monkeypatch):
     step(x)
     step(x)  # ema = 0.5 * x + x
     assert m(x).item() == 1.75 * 7  # eager, from the compiled state
+
+
+@pytest.mark.parametrize(
+    "where, error, why",
+    [
+        ("compile_mlir", CompileError, "IREE could not compile it"),
+        ("to_mlir", LoweringError, "it cannot be lowered"),
+    ],
+)
+def test_a_failed_compile_with_fallback_eager_runs_the_step_eagerly(
+    where, error, why, monkeypatch, capsys
+):
+    """Note [compiler process]: a crash of IREE is a CompileError; with ``fallback="eager"``
+    it, and a LoweringError, run the step eagerly, with eager's losses and a warning."""
+    model, opt, step, ref, ref_opt, ref_step = _setup("adam")
+    rng = np.random.default_rng(3)
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in ((8, 4), (8, 3)))
+    monkeypatch.setattr(compiled, where, _raiser(error))
+    cstep = staged.compile(step, fallback="eager")
+    with pytest.warns(UserWarning, match=why):
+        got = [cstep(staged.tensor(x), staged.tensor(y)).item() for _ in range(2)]
+    want = [ref_step(torch.tensor(x), torch.tensor(y)).item() for _ in range(2)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    cstep.explain()
+    assert "injected failure" in capsys.readouterr().out
