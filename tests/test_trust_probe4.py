@@ -1530,11 +1530,7 @@ FAULTS = [
     "L.tensor([5], dtype=L.uint8) ^ -1",
     "(lambda x: (x.diagonal(1).__setitem__(0, 100.), x)[1])(L.arange(6.).reshape(2,3))",
     "(lambda x: x.nanmedian(1))(L.tensor([[1., float('nan'), 2., 1.], [float('nan')] * 4]))",
-    _fault(
-        "(lambda x: (x.conj().is_conj(), x.conj().resolve_conj().is_conj()))(L.tensor([1+2j]))",
-        "staged conj is eager (is_conj() False); torch's conj sets the lazy conj bit: "
-        "metadata only, low priority",
-    ),
+    "(lambda x: (x.conj().is_conj(), x.conj().resolve_conj().is_conj()))(L.tensor([1+2j]))",
     "L.tensor([np.float64(1.5), 2])",
     "L.tensor([np.int32(1), np.int32(2)])",
     "L.tensor([300], dtype=L.uint8)",

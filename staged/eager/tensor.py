@@ -334,6 +334,10 @@ class Tensor(_TensorOps):
             raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc[0]
 
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (its ``_base``)."""
+        return self._base is not None
+
     def is_inference(self) -> bool:
         """Whether this tensor was made in ``inference_mode`` (it has no version counter)."""
         return self._vc is None
@@ -358,6 +362,11 @@ class Tensor(_TensorOps):
                     "Can't call numpy() on Tensor that requires grad. Use "
                     "tensor.detach().numpy() instead."
                 )
+            )
+        if self.is_conj():
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that has conjugate bit set. Use "
+                "tensor.resolve_conj().numpy() instead."
             )
         if type(self._payload) is Meta:
             raise TypeError(

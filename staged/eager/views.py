@@ -51,7 +51,7 @@ class ViewMeta:
     made from the base, and the version its data reflects (used only for payloads that
     don't share memory: see ``write_through``)."""
 
-    __slots__ = ("steps", "grad_mode", "inference", "version", "data_version", "multi")
+    __slots__ = ("steps", "grad_mode", "inference", "version", "data_version", "multi", "conj")
 
     def __init__(self, steps, grad_mode, version, inference=False, multi=None):
         self.steps, self.grad_mode, self.version = steps, grad_mode, version
@@ -61,16 +61,19 @@ class ViewMeta:
         # view of one: (the function's name, the output's number), (None, 0) for a view of
         # one (Note [multi-output views])
         self.multi = multi
+        self.conj = None  # the _ConjCopy whose memory it is, for a conj view or a view of one
 
 
 class _Views:
-    """The live views of one storage, held weakly (Note [stale views])."""
+    """The live views of one storage, held weakly (Note [stale views]); ``conj``: whether
+    a conj view was ever among them (Note [conj views])."""
 
-    __slots__ = ("refs", "limit")
+    __slots__ = ("refs", "limit", "conj")
 
     def __init__(self):
         self.refs = []
         self.limit = 8
+        self.conj = False
 
     def prune(self) -> None:
         self.refs = [r for r in self.refs if r() is not None]
@@ -81,14 +84,15 @@ _shares = np.may_share_memory
 _ref = weakref.ref
 
 
-def record(view, src, prim, params, grad_mode) -> None:
+def record(view, src, prim, params, grad_mode, copy=False) -> None:
     """Make ``view`` (the output of view primitive ``prim`` on ``src``) a view of
-    ``src``'s base. Called by dispatch for view primitives only; an output that NumPy
-    had to copy (a reshape of a transposed array) is not a view, as in PyTorch. An empty
-    output is one: NumPy sees no shared memory in it, torch's is a view all the same (an
-    in-place op on ``x[:, 1:1]`` with a grad-requiring operand makes ``x`` require grad)."""
+    ``src``'s base. Called by dispatch for view primitives, and for ``conj`` with ``copy``
+    (Note [conj views]); an output that NumPy had to copy (a reshape of a transposed
+    array) is not a view, as in PyTorch. An empty output is one: NumPy sees no shared
+    memory in it, torch's is a view all the same (an in-place op on ``x[:, 1:1]`` with a
+    grad-requiring operand makes ``x`` require grad)."""
     p = view._payload
-    if type(p) is np.ndarray and p.size:
+    if type(p) is np.ndarray and p.size and not copy:
         base, sp = p.base, src._payload
         # NumPy's base is the array owning the memory, or the one the view was made from
         if base is None or base is not sp and base is not sp.base and not _shares(p, sp):
@@ -111,12 +115,29 @@ def record(view, src, prim, params, grad_mode) -> None:
         steps = (step,)
     vc = view._vc = src._vc
     if vc is None:
-        view._view = ViewMeta(steps, grad_mode, None, multi=multi)
+        meta = view._view = ViewMeta(steps, grad_mode, None, multi=multi)
+    else:
+        meta = view._view = ViewMeta(steps, grad_mode, vc[0], inference, multi)
+    if copy:
+        if type(p) is np.ndarray:
+            meta.conj = c = _ConjCopy(p, steps, src._payload.strides)
+            view._payload = c.full()
+    elif src._base is not None:
+        meta.conj = src._view.conj
+    if vc is not None:
+        if len(vc) == 1:
+            vc.append(_Views())
+        views = vc[1]
+    elif meta.conj is not None:  # an inference tensor's: kept while its base lives
+        views = _inference_views(view._base)
+    else:
         return
-    view._view = ViewMeta(steps, grad_mode, vc[0], inference, multi)
-    if len(vc) == 1:
-        vc.append(_Views())
-    views = vc[1]
+    if copy:  # a write into the memory its base aliases reaches it too
+        for other in _alias_views(view._base, vc, create=True):
+            other.refs.append(weakref.ref(view))
+            other.conj = True
+    if meta.conj is not None:
+        views.conj = True
     refs = views.refs
     refs.append(_ref(view))
     if len(refs) > views.limit:
@@ -134,6 +155,163 @@ def bumped(vc) -> None:
         if v is not None and v.__class__ is Tensor:
             v.__class__ = _StaleView
     views.prune()
+    _sync_conj(views)
+
+
+# the conj views of inference tensors (which have no version counter to hold them):
+# id(base) -> (a weak reference to the base, its _Views)
+_inference_conj: dict[int, tuple] = {}
+
+
+def _inference_views(base) -> _Views:
+    entry = _inference_conj.get(id(base))
+    if entry is None:
+        key = id(base)
+        entry = _inference_conj[key] = (
+            weakref.ref(base, lambda _: _inference_conj.pop(key, None)),
+            _Views(),
+        )
+    return entry[1]
+
+
+def inference_written(t) -> None:
+    """``t``, an inference tensor (no version counter), was written: the conj views of
+    its base read it (Note [conj views])."""
+    if _inference_conj:
+        base = t._base if t._base is not None else getattr(t, "_alias", None)
+        entry = _inference_conj.get(id(t if base is None else base))
+        if entry is not None:
+            entry[1].prune()
+            _sync_conj(entry[1])
+
+
+def _alias_views(t, vc, create=False) -> list:
+    """The _Views of the tensors whose memory ``t`` aliases (``_alias``: ``.data``,
+    ``detach()``, an ``unsafe_split`` piece, and theirs) under version counters other
+    than ``vc`` (with ``create``, made where they have none)."""
+    out: list = []
+    seen = [vc]
+    root = getattr(t, "_alias", None)
+    while root is not None:
+        other = root._vc
+        if other is not None and all(other is not s for s in seen):
+            seen.append(other)
+            if len(other) == 1 and create:
+                other.append(_Views())
+            if len(other) > 1:
+                out.append(other[1])
+        root = getattr(root, "_alias", None)
+    return out
+
+
+def alias_written(t) -> None:
+    """``t`` (or its base) aliases memory under another version counter (``.data``, an
+    ``unsafe_split`` piece) and was written: the conj views there read it (Note [conj
+    views])."""
+    for views in _alias_views(t if t._base is None else t._base, t._vc):
+        _sync_conj(views)
+
+
+# Note [conj views]: torch's ``x.conj()`` of a complex ``x`` is a view with its conjugate
+# bit set, which NumPy cannot express. staged's is a view of ``x`` (``record``, its step the
+# ``conj`` primitive, whose VJP rule places gradients as any view step's does) whose memory
+# is a conjugated copy (``_ConjCopy``), kept one memory with its base's on every write
+# of the storage (``bumped``; for aliases with a version counter of their own,
+# ``alias_written``; for inference tensors, which have none, ``inference_written``): the
+# copy written since the last write (through the conj view, a view of it, its
+# ``detach()`` or ``.data``) is first written back into the base, conjugated; then every
+# copy is read again from the base. Views of a conj view are views of its copy.
+# ``is_conj()`` counts the conj steps; ``numpy()`` and ``view_as_real`` refuse, as torch's.
+# A write into memory that staged does not see (into an array ``numpy()`` gave) reaches
+# the conj views at the storage's next tracked write only.
+class _ConjCopy:
+    """The memory of a conj view: ``array``, read from the base by ``steps`` (ending with
+    the conj step), and ``synced``, its value when last read, which tells a write. Where
+    the conjugated view repeats elements (an expanded one: a stride 0), ``array`` holds
+    one of each (``index``) and the view is read-only with that stride 0, as the
+    conjugated one (``full``), so writes are checked as torch checks its."""
+
+    __slots__ = ("array", "steps", "synced", "index", "shape")
+
+    def __init__(self, array, steps, strides):
+        self.steps, self.shape = steps, array.shape
+        self.index = None
+        if any(s == 0 and n > 1 for s, n in zip(strides, array.shape)):
+            self.index = tuple(
+                slice(0, 1) if s == 0 and n > 1 else slice(None)
+                for s, n in zip(strides, array.shape)
+            )
+            array = np.ascontiguousarray(array[self.index])
+        self.array = array
+        self.synced = array.copy(order="K")
+
+    def full(self) -> np.ndarray:
+        """The conj view's payload."""
+        return self.array if self.index is None else np.broadcast_to(self.array, self.shape)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s elements as unsigned integers (two per complex element), to compare bits."""
+    a = a.ravel(order="K")
+    return a.view(f"u{a.itemsize // 2}")
+
+
+def _sync_conj(views: _Views) -> None:
+    """Keep the conj views of one storage one memory with their base (Note [conj views])."""
+    if not views.conj:
+        return
+    copies: dict[int, tuple] = {}
+    for r in views.refs:
+        v = r()
+        if v is not None and v._view.conj is not None:
+            copies.setdefault(id(v._view.conj), (v._view.conj, v._base))
+    if not copies:
+        return
+    for c, base in copies.values():
+        if type(base._payload) is not np.ndarray:
+            continue  # symbolic under capture: refresh_stale reads it again
+        if not np.array_equal(_bits(c.array), _bits(c.synced)):
+            _write_back(c, base._payload)
+    for c, base in copies.values():
+        a = base._payload
+        if type(a) is not np.ndarray:
+            continue
+        a = _read(a, c.steps)
+        if c.index is not None:
+            a = a[c.index]
+        np.copyto(c.array, a)
+        np.copyto(c.synced, a)
+
+
+def _read(a: np.ndarray, steps) -> np.ndarray:
+    for prim, params, _ in steps:
+        a = prim.impl(a, **params)
+    return a
+
+
+def _write_back(c: _ConjCopy, base: np.ndarray) -> None:
+    """Write conj copy ``c``, conjugated, into the region of ``base`` it was read from."""
+    region = _read(base, c.steps[:-1])
+    if _shares(region, base):  # a view of the base's memory: written through
+        w = region.view()
+        w.flags.writeable = True  # (an expanded region: c repeats the same elements)
+        np.copyto(w, np.conjugate(c.full()))
+        return
+    with no_grad():  # a conj view of a conj view: its region is a copy too
+        copy = Tensor._wrap(c.full(), False)
+        new = select(copy, c.steps, scatter(copy, c.steps), Tensor._wrap(base))
+    np.copyto(base, new._payload)
+
+
+def is_conj(t) -> bool:
+    """Whether complex ``t`` (or the tensor ``t`` is a ``detach()`` of) reads its base
+    conjugated."""
+    root = getattr(t, "_alias", None)
+    if root is not None:
+        t = root
+    if t._base is None or t._view.conj is None or not t.dtype.is_complex:
+        return False
+    return sum(prim.name == "conj" for prim, _, _ in t._view.steps) % 2 == 1
 
 
 _grad_fn = Tensor.__dict__["grad_fn"]  # the slots under _StaleView's properties
@@ -188,6 +366,27 @@ def multi_output(outs, name):
         for i, t in enumerate(outs):
             if t._base is not None:
                 t._view.multi = (name, i)
+    return outs
+
+
+def untracked(outs):
+    """``outs``, views of one base, as torch's ``unsafe_split`` pieces: tensors sharing the
+    base's memory without being its views (no base, a version counter of their own), so a
+    write into one reaches the base unseen by autograd and by the base's version, and is
+    not refused as a multi-output view's. Pieces of a conj view's copy, and payloads that
+    don't share memory (symbolic under capture), stay views: a write into them would not
+    reach the base otherwise."""
+    for t in outs:
+        if t._base is None or type(t._payload) is not np.ndarray or t._view.conj is not None:
+            continue
+        vc = t._vc
+        if vc is not None:
+            if len(vc) > 1:
+                vc[1].refs = [r for r in vc[1].refs if r() is not t]
+            t._vc = [0]
+        t._alias = t._base  # its memory's (Note [conj views]: alias_written)
+        t._base = None
+        del t._view
     return outs
 
 

@@ -166,12 +166,20 @@ def _real_float(name, *xs):
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d.title}'")
 
 
+def _real_angle(name, x):
+    """``x`` as a float operand of deg2rad or rad2deg (``name``), which torch refuses for
+    complex tensors."""
+    if isinstance(x, Tensor) and x.dtype.is_complex:
+        raise RuntimeError(f"{name} is not supported for complex tensors.")
+    return float_operand(x)
+
+
 def deg2rad(x):
-    return float_operand(x) * (math.pi / 180)
+    return _real_angle("deg2rad", x) * (math.pi / 180)
 
 
 def rad2deg(x):
-    return float_operand(x) * (180 / math.pi)
+    return _real_angle("rad2deg", x) * (180 / math.pi)
 
 
 def logaddexp(x, y):
@@ -226,6 +234,8 @@ def _x_times(x, y, prim, name):
     if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
         raise TypeError(f"{name}(): at least one of the arguments must be a Tensor")
     d = promote_types(x, y)
+    if d.is_complex:  # not a silent cast to the default float dtype
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{d.title}'")
     x, y = (_as(v, d if d.is_floating_point else dt.get_default_dtype()) for v in (x, y))
     shape = broadcast_shapes(x._payload.shape, y._payload.shape)
     return prim(expand_to(x, shape), expand_to(y, shape))

@@ -12,7 +12,9 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import PLAIN, name_site
 from ...autodiff.primitive import _bind
+from .. import views
 from ..checks import require
+from ..grad_mode import _state
 from ..meta import Meta
 from ..tensor import Tensor, as_payload
 from . import memory_formats
@@ -241,11 +243,22 @@ def where(condition, x, y):
     return ad.where(expand_to(cond, shape), expand_to(a, shape), expand_to(b, shape))
 
 
+def _not_integral(name: str, x) -> None:
+    """torch's refusal of a complex or bool ``x`` in a rounding op (``name``)."""
+    if x.dtype.is_complex and name != "round":
+        raise NotImplementedError(f"{name} is not supported for complex inputs")
+    if x.dtype.is_complex or x.dtype is dt.bool_:
+        raise NotImplementedError(f"\"{name}_vml_cpu\" not implemented for '{x.dtype.title}'")
+
+
 def _integral_kept(prim):
-    """floor, ceil, trunc: integers and bools are already integral (a copy, as PyTorch)."""
+    """floor, ceil, trunc: integers are already integral (a copy, as PyTorch)."""
 
     def op(x):
-        return prim(x) if x.dtype.is_floating_point else ad.copy(x)
+        if x.dtype.is_floating_point:
+            return prim(x)
+        _not_integral(prim.name, x)
+        return ad.copy(x)
 
     op.__name__ = prim.name
     return op
@@ -261,6 +274,7 @@ def round(x, *, decimals=0):
     if not x.dtype.is_floating_point:
         if decimals:
             raise NotImplementedError(f"\"round_cpu\" not implemented for '{x.dtype.title}'")
+        _not_integral("round", x)
         return ad.copy(x)
     if decimals == 0:
         return ad.round(x)
@@ -304,7 +318,7 @@ def floor_divide(x, y):
     PyTorch, the result carries no gradient (it is piecewise constant)."""
     d = promote_types(x, y)
     if d.is_complex or d is dt.bool_:
-        raise NotImplementedError(f"\"div_floor_cpu\" not implemented for '{d.name.capitalize()}'")
+        raise NotImplementedError(f"\"div_floor_cpu\" not implemented for '{d.title}'")
     x, y = (v.detach() if isinstance(v, Tensor) else v for v in (x, y))
     if not d.is_floating_point:
         return _int_floor_divide(x, y)
@@ -324,9 +338,7 @@ def _div_rounded(x, y, mode):
     else:
         d = promote_types(x, y)
         if d.is_complex or d is dt.bool_:
-            raise NotImplementedError(
-                f"\"div_trunc_cpu\" not implemented for '{d.name.capitalize()}'"
-            )
+            raise NotImplementedError(f"\"div_trunc_cpu\" not implemented for '{d.title}'")
         a, b = operands(*(v.detach() if isinstance(v, Tensor) else v for v in (x, y)))
         if d.is_floating_point:
             q = ad.trunc(ad.div(a, b))
@@ -418,7 +430,13 @@ def imag(x):
 
 
 def conj(x):
-    return ad.conj(x) if x.dtype.is_complex else x
+    """The complex conjugate: for a complex ``x`` a view of it, read and written through
+    a conjugation (Note [conj views] in ``eager/views.py``); a real ``x`` itself."""
+    if not x.dtype.is_complex:
+        return x
+    y = ad.conj(x)
+    views.record(y, x, ad.conj, {}, _state.grad_enabled, copy=True)
+    return y
 
 
 def clamp(x, min=None, max=None):

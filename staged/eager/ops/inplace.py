@@ -149,7 +149,8 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         # read-only (expanded), or a writable view with repeated elements (as_strided)
         if not p.flags.writeable or t._base is not None and 0 in p.strides:
-            p = _writable_view(t, p, fill)
+            # (torch refuses a fill into a conj view's repeated elements too)
+            p = _writable_view(t, p, fill and (t._base is None or t._view.conj is None))
             if p is None:
                 raise RuntimeError(
                     "unsupported operation: more than one element of the written-to "
@@ -171,6 +172,10 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
             t._view.data_version = t._vc[0]
         if len(t._vc) > 1:  # views of this memory regenerate their grad_fn when next read
             views.bumped(t._vc)
+    else:
+        views.inference_written(t)
+    if getattr(t if t._base is None else t._base, "_alias", None) is not None:
+        views.alias_written(t)
     if node is not None:
         if t._vc is not None:
             _saved_as_written(node, result, t)
@@ -192,8 +197,11 @@ def _writable_view(t: Tensor, p: np.ndarray, fill: bool) -> np.ndarray | None:
     """A writable alias of ``p``, ``t``'s read-only payload, where torch writes into the
     view ``t``: a ``fill``, or no two of its elements share memory (torch's
     has_internal_overlap: no stride 0 on a dim of size > 1), as a row of an expanded
-    tensor. None where torch refuses, or the memory is not a tensor's own."""
-    if t._base is None or not fill and any(s == 0 and n > 1 for s, n in zip(p.strides, p.shape)):
+    tensor, or an alias of one (``detach()``, an ``unsafe_split`` piece). None where torch
+    refuses, or the memory is not a tensor's own."""
+    if t._base is None and getattr(t, "_alias", None) is None:
+        return None
+    if not fill and any(s == 0 and n > 1 for s, n in zip(p.strides, p.shape)):
         return None
     w = p.view()  # p itself stays read-only: the next write is checked again
     try:
@@ -214,13 +222,17 @@ _PARTIAL = (
 _UNCHECKED = frozenset({"addmm", "addmv", "addbmm", "baddbmm"})
 
 
-def check_overlap(t: Tensor, sources, part=None) -> None:
+def check_overlap(t: Tensor, sources, part=None, conj_copied=False) -> None:
     """Raise torch's error where one of ``sources`` (any object; tensors checked) is a
     view of ``t``'s memory that partly overlaps it, or the part of it that ``part(t)``
-    views (Note [overlapping writes])."""
+    views (Note [overlapping writes]). ``conj_copied``: an op that torch's conjugate
+    fallback runs on copies of its conj operands (all but ``copy_`` and indexing), which
+    nothing overlaps where ``t`` or the source is a conj view (Note [conj views])."""
     root = t if t._base is None else t._base
     for s in sources:
         if isinstance(s, Tensor) and s is not t and (s is root or s._base is root):
+            if conj_copied and (views.is_conj(t) or views.is_conj(s)):
+                continue
             written = t if part is None else part(t)
             if _partial_overlap(written._payload, s._payload):
                 check_inplace(t, s._requires_grad)  # torch's autograd checks come first
@@ -354,7 +366,19 @@ def _data_only(t: Tensor, y, ufunc) -> bool:
     vc[0] += 1
     if len(vc) > 1:
         views.bumped(vc)
+    if getattr(t, "_alias", None) is not None:
+        views.alias_written(t)
     return True
+
+
+def _abs_refused(t: Tensor) -> None:
+    if t.dtype.is_complex:  # the magnitudes are real: torch won't write them as complex
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+
+
+# torch's refusals of a tensor an in-place op would otherwise write (its result's dtype
+# being castable to the tensor's)
+_REFUSED = {"abs": _abs_refused}
 
 
 def inplace_method(op):
@@ -362,13 +386,16 @@ def inplace_method(op):
 
     checked = op.__name__ not in _UNCHECKED
     ufunc = _UFUNCS.get(op)
+    refused = _REFUSED.get(op.__name__)
 
     def method(self, *args, **kwargs):
         try:
+            if refused is not None:
+                refused(self)
             if checked:
-                check_overlap(self, args)
+                check_overlap(self, args, conj_copied=True)
                 if kwargs:
-                    check_overlap(self, kwargs.values())
+                    check_overlap(self, kwargs.values(), conj_copied=True)
             if self._base is not None:  # checked before the op reads the view's grad_fn
                 check_inplace(self, any(isinstance(a, Tensor) and a._requires_grad for a in args))
             if ufunc is not None and len(args) == 1 and not kwargs:

@@ -1,7 +1,7 @@
 """A tensor's metadata and memory: the in-place view ops (``t_``, ``squeeze_`` ...),
 ``as_strided``, ``resize_``, ``Tensor.new``, Python callables over the values (``apply_``,
-``map_``), shared memory, and torch's conjugate and negative bits (which staged never
-sets: its ``conj`` is always a copy)."""
+``map_``), shared memory, and torch's conjugate bit (a conj view's) and negative bit
+(which staged never sets)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..._where import at_user
 from ...autodiff.shape import even_steps, strided_index
 from ..devices import check as check_device
 from ..factories import strided_array
+from .. import views
 from ..interceptor import current_interceptor
 from ..tensor import Size, Tensor
 from . import elementwise as ew
@@ -240,10 +241,10 @@ def share_memory_(x):
     return x
 
 
-# --- conjugate and negative bits: staged has none (conj is a copy) ----------------------------
+# --- conjugate and negative bits: a conj view counts as torch's conjugate bit --------------
 def resolve_conj(x):
-    """``x``: staged's tensors never carry torch's lazy conjugate bit."""
-    return x
+    """``x``, or for a conj view (Note [conj views] in ``eager/views.py``) a copy of it."""
+    return ew.clone(x) if views.is_conj(x) else x
 
 
 def resolve_neg(x):
@@ -252,8 +253,9 @@ def resolve_neg(x):
 
 
 def is_conj(x) -> bool:
-    """False: staged's ``conj`` computes the conjugate (torch's may set a bit instead)."""
-    return False
+    """Whether ``x`` is a conj view (an odd number of ``conj`` steps from its base): torch's
+    conjugate bit."""
+    return views.is_conj(x)
 
 
 def is_neg(x) -> bool:
@@ -263,7 +265,7 @@ def is_neg(x) -> bool:
 
 def conj_physical(x):
     """The complex conjugate, computed (``x`` itself for a real ``x``)."""
-    return ew.conj(x)
+    return ad.conj(x) if x.dtype.is_complex else x
 
 
 def H(x):

@@ -102,6 +102,12 @@ def view_as_real(x):
     view, so writes through it reach ``x``."""
     if not x.dtype.is_complex:
         raise RuntimeError("view_as_real is only supported for complex tensors")
+    if views.is_conj(x):
+        raise RuntimeError(
+            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
+            "conjugate tensor so you can view it as real, use self.resolve_conj(); however, "
+            "be warned that the resulting tensor will NOT alias the original."
+        )
     return ad.view_as_real(x)
 
 
@@ -382,6 +388,27 @@ def chunk(x, chunks, dim=0) -> tuple[Tensor, ...]:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 0
     return split(x, -(-n // chunks), dim)
+
+
+def _untracked(op, x, *args) -> tuple[Tensor, ...]:
+    """torch's ``unsafe_`` form of ``op`` (split, split_with_sizes, chunk): its pieces are
+    not tracked as views (``views.untracked``); of a conj view, pieces of a copy of it
+    (torch's conjugate fallback resolves it first)."""
+    if views.is_conj(x):
+        x = ad.copy(x)
+    return views.untracked(op(x, *args))
+
+
+def unsafe_split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
+    return _untracked(split, x, split_size_or_sections, dim)
+
+
+def unsafe_split_with_sizes(x, split_sizes, dim=0) -> tuple[Tensor, ...]:
+    return _untracked(split_with_sizes, x, split_sizes, dim)
+
+
+def unsafe_chunk(x, chunks, dim=0) -> tuple[Tensor, ...]:
+    return _untracked(chunk, x, chunks, dim)
 
 
 def tensor_split(x, indices_or_sections, dim=0) -> tuple[Tensor, ...]:

@@ -335,7 +335,7 @@ ALIASES = {
     "le": ("less_equal",),
     "ne": ("not_equal",),
     "trunc": ("fix",),
-    # torch's unsafe_ forms skip checks that autograd makes of views written in place
+    # torch's unsafe_ forms: their pieces are no views (``OWN``)
     "chunk": ("unsafe_chunk",),
     "split": ("unsafe_split",),
     "split_with_sizes": ("unsafe_split_with_sizes",),
@@ -405,10 +405,15 @@ def _names(row, name):
     return (name,) + row.aliases
 
 
+def _fn(alias, name):
+    """The function of ``alias``, a name of op ``name``: its own where ``OWN`` gives one."""
+    return _OWN_SITED.get(alias) or _SITED[name]
+
+
 def exports() -> dict:
     """``{name: function}`` of ``staged.<name>`` (aliases included); every function the
     table gives names the user's line in its errors (``sited``)."""
-    return {n: _SITED[name] for name, row in OPS.items() if row.export for n in _names(row, name)}
+    return {n: _fn(n, name) for name, row in OPS.items() if row.export for n in _names(row, name)}
 
 
 def functional() -> dict:
@@ -428,7 +433,7 @@ def methods() -> dict:
     out = {}
     for name, row in OPS.items():
         if row.method:
-            out.update(dict.fromkeys(_names(row, name), _SITED[name]))
+            out.update({n: _fn(n, name) for n in _names(row, name)})
         if row.inplace:
             out[name + "_"] = inplace.inplace_method(row.op)  # sited inline
     return out
@@ -481,6 +486,10 @@ def _sited(name, op):
 
 
 _SITED = {name: _sited(name, row.op) for name, row in OPS.items()}
+# aliases with a function of their own, of the aliased op's signature (which the stubs and
+# the op database read): torch's unsafe_ forms, whose pieces are not tracked as views
+OWN = {n: getattr(shape, n) for n in ("unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes")}
+_OWN_SITED = {n: _sited(n, fn) for n, fn in OWN.items()}
 
 
 # torch.special.gammainc / gammaincc are torch.igamma / igammac
