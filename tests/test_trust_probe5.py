@@ -276,13 +276,6 @@ _TIES = (
     "max and min of +0 and -0: torch's vectorized and scalar kernels give different zeros "
     "(torch.maximum(0., -0.) is 0 in a 2-entry tensor, -0 in a 16-entry one)"
 )
-# eager's zero differs from torch's (test_eager_zero_signs); compiled follows torch
-EAGER_ZEROS = {
-    "F.relu(x)": "torch's relu(-0.0) is -0.0: staged/autodiff/elementwise.py _relu "
-    "(np.maximum(x, 0) gives +0)",
-    "x % y": "torch's remainder(0.5, -0.5) is +0.0: the remainder impl in "
-    "staged/autodiff/elementwise.py (np.remainder gives -0.0)",
-}
 # cases whose zeros are compared without their sign, and why
 UNSIGNED = {
     **dict.fromkeys(
@@ -294,43 +287,18 @@ UNSIGNED = {
         ],
         _TIES,
     ),
-    **EAGER_ZEROS,
 }
 
-_LAVAPIPE = (
-    "x * 0.0 gives 0 for NaN and inf, x - x gives 0 for NaN and inf, -0.0 + 0.0 gives -0.0 on "
-    "vulkan-spirv (lavapipe folds them: the baseline SPIR-V target asks for no "
-    "SignedZeroInfNanPreserve); emitting x * 0 as a select on the known splat in "
-    "staged/lower/mlir/elementwise.py BINARY['mul'] folded to 0 too (tried), so the fix is the "
-    "target env in staged/runtime/compiler.py BACKENDS"
-)
 # (group, case, backend) -> the fault and the lowering to change
 FAULTS = {
-    **{("float32", c, "vulkan-spirv"): _LAVAPIPE for c in ("x * 0", "x + 0", "x - x")},
-    ("float32", "L.fmod(x, y)", "vulkan-spirv"): "fmod(-1., -1.) is 0.0 (eager -0.0): "
-    "staged/lower/mlir/libm.py fmod",
-    ("float32", "x.to(L.int64)", "vulkan-spirv"): "NaN, inf and 3e37 -> int64 give 0 (eager "
-    "INT64_MIN): i64 is held as i32 and _float_to_int's INT64_MIN truncates to 0; "
-    "staged/lower/mlir/elementwise.py _float_to_int (INT32_MIN where int64 is held narrow)",
-    **{
-        (g, "(x.half() * 1000).float()", "onnx"): "float16 products are not rounded to "
-        "float16 (50 * 1000 gives 50000, eager 49984; -80 * 1000 gives -80000, eager -inf): "
-        "onnxruntime runs the graph's float16 Mul in float32 without rounding (optimizations "
-        "off too); staged/lower/onnx_lowering/model.py Builder.kernel"
-        for g in ("float32", "float64")
-    },
-    ("float64", "x.erf()", "onnx"): "erf(-0.0) is +0.0: the Where of _Math.sel in "
-    "staged/lower/onnx_lowering/elementwise.py takes it from its first operand (see _or_itself)",
-    **{
-        (g, "e ** b[:4].abs()", "onnx"): "(2**31-1)**2 gives INT_MIN (eager wraps to 1): "
-        "onnxruntime's integer Pow goes through doubles; an exponent known when lowering is "
-        "squared and multiplied (_int_power), this one is not: staged/lower/onnx_lowering/"
-        "elementwise.py _pow (square-and-multiply over the exponent's bits, as MLIR _int_pow)"
-        for g in ("int32", "int64")
-    },
+    ("float32", "x.to(L.int64)", "vulkan-spirv"): "NaN, inf and 3e37 -> int64 give INT32_MIN "
+    "(eager INT64_MIN): vulkan-spirv holds int64 in int32, which cannot hold the result "
+    "(_float_to_int gives int32's conversion there); unreported: only inputs are range-checked "
+    "(staged/runtime/compiler.py BOUNDARY), a result's check needs the runtime's narrowing",
     ("int32", "e.prod()", "vulkan-spirv"): "int32's product is int64 (-140737488355328), "
     "computed in the i32 vulkan-spirv holds int64 in: 0, unreported (only inputs are "
-    "range-checked: staged/runtime/compiler.py BOUNDARY)",
+    "range-checked: staged/runtime/compiler.py BOUNDARY; a result's check needs the "
+    "runtime's narrowing)",
 }
 
 
@@ -468,19 +436,16 @@ def test_special_values(group, src, backend):
         _assert_special_same(g, w, _RTOL[group], signed=src not in UNSIGNED)
 
 
-@pytest.mark.parametrize(
-    "src",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=r))
-        for s, r in EAGER_ZEROS.items()
-    ],
-)
+@pytest.mark.parametrize("src", ["F.relu(x)", "x % y"])
 def test_eager_zero_signs(src):
-    """The cases whose zeros are compared unsigned because eager's sign is not torch's."""
+    """Eager's zeros have torch's signs where NumPy's differ (relu(-0.0) is -0.0,
+    remainder(0.5, -0.5) is +0.0)."""
     env = {k: torch.tensor(v) for k, v in _inputs("float32").items()}
     want = eval(src, {"L": torch, "F": torch.nn.functional, **env}).numpy()
     (got,) = _eager("float32")[src]
-    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    zeros = want == 0
+    np.testing.assert_array_equal(got[zeros], want[zeros])
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
 
 
 def test_compiled_integer_division_by_zero_reports():

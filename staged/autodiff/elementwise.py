@@ -85,7 +85,10 @@ def _sigmoid(x):
 
 
 def _relu(x):
-    return np.maximum(x, x.dtype.type(0))
+    """max(x, 0) as PyTorch's: NaN and -0.0 pass (np.maximum's zero sign varies by dtype)."""
+    out = np.maximum(x, x.dtype.type(0), out=np.empty_like(x))
+    np.copyto(out, x, where=x == 0)
+    return out
 
 
 def _rsqrt(x):
@@ -876,11 +879,20 @@ def div_floor(x, y):
     return lax.where(lax.eq(y, 0), exact, fl)
 
 
+def _remainder(x, y):
+    """PyTorch's remainder: ``fmod(x, y)`` plus ``y`` where it is non-zero and its sign is
+    not ``y``'s, so a zero keeps ``x``'s sign (np.remainder's takes ``y``'s)."""
+    mod = np.fmod(x, y, out=np.empty_like(x))
+    zero = x.dtype.type(0)
+    np.add(mod, y, out=mod, where=(mod != zero) & ((y < zero) != (mod < zero)))
+    return mod
+
+
 # x - y * floor(x / y) (sign of y) and x - y * trunc(x / y) (sign of x), as PyTorch; the
 # gradient for y is torch's, -g times the floor division
 remainder = elementwise(
     "remainder",
-    lambda x, y: np.remainder(x, y),
+    _remainder,
     vjp=(lambda g: g, lambda g, x, y: lax.mul(lax.neg(g), div_floor(x, y))),
     domain=ORDERED,
 )

@@ -386,16 +386,106 @@ def _erf(e, d, x):
     return _special("erf")(e, d, x)
 
 
+def _float_fmod(e, d, x, y):
+    """arith.remf with the sign of x: SPIR-V leaves a zero result's sign undefined
+    (lavapipe's fmod(-1., -1.) is +0.0)."""
+    return e.copysign(e.emit(f"arith.remf {x}, {y} : {elem_type(d)}"), x, d)
+
+
 def _float_remainder(e, d, x, y):
     """fmod, then + y where the remainder is non-zero and its sign differs from y's."""
     t = elem_type(d)
-    r = e.emit(f"arith.remf {x}, {y} : {t}")
+    r = _float_fmod(e, d, x, y)
     zero = e.const(0, d)
     differ = e.emit(
         f"arith.xori {CMP['lt']['float'](e, d, r, zero)}, {CMP['lt']['float'](e, d, y, zero)} : i1"
     )
     fix = e.emit(f"arith.andi {CMP['ne']['float'](e, d, r, zero)}, {differ} : i1")
     return e.emit(f"arith.select {fix}, {e.emit(f'arith.addf {r}, {y} : {t}')}, {r} : {t}")
+
+
+# Note [folded zeros]: lavapipe folds x * 0.0 and x - x to 0 (NaN and inf give NaN), x + 0.0
+# to x (-0.0 + 0.0 is +0.0) and 0.0 - x to -x (0.0 - 0.0 is +0.0): SPIR-V lets a driver
+# assume no NaN, inf or signed zero unless the module declares SignedZeroInfNanPreserve,
+# which IREE never emits (--iree-vulkan-target-features with that capability adds no
+# execution mode), and a select on the known zero folded too. So these are written on the
+# bits of x with integer ops, which no driver folds: x times a zero known when lowering, x
+# plus a known +0.0, a known +0.0 minus x, and x minus itself. IREE folds none of the float
+# forms itself (llvm-cpu gave the same values before).
+def _on_bits(e, d, x, form):
+    """``form(b, k, ti)`` on the bits ``b`` of float ``x`` (``ti`` their integer type,
+    ``k(v)`` the bits of float ``v`` as a constant of it), as a float again."""
+    i = dt.from_numpy_dtype(np.dtype(f"int{bits(d)}"))
+    ti, tf = elem_type(i), elem_type(d)
+
+    def k(v):
+        return e.const(int(np.array(v, d.np).view(i.np)), i)
+
+    r = form(e.emit(f"arith.bitcast {x} : {tf} to {ti}"), k, ti)
+    return e.emit(f"arith.bitcast {r} : {ti} to {tf}")
+
+
+def _nan_or_inf(e, b, k, ti, other):
+    """NaN's bits where bits ``b`` are those of NaN or an infinity (all exponent bits
+    set), else ``other``."""
+    exponent = e.emit(f"arith.andi {b}, {k(np.inf)} : {ti}")
+    bad = e.emit(f"arith.cmpi eq, {exponent}, {k(np.inf)} : {ti}")
+    return e.emit(f"arith.select {bad}, {k(np.nan)}, {other} : {ti}")
+
+
+def _known_zero(e, name, i):
+    """The zero (``0.0`` or ``-0.0``) operand ``i`` of the ``name`` op being lowered is
+    everywhere, else None."""
+    op = e.op
+    z = e.known.get(op.inputs[i].id) if op is not None and op.prim.name == name else None
+    return None if z is None or z != 0 else -0.0 if np.signbit(z) else 0.0
+
+
+def _float_mul(e, d, x, y):
+    """x * y; by a known zero, NaN for NaN and inf, else a zero of the product's sign
+    (Note [folded zeros])."""
+    for v, z in ((x, _known_zero(e, "mul", 1)), (y, _known_zero(e, "mul", 0))):
+        if z is not None:
+
+            def form(b, k, ti, z=z):
+                sign = e.emit(f"arith.andi {b}, {k(-0.0)} : {ti}")
+                if np.signbit(z):
+                    sign = e.emit(f"arith.xori {sign}, {k(z)} : {ti}")
+                return _nan_or_inf(e, b, k, ti, sign)
+
+            return _on_bits(e, d, v, form)
+    return e.emit(f"arith.mulf {x}, {y} : {elem_type(d)}")
+
+
+def _float_add(e, d, x, y):
+    """x + y; plus a known +0.0, x with -0.0 made +0.0 (Note [folded zeros])."""
+    for v, z in ((x, _known_zero(e, "add", 1)), (y, _known_zero(e, "add", 0))):
+        if z is not None and not np.signbit(z):
+
+            def form(b, k, ti):
+                minus = e.emit(f"arith.cmpi eq, {b}, {k(-0.0)} : {ti}")
+                return e.emit(f"arith.select {minus}, {k(0.0)}, {b} : {ti}")
+
+            return _on_bits(e, d, v, form)
+    return e.emit(f"arith.addf {x}, {y} : {elem_type(d)}")
+
+
+def _float_sub(e, d, x, y):
+    """x - y; x - x is NaN for NaN and inf, else +0.0, and a known +0.0 minus y is -y with
+    -(+0.0) made +0.0 (Note [folded zeros])."""
+    op = e.op
+    if x == y or (op and op.prim.name == "sub" and op.inputs[0].id == op.inputs[1].id):
+        return _on_bits(e, d, x, lambda b, k, ti: _nan_or_inf(e, b, k, ti, k(0.0)))
+    z = _known_zero(e, "sub", 0)
+    if z is not None and not np.signbit(z):
+
+        def form(b, k, ti):
+            plus = e.emit(f"arith.cmpi eq, {b}, {k(0.0)} : {ti}")
+            flipped = e.emit(f"arith.xori {b}, {k(-0.0)} : {ti}")
+            return e.emit(f"arith.select {plus}, {b}, {flipped} : {ti}")
+
+        return _on_bits(e, d, y, form)
+    return e.emit(f"arith.subf {x}, {y} : {elem_type(d)}")
 
 
 def _int_rem(floor: bool):
@@ -453,7 +543,9 @@ def _complex_sigmoid(e, d, x):
 
 
 def _relu(e, d, x):
-    return BINARY["maximum"][d.dclass](e, d, x, e.const(0, d))
+    """0 where x < 0, else x (PyTorch's: NaN and -0.0 pass)."""
+    zero = e.const(0, d)
+    return e.select(CMP["lt"][d.dclass](e, d, x, zero), zero, x, d)
 
 
 def _float_pow(e, d, x, y):
@@ -689,18 +781,18 @@ CMP["ne"]["complex"] = _op("complex.neq")
 _INT = ("int", "uint")
 BINARY = {
     "add": {
-        "float": _op("arith.addf"),
+        "float": _float_add,
         "complex": _op("complex.add"),
         "bool": _op("arith.ori"),
         **dict.fromkeys(_INT, _op("arith.addi")),
     },
     "sub": {
-        "float": _op("arith.subf"),
+        "float": _float_sub,
         "complex": _op("complex.sub"),
         **dict.fromkeys(_INT, _op("arith.subi")),
     },
     "mul": {
-        "float": _op("arith.mulf"),
+        "float": _float_mul,
         "complex": _op("complex.mul"),
         "bool": _op("arith.andi"),
         **dict.fromkeys(_INT, _op("arith.muli")),
@@ -731,7 +823,7 @@ BINARY = {
         "uint": _int_rem(True),
     },
     "fmod": {
-        "float": _f64(libm.fmod, _op("arith.remf")),
+        "float": _f64(libm.fmod, _float_fmod),
         "int": _int_rem(False),
         "uint": _int_rem(False),
     },
@@ -938,10 +1030,13 @@ def _float_to_int(e, x, src, dst):
     torch's casts compile to: NaN and values outside int32's or int64's range give its
     least value, and the 8- and 16-bit ints take the int32 conversion's low bits (1e10 ->
     int8 is 0, 300.0 is 44). LLVM leaves fptosi of those undefined: NaN -> int64 was 0 on
-    an AVX-512 machine and the least value on an AVX2 one (fuzzer)."""
+    an AVX-512 machine and the least value on an AVX2 one (fuzzer). Where int64 is held in
+    int32 (Vulkan), int64 takes the int32 conversion: INT32_MIN outside int32's range, not
+    INT64_MIN, whose low word is 0."""
     if bits(src) < 32:  # the bounds below overflow float16
         return _float_to_int(e, cast_scalar(e, x, src, dt.float32), dt.float32, dst)
-    via = dst if bits(dst) >= 32 else dt.int32
+    narrow = dst is dt.int64 and e.wide.get(dt.int64) is dt.int32
+    via = dst if bits(dst) >= 32 and not narrow else dt.int32
     n, ts, tv = bits(via), elem_type(src), elem_type(via)
     low, high = e.const(-(2.0 ** (n - 1)), src), e.const(2.0 ** (n - 1), src)
     inside = e.emit(
@@ -953,7 +1048,7 @@ def _float_to_int(e, x, src, dst):
     r = e.emit(f"arith.select {inside}, {r}, {e.const(-(2 ** (n - 1)), via)} : {tv}")
     if via is dst:
         return r
-    return e.emit(f"arith.trunci {r} : {tv} to {elem_type(dst)}")
+    return e.emit(f"arith.{'extsi' if narrow else 'trunci'} {r} : {tv} to {elem_type(dst)}")
 
 
 @lowering(REGISTRY["cast"])

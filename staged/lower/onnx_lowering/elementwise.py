@@ -403,11 +403,14 @@ def _cast(b, op, x):
 # --- trigonometric and friends: onnxruntime has float32 kernels only; float64 uses
 # identities of ops it has in float64 (or one Newton step from the float32 value)
 def native_or(op_type: str, formula):
-    """``op_type`` where onnxruntime has a kernel for the dtype, else ``formula(b, d, x)``."""
+    """``op_type`` where onnxruntime has a kernel for the dtype (float16: in float32,
+    rounded once), else ``formula(b, d, x)``."""
 
     def lower(b, op, x):
         d = op.out.aval.dtype
-        return b.node(op_type, [x]) if d.name in KERNELS[op_type] else formula(b, d, x)
+        if d.name in KERNELS[op_type] or d is dt.float16:
+            return b.kernel(op_type, [x], d)
+        return formula(b, d, x)
 
     return lower
 
@@ -475,6 +478,11 @@ def _asin(b, d, x):
     return _atan(b, d, b.node("Div", [x, _f(b, d, "Sqrt", one_minus)]))
 
 
+def _erf(b, d, x):
+    # the NumPy impl's algorithm; x itself at 0, its sign kept (_or_itself)
+    return _or_itself(b, d, b.node("Equal", [x, _c(b, d, 0)]), _special("erf")(b, d, x), x)
+
+
 def _acos(b, d, x):
     # 2 atan(sqrt((1 - x) / (1 + x))), accurate near x = 1
     q = b.node("Div", [b.node("Sub", [_c(b, d, 1), x]), b.node("Add", [_c(b, d, 1), x])])
@@ -488,7 +496,7 @@ for _name, _op_type, _formula in (
     ("asin", "Asin", _asin),
     ("acos", "Acos", _acos),
     ("atan", "Atan", _atan),
-    ("erf", "Erf", _special("erf")),
+    ("erf", "Erf", _erf),
 ):
     lowering(REGISTRY[_name])(native_or(_op_type, _formula))
 
@@ -568,21 +576,11 @@ def _pow(b, op, x, y):
         # is -0.0 and -inf ** 0.5 NaN, where Pow gives 0 and inf
         r = b.kernel("Sqrt", [x], d)
         return r if root > 0 else b.node("Div", [_c(b, d, 1), r])
-    if not (d.is_floating_point or d.is_complex) and root is not None and root >= 1:
-        return _int_power(b, d, x, int(root))
-    r = b.kernel("Pow", [x, y], d)
     if d.is_floating_point or d.is_complex:
-        return r
-    # 0 to a negative power is 0, as PyTorch (onnxruntime gives the lowest integer)
-    zero = _c(b, d, 0)
-    neg0 = b.node(
-        "And",
-        [
-            b.kernel("Less", [y, zero], d, out=dt.bool_),
-            b.kernel("Equal", [x, zero], d, out=dt.bool_),
-        ],
-    )
-    return b.kernel("Where", [zero, r], d, pre=[neg0])
+        return b.kernel("Pow", [x, y], d)
+    if root is not None and root >= 1:
+        return _int_power(b, d, x, int(root))
+    return _int_power_of(b, d, x, y)
 
 
 def _int_power(b, d, x, k):
@@ -596,6 +594,31 @@ def _int_power(b, d, x, k):
         if not k:
             return r
         base = _f(b, d, "Mul", base, base)
+
+
+def _int_power_of(b, d, x, y):
+    """``x ** y`` for an exponent read at run time, as the MLIR ``_int_pow``: square and
+    multiply over y's bits, each the parity of y halved (truncated) so many times; a
+    negative y's last bit is its parity, so +-1 get +-1 and 0 gets 0, and larger |x| get
+    0, as PyTorch (onnxruntime's integer Pow goes through doubles)."""
+    one, two = _c(b, d, 1), _c(b, d, 2)
+    r, base, rest = one, x, y
+    for k in range(d.itemsize * 8 - (d.np.kind == "i")):
+        if k:
+            base, rest = _f(b, d, "Mul", base, base), _f(b, d, "Div", rest, two)
+        odd = b.cast(b.node("Mod", [rest, two]), d, dt.bool_)
+        r = _f(b, d, "Mul", r, b.kernel("Where", [base, one], d, pre=[odd]))
+    if d.np.kind != "i":
+        return r
+    zero = _c(b, d, 0)
+    big = b.node(
+        "And",
+        [
+            b.kernel("Less", [y, zero], d, out=dt.bool_),
+            b.kernel("Greater", [_f(b, d, "Abs", x), one], d, out=dt.bool_),
+        ],
+    )
+    return b.kernel("Where", [zero, r], d, pre=[big])
 
 
 @lowering(REGISTRY["atan2"])

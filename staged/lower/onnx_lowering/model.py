@@ -39,11 +39,15 @@ def onnx_type(d) -> int:
     return helper.np_dtype_to_tensor_dtype(d.np)
 
 
-_F = ("float16", "float32", "float64")
+_F = ("float32", "float64")
 _I = ("int32", "int64")
 _SMALL = ("uint8", "int8")
 # Element types onnxruntime 1.31's CPU kernels accept, per ONNX op (probed); ops missing
-# here take every type. Other types run on a carrier type (Builder.kernel).
+# here take every type. Other types run on a carrier type (Builder.kernel). Few ops have
+# float16 kernels: onnxruntime runs the others in float32 between Casts it inserts, and
+# then drops the graph's own Cast pairs float32 -> float16 -> float32 around them, so a
+# float16 result was never rounded ((x.half() * 1000).float() gave 50000 for 50; torch,
+# 49984); a float32 carrier's Casts are the graph's own and stay.
 KERNELS = {
     **dict.fromkeys(
         (
@@ -56,16 +60,17 @@ KERNELS = {
             "Greater",
             "GreaterOrEqual",
             "Abs",
-            "Sign",
         ),
         _F + _I + _SMALL + ("int16",),
     ),
+    "Sign": ("float16",) + _F + _I + _SMALL + ("int16",),
     "Neg": _F + _I + ("int8", "int16"),
-    **dict.fromkeys(("Max", "Min", "ArgMax", "ArgMin", "Where"), _F + _I + _SMALL),
+    **dict.fromkeys(("Max", "Min"), ("float16",) + _F + _I + _SMALL),
+    **dict.fromkeys(("ArgMax", "ArgMin", "Where"), _F + _I + _SMALL),
     **dict.fromkeys(("ReduceMax", "ReduceMin"), _F + _I + _SMALL + ("bool",)),
     **dict.fromkeys(("Pow", "MatMul", "ReduceSum"), _F + _I),
     "Relu": _F + ("int8", "int32"),
-    **dict.fromkeys(("CumSum", "TopK"), ("float32", "float64") + _I),
+    **dict.fromkeys(("CumSum", "TopK"), _F + _I),
     **dict.fromkeys(
         (
             "Exp",
@@ -76,15 +81,13 @@ KERNELS = {
             "Cos",
             "Sigmoid",
             "Reciprocal",
-            "IsNaN",
-            "IsInf",
             "Floor",
             "Ceil",
-            "Round",
         ),
         _F,
     ),
-    **dict.fromkeys(("Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Erf"), ("float16", "float32")),
+    **dict.fromkeys(("IsNaN", "IsInf", "Round"), ("float16",) + _F),
+    **dict.fromkeys(("Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Erf"), ("float32",)),
     **dict.fromkeys(("Not", "And", "Or", "Xor"), ("bool",)),
 }
 
