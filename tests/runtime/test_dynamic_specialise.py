@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import staged
-import staged.nn.functional as F
+from models.common import classification_step
 from staged import nn, optim
 from staged.runtime import compiled as compiled_mod
 from staged.runtime import specialized
@@ -28,15 +28,7 @@ def _trainer(seed=0):
     staged.manual_seed(seed)
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
     opt = optim.Adam(model.parameters(), lr=1e-2)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, opt, step
+    return model, opt, classification_step(model, opt)
 
 
 def _data(rng, n):
