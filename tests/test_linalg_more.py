@@ -1,9 +1,12 @@
 """Complex matrices in the LAPACK factorizations (``svd``, ``svdvals``, the nuclear and
-2-norms, ``eig``/``eigvals``): torch's values and gradients (torch's conjugate-Wirtinger
-convention), its phase errors; and what ``eig`` and complex SVDs do under
-``staged.compile``/capture (they have no composition: a clear error naming the op)."""
+2-norms, ``eig``/``eigvals``, ``pinv``/``pinverse``, ``inv_ex`` and ``cond``): torch's
+values and gradients (torch's conjugate-Wirtinger convention), its phase errors; and what
+``eig`` and the complex ones do under ``staged.compile``/capture (they have no
+composition: a clear error naming the op)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -90,6 +93,87 @@ def test_a_loss_on_the_singular_vectors_phases_raises_torchs_error():
     raises_like_torch(fn, "svd_backward: The singular vectors in the complex case")
 
 
+PINV_LOSSES = {
+    "pinv": lambda lib, x: (lib.linalg.pinv(x).abs() ** 2).sum() + lib.linalg.pinv(x).real.sum(),
+    # a singular value below rtol * largest counts as 0
+    "pinv_rtol": lambda lib, x: (lib.linalg.pinv(x, rtol=0.4) * (1 + 2j)).real.sum(),
+    "pinverse": lambda lib, x: (lib.pinverse(x) @ x).imag.sum() + lib.pinverse(x).abs().sum(),
+    # Hermitian: LAPACK's eigh of the lower triangle
+    "pinv_hermitian": lambda lib, x: (
+        lib.linalg.pinv(x @ x.mH - 1.5, hermitian=True) * (2 - 1j)
+    ).real.sum(),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name", list(PINV_LOSSES))
+def test_complex_pinv_values_and_gradients_are_torchs(name, shape, dtype):
+    _close(PINV_LOSSES[name], _complex(shape, dtype))
+
+
+def test_complex_pinv_takes_tolerance_tensors_over_the_batch():
+    a = _complex((2, 3, 4), np.complex128, seed=2)
+    got, want = (
+        lib.linalg.pinv(lib.tensor(a), atol=lib.tensor([0.1, 1.5]), rtol=lib.tensor(0.2))
+        for lib in (staged, torch)
+    )
+    assert got.dtype is staged.complex128
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-12, atol=1e-12)
+
+
+ORDS = ["fro", "nuc", 1, -1, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("p", ORDS, ids=str)
+def test_complex_cond_is_torchs(p, dtype):
+    """Values of complex64 and complex128 matrices; the gradient is the finite differences'
+    (torch's backward raises for all but 'nuc': it writes into ``inv_ex``'s output, saved
+    for its gradient, in place), and torch's for 'nuc'."""
+    a = _complex((2, 3, 3), dtype)
+    got, want = (lib.linalg.cond(lib.tensor(a), p) for lib in (staged, torch))
+    assert got.dtype.name == str(want.dtype)[6:]
+    tol = 1e-5 if dtype == np.complex64 else 1e-12
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=tol)
+    x = staged.tensor(a.astype(np.complex128), requires_grad=True)
+    assert staged.autograd.gradcheck(lambda t: staged.linalg.cond(t, p), (x,))
+    if p == "nuc":
+        _close(lambda lib, x: lib.linalg.cond(x, p).sum(), a)
+
+
+def test_complex_inv_ex_and_cond_of_singular_matrices_are_torchs():
+    """inv_ex's info (LU's first zero pivot: a zero column's) and cond's inf, per matrix
+    of a batch (torch's 'nuc' is ``sum(S) * sum(1 / S)``: NaN for a zero matrix, and where
+    the smallest singular value is round-off, about 1 / eps); the invertible ones'
+    inverses and gradients."""
+    a = _complex((5, 3, 3), np.complex128)
+    for i in range(3):
+        a[i + 1, :, i] = 0
+    a[4] = 0
+    for lib in (staged, torch):
+        inverse, info = lib.linalg.inv_ex(lib.tensor(a))
+        assert info.dtype is lib.int32
+        if lib is staged:
+            got = to_numpy(inverse[0]), info.tolist()
+    want = to_numpy(inverse[0]), info.tolist()
+    assert got[1] == want[1] == [0, 1, 2, 3, 1]
+    for lib in (staged, torch):  # staged.linalg.LinAlgError, torch's: RuntimeErrors
+        with pytest.raises(RuntimeError, match=r"inv_ex: \(Batch element 1\): The diagonal elem"):
+            lib.linalg.inv_ex(lib.tensor(a), check_errors=True)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    for p in ORDS:
+        got, want = (to_numpy(lib.linalg.cond(lib.tensor(a), p)) for lib in (staged, torch))
+        if p == "nuc":
+            assert np.isnan(got[4]) and np.isnan(want[4])
+            assert (got[1:4] > 1e14).all() and (want[1:4] > 1e14).all()
+            got, want = got[:1], want[:1]
+        else:
+            assert np.isinf(got[1:]).all()
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    _close(lambda lib, x: lib.linalg.inv_ex(x).inverse.abs().sum(), a[:1])
+
+
 EIG_LOSSES = {
     # symmetric in the eigenvalues and independent of the eigenvectors' phases
     "eigvals": lambda lib, x: (
@@ -142,17 +226,46 @@ def test_a_loss_on_the_eigenvectors_phases_raises_torchs_error():
         (lambda lib: lib.linalg.eigvals(lib.ones(2, 2, dtype=lib.float16)), ["'Half'"]),
         (lambda lib: lib.linalg.svdvals(lib.ones(2, 2, dtype=lib.int64)), ["linalg.svd: Exp"]),
         (lambda lib: lib.linalg.eig(lib.ones(2, 3, dtype=lib.complex64)), ["2 by 3 matrices"]),
+        (
+            lambda lib: lib.linalg.pinv(lib.ones(3, dtype=lib.complex64)),
+            ["linalg.pinv(ComplexFloat{[3]}): expected a tensor with 2 or more dimensions"],
+        ),
+        (
+            lambda lib: lib.linalg.pinv(lib.ones(2, 2, dtype=lib.complex64), atol=lib.tensor(1j)),
+            ["atol tensor of complex type is not supported"],
+        ),
+        (
+            lambda lib: lib.linalg.cond(lib.ones(2, 3, dtype=lib.complex128), "nuc"),
+            ["linalg.cond(ord=nuc): A must be batches of square matrices"],
+        ),
     ],
 )
 def test_errors_are_torchs(call, words):
     raises_like_torch(call, *words)
 
 
+def _complex64(x):
+    return x.to(staged.complex64)
+
+
+# what has no composition: the op the error names
 COMPILED = {
-    "eig": lambda x: staged.linalg.eig(x).eigenvalues,
-    "eigvals": staged.linalg.eigvals,
-    "svdvals_complex": lambda x: staged.linalg.svdvals(x.to(staged.complex64)),
-    "nuc_complex": lambda x: staged.linalg.matrix_norm(x.to(staged.complex64), "nuc"),
+    "eig": (lambda x: staged.linalg.eig(x).eigenvalues, "linalg.eig (and eigvals)"),
+    "eigvals": (staged.linalg.eigvals, "linalg.eig (and eigvals)"),
+    "svdvals_complex": (lambda x: staged.linalg.svdvals(_complex64(x)), "linalg.svd of a complex"),
+    "nuc_complex": (
+        lambda x: staged.linalg.matrix_norm(_complex64(x), "nuc"),
+        "linalg.svd of a complex",
+    ),
+    "pinv_complex": (lambda x: staged.linalg.pinv(_complex64(x)).abs(), "linalg.pinv of a complex"),
+    "pinverse_complex": (
+        lambda x: staged.pinverse(_complex64(x)).abs(),
+        "linalg.pinv of a complex",
+    ),
+    "cond_complex": (
+        lambda x: staged.linalg.cond(_complex64(x), math.inf),
+        "linalg.inv_ex of a complex",
+    ),
 }
 
 
@@ -160,24 +273,24 @@ COMPILED = {
 def test_what_has_no_composition_raises_naming_the_op_when_traced(name):
     """No wrong values: the trace stops at the op, before anything is compiled, and so do
     capture and vmap."""
-    op = "linalg.eig (and eigvals)" if name.startswith("eig") else "linalg.svd of a complex"
+    fn, op = COMPILED[name]
     a = staged.tensor(np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32))
     calls = {
-        "compile": lambda: staged.compile(COMPILED[name])(a),
-        "capture": lambda: staged.capture(COMPILED[name], a),
-        "vmap": lambda: staged.func.vmap(COMPILED[name])(a.unsqueeze(0)),
+        "compile": lambda: staged.compile(fn)(a),
+        "capture": lambda: staged.capture(fn, a),
+        "vmap": lambda: staged.func.vmap(fn)(a.unsqueeze(0)),
     }
     for where, call in calls.items():
         with pytest.raises(NotImplementedError, match="runs LAPACK eagerly only") as err:
             call()
         assert op in str(err.value) and "Call it eagerly" in str(err.value), where
-    assert np.isfinite(to_numpy(COMPILED[name](a))).all()  # eagerly it runs
+    assert np.isfinite(to_numpy(fn(a))).all()  # eagerly it runs
 
 
 def test_fallback_eager_runs_a_step_with_an_eager_only_op_eagerly(capsys):
     """``fallback="eager"`` catches the refusal: eager's values, and ``explain()`` says why."""
     a = staged.tensor(np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32))
-    step = staged.compile(COMPILED["eigvals"], fallback="eager")
+    step = staged.compile(COMPILED["eigvals"][0], fallback="eager")
     with pytest.warns(UserWarning):
         got = step(a)
     np.testing.assert_array_equal(to_numpy(got), to_numpy(staged.linalg.eigvals(a)))
@@ -195,12 +308,19 @@ SECOND_ORDER = {
     ),
     "eigvals": lambda L, x: L.linalg.eigvals(x),
     "eig": lambda L, x: (lambda E, V: V.abs() ** 2 * E.real.unsqueeze(-2))(*L.linalg.eig(x)),
+    "pinv": lambda L, x: L.linalg.pinv(x),
+    "cond_nuc": lambda L, x: L.linalg.cond(x, "nuc"),
 }
 
 
 @pytest.mark.parametrize(
     "name, shape",
-    [(n, s) for n in SECOND_ORDER for s in [(3, 3), (4, 3)] if s == (3, 3) or "svd" in n],
+    [
+        (n, s)
+        for n in SECOND_ORDER
+        for s in [(3, 3), (4, 3)]
+        if s == (3, 3) or "svd" in n or n == "pinv"
+    ],
 )
 def test_complex_gradients_of_gradients(name, shape):
     """Finite differences of the gradient (gradgradcheck), and torch's Hessian-vector

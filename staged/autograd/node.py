@@ -257,8 +257,8 @@ class AccumulateGrad(Node):
 # --- views (Note [views] in eager/views.py) -----------------------------------------------
 def sync(t):
     """PyTorch's ``grad_fn`` of a view: if its storage was written since its grad_fn was
-    made, and it or its base requires grad, a new ``AsStridedBackward0`` from the base's
-    current edge. Returns the grad_fn."""
+    made, and it or its base requires grad, a new ``AsStridedBackward0`` (``_regenerated``)
+    from the base's current edge. Returns the grad_fn."""
     fn = _grad_fn.__get__(t)
     base = t._base
     meta = t._view
@@ -271,7 +271,7 @@ def sync(t):
         raise RuntimeError(multi_output_error(t, indirect=True))
     if not meta.grad_mode:
         raise RuntimeError(creation_error(meta, indirect=True))
-    node = AsStridedBackward0(base, meta.steps)
+    node = _regenerated(base, meta.steps)
     _grad_fn.__set__(t, node)
     nr, t._output_nr = t._output_nr, 0
     _requires_grad.__set__(t, True)
@@ -333,6 +333,23 @@ class AsStridedBackward0(Node):
 
     def apply(self, grads):
         return [scatter(grads[0], self.steps)]
+
+
+# torch regenerates a view whose last step changes what as_strided cannot express (the conj
+# bit, the dtype) by replaying that step: its grad_fn is named for it (ConjBackward0 ...),
+# any other view's AsStridedBackward0. Same Node otherwise.
+_REPLAYED = ("conj", "view_as_real", "view_as_complex")
+_replayed: dict[str, type] = {}
+
+
+def _regenerated(base, steps) -> AsStridedBackward0:
+    prim = steps[-1][0]
+    if prim.name not in _REPLAYED:
+        return AsStridedBackward0(base, steps)
+    cls = _replayed.get(prim.name)
+    if cls is None:
+        cls = _replayed[prim.name] = type(prim.node_name, (AsStridedBackward0,), {"__slots__": ()})
+    return cls(base, steps)
 
 
 def rebase(view, value) -> None:

@@ -22,6 +22,7 @@ from ..eager.ops._operands import broadcast_shapes
 from ..eager.tensor import Tensor
 from ._core import (
     _argmax,
+    _eager_only,
     _real,
     _solve,
     _square,
@@ -254,16 +255,25 @@ def _singular_diagonal(i) -> str:
     )
 
 
-def _solve_ex(A, B):
+def _solve_ex(A, B, what: str):
     """``solve(A, B)`` of matrices and LU's ``info``: LAPACK's kernel where there is data
     and ``A`` is invertible, else the elimination in staged's ops (whose ``X`` is inf or
-    NaN where a pivot is 0)."""
-    if _has_data(A) and _has_data(B):
+    NaN where a pivot is 0). Complex matrices eagerly only: LAPACK's ``X`` of the
+    invertible ones, NaN for the others."""
+    data = _has_data(A) and _has_data(B)
+    if data:
         try:
             X = _solve(A, B)
             return X, zeros(*X.shape[:-2], dtype=dt.int32)
         except LinAlgError:
             pass
+    if A.dtype.is_complex:
+        if not data:
+            _eager_only(what, " of a complex matrix")()
+        info = _lu(A)[2]
+        singular = (info > 0)[..., None, None]
+        X = _solve(ops.where(singular, eye(A.shape[-1], dtype=A.dtype), A), B)
+        return ops.where(singular, math.nan, X), info
     LU, pivots, info = _lu(A)
     return _lu_solve(LU, pivots, B, False), info
 
@@ -271,11 +281,12 @@ def _solve_ex(A, B):
 def inv_ex(A, *, check_errors=False) -> InvExResult:
     """``inv(A)`` and LAPACK's ``info`` (int32, per matrix: 0, or ``i`` where ``U[i-1,
     i-1]`` of ``A``'s LU is zero; the inverse is then inf or NaN). Only
-    ``check_errors=True`` raises for a singular ``A``."""
+    ``check_errors=True`` raises for a singular ``A``. Real or complex matrices (complex
+    ones eagerly only)."""
     _square(A, "inv")
-    _real(A, "inv_ex", "lu_cpu")
+    _real(A, "inv_ex", "lu_cpu", complex_ok=True)
     n = A.shape[-1]
-    X, info = _solve_ex(A, eye(n, dtype=A.dtype).expand(*A.shape))
+    X, info = _solve_ex(A, eye(n, dtype=A.dtype).expand(*A.shape), "inv_ex")
     if check_errors:
         check_info(info, LinAlgError, "linalg.inv_ex", _singular_diagonal)
     return InvExResult(X, info)
@@ -287,7 +298,7 @@ def solve_ex(A, B, *, left=True, check_errors=False) -> SolveExResult:
         X, info = solve_ex(A.mT, B.mT, check_errors=check_errors)
         return SolveExResult(X.mT, info)
     A, Bm, vector = solve_operands(A, B, "solve_ex")
-    X, info = _solve_ex(A, Bm)
+    X, info = _solve_ex(A, Bm, "solve_ex")
     if check_errors:
         check_info(
             info,

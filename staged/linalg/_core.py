@@ -15,11 +15,13 @@ import numpy as np
 
 from .._where import at_user
 from ..autodiff import Fused
+from ..autodiff.avals import EagerOnlyError
 from .. import dtypes as dt
 from ..autodiff.indexing import LinAlgError
 from ..eager import ops
 from ..eager.checks import require
 from ..eager.factories import arange, eye, ones_like, zeros
+from ..eager.interceptor import current_interceptor
 from ..eager.ops.linalg import cross as _cross
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.ops.linalg import matmul
@@ -82,6 +84,36 @@ def _real(A, what: str, kernel: str = "", *, complex_ok: bool = False) -> None:
     _floating(A, what, None)
     if kernel and A.dtype.name in ("float16", "bfloat16"):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{A.dtype.title}'")
+
+
+def _eager_only(name: str, users: str):
+    """The decomposition of a LAPACK kernel: what staged cannot trace, say so."""
+
+    def decomposition(*args, **params):
+        where = (
+            "inside staged.compile or staged.capture"
+            if current_interceptor() is not None
+            else "under forward-mode AD (forward_ad, jvp) or vmap"
+        )
+        raise EagerOnlyError(
+            at_user(
+                f"linalg.{name}{users} runs LAPACK eagerly only: staged has no composition "
+                f"of it in its ops, so it cannot run {where}. Call it eagerly, outside the "
+                "compiled function or transform."
+            )
+        )
+
+    return decomposition
+
+
+def _real_composition(name: str, composition):
+    """``composition``, of real matrices only: a complex one raises as ``_eager_only``."""
+    refuse = _eager_only(name, " of a complex matrix")
+
+    def decomposition(A, *args, **params):
+        return refuse() if A.dtype.is_complex else composition(A, *args, **params)
+
+    return decomposition
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
@@ -293,7 +325,7 @@ def _solve_dA(g, A, out):
 _solve = Fused(
     "linalg_solve",
     _solve_impl,
-    _solve_decomposed,
+    _real_composition("solve", _solve_decomposed),
     vjp=(_solve_dA, _solve_dB),
     node_name="LinalgSolveExBackward0",
 )

@@ -9,8 +9,9 @@ packed side by side along its last dim and sliced back out. Under ``staged.compi
 capture, forward-mode AD and vmap, QR, ``eigh`` and the SVD (and so ``pinv`` and
 ``lstsq``) are their compositions in ``_orthogonal.py``, with the same backward (Note
 [compiled gradients are torch's formulas]); ``eig`` has none and raises there, naming the op (``_eager_only``). Real matrices
-(float32, float64); ``eig`` has complex results. The SVD and ``eig`` take complex matrices
-too, eagerly only (their compositions are of real ones: ``_real_composition``)."""
+(float32, float64); ``eig`` has complex results. The SVD, ``eig``, ``pinv`` and ``cond``
+take complex matrices too, eagerly only (their compositions are of real ones:
+``_real_composition``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import numpy as np
 from .. import dtypes as dt
 from .._where import at_user
 from ..autodiff import Fused
-from ..autodiff.avals import EagerOnlyError, wrap_dim
+from ..autodiff.avals import wrap_dim
 from ..autograd import forward_ad
 from ..autograd.function import Function
 from ..eager import ops
@@ -34,40 +35,19 @@ from ..eager.ops._operands import broadcast_shapes
 from ..eager.ops.reduction import norm as _vector_norm
 from ..eager.tensor import Tensor
 from ._composed import deprecated, inv_ex
-from ._core import _floating, _real, _solve, _square, solve_triangular, vector_norm
+from ._core import (
+    _eager_only,
+    _floating,
+    _real,
+    _real_composition,
+    _solve,
+    _square,
+    solve_triangular,
+    vector_norm,
+)
 from ._orthogonal import jacobi_eigh, jacobi_svd, qr_parts
 
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
-
-
-def _eager_only(name: str, users: str):
-    """The decomposition of a LAPACK kernel: what staged cannot trace, say so."""
-
-    def decomposition(*args, **params):
-        where = (
-            "inside staged.compile or staged.capture"
-            if current_interceptor() is not None
-            else "under forward-mode AD (forward_ad, jvp) or vmap"
-        )
-        raise EagerOnlyError(
-            at_user(
-                f"linalg.{name}{users} runs LAPACK eagerly only: staged has no composition "
-                f"of it in its ops, so it cannot run {where}. Call it eagerly, outside the "
-                "compiled function or transform."
-            )
-        )
-
-    return decomposition
-
-
-def _real_composition(name: str, composition):
-    """``composition``, of real matrices only: a complex one raises as ``_eager_only``."""
-    refuse = _eager_only(name, " of a complex matrix")
-
-    def decomposition(A, **params):
-        return refuse() if A.dtype.is_complex else composition(A, **params)
-
-    return decomposition
 
 
 def _pack(*parts, batch) -> np.ndarray:
@@ -482,6 +462,7 @@ _NUMPY = types.SimpleNamespace(
     top=lambda x: x.max(-1, initial=0, keepdims=True),
     cast=lambda x, like: x.astype(like.dtype, copy=False),
     float64=lambda x: np.asarray(x, np.float64),
+    mH=lambda x: np.conj(x.mT),
 )
 _OPS = types.SimpleNamespace(
     eigh=jacobi_eigh,
@@ -491,6 +472,7 @@ _OPS = types.SimpleNamespace(
     top=lambda x: ops.cat([zeros(*x.shape[:-1], 1, dtype=x.dtype), x], -1).amax(-1, keepdim=True),
     cast=lambda x, like: x.to(like.dtype),
     float64=lambda x: tensor(x, dtype=dt.float64),
+    mH=lambda x: x.mH,
 )
 
 
@@ -505,29 +487,31 @@ def _pinv_of(xp, A, atol, rtol, hermitian):
     if hermitian:
         L, V = xp.eigh(A)
         inv = _reciprocal(xp, L, atol, rtol, xp.top(abs(L)))[0]
-        return (V * inv[..., None, :]) @ V.mT
+        return (V * inv[..., None, :]) @ xp.mH(V)
     U, S, Vh = xp.svd(A)
     inv = _reciprocal(xp, S, atol, rtol, S[..., :1])[0]
-    return (Vh.mT * inv[..., None, :]) @ U.mT
+    return (xp.mH(Vh) * inv[..., None, :]) @ xp.mH(U)
 
 
 def pinv_backward(g, pinvA, A):
-    """torch's ``pinv_backward`` (real matrices)."""
+    """torch's ``pinv_backward``."""
     m, n = A.shape[-2], A.shape[-1]
-    pinvAh, gh = pinvA.mT, g.mT
+    pinvAh, gh = pinvA.mH, g.mH
     if m <= n:
         K = gh @ pinvA
         KpinvAh = K @ pinvAh
-        return -(pinvA @ K).mT + KpinvAh - (A @ pinvA) @ KpinvAh + (pinvAh @ pinvA) @ (gh - K @ A)
+        return -(pinvA @ K).mH + KpinvAh - (A @ pinvA) @ KpinvAh + (pinvAh @ pinvA) @ (gh - K @ A)
     K = pinvA @ gh
     pinvAhK = pinvAh @ K
-    return -(K @ pinvA).mT + (gh - A @ K) @ pinvA @ pinvAh + pinvAhK - pinvAhK @ pinvA @ A
+    return -(K @ pinvA).mH + (gh - A @ K) @ pinvA @ pinvAh + pinvAhK - pinvAhK @ pinvA @ A
 
 
 _pinv = _kernel(
     "linalg_pinv",
     lambda A, atol, rtol, *, hermitian: _pinv_of(_NUMPY, A, atol, rtol, hermitian),
-    lambda A, atol, rtol, *, hermitian: _pinv_of(_OPS, A, atol, rtol, hermitian),
+    _real_composition(
+        "pinv", lambda A, atol, rtol, *, hermitian: _pinv_of(_OPS, A, atol, rtol, hermitian)
+    ),
     vjp=(lambda g, A, out: pinv_backward(g, out, A), None, None),
     node_name="LinalgPinvBackward0",
 )
@@ -537,13 +521,14 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False) -> Tensor:
     """The Moore-Penrose pseudoinverse: singular values (``hermitian``: ``|eigenvalues|`` of
     the lower triangle) at most ``max(atol, rtol * largest)`` count as 0; ``rtol``
     defaults to ``eps * max(m, n)``, or 0 where ``atol > 0`` is given. ``atol``/``rtol``
-    may be tensors over the batch. torch's gradient. Real matrices."""
+    may be tensors over the batch. torch's gradient. Real or complex matrices (complex ones
+    eagerly only)."""
     if A.ndim < 2:
         raise RuntimeError(
             f"linalg.pinv({A.dtype.title}{{{list(A.shape)}}}): expected a tensor with 2 or more "
             "dimensions of float, double, cfloat or cdouble types"
         )
-    _real(A, "pinv", "linalg_svd_cpu")
+    _real(A, "pinv", "linalg_svd_cpu", complex_ok=True)
     a, r = _tolerances(A, atol, rtol, "torch.linalg.pinv")
     return _pinv(A, a, r, hermitian=hermitian)
 
@@ -721,9 +706,10 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor:
 
 def cond(A, p=None) -> Tensor:
     """The condition number in the ``p``-norm: ``None``/2 (-2) the ratio of the largest and
-    smallest (smallest and largest) singular values; ``'fro'``, ``'nuc'``, 1, -1, inf and
-    -inf ``matrix_norm(A, p) * matrix_norm(inv(A), p)`` of square matrices, inf where
-    ``A`` is singular."""
+    smallest (smallest and largest) singular values, ``'nuc'`` the product of their sum
+    and their reciprocals' sum; ``'fro'``, 1, -1, inf and -inf ``matrix_norm(A, p) *
+    matrix_norm(inv(A), p)`` of square matrices, inf where ``A`` is singular. Real or
+    complex matrices (complex ones eagerly only)."""
     if A.ndim < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
     if p not in (None, *_MATRIX_ORDS):
@@ -736,6 +722,9 @@ def cond(A, p=None) -> Tensor:
             f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
             f"{A.shape[-2]} by {A.shape[-1]} matrices"
         )
+    if p == "nuc":  # torch's: sum(S) * sum(1 / S), of the singular values
+        S = svdvals(A)
+        return S.sum(-1) * S.reciprocal().sum(-1)
     inverse, info = inv_ex(A)
     inverse = ops.where((info > 0)[..., None, None], math.inf, inverse)
     out = matrix_norm(A, p) * matrix_norm(inverse, p)

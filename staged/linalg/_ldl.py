@@ -29,8 +29,8 @@ from ..autodiff import Fused
 from ..autodiff.indexing import LinAlgError
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.tensor import Tensor
-from ._core import _square, check_info
-from ._lapack import _eager_only, _unpack
+from ._core import _eager_only, _square, check_info
+from ._lapack import _unpack
 
 LDLFactorResult = collections.namedtuple("LDLFactorResult", "LD pivots")
 LDLFactorExResult = collections.namedtuple("LDLFactorExResult", "LD pivots info")

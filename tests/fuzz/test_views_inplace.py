@@ -20,9 +20,6 @@ CI runs a fixed set of examples (hypothesis derandomized, a few seconds);
 
 Known differences, by design (not drawn, or compared up to them):
 
-* a conj view's grad_fn regenerated after a write is torch's ``ConjBackward0`` (its view
-  function replayed), staged's ``AsStridedBackward0`` (``_SAME_NODE``; every regenerated
-  view's, ``sync`` in staged/autograd/node.py);
 * ``v.copy_(src)`` where one is a conj view and the other a view of the same memory: a
   conj view's data is a copy of its base's (Note [conj views] in staged/eager/views.py),
   so staged's overlap check sees no partial overlap where torch's does, and computes as
@@ -147,8 +144,6 @@ _SAME_NODE = {
     "UnbindBackward0": {"ViewBackward0"},
     "UnsafeViewBackward0": {"ViewBackward0"},  # a reshape that copies
     "ReshapeAliasBackward0": {"ViewBackward0"},
-    # regenerated after a write: torch replays a view of another dtype, staged as_strided
-    "ViewAsRealBackward0": {"AsStridedBackward0"},
     "SplitBackward0": {"SliceBackward0"},
     "UnsafeSplitBackward0": {"SliceBackward0"},
     "IndexBackward0": {"GatherBackward0"},
@@ -156,7 +151,6 @@ _SAME_NODE = {
     "MeanBackward0": {"DivBackward0"},
     "MeanBackward1": {"DivBackward0"},
     "ConjPhysicalBackward1": {"ConjBackward0"},
-    "ConjBackward0": {"AsStridedBackward0"},  # regenerated after a write (module docstring)
 }
 # torch's Nodes of writes that staged records as composites: any name
 _ANY_NAME = {

@@ -20,6 +20,7 @@ from . import memory_formats
 from ._operands import broadcast_shapes as _broadcast_shapes
 from ._operands import expand_to, fresh, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
+from .elementwise import conj
 from .indexing import take_index
 
 
@@ -225,15 +226,16 @@ def t(x):
     return transpose(x, 0, 1) if x.ndim == 2 else alias(x)
 
 
-def _adjoint(x, name, conj):
-    """The matrices of ``x`` transposed (and conjugated, with ``conj``); a 0-d ``x`` is its
-    own transpose, as in torch (which warns that this is deprecated)."""
+def _adjoint(x, name, conjugate):
+    """The matrices of ``x`` transposed (and, with ``conjugate``, conjugated: a conj view of
+    the transposed view, as torch's); a 0-d ``x`` is its own transpose, as in torch (which
+    warns that this is deprecated)."""
     if x.ndim == 1:
         raise RuntimeError(
             f"tensor.{name} is only supported on matrices or batches of matrices. Got 1-D tensor."
         )
     y = transpose(x, -2, -1) if x.ndim else x
-    return ad.conj(y) if conj and x.dtype.is_complex else y
+    return conj(y) if conjugate else y
 
 
 def mT(x):
