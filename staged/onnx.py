@@ -3,7 +3,8 @@ step, traced into one graph and written as a standard ONNX model (``ai.onnx`` op
 
 The model's inputs are the example arguments, then the module's parameters (named by their
 ``state_dict`` keys, never initializers), then buffers the step updates, then optimizer
-state (``state.<param>.<slot>``). Its outputs are the function's outputs (a scalar loss is
+state (``state.<param>.<slot>``), then ``rng_state`` where it draws random numbers (Note
+[exported RNG state]). Its outputs are the function's outputs (a scalar loss is
 ``loss``), then ``grad.<name>`` per differentiated input, then ``updated.<name>`` for every
 input the step writes. Needs the ``onnx`` extra; ``staged`` itself never imports this module.
 """
@@ -25,12 +26,14 @@ from .autograd import grad as _autograd_grad
 from .tracing.capture import trace
 from .tracing.dynamic import DynamicError, generalize, mismatch, resize, substitute
 from .tracing.ir import Graph, Input
+from .eager.random.counter import rng_state
 from .eager.tensor import Tensor
 from .lower.onnx_lowering import DEFAULT_OPSET, ExportError, to_onnx
 from .lower.onnx_lowering.model import check_opset
 from .nn import Module
+from .optim import Optimizer
 
-__all__ = ["export", "export_captured", "ExportError"]
+__all__ = ["export", "export_captured", "ExportError", "rng_state"]
 
 # Above this many bytes of constants a model cannot be one protobuf (2 GiB, less room for
 # the nodes): constants of >= 1 KiB are then streamed to ``<file>.data``.
@@ -186,30 +189,44 @@ def _arg_names(fn_or_module, loss_fn, args, given):
 
 def _state_names(module, fn, opt) -> dict:
     """``id(tensor) -> name`` for parameters and buffers (state_dict keys) of the module,
-    or of the modules the function closes over, and ``state.<param>.<slot>`` for optimizer
-    state."""
-    mods = {"": module} if module is not None else _closure_modules(fn)
+    or of the modules the function closes over, ``state.<param>.<slot>`` for the state of
+    ``opt`` (else of the optimizers the function closes over: a step that calls
+    ``opt.step()`` itself) and ``rng_state`` for the counter-based generator's (seed,
+    counter), which dropout advances (Note [exported RNG state])."""
+    mods = {"": module} if module is not None else _closure_values(fn, Module)
     names: dict[int, tuple[str, Any, bool]] = {}
     for prefix, m in mods.items():
         for kind in ("named_parameters", "named_buffers"):
             for k, t in getattr(m, kind)():
                 names.setdefault(id(t), (prefix + k, t, kind == "named_parameters"))
-    if opt is not None:
-        for p, slots in opt.state.items():
+    opts = [opt] if opt is not None else list(_closure_values(fn, Optimizer).values())
+    for o in opts:
+        for p, slots in o.state.items():
             pname = names.get(id(p), (None,))[0]
             for slot, t in slots.items():
                 if isinstance(t, Tensor) and pname is not None:
                     names[id(t)] = (f"state.{pname}.{slot}", t, False)
+    names[id(rng_state())] = ("rng_state", rng_state(), False)
     return names
 
 
-def _closure_modules(fn) -> dict:
-    """The nn.Modules a function reads from its closure or globals, by variable name."""
+# Note [exported RNG state]: dropout (and rand/randn) in an exported step draws from the
+# counter-based stream (Note [counter-based RNG] in autodiff/random.py) and advances its
+# (seed, counter) tensor (``staged.onnx.rng_state()``) in place, so the model takes it as
+# the input ``rng_state`` and returns ``updated.rng_state``: fed back at each run, every
+# run draws new masks, as ``staged.compile(step, rng="counter")`` does from the same seed.
+# Before, the export raised ``ExportError: the step writes a tensor that is neither a
+# parameter, ... (state4, int64[2])``.
+
+
+def _closure_values(fn, cls) -> dict:
+    """The ``cls`` instances a function reads from its closure or globals, by variable name
+    (``{"": it}`` when there is one)."""
     try:
         cv = inspect.getclosurevars(fn)
     except (TypeError, ValueError):
         return {}
-    found = {k: v for k, v in {**cv.globals, **cv.nonlocals}.items() if isinstance(v, Module)}
+    found = {k: v for k, v in {**cv.globals, **cv.nonlocals}.items() if isinstance(v, cls)}
     if len(found) == 1:
         return {"": next(iter(found.values()))}
     return {f"{k}.": v for k, v in found.items()}
@@ -277,6 +294,13 @@ def _trace(fn, args, arg_names, names, wrt, opt):
         if opt is None:
             grads = _autograd_grad(loss, targets, materialize_grads=True) if targets else ()
         else:
+            if not loss.requires_grad:  # backward() would raise torch's bare RuntimeError
+                raise ExportError(
+                    "training_step= runs backward() and opt.step() on the function's loss, "
+                    "which does not require grad: a function that steps its optimizer "
+                    "itself (returning loss.detach()) is exported without training_step= "
+                    "(with_gradients=False); its optimizer's state is read from its closure"
+                )
             loss.backward()
             opt.step()
             grads = [t.grad if t.grad is not None else t.detach() * 0 for t in targets]
