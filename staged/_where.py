@@ -32,9 +32,14 @@ def user_site() -> str:
         f = f.f_back
     if f is None:
         return ""
-    path = f.f_code.co_filename
-    rel = os.path.relpath(path) if os.path.isabs(path) else path
-    return f"{path if rel.startswith('..') else rel}:{f.f_lineno}"
+    return f"{_shown(f.f_code.co_filename, os.getcwd())}:{f.f_lineno}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd`` when it lies below it (cached: a trace asks per op)."""
+    rel = os.path.relpath(path, cwd) if os.path.isabs(path) else path
+    return path if rel.startswith("..") else rel
 
 
 def warn_user(message, category=UserWarning) -> None:

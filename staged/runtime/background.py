@@ -35,6 +35,7 @@ collectives compile blocking (each rank must run its collectives the same way).
 from __future__ import annotations
 
 import atexit
+import operator
 import queue
 import threading
 import time
@@ -48,43 +49,54 @@ from .checks import StepCheck
 from .compiler import compile_subprocess, kill_subprocesses
 from .logs import Phases, compile_log
 
+_ID = operator.attrgetter("id")
+
 
 class Interpreter:
     """Stands in for a loaded module while the compile runs: ``invoke`` evaluates the
-    graph with each primitive's NumPy impl, dropping values after their last use."""
+    graph with each primitive's NumPy impl, dropping values after their last use. Built
+    once per trace: values live in a list indexed by their ids (below ``graph._next``)."""
 
-    def __init__(self, graph, checks=(), check_output: int = -1):
-        self.graph = graph
+    def __init__(self, graph, checks=(), check_output: int = -1, unchecked=None):
+        """``unchecked``: ``Captured.unchecked``, the outputs' values before the checks'
+        selects, returned instead (a bad check raises before the call writes anything, so
+        the selects would only copy); ops no output needs are not run."""
+        unchecked = unchecked or {}
+        self.outputs = [unchecked.get(k, o.value).id for k, o in enumerate(graph.outputs)]
         self.dtypes = [i.value.aval.dtype.np for i in graph.inputs]
-        self.consts = {v.id: a for v, a in graph.consts}
-        self.const_roots = {id(_root(a)) for a in self.consts.values()}
+        self.inputs = [i.value.id for i in graph.inputs]
+        self.env: list = [None] * graph._next  # the constants in place, copied per call
+        for v, a in graph.consts:
+            self.env[v.id] = a
+        self.const_roots = {id(_root(a)) for _, a in graph.consts}
         self.rows, self.check_output = list(checks), check_output
-        kept = {o.value.id for o in graph.outputs}
-        last = {}
-        for k, op in enumerate(graph.ops):
-            for v in op.inputs:
-                last[v.id] = k
-        self.drops: list[list[int]] = [[] for _ in graph.ops]
-        for vid, k in last.items():
-            if vid not in kept:
-                self.drops[k].append(vid)
+        needed = set(self.outputs)  # by the ops after this one (walking back) or outputs
+        self.steps = []  # (impl, input ids, params, output id, ids last used here)
+        for op in reversed(graph.ops):
+            if op.out.id in needed:
+                ins = list(map(_ID, op.inputs))
+                drops = [] if needed.issuperset(ins) else [i for i in ins if i not in needed]
+                needed.update(ins)
+                self.steps.append((op.prim.impl, ins, op.params, op.out.id, drops))
+        self.steps.reverse()
 
     def invoke(self, fn_name, args, result_dtypes=None, undo=None) -> list:
-        env = dict(self.consts)
+        env = self.env.copy()
         roots = set(self.const_roots)  # outputs must not share memory with these
-        for i, a, dtype in zip(self.graph.inputs, args, self.dtypes):
+        for vid, a, dtype in zip(self.inputs, args, self.dtypes):
             a = np.asarray(a)  # a DeviceValue is waited for and read back
-            env[i.value.id] = a if a.dtype == dtype else a.astype(dtype)  # BOUNDARY
+            env[vid] = a if a.dtype == dtype else a.astype(dtype)  # BOUNDARY
             roots.add(id(_root(a)))
+        ndarray, asarray = np.ndarray, np.asarray
         with np.errstate(all="ignore"):  # as eager dispatch (Note [NumPy warnings])
-            for op, drops in zip(self.graph.ops, self.drops):
-                out = op.prim.impl(*[env[v.id] for v in op.inputs], **op.params)
-                env[op.out.id] = out if type(out) is np.ndarray else np.asarray(out)
-                for vid in drops:
-                    env.pop(vid, None)
+            for impl, ins, params, out, drops in self.steps:
+                r = impl(*[env[i] for i in ins], **params)
+                env[out] = r if type(r) is ndarray else asarray(r)
+                for i in drops:
+                    env[i] = None
         res = []
-        for o in self.graph.outputs:  # each result its own writable array, as a module's
-            a = env[o.value.id]
+        for vid in self.outputs:  # each result its own writable array, as a module's
+            a = env[vid]
             r = id(_root(a))
             if r in roots or not a.flags.writeable:
                 a = a.copy()
@@ -155,7 +167,7 @@ class Compiling:
     ):
         c = entry.captured
         self.interpreter = Interpreter(
-            c.graph if graph is None else graph, c.checks, c.check_output
+            c.graph if graph is None else graph, c.checks, c.check_output, c.unchecked
         )
         self.batch, self.batched = batch, tuple(batched)
         self.fallback, self.calls, self.name = fallback, calls, name

@@ -54,7 +54,7 @@ from ..lower.mlir import to_mlir
 from ..lower.mlir.module import checked
 from .. import viz
 from . import deploy, profiled
-from .background import CallLog, Compiling, call_eagerly
+from .background import CallLog, Compiling, Interpreter, call_eagerly
 from .boundary import Differentiable, eager_reason
 from .checks import Checks
 from .shared_inputs import PAYLOAD, SharedInputs
@@ -236,13 +236,16 @@ class CompiledGraph:
         """Why this trace can't serve the current call, or None when it can."""
         return _guard_failure(self._guards, self.captured)
 
-    def _set_live(self) -> None:
-        """Set the live inputs (Note [live inputs]) to their values now, on the device:
-        an upload costs tens of microseconds, so only a changed value is uploaded."""
+    def _set_live(self, host: bool = False) -> None:
+        """Set the live inputs (Note [live inputs]) to their values now, on the device
+        (on the host for the ``Interpreter``): an upload costs tens of microseconds, so
+        only a changed value is uploaded."""
         for k, (t, get) in enumerate(self.captured.live):
             v, on_device, dtype = self._live[k]
             now = get()
-            if t._payload is not on_device or now != v or type(now) is not type(v):
+            if host:
+                t._payload = np.asarray(now, dtype)  # the next compiled call uploads it
+            elif t._payload is not on_device or now != v or type(now) is not type(v):
                 on_device = self.device.upload(np.asarray(now, dtype))
                 self._live[k] = (now, on_device, dtype)
                 t._payload = on_device
@@ -280,8 +283,9 @@ class CompiledGraph:
         """The call on ``leaves``, run by ``module`` (``self.module``, or a static module of
         the same inputs and outputs: Note [specialized batch sizes])."""
         c = self.captured
+        host = type(module) is Interpreter  # runs on NumPy: nothing to upload
         if c.live:
-            self._set_live()
+            self._set_live(host)
         # which written memory other objects see (Note [aliased memory] in
         # eager/aliases.py), asked before this call holds references to it
         written = self._written
@@ -297,7 +301,7 @@ class CompiledGraph:
             if w._grad is not None:
                 inputs.append(leaves[i]._grad._payload)
         inputs += [w.tensor._payload for w in c.state]
-        if shared is not self._unshared and self._narrow is None:
+        if shared is not self._unshared and self._narrow is None and not host:
             self._upload_once(inputs, shared)
         if c.rng is not None:  # Note [host draws]: made now, from torch's stream
             inputs += c.rng.run(self._draw_shapes(inputs))

@@ -145,6 +145,9 @@ class Captured:
     constants: dict = field(default_factory=dict)  # argument name -> its non-tensor value
     checks: list = field(default_factory=list)  # [(error, message, lo, hi)], one a row of
     check_output: int = -1  # this output (Note [index checks])
+    # output index -> its value before the checks' select: what a call that raises at a
+    # bad check never returns, so background mode's interpreter skips the selects
+    unchecked: dict = field(default_factory=dict)
     rng: Program | None = None  # the host's draws per call (Note [host draws])
     # results that require grad from a body that ran no backward (Note [autograd boundary])
     grad_results: list = field(default_factory=list)
@@ -395,7 +398,10 @@ class Tracer:
                 # constants only: fold eagerly (but never blow a scalar up into a big array)
                 out = prim.impl(*(np.asarray(t._payload) for t in inputs), **params)
                 return np.asarray(out)
-        vals = [self.value_of(t) for t in inputs]
+        vals = []
+        for t in inputs:  # refreshed above: a value of this trace needs no value_of
+            p = t._payload
+            vals.append(p.value if type(p) is Symbolic and p.tracer is self else self.value_of(t))
         aval = prim.shape_rule(*(v.aval for v in vals), **params)
         tags = interceptor.tags
         v = self.graph.add_op(
@@ -776,7 +782,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     _guard_dicts(tracer)
     with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
-        checks = _apply_checks(tracer, updates, grad_writes)
+        checks, unchecked = _apply_checks(tracer, updates, grad_writes)
     return Captured(
         g,
         in_tree,
@@ -792,6 +798,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         checks=checks,
         constants=tracer.constants,
         check_output=len(g.outputs) - 1 if checks else -1,
+        unchecked=unchecked,
         rng=tracer.program if tracer.program.steps or tracer.program.calls else None,
         grad_results=differentiable,
         graphless=graphless,
@@ -843,13 +850,13 @@ def _changed(d: dict, before: dict) -> bool:
     return d.keys() != before.keys() or any(d[k] is not before[k] for k in d)
 
 
-def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
+def _apply_checks(tracer: Tracer, updates, grad_writes) -> tuple[list, dict]:
     """Note [index checks]: the reports of the trace's checks become one ``check`` output
     (k int64, 0 where fine); where one is bad, the new state is the old state and floating
     point results (and .grad not read from state) are NaN. Returns the checks' rows
-    (error, message, lo, hi)."""
+    (error, message, lo, hi) and ``Captured.unchecked``."""
     if not tracer.checks:
-        return []
+        return [], {}
     g = tracer.graph
 
     def sym(v):
@@ -881,11 +888,13 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         if gw.kind == "output" and w is not None and w.value is not None:
             old[gw.output] = w.value
     scalars: dict[Any, list] = {}  # dtype -> [(output index, new, alt)] of the 0-d outputs
+    unchecked = {}
     for i, o in enumerate(g.outputs):
         aval = o.value.aval
         keep = old.get(i)
         if keep is None and not (o.kind in ("out", "grad") and aval.dtype.is_floating_point):
             continue
+        unchecked[i] = o.value
         alt = sym(keep) if keep is not None else scalar_tensor(float("nan"), aval.dtype)
         shape = tuple(aval.shape)
         if not shape and keep is not None:
@@ -902,7 +911,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> list:
         for (i, _, _), sel in zip(rows, sels):
             g.outputs[i] = Output(sel._payload.value, g.outputs[i].kind, g.outputs[i].name)
     g.outputs.append(Output(table._payload.value, "check", "check"))
-    return [(p["error"], p["message"], p["lo"], p["hi"]) for _, p in tracer.checks]
+    return [(p["error"], p["message"], p["lo"], p["hi"]) for _, p in tracer.checks], unchecked
 
 
 # 0-d states selected one by one, at most: IREE gathers 0-d ops into one dispatch, of 3 or 4

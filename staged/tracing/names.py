@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 import inspect
 import sys
 import textwrap
@@ -123,15 +124,21 @@ def _returned(fn):
     fn = inspect.unwrap(getattr(fn, "__func__", fn))
     if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
         return None
+    return _returns(fn.__code__)
+
+
+@functools.lru_cache(maxsize=256)
+def _returns(code: types.CodeType):
+    """``_returned`` of the function of ``code`` (parsed once: every trace asks)."""
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return None
     f = tree.body[0] if tree.body else None
     if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     results = set()
-    todo = list(f.body)
+    todo: list[ast.AST] = list(f.body)
     while todo:
         node = todo.pop()
         if isinstance(node, ast.Return) and node.value is not None:
