@@ -6,8 +6,19 @@ error naming this rank and the collective; the error, uncaught, aborts the job
 (``abort_on_error``). Polls run back to back (yielding the core) for ``SPIN_S`` before
 they sleep: MPI progresses a collective only while its ranks are in MPI calls. Before a
 checked collective the ranks exchange what they are about to do (the op, dtype and shape:
-12 int64 each, one ``Iallgather``, microseconds on a machine), so that mismatched calls
+13 int64 each, one ``Iallgather``, microseconds on a machine), so that mismatched calls
 fail with an error naming the ranks instead of hanging or reducing garbage. DDP's bucket all-reduces skip it: it checks the parameters once.
+
+Note [two communicators]: the checks (and ``barrier``, itself a check) run on a duplicate
+of the communicator, the data on the original, and each check's row starts with a hash of
+what is called, so a rank that skips a step can never pair its check with another rank's
+unchecked bucket all-reduce: MPI matches collectives only by their order on a
+communicator, and that pairing gave the all-reduce 96 bytes of the check's integers as a
+peer's gradient (with 3 ranks, one raising and skipping its backward, ranks 0 and 2 ended
+the backward with different gradients, max 0.114 and 0.275). Now the rank in the
+all-reduce waits on the data communicator and the others on the control one, until the
+timeout names each; ranks that reach different checks (a barrier against a DDP forward)
+fail at once, each named with what it called.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import zlib
 from datetime import timedelta
 
 import numpy as np
@@ -30,7 +42,8 @@ SPIN_S = 0.05
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
-WIDTH = 12  # int64 per rank in a check
+WIDTH = 13  # int64 per rank in a check: what is called (a hash), then its arguments
+_CALLS: dict[int, tuple] = {}  # a check's hash -> (what, describe), for naming others' calls
 
 
 def connect(timeout: timedelta) -> MPIGroup:
@@ -65,6 +78,7 @@ class MPIGroup:
     def __init__(self, mpi, comm, timeout: timedelta):
         self.mpi, self.comm, self.timeout = mpi, comm, timeout
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.control = comm.Dup()  # the checks' (Note [two communicators])
         self.ops = {
             "sum": mpi.SUM,
             "avg": mpi.SUM,
@@ -108,18 +122,27 @@ class MPIGroup:
 
     def check(self, what: str, values, describe) -> None:
         """Fail on every rank, naming the ranks, unless all pass equal ``values`` (at most
-        WIDTH ints; ``describe(row)`` shows one rank's in the message)."""
+        WIDTH - 1 ints; ``describe(row)`` shows one rank's in the message)."""
+        key = _key(what, describe)
         mine = np.full(WIDTH, -1, np.int64)
-        mine[: min(len(values), WIDTH)] = values[:WIDTH]
+        mine[0] = key
+        mine[1 : 1 + min(len(values), WIDTH - 1)] = values[: WIDTH - 1]
         rows = np.empty((self.size, WIDTH), np.int64)
-        self.wait(self.comm.Iallgather(mine, rows), f"{what} (checking the ranks agree)")
+        self.wait(self.control.Iallgather(mine, rows), f"{what} (checking the ranks agree)")
         differ = [r for r in range(self.size) if not np.array_equal(rows[r], rows[0])]
-        if differ:
-            shown = "; ".join(f"rank {r}: {describe(rows[r])}" for r in [0, *differ[:3]])
+        if not differ:
+            return
+        if all(row[0] == key for row in rows):
+            shown = "; ".join(f"rank {r}: {describe(rows[r][1:])}" for r in [0, *differ[:3]])
             raise RuntimeError(
                 f"{what}: the ranks called it with different arguments "
                 f"({shown}); every rank must pass the same shape and dtype"
             )
+        shown = "; ".join(f"rank {r}: {_call(rows[r])}" for r in [0, *differ[:3]])
+        raise RuntimeError(
+            f"rank {self.rank} called {what}, and the ranks called different things "
+            f"({shown}): every rank must call the same collectives in the same order"
+        )
 
     def used_anywhere(self, flags) -> np.ndarray:
         """Which of ``flags`` any rank set (DDP's map of the parameters a backward used)."""
@@ -128,7 +151,8 @@ class MPIGroup:
         return out.astype(bool)
 
     def barrier(self) -> None:
-        self.wait(self.comm.Ibarrier(), "barrier")
+        """A check of nothing: it completes once every rank has called it."""
+        self.check("barrier", [], lambda row: "")
 
     def wait(self, req, what: str) -> None:
         """Poll ``req`` until it completes or the timeout passes (Note [waits]): yielding
@@ -180,8 +204,27 @@ def _divide(n):
     return finish
 
 
+def _key(what: str, describe) -> int:
+    """The hash that stands for ``what`` in a check's row (remembered, to name it)."""
+    key = zlib.crc32(what.encode())
+    _CALLS[key] = (what, describe)
+    return key
+
+
+def _call(row) -> str:
+    """What one rank's check row says it called."""
+    what, describe = _CALLS.get(int(row[0]), ("a call this rank never made", None))
+    detail = describe(row[1:]) if describe is not None else ""
+    return f"{what} ({detail})" if detail else what
+
+
 def _describe(row) -> str:
     kind, arg, char, ndim = (int(v) for v in row[:4])
-    shape = [int(d) for d in row[4 : 4 + min(ndim, WIDTH - 4)]]
+    shape = [int(d) for d in row[4 : 4 + min(ndim, len(row) - 4)]]
     what = f"op {REDUCE_OPS[arg]}" if kind in (0, 3) else f"src {arg}" if kind == 1 else ""
     return f"{KINDS[kind]} of {np.dtype(chr(char)).name}{shape}" + (f" ({what})" if what else "")
+
+
+for _name in KINDS:  # what another rank may call that this one has not yet
+    _key(_name, _describe)
+_key("barrier", None)

@@ -54,8 +54,9 @@ def _assign(params, cap: int) -> list:
 class DistributedDataParallel(Module):
     """Runs ``module`` on this rank's batch and averages the gradients over the ranks.
 
-    At construction rank 0's parameters and buffers are broadcast to the others (with
-    ``broadcast_buffers``, the buffers again before each forward). Each forward checks that
+    At construction rank 0's parameters are broadcast to the others, and with
+    ``broadcast_buffers`` (the default) its buffers, at construction and before each
+    forward; without it each rank keeps its own buffers, as torch's. Each forward checks that
     every rank's batch has the same shape but for its size: the gradient is the average of
     the ranks' gradients, so of their means, not the mean over all their rows. Parameters
     that take no part in the loss need ``find_unused_parameters=True`` (their gradient is
@@ -103,8 +104,9 @@ class DistributedDataParallel(Module):
             [len(named), zlib.crc32(layout)],
             lambda row: f"{row[0]} parameters of layout {row[1]:08x}",
         )
-        if init_sync:
-            self._broadcast([*module.parameters(), *module.buffers()])
+        if init_sync:  # torch's: buffers only if broadcast_buffers
+            buffers = list(module.buffers()) if broadcast_buffers else []
+            self._broadcast([*module.parameters(), *buffers])
         self._names = {id(p): n for n, p in named}
         self._buckets = _assign([p for _, p in named][::-1], self.bucket_bytes_cap)
         self._bucket_of = {id(p): b for b in self._buckets for p in b.params}
