@@ -69,7 +69,10 @@ class Interpreter:
         for v, a in graph.consts:
             self.env[v.id] = a
         self.const_roots = {id(_root(a)) for _, a in graph.consts}
-        self.rows, self.check_output = list(checks), check_output
+        # a report past the graph's outputs is a module's own (Note [int64 held in int32]):
+        # NumPy computes int64 as it is
+        self.rows = list(checks) if check_output < len(graph.outputs) else []
+        self.check_output = check_output
         needed = set(self.outputs)  # by the ops after this one (walking back) or outputs
         self.steps = []  # (impl, input ids, params, output id, ids last used here)
         for op in reversed(graph.ops):

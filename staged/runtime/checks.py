@@ -4,13 +4,26 @@ its results; a failed check raises its error when a result of that call is read,
 at a later call: the first made after the bad call has finished (without waiting for it, so
 steps stay asynchronous; calls in flight are bounded, so at most ``MAX_IN_FLIGHT`` calls
 later). The call that raises is dropped; the step itself already kept the old state where a
-check failed, so calls in between trained from it as if the bad call had not happened."""
+check failed, so calls in between trained from it as if the bad call had not happened.
+
+Where a backend holds int64 in int32, its module checks for int64 results that wrapped
+(Note [int64 held in int32] in ``lower/mlir/overflow.py``): one more row, of a message per
+checked op, the report's key picking it."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 
+from .. import dtypes as dt
+from ..autodiff.avals import Aval
 from ..autodiff.indexing import ERRORS, report_value
+from ..lower.mlir.overflow import overflow_row
+from ..tracing.ir import Output
+
+_ERRORS = {**ERRORS, "OverflowError": OverflowError}
 
 
 class StepCheck:
@@ -29,7 +42,12 @@ class StepCheck:
             self.report = None
             for key, (error, message, lo, hi) in zip(table, self.rows):
                 if key:
-                    self.failure = (ERRORS[error], message.format(report_value(key, lo, hi)))
+                    text = (
+                        message[-int(key)]
+                        if isinstance(message, list)
+                        else message.format(report_value(key, lo, hi))
+                    )
+                    self.failure = (_ERRORS[error], text)
                     break
         return self.failure
 
@@ -70,3 +88,20 @@ class Checks:
         self.pending.append(check)
         for r in results:
             r.check = check
+
+
+def with_overflow_checks(captured, int64_checks: bool):
+    """``captured`` with the row of its module's int64 overflow checks (where
+    ``int64_checks``, ``compiler.lowering_options``) and a ``check`` output to hold them:
+    an empty report of its own where the trace had no index checks."""
+    row = overflow_row(captured.graph) if int64_checks else None
+    if row is None:
+        return captured
+    g = copy.copy(captured.graph)
+    g.outputs, at = list(g.outputs), captured.check_output
+    if at < 0:
+        v = g.new_value(Aval((0,), dt.int64))
+        g.consts = [*g.consts, (v, np.zeros(0, np.int64))]
+        g.outputs.append(Output(v, "check", "check"))
+        at = len(g.outputs) - 1
+    return dataclasses.replace(captured, graph=g, checks=[*captured.checks, row], check_output=at)

@@ -56,7 +56,7 @@ from .. import viz
 from . import deploy, profiled
 from .background import CallLog, Compiling, Interpreter, call_eagerly
 from .boundary import Differentiable, eager_reason
-from .checks import Checks
+from .checks import Checks, with_overflow_checks
 from .shared_inputs import PAYLOAD, SharedInputs
 from .specialized import Specialized, specialized
 from .compiler import (
@@ -125,6 +125,7 @@ class CompiledGraph:
     ):
         """``background(self)``, if given, makes the ``Compiling`` that builds the module
         on a worker thread and stands in for it meanwhile."""
+        captured = with_overflow_checks(captured, lowering_options(backend)["int64_checks"])
         self.captured = captured
         self.backend = backend
         self.cache: dict[str, Any] = {}  # "cache": "hit" or "miss", "key" (compile_mlir's stats)

@@ -119,6 +119,8 @@ def lowering_options(backend: str) -> dict:
     return {
         "boundary": BOUNDARY.get(backend),
         "fence_reductions": backend in FENCED_REDUCTIONS,
+        # Note [int64 held in int32] in lower/mlir/overflow.py
+        "int64_checks": BOUNDARY.get(backend, {}).get("int64") == "int32",
     }
 
 

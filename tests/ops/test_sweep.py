@@ -296,6 +296,12 @@ def _compiled(backends: frozenset, selected: frozenset) -> dict:
 def _module(backend, dtype, todo) -> dict:
     """The outputs of the cases ``todo`` of one dtype from one module for ``backend``."""
     results = {}
+    if backend == "vulkan-spirv":  # alone: their error fails the call, every result of it
+        for key in VULKAN_REPORTED.keys() & todo.keys():
+            try:
+                results[key] = H.compiled_batch([todo.pop(key)], backend)[0]
+            except OverflowError as err:
+                results[key] = err
     for attempt in range(2):
         try:
             results.update(zip(todo, H.compiled_batch(list(todo.values()), backend)))
@@ -337,6 +343,9 @@ def _check_compiled(request, backend, entry, dtype, k, sample):
     # the modules of every swept backend build together, for the first compiled test
     backends, selected = _swept(request.session)
     got = _compiled(backends | {backend}, selected)[backend][(entry.name, dtype, k)]
+    if backend == "vulkan-spirv" and (entry.name, dtype, k) in VULKAN_REPORTED:
+        assert isinstance(got, OverflowError), f"{VULKAN_REPORTED[entry.name, dtype, k]}: {got}"
+        return
     if isinstance(got, str):
         if got.startswith(_UNSUPPORTED):
             pytest.skip(got)
@@ -353,9 +362,12 @@ def test_llvm_cpu(entry, dtype, k, sample, request):
 
 
 # cases IREE miscompiles or cannot hold on vulkan-spirv (strict: they fail the sweep once fixed)
-VULKAN_MISCOMPILED = {
-    ("bitwise_left_shift", "int64", 0): "int64 is 32-bit inside a Vulkan step (README's "
-    "vulkan-spirv row): shifts past bit 31 wrap",
+VULKAN_MISCOMPILED: dict = {}
+
+# cases that raise OverflowError at the read on vulkan-spirv, which holds int64 in int32
+# (README's vulkan-spirv row; Note [int64 held in int32])
+VULKAN_REPORTED = {
+    ("bitwise_left_shift", "int64", 0): "a shift past bit 31 raises OverflowError",
 }
 
 

@@ -14,6 +14,7 @@ from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
 from .invariants import constant_destinations, invariant_reduction, known_splat, splats
+from .overflow import Overflows, checked_ops
 
 
 def to_mlir(
@@ -24,6 +25,7 @@ def to_mlir(
     scope: str = "model",
     boundary=None,
     fence_reductions: bool = False,
+    int64_checks: bool = False,
     check: bool = True,
 ) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
@@ -47,6 +49,9 @@ def to_mlir(
 
     ``fence_reductions`` puts each reduction's result behind an optimization barrier
     (Note [fenced reductions] in ``reduction.py``).
+
+    ``int64_checks`` (where int64 is held in int32) adds the checks of Note [int64 held in
+    int32] (``overflow.py``) to the graph's ``check`` output, if it has one.
     """
     e = Emitter()
     e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
@@ -89,6 +94,9 @@ def to_mlir(
             e.names[v.id] = e.dense(np.asarray(array), v.aval)
     known = e.known = splats(graph)  # Note [invariant reductions]
     literal = constant_destinations(graph)  # Note [constant destinations]
+    report = [o for o in graph.outputs if o.kind == "check"]
+    ops = checked_ops(graph) if int64_checks and report else None
+    over = Overflows(ops) if ops else None
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
@@ -101,25 +109,30 @@ def to_mlir(
             or (known_splat(e, op, known) if op.out.aval.dtype not in wide else None)
             or emitter(e, op, *_operands(e, op, literal))
         )
+        if over is not None:  # a sum's result computed anew, exactly
+            names = [e.names[v.id] for v in op.inputs]
+            e.names[op.out.id] = over.add(e, op, names, e.names[op.out.id]) or e.names[op.out.id]
     e.op = None
+    edge = {}  # output -> (SSA name, aval) where the overflow checks replace it
+    if over is not None:
+        edge[id(report[0])] = over.finish(e, graph, report[0])
     outs = graph.outputs
 
-    def at_edge(v):
-        d = v.aval.dtype
-        return _convert(e, e.names[v.id], v.aval, d, wide[d]) if d in wide else e.names[v.id]
+    def at_edge(o):
+        x, a = edge.get(id(o)) or (e.names[o.value.id], o.value.aval)
+        return (_convert(e, x, a, a.dtype, wide[a.dtype]) if a.dtype in wide else x), a
 
     if state_as_globals:
         for o in outs:
             if o.kind == "state":
                 e.lines.append(
-                    f"util.global.store {at_edge(o.value)}, {globals_[o.name]} "
+                    f"util.global.store {at_edge(o)[0]}, {globals_[o.name]} "
                     f": {edge_type(o.value.aval)}"
                 )
                 e.line_ops.append(None)
         outs = [o for o in outs if o.kind in ("out", "check")]
-    outs = [o.value for o in outs]
-    results = [at_edge(v) for v in outs]
-    types = [edge_type(v.aval) for v in outs]
+    results = [at_edge(o) for o in outs]
+    types = [edge_type(a) for _, a in results]
     head = [
         f"util.global private mutable {sym} = #stream.parameter.named<"
         f"{_quote(scope)}::{_quote(n)}> : {edge_type(i.value.aval)}"
@@ -128,7 +141,7 @@ def to_mlir(
         if i.name == n
     ]
     head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
-    ret = f"return {', '.join(results)} : {', '.join(types)}" if outs else "return"
+    ret = f"return {', '.join(x for x, _ in results)} : {', '.join(types)}" if outs else "return"
     body = ["  " + line for line in e.prologue + e.lines] + [f"  {ret}", "}"]
     if globals_:
         body += _state_getter(name, graph, globals_, edge_type)

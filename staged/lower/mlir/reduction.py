@@ -73,7 +73,7 @@ def _blocked(e, a, x, dims, combine_fn):
 # none of those cases went wrong with it. Scalars are not fenced: a step's index checks
 # are many scalar reductions that IREE combines in one dispatch, and fenced, that
 # dispatch bound more buffers (143) than Vulkan devices allow (32).
-def _keep(e, op, r, dims):
+def keep_dims(e, op, r, dims):
     a, out = op.inputs[0].aval, op.out.aval
     shape = tuple(s for i, s in enumerate(a.shape) if i not in dims)
     if e.fence_reductions and shape:
@@ -102,7 +102,7 @@ def _reduction(combine, init):
             (r,) = _reduce(e, type(a)(flat, d), x, (0,), [(d, init(e, d))], combine_fn)
             return e.reshape(r, (), op.out.aval.shape, d)
         (r,) = _reduce(e, a, x, dims, [(d, init(e, d))], combine_fn)
-        return _keep(e, op, r, dims)
+        return keep_dims(e, op, r, dims)
 
     return emit
 
@@ -156,7 +156,7 @@ def _arg(extreme: str):
             ["reduction" if i == dim else "parallel" for i in range(rank)],
             first,
         )
-        return _keep(e, op, r, (dim,))
+        return keep_dims(e, op, r, (dim,))
 
     return emit
 
