@@ -72,7 +72,7 @@ def raises_like_torch(fn, *fragments):
 
 def to_numpy(t) -> np.ndarray:
     if isinstance(t, staged.Tensor):
-        return np.asarray(t.detach())
+        return np.asarray(t.detach().resolve_conj())
     if isinstance(t, torch.Tensor):
         return t.detach().resolve_conj().numpy()
     return np.asarray(t)

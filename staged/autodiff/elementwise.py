@@ -71,16 +71,16 @@ def _sigmoid(x):
     """1 / (1 + exp(-x)): small results keep their precision (the form 0.5 + 0.5 tanh(x/2)
     rounds to 0 below x = -17 in float32, where torch gives 2e-9 at -20); exp(-x)
     overflows to inf only where the result is below float32's normal range. Half inputs
-    compute in float32. Complex: the tanh form."""
-    if x.dtype.kind == "c":
-        half = x.dtype.type(0.5)
-        return half + half * np.tanh(half * x)
-    if x.dtype.itemsize < 4:
+    compute in float32. Complex: the same, with a complex division, as torch's (NaN where
+    exp(-x) overflows with a non-zero imaginary part: 1 / (inf + inf j))."""
+    if x.dtype.itemsize < 4 and x.dtype.kind != "c":
         return _sigmoid(x.astype(np.float32)).astype(x.dtype)
     e = np.empty_like(x)  # an array even for 0-d x (where ufuncs return scalars)
     np.negative(x, out=e)
     np.exp(e, out=e)
     np.add(e, x.dtype.type(1), out=e)
+    if x.dtype.kind == "c":  # NumPy's complex reciprocal rounds differently from torch's
+        return np.divide(x.dtype.type(1), e, out=e)
     return np.reciprocal(e, out=e)
 
 

@@ -356,7 +356,7 @@ class Tensor(_TensorOps):
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:
-        if self._requires_grad and not force:
+        if self._requires_grad and _state.grad_enabled and not force:
             raise RuntimeError(
                 at_user(
                     "Can't call numpy() on Tensor that requires grad. Use "
@@ -376,8 +376,12 @@ class Tensor(_TensorOps):
         return self._host()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        a = self._host()
-        return a if dtype is None else a.astype(dtype)
+        """``np.asarray(t)``: ``numpy()``'s array (and its errors, as torch's), a copy where
+        NumPy asks for one (``np.array(t)``)."""
+        a = self.numpy()
+        if dtype is not None:
+            return a.astype(dtype, copy=bool(copy))
+        return a.copy() if copy else a
 
     def _one(self, error: str) -> np.ndarray:
         """The one element (a 0-d array), or RuntimeError ``error`` (formatted with the

@@ -6,7 +6,7 @@ import math
 
 from ..dtypes import finfo
 from ..eager.factories import zeros, zeros_like
-from .optimizer import Optimizer, advance, decayed_grad, new_step
+from .optimizer import Optimizer, advance, decayed_grad, lerp_, new_step
 
 
 class Adafactor(Optimizer):
@@ -78,19 +78,15 @@ class Adafactor(Optimizer):
         # the parameter's RMS before the weight decay, as torch's
         alpha = (p.norm() / math.sqrt(p.numel())).clamp(min=h.number("eps2"))
         grad = decayed_grad(p, grad, h, decoupled=True)
-        if factored:  # each running mean moves towards the new one by ``weight`` (lerp_)
+        if factored:  # each running mean moves towards the new one by ``weight``
             row_var, col_var = state["row_var"], state["col_var"]
-            row_var.add_(
-                (grad.norm(dim=-1, keepdim=True).square() / grad.shape[-1] - row_var) * weight
-            )
-            col_var.add_(
-                (grad.norm(dim=-2, keepdim=True).square() / grad.shape[-2] - col_var) * weight
-            )
+            lerp_(row_var, grad.norm(dim=-1, keepdim=True).square() / grad.shape[-1], weight)
+            lerp_(col_var, grad.norm(dim=-2, keepdim=True).square() / grad.shape[-2], weight)
             floor = row_var.mean(dim=-2, keepdim=True).clamp(min=h.number("eps1", eps1))
             var_estimate = row_var @ col_var / floor
         else:
             var_estimate = state["variance"]
-            var_estimate.add_((grad * grad - var_estimate) * weight)
+            lerp_(var_estimate, grad * grad, weight)
         eps1_sq = h.number("eps1 ** 2", lambda g: eps1(g) ** 2)
         update = var_estimate.clamp(min=eps1_sq).rsqrt() * grad
         denom = (update.norm() / (math.sqrt(update.numel()) * h.number("d"))).clamp(min=1.0)

@@ -55,11 +55,13 @@ import functools
 import math
 import operator
 import weakref
+from collections import defaultdict
 from collections.abc import MutableMapping
 from typing import Any
 
 import numpy as np
 
+from .._where import at_user
 from ..dtypes import float32, float64, get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
 from ..eager.legacy_types import type_name
@@ -75,7 +77,7 @@ class Optimizer:
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
-        self.state: dict = {}
+        self.state: defaultdict = defaultdict(dict)  # as torch's: opt.state[p]["k"] = v works
         self._live: dict = {}  # (group index, name, dtype) -> its live input (Note [hyper-...])
         icpt = current_interceptor()  # the trace this optimizer is made in, if any
         self._made_in = None if icpt is None else weakref.ref(icpt)
@@ -229,8 +231,9 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Load what ``state_dict()`` (here or in PyTorch) returned; tensors may be NumPy
-        arrays. Values are copied into existing state tensors of the same shape, so a
-        compiled step that holds them stays valid."""
+        arrays. The state becomes the loaded one, as torch's (other parameters' and other
+        keys dropped); values are copied into existing state tensors of the same shape, so
+        a compiled step that holds them stays valid."""
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -244,11 +247,17 @@ class Optimizer:
             for g, own in zip(groups, self.param_groups)
             for i, p in zip(g["params"], own["params"])
         }
+        loaded = set()
         for i, saved in state_dict["state"].items():
             p = params[int(i)]
+            loaded.add(id(p))
             own = self.state.setdefault(p, {})
+            for k in [k for k in own if k not in saved]:
+                del own[k]
             for k, v in saved.items():
                 own[k] = _load_value(own.get(k), v, None if k == "step" else p.dtype)
+        for p in [p for p in self.state if id(p) not in loaded]:
+            del self.state[p]
         for g, own in zip(groups, self.param_groups):
             own.update({k: copy.deepcopy(v) for k, v in g.items() if k != "params"})
 
@@ -475,9 +484,25 @@ def saved_copy(x: Tensor) -> Tensor:
     return x.clone() if is_grad_enabled() else x
 
 
+def lerp_(avg, end, weight) -> None:
+    """``avg.lerp_(end, weight)``, computed as ``avg += (end - avg) * weight``. An ``end``
+    of another dtype raises ``RuntimeError`` as torch's ``lerp_`` does: state made before
+    the parameter's dtype changed (``model.double()`` after the optimizer was made)."""
+    if avg.dtype != end.dtype:
+        raise RuntimeError(
+            at_user(
+                f"the optimizer's state is {avg.dtype} but the gradient is {end.dtype}: the "
+                "parameter's dtype changed after the optimizer made its state (as by "
+                "model.double() after creating it); create the optimizer after converting "
+                "the model"
+            )
+        )
+    avg.add_((end - avg) * weight)
+
+
 def ema_(avg, x, h: Hyper, name: str) -> None:
     """``avg.lerp_(x, 1 - group[name])``: a moving average of ``x``."""
-    avg.add_((x - avg) * h.one_minus(name))
+    lerp_(avg, x, h.one_minus(name))
 
 
 def ema_sq_(avg, x, h: Hyper, name: str) -> None:

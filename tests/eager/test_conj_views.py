@@ -24,7 +24,7 @@ def _run(lib, code):
 
 
 def _array(v):
-    return v.resolve_conj().numpy(force=True) if isinstance(v, torch.Tensor) else np.asarray(v)
+    return v.resolve_conj().numpy(force=True)
 
 
 # grad_fn names that differ by design, torch's -> staged's: unsafe_split's pieces (slices

@@ -580,7 +580,7 @@ def _compare_batch(owners, got, want, what):
     for k, (g, w, prog) in enumerate(zip(got, want, owners)):
         # a float32 result of float64/int inputs (tan of an int64) is float32 arithmetic
         rtol, atol = max(tol(prog, COMPILED_TOL), COMPILED_TOL.get(numpy(w).dtype.name, (0, 0)))
-        g = np.asarray(g)
+        g = numpy(g)
         w = numpy(w)
         if (
             what == "vulkan-spirv"

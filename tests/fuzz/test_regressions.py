@@ -98,7 +98,7 @@ def test_setitem_through_repeated_indices_writes_the_last_value():
     args = [staged.tensor(a, dtype=staged.float32, requires_grad=True) for a in (x, v)]
     got = staged.capture(_put_repeated_and_grads, *args).compile()(*args)
     for g, e in zip(got, _put_repeated_and_grads(*args)):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(e.detach()))
+        np.testing.assert_array_equal(np.asarray(g.detach()), np.asarray(e.detach()))
 
 
 def _empty_slices(x, y):
@@ -425,7 +425,7 @@ def test_vulkan_tanh_and_sigmoid_saturate_to_one():
         want = step(x)
     got = staged.capture(step, x).compile("vulkan-spirv")(x)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(g.detach()), w.detach().numpy(), rtol=1e-6)
 
 
 def test_integer_pow_to_a_negative_exponent_tensor_is_torch_s(tmp_path):
@@ -491,7 +491,7 @@ def test_compiled_bool_result_beside_a_constant_float_result():
     want = _bool_write_beside_a_zero(*args)
     got = staged.capture(_bool_write_beside_a_zero, *args).compile("llvm-cpu")(*args)
     for g, w in zip(got, want):
-        _assert_identical(np.asarray(g), w.detach().numpy())
+        _assert_identical(np.asarray(g.detach()), w.detach().numpy())
 
 
 @pytest.mark.parametrize(

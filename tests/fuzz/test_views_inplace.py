@@ -266,7 +266,7 @@ def _two_checks(t, s):
 def _array(v):
     if isinstance(v, torch.Tensor):
         return v.numpy(force=True)
-    return np.asarray(v.detach())
+    return np.asarray(v.detach().resolve_conj())
 
 
 def _tol(prog):

@@ -647,4 +647,4 @@ def test_strided_unit_kernel_conv_beside_other_readers_of_its_input():
     got = staged.capture(step(staged), *args).compile("llvm-cpu")(*args)
     want = step(torch)(*(torch.tensor(a, requires_grad=True) for a in inputs))
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(np.asarray(g.detach()), w.detach().numpy(), rtol=1e-4, atol=1e-4)

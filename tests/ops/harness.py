@@ -93,7 +93,7 @@ def numpy(t) -> np.ndarray:
         if t._is_zerotensor():  # a tangent torch knows is 0 (slogdet's sign)
             return np.zeros(t.shape, torch.empty((), dtype=t.dtype).numpy().dtype)
         return t.detach().resolve_conj().resolve_neg().numpy()
-    return np.asarray(t.detach() if isinstance(t, staged.Tensor) else t)
+    return np.asarray(t.detach().resolve_conj() if isinstance(t, staged.Tensor) else t)
 
 
 def assert_close(actual, expected, rtol, atol, what=""):

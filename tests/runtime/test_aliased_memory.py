@@ -46,7 +46,9 @@ def _train(compiled: bool, take_after: int, steps: int = 4):
             held = {k: make(m.weight) for k, make in ALIASES.items()}
             held["momentum"] = opt.state[m.weight]["momentum_buffer"].detach()
         f(x)
-    values = {k: np.array(v, copy=True) for k, v in held.items()}
+    values = {
+        k: np.array(v.detach() if isinstance(v, staged.Tensor) else v) for k, v in held.items()
+    }
     return values, m, opt
 
 

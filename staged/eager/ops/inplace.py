@@ -206,9 +206,31 @@ def _writable_view(t: Tensor, p: np.ndarray, fill: bool) -> np.ndarray | None:
     w = p.view()  # p itself stays read-only: the next write is checked again
     try:
         w.flags.writeable = True
-    except ValueError:  # memory NumPy holds read-only
-        return None
+    except ValueError:  # behind as_strided's read-only view (an expanded tensor's diagonal)
+        return _in_root(t, p)
     return w
+
+
+class _Memory:
+    """An ``__array_interface__`` over memory ``base`` owns, for ``np.asarray``."""
+
+    def __init__(self, interface: dict, base: np.ndarray):
+        self.__array_interface__, self.base = interface, base
+
+
+def _in_root(t: Tensor, p: np.ndarray) -> np.ndarray | None:
+    """``p`` as a writable array over the memory of ``t``'s root (its base or alias), which
+    NumPy's ``as_strided`` hides behind a read-only view; None where the root's own array
+    is read-only or does not hold ``p``."""
+    owner = t._base if t._base is not None else t._alias
+    root = owner._payload if owner is not None else None
+    if type(root) is not np.ndarray or not root.flags.writeable:
+        return None
+    (lo, hi), (root_lo, root_hi) = byte_bounds(p), byte_bounds(root)
+    if not root_lo <= lo <= hi <= root_hi:
+        return None
+    interface = dict(p.__array_interface__, data=(p.__array_interface__["data"][0], False))
+    return np.asarray(_Memory(interface, root))
 
 
 _PARTIAL = (
