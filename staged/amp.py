@@ -7,6 +7,21 @@ the widest operand type, as torch does (Note [autocast] in ``staged/eager/autoca
 On this CPU-only build ``autocast("cuda")`` warns and disables itself, as torch's does
 without CUDA, and so does a ``GradScaler`` for "cuda" (the default device); ``"cpu"``
 scales.
+
+Note [scaler in a trace]: torch's ``scaler.step(opt)`` decides on the host (``.item()``)
+whether the unscaled gradients held an inf or NaN, which a traced step cannot do. The
+scale and growth tracker are 0-d tensors, as torch's, that a compiled step reads and writes
+as state; ``unscale_`` notes a 0-d bool ``found`` with tensor ops; in a trace ``step``
+runs ``opt.step()`` and then sets every parameter and optimizer state tensor it wrote to
+``where(found, before, after)``, and ``update`` computes torch's ``_amp_update_scale_``
+(backoff on an inf, growth after ``growth_interval`` clean steps, kept only if finite) in
+the graph: no host read and no re-trace per call. The factors and interval are constants
+of the graph, guarded (a new one re-traces). State the skipped step made (the first
+call's, traced one-shot) is zeros where torch makes none: the next step is torch's for
+Adam, AdamW, RMSprop, SGD without dampening; SGD with ``dampening`` (its buffer starts as
+the gradient) and Adagrad with ``initial_accumulator_value`` differ after a first step
+that overflows. ``load_state_dict`` writes the tensors in place, so a compiled step reads
+the loaded values. Eager code decides on the host, as torch's.
 """
 
 from __future__ import annotations
@@ -21,13 +36,18 @@ from . import dtypes as dt
 from .eager import autocast as _state
 from .eager.grad_mode import no_grad
 from .eager.interceptor import current_interceptor
+from .eager.factories import zeros_like
 from .eager.ops._operands import scalar_tensor
+from .eager.ops.elementwise import where
 from .eager.tensor import Tensor
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
 
 class GradScaler:
+    """torch's: the scale (float32) and growth tracker (int32) are 0-d tensors, as torch's,
+    so a compiled step reads and updates them in its graph (Note [scaler in a trace])."""
+
     def __init__(
         self,
         device="cuda",
@@ -44,42 +64,33 @@ class GradScaler:
             )
             enabled = False
         self._enabled = enabled
-        self._scale = float(init_scale)
+        self._scale = scalar_tensor(np.float32(init_scale), dt.float32)
+        self._growth_tracker = scalar_tensor(np.int32(0), dt.int32)
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
-        self._growth_interval, self._growth_tracker = int(growth_interval), 0
-        self._per_optimizer: dict = {}  # id(optimizer) -> [stage, found inf]
-        self._live: Tensor | None = None  # the scale a compiled step reads (_scale_factor)
+        self._growth_interval = int(growth_interval)
+        self._per_optimizer: dict = {}  # id(optimizer) -> [stage, found inf (a bool tensor)]
 
     def is_enabled(self) -> bool:
         return self._enabled
 
     def get_scale(self) -> float:
-        return self._scale if self._enabled else 1.0
+        return self._scale.item() if self._enabled else 1.0
+
+    def _get_growth_tracker(self) -> int:
+        return self._growth_tracker.item() if self._enabled else 0
 
     def scale(self, outputs):
         """``outputs`` (a tensor, or nested lists and tuples of them) times the scale."""
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
-            return outputs * self._scale_factor()
+            return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
-    def _scale_factor(self):
-        """The scale as float32: a number eagerly; under capture a 0-d tensor the compiled
-        step reads anew at every call (Note [live inputs]), as ``update()`` changes it
-        between calls (a constant of the trace kept the first scale)."""
-        icpt = current_interceptor()
-        if icpt is None:
-            return np.float32(self._scale)
-        if self._live is None:
-            self._live = scalar_tensor(np.float32(self._scale), dt.float32)
-        icpt.live(self._live, lambda: np.float32(self._scale), "GradScaler.scale")
-        return self._live
-
     def _state(self, optimizer) -> list:
-        return self._per_optimizer.setdefault(id(optimizer), [_READY, False])
+        return self._per_optimizer.setdefault(id(optimizer), [_READY, None])
 
     def unscale_(self, optimizer) -> None:
         """Divide the optimizer's gradients by the scale, in place, noting any inf or NaN."""
@@ -92,18 +103,19 @@ class GradScaler:
             )
         if state[0] == _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        inv = np.float32(np.float64(1.0) / np.float32(self._scale))  # torch's float32 reciprocal
-        found = False
         with no_grad():
+            inv = self._scale.reciprocal()  # float32, as torch's double then float
+            found = scalar_tensor(False, dt.bool_)
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
-                        found = found or not bool(p.grad.isfinite().all())
+                        found = found.logical_or(p.grad.isfinite().all().logical_not())
                         p.grad.mul_(inv)
         state[:] = [_UNSCALED, found]
 
     def step(self, optimizer, *args, **kwargs):
-        """``optimizer.step()`` unless the unscaled gradients held an inf or NaN."""
+        """``optimizer.step()`` unless the unscaled gradients held an inf or NaN; in a
+        trace, the step with what it wrote kept only where they did not."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
@@ -113,29 +125,50 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state[0] == _READY:
             self.unscale_(optimizer)
-        out = None if state[1] else optimizer.step(*args, **kwargs)
+        if current_interceptor() is None:
+            out = None if bool(state[1]) else optimizer.step(*args, **kwargs)
+        else:
+            out = _skipped_if(state[1], optimizer, args, kwargs)
         state[0] = _STEPPED
         return out
 
     def update(self, new_scale=None) -> None:
         """Back off after a step that found an inf or NaN; grow after ``growth_interval``
-        clean steps in a row."""
+        clean steps in a row (torch's ``_amp_update_scale_``, in tensor ops)."""
         if not self._enabled:
             return
-        if new_scale is not None:
-            self._scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
-        else:
-            if not self._per_optimizer:
-                raise AssertionError("No inf checks were recorded prior to update.")
-            if any(found for _, found in self._per_optimizer.values()):
-                self._scale = float(np.float32(self._scale) * np.float32(self._backoff_factor))
-                self._growth_tracker = 0
+        with no_grad():
+            if new_scale is not None:
+                if isinstance(new_scale, Tensor):
+                    self._scale.copy_(new_scale)
+                else:
+                    self._scale.fill_(float(new_scale))
             else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    self._scale = float(np.float32(self._scale) * np.float32(self._growth_factor))
-                    self._growth_tracker = 0
+                if not self._per_optimizer:
+                    raise AssertionError("No inf checks were recorded prior to update.")
+                self._guard_factors()
+                found = functools.reduce(
+                    Tensor.logical_or, (f for _, f in self._per_optimizer.values())
+                )
+                scale, tracker = self._scale, self._growth_tracker
+                good = tracker + 1
+                grow = good == self._growth_interval
+                grown = scale * np.float32(self._growth_factor)
+                kept = where(grow.logical_and(grown.isfinite()), grown, scale)
+                self._scale.copy_(where(found, scale * np.float32(self._backoff_factor), kept))
+                tracker.copy_(where(found.logical_or(grow), 0, good))
         self._per_optimizer = {}
+
+    def _guard_factors(self) -> None:
+        """In a trace, the factors and interval are the graph's constants: their change
+        re-traces."""
+        icpt = current_interceptor()
+        if icpt is not None:
+            icpt.guard(
+                lambda: (self._growth_factor, self._backoff_factor, self._growth_interval),
+                "GradScaler growth_factor, backoff_factor, growth_interval",
+                key=(id(self), "factors"),
+            )
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -159,11 +192,11 @@ class GradScaler:
         if not self._enabled:
             return {}
         return {
-            "scale": self._scale,
+            "scale": self.get_scale(),
             "growth_factor": self._growth_factor,
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
+            "_growth_tracker": self._get_growth_tracker(),
         }
 
     def load_state_dict(self, state_dict) -> None:
@@ -174,11 +207,40 @@ class GradScaler:
                 "The source state dict is empty, possibly because it was saved "
                 "from a disabled instance of GradScaler."
             )
-        self._scale = float(state_dict["scale"])
+        with no_grad():  # in place: a compiled step reads and writes these tensors
+            self._scale.fill_(float(state_dict["scale"]))
+            self._growth_tracker.fill_(int(state_dict["_growth_tracker"]))
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+def _skipped_if(found, optimizer, args, kwargs):
+    """``optimizer.step()`` in a trace, with every parameter and optimizer state tensor it
+    wrote set back to its value before it where ``found`` (a 0-d bool tensor) holds: the
+    graph decides per call what eager code decides on the host; state the step made is
+    zeros there (Note [scaler in a trace])."""
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    with no_grad():
+        before = {(id(p), None): p.detach().clone() for p in params}
+        for p in params:
+            for k, v in optimizer.state.get(p, {}).items():
+                if isinstance(v, Tensor):
+                    before[id(p), k] = v.detach().clone()
+    out = optimizer.step(*args, **kwargs)
+    with no_grad():
+        for p in params:
+            p.copy_(where(found, before[id(p), None], p))
+            state = optimizer.state.get(p, {})
+            for k, v in state.items():
+                if not isinstance(v, Tensor):
+                    continue
+                kept = before.get((id(p), k))
+                if kept is None:  # made by this step: a new tensor, not a write into it
+                    state[k] = where(found, zeros_like(v), v)
+                else:
+                    v.copy_(where(found, kept, v))
+    return out
 
 
 class autocast:

@@ -460,7 +460,7 @@ def test_grad_scaler_scale_changed_by_update_between_compiled_calls():
         opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
         scaler = staged.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=2)
 
-        def forward_backward(x, y):  # scaler.step cannot be traced: it reads the grads
+        def forward_backward(x, y):  # scaler.step and update outside the compiled part
             opt.zero_grad()
             with staged.autocast("cpu", dtype=staged.bfloat16):
                 loss = F.cross_entropy(m(x), y)

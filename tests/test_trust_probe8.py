@@ -350,6 +350,7 @@ def test_a_step_saved_by_another_staged_version_loads_with_a_warning(tmp_path):
     _sgd_on_w(tmp_path)
     m = json.loads((tmp_path / "manifest.json").read_text())
     m["versions"]["staged"] = "0.0.1"
+    m["manifest_sha256"] = staged.runtime.deploy.manifest_sha256(m)  # edited on purpose
     (tmp_path / "manifest.json").write_text(json.dumps(m))
     with pytest.warns(RuntimeWarning, match=r"saved by staged 0.0.1, loaded by staged"):
         step = staged.runtime.load(tmp_path)

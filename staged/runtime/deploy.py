@@ -19,7 +19,12 @@ MPI between the segments). ``load`` gives a ``DeployedSegments``
 Note [trusting a saved step]: a flipped byte in ``step.vmfb`` crashed the process (SIGSEGV,
 SIGILL) or changed the losses; one in ``params.irpa`` silently changed a weight (to
 2.5e35). ``load`` therefore checks both files against the manifest's sha256 and the IREE
-version that compiled the module against the runtime's before anything is loaded. A call
+version that compiled the module against the runtime's before anything is loaded, and the
+manifest against its own sha256 (``manifest_sha256``, of its canonical JSON without that
+field): an edited state shape loaded without complaint. The hashes find damage, not
+intent (anyone editing a manifest can hash it again), so a manifest without its own (saved
+before this check, in the same format) still loads: refusing it would lose the steps
+users saved. A call
 checks its arguments (names, shapes, dtypes: only lossless widening is done, float labels
 are refused rather than truncated) before anything runs. A loaded step holds none of the
 caller's tensors and its results depend on none: they are values, ``requires_grad=False``,
@@ -169,10 +174,21 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
 
 
 def _write_manifest(out: Path, manifest: dict) -> Path:
-    """Write ``manifest.json`` with the sha256 of the module and the archive now in ``out``."""
+    """Write ``manifest.json`` with the sha256 of the module and the archive now in ``out``,
+    and its own (``manifest_sha256``)."""
     manifest["sha256"] = {manifest[k]: _sha256(out / manifest[k]) for k in ("module", "parameters")}
+    manifest["manifest_sha256"] = manifest_sha256(manifest)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+def manifest_sha256(manifest: dict) -> str:
+    """The sha256 of ``manifest`` without its ``manifest_sha256``, as canonical JSON (sorted
+    keys, no spaces): what ``load`` checks that field against (Note [trusting a saved
+    step]). A manifest edited on purpose needs it recomputed."""
+    body = json.loads(json.dumps({k: v for k, v in manifest.items() if k != "manifest_sha256"}))
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))  # as read back: str keys
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _sha256(path: Path) -> str:
@@ -486,6 +502,15 @@ def _read_manifest(directory: Path) -> dict:
                 "the process at its first call (SIGILL). Save the step on this machine, or "
                 "save it with target_cpu='x86-64-v3' (or another x86-64 level this CPU has) "
                 "to run it on any such machine"
+            )
+        )
+    got, want = manifest_sha256(m), m.get("manifest_sha256")
+    if want is not None and got != want:
+        raise IntegrityError(
+            at_user(
+                f"{directory / 'manifest.json'}: sha256 {got} does not match its recorded "
+                f"{want}: the file was damaged or changed after saving; restore it or save "
+                "the step again"
             )
         )
     if versions.get("staged") != __version__:

@@ -175,6 +175,7 @@ def test_recorded_versions_are_checked(copy):
         staged.runtime.load(copy)
     m = json.loads(json.dumps(manifest))
     m["versions"]["staged"] = "0.0.1"
+    m["manifest_sha256"] = staged.runtime.deploy.manifest_sha256(m)  # edited on purpose
     (copy / "manifest.json").write_text(json.dumps(m))
     with pytest.warns(RuntimeWarning, match=r"saved by staged 0\.0\.1, loaded by staged"):
         staged.runtime.load(copy)
