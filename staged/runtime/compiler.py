@@ -43,6 +43,7 @@ BACKENDS = {
         # every dispatch (task workers and local-sync); iree-compile 3.13 has no
         # llvmcpu denormal/ftz option (only --iree-rocm-denormal-fp-math-f32), and
         # LLVM's denormal-fp-math attribute cannot clear MXCSR (README "Backends")
+        # No flag found compiles faster at the same run time (Note [compile time])
         _HOST_CPU,
     ],
     # the default SPIR-V target (what lavapipe and most drivers run) has no Int64 or
@@ -94,6 +95,26 @@ GLOBAL_FLAGS = (
 # explain() says so.
 DATA_TILING = ("--iree-opt-data-tiling",)
 DATA_TILING_MIN_MACS = 1 << 27
+
+# Note [compile time]: a cold step is nearly all IREE's compile (trace and lowering take
+# about 0.01 s each), and IREE's is nearly all per executable: the batch-32 MLP step has 23
+# after IREE's deduplication (the CNN 54, the transformer 57 for 86 dispatches). MLP, CPU
+# seconds by phase (--compile-to): up to executable configuration 0.26, codegen of the
+# executables 0.6, LLVM's object code 0.45, the rest 0.1; a matmul dispatch costs about
+# 0.08 s, an elementwise op or small reduction about 0.01. Flags measured 2026-12-01
+# (iree-compile CPU s, one thread, least of 3-4 interleaved runs on a loaded 2-core machine;
+# MLP / CNN / transformer): the flags above 1.35-1.44 / 2.57-2.80 / 3.28-4.2. Within that
+# spread: --iree-llvmcpu-debug-symbols=false, source locations stripped, LLVM's loop and SLP
+# vectorizers and unrolling off, --iree-llvmcpu-enable-ukernels=none,
+# --iree-llvmcpu-link-ukernel-bitcode=false, --iree-opt-level=O1, 256-bit vectors,
+# --iree-llvmcpu-disable-distribution. Slower: vector-pproc-strategy=peel (1.3-1.6x), data
+# tiling (1.15-1.2x), --iree-hal-link-executables=false (2.3-2.8x). Aggressive dispatch fusion
+# took the MLP from 23 executables to 17 and 1.44 to 1.23 s (step time 0.95x, within the
+# spread), the CNN from 54 to 44 at no less time, and IREE 3.13 rejects the transformer with
+# it (a 262400-byte stack allocation, limit 32768). LLVM's own levels (O2, codegen
+# Aggressive) have no flag in 3.13.
+# So the flags stay; what would cut the time is fewer dispatches, which the lowering sometimes
+# splits on purpose for run time (``_arg`` in lower/mlir/reduction.py).
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
