@@ -80,7 +80,6 @@ from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same
     conv_transpose3d,
     cosine_similarity,
     group_norm,
-    hardshrink,
     layer_norm,
     max_pool1d,
     max_pool2d,
@@ -89,7 +88,6 @@ from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same
     pdist,
     pixel_shuffle,
     pixel_unshuffle,
-    prelu,
     rms_norm,
     rrelu,
     selu,
@@ -108,7 +106,7 @@ from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .torch_compat import as_torch  # noqa: F401
-from . import amp, jit, testing  # noqa: F401
+from . import amp, jit, testing, version  # noqa: F401
 from .amp import (  # noqa: F401  (torch's autocast state functions)
     autocast,
     autocast_decrement_nesting,
@@ -188,6 +186,7 @@ globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operan
 nn.module.set_compiler(compile)  # what Module.compile runs (nn sits below the runtime)
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 equal, detach = Tensor.equal, Tensor.detach  # torch.equal(a, b), torch.detach(x)
+get_device, is_inference = Tensor.get_device, Tensor.is_inference  # torch.get_device(x) ...
 float = float32
 double = float64
 long = int64

@@ -16,6 +16,7 @@ from staged.eager.ops.composite import (
     frexp as frexp,
     gcd as gcd,
     gelu as gelu,
+    hardshrink as hardshrink,
     heaviside as heaviside,
     isclose as isclose,
     isin as isin,
@@ -30,6 +31,7 @@ from staged.eager.ops.composite import (
     nextafter as nextafter,
     polar as polar,
     positive as positive,
+    prelu as prelu,
     rad2deg as rad2deg,
     renorm as renorm,
     signbit as signbit,
@@ -459,6 +461,7 @@ __all__ = [
     "greater",
     "greater_equal",
     "gt",
+    "hardshrink",
     "heaviside",
     "histc",
     "histogram",
@@ -557,6 +560,7 @@ __all__ = [
     "polygamma",
     "positive",
     "pow",
+    "prelu",
     "prod",
     "put",
     "quantile",
@@ -823,6 +827,7 @@ class TensorOps:
     def greater_equal_(self, y) -> Tensor: ...
     def gt(self, y) -> Tensor: ...
     def gt_(self, y) -> Tensor: ...
+    def hardshrink(self, lambd=0.5) -> Tensor: ...
     def heaviside(self, values) -> Tensor: ...
     def heaviside_(self, values) -> Tensor: ...
     def histc(self, bins=100, min=0, max=0) -> Tensor: ...
@@ -957,6 +962,7 @@ class TensorOps:
     def positive(self) -> Tensor: ...
     def pow(self, y) -> Tensor: ...
     def pow_(self, y) -> Tensor: ...
+    def prelu(self, weight) -> Tensor: ...
     def prod(self, dim=None, keepdim=False, *, dtype=None) -> Tensor: ...
     def put(self, index, source, accumulate=False) -> Tensor: ...
     def put_(self, index, source, accumulate=False) -> Tensor: ...

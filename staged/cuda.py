@@ -6,6 +6,7 @@ need a GPU raise. Compiled steps run on NVIDIA GPUs through
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 
 from . import amp as _amp
 from . import dtypes as _dt
@@ -45,6 +46,49 @@ def empty_cache() -> None:
     """A no-op: there is no CUDA memory to free."""
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return False
+
+
+def is_tf32_supported() -> bool:
+    return False
+
+
+def get_arch_list() -> list[str]:
+    return []
+
+
+def memory_allocated(device=None) -> int:
+    """0: no tensor lives in CUDA memory (as a CPU-only torch build answers)."""
+    return 0
+
+
+memory_reserved = max_memory_allocated = max_memory_reserved = memory_allocated
+
+
+def _renamed(old: str, new: str):
+    """``torch.cuda.<old>``: warns that it is ``<new>`` now, and answers 0."""
+
+    def counter(device=None) -> int:
+        warnings.warn(
+            f"`torch.cuda.{old}` has been renamed to `torch.cuda.{new}`",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return 0
+
+    counter.__name__ = counter.__qualname__ = old
+    return counter
+
+
+memory_cached = _renamed("memory_cached", "memory_reserved")
+max_memory_cached = _renamed("max_memory_cached", "max_memory_reserved")
+
+
+def memory_stats(device=None) -> OrderedDict:
+    return OrderedDict()
+
+
 def _no_cuda(*args, **kwargs):
     _devices.check("cuda")
 
@@ -52,6 +96,8 @@ def _no_cuda(*args, **kwargs):
 current_device = synchronize = get_device_name = get_device_properties = set_device = (
     get_device_capability
 ) = _no_cuda
+init = get_rng_state = set_rng_state = initial_seed = current_stream = mem_get_info = _no_cuda
+reset_peak_memory_stats = reset_max_memory_allocated = ipc_collect = _no_cuda
 
 
 globals().update(_legacy_types)  # torch.cuda.FloatTensor ...: they raise, as in a CPU build

@@ -1,8 +1,10 @@
 """``staged.testing.assert_close``: torch.testing's comparison, its default tolerances and
-its messages, over tensors, Python numbers and nested sequences and mappings of them."""
+its messages, over tensors, Python numbers and nested sequences and mappings of them; and
+the deprecated ``assert_allclose`` over it."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from .eager.factories import tensor
 from .eager.tensor import Tensor
 
 # (rtol, atol) by dtype, torch's defaults; exact for integers and bools
@@ -57,6 +60,43 @@ def assert_close(
         elif path:
             text += f"\n\nThe failure occurred for item {path}"
         raise AssertionError(text) from None
+
+
+# assert_allclose's own (rtol, atol) defaults, torch's; other dtypes exact
+_ALLCLOSE_TOLERANCES = {
+    dt.float16: (1e-3, 1e-3),
+    dt.float32: (1e-4, 1e-5),
+    dt.float64: (1e-5, 1e-8),
+}
+
+
+def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """Deprecated (as in torch since 1.12): ``assert_close`` with numbers made tensors
+    (``expected`` of ``actual``'s dtype), dtypes unchecked, NaNs equal and looser default
+    tolerances."""
+    warnings.warn(
+        "`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed in a "
+        "future release. Please use `torch.testing.assert_close()` instead. You can find "
+        "detailed upgrade instructions in https://github.com/pytorch/pytorch/issues/61844.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    if not isinstance(actual, Tensor):
+        actual = tensor(actual)
+    if not isinstance(expected, Tensor):
+        expected = tensor(expected, dtype=actual.dtype)
+    if rtol is None and atol is None:
+        pairs = [_ALLCLOSE_TOLERANCES.get(t.dtype, (0.0, 0.0)) for t in (actual, expected)]
+        rtol, atol = max(p[0] for p in pairs), max(p[1] for p in pairs)
+    assert_close(
+        actual,
+        expected,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        check_dtype=False,
+        msg=msg or None,
+    )
 
 
 def _compare(actual, expected, opts, path: str = "") -> None:

@@ -27,6 +27,9 @@ from .distributed_c10d import (
     get_world_size,
     init_process_group,
     is_available,
+    is_gloo_available,
     is_initialized,
+    is_mpi_available,
+    is_nccl_available,
     reduce_scatter_tensor,
 )

@@ -47,6 +47,14 @@ def is_available() -> bool:
     return importlib.util.find_spec("mpi4py") is not None
 
 
+def is_nccl_available() -> bool:
+    """False: collectives run on the host through MPI, never NCCL."""
+    return False
+
+
+is_gloo_available = is_mpi_available = is_available  # "gloo" means MPI here (BACKENDS)
+
+
 def is_initialized() -> bool:
     return _state["group"] is not None
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "tensor",
     "from_numpy",
+    "frombuffer",
     "as_tensor",
     "asarray",
     "zeros",
@@ -208,6 +209,44 @@ def from_numpy(a: np.ndarray) -> Tensor:
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
     dt.from_numpy_dtype(a.dtype)
     return Tensor._wrap(a, False)
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False) -> Tensor:
+    """A 1-D tensor over the bytes of ``buffer`` (anything with the buffer protocol) from
+    byte ``offset``: ``count`` elements, or all that fit; it shares a writable buffer's
+    memory, as torch's, and copies a read-only one (with torch's warning)."""
+    d = dt.as_dtype(dtype)
+    view = memoryview(buffer).cast("B")
+    size, item = view.nbytes, d.itemsize
+    if size == 0 or count == 0:
+        raise ValueError(f"both buffer length ({size}) and count ({count}) must not be 0")
+    if not 0 <= offset < size:
+        raise ValueError(
+            f"offset ({offset} bytes) must be non-negative and no greater than buffer length "
+            f"({size} bytes) minus 1"
+        )
+    if count < 0:
+        if (size - offset) % item:
+            raise ValueError(
+                f"buffer length ({size - offset} bytes) after offset ({offset} bytes) must be "
+                f"a multiple of element size ({item})"
+            )
+        count = (size - offset) // item
+    elif offset + count * item > size:
+        raise ValueError(
+            f"requested buffer length ({count} * {item} bytes) after offset ({offset} bytes) "
+            f"must not be greater than actual buffer length ({size} bytes)"
+        )
+    a = np.frombuffer(view, d.np, count, offset)
+    if view.readonly:
+        warnings.warn(
+            "The given buffer is not writable, and PyTorch does not support non-writable "
+            "tensors: staged copies it, so writes to the tensor leave the buffer as it was.",
+            UserWarning,
+            stacklevel=2,
+        )
+        a = a.copy()
+    return Tensor._wrap(a, False).requires_grad_(requires_grad)
 
 
 def _options(device, layout, like=None) -> bool:

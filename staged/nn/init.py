@@ -214,3 +214,27 @@ def sparse_(t, sparsity, std=0.01, generator=None):
     for c in range(cols):
         a[randperm(default_generator, rows)[:zeros], c] = 0
     return _fill(t, a)
+
+
+def _deprecated(init):
+    """``nn.init.<name>``, the old name of ``init`` (``<name>_``): warns, then runs it."""
+    old = init.__name__[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{init.__name__}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return init(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old
+    return deprecated_init
+
+
+uniform, normal, constant, eye, dirac = map(
+    _deprecated, (uniform_, normal_, constant_, eye_, dirac_)
+)
+xavier_uniform, xavier_normal = _deprecated(xavier_uniform_), _deprecated(xavier_normal_)
+kaiming_uniform, kaiming_normal = _deprecated(kaiming_uniform_), _deprecated(kaiming_normal_)
+orthogonal, sparse = _deprecated(orthogonal_), _deprecated(sparse_)

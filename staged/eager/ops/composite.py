@@ -158,6 +158,38 @@ def softplus(x, beta=1.0, threshold=20.0):
     return where(linear, x, soft)
 
 
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    floating_kernel("hardshrink_cpu", input)
+    return where((input >= -lambd) & (input <= lambd), 0.0, input)
+
+
+def prelu(input, weight):
+    """``x`` where ``x > 0``, else ``weight * x``; ``weight`` has one entry or one per
+    channel (dim 1; the only dim of a 1-D input)."""
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(
+            f"prelu: Type promoting not supported. Got {input.dtype.title} and {weight.dtype.title}"
+        )
+    if weight.numel() != 1:
+        if input.ndim == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if weight.numel() != channels:
+            raise RuntimeError(
+                "Mismatch of parameter numbers and input channel size. Found parameter numbers "
+                f"= {weight.numel()} and channel size = {channels}."
+            )
+    if weight.ndim > 1:
+        raise RuntimeError(
+            f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}"
+        )
+    floating_kernel("prelu_cpu", input)
+    if weight.ndim == 1:
+        weight = weight.reshape((-1,) + (1,) * (input.ndim - 2) if input.ndim >= 2 else ())
+    return where(input > 0, input, input * weight)
+
+
 def _real_float(name, *xs):
     """torch's kernels of these composites exist for floating dtypes only: the inputs'
     promoted dtype must be one (``logaddexp(long, float)`` computes in float)."""

@@ -85,6 +85,7 @@ ROWS = {
         n: Public(getattr(composite, n), method=False, functional=True)
         for n in ("gelu", "silu", "softplus")
     },
+    **{n: Public(getattr(composite, n), functional=True) for n in ("hardshrink", "prelu")},
     "nan_to_num": Public(ew.nan_to_num, inplace=True),
     "softmax": Public(composite.softmax),
     "log_softmax": Public(composite.log_softmax),

@@ -218,7 +218,7 @@ class Softshrink(_Shrink):
 
 
 class Hardshrink(_Shrink):
-    fn = F.hardshrink
+    fn = ops.composite.hardshrink
 
 
 class Threshold(Module):

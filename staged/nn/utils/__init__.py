@@ -4,6 +4,7 @@ the optional ``safetensors`` package)."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import types
 import warnings
@@ -15,6 +16,7 @@ from ... import dtypes as dt
 from ...eager import ops
 from ...eager.grad_mode import no_grad
 from ...eager.tensor import Tensor
+from ..module import Module
 
 
 def _tensors(parameters) -> list:
@@ -128,5 +130,23 @@ def load_safetensors(module, path, strict=True):
 from . import rnn  # noqa: E402  (torch.nn.utils.rnn: padding and packing sequences)
 from .spectral_norm import remove_spectral_norm, spectral_norm  # noqa: E402
 from .weight_norm import remove_weight_norm, weight_norm  # noqa: E402
+
 # parametrize/parametrizations build on nn.modules, which imports this package
 # (nn.modules.rnn: utils.rnn): staged/nn/__init__.py imports them, after nn.modules
+from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights  # noqa: E402
+from .fusion import fuse_linear_bn_eval, fuse_linear_bn_weights  # noqa: E402
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """``module_cls(*args, **kwargs)`` with its parameters and buffers left uninitialised
+    (made on the meta device, then given empty storage), as torch's: the class must take
+    a ``device`` argument."""
+    if not issubclass(module_cls, Module):
+        raise RuntimeError(f"Expected a Module; got {module_cls}")
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    device = kwargs.pop("device", "cpu")
+    return module_cls(*args, device="meta", **kwargs).to_empty(device=device)
+
+
+from . import prune  # noqa: E402, F401  (torch.nn.utils.prune)

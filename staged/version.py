@@ -1,0 +1,9 @@
+"""``staged.version``: as ``torch.version`` answers in a CPU-only build (no CUDA, no ROCm)."""
+
+from ._version import __version__  # noqa: F401
+
+cuda = None
+hip = None
+rocm = None
+xpu = None
+debug = False
