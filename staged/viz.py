@@ -98,6 +98,10 @@ def make_dot(var, params=None, show_attrs=False, show_saved=False, max_attr_char
     return dot
 
 
+# nodes whose torch names for their saved inputs are not self/other (AddmmBackward0's)
+_TORCH_SAVED = {"linear": {"x": "mat1", "weight": "mat2"}}
+
+
 def _saved(fn) -> list:
     """``[(name, SavedTensor)]`` of a Node, named as PyTorch's ``_saved_<name>``."""
     saved = getattr(fn, "saved", None)  # PrimitiveBackward: {input name: SavedTensor}
@@ -106,6 +110,7 @@ def _saved(fn) -> list:
         alias = {"out": "result", names[0]: "self"}
         if len(names) > 1:
             alias[names[-1]] = "other"
+        alias.update(_TORCH_SAVED.get(fn.prim.name, {}))
         return [(alias.get(k, k), s) for k, s in saved.items()]
     saved = getattr(fn, "_saved", None)  # a custom Function's ctx.saved_tensors
     return [(f"saved_tensors[{i}]", s) for i, s in enumerate(saved or ()) if s is not None]

@@ -88,7 +88,7 @@ def test_make_dot_renders_svg():
     loss = (net(staged.randn(5, 3)) * 2).mean()
     svg = viz.render(viz.make_dot(loss, params=dict(net.named_parameters()), show_saved=True))
     texts = svg_texts(svg)
-    for label in ("MulBackward0", "AccumulateGrad", "fc1.weight", "self", "(5, 4)"):
+    for label in ("MulBackward0", "AccumulateGrad", "fc1.weight", "mat1", "(5, 4)"):
         assert label in texts
 
 

@@ -267,11 +267,15 @@ def _rows(x, b):
 
 
 def _linear_rule(name):
+    at = ad.FUSED[name].inputs.index("x")  # linear's operands are (bias, x, weight)
+
     def rule(size, args, bdims):
         # a batch of inputs through one layer (its weights not batched): one kernel
-        if any(b is not None for b in bdims[1:]):
+        if any(b is not None for i, b in enumerate(bdims) if i != at):
             return NotImplemented
-        return ad.FUSED[name](move(args[0], bdims[0], 0), *args[1:]), 0
+        args = list(args)
+        args[at] = move(args[at], bdims[at], 0)
+        return ad.FUSED[name](*args), 0
 
     return rule
 

@@ -19,15 +19,7 @@ CASES = [
     "collectives_every_op_and_int_dtype_as_torch_gloo",
     "tensor_hooks_on_ddp_parameters_as_torch",
     "post_accumulate_grad_hooks_before_wrapping_as_torch",
-    pytest.param(
-        "hook_order_within_a_linear_as_torch",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="staged runs a Linear's weight hook before its bias hook (l2.weight, "
-            "l2.bias, l1.weight, l1.bias), torch the bias first (l2.bias, l2.weight, ...): "
-            "the order of the linear node's edges in autograd, with or without DDP",
-        ),
-    ),
+    "hook_order_within_a_linear_as_torch",
     "forward_in_no_sync_backward_outside_and_two_forwards_one_backward",
     "compiled_and_eager_steps_mixed_as_torch",
     "broadcast_buffers_false_keeps_each_ranks_statistics_as_torch",

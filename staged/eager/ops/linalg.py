@@ -560,11 +560,13 @@ def _linear_composite(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
+# operands (bias, x, weight), as the edges of torch's AddmmBackward0: the engine reaches
+# the bias's AccumulateGrad (and runs its hooks) before the input's and the weight's
 _linear = Fused(
     "linear",
-    fused.linear_impl,
-    _linear_composite,
-    vjp=fused.LINEAR_BIAS_VJP,
+    lambda bias, x, weight: fused.linear_impl(x, weight, bias),
+    lambda bias, x, weight: _linear_composite(x, weight, bias),
+    vjp=(fused.LINEAR_BIAS_VJP[-1], *fused.LINEAR_VJP),
     node_name="AddmmBackward0",
 )
 _linear_no_bias = Fused(
@@ -600,5 +602,5 @@ def linear(input, weight, bias=None):
             and bias.shape[0] == weight.shape[0]
             and fused.fusable(input, weight, bias)
         ):
-            return _linear(input, weight, bias)
+            return _linear(bias, input, weight)
     return _linear_composite(input, weight, bias)
