@@ -38,28 +38,40 @@ def _reduce(e, a, x, dims, init, combine_fn):
     return [r] if len(outs) == 1 else [f"{r}#{i}" for i in range(len(outs))]
 
 
-def _blocked(e, a, x, dims, combine_fn):
-    """``x`` (aval ``a``) summed over ``dims`` level by level (Note [blocked sums] in
-    ``autodiff/blocked.py``) down to at most BLOCK elements; returns them and their aval."""
+def _padded(e, x, a, dim, s, value):
+    """``x`` (aval ``a``) padded at the end of ``dim`` up to size ``s`` with ``value``."""
+    shape = list(a.shape)
+    if s == shape[dim]:
+        return x
+    padded = type(a)(tuple(shape[:dim] + [s] + shape[dim + 1 :]), a.dtype)
+    full = e.full(padded.shape, a.dtype, value)
+    return insert_slice(e, x, a, full, padded, (0,) * len(shape), None, (1,) * len(shape))
+
+
+def _blocked(e, a, x, dims, combine_fn, identity=0):
+    """``x`` (aval ``a``) reduced over ``dims`` level by level (Note [blocked sums] in
+    ``autodiff/blocked.py``) down to at most BLOCK elements, padding with ``identity``;
+    returns them and their aval."""
     shape, d = list(a.shape), a.dtype
     for i, s, k in levels(a.shape, dims):
-        if s != shape[i]:  # zero padding up to a multiple of the block
-            padded = type(a)(tuple(shape[:i] + [s] + shape[i + 1 :]), d)
-            x = insert_slice(
-                e,
-                x,
-                type(a)(tuple(shape), d),
-                e.full(padded.shape, d, 0),
-                padded,
-                (0,) * len(shape),
-                None,
-                (1,) * len(shape),
-            )
+        x = _padded(e, x, type(a)(tuple(shape), d), i, s, identity)
         split = tuple(shape[:i] + [s // k, k] + shape[i + 1 :])
         x = e.reshape(x, tuple(shape[:i] + [s] + shape[i + 1 :]), split, d)
-        (x,) = _reduce(e, type(a)(split, d), x, (i + 1,), [(d, 0)], combine_fn)
+        (x,) = _reduce(e, type(a)(split, d), x, (i + 1,), [(d, identity)], combine_fn)
         shape[i] = s // k
     return x, type(a)(tuple(shape), d)
+
+
+# Note [long reductions on lavapipe]: on vulkan-spirv (lavapipe), a reduction or scan
+# over more than 65535 entries in one kernel came out wrong, silently (the int32 amax of
+# 70000 entries was 6, not 100; the last running sum was the last entry), likely IREE's
+# SPIR-V distribution meeting Vulkan's 65535 workgroup-count limit. Where reductions
+# are fenced (Note [fenced reductions]), every reduction runs in levels as the blocked
+# sums (padding with its identity), and a long scan scans blocks, then the blocks'
+# totals, and combines each block with the total before it (``_scan``).
+def _long(e, a, x, dims, combine_fn, identity):
+    """``_blocked`` where reductions are fenced (Note [long reductions on lavapipe])."""
+    return _blocked(e, a, x, dims, combine_fn, identity) if e.fence_reductions else (x, a)
 
 
 # Note [fenced reductions]: IREE 3.13's SPIR-V code for a reduction fused with a consumer
@@ -89,6 +101,8 @@ def _reduction(combine, init):
         a = op.inputs[0].aval
         if combine == "add" and (d.is_floating_point or d.is_complex):
             x, a = _blocked(e, a, x, dims, combine_fn)
+        else:
+            x, a = _long(e, a, x, dims, combine_fn, init(e, d))
         kept = [n for i, n in enumerate(a.shape) if i not in dims]
         static = all(isinstance(n, int) for n in a.shape)
         if combine == "add" and static and len(a.shape) >= 2 and all(n == 1 for n in kept):
@@ -123,20 +137,16 @@ def _arg(extreme: str):
         a, dim = op.inputs[0].aval, op.params["dim"]
         d, rank = a.dtype, len(a.shape)
         fn = e.need(BINARY[extreme], d, op.prim.name)
-        (m,) = _reduce(
-            e,
-            a,
-            x,
-            (dim,),
-            [(d, _extreme(e, d, extreme == "minimum"))],
-            lambda v, acc: fn(e, d, v, acc),
-        )
+        combine_fn = lambda v, acc: fn(e, d, v, acc)  # noqa: E731
+        worst = _extreme(e, d, extreme == "minimum")
+        xb, ab = _long(e, a, x, (dim,), combine_fn, worst)
+        (m,) = _reduce(e, ab, xb, (dim,), [(d, worst)], combine_fn)
         kept = tuple(i for i in range(rank) if i != dim)
         shape = tuple(a.shape[i] for i in kept)
         t, n = elem_type(d), e.const(a.shape[dim], dt.int64)
         eq = CMP["eq"][d.dclass]
 
-        def first(v, best, idx):
+        def position(v, best):  # the loop's index where v is the extremum, else n
             hit = eq(e, d, v, best)
             if d.dclass == "float":  # NaN is the extremum wherever there is one
                 both_nan = e.emit(
@@ -145,9 +155,26 @@ def _arg(extreme: str):
                 )
                 hit = e.emit(f"arith.ori {hit}, {both_nan} : i1")
             i = e.emit(f"arith.index_cast {e.emit(f'linalg.index {dim} : index')} : index to i64")
-            return e.emit(
-                f"arith.minsi {idx}, {e.emit(f'arith.select {hit}, {i}, {n} : i64')} : i64"
+            return e.emit(f"arith.select {hit}, {i}, {n} : i64")
+
+        if e.fence_reductions and levels(a.shape, (dim,)):  # Note [long reductions on lavapipe]
+            ia = type(a)(a.shape, dt.int64)
+            full = tuple(range(rank))
+            hits = e.generic(
+                [(x, a), (m, type(a)(shape, d))],
+                [(e.empty(a.shape, dt.int64), ia)],
+                [full, kept, full],
+                ["parallel"] * rank,
+                lambda v, best, _: position(v, best),
             )
+            low = e.need(BINARY["minimum"], dt.int64)
+            low_fn = lambda v, acc: low(e, dt.int64, v, acc)  # noqa: E731
+            hits, ia = _blocked(e, ia, hits, (dim,), low_fn, a.shape[dim])
+            (r,) = _reduce(e, ia, hits, (dim,), [(dt.int64, a.shape[dim])], low_fn)
+            return keep_dims(e, op, r, (dim,))
+
+        def first(v, best, idx):
+            return e.emit(f"arith.minsi {idx}, {position(v, best)} : i64")
 
         r = e.generic(
             [(x, a), (m, type(a)(shape, d))],
@@ -200,10 +227,68 @@ def _flip(e, x, a, dim):
 def _cumsum(e, op, x):
     """iree_linalg_ext.scan (O(n), on CPU and GPU); reverse sums scan the flipped input."""
     a, dim, reverse = op.inputs[0].aval, op.params["dim"], op.params["reverse"]
-    d, t = a.dtype, tensor_type(a.shape, a.dtype)
-    add = e.need(BINARY["add"], d)
     if reverse:
         x = _flip(e, x, a, dim)
+    r = _scan(e, x, a, dim)
+    return _flip(e, r, a, dim) if reverse else r
+
+
+def _scan(e, x, a, dim):
+    """Running sums of ``x`` (aval ``a``) along ``dim``; in blocks where a long scan goes
+    wrong (Note [long reductions on lavapipe])."""
+    plan = levels(a.shape, (dim,)) if e.fence_reductions else []
+    if not plan:
+        return _scan_kernel(e, x, a, dim)
+    (_, s, k), d, rank = plan[0], a.dtype, len(a.shape)
+    shape = a.shape[:dim] + (s,) + a.shape[dim + 1 :]
+    split = type(a)(a.shape[:dim] + (s // k, k) + a.shape[dim + 1 :], d)
+    x = e.reshape(_padded(e, x, a, dim, s, 0), shape, split.shape, d)
+    y = _scan_kernel(e, x, split, dim + 1)
+    # each block's total is its last running sum (the scan's own total output of a 4-d
+    # tensor came out wrong on lavapipe: a 2x5000x3 cumsum(1) ended at 75, not 14995)
+    ta = type(a)(a.shape[:dim] + (s // k,) + a.shape[dim + 1 :], d)
+    last = split.shape[: dim + 1] + (1,) + split.shape[dim + 2 :]
+    start = (0,) * (dim + 1) + (k - 1,) + (0,) * (rank - dim - 1)
+    totals = e.reshape(_window(e, y, split, start, last), last, ta.shape, d)
+    before = _scan(e, totals, ta, dim)  # the running total up to each block's end
+    add = e.need(BINARY["add"], d)
+
+    def body(v, _):  # v plus the running total up to the previous block's end
+        j = _index_i64(e, dim)
+        prev = e.emit(f"arith.subi {j}, {e.const(1, dt.int64)} : i64")
+        at = [_index(e, i + (i > dim)) for i in range(rank)]
+        at[dim] = e.emit(f"arith.index_cast {prev} : i64 to index")
+        at[dim] = e.emit(f"arith.maxsi {at[dim]}, {e.index(0)} : index")
+        t = e.emit(f"tensor.extract {before}[{', '.join(at)}] : {tensor_type(ta.shape, d)}")
+        first = e.emit(f"arith.cmpi eq, {j}, {e.const(0, dt.int64)} : i64")
+        return e.emit(f"arith.select {first}, {v}, {add(e, d, v, t)} : {elem_type(d)}")
+
+    full = tuple(range(rank + 1))
+    y = e.generic(
+        [(y, split)],
+        [(e.empty(split.shape, d), split)],
+        [full] * 2,
+        ["parallel"] * (rank + 1),
+        body,
+    )
+    y = e.reshape(y, split.shape, shape, d)
+    if s == a.shape[dim]:
+        return y
+    return _window(e, y, type(a)(shape, d), (0,) * rank, a.shape)
+
+
+def _window(e, x, a, start, sizes):
+    """The window of ``x`` (aval ``a``) at ``start`` of ``sizes``, step 1."""
+    return e.emit(
+        f"tensor.extract_slice {x}{e.window(start, sizes, (1,) * len(sizes))} : "
+        f"{tensor_type(a.shape, a.dtype)} to {tensor_type(sizes, a.dtype)}"
+    )
+
+
+def _scan_kernel(e, x, a, dim):
+    """iree_linalg_ext.scan of ``x`` (aval ``a``) along ``dim``: the running sums."""
+    d, t = a.dtype, tensor_type(a.shape, a.dtype)
+    add = e.need(BINARY["add"], d)
     rest = tuple(s for i, s in enumerate(a.shape) if i != dim)
     lhs, rhs = e.fresh("a"), e.fresh("a")
     r = e.fresh()
@@ -215,7 +300,7 @@ def _cumsum(e, op, x):
     e.raw(f"^bb0({lhs}: {elem_type(d)}, {rhs}: {elem_type(d)}):")
     e.raw(f"  iree_linalg_ext.yield {add(e, d, lhs, rhs)} : {elem_type(d)}")
     e.raw(f"}} -> {t}, {tensor_type(rest, d)} {e.loc}")
-    return _flip(e, f"{r}#0", a, dim) if reverse else f"{r}#0"
+    return f"{r}#0"
 
 
 def _before(e, d, xj, xi, descending):
