@@ -42,6 +42,7 @@ from ..lower.table import LoweringError
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
+from ..tracing.guards import replay
 from ..eager.interceptor import current_interceptor
 from ..eager import autocast as _autocast
 from ..eager.grad_mode import _state
@@ -337,6 +338,7 @@ class CompiledGraph:
             _store(undo, leaves[i], res[k], seen)
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
+        replay(c.attr_writes)  # ``model.train()`` in the body (Note [attribute writes])
         for i, flag in c.arg_flags:  # x.requires_grad_() in the body
             leaves[i]._requires_grad = flag
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]

@@ -87,7 +87,7 @@ from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from ..eager.views import refresh_stale
 from .draws import Program, state_bytes
-from .guards import Guard, Position, source_guards
+from .guards import Attributes, Guard, Position, at_entry, source_guards
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .names import output_names, state_names
@@ -165,6 +165,9 @@ class Captured:
     hooks_left: list = field(default_factory=list)
     # iterators the body advanced: [Position] (Note [iterators the body advances])
     advanced: list = field(default_factory=list)
+    # Module attributes the body set, set again after every call: [(module, name, value)]
+    # (Note [attribute writes] in tracing/guards.py)
+    attr_writes: list = field(default_factory=list)
 
     @property
     def one_shot(self) -> bool:
@@ -597,7 +600,16 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             captured.guards += source_guards(hook, read, hook_before)
         guards = captured.guards  # Note [iterators the body advances]
         captured.advanced = [g for g in guards if isinstance(g, Position)]
-        captured.guards = [g for g in guards if not isinstance(g, Position)]
+        captured.guards = [g for g in guards if not isinstance(g, (Position, Attributes))]
+        written = {  # Note [attribute writes]
+            (id(m), k): (m, k, *change)
+            for g in guards
+            if isinstance(g, Attributes)
+            for m, changes in (g.value,)
+            for k, change in changes.items()
+        }
+        at_entry(captured.guards, list(written.values()))
+        captured.attr_writes = [(m, k, after) for m, k, _, after in written.values()]
         for t in _escaped(tracer):  # after the restore: only the body's own stores remain
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))

@@ -26,13 +26,13 @@ they read. A Module's children are guarded by identity (``model[0] = nn.Linear``
 brings parameters the trace never read). A list or tuple so reached that holds tensors
 the trace read is guarded by its items (tensors by identity, numbers by value), as they
 were before the trace: a body that empties it (``del saved[:]``) still depended on them.
-A value the trace itself changes (a counter the body increments) is a side effect of the
-trace, not guarded: compiled calls run the graph, not the body's Python, so they never
-change it again, and where it steers the step (gradient accumulation on ``self.i % 4``)
-every call repeats what the traced call did: so the trace warns, once per step and name
-(``_warn_side_effects``). Not seen: a member read under a name the code computes
-(``getattr(cfg, k)``), the items of a list that holds no tensor the trace read, Module,
-few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
+A value the trace itself changes (a counter the body increments) on anything but a Module
+(Note [attribute writes]) is a side effect of the trace, not guarded: compiled calls run
+the graph, not the body's Python, so they never change it again, and where it steers the
+step (gradient accumulation on ``self.i % 4``) every call repeats what the traced call
+did: so the trace warns, once per step and name (``_warn_side_effects``). Not seen: a
+member read under a name the code computes (``getattr(cfg, k)``), the items of a list
+that holds no tensor the trace read, Module, few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
 
@@ -48,6 +48,21 @@ trace. One that moved (a ``Position`` guard) makes the trace one-shot
 once. Positions are compared at the trace only, never per call. Not seen: a generator
 that moved with nothing to show it (``while True: yield make_batch()``: the same
 instruction, no locals) and iterators of C types with no ``__reduce__``.
+
+Note [attribute writes]: a step that calls ``model.train()`` while the loop calls
+``model.eval()`` between calls (pyGAT) changes ``training`` on every Module of the model at
+every call. So the walk snapshots the plain values (``_is_value``) in the ``__dict__`` of
+each Module it reaches (an ``Attributes`` guard, compared before and after the trace, never
+per call), as torch.compile records such writes: those the body changed on the same Module
+(``_writes``) are set again after every compiled call (``Captured.attr_writes``,
+``replay``), and every guard that reads one (``Sequential.training``, recorded when the
+module was called, after the write; ``self.counter``, read by the body's code) is given
+its value as the call enters (``at_entry``: the writes undone, the guards read, the writes
+done again). The trace is then reused by calls that enter as it did: one trace entered in
+eval mode, one in train mode. A body that reads a value before writing it (``self.counter
++= 1``) gets a trace per value, each exact. Not seen: a write of the value already there
+(the entry value stays guarded, as before), an attribute added or deleted, a Module the
+walk does not reach; these keep the guards recorded when the trace read them.
 
 Note [owners]: an object the walk reaches by a name the code reads (``opt`` in a closure
 or a global, ``self.opt``, ``OPTS["opt"]``, ``sched``, ``scaler``, a model ``m``) that
@@ -175,9 +190,10 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
     ``tensors`` (by identity) or a Python value (Note [source guards]), and on the members
     of ``roots`` ((name, object) pairs: the step's non-tensor arguments). ``before``: the
     guards of a walk made before the trace; a number the trace itself changed (a counter
-    the body increments) is a side effect of the trace, not guarded. Without ``before``
-    (the walk before the trace) every list or tuple of tensors is guarded by its items,
-    for the walk after it to keep those whose items the trace read."""
+    the body increments) is a side effect of the trace, not guarded, unless it is a
+    Module's (Note [attribute writes]). Without ``before`` (the walk before the trace)
+    every list or tuple of tensors is guarded by its items, for the walk after it to keep
+    those whose items the trace read."""
     ids = {id(t) for t in tensors}
     guards = _walk(fn, ids, before is None, roots)
     if before is None:
@@ -189,8 +205,13 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
         if isinstance(g, Position) and g.name in old and not same_value(old[g.name].value, g.value)
     ]
     _warn_advanced(fn, [g.name for g in moved])
-    guards = [g for g in guards if not isinstance(g, Position)]
+    writes = _writes(old, guards)  # Note [attribute writes]
+    replayed = {f"{w.name[: -len(_FIELDS)]}.{k}" for w in writes for k in w.value[1]}
+    guards = [g for g in guards if not isinstance(g, (Position, Attributes))]
     changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
+    # a Module's attribute the body wrote is replayed: guarded on its value at entry
+    guards = [old[g.name] if g.name in replayed and g in changed else g for g in guards]
+    changed = [g for g in changed if g.name not in replayed]
     # a list the body read and emptied (REINFORCE's ``del policy.rewards[:]``) stays
     # guarded by its items as they were before the trace (and warns: calls do not empty it)
     emptied = {g.name for g in changed if type(g.value) is list and not g.value}
@@ -209,6 +230,7 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
             and (g.name in emptied or g.same is _same_items and _items_read(g.value, ids))
         ]
         + moved
+        + writes
     )
 
 
@@ -417,6 +439,63 @@ class Position(Guard):
     __slots__ = ()
 
 
+class Attributes(Guard):
+    """A Module's plain value attributes (``training``, a counter), as ``(module, {name:
+    value})`` (Note [attribute writes]): compared before and after the trace, never per
+    call. Those the body changed come out of ``source_guards`` as one with ``(module,
+    {name: (before, after)})``."""
+
+    __slots__ = ()
+
+
+_FIELDS = " attributes"  # the suffix of an ``Attributes`` guard's name
+
+
+def _fields(get):
+    obj = get()
+    space = _attributes(obj)
+    if space is None:
+        return _MISSING
+    return obj, {k: v for k, v in space.items() if isinstance(k, str) and _is_value(v)}
+
+
+def _writes(old, guards) -> list:
+    """``Attributes`` of the values the body changed on Modules it kept (Note [attribute
+    writes]); ``old``: the guards before the trace by name."""
+    out = []
+    for g in guards:
+        was = old.get(g.name)
+        if not isinstance(g, Attributes) or was is None or _MISSING in (g.value, was.value):
+            continue
+        (obj, now), (obj_was, then) = g.value, was.value
+        changed = {
+            k: (then[k], v) for k, v in now.items() if k in then and not same_value(then[k], v)
+        }
+        if obj is obj_was and changed:
+            out.append(Attributes(g.name, g.get, value=(obj, changed)))
+    return out
+
+
+def at_entry(guards, writes) -> None:
+    """Give each of ``guards`` that reads an attribute the body wrote (``writes``:
+    ``(module, name, before, after)``) its value as the call enters, before the writes
+    (Note [attribute writes])."""
+    if not writes:
+        return
+    replay([(m, k, before) for m, k, before, _ in writes])
+    entry = [g.get() for g in guards]
+    replay([(m, k, after) for m, k, _, after in writes])
+    for g, v in zip(guards, entry):
+        if not g.same(v, g.get()):
+            g.value = v
+
+
+def replay(writes) -> None:
+    """Set each ``(module, name, value)`` of ``writes``, as the body did."""
+    for obj, key, value in writes:
+        vars(obj)[key] = value
+
+
 def _position_of(get):
     return _position(get())
 
@@ -473,6 +552,8 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
     if space is None:
         return
     children = _submodules(space)
+    if "_modules" in space:  # Note [attribute writes]
+        guards.append(Attributes(f"{name}{_FIELDS}", functools.partial(_fields, get)))
     if children:  # a child replaced (``model[0] = nn.Linear(3, 2)``) brings new parameters
         guards.append(
             Guard(
