@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 
 # Note [torch's kernels per CPU]: torch picks its vectorised kernels (ATen's, and oneDNN's
 # for gelu) by the CPU's features, and its AVX-512 ones answer otherwise in places: gelu is
@@ -105,3 +106,21 @@ _RANK = pytest.StashKey[int]()
 def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "loadgroup", False):
         items.sort(key=lambda item: item.stash[_RANK])  # stable: files keep their order
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """Hold every background compile (``mode="background"``) until ``gate.set()`` or the
+    test's end (a hang guard of 300 s, not a timing)."""
+    from staged.runtime import background
+
+    ev = threading.Event()
+    real = background.Compiling.compile
+
+    def gated(self, entry):
+        ev.wait(300)
+        real(self, entry)
+
+    monkeypatch.setattr(background.Compiling, "compile", gated)
+    yield ev
+    ev.set()

@@ -15,26 +15,10 @@ import pytest
 import staged
 import staged.nn.functional as F
 from staged import nn, optim
-from staged.runtime import background
 from staged.runtime import compiled as compiled_mod
 from staged.runtime.compiler import CompileError
 
 WAIT_S = 300  # a hang guard, not a timing: a cold compile on a loaded machine is slow
-
-
-@pytest.fixture
-def gate(monkeypatch):
-    """Hold every background compile until ``gate.set()``."""
-    ev = threading.Event()
-    real = background.Compiling.compile
-
-    def gated(self, entry):
-        ev.wait(WAIT_S)
-        real(self, entry)
-
-    monkeypatch.setattr(background.Compiling, "compile", gated)
-    yield ev
-    ev.set()
 
 
 def _model(seed=0):

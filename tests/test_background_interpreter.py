@@ -5,7 +5,6 @@ A gate holds every background compile, so the calls checked here run on the inte
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -14,27 +13,11 @@ import torch
 import staged
 import staged.nn.functional as F
 from staged import nn, optim
-from staged.runtime import background
 from staged.runtime.background import Interpreter
 from staged.runtime.device import Device
 from staged.tracing.interpret import interpret
 
 WAIT_S = 300  # a hang guard, not a timing
-
-
-@pytest.fixture
-def gate(monkeypatch):
-    """Hold every background compile until the test ends."""
-    ev = threading.Event()
-    real = background.Compiling.compile
-
-    def gated(self, entry):
-        ev.wait(WAIT_S)
-        real(self, entry)
-
-    monkeypatch.setattr(background.Compiling, "compile", gated)
-    yield ev
-    ev.set()
 
 
 def _sgd_step(lr=0.1):
