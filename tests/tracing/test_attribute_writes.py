@@ -9,11 +9,8 @@ import staged
 from staged import nn, optim
 
 
-def _gat_like(compiled: bool, epochs: int = 10):
-    """pyGAT's loop: the step calls ``model.train()``, the loop ``model.eval()`` after it."""
-    staged.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
-    opt = optim.SGD(model.parameters(), lr=0.1)
+def _train_step(model, opt):
+    """pyGAT's step: it puts the model in train mode itself."""
 
     def step(x, y):
         model.train()
@@ -23,6 +20,14 @@ def _gat_like(compiled: bool, epochs: int = 10):
         opt.step()
         return loss
 
+    return step
+
+
+def _gat_like(compiled: bool, epochs: int = 10):
+    """pyGAT's loop: the step calls ``model.train()``, the loop ``model.eval()`` after it."""
+    staged.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+    step = _train_step(model, optim.SGD(model.parameters(), lr=0.1))
     f = staged.compile(step) if compiled else step
     x, y = staged.randn(16, 4), staged.randn(16, 1)
     losses, flags, evals = [], [], []
@@ -109,16 +114,7 @@ class _GAT(nn.Module):
 def _gat_adam(compiled: bool):
     staged.manual_seed(1)
     model = _GAT()
-    opt = optim.Adam(model.parameters(), lr=0.01)
-
-    def train(x, y):
-        model.train()
-        opt.zero_grad()
-        loss = ((model(x) - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
+    train = _train_step(model, optim.Adam(model.parameters(), lr=0.01))
     f = staged.compile(train) if compiled else train
     x, y = staged.randn(8, 4), staged.randn(8, 1)
     losses = []

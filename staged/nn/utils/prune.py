@@ -217,14 +217,10 @@ class L1Unstructured(_Unstructured):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-class RandomStructured(BasePruningMethod):
-    """Zero ``amount`` random slices along ``dim``."""
+class _Structured(BasePruningMethod):
+    """Zero ``amount`` slices along ``dim``: all but those ``_kept`` picks."""
 
     PRUNING_TYPE = "structured"
-
-    def __init__(self, amount, dim=-1):
-        _check_amount(amount)
-        self.amount, self.dim = amount, dim
 
     def compute_mask(self, t, default_mask):
         _multidimensional(t)
@@ -232,34 +228,36 @@ class RandomStructured(BasePruningMethod):
         k = _count(self.amount, size)
         if not k:
             return default_mask
+        return _slices(t, self.dim, self._kept(t, size, k)) * default_mask.to(dtype=t.dtype)
+
+
+class RandomStructured(_Structured):
+    """Zero ``amount`` random slices along ``dim``."""
+
+    def __init__(self, amount, dim=-1):
+        _check_amount(amount)
+        self.amount, self.dim = amount, dim
+
+    def _kept(self, t, size, k):
         prob = rand(size)
-        kept = prob > ops.kthvalue(prob, k).values
-        return _slices(t, self.dim, kept) * default_mask.to(dtype=t.dtype)
+        return prob > ops.kthvalue(prob, k).values
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_Structured):
     """Zero the ``amount`` slices along ``dim`` of lowest ``n``-norm."""
-
-    PRUNING_TYPE = "structured"
 
     def __init__(self, amount, n, dim=-1):
         _check_amount(amount)
         self.amount, self.n, self.dim = amount, n, dim
 
-    def compute_mask(self, t, default_mask):
-        _multidimensional(t)
-        size = t.shape[self.dim]
-        k = _count(self.amount, size)
-        if not k:
-            return default_mask
+    def _kept(self, t, size, k):
         dim = self.dim % t.ndim
         norm = ops.norm(t, p=self.n, dim=[d for d in range(t.ndim) if d != dim])
-        kept = ops.topk(norm, size - k, largest=True).indices
-        return _slices(t, self.dim, kept) * default_mask.to(dtype=t.dtype)
+        return ops.topk(norm, size - k, largest=True).indices
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
