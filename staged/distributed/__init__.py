@@ -10,7 +10,7 @@ Example:
     >>> dist.all_reduce(t)          # in place: the sum over the ranks
 """
 
-from . import nn  # noqa: F401
+from . import algorithms, nn  # noqa: F401
 from .distributed_c10d import (
     BACKENDS,
     ReduceOp,

@@ -162,10 +162,10 @@ def get_backend(group=None) -> str:
 
 class Work:
     """A collective started with ``async_op=True``: ``wait()`` completes it and writes its
-    result into the tensors it was given."""
+    result into the tensors it was given; ``result()`` waits and gives those tensors."""
 
-    def __init__(self, request=None, done=None):
-        self._request, self._done = request, done
+    def __init__(self, request=None, done=None, outputs=()):
+        self._request, self._done, self._outputs = request, done, list(outputs)
 
     def is_completed(self) -> bool:
         return self._request is None or self._request.test()
@@ -178,17 +178,22 @@ class Work:
                 self._done(from_numpy(out))
         return True
 
+    def result(self) -> list:
+        self.wait()
+        return self._outputs
 
-def _collective(prim, tensor, params, done, async_op, checked=True):
-    """Run ``prim`` on ``tensor`` and hand its result to ``done``: now, through the
-    primitive (so that a trace records it), or for ``async_op`` on the host, at ``wait()``."""
+
+def _collective(prim, tensor, params, done, async_op, outputs, checked=True):
+    """Run ``prim`` on ``tensor`` and hand its result to ``done``, which writes it into
+    ``outputs``: now, through the primitive (so that a trace records it), or for
+    ``async_op`` on the host, at ``wait()``."""
     group = _group()
     if async_op and current_interceptor() is None:
         request = group.start(prim.name, tensor.detach().numpy(), params, checked)
-        return Work(request, done)
+        return Work(request, done, outputs)
     with no_grad():
         done(prim(tensor, **params))
-    return Work() if async_op else None
+    return Work(outputs=outputs) if async_op else None
 
 
 def _verify(what: str, values, describe) -> None:
@@ -202,12 +207,15 @@ def _used_anywhere(flags) -> list[bool]:
     return [bool(f) for f in _group().used_anywhere(flags)]
 
 
-def _bucket_all_reduce(flat):
-    """DDP's average of a gradient bucket, started at once; unchecked, since DDP checked
-    the parameters' shapes across the ranks (Note [waits] in ``mpi.py``)."""
-    return _collective(
-        C.all_reduce, flat, {"op": "avg"}, lambda r: write(flat, r), True, checked=False
-    )
+def _bucket_all_reduce(flat, divisor=None):
+    """DDP's average of a gradient bucket (the sum over the ranks / ``divisor``, by default
+    the world size), started at once; unchecked, since DDP checked the parameters' shapes
+    across the ranks (Note [waits] in ``mpi.py``)."""
+    if divisor is None:
+        params, done = {"op": "avg"}, lambda r: write(flat, r)
+    else:  # under DDP.join(divide_by_initial_world_size=False): the ranks not joined
+        params, done = {"op": "sum"}, lambda r: write(flat, r / divisor)
+    return _collective(C.all_reduce, flat, params, done, True, [flat], checked=False)
 
 
 def _op(op) -> str:
@@ -216,12 +224,16 @@ def _op(op) -> str:
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over every rank with ``op``, in place on each."""
-    return _collective(C.all_reduce, tensor, {"op": _op(op)}, lambda r: write(tensor, r), async_op)
+    return _collective(
+        C.all_reduce, tensor, {"op": _op(op)}, lambda r: write(tensor, r), async_op, [tensor]
+    )
 
 
 def broadcast(tensor, src, group=None, async_op=False, group_src=None):
     """Overwrite ``tensor`` on every rank with rank ``src``'s."""
-    return _collective(C.broadcast, tensor, {"src": src}, lambda r: write(tensor, r), async_op)
+    return _collective(
+        C.broadcast, tensor, {"src": src}, lambda r: write(tensor, r), async_op, [tensor]
+    )
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -236,7 +248,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         for i, t in enumerate(tensor_list):
             write(t, rows[i])
 
-    return _collective(C.all_gather, tensor, {"world": get_world_size()}, done, async_op)
+    return _collective(
+        C.all_gather, tensor, {"world": get_world_size()}, done, async_op, tensor_list
+    )
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -254,6 +268,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         {"world": world},
         lambda r: write(output_tensor, r.reshape(output_tensor.shape)),
         async_op,
+        [output_tensor],
     )
 
 
@@ -272,6 +287,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         {"op": _op(op), "world": world},
         lambda r: write(output, r),
         async_op,
+        [output],
     )
 
 

@@ -3,9 +3,11 @@ DDP and collectives on gloo, on these ranks, on cases probe.py does not cover. E
 prints ``case NAME ok`` or ``case NAME FAIL: why``; a failing case does not stop the
 others. ``probe2.py PORT fault MODE`` runs one fault instead (see ``fault``)."""
 
+import re
 import sys
 import time
 import traceback
+import warnings
 from datetime import timedelta
 
 import numpy as np
@@ -204,28 +206,6 @@ def hook_order_within_a_linear_as_torch():
 
 
 @case
-def join_for_uneven_inputs_as_torch():
-    """torch's ``join()``: rank 0 has one batch more; the finished ranks shadow its
-    all-reduce with zeros, so its extra step applies its gradient / world size."""
-    ours, theirs = twins()
-    ddp, tddp = DDP(ours), TDDP(theirs)
-    opt = optim.SGD(ddp.parameters(), lr=0.1)
-    topt = torch.optim.SGD(tddp.parameters(), lr=0.1)
-    batches = 2 + (rank == 0)
-    with tddp.join():
-        for i in range(batches):
-            topt.zero_grad()
-            loss(tddp, t_(shards(i, (5,))), t_(shards(50 + i, (3,)))).backward()
-            topt.step()
-    with ddp.join():
-        for i in range(batches):
-            opt.zero_grad()
-            loss(ddp, s_(shards(i, (5,))), s_(shards(50 + i, (3,)))).backward()
-            opt.step()
-    same_model(ddp.module, tddp.module, "after join")
-
-
-@case
 def forward_in_no_sync_backward_outside_and_two_forwards_one_backward():
     """torch decides at the forward: a forward under no_sync does not reduce even if its
     backward runs after the block; a loss over two forwards reduces once."""
@@ -285,11 +265,11 @@ class BN(nn.Module):
         return self.bn(self.l(x))
 
 
-@case
-def broadcast_buffers_false_keeps_each_ranks_statistics_as_torch():
+def bn_twins():
+    """A BatchNorm model in float64, its running statistics differing per rank, and torch's."""
     m = BN().double()
     with staged.no_grad():
-        m.bn.running_mean.fill_(float(rank))  # rank 0's, broadcast at construction
+        m.bn.running_mean.fill_(float(rank))
     theirs = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.BatchNorm1d(4)).double()
     theirs.load_state_dict(
         {
@@ -297,6 +277,12 @@ def broadcast_buffers_false_keeps_each_ranks_statistics_as_torch():
             for k, v in m.state_dict().items()
         }
     )
+    return m, theirs
+
+
+@case
+def broadcast_buffers_false_keeps_each_ranks_statistics_as_torch():
+    m, theirs = bn_twins()  # rank 0's parameters broadcast at construction
     ddp, tddp = DDP(m, broadcast_buffers=False), TDDP(theirs, broadcast_buffers=False)
     opt = optim.SGD(ddp.parameters(), lr=0.1)
     topt = torch.optim.SGD(tddp.parameters(), lr=0.1)
@@ -363,6 +349,112 @@ def state_dict_errors_as_torch():
     for e in errors:
         assert e.startswith("Error(s) in loading state_dict for DistributedDataParallel:"), e
         assert 'Missing key(s) in state_dict: "module.' in e, e
+
+
+def uneven(model, step, batches, out, **join):
+    """``batches`` steps of SGD (momentum) of ``model`` (staged's or torch's DDP) inside its
+    ``join(**join)``, the batch rows differing per rank; each step's gradients, and the
+    error raised (type and message) or None."""
+    torch_ = isinstance(model, TDDP)
+    to, params = (t_ if torch_ else s_), list(model.parameters())
+    opt = (torch.optim.SGD if torch_ else optim.SGD)(params, lr=0.1, momentum=0.9)
+    grads, error = [], None
+    try:
+        with model.join(**join):
+            for i in range(batches):
+                x = to(shards(60 + i, (5,), rows=[2 + r for r in range(world)]))
+                step(model, opt, x, to(shards(70 + i, (out,), rows=[2 + r for r in range(world)])))
+                grads.append([p.grad.numpy().copy() for p in params])
+    except RuntimeError as e:
+        error = (type(e).__name__, str(e))
+    return grads, error
+
+
+def train(model, opt, x, y):
+    opt.zero_grad()
+    ((model(x) - y) ** 2).mean().backward()
+    opt.step()
+
+
+def train_then_evaluate(model, opt, x, y):
+    """A step, then a forward under no_grad, which reduces nothing: the joined ranks are told
+    so (torch's shadow the bucket all-reduces of a backward that never comes)."""
+    train(model, opt, x, y)
+    with staged.no_grad():
+        model(x)
+
+
+def same_join(make, batches, step=train, out=3, unused=False, **join):
+    """staged's DDP.join() and torch's alike: every step's gradients, the error if any, the
+    final parameters and buffers."""
+    ours, theirs = make()
+    ddp = DDP(ours, find_unused_parameters=unused)
+    tddp = TDDP(theirs, find_unused_parameters=unused)
+    mine = uneven(ddp, step, batches, out, **join)
+    tgrads, terror = uneven(tddp, train, batches, out, **join)
+    if mine[1] is not None:  # a forward's error names the user's line (docs/errors.md)
+        mine = (mine[0], (mine[1][0], re.sub(r"^\S+\.py:\d+: ", "", mine[1][1])))
+    assert mine[1] == terror, f"staged raised {mine[1]}, torch {terror}"
+    assert len(mine[0]) == len(tgrads), (len(mine[0]), len(tgrads))
+    for i, (a, b) in enumerate(zip(mine[0], tgrads)):
+        for g, h in zip(a, b):
+            close(g, h, f"step {i} grad")
+    for (n, a), b in zip(ddp.module.state_dict().items(), tddp.module.state_dict().values()):
+        close(a, b.numpy(), n)
+
+
+@case
+def join_for_uneven_inputs_as_torch():
+    """torch's ``join()``: rank r has 2 + r batches; the finished ranks shadow the others'
+    all-reduces with zeros, the gradients divided by the world size; at the end every rank
+    has the last rank's model."""
+    same_join(twins, 2 + rank)
+    same_join(twins, 2 + rank, step=train_then_evaluate)  # torch's loop without the no_grad
+
+
+@case
+def join_dividing_by_the_ranks_still_stepping_with_buffers_as_torch():
+    """``divide_by_initial_world_size=False`` on a BatchNorm model, rank 0 with the most
+    batches: the buffers come from the highest rank still stepping, the last joiner's
+    statistics end on every rank."""
+    same_join(bn_twins, 3 if rank == 0 else 1 + rank % 2, out=4, divide_by_initial_world_size=False)
+
+
+@case
+def join_throw_on_early_termination_as_torch():
+    """Every rank raises once one has run out: the ones stepping in their forward, the one
+    that ran out in the join's exit, with torch's messages; the model stays in step."""
+    same_join(twins, 2 + rank, throw_on_early_termination=True)
+
+
+@case
+def join_with_even_inputs_disabled_or_finding_unused_parameters_as_torch():
+    same_join(twins, 2)
+    same_join(twins, 2, enable=False)
+    same_join(twins, 2 + rank, unused=True)  # the joined ranks shadow the used-parameter map
+
+
+@case
+def join_refuses_a_compiled_step_and_falls_back_to_eager_as_torch():
+    """A compiled step inside join() raises EagerOnlyError (traced again if it was
+    compiled outside); with fallback='eager' it runs eagerly, as torch's."""
+    ddp = DDP(Net(10).double())
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
+    x, y = s_(shards(0, (5,))), s_(shards(1, (3,)))
+    fast = staged.compile(train)
+    fast(ddp, opt, x, y)
+    fast(ddp, opt, x, y)  # compiled outside join(): the second call's trace holds
+    try:
+        with ddp.join():
+            fast(ddp, opt, x, y)
+    except NotImplementedError as e:
+        assert type(e).__name__ == "EagerOnlyError", e
+        assert "a compiled step cannot run inside join()" in str(e), e
+    else:
+        raise AssertionError("a compiled step ran inside join()")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same_join(twins, 2 + rank, step=staged.compile(train, fallback="eager"))
 
 
 def fault(mode):

@@ -25,15 +25,11 @@ CASES = [
     "broadcast_buffers_false_keeps_each_ranks_statistics_as_torch",
     "sampler_loader_training_two_epochs_as_torch",
     "state_dict_errors_as_torch",
-    pytest.param(
-        "join_for_uneven_inputs_as_torch",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="DistributedDataParallel has no join(): AttributeError on every rank; "
-            "torch's shadows the finished ranks' all-reduces with zeros (rank 0's extra "
-            "step applies its gradient / world size)",
-        ),
-    ),
+    "join_for_uneven_inputs_as_torch",
+    "join_dividing_by_the_ranks_still_stepping_with_buffers_as_torch",
+    "join_throw_on_early_termination_as_torch",
+    "join_with_even_inputs_disabled_or_finding_unused_parameters_as_torch",
+    "join_refuses_a_compiled_step_and_falls_back_to_eager_as_torch",
 ]
 
 

@@ -7,6 +7,17 @@ down; a full bucket is flattened and its all-reduce started at once (MPI Iallred
 bucket order so that every rank starts them in the same order, and the end of backward
 (an engine callback) waits for them and writes the averages into ``.grad``: the
 communication overlaps the rest of backward.
+
+Note [DDP join]: inside ``join()`` (Note [join] in ``distributed/algorithms/join.py``) each
+forward first all-reduces a 1 (the ranks still stepping: a joined rank's shadow adds 0),
+then broadcasts the buffers from the highest rank still stepping (rank 0 may have joined
+with stale ones; a MAX all-reduce of the ranks finds it) and all-reduces whether this step
+reduces gradients (``no_sync``); a joined rank's ``_DDPJoinHook`` makes the same calls,
+then one all-reduce of zeros per bucket, in bucket order, and the used-parameter map of
+none. The ranks still stepping divide the bucket sums by the world size, or with
+``divide_by_initial_world_size=False`` by their own number. The batch-shape check runs only
+in steps that no rank has joined (a joined rank cannot know the shape). At the end the
+model of the highest rank among the last to join is broadcast to all.
 """
 
 from __future__ import annotations
@@ -15,10 +26,14 @@ import contextlib
 import zlib
 from typing import Any
 
+from ...autodiff.avals import EagerOnlyError
 from ...autograd.engine import queue_callback
 from ...distributed import distributed_c10d as c10d
-from ...eager.factories import zeros_like
-from ...eager.grad_mode import no_grad
+from ...distributed.algorithms.join import Join, Joinable, JoinHook
+from ...eager.devices import device
+from ...eager.factories import tensor, zeros, zeros_like
+from ...eager.grad_mode import is_grad_enabled, no_grad
+from ...eager.interceptor import current_interceptor
 from ...eager.ops.shape import cat
 from ...eager.tensor import Tensor
 from ..module import Module
@@ -51,7 +66,7 @@ def _assign(params, cap: int) -> list:
     return buckets + [_Bucket(members) for members, _ in open_.values()]
 
 
-class DistributedDataParallel(Module):
+class DistributedDataParallel(Module, Joinable):
     """Runs ``module`` on this rank's batch and averages the gradients over the ranks.
 
     At construction rank 0's parameters are broadcast to the others, and with
@@ -62,7 +77,8 @@ class DistributedDataParallel(Module):
     that take no part in the loss need ``find_unused_parameters=True`` (their gradient is
     then the average with zeros for the ranks that did not use them; one that no rank used
     keeps its ``.grad``, None after ``zero_grad()``, so that the optimizer skips it, as
-    torch's). ``state_dict`` keys start with ``module.``.
+    torch's). ``state_dict`` keys start with ``module.``. ``join()`` trains on ranks with
+    different numbers of batches (Note [DDP join]).
 
     Example:
         >>> model = DistributedDataParallel(Net())
@@ -85,6 +101,7 @@ class DistributedDataParallel(Module):
         static_graph=False,
     ):
         super().__init__()
+        Joinable.__init__(self)
         if device_ids is not None or output_device is not None:
             raise ValueError(
                 "DistributedDataParallel device_ids and output_device arguments "
@@ -93,6 +110,8 @@ class DistributedDataParallel(Module):
                 "and module parameters {device(type='cpu')}."
             )
         self.module = module
+        self.device = device("cpu")
+        self.process_group = process_group
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
@@ -111,6 +130,8 @@ class DistributedDataParallel(Module):
         self._buckets = _assign([p for _, p in named][::-1], self.bucket_bytes_cap)
         self._bucket_of = {id(p): b for b in self._buckets for p in b.params}
         self._next = 0  # the next bucket to start
+        self._divisor = None  # of the bucket sums, where not the world size (join())
+        self._divide_by_initial_world_size = True
         self._armed = False  # a forward prepared a backward that reduces
         self._ready = set()  # ids of the parameters whose gradient arrived
         self._unreduced = []  # names of parameters the last backward did not reach
@@ -128,17 +149,45 @@ class DistributedDataParallel(Module):
                 "`DistributedDataParallel`, and by making sure all `forward` function outputs "
                 "participate in calculating loss."
             )
+        some_joined = self._join_step()
         batch = next((t for t in inputs if isinstance(t, Tensor)), None)
-        if batch is not None:
+        if batch is not None and not some_joined:
             c10d._verify(  # the batch size may differ (torch's DDP averages the ranks' means)
                 "DistributedDataParallel forward",
                 [batch.ndim, *batch.shape[1:]],
                 lambda row: f"a batch of shape {['N', *[int(d) for d in row[1 : row[0]]]]}",
             )
-        if self.broadcast_buffers:
-            self._broadcast(list(self.module.buffers()))
+        self._sync_buffers(stepping=True)
+        if self._join_config.enable:  # tells the joined ranks whether to shadow a backward
+            reduces = self.require_backward_grad_sync and is_grad_enabled()
+            c10d.all_reduce(tensor([float(reduces)]))
         self._armed = self.require_backward_grad_sync
         return self.module(*inputs, **kwargs)
+
+    def _join_step(self) -> bool:
+        """Inside ``join()``: tell the join that this rank steps and set the divisor of the
+        gradients (Note [DDP join]). Whether a rank may have joined."""
+        icpt = current_interceptor()
+        if icpt is not None:  # a step compiled outside join() is traced again inside
+            icpt.guard(
+                lambda: self._join_config.enable,
+                "DistributedDataParallel.join()",
+                key=(id(self), "join"),
+            )
+            if self._join_config.enable:
+                raise EagerOnlyError(
+                    "DistributedDataParallel.join(): a compiled step cannot run inside "
+                    "join(), whose collectives depend on how many ranks have joined; run "
+                    "the step eagerly there (or staged.compile(step, fallback='eager'))"
+                )
+        work = Join.notify_join_context(self)
+        self._divisor = None
+        if work is None:
+            return self._join_config.enable
+        stepping = int(work.result()[0].item())
+        if not self._divide_by_initial_world_size and stepping != c10d.get_world_size():
+            self._divisor = stepping
+        return stepping != c10d.get_world_size()
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -150,11 +199,71 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = old
 
+    def join(
+        self,
+        divide_by_initial_world_size: bool = True,
+        enable: bool = True,
+        throw_on_early_termination: bool = False,
+    ) -> Join:
+        """Context manager for a training loop whose ranks have different numbers of batches:
+        a rank that has run out shadows the others' steps, all-reducing zero gradients
+        (Note [DDP join]); at the end every rank gets the model of the last to finish.
+        ``divide_by_initial_world_size``: the gradients are divided by the world size
+        (each batch weighs the same), else by the number of ranks still stepping.
+        ``throw_on_early_termination``: every rank raises ``RuntimeError`` once one has
+        run out. Not for a compiled step (it raises ``EagerOnlyError``).
+
+        Example:
+            >>> with model.join():
+            ...     for x, y in my_batches:    # as many as this rank has
+            ...         loss_fn(model(x), y).backward()
+        """
+        return Join(
+            [self],
+            enable,
+            throw_on_early_termination,
+            divide_by_initial_world_size=divide_by_initial_world_size,
+        )
+
+    def join_hook(self, **kwargs) -> JoinHook:
+        """The hook that shadows this DDP's collectives on a joined rank; ``kwargs``:
+        ``divide_by_initial_world_size`` (default True)."""
+        return _DDPJoinHook(self, kwargs.get("divide_by_initial_world_size", True))
+
+    @property
+    def join_device(self):
+        return self.device
+
+    @property
+    def join_process_group(self):
+        return self.process_group
+
+    def _buffers_to_sync(self) -> list:
+        return list(self.module.buffers()) if self.broadcast_buffers else []
+
+    def _sync_buffers(self, stepping: bool) -> None:
+        """Broadcast the buffers (``broadcast_buffers``) from rank 0, inside ``join()`` from
+        the highest rank still stepping (Note [DDP join])."""
+        buffers = self._buffers_to_sync()
+        if buffers:
+            src = self._find_common_rank(stepping) if self._join_config.enable else 0
+            self._broadcast(buffers, src)
+
+    def _find_common_rank(self, candidate: bool) -> int:
+        """The highest rank of those passing ``candidate`` (a MAX all-reduce, as torch's)."""
+        rank = tensor([c10d.get_rank() if candidate else -1])
+        c10d.all_reduce(rank, op=c10d.ReduceOp.MAX)
+        return int(rank.item())
+
+    def _sync_final_model(self, is_last_joiner: bool) -> None:
+        src = self._find_common_rank(is_last_joiner)
+        self._broadcast([*self.module.parameters(), *self._buffers_to_sync()], src)
+
     @staticmethod
-    def _broadcast(tensors) -> None:
+    def _broadcast(tensors, src=0) -> None:
         with no_grad():
             for t in tensors:
-                c10d.broadcast(t, 0)
+                c10d.broadcast(t, src)
 
     def _grad_ready(self, p) -> None:
         if not self._armed:
@@ -173,7 +282,7 @@ class DistributedDataParallel(Module):
                 b.flat = cat(
                     [(zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in b.params]
                 )
-            b.work = c10d._bucket_all_reduce(b.flat)
+            b.work = c10d._bucket_all_reduce(b.flat, self._divisor)
             self._next += 1
         for b in buckets[: self._next]:
             b.work.is_completed()  # asking lets MPI progress the started all-reduces
@@ -204,3 +313,34 @@ class DistributedDataParallel(Module):
             b.pending, b.flat, b.work = len(b.params), None, None
         self._next, self._armed = 0, False
         self._ready.clear()
+
+
+class _DDPJoinHook(JoinHook):
+    """On a joined rank, each step the others make: their buffer broadcast, their
+    ``no_sync`` flag, then (unless every rank is in ``no_sync``) their bucket all-reduces
+    with zeros and their used-parameter map; at the end, the last joiner's model."""
+
+    def __init__(self, ddp, divide_by_initial_world_size: bool):
+        self.ddp = ddp
+        ddp._divide_by_initial_world_size = divide_by_initial_world_size
+
+    def main_hook(self) -> None:
+        ddp = self.ddp
+        ddp._sync_buffers(stepping=False)
+        sync = zeros(1)
+        c10d.all_reduce(sync)
+        if not sync.item():
+            return
+        works = [
+            c10d._bucket_all_reduce(
+                zeros(sum(p.numel() for p in b.params), dtype=b.params[0].dtype)
+            )
+            for b in ddp._buckets
+        ]
+        for w in works:
+            w.wait()
+        if ddp.find_unused_parameters:
+            c10d._used_anywhere([False] * len(ddp._names))
+
+    def post_hook(self, is_last_joiner: bool) -> None:
+        self.ddp._sync_final_model(is_last_joiner)

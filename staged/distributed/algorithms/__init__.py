@@ -1,0 +1,3 @@
+"""``torch.distributed.algorithms``: ``Join`` for training on uneven inputs."""
+
+from .join import Join, Joinable, JoinHook  # noqa: F401
