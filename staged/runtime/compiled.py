@@ -318,7 +318,11 @@ class CompiledGraph:
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
             self._checks.track(
                 res[c.check_output],
-                [r for r, o in zip(res, c.graph.outputs) if o.kind in ("out", "grad", "arg")],
+                [
+                    r
+                    for r, o in zip(res, c.graph.outputs)
+                    if o.kind in ("out", "grad", "arg", "attr")
+                ],
             )
         for (w, k), seen in zip(c.state_updates, shared):
             _store(undo, w.tensor, res[k], seen)  # on the device until read (Note [payloads])
@@ -342,12 +346,15 @@ class CompiledGraph:
         for i, flag in c.arg_flags:  # x.requires_grad_() in the body
             leaves[i]._requires_grad = flag
         out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
-        if c.graphless:  # Note [graphless results]
+        to: list = []
+        if c.graphless or c.attr_outputs:  # Note [graphless results]
             to = [leaves[i] for i, _ in c.arg_wrappers] + [w.tensor for w in c.state]
-            for pos, freed in c.graphless.items():
-                out[pos] = graphless(res[c.out_leaves[pos][1]], freed, to)
+        for pos, freed in c.graphless.items():
+            out[pos] = graphless(res[c.out_leaves[pos][1]], freed, to)
         for pos, (kind, root, ops) in c.returned.items():  # Note [returned state]
             out[pos] = rebuild(_root(kind, root, leaves), ops)
+        if c.attr_outputs:
+            _set_attributes(c.attr_outputs, res, out, to)
         return unflatten(c.out_tree, out)
 
     def __call__(self, *args, **kwargs):
@@ -360,6 +367,25 @@ class CompiledGraph:
             if self._owned:
                 self._rebind()  # the .grad objects the next call would read
             return deploy.save(self, directory, names, fn, target_cpu)
+
+
+def _set_attributes(attrs, res, out, to) -> None:
+    """Set each Module attribute of ``attrs`` (``Captured.attr_outputs``) to its tensor of
+    this call's results ``res``: the result returned as ``out[pos]``, else one made as a
+    result is (Note [tensor attributes] in tracing/capture.py)."""
+    made: dict[int, Tensor] = {}  # one tensor per output: ``self.a = self.b = t``
+    for m, key, k, pos, freed in attrs:
+        t = made.get(k)
+        if t is None:
+            t = (
+                out[pos]
+                if pos >= 0
+                else Tensor._wrap(res[k])
+                if freed is None
+                else graphless(res[k], freed, to)
+            )
+            made[k] = t
+        vars(m)[key] = t
 
 
 def _root(kind: str, root, leaves) -> Tensor:
@@ -927,7 +953,7 @@ class Compiled:
         }
         for k, o in enumerate(g.outputs):
             if (
-                o.kind not in ("out", "arg")
+                o.kind not in ("out", "arg", "attr")
                 and k not in arg_grads
                 and not is_static(o.value.aval.shape)
             ):

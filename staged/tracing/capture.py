@@ -87,7 +87,7 @@ from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from ..eager.views import refresh_stale
 from .draws import Program, state_bytes
-from .guards import Attributes, Guard, Position, at_entry, source_guards
+from .guards import Attributes, Guard, Position, at_entry, holds_tensor, replay, source_guards
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .names import output_names, state_names
@@ -168,6 +168,10 @@ class Captured:
     # Module attributes the body set, set again after every call: [(module, name, value)]
     # (Note [attribute writes] in tracing/guards.py)
     attr_writes: list = field(default_factory=list)
+    # Module attributes the body set to a tensor it made, set to a result after every
+    # call: [(module, name, output index, out-leaf position or -1, freed)] (Note [tensor
+    # attributes])
+    attr_outputs: list = field(default_factory=list)
 
     @property
     def one_shot(self) -> bool:
@@ -602,15 +606,19 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         captured.advanced = [g for g in guards if isinstance(g, Position)]
         captured.guards = [g for g in guards if not isinstance(g, (Position, Attributes))]
         written = {  # Note [attribute writes]
-            (id(m), k): (m, k, *change)
+            (id(m), k): (m, k, *change, g.at(k))
             for g in guards
             if isinstance(g, Attributes)
             for m, changes in (g.value,)
             for k, change in changes.items()
         }
-        at_entry(captured.guards, list(written.values()))
-        captured.attr_writes = [(m, k, after) for m, k, _, after in written.values()]
-        for t in _escaped(tracer):  # after the restore: only the body's own stores remain
+        values = [w for w in written.values() if not holds_tensor(w[2:4])]
+        at_entry(captured.guards, [w[:4] for w in values])
+        captured.attr_writes = [(m, k, after) for m, k, _, after, _ in values]
+        tensors = _tensor_writes(g, [w for w in written.values() if holds_tensor(w[2:4])])
+        escaped = _escaped(tracer)  # after the restore: only the body's own stores remain
+        escaped = _attr_outputs(captured, tracer, escaped, tensors)
+        for t in escaped:
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
             for pos, ref in tracer.results.items():  # returned as itself (an optimizer buffer)
@@ -972,6 +980,62 @@ def _select_scalars(g: Graph, sym, ok, rows) -> list:
 # gc.freeze): then it stays frozen, as that caller asked. Asking costs nothing when nothing
 # is frozen, but CPython's gc.get_freeze_count walks the frozen list: 33 ms a trace with
 # torch's heap frozen (the op sweep froze it, and its 1563 captures took 77 s, not 5).
+
+
+# Note [tensor attributes]: llama2.c's model stores its loss on itself in ``forward``
+# (``self.last_loss = F.cross_entropy(...)``) and its step reads it from there. Such a
+# tensor is stored outside the trace, so it was an escape (Note [escapes]), and the trace
+# one-shot: every call traced again. An attribute of a Module the walk reaches (Note
+# [attribute writes] in tracing/guards.py) that the body sets to a tensor it made is
+# instead an output of the graph (kind ``"attr"``), and after every call the attribute is
+# set to a new tensor of that output's value, made as a result is (``requires_grad`` and
+# a ``GraphlessResult`` where the body ran a backward: Note [graphless results]); it is
+# the returned tensor itself where the body also returns it. The trace is guarded on what
+# the attribute held as the call entered, not on the tensor it set: absent, a value
+# (``None``) by value, a tensor the trace did not read as being a tensor (so the previous
+# call's loss re-traces nothing), and a tensor the trace read (``self.ema = 0.9 * self.ema
+# + loss``) by identity, since the graph reads that tensor: such a step traces at every
+# call, each trace exact. A tensor that requires grad set by a body that ran no backward
+# stays an escape: the caller would differentiate it outside the call, which runs eagerly
+# (Note [autograd boundary]). Not seen: a Module's buffers (``self.buf = t`` of a
+# registered buffer) and a Module the walk does not reach; these stay escapes.
+
+
+def _tensor_writes(g: Graph, writes) -> list:
+    """The tensor attribute writes ``(module, name, before, after, name shown)``, each with
+    ``grad`` appended: None where ``after`` does not require grad, else whether the body's
+    backward freed its graph (Note [graphless results]), or ``"outside"`` where the body
+    ran none; asked before ``_escaped`` drops the graphs (Note [tensor attributes])."""
+    backward = any(op.phase == "backward" for op in g.ops)
+    return [(m, k, before, t, at, _grad(t, backward)) for m, k, before, t, at in writes]
+
+
+def _grad(t, backward: bool):
+    if not isinstance(t, Tensor) or not t._requires_grad:
+        return None
+    return consumed(t) if backward else "outside"
+
+
+def _attr_outputs(c: Captured, tracer: Tracer, escaped: list, writes) -> list:
+    """Make the tensors of ``writes`` (``_tensor_writes``) that the body made outputs of
+    ``c``'s graph, set on their Modules after each call (until then they hold what they
+    held at entry), or replay them as objects (a tensor from before the trace, a value);
+    the other ``escaped`` tensors are returned (Note [tensor attributes])."""
+    made = {id(t) for t in escaped}
+    outputs: dict[int, int] = {}
+    for m, k, before, t, at, grad in writes:
+        if id(t) not in made:
+            c.attr_writes.append((m, k, t))
+            continue
+        if grad == "outside":  # stays an escape: the call runs eagerly
+            continue
+        replay([(m, k, before)])
+        if id(t) not in outputs:
+            c.graph.outputs.append(Output(t._payload.value, "attr", at))
+            outputs[id(t)] = len(c.graph.outputs) - 1
+        pos = next((p for p, ref in tracer.results.items() if ref() is t), -1)
+        c.attr_outputs.append((m, k, outputs[id(t)], pos, grad))
+    return [t for t in escaped if id(t) not in outputs]
 
 
 def _freeze_heap() -> bool:

@@ -60,9 +60,13 @@ module was called, after the write; ``self.counter``, read by the body's code) i
 its value as the call enters (``at_entry``: the writes undone, the guards read, the writes
 done again). The trace is then reused by calls that enter as it did: one trace entered in
 eval mode, one in train mode. A body that reads a value before writing it (``self.counter
-+= 1``) gets a trace per value, each exact. Not seen: a write of the value already there
-(the entry value stays guarded, as before), an attribute added or deleted, a Module the
-walk does not reach; these keep the guards recorded when the trace read them.
++= 1``) gets a trace per value, each exact. The tensors in those ``__dict__``s are
+snapshot too (by identity): a tensor the body stores there (``self.last_loss = loss``, an
+attribute it may also add) is Note [tensor attributes] in tracing/capture.py. Not seen: a
+write of the value already there (the entry value stays guarded, as before; so does a
+value the body changes and sets back, ``model.eval()`` ... ``model.train()``: every call
+re-traces), a value attribute added or deleted, a Module the walk does not reach; these
+keep the guards recorded when the trace read them.
 
 Note [owners]: an object the walk reaches by a name the code reads (``opt`` in a closure
 or a global, ``self.opt``, ``OPTS["opt"]``, ``sched``, ``scaler``, a model ``m``) that
@@ -206,8 +210,17 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
     ]
     _warn_advanced(fn, [g.name for g in moved])
     writes = _writes(old, guards)  # Note [attribute writes]
-    replayed = {f"{w.name[: -len(_FIELDS)]}.{k}" for w in writes for k in w.value[1]}
-    guards = [g for g in guards if not isinstance(g, (Position, Attributes))]
+    replayed = {w.at(k) for w in writes for k in w.value[1]}
+    entry = [  # Note [tensor attributes]: guarded on what they held at entry
+        _entry_guard(w.at(k), w.value[0], k, change[0], ids)
+        for w in writes
+        for k, change in w.value[1].items()
+        if holds_tensor(change)
+    ]
+    by_entry = {g.name for g in entry}
+    guards = [
+        g for g in guards if not isinstance(g, (Position, Attributes)) and g.name not in by_entry
+    ]
     changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
     # a Module's attribute the body wrote is replayed: guarded on its value at entry
     guards = [old[g.name] if g.name in replayed and g in changed else g for g in guards]
@@ -231,6 +244,7 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
         ]
         + moved
         + writes
+        + entry
     )
 
 
@@ -447,6 +461,10 @@ class Attributes(Guard):
 
     __slots__ = ()
 
+    def at(self, key: str) -> str:
+        """The name of the Module's attribute ``key`` (``model.fc.last_loss``)."""
+        return f"{self.name[: -len(_FIELDS)]}.{key}"
+
 
 _FIELDS = " attributes"  # the suffix of an ``Attributes`` guard's name
 
@@ -456,12 +474,17 @@ def _fields(get):
     space = _attributes(obj)
     if space is None:
         return _MISSING
-    return obj, {k: v for k, v in space.items() if isinstance(k, str) and _is_value(v)}
+    return obj, {
+        k: v
+        for k, v in space.items()
+        if isinstance(k, str) and (_is_value(v) or isinstance(v, Tensor))
+    }
 
 
 def _writes(old, guards) -> list:
-    """``Attributes`` of the values the body changed on Modules it kept (Note [attribute
-    writes]); ``old``: the guards before the trace by name."""
+    """``Attributes`` of the values and tensors the body changed on Modules it kept, and of
+    the tensors it added (Note [attribute writes], Note [tensor attributes]); ``old``: the
+    guards before the trace by name."""
     out = []
     for g in guards:
         was = old.get(g.name)
@@ -469,11 +492,54 @@ def _writes(old, guards) -> list:
             continue
         (obj, now), (obj_was, then) = g.value, was.value
         changed = {
-            k: (then[k], v) for k, v in now.items() if k in then and not same_value(then[k], v)
+            k: (then.get(k, _MISSING), v)
+            for k, v in now.items()
+            if (k in then or isinstance(v, Tensor)) and not same_value(then.get(k, _MISSING), v)
         }
         if obj is obj_was and changed:
             out.append(Attributes(g.name, g.get, value=(obj, changed)))
     return out
+
+
+def holds_tensor(change) -> bool:
+    """Whether an attribute write ``(before, after)`` added a tensor attribute or replaced
+    or dropped a tensor (Note [tensor attributes])."""
+    return any(v is _MISSING or isinstance(v, Tensor) for v in change)
+
+
+class _Marker:
+    """What an entry guard keeps of a tensor the trace did not read (that it is one), or
+    of an absent attribute."""
+
+    __slots__ = ("shown",)
+
+    def __init__(self, shown: str):
+        self.shown = shown
+
+    def __repr__(self) -> str:
+        return self.shown
+
+
+_A_TENSOR, _ABSENT = _Marker("a tensor"), _Marker("<unbound>")
+
+
+def _kind_of(v):
+    return _A_TENSOR if isinstance(v, Tensor) else _ABSENT if v is _MISSING else v
+
+
+def _entry_kind(get):
+    return _kind_of(get())
+
+
+def _entry_guard(name: str, module, key: str, before, ids) -> Guard:
+    """The guard on the attribute ``key`` of ``module`` that the body replaced by or with a
+    tensor, as the call enters (``before``; Note [tensor attributes]): a tensor the trace
+    read by identity (the graph reads that one), another tensor as being one (the body
+    replaces it unread), a value by value, an absent attribute as absent."""
+    get = functools.partial(_member, functools.partial(_constant, module), key)
+    if isinstance(before, Tensor) and id(before) in ids:
+        return Guard(name, get, operator.is_, _show, before)
+    return Guard(name, functools.partial(_entry_kind, get), show=_show, value=_kind_of(before))
 
 
 def at_entry(guards, writes) -> None:
@@ -491,9 +557,13 @@ def at_entry(guards, writes) -> None:
 
 
 def replay(writes) -> None:
-    """Set each ``(module, name, value)`` of ``writes``, as the body did."""
+    """Set each ``(module, name, value)`` of ``writes``, as the body did (delete it where
+    ``value`` is the absent marker: an attribute put back as it entered)."""
     for obj, key, value in writes:
-        vars(obj)[key] = value
+        if value is _MISSING:
+            vars(obj).pop(key, None)
+        else:
+            vars(obj)[key] = value
 
 
 def _position_of(get):

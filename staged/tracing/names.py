@@ -18,7 +18,11 @@ path names an object) and a few levels deep. Modules are recognised by
 ``named_parameters``/``named_buffers``/``modules``, optimizers by ``param_groups`` and a
 ``state`` dict (tracing sits below ``nn`` and ``optim``, so it may not import them). A
 state tensor the walk does not reach keeps a positional name (``state7``); a name is never
-guessed from the data. Walking the objects the caller can reach, rather than recording
+guessed from the data. The (seed, counter) state of the counter-based generator that
+dropout draws from (``rng="counter"``, Note [counter-based RNG]) is ``rng_state``, the
+name an ONNX export gives it (Note [exported RNG state] in staged/onnx.py); a step saved
+before it was named (``state4``) keeps its manifest's name, which is all its loader
+reads. Walking the objects the caller can reach, rather than recording
 names while the trace lifts tensors, is what gives ``fc1.weight`` and ``opt``: the trace
 sees tensors and modules, but not the variables and ``state_dict`` paths that hold them.
 """
@@ -34,9 +38,11 @@ import textwrap
 import types
 from typing import Any
 
+from ..eager.random.counter import rng_state
 from ..eager.tensor import Tensor
 from .guards import _functions, _is_library, _names
 
+RNG_STATE = "rng_state"  # the name of the counter-based generator's (seed, counter) state
 _DEPTH = 4  # levels of objects walked below the function
 _OBJECTS = 2000  # objects walked at most
 _ITEMS = 64  # items of a list, tuple or dict walked at most
@@ -90,6 +96,7 @@ def state_names(fn, arg_names, leaves, dict_writes=()) -> dict:
     for t in tensors[:]:
         if t._grad is not None:
             put(t._grad, names[id(t)] + ".grad")
+    put(rng_state(), RNG_STATE)  # dropout's (seed, counter), as ONNX names it
     return names
 
 
