@@ -19,6 +19,21 @@ _TITLES = {
     "complex64": "ComplexFloat",
     "complex128": "ComplexDouble",
 }
+# torch's C++ type names (caffe2::TypeMeta's), as its dtype-mismatch messages print them
+_TYPE_META = {
+    "bool": "bool",
+    "uint8": "unsigned char",
+    "int8": "signed char",
+    "int16": "short int",
+    "int32": "int",
+    "int64": "long int",
+    "float16": "c10::Half",
+    "float32": "float",
+    "float64": "double",
+    "bfloat16": "c10::BFloat16",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
 
 
 class DType:
@@ -33,6 +48,7 @@ class DType:
         "_category",
         "dclass",
         "title",
+        "type_meta",
     )
 
     def __init__(self, name: str, np_dtype, category: int):
@@ -47,6 +63,7 @@ class DType:
             "uint" if self.np.kind == "u" else ("bool", "int", "float", "complex")[category]
         )
         self.title = _TITLES[name]  # as torch's messages and legacy tensor types name it
+        self.type_meta = _TYPE_META[name]  # "float": as some of torch's messages name it
 
     def __repr__(self) -> str:
         return f"staged.{self.name}"

@@ -26,7 +26,7 @@ def _matmul_rule(a, b):
     if a.dtype is not b.dtype:
         raise ShapeError(
             f"expected m1 and m2 to have the same dtype, but got: "
-            f"{a.dtype.name} != {b.dtype.name} (convert one operand to the "
+            f"{a.dtype.type_meta} != {b.dtype.type_meta} (convert one operand to the "
             f"other's dtype, e.g. b.to(a.dtype))"
         )
     return Aval(a.shape[:-1] + b.shape[-1:], a.dtype)

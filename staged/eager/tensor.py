@@ -383,6 +383,14 @@ class Tensor(_TensorOps):
             return a.astype(dtype, copy=bool(copy))
         return a.copy() if copy else a
 
+    def __array_wrap__(self, array, context=None, return_scalar=False) -> Tensor:
+        """A NumPy ufunc's result as a tensor over its memory (``np.sin(t)``), 0-d ones
+        too, as torch's; a bool result becomes uint8, as torch's workaround does."""
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        dt.from_numpy_dtype(array.dtype)  # torch.from_numpy's TypeError for others
+        return Tensor._wrap(array)
+
     def _one(self, error: str) -> np.ndarray:
         """The one element (a 0-d array), or RuntimeError ``error`` (formatted with the
         element count ``n``) for any other count; torch's error for a meta tensor's."""

@@ -24,6 +24,7 @@ from ._core import (
     _argmax,
     _eager_only,
     _real,
+    _singular_diagonal,
     _solve,
     _square,
     check_info,
@@ -246,13 +247,6 @@ def _torch_lu(A, pivot=True, get_infos=False):
 InvExResult = collections.namedtuple("InvExResult", "inverse info")
 SolveExResult = collections.namedtuple("SolveExResult", "result info")
 CholeskyExResult = collections.namedtuple("CholeskyExResult", "L info")
-
-
-def _singular_diagonal(i) -> str:
-    return (
-        f"The diagonal element {i or 'i'} is zero, the inversion could not be completed "
-        "because the input matrix is singular."
-    )
 
 
 def _solve_ex(A, B, what: str):

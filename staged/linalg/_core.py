@@ -246,16 +246,14 @@ def cholesky(A, *, upper=False) -> Tensor:
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
     """``X`` with ``A @ X == B`` (``left=False``: ``X @ A == B``) for triangular ``A``,
     by substitution one row at a time (batch dims broadcast); ``unitriangular`` takes
-    ``A``'s diagonal as ones. Real matrices."""
-    if A.dtype.is_complex or B.dtype.is_complex:
-        raise NotImplementedError(
-            "linalg.solve_triangular: complex matrices are not supported here"
-        )
+    ``A``'s diagonal as ones. Real or complex matrices."""
     if A.ndim < 2 or B.ndim < 2:
         raise RuntimeError(
             "linalg.solve_triangular: The input tensor "
             f"{'A' if A.ndim < 2 else 'B'} must have at least 2 dimensions."
         )
+    if B.dtype is not A.dtype:  # torch's result has A's dtype
+        B = B.to(A.dtype)
     if not left:  # X A = B  <=>  A^T X^T = B^T
         return solve_triangular(A.mT, B.mT, upper=not upper, unitriangular=unitriangular).mT
     n = A.shape[-1]
@@ -336,7 +334,7 @@ def solve_operands(A, B, what: str):
     vectors?)`` broadcast to one batch: ``B`` is vectors when it is 1-D or has ``A``'s
     shape less its last dim."""
     _square(A, "solve")
-    _real(A, what, "lu_cpu")
+    _real(A, what, "lu_cpu", complex_ok=True)
     if A.dtype is not B.dtype:
         raise RuntimeError(
             f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
@@ -366,17 +364,27 @@ def solve(A, B, *, left=True) -> Tensor:
     return X.squeeze(-1) if vector else X
 
 
+def _singular_diagonal(i) -> str:
+    return (
+        f"The diagonal element {i or 'i'} is zero, the inversion could not be completed "
+        "because the input matrix is singular."
+    )
+
+
 def inv(A) -> Tensor:
-    """``A``'s inverse (``solve(A, I)``); a singular ``A`` raises ``LinAlgError``."""
+    """``A``'s inverse (``solve(A, I)``); a singular ``A`` raises ``LinAlgError``, naming
+    the first zero on the diagonal of its LU factor, as torch's."""
     _square(A, "inv")
-    _real(A, "inv")
+    _real(A, "inv", complex_ok=True)
     if A.dtype.name in ("float16", "bfloat16"):
         raise RuntimeError(f"linalg.inv: Low precision dtypes not supported. Got {A.dtype.title}")
     n = A.shape[-1]
     try:
         return solve(A, eye(n, dtype=A.dtype).expand(*A.shape))
     except LinAlgError:
-        raise LinAlgError(
+        info = first_failure(_pivots(A)[0] == 0)
+        check_info(info, LinAlgError, "linalg.inv", _singular_diagonal)
+        raise LinAlgError(  # a pivot LAPACK found zero that the elimination here did not
             at_user(
                 "linalg.inv: The inversion could not be completed because the input matrix "
                 "is singular."

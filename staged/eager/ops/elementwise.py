@@ -507,7 +507,8 @@ def lerp(start, end, weight):
     for name, t in (("end", end), ("weight", weight)):
         if isinstance(t, Tensor) and t.dtype is not start.dtype:
             raise RuntimeError(
-                f"expected dtype {start.dtype.name} for `{name}` but got dtype {t.dtype.name}"
+                f"expected dtype {start.dtype.type_meta} for `{name}` but got dtype "
+                f"{t.dtype.type_meta}"
             )
     if not (start.dtype.is_floating_point or start.dtype.is_complex):
         kernel = "tensor" if isinstance(weight, Tensor) else "scalar"

@@ -15,7 +15,11 @@ sources its kernels would read after writing them (``x[1:].copy_(x[:-1])``,
 ``x.t().add_(x)``: at::assert_no_partial_overlap), and writes a read-only view whose
 elements are distinct (a row of an expanded tensor), refusing one whose are not
 (assert_no_internal_overlap). Only views of one base are compared: an alias of other
-memory (``x.detach()``) is not.
+memory (``x.detach()``) is not. An update that reads the view it writes (``add_``, not
+``copy_`` or ``fill_``) of a view whose elements share memory at nonzero strides
+(``as_strided``, ``unfold``) raises that error too: torch runs it element by element, each
+reading what the previous wrote, a result its docs call undefined (``as_strided``) and that
+computing out of place cannot give.
 """
 
 from __future__ import annotations
@@ -152,11 +156,9 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
             # (torch refuses a fill into a conj view's repeated elements too)
             p = _writable_view(t, p, fill and (t._base is None or t._view.conj is None))
             if p is None:
-                raise RuntimeError(
-                    "unsupported operation: more than one element of the written-to "
-                    "tensor refers to a single memory location. Please clone() the "
-                    "tensor before performing the operation."
-                )
+                raise RuntimeError(_INTERNAL)
+        elif since is not None and t._base is not None and not p.flags.forc and _repeats(p):
+            raise RuntimeError(_INTERNAL)  # an update of repeated elements (Note above)
         for hook in before_write:
             hook(t)
         np.copyto(p, result._payload)
@@ -191,6 +193,29 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
     for hook in after_write:
         hook(t, result)
     return t
+
+
+_INTERNAL = (
+    "unsupported operation: more than one element of the written-to tensor refers to a "
+    "single memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def _repeats(p: np.ndarray) -> bool:
+    """Whether two elements of ``p`` share memory: its strides, smallest first, do not
+    each step past the memory the smaller ones reach (then its offsets are compared)."""
+    reach = p.itemsize
+    for s, n in sorted((abs(s), n) for s, n in zip(p.strides, p.shape) if n > 1):
+        if s < reach:
+            break
+        reach += s * (n - 1)
+    else:
+        return False
+    offsets = sum(
+        np.arange(n).reshape((-1,) + (1,) * (p.ndim - 1 - d)) * s
+        for d, (s, n) in enumerate(zip(p.strides, p.shape))
+    )
+    return np.unique(offsets).size < p.size
 
 
 def _writable_view(t: Tensor, p: np.ndarray, fill: bool) -> np.ndarray | None:

@@ -32,6 +32,7 @@ from ...autodiff.nn import (
 from ..checks import check_range, require
 from ..grad_mode import no_grad
 from ..interceptor import current_interceptor
+from ..legacy_types import type_name
 from ..random import fills
 from ..random.counter import rand_uniform
 from ..random.generator import default_generator, drawn
@@ -104,12 +105,13 @@ def conv_padding(padding, kernel, stride, dilation, n):
 
 
 def _check_types(x, weight, bias):
-    if x.dtype is not weight.dtype or bias is not None and bias.dtype is not x.dtype:
+    if bias is not None and bias.dtype is not x.dtype:  # torch checks the bias first
         raise RuntimeError(
-            f"Input type ({x.dtype.name}), weight type ({weight.dtype.name})"
-            + (f" and bias type ({bias.dtype.name})" if bias is not None else "")
-            + " should be the same"
+            f"Input type ({x.dtype.type_meta}) and bias type ({bias.dtype.type_meta}) "
+            "should be the same"
         )
+    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"expected scalar type {x.dtype.title} but found {weight.dtype.title}")
 
 
 def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
@@ -608,7 +610,7 @@ def _avg_pool(
 ):
     x, unbatched = _batched(input, n, name)
     if not x.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.name}'")
+        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.title}'")
     kernel, stride, pairs, _, out, pad = _pool_geometry(
         name, x, n, kernel_size, stride, padding, 1, ceil_mode
     )
@@ -806,7 +808,7 @@ def embedding(
             "embedding: sparse=True (a sparse gradient for weight) is not supported: use "
             "sparse=False (a dense gradient, the same values)"
         )
-    _check_indices(input, 1)
+    _check_indices(input, 1, "embedding")
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     v = weight.shape[0]
@@ -831,12 +833,12 @@ def embedding(
     return shape.reshape(out, tuple(input.shape) + (weight.shape[1],))
 
 
-def _check_indices(indices, position):
+def _check_indices(indices, position, name):
     if indices.dtype not in (dt.int64, dt.int32):
         raise RuntimeError(
             f"Expected tensor for argument #{position} 'indices' to have one of the "
-            f"following scalar types: Long, Int; but got {indices.dtype.name} "
-            f"instead"
+            f"following scalar types: Long, Int; but got {type_name(indices.dtype)} "
+            f"instead (while checking arguments for {name})"
         )
 
 
@@ -844,7 +846,7 @@ def embedding_renorm_(weight, input, max_norm, norm_type):
     """``torch.embedding_renorm_``: each row of ``weight`` that ``input`` picks whose
     ``norm_type``-norm exceeds ``max_norm`` scaled in place by ``max_norm / (norm + 1e-7)``
     (in float64, as torch's kernel)."""
-    _check_indices(input, 2)
+    _check_indices(input, 2, "embedding_renorm_")
     if weight.ndim != 2:
         raise RuntimeError("'self' must be 2-D")
     v = weight.shape[0]

@@ -211,7 +211,24 @@ def permute(x, *args, dims=None):
     return ad.permute(x, perm=dims)
 
 
-def transpose(x, dim0, dim1):
+_renamed: dict[tuple[type, str], type] = {}
+
+
+def _named(y, name: str):
+    """``y``, its grad_fn (a Node made just now, if any) named ``name`` as torch names the
+    op that made it (``TransposeBackward0`` for a permute that swaps two dims): a subclass
+    of the Node's class whose ``name()`` says so, made once per pair."""
+    fn = y.grad_fn
+    if fn is not None:
+        cls = _renamed.get((type(fn), name))
+        if cls is None:
+            ns = {"__slots__": (), "name": lambda self: name}
+            cls = _renamed[type(fn), name] = type(name, (type(fn),), ns)
+        fn.__class__ = cls
+    return y
+
+
+def _transpose(x, dim0, dim1):
     a, b = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     if x.ndim < 2:
         return alias(x)
@@ -220,10 +237,14 @@ def transpose(x, dim0, dim1):
     return permute(x, perm)
 
 
+def transpose(x, dim0, dim1):
+    return _named(_transpose(x, dim0, dim1), "TransposeBackward0")
+
+
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else alias(x)
+    return _named(_transpose(x, 0, 1) if x.ndim == 2 else alias(x), "TBackward0")
 
 
 def _adjoint(x, name, conjugate):
