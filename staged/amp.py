@@ -207,12 +207,13 @@ class GradScaler:
                 "The source state dict is empty, possibly because it was saved "
                 "from a disabled instance of GradScaler."
             )
+        scale, tracker = float(state_dict["scale"]), int(state_dict["_growth_tracker"])
+        growth, backoff = float(state_dict["growth_factor"]), float(state_dict["backoff_factor"])
+        interval = int(state_dict["growth_interval"])  # all read before anything changes
         with no_grad():  # in place: a compiled step reads and writes these tensors
-            self._scale.fill_(float(state_dict["scale"]))
-            self._growth_tracker.fill_(int(state_dict["_growth_tracker"]))
-        self._growth_factor = float(state_dict["growth_factor"])
-        self._backoff_factor = float(state_dict["backoff_factor"])
-        self._growth_interval = int(state_dict["growth_interval"])
+            self._scale.fill_(scale)
+            self._growth_tracker.fill_(tracker)
+        self._growth_factor, self._backoff_factor, self._growth_interval = growth, backoff, interval
 
 
 def _skipped_if(found, optimizer, args, kwargs):

@@ -550,7 +550,10 @@ def _load_archive(zf, fp, mapped, hook, safe):
         if mapped is not None:
             if info.compress_type != zipfile.ZIP_STORED:
                 raise ValueError(f"mmap=True needs uncompressed records; data/{key} is not")
-            array = np.ndarray(numel, dtype.np, buffer=mapped, offset=_data_offset(fp, info))
+            start = _data_offset(fp, info)
+            # over a memoryview, not the map: the array is its own root, so saving it again
+            # writes this storage, not the whole file (``_Pickler._storage_of``)
+            array = np.frombuffer(memoryview(mapped)[start : start + nbytes], dtype.np)
         else:
             array = np.empty(numel, dtype.np)
             with zf.open(info) as r:

@@ -16,6 +16,7 @@ class ASGD(Optimizer):
     ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
     complex_as_real = True  # Note [complex parameters] in optimizer.py
+    _scalar_state = ("step", "eta", "mu")
 
     def __init__(
         self,

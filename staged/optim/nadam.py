@@ -13,6 +13,7 @@ class NAdam(Optimizer):
     ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
 
     complex_as_real = True  # Note [complex parameters] in optimizer.py
+    _scalar_state = ("step", "mu_product")
 
     def __init__(
         self,

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from .._where import at_user
+from ..autograd.hooks import RemovableHandle, add_hook
 from ..dtypes import float32, float64, get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
 from ..eager.legacy_types import type_name
@@ -74,6 +75,8 @@ from ..eager.tensor import Tensor
 
 class Optimizer:
     complex_as_real = False  # Note [complex parameters]
+    # state a checkpoint may hold as a number, kept as a 0-d tensor (torch's __setstate__)
+    _scalar_state: tuple = ("step",)
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
@@ -211,10 +214,34 @@ class Optimizer:
             if isinstance(v, Tensor):
                 state[k] = kept[k].copy_(v) if k in kept else v.clone()
 
+    def _hooks(self, kind: str) -> dict:
+        """This optimizer's state dict hooks of ``kind`` (made on first use)."""
+        return self.__dict__.setdefault(f"_optimizer_{kind}_hooks", {})
+
+    def register_state_dict_pre_hook(self, hook, prepend=False) -> RemovableHandle:
+        """``hook(optimizer)`` before ``state_dict`` builds its result."""
+        return add_hook(self._hooks("state_dict_pre"), hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False) -> RemovableHandle:
+        """``hook(optimizer, state_dict)`` on ``state_dict``'s result; what it returns
+        (unless None) is returned instead."""
+        return add_hook(self._hooks("state_dict_post"), hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False) -> RemovableHandle:
+        """``hook(optimizer, state_dict)`` on a shallow copy of what ``load_state_dict`` was
+        given; what it returns (unless None) is loaded instead."""
+        return add_hook(self._hooks("load_state_dict_pre"), hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False) -> RemovableHandle:
+        """``hook(optimizer)`` after ``load_state_dict`` loaded."""
+        return add_hook(self._hooks("load_state_dict_post"), hook, prepend)
+
     def state_dict(self) -> dict:
         """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index]}]}``
         as in PyTorch: parameters are numbered across groups in order; state tensors are
-        the optimizer's own (not copies)."""
+        the optimizer's own (not copies). The state dict hooks run as torch's."""
+        for hook in list(self._hooks("state_dict_pre").values()):
+            hook(self)
         index: dict[int, int] = {}
         groups: list[dict[str, Any]] = []
         for g in self.param_groups:
@@ -227,13 +254,23 @@ class Optimizer:
                 }
             )
         state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for hook in list(self._hooks("state_dict_post").values()):
+            out = _unless_none(hook(self, out), out)
+        return out
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Load what ``state_dict()`` (here or in PyTorch) returned; tensors may be NumPy
         arrays. The state becomes the loaded one, as torch's (other parameters' and other
         keys dropped); values are copied into existing state tensors of the same shape, so
-        a compiled step that holds them stays valid."""
+        a compiled step that holds them stays valid. A Python number where the optimizer
+        keeps a 0-d tensor (``_scalar_state``: an old checkpoint's ``step``) becomes one,
+        as torch's ``__setstate__`` does. Everything is checked and converted before
+        anything changes: a state dict refused leaves the optimizer as it was. The load
+        state dict hooks run as torch's (the pre-hooks on a shallow copy)."""
+        state_dict = dict(state_dict)
+        for hook in list(self._hooks("load_state_dict_pre").values()):
+            state_dict = _unless_none(hook(self, state_dict), state_dict)
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -243,23 +280,49 @@ class Optimizer:
                 "the size of optimizer's group"
             )
         params = {
-            i: p
+            i: (p, own)
             for g, own in zip(groups, self.param_groups)
             for i, p in zip(g["params"], own["params"])
         }
-        loaded = set()
-        for i, saved in state_dict["state"].items():
-            p = params[int(i)]
-            loaded.add(id(p))
-            own = self.state.setdefault(p, {})
-            for k in [k for k in own if k not in saved]:
-                del own[k]
-            for k, v in saved.items():
-                own[k] = _load_value(own.get(k), v, None if k == "step" else p.dtype)
+        saved_state = {int(i): s for i, s in state_dict["state"].items()}
+        stray = [i for i in saved_state if i not in params]
+        if stray:
+            raise ValueError(
+                f"loaded state dict has state for parameter(s) {stray} that no parameter "
+                "group lists"
+            )
+        loaded = {}  # id(p) -> (p, {name: value converted})
+        for i, saved in saved_state.items():
+            p, group = params[i]
+            own = self.state.get(p, {})
+            loaded[id(p)] = (
+                p,
+                {k: self._converted(k, own.get(k), v, p, group) for k, v in saved.items()},
+            )
+        new_groups = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in groups]
         for p in [p for p in self.state if id(p) not in loaded]:
             del self.state[p]
-        for g, own in zip(groups, self.param_groups):
-            own.update({k: copy.deepcopy(v) for k, v in g.items() if k != "params"})
+        for p, values in loaded.values():
+            own = self.state.setdefault(p, {})
+            for k in [k for k in own if k not in values]:
+                del own[k]
+            for k, v in values.items():
+                own[k] = _stored(own.get(k), v)
+        for g, own in zip(new_groups, self.param_groups):
+            own.update(g)
+        for hook in list(self._hooks("load_state_dict_post").values()):
+            hook(self)
+
+    def _converted(self, key, current, value, p, group):
+        """State ``value`` of ``p`` under ``key`` as it will be stored: cast to ``p``'s
+        dtype (``current``'s where that is a tensor; a ``step`` as saved), a number of
+        ``_scalar_state`` as a 0-d tensor of a fresh step's dtype."""
+        if key in self._scalar_state and isinstance(value, (int, float)):
+            value = new_step(group.get("fused"), float(value))
+        return _cast(
+            value,
+            current.dtype if isinstance(current, Tensor) else None if key == "step" else p.dtype,
+        )
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -447,10 +510,10 @@ def _getter(name: str):
 
 
 # -- pieces of the updates, in torch's arithmetic -------------------------------------------
-def new_step(fused=False) -> Tensor:
-    """A fresh ``state["step"]``: a 0-d tensor of the default dtype, as torch's (float32
-    for its fused kernels: Note [implementation flags])."""
-    return scalar_tensor(0.0, float32 if fused else get_default_dtype())
+def new_step(fused=False, value=0.0) -> Tensor:
+    """A fresh ``state["step"]`` (or one loaded as a number): a 0-d tensor of the default
+    dtype, as torch's (float32 for its fused kernels: Note [implementation flags])."""
+    return scalar_tensor(value, float32 if fused else get_default_dtype())
 
 
 def advance(state: dict, dtype, h: Hyper | None = None) -> Tensor:
@@ -510,18 +573,29 @@ def ema_sq_(avg, x, h: Hyper, name: str) -> None:
     avg.mul_(h.number(name)).add_(x * x.conj() * h.one_minus(name))
 
 
-def _load_value(current, value, dtype):
-    """``value`` as a tensor (cast to ``dtype`` unless None), copied into ``current`` when
-    that is a tensor of the same shape; lists (LBFGS's history) element by element."""
+def _unless_none(result, value):
+    return value if result is None else result
+
+
+def _cast(value, dtype):
+    """A loaded state ``value`` as a tensor cast to ``dtype`` (unless None); lists
+    (LBFGS's history) element by element; other values as they are."""
     if isinstance(value, (list, tuple)):
-        return type(value)(_load_value(None, v, dtype) for v in value)
+        return type(value)(_cast(v, dtype) for v in value)
     if not isinstance(value, Tensor) and not hasattr(value, "shape"):
         return value  # a Python number
     # NumPy's dtype (staged.tensor of a foreign tensor would round float64 to float32)
     value = value.detach() if isinstance(value, Tensor) else tensor(np.asarray(value))
-    if isinstance(current, Tensor):
-        dtype = current.dtype
-    value = value.to(dtype) if dtype is not None else value
+    return value.to(dtype) if dtype is not None else value
+
+
+def _stored(current, value):
+    """``value`` (``_cast``'s) copied into ``current`` when that is a tensor of its shape,
+    else a copy of it (the state never aliases the state dict loaded)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_stored(None, v) for v in value)
+    if not isinstance(value, Tensor):
+        return value
     if isinstance(current, Tensor) and tuple(current.shape) == tuple(value.shape):
         with no_grad():
             current.copy_(value)

@@ -12,6 +12,8 @@ class SparseAdam(Optimizer):
     torch, whose SparseAdam takes no dense gradients, a step with a gradient raises, and
     ``Adam`` is the optimizer to use."""
 
+    _scalar_state = ()  # torch's keeps its step a Python number
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
         if not 0.0 < lr:
             raise ValueError(f"Invalid learning rate: {lr}")

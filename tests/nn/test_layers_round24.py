@@ -562,9 +562,10 @@ def test_uninitialized_parameters():
     assert isinstance(
         pickle.loads(pickle.dumps(nn.UninitializedParameter())), nn.UninitializedParameter
     )
-    # loading a state dict needs the shapes: run the module once first (torch materializes)
-    with pytest.raises(RuntimeError, match="Call `forward` to initialize"):
-        nn.LazyLinear(3).load_state_dict({"weight": np.ones((3, 2)), "bias": np.ones(3)})
+    # loading a state dict materializes in its shapes, as torch's (tests/test_trust_probe12)
+    lazy = nn.LazyLinear(3)
+    lazy.load_state_dict({"weight": np.ones((3, 2)), "bias": np.ones(3)})
+    assert type(lazy) is nn.LazyLinear and lazy.weight.tolist() == [[1.0, 1.0]] * 3
     with pytest.raises(RuntimeError, match="Expected 3D \\(unbatched\\) or 4D"):
         nn.LazyConv2d(2, 3)(staged.ones(2, 3))
     with pytest.raises(ValueError, match="in_channels must be divisible by groups"):

@@ -29,6 +29,28 @@ class _InstanceNorm(_BatchNorm):
             num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
         )
 
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors
+    ) -> None:
+        """A checkpoint without metadata (before torch 0.4.0) holding running statistics
+        for a module that keeps none is refused with torch's message, not loaded."""
+        names = [prefix + n for n in ("running_mean", "running_var") if prefix + n in state_dict]
+        if local_metadata.get("version") is None and not self.track_running_stats and names:
+            klass = type(self).__name__
+            errors.append(
+                "Unexpected running stats buffer(s) {} for {k} with track_running_stats=False. "
+                "If state_dict is a checkpoint saved before 0.4.0, this may be expected because "
+                "{k} does not track running stats by default since 0.4.0. Please remove these "
+                "keys from state_dict. If the running stats are actually needed, instead set "
+                "track_running_stats=True in {k} to enable them. See the documentation of {k} "
+                "for details.".format(" and ".join(f'"{n}"' for n in names), k=klass)
+            )
+            for name in names:
+                state_dict.pop(name)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors
+        )
+
     def forward(self, input):
         """Each instance's own statistics in training or without running ones; the running
         ones (updated by training) in eval mode. An unbatched input is one instance."""

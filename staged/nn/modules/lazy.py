@@ -137,8 +137,9 @@ class LazyModuleMixin:
     """A module whose parameter shapes come from its first input: until then it holds
     uninitialized parameters; its first call materializes and initialises them
     (``initialize_parameters``) and turns the module into ``cls_to_become``. Lazy modules
-    must run once eagerly (a dry run) before ``staged.compile`` traces them, and a
-    ``state_dict`` can be loaded into them only after it."""
+    must run once eagerly (a dry run) before ``staged.compile`` traces them. Loading a
+    ``state_dict`` materializes the uninitialized entries it holds in its shapes first
+    (torch's ``_lazy_load_hook``); the module stays lazy until its first call."""
 
     cls_to_become: type | None = None
     _parameters: dict
@@ -158,6 +159,14 @@ class LazyModuleMixin:
         for k, v in own.items():
             lazy_or_extra = is_lazy(v) or k == prefix + "_extra_state"
             destination[k] = v if keep_vars or lazy_or_extra else v.detach()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        """Materialize each uninitialized entry the checkpoint holds, in its shape."""
+        for name, v in itertools.chain(self._parameters.items(), self._buffers.items()):
+            value = state_dict.get(prefix + name)
+            if is_lazy(v) and hasattr(value, "shape") and not is_lazy(value):
+                v.materialize(tuple(value.shape))
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def initialize_parameters(self, *args, **kwargs):
         raise NotImplementedError(

@@ -14,6 +14,8 @@ from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
 
 
 class _BatchNorm(Module):
+    _version = 2  # torch's: num_batches_tracked came in version 2
+
     def __init__(
         self,
         num_features,
@@ -51,6 +53,17 @@ class _BatchNorm(Module):
     def __setstate__(self, state):  # torch's pickles have no bias_enabled (Note [safe globals])
         super().__setstate__(state)
         self.__dict__.setdefault("bias_enabled", self._parameters.get("bias") is not None)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, *args) -> None:
+        """A checkpoint older than version 2 (or without metadata) may lack
+        ``num_batches_tracked``: the current count stays, as in torch."""
+        version = local_metadata.get("version")
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            count = self.num_batches_tracked
+            usable = count is not None and not count.is_meta
+            state_dict[key] = count if usable else tensor(0, dtype=dt.int64)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args)
 
     def reset_running_stats(self):
         if self.track_running_stats:
