@@ -4,9 +4,9 @@ tensors (8 floats), staged eager vs torch eager, timed interleaved in one run.
 Each round times a block of steps of each implementation in turn; the figure is the
 median over rounds of the per-round ratio to torch (see ../shared/notes/BENCH.md).
 ``--ops`` times single ops instead (``OPS``, on a 2 x size/2 tensor, without and with
-``requires_grad``), the same way.
+``requires_grad``; the in-place ones, ``INPLACE``, without), the same way.
 
-    .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile] [--ops]
+    .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile] [--ops] [--cpu]
 """
 
 from __future__ import annotations
@@ -55,11 +55,15 @@ def _grads(make, x, w, b):
     return [np.asarray(t.grad) for t in ts]
 
 
+CLOCK = [time.perf_counter]  # --cpu: time.process_time
+
+
 def block_time(step, n) -> float:
-    t0 = time.perf_counter()
+    clock = CLOCK[0]
+    t0 = clock()
     for _ in range(n):
         step()
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def bench(size=8, rounds=15, block_s=0.1):
@@ -96,14 +100,21 @@ def report(times):
 # single ops on a (2, size / 2) float32 tensor ``a`` (and ``b``, not requiring grad)
 OPS = {
     "a + b": lambda a, b: a + b,
+    "a + 1": lambda a, b: a + 1,
     "a * 2": lambda a, b: a * 2,
     "a.relu()": lambda a, b: a.relu(),
     "a.exp()": lambda a, b: a.exp(),
     "a.sum()": lambda a, b: a.sum(),
+    "a.mean()": lambda a, b: a.mean(),
     "a[0]": lambda a, b: a[0],
+    "a[:, 1:]": lambda a, b: a[:, 1:],
     "a.view(-1)": lambda a, b: a.view(-1),
+    "a.view(2, -1)": lambda a, b: a.view(2, -1),
     "a @ b.T": lambda a, b: a @ b.T,
+    "a.add_(b)": lambda a, b: a.add_(b),
+    "a.zero_()": lambda a, b: a.zero_(),
 }
+INPLACE = {"a.add_(b)", "a.zero_()"}  # a leaf that requires grad refuses them
 LIBS = {"staged": staged, "torch": torch}
 
 
@@ -114,6 +125,8 @@ def bench_ops(size=8, rounds=15, block_s=0.02):
     out = {}
     for grad in (False, True):
         for name, fn in OPS.items():
+            if grad and name in INPLACE:
+                continue
             steps = {}
             for lib_name, lib in LIBS.items():
                 a, b = lib.tensor(x, requires_grad=grad), lib.tensor(y)
@@ -148,20 +161,28 @@ def main():
     p.add_argument("--size", type=int, default=8)
     p.add_argument("--profile", action="store_true", help="cProfile the staged step instead")
     p.add_argument("--ops", action="store_true", help="time single ops (OPS) instead")
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time the process's CPU time, not wall time (a machine shared with other jobs)",
+    )
     a = p.parse_args()
     torch.set_num_threads(1)
+    if a.cpu:
+        CLOCK[0] = time.process_time
     if a.profile:
         profile(a.size)
         return
     if a.ops:
         print(
-            f"single ops on 2 x {a.size // 2} float32s, {a.rounds} rounds, {time.strftime('%Y-%m-%d')}"
+            f"single ops on 2 x {a.size // 2} float32s, {a.rounds} rounds, "
+            f"{'CPU' if a.cpu else 'wall'} time, {time.strftime('%Y-%m-%d')}"
         )
         report_ops(bench_ops(a.size, a.rounds))
         return
     print(
         f"(x*w + b).relu().sum() forward+backward, {a.size} float32s, {a.rounds} rounds, "
-        f"{time.strftime('%Y-%m-%d')}"
+        f"{'CPU' if a.cpu else 'wall'} time, {time.strftime('%Y-%m-%d')}"
     )
     report(bench(a.size, a.rounds))
 

@@ -128,12 +128,12 @@ def operands(*vals, dtype: dt.DType | None = None):
                     py = y._payload
                     if px.dtype == py.dtype and px.shape == py.shape and type(px) is type(py):
                         return vals
-                elif type(px) is _ndarray and px.dtype.kind in _KEEPS.get(type(y), ""):
-                    return x, _number(y, px.dtype, px.shape)
+                elif px.dtype.kind in _KEEPS.get(type(y), ""):
+                    return x, _number_beside(y, px)
             elif isinstance(y, Tensor):
                 py = y._payload
-                if type(py) is _ndarray and py.dtype.kind in _KEEPS.get(type(x), ""):
-                    return _number(x, py.dtype, py.shape), y
+                if py.dtype.kind in _KEEPS.get(type(x), ""):
+                    return _number_beside(x, py), y
         dtype = promote_types(*vals)
     ts = [to_dtype(v, dtype) if isinstance(v, Tensor) else v for v in vals]
     shapes = [t._payload.shape for t in ts if isinstance(t, Tensor)]
@@ -159,6 +159,15 @@ def operands(*vals, dtype: dt.DType | None = None):
     return [
         expand_to(t if isinstance(t, Tensor) else _number(t, dtype.np, (), like), shape) for t in ts
     ]
+
+
+def _number_beside(v, p) -> Tensor:
+    """``v``, a Python number whose type keeps the dtype of payload ``p``, as the other
+    operand: what ``operands`` makes of it after promotion, eagerly a broadcast view,
+    under capture a 0-d constant expanded in the graph."""
+    if type(p) is _ndarray:
+        return _number(v, p.dtype, p.shape)
+    return expand_to(_number(v, p.dtype, (), p), tuple(p.shape))
 
 
 def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:

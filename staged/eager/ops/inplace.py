@@ -44,6 +44,7 @@ from ..interceptor import current_interceptor
 from ..._where import PLAIN, at_user, name_site
 from .. import interceptor as _icpt
 from ..dispatch import _quiet, _restore
+from ..scalars import fill_array
 from ..tensor import Tensor
 from . import elementwise as ew
 from ._operands import _KEEPS, _number, broadcast_shapes, expand_to, scalar_tensor, to_dtype
@@ -379,21 +380,44 @@ def apply_inplace(t: Tensor, op, *args, **kwargs) -> Tensor:
     return write(t, op(t, *args, **kwargs), since)
 
 
-# Note [data-only writes]: an optimizer's ``p.add_(u)``, ``buf.mul_(m)``: with nothing to
-# record (grad mode off), no capture, forward AD, vmap or saved-tensor mutation hook, on a
-# float or complex tensor of its own (no view) and an operand of its dtype and shape (or a
-# Python number that keeps its dtype), the ufunc of the primitive writes into the tensor's
-# memory directly: what ``write`` does after computing out of place (same values, a new
-# version, its views stale), without the temporary, the copy and the dispatch.
+# Note [data-only writes]: an optimizer's ``p.add_(u)``, ``buf.mul_(m)``, a ``zero_()``:
+# with nothing to record (grad mode off, or neither the tensor nor the operand requiring
+# grad), no capture, forward AD, vmap or saved-tensor mutation hook, on a writable tensor
+# of its own (no view) and an operand of its dtype and shape (or a Python number that
+# keeps its dtype), the ufunc of the primitive (a fill: ``np.copyto``) writes into the
+# tensor's memory directly: what ``write`` does after computing out of place (same
+# values, a new version, its views stale), without the temporary, the copy and the
+# dispatch.
 _UFUNCS = {ew.add: np.add, ew.sub: np.subtract, ew.mul: np.multiply}
+
+
+def _direct(t: Tensor, y=None) -> np.ndarray | None:
+    """``t``'s memory where Note [data-only writes] lets a write of ``y`` (a tensor, a
+    number or None) into it skip ``write``; None where it does not."""
+    if _icpt.active is not None or on_write or before_write or after_write:
+        return None
+    p, vc = t._payload, t._vc
+    if vc is None or t._base is not None or type(p) is not np.ndarray:
+        return None
+    if _state.grad_enabled and (t._requires_grad or isinstance(y, Tensor) and y._requires_grad):
+        return None
+    return p if p.flags.writeable else None
+
+
+def _written(t: Tensor) -> None:
+    """The bookkeeping of a direct write into ``t``: a new version, its views stale."""
+    vc: Any = t._vc  # (never an inference tensor's None: ``_direct`` refused those)
+    vc[0] += 1
+    if len(vc) > 1:
+        views.bumped(vc)
+    if getattr(t, "_alias", None) is not None:
+        views.alias_written(t)
 
 
 def _data_only(t: Tensor, y, ufunc) -> bool:
     """Write ``ufunc(t, y)`` into ``t`` if Note [data-only writes] allows; whether it did."""
-    if _state.grad_enabled or _icpt.active is not None or on_write or before_write or after_write:
-        return False
-    p, vc = t._payload, t._vc
-    if vc is None or t._base is not None or type(p) is not np.ndarray or p.dtype.kind not in "fc":
+    p = _direct(t, y)
+    if p is None or p.dtype.kind not in "fc":
         return False
     if isinstance(y, Tensor):
         q = y._payload
@@ -403,18 +427,12 @@ def _data_only(t: Tensor, y, ufunc) -> bool:
         q = _number(y, p.dtype, ())._payload
     else:
         return False
-    if not p.flags.writeable:
-        return False
     token = _quiet()
     try:
         ufunc(p, q, out=p)
     finally:
         _restore(token)
-    vc[0] += 1
-    if len(vc) > 1:
-        views.bumped(vc)
-    if getattr(t, "_alias", None) is not None:
-        views.alias_written(t)
+    _written(t)
     return True
 
 
@@ -469,7 +487,12 @@ def own(result: Tensor, src) -> Tensor:
 
 def fill_(self, value):
     if not isinstance(value, Tensor):
-        return write(self, scalar_tensor(value, self.dtype, check_half=False), fill=True)
+        p = _direct(self)
+        if p is None:
+            return write(self, scalar_tensor(value, self.dtype, check_half=False), fill=True)
+        np.copyto(p, fill_array(value, self.dtype, check_half=False))  # Note [data-only writes]
+        _written(self)
+        return self
     if value.ndim:
         raise RuntimeError(
             "fill_ only supports 0-dimension value tensor but got tensor with "

@@ -272,12 +272,13 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
 
 @in_float32
 def _mean(x, dim, keepdim):
-    dim = _every_dim_if_empty(dim)
-    dims = normalize_dims(dim, x.ndim)
+    dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
     n = 1
     for d in dims:
         n *= x._payload.shape[d]
-    return ad.lax.div(sum(x, dim, keepdim), n)  # the strict op: n a constant of x's dtype
+    # sum's primitive (x is of its accumulation dtype, float32 for halves) and the strict
+    # div, n a constant of x's dtype: two dispatches, none of the public ops' checks again
+    return ad.lax.div(ad.reduce_sum(x, dims=dims, keepdim=keepdim), n)
 
 
 @in_float32

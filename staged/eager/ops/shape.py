@@ -37,20 +37,44 @@ def _shape_arg(shape, keyword=None, name=""):
 
 
 def reshape(x, *sizes, shape=None):
-    shape = list(_shape_arg(sizes, shape, "shape"))
+    given = _shape_arg(sizes, shape, "shape")
+    p = x._payload
+    if type(p) is not np.ndarray:  # (symbolic shapes are not kept)
+        return ad.reshape(x, shape=_resolved(given, x.numel()))
+    key = (given, p.shape)
+    try:
+        out = _RESOLVED.get(key)
+    except TypeError:  # an unhashable size: _resolved's error
+        out = None
+    if out is None:
+        out = _resolved(given, x.numel())
+        if all(type(s) is int for s in given):
+            if len(_RESOLVED) >= 256:
+                _RESOLVED.clear()
+            _RESOLVED[key] = out
+    return ad.reshape(x, shape=out)
+
+
+# (sizes given, all ints; input shape) -> the shape reshape binds: a view or reshape in a
+# loop resolves its sizes once (1 us of a 3 us view on 8 floats)
+_RESOLVED: dict[tuple, tuple] = {}
+
+
+def _resolved(shape, n) -> tuple:
+    """The sizes ``shape`` for ``n`` elements, a -1 inferred, with torch's errors."""
+    shape = list(shape)
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
     if shape and min(shape) < -1:
         bad = next(i for i, s in enumerate(shape) if s < -1)
         raise RuntimeError(f"invalid shape dimension {shape[bad]} at index {bad} of shape {shape}")
-    n = x.numel()
     infer = -1 in shape
     known = math.prod([s for s in shape if s != -1] if infer else shape)
     if (known == 0 or n % known) if infer else known != n:
         raise RuntimeError(f"shape '{shape}' is invalid for input of size {n}")
     if infer:
         shape[shape.index(-1)] = n // known
-    return ad.reshape(x, shape=tuple(map(int, shape)))
+    return tuple(map(int, shape))
 
 
 def alias(x):
