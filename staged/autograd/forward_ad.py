@@ -32,6 +32,7 @@ region (zeros elsewhere if it had none) and every live view of it its region of 
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -54,7 +55,7 @@ class _Level:
     def __init__(self, index: int, user: bool):
         self.index, self.user = index, user  # user: opened by dual_level, not func.jvp
         self.outer = tuple(_stack)  # the levels that see its rules
-        self.restore = (_seen[0], _current[0])  # what its closing restores
+        self.restore = (_now.seen, _now.current)  # what its closing restores
         self.tangents: dict[int, tuple[weakref.ref[Tensor], Any]] = {}  # id -> (ref, tangent)
         # id(last view step of an alias) -> weakref to the alias (a forward base)
         self.aliases: dict[int, weakref.ref[Tensor]] = {}
@@ -74,9 +75,36 @@ class _Level:
 
 
 _stack: list[_Level] = []  # the open levels, outermost first
-_seen: list[tuple[_Level, ...]] = [()]  # the levels that see what is bound now
-_current: list[_Level | None] = [None]  # the level tangent_of and set_tangent default to
-_busy = [False]  # a custom Function's forward: no level sees its ops (autograd/function.py)
+_open: list[Any] = [(), None]  # every open level, and the innermost: what ops are seen by
+
+
+class _Now(threading.local):
+    """Note [levels seen per thread]: the levels are the process's, as torch's are (a dual
+    tensor made on one thread gets tangents on another), but which of them see the ops a
+    thread binds now is that thread's: a rule running at level ``k`` hides its ops from
+    ``k`` and the levels inside it (Note [nested levels]), and a custom Function's forward
+    hides its ops from every level, as torch turns forward grad mode off thread-locally
+    around it. With one setting for the process, an op on a dual tensor on another thread
+    meanwhile got no tangent (``func.jvp`` returned zeros)."""
+
+    seen: tuple[_Level, ...] | None = None  # the levels that see what is bound now (None: _open)
+    current: _Level | None = None  # the level tangent_of and set_tangent default to (None: _open)
+    busy = False  # a custom Function's forward: no level sees its ops (autograd/function.py)
+
+
+_now = _Now()
+
+
+def _seen() -> tuple[_Level, ...]:
+    seen = _now.seen
+    return _open[0] if seen is None else seen
+
+
+def _current() -> _Level | None:
+    current = _now.current
+    return _open[1] if current is None else current
+
+
 _rules: dict[Any, Callable[..., Any]] = {}  # primitive -> its JVP function
 
 
@@ -92,7 +120,8 @@ def _enter(user: bool) -> int:
         raise RuntimeError(_NESTED)
     level = _Level(len(_stack), user)
     _stack.append(level)
-    _seen[0], _current[0] = tuple(_stack), level
+    _open[:] = [tuple(_stack), level]
+    _now.seen = _now.current = None
     if level.index == 0:
         dispatch.set_layer("forward_ad", _layer)
         inplace.after_write.append(written)
@@ -101,7 +130,8 @@ def _enter(user: bool) -> int:
 
 def _exit() -> None:
     level = _stack.pop()
-    _seen[0], _current[0] = level.restore
+    _open[:] = [tuple(_stack), _stack[-1] if _stack else None]
+    _now.seen, _now.current = level.restore
     level.tangents.clear()
     level.aliases.clear()
     for ref in level.saved:
@@ -210,11 +240,11 @@ def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
 def _alias(t: Tensor, seen: tuple[_Level, ...] = ()) -> Tensor:
     """A view of ``t`` that shares its data and graph, and its tangents at the levels
     ``seen`` (outermost ones) only: it is a forward base at the others."""
-    prev, _seen[0] = _seen[0], seen
+    prev, _now.seen = _now.seen, seen
     try:
         out = _alias_prim(t, shape=tuple(t.shape))
     finally:
-        _seen[0] = prev
+        _now.seen = prev
     if out._base is not None:
         key = id(out._view.steps[-1])
         for lv in _stack[len(seen) :]:
@@ -229,12 +259,12 @@ def _alias(t: Tensor, seen: tuple[_Level, ...] = ()) -> Tensor:
 
 def tangent_of(t: Tensor, level: int | None = None):
     """The tangent of ``t`` at ``level`` (the innermost open one by default), or None."""
-    lv = _current[0] if level is None else _stack[level]
+    lv = _current() if level is None else _stack[level]
     return None if lv is None else lv.get(t)
 
 
 def set_tangent(t: Tensor, tangent, level: int | None = None) -> None:
-    (_current[0] if level is None else _stack[level]).set(t, tangent)  # type: ignore[union-attr]
+    (_current() if level is None else _stack[level]).set(t, tangent)  # type: ignore[union-attr]
 
 
 def tangents(t: Tensor) -> list[tuple[int, Any]]:
@@ -250,26 +280,26 @@ def each_level(fn: Callable[[], None]) -> None:
     """Call ``fn`` once per open level, outermost first, with ``tangent_of`` and
     ``set_tangent`` at that level and its ops seen by the levels outside it (a custom
     Function's ``jvp``, Note [nested levels])."""
-    prev = _seen[0], _current[0]
+    prev = _now.seen, _now.current
     try:
-        for lv in prev[0]:
-            _seen[0], _current[0] = lv.outer, lv
+        for lv in _seen():
+            _now.seen, _now.current = lv.outer, lv
             fn()
     finally:
-        _seen[0], _current[0] = prev
+        _now.seen, _now.current = prev
 
 
 def written(t: Tensor, result: Tensor) -> None:
     """``t`` was overwritten in place by ``result``: at each level, it takes ``result``'s
     tangent (zeros if ``t`` or its forward base had one and ``result`` has none, as in
     PyTorch), and so do its forward base and the views of it (Note [tangents of views])."""
-    prev = _seen[0]
+    prev = _now.seen
     try:
-        for lv in prev:
-            _seen[0] = lv.outer
+        for lv in _seen():
+            _now.seen = lv.outer
             _write(lv, t, result)
     finally:
-        _seen[0] = prev
+        _now.seen = prev
 
 
 def _write(lv: _Level, t: Tensor, result: Tensor) -> None:
@@ -316,9 +346,11 @@ def _forward_base(lv: _Level, t: Tensor):
 def _layer(apply):
     def apply_dual(prim, inputs, params):
         out = apply(prim, inputs, params)
-        if _busy[0]:
+        now = _now
+        if now.busy:
             return out
-        for lv in _seen[0]:  # outermost first (Note [nested levels])
+        seen = now.seen
+        for lv in _open[0] if seen is None else seen:  # outermost first (Note [nested levels])
             found = lv.tangents
             if not found:
                 continue
@@ -342,11 +374,11 @@ def _push(lv: _Level, prim, inputs, tangents, params, out) -> None:
     rule = _rules.get(prim)
     if rule is None:
         rule = _rules[prim] = jvp_rule(prim)
-    prev, _seen[0] = _seen[0], lv.outer
+    prev, _now.seen = _now.seen, lv.outer
     try:
         t_out = rule(tuple(inputs), tangents, out, **params)
     finally:
-        _seen[0] = prev
+        _now.seen = prev
     # an integer or bool result carries no tangent (a dual written into an int tensor)
     if t_out is not None and (out.dtype.is_floating_point or out.dtype.is_complex):
         lv.set(out, t_out)

@@ -235,7 +235,7 @@ class Function(metaclass=FunctionMeta):
         record = _state.grad_enabled and any(ctx.needs_input_grad)
         prev = _state.grad_enabled
         _state.grad_enabled = False
-        paused, forward_ad._busy[0] = forward_ad._busy[0], True
+        paused, forward_ad._now.busy = forward_ad._now.busy, True  # Note [levels seen per thread]
         try:
             if cls.setup_context is not Function.setup_context:
                 output = cls.forward(*args)
@@ -244,7 +244,7 @@ class Function(metaclass=FunctionMeta):
                 output = cls.forward(ctx, *args)
         finally:
             _state.grad_enabled = prev
-            forward_ad._busy[0] = paused
+            forward_ad._now.busy = paused
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
         outputs = _wrap_outputs(ctx, args, outputs, record)

@@ -169,6 +169,7 @@ class allow_mutation_on_saved_tensors:
         if _saved._state["mutation"] is not None:
             raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
         self.by_storage = {}  # id of a version counter -> SavedTensors sharing it
+        self.thread = threading.get_ident()  # Note [mutation on one thread]
         _saved._state["mutation"] = self
         inplace.before_write.append(self.before_write)
         return self
@@ -179,9 +180,17 @@ class allow_mutation_on_saved_tensors:
         self.by_storage.clear()
         return False
 
+    # Note [mutation on one thread]: as in torch (saved-tensor hooks and a dispatch mode,
+    # both the thread's own) the block clones what its own thread saved before its own
+    # thread writes it; other threads' saves and writes are left to the version check
+    # (they were cloned too: a backward torch refuses ran on the saved value). Opening a
+    # second block anywhere in the process raises, as torch's global flag does.
     def saved(self, s) -> None:
-        self.by_storage.setdefault(id(s._vc), []).append(s)
+        if threading.get_ident() == self.thread:
+            self.by_storage.setdefault(id(s._vc), []).append(s)
 
     def before_write(self, t) -> None:
+        if threading.get_ident() != self.thread:
+            return
         for s in self.by_storage.pop(id(t._vc), ()):
             s.keep_current_value()

@@ -7,6 +7,12 @@ by the primitive: ``mul``, ``reduce_sum`` ...) and the engine times each Node
 (``MulBackward0``, ``AccumulateGrad``); closed, neither costs anything. With
 ``profile_memory=True`` an op's memory is the size of the result it allocated (frees
 are not tracked); with ``with_stack=True`` each event keeps the user's call stack.
+
+Note [profiled threads]: a profile records the thread that opened it, as torch's does
+(its op callbacks are the thread's own): ops, backward Nodes, ``record_function`` blocks
+and compiled calls of other threads, running meanwhile, are not its events (they were,
+mixed in as if the profiled code had run them). The layer stays the process's; ``active``
+is what a recording site asks.
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ from ..eager import dispatch, interceptor
 
 current = None  # the open profile, or None
 _STAGED_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def active():
+    """The open profile if this thread opened it, else None (Note [profiled threads])."""
+    prof = current
+    return prof if prof is not None and prof._owner == threading.get_ident() else None
 
 
 @dataclass(eq=False)
@@ -213,6 +225,7 @@ class profile:
         self._lock = threading.Lock()
         self._stack = _Stack()
         self._t0 = 0
+        self._owner = None  # the thread recorded (Note [profiled threads])
 
     def __enter__(self):
         global current
@@ -221,6 +234,7 @@ class profile:
         if current is not None:
             raise RuntimeError("Profiler is already enabled on this thread")
         self._t0 = time.perf_counter_ns()
+        self._owner = threading.get_ident()
         current = self
         dispatch.set_layer("profiler", _layer)
         return self
@@ -334,7 +348,7 @@ def _user_stack() -> tuple:
 
 def _layer(apply):
     def apply_profiled(prim, inputs, params):
-        prof = current
+        prof = active()
         if prof is None:
             return apply(prim, inputs, params)
         e = prof._begin(prim.name, "cpu_op", inputs)
@@ -355,7 +369,9 @@ def _nbytes(t) -> int:
 
 def run_node(run, node, *args):
     """The engine runs each Node through here while a profile is open."""
-    prof = current
+    prof = active()
+    if prof is None:
+        return run(node, *args)
     e = prof._begin(node.name(), "backward")
     try:
         return run(node, *args)
@@ -378,7 +394,7 @@ class record_function:
         self._ranges = None
 
     def __enter__(self):
-        prof = current
+        prof = active()
         if prof is not None:
             self._event = (prof, prof._begin(self.name, self.cat))
         if interceptor.active is not None and self.cat == "user_annotation":  # tracing

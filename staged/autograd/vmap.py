@@ -28,6 +28,8 @@ apart from the physical one, as functorch's levels keep them.
 
 from __future__ import annotations
 
+import threading
+
 from .. import autodiff as ad
 from ..eager import dispatch
 from ..eager.ops import inplace
@@ -37,8 +39,23 @@ from ..eager.tensor import Tensor
 from . import forward_ad
 from .batching import FUSED_RULES, RULES, UNSUPPORTED, move, to_batch
 
-# (batch size, randomness) of each open level; level k is _levels[k - 1]
-_levels: list[tuple[int, str]] = []
+
+# Note [levels per thread]: vmap's levels are the thread's own, as functorch's level stack
+# is thread-local: a vmap on one thread neither batches, nor closes a level of, nor
+# refuses the random draws of another (with one list for the process, a thread leaving
+# vmap popped the level of another still inside, and a draw on any thread raised
+# "randomness error mode"). The dispatch layer and the draw and write hooks are shared
+# by the process, installed while some thread has a level open; for a thread with none
+# they pass every call through.
+class _Levels(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, str]] = []  # (batch size, randomness); level k at k - 1
+
+
+_local = _Levels()
+_open_threads = [0]  # threads with a level open (the hooks are installed while any)
+_install_lock = threading.Lock()
+
 RANDOMNESS = ("error", "different", "same")
 
 
@@ -74,8 +91,9 @@ def _draw(what: str, shape):
     ``shape`` None, one that cannot be batched): ``"error"`` raises; each ``"different"``
     level puts its batch size in front of ``shape`` and the draw is batched along it
     (torch's draws of the batched shape); ``"same"`` levels share one draw."""
-    different = [k for k, (_, randomness) in enumerate(_levels, 1) if randomness != "same"]
-    if any(_levels[k - 1][1] == "error" for k in different):
+    levels = _local.stack
+    different = [k for k, (_, randomness) in enumerate(levels, 1) if randomness != "same"]
+    if any(levels[k - 1][1] == "error" for k in different):
         raise RuntimeError(
             "vmap: called random operation while in randomness error mode. "
             "Please either use the 'same' or 'different' randomness flags "
@@ -94,7 +112,7 @@ def _draw(what: str, shape):
             t = Tensor._wrap(Batched(t, 0, level), False)
         return t
 
-    return tuple(_levels[k - 1][0] for k in different) + shape, wrap
+    return tuple(levels[k - 1][0] for k in different) + shape, wrap
 
 
 def _layer(apply):
@@ -122,7 +140,7 @@ def _layer(apply):
             out, bdim = prim(*args, **params), None
         else:
             rule = RULES.get(prim) or _missing_rule(prim)
-            res = rule(_levels[level - 1][0], args, bdims, **params)
+            res = rule(_local.stack[level - 1][0], args, bdims, **params)
             if res is NotImplemented:  # a Fused kernel's rule declined: its composite
                 return prim.decomposition(*inputs, **params)
             out, bdim = res
@@ -171,29 +189,37 @@ def _write(t: Tensor, result: Tensor):
 
 
 def _open(size: int, randomness: str) -> int:
-    _levels.append((size, randomness))
-    if len(_levels) == 1:
-        dispatch.set_layer("batching", _layer)
-        generator.on_draw.append(_draw)
-        inplace.on_write.append(_write)
-    return len(_levels)
+    levels = _local.stack
+    levels.append((size, randomness))
+    if len(levels) == 1:  # Note [levels per thread]
+        with _install_lock:
+            _open_threads[0] += 1
+            if _open_threads[0] == 1:
+                dispatch.set_layer("batching", _layer)
+                generator.on_draw.append(_draw)
+                inplace.on_write.append(_write)
+    return len(levels)
 
 
 def _close() -> None:
-    _levels.pop()
-    if not _levels:
-        dispatch.set_layer("batching", None)
-        generator.on_draw.remove(_draw)
-        inplace.on_write.remove(_write)
+    levels = _local.stack
+    levels.pop()
+    if not levels:
+        with _install_lock:
+            _open_threads[0] -= 1
+            if not _open_threads[0]:
+                dispatch.set_layer("batching", None)
+                generator.on_draw.remove(_draw)
+                inplace.on_write.remove(_write)
 
 
 def lift(t: Tensor) -> Tensor:
     """``t`` as a tensor of the innermost open level (unchanged outside vmap, or if it is
     batched there), for a transform that makes a new leaf of it (Note [batched payloads])."""
-    p = t._payload
-    if not _levels or type(p) is Batched and p.level == len(_levels):
+    p, levels = t._payload, _local.stack
+    if not levels or type(p) is Batched and p.level == len(levels):
         return t
-    lifted = Tensor._wrap(Batched(t, None, len(_levels)), False)
+    lifted = Tensor._wrap(Batched(t, None, len(levels)), False)
     for level, tangent in forward_ad.tangents(t):  # forward AD then runs at the level too
         forward_ad.set_tangent(lifted, lift(tangent), level)
     return lifted
@@ -203,7 +229,12 @@ def unlift(t):
     """Undo ``lift`` for a transform's result that is not batched and has no graph at the
     level (it is its physical value; forward AD's tangents, for one, live there)."""
     p = getattr(t, "_payload", None)
-    if type(p) is Batched and p.bdim is None and p.level == len(_levels) and not t._requires_grad:
+    if (
+        type(p) is Batched
+        and p.bdim is None
+        and p.level == len(_local.stack)
+        and not t._requires_grad
+    ):
         return p.value
     return t
 

@@ -10,12 +10,16 @@ transform, whose graph may run through what the inputs were made from. Inside ``
 unbatched input is first lifted into the innermost level (``vmap.lift``), so that its
 logical graph stays apart from the physical one. Unlike torch.func, a tensor captured
 from outside the function that requires grad gets no graph through the result unless
-the transform is nested in another.
+the transform is nested in another. Only the thread's own transforms count: functorch's
+level stack is thread-local, and a transform running on another thread must not make this
+one's results carry a graph (nor, with one counter for the process, could the threads'
+increments be lost, leaving every later transform nested).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 from ..autograd import forward_ad
 from ..autograd.engine import grad as _autograd_grad
@@ -25,7 +29,12 @@ from ..eager.factories import zeros_like
 from ..eager.grad_mode import enable_grad
 from ..eager.tensor import Tensor
 
-_depth = [0]  # reverse-mode transforms running (Note [transform leaves])
+
+class _Depth(threading.local):
+    n = 0  # reverse-mode transforms running on this thread (Note [transform leaves])
+
+
+_depth = _Depth()
 
 
 def _leaves(tree):
@@ -97,7 +106,7 @@ def _restrict(func, args, kwargs, argnums):
 def _fresh(tree):
     """``(tree of leaves, their flat list, nested)`` (Note [transform leaves])."""
     xs = _tensors(tree)
-    nested = _depth[0] > 0 or any(requires_grad(x) for x in xs)
+    nested = _depth.n > 0 or any(requires_grad(x) for x in xs)
     leaves = []
     for x in xs:
         x = lift(x)
@@ -127,17 +136,17 @@ def _split_aux(out, has_aux, api):
 def _vjp(func, primals, has_aux, api):
     """Run ``func`` on fresh leaves: (output, leaves, tree of primals, aux, nested)."""
     tree, leaves, nested = _fresh(primals)
-    _depth[0] += 1
+    _depth.n += 1
     try:
         with enable_grad():
             out, aux = _split_aux(func(*tree), has_aux, api)
     finally:
-        _depth[0] -= 1
+        _depth.n -= 1
     return out, leaves, aux, nested
 
 
 def _grads(outputs, leaves, cotangents, nested, retain):
-    _depth[0] += nested
+    _depth.n += nested
     try:
         with enable_grad():
             gs = _autograd_grad(
@@ -149,7 +158,7 @@ def _grads(outputs, leaves, cotangents, nested, retain):
                 allow_unused=True,
             )
     finally:
-        _depth[0] -= nested
+        _depth.n -= nested
     return [unlift(zeros_like(x) if g is None else g) for g, x in zip(gs, leaves)]
 
 

@@ -266,7 +266,7 @@ class CompiledGraph:
             module = (  # Note [specialized batch sizes]
                 self.module if self.specialized is None else self.specialized.module(self, leaves)
             )
-            if profiler.current is None:  # the one check a call makes for the profiler
+            if profiler.active() is None:  # the one check a call makes for the profiler
                 return self._run(leaves, module)
             return profiled.run(self, leaves, module)  # Note [compiled calls]
 

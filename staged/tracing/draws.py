@@ -69,7 +69,8 @@ class Program:
         for step in self.steps:
             kind, gen = step[0], step[1]
             if kind == "draw":
-                out[step[3]] = step[2](gen, shapes[step[3]])
+                with gen.lock:  # Note [one draw at a time] in eager/random/generator.py
+                    out[step[3]] = step[2](gen, shapes[step[3]])
             elif kind == "get":
                 slots[step[2]] = gen.host_state()
             elif kind == "set":

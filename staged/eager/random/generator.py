@@ -5,12 +5,22 @@ The engine is NumPy's MT19937 bit generator in the state torch's ``manual_seed``
 first draw): its 32-bit words are torch's ``random()``, two of them its ``random64()``
 (shared/notes/RNG.md). ``get_state`` writes torch's own 5056-byte layout, so states move
 between the two libraries.
+
+Note [one draw at a time]: torch's CPU kernels hold the generator's mutex for a whole
+fill, so threads drawing from one generator each get a run of the stream, as some serial
+order of their draws would. A fill here is several calls of the bit generator (a normal
+tensor's uniforms chunk by chunk; the serial path's cached sine, read then written), and
+another thread could draw between them: two threads would share or skip part of the
+stream (seen: randn from two threads repeating values). ``drawn`` holds ``gen.lock``
+around the fill, as a compiled call does around each of its host draws
+(``tracing/draws.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -74,9 +84,16 @@ class Generator:
         if str(device) != "cpu":
             raise RuntimeError(f"staged has only the CPU generator, not {device!r}")
         self.device = "cpu"
+        self.lock = threading.RLock()  # Note [one draw at a time]
         self.bit_generator = np.random.MT19937()
         self._words = np.random.Generator(self.bit_generator)
         self.manual_seed(DEFAULT_SEED)
+
+    def __getstate__(self) -> dict:  # copied and pickled as torch's are; the lock is new
+        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, lock=threading.RLock())
 
     def manual_seed(self, seed) -> Generator:
         """Seed the stream (torch's seeds ``s`` and ``s + 2**32`` give one stream) and
@@ -208,7 +225,8 @@ def drawn(generator, what: str, shape, dtype, fill, in_graph=None) -> Tensor:
         else:
             icpt.impure(what)
     if t is None:
-        t = Tensor._wrap(fill(gen, shape), False)
+        with gen.lock:  # Note [one draw at a time]
+            t = Tensor._wrap(fill(gen, shape), False)
     return t if wrap is None else wrap(t)
 
 
