@@ -37,11 +37,13 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..autodiff import jvp_rule
 from ..autodiff import reshape as _alias_prim
 from ..eager import dispatch, views
 from ..eager.ops import inplace
-from ..eager.factories import zeros_like
+from ..eager.factories import empty_strided, zeros_like
 from ..eager.tensor import Tensor
 
 _NESTED = "Nested forward mode AD is not supported at the moment"  # PyTorch's words
@@ -201,7 +203,8 @@ def _level(level) -> _Level:
 
 
 def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
-    """A view of ``tensor`` whose tangent is ``tangent`` (same shape, float or complex)."""
+    """A view of ``tensor`` whose tangent is ``tangent`` (same shape, float or complex;
+    a copy of it in ``tensor``'s layout where their strides or storage offsets differ)."""
     if not _stack:
         raise RuntimeError(
             "Trying to create a dual Tensor for forward AD but no level exists, "
@@ -222,6 +225,16 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
             f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
             f"while the given forward gradient is of size {list(tangent.shape)}."
         )
+    if (
+        type(tangent._payload) is np.ndarray
+        and type(tensor._payload) is np.ndarray
+        and (
+            tangent.stride() != tensor.stride()
+            or tangent.storage_offset() != tensor.storage_offset()
+        )
+    ):  # torch's rule: a tangent laid out unlike its primal is copied into its layout
+        layout = empty_strided(tensor.shape, tensor.stride(), dtype=tangent.dtype)
+        tangent = layout.copy_(tangent)
     dual = _alias(tensor, lv.outer)
     lv.set(dual, tangent)
     return dual

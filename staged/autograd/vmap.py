@@ -19,7 +19,10 @@ recorded on the logical tensors (``dispatch.finish``). So:
   grad outside the vmap;
 * under capture the physical values are symbolic: the batched step traces into the graph;
 * eager Fused kernels (``linear``, ``cross_entropy`` ...) reach the layer too: one with a
-  rule (``batching.FUSED_RULES``) binds itself on the batch, any other its decomposition.
+  rule (``batching.FUSED_RULES``) binds itself on the batch, any other its decomposition;
+* an in-place write into a batched tensor replaces its payload (``_write``); one into an
+  input, or a view of it, is copied into the caller's tensor when ``vmap`` returns, where
+  torch's lands.
 
 A tensor of no batch is *lifted* into a level (``lift``: ``bdim`` None) where a transform
 inside it makes a new leaf of it (``staged.func.grad``): its logical graph then stays
@@ -284,11 +287,14 @@ def _zip_dims(dims, tree, mismatch):
     raise mismatch()
 
 
-def _rebuild(tree, leaves):
+def rebuild(tree, leaves):
+    """``tree`` with its leaves replaced by the next ones of the iterator ``leaves``; a
+    namedtuple (``torch.return_types``: ``max``, ``sort`` ...) keeps its type."""
     if isinstance(tree, (tuple, list)):
-        return type(tree)(_rebuild(x, leaves) for x in tree)
+        items = [rebuild(x, leaves) for x in tree]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
     if isinstance(tree, dict):
-        return {k: _rebuild(x, leaves) for k, x in tree.items()}
+        return {k: rebuild(x, leaves) for k, x in tree.items()}
     return next(leaves)
 
 
@@ -407,14 +413,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         for start in range(0, size, chunk_size):
             n = min(chunk_size, size - start)
             part = [(x if d is None else x.narrow(d, start, n), d) for x, d in pairs]
-            outs.append(call(n, part, _rebuild(args, iter(x for x, _ in part)), kwargs))
+            outs.append(call(n, part, rebuild(args, iter(x for x, _ in part)), kwargs))
         dims = _single_out_dims(outs[0])
         flat = [[x for x, _ in _zip_dims(dims, o, _bad_out_dims)] for o in outs]
         joined = [
             f0 if d is None else cat([f[k] for f in flat], d)
             for k, (f0, d) in enumerate(_zip_dims(dims, outs[0], _bad_out_dims))
         ]
-        return _rebuild(outs[0], iter(joined))
+        return rebuild(outs[0], iter(joined))
 
     def _single_out_dims(out):
         if isinstance(out, Tensor) and isinstance(out_dims, tuple) and len(out_dims) == 1:
@@ -430,13 +436,23 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     def mapped(size, pairs, args, kwargs):
         level = _open(size, randomness)
         try:
-            leaves = iter(
-                [x if d is None else Tensor._wrap(Batched(x, d, level), False) for x, d in pairs]
-            )
-            out = func(*_rebuild(args, leaves), **kwargs)
-            pairs = _zip_dims(_single_out_dims(out), out, _bad_out_dims)
-            return _rebuild(out, iter([_unbatch(func, o, d, level, size) for o, d in pairs]))
+            leaves = [
+                x if d is None else Tensor._wrap(Batched(x, d, level), False) for x, d in pairs
+            ]
+            payloads = [None if d is None else t._payload for t, (_, d) in zip(leaves, pairs)]
+            out = func(*rebuild(args, iter(leaves)), **kwargs)
+            outs = _zip_dims(_single_out_dims(out), out, _bad_out_dims)
+            out = rebuild(out, iter([_unbatch(func, o, d, level, size) for o, d in outs]))
+            # an input written in place (its payload replaced: Note [batched payloads])
+            written = [
+                (x, d, t._payload)
+                for (x, d), t, p in zip(pairs, leaves, payloads)
+                if p is not None and t._payload is not p
+            ]
         finally:
             _close()
+        for x, d, p in written:  # ... is written back into the caller's tensor, as torch's
+            x.copy_(to_batch(p.value, p.bdim, size, d))
+        return out
 
     return wrapped

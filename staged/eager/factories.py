@@ -741,7 +741,11 @@ def randperm(
         "staged.randperm",
         (int(n),),
         d,
-        lambda gen, shape: distributions.randperm(gen, shape[0]).astype(d.np),
+        # under vmap(randomness="different") the batch dims lead: a permutation each
+        lambda gen, shape: np.array(
+            [distributions.randperm(gen, shape[-1]) for _ in range(math.prod(shape[:-1]))],
+            d.np,
+        ).reshape(shape),
     )
     return _new(t._payload, requires_grad)
 

@@ -14,8 +14,9 @@ def functional_call(
     """``module(*args, **kwargs)`` with the tensors of ``parameter_and_buffer_dicts`` (a
     dict, or a tuple of dicts, of full names such as ``"0.weight"``) standing in for the
     module's own; they are put back afterwards. With ``tie_weights`` a tensor the module
-    holds under several names takes the value given for any of them; ``strict`` requires
-    a value for each and no other keys.
+    holds under several names takes the value given for any of them (different values for
+    two of them raise ``ValueError``); ``strict`` requires a value for each and no other
+    keys.
 
     Example:
         >>> params = {k: v.detach() for k, v in model.named_parameters()}
@@ -42,15 +43,29 @@ def functional_call(
         for name, v in getattr(m, kind).items()
         if v is not None
     ]
-    tied = {id(v): values[full] for _, _, full, v in slots if full in values} if tie_weights else {}
+    tied = {}
+    if tie_weights:
+        aliases: dict[int, list[str]] = {}  # a tensor's names
+        for _, _, full, v in slots:
+            aliases.setdefault(id(v), []).append(full)
+        for _, _, full, v in slots:
+            if len({id(values[k]) for k in aliases[id(v)] if k in values}) > 1:
+                raise ValueError(
+                    f"functional_call got multiple values for keys {sorted(aliases[id(v)])}, "
+                    "which are tied. Consider using tie_weights=False"
+                )
+            if full in values:
+                tied[id(v)] = values[full]
     if strict:
         names = {full for _, _, full, _ in slots}
         errors = (
-            [f"\tUnexpected key(s): {', '.join(repr(k) for k in values if k not in names)}."]
+            [f"\tUnexpected key(s): {', '.join(map(repr, sorted(set(values) - names)))}."]
             if set(values) - names
             else []
         )
-        missing = [full for _, _, full, v in slots if full not in values and id(v) not in tied]
+        missing = sorted(
+            {full for _, _, full, v in slots if full not in values and id(v) not in tied}
+        )  # both lists sorted, as torch's
         if missing:
             errors.append(f"\tMissing key(s): {', '.join(repr(k) for k in missing)}.")
         if errors:

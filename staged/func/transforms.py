@@ -6,14 +6,14 @@ Note [transform leaves]: a transform differentiates with respect to fresh leaves
 its inputs. An input that already requires grad (it belongs to an enclosing transform)
 enters as a view, so that the result stays differentiable for the enclosing one, and the
 backward pass then records its graph (``create_graph``); so it does inside any enclosing
-transform, whose graph may run through what the inputs were made from. Inside ``vmap`` an
-unbatched input is first lifted into the innermost level (``vmap.lift``), so that its
-logical graph stays apart from the physical one. Unlike torch.func, a tensor captured
-from outside the function that requires grad gets no graph through the result unless
-the transform is nested in another. Only the thread's own transforms count: functorch's
-level stack is thread-local, and a transform running on another thread must not make this
-one's results carry a graph (nor, with one counter for the process, could the threads'
-increments be lost, leaving every later transform nested).
+transform, whose graph may run through what the inputs were made from, and where the
+function's graph reaches a tensor from outside it that requires grad (a closure's weight:
+the result is then differentiable with respect to it, as torch.func's is). Inside
+``vmap`` an unbatched input is first lifted into the innermost level (``vmap.lift``), so
+that its logical graph stays apart from the physical one. Only the thread's own
+transforms count: functorch's level stack is thread-local, and a transform running on
+another thread must not make this one's results carry a graph (nor, with one counter for
+the process, could the threads' increments be lost, leaving every later transform nested).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from ..autograd import forward_ad
 from ..autograd.engine import grad as _autograd_grad
 from ..autograd.functional import one_hots
 from ..autograd.vmap import lift, requires_grad, unlift, vmap
+from ..autograd.vmap import rebuild as _rebuild
 from ..eager.factories import zeros_like
-from ..eager.grad_mode import enable_grad
+from ..eager.grad_mode import enable_grad, is_grad_enabled
 from ..eager.tensor import Tensor
 
 
@@ -43,14 +44,6 @@ def _leaves(tree):
     if isinstance(tree, dict):
         return [x for t in tree.values() for x in _leaves(t)]
     return [tree]
-
-
-def _rebuild(tree, it):
-    if isinstance(tree, (tuple, list)):
-        return type(tree)(_rebuild(t, it) for t in tree)
-    if isinstance(tree, dict):
-        return {k: _rebuild(t, it) for k, t in tree.items()}
-    return next(it)
 
 
 def _tensors(tree, what="Thing passed to transform API"):
@@ -133,8 +126,26 @@ def _split_aux(out, has_aux, api):
     return out
 
 
+def _captures(outs, leaves) -> bool:
+    """Whether the graph of ``outs`` reaches a leaf other than ``leaves``: a tensor from
+    outside the function that requires grad, through which the result keeps a graph."""
+    ours = {id(x) for x in leaves}
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if isinstance(o, Tensor) and o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.variable is not None and id(node.variable) not in ours:
+            return True
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return False
+
+
 def _vjp(func, primals, has_aux, api):
     """Run ``func`` on fresh leaves: (output, leaves, tree of primals, aux, nested)."""
+    outer = is_grad_enabled()
     tree, leaves, nested = _fresh(primals)
     _depth.n += 1
     try:
@@ -142,21 +153,26 @@ def _vjp(func, primals, has_aux, api):
             out, aux = _split_aux(func(*tree), has_aux, api)
     finally:
         _depth.n -= 1
-    return out, leaves, aux, nested
+    return out, leaves, aux, nested or outer and _captures(_leaves(out), leaves)
 
 
 def _grads(outputs, leaves, cotangents, nested, retain):
+    """The gradients of ``outputs`` (an output that does not require grad contributes
+    none: a function constant in its inputs has zero gradients, as in torch.func)."""
+    keep = [k for k, o in enumerate(outputs) if o.requires_grad]
+    gs: tuple = (None,) * len(leaves)
     _depth.n += nested
     try:
         with enable_grad():
-            gs = _autograd_grad(
-                outputs,
-                leaves,
-                cotangents,
-                retain_graph=retain or None,
-                create_graph=nested,
-                allow_unused=True,
-            )
+            if keep:
+                gs = _autograd_grad(
+                    tuple(outputs[k] for k in keep),
+                    leaves,
+                    None if cotangents is None else tuple(cotangents[k] for k in keep),
+                    retain_graph=retain or None,
+                    create_graph=nested,
+                    allow_unused=True,
+                )
     finally:
         _depth.n -= nested
     return [unlift(zeros_like(x) if g is None else g) for g, x in zip(gs, leaves)]
@@ -226,6 +242,12 @@ def vjp(func, *primals, has_aux=False):
     outs = _tensors(
         out, "vjp(f, *primals): Expected f to be a function that has only Tensor outputs. Output"
     )
+    for o in outs:
+        if not (o.dtype.is_floating_point or o.dtype.is_complex):
+            raise RuntimeError(
+                "vjp(f, ...): All outputs of f must be floating-point or complex Tensors, "
+                f"got Tensor with dtype {o.dtype}"
+            )
 
     def vjp_fn(cotangents):
         cts = _tensors(cotangents, "vjp_fn: Expected cotangents")

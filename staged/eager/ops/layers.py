@@ -35,7 +35,7 @@ from ..interceptor import current_interceptor
 from ..legacy_types import type_name
 from ..random import fills
 from ..random.counter import rand_uniform
-from ..random.generator import default_generator, drawn
+from ..random.generator import default_generator, drawn, on_draw
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
@@ -765,8 +765,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1 or input.is_meta:  # a meta tensor's: no mask to draw (Note [meta tensors])
         noise = scalar_tensor(0, input.dtype)
-    elif current_interceptor() is None and type(input._payload) is np.ndarray:
-        x = input._payload
+    elif current_interceptor() is None and type(input._payload) is np.ndarray and not on_draw:
+        x = input._payload  # (under vmap a draw goes through its hook: ``drawn``)
         if not (input.dtype.is_floating_point or input.dtype.is_complex):
             raise RuntimeError(  # torch's, from dividing the mask by 1 - p in place
                 f"result type Float can't be cast to the desired output type {input.dtype.title}"
