@@ -34,6 +34,21 @@ def test_compiled_step_gives_eagers_loss(path):
     assert R.close(got.loss, eager.loss, R.spec(path).crtol), (got.loss, eager.loss)
 
 
+_RECORD = "torch's recorded loss is stale: run `python -m tests.programs.runner --record`"
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=R.name)
+def test_torchs_recorded_loss_is_current(path):
+    rec = R.recorded(path)
+    assert rec is not None and rec["fingerprint"] == R.fingerprint(path), _RECORD
+
+
+def test_a_recorded_loss_is_what_torch_prints_now():
+    """The record stands for a torch run: one program run again gives its loss exactly."""
+    path = next(p for p in PROGRAMS if R.name(p) == "polynomial_autograd")
+    assert R._run(path, "torch").loss == R.recorded(path)["loss"]
+
+
 def test_as_torch_refuses_when_torch_is_imported():
     import staged
 
