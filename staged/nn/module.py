@@ -501,7 +501,6 @@ class Module:
         for d in (*(getattr(self, h) for h in _HOOKS), *_GLOBAL_HOOKS):
             for hook in d.values():  # Note [hooks' reads] in staged/tracing/capture.py
                 icpt.hook(hook)
-        icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
         icpt.guard(
             self._state_objects,
             f"{name} parameters/buffers",
@@ -509,15 +508,19 @@ class Module:
             same=operator.eq,  # (name, int serial or None) pairs: == is exact, at C speed
             show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none",
         )
-        d, reads = self.__dict__, _library_reads(type(self))
-        names = (*sorted(k for k in d if k in reads and _is_value(d[k])), *_HOOKS)
-        _guard_members(
-            icpt,
-            functools.partial(operator.attrgetter(*names), self),
-            names,
-            f"{name} attributes/hooks",
-            (id(self), "members"),
-        )
+        # on the values the call entered with: ``model.eval()`` ... ``model.train()`` in
+        # the step (Note [attribute writes] in staged/tracing/guards.py)
+        with icpt.entered(self):
+            icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
+            d, reads = self.__dict__, _library_reads(type(self))
+            names = (*sorted(k for k in d if k in reads and _is_value(d[k])), *_HOOKS)
+            _guard_members(
+                icpt,
+                functools.partial(operator.attrgetter(*names), self),
+                names,
+                f"{name} attributes/hooks",
+                (id(self), "members"),
+            )
         # the global dicts are never rebound: tuple() of their tuple is that tuple
         _guard_members(
             icpt,

@@ -68,6 +68,9 @@ def explain_text(c, verbose: bool = False) -> str:
     lines += _listing("state written", [o.name for o in g.outputs if o.kind == "state"])
     lines += _listing(".grad written", [o.name + ".grad" for o in g.outputs if o.kind == "grad"])
     lines += _listing("arguments written in place", [o.name for o in g.outputs if o.kind == "arg"])
+    lines += _listing(  # Note [tensor attributes] in tracing/capture.py
+        "module attributes set", [o.name for o in g.outputs if o.kind == "attr"]
+    )
     lines += _listing(
         "new state (made by this call: traced again next call)",
         [o.name for o in g.outputs if o.kind == "escaped"],

@@ -87,7 +87,17 @@ from ..eager.tensor import Tensor, _serial
 from ..eager.views import refresh as refresh_view
 from ..eager.views import refresh_stale
 from .draws import Program, state_bytes
-from .guards import Attributes, Guard, Position, at_entry, holds_tensor, replay, source_guards
+from .guards import (
+    Attributes,
+    Guard,
+    Position,
+    as_entered,
+    at_entry,
+    entry_values,
+    holds_tensor,
+    replay,
+    source_guards,
+)
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
 from .names import output_names, state_names
@@ -218,6 +228,7 @@ class Tracer:
         self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
         self.results: dict = {}  # out-leaf position -> weakref to a result the body made
         self.args: set = set()  # ids of the arguments' stand-ins
+        self.entry: dict = {}  # the Modules' plain values at entry (guards.entry_values)
 
     def owns_shape(self, t: Tensor) -> bool:
         """Whether ``t``'s shape may change in place (``unsqueeze_()``): a tensor the trace
@@ -283,6 +294,12 @@ class Tracer:
         key = (name, len(self.guards)) if key is None else key
         if key not in self.guards:
             self.guards[key] = Guard(name, get, **how)
+
+    def entered(self, module):
+        """A context in which ``module``'s plain values (``training``) are as the call
+        entered: the guards recorded in it hold for calls that enter as this one did
+        (Note [attribute writes] in tracing/guards.py)."""
+        return as_entered(module, self.entry)
 
     def hook(self, fn) -> None:
         """``fn``, a hook the trace may run (a Module's or a state tensor's), is the user's
@@ -582,6 +599,7 @@ def _take_hooks(w: Tensor, leaf: Tensor, name: str) -> None:
 def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     roots = list(tracer.constants.items())  # the non-tensor arguments: a Module passed in
     before = source_guards(fn, (), None, roots)  # Note [source guards]: what the body changes
+    tracer.entry = entry_values(before)  # Note [attribute writes]
     thawed = _freeze_heap()  # Note [escapes]
     first_hook = fresh_id()  # Note [hooks the body leaves]
     modes = _autograd_modes()
@@ -631,6 +649,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     finally:
         tracer.finished = True
         tracer.consts.clear()  # the arrays it kept alive: no longer the trace's to hold
+        tracer.entry.clear()
         if thawed:
             gc.unfreeze()
     return captured

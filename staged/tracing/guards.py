@@ -59,14 +59,19 @@ per call), as torch.compile records such writes: those the body changed on the s
 module was called, after the write; ``self.counter``, read by the body's code) is given
 its value as the call enters (``at_entry``: the writes undone, the guards read, the writes
 done again). The trace is then reused by calls that enter as it did: one trace entered in
-eval mode, one in train mode. A body that reads a value before writing it (``self.counter
-+= 1``) gets a trace per value, each exact. The tensors in those ``__dict__``s are
-snapshot too (by identity): a tensor the body stores there (``self.last_loss = loss``, an
-attribute it may also add) is Note [tensor attributes] in tracing/capture.py. Not seen: a
-write of the value already there (the entry value stays guarded, as before; so does a
-value the body changes and sets back, ``model.eval()`` ... ``model.train()``: every call
-re-traces), a value attribute added or deleted, a Module the walk does not reach; these
-keep the guards recorded when the trace read them.
+eval mode, one in train mode. A body that changes a value and sets it back (``model.eval()``
+for a validation batch, then ``model.train()``) leaves nothing to compare, so the guards a
+Module's call records are recorded with its values as the call entered (``as_entered``,
+``Tracer.entered``: put back for that moment from the snapshot before the trace): guarded
+on ``True`` where the Module saw ``False``, they held for no call and every call
+re-traced. A body that reads a value before writing it (``self.counter += 1``) gets a
+trace per value, each exact. The tensors in those ``__dict__``s are snapshot too (by
+identity): a tensor the body stores there (``self.last_loss = loss``, an attribute it may
+also add) is Note [tensor attributes] in tracing/capture.py. Guarded more than needed: a
+value the body writes before any read still re-traces a call entering with another one
+(``model.train()`` first in the body, entered in eval mode). Not seen: a value attribute
+added or deleted, a Module the walk does not reach; these keep the guards recorded when
+the trace read them.
 
 Note [owners]: an object the walk reaches by a name the code reads (``opt`` in a closure
 or a global, ``self.opt``, ``OPTS["opt"]``, ``sched``, ``scaler``, a model ``m``) that
@@ -84,6 +89,7 @@ are, one by one, as above; a Module's children are guarded by its ``children`` g
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dis
 import functools
 import itertools
@@ -554,6 +560,34 @@ def at_entry(guards, writes) -> None:
     for g, v in zip(guards, entry):
         if not g.same(v, g.get()):
             g.value = v
+
+
+def entry_values(guards) -> dict:
+    """``id(module) -> (module, {name: value})``: the plain values of the Modules of the
+    ``Attributes`` among ``guards`` (the walk before the trace), as the call entered."""
+    return {
+        id(obj): (obj, {k: v for k, v in values.items() if _is_value(v)})
+        for g in guards
+        if isinstance(g, Attributes) and g.value is not _MISSING
+        for obj, values in (g.value,)
+    }
+
+
+@contextlib.contextmanager
+def as_entered(module, entry: dict):
+    """``module``'s plain values put back as the call entered (``entry``: from
+    ``entry_values``) for the duration, the body's writes restored after it: a guard
+    recorded mid-body (``Module._guard`` after ``model.eval()``) is on the value at entry
+    (Note [attribute writes]). One the body deleted stays deleted."""
+    obj, values = entry.get(id(module), (None, {}))
+    space = vars(module) if obj is module else {}
+    now = {k: space[k] for k in values if k in space}
+    back = [(module, k, v) for k, v in now.items() if not same_value(v, values[k])]
+    replay([(module, k, values[k]) for _, k, _ in back])
+    try:
+        yield
+    finally:
+        replay(back)
 
 
 def replay(writes) -> None:
