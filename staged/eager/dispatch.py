@@ -152,18 +152,22 @@ def set_recorder(node_class) -> None:
 
 
 _layers: dict[str, Any] = {}  # name -> wrap(apply) -> apply; see set_layer
+# one change at a time: a thread composing the layers it saw and binding them after
+# another thread bound more would drop that one's layer
+_layers_lock = threading.Lock()
 
 
 def set_layer(name: str, wrap) -> None:
     """Install (or with None remove) a layer around ``apply`` for every primitive bound:
     forward-mode AD and the profiler. Off, they cost nothing: ``apply`` stays the bound
     function. Layers compose in name order ("forward_ad" inside "profiler")."""
-    if wrap is None:
-        _layers.pop(name, None)
-    else:
-        _layers[name] = wrap
-    _decomposing[0] = not _DECOMPOSING_LAYERS.isdisjoint(_layers)
-    fn = apply
-    for key in sorted(_layers):
-        fn = _layers[key](fn)
-    _bind[0] = fn
+    with _layers_lock:
+        if wrap is None:
+            _layers.pop(name, None)
+        else:
+            _layers[name] = wrap
+        _decomposing[0] = not _DECOMPOSING_LAYERS.isdisjoint(_layers)
+        fn = apply
+        for key in sorted(_layers):
+            fn = _layers[key](fn)
+        _bind[0] = fn
