@@ -107,6 +107,13 @@ def capture(fn, *args, **kwargs) -> Traced:
     return c  # type: ignore[return-value]  # a Traced now: its class was just set
 
 
+# Note [per-call costs]: a call's Python work (bench/call_overhead.py; issue 20, item 5)
+# is made of what each trace fixes once: ``_bind`` keeps the results a failed index check
+# raises on, a call skips the steps its trace has none of (.grad writes, argument writes,
+# graphless or rebuilt results, attribute writes), the trace that served the last call is
+# the first whose guards are checked (its key's other traces are stale in a loop), a state
+# guard tells "no hooks" without building the hook ids, and the device keeps its enum
+# values and per-dtype element types (``Device.upload``, ``Device.read``).
 class CompiledGraph:
     """One trace compiled for one backend, callable on the flattened argument leaves."""
 
@@ -212,6 +219,11 @@ class CompiledGraph:
             else f"staged.compile [{backend} {self.device.name}]"
         )
         self._checks = Checks(captured.checks) if captured.checks else None
+        self._checked = [  # the results a failed check raises on reading
+            k
+            for k, o in enumerate(captured.graph.outputs)
+            if o.kind in ("out", "grad", "arg", "attr")
+        ]
         if captured.rng is not None:  # Note [host draws]: their shapes at each call
             self._draw_shapes = draw_shapes(
                 captured.graph, len(captured.graph.inputs) - captured.rng.draws
@@ -293,10 +305,10 @@ class CompiledGraph:
         written = self._written
         shared = (
             [type(t._payload) is np.ndarray and seen_elsewhere(t) for t in written]
-            if np.ndarray in set(map(type, map(PAYLOAD, written)))
+            if written and np.ndarray in set(map(type, map(PAYLOAD, written)))
             else self._unshared
         )
-        shared_args = [seen_elsewhere(leaves[i]) for i, _ in c.arg_updates]
+        shared_args = [seen_elsewhere(leaves[i]) for i, _ in c.arg_updates] if c.arg_updates else ()
         inputs = []
         for i, w in c.arg_wrappers:
             inputs.append(leaves[i]._payload)
@@ -316,16 +328,29 @@ class CompiledGraph:
         res = module.invoke("main", inputs, self._out_dtypes, undo)
         if self._checks is not None:  # Note [index checks]
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
-            self._checks.track(
-                res[c.check_output],
-                [
-                    r
-                    for r, o in zip(res, c.graph.outputs)
-                    if o.kind in ("out", "grad", "arg", "attr")
-                ],
-            )
+            self._checks.track(res[c.check_output], [res[k] for k in self._checked])
         for (w, k), seen in zip(c.state_updates, shared):
             _store(undo, w.tensor, res[k], seen)  # on the device until read (Note [payloads])
+        if c.grad_writes:
+            self._write_grads(leaves, res, undo)
+        for t, k in c.escaped:
+            undo.set_payload(t, res[k])
+        for (i, k), seen in zip(c.arg_updates, shared_args):  # writes into its arguments
+            _store(undo, leaves[i], res[k], seen)
+        for d, items in c.dict_writes:  # what the trace left in an optimizer's state
+            undo.set_items(d, items)
+        if c.attr_writes:
+            replay(c.attr_writes)  # ``model.train()`` in the body (Note [attribute writes])
+        for i, flag in c.arg_flags:  # x.requires_grad_() in the body
+            leaves[i]._requires_grad = flag
+        out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
+        if c.graphless or c.attr_outputs or c.returned:
+            self._rebuild(leaves, res, out)
+        return unflatten(c.out_tree, out)
+
+    def _write_grads(self, leaves, res, undo: _Undo) -> None:
+        """The .grad writes of a call (``Captured.grad_writes``)."""
+        c = self.captured
         wrapper_leaf = {id(w): leaves[i] for i, w in c.arg_wrappers}
         for gw in c.grad_writes:
             undo.set_grad(
@@ -336,16 +361,11 @@ class CompiledGraph:
                 if gw.kind == "object"
                 else Tensor._wrap(res[gw.output]),
             )
-        for t, k in c.escaped:
-            undo.set_payload(t, res[k])
-        for (i, k), seen in zip(c.arg_updates, shared_args):  # writes into its arguments
-            _store(undo, leaves[i], res[k], seen)
-        for d, items in c.dict_writes:  # what the trace left in an optimizer's state
-            undo.set_items(d, items)
-        replay(c.attr_writes)  # ``model.train()`` in the body (Note [attribute writes])
-        for i, flag in c.arg_flags:  # x.requires_grad_() in the body
-            leaves[i]._requires_grad = flag
-        out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
+
+    def _rebuild(self, leaves, res, out: list) -> None:
+        """The results of a call made of more than its outputs (Note [graphless results],
+        Note [returned state], attribute outputs), set in ``out``."""
+        c = self.captured
         to: list = []
         if c.graphless or c.attr_outputs:  # Note [graphless results]
             to = [leaves[i] for i, _ in c.arg_wrappers] + [w.tensor for w in c.state]
@@ -355,7 +375,6 @@ class CompiledGraph:
             out[pos] = rebuild(_root(kind, root, leaves), ops)
         if c.attr_outputs:
             _set_attributes(c.attr_outputs, res, out, to)
-        return unflatten(c.out_tree, out)
 
     def __call__(self, *args, **kwargs):
         leaves, _ = flatten_call(args, kwargs)
@@ -510,6 +529,14 @@ def _hook_ids(t: Tensor) -> tuple:
     return tuple(k for d in dicts if d for k in d)  # handle ids: unique across dicts
 
 
+def _hooked(t: Tensor) -> bool:
+    """Whether ``_hook_ids(t)`` is not empty, without making it (a guard's common case)."""
+    if t._hooks or t._post_acc_hooks:
+        return True
+    acc = t._grad_acc() if t._grad_acc is not None else None
+    return acc is not None and bool(acc._pre_hooks or acc._post_hooks)
+
+
 def _guard_failure(guards, captured: Captured):
     """Why the trace ``captured``, whose state guards are ``guards`` (``_state_guards``),
     can't serve the current call, or None when it can."""
@@ -530,7 +557,7 @@ def _guard_failure(guards, captured: Captured):
             return (
                 f"{name}.grad was set or cleared: {'None' if grad is None else 'a tensor'} -> {now}"
             )
-        if (hooks or t._hooks or t._post_acc_hooks or t._grad_acc) and _hook_ids(t) != hooks:
+        if _hook_ids(t) != hooks if hooks else _hooked(t):
             return f"{name}: a hook was registered or removed"
     for g in captured.guards:
         why = g.failure()
@@ -559,7 +586,7 @@ def _leaf_key(x, batched=False):
             np.dtype(p.dtype).str,
             x._requires_grad,
             x._requires_grad and x._grad is not None,
-            _hook_ids(x) if x._requires_grad else (),  # the trace runs them (_take_hooks)
+            _hook_ids(x) if x._requires_grad and _hooked(x) else (),  # the trace runs them
         )
     try:
         hash(x)
@@ -634,6 +661,13 @@ class Compiled:
             self.calls.note("eager (see the trace history)")
             return self.fn(*args, **kwargs)
         reasons = {}
+        last = self._last
+        if entries and last in entries:  # the trace that served last is the likeliest
+            entries = (
+                [last, *(e for e in entries if e is not last)]
+                if entries[0] is not last
+                else entries
+            )
         for entry in entries or ():
             why = entry.guard_failure()
             if why is None:

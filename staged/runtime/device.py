@@ -244,11 +244,15 @@ class Device:
             ) from None
         self._rt = rt
         self.hal = self.config.device
+        self._allocate_copy = self.hal.allocator.allocate_buffer_copy
+        self._local, self._usage = rt.MemoryType.DEVICE_LOCAL, rt.BufferUsage.DEFAULT
         self._once_usage = (
             rt.BufferUsage.DEFAULT | rt.BufferUsage.SHARING_EXPORT
             if allocators
             else rt.BufferUsage.DEFAULT
         )
+        # what a read asks of a buffer to map it (made once: Note [per-call costs] in compiled.py)
+        self._mappable = int(rt.MemoryType.HOST_VISIBLE), int(rt.BufferUsage.MAPPING_SCOPED)
 
     def _create(self, drv, backend, allocators):
         """(the HAL device, how errors name it)."""
@@ -279,26 +283,23 @@ class Device:
     def upload(self, array, once: bool = False) -> DeviceValue:
         """A DeviceValue holding a copy of ``array``; ``once``: no later call uploads it
         again, so its buffer skips the caching allocator (Note [caching allocator])."""
-        rt = self._rt
         a = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
-        view = self.hal.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL,
-            allowed_usage=self._once_usage if once else rt.BufferUsage.DEFAULT,
+        view = self._allocate_copy(
+            memory_type=self._local,
+            allowed_usage=self._once_usage if once else self._usage,
             device=self.hal,
             buffer=a,
-            element_type=rt.array_interop.map_dtype_to_element_type(a.dtype),
+            element_type=_element_type(a.dtype),
         )
         return DeviceValue(self, view, a.dtype)
 
     def read(self, view, dtype) -> np.ndarray:
         """A writable host copy of a buffer view's data, as ``dtype``."""
-        rt = self._rt
-        raw = rt.HalElementType.map_to_dtype(view.element_type)
+        raw = _raw_dtype(view.element_type)
         shape = tuple(view.shape)
         buf = view.get_buffer()
-        if buf.memory_type() & int(rt.MemoryType.HOST_VISIBLE) and buf.allowed_usage() & int(
-            rt.BufferUsage.MAPPING_SCOPED
-        ):
+        visible, mapping = self._mappable
+        if buf.memory_type() & visible and buf.allowed_usage() & mapping:
             a = np.array(view.map().asarray(shape, raw), copy=True)
         else:
             a = self._read_staged(buf, shape, raw)
@@ -497,8 +498,9 @@ class Module:
                     q._timeline = [dev.hal.create_semaphore(0), 0]
                 sem, value = q._timeline
                 for a in args:
-                    a = _on_device(dev, a)
-                    if a.ready is not None and a.ready[0] is not sem:
+                    if type(a) is not DeviceValue or a.device is not dev:
+                        a = dev.upload(a)
+                    elif a.ready is not None and a.ready[0] is not sem:
                         a.wait()  # made by another module: ordered by waiting here
                     arg_list.push_ref(a.view)
                 arg_list.push_ref(rt.HalFence.create_at(sem, value))
@@ -516,12 +518,10 @@ class Module:
                 q._timeline[1] = value + 1
                 q._in_flight.append((value + 1, arg_list, undo))
             ready = (sem, value + 1, self)
-        out = []
-        for i in range(len(ret)):
-            bv = ret.get_as_object(i, rt.HalBufferView)
-            dtype = _dtype(bv) if result_dtypes is None else result_dtypes[i]
-            out.append(DeviceValue(dev, bv, dtype, ready))
-        return out
+        get, kind = ret.get_as_object, rt.HalBufferView
+        views = [get(i, kind) for i in range(len(ret))]
+        dtypes = map(_dtype, views) if result_dtypes is None else result_dtypes
+        return [DeviceValue(dev, bv, d, ready) for bv, d in zip(views, dtypes)]
 
 
 def _on_device(dev, a) -> DeviceValue:
@@ -591,6 +591,22 @@ def _wait(sem, value) -> None:
         while sem.query() < value and time.perf_counter() < deadline:
             _yield()
         sem.wait(value)  # returns at once when signalled; raises the step's error
+
+
+@functools.cache
+def _element_type(dtype: np.dtype):
+    """IREE's element type for a NumPy dtype (iree.runtime's lookup, once per dtype)."""
+    import iree.runtime as rt
+
+    return rt.array_interop.map_dtype_to_element_type(dtype)
+
+
+@functools.cache
+def _raw_dtype(element_type) -> np.dtype:
+    """The NumPy dtype iree.runtime maps an element type to (its lookup, once per type)."""
+    import iree.runtime as rt
+
+    return rt.HalElementType.map_to_dtype(element_type)
 
 
 @functools.cache
