@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from .._where import warn_user
 from . import lax
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
@@ -1062,9 +1063,17 @@ clamp_where = Primitive(
 )
 
 
+_warned_complex_cast = False  # torch warns once a process (TORCH_WARN_ONCE in its copy_)
+
+
 def _cast_impl(x, *, dtype):
     if np.iscomplexobj(x) and not dtype.is_complex:
-        x = x.real
+        if dtype is not dt.bool_:  # a complex number's truth is of both parts (x != 0)
+            global _warned_complex_cast
+            if not _warned_complex_cast:
+                _warned_complex_cast = True
+                warn_user("Casting complex values to real discards the imaginary part")
+            x = x.real
     elif x.dtype.kind == "V" and dtype.np.kind in "iu":
         # bfloat16 (ml_dtypes) to an integer through float32, as torch's cast: ml_dtypes
         # 0.7 made NaN, infinities and out-of-range values 0 (0.6: what float32's gives)

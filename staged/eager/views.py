@@ -358,6 +358,27 @@ def move_retain_grad(t, old, old_nr) -> None:
 _OF_MULTI = (None, 0)
 
 
+_renamed: dict[tuple[type, str], type] = {}
+
+
+def named(y, name: str):
+    """``y``, its grad_fn (a Node made just now, if any) named ``name`` as torch names the
+    op that made it (``SelectBackward0`` for ``x[0]``, a reshape here): a subclass of the
+    Node's class whose ``name()`` says so, made once per pair (the class itself where its
+    name is ``name`` already)."""
+    fn = y.grad_fn
+    if fn is not None:
+        cls = _renamed.get((type(fn), name))
+        if cls is None:
+            cls = type(fn)
+            if fn.name() != name:
+                ns = {"__slots__": (), "name": lambda self: name}
+                cls = type(name, (cls,), ns)
+            _renamed[type(fn), name] = cls
+        fn.__class__ = cls
+    return y
+
+
 def multi_output(outs, name):
     """Mark ``outs``, the views ``name`` (torch's Node's name less "Backward0") returned
     together, as torch's multi-output views (made with grad mode on; under no_grad they

@@ -28,6 +28,7 @@ from ._core import (
     _solve,
     _square,
     check_info,
+    conj_transpose,
     cholesky_info,
     first_failure,
     not_positive_definite,
@@ -94,7 +95,7 @@ def _lu_checked(A, pivot: bool):
             f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: "
             f"{list(A.shape)} instead"
         )
-    _real(A, "lu_factor")
+    _real(A, "lu_factor", complex_ok=True)
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     return _lu(A)
@@ -113,7 +114,7 @@ def lu_factor(A, *, pivot=True) -> LUFactorResult:
     """The compact LU factorization with partial pivoting of the ``(*, m, n)`` ``A``
     (LAPACK's ``getrf``: ``LU`` holds ``L`` below its diagonal and ``U`` on and above it;
     ``pivots`` the 1-based row swapped with each row, int32). A zero pivot raises, as in
-    torch (``lu_factor_ex`` reports it instead). Real matrices; ``pivot=False`` raises,
+    torch (``lu_factor_ex`` reports it instead). Real or complex matrices; ``pivot=False`` raises,
     as torch's CPU kernel does."""
     LU, pivots, info = _lu_checked(A, pivot)
     check_info(info, RuntimeError, "torch.linalg.lu_factor", _zero_pivot)
@@ -166,16 +167,16 @@ def _lu_solve(LU, pivots, B, adjoint: bool):
         PB = B.gather(-2, perm.unsqueeze(-1).expand(*B.shape))
         Y = solve_triangular(LU, PB, upper=False, unitriangular=True)
         return solve_triangular(LU, Y, upper=True)
-    # A^T X = B: U^T L^T P^T X = B
-    Y = solve_triangular(LU.mT, B, upper=False)
-    Z = solve_triangular(LU.mT, Y, upper=True, unitriangular=True)
+    # A^H X = B: U^H L^H P^T X = B
+    Y = solve_triangular(LU.mH, B, upper=False)
+    Z = solve_triangular(LU.mH, Y, upper=True, unitriangular=True)
     return _permutation_matrix(perm, n, B.dtype) @ Z
 
 
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False) -> Tensor:
     """``X`` with ``A @ X == B`` from ``(LU, pivots) = lu_factor(A)`` (``adjoint``:
-    ``A^H @ X == B``; ``left=False``: ``X @ A == B``), by two triangular solves. Real
-    matrices."""
+    ``A^H @ X == B``; ``left=False``: ``X @ A == B``), by two triangular solves. Real or
+    complex matrices."""
     _matrices(B, "linalg.lu_solve", "B")
     _matrices(LU, "linalg.lu_solve", "LU")
     if LU.shape[-1] != LU.shape[-2]:
@@ -183,8 +184,8 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False) -> Tensor:
             "torch.linalg.lu_solve: A must be batches of square matrices, but they are "
             f"{LU.shape[-2]} by {LU.shape[-1]} matrices"
         )
-    _real(LU, "lu_solve")
-    _real(B, "lu_solve")
+    _real(LU, "lu_solve", complex_ok=True)
+    _real(B, "lu_solve", complex_ok=True)
     if pivots.dtype is not dt.int32:
         raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32")
     n = LU.shape[-1]
@@ -200,8 +201,8 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False) -> Tensor:
             "linalg.lu_solve: Incompatible shapes of A and B for the equation "
             f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b[0]}x{b[1]})"
         )
-    if not left:  # X A = B  <=>  A^T X^T = B^T
-        return _lu_solve(LU, pivots, B.mT, not adjoint).mT
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        return _lu_solve(LU, pivots, B.mH, not adjoint).mH  # a conj view, as torch's
     return _lu_solve(LU, pivots, B, adjoint)
 
 
@@ -308,11 +309,11 @@ def cholesky_ex(A, *, upper=False, check_errors=False) -> CholeskyExResult:
     minor that is not positive-definite; the factor is NaN from that column on). Only
     ``check_errors=True`` raises for it."""
     _square(A, "cholesky")
-    _real(A, "cholesky_ex")
+    _real(A, "cholesky_ex", complex_ok=True)
     L, info = cholesky_info(A)
     if check_errors:
         check_info(info, LinAlgError, "linalg.cholesky_ex", not_positive_definite)
-    return CholeskyExResult(L.mT if upper else L, info)
+    return CholeskyExResult(conj_transpose(L) if upper else L, info)
 
 
 # --- Cholesky solves ----------------------------------------------------------------------------
@@ -320,7 +321,7 @@ def cholesky_solve(B, L, upper=False) -> Tensor:
     """``torch.cholesky_solve``: ``X`` with ``(L @ L^T) @ X == B`` (``upper``: ``U^T @ U``)
     by two triangular solves. Only ``L``'s triangle is read, so its gradient is that
     triangle's (torch's also has entries in the other, the derivative of ``(L L^T)^-1 B``
-    as if ``L`` were a full matrix). Real matrices."""
+    as if ``L`` were a full matrix). Real or complex matrices."""
     if B.ndim < 2:
         raise RuntimeError(
             f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead"
@@ -340,9 +341,9 @@ def cholesky_solve(B, L, upper=False) -> Tensor:
             f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-2]} by "
             f"{n} but each b matrix is {B.shape[-2]} by {B.shape[-1]}"
         )
-    _real(L, "cholesky_solve")
-    lower = L.mT if upper else L
-    return solve_triangular(lower.mT, solve_triangular(lower, B, upper=False), upper=True)
+    _real(L, "cholesky_solve", complex_ok=True)
+    lower = L.mH if upper else L
+    return solve_triangular(lower.mH, solve_triangular(lower, B, upper=False), upper=True)
 
 
 def cholesky_inverse(L, upper=False) -> Tensor:

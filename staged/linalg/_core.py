@@ -173,10 +173,17 @@ def matrix_power(A, n: int) -> Tensor:
     return A.clone() if out is A else out  # n = 1: a new tensor, as torch's
 
 
+def conj_transpose(X) -> Tensor:
+    """``X.mH``, resolved (a complex one is no conj view: torch's kernels write it out)."""
+    return X.mH.resolve_conj() if X.dtype.is_complex else X.mT
+
+
 def _argmax(x) -> Tensor:
-    """The index of the first largest ``|x|`` along the last dim, kept as a dim of 1 (vmap
-    batches ``argmax(-1)`` wrong without ``keepdim``)."""
-    return x.abs().argmax(-1, keepdim=True)
+    """The index of the first largest ``|x|`` along the last dim (of a complex ``x``,
+    ``|re| + |im|``, as LAPACK's ``izamax``), kept as a dim of 1 (vmap batches
+    ``argmax(-1)`` wrong without ``keepdim``)."""
+    size = x.real.abs() + x.imag.abs() if x.dtype.is_complex else x.abs()
+    return size.argmax(-1, keepdim=True)
 
 
 def first_failure(bad) -> Tensor:
@@ -201,22 +208,24 @@ def check_info(info, error, what: str, describe) -> None:
 
 
 def cholesky_info(A):
-    """The lower factor of ``(A + A.mT) / 2``, one column per step, and torch's ``info``:
+    """The lower factor of ``(A + A.mH) / 2``, one column per step, and torch's ``info``:
     0, or the order of the first leading minor that is not positive-definite (the factor
-    is NaN from that column on)."""
+    is NaN from that column on). A complex factor's diagonal is real, as LAPACK's."""
     n = A.shape[-1]
-    a = (A + A.mT) * 0.5
+    a = (A + A.mH) * 0.5
     cols: list[Tensor] = []
     pivots = []
     for j in range(n):
         v = a[..., :, j]
         if j:
             c = ops.stack(cols, -1)
-            v = v - (c * c[..., j : j + 1, :]).sum(-1)
+            v = v - (c * c[..., j : j + 1, :].conj()).sum(-1)
         pivot = v[..., j : j + 1]
+        if pivot.dtype.is_complex:  # sum |L_jk|^2 off a real diagonal: imaginary part 0
+            pivot = pivot.real
         pivots.append(pivot)
         d = pivot.sqrt()
-        parts = [zeros(*v.shape[:-1], j, dtype=v.dtype), d, v[..., j + 1 :] / d]
+        parts = [zeros(*v.shape[:-1], j, dtype=v.dtype), d.to(v.dtype), v[..., j + 1 :] / d]
         cols.append(ops.cat(parts, -1))
     if not n:
         return A, zeros(*A.shape[:-2], dtype=dt.int32)
@@ -235,12 +244,13 @@ def cholesky(A, *, upper=False) -> Tensor:
     """The lower ``L`` with ``L @ L.mH == A`` (``upper=True``: ``L.mH``), one column per
     step. It factors ``(A + A.mT) / 2`` (``A`` itself when symmetric), so the gradient is
     symmetric, as torch's; a matrix that is not positive-definite raises torch's error,
-    eagerly, or from a compiled step when its results are read. Real matrices."""
+    eagerly, or from a compiled step when its results are read. Real or complex
+    (Hermitian: ``L @ L.mH``) matrices."""
     _square(A, "cholesky")
-    _real(A, "cholesky")
+    _real(A, "cholesky", complex_ok=True)
     L, info = cholesky_info(A)
     check_info(info, LinAlgError, "linalg.cholesky", not_positive_definite)
-    return L.mT if upper else L
+    return conj_transpose(L) if upper else L
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Tensor:

@@ -21,6 +21,7 @@ from ..eager.interceptor import current_interceptor
 from ..eager.checks import check_range, require
 from ..eager.ops.layers import (
     _avg_pool,
+    _check_indices,
     _const,
     _conv,
     _conv_transpose,
@@ -443,8 +444,9 @@ def _adaptive_sizes(name, input, n, output_size, max_pool):
             f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got"
             f"{':' if max_pool else ''} {list(input.shape)}"
         )
+    kernel = f"adaptive_{'max' if max_pool else 'avg'}_pool{'3d_cpu' if n == 3 else '2d'}"
     if max_pool:
-        floating_kernel("adaptive_max_pool3d_cpu" if n == 3 else "adaptive_max_pool2d", input)
+        floating_kernel(kernel, input)
         for d in range(1, input.ndim):
             if input.shape[d] == 0:
                 raise RuntimeError(
@@ -452,7 +454,7 @@ def _adaptive_sizes(name, input, n, output_size, max_pool):
                     f"but input has sizes {list(input.shape)} with dimension {d} being empty"
                 )
     elif not (input.dtype.is_floating_point or input.dtype.is_complex):
-        raise NotImplementedError(f"\"{name}\" not implemented for '{input.dtype.title}'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{input.dtype.title}'")
     sizes = tuple(input.shape[-n:])
     out = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * n
     if len(out) != n:
@@ -1861,12 +1863,7 @@ def embedding_bag(
             "GitHub."
         )
     for t in (input, offsets):
-        if t.dtype not in (dt.int64, dt.int32):
-            raise RuntimeError(
-                "Expected tensor for argument #1 'indices' to have one of the following scalar "
-                f"types: Long, Int; but got staged.{t.dtype.title}Tensor instead (while checking "
-                "arguments for embedding_bag)"
-            )
+        _check_indices(t, 1, "embedding_bag")
     v, n = weight.shape[0], input.shape[0]
     if padding_idx is not None:
         if not -v <= padding_idx < v:

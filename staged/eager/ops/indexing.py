@@ -24,6 +24,7 @@ from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range, require
 from ..tensor import Tensor, as_payload
+from ..views import named
 from .elementwise import where
 from .inplace import check_inplace, check_overlap, own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
@@ -37,6 +38,7 @@ class _Plan:
     sliced: tuple | None  # (starts, stops, steps) of the strided slice, None if whole
     shape: tuple  # shape after the slice, int dims dropped and None dims added
     adv: tuple | None  # (positions in `shape`, broadcast index tensors) or None
+    name: str = ""  # without `adv`, torch's grad_fn name (Note [indexing names])
 
 
 def _as_index(i):
@@ -148,6 +150,13 @@ def _unit_masks(x: Tensor, index):
     return x, tuple(out)
 
 
+# Note [indexing names]: torch indexes one entry at a time (select, slice, unsqueeze;
+# a whole dim's slice inside a tuple is skipped, x[...] is an alias), then gathers the
+# advanced ones (IndexBackward0): its grad_fn is named after the last of those steps.
+_ALIAS, _SLICE = "AliasBackward0", "SliceBackward0"
+_SELECT, _UNSQUEEZE = "SelectBackward0", "UnsqueezeBackward0"
+
+
 def _plan(x: Tensor, index) -> _Plan:
     entries = [_as_index(i) for i in (index if isinstance(index, tuple) else (index,))]
     shape = tuple(x._payload.shape)
@@ -162,10 +171,11 @@ def _plan(x: Tensor, index) -> _Plan:
         entries += [builtin_slice(None)] * (len(shape) - used)
     entries = _expand_masks(entries, shape)
     starts, stops, steps, out, positions, tensors = [], [], [], [], [], []
-    d = 0
+    d, name = 0, _ALIAS
     for i in entries:
         if i is None:
             out.append(1)
+            name = _UNSQUEEZE
             continue
         n = shape[d]
         if isinstance(i, builtin_slice):
@@ -177,12 +187,15 @@ def _plan(x: Tensor, index) -> _Plan:
             stops.append(b)
             steps.append(s)
             out.append(len(range(a, b, s)))
+            if (a, b, s) != (0, n, 1):  # torch skips a whole dim's slice in a tuple
+                name = _SLICE
         elif isinstance(i, _INTS) and not isinstance(i, bool):
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
             starts.append(i % n)
             stops.append(i % n + 1)
             steps.append(1)
+            name = _SELECT
         elif isinstance(i, Tensor) and i.dtype in (dt.int64, dt.int32):
             starts.append(0)
             stops.append(n)
@@ -211,7 +224,9 @@ def _plan(x: Tensor, index) -> _Plan:
                 + ", ".join(str(list(s)) for s in shapes)
             ) from None
         adv = (tuple(positions), [expand_to(t, tuple(bshape)) for t in tensors])
-    return _Plan(sliced, tuple(out), adv)
+    if isinstance(index, builtin_slice):  # x[a:b], even of a whole dim
+        name = _SLICE
+    return _Plan(sliced, tuple(out), adv, name)
 
 
 def _normalized(i: Tensor, dim: int, n: int) -> Tensor:
@@ -287,25 +302,27 @@ def getitem(x: Tensor, index) -> Tensor:
         i, rest = index % shape[0], shape[1:]
         ones = (1,) * len(shape)
         y = ad.slice(x, starts=(i,) + (0,) * len(rest), stops=(i + 1, *rest), steps=ones)
-        return ad.reshape(y, shape=rest)
+        return named(ad.reshape(y, shape=rest), _SELECT)
     x, index = _unit_masks(x, _as_tuple(index))
     plan = _plan(x, index)
-    y = (
+    y = s = (
         x
         if plan.sliced is None
         else ad.slice(x, starts=plan.sliced[0], stops=plan.sliced[1], steps=plan.sliced[2])
     )
     if tuple(y._payload.shape) != plan.shape:
         y = ad.reshape(y, shape=plan.shape)
-    if plan.adv is None:
-        return y if y is not x else ad.reshape(x, shape=plan.shape)  # x[:]: a view, as torch's
+    if plan.adv is None:  # Note [indexing names]
+        if y is x:
+            y = ad.reshape(x, shape=plan.shape)  # x[:]: a view, as torch's
+        return y if y is s and plan.name is _SLICE else named(y, plan.name)
     positions, tensors = plan.adv
     perm, p, flat, _ = _advanced_layout(plan.shape, positions, tensors)
     if perm is not None:
         y = ad.permute(y, perm=perm)
     shape = tuple(y._payload.shape)
     y = ad.reshape(y, shape=flat) if flat != shape else y
-    return take_index(y, _linear_index(shape, p, tensors), p)
+    return named(take_index(y, _linear_index(shape, p, tensors), p), "IndexBackward0")
 
 
 def _check_view(x: Tensor, *sources) -> None:

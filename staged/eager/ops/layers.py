@@ -282,6 +282,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(2, "conv2d", input, weight, bias, stride, padding, dilation, groups)
 
 
+_BIAS_ADDED = (dt.float16, dt.float32, dt.float64)  # torch's conv_transpose1d/2d kernels
+
+
 def _conv_transpose(
     n, name, input, weight, bias, stride, padding, output_padding, groups, dilation
 ):
@@ -293,6 +296,14 @@ def _conv_transpose(
             f"weight should have {n + 2} dimensions for {name}, got "
             f"{weight.ndim} (size {list(weight.shape)})"
         )
+    if bias is not None and bias.dtype is not x.dtype:
+        if n == 3:  # torch's kernel checks the bias as its weight
+            raise RuntimeError(f"expected scalar type {x.dtype.title} but found {bias.dtype.title}")
+        if x.dtype in _BIAS_ADDED:  # torch adds it in place, promoted: ``out.add_(bias)``
+            y = _conv_transpose(
+                n, name, input, weight, None, stride, padding, output_padding, groups, dilation
+            )
+            return y.add_(shape.reshape(bias, (weight.shape[1] * groups,) + (1,) * n))
     _check_types(x, weight, bias)
     if half(x, weight, bias):
         return in_float32(
@@ -609,15 +620,20 @@ def _avg_pool(
     n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
 ):
     x, unbatched = _batched(input, n, name)
-    if not x.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.title}'")
+    if not (x.dtype.is_floating_point or x.dtype is dt.int64):
+        kernel = "avg_pool3d_out_frame" if n == 3 else "avg_pool2d"  # torch's (1-D as 2-D)
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype.title}'")
     kernel, stride, pairs, _, out, pad = _pool_geometry(
         name, x, n, kernel_size, stride, padding, 1, ceil_mode
     )
     cols = _kernel_major(_windows(x, kernel, stride, pairs, (1,) * n), n)
     sums = reduction.sum(cols, tuple(range(2, n + 2)))  # (N, C, *out)
     div = divisor_override or _avg_divisor(x.shape[2:], kernel, stride, pad, out, count_include_pad)
-    y = shape.contiguous(sums / Tensor._wrap(np.asarray(div, x.dtype.np), False))
+    div = Tensor._wrap(np.asarray(div, x.dtype.np), False)
+    # int64: torch's integer kernel, the sum divided with truncation
+    y = shape.contiguous(
+        ew.div(sums, div, rounding_mode="trunc") if x.dtype is dt.int64 else sums / div
+    )
     return shape.squeeze(y, 0) if unbatched else y
 
 

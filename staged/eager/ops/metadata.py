@@ -17,6 +17,7 @@ from ...autodiff.shape import even_steps, strided_index
 from ..devices import check as check_device
 from ..factories import strided_array
 from .. import views
+from ..views import named
 from ..interceptor import current_interceptor
 from ..tensor import Size, Tensor
 from . import elementwise as ew
@@ -26,22 +27,31 @@ from .inplace import has_views, reshape_in_place, write
 
 
 # --- the in-place view ops: the tensor takes the view's shape and grad_fn -------------------
+# torch's grad_fn of an in-place view op is the out-of-place op's, numbered on: squeeze_'s
+# three forms SqueezeBackward3/4/5 (squeeze's 0/1/2), UnsqueezeBackward1, TBackward1 ...
+def _renumbered(y, after: int):
+    if y.grad_fn is None:
+        return y
+    name = y.grad_fn.name()
+    return named(y, name[:-1] + str(int(name[-1]) + after))
+
+
 def squeeze_(x, dim=None):
-    return reshape_in_place(x, shape.squeeze(x, dim), "squeeze_")
+    return reshape_in_place(x, _renumbered(shape.squeeze(x, dim), 3), "squeeze_")
 
 
 def unsqueeze_(x, dim):
-    return reshape_in_place(x, shape.unsqueeze(x, dim), "unsqueeze_")
+    return reshape_in_place(x, _renumbered(shape.unsqueeze(x, dim), 1), "unsqueeze_")
 
 
 def t_(x):
     if x.ndim > 2:
         raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return reshape_in_place(x, shape.t(x), "t_")
+    return reshape_in_place(x, _renumbered(shape.t(x), 1), "t_")
 
 
 def transpose_(x, dim0, dim1):
-    return reshape_in_place(x, shape.transpose(x, dim0, dim1), "transpose_")
+    return reshape_in_place(x, _renumbered(shape.transpose(x, dim0, dim1), 1), "transpose_")
 
 
 def _host(x, name, why):

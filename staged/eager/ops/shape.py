@@ -12,6 +12,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff.avals import normalize_dims, wrap_dim
 from .. import factories, views
+from ..views import named
 from ..checks import check_range
 from ..devices import check as check_device
 from ..meta import Meta
@@ -39,20 +40,19 @@ def _shape_arg(shape, keyword=None, name=""):
 def reshape(x, *sizes, shape=None):
     given = _shape_arg(sizes, shape, "shape")
     p = x._payload
-    if type(p) is not np.ndarray:  # (symbolic shapes are not kept)
-        return ad.reshape(x, shape=_resolved(given, x.numel()))
     key = (given, p.shape)
-    try:
-        out = _RESOLVED.get(key)
+    try:  # (symbolic shapes are not kept)
+        sizes = _RESOLVED.get(key) if type(p) is np.ndarray else None
     except TypeError:  # an unhashable size: _resolved's error
-        out = None
-    if out is None:
-        out = _resolved(given, x.numel())
-        if all(type(s) is int for s in given):
+        sizes = None
+    if sizes is None:
+        sizes = _resolved(given, x.numel())
+        if type(p) is np.ndarray and all(type(s) is int for s in given):
             if len(_RESOLVED) >= 256:
                 _RESOLVED.clear()
-            _RESOLVED[key] = out
-    return ad.reshape(x, shape=out)
+            _RESOLVED[key] = sizes
+    out = ad.reshape(x, shape=sizes)
+    return out if x._base is None else _reshaped_view(x, out)
 
 
 # (sizes given, all ints; input shape) -> the shape reshape binds: a view or reshape in a
@@ -75,6 +75,22 @@ def _resolved(shape, n) -> tuple:
     if infer:
         shape[shape.index(-1)] = n // known
     return tuple(map(int, shape))
+
+
+def _reshaped_view(x, out):
+    """``out``, view ``x`` reshaped, named as torch's reshape of a view it cannot view as
+    it is: an alias with other strides, or a copy."""
+    p = x._payload
+    if type(p) is np.ndarray and p.size and not p.flags.c_contiguous:
+        shares = np.may_share_memory(out._payload, p)
+        named(out, "ReshapeAliasBackward0" if shares else "UnsafeViewBackward0")
+    return out
+
+
+def _viewed(x, shape):
+    """``reshape``, its grad_fn named as torch's ``view`` names it (``ViewBackward0``)."""
+    out = reshape(x, shape)
+    return named(out, "ViewBackward0") if x._base is not None else out
 
 
 def alias(x):
@@ -102,7 +118,7 @@ def view(x, *sizes, size=None, dtype=None):
             )
         return x.detach()
     shape = _shape_arg(sizes, size, "size")
-    out = reshape(x, shape)
+    out = _viewed(x, shape)
     p, q = out._payload, x._payload
     if (  # a copy, not a view (``p.base is q`` spares may_share_memory's cost)
         out is not x
@@ -118,7 +134,7 @@ def view(x, *sizes, size=None, dtype=None):
                 "subspaces). Use .reshape(...) instead."
             )
         x._payload = np.ascontiguousarray(x._payload)
-        out = reshape(x, shape)
+        out = _viewed(x, shape)
     return out
 
 
@@ -191,6 +207,8 @@ def flatten(x, start_dim=0, end_dim=-1):
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if x.ndim == 0:
         return reshape(x, 1)
+    if s == e:  # x itself, as torch's
+        return x
     shape = x._payload.shape
     return reshape(x, tuple(shape[:s]) + (math.prod(shape[s : e + 1]),) + tuple(shape[e + 1 :]))
 
@@ -204,21 +222,27 @@ def unflatten(x, dim, sizes):
             f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
             f"{dim} ({shape[d]}) in the input tensor"
         )
-    return reshape(x, tuple(shape[:d]) + sizes + tuple(shape[d + 1 :]))
+    return _viewed(x, tuple(shape[:d]) + sizes + tuple(shape[d + 1 :]))
 
 
 def unsqueeze(x, dim):
     dim = wrap_dim(dim, x.ndim + 1)
     shape = list(x._payload.shape)
     shape.insert(dim, 1)
-    return ad.reshape(x, shape=tuple(shape))
+    return named(ad.reshape(x, shape=tuple(shape)), "UnsqueezeBackward0")
+
+
+_SQUEEZE_NAMES = ("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2")
 
 
 def squeeze(x, dim=None):
+    """``x`` without its size-1 dims (of ``dim``, one or several); torch's grad_fn names
+    the three forms apart (``SqueezeBackward0/1/2``)."""
     shape = x._payload.shape
     dims = normalize_dims(dim, x.ndim)
     new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
-    return ad.reshape(x, shape=new)
+    form = 0 if dim is None else 1 if isinstance(dim, int) else 2
+    return named(ad.reshape(x, shape=new), _SQUEEZE_NAMES[form])
 
 
 def permute(x, *args, dims=None):
@@ -235,23 +259,6 @@ def permute(x, *args, dims=None):
     return ad.permute(x, perm=dims)
 
 
-_renamed: dict[tuple[type, str], type] = {}
-
-
-def _named(y, name: str):
-    """``y``, its grad_fn (a Node made just now, if any) named ``name`` as torch names the
-    op that made it (``TransposeBackward0`` for a permute that swaps two dims): a subclass
-    of the Node's class whose ``name()`` says so, made once per pair."""
-    fn = y.grad_fn
-    if fn is not None:
-        cls = _renamed.get((type(fn), name))
-        if cls is None:
-            ns = {"__slots__": (), "name": lambda self: name}
-            cls = _renamed[type(fn), name] = type(name, (type(fn),), ns)
-        fn.__class__ = cls
-    return y
-
-
 def _transpose(x, dim0, dim1):
     a, b = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     if x.ndim < 2:
@@ -262,13 +269,13 @@ def _transpose(x, dim0, dim1):
 
 
 def transpose(x, dim0, dim1):
-    return _named(_transpose(x, dim0, dim1), "TransposeBackward0")
+    return named(_transpose(x, dim0, dim1), "TransposeBackward0")
 
 
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return _named(_transpose(x, 0, 1) if x.ndim == 2 else alias(x), "TBackward0")
+    return named(_transpose(x, 0, 1) if x.ndim == 2 else alias(x), "TBackward0")
 
 
 def _adjoint(x, name, conjugate):
@@ -322,7 +329,7 @@ def expand(x, *sizes, size=None):
                 f"{list(sizes)}.  Tensor sizes: {list(have)}"
             )
     shape = tuple(have[i - lead] if s == -1 else s for i, s in enumerate(sizes))
-    return expand_to(x, shape) if shape != have else alias(x)
+    return expand_to(x, shape) if shape != have else named(alias(x), "ExpandBackward0")
 
 
 def broadcast_to(x, size):
@@ -411,11 +418,11 @@ def split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
                 f"(input tensor's size at dimension {dim}), but got "
                 f"split_sizes={sizes}"
             )
-    out, start = [], 0
-    for s in sizes:
-        out.append(_narrow(x, dim, start, s))
-        start += s
     name = "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes"
+    out, start, node = [], 0, name + "Backward0"
+    for s in sizes:
+        out.append(named(_narrow(x, dim, start, s), node))
+        start += s
     return views.multi_output(tuple(out), name)
 
 
@@ -443,7 +450,11 @@ def _untracked(op, x, *args) -> tuple[Tensor, ...]:
     (torch's conjugate fallback resolves it first)."""
     if views.is_conj(x):
         x = ad.copy(x)
-    return views.untracked(op(x, *args))
+    pieces = op(x, *args)
+    for t in pieces:  # UnsafeSplitBackward0 ...
+        if t.grad_fn is not None:
+            named(t, "Unsafe" + t.grad_fn.name())
+    return views.untracked(pieces)
 
 
 def unsafe_split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
@@ -537,7 +548,10 @@ def unbind(x, dim=0) -> tuple[Tensor, ...]:
     dim = _dim_of(x, dim)
     shape = tuple(x._payload.shape)
     rest = shape[:dim] + shape[dim + 1 :]
-    outs = tuple(ad.reshape(_narrow(x, dim, i, 1), shape=rest) for i in range(shape[dim]))
+    outs = tuple(
+        named(ad.reshape(_narrow(x, dim, i, 1), shape=rest), "UnbindBackward0")
+        for i in range(shape[dim])
+    )
     return views.multi_output(outs, "Unbind")
 
 
@@ -555,12 +569,13 @@ def unfold(x, dimension, size, step):
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
     shape, c = x._payload.shape, _c_strides(x._payload.shape)
-    return ad.strided(
+    y = ad.strided(
         x,
         shape=shape[:d] + ((n - size) // step + 1,) + shape[d + 1 :] + (size,),
         strides=c[:d] + (c[d] * step,) + c[d + 1 :] + (c[d],),
         offset=0,
     )
+    return named(y, "UnfoldBackward0")
 
 
 def _c_strides(shape) -> tuple:
@@ -634,12 +649,13 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     r0, c0 = max(-offset, 0), max(offset, 0)
     length = max(min(shape[d1] - r0, shape[d2] - c0), 0)
     rest = [k for k in range(x.ndim) if k not in (d1, d2)]
-    return ad.strided(
+    y = ad.strided(
         x,
         shape=tuple(shape[k] for k in rest) + (length,),
         strides=tuple(c[k] for k in rest) + (c[d1] + c[d2],),
         offset=r0 * c[d1] + c0 * c[d2] if length else 0,
     )
+    return named(y, "DiagonalBackward0")
 
 
 _diagonal = diagonal  # diag's argument, named as PyTorch names it, hides the function
@@ -649,7 +665,7 @@ def diag(x, diagonal=0):
     """A 1-D ``x`` as the ``diagonal``-th diagonal of a square matrix, or a 2-D ``x``'s
     ``diagonal``-th diagonal."""
     if x.ndim == 2:
-        return _diagonal(x, diagonal).clone()  # a copy, as torch's
+        return named(_diagonal(x, diagonal).clone(), "DiagonalBackward0_copy")  # as torch's
     if x.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
     return _diagonal_matrices(x, diagonal)
@@ -839,8 +855,8 @@ def reshape_as(x, other):
 
 
 def ravel(x):
-    """``x`` flattened to 1-D."""
-    return reshape(x, -1)
+    """``x`` flattened to 1-D (torch's ``contiguous().view(-1)``)."""
+    return _viewed(x, -1)
 
 
 def rot90(x, k=1, dims=(0, 1)):
@@ -961,7 +977,8 @@ def _dims_at_least(t, n):
         return t
     if not s:
         return reshape(t, (1,) * n)
-    return reshape(t, (1, *s, 1)[:n] if len(s) == 1 else (*s, 1))
+    new = (1, *s, 1)[:n] if len(s) == 1 else (*s, 1)
+    return named(reshape(t, new), "UnsqueezeBackward0")  # torch's unsqueezes
 
 
 def _stack_along(name, tensors, at_least, dim):
@@ -1070,7 +1087,9 @@ def select(x, dim, index):
             f"select(): index {index} out of range for tensor of size {list(x.shape)} at "
             f"dimension {dim}"
         )
-    return squeeze(_narrow(x, dim, index % n if n else 0, 1), dim)
+    shape = tuple(x._payload.shape)
+    y = ad.reshape(_narrow(x, dim, index % n if n else 0, 1), shape=shape[:dim] + shape[dim + 1 :])
+    return named(y, "SelectBackward0")
 
 
 def cartesian_prod(*tensors):
