@@ -9,8 +9,7 @@ ties), ``functional_call`` (tied weights, buffers, strict) and
 ``autograd.functional`` (vectorize, strict, create_graph), some under ``staged.compile``.
 A case is an expression in ``L`` evaluated with ``L`` over staged and over torch 2.13's
 torch.func: the same values, dtypes and shapes, or the same exception type (and message,
-where torch's is worded for this case). The strict xfails are faults; each ``reason``
-names the function to change."""
+where torch's is worded for this case)."""
 
 from __future__ import annotations
 
@@ -340,6 +339,14 @@ VMAP = {
     "chunk_size": "V(L, lambda x: x.sin().sum(-1), X(L, 5, 4), chunk_size=2)",
     "chunk_size_out1": "V(L, lambda x: x.sin(), X(L, 5, 4), chunk_size=2, out_dims=1)",
     "nested": "L.func.vmap(L.func.vmap(lambda x, y: x @ y, in_dims=(0, None)), in_dims=(None, 0))(X(L, 3, 4), X(L, 2, 4, 5))",
+    # strides inside vmap: the physical value's without its batch dim
+    "stride_in1": "V(L, lambda x: L.tensor(list(x.stride())) + x.sum(), X(L, 3, 4, 5), in_dims=1)",
+    "is_contiguous_in1": "V(L, lambda x: x * x.is_contiguous(), X(L, 3, 4, 2), in_dims=1)",
+    "stride_t_in1": "V(L, lambda x: L.tensor(list(x.t().stride()) + [x.t().is_contiguous()]) + x.sum(), X(L, 3, 4, 5), in_dims=1)",
+    "stride_contiguous": "V(L, lambda x: L.tensor(list(x.contiguous().stride()) + list(x.t().contiguous().stride()) + [x.contiguous().is_contiguous()]) + x.t().contiguous().sum(), X(L, 3, 4, 5), in_dims=1)",
+    "stride_nested": "L.func.vmap(L.func.vmap(lambda x: L.tensor(list(x.stride())) + x.sum(), in_dims=1), in_dims=2)(X(L, 3, 4, 5, 2))",
+    "stride_clone": "V(L, lambda x: L.tensor(list(x.clone().stride()) + list(x.t().clone().stride()) + list(x.t().clone(memory_format=L.contiguous_format).stride())) + x.sum(), X(L, 3, 4, 2), in_dims=1)",
+    "is_contiguous_channels_last_err": "V(L, lambda x: x * x[None].is_contiguous(memory_format=L.channels_last), X(L, 3, 4, 2, 2), in_dims=1)",
     "nested_dims": "L.func.vmap(L.func.vmap(lambda x: x.sum(0), in_dims=1), in_dims=2)(X(L, 3, 4, 5))",
     "nested_outdims": "L.func.vmap(L.func.vmap(lambda x: x * 2, out_dims=1), in_dims=1, out_dims=2)(X(L, 2, 3, 4, 5))",
     "int_out": "V(L, lambda x: x.shape[0] + x, X(L, 3, 4))",
@@ -724,6 +731,29 @@ RANDOM = {
     "dropout1d_channels": "rnd(L, lambda x: L.F.dropout1d(x, 0.5), L.ones(3, 4, 2))",
     "randperm_different": "rnd(L, lambda x: x[L.randperm(4)], XF(L, 3, 4))",
     "randperm_same": "(L.manual_seed(5), L.func.vmap(lambda x: x[L.randperm(4)], randomness='same')(XF(L, 3, 4)))[1]",
+    # a draw that fills a batched tensor, or is made like one, fills its physical value in
+    # memory order, batch dims moved in front: the serial normal where that is not row-major
+    "rand_like_in1": "rnd(L, lambda x: L.rand_like(x), L.ones(3, 4), in_dims=1)",
+    "randn_like_in1": "rnd(L, lambda x: L.randn_like(x) * x, XF(L, 3, 2), in_dims=1)",
+    "randint_like_in1": "rnd(L, lambda x: L.randint_like(x, 10), L.ones(4, 3), in_dims=1)",
+    "uniform_in1": "rnd(L, lambda x: x.clone().uniform_(), L.ones(4, 3), in_dims=1)",
+    "normal_in1": "rnd(L, lambda x: x.clone().normal_(), L.ones(4, 3), in_dims=1)",
+    "bernoulli_in1": "rnd(L, lambda x: x.clone().bernoulli_(0.3), L.ones(4, 3), in_dims=1)",
+    "exponential_in1": "rnd(L, lambda x: x.clone().exponential_(), L.ones(4, 3), in_dims=1)",
+    "uniform_input_in1": "rnd(L, lambda x: x.uniform_(), L.ones(4, 3), in_dims=1)",
+    "randn_like_big_in1": "rnd(L, lambda x: L.randn_like(x), XF(L, 4, 8), in_dims=1)",
+    "normal_big_in1": "rnd(L, lambda x: x.clone().normal_(), XF(L, 4, 8), in_dims=1)",
+    "randn_like_big_in0": "rnd(L, lambda x: L.randn_like(x), XF(L, 4, 8), in_dims=0)",
+    "rand_like_transposed": "rnd(L, lambda x: L.rand_like(x), L.ones(4, 3).t(), in_dims=0)",
+    "rand_like_permuted_in1": "rnd(L, lambda x: L.rand_like(x), L.ones(4, 3, 2).permute(2, 0, 1), in_dims=1)",
+    "rand_like_dtype_in1": "rnd(L, lambda x: L.rand_like(x, dtype=L.float64), L.ones(4, 5), in_dims=1)",
+    "randint_like_in2": "rnd(L, lambda x: L.randint_like(x, 10), L.ones(2, 3, 4), in_dims=2)",
+    "normal_clone_transposed": "rnd(L, lambda x: x.clone().normal_(), L.ones(4, 3).t(), in_dims=1)",
+    "rand_like_same_in1": '(L.manual_seed(5), L.func.vmap(lambda x: L.rand_like(x), in_dims=1, randomness="same")(L.ones(4, 3)))[1]',
+    "randn_like_nested": '(L.manual_seed(5), L.func.vmap(L.func.vmap(lambda x: L.randn_like(x), in_dims=1, randomness="different"), in_dims=1, randomness="different")(L.ones(2, 3, 4)))[1]',
+    "randn_like_nested_permuted": '(L.manual_seed(5), L.func.vmap(L.func.vmap(lambda x: L.randn_like(x), in_dims=1, randomness="different"), in_dims=0, randomness="different")(L.ones(5, 4, 3).permute(2, 0, 1)))[1]',
+    "normal_nested": '(L.manual_seed(5), L.func.vmap(L.func.vmap(lambda x: x.clone().normal_(), in_dims=0, randomness="different"), in_dims=1, randomness="different")(L.ones(2, 3, 4, 5)))[1]',
+    "rand_like_nested_outer_same": '(L.manual_seed(5), L.func.vmap(L.func.vmap(lambda x: L.rand_like(x), in_dims=1, randomness="different"), in_dims=1, randomness="same")(L.ones(2, 3, 4)))[1]',
 }
 
 COMPILED = {
@@ -829,40 +859,6 @@ TYPE_ONLY = {
     "vmap_inplace_saved_input_err",  # torch names the tensor's type differently
 }
 
-RANDOM_XFAIL = (
-    "under randomness='different' a random op like (or in place on) a tensor batched at "
-    "dim {0} fills torch's draws in the physical layout; staged draws (batch, *shape) and "
-    "so the entries come in another order: pass the tensor to the on_draw hook "
-    "(eager/random/generator.py:drawn, factories._like, random/methods.py) and draw its "
-    "physical shape in vmap._draw"
-)
-XFAILS = {
-    **{
-        k: (src, RANDOM_XFAIL)
-        for k, src in {
-            "rand_like_in1": "rnd(L, lambda x: L.rand_like(x), L.ones(3, 4), in_dims=1)",
-            "randn_like_in1": "rnd(L, lambda x: L.randn_like(x) * x, XF(L, 3, 2), in_dims=1)",
-            "randint_like_in1": "rnd(L, lambda x: L.randint_like(x, 10), L.ones(4, 3), in_dims=1)",
-            "uniform_in1": "rnd(L, lambda x: x.clone().uniform_(), L.ones(4, 3), in_dims=1)",
-            "normal_in1": "rnd(L, lambda x: x.clone().normal_(), L.ones(4, 3), in_dims=1)",
-            "bernoulli_in1": "rnd(L, lambda x: x.clone().bernoulli_(0.3), L.ones(4, 3), in_dims=1)",
-            "exponential_in1": "rnd(L, lambda x: x.clone().exponential_(), L.ones(4, 3), in_dims=1)",
-        }.items()
-    },
-    **{
-        k: (
-            src,
-            "inside vmap Tensor.stride() (eager/tensor.py) gives the logical shape's "
-            "row-major strides; torch's are the physical value's without the batch dim, and "
-            "is_contiguous follows them",
-        )
-        for k, src in {
-            "stride_in1": "V(L, lambda x: L.tensor(list(x.stride())) + x.sum(), X(L, 3, 4, 5), in_dims=1)",
-            "is_contiguous_in1": "V(L, lambda x: x * x.is_contiguous(), X(L, 3, 4, 2), in_dims=1)",
-        }.items()
-    },
-}
-
 
 def _value(r):
     """A result in comparable form: tensors as (dtype name, shape, array)."""
@@ -966,14 +962,3 @@ def test_compiled_grad_of_closure_refuses():
     g = f(staged.tensor(rn(3)))
     with pytest.raises(RuntimeError, match="requires grad but carries no autograd graph"):
         staged.autograd.grad(g.sum(), y)
-
-
-@pytest.mark.parametrize(
-    "src",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=r), id=k)
-        for k, (s, r) in XFAILS.items()
-    ],
-)
-def test_known_differences(src):
-    _check("", src)

@@ -23,6 +23,9 @@ recorded on the logical tensors (``dispatch.finish``). So:
 * an in-place write into a batched tensor replaces its payload (``_write``); one into an
   input, or a view of it, is copied into the caller's tensor when ``vmap`` returns, where
   torch's lands.
+* a batched tensor's ``stride()`` is its physical value's without the batch dim, as
+  torch's; a random draw that fills one (``uniform_``) or is made like one (``rand_like``)
+  fills its physical value in memory order (``_layout``), as torch's do.
 
 A tensor of no batch is *lifted* into a level (``lift``: ``bdim`` None) where a transform
 inside it makes a new leaf of it (``staged.func.grad``): its logical graph then stays
@@ -32,6 +35,8 @@ apart from the physical one, as functorch's levels keep them.
 from __future__ import annotations
 
 import threading
+
+import numpy as np
 
 from .. import autodiff as ad
 from ..eager import dispatch
@@ -89,11 +94,13 @@ class Batched:
         return f"Batched(level={self.level}, bdim={self.bdim}, value={self.value!r})"
 
 
-def _draw(what: str, shape):
+def _draw(what: str, shape, like=None):
     """Random numbers drawn inside the open levels (an MT draw of ``shape``, or, for
     ``shape`` None, one that cannot be batched): ``"error"`` raises; each ``"different"``
     level puts its batch size in front of ``shape`` and the draw is batched along it
-    (torch's draws of the batched shape); ``"same"`` levels share one draw."""
+    (torch's draws of the batched shape), in the layout of ``like``'s physical value
+    where the draw fills ``like`` or is made like it (``_layout``); ``"same"`` levels
+    share one draw."""
     levels = _local.stack
     different = [k for k, (_, randomness) in enumerate(levels, 1) if randomness != "same"]
     if any(levels[k - 1][1] == "error" for k in different):
@@ -115,7 +122,30 @@ def _draw(what: str, shape):
             t = Tensor._wrap(Batched(t, 0, level), False)
         return t
 
-    return tuple(levels[k - 1][0] for k in different) + shape, wrap
+    layout = None if like is None else _layout(like, different)
+    return (tuple(levels[k - 1][0] for k in different) + shape if layout is None else layout), wrap
+
+
+def _layout(like: Tensor, different: list[int]):
+    """The layout torch's random ops fill for ``like`` batched at (at least) the
+    ``different`` levels, else None: its physical value with those batch dims moved in
+    front (a permuted view, so filled in the physical value's memory order, and through
+    the serial path where that is not row-major) and its first entry along those of
+    ``"same"`` levels, as an int8 array."""
+    dims = list(range(like.ndim))  # the physical value's dims: like's, and -level
+    p, batched = like._payload, []
+    while type(p) is Batched:
+        if p.bdim is not None:
+            dims.insert(p.bdim, -p.level)
+            batched.append(p.level)
+        p = p.value._payload
+    if not set(different) <= set(batched):
+        return None
+    a = np.empty_like(p, np.int8) if type(p) is np.ndarray else np.empty(p.shape, np.int8)
+    same = [k for k, d in enumerate(dims) if d < 0 and -d not in different]
+    a = a[tuple(0 if k in same else slice(None) for k in range(a.ndim))]  # one draw for them
+    dims = [d for k, d in enumerate(dims) if k not in same]
+    return a.transpose(sorted(range(a.ndim), key=lambda k: (dims[k] >= 0, abs(dims[k]))))
 
 
 def _layer(apply):

@@ -758,16 +758,13 @@ def _like(name, fill, t, dtype, requires_grad, generator, memory_format, meta):
     if meta:
         return _new(Meta(shape, d.np, strides), requires_grad)
     into = None if strides is None else strided_array(shape, strides, d.np)
-    r = drawn(
-        generator,
-        f"staged.{name}",
-        shape,
-        d,  # a strided layout: drawn in memory order
-        lambda gen, s: fill(
-            gen, into if into is not None and s == into.shape else fills.New(s, d.np)
-        ),
-        _in_graph(fill, shape, d),
-    )
+
+    def laid_out(gen, s):  # a strided layout (or the draw hook's array): in memory order
+        if type(s) is np.ndarray:
+            return fill(gen, s)
+        return fill(gen, into if into is not None and s == into.shape else fills.New(s, d.np))
+
+    r = drawn(generator, f"staged.{name}", shape, d, laid_out, _in_graph(fill, shape, d), t)
     p = r._payload
     if into is not None and type(p) is np.ndarray and p.strides != into.strides:
         into[...] = p  # the draws' order gave the layout, but not a size-1 dim's stride

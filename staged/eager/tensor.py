@@ -149,10 +149,15 @@ class Tensor(_TensorOps):
 
     def stride(self, dim=None) -> Any:
         """Strides in elements: the NumPy array's (a view's are its base's) or a meta
-        tensor's, contiguous for data still on a device (Note [payloads])."""
+        tensor's, inside vmap the physical value's without its batch dim (torch's), and
+        contiguous for data still on a device (Note [payloads])."""
         p = self._payload
         if type(p) is np.ndarray or type(p) is Meta:
             st = [s // p.itemsize for s in p.strides]
+        elif isinstance(getattr(p, "value", None), Tensor):  # vmap's Batched payload
+            st = list(p.value.stride())
+            if p.bdim is not None:
+                del st[p.bdim]
         else:
             st, n = [], 1
             for s in reversed(p.shape):

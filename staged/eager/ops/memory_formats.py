@@ -29,6 +29,7 @@ from ..factories import (  # noqa: F401
 )
 from ..factories import _check_format_type as _check_type
 from ..meta import Meta
+from ..strides import dense_strides
 
 
 def is_contiguous(x, memory_format=None) -> bool:
@@ -36,15 +37,21 @@ def is_contiguous(x, memory_format=None) -> bool:
     reads strides: dims of size 1 have any stride."""
     if memory_format is not None:
         _check_type(memory_format)
-    p = x._payload
-    if type(p) is not np.ndarray and type(p) is not Meta:  # a compiled step's: row-major
-        return memory_format is None or memory_format._rank is None
-    if memory_format is None or memory_format._rank is None:
-        return bool(p.flags.c_contiguous)
-    if x.ndim != memory_format._rank:
+    p, rank = x._payload, None if memory_format is None else memory_format._rank
+    if type(p) is np.ndarray or type(p) is Meta:
+        if rank is None:
+            return bool(p.flags.c_contiguous)
+    elif not _batched(p):
+        return rank is None  # a compiled step's: row-major
+    elif rank is not None:
+        raise RuntimeError(
+            "NYI: querying is_contiguous inside of vmap for memory_format other than "
+            "torch.contiguous_format"
+        )
+    if rank is not None and x.ndim != rank:
         return False
     expected, strides = 1, x.stride()
-    for d in memory_format._order:
+    for d in range(x.ndim - 1, -1, -1) if rank is None else memory_format._order:
         if x.shape[d] != 1:
             if strides[d] != expected:
                 return False
@@ -56,6 +63,13 @@ def laid_out_like(x, r, fmt=None):
     """``r`` (a new tensor of ``x``'s shape) laid out as torch lays out a tensor made like
     ``x`` in format ``fmt`` (``clone``'s ``preserve_format``): its payload copied into that
     layout where it is not row-major."""
+    p, q = x._payload, r._payload
+    if type(q) is not np.ndarray and _batched(q):  # inside vmap: the physical value's
+        if fmt is contiguous_format:
+            _batch_first(r)
+        elif fmt is None or fmt is preserve_format:
+            laid_out_like(p.value, q.value, fmt)  # a copy keeps x's batch dim (its rule)
+        return r
     st = like_strides(x, fmt)
     if st is not None and type(r._payload) is Meta:
         r._payload = Meta(r._payload.shape, r._payload.dtype, st)
@@ -64,3 +78,25 @@ def laid_out_like(x, r, fmt=None):
         a[...] = r._payload
         r._payload = a
     return r
+
+
+def _batched(p) -> bool:
+    """Whether ``p`` is vmap's Batched payload (Note [batched payloads] in
+    ``autograd/vmap.py``): its strides are the physical value's (``Tensor.stride``)."""
+    return hasattr(p, "bdim")
+
+
+def _batch_first(t) -> None:
+    """Lay out the physical value of ``t`` (batched, a new tensor) as torch's clone inside
+    vmap does with ``contiguous_format``: its batch dims outermost (the outer level's
+    first), then ``t``'s dims row-major."""
+    dims, p, holder = list(range(t.ndim)), t._payload, t
+    while _batched(p):
+        if p.bdim is not None:
+            dims.insert(p.bdim, -p.level)
+        holder, p = p.value, p.value._payload
+    if type(p) is np.ndarray:
+        slowest = sorted(range(p.ndim), key=lambda a: (dims[a] >= 0, abs(dims[a])))
+        a = strided_array(p.shape, dense_strides(p.shape, slowest[::-1]), p.dtype)
+        a[...] = p
+        holder._payload = a

@@ -198,7 +198,11 @@ def contiguous(x, memory_format=None):
     whatever ``memory_format`` (Note [memory formats])."""
     memory_formats.check(x, memory_format)
     p = x._payload
-    return ad.copy(x) if type(p) in _STRIDED and not p.flags.c_contiguous else x
+    if type(p) in _STRIDED:
+        return x if p.flags.c_contiguous else ad.copy(x)
+    if memory_formats._batched(p) and not memory_formats.is_contiguous(x):  # inside vmap
+        return memory_formats.laid_out_like(x, ad.copy(x), memory_formats.contiguous_format)
+    return x
 
 
 def flatten(x, start_dim=0, end_dim=-1):

@@ -198,21 +198,28 @@ class Generator:
 default_generator = Generator()
 
 
-# fn(what, shape) -> (shape, wrap) before each draw, installed while vmap runs: its
-# randomness check, and with randomness="different" the batch dims a draw gets (``shape``
-# None: a draw that cannot take them) and ``wrap``, which makes the result batched
+# fn(what, shape, like=None) -> (shape, wrap) before each draw, installed while vmap runs:
+# its randomness check, and with randomness="different" the batch dims a draw gets
+# (``shape`` None: a draw that cannot take them), or for one that fills ``like`` or is
+# made like it an array laid out as the draw is to be filled, and ``wrap``, which makes
+# the result batched
 on_draw: list[Callable[..., Any]] = []
 
 
-def drawn(generator, what: str, shape, dtype, fill, in_graph=None) -> Tensor:
+def drawn(generator, what: str, shape, dtype, fill, in_graph=None, like=None) -> Tensor:
     """A new tensor of ``shape`` and ``dtype`` (a staged dtype) holding ``fill(gen,
     shape)``'s array, drawn now from ``generator`` (None: the default one). Under capture
     the tracer's stand-in for that draw, which each compiled call makes on the host (Note
     [host draws]); where the trace keeps draws in the graph (``rng="counter"``),
-    ``in_graph()`` for the default generator, else the array drawn now and frozen in."""
+    ``in_graph()`` for the default generator, else the array drawn now and frozen in.
+    ``like``: the tensor the draw fills (or is made like), for the hooks; where one gives
+    a layout (an array), ``fill`` gets an empty array of ``dtype`` laid out so."""
     shape, wrap = tuple(shape), None
     for hook in on_draw:
-        shape, wrap = hook(what, shape)
+        shape, wrap = hook(what, shape, like)
+    if type(shape) is np.ndarray:  # order "K": the layout's order of dims in memory
+        layout = np.empty_like(shape, dtype.np)
+        shape, fill = layout.shape, lambda gen, s, fill=fill: fill(gen, layout)
     gen = default_generator if generator is None else generator
     icpt = current_interceptor()
     t = None

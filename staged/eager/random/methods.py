@@ -27,12 +27,14 @@ def _write(t: Tensor, fill, name: str, generator) -> Tensor:
     layout, d = fills.like(t), t.dtype.np
     layout = None if fills.contiguous(layout) else layout  # drawn in t's memory order
 
-    def draw(gen, shape):
+    def draw(gen, shape):  # ``shape``: an array where the draw hook gives one (``drawn``)
+        if type(shape) is np.ndarray:
+            return fill(gen, shape)
         return fill(
             gen, layout if layout is not None and shape == layout.shape else fills.New(shape, d)
         )
 
-    return write(t, drawn(generator, f"Tensor.{name}", tuple(t.shape), t.dtype, draw))
+    return write(t, drawn(generator, f"Tensor.{name}", tuple(t.shape), t.dtype, draw, like=t))
 
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None) -> Tensor:
