@@ -93,6 +93,49 @@ def _rebuild_tensor_v2(
     return Tensor._wrap(payload).requires_grad_(bool(requires_grad))
 
 
+class _AbsentDtype:
+    """A torch dtype staged has no counterpart of, named in a checkpoint."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+# torch's dtypes without a staged one; torch writes their tensors by _rebuild_tensor_v3
+_ABSENT_DTYPES = (
+    *(f"uint{b}" for b in (16, 32, 64)),
+    *(f"float8_{k}" for k in ("e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0fnu")),
+    "float4_e2m1fn_x2",
+    "complex32",
+    *(f"bits{k}" for k in ("1x8", "2x4", "4x2", "8", "16")),
+    *(f"{u}int{b}" for u in ("", "u") for b in range(1, 8)),
+)
+
+
+def _rebuild_tensor_v3(
+    storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None
+):
+    """``torch._utils._rebuild_tensor_v3``: ``_rebuild_tensor_v2`` over an untyped (byte)
+    storage read as ``dtype``; torch writes it for the dtypes without a typed storage."""
+    if isinstance(dtype, _AbsentDtype):
+        raise _Refused(
+            f"the checkpoint holds a tensor of dtype torch.{dtype.name}, and staged has no "
+            f"such dtype (it has {', '.join(d.name for d in dt.ALL)})"
+        )
+    if not (isinstance(storage, np.ndarray) and isinstance(dtype, dt.DType)):
+        raise ValueError("_rebuild_tensor_v3 needs an untyped storage and a dtype")
+    return _rebuild_tensor_v2(
+        storage.view(dtype.np),
+        storage_offset,
+        size,
+        stride,
+        requires_grad,
+        backward_hooks,
+        metadata,
+    )
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     """``torch._utils._rebuild_parameter``."""
     return Parameter(data, bool(requires_grad))
@@ -136,9 +179,16 @@ _TORCH = {
 }
 _NAME_OF = {id(obj): where for where, obj in _TORCH.items()}
 _STORAGE_TYPE = {obj.dtype: obj for obj in _TORCH.values() if isinstance(obj, _StorageType)}
+# what only a loaded file names (never written by staged.save)
+_TORCH_LOADED = {
+    **_TORCH,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch.storage", "UntypedStorage"): _StorageType(dt.uint8),
+    **{("torch", name): _AbsentDtype(name) for name in _ABSENT_DTYPES},
+}
 # the weights-only allow-list: torch's, less what staged has no type for
 _SAFE = {
-    **_TORCH,
+    **_TORCH_LOADED,
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("collections", "Counter"): collections.Counter,
     ("_codecs", "encode"): _latin1,
@@ -447,7 +497,7 @@ class _Unpickler(pickle.Unpickler):
         self._read_storage, self._safe, self._storages = read_storage, safe, {}
 
     def find_class(self, module, name):
-        obj = (_SAFE if self._safe else _TORCH).get((module, name))
+        obj = (_SAFE if self._safe else _TORCH_LOADED).get((module, name))
         if obj is not None:
             return obj
         obj = _user_globals.get(f"{module}.{name}")

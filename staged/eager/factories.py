@@ -424,8 +424,10 @@ def empty_strided(
     return _new(Meta(size, d, stride) if meta else strided_array(size, stride, d), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=None) -> Tensor:
-    meta = _options(device, layout)
+def _filled(fill_value, dtype, size) -> tuple[np.ndarray, tuple]:
+    """``full``'s ``fill_value`` checked and cast, and its ``size`` checked as a shape (in
+    torch's order); a float16 or bfloat16 value beyond range saturates only for a shape of
+    one element (see fill_array)."""
     if isinstance(fill_value, Tensor) and fill_value.ndim == 0:
         fill_value = fill_value.item()
     if not isinstance(fill_value, (bool, int, float, complex, np.number)):
@@ -435,8 +437,13 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=
         )
     if dtype is None:
         dtype = dt.result_type([], [], [fill_value])
-    value = fill_array(fill_value, _dtype(dtype), check_half=False)
     shape = _size((size,))
+    return fill_array(fill_value, _dtype(dtype), check_half=math.prod(shape) != 1), shape
+
+
+def full(size, fill_value, dtype=None, requires_grad=False, device=None, layout=None) -> Tensor:
+    meta = _options(device, layout)
+    value, shape = _filled(fill_value, dtype, size)
     return _new(
         Meta(shape, value.dtype) if meta else np.full(shape, value, value.dtype), requires_grad
     )
@@ -470,8 +477,8 @@ def ones_like(
 def full_like(
     t, fill_value, dtype=None, requires_grad=False, device=None, layout=None, memory_format=None
 ) -> Tensor:
-    value = full((), fill_value, dtype=dtype or t.dtype)  # full's checks and casts
-    return _new_like(t, dtype, requires_grad, device, layout, memory_format, value._payload)
+    value, _ = _filled(fill_value, dtype or t.dtype, tuple(t.shape))
+    return _new_like(t, dtype, requires_grad, device, layout, memory_format, value)
 
 
 def empty_like(

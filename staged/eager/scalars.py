@@ -38,8 +38,9 @@ def fill_array(v, dtype: dt.DType, *, check_half: bool = True) -> np.ndarray:
     (uint8 also -255..-1, wrapped) and refuse NaN, inf and complex numbers; float32,
     float64 and complex dtypes refuse a finite number beyond their range and a complex
     one into a real dtype. float16 and bfloat16 are range-checked only with
-    ``check_half``: torch checks them in masked_fill, index_fill and clamp, not in fill_,
-    full, setitem or where (which saturate to inf)."""
+    ``check_half``: torch checks them in masked_fill, index_fill, clamp, and fill_ and
+    full of other than one element, not in setitem, where or a one-element fill (its
+    scalar_fill), which saturate to inf."""
     if dtype is dt.bool_:
         return np.array(bool(v))
     if isinstance(v, complex) and not dtype.is_complex and v.imag:

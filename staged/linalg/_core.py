@@ -461,7 +461,7 @@ def slogdet(A) -> SlogdetResult:
     _square(A, "slogdet")
     _real(A, "slogdet", "lu_cpu")
     both = _slogdet(A)
-    return SlogdetResult(both[0], both[1])
+    return SlogdetResult(ops.clone(both[0]), ops.clone(both[1]))  # (memory of their own)
 
 
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------

@@ -70,6 +70,12 @@ def _unpack(t, batch, *shapes) -> list:
     return out
 
 
+def _own(*parts) -> list:
+    """``parts`` (``_unpack``'s) in memory of their own, as torch's results are: a view of
+    the packed kernel result would keep all of it alive, and ``save`` would write it."""
+    return [ops.clone(p) for p in parts]
+
+
 # Note [compiled gradients are torch's formulas]: a capture records a kernel's
 # composition (``_orthogonal.py``) inside one custom Function whose backward is the
 # kernel's VJP rules, torch's formulas, as eagerly: the compiled gradient is eager's and
@@ -213,7 +219,7 @@ def svd(A, full_matrices=True, *, driver=None) -> SVDResult:
     *batch, m, n = A.shape
     shapes = _svd_shapes(m, n, full_matrices)
     U, S, Vh = _unpack(_svd(A, full_matrices=full_matrices), batch, *shapes)
-    return SVDResult(U, S.real if S.dtype.is_complex else S, Vh)
+    return SVDResult(*_own(U, S.real if S.dtype.is_complex else S, Vh))
 
 
 _svdvals = Fused(
@@ -269,7 +275,7 @@ def eigh(A, UPLO="L") -> EighResult:
     _real(A, "eigh", "linalg_eigh_cpu")
     _uplo(UPLO)
     *batch, n, _ = A.shape
-    return EighResult(*_unpack(_eigh(A, UPLO=UPLO), batch, (n,), (n, n)))
+    return EighResult(*_own(*_unpack(_eigh(A, UPLO=UPLO), batch, (n,), (n, n))))
 
 
 _eigvalsh = Fused(
@@ -340,7 +346,7 @@ def eig(A) -> EigResult:
     _square(A, "eig")
     _real(A, "eig", "linalg_eig_out_cpu", complex_ok=True)
     *batch, n, _ = A.shape
-    return EigResult(*_unpack(_eig(A), batch, (n,), (n, n)))
+    return EigResult(*_own(*_unpack(_eig(A), batch, (n,), (n, n))))
 
 
 _eigvals = Fused(
@@ -426,7 +432,7 @@ def qr(A, mode="reduced") -> QRResult:
             "'r', or 'complete'"
         )
     *batch, m, n = A.shape
-    parts = _unpack(_qr(A, mode=mode), batch, *_qr_shapes(m, n, mode))
+    parts = _own(*_unpack(_qr(A, mode=mode), batch, *_qr_shapes(m, n, mode)))
     if mode == "r":
         return QRResult(zeros(0, dtype=A.dtype), parts[0])
     return QRResult(*parts)
@@ -627,6 +633,7 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     rank = rank.detach().to(dt.int64)
     full = m > n and driver != "gelsy" and (driver == "gels" or _full_rank(rank, n, driver))
     empty = zeros(0, dtype=A.dtype)
+    X, residuals, S = _own(X, residuals, S)
     return LstsqResult(
         X.squeeze(-1) if vector else X,
         residuals if full else empty,

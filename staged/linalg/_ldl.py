@@ -30,7 +30,7 @@ from ..autodiff.indexing import LinAlgError
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.tensor import Tensor
 from ._core import _eager_only, _square, check_info
-from ._lapack import _unpack
+from ._lapack import _own, _unpack
 
 LDLFactorResult = collections.namedtuple("LDLFactorResult", "LD pivots")
 LDLFactorExResult = collections.namedtuple("LDLFactorExResult", "LD pivots info")
@@ -286,6 +286,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False) -> LDLFactorExResul
     _matrices(A, "torch.linalg.ldl_factor_ex", "ldl_factor_kernel_cpu")
     *batch, n, _ = A.shape
     LD, pivots, info = _unpack(_ldl_factor(A, hermitian=hermitian), tuple(batch), (n, n), (n,), ())
+    (LD,) = _own(LD)
     out = LDLFactorExResult(LD, _int32(pivots), _int32(info))
     if check_errors:
         check_info(out.info, LinAlgError, "torch.linalg.ldl_factor_ex", _singular)

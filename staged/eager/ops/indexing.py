@@ -861,6 +861,8 @@ def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
             "index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
             f"{value.ndim} dimension(s)."
         )
+    # (converted first: torch refuses an out-of-range value also for an empty index)
+    fill = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     hits = index if index.ndim else lax.reshape(index, (1,))
     k = hits.shape[0]
     if k == 0:
@@ -872,5 +874,4 @@ def index_fill(x: Tensor, dim: int, index: Tensor, value) -> Tensor:
     if x.ndim:
         shape[dim] = n
     mask = lax.reshape(lax.ne(count, 0), tuple(shape))
-    fill = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype)
     return where(mask, fill.to(x.dtype), x)

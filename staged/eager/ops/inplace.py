@@ -487,10 +487,10 @@ def own(result: Tensor, src) -> Tensor:
 
 def fill_(self, value):
     if not isinstance(value, Tensor):
-        p = _direct(self)
+        p, one = _direct(self), self.numel() == 1  # (see fill_array: one saturates)
         if p is None:
-            return write(self, scalar_tensor(value, self.dtype, check_half=False), fill=True)
-        np.copyto(p, fill_array(value, self.dtype, check_half=False))  # Note [data-only writes]
+            return write(self, scalar_tensor(value, self.dtype, check_half=not one), fill=True)
+        np.copyto(p, fill_array(value, self.dtype, check_half=not one))  # Note [data-only writes]
         _written(self)
         return self
     if value.ndim:

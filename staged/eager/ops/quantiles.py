@@ -317,7 +317,8 @@ def _count(pos, inside, bins, weight, dtype):
     ones = expand_to(scalar_tensor(1, dtype), tuple(pos.shape)) if weight is None else weight
     slot = where(inside, pos, scalar_tensor(bins, dt.int64))  # one more bin, dropped after
     zeros = expand_to(scalar_tensor(0, dtype), (bins + 1,))
-    return narrow(ad.scatter_add(zeros, slot, ones.to(dtype), dim=0), 0, 0, bins)
+    counts = ad.scatter_add(zeros, slot, ones.to(dtype), dim=0)
+    return ad.copy(narrow(counts, 0, 0, bins))  # (memory of its own, as torch's)
 
 
 def _linear_bin(x, lo, hi, bins):

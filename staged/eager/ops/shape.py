@@ -37,8 +37,44 @@ def _shape_arg(shape, keyword=None, name=""):
     return tuple(shape)
 
 
+def _bool_size(fn: str, sizes: tuple, keyword) -> TypeError:
+    """torch's refusal of a bool first size of ``x.view``/``x.reshape`` (its argument
+    parser takes no bool for the first int of a size; a later one it reads as 0 or 1)."""
+    arg = sizes[0] if keyword is None else keyword
+    seq = isinstance(arg, (tuple, list))
+    if fn == "reshape":
+        if keyword is not None:
+            why = f"must be tuple of ints, not {type(arg).__name__}"
+            return TypeError(f"reshape(): argument 'shape' {why}")
+        if len(sizes) > 1:
+            return TypeError(f"reshape() takes 1 positional argument but {len(sizes)} were given")
+        why = "but found element of type bool at pos 0" if seq else "not bool"
+        return TypeError(f"reshape(): argument 'shape' (position 1) must be tuple of ints, {why}")
+    head = "view() received an invalid combination of arguments - got "
+    one_of = "but expected one of:\n * (torch.dtype dtype)\n"
+    if keyword is None and len(sizes) > 1:
+        got = ", ".join(type(s).__name__ for s in sizes)
+        return TypeError(f"{head}({got}), {one_of} * (tuple of ints size)\n")
+    desc = "bool"
+    if seq:
+        names = [type(s).__name__ for s in arg]
+        desc = f"{type(arg).__name__} of {list(names) if type(arg) is list else tuple(names)}"
+        desc = desc.replace("'", "")
+    if keyword is None:
+        why = f"didn't match because some of the arguments have invalid types: (!{desc}!)\n"
+        got, bad = type(arg).__name__, why
+    else:
+        got = f"size={type(arg).__name__}, "
+        bad = "didn't match because some of the keywords were incorrect: size\n"
+        why = f"didn't match because some of the arguments have invalid types: (!size={desc}!, )\n"
+    pad = "      "
+    return TypeError(f"{head}({got}), {one_of}{pad}{bad} * (tuple of ints size)\n{pad}{why}")
+
+
 def reshape(x, *sizes, shape=None):
     given = _shape_arg(sizes, shape, "shape")
+    if given and type(given[0]) is bool:
+        raise _bool_size("reshape", sizes, shape)
     p = x._payload
     key = (given, p.shape)
     try:  # (symbolic shapes are not kept)
@@ -118,6 +154,8 @@ def view(x, *sizes, size=None, dtype=None):
             )
         return x.detach()
     shape = _shape_arg(sizes, size, "size")
+    if shape and type(shape[0]) is bool:
+        raise _bool_size("view", sizes, size)
     out = _viewed(x, shape)
     p, q = out._payload, x._payload
     if (  # a copy, not a view (``p.base is q`` spares may_share_memory's cost)
