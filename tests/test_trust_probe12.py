@@ -596,7 +596,9 @@ def test_damaged_files_fail_clearly_and_legacy_files_are_refused():
     legacy = _saved(torch, {"w": torch.ones(2)}, _use_new_zipfile_serialization=False)
     with pytest.raises(RuntimeError, match="legacy \\(non-zip\\) format"):
         staged.load(legacy)
-    with pytest.raises(pickle.UnpicklingError, match="dtype torch.uint16, and staged has no such dtype"):
+    with pytest.raises(
+        pickle.UnpicklingError, match="dtype torch.uint16, and staged has no such dtype"
+    ):
         staged.load(_saved(torch, torch.zeros(2, dtype=torch.uint16)))  # a dtype staged lacks
 
 
