@@ -757,9 +757,11 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     differentiable = [k for _, k in wanted]
     out_leaves_raw = leaf = how = None  # so only the body's own references keep tensors alive
     arg_updates = []  # arguments written in place: their new values go out, and back
+    arg_before = []  # (output index, the argument's value as it came in)
     for i, w in wrappers:
         cur = w._payload
-        if cur is not tracer.watched[id(w)].payload:
+        came: Any = tracer.watched[id(w)].payload
+        if cur is not came:
             if not isinstance(cur, Symbolic):
                 raise CaptureError(
                     "the data of an argument was replaced by a concrete array during the "
@@ -767,6 +769,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 )
             g.outputs.append(Output(cur.value, "arg", f"arg{i}"))
             arg_updates.append((i, len(g.outputs) - 1))
+            arg_before.append((len(g.outputs) - 1, came.value))
     arg_flags = [  # x.requires_grad_() on an argument: set on the caller's at each call
         (i, w._requires_grad)
         for i, w in wrappers
@@ -821,7 +824,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     _guard_dicts(tracer)
     with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
-        checks, unchecked = _apply_checks(tracer, updates, grad_writes)
+        checks, unchecked = _apply_checks(tracer, updates, grad_writes, arg_before)
     return Captured(
         g,
         in_tree,
@@ -889,11 +892,12 @@ def _changed(d: dict, before: dict) -> bool:
     return d.keys() != before.keys() or any(d[k] is not before[k] for k in d)
 
 
-def _apply_checks(tracer: Tracer, updates, grad_writes) -> tuple[list, dict]:
+def _apply_checks(tracer: Tracer, updates, grad_writes, arg_before) -> tuple[list, dict]:
     """Note [index checks]: the reports of the trace's checks become one ``check`` output
-    (k int64, 0 where fine); where one is bad, the new state is the old state and floating
-    point results (and .grad not read from state) are NaN. Returns the checks' rows
-    (error, message, lo, hi) and ``Captured.unchecked``."""
+    (k int64, 0 where fine); where one is bad, the new state is the old state, an argument
+    written in place keeps the value it came in with (``arg_before``: (output, value)),
+    and floating point results (and .grad not read from state) are NaN. Returns the
+    checks' rows (error, message, lo, hi) and ``Captured.unchecked``."""
     if not tracer.checks:
         return [], {}
     g = tracer.graph
@@ -922,6 +926,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes) -> tuple[list, dict]:
     table = ad.maximum(table, expand_to(zero, (k,)))
     ok = ad.le(worst, zero)
     old = {i: w.value for w, i in updates}
+    old.update(arg_before)
     for gw in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
         w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
         if gw.kind == "output" and w is not None and w.value is not None:

@@ -261,3 +261,26 @@ def test_unread_reports_are_released_before_shutdown(tmp_path):
     before, after, *rest = run.stdout.split()
     assert int(before) >= 2 and int(after) == 0, run.stdout  # a report beside the payloads
     assert rest == ["True", "(8,", "4)"]
+
+
+def test_an_argument_written_in_place_keeps_its_value_on_a_bad_index():
+    """A step that adds rows it gathers into its argument: with an index out of range the
+    argument keeps what it held (the rows were clamped: a write of them would be wrong;
+    it held [12, 16, 20, 24] after it) and reading it raises, as reading the loss does."""
+    table = staged.arange(12.0).reshape(3, 4)
+
+    def step(acc, idx):
+        acc.add_(table[idx].sum(0))
+        return acc.sum()
+
+    f = staged.compile(step)
+    acc = staged.zeros(4)
+    f(acc, staged.tensor([0, 1]))
+    np.testing.assert_array_equal(acc.numpy(), [4.0, 6.0, 8.0, 10.0])
+    loss = f(acc, staged.tensor([0, 7]))
+    with pytest.raises(IndexError, match="out of bounds"):
+        loss.item()
+    with pytest.raises(IndexError, match="out of bounds"):
+        acc.numpy()
+    f(acc, staged.tensor([0, 1]))  # on the value acc held before the bad call
+    np.testing.assert_array_equal(acc.numpy(), [8.0, 12.0, 16.0, 20.0])
