@@ -19,7 +19,6 @@ unguarded read-modify-write fails on every run rather than now and then."""
 
 from __future__ import annotations
 
-import sys
 import threading
 
 import numpy as np
@@ -27,36 +26,13 @@ import pytest
 import torch
 
 import staged
+from tests.threads import in_threads, switching_often
 
 
 @pytest.fixture
 def switch_often():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
-
-
-def _in_threads(*targets):
-    """Run each target on its own thread, started together; re-raise the first error."""
-    start = threading.Barrier(len(targets))
-    errors: list[BaseException] = []
-
-    def run(target):
-        start.wait()
-        try:
-            target()
-        except BaseException as err:  # noqa: BLE001 - re-raised below
-            errors.append(err)
-
-    threads = [threading.Thread(target=run, args=(t,)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlocked"
-    if errors:
-        raise errors[0]
+    with switching_often():
+        yield
 
 
 def _both(fn):
@@ -81,7 +57,7 @@ def test_backward_on_own_graphs_sharing_leaves_accumulates_every_contribution(sw
             for _ in range(40):
                 ((w * x).sum() + b * k).backward()
 
-        _in_threads(*[lambda k=k: work(k) for k in (1.0, 2.0, 3.0)])
+        in_threads(*[lambda k=k: work(k) for k in (1.0, 2.0, 3.0)])
         return w.grad.tolist(), b.grad.item()
 
     assert _both(run) == ([240.0, 480.0, 360.0], 240.0)
@@ -96,7 +72,7 @@ def test_backward_on_one_retained_graph_from_threads_applies_every_pass(switch_o
             for _ in range(25):
                 y.backward(retain_graph=True)
 
-        _in_threads(work, work, work)
+        in_threads(work, work, work)
         return x.grad.tolist()
 
     assert _both(run) == [150.0, 300.0]
@@ -121,7 +97,7 @@ def _while_open(L, ctx, probe):
         finally:
             done.set()
 
-    _in_threads(holder, other)
+    in_threads(holder, other)
     return seen["got"]
 
 
@@ -205,7 +181,7 @@ def test_set_grad_enabled_as_a_decorator_switches_only_its_calls_thread():
             seen["other"] = L.is_grad_enabled()
             done.set()
 
-        _in_threads(caller, other)
+        in_threads(caller, other)
         return seen, L.is_grad_enabled()
 
     assert _both(run) == ({"call": (False, False), "other": True}, True)
@@ -269,7 +245,7 @@ def test_a_custom_forward_on_one_thread_hides_its_ops_from_forward_ad_only_there
     def run(L):
         Twice, inside, done = _held_in(L, "forward")
         other, got = _dual_times_three(L, inside, done)
-        _in_threads(lambda: got.setdefault("out", Twice.apply(L.ones(2)).tolist()), other)
+        in_threads(lambda: got.setdefault("out", Twice.apply(L.ones(2)).tolist()), other)
         return got
 
     assert _both(run) == {"out": [2.0, 2.0], "tangent": [15.0, 15.0], "jvp": [1.0, 1.0]}
@@ -297,7 +273,7 @@ def test_a_custom_jvp_running_on_one_thread_leaves_another_threads_tangents():
             def custom():
                 got["a"] = fw.unpack_dual(Twice.apply(a)).tangent.tolist()
 
-            _in_threads(custom, other)
+            in_threads(custom, other)
         return got
 
     assert _both(run) == {"a": [2.0, 2.0], "b": [15.0, 15.0]}
@@ -367,7 +343,7 @@ def test_vmap_left_on_one_thread_keeps_the_level_of_another_open():
             assert first_in.wait(60)
             got["2"] = L.func.vmap(body2)(L.ones(3, 2)).tolist()
 
-        _in_threads(t1, t2)
+        in_threads(t1, t2)
         return got
 
     assert _both(run) == {"1": [[2.0, 2.0]] * 3, "2": [6.0] * 3}
@@ -465,7 +441,7 @@ def test_threads_drawing_from_one_generator_each_take_a_run_of_the_stream(draw, 
             for _ in range(k):
                 got.append(tuple(fn(L).tolist()))
 
-        _in_threads(work, work)
+        in_threads(work, work)
         return sorted(got) == serial, fn(L).tolist() == _after(L, fn, 2 * k)
 
     assert _both(run) == (True, True)
@@ -491,7 +467,7 @@ def test_a_compiled_steps_draws_and_eager_draws_on_threads_each_take_a_run(switc
         for _ in range(k):
             got.append(tuple(staged.randn(100, dtype=staged.float64).tolist()))
 
-    _in_threads(compiled, eager)
+    in_threads(compiled, eager)
     assert sorted(got) == serial
 
 
@@ -536,7 +512,7 @@ def test_a_profile_records_only_the_thread_that_opened_it():
             finally:
                 done.set()
 
-        _in_threads(profiled, other)
+        in_threads(profiled, other)
         names = {n.removeprefix("aten::") for n in names}
         return (
             "mul" in names,
@@ -573,7 +549,7 @@ def test_node_hooks_registered_and_removed_while_backward_runs():
             y.grad_fn.register_prehook(lambda go: calls.append("y pre"))
             done.set()
 
-        _in_threads(lambda: z.sum().backward(), other)
+        in_threads(lambda: z.sum().backward(), other)
         return calls, x.grad.tolist()
 
     _both(run)
@@ -603,7 +579,7 @@ def test_module_hook_registered_while_forward_runs_a_hook():
             done.set()
 
         try:
-            _in_threads(lambda: m(L.ones(2)), other)
+            in_threads(lambda: m(L.ones(2)), other)
             m(L.ones(2))
         finally:
             for h in handles:
@@ -630,7 +606,7 @@ def test_optimizers_stepping_on_threads_give_their_serial_results(opt, switch_of
     for L in (torch, staged):
         serial = [train(L, s) for s in range(3)]
         got: dict = {}
-        _in_threads(*[lambda s=s: got.__setitem__(s, train(L, s)) for s in range(3)])
+        in_threads(*[lambda s=s: got.__setitem__(s, train(L, s)) for s in range(3)])
         for s in range(3):
             np.testing.assert_array_equal(got[s], serial[s])
     np.testing.assert_allclose(train(staged, 1), train(torch, 1), rtol=1e-10)
@@ -670,7 +646,7 @@ def test_a_background_compiled_step_from_three_threads_applies_every_update(swit
     opt = staged.optim.SGD([w], lr=0.5)
     step = staged.compile(_sgd(w, opt), mode="background")
     x = staged.tensor([[1.0, 2.0, 4.0]])
-    _in_threads(*[lambda: [step(x) for _ in range(CALLS)]] * 3)
+    in_threads(*[lambda: [step(x) for _ in range(CALLS)]] * 3)
     np.testing.assert_array_equal(w.detach().numpy(), -0.5 * 3 * CALLS * x.numpy()[0])
     assert step.traces == 1 and w.grad is None
 
@@ -680,6 +656,6 @@ def test_a_dynamic_compiled_step_from_threads_with_other_batch_sizes(switch_ofte
     opt = staged.optim.SGD([w], lr=0.25)
     step = staged.compile(_sgd(w, opt), dynamic=True)
     xs = [staged.ones(n, 3) for n in (2, 5, 7)]
-    _in_threads(*[lambda x=x: [step(x) for _ in range(CALLS)] for x in xs])
+    in_threads(*[lambda x=x: [step(x) for _ in range(CALLS)] for x in xs])
     np.testing.assert_array_equal(w.detach().numpy(), [-0.25 * CALLS * 14] * 3)
     assert step.traces == 1

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import staged
+from tests.threads import in_threads, switching_often
 from staged import optim
 
 CALLS = 50
@@ -18,12 +19,8 @@ CALLS = 50
 
 @pytest.fixture(autouse=True)
 def _switch_often():
-    """Switch threads every few bytecodes, so an unguarded read-modify-write loses updates
-    on every run rather than now and then (the default interval is 5 ms)."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
+    with switching_often():
+        yield
 
 
 def _sgd_step(w, opt, body_runs=None):
@@ -40,28 +37,6 @@ def _sgd_step(w, opt, body_runs=None):
     return step
 
 
-def _in_threads(*targets):
-    """Run each target on its own thread, all starting together; re-raise the first error."""
-    start = threading.Barrier(len(targets))
-    errors = []
-
-    def run(target):
-        start.wait()
-        try:
-            target()
-        except BaseException as err:  # noqa: BLE001 - reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=run, args=(t,)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlocked"
-    if errors:
-        raise errors[0]
-
-
 def _calls(fn, x, n=CALLS):
     return lambda: [fn(x) for _ in range(n)]
 
@@ -72,7 +47,7 @@ def test_two_threads_calling_one_step_make_every_update_and_trace_once():
     runs = []
     step = staged.compile(_sgd_step(w, opt, runs))
     x = staged.tensor([1.0, 2.0, 3.0, 4.0])
-    _in_threads(_calls(step, x), _calls(step, x))  # the first calls race to trace
+    in_threads(_calls(step, x), _calls(step, x))  # the first calls race to trace
     np.testing.assert_array_equal(w.detach().numpy(), -0.5 * 2 * CALLS * x.numpy())
     assert w.grad is None
     assert step.traces == 1 and len(runs) == 1
@@ -84,7 +59,7 @@ def test_two_steps_sharing_parameters_on_two_threads_make_every_update():
     step_a = staged.compile(_sgd_step(w, opt))
     step_b = staged.compile(_sgd_step(w, opt))
     xa, xb = staged.tensor([1.0, 0.0, 2.0, 0.0]), staged.tensor([0.0, 4.0, 0.0, 8.0])
-    _in_threads(_calls(step_a, xa), _calls(step_b, xb))
+    in_threads(_calls(step_a, xa), _calls(step_b, xb))
     np.testing.assert_array_equal(w.detach().numpy(), -0.25 * CALLS * (xa.numpy() + xb.numpy()))
 
 
@@ -93,7 +68,7 @@ def test_a_compiled_function_called_while_another_traces_is_inlined_without_dead
     outer = staged.compile(lambda x: inner(x) + 1)  # torch.compile inlines it too
     x = staged.tensor([1.0, 2.0])
     got = {}
-    _in_threads(
+    in_threads(
         lambda: got.setdefault("outer", [outer(x).tolist() for _ in range(5)]),
         lambda: got.setdefault("inner", [inner(x).tolist() for _ in range(5)]),
     )
