@@ -319,6 +319,32 @@ hardtanh: Primitive = Primitive(
 )
 
 
+def _nan_to_num(x, *, nan, posinf, neginf):
+    with np.errstate(over="ignore"):  # a replacement past the dtype's range is inf, as torch's
+        return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def _times_finite(g, x):
+    """``g * isfinite(x)``, torch's rule as it computes it: NaN where ``g`` is NaN or inf and
+    ``x`` is not finite (``inf * 0``), not the 0 a select would give."""
+    return lax.mul(g, lax.cast(lax.isfinite(x), dt.from_numpy_dtype(g._payload.dtype)))
+
+
+# NaN, +inf and -inf replaced by the given numbers (the public op resolves torch's defaults)
+nan_to_num: Primitive = Primitive(
+    "nan_to_num",
+    _nan_to_num,
+    lambda x, **_: x,
+    jvp=ELEMENTWISE,
+    vjp=lambda g, x: _times_finite(g, x),
+    domain=domain(
+        "float",
+        complex="the public op replaces the real and imaginary parts apart",
+        others="integers and bools are always finite: the public op copies them",
+    ),
+)
+
+
 def _sign(x):
     # PyTorch's sign(NaN) is 0 (NumPy's is NaN), which also makes abs's gradient 0 at NaN;
     # a bool's sign is itself (NumPy has no boolean sign)

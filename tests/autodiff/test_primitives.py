@@ -254,6 +254,7 @@ TORCH = {
     ),
     "hardtanh": torch.ops.aten.hardtanh,
     "hardtanh_backward": torch.ops.aten.hardtanh_backward,
+    "nan_to_num": torch.nan_to_num,
     "polygamma": lambda x, n: torch.polygamma(n, x),
     "cast": lambda x, dtype: x.to(_torch_dtype(dtype)),
     "reshape": lambda x, shape: x.reshape(shape),

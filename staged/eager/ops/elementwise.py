@@ -561,9 +561,12 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     if not x.dtype.is_floating_point:
         return ad.copy(x)
     big = float(np.nextafter(np.array(np.inf, x.dtype.np), np.array(0, x.dtype.np)))
-    x = where(isnan(x), nan, x)
-    x = where(eq(x, float("inf")), big if posinf is None else posinf, x)
-    return where(eq(x, float("-inf")), -big if neginf is None else neginf, x)
+    return ad.nan_to_num(
+        x,
+        nan=0.0 if nan is None else float(nan),
+        posinf=big if posinf is None else float(posinf),
+        neginf=-big if neginf is None else float(neginf),
+    )
 
 
 def polygamma(n, x):

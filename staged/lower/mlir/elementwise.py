@@ -951,6 +951,19 @@ def _hardtanh_backward(e, op, g, x):
     return _map_scalars(e, op, (g, x), body)
 
 
+@lowering(REGISTRY["nan_to_num"])
+def _nan_to_num(e, op, x):
+    def body(a, d, t):
+        p = op.params
+        out = e.select(e.emit(f"arith.cmpf uno, {a}, {a} : {t}"), e.const(p["nan"], d), a, d)
+        for inf, by in ((float("inf"), p["posinf"]), (float("-inf"), p["neginf"])):
+            at = e.emit(f"arith.cmpf oeq, {a}, {e.const(inf, d)} : {t}")
+            out = e.select(at, e.const(by, d), out, d)
+        return out
+
+    return _map_scalars(e, op, (x,), body)
+
+
 @lowering(REGISTRY["where"])
 def _where(e, op, c, x, y):
     d = op.out.aval.dtype

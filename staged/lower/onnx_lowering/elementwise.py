@@ -395,6 +395,18 @@ def _hardtanh_backward(b, op, g, x):
     return b.kernel("Where", [_c(b, d, 0), g], d, pre=[b.node("Or", [low, high])])
 
 
+@lowering(REGISTRY["nan_to_num"])
+def _nan_to_num(b, op, x):
+    d, p = op.out.aval.dtype, op.params
+    out = b.kernel(
+        "Where", [_c(b, d, p["nan"]), x], d, pre=[b.kernel("IsNaN", [x], d, out=dt.bool_)]
+    )
+    for neg, by in ((0, p["posinf"]), (1, p["neginf"])):
+        at = b.kernel("IsInf", [x], d, out=dt.bool_, detect_negative=neg, detect_positive=1 - neg)
+        out = b.kernel("Where", [_c(b, d, by), out], d, pre=[at])
+    return out
+
+
 @lowering(REGISTRY["cast"])
 def _cast(b, op, x):
     return b.cast(x, op.inputs[0].aval.dtype, op.out.aval.dtype)
