@@ -127,10 +127,15 @@ def record(paths) -> None:
     RECORDED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
-@functools.cache
 def run(path: Path, mode: str, root: Path = PROGRAMS, timeout: float = 300) -> Run:
-    """``_run``; a torch run of one of this suite's programs is its recorded loss while
-    that is current (``fingerprint``)."""
+    """``_run``, once per program, mode and root however they are passed; a torch run of
+    one of this suite's programs is its recorded loss while that is current
+    (``fingerprint``)."""
+    return _run_once(Path(path).resolve(), mode, Path(root).resolve(), timeout)
+
+
+@functools.cache
+def _run_once(path: Path, mode: str, root: Path, timeout: float) -> Run:
     if mode == "torch" and root == PROGRAMS:
         rec = recorded(path)
         if rec is not None and rec["fingerprint"] == fingerprint(path):
