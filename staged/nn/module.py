@@ -228,16 +228,33 @@ def _code_names(code):
             yield from _code_names(c)
 
 
+def _members(get, n: int, obj) -> tuple:
+    """``get(obj)``: ``n`` values, then hook dicts; the values alone while no dict holds a
+    hook (the common case), which a guard compares by ``is``, at C speed."""
+    t = get(obj)
+    return t if any(t[n:]) else t[:n]
+
+
 def _guard_members(icpt, get, names, what: str, key) -> None:
-    """Guard the values ``get()`` returns, of ``names`` (hook dicts among them, compared by
-    their items): a re-trace names each member with its value, a hook dict by its ids. The
-    hooks the step registers itself are not among those a call must find: a step that
-    registers a hook and removes it again is traced once."""
+    """Guard the values ``get()`` (``_members``) returns, of ``names`` (hook dicts last,
+    compared by their items): a re-trace names each member with its value, a hook dict by
+    its ids. The hooks the step registers itself are not among those a call must find: a
+    step that registers a hook and removes it again is traced once."""
     own = _IN_TRACE.get(icpt, ())
-    value = tuple(
-        OrderedDict((k, h) for k, h in v.items() if k not in own) if isinstance(v, dict) else v
-        for v in get()
-    )
+    n = len(names) - len(_HOOKS)
+    value = get()
+    if len(value) > n:
+        value = (
+            *value[:n],
+            *(
+                OrderedDict((k, h) for k, h in v.items() if k not in own)
+                if isinstance(v, dict)
+                else v
+                for v in value[n:]
+            ),
+        )
+        if not any(value[n:]):
+            value = value[:n]
 
     def show(values) -> str:
         return (
@@ -516,7 +533,9 @@ class Module:
             names = (*sorted(k for k in d if k in reads and _is_value(d[k])), *_HOOKS)
             _guard_members(
                 icpt,
-                functools.partial(operator.attrgetter(*names), self),
+                functools.partial(
+                    _members, operator.attrgetter(*names), len(names) - len(_HOOKS), self
+                ),
                 names,
                 f"{name} attributes/hooks",
                 (id(self), "members"),
@@ -524,7 +543,7 @@ class Module:
         # the global dicts are never rebound: tuple() of their tuple is that tuple
         _guard_members(
             icpt,
-            functools.partial(tuple, _GLOBAL_HOOKS),
+            functools.partial(_members, tuple, 0, _GLOBAL_HOOKS),
             _HOOKS,
             "global module hooks",
             "global module hooks",

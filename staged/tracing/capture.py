@@ -64,6 +64,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import itertools
 import operator
 import threading
 import types
@@ -876,12 +877,14 @@ def _guard_dicts(tracer: Tracer) -> None:
     dicts = [d for d, _ in tracer.dicts.values()]
     if not dicts:
         return
-    sizes = [(d, len(d)) for d in dicts]
+    sizes = list(map(len, dicts))
     entries = [(d, k, v) for d in dicts for k, v in d.items()]
+    owners, keys, values = zip(*entries) if entries else ((), (), ())
+    gone = itertools.repeat(_GONE)
 
-    def entries_now() -> str:
-        kept = all(len(d) == n for d, n in sizes) and all(
-            d.get(k, _GONE) is v for d, k, v in entries
+    def entries_now() -> str:  # at C speed: it runs at every call
+        kept = list(map(len, dicts)) == sizes and all(
+            map(operator.is_, map(dict.get, owners, keys, gone), values)
         )
         return "as traced" if kept else "entries added, removed or replaced"
 
