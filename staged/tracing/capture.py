@@ -758,7 +758,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     differentiable = [k for _, k in wanted]
     out_leaves_raw = leaf = how = None  # so only the body's own references keep tensors alive
     arg_updates = []  # arguments written in place: their new values go out, and back
-    arg_before = []  # (output index, the argument's value as it came in)
+    arg_before = []  # (output index, the argument's value as it came in, of its shape)
     for i, w in wrappers:
         cur = w._payload
         came: Any = tracer.watched[id(w)].payload
@@ -770,7 +770,8 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 )
             g.outputs.append(Output(cur.value, "arg", f"arg{i}"))
             arg_updates.append((i, len(g.outputs) - 1))
-            arg_before.append((len(g.outputs) - 1, came.value))
+            if came.value.aval.shape == cur.value.aval.shape:  # (not after unsqueeze_())
+                arg_before.append((len(g.outputs) - 1, came.value))
     arg_flags = [  # x.requires_grad_() on an argument: set on the caller's at each call
         (i, w._requires_grad)
         for i, w in wrappers

@@ -284,3 +284,19 @@ def test_an_argument_written_in_place_keeps_its_value_on_a_bad_index():
         acc.numpy()
     f(acc, staged.tensor([0, 1]))  # on the value acc held before the bad call
     np.testing.assert_array_equal(acc.numpy(), [8.0, 12.0, 16.0, 20.0])
+
+
+def test_an_argument_whose_shape_the_step_changes_in_place_compiles_with_checks():
+    """``target.unsqueeze_(-1)`` on an argument (char_rnn_generate's step): its new value
+    has another shape than it came in with, so a failed check cannot keep the old one."""
+    table = staged.arange(12.0).reshape(3, 4)
+
+    def step(target, idx):
+        target.unsqueeze_(-1)
+        return (table[idx] * target).sum()
+
+    f = staged.compile(step)
+    for _ in range(2):
+        t = staged.tensor([1.0, 2.0])
+        assert f(t, staged.tensor([0, 1])).item() == 50.0  # 1 * (0+1+2+3) + 2 * (4+5+6+7)
+        assert t.shape == (2, 1)
