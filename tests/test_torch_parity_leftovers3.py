@@ -417,3 +417,14 @@ def test_complex_not_positive_definite_and_singular_matrices_raise_as_torch():
     assert errors[0] == errors[1]
     singular = np.array([[1, 1j], [1j, -1]], np.complex128)
     raises_like_torch(lambda lib: lib.linalg.lu_factor(lib.tensor(singular)), "U[2,2] is zero")
+
+
+@pytest.mark.parametrize("sizes", [(2, 1), (1, 1), (2, 2, 1)])
+def test_repeat_is_named_repeatbackward0_as_torchs(sizes):
+    def run(L):
+        x = L.arange(6.0).reshape(2, 3).requires_grad_()
+        y = x.repeat(*sizes)
+        (y * L.arange(float(y.numel())).reshape(y.shape)).sum().backward()
+        return y.grad_fn.name(), x.grad.tolist()
+
+    assert run(staged) == run(torch)

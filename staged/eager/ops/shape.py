@@ -783,7 +783,8 @@ def repeat(x, *sizes, repeats=None):
     paired = tuple(k for s in shape for k in (1, s))
     y = ad.reshape(x, shape=paired)
     y = expand_to(y, tuple(k for r, s in zip(sizes, shape) for k in (r, s)))
-    return fresh(ad.reshape(y, shape=out), x)  # a copy, as torch's (all sizes 1: a view)
+    # a copy, as torch's (all sizes 1: a view), named as torch names it
+    return named(fresh(ad.reshape(y, shape=out), x), "RepeatBackward0")
 
 
 def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
