@@ -358,14 +358,25 @@ def _get_driver(rt, name: str):
     return rt.get_driver(name)
 
 
+_DEVICES: dict[tuple, Device] = {}
+_DEVICES_LOCK = threading.Lock()
+
+
 def device(backend: str = "llvm-cpu", spec=None) -> Device:
-    """The shared Device for ``backend`` and a ``device=`` spec (see ``parse_device``)."""
-    return _device(backend, *parse_device(backend, spec))
-
-
-@functools.cache
-def _device(backend: str, driver: str, index) -> Device:
-    return Device(backend, driver if index is None else f"{driver}:{index}")
+    """The shared Device for ``backend`` and a ``device=`` spec (see ``parse_device``).
+    Made once under a lock: two threads' first calls made two devices, and the one not
+    kept was freed under the modules loaded on it (SIGSEGV; tests/runtime/test_threads.py)."""
+    key = (backend, *parse_device(backend, spec))
+    dev = _DEVICES.get(key)
+    if dev is None:
+        with _DEVICES_LOCK:
+            dev = _DEVICES.get(key)
+            if dev is None:
+                driver, index = key[1:]
+                dev = _DEVICES[key] = Device(
+                    backend, driver if index is None else f"{driver}:{index}"
+                )
+    return dev
 
 
 def to_host(x) -> np.ndarray:
@@ -431,7 +442,7 @@ class Module:
     def _release(self) -> None:
         """Drop the argument lists of past calls, then the VM context: freed after the
         context (the attributes' own order), a list's fences crashed the process when
-        other threads were compiling (tests/runtime/test_device.py)."""
+        other threads were compiling (tests/runtime/test_threads.py)."""
         self._in_flight = []
         self._functions = {}
         self.context = self._module = None

@@ -104,3 +104,37 @@ def test_steps_compiled_run_and_dropped_in_threads_at_once(tmp_path):
             run.returncode,
             run.stderr[-2000:],
         )
+
+
+def test_threads_asking_for_the_device_at_once_share_one(tmp_path):
+    """Two threads whose first calls come at once share one device: made twice, the copy
+    not kept was freed under the modules loaded on it (SIGSEGV, 3 runs in 3, of two threads
+    each loading, calling and dropping a module)."""
+    import os
+    import subprocess
+
+    script = (
+        "import threading, numpy as np, staged\n"
+        "from staged.runtime.device import device\n"
+        "go, got = threading.Barrier(2), []\n"
+        "def work(i):\n"
+        "    go.wait()\n"
+        "    got.append(device())\n"
+        "    step = staged.compile(lambda x: (x.exp() * x.sin()).sum(0))\n"
+        "    for n in range(3, 6):\n"
+        "        out = step(staged.tensor(np.ones((n, 4 + i), np.float32))).numpy()\n"
+        "        assert np.allclose(out, n * np.e * np.sin(1.0))\n"
+        "ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]\n"
+        "[t.start() for t in ts]\n[t.join() for t in ts]\n"
+        "print(got[0] is got[1])\n"
+    )
+    env = {**os.environ, "STAGED_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):
+        run = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env
+        )
+        assert run.returncode == 0 and run.stdout.split() == ["True"], (
+            run.returncode,
+            run.stdout,
+            run.stderr[-2000:],
+        )
