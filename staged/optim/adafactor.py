@@ -6,7 +6,7 @@ import math
 
 from ..dtypes import finfo
 from ..eager.factories import zeros, zeros_like
-from .optimizer import Optimizer, advance, decayed_grad, lerp_, new_step
+from .optimizer import Optimizer, advance, check_tensor_lr, decayed_grad, lerp_, new_step
 
 
 class Adafactor(Optimizer):
@@ -30,6 +30,7 @@ class Adafactor(Optimizer):
         foreach=None,
         maximize=False,
     ):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
         if not 0.0 >= beta2_decay:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
+from ..eager.grad_mode import is_grad_enabled
 from ..eager.tensor import Tensor
 from .optimizer import (
     Optimizer,
@@ -14,6 +15,8 @@ from .optimizer import (
     new_step,
     saved_copy,
 )
+
+_TENSOR_LR = "lr as a Tensor is not supported for capturable=False and foreach=True"
 
 
 class Adam(Optimizer):
@@ -39,6 +42,8 @@ class Adam(Optimizer):
         fused=None,
         decoupled_weight_decay=False,
     ):
+        if isinstance(lr, Tensor) and foreach and not capturable:
+            raise ValueError(_TENSOR_LR)
         check_args(lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         if not any(all(isinstance(b, t) for b in betas) for t in (float, Tensor)):
             raise ValueError("betas must be either both floats or both Tensors")
@@ -60,14 +65,17 @@ class Adam(Optimizer):
         )
 
     def _update(self, p, grad, state, h):
+        g = h.group
+        if g["foreach"] and isinstance(g["lr"], Tensor) and not g["capturable"]:
+            raise RuntimeError(_TENSOR_LR)  # set by hand after construction
         if not state:
-            state["step"] = new_step(h.group["fused"])
+            state["step"] = new_step(g["fused"])
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if h.flag("amsgrad"):
                 state["max_exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype.to_real(), h)
+        step = advance(state, p.dtype.to_real(), h, own=True)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
@@ -77,6 +85,11 @@ class Adam(Optimizer):
             max_exp_avg_sq = state["max_exp_avg_sq"]
             max_exp_avg_sq.copy_(saved_copy(max_exp_avg_sq).maximum(exp_avg_sq))
             exp_avg_sq = state["max_exp_avg_sq"]
+        if is_grad_enabled() and h.eager:  # torch's differentiable step (``advance``)
+            step_size_neg = -(h.number("lr") / bias_correction1)
+            denom = exp_avg_sq.sqrt() / (bias_correction2_sqrt * step_size_neg)
+            p.add_(exp_avg / (denom + h.number("eps") / step_size_neg))
+            return
         denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + h.number("eps")
         p.sub_(exp_avg / denom * (h.number("lr") / bias_correction1))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..eager.factories import zeros_like
 from ..eager.ops._operands import scalar_tensor
 from ..eager.ops.elementwise import where
-from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step
+from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step, saved_copy
 
 
 class ASGD(Optimizer):
@@ -56,11 +56,11 @@ class ASGD(Optimizer):
         eta, mu, ax, real = state["eta"], state["mu"], state["ax"], p.dtype.to_real()
         step = advance(state, real)
         grad = decayed_grad(p, grad, h)
-        eta_p = eta.to(real)  # torch reads it with .item()
+        eta_p = saved_copy(eta).to(real)  # torch reads it with .item()
         p.mul_(1 - h.number("lambd") * eta_p)
         p.sub_(grad * eta_p)
         # torch copies the weights while mu is 1: a select keeps the compiled step one graph
-        ax.copy_(where(mu == 1, p, ax + (p - ax) * mu.to(real)))
+        ax.copy_(where(mu == 1, p, ax + (p - ax) * saved_copy(mu).to(real)))
         lambd_lr = h.number("lambd * lr", lambda g: g["lambd"] * g["lr"])
         eta.copy_(h.number("lr") / (1 + lambd_lr * step) ** h.number("alpha"))
         mu.copy_(1 / (step - h.number("t0")).clamp(min=1))

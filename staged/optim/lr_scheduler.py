@@ -103,18 +103,47 @@ def _deferrable(step):
     return deferrable
 
 
+_STEP_ORDER_WARNING = (
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+    "later, you should call them in the opposite order: `optimizer.step()` before "
+    "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+    "value of the learning rate schedule. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate"
+)
+
+
+def _warns_outside_step(get_lr):
+    """``get_lr`` warning when called other than by ``step()``, as torch's."""
+
+    @functools.wraps(get_lr)
+    def warned(self):
+        if not self._get_lr_called_within_step:
+            warnings.warn(
+                "To get the last learning rate computed by the scheduler, please use "
+                "`get_last_lr()`.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return get_lr(self)
+
+    return warned
+
+
 class LRScheduler:
     """Base class: subclasses give ``get_lr()``, the next learning rate of each group, and
     where torch has one ``_get_closed_form_lr()``, the rate at ``last_epoch`` from
     ``base_lrs`` (used by ``step(epoch)`` and by ``SequentialLR`` at a milestone)."""
 
     _is_initial = False
+    _get_lr_called_within_step = False  # torch's name: get_lr() outside step() warns
     _unsaved: tuple = ("optimizer",)  # attributes state_dict() leaves out, as torch
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:  # Note [deferred calls]: a user's scheduler's too
             cls.step = _deferrable(cls.__dict__["step"])
+        if "get_lr" in cls.__dict__ and cls.__module__.startswith(__package__):
+            cls.get_lr = _warns_outside_step(cls.__dict__["get_lr"])  # torch's own schedulers
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         _check_optimizer(optimizer)
@@ -132,6 +161,7 @@ class LRScheduler:
                 )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        vars(optimizer).setdefault("_opt_called", False)  # its steps from now on: note_step
         self._initial_step()
 
     def _initial_step(self) -> None:
@@ -146,6 +176,14 @@ class LRScheduler:
     def get_lr(self) -> list:
         raise NotImplementedError
 
+    def _next_lrs(self) -> list:
+        """``get_lr()`` as ``step()`` calls it (no warning)."""
+        self._get_lr_called_within_step = True
+        try:
+            return self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+
     def get_last_lr(self) -> list:
         """The learning rates the last ``step()`` set."""
         return self._last_lr
@@ -154,6 +192,8 @@ class LRScheduler:
     def step(self, epoch=None) -> None:
         """Advance one epoch (call it after ``optimizer.step()``); a given ``epoch`` is
         deprecated, as in torch, and uses the closed form where there is one."""
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn(_STEP_ORDER_WARNING, UserWarning, stacklevel=3)
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
@@ -162,11 +202,11 @@ class LRScheduler:
     def _update_lr(self, epoch=None) -> None:
         if epoch is None:
             self.last_epoch += 1
-            values = self.get_lr()
+            values = self._next_lrs()
         else:
             self.last_epoch = epoch
             closed_form = getattr(self, "_get_closed_form_lr", None)
-            values = closed_form() if closed_form is not None else self.get_lr()
+            values = closed_form() if closed_form is not None else self._next_lrs()
         self._set_lrs(values)
 
     def _set_lrs(self, values) -> None:
@@ -440,7 +480,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             self.T_i = self.T_0
             self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._set_lrs(self.get_lr())
+        self._set_lrs(self._next_lrs())
 
 
 class _MomentumCycler(LRScheduler):

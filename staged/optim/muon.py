@@ -7,7 +7,7 @@ import math
 from ..dtypes import float32
 from ..eager.factories import zeros_like
 from ..eager.ops.elementwise import where
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_tensor_lr
 
 
 class Muon(Optimizer):
@@ -30,6 +30,7 @@ class Muon(Optimizer):
         ns_steps=5,
         adjust_lr_fn=None,
     ):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
         if not 0.0 <= momentum:

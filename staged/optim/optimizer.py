@@ -54,6 +54,7 @@ import copy
 import functools
 import math
 import operator
+import warnings
 import weakref
 from collections import defaultdict
 from collections.abc import MutableMapping
@@ -77,6 +78,7 @@ class Optimizer:
     complex_as_real = False  # Note [complex parameters]
     # state a checkpoint may hold as a number, kept as a 0-d tensor (torch's __setstate__)
     _scalar_state: tuple = ("step",)
+    _opt_called = False  # stepped since a scheduler was made on it (``note_step``)
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
@@ -134,6 +136,13 @@ class Optimizer:
                     "all optimizer param groups should be with/without names. cannot add "
                     f"param group {'with' if names else 'without'} names to the optimizer"
                 )
+        if len({id(p) for p in group["params"]}) != len(group["params"]):
+            warnings.warn(
+                "optimizer contains a parameter group with duplicate parameters; in future, "
+                "this will cause an error; see github.com/pytorch/pytorch/issues/40967 for "
+                "more information",
+                stacklevel=3,
+            )
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -151,6 +160,7 @@ class Optimizer:
                         p.grad.zero_()
 
     def step(self, closure=None):
+        note_step(self)
         loss = None
         if closure is not None:
             with enable_grad():
@@ -182,10 +192,13 @@ class Optimizer:
                         )
                     dtype = p.dtype.to_real()
                     h = views.get(dtype) or views.setdefault(dtype, Hyper(self, i, dtype, icpt))
-                    state = self.state.setdefault(p, {})
+                    fresh = p not in self.state
+                    state = self.state[p]
                     if icpt is not None:
                         icpt.preserve(state)
                     update(p, p.grad, state, h)
+                    if fresh and not state:  # SGD without momentum: torch's keeps none
+                        del self.state[p]
         return loss
 
     def _group_params(self) -> tuple:
@@ -409,13 +422,22 @@ class Hyper:
         get = _getter(name)
         return self.number(f"1 - {name}", lambda g: 1 - get(g))
 
+    @property
+    def eager(self) -> bool:
+        """Whether the update runs eagerly (its numbers are Python numbers)."""
+        return self.icpt is None and current_interceptor() is None
+
     def one_minus_power(self, name: str, step):
         """``1 - group[name] ** step`` (a bias correction): eagerly torch's double (with
-        ``advance``'s float64 count); else ``-expm1(step * log(group[name]))``, the log
-        taken on the host in double: ``1 - 0.999 ** step`` in float32 cancels (1.3e-5 off
-        at step 1), this is within 2 ulps."""
+        ``advance``'s float64 count), or torch's differentiable Adam's float32 (with the
+        step's own); else ``-expm1(step * log(group[name]))``, the log taken on the host in
+        double: ``1 - 0.999 ** step`` in float32 cancels (1.3e-5 off at step 1), this is
+        within 2 ulps."""
         if step.dtype is float64:
             return 1 - self.number(name) ** step
+        if self.eager:  # torch's differentiable Adam: in the step's dtype (the power rounded)
+            base = scalar_tensor(self.number(name), step.dtype).to(float64)
+            return 1 - (base ** step.to(float64)).to(step.dtype)
         get = _getter(name)
         log = self.number(f"log {name}", lambda g: math.log(get(g)) if get(g) else -math.inf)
         return -(step * log).expm1()
@@ -467,10 +489,17 @@ _SERIAL = operator.attrgetter("_serial")
 _FUSED_DEVICES = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
 
 
+def check_tensor_lr(lr) -> None:
+    """torch's first check: a tensor ``lr`` holds one number."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+
+
 def check_args(**values) -> None:
     """torch's constructor checks, in the order given: each value ``>= 0`` (``rho`` also
     ``<= 1``, each of ``betas`` in ``[0, 1)``), else ``ValueError("Invalid learning rate:
-    -1")``."""
+    -1")``; a tensor ``lr`` first (``check_tensor_lr``)."""
+    check_tensor_lr(values.get("lr"))
     for name, v in values.items():
         if name == "betas":
             for i, b in enumerate(v):
@@ -516,15 +545,19 @@ def new_step(fused=False, value=0.0) -> Tensor:
     return scalar_tensor(value, float32 if fused else get_default_dtype())
 
 
-def advance(state: dict, dtype, h: Hyper | None = None) -> Tensor:
+def advance(state: dict, dtype, h: Hyper | None = None, own: bool = False) -> Tensor:
     """Count a step in ``state["step"]``; the count in ``dtype``, or with ``h`` in float64
-    where torch computes with it as a Python float (eagerly, not differentiable): the
-    scalars made from it then round once where they meet the tensors, as torch's
-    (``1 - 0.999 ** 1`` in float32 is 1.3e-5 off, and Adam's step with it). Under capture
-    it stays ``dtype``: a compiled step runs on backends without float64."""
+    where torch computes with it as a Python float (eagerly): the scalars made from it then
+    round once where they meet the tensors, as torch's (``1 - 0.999 ** 1`` in float32 is
+    1.3e-5 off, and Adam's step with it). With ``own``, an eager differentiable step counts
+    in the step's own dtype, as torch's differentiable Adam computes with the step tensor.
+    Under capture it stays ``dtype``: a compiled step runs on backends without float64."""
     state["step"].add_(1)
-    if h is not None and h.icpt is None and not is_grad_enabled():
-        dtype = float64
+    if h is not None and h.icpt is None:
+        if not is_grad_enabled():
+            dtype = float64
+        elif current_interceptor() is None:  # an eager differentiable step
+            dtype = state["step"].dtype if own else float64
     return state["step"].to(dtype)
 
 
@@ -571,6 +604,13 @@ def ema_(avg, x, h: Hyper, name: str) -> None:
 def ema_sq_(avg, x, h: Hyper, name: str) -> None:
     """``avg.mul_(d).addcmul_(x, x.conj(), value=1 - d)`` with ``d = group[name]``."""
     avg.mul_(h.number(name)).add_(x * x.conj() * h.one_minus(name))
+
+
+def note_step(opt: Optimizer) -> None:
+    """Note a step for the schedulers on ``opt``: one stepped before ``opt`` was since the
+    first of them was made warns, as torch's (``LRScheduler.step``)."""
+    if "_opt_called" in vars(opt):
+        opt._opt_called = True
 
 
 def _unless_none(result, value):

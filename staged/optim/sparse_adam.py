@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_args
+from .optimizer import Optimizer, check_args, check_tensor_lr
 
 
 class SparseAdam(Optimizer):
@@ -15,6 +15,7 @@ class SparseAdam(Optimizer):
     _scalar_state = ()  # torch's keeps its step a Python number
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+        check_tensor_lr(lr)
         if not 0.0 < lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 < eps:
