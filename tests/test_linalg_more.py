@@ -262,10 +262,6 @@ COMPILED = {
         lambda x: staged.pinverse(_complex64(x)).abs(),
         "linalg.pinv of a complex",
     ),
-    "cond_complex": (
-        lambda x: staged.linalg.cond(_complex64(x), math.inf),
-        "linalg.inv_ex of a complex",
-    ),
 }
 
 

@@ -403,7 +403,10 @@ def _unbatch(func, out, d, level, size):
         )
     if batched:
         return move(p.value, p.bdim, d % n)
-    return to_batch(p.value if type(p) is Batched else out, None, size, d % n)
+    # lifted into this level (bdim None): its value; batched at an outer level only (a
+    # closure's tensor, a draw of an outer "different" level): the tensor itself
+    here = type(p) is Batched and p.level == level
+    return to_batch(p.value if here else out, None, size, d % n)
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):

@@ -1,9 +1,10 @@
 """``torch.linalg``'s counterpart: norms, products, solves and the factorizations that
 training and scientific programs use. Real matrices (float32, float64); ``eig`` and
-``eigvals`` have complex results. The SVD, ``eig``, ``pinv``, ``inv_ex`` and what is built
-on them (``cond``, the 2/-2/'nuc' norms) take complex matrices too, eagerly only; so do
-``solve``, ``inv``, ``solve_triangular``, the LU family and ``cholesky``/``cholesky_ex``/
-``cholesky_solve``, with torch's gradients.
+``eigvals`` have complex results. The SVD, ``eig``, ``pinv`` and what is built on them
+(the 2/-2/'nuc' norms, ``cond`` of those) take complex matrices too, eagerly only;
+``solve``, ``inv``, ``inv_ex``, ``det``, ``slogdet``, ``solve_triangular``, the LU family
+and ``cholesky``/``cholesky_ex``/``cholesky_solve`` take them everywhere, with torch's
+gradients.
 
 * Compositions of staged's ops, which run, differentiate (both modes, to any order),
   compile and batch everywhere (``_core.py``, ``_composed.py``): the norms and products,

@@ -22,7 +22,6 @@ from ..eager.ops._operands import broadcast_shapes
 from ..eager.tensor import Tensor
 from ._core import (
     _argmax,
-    _eager_only,
     _real,
     _singular_diagonal,
     _solve,
@@ -253,8 +252,8 @@ CholeskyExResult = collections.namedtuple("CholeskyExResult", "L info")
 def _solve_ex(A, B, what: str):
     """``solve(A, B)`` of matrices and LU's ``info``: LAPACK's kernel where there is data
     and ``A`` is invertible, else the elimination in staged's ops (whose ``X`` is inf or
-    NaN where a pivot is 0). Complex matrices eagerly only: LAPACK's ``X`` of the
-    invertible ones, NaN for the others."""
+    NaN where a pivot is 0). Complex matrices: the kernel's (or, without data, the
+    elimination's) ``X`` of the invertible ones, NaN for the others."""
     data = _has_data(A) and _has_data(B)
     if data:
         try:
@@ -263,8 +262,6 @@ def _solve_ex(A, B, what: str):
         except LinAlgError:
             pass
     if A.dtype.is_complex:
-        if not data:
-            _eager_only(what, " of a complex matrix")()
         info = _lu(A)[2]
         singular = (info > 0)[..., None, None]
         X = _solve(ops.where(singular, eye(A.shape[-1], dtype=A.dtype), A), B)
@@ -276,8 +273,7 @@ def _solve_ex(A, B, what: str):
 def inv_ex(A, *, check_errors=False) -> InvExResult:
     """``inv(A)`` and LAPACK's ``info`` (int32, per matrix: 0, or ``i`` where ``U[i-1,
     i-1]`` of ``A``'s LU is zero; the inverse is then inf or NaN). Only
-    ``check_errors=True`` raises for a singular ``A``. Real or complex matrices (complex
-    ones eagerly only)."""
+    ``check_errors=True`` raises for a singular ``A``. Real or complex matrices."""
     _square(A, "inv")
     _real(A, "inv_ex", "lu_cpu", complex_ok=True)
     n = A.shape[-1]

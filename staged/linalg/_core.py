@@ -1,8 +1,9 @@
 """The norms, products and matrix algebra of ``staged.linalg`` that are compositions of
 staged's ops, and the LU-based solves. ``solve``, ``inv``, ``det`` and ``slogdet`` run LAPACK
 (NumPy's) eagerly, as one kernel and one autograd Node each (``Fused``, Note [fused kernels]
-in ``eager/dispatch.py``); captured, differentiated forward or batched, they are Gaussian
-elimination with partial pivoting in staged's ops, unrolled over the matrix size.
+in ``eager/dispatch.py``), and under vmap once on the batch; captured or differentiated
+forward, they are Gaussian elimination with partial pivoting in staged's ops, unrolled over
+the matrix size (real or complex).
 ``cholesky`` and ``solve_triangular`` are such compositions everywhere."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from .._where import at_user
 from ..autodiff import Fused
 from ..autodiff.avals import EagerOnlyError
+from ..autograd.batching import FUSED_RULES, to_batch
 from .. import dtypes as dt
 from ..autodiff.indexing import LinAlgError
 from ..eager import ops
@@ -333,7 +335,7 @@ def _solve_dA(g, A, out):
 _solve = Fused(
     "linalg_solve",
     _solve_impl,
-    _real_composition("solve", _solve_decomposed),
+    _solve_decomposed,
     vjp=(_solve_dA, _solve_dB),
     node_name="LinalgSolveExBackward0",
 )
@@ -402,9 +404,9 @@ def inv(A) -> Tensor:
         ) from None
 
 
-def _inv_T(A):  # A^-T, for the determinants' gradients
+def _inv_H(A):  # A^-H, for the determinants' gradients (A^-T of a real A)
     n = A.shape[-1]
-    return _solve(A.mT, eye(n, dtype=A.dtype).expand(*A.shape))
+    return _solve(conj_transpose(A), eye(n, dtype=A.dtype).expand(*A.shape))
 
 
 def _pivots(A):
@@ -422,33 +424,59 @@ _det = Fused(
     "linalg_det",
     lambda A: np.asarray(np.linalg.det(A), A.dtype),
     _det_decomposed,
-    vjp=lambda g, A, out: (g * out)[..., None, None] * _inv_T(A),
+    vjp=lambda g, A, out: (g * out.conj())[..., None, None] * _inv_H(A),
     node_name="LinalgDetBackward0",
 )
 
 
 def _slogdet_decomposed(A):
     d, sign = _pivots(A)
-    return ops.stack([sign * d.sign().prod(-1), d.abs().log().sum(-1)])
+    phase = d.sgn() if d.dtype.is_complex else d.sign()
+    return ops.stack([sign * phase.prod(-1), d.abs().log().sum(-1).to(d.dtype)])
 
 
-# sign and logabsdet stacked: one LAPACK call (one elimination when decomposed); the sign
-# is piecewise constant, so only logabsdet's cotangent reaches A (torch's sign requires
-# grad too)
+def _slogdet_vjp(g, A, out):
+    """torch's: ``(g_logabsdet - i Im(conj(g_sign) sign)) A^-H``; a real sign is piecewise
+    constant, a complex one's phase moves with ``A``."""
+    scale = g[1]
+    if A.dtype.is_complex:
+        scale = scale.real - 1j * (g[0].conj() * out[0]).imag
+    return scale[..., None, None] * _inv_H(A)
+
+
+# sign and logabsdet stacked: one LAPACK call (one elimination when decomposed)
 _slogdet = Fused(
     "linalg_slogdet",
     lambda A: np.stack(np.linalg.slogdet(A)).astype(A.dtype, copy=False),
     _slogdet_decomposed,
-    vjp=lambda g, A: g[1][..., None, None] * _inv_T(A),
+    vjp=_slogdet_vjp,
     node_name="LinalgSlogdetBackward0",
 )
 
 
+# vmap binds the kernels once on the batch (NumPy's LAPACK loops over batch dims)
+def _batched(kernel, out_bdim):
+    def rule(size, args, bdims):
+        return kernel(*(to_batch(a, b, size) for a, b in zip(args, bdims))), out_bdim
+
+    return rule
+
+
+FUSED_RULES.update(
+    {
+        "linalg_solve": _batched(_solve, 0),
+        "linalg_det": _batched(_det, 0),
+        "linalg_slogdet": _batched(_slogdet, 1),  # sign and logabsdet stacked first
+    }
+)
+
+
 def det(A) -> Tensor:
-    """The determinant; its gradient ``g det(A) A^-T`` needs an invertible ``A`` (torch's
-    is finite at singular matrices too: here the backward raises ``LinAlgError``)."""
+    """The determinant; its gradient ``g conj(det(A)) A^-H`` needs an invertible ``A``
+    (torch's is finite at singular matrices too: here the backward raises
+    ``LinAlgError``). Real or complex matrices."""
     _square(A, "det")
-    _real(A, "det", "lu_cpu")
+    _real(A, "det", "lu_cpu", complex_ok=True)
     return _det(A)
 
 
@@ -457,17 +485,21 @@ SlogdetResult = collections.namedtuple("SlogdetResult", "sign logabsdet")
 
 def slogdet(A) -> SlogdetResult:
     """``(sign, logabsdet)``: the determinant's sign (0 for a singular ``A``, with
-    logabsdet ``-inf``) and the log of its absolute value; the sign's gradient is 0."""
+    logabsdet ``-inf``; of a complex ``A``, ``det / |det|``) and the log of its absolute
+    value (real); a real sign's gradient is 0."""
     _square(A, "slogdet")
-    _real(A, "slogdet", "lu_cpu")
+    _real(A, "slogdet", "lu_cpu", complex_ok=True)
     both = _slogdet(A)
-    return SlogdetResult(ops.clone(both[0]), ops.clone(both[1]))  # (memory of their own)
+    logabsdet = both[1].real if A.dtype.is_complex else both[1]
+    return SlogdetResult(ops.clone(both[0]), ops.clone(logabsdet))  # (memory of their own)
 
 
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
 def _logdet(A) -> Tensor:
-    """``log(det(A))``: NaN where the determinant is negative, -inf where it is 0."""
+    """``log(det(A))``: NaN where a real determinant is negative, -inf where it is 0."""
     sign, logabsdet = slogdet(A)
+    if A.dtype.is_complex:
+        return sign.log() + logabsdet
     return ops.where(sign == -1, math.nan, logabsdet)
 
 

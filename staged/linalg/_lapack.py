@@ -10,8 +10,8 @@ capture, forward-mode AD and vmap, QR, ``eigh`` and the SVD (and so ``pinv`` and
 ``lstsq``) are their compositions in ``_orthogonal.py``, with the same backward (Note
 [compiled gradients are torch's formulas]); ``eig`` has none and raises there, naming the op (``_eager_only``). Real matrices
 (float32, float64); ``eig`` has complex results. The SVD, ``eig``, ``pinv`` and ``cond``
-take complex matrices too, eagerly only (their compositions are of real ones:
-``_real_composition``)."""
+(of the SVD's orders) take complex matrices too, eagerly only (their compositions are of
+real ones: ``_real_composition``)."""
 
 from __future__ import annotations
 
@@ -716,7 +716,7 @@ def cond(A, p=None) -> Tensor:
     smallest (smallest and largest) singular values, ``'nuc'`` the product of their sum
     and their reciprocals' sum; ``'fro'``, 1, -1, inf and -inf ``matrix_norm(A, p) *
     matrix_norm(inv(A), p)`` of square matrices, inf where ``A`` is singular. Real or
-    complex matrices (complex ones eagerly only)."""
+    complex matrices (complex ones eagerly only for the SVD's ``p``)."""
     if A.ndim < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
     if p not in (None, *_MATRIX_ORDS):
