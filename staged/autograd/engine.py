@@ -463,14 +463,15 @@ def _run_tensor_hooks(node, buf):
         hooks = {0: var._hooks}
     if hooks:
         for nr, fns in hooks.items():
-            g = buf.get(nr)
-            if g is None:
-                continue
+            g = buf.get(nr)  # None: an output no gradient reached, which torch's hooks see
             for fn in tuple(fns.values()):
                 r = call_hook(fn, g)
                 if r is not None:
+                    if g is None:
+                        raise RuntimeError("can't replace a None gradient with a non-None value")
                     g = _checked_hook_value(fn, g, r)
-            buf[nr] = g
+            if g is not None:
+                buf[nr] = g
     if node._retain_grad:
         for nr, ref in node._retain_grad.items():
             t = ref()

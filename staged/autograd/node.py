@@ -8,6 +8,8 @@ import sys
 import threading
 from functools import partial
 
+from ..eager.factories import zeros
+from ..eager.ops.shape import cat
 from ..eager.tensor import Tensor
 from ..eager.views import (
     _StaleView,
@@ -333,6 +335,42 @@ class AsStridedBackward0(Node):
 
     def apply(self, grads):
         return [scatter(grads[0], self.steps)]
+
+
+class MultiOutputBackward(Node):
+    """The one Node of the pieces ``split``, ``chunk`` and ``unbind`` return (torch's
+    ``SplitBackward0``, ``SplitWithSizesBackward0``, ``UnbindBackward0``; Note
+    [multi-output views] in eager/views.py): the input's gradient is the pieces'
+    concatenated along ``dim``, zeros for a piece that got none."""
+
+    __slots__ = ("dim", "shapes", "dtype")
+
+    def apply(self, grads):
+        parts = []
+        for g, shape in zip(grads, self.shapes):
+            if g is None:
+                g = zeros(shape, dtype=self.dtype)
+            elif tuple(g.shape) != shape:  # an unbound piece: its dim put back
+                g = g.reshape(shape)
+            parts.append(g)
+        return [cat(parts, self.dim)]
+
+
+_multi: dict[str, type] = {}
+
+
+def join(outs, name: str, x, dim: int, shapes) -> None:
+    """Make ``outs``, pieces of ``x`` along ``dim`` (each of ``shapes`` there), the outputs
+    of one Node named ``name``, in place of a Node each."""
+    cls = _multi.get(name)
+    if cls is None:
+        cls = _multi[name] = type(name, (MultiOutputBackward,), {"__slots__": ()})
+    fn = x.grad_fn
+    node = cls(((fn, x._output_nr) if fn is not None else (x._grad_accumulator(), 0),))
+    node.num_outputs = len(outs)
+    node.dim, node.shapes, node.dtype = dim, [tuple(s) for s in shapes], outs[0].dtype
+    for nr, t in enumerate(outs):
+        t.grad_fn, t._output_nr = node, nr
 
 
 # torch regenerates a view whose last step changes what as_strided cannot express (the conj

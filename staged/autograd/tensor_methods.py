@@ -10,7 +10,7 @@ from ..eager import dispatch, views
 from ..eager.tensor import Tensor
 from . import engine
 from .hooks import add_hook
-from .node import AccumulateGrad, PrimitiveBackward, hook_node, rebase, sync
+from .node import AccumulateGrad, PrimitiveBackward, hook_node, join, rebase, sync
 
 
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -76,4 +76,5 @@ Tensor.register_post_accumulate_grad_hook = (  # type: ignore[method-assign]
 # the slot's class attribute, replaced by a property on the subclass (Note [stale views])
 views._StaleView.grad_fn = property(sync, views._grad_fn.__set__)  # type: ignore[misc]
 views.rebase = rebase
+views.join = join
 dispatch.set_recorder(PrimitiveBackward)

@@ -255,11 +255,13 @@ def _loop(what: str, draws_each: int, one, *tensors: Tensor) -> np.ndarray:
     """``one(values..., stream)`` for each element, in order, from the default generator."""
     arrays = _host(what, *tensors)
     flat = [a.ravel().tolist() for a in arrays]
-    s = _Stream(_rng.default_generator, draws_each * len(flat[0]))
-    try:
-        out = [one(*vals, s) for vals in zip(*flat)]
-    finally:
-        s.close()
+    gen = _rng.default_generator
+    s = _Stream(gen, draws_each * len(flat[0]))
+    with gen.lock:  # the whole loop, as torch's kernel (Note [one draw at a time])
+        try:
+            out = [one(*vals, s) for vals in zip(*flat)]
+        finally:
+            s.close()
     return np.array(out, dtype=np.float64).reshape(arrays[0].shape)
 
 

@@ -354,7 +354,9 @@ def move_retain_grad(t, old, old_nr) -> None:
 # grad is involved (its CreationMeta::MULTI_OUTPUT_NODE; a write into the base or a sibling
 # makes reading its grad_fn raise): one grad_fn for all outputs could not be rebased. The
 # outputs made with grad mode on are marked (``multi_output``), views of them inherit the
-# mark in ``record``, and ``check_inplace`` and ``sync`` raise torch's error.
+# mark in ``record``, and ``check_inplace`` and ``sync`` raise torch's error. Their Nodes
+# are then made one of several outputs, as torch's (``join``): the outputs' tensor hooks
+# run when that Node runs, in the order they were registered, then its pre-hooks.
 _OF_MULTI = (None, 0)
 
 
@@ -379,14 +381,17 @@ def named(y, name: str):
     return y
 
 
-def multi_output(outs, name):
+def multi_output(outs, name, x, dim, shapes):
     """Mark ``outs``, the views ``name`` (torch's Node's name less "Backward0") returned
     together, as torch's multi-output views (made with grad mode on; under no_grad they
-    are no_grad views)."""
+    are no_grad views), their Nodes made one (``join``). ``x``: what they are pieces of,
+    along ``dim``, each of ``shapes`` there (Note [multi-output views])."""
     if _state.grad_enabled:
         for i, t in enumerate(outs):
             if t._base is not None:
                 t._view.multi = (name, i)
+        if outs and outs[0].grad_fn is not None:
+            join(outs, name + "Backward0", x, dim, shapes)
     return outs
 
 
@@ -542,3 +547,6 @@ def check_writable(steps) -> None:
 # rebase(view, value), after ``value`` was written into ``view``: the base's graph goes
 # through CopySlices, an autograd Node, so staged.autograd.tensor_methods installs it.
 rebase: Callable[[Tensor, Tensor], None] = None  # type: ignore[assignment]  # set at import
+# join(outs, name, x, dim, shapes): one Node for the pieces of ``x`` (Note [multi-output
+# views]), an autograd Node, installed by staged.autograd.tensor_methods
+join: Callable[..., None] = None  # type: ignore[assignment]  # set at import

@@ -34,6 +34,7 @@ from ._core import (
     solve,
     solve_operands,
     solve_triangular,
+    torch_named,
 )
 
 
@@ -103,7 +104,9 @@ def _lu_checked(A, pivot: bool):
 def lu_factor_ex(A, *, pivot=True, check_errors=False) -> LUFactorExResult:
     """``lu_factor`` with LAPACK's ``info`` (int32, per matrix): 0, or ``i`` where
     ``U[i-1, i-1]`` is zero. Only ``check_errors=True`` raises for it."""
-    out = LUFactorExResult(*_lu_checked(A, pivot))
+    LU, pivots, info = _lu_checked(A, pivot)
+    (LU,) = torch_named("LinalgLuFactorExBackward0", A, LU)
+    out = LUFactorExResult(LU, pivots, info)
     if check_errors:
         check_info(out.info, RuntimeError, "torch.linalg.lu_factor_ex", _zero_pivot)
     return out
@@ -115,7 +118,7 @@ def lu_factor(A, *, pivot=True) -> LUFactorResult:
     ``pivots`` the 1-based row swapped with each row, int32). A zero pivot raises, as in
     torch (``lu_factor_ex`` reports it instead). Real or complex matrices; ``pivot=False`` raises,
     as torch's CPU kernel does."""
-    LU, pivots, info = _lu_checked(A, pivot)
+    LU, pivots, info = lu_factor_ex(A, pivot=pivot)
     check_info(info, RuntimeError, "torch.linalg.lu_factor", _zero_pivot)
     return LUFactorResult(LU, pivots)
 
@@ -154,7 +157,8 @@ def lu(A, *, pivot=True) -> LUResult:
     """``(P, L, U)`` with ``A = P @ L @ U``: ``P`` a permutation, ``L`` ``(*, m, k)`` unit
     lower triangular, ``U`` ``(*, k, n)`` upper triangular (``k = min(m, n)``)."""
     LU, pivots, _ = _lu_checked(A, pivot)
-    return lu_unpack(LU, pivots)
+    P, L, U = lu_unpack(LU, pivots)
+    return LUResult(P, *torch_named("LinalgLuBackward0", A, L, U))
 
 
 def _lu_solve(LU, pivots, B, adjoint: bool):
@@ -280,6 +284,7 @@ def inv_ex(A, *, check_errors=False) -> InvExResult:
     X, info = _solve_ex(A, eye(n, dtype=A.dtype).expand(*A.shape), "inv_ex")
     if check_errors:
         check_info(info, LinAlgError, "linalg.inv_ex", _singular_diagonal)
+    (X,) = torch_named("LinalgInvExBackward0", A, X)
     return InvExResult(X, info)
 
 
@@ -309,7 +314,8 @@ def cholesky_ex(A, *, upper=False, check_errors=False) -> CholeskyExResult:
     L, info = cholesky_info(A)
     if check_errors:
         check_info(info, LinAlgError, "linalg.cholesky_ex", not_positive_definite)
-    return CholeskyExResult(conj_transpose(L) if upper else L, info)
+    (L,) = torch_named("LinalgCholeskyExBackward0", A, conj_transpose(L) if upper else L)
+    return CholeskyExResult(L, info)
 
 
 # --- Cholesky solves ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..eager.ops._operands import broadcast_shapes
 from ..eager.ops.linalg import matmul
 from ..eager.ops.reduction import norm as _vector_norm
 from ..eager.tensor import Tensor
+from ..eager.views import named
 
 
 def _floating(x: Tensor, what: str, dtype=None, *, low_precision: bool = True) -> Tensor:
@@ -242,6 +243,13 @@ def not_positive_definite(order) -> str:
     )
 
 
+def torch_named(name: str, A: Tensor, *results: Tensor) -> list:
+    """``results`` (of a composite of ``A``), the Node each was made by named ``name``, as
+    torch's one kernel Node for them all (``LinalgLuBackward0`` ...); a result holding
+    ``A``'s own Node (an empty ``A`` returned as it is) keeps it."""
+    return [r if r.grad_fn is A.grad_fn else named(r, name) for r in results]
+
+
 def cholesky(A, *, upper=False) -> Tensor:
     """The lower ``L`` with ``L @ L.mH == A`` (``upper=True``: ``L.mH``), one column per
     step. It factors ``(A + A.mT) / 2`` (``A`` itself when symmetric), so the gradient is
@@ -252,7 +260,8 @@ def cholesky(A, *, upper=False) -> Tensor:
     _real(A, "cholesky", complex_ok=True)
     L, info = cholesky_info(A)
     check_info(info, LinAlgError, "linalg.cholesky", not_positive_definite)
-    return conj_transpose(L) if upper else L
+    (L,) = torch_named("LinalgCholeskyExBackward0", A, conj_transpose(L) if upper else L)
+    return L
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
@@ -392,7 +401,7 @@ def inv(A) -> Tensor:
         raise RuntimeError(f"linalg.inv: Low precision dtypes not supported. Got {A.dtype.title}")
     n = A.shape[-1]
     try:
-        return solve(A, eye(n, dtype=A.dtype).expand(*A.shape))
+        X = solve(A, eye(n, dtype=A.dtype).expand(*A.shape))
     except LinAlgError:
         info = first_failure(_pivots(A)[0] == 0)
         check_info(info, LinAlgError, "linalg.inv", _singular_diagonal)
@@ -402,6 +411,7 @@ def inv(A) -> Tensor:
                 "is singular."
             )
         ) from None
+    return torch_named("LinalgInvExBackward0", A, X)[0]
 
 
 def _inv_H(A):  # A^-H, for the determinants' gradients (A^-T of a real A)
@@ -491,7 +501,8 @@ def slogdet(A) -> SlogdetResult:
     _real(A, "slogdet", "lu_cpu", complex_ok=True)
     both = _slogdet(A)
     logabsdet = both[1].real if A.dtype.is_complex else both[1]
-    return SlogdetResult(ops.clone(both[0]), ops.clone(logabsdet))  # (memory of their own)
+    parts = (ops.clone(both[0]), ops.clone(logabsdet))  # (memory of their own)
+    return SlogdetResult(*torch_named("LinalgSlogdetBackward0", A, *parts))
 
 
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
@@ -505,4 +516,4 @@ def _logdet(A) -> Tensor:
 
 def _cholesky(A, upper=False) -> Tensor:
     """``torch.cholesky``: ``upper`` may be positional."""
-    return cholesky(A, upper=upper)
+    return torch_named("CholeskyBackward0", A, cholesky(A, upper=upper))[0]

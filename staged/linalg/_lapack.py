@@ -34,6 +34,7 @@ from ..eager.interceptor import current_interceptor
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.ops.reduction import norm as _vector_norm
 from ..eager.tensor import Tensor
+from ..eager.views import named
 from ._composed import deprecated, inv_ex
 from ._core import (
     _eager_only,
@@ -70,10 +71,11 @@ def _unpack(t, batch, *shapes) -> list:
     return out
 
 
-def _own(*parts) -> list:
+def _own(*parts, name: str | None = None) -> list:
     """``parts`` (``_unpack``'s) in memory of their own, as torch's results are: a view of
-    the packed kernel result would keep all of it alive, and ``save`` would write it."""
-    return [ops.clone(p) for p in parts]
+    the packed kernel result would keep all of it alive, and ``save`` would write it;
+    ``name``: their Nodes named as torch's kernel Node (``LinalgSvdBackward0`` ...)."""
+    return [ops.clone(p) if name is None else named(ops.clone(p), name) for p in parts]
 
 
 # Note [compiled gradients are torch's formulas]: a capture records a kernel's
@@ -219,7 +221,7 @@ def svd(A, full_matrices=True, *, driver=None) -> SVDResult:
     *batch, m, n = A.shape
     shapes = _svd_shapes(m, n, full_matrices)
     U, S, Vh = _unpack(_svd(A, full_matrices=full_matrices), batch, *shapes)
-    return SVDResult(*_own(U, S.real if S.dtype.is_complex else S, Vh))
+    return SVDResult(*_own(U, S.real if S.dtype.is_complex else S, Vh, name=_svd.node_name))
 
 
 _svdvals = Fused(
@@ -235,7 +237,7 @@ def svdvals(A, *, driver=None) -> Tensor:
     _matrix(A, "svd")
     _real(A, "svd", "linalg_svd_cpu", complex_ok=True)
     _no_driver(driver, "svd")
-    return _svdvals(A)
+    return named(_svdvals(A), "LinalgSvdBackward0")
 
 
 # --- symmetric eigendecomposition ---------------------------------------------------------------
@@ -275,7 +277,8 @@ def eigh(A, UPLO="L") -> EighResult:
     _real(A, "eigh", "linalg_eigh_cpu")
     _uplo(UPLO)
     *batch, n, _ = A.shape
-    return EighResult(*_own(*_unpack(_eigh(A, UPLO=UPLO), batch, (n,), (n, n))))
+    parts = _unpack(_eigh(A, UPLO=UPLO), batch, (n,), (n, n))
+    return EighResult(*_own(*parts, name=_eigh.node_name))
 
 
 _eigvalsh = Fused(
@@ -291,7 +294,7 @@ def eigvalsh(A, UPLO="L") -> Tensor:
     _square(A, "eigvalsh")
     _real(A, "eigvalsh", "linalg_eigh_cpu")
     _uplo(UPLO)
-    return _eigvalsh(A, UPLO=UPLO)
+    return named(_eigvalsh(A, UPLO=UPLO), "LinalgEighBackward0")
 
 
 # --- general eigendecomposition (complex results) ---------------------------------------------
@@ -346,7 +349,7 @@ def eig(A) -> EigResult:
     _square(A, "eig")
     _real(A, "eig", "linalg_eig_out_cpu", complex_ok=True)
     *batch, n, _ = A.shape
-    return EigResult(*_own(*_unpack(_eig(A), batch, (n,), (n, n))))
+    return EigResult(*_own(*_unpack(_eig(A), batch, (n,), (n, n)), name=_eig.node_name))
 
 
 _eigvals = Fused(
@@ -361,7 +364,7 @@ def eigvals(A) -> Tensor:
     _matrix(A, "eigvals")
     _square(A, "eigvals")
     _real(A, "eigvals", "linalg_eig_out_cpu", complex_ok=True)
-    return _eigvals(A)
+    return named(_eigvals(A), "LinalgEigBackward0")
 
 
 # --- QR -----------------------------------------------------------------------------------------
@@ -432,7 +435,7 @@ def qr(A, mode="reduced") -> QRResult:
             "'r', or 'complete'"
         )
     *batch, m, n = A.shape
-    parts = _own(*_unpack(_qr(A, mode=mode), batch, *_qr_shapes(m, n, mode)))
+    parts = _own(*_unpack(_qr(A, mode=mode), batch, *_qr_shapes(m, n, mode)), name=_qr.node_name)
     if mode == "r":
         return QRResult(zeros(0, dtype=A.dtype), parts[0])
     return QRResult(*parts)
@@ -633,7 +636,7 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     rank = rank.detach().to(dt.int64)
     full = m > n and driver != "gelsy" and (driver == "gels" or _full_rank(rank, n, driver))
     empty = zeros(0, dtype=A.dtype)
-    X, residuals, S = _own(X, residuals, S)
+    X, residuals, S = _own(X, residuals, S, name="LinalgLstsqBackward0")
     return LstsqResult(
         X.squeeze(-1) if vector else X,
         residuals if full else empty,

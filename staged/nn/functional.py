@@ -2143,7 +2143,8 @@ def _rrelu_noise(input, lower, upper):
     acc = np.float64 if x.dtype == np.float64 else np.float32
     lo, hi = float(acc(lower)), float(acc(upper))
     neg = x <= 0
-    u = default_generator.uniform(int(neg.sum()), np.float64)
+    with default_generator.lock:  # Note [one draw at a time] in eager/random/generator.py
+        u = default_generator.uniform(int(neg.sum()), np.float64)
     noise = np.ones(x.shape, x.dtype)
     noise[neg] = (u * (hi - lo) + lo).astype(acc)
     return _const(noise)

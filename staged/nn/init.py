@@ -12,7 +12,7 @@ import numpy as np
 from ..eager.grad_mode import no_grad
 from ..eager.random import fills, methods
 from ..eager.random.distributions import randperm
-from ..eager.random.generator import default_generator, resolve
+from ..eager.random.generator import default_generator, locked, resolve
 from ..eager.tensor import Tensor
 
 
@@ -150,7 +150,8 @@ def orthogonal_(t, gain=1.0, generator=None):
         return t
     rows = t.shape[0]
     cols = t.numel() // rows
-    a = fills.normal(resolve(generator, "nn.init.orthogonal_"), np.empty((rows, cols), t.dtype.np))
+    gen = resolve(generator, "nn.init.orthogonal_")
+    a = locked(fills.normal, gen, np.empty((rows, cols), t.dtype.np))
     if rows < cols:
         a = a.T
     q, r = np.linalg.qr(a)
@@ -173,13 +174,13 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         )
     mass = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
     gen = resolve(generator, "nn.init.trunc_normal_")
-    like = fills.like(t)  # each draw fills a tensor laid out as t (empty_like)
+    like = fills.like(t)  # each draw fills a tensor laid out as t (empty_like), one at a time
     f = t.dtype.np.type
     if mass > 0.3:
         lo, hi = float(f(a)), float(f(b))
-        x = fills.normal(gen, like, mean, std)
+        x = locked(fills.normal, gen, like, mean, std)
         while ((x < lo) | (x > hi)).any():
-            x = np.where((x < lo) | (x > hi), fills.normal(gen, like, mean, std), x)
+            x = np.where((x < lo) | (x > hi), locked(fills.normal, gen, like, mean, std), x)
         return _fill(t, x)
     mode = max(a, min(mean, b))
     log_peak = -0.5 * ((mode - mean) / std) ** 2
@@ -188,12 +189,12 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         return (((x - f(mean)) / f(std)) ** 2 * f(-0.5)) - f(log_peak)
 
     def rejected(x):
-        return np.log(fills.uniform(gen, like)) > log_ratio(x)
+        return np.log(locked(fills.uniform, gen, like)) > log_ratio(x)
 
-    x = fills.uniform(gen, like, a, b)
+    x = locked(fills.uniform, gen, like, a, b)
     pending = rejected(x)
     while pending.any():
-        fresh = fills.uniform(gen, like, a, b)
+        fresh = locked(fills.uniform, gen, like, a, b)
         x = np.where(pending, fresh, x)
         pending = np.where(pending, rejected(fresh), pending)
     return _fill(t, x)
@@ -210,9 +211,9 @@ def sparse_(t, sparsity, std=0.01, generator=None):
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = t.shape
     zeros = int(math.ceil(sparsity * rows))
-    a = fills.normal(resolve(generator, "nn.init.sparse_"), fills.like(t), 0.0, std)
+    a = locked(fills.normal, resolve(generator, "nn.init.sparse_"), fills.like(t), 0.0, std)
     for c in range(cols):
-        a[randperm(default_generator, rows)[:zeros], c] = 0
+        a[locked(randperm, default_generator, rows)[:zeros], c] = 0
     return _fill(t, a)
 
 

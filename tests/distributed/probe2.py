@@ -3,6 +3,7 @@ DDP and collectives on gloo, on these ranks, on cases probe.py does not cover. E
 prints ``case NAME ok`` or ``case NAME FAIL: why``; a failing case does not stop the
 others. ``probe2.py PORT fault MODE`` runs one fault instead (see ``fault``)."""
 
+import contextlib
 import re
 import sys
 import time
@@ -296,6 +297,32 @@ def broadcast_buffers_false_keeps_each_ranks_statistics_as_torch():
         topt.step()
     for (n, a), b in zip(ddp.module.state_dict().items(), tddp.module.state_dict().values()):
         close(a, b.numpy(), n)
+
+
+def within(model, how):
+    """The context a forward of ``how`` runs in: ``no_sync``, ``no_grad`` or none."""
+    if how == "no_sync":
+        return model.no_sync()
+    lib = torch if isinstance(model, TDDP) else staged
+    return lib.no_grad() if how == "no_grad" else contextlib.nullcontext()
+
+
+@case
+def a_forward_in_no_sync_or_no_grad_skips_the_next_forwards_buffer_broadcast_as_torch():
+    """torch's ``require_forward_param_sync``: the forward after one under ``no_sync`` (or
+    ``no_grad``) does not broadcast rank 0's buffers, so each rank's statistics move on
+    from its own; the forward after one that reduces broadcasts them again."""
+    m, theirs = bn_twins()
+    ddp, tddp = DDP(m), TDDP(theirs)  # the buffers broadcast at construction
+    for i, how in enumerate(["no_sync", "plain", "no_grad", "plain", "plain", "no_sync"]):
+        x = shards(40 + i, (5,))
+        for model, to in ((ddp, s_), (tddp, t_)):
+            with within(model, how):
+                out = model(to(x))
+                if how != "no_grad":
+                    (out**2).mean().backward()
+        for (n, a), b in zip(ddp.module.state_dict().items(), tddp.module.state_dict().values()):
+            close(a, b.numpy(), f"after {how} {i}: {n}")
 
 
 @case

@@ -23,6 +23,7 @@ CASES = [
     "forward_in_no_sync_backward_outside_and_two_forwards_one_backward",
     "compiled_and_eager_steps_mixed_as_torch",
     "broadcast_buffers_false_keeps_each_ranks_statistics_as_torch",
+    "a_forward_in_no_sync_or_no_grad_skips_the_next_forwards_buffer_broadcast_as_torch",
     "sampler_loader_training_two_epochs_as_torch",
     "state_dict_errors_as_torch",
     "join_for_uneven_inputs_as_torch",

@@ -486,10 +486,12 @@ def own(result: Tensor, src) -> Tensor:
 
 
 def fill_(self, value):
+    before = self.grad_fn
     if not isinstance(value, Tensor):
         p, one = _direct(self), self.numel() == 1  # (see fill_array: one saturates)
         if p is None:
-            return write(self, scalar_tensor(value, self.dtype, check_half=not one), fill=True)
+            out = write(self, scalar_tensor(value, self.dtype, check_half=not one), fill=True)
+            return _named(out, before, "FillBackward2")
         np.copyto(p, fill_array(value, self.dtype, check_half=not one))  # Note [data-only writes]
         _written(self)
         return self
@@ -498,11 +500,21 @@ def fill_(self, value):
             "fill_ only supports 0-dimension value tensor but got tensor with "
             f"{value.ndim} dimensions."
         )
-    return write(self, own(to_dtype(value, self.dtype), value), fill=True)
+    out = write(self, own(to_dtype(value, self.dtype), value), fill=True)
+    return _named(out, before, "FillBackward3")
 
 
 def zero_(self):
-    return fill_(self, 0)
+    before = self.grad_fn
+    return _named(fill_(self, 0), before, "ZeroBackward0")
+
+
+def _named(t: Tensor, before, name: str) -> Tensor:
+    """``t`` after a write, the Node it made (not ``before``) named as torch's; a view's
+    grad_fn is regenerated from its base's CopySlices, named so (Note [views])."""
+    if t._base is None and t.grad_fn is not before:
+        views.named(t, name)
+    return t
 
 
 def copy_(self, src):

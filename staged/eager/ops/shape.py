@@ -451,7 +451,7 @@ def split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
             raise RuntimeError(
                 f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}"
             )
-        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size and n else [0]
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n or any(s < 0 for s in sizes):
@@ -461,11 +461,11 @@ def split(x, split_size_or_sections, dim=0) -> tuple[Tensor, ...]:
                 f"split_sizes={sizes}"
             )
     name = "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes"
-    out, start, node = [], 0, name + "Backward0"
+    out, start = [], 0
     for s in sizes:
-        out.append(named(_narrow(x, dim, start, s), node))
+        out.append(_narrow(x, dim, start, s))
         start += s
-    return views.multi_output(tuple(out), name)
+    return views.multi_output(tuple(out), name, x, dim, [tuple(t.shape) for t in out])
 
 
 def split_with_sizes(x, split_sizes, dim=0) -> tuple[Tensor, ...]:
@@ -493,9 +493,8 @@ def _untracked(op, x, *args) -> tuple[Tensor, ...]:
     if views.is_conj(x):
         x = ad.copy(x)
     pieces = op(x, *args)
-    for t in pieces:  # UnsafeSplitBackward0 ...
-        if t.grad_fn is not None:
-            named(t, "Unsafe" + t.grad_fn.name())
+    if pieces and pieces[0].grad_fn is not None:  # their one Node: UnsafeSplitBackward0 ...
+        named(pieces[0], "Unsafe" + pieces[0].grad_fn.name())
     return views.untracked(pieces)
 
 
@@ -590,11 +589,9 @@ def unbind(x, dim=0) -> tuple[Tensor, ...]:
     dim = _dim_of(x, dim)
     shape = tuple(x._payload.shape)
     rest = shape[:dim] + shape[dim + 1 :]
-    outs = tuple(
-        named(ad.reshape(_narrow(x, dim, i, 1), shape=rest), "UnbindBackward0")
-        for i in range(shape[dim])
-    )
-    return views.multi_output(outs, "Unbind")
+    outs = tuple(ad.reshape(_narrow(x, dim, i, 1), shape=rest) for i in range(shape[dim]))
+    piece = shape[:dim] + (1,) + shape[dim + 1 :]
+    return views.multi_output(outs, "Unbind", x, dim, [piece] * len(outs))
 
 
 def unfold(x, dimension, size, step):

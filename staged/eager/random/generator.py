@@ -237,6 +237,13 @@ def drawn(generator, what: str, shape, dtype, fill, in_graph=None, like=None) ->
     return t if wrap is None else wrap(t)
 
 
+def locked(fill, gen: Generator, *args):
+    """``fill(gen, *args)`` with ``gen``'s lock held: a fill made outside ``drawn``, which
+    holds it as torch's kernel holds the generator's mutex (Note [one draw at a time])."""
+    with gen.lock:
+        return fill(gen, *args)
+
+
 def resolve(generator, what: str) -> Generator:
     """``generator``, or the default one for None; under capture, first tell the tracer
     that ``what`` makes a tensor the graph will hold as a constant (Note [impure calls])."""

@@ -71,14 +71,16 @@ class DistributedDataParallel(Module, Joinable):
 
     At construction rank 0's parameters are broadcast to the others, and with
     ``broadcast_buffers`` (the default) its buffers, at construction and before each
-    forward; without it each rank keeps its own buffers, as torch's. Each forward checks that
-    every rank's batch has the same shape but for its size: the gradient is the average of
-    the ranks' gradients, so of their means, not the mean over all their rows. Parameters
-    that take no part in the loss need ``find_unused_parameters=True`` (their gradient is
-    then the average with zeros for the ranks that did not use them; one that no rank used
-    keeps its ``.grad``, None after ``zero_grad()``, so that the optimizer skips it, as
-    torch's). ``state_dict`` keys start with ``module.``. ``join()`` trains on ranks with
-    different numbers of batches (Note [DDP join]).
+    forward but one that follows a forward under ``no_sync`` or ``no_grad`` (torch's
+    ``require_forward_param_sync``); without it each rank keeps its own buffers, as
+    torch's. Each forward checks that every rank's batch has the same shape but for its
+    size: the gradient is the average of the ranks' gradients, so of their means, not the
+    mean over all their rows. Parameters that take no part in the loss need
+    ``find_unused_parameters=True`` (their gradient is then the average with zeros for the
+    ranks that did not use them; one that no rank used keeps its ``.grad``, None after
+    ``zero_grad()``, so that the optimizer skips it, as torch's). ``state_dict`` keys start
+    with ``module.``. ``join()`` trains on ranks with different numbers of batches (Note
+    [DDP join]).
 
     Example:
         >>> model = DistributedDataParallel(Net())
@@ -115,6 +117,7 @@ class DistributedDataParallel(Module, Joinable):
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True  # the next forward broadcasts the buffers
         self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 2**20)
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         layout = repr([(n, tuple(p.shape), p.dtype.name) for n, p in named]).encode()
@@ -157,12 +160,15 @@ class DistributedDataParallel(Module, Joinable):
                 [batch.ndim, *batch.shape[1:]],
                 lambda row: f"a batch of shape {['N', *[int(d) for d in row[1 : row[0]]]]}",
             )
-        self._sync_buffers(stepping=True)
+        if self.require_forward_param_sync:
+            self._sync_buffers(stepping=True)
         if self._join_config.enable:  # tells the joined ranks whether to shadow a backward
             reduces = self.require_backward_grad_sync and is_grad_enabled()
             c10d.all_reduce(tensor([float(reduces)]))
         self._armed = self.require_backward_grad_sync
-        return self.module(*inputs, **kwargs)
+        out = self.module(*inputs, **kwargs)
+        self.require_forward_param_sync = self.require_backward_grad_sync and is_grad_enabled()
+        return out
 
     def _join_step(self) -> bool:
         """Inside ``join()``: tell the join that this rank steps and set the divisor of the
@@ -326,9 +332,11 @@ class _DDPJoinHook(JoinHook):
 
     def main_hook(self) -> None:
         ddp = self.ddp
-        ddp._sync_buffers(stepping=False)
+        if ddp.require_forward_param_sync:
+            ddp._sync_buffers(stepping=False)
         sync = zeros(1)
         c10d.all_reduce(sync)
+        ddp.require_forward_param_sync = bool(sync.item())  # as the stepping ranks' next
         if not sync.item():
             return
         works = [
