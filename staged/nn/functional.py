@@ -38,7 +38,8 @@ from ..eager.ops.layers import (
     conv_transpose2d,  # noqa: F401
     dropout,
     embedding,
-    embedding_renorm_,  # noqa: F401  (torch.embedding_renorm_: staged/__init__.py)
+    embedding_renorm_,  # torch.embedding_renorm_ too: staged/__init__.py
+    grad_by_freq,
     interpolate as _interpolate,
     layer_norm,  # noqa: F401
     max_pool1d,  # noqa: F401
@@ -183,9 +184,17 @@ def hardswish(input, inplace=False):
 
 
 def logsigmoid(input):
-    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    """``log(sigmoid(x))``: ``-log1p(exp(-x))`` for ``x >= 0``, ``x - log1p(exp(x))`` below,
+    each branch stable and smooth (exact where ``-softplus(-x)``'s linear branch, past its
+    threshold of 20, is not; its derivatives at 0 are torch's, as ``min(x, 0)``'s are not)."""
     floating_kernel("log_sigmoid_cpu", input)
-    return in_float32(lambda x: -ops.softplus(-x))(input)
+    return in_float32(_logsigmoid)(input)
+
+
+def _logsigmoid(x):
+    pos = x >= 0
+    xp, xn = ops.where(pos, x, 0.0), ops.where(pos, 0.0, x)  # each branch's own, finite
+    return ops.where(pos, -ops.log1p(ops.exp(-xp)), xn - ops.log1p(ops.exp(xn)))
 
 
 def softsign(input):
@@ -1145,12 +1154,22 @@ def _nll_checked(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     if weight is not None:
         w = ops.where(onehot, weight, 0.0).sum(1) * valid
     loss = -picked * w
+    smooth = None
     if smoothing:
         cls_w = weight if weight is not None else 1.0
         smooth = -(logp * cls_w).sum(1) * valid / c
-        loss = loss * (1 - smoothing) + smooth * smoothing
     if reduction == "mean":  # ignored targets: zero gradients even when nothing counts
-        return ops.where(valid > 0, loss, 0.0).sum() / w.sum()  # (torch's; not 0/0's NaN)
+        # (torch's; not 0/0's NaN); the smoothing term is reduced apart, as torch's (where
+        # no target has weight: NaN, not the sum's inf)
+        out = ops.where(valid > 0, loss, 0.0).sum() / w.sum()
+        if smoothing:
+            out = (
+                out * (1 - smoothing)
+                + ops.where(valid > 0, smooth, 0.0).sum() / w.sum() * smoothing
+            )
+        return out
+    if smoothing:
+        loss = loss * (1 - smoothing) + smooth * smoothing
     return _reduce(loss, reduction)
 
 
@@ -1195,6 +1214,8 @@ def cross_entropy(
             )
         )
     if target.dtype.is_floating_point:
+        if ignore_index >= 0:
+            raise RuntimeError(at_user("ignore_index is not supported for floating point target"))
         c = logp.shape[-1]
         probs = _class_dim_last(target)
         if label_smoothing:
@@ -1852,10 +1873,8 @@ def embedding_bag(
         raise ValueError("max mode does not support scaling the gradient by the frequency")
     if mode == "max" and sparse:
         raise ValueError("max mode does not support sparse weights")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError(
-            "embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported"
-        )
+    if sparse:
+        raise NotImplementedError("embedding_bag: sparse=True is not supported")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(
             "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -1894,7 +1913,12 @@ def embedding_bag(
     member = (bag.unsqueeze(0) == arange(bags).unsqueeze(1)) & (pos < ends.unsqueeze(1))
     if padding_idx is not None:
         member = member & (input != padding_idx).unsqueeze(0)
+    if max_norm is not None:
+        with no_grad():
+            embedding_renorm_(weight, input, max_norm, norm_type)
     rows = _take_rows(weight, input)  # (n, D)
+    if scale_grad_by_freq:
+        rows = grad_by_freq(rows, weight, input.to(dt.int64))
     if mode == "max":
         picked = ops.where(member.unsqueeze(-1), rows.unsqueeze(0), _lowest(weight.dtype))
         top = picked.max(1)[0]

@@ -226,26 +226,7 @@ def _id(case):
     return f"{name}({opts})-" + "x".join(str(a.shape) for a in arrays).replace(" ", "")
 
 
-def _known(name, kw, arrays):
-    """Why a case fails today (a strict xfail: it fails the sweep once fixed), or None."""
-    if name.startswith("Conv") and kw["padding_mode"] != "zeros":
-        return (
-            "staged raises NotImplementedError for padding_mode other than 'zeros' (a "
-            "missing option with a clear error, not a wrong answer)"
-        )
-    return None
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_known(*c[:3])))
-        if _known(*c[:3])
-        else c
-        for c in CASES
-    ],
-    ids=[_id(c) for c in CASES],
-)
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_module_option_matches_torch(case):
     name, kw, arrays, *fwd = case
     fwd = fwd[0] if fwd else {}

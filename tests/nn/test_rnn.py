@@ -198,9 +198,7 @@ def test_errors_match_torch(call):
     assert_raises_like_torch(call)
 
 
-def test_proj_size_is_refused_and_dropout_warns_like_torch():
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        nn.LSTM(10, 5, proj_size=2)
+def test_dropout_warns_like_torch():
     with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
         nn.GRU(3, 4, dropout=0.2)
 

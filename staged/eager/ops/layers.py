@@ -839,14 +839,22 @@ def embedding(
         weight = ew.where(rows, weight.detach(), weight)
     flat = shape.reshape(input, -1)
     out = _take_rows(weight, flat)
-    if scale_grad_by_freq and out.requires_grad:
-        # the values of out, the gradient of each row divided by its count: out - out.detach()
-        # is exactly 0 forward and passes the gradient times the scale
-        ones = ew.clone(shape.expand(scalar_tensor(1, weight.dtype), flat.shape))
-        counts = shape.new_zeros(weight, v).index_add(0, flat, ones)
-        scale = shape.unsqueeze(ew.reciprocal(take_index(counts, flat, 0)), 1)
-        out = out.detach() + (out - out.detach()) * scale
+    if scale_grad_by_freq:
+        out = grad_by_freq(out, weight, flat)
     return shape.reshape(out, tuple(input.shape) + (weight.shape[1],))
+
+
+def grad_by_freq(rows, weight, flat):
+    """``rows`` (``weight``'s at the 1-D ``flat``) whose gradients are divided by how often
+    ``flat`` picks each row."""
+    if not rows.requires_grad:
+        return rows
+    # the values of rows, the gradient of each divided by its count: rows - rows.detach()
+    # is exactly 0 forward and passes the gradient times the scale
+    ones = ew.clone(shape.expand(scalar_tensor(1, weight.dtype), flat.shape))
+    counts = shape.new_zeros(weight, weight.shape[0]).index_add(0, flat, ones)
+    scale = shape.unsqueeze(ew.reciprocal(take_index(counts, flat, 0)), 1)
+    return rows.detach() + (rows - rows.detach()) * scale
 
 
 def _check_indices(indices, position, name):
@@ -1023,7 +1031,8 @@ def interpolate(
     """PyTorch's ``F.interpolate`` for ``nearest``, ``nearest-exact`` and ``linear`` /
     ``bilinear`` / ``bicubic`` / ``trilinear`` (``align_corners``), with torch's source
     positions (computed in the input's precision, float32 scales as torch's CPU kernels);
-    ``area`` is ``nn.functional``'s (an adaptive average pool to ``output_sizes``)."""
+    ``area`` is ``nn.functional``'s (an adaptive average pool to ``output_sizes``);
+    ``antialias`` (bilinear and bicubic of 4-D input) is ``_resample_aa``."""
     outs, scales = output_sizes(
         input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
     )
@@ -1035,6 +1044,13 @@ def interpolate(
             "fixed point, its bicubic with PIL's a = -0.5): convert the image to float first"
         )
     x = input
+    if antialias:  # torch's: the last dim first, a dim of unchanged size left as it is
+        for k in reversed(range(len(outs))):
+            if input.shape[2 + k] != outs[k]:
+                x = _resample_aa(
+                    x, 2 + k, input.shape[2 + k], outs[k], scales[k], mode, bool(align_corners)
+                )
+        return fresh(x, input)
     for k, (i, o, sf) in enumerate(zip(input.shape[2:], outs, scales)):
         if i == o and mode != "nearest-exact" and not (mode in _INTERPOLATING and sf):
             continue
@@ -1063,8 +1079,11 @@ def output_sizes(input, size, scale_factor, mode, align_corners, recompute_scale
             "align_corners option can only be set with the interpolating modes: "
             "linear | bilinear | bicubic | trilinear"
         )
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not supported yet")
+    if antialias and not (mode in ("bilinear", "bicubic") and input.ndim == 4):
+        raise ValueError(
+            "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and "
+            "requires a 4-D tensor as input"
+        )
     ins = tuple(input.shape[2:])
     if (size is None) == (scale_factor is None):
         raise ValueError(
@@ -1128,6 +1147,44 @@ def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
     w1 = Tensor._wrap(w1.reshape(shape_))
     w0 = Tensor._wrap((1 - w1._payload).astype(x.dtype.np))
     return _gather(x, dim, i0) * w0 + _gather(x, dim, i1) * w1
+
+
+def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
+    """``_resample`` with antialiasing, as torch's (PIL's): each output is the normalised
+    sum of a filter (bilinear: the triangle; bicubic: Keys' cubic with a = -0.5) centred on
+    its source position, stretched by the scale when downsampling, over the inputs it
+    covers; in torch's precision and order of the taps."""
+    acc = np.float64 if x.dtype is dt.float64 else np.float32
+    if align_corners:
+        scale = acc((n_in - 1) / (n_out - 1)) if n_out > 1 else acc(0)
+    else:
+        scale = acc(1 / factor) if factor else acc(n_in) / acc(n_out)
+    half = acc(1 if mode == "bilinear" else 2)  # half the filter's width
+    support = half * scale if scale >= 1 else half
+    center = scale * (np.arange(n_out, dtype=acc) + acc(0.5))
+    c = center.astype(np.float64)  # the bounds in double, C's truncation, as torch's
+    lo = np.maximum((c - support + 0.5).astype(np.int64), 0)
+    size = np.minimum((c + support + 0.5).astype(np.int64), n_in) - lo
+    j = np.arange(2 * math.ceil(support) + 1)[:, None]
+    d = np.abs((j + lo - center + acc(0.5)) * (acc(1) / scale if scale >= 1 else acc(1)))
+    if mode == "bilinear":
+        w = np.where(d < 1, 1 - d, 0)
+    else:
+        a = acc(-0.5)
+        near = ((a + 2) * d - (a + 3)) * d * d + 1
+        far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        w = np.where(d < 1, near, np.where(d < 2, far, 0))
+    w = np.where(j < size, w, 0).astype(acc)
+    total = np.add.reduce(w, 0)
+    w = w / np.where(total != 0, total, 1)
+    shape_ = [1] * x.ndim
+    shape_[dim] = n_out
+    out = None
+    for k in range(len(w)):
+        idx = np.minimum(lo + k, n_in - 1)
+        term = _gather(x, dim, idx) * Tensor._wrap(w[k].astype(x.dtype.np).reshape(shape_))
+        out = term if out is None else out + term
+    return out
 
 
 def _bicubic(x, dim, n_in, src):

@@ -25,7 +25,9 @@ def _additive_mask(mask, dtype, name):
 
 class MultiheadAttention(Module):
     """Attention of ``query`` over ``key``/``value`` in ``num_heads`` heads, as
-    ``torch.nn.MultiheadAttention`` (``kdim = vdim = embed_dim``, no ``bias_kv``).
+    ``torch.nn.MultiheadAttention``: keys of ``kdim`` and values of ``vdim`` features
+    (then ``q/k/v_proj_weight`` instead of ``in_proj_weight``); ``add_bias_kv`` appends the
+    learnt ``bias_k``/``bias_v`` to the keys and values, ``add_zero_attn`` a zero one.
 
     Inputs are ``(L, N, E)`` (``batch_first``: ``(N, L, E)``) or unbatched ``(L, E)``.
     ``attn_mask`` is ``(L, S)`` or ``(N * num_heads, L, S)``, bool (True: not allowed) or
@@ -60,23 +62,25 @@ class MultiheadAttention(Module):
                 f"embed_dim and num_heads must be greater than 0, got "
                 f"embed_dim={embed_dim} and num_heads={num_heads} instead"
             )
-        if (
-            add_bias_kv
-            or add_zero_attn
-            or kdim not in (None, embed_dim)
-            or vdim not in (None, embed_dim)
-        ):
-            raise NotImplementedError(
-                "MultiheadAttention: add_bias_kv, add_zero_attn and "
-                "kdim/vdim other than embed_dim are not supported"
-            )
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
-        self.kdim = self.vdim = embed_dim
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
+        names = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(
+                empty(3 * embed_dim, embed_dim, device=device, dtype=dtype)
+            )
+            for name in names:
+                self.register_parameter(name, None)
+        else:
+            for name, d in zip(names, (embed_dim, self.kdim, self.vdim)):
+                setattr(self, name, Parameter(empty(embed_dim, d, device=device, dtype=dtype)))
+            self.register_parameter("in_proj_weight", None)
         self.register_parameter(
             "in_proj_bias",
             Parameter(empty(3 * embed_dim, device=device, dtype=dtype)) if bias else None,
@@ -84,13 +88,22 @@ class MultiheadAttention(Module):
         self.out_proj = NonDynamicallyQuantizableLinear(
             embed_dim, embed_dim, bias=bias, device=device, dtype=dtype
         )
+        for name in ("bias_k", "bias_v"):
+            bias_kv = Parameter(empty(1, 1, embed_dim, device=device, dtype=dtype))
+            self.register_parameter(name, bias_kv if add_bias_kv else None)
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
-        init.xavier_uniform_(self.in_proj_weight)
+        for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+            if w is not None:
+                init.xavier_uniform_(w)
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        for b in (self.bias_k, self.bias_v):
+            if b is not None:
+                init.xavier_normal_(b)
 
     def forward(
         self,
@@ -130,35 +143,45 @@ class MultiheadAttention(Module):
         tgt_len, bsz, e = query.shape
         src_len, h, hd = key.shape[0], self.num_heads, self.head_dim
         w, b = self.in_proj_weight, self.in_proj_bias
-        q, k, v = (
-            F.linear(x, w[i * e : (i + 1) * e], None if b is None else b[i * e : (i + 1) * e])
-            for i, x in enumerate((query, key, value))
+        ws = (
+            (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+            if w is None
+            else tuple(w[i * e : (i + 1) * e] for i in range(3))
         )
         q, k, v = (
-            x.reshape(n, bsz * h, hd).transpose(0, 1)
-            for x, n in ((q, tgt_len), (k, src_len), (v, src_len))
+            F.linear(x, wi, None if b is None else b[i * e : (i + 1) * e])
+            for i, (x, wi) in enumerate(zip((query, key, value), ws))
         )
         mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
         if mask is not None:
             if mask.ndim == 2:
                 if tuple(mask.shape) != (tgt_len, src_len):
                     raise RuntimeError(
-                        f"The shape of the 2D attn_mask is {tuple(mask.shape)}, "
+                        f"The shape of the 2D attn_mask is {mask.shape}, "
                         f"but should be {(tgt_len, src_len)}."
                     )
                 mask = mask.unsqueeze(0)
             elif tuple(mask.shape) != (bsz * h, tgt_len, src_len):
                 raise RuntimeError(
-                    f"The shape of the 3D attn_mask is {tuple(mask.shape)}, "
+                    f"The shape of the 3D attn_mask is {mask.shape}, "
                     f"but should be {(bsz * h, tgt_len, src_len)}."
                 )
         pad = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask")
+        if self.bias_k is not None:
+            k = ops.cat([k, self.bias_k.expand(1, bsz, e)])
+            v = ops.cat([v, self.bias_v.expand(1, bsz, e)])
+        q, k, v = (x.reshape(x.shape[0], bsz * h, hd).transpose(0, 1) for x in (q, k, v))
+        if self.add_zero_attn:
+            k, v = (ops.cat([x, zeros(bsz * h, 1, hd, dtype=x.dtype)], 1) for x in (k, v))
+        # the appended keys are allowed by both masks
+        mask, pad = (m if m is None else F.pad(m, (0, k.shape[1] - src_len)) for m in (mask, pad))
+        src_len = k.shape[1]
         if pad is not None:
-            if tuple(pad.shape) != (bsz, src_len):
-                raise AssertionError(
-                    f"expecting key_padding_mask shape of {(bsz, src_len)}, "
-                    f"but got {tuple(pad.shape)}"
-                )
+            for i, want in enumerate((bsz, src_len)):
+                if pad.shape[i] != want:
+                    raise AssertionError(
+                        f"Expected key_padded_mask.shape[{i}] to be {want}, but got {pad.shape[i]}"
+                    )
             pad = (
                 pad.reshape(bsz, 1, 1, src_len)
                 .expand(bsz, h, 1, src_len)

@@ -51,16 +51,20 @@ class _ConvNd(Module):
                 "padding_mode must be one of {'zeros', 'reflect', 'replicate', 'circular'}, "
                 f"but got padding_mode={padding_mode!r}"
             )
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is supported")
         n = self._n
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation, self.padding_mode = _ntuple(dilation, n), padding_mode
         self.output_padding = (0,) * n
-        if isinstance(padding, str):
-            conv_padding(padding, self.kernel_size, self.stride, self.dilation, n)
+        # F.pad's order for a non-zeros padding_mode: last dim first, (low, high) each
+        self._reversed_padding_repeated_twice = [
+            p
+            for lo_hi in reversed(
+                conv_padding(padding, self.kernel_size, self.stride, self.dilation, n)
+            )
+            for p in lo_hi
+        ]
         io = (
             (in_channels, out_channels // groups)
             if self._transposed
@@ -96,6 +100,8 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -105,6 +111,9 @@ class _Conv(_ConvNd):
 
     def _conv_forward(self, input, weight, bias):
         conv = (F.conv1d, F.conv2d, F.conv3d)[self._n - 1]
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv(input, weight, bias, self.stride, 0, self.dilation, self.groups)
         return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def forward(self, input):

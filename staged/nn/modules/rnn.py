@@ -158,26 +158,27 @@ class RNNBase(Module):
             )
         if proj_size >= hidden_size:
             raise ValueError("proj_size has to be smaller than hidden_size")
-        if proj_size:
-            raise NotImplementedError("LSTM with proj_size > 0 is not supported")
         if mode not in _CELLS:
             raise ValueError("Unrecognized RNN mode: " + mode)
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, 0
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
         gate_size = _CELLS[mode][0] * hidden_size
+        real_hidden = proj_size or hidden_size
         directions = 2 if bidirectional else 1
         self._all_weights = []
         for layer in range(num_layers):
-            layer_input = input_size if layer == 0 else hidden_size * directions
+            layer_input = input_size if layer == 0 else real_hidden * directions
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
                 shapes = {
                     "weight_ih": (gate_size, layer_input),
-                    "weight_hh": (gate_size, hidden_size),
+                    "weight_hh": (gate_size, real_hidden),
                 }
                 if bias:
                     shapes.update(bias_ih=(gate_size,), bias_hh=(gate_size,))
+                if proj_size:
+                    shapes.update(weight_hr=(proj_size, hidden_size))
                 for name, shape in shapes.items():
                     setattr(
                         self, name + suffix, Parameter(empty(*shape, device=device, dtype=dtype))
@@ -197,6 +198,8 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if self.bias is not True:
@@ -303,14 +306,15 @@ class RNNBase(Module):
                 f"input.size(-1) must be equal to input_size. Expected "
                 f"{self.input_size}, got {input.shape[-1]}"
             )
-        shape = (
-            self.num_layers * (2 if self.bidirectional else 1),
-            input.shape[1],
-            self.hidden_size,
-        )
+        lead = (self.num_layers * (2 if self.bidirectional else 1), input.shape[1])
+        # h's features are proj_size where the LSTM projects, c's always hidden_size
+        shapes = [(*lead, self.proj_size or self.hidden_size), (*lead, self.hidden_size)]
         if hx is None:
-            return (zeros(*shape, dtype=input.dtype, device=input.device),) * (2 if lstm else 1)
-        for i, h in enumerate(hx):
+            return tuple(
+                zeros(*shape, dtype=input.dtype, device=input.device)
+                for shape in shapes[: 2 if lstm else 1]
+            )
+        for i, (h, shape) in enumerate(zip(hx, shapes)):
             if tuple(h.shape) != shape:
                 what = f"hidden[{i}] size" if lstm else "hidden size"
                 raise RuntimeError(f"Expected {what} {shape}, got {list(h.shape)}")
@@ -321,9 +325,15 @@ class RNNBase(Module):
         final state)``; with batch ``sizes``, over packed data ``(sum of lengths, H_in)``,
         each step moving the first ``sizes[t]`` rows of the state on (the sequences still
         going: in reverse, each starts from its initial state at its last step)."""
-        w_ih, w_hh, *b = self.all_weights[k]
-        b_ih, b_hh = b or (None, None)
-        step = _CELLS[self.mode][1]
+        w_ih, w_hh, *rest = self.all_weights[k]
+        b_ih, b_hh = rest[:2] if self.bias else (None, None)
+        w_hr = rest[-1] if self.proj_size else None
+        cell = _CELLS[self.mode][1]
+
+        def step(gi, gh, state):
+            new = cell(gi, gh, state)
+            return new if w_hr is None else (F.linear(new[0], w_hr), *new[1:])
+
         gi = F.linear(x, w_ih, b_ih)
         n = x.shape[0] if sizes is None else len(sizes)
         outs = [None] * n
@@ -389,7 +399,7 @@ class RNN(RNNBase):
 
 class LSTM(RNNBase):
     """Long short-term memory, torch's gates i, f, g, o; returns ``(output, (h_n, c_n))``.
-    ``proj_size`` is not supported."""
+    ``proj_size`` projects each step's ``h`` by ``weight_hr``."""
 
     def __init__(
         self,

@@ -1,16 +1,22 @@
 """Transformer, TransformerEncoder(Layer), TransformerDecoder(Layer): torch.nn's, with its
 constructor arguments and parameter names (its state dicts load), computed as its
 reference (non-fast) path: post-norm or ``norm_first`` pre-norm blocks of self-attention,
-cross-attention (decoder) and a two-layer feed-forward network."""
+cross-attention (decoder) and a two-layer feed-forward network; where torch's encoder would
+run on nested tensors, its outputs at the padded positions are zeros, as torch's."""
 
 from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 from ...eager.factories import full
+from ...eager.grad_mode import is_grad_enabled
+from ...eager.interceptor import current_interceptor
 from .. import functional as F
 from .. import init
 from ..module import Module
+from .activation import GELU, ReLU
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
@@ -218,11 +224,13 @@ class TransformerEncoder(Module):
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
-        self.enable_nested_tensor = enable_nested_tensor  # torch's fast path; no effect here
+        self.enable_nested_tensor = enable_nested_tensor
+        self.use_nested_tensor = enable_nested_tensor and _nested_layer(encoder_layer)
         self.mask_check = mask_check
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         is_causal = _is_causal_mask(mask, is_causal)
+        padded = self._nested_padding(src, mask, src_key_padding_mask)
         output = src
         for mod in self.layers:
             output = mod(
@@ -231,9 +239,51 @@ class TransformerEncoder(Module):
                 is_causal=is_causal,
                 src_key_padding_mask=src_key_padding_mask,
             )
+        if padded is not None:  # torch's nested tensor, padded back with zeros
+            output = output.masked_fill(padded.unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+    def _nested_padding(self, src, mask, src_key_padding_mask):
+        """The padded positions where torch's fast path runs the layers on a nested tensor
+        (its outputs there are zeros), or None where it does not: in eval, without autograd,
+        a batched ``src`` padded at the end of each sequence by ``src_key_padding_mask`` alone
+        (``mask_check``: checked, so not under capture, as torch's under torch.compile)."""
+        layer = self.layers[0]
+        if (
+            not self.use_nested_tensor
+            or layer.training
+            or src.ndim != 3
+            or src_key_padding_mask is None
+            or mask is not None
+            or is_grad_enabled()
+            and (src.requires_grad or any(p.requires_grad for p in layer.parameters()))
+        ):
+            return None
+        padded = src_key_padding_mask != 0  # a float mask: -inf (or any non-zero) pads
+        if self.mask_check:
+            if current_interceptor() is not None or type(padded._payload) is not np.ndarray:
+                return None
+            p = padded._host()
+            if (p[:, 1:] < p[:, :-1]).any():  # a position kept after a padded one
+                return None
+        return padded
+
+
+def _nested_layer(layer):
+    """Whether torch's TransformerEncoder can run copies of ``layer`` on nested tensors."""
+    attn, act = layer.self_attn, layer.activation
+    return (
+        isinstance(layer, TransformerEncoderLayer)
+        and not layer.norm_first
+        and attn.batch_first
+        and attn._qkv_same_embed_dim
+        and attn.in_proj_bias is not None
+        and (act is F.relu or act is F.gelu or isinstance(act, (ReLU, GELU)))
+        and layer.norm1.eps == layer.norm2.eps
+        and attn.num_heads % 2 == 0
+    )
 
 
 class TransformerDecoder(Module):
