@@ -42,7 +42,7 @@ from ..lower.table import LoweringError
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
-from ..tracing.guards import replay
+from ..tracing.guards import Guards, replay
 from ..eager.interceptor import current_interceptor
 from ..eager import autocast as _autocast
 from ..eager.grad_mode import _state
@@ -112,7 +112,8 @@ def capture(fn, *args, **kwargs) -> Traced:
 # raises on, a call skips the steps its trace has none of (.grad writes, argument writes,
 # graphless or rebuilt results, attribute writes), the trace that served the last call is
 # the first whose guards are checked (its key's other traces are stale in a loop), a state
-# guard tells "no hooks" without building the hook ids, and the device keeps its enum
+# guard tells "no hooks" without building the hook ids, the other guards are checked in a
+# few C-level passes (Note [one pass] in tracing/guards.py), and the device keeps its enum
 # values and per-dtype element types (``Device.upload``, ``Device.read``).
 class CompiledGraph:
     """One trace compiled for one backend, callable on the flattened argument leaves."""
@@ -195,6 +196,7 @@ class CompiledGraph:
         narrow = narrowing(backend)
         self._out_dtypes = [o.value.aval.dtype.np for o in captured.graph.outputs]
         self._guards = _state_guards(captured)
+        self._captured_guards = Guards(captured.guards)  # Note [one pass] in tracing/guards.py
         names, pos = {}, 0
         for i, w in captured.arg_wrappers:  # the inputs' order in _run
             names[i] = captured.graph.inputs[pos].name
@@ -248,7 +250,7 @@ class CompiledGraph:
 
     def guard_failure(self):
         """Why this trace can't serve the current call, or None when it can."""
-        return _guard_failure(self._guards, self.captured)
+        return _guard_failure(self._guards, self._captured_guards)
 
     def _set_live(self, host: bool = False) -> None:
         """Set the live inputs (Note [live inputs]) to their values now, on the device
@@ -537,9 +539,9 @@ def _hooked(t: Tensor) -> bool:
     return acc is not None and bool(acc._pre_hooks or acc._post_hooks)
 
 
-def _guard_failure(guards, captured: Captured):
-    """Why the trace ``captured``, whose state guards are ``guards`` (``_state_guards``),
-    can't serve the current call, or None when it can."""
+def _guard_failure(guards, captured_guards: Guards):
+    """Why a trace whose state guards are ``guards`` (``_state_guards``) and whose other
+    guards are ``captured_guards`` can't serve the current call, or None when it can."""
     for t, owner, shape, dtype, requires_grad, grad, name, hooks in guards:
         if owner is not None:
             t = owner._grad
@@ -557,18 +559,18 @@ def _guard_failure(guards, captured: Captured):
             return (
                 f"{name}.grad was set or cleared: {'None' if grad is None else 'a tensor'} -> {now}"
             )
-        if _hook_ids(t) != hooks if hooks else _hooked(t):
+        if (
+            _hook_ids(t) != hooks
+            if hooks  # else ``_hooked(t)``, inline where it has no grad accumulator
+            else t._hooks or t._post_acc_hooks or t._grad_acc is not None and _hooked(t)
+        ):
             return f"{name}: a hook was registered or removed"
-    for g in captured.guards:
-        why = g.failure()
-        if why is not None:
-            return why
-    return None
+    return captured_guards.failure()
 
 
 def _guard_check(captured: Captured):
     """``captured``'s guard check as a function of no arguments (``guard_failure``)."""
-    return functools.partial(_guard_failure, _state_guards(captured), captured)
+    return functools.partial(_guard_failure, _state_guards(captured), Guards(captured.guards))
 
 
 def _watched_writes(c: Captured):

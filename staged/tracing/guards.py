@@ -84,6 +84,19 @@ re-traces, as eager code would use the new one; the compiled calls went on updat
 old one, silently. Dicts, namespaces and the user's other objects are not guarded whole
 (a dict of the same tensors rebuilt per call would re-trace every call): their members
 are, one by one, as above; a Module's children are guarded by its ``children`` guard.
+
+Note [one pass]: every compiled call checks all of its trace's guards (three per Module:
+parameters, ``training``, attributes and hooks), so ``Guards`` checks them in a few C-level
+passes instead of a Python call of ``Guard.failure`` each (issue 20, item 5): the guards
+are grouped by how they compare, each group's getters called by ``map`` and compared at
+once: by their own ``same`` (``operator.eq``, ``operator.is_``...), and for ``same_value``
+by identity where the getter returned the value itself at bind (``True``, a tensor, a
+function), or as one flat list of items, types and lengths where the value is a flat tuple
+of numbers and strings (a layer's ``in_features``, ``kernel_size``). A pass that finds
+no difference proves what ``same_value`` would; one that finds one (or a getter that
+raises) hands over to each guard in order, which names the first that fails, or passes
+where the pass was only stricter (a NaN, an equal value that is another object): so
+nothing is checked less, and ``explain()`` and the re-trace reasons read as before.
 """
 
 from __future__ import annotations
@@ -127,6 +140,83 @@ class Guard:
         if self.same(now, self.value):
             return None
         return f"{self.name}: {self.show(self.value)} -> {self.show(now)}"
+
+
+class Guards:
+    """A trace's guards checked in one pass (Note [one pass]); ``failure()`` says what the
+    first guard that fails, in order, says."""
+
+    __slots__ = ("guards", "_passes")
+
+    def __init__(self, guards):
+        self.guards = guards
+        by: dict = {}  # id(kind) -> (kind, its guards)
+        for g in guards:
+            kind = _pass_kind(g)
+            by.setdefault(id(kind), (kind, []))[1].append(g)
+        self._passes = [_pass(kind, gs) for kind, gs in by.values()]
+
+    def failure(self):
+        """None where every guard holds, else what changed (``Guard.failure``)."""
+        try:
+            if all(map(_holds, self._passes)):
+                return None
+        except Exception:  # noqa: BLE001 (a getter on what a guard before it saw change:
+            pass  # the check in order says, or raises, as it did)
+        return next(filter(None, map(Guard.failure, self.guards)), None)
+
+
+_IDENTICAL, _FLAT = "identical", "flat"  # kinds of ``same_value`` guards (Note [one pass])
+_SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+_CALL = operator.methodcaller("__call__")  # operator.call, which Python 3.10 lacks
+
+
+def _pass_kind(g: Guard):
+    """How ``Guards`` checks ``g`` (Note [one pass]): ``_IDENTICAL`` (reads its value
+    itself: by identity first), ``_FLAT`` (a flat tuple of numbers and strings), else by
+    its own ``same``."""
+    if g.same is not same_value:
+        return g.same
+    try:
+        if g.get() is g.value:
+            return _IDENTICAL
+    except Exception:  # noqa: BLE001 (checked, and raising, at the call as before)
+        return same_value
+    v = g.value
+    return _FLAT if type(v) is tuple and _SCALARS.issuperset(map(type, v)) else same_value
+
+
+def _pass(kind, guards) -> tuple:
+    """``(kind, getters, values, what _same_flat compares)`` of ``guards`` of one kind."""
+    values = tuple(g.value for g in guards)
+    flat = None
+    if kind is _FLAT:
+        items = list(itertools.chain.from_iterable(values))
+        flat = list(map(len, values)), items, list(map(type, items))
+    return kind, tuple(g.get for g in guards), values, flat
+
+
+def _holds(p) -> bool:
+    """Whether every guard of the pass ``p`` (``_pass``) holds."""
+    kind, gets, values, flat = p
+    now = list(map(_CALL, gets))
+    if kind is _IDENTICAL or kind is _FLAT:
+        if all(map(operator.is_, now, values)) if kind is _IDENTICAL else _same_flat(now, *flat):
+            return True
+        kind = same_value
+    return all(map(kind, now, values))
+
+
+def _same_flat(now: list, lengths: list, flat: list, types: list) -> bool:
+    """Whether ``now`` are tuples of ``lengths`` whose items, one after the other, are of
+    ``types`` and equal to ``flat`` (the values' items): what ``same_value`` says of them
+    (but of a NaN: left to it), at C speed."""
+    if not all(map(operator.is_, map(type, now), itertools.repeat(tuple))):
+        return False
+    if list(map(len, now)) != lengths:
+        return False
+    items = list(itertools.chain.from_iterable(now))
+    return list(map(type, items)) == types and items == flat
 
 
 def same_value(a, b) -> bool:
