@@ -4,7 +4,10 @@ its results; a failed check raises its error when a result of that call is read,
 at a later call: the first made after the bad call has finished (without waiting for it, so
 steps stay asynchronous; calls in flight are bounded, so at most ``MAX_IN_FLIGHT`` calls
 later). The call that raises is dropped; the step itself already kept the old state where a
-check failed, so calls in between trained from it as if the bad call had not happened.
+check failed, so calls in between trained from it as if the bad call had not happened. A
+step that changes the shape of an argument in place (``x.unsqueeze_(0)``) waits for its
+report at every call: the caller's tensor takes its new shape then, or keeps the value and
+shape it came in with where a check failed.
 
 Where a backend holds int64 in int32, its module checks for int64 results that wrapped
 (Note [int64 held in int32] in ``lower/mlir/overflow.py``): one more row, of a message per
@@ -58,6 +61,10 @@ class StepCheck:
             self.reported = True
             raise failure[0](failure[1])
 
+    def failed(self) -> bool:
+        """Whether a check of the call failed, waiting for the call to finish."""
+        return self._read() is not None
+
     def done(self) -> bool:
         """Whether the call has finished (its report can be read without waiting)."""
         ready = None if self.report is None else self.report.ready
@@ -82,12 +89,13 @@ class Checks:
         while self.pending and (wait or self.pending[0].done()):
             self.pending.pop(0).raise_unreported()
 
-    def track(self, report, results) -> None:
+    def track(self, report, results) -> StepCheck:
         """Make this call's ``results`` (DeviceValues) raise its failure when read."""
         check = StepCheck(report, self.rows)
         self.pending.append(check)
         for r in results:
             r.check = check
+        return check
 
 
 def with_overflow_checks(captured, int64_checks: bool):

@@ -24,7 +24,7 @@ import gc
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -224,7 +224,7 @@ class CompiledGraph:
         self._checked = [  # the results a failed check raises on reading
             k
             for k, o in enumerate(captured.graph.outputs)
-            if o.kind in ("out", "grad", "arg", "attr")
+            if o.kind in ("out", "grad", "arg", "attr") and k not in captured.attrs_kept
         ]
         if captured.rng is not None:  # Note [host draws]: their shapes at each call
             self._draw_shapes = draw_shapes(
@@ -328,9 +328,12 @@ class CompiledGraph:
             ]
         undo = _Undo()
         res = module.invoke("main", inputs, self._out_dtypes, undo)
+        kept: Container[int] = ()  # the arguments this call leaves as they came in
         if self._checks is not None:  # Note [index checks]
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
-            self._checks.track(res[c.check_output], [res[k] for k in self._checked])
+            check = self._checks.track(res[c.check_output], [res[k] for k in self._checked])
+            if c.arg_reshaped and check.failed():  # waits: their shape is set now
+                kept = c.arg_reshaped
         for (w, k), seen in zip(c.state_updates, shared):
             _store(undo, w.tensor, res[k], seen)  # on the device until read (Note [payloads])
         if c.grad_writes:
@@ -338,7 +341,8 @@ class CompiledGraph:
         for t, k in c.escaped:
             undo.set_payload(t, res[k])
         for (i, k), seen in zip(c.arg_updates, shared_args):  # writes into its arguments
-            _store(undo, leaves[i], res[k], seen)
+            if i not in kept:
+                _store(undo, leaves[i], res[k], seen)
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
         if c.attr_writes:

@@ -150,6 +150,9 @@ class Captured:
     escaped: list = field(default_factory=list)  # [(Tensor, output index)]
     # arguments the body wrote in place: [(leaf index, output index)], written back per call
     arg_updates: list = field(default_factory=list)
+    # those of them whose shape it changed (``unsqueeze_()``): [leaf index]; a call whose
+    # index check fails leaves them as they came in (Note [index checks])
+    arg_reshaped: list = field(default_factory=list)
     dict_writes: list = field(default_factory=list)  # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)  # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
@@ -183,6 +186,9 @@ class Captured:
     # call: [(module, name, output index, out-leaf position or -1, freed)] (Note [tensor
     # attributes])
     attr_outputs: list = field(default_factory=list)
+    # the outputs of attributes that held a tensor the trace read (``self.ema = 0.9 *
+    # self.ema + x``): where a check fails they keep its value, as state does, readable
+    attrs_kept: set = field(default_factory=set)
 
     @property
     def one_shot(self) -> bool:
@@ -225,6 +231,7 @@ class Tracer:
         self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
         self.finished = False  # set when the trace is over: its symbolic values have no data
         self.checks: list = []  # [(report Value, check params)] (Note [index checks])
+        self.kept: dict = {}  # output index -> the Value it keeps where a check fails
         self.constants: dict = {}  # argument name -> non-tensor value, built into the graph
         self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
         self.results: dict = {}  # out-leaf position -> weakref to a result the body made
@@ -643,6 +650,12 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             for pos, ref in tracer.results.items():  # returned as itself (an optimizer buffer)
                 if ref() is t:
                     captured.returned[pos] = ("escaped", t, ())
+        prev = interceptor.set_interceptor(tracer)  # the checks' ops join the graph
+        try:
+            with interceptor.tagged(phase="checks"):  # Note [phases]: not the step's own ops
+                _apply_checks(captured, tracer)
+        finally:
+            interceptor.restore_interceptor(prev)
         captured.hooks_left = _hooks_left(tracer, first_hook)
         captured.guards.append(
             Guard("autograd", _autograd_modes, operator.eq, _show_modes, value=modes)
@@ -759,6 +772,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     out_leaves_raw = leaf = how = None  # so only the body's own references keep tensors alive
     arg_updates = []  # arguments written in place: their new values go out, and back
     arg_before = []  # (output index, the argument's value as it came in, of its shape)
+    arg_reshaped = []  # the arguments whose shape it changed (unsqueeze_()): leaf indices
     for i, w in wrappers:
         cur = w._payload
         came: Any = tracer.watched[id(w)].payload
@@ -770,8 +784,10 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 )
             g.outputs.append(Output(cur.value, "arg", f"arg{i}"))
             arg_updates.append((i, len(g.outputs) - 1))
-            if came.value.aval.shape == cur.value.aval.shape:  # (not after unsqueeze_())
+            if came.value.aval.shape == cur.value.aval.shape:
                 arg_before.append((len(g.outputs) - 1, came.value))
+            else:  # no old value in the new shape: the call keeps it should a check fail
+                arg_reshaped.append(i)
     arg_flags = [  # x.requires_grad_() on an argument: set on the caller's at each call
         (i, w._requires_grad)
         for i, w in wrappers
@@ -825,8 +841,12 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     ]  # Note [host draws]: after the state
     dict_writes = [(d, dict(d)) for d, before in tracer.dicts.values() if _changed(d, before)]
     _guard_dicts(tracer)
-    with interceptor.tagged(phase="checks"):  # Note [phases]: not the user's step's own ops
-        checks, unchecked = _apply_checks(tracer, updates, grad_writes, arg_before)
+    tracer.kept = {i: w.value for w, i in updates}
+    tracer.kept.update(arg_before)
+    for write in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
+        read = tracer.watched.get(id(tracer.watched[id(write.tensor)].grad))
+        if write.kind == "output" and read is not None and read.value is not None:
+            tracer.kept[write.output] = read.value
     return Captured(
         g,
         in_tree,
@@ -839,14 +859,12 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         guards=list(tracer.guards.values()),
         live=list(tracer.live_inputs.values()),
         dict_writes=dict_writes,
-        checks=checks,
         constants=tracer.constants,
-        check_output=len(g.outputs) - 1 if checks else -1,
-        unchecked=unchecked,
         rng=tracer.program if tracer.program.steps or tracer.program.calls else None,
         grad_results=differentiable,
         graphless=graphless,
         arg_updates=arg_updates,
+        arg_reshaped=arg_reshaped,
         arg_flags=arg_flags,
         returned=returned,
     )
@@ -896,14 +914,15 @@ def _changed(d: dict, before: dict) -> bool:
     return d.keys() != before.keys() or any(d[k] is not before[k] for k in d)
 
 
-def _apply_checks(tracer: Tracer, updates, grad_writes, arg_before) -> tuple[list, dict]:
+def _apply_checks(c: Captured, tracer: Tracer) -> None:
     """Note [index checks]: the reports of the trace's checks become one ``check`` output
-    (k int64, 0 where fine); where one is bad, the new state is the old state, an argument
-    written in place keeps the value it came in with (``arg_before``: (output, value)),
-    and floating point results (and .grad not read from state) are NaN. Returns the
-    checks' rows (error, message, lo, hi) and ``Captured.unchecked``."""
+    of ``c``, its last (k int64, 0 where fine); where one is bad, each output of
+    ``tracer.kept`` is the value it keeps (the old state; an argument written in place, a
+    Module's tensor attribute: what it came in with) and floating point results (and .grad
+    not read from state) are NaN. Sets ``c.checks`` (rows of (error, message, lo, hi)),
+    ``c.check_output`` and ``c.unchecked``."""
     if not tracer.checks:
-        return [], {}
+        return
     g = tracer.graph
 
     def sym(v):
@@ -929,12 +948,7 @@ def _apply_checks(tracer: Tracer, updates, grad_writes, arg_before) -> tuple[lis
     zero = scalar_tensor(0, dt.int64)
     table = ad.maximum(table, expand_to(zero, (k,)))
     ok = ad.le(worst, zero)
-    old = {i: w.value for w, i in updates}
-    old.update(arg_before)
-    for gw in grad_writes:  # a .grad read as state (accumulated into) keeps its old value
-        w = tracer.watched.get(id(tracer.watched[id(gw.tensor)].grad))
-        if gw.kind == "output" and w is not None and w.value is not None:
-            old[gw.output] = w.value
+    old = tracer.kept
     scalars: dict[Any, list] = {}  # dtype -> [(output index, new, alt)] of the 0-d outputs
     unchecked = {}
     for i, o in enumerate(g.outputs):
@@ -959,7 +973,8 @@ def _apply_checks(tracer: Tracer, updates, grad_writes, arg_before) -> tuple[lis
         for (i, _, _), sel in zip(rows, sels):
             g.outputs[i] = Output(sel._payload.value, g.outputs[i].kind, g.outputs[i].name)
     g.outputs.append(Output(table._payload.value, "check", "check"))
-    return [(p["error"], p["message"], p["lo"], p["hi"]) for _, p in tracer.checks], unchecked
+    c.checks = [(p["error"], p["message"], p["lo"], p["hi"]) for _, p in tracer.checks]
+    c.check_output, c.unchecked = len(g.outputs) - 1, unchecked
 
 
 # 0-d states selected one by one, at most: IREE gathers 0-d ops into one dispatch, of 3 or 4
@@ -1023,7 +1038,9 @@ def _select_scalars(g: Graph, sym, ok, rows) -> list:
 # (``None``) by value, a tensor the trace did not read as being a tensor (so the previous
 # call's loss re-traces nothing), and a tensor the trace read (``self.ema = 0.9 * self.ema
 # + loss``) by identity, since the graph reads that tensor: such a step traces at every
-# call, each trace exact. A tensor that requires grad set by a body that ran no backward
+# call, each trace exact; where an index check fails, the attribute keeps that tensor's
+# value (as state, readable), and one the trace did not read gets a result that raises
+# when read (Note [index checks]). A tensor that requires grad set by a body that ran no backward
 # stays an escape: the caller would differentiate it outside the call, which runs eagerly
 # (Note [autograd boundary]). Not seen: a Module's buffers (``self.buf = t`` of a
 # registered buffer) and a Module the walk does not reach; these stay escapes.
@@ -1061,6 +1078,10 @@ def _attr_outputs(c: Captured, tracer: Tracer, escaped: list, writes) -> list:
         if id(t) not in outputs:
             c.graph.outputs.append(Output(t._payload.value, "attr", at))
             outputs[id(t)] = len(c.graph.outputs) - 1
+            w = tracer.watched.get(id(before))  # a tensor the trace read (self.ema)
+            if w is not None and w.value is not None and w.value.aval == t._payload.value.aval:
+                tracer.kept[outputs[id(t)]] = w.value  # kept where a check fails
+                c.attrs_kept.add(outputs[id(t)])
         pos = next((p for p, ref in tracer.results.items() if ref() is t), -1)
         c.attr_outputs.append((m, k, outputs[id(t)], pos, grad))
     return [t for t in escaped if id(t) not in outputs]
