@@ -45,7 +45,7 @@ from ..tracing.returned import rebuild, same_recipe
 from ..tracing.guards import Guards, replay
 from ..eager.interceptor import current_interceptor
 from ..eager import autocast as _autocast
-from ..eager.grad_mode import _state
+from ..eager.grad_mode import _state, no_grad
 from ..eager.random import fork_rng
 from ..autograd import profiler
 from ..eager.tensor import Tensor
@@ -342,7 +342,7 @@ class CompiledGraph:
             undo.set_payload(t, res[k])
         for (i, k), seen in zip(c.arg_updates, shared_args):  # writes into its arguments
             if i not in kept:
-                _store(undo, leaves[i], res[k], seen)
+                _store(undo, leaves[i], res[k], seen, c.arg_views.get(i, ()))
         for d, items in c.dict_writes:  # what the trace left in an optimizer's state
             undo.set_items(d, items)
         if c.attr_writes:
@@ -462,16 +462,18 @@ class _Undo:
                     d.update(old)
 
 
-def _store(undo: _Undo, t: Tensor, new, seen_elsewhere: bool) -> None:
+def _store(undo: _Undo, t: Tensor, new, seen_elsewhere: bool, view_ops=()) -> None:
     """``t``'s data set to ``new``, what the step wrote into it: copied into its memory
-    where other objects see that (Note [aliased memory] in ``eager/aliases.py``), and
-    viewed in the shape ``new`` has where the step changed an argument's (``unsqueeze_()``;
-    its aliases keep theirs, as eagerly)."""
+    where other objects see that (Note [aliased memory] in ``eager/aliases.py``), after
+    the in-place view ops the step made on it (``t_()``, ``unsqueeze_()``: ``view_ops``,
+    ``Captured.arg_views``) are made on it eagerly, so its data lands where torch's does
+    (a transposed view's at its base's own positions) and it has torch's strides."""
     if seen_elsewhere:
-        host, new = t._host(), np.asarray(new)
-        np.copyto(host, new.reshape(host.shape))
-        if host.shape != new.shape:
-            t._payload = host.reshape(new.shape)
+        if view_ops:
+            with no_grad():
+                for name, args in view_ops:
+                    getattr(t, name)(*args)
+        np.copyto(t._host(), np.asarray(new))
         if t._vc is not None:
             t._vc[0] += 1
             bumped(t._vc)

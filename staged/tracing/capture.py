@@ -150,9 +150,14 @@ class Captured:
     escaped: list = field(default_factory=list)  # [(Tensor, output index)]
     # arguments the body wrote in place: [(leaf index, output index)], written back per call
     arg_updates: list = field(default_factory=list)
-    # those of them whose shape it changed (``unsqueeze_()``): [leaf index]; a call whose
-    # index check fails leaves them as they came in (Note [index checks])
+    # those of them whose shape or layout an in-place view op changed (``unsqueeze_()``,
+    # ``t_()``): [leaf index]; a call whose index check fails leaves them as they came in
+    # (Note [index checks])
     arg_reshaped: list = field(default_factory=list)
+    # their view ops {leaf index: [(name, args)]}, which a call repeats on the caller's
+    # tensor before writing its new data, where that tensor's memory is seen elsewhere
+    # (a view, a base): torch writes a transposed view's data at its base's own positions
+    arg_views: dict = field(default_factory=dict)
     dict_writes: list = field(default_factory=list)  # [(dict, its items after the trace)]
     guards: list = field(default_factory=list)  # [Guard]
     live: list = field(default_factory=list)  # [(Tensor, get)]: state set to get() per call
@@ -236,14 +241,19 @@ class Tracer:
         self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
         self.results: dict = {}  # out-leaf position -> weakref to a result the body made
         self.args: set = set()  # ids of the arguments' stand-ins
+        self.arg_views: dict = {}  # id -> [(name, args)]: in-place view ops on an argument
         self.entry: dict = {}  # the Modules' plain values at entry (guards.entry_values)
 
-    def owns_shape(self, t: Tensor) -> bool:
-        """Whether ``t``'s shape may change in place (``unsqueeze_()``): a tensor the trace
-        made, or an argument's stand-in, whose new payload goes out as an argument write
-        and becomes the caller's tensor's (its new shape too) at each compiled call. State
+    def owns_shape(self, t: Tensor, name: str, args: tuple) -> bool:
+        """Whether ``t``'s shape may change in place by ``t.name(*args)`` (``unsqueeze_()``):
+        a tensor the trace made, or an argument's stand-in, whose new payload goes out as an
+        argument write and becomes the caller's tensor's (its new shape too) at each
+        compiled call, which repeats the op on it first (``Captured.arg_views``). State
         from outside the trace keeps its shape: the next call's input has it."""
-        return t._serial >= self.start or id(t) in self.args
+        if id(t) in self.args:
+            self.arg_views.setdefault(id(t), []).append((name, args))
+            return True
+        return t._serial >= self.start
 
     # -- values --------------------------------------------------------------------------
     def _watch(self, t: Tensor) -> Watched:
@@ -772,7 +782,8 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     out_leaves_raw = leaf = how = None  # so only the body's own references keep tensors alive
     arg_updates = []  # arguments written in place: their new values go out, and back
     arg_before = []  # (output index, the argument's value as it came in, of its shape)
-    arg_reshaped = []  # the arguments whose shape it changed (unsqueeze_()): leaf indices
+    arg_reshaped = []  # the arguments whose layout it changed (unsqueeze_()): leaf indices
+    arg_views = {}  # their in-place view ops: {leaf index: [(name, args)]}
     for i, w in wrappers:
         cur = w._payload
         came: Any = tracer.watched[id(w)].payload
@@ -784,10 +795,11 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
                 )
             g.outputs.append(Output(cur.value, "arg", f"arg{i}"))
             arg_updates.append((i, len(g.outputs) - 1))
-            if came.value.aval.shape == cur.value.aval.shape:
+            if id(w) not in tracer.arg_views:
                 arg_before.append((len(g.outputs) - 1, came.value))
-            else:  # no old value in the new shape: the call keeps it should a check fail
+            else:  # no old value in the new layout: the call keeps it should a check fail
                 arg_reshaped.append(i)
+                arg_views[i] = tracer.arg_views[id(w)]
     arg_flags = [  # x.requires_grad_() on an argument: set on the caller's at each call
         (i, w._requires_grad)
         for i, w in wrappers
@@ -865,6 +877,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         graphless=graphless,
         arg_updates=arg_updates,
         arg_reshaped=arg_reshaped,
+        arg_views=arg_views,
         arg_flags=arg_flags,
         returned=returned,
     )

@@ -533,17 +533,18 @@ def has_views(t: Tensor, but=None) -> bool:
     return any(r() is not None and r() is not but for r in vc[1].refs)
 
 
-def reshape_in_place(t: Tensor, new: Tensor, name: str) -> Tensor:
+def reshape_in_place(t: Tensor, new: Tensor, name: str, args: tuple = ()) -> Tensor:
     """Make ``t`` hold ``new``, a view of ``t`` of another shape (``t_()``, ``squeeze_()``
     ...), or, with no grad involved, a new payload (``resize_()``): torch's in-place view
     ops change a tensor's metadata, its data stays. ``t`` gets ``new``'s grad_fn and a new
     version. A base whose views are alive cannot change shape here (they replay their
     steps from the base's shape: Note [views]). Under capture, a tensor the trace made or
     an argument can (a compiled call gives the caller's tensor its new shape, as eagerly),
-    not state from outside the trace (a parameter, a buffer)."""
+    not state from outside the trace (a parameter, a buffer): ``t.name(*args)`` is what
+    the compiled call repeats on the caller's tensor."""
     check_inplace(t, False)
     icpt = current_interceptor()
-    if icpt is not None and not icpt.owns_shape(t):
+    if icpt is not None and not icpt.owns_shape(t, name, args):
         raise RuntimeError(
             at_user(
                 f"{name}() changes the shape of a tensor from outside the traced function "

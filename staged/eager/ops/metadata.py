@@ -37,11 +37,11 @@ def _renumbered(y, after: int):
 
 
 def squeeze_(x, dim=None):
-    return reshape_in_place(x, _renumbered(shape.squeeze(x, dim), 3), "squeeze_")
+    return reshape_in_place(x, _renumbered(shape.squeeze(x, dim), 3), "squeeze_", (dim,))
 
 
 def unsqueeze_(x, dim):
-    return reshape_in_place(x, _renumbered(shape.unsqueeze(x, dim), 1), "unsqueeze_")
+    return reshape_in_place(x, _renumbered(shape.unsqueeze(x, dim), 1), "unsqueeze_", (dim,))
 
 
 def t_(x):
@@ -51,7 +51,9 @@ def t_(x):
 
 
 def transpose_(x, dim0, dim1):
-    return reshape_in_place(x, _renumbered(shape.transpose(x, dim0, dim1), 1), "transpose_")
+    return reshape_in_place(
+        x, _renumbered(shape.transpose(x, dim0, dim1), 1), "transpose_", (dim0, dim1)
+    )
 
 
 def _host(x, name, why):
