@@ -1,17 +1,21 @@
 """``DataLoader`` as in ``torch.utils.data.dataloader``, loading in the calling process.
 
-``num_workers > 0`` is accepted and loads in this process too, exactly as
-``num_workers=0`` does: no worker processes are started, so ``worker_init_fn``,
-``prefetch_factor``, ``persistent_workers``, ``timeout`` and ``multiprocessing_context`` are
-checked as torch checks them and otherwise unused, and ``get_worker_info()`` is ``None``
-(an ``IterableDataset`` that shards itself by worker yields each sample once).
+``num_workers > 0`` is accepted and loads in this process too: no worker processes are
+started, so ``worker_init_fn``, ``timeout`` and ``multiprocessing_context`` are checked as
+torch checks them and otherwise unused, and ``get_worker_info()`` is ``None`` (an
+``IterableDataset`` that shards itself by worker yields each sample once). What the main
+process of torch's does is kept: the sampler is read ``prefetch_factor * num_workers``
+batches ahead (so its random draws come in torch's order), and ``persistent_workers``
+keeps one iterator, reset each epoch without drawing a new worker seed.
 ``pin_memory`` is accepted and ignored: tensors live in host memory already.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
+import multiprocessing
 import warnings
 from typing import Generic, TypeVar
 
@@ -88,11 +92,6 @@ class DataLoader(Generic[_T_co]):
             raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
-        if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError(
-                "multiprocessing_context can only be used with multi-process "
-                f"loading (num_workers > 0), but got num_workers={num_workers}"
-            )
         self.dataset = dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
@@ -156,6 +155,7 @@ class DataLoader(Generic[_T_co]):
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
         self._IterableDataset_len_called = None
+        self._iterator: _DataLoaderIter | None = None
         self._initialized = True
 
     def __setattr__(self, attr, val) -> None:
@@ -166,6 +166,33 @@ class DataLoader(Generic[_T_co]):
         super().__setattr__(attr, val)
 
     @property
+    def multiprocessing_context(self):
+        return self._multiprocessing_context
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, context) -> None:
+        """A start method's name made its context, as torch checks it (never used here)."""
+        if context is not None and self.num_workers == 0:
+            raise ValueError(
+                "multiprocessing_context can only be used with multi-process "
+                f"loading (num_workers > 0), but got num_workers={self.num_workers}"
+            )
+        if isinstance(context, str):
+            methods = multiprocessing.get_all_start_methods()
+            if context not in methods:
+                raise ValueError(
+                    f"multiprocessing_context option should specify a valid start method in "
+                    f"{methods!r}, but got multiprocessing_context={context!r}"
+                )
+            context = multiprocessing.get_context(context)
+        if context is not None and not isinstance(context, multiprocessing.context.BaseContext):
+            raise TypeError(
+                "multiprocessing_context option should be a valid context object or a string "
+                f"specifying the start method, but got multiprocessing_context={context}"
+            )
+        self._multiprocessing_context = context
+
+    @property
     def _auto_collation(self) -> bool:
         return self.batch_sampler is not None
 
@@ -174,7 +201,13 @@ class DataLoader(Generic[_T_co]):
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self) -> _DataLoaderIter:
-        return _DataLoaderIter(self)
+        if not (self.persistent_workers and self.num_workers > 0):
+            return _DataLoaderIter(self)
+        if self._iterator is None:
+            self._iterator = _DataLoaderIter(self)
+        else:
+            self._iterator._reset(self)
+        return self._iterator
 
     def __len__(self) -> int:
         if not self._iterable:
@@ -196,11 +229,21 @@ class _DataLoaderIter:
         # torch draws its workers' base seed here, workers or not; so do we, so that the
         # generator is where torch's is after each iter()
         _random.seed(loader.generator)
+        self._reset(loader)
+
+    def _reset(self, loader: DataLoader) -> None:
+        """Start a pass, reading the first ``prefetch_factor * num_workers`` batches of
+        indices ahead, as torch's main process hands them to its workers."""
         self._loader = loader
         self._sampler_iter = iter(loader._index_sampler)
         self._dataset_iter = iter(loader.dataset) if loader._iterable else None
         self._len_called = loader._IterableDataset_len_called
         self._num_yielded = 0
+        self._ahead: collections.deque = collections.deque()
+        self._read_ahead((loader.prefetch_factor or 0) * loader.num_workers)
+
+    def _read_ahead(self, n: int) -> None:
+        self._ahead.extend(itertools.islice(self._sampler_iter, n))
 
     def __iter__(self) -> _DataLoaderIter:
         return self
@@ -209,9 +252,11 @@ class _DataLoaderIter:
         return len(self._loader._index_sampler)
 
     def __next__(self):
-        index = next(self._sampler_iter)
+        index = self._ahead.popleft() if self._ahead else next(self._sampler_iter)
         loader = self._loader
         data = self._fetch_iterable(index) if loader._iterable else self._fetch_map(index)
+        if loader.num_workers:
+            self._read_ahead(1)
         self._num_yielded += 1
         if self._len_called is not None and self._num_yielded > self._len_called:
             warnings.warn(

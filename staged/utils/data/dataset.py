@@ -15,6 +15,12 @@ from . import _random
 _T_co = TypeVar("_T_co", covariant=True)
 
 
+def _many(dataset, indices: list) -> list:
+    """``dataset``'s samples at ``indices``, from its ``__getitems__`` where it has one."""
+    getitems = getattr(dataset, "__getitems__", None)
+    return getitems(indices) if callable(getitems) else [dataset[i] for i in indices]
+
+
 class Dataset(Generic[_T_co]):
     """A map from keys to samples: subclasses define ``__getitem__`` (and usually
     ``__len__``, which samplers and ``DataLoader``'s defaults need)."""
@@ -79,6 +85,25 @@ class StackDataset(Dataset):
             return {k: dataset[index] for k, dataset in self.datasets.items()}
         return tuple(dataset[index] for dataset in self.datasets)
 
+    def __getitems__(self, indices: list) -> list:
+        """The samples at ``indices``, each part from its dataset's ``__getitems__`` where it
+        has one (a part of the wrong length is an error)."""
+        datasets = (
+            self.datasets if isinstance(self.datasets, dict) else dict(enumerate(self.datasets))
+        )
+        parts = []
+        for dataset in datasets.values():
+            items = _many(dataset, indices)
+            if len(items) != len(indices):
+                raise ValueError(
+                    "Nested dataset's output size mismatch."
+                    f" Expected {len(indices)}, got {len(items)}"
+                )
+            parts.append(items)
+        if datasets is self.datasets:  # named
+            return [dict(zip(datasets, sample)) for sample in zip(*parts)]
+        return [tuple(sample) for sample in zip(*parts)]
+
     def __len__(self) -> int:
         return self._length
 
@@ -100,6 +125,15 @@ class ConcatDataset(Dataset[_T_co]):
 
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]
+
+    @property
+    def cummulative_sizes(self) -> list:
+        warnings.warn(
+            "`cummulative_sizes` attribute is renamed to `cumulative_sizes`",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.cumulative_sizes
 
     def __getitem__(self, idx):
         if idx < 0:
@@ -156,12 +190,7 @@ class Subset(Dataset[_T_co]):
         return self.dataset[self.indices[idx]]
 
     def __getitems__(self, indices: list) -> list:
-        if callable(getattr(self.dataset, "__getitems__", None)):
-            # (it has one: checked just above)
-            return self.dataset.__getitems__(  # type: ignore[attr-defined]
-                [self.indices[idx] for idx in indices]
-            )
-        return [self.dataset[self.indices[idx]] for idx in indices]
+        return _many(self.dataset, [self.indices[idx] for idx in indices])
 
     def __len__(self) -> int:
         return len(self.indices)
