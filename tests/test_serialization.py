@@ -244,6 +244,8 @@ def test_layout_is_torchs_and_mmap_loads(tmp_path, monkeypatch):
             n, m = struct.unpack("<HH", raw[info.header_offset + 26 : info.header_offset + 30])
             assert (info.header_offset + 30 + n + m) % 64 == 0, info.filename
     monkeypatch.setenv("TORCH_SERIALIZATION_DEBUG", "1")  # torch checks its computed offsets
+    import torch.utils.serialization  # (imported by torch only on some paths)
+
     with torch.utils.serialization.config.patch({"load.calculate_storage_offsets": True}):
         assert_same(staged.load(path), torch.load(path, mmap=True, weights_only=True))
     mapped = staged.load(path, mmap=True)

@@ -512,13 +512,18 @@ def test_default_collate_leaf_types_match_torch(batch):
     _same(lambda L: L.utils.data.default_collate(batch))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged.tensor of a Python int outside int64 gives float32 (torch: ValueError "
-    "'Overflow when unpacking long long'); the fix belongs in eager/factories.py's tensor()",
-)
 def test_default_collate_int_overflow_matches_torch():
     _same(lambda L: L.utils.data.default_collate([2**63, 1]))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [2**63, [2**63, 1], [2**64], -(2**63) - 1, [[1, 2**63], [3, 4]], [1.5, 2**63], [2**63 - 1]],
+)
+def test_python_ints_past_int64_raise_as_torchs(data):
+    """NumPy makes them uint64, float64 or objects; torch's int64 cannot hold them (a
+    float among them makes a float tensor in both)."""
+    _same(lambda L: L.tensor(data))
 
 
 @pytest.mark.xfail(

@@ -803,6 +803,27 @@ def _ragged(data, dim: int = 0) -> Exception | None:
     return next(filter(None, (_ragged(x, dim + 1) for x in subs)), None)
 
 
+def _past_int64(a: np.ndarray) -> bool:
+    return bool(a.size) and not -(2.0**63) <= a.min() <= a.max() < 2.0**63
+
+
+def _ints_past(data) -> bool:
+    """Whether ``data`` (a number or nested lists) is Python ints only, some past int64's
+    range, which the int64 tensor torch infers for them cannot hold."""
+    leaves = [data] if not isinstance(data, (list, tuple)) else list(_leaves(data))
+    return all(isinstance(x, int) for x in leaves) and any(
+        not -(2**63) <= x < 2**63 for x in leaves
+    )
+
+
+def _leaves(data):
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _leaves(x)
+        else:
+            yield x
+
+
 def _as_payload(data, dtype):
     if isinstance(data, Tensor):
         data = data._host()
@@ -818,6 +839,10 @@ def _as_payload(data, dtype):
             # dtype would round (0.1 in float64)
         elif first_leaf(data).__class__.__module__ == "numpy":
             a = a.astype(_inferred(data).np)  # NumPy scalars keep their dtypes, as torch
+        elif (a.dtype.kind in "uO" or a.dtype == np.float64 and _past_int64(a)) and _ints_past(
+            data
+        ):  # Python ints past int64's range, no float among them: NumPy's uint64, float64
+            raise ValueError("Overflow when unpacking long long")  # or objects; torch's error
         elif a.dtype == np.float64:
             a = a.astype(dt.get_default_dtype().np)
         elif a.dtype == np.complex128:
