@@ -310,28 +310,45 @@ def _fused_along(name):
 
 def _per_example(size, args, bdims):
     """Cross entropy's logits as ``(batch, rows, classes)``, its targets as ``(batch,
-    rows)``, and their float dtype."""
-    x, t = (to_batch(a, b, size) for a, b in zip(args[-2:], bdims[-2:]))
-    return x, t, dt.from_numpy_dtype(x._payload.dtype)
+    rows)``."""
+    return (to_batch(a, b, size) for a, b in zip(args[-2:], bdims[-2:]))
 
 
-def _cross_entropy_rule(size, args, bdims, *, ignore_index):
-    # the kernel's mean is over all rows: here each example's is over its own
-    x, t, dtype = _per_example(size, args, bdims)
-    n = x._payload.shape[1]
+def _row_sums(a):
+    return ad.reduce_sum.impl(a, dims=(1,), keepdim=False)  # rounded as the decomposition's
+
+
+def _per_example_ce_impl(x, t, *, ignore_index):
+    valid = t != ignore_index
+    logp = ad.FUSED["log_softmax"].impl(x, dim=2)
+    picked = np.take_along_axis(logp, np.where(valid, t, 0)[..., None], 2)[..., 0]
+    return _row_sums(np.where(valid, -picked, 0.0)) / _row_sums(valid.astype(x.dtype))
+
+
+def _per_example_ce_decomposed(x, t, *, ignore_index):
+    size, n = x._payload.shape[:2]
+    dtype = dt.from_numpy_dtype(x._payload.dtype)
     valid = lax.ne(t, ignore_index)
     index = lax.reshape(lax.where(valid, t, 0), (size, n, 1))
     picked = lax.reshape(ad.gather(ad.FUSED["log_softmax"](x, dim=2), index, dim=2), (size, n))
     total = lax.sum(lax.where(valid, lax.neg(picked), 0.0), (1,))
-    return lax.div(total, lax.sum(lax.cast(valid, dtype), (1,))), 0
+    return lax.div(total, lax.sum(lax.cast(valid, dtype), (1,)))
 
 
-def _cross_entropy_dx_rule(size, args, bdims, *, ignore_index):
-    # softmax - one-hot, times each example's g over its count of targets (0 for none)
-    x, t, dtype = _per_example(size, args, bdims)
-    g = to_batch(args[0], bdims[0], size)
+def _per_example_ce_dx_impl(g, x, t, *, ignore_index):
+    valid = (t != ignore_index).astype(x.dtype)
+    count = _row_sums(valid)
+    empty = count == 0.0
+    per_target = np.where(empty, 0.0, g / np.where(empty, 1.0, count))
+    hit = t[..., None] == np.arange(x.shape[2], dtype=t.dtype)
+    d = ad.FUSED["softmax"].impl(x, dim=2) - hit.astype(x.dtype)
+    return d * (valid * per_target[:, None])[..., None]
+
+
+def _per_example_ce_dx_decomposed(g, x, t, *, ignore_index):
     shape = tuple(x._payload.shape)
-    n, c = shape[1:]
+    size, n, c = shape
+    dtype = dt.from_numpy_dtype(x._payload.dtype)
     classes = Tensor._wrap(np.arange(c, dtype=t._payload.dtype).reshape(1, 1, c), False)
     hit = lax.eq(lax.expand(lax.reshape(t, (size, n, 1)), shape), lax.expand(classes, shape))
     valid = lax.cast(lax.ne(t, ignore_index), dtype)
@@ -340,7 +357,29 @@ def _cross_entropy_dx_rule(size, args, bdims, *, ignore_index):
     per_target = lax.where(empty, 0.0, lax.div(g, lax.where(empty, 1.0, count)))
     scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (size, 1)), (size, n)))
     d = lax.sub(ad.FUSED["softmax"](x, dim=2), lax.cast(hit, dtype))
-    return lax.mul(d, lax.expand(lax.reshape(scale, (size, n, 1)), shape)), 0
+    return lax.mul(d, lax.expand(lax.reshape(scale, (size, n, 1)), shape))
+
+
+# each example's cross entropy of its (rows, classes) logits, and its logits' gradient
+_per_example_ce = ad.Fused(
+    "per_example_cross_entropy", _per_example_ce_impl, _per_example_ce_decomposed
+)
+_per_example_ce_dx = ad.Fused(
+    "per_example_cross_entropy_dx", _per_example_ce_dx_impl, _per_example_ce_dx_decomposed
+)
+
+
+def _cross_entropy_rule(size, args, bdims, *, ignore_index):
+    # the kernel's mean is over all rows: here each example's is over its own
+    x, t = _per_example(size, args, bdims)
+    return _per_example_ce(x, t, ignore_index=ignore_index), 0
+
+
+def _cross_entropy_dx_rule(size, args, bdims, *, ignore_index):
+    # softmax - one-hot, times each example's g over its count of targets (0 for none)
+    x, t = _per_example(size, args, bdims)
+    g = to_batch(args[0], bdims[0], size)
+    return _per_example_ce_dx(g, x, t, ignore_index=ignore_index), 0
 
 
 FUSED_RULES.update(

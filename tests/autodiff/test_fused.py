@@ -124,10 +124,12 @@ BACKWARD = {
 
 # staged.fft's kernels (complex operands and cotangents): tests/test_fft.py checks them
 FFT = {"fft_c2c", "fft_r2c", "fft_c2r"}
+# vmap's per-example cross entropy: tests/autograd/test_vmap_cross_entropy_kernels.py
+VMAP = {"per_example_cross_entropy", "per_example_cross_entropy_dx"}
 
 
 def test_every_kernel_is_checked():
-    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG | LDL
+    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG | LDL | VMAP
 
 
 def _decomposed(fn, args):
