@@ -235,6 +235,15 @@ def _members(get, n: int, obj) -> tuple:
     return t if any(t[n:]) else t[:n]
 
 
+_SERIAL_OR_NONE = itertools.repeat("_serial"), itertools.repeat(None)  # getattr's 2nd, 3rd
+
+
+def _show_state(objs: tuple) -> str:
+    """``Module._state_objects`` as ``bias#3, weight#2``."""
+    n = len(objs) // 2
+    return ", ".join(f"{k}#{s}" for k, s in sorted(zip(objs[:n], objs[n:]))) or "none"
+
+
 def _guard_members(icpt, get, names, what: str, key) -> None:
     """Guard the values ``get()`` (``_members``) returns, of ``names`` (hook dicts last,
     compared by their items): a re-trace names each member with its value, a hook dict by
@@ -522,13 +531,17 @@ class Module:
             self._state_objects,
             f"{name} parameters/buffers",
             key=(id(self), "state"),
-            same=operator.eq,  # (name, int serial or None) pairs: == is exact, at C speed
-            show=lambda objs: ", ".join(f"{k}#{s}" for k, s in sorted(objs)) or "none",
+            same=operator.eq,  # names, then int serials or None: == is exact, at C speed
+            show=_show_state,
         )
         # on the values the call entered with: ``model.eval()`` ... ``model.train()`` in
         # the step (Note [attribute writes] in staged/tracing/guards.py)
         with icpt.entered(self):
-            icpt.guard(lambda: self.training, f"{name}.training", key=(id(self), "training"))
+            icpt.guard(  # read at C speed
+                functools.partial(getattr, self, "training"),
+                f"{name}.training",
+                key=(id(self), "training"),
+            )
             d, reads = self.__dict__, _library_reads(type(self))
             names = (*sorted(k for k in d if k in reads and _is_value(d[k])), *_HOOKS)
             _guard_members(
@@ -550,13 +563,12 @@ class Module:
         )
 
     def _state_objects(self) -> tuple:
-        """(name, tensor serial) of every parameter and buffer: changes when one is
-        replaced by another object."""
-        return tuple(
-            (k, None if v is None else v._serial)
-            for d in (self._parameters, self._buffers)
-            for k, v in d.items()
-        )
+        """The names of the parameters and buffers, then their tensors' serials (None for
+        a None entry), in one flat tuple: changes when one is replaced by another object."""
+        p, b, serial = self._parameters, self._buffers, _SERIAL_OR_NONE
+        if b:
+            return (*p, *b, *map(getattr, p.values(), *serial), *map(getattr, b.values(), *serial))
+        return (*p, *map(getattr, p.values(), *serial))  # the common case, without b's maps
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` before forward; a non-None return replaces ``args`` (a
