@@ -749,6 +749,7 @@ class Compiled:
                     f"outside, and {why}"
                 )
                 warned, self._warned_boundary = self._warned_boundary, True
+                replay(entry.attr_before)  # what the trace set there has no data
                 return self._run_eagerly(
                     key,
                     args,

@@ -187,6 +187,9 @@ class Captured:
     # Module attributes the body set, set again after every call: [(module, name, value)]
     # (Note [attribute writes] in tracing/guards.py)
     attr_writes: list = field(default_factory=list)
+    # [(module, name, value at entry)] of the tensor attributes requiring grad that a body
+    # with no backward set: such a call runs eagerly (Note [autograd boundary]), from these
+    attr_before: list = field(default_factory=list)
     # Module attributes the body set to a tensor it made, set to a result after every
     # call: [(module, name, output index, out-leaf position or -1, freed)] (Note [tensor
     # attributes])
@@ -1085,7 +1088,8 @@ def _attr_outputs(c: Captured, tracer: Tracer, escaped: list, writes) -> list:
         if id(t) not in made:
             c.attr_writes.append((m, k, t))
             continue
-        if grad == "outside":  # stays an escape: the call runs eagerly
+        if grad == "outside":  # stays an escape: the call runs eagerly, from ``before``
+            c.attr_before.append((m, k, before))
             continue
         replay([(m, k, before)])
         if id(t) not in outputs:

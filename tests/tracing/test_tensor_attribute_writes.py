@@ -201,6 +201,44 @@ def test_a_loss_kept_for_a_backward_outside_the_call_runs_eagerly():
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
 
 
+class _Average(nn.Module):
+    """Keeps an average of its outputs that requires grad, returns the loss to a backward
+    outside the call."""
+
+    def __init__(self, L):
+        super().__init__()
+        self.fc, self.ema = L.nn.Linear(3, 3), L.zeros(3)
+
+    def forward(self, x):
+        y = self.fc(x).sum(0)
+        self.ema = 0.5 * self.ema + y
+        return y.sum()
+
+
+def test_an_attribute_read_and_set_by_a_call_that_runs_eagerly_starts_from_its_value():
+    """The trace set ``self.ema`` to a tensor of no data, which the eager run then read
+    (CaptureError at the first call): it starts from the value the call entered with,
+    and every call equals torch's."""
+    import torch
+
+    staged.manual_seed(0)
+    m = _Average(staged)
+    t = _Average(torch)
+    t.fc.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.fc.state_dict().items()})
+    f = staged.compile(m)
+    x = np.ones((2, 3), np.float32)
+    with pytest.warns(UserWarning, match="stores new tensors outside itself"):
+        loss = f(staged.tensor(x))
+    for call in range(3):
+        if call:
+            loss = f(staged.tensor(x))
+        want = t(torch.tensor(x))
+        loss.backward()
+        want.backward()
+        np.testing.assert_allclose(m.ema.detach().numpy(), t.ema.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(m.fc.weight.grad.numpy(), t.fc.weight.grad.numpy(), rtol=1e-6)
+
+
 def test_two_attributes_given_one_tensor_get_one_and_capture_changes_neither():
     """``self.a = self.b = t`` holds one tensor after each call, as eagerly; a trace that
     never runs (``staged.capture``) leaves the attribute as it was, not symbolic."""
