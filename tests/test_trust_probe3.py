@@ -565,7 +565,7 @@ def test_a_step_whose_python_state_keeps_changing_keeps_a_bounded_number_of_trac
 
         f = staged.compile(step) if compiled else step
         out = []
-        for i, (x, y) in enumerate(_batches((4,) * 14)):
+        for i, (x, y) in enumerate(_batches((4,) * (MAX_ENTRIES + 3))):
             cfg["scale"] = 1.0 + i / 8
             out.append(f(x, y).item())
         return out, _host(list(m.parameters())), f
