@@ -125,7 +125,8 @@ def render() -> str:
             "torch 2.13; VJP vs torch and vs finite differences (float64); JVP (forward-mode AD, "
             "`staged.autograd.forward_ad`) vs `torch.func.jvp`; grad of grad vs "
             "finite differences (float64); complex dtypes swept; the op captured, compiled "
-            "for llvm-cpu by IREE (one module per dtype) and compared with eager. Any other "
+            "for llvm-cpu by IREE (modules of at most 100 cases per dtype) and compared with "
+            "eager. Any other "
             "cell says why not.",
             "",
             "## Public ops",
