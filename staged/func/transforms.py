@@ -345,6 +345,17 @@ def _jacobian(rows, out, inp, leading):
     return rows.reshape(shape) if leading else rows.permute(*range(1, rows.ndim), 0).reshape(shape)
 
 
+def _real_only(api: str, tree, what: str) -> None:
+    """torch.func's jacrev and jacfwd take real inputs and outputs only: a complex leaf
+    (counted among all of ``tree``'s leaves) raises torch's error."""
+    for i, x in enumerate(_leaves(tree)):
+        if isinstance(x, Tensor) and x.dtype.is_complex:
+            raise RuntimeError(
+                f"{api}: Expected all {what} to be real but received complex tensor at "
+                f"flattened input idx: {i}"
+            )
+
+
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """``func`` -> its Jacobian with respect to ``argnums``, by reverse mode: ``vjp``
     vmapped over the one-hot cotangents (torch.func.jacrev), ``chunk_size`` rows at a time
@@ -358,9 +369,11 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
     @functools.wraps(func)
     def wrapper(*args):
+        _real_only("jacrev", args, "inputs")
         f, primals, tup = _restrict(func, args, {}, argnums)
         res = vjp(f, *tup, has_aux=has_aux)
         out, vjp_fn = res[0], res[1]
+        _real_only("jacrev", out, "outputs")
         outs = _leaves(out)
         blocks = []
         for i, o in enumerate(outs):
@@ -399,6 +412,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     @functools.wraps(func)
     def wrapper(*args):
+        _real_only("jacfwd", args, "inputs")
         f, primals, tup = _restrict(func, args, {}, argnums)
         ps = _tensors(tup)
         columns, aux, out = [], None, None
@@ -414,6 +428,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             cols, out, aux = vmap(push, out_dims=(0, None, None), randomness=randomness)(
                 one_hots(p)
             )
+            _real_only("jacfwd", out, "outputs")
             columns.append(_leaves(cols))
         outs = _leaves(out)
         jac = _rebuild(

@@ -1,10 +1,10 @@
 """``torch.linalg``'s counterpart: norms, products, solves and the factorizations that
 training and scientific programs use. Real matrices (float32, float64); ``eig`` and
 ``eigvals`` have complex results. The SVD, ``eig``, ``pinv`` and what is built on them
-(the 2/-2/'nuc' norms, ``cond`` of those) take complex matrices too, eagerly only;
-``solve``, ``inv``, ``inv_ex``, ``det``, ``slogdet``, ``solve_triangular``, the LU family
-and ``cholesky``/``cholesky_ex``/``cholesky_solve`` take them everywhere, with torch's
-gradients.
+(the 2/-2/'nuc' norms, ``cond`` of those) take complex matrices too, eagerly, under
+forward-mode AD and vmap (not captured); ``solve``, ``inv``, ``inv_ex``, ``det``,
+``slogdet``, ``solve_triangular``, the LU family and ``cholesky``/``cholesky_ex``/
+``cholesky_solve`` take them everywhere, with torch's gradients.
 
 * Compositions of staged's ops, which run, differentiate (both modes, to any order),
   compile and batch everywhere (``_core.py``, ``_composed.py``): the norms and products,
@@ -20,8 +20,10 @@ gradients.
   (``svdvals``, ``eigvalsh``, ``eigvals``, ``matrix_rank``, ``cond``, the 2/-2/'nuc'
   norms) run LAPACK eagerly, with torch's backward formulas (``_lapack.py``); under
   ``staged.compile``, forward-mode AD or vmap QR is Householder reflections, ``eigh`` and
-  the SVD Jacobi rotations in staged's ops (``_orthogonal.py``), and ``eig``/``eigvals``
-  raise an error naming the op.
+  the SVD Jacobi rotations in staged's ops (``_orthogonal.py``). ``eig``/``eigvals`` and
+  complex SVDs and ``pinv`` have no composition: forward-mode AD takes their tangents
+  from torch's JVP formulas and vmap binds LAPACK once on the batch, and a capture
+  raises an error naming the op.
 
 * ``ldl_factor``, ``ldl_factor_ex`` and ``ldl_solve`` (Bunch-Kaufman, LAPACK's compact
   form and pivots) are LAPACK's ``?sytf2``/``?hetf2`` and ``?sytrs``/``?hetrs`` written in

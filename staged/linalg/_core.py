@@ -466,8 +466,8 @@ _slogdet = Fused(
 
 # vmap binds the kernels once on the batch (NumPy's LAPACK loops over batch dims)
 def _batched(kernel, out_bdim):
-    def rule(size, args, bdims):
-        return kernel(*(to_batch(a, b, size) for a, b in zip(args, bdims))), out_bdim
+    def rule(size, args, bdims, **params):
+        return kernel(*(to_batch(a, b, size) for a, b in zip(args, bdims)), **params), out_bdim
 
     return rule
 

@@ -8,10 +8,12 @@ staged's ops, so it differentiates again. A kernel returns one array, so the fac
 packed side by side along its last dim and sliced back out. Under ``staged.compile``/
 capture, forward-mode AD and vmap, QR, ``eigh`` and the SVD (and so ``pinv`` and
 ``lstsq``) are their compositions in ``_orthogonal.py``, with the same backward (Note
-[compiled gradients are torch's formulas]); ``eig`` has none and raises there, naming the op (``_eager_only``). Real matrices
-(float32, float64); ``eig`` has complex results. The SVD, ``eig``, ``pinv`` and ``cond``
-(of the SVD's orders) take complex matrices too, eagerly only (their compositions are of
-real ones: ``_real_composition``)."""
+[compiled gradients are torch's formulas]). Real matrices (float32, float64); ``eig`` has
+complex results. The SVD, ``eig``, ``pinv`` and ``cond`` (of the SVD's orders) take
+complex matrices too. What has no composition (``eig``; the SVD and ``pinv`` of complex
+matrices: ``_real_composition``) takes its tangents from torch's JVP formulas under
+forward-mode AD, binds LAPACK on the batch under vmap, and raises when captured, naming
+the op (``_eager_only``)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from .. import dtypes as dt
 from .._where import at_user
 from ..autodiff import Fused
 from ..autodiff.avals import wrap_dim
+from ..autodiff.primitive import _bind
 from ..autograd import forward_ad
+from ..autograd.batching import FUSED_RULES
 from ..autograd.function import Function
 from ..eager import ops
 from ..eager.checks import require
@@ -37,6 +41,7 @@ from ..eager.tensor import Tensor
 from ..eager.views import named
 from ._composed import deprecated, inv_ex
 from ._core import (
+    _batched,
     _eager_only,
     _floating,
     _real,
@@ -84,18 +89,28 @@ def _own(*parts, name: str | None = None) -> list:
 # costs a few products, not the transpose of every Jacobi rotation (a float32 eigh step
 # with its gradient at n = 16: 290 kB in 40 s, through the rotations 700 kB in 250 s).
 # Forward AD (which a Function would take from a jvp formula) and vmap outside a capture
-# differentiate and batch the composition itself.
+# differentiate and batch the composition itself, where there is one (real matrices);
+# without one (complex matrices, ``eig``), forward AD binds the kernel inside the same
+# Function, its tangents from torch's JVP formula (``_TANGENTS``), and vmap the kernel on
+# the batch (``FUSED_RULES``).
+_TANGENTS: dict = {}  # kernel name -> fn(tangents, *args, out, **params): out's tangent
+
+
 class _Formula(Function):
     @staticmethod
     def forward(ctx, kernel, composition, params, *args):
         out = composition(*args, **params)
         ctx.save_for_backward(*args, out)
+        ctx.save_for_forward(*args, out)
         ctx.kernel, ctx.params = kernel, params
+        # forward AD over the backward (hessian) needs the tangents of what it reads, which
+        # a Function's SavedTensors drop: under forward AD it reads the tensors themselves
+        ctx.held = (*args, out) if forward_ad.active() else None
         return out
 
     @staticmethod
     def backward(ctx, g):
-        *args, out = ctx.saved_tensors
+        *args, out = ctx.held or ctx.saved_tensors
         named = dict(zip(ctx.kernel.inputs, args))
         grads = []
         for rule, needed in zip(ctx.kernel.vjp, ctx.needs_input_grad[3:]):
@@ -107,17 +122,41 @@ class _Formula(Function):
             grads.append(rule.fn(g, **(kw | {"out": out} if rule.wants_out else kw)))
         return (None, None, None, *grads)
 
+    @staticmethod
+    def jvp(ctx, _kernel, _composition, _params, *tangents):
+        *args, out = ctx.saved_tensors
+        return _TANGENTS[ctx.kernel.name](tangents, *args, out, **ctx.params)
 
-def _kernel(name, impl, composition, *, vjp, node_name):
-    """A LAPACK kernel (``Fused``) whose decomposition is ``composition``, captured with
-    the kernel's VJP (Note [compiled gradients are torch's formulas])."""
+
+def _kernel(name, impl, composition, *, vjp, node_name, jvp=None, users=""):
+    """A LAPACK kernel (``Fused``) whose decomposition is ``composition`` (None: it has
+    none, and raises where it would be needed, naming ``users`` too), captured with the
+    kernel's VJP (Note [compiled gradients are torch's formulas]); ``jvp``: torch's JVP
+    formula, for forward AD where the composition takes no such operands (``composition``
+    None, or real only and a complex first operand)."""
+    refuse = _eager_only(name.removeprefix("linalg_"), users)
+
+    def bound(*args, **params):  # the kernel itself, also on dual tensors
+        return _bind[0](kernel, args, params)
 
     def decomposition(*args, **params):
-        if current_interceptor() is None or forward_ad.active():
+        capturing = current_interceptor() is not None
+        if (
+            jvp is not None
+            and not capturing
+            and forward_ad.active()
+            and (composition is None or args[0].dtype.is_complex)
+        ):
+            return _Formula.apply(kernel, bound, params, *args)
+        if composition is None:
+            return refuse()
+        if not capturing or forward_ad.active():
             return composition(*args, **params)
         return _Formula.apply(kernel, composition, params, *args)
 
     kernel = Fused(name, impl, decomposition, vjp=vjp, node_name=node_name)
+    if jvp is not None:
+        _TANGENTS[name] = jvp
     return kernel
 
 
@@ -199,6 +238,40 @@ def _svd_vjp(g, A_aval, out, full_matrices):
     return svd_backward(gU[..., :k], gS, gVh[..., :k, :], U[..., :k], S, Vh[..., :k, :])
 
 
+def _svd_jvp(tangents, A, out, full_matrices):
+    """torch's ``linalg_svd_jvp``: with ``dP = U^H dA V``, ``dS = Re diag(dP)``, ``dU = U
+    (sym(dP S) / E + i Im diag(dP) / 2S)`` and ``dVh = (-sym(S dP) / E + i Im diag(dP) /
+    2S) Vh`` (``E_ij = S_j^2 - S_i^2``, ``sym(X) = X + X^H``), plus the parts outside the
+    reduced factors' spans; the columns ``full_matrices`` adds have tangent 0."""
+    dA = tangents[0]
+    *batch, m, n = A.shape
+    k = min(m, n)
+    U, S, Vh = _unpack(out, batch, *_svd_shapes(m, n, full_matrices))
+    U, Vh, S = U[..., :k], Vh[..., :k, :], S.real
+    V = Vh.mH
+    dP = U.mH @ dA @ V
+    dS = dP.diagonal(0, -2, -1).real
+    dP = dP - ops.diag_embed(dS.to(dP.dtype))
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye(k, dtype=S.dtype)
+    inner = ops.diag_embed(dP.diagonal(0, -2, -1) / (2 * S).to(dP.dtype))
+    rows, cols = S.unsqueeze(-1).to(dP.dtype), S.unsqueeze(-2).to(dP.dtype)
+    dPS, SdP = dP * cols, rows * dP
+    dU = U @ ((dPS + dPS.mH) / E.to(dP.dtype) + inner)
+    dVh = (inner - (SdP + SdP.mH) / E.to(dP.dtype)) @ Vh
+    if m > k:
+        dAVSinv = dA @ (V / cols)
+        dU = dU + dAVSinv - U @ (U.mH @ dAVSinv)
+        if full_matrices:
+            dU = ops.cat([dU, zeros(*batch, m, m - k, dtype=dU.dtype)], -1)
+    if n > k:
+        SinvUhdA = (U.mH / rows) @ dA
+        dVh = dVh + SinvUhdA - (SinvUhdA @ V) @ Vh
+        if full_matrices:
+            dVh = ops.cat([dVh, zeros(*batch, n - k, n, dtype=dVh.dtype)], -2)
+    return _packed([dU, dS.to(dU.dtype), dVh], batch)
+
+
 _svd = _kernel(
     "linalg_svd",
     _svd_impl,
@@ -207,6 +280,7 @@ _svd = _kernel(
     ),
     vjp=_svd_vjp,
     node_name="LinalgSvdBackward0",
+    jvp=_svd_jvp,
 )
 
 
@@ -214,7 +288,7 @@ def svd(A, full_matrices=True, *, driver=None) -> SVDResult:
     """``(U, S, Vh)`` with ``A == U @ diag(S) @ Vh``, ``S`` descending (``full_matrices``:
     square ``U`` and ``Vh``). LAPACK eagerly (one-sided Jacobi elsewhere); the gradient is
     torch's, ill-defined (NaN or inf) where singular values repeat and ``U`` or ``Vh`` is
-    used. Real or complex matrices (``S`` real; complex ones eagerly only)."""
+    used. Real or complex matrices (``S`` real; complex ones not captured)."""
     _matrix(A, "svd")
     _real(A, "svd", "linalg_svd_cpu", complex_ok=True)
     _no_driver(driver, "svd")
@@ -232,7 +306,7 @@ _svdvals = Fused(
 
 
 def svdvals(A, *, driver=None) -> Tensor:
-    """The singular values, descending, real (also of a complex ``A``, eagerly only). Its
+    """The singular values, descending, real (also of a complex ``A``, not captured). Its
     gradient is ``U @ diag(g) @ Vh``, finite also where they repeat."""
     _matrix(A, "svd")
     _real(A, "svd", "linalg_svd_cpu", complex_ok=True)
@@ -331,20 +405,36 @@ def _eig_vjp(g, A_aval, out):
     return gA if A_aval.dtype.is_complex else gA.real
 
 
-_eig = Fused(
+def _eig_jvp(tangents, A, out):
+    """torch's ``linalg_eig_jvp``: with ``dP = V^-1 dA V``, ``dL = diag(dP)`` and ``dV = X
+    - V Re(diag(V^H X))`` for ``X = V (dP / E)`` (``E_ij = L_j - L_i``, the diagonal
+    quotient 0), which keeps the eigenvectors' norms 1."""
+    *batch, n, _ = A.shape
+    L, V = _unpack(out, batch, (n,), (n, n))
+    dP = _solve(V, tangents[0].to(V.dtype) @ V)
+    E = L.unsqueeze(-2) - L.unsqueeze(-1)
+    off = ~eye(n, dtype=dt.bool_)
+    X = V @ ops.where(off, dP / ops.where(off, E, 1.0), 0.0)
+    dV = X - V * (V.mH @ X).diagonal(0, -2, -1).real.to(V.dtype).unsqueeze(-2)
+    return _packed([dP.diagonal(0, -2, -1), dV], batch)
+
+
+_eig = _kernel(
     "linalg_eig",
     _eig_impl,
-    _eager_only("eig", " (and eigvals)"),
+    None,
     vjp=_eig_vjp,
     node_name="LinalgEigBackward0",
+    jvp=_eig_jvp,
+    users=" (and eigvals)",
 )
 
 
 def eig(A) -> EigResult:
     """``(eigenvalues, eigenvectors)`` of square matrices, complex (complex64 for
-    float32), eigenvectors of norm 1. LAPACK eagerly; the gradient is torch's (real for a
-    real ``A``; a loss that depends on the eigenvectors' phases raises). Real or complex
-    matrices."""
+    float32), eigenvectors of norm 1. LAPACK, also under forward-mode AD and vmap (not
+    captured); the gradient and tangents are torch's (the gradient real for a real ``A``;
+    a loss that depends on the eigenvectors' phases raises). Real or complex matrices."""
     _matrix(A, "eig")
     _square(A, "eig")
     _real(A, "eig", "linalg_eig_out_cpu", complex_ok=True)
@@ -515,6 +605,14 @@ def pinv_backward(g, pinvA, A):
     return -(K @ pinvA).mH + (gh - A @ K) @ pinvA @ pinvAh + pinvAhK - pinvAhK @ pinvA @ A
 
 
+def _pinv_jvp(tangents, A, atol, rtol, out, hermitian):
+    """The pseudoinverse's derivative (torch's ``pinv_jvp``, where the rank is constant):
+    ``-P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P`` of ``P = pinv(A)``."""
+    dA, P = tangents[0], out
+    dAh, Ph = dA.mH, out.mH
+    return -(P @ dA @ P) + (P @ Ph) @ (dAh - dAh @ (A @ P)) + (dAh - (P @ A) @ dAh) @ (Ph @ P)
+
+
 _pinv = _kernel(
     "linalg_pinv",
     lambda A, atol, rtol, *, hermitian: _pinv_of(_NUMPY, A, atol, rtol, hermitian),
@@ -523,7 +621,12 @@ _pinv = _kernel(
     ),
     vjp=(lambda g, A, out: pinv_backward(g, out, A), None, None),
     node_name="LinalgPinvBackward0",
+    jvp=_pinv_jvp,
 )
+
+
+# vmap binds the kernels once on the batch (NumPy's LAPACK loops over batch dims)
+FUSED_RULES.update({k.name: _batched(k, 0) for k in (_svd, _svdvals, _eig, _eigvals, _pinv)})
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False) -> Tensor:
@@ -531,7 +634,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False) -> Tensor:
     the lower triangle) at most ``max(atol, rtol * largest)`` count as 0; ``rtol``
     defaults to ``eps * max(m, n)``, or 0 where ``atol > 0`` is given. ``atol``/``rtol``
     may be tensors over the batch. torch's gradient. Real or complex matrices (complex ones
-    eagerly only)."""
+    not captured)."""
     if A.ndim < 2:
         raise RuntimeError(
             f"linalg.pinv({A.dtype.title}{{{list(A.shape)}}}): expected a tensor with 2 or more "
@@ -719,7 +822,7 @@ def cond(A, p=None) -> Tensor:
     smallest (smallest and largest) singular values, ``'nuc'`` the product of their sum
     and their reciprocals' sum; ``'fro'``, 1, -1, inf and -inf ``matrix_norm(A, p) *
     matrix_norm(inv(A), p)`` of square matrices, inf where ``A`` is singular. Real or
-    complex matrices (complex ones eagerly only for the SVD's ``p``)."""
+    complex matrices (complex ones not captured for the SVD's ``p``)."""
     if A.ndim < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
     if p not in (None, *_MATRIX_ORDS):
