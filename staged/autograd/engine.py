@@ -224,7 +224,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     tensors = _as_tuple(tensors)
     grad_tensors = _as_tuple(grad_tensors)
     if grad_tensors is not None and len(grad_tensors) != len(tensors):
-        raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
+        raise RuntimeError(f"got {len(tensors)} tensors and {len(grad_tensors)} gradients")
     inputs = _as_inputs(inputs, "backward")
     if retain_graph is None:
         retain_graph = create_graph
@@ -269,16 +269,13 @@ def grad(
         )
     grad_outputs = _as_tuple(grad_outputs)
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
-        raise RuntimeError(
-            f"grad requires one grad_output per output: got "
-            f"{len(grad_outputs)} grad_outputs and {len(outputs)} outputs"
-        )
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grad_outputs)} gradients")
+    edges = _root_edges(outputs, "outputs")  # torch checks the outputs before the inputs
     for t in inputs:
         if isinstance(t, Tensor) and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
-    edges = _root_edges(outputs, "outputs")
     if is_grads_batched:
         grads = batched_grad.check_batched(outputs, grad_outputs, _make_grads, _shape)
         result = batched_grad.run_batched(

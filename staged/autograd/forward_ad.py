@@ -242,12 +242,12 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
 
 def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
     """``(primal, tangent)`` of ``tensor``; the tangent is None outside a level or where
-    ``tensor`` has none."""
+    ``tensor`` has none. Inside a level the primal is a view of ``tensor`` (as torch's
+    ``_fw_primal``), even where it has no tangent."""
     if not _stack:
         return UnpackedDualTensor(tensor, None)
     lv = _level(level)
-    tangent = lv.get(tensor)
-    return UnpackedDualTensor(_alias(tensor, lv.outer) if tangent is not None else tensor, tangent)
+    return UnpackedDualTensor(_alias(tensor, lv.outer), lv.get(tensor))
 
 
 def _alias(t: Tensor, seen: tuple[_Level, ...] = ()) -> Tensor:

@@ -379,10 +379,11 @@ def _jacfwd(func, inputs, strict, vectorize):
 
     cols = [columns(k) for k in range(len(inputs))]  # cols[k]: (tangents, primals)
     primals = cols[0][1]
-    jac = tuple(
-        tuple(_cols_to_jacobian(cols[k][0][i], out, inp) for k, inp in enumerate(inputs))
+    # lists, as torch's forward mode gives where ``func`` takes a tuple
+    jac = [
+        [_cols_to_jacobian(cols[k][0][i], out, inp) for k, inp in enumerate(inputs)]
         for i, out in enumerate(primals)
-    )
+    ]
     return _unpack(jac, (is_out[0], is_in))
 
 

@@ -59,6 +59,8 @@ def register_hook(self, hook):
 
 def register_post_accumulate_grad_hook(self, hook):
     """Register ``hook(tensor)``, run after ``.grad`` of this leaf has been accumulated."""
+    if not self._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if self.grad_fn is not None:
         raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
     if self._post_acc_hooks is None:
