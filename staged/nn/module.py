@@ -53,6 +53,74 @@ _MIXED_GLOBAL_HOOKS = (
 )
 
 
+_TICKS = itertools.count(1)  # ``next`` is atomic: two threads' changes never count as one
+
+
+class Counted(OrderedDict):
+    """An OrderedDict that counts every change of any dict of its class in the class's
+    ``version``: a Module's ``_modules`` (``Children``), ``_parameters`` and ``_buffers``
+    (``Registered``), so that a compiled step's guards on them hold in one comparison while
+    nothing was added, replaced, deleted or moved (Note [children stamp] in
+    staged/tracing/guards.py). Counted after the change: a check that read the count
+    before it sees the change or a count it never stamped."""
+
+    __slots__ = ()
+    version = 0
+
+    def _counted(self, result=None):
+        type(self).version = next(_TICKS)
+        return result
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._counted()
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        self._counted()
+
+    def pop(self, key, *default):
+        n = len(self)
+        value = super().pop(key, *default)
+        return self._counted(value) if len(self) != n else value  # ``_drop``'s: no change
+
+    def popitem(self, last=True):
+        return self._counted(super().popitem(last))
+
+    def clear(self):
+        super().clear()
+        self._counted()
+
+    def update(self, *args, **kwargs):
+        super().update(*args, **kwargs)
+        self._counted()
+
+    def setdefault(self, key, default=None):
+        return self._counted(super().setdefault(key, default))
+
+    def move_to_end(self, key, last=True):
+        super().move_to_end(key, last)
+        self._counted()
+
+    def __reduce__(self):  # staged.save writes an OrderedDict, as torch's modules hold
+        return OrderedDict, (), None, None, iter(self.items())
+
+
+class Children(Counted):
+    """A Module's ``_modules``."""
+
+    __slots__ = ()
+
+
+class Registered(Counted):
+    """A Module's ``_parameters`` or ``_buffers``."""
+
+    __slots__ = ()
+
+
+_COUNTED = {"_parameters": Registered, "_buffers": Registered, "_modules": Children}
+
+
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
@@ -347,8 +415,10 @@ class Module:
                 f"{type(self).__name__}.__init__() takes 1 positional argument but "
                 f"{len(args) + 1} were given"
             )
-        for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
+        for name in _HOOK_DICTS:
             object.__setattr__(self, name, OrderedDict())
+        for name, counted in _COUNTED.items():
+            object.__setattr__(self, name, counted())
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_is_full_backward_hook", None)
@@ -368,9 +438,11 @@ class Module:
         if "_non_persistent_buffers_set" in state:
             state["_non_persistent"] = set(state.pop("_non_persistent_buffers_set"))
         self.__dict__.update(state)
-        for name in ("_parameters", "_buffers", "_modules") + _HOOK_DICTS:
+        for name in _HOOK_DICTS:
             if self.__dict__.get(name) is None:
                 object.__setattr__(self, name, OrderedDict())
+        for name, counted in _COUNTED.items():
+            object.__setattr__(self, name, counted(self.__dict__.get(name) or ()))
         self.__dict__.setdefault("_non_persistent", set())
         self.__dict__.setdefault("_is_full_backward_hook", None)
         self.__dict__.setdefault("training", True)
@@ -570,6 +642,9 @@ class Module:
             return (*p, *b, *map(getattr, p.values(), *serial), *map(getattr, b.values(), *serial))
         return (*p, *map(getattr, p.values(), *serial))  # the common case, without b's maps
 
+    # what it reads that can change: Counted dicts (Note [children stamp] in tracing/guards.py)
+    _state_objects.counted_reads = ("_parameters", "_buffers")  # type: ignore[attr-defined]
+
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args)`` before forward; a non-None return replaces ``args`` (a
         non-tuple is wrapped). With ``with_kwargs``: ``hook(module, args, kwargs)`` returning
@@ -659,7 +734,12 @@ class Module:
                 icpt.preserve(self._buffers)
             self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, value)
         else:
+            if name in _COUNTED and isinstance(value, dict):
+                value = _COUNTED[name](value)
             object.__setattr__(self, name, value)
+            if name in _COUNTED or name == "__dict__":  # new registries: counted
+                for counted in (Children, Registered):
+                    counted.version = next(_TICKS)
 
     def _drop(self, name, keep):
         """Forget ``name`` everywhere but in ``keep``, the dict it is being set in: a

@@ -97,6 +97,25 @@ no difference proves what ``same_value`` would; one that finds one (or a getter 
 raises) hands over to each guard in order, which names the first that fails, or passes
 where the pass was only stricter (a NaN, an equal value that is another object): so
 nothing is checked less, and ``explain()`` and the re-trace reasons read as before.
+
+Note [children stamp]: the children guards (one per Module with children, each reading its
+path from the global or closure cell the walk started at: ``model``, ``model[0]``,
+``model[0].mlp``) and the parameters/buffers guards (one per Module) were the largest
+passes of a deep model's check. A Module's ``_modules`` is a ``Children`` dict, its
+``_parameters`` and ``_buffers`` ``Registered`` dicts (``Counted``, staged/nn/module.py),
+whose every change (a child or parameter added, replaced, deleted, moved: ``model[0] =
+...``, ``del model.fc``, ``model._modules["fc"] = ...``, ``lin._parameters["bias"] = p``,
+a new such dict or ``__dict__`` set on a Module) sets a new ``version`` of its class. So
+``_Tree`` and ``_Registries`` check those guards in full once, and after that, while the
+``version`` is what it was then, only what a count cannot see: that each Module still
+holds the same counted dicts (not others put in its ``__dict__`` directly); for children,
+also that each path's start (``model``: a global, a cell, a list's item) is the same
+object, and that no child is shadowed by an entry of its parent's ``__dict__``
+(``vars(model)["0"] = other``, which attribute reads find first): every other step of a
+path is a child of a Module so checked. A count that moved (any Module's children or
+parameters changed: a Module built in the loop, say) checks them in full again, and stamps
+the count if they hold. Not seen: a counted dict changed behind its class's methods
+(``dict.__setitem__(m._modules, k, v)``).
 """
 
 from __future__ import annotations
@@ -154,12 +173,20 @@ class Guards:
         for g in guards:
             kind = _pass_kind(g)
             by.setdefault(id(kind), (kind, []))[1].append(g)
-        self._passes = [_pass(kind, gs) for kind, gs in by.values()]
+        self._passes = []  # each a function of no arguments: whether its guards hold
+        for kind, gs in by.values():
+            counted, gs = (  # Note [children stamp]
+                _Tree.of(gs) if kind is _same_children else _Registries.of(kind, gs)
+            )
+            if counted is not None:
+                self._passes.append(counted)
+            if gs:
+                self._passes.append(functools.partial(_holds, _pass(kind, gs)))
 
     def failure(self):
         """None where every guard holds, else what changed (``Guard.failure``)."""
         try:
-            if all(map(_holds, self._passes)):
+            if all(map(_CALL, self._passes)):
                 return None
         except Exception:  # noqa: BLE001 (a getter on what a guard before it saw change:
             pass  # the check in order says, or raises, as it did)
@@ -217,6 +244,134 @@ def _same_flat(now: list, lengths: list, flat: list, types: list) -> bool:
         return False
     items = list(itertools.chain.from_iterable(now))
     return list(map(type, items)) == types and items == flat
+
+
+class _Counted:
+    """Guards whose getters read only dicts that count their changes (Note [children
+    stamp]), as one pass: checked in full until they hold, then, while the count is what
+    it was, by ``same()``: what the count cannot see."""
+
+    __slots__ = ("full", "count", "ok")
+
+    def __init__(self, kind, guards, count):
+        self.full = _pass(kind, guards)
+        self.count, self.ok = count, None  # the counting class; its count when all held
+
+    def same(self) -> bool:
+        raise NotImplementedError
+
+    def __call__(self) -> bool:
+        version = self.count.version
+        if version == self.ok and self.same():
+            return True
+        if not _holds(self.full):
+            return False
+        self.ok = version
+        return True
+
+
+def _counter(space, names):
+    """The class counting the changes of the dicts ``names`` of ``space`` (a ``__dict__``),
+    where they are all of one such class, else None."""
+    kinds = {type(space.get(n)) for n in names} if space is not None else ()
+    kind = next(iter(kinds)) if len(kinds) == 1 else None
+    return kind if isinstance(getattr(kind, "version", None), int) else None
+
+
+class _Tree(_Counted):
+    """The children guards of Modules whose ``_modules`` count their changes."""
+
+    __slots__ = ("starts", "objects", "modules", "kids", "parents", "keys")
+
+    def __init__(self, guards, count, starts, edges):
+        super().__init__(_same_children, [g for g, _ in guards], count)
+        self.starts = tuple(get for get, _ in starts)  # the getters of the paths' starts
+        self.objects = tuple(m for _, m in starts)
+        self.modules = tuple(m for _, m in guards)
+        self.kids = tuple(vars(m)["_modules"] for m in self.modules)
+        self.parents = tuple(p for p, _ in edges)
+        self.keys = tuple(k for _, k in edges)
+
+    @staticmethod
+    def of(guards) -> tuple:
+        """``(the pass of those of the children guards ``guards`` it can count, or None,
+        the others)``."""
+        found, rest, count = {}, [], None  # id(path getter) -> (guard, module)
+        for g in guards:
+            get = g.get.args[0]  # ``g.get``: functools.partial(_children, get)
+            try:
+                obj = get()
+            except Exception:  # noqa: BLE001 (checked, and raising, in order)
+                obj = None
+            kind = _counter(_attributes(obj), ("_modules",))
+            if kind is None or count not in (None, kind) or id(get) in found:
+                rest.append(g)
+                continue
+            count = kind
+            found[id(get)] = g, obj
+        if not found:
+            return None, rest
+        starts, edges = [], []
+        for g, obj in found.values():
+            get = g.get.args[0]  # a child's path: functools.partial(_member, parent's, key)
+            parent = found.get(id(get.args[0])) if _is_step(get) else None
+            if parent is not None and vars(parent[1])["_modules"].get(get.args[1]) is obj:
+                edges.append((parent[1], get.args[1]))
+            else:
+                starts.append((get, obj))
+        return _Tree(list(found.values()), count, starts, edges), rest
+
+    def same(self) -> bool:
+        return (
+            all(map(operator.is_, map(_CALL, self.starts), self.objects))
+            and all(map(operator.is_, map(_KIDS, map(vars, self.modules)), self.kids))
+            and not any(map(operator.contains, map(vars, self.parents), self.keys))
+        )
+
+
+_KIDS = operator.itemgetter("_modules")
+
+
+def _is_step(get) -> bool:
+    """Whether the getter ``get`` reads a member of what another getter reads."""
+    return isinstance(get, functools.partial) and get.func is _member and len(get.args) == 2
+
+
+class _Registries(_Counted):
+    """Guards whose getter is a method of an object that reads only that object's counted
+    dicts (its function's ``counted_reads``: ``Module._state_objects`` reads
+    ``_parameters`` and ``_buffers``): the same dicts, none changed."""
+
+    __slots__ = ("objects", "reads")
+
+    def __init__(self, kind, guards, count, names):
+        super().__init__(kind, guards, count)
+        self.objects = tuple(g.get.__self__ for g in guards)
+        spaces = list(map(vars, self.objects))
+        self.reads = tuple(
+            (operator.itemgetter(n), tuple(map(operator.itemgetter(n), spaces))) for n in names
+        )
+
+    @staticmethod
+    def of(kind, guards) -> tuple:
+        """``(the pass of those of ``guards`` it can count, or None, the others)``."""
+        by: dict = {}  # (names, counting class) -> guards
+        rest = []
+        for g in guards:
+            names = getattr(getattr(g.get, "__func__", None), "counted_reads", None)
+            count = names and _counter(_attributes(g.get.__self__), names)
+            if count:
+                by.setdefault((names, count), []).append(g)
+            else:
+                rest.append(g)
+        if len(by) != 1:  # one kind of getter (a Module's): else each in full
+            return None, guards
+        (names, count), gs = next(iter(by.items()))
+        return _Registries(kind, gs, count, names), rest
+
+    def same(self) -> bool:
+        spaces = list(map(vars, self.objects))
+        return all(all(map(operator.is_, map(get, spaces), dicts)) for get, dicts in self.reads)
 
 
 def same_value(a, b) -> bool:
