@@ -54,7 +54,7 @@ lint: $(VENV)/.test
 	$(BIN)/mypy
 
 test: $(VENV)/.test vulkan-driver graphviz lint
-	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder --durations=25
+	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder --durations=60
 
 # the files made from the op table and the op database (their tests fail when they are stale)
 generated: $(VENV)/.test

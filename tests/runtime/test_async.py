@@ -106,15 +106,15 @@ def _regression_steps(backend, dynamic):
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_many_unread_calls_equal_eager(backend, dynamic):
-    """200 calls whose results are never read (a dynamic step's second call made while the
+    """60 calls whose results are never read (a dynamic step's second call made while the
     first ran failed: 'transient buffer has not been committed'), then the state equals an
     eager run's."""
     rng = np.random.default_rng(0)
     x = staged.tensor(rng.standard_normal((256, 64)).astype(np.float32))
     y = staged.tensor(rng.standard_normal((256, 16)).astype(np.float32))
     cm, cstep, em, estep = _regression_steps(backend, dynamic)
-    losses = [cstep(x, y) for _ in range(200)]
-    for _ in range(200):
+    losses = [cstep(x, y) for _ in range(60)]
+    for _ in range(60):
         last = estep(x, y)
     # float32 rounding per step, damped by the contraction: a few ulps of the values
     np.testing.assert_allclose(losses[-1].item(), last.item(), rtol=1e-5)
