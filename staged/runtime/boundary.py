@@ -31,6 +31,20 @@ trace stores new tensors (one-shot), uses collectives, draws from the in-graph c
 stream (``rng="counter"`` gives new numbers at every call), writes in place into an
 argument that requires grad, or reads a parameter with a tensor hook (``autograd.grad`` in the recomputation would run it, and the engine again).
 A double backward through the call (``create_graph=True``) raises.
+
+Note [first eager call]: the call that finds a body must run eagerly has already traced it:
+its Python ran once (``log.append(y)``, ``self.calls += 1``, ``print``), and what it stored
+outside holds the trace's tensors, of no data. Running ``fn`` again would do all of that
+twice and leave those tensors without data. So that call runs its trace instead: the
+graph's ops on the call's own tensors through eager dispatch (``OnTensors``, a module for
+``CompiledGraph._run``, which binds it as any compiled call), each op's inputs that did not
+require grad in the trace detached (``Captured.op_grads``: ``detach()``, ``no_grad``
+blocks), so autograd records the graph the trace's own autograd made, and the tensors the
+body returned or stored that required grad get it (``_adopt``). Later calls run ``fn``.
+Where that graph holds more than the ops (a custom Function's backward, a hook on an
+intermediate tensor: ``op_grads`` is None), or the call runs collectives, or it writes an
+argument that requires grad in place (eager code gives the argument the new history), the
+first call runs ``fn`` too, its Python twice, and the warning says so.
 """
 
 from __future__ import annotations
@@ -42,10 +56,13 @@ import numpy as np
 from ..autodiff.random import uniform
 from ..autograd import grad as autograd_grad
 from ..autograd.function import Function
+from ..eager.dispatch import apply
 from ..eager.grad_mode import _state, enable_grad
 from ..eager.tensor import Tensor
 from ..tracing.capture import Captured, state_lock
 from ..tracing.pytree import flatten, unflatten
+from .background import Interpreter, _root
+from .checks import StepCheck
 from .segmented import has_collectives
 
 
@@ -68,6 +85,93 @@ def eager_reason(c: Captured) -> str | None:
         if t._requires_grad and t._hooks:
             return f"state tensor {w.name} requires grad and has a tensor hook"
     return None
+
+
+def reruns_fn(c: Captured) -> bool:
+    """Whether the first call of an eager trace ``c`` runs ``fn`` again rather than its
+    graph (Note [first eager call])."""
+    wrappers = dict(c.arg_wrappers)
+    return (
+        c.op_grads is None
+        or has_collectives(c.graph)
+        or any(wrappers[i]._requires_grad for i, _ in c.arg_updates)
+    )
+
+
+def run_traced(entry, leaves):
+    """The call that traced ``entry`` (a ``CompiledGraph`` built with no module) run as its
+    graph on the call's tensors, recorded by autograd (Note [first eager call])."""
+    c = entry.captured
+    module = entry.module = OnTensors(entry, leaves)
+    entry._checks = None  # raised by the module, before the call writes anything
+    for t, _ in c.escaped:  # a counter of the trace's (a view's is its base's): setting
+        t._vc = [0]  # their data is no change to a parameter this call's graph saved
+    out = entry.run(leaves)
+    flat, _ = flatten(out, lambda o: False)
+    for pos, (kind, k) in enumerate(c.out_leaves):
+        if kind == "value" and k in c.grad_results:
+            _adopt(flat[pos], module.made[k])
+    for t, k in c.escaped:
+        if k in c.escaped_grad:
+            _adopt(t, module.made[k])
+    return out
+
+
+def _adopt(t: Tensor, made: Tensor) -> None:
+    """``t``, holding ``made``'s data, takes its place in autograd's graph."""
+    t._requires_grad, t.grad_fn, t._output_nr, t._vc = (
+        made._requires_grad,
+        made.grad_fn,
+        made._output_nr,
+        made._vc,
+    )
+    if made._base is not None:
+        t._base, t._view = made._base, made._view
+
+
+class OnTensors(Interpreter):
+    """Runs the graph of ``entry`` on the call's ``leaves`` and state tensors through eager
+    dispatch, keeping the tensors of its outputs in ``made`` (Note [first eager call])."""
+
+    def __init__(self, entry, leaves):  # (none of the Interpreter's tables are needed)
+        self.entry, self.leaves, self.device = entry, leaves, entry.device  # (the profiler's)
+        self.made: list = []
+
+    def invoke(self, fn_name, args, result_dtypes=None, undo=None) -> list:
+        c = self.entry.captured
+        g = c.graph
+        own = []  # the tensors bound to the inputs, in _run's order (then the draws)
+        for i, w in c.arg_wrappers:
+            own.append(self.leaves[i])
+            if w._grad is not None:
+                own.append(self.leaves[i]._grad)
+        own += [w.tensor for w in c.state]
+        own += [Tensor._wrap(np.asarray(a)) for a in args[len(own) :]]
+        env = {v.id: Tensor._wrap(a) for v, a in g.consts}
+        env.update((i.value.id, t) for i, t in zip(g.inputs, own))
+        grads = c.op_grads or {}
+        for op in g.ops:  # an input that did not require grad in the trace is detached
+            mask = grads.get(op.out.id) or (False,) * len(op.inputs)
+            ins = [env[v.id] for v in op.inputs]
+            ins = [t.detach() if t._requires_grad and not m else t for t, m in zip(ins, mask)]
+            env[op.out.id] = apply(op.prim, ins, op.params)
+        self.made = [env[o.value.id] for o in g.outputs]
+        adopted = {*c.grad_results, *c.escaped_grad}
+        roots = {id(_root(a)) for _, a in g.consts}
+        roots |= {id(_root(t._payload)) for t in own if type(t._payload) is np.ndarray}
+        res = []  # the others each their own writable array, as a module's (Interpreter)
+        for k, t in enumerate(self.made):
+            a = t._payload
+            if k not in adopted:
+                a = np.asarray(a)
+                r = id(_root(a))
+                if r in roots or not a.flags.writeable:
+                    a = a.copy()
+                roots.add(r)
+            res.append(a)
+        if c.checks and c.check_output < len(g.outputs):  # Note [index checks]
+            StepCheck(res[c.check_output], c.checks)()
+        return res
 
 
 class Differentiable:

@@ -56,7 +56,7 @@ from ..lower.mlir.module import checked
 from .. import viz
 from . import deploy, profiled
 from .background import CallLog, Compiling, Interpreter, call_eagerly
-from .boundary import Differentiable, eager_reason
+from .boundary import Differentiable, eager_reason, reruns_fn, run_traced
 from .checks import Checks, with_overflow_checks
 from .shared_inputs import PAYLOAD, SharedInputs
 from .specialized import Specialized, specialized
@@ -299,7 +299,7 @@ class CompiledGraph:
         """The call on ``leaves``, run by ``module`` (``self.module``, or a static module of
         the same inputs and outputs: Note [specialized batch sizes])."""
         c = self.captured
-        host = type(module) is Interpreter  # runs on NumPy: nothing to upload
+        host = isinstance(module, Interpreter)  # runs on NumPy: nothing to upload
         if c.live:
             self._set_live(host)
         # which written memory other objects see (Note [aliased memory] in
@@ -749,14 +749,24 @@ class Compiled:
                     f"outside, and {why}"
                 )
                 warned, self._warned_boundary = self._warned_boundary, True
-                replay(entry.attr_before)  # what the trace set there has no data
+                rerun = reruns_fn(entry)  # Note [first eager call] in boundary.py
+                if rerun:
+                    replay(entry.attr_before)  # what the trace set there has no data
+                    why += "; this call runs its Python again, after its trace"
                 return self._run_eagerly(
                     key,
                     args,
                     kwargs,
                     why,
                     "autograd outside",
-                    None if warned else f"eagerly, since {why}",
+                    None if warned and not rerun else f"eagerly, since {why}",
+                    None
+                    if rerun
+                    else functools.partial(  # (no module: run_traced gives it one)
+                        run_traced,
+                        CompiledGraph(entry, self.backend, self.device, None, lambda _: None),
+                        leaves,
+                    ),
                 )
             entry = Differentiable(self, entry, _guard_check(entry))
         self._calls += 1
@@ -811,9 +821,10 @@ class Compiled:
             self._one[entry] = why is None
         return self._one[entry]
 
-    def _run_eagerly(self, key, args, kwargs, why: str, note: str, warning: str | None):
+    def _run_eagerly(self, key, args, kwargs, why: str, note: str, warning: str | None, first=None):
         """These arguments run eagerly from now on (``fallback="eager"``, or Note [autograd
-        boundary]), warning ``running <fn> {warning}`` unless it is None."""
+        boundary]), warning ``running <fn> {warning}`` unless it is None; this call by
+        ``first()`` where given (Note [first eager call] in boundary.py)."""
         if warning is not None:
             name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
             warnings.warn(
@@ -823,7 +834,7 @@ class Compiled:
         self._entries[key] = _EAGER
         self._remember(eager=why)
         self.calls.note(f"eager ({note})")
-        return self.fn(*args, **kwargs)
+        return self.fn(*args, **kwargs) if first is None else first()
 
     def forward_of(self, entry: Differentiable, args, kwargs):
         """The no-grad call that is the forward of ``entry``'s Node (Note [autograd

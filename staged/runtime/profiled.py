@@ -46,7 +46,7 @@ class _Probe:
 
     def __init__(self, module, prof):
         self.module, self.prof = module, prof
-        self.device = module.device
+        self.device = getattr(module, "device", None)  # None: runs on NumPy (Interpreter)
         self.results = []
         self.enqueued = None
 
@@ -56,7 +56,7 @@ class _Probe:
         e = prof._begin("argument transfer", "compiled_phase")
         try:
             for a in args:
-                if not (isinstance(a, DeviceValue) and a.device is dev):
+                if dev is not None and not (isinstance(a, DeviceValue) and a.device is dev):
                     nbytes += int(getattr(a, "nbytes", 0))
                     a = dev.upload(a)
                 moved.append(a)

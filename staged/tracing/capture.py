@@ -148,6 +148,13 @@ class Captured:
     arg_wrappers: list = field(default_factory=list)  # [(leaf index, Tensor)]; a wrapper
     # with a .grad at trace time takes the argument's .grad as the next input
     escaped: list = field(default_factory=list)  # [(Tensor, output index)]
+    # the output indices of those that required grad in the trace: a first call run as its
+    # graph on the call's tensors gives them that graph (Note [first eager call])
+    escaped_grad: set = field(default_factory=set)
+    # where there are grad_results: per op traced in grad mode (by output Value id), whether
+    # each input required grad; None where the trace's autograd graph holds more than its
+    # ops (Note [first eager call])
+    op_grads: dict | None = None
     # arguments the body wrote in place: [(leaf index, output index)], written back per call
     arg_updates: list = field(default_factory=list)
     # those of them whose shape or layout an in-place view op changed (``unsqueeze_()``,
@@ -246,6 +253,7 @@ class Tracer:
         self.args: set = set()  # ids of the arguments' stand-ins
         self.arg_views: dict = {}  # id -> [(name, args)]: in-place view ops on an argument
         self.entry: dict = {}  # the Modules' plain values at entry (guards.entry_values)
+        self.grads: dict = {}  # Captured.op_grads
 
     def owns_shape(self, t: Tensor, name: str, args: tuple) -> bool:
         """Whether ``t``'s shape may change in place by ``t.name(*args)`` (``unsqueeze_()``):
@@ -452,6 +460,8 @@ class Tracer:
         v = self.graph.add_op(
             prim, vals, params, aval, user_location(), tags.phase, tags.hook, tags.ranges
         )  # Note [phases]
+        if _state.grad_enabled:
+            self.grads[v.id] = tuple(t._requires_grad for t in inputs)
         if prim is ad.check:
             self.checks.append((v, params))
         out = Symbolic(v, self)
@@ -655,11 +665,13 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         at_entry(captured.guards, [w[:4] for w in values])
         captured.attr_writes = [(m, k, after) for m, k, _, after, _ in values]
         tensors = _tensor_writes(g, [w for w in written.values() if holds_tensor(w[2:4])])
-        escaped = _escaped(tracer)  # after the restore: only the body's own stores remain
+        escaped, grad = _escaped(tracer)  # after the restore: only the body's own stores remain
         escaped = _attr_outputs(captured, tracer, escaped, tensors)
         for t in escaped:
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
             captured.escaped.append((t, len(g.outputs) - 1))
+            if id(t) in grad:
+                captured.escaped_grad.add(len(g.outputs) - 1)
             for pos, ref in tracer.results.items():  # returned as itself (an optimizer buffer)
                 if ref() is t:
                     captured.returned[pos] = ("escaped", t, ())
@@ -670,6 +682,8 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         finally:
             interceptor.restore_interceptor(prev)
         captured.hooks_left = _hooks_left(tracer, first_hook)
+        if captured.grad_results:  # Note [autograd boundary]
+            captured.op_grads = _op_grads(tracer, first_hook, len(captured.hooks_left))
         captured.guards.append(
             Guard("autograd", _autograd_modes, operator.eq, _show_modes, value=modes)
         )
@@ -1111,21 +1125,23 @@ def _freeze_heap() -> bool:
     return thaw
 
 
-def _escaped(tracer: Tracer) -> list:
+def _escaped(tracer: Tracer) -> tuple[list, set]:
     """Tensors made during the trace that the body stored somewhere that outlives it
-    (Note [escapes]: only objects allocated since the trace began are walked)."""
+    (Note [escapes]: only objects allocated since the trace began are walked), and the
+    ids of those that required grad."""
     gc.collect()
     alive = [s for s in (r() for r in tracer.created) if s is not None]
     if not alive:
-        return []
+        return [], set()
     mine = {id(w.tensor) for w in tracer.watched.values()}
     found = {}
     for r in gc.get_referrers(*alive):
         if isinstance(r, Tensor) and id(r) not in mine and isinstance(r._payload, Symbolic):
             found[id(r)] = r
+    grad = {k for k, t in found.items() if t._requires_grad}
     for t in found.values():  # its graph was symbolic: keep the data only
         t.grad_fn, t._requires_grad = None, False
-    return sorted(found.values(), key=lambda t: t._serial)
+    return sorted(found.values(), key=lambda t: t._serial), grad
 
 
 def _autograd_modes() -> tuple:
@@ -1166,6 +1182,25 @@ def _hooks_left(tracer: Tracer, first: int) -> list:
         ):
             left += [(w, fn) for k, fn in (d or {}).items() if k > first]
     return left
+
+
+def _op_grads(tracer: Tracer, first_hook: int, left: int) -> dict | None:
+    """``Captured.op_grads``, where these alone make the trace's autograd graph: each input
+    that required grad is an input of the graph that did or the result of such an op (not a
+    custom Function's, nor a tensor made to require grad), and the body made no hook but the
+    ``left`` it left on state (Note [first eager call] in runtime/boundary.py); else None."""
+    if fresh_id() - first_hook - 1 != left:
+        return None
+    carry = {w.value.id for w in tracer.watched.values() if w.value is not None and w.meta[0]}
+    for op in tracer.graph.ops:
+        mask = tracer.grads.get(op.out.id)
+        if mask is None:
+            continue
+        if any(m and v.id not in carry for v, m in zip(op.inputs, mask)):
+            return None
+        if any(mask) and op.prim.vjp is not None and op.out.aval.dtype.np.kind in "fcV":
+            carry.add(op.out.id)
+    return tracer.grads
 
 
 def _warn_hooks_left(c: Captured) -> None:

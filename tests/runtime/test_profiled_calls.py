@@ -129,3 +129,30 @@ def test_no_profile_costs_one_check(monkeypatch):
     loss = step(x, y)  # the result stays on the device until read
     assert type(loss._payload) is not np.ndarray
     assert np.isfinite(loss.item())
+
+
+def test_a_one_shot_first_call_under_the_profiler_runs_on_numpy():
+    """Adam's first compiled call makes its state (one-shot: the NumPy interpreter runs it,
+    Note [one-shot traces]); under the profiler it raised AttributeError (no device)."""
+    staged.manual_seed(0)
+    models = [staged.nn.Linear(3, 1) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [staged.optim.Adam(m.parameters(), lr=0.1) for m in models]
+
+    def step(m, opt, x):
+        opt.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = staged.compile(step)
+    x = staged.ones(2, 3)
+    with profile() as p:
+        got = [compiled(models[0], opts[0], x).item() for _ in range(3)]
+    want = [step(models[1], opts[1], x).item() for _ in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    calls = [e for e in p.events() if e.cat == "compiled"]
+    assert len(calls) == 3 and all(
+        [c.name for c in e.children if c.cat == "compiled_phase"][:2] == PHASES[:2] for e in calls
+    )

@@ -183,8 +183,10 @@ def test_a_step_reading_the_previous_call_s_tensor_traces_at_every_call(options)
 
 
 def test_a_loss_kept_for_a_backward_outside_the_call_runs_eagerly():
-    """``torch.compile(model)`` then ``model.last_loss.backward()``: the call cannot hand
-    the attribute a graph, so it runs eagerly, saying why, with eager's gradients."""
+    """``torch.compile(model)`` then ``model.last_loss.backward()``: the call that traced
+    runs its graph's ops eagerly, giving the attribute that graph (Note [first eager call]),
+    later calls the body, saying why, with eager's gradients (the graph's ops are not
+    eager's fused kernels: float32 rounding)."""
     grads = []
     for compiled in (True, False):
         staged.manual_seed(4)
@@ -198,7 +200,7 @@ def test_a_loss_kept_for_a_backward_outside_the_call_runs_eagerly():
             f(x, y)
         model.last_loss.backward()
         grads.append(model.fc.weight.grad.numpy().copy())
-    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-7)
 
 
 class _Average(nn.Module):
