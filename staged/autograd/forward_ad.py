@@ -305,7 +305,10 @@ def each_level(fn: Callable[[], None]) -> None:
 def written(t: Tensor, result: Tensor) -> None:
     """``t`` was overwritten in place by ``result``: at each level, it takes ``result``'s
     tangent (zeros if ``t`` or its forward base had one and ``result`` has none, as in
-    PyTorch), and so do its forward base and the views of it (Note [tangents of views])."""
+    PyTorch), and so do its forward base and the views of it (Note [tangents of views]).
+    Not in a custom Function's forward: its ``jvp`` gives the tangents (``mark_dirty``)."""
+    if _now.busy:
+        return
     prev = _now.seen
     try:
         for lv in _seen():
@@ -416,12 +419,27 @@ def _remember_saved(lv: _Level, node, inputs, out) -> None:
     for name, s in saved.items():
         if name != "out" and name not in names:
             continue
-        tangent = lv.get(out if name == "out" else inputs[names.index(name)])
-        if tangent is not None:
-            if s.saved_tangent is None:
-                s.saved_tangent = {}
-            s.saved_tangent[lv] = tangent
-            lv.saved.append(weakref.ref(s))
+        _keep(lv, s, out if name == "out" else inputs[names.index(name)])
+
+
+def keep_saved_tangents(saved, tensors) -> None:
+    """Keep the tangents of ``tensors`` at every level that sees the ops bound now with
+    their SavedTensors ``saved`` (None where nothing was saved): a custom Function saves
+    after its ``jvp`` gave its outputs their tangents, as PyTorch's ``_save_variables``."""
+    for lv in _seen():
+        for s, t in zip(saved, tensors):
+            if s is not None:
+                _keep(lv, s, t)
+
+
+def _keep(lv: _Level, s, t: Tensor) -> None:
+    """``s`` (a SavedTensor of ``t``) keeps ``t``'s tangent at ``lv``, if it has one."""
+    tangent = lv.get(t)
+    if tangent is not None:
+        if s.saved_tangent is None:
+            s.saved_tangent = {}
+        s.saved_tangent[lv] = tangent
+        lv.saved.append(weakref.ref(s))
 
 
 def restore_tangent(t: Tensor, saved_tangent) -> None:

@@ -4,7 +4,7 @@ As in PyTorch, ``ctx`` *is* the backward Node: each Function subclass gets a Nod
 ``<Name>Backward`` (``BackwardCFunction``) whose ``apply`` calls the user's backward.
 The forward runs with grad mode off; its tensor outputs are then attached to the Node.
 Saved tensors are ``SavedTensor``s, so they get the version check, freeing after
-backward and saved-tensor hooks like any op's. Nothing here knows about capture: under
+backward, saved-tensor hooks and forward-AD tangents (saved after ``jvp``) like any op's. Nothing here knows about capture: under
 ``staged.capture`` forward and backward simply run on symbolic tensors.
 """
 
@@ -250,11 +250,13 @@ class Function(metaclass=FunctionMeta):
         outputs = _wrap_outputs(ctx, args, outputs, record)
         if forward_ad.active():
             forward_ad.each_level(lambda: _forward_ad(cls, ctx, args, outputs))
+        if record:
+            _save(ctx)
         return outputs[0] if single else outputs
 
 
 def _wrap_outputs(ctx, args, outputs, record):
-    """Attach tensor outputs to ``ctx`` (PyTorch's ``_wrap_outputs``); save what was asked."""
+    """Attach tensor outputs to ``ctx`` (PyTorch's ``_wrap_outputs``)."""
     dirty = {id(t) for t in ctx.dirty_tensors}
     non_diff = {id(t) for t in ctx.non_differentiable}
     inputs = {id(a) for a in args if isinstance(a, Tensor)}
@@ -284,9 +286,17 @@ def _wrap_outputs(ctx, args, outputs, record):
         wrapped.append(t)
     ctx.num_outputs = len(outputs)
     ctx._output_avals = tuple(avals)
-    ctx._saved = [None if t is None else SavedTensor(t, ctx) for t in ctx.to_save]
-    ctx.to_save = ()
     return tuple(wrapped)
+
+
+def _save(ctx):
+    """Save what was asked once ``jvp`` gave the outputs their tangents (PyTorch's
+    ``_save_variables`` after ``_wrap_outputs``): the SavedTensors keep them, so a backward
+    run inside the forward-AD levels differentiates through them (forward-over-reverse)."""
+    tensors, ctx.to_save = ctx.to_save, ()
+    ctx._saved = [None if t is None else SavedTensor(t, ctx) for t in tensors]
+    if forward_ad.active():
+        forward_ad.keep_saved_tangents(ctx._saved, tensors)
 
 
 def _edge(t):

@@ -150,7 +150,8 @@ class SavedTensor:
             if self._vc[0] != self._saved_version:
                 raise RuntimeError(_version_message(self))
             t = self._current() if self._is_output else self._tensor
-        if self.saved_tangent is not None and self._is_output:
+        # an output's tangent, and a hooked input's (the unpacked tensor is a new one)
+        if self.saved_tangent is not None and (self._is_output or self._unpack is not None):
             restore_tangent(t, self.saved_tangent)
         return t
 

@@ -103,14 +103,11 @@ class _Formula(Function):
         ctx.save_for_backward(*args, out)
         ctx.save_for_forward(*args, out)
         ctx.kernel, ctx.params = kernel, params
-        # forward AD over the backward (hessian) needs the tangents of what it reads, which
-        # a Function's SavedTensors drop: under forward AD it reads the tensors themselves
-        ctx.held = (*args, out) if forward_ad.active() else None
         return out
 
     @staticmethod
     def backward(ctx, g):
-        *args, out = ctx.held or ctx.saved_tensors
+        *args, out = ctx.saved_tensors
         named = dict(zip(ctx.kernel.inputs, args))
         grads = []
         for rule, needed in zip(ctx.kernel.vjp, ctx.needs_input_grad[3:]):
