@@ -87,8 +87,9 @@ def _sigmoid(x):
 
 def _relu(x):
     """max(x, 0) as PyTorch's: NaN and -0.0 pass (np.maximum's zero sign varies by dtype)."""
-    out = np.maximum(x, x.dtype.type(0), out=np.empty_like(x))
-    np.copyto(out, x, where=x == 0)
+    zero = x.dtype.type(0)  # (one conversion: ``x == 0`` would convert 0 again)
+    out = np.maximum(x, zero, out=np.empty_like(x))
+    np.copyto(out, x, where=x == zero)
     return out
 
 

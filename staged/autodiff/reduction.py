@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -22,11 +24,16 @@ def _sum_vjp(g, x_aval, dims, keepdim):
     return lax.broadcast_to(g, x_aval.shape, reduced_shape(x_aval.shape, dims, True))
 
 
+@functools.cache
+def _trailing(ndim: int, k: int) -> tuple:
+    """The last ``k`` of ``ndim`` dims."""
+    return tuple(range(ndim - k, ndim))
+
+
 def _sum(x, *, dims, keepdim):
     """np.sum, blocked (Note [blocked sums]) where NumPy would add along one chain: its
     pairwise sum covers the trailing axes of a C-contiguous array only."""
-    trailing = dims == tuple(range(x.ndim - len(dims), x.ndim)) and x.flags.c_contiguous
-    if x.dtype.kind in "fc" and not trailing:
+    if x.dtype.kind in "fc" and not (dims == _trailing(x.ndim, len(dims)) and x.flags.c_contiguous):
         for i, s, k in levels(x.shape, dims):
             if s != x.shape[i]:
                 x = np.pad(x, [(0, s - x.shape[i]) if j == i else (0, 0) for j in range(x.ndim)])

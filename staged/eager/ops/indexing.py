@@ -30,10 +30,11 @@ from .inplace import check_inplace, check_overlap, own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
+_ndarray = np.ndarray
 builtin_slice = slice  # the module's own names shadow nothing, but keep it explicit
 
 
-@dataclass
+@dataclass(frozen=True)  # kept and shared (``_PLANS``)
 class _Plan:
     sliced: tuple | None  # (starts, stops, steps) of the strided slice, None if whole
     shape: tuple  # shape after the slice, int dims dropped and None dims added
@@ -158,6 +159,48 @@ _SELECT, _UNSQUEEZE = "SelectBackward0", "UnsqueezeBackward0"
 
 
 def _plan(x: Tensor, index) -> _Plan:
+    """The plan of ``index`` into ``x`` (Note [indexing plan]); one of basic entries into
+    a NumPy payload is made once per index and shape (``_PLANS``)."""
+    key = _basic_key(index, x._payload)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _new_plan(x, index)
+        if key is not None:
+            if len(_PLANS) >= 256:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    return plan
+
+
+# (whether the index is a tuple, the shape, its entries with slices as (start, stop,
+# step)) -> the plan: x[:, 1:] in a loop plans once (3 of its 6 us on 8 floats)
+_PLANS: dict[tuple, _Plan] = {}
+_BOUNDS = (int, type(None))  # what a slice's fields may be in a key
+
+
+def _basic_key(index, p) -> tuple | None:
+    """``_PLANS``'s key for ``index`` into payload ``p``, or None unless ``p`` is a NumPy
+    array and ``index`` holds only ints, slices of ints, None and ``...`` (by type: a
+    bool, a NumPy int or a float is not the int it equals)."""
+    if type(p) is not _ndarray:
+        return None
+    tupled = type(index) is tuple
+    key: list = [tupled, p.shape]
+    for i in index if tupled else (index,):
+        t = type(i)
+        if t is builtin_slice:
+            a, b, s = i.start, i.stop, i.step
+            if type(a) not in _BOUNDS or type(b) not in _BOUNDS or type(s) not in _BOUNDS:
+                return None
+            key.append((a, b, s))
+        elif t is int or i is None or i is Ellipsis:
+            key.append(i)
+        else:
+            return None
+    return tuple(key)
+
+
+def _new_plan(x: Tensor, index) -> _Plan:
     entries = [_as_index(i) for i in (index if isinstance(index, tuple) else (index,))]
     shape = tuple(x._payload.shape)
     used = sum(_consumes(i) for i in entries)

@@ -3,6 +3,7 @@ over the reshape, expand, permute, slice and concat primitives."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -289,25 +290,52 @@ def squeeze(x, dim=None):
 
 def permute(x, *args, dims=None):
     dims = _shape_arg(args, dims, "dims")
-    if len(dims) != x.ndim:
+    n = len(x._payload.shape)
+    ints = _INT.issuperset(map(type, dims))  # (a float or bool dim is no key: 1.0 == 1)
+    perm = _PERMS.get((n, dims)) if ints else None
+    if perm is None:
+        perm = _permutation(dims, n)
+        if ints:
+            if len(_PERMS) >= 256:
+                _PERMS.clear()
+            _PERMS[n, dims] = perm
+    return ad.permute(x, perm=perm)
+
+
+# (ndim, dims given, all ints) -> the permutation they make: x.permute(0, 2, 1, 3) in a
+# loop checks its dims once
+_PERMS: dict[tuple, tuple] = {}
+_INT = frozenset({int})
+
+
+def _permutation(dims: tuple, n: int) -> tuple:
+    """``dims`` of a permute of ``n`` dims, wrapped, with torch's errors."""
+    if len(dims) != n:
         raise RuntimeError(
             f"permute(): number of dimensions in the tensor input does not "
             f"match the length of the desired ordering of dimensions i.e. "
-            f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}"
+            f"input.dim() = {n} is not equal to len(dims) = {len(dims)}"
         )
-    dims = tuple(wrap_dim(d, x.ndim) for d in dims)
+    dims = tuple(wrap_dim(d, n) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return ad.permute(x, perm=dims)
+    return dims
 
 
 def _transpose(x, dim0, dim1):
-    a, b = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
-    if x.ndim < 2:
+    n = len(x._payload.shape)
+    a, b = wrap_dim(dim0, n), wrap_dim(dim1, n)
+    if n < 2:
         return alias(x)
-    perm = list(range(x.ndim))
+    return ad.permute(x, perm=_swapped(n, a, b))  # a permutation: permute's checks hold
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # (typed: 1.0 is no dim, where 1 is one)
+def _swapped(n: int, a: int, b: int) -> tuple:
+    """The permutation of ``n`` dims that swaps dims ``a`` and ``b``."""
+    perm = list(range(n))
     perm[a], perm[b] = perm[b], perm[a]
-    return permute(x, perm)
+    return tuple(perm)
 
 
 def transpose(x, dim0, dim1):
@@ -315,9 +343,10 @@ def transpose(x, dim0, dim1):
 
 
 def t(x):
-    if x.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return named(_transpose(x, 0, 1) if x.ndim == 2 else alias(x), "TBackward0")
+    n = len(x._payload.shape)
+    if n > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+    return named(_transpose(x, 0, 1) if n == 2 else alias(x), "TBackward0")
 
 
 def _adjoint(x, name, conjugate):
@@ -345,7 +374,7 @@ def adjoint(x):
 
 
 def T(x):
-    return permute(x, tuple(range(x.ndim))[::-1])
+    return ad.permute(x, perm=tuple(range(len(x._payload.shape)))[::-1])  # a permutation
 
 
 def expand(x, *sizes, size=None):
