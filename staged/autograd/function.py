@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from ..eager.factories import zeros
+from ..eager.factories import zeros, zeros_like
 from ..eager.grad_mode import _state, no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
@@ -22,6 +22,7 @@ from ..eager.views import bumped
 from . import forward_ad
 from .node import Node
 from .saved import SavedTensor
+from .vmap import Batched, _local, vmap
 
 
 class FunctionCtx:
@@ -92,8 +93,7 @@ class BackwardCFunction(FunctionCtx, Node):
                 _zeros(*aval) if g is None and aval is not None else g
                 for g, aval in zip(grads, self._output_avals)
             ]
-        fn = cls.vjp if cls.vjp is not Function.vjp else cls.backward
-        result = fn(self, *grads)
+        result = _backward_fn(cls)(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         n = len(self.needs_input_grad)
@@ -233,12 +233,15 @@ class Function(metaclass=FunctionMeta):
         ctx._tensor_args = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         record = _state.grad_enabled and any(ctx.needs_input_grad)
+        separate = cls.setup_context is not Function.setup_context
+        # Note [Functions under vmap]
+        output = _on_physical(cls, args) if separate else _refuse_differentiated(cls, args)
         prev = _state.grad_enabled
         _state.grad_enabled = False
         paused, forward_ad._now.busy = forward_ad._now.busy, True  # Note [levels seen per thread]
         try:
-            if cls.setup_context is not Function.setup_context:
-                output = cls.forward(*args)
+            if separate:
+                output = cls.forward(*args) if output is None else output
                 cls.setup_context(ctx, args, output)
             else:
                 output = cls.forward(ctx, *args)
@@ -247,9 +250,9 @@ class Function(metaclass=FunctionMeta):
             forward_ad._now.busy = paused
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
-        outputs = _wrap_outputs(ctx, args, outputs, record)
+        raw, outputs = outputs, _wrap_outputs(ctx, args, outputs, record)
         if forward_ad.active():
-            forward_ad.each_level(lambda: _forward_ad(cls, ctx, args, outputs))
+            forward_ad.each_level(lambda: _forward_ad(cls, ctx, args, raw, outputs))
         if record:
             _save(ctx)
         return outputs[0] if single else outputs
@@ -305,8 +308,9 @@ def _edge(t):
     return (t.grad_fn, t._output_nr) if t.grad_fn is not None else (t._grad_accumulator(), 0)
 
 
-def _forward_ad(cls, ctx, args, outputs):
-    """Tangents of the outputs from ``cls.jvp``, given the inputs' tangents."""
+def _forward_ad(cls, ctx, args, raw, outputs):
+    """Tangents of the outputs (``raw`` as ``forward`` returned them) from ``cls.jvp``,
+    given the inputs' tangents, checked as PyTorch's ``_process_forward_mode_AD``."""
     tangents = [forward_ad.tangent_of(a) if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in tangents):
         return
@@ -315,21 +319,216 @@ def _forward_ad(cls, ctx, args, outputs):
             _zeros(tuple(a.shape), a.dtype) if t is None and isinstance(a, Tensor) else t
             for a, t in zip(args, tangents)
         ]
+    versions = [None if t is None else t._vc[0] for t in tangents]
     ctx._in_jvp = True
     try:
         result = cls.jvp(ctx, *tangents)
     finally:
         ctx._in_jvp = False
     result = result if isinstance(result, tuple) else (result,)
-    tensor_outs = [t for t in outputs if isinstance(t, Tensor)]
+    tensor_outs = [(o, t) for o, t in zip(raw, outputs) if isinstance(t, Tensor)]
     if len(result) != len(tensor_outs):
         raise RuntimeError(
             f"{cls.__name__}.jvp returned an incorrect number of tangents "
             f"(expected {len(tensor_outs)}, got {len(result)})"
         )
-    for t, tangent in zip(tensor_outs, result):
+    for i, ((o, t), tangent) in enumerate(zip(tensor_outs, result)):
+        _check_tangent(ctx, i, o, tangent, args, tangents, versions)
         if tangent is not None:
             forward_ad.set_tangent(t, tangent)
+
+
+def _check_tangent(ctx, i, out, tangent, args, tangents, versions):
+    """PyTorch's checks of the tangent ``cls.jvp`` gave output ``i`` (``out`` as
+    ``forward`` returned it): none for a non-differentiable output; a dirty input's own
+    tangent, modified in place; for an input returned as-is or a view of one, a view of
+    that input's tangent."""
+    if any(out is t for t in ctx.non_differentiable):
+        if tangent is not None:
+            raise RuntimeError(
+                f"Function's jvp returned a gradient at position {i}, but  the corresponding "
+                "forward output is not a differentiable Tensor.You should return None at "
+                "that position instead."
+            )
+        return
+    root = _root(out)
+    k = next((k for k, a in enumerate(args) if a is out), None)
+    if k is None and out._base is not None:  # a view of an input (a dual is a view too)
+        k = next(
+            (k for k, a in enumerate(args) if isinstance(a, Tensor) and _root(a) is root),
+            None,
+        )
+    if k is None or tangents[k] is None:
+        return
+    given = tangents[k]
+    if any(out is t for t in ctx.dirty_tensors):
+        if tangent is None or tangent._vc[0] == versions[k]:  # as torch compares them
+            raise RuntimeError(
+                "An inplace custom Function is not modifying the forward mode gradients "
+                "inplace. If the forward is modifying an input inplace, then the jvp "
+                "function must modify the corresponding gradient inplace."
+            )
+        if tangent is not given:
+            raise RuntimeError(
+                "An inplace custom Function is not returning the forward mode gradients "
+                "as-is. If the forward is modifying an input inplace, then the jvp function "
+                "must modify the gradient inplace and return it as-is."
+            )
+    elif tangent is not None and tangent._base is None:
+        raise RuntimeError(
+            "A custom Function's forward is returning a view (or an input as-is) but the "
+            "jvp is not returning a view."
+        )
+    elif tangent is not None and tangent._base is not _root(given):
+        raise RuntimeError(
+            "A custom Function is returning a view but the jvp is not returning a view of "
+            "the given grad input."
+        )
+
+
+# Note [Functions under vmap]: a Function applied to tensors batched at a vmap level runs
+# on their physical values, as functorch's ``custom_function_call`` goes down its levels:
+# mapped by ``vmap`` at that level (generate_vmap_rule), or, where no argument is batched
+# there (only lifted), as itself; its outputs are wrapped again, and the level records its
+# own Node (``setup_context`` on the logical tensors, the forward not run twice). So a
+# transform outside the vmap, which differentiates the physical values, sees the Function
+# (its backward and jvp mapped over the batch): with the forward's ops run with grad off and
+# hidden from forward AD at every level, it saw nothing (a zero gradient or tangent).
+# Functions whose ``forward`` takes ``ctx`` (which torch.func refuses) run as before under
+# vmap alone, and raise torch.func's error where a transform outside would differentiate
+# them (``_refuse_differentiated``).
+def _on_physical(cls, args):
+    """``cls`` applied to the physical values of ``args`` at their innermost vmap level,
+    outputs wrapped at it; None where no argument is batched."""
+    level = max(
+        (a._payload.level for a in args if isinstance(a, Tensor) and type(a._payload) is Batched),
+        default=0,
+    )
+    if not level:
+        return None
+    here = [
+        isinstance(a, Tensor) and type(a._payload) is Batched and a._payload.level == level
+        for a in args
+    ]
+    physical = tuple(a._payload.value if h else a for a, h in zip(args, here))
+    dims = tuple(a._payload.bdim if h else None for a, h in zip(args, here))
+    mapped = any(d is not None for d in dims)
+    fn = _vmapped(cls, dims, _local.stack[level - 1][1]) if mapped else cls
+    output = fn.apply(*physical)
+    bdim = 0 if mapped else None
+
+    def wrap(o):
+        return Tensor._wrap(Batched(o, bdim, level), False) if isinstance(o, Tensor) else o
+
+    return tuple(map(wrap, output)) if isinstance(output, tuple) else wrap(output)
+
+
+def _refuse_differentiated(cls, args) -> None:
+    """torch.func's error for a user's Function whose ``forward`` takes ``ctx`` applied
+    under vmap to values that are differentiated (a gradient or a tangent), which a
+    transform outside the vmap could not see (Note [Functions under vmap]); under vmap
+    alone it runs. (staged's own such Functions are written for the transforms.)"""
+    if cls.__module__.startswith("staged."):
+        return
+    for a in args:
+        while isinstance(a, Tensor) and type(a._payload) is Batched:
+            a = a._payload.value
+            if a._requires_grad or forward_ad.active() and forward_ad.tangents(a):
+                raise RuntimeError(
+                    "In order to use an autograd.Function with functorch transforms (vmap, "
+                    "grad, jvp, jacrev, ...), it must override the setup_context staticmethod. "
+                    "For more details, please see "
+                    "https://pytorch.org/docs/main/notes/extending.func.html"
+                )
+
+
+@functools.lru_cache(maxsize=128)
+def _vmapped(cls, in_dims, randomness):
+    """``cls`` mapped over the batch dims ``in_dims`` of its arguments (torch's
+    ``vmapify_autograd_function``): forward, backward and jvp under ``vmap``, the last two
+    on the inputs and outputs that ``cls.setup_context`` is replayed on."""
+
+    def replay(ctx, body):
+        """``(inputs, outputs, their out_dims, one)``: the saved inputs and outputs, and
+        ``one(inputs, outputs, extra)``, to be vmapped: ``body(inner, inputs, outputs,
+        extra)`` with ``inner`` a ctx that ``cls.setup_context`` filled from them."""
+        n = len(ctx.consts)
+        pairs = zip(ctx.consts + ctx.out_consts, ctx.saved_tensors)
+        full = [c if s is None else s for c, s in pairs]
+        inputs, outputs = tuple(full[:n]), tuple(full[n:])
+        out_dims = tuple(0 if isinstance(o, Tensor) else None for o in outputs)
+
+        def one(inputs, outputs, extra):
+            inner = cls._backward_cls()
+            inner.needs_input_grad = ctx.needs_input_grad
+            cls.setup_context(inner, inputs, outputs[0] if ctx.single else outputs)
+            return body(inner, inputs, outputs, extra)
+
+        return inputs, outputs, out_dims, one
+
+    class Vmapped(Function):
+        @staticmethod
+        def forward(*args):
+            return vmap(cls.forward, in_dims, 0, randomness)(*args)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.single = not isinstance(output, tuple)
+            outs = (output,) if ctx.single else output
+            ctx.consts = [None if isinstance(a, Tensor) else a for a in inputs]
+            ctx.out_consts = [None if isinstance(o, Tensor) else o for o in outs]
+            tensors = [a if isinstance(a, Tensor) else None for a in (*inputs, *outs)]
+            ctx.save_for_backward(*tensors)
+            ctx.save_for_forward(*tensors)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            def body(inner, inputs, outputs, grads):
+                res = _backward_fn(cls)(inner, *grads)
+                res = res if isinstance(res, tuple) else (res,)
+                return tuple(
+                    _fit(inner, k, zeros_like(x) if g is None else g, (tuple(x.shape), x.dtype))
+                    if isinstance(x, Tensor)
+                    else None
+                    for k, (x, g) in enumerate(zip(inputs, res))
+                )
+
+            inputs, outputs, out_dims, one = replay(ctx, body)
+            arg_dims = tuple(None if d is None else 0 for d in in_dims)
+            gs = vmap(one, (in_dims, out_dims, out_dims), arg_dims, randomness)(
+                inputs, outputs, grads
+            )
+            # back to each input's batch dim; summed over the batch for one not batched
+            return tuple(
+                g if g is None else g.sum(0) if d is None else g.movedim(0, d)
+                for g, d in zip(gs, in_dims)
+            )
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            def body(inner, inputs, outputs, tangents):
+                inner._in_jvp = True
+                res = cls.jvp(inner, *tangents)
+                res = res if isinstance(res, tuple) else (res,)
+                tensors = [o for o in outputs if isinstance(o, Tensor)]
+                return tuple(zeros_like(o) if t is None else t for o, t in zip(tensors, res))
+
+            inputs, outputs, out_dims, one = replay(ctx, body)
+            res = vmap(one, (in_dims, out_dims, in_dims), 0, randomness)(inputs, outputs, tangents)
+            return res[0] if ctx.single else res
+
+    Vmapped.__name__ = Vmapped.__qualname__ = f"Vmapped{cls.__name__}"
+    return Vmapped
+
+
+def _backward_fn(cls):
+    """The user's backward: ``vjp`` where that is overridden."""
+    return cls.vjp if cls.vjp is not Function.vjp else cls.backward
+
+
+def _root(t):
+    """The tensor ``t`` is a view of, or ``t``."""
+    return t if t._base is None else t._base
 
 
 class _DelayedError(Node):

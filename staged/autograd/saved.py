@@ -102,7 +102,7 @@ class SavedTensor:
         t = Tensor._wrap(self._payload, self._requires_grad)
         t._vc = self._vc
         if self._requires_grad:
-            t.grad_fn = self._node()
+            t.grad_fn, t._output_nr = self._node(), self._output_nr
         return t
 
     def _pack(self, pack, unpack):
@@ -166,7 +166,7 @@ class SavedTensor:
         t._vc = r._vc
         if self._is_output:
             if self._requires_grad:
-                t.grad_fn = self._node()
+                t.grad_fn, t._output_nr = self._node(), self._output_nr
         else:
             t.grad_fn, t._output_nr = self._grad_fn, self._output_nr
             if self._acc is not None:

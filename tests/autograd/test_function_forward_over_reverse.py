@@ -341,11 +341,6 @@ def test_third_derivative_through_nested_levels():
     compare(third)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Function.apply runs forward with grad off, which hides its physical ops from "
-    "a grad outside a vmap that lifted its input (vmap.lift): torch's functorch levels",
-)
 def test_grad_of_vmap_of_grad_of_custom_function():
     def run(lib):
         J, f = lib.func, _new_style(lib)["exp_times_x"]
