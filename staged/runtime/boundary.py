@@ -5,9 +5,9 @@ outside the call, as nanoGPT and PyTorch 2's tutorials write it, differentiates 
 call's results. A compiled module returns values, not nodes of an autograd graph, so such
 a call runs as one custom autograd ``Function`` with two compiled halves:
 
-- *forward*: the body traced and compiled under ``no_grad`` (the key of an inference call,
-  so the same module serves evaluation), whose results become the outputs of one Node;
-- *backward*: when the engine reaches that Node, ``vjp`` -- the body run again and
+- *forward*: the grad-mode trace compiled as it is (a ``CompiledGraph``: no backward in
+  it), whose results become the outputs of one Node;
+- *backward*: when the engine reaches that Node, ``vjp`` -- the forward recomputed and
   differentiated by ``autograd.grad`` with the Node's cotangents -- compiled as a step of
   its own, returning the gradients of the call's tensor arguments that require grad and of
   the state tensors (parameters) that do. The engine then accumulates them as for any
@@ -31,6 +31,22 @@ trace stores new tensors (one-shot), uses collectives, draws from the in-graph c
 stream (``rng="counter"`` gives new numbers at every call), writes in place into an
 argument that requires grad, or reads a parameter with a tensor hook (``autograd.grad`` in the recomputation would run it, and the engine again).
 A double backward through the call (``create_graph=True``) raises.
+
+Note [one trace per call]: the trace runs the body's Python, as torch.compile's does, and
+only it: ``self.calls += 1``, ``print`` and the like happen once for the call that traces,
+then never for calls its guards pass (a counter the body reads and writes on a Module is
+set again after every call and guarded per value, Note [attribute writes]: equal to
+eager's, call for call). So neither half traces the body again: the forward is the
+grad-mode trace's graph, and the recomputation is that graph's ops run on the
+recomputation's tensors through eager dispatch (``run_ops``, as Note [first eager call]
+runs them, an op's inputs that did not require grad in the trace detached), traced once
+per Node's key with the forward's draws (``Program.run`` again from the generators' states
+before it) as arguments. Where the trace's autograd graph held more than its ops (a custom
+Function's backward, a hook on an intermediate tensor: ``op_grads`` is None), its draws
+program makes deferred calls, it read an argument's ``.grad``, or the batch is dynamic
+(the graph is traced at one size; making it dynamic traces the body at a second size,
+as for any step), the recomputation runs ``fn`` as before: the body's Python runs once
+more, at the first backward of each trace.
 
 Note [first eager call]: the call that finds a body must run eagerly has already traced it:
 its Python ran once (``log.append(y)``, ``self.calls += 1``, ``print``), and what it stored
@@ -129,6 +145,33 @@ def _adopt(t: Tensor, made: Tensor) -> None:
         t._base, t._view = made._base, made._view
 
 
+def bound(c: Captured, leaves) -> list:
+    """The tensors bound to the inputs of ``c``'s graph before its draws, in ``_run``'s
+    order: the arguments (each with its ``.grad`` where the trace read one), the state."""
+    own = []
+    for i, w in c.arg_wrappers:
+        own.append(leaves[i])
+        if w._grad is not None:
+            own.append(leaves[i]._grad)
+    return own + [w.tensor for w in c.state]
+
+
+def run_ops(c: Captured, own: list) -> list:
+    """The outputs of ``c``'s graph, its ops applied to ``own`` (the tensors bound to its
+    inputs) through eager dispatch, each op's inputs that did not require grad in the trace
+    detached (``Captured.op_grads``), so autograd records the graph the trace's made."""
+    g = c.graph
+    env = {v.id: Tensor._wrap(a) for v, a in g.consts}
+    env.update((i.value.id, t) for i, t in zip(g.inputs, own))
+    grads = c.op_grads or {}
+    for op in g.ops:
+        mask = grads.get(op.out.id) or (False,) * len(op.inputs)
+        ins = [env[v.id] for v in op.inputs]
+        ins = [t.detach() if t._requires_grad and not m else t for t, m in zip(ins, mask)]
+        env[op.out.id] = apply(op.prim, ins, op.params)
+    return [env[o.value.id] for o in g.outputs]
+
+
 class OnTensors(Interpreter):
     """Runs the graph of ``entry`` on the call's ``leaves`` and state tensors through eager
     dispatch, keeping the tensors of its outputs in ``made`` (Note [first eager call])."""
@@ -140,22 +183,9 @@ class OnTensors(Interpreter):
     def invoke(self, fn_name, args, result_dtypes=None, undo=None) -> list:
         c = self.entry.captured
         g = c.graph
-        own = []  # the tensors bound to the inputs, in _run's order (then the draws)
-        for i, w in c.arg_wrappers:
-            own.append(self.leaves[i])
-            if w._grad is not None:
-                own.append(self.leaves[i]._grad)
-        own += [w.tensor for w in c.state]
+        own = bound(c, self.leaves)  # then the draws
         own += [Tensor._wrap(np.asarray(a)) for a in args[len(own) :]]
-        env = {v.id: Tensor._wrap(a) for v, a in g.consts}
-        env.update((i.value.id, t) for i, t in zip(g.inputs, own))
-        grads = c.op_grads or {}
-        for op in g.ops:  # an input that did not require grad in the trace is detached
-            mask = grads.get(op.out.id) or (False,) * len(op.inputs)
-            ins = [env[v.id] for v in op.inputs]
-            ins = [t.detach() if t._requires_grad and not m else t for t, m in zip(ins, mask)]
-            env[op.out.id] = apply(op.prim, ins, op.params)
-        self.made = [env[o.value.id] for o in g.outputs]
+        self.made = run_ops(c, own)
         adopted = {*c.grad_results, *c.escaped_grad}
         roots = {id(_root(a)) for _, a in g.consts}
         roots |= {id(_root(t._payload)) for t in own if type(t._payload) is np.ndarray}
@@ -176,17 +206,20 @@ class OnTensors(Interpreter):
 
 class Differentiable:
     """The entry of a ``Compiled`` for a grad-mode key whose results require grad: runs
-    the call as one ``_CompiledCall`` Node (Note [autograd boundary]). Answers to what
+    the call as one ``_CompiledCall`` Node (Note [autograd boundary]), its forward the
+    grad-mode trace compiled (``forward``, a ``CompiledGraph``). Answers to what
     ``Compiled`` asks of its entries (``guard_failure``, ``run``, ``captured``...)."""
 
     background = None
     number = 0
 
-    def __init__(self, owner, captured: Captured, guard_failure):
-        self.owner, self.captured = owner, captured
-        self.guard_failure = guard_failure  # the grad-mode trace's guards
-        self.times: dict = {}
-        self.cache: dict = {}
+    def __init__(self, owner, forward, replays: bool):
+        """``replays``: the recomputation runs the trace's graph, not ``fn`` (Note [one
+        trace per call])."""
+        self.owner, self.fwd = owner, forward
+        captured = self.captured = forward.captured
+        self.guard_failure = forward.guard_failure  # the grad-mode trace's guards
+        self.times, self.cache = forward.times, forward.cache
         self.positions = [  # which result leaves require grad
             j
             for j, (kind, k) in enumerate(captured.out_leaves)
@@ -197,6 +230,12 @@ class Differentiable:
         self.written = {i for i, _ in captured.arg_updates}
         self.generators = list(
             {id(s[1]): s[1] for s in (captured.rng.steps if captured.rng else ())}.values()
+        )
+        self.replays = (
+            replays
+            and captured.op_grads is not None
+            and not (captured.rng and captured.rng.calls)
+            and not _reads_arg_grads(captured)
         )
         self._vjp: Any = None  # a Compiled of _vjp_body, made at the first backward
 
@@ -211,7 +250,7 @@ class Differentiable:
         return unflatten(tree, flat)
 
     def forward(self, ctx, leaves, holder):
-        """The compiled no-grad call, with what the backward needs kept on ``ctx``."""
+        """The compiled call, with what the backward needs kept on ``ctx``."""
         ctx.rng = [g.host_state() for g in self.generators]
         # copies of host data: a reference of ours would count as an alias of it, into
         # which the call would copy its writes (Note [aliased memory])
@@ -228,16 +267,8 @@ class Differentiable:
         ctx.save_for_backward(
             *[x for i, x in enumerate(leaves) if isinstance(x, Tensor) and i not in self.written]
         )
-        args, kwargs = unflatten(self.captured.in_tree, list(leaves))
-        flat, tree = flatten(self.owner.forward_of(self, args, kwargs), lambda o: False)
+        flat, tree = flatten(self.owner._run(self.fwd, leaves), lambda o: False)
         holder.append((flat, tree))
-        for j in self.positions:
-            if not isinstance(flat[j], Tensor):
-                raise RuntimeError(
-                    "staged.compile: the call returned a tensor requiring grad when traced "
-                    "with grad enabled, but not under no_grad; it cannot be differentiated "
-                    "as one compiled call"
-                )
         return tuple(flat[j] for j in self.positions)
 
     def backward(self, ctx, cotangents) -> list:
@@ -245,10 +276,10 @@ class Differentiable:
         grad-requiring state, from the compiled recomputation."""
         saved = iter(ctx.saved_tensors)
         leaves = [next(saved) if x is None else x for x in ctx.leaves]
-        args, kwargs = unflatten(self.captured.in_tree, leaves)
         if self._vjp is None:
             o = self.owner
-            self._vjp = type(o)(self._vjp_body, o.backend, o.dynamic, None, o.device, o.rng, o.mode)
+            body, dynamic = (self._replay, False) if self.replays else (self._vjp_body, o.dynamic)
+            self._vjp = type(o)(body, o.backend, dynamic, None, o.device, o.rng, o.mode)
         # the state and generators as the forward found them, for this call only: other
         # threads' calls wait (the vjp's lock first, as its calls take it)
         with self._vjp._lock, state_lock:
@@ -259,8 +290,14 @@ class Differentiable:
             for t, p in zip(self.updated, ctx.before):
                 t._payload = p
             try:
-                with enable_grad():  # the recomputation is differentiated
-                    grads = self._vjp(args, kwargs, list(cotangents))
+                if self.replays:  # the forward's draws, made again from its states
+                    draws = self._draws(leaves)
+                    with enable_grad():  # the recomputation is differentiated
+                        grads = self._vjp(leaves, draws, list(cotangents))
+                else:
+                    args, kwargs = unflatten(self.captured.in_tree, leaves)
+                    with enable_grad():
+                        grads = self._vjp(args, kwargs, list(cotangents))
             finally:
                 for g, s in zip(self.generators, now):
                     g.load_host_state(s)
@@ -268,16 +305,47 @@ class Differentiable:
                     t._payload = p
         return list(grads)
 
+    def _draws(self, leaves) -> list:
+        """The host draws of the forward (Note [host draws]), its generators at their
+        states before it."""
+        c = self.captured
+        if c.rng is None:
+            return []
+        shapes = self.fwd._draw_shapes(())  # (static: a replayed graph has one batch size)
+        return [Tensor._wrap(np.asarray(a)) for a in c.rng.run(shapes)]
+
+    def _replay(self, leaves, draws, cotangents):
+        """The recomputation as the trace's graph on ``leaves`` (Note [one trace per
+        call]), differentiated with ``cotangents``."""
+        outs = run_ops(self.captured, bound(self.captured, leaves) + draws)
+        return self._grads(
+            leaves, [outs[self.captured.out_leaves[j][1]] for j in self.positions], cotangents
+        )
+
     def _vjp_body(self, args, kwargs, cotangents):
         flat, _ = flatten(self.owner.fn(*args, **kwargs), lambda o: False)
         leaves, _ = flatten((args, kwargs), lambda o: False)
+        return self._grads(leaves, [flat[j] for j in self.positions], cotangents)
+
+    def _grads(self, leaves, outs, cotangents):
         wrt = [x for x in leaves if isinstance(x, Tensor) and x._requires_grad]
-        outs = [flat[j] for j in self.positions]
         return autograd_grad(outs, wrt + self.wrt_state, cotangents, allow_unused=True)
 
 
+def _reads_arg_grads(c: Captured) -> bool:
+    """Whether an op of ``c``'s graph reads an argument's ``.grad`` (an input ``bound``
+    takes from the argument, which the recomputation's need not have)."""
+    read = {v.id for op in c.graph.ops for v in op.inputs}
+    pos = 0
+    for _, w in c.arg_wrappers:
+        if w._grad is not None and c.graph.inputs[pos + 1].value.id in read:
+            return True
+        pos += 1 if w._grad is None else 2
+    return False
+
+
 class _CompiledCall(Function):
-    """One compiled call as a Node: ``forward`` runs the compiled no-grad module,
+    """One compiled call as a Node: ``forward`` runs the compiled forward,
     ``backward`` the compiled recomputation and vjp (Note [autograd boundary])."""
 
     @staticmethod

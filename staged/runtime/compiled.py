@@ -9,6 +9,12 @@ it runs on NumPy through background mode's ``Interpreter`` (the same graph and b
 compiled call: Note [background compiles]), and a training step compiles once, at its
 second call.
 
+A tensor the body stored outside itself that required grad in the trace (``log.append(y)``,
+a Module's ``self.last = y`` in a body that returns ``loss.detach()``: Note [tensor
+attributes]) holds the call's values after it, without the graph eager code gives it: it
+comes back requiring grad, with a ``GraphlessResult`` whose backward raises ``STORED``
+(Note [graphless results]), not as a constant a later backward would silently skip.
+
 A call whose results require grad and whose body runs no backward (``torch.compile(model)``
 then ``loss.backward()`` outside) becomes a ``Differentiable`` entry: Note [autograd
 boundary] in ``boundary.py``.
@@ -74,12 +80,21 @@ from .compiler import (
 from .device import DeviceValue
 from .device import device as get_device
 from .explain import explain_text
-from .graphless import graphless
+from .graphless import GraphlessResult, graphless
 from .logs import Phases, compile_log
 from .segmented import Segmented, check_segmentable, has_collectives, segmented_mlir
 
 
 log = compile_log  # Note [compile messages]
+
+STORED = (
+    "staged.compile: this tensor, which a compiled call stored outside itself, requires "
+    "grad but carries no autograd graph: eagerly a backward through it would reach the "
+    "parameters (or raise, where the call's own backward freed its graph), compiled it "
+    "holds values only (Note [one-shot traces]). Return it from the compiled function "
+    "instead (a result differentiated outside gets the call's graph), call the function "
+    "uncompiled, or .detach() it to use it as a constant"
+)
 
 
 class Traced(Captured):
@@ -340,6 +355,9 @@ class CompiledGraph:
             self._write_grads(leaves, res, undo)
         for t, k in c.escaped:
             undo.set_payload(t, res[k])
+            if k in c.escaped_grad:  # Note [one-shot traces]
+                to = [leaves[i] for i, _ in c.arg_wrappers] + [w.tensor for w in c.state]
+                t._requires_grad, t.grad_fn = True, GraphlessResult(to, STORED)
         for (i, k), seen in zip(c.arg_updates, shared_args):  # writes into its arguments
             if i not in kept:
                 _store(undo, leaves[i], res[k], seen, c.arg_views.get(i, ()))
@@ -574,11 +592,6 @@ def _guard_failure(guards, captured_guards: Guards):
     return captured_guards.failure()
 
 
-def _guard_check(captured: Captured):
-    """``captured``'s guard check as a function of no arguments (``guard_failure``)."""
-    return functools.partial(_guard_failure, _state_guards(captured), Guards(captured.guards))
-
-
 def _watched_writes(c: Captured):
     by_tensor = {id(w.tensor): w for w in c.state}
     return [by_tensor[id(gw.tensor)] for gw in c.grad_writes if id(gw.tensor) in by_tensor]
@@ -715,6 +728,9 @@ class Compiled:
             )
         try:
             entry = self._compile(args, kwargs, leaves, tree, batch, batched)
+            if isinstance(entry, Captured) and eager_reason(entry) is None:
+                forward = self._compile(args, kwargs, leaves, tree, batch, batched, entry)
+                entry = Differentiable(self, forward, replays=not batched)
         except (CaptureError, DynamicError, EagerOnlyError, LoweringError, CompileError) as err:
             if self.fallback != "eager":
                 self._note_retrace(err)
@@ -740,7 +756,7 @@ class Compiled:
         except Exception as err:
             self._note_retrace(err)
             raise
-        if isinstance(entry, Captured):  # results require grad: Note [autograd boundary]
+        if isinstance(entry, Captured):  # Note [autograd boundary]: it runs eagerly
             why = eager_reason(entry)
             if why is not None:
                 names = [entry.graph.outputs[k].name for k in entry.grad_results]
@@ -768,7 +784,6 @@ class Compiled:
                         leaves,
                     ),
                 )
-            entry = Differentiable(self, entry, _guard_check(entry))
         self._calls += 1
         entry.used = self._calls
         if not entry.captured.one_shot:
@@ -836,19 +851,6 @@ class Compiled:
         self.calls.note(f"eager ({note})")
         return self.fn(*args, **kwargs) if first is None else first()
 
-    def forward_of(self, entry: Differentiable, args, kwargs):
-        """The no-grad call that is the forward of ``entry``'s Node (Note [autograd
-        boundary]): a call of its own, traced and cached as any, but the re-trace reason
-        and key the user sees stay those of the call that made it."""
-        reason, key, traces = self.last_retrace_reason, self._last_key, self.traces
-        out = self._call(args, kwargs)
-        if self.traces != traces:
-            self.history[-1]["reason"] = (
-                f"the forward of trace {entry.number}, under no_grad: {self.last_retrace_reason}"
-            )
-        self.last_retrace_reason, self._last_key = reason, key
-        return out
-
     def __getattr__(self, name):
         """A compiled Module answers for the Module (``train()``, ``parameters()``,
         ``state_dict()``...), as torch.compile's wrapper does."""
@@ -877,15 +879,18 @@ class Compiled:
         self.calls.note("compiled" if bg is None else bg.label, entry.number)
         return out
 
-    def _compile(self, args, kwargs, leaves, tree, batch, batched) -> CompiledGraph | Captured:
+    def _compile(
+        self, args, kwargs, leaves, tree, batch, batched, grad_trace=None
+    ) -> CompiledGraph | Captured:
         """Trace, lower, compile and load the step for this call, timing each phase
         (Note [compile messages]); only its trace if its results require grad and it runs
-        no backward (Note [autograd boundary]: it is not compiled as it is)."""
+        no backward (Note [autograd boundary]), which ``grad_trace`` is when given: it is
+        then compiled as the forward of its ``Differentiable``, its Python not run again."""
         name = getattr(self.fn, "__qualname__", "the step")
         with Phases(f"compiling {name}") as p:
             with p("trace"):
-                captured = _trace(self.fn, args, kwargs, self.rng)
-                if captured.grad_results:
+                captured = grad_trace or _trace(self.fn, args, kwargs, self.rng)
+                if captured.grad_results and grad_trace is None:
                     return captured
                 traced = captured.graph  # at this call's batch size (what eager calls run)
                 if batched and not captured.one_shot:

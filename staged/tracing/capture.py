@@ -683,7 +683,9 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             interceptor.restore_interceptor(prev)
         captured.hooks_left = _hooks_left(tracer, first_hook)
         if captured.grad_results:  # Note [autograd boundary]
-            captured.op_grads = _op_grads(tracer, first_hook, len(captured.hooks_left))
+            captured.op_grads = _op_grads(
+                tracer, first_hook, len(captured.hooks_left), _grad_args(captured, tracer)
+            )
         captured.guards.append(
             Guard("autograd", _autograd_modes, operator.eq, _show_modes, value=modes)
         )
@@ -1184,7 +1186,17 @@ def _hooks_left(tracer: Tracer, first: int) -> list:
     return left
 
 
-def _op_grads(tracer: Tracer, first_hook: int, left: int) -> dict | None:
+def _grad_args(c: Captured, tracer: Tracer) -> set:
+    """The ids of the graph inputs of the arguments that required grad as the trace began."""
+    ids, pos = set(), 0
+    for _, w in c.arg_wrappers:
+        if tracer.watched[id(w)].meta[0]:
+            ids.add(c.graph.inputs[pos].value.id)
+        pos += 1 if w._grad is None else 2
+    return ids
+
+
+def _op_grads(tracer: Tracer, first_hook: int, left: int, args: set) -> dict | None:
     """``Captured.op_grads``, where these alone make the trace's autograd graph: each input
     that required grad is an input of the graph that did or the result of such an op (not a
     custom Function's, nor a tensor made to require grad), and the body made no hook but the
@@ -1192,6 +1204,7 @@ def _op_grads(tracer: Tracer, first_hook: int, left: int) -> dict | None:
     if fresh_id() - first_hook - 1 != left:
         return None
     carry = {w.value.id for w in tracer.watched.values() if w.value is not None and w.meta[0]}
+    carry |= args
     for op in tracer.graph.ops:
         mask = tracer.grads.get(op.out.id)
         if mask is None:
