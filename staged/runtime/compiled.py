@@ -66,6 +66,7 @@ from .boundary import Differentiable, eager_reason, reruns_fn, run_traced
 from .checks import Checks, with_overflow_checks
 from .shared_inputs import PAYLOAD, SharedInputs
 from .specialized import Specialized, specialized
+from .state_guards import StateGuards, hook_ids, hooked
 from .compiler import (
     STEP_FLAGS,
     UNSUPPORTED_DTYPES,
@@ -539,57 +540,16 @@ def _state_guards(c: Captured):
                 w.meta[0],
                 grad,
                 named.get(id(t), f"state tensor {w.name}"),
-                _hook_ids(t),
+                hook_ids(t),
             )
         )
-    return guards
+    return StateGuards(guards)
 
 
-def _hook_ids(t: Tensor) -> tuple:
-    """The hooks on ``t`` that a backward runs (``register_hook``, post-accumulate and its
-    grad accumulator's): the trace ran those it found, so it serves while they are those."""
-    acc = t._grad_acc() if t._grad_acc is not None else None
-    dicts = (t._hooks, t._post_acc_hooks) + (
-        (acc._pre_hooks, acc._post_hooks) if acc is not None else (None, None)
-    )
-    return tuple(k for d in dicts if d for k in d)  # handle ids: unique across dicts
-
-
-def _hooked(t: Tensor) -> bool:
-    """Whether ``_hook_ids(t)`` is not empty, without making it (a guard's common case)."""
-    if t._hooks or t._post_acc_hooks:
-        return True
-    acc = t._grad_acc() if t._grad_acc is not None else None
-    return acc is not None and bool(acc._pre_hooks or acc._post_hooks)
-
-
-def _guard_failure(guards, captured_guards: Guards):
+def _guard_failure(guards: StateGuards, captured_guards: Guards):
     """Why a trace whose state guards are ``guards`` (``_state_guards``) and whose other
     guards are ``captured_guards`` can't serve the current call, or None when it can."""
-    for t, owner, shape, dtype, requires_grad, grad, name, hooks in guards:
-        if owner is not None:
-            t = owner._grad
-            if t is None:
-                return f"{name} (a .grad) was cleared"
-        p = t._payload
-        if tuple(p.shape) != shape or p.dtype != dtype:
-            return f"{name}: {dtype}{list(shape)} -> {p.dtype}{list(p.shape)}"
-        if t._requires_grad != requires_grad:
-            return f"{name}: requires_grad {requires_grad} -> {t._requires_grad}"
-        if (grad is None) != (t._grad is None) or (
-            grad is not None and grad is not True and t._grad is not grad
-        ):
-            now = "None" if t._grad is None else "a tensor" if grad is None else "another tensor"
-            return (
-                f"{name}.grad was set or cleared: {'None' if grad is None else 'a tensor'} -> {now}"
-            )
-        if (
-            _hook_ids(t) != hooks
-            if hooks  # else ``_hooked(t)``, inline where it has no grad accumulator
-            else t._hooks or t._post_acc_hooks or t._grad_acc is not None and _hooked(t)
-        ):
-            return f"{name}: a hook was registered or removed"
-    return captured_guards.failure()
+    return guards.failure() or captured_guards.failure()
 
 
 def _watched_writes(c: Captured):
@@ -607,7 +567,7 @@ def _leaf_key(x, batched=False):
             np.dtype(p.dtype).str,
             x._requires_grad,
             x._requires_grad and x._grad is not None,
-            _hook_ids(x) if x._requires_grad and _hooked(x) else (),  # the trace runs them
+            hook_ids(x) if x._requires_grad and hooked(x) else (),  # the trace runs them
         )
     try:
         hash(x)
