@@ -305,11 +305,11 @@ def _write_back(c: _ConjCopy, base: np.ndarray) -> None:
 
 def is_conj(t) -> bool:
     """Whether complex ``t`` (or the tensor ``t`` is a ``detach()`` of) reads its base
-    conjugated."""
+    conjugated (under capture too, where a conj view has no ``_ConjCopy``)."""
     root = getattr(t, "_alias", None)
     if root is not None:
         t = root
-    if t._base is None or t._view.conj is None or not t.dtype.is_complex:
+    if t._base is None or not t.dtype.is_complex:
         return False
     return sum(prim.name == "conj" for prim, _, _ in t._view.steps) % 2 == 1
 

@@ -223,7 +223,20 @@ class Emitter:
             return self.emit(f"tensor.empty() : {t}")
         a = np.ascontiguousarray(array, dtype=aval.dtype.np)
         flat = a.reshape(-1)
-        if (flat == flat[0]).all() or (flat != flat).all():
+        if aval.dtype == dt.complex128:
+            # IREE 3.13 crashes packing complex<f64> constants, and splats them as i128,
+            # which its stream dialect refuses: the parts' constant, bitcast
+            pairs = type(aval)((*aval.shape, 2), dt.float64)
+            parts = self.dense(np.stack([a.real, a.imag], -1), pairs)
+            return self.emit(
+                f"flow.tensor.bitcast {parts} : {tensor_type(pairs.shape, pairs.dtype)} -> {t}"
+            )
+        splat = (flat == flat[0]).all() or (flat != flat).all()
+        if aval.dtype.is_complex and splat:
+            # IREE 3.13 folds a complex splat constant into a scalar ``arith.constant``
+            # it cannot build ("failed to satisfy constraint: TypedAttr"): a fill instead
+            return self.full(aval.shape, aval.dtype, complex(flat[0]))
+        if splat:
             flat = flat[:1]  # one element's bytes is a splat
         return self.emit(f'arith.constant dense<"0x{flat.tobytes().hex().upper()}"> : {t}')
 
