@@ -101,6 +101,9 @@ NAMED = {
     "cholesky_ex": lambda L: L.linalg.cholesky_ex(_matrix(L)),
     "inv": lambda L: (L.linalg.inv(_matrix(L)),),
     "inv_ex": lambda L: L.linalg.inv_ex(_matrix(L)),
+    "sum and mean": lambda L: [
+        f(_matrix(L), *dims) for f in (L.sum, L.mean) for dims in ((), (0,), ((0, 1),))
+    ],
 }
 
 

@@ -148,8 +148,6 @@ _SAME_NODE = {
     "UnsafeSplitBackward0": {"SliceBackward0"},
     "IndexBackward0": {"GatherBackward0"},
     "ClampBackward1": {"ClampWhereBackward0"},
-    "MeanBackward0": {"DivBackward0"},
-    "MeanBackward1": {"DivBackward0"},
     "ConjPhysicalBackward1": {"ConjBackward0"},
 }
 # torch's Nodes of writes that staged records as composites: any name

@@ -18,6 +18,7 @@ from ._operands import expand_to, float_operand, scalar_tensor
 from .elementwise import eq, isnan, maximum, minimum, ne, real, sub, where
 from .shape import _dim_of, _shape_arg, cat, diagonal, narrow, new_zeros, reshape, select
 from .shape import unsqueeze
+from ..views import named
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -70,14 +71,17 @@ def _every_dim_if_empty(dim):
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):
-    return _sum(
-        _accumulation_dtype(x, dtype), normalize_dims(_every_dim_if_empty(dim), x.ndim), keepdim
-    )
+    dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
+    return _sum(_accumulation_dtype(x, dtype), dims, keepdim, _SUM_NAMES[dim is not None])
+
+
+_SUM_NAMES = ("SumBackward0", "SumBackward1")  # torch's: all elements, over dims
+_MEAN_NAMES = ("MeanBackward0", "MeanBackward1")
 
 
 @in_float32
-def _sum(x, dims, keepdim):
-    return ad.reduce_sum(x, dims=dims, keepdim=keepdim)
+def _sum(x, dims, keepdim, name="SumBackward0"):
+    return named(ad.reduce_sum(x, dims=dims, keepdim=keepdim), name)
 
 
 def prod(x, dim=None, keepdim=False, *, dtype=None):
@@ -278,7 +282,9 @@ def _mean(x, dim, keepdim):
         n *= x._payload.shape[d]
     # sum's primitive (x is of its accumulation dtype, float32 for halves) and the strict
     # div, n a constant of x's dtype: two dispatches, none of the public ops' checks again
-    return ad.lax.div(ad.reduce_sum(x, dims=dims, keepdim=keepdim), n)
+    return named(
+        ad.lax.div(ad.reduce_sum(x, dims=dims, keepdim=keepdim), n), _MEAN_NAMES[dim is not None]
+    )
 
 
 @in_float32
