@@ -61,6 +61,14 @@ Where that graph holds more than the ops (a custom Function's backward, a hook o
 intermediate tensor: ``op_grads`` is None), or the call runs collectives, or it writes an
 argument that requires grad in place (eager code gives the argument the new history), the
 first call runs ``fn`` too, its Python twice, and the warning says so.
+
+A body that returns nothing requiring grad but stores a tensor that does outside itself
+(``self.last = self.fc(x)``, ``log.append(y)``, with ``loss.detach()`` returned) is
+one-shot: every call traces it, once. Its call runs as its graph the same way
+(``stores_graph``), so the stored tensor gets eager's graph and a backward through it
+reaches the parameters. Where ``op_grads`` is None, or the body ran a backward of its own
+(eagerly that frees the graph), or ``reruns_fn`` says so, the tensor keeps no graph: a
+backward through it raises ``STORED`` (compiled.py).
 """
 
 from __future__ import annotations
@@ -114,9 +122,15 @@ def reruns_fn(c: Captured) -> bool:
     )
 
 
+def stores_graph(c: Captured) -> bool:
+    """Whether the call that traced ``c`` runs as its graph (``run_traced``) so that the
+    tensors requiring grad it stored outside get their graph (Note [first eager call])."""
+    return bool(c.escaped_grad) and not reruns_fn(c)
+
+
 def run_traced(entry, leaves):
-    """The call that traced ``entry`` (a ``CompiledGraph`` built with no module) run as its
-    graph on the call's tensors, recorded by autograd (Note [first eager call])."""
+    """The call that traced ``entry`` (a ``CompiledGraph``, whose module this replaces) run
+    as its graph on the call's tensors, recorded by autograd (Note [first eager call])."""
     c = entry.captured
     module = entry.module = OnTensors(entry, leaves)
     entry._checks = None  # raised by the module, before the call writes anything

@@ -11,9 +11,11 @@ second call.
 
 A tensor the body stored outside itself that required grad in the trace (``log.append(y)``,
 a Module's ``self.last = y`` in a body that returns ``loss.detach()``: Note [tensor
-attributes]) holds the call's values after it, without the graph eager code gives it: it
-comes back requiring grad, with a ``GraphlessResult`` whose backward raises ``STORED``
-(Note [graphless results]), not as a constant a later backward would silently skip.
+attributes]) gets the graph eager code gives it: the call runs as its graph through eager
+dispatch (Note [first eager call] in ``boundary.py``). Where that cannot give it (a custom
+Function or hook in the body: ``op_grads`` is None; a backward in the body) it comes back
+requiring grad, with a ``GraphlessResult`` whose backward raises ``STORED`` (Note
+[graphless results]), not as a constant a later backward would silently skip.
 
 A call whose results require grad and whose body runs no backward (``torch.compile(model)``
 then ``loss.backward()`` outside) becomes a ``Differentiable`` entry: Note [autograd
@@ -62,7 +64,7 @@ from ..lower.mlir.module import checked
 from .. import viz
 from . import deploy, profiled
 from .background import CallLog, Compiling, Interpreter, call_eagerly
-from .boundary import Differentiable, eager_reason, reruns_fn, run_traced
+from .boundary import Differentiable, eager_reason, reruns_fn, run_traced, stores_graph
 from .checks import Checks, with_overflow_checks
 from .shared_inputs import PAYLOAD, SharedInputs
 from .specialized import Specialized, specialized
@@ -831,8 +833,8 @@ class Compiled:
         if isinstance(entry, Differentiable):  # its forward is a call of its own
             return entry.run(leaves)
         bg = entry.background
-        try:
-            out = entry.run(leaves)
+        try:  # a tensor it stored gets its graph: Note [first eager call] in boundary.py
+            out = run_traced(entry, leaves) if stores_graph(entry.captured) else entry.run(leaves)
         finally:
             if bg is not None:
                 bg.start(entry)  # after the first call (Note [background compiles])

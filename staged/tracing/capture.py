@@ -151,9 +151,9 @@ class Captured:
     # the output indices of those that required grad in the trace: a first call run as its
     # graph on the call's tensors gives them that graph (Note [first eager call])
     escaped_grad: set = field(default_factory=set)
-    # where there are grad_results: per op traced in grad mode (by output Value id), whether
-    # each input required grad; None where the trace's autograd graph holds more than its
-    # ops (Note [first eager call])
+    # where there are grad_results, or escaped_grad in a body that ran no backward: per op
+    # traced in grad mode (by output Value id), whether each input required grad; None
+    # where the trace's autograd graph holds more than its ops (Note [first eager call])
     op_grads: dict | None = None
     # arguments the body wrote in place: [(leaf index, output index)], written back per call
     arg_updates: list = field(default_factory=list)
@@ -682,7 +682,9 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         finally:
             interceptor.restore_interceptor(prev)
         captured.hooks_left = _hooks_left(tracer, first_hook)
-        if captured.grad_results:  # Note [autograd boundary]
+        backward = any(op.phase == "backward" for op in g.ops)
+        # Note [autograd boundary], Note [first eager call] in runtime/boundary.py
+        if captured.grad_results or (captured.escaped_grad and not backward):
             captured.op_grads = _op_grads(
                 tracer, first_hook, len(captured.hooks_left), _grad_args(captured, tracer)
             )

@@ -469,31 +469,66 @@ def _keeps(lib, lin, x, log, store):
     return y.sum().detach()
 
 
-@pytest.mark.parametrize("where", ["module", "list"])
-def test_a_stored_tensor_requiring_grad_still_requires_it_and_says_it_has_no_graph(where):
-    """A body returning nothing that requires grad: what it stored requires grad as eager
-    gives it, and a backward through it raises rather than skipping the parameters."""
+def _cubed_keeps(lib, lin, x, log, store):
+    y = (_Cube if lib is staged else _TorchCube).apply(lin(x))
+    store(y)
+    return y.sum().detach()
+
+
+def _stores(body, where, x_grad=False):
+    """A program calling a compiled ``body`` 3 times, which stores ``lin(x)`` on a Module or
+    in a list and returns it detached; after each call a backward through the stored
+    tensor. Gives, per call, the stored tensor's flags and value and the gradients (the
+    parameters' and ``x``'s), the body's Python runs, and the last stored tensor."""
 
     def program(lib):
-        log, m = [], lib.nn.Module()
+        log, m, runs = [], lib.nn.Module(), []
         m.lin = _linear3x2(lib)
 
         def store(y):
+            runs.append(1)
             if where == "module":
                 m.last = y
             else:
                 log.append(y)
 
-        f = _compile(lib, lambda x: _keeps(lib, m.lin, x, log, store))
+        f = _compile(lib, lambda x: body(lib, m.lin, x, log, store))
+        x = lib.ones(2, 3, requires_grad=x_grad)
         got = []
-        for _ in range(2):
-            f(lib.ones(2, 3))
+        for i in range(3):
+            f(x * (i + 1) if x_grad else x + i)
             t = m.last if where == "module" else log[-1]
             got.append((t.requires_grad, t.is_leaf, _num(t.sum())))
-        return got, t
+            (t * t).sum().backward()  # through the parameters, grads accumulating
+            grads = [m.lin.weight.grad, m.lin.bias.grad] + ([x.grad] if x_grad else [])
+            got.append([g.numpy().round(4).tolist() for g in grads])
+        return got, len(runs), t
 
-    (got, t), (want, want_t) = _both(program)
+    return program
+
+
+@pytest.mark.parametrize("x_grad", [False, True], ids=["x", "x_requiring_grad"])
+@pytest.mark.parametrize("where", ["module", "list"])
+def test_a_stored_tensor_requiring_grad_gets_eager_s_graph(where, x_grad):
+    """A body returning nothing that requires grad: what it stored gets eager's graph (the
+    one-shot call runs as its trace, Note [first eager call]), a backward through it
+    reaches the parameters (and the argument) call for call, and the Python runs once per
+    call."""
+    (got, runs, _), (want, want_runs, _) = _both(_stores(_keeps, where, x_grad))
     assert got == want
-    want_t.sum().backward()  # eagerly it reaches the parameters
-    with pytest.raises(RuntimeError, match="stored outside itself, requires grad but carries no"):
-        t.sum().backward()
+    assert runs == want_runs == 3
+
+
+@pytest.mark.parametrize("where", ["module", "list"])
+def test_a_stored_tensor_whose_graph_has_more_than_its_ops_says_it_has_no_graph(where):
+    """A custom Function's backward is not in the trace's ops: the stored tensor requires
+    grad as eager gives it, and a backward through it raises rather than skipping the
+    parameters (eagerly it reaches them)."""
+    program = _stores(_cubed_keeps, where)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program(torch)  # eagerly the backwards reach the parameters
+        with pytest.raises(
+            RuntimeError, match="stored outside itself, requires grad but carries no"
+        ):
+            program(staged)
