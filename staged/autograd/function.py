@@ -11,6 +11,7 @@ backward, saved-tensor hooks and forward-AD tangents (saved after ``jvp``) like 
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -18,9 +19,10 @@ from ..eager.factories import zeros, zeros_like
 from ..eager.grad_mode import _state, no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
-from ..eager.views import bumped
+from ..eager.ops.inplace import check_inplace
+from ..eager.views import bumped, in_custom_function
 from . import forward_ad
-from .node import Node
+from .node import Node, rebase
 from .saved import SavedTensor
 from .vmap import Batched, _local, vmap
 
@@ -258,22 +260,50 @@ class Function(metaclass=FunctionMeta):
         return outputs[0] if single else outputs
 
 
-def _wrap_outputs(ctx, args, outputs, record):
-    """Attach tensor outputs to ``ctx`` (PyTorch's ``_wrap_outputs``)."""
-    dirty = {id(t) for t in ctx.dirty_tensors}
-    non_diff = {id(t) for t in ctx.non_differentiable}
-    inputs = {id(a) for a in args if isinstance(a, Tensor)}
+_DIRTY_VIEW_OF_MANY = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your "
+    "Function cannot return more than one Tensor. This is not supported by the current "
+    "autograd engine. You should either make sure the input is not a view (using .clone() "
+    "for example) or make your Function only return one Tensor (potentially splitting it "
+    "into two Functions: one doing the inplace that returns a single Tensor and a second one "
+    "that does the other operations). You can ask on the forum "
+    "https://discuss.pytorch.org/ if you need help to do this change."
+)
+
+
+def _check_dirty(ctx, n_outputs) -> None:
+    """torch's checks of the tensors ``ctx.mark_dirty`` named, where the Function records:
+    no leaf that requires grad; for a view, an in-place op's checks (no view of such a
+    leaf, of a multi-output op, made under no_grad) and a Function of one output."""
     for t in ctx.dirty_tensors:
-        if record and t._requires_grad and t.grad_fn is None:
+        if t._base is not None:  # (the checks read no stale view's grad_fn, as torch's)
+            check_inplace(t, True)
+            if n_outputs > 1:
+                raise RuntimeError(_DIRTY_VIEW_OF_MANY)
+        elif t._requires_grad and t.grad_fn is None:
             raise RuntimeError(
                 "a leaf Variable that requires grad has been used in an in-place operation."
             )
+
+
+def _wrap_outputs(ctx, args, outputs, record):
+    """Attach tensor outputs to ``ctx`` (PyTorch's ``_wrap_outputs``). A dirty view's base
+    goes through CopySlices, as an in-place op's (``rebase``); any other view returned is
+    marked as made inside the Function (``in_custom_function``)."""
+    dirty = {id(t) for t in ctx.dirty_tensors}
+    non_diff = {id(t) for t in ctx.non_differentiable}
+    inputs = {id(a) for a in args if isinstance(a, Tensor)}
+    if record:
+        _check_dirty(ctx, len(outputs))
+        # the inputs' edges, read before the dirty ones' versions move (their rebase below
+        # regenerates a dirty view's grad_fn from its base's CopySlices)
+        ctx.next_functions = tuple(_edge(args[i]) for i in ctx._tensor_args)
+        ctx._input_avals = tuple((tuple(args[i].shape), args[i].dtype) for i in ctx._tensor_args)
+    for t in ctx.dirty_tensors:
         t._vc[0] += 1
         bumped(t._vc)
     if not record:
         return outputs
-    ctx.next_functions = tuple(_edge(args[i]) for i in ctx._tensor_args)
-    ctx._input_avals = tuple((tuple(args[i].shape), args[i].dtype) for i in ctx._tensor_args)
     wrapped, avals = [], []
     for nr, t in enumerate(outputs):
         if not isinstance(t, Tensor):
@@ -285,7 +315,12 @@ def _wrap_outputs(ctx, args, outputs, record):
                 t = forward_ad._alias(t)  # returned as-is: a view, as in PyTorch
         avals.append((tuple(t.shape), t.dtype))
         if id(outputs[nr]) not in non_diff:
-            t.grad_fn, t._output_nr, t._requires_grad = ctx, nr, True
+            if id(t) in dirty and t._base is not None:
+                rebase(t, SimpleNamespace(grad_fn=ctx, _output_nr=nr))  # the written value's edge
+            else:
+                t.grad_fn, t._output_nr, t._requires_grad = ctx, nr, True
+                if t._base is not None:
+                    in_custom_function(t, ctx.name(), nr)
         wrapped.append(t)
     ctx.num_outputs = len(outputs)
     ctx._output_avals = tuple(avals)

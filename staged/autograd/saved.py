@@ -199,8 +199,10 @@ class SavedTensor:
 def _version_message(saved) -> str:
     t = saved._current()
     shape = ", ".join(map(str, t._payload.shape))
-    fn = saved._node() if saved._is_output else saved._grad_fn
-    which = f", which is output {saved._output_nr} of {fn.name()}," if fn is not None else ""
+    # an output: the Node that saved it; an input: its grad_fn now, as torch's (CopySlices
+    # after a write through a view, the write's Node after one into it)
+    fn, nr = (saved._node(), saved._output_nr) if saved._is_output else (t.grad_fn, t._output_nr)
+    which = f", which is output {nr} of {fn.name()}," if fn is not None else ""
     return (
         "one of the variables needed for gradient computation has been modified by an "
         f"inplace operation: [{t.dtype}[{shape}]]{which} is at version {saved._vc[0]}; "

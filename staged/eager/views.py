@@ -51,7 +51,16 @@ class ViewMeta:
     made from the base, and the version its data reflects (used only for payloads that
     don't share memory: see ``write_through``)."""
 
-    __slots__ = ("steps", "grad_mode", "inference", "version", "data_version", "multi", "conj")
+    __slots__ = (
+        "steps",
+        "grad_mode",
+        "inference",
+        "version",
+        "data_version",
+        "multi",
+        "conj",
+        "custom",
+    )
 
     def __init__(self, steps, grad_mode, version, inference=False, multi=None):
         self.steps, self.grad_mode, self.version = steps, grad_mode, version
@@ -62,6 +71,9 @@ class ViewMeta:
         # one (Note [multi-output views])
         self.multi = multi
         self.conj = None  # the _ConjCopy whose memory it is, for a conj view or a view of one
+        # an output of a custom Function: (its Node's name less "Backward", the output's
+        # number), torch's CreationMeta::IN_CUSTOM_FUNCTION (``in_custom_function``)
+        self.custom = None
 
 
 class _Views:
@@ -97,6 +109,13 @@ def record(view, src, prim, params, grad_mode, copy=False) -> None:
         # NumPy's base is the array owning the memory, or the one the view was made from
         if base is None or base is not sp and base is not sp.base and not _shares(p, sp):
             return
+    if src._vc is None and src._base is None and not copy and type(p) is np.ndarray:
+        # a view of an inference tensor is none in torch (no autograd meta: no _base,
+        # _is_view() false): it shares the memory as a ``detach()`` does (Note [aliases])
+        root = getattr(src, "_alias", None)
+        view._alias = src if root is None else root
+        view._vc = None
+        return
     step = (prim, params, src._payload)
     multi = None
     inference = not grad_mode and _state.inference
@@ -438,9 +457,32 @@ def multi_output_error(t, indirect) -> str:
     )
 
 
+def in_custom_function(t, name: str, nr: int) -> None:
+    """Mark view ``t``, output ``nr`` of the custom Function whose Node is ``name``: a
+    write into it, or into its base, would bypass that Function's backward (torch refuses
+    it, ``creation_error``)."""
+    t._view.grad_mode = False
+    t._view.custom = (name.removesuffix("Backward"), nr)
+
+
 def creation_error(meta, indirect) -> str:
-    """PyTorch's error for a view made under no_grad or inference_mode whose memory is
-    written with grad mode on (``indirect``: through its base or a sibling)."""
+    """PyTorch's error for a view made under no_grad or inference_mode, or returned by a
+    custom Function, whose memory is written with grad mode on (``indirect``: through its
+    base or a sibling)."""
+    if meta.custom is not None:
+        name, nr = meta.custom
+        what = (
+            "its base or another view of its base has been modified inplace"
+            if indirect
+            else "is being modified inplace"
+        )
+        return (
+            f"Output {nr} of {name} is a view and {what}. This view was created inside a "
+            "custom Function (or because an input was returned as-is) and the autograd logic "
+            "to handle view+inplace would override the custom backward associated with the "
+            "custom Function, leading to incorrect gradients. This behavior is forbidden. You "
+            "can fix this by cloning the output of the custom Function."
+        )
     mode, block, now = (
         ("inference mode", "inference_mode", "in normal mode")
         if meta.inference
