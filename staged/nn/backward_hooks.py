@@ -10,7 +10,10 @@ it); a post-hook on the inputs' Node then calls the full backward hooks with
   ``grad_input`` all None (and a UserWarning);
 - the inputs' Node runs before the outputs' Node (a gradient reached the inputs without
   passing through the outputs): nothing is called;
-- grad mode is off: no Function is applied and no hook will fire.
+- grad mode is off: no Function is applied and no hook will fire;
+- a tensor input not requiring grad (beside one that does) gets zeros in ``grad_input``:
+  torch's hook sees what the identity's backward returned for it, the zeros its
+  non-differentiable output's gradient was materialized as.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import warnings
 
 from ..autograd.function import Function
+from ..eager.factories import zeros
 from ..eager.grad_mode import is_grad_enabled
 from ..eager.tensor import Tensor
 
@@ -52,6 +56,7 @@ class BackwardHook:
         self.grad_outputs = None
         self.n_outputs = self.n_inputs = -1
         self.output_tensors_index = self.input_tensors_index = None
+        self.no_grad_inputs: dict = {}  # position among the input tensors -> (shape, dtype)
 
     def _apply_on_tensors(self, on_node, args):
         """``args`` with their tensors passed through one ``BackwardHookFunction``, whose
@@ -69,13 +74,16 @@ class BackwardHook:
         out = list(args)
         for i, t in zip(idx, new):
             out[i] = t
-        return tuple(out), idx
+        return (tuple(out) if type(args) is tuple else type(args)(*out)), idx  # a namedtuple
 
     def setup_input_hook(self, args):
         def on_node(node):
             def hook(grad_input, _):
                 if self.grad_outputs is None:
                     return None  # the gradient did not pass through the outputs
+                grad_input = list(grad_input)
+                for k, (shape, dtype) in self.no_grad_inputs.items():
+                    grad_input[k] = zeros(shape, dtype=dtype)
                 res = _pack_with_none(self.input_tensors_index, grad_input, self.n_inputs)
                 for user_hook in self.user_hooks:
                     out = user_hook(self.module, res, self.grad_outputs)
@@ -89,12 +97,19 @@ class BackwardHook:
                         )
                     res = out
                 self.grad_outputs = None
-                return tuple(res[i] for i in self.input_tensors_index)
+                return tuple(  # None where staged's Node has no edge to take a gradient
+                    None if k in self.no_grad_inputs else res[i]
+                    for k, i in enumerate(self.input_tensors_index)
+                )
 
             node.register_hook(hook)
 
         res, self.input_tensors_index = self._apply_on_tensors(on_node, args)
         self.n_inputs = len(args)
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        self.no_grad_inputs = {
+            k: (tuple(t.shape), t.dtype) for k, t in enumerate(tensors) if not t.requires_grad
+        }
         return res
 
     def setup_output_hook(self, result):

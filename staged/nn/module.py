@@ -507,7 +507,7 @@ class Module:
         bw_hook = None
         if full or pre:
             bw_hook = BackwardHook(self, full, pre)
-            args = bw_hook.setup_input_hook(args)
+            args = state["args"] = bw_hook.setup_input_hook(args)  # always_call hooks get these
         result = state["result"] = self.forward(*args, **kwargs)
         for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
             if (
@@ -598,7 +598,7 @@ class Module:
         name = type(self).__name__
         for d in (*(getattr(self, h) for h in _HOOKS), *_GLOBAL_HOOKS):
             for hook in d.values():  # Note [hooks' reads] in staged/tracing/capture.py
-                icpt.hook(hook)
+                icpt.hook(hook, self)
         icpt.guard(
             self._state_objects,
             f"{name} parameters/buffers",

@@ -56,7 +56,12 @@ guards] (staged/tracing/guards.py) never reached what it reads, so a hook clampi
 the trace once the caller changed it (eager code reads the new one). Each such hook is
 noted before it runs (``Tracer.hook``: ``Module._guard``, ``_watch``) and walked after
 the trace as the step is (``source_guards(hook, ...)``), so what it reads re-traces when
-it changes, and what it changes while traced warns as a side effect.
+it changes, and what it changes while traced warns as a side effect. A Module's hook is
+called with the Module as its first argument (``m.calls += 1``, ``gi[0] * m.scale``): the
+walk takes that parameter as a root (``_module_argument``), so the Module's plain values
+the hook reads are guarded and those it writes replayed, as the step's own ``self.counter``
+(Note [attribute writes] in tracing/guards.py); a hook on several Modules has each of
+them walked so, its code once.
 """
 
 from __future__ import annotations
@@ -248,7 +253,9 @@ class Tracer:
         self.checks: list = []  # [(report Value, check params)] (Note [index checks])
         self.kept: dict = {}  # output index -> the Value it keeps where a check fails
         self.constants: dict = {}  # argument name -> non-tensor value, built into the graph
-        self.hooks: dict = {}  # id -> (a hook the trace may run, its source guards before)
+        # id(hook), or (id(hook), id(the Module it is called with)) -> (the hook, its
+        # source guards before the trace, its roots, whether walked whole)
+        self.hooks: dict = {}
         self.results: dict = {}  # out-leaf position -> weakref to a result the body made
         self.args: set = set()  # ids of the arguments' stand-ins
         self.arg_views: dict = {}  # id -> [(name, args)]: in-place view ops on an argument
@@ -330,12 +337,19 @@ class Tracer:
         (Note [attribute writes] in tracing/guards.py)."""
         return as_entered(module, self.entry)
 
-    def hook(self, fn) -> None:
+    def hook(self, fn, module=None) -> None:
         """``fn``, a hook the trace may run (a Module's or a state tensor's), is the user's
         code as the step's own is: the Python values it reads are guarded, as the step's
-        are (Note [hooks' reads]). Noted before it runs, to tell what the trace changed."""
-        if id(fn) not in self.hooks and not _library(fn):
-            self.hooks[id(fn)] = (fn, source_guards(fn, ()))
+        are, with those of ``module``, the Module it is called with (Note [hooks' reads]).
+        Noted before it runs, to tell what the trace changed."""
+        if _library(fn):
+            return
+        if id(fn) not in self.hooks:
+            self.hooks[id(fn)] = (fn, source_guards(fn, ()), (), True)
+        roots = _module_argument(fn, module)
+        if roots and (id(fn), id(module)) not in self.hooks:  # walked once per Module
+            before = source_guards(fn, (), roots=roots, whole=False)
+            self.hooks[id(fn), id(module)] = (fn, before, roots, False)
 
     def live(self, t: Tensor, get, name: str) -> None:
         """Make the 0-d tensor ``t`` a state input whose value the compiled step takes
@@ -649,8 +663,8 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         read = [w.tensor for w in tracer.watched.values()]
         # the user's own state first: a replaced child Module is named as such
         captured.guards[:0] = source_guards(fn, read, before, roots)
-        for hook, hook_before in tracer.hooks.values():  # Note [hooks' reads]
-            captured.guards += source_guards(hook, read, hook_before)
+        for hook, hook_before, hook_roots, whole in tracer.hooks.values():  # Note [hooks' reads]
+            captured.guards += source_guards(hook, read, hook_before, hook_roots, whole)
         guards = captured.guards  # Note [iterators the body advances]
         captured.advanced = [g for g in guards if isinstance(g, Position)]
         captured.guards = [g for g in guards if not isinstance(g, (Position, Attributes))]
@@ -1240,3 +1254,17 @@ def _restore(tracer: Tracer) -> None:
         d.update(before)
     for gen, before in tracer.generators.values():  # Note [host draws]
         gen.load_host_state(before)
+
+
+def _module_argument(fn, module) -> tuple:
+    """The root ``(name, module)`` of a Module's hook ``fn``: its first parameter, which
+    the Module is passed in; none for a hook taking ``*args`` or no Module."""
+    if module is None:
+        return ()
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    if params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        return ((params[0].name, module),)
+    return ()

@@ -440,7 +440,7 @@ def _show(obj) -> str:
     return repr(obj)
 
 
-def source_guards(fn, tensors, before=None, roots=()) -> list:
+def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
     """Guards on the globals and closure cells through which ``fn`` reads one of
     ``tensors`` (by identity) or a Python value (Note [source guards]), and on the members
     of ``roots`` ((name, object) pairs: the step's non-tensor arguments). ``before``: the
@@ -448,9 +448,10 @@ def source_guards(fn, tensors, before=None, roots=()) -> list:
     the body increments) is a side effect of the trace, not guarded, unless it is a
     Module's (Note [attribute writes]). Without ``before`` (the walk before the trace)
     every list or tuple of tensors is guarded by its items, for the walk after it to keep
-    those whose items the trace read."""
+    those whose items the trace read. Not ``whole``: only the members of ``roots`` that
+    ``fn``'s code names (a hook's Module argument, its globals walked once already)."""
     ids = {id(t) for t in tensors}
-    guards = _walk(fn, ids, before is None, roots)
+    guards = _walk(fn, ids, before is None, roots, whole)
     if before is None:
         return guards
     old = {g.name: g for g in before}
@@ -559,17 +560,19 @@ def _warn_at(fn, new, text: str) -> None:
     )
 
 
-def _walk(fn, ids, any_list=False, roots=()) -> list:
+def _walk(fn, ids, any_list=False, roots=(), whole=True) -> list:
     """The guards of ``source_guards``, ``ids`` the ids of the tensors the trace read;
     ``any_list``: guard every list of tensors by its items (the walk before the trace);
     ``roots``: (name, object) pairs walked as members are (the step's non-tensor
-    arguments)."""
+    arguments); not ``whole``: the roots only."""
     read = (ids, None if any_list else ids)
     guards: list[Any] = []
     todo = [(f, 0) for f in _functions(fn)]
     names = frozenset().union(*(_names(f.__code__)[1] for f, _ in todo))
     owner = fn.__self__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(owner, (types.FunctionType, functools.partial)):  # its ``self``
+    if not whole:
+        todo = []
+    elif not isinstance(owner, (types.FunctionType, functools.partial)):  # its ``self``
         roots = (("self", owner), *roots)
     for name, obj in roots:
         _members(guards, todo, read, name, functools.partial(_constant, obj), names, set(), 0)
