@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -39,10 +40,11 @@ from ..eager.legacy_types import type_name
 from .._where import at_user
 from ..eager.tensor import Size, Tensor
 from . import anomaly, batched_grad, profiler
-from .accumulate import add_grads
+from .accumulate import accumulate_grad, add_grads
 from .node import Node, sync
 
 _ndarray = np.ndarray
+_refcount = sys.getrefcount
 
 
 class GradientEdge(NamedTuple):
@@ -105,6 +107,8 @@ def _as_tuple(x):
 def _as_inputs(x, what: str):
     """``inputs`` of ``grad()``/``backward()`` as a tuple, as torch reads them: a Tensor or
     GradientEdge, a ``dict`` (its values; no other Mapping) or any iterable of them."""
+    if x is None:
+        return None
     if type(x) is dict:
         x = tuple(x.values())
     elif isinstance(x, Mapping):
@@ -128,11 +132,17 @@ def gradient_edge(t) -> GradientEdge:
     AccumulateGrad for a leaf); a GradientEdge is returned as is."""
     if isinstance(t, GradientEdge):
         return t
+    return GradientEdge(*_edge(t))
+
+
+def _edge(t) -> tuple:
+    """``gradient_edge(t)`` of a tensor as a plain ``(node, input_nr)``."""
     if t._base is not None and t._view.version != t._vc[0]:
         sync(t)
-    if t.grad_fn is not None:
-        return GradientEdge(t.grad_fn, t._output_nr)
-    return GradientEdge(t._grad_accumulator(), 0)
+    fn = t.grad_fn
+    if fn is not None:
+        return fn, t._output_nr
+    return t._grad_accumulator(), 0
 
 
 def _shape(t) -> tuple:
@@ -167,7 +177,7 @@ def _root_edges(tensors, what="tensors"):
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
-        edges.append(gradient_edge(t))
+        edges.append(_edge(t))
     return edges
 
 
@@ -181,7 +191,7 @@ def _make_grads(outputs, grads):
         else:
             p = t._payload
             if g is None and type(p) is _ndarray and p.size == 1 and p.dtype.kind in "fV":
-                out.append(_factories._new(np.ones(p.shape, p.dtype), False))  # ones_like's
+                out.append(_factories._new(_ones(p.shape, p.dtype), False))  # ones_like's
                 continue
             shape, dtype, leaf = tuple(t.shape), t.dtype, t.grad_fn is None
         if g is None:
@@ -219,13 +229,27 @@ def _make_grads(outputs, grads):
     return out
 
 
+_ONES: dict = {}  # (shape, dtype) -> a one of that size-1 shape, copied for each backward
+
+
+def _ones(shape, dtype):
+    """``np.ones(shape, dtype)`` of a size-1 shape, a copy of a cached one (a third of
+    the cost: np.ones fills a new empty array in Python)."""
+    one = _ONES.get((shape, dtype))
+    if one is None:
+        one = _ONES[shape, dtype] = np.ones(shape, dtype)
+    return one.copy()
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
     tensors = _as_tuple(tensors)
-    grad_tensors = _as_tuple(grad_tensors)
-    if grad_tensors is not None and len(grad_tensors) != len(tensors):
-        raise RuntimeError(f"got {len(tensors)} tensors and {len(grad_tensors)} gradients")
-    inputs = _as_inputs(inputs, "backward")
+    if grad_tensors is not None:
+        grad_tensors = _as_tuple(grad_tensors)
+        if len(grad_tensors) != len(tensors):
+            raise RuntimeError(f"got {len(tensors)} tensors and {len(grad_tensors)} gradients")
+    if inputs is not None:
+        inputs = _as_inputs(inputs, "backward")
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(tensors)
@@ -342,23 +366,22 @@ def _needed(order, targets):
 def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumulate):
     roots = []
     buffers = {}
-    for (node, nr, _), g in zip(root_edges, root_grads):
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = {}
+    for edge, g in zip(root_edges, root_grads):
+        node = edge[0]
+        if node not in buffers:
             roots.append(node)
-        buf[nr] = g if nr not in buf else add_grads(buf[nr], g)
+        _arrive(buffers, node, edge[1], g)
     deps = _discover(roots)
 
-    captures = None  # {(node, nr): [indices into inputs]}
-    needed = visit = None  # None: every node runs
+    visit = runs = captures = None  # None: every node runs, nothing is captured
+    captured = []
     if inputs is not None:
-        captures = {}
+        captures = {}  # {(node, nr): [indices into inputs]}
         for i, t in enumerate(inputs):
-            captures.setdefault(gradient_edge(t)[:2], []).append(i)
+            captures.setdefault(t[:2] if isinstance(t, GradientEdge) else _edge(t), []).append(i)
         targets = {n for n, _ in captures}
         visit = _needed(list(deps), targets)
-        needed = (
+        runs = (
             visit
             if accumulate
             else {
@@ -368,69 +391,69 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 if n not in targets or any(nxt in visit for nxt, _ in n.next_functions)
             }
         )
-    captured = [None] * (len(inputs) if inputs is not None else 0)
+        captured = [None] * len(inputs)
+    checked = profiler.current is not None or anomaly.enabled
+    general = checked or inputs is not None
+    opts = (retain_graph, checked, captures, inputs, captured, accumulate, runs)  # _run_general's
+
+    # Note [plain nodes]: without profiler, anomaly mode or ``inputs``, a Node that is
+    # ``_plain`` (one output, no Node or tensor hooks; node.py), has its gradient and no
+    # retain_grad is called right in the loop, a leaf's AccumulateGrad without tensor
+    # hooks accumulates there; any other goes through _run_general, which takes the same
+    # decisions with every feature checked.
 
     tick = itertools.count()
-    ready = [(-n._seq, next(tick), n) for n in roots if deps[n] == 0]
-    heapq.heapify(ready)
+    if len(roots) == 1:  # backward() of one tensor: no ready queue to start from
+        ready = []
+        node = roots[0] if deps[roots[0]] == 0 else None
+    else:
+        ready = [(-n._seq, next(tick), n) for n in roots if deps[n] == 0]
+        heapq.heapify(ready)
+        node = heapq.heappop(ready)[2] if ready else None
     pop, push = heapq.heappop, heapq.heappush
-    # plain: no profiler, no anomaly mode, so Nodes without hooks are called right here
-    plain = profiler.current is None and not anomaly.enabled
-    run_node = _call_node if plain else _run_node
     prev = _state.grad_enabled
     _state.grad_enabled = create_graph
     prev_task, _task.current = _task.current, GraphTask(deps, visit)
     prev_phase, tags.phase = tags.phase, "backward"  # Note [phases]
     try:
-        node = pop(ready)[2] if ready else None
         while node is not None:
-            buf = buffers.pop(node, None)
-            if buf is None:
-                buf = {}
+            g = buffers.pop(node, None)
             var = node.variable
-            if node._tensor_pre_hooks or node._retain_grad or var is not None and var._hooks:
-                _run_tensor_hooks(node, buf)
-            if captures is not None:
-                for nr, g in buf.items():
-                    for i in captures.get((node, nr), ()):
-                        t = inputs[i]
-                        if (
-                            accumulate
-                            and isinstance(t, Tensor)
-                            and t.grad_fn is not None
-                            and not t._retains_grad
-                        ):
-                            _retain(t, g)  # backward(inputs=[non-leaf]) fills .grad
-                        captured[i] = g
-            nexts = node.next_functions
-            if needed is not None and node not in needed:
-                outs = (None,) * len(nexts)
-            elif (
-                plain
-                and 0 in buf
-                and len(buf) == 1
-                and node.num_outputs == 1
-                and not node._pre_hooks
-                and not node._post_hooks
-            ):  # _call_node's common case, without the call
-                outs = node.apply([buf.pop(0)])
-                if not retain_graph:
-                    node.release_variables()
+            if (
+                general
+                or g is None
+                or type(g) is dict
+                or not node._plain
+                or node._retain_grad
+                or var is not None
+                and var._hooks
+            ):
+                buf = g if type(g) is dict else {} if g is None else {0: g}
+                g = None
+                outs = _run_general(node, buf, opts)
+                buf = None
+            elif var is not None:  # a leaf: AccumulateGrad.apply, inline
+                # g is ours alone: only this frame holds it (Note [gradient ownership])
+                owned = _refcount(g) <= 2 and _refcount(g._payload) <= 2
+                with node._lock:
+                    accumulate_grad(var, g, owned)
+                g = None
+                node = pop(ready)[2] if ready else None
+                continue
             else:
-                outs = run_node(node, buf, retain_graph)
-            buf = None
+                grads = [g]
+                g = None  # the list holds the only reference
+                outs = node._step(grads, retain_graph)
+                grads = None
             single = None  # the one node this one made ready, while no other is ready
-            for (nxt, nr), g in zip(nexts, outs):
+            for (nxt, nr), g in zip(node.next_functions, outs):
                 if nxt is None:
                     continue
                 if g is not None:
-                    b = buffers.get(nxt)
-                    if b is None:
-                        buffers[nxt] = {nr: g}
-                    elif nr in b:
-                        b[nr] = add_grads(b[nr], g)
+                    if nr == 0 and nxt not in buffers:
+                        buffers[nxt] = g
                     else:
-                        b[nr] = g
+                        _arrive(buffers, nxt, nr, g)
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0 and (visit is None or nxt in visit):
@@ -451,6 +474,43 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
         _task.current = prev_task
         tags.phase = prev_phase
     return captured
+
+
+def _arrive(buffers, node, nr, g):
+    """Add gradient ``g`` of ``node``'s output ``nr`` to its input buffer: the tensor
+    itself while only output 0 has one (most Nodes have one output), else ``{nr: g}``."""
+    b = buffers.get(node)
+    if b is None:
+        buffers[node] = g if nr == 0 else {nr: g}
+    elif type(b) is dict:
+        b[nr] = add_grads(b[nr], g) if nr in b else g
+    elif nr == 0:
+        buffers[node] = add_grads(b, g)
+    else:
+        buffers[node] = {0: b, nr: g}
+
+
+def _run_general(node, buf, opts):
+    """One Node with whatever is on: its tensor hooks and retain_grad, the gradients
+    ``inputs`` captures, whether it runs at all, profiler and anomaly checks."""
+    retain_graph, checked, captures, inputs, captured, accumulate, runs = opts
+    var = node.variable
+    if node._tensor_pre_hooks or node._retain_grad or var is not None and var._hooks:
+        _run_tensor_hooks(node, buf)
+    if captures is not None:
+        for nr, g in buf.items():
+            for i in captures.get((node, nr), ()):
+                t = inputs[i]
+                if accumulate and isinstance(t, Tensor) and t.grad_fn is not None:
+                    if not t._retains_grad:
+                        _retain(t, g)  # backward(inputs=[non-leaf]) fills .grad
+                captured[i] = g
+        g = None
+        if node not in runs:
+            return (None,) * len(node.next_functions)
+    if checked:
+        return _run_node(node, buf, retain_graph)
+    return _call_node(node, buf, retain_graph)
 
 
 def _run_tensor_hooks(node, buf):

@@ -7,6 +7,7 @@ import itertools
 import sys
 import threading
 from functools import partial
+from typing import Any
 
 from ..eager.factories import zeros
 from ..eager.ops.shape import cat
@@ -53,6 +54,10 @@ class Node:
     _retain_grad: dict | None = None  # {output_nr: weakref to the tensor}
     _metadata: dict | None = None
     _edge_avals: dict | None = None  # {output_nr: (shape, dtype)}: get_gradient_edge's
+    # the engine calls it in its loop (Note [plain nodes] in engine.py): True for the
+    # classes below that never have several outputs, False on an instance once a hook
+    # is registered on it (even if later removed)
+    _plain = False
 
     def __init__(self, next_functions=()):
         self.next_functions = next_functions
@@ -80,21 +85,32 @@ class Node:
     def release_variables(self) -> None:
         pass
 
+    def _step(self, grads, retain):
+        """``apply(grads)``, then unless ``retain`` ``release_variables()``: how the engine
+        calls a ``_plain`` Node (Note [plain nodes] in engine.py)."""
+        outs = self.apply(grads)
+        if not retain:
+            self.release_variables()
+        return outs
+
     def register_hook(self, fn):
         """Post-hook ``fn(grad_inputs, grad_outputs)``; may return new grad_inputs."""
         if self._post_hooks is None:
             self._post_hooks = {}
+            self._plain = False
         return add_hook(self._post_hooks, fn)
 
     def register_prehook(self, fn):
         """Pre-hook ``fn(grad_outputs)``; may return new grad_outputs."""
         if self._pre_hooks is None:
             self._pre_hooks = {}
+            self._plain = False
         return add_hook(self._pre_hooks, fn)
 
     def _add_tensor_pre_hook(self, output_nr, fn):
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
+            self._plain = False
         return add_hook(self._tensor_pre_hooks.setdefault(output_nr, {}), fn)
 
 
@@ -103,59 +119,44 @@ _node_init = Node.__init__
 
 class PrimitiveBackward(Node):
     """Backward of one primitive application: calls the VJP rule of each input that needs
-    a gradient, with what was saved for it. Each is made of the primitive's subclass
-    (``_node_class``)."""
+    a gradient, with what was saved for it. Each is of the primitive's subclass
+    (``_node_class``), made by ``record``."""
 
     __slots__ = ("prim", "params", "rules", "saved", "_avals")
-
-    def __init__(self, prim, inputs, result, params):
-        edges = []
-        needs = []
-        for t in inputs:
-            if t._requires_grad:
-                if t._base is not None and t._vc is not None and t._view.version != t._vc[0]:
-                    sync(t)  # its base was written since its grad_fn was made
-                fn = t.grad_fn
-                edges.append((fn, t._output_nr) if fn is not None else (t._grad_accumulator(), 0))
-                needs.append(True)
-            else:
-                edges.append((None, 0))
-                needs.append(False)
-        _node_init(self, tuple(edges))
-        result.grad_fn = self  # before saving: an output is saved without a cycle
-        self.prim = prim
-        self.params = params
-        needs = tuple(needs)
-        plan = prim.save_plans.get(needs)
-        if plan is None:
-            plan = prim.save_plans[needs] = _save_plan(prim, needs)
-        self.__class__ = plan[2]
-        self.rules = plan[3]
-        saved = {}
-        for n, i in plan[0]:
-            saved[n] = SavedTensor(result if i is None else inputs[i], self)
-        self.saved = saved
-        self._avals = {n: t._aval() for n, t in zip(prim.inputs, inputs)} if plan[1] else None
+    _plain = True
+    prim: Any
+    params: dict
+    rules: tuple
+    saved: dict  # {name: SavedTensor}
+    _avals: dict | None
 
     def name(self) -> str:
         return self.prim.node_name
 
     def apply(self, grads):
+        return self._step(grads, True)
+
+    def _step(self, grads, retain):
+        """``apply(grads)``, then unless ``retain`` ``release_variables()``: the engine's
+        call (Note [plain nodes] in engine.py)."""
         g = grads[0]
-        rules = self.rules
         if g is None:
-            return [None] * len(rules)
-        saved = {}  # each unpacked once per apply, as torch (unpack hooks), in plan order
-        for n, s in self.saved.items():
-            saved[n] = s.unpack()
-        out = []
-        for rule in rules:
-            if rule is None:
-                out.append(None)
-            elif rule.positional:
-                out.append(rule.fn(g, *map(saved.__getitem__, rule.saved_names)))
-            else:
-                out.append(self._call(rule, g, saved))
+            out = [None] * len(self.rules)
+        else:
+            saved = {}  # each unpacked once per apply, as torch (unpack hooks), in plan order
+            for n, s in self.saved.items():
+                saved[n] = s.unpack()
+            out = []
+            for fn, names, rule in self.rules:  # (_save_plan)
+                if names is None:  # no rule, or one given its arguments by name
+                    out.append(None if rule is None else self._call(rule, g, saved))
+                elif len(names) == 1:
+                    out.append(fn(g, saved[names[0]]))
+                else:
+                    out.append(fn(g, *map(saved.__getitem__, names)))
+        if not retain:
+            for s in self.saved.values():
+                s.release()
         return out
 
     def _call(self, rule, g, saved):
@@ -216,19 +217,57 @@ def _saved_value(node, key, raw, attr):
     raise AttributeError(f"'{node.name()}' object has no attribute '{attr}'")
 
 
+_NO_EDGE = (None, 0)
+_new_node = object.__new__
+
+
+def record(prim, inputs, result, params) -> None:
+    """The recorder dispatch calls (``set_recorder``): ``result``'s grad_fn becomes a
+    PrimitiveBackward of ``prim`` applied to ``inputs``, saving what its rules need."""
+    edges = []
+    key = 0  # bit i set: input i needs a gradient
+    bit = 1
+    for t in inputs:
+        if t._requires_grad:
+            if t._base is not None and t._vc is not None and t._view.version != t._vc[0]:
+                sync(t)  # its base was written since its grad_fn was made
+            fn = t.grad_fn
+            edges.append((fn, t._output_nr) if fn is not None else (t._grad_accumulator(), 0))
+            key |= bit
+        else:
+            edges.append(_NO_EDGE)
+        bit <<= 1
+    plan = prim.save_plans.get(key)
+    if plan is None:
+        needs = tuple(bool(key >> i & 1) for i in range(len(inputs)))
+        plan = prim.save_plans[key] = _save_plan(prim, needs)
+    node = _new_node(plan[2])
+    _node_init(node, tuple(edges))
+    result.grad_fn = node  # before saving: an output is saved without a cycle
+    node.prim = prim
+    node.params = params
+    node.rules = plan[3]
+    saved = {}
+    for n, i in plan[0]:
+        saved[n] = SavedTensor(result if i is None else inputs[i], node)
+    node.saved = saved
+    node._avals = {n: t._aval() for n, t in zip(prim.inputs, inputs)} if plan[1] else None
+
+
 def _save_plan(prim, needs) -> tuple:
     """How a PrimitiveBackward of ``prim`` is made when ``needs`` says which inputs need a
     gradient: what it saves, ((name, input index, or None for the output), ...) in the
     order the rules name them; whether any rule wants the inputs' avals; its class; and
-    the rule for each input (None where none runs)."""
+    for each input ``(fn, saved names, rule)``: the names None where the rule is given
+    its arguments by name (``_call``), all three None where no rule runs."""
     plan: list = []
     avals = False
     rules: list = []
     for rule, need in zip(prim.vjp, needs):
         if not need or rule is None:
-            rules.append(None)
+            rules.append((None, None, None))
             continue
-        rules.append(rule)
+        rules.append((rule.fn, rule.saved_names if rule.positional else None, rule))
         for n in rule.saved_names:
             if all(n != m for m, _ in plan):
                 plan.append((n, None if n == "out" else prim.inputs.index(n)))
@@ -240,6 +279,7 @@ class AccumulateGrad(Node):
     """The sink for a leaf tensor: accumulates the incoming gradient into ``.grad``."""
 
     __slots__ = ("variable", "_lock")
+    _plain = True
 
     def __init__(self, variable):
         _node_init(self, ())
@@ -300,6 +340,7 @@ class CopySlices(Node):
     """The base's grad_fn after an in-place update of one of its views."""
 
     __slots__ = ("steps",)
+    _plain = True
 
     def __init__(self, base, steps, value):
         old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else (None, 0)
@@ -322,6 +363,7 @@ class AsStridedBackward0(Node):
     the view placed in a base of zeros, to the base's edge."""
 
     __slots__ = ("steps",)
+    _plain = True
 
     def __init__(self, base, steps):
         if base.grad_fn is not None:

@@ -10,7 +10,7 @@ from ..eager import dispatch, views
 from ..eager.tensor import Tensor
 from . import engine
 from .hooks import add_hook
-from .node import AccumulateGrad, PrimitiveBackward, hook_node, join, rebase, sync
+from .node import AccumulateGrad, hook_node, join, rebase, record, sync
 
 
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -79,4 +79,4 @@ Tensor.register_post_accumulate_grad_hook = (  # type: ignore[method-assign]
 views._StaleView.grad_fn = property(sync, views._grad_fn.__set__)  # type: ignore[misc]
 views.rebase = rebase
 views.join = join
-dispatch.set_recorder(PrimitiveBackward)
+dispatch.set_recorder(record)

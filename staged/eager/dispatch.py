@@ -24,7 +24,7 @@ from .views import record as record_view
 _ndarray = np.ndarray
 _wrap = Tensor._wrap
 _DIFFERENTIABLE = "fcV"  # NumPy kinds that carry gradients (V: bfloat16)
-_record = None  # PrimitiveBackward, installed by staged.autograd (set_recorder)
+_record = None  # autograd.node.record, installed by staged.autograd (set_recorder)
 
 
 # Note [NumPy warnings]: log(0), 0/0, exp(1000) are inf/NaN results, not events: PyTorch
@@ -145,10 +145,11 @@ def _fused(prim, args) -> bool:
 _fused_here[0] = _fused
 
 
-def set_recorder(node_class) -> None:
-    """Install the Node class ``apply`` records (autograd's; eager does not import it)."""
+def set_recorder(record) -> None:
+    """Install the function ``apply`` records a Node with (autograd's; eager does not
+    import it)."""
     global _record
-    _record = node_class
+    _record = record
 
 
 _layers: dict[str, Any] = {}  # name -> wrap(apply) -> apply; see set_layer
