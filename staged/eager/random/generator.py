@@ -19,6 +19,7 @@ around the fill, as a compiled call does around each of its host draws
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -52,12 +53,17 @@ STATE = np.dtype(
 )
 
 
+@functools.lru_cache(maxsize=16)
 def init_genrand(seed32: int) -> np.ndarray:
-    """mt19937's state after seeding with ``seed32`` (before its first twist)."""
+    """mt19937's state after seeding with ``seed32`` (before its first twist), read-only:
+    a program seeding again and again with the same seed (a test suite, a loop of
+    experiments) pays the 624 Python steps once."""
     key = [seed32]
     for i in range(1, N):
         key.append((1812433253 * (key[-1] ^ (key[-1] >> 30)) + i) & 0xFFFFFFFF)
-    return np.array(key, np.uint32)
+    out = np.array(key, np.uint32)
+    out.flags.writeable = False
+    return out
 
 
 def _check_seed(seed) -> int:
