@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import warnings
 from typing import TYPE_CHECKING
@@ -56,9 +57,15 @@ def warn_user(message, category=UserWarning) -> None:
 
 def at_user(message: str) -> str:
     """``message`` prefixed with the user's ``file:line`` (unchanged where none is found or
-    it is already there)."""
+    the message already names one: the innermost user line, a Module's ``forward`` within
+    the Module call, say)."""
+    if _SITED_MESSAGE.match(message):
+        return message
     site = user_site()
-    return f"{site}: {message}" if site and not message.startswith(site) else message
+    return f"{site}: {message}" if site else message
+
+
+_SITED_MESSAGE = re.compile(r"\S+\.py:\d+: ")
 
 
 # exceptions whose message is their one string argument (custom ones build their own)

@@ -722,18 +722,11 @@ def test_post_accumulate_grad_hook_after_module_hooks():
 
 # --- in-place ops, views, a module called twice ----------------------------------------------------
 
-_CUSTOM_VIEW = pytest.mark.xfail(
-    strict=True,
-    reason="a view of an input a custom Function returns as-is, and a forward's write into "
-    "its input, raise torch's no_grad-view error, not its 'Output 0 of BackwardHookFunction "
-    "is a view ... created inside a custom Function' (staged/eager/views.py: the mark of "
-    "``in_custom_function`` is not passed on to views of the view)",
-)
 INPLACE = [
     "output-add_",
-    pytest.param("output-view-mul_", marks=_CUSTOM_VIEW),
+    "output-view-mul_",
     "relu-inplace",
-    pytest.param("forward-writes-input", marks=_CUSTOM_VIEW),
+    "forward-writes-input",
     "hook-writes-output",
     "output-clone-add_",
 ]

@@ -105,22 +105,6 @@ def _fault(value, reason: str):
     return pytest.param(value, marks=pytest.mark.xfail(strict=True, reason=reason), id=value)
 
 
-_NO_OUT = (
-    "staged's public ops take no out= argument (TypeError); torch writes the result into "
-    "out (a view: its base), bumps its version and refuses out= where an argument requires "
-    "grad: add out= to the public-op wrapper made from the table (staged/eager/ops/table.py)"
-)
-
-
-_NODE_NAMES = (
-    "an indexed write into a tensor that is no view names its Node for staged's "
-    "primitives (ScatterBackward0, WhereBackward0, SliceScatterBackward0), torch's "
-    "IndexPutBackward0, MaskedFillBackward0, IndexFillBackward0, IndexCopyBackward0 and "
-    "CopySlices (x[1] = w writes the view x[1]): name them with inplace._named in "
-    "staged/eager/ops/indexing.py setitem/index_put_ and inplace.py, as fill_ does"
-)
-
-
 def _x(L, *shape, grad=True, seed=0):
     """A float64 tensor drawn from a seeded generator, the same for either library."""
     v = np.random.default_rng(seed).uniform(-1, 1, shape)
@@ -380,10 +364,7 @@ SAVED = [
 
 @pytest.mark.parametrize(
     "how",
-    [
-        _fault(h, _NO_OUT) if h == "out" else _fault(h, _NODE_NAMES) if h == "setitem" else h
-        for h in SAVED
-    ],
+    SAVED,
 )
 def test_saved_tensor_modified(how):
     """torch's version error (the data's version, the version saved), or, through
@@ -524,18 +505,8 @@ _OVERLAP = (
     "memory (unfold, as_strided windows): staged writes it (staged/eager/ops/inplace.py "
     "write: the _repeats check runs for composites alone, `since is not None`)"
 )
-_SETITEM_LEAF = (
-    "x[0] = 1 on a leaf requiring grad: torch writes the view x[0] (select, copy_) and "
-    "says 'a view of a leaf Variable'; staged's setitem writes x and says 'a leaf "
-    "Variable' (staged/eager/ops/indexing.py setitem: raise the view's message for a basic "
-    "index)"
-)
 FAULTS = {
-    "out_requires_grad_input": _NO_OUT,
-    "out_requires_grad_out": _NO_OUT,
-    "out_view_requires_grad": _NO_OUT,
     "unfold_overlap": _OVERLAP,
-    "leaf_setitem": _SETITEM_LEAF,
 }
 
 
@@ -622,9 +593,7 @@ VERSION_STEPS = {
 }
 
 
-@pytest.mark.parametrize(
-    "step", [_fault(s, _NO_OUT) if s == "out_view" else s for s in VERSION_STEPS]
-)
+@pytest.mark.parametrize("step", list(VERSION_STEPS))
 def test_version_after(step):
     check(_versions([VERSION_STEPS[step]]))
 
@@ -986,7 +955,6 @@ def test_custom_function_error(name):
 # --- out= ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=_NO_OUT)
 def test_out_into_a_view_writes_the_base():
     def run(L):
         base = L.zeros(3, 4, dtype=L.float64)
@@ -998,7 +966,6 @@ def test_out_into_a_view_writes_the_base():
     check(run)
 
 
-@pytest.mark.xfail(strict=True, reason=_NO_OUT)
 def test_out_under_no_grad_with_inputs_requiring_grad():
     def run(L):
         x = _x(L, 3, 4)
@@ -1010,7 +977,6 @@ def test_out_under_no_grad_with_inputs_requiring_grad():
     check(run)
 
 
-@pytest.mark.xfail(strict=True, reason=_NO_OUT)
 def test_out_then_backward_through_the_base():
     """An ``out=`` write into a view of a non-leaf whose inputs do not require grad."""
 
@@ -1139,7 +1105,6 @@ _INDEXED_WRITES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=_NODE_NAMES)
 def test_grad_fn_names_of_indexed_writes():
     def run(L):
         x = _x(L, 3, 4)
@@ -1161,8 +1126,7 @@ def test_setitem_saved_tensor_error():
         a[L.tensor([0])] = 2.0
         y.sum().backward()
 
-    check(run, "[float64[4]], which is output 0 of ")  # torch's IndexPut: _NODE_NAMES
-    check(run, "is at version 1; expected version 0 instead.")
+    check(run)
 
 
 # --- compiled steps ------------------------------------------------------------------------

@@ -32,6 +32,7 @@ retain_grad, requires_grad_), staged reads the slot (``grad_fn_field``) too.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable
 
@@ -117,7 +118,7 @@ def record(view, src, prim, params, grad_mode, copy=False) -> None:
         view._vc = None
         return
     step = (prim, params, src._payload)
-    multi = None
+    multi = custom = None
     inference = not grad_mode and _state.inference
     if src._base is not None:
         view._base = src._base
@@ -128,7 +129,7 @@ def record(view, src, prim, params, grad_mode, copy=False) -> None:
             if meta.multi is not None:
                 multi = _OF_MULTI
             elif not meta.grad_mode:
-                grad_mode, inference = False, meta.inference
+                grad_mode, inference, custom = False, meta.inference, meta.custom
     else:
         view._base = src
         steps = (step,)
@@ -137,6 +138,7 @@ def record(view, src, prim, params, grad_mode, copy=False) -> None:
         meta = view._view = ViewMeta(steps, grad_mode, None, multi=multi)
     else:
         meta = view._view = ViewMeta(steps, grad_mode, vc[0], inference, multi)
+    meta.custom = custom  # a view of a custom Function's view output is one
     if copy:
         if type(p) is np.ndarray:
             meta.conj = c = _ConjCopy(p, steps, src._payload.strides)
@@ -465,12 +467,16 @@ def in_custom_function(t, name: str, nr: int) -> None:
     t._view.custom = (name.removesuffix("Backward"), nr)
 
 
-def creation_error(meta, indirect) -> str:
+def creation_error(meta, indirect, view=None) -> str:
     """PyTorch's error for a view made under no_grad or inference_mode, or returned by a
-    custom Function, whose memory is written with grad mode on (``indirect``: through its
-    base or a sibling)."""
+    custom Function (or a view of one), whose memory is written with grad mode on
+    (``indirect``: through its base or a sibling; else ``view`` itself, named after its
+    own Node, where given)."""
     if meta.custom is not None:
         name, nr = meta.custom
+        fn = grad_fn_field(view) if view is not None and not indirect else None
+        if fn is not None:
+            name, nr = re.sub(r"Backward\d*$", "", fn.name()), view._output_nr
         what = (
             "its base or another view of its base has been modified inplace"
             if indirect

@@ -101,12 +101,22 @@ def from_registry() -> str:
 
 def _home(fn) -> tuple[str, str]:
     """The module that defines ``fn`` and the name it has there."""
-    fn = getattr(fn, "__wrapped__", fn)  # the public function, not its sited wrapper
-    mod = importlib.import_module(fn.__module__)
-    if getattr(mod, fn.__name__, None) is fn:
-        return fn.__module__, fn.__name__
-    name = next(n for n, v in vars(mod).items() if v is fn)
-    return fn.__module__, name
+    # the public function, not the table's wrappers of it (sited, out=): the first of the
+    # ``__wrapped__`` chain its module holds
+    for f in (fn, *_chain(fn)):
+        mod = importlib.import_module(f.__module__)
+        if getattr(mod, f.__name__, None) is f:
+            return f.__module__, f.__name__
+        name = next((n for n, v in vars(mod).items() if v is f), None)
+        if name is not None:
+            return f.__module__, name
+    raise LookupError(f"no module holds {fn!r}")
+
+
+def _chain(fn):
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+        yield fn
 
 
 def _reexports(names: dict) -> list:

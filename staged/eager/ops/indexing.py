@@ -23,10 +23,11 @@ from ...autodiff import lax
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range, require
+from ..grad_mode import _state
 from ..tensor import Tensor, as_payload
 from ..views import named
 from .elementwise import where
-from .inplace import check_inplace, check_overlap, own, write
+from .inplace import VIEW_OF_LEAF, _named, check_inplace, check_overlap, own, write
 from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -390,7 +391,9 @@ def setitem(x: Tensor, index, value) -> None:
         # x[mask] = scalar: a select, no data-dependent shape (so it also captures)
         _check_mask(index, tuple(x._payload.shape))
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
+        before = x.grad_fn
         write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
+        _named(x, before, _INDEX_PUT)
         return
     if (
         isinstance(index, Tensor)
@@ -399,7 +402,9 @@ def setitem(x: Tensor, index, value) -> None:
         and type(index._payload) is not np.ndarray
     ):
         check_overlap(x, (value,))
+        before = x.grad_fn
         write(x, own(_masked_put(x, index, v), value))
+        _named(x, before, _INDEX_PUT)
         return
     y, index = _unit_masks(x, index)
     plan = _plan(y, index)
@@ -410,8 +415,28 @@ def setitem(x: Tensor, index, value) -> None:
         part = x[given]  # expanded x: torch writes x[index] alone (a row has no shared elements)
         write(part, own(_fit(v, tuple(part._payload.shape)), value))
         return
+    node = _written_node(plan, value)
+    if node == "CopySlices" and x._base is None and x._requires_grad and x.grad_fn is None:
+        if _state.grad_enabled:  # torch writes the view x[index]: a leaf's
+            raise RuntimeError(VIEW_OF_LEAF)
     new = _put(y, plan, v)
+    before = x.grad_fn
     write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
+    _named(x, before, node)
+
+
+_INDEX_PUT = "IndexPutBackward0"
+
+
+def _written_node(plan: _Plan, value) -> str:
+    """torch's name of the Node of ``x[index] = value`` (``x`` no view): a write into the
+    view its basic entries make (CopySlices), else ``index_put_`` of the advanced ones,
+    else (``x[...]``, whole slices) ``copy_`` or ``fill_`` of ``x`` itself."""
+    if plan.sliced is not None or plan.name in (_SELECT, _UNSQUEEZE):
+        return "CopySlices"
+    if plan.adv is not None:
+        return _INDEX_PUT
+    return "CopyBackwards" if isinstance(value, Tensor) else "FillBackward3"
 
 
 def _masked_put(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
@@ -842,7 +867,9 @@ def _masked(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
 
 def masked_fill_(x: Tensor, mask: Tensor, value) -> Tensor:
     _check_view(x, value)
-    return write(x, masked_fill(x, mask, value))
+    before = x.grad_fn
+    name = "MaskedFillBackward1" if isinstance(value, Tensor) else "MaskedFillBackward0"
+    return _named(write(x, masked_fill(x, mask, value)), before, name)
 
 
 def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:

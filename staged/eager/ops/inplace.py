@@ -65,6 +65,11 @@ _LEAF_HINT = (
 )
 
 
+VIEW_OF_LEAF = (
+    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
+
+
 def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
     """PyTorch's checks before writing into ``t`` a value whose other inputs require grad
     or not (its check_inplace)."""
@@ -93,11 +98,9 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
     if t._view.multi is not None:
         raise RuntimeError(views.multi_output_error(t, indirect=False))
     if not t._view.grad_mode:
-        raise RuntimeError(views.creation_error(t._view, indirect=False))
+        raise RuntimeError(views.creation_error(t._view, indirect=False, view=t))
     if requires and base.grad_fn is None:
-        raise RuntimeError(
-            "a view of a leaf Variable that requires grad is being used in an in-place operation."
-        )
+        raise RuntimeError(VIEW_OF_LEAF)
     if requires and views.grad_fn_field(t) is None:
         # torch tests the field: a view made before its base required grad, whose grad_fn
         # was not read since, counts as a leaf here (Note [stale views])
@@ -521,7 +524,8 @@ def copy_(self, src):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
     check_overlap(self, (src,))
-    return write(self, own(to_dtype(src, self.dtype), src))
+    before = self.grad_fn if self._base is None else None
+    return _named(write(self, own(to_dtype(src, self.dtype), src)), before, "CopyBackwards")
 
 
 def has_views(t: Tensor, but=None) -> bool:

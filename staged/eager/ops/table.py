@@ -16,7 +16,8 @@ from ..._where import PLAIN, at_user, name_site
 from ...autodiff import Public
 from ...autodiff.elementwise import BESSEL
 from ...autodiff.polynomials import POLYNOMIALS
-from .. import autocast
+from .. import autocast, views
+from ..tensor import Tensor
 from . import (
     attention,
     composite,
@@ -25,6 +26,7 @@ from . import (
     inplace,
     linalg,
     metadata,
+    out,
     quantiles,
     reduction,
     scatters,
@@ -402,6 +404,43 @@ OPS.update(
 )
 
 
+# torch's Node names of the indexed writes whose result staged's primitives make (a
+# scatter, a select): (that of a tensor value, that of a number), for x.op and x.op_ alike
+NODES = {
+    "index_put": ("IndexPutBackward0", None),
+    "index_add": ("IndexAddBackward0", None),
+    "index_copy": ("IndexCopyBackward0", None),
+    "index_reduce": ("IndexReduceBackward0", None),
+    "index_fill": ("IndexFillBackward1", "IndexFillBackward0"),
+    "masked_fill": ("MaskedFillBackward1", "MaskedFillBackward0"),
+    "masked_scatter": ("MaskedScatterBackward0", None),
+    "scatter": ("ScatterBackward0", "ScatterBackward1"),
+    "put": ("PutBackward0", None),
+}
+
+
+def _torch_node(op, of_tensor: str, of_number: str | None):
+    """``op`` whose result's Node, where ``op`` made one, is named torch's: ``of_number``
+    where the value written (the last argument, or ``value=``/``src=``) is a number."""
+
+    @functools.wraps(op)
+    def call(*args, **kwargs):
+        y = op(*args, **kwargs)
+        fn = y.grad_fn
+        if fn is not None and all(
+            getattr(a, "grad_fn", None) is not fn for a in (*args, *kwargs.values())
+        ):
+            value = kwargs.get("value", kwargs.get("src", args[-1]))
+            number = of_number is not None and not isinstance(value, Tensor)
+            views.named(y, of_number if number else of_tensor)
+        return y
+
+    return call
+
+
+OPS.update({n: OPS[n]._replace(op=_torch_node(OPS[n].op, *names)) for n, names in NODES.items()})
+
+
 def _names(row, name):
     return (name,) + row.aliases
 
@@ -411,21 +450,36 @@ def _fn(alias, name):
     return _OWN_SITED.get(alias) or _SITED[name]
 
 
+def _exported(alias, name):
+    """``staged.<alias>``: ``_fn``'s, taking ``out=`` where torch's does (``out.py``)."""
+    return _OWN_SITED.get(alias) or _EXPORTED[name]
+
+
 def exports() -> dict:
     """``{name: function}`` of ``staged.<name>`` (aliases included); every function the
     table gives names the user's line in its errors (``sited``)."""
-    return {n: _fn(n, name) for name, row in OPS.items() if row.export for n in _names(row, name)}
+    return {
+        n: _exported(n, name) for name, row in OPS.items() if row.export for n in _names(row, name)
+    }
 
 
 def functional() -> dict:
     """``{name: function}`` of the ``nn.functional`` names the table gives."""
-    return {name: _SITED[name] for name, row in OPS.items() if row.functional}
+    return {
+        name: (_EXPORTED if row.export else _SITED)[name]
+        for name, row in OPS.items()
+        if row.functional
+    }
 
 
 def special() -> dict:
     """``{name: function}`` of ``staged.special``: torch.special's names (``SPECIAL``; an
     empty tuple keeps the op's own name) for ops of the table."""
-    return {n: _SITED[name] for name, names in SPECIAL.items() for n in names or (name,)}
+    return {
+        n: _EXPORTED.get(name, _SITED[name])  # taking out= as torch.special's do
+        for name, names in SPECIAL.items()
+        for n in names or (name,)
+    }
 
 
 def methods() -> dict:
@@ -487,6 +541,11 @@ def _sited(name, op):
 
 
 _SITED = {name: _sited(name, row.op) for name, row in OPS.items()}
+_EXPORTED = {
+    name: _SITED[name] if name in out.NO_OUT else out.takes_out(name, _SITED[name])
+    for name, row in OPS.items()
+    if row.export
+}
 # aliases with a function of their own, of the aliased op's signature (which the stubs and
 # the op database read): torch's unsafe_ forms, whose pieces are not tracked as views
 OWN = {n: getattr(shape, n) for n in ("unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes")}
