@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 
 category_lines = {
-    "German": "bauer becker fischer hoffmann koch meyer muller richter schmidt wagner".split(),
-    "Spanish": "abana alvarez castillo diaz garcia lopez moreno ortiz ruiz torres".split(),
-    "Russian": "abakumov babin ivanov kozlov morozov orlov pavlov petrov popov volkov".split(),
+    "German": "bauer koch meyer kuhn braun vogel wolf lang hahn graf".split(),  # edit: size
+    "Spanish": "abana diaz ruiz lopez ortiz perez gomez vidal soto cruz".split(),  # edit: size
+    "Russian": "babin orlov popov titov sokol zotov lukin belov gusev ivin".split(),  # edit: size
 }
 all_categories = list(category_lines)
 n_categories = len(all_categories)

@@ -78,7 +78,8 @@ class DQN(nn.Module):
         return self.layer3(x)
 
 
-BATCH_SIZE, GAMMA, EPS_START, EPS_END, EPS_DECAY, TAU, LR = 32, 0.99, 0.9, 0.05, 200, 0.005, 1e-3
+BATCH_SIZE, GAMMA, EPS_START, EPS_END = 16, 0.99, 0.9, 0.05  # edit: size
+EPS_DECAY, TAU, LR = 200, 0.005, 1e-3
 torch.manual_seed(0)
 random.seed(0)
 env = CartPole(seed=0)
@@ -133,7 +134,7 @@ def optimize_model():
 
 
 episode_durations = []
-for i_episode in range(12):
+for i_episode in range(6):  # edit: size
     state, info = env.reset()
     state = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
     total = 0.0

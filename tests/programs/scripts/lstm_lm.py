@@ -13,7 +13,7 @@ corpus = (
 words = corpus.split()
 vocab = {w: i for i, w in enumerate(sorted(set(words)))}
 ids = torch.tensor([vocab[w] for w in words], dtype=torch.long)
-bsz, bptt = 4, 8
+bsz, bptt = 4, 4  # edit: size
 nbatch = ids.size(0) // bsz
 train_data = ids[: nbatch * bsz].view(bsz, -1).t().contiguous()
 

@@ -1,4 +1,4 @@
-# A two-layer Mamba (selective state-space) language model on a synthetic token stream:
+# A one-layer Mamba (selective state-space) language model on a synthetic token stream:
 # a depthwise causal Conv1d, softplus step sizes, a zero-order-hold discretisation by
 # exp of einsum, the sequential selective scan over a Python loop, RMSNorm by rsqrt,
 # tied embedding and head, AdamW and gradient clipping, then greedy generation, in the
@@ -17,7 +17,7 @@ torch.manual_seed(0)
 @dataclass
 class ModelArgs:
     d_model: int = 32
-    n_layer: int = 2
+    n_layer: int = 1  # edit: size
     vocab_size: int = 29
     d_state: int = 8
     expand: int = 2
@@ -125,7 +125,7 @@ stream = [1, 2]
 for _ in range(2000):
     stream.append((stream[-1] + stream[-2]) % 29)
 data = torch.tensor(stream)
-SEQ, BATCH = 16, 8
+SEQ, BATCH = 8, 8  # edit: size
 
 
 def get_batch():

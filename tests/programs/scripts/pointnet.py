@@ -20,18 +20,14 @@ class TNet(nn.Module):
     def __init__(self, k):
         super().__init__()
         self.k = k
-        self.convs = nn.ModuleList(
-            [nn.Conv1d(k, 32, 1), nn.Conv1d(32, 64, 1), nn.Conv1d(64, 128, 1)]
-        )
-        self.bns = nn.ModuleList([nn.BatchNorm1d(c) for c in (32, 64, 128, 64, 32)])
-        self.fc1, self.fc2, self.fc3 = nn.Linear(128, 64), nn.Linear(64, 32), nn.Linear(32, k * k)
+        self.convs = nn.ModuleList([nn.Conv1d(k, 32, 1), nn.Conv1d(32, 128, 1)])  # edit: size
+        self.bns = nn.ModuleList([nn.BatchNorm1d(c) for c in (32, 128)])  # edit: size
+        self.fc3 = nn.Linear(128, k * k)  # edit: size
 
     def forward(self, x):
         for conv, bn in zip(self.convs, self.bns):
             x = F.relu(bn(conv(x)))
         x = torch.max(x, 2, keepdim=True)[0].view(-1, 128)
-        x = F.relu(self.bns[3](self.fc1(x)))
-        x = F.relu(self.bns[4](self.fc2(x)))
         iden = torch.from_numpy(np.eye(self.k).flatten()).view(1, -1).repeat(x.size(0), 1)
         return (self.fc3(x) + iden).view(-1, self.k, self.k)
 
@@ -40,12 +36,8 @@ class PointNetFeat(nn.Module):
     def __init__(self, global_feat=True):
         super().__init__()
         self.stn, self.fstn = TNet(3), TNet(32)
-        self.conv1, self.conv2, self.conv3 = (
-            nn.Conv1d(3, 32, 1),
-            nn.Conv1d(32, 64, 1),
-            nn.Conv1d(64, 128, 1),
-        )
-        self.bn1, self.bn2, self.bn3 = nn.BatchNorm1d(32), nn.BatchNorm1d(64), nn.BatchNorm1d(128)
+        self.conv1, self.conv3 = nn.Conv1d(3, 32, 1), nn.Conv1d(32, 128, 1)  # edit: size
+        self.bn1, self.bn3 = nn.BatchNorm1d(32), nn.BatchNorm1d(128)  # edit: size
         self.global_feat = global_feat
 
     def forward(self, x):
@@ -56,8 +48,7 @@ class PointNetFeat(nn.Module):
         trans_feat = self.fstn(x)
         x = torch.bmm(x.transpose(2, 1), trans_feat).transpose(2, 1)
         pointfeat = x
-        x = F.relu(self.bn2(self.conv2(x)))
-        x = self.bn3(self.conv3(x))
+        x = self.bn3(self.conv3(x))  # edit: size
         x = torch.max(x, 2, keepdim=True)[0].view(-1, 128)
         if self.global_feat:
             return x, trans, trans_feat
@@ -68,14 +59,13 @@ class PointNetCls(nn.Module):
     def __init__(self, k):
         super().__init__()
         self.feat = PointNetFeat(global_feat=True)
-        self.fc1, self.fc2, self.fc3 = nn.Linear(128, 64), nn.Linear(64, 32), nn.Linear(32, k)
+        self.fc2, self.fc3 = nn.Linear(128, 32), nn.Linear(32, k)  # edit: size
         self.dropout = nn.Dropout(p=0.3)
-        self.bn1, self.bn2 = nn.BatchNorm1d(64), nn.BatchNorm1d(32)
+        self.bn2 = nn.BatchNorm1d(32)  # edit: size
 
     def forward(self, x):
         x, trans, trans_feat = self.feat(x)
-        x = F.relu(self.bn1(self.fc1(x)))
-        x = F.relu(self.bn2(self.dropout(self.fc2(x))))
+        x = F.relu(self.bn2(self.dropout(self.fc2(x))))  # edit: size
         return F.log_softmax(self.fc3(x), dim=1), trans, trans_feat
 
 
@@ -84,19 +74,14 @@ class PointNetSeg(nn.Module):
         super().__init__()
         self.k = k
         self.feat = PointNetFeat(global_feat=False)
-        self.conv1, self.conv2, self.conv3 = (
-            nn.Conv1d(160, 64, 1),
-            nn.Conv1d(64, 32, 1),
-            nn.Conv1d(32, k, 1),
-        )
-        self.bn1, self.bn2 = nn.BatchNorm1d(64), nn.BatchNorm1d(32)
+        self.conv1, self.conv3 = nn.Conv1d(160, 32, 1), nn.Conv1d(32, k, 1)  # edit: size
+        self.bn1 = nn.BatchNorm1d(32)  # edit: size
 
     def forward(self, x):
         b, _, n = x.size()
         x, trans, trans_feat = self.feat(x)
         x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        x = self.conv3(x).transpose(2, 1).contiguous()
+        x = self.conv3(x).transpose(2, 1).contiguous()  # edit: size
         return F.log_softmax(x.view(-1, self.k), dim=-1).view(b, n, self.k), trans, trans_feat
 
 

@@ -52,9 +52,8 @@ class ResNet(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.layer1 = self._make_layer(block, 8, layers[0])
         self.layer2 = self._make_layer(block, 16, layers[1], stride=2)
-        self.layer3 = self._make_layer(block, 32, layers[2], stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(32 * block.expansion, num_classes)
+        self.fc = nn.Linear(16 * block.expansion, num_classes)  # edit: size
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -81,7 +80,7 @@ class ResNet(nn.Module):
 
     def forward(self, x):
         x = self.relu(self.bn1(self.conv1(x)))
-        x = self.layer3(self.layer2(self.layer1(x)))
+        x = self.layer2(self.layer1(x))  # edit: size
         x = torch.flatten(self.avgpool(x), 1)
         return self.fc(x)
 
@@ -100,7 +99,7 @@ def make_data(n):
 torch.manual_seed(0)
 train_x, train_y = make_data(128)
 test_x, test_y = make_data(64)
-model = ResNet(BasicBlock, [1, 1, 1])
+model = ResNet(BasicBlock, [1, 1])  # edit: size
 criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
 optimizer = torch.optim.SGD(
     model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4

@@ -15,7 +15,7 @@ from torch import optim
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
 SOS_token, EOS_token = 0, 1
-MAX_LENGTH = 6
+MAX_LENGTH = 3  # edit: size
 N_WORDS = 12  # words 2 .. 11 in each language
 
 
@@ -138,7 +138,7 @@ for epoch in range(1, 9):
 encoder.eval()
 decoder.eval()
 with torch.no_grad():
-    src = torch.LongTensor([[2, 3, 4, EOS_token, 0, 0]])
+    src = torch.LongTensor([[2, 3, EOS_token]])  # edit: size
     encoder_outputs, encoder_hidden = encoder(src)
     decoder_outputs, _, attentions = decoder(encoder_outputs, encoder_hidden)
     _, topi = decoder_outputs.topk(1)

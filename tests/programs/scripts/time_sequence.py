@@ -2,7 +2,7 @@
 # in the manner of PyTorch's time_sequence_prediction example (BSD-3-Clause): the
 # network's states zero-initialised in double precision, the outputs stacked, future
 # steps predicted by feeding each output back, MSELoss, and optimizer.step(closure) with
-# the closure's loss returned (written for this suite; 10 waves of 30 steps instead of
+# the closure's loss returned (written for this suite; 10 waves of 15 steps instead of
 # the example's generated 100 x 1000 file, three LBFGS steps).
 # compat: step=closure loss="STEP: \d+ loss: (\S+)"
 import numpy as np
@@ -38,7 +38,7 @@ class Sequence(nn.Module):
 
 
 np.random.seed(2)
-T, L, N = 20, 30, 10
+T, L, N = 20, 15, 10  # edit: size
 x = np.empty((N, L), "int64")
 x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
 data = np.sin(x / 1.0 / T).astype("float64")

@@ -17,7 +17,7 @@ text = (
 chars = sorted(set(text))
 stoi = {ch: i for i, ch in enumerate(chars)}
 data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
-block_size, n_embd, n_head, n_layer, vocab_size = 16, 32, 4, 2, len(chars)
+block_size, n_embd, n_head, n_layer, vocab_size = 16, 32, 4, 1, len(chars)  # edit: size
 
 
 class CausalSelfAttention(nn.Module):

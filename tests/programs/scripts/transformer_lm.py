@@ -101,7 +101,7 @@ corpus = Dictionary()
 train_data = batchify(tokenize(corpus, TEXT), 4)
 val_data = batchify(tokenize(corpus, TEXT[: len(TEXT) // 3]), 2)
 ntokens, bptt, clip = len(corpus.idx2word), 12, 0.25
-model = TransformerModel(ntokens, 32, 2, 64, 2, 0.2)
+model = TransformerModel(ntokens, 32, 2, 64, 1, 0.2)  # edit: size
 criterion = nn.NLLLoss()
 lr = 2.0
 

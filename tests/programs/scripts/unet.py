@@ -56,9 +56,9 @@ class UNet(nn.Module):
         self.n_classes = n_classes
         self.inc = DoubleConv(n_channels, w)
         self.downs = nn.ModuleList(
-            [Down(w, 2 * w), Down(2 * w, 4 * w), Down(4 * w, 8 * w), Down(8 * w, 8 * w)]
+            [Down(w, 2 * w), Down(2 * w, 4 * w), Down(4 * w, 4 * w)]  # edit: size
         )
-        self.ups = nn.ModuleList([Up(16 * w, 4 * w), Up(8 * w, 2 * w), Up(4 * w, w), Up(2 * w, w)])
+        self.ups = nn.ModuleList([Up(8 * w, 2 * w), Up(4 * w, w), Up(2 * w, w)])  # edit: size
         self.outc = nn.Conv2d(w, n_classes, kernel_size=1)
 
     def forward(self, x):
