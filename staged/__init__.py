@@ -36,6 +36,7 @@ from .eager.legacy_types import CPU_TYPES as _legacy_types
 from .eager.ops.shape import broadcast_shapes, unravel_index  # noqa: F401
 from .eager.factories import deprecated_range as range  # noqa: F401  (torch.range)
 from .eager.ops.table import exports as _exports
+from .eager.ops.out import FACTORIES as _FACTORIES, factory_out as _factory_out
 from .eager.random import (
     Generator,
     default_generator,
@@ -183,6 +184,7 @@ globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
 globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
+globals().update({n: _factory_out(n, globals()[n]) for n in _FACTORIES})  # out=
 nn.module.set_compiler(compile)  # what Module.compile runs (nn sits below the runtime)
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 equal, detach = Tensor.equal, Tensor.detach  # torch.equal(a, b), torch.detach(x)

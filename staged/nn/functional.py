@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import types
@@ -52,6 +53,7 @@ from ..eager.ops.layers import (
 from ..autodiff import fused
 from ..eager.ops.linalg import linear  # noqa: F401
 from ..eager.ops._operands import floating_kernel, fresh
+from ..eager.ops.inplace import _named
 from ..eager.ops.reduction import in_float32
 from ..eager.random.generator import default_generator
 from ..eager.tensor import Tensor
@@ -88,14 +90,21 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # --- activations ---------------------------------------------------------------------------
-def _activation(input, inplace, fn, kernel=None):
+def _activation(input, inplace, fn, name, kernel=None):
     """``fn(input)`` (half precision computed in float32). ``inplace=True`` writes the result
-    into ``input``, computed from a copy so that what ``fn`` saved for backward stays intact.
-    ``kernel``: torch's kernel's name, which refuses a non-floating ``input``."""
+    into ``input``, computed from a copy so that what ``fn`` saved for backward stays intact,
+    its Node named ``name`` as torch's in-place kernel's. ``kernel``: torch's kernel's name,
+    which refuses a non-floating ``input``."""
     if kernel is not None:
         floating_kernel(kernel, input)
     fn = in_float32(fn)
-    return input.copy_(fn(input.clone())) if inplace else fn(input)
+    return _written(input, name, lambda: input.copy_(fn(input.clone()))) if inplace else fn(input)
+
+
+def _written(input, name, write):
+    """``write()``'s result, an in-place write into ``input``, its Node named ``name``."""
+    before = input.grad_fn if input._base is None else None
+    return _named(write(), before, name)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -104,6 +113,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
         input,
         inplace,
         lambda x: ad.leaky_relu(x, negative_slope=float(negative_slope)),
+        "LeakyReluBackward1",
         "leaky_relu_cpu",
     )
 
@@ -118,26 +128,32 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _activation(input, inplace, lambda x: _elu(x, alpha), "elu_cpu")
+    return _activation(input, inplace, lambda x: _elu(x, alpha), "EluBackward1", "elu_cpu")
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
 def selu(input, inplace=False):
-    return _activation(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), "elu_cpu")
+    return _activation(
+        input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), "EluBackward1", "elu_cpu"
+    )
 
 
 def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
-    return _activation(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha), "elu_cpu")
+    return _activation(
+        input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha), "CeluBackward1", "elu_cpu"
+    )
 
 
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``."""
-    return _activation(input, inplace, lambda x: x * ops.softplus(x).tanh(), "mish_cpu")
+    return _activation(
+        input, inplace, lambda x: x * ops.softplus(x).tanh(), "MishBackward0", "mish_cpu"
+    )
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -152,7 +168,9 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
         return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
     lo, hi = float(min_val), float(max_val)
-    return _activation(input, inplace, lambda x: ad.hardtanh(x, min_val=lo, max_val=hi))
+    return _activation(
+        input, inplace, lambda x: ad.hardtanh(x, min_val=lo, max_val=hi), "HardtanhBackward0"
+    )
 
 
 def relu6(input, inplace=False):
@@ -167,7 +185,7 @@ def hardsigmoid(input, inplace=False):
         inside = (x > -3) & (x < 3)
         return ops.where(inside, (x + 3) / 6, hardtanh(x.detach() + 3, 0.0, 6.0) / 6)
 
-    return _activation(input, inplace, fn, "hardsigmoid_cpu")
+    return _activation(input, inplace, fn, "HardsigmoidBackward0", "hardsigmoid_cpu")
 
 
 def hardswish(input, inplace=False):
@@ -180,7 +198,7 @@ def hardswish(input, inplace=False):
         m = ops.where(inside, x, 0.0)  # finite where not taken: no 0 * inf in its gradient
         return ops.where(x <= -3, x * 0, ops.where(inside, m * (m + 3) / 6, x))
 
-    return _activation(input, inplace, fn, "hardswish_cpu")
+    return _activation(input, inplace, fn, "HardswishBackward0", "hardswish_cpu")
 
 
 def logsigmoid(input):
@@ -217,7 +235,7 @@ def relu_(input):
 def silu(input, inplace=False):
     """``x * sigmoid(x)``; ``inplace=True`` writes it into ``input``."""
     floating_kernel("silu_cpu", input)
-    return _activation(input, True, ops.silu) if inplace else ops.silu(input)
+    return _activation(input, True, ops.silu, "SiluBackward0") if inplace else ops.silu(input)
 
 
 def _threshold(x, threshold, value):
@@ -228,7 +246,7 @@ def _thresholded(input, at, value, inplace):
     """``value`` where ``input <= at``, else ``input`` (NaN stays NaN)."""
     if input.dtype is dt.bool_ or input.dtype.is_complex:
         floating_kernel("threshold_cpu", input)
-    return _activation(input, inplace, lambda x: _threshold(x, at, value))
+    return _activation(input, inplace, lambda x: _threshold(x, at, value), "ThresholdBackward1")
 
 
 def threshold(input, threshold, value, inplace=False):
@@ -2181,10 +2199,17 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
-        return leaky_relu(input, (lower + upper) / 2, inplace)
-    floating_kernel("rrelu_with_noise_out_cpu", input)
-    noise = _rrelu_noise(input, lower, upper)
-    return input.mul_(noise) if inplace else input * noise
+        slope = (lower + upper) / 2
+        if not inplace:
+            return leaky_relu(input, slope)
+        write = functools.partial(leaky_relu, input, slope, True)
+    else:
+        floating_kernel("rrelu_with_noise_out_cpu", input)
+        noise = _rrelu_noise(input, lower, upper)
+        if not inplace:
+            return input * noise
+        write = functools.partial(input.mul_, noise)
+    return _written(input, "RreluWithNoiseBackward1", write)
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):

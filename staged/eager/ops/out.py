@@ -82,14 +82,76 @@ def _requires_grad(a) -> bool:
     return isinstance(a, (tuple, list)) and any(map(_requires_grad, a))
 
 
-def _into(name: str, out, result: Tensor) -> Tensor:
-    """``out`` holding ``result``, resized to its shape where it differs."""
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+def _into(name: str, out, result: Tensor, warn: bool = True) -> Tensor:
+    """``out`` holding ``result``, resized to its shape where it differs (with torch's
+    warning where ``warn``: a factory's resize gives none)."""
+    _check_tensor(name, out)
     if tuple(out.shape) != tuple(result.shape):
-        if out.numel():
+        if warn and out.numel():
             warn_user(_RESIZED.format(list(out.shape), list(result.shape)))
         metadata.resize_(out, *result.shape)
         if out._vc is not None:
             out._vc[0] -= 1  # torch's resize of an out= tensor is no write of its own
     return inplace.write(out, result)
+
+
+def _check_tensor(name: str, out) -> None:
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+
+
+# the factories whose torch signatures take out= (not tensor, as_tensor, empty_strided, the
+# *_like ones)
+FACTORIES = "zeros ones empty full arange linspace logspace eye rand randn randint randperm".split()
+
+
+def factory_out(name: str, fn):
+    """``fn``, a factory, taking torch's keyword ``out``: made (drawn) in ``out``'s dtype, which
+    a ``dtype`` given must be, written into ``out`` (resized without a warning), which
+    ``requires_grad`` then marks."""
+
+    @functools.wraps(fn)
+    def call(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        dtype, requires_grad = kwargs.pop("dtype", None), kwargs.pop("requires_grad", False)
+        try:
+            _check_tensor(name, out)
+            if _state.grad_enabled and out._requires_grad:
+                raise RuntimeError(
+                    "cannot resize variables that require grad"
+                    if name in ("empty", "randn")  # torch's kernels resize out first
+                    else f"aten::{name}(): functions with out=... arguments don't support "
+                    "automatic differentiation, but one of the arguments requires grad."
+                )
+            if dtype is not None and dtype is not out.dtype:
+                raise RuntimeError(
+                    f"dtype {dtype.title} does not match dtype of out parameter ({out.dtype.title})"
+                )
+            _into(name, out, _ranged(name, out, fn(*args, dtype=out.dtype, **kwargs)), warn=False)
+        except PLAIN as e:
+            name_site(e)
+            raise
+        return out.requires_grad_() if requires_grad else out
+
+    return call
+
+
+_RANGE_RESIZED = (
+    "The number of elements in the out tensor of shape {} is {} which does not match the "
+    "computed number of elements {}. Note that this may occur as a result of rounding error. "
+    "The out tensor will be resized to a tensor of shape ({},)."
+)
+
+
+def _ranged(name: str, out: Tensor, result: Tensor) -> Tensor:
+    """A range's ``result`` in ``out``'s shape where their sizes agree, as torch's range
+    kernels keep it (arange warning where it resizes an ``out`` that held elements)."""
+    if name not in ("arange", "linspace", "logspace"):
+        return result
+    if out.numel() == result.numel():
+        return result.reshape(out.shape)
+    if name == "arange" and out.numel():
+        n = result.numel()
+        warn_user(_RANGE_RESIZED.format(list(out.shape), out.numel(), n, n))
+    return result
