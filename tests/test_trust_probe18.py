@@ -30,12 +30,9 @@ import torch
 
 import staged
 from tests.checks import message
+from tests.nn.test_module_hooks import B, W, X, linear, mlp  # the same weights and layers
 
 # --- harness -------------------------------------------------------------------------------
-
-W = np.random.RandomState(0).standard_normal((3, 2)).astype(np.float32)
-B = np.array([0.1, -0.2, 0.3], np.float32)
-X = np.random.RandomState(1).standard_normal((4, 2)).astype(np.float32)
 
 
 def summary(v):
@@ -118,18 +115,6 @@ def rec(log, name, ret=None):
 def module(ns, forward, name="M"):
     """A module of library ``ns`` running ``forward(self, *args, **kwargs)``."""
     return type(name, (ns.nn.Module,), {"forward": forward})()
-
-
-def linear(ns, w=W, b=B):
-    lin = ns.nn.Linear(w.shape[1], w.shape[0])
-    with ns.no_grad():
-        lin.weight.copy_(ns.tensor(w))
-        lin.bias.copy_(ns.tensor(b))
-    return lin
-
-
-def mlp(ns):
-    return ns.nn.Sequential(linear(ns), ns.nn.Tanh(), linear(ns, W.T.copy(), B[:2]))
 
 
 def grads(log, *tensors):
