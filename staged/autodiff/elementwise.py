@@ -9,6 +9,7 @@ from .._where import warn_user
 from . import lax
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
+from .primitive import _plain
 from . import incomplete_gamma as _igamma
 from . import special
 from . import polynomials
@@ -238,11 +239,22 @@ threshold_backward: Primitive = Primitive(
         else lax.zeros_like(out)
     ),
 )
+
+_AT_ZERO = {"threshold": 0}
+
+
+def _relu_vjp(g, out):
+    """``threshold_backward(g, out, threshold=0)``, NumPy's directly where no graph is built
+    (Note [plain rules] in eager/dispatch.py)."""
+    r = _plain[0](_threshold_backward, (g, out), _AT_ZERO)
+    return threshold_backward(g, out, threshold=0) if r is None else r
+
+
 # relu at 0 has gradient 0 (the seed's rule for non-differentiable points); NaN passes g
 relu = elementwise(
     "relu",
     _relu,
-    vjp=lambda g, out: threshold_backward(g, out, threshold=0),
+    vjp=_relu_vjp,
     public=Public(inplace=True, functional=True),
     domain=ORDERED,
 )
@@ -704,10 +716,22 @@ sub = elementwise(
     jvp=LINEAR,
     domain=_NO_BOOL,
 )
+
+
+def _mul_vjp(g, other):
+    """``g * conj(other)``, NumPy's directly for a real ``other`` where no graph is built
+    (Note [plain rules] in eager/dispatch.py)."""
+    if other._payload.dtype.kind != "c":
+        r = _plain[0](np.multiply, (g, other), {})
+        if r is not None:
+            return r
+    return lax.mul(g, lax.conj(other))
+
+
 mul = elementwise(
     "mul",
     lambda x, y: np.multiply(x, y),
-    vjp=(lambda g, y: lax.mul(g, lax.conj(y)), lambda g, x: lax.mul(g, lax.conj(x))),
+    vjp=(lambda g, y: _mul_vjp(g, y), lambda g, x: _mul_vjp(g, x)),
     public=Public(inplace=True),
 )
 

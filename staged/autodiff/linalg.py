@@ -6,7 +6,7 @@ import numpy as np
 
 from . import lax
 from .avals import Aval, ShapeError
-from .primitive import Primitive, domain
+from .primitive import Primitive, _plain, domain
 
 
 def _matmul_rule(a, b):
@@ -45,11 +45,38 @@ def _matmul(a, b):
     return np.matmul(a, b)
 
 
+def _times_t(a, b):
+    return _matmul(a, b.swapaxes(-1, -2))  # (lax.mT's permute: the same strides)
+
+
+def _t_times(a, b):
+    return _matmul(a.swapaxes(-1, -2), b)
+
+
+def _plain_mm(fn, a, b, other):
+    """``fn`` on ``a`` and ``b`` where ``other``, the one transposed, is real and no graph
+    is built (Note [plain rules] in eager/dispatch.py), else None."""
+    p = other._payload
+    if p.dtype.kind == "c" or len(p.shape) < 2:
+        return None
+    return _plain[0](fn, (a, b), {})
+
+
+def _matmul_vjp_a(g, b):
+    r = _plain_mm(_times_t, g, b, b)
+    return matmul(g, lax.conj(lax.mT(b))) if r is None else r
+
+
+def _matmul_vjp_b(g, a):
+    r = _plain_mm(_t_times, a, g, a)
+    return matmul(lax.conj(lax.mT(a)), g) if r is None else r
+
+
 matmul: Primitive = Primitive(
     "matmul",
     _matmul,
     _matmul_rule,
-    vjp=(lambda g, b: matmul(g, lax.conj(lax.mT(b))), lambda g, a: matmul(lax.conj(lax.mT(a)), g)),
+    vjp=(_matmul_vjp_a, _matmul_vjp_b),
     jvp=_matmul_jvp,
     node_name="MmBackward0",
     domain=domain(bool="NumPy's boolean matmul is an OR of ANDs; cast to an integer dtype first"),

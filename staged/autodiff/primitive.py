@@ -43,6 +43,9 @@ _constant: list[Callable] = [None]  # type: ignore[list-item]
 _constant_like: list[Callable] = [lambda array, like: _constant[0](array)]
 # Set by staged.eager: whether a Fused primitive may run its own kernel for these operands
 _fused_here: list[Callable] = [None]  # type: ignore[list-item]
+# Set by staged.eager: ``plain(fn, args, params)``, the NumPy function ``fn`` on the Tensor
+# ``args``' arrays as a Tensor where no graph is built, else None (Note [plain rules])
+_plain: list[Callable] = [lambda fn, args, params: None]
 
 
 class Public(NamedTuple):

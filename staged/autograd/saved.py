@@ -74,22 +74,24 @@ class SavedTensor:
                 "this, you can make a clone to get a normal tensor and use it in autograd, or "
                 "use `staged.no_grad()` instead of `staged.inference_mode()`."
             )
-        self._is_output = tensor.grad_fn is node
-        self._vc = tensor._vc
-        self._saved_version = tensor._vc[0]
+        vc = self._vc = tensor._vc
+        self._saved_version = vc[0]
         self._freed = False
         self.saved_tangent = None  # set by forward AD (Note [tangents by tensor])
         self._unpack = None
         self._requires_grad = tensor._requires_grad
         self._output_nr = tensor._output_nr
-        if self._is_output:
+        fn = tensor.grad_fn
+        if fn is node:
+            self._is_output = True
             self._tensor = None
             self._payload = tensor._payload
             self._node = weakref.ref(node)
         else:
+            self._is_output = False
             self._tensor = tensor
             self._payload = None
-            self._grad_fn = tensor.grad_fn  # its creator (no cycle: an older Node)
+            self._grad_fn = fn  # its creator (no cycle: an older Node)
         if _state["hooks_open"] and _hooks.stack:
             self._pack(*_hooks.stack[-1])
         if _state["mutation"] is not None:
@@ -144,14 +146,16 @@ class SavedTensor:
     def unpack(self):
         if self._freed:
             raise RuntimeError(at_user(FREED_MESSAGE))
-        if self._unpack is not None:
-            t = self._unpack_with_hook()
-        else:
+        if self._unpack is None:
             if self._vc[0] != self._saved_version:
                 raise RuntimeError(_version_message(self))
-            t = self._current() if self._is_output else self._tensor
+            if not self._is_output:
+                return self._tensor  # the tensor itself: its tangent is its own
+            t = self._current()
+        else:
+            t = self._unpack_with_hook()
         # an output's tangent, and a hooked input's (the unpacked tensor is a new one)
-        if self.saved_tangent is not None and (self._is_output or self._unpack is not None):
+        if self.saved_tangent is not None:
             restore_tangent(t, self.saved_tangent)
         return t
 

@@ -14,7 +14,7 @@ from functools import partial
 
 import numpy as np
 
-from ..autodiff.primitive import Fused, _bind, _constant, _constant_like, _fused_here
+from ..autodiff.primitive import Fused, _bind, _constant, _constant_like, _fused_here, _plain
 from . import interceptor as _icpt
 from . import meta as _meta
 from .grad_mode import _state
@@ -143,6 +143,36 @@ def _fused(prim, args) -> bool:
 
 
 _fused_here[0] = _fused
+
+
+# Note [plain rules]: a backward without create_graph runs its VJP rules with grad off, so
+# a primitive they bind records nothing and ``apply`` only evaluates and wraps. The
+# commonest rules (mul's, relu's, matmul's) call their NumPy function through ``plain``
+# instead, one frame rather than four (matmul's: and no transposed view recorded), where
+# that is all a bind would do: grad and inference mode off, no layer (forward AD, vmap,
+# the profiler), no capture on this thread, NumPy operands. Anywhere else it returns None
+# and the rule binds its primitives as written (tests/autograd/test_plain_rules.py).
+def plain(fn, args, params):
+    if _state.grad_enabled or _state.inference or _bind[0] is not apply:
+        return None
+    icpt = _icpt.active
+    if icpt is not None and icpt[0] == threading.get_ident():
+        return None
+    payloads = []
+    for t in args:
+        p = t._payload
+        if type(p) is not _ndarray:
+            return None
+        payloads.append(p)
+    token = _quiet()
+    try:
+        out = fn(*payloads, **params)
+    finally:
+        _restore(token)
+    return _wrap(out if type(out) is _ndarray else np.asarray(out), False)
+
+
+_plain[0] = plain
 
 
 def set_recorder(record) -> None:
