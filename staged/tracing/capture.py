@@ -346,8 +346,10 @@ class Tracer:
             return
         if id(fn) not in self.hooks:
             self.hooks[id(fn)] = (fn, source_guards(fn, ()), (), True)
+        if module is None or (id(fn), id(module)) in self.hooks:  # walked once per Module
+            return
         roots = _module_argument(fn, module)
-        if roots and (id(fn), id(module)) not in self.hooks:  # walked once per Module
+        if roots:
             before = source_guards(fn, (), roots=roots, whole=False)
             self.hooks[id(fn), id(module)] = (fn, before, roots, False)
 
@@ -1258,9 +1260,7 @@ def _restore(tracer: Tracer) -> None:
 
 def _module_argument(fn, module) -> tuple:
     """The root ``(name, module)`` of a Module's hook ``fn``: its first parameter, which
-    the Module is passed in; none for a hook taking ``*args`` or no Module."""
-    if module is None:
-        return ()
+    the Module is passed in; none for a hook taking ``*args``."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
