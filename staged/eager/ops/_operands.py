@@ -10,6 +10,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ..._where import at_user
 from .. import meta
+from ..loop_cache import LoopCache
 from ..scalars import fill_array, int64_range
 from ..tensor import Tensor
 
@@ -189,13 +190,11 @@ def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:
         if like is not None:
             return Tensor._wrap(meta.like(a, like))
         if type(v) is int or type(v) is float and v and v == v:  # (0.0 == -0.0 as keys)
-            if len(_NUMBERS) >= 256:
-                _NUMBERS.clear()
-            _NUMBERS[key] = a
+            _NUMBERS.put(key, a)
     return Tensor._wrap(a)
 
 
-_NUMBERS: dict[tuple, np.ndarray] = {}  # (type, value, dtype, shape) -> _number's array
+_NUMBERS = LoopCache()  # (type, value, dtype, shape) -> _number's array
 
 
 def float_operand(t: Tensor) -> Tensor:

@@ -16,6 +16,7 @@ from .. import factories, views
 from ..views import named
 from ..checks import check_range
 from ..devices import check as check_device
+from ..loop_cache import LoopCache
 from ..meta import Meta
 from ..tensor import Size, Tensor
 from . import memory_formats
@@ -85,16 +86,14 @@ def reshape(x, *sizes, shape=None):
     if sizes is None:
         sizes = _resolved(given, x.numel())
         if type(p) is np.ndarray and all(type(s) is int for s in given):
-            if len(_RESOLVED) >= 256:
-                _RESOLVED.clear()
-            _RESOLVED[key] = sizes
+            _RESOLVED.put(key, sizes)
     out = ad.reshape(x, shape=sizes)
     return out if x._base is None else _reshaped_view(x, out)
 
 
 # (sizes given, all ints; input shape) -> the shape reshape binds: a view or reshape in a
 # loop resolves its sizes once (1 us of a 3 us view on 8 floats)
-_RESOLVED: dict[tuple, tuple] = {}
+_RESOLVED = LoopCache()
 
 
 def _resolved(shape, n) -> tuple:
@@ -296,15 +295,13 @@ def permute(x, *args, dims=None):
     if perm is None:
         perm = _permutation(dims, n)
         if ints:
-            if len(_PERMS) >= 256:
-                _PERMS.clear()
-            _PERMS[n, dims] = perm
+            _PERMS.put((n, dims), perm)
     return ad.permute(x, perm=perm)
 
 
 # (ndim, dims given, all ints) -> the permutation they make: x.permute(0, 2, 1, 3) in a
 # loop checks its dims once
-_PERMS: dict[tuple, tuple] = {}
+_PERMS = LoopCache()
 _INT = frozenset({int})
 
 
