@@ -437,20 +437,29 @@ def untracked(outs):
     return outs
 
 
+# how torch's view+inplace errors say the view was written (directly or through its base)
+_WRITTEN = {
+    False: "is being modified inplace",
+    True: "its base or another view of its base has been modified inplace",
+}
+
+
+def _op_name(node_name: str) -> str:
+    """The op a Node is named after, as torch's view errors name it (``SplitBackward0`` ->
+    ``Split``, a custom Function's ``FBackward`` -> ``F``)."""
+    return re.sub(r"Backward\d*$", "", node_name)
+
+
 def multi_output_error(t, indirect) -> str:
     """torch's error for a write into ``t``, a multi-output view or a view of one, or
     (``indirect``) for its grad_fn after a write into its base or a sibling."""
-    what = (
-        "its base or another view of its base has been modified inplace"
-        if indirect
-        else "is being modified inplace"
-    )
+    what = _WRITTEN[indirect]
     fn = grad_fn_field(t)
     name, nr = t._view.multi
     if fn is None:
         head = f"A view was created in no_grad mode and {what} with grad mode enabled."
     else:
-        name = name or fn.name().removesuffix("Backward0")
+        name = name or _op_name(fn.name())
         head = f"Output {nr} of {name} is a view and {what}."
     return (
         f"{head} This view is the output of a function that returns multiple views. Such "
@@ -464,7 +473,7 @@ def in_custom_function(t, name: str, nr: int) -> None:
     write into it, or into its base, would bypass that Function's backward (torch refuses
     it, ``creation_error``)."""
     t._view.grad_mode = False
-    t._view.custom = (name.removesuffix("Backward"), nr)
+    t._view.custom = (_op_name(name), nr)
 
 
 def creation_error(meta, indirect, view=None) -> str:
@@ -476,12 +485,8 @@ def creation_error(meta, indirect, view=None) -> str:
         name, nr = meta.custom
         fn = grad_fn_field(view) if view is not None and not indirect else None
         if fn is not None:
-            name, nr = re.sub(r"Backward\d*$", "", fn.name()), view._output_nr
-        what = (
-            "its base or another view of its base has been modified inplace"
-            if indirect
-            else "is being modified inplace"
-        )
+            name, nr = _op_name(fn.name()), view._output_nr
+        what = _WRITTEN[indirect]
         return (
             f"Output {nr} of {name} is a view and {what}. This view was created inside a "
             "custom Function (or because an input was returned as-is) and the autograd logic "
@@ -494,11 +499,7 @@ def creation_error(meta, indirect, view=None) -> str:
         if meta.inference
         else ("no_grad mode", "no_grad", "with grad mode enabled")
     )
-    what = (
-        "its base or another view of its base has been modified inplace"
-        if indirect
-        else "is being modified inplace"
-    )
+    what = _WRITTEN[indirect]
     return (
         f"A view was created in {mode} and {what} {now}. Given that this use case is "
         "ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
