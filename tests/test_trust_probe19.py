@@ -641,6 +641,31 @@ def test_version_after_optimizer_steps(name):
     check(run)
 
 
+@pytest.mark.parametrize("cast", ["double", "half", "to_float64", "float", "to_float32"])
+def test_version_after_module_dtype_conversion(cast):
+    """``Module.double()`` and its kin set each parameter's data without an in-place write:
+    ``_version`` stays, as torch's (staged counted one per conversion), and a graph recorded
+    before a conversion that changes nothing still runs backward. (Buffers: torch replaces
+    a converted buffer by a new tensor, staged converts it in place and keeps the object.)"""
+
+    def run(L):
+        m = L.nn.Sequential(L.nn.Linear(3, 2), L.nn.Tanh(), L.nn.Linear(2, 1))
+        with L.no_grad():
+            for p in m.parameters():
+                p.copy_(L.tensor(np.linspace(-1, 1, p.numel()).reshape(p.shape)))
+        loss = m(_x(L, 4, 3).float()).square().sum()
+        if cast.startswith("to_"):
+            m.to(getattr(L, cast[3:]))
+        else:
+            getattr(m, cast)()
+        if cast in ("float", "to_float32"):
+            loss.backward()
+        seen = [[p._version, str(p.dtype).split(".")[1], p.grad] for p in m.parameters()]
+        return seen, loss
+
+    check(run)
+
+
 # --- no_grad, inference_mode, requires_grad_, retain_grad, hooks -------------------------
 
 

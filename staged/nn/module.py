@@ -1239,7 +1239,9 @@ class Module:
 
     def _cast(self, dtype, complex_too=False, every=False):
         """Parameters, buffers and grads that are floating (and complex if ``complex_too``;
-        all of them if ``every``) cast to ``dtype`` in place (the Parameter objects stay)."""
+        all of them if ``every``) cast to ``dtype`` in place (the Parameter objects stay; their
+        data is set, as torch's ``param.data = ...``, which is no in-place write: no
+        ``_version`` bump)."""
 
         def cast(v):
             if (
@@ -1248,7 +1250,6 @@ class Module:
                 and v.dtype is not dtype
             ):
                 v._payload = (v._payload if v.is_meta else v._host()).astype(dtype.np)
-                v._vc[0] += 1
 
         for m in self.modules():
             for d in (m._parameters, m._buffers):
