@@ -6,7 +6,6 @@ optimizer updates into one graph and compiles it with IREE.
 
 import importlib
 import math
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
@@ -36,7 +35,8 @@ from .eager.legacy_types import CPU_TYPES as _legacy_types
 from .eager.ops.shape import broadcast_shapes, unravel_index  # noqa: F401
 from .eager.factories import deprecated_range as range  # noqa: F401  (torch.range)
 from .eager.ops.table import exports as _exports
-from .eager.ops.out import FACTORIES as _FACTORIES, factory_out as _factory_out
+from .eager.ops.out import FACTORIES as _FACTORIES, RANDOM as _RANDOM_OUT
+from .eager.ops.out import factory_out as _factory_out
 from .eager.random import (
     Generator,
     default_generator,
@@ -185,6 +185,7 @@ globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy ten
 globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
 globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
 globals().update({n: _factory_out(n, globals()[n]) for n in _FACTORIES})  # out=
+globals().update({n: out(globals()[n]) for n, out in _RANDOM_OUT.items()})
 nn.module.set_compiler(compile)  # what Module.compile runs (nn sits below the runtime)
 Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
 equal, detach = Tensor.equal, Tensor.detach  # torch.equal(a, b), torch.detach(x)
@@ -202,10 +203,15 @@ newaxis = None
 
 
 _LAZY = ("onnx",)  # needs the onnx extra: loaded on first use, as torch.onnx is
+# torch's samplers drawn in C++ (staged.distributions, loaded on first use)
+_SAMPLERS = ("poisson", "binomial")
 
 
-def __getattr__(name: str) -> ModuleType:
-    """``staged.onnx`` without importing onnx at ``import staged``."""
+def __getattr__(name: str):
+    """``staged.onnx`` without importing onnx at ``import staged``, ``staged.poisson`` and
+    ``staged.binomial`` without importing ``staged.distributions``."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
+    if name in _SAMPLERS:
+        return getattr(importlib.import_module(".distributions._samplers", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -251,11 +251,12 @@ def _host(what: str, *tensors: Tensor) -> list:
     return [np.ascontiguousarray(t.detach().numpy()) for t in tensors]
 
 
-def _loop(what: str, draws_each: int, one, *tensors: Tensor) -> np.ndarray:
-    """``one(values..., stream)`` for each element, in order, from the default generator."""
+def _loop(what: str, draws_each: int, one, *tensors: Tensor, generator=None) -> np.ndarray:
+    """``one(values..., stream)`` for each element, in order, from ``generator`` (None:
+    the default one)."""
     arrays = _host(what, *tensors)
     flat = [a.ravel().tolist() for a in arrays]
-    gen = _rng.default_generator
+    gen = _rng.default_generator if generator is None else generator
     s = _Stream(gen, draws_each * len(flat[0]))
     with gen.lock:  # the whole loop, as torch's kernel (Note [one draw at a time])
         try:
@@ -350,22 +351,22 @@ def _multi_row_sum(groups: np.ndarray) -> np.ndarray:
     return acc[0]
 
 
-def poisson(rate: Tensor) -> Tensor:
-    """``torch.poisson(rate)``: one Poisson draw per element, in ``rate``'s dtype."""
-    _float_check(rate, "poisson_cpu")
-    (values,) = _host("Poisson sampling", rate)
+def poisson(input: Tensor, generator=None) -> Tensor:
+    """``torch.poisson(input)``: one Poisson draw per element (its rate), in ``input``'s
+    dtype."""
+    _float_check(input, "poisson_cpu")
+    (values,) = _host("Poisson sampling", input)
     if not (values >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    return _as(_loop("Poisson sampling", 2, _poisson_one, rate), rate)
+    return _as(_loop("Poisson sampling", 2, _poisson_one, input, generator=generator), input)
 
 
-def binomial(count: Tensor, prob: Tensor) -> Tensor:
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
     """``torch.binomial(count, prob)``: one Binomial draw per element (shapes equal)."""
     _float_check(count, "binomial_cpu")
     t = _Scalar(count.dtype is dt.float32)
-    return _as(
-        _loop("Binomial sampling", 2, lambda n, p, s: _binomial_one(n, p, s, t), count, prob), count
-    )
+    one = lambda n, p, s: _binomial_one(n, p, s, t)  # noqa: E731
+    return _as(_loop("Binomial sampling", 2, one, count, prob, generator=generator), count)
 
 
 # --- implicit reparameterization gradients --------------------------------------------------

@@ -697,7 +697,7 @@ def randn(
 
 
 def randint(
-    low,
+    low=None,
     high=None,
     size=None,
     *,
@@ -710,23 +710,23 @@ def randint(
     """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
     meta = _options(device, layout)
     if size is None:  # randint(high, size)
-        if high is None:
-            raise TypeError(
-                "randint() received an invalid combination of arguments - got (int), but "
-                "expected one of: (high, size), (low, high, size)"
-            )
         low, high, size = 0, low, high
     elif high is None:  # randint(high, size=size)
         low, high = 0, low
-    if not low < high:
-        raise RuntimeError(
-            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+    elif low is None:  # randint(high=high, size=size)
+        low = 0
+    if high is None or size is None:
+        raise TypeError(
+            "randint() received an invalid combination of arguments - got (int), but "
+            "expected one of: (high, size), (low, high, size)"
         )
+    d = _dtype(dtype, dt.int64)
+    low, high = fills.int_range(low, high, d)
     return _random(
         "randint",
-        lambda gen, p: fills.integers(gen, p, int(low), int(high)),
+        lambda gen, p: fills.integers(gen, p, low, high),
         _size((size,)),
-        _dtype(dtype, dt.int64),
+        d,
         requires_grad,
         generator,
         meta,
@@ -828,9 +828,10 @@ def randint_like(
     meta = _options(device, layout, t)
     if high is None:
         low, high = 0, low
+    low, high = fills.int_range(low, high, _dtype(dtype, t.dtype))
     return _like(
         "randint_like",
-        lambda gen, p: fills.integers(gen, p, int(low), int(high)),
+        lambda gen, p: fills.integers(gen, p, low, high),
         t,
         dtype,
         requires_grad,
@@ -870,32 +871,42 @@ def normal(
             generator,
             meta,
         )
+    if size is not None:
+        raise TypeError(
+            "normal() received an invalid combination of arguments - a tensor mean or std "
+            "takes no size"
+        )
+    if isinstance(mean, Tensor) and isinstance(std, Tensor):
+        shape, d = np.broadcast_shapes(tuple(mean.shape), tuple(std.shape)), mean.dtype
+    else:
+        like = mean if isinstance(mean, Tensor) else std
+        shape, d = tuple(like.shape), like.dtype
+    return _new(normal_tensors(mean, std, tuple(shape), d, generator)._payload, requires_grad)
+
+
+def normal_tensors(mean, std, shape, dtype, generator) -> Tensor:
+    """``normal(mean, std)`` with a tensor ``mean`` or ``std``, of ``shape`` and ``dtype``
+    (the result's, or an ``out=``'s): as torch's ``normal_out_impl``, N(0, std) drawn in
+    ``dtype`` then ``add_(mean)``, or N(0, 1) then ``mul_(std).add_(mean)``, each in-place
+    step computed in the promoted dtype and rounded to ``dtype`` (a float32 result of
+    float64 ``std`` is rounded twice)."""
+    fills.check_floating(dtype, "normal_kernel_cpu")
     if not isinstance(std, Tensor):
         _check_std(std)
-        mean = mean.detach()
         z = _random(
-            "normal",
-            lambda gen, p: fills.normal(gen, p, 0.0, std),
-            tuple(mean.shape),
-            mean.dtype,
-            False,
-            generator,
+            "normal", lambda gen, p: fills.normal(gen, p, 0.0, std), shape, dtype, False, generator
         )
-        return _new((z + mean)._payload, requires_grad)
-    std = std.detach()
-    require(std >= 0, RuntimeError, "normal expects all elements of std >= 0.0")
-    if isinstance(mean, Tensor):
-        like, mean = mean, mean.detach()
-        shape = tuple(np.broadcast_shapes(tuple(mean.shape), tuple(std.shape)))
     else:
-        like, shape = std, tuple(std.shape)
-    z = _random("normal", fills.normal, shape, like.dtype, False, generator)
-    return _new((z * std + mean)._payload, requires_grad)
+        std = std.detach()
+        require(std >= 0, RuntimeError, "normal expects all elements of std >= 0.0")
+        z = _random("normal", fills.normal, shape, dtype, False, generator)
+        z = (z * std).to(dtype)
+    return (z + (mean.detach() if isinstance(mean, Tensor) else mean)).to(dtype)
 
 
 def _check_std(std):
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")  # C++'s <<
 
 
 def bernoulli(input, p=None, *, generator=None) -> Tensor:
@@ -922,6 +933,7 @@ def bernoulli_mask(generator, what: str, shape, p: Tensor) -> Tensor:
     probability tensor: float32 uniforms (float64 ones for float64 ``p``) in a
     contiguous tensor's order. Under capture the uniforms are drawn on the host at each
     call and the comparison (with the check that ``p`` lies in [0, 1]) is in the graph."""
+    fills.check_floating(p.dtype, "bernoulli_tensor_cpu_p_")
     p = p.detach()
     require(
         (p >= 0) & (p <= 1),

@@ -27,12 +27,14 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
         "conv_transpose3d",
         "sigmoid",
     ):
-        return 1.0
+        return 1  # torch's int
     if nonlinearity == "tanh":
         return 5.0 / 3
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
+        if param is not None and (isinstance(param, bool) or not isinstance(param, (int, float))):
+            raise ValueError(f"negative_slope {param} not a valid number")
         slope = 0.01 if param is None else param
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
@@ -90,9 +92,10 @@ def xavier_normal_(t, gain=1.0, generator=None):
 
 
 def _fan(t, mode):
-    fan_in, fan_out = _calculate_fan_in_and_fan_out(t)
+    mode = mode.lower()
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+        raise ValueError(f"Mode {mode} not supported, please use one of ['fan_in', 'fan_out']")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(t)
     return fan_in if mode == "fan_in" else fan_out
 
 

@@ -783,13 +783,12 @@ def dropout(input, p=0.5, training=True, inplace=False):
         noise = scalar_tensor(0, input.dtype)
     elif current_interceptor() is None and type(input._payload) is np.ndarray and not on_draw:
         x = input._payload  # (under vmap a draw goes through its hook: ``drawn``)
+        keep = fills.bernoulli(default_generator, x, 1 - p)  # 1 or 0 in x's dtype
         if not (input.dtype.is_floating_point or input.dtype.is_complex):
-            raise RuntimeError(  # torch's, from dividing the mask by 1 - p in place
+            raise RuntimeError(  # torch's, from dividing the mask by 1 - p in place: drawn
                 f"result type Float can't be cast to the desired output type {input.dtype.title}"
             )
-        keep = fills.bernoulli(default_generator, x, 1 - p)  # 1 or 0 in x's dtype
-        keep /= x.dtype.type(1 - p)  # in place: dividing, as torch (0 * (1 / q) may be NaN)
-        noise = Tensor._wrap(keep, False)
+        noise = Tensor._wrap(_kept(keep, 1 - p), False)
     else:
         keep = drawn(
             None,
@@ -799,10 +798,19 @@ def dropout(input, p=0.5, training=True, inplace=False):
             lambda gen, s: fills.bernoulli(gen, np.empty(s, np.bool_), 1 - p),
             lambda: ew.ge(rand_uniform(input.shape, input.dtype), p),
         )
-        d = input.dtype.np.type
-        scale = d(1) / d(1 - p)  # rounded as eager's mask / (1 - p)
+        scale = _kept(np.ones((), input.dtype.np), 1 - p)  # as eager's mask / (1 - p)
         noise = ew.where(keep, scalar_tensor(scale, input.dtype), scalar_tensor(0, input.dtype))
     return input.mul_(noise) if inplace else input * noise
+
+
+def _kept(keep: np.ndarray, q: float) -> np.ndarray:
+    """The mask ``keep`` (1 or 0) divided by ``q`` in place as torch's ``mask.div_(q)``:
+    in its dtype, a half type's in float32 (torch's opmath) rounded once (dividing, not
+    multiplying by ``1 / q``: ``0 * (1 / q)`` may be NaN)."""
+    if keep.dtype.itemsize == 2 and keep.dtype.kind not in "iu":
+        return (keep.astype(np.float32) / np.float32(q)).astype(keep.dtype)
+    keep /= keep.dtype.type(q)
+    return keep
 
 
 # --- embedding, one_hot, pad -----------------------------------------------------------

@@ -4,7 +4,9 @@ The result is computed as without ``out``, then written into ``out`` as an in-pl
 (``inplace.write``: its memory, views and base included, a new version; under capture a
 state update). An ``out`` of another shape is resized first, with torch's warning where it
 held elements; a result whose dtype ``out``'s cannot hold raises torch's error. torch
-refuses ``out=`` where an argument (``out`` too) requires grad under grad mode."""
+refuses ``out=`` where an argument (``out`` too) requires grad under grad mode. The
+factories and ``normal bernoulli multinomial`` draw into ``out`` as torch's ``*_out``
+kernels do (in its dtype)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import functools
 from ..._where import PLAIN, at_user, name_site, warn_user
 from ..grad_mode import _state
 from ..tensor import Tensor
+from .. import factories
+from ._operands import broadcast_shapes
 from . import inplace, metadata
 
 # the exported ops whose torch signatures take no out= (views, predicates, Python-level
@@ -47,13 +51,7 @@ def takes_out(name: str, fn):
     def call(*args, out=None, **kwargs):
         if out is None:
             return fn(*args, **kwargs)
-        if _state.grad_enabled and any(map(_requires_grad, (*args, *kwargs.values(), out))):
-            raise RuntimeError(
-                at_user(
-                    f"{name}(): functions with out=... arguments don't support automatic "
-                    "differentiation, but one of the arguments requires grad."
-                )
-            )
+        _grad_check(name, *args, *kwargs.values(), out)
         result = fn(*args, **kwargs)
         try:
             return _written(name, out, result)
@@ -86,13 +84,17 @@ def _into(name: str, out, result: Tensor, warn: bool = True) -> Tensor:
     """``out`` holding ``result``, resized to its shape where it differs (with torch's
     warning where ``warn``: a factory's resize gives none)."""
     _check_tensor(name, out)
-    if tuple(out.shape) != tuple(result.shape):
+    _resize(out, tuple(result.shape), warn)
+    return inplace.write(out, result)
+
+
+def _resize(out: Tensor, shape: tuple, warn: bool) -> None:
+    if tuple(out.shape) != shape:
         if warn and out.numel():
-            warn_user(_RESIZED.format(list(out.shape), list(result.shape)))
-        metadata.resize_(out, *result.shape)
+            warn_user(_RESIZED.format(list(out.shape), list(shape)))
+        metadata.resize_(out, *shape)
         if out._vc is not None:
             out._vc[0] -= 1  # torch's resize of an out= tensor is no write of its own
-    return inplace.write(out, result)
 
 
 def _check_tensor(name: str, out) -> None:
@@ -155,3 +157,84 @@ def _ranged(name: str, out: Tensor, result: Tensor) -> Tensor:
         n = result.numel()
         warn_user(_RANGE_RESIZED.format(list(out.shape), out.numel(), n, n))
     return result
+
+
+def _grad_check(name: str, *args) -> None:
+    if _state.grad_enabled and any(map(_requires_grad, args)):
+        raise RuntimeError(
+            at_user(
+                f"{name}(): functions with out=... arguments don't support automatic "
+                "differentiation, but one of the arguments requires grad."
+            )
+        )
+
+
+def _sited_out(into):
+    """``into(fn, *args, out=out, **kwargs)`` for a call that gives ``out`` (else ``fn``'s
+    own), its plain errors named at the user's line."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(*args, out=None, **kwargs):
+            if out is None:
+                return fn(*args, **kwargs)
+            try:
+                return into(fn, *args, out=out, **kwargs)
+            except PLAIN as e:
+                name_site(e)
+                raise
+
+        return call
+
+    return wrap
+
+
+@_sited_out
+def _normal_into(fn, mean, std=1.0, size=None, *, out, generator=None, **kwargs):
+    """torch's ``normal_out``: floats draw as a factory into ``out``; with a tensor, drawn
+    in ``out``'s dtype to the shape of ``mean`` and ``std`` (``mean`` and ``out`` where
+    ``std`` is a float, as torch broadcasts), ``out`` resized as an op's."""
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        factory = factory_out("normal", fn)
+        return factory(mean, std, size, generator=generator, out=out, **kwargs)
+    _grad_check("normal", mean, std, out)
+    _check_tensor("normal", out)
+    if not isinstance(std, Tensor):
+        shape = broadcast_shapes(tuple(mean.shape), tuple(out.shape))
+    elif isinstance(mean, Tensor):
+        shape = broadcast_shapes(tuple(mean.shape), tuple(std.shape))
+    else:
+        shape = tuple(std.shape)
+    return _into("normal", out, factories.normal_tensors(mean, std, shape, out.dtype, generator))
+
+
+@_sited_out
+def _bernoulli_into(fn, input, p=None, *, out, generator=None):
+    """torch's ``bernoulli_out``: ``out`` resized to ``input``'s shape (no warning), then
+    ``out.bernoulli_(input)`` in ``out``'s dtype."""
+    if p is not None:
+        raise TypeError(
+            "bernoulli() received an invalid combination of arguments - got (Tensor, float, "
+            "out=Tensor), but expected one of: (Tensor input, *, torch.Generator generator, "
+            "Tensor out), (Tensor input, float p, *, torch.Generator generator)"
+        )
+    _grad_check("bernoulli", input, out)
+    _check_tensor("bernoulli", out)
+    _resize(out, tuple(input.shape), warn=False)
+    return out.bernoulli_(input, generator=generator)
+
+
+@_sited_out
+def _multinomial_into(fn, input, num_samples, replacement=False, *, out, generator=None):
+    """torch's ``multinomial_out``: an int64 ``out`` resized to the samples (no warning)."""
+    _check_tensor("multinomial", out)
+    if out.dtype.name != "int64":
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {out.dtype.title}")
+    _grad_check("multinomial", input, out)
+    return _into(
+        "multinomial", out, fn(input, num_samples, replacement, generator=generator), False
+    )
+
+
+# the random functions whose out= is not a factory's
+RANDOM = {"normal": _normal_into, "bernoulli": _bernoulli_into, "multinomial": _multinomial_into}

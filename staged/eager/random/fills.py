@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from ... import dtypes as dt
+from ..._where import warn_user
 from . import distributions as D
 
 
@@ -17,6 +19,61 @@ def check_floating(d, kernel: str) -> None:
     """The error torch's dispatch gives ``kernel`` for a dtype ``d`` outside its float types."""
     if not (d.is_floating_point or d.is_complex):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.title}'")
+
+
+DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # mantissa digits
+
+
+def update_bound(v: int, step: int, d) -> int:
+    """torch's update_from (``step=1``) and update_to (``step=-1``): a bound moved to the
+    nearest int64 that stays inside the range once cast to the float dtype ``d``."""
+    cast = float(d.np.type(v + step))
+    if not math.isfinite(cast):
+        return v  # out of the dtype's range: check_range says so
+    cast = int(cast)
+    if (cast < v) if step > 0 else (cast >= v):
+        n = abs(v + step).bit_length() - 1
+        return cast + step * (1 << (n - DIGITS[d.name] + 1))
+    return v
+
+
+def int_range(low: int, high: int, d) -> tuple[int, int]:
+    """The bounds ``random_(low, high)`` draws a tensor of dtype ``d`` in, with torch's
+    checks: moved inside what a float dtype holds (``update_bound``)."""
+    low, high = int(low), int(high)
+    if not low < high:
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )
+    if d.is_floating_point:
+        low, high = update_bound(low, 1, d), update_bound(high, -1, d)
+    check_range(low, high - 1, d)
+    return low, high
+
+
+def check_range(low: int, top: int, d) -> None:
+    """torch's ``check_from_to_in_range`` for ``random_``'s draws in [``low``, ``top``] of
+    dtype ``d`` (empty tensors too): both must fit the dtype; a float dtype warns past
+    2**digits, where not every integer has a value."""
+    if d.is_floating_point:
+        lo, hi = -float(dt.finfo(d).max), float(dt.finfo(d).max)
+    elif d is dt.bool_:
+        lo, hi = 0, 1
+    else:
+        lo, hi = dt.iinfo(d).min, dt.iinfo(d).max
+    for v, name in ((low, "from"), (top, "to - 1")):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"{name} is out of bounds for {d.type_meta}")
+    if d.is_floating_point:
+        digits = DIGITS[d.name]
+        for v, name in ((low, "from"), (top, "to - 1")):
+            if not -(2**digits) <= v <= 2**digits:
+                warn_user(
+                    f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision "
+                    f"limitations {d.type_meta} can support discrete uniform distribution "
+                    "only within this range. This warning will become an error in version "
+                    "1.7 release, please fix the code in advance"
+                )
 
 
 def like(t) -> np.ndarray:

@@ -67,6 +67,8 @@ def init_genrand(seed32: int) -> np.ndarray:
 
 
 def _check_seed(seed) -> int:
+    if isinstance(seed, (bool, float, str, Tensor)) or seed is None:  # (int() takes them)
+        raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
     seed = int(seed)
     if not -(2**63) <= seed < 2**64:
         raise ValueError("Overflow when unpacking long long")
@@ -134,12 +136,19 @@ class Generator:
         rec = np.zeros((), STATE)
         rec["seed"], rec["seeded"] = self._seed, 1
         rec["left"], rec["next"] = N + 1 - st["pos"], st["pos"]
+        if st["pos"] == N and np.array_equal(st["key"], init_genrand(self._seed & 0xFFFFFFFF)):
+            rec["next"] = 0  # Note [a fresh seed's state]
         rec["state"] = st["key"]
         if self.normal_cache is not None:
             rec["normal_y"], rec["normal_is_valid"] = self.normal_cache, 1
         state = Tensor._wrap(np.frombuffer(rec.tobytes(), np.uint8).copy(), False)
         _event(self, "get", state)
         return state
+
+    # Note [a fresh seed's state]: NumPy keeps one position (624) for "twist at the next
+    # draw", where std::mt19937 has two: ``next`` 0 after seeding and 624 after the last
+    # word of a twist. The draws that follow are the same; the bytes of torch's state are
+    # told apart by the key, which is untwisted (``init_genrand``'s) only after seeding.
 
     def set_state(self, new_state) -> Generator:
         """Restore a state from ``get_state`` (here or torch's)."""
@@ -263,7 +272,7 @@ def resolve(generator, what: str) -> Generator:
 
 def manual_seed(seed) -> Generator:
     """Seed the default generator and the counter-based one behind compiled dropout."""
-    counter.reseed(default_generator.manual_seed(seed).initial_seed())
+    counter.reseed(default_generator.manual_seed(int(seed)).initial_seed())  # int(): torch's
     return default_generator
 
 

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import dtypes as dt
 from .. import factories
-from ..ops.inplace import write
+from ..ops.inplace import check_inplace, write
 from ..tensor import Tensor
 from . import fills
 from .generator import drawn
 
 _UNSET = object()
-_LIMITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # mantissa digits
 
 
 def _write(t: Tensor, fill, name: str, generator) -> Tensor:
     """Write ``fill(gen, payload)`` into ``t`` (nothing to draw for an empty or a meta
     tensor)."""
+    check_inplace(t, False)  # before drawing, as torch's autograd checks before its kernel
     if t.numel() == 0 or t.is_meta:
         return t
     layout: np.ndarray | None
@@ -37,9 +38,24 @@ def _write(t: Tensor, fill, name: str, generator) -> Tensor:
     return write(t, drawn(generator, f"Tensor.{name}", tuple(t.shape), t.dtype, draw, like=t))
 
 
-def uniform_(self, a=0.0, b=1.0, *, generator=None) -> Tensor:
+def _from_to(name: str, a, b, kw: dict):
+    """``(from, to)`` of a call that may name them torch's way (``from`` is a Python
+    keyword: ``uniform_(**{"from": 1, "to": 2})``)."""
+    a = kw.pop("from", a)
+    b = kw.pop("to", b)
+    if kw:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kw))}'")
+    return a, b
+
+
+def uniform_(self, a=0.0, b=1.0, *, generator=None, **kw) -> Tensor:
     """Uniform on [a, b): ``fma(u, b - a, a)`` in the tensor's dtype."""
+    a, b = _from_to("uniform_", a, b, kw)
     fills.check_floating(self.dtype, "check_uniform_bounds")
+    real = self.dtype.to_real()  # a complex tensor's parts
+    for v, name in ((a, "from"), (b, "to")):
+        if not -float(dt.finfo(real).max) <= v <= float(dt.finfo(real).max):
+            raise RuntimeError(f"{name} is out of bounds for {real.type_meta}")
     if a > b:
         raise RuntimeError(
             f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}"
@@ -52,53 +68,42 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None) -> Tensor:
     serial one (with the generator's cached normal) otherwise."""
     fills.check_floating(self.dtype, "normal_kernel_cpu")
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")  # C++'s <<
     return _write(self, lambda gen, p: fills.normal(gen, p, mean, std), "normal_", generator)
 
 
-def _update(v: int, step: int, dtype) -> int:
-    """torch's update_from (``step=1``) and update_to (``step=-1``): a bound moved to the
-    nearest int64 that stays inside the range once cast to the float dtype."""
-    cast = int(dtype.np.type(v + step))
-    if (cast < v) if step > 0 else (cast >= v):
-        n = abs(v + step).bit_length() - 1
-        return cast + step * (1 << (n - _LIMITS[dtype.name] + 1))
-    return v
-
-
-def random_(self, from_=_UNSET, to=_UNSET, *, generator=None) -> Tensor:
+def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw) -> Tensor:
     """``random_()``: integers in [0, 2**mantissa] (floats) or [0, max]; ``random_(to)``:
     [0, to); ``random_(from, to)``: [from, to), ``to=None`` up to the dtype's maximum."""
+    from_, to = _from_to("random_", from_, to, kw)
     d = self.dtype
-    if from_ is _UNSET:
+    if from_ is _UNSET and to is _UNSET:
         return _write(self, fills.random_bits, "random_", generator)
-    if to is _UNSET:
+    if from_ is _UNSET:  # random_(to=...)
+        from_ = 0
+    elif to is _UNSET:
         from_, to = 0, from_
     from_ = int(from_)
     if to is None:
         to = (
-            (1 << _LIMITS[d.name]) + 1
+            (1 << fills.DIGITS[d.name]) + 1
             if d.is_floating_point
             else 2
             if d.name == "bool"
             else int(np.iinfo(d.np).max) + 1
         )
         if d.is_floating_point:
-            from_ = _update(from_, 1, d)
+            from_ = fills.update_bound(from_, 1, d)
+        fills.check_range(from_, to - 1, d)
     else:
-        to = int(to)
-        if from_ >= to:
-            raise RuntimeError(
-                f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}"
-            )
-        if d.is_floating_point:
-            from_, to = _update(from_, 1, d), _update(to, -1, d)
+        from_, to = fills.int_range(from_, int(to), d)
     return _write(self, lambda gen, p: fills.integers(gen, p, from_, to), "random_", generator)
 
 
 def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
     """1 with probability ``p`` (a float, or a tensor broadcast to this one), else 0."""
     if isinstance(p, Tensor):
+        fills.check_floating(p.dtype, "bernoulli_tensor_cpu_p_")
         if not isinstance(p._payload, np.ndarray):  # traced: the comparison in the graph
             return write(
                 self,
@@ -115,7 +120,7 @@ def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
 
 
 def exponential_(self, lambd=1.0, *, generator=None) -> Tensor:
-    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+    if not self.dtype.is_floating_point:
         raise RuntimeError(
             f"Exponential distribution is a continuous probability "
             f"distribution. dtype must be a floating point but you specified "
@@ -133,12 +138,18 @@ def geometric_(self, p, *, generator=None) -> Tensor:
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None) -> Tensor:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise RuntimeError(
+            "Cauchy distribution is a continuous probability distribution. dtype must be a "
+            f"floating point but you specified {self.dtype.type_meta}"
+        )
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     return _write(self, lambda gen, p: fills.cauchy(gen, p, median, sigma), "cauchy_", generator)
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None) -> Tensor:
+    fills.check_floating(self.dtype, "log_normal_cpu")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     return _write(
