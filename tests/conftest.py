@@ -165,3 +165,24 @@ def gate(monkeypatch):
     monkeypatch.setattr(background.Compiling, "compile", gated)
     yield ev
     ev.set()
+
+
+# Note [time per file]: pytest's ``--durations`` lists single tests, and most of the
+# suite's time is spread over files of many short ones; the summary adds up each file's
+# test time (setup, call and teardown, in whichever worker ran it) so that the files worth
+# making cheaper are named at the end of every run of more than a few files.
+_FILE_TIME: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.partition("::")[0]
+    _FILE_TIME[path] = _FILE_TIME.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if len(_FILE_TIME) < 20:
+        return
+    total = sum(_FILE_TIME.values())
+    terminalreporter.section(f"time per file: {total:.0f} s of tests in all")
+    for path, t in sorted(_FILE_TIME.items(), key=lambda kv: -kv[1])[:40]:
+        terminalreporter.write_line(f"{t:8.1f} s {100 * t / total:5.1f} %  {path}")
