@@ -74,7 +74,7 @@ def make_dot(var, params=None, show_attrs=False, show_saved=False, max_attr_char
         if id(fn) in seen:
             continue
         seen.add(id(fn))
-        label = fn.name()
+        label = fn.name().rpartition("::")[2]  # torchviz's: the class's name
         if show_attrs:
             label += "".join(
                 f"\n{k}: {_short(v, max_attr_chars)}"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..autodiff import lax
+from ..eager.factories import empty_like
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook
+from ..eager.ops.inplace import copy_
 from ..eager.tensor import Tensor
 
 
@@ -23,8 +25,8 @@ def add_grads(a, b):
 def accumulate_grad(var, g, owned=False) -> None:
     """``.grad`` is set to ``g`` the first time; later gradients are added in place, or
     out of place (a new tensor with a graph) when backward runs with create_graph=True.
-    A first gradient that is not ``owned`` (nothing else holds it) is copied: it will
-    be accumulated into in place."""
+    A first gradient that is not ``owned`` (nothing else holds it), or any first one under
+    create_graph=True, is copied: it will be accumulated into in place."""
     if g is None:
         return
     if var._grad is None:
@@ -34,6 +36,10 @@ def accumulate_grad(var, g, owned=False) -> None:
                 g = Tensor._wrap(p.copy(), False)
             elif not owned or g._requires_grad or g._vc is None or g._base is not None or g._hooks:
                 g = Tensor._wrap(p, False)  # a tensor of its own, without autograd metadata
+        else:
+            # create_graph: a copy with a graph (torch's clone_obey_contract, a CopyBackwards
+            # Node), not ``g`` itself, which hooks saw and a later backward would add into
+            g = copy_(empty_like(g), g)
         var._grad = g
     elif _state.grad_enabled:
         var._grad = add_grads(var._grad, g)

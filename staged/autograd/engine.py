@@ -36,7 +36,7 @@ import numpy as np
 from ..eager import factories as _factories
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook, tags
-from ..eager.legacy_types import type_name
+from ..eager.legacy_types import cpp_type_name
 from .._where import at_user
 from ..eager.tensor import Size, Tensor
 from . import anomaly, batched_grad, profiler
@@ -66,18 +66,27 @@ _task_ids = itertools.count()
 
 class GraphTask:
     """One backward()/grad() call: its id, which Nodes it will execute (``nodes``, those
-    reachable, unless ``needed``), and the callbacks to run when it has finished
+    reachable, unless ``needed``), the leaves' Nodes whose gradients ``autograd.grad``
+    returns (``captured_leaves``), and the callbacks to run when it has finished
     (``queue_callback``)."""
 
-    __slots__ = ("callbacks", "id", "needed", "nodes")
+    __slots__ = ("callbacks", "captured_leaves", "id", "needed", "nodes")
 
-    def __init__(self, nodes, needed):
+    def __init__(self, nodes, needed, captured_leaves=()):
         self.id = next(_task_ids)
         self.nodes, self.needed = nodes, needed
+        self.captured_leaves = captured_leaves
         self.callbacks = []
 
     def will_execute(self, node) -> bool:
+        """torch's ``_will_engine_execute_node``, and its refusal of a leaf whose gradient
+        ``autograd.grad`` returns (``register_multi_grad_hook`` asks it)."""
         if self.needed is not None:
+            if node in self.captured_leaves:
+                raise RuntimeError(
+                    "A leaf node was passed to _will_engine_execute_node but we are "
+                    "currently running autograd.grad(). This is currently not supported."
+                )
             return node in self.needed
         return node in self.nodes
 
@@ -125,6 +134,16 @@ def _as_inputs(x, what: str):
                 "all inputs have to be Tensors or GradientEdges, but got " + type(t).__name__
             )
     return x
+
+
+def _matched(outputs, grads):
+    """``grads``, one per output: as torch's, more than there are outputs are ignored
+    (zipped with them), fewer raise."""
+    if grads is None:
+        return None
+    if len(grads) < len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+    return grads[: len(outputs)]
 
 
 def gradient_edge(t) -> GradientEdge:
@@ -244,12 +263,14 @@ def _ones(shape, dtype):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
     tensors = _as_tuple(tensors)
-    if grad_tensors is not None:
-        grad_tensors = _as_tuple(grad_tensors)
-        if len(grad_tensors) != len(tensors):
-            raise RuntimeError(f"got {len(tensors)} tensors and {len(grad_tensors)} gradients")
+    grad_tensors = _matched(tensors, _as_tuple(grad_tensors))
     if inputs is not None:
         inputs = _as_inputs(inputs, "backward")
+        for t in inputs:
+            if isinstance(t, Tensor):
+                if t._requires_grad:
+                    _edge(t)  # a stale view's grad_fn regenerated first, as torch's
+                t.retain_grad()  # as torch: its .grad filled by later backwards too
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(tensors)
@@ -291,9 +312,7 @@ def grad(
             FutureWarning,
             stacklevel=2,
         )
-    grad_outputs = _as_tuple(grad_outputs)
-    if grad_outputs is not None and len(grad_outputs) != len(outputs):
-        raise RuntimeError(f"got {len(outputs)} tensors and {len(grad_outputs)} gradients")
+    grad_outputs = _matched(outputs, _as_tuple(grad_outputs))
     edges = _root_edges(outputs, "outputs")  # torch checks the outputs before the inputs
     for t in inputs:
         if isinstance(t, Tensor) and not t._requires_grad:
@@ -375,11 +394,14 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
 
     visit = runs = captures = None  # None: every node runs, nothing is captured
     captured = []
+    captured_leaves: set = set()
     if inputs is not None:
         captures = {}  # {(node, nr): [indices into inputs]}
         for i, t in enumerate(inputs):
             captures.setdefault(t[:2] if isinstance(t, GradientEdge) else _edge(t), []).append(i)
         targets = {n for n, _ in captures}
+        if not accumulate:
+            captured_leaves = {n for n in targets if not n.next_functions}
         visit = _needed(list(deps), targets)
         runs = (
             visit
@@ -394,7 +416,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
         captured = [None] * len(inputs)
     checked = profiler.current is not None or anomaly.enabled
     general = checked or inputs is not None
-    opts = (retain_graph, checked, captures, inputs, captured, accumulate, runs)  # _run_general's
+    opts = (retain_graph, checked, captures, captured, runs, visit)  # _run_general's
 
     # Note [plain nodes]: without profiler, anomaly mode or ``inputs``, a Node that is
     # ``_plain`` (one output, no Node or tensor hooks; node.py), has its gradient and no
@@ -413,7 +435,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
     pop, push = heapq.heappop, heapq.heappush
     prev = _state.grad_enabled
     _state.grad_enabled = create_graph
-    prev_task, _task.current = _task.current, GraphTask(deps, visit)
+    prev_task, _task.current = _task.current, GraphTask(deps, visit, captured_leaves)
     prev_phase, tags.phase = tags.phase, "backward"  # Note [phases]
     try:
         while node is not None:
@@ -493,24 +515,20 @@ def _arrive(buffers, node, nr, g):
 def _run_general(node, buf, opts):
     """One Node with whatever is on: its tensor hooks and retain_grad, the gradients
     ``inputs`` captures, whether it runs at all, profiler and anomaly checks."""
-    retain_graph, checked, captures, inputs, captured, accumulate, runs = opts
+    retain_graph, checked, captures, captured, runs, visit = opts
     var = node.variable
     if node._tensor_pre_hooks or node._retain_grad or var is not None and var._hooks:
         _run_tensor_hooks(node, buf)
     if captures is not None:
         for nr, g in buf.items():
             for i in captures.get((node, nr), ()):
-                t = inputs[i]
-                if accumulate and isinstance(t, Tensor) and t.grad_fn is not None:
-                    if not t._retains_grad:
-                        _retain(t, g)  # backward(inputs=[non-leaf]) fills .grad
-                captured[i] = g
+                captured[i] = g  # (backward() made each tensor input retain its grad)
         g = None
         if node not in runs:
             return (None,) * len(node.next_functions)
     if checked:
-        return _run_node(node, buf, retain_graph)
-    return _call_node(node, buf, retain_graph)
+        return _run_node(node, buf, retain_graph, visit)
+    return _call_node(node, buf, retain_graph, visit)
 
 
 def _run_tensor_hooks(node, buf):
@@ -545,7 +563,7 @@ def _checked_hook_value(fn, g, r):
     if r.dtype is not g.dtype:
         raise RuntimeError(
             f"hook '{name}' has changed the type of value "
-            f"(was {type_name(g.dtype)} got {type_name(r.dtype)})"
+            f"(was {cpp_type_name(g.dtype)} got {cpp_type_name(r.dtype)})"
         )
     if tuple(r.shape) != tuple(g.shape):
         raise RuntimeError(f"hook '{name}' has changed the size of value")
@@ -561,19 +579,19 @@ def _retain(t, g):
         t._grad = add_grads(t._grad, g)
 
 
-def _run_node(node, buf, retain_graph):
+def _run_node(node, buf, retain_graph, needed):
     """``_call_node`` with anomaly checks and profiling (the engine calls ``_call_node``
     directly when both are off)."""
     if profiler.current is not None:
-        return profiler.run_node(_checked_call, node, buf, retain_graph)
-    return _checked_call(node, buf, retain_graph)
+        return profiler.run_node(_checked_call, node, buf, retain_graph, needed)
+    return _checked_call(node, buf, retain_graph, needed)
 
 
-def _checked_call(node, buf, retain_graph):
+def _checked_call(node, buf, retain_graph, needed):
     if not anomaly.enabled:
-        return _call_node(node, buf, retain_graph)
+        return _call_node(node, buf, retain_graph, needed)
     try:
-        outs = _call_node(node, buf, retain_graph)
+        outs = _call_node(node, buf, retain_graph, needed)
         if anomaly.check_nan:
             anomaly.check_outputs(node, outs)
     except Exception:
@@ -582,9 +600,11 @@ def _checked_call(node, buf, retain_graph):
     return outs
 
 
-def _call_node(node, buf, retain_graph):
+def _call_node(node, buf, retain_graph, needed=None):
     """Pre-hooks, the Node, post-hooks (Note [hook order]); frees it unless retained.
-    The gradients are taken out of ``buf`` (Note [gradient ownership])."""
+    The gradients are taken out of ``buf`` (Note [gradient ownership]). ``needed``: the
+    Nodes this graph task runs or captures, when ``inputs`` limits it; a gradient into
+    any other is not computed (torch's ``should_compute_output``: its hooks see None)."""
     n = node.num_outputs
     if node._pre_hooks:
         grads = tuple(buf.get(i) for i in range(_arity(n, buf)))
@@ -600,7 +620,7 @@ def _call_node(node, buf, retain_graph):
     for g in grads:
         if g is not None:
             g = None  # no reference of ours left: the Node may keep the gradient
-            outs = node.apply(grads)
+            outs = node.apply(grads) if needed is None else node._apply_needed(grads, needed)
             break
     else:
         outs = (None,) * len(node.next_functions)
@@ -618,7 +638,8 @@ def _call_node(node, buf, retain_graph):
 def _hook_result(fn, r, before):
     """A Node hook's gradients in place of ``before``: as many, each None or a tensor of
     the dtype and shape it replaces (PyTorch's checks, as for tensor hooks)."""
-    r = tuple(r)
+    if type(r) is not tuple:
+        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
     if len(r) != len(before):
         raise RuntimeError(
             f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect "

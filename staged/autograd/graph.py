@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 
 from ..eager.ops import inplace
 from ..eager.views import bumped
@@ -169,6 +170,7 @@ class allow_mutation_on_saved_tensors:
         if _saved._state["mutation"] is not None:
             raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
         self.by_storage = {}  # id of a version counter -> SavedTensors sharing it
+        self.all_saved = weakref.WeakSet()  # what was saved here and is alive
         self.thread = threading.get_ident()  # Note [mutation on one thread]
         _saved._state["mutation"] = self
         inplace.before_write.append(self.before_write)
@@ -178,6 +180,12 @@ class allow_mutation_on_saved_tensors:
         _saved._state["mutation"] = None
         inplace.before_write.remove(self.before_write)
         self.by_storage.clear()
+        # torch saves them through hooks of this block, whose unpack refuses once it is
+        # closed; a tensor that an inner saved_tensors_hooks block packed keeps its hooks
+        for s in self.all_saved:
+            if s._unpack is None and not s._freed:
+                s._packed, s._unpack = None, _outside_block
+        self.all_saved.clear()
         return False
 
     # Note [mutation on one thread]: as in torch (saved-tensor hooks and a dispatch mode,
@@ -188,9 +196,17 @@ class allow_mutation_on_saved_tensors:
     def saved(self, s) -> None:
         if threading.get_ident() == self.thread:
             self.by_storage.setdefault(id(s._vc), []).append(s)
+            self.all_saved.add(s)
 
     def before_write(self, t) -> None:
         if threading.get_ident() != self.thread:
             return
         for s in self.by_storage.pop(id(t._vc), ()):
             s.keep_current_value()
+
+
+def _outside_block(_packed):
+    raise AssertionError(  # torch's words, its missing space too
+        "Trying to backward outside of the 'allow_mutation_on_saved_tensors' context"
+        "in which the graph was originally recorded."
+    )

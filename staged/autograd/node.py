@@ -76,6 +76,13 @@ class Node:
     def name(self) -> str:
         return type(self).__name__
 
+    # Note [C++ node names]: torch's Nodes written by hand in C++ (AccumulateGrad,
+    # CopySlices, CopyBackwards: the last two also names staged's ops give the Nodes of
+    # writes, staged/eager/ops/) answer ``name()`` with their namespace,
+    # "torch::autograd::AccumulateGrad", which profiles, anomaly reports and version
+    # errors show; their Python class (and a tensor's repr, ``grad_fn=<CopySlices>``) has
+    # the bare name.
+
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
 
@@ -84,6 +91,12 @@ class Node:
 
     def release_variables(self) -> None:
         pass
+
+    def _apply_needed(self, grads, needed):
+        """``apply(grads)`` when only the gradients into Nodes in ``needed`` will be used
+        (``backward(inputs=...)``, ``autograd.grad``): a Node that can leave the others out
+        (as torch's generated Nodes do) returns None for them."""
+        return self.apply(grads)
 
     def _step(self, grads, retain):
         """``apply(grads)``, then unless ``retain`` ``release_variables()``: how the engine
@@ -136,18 +149,27 @@ class PrimitiveBackward(Node):
     def apply(self, grads):
         return self._step(grads, True)
 
-    def _step(self, grads, retain):
+    def _apply_needed(self, grads, needed):
+        rules = tuple(
+            r if nxt is not None and nxt in needed else _NO_RULE
+            for r, (nxt, _) in zip(self.rules, self.next_functions)
+        )
+        return self._step(grads, True, rules)
+
+    def _step(self, grads, retain, rules=None):
         """``apply(grads)``, then unless ``retain`` ``release_variables()``: the engine's
-        call (Note [plain nodes] in engine.py)."""
+        call (Note [plain nodes] in engine.py). ``rules``: those to run, if not all."""
         g = grads[0]
+        if rules is None:
+            rules = self.rules
         if g is None:
-            out = [None] * len(self.rules)
+            out = [None] * len(rules)
         else:
             saved = {}  # each unpacked once per apply, as torch (unpack hooks), in plan order
             for n, s in self.saved.items():
                 saved[n] = s.unpack()
             out = []
-            for fn, names, rule in self.rules:  # (_save_plan)
+            for fn, names, rule in rules:  # (_save_plan)
                 if names is None:  # no rule, or one given its arguments by name
                     out.append(None if rule is None else self._call(rule, g, saved))
                 elif len(names) == 1:
@@ -218,6 +240,7 @@ def _saved_value(node, key, raw, attr):
 
 
 _NO_EDGE = (None, 0)
+_NO_RULE = (None, None, None)  # an input whose gradient is not computed (_save_plan)
 _new_node = object.__new__
 
 
@@ -265,7 +288,7 @@ def _save_plan(prim, needs) -> tuple:
     rules: list = []
     for rule, need in zip(prim.vjp, needs):
         if not need or rule is None:
-            rules.append((None, None, None))
+            rules.append(_NO_RULE)
             continue
         rules.append((rule.fn, rule.saved_names if rule.positional else None, rule))
         for n in rule.saved_names:
@@ -280,6 +303,9 @@ class AccumulateGrad(Node):
 
     __slots__ = ("variable", "_lock")
     _plain = True
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"  # Note [C++ node names]
 
     def __init__(self, variable):
         _node_init(self, ())
@@ -341,6 +367,9 @@ class CopySlices(Node):
 
     __slots__ = ("steps",)
     _plain = True
+
+    def name(self) -> str:
+        return "torch::autograd::CopySlices"  # Note [C++ node names]
 
     def __init__(self, base, steps, value):
         old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else (None, 0)

@@ -4,7 +4,7 @@ time; ``prof.key_averages().table()`` and ``prof.export_chrome_trace(path)`` sho
 
 While a profile is open a layer around ``dispatch.apply`` times each primitive (named
 by the primitive: ``mul``, ``reduce_sum`` ...) and the engine times each Node
-(``MulBackward0``, ``AccumulateGrad``); closed, neither costs anything. With
+(``MulBackward0``, ``torch::autograd::AccumulateGrad``); closed, neither costs anything. With
 ``profile_memory=True`` an op's memory is the size of the result it allocated (frees
 are not tracked); with ``with_stack=True`` each event keeps the user's call stack.
 

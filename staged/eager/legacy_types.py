@@ -29,6 +29,18 @@ def type_name(dtype: dt.DType) -> str:
     return f"torch.{dtype.title}Tensor"
 
 
+def cpp_type_name(dtype: dt.DType) -> str:
+    """What torch's C++ ``Tensor::toString()`` (its hook errors) calls a CPU tensor's type:
+    ``'torch.FloatTensor'`` for the eight types of the old ``THTensor`` names, else the
+    dispatch key's ``'CPUComplexFloatType'``, ``'CPUBoolType'``, ``'CPUBFloat16Type'``."""
+    if dtype.title in _TH_TYPES:
+        return type_name(dtype)
+    return f"CPU{dtype.title}Type"
+
+
+_TH_TYPES = ("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double")
+
+
 def dtype_of(t) -> dt.DType:
     """The dtype that ``t`` names: a dtype, a legacy type (``staged.DoubleTensor``) or its
     string (``'torch.DoubleTensor'``); a CUDA one raises as torch's CPU build does."""

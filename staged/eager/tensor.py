@@ -247,16 +247,24 @@ class Tensor(_TensorOps):
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(
-                    f"assigned grad expected to be a Tensor or None but got {type(value).__name__}"
+                    "assigned grad expected to be a Tensor or None but got grad of type "
+                    + type(value).__name__
                 )
             if tuple(value._payload.shape) != tuple(self._payload.shape):
                 raise RuntimeError(
-                    f"assigned grad has data of a different size: "
-                    f"{list(value.shape)} vs {list(self.shape)}"
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a "
+                    f"tensor of size '{list(self.shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size"
                 )
             if value.dtype is not self.dtype:
                 raise RuntimeError(
-                    f"assigned grad has data of a different type: {value.dtype} vs {self.dtype}"
+                    f"attempting to assign a gradient with dtype '{value.dtype.type_meta}' "
+                    f"to a tensor with grad_dtype '{self.dtype.title}'. The gradient must "
+                    "match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
+                    "set the tensor's grad_dtype attribute with a specific dtype, or None to "
+                    "allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
+                    "tensor and its gradient may break downstream systems that assume they "
+                    "match."
                 )
         icpt = current_interceptor()
         if icpt is not None:
@@ -461,7 +469,7 @@ class Tensor(_TensorOps):
             extra.append(f"dtype={self.dtype}")
         try:
             fn = self.grad_fn
-            name = None if fn is None else fn.name()
+            name = None if fn is None else fn.name().rpartition("::")[2]
         except RuntimeError:  # a stale view made under no_grad (Note [stale views])
             name = "Invalid"
         if name is not None:

@@ -396,7 +396,7 @@ def named(y, name: str):
             cls = type(fn)
             if fn.name() != name:
                 ns = {"__slots__": (), "name": lambda self: name}
-                cls = type(name, (cls,), ns)
+                cls = type(name.rpartition("::")[2], (cls,), ns)
             _renamed[type(fn), name] = cls
         fn.__class__ = cls
     return y

@@ -200,7 +200,7 @@ def test_an_edge_is_torchs_named_tuple():
     assert edge._fields == torch.autograd.graph.GradientEdge._fields
     assert edge.node is h.grad_fn and edge.output_nr == 0 and edge.ownership_token is None
     leaf = _edge(staged, x)
-    assert leaf.node.name() == "AccumulateGrad" and leaf.node.variable is x
+    assert leaf.node.name() == "torch::autograd::AccumulateGrad" and leaf.node.variable is x
 
 
 def test_an_edge_made_by_hand_as_an_output_asks_for_get_gradient_edge():

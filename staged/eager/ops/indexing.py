@@ -415,7 +415,7 @@ def setitem(x: Tensor, index, value) -> None:
         write(part, own(_fit(v, tuple(part._payload.shape)), value))
         return
     node = _written_node(plan, value)
-    if node == "CopySlices" and x._base is None and x._requires_grad and x.grad_fn is None:
+    if node == _COPY_SLICES and x._base is None and x._requires_grad and x.grad_fn is None:
         if _state.grad_enabled:  # torch writes the view x[index]: a leaf's
             raise RuntimeError(VIEW_OF_LEAF)
     new = _put(y, plan, v)
@@ -425,6 +425,9 @@ def setitem(x: Tensor, index, value) -> None:
 
 
 _INDEX_PUT = "IndexPutBackward0"
+# C++ Nodes' names (Note [C++ node names] in staged/autograd/node.py)
+_COPY_SLICES = "torch::autograd::CopySlices"
+_COPY = "torch::autograd::CopyBackwards"
 
 
 def _written_node(plan: _Plan, value) -> str:
@@ -432,10 +435,10 @@ def _written_node(plan: _Plan, value) -> str:
     view its basic entries make (CopySlices), else ``index_put_`` of the advanced ones,
     else (``x[...]``, whole slices) ``copy_`` or ``fill_`` of ``x`` itself."""
     if plan.sliced is not None or plan.name in (_SELECT, _UNSQUEEZE):
-        return "CopySlices"
+        return _COPY_SLICES
     if plan.adv is not None:
         return _INDEX_PUT
-    return "CopyBackwards" if isinstance(value, Tensor) else "FillBackward3"
+    return _COPY if isinstance(value, Tensor) else "FillBackward3"
 
 
 def _masked_put(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:

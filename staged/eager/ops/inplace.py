@@ -520,12 +520,15 @@ def _named(t: Tensor, before, name: str) -> Tensor:
     return t
 
 
+COPY_NODE = "torch::autograd::CopyBackwards"  # Note [C++ node names] in autograd/node.py
+
+
 def copy_(self, src):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
     check_overlap(self, (src,))
     before = self.grad_fn if self._base is None else None
-    return _named(write(self, own(to_dtype(src, self.dtype), src)), before, "CopyBackwards")
+    return _named(write(self, own(to_dtype(src, self.dtype), src)), before, COPY_NODE)
 
 
 def has_views(t: Tensor, but=None) -> bool:
