@@ -106,11 +106,14 @@ class GradScaler:
         with no_grad():
             inv = self._scale.reciprocal()  # float32, as torch's double then float
             found = scalar_tensor(False, dt.bool_)
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        found = found.logical_or(p.grad.isfinite().all().logical_not())
-                        p.grad.mul_(inv)
+            grads = [
+                p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None
+            ]
+            if any(g.dtype is dt.float16 for g in grads):  # torch's (its allow_fp16=False)
+                raise ValueError("Attempting to unscale FP16 gradients.")
+            for g in grads:  # times the float32 inverse, rounded once (Note [half by a scalar])
+                found = found.logical_or(g.isfinite().all().logical_not())
+                g.mul_(inv)
         state[:] = [_UNSCALED, found]
 
     def step(self, optimizer, *args, **kwargs):

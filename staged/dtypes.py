@@ -213,6 +213,17 @@ def result_type(dim_dtypes, zero_dim_dtypes, scalars=()) -> DType:
     return out  # type: ignore[return-value]  # None only where no operand has a dtype
 
 
+def narrowed(a: np.ndarray, npd: np.dtype) -> np.ndarray:
+    """``a`` as NumPy dtype ``npd``. Note [half through float32]: torch makes float16 and
+    bfloat16 values from a float (c10::Half(float)), so float64s and integers are rounded
+    twice, to float32 and then to 16 bits: 1 + 2**-11 + 2**-40 is float16's 1.0 (a tie once
+    in float32), where NumPy's direct conversion gives 1.0009765625, and 2**24 + 2**16 + 1
+    is bfloat16's 2**24 (ml_dtypes: 2**24 + 2**17)."""
+    if npd.itemsize == 2 and npd.kind in "fV" and a.dtype.kind in "fiu" and a.dtype.itemsize > 2:
+        a = a.astype(np.float32, copy=False)
+    return a.astype(npd, copy=False)
+
+
 def scalar_as(value, d: DType):
     """A Python number as ``d``'s kernels read a Scalar argument (torch's
     ``Scalar.to<T>()``): a float truncated toward zero for an integer ``d`` (addmm's

@@ -95,6 +95,10 @@ def _relu(x):
 
 
 def _rsqrt(x):
+    """1 / sqrt(x); half inputs compute in float32 and round once, as torch's (two float16
+    roundings were an ulp off for a quarter of the inputs)."""
+    if x.dtype.itemsize < 4 and x.dtype.kind != "c":
+        return _rsqrt(x.astype(np.float32)).astype(x.dtype)
     return np.reciprocal(np.sqrt(x))
 
 
@@ -319,7 +323,8 @@ hardtanh_backward: Primitive = Primitive(
 
 def _hardtanh(x, *, min_val, max_val):
     lo, hi = x.dtype.type(min_val), x.dtype.type(max_val)
-    return np.where(x <= lo, lo, np.where(x >= hi, hi, x))  # NaN passes, as torch's
+    # NaN passes, and -0.0 at a bound of 0, as torch's clamp (relu6(-0.0) is -0.0)
+    return np.where(x < lo, lo, np.where(x > hi, hi, x))
 
 
 hardtanh: Primitive = Primitive(
@@ -333,6 +338,10 @@ hardtanh: Primitive = Primitive(
 
 
 def _nan_to_num(x, *, nan, posinf, neginf):
+    if x.dtype.kind == "V":  # bfloat16, which NumPy's nan_to_num passes unchanged
+        return _nan_to_num(x.astype(np.float32), nan=nan, posinf=posinf, neginf=neginf).astype(
+            x.dtype
+        )
     with np.errstate(over="ignore"):  # a replacement past the dtype's range is inf, as torch's
         return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
 
@@ -363,7 +372,9 @@ def _sign(x):
     # a bool's sign is itself (NumPy has no boolean sign)
     if x.dtype.kind == "b":
         return x.copy()
-    return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
+    if x.dtype.kind == "V":  # bfloat16: +0 for -0.0, as torch's (0 < x) - (x < 0)
+        return _sign(x.astype(np.float32)).astype(x.dtype)
+    return np.where(x != x, x.dtype.type(0), np.sign(x)) if x.dtype.kind in "fV" else np.sign(x)
 
 
 sign = elementwise(
@@ -790,19 +801,21 @@ def _pow_base_vjp(g, x, y):
 # them (x ** -0.5 is -inf at -0.0 and NaN at -inf, as rsqrt) and ~20x faster than C's pow
 # (GELU's x ** 3 took 44 % of a transformer step). Any exponent that is one number takes
 # them: a 0-d tensor's arrives broadcast like a Python number's, and the gradient's
-# y - 1 is computed (torch's pow_backward calls pow by the number y - 1).
+# y - 1 is computed (torch's pow_backward calls pow by the number y - 1). bfloat16 takes
+# them too (each product rounded, as torch's BFloat16 arithmetic: x ** 3 rounds x * x
+# first); float16 does not (torch's is powf of its float values: (-inf) ** 0.5 is inf).
 _SCALAR_POWERS = {
     2.0: lambda x: x * x,
     3.0: lambda x: x * x * x,
     -2.0: lambda x: np.reciprocal(x * x),
     0.5: np.sqrt,
-    -0.5: lambda x: np.reciprocal(np.sqrt(x)),
+    -0.5: _rsqrt,
     -1.0: np.reciprocal,
 }
 
 
 def _pow(x, y):
-    if x.dtype.kind == "f" and x.itemsize >= 4 and y.size:
+    if (x.dtype.kind == "f" and x.itemsize >= 4 or x.dtype.kind == "V") and y.size:
         special = _SCALAR_POWERS.get(float(y.flat[0]))
         if special is not None and (not any(y.strides) or (y == y.flat[0]).all()):
             return special(x)
@@ -1129,6 +1142,8 @@ def _cast_impl(x, *, dtype):
         # bfloat16 (ml_dtypes) to an integer through float32, as torch's cast: ml_dtypes
         # 0.7 made NaN, infinities and out-of-range values 0 (0.6: what float32's gives)
         x = x.astype(np.float32)
+    if dtype.itemsize == 2 and dtype._category == 2 and x.dtype.itemsize >= 4:
+        return dt.narrowed(x, dtype.np)  # Note [half through float32]
     return x.astype(dtype.np, copy=False)
 
 

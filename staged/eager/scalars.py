@@ -54,7 +54,10 @@ def fill_array(v, dtype: dt.DType, *, check_half: bool = True) -> np.ndarray:
             with np.errstate(over="ignore"):  # saturates to inf, as torch's
                 return np.array(v, dtype.np)
     try:
-        return np.array(v.real if isinstance(v, complex) and not dtype.is_complex else v, dtype.np)
+        v = v.real if isinstance(v, complex) and not dtype.is_complex else v
+        if dtype.itemsize == 2 and dtype._category == 2:  # Note [half through float32]
+            return dt.narrowed(np.array(v), dtype.np)
+        return np.array(v, dtype.np)
     except (OverflowError, ValueError, TypeError) as e:  # NaN into an integer dtype: ValueError
         if not isinstance(v, (int, float, complex)) or not int64_range(v):
             raise e

@@ -867,7 +867,7 @@ def _as_payload(data, dtype):
         elif a.dtype.kind == "O":
             raise TypeError(f"can't build a tensor from {type(data).__name__} of mixed objects")
     if dtype is not None:
-        a = a.astype(dt.as_dtype(dtype).np, copy=False)
+        a = dt.narrowed(a, dt.as_dtype(dtype).np)
     else:
         dt.from_numpy_dtype(a.dtype)  # raises for dtypes staged has none for
     return a

@@ -212,7 +212,8 @@ def logsigmoid(input):
 def _logsigmoid(x):
     pos = x >= 0
     xp, xn = ops.where(pos, x, 0.0), ops.where(pos, 0.0, x)  # each branch's own, finite
-    return ops.where(pos, -ops.log1p(ops.exp(-xp)), xn - ops.log1p(ops.exp(xn)))
+    # 0 - log1p(..): +0 where exp(-x) underflows, as torch's min(x, 0) - log1p(exp(-|x|))
+    return ops.where(pos, 0.0 - ops.log1p(ops.exp(-xp)), xn - ops.log1p(ops.exp(xn)))
 
 
 def softsign(input):
@@ -265,9 +266,14 @@ def softshrink(input, lambd=0.5):
             f"lambda must be in range [0, {np.finfo(input.dtype.np).max:g}] for input dtype "
             f"{input.dtype.title}, but found {lambd:g}"
         )
-    return ops.where(
-        input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, input * 0)
-    )
+    return in_float32(_softshrink)(input, lambd)
+
+
+def _softshrink(x, lambd):
+    """+0 inside the band (torch's kernel: no -0.0 for a negative ``x``), NaN kept, with
+    gradient 0 there, as torch's."""
+    inside = (x * 0).abs()
+    return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, inside))
 
 
 def glu(input, dim=-1):
@@ -280,7 +286,12 @@ def glu(input, dim=-1):
             f"Halving dimension must be even, but dimension {d} is size {input.shape[d]}"
         )
     floating_kernel("glu_cpu", input)
-    a, b = ops.chunk(input, 2, d)
+    return _glu(input, d)
+
+
+@in_float32
+def _glu(x, d):
+    a, b = ops.chunk(x, 2, d)
     return a * b.sigmoid()
 
 
@@ -781,7 +792,6 @@ def _weighted(loss, input, weight, reduction, mean_over_weight=True):
     return _reduce(loss * weight, reduction, weight.sum() if mean_over_weight else None)
 
 
-@in_float32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_sizes(input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)

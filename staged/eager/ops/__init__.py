@@ -110,7 +110,9 @@ _METHODS = {
     **{f"__{n}__": op for n, op in _OPERATORS.items()},
     **{f"__r{n}__": _rev(op) for n, op in _OPERATORS.items()},
     "__truediv__": elementwise.div,
-    "__rtruediv__": _rev(elementwise.div),
+    # torch's Tensor.__rtruediv__: ``self.reciprocal() * other``, two roundings (``1.7 / x``
+    # differs from div(1.7, x) in the last bit for a third of float32 inputs)
+    "__rtruediv__": lambda self, other: elementwise.mul(elementwise.reciprocal(self), other),
     "__matmul__": _autocast.sited(linalg.matmul, "matmul", site=False),
     "__rmatmul__": _rev(_autocast.sited(linalg.matmul, "matmul", site=False)),
     "__neg__": elementwise.neg,

@@ -181,7 +181,11 @@ def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:
     a = _NUMBERS.get(key) if like is None else None
     if a is None:
         try:
-            one = np.array(v, dtype)
+            with np.errstate(over="ignore"):  # a float beyond float16's range is inf, quietly
+                if dtype.itemsize == 2 and dtype.kind in "fV":  # Note [half through float32]
+                    one = dt.narrowed(np.array(v), dtype)
+                else:
+                    one = np.array(v, dtype)
         except OverflowError as e:
             one = _wrapped(v, dtype, e)
         one.flags.writeable = False

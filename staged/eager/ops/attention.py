@@ -8,6 +8,7 @@ import math
 from ... import dtypes as dt
 from ...autodiff.avals import wrap_dim
 from . import elementwise as ew
+from ._operands import half, in_float32
 from .composite import softmax
 from .layers import dropout
 from .linalg import matmul
@@ -61,6 +62,12 @@ def scaled_dot_product_attention(
         k = repeat_interleave(k, heads // kv_heads, -3)
         v = repeat_interleave(v, heads // v.shape[-3], -3)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if half(q, k, v):  # torch's fused CPU kernel: in float32, the output rounded once
+        return in_float32(_attend, q, k, v, attn_mask, dropout_p, is_causal, scale)
+    return _attend(q, k, v, attn_mask, dropout_p, is_causal, scale)
+
+
+def _attend(q, k, v, attn_mask, dropout_p, is_causal, scale):
     scores = matmul(q, transpose(k, -2, -1)) * scale
     if is_causal:
         scores = ew.where(triangle_mask(q.shape[-2], k.shape[-2]), scores, float("-inf"))

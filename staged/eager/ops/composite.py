@@ -20,9 +20,11 @@ from ._operands import (
     expand_to,
     float_operand,
     floating_kernel,
+    half,
     promote_types,
     scalar_tensor,
 )
+from ._operands import in_float32 as _in_float32
 from .elementwise import (
     abs,
     clamp,
@@ -220,7 +222,13 @@ def logaddexp(x, y):
     value, whose derivatives of every order are sigmoid's (the max and |x - y| have kinks
     there: their second derivative would be 0, not 1/4)."""
     _real_float("logaddexp", x, y)
+    if _half_pair(x, y):  # rounded once, as torch's kernel
+        return _in_float32(logaddexp, x, y)
     return _log_add(x, y, exp, lambda t: t)
+
+
+def _half_pair(x, y) -> bool:
+    return isinstance(x, Tensor) and isinstance(y, Tensor) and half(x, y)
 
 
 def _log_add(x, y, exp_, scaled):
@@ -234,6 +242,7 @@ def _log_add(x, y, exp_, scaled):
     return where(logical_and(isinf(m), same), m, r)
 
 
+@in_float32
 def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) along ``dim`` without overflow: a scan of ``logaddexp``."""
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
@@ -247,6 +256,8 @@ def logcumsumexp(x, dim):
 def logaddexp2(x, y):
     """log2(2**x + 2**y), as ``logaddexp`` in base 2."""
     _real_float("logaddexp2", x, y)
+    if _half_pair(x, y):
+        return _in_float32(logaddexp2, x, y)
     return _log_add(x, y, exp2, lambda t: t * (1 / math.log(2)))
 
 
@@ -273,6 +284,7 @@ def _x_times(x, y, prim, name):
     return prim(expand_to(x, shape), expand_to(y, shape))
 
 
+@in_float32
 def sinc(x):
     """sin(pi x) / (pi x), and near 0 (|pi x| below 0.01 in double precision, 0.5 in single)
     its Taylor polynomial to (pi x)**6, which rounds as the quotient does and has the true

@@ -16,30 +16,40 @@ from .. import views
 from ..checks import require
 from ..grad_mode import _state
 from ..meta import Meta
+from ..scalars import fill_array
 from ..tensor import Tensor, as_payload
 from . import memory_formats
 from ._operands import (
     broadcast_shapes,
     expand_to,
     float_operand,
+    half,
+    in_float32,
     operands,
     promote_types,
     scalar_tensor,
 )
 
 
-def _binary(prim, check=None, converted=None):
+def _binary(prim, check=None, converted=None, wide=None):
     """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given, and
     ``converted(x, y)`` where ``operands`` promoted or broadcast either (off the hot path).
-    ``prim`` is bound as ``prim(a, b)`` binds it, less that call."""
+    ``wide(x, y)``, where one is given and a converted operand is 16-bit, may give the
+    result itself (None: ``prim`` gives it). ``prim`` is bound as ``prim(a, b)`` binds it,
+    less that call."""
 
     def op(x, y):
         try:
             a, b = operands(x, y)
             if check is not None:
                 check(b)
-            if converted is not None and (a is not x or b is not y):
-                converted(x, y)
+            if a is not x or b is not y:
+                if converted is not None:
+                    converted(x, y)
+                if wide is not None and a._payload.dtype.itemsize == 2:
+                    out = wide(x, y)
+                    if out is not None:
+                        return out
             return _bind[0](prim, (a, b), {})
         except PLAIN as e:
             name_site(e)
@@ -133,6 +143,47 @@ if TYPE_CHECKING:  # the functions made above, for type checkers (generated)
 _add = _binary(ad.add)
 
 
+# Note [half by a scalar]: torch's CPU kernels multiply and divide a float16 or bfloat16
+# tensor by a scalar second operand (a Python number, a 0-d tensor) at the scalar's
+# float32 value (TensorIterator's original_scalar_value), in float32, rounding once:
+# ``x * 0.1`` is round(x * 0.1f), not round(x * half(0.1)) (an ulp apart for a third of
+# the inputs), and ``x * 70000`` stays finite where float16's 70000 is inf. A 0-d tensor
+# given first is rounded to the dtype first (``mul(tensor(1.1), x)``), as in torch, and so
+# is ``alpha`` of ``add``/``sub``, which compute ``x + alpha * y`` in float32. The test
+# runs only where ``operands`` converted an operand to a 16-bit dtype: float32 and float64
+# ops pay one comparison.
+def _half_dtype(x):
+    """The dtype of ``x``, a float16 or bfloat16 tensor; None for anything else."""
+    if isinstance(x, Tensor):
+        d = x._payload.dtype
+        if d.itemsize == 2 and d.kind in "fV":
+            return x.dtype
+    return None
+
+
+def _by_scalar(prim, node: str):
+    """``prim(x, y)`` of a half ``x`` and a scalar ``y`` in float32 (Note [half by a
+    scalar]), its Node named ``node`` as torch's; None for other operands."""
+
+    def wide(x, y):
+        if prim is ad.mul and type(x) in (int, float):  # ``2.5 * x``: torch's x.mul(2.5)
+            x, y = y, x
+        d = _half_dtype(x)
+        if d is None or not (
+            type(y) in (int, float) or isinstance(y, Tensor) and not y._payload.shape
+        ):
+            return None
+        if promote_types(x, y) is not d:
+            return None
+        return views.named(ad.cast(prim(*operands(ad.cast(x, dtype=dt.float32), y)), dtype=d), node)
+
+    return wide
+
+
+mul = _binary(ad.mul, wide=_by_scalar(ad.mul, "MulBackward0"))
+_div_by_scalar = _by_scalar(ad.div, "DivBackward0")
+
+
 def _is_bool(v) -> bool:
     return isinstance(v, (bool, np.bool_)) or (
         isinstance(v, Tensor) and v._payload.dtype.kind == "b"
@@ -174,15 +225,30 @@ def _scaled(x, y, alpha):
     return y if alpha == 1 else mul(y, alpha)
 
 
+def _half_scaled(op, node, x, y, alpha):
+    """``op(x, alpha * y)`` of half tensors in float32, ``alpha`` rounded to their dtype
+    (Note [half by a scalar]); None for other operands."""
+    d = _half_dtype(x)
+    if d is None or d is not _half_dtype(y) or type(alpha) not in (int, float):
+        return None
+    a = float(fill_array(alpha, d))  # rounded, checked: torch's Scalar.to<Half>()
+    wide = [ad.cast(v, dtype=dt.float32) for v in (x, y)]
+    return views.named(ad.cast(op(wide[0], mul(wide[1], a)), dtype=d), node)
+
+
 def add(x, y, *, alpha=1):
-    return _add(x, y if type(alpha) is int and alpha == 1 else _scaled(x, y, alpha))
+    if type(alpha) is int and alpha == 1:
+        return _add(x, y)
+    out = _half_scaled(_add, "AddBackward0", x, y, alpha)
+    return _add(x, _scaled(x, y, alpha)) if out is None else out
 
 
 def sub(x, y, *, alpha=1):
     if type(alpha) is int and alpha == 1:
         return _sub(x, y)
     _no_bool(x, y)  # (a bool ``y`` scaled is an integer one)
-    return _sub(x, _scaled(x, y, alpha))
+    out = _half_scaled(_sub, "SubBackward0", x, y, alpha)
+    return _sub(x, _scaled(x, y, alpha)) if out is None else out
 
 
 def rsub(input, other, *, alpha=1):
@@ -197,6 +263,10 @@ def div(x, y, *, rounding_mode=None):
     if not (d.is_floating_point or d.is_complex):
         d = dt.get_default_dtype()
     a, b = operands(x, y, dtype=d)
+    if (a is not x or b is not y) and a._payload.dtype.itemsize == 2:
+        out = _div_by_scalar(x, y)
+        if out is not None:
+            return out
     return ad.div(a, b)
 
 
@@ -278,6 +348,8 @@ def round(x, *, decimals=0):
         return ad.copy(x)
     if decimals == 0:
         return ad.round(x)
+    if half(x):  # scaled, rounded and scaled back in float32, as torch's kernel
+        return in_float32(round, x, decimals=decimals)
     scale = 10.0 ** builtins.abs(decimals)
     return ad.round(x * scale) / scale if decimals > 0 else ad.round(x / scale) * scale
 
@@ -515,6 +587,8 @@ def lerp(start, end, weight):
         raise NotImplementedError(
             f"\"lerp_kernel_{kernel}\" not implemented for '{start.dtype.title}'"
         )
+    if half(start, end, weight if isinstance(weight, Tensor) else None):
+        return in_float32(lerp, start, end, weight)  # rounded once, as torch's kernel
     return add(start, mul(weight, sub(end, start)))
 
 
@@ -527,6 +601,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
         if kind is dt.bool_:
             raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
         value = dt.scalar_as(value, kind)
+    elif half(input, tensor1, tensor2):  # rounded once, as torch's kernel
+        return in_float32(addcmul, input, tensor1, tensor2, value=value)
     product = mul(tensor1, tensor2)
     return _add(input, product if value == 1 else mul(product, value))
 
@@ -539,6 +615,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
             "Integer division with addcdiv is no longer supported, and in a future release "
             "addcdiv will perform a true division of tensor1 and tensor2."
         )
+    if half(input, tensor1, tensor2):  # rounded once, as torch's kernel
+        return in_float32(addcdiv, input, tensor1, tensor2, value=value)
     quotient = div(tensor1, tensor2)
     return _add(input, quotient if value == 1 else mul(quotient, value))
 

@@ -420,8 +420,8 @@ def _written(t: Tensor) -> None:
 def _data_only(t: Tensor, y, ufunc) -> bool:
     """Write ``ufunc(t, y)`` into ``t`` if Note [data-only writes] allows; whether it did."""
     p = _direct(t, y)
-    if p is None or p.dtype.kind not in "fc":
-        return False
+    if p is None or p.dtype.kind not in "fc" or p.dtype.itemsize == 2:
+        return False  # (float16 by a number: Note [half by a scalar])
     if isinstance(y, Tensor):
         q = y._payload
         if type(q) is not np.ndarray or q.dtype != p.dtype or q.shape != p.shape:

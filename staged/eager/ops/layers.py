@@ -620,6 +620,10 @@ def _avg_pool(
     n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
 ):
     x, unbatched = _batched(input, n, name)
+    if half(x):  # summed and divided in float32, rounded once, as torch's kernel
+        args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        y = in_float32(lambda w: _avg_pool(n, name, w, *args), x)
+        return shape.squeeze(y, 0) if unbatched else y
     if not (x.dtype.is_floating_point or x.dtype is dt.int64):
         kernel = "avg_pool3d_out_frame" if n == 3 else "avg_pool2d"  # torch's (1-D as 2-D)
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype.title}'")
@@ -1050,6 +1054,13 @@ def interpolate(
         raise NotImplementedError(
             f"interpolate(mode={mode!r}) of uint8 is not supported yet (torch's rounds in "
             "fixed point, its bicubic with PIL's a = -0.5): convert the image to float first"
+        )
+    if half(input):  # torch's kernels: in float32, rounded once
+        return in_float32(
+            lambda w: interpolate(
+                w, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+            ),
+            input,
         )
     x = input
     if antialias:  # torch's: the last dim first, a dim of unchanged size left as it is

@@ -933,8 +933,8 @@ def _leaky_relu_backward(e, op, g, x):
 def _hardtanh(e, op, x):
     def body(a, d, t):
         lo, hi = e.const(op.params["min_val"], d), e.const(op.params["max_val"], d)
-        upper = e.select(CMP["ge"]["float"](e, d, a, hi), hi, a, d)
-        return e.select(CMP["le"]["float"](e, d, a, lo), lo, upper, d)  # NaN passes
+        upper = e.select(CMP["gt"]["float"](e, d, a, hi), hi, a, d)
+        return e.select(CMP["lt"]["float"](e, d, a, lo), lo, upper, d)  # NaN and -0.0 pass
 
     return _map_scalars(e, op, (x,), body)
 
@@ -1022,7 +1022,8 @@ def cast_scalar(e, x, src, dst):
     if cs == "float" and cd == "float":
         if dst is dt.bfloat16:
             return _to_bfloat16(e, x, src)
-        if bits(src) == bits(dst):  # bf16 -> f16 through f32
+        if bits(src) == bits(dst) or bits(src) == 64 and bits(dst) == 16:
+            # bf16 -> f16, and f64 -> f16 as torch's (Note [half through float32]), through f32
             return cast_scalar(e, cast_scalar(e, x, src, dt.float32), dt.float32, dst)
         return e.emit(f"arith.{'extf' if bits(dst) > bits(src) else 'truncf'} {x} : {ts} to {td}")
     if cs == "float":

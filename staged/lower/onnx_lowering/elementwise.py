@@ -379,12 +379,8 @@ def _leaky_relu_backward(b, op, g, x):
 def _hardtanh(b, op, x):
     d, p = op.out.aval.dtype, op.params
     lo, hi = _c(b, d, p["min_val"]), _c(b, d, p["max_val"])
-    upper = b.kernel(
-        "Where", [hi, x], d, pre=[b.kernel("GreaterOrEqual", [x, hi], d, out=dt.bool_)]
-    )
-    return b.kernel(
-        "Where", [lo, upper], d, pre=[b.kernel("LessOrEqual", [x, lo], d, out=dt.bool_)]
-    )
+    upper = b.kernel("Where", [hi, x], d, pre=[b.kernel("Greater", [x, hi], d, out=dt.bool_)])
+    return b.kernel("Where", [lo, upper], d, pre=[b.kernel("Less", [x, lo], d, out=dt.bool_)])
 
 
 @lowering(REGISTRY["hardtanh_backward"])
