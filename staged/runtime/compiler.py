@@ -114,7 +114,9 @@ DATA_TILING_MIN_MACS = 1 << 27
 # it (a 262400-byte stack allocation, limit 32768). LLVM's own levels (O2, codegen
 # Aggressive) have no flag in 3.13.
 # So the flags stay; what would cut the time is fewer dispatches, which the lowering sometimes
-# splits on purpose for run time (``_arg`` in lower/mlir/reduction.py).
+# splits on purpose for run time (``_arg`` in lower/mlir/reduction.py), or fewer distinct
+# ones: optimizer updates share executables across parameter shapes (Note [flat updates]
+# in lower/mlir/flat.py).
 
 # dtypes a backend holds in another type at the module's edge (to_mlir converts inside;
 # the runtime converts arrays): Vulkan's baseline target has no Int64 and stores only
@@ -142,6 +144,7 @@ def lowering_options(backend: str) -> dict:
         "fence_reductions": backend in FENCED_REDUCTIONS,
         # Note [int64 held in int32] in lower/mlir/overflow.py
         "int64_checks": BOUNDARY.get(backend, {}).get("int64") == "int32",
+        "flat_updates": backend == "llvm-cpu",  # Note [flat updates]
     }
 
 

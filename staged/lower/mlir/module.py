@@ -13,6 +13,7 @@ from ... import dtypes as dt
 from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
+from .flat import Flat, flat_values
 from .invariants import constant_destinations, invariant_reduction, known_splat, splats
 from .overflow import Overflows, checked_ops
 
@@ -26,6 +27,7 @@ def to_mlir(
     boundary=None,
     fence_reductions: bool = False,
     int64_checks: bool = False,
+    flat_updates: bool = False,
     check: bool = True,
 ) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
@@ -52,6 +54,9 @@ def to_mlir(
 
     ``int64_checks`` (where int64 is held in int32) adds the checks of Note [int64 held in
     int32] (``overflow.py``) to the graph's ``check`` output, if it has one.
+
+    ``flat_updates`` lowers the elementwise updates of state over one dynamic size (Note
+    [flat updates] in ``flat.py``).
     """
     e = Emitter()
     e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
@@ -97,12 +102,19 @@ def to_mlir(
     report = [o for o in graph.outputs if o.kind == "check"]
     ops = checked_ops(graph) if int64_checks and report else None
     over = Overflows(ops) if ops else None
+    flat = Flat(e, flat_values(graph, known) if flat_updates and over is None else {})
     for op in graph.ops:
         e.op = op
         emitter = LOWERINGS.get(op.prim)
         if emitter is None:
             reasons = dict.fromkeys(TABLE.gaps(op.prim.name).values())  # each reason once
             e.fail(f"no MLIR lowering{': ' + '; '.join(reasons) if reasons else ''}")
+        if op.out.id in flat.sizes:
+            flat.lower(emitter, op)
+            continue
+        for v in op.inputs:
+            if v.id in flat.sizes:
+                flat.static(v)
         e.names[op.out.id] = (
             _without_data(e, op)
             or invariant_reduction(e, op, known)
@@ -117,6 +129,9 @@ def to_mlir(
     if over is not None:
         edge[id(report[0])] = over.finish(e, graph, report[0])
     outs = graph.outputs
+    for o in outs:
+        if o.value.id in flat.sizes:
+            flat.static(o.value)
 
     def at_edge(o):
         x, a = edge.get(id(o)) or (e.names[o.value.id], o.value.aval)
