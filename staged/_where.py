@@ -38,9 +38,31 @@ def user_site() -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _shown(path: str, cwd: str) -> str:
-    """``path`` relative to ``cwd`` when it lies below it (cached: a trace asks per op)."""
+    """``path`` relative to ``cwd`` when it lies below it (cached: a trace asks per op),
+    remembered in ``_SHOWN``."""
     rel = os.path.relpath(path, cwd) if os.path.isabs(path) else path
-    return path if rel.startswith("..") else rel
+    name = path if rel.startswith("..") else rel
+    _SHOWN.add(name)
+    return name
+
+
+# Note [An error is sited once]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# An error may pass several sites on its way out: the op that raised it siting it, then
+# nn.functional's wrapper, then the Module call around that, each calling ``at_user``. The
+# first (innermost) site wins, so each later one must recognise a message that already
+# starts with a site. Matching a site by its look (``\S+\.py:\d+: ``) missed every user
+# file that is not a ``name.py`` without spaces: ``<string>`` (``python -c``, ``exec``),
+# ``<stdin>``, an extensionless script, a path with a space; their errors carried the
+# prefix twice. A site is recognised instead by its file being one ``user_site`` has named.
+_SHOWN: set[str] = set()
+_SITE = re.compile(r"(.*?):\d+: ")
+
+
+def _sited_already(message: str) -> bool:
+    """Whether ``message`` starts with a ``file:line: `` that ``user_site`` produced."""
+    m = _SITE.match(message)
+    return m is not None and m[1] in _SHOWN
 
 
 def warn_user(message, category=UserWarning) -> None:
@@ -59,13 +81,10 @@ def at_user(message: str) -> str:
     """``message`` prefixed with the user's ``file:line`` (unchanged where none is found or
     the message already names one: the innermost user line, a Module's ``forward`` within
     the Module call, say)."""
-    if _SITED_MESSAGE.match(message):
-        return message
+    if _sited_already(message):
+        return message  # Note [An error is sited once]
     site = user_site()
     return f"{site}: {message}" if site else message
-
-
-_SITED_MESSAGE = re.compile(r"\S+\.py:\d+: ")
 
 
 # exceptions whose message is their one string argument (custom ones build their own)

@@ -184,7 +184,7 @@ def _promote_all(group):
 
 
 def _scalar_dtype(v) -> DType:
-    if isinstance(v, (bool, np.bool_)):
+    if isinstance(v, bool):  # (not NumPy's bool: torch's arguments read np.bool_ as a float)
         return bool_
     if isinstance(v, (int, np.integer)):
         return int64

@@ -36,7 +36,7 @@ def compare(fn, rtol=1e-5, atol=1e-6):
     close(*both(fn), rtol=rtol, atol=atol)
 
 
-_SITE = re.compile(r"^\S+\.py:\d+: ")
+_SITE = re.compile(r"^(\S+\.py|<[^>]+>):\d+: ")  # a file, or eval's <string>
 
 
 def batches(sizes, seed=1) -> list:

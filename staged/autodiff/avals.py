@@ -107,9 +107,9 @@ def normalize_dims(dims, ndim: int) -> tuple:
     """Dims as a sorted tuple of non-negative ints; None means all dims."""
     if dims is None:
         return tuple(range(ndim))
-    if isinstance(dims, int):
+    if isinstance(dims, (int, np.integer)):  # (a NumPy int too, as torch takes one)
         dims = (dims,)
-    out = [wrap_dim(d, ndim) for d in dims]
+    out = [wrap_dim(int(d), ndim) for d in dims]
     if len(set(out)) != len(out):
         d = next(d for d in out if out.count(d) > 1)
         raise RuntimeError(f"dim {d} appears multiple times in the list of dims")

@@ -31,7 +31,8 @@ _record = None  # autograd.node.record, installed by staged.autograd (set_record
 # is silent, so impls run with NumPy's floating-point error state set to "ignore". The state
 # is a context variable (NumPy 2; a thread-local object in 1.x): setting and resetting it
 # costs two C calls, where ``np.errstate`` builds a new object per call (~10 us). The
-# caller's own NumPy code keeps its error state.
+# caller's own NumPy code keeps its error state. View primitives (reshape, slice, expand,
+# permute ...) at most copy memory, which sets no floating-point flag: they run as they are.
 try:
     # NumPy 2 private API, absent from its stubs
     from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
@@ -76,11 +77,14 @@ def apply(prim, inputs, params, out=None):
                     payloads = [t._host() for t in inputs]
                     break
                 payloads.append(p)
-            token = _quiet()
-            try:
+            if prim.view:  # no arithmetic, no floating-point error (Note [NumPy warnings])
                 out = prim.impl(*payloads, **params)
-            finally:
-                _restore(token)
+            else:
+                token = _quiet()
+                try:
+                    out = prim.impl(*payloads, **params)
+                finally:
+                    _restore(token)
             if type(out) is not _ndarray:
                 out = np.asarray(out)
     requires = False

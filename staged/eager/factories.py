@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import warnings
 from typing import TYPE_CHECKING, TypeAlias
@@ -20,7 +21,7 @@ from .interceptor import current_interceptor
 from .random import counter, distributions, fills
 from .random.generator import drawn
 from .scalars import fill_array
-from .tensor import Layout, Tensor, _ragged, as_payload, first_leaf, strided
+from .tensor import Layout, Tensor, _ragged, as_payload, check_array, first_leaf, strided
 
 if TYPE_CHECKING:
     # a size: ints (zeros(2, 3)) or one tuple or list of them (zeros((2, 3)), zeros(t.shape))
@@ -79,6 +80,24 @@ def tensor(data, dtype=None, requires_grad=False, device=None) -> Tensor:
         >>> staged.tensor([1.0, 2.0], requires_grad=True)
         tensor([1., 2.], requires_grad=True)
     """
+    if isinstance(data, Tensor):
+        copy_construct_warning("staged.tensor")
+    return copied(data, dtype, requires_grad, device)
+
+
+def copy_construct_warning(name: str) -> None:
+    """torch's warning for ``tensor(t)`` and ``x.new_tensor(t)`` of a tensor ``t``."""
+    warnings.warn(
+        "To copy construct from a tensor, it is recommended to use sourceTensor.detach()."
+        "clone() or sourceTensor.detach().clone().requires_grad_(True), rather than "
+        f"{name}(sourceTensor).",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def copied(data, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """``tensor(data)`` without its warning for a tensor ``data``."""
     meta = _options(device, None)
     if isinstance(data, (list, tuple)) and _holds_tensor(data):
         return _new(_from_items(data, dtype)._payload, requires_grad, meta)
@@ -169,8 +188,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
         return tensor(data, dtype, device=META)
     if isinstance(data, Tensor):
         return data if dtype is None or dt.as_dtype(dtype) is data.dtype else data.to(dtype)
-    if isinstance(data, np.ndarray) and dtype is None:
-        return from_numpy(data)
+    if isinstance(data, np.ndarray) and (dtype is None or dt.as_dtype(dtype).np == data.dtype):
+        return from_numpy(data)  # shared, as torch's, where no conversion is asked
     return tensor(data, dtype)
 
 
@@ -204,11 +223,35 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None) -> T
 
 
 def from_numpy(a: np.ndarray) -> Tensor:
-    """A tensor sharing memory with the NumPy array ``a``."""
+    """A tensor sharing memory with the NumPy array ``a``. A read-only array gives torch's
+    warning and is written through all the same where NumPy lets a view of it be
+    writable (its memory is), as torch's tensor writes it."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    if not a.flags.writeable:
+        warnings.warn(
+            "The given NumPy array is not writable, and PyTorch does not support non-writable "
+            "tensors. This means writing to this tensor will result in undefined behavior. You "
+            "may want to copy the array to protect its data or make it writable before "
+            "converting it to a tensor.",
+            UserWarning,
+            stacklevel=2,
+        )
+        a = _writable(a)
+    check_array(a)
     dt.from_numpy_dtype(a.dtype)
     return Tensor._wrap(a, False)
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """A writable view of ``a`` where NumPy allows one (its memory is writable), else
+    ``a`` (then a write into the tensor raises)."""
+    v = a.view()
+    try:
+        v.flags.writeable = True
+    except ValueError:
+        return a
+    return v
 
 
 def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False) -> Tensor:
@@ -709,6 +752,7 @@ def randint(
 ) -> Tensor:
     """Integers in [low, high) (``randint(high, size)`` or ``randint(low, high, size)``)."""
     meta = _options(device, layout)
+    pair = low is not None and high is not None and size is not None  # (low, high, size)
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     elif high is None:  # randint(high, size=size)
@@ -720,6 +764,7 @@ def randint(
             "randint() received an invalid combination of arguments - got (int), but "
             "expected one of: (high, size), (low, high, size)"
         )
+    _int_bounds(low, high, size, pair)
     d = _dtype(dtype, dt.int64)
     low, high = fills.int_range(low, high, d)
     return _random(
@@ -731,6 +776,33 @@ def randint(
         generator,
         meta,
     )
+
+
+def _int_bounds(low, high, size, pair: bool) -> None:
+    """torch's TypeError where ``randint``'s bounds are not integers (a float, a bool);
+    ``pair``: both were given."""
+
+    def integer(v) -> bool:
+        if isinstance(v, (bool, np.bool_)):
+            return False
+        try:
+            operator.index(v)
+        except TypeError:
+            return False
+        return True
+
+    def name(v) -> str:
+        t = type(v)
+        plain = t.__module__ == "builtins" or isinstance(v, Tensor)  # torch's own names
+        return t.__name__ if plain else f"{t.__module__}.{t.__name__}"
+
+    if not pair and not integer(high):
+        raise TypeError(f"randint(): argument 'high' (position 1) must be int, not {name(high)}")
+    if pair and not (integer(low) and integer(high)):
+        raise TypeError(
+            f"randint() received an invalid combination of arguments - got ({name(low)}, "
+            f"{name(high)}, {name(size)}), but expected one of: (high, size), (low, high, size)"
+        )
 
 
 def randperm(

@@ -16,6 +16,7 @@ steps) or raises (a symbolic value that escaped its trace).
 from __future__ import annotations
 
 import itertools
+import numbers
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -170,10 +171,7 @@ class Tensor(_TensorOps):
         p = self._payload
         if type(p) is not np.ndarray:
             return 0
-        root = p
-        while isinstance(root.base, np.ndarray):
-            root = root.base
-        return (_address(p) - _address(root)) // p.itemsize
+        return (_address(p) - _address(storage(p))) // p.itemsize
 
     def data_ptr(self) -> int:
         return 0 if type(self._payload) is Meta else _address(self._host())
@@ -186,6 +184,20 @@ class Tensor(_TensorOps):
         if not self._payload.shape:
             raise TypeError("len() of a 0-d tensor")
         return self._payload.shape[0]
+
+    def __iter__(self):
+        """The slices along dim 0, as ``unbind(0)`` makes them (torch's)."""
+        if not self._payload.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __contains__(self, element) -> bool:
+        if isinstance(element, (Tensor, numbers.Number)):
+            return bool((self == element).any())
+        raise RuntimeError(
+            f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+            f"{type(element)}."
+        )
 
     def _aval(self) -> Aval:
         return _new_aval(Aval, (tuple(self._payload.shape), self.dtype))  # Aval(shape, dtype)
@@ -317,6 +329,8 @@ class Tensor(_TensorOps):
 
     @data.setter
     def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type_label(value)}")
         icpt = current_interceptor()
         if icpt is not None:
             icpt.lift(self)  # under capture: a state update of a pre-trace tensor
@@ -375,6 +389,9 @@ class Tensor(_TensorOps):
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:
+        """A NumPy array over this tensor's memory: a new array object each call, as
+        torch's, so that changing its ``shape`` or ``flags`` leaves the tensor alone;
+        ``force`` resolves a conj view into a copy, as torch's."""
         if self._requires_grad and _state.grad_enabled and not force:
             raise RuntimeError(
                 at_user(
@@ -383,6 +400,8 @@ class Tensor(_TensorOps):
                 )
             )
         if self.is_conj():
+            if force:
+                return self.resolve_conj()._host()
             raise RuntimeError(
                 "Can't call numpy() on Tensor that has conjugate bit set. Use "
                 "tensor.resolve_conj().numpy() instead."
@@ -392,7 +411,7 @@ class Tensor(_TensorOps):
                 "can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy "
                 "the tensor to host memory first."
             )
-        return self._host()
+        return self._host().view()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """``np.asarray(t)``: ``numpy()``'s array (and its errors, as torch's), a copy where
@@ -410,14 +429,14 @@ class Tensor(_TensorOps):
         dt.from_numpy_dtype(array.dtype)  # torch.from_numpy's TypeError for others
         return Tensor._wrap(array)
 
-    def _one(self, error: str) -> np.ndarray:
-        """The one element (a 0-d array), or RuntimeError ``error`` (formatted with the
-        element count ``n``) for any other count; torch's error for a meta tensor's."""
+    def _one(self, error: str, kind: type[Exception] = RuntimeError) -> np.ndarray:
+        """The one element (a 0-d array), or ``kind(error)`` (formatted with the element
+        count ``n``) for any other count; torch's error for a meta tensor's."""
         p = self._payload
         if type(p) is not Meta:
             p = self._host()
         if p.size != 1:
-            raise RuntimeError(error.format(n=p.size))
+            raise kind(error.format(n=p.size))
         if type(p) is Meta:
             raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return p.reshape(())
@@ -429,16 +448,38 @@ class Tensor(_TensorOps):
         return self._host().tolist()
 
     def __bool__(self) -> bool:
+        if not self.numel():
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
         return bool(self._one("Boolean value of Tensor with more than one value is ambiguous"))
 
+    def _number(self, kind: str) -> Any:
+        """The one element for ``int()``/``float()``/``complex()``, with torch's errors:
+        ValueError for another count, RuntimeError for a complex one not real."""
+        v = self._one(_NOT_ONE, ValueError).item()
+        if type(v) is complex and kind != "complex":
+            if v.imag:
+                raise RuntimeError(f"value cannot be converted to type {kind} without overflow")
+            v = v.real
+        return v
+
     def __float__(self) -> float:
-        return float(self.item())
+        if self._requires_grad:
+            warnings.warn(
+                "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+                "behavior.\nConsider using tensor.detach() first.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return float(self._number("double"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._number("int64_t"))
+
+    def __complex__(self) -> complex:
+        return complex(self._number("complex"))
 
     def __index__(self) -> int:
-        if self.dtype.is_floating_point or self.dtype.is_complex:
+        if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
@@ -480,12 +521,39 @@ class Tensor(_TensorOps):
 
     __hash__ = object.__hash__  # by identity, as torch's (``id``-based), at C speed
 
+    # Note [storages in copies]: torch copies a tensor as its whole storage with its
+    # offset, sizes and strides, set into a new tensor (``set_``: its version is 1).
+    # ``deepcopy`` copies a storage once per call (its memo), so a tensor and its views
+    # deep-copied together still share memory; ``pickle`` writes the storage again for
+    # each tensor (they do not share once loaded); ``copy.copy`` shares the memory. Here
+    # the storage is the NumPy array at the root of the payload's ``base`` chain
+    # (``storage``).
+
     def __reduce_ex__(self, protocol):
-        return (_rebuild, (self._host(), self._requires_grad))
+        p = self._host()
+        root, layout = _storage_layout(p)
+        if layout is not None:
+            root = root.view()  # (a new object: pickled again for each tensor, as torch's)
+        return (_rebuild, (root, self._requires_grad, layout))
 
     def __deepcopy__(self, memo) -> Tensor:
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
+                "this may be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001"
+            )
         p = self._payload  # a meta tensor's is never written: shared
-        t = Tensor._wrap(p if type(p) is Meta else self._host().copy(), False)
+        if type(p) is not Meta:
+            root, layout = _storage_layout(self._host())
+            copied = memo.get(id(root))
+            if copied is None:
+                copied = memo[id(root)] = root.copy(order="K")
+                memo.setdefault(id(memo), []).append(root)  # (copy's _keep_alive: ids stay)
+            p = _view_of(copied, layout)
+        t = Tensor._wrap(p, False)
+        t._vc = [1]  # (torch's set_ into a new tensor)
         t._requires_grad = self._requires_grad
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
@@ -714,10 +782,48 @@ def _suffixed(text: str, suffixes: list) -> str:
     return "".join(out) + ")"
 
 
-def _rebuild(array, requires_grad):
-    t = Tensor._wrap(array, False)
+def _rebuild(array, requires_grad, layout=None):
+    t = Tensor._wrap(_view_of(array, layout), False)
+    t._vc = [1]  # (torch's set_ into a new tensor)
     t._requires_grad = requires_grad
     return t
+
+
+def storage(p: np.ndarray) -> np.ndarray:
+    """The array at the root of ``p``'s chain of NumPy bases: the memory ``p`` views (an
+    ``as_strided`` view reaches it through NumPy's ``DummyArray``)."""
+    while True:
+        b = p.base
+        if type(b) is not np.ndarray:
+            b = getattr(b, "base", None)  # as_strided's DummyArray holds the array
+            if type(b) is not np.ndarray:
+                return p
+        p = b
+
+
+def _storage_layout(p: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+    """``p``'s storage and where ``p`` lies in it (byte offset, shape, strides, dtype), or
+    ``p`` itself and None where its storage is not one contiguous block."""
+    root = storage(p)
+    if root is p or not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return p, None
+    return root, (_address(p) - _address(root), p.shape, p.strides, p.dtype)
+
+
+def _view_of(root: np.ndarray, layout: tuple | None) -> np.ndarray:
+    if layout is None:
+        return root
+    offset, shape, strides, dtype = layout
+    return np.ndarray(shape, dtype, root, offset, strides)
+
+
+def type_label(v) -> str:
+    """``v``'s type as torch's errors name it (``numpy.ndarray``, ``list``)."""
+    cls = type(v)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__name__}"
+
+
+_NOT_ONE = "only one element tensors can be converted to Python scalars"
 
 
 class Size(tuple):
@@ -837,9 +943,39 @@ def _leaves(data):
             yield x
 
 
+def check_array(a: np.ndarray) -> None:
+    """torch's checks of a NumPy array it reads or shares (``tensor_from_numpy``): strides
+    whole and non-negative, native byte order, a dtype torch has."""
+    item = a.itemsize or 1
+    if any(s % item for s in a.strides):
+        raise ValueError(
+            "given numpy array strides not a multiple of the element byte size. Copy the "
+            "numpy array to reallocate the memory."
+        )
+    if any(s < 0 for s in a.strides):
+        raise ValueError(
+            "At least one stride in the given numpy array is negative, and tensors with "
+            "negative strides are not currently supported. (You can probably work around "
+            "this by making a copy of your array  with array.copy().) "
+        )
+    if not a.dtype.isnative:
+        raise ValueError(
+            "given numpy array has byte order different from the native byte order. "
+            "Conversion between byte orders is currently not supported."
+        )
+    if a.dtype.kind not in "biufc" and a.dtype not in _DTYPES:
+        raise TypeError(
+            f"can't convert np.ndarray of type numpy.{a.dtype.type.__name__}. The only "
+            "supported types are: float64, float32, float16, complex64, complex128, int64, "
+            "int32, int16, int8, uint64, uint32, uint16, uint8, and bool."
+        )
+
+
 def _as_payload(data, dtype):
     if isinstance(data, Tensor):
         data = data._host()
+    elif isinstance(data, np.ndarray):
+        check_array(data)
     if hasattr(data, "__array__"):  # NumPy's, a torch or JAX tensor: its dtype is kept
         a = np.array(data)
     else:

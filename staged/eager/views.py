@@ -398,7 +398,8 @@ def named(y, name: str):
                 ns = {"__slots__": (), "name": lambda self: name}
                 cls = type(name.rpartition("::")[2], (cls,), ns)
             _renamed[type(fn), name] = cls
-        fn.__class__ = cls
+        if cls is not type(fn):  # (an assignment of __class__ checks both layouts)
+            fn.__class__ = cls
     return y
 
 

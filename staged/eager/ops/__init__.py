@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import autodiff as ad
 from ... import dtypes as dt
 from .. import autocast as _autocast
@@ -81,8 +83,46 @@ def _cuda(self, device=None, non_blocking=False, **_):
     _device.check("cuda" if device is None else device)
 
 
+# Note [operators and other types]: torch's binary operators turn a TypeError into
+# ``NotImplemented`` (``TypeError_to_NotImplemented_``), so Python asks the other operand:
+# ``t * array`` is NumPy's product (of ``t.__array__()``) wrapped back into a tensor by
+# ``__array_wrap__``, ``t += array`` rebinds ``t`` to that new tensor, ``t == None`` is
+# False, and ``array * t`` and ``t * "a"`` raise Python's "unsupported operand type(s)".
+# Only a raising call pays for the ``try``.
+
+
+def _operator(op):
+    def method(self, other):
+        try:
+            return op(self, other)
+        except TypeError:
+            return NotImplemented
+
+    return method
+
+
+def _eq(self, other):
+    """``==``: torch's also takes a NumPy array, as a tensor (its ``!=`` does not)."""
+    if isinstance(other, np.ndarray):
+        other = factories.tensor(other)
+    return elementwise.eq(self, other)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    if isinstance(data, Tensor):
+        factories.copy_construct_warning("tensor.new_tensor")
+    dtype, device = dtype or self.dtype, device or self.device
+    return factories.copied(data, dtype, requires_grad, device)
+
+
 def _rev(op):
-    return lambda self, other: op(other, self)
+    def method(self, other):
+        try:
+            return op(other, self)
+        except TypeError:
+            return NotImplemented
+
+    return method
 
 
 # Tensor methods outside the op table: operators, conversions, data access
@@ -99,6 +139,14 @@ def _split(self, split_size, dim=0):
 
 _split.__qualname__ = "Tensor.split"  # torch's name in a TypeError of its arguments
 
+
+def _over(other, x):
+    """``other / x`` as torch's ``Tensor.__rtruediv__``: ``x.reciprocal() * other``, two
+    roundings (``1.7 / x`` differs from ``div(1.7, x)`` in the last bit for a third of
+    float32 inputs)."""
+    return elementwise.mul(elementwise.reciprocal(x), other)
+
+
 # ``+`` and ``-`` take no ``alpha``: add and sub without its check (one call less)
 _OPERATORS = {
     "add": elementwise._add,
@@ -107,33 +155,27 @@ _OPERATORS = {
     "pow": elementwise.pow,
 }
 _METHODS = {
-    **{f"__{n}__": op for n, op in _OPERATORS.items()},
+    **{f"__{n}__": _operator(op) for n, op in _OPERATORS.items()},
     **{f"__r{n}__": _rev(op) for n, op in _OPERATORS.items()},
-    "__truediv__": elementwise.div,
-    # torch's Tensor.__rtruediv__: ``self.reciprocal() * other``, two roundings (``1.7 / x``
-    # differs from div(1.7, x) in the last bit for a third of float32 inputs)
-    "__rtruediv__": lambda self, other: elementwise.mul(elementwise.reciprocal(self), other),
-    "__matmul__": _autocast.sited(linalg.matmul, "matmul", site=False),
+    "__truediv__": _operator(elementwise.div),
+    "__rtruediv__": _rev(_over),
+    "__matmul__": _operator(_autocast.sited(linalg.matmul, "matmul", site=False)),
     "__rmatmul__": _rev(_autocast.sited(linalg.matmul, "matmul", site=False)),
     "__neg__": elementwise.neg,
     "__pos__": composite.positive,
     "__abs__": elementwise.abs,
-    "__eq__": elementwise.eq,
-    "__ne__": elementwise.ne,
-    "__lt__": elementwise.lt,
-    "__le__": elementwise.le,
-    "__gt__": elementwise.gt,
-    "__ge__": elementwise.ge,
-    **{f"__{n}__": getattr(elementwise, f"bitwise_{n}") for n in ("and", "or", "xor")},
+    "__eq__": _operator(_eq),
+    **{f"__{n}__": _operator(getattr(elementwise, n)) for n in ("ne", "lt", "le", "gt", "ge")},
+    **{f"__{n}__": _operator(getattr(elementwise, f"bitwise_{n}")) for n in ("and", "or", "xor")},
     **{f"__r{n}__": _rev(getattr(elementwise, f"bitwise_{n}")) for n in ("and", "or", "xor")},
-    "__lshift__": elementwise.bitwise_left_shift,
+    "__lshift__": _operator(elementwise.bitwise_left_shift),
     "__rlshift__": _rev(elementwise.bitwise_left_shift),
-    "__rshift__": elementwise.bitwise_right_shift,
+    "__rshift__": _operator(elementwise.bitwise_right_shift),
     "__rrshift__": _rev(elementwise.bitwise_right_shift),
     "__invert__": _invert,
-    "__mod__": elementwise.remainder,
+    "__mod__": _operator(elementwise.remainder),
     "__rmod__": _rev(elementwise.remainder),
-    "__floordiv__": elementwise.floor_divide,
+    "__floordiv__": _operator(elementwise.floor_divide),
     "__rfloordiv__": _rev(elementwise.floor_divide),
     "__getitem__": indexing.getitem,
     "__setitem__": indexing.setitem,
@@ -177,27 +219,29 @@ _METHODS = {
             requires_grad=requires_grad,
         )
     ),
-    "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False: factories.tensor(
-        data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
-    ),
+    "new_tensor": _new_tensor,
     "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
 }
 # attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block),
 # hence the ignores on the assignments below
 for _name, _fn in {**table.methods(), **_METHODS}.items():
     setattr(Tensor, _name, _fn)
-Tensor.__iadd__ = Tensor.add_  # type: ignore[method-assign, assignment]
-Tensor.__isub__ = Tensor.sub_  # type: ignore[method-assign, assignment]
-Tensor.__imul__ = Tensor.mul_  # type: ignore[method-assign]
-Tensor.__itruediv__ = Tensor.div_  # type: ignore[method-assign, assignment]
-Tensor.__ifloordiv__ = Tensor.floor_divide_  # type: ignore[method-assign]
-Tensor.__imod__ = Tensor.remainder_  # type: ignore[method-assign]
-Tensor.__ipow__ = Tensor.pow_  # type: ignore[method-assign]
-Tensor.__iand__ = Tensor.bitwise_and_  # type: ignore[method-assign]
-Tensor.__ior__ = Tensor.bitwise_or_  # type: ignore[method-assign]
-Tensor.__ixor__ = Tensor.bitwise_xor_  # type: ignore[method-assign]
-Tensor.__ilshift__ = Tensor.bitwise_left_shift_  # type: ignore[method-assign]
-Tensor.__irshift__ = Tensor.bitwise_right_shift_  # type: ignore[method-assign]
+_IN_PLACE = {
+    "add": "add_",
+    "sub": "sub_",
+    "mul": "mul_",
+    "truediv": "div_",
+    "floordiv": "floor_divide_",
+    "mod": "remainder_",
+    "pow": "pow_",
+    "and": "bitwise_and_",
+    "or": "bitwise_or_",
+    "xor": "bitwise_xor_",
+    "lshift": "bitwise_left_shift_",
+    "rshift": "bitwise_right_shift_",
+}
+for _name, _method in _IN_PLACE.items():
+    setattr(Tensor, f"__i{_name}__", _operator(getattr(Tensor, _method)))
 
 Tensor.T = property(shape.T)  # type: ignore[method-assign, assignment]
 Tensor.mT = property(shape.mT)  # type: ignore[method-assign, assignment]

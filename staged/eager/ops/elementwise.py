@@ -106,7 +106,9 @@ def _public(prim):
 
         def op(x):  # type: ignore[misc]
             try:
-                return prim(float_operand(x))
+                if x._payload.dtype.kind not in "fc":  # (float and complex: as they are)
+                    x = float_operand(x)
+                return _bind[0](prim, (x,), {})
             except PLAIN as e:
                 name_site(e)
                 raise

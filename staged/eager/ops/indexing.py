@@ -379,7 +379,12 @@ def _check_view(x: Tensor, *sources) -> None:
 def setitem(x: Tensor, index, value) -> None:
     _check_view(x, value)
     index = given = _as_tuple(index)
-    v = value if isinstance(value, Tensor) else scalar_tensor(value, x.dtype, check_half=False)
+    if isinstance(value, Tensor):
+        v = value
+    elif isinstance(value, np.ndarray):  # torch's: a tensor or a number only
+        raise TypeError(f"can't assign a numpy.ndarray to a torch.{x.dtype.title}Tensor")
+    else:
+        v = scalar_tensor(value, x.dtype, check_half=False)
     v = to_dtype(v, x.dtype)
     if (
         isinstance(index, Tensor)

@@ -45,7 +45,7 @@ from ..._where import PLAIN, at_user, name_site
 from .. import interceptor as _icpt
 from ..dispatch import _quiet, _restore
 from ..scalars import fill_array
-from ..tensor import Tensor
+from ..tensor import Tensor, type_label
 from . import elementwise as ew
 from ._operands import _KEEPS, _number, broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
@@ -523,9 +523,11 @@ def _named(t: Tensor, before, name: str) -> Tensor:
 COPY_NODE = "torch::autograd::CopyBackwards"  # Note [C++ node names] in autograd/node.py
 
 
-def copy_(self, src):
+def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
-        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+        raise TypeError(
+            f"copy_(): argument 'other' (position 1) must be Tensor, not {type_label(src)}"
+        )
     check_overlap(self, (src,))
     before = self.grad_fn if self._base is None else None
     return _named(write(self, own(to_dtype(src, self.dtype), src)), before, COPY_NODE)

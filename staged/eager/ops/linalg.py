@@ -11,7 +11,7 @@ from ... import dtypes as dt
 from ...autodiff import Fused, fused
 from ...autodiff.avals import wrap_dim
 from ..checks import require
-from ..tensor import Tensor
+from ..tensor import Tensor, type_label
 from ._operands import broadcast_shapes, expand_to, half, in_float32, promote_types
 from .elementwise import add, clamp, conj, imag, mul, real, sqrt, sub, where
 from .reduction import norm, sum
@@ -28,12 +28,26 @@ def _matmul(a, b):
     return ad.matmul(a, b)
 
 
+def _not_tensors(a, b):
+    """torch's TypeError for a matmul operand that is no tensor (``@`` then asks the other
+    operand)."""
+    for i, (name, t) in enumerate((("input", a), ("other", b))):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"matmul(): argument '{name}' (position {i + 1}) must be Tensor, not "
+                f"{type_label(t)}"
+            )
+
+
 def matmul(a, b):
-    if a.ndim == 0 or b.ndim == 0:
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        _not_tensors(a, b)
+    na, nb = a.ndim, b.ndim
+    if na == 0 or nb == 0:
         raise RuntimeError(
-            f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D"
+            f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D"
         )
-    if a.ndim == 1 and b.ndim == 1:
+    if na == 1 and nb == 1:
         if a._payload.shape != b._payload.shape:
             raise RuntimeError(
                 f"inconsistent tensor size, expected tensor [{a.shape[0]}] and "
@@ -44,8 +58,8 @@ def matmul(a, b):
         return ad.reshape(
             _matmul(ad.reshape(a, shape=(1, n)), ad.reshape(b, shape=(n, 1))), shape=()
         )
-    squeeze_a = a.ndim == 1
-    squeeze_b = b.ndim == 1
+    squeeze_a = na == 1
+    squeeze_b = nb == 1
     if squeeze_a:
         a = ad.reshape(a, shape=(1,) + tuple(a._payload.shape))
     if squeeze_b:

@@ -122,6 +122,8 @@ def resize_(x, *sizes, memory_format=None):
     """``x`` resized to ``sizes`` in place: its entries in C order, cut or continued.
     Entries past the old end are zeros (torch leaves them uninitialized). Shrinking a
     contiguous tensor keeps its memory, as torch; growing gives it new memory."""
+    if not sizes:
+        raise TypeError('resize_() missing 1 required positional arguments: "size"')
     size = shape._shape_arg(sizes)
     if any(s < 0 for s in size):
         raise RuntimeError(f"Trying to create tensor with negative dimension: {list(size)}")

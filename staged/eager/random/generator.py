@@ -69,6 +69,8 @@ def init_genrand(seed32: int) -> np.ndarray:
 def _check_seed(seed) -> int:
     if isinstance(seed, (bool, float, str, Tensor)) or seed is None:  # (int() takes them)
         raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+    if isinstance(seed, np.integer):  # torch unpacks only a Python int
+        raise TypeError("an integer is required")
     seed = int(seed)
     if not -(2**63) <= seed < 2**64:
         raise ValueError("Overflow when unpacking long long")
