@@ -6,13 +6,14 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from . import _where
 from . import dtypes as dt
 from .eager.factories import tensor
 from .eager.legacy_types import dtype_of, type_name
 from .eager.ops._operands import promote_types as _promote_values
 from .eager.tensor import Tensor
 
-_flags: dict[str, Any] = {"interop_threads": 1, "warn_always": False}
+_flags: dict[str, Any] = {"interop_threads": 1}
 
 
 def promote_types(type1, type2) -> dt.DType:
@@ -79,8 +80,9 @@ def get_num_interop_threads() -> int:
 
 
 def set_warn_always(b: bool) -> None:
-    _flags["warn_always"] = bool(b)
+    """Warnings torch gives once a process (``_where.warn_once``) given every time."""
+    _where.warn_always = bool(b)
 
 
 def is_warn_always_enabled() -> bool:
-    return _flags["warn_always"]
+    return _where.warn_always

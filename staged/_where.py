@@ -77,6 +77,20 @@ def warn_user(message, category=UserWarning) -> None:
     warnings.warn(message, category, stacklevel=level if f is not None else 2)
 
 
+# what torch warns once a process (TORCH_WARN_ONCE) and has warned; ``set_warn_always``
+# (staged/_utilities.py) sets ``warn_always``: then every time, as torch's
+_WARNED_ONCE: set[str] = set()
+warn_always = False
+
+
+def warn_once(message: str, category=UserWarning) -> None:
+    """``warn_user`` the first time this process gives ``message`` (every time under
+    ``set_warn_always(True)``), as torch's ``TORCH_WARN_ONCE``."""
+    if warn_always or message not in _WARNED_ONCE:
+        _WARNED_ONCE.add(message)
+        warn_user(message, category)
+
+
 def at_user(message: str) -> str:
     """``message`` prefixed with the user's ``file:line`` (unchanged where none is found or
     the message already names one: the innermost user line, a Module's ``forward`` within

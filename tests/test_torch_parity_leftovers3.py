@@ -17,8 +17,6 @@ from staged import viz
 from tests import jobs
 from tests.checks import assert_close, message, raises_like_torch
 
-_elementwise = sys.modules["staged.autodiff.elementwise"]  # the module, not the op it exports
-
 
 # --- grad_fn names of indexing and the view ops ----------------------------------------------
 def _idx(lib):
@@ -300,14 +298,21 @@ def test_a_complex_to_real_cast_warns_once_a_process_as_torch(cast):
 
 
 def test_the_cast_warning_names_the_callers_line_and_real_casts_say_nothing(monkeypatch):
-    monkeypatch.setattr(_elementwise, "_warned_complex_cast", False)
+    monkeypatch.setattr(staged._where, "_WARNED_ONCE", set())
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         staged.arange(3).to(staged.float32).half().to(staged.complex64).bool()
         assert not w
         staged.tensor([1j]).to(staged.float32)
         staged.tensor([1j]).to(staged.float32)
-    assert [m.filename for m in w] == [__file__]
+        assert [m.filename for m in w] == [__file__]  # once a process, as torch's
+        staged.set_warn_always(True)  # then every time, as torch's
+        try:
+            staged.tensor([1j]).to(staged.float32)
+            staged.tensor([1j]).to(staged.float32)
+        finally:
+            staged.set_warn_always(False)
+    assert [m.filename for m in w] == [__file__] * 3
 
 
 def test_complex_to_bool_is_true_where_either_part_is_nonzero_as_torch():

@@ -102,11 +102,13 @@ def _outcome(case, L):
 
 @pytest.fixture(autouse=True)
 def _torch_warns_always():
-    """torch warns once a process for some of its warnings: here each time, as staged."""
-    old = torch.is_warn_always_enabled()
+    """torch and staged warn once a process for some of their warnings: here each time."""
+    old = torch.is_warn_always_enabled(), staged.is_warn_always_enabled()
     torch.set_warn_always(True)
+    staged.set_warn_always(True)
     yield
-    torch.set_warn_always(old)
+    torch.set_warn_always(old[0])
+    staged.set_warn_always(old[1])
 
 
 def check(case, words: str | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from .._where import warn_user
+from .._where import warn_once
 from . import lax
 from .avals import Aval, same_shape
 from .primitive import ELEMENTWISE, LINEAR, ORDERED, UNORDERED, ZERO, Primitive, Public, domain
@@ -91,7 +91,7 @@ def _relu(x):
     so only the negatives are replaced: a copy in ``x``'s layout and a masked write (on a
     few floats, two thirds of the cost of np.maximum and a masked copyto)."""
     zero = x.dtype.type(0)
-    out = x.copy("K")
+    out = np.array(x, order="K")  # (a copy; of a NumPy scalar too)
     out[x < zero] = zero
     return out
 
@@ -1132,16 +1132,11 @@ clamp_where = Primitive(
 )
 
 
-_warned_complex_cast = False  # torch warns once a process (TORCH_WARN_ONCE in its copy_)
-
-
 def _cast_impl(x, *, dtype):
     if np.iscomplexobj(x) and not dtype.is_complex:
         if dtype is not dt.bool_:  # a complex number's truth is of both parts (x != 0)
-            global _warned_complex_cast
-            if not _warned_complex_cast:
-                _warned_complex_cast = True
-                warn_user("Casting complex values to real discards the imaginary part")
+            # once a process, as torch's (TORCH_WARN_ONCE in its copy_)
+            warn_once("Casting complex values to real discards the imaginary part")
             x = x.real
     elif x.dtype.kind == "V" and dtype.np.kind in "iu":
         # bfloat16 (ml_dtypes) to an integer through float32, as torch's cast: ml_dtypes

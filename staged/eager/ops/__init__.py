@@ -98,6 +98,7 @@ def _operator(op):
         except TypeError:
             return NotImplemented
 
+    method.__wrapped__ = op  # type: ignore[attr-defined]  # (autocast's test finds its hook)
     return method
 
 
