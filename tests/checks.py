@@ -200,3 +200,25 @@ def assert_raises_like_torch(call) -> None:
         call(staged)
     want = str(theirs.value)
     assert message(ours.value) in (want, want.replace("torch.", "staged."))
+
+
+def fault(value, reason: str):
+    """A case of a probe's parametrization known to differ from torch: a strict xfail whose
+    ``reason`` gives both results (it fails the probe once fixed)."""
+    return pytest.param(value, marks=pytest.mark.xfail(strict=True, reason=reason), id=value)
+
+
+def same_outcome(ours, want, words: str | None, same) -> None:
+    """Two ``(how, result)`` outcomes of one case, staged's and torch's, agree: both
+    ``"ok"`` with ``same(ours, want)``, or both ``"raised"`` with the same exception type
+    and message (``words``: messages that both hold those words)."""
+    (how, ours), (want_how, want) = ours, want
+    assert how == want_how, (ours, want)
+    if how == "ok":
+        same(ours, want)
+        return
+    assert ours[0] is want[0], (ours, want)
+    if words is None:
+        assert ours[1] == want[1], (ours[1], want[1])
+    else:
+        assert words in ours[1] and words in want[1], (words, ours[1], want[1])

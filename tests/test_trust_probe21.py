@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import staged
-from tests.checks import message
+from tests.checks import fault, message, same_outcome
 
 TOL = (1e-6, 1e-6)
 
@@ -75,20 +75,8 @@ def check(case, words: str | None = None) -> None:
     """``case`` gives torch's results and hook log under staged, or raises torch's error:
     its type and its very message, or (``words``) a message holding those words."""
     (how, ours, log), (want_how, want, want_log) = _outcome(case, staged), _outcome(case, torch)
-    assert how == want_how, (ours, want)
-    if how == "raised":
-        assert ours[0] is want[0], (ours, want)
-        if words is None:
-            assert ours[1] == want[1], (ours[1], want[1])
-        else:
-            assert words in ours[1] and words in want[1], (words, ours[1], want[1])
-    else:
-        _same(ours, want)
+    same_outcome((how, ours), (want_how, want), words, _same)
     _same(log, want_log, "log")
-
-
-def _fault(value, reason: str):
-    return pytest.param(value, marks=pytest.mark.xfail(strict=True, reason=reason), id=value)
 
 
 def _x(L, *shape, grad=True, seed=0):
@@ -178,7 +166,7 @@ GRAPH_FAULTS = {
 
 
 @pytest.mark.parametrize(
-    "name", [_fault(n, _COMPOSITE + GRAPH_FAULTS[n]) if n in GRAPH_FAULTS else n for n in GRAPHS]
+    "name", [fault(n, _COMPOSITE + GRAPH_FAULTS[n]) if n in GRAPH_FAULTS else n for n in GRAPHS]
 )
 def test_graph_names_and_edges(name):
     """``name()`` and ``next_functions`` of every Node, ``(None, 0)`` for an input that
@@ -608,7 +596,7 @@ def _saved(kind):
 _NUMBERS_SAVED = "a Python number operand is saved as a broadcast tensor: "
 SAVED = ["nested", "disabled", "disabled_inside_hooks", "disabled_then_enabled", "save_on_cpu"]
 SAVED += [
-    _fault(
+    fault(
         "pack_returns_other",
         _NUMBERS_SAVED + "x.pow(3) under a pack hook doubling what it saves packs x, 3 and "
         "2 (torch: x alone); x.grad [0.296, -3.973, -125.2] for torch's [0.900, 2.544, 10.11]",
@@ -648,7 +636,7 @@ SAVED_ATTRS = {
 @pytest.mark.parametrize(
     "name",
     [
-        _fault(n, _NUMBERS_SAVED + SAVED_ATTRS_FAULTS[n]) if n in SAVED_ATTRS_FAULTS else n
+        fault(n, _NUMBERS_SAVED + SAVED_ATTRS_FAULTS[n]) if n in SAVED_ATTRS_FAULTS else n
         for n in SAVED_ATTRS
     ],
 )
@@ -755,7 +743,7 @@ def _tensor_hooks(kind):
 TENSOR_HOOKS = ["leaf", "leaf_replace", "nonleaf_replace", "used_twice", "leaf_used_twice"]
 TENSOR_HOOKS += ["view", "view_of_leaf", "inplace_after_hook"]
 TENSOR_HOOKS += [
-    _fault(
+    fault(
         "view_after_write",
         "a hook registered on view v = y[0] before v.mul_(2) fires, with [2.191, -3.683, "
         "-7.344], where torch's does not: staged's CopySlices sends the gradient through "

@@ -125,10 +125,6 @@ def check(case, ulps=0) -> None:
         _same(ours, want, ulps)
 
 
-def _fault(value, reason: str):
-    return pytest.param(value, marks=pytest.mark.xfail(strict=True, reason=reason), id=value)
-
-
 _SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, -65504.0, 1e-6, -3e-7, 0.5, -1.0]
 
 

@@ -31,7 +31,7 @@ import pytest
 import torch
 
 import staged
-from tests.checks import message
+from tests.checks import fault, message, same_outcome
 
 
 def _tree(x):
@@ -118,24 +118,12 @@ def check(case, words: str | None = None) -> None:
         _outcome(case, staged),
         _outcome(case, torch),
     )
-    assert how == want_how, (ours, want)
-    if how == "raised":
-        assert ours[0] is want[0], (ours, want)
-        if words is None:
-            assert ours[1] == want[1], (ours[1], want[1])
-        else:
-            assert words in ours[1] and words in want[1], (words, ours[1], want[1])
-    else:
-        _same(ours, want)
+    same_outcome((how, ours), (want_how, want), words, _same)
     assert ours_w == want_w, (ours_w, want_w)
 
 
-def _fault(value, reason: str):
-    return pytest.param(value, marks=pytest.mark.xfail(strict=True, reason=reason), id=value)
-
-
 def _cases(table, faults=()):
-    return [_fault(n, faults[n]) if n in faults else n for n in table]
+    return [fault(n, faults[n]) if n in faults else n for n in table]
 
 
 def _a(*shape, dtype=np.float64):
