@@ -79,9 +79,10 @@ def _jax_cases(model, x, y):
 
 
 def _floor(model, batch):
-    """The per-example weight gradients alone, ``einsum`` outer products of stored activations
-    and output gradients into fresh arrays (as staged's vmap writes them): the memory any
-    implementation must write, whatever its batching rules cost."""
+    """The per-example weight gradients alone, outer products of stored activations and
+    output gradients into fresh arrays by staged's matmul kernel (as its vmap writes them:
+    Note [outer products]): the memory any implementation must write, whatever its
+    batching rules cost."""
     rng = np.random.default_rng(1)
     linears = [m for m in model if type(m).__name__ == "Linear"]
     pairs = [
@@ -91,7 +92,8 @@ def _floor(model, batch):
         )
         for m in linears
     ]
-    return lambda: {i: np.einsum("bo,bi->boi", g, x) for i, (g, x) in enumerate(pairs)}
+    outer = staged.autodiff.matmul.impl
+    return lambda: {i: outer(g[:, :, None], x[:, None, :]) for i, (g, x) in enumerate(pairs)}
 
 
 def _split(cases, rounds, n=20):

@@ -536,3 +536,21 @@ def test_large_threshold_and_hardtanh_backward_are_torchs_bit_for_bit(dtype):
         got = REGISTRY["hardtanh_backward"].impl(gs, xs, min_val=-0.5, max_val=0.5)
         want = torch.ops.aten.hardtanh_backward(torch.tensor(gs), torch.tensor(xs), -0.5, 0.5)
         np.testing.assert_array_equal(got.view(bits), want.numpy().view(bits))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_stacked_outer_products_are_torchs(dtype):
+    """A stack of outer products (k = 1) is one BLAS GEMM per matrix, k padded to 2 with
+    zeros (Note [outer products]; float16 by einsum): torch's values entry for entry, +0
+    for a -0 product, infinities and NaN passed, strided operands."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 40, 1)).astype(dtype), rng.standard_normal((5, 1, 30))
+    b = b.astype(dtype)
+    a[0, :4, 0] = [-1.0, 0.0, np.inf, 1e-3]
+    b[0, 0, :4] = [0.0, -2.0, np.nan, 1e-4]
+    for x, y in ((a, b), (a[:, ::2], b[:, :, 1::3]), (a[::-1], b[:, :, ::-1])):
+        got = REGISTRY["matmul"].impl(x, y)
+        want = (torch.tensor(x.copy()) @ torch.tensor(y.copy())).numpy()
+        np.testing.assert_array_equal(got, want)  # NaN where torch's (its sign may differ)
+        finite = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))

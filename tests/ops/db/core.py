@@ -159,7 +159,7 @@ def _matmul_samples(dtype, rng):
         Sample((a(2, 1, 2, 3), a(3, 3, 2))),
         Sample((a(0, 3), a(3, 2))),
         Sample((a(3, 1), a(1, 4))),  # outer products: one elementwise kernel compiled,
-        Sample((a(2, 3, 1), a(2, 1, 4))),  # einsum eagerly (per-example gradients)
+        Sample((a(2, 3, 1), a(2, 1, 4))),  # BLAS eagerly (Note [outer products])
     ]
 
 
