@@ -119,6 +119,9 @@ for i in range(5):  # (not `step`: a global of the name opt.step's would be guar
 graph = train_step._last.captured.graph
 assert sum(op.prim.name == "all_reduce" for op in graph.ops) == len(ddp._buckets), graph
 assert train_step.traces == 2, train_step.history  # the first made momentum buffers
+# that one-shot first call ran on NumPy, its collectives through MPI, not compiled for its
+# one call (Note [one-shot traces])
+assert str(train_step.history[0]["background"]).startswith("not compiled"), train_step.history
 # each bucket's all-reduce starts after the segment making its gradients (Note [segments])
 assert sum(bool(h) for h in train_step._last.module.plan.host) == len(ddp._buckets)
 

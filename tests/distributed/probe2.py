@@ -12,7 +12,6 @@ import warnings
 from datetime import timedelta
 
 import numpy as np
-import torch  # the oracle only
 
 import staged
 import staged.distributed as dist
@@ -23,11 +22,15 @@ from staged.utils.data import DataLoader, DistributedSampler, TensorDataset
 FAULT = sys.argv[3] if len(sys.argv) > 3 else None
 dist.init_process_group("gloo", timeout=timedelta(seconds=4 if FAULT else 40))
 rank, world = dist.get_rank(), dist.get_world_size()
-if not FAULT:  # torch's group's stderr handling lost rank 0's abort message at times
+# torch, the oracle, outside a fault only: a fault's ranks skip its import (2 s of CPU
+# each), and torch's group's stderr handling lost rank 0's abort message at times
+if not FAULT:
+    import torch
+
     torch.distributed.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", rank=rank, world_size=world
     )
-TDDP = torch.nn.parallel.DistributedDataParallel
+    TDDP = torch.nn.parallel.DistributedDataParallel
 
 
 def case(fn):
@@ -359,6 +362,51 @@ def sampler_loader_training_two_epochs_as_torch():
             topt.step()
             close(lo, lt.detach().numpy(), f"epoch {epoch} loss")
     same_model(ddp.module, tddp.module, "after 2 epochs")
+
+
+class Extra(Net):
+    """Net, plus a layer that a step leaves unused where ``use`` is False."""
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        self.extra = nn.Linear(5, 3)
+
+    def forward(self, x, use=True):
+        y = super().forward(x)
+        return y + self.extra(x) if use else y
+
+
+@case
+def unused_some_steps_with_uneven_batches_as_torch():
+    """Uneven batches and a parameter no rank uses in some steps (find_unused_parameters),
+    SGD with momentum and weight decay, from per-rank initialisations (rank 0's wins)."""
+
+    class TorchExtra(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2 = torch.nn.Linear(5, 8), torch.nn.Linear(8, 3)
+            self.extra = torch.nn.Linear(5, 3)
+
+        def forward(self, x, use):
+            y = self.l2(self.l1(x).tanh())
+            return y + self.extra(x) if use else y
+
+    theirs = TorchExtra().double()
+    theirs.load_state_dict({k: t_(v.numpy()) for k, v in Extra(10).state_dict().items()})
+    tddp = TDDP(theirs, find_unused_parameters=True)
+    ours = DDP(Extra(10 + rank).double(), find_unused_parameters=True)
+    opt = optim.SGD(ours.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    topt = torch.optim.SGD(tddp.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    rows = [3 + r for r in range(world)]
+    for i, use in enumerate((True, False, True, False, False)):
+        x, y = shards(i, (5,), rows), shards(50 + i, (3,), rows)
+        opt.zero_grad()
+        ((ours(s_(x), use) - s_(y)) ** 2).mean().backward()
+        opt.step()
+        topt.zero_grad()
+        ((tddp(t_(x), use) - t_(y)) ** 2).mean().backward()
+        topt.step()
+        same_model(ours.module, theirs, f"step {i}")
 
 
 @case

@@ -1,12 +1,11 @@
-"""DDP against its single-process equivalent and torch's DDP, eager and compiled, on the
-cases probe.py runs (tied and frozen parameters, float64, uneven batches, no_sync,
-unused parameters, BatchNorm buffers, checkpoints): one ``mpiexec`` launch per world size,
-whose per-case lines each test reads."""
+"""DDP against its single-process equivalent, eager and compiled, on the cases probe.py
+runs (tied and frozen parameters, float64, uneven batches, no_sync, unused parameters,
+BatchNorm buffers, checkpoints; torch's DDP as the oracle is test_ddp_probe2.py's): one
+``mpiexec`` launch per world size, whose per-case lines each test reads."""
 
 from __future__ import annotations
 
 import functools
-import socket
 
 import pytest
 
@@ -28,16 +27,12 @@ CASES = [
     "batchnorm_buffers_eager",
     "batchnorm_buffers_compiled",
     "module_state_dict_and_checkpoint_from_rank_0",
-    "torch_ddp_agrees",
 ]
 
 
 @functools.cache
 def probe(n: int):
-    with socket.socket() as s:  # a free port for torch's gloo rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return mpi(n, "probe.py", str(port))
+    return mpi(n, "probe.py")
 
 
 @needs_mpi

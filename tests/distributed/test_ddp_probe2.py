@@ -1,9 +1,9 @@
 """DDP and the collectives against torch's on gloo, on the same ranks (probe2.py): every
 op on integer dtypes, hooks on DDP's parameters, no_sync decided at the forward, compiled
 and eager steps mixed, broadcast_buffers=False, DistributedSampler and DataLoader over
-epochs, state_dict errors, join(); and ranks that go their own ways (an extra batch, a
-barrier against a forward, a caught exception) end within the timeout, naming the rank,
-without reducing garbage."""
+epochs, parameters unused in some steps with uneven batches, state_dict errors, join();
+and ranks that go their own ways (an extra batch, a barrier against a forward, a caught
+exception) end within the timeout, naming the rank, without reducing garbage."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ CASES = [
     "broadcast_buffers_false_keeps_each_ranks_statistics_as_torch",
     "a_forward_in_no_sync_or_no_grad_skips_the_next_forwards_buffer_broadcast_as_torch",
     "sampler_loader_training_two_epochs_as_torch",
+    "unused_some_steps_with_uneven_batches_as_torch",
     "state_dict_errors_as_torch",
     "join_for_uneven_inputs_as_torch",
     "join_dividing_by_the_ranks_still_stepping_with_buffers_as_torch",
