@@ -191,10 +191,10 @@ def _root_edges(tensors, what="tensors"):
             edges.append(t)
             continue
         if not isinstance(t, Tensor):
-            raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+            raise TypeError(at_user(f"{what}[{i}] must be a Tensor, got {type(t).__name__}"))
         if t.grad_fn is None and not t._requires_grad:
             raise RuntimeError(
-                f"element {i} of tensors does not require grad and does not have a grad_fn"
+                at_user(f"element {i} of tensors does not require grad and does not have a grad_fn")
             )
         edges.append(_edge(t))
     return edges

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+from .._where import sited
 from ..eager import dispatch, views
 from ..eager.tensor import Tensor
 from . import engine
@@ -69,11 +70,12 @@ def register_post_accumulate_grad_hook(self, hook):
 
 
 # attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block)
+# (their errors name the user's line)
 Tensor.backward = backward  # type: ignore[method-assign]
 Tensor._grad_accumulator = _grad_accumulator  # type: ignore[method-assign]
-Tensor.register_hook = register_hook  # type: ignore[method-assign]
+Tensor.register_hook = sited(register_hook)  # type: ignore[method-assign]
 Tensor.register_post_accumulate_grad_hook = (  # type: ignore[method-assign]
-    register_post_accumulate_grad_hook
+    sited(register_post_accumulate_grad_hook)
 )
 # the slot's class attribute, replaced by a property on the subclass (Note [stale views])
 views._StaleView.grad_fn = property(sync, views._grad_fn.__set__)  # type: ignore[misc]

@@ -569,6 +569,8 @@ def _arange(start, end, step, np_dtype) -> np.ndarray:
     blocks of one 256-bit vector, two blocks at a time, a block's base is ``start + step *
     i`` and its values ``base + k * step``, the rest ``start + step * i``, each a fused
     multiply-add in float64 rounded to the dtype."""
+    if np.dtype(np_dtype).kind in "iu":
+        return _arange_integers(start, end, step, np_dtype)
     values = np.arange(start, end, step)
     if np.dtype(np_dtype) not in (np.float32, np.float64):
         return values.astype(np_dtype)
@@ -585,6 +587,21 @@ def _arange(start, end, step, np_dtype) -> np.ndarray:
     return np.where(i < n - n % (2 * width), vector, scalar).astype(np_dtype)
 
 
+def _arange_integers(start, end, step, np_dtype) -> np.ndarray:
+    """torch's integer kernel: the bounds and step truncated to integers (a fractional step
+    too), their values ``start + i * step``; the count from the truncated ones for int64,
+    from the given ones (``ceil((end - start) / step)``) for the narrower types."""
+    xs, xe, xt = (int(v) for v in (start, end, step))  # (int(): C++'s truncation)
+    if np.dtype(np_dtype) == np.int64:
+        if xt == 0:
+            raise ValueError("step must be nonzero")
+        span = xe - xs + xt - (1 if xt > 0 else -1)
+        n = abs(span) // abs(xt) * (1 if (span >= 0) == (xt > 0) else -1)  # C++'s division
+    else:
+        n = math.ceil((end - start) / step)
+    return (xs + np.arange(max(n, 0), dtype=np.int64) * xt).astype(np_dtype)
+
+
 def arange(
     start, end=None, step=1, dtype=None, requires_grad=False, device=None, layout=None
 ) -> Tensor:
@@ -598,7 +615,15 @@ def arange(
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dt.result_type([], [], [start, end, step])
+    _no_bool("arange_cpu", _dtype(dtype))
     return _new(_arange(start, end, step, _dtype(dtype).np), requires_grad, meta)
+
+
+def _no_bool(kernel: str, d: dt.DType) -> None:
+    """torch's refusal of a bool range (``arange``, ``linspace``... of ``dtype=bool`` or
+    into a bool ``out``)."""
+    if d is dt.bool_:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
 def _linspace(start, end, steps: int, np_dtype) -> np.ndarray:
@@ -637,6 +662,7 @@ def linspace(
     meta = _options(device, layout)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    _no_bool("linspace_cpu", _dtype(dtype))
     return _new(_linspace(start, end, int(steps), _dtype(dtype).np), requires_grad, meta)
 
 
@@ -648,6 +674,7 @@ def logspace(
     meta = _options(device, layout)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    _no_bool("logspace_cpu", _dtype(dtype))
     values = np.power(float(base), np.linspace(start, end, steps))
     return _new(values.astype(_dtype(dtype).np), requires_grad, meta)
 

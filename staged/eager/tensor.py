@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import operator
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes as dt
-from .._where import at_user
+from .._where import at_user, sited
 from ..autodiff import Aval
 from .aliases import register, replaced
 from .grad_mode import _state
@@ -109,7 +110,9 @@ class Tensor(_TensorOps):
 
     def size(self, dim=None) -> Any:
         s = self._payload.shape
-        return Size(s) if dim is None else s[dim]
+        if dim is None:
+            return Size(s)
+        return s[_dim("size", dim, len(s))]
 
     @property
     def dtype(self) -> dt.DType:
@@ -164,7 +167,7 @@ class Tensor(_TensorOps):
             for s in reversed(p.shape):
                 st.insert(0, n)
                 n *= s
-        return tuple(st) if dim is None else st[dim]
+        return tuple(st) if dim is None else st[_dim("stride", dim, len(st))]
 
     def storage_offset(self) -> int:
         """How many elements into its storage (the NumPy base it views) the data starts."""
@@ -215,8 +218,13 @@ class Tensor(_TensorOps):
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        if value and not (self.dtype.is_floating_point or self.dtype.is_complex):
+            raise RuntimeError(  # (torch's words here differ from requires_grad_()'s)
+                at_user("only Tensors of floating point and complex dtype can require gradients")
+            )
         self.requires_grad_(value)
 
+    @sited
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         # torch tests the grad_fn field here, not regenerating a stale view's (Note [stale views])
         if _grad_fn_field(self) is not None:
@@ -287,6 +295,7 @@ class Tensor(_TensorOps):
     def retains_grad(self) -> bool:
         return self._retains_grad
 
+    @sited
     def retain_grad(self) -> None:
         if _grad_fn_field(self) is None:  # as torch: a stale view not yet read is a leaf here
             if not self._requires_grad:
@@ -306,6 +315,7 @@ class Tensor(_TensorOps):
         t._vc = self._vc
         return t
 
+    @sited
     def detach_(self) -> Tensor:
         if self._base is not None:
             raise RuntimeError(
@@ -436,9 +446,9 @@ class Tensor(_TensorOps):
         if type(p) is not Meta:
             p = self._host()
         if p.size != 1:
-            raise kind(error.format(n=p.size))
+            raise kind(at_user(error.format(n=p.size)))
         if type(p) is Meta:
-            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+            raise RuntimeError(at_user("Tensor.item() cannot be called on meta tensors"))
         return p.reshape(())
 
     def item(self) -> Any:
@@ -742,6 +752,7 @@ class Tensor(_TensorOps):
         def real(self) -> Tensor: ...
         def register_hook(self, hook) -> Any: ...  # a RemovableHandle (staged.autograd)
         def register_post_accumulate_grad_hook(self, hook) -> Any: ...
+        def set_(self, source=None, storage_offset=0, size=None, stride=None) -> Tensor: ...
         def short(self) -> Tensor: ...
         def to(
             self, *args, dtype=None, device=None, copy=False, non_blocking=False, **_
@@ -752,6 +763,7 @@ class Tensor(_TensorOps):
             self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None
         ) -> Tensor: ...  # a staged.sparse.SparseTensor
         def to_sparse_coo(self) -> Tensor: ...
+        def untyped_storage(self) -> Any: ...  # a staged.eager.storage.UntypedStorage
         def type_as(self, other) -> Tensor: ...
         def uniform_(self, a=0.0, b=1.0, *, generator=None) -> Tensor: ...
         def where(self, condition, other) -> Tensor: ...
@@ -815,6 +827,28 @@ def _view_of(root: np.ndarray, layout: tuple | None) -> np.ndarray:
         return root
     offset, shape, strides, dtype = layout
     return np.ndarray(shape, dtype, root, offset, strides)
+
+
+def _dim(name: str, dim, ndim: int) -> int:
+    """``dim`` of ``size(dim)``/``stride(dim)`` checked as torch's: its TypeError and
+    IndexError, naming the user's line (never the shape's own IndexError)."""
+    if type(dim) is not int:
+        try:
+            dim = operator.index(dim)
+        except TypeError:
+            raise TypeError(
+                at_user(f"{name}(): argument 'dim' (position 1) must be int, not {type_label(dim)}")
+            ) from None
+    if ndim == 0:
+        raise IndexError(at_user(f"Dimension specified as {dim} but tensor has no dimensions"))
+    if not -ndim <= dim < ndim:
+        raise IndexError(
+            at_user(
+                f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], "
+                f"but got {dim})"
+            )
+        )
+    return dim
 
 
 def type_label(v) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import autodiff as ad
 from .. import dtypes as dt
+from .._utilities import can_cast
 from .._where import at_user, warn_user
 from ..eager import autocast as _autocast
 from ..eager import ops
@@ -30,6 +31,7 @@ from ..eager.ops.layers import (
     _max_pool,
     _take_rows,
     _tuple,
+    check_window_args,
     avg_pool1d,  # noqa: F401
     avg_pool2d,  # noqa: F401
     batch_norm,  # noqa: F401
@@ -52,7 +54,7 @@ from ..eager.ops.layers import (
 )
 from ..autodiff import fused
 from ..eager.ops.linalg import linear  # noqa: F401
-from ..eager.ops._operands import floating_kernel, fresh
+from ..eager.ops._operands import floating_kernel, fresh, promote_types
 from ..eager.ops.inplace import _named
 from ..eager.ops.reduction import in_float32
 from ..eager.random.generator import default_generator
@@ -485,12 +487,7 @@ def _adaptive_sizes(name, input, n, output_size, max_pool):
     kernel = f"adaptive_{'max' if max_pool else 'avg'}_pool{'3d_cpu' if n == 3 else '2d'}"
     if max_pool:
         floating_kernel(kernel, input)
-        for d in range(1, input.ndim):
-            if input.shape[d] == 0:
-                raise RuntimeError(
-                    f"{name}(): Expected input to have non-zero size for non-batch dimensions, "
-                    f"but input has sizes {list(input.shape)} with dimension {d} being empty"
-                )
+        _check_nonempty(name, input.shape, range(1, input.ndim))
     elif not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{input.dtype.title}'")
     sizes = tuple(input.shape[-n:])
@@ -498,12 +495,33 @@ def _adaptive_sizes(name, input, n, output_size, max_pool):
     if len(out) != n:
         raise RuntimeError(f"{name}: output_size must be {n}")
     out = tuple(s if o is None else int(o) for o, s in zip(out, sizes))
+    one = (1,) * (n == 1)  # torch's 1-D adaptive pools are 2-D ones of height 1
+    if min(out) < 0 and max_pool:
+        full = [*input.shape[:-n], *one, *out]
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(out)}: {full}")
     if min(out) < 0:
+        shown = ", ".join(map(str, one + out))
+        if n == 3:  # (torch's spacing)
+            shown = f"{out[0]}, {out[1]},{out[2]}"
         raise RuntimeError(
-            f"{name}: elements of output_size must be greater than or equal to 0 but received "
-            f"{{{', '.join(map(str, out))}}}"
+            f"adaptive_avg_pool{n + len(one)}d: elements of output_size must be greater than "
+            f"or equal to 0 but received {{{shown}}}"
         )
+    if not max_pool:
+        as_torch = (*input.shape[:-n], *one, *sizes)
+        first = len(as_torch) - 2 if n < 3 else int(len(as_torch) == 5)  # (2-D: H, W only)
+        _check_nonempty(f"adaptive_avg_pool{n + len(one)}d", as_torch, range(first, len(as_torch)))
     return sizes, out
+
+
+def _check_nonempty(name, shape, dims) -> None:
+    """torch's check that an adaptive pool's input is not empty along ``dims``."""
+    for d in dims:
+        if shape[d] == 0:
+            raise RuntimeError(
+                f"{name}(): Expected input to have non-zero size for non-batch dimensions, "
+                f"but input has sizes {list(shape)} with dimension {d} being empty"
+            )
 
 
 def _adaptive_windows(size, out):
@@ -792,9 +810,24 @@ def _weighted(loss, input, weight, reduction, mean_over_weight=True):
     return _reduce(loss * weight, reduction, weight.sum() if mean_over_weight else None)
 
 
+def _in_common_float(kernel, input, target, out=None):
+    """``input`` and ``target`` in their promoted dtype, which torch's ``kernel`` takes only
+    floating (a bool target of a float input too); ``out``: the dtype torch writes the loss
+    in, which the promoted one must cast to."""
+    common = promote_types(input, target)
+    if out is not None and not can_cast(common, out):
+        raise RuntimeError(
+            f"result type {common.title} can't be cast to the desired output type {out.title}"
+        )
+    if not common.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{common.title}'")
+    return input.to(common), target.to(common)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_sizes(input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _in_common_float("mse_cpu", input, target)
     d = input - target
     return _weighted(d * d, input, weight, reduction)
 
@@ -823,6 +856,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    input, target = _in_common_float("smooth_l1_cpu", input, target)
     if beta == 0:
         return _reduce((input - target).abs(), reduction)
     return _reduce(_huber(input - target, beta, 1.0 / beta, 1.0), reduction)
@@ -834,8 +868,21 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_sizes(input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    input, target = _in_common_float("huber_cpu", input, target, out=input.dtype)
     return _weighted(
         _huber(input - target, delta, 1.0, delta), input, weight, reduction, mean_over_weight=False
+    )
+
+
+def _floating_or_bool(t) -> bool:
+    return t.dtype.is_floating_point or t.dtype.is_complex or t.dtype is dt.bool_
+
+
+def _cannot_write(common, t):
+    """torch's error for a loss it computes in place in ``t``'s dtype, which ``common``
+    cannot be cast to."""
+    raise RuntimeError(
+        f"result type {common.title} can't be cast to the desired output type {t.dtype.title}"
     )
 
 
@@ -845,7 +892,6 @@ def _check_unit_interval(t, name):
         raise RuntimeError(f"all elements of {name} should be between 0 and 1")
 
 
-@in_float32
 def binary_cross_entropy(
     input, target, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
@@ -858,6 +904,14 @@ def binary_cross_entropy(
             f"input size ({input.size()}) is deprecated. Please ensure they have "
             f"the same size."
         )
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {target.dtype.title} but expected {input.dtype.title}")
+    floating_kernel("binary_cross_entropy", input)
+    return _binary_cross_entropy(input, target, weight, reduction)
+
+
+@in_float32
+def _binary_cross_entropy(input, target, weight, reduction):
     _check_unit_interval(input, "input")
     _check_unit_interval(target, "target")
     loss = ad.binary_cross_entropy(*ops.broadcast_tensors(input, target.to(input.dtype)))
@@ -875,6 +929,8 @@ def binary_cross_entropy_with_logits(
         raise ValueError(
             f"Target size ({target.size()}) must be the same as input size ({input.size()})"
         )
+    if input.dtype.is_floating_point and not _floating_or_bool(target):  # (1 - y) x, in place
+        _cannot_write(promote_types(input, target), target)
     log_sig = logsigmoid(input)
     if pos_weight is not None:
         log_sig = log_sig * ((pos_weight - 1) * target + 1)
@@ -895,6 +951,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
             "the KL div math definition.'mean' will be changed to behave the same as "
             "'batchmean' in the next major release."
         )
+    if input.dtype.is_complex or target.dtype.is_complex:
+        raise RuntimeError("kl_div: Complex inputs not supported.")
+    if not (input.dtype.is_floating_point and target.dtype.is_floating_point):
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         loss = target.exp() * (target - input)
     else:  # xlogy(target, target): 0 where target is 0
@@ -909,6 +969,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-y x))``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if not _floating_or_bool(input):  # computed in place in an integer x's dtype
+        _cannot_write(dt.get_default_dtype(), input)
     return _reduce(ops.softplus(-input * target), reduction)
 
 
@@ -949,7 +1011,8 @@ def margin_ranking_loss(
             f"but got sizes: input1: {input1.size()}, input2: {input2.size()}, "
             f"target: {target.size()} "
         )
-    return _reduce(ops.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
+    d = input1 - input2  # (first, as torch's; a float margin makes integers float)
+    return _reduce(ops.clamp_min(-target * d + float(margin), 0), reduction)
 
 
 @in_float32
@@ -1034,6 +1097,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         ):
             raise ValueError("var is of incorrect size")
     _check_reduction(reduction, " is not valid")
+    if not (var.dtype.is_floating_point or var.dtype.is_complex):  # torch's var.clamp_(eps)
+        raise RuntimeError(
+            f"result type {dt.get_default_dtype().title} can't be cast to the desired output "
+            f"type {var.dtype.type_meta}"
+        )
     var = ops.clamp_min(var, eps).detach() + (var - var.detach())
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:
@@ -1098,6 +1166,7 @@ def multi_margin_loss(
     if target.dtype is not dt.int64:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.title}")
     check_range(target, 0, c, RuntimeError, "target out of range")
+    floating_kernel("multi_margin_loss_cpu_kernel", input)
     onehot = arange(c) == target.reshape(n, 1)
     z = margin - ops.where(onehot, x, 0.0).sum(1, keepdim=True) + x
     h = ops.where(onehot | (z <= 0), 0.0, z)  # as ATen: only z > 0 counts
@@ -1663,15 +1732,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     out, kernel = _tuple(output_size, 2, "output_size"), _tuple(kernel_size, 2, "kernel_size")
     dil, pad = _tuple(dilation, 2, "dilation"), _tuple(padding, 2, "padding")
     stride = _tuple(stride, 2, "stride")
-    checks = (
-        (kernel, 0, "kernel size should be greater than zero", "kernel"),
-        (stride, 0, "stride should be greater than zero", "stride"),
-        (dil, 0, "dilation should be greater than zero", "dilation"),
-        (pad, -1, "padding should be non-negative", "pad"),
-    )
-    for vals, low, what, name in checks:
-        if min(vals) <= low:
-            raise RuntimeError(f"{what}, but got {name}_height: {vals[0]} {name}_width: {vals[1]}")
+    check_window_args(kernel=kernel, stride=stride, dilation=dil, padding=pad)
     nd = input.ndim
     if not (nd == 2 and min(input.shape) > 0 or nd == 3 and min(input.shape[1:]) > 0):
         raise RuntimeError(
@@ -2340,6 +2401,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if target.dtype is not dt.int64:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.title}")
     check_range(target, -1, c, RuntimeError, "argument #2 'target' is out of range")
+    floating_kernel("multilabel_margin_loss_forward_out_frame", input)
     x, t = input.reshape(-1, c), target.reshape(-1, c)
     valid = ops.cumsum((t == -1).to(dt.int64), 1) == 0  # the targets before the first -1
     t = ops.where(valid, t, 0)

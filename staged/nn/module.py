@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .. import dtypes as dt
-from .._where import PLAIN, name_site
+from .._where import PLAIN, name_site, sited
 from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
 from ..autograd.hooks import RemovableHandle
@@ -403,6 +403,14 @@ class Module:
     call_super_init: bool = False  # pass __init__'s arguments on to the next class (mixins)
     _compiled_call_impl: Any = None  # set by compile()
     T_destination = TypeVar("T_destination", bound=dict[str, Any])
+
+    def __init_subclass__(cls, **kwargs):
+        """A built-in layer's constructor names the user's line in its errors (``Linear(-1,
+        2)``'s), as its call does; a user's class is left as written."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and cls.__module__.startswith("staged.") and not hasattr(init, "sited"):
+            cls.__init__ = sited(init)  # type: ignore[method-assign]
 
     def __init__(self, *args, **kwargs):
         if self.call_super_init is False and kwargs:

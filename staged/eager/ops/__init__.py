@@ -6,12 +6,14 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ..._where import sited
 from .. import autocast as _autocast
 from .. import devices as _device
 from .. import factories, legacy_types
 from ..dispatch import finish
 from ..meta import NO_DATA, Meta
-from ..tensor import Tensor
+from ..storage import untyped_storage
+from ..tensor import Tensor, type_label
 from . import composite, elementwise, indexing, inplace, linalg, memory_formats, metadata
 from . import shape, table
 from .elementwise import *  # noqa: F401,F403
@@ -109,6 +111,15 @@ def _eq(self, other):
     return elementwise.eq(self, other)
 
 
+def _tensor_arg(method, other):
+    """``other``, a Tensor, or torch's TypeError for ``Tensor.<method>(other)``."""
+    if not isinstance(other, Tensor):
+        raise TypeError(
+            f"{method}(): argument 'other' (position 1) must be Tensor, not {type_label(other)}"
+        )
+    return other
+
+
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         factories.copy_construct_warning("tensor.new_tensor")
@@ -198,7 +209,7 @@ _METHODS = {
     "byte": lambda self: _to(self, dt.uint8),
     "cfloat": lambda self: _to(self, dt.complex64),
     "cdouble": lambda self: _to(self, dt.complex128),
-    "type_as": lambda self, other: _to(self, other.dtype),
+    "type_as": lambda self, other: _to(self, _tensor_arg("type_as", other).dtype),
     "type": _type,
     "nelement": Tensor.numel,
     "cpu": lambda self, memory_format=None: _to(self, "cpu"),
@@ -221,8 +232,21 @@ _METHODS = {
         )
     ),
     "new_tensor": _new_tensor,
-    "equal": lambda self, other: bool(self.shape == other.shape and (self == other).all()),
+    "untyped_storage": untyped_storage,
+    "set_": metadata.set_,
+    "equal": lambda self, other: bool(
+        self.shape == _tensor_arg("equal", other).shape and (self == other).all()
+    ),
 }
+# their errors name the user's line, as the table's methods' (the operators site inline)
+_UNSITED = {"is_contiguous", "nelement", "get_device", "is_pinned"}  # raise nothing
+_METHODS.update(
+    {
+        n: sited(f)
+        for n, f in _METHODS.items()
+        if not (n.startswith("__") or n in _UNSITED or getattr(f, "sited", False))
+    }
+)
 # attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block),
 # hence the ignores on the assignments below
 for _name, _fn in {**table.methods(), **_METHODS}.items():

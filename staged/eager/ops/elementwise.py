@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
-from ..._where import PLAIN, name_site
+from ..._where import PLAIN, at_user, name_site
 from ...autodiff.primitive import _bind
 from .. import views
 from ..checks import require
@@ -33,7 +33,8 @@ from ._operands import (
 
 def _binary(prim, check=None, converted=None, wide=None):
     """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given, and
-    ``converted(x, y)`` where ``operands`` promoted or broadcast either (off the hot path).
+    ``converted(x, y)`` where ``operands`` promoted or broadcast either, or the primitive
+    refused them (off the hot path: torch's words for what its domain leaves out).
     ``wide(x, y)``, where one is given and a converted operand is 16-bit, may give the
     result itself (None: ``prim`` gives it). ``prim`` is bound as ``prim(a, b)`` binds it,
     less that call."""
@@ -52,6 +53,12 @@ def _binary(prim, check=None, converted=None, wide=None):
                         return out
             return _bind[0](prim, (a, b), {})
         except PLAIN as e:
+            if converted is not None:
+                try:
+                    converted(x, y)
+                except PLAIN as refusal:
+                    name_site(refusal)
+                    raise refusal from None
             name_site(e)
             raise
 
@@ -194,7 +201,7 @@ def _is_bool(v) -> bool:
 
 def _no_bool(x, y) -> None:
     """torch refuses a bool operand of a subtraction (two bool tensors of one shape meet
-    the primitive's domain instead)."""
+    the primitive's domain, which refuses them: this gives torch's words then)."""
     if _is_bool(x) or _is_bool(y):
         if _is_bool(x) and _is_bool(y):
             raise RuntimeError(
@@ -476,9 +483,11 @@ def reciprocal(x):
 def neg(x):
     if x.dtype is dt.bool_:
         raise RuntimeError(
-            "Negation, the `-` operator, on a bool tensor is not supported. "
-            "If you are trying to invert a mask, use the `~` or "
-            "`logical_not()` operator instead."
+            at_user(  # (``-x`` calls this, unsited)
+                "Negation, the `-` operator, on a bool tensor is not supported. "
+                "If you are trying to invert a mask, use the `~` or "
+                "`logical_not()` operator instead."
+            )
         )
     return ad.neg(x)
 

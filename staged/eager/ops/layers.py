@@ -84,24 +84,40 @@ def _windows(x, kernel, stride, padding, dilation, pad_value=0.0):
 
 
 # --- convolution -----------------------------------------------------------------------
-def conv_padding(padding, kernel, stride, dilation, n):
-    """``(low, high)`` per spatial dim, with torch's errors (``Conv*`` checks a string at
-    construction with it, as torch's layers do)."""
+def conv_padding(padding, kernel, stride, dilation, n, error=RuntimeError):
+    """``(low, high)`` per spatial dim, with torch's errors: ``F.conv*``'s, or (``error=
+    ValueError``) those ``Conv*`` raise at construction."""
     if isinstance(padding, str):
         if padding == "valid":
             return ((0, 0),) * n
         if padding != "same":
-            raise ValueError(
-                f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}"
+            raise error(
+                f"Invalid padding string: '{padding}'"
+                if error is RuntimeError
+                else f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}"
             )
         if any(s != 1 for s in stride):
-            raise ValueError("padding='same' is not supported for strided convolutions")
+            raise error("padding='same' is not supported for strided convolutions")
         total = [d * (k - 1) for k, d in zip(kernel, dilation)]
         return tuple((t // 2, t - t // 2) for t in total)
     pad = _tuple(padding, n, "padding")
     if min(pad) < 0:
         raise RuntimeError("negative padding is not supported")
     return tuple((p, p) for p in pad)
+
+
+def _check_dilation(dilation, transposed) -> None:
+    """torch's two checks: a negative dilation, then a zero one (in a 1-D convolution's
+    words, as the 2-D one it is)."""
+    if min(dilation) < 0:
+        raise RuntimeError("dilation should be greater than zero")
+    if min(dilation) == 0:
+        shown = (1,) * (len(dilation) == 1) + tuple(dilation)
+        if not transposed:
+            raise RuntimeError(f"dilation should be greater than zero, but got {list(shown)}")
+        names = ("depth", "height", "width")[3 - len(shown) :]
+        got = ", ".join(f"dilation_{a}: {d}" for a, d in zip(names, shown))
+        raise RuntimeError(f"dilation should be greater than zero, but got {got}")
 
 
 def _check_types(x, weight, bias):
@@ -133,7 +149,7 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
         raise RuntimeError(
             f"Given groups={groups}, expected weight to be divisible by "
             f"{groups} at dimension 0, but got weight of size "
-            f"{list(weight.shape)} instead"
+            f"[{list(weight.shape)}] instead"  # (torch's brackets)
             if groups >= 1
             else "non-positive groups is not supported"
         )
@@ -147,6 +163,7 @@ def _conv(n, name, input, weight, bias, stride, padding, dilation, groups):
     if min(stride) < 1:
         raise RuntimeError("non-positive stride is not supported")
     pad = conv_padding(padding, kernel, stride, dilation, n)
+    _check_dilation(dilation, transposed=False)
     padded = [s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pad)]
     spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
     if any(p < k for p, k in zip(padded, spans)):
@@ -334,6 +351,7 @@ def _conv_transpose(
         raise RuntimeError("non-positive stride is not supported")
     if min(pads) < 0:
         raise RuntimeError("negative padding is not supported")
+    _check_dilation(dilation, transposed=True)
     if any(o >= max(s, d) for o, s, d in zip(out_pad, stride, dilation)):
         hw = lambda t, one: (one,) * (2 - n) + t  # noqa: E731  (torch words 1-D as 2-D)
         (oh, ow), (sh, sw), (dh, dw) = hw(out_pad, 0), hw(stride, 1), hw(dilation, 1)
@@ -413,16 +431,46 @@ def conv_transpose2d(
     )
 
 
+_WINDOW_ARGS = {  # torch's im2col/col2im checks: (least value, words, name in the message)
+    "kernel": (1, "kernel size should be greater than zero", "kernel"),
+    "stride": (1, "stride should be greater than zero", "stride"),
+    "dilation": (1, "dilation should be greater than zero", "dilation"),
+    "padding": (0, "padding should be non-negative", "pad"),
+}
+
+
+def check_window_args(**pairs) -> None:
+    """torch's checks of ``unfold``'s and ``fold``'s (height, width) pairs, in the order
+    given (each op has its own)."""
+    for arg, (h, w) in pairs.items():
+        low, words, name = _WINDOW_ARGS[arg]
+        if min(h, w) < low:
+            raise RuntimeError(f"{words}, but got {name}_height: {h} {name}_width: {w}")
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """PyTorch's ``F.unfold`` (im2col): ``(N, C, H, W) -> (N, C*kH*kW, L)``."""
     x, unbatched = _batched(input, 2, "unfold")
-    kernel = _tuple(kernel_size, 2, "kernel_size")
+    kernel, dilation = _tuple(kernel_size, 2, "kernel_size"), _tuple(dilation, 2, "dilation")
+    pad, stride = _tuple(padding, 2, "padding"), _tuple(stride, 2, "stride")
+    check_window_args(kernel=kernel, dilation=dilation, padding=pad, stride=stride)
+    if min(input.shape[-3:]) == 0:
+        raise RuntimeError(
+            "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other "
+            f"non-zero dimensions for input, but got: {list(input.shape)}"
+        )
+    blocks = [
+        (i + 2 * p - (d * (k - 1) + 1)) // s + 1
+        for i, p, d, k, s in zip(x.shape[2:], pad, dilation, kernel, stride)
+    ]
+    if min(blocks) < 1:
+        raise RuntimeError(
+            f"Given input with spatial size {tuple(x.shape[2:])}, kernel_size={kernel}, "
+            f"dilation={dilation}, padding={pad}, calculated shape of the array of sliding "
+            f"blocks as {tuple(blocks)}, but its components must be at least one."
+        )
     cols = _windows(
-        x,
-        kernel,
-        _tuple(stride, 2, "stride"),
-        tuple((p, p) for p in _tuple(padding, 2, "padding")),
-        _tuple(dilation, 2, "dilation"),
+        x, kernel, stride, tuple((p, p) for p in pad), dilation
     )  # (N, oH, oW, C, kH, kW)
     n, oh, ow, c = cols.shape[:4]
     y = ad.reshape(_kernel_major(cols, 2), shape=(n, c * math.prod(kernel), oh * ow))
@@ -431,36 +479,131 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 
 
 # --- pooling ---------------------------------------------------------------------------
-def _pool_geometry(name, x, n, kernel_size, stride, padding, dilation, ceil_mode):
-    """(kernel, stride, padding pairs, dilation, output sizes, symmetric padding)."""
+def _half_toward_zero(v: int) -> int:
+    """``v / 2`` as C++ divides integers (toward zero): torch's bounds on padding."""
+    return -(-v // 2) if v < 0 else v // 2
+
+
+def _pooled_size(size, k, s, p, d, ceil_mode) -> int:
+    """torch's ``pooling_output_shape`` of one dim, with its checks."""
+    if s == 0:
+        raise RuntimeError("stride should not be zero")
+    if p < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {p}")
+    if p > _half_toward_zero((k - 1) * d + 1):
+        raise RuntimeError(
+            f"pad should be at most half of effective kernel size, but got "
+            f"pad={p}, kernel_size={k} and dilation={d}"
+        )
+    o = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (o - 1) * s >= size + p:
+        o -= 1
+    return o
+
+
+def _max_pool1d_size(shape, k, s, p, d, ceil_mode) -> int:
+    """The pooled size, with torch's own ``max_pool1d`` checks (where no indices are asked
+    for; with them torch pools as in 2-D)."""
+    if not (len(shape) == 2 and min(shape) or len(shape) == 3 and min(shape[1:])):
+        raise RuntimeError(
+            "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size "
+            f"for input, but got:{list(shape)}"
+        )
+    for v, low, what in ((k, 1, "kernel_size"), (s, 1, "stride"), (p, 0, "padding")):
+        if v < low:
+            must = "must be non-negative" if low == 0 else "must be greater than zero"
+            raise RuntimeError(f"max_pool1d() {what} {must}, but got {v}")
+    if p > k // 2:
+        raise RuntimeError(
+            "max_pool1d() padding should be at most half of kernel size, but got "
+            f"padding={p} and kernel_size={k}"
+        )
+    if d < 1:
+        raise RuntimeError(f"max_pool1d() dilation must be greater than zero, but got {d}")
+    out = _pooled_size(shape[-1], k, s, p, d, ceil_mode)
+    if out < 1:
+        raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+    return out
+
+
+def _check_pool_shape(shape, kernel, stride, pad, dilation, out, avg) -> None:
+    """torch's ``pool2d_shape_check``/``pool3d_shape_check`` of the input's ``shape`` as
+    torch's kernel sees it (a 1-D pool's as a 2-D one's, of height 1)."""
+    n = len(kernel)
+    axes = "THW"[3 - n :]
+
+    def got(prefix, values):
+        return " ".join(f"{prefix}{a}: {v}" for a, v in zip(axes, values))
+
+    if min(kernel) < 1:
+        raise RuntimeError(f"kernel size should be greater than zero, but got {got('k', kernel)}")
+    if min(stride) < 1:
+        raise RuntimeError(f"stride should be greater than zero, but got {got('d', stride)}")
+    if min(dilation) < 1:
+        raise RuntimeError(
+            f"dilation should be greater than zero, but got {got('dilation', dilation)}"
+        )
+    batch = len(shape) == n + 2  # (a batch may be empty; no other dim)
+    if min(shape[batch:]) == 0:
+        if n == 2:
+            raise RuntimeError(
+                "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for "
+                f"input, but got:{list(shape)}"
+            )
+        raise RuntimeError(
+            f"{'avg_pool3d()' if avg else 'max_pool3d_with_indices_out_cpu_template()'}: "
+            "Expected input's non-batch dimensions to have positive length, but input has a "
+            f"shape of {list(shape)} and non-batch dimension 0 has length zero!"
+        )
+    sizes = shape[-n:]
+    if avg and n == 3 and any(i < k for i, k in zip(sizes, kernel)):
+        raise RuntimeError(
+            f"input image ({got('', sizes)}) smaller than kernel size ({got('k', kernel)})"
+        )
+    if any(p > k // 2 for p, k in zip(pad, kernel)):
+        (kh, kw), (ph, pw) = kernel[-2:], pad[-2:]
+        but = (
+            f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}"
+            if n == 2
+            else f"kT: {kernel[0]} kW: {kw} kH: {kh} padT: {pad[0]} padW: {pw} padH: {ph}"
+        )
+        raise RuntimeError(
+            f"pad should be smaller than or equal to half of kernel size, but got {but}"
+        )
+    if min(out) < 1:
+        c = shape[-n - 1]
+        raise RuntimeError(
+            f"Given input size: ({'x'.join(map(str, (c, *sizes)))}). Calculated output size: "
+            f"({'x'.join(map(str, (c, *out)))}). Output size is too small"
+        )
+
+
+def _pool_geometry(
+    input, n, kernel_size, stride, padding, dilation, ceil_mode, avg=False, indices=False
+):
+    """(kernel, stride, padding pairs, dilation, output sizes, symmetric padding), with
+    torch's checks of them and of the ``input`` (a 1-D pool's as torch's 2-D kernel of height
+    1 makes them, but ``max_pool1d``'s without indices: its own)."""
     kernel = _tuple(kernel_size, n, "kernel_size")
     stride = (
         kernel if stride is None or stride == [] or stride == () else _tuple(stride, n, "stride")
     )
     pad, dilation = _tuple(padding, n, "padding"), _tuple(dilation, n, "dilation")
-    for k, p, d in zip(kernel, pad, dilation):
-        if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(
-                f"pad should be at most half of effective kernel size, but got "
-                f"pad={p}, kernel_size={k} and dilation={d}"
-            )
-    out, pairs = [], []
-    for size, k, s, p, d in zip(x.shape[2:], kernel, stride, pad, dilation):
-        o = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
-        if ceil_mode and (o - 1) * s >= size + p:
-            o -= 1
-        out.append(o)
-        pairs.append((p, max(p, (o - 1) * s + d * (k - 1) + 1 - size - p)))
-    if min(out) < 1:  # torch's messages
-        if name == "max_pool1d":
-            raise RuntimeError(f"max_pool1d() Invalid computed output size: {min(out)}")
-        sizes = "x".join(map(str, x.shape[1:]))
-        got = "x".join(map(str, (x.shape[1], *out)))
-        raise RuntimeError(
-            f"Given input size: ({sizes}). Calculated output size: ({got}). "
-            "Output size is too small"
-        )
-    return kernel, stride, tuple(pairs), dilation, tuple(out), pad
+    shape, sizes = tuple(input.shape), tuple(input.shape[-n:])
+    if n == 1 and not (avg or indices):
+        out = (_max_pool1d_size(shape, *kernel, *stride, *pad, *dilation, ceil_mode),)
+    else:
+        one = (1,) * (n == 1)  # torch's 1-D pools are 2-D ones of height 1
+        geometry = one + kernel, one + stride, (0,) * (n == 1) + pad, one + dilation
+        pooled = tuple(_pooled_size(*dim, ceil_mode) for dim in zip(one + sizes, *geometry))
+        as_2d = shape[:-1] + one + shape[-1:]
+        _check_pool_shape(as_2d, *geometry, pooled, avg)
+        out = pooled[len(one) :]
+    pairs = tuple(
+        (p, max(p, (o - 1) * s + d * (k - 1) + 1 - size - p))
+        for size, k, s, p, d, o in zip(sizes, kernel, stride, pad, dilation, out)
+    )
+    return kernel, stride, pairs, dilation, out, pad
 
 
 def _lowest(d):
@@ -474,7 +617,7 @@ def _const(a):
 def _max_pool(n, name, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     x, unbatched = _batched(input, n, name)
     kernel, stride, pairs, dilation, out, pad = _pool_geometry(
-        name, x, n, kernel_size, stride, padding, dilation, ceil_mode
+        input, n, kernel_size, stride, padding, dilation, ceil_mode, indices=return_indices
     )
     geometry = {"kernel": kernel, "stride": stride, "padding": pairs, "dilation": dilation}
     if not return_indices:
@@ -620,6 +763,8 @@ def _avg_pool(
     n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
 ):
     x, unbatched = _batched(input, n, name)
+    if divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
     if half(x):  # summed and divided in float32, rounded once, as torch's kernel
         args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
         y = in_float32(lambda w: _avg_pool(n, name, w, *args), x)
@@ -628,7 +773,7 @@ def _avg_pool(
         kernel = "avg_pool3d_out_frame" if n == 3 else "avg_pool2d"  # torch's (1-D as 2-D)
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype.title}'")
     kernel, stride, pairs, _, out, pad = _pool_geometry(
-        name, x, n, kernel_size, stride, padding, 1, ceil_mode
+        input, n, kernel_size, stride, padding, 1, ceil_mode, avg=True
     )
     cols = _kernel_major(_windows(x, kernel, stride, pairs, (1,) * n), n)
     sums = reduction.sum(cols, tuple(range(2, n + 2)))  # (N, C, *out)

@@ -19,6 +19,8 @@ from ..factories import strided_array
 from .. import views
 from ..views import named
 from ..interceptor import current_interceptor
+from ..storage import UntypedStorage, untyped_storage
+from ..strides import row_major
 from ..tensor import Size, Tensor
 from . import elementwise as ew
 from . import shape
@@ -151,6 +153,57 @@ def resize_(x, *sizes, memory_format=None):
 
 def resize_as_(x, other, *, memory_format=None):
     return resize_(x, *other.shape)
+
+
+def set_(x, source=None, storage_offset=0, size=None, stride=None):
+    """torch's ``set_``: ``x`` made a tensor over ``source``'s memory, sharing it (a tensor's
+    as it is, or its storage's or an ``UntypedStorage``'s from ``storage_offset`` elements in,
+    of ``size`` and ``stride`` in elements); no ``source``: ``x`` made empty."""
+    if x._base is not None:
+        raise NotImplementedError(
+            at_user("set_() of a view: staged's views keep their base's shape; set the base")
+        )
+    if source is None:
+        return reshape_in_place(x, Tensor._wrap(np.empty((0,), x.dtype.np)), "set_")
+    if isinstance(source, Tensor):
+        if source.dtype is not x.dtype:
+            raise RuntimeError(
+                f"Could not set tensor of type {source.dtype.type_meta} to a tensor of type "
+                f"{x.dtype.type_meta}"
+            )
+        if source._requires_grad:
+            raise NotImplementedError(
+                at_user(
+                    "set_() to a tensor that requires grad: staged records no gradient through "
+                    "it; use x.set_(source.detach()), or x = source"
+                )
+            )
+        p = _host(source, "set_", "makes a tensor share another's memory")
+        if size is None:
+            return reshape_in_place(x, Tensor._wrap(p), "set_")
+        source = untyped_storage(source)
+    if not isinstance(source, UntypedStorage):
+        raise TypeError(
+            "set_() received an invalid combination of arguments - got "
+            f"({type(source).__name__}), but expected one of: (), (Storage source), "
+            "(Storage source, int storage_offset, tuple of ints size, tuple of ints stride), "
+            "(Tensor source), (Tensor source, int storage_offset, tuple of ints size, tuple of "
+            "ints stride)"
+        )
+    flat = source._bytes().view(x.dtype.np)
+    size = tuple(size if size is not None else (len(flat) - storage_offset,))
+    stride = row_major(size) if stride is None else tuple(stride)
+    need = storage_offset + (1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0)
+    if need > len(flat):  # torch grows the storage; a NumPy array's memory cannot
+        raise NotImplementedError(
+            at_user(
+                f"set_() of {need} elements over a storage of {len(flat)}: staged cannot grow "
+                "a storage in place; set_() a larger tensor"
+            )
+        )
+    strides = tuple(s * flat.itemsize for s in stride)
+    new = np.lib.stride_tricks.as_strided(flat[storage_offset:], size, strides)
+    return reshape_in_place(x, Tensor._wrap(new), "set_")
 
 
 # --- new tensors like this one ----------------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._where import sited
 from ..interceptor import current_interceptor
 from ..tensor import Tensor
 from . import counter
@@ -105,6 +106,7 @@ class Generator:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, lock=threading.RLock())
 
+    @sited
     def manual_seed(self, seed) -> Generator:
         """Seed the stream (torch's seeds ``s`` and ``s + 2**32`` give one stream) and
         forget the cached normal."""
@@ -272,6 +274,7 @@ def resolve(generator, what: str) -> Generator:
     return default_generator if generator is None else generator
 
 
+@sited
 def manual_seed(seed) -> Generator:
     """Seed the default generator and the counter-based one behind compiled dropout."""
     counter.reseed(default_generator.manual_seed(int(seed)).initial_seed())  # int(): torch's

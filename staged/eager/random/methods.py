@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as dt
+from ..._where import sited
 from .. import factories
 from ..ops.inplace import check_inplace, write
 from ..tensor import Tensor
@@ -158,7 +159,7 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None) -> Tensor:
 
 
 for _fn in (uniform_, normal_, random_, bernoulli_, exponential_, geometric_, cauchy_, log_normal_):
-    setattr(Tensor, _fn.__name__, _fn)
+    setattr(Tensor, _fn.__name__, sited(_fn))  # their errors name the user's line
 # attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block)
-Tensor.bernoulli = factories.bernoulli  # type: ignore[method-assign, assignment]
-Tensor.multinomial = factories.multinomial  # type: ignore[method-assign, assignment]
+Tensor.bernoulli = sited(factories.bernoulli)  # type: ignore[method-assign, assignment]
+Tensor.multinomial = sited(factories.multinomial)  # type: ignore[method-assign, assignment]

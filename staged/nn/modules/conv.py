@@ -61,7 +61,7 @@ class _ConvNd(Module):
         self._reversed_padding_repeated_twice = [
             p
             for lo_hi in reversed(
-                conv_padding(padding, self.kernel_size, self.stride, self.dilation, n)
+                conv_padding(padding, self.kernel_size, self.stride, self.dilation, n, ValueError)
             )
             for p in lo_hi
         ]

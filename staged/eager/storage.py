@@ -1,0 +1,68 @@
+"""A tensor's memory as torch names it: ``Tensor.untyped_storage()`` gives the bytes of the
+NumPy array at the root of its payload's views, which ``Tensor.set_`` (eager/ops/metadata.py)
+takes to make another tensor over them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._where import at_user
+from . import devices
+from .tensor import Tensor, _address, storage
+
+
+class UntypedStorage:
+    """The bytes under a tensor, torch's ``UntypedStorage`` of a CPU tensor: its size in
+    bytes (``nbytes``, ``size``, ``len``), where it starts (``data_ptr``: a view's storage
+    starts where its base's does) and its bytes (``tolist``)."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: np.ndarray):
+        self._array = array  # the root of the views: the memory itself
+
+    def nbytes(self) -> int:
+        return self._array.nbytes
+
+    size = nbytes
+
+    def __len__(self) -> int:
+        return self._array.nbytes
+
+    def data_ptr(self) -> int:
+        return _address(self._array)
+
+    def element_size(self) -> int:
+        return 1
+
+    @property
+    def device(self):
+        return devices.CPU
+
+    def _bytes(self) -> np.ndarray:
+        """The bytes, as a flat uint8 view of the memory."""
+        a = self._array
+        if not (a.flags.c_contiguous or a.flags.f_contiguous):  # (a root is one block)
+            raise NotImplementedError(at_user("a storage that is not one block of memory"))
+        return a.reshape(-1, order="A").view(np.uint8)
+
+    def tolist(self) -> list:
+        return self._bytes().tolist()
+
+    def __repr__(self) -> str:
+        rows = "".join(f" {b}\n" for b in self.tolist())
+        return f"{rows}[staged.storage.UntypedStorage(device=cpu) of size {len(self)}]"
+
+
+def untyped_storage(x: Tensor) -> UntypedStorage:
+    """``x.untyped_storage()``: the memory ``x`` views (a NumPy array's for a tensor made
+    from one), shared by every view of it."""
+    p = x._payload
+    if type(p) is not np.ndarray:
+        raise NotImplementedError(
+            at_user(
+                "untyped_storage() needs the tensor's data at hand (not a meta tensor, nor "
+                "one inside staged.compile/capture): use x.data_ptr() or x.numpy() outside"
+            )
+        )
+    return UntypedStorage(storage(p))
