@@ -271,8 +271,6 @@ _CASTS = [
     "lib.zeros(2).fill_(c[0])",
 ]
 _WARNINGS = """
-import sys, warnings
-import {lib} as lib
 c = lib.tensor([1 + 2j, -3j])
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
@@ -282,19 +280,48 @@ with warnings.catch_warnings(record=True) as w:
     {cast}
     print([str(m.message).split(" (Triggered")[0] for m in w], w and w[0].category.__name__)
 """
+# Note [a fresh process per case]: torch's copy_ warns once a process (TORCH_WARN_ONCE), so
+# each case runs in a process of its own: forked from one that imported the library and
+# warned of nothing, whose warn-once state it starts with, as a new process would (one
+# interpreter per case and library started 14, each importing torch or staged).
+_FORKS = """
+import os, sys, traceback, warnings
+import {lib} as lib
+for case in {cases!r}:
+    sys.stdout.flush()
+    if os.fork() == 0:
+        try:
+            exec(case)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        sys.stdout.flush()
+        os._exit(0)
+    print("exit", os.waitstatus_to_exitcode(os.wait()[1]), "--", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def cast_warnings():
+    """{lib: {cast: what its process printed, and its exit status}} (Note [a fresh process
+    per case])."""
+    cases = [_WARNINGS.format(cast=cast) for cast in _CASTS]
+    outs = {}
+    for lib in ("staged", "torch"):
+        done = jobs.run([sys.executable, "-c", _FORKS.format(lib=lib, cases=cases)], timeout=240)
+        assert done.returncode == 0, done.stderr
+        printed = done.stdout.split(" --\n")[:-1]
+        assert len(printed) == len(_CASTS), (done.stdout, done.stderr)
+        outs[lib] = dict(zip(_CASTS, printed))
+    return outs
 
 
 @pytest.mark.parametrize("cast", _CASTS, ids=str)
-def test_a_complex_to_real_cast_warns_once_a_process_as_torch(cast):
-    """torch's copy_ warns once a process (TORCH_WARN_ONCE): each case in a fresh one."""
-    outs = []
-    for lib in ("staged", "torch"):
-        code = _WARNINGS.format(lib=lib, cast=cast)
-        done = jobs.run([sys.executable, "-c", code], timeout=120)
-        assert done.returncode == 0, done.stderr
-        outs.append(done.stdout)
-    assert outs[0] == outs[1]
-    assert "['Casting complex values to real discards the imaginary part'] UserWarning" in outs[0]
+def test_a_complex_to_real_cast_warns_once_a_process_as_torch(cast, cast_warnings):
+    ours, theirs = cast_warnings["staged"][cast], cast_warnings["torch"][cast]
+    assert ours.endswith("exit 0"), ours
+    assert ours == theirs
+    assert "['Casting complex values to real discards the imaginary part'] UserWarning" in ours
 
 
 def test_the_cast_warning_names_the_callers_line_and_real_casts_say_nothing(monkeypatch):

@@ -1325,10 +1325,13 @@ def _compiled_matches_eager(make, step_fn, inputs, steps=2, rtol=1e-4, atol=1e-5
 
 
 def _train(net, opt, *xs):
+    """A training step that clears the grads last: every call starts with none, so one trace
+    (and one compile) serves them all, where clearing them first traces the second call
+    again, for the grads the first one left."""
     loss = net(*xs)
-    opt.zero_grad()
     loss.backward()
     opt.step()
+    opt.zero_grad()
     return loss
 
 
