@@ -10,6 +10,7 @@ repeated indices wins, as torch's CPU kernel). All are static-shape: the public 
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
@@ -108,9 +109,19 @@ def _scatter_rule(name):
 
 def _grid(index, dim) -> tuple:
     """The coordinates ``index`` addresses along ``dim`` (its own elsewhere), sparse."""
-    grid = list(np.indices(index.shape, sparse=True))
+    grid = list(_sparse_indices(index.shape))
     grid[dim] = index
     return tuple(grid)
+
+
+@functools.lru_cache(maxsize=256)
+def _sparse_indices(shape) -> tuple:
+    """``np.indices(shape, sparse=True)``, made once per shape (its Python is most of a
+    small gather's cost); read-only, as they are shared."""
+    grid = np.indices(shape, sparse=True)
+    for a in grid:
+        a.flags.writeable = False
+    return grid
 
 
 def _flat(shape, index, dim) -> np.ndarray:

@@ -43,6 +43,10 @@ def _square(rng, dtype):
     return staged.tensor(a.astype(dtype), requires_grad=True)
 
 
+TAKE = np.random.default_rng(2).integers(-10, 10, (4, 6))  # repeated entries, negative ones
+PUT = [1, 4, 1, -1]
+
+
 # name -> (the public call that runs it, its operands); every Fused forward kernel has a
 # case here and backward kernels run under them (test_every_kernel_is_checked)
 CASES = {
@@ -61,6 +65,12 @@ CASES = {
     "take_rows": lambda rng, d: (
         lambda w: layers._take_rows(w, staged.tensor([1, 3, 1, 4, 0, 1])),
         [_t(rng, (5, 3), d)],
+    ),
+    # 288 entries of the gradient: its flat add (Note [take's gradient])
+    "take": lambda rng, d: (lambda x: x[:, staged.tensor(TAKE)], [_t(rng, (3, 10, 4), d)]),
+    "put": lambda rng, d: (  # repeated entries: the last write wins, each gets its gradient
+        lambda x, v: x.index_put((staged.tensor(PUT),), v),
+        [_t(rng, (6, 3), d), _t(rng, (4, 3), d)],
     ),
     "lstm_cell": lambda rng, d: (rnn._lstm_cell, [_t(rng, (3, 8), d), _t(rng, (3, 2), d)]),
     "gru_cell": lambda rng, d: (
@@ -93,6 +103,8 @@ TORCH = {  # the twins of the cases, from the same operands
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
     "take_rows": lambda w: torch.nn.functional.embedding(torch.tensor([1, 3, 1, 4, 0, 1]), w),
+    "take": lambda x: x[:, torch.tensor(TAKE)],
+    "put": lambda x, v: x.index_put((torch.tensor(PUT),), v),
     "lstm_cell": lambda gates, c: _torch_lstm_cell(gates, c),
     "gru_cell": lambda gi, gh, h: _torch_gru_cell(gi, gh, h),
     "conv": lambda x, w, b: torch.nn.functional.conv2d(
@@ -112,7 +124,7 @@ BACKWARD = {
     "cross_entropy_dx",
     "softmax_dx",
     "log_softmax_dx",
-    "take_rows_dw",
+    "take_dx",
     "lstm_cell_dgates",
     "lstm_cell_dc",
     "gru_cell_d",

@@ -1,8 +1,8 @@
 """Index plans and permutations made once per (index or dims, shape) (``_PLANS`` in
 staged/eager/ops/indexing.py, ``_PERMS`` in staged/eager/ops/shape.py): an index or a
 dims list seen before, on another shape or with entries of another type that compare
-equal (``1.0 == 1``, ``True == 1``), gives torch's result, grad_fn, gradient or error,
-as the first time."""
+equal (``1.0 == 1``, ``True == 1``), or with integer tensors of other values, gives
+torch's result, grad_fn, gradient or error, as the first time."""
 
 import numpy as np
 import pytest
@@ -29,6 +29,11 @@ def _same_as_torch(shape, call, type_only=False):
     assert got[:2] == want[:2] if type_only else got == want
 
 
+def _ix(x, data):
+    """An int64 index tensor of ``x``'s library."""
+    return x.new_tensor(data).long()
+
+
 INDICES = {
     "x[:, 1:]": lambda x: x[:, 1:],
     "x[1:]": lambda x: x[1:],
@@ -51,6 +56,15 @@ INDICES = {
     "x[:, 10**30:]": lambda x: x[:, 10**30 :],
     "x[1, 1, 1]": lambda x: x[1, 1, 1],
     "x[:, [0]]": lambda x: x[:, [0]],
+    # integer tensors: the plan is kept, the tensors are checked and combined every call
+    "x[idx]": lambda x: x[_ix(x, [1, -1, 0, 1])],
+    "x[:, idx]": lambda x: x[:, _ix(x, [1, -1, 0, 1])],  # (4, 1, 3): out of range
+    "x[idx, 1:]": lambda x: x[_ix(x, [1, 0, 1]), 1:],
+    "x[..., idx2d]": lambda x: x[..., _ix(x, [[0, 2], [1, 0]])],
+    "x[idx32]": lambda x: x[_ix(x, [1, -2]).int()],
+    "x[idx, idx]": lambda x: x[_ix(x, [0, 1]), _ix(x, [[1], [-1]])],
+    "x[idx, None, idx]": lambda x: x[_ix(x, [0, 1]), None, _ix(x, [0, -1])],  # not adjacent
+    "x[idx, idx] mismatch": lambda x: x[_ix(x, [0, 1]), _ix(x, [0, 1, 0])],
 }
 
 
@@ -69,6 +83,28 @@ def test_a_write_through_a_planned_index_matches_torch():
             x[1, :] = x[0, :] + 1
             x[:, 1:][0] = 5.0
         assert got.tolist() == want.tolist()
+
+
+def test_a_kept_tensor_plan_reads_each_tensor():
+    """Integer tensors of the shapes of a kept plan's, other values: torch's values,
+    gradients and errors (the bounds of each tensor checked, in order)."""
+    calls = [
+        lambda x: x[:, _ix(x, [3, 0])],
+        lambda x: x[:, _ix(x, [-4, 2])],
+        lambda x: x[:, _ix(x, [4, 0])],
+        lambda x: x[:, _ix(x, [1, -5])],
+        lambda x: x[_ix(x, [2, 0]), _ix(x, [3, 1])],
+        lambda x: x[_ix(x, [3, 0]), _ix(x, [4, 1])],
+        lambda x: x[_ix(x, [2, 0]), _ix(x, [4, 1])],
+    ]
+    for call in calls:
+        _same_as_torch((3, 4), call)
+    got, want = (lib.zeros(3, 4) for lib in (staged, torch))  # and writes
+    for x in (got, want):
+        x[:, _ix(x, [1, 3])] = 1.0
+        x[:, _ix(x, [0, 3])] += 2.0
+        x.index_put_((_ix(x, [2, 2]), _ix(x, [1, 1])), x.new_ones(2), accumulate=True)
+    assert got.tolist() == want.tolist()
 
 
 DIMS = {

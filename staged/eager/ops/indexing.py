@@ -4,9 +4,13 @@ scatter_add, index_select, take_along_dim and masked_fill.
 Note [indexing plan]: an index is normalised once into a *plan*: one strided ``slice``
 of the input (ints, slices and Ellipsis), a reshape that drops the int dims and inserts
 the None dims, then, for advanced indices (integer tensors, boolean masks as their
-``nonzero()``), a ``gather`` along one flattened dim. ``__getitem__`` runs the plan
-forward; ``__setitem__`` runs it forward to the indexed part and scatters the new values
-back through each step, then writes the result in place (``inplace.write``).
+``nonzero()``), a take along one flattened dim at their *flat index* (one int64 tensor).
+``__getitem__`` runs the plan forward; ``__setitem__`` runs it forward to the indexed part
+and scatters the new values back through each step, then writes the result in place
+(``inplace.write``). A plan depends on the index's structure and shapes alone, the flat
+index on the integer tensors' data: a plan of ints, slices, None, ``...`` and integer
+tensors into a NumPy payload is kept (``_PLANS``), and later calls only check and
+combine the tensors (``_flat_index``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
-from ...autodiff import lax
+from ...autodiff import fused, lax
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
 from ..checks import check_range, require
@@ -29,10 +33,13 @@ from ..tensor import Tensor, as_payload
 from ..views import named
 from .elementwise import where
 from .inplace import VIEW_OF_LEAF, _named, check_inplace, check_overlap, own, write
-from ._operands import broadcast_shapes, expand_to, scalar_tensor, to_dtype
+from ._operands import _broadcast2, broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
 _ndarray = np.ndarray
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+_BOOL = np.dtype(bool)
+_min, _max = np.minimum.reduce, np.maximum.reduce  # (ndarray.min: two Python frames more)
 builtin_slice = slice  # the module's own names shadow nothing, but keep it explicit
 
 
@@ -40,8 +47,11 @@ builtin_slice = slice  # the module's own names shadow nothing, but keep it expl
 class _Plan:
     sliced: tuple | None  # (starts, stops, steps) of the strided slice, None if whole
     shape: tuple  # shape after the slice, int dims dropped and None dims added
-    adv: tuple | None  # (positions in `shape`, broadcast index tensors) or None
+    adv: tuple | None  # the advanced indices' ``_advanced_layout``, or None
     name: str = ""  # without `adv`, torch's grad_fn name (Note [indexing names])
+    # per integer tensor of the index, in order: (the size of the dim it indexes, its
+    # stride in the flat index)
+    tensors: tuple = ()
 
 
 def _as_index(i):
@@ -158,30 +168,36 @@ def _unit_masks(x: Tensor, index):
 # advanced ones (IndexBackward0): its grad_fn is named after the last of those steps.
 _ALIAS, _SLICE = "AliasBackward0", "SliceBackward0"
 _SELECT, _UNSQUEEZE = "SelectBackward0", "UnsqueezeBackward0"
+_INDEX = "IndexBackward0"
 
 
-def _plan(x: Tensor, index) -> _Plan:
-    """The plan of ``index`` into ``x`` (Note [indexing plan]); one of basic entries into
-    a NumPy payload is made once per index and shape (``_PLANS``)."""
-    key = _basic_key(index, x._payload)
+def _plan(x: Tensor, index) -> tuple[_Plan, Tensor | None]:
+    """The plan of ``index`` into ``x`` and its flat index (None without advanced
+    entries); a plan is made once per index structure and shapes where it can be kept
+    (Note [indexing plan])."""
+    key = _plan_key(index, x._payload)
     plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
-        plan = _new_plan(x, index)
-        if key is not None:
-            _PLANS.put(key, plan)
-    return plan
+    if plan is not None:
+        return plan, None if plan.adv is None else _flat_index(index, plan.tensors)
+    plan, flat = _new_plan(x, index)
+    if key is not None:
+        _PLANS.put(key, plan)
+    return plan, flat
 
 
 # (whether the index is a tuple, the shape, its entries with slices as (start, stop,
-# step)) -> the plan: x[:, 1:] in a loop plans once (3 of its 6 us on 8 floats)
+# step) and integer tensors as (_TENSOR, shape)) -> the plan: x[:, 1:] in a loop plans
+# once (3 of its 6 us on 8 floats)
 _PLANS = LoopCache()
 _BOUNDS = (int, type(None))  # what a slice's fields may be in a key
+_TENSOR = object()
 
 
-def _basic_key(index, p) -> tuple | None:
+def _plan_key(index, p) -> tuple | None:
     """``_PLANS``'s key for ``index`` into payload ``p``, or None unless ``p`` is a NumPy
-    array and ``index`` holds only ints, slices of ints, None and ``...`` (by type: a
-    bool, a NumPy int or a float is not the int it equals)."""
+    array and ``index`` holds only ints, slices of ints, None, ``...`` and int64 or int32
+    tensors of at least one dim with NumPy payloads (by type: a bool, a NumPy int or a
+    float is not the int it equals; a 0-d tensor is read as its int)."""
     if type(p) is not _ndarray:
         return None
     tupled = type(index) is tuple
@@ -195,12 +211,33 @@ def _basic_key(index, p) -> tuple | None:
             key.append((a, b, s))
         elif t is int or i is None or i is Ellipsis:
             key.append(i)
+        elif t is Tensor:
+            q = i._payload
+            if type(q) is not _ndarray or not q.ndim or q.dtype not in _INDEX_DTYPES:
+                return None
+            key.append((_TENSOR, q.shape))
         else:
             return None
     return tuple(key)
 
 
-def _new_plan(x: Tensor, index) -> _Plan:
+def _flat_index(index, tensors) -> Tensor:
+    """The flat index of a kept plan's integer tensors (``tensors``: the plan's) in
+    ``index``: each bounds checked and wrapped, times its stride, summed (NumPy
+    payloads)."""
+    flat = out = None
+    k = 0
+    for i in index if type(index) is tuple else (index,):
+        if type(i) is Tensor:
+            n, stride = tensors[k]
+            out = _normalized(i, k, n)
+            k += 1
+            term = out._payload if stride == 1 else out._payload * stride
+            flat = term if flat is None else flat + term
+    return out if k == 1 else Tensor._wrap(flat)  # type: ignore[return-value]
+
+
+def _new_plan(x: Tensor, index) -> tuple[_Plan, Tensor | None]:
     entries = [_as_index(i) for i in (index if isinstance(index, tuple) else (index,))]
     shape = tuple(x._payload.shape)
     used = sum(_consumes(i) for i in entries)
@@ -213,7 +250,7 @@ def _new_plan(x: Tensor, index) -> _Plan:
     else:
         entries += [builtin_slice(None)] * (len(shape) - used)
     entries = _expand_masks(entries, shape)
-    starts, stops, steps, out, positions, tensors = [], [], [], [], [], []
+    starts, stops, steps, out, positions, tensors, sizes = [], [], [], [], [], [], []
     d, name = 0, _ALIAS
     for i in entries:
         if i is None:
@@ -244,7 +281,8 @@ def _new_plan(x: Tensor, index) -> _Plan:
             stops.append(n)
             steps.append(1)
             positions.append(len(out))
-            tensors.append(_normalized(i, d, n))
+            sizes.append(n)
+            tensors.append(i)
             out.append(n)
         elif isinstance(i, Tensor):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
@@ -256,32 +294,42 @@ def _new_plan(x: Tensor, index) -> _Plan:
         d += 1
     whole = all(a == 0 and b == n and s == 1 for a, b, s, n in zip(starts, stops, steps, shape))
     sliced = None if whole else (tuple(starts), tuple(stops), tuple(steps))
-    adv = None
+    adv, flat = None, None
+    spread: tuple = ()
     if tensors:
         shapes = [tuple(t._payload.shape) for t in tensors]
         try:
-            bshape = np.broadcast_shapes(*shapes)
+            bshape = tuple(np.broadcast_shapes(*shapes))
         except ValueError:
             raise IndexError(
                 "shape mismatch: indexing tensors could not be broadcast together with shapes "
                 + ", ".join(str(list(s)) for s in shapes)
             ) from None
-        adv = (tuple(positions), [expand_to(t, tuple(bshape)) for t in tensors])
+        # checked after the shapes, as torch; its errors count index tensors, not dims
+        tensors = [_normalized(t, k, n) for k, (t, n) in enumerate(zip(tensors, sizes))]
+        adv = _advanced_layout(tuple(out), tuple(positions), bshape)
+        _, p, pshape, _, _ = adv
+        flat = _linear_index(pshape, p, [expand_to(t, bshape) for t in tensors])
+        k = len(tensors)
+        strides = [math.prod(pshape[p + j + 1 : p + k]) for j in range(k)]
+        spread = tuple(zip(sizes, strides))
     if isinstance(index, builtin_slice):  # x[a:b], even of a whole dim
         name = _SLICE
-    return _Plan(sliced, tuple(out), adv, name)
+    return _Plan(sliced, tuple(out), adv, name, spread), flat
 
 
 def _normalized(i: Tensor, dim: int, n: int) -> Tensor:
     """An int64 index tensor with negative entries wrapped, bounds checked where it has data."""
     i = to_dtype(i, dt.int64)
+    p = i._payload
+    if type(p) is np.ndarray and p.size:  # its extremes in range: no entry to report
+        lo = _min(p, axis=None)
+        if -n <= lo and _max(p, axis=None) < n:
+            return i if lo >= 0 else Tensor._wrap(p % n)  # (one ufunc, not where)
     check_range(
         i, -n, n, IndexError, f"index {{}} is out of bounds for dimension {dim} with size {n}"
     )
-    p = i._payload
     if type(p) is np.ndarray:
-        if (p < 0).any():
-            return Tensor._wrap(np.where(p < 0, p + n, p))
         return i
     return ad.where(
         ad.lt(i, expand_to(scalar_tensor(0, dt.int64), tuple(p.shape))),
@@ -290,11 +338,12 @@ def _normalized(i: Tensor, dim: int, n: int) -> Tensor:
     )
 
 
-def _advanced_layout(shape, positions, tensors):
-    """(perm or None, position p, flat shape, output shape): advanced dims moved together
-    (to the front when they are not adjacent, as PyTorch does) and flattened into dim p."""
+def _advanced_layout(shape, positions, bshape):
+    """(perm or None, position p, shape permuted, flat shape, output shape): advanced dims
+    (at ``positions`` of ``shape``, indexed by tensors of the broadcast shape ``bshape``)
+    moved together (to the front when they are not adjacent, as PyTorch does) and
+    flattened into dim p."""
     k = len(positions)
-    bshape = tuple(tensors[0]._payload.shape)
     if positions == tuple(range(positions[0], positions[0] + k)):
         perm, p = None, positions[0]
     else:
@@ -302,7 +351,7 @@ def _advanced_layout(shape, positions, tensors):
         shape, p = tuple(shape[d] for d in perm), 0
     n = math.prod(shape[p : p + k])
     flat = shape[:p] + (n,) + shape[p + k :]
-    return perm, p, flat, shape[:p] + bshape + shape[p + k :]
+    return perm, p, shape, flat, shape[:p] + bshape + shape[p + k :]
 
 
 def _linear_index(shape, p, tensors) -> Tensor:
@@ -329,7 +378,12 @@ def _spread_index(index: Tensor, shape, dim) -> Tensor:
 
 
 def take_index(x: Tensor, index: Tensor, dim: int) -> Tensor:
-    """``x`` indexed along ``dim`` by an int64 tensor of any shape (in-range entries)."""
+    """``x`` indexed along ``dim`` by an int64 tensor of any shape (in-range, non-negative
+    entries): eagerly one kernel and Node (``_take``)."""
+    return _take(x, index, dim=dim)
+
+
+def _take_composite(x: Tensor, index: Tensor, *, dim: int) -> Tensor:
     shape = tuple(x._payload.shape)
     ishape = tuple(index._payload.shape)
     flat = ad.reshape(index, shape=(math.prod(ishape),)) if len(ishape) != 1 else index
@@ -339,6 +393,11 @@ def take_index(x: Tensor, index: Tensor, dim: int) -> Tensor:
     )
 
 
+_take = ad.Fused(
+    "take", fused.take_impl, _take_composite, vjp=fused.TAKE_VJP, node_name="GatherBackward0"
+)
+
+
 def getitem(x: Tensor, index) -> Tensor:
     shape = tuple(x._payload.shape)
     if type(index) is int and shape and -shape[0] <= index < shape[0]:  # x[i]: the common case
@@ -346,8 +405,18 @@ def getitem(x: Tensor, index) -> Tensor:
         ones = (1,) * len(shape)
         y = ad.slice(x, starts=(i,) + (0,) * len(rest), stops=(i + 1, *rest), steps=ones)
         return named(ad.reshape(y, shape=rest), _SELECT)
+    if type(index) is Tensor and shape:  # x[idx] or x[mask], a tensor with data: a take
+        p = index._payload
+        if type(p) is _ndarray and p.ndim:
+            if p.dtype in _INDEX_DTYPES:  # along dim 0
+                return named(take_index(x, _normalized(index, 0, shape[0]), 0), _INDEX)
+            if p.dtype == _BOOL and p.ndim <= len(shape):  # along the masked dims, flattened
+                _check_mask(index, shape)
+                k = p.ndim
+                y = x if k == 1 else ad.reshape(x, shape=(math.prod(shape[:k]), *shape[k:]))
+                return named(take_index(y, Tensor._wrap(np.flatnonzero(p)), 0), _INDEX)
     x, index = _unit_masks(x, _as_tuple(index))
-    plan = _plan(x, index)
+    plan, lin = _plan(x, index)
     y = s = (
         x
         if plan.sliced is None
@@ -359,13 +428,11 @@ def getitem(x: Tensor, index) -> Tensor:
         if y is x:
             y = ad.reshape(x, shape=plan.shape)  # x[:]: a view, as torch's
         return y if y is s and plan.name is _SLICE else named(y, plan.name)
-    positions, tensors = plan.adv
-    perm, p, flat, _ = _advanced_layout(plan.shape, positions, tensors)
+    perm, p, shape, flat, _ = plan.adv
     if perm is not None:
         y = ad.permute(y, perm=perm)
-    shape = tuple(y._payload.shape)
     y = ad.reshape(y, shape=flat) if flat != shape else y
-    return named(take_index(y, _linear_index(shape, p, tensors), p), "IndexBackward0")
+    return named(take_index(y, lin, p), _INDEX)  # type: ignore[arg-type]
 
 
 def _check_view(x: Tensor, *sources) -> None:
@@ -411,7 +478,7 @@ def setitem(x: Tensor, index, value) -> None:
         _named(x, before, _INDEX_PUT)
         return
     y, index = _unit_masks(x, index)
-    plan = _plan(y, index)
+    plan, lin = _plan(y, index)
     if isinstance(value, Tensor):  # torch: x[index].copy_(value), or x.index_put_(.., value)
         check_overlap(x, (value,), None if plan.adv else lambda _: getitem(y, index))
     p = x._payload
@@ -423,7 +490,7 @@ def setitem(x: Tensor, index, value) -> None:
     if node == _COPY_SLICES and x._base is None and x._requires_grad and x.grad_fn is None:
         if _state.grad_enabled:  # torch writes the view x[index]: a leaf's
             raise RuntimeError(VIEW_OF_LEAF)
-    new = _put(y, plan, v)
+    new = _put(y, plan, lin, v)
     before = x.grad_fn
     write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
     _named(x, before, node)
@@ -494,22 +561,20 @@ def _fit(v: Tensor, shape) -> Tensor:
     vs = tuple(v._payload.shape)
     while len(vs) > len(shape) and vs[0] == 1:  # PyTorch drops leading unit dims of values
         vs = vs[1:]
-    try:
-        if np.broadcast_shapes(vs, shape) != tuple(shape):
-            raise ValueError
-    except ValueError:
+    if _broadcast2(vs, tuple(shape)) != tuple(shape):
         raise RuntimeError(
             f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
             f"broadcast to indexing result of shape {list(shape)}"
-        ) from None
+        )
     if vs != tuple(v._payload.shape):
         v = ad.reshape(v, shape=vs)
     return expand_to(v, tuple(shape))
 
 
-def _put(x: Tensor, plan: _Plan, v: Tensor, accumulate: bool = False) -> Tensor:
-    """``x`` with the part ``plan`` selects replaced by ``v`` (broadcast), out of place; or,
-    if ``accumulate``, with ``v`` added to it (repeated indices adding up)."""
+def _put(x: Tensor, plan: _Plan, lin, v: Tensor, accumulate: bool = False) -> Tensor:
+    """``x`` with the part ``plan`` (with its flat index ``lin``) selects replaced by ``v``
+    (broadcast), out of place; or, if ``accumulate``, with ``v`` added to it (repeated
+    indices adding up)."""
     sl = plan.sliced
     pshape = tuple(x._payload.shape) if sl is None else slice_shape(x._payload.shape, *sl)
     if plan.adv is None:
@@ -521,23 +586,43 @@ def _put(x: Tensor, plan: _Plan, v: Tensor, accumulate: bool = False) -> Tensor:
     else:
         part = x if sl is None else ad.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
         y = ad.reshape(part, shape=plan.shape) if pshape != plan.shape else part
-        positions, tensors = plan.adv
-        perm, p, flat, out_shape = _advanced_layout(plan.shape, positions, tensors)
+        perm, p, shape, flat, out_shape = plan.adv
         if perm is not None:
             y = ad.permute(y, perm=perm)
-        shape = tuple(y._payload.shape)
         yf = ad.reshape(y, shape=flat) if flat != shape else y
-        lin = _linear_index(shape, p, tensors)
         k = math.prod(lin._payload.shape)
         vals = ad.reshape(_fit(v, out_shape), shape=flat[:p] + (k,) + flat[p + 1 :])
-        idx = _spread_index(ad.reshape(lin, shape=(k,)), flat, p)
-        # of repeated indices the last write wins (accumulate: they add up)
-        yf = (ad.scatter_add if accumulate else ad.scatter)(yf, idx, vals, dim=p)
+        idx = ad.reshape(lin, shape=(k,)) if lin.ndim != 1 else lin
+        yf = _put_along(yf, idx, vals, dim=p, accumulate=accumulate)
         y = ad.reshape(yf, shape=shape) if flat != shape else yf
         new = y if perm is None else ad.permute(y, perm=tuple(int(i) for i in np.argsort(perm)))
     if tuple(new._payload.shape) != pshape:
         new = ad.reshape(new, shape=pshape)
     return new if sl is None else ad.slice_scatter(x, new, starts=sl[0], stops=sl[1], steps=sl[2])
+
+
+def _put_composite(x: Tensor, index: Tensor, src: Tensor, *, dim: int, accumulate: bool):
+    """``x`` with the slices of ``src`` written at the 1-D ``index`` along ``dim``: of
+    repeated indices the last write wins (``accumulate``: they add up)."""
+    spread = _spread_index(index, tuple(x._payload.shape), dim)
+    return (ad.scatter_add if accumulate else ad.scatter)(x, spread, src, dim=dim)
+
+
+_put_along: ad.Fused = ad.Fused(
+    "put",
+    fused.put_impl,
+    _put_composite,
+    vjp=(
+        lambda g, index, src_aval, dim, accumulate: (
+            g
+            if accumulate
+            else _put_along(g, index, lax.zeros_like(g, src_aval.shape), dim=dim, accumulate=False)
+        ),
+        None,
+        lambda g, index, dim: _take(g, index, dim=dim),
+    ),
+    node_name="ScatterBackward0",
+)
 
 
 # --- gather / scatter family ------------------------------------------------------------------
@@ -803,7 +888,7 @@ def index_put(x: Tensor, indices, values: Tensor, accumulate: bool = False) -> T
             f"{x.dtype.title} for the destination and "
             f"{values.dtype.title} for the source."
         )
-    return _put(x, _plan(x, tuple(indices)), values, accumulate)
+    return _put(x, *_plan(x, tuple(indices)), values, accumulate)
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
