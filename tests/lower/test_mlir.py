@@ -529,6 +529,26 @@ def test_constants_and_passthrough():
         np.testing.assert_array_equal(a, b)
 
 
+def test_equal_constants_lower_to_one_whether_or_not_they_shared_an_array():
+    """Note [constants by value]: the text (the compile cache's key) of a graph does not
+    depend on which of its equal constants came from one array; 0.0 and -0.0 stay two."""
+    one, zero, neg = (np.full(2, v, np.float32) for v in (1.0, 0.0, -0.0))
+
+    def lowered(*arrays):
+        g, values = Graph(), {}
+        x = g.add_input(Aval((2,), F), "arg", "x")
+        for a in arrays:
+            c = values.get(id(a)) or values.setdefault(id(a), g.add_const(a, Aval((2,), F)))
+            x = g.add_op(REGISTRY["add"], (x, c), {}, Aval((2,), F))
+        g.outputs = [Output(x, "out", "")]
+        return to_mlir(g)
+
+    text = lowered(one, one, zero, neg)
+    assert text == lowered(one, one.copy(), zero, neg)
+    assert text.count('dense<"0x0000803F">') == 1
+    assert 'dense<"0x00000000">' in text and 'dense<"0x00000080">' in text
+
+
 def test_unsupported_dtype_names_op_dtype_and_line():
     g = Graph()
     x = g.add_input(Aval((2,), I), "arg", "x")

@@ -17,6 +17,14 @@ from .flat import Flat, flat_values
 from .invariants import constant_destinations, invariant_reduction, known_splat, splats
 from .overflow import Overflows, checked_ops
 
+# Note [constants by value]: a trace makes one graph constant per host array it reads, and
+# whether two reads of a number share an array depends on caches (eager's arrays of
+# Python numbers, say), so two traces of the same computation may hold a value once or
+# several times: a GCN step re-traced after ``model.eval()`` held Adam's ``step + 1`` as
+# four constants instead of one, its text changed, and IREE compiled the same module
+# again. Equal constants (dtype, shape and bytes) are emitted once, so equal computations
+# lower to equal text and the compile cache serves the second.
+
 
 def to_mlir(
     graph,
@@ -85,6 +93,7 @@ def to_mlir(
         v = inp.value
         if v.aval.dtype in wide:
             e.names[v.id] = _convert(e, e.names[v.id], v.aval, wide[v.aval.dtype], v.aval.dtype)
+    by_value: dict[tuple, str] = {}  # Note [constants by value]
     for v, array in graph.consts:
         spec = graph.sym_consts.get(v.id)
         d = v.aval.dtype
@@ -96,7 +105,11 @@ def to_mlir(
                 e, e.dense(np.asarray(array), Aval(v.aval.shape, wide[d])), v.aval, wide[d], d
             )
         else:
-            e.names[v.id] = e.dense(np.asarray(array), v.aval)
+            a = np.asarray(array)
+            key = (d, a.shape, a.tobytes())
+            if key not in by_value:
+                by_value[key] = e.dense(a, v.aval)
+            e.names[v.id] = by_value[key]
     known = e.known = splats(graph)  # Note [invariant reductions]
     literal = constant_destinations(graph)  # Note [constant destinations]
     report = [o for o in graph.outputs if o.kind == "check"]

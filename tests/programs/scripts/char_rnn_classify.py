@@ -12,9 +12,9 @@ import torch.nn as nn
 
 category_lines = {
     "English": "abbott adams allen baker brown clark hughes jones smith walker".split(),
-    "Italian": "abate bianchi conti esposito ferrari greco marino ricci romano russo".split(),
-    "Japanese": "abe fujita honda ito kato kimura mori sato suzuki tanaka".split(),
-    "Polish": "adamczak kowalski lewandowski nowak wojcik zielinski kaminski".split(),
+    "Italian": "abate bruno conti gallo costa greco marino ricci romano russo".split(),  # edit: size
+    "Japanese": "ueda fujita honda endo kato kimura mori sato suzuki tanaka".split(),  # edit: size
+    "Polish": "nowak wojcik mazur krol wrona sowa kubiak".split(),  # edit: size
 }
 all_categories = list(category_lines)
 all_letters = string.ascii_lowercase
