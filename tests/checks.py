@@ -208,6 +208,18 @@ def fault(value, reason: str):
     return pytest.param(value, marks=pytest.mark.xfail(strict=True, reason=reason), id=value)
 
 
+def same_tree(ours, want, leaf, where: str = "") -> None:
+    """``ours`` and ``want``, nested lists of leaves, agree: lists item by item, leaves by
+    ``leaf(ours, want, where)`` where it compared them (it returns True), the rest equal in
+    type and value."""
+    if isinstance(want, list):
+        assert isinstance(ours, list) and len(ours) == len(want), (where, ours, want)
+        for i, (a, b) in enumerate(zip(ours, want)):
+            same_tree(a, b, leaf, f"{where}[{i}]")
+    elif not leaf(ours, want, where):
+        assert type(ours) is type(want) and ours == want, (where, ours, want)
+
+
 def same_outcome(ours, want, words: str | None, same) -> None:
     """Two ``(how, result)`` outcomes of one case, staged's and torch's, agree: both
     ``"ok"`` with ``same(ours, want)``, or both ``"raised"`` with the same exception type

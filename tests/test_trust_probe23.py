@@ -31,7 +31,7 @@ import pytest
 import torch
 
 import staged
-from tests.checks import fault, message, same_outcome
+from tests.checks import fault, message, same_outcome, same_tree
 
 
 def _tree(x):
@@ -52,21 +52,19 @@ def _tree(x):
     return x
 
 
-def _same(ours, want, where="") -> None:
+def _leaf(ours, want, where) -> bool:
     if isinstance(want, tuple) and want and want[0] in ("tensor", "tensorParameter", "ndarray"):
         assert isinstance(ours, tuple) and ours[:3] == want[:3], (where, ours, want)
         np.testing.assert_array_equal(ours[3], want[3], err_msg=where)
-    elif isinstance(want, list):
-        assert isinstance(ours, list) and len(ours) == len(want), (where, ours, want)
-        for i, (a, b) in enumerate(zip(ours, want)):
-            _same(a, b, f"{where}[{i}]")
-    else:
-        nan = isinstance(want, (float, complex)) and want != want  # (NaN is not NaN)
-        assert type(ours) is type(want) and (ours == want or nan and ours != ours), (
-            where,
-            ours,
-            want,
-        )
+        return True
+    if isinstance(want, (float, complex)) and want != want:  # (NaN is not NaN)
+        assert type(ours) is type(want) and ours != ours, (where, ours, want)
+        return True
+    return False
+
+
+def _same(ours, want) -> None:
+    same_tree(ours, want, _leaf)
 
 
 # torch's warnings end with where in its C++ they were raised, and some with a promise
