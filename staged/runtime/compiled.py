@@ -34,9 +34,11 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import os
 import sys
 import threading
 import warnings
+from types import FrameType
 from collections.abc import Callable, Container
 from typing import Any, NamedTuple
 
@@ -1294,20 +1296,27 @@ def compile(
     )
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep  # staged's own files
+
+
 @atexit.register
 def _bring_state_home() -> None:
     """Copy device-resident tensor data to the host, then release every device buffer,
     before the interpreter tears IREE down: a buffer freed after its device segfaults
     during shutdown GC. That includes buffers no Tensor holds: the index-check report of a
     call whose results were never read, kept by its compiled step (``runtime/checks.py``;
-    a compiled CNN held at module level crashed at exit)."""
-    values = []
+    a compiled CNN held at module level crashed at exit), and the semaphores and buffers
+    in the locals of staged's frames that a kept exception's traceback holds (a caught
+    OverflowError kept until exit crashed it): those frames are cleared."""
+    values, frames = [], []
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__;
         # getattr: a Tensor whose constructor raised has no payload
         kind = type(obj)
         if kind is DeviceValue:
             values.append(obj)
+        elif kind is FrameType and obj.f_code.co_filename.startswith(_PACKAGE_DIR):
+            frames.append(obj)
         elif issubclass(kind, Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
             obj._payload.check = None  # a failed index check raised at the reads
             try:
@@ -1316,3 +1325,6 @@ def _bring_state_home() -> None:
                 pass  # made by a failed step (Note [failed steps]): there is no data
     for value in values:
         value.release()
+    for frame in frames:
+        with contextlib.suppress(RuntimeError):  # one still running (this call's callers)
+            frame.clear()

@@ -319,9 +319,11 @@ class Device:
             wait_semaphores=rt.HalFence.create_at(sem, 0),
             signal_semaphores=rt.HalFence.create_at(sem, 1),
         )
-        # the semaphore's wait, not a fence's: iree.runtime 3.13's fence wait spins, 20-70 ms
-        # of CPU a read on lavapipe (a loaded 2-core machine) against 1 ms
-        sem.wait(1)
+        # not a fence's wait: iree.runtime 3.13's spins, 20-70 ms of CPU a read on lavapipe
+        # (a loaded 2-core machine) against 1 ms; and as calls wait (polling first), not
+        # blocking in vkWaitSemaphores at once: CI's first run that did so lost its lavapipe
+        # device there (VK_ERROR_DEVICE_LOST, once; not reproduced)
+        _wait(sem, 1)
         return np.array(staging.map().asarray(shape, raw), copy=True)
 
     def __repr__(self) -> str:
@@ -446,6 +448,7 @@ class Module:
         context (the attributes' own order), a list's fences crashed the process when
         other threads were compiling (tests/runtime/test_threads.py)."""
         self._in_flight = []
+        self._timeline = None
         self._functions = {}
         self.context = self._module = None
 

@@ -300,3 +300,37 @@ def test_an_argument_whose_shape_the_step_changes_in_place_compiles_with_checks(
         t = staged.tensor([1.0, 2.0])
         assert f(t, staged.tensor([0, 1])).item() == 50.0  # 1 * (0+1+2+3) + 2 * (4+5+6+7)
         assert t.shape == (2, 1)
+
+
+def test_kept_errors_hold_no_device_objects_at_shutdown(tmp_path):
+    """An error raised where a result is read, kept until exit, holds the frames of the
+    read, whose locals are the call's semaphore and module: the exit hook clears staged's
+    frames before IREE is torn down (freed in the last shutdown GC, after their device,
+    they crashed a test run of Vulkan steps with SIGSEGV)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import staged\n"
+        "from staged.runtime.compiled import _bring_state_home\n"
+        "step = staged.compile(lambda x, i: x[i])\n"
+        "try:\n"
+        "    step(staged.arange(4.0), staged.tensor([7])).tolist()\n"
+        "except IndexError as err:\n"
+        "    kept = [err]\n"
+        "    kept.append(kept)  # a cycle: freed by the last collection at shutdown\n"
+        "def staged_locals(tb):\n"
+        "    n = 0\n"
+        "    while tb is not None:\n"
+        "        if '/staged/' in tb.tb_frame.f_code.co_filename:\n"
+        "            n += len(tb.tb_frame.f_locals)\n"
+        "        tb = tb.tb_next\n"
+        "    return n\n"
+        "before = staged_locals(kept[0].__traceback__)\n"
+        "_bring_state_home()\n"
+        "print(before > 0, staged_locals(kept[0].__traceback__))\n"
+    )
+    env = {**__import__("os").environ, "STAGED_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["True", "0"], run.stdout
