@@ -119,8 +119,9 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 class Status:
     """What explain() says of a background compile: ``state`` (``compiling``,
-    ``compiled``, ``failed``, or ``eager`` for a one-shot trace), the failure's
-    ``reason``, the calls that ran each way, and the compile's wall time."""
+    ``compiled``, ``failed``, ``eager`` for a one-shot trace, ``deferred`` for one compiled
+    at its second call), the failure's ``reason``, the calls that ran each way, and the
+    compile's wall time."""
 
     reason: str | None
     seconds: float | None
@@ -134,6 +135,8 @@ class Status:
         ran = f"{eager} call{'s' if eager != 1 else ''} ran eagerly"
         if self.state == "eager":
             return f"not compiled (a one-shot trace serves one call): {ran}"
+        if self.state == "deferred":
+            return f"not compiled yet (it gave .grad to tensors that had none): {ran}"
         if self.state == "compiling":
             return f"compiling in the background; {ran} so far"
         if self.state == "compiled":
@@ -167,14 +170,19 @@ class Compiling:
         fallback=None,
         calls=None,
         name: str = "the step",
+        deferred: bool = False,
+        blocking: bool = False,
     ):
+        """``deferred``: compile only when the trace serves a second call (Note [deferred
+        compiles] in compiled.py), which waits for it where ``blocking``."""
         c = entry.captured
         self.interpreter = Interpreter(
             c.graph if graph is None else graph, c.checks, c.check_output, c.unchecked
         )
         self.batch, self.batched = batch, tuple(batched)
         self.fallback, self.calls, self.name = fallback, calls, name
-        self.status = Status("eager" if c.one_shot else "compiling")
+        self.status = Status("eager" if c.one_shot else "deferred" if deferred else "compiling")
+        self.blocking = blocking
         self.where = "eager"
         self.done = threading.Event()
         self.module = self.mlir = self.error = None
@@ -218,6 +226,11 @@ class Compiling:
             st.ran["compiled"] += 1
             return True
         fits = self._fits(leaves)
+        if st.state == "deferred" and st.ran["eager"]:  # a second call: compile now
+            st.state = "compiling"
+            self.start(entry)
+            if self.blocking:
+                self.done.wait()
         if st.state == "compiling" and (self.done.is_set() or not fits):
             self.start(entry)
             self.done.wait()  # at once when done; else a batch only the module can run
@@ -256,6 +269,7 @@ class Compiling:
         }.get(self.where) or {
             "compiling": "eager while compiling in the background",
             "eager": "eager: a one-shot trace, not compiled",
+            "deferred": "eager: compiled if the trace serves another call",
             "failed": "eager: its background compile failed",
         }[self.status.state]
 

@@ -22,6 +22,16 @@ Function or hook in the body: ``op_grads`` is None; a backward in the body) it c
 requiring grad, with a ``GraphlessResult`` whose backward raises ``STORED`` (Note
 [graphless results]), not as a constant a later backward would silently skip.
 
+Note [deferred compiles]: a trace whose backward gave ``.grad`` to state whose ``.grad``
+was None (``Captured.gives_grads``: a training step's first call, or each call after a
+``zero_grad()`` outside the step) is usually traced again at the next call, which finds
+those ``.grad`` set (they are then state the step reads). So it runs on NumPy as a one-shot
+trace does and is compiled only when it serves a second call (``Compiling(deferred=True)``):
+that call waits for the compile (or, in background mode, starts it). A plain-SGD training
+step compiled twice for its steady state: its first trace's module served one call (probe
+17's steps: 26 IREE compiles where 14 served). Not for ``dynamic=True`` steps or graphs
+with collectives, which compile as before.
+
 A call whose results require grad and whose body runs no backward (``torch.compile(model)``
 then ``loss.backward()`` outside) becomes a ``Differentiable`` entry: Note [autograd
 boundary] in ``boundary.py``.
@@ -871,8 +881,11 @@ class Compiled:
             log.debug("graph of %s:\n%s", name, captured.graph)
             # a one-shot trace serves one call: the interpreter runs it, as in background
             # mode, rather than IREE compiling a module for it (Note [one-shot traces])
-            background_ok = self.mode == "background" and not has_collectives(captured.graph)
-            if captured.one_shot or background_ok:
+            collectives = has_collectives(captured.graph)
+            background_ok = self.mode == "background" and not collectives
+            # Note [deferred compiles]
+            deferred = captured.gives_grads and not (captured.one_shot or batched or collectives)
+            if captured.one_shot or background_ok or deferred:
                 background = functools.partial(  # Note [background compiles]
                     Compiling,
                     graph=traced,
@@ -881,6 +894,8 @@ class Compiled:
                     fallback=functools.partial(call_eagerly, self.fn, captured.in_tree),
                     calls=self.calls,
                     name=name,
+                    deferred=deferred,
+                    blocking=not background_ok,
                 )
                 entry = CompiledGraph(captured, self.backend, self.device, p, background)
                 self._specialize(entry, traced, name)
@@ -891,6 +906,9 @@ class Compiled:
                     sum(p.times.values()),
                     f"one-shot ({captured.one_shot_why}), so it runs on NumPy and is not compiled"
                     if captured.one_shot
+                    else "it gave .grad to tensors that had none, so it runs on NumPy and is "
+                    "compiled when it serves a second call"
+                    if deferred
                     else "compiling in the background",
                 )
                 return entry

@@ -218,6 +218,15 @@ class Captured:
         return bool(self.escaped or self.hooks_left or self.advanced)
 
     @property
+    def gives_grads(self) -> bool:
+        """The body gave a ``.grad`` to state whose ``.grad`` was None (a backward at a
+        first call, or after ``zero_grad()``): where the tensors keep it, the next call
+        traces again (their ``.grad`` is then state), and this trace served one call
+        (Note [deferred compiles] in runtime/compiled.py)."""
+        empty = {id(w.tensor) for w in self.state if w.grad is None and w.owner is None}
+        return any(gw.kind != "none" and id(gw.tensor) in empty for gw in self.grad_writes)
+
+    @property
     def one_shot_why(self) -> str:
         """What made the trace one-shot, for explain() and the re-trace reason."""
         return (

@@ -99,7 +99,8 @@ def test_a_read_releases_the_state_a_finished_call_replaced():
         return loss
 
     compiled = staged.compile(step)
-    host = weakref.ref(m.weight._payload)  # the array the first call replaces
+    compiled(x)  # gives the .grad: it runs on NumPy (Note [deferred compiles])
+    host = weakref.ref(m.weight._payload)  # the array the compiled call replaces
     loss = compiled(x)
     module = compiled._last.module
     assert host() is not None  # what a failure of the call would put back
