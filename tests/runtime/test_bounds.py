@@ -5,6 +5,10 @@ calls train along eager. ONNX, which cannot raise, gives NaN results and the old
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -226,13 +230,19 @@ def test_values_beyond_the_report_cap_read_at_least(backend):
         assert f"index {read} is out of bounds" in str(got.value)
 
 
+def _exits_cleanly(script: str, cache) -> str:
+    """What ``script`` prints, run by a new interpreter that must exit with 0 (not killed
+    by a signal at shutdown)."""
+    env = {**os.environ, "STAGED_CACHE_DIR": str(cache)}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout
+
+
 def test_unread_reports_are_released_before_shutdown(tmp_path):
     """The index-check report of a call never read is held by its compiled step alone (no
     Tensor): the exit hook releases its buffer with the Tensors' before IREE is torn down
     (freed later, in a shutdown GC that had freed the device, it crashed the process)."""
-    import subprocess
-    import sys
-
     script = (
         "import gc, staged, staged.nn.functional as F\n"
         "from staged.runtime.compiled import _bring_state_home\n"
@@ -255,11 +265,8 @@ def test_unread_reports_are_released_before_shutdown(tmp_path):
         "_bring_state_home()\n"
         "print(before, len(held()), loss.item() > 0, tuple(w.grad.shape))\n"
     )
-    env = {**__import__("os").environ, "STAGED_CACHE_DIR": str(tmp_path)}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert run.returncode == 0, run.stderr[-2000:]
-    before, after, *rest = run.stdout.split()
-    assert int(before) >= 2 and int(after) == 0, run.stdout  # a report beside the payloads
+    before, after, *rest = _exits_cleanly(script, tmp_path).split()
+    assert int(before) >= 2 and int(after) == 0  # a report beside the payloads
     assert rest == ["True", "(8,", "4)"]
 
 
@@ -307,9 +314,6 @@ def test_kept_errors_hold_no_device_objects_at_shutdown(tmp_path):
     read, whose locals are the call's semaphore and module: the exit hook clears staged's
     frames before IREE is torn down (freed in the last shutdown GC, after their device,
     they crashed a test run of Vulkan steps with SIGSEGV)."""
-    import subprocess
-    import sys
-
     script = (
         "import staged\n"
         "from staged.runtime.compiled import _bring_state_home\n"
@@ -330,7 +334,4 @@ def test_kept_errors_hold_no_device_objects_at_shutdown(tmp_path):
         "_bring_state_home()\n"
         "print(before > 0, staged_locals(kept[0].__traceback__))\n"
     )
-    env = {**__import__("os").environ, "STAGED_CACHE_DIR": str(tmp_path)}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["True", "0"], run.stdout
+    assert _exits_cleanly(script, tmp_path).split() == ["True", "0"]
