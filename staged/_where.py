@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from types import FrameType
 
-_STAGED_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_SKIP = (_STAGED_DIR, os.path.dirname(os.__file__) + os.sep)  # staged, the standard library
+STAGED_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep  # staged's own files
+_SKIP = (STAGED_DIR, os.path.dirname(os.__file__) + os.sep)  # staged, the standard library
 
 
 @functools.lru_cache(maxsize=4096)

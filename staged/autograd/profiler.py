@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._where import STAGED_DIR
 from ..eager import dispatch, interceptor
 
 current = None  # the open profile, or None
-_STAGED_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def active():
@@ -340,7 +340,7 @@ def _user_stack() -> tuple:
     f: FrameType | None = sys._getframe(2)
     while f is not None:
         fn = f.f_code.co_filename
-        if not os.path.abspath(fn).startswith(_STAGED_DIR):
+        if not os.path.abspath(fn).startswith(STAGED_DIR):
             out.append(f"{fn}({f.f_lineno}): {f.f_code.co_name}")
         f = f.f_back
     return tuple(out)

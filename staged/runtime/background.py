@@ -174,7 +174,7 @@ class Compiling:
         blocking: bool = False,
     ):
         """``deferred``: compile only when the trace serves a second call (Note [deferred
-        compiles] in compiled.py), which waits for it where ``blocking``."""
+        compiles] in compiled.py); ``blocking``: a call waits for the compile to finish."""
         c = entry.captured
         self.interpreter = Interpreter(
             c.graph if graph is None else graph, c.checks, c.check_output, c.unchecked
@@ -228,10 +228,7 @@ class Compiling:
         fits = self._fits(leaves)
         if st.state == "deferred" and st.ran["eager"]:  # a second call: compile now
             st.state = "compiling"
-            self.start(entry)
-            if self.blocking:
-                self.done.wait()
-        if st.state == "compiling" and (self.done.is_set() or not fits):
+        if st.state == "compiling" and (self.blocking or self.done.is_set() or not fits):
             self.start(entry)
             self.done.wait()  # at once when done; else a batch only the module can run
             self._finish(entry)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .symbolic import _STAGED_DIR
+from .._where import STAGED_DIR
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -162,7 +162,7 @@ def report_draw(qualname: str) -> None:
 
 
 def _is_staged(frame) -> bool:
-    return os.path.abspath(frame.f_code.co_filename).startswith(_STAGED_DIR)
+    return os.path.abspath(frame.f_code.co_filename).startswith(STAGED_DIR)
 
 
 def _report(qualname: str, shown: str, frame) -> None:

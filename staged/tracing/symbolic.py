@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 
 from .._where import user_site
-
-_STAGED_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class CaptureError(RuntimeError):
