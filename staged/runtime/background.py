@@ -126,8 +126,9 @@ class Status:
     reason: str | None
     seconds: float | None
 
-    def __init__(self, state: str):
+    def __init__(self, state: str, where: str = "in the background"):
         self.state, self.reason, self.seconds = state, None, None
+        self.where = where  # how the compile ran: "in the background" or "at its second call"
         self.ran = {"eager": 0, "compiled": 0, "fn": 0}
 
     def __str__(self) -> str:
@@ -138,13 +139,14 @@ class Status:
         if self.state == "deferred":
             return f"not compiled yet (it gave .grad to tensors that had none): {ran}"
         if self.state == "compiling":
-            return f"compiling in the background; {ran} so far"
+            return f"compiling {self.where}; {ran} so far"
         if self.state == "compiled":
             return (
-                f"compiled in the background in {self.seconds:.2f} s, while {ran}; "
+                f"compiled {self.where} in {self.seconds:.2f} s, while {ran}; "
                 f"{self.ran['compiled']} ran compiled"
             )
-        return f"the background compile failed, so the step runs eagerly ({ran}): {self.reason}"
+        which = "background compile" if self.where == "in the background" else "compile"
+        return f"the {which} failed, so the step runs eagerly ({ran}): {self.reason}"
 
 
 class Compiling:
@@ -181,7 +183,10 @@ class Compiling:
         )
         self.batch, self.batched = batch, tuple(batched)
         self.fallback, self.calls, self.name = fallback, calls, name
-        self.status = Status("eager" if c.one_shot else "deferred" if deferred else "compiling")
+        self.status = Status(
+            "eager" if c.one_shot else "deferred" if deferred else "compiling",
+            "at its second call" if deferred and blocking else "in the background",
+        )
         self.blocking = blocking
         self.where = "eager"
         self.done = threading.Event()
