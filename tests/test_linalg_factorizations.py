@@ -520,7 +520,8 @@ def test_singular_matrices_give_torchs_info_and_errors():
     zero_column = staged.tensor([[0.0, 1, 2], [0, 3, 4], [0, 5, 7]])
     LU, pivots, info = L.lu_factor_ex(zero_column)
     LUt, pivots_t, info_t = T.lu_factor_ex(torch.tensor(_np(zero_column)))
-    np.testing.assert_allclose(_np(LU), _np(LUt), atol=1e-15)
+    # float32's rounding of 4 - 0.6 * 7 (eps * 7: LAPACK kernels differ by CPU)
+    np.testing.assert_allclose(_np(LU), _np(LUt), atol=1e-6)
     assert (pivots.tolist(), info.item()) == (pivots_t.tolist(), info_t.item())
     for call, words in [
         (
