@@ -9,6 +9,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from staged import dtypes as dt
 from staged.autodiff import Aval
 from staged.tracing.interpret import interpret
 from staged.lower.mlir import LoweringError, to_mlir
+from staged.lower.onnx_lowering import ExportError, to_onnx
 from staged.runtime.compiled import check_dtypes
 from staged.runtime.compiler import CompileError
 from tests.checks import check_grads
@@ -251,6 +253,67 @@ def test_capture(entry, dtype, k, sample):
     assert len(got) == len(outs)
     for i, (a, o) in enumerate(zip(got, outs)):
         H.assert_close(a, o, *entry.capture_tol, f"output {i}")
+
+
+# --- ONNX: the gradient graph exported and run in onnxruntime -----------------------------------
+# float32's samples and every other dtype's first (onnxruntime has no complex or bfloat16
+# kernels: their export is refused, tests/test_onnx_export.py)
+ONNX = _params(
+    c
+    for c in CASES
+    if c[1] in ("float32", "float64", "float16") and (c[1] == "float32" or c[2] == 0)
+)
+
+
+def _with_grads(entry, sample):
+    """``g(*leaves) -> [<c, outputs>, its gradient wrt each float leaf]`` (``_scalarized``'s
+    weighted sum), and the sample's arrays."""
+    f, xs = _scalarized(entry, sample)
+    diff = [H.differentiable(a) for a in xs]
+
+    def g(*ls):
+        ls = [t.detach().requires_grad_(d) for t, d in zip(ls, diff)]
+        total = f(*ls)
+        total = total.real if total.is_complex() else total
+        wrt = [t for t, d in zip(ls, diff) if d]
+        grads = staged.autograd.grad(total, wrt, allow_unused=True, materialize_grads=True)
+        return [total.detach(), *grads]
+
+    return g, xs
+
+
+@pytest.mark.parametrize("entry,dtype,k,sample", ONNX)
+def test_onnx_gradients(entry, dtype, k, sample):
+    """The op's outputs and gradients captured, exported as ONNX and run in onnxruntime ==
+    eager (a gradient graph binds other primitives than the forward: scatter_add for
+    gather, col2im for im2col, pads for slices)."""
+    _skip(entry, "vjp", dtype, "forward", "capture")
+    _needs_grad(entry, sample)
+    g, xs = _with_grads(entry, sample)
+    leaves = [staged.tensor(a) for a in xs]
+    try:
+        want = [H.numpy(t) for t in g(*leaves)]
+    except RuntimeError as err:  # the weighted outputs do not require grad here
+        if "does not require grad" not in str(err):
+            raise
+        pytest.skip("no output of this sample requires grad")
+    cap = staged.capture(g, *leaves)
+    try:
+        model = to_onnx(cap.graph)
+    except ExportError as err:
+        if "have no ONNX lowering" in str(err):  # declared (ONNX's coverage table)
+            pytest.skip(str(err))
+        raise
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = [*xs, *(np.asarray(w.tensor) for w in cap.state)]  # the weights ``c``: state
+    got = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), feed)})
+    got = [a for a, o in zip(got, cap.graph.outputs) if o.kind != "check"]  # index checks
+    assert len(got) == len(want)
+    # at least float rounding: the weighted sum and the gradients' sums run in other orders
+    least = 1e-5 if dtype == "float32" else 1e-7
+    rtol, atol = (max(t, least) for t in H.tolerances(entry, dtype))
+    for i, (a, w) in enumerate(zip(got, want)):
+        H.assert_close(a, w, rtol * 10, atol * 10, "the weighted sum" if i == 0 else f"grad {i}")
 
 
 # --- compiled: one module per backend and dtype holding every sample of that dtype ---------------

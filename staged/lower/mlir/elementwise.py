@@ -339,6 +339,31 @@ def _log_base(base):
     return emit
 
 
+def _float_log2(e, d, x):
+    """log(x) / log(2), exact at the powers of two, whose log2 is their exponent field less
+    the bias (the quotient alone can be an ulp under the integer: log2(8.0) in float64 was
+    2.9999999999999996, whose floor is 2), as NumPy's and torch's log2 are."""
+    y = _log_base(2)(e, d, x)
+    i = dt.from_numpy_dtype(np.dtype(f"int{bits(d)}"))
+    ti, tf = elem_type(i), elem_type(d)
+    inf = int(np.array(np.inf, d.np).view(i.np))  # the exponent field's bits, all set
+    mantissa = (inf & -inf).bit_length() - 1  # the bits below it
+    b = e.emit(f"arith.bitcast {x} : {tf} to {ti}")
+    low = e.emit(f"arith.andi {b}, {e.const((1 << mantissa) - 1, i)} : {ti}")
+    field = e.emit(f"arith.shrui {b}, {e.const(mantissa, i)} : {ti}")  # sign bit included
+    zero_low = CMP["eq"]["int"](e, i, low, e.const(0, i))
+    normal = e.emit(  # positive, neither subnormal nor inf/NaN
+        f"arith.andi {CMP['ge']['uint'](e, i, field, e.const(1, i))}, "
+        f"{CMP['lt']['uint'](e, i, field, e.const(inf >> mantissa, i))} : i1"
+    )
+    ok = e.emit(f"arith.andi {zero_low}, {normal} : i1")
+    bias = (inf >> mantissa) >> 1
+    k = e.emit(
+        f"arith.sitofp {e.emit(f'arith.subi {field}, {e.const(bias, i)} : {ti}')} : {ti} to {tf}"
+    )
+    return e.emit(f"arith.select {ok}, {k}, {y} : {tf}")
+
+
 class _Math(libm.Scalar):
     """``libm.Scalar`` with the log1p of this table: the arithmetic ``autodiff.special``'s
     algorithms are written in, emitted in the operands' dtype."""
@@ -748,7 +773,7 @@ UNARY = {
     "digamma": {"float": _special("digamma")},
     **{n: {"float": _special(n)} for n in ("entr", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e")},
     **{n: {"float": _special(n)} for n in BESSEL},
-    "log2": dict.fromkeys(("float", "complex"), _log_base(2)),
+    "log2": {"float": _float_log2, "complex": _log_base(2)},
     "log10": dict.fromkeys(("float", "complex"), _log_base(10)),
     "exp2": {"float": _op("math.exp2"), "complex": _complex_exp2},
     "floor": {"float": _op("math.floor")},

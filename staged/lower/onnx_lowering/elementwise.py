@@ -528,7 +528,20 @@ for _name in (
     *BESSEL,
 ):
     lowering(REGISTRY[_name])(_as_lowering(_special(_name)))
-lowering(REGISTRY["log2"])(_scaled("Log", 1 / np.log(2.0)))
+
+
+@lowering(REGISTRY["log2"])
+def _log2(b, op, x):
+    """log(x) / log(2), exact at the powers of two (ONNX has no Log2, and the quotient can
+    be an ulp under the integer: log2(8.0) in float64 was 2.9999999999999996, whose floor
+    is 2): where 2 ** round(y) is x, round(y), as NumPy's and torch's log2 are."""
+    d = op.out.aval.dtype
+    y = _scaled("Log", 1 / np.log(2.0))(b, op, x)
+    k = b.kernel("Round", [y], d)
+    exact = b.kernel("Equal", [b.kernel("Pow", [_c(b, d, 2), k], d), x], d, out=dt.bool_)
+    return b.kernel("Where", [k, y], d, pre=[exact])
+
+
 lowering(REGISTRY["log10"])(_scaled("Log", 1 / np.log(10.0)))
 
 

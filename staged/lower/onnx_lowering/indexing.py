@@ -77,13 +77,15 @@ def _gather(b, op, x, index):
 
 
 def _scatter_elements(b, op, x, index, src, reduction):
-    dim = op.params["dim"]
-    return b.node(
+    dim, d = op.params["dim"], op.out.aval.dtype
+    c = carrier(f"ScatterElements {reduction}", d)  # float16 adds in float32, bool's max in int32
+    out = b.node(
         "ScatterElements",
-        [x, _clamped(b, index, op.inputs[0].aval.shape[dim]), src],
+        [b.cast(x, d, c), _clamped(b, index, op.inputs[0].aval.shape[dim]), b.cast(src, d, c)],
         axis=dim,
         reduction=reduction,
     )
+    return b.cast(out, c, d)
 
 
 @lowering(REGISTRY["scatter_add"])
@@ -155,7 +157,7 @@ def _argsort(b, op, x):
     # TopK breaks ties by index (a stable sort); NaN must sort above every number, so
     # floats are sorted twice: with NaN as +inf, then stably by isnan
     p, d = op.params, op.inputs[0].aval.dtype
-    x = b.cast(x, d, carrier("TopK", d))
+    x, d = b.cast(x, d, carrier("TopK", d)), carrier("TopK", d)  # float16 sorts as float32
     if not d.is_floating_point:
         return _topk(b, x, p["k"], p)
     nan = b.kernel("IsNaN", [x], d, out=dt.bool_)

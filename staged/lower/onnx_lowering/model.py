@@ -89,6 +89,13 @@ KERNELS = {
     **dict.fromkeys(("IsNaN", "IsInf", "Round"), ("float16",) + _F),
     **dict.fromkeys(("Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Erf"), ("float32",)),
     **dict.fromkeys(("Not", "And", "Or", "Xor"), ("bool",)),
+    # ScatterElements by its reduction (carrier("ScatterElements add", d))
+    **dict.fromkeys(
+        ("ScatterElements add", "ScatterElements mul"), _F + _I + _SMALL + ("int16", "bool")
+    ),
+    **dict.fromkeys(
+        ("ScatterElements max", "ScatterElements min"), ("float16",) + _F + _I + _SMALL + ("int16",)
+    ),
 }
 
 
@@ -352,8 +359,8 @@ def _rename(b: Builder, r: str, final: str) -> str:
     """Make the last node's output ``r`` be called ``final`` (or add an Identity). Nodes
     come in order, so no node reads ``r`` yet where the last one makes it: only values of
     the graph may (the scan of every node's inputs made a 600-output graph's export 13 s)."""
-    last = b.nodes[-1]
-    if r in last.output and r not in b.names.values():
+    last = b.nodes[-1] if b.nodes else None  # none yet: ``r`` is an input or a constant
+    if last is not None and r in last.output and r not in b.names.values():
         last.output[list(last.output).index(r)] = final
         return final
     b.nodes.append(helper.make_node("Identity", [r], [final], name=final))

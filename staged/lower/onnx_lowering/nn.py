@@ -4,6 +4,8 @@ stays free, so it may be dynamic."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...autodiff import REGISTRY
@@ -30,15 +32,22 @@ def window_index(channels, spatial, kernel, stride, padding, dilation):
     return flat.reshape(-1).astype(np.int64), padded
 
 
-def _flat(b, x, n):
-    """``x`` reshaped to (N, -1), N a dim that may be dynamic."""
-    return b.node("Reshape", [x, b.shape((n, -1))])
+def _flat(b, x, shape):
+    """``x`` (of ``shape``) reshaped to (N, the rest), N a dim that may be dynamic; the
+    rest counted where its dims are static, since ONNX Runtime cannot infer a -1 from an
+    empty batch's 0 elements."""
+    rest = shape[1:]
+    return b.node("Reshape", [x, b.shape((shape[0], math.prod(rest) if _static(rest) else -1))])
+
+
+def _static(dims) -> bool:
+    return all(isinstance(d, int) for d in dims)
 
 
 @lowering(REGISTRY["im2col"])
 def _im2col(b, op, x):
     p, a = op.params, op.inputs[0].aval
-    idx, _ = window_index(
+    idx, padded = window_index(
         a.shape[1], a.shape[2:], p["kernel"], p["stride"], p["padding"], p["dilation"]
     )
     if any(lo or hi for lo, hi in p["padding"]):
@@ -47,7 +56,7 @@ def _im2col(b, op, x):
             "Pad",
             [x, b.const(np.array(pads, np.int64)), b.const(np.array(p["pad_value"], a.dtype.np))],
         )
-    cols = b.node("Gather", [_flat(b, x, a.shape[0]), b.const(idx)], axis=1)
+    cols = b.node("Gather", [_flat(b, x, (a.shape[0], a.shape[1], *padded)), b.const(idx)], axis=1)
     return b.node("Reshape", [cols, b.shape(op.out.aval.shape)])
 
 
@@ -58,7 +67,7 @@ def _col2im(b, op, cols):
     idx, padded = window_index(
         c, out.shape[2:], p["kernel"], p["stride"], p["padding"], p["dilation"]
     )
-    flat = _flat(b, cols, n)
+    flat = _flat(b, cols, op.inputs[0].aval.shape)
     index = b.node("Expand", [b.const(idx.reshape(1, -1)), b.node("Shape", [flat])])
     zeros = b.node(
         "Expand", [b.const(np.zeros((1, 1), out.dtype.np)), b.shape((n, c * int(np.prod(padded))))]

@@ -778,12 +778,6 @@ ENTRIES = [
         atol=0,
         skips=[
             Skip("fd", "checks exact values only (powers of two)"),
-            Skip(
-                "llvm-cpu",
-                "lowered as log(x) / log(2) (math.log2 does not link in "
-                "f64): within an ulp, not bit-exact",
-                ("float64",),
-            ),
         ],
     ),
     _unary(
