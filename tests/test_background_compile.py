@@ -106,24 +106,43 @@ def test_first_calls_eager_then_compiled_equal_compiled_and_eager(name, gate):
                 rtol=1e-5,
                 atol=1e-6,
             )
-    assert bg.traces == comp.traces and len(bg_hooked) == len(c_hooked)  # hook per trace
+    # the hook's Python effect: at the untraced first call, then once per trace
+    assert len(bg_hooked) == 1 + bg.traces and len(c_hooked) == comp.traces
     runs = [(where, first, last) for where, _, first, last in bg.calls.runs]
-    assert runs[-1] == ("compiled", 5, n)
+    assert runs[0] == (compiled_mod.UNTRACED, 1, 1) and runs[-1] == ("compiled", 5, n)
     eager = [r for r in runs if r[0] != "compiled"]
-    assert eager[0][1] == 1 and eager[-1][2] == 4
+    assert eager[-1][2] == 4
     text = bg.explanation()
     assert "calls 5-8: compiled" in text and "compiled in the background" in text
 
 
-def test_one_shot_trace_is_not_compiled(gate):
-    """Momentum's first step makes its buffers: that trace serves one call, eagerly."""
+def test_the_untraced_first_call_makes_the_state_the_trace_compiles(gate):
+    """Momentum's first step makes its buffers: the untraced first call makes them, so the
+    trace at the second call is not one-shot (it was, traced at the first: Note [untraced
+    first call]) and starts the compile."""
     _, _, _, bg, _ = _run(OPTIMIZERS["momentum"], "background", 2, gate)
-    first, second = bg.history
-    assert first["background"].state == "eager" and second["background"].state == "compiling"
+    (first,) = bg.history
+    assert first["background"].state == "compiling" and first["reason"].startswith("first trace")
     assert [r[0] for r in bg.calls.runs] == [
-        "eager: a one-shot trace, not compiled",
+        compiled_mod.UNTRACED,
         "eager while compiling in the background",
     ]
+    assert "call 1: eager, untraced (background mode's first call)" in bg.explanation()
+
+
+def test_one_shot_trace_is_not_compiled(gate):
+    """A trace that makes state (momentum's buffers, after the optimizer's state was
+    reset) serves one call, eagerly."""
+    model = _model()
+    step, opt, _ = _trainer(model, OPTIMIZERS["momentum"])
+    bg = staged.compile(step, mode="background")
+    x, y = _data()
+    bg(x, y)
+    bg(x, y)
+    opt.state.clear()  # momentum restarts: the next step makes its buffers again
+    bg(x, y)
+    assert [h["background"].state for h in bg.history][-1] == "eager"
+    assert bg.calls.runs[-1][0] == "eager: a one-shot trace, not compiled"
 
 
 def test_failed_background_compile_runs_eagerly_warns_once(monkeypatch):
@@ -139,9 +158,9 @@ def test_failed_background_compile_runs_eagerly_warns_once(monkeypatch):
     x, y = _data()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        losses = [float(bg(x, y))]
+        losses = [float(bg(x, y)) for _ in range(2)]  # call 1 runs untraced
         _wait(bg)
-        losses += [float(bg(x, y)) for _ in range(3)]
+        losses += [float(bg(x, y)) for _ in range(2)]
         x2, y2 = _data(n=7)  # a new shape: traced again, its compile fails too
         losses.append(float(bg(x2, y2)))
         _wait(bg)
@@ -155,7 +174,7 @@ def test_failed_background_compile_runs_eagerly_warns_once(monkeypatch):
     ours = [w for w in caught if "background compile" in str(w.message)]
     assert len(ours) == 1 and "forced for the test" in str(ours[0].message)
     assert issubclass(ours[0].category, RuntimeWarning)
-    assert bg.traces == 3  # .grad None at the first call, set at the second; a new shape
+    assert bg.traces == 2  # call 2 (call 1 ran untraced); a new shape
     text = bg.explanation()
     assert "the background compile failed" in text and "forced for the test" in text
     assert "eager: its background compile failed" in text
@@ -176,13 +195,13 @@ def test_guards_retrace_in_background(gate):
     for args in [(x, y), (x, y), (x2, y2), (x, y), (x2, y2)]:
         got.append(float(bg(*args)))
         want.append(float(eager(*args)))
-    # traces: .grad None (call 1), .grad set (call 2), a new shape (call 3)
-    assert bg.traces == 3 and "shape" in bg.last_retrace_reason
+    # traces: call 2 (call 1 ran untraced), a new shape (call 3)
+    assert bg.traces == 2 and "shape" in bg.last_retrace_reason
     model.train(False)  # a guard the trace read: the next call traces again
     ref.train(False)
     got.append(float(bg(x, y)))
     want.append(float(eager(x, y)))
-    assert bg.traces == 4
+    assert bg.traces == 3
     gate.set()
     for entry in [e for es in bg._entries.values() for e in es]:  # call 1's is deferred
         assert entry.background.status.state == "deferred" or entry.background.done.wait(WAIT_S)
@@ -192,7 +211,7 @@ def test_guards_retrace_in_background(gate):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for a, b in zip(_params(model), _params(ref)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    assert bg.calls.runs[-1] == ["compiled", 4, 7, 8]
+    assert bg.calls.runs[-1] == ["compiled", 3, 7, 8]
 
 
 def test_dynamic_batch_other_sizes_wait_for_the_module(gate):
@@ -208,8 +227,8 @@ def test_dynamic_batch_other_sizes_wait_for_the_module(gate):
     got += [float(bg(*d)) for d in data[2:]]
     want = [float(ref_step(*d)) for d in data]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    # traces: .grad None (call 1), .grad set (call 2, 3 and 4, dynamic)
-    assert bg.traces == 2 and bg.calls.runs[-1] == ["compiled", 2, 3, 4]
+    # call 1 runs untraced; one trace (call 2) serves calls 2, 3 and 4 (dynamic)
+    assert bg.traces == 1 and bg.calls.runs[-1] == ["compiled", 1, 3, 4]
 
 
 def test_index_check_raises_at_the_eager_call_and_keeps_state(gate):

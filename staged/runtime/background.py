@@ -1,18 +1,19 @@
 """``staged.compile(fn, mode="background")``: calls run at once while IREE compiles.
 
 Note [background compiles]: a blocking compile makes the first call wait for trace, lower,
-IREE compile and load (seconds). In background mode the first call traces ``fn`` as
+IREE compile and load (seconds). In background mode the first call runs ``fn`` itself,
+untraced (Note [untraced first call] in compiled.py); the second traces ``fn`` as
 always (hooks, grad modes and Python control flow are resolved then, as for a compiled
 step), returns after running the *captured graph* on NumPy (``Interpreter``: each
 primitive's eager impl, in graph order), and then hands lowering, compiling and loading
-to one worker thread (lowering is Python: started during the first call, it would take
+to one worker thread (lowering is Python: started during the traced call, it would take
 the GIL from it). Later calls run the graph on NumPy until the module is loaded; the
 first call after that runs it. So every call, eager or compiled, runs the same graph through the same
 binding (``CompiledGraph._run``: arguments, state, live inputs, host draws in; new state,
 ``.grad`` writes, optimizer dicts out): what a call reads is what the previous call left,
 whichever ran it, and nothing is applied twice or lost. Eager calls leave NumPy payloads,
-which the first compiled call uploads; hooks' Python effects happen once, at the trace,
-as for a compiled step. The hand-over happens at the start of a call, under
+which the first compiled call uploads; hooks' Python effects happen once per trace (and
+at the untraced call), as for a compiled step. The hand-over happens at the start of a call, under
 ``state_lock``: between two calls.
 
 IREE runs as an ``iree-compile`` process (``compiler.compile_subprocess``), not through
@@ -23,9 +24,9 @@ thread inside LLVM cannot. The compiled module is cached on disk as for blocking
 compiles (same key), so a cached module is loaded at once.
 
 Calls run eagerly where the interpreter can take them: a trace that creates state (an
-optimizer's first step, ``one_shot``) serves one call and is not compiled at all; with
-``dynamic=True`` the interpreter runs the graph traced at the first call's batch size,
-and a call at another size waits for the compile. A compile that fails (an op IREE
+optimizer's first step after its state was reset, ``one_shot``) serves one call and is
+not compiled at all; with ``dynamic=True`` the interpreter runs the graph traced at the
+second call's batch size, and a call at another size waits for the compile. A compile that fails (an op IREE
 rejects, a module that does not load) leaves the trace running eagerly: one warning per
 compiled function, the reason in ``explain()``; should a ``dynamic=True`` call then come
 at a batch size the interpreter lacks, ``fn`` itself runs eagerly. Steps with

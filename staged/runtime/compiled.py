@@ -65,7 +65,7 @@ from ..tracing.dynamic import DynamicError, generalize, is_static, mismatch, res
 from ..autodiff.avals import EagerOnlyError
 from ..lower.table import LoweringError
 from ..tracing.symbolic import CaptureError
-from ..tracing.pytree import flatten_call, unflatten
+from ..tracing.pytree import flatten, flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
 from ..tracing.guards import Guards, replay
 from ..eager.interceptor import current_interceptor
@@ -598,6 +598,42 @@ def _leaf_key(x, batched=False):
     return ("py", type(x).__name__, x)
 
 
+# Note [untraced first call]: in background mode the first call runs ``fn`` itself, as
+# eager code, and the second call traces it: the first result comes after one eager step
+# (the user asked not to wait), not after a trace and a run of the captured graph on NumPy
+# (3.4-6.7x an eager step: the trace is half of it), and the trace, made at the second
+# call, finds the state the first call made (an optimizer's buffers, ``.grad``), so it is
+# rarely one-shot. Eager code is the semantics a compiled step keeps, so the results are
+# the same to float rounding (fused eager kernels against their captured decompositions,
+# as between any eager and compiled call); results that are views of an argument are
+# copied, as compiled results are (``_unaliased``). Python side effects of ``fn`` (a
+# print, a hook's) happen at call 1 and again at the trace. Not with ``rng="counter"``,
+# whose compiled calls draw from a stream eager code does not.
+UNTRACED = "eager, untraced (background mode's first call)"
+
+
+def _unaliased(out, args, kwargs):
+    """``out`` with each tensor that shares an argument's memory (a view of it; not the
+    argument itself) copied, as a compiled call's results are: a write to one of them does
+    not reach the argument (Note [untraced first call])."""
+    given = [a for a in flatten_call(args, kwargs)[0] if type(a) is Tensor]
+    arrays = [a._payload for a in given if type(a._payload) is np.ndarray]
+    leaves, tree = flatten(out, lambda o: False)
+
+    def aliased(o) -> bool:
+        p = getattr(o, "_payload", None)
+        return (
+            type(o) is Tensor
+            and type(p) is np.ndarray
+            and all(o is not a for a in given)
+            and any(np.may_share_memory(p, a) for a in arrays)
+        )
+
+    if not any(aliased(o) for o in leaves):
+        return out
+    return unflatten(tree, [o.clone() if aliased(o) else o for o in leaves])
+
+
 class Compiled:
     """The callable ``staged.compile(fn)`` returns."""
 
@@ -649,6 +685,9 @@ class Compiled:
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
+        if self.mode == "background" and self.calls.count == 0 and self.rng == "host":
+            self.calls.note(UNTRACED)  # Note [untraced first call]
+            return _unaliased(self.fn(*args, **kwargs), args, kwargs)
         leaves, tree = flatten_call(args, kwargs)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
         key = self._key(tree, leaves, batched)
@@ -681,6 +720,8 @@ class Compiled:
             reasons.get(self._last) or next(iter(reasons.values()))
             if reasons
             else "first call"
+            if self.traces == 0 and self.calls.count == 0
+            else "first trace (call 1 ran untraced)"
             if self.traces == 0
             else f"the previous call was one-shot: {self._last.captured.one_shot_why}"
             if one_shot

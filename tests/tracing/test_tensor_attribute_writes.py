@@ -73,10 +73,11 @@ def _train(compiled: bool, calls: int = 6, **options):
 )
 def test_llama2c_s_last_loss_is_set_by_every_call_and_traces_twice(options):
     """Before, the stored loss made every trace one-shot: 6 calls, 6 traces. Now the
-    first (AdamW makes its state) and one more, entered with a tensor there."""
+    first (AdamW makes its state) and one more, entered with a tensor there; in background
+    mode only that one (its first call runs untraced: Note [untraced first call])."""
     f, seen, params = _train(True, **options)
     _, seen0, params0 = _train(False)
-    assert f.traces == 2
+    assert f.traces == (1 if options.get("mode") == "background" else 2)
     assert [s[:3] for s in seen] == [s[:3] for s in seen0] == [(True, True, False)] * 6
     np.testing.assert_allclose([s[3] for s in seen], [s[3] for s in seen0], rtol=1e-5)
     for p, q in zip(params, params0):
