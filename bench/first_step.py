@@ -1,6 +1,7 @@
 """Time to the first result of a training step, cold: staged.compile blocking (trace,
-lower, IREE compile, load, run) against ``mode="background"`` (trace, then the traced
-graph run eagerly while IREE compiles in a separate process), one staged eager step and
+lower, IREE compile, load, run) against ``mode="background"`` (the step run untraced; the
+second call traces it and runs the graph eagerly while IREE compiles in a separate
+process), one staged eager step and
 JAX jit's first call; plus where a blocking cold compile spends its time, and how long a
 background compile takes to hand over while eager calls keep running.
 
