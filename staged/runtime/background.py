@@ -13,8 +13,8 @@ binding (``CompiledGraph._run``: arguments, state, live inputs, host draws in; n
 ``.grad`` writes, optimizer dicts out): what a call reads is what the previous call left,
 whichever ran it, and nothing is applied twice or lost. Eager calls leave NumPy payloads,
 which the first compiled call uploads; hooks' Python effects happen once per trace (and
-at the untraced call), as for a compiled step. The hand-over happens at the start of a call, under
-``state_lock``: between two calls.
+at the untraced call), as for a compiled step. The hand-over happens at the start of a
+call, under ``state_lock``: between two calls.
 
 IREE runs as an ``iree-compile`` process (``compiler.compile_subprocess``), not through
 the in-process API: a subprocess holds no GIL, does not take over the process's stderr
@@ -26,8 +26,9 @@ compiles (same key), so a cached module is loaded at once.
 Calls run eagerly where the interpreter can take them: a trace that creates state (an
 optimizer's first step after its state was reset, ``one_shot``) serves one call and is
 not compiled at all; with ``dynamic=True`` the interpreter runs the graph traced at the
-second call's batch size, and a call at another size waits for the compile. A compile that fails (an op IREE
-rejects, a module that does not load) leaves the trace running eagerly: one warning per
+second call's batch size, and a call at another size waits for the compile. A compile
+that fails (an op IREE rejects, a module that does not load) leaves the trace running
+eagerly: one warning per
 compiled function, the reason in ``explain()``; should a ``dynamic=True`` call then come
 at a batch size the interpreter lacks, ``fn`` itself runs eagerly. Steps with
 collectives compile blocking (each rank must run its collectives the same way).

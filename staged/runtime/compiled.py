@@ -616,22 +616,19 @@ def _unaliased(out, args, kwargs):
     """``out`` with each tensor that shares an argument's memory (a view of it; not the
     argument itself) copied, as a compiled call's results are: a write to one of them does
     not reach the argument (Note [untraced first call])."""
-    given = [a for a in flatten_call(args, kwargs)[0] if type(a) is Tensor]
+    given = [a for a in flatten_call(args, kwargs)[0] if isinstance(a, Tensor)]
     arrays = [a._payload for a in given if type(a._payload) is np.ndarray]
     leaves, tree = flatten(out, lambda o: False)
-
-    def aliased(o) -> bool:
-        p = getattr(o, "_payload", None)
-        return (
-            type(o) is Tensor
-            and type(p) is np.ndarray
-            and all(o is not a for a in given)
-            and any(np.may_share_memory(p, a) for a in arrays)
-        )
-
-    if not any(aliased(o) for o in leaves):
+    aliased = [
+        isinstance(o, Tensor)
+        and type(o._payload) is np.ndarray
+        and all(o is not a for a in given)
+        and any(np.may_share_memory(o._payload, a) for a in arrays)
+        for o in leaves
+    ]
+    if not any(aliased):
         return out
-    return unflatten(tree, [o.clone() if aliased(o) else o for o in leaves])
+    return unflatten(tree, [o.clone() if a else o for o, a in zip(leaves, aliased)])
 
 
 class Compiled:

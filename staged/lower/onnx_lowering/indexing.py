@@ -157,7 +157,8 @@ def _argsort(b, op, x):
     # TopK breaks ties by index (a stable sort); NaN must sort above every number, so
     # floats are sorted twice: with NaN as +inf, then stably by isnan
     p, d = op.params, op.inputs[0].aval.dtype
-    x, d = b.cast(x, d, carrier("TopK", d)), carrier("TopK", d)  # float16 sorts as float32
+    c = carrier("TopK", d)  # float16 sorts as float32
+    x, d = b.cast(x, d, c), c
     if not d.is_floating_point:
         return _topk(b, x, p["k"], p)
     nan = b.kernel("IsNaN", [x], d, out=dt.bool_)

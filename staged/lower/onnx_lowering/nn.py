@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ...autodiff import REGISTRY
+from ...tracing.dynamic import is_static
 from .model import lowering
 
 
@@ -37,11 +38,7 @@ def _flat(b, x, shape):
     rest counted where its dims are static, since ONNX Runtime cannot infer a -1 from an
     empty batch's 0 elements."""
     rest = shape[1:]
-    return b.node("Reshape", [x, b.shape((shape[0], math.prod(rest) if _static(rest) else -1))])
-
-
-def _static(dims) -> bool:
-    return all(isinstance(d, int) for d in dims)
+    return b.node("Reshape", [x, b.shape((shape[0], math.prod(rest) if is_static(rest) else -1))])
 
 
 @lowering(REGISTRY["im2col"])
