@@ -144,13 +144,18 @@ def _run_once(path: Path, mode: str, root: Path, timeout: float) -> Run:
 
 
 def _run(path: Path, mode: str, root: Path = PROGRAMS, timeout: float = 300) -> Run:
-    """Run ``path`` (a program of ``root``) as ``mode`` (torch, eager or compiled) in a fresh
+    """Run ``path`` (a program of ``root``) as ``mode`` (torch, eager, compiled, or onnx: the
+    compiled step run as its ONNX export in onnxruntime, ``onnx_step.py``) in a fresh
     process, in a scratch directory (programs write checkpoints): a copy of its subdirectory
     for a program of several files, after its ``before`` scripts."""
     s, path = spec(path), path.resolve()
-    shim = [sys.executable, "-m", "staged.torch_compat"]
+    shim = [
+        sys.executable,
+        "-m",
+        "tests.programs.onnx_step" if mode == "onnx" else "staged.torch_compat",
+    ]
     torch_or_shim = [sys.executable] if mode == "torch" else shim
-    compiling = ["--compile", str(s.step)] if mode == "compiled" else []
+    compiling = ["--compile", str(s.step)] if mode in ("compiled", "onnx") else []
     # one thread: small programs gain nothing from more, and a loaded machine (CI's two
     # cores under pytest) made torch's spinning OpenMP threads take 20x longer
     env = {

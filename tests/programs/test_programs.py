@@ -34,6 +34,15 @@ def test_compiled_step_gives_eagers_loss(path):
     assert R.close(got.loss, eager.loss, R.spec(path).crtol), (got.loss, eager.loss)
 
 
+@pytest.mark.parametrize("path", COMPILED, ids=R.name)
+def test_onnx_export_of_the_step_gives_eagers_loss(path):
+    """The compiled step's graphs exported as ONNX and run in onnxruntime, in place of
+    IREE's module, every call of the program: the exporter on whole training steps."""
+    eager, got = R.run(path, "eager"), R.run(path, "onnx")
+    assert not got.error, got.error
+    assert R.close(got.loss, eager.loss, R.spec(path).crtol), (got.loss, eager.loss)
+
+
 _RECORD = "torch's recorded loss is stale: run `python -m tests.programs.runner --record`"
 
 
