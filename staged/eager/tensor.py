@@ -154,19 +154,20 @@ class Tensor(_TensorOps):
     def stride(self, dim=None) -> Any:
         """Strides in elements: the NumPy array's (a view's are its base's) or a meta
         tensor's, inside vmap the physical value's without its batch dim (torch's), and
-        contiguous for data still on a device (Note [payloads])."""
+        contiguous (as torch's) for data still on a device (Note [payloads]) and for a new
+        empty array, which NumPy gives zero strides."""
         p = self._payload
-        if type(p) is np.ndarray or type(p) is Meta:
+        if (type(p) is np.ndarray or type(p) is Meta) and (p.size or any(p.strides)):
             st = [s // p.itemsize for s in p.strides]
         elif isinstance(getattr(p, "value", None), Tensor):  # vmap's Batched payload
             st = list(p.value.stride())
             if p.bdim is not None:
                 del st[p.bdim]
-        else:
+        else:  # NumPy gives a new empty array zero strides; torch's are contiguous
             st, n = [], 1
             for s in reversed(p.shape):
                 st.insert(0, n)
-                n *= s
+                n *= max(s, 1)
         return tuple(st) if dim is None else st[_dim("stride", dim, len(st))]
 
     def storage_offset(self) -> int:

@@ -991,3 +991,27 @@ def test_nextafter_requires_grad_where_only_other_does():
         assert v.tolist() == [1 - 2**-53, 5e-324]
         (g,) = lib.autograd.grad(v.sum(), x)
         assert g.tolist() == [0.0, 0.0], lib.__name__
+
+
+@pytest.mark.parametrize("lib", [torch, staged], ids=["torch", "staged"])
+def test_a_write_into_an_empty_view_is_allowed(lib):
+    """``w = x.clone()[:, ::1, 1:1]; w[:, idx] = v`` with x empty: NumPy gives a new empty
+    array zero strides, which the write took for repeated elements ("more than one element
+    of the written-to tensor refers to a single memory location"); torch writes nothing."""
+    x = lib.zeros((0, 3, 3), dtype=lib.float64, requires_grad=True)
+    v = lib.tensor(0.5, dtype=lib.float64, requires_grad=True)
+    w = x.clone()
+    w[:, ::1, 1:1][:, lib.tensor([-3, -2, -1])] = v
+    w.sum().backward()
+    assert tuple(x.grad.shape) == (0, 3, 3)
+    assert v.grad.item() == 0.0
+    e = lib.zeros(2, 0).expand(2, 0)
+    e.add_(1)
+    assert tuple(e.shape) == (2, 0)
+
+
+def test_an_empty_tensor_has_torchs_strides():
+    for shape in [(0, 3), (2, 0), (0,), (0, 2, 0, 3), (3, 0, 2)]:
+        assert staged.zeros(shape).stride() == torch.zeros(shape).stride(), shape
+        assert staged.empty(shape).stride() == torch.empty(shape).stride(), shape
+    assert staged.zeros(2, 3)[:, 1:1].stride() == torch.zeros(2, 3)[:, 1:1].stride()

@@ -155,8 +155,11 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
     if node is not None:  # eager and symbolic alike: the Nodes read t before the write
         _keep_originals(node, t, since)
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
-        # read-only (expanded), or a writable view with repeated elements (as_strided)
-        if not p.flags.writeable or t._base is not None and 0 in p.strides:
+        # read-only (expanded), or a writable view with repeated elements (as_strided);
+        # an empty one has nothing to write (NumPy gives a new empty array zero strides)
+        if not p.size:
+            pass
+        elif not p.flags.writeable or t._base is not None and 0 in p.strides:
             # (torch refuses a fill into a conj view's repeated elements too)
             p = _writable_view(t, p, fill and (t._base is None or t._view.conj is None))
             if p is None:
@@ -165,7 +168,8 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
             raise RuntimeError(_INTERNAL)  # an update of repeated elements (Note above)
         for hook in before_write:
             hook(t)
-        np.copyto(p, result._payload)
+        if p.size:
+            np.copyto(p, result._payload)
     elif type(p) is Meta or type(result._payload) is Meta:
         p[...] = result._payload  # into meta: nothing; out of it: NotImplementedError
     else:  # payloads that don't share memory (symbolic under capture): functionalize
