@@ -113,6 +113,15 @@ DATA_TILING_MIN_MACS = 1 << 27
 # spread), the CNN from 54 to 44 at no less time, and IREE 3.13 rejects the transformer with
 # it (a 262400-byte stack allocation, limit 32768). LLVM's own levels (O2, codegen
 # Aggressive) have no flag in 3.13.
+# On a 2-core Intel Xeon (2026-12-03) the MLP's module takes 2.6-3.0 s, and each of its 23
+# executables compiled alone (--compile-mode=hal-executable) costs 0.2 s of fixed cost
+# plus 0.15-0.25 s for a matmul, 0.01-0.05 s for the others: 8 matmuls ~1.6 s, the loss's
+# 12 small reductions and elementwise ops ~0.4 s. A module of one elementwise op takes
+# 0.4-0.5 s: perf puts it in freezing MLIR's rewrite-pattern sets and first-touch page
+# faults, per compile, so the in-process API is no faster (0.44-0.62 s). With both cores
+# the transformer takes 4.1-4.3 s against 5.4-5.5 s on one (the serial part: the util.func
+# pipelines and serializing the linked executables). No flag tried here moved a matmul
+# dispatch (ukernels off, debug symbols off, generic or x86-64-v3 CPU, system linker).
 # So the flags stay; what would cut the time is fewer dispatches, which the lowering sometimes
 # splits on purpose for run time (``_arg`` in lower/mlir/reduction.py), or fewer distinct
 # ones: optimizer updates share executables across parameter shapes (Note [flat updates]
