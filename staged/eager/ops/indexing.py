@@ -32,7 +32,7 @@ from ..loop_cache import LoopCache
 from ..tensor import Tensor, as_payload
 from ..views import named
 from .elementwise import where
-from .inplace import VIEW_OF_LEAF, _named, check_inplace, check_overlap, own, write
+from .inplace import VIEW_OF_LEAF, _before, _named, check_inplace, check_overlap, own, write
 from ._operands import _broadcast2, broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -462,7 +462,7 @@ def setitem(x: Tensor, index, value) -> None:
         # x[mask] = scalar: a select, no data-dependent shape (so it also captures)
         _check_mask(index, tuple(x._payload.shape))
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
-        before = x.grad_fn
+        before = _before(x)
         write(x, _masked(x, mask, ad.reshape(v, shape=()) if v.ndim else v))
         _named(x, before, _INDEX_PUT)
         return
@@ -473,7 +473,7 @@ def setitem(x: Tensor, index, value) -> None:
         and type(index._payload) is not np.ndarray
     ):
         check_overlap(x, (value,))
-        before = x.grad_fn
+        before = _before(x)
         write(x, own(_masked_put(x, index, v), value))
         _named(x, before, _INDEX_PUT)
         return
@@ -491,7 +491,7 @@ def setitem(x: Tensor, index, value) -> None:
         if _state.grad_enabled:  # torch writes the view x[index]: a leaf's
             raise RuntimeError(VIEW_OF_LEAF)
     new = _put(y, plan, lin, v)
-    before = x.grad_fn
+    before = _before(x)
     write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
     _named(x, before, node)
 
@@ -959,7 +959,7 @@ def _masked(x: Tensor, mask: Tensor, v: Tensor) -> Tensor:
 
 def masked_fill_(x: Tensor, mask: Tensor, value) -> Tensor:
     _check_view(x, value)
-    before = x.grad_fn
+    before = _before(x)
     name = "MaskedFillBackward1" if isinstance(value, Tensor) else "MaskedFillBackward0"
     return _named(write(x, masked_fill(x, mask, value)), before, name)
 

@@ -493,7 +493,7 @@ def own(result: Tensor, src) -> Tensor:
 
 
 def fill_(self, value):
-    before = self.grad_fn
+    before = _before(self)
     if not isinstance(value, Tensor):
         p, one = _direct(self), self.numel() == 1  # (see fill_array: one saturates)
         if p is None:
@@ -512,13 +512,21 @@ def fill_(self, value):
 
 
 def zero_(self):
-    before = self.grad_fn
+    before = _before(self)
     return _named(fill_(self, 0), before, "ZeroBackward0")
 
 
+def _before(t: Tensor):
+    """What ``_named`` compares ``t``'s grad_fn with after a write: it before, where ``t``
+    is no view. A view's is not read: that would regenerate it, which raises for a no_grad
+    view whose base was written since (torch's in-place ops never read it under no_grad)."""
+    return t.grad_fn if t._base is None else None
+
+
 def _named(t: Tensor, before, name: str) -> Tensor:
-    """``t`` after a write, the Node it made (not ``before``) named as torch's; a view's
-    grad_fn is regenerated from its base's CopySlices, named so (Note [views])."""
+    """``t`` after a write, the Node it made (not ``before``, from ``_before``) named as
+    torch's; a view's grad_fn is regenerated from its base's CopySlices, named so (Note
+    [views])."""
     if t._base is None and t.grad_fn is not before:
         views.named(t, name)
     return t
@@ -533,7 +541,7 @@ def copy_(self, src, non_blocking=False):
             f"copy_(): argument 'other' (position 1) must be Tensor, not {type_label(src)}"
         )
     check_overlap(self, (src,))
-    before = self.grad_fn if self._base is None else None
+    before = _before(self)
     return _named(write(self, own(to_dtype(src, self.dtype), src)), before, COPY_NODE)
 
 
