@@ -1050,3 +1050,38 @@ def test_a_write_to_a_no_grad_view_after_its_base_changed(op, grad_mode):
             got.append(("wrote", x.detach().tolist()))
     assert got[0] == got[1]
     assert got[0][0] == ("raised" if grad_mode else "wrote")
+
+
+_PUTS = {
+    "index_long_value": (lambda T: T.tensor([0]), lambda T: T.tensor([1])),
+    "index_0d_value": (lambda T: T.tensor([0]), lambda T: T.tensor(1.0, dtype=T.float64)),
+    "list_index": (lambda T: [0, 1], lambda T: T.tensor([1, 2])),
+    "mask_two_values": (lambda T: T.tensor([True, False, True]), lambda T: T.tensor([1, 2])),
+    "mask_one_value": (lambda T: T.tensor([True, False, True]), lambda T: T.tensor([7])),
+    "mask_0d_value": (lambda T: T.tensor([True, False, True]), lambda T: T.tensor(7)),
+    "0d_mask": (lambda T: T.tensor(True), lambda T: T.tensor(1, dtype=T.int64)),
+    "0d_int_index": (lambda T: T.tensor(1), lambda T: T.tensor(5)),
+    "slice": (lambda T: slice(0, 2), lambda T: T.tensor([1, 2])),
+    "int_and_index": (lambda T: (0, T.tensor([1])), lambda T: T.tensor([1])),
+    "index_float16": (lambda T: T.tensor([0]), lambda T: T.tensor([1.0], dtype=T.float16)),
+}
+
+
+@pytest.mark.parametrize("case", list(_PUTS))
+def test_setitem_of_a_value_of_another_dtype_is_refused_where_torch_refuses_it(case):
+    """``x[index] = value`` with a tensor value of another dtype: torch refuses it where it
+    reaches index_put_ (an index of tensors or sequences), except a one-element value
+    filling one bool mask, and casts it elsewhere (a copy_); staged cast it everywhere
+    (views/in-place fuzzer: a complex 0-d tensor given a float32 value under a 0-d mask)."""
+    got = []
+    for T in (torch, staged):
+        x = T.zeros(2, 3) if case == "int_and_index" else T.zeros(3)
+        index, value = (f(T) for f in _PUTS[case])
+        try:
+            x[index] = value
+        except RuntimeError as e:
+            assert "Index put requires the source and destination dtypes match" in str(e)
+            got.append("refused")
+        else:
+            got.append(x.tolist())
+    assert got[0] == got[1]

@@ -443,10 +443,44 @@ def _check_view(x: Tensor, *sources) -> None:
         check_inplace(x, any(isinstance(s, Tensor) and s._requires_grad for s in sources))
 
 
+def _dtypes_differ(x: Tensor, value: Tensor) -> str:
+    return (
+        f"Index put requires the source and destination dtypes match, got {x.dtype.title} "
+        f"for the destination and {value.dtype.title} for the source."
+    )
+
+
+def _check_put_dtype(x: Tensor, index, value: Tensor) -> None:
+    """torch's refusal of a tensor value of another dtype where ``x[index] = value``
+    reaches ``index_put_``: an index holding tensors (not 0-d integer ones, which select)
+    or sequences, unless the value is one element filling a single bool mask (torch's
+    ``canDispatchToMaskedFill``). Without such an index it is a ``copy_``, which casts."""
+    items = index if type(index) is tuple else (index,)
+    adv = [
+        i
+        for i in items
+        if isinstance(i, (list, tuple, np.ndarray))
+        or isinstance(i, Tensor)
+        and (i._payload.ndim or i._payload.dtype.kind == "b")
+    ]
+    if not adv:
+        return
+    mask = adv[0]
+    if len(adv) == 1 and isinstance(mask, Tensor) and mask.ndim and mask.dtype in _MASKS:
+        if value.numel() == 1:
+            return
+    raise RuntimeError(_dtypes_differ(x, value))
+
+
+_MASKS = (dt.bool_, dt.uint8)
+
+
 def setitem(x: Tensor, index, value) -> None:
     _check_view(x, value)
     index = given = _as_tuple(index)
     if isinstance(value, Tensor):
+        if value.dtype is not x.dtype:
+            _check_put_dtype(x, index, value)
         v = value
     elif isinstance(value, np.ndarray):  # torch's: a tensor or a number only
         raise TypeError(f"can't assign a numpy.ndarray to a torch.{x.dtype.title}Tensor")
@@ -883,11 +917,7 @@ def index_put(x: Tensor, indices, values: Tensor, accumulate: bool = False) -> T
             f"{type(values).__name__}"
         )
     if values.dtype is not x.dtype:
-        raise RuntimeError(
-            f"Index put requires the source and destination dtypes match, got "
-            f"{x.dtype.title} for the destination and "
-            f"{values.dtype.title} for the source."
-        )
+        raise RuntimeError(_dtypes_differ(x, values))
     return _put(x, *_plan(x, tuple(indices)), values, accumulate)
 
 
