@@ -1085,3 +1085,24 @@ def test_setitem_of_a_value_of_another_dtype_is_refused_where_torch_refuses_it(c
         else:
             got.append(x.tolist())
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("value", [float("nan"), 5.0, float("-inf")])
+def test_a_returned_splat_of_nan_and_a_written_copy_of_it_stay_apart_compiled(value):
+    """The same IREE 3.13 miscompile as above with a NaN fill: the splat analysis compared
+    entries with ==, so a splat of NaN was not known as one and reached IREE as a select of
+    constants, which it folded into a splat and wrote through: ``v1`` came back as its
+    written copy and the copy as zeros (llvm-cpu and vulkan-spirv; program fuzzer)."""
+
+    def step(x0, x2):
+        v1 = x2.clone()
+        v1[None].fill_(value)
+        v3 = v1.clone()
+        v3[-1] = x0
+        return v1, v3
+
+    x0, x2 = staged.tensor([1]), staged.tensor([[-0.0], [-0.0]])
+    want = [t.numpy() for t in step(x0, x2)]
+    got = [t.numpy() for t in staged.compile(step)(x0, x2)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

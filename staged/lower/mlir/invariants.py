@@ -18,7 +18,10 @@ lands in the returned splat's buffer too, so the step returned the written copy 
 (found by the llvm-cpu fuzzer; with a dynamic batch too). A splat constant
 (``arith.constant dense<0.0>``) or a ``linalg.fill`` is copied before it is written, so
 ``known_splat`` emits every value ``splats`` knows as one: a constant for a static shape, a
-fill for a dynamic one.
+fill for a dynamic one. Entries are compared bit for bit (``_same``): with ``==`` a splat of
+NaN was not known, reached IREE as a select of constants that IREE folded into a splat
+itself, and the step came back wrong the same way (found by the fuzzer on llvm-cpu and
+vulkan-spirv); and 0.0 and -0.0 are not one value.
 
 Note [constant destinations]: IREE 3.13 also loses a read of a value computed from
 constants only (a dispatch with no operands) when a ``tensor.insert_slice`` writes into the
@@ -53,8 +56,19 @@ def _nonempty(v) -> bool:
     return all(isinstance(s, int) and s > 0 for s in v.aval.shape)
 
 
+def _same(a, b) -> bool:
+    """Whether two known entries are one value: NaN is NaN, and 0.0 is not -0.0."""
+    if a != a or b != b:
+        return bool(a != a and b != b)
+    return (
+        bool(a == b)
+        and np.signbit(np.real(a)) == np.signbit(np.real(b))
+        and np.signbit(np.imag(a)) == np.signbit(np.imag(b))
+    )
+
+
 def _same_known(ks) -> bool:
-    return _UNKNOWN not in ks and all(k == ks[0] for k in ks)
+    return _UNKNOWN not in ks and all(_same(k, ks[0]) for k in ks)
 
 
 def splats(graph) -> dict:
@@ -64,7 +78,8 @@ def splats(graph) -> dict:
         a = np.asarray(array)
         if v.id in graph.sym_consts:  # computed from a dynamic size at each call
             continue
-        if a.size and (a == a.flat[0]).all():
+        # bit for bit: a constant of NaNs is one (Note [splat constants]), of 0.0 and -0.0 not
+        if a.size and np.ascontiguousarray(a).tobytes() == np.full_like(a, a.flat[0]).tobytes():
             known[v.id] = a.flat[0]
     for op in graph.ops:
         name, ins = op.prim.name, op.inputs
