@@ -890,8 +890,6 @@ _ITER_STRIDES = (
 LAYOUT_FAULTS = {
     "unsqueeze_end": "staged/eager/tensor.py stride(): a size-1 dim's stride is NumPy's, "
     "x.t().unsqueeze(-1) of a 3x4 x (1, 4, 4), torch's (1, 4, 1)",
-    "empty_tensor": "staged/eager/factories.py zeros: zeros(0, 3).stride() (0, 0), torch's "
-    "(3, 1) (a broadcast payload)",
     "empty_slice": "staged/eager/tensor.py storage_offset(): NumPy's empty slice x[3:] of a 3x4 "
     "x starts at the storage's start, offset 0; torch's 12",
     "add_mixed_layout": _ITER_STRIDES + "x.t() + y (4x3) (3, 1), torch's (1, 4)",
