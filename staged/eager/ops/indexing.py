@@ -450,6 +450,9 @@ def _dtypes_differ(x: Tensor, value: Tensor) -> str:
     )
 
 
+_MASKS = (dt.bool_, dt.uint8)
+
+
 def _check_put_dtype(x: Tensor, index, value: Tensor) -> None:
     """torch's refusal of a tensor value of another dtype where ``x[index] = value``
     reaches ``index_put_``: an index holding tensors (not 0-d integer ones, which select)
@@ -465,14 +468,9 @@ def _check_put_dtype(x: Tensor, index, value: Tensor) -> None:
     ]
     if not adv:
         return
-    mask = adv[0]
-    if len(adv) == 1 and isinstance(mask, Tensor) and mask.ndim and mask.dtype in _MASKS:
-        if value.numel() == 1:
-            return
-    raise RuntimeError(_dtypes_differ(x, value))
-
-
-_MASKS = (dt.bool_, dt.uint8)
+    one_mask = len(adv) == 1 and isinstance(adv[0], Tensor) and adv[0].dtype in _MASKS
+    if not (one_mask and adv[0].ndim and value.numel() == 1):
+        raise RuntimeError(_dtypes_differ(x, value))
 
 
 def setitem(x: Tensor, index, value) -> None:
