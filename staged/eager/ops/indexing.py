@@ -468,8 +468,8 @@ def _check_put_dtype(x: Tensor, index, value: Tensor) -> None:
     ]
     if not adv:
         return
-    one_mask = len(adv) == 1 and isinstance(adv[0], Tensor) and adv[0].dtype in _MASKS
-    if not (one_mask and adv[0].ndim and value.numel() == 1):
+    mask = adv[0] if len(adv) == 1 and isinstance(adv[0], Tensor) else None
+    if not (mask is not None and mask.dtype in _MASKS and mask.ndim and value.numel() == 1):
         raise RuntimeError(_dtypes_differ(x, value))
 
 
