@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Callable
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from .. import autodiff as ad
 from .. import dtypes as dt
@@ -141,7 +142,7 @@ def record(view, src, prim, params, grad_mode, copy=False) -> None:
     meta.custom = custom  # a view of a custom Function's view output is one
     if copy:
         if type(p) is np.ndarray:
-            meta.conj = c = _ConjCopy(p, steps, src._payload.strides)
+            meta.conj = c = _ConjCopy(p, steps, src._payload)
             view._payload = c.full()
     elif src._base is not None:
         meta.conj = src._view.conj
@@ -149,8 +150,8 @@ def record(view, src, prim, params, grad_mode, copy=False) -> None:
         if len(vc) == 1:
             vc.append(_Views())
         views = vc[1]
-    elif meta.conj is not None:  # an inference tensor's: kept while its base lives
-        views = _inference_views(view._base)
+    elif meta.conj is not None:  # an inference tensor's: kept while its memory's owner lives
+        views = _inference_views(_owner(view._base))
     else:
         return
     if copy:  # a write into the memory its base aliases reaches it too
@@ -197,13 +198,24 @@ def _inference_views(base) -> _Views:
 
 def inference_written(t) -> None:
     """``t``, an inference tensor (no version counter), was written: the conj views of
-    its base read it (Note [conj views])."""
+    any tensor sharing its memory read it (Note [conj views])."""
     if _inference_conj:
-        base = t._base if t._base is not None else getattr(t, "_alias", None)
-        entry = _inference_conj.get(id(t if base is None else base))
+        entry = _inference_conj.get(id(_owner(t)))
         if entry is not None:
             entry[1].prune()
             _sync_conj(entry[1])
+
+
+def _owner(t):
+    """The tensor whose memory ``t`` reads: followed through views' bases and through
+    ``_alias`` (``.data``, ``detach()``, the views of inference tensors)."""
+    while True:
+        root = getattr(t, "_alias", None)
+        if root is None:
+            root = t._base
+            if root is None:
+                return t
+        t = root
 
 
 def _alias_views(t, vc, create=False) -> list:
@@ -221,7 +233,8 @@ def _alias_views(t, vc, create=False) -> list:
                 other.append(_Views())
             if len(other) > 1:
                 out.append(other[1])
-        root = getattr(root, "_alias", None)
+        # a view of an alias (``x.data[1:].data``): on through its base's alias
+        root = getattr(root if root._base is None else root._base, "_alias", None)
     return out
 
 
@@ -236,39 +249,58 @@ def alias_written(t) -> None:
 # Note [conj views]: torch's ``x.conj()`` of a complex ``x`` is a view with its conjugate
 # bit set, which NumPy cannot express. staged's is a view of ``x`` (``record``, its step the
 # ``conj`` primitive, whose VJP rule places gradients as any view step's does) whose memory
-# is a conjugated copy (``_ConjCopy``), kept one memory with its base's on every write
-# of the storage (``bumped``; for aliases with a version counter of their own,
-# ``alias_written``; for inference tensors, which have none, ``inference_written``): the
-# copy written since the last write (through the conj view, a view of it, its
-# ``detach()`` or ``.data``) is first written back into the base, conjugated; then every
-# copy is read again from the base. Views of a conj view are views of its copy.
-# ``is_conj()`` counts the conj steps; ``numpy()`` and ``view_as_real`` refuse, as torch's.
+# is a conjugated copy (``_ConjCopy``) with the view's strides, kept one memory with its
+# base's on every write of the storage (``bumped``; for aliases with a version counter of
+# their own, ``alias_written``; for inference tensors, which have none,
+# ``inference_written``, by the tensor owning the memory): the copy written since the last
+# write (through the conj view, a view of it, its ``detach()`` or ``.data``) is first
+# written back into the base, conjugated, newest first (a conj view of an older one's
+# ``detach()`` writes into that one's copy); then every copy is read again from the base.
+# Views of a conj view are views of its copy.
+# ``is_conj()`` counts the conj steps back to the memory's owner (through ``detach()`` and
+# ``.data``); ``numpy()`` and ``view_as_real`` refuse, as torch's.
 # A write into memory that staged does not see (into an array ``numpy()`` gave) reaches
 # the conj views at the storage's next tracked write only.
 class _ConjCopy:
     """The memory of a conj view: ``array``, read from the base by ``steps`` (ending with
-    the conj step), and ``synced``, its value when last read, which tells a write. Where
-    the conjugated view repeats elements (an expanded one: a stride 0), ``array`` holds
-    one of each (``index``) and the view is read-only with that stride 0, as the
-    conjugated one (``full``), so writes are checked as torch checks its."""
+    the conj step), and ``synced``, its value when last read, which tells a write.
+    ``array`` has the strides of the conjugated view (``region``), as torch's conj view,
+    which reads the same memory: so its ``stride()`` and ``is_contiguous()`` are torch's,
+    and what NumPy can reshape without a copy (a view, written through) is what torch
+    can. Where the conjugated view repeats elements (an expanded one: a stride 0),
+    ``array`` holds one of each (``index``) and the view is read-only with that stride 0,
+    as the conjugated one (``full``), so writes are checked as torch checks its."""
 
     __slots__ = ("array", "steps", "synced", "index", "shape")
 
-    def __init__(self, array, steps, strides):
+    def __init__(self, array, steps, region):
         self.steps, self.shape = steps, array.shape
         self.index = None
+        strides = region.strides
         if any(s == 0 and n > 1 for s, n in zip(strides, array.shape)):
             self.index = tuple(
                 slice(0, 1) if s == 0 and n > 1 else slice(None)
                 for s, n in zip(strides, array.shape)
             )
             array = np.ascontiguousarray(array[self.index])
+        elif array.size and array.strides != strides:
+            array = _laid_out_as(region, array)
         self.array = array
         self.synced = array.copy(order="K")
 
     def full(self) -> np.ndarray:
         """The conj view's payload."""
         return self.array if self.index is None else np.broadcast_to(self.array, self.shape)
+
+
+def _laid_out_as(region: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` in a new buffer, with ``region``'s strides (spanning as many bytes)."""
+    lo, hi = byte_bounds(region)
+    buf = np.empty((hi - lo + region.itemsize - 1) // region.itemsize, region.dtype)
+    start = region.__array_interface__["data"][0] - lo
+    out = np.ndarray(region.shape, region.dtype, buf, start, region.strides)
+    out[...] = values
+    return out
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -288,7 +320,9 @@ def _sync_conj(views: _Views) -> None:
             copies.setdefault(id(v._view.conj), (v._view.conj, v._base))
     if not copies:
         return
-    for c, base in copies.values():
+    # write back the newest first: a conj view of a conj view's detach() or .data reads
+    # the older one's copy, which its write back writes, and which is then written back
+    for c, base in reversed(copies.values()):
         if type(base._payload) is not np.ndarray:
             continue  # symbolic under capture: refresh_stale reads it again
         if not np.array_equal(_bits(c.array), _bits(c.synced)):
@@ -325,14 +359,23 @@ def _write_back(c: _ConjCopy, base: np.ndarray) -> None:
 
 
 def is_conj(t) -> bool:
-    """Whether complex ``t`` (or the tensor ``t`` is a ``detach()`` of) reads its base
-    conjugated (under capture too, where a conj view has no ``_ConjCopy``)."""
-    root = getattr(t, "_alias", None)
-    if root is not None:
-        t = root
-    if t._base is None or not t.dtype.is_complex:
-        return False
-    return sum(prim.name == "conj" for prim, _, _ in t._view.steps) % 2 == 1
+    """Whether complex ``t`` reads its memory's owner conjugated (under capture too, where
+    a conj view has no ``_ConjCopy``): an odd count of conj steps from it, through
+    ``detach()`` and ``.data`` (``_alias``) and views of those."""
+    return t.dtype.is_complex and _conj_steps(t) % 2 == 1
+
+
+def _conj_steps(t) -> int:
+    n = 0
+    while True:
+        root = getattr(t, "_alias", None)
+        if root is not None:
+            t = root
+        elif t._base is None:
+            return n
+        else:
+            n += sum(prim.name == "conj" for prim, _, _ in t._view.steps)
+            t = t._base
 
 
 _grad_fn = Tensor.__dict__["grad_fn"]  # the slots under _StaleView's properties

@@ -1106,3 +1106,32 @@ def test_a_returned_splat_of_nan_and_a_written_copy_of_it_stay_apart_compiled(va
     got = [t.numpy() for t in staged.compile(step)(x0, x2)]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+_CONJ_CHAINS = {
+    "view of detach": lambda x: x.conj().detach().squeeze(0),
+    "slice of detach": lambda x: x.conj().detach()[1:],
+    "view of .data": lambda x: x.conj().data.view(2),
+    "conj of detach": lambda x: x.conj().detach().conj(),
+    "conj of a view of .data": lambda x: x.conj().data[None].conj()[0],
+}
+
+
+@pytest.mark.parametrize("chain", sorted(_CONJ_CHAINS))
+def test_views_of_a_detached_conj_view_keep_its_conjugate_bit(chain):
+    """``is_conj()`` counted only a view's own conj steps, so a view of ``x.conj().detach()``
+    said False (torch: True) and ``numpy()`` gave it out; writes through it already reached
+    ``x`` conjugated (views/in-place fuzzer)."""
+    got = []
+    for T in (torch, staged):
+        x = T.tensor(np.array([1 + 2j, 3 - 1j], np.complex64))
+        v = _CONJ_CHAINS[chain](x)
+        try:
+            v.numpy()
+            refused = False
+        except RuntimeError as e:
+            assert "conjugate bit" in str(e)
+            refused = True
+        v.mul_(2)
+        got.append((v.is_conj(), refused, v.resolve_conj().tolist(), x.tolist()))
+    assert got[1] == got[0]

@@ -841,6 +841,69 @@ def test_conj_views_and_inplace_match_torch(prog):
     check(prog)
 
 
+# chains of conj views, aliases (detach(), .data) and views of them, written at any link
+_CHAIN_LINKS = {
+    "conj": lambda t: t.conj(),
+    "detach": lambda t: t.detach(),
+    "data": lambda t: t.data,
+    "slice": lambda t: t[..., 1:],
+    "view": lambda t: t.view(t.shape),
+    "unsqueeze": lambda t: t.unsqueeze(0),
+    "mT": lambda t: t.mT,
+    "flatten": lambda t: t.flatten(),  # of a non-contiguous link: a copy, not a view
+    "split": lambda t: t.split(1, dim=-1)[0],
+}
+_CHAIN_WRITES = {
+    "mul_": lambda t, T: t.mul_(2j),
+    "fill_": lambda t, T: t.fill_(0.5 - 1j),
+    "copy_": lambda t, T: t.copy_(T.full(t.shape, 3 + 4j, dtype=T.complex64)),
+    "setitem": lambda t, T: t.__setitem__((..., 0), 7 - 2j),
+    "add_": lambda t, T: t.add_(1 + 1j),
+}
+
+
+def _chain(T, mode, links, writes) -> list:
+    """Each link's ``is_conj()`` and resolved values after each write, or the error's type."""
+    import contextlib
+
+    grad_mode = {"grad": contextlib.nullcontext, "no_grad": T.no_grad}
+    out = []
+    with grad_mode.get(mode, T.inference_mode)():
+        ts = [T.tensor(np.array([[1 + 2j, 3 - 1j, 2 + 0.5j], [0.5j, -1 + 1j, 2 - 2j]], "c8"))]
+        try:
+            for link in links:
+                ts.append(_CHAIN_LINKS[link](ts[-1]))
+            for at, write in writes:
+                _CHAIN_WRITES[write](ts[at % len(ts)], T)
+                out.append([(t.is_conj(), t.resolve_conj().tolist()) for t in ts])
+        except (RuntimeError, IndexError) as e:
+            out.append(type(e).__name__)
+    return out
+
+
+@settings(
+    max_examples=EXAMPLES or 300,
+    derandomize=not EXAMPLES,
+    deadline=None,
+    database=None,
+    print_blob=True,
+)
+@given(
+    st.sampled_from(["grad", "no_grad", "inference"]),
+    st.lists(st.sampled_from(sorted(_CHAIN_LINKS)), min_size=1, max_size=7),
+    st.lists(
+        st.tuples(st.integers(0, 7), st.sampled_from(sorted(_CHAIN_WRITES))), min_size=1, max_size=3
+    ),
+)
+def test_writes_along_chains_of_conj_views_and_aliases_match_torch(mode, links, writes):
+    """A write anywhere along ``x.conj().detach()[1:].conj().data ...`` reaches every link as
+    torch's (which share one memory) and ``is_conj()`` is torch's at each: found lost (a conj
+    view of a conj view's ``detach()``; any conj view of an inference tensor's alias), sent
+    into the base through a reshape that torch copies (a conj view's copy was contiguous
+    where the view is not), and ``is_conj()`` False on views of a conj view's ``detach()``."""
+    assert _chain(staged, mode, links, writes) == _chain(torch, mode, links, writes)
+
+
 @pytest.mark.parametrize(
     "make",
     [
