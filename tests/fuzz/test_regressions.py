@@ -1135,3 +1135,26 @@ def test_views_of_a_detached_conj_view_keep_its_conjugate_bit(chain):
         v.mul_(2)
         got.append((v.is_conj(), refused, v.resolve_conj().tolist(), x.tolist()))
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (0, slice(0, 2)),
+        (0, slice(0, 5)),
+        (0, slice(None)),
+        (0, slice(-2, None)),
+        (0, slice(-5, 5)),
+        (None, 0, slice(-2, 2)),
+        (slice(-3, None), 0),
+    ],
+    ids=repr,
+)
+def test_a_whole_dims_slice_from_a_given_start_names_the_grad_fn_as_torch(key):
+    """torch skips a slice covering a whole dim inside a tuple only when its start is 0 or
+    not given: ``x[0, -2:]`` of a (3, 2) ``x`` is a ``SliceBackward0`` there, was a
+    ``SelectBackward0`` here (views/in-place fuzzer)."""
+    names = [
+        type(lib.zeros(3, 2, requires_grad=True)[key].grad_fn).__name__ for lib in (staged, torch)
+    ]
+    assert names[0] == names[1]

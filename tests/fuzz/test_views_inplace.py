@@ -85,6 +85,12 @@ Known differences, by design (not drawn, or compared up to them):
   ``unsafe_split``/``unsafe_chunk`` pieces are no views in either: they share their
   input's memory, and a write into one reaches it unseen by autograd (their grad_fn is
   torch's one ``UnsafeSplitBackward0``, staged's ``SliceBackward0`` each);
+* an in-place op on a view whose base came to require grad by a write through another
+  view (``v = x.permute(0); v[None] = y; v.div_(2)``, ``y`` requiring grad): torch checks
+  the view's grad_fn field without regenerating it, so it raises "a leaf Variable that
+  requires grad is being used in an in-place operation" unless ``v.grad_fn`` (or
+  ``is_leaf``) was read since the write; staged runs the op as torch does after such a
+  read. The comparison of such a program ends there (``_unregenerated_view``);
 * a view made under ``no_grad`` of a base that requires grad: torch's ``requires_grad`` is
   true (its base's), yet it has no grad_fn and no gradient accumulator, so an op on it
   records a Node whose backward sends nothing anywhere; staged's is false (an op on it
@@ -254,6 +260,21 @@ def _same_error(s, t, what):
         )
 
 
+def _unregenerated_view(t, step, run) -> bool:
+    """Whether torch refused an in-place op on a view as "a leaf Variable that requires
+    grad" because the view's grad_fn was not regenerated since its base came to require
+    grad (see the known differences above)."""
+    m = re.match(r"(\w+)[.\[]", step.code)
+    v = run.ns.get(m.group(1)) if m else None
+    return (
+        t is not None
+        and "leaf Variable that requires grad" in str(t)
+        and isinstance(v, torch.Tensor)
+        and v._base is not None
+        and v._base.requires_grad
+    )
+
+
 def _two_checks(t, s):
     """Whether torch's error ``t`` and staged's ``s`` are two autograd checks of a write
     that both fail (their order differs), not one error for another."""
@@ -364,7 +385,10 @@ def _blind(step, run, blind):
 def check(prog):
     sr, tr = Run(prog, staged), Run(prog, torch)
     for n, s in enumerate(prog.steps):
-        _same_error(sr.step(s), tr.step(s), f"step {n}: {s.code}")
+        se, te = sr.step(s), tr.step(s)
+        if se is None and _unregenerated_view(te, s, tr):
+            return  # torch's state now differs by a write it refused: nothing more to compare
+        _same_error(se, te, f"step {n}: {s.code}")
         _compare(sr, tr, s.outs, False, prog)
         prog.blind.update(_blind(s, tr, prog.blind))
         if s.probe:

@@ -164,7 +164,8 @@ def _unit_masks(x: Tensor, index):
 
 
 # Note [indexing names]: torch indexes one entry at a time (select, slice, unsqueeze;
-# a whole dim's slice inside a tuple is skipped, x[...] is an alias), then gathers the
+# a whole dim's slice inside a tuple is skipped unless its start is given and not 0, as
+# in ``-2:`` of a dim of 2; x[...] is an alias), then gathers the
 # advanced ones (IndexBackward0): its grad_fn is named after the last of those steps.
 _ALIAS, _SLICE = "AliasBackward0", "SliceBackward0"
 _SELECT, _UNSQUEEZE = "SelectBackward0", "UnsqueezeBackward0"
@@ -267,7 +268,8 @@ def _new_plan(x: Tensor, index) -> tuple[_Plan, Tensor | None]:
             stops.append(b)
             steps.append(s)
             out.append(len(range(a, b, s)))
-            if (a, b, s) != (0, n, 1):  # torch skips a whole dim's slice in a tuple
+            # torch skips a whole dim's slice in a tuple, one from a start of 0 (or none)
+            if (a, b, s) != (0, n, 1) or i.start is not None and i.start != 0:
                 name = _SLICE
         elif isinstance(i, _INTS) and not isinstance(i, bool):
             if not -n <= i < n:
