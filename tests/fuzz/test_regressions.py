@@ -1158,3 +1158,35 @@ def test_a_whole_dims_slice_from_a_given_start_names_the_grad_fn_as_torch(key):
         type(lib.zeros(3, 2, requires_grad=True)[key].grad_fn).__name__ for lib in (staged, torch)
     ]
     assert names[0] == names[1]
+
+
+@pytest.mark.parametrize("index", [None, 0, (slice(None), None), (Ellipsis,), slice(None)])
+def test_setitem_into_a_stale_view_checks_it_as_torch(index):
+    """``v[None] = 0.5`` after ``x.add_(y)`` made the base of ``v`` require grad raised "a leaf
+    Variable that requires grad ..." here: torch writes into the view ``v[None]``, whose
+    creation regenerates ``v``'s grad_fn first; ``v[...]`` and ``v[:]`` write into ``v``
+    itself and raise in both (views/in-place fuzzer)."""
+    got = []
+    for T in (staged, torch):
+        x = T.zeros(2)
+        v = x.view(2)
+        x.add_(T.ones(2, requires_grad=True))
+        try:
+            v[index] = 0.5
+            got.append(("written", x.tolist(), type(v.grad_fn).__name__))
+        except RuntimeError as e:
+            assert "a leaf Variable that requires grad" in str(e)
+            got.append("refused")
+    assert got[0] == got[1]
+
+
+def test_fill_of_an_expanded_view_with_a_tensor_value_is_refused_as_torch():
+    """torch fills an expanded view with a number, but refuses a 0-d tensor value (internal
+    overlap); staged filled it (views/in-place fuzzer)."""
+    for T in (staged, torch):
+        b = T.zeros(2)
+        b.expand(2, 2).fill_(3.0)
+        assert b.tolist() == [3.0, 3.0]
+        with pytest.raises(RuntimeError, match="more than one element of the written-to"):
+            b.expand(2, 2).fill_(T.tensor(4.0))
+        assert b.tolist() == [3.0, 3.0]

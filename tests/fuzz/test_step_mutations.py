@@ -1,11 +1,12 @@
 """Random changes between the calls of a compiled training step, against the same step run
 eagerly, call for call: what users change while a loop runs (the lr, momentum or weight
-decay by hand, train/eval, a parameter frozen or unfrozen, edited in place or replaced
-through ``.data``, a Dropout's p, BatchNorm's momentum, a tensor hook or forward hook
-added or removed, a closure's flag, the batch size, the optimizer state cleared). Each
-change is made to both copies; the compiled step must re-trace where its trace no longer
-holds (its guards) and read what it reads at every call. The losses, and then every entry
-of the state dict and every optimizer state tensor, must agree.
+decay by hand, ``maximize``, train/eval, a parameter frozen or unfrozen, edited in place or
+replaced through ``.data``, a Dropout's p, BatchNorm's momentum, an activation swapped, a
+bias set to None, a tensor hook or forward hook added or removed, a closure's flags (the
+loss scale, clipping, ``zero_grad(set_to_none=...)``), the batch size, the optimizer state
+cleared). Each change is made to both copies; the compiled step must re-trace where its
+trace no longer holds (its guards) and read what it reads at every call. The losses, and
+then every entry of the state dict and every optimizer state tensor, must agree.
 
 CI runs ``CI_SEEDS`` fixed seeds; ``STAGED_FUZZ_EXAMPLES=N`` runs N seeds instead. A failure
 names its seed and the changes made before each call."""
@@ -30,8 +31,11 @@ CALLS = 6
 
 def _model(rng):
     d_in, width = rng.choice([3, 5]), rng.choice([4, 8])
-    layers = [nn.Linear(d_in, width)]
-    if rng.random() < 0.5:
+    normalized = rng.random() < 0.5
+    # no bias before BatchNorm, which takes it out: its gradient would be rounding noise,
+    # which RMSprop and Adam scale up differently in the two runs
+    layers = [nn.Linear(d_in, width, bias=not normalized)]
+    if normalized:
         layers += [nn.ReLU(), nn.BatchNorm1d(width)]
     layers += [rng.choice([nn.Tanh, nn.GELU, nn.SiLU])(), nn.Dropout(rng.choice([0.0, 0.3]))]
     layers.append(nn.Linear(width, 2))
@@ -56,12 +60,12 @@ class _Setup:
 
     def __init__(self, model, opt):
         self.model, self.opt = model, opt
-        self.cfg = {"clip": False, "scale": 1.0}
+        self.cfg = {"clip": False, "scale": 1.0, "set_to_none": True}
         self.hooks: list = []
 
     def step(self, x, y):
         cfg = self.cfg
-        self.opt.zero_grad()
+        self.opt.zero_grad(set_to_none=cfg["set_to_none"])
         loss = F.mse_loss(self.model(x), y) * cfg["scale"]
         loss.backward()
         if cfg["clip"]:
@@ -126,7 +130,9 @@ def _tensor_hook(s, rng):
     if s.hooks and rng.random() < 0.5:
         s.hooks.pop().remove()
     else:
-        s.hooks.append(_params(s)[0].register_hook(lambda g: g * 0.5))
+        p = next((p for p in _params(s) if p.requires_grad), None)  # (frozen: none)
+        if p is not None:
+            s.hooks.append(p.register_hook(lambda g: g * 0.5))
 
 
 def _forward_hook(s, rng):
@@ -148,6 +154,24 @@ def _clear_state(s, rng):
     s.opt.state.clear()
 
 
+def _set_to_none(s, rng):
+    s.cfg["set_to_none"] = not s.cfg["set_to_none"]
+
+
+def _maximize(s, rng):
+    for g in s.opt.param_groups:
+        g["maximize"] = not g["maximize"]
+
+
+def _activation(s, rng):
+    k = next(i for i, m in enumerate(s.model) if isinstance(m, (nn.Tanh, nn.GELU, nn.SiLU)))
+    s.model[k] = rng.choice([nn.Tanh, nn.GELU, nn.SiLU])()
+
+
+def _no_bias(s, rng):
+    s.model[-1].bias = None  # the optimizer keeps it: it gets no gradient, no update
+
+
 CHANGES = {
     f.__name__[1:]: f
     for f in (
@@ -165,6 +189,10 @@ CHANGES = {
         _clip,
         _scale,
         _clear_state,
+        _set_to_none,
+        _maximize,
+        _activation,
+        _no_bias,
     )
 }
 

@@ -85,12 +85,13 @@ Known differences, by design (not drawn, or compared up to them):
   ``unsafe_split``/``unsafe_chunk`` pieces are no views in either: they share their
   input's memory, and a write into one reaches it unseen by autograd (their grad_fn is
   torch's one ``UnsafeSplitBackward0``, staged's ``SliceBackward0`` each);
-* an in-place op on a view whose base came to require grad by a write through another
-  view (``v = x.permute(0); v[None] = y; v.div_(2)``, ``y`` requiring grad): torch checks
-  the view's grad_fn field without regenerating it, so it raises "a leaf Variable that
-  requires grad is being used in an in-place operation" unless ``v.grad_fn`` (or
-  ``is_leaf``) was read since the write; staged runs the op as torch does after such a
-  read. The comparison of such a program ends there (``_unregenerated_view``);
+* an in-place op on a view whose base came to require grad by a write through a view of
+  it (``v = x.permute(0); v[None] = y; v.div_(2)``, ``y`` requiring grad): torch checks
+  the view's grad_fn field without regenerating it, and its write into ``v[None]`` left
+  ``v``'s unregenerated, so it raises "a leaf Variable that requires grad is being used in
+  an in-place operation" unless ``v.grad_fn`` (or ``is_leaf``) was read since; staged's
+  write into ``v`` regenerates it, and the op runs as torch's does after such a read. The
+  comparison of such a program ends there (``_unregenerated_view``);
 * a view made under ``no_grad`` of a base that requires grad: torch's ``requires_grad`` is
   true (its base's), yet it has no grad_fn and no gradient accumulator, so an op on it
   records a Node whose backward sends nothing anywhere; staged's is false (an op on it

@@ -437,12 +437,13 @@ def getitem(x: Tensor, index) -> Tensor:
     return named(take_index(y, lin, p), _INDEX)  # type: ignore[arg-type]
 
 
-def _check_view(x: Tensor, *sources) -> None:
+def _check_view(x: Tensor, *sources, stale_leaf: bool = True) -> None:
     """torch's checks before writing into view ``x``, made before the write's value is
     computed from ``x`` (which would regenerate a stale view's grad_fn: Note [stale
-    views] in staged/eager/views.py)."""
+    views] in staged/eager/views.py); ``stale_leaf``: ``check_inplace``'s."""
     if x._base is not None:
-        check_inplace(x, any(isinstance(s, Tensor) and s._requires_grad for s in sources))
+        grad = any(isinstance(s, Tensor) and s._requires_grad for s in sources)
+        check_inplace(x, grad, stale_leaf)
 
 
 def _dtypes_differ(x: Tensor, value: Tensor) -> str:
@@ -476,7 +477,9 @@ def _check_put_dtype(x: Tensor, index, value: Tensor) -> None:
 
 
 def setitem(x: Tensor, index, value) -> None:
-    _check_view(x, value)
+    # torch writes into x itself (its stale-leaf check too) for masks, x[...] and whole
+    # slices, else into the view x[index] (_written_node)
+    _check_view(x, value, stale_leaf=False)
     index = given = _as_tuple(index)
     if isinstance(value, Tensor):
         if value.dtype is not x.dtype:
@@ -494,6 +497,7 @@ def setitem(x: Tensor, index, value) -> None:
         and 0 < index.ndim <= x.ndim
     ):
         # x[mask] = scalar: a select, no data-dependent shape (so it also captures)
+        _check_view(x, value)
         _check_mask(index, tuple(x._payload.shape))
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
         before = _before(x)
@@ -506,6 +510,7 @@ def setitem(x: Tensor, index, value) -> None:
         and 0 < index.ndim <= x.ndim
         and type(index._payload) is not np.ndarray
     ):
+        _check_view(x, value)
         check_overlap(x, (value,))
         before = _before(x)
         write(x, own(_masked_put(x, index, v), value))
@@ -513,6 +518,11 @@ def setitem(x: Tensor, index, value) -> None:
         return
     y, index = _unit_masks(x, index)
     plan, lin = _plan(y, index)
+    node = _written_node(plan, value)
+    if node != _COPY_SLICES:
+        _check_view(x, value)
+    elif x._base is not None and _state.grad_enabled:
+        x.grad_fn  # noqa: B018  (torch's view x[index] regenerates a stale x's grad_fn)
     if isinstance(value, Tensor):  # torch: x[index].copy_(value), or x.index_put_(.., value)
         check_overlap(x, (value,), None if plan.adv else lambda _: getitem(y, index))
     p = x._payload
@@ -520,7 +530,6 @@ def setitem(x: Tensor, index, value) -> None:
         part = x[given]  # expanded x: torch writes x[index] alone (a row has no shared elements)
         write(part, own(_fit(v, tuple(part._payload.shape)), value))
         return
-    node = _written_node(plan, value)
     if node == _COPY_SLICES and x._base is None and x._requires_grad and x.grad_fn is None:
         if _state.grad_enabled:  # torch writes the view x[index]: a leaf's
             raise RuntimeError(VIEW_OF_LEAF)

@@ -70,9 +70,11 @@ VIEW_OF_LEAF = (
 )
 
 
-def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
+def check_inplace(t: Tensor, value_requires_grad: bool, stale_leaf: bool = True) -> None:
     """PyTorch's checks before writing into ``t`` a value whose other inputs require grad
-    or not (its check_inplace)."""
+    or not (its check_inplace). ``stale_leaf=False`` leaves out the one torch's write
+    into a view of ``t`` does not make (``t[0] = v``: that view's creation regenerates
+    ``t``'s grad_fn first)."""
     if t._vc is None and not _state.inference:
         raise RuntimeError(
             "Inplace update to inference tensor outside InferenceMode is not "
@@ -101,7 +103,7 @@ def check_inplace(t: Tensor, value_requires_grad: bool) -> None:
         raise RuntimeError(views.creation_error(t._view, indirect=False, view=t))
     if requires and base.grad_fn is None:
         raise RuntimeError(VIEW_OF_LEAF)
-    if requires and views.grad_fn_field(t) is None:
+    if stale_leaf and requires and views.grad_fn_field(t) is None:
         # torch tests the field: a view made before its base required grad, whose grad_fn
         # was not read since, counts as a leaf here (Note [stale views])
         raise RuntimeError(
@@ -507,7 +509,7 @@ def fill_(self, value):
             "fill_ only supports 0-dimension value tensor but got tensor with "
             f"{value.ndim} dimensions."
         )
-    out = write(self, own(to_dtype(value, self.dtype), value), fill=True)
+    out = write(self, own(to_dtype(value, self.dtype), value))  # torch: internal overlap checked
     return _named(out, before, "FillBackward3")
 
 
