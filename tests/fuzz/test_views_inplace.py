@@ -30,7 +30,8 @@ Known differences, by design (not drawn, or compared up to them):
   a matrix product), torch's never is, and its layout may differ (``x.expand(2, 3).sin()``),
   which decides whether its reshape is a view: whether it is a view, and its grad_fn's
   name, are not compared for results of ops and their reshapes (``Program.made``); nor is
-  ``is_conj()``: torch's ``y @ y`` of a conj view ``y`` is a conj-bit result;
+  ``is_conj()``: torch's ``y @ y`` of a conj view ``y`` is a conj-bit result (views of
+  such a result, whose ``is_conj()`` and ``view_as_real`` differ too, are not drawn);
 * writes whose source shares memory with the written tensor, and masked or indexed writes
   into an expanded view, are not drawn: torch's result there is its kernel's order
   (``x.index_add_(0, i, x[0].expand(2))`` accumulates the updated ``x[0]``), and it writes
@@ -587,6 +588,8 @@ _PIECES = ("split", "chunk", "unsafe_split", "unsafe_chunk")
 
 def _draw_view(d, x, v, n, name):
     draw, o, nd = d.draw, f"v{n}", v.dim()
+    if x in d.made and v.is_conj():  # torch's op result with a conjugate bit (``y @ y`` of
+        return None  # a conj view): its views' is_conj() and view_as_real differ too
     if name == "getitem":
         return Step(f"{o} = {x}[{_basic_key(draw, v)}]", (o,))
     if name in ("select", "narrow", "unbind", *_PIECES, "squeeze") and not nd:
