@@ -1190,3 +1190,14 @@ def test_fill_of_an_expanded_view_with_a_tensor_value_is_refused_as_torch():
         with pytest.raises(RuntimeError, match="more than one element of the written-to"):
             b.expand(2, 2).fill_(T.tensor(4.0))
         assert b.tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_of_a_bool_operand_is_promoted(name):
+    """``logaddexp(x, mask)`` raised staged's bool-subtraction error: torch promotes the
+    bool operand (program fuzzer)."""
+    got = []
+    for T in (staged, torch):
+        x, y = T.tensor([1.8478, -0.5]), T.tensor([[True], [False]])
+        got.append((getattr(T, name)(x, y).tolist(), getattr(T, name)(y, x).tolist()))
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-6)

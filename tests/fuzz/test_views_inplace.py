@@ -54,8 +54,9 @@ Known differences, by design (not drawn, or compared up to them):
   changes, so its backward raises the version error; staged's keeps the value before the
   write for every saved operand that is ``x`` (Note [in-place] in
   staged/eager/ops/inplace.py) and gives the gradient: not drawn;
-* ``v.copy_(src)`` or ``v.fill_(src)`` where both require grad: torch's CopyBackwards
-  also sends a zero gradient into ``v``'s old history, so ``v = x.exp(); v.copy_(x)``
+* ``v.copy_(src)``, ``v.fill_(src)`` or ``v[...] = src`` (a whole ``v``) where both
+  require grad: torch's CopyBackwards also sends a zero gradient into ``v``'s old
+  history, so ``v = x.exp(); v.copy_(x)``
   fails torch's backward (exp saved its result, which copy_ wrote); staged's Node of the
   write has ``src``'s edge alone (``copy_``/``fill_`` in staged/eager/ops/inplace.py;
   the gradients agree where torch has them): not drawn;
@@ -830,11 +831,14 @@ def _draw_setitem(d, x, v, vals):
         target = eval(f"_v[{key}]", {"_v": v.detach(), "T": torch, **d.consts})  # noqa: S307
     except Exception:  # noqa: BLE001  (a key torch refuses: drawn as such)
         return Step(f"{x}[{key}] = 0.5")
+    # v[...] = src, v[:] = src: torch's copy_ of v itself (_overwrites_history)
+    whole = form == "basic" and (target.shape, target.stride()) == (v.shape, v.stride())
     ys = [
         k
         for k in _broadcasting(vals, target.shape, exclude=(x,))
         if not (_shares(vals[k], v) or _aliased(vals[k], v))
         and (form == "basic" or vals[k].dtype == v.dtype)
+        and not (whole and _overwrites_history(vals[k], v))
     ]
     src = draw(st.sampled_from(ys)) if ys and draw(st.booleans()) else "0.5"
     return Step(f"{x}[{key}] = {src}")

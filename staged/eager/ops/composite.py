@@ -232,7 +232,10 @@ def _half_pair(x, y) -> bool:
 
 
 def _log_add(x, y, exp_, scaled):
-    """logaddexp (``exp_`` exp) or logaddexp2 (exp2, ``scaled`` dividing by log 2)."""
+    """logaddexp (``exp_`` exp) or logaddexp2 (exp2, ``scaled`` dividing by log 2), on
+    the operands promoted (a bool one is no operand of ``-``)."""
+    d = promote_types(x, y)
+    x, y = _as(x, d), _as(y, d)
     m = maximum(x, y)
     same = x == y
     tie = logical_and(same, isfinite(x))
