@@ -480,6 +480,7 @@ def programs(draw, max_steps=10, conj=False):
             continue
         step.no_grad = draw(st.integers(0, 5)) == 0
         step.probe = draw(st.integers(0, 3)) == 0
+        run.ns.update(d.consts)  # the constants the step made (its masks and indices)
         run.step(step)
         prog.steps.append(step)
         if step.made:
