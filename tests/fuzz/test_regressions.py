@@ -1201,3 +1201,19 @@ def test_logaddexp_of_a_bool_operand_is_promoted(name):
         x, y = T.tensor([1.8478, -0.5]), T.tensor([[True], [False]])
         got.append((getattr(T, name)(x, y).tolist(), getattr(T, name)(y, x).tolist()))
     np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
+
+
+@needs_vulkan
+def test_an_integer_sum_over_an_empty_dim_compiles_on_vulkan():
+    """IREE crashed compiling the overflow check (Note [int64 held in int32]) of an integer
+    sum or product over no entries on vulkan-spirv (``x.sum(-1)`` of an empty int64 ``x``;
+    program fuzzer): such a reduction has nothing to check."""
+    x = staged.zeros(2, 0, dtype=staged.int64)
+    y = staged.zeros(0, 3, dtype=staged.int32)
+
+    def f(x, y):
+        return x.sum(-1), x.prod(1), y.sum(0), y.sum()
+
+    got = staged.compile(f, backend="vulkan-spirv")(x, y)
+    for g, w in zip(got, f(x, y)):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist()

@@ -86,7 +86,12 @@ Known differences, by design (not drawn, or compared up to them):
 * ``tensor_split`` pieces are plain slices in both (torch too: not a multi-output view);
   ``unsafe_split``/``unsafe_chunk`` pieces are no views in either: they share their
   input's memory, and a write into one reaches it unseen by autograd (their grad_fn is
-  torch's one ``UnsafeSplitBackward0``, staged's ``SliceBackward0`` each);
+  torch's one ``UnsafeSplitBackward0``, staged's ``SliceBackward0`` each). They are drawn
+  of tensors that require no grad, outside conj programs: a piece's Node that saved it
+  (``piece.sigmoid_()``) reads, in torch's backward, a later write into the input that
+  autograd did not see, staged's the value it saved; and pieces of a conj view's copy
+  (also of ``x.conj().conj()``, torch's plain view) stay views in staged, so that writes
+  into them reach the base (``untracked`` in staged/eager/views.py);
 * an in-place op on a view whose base came to require grad by a write through a view of
   it (``v = x.permute(0); v[None] = y; v.div_(2)``, ``y`` requiring grad): torch checks
   the view's grad_fn field without regenerating it, and its write into ``v[None]`` left
@@ -624,6 +629,8 @@ def _draw_view(d, x, v, n, name):
     if name == "diagonal" and nd >= 2:
         off = draw(st.integers(-1, 1))
         return Step(f"{o} = {x}.diagonal({off}, {_dim(draw, v)}, {_dim(draw, v)})", (o,))
+    if name in ("unsafe_split", "unsafe_chunk") and (v.requires_grad or "conj" in d.views):
+        return None  # (module docstring: unsafe pieces)
     if name in ("unbind", *_PIECES):
         dim = _dim(draw, v)
         size = v.shape[dim]

@@ -51,6 +51,8 @@ def _wraps(op, made: dict) -> bool:
     if op.out.aval.dtype is not _I64:
         return False
     name = op.prim.name
+    if name in _REDUCTIONS and 0 in [op.inputs[0].aval.shape[i] for i in op.params["dims"]]:
+        return False  # over no entries: 0 or 1 (IREE crashed compiling its two-word check)
     cast = made.get(op.inputs[0].id)
     if name == "reduce_sum" and cast is not None and cast.prim.name == "cast":
         src, shape = cast.inputs[0].aval.dtype, op.inputs[0].aval.shape
