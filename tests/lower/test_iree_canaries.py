@@ -57,25 +57,17 @@ _B = np.full((2, 1), 2, np.float32)
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="IREE 3.13 writes the insert into the returned select of a constant (got "
-    "[5, 7] and [0, 0]); Note [splat constants] in staged/lower/mlir/invariants.py",
+    reason="IREE 3.13 writes the insert into the returned select (of a constant: got [5, 7] "
+    "and [0, 0]; of an argument: [2, 7] twice); Note [splat constants] in "
+    "staged/lower/mlir/invariants.py",
 )
-def test_iree_select_of_a_constant_then_written():
-    w, r = _run(_select_then_insert(True), _X, _A)
-    np.testing.assert_array_equal(w, [[5], [5]])
-    np.testing.assert_array_equal(r, [[5], [7]])
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 writes the insert into the returned select of an argument (got "
-    "[2, 7] twice); Note [splat constants] in staged/lower/mlir/invariants.py",
-)
-def test_iree_select_of_an_argument_then_written():
-    w, r = _run(_select_then_insert(False), _X, _A, _B)
-    np.testing.assert_array_equal(w, [[2], [2]])
-    np.testing.assert_array_equal(r, [[2], [7]])
+@pytest.mark.parametrize("p_is_constant", [True, False], ids=["constant", "argument"])
+def test_iree_select_then_written(p_is_constant):
+    p = 5 if p_is_constant else 2
+    args = (_X, _A) if p_is_constant else (_X, _A, _B)
+    w, r = _run(_select_then_insert(p_is_constant), *args)
+    np.testing.assert_array_equal(w, [[p], [p]])
+    np.testing.assert_array_equal(r, [[p], [7]])
 
 
 def test_iree_constant_then_written_is_right():
