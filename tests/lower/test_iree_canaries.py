@@ -44,6 +44,11 @@ func.func @main(%x: tensor<1x1xf32>, %a: tensor<2x1xf32>{p_arg})
 """
 
 
+def _iree_bug(why: str):
+    """A strict xfail: it fails (XPASS) the day IREE computes this right."""
+    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=why)
+
+
 def _run(text: str, *args):
     module = device().load(compile_mlir(text))
     return [to_host(r) for r in module.invoke("main", list(args))]
@@ -54,10 +59,8 @@ _A = np.full((2, 1), 3, np.float32)
 _B = np.full((2, 1), 2, np.float32)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 writes the insert into the returned select (of a constant: got [5, 7] "
+@_iree_bug(
+    "IREE 3.13 writes the insert into the returned select (of a constant: got [5, 7] "
     "and [0, 0]; of an argument: [2, 7] twice); Note [splat constants] in "
     "staged/lower/mlir/invariants.py",
 )
@@ -85,10 +88,8 @@ func.func @main(%x: tensor<1x1xf32>) -> (tensor<2x1xf32>, tensor<2x1xf32>) {
     np.testing.assert_array_equal(r, [[5], [7]])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 sums x * 0 + 1 over 10 int64s to 2; Note [invariant reductions] in "
+@_iree_bug(
+    "IREE 3.13 sums x * 0 + 1 over 10 int64s to 2; Note [invariant reductions] in "
     "staged/lower/mlir/invariants.py",
 )
 def test_iree_sum_of_a_value_folded_to_one_number():
@@ -119,10 +120,8 @@ func.func @main(%x: tensor<10xi64>) -> tensor<i64> {
     assert r == 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 reads the zeros written into a value computed from constants only; "
+@_iree_bug(
+    "IREE 3.13 reads the zeros written into a value computed from constants only; "
     "Note [constant destinations] in staged/lower/mlir/invariants.py",
 )
 def test_iree_read_of_a_constant_computation_also_written():
