@@ -206,16 +206,22 @@ def inference_written(t) -> None:
             _sync_conj(entry[1])
 
 
-def _owner(t):
-    """The tensor whose memory ``t`` reads: followed through views' bases and through
-    ``_alias`` (``.data``, ``detach()``, the views of inference tensors)."""
+def _memory_chain(t):
+    """``t``, then each tensor whose memory the one before reads: its ``_alias``
+    (``.data``, ``detach()``, a view of an inference tensor), else a view's base; the last
+    owns the memory."""
     while True:
+        yield t
         root = getattr(t, "_alias", None)
-        if root is None:
-            root = t._base
-            if root is None:
-                return t
-        t = root
+        t = t._base if root is None else root
+        if t is None:
+            return
+
+
+def _owner(t):
+    """The tensor owning the memory ``t`` reads (``_memory_chain``'s last)."""
+    *_, owner = _memory_chain(t)
+    return owner
 
 
 def _alias_views(t, vc, create=False) -> list:
@@ -224,8 +230,7 @@ def _alias_views(t, vc, create=False) -> list:
     than ``vc`` (with ``create``, made where they have none)."""
     out: list = []
     seen = [vc]
-    root = getattr(t, "_alias", None)
-    while root is not None:
+    for root in _memory_chain(t):  # (a view of an alias, ``x.data[1:].data``, included)
         other = root._vc
         if other is not None and all(other is not s for s in seen):
             seen.append(other)
@@ -233,8 +238,6 @@ def _alias_views(t, vc, create=False) -> list:
                 other.append(_Views())
             if len(other) > 1:
                 out.append(other[1])
-        # a view of an alias (``x.data[1:].data``): on through its base's alias
-        root = getattr(root if root._base is None else root._base, "_alias", None)
     return out
 
 
@@ -362,20 +365,15 @@ def is_conj(t) -> bool:
     """Whether complex ``t`` reads its memory's owner conjugated (under capture too, where
     a conj view has no ``_ConjCopy``): an odd count of conj steps from it, through
     ``detach()`` and ``.data`` (``_alias``) and views of those."""
-    return t.dtype.is_complex and _conj_steps(t) % 2 == 1
-
-
-def _conj_steps(t) -> int:
-    n = 0
-    while True:
-        root = getattr(t, "_alias", None)
-        if root is not None:
-            t = root
-        elif t._base is None:
-            return n
-        else:
-            n += sum(prim.name == "conj" for prim, _, _ in t._view.steps)
-            t = t._base
+    if not t.dtype.is_complex:
+        return False
+    steps = (
+        prim.name == "conj"
+        for v in _memory_chain(t)
+        if v._base is not None and getattr(v, "_alias", None) is None
+        for prim, _, _ in v._view.steps
+    )
+    return sum(steps) % 2 == 1
 
 
 _grad_fn = Tensor.__dict__["grad_fn"]  # the slots under _StaleView's properties

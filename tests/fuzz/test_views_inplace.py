@@ -109,6 +109,7 @@ Known differences, by design (not drawn, or compared up to them):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -904,8 +905,6 @@ _CHAIN_WRITES = {
 
 def _chain(T, mode, links, writes) -> list:
     """Each link's ``is_conj()`` and resolved values after each write, or the error's type."""
-    import contextlib
-
     grad_mode = {"grad": contextlib.nullcontext, "no_grad": T.no_grad}
     out = []
     with grad_mode.get(mode, T.inference_mode)():

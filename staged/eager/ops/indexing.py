@@ -32,7 +32,16 @@ from ..loop_cache import LoopCache
 from ..tensor import Tensor, as_payload
 from ..views import named
 from .elementwise import where
-from .inplace import VIEW_OF_LEAF, _before, _named, check_inplace, check_overlap, own, write
+from .inplace import (
+    VIEW_OF_LEAF,
+    _before,
+    _named,
+    check_inplace,
+    check_overlap,
+    check_stale_leaf,
+    own,
+    write,
+)
 from ._operands import _broadcast2, broadcast_shapes, expand_to, scalar_tensor, to_dtype
 
 _INTS = (int, np.integer)
@@ -497,7 +506,7 @@ def setitem(x: Tensor, index, value) -> None:
         and 0 < index.ndim <= x.ndim
     ):
         # x[mask] = scalar: a select, no data-dependent shape (so it also captures)
-        _check_view(x, value)
+        check_stale_leaf(x)
         _check_mask(index, tuple(x._payload.shape))
         mask = ad.reshape(index, shape=tuple(index._payload.shape) + (1,) * (x.ndim - index.ndim))
         before = _before(x)
@@ -510,7 +519,7 @@ def setitem(x: Tensor, index, value) -> None:
         and 0 < index.ndim <= x.ndim
         and type(index._payload) is not np.ndarray
     ):
-        _check_view(x, value)
+        check_stale_leaf(x)
         check_overlap(x, (value,))
         before = _before(x)
         write(x, own(_masked_put(x, index, v), value))
@@ -520,7 +529,7 @@ def setitem(x: Tensor, index, value) -> None:
     plan, lin = _plan(y, index)
     node = _written_node(plan, value)
     if node != _COPY_SLICES:
-        _check_view(x, value)
+        check_stale_leaf(x)
     elif x._base is not None and _state.grad_enabled:
         x.grad_fn  # noqa: B018  (torch's view x[index] regenerates a stale x's grad_fn)
     if isinstance(value, Tensor):  # torch: x[index].copy_(value), or x.index_put_(.., value)

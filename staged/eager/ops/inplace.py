@@ -72,9 +72,7 @@ VIEW_OF_LEAF = (
 
 def check_inplace(t: Tensor, value_requires_grad: bool, stale_leaf: bool = True) -> None:
     """PyTorch's checks before writing into ``t`` a value whose other inputs require grad
-    or not (its check_inplace). ``stale_leaf=False`` leaves out the one torch's write
-    into a view of ``t`` does not make (``t[0] = v``: that view's creation regenerates
-    ``t``'s grad_fn first)."""
+    or not (its check_inplace). ``stale_leaf=False`` leaves out ``check_stale_leaf``."""
     if t._vc is None and not _state.inference:
         raise RuntimeError(
             "Inplace update to inference tensor outside InferenceMode is not "
@@ -103,9 +101,21 @@ def check_inplace(t: Tensor, value_requires_grad: bool, stale_leaf: bool = True)
         raise RuntimeError(views.creation_error(t._view, indirect=False, view=t))
     if requires and base.grad_fn is None:
         raise RuntimeError(VIEW_OF_LEAF)
-    if stale_leaf and requires and views.grad_fn_field(t) is None:
-        # torch tests the field: a view made before its base required grad, whose grad_fn
-        # was not read since, counts as a leaf here (Note [stale views])
+    if stale_leaf and requires:
+        check_stale_leaf(t)
+
+
+def check_stale_leaf(t: Tensor) -> None:
+    """torch's check that a view ``t`` that requires grad has a grad_fn, made on its
+    field: a view made before its base required grad, whose grad_fn was not read since,
+    counts as a leaf (Note [stale views]). A write into a view of ``t`` (``t[0] = v``)
+    does not make it: that view's creation regenerates ``t``'s grad_fn first."""
+    if (
+        _state.grad_enabled
+        and t._base is not None
+        and (t._requires_grad or t._base._requires_grad)
+        and views.grad_fn_field(t) is None
+    ):
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation."
         )
@@ -159,9 +169,7 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:
         # read-only (expanded), or a writable view with repeated elements (as_strided);
         # an empty one has nothing to write (NumPy gives a new empty array zero strides)
-        if not p.size:
-            pass
-        elif not p.flags.writeable or t._base is not None and 0 in p.strides:
+        if p.size and (not p.flags.writeable or t._base is not None and 0 in p.strides):
             # (torch refuses a fill into a conj view's repeated elements too)
             p = _writable_view(t, p, fill and (t._base is None or t._view.conj is None))
             if p is None:
