@@ -324,11 +324,17 @@ class CompiledGraph:
         object sees it, is uploaded once: the call replaces it with its results, so its
         device copy skips the caching allocator, which would keep it, unused, for good
         (Note [caching allocator]). Its host copy stays until the call is seen to finish,
-        as what a failure puts back (Note [failed steps]): a first call holds the state
-        twice. (Narrowed inputs, ``BOUNDARY``, are left to the call.)"""
-        for k, seen in zip(self._written_at, shared):
+        as what a failure puts back (Note [failed steps]), except where device buffers are
+        host memory that a failure leaves readable (llvm-cpu): there the device copy
+        replaces it at once, so a first call does not hold the state twice (no object but
+        the tensor saw the host copy). (Narrowed inputs, ``BOUNDARY``, are left to the
+        call.)"""
+        upload, swap = self.device.upload, self.device.host_memory
+        for t, k, seen in zip(self._written, self._written_at, shared):
             if not seen and type(inputs[k]) is np.ndarray:
-                inputs[k] = self.device.upload(inputs[k], once=True)
+                inputs[k] = upload(inputs[k], once=True)
+                if swap:
+                    t._payload = inputs[k]  # the same values: no version bump
 
     def _run(self, leaves, module):
         """The call on ``leaves``, run by ``module`` (``self.module``, or a static module of

@@ -251,6 +251,8 @@ class Device:
             if allocators
             else rt.BufferUsage.DEFAULT
         )
+        # device buffers in host memory: a failed step leaves them readable (Note [failed steps])
+        self.host_memory = self.driver in BACKEND_DRIVERS["llvm-cpu"]
         # what a read asks of a buffer to map it (made once: Note [per-call costs] in compiled.py)
         self._mappable = int(rt.MemoryType.HOST_VISIBLE), int(rt.BufferUsage.MAPPING_SCOPED)
 

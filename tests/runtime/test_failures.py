@@ -19,7 +19,7 @@ from staged.tracing.symbolic import CaptureError
 from staged.lower.mlir import LoweringError
 from staged.runtime.compiler import CompileError
 from staged.runtime.background import Interpreter
-from staged.runtime.device import Module
+from staged.runtime.device import DeviceValue, Module
 
 OPTIMIZERS = {  # dampening tells a momentum buffer cloned from the first grad from zeros
     "sgd-momentum": (
@@ -80,7 +80,13 @@ def _snapshot(model, opt):
 def _assert_intact(before, model, opt):
     params, state = before
     for (p, payload, grad, grad_value, value), q in zip(params, model.parameters()):
-        assert q is p and p._payload is payload() and p.grad is grad
+        assert q is p and p.grad is grad
+        # the same payload, or on llvm-cpu (host memory) the device copy a call made of a
+        # host array that no other object saw (Note [state uploads] in runtime/compiled.py)
+        held = payload()
+        assert p._payload is held or (
+            held is None and isinstance(p._payload, DeviceValue) and p._payload.device.host_memory
+        )
         np.testing.assert_array_equal(p.detach().numpy(), value)
         if grad is not None:
             np.testing.assert_array_equal(grad.numpy(), grad_value)
