@@ -201,9 +201,9 @@ class CompiledGraph:
         with p("lower"):
             check_dtypes(graph, backend)
             if segmented:
-                plan, mlir = segmented_mlir(graph, lowering_options(backend))
+                plan, mlir = segmented_mlir(graph, lowering_options(backend, graph))
             else:
-                mlir = to_mlir(graph, check=False, **lowering_options(backend))
+                mlir = to_mlir(graph, check=False, **lowering_options(backend, graph))
         build = builder or compile_subprocess
         with p("IREE compile"):  # the MLIR is verified only if the cache misses
 

@@ -81,20 +81,31 @@ GLOBAL_FLAGS = (
 # compiling 1-4 s longer. On a 2-core AMD EPYC with AVX-512 the MLP step at batch 256 (155M
 # multiply-adds in all) is 1.2x faster with it (bench/data_tiling.py, 2026-12-01, machine
 # loaded: 1.85 -> 1.52 ms/step, JAX jit 1.67-1.72; compiling 0.4-0.7 s longer) and at batch
-# 32 (19M) no faster, so the threshold is 2**27, between batch 128 (77M) and 256. It is on
-# only where it was found correct: for llvm-cpu steps whose matmuls reach
-# DATA_TILING_MIN_MACS multiply-adds in all (the MLP at batch 1024 has 620M, at batch 256
-# 155M), static shapes only (IREE 3.13 failed to compile a dynamic conv step with it), and
-# 2-D matmuls only. IREE 3.13 miscompiles batched
-# matmuls with it: (x - x.amax(-1, keepdim=True)) @ v with x of 2 or 3 batches of 3 rows
-# gives wrong rows, silently (tests/runtime/test_data_tiling.py keeps the case as a strict
-# xfail; it broke scaled_dot_product_attention in the op sweep run with data tiling forced),
-# so a step with a batched matmul, as every transformer's attention is, goes without.
+# 32 (19M) no faster, so the threshold is 2**27, between batch 128 (77M) and 256. Only
+# matmuls of more than 2**23 multiply-adds each count: many small ones gain nothing (a
+# 12-layer transformer of width 64, 450M in matmuls of at most 4M, ran 1.7x slower with it).
+# It is on for llvm-cpu steps of static shapes (IREE 3.13 failed to compile a dynamic conv
+# step with it). IREE 3.13 miscompiles a batched matmul whose operand it fuses into the
+# packing: (x - x.amax(-1, keepdim=True)) @ v with x of 2 or 3 batches of 3 rows gives
+# wrong rows, silently (a strict xfail in tests/runtime/test_data_tiling.py; it broke
+# scaled_dot_product_attention in the op sweep run with data tiling forced). So in a
+# module with data tiling each batched matmul's operands sit behind an optimization
+# barrier (``fence_batched_matmuls`` of lowering_options): nothing fuses into their
+# packing, and the op sweep, attention and the models' steps pass with data tiling forced
+# on every step. A transformer's attention is batched; before the barrier its steps went
+# without data tiling, and a 2-layer one of width 768 ran at 2.6x torch eager's time
+# (its 3072-wide matmuls at 40-64 GFLOP/s, 200 with data tiling).
+# Data tiling's packed copies of the weights raised that step's peak from 162 to 266 MB:
+# IREE's default stream partitioning runs independent work (all the packing) at once,
+# each with its buffers. Partitioned for no concurrency (``-partitioning-favor=debug``; its
+# ``min-peak-memory`` changed nothing) the peak is 190 MB, at the same speed (2 cores:
+# a dispatch already has every worker).
 # It is an optional flag (compile_mlir): IREE 3.13 rejects it for some modules, which are
 # then compiled without it, the rejection cached so the attempt is not repeated, and
 # explain() says so.
-DATA_TILING = ("--iree-opt-data-tiling",)
+DATA_TILING = ("--iree-opt-data-tiling", "--iree-stream-partitioning-favor=debug")
 DATA_TILING_MIN_MACS = 1 << 27
+DATA_TILING_SMALL_MACS = 1 << 23  # matmuls this small do not count
 
 # Note [compile time]: a cold step is nearly all IREE's compile (trace and lowering take
 # about 0.01 s each), and IREE's is nearly all per executable: the batch-32 MLP step has 23
@@ -146,11 +157,13 @@ BOUNDARY = {
 FENCED_REDUCTIONS = frozenset({"vulkan-spirv"})
 
 
-def lowering_options(backend: str) -> dict:
-    """``to_mlir``'s keyword arguments for a module compiled for ``backend``."""
+def lowering_options(backend: str, graph=None) -> dict:
+    """``to_mlir``'s keyword arguments for ``graph``'s module compiled for ``backend``."""
     return {
         "boundary": BOUNDARY.get(backend),
         "fence_reductions": backend in FENCED_REDUCTIONS,
+        # Note [data tiling]: IREE 3.13 fuses into batched matmuls' packing wrongly
+        "fence_batched_matmuls": graph is not None and data_tiled(graph, backend),
         # Note [int64 held in int32] in lower/mlir/overflow.py
         "int64_checks": BOUNDARY.get(backend, {}).get("int64") == "int32",
         "flat_updates": backend == "llvm-cpu",  # Note [flat updates]
@@ -209,20 +222,26 @@ def flags(backend: str) -> list:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
 
-def tuning_flags(graph, backend: str) -> tuple:
-    """Optional flags (``compile_mlir``) that speed up ``graph``'s module on ``backend``:
-    data tiling for steps of many static matmul multiply-adds on llvm-cpu (Note [data
-    tiling])."""
+def data_tiled(graph, backend: str) -> bool:
+    """Whether ``graph``'s module gets data tiling (Note [data tiling]): on llvm-cpu, for
+    static matmuls of DATA_TILING_MIN_MACS multiply-adds or more in all."""
     if backend != "llvm-cpu":
-        return ()
+        return False
     macs = 0
     for op in graph.ops:
         if op.prim.name == "matmul":
             shape = (*op.out.aval.shape, op.inputs[0].aval.shape[-1])
-            if len(shape) != 3 or not all(isinstance(n, int) for n in shape):
-                return ()  # batched (a miscompile, Note [data tiling]) or dynamic
-            macs += math.prod(shape)
-    return DATA_TILING if macs >= DATA_TILING_MIN_MACS else ()
+            if not all(isinstance(n, int) for n in shape):
+                return False  # dynamic
+            n = math.prod(shape)
+            macs += n if n > DATA_TILING_SMALL_MACS else 0
+    return macs >= DATA_TILING_MIN_MACS
+
+
+def tuning_flags(graph, backend: str) -> tuple:
+    """Optional flags (``compile_mlir``) that speed up ``graph``'s module on ``backend``:
+    data tiling (Note [data tiling])."""
+    return DATA_TILING if data_tiled(graph, backend) else ()
 
 
 # a cached payload recording that IREE rejected a module's optional flags

@@ -111,7 +111,7 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
     )
     if len(set(renamed.values())) != len(renamed):
         raise ValueError(at_user(f"state names must be unique, got {sorted(renamed.values())}"))
-    options = lowering_options(entry.backend)
+    options = lowering_options(entry.backend, graph)
     plan = None
     if check_segmentable(graph, entry.backend):  # the state stays an argument
         plan, text = segmented_mlir(graph, options)

@@ -81,7 +81,7 @@ def test_flat_updates_train_as_torch_and_as_the_static_lowering(opt_name, monkey
     flat = {int(consts[c]) for c in re.findall(r"util\.optimization_barrier (%c\d+) : index", mlir)}
     assert flat == {p.size for p in params}
     static = {**lowering_options("llvm-cpu"), "flat_updates": False}
-    monkeypatch.setattr(compiled, "lowering_options", lambda backend: static)
+    monkeypatch.setattr(compiled, "lowering_options", lambda backend, graph=None: static)
     cstatic, static_losses, static_params = _staged_run(opt_name)
     assert "tensor<?x" not in cstatic._last.mlir and "tensor<?x" in mlir
     assert static_losses == losses

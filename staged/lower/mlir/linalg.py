@@ -9,6 +9,7 @@ from ...autodiff import REGISTRY
 from ...autodiff.avals import Aval
 from .elementwise import BINARY
 from .emitter import lowering, tensor_type
+from .indexing import fence
 
 
 @lowering(REGISTRY["matmul"])
@@ -22,6 +23,8 @@ def _matmul(e, op, a, b):
     if sa[-1] == 1:  # per-example weight gradients under vmap: a (batch_)matmul over one
         return e.reshape(_outer(e, a, b, shapes, d), shapes[2], so, d)  # element is 1.7x slower
     ta, tb, to = (tensor_type(s, d) for s in shapes)
+    if batch and e.fence_batched_matmuls:  # Note [data tiling] in runtime/compiler.py
+        a, b = (fence(e, x, Aval(s, d)) for x, s in ((a, shapes[0]), (b, shapes[1])))
     name = "linalg.batch_matmul" if batch else "linalg.matmul"
     r = e.emit(f"{name} ins({a}, {b} : {ta}, {tb}) outs({e.full(shapes[2], d, 0)} : {to}) -> {to}")
     return e.reshape(r, shapes[2], so, d)

@@ -34,6 +34,7 @@ def to_mlir(
     scope: str = "model",
     boundary=None,
     fence_reductions: bool = False,
+    fence_batched_matmuls: bool = False,
     int64_checks: bool = False,
     flat_updates: bool = False,
     check: bool = True,
@@ -58,7 +59,8 @@ def to_mlir(
     multiple of 4 bytes would be read as zeros and never written.
 
     ``fence_reductions`` puts each reduction's result behind an optimization barrier
-    (Note [fenced reductions] in ``reduction.py``).
+    (Note [fenced reductions] in ``reduction.py``); ``fence_batched_matmuls`` puts each
+    batched matmul's operands behind one (Note [data tiling] in runtime/compiler.py).
 
     ``int64_checks`` (where int64 is held in int32) adds the checks of Note [int64 held in
     int32] (``overflow.py``) to the graph's ``check`` output, if it has one.
@@ -69,6 +71,7 @@ def to_mlir(
     e = Emitter()
     e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
     e.fence_reductions = fence_reductions
+    e.fence_batched_matmuls = fence_batched_matmuls
 
     def edge_type(aval):
         return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))
