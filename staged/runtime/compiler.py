@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cache, cpu
+from ..lower.mlir.linalg import fenced_operands
 from .logs import runtime_log
 
 # IREE demotes f64 (and complex<f64>) to 32 bits by default, changing the function's
@@ -81,31 +82,36 @@ GLOBAL_FLAGS = (
 # compiling 1-4 s longer. On a 2-core AMD EPYC with AVX-512 the MLP step at batch 256 (155M
 # multiply-adds in all) is 1.2x faster with it (bench/data_tiling.py, 2026-12-01, machine
 # loaded: 1.85 -> 1.52 ms/step, JAX jit 1.67-1.72; compiling 0.4-0.7 s longer) and at batch
-# 32 (19M) no faster, so the threshold is 2**27, between batch 128 (77M) and 256. Only
-# matmuls of more than 2**23 multiply-adds each count: many small ones gain nothing (a
-# 12-layer transformer of width 64, 450M in matmuls of at most 4M, ran 1.7x slower with it).
+# 32 (19M) no faster, so the threshold is 2**27, between batch 128 (77M) and 256.
 # It is on for llvm-cpu steps of static shapes (IREE 3.13 failed to compile a dynamic conv
 # step with it). IREE 3.13 miscompiles a batched matmul whose operand it fuses into the
 # packing: (x - x.amax(-1, keepdim=True)) @ v with x of 2 or 3 batches of 3 rows gives
 # wrong rows, silently (a strict xfail in tests/runtime/test_data_tiling.py; it broke
 # scaled_dot_product_attention in the op sweep run with data tiling forced). So in a
-# module with data tiling each batched matmul's operands sit behind an optimization
-# barrier (``fence_batched_matmuls`` of lowering_options): nothing fuses into their
-# packing, and the op sweep, attention and the models' steps pass with data tiling forced
-# on every step. A transformer's attention is batched; before the barrier its steps went
-# without data tiling, and a 2-layer one of width 768 ran at 2.6x torch eager's time
-# (its 3072-wide matmuls at 40-64 GFLOP/s, 200 with data tiling).
-# Data tiling's packed copies of the weights raised that step's peak from 162 to 266 MB:
-# IREE's default stream partitioning runs independent work (all the packing) at once,
-# each with its buffers. Partitioned for no concurrency (``-partitioning-favor=debug``; its
-# ``min-peak-memory`` changed nothing) the peak is 190 MB, at the same speed (2 cores:
-# a dispatch already has every worker).
+# module with data tiling each batched matmul operand computed by more than layout
+# changes of an input or of a matmul's result (attention's probabilities and their
+# gradient, not q, k or v) sits behind an optimization barrier (``fence_batched_matmuls``
+# of lowering_options, ``fenced_operands`` in lower/mlir/linalg.py): nothing fuses into its
+# packing, and the op sweep, attention, the models' steps and 150 fuzzed programs pass with
+# data tiling forced on every step. The barriers cost: 2-layer transformers of width 128
+# and 256 ran 1.9x and 1.14x slower with data tiling and them (2 workers; fencing q and k
+# too, 2.2x and 1.4x), width 512 and 768 1.3x and 1.6x faster. So where a module needs
+# barriers only matmuls of more than 2**26 multiply-adds count (DATA_TILING_FENCED_SMALL_MACS):
+# the transformers of width 512 and more get it. Before the barriers they went without
+# data tiling, and the width-768 one ran at 2.4x torch eager's time (2 threads; its
+# 3072-wide matmuls at 40-64 GFLOP/s, 200 with data tiling).
+# Data tiling's packed copies of the weights raised that step's peak from 180 to 284 MB
+# (2 workers): IREE's default stream partitioning runs independent work (all the packing)
+# at once, each with its buffers. Partitioned for no concurrency
+# (``-partitioning-favor=debug``; ``min-peak-memory`` changed nothing) it is 235 MB, at
+# the same speed (2 cores: a dispatch already has every worker); torch eager's is 189.
 # It is an optional flag (compile_mlir): IREE 3.13 rejects it for some modules, which are
 # then compiled without it, the rejection cached so the attempt is not repeated, and
 # explain() says so.
 DATA_TILING = ("--iree-opt-data-tiling", "--iree-stream-partitioning-favor=debug")
 DATA_TILING_MIN_MACS = 1 << 27
-DATA_TILING_SMALL_MACS = 1 << 23  # matmuls this small do not count
+DATA_TILING_FENCED_SMALL_MACS = 1 << 26  # matmuls this small do not count where batched
+# matmuls need barriers
 
 # Note [compile time]: a cold step is nearly all IREE's compile (trace and lowering take
 # about 0.01 s each), and IREE's is nearly all per executable: the batch-32 MLP step has 23
@@ -224,18 +230,22 @@ def flags(backend: str) -> list:
 
 def data_tiled(graph, backend: str) -> bool:
     """Whether ``graph``'s module gets data tiling (Note [data tiling]): on llvm-cpu, for
-    static matmuls of DATA_TILING_MIN_MACS multiply-adds or more in all."""
+    static matmuls of DATA_TILING_MIN_MACS multiply-adds or more in all, counting only
+    those over DATA_TILING_FENCED_SMALL_MACS where batched matmuls need barriers."""
     if backend != "llvm-cpu":
         return False
-    macs = 0
+    sizes = []
     for op in graph.ops:
         if op.prim.name == "matmul":
             shape = (*op.out.aval.shape, op.inputs[0].aval.shape[-1])
             if not all(isinstance(n, int) for n in shape):
                 return False  # dynamic
-            n = math.prod(shape)
-            macs += n if n > DATA_TILING_SMALL_MACS else 0
-    return macs >= DATA_TILING_MIN_MACS
+            sizes.append(math.prod(shape))
+    if sum(sizes) < DATA_TILING_MIN_MACS:
+        return False
+    if not fenced_operands(graph):
+        return True
+    return sum(n for n in sizes if n > DATA_TILING_FENCED_SMALL_MACS) >= DATA_TILING_MIN_MACS
 
 
 def tuning_flags(graph, backend: str) -> tuple:

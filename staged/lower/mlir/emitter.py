@@ -95,7 +95,7 @@ class Emitter:
         self._sizes: dict = {}  # int or Sym -> SSA index value
         self.wide: dict = {}  # dtype -> the dtype it is held in (``to_mlir``'s boundary)
         self.fence_reductions = False  # Note [fenced reductions] in reduction.py
-        self.fence_batched_matmuls = False  # Note [data tiling] in runtime/compiler.py
+        self.fenced_operands: set = set()  # Note [data tiling] in runtime/compiler.py
         self.known: dict = {}  # value id -> the number its every entry is (``splats``)
 
     def fresh(self, prefix="v") -> str:

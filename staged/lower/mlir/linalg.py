@@ -23,8 +23,11 @@ def _matmul(e, op, a, b):
     if sa[-1] == 1:  # per-example weight gradients under vmap: a (batch_)matmul over one
         return e.reshape(_outer(e, a, b, shapes, d), shapes[2], so, d)  # element is 1.7x slower
     ta, tb, to = (tensor_type(s, d) for s in shapes)
-    if batch and e.fence_batched_matmuls:  # Note [data tiling] in runtime/compiler.py
-        a, b = (fence(e, x, Aval(s, d)) for x, s in ((a, shapes[0]), (b, shapes[1])))
+    if batch and e.fenced_operands:  # Note [data tiling] in runtime/compiler.py
+        a, b = (
+            fence(e, x, Aval(s, d)) if v.id in e.fenced_operands else x
+            for x, s, v in ((a, shapes[0], op.inputs[0]), (b, shapes[1], op.inputs[1]))
+        )
     name = "linalg.batch_matmul" if batch else "linalg.matmul"
     r = e.emit(f"{name} ins({a}, {b} : {ta}, {tb}) outs({e.full(shapes[2], d, 0)} : {to}) -> {to}")
     return e.reshape(r, shapes[2], so, d)
@@ -44,3 +47,25 @@ def _outer(e, a, b, shapes, d):
         ["parallel"] * len(so),
         lambda x, y, _: BINARY["add"][c](e, d, e.const(0, d), BINARY["mul"][c](e, d, x, y)),
     )
+
+
+_LAYOUT = frozenset({"reshape", "permute", "expand", "broadcast"})
+
+
+def fenced_operands(graph) -> set:
+    """The ids of the batched matmul operands that IREE 3.13's data tiling would fuse
+    compute into (Note [data tiling] in runtime/compiler.py): those not made, through
+    layout changes alone, of an input or of a matmul's result. Fencing those too (a
+    transpose of a projection, attention's q and k) cost 2x the step of a small
+    transformer."""
+    made = {op.out.id: op for op in graph.ops}
+    fenced = set()
+    for op in graph.ops:
+        if op.prim.name == "matmul" and len(op.out.aval.shape) > 2:
+            for v in op.inputs:
+                p = made.get(v.id)
+                while p is not None and p.prim.name in _LAYOUT:
+                    p = made.get(p.inputs[0].id)
+                if p is not None and p.prim.name != "matmul":
+                    fenced.add(v.id)
+    return fenced

@@ -15,6 +15,7 @@ from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
 from .flat import Flat, flat_values
 from .invariants import constant_destinations, invariant_reduction, known_splat, splats
+from .linalg import fenced_operands
 from .overflow import Overflows, checked_ops
 
 # Note [constants by value]: a trace makes one graph constant per host array it reads, and
@@ -59,8 +60,9 @@ def to_mlir(
     multiple of 4 bytes would be read as zeros and never written.
 
     ``fence_reductions`` puts each reduction's result behind an optimization barrier
-    (Note [fenced reductions] in ``reduction.py``); ``fence_batched_matmuls`` puts each
-    batched matmul's operands behind one (Note [data tiling] in runtime/compiler.py).
+    (Note [fenced reductions] in ``reduction.py``); ``fence_batched_matmuls`` puts the
+    batched matmul operands that data tiling would fuse compute into behind one (Note
+    [data tiling] in runtime/compiler.py).
 
     ``int64_checks`` (where int64 is held in int32) adds the checks of Note [int64 held in
     int32] (``overflow.py``) to the graph's ``check`` output, if it has one.
@@ -71,7 +73,8 @@ def to_mlir(
     e = Emitter()
     e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
     e.fence_reductions = fence_reductions
-    e.fence_batched_matmuls = fence_batched_matmuls
+    if fence_batched_matmuls:
+        e.fenced_operands = fenced_operands(graph)
 
     def edge_type(aval):
         return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))
