@@ -95,10 +95,10 @@ GLOBAL_FLAGS = (
 # packing, and the op sweep, attention, the models' steps and 150 fuzzed programs pass with
 # data tiling forced on every step. The barriers cost: 2-layer transformers of width 128
 # and 256 ran 1.9x and 1.14x slower with data tiling and them (2 workers; fencing q and k
-# too, 2.2x and 1.4x), width 512 and 768 1.3x and 1.6x faster. So where a module needs
+# too, 2.2x and 1.4x), width 512 and 768 1.3x and 1.5x faster. So where a module needs
 # barriers only matmuls of more than 2**26 multiply-adds count (DATA_TILING_FENCED_SMALL_MACS):
 # the transformers of width 512 and more get it. Before the barriers they went without
-# data tiling, and the width-768 one ran at 2.4x torch eager's time (2 threads; its
+# data tiling, and the width-768 one ran at 2.1-2.3x torch eager's time (2 threads; its
 # 3072-wide matmuls at 40-64 GFLOP/s, 200 with data tiling).
 # Data tiling's packed copies of the weights raised that step's peak from 180 to 284 MB
 # (2 workers): IREE's default stream partitioning runs independent work (all the packing)
