@@ -62,6 +62,7 @@ generated: $(VENV)/.test
 	$(BIN)/python -m tests.ops.stubs
 
 bench: $(VENV)/.bench
+	$(BIN)/python bench/targets.py
 	$(BIN)/python bench/mlp_step.py
 	$(BIN)/python bench/compiled_steps.py
 	$(BIN)/python bench/matmul.py

@@ -7,11 +7,13 @@ are per round against a baseline, so machine-wide speed swings cancel (notes/BEN
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,23 +24,60 @@ def item(loss) -> float:
     return loss if isinstance(loss, float) else loss.item()
 
 
-def interleaved(steps: dict, rounds: int, block_s=0.15, pause=0.5) -> dict:
-    """{name: [ms/step per round]} for zero-argument steps that return a loss."""
+def interleaved(steps: dict, rounds: int, block_s=0.15, pause=0.5, contexts=None) -> dict:
+    """{name: [ms/step per round]} for zero-argument steps that return a loss; each step's
+    blocks run inside ``contexts[name]()`` where given (a thread limit, say)."""
+    contexts = contexts or {}
     n_steps = {}
     for name, s in steps.items():  # calibrate steps per block to about block_s
-        t0 = time.perf_counter()
-        item(s())
-        n_steps[name] = max(5, int(block_s / max(time.perf_counter() - t0, 1e-6)))
+        with contexts.get(name, contextlib.nullcontext)():
+            t0 = time.perf_counter()
+            item(s())
+            n_steps[name] = max(5, int(block_s / max(time.perf_counter() - t0, 1e-6)))
     times = {name: [] for name in steps}
     for _ in range(rounds):
         for name, s in steps.items():
             time.sleep(pause)
-            t0 = time.perf_counter()
-            for _ in range(n_steps[name]):
-                loss = s()
-            item(loss)
-            times[name].append((time.perf_counter() - t0) / n_steps[name] * 1e3)
+            with contexts.get(name, contextlib.nullcontext)():
+                t0 = time.perf_counter()
+                for _ in range(n_steps[name]):
+                    loss = s()
+                item(loss)
+                times[name].append((time.perf_counter() - t0) / n_steps[name] * 1e3)
     return times
+
+
+def load_warning() -> str:
+    """A loud warning when the load average is above 1 per core, else ""."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load <= cores:
+        return ""
+    return (
+        f"\n**WARNING: load average {load:.1f} on {cores} cores (above 1 per core): other "
+        "jobs share these cores, so times are long and noisy and ratios skewed; rerun on a "
+        "quiet machine before quoting any figure.**\n"
+    )
+
+
+def commit() -> str:
+    """The checkout's commit (with ``+`` for uncommitted changes), or "unknown"."""
+    here = Path(__file__).parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("+" if dirty else "")
 
 
 def blas_info() -> str:
@@ -62,7 +101,7 @@ def environment(rounds: int, base: str, torch=None) -> str:
     env = {k: os.environ.get(k, "unset") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     return "\n".join(
         [
-            f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}",
+            f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}, commit {commit()}",
             f"- machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
             f"nproc {os.cpu_count()}, load average {load}",
             f"- python {platform.python_version()}, numpy {np.__version__}"

@@ -262,6 +262,25 @@ def implementations(name):
     return impls
 
 
+def ready(name, impls) -> dict:
+    """``impls`` after their first calls (which trace and compile; one that fails there is
+    left out, with the reason printed), checked: their losses over the next three steps
+    agree with staged compiled's."""
+    impls = dict(impls)
+    for k, s in list(impls.items()):
+        try:
+            item(s())
+        except Exception as err:  # torch.compile's inductor needs a C++ toolchain
+            print(f"  {k} unavailable: {type(err).__name__}: {err}"[:300])
+            del impls[k]
+    losses = {k: [item(s()) for _ in range(3)] for k, s in impls.items()}
+    ref = losses["staged compiled"]
+    for k, v in losses.items():
+        if not np.allclose(v, ref, rtol=2e-4, atol=1e-5):
+            raise AssertionError(f"{name}: {k} losses {v} differ from staged's {ref}")
+    return impls
+
+
 def compile_times(name) -> tuple:
     """(cold trace+compile s, cached trace+load s) for a fresh staged.compile."""
     make_params, make_data, loss_fn = WORKLOADS[name]
@@ -302,18 +321,7 @@ def main(argv=None) -> int:
     results, names, compile_rows = {}, [], []
     for name in a.workloads:
         print(f"{name}: ...", flush=True)
-        impls = {k: v for k, v in implementations(name).items() if k not in a.skip}
-        for k, s in list(impls.items()):  # first calls trace and compile
-            try:
-                item(s())
-            except Exception as err:  # torch.compile's inductor needs a C++ toolchain
-                print(f"  {k} unavailable: {type(err).__name__}: {err}"[:300])
-                del impls[k]
-        losses = {k: [item(s()) for _ in range(3)] for k, s in impls.items()}
-        ref = losses["staged compiled"]
-        for k, v in losses.items():
-            if not np.allclose(v, ref, rtol=2e-4, atol=1e-5):
-                raise AssertionError(f"{name}: {k} losses {v} differ from staged's {ref}")
+        impls = ready(name, {k: v for k, v in implementations(name).items() if k not in a.skip})
         results[name] = interleaved(impls, a.rounds)
         names += [k for k in impls if k not in names]
         cold, warm = compile_times(name)

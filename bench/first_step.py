@@ -20,6 +20,7 @@ twice a steady one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -64,6 +65,23 @@ def _cold_cache():
     _DIRS.append(d)
     os.environ["STAGED_CACHE_DIR"] = d
     return d
+
+
+@contextlib.contextmanager
+def cold_caches():
+    """Within it, the functions below compile into fresh caches, removed at its end, and
+    ``STAGED_CACHE_DIR`` is then restored."""
+    old = os.environ.get("STAGED_CACHE_DIR")
+    try:
+        yield
+    finally:
+        for d in _DIRS:
+            shutil.rmtree(d, ignore_errors=True)
+        _DIRS.clear()
+        if old is None:
+            os.environ.pop("STAGED_CACHE_DIR", None)
+        else:
+            os.environ["STAGED_CACHE_DIR"] = old
 
 
 def eager_first(name) -> tuple:
@@ -160,10 +178,9 @@ def main(argv=None) -> int:
     if a.first_in_this_process:
         _first_in_this_process(*a.first_in_this_process)
         return 0
-    old = os.environ.get("STAGED_CACHE_DIR")
     staged.compile(lambda t: t * 2)(staged.ones(2))  # MLIR context, IREE runtime: once
     rows, phase_rows = [], []
-    try:
+    with cold_caches():
         for name in a.workloads:
             print(f"{name}: ...", flush=True)
             runs = {k: [] for k in ("eager", "blocking", "background", "jax", "new", "new bg")}
@@ -203,13 +220,6 @@ def main(argv=None) -> int:
                 )
                 + f" | {total:.2f} |"
             )
-    finally:
-        for d in _DIRS:
-            shutil.rmtree(d, ignore_errors=True)
-        if old is None:
-            os.environ.pop("STAGED_CACHE_DIR", None)
-        else:
-            os.environ["STAGED_CACHE_DIR"] = old
     print("\n## Time to the first result, cold compile cache\n")
     print(
         environment(a.repeats, "staged eager step", torch)

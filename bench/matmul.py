@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from bench.common import environment, interleaved, item, mlp_loss, mlp_params, quartiles  # noqa: E402
+from bench.common import environment, interleaved, item, load_warning, mlp_loss, mlp_params  # noqa: E402
+from bench.common import quartiles  # noqa: E402
 from bench.compiled_steps import jax, jax_mlp_loss, jax_sgd_step, jnp, sgd_step, torch  # noqa: E402
 import staged  # noqa: E402
 from staged.runtime import compiler  # noqa: E402
@@ -174,17 +175,6 @@ def table(times: dict, flops: float, base: str | None = None) -> str:
             f"| {name} | {ms:.2f} | {flops / ms / 1e6:.0f} | {q2:.2f} ({q1:.2f}-{q3:.2f}) |"
         )
     return "\n".join(lines)
-
-
-def load_warning() -> str:
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if load <= cores:
-        return ""
-    return (
-        f"\n**WARNING: load average {load:.1f} on {cores} cores (above 1 per core): other "
-        "jobs share these cores, so ms and GFLOP/s are low and noisy; read the ratios only, "
-        "and rerun on a quiet machine.**\n"
-    )
 
 
 def main(argv=None) -> int:
