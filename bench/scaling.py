@@ -12,7 +12,8 @@ optimizer state, activations and, compiled, the trace and module (compiled into 
 by a process before, so IREE's compiler is not counted); the NumPy arrays every
 implementation starts from are made before, in all alike. A block's result is read at
 its end only, so a compiled step's calls run queued behind each other. ms/step is the
-median of 5 blocks of about ``--steps-s / 5`` each, after 3 warm-up steps (a compiled
+median of 5 blocks of about ``--steps-s / 5`` each, and of at least 4 steps (a slow step
+read every step would hide what queued calls hold), after 3 warm-up steps (a compiled
 step's trace and IREE compile are not in it: see ``first_step.py``). Processes run one
 at a time, the implementations of one workload back to back, so a ratio compares runs
 seconds apart; read it with the load average in the header. The default grid is the
@@ -220,7 +221,7 @@ def worker(impl: str, name: str, steps_s: float) -> dict:
         float(run())
     if steps_s == 0:  # a warm-up run (the compile cache filled)
         return {}
-    n = max(1, int(steps_s / 5 / max(_timed(run, 1), 1e-6)))
+    n = max(4, int(steps_s / 5 / max(_timed(run, 1), 1e-6)))  # unread: calls queue
     ms = sorted(_timed(run, n) * 1e3 for _ in range(5))[2]
     return {"ms": ms, "peak_mb": _status_mb("VmHWM") - base}
 

@@ -94,6 +94,7 @@ from .compiler import (
     compile_subprocess,
     lowering_options,
     narrowing,
+    one_call_in_flight,
     to_boundary,
     tuning_flags,
 )
@@ -205,6 +206,7 @@ class CompiledGraph:
             else:
                 mlir = to_mlir(graph, check=False, **lowering_options(backend, graph))
         build = builder or compile_subprocess
+        stats = self.cache if stats is None else stats
         with p("IREE compile"):  # the MLIR is verified only if the cache misses
 
             def verified_build(text, flags):
@@ -214,13 +216,15 @@ class CompiledGraph:
                 mlir,
                 backend,
                 STEP_FLAGS.get(backend, ()),
-                self.cache if stats is None else stats,
+                stats,
                 verified_build,
                 tuning_flags(graph, backend),
             )
         module: Any
         with p("load"):
             module = self.device.load(vmfb)
+        if one_call_in_flight(graph, backend):  # Note [pool growth] in device.py
+            module.max_in_flight = 1
         if segmented:
             module = Segmented(graph, plan, module, narrowing(backend))
         return module, mlir

@@ -228,20 +228,36 @@ def flags(backend: str) -> list:
         raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
 
 
+def matmul_macs(graph) -> list | None:
+    """The multiply-adds of each of ``graph``'s matmuls; None where one's size is dynamic."""
+    sizes = []
+    for op in graph.ops:
+        if op.prim.name == "matmul":
+            shape = (*op.out.aval.shape, op.inputs[0].aval.shape[-1])
+            if not all(isinstance(n, int) for n in shape):
+                return None
+            sizes.append(math.prod(shape))
+    return sizes
+
+
+ONE_IN_FLIGHT_MACS = 1 << 30
+
+
+def one_call_in_flight(graph, backend: str) -> bool:
+    """Whether ``graph``'s module takes its calls one at a time (Note [pool growth] in
+    device.py): llvm-cpu steps of ONE_IN_FLIGHT_MACS multiply-adds or more in matmuls."""
+    sizes = matmul_macs(graph) if backend == "llvm-cpu" else None
+    return sizes is not None and sum(sizes) >= ONE_IN_FLIGHT_MACS
+
+
 def data_tiled(graph, backend: str) -> bool:
     """Whether ``graph``'s module gets data tiling (Note [data tiling]): on llvm-cpu, for
     static matmuls of DATA_TILING_MIN_MACS multiply-adds or more in all, counting only
     those over DATA_TILING_FENCED_SMALL_MACS where batched matmuls need barriers."""
     if backend != "llvm-cpu":
         return False
-    sizes = []
-    for op in graph.ops:
-        if op.prim.name == "matmul":
-            shape = (*op.out.aval.shape, op.inputs[0].aval.shape[-1])
-            if not all(isinstance(n, int) for n in shape):
-                return False  # dynamic
-            sizes.append(math.prod(shape))
-    if sum(sizes) < DATA_TILING_MIN_MACS:
+    sizes = matmul_macs(graph)
+    if sizes is None or sum(sizes) < DATA_TILING_MIN_MACS:
         return False
     if not fenced_operands(graph):
         return True

@@ -422,6 +422,7 @@ class Module:
         self._in_flight = []  # (value, argument list, undo) of calls that may still be running
         self._lock = threading.Lock()
         self._leader: Module | None = None  # whose timeline it shares (Note [one timeline])
+        self.max_in_flight = MAX_IN_FLIGHT  # its calls that may be in flight (Note [pool growth])
         _LOADED.add(self)
 
     @property
@@ -524,8 +525,8 @@ class Module:
                 arg_list.push_ref(rt.HalFence.create_at(sem, value))
                 arg_list.push_ref(rt.HalFence.create_at(sem, value + 1))
                 try:
-                    if value - sem.query() >= MAX_IN_FLIGHT:  # query raises if one failed
-                        _wait(sem, value + 1 - MAX_IN_FLIGHT)
+                    if value - sem.query() >= self.max_in_flight:  # raises if one failed
+                        _wait(sem, value + 1 - self.max_in_flight)
                     done = sem.query()
                 except RuntimeError:
                     q._undo(q._in_flight)
@@ -555,9 +556,9 @@ def _on_device(dev, a) -> DeviceValue:
 # MLP 784-256-256-10 SGD steps at batch 32 took 0.90x the time of waiting for each (at
 # batch 256, whose Python work is a tenth of the step, nothing was gained on two cores
 # that the workers keep busy); on lavapipe 0.79x and 0.96x. (cuda keeps the synchronous
-# ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are in flight: the next one
-# waits for the oldest, so a loop that never reads a result does not queue (and hold the
-# memory of) unboundedly many. Two, one running and the next queued behind it, keep the
+# ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are in flight (one for a
+# large step: Note [pool growth]): the next one waits for the oldest, so a loop that never
+# reads a result does not queue (and hold the memory of) unboundedly many. Two, one running and the next queued behind it, keep the
 # workers busy. Each call in flight holds its results and the state it replaced (its
 # undo), and a queued call, which allocates as the call before it finishes, seldom reuses
 # that call's intermediates (IREE 3.13's pools take a freed block only once its release is
@@ -575,12 +576,28 @@ def _on_device(dev, a) -> DeviceValue:
 # Command buffers are indirect (compiler.GLOBAL_FLAGS): bound when the queue runs them, as
 # a call's buffers are allocated on the queue after the previous call.
 #
+# Note [pool growth]: with a call queued behind a running one, IREE 3.13's queue pools
+# grew without bound for the data-tiled steps of bench/scaling.py's transformers of width
+# 768 (2026-12-03, 2 workers, unread loops): RSS rose by about 32 MB a step with 2 layers
+# (4.5 GB after 120 steps) and 120 MB with 4, not counted in the HAL allocator's statistics
+# (trim() gave nothing back), and steps slowed from 140 to 220 ms (page faults). With one
+# call in flight the 2-layer step stayed at 217 MB and 138 ms. Steps that did not grow with
+# two: that one without data tiling (216 MB; 162 with one), widths 512 (202 MB; 138 with
+# one) and 640, MLPs at batch 256 to 32768, transformers of width 64 and 256. Which sizes
+# set it off is IREE's; a large step gains little from the overlap (its Python work is a
+# small share of it) and holds a step's memory less with one call in flight, so a
+# llvm-cpu step of 2**30 multiply-adds or more in matmuls (``compiler.one_call_in_flight``:
+# about 10 ms and up on two cores; MLP batch 4096, transformers of width 256 and up) takes
+# its calls one at a time (``Module.max_in_flight``, set by CompiledGraph.build): the next
+# is enqueued once the last has finished. Below that, one call in flight made the MLP step
+# at batch 256 (155M multiply-adds, 1.9 ms) 4% slower, so those keep two.
+#
 # Note [one timeline]: modules that take each other's results (a dynamic step's and its
 # static modules per batch size, Note [specialized batch sizes]) share one timeline
 # (``Module.share_queue``): a call on one is enqueued behind the other's last call on the
 # device, instead of waiting for it here, so a loop that alternates batch sizes keeps its
-# calls asynchronous; the calls in flight, the bound on them and a failure's undo are the
-# timeline's, whichever module made each call.
+# calls asynchronous; the calls in flight and a failure's undo are the timeline's,
+# whichever module made each call, and the bound on them is the calling module's.
 #
 # Note [failed steps]: a step that fails on the device fails its timeline semaphore, and
 # every call queued after it with it; the failure is seen where a result is read or at

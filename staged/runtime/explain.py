@@ -15,7 +15,7 @@ import re
 import textwrap
 
 from ..tracing.dynamic import is_static
-from .compiler import flags
+from .compiler import flags, one_call_in_flight
 
 WIDTH = 100
 PHASES = ("forward", "backward", "optimizer")
@@ -90,6 +90,8 @@ def explain_text(c, verbose: bool = False) -> str:
         + (f"; with {e.cache['optional']}" if "optional" in e.cache else "")
         + (f"; declined {e.cache['declined']}" if "declined" in e.cache else "")
     )
+    if one_call_in_flight(g, c.backend):
+        lines.append("one call in flight, not two: a large step (Note [pool growth] in device.py)")
     lines += getattr(c, "calls", None) and c.calls.lines() or []
     lines = [
         w for line in "\n".join(lines).splitlines() for w in (_wrap(line).splitlines() or [""])
