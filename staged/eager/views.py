@@ -468,15 +468,44 @@ def untracked(outs):
     for t in outs:
         if t._base is None or type(t._payload) is not np.ndarray or t._view.conj is not None:
             continue
-        vc = t._vc
-        if vc is not None:
-            if len(vc) > 1:
-                vc[1].refs = [r for r in vc[1].refs if r() is not t]
-            t._vc = [0]
         t._alias = t._base  # its memory's (Note [conj views]: alias_written)
-        t._base = None
-        del t._view
+        _unview(t)
     return outs
+
+
+def _unview(t) -> None:
+    """Make the view ``t`` a tensor of its own: no base, a version counter of its own."""
+    vc = t._vc
+    if vc is not None:
+        if len(vc) > 1:
+            vc[1].refs = [r for r in vc[1].refs if r() is not t]
+        t._vc = [0]
+    t._base = None
+    del t._view
+
+
+def owned(out, args, kwargs):
+    """``out``, an op's result (a tensor or a tuple of them), with each tensor that is a
+    view of a tensor the op made in its steps, not of an argument, made a tensor of its own
+    (Note [own results])."""
+    ts = (out,) if isinstance(out, Tensor) else out
+    if not any(isinstance(t, Tensor) and t._base is not None for t in ts):
+        return out
+    given = set()
+    for a in (*args, *kwargs.values()):
+        for x in a if isinstance(a, (list, tuple)) else (a,):
+            if isinstance(x, Tensor):
+                given.add(id(x if x._base is None else x._base))
+    for t in ts:
+        if (
+            isinstance(t, Tensor)
+            and t._base is not None
+            and id(t._base) not in given
+            and t._view.conj is None
+            and getattr(t._base, "_alias", None) is None  # memory another tensor owns
+        ):
+            _unview(t)
+    return out
 
 
 # how torch's view+inplace errors say the view was written (directly or through its base)

@@ -6,11 +6,14 @@ dim, as PyTorch's fast_neural_style example writes its repeated style image in p
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
 
 import staged
+from staged.eager.ops.table import OWN_RESULTS
 
 CASES = {
     "repeat ones": lambda T, x: x.repeat(1, 1),
@@ -74,3 +77,46 @@ def test_a_compiled_step_writes_the_copy_not_the_input():
     compiled = [t.item() for t in staged.compile(step)(x)]
     assert eager == compiled == [15.0, 21.0]
     np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+
+
+def _views(T, leaves_of, entry, sample, grad):
+    from tests.ops import harness
+
+    with T.no_grad() if not grad else contextlib.nullcontext():
+        out = harness.call(entry.op if T is staged else entry.torch_op, sample, leaves_of(sample))
+    return [t._is_view() for t in harness.flat(out) if isinstance(t, T.Tensor)]
+
+
+@pytest.mark.parametrize("name", sorted({"matmul", *OWN_RESULTS}))
+def test_results_are_views_where_torchs_are(name):
+    """Note [own results] in staged/eager/ops/table.py: ops that compute their result in
+    steps return no view of their own intermediates, as torch's do (each op's first four
+    samples, with grad mode on and off)."""
+    from tests.ops import harness
+    from tests.ops.db import OP_DB
+
+    entries = [e for e in OP_DB if e.name == name]
+    assert entries, f"no op-database entry {name}"
+    for e in entries:
+        for sample in e.samples(e.dtypes[0], np.random.default_rng(0))[:4]:
+            for grad in (False, True):
+                got = _views(staged, lambda s: harness.staged_leaves(s, grad), e, sample, grad)
+                want = _views(torch, lambda s: harness.torch_leaves(s, grad), e, sample, grad)
+                assert got == want, (sample.name, grad)
+
+
+@pytest.mark.parametrize("make", [lambda x, m: x @ x, lambda x, m: x @ m, lambda x, m: m.mT @ x])
+def test_a_product_of_vectors_made_under_no_grad_is_written_in_grad_mode(make):
+    """tests/fuzz/test_views_inplace.py's find: the product was a view of the matmul's 2-D
+    result, so writing a grad-requiring value into it raised torch's no_grad-view error."""
+    grads = []
+    for T in (staged, torch):
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        m = T.ones(2, 2)
+        with T.no_grad():
+            y = make(x, m)
+        assert not y._is_view()
+        y[T.tensor(True)] = x.sum() * 3
+        y.sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(*grads)

@@ -10,6 +10,7 @@ from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff import Fused, fused
 from ...autodiff.avals import wrap_dim
+from .. import views
 from ..checks import require
 from ..tensor import Tensor, type_label
 from ._operands import broadcast_shapes, expand_to, half, in_float32, promote_types
@@ -55,9 +56,9 @@ def matmul(a, b):
                 f"got {a.shape[0]} and {b.shape[0]} elements respectively"
             )
         n = a._payload.shape[0]
-        return ad.reshape(
-            _matmul(ad.reshape(a, shape=(1, n)), ad.reshape(b, shape=(n, 1))), shape=()
-        )
+        out = _matmul(ad.reshape(a, shape=(1, n)), ad.reshape(b, shape=(n, 1)))
+        return views.owned(ad.reshape(out, shape=()), (a, b), {})  # Note [own results]
+    args = a, b
     squeeze_a = na == 1
     squeeze_b = nb == 1
     if squeeze_a:
@@ -73,7 +74,7 @@ def matmul(a, b):
     if squeeze_a or squeeze_b:
         s = tuple(out._payload.shape)
         s = s[:-2] + ((s[-2],) if not squeeze_a else ()) + ((s[-1],) if not squeeze_b else ())
-        out = ad.reshape(out, shape=s)
+        out = views.owned(ad.reshape(out, shape=s), args, {})  # Note [own results]
     return out
 
 

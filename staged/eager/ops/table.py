@@ -440,6 +440,31 @@ def _torch_node(op, of_tensor: str, of_number: str | None):
 
 OPS.update({n: OPS[n]._replace(op=_torch_node(OPS[n].op, *names)) for n, names in NODES.items()})
 
+# Note [own results]: these ops compute their result in steps and return a view of the
+# last one (a reshape of a matmul's product, a squeeze of a sort's values), where torch's
+# result is a tensor of its own (``_is_view()`` false): written in place in grad mode after
+# being made under no_grad, staged's raised torch's no_grad-view error, which torch does not
+# (found by tests/fuzz/test_views_inplace.py on ``v = x @ x`` of vectors). Their results
+# are made tensors of their own (``views.owned``) where they view no argument; matmul's
+# (and the ``@`` operator's) in ``linalg.matmul``. Not einsum, whose torch result is a
+# permuted view of its product in some cases and not in others.
+OWN_RESULTS = (
+    "dot vdot mv addmv kron kthvalue mode median nanmedian quantile nanquantile "
+    "masked_scatter put index_put index_select take diagonal_scatter complex polar "
+    "logsumexp diag diag_embed diagflat roll rot90 combinations"
+).split()
+
+
+def _owned(op):
+    @functools.wraps(op)
+    def call(*args, **kwargs):
+        return views.owned(op(*args, **kwargs), args, kwargs)
+
+    return call
+
+
+OPS.update({n: OPS[n]._replace(op=_owned(OPS[n].op)) for n in OWN_RESULTS})
+
 
 def _names(row, name):
     return (name,) + row.aliases
