@@ -59,25 +59,39 @@ def load_warning() -> str:
     )
 
 
+def _git(*args) -> str:
+    here = Path(__file__).parent
+    return subprocess.run(
+        ["git", "-C", str(here), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def commit() -> str:
     """The checkout's commit (with ``+`` for uncommitted changes), or "unknown"."""
-    here = Path(__file__).parent
     try:
-        rev = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        rev = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return rev + ("+" if dirty else "")
+
+
+def blas_threads(n):
+    """A context in which NumPy's BLAS runs on ``n`` threads (threadpoolctl)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(n, "blas")
+
+
+@contextlib.contextmanager
+def torch_threads(torch, n):
+    """A context in which ``torch`` runs on ``n`` threads."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def blas_info() -> str:

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from bench.common import environment, interleaved, item, load_warning, mlp_loss, mlp_params  # noqa: E402
-from bench.common import quartiles  # noqa: E402
+from bench.common import blas_threads, quartiles, torch_threads  # noqa: E402
 from bench.compiled_steps import jax, jax_mlp_loss, jax_sgd_step, jnp, sgd_step, torch  # noqa: E402
 import staged  # noqa: E402
 from staged.runtime import compiler  # noqa: E402
@@ -64,11 +64,10 @@ def check(name: str, out, ref: np.ndarray, k: int) -> None:
 
 
 def _threads(fn, n):
-    """``fn`` run with NumPy's BLAS limited to ``n`` threads (threadpoolctl)."""
-    from threadpoolctl import threadpool_limits
+    """``fn`` run with NumPy's BLAS limited to ``n`` threads."""
 
     def run():
-        with threadpool_limits(n, "blas"):
+        with blas_threads(n):
             return fn()
 
     return run
@@ -76,8 +75,8 @@ def _threads(fn, n):
 
 def _torch_threads(fn, n):
     def run():
-        torch.set_num_threads(n)
-        return fn()
+        with torch_threads(torch, n):
+            return fn()
 
     return run
 

@@ -24,7 +24,6 @@ load average above 1 per core the script says so, loudly, before and after its t
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -35,27 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import staged  # noqa: E402
 from bench import first_step, matmul, op_overhead, scaling  # noqa: E402
 from bench.common import environment, interleaved, item, load_warning, quartiles  # noqa: E402
-from bench.common import ratio_table  # noqa: E402
-from bench.compiled_steps import WORKLOADS, implementations, jax, ready, torch  # noqa: E402
+from bench.common import blas_threads, mlp_loss, mlp_params, ratio_table  # noqa: E402
+from bench.common import torch_threads  # noqa: E402
+from bench.compiled_steps import WORKLOADS, implementations, jax, ready, sgd_step, torch  # noqa: E402
 
 COLD_LIMIT_S = {"mlp32": 1.0, "cnn": 2.0, "transformer": 2.0}  # or JAX's first call
 MEMORY_WORKLOADS = scaling.grid(full=False)
-
-
-@contextlib.contextmanager
-def torch_threads(n):
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def blas_threads(n):
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(n, "blas")
 
 
 def steady_steps() -> tuple:
@@ -70,7 +54,7 @@ def steady_steps() -> tuple:
             for n in (1, 2):
                 named[f"{w}: torch eager ({n} thread{'s' * (n > 1)})"] = t
                 contexts[f"{w}: torch eager ({n} thread{'s' * (n > 1)})"] = lambda n=n: (
-                    torch_threads(n)
+                    torch_threads(torch, n)
                 )
         contexts[f"{w}: staged eager"] = lambda: blas_threads(1)
         groups[w] = list(named)
@@ -85,7 +69,7 @@ def steady_steps() -> tuple:
         step, _ = make(*(rng.standard_normal(8).astype(np.float32) for _ in range(3)))
         steps[f"op overhead: {name}"] = lambda step=step: step() or 0.0
         if name == "torch eager":
-            contexts[f"op overhead: {name}"] = lambda: torch_threads(1)
+            contexts[f"op overhead: {name}"] = lambda: torch_threads(torch, 1)
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((matmul.N, matmul.N), np.float32) for _ in range(2))
     ref = a.astype(np.float64) @ b.astype(np.float64)
@@ -102,9 +86,6 @@ def ratio(times, name, base) -> list:
 
 def retraces_over_batches() -> int:
     """Traces a ``dynamic=True`` MLP step makes beyond its first over batch sizes 1-512."""
-    from bench.common import mlp_loss, mlp_params
-    from bench.compiled_steps import sgd_step
-
     rng = np.random.default_rng(0)
     step = staged.compile(sgd_step(staged, mlp_params(rng), mlp_loss, {}), dynamic=True)
 

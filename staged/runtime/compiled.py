@@ -206,7 +206,6 @@ class CompiledGraph:
             else:
                 mlir = to_mlir(graph, check=False, **lowering_options(backend, graph))
         build = builder or compile_subprocess
-        stats = self.cache if stats is None else stats
         with p("IREE compile"):  # the MLIR is verified only if the cache misses
 
             def verified_build(text, flags):
@@ -216,7 +215,7 @@ class CompiledGraph:
                 mlir,
                 backend,
                 STEP_FLAGS.get(backend, ()),
-                stats,
+                self.cache if stats is None else stats,
                 verified_build,
                 tuning_flags(graph, backend),
             )

@@ -558,8 +558,8 @@ def _on_device(dev, a) -> DeviceValue:
 # that the workers keep busy); on lavapipe 0.79x and 0.96x. (cuda keeps the synchronous
 # ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are in flight (one for a
 # large step: Note [pool growth]): the next one waits for the oldest, so a loop that never
-# reads a result does not queue (and hold the memory of) unboundedly many. Two, one running and the next queued behind it, keep the
-# workers busy. Each call in flight holds its results and the state it replaced (its
+# reads a result does not queue (and hold the memory of) unboundedly many. Two, one
+# running and the next queued behind it, keep the workers busy. Each call in flight holds its results and the state it replaced (its
 # undo), and a queued call, which allocates as the call before it finishes, seldom reuses
 # that call's intermediates (IREE 3.13's pools take a freed block only once its release is
 # known to have passed), so each adds up to a step's outputs and intermediates to the
