@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean vulkan-driver graphviz generated
+.PHONY: demo test lint bench clean vulkan-driver graphviz generated native
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -49,11 +49,16 @@ graphviz:
 # ruff: its lint rules (and why each ignore is there) and its format are in pyproject.toml;
 # mypy: the package's type hints, with [tool.mypy]'s settings there
 lint: $(VENV)/.test
-	$(BIN)/ruff check staged tests models bench
-	$(BIN)/ruff format --check staged tests models bench
+	$(BIN)/ruff check staged tests models bench setup.py
+	$(BIN)/ruff format --check staged tests models bench setup.py
 	$(BIN)/mypy
 
-test: $(VENV)/.test vulkan-driver graphviz lint
+# the eager hot path compiled by Cython (setup.py): pip install builds it; after an edit the
+# edited modules run as Python (Note [native modules]) until this rebuilds them
+native: $(VENV)/.test
+	$(BIN)/python setup.py -q build_ext --inplace
+
+test: $(VENV)/.test native vulkan-driver graphviz lint
 	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder --durations=60
 
 # the files made from the op table and the op database (their tests fail when they are stale)
@@ -74,4 +79,5 @@ bench: $(VENV)/.bench
 	$(BIN)/python bench/ddp.py
 
 clean:
-	rm -rf $(VENV) .cache build *.egg-info
+	rm -rf $(VENV) .cache build *.egg-info staged/_native.json
+	find staged -name '*.so' -delete

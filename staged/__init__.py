@@ -8,6 +8,7 @@ import importlib
 import math
 from typing import TYPE_CHECKING
 
+from . import _native  # noqa: F401  (first: it picks compiled modules, Note [native modules])
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
 from . import autodiff  # noqa: F401
 from .dtypes import (

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import staged
-from staged import nn
+from staged import _native, nn
 from staged._where import user_site
 from staged._version import __version__
 from staged.runtime import cache, deploy
@@ -474,6 +474,7 @@ def doctor(a) -> int:
         ("staged", __version__),
         ("Python", f"{sys.version.split()[0]} ({sys.executable})"),
         ("NumPy", np.__version__),
+        ("eager hot path", _native.summary()),
         ("IREE compiler", version_of("iree-base-compiler")),
         ("IREE runtime", version_of("iree-base-runtime")),
         *(

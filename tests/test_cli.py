@@ -17,7 +17,7 @@ import pytest
 
 import staged
 import staged.nn.functional as F
-from staged import nn, optim
+from staged import _native, nn, optim
 from staged._version import __version__
 from staged.__main__ import UsageError, main, parse_inputs
 from staged.runtime import cache
@@ -204,6 +204,7 @@ def test_doctor_lists_versions_backends_drivers_and_the_cache(capsys):
     row = {ln.split()[0]: ln for ln in lines if ln.strip()}
     assert row["staged"].split()[1] == __version__
     assert row["NumPy"].split()[1] == np.__version__
+    assert row["eager"] == f"eager hot path   {_native.summary()}"
     assert "IREE compiler    3." in out and "IREE runtime     3." in out
     cpu = next(ln for ln in lines if ln.strip().startswith("llvm-cpu"))
     assert "ok: compiles" in cpu and "runs on local-task" in cpu

@@ -29,6 +29,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
@@ -45,6 +46,17 @@ from .node import Node, sync
 
 _ndarray = np.ndarray
 _refcount = sys.getrefcount
+
+
+def _sole_refs() -> tuple[int, int]:
+    """``getrefcount`` of a gradient only a local holds and of its payload, counted as the
+    loop counts them: Python counts the call's argument, code compiled by Cython does not
+    (Note [native modules] in staged/_native.py)."""
+    g = SimpleNamespace(_payload=object())
+    return _refcount(g), _refcount(g._payload)
+
+
+_SOLE, _SOLE_PAYLOAD = _sole_refs()
 
 
 class GradientEdge(NamedTuple):
@@ -456,7 +468,7 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 buf = None
             elif var is not None:  # a leaf: AccumulateGrad.apply, inline
                 # g is ours alone: only this frame holds it (Note [gradient ownership])
-                owned = _refcount(g) <= 2 and _refcount(g._payload) <= 2
+                owned = _refcount(g) <= _SOLE and _refcount(g._payload) <= _SOLE_PAYLOAD
                 with node._lock:
                     accumulate_grad(var, g, owned)
                 g = None

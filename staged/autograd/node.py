@@ -7,6 +7,7 @@ import itertools
 import sys
 import threading
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 
 from ..eager.factories import zeros
@@ -199,6 +200,18 @@ class PrimitiveBackward(Node):
 
 
 _refcount = sys.getrefcount
+
+
+def _sole_refs() -> tuple[int, int]:
+    """``getrefcount`` of a gradient only a list and a local hold and of its payload, as
+    ``AccumulateGrad.apply`` counts them (Python counts the call's argument, Cython's
+    compiled code does not: Note [native modules] in staged/_native.py)."""
+    grads = [SimpleNamespace(_payload=object())]
+    g = grads[0]
+    return _refcount(g), _refcount(g._payload)
+
+
+_SOLE, _SOLE_PAYLOAD = _sole_refs()
 _new_lock = threading.Lock
 _FIRST = float("inf")
 
@@ -315,8 +328,8 @@ class AccumulateGrad(Node):
 
     def apply(self, grads):
         g = grads[0]
-        # ours alone (Note [gradient ownership]): held by ``grads``, ``g`` and getrefcount
-        owned = g is not None and _refcount(g) <= 3 and _refcount(g._payload) <= 2
+        # ours alone (Note [gradient ownership]): held by ``grads`` and ``g``
+        owned = g is not None and _refcount(g) <= _SOLE and _refcount(g._payload) <= _SOLE_PAYLOAD
         with self._lock:
             accumulate_grad(self.variable, g, owned)
         return ()

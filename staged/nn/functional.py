@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import types
 
 import numpy as np
 
 from .. import autodiff as ad
 from .. import dtypes as dt
 from .._utilities import can_cast
+from .._native import is_function
 from .._where import at_user, warn_user
 from ..eager import autocast as _autocast
 from ..eager import ops
@@ -2640,7 +2640,7 @@ globals().update(
     {
         _n: _autocast.sited(_f, _n)
         for _n, _f in list(globals().items())
-        if isinstance(_f, types.FunctionType)
+        if is_function(_f)  # compiled by Cython or not (Note [native modules])
         and not _n.startswith("_")
         and _f.__module__.startswith("staged.")
         and not getattr(_f, "sited", False)

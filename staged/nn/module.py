@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .. import dtypes as dt
+from .._native import is_function
 from .._where import PLAIN, name_site, sited
 from ..eager.interceptor import call_hook, current_interceptor
 from ..eager.grad_mode import no_grad
@@ -257,8 +258,10 @@ _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 def _is_value(v) -> bool:
     """A module attribute guarded by value (``is`` for a function): a number, a string,
     None, a tuple of those (``kernel_size``), a function (an activation)."""
-    return isinstance(v, _VALUES + _FUNCTIONS) or (
-        type(v) is tuple and all(isinstance(x, _VALUES) for x in v)
+    return (
+        isinstance(v, _VALUES + _FUNCTIONS)
+        or is_function(v)
+        or (type(v) is tuple and all(isinstance(x, _VALUES) for x in v))
     )
 
 

@@ -82,6 +82,7 @@ import numpy as np
 from .. import autodiff as ad
 from .. import dtypes as dt
 from ..autodiff import Aval
+from .._native import is_function
 from .._where import warn_user
 from ..autograd import anomaly
 from ..autograd.hooks import fresh_id
@@ -507,7 +508,7 @@ def _library(fn) -> bool:
     guard (``Module._guard``)."""
     f = fn.func if isinstance(fn, functools.partial) else fn
     f = f.__func__ if isinstance(f, types.MethodType) else f
-    where = f.__module__ if isinstance(f, types.FunctionType) else type(f).__module__
+    where = f.__module__ if is_function(f) else type(f).__module__
     return (where or "").startswith("staged.")
 
 

@@ -1,0 +1,135 @@
+"""The eager hot path compiled to C by Cython, from the same Python files.
+
+Note [native modules]
+~~~~~~~~~~~~~~~~~~~~~
+Eager overhead is per-op Python: dispatch, recording a Node, the engine's loop. The
+modules in ``MODULES`` are compiled by Cython at install time (``setup.py``), each to an
+extension module beside its ``.py`` file; the ``.py`` stays the one source. Compiled
+unchanged they run the op_overhead step in 0.65x the time (README, Native modules).
+
+A compiled module is used only when it was built from the source that is there now:
+the build writes ``_native.json`` (each module's SHA-256 at translation time) and
+``install()`` puts a finder first on ``sys.meta_path`` that loads the ``.py`` of every
+module whose hash differs, which was not built (no C compiler) or when
+``STAGED_NATIVE=0``. So an edited module never runs stale code; it runs as Python until
+``make native`` rebuilds it. This file imports only the standard library: ``setup.py``
+loads it to read ``MODULES``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import types
+
+MODULES = (
+    "staged.autograd.accumulate",
+    "staged.autograd.engine",
+    "staged.autograd.node",
+    "staged.autograd.saved",
+    "staged.autograd.tensor_methods",
+    "staged.autodiff.avals",
+    "staged.autodiff.elementwise",
+    "staged.autodiff.lax",
+    "staged.autodiff.reduction",
+    "staged.autodiff.shape",
+    "staged.eager.dispatch",
+    "staged.eager.interceptor",
+    "staged.eager.tensor",
+    "staged.eager.views",
+    "staged.eager.ops._operands",
+    "staged.eager.ops.elementwise",
+    "staged.eager.ops.reduction",
+)
+ROOT = os.path.dirname(os.path.abspath(__file__))  # the staged package's folder
+# in ROOT: {"modules": {name: stamp}}, a stamp starting with the SHA-256 of the source built
+MANIFEST = "_native.json"
+
+
+def source_path(module: str, root: str = ROOT) -> str:
+    return os.path.join(root, *module.split(".")[1:]) + ".py"
+
+
+def source_hash(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def states(root: str = ROOT) -> dict[str, str]:
+    """``{module: "compiled" | "stale" | "not built" | "off"}`` for ``MODULES``."""
+    if os.environ.get("STAGED_NATIVE", "1") == "0":
+        return dict.fromkeys(MODULES, "off")
+    built = read_manifest(root)
+    return {m: _state(m, built.get(m, "").split(" ")[0], root) for m in MODULES}
+
+
+def read_manifest(root: str = ROOT) -> dict[str, str]:
+    """``{module: stamp}`` of the modules built in place (none without a manifest)."""
+    try:
+        with open(os.path.join(root, MANIFEST)) as f:
+            return dict(json.load(f)["modules"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _state(module: str, built_hash: str, root: str) -> str:
+    if not built_hash or not _extension_exists(module, root):
+        return "not built"
+    return "compiled" if built_hash == source_hash(source_path(module, root)) else "stale"
+
+
+def _extension_exists(module: str, root: str) -> bool:
+    base = source_path(module, root)[:-3]
+    return any(os.path.exists(base + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+class _SourceFirst:
+    """A meta path finder: the ``.py`` of ``modules``, ahead of their extension modules."""
+
+    def __init__(self, modules):
+        self.modules = frozenset(modules)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.modules:
+            return None
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
+
+
+def is_function(obj) -> bool:
+    """A function written in Python, compiled (a ``cython_function_or_method``) or not."""
+    return isinstance(obj, types.FunctionType) or type(obj).__name__ == _CYFUNCTION
+
+
+_CYFUNCTION = "cython_function_or_method"
+STATES: dict[str, str] = {}
+
+
+def install() -> None:
+    """Load every module of ``MODULES`` not compiled from its current source as Python."""
+    STATES.update(states())
+    python = [m for m, s in STATES.items() if s != "compiled"]
+    if python:
+        sys.meta_path.insert(0, _SourceFirst(python))
+
+
+def summary() -> str:
+    """One line for ``staged doctor``."""
+    counts: dict[str, list[str]] = {}
+    for m, s in STATES.items():
+        counts.setdefault(s, []).append(m)
+    if set(counts) == {"compiled"}:
+        return f"compiled by Cython ({len(MODULES)} modules)"
+    if set(counts) == {"off"}:
+        return "Python (STAGED_NATIVE=0)"
+    parts = [f"{len(ms)} {s}" for s, ms in sorted(counts.items())]
+    stale = counts.get("stale", [])
+    hint = f" ({', '.join(stale)}: `make native` rebuilds them)" if stale else ""
+    return "; ".join(parts) + hint
+
+
+if __name__ == "staged._native":  # imported by staged first (setup.py only reads MODULES)
+    install()

@@ -1,0 +1,115 @@
+"""The eager hot path compiled by Cython (Note [native modules] in staged/_native.py):
+built where a C compiler is, never stale, and the same results as Python."""
+
+import importlib
+import importlib.machinery
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from staged import _native
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_every_module_is_compiled_where_a_c_compiler_is():
+    if os.environ.get("STAGED_NATIVE") == "0":
+        pytest.skip("STAGED_NATIVE=0 runs the eager hot path as Python")
+    if shutil.which(sysconfig.get_config_var("CC").split()[0]) is None:
+        pytest.skip("no C compiler: the install could not build the native modules")
+    assert _native.STATES == dict.fromkeys(_native.MODULES, "compiled"), (
+        "pip install -e . (or make native) should have built them: " + _native.summary()
+    )
+    for name in _native.MODULES:
+        file = importlib.import_module(name).__file__
+        assert file.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), (name, file)
+
+
+def _tree(tmp_path, stamp_of_source):
+    """A package folder with one module built (a stand-in extension) from its source."""
+    name = "staged.eager.dispatch"
+    py = _native.source_path(name, str(tmp_path))
+    os.makedirs(os.path.dirname(py))
+    with open(py, "w") as f:
+        f.write("x = 1\n")
+    open(py[:-3] + importlib.machinery.EXTENSION_SUFFIXES[0], "w").close()
+    stamp = stamp_of_source(_native.source_hash(py))
+    with open(os.path.join(tmp_path, _native.MANIFEST), "w") as f:
+        json.dump({"modules": {name: stamp}}, f)
+    return name, py
+
+
+def test_a_module_edited_after_its_build_is_stale(tmp_path, monkeypatch):
+    monkeypatch.delenv("STAGED_NATIVE", raising=False)
+    name, py = _tree(tmp_path, lambda digest: f"{digest} Cython 3.2 []")
+    states = _native.states(str(tmp_path))
+    assert states[name] == "compiled"
+    assert set(states.values()) == {"compiled", "not built"}  # the others have no build
+    with open(py, "a") as f:
+        f.write("y = 2\n")
+    assert _native.states(str(tmp_path))[name] == "stale"
+    os.remove(py[:-3] + importlib.machinery.EXTENSION_SUFFIXES[0])
+    assert _native.states(str(tmp_path))[name] == "not built"
+    monkeypatch.setenv("STAGED_NATIVE", "0")
+    assert set(_native.states(str(tmp_path)).values()) == {"off"}
+
+
+def _run(code, **env):
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+# a backward whose leaves' gradients depend on refcount-based ownership (Note [gradient
+# ownership]), with and without a hook that keeps them: the calibration of each module
+# must match how it runs
+PROGRAM = """{prelude}
+import importlib, json, staged
+from staged import _native
+x = staged.ones(3, dtype=staged.float64, requires_grad=True)
+b = staged.ones(3, dtype=staged.float64, requires_grad=True)
+g = staged.tensor([1.0, 2.0, 3.0], dtype=staged.float64)
+kept = []
+b.register_hook(kept.append)
+for _ in range(2):
+    ((x + b) * g).sum().backward()
+    (x * b).relu().sum().backward()
+python = [m for m in _native.MODULES if importlib.import_module(m).__file__.endswith(".py")]
+grads = [t.tolist() for t in (x.grad, b.grad, g, *kept)]
+print(json.dumps({{"grads": grads, "python": python, "summary": _native.summary()}}))
+"""
+WANT = [[4.0, 6.0, 8.0]] * 2 + [[1.0, 2.0, 3.0]] + [[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]] * 2
+
+
+def test_stale_modules_run_as_python_beside_compiled_ones():
+    # the finder install() puts first for a stale module, loaded before staged is
+    prelude = (
+        "import importlib.util, sys\n"
+        "spec = importlib.util.spec_from_file_location('n', 'staged/_native.py')\n"
+        "n = importlib.util.module_from_spec(spec); spec.loader.exec_module(n)\n"
+        "sys.meta_path.insert(0, n._SourceFirst(['staged.autograd.engine']))"
+    )
+    out = json.loads(_run(PROGRAM.format(prelude=prelude)).splitlines()[-1])
+    assert out["grads"] == WANT
+    compiled = set(_native.STATES.values()) == {"compiled"}
+    assert out["python"] == (["staged.autograd.engine"] if compiled else list(_native.MODULES))
+
+
+def test_python_and_compiled_modules_give_the_same_gradients():
+    off = json.loads(_run(PROGRAM.format(prelude=""), STAGED_NATIVE="0").splitlines()[-1])
+    assert off["summary"] == "Python (STAGED_NATIVE=0)"
+    assert off["python"] == list(_native.MODULES)
+    here = json.loads(_run(PROGRAM.format(prelude="")).splitlines()[-1])
+    assert off["grads"] == here["grads"] == WANT
