@@ -14,6 +14,11 @@ module whose hash differs, which was not built (no C compiler) or when
 ``STAGED_NATIVE=0``. So an edited module never runs stale code; it runs as Python until
 ``make native`` rebuilds it. This file imports only the standard library: ``setup.py``
 loads it to read ``MODULES``.
+
+What a module here must not rely on, since compiled code differs: ``sys.getrefcount`` of
+a local or an argument (one less: calibrate as ``_sole_refs`` in ``autograd/engine.py``),
+its own frames (``sys._getframe``, stack walks: compiled functions have none), and its
+functions being ``types.FunctionType`` (``is_function`` below accepts both kinds).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ MODULES = (
     "staged.autodiff.avals",
     "staged.autodiff.elementwise",
     "staged.autodiff.lax",
+    "staged.autodiff.primitive",
     "staged.autodiff.reduction",
     "staged.autodiff.shape",
     "staged.eager.dispatch",
@@ -44,6 +50,7 @@ MODULES = (
     "staged.eager.ops._operands",
     "staged.eager.ops.elementwise",
     "staged.eager.ops.reduction",
+    "staged.eager.ops.table",
 )
 ROOT = os.path.dirname(os.path.abspath(__file__))  # the staged package's folder
 # in ROOT: {"modules": {name: stamp}}, a stamp starting with the SHA-256 of the source built
@@ -127,7 +134,12 @@ def summary() -> str:
         return "Python (STAGED_NATIVE=0)"
     parts = [f"{len(ms)} {s}" for s, ms in sorted(counts.items())]
     stale = counts.get("stale", [])
-    hint = f" ({', '.join(stale)}: `make native` rebuilds them)" if stale else ""
+    if stale:
+        hint = f" ({', '.join(stale)}: `make native` rebuilds them)"
+    elif "not built" in counts:
+        hint = " (installed without a C compiler? `make native` builds them)"
+    else:
+        hint = ""
     return "; ".join(parts) + hint
 
 

@@ -113,3 +113,18 @@ def test_python_and_compiled_modules_give_the_same_gradients():
     assert off["python"] == list(_native.MODULES)
     here = json.loads(_run(PROGRAM.format(prelude="")).splitlines()[-1])
     assert off["grads"] == here["grads"] == WANT
+
+
+def test_doctors_line_names_what_runs_as_python_and_what_to_do(monkeypatch):
+    states = dict.fromkeys(_native.MODULES, "compiled")
+    monkeypatch.setattr(_native, "STATES", states)
+    assert _native.summary() == f"compiled by Cython ({len(_native.MODULES)} modules)"
+    states["staged.eager.tensor"] = "stale"
+    n = len(_native.MODULES) - 1
+    assert _native.summary() == (
+        f"{n} compiled; 1 stale (staged.eager.tensor: `make native` rebuilds them)"
+    )
+    states.update(dict.fromkeys(_native.MODULES, "not built"))
+    assert _native.summary().endswith("(installed without a C compiler? `make native` builds them)")
+    states.update(dict.fromkeys(_native.MODULES, "off"))
+    assert _native.summary() == "Python (STAGED_NATIVE=0)"
