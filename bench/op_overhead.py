@@ -7,6 +7,9 @@ median over rounds of the per-round ratio to torch (see ../shared/notes/BENCH.md
 ``requires_grad``; the in-place ones, ``INPLACE``, without), the same way.
 
     .venv/bin/python bench/op_overhead.py [--rounds 15] [--size 8] [--profile] [--ops] [--cpu]
+
+cProfile sees no function of the modules compiled by Cython (Note [native modules] in
+staged/_native.py): ``STAGED_NATIVE=0`` runs them as Python for ``--profile``.
 """
 
 from __future__ import annotations
