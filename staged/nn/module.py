@@ -252,7 +252,7 @@ _GLOBAL_HOOKS = (
     _global_backward_hooks,
 )
 _VALUES = (bool, int, float, complex, str, type(None), np.generic)
-_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
+_FUNCTIONS = (types.BuiltinFunctionType, functools.partial)  # and is_function's
 
 
 def _is_value(v) -> bool:

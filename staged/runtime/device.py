@@ -559,13 +559,14 @@ def _on_device(dev, a) -> DeviceValue:
 # ABI until it has run on a GPU.) At most MAX_IN_FLIGHT calls are in flight (one for a
 # large step: Note [pool growth]): the next one waits for the oldest, so a loop that never
 # reads a result does not queue (and hold the memory of) unboundedly many. Two, one
-# running and the next queued behind it, keep the workers busy. Each call in flight holds its results and the state it replaced (its
-# undo), and a queued call, which allocates as the call before it finishes, seldom reuses
-# that call's intermediates (IREE 3.13's pools take a freed block only once its release is
-# known to have passed), so each adds up to a step's outputs and intermediates to the
-# peak: bench/scaling.py's steps called for 1 s unread peaked 42, 55, 61 MB over the
-# process's start with 1, 2, 3 calls in flight (2-layer transformer of width 256), 82, 97, 110 (MLP at
-# batch 4096), 194, 216, 270 (width 768). Two ran as fast as three (interleaved blocks
+# running and the next queued behind it, keep the workers busy. Each call in flight holds
+# its results and the state it replaced (its undo), and a queued call, which allocates as
+# the call before it finishes, seldom reuses that call's intermediates (IREE 3.13's pools
+# take a freed block only once its release is known to have passed), so each adds up to a
+# step's outputs and intermediates to the peak: bench/scaling.py's steps called for 1 s
+# unread peaked 42, 55, 61 MB over the process's start with 1, 2, 3 calls in flight
+# (2-layer transformer of width 256), 82, 97, 110 (MLP at batch 4096), 194, 216, 270
+# (width 768). Two ran as fast as three (interleaved blocks
 # in one process, six of its workloads, 2-core x86_64: ratios 0.93-1.05, median 1.00);
 # one was 3% slower (median over eight workloads, a 1.5-4 ms step up to 1.2x with the
 # machine loaded): the workers park between calls and wait for the caller's thread to
