@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import types
+import warnings
 
 MODULES = (
     "staged.autograd.accumulate",
@@ -68,10 +69,24 @@ def source_hash(path: str) -> str:
 
 def states(root: str = ROOT) -> dict[str, str]:
     """``{module: "compiled" | "stale" | "not built" | "off"}`` for ``MODULES``."""
-    if os.environ.get("STAGED_NATIVE", "1") == "0":
+    if not _wanted(os.environ.get("STAGED_NATIVE", "")):
         return dict.fromkeys(MODULES, "off")
     built = read_manifest(root)
     return {m: _state(m, built.get(m, "").split(" ")[0], root) for m in MODULES}
+
+
+def _wanted(setting: str) -> bool:
+    """``STAGED_NATIVE``: off for 0/false/no/off, on for 1/true/yes/on or unset."""
+    v = setting.strip().lower()
+    if v in ("0", "false", "no", "off"):
+        return False
+    if v not in ("", "1", "true", "yes", "on"):
+        warnings.warn(
+            f"STAGED_NATIVE={setting!r} is not 0/false/no/off or 1/true/yes/on: "
+            "the compiled modules stay on",
+            stacklevel=2,
+        )
+    return True
 
 
 def read_manifest(root: str = ROOT) -> dict[str, str]:

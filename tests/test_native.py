@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_every_module_is_compiled_where_a_c_compiler_is():
-    if os.environ.get("STAGED_NATIVE") == "0":
+    if set(_native.STATES.values()) == {"off"}:
         pytest.skip("STAGED_NATIVE=0 runs the eager hot path as Python")
     if shutil.which(sysconfig.get_config_var("CC").split()[0]) is None:
         pytest.skip("no C compiler: the install could not build the native modules")
@@ -55,8 +55,16 @@ def test_a_module_edited_after_its_build_is_stale(tmp_path, monkeypatch):
     assert _native.states(str(tmp_path))[name] == "stale"
     os.remove(py[:-3] + importlib.machinery.EXTENSION_SUFFIXES[0])
     assert _native.states(str(tmp_path))[name] == "not built"
-    monkeypatch.setenv("STAGED_NATIVE", "0")
-    assert set(_native.states(str(tmp_path)).values()) == {"off"}
+    for off in ("0", "false", "OFF", "no"):
+        monkeypatch.setenv("STAGED_NATIVE", off)
+        assert set(_native.states(str(tmp_path)).values()) == {"off"}
+    monkeypatch.setenv("STAGED_NATIVE", "nope")
+    with pytest.warns(UserWarning, match="STAGED_NATIVE='nope' is not 0/false/no/off"):
+        assert _native.states(str(tmp_path))[name] == "not built"
+    monkeypatch.delenv("STAGED_NATIVE")
+    with open(os.path.join(tmp_path, _native.MANIFEST), "w") as f:
+        f.write("{not json")  # a corrupt manifest: nothing is taken as compiled
+    assert set(_native.states(str(tmp_path)).values()) == {"not built"}
 
 
 def _run(code, **env):
