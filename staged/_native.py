@@ -17,8 +17,12 @@ loads it to read ``MODULES``.
 
 What a module here must not rely on, since compiled code differs: ``sys.getrefcount`` of
 a local or an argument (one less: calibrate as ``_sole_refs`` in ``autograd/engine.py``),
-its own frames (``sys._getframe``, stack walks: compiled functions have none), and its
-functions being ``types.FunctionType`` (``is_function`` below accepts both kinds).
+its own frames (``sys._getframe``, stack walks: compiled functions have none, so a
+``warnings.warn(..., stacklevel=2)`` there named the caller's caller: a user's
+``float(loss)`` warned at ``sys:1``; warn through ``_where.warn_user``, which finds the
+user's frame either way), and its functions being ``types.FunctionType``
+(``is_function`` below accepts both kinds). ``tests/test_native.py`` checks the first two
+in the sources.
 """
 
 from __future__ import annotations

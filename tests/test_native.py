@@ -136,3 +136,33 @@ def test_doctors_line_names_what_runs_as_python_and_what_to_do(monkeypatch):
     assert _native.summary().endswith("(installed without a C compiler? `make native` builds them)")
     states.update(dict.fromkeys(_native.MODULES, "off"))
     assert _native.summary() == "Python (STAGED_NATIVE=0)"
+
+
+def test_compiled_modules_count_no_frames():
+    # compiled functions have no frames: a stack walk or a counted stacklevel there names
+    # another frame than it does as Python (warn through _where.warn_user)
+    for name in _native.MODULES:
+        with open(_native.source_path(name)) as f:
+            source = f.read()
+        for what in ("stacklevel=", "sys._getframe", "inspect.stack", "currentframe"):
+            assert what not in source, f"{name} uses {what} (Note [native modules])"
+
+
+def test_warnings_name_the_users_line_as_python_too():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_warning_sites.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "STAGED_NATIVE": "0"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]

@@ -27,7 +27,6 @@ import heapq
 import itertools
 import sys
 import threading
-import warnings
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -38,7 +37,7 @@ from ..eager import factories as _factories
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook, tags
 from ..eager.legacy_types import cpp_type_name
-from .._where import at_user
+from .._where import at_user, warn_user
 from ..eager.tensor import Size, Tensor
 from . import anomaly, batched_grad, profiler
 from .accumulate import accumulate_grad, add_grads
@@ -317,12 +316,11 @@ def grad(
     keys = inputs.keys() if type(inputs) is dict else None
     inputs = _as_inputs(inputs, "grad")
     if not only_inputs:
-        warnings.warn(
+        warn_user(
             "only_inputs argument is deprecated and is ignored now (defaults to True). To "
             "accumulate gradient for other parts of the graph, please use "
             "torch.autograd.backward.",
             FutureWarning,
-            stacklevel=2,
         )
     grad_outputs = _matched(outputs, _as_tuple(grad_outputs))
     edges = _root_edges(outputs, "outputs")  # torch checks the outputs before the inputs

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 import operator
 import sys
-import warnings
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from .. import autodiff as ad
 from .. import dtypes as dt
+from .._where import warn_user
 from .checks import require
 from .devices import META, _default, on_meta
 from .meta import Meta
@@ -87,12 +87,10 @@ def tensor(data, dtype=None, requires_grad=False, device=None) -> Tensor:
 
 def copy_construct_warning(name: str) -> None:
     """torch's warning for ``tensor(t)`` and ``x.new_tensor(t)`` of a tensor ``t``."""
-    warnings.warn(
+    warn_user(
         "To copy construct from a tensor, it is recommended to use sourceTensor.detach()."
         "clone() or sourceTensor.detach().clone().requires_grad_(True), rather than "
-        f"{name}(sourceTensor).",
-        UserWarning,
-        stacklevel=3,
+        f"{name}(sourceTensor)."
     )
 
 
@@ -229,13 +227,11 @@ def from_numpy(a: np.ndarray) -> Tensor:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
     if not a.flags.writeable:
-        warnings.warn(
+        warn_user(
             "The given NumPy array is not writable, and PyTorch does not support non-writable "
             "tensors. This means writing to this tensor will result in undefined behavior. You "
             "may want to copy the array to protect its data or make it writable before "
-            "converting it to a tensor.",
-            UserWarning,
-            stacklevel=2,
+            "converting it to a tensor."
         )
         a = _writable(a)
     check_array(a)
@@ -282,11 +278,9 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False) -> Ten
         )
     a = np.frombuffer(view, d.np, count, offset)
     if view.readonly:
-        warnings.warn(
+        warn_user(
             "The given buffer is not writable, and PyTorch does not support non-writable "
-            "tensors: staged copies it, so writes to the tensor leave the buffer as it was.",
-            UserWarning,
-            stacklevel=2,
+            "tensors: staged copies it, so writes to the tensor leave the buffer as it was."
         )
         a = a.copy()
     return Tensor._wrap(a, False).requires_grad_(requires_grad)
@@ -1119,7 +1113,7 @@ def deprecated_range(
     dtype unless ``dtype`` says (``arange`` stops before ``end``); the bounds are first
     cast to the dtype's kind (integers for an integer dtype), values computed in float64
     or int64 as torch's CPU kernel does."""
-    warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=2)
+    warn_user(_RANGE_DEPRECATED)
     meta = _options(device, layout)
     d = _dtype(dtype)
     kind = float if d.is_floating_point or d.is_complex else int

@@ -18,14 +18,13 @@ from __future__ import annotations
 import itertools
 import numbers
 import operator
-import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes as dt
-from .._where import at_user, sited
+from .._where import at_user, sited, warn_user
 from ..autodiff import Aval
 from .aliases import register, replaced
 from .grad_mode import _state
@@ -253,13 +252,11 @@ class Tensor(_TensorOps):
     @property
     def grad(self) -> Tensor | None:
         if self.grad_fn is not None and not self._retains_grad and self._grad is None:
-            warnings.warn(
+            warn_user(
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
                 "Its .grad attribute won't be populated during autograd.backward(). If you "
                 "indeed want the .grad field to be populated for a non-leaf Tensor, use "
-                ".retain_grad() on the non-leaf Tensor.",
-                UserWarning,
-                stacklevel=2,
+                ".retain_grad() on the non-leaf Tensor."
             )
         return self._grad
 
@@ -475,11 +472,9 @@ class Tensor(_TensorOps):
 
     def __float__(self) -> float:
         if self._requires_grad:
-            warnings.warn(
+            warn_user(
                 "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
-                "behavior.\nConsider using tensor.detach() first.",
-                UserWarning,
-                stacklevel=2,
+                "behavior.\nConsider using tensor.detach() first."
             )
         return float(self._number("double"))
 

@@ -18,8 +18,8 @@ it); a post-hook on the inputs' Node then calls the full backward hooks with
 
 from __future__ import annotations
 
-import warnings
 
+from .._where import warn_user
 from ..autograd.function import Function
 from ..eager.factories import zeros
 from ..eager.grad_mode import is_grad_enabled
@@ -144,12 +144,11 @@ class BackwardHook:
         return res[0] if single else res
 
     def _call_without_inputs(self):
-        warnings.warn(
+        warn_user(
             "Full backward hook is firing when gradients are computed with respect "
             "to module outputs since no inputs require gradients. See "
             "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
-            "#torch.nn.Module.register_full_backward_hook for more details.",
-            stacklevel=5,
+            "#torch.nn.Module.register_full_backward_hook for more details."
         )
         grad_inputs = (None,) * self.n_inputs
         for user_hook in self.user_hooks:
