@@ -12,7 +12,10 @@ the build writes ``_native.json`` (each module's SHA-256 at translation time) an
 ``install()`` puts a finder first on ``sys.meta_path`` that loads the ``.py`` of every
 module whose hash differs, which was not built (no C compiler) or when
 ``STAGED_NATIVE=0``. So an edited module never runs stale code; it runs as Python until
-``make native`` rebuilds it. This file imports only the standard library: ``setup.py``
+``make native`` rebuilds it. The compiled ones it loads with a loader that gives their
+source (``_CompiledLoader``): Cython names a frame's file relative to the package's
+parent (``staged/eager/tensor.py``), which an editable install's sys.path does not lead
+to, so tracebacks had no source lines for them. This file imports only the standard library: ``setup.py``
 loads it to read ``MODULES``.
 
 What a module here must not rely on, since compiled code differs: ``sys.getrefcount`` of
@@ -109,20 +112,45 @@ def _state(module: str, built_hash: str, root: str) -> str:
 
 
 def _extension_exists(module: str, root: str) -> bool:
+    return _extension(module, root) is not None
+
+
+def _extension(module: str, root: str = ROOT) -> str | None:
     base = source_path(module, root)[:-3]
-    return any(os.path.exists(base + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if os.path.exists(base + suffix):
+            return base + suffix
+    return None
 
 
-class _SourceFirst:
-    """A meta path finder: the ``.py`` of ``modules``, ahead of their extension modules."""
+class _CompiledLoader(importlib.machinery.ExtensionFileLoader):
+    """A compiled module's loader that knows its source: tracebacks printed by Python
+    (``traceback``, pytest, IPython) show the lines of its frames, which name the ``.py``
+    relative to the package's parent (Cython's filenames) where no search finds it."""
 
-    def __init__(self, modules):
-        self.modules = frozenset(modules)
+    def get_source(self, fullname):
+        with open(source_path(fullname)) as f:
+            return f.read()
+
+
+class _Finder:
+    """A meta path finder for ``MODULES``: the ``.py`` of those in ``python``, ahead of
+    their extension modules; the others' extension modules with ``_CompiledLoader``."""
+
+    def __init__(self, python):
+        self.python = frozenset(python)
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self.modules:
+        if fullname in self.python:
+            return importlib.util.spec_from_file_location(fullname, source_path(fullname))
+        if fullname not in MODULES:
             return None
-        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
+        ext = _extension(fullname)
+        if ext is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, ext, loader=_CompiledLoader(fullname, ext)
+        )
 
 
 def is_function(obj) -> bool:
@@ -135,11 +163,10 @@ STATES: dict[str, str] = {}
 
 
 def install() -> None:
-    """Load every module of ``MODULES`` not compiled from its current source as Python."""
+    """Load every module of ``MODULES`` not compiled from its current source as Python,
+    the others with their source known (``_Finder``)."""
     STATES.update(states())
-    python = [m for m, s in STATES.items() if s != "compiled"]
-    if python:
-        sys.meta_path.insert(0, _SourceFirst(python))
+    sys.meta_path.insert(0, _Finder(m for m, s in STATES.items() if s != "compiled"))
 
 
 def summary() -> str:

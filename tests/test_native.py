@@ -67,12 +67,12 @@ def test_a_module_edited_after_its_build_is_stale(tmp_path, monkeypatch):
     assert set(_native.states(str(tmp_path)).values()) == {"not built"}
 
 
-def _run(code, **env):
+def _run(code, cwd=ROOT, **env):
     proc = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **env},
         timeout=300,
     )
@@ -83,7 +83,7 @@ def _run(code, **env):
 # a backward whose leaves' gradients depend on refcount-based ownership (Note [gradient
 # ownership]), with and without a hook that keeps them: the calibration of each module
 # must match how it runs
-PROGRAM = """{prelude}
+PROGRAM = """
 import importlib, json, staged
 from staged import _native
 x = staged.ones(3, dtype=staged.float64, requires_grad=True)
@@ -96,30 +96,28 @@ for _ in range(2):
     (x * b).relu().sum().backward()
 python = [m for m in _native.MODULES if importlib.import_module(m).__file__.endswith(".py")]
 grads = [t.tolist() for t in (x.grad, b.grad, g, *kept)]
-print(json.dumps({{"grads": grads, "python": python, "summary": _native.summary()}}))
+print(json.dumps({"grads": grads, "python": python, "summary": _native.summary(), "file": staged.__file__}))
 """
 WANT = [[4.0, 6.0, 8.0]] * 2 + [[1.0, 2.0, 3.0]] + [[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]] * 2
 
 
-def test_stale_modules_run_as_python_beside_compiled_ones():
-    # the finder install() puts first for a stale module, loaded before staged is
-    prelude = (
-        "import importlib.util, sys\n"
-        "spec = importlib.util.spec_from_file_location('n', 'staged/_native.py')\n"
-        "n = importlib.util.module_from_spec(spec); spec.loader.exec_module(n)\n"
-        "sys.meta_path.insert(0, n._SourceFirst(['staged.autograd.engine']))"
-    )
-    out = json.loads(_run(PROGRAM.format(prelude=prelude)).splitlines()[-1])
+def test_stale_modules_run_as_python_beside_compiled_ones(tmp_path):
+    # a copy of the package whose engine was edited after its build
+    shutil.copytree(os.path.join(ROOT, "staged"), tmp_path / "staged")
+    with open(tmp_path / "staged" / "autograd" / "engine.py", "a") as f:
+        f.write("# edited\n")
+    out = json.loads(_run(PROGRAM, cwd=tmp_path).splitlines()[-1])
     assert out["grads"] == WANT
     compiled = set(_native.STATES.values()) == {"compiled"}
     assert out["python"] == (["staged.autograd.engine"] if compiled else list(_native.MODULES))
+    assert out["file"] == str(tmp_path / "staged" / "__init__.py")
 
 
 def test_python_and_compiled_modules_give_the_same_gradients():
-    off = json.loads(_run(PROGRAM.format(prelude=""), STAGED_NATIVE="0").splitlines()[-1])
+    off = json.loads(_run(PROGRAM, STAGED_NATIVE="0").splitlines()[-1])
     assert off["summary"] == "Python (STAGED_NATIVE=0)"
     assert off["python"] == list(_native.MODULES)
-    here = json.loads(_run(PROGRAM.format(prelude="")).splitlines()[-1])
+    here = json.loads(_run(PROGRAM).splitlines()[-1])
     assert off["grads"] == here["grads"] == WANT
 
 
@@ -166,3 +164,22 @@ def test_warnings_name_the_users_line_as_python_too():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_tracebacks_show_the_lines_of_compiled_frames(tmp_path, monkeypatch):
+    import linecache
+    import traceback
+
+    import staged
+
+    monkeypatch.chdir(tmp_path)  # where no relative "staged/..." path leads
+    linecache.clearcache()
+    try:
+        staged.ones(2, 3) + staged.ones(4, 5)
+    except RuntimeError:
+        frames = traceback.extract_tb(sys.exc_info()[2])
+    ours = [f for f in frames if f.filename.endswith("_operands.py")]
+    assert ours, [f.filename for f in frames]
+    for f in ours:  # compiled: "staged/eager/ops/_operands.py", relative, found by its loader
+        with open(_native.source_path("staged.eager.ops._operands")) as src:
+            assert f.line == src.read().splitlines()[f.lineno - 1].strip()
