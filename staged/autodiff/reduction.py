@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from . import lax
 from .avals import Aval, reduced_shape
 from .blocked import levels
-from .primitive import LINEAR, ORDERED, Primitive
+from .primitive import LINEAR, ORDERED, REGISTRY, Primitive, _plain
 
 
 _add_reduce = np.add.reduce
@@ -20,8 +20,21 @@ def _reduce_rule(x, *, dims, keepdim):
     return Aval(reduced_shape(x.shape, dims, keepdim), x.dtype)
 
 
+def _broadcast_back(g, shape, kept):
+    """NumPy's ``g``, of the kept shape, broadcast to ``shape`` as the expand primitive's
+    impl makes it (a read-only view)."""
+    return REGISTRY["expand"].impl(g.reshape(kept), shape=shape)
+
+
 def _sum_vjp(g, x_aval, dims, keepdim):
-    return lax.broadcast_to(g, x_aval.shape, reduced_shape(x_aval.shape, dims, True))
+    """``g`` broadcast back to ``x``'s shape: NumPy's broadcast array where no graph is
+    built (Note [plain rules] in eager/dispatch.py: not a view of ``g``, torch's is)."""
+    shape = x_aval.shape
+    kept = reduced_shape(shape, dims, True)
+    r = _plain[0](_broadcast_back, (g,), {"shape": shape, "kept": kept})
+    if r is not None:
+        return r
+    return lax.broadcast_to(g, shape, kept)
 
 
 @functools.cache
