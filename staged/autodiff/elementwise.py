@@ -442,14 +442,24 @@ atanh = elementwise(
 asinh = elementwise(
     "asinh",
     lambda x: np.arcsinh(x),
-    vjp=lambda g, x: lax.div(g, lax.sqrt(lax.add(lax.mul(x, x), 1))),
+    vjp=lambda g, x: lax.div(g, lax.conj(lax.sqrt(lax.add(lax.mul(x, x), 1)))),
     public=_FLOAT_._replace(aliases=("arcsinh",)),
     domain=_FLOAT_MATH,
 )
+
+
+def _acosh_vjp(g, x):
+    """torch's: g / sqrt(x^2 - 1) for a real ``x`` (finite below -1 too), and for a complex
+    one g / conj(sqrt(x - 1) sqrt(x + 1)), the branch of d acosh / dz."""
+    if not lax.is_complex(x):
+        return lax.div(g, lax.sqrt(lax.sub(lax.mul(x, x), 1)))
+    return lax.div(g, lax.conj(lax.mul(lax.sqrt(lax.sub(x, 1)), lax.sqrt(lax.add(x, 1)))))
+
+
 acosh = elementwise(
     "acosh",
     lambda x: np.arccosh(x),
-    vjp=lambda g, x: lax.div(g, lax.sqrt(lax.sub(lax.mul(x, x), 1))),
+    vjp=_acosh_vjp,
     public=_FLOAT_._replace(aliases=("arccosh",)),
     domain=_FLOAT_MATH,
 )

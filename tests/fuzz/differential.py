@@ -160,6 +160,10 @@ def _beyond_float32_exponents(x) -> bool:
 
 # Points where torch's derivative is NaN by an artefact of its formula and staged's is the
 # limit (no oracle there): {mode: {op: (why, whether the op's inputs are such a point)}}
+def _expanded(x) -> bool:
+    return any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape))
+
+
 _NO_ORACLE = {
     "value": {
         # at a pole (the negative integers, -inf) torch's polygamma(1) is finite (1.3e15
@@ -179,6 +183,10 @@ _NO_ORACLE = {
         # its answer (value and index) depends on where the NaN sits; staged sorts NaNs
         # last, each its own value (README)
         "mode": lambda x, *_: x.isnan().any(),
+        # torch 2.13's median and nanmedian over a dim of an expanded tensor (a stride 0 of
+        # a size above 1) read memory outside it: median(tensor(1.).expand(2), 0) is
+        # (4.6e-41, index 1), its gradient elsewhere; staged's is (1., index 0)
+        **dict.fromkeys(("median", "nanmedian"), lambda x, *_: _expanded(x)),
     },
     "reverse": {
         # torch documents polar as undefined for a negative or NaN abs or an infinite
@@ -201,6 +209,7 @@ _NO_ORACLE = {
         "div": lambda x, y: (y.double().abs() < 1e-6).any(),
         # at +inf torch's derivative (polygamma(n + 1, inf)) is NaN, staged's the limit 0
         "polygamma": lambda x: (x == math.inf).any(),
+        **dict.fromkeys(("median", "nanmedian"), lambda x, *_: _expanded(x)),
         # at a pole (0, -1, -2, ...) torch's derivative is trigamma's finite value there
         # (1.29e15 at -1 in float32, 6.6e32 in float64; inf at 0), staged's inf; near one
         # its float32 trigamma loses digits (as in forward mode, below)
@@ -397,15 +406,18 @@ def _near_mvlgamma_pole(x):
     return (((y - y.round()).abs() < 1e-12) & (y <= 4)).any()
 
 
+_FAMILIES = ("polygamma", "mvlgamma", "copysign", "median", "nanmedian")
+
+
 def _no_oracle(prog, tp, mode):
     """Whether an op of the program sees a point of ``_NO_ORACLE[mode]``."""
     # an op, its in-place form (div_), or a variant (polygamma_2, nan_to_num_defaults,
-    # i1_at_zero, lgamma_negative, copysign_signed_zeros)
+    # i1_at_zero, lgamma_negative, copysign_signed_zeros, median_indices)
     for step in prog.steps:
         name = step.what.rstrip("_")
         for variant in ("_defaults", "_at_zero", "_negative"):
             name = name.removesuffix(variant)
-        name = next((f for f in ("polygamma", "mvlgamma", "copysign") if name.startswith(f)), name)
+        name = next((f for f in _FAMILIES if name.startswith(f)), name)
         at = _NO_ORACLE[mode].get(name) if step.kind in ("op", "inplace") else None
         if at is not None and at(*(tp[r].detach() for r in step.refs[:2])):
             return True
