@@ -15,8 +15,8 @@ module whose hash differs, which was not built (no C compiler) or when
 ``make native`` rebuilds it. The compiled ones it loads with a loader that gives their
 source (``_CompiledLoader``): Cython names a frame's file relative to the package's
 parent (``staged/eager/tensor.py``), which an editable install's sys.path does not lead
-to, so tracebacks had no source lines for them. This file imports only the standard library: ``setup.py``
-loads it to read ``MODULES``.
+to, so tracebacks had no source lines for them. This file imports only the standard
+library: ``setup.py`` loads it to read ``MODULES``.
 
 What a module here must not rely on, since compiled code differs: ``sys.getrefcount`` of
 a local or an argument (one less: calibrate as ``_sole_refs`` in ``autograd/engine.py``),
@@ -106,13 +106,9 @@ def read_manifest(root: str = ROOT) -> dict[str, str]:
 
 
 def _state(module: str, built_hash: str, root: str) -> str:
-    if not built_hash or not _extension_exists(module, root):
+    if not built_hash or _extension(module, root) is None:
         return "not built"
     return "compiled" if built_hash == source_hash(source_path(module, root)) else "stale"
-
-
-def _extension_exists(module: str, root: str) -> bool:
-    return _extension(module, root) is not None
 
 
 def _extension(module: str, root: str = ROOT) -> str | None:

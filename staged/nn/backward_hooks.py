@@ -18,7 +18,6 @@ it); a post-hook on the inputs' Node then calls the full backward hooks with
 
 from __future__ import annotations
 
-
 from .._where import warn_user
 from ..autograd.function import Function
 from ..eager.factories import zeros

@@ -566,8 +566,8 @@ def _on_device(dev, a) -> DeviceValue:
 # step's outputs and intermediates to the peak: bench/scaling.py's steps called for 1 s
 # unread peaked 42, 55, 61 MB over the process's start with 1, 2, 3 calls in flight
 # (2-layer transformer of width 256), 82, 97, 110 (MLP at batch 4096), 194, 216, 270
-# (width 768). Two ran as fast as three (interleaved blocks
-# in one process, six of its workloads, 2-core x86_64: ratios 0.93-1.05, median 1.00);
+# (width 768). Two ran as fast as three (interleaved blocks in one process, six of its
+# workloads, 2-core x86_64: ratios 0.93-1.05, median 1.00);
 # one was 3% slower (median over eight workloads, a 1.5-4 ms step up to 1.2x with the
 # machine loaded): the workers park between calls and wait for the caller's thread to
 # wake and enqueue the next. An argument made by another module is waited for before
