@@ -141,6 +141,33 @@ def _rebuild_parameter(data, requires_grad, backward_hooks):
     return Parameter(data, bool(requires_grad))
 
 
+def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
+    """``torch._utils._rebuild_parameter_with_state``: a Parameter with a user's
+    attributes (``p.tag = 1``)."""
+    return _set_state(Parameter(data, bool(requires_grad)), state)
+
+
+def _rebuild_from_type_v2(func, new_type, args, state):
+    """``torch._tensor._rebuild_from_type_v2``, as torch writes a tensor with a user's
+    attributes: ``func(*args)`` with ``state`` set on it (a plain tensor only: the
+    allow-list has no subclass)."""
+    if new_type is not Tensor:
+        raise _Refused(f"a tensor of type {getattr(new_type, '__name__', new_type)!r}")
+    return _set_state(func(*args), state)
+
+
+def _set_state(t: Tensor, state) -> Tensor:
+    """``torch._utils._set_obj_state``: ``state`` is ``__dict__``, or ``(__dict__,
+    slots)``; either may be None."""
+    attributes, slots = state if isinstance(state, tuple) and len(state) == 2 else (state, None)
+    for part in (attributes, slots):
+        if part is not None and not isinstance(part, dict):
+            raise ValueError(f"invalid tensor state {state!r}")
+        for k, v in (part or {}).items():
+            setattr(t, k, v)
+    return t
+
+
 def _view(array: np.ndarray, offset: int, size: tuple, stride: tuple) -> np.ndarray:
     """The strided view of the flat ``array`` that a saved tensor is, checked to lie in it."""
     if len(size) != len(stride) or offset < 0 or min(size + stride, default=0) < 0:
@@ -172,6 +199,9 @@ def _latin1(text, encoding):
 _TORCH = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
+    ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
+    ("torch", "Tensor"): Tensor,
     ("torch", "Size"): Size,
     ("torch", "device"): device,
     **{("torch", d.name): d for d in dt.ALL},
@@ -299,18 +329,21 @@ class _Pickler(pickle._Pickler):
     def reducer_override(self, obj):
         if id(obj) in _NAME_OF:
             return "torch"  # a name: pickle calls save_global
+        state = obj.__dict__ if isinstance(obj, Tensor) else None  # a user's attributes
         if isinstance(obj, Parameter):
-            return _rebuild_parameter, (
-                Tensor._wrap(obj._host()),
-                obj.requires_grad,
-                collections.OrderedDict(),
-            )
+            data = (Tensor._wrap(obj._host()), obj.requires_grad, collections.OrderedDict())
+            if state:
+                return _rebuild_parameter_with_state, (*data, state)
+            return _rebuild_parameter, data
         if isinstance(obj, Tensor):
-            return _rebuild_tensor_v2, (
+            args = (
                 *self._storage_of(obj._host()),
                 obj.requires_grad,
                 collections.OrderedDict(),
             )
+            if state:
+                return _rebuild_from_type_v2, (_rebuild_tensor_v2, Tensor, args, state)
+            return _rebuild_tensor_v2, args
         if type(obj) is Size:
             return Size, (tuple(obj),)
         return NotImplemented

@@ -15,6 +15,7 @@ steps) or raises (a symbolic value that escaped its trace).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import numbers
 import operator
@@ -67,6 +68,7 @@ class Tensor(_TensorOps):
         "_alias",
         "_aliases",
         "__weakref__",
+        "__dict__",  # a user's attributes (``x.tag = 1``), as torch's tensors take them
     )
 
     __array_priority__ = 1000  # NumPy scalars on the left defer to Tensor operators
@@ -540,7 +542,8 @@ class Tensor(_TensorOps):
         root, layout = _storage_layout(p)
         if layout is not None:
             root = root.view()  # (a new object: pickled again for each tensor, as torch's)
-        return (_rebuild, (root, self._requires_grad, layout))
+        state = self.__dict__  # a user's attributes: restored into the rebuilt tensor
+        return (_rebuild, (root, self._requires_grad, layout), state or None)
 
     def __deepcopy__(self, memo) -> Tensor:
         if self.grad_fn is not None:
@@ -563,7 +566,9 @@ class Tensor(_TensorOps):
         t._requires_grad = self._requires_grad
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
-        memo[id(self)] = t
+        memo[id(self)] = t  # (before the attributes: one may hold the tensor itself)
+        if self.__dict__:
+            t.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return t
 
     if TYPE_CHECKING:
@@ -769,7 +774,9 @@ class Tensor(_TensorOps):
 
 # the fields ``Tensor._wrap`` sets (views add ``_view``; aliases ``_alias``/``_aliases``)
 _WRAP_FIELDS = tuple(
-    n for n in Tensor.__slots__ if n not in ("_view", "_alias", "_aliases", "__weakref__")
+    n
+    for n in Tensor.__slots__
+    if n not in ("_view", "_alias", "_aliases", "__weakref__", "__dict__")
 )
 
 

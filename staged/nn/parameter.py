@@ -32,7 +32,9 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, protocol):
-        return (Parameter, (Tensor._wrap(self._host()), self._requires_grad))
+        # with a user's attributes (torch's ``_rebuild_parameter_with_state``); a deep copy
+        # drops them, as torch's does
+        return (Parameter, (Tensor._wrap(self._host()), self._requires_grad), self.__dict__ or None)
 
     def __deepcopy__(self, memo):
         p = Parameter(Tensor._wrap(self._payload if self.is_meta else self._host().copy()))

@@ -67,7 +67,7 @@ from ..lower.table import LoweringError
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten, flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
-from ..tracing.guards import Guards, replay
+from ..tracing.guards import Guards, is_value as _is_value, replay
 from ..eager.interceptor import current_interceptor
 from ..eager import autocast as _autocast
 from ..eager.grad_mode import _state, no_grad
@@ -596,6 +596,7 @@ def _leaf_key(x, batched=False):
             x._requires_grad,
             x._requires_grad and x._grad is not None,
             hook_ids(x) if x._requires_grad and hooked(x) else (),  # the trace runs them
+            _attributes_key(x.__dict__) if x.__dict__ else (),  # the trace reads them
         )
     try:
         hash(x)
@@ -605,6 +606,15 @@ def _leaf_key(x, batched=False):
             f"(nested) tuples, lists and dicts of them; got {type(x).__name__}"
         ) from None
     return ("py", type(x).__name__, x)
+
+
+def _attributes_key(attributes: dict) -> tuple:
+    """A tensor argument's attributes set by the user (``x.scale = 2.0``), which its
+    stand-in in the trace carries: values (numbers, strings, tuples of those) by value,
+    other objects by identity (a trace per object; one changed in place goes unseen)."""
+    return tuple(
+        (k, v if _is_value(v) else ("object", id(v))) for k, v in sorted(attributes.items())
+    )
 
 
 # Note [untraced first call]: in background mode the first call runs ``fn`` itself, as
@@ -1203,13 +1213,14 @@ def _key_change(old, new, names) -> str:
 def _leaf_change(a, b) -> list:
     if a[0] != b[0] or a[0] == "py":
         return [f"{_show_leaf(a)} -> {_show_leaf(b)}"]
-    fields = ("shape", "dtype", "requires_grad", ".grad", "hooks")
+    fields = ("shape", "dtype", "requires_grad", ".grad", "hooks", "attributes")
     show: tuple[Callable[[Any], str], ...] = (
         lambda s: str(s),
         lambda d: np.dtype(d).name,
         str,
         lambda g: "a tensor" if g else "None",
         lambda h: str(len(h)),
+        lambda a: "{" + ", ".join(f"{k}: {v!r}" for k, v in a) + "}",
     )
     return [f"{f} {sh(x)} -> {sh(y)}" for f, sh, x, y in zip(fields, show, a[1:], b[1:]) if x != y]
 

@@ -556,6 +556,8 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
             v = tracer.graph.add_input(leaf._aval(), "arg", names[i])
             w = Tensor._wrap(Symbolic(v, tracer), leaf._requires_grad)
             _take_hooks(w, leaf, names[i])
+            if leaf.__dict__:  # a user's attributes (``x.scale``): the call's key holds them
+                w.__dict__.update(leaf.__dict__)
             if leaf._requires_grad and leaf._grad is not None:  # accumulated into: an input
                 gv = tracer.graph.add_input(leaf._grad._aval(), "arg", names[i] + ".grad")
                 w._grad = Tensor._wrap(Symbolic(gv, tracer), False)

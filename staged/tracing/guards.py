@@ -51,7 +51,7 @@ instruction, no locals) and iterators of C types with no ``__reduce__``.
 
 Note [attribute writes]: a step that calls ``model.train()`` while the loop calls
 ``model.eval()`` between calls (pyGAT) changes ``training`` on every Module of the model at
-every call. So the walk snapshots the plain values (``_is_value``) in the ``__dict__`` of
+every call. So the walk snapshots the plain values (``is_value``) in the ``__dict__`` of
 each Module it reaches (an ``Attributes`` guard, compared before and after the trace, never
 per call), as torch.compile records such writes: those the body changed on the same Module
 (``_writes``) are set again after every compiled call (``Captured.attr_writes``,
@@ -426,9 +426,9 @@ def _kind(t: type) -> str:
     return kind
 
 
-def _is_value(v) -> bool:
+def is_value(v) -> bool:
     """A value a guard compares by value: a number, a string, None, a tuple of those."""
-    return isinstance(v, _VALUES) or (type(v) is tuple and all(map(_is_value, v)))
+    return isinstance(v, _VALUES) or (type(v) is tuple and all(map(is_value, v)))
 
 
 def _show(obj) -> str:
@@ -601,7 +601,7 @@ def _defaults(f) -> list:
     names = code.co_varnames[code.co_argcount - len(pos) : code.co_argcount]
     out = [(n, functools.partial(_default, f, i)) for i, n in enumerate(names)]
     out += [(n, functools.partial(_kwdefault, f, n)) for n in kw]
-    return [(n, get) for n, get in out if not _is_value(get())]
+    return [(n, get) for n, get in out if not is_value(get())]
 
 
 def _default(f, i):
@@ -621,10 +621,24 @@ def _watch(guards, todo, read, name, get, depth, names) -> None:
     guard = _value_guard(read, name, get, value)
     if guard is not None:
         guards.append(guard)
+        guards += _tensor_fields(name, get, value, names)
         return
     _members(guards, todo, read, name, get, names, set(), depth)
     _append(guards, _owner_guard(read, name, get, value))
     todo += [(f, depth + 1) for f in _functions(value)]
+
+
+def _tensor_fields(name, get, value, names) -> list:
+    """Value guards on the attributes a user set on the tensor ``value`` (``w.frozen =
+    True``; read by ``get``) that the walked code names: a branch on one is baked into
+    the trace as a Python value read elsewhere is."""
+    if not isinstance(value, Tensor) or not value.__dict__:
+        return []
+    return [
+        Guard(f"{name}.{k}", functools.partial(_member, get, k), value=v)
+        for k, v in value.__dict__.items()
+        if isinstance(k, str) and k in names and is_value(v)
+    ]
 
 
 def _append(guards, guard) -> None:
@@ -637,7 +651,7 @@ def _owner_guard(read, name, get, value) -> Guard | None:
     another library object holding a tensor the trace read, or a short list of such
     (Note [owners]), else None."""
     ids = read[0]
-    if not ids or isinstance(value, (Tensor, *_PLAIN, types.ModuleType)) or _is_value(value):
+    if not ids or isinstance(value, (Tensor, *_PLAIN, types.ModuleType)) or is_value(value):
         return None
     if isinstance(value, (list, tuple)):  # ``optimizers = [opt_g, opt_d]``
         if len(value) > _FEW_DICTS or not _holds_read(value, ids):
@@ -657,7 +671,7 @@ def _holds_read(v, ids, depth: int = 0, seen=None) -> bool:
     if isinstance(v, Tensor):
         return id(v) in ids
     seen = set() if seen is None else seen
-    if depth > 5 or id(v) in seen or isinstance(v, (types.ModuleType, type)) or _is_value(v):
+    if depth > 5 or id(v) in seen or isinstance(v, (types.ModuleType, type)) or is_value(v):
         return False
     seen.add(id(v))
     if isinstance(v, dict):
@@ -691,9 +705,9 @@ def _value_guard(read, name, get, value) -> Guard | None:
         return Guard(name, get, operator.is_, _show, value)
     if _items_read(value, lists):
         return _items_guard(name, get, value)
-    if _is_value(value):
+    if is_value(value):
         return Guard(name, get, value=value)
-    if type(value) is list and len(value) <= _FEW_DICTS and all(map(_is_value, value)):
+    if type(value) is list and len(value) <= _FEW_DICTS and all(map(is_value, value)):
         return Guard(name, get, value=list(value))  # ``scale = [2.0]``, changed in place
     if _position(value) is not None:
         return Position(name, functools.partial(_position_of, get))
@@ -731,7 +745,7 @@ def _fields(get):
     return obj, {
         k: v
         for k, v in space.items()
-        if isinstance(k, str) and (_is_value(v) or isinstance(v, Tensor))
+        if isinstance(k, str) and (is_value(v) or isinstance(v, Tensor))
     }
 
 
@@ -814,7 +828,7 @@ def entry_values(guards) -> dict:
     """``id(module) -> (module, {name: value})``: the plain values of the Modules of the
     ``Attributes`` among ``guards`` (the walk before the trace), as the call entered."""
     return {
-        id(obj): (obj, {k: v for k, v in values.items() if _is_value(v)})
+        id(obj): (obj, {k: v for k, v in values.items() if is_value(v)})
         for g in guards
         if isinstance(g, Attributes) and g.value is not _MISSING
         for obj, values in (g.value,)
@@ -923,6 +937,7 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
         guard = _value_guard(read, at, member, v)
         if guard is not None:
             guards.append(guard)
+            guards += _tensor_fields(at, member, v, names)
             continue
         # a Module's child adds no depth: models nest deeper than config objects do
         deeper = depth + (key not in children)
