@@ -62,6 +62,15 @@ walk takes that parameter as a root (``_module_argument``), so the Module's plai
 the hook reads are guarded and those it writes replayed, as the step's own ``self.counter``
 (Note [attribute writes] in tracing/guards.py); a hook on several Modules has each of
 them walked so, its code once.
+
+Note [constant data]: an op on constants only is folded where its result is no larger
+than an operand (``_foldable``); a larger one (``cat`` of two ``arange``s, an outer
+``==``) is a graph op even so. Where code then needs its data (SimCLR's mask
+``labels[None] == labels[:, None]`` indexing the similarity matrix, ``bool()``,
+``.item()``), ``Tracer.data_of`` computes it from the graph's constants with the ops'
+NumPy impls, as eager code would, instead of raising: no argument, state or draw reaches
+it, so every call has the same data. A constant of a dynamic size (``SymConst``) is not
+data of the trace: that still raises.
 """
 
 from __future__ import annotations
@@ -271,6 +280,31 @@ class Tracer:
         self.arg_views: dict = {}  # id -> [(name, args)]: in-place view ops on an argument
         self.entry: dict = {}  # the Modules' plain values at entry (guards.entry_values)
         self.grads: dict = {}  # Captured.op_grads
+
+    def data_of(self, value) -> np.ndarray | None:
+        """The data of the graph value ``value`` where no input reaches it (Note [constant
+        data]), by the NumPy impls of the ops that make it; None where one does."""
+        produced = {op.out.id: op for op in self.graph.ops}
+        consts = {v.id: a for v, a in self.graph.consts}
+        needed, todo = set(), [value]
+        while todo:
+            v = todo.pop()
+            if v.id in self.graph.sym_consts:  # a constant of a dynamic size
+                return None
+            if v.id in consts or v.id in needed:
+                continue
+            op = produced.get(v.id)
+            if op is None:  # an input: an argument, state, a draw
+                return None
+            needed.add(v.id)
+            todo += op.inputs
+        env = dict(consts)
+        for op in self.graph.ops:  # in order: an op's inputs come first
+            if op.out.id in needed:
+                env[op.out.id] = np.asarray(
+                    op.prim.impl(*(env[v.id] for v in op.inputs), **op.params)
+                )
+        return env[value.id]
 
     def owns_shape(self, t: Tensor, name: str, args: tuple) -> bool:
         """Whether ``t``'s shape may change in place by ``t.name(*args)`` (``unsqueeze_()``):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 
 from .._where import user_site
 
@@ -44,6 +45,10 @@ class Symbolic:
         return n
 
     def __array__(self, *args, **kwargs):
+        if not self.tracer.finished:
+            data = self.tracer.data_of(self.value)  # Note [constant data]
+            if data is not None:
+                return np.asarray(data, *args, **kwargs)
         where = user_location()
         if self.tracer.finished:
             raise CaptureError(
