@@ -203,14 +203,17 @@ nan, inf, pi, e = math.nan, math.inf, math.pi, math.e
 newaxis = None
 
 
-_LAZY = ("onnx",)  # needs the onnx extra: loaded on first use, as torch.onnx is
+# loaded on first use: onnx needs the onnx extra (as torch.onnx loads it); distributions
+# (68 ms) and multiprocessing are attributes after a plain import, as torch's are
+_LAZY = ("onnx", "distributions", "multiprocessing")
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")
 
 
 def __getattr__(name: str):
-    """``staged.onnx`` without importing onnx at ``import staged``, ``staged.poisson`` and
-    ``staged.binomial`` without importing ``staged.distributions``."""
+    """``staged.onnx``, ``staged.distributions`` and ``staged.multiprocessing`` imported
+    on first use, not at ``import staged``; ``staged.poisson`` and ``staged.binomial``
+    without importing ``staged.distributions``."""
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     if name in _SAMPLERS:

@@ -4,6 +4,9 @@ queries, and a tensor's memory facts (strides, offsets, sizes)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -266,3 +269,21 @@ def test_variable_makes_a_new_leaf_as_torchs():
         assert v.is_leaf and v.requires_grad and isinstance(lib.zeros(1), lib.autograd.Variable)
         assert not lib.autograd.Variable(x).requires_grad
         assert lib.autograd.grad_mode.no_grad is lib.no_grad
+
+
+def test_submodules_torch_imports_are_attributes_after_a_plain_import():
+    """``torch.distributions.Normal`` and ``torch.multiprocessing.spawn`` after ``import
+    torch`` alone (a mixture density network's idiom), loaded on first use."""
+    code = (
+        "import sys, staged\n"
+        "assert 'staged.distributions' not in sys.modules\n"
+        "d = staged.distributions.Normal(staged.zeros(2), 1.0)\n"
+        "print(d.log_prob(staged.ones(2)).tolist(), callable(staged.multiprocessing.spawn))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(staged.__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    expected = torch.distributions.Normal(torch.zeros(2), 1.0).log_prob(torch.ones(2))
+    assert out.stdout.split() == [*map(str, str(expected.tolist()).split()), "True"]
