@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -277,3 +278,25 @@ def test_load_state_dict_replaces_the_state_as_torch():
     ours, theirs = run(staged), run(torch)
     assert theirs == [["exp_avg", "exp_avg_sq", "step"], None]
     assert ours == theirs
+
+
+def test_float_of_a_tensor_requiring_grad_warns_once_and_in_grad_mode_only():
+    """As torch's TORCH_WARN_ONCE: not under no_grad (LBFGS.step's ``float(loss)``) or
+    inference_mode, then once a process."""
+    import staged._where as where
+
+    where._WARNED_ONCE.discard(
+        "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+        "behavior.\nConsider using tensor.detach() first."
+    )
+    x = staged.ones((), requires_grad=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with staged.no_grad():
+            float(x)
+        with staged.inference_mode():
+            float(x)
+        assert not seen
+        float(x)
+        float(x * 3)
+    assert [str(w.message)[:36] for w in seen] == ["Converting a tensor with requires_gr"]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes as dt
-from .._where import at_user, sited, warn_user
+from .._where import at_user, sited, warn_once, warn_user
 from ..autodiff import Aval
 from .aliases import register, replaced
 from .grad_mode import _state
@@ -473,8 +473,8 @@ class Tensor(_TensorOps):
         return v
 
     def __float__(self) -> float:
-        if self._requires_grad:
-            warn_user(
+        if self._requires_grad and _state.grad_enabled:  # as torch: once, in grad mode only
+            warn_once(
                 "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                 "behavior.\nConsider using tensor.detach() first."
             )
