@@ -280,9 +280,9 @@ def test_load_state_dict_replaces_the_state_as_torch():
     assert ours == theirs
 
 
-def test_float_of_a_tensor_requiring_grad_warns_once_and_in_grad_mode_only():
+def test_float_or_complex_of_a_tensor_requiring_grad_warns_once_in_grad_mode_only():
     """As torch's TORCH_WARN_ONCE: not under no_grad (LBFGS.step's ``float(loss)``) or
-    inference_mode, then once a process."""
+    inference_mode, then once a process, ``complex`` sharing it."""
     import staged._where as where
 
     where._WARNED_ONCE.discard(
@@ -299,4 +299,5 @@ def test_float_of_a_tensor_requiring_grad_warns_once_and_in_grad_mode_only():
         assert not seen
         float(x)
         float(x * 3)
+        complex(x)
     assert [str(w.message)[:36] for w in seen] == ["Converting a tensor with requires_gr"]

@@ -473,17 +473,24 @@ class Tensor(_TensorOps):
         return v
 
     def __float__(self) -> float:
-        if self._requires_grad and _state.grad_enabled:  # as torch: once, in grad mode only
+        self._warn_scalar()
+        return float(self._number("double"))
+
+    def _warn_scalar(self) -> None:
+        """torch's warning at ``float``/``complex`` of a tensor requiring grad: once a
+        process, in grad mode only (not at ``LBFGS.step``'s ``float(loss)`` under
+        ``no_grad``)."""
+        if self._requires_grad and _state.grad_enabled:
             warn_once(
                 "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                 "behavior.\nConsider using tensor.detach() first."
             )
-        return float(self._number("double"))
 
     def __int__(self) -> int:
         return int(self._number("int64_t"))
 
     def __complex__(self) -> complex:
+        self._warn_scalar()
         return complex(self._number("complex"))
 
     def __index__(self) -> int:
