@@ -107,6 +107,7 @@ from .spectral import hann_window, istft, kaiser_window, stft  # noqa: F401
 from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .serialization import load, save  # noqa: F401
+from .foreach import *  # noqa: F401,F403  (torch._foreach_add_ ...: one op per tensor)
 from .torch_compat import as_torch  # noqa: F401
 from . import amp, jit, testing, version  # noqa: F401
 from .amp import (  # noqa: F401  (torch's autocast state functions)
