@@ -159,6 +159,8 @@ def _run(path: Path, mode: str, root: Path = PROGRAMS, timeout: float = 300) -> 
     # one thread: small programs gain nothing from more, and a loaded machine (CI's two
     # cores under pytest) made torch's spinning OpenMP threads take 20x longer
     env = {
+        "ATEN_CPU_CAPABILITY": "avx2",  # torch's kernels as under pytest, a record too
+        "ONEDNN_MAX_CPU_ISA": "AVX2",  # (Note [torch's kernels per CPU] in tests/conftest.py)
         **os.environ,
         "OMP_NUM_THREADS": "1",
         "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
