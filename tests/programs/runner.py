@@ -6,7 +6,7 @@ are compared.
     python -m tests.programs.runner [--dir DIR] [PROGRAM ...]
 
 prints the README's table (``--readme`` writes it there). ``--record`` runs each program
-with torch and writes its final loss to ``torch_losses.json``, which the suite reads in
+(those named) with torch and writes its final loss to ``torch_losses.json``, which the suite reads in
 place of a torch run while the program's files and torch's version are those recorded
 (``fingerprint``): torch's runs are deterministic, and were a fifth of the suite's
 program time. ``--dir`` runs every ``*.py`` of
@@ -117,8 +117,10 @@ def recorded(path: Path) -> dict | None:
 
 
 def record(paths) -> None:
-    """Run ``paths`` with torch and write their final losses to ``RECORDED``."""
-    out = {}
+    """Run ``paths`` with torch and write their final losses to ``RECORDED``, keeping the
+    records of the other programs there still are."""
+    kept = json.loads(RECORDED.read_text(encoding="utf-8"))
+    out = {name(p): kept[name(p)] for p in programs() if name(p) in kept}
     for p in paths:
         r = _run(p, "torch")
         if r.error or r.loss is None:
@@ -289,7 +291,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     paths = [x for x in programs(a.dir) if not a.names or name(x, a.dir) in a.names]
     if a.record:
-        record(programs())
+        record([x for x in programs() if not a.names or name(x) in a.names])
         return 0
     tab = table(paths, a.dir)
     if a.readme:

@@ -62,9 +62,7 @@ def adapt(params, x, y, steps=n_inner_iter, create_graph=True):
         pred = functional_call(model, params, (x,))
         inner_loss = F.mse_loss(pred, y)
         grads = torch.autograd.grad(inner_loss, list(params.values()), create_graph=create_graph)
-        params = {
-            name: w - inner_lr * g for (name, w), g in zip(params.items(), grads)
-        }
+        params = {name: w - inner_lr * g for (name, w), g in zip(params.items(), grads)}
     return params
 
 

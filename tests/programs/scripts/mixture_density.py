@@ -27,7 +27,9 @@ x_data = y_data + 0.3 * torch.sin(2 * math.pi * y_data) + 0.1 * torch.randn(N_SA
 class MDN(nn.Module):
     def __init__(self, n_hidden, n_gaussians):
         super().__init__()
-        self.z_h = nn.Sequential(nn.Linear(1, n_hidden), nn.Tanh(), nn.Linear(n_hidden, n_hidden), nn.Tanh())
+        self.z_h = nn.Sequential(
+            nn.Linear(1, n_hidden), nn.Tanh(), nn.Linear(n_hidden, n_hidden), nn.Tanh()
+        )
         self.z_pi = nn.Linear(n_hidden, n_gaussians)
         self.z_mu = nn.Linear(n_hidden, n_gaussians)
         self.z_sigma = nn.Linear(n_hidden, n_gaussians)
@@ -81,7 +83,9 @@ for epoch in range(8):
         worst = max(worst, (loss - manual).abs().item())
         total += loss.item()
     scheduler.step()
-    print(f"epoch {epoch} lr {scheduler.get_last_lr()[0]:.5f} loss: {total / (N_SAMPLES // batch_size):.6f}")
+    print(
+        f"epoch {epoch} lr {scheduler.get_last_lr()[0]:.5f} loss: {total / (N_SAMPLES // batch_size):.6f}"
+    )
 
 model.eval()
 with torch.no_grad():

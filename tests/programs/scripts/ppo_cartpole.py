@@ -69,7 +69,10 @@ class TorchCartPole:
         return self.state.clone(), reward, terminated, truncated
 
 
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+SQRT2 = np.sqrt(2)
+
+
+def layer_init(layer, std=SQRT2, bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
@@ -127,7 +130,6 @@ def ppo_update(mb_obs, mb_actions, mb_logprobs, mb_advantages, mb_returns, mb_va
     ratio = logratio.exp()
     with torch.no_grad():
         # calculate approx_kl http://joschu.net/blog/kl-approx.html
-        old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
         clipfrac = ((ratio - 1.0).abs() > CLIP_COEF).float().mean()
 
@@ -202,13 +204,17 @@ for iteration in range(1, NUM_ITERATIONS + 1):
     b_values = values.reshape(-1)
 
     total, kls, clipfracs = 0.0, [], []
-    for epoch in range(UPDATE_EPOCHS):
+    for _epoch in range(UPDATE_EPOCHS):
         b_inds = torch.randperm(BATCH_SIZE)
         for start in range(0, BATCH_SIZE, MINIBATCH_SIZE):
             mb_inds = b_inds[start : start + MINIBATCH_SIZE]
             loss, pg_loss, v_loss, approx_kl, clipfrac = ppo_update(
-                b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds],
-                b_advantages[mb_inds], b_returns[mb_inds], b_values[mb_inds],
+                b_obs[mb_inds],
+                b_actions[mb_inds],
+                b_logprobs[mb_inds],
+                b_advantages[mb_inds],
+                b_returns[mb_inds],
+                b_values[mb_inds],
             )
             total += loss.item()
             kls.append(approx_kl.item())

@@ -34,11 +34,18 @@ class CouplingLayer(nn.Module):
         self.register_buffer("mask", mask)
         dim = mask.numel()
         self.scale_net = nn.Sequential(
-            nn.Linear(dim, hidden), nn.LeakyReLU(), nn.Linear(hidden, hidden), nn.LeakyReLU(),
-            nn.Linear(hidden, dim), nn.Tanh(),
+            nn.Linear(dim, hidden),
+            nn.LeakyReLU(),
+            nn.Linear(hidden, hidden),
+            nn.LeakyReLU(),
+            nn.Linear(hidden, dim),
+            nn.Tanh(),
         )
         self.translate_net = nn.Sequential(
-            nn.Linear(dim, hidden), nn.LeakyReLU(), nn.Linear(hidden, hidden), nn.LeakyReLU(),
+            nn.Linear(dim, hidden),
+            nn.LeakyReLU(),
+            nn.Linear(hidden, hidden),
+            nn.LeakyReLU(),
             nn.Linear(hidden, dim),
         )
 

@@ -127,7 +127,7 @@ with torch.no_grad():
     feats, _ = model(x_all)
 probe = nn.Linear(feats.size(1), N_CLASSES)
 probe_opt = torch.optim.Adam(probe.parameters(), lr=1e-2)
-for it in range(50):
+for _it in range(50):
     probe_opt.zero_grad()
     probe_loss = F.cross_entropy(probe(feats[:192]), y_all[:192])
     probe_loss.backward()

@@ -28,7 +28,7 @@ ITERS = 12  # how many generator iterations to train for
 
 class Generator(nn.Module):
     def __init__(self):
-        super(Generator, self).__init__()
+        super().__init__()
         main = nn.Sequential(
             nn.Linear(2, DIM),
             nn.ReLU(True),
@@ -47,7 +47,7 @@ class Generator(nn.Module):
 
 class Discriminator(nn.Module):
     def __init__(self):
-        super(Discriminator, self).__init__()
+        super().__init__()
         main = nn.Sequential(
             nn.Linear(2, DIM),
             nn.ReLU(True),
@@ -68,7 +68,10 @@ def inf_train_gen():
     """Eight Gaussians on a circle of radius 2, scaled by 1/1.414, std 0.02."""
     scale = 2.0
     centers = [
-        (1, 0), (-1, 0), (0, 1), (0, -1),
+        (1, 0),
+        (-1, 0),
+        (0, 1),
+        (0, -1),
         (1.0 / np.sqrt(2), 1.0 / np.sqrt(2)),
         (1.0 / np.sqrt(2), -1.0 / np.sqrt(2)),
         (-1.0 / np.sqrt(2), 1.0 / np.sqrt(2)),
@@ -77,7 +80,7 @@ def inf_train_gen():
     centers = [(scale * x, scale * y) for x, y in centers]
     while True:
         dataset = []
-        for i in range(BATCH_SIZE):
+        for _i in range(BATCH_SIZE):
             point = np.random.randn(2) * 0.02
             center = centers[np.random.randint(len(centers))]
             point[0] += center[0]
@@ -164,7 +167,7 @@ for iteration in range(ITERS):
     for p in netD.parameters():  # reset requires_grad
         p.requires_grad = True  # they are set to False below in netG update
 
-    for iter_d in range(CRITIC_ITERS):
+    for _iter_d in range(CRITIC_ITERS):
         _data = next(data)
         real_data = torch.Tensor(_data)
         noise = torch.randn(BATCH_SIZE, 2)
@@ -188,5 +191,10 @@ for iteration in range(ITERS):
 
 with torch.no_grad():
     samples = netG(torch.randn(512, 2), None)
-print("samples mean", [round(v, 4) for v in samples.mean(0).tolist()],
-      "std", [round(v, 4) for v in samples.std(0).tolist()], math.isfinite(samples.sum().item()))
+print(
+    "samples mean",
+    [round(v, 4) for v in samples.mean(0).tolist()],
+    "std",
+    [round(v, 4) for v in samples.std(0).tolist()],
+    math.isfinite(samples.sum().item()),
+)
