@@ -221,10 +221,22 @@ def logaddexp(x, y):
     infinities are themselves. Equal finite inputs take y + log1p(exp(x - y)), the same
     value, whose derivatives of every order are sigmoid's (the max and |x - y| have kinks
     there: their second derivative would be 0, not 1/4)."""
+    if promote_types(x, y).is_complex:
+        return _complex_log_add(x, y)
     _real_float("logaddexp", x, y)
     if _half_pair(x, y):  # rounded once, as torch's kernel
         return _in_float32(logaddexp, x, y)
     return _log_add(x, y, exp, lambda t: t)
+
+
+def _complex_log_add(x, y):
+    """torch's complex logaddexp: the operand of the larger real part plus log1p(exp(the
+    other minus it)); NaN where a real part is."""
+    d = promote_types(x, y)
+    x, y = _as(x, d), _as(y, d)
+    first = x.real >= y.real
+    hi, lo = where(first, x, y), where(first, y, x)
+    return hi + log1p(exp(lo - hi))
 
 
 def _half_pair(x, y) -> bool:

@@ -479,7 +479,7 @@ def _logsumexp(x, dim, keepdim):
     # an empty sum: log(0) = -inf, as torch
     if builtins.any(x._payload.shape[d] == 0 for d in dims):
         return sum(x.exp(), dims, keepdim=keepdim).log()
-    m = amax(x, dims, keepdim=True).detach()
+    m = amax(x.real if x.dtype.is_complex else x, dims, keepdim=True).detach()  # (torch's)
     m = where(m.abs() == float("inf"), scalar_tensor(0, m.dtype), m)
     out = sum((x - m).exp(), dims, keepdim=True).log() + m
     return (

@@ -392,10 +392,10 @@ ENTRIES = [
         differentiable=False,
         skips=[UNORDERED],
     ),
-    _real(
+    _ew(
         "logsumexp",
         _many(((3, 4), 1), ((2, 3, 4), (0, 2)), ((3, 4), -1, True)),
-        Skip("complex", "complex logsumexp is not swept yet"),
+        dtypes=FLOATS + ("complex64", "complex128"),
     ),
     # shape
     _shape(

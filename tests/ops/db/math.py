@@ -629,7 +629,13 @@ ENTRIES = [
         )
         for n in ("cummax", "cummin")
     ),
-    OpInfo("logcumsumexp", staged.logcumsumexp, torch.logcumsumexp, _scan_samples, dtypes=FLOATS),
+    OpInfo(
+        "logcumsumexp",
+        staged.logcumsumexp,
+        torch.logcumsumexp,
+        _scan_samples,
+        dtypes=FLOATS + ("complex64", "complex128"),
+    ),
     OpInfo(
         "searchsorted",
         staged.searchsorted,

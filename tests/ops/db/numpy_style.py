@@ -272,7 +272,8 @@ ENTRIES = [
         lambda x: torch.logit(x, eps=0.2),
         unary(low=0.25, high=0.75),
     ),
-    *(_named(n, binary(scalar=None)) for n in ("logaddexp", "logaddexp2")),
+    _named("logaddexp", binary(scalar=None), dtypes=FLOATS + ("complex64", "complex128")),
+    _named("logaddexp2", binary(scalar=None)),
     _named("xlogy", _xlogy_samples),
     _named("sinc", unary(low=-3.0, high=3.0), dtypes=HALF),
     # torch.special's own
