@@ -35,6 +35,7 @@ from .eager import random  # noqa: F401  (torch.random's counterpart)
 from .eager.legacy_types import CPU_TYPES as _legacy_types
 from .eager.ops.shape import broadcast_shapes, unravel_index  # noqa: F401
 from .eager.factories import deprecated_range as range  # noqa: F401  (torch.range)
+from .eager.control_flow import cond, while_loop  # noqa: F401
 from .eager.ops.table import exports as _exports
 from .eager.ops.out import FACTORIES as _FACTORIES, RANDOM as _RANDOM_OUT
 from .eager.ops.out import factory_out as _factory_out
