@@ -301,3 +301,25 @@ def test_float_or_complex_of_a_tensor_requiring_grad_warns_once_in_grad_mode_onl
         float(x * 3)
         complex(x)
     assert [str(w.message)[:36] for w in seen] == ["Converting a tensor with requires_gr"]
+
+
+@pytest.mark.parametrize("lib", [staged, torch], ids=["staged", "torch"])
+def test_as_subclass_is_an_alias_of_the_subclass(lib):
+    """torch's ``as_subclass``: a view of the same data and version counter, on the
+    autograd graph (a leaf's alias is no leaf)."""
+
+    class Marked(lib.Tensor):
+        pass
+
+    x = lib.ones(2, requires_grad=True)
+    y = x * 2
+    z = y.as_subclass(Marked)
+    assert type(z) is Marked and z._is_view() and z.requires_grad and not z.is_leaf
+    assert not x.as_subclass(Marked).is_leaf
+    with lib.no_grad():
+        y.mul_(3)
+    assert z.tolist() == [6.0, 6.0] and z._version == y._version == 1
+    (z.detach().as_subclass(Marked) * 0 + z).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]  # (the in-place write under no_grad is not on it)
+    with pytest.raises(TypeError, match="subclass"):
+        x.as_subclass(int)

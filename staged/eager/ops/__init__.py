@@ -61,6 +61,22 @@ def _moved(t: Tensor) -> Tensor:
     return finish(ad.copy, (t,), {}, meta)
 
 
+def _as_subclass(self, cls):
+    """``self`` as an instance of the Tensor subclass ``cls``: torch's alias, a view
+    sharing the data, version counter and autograd history."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"as_subclass: cls must be a subclass of torch.Tensor, got {cls!r}")
+    out = shape.view_as(self, self)
+    try:
+        out.__class__ = cls
+    except TypeError:  # a subclass with slots of its own: another object layout
+        raise TypeError(
+            f"as_subclass: {cls.__name__} declares __slots__ of its own, which staged's "
+            "tensors cannot take on; drop them (its attributes live in __dict__)"
+        ) from None
+    return out
+
+
 def _type(self, dtype=None, non_blocking=False, **_):
     """``t.type()``: ``'torch.FloatTensor'``-style name; ``t.type(dtype, legacy type such as
     staged.DoubleTensor, or its name)``: cast."""
@@ -210,6 +226,7 @@ _METHODS = {
     "cfloat": lambda self: _to(self, dt.complex64),
     "cdouble": lambda self: _to(self, dt.complex128),
     "type_as": lambda self, other: _to(self, _tensor_arg("type_as", other).dtype),
+    "as_subclass": _as_subclass,
     "type": _type,
     "nelement": Tensor.numel,
     "cpu": lambda self, memory_format=None: _to(self, "cpu"),
