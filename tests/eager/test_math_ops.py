@@ -20,6 +20,7 @@ TOL = {
     "float32": (1e-5, 1e-6),
     "float64": (1e-10, 1e-12),
     "complex64": (1e-5, 1e-6),
+    "complex128": (1e-10, 1e-12),
     **dict.fromkeys(("int64", "int32", "int8", "uint8", "bool"), (0, 0)),
 }
 CASES = [(e, d) for e in ENTRIES for d in e.dtypes]
