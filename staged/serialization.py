@@ -157,14 +157,15 @@ def _rebuild_from_type_v2(func, new_type, args, state):
 
 
 def _set_state(t: Tensor, state) -> Tensor:
-    """``torch._utils._set_obj_state``: ``state`` is ``__dict__``, or ``(__dict__,
-    slots)``; either may be None."""
+    """``torch._utils._set_obj_state`` for a plain tensor or Parameter: ``state`` is its
+    ``__dict__``, or ``(__dict__, slots)`` with no slots (those are a subclass's). The
+    attributes go into ``__dict__`` only: a file cannot set staged's own fields."""
     attributes, slots = state if isinstance(state, tuple) and len(state) == 2 else (state, None)
-    for part in (attributes, slots):
-        if part is not None and not isinstance(part, dict):
-            raise ValueError(f"invalid tensor state {state!r}")
-        for k, v in (part or {}).items():
-            setattr(t, k, v)
+    if slots or not isinstance(attributes or {}, dict):
+        raise ValueError(f"invalid tensor state {state!r}: expected a dict of attributes")
+    if not all(isinstance(k, str) for k in attributes or {}):
+        raise ValueError(f"invalid tensor state {state!r}: attribute names must be strings")
+    t.__dict__.update(attributes or {})
     return t
 
 

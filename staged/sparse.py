@@ -431,9 +431,7 @@ def _no_dense_field(self):
 
 
 for _name in Tensor.__slots__:  # _payload, _requires_grad, _base, _vc, ...
-    if _name not in ("__weakref__", "__dict__") and _name not in vars(
-        SparseTensor
-    ):  # (grad_fn is its own)
+    if _name not in ("__weakref__", "__dict__", *vars(SparseTensor)):  # (grad_fn is its own)
         setattr(SparseTensor, _name, property(_no_dense_field))
 
 

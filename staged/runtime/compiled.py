@@ -596,7 +596,7 @@ def _leaf_key(x, batched=False):
             x._requires_grad,
             x._requires_grad and x._grad is not None,
             hook_ids(x) if x._requires_grad and hooked(x) else (),  # the trace runs them
-            _attributes_key(x.__dict__) if x.__dict__ else (),  # the trace reads them
+            _attributes_key(x.__dict__),  # the trace reads them
         )
     try:
         hash(x)

@@ -117,3 +117,15 @@ def test_a_compiled_step_retraces_when_a_state_tensors_attribute_changes():
     w.scale = 5.0
     assert _loss(f(x)) == 15.0
     assert f.last_retrace_reason == "w.scale: 2.0 -> 5.0"
+
+
+def test_a_checkpoints_state_sets_attributes_only():
+    """A crafted record cannot reach staged's own fields: slot state is refused, and a
+    name that is one lands in ``__dict__``, which the field's descriptor shadows."""
+    from staged.serialization import _set_state
+
+    t = _set_state(staged.ones(2), {"_payload": 5, "tag": 1})
+    assert t.tolist() == [1.0, 1.0] and t.tag == 1
+    for bad in (({}, {"_payload": 1}), ["tag"], {1: "x"}):
+        with pytest.raises(ValueError, match="invalid tensor state"):
+            _set_state(staged.ones(2), bad)
