@@ -101,31 +101,6 @@ def test_the_lr_a_step_returns_follows_the_scheduler():
     assert f.last_retrace_reason == "opt.param_groups[0]['lr']: 0.25 -> 0.125"
 
 
-class _Accumulating:
-    """Gradient accumulation steered by a counter the step itself increments."""
-
-    def __init__(self):
-        self.m = nn.Linear(3, 2)
-        self.opt = optim.SGD(self.m.parameters(), lr=0.1)
-        self.calls = 0
-
-    def step(self, x, y):
-        F.cross_entropy(self.m(x), y).backward()
-        self.calls += 1
-        if self.calls % 2 == 0:
-            self.opt.step()
-            self.opt.zero_grad()
-
-
-def test_a_counter_the_step_changes_while_traced_warns():
-    """Compiled calls repeat what the traced call did (no update at all here): silent."""
-    t = _Accumulating()
-    x, y = _batches([4])[0]
-    with pytest.warns(UserWarning, match=r"changed self.calls \(0 -> 1\) while it was traced"):
-        staged.capture(t.step, x, y)
-    assert t.calls == 1
-
-
 # --- dynamic batches at their smallest sizes ------------------------------------------------
 
 

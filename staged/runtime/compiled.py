@@ -686,6 +686,7 @@ class Compiled:
         self._calls = 0  # compiled calls so far: an entry's ``used`` is its last
         self._last = None
         self._last_key = None
+        self._rewrites = 0  # re-traces in a row for a value the last trace wrote
         self.last_retrace_reason = None
         self._warned_stores = False
         self._warned_boundary = False
@@ -728,6 +729,7 @@ class Compiled:
             if why is None:
                 self._last = entry
                 self._calls += 1
+                self._rewrites = 0
                 entry.used = self._calls
                 return self._run(entry, leaves)
             reasons[entry] = why
@@ -743,6 +745,22 @@ class Compiled:
             if one_shot
             else _key_change(last_key, key, leaf_names(self.fn, args, kwargs))
         )
+        counter = self._counter(reasons)
+        if counter is not None:  # Note [counters run eagerly]
+            why = (
+                f"it changes {counter} at every call, and a compiled call must then be "
+                f"traced again each time ({RETRACE_LIMIT} traces in a row)"
+            )
+            return self._run_eagerly(
+                key,
+                args,
+                kwargs,
+                why,
+                "a counter the step changes",
+                f"eagerly from now on, since {why}. Keep such a counter outside the step "
+                "(count calls in the loop) or in a tensor (`self.steps += 1` on a tensor "
+                "is part of the graph)",
+            )
         log.info(
             "tracing %s: %s", getattr(self.fn, "__qualname__", self.fn), self.last_retrace_reason
         )
@@ -853,6 +871,27 @@ class Compiled:
             _state.inference,
             _autocast.trace_key(),  # the casts a trace under autocast records
         )
+
+    def _counter(self, reasons) -> str | None:
+        """The value a trace wrote (Note [binding writes] in tracing/guards.py) whose change
+        fails that trace's guard now, once such failures have made ``RETRACE_LIMIT`` traces
+        in a row of this function (whatever the call signatures); None otherwise. A call
+        served by a trace, or one re-traced for another reason, starts the count again."""
+        if not reasons:  # a new call signature: it tells nothing
+            return None
+        failed = [
+            g.name
+            for entry in reasons
+            for c in (getattr(entry, "captured", entry),)
+            if c.wrote
+            for g in c.guards
+            if g.name in c.wrote and g.failure() is not None
+        ]
+        if not failed:
+            self._rewrites = 0
+            return None
+        self._rewrites += 1
+        return failed[0] if self._rewrites >= RETRACE_LIMIT else None
 
     def _serves_one(self, key, args, kwargs) -> bool:
         """Whether the dynamic entry for ``key`` computes what the step does at batch size
@@ -1170,6 +1209,15 @@ def _counter_twin(fn, entry) -> _Twin:
 
 RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
 MAX_ENTRIES = 8  # traces kept per call signature (torch.compile's cache_size_limit)
+# Note [counters run eagerly]: a value the step writes (Note [binding writes] in
+# tracing/guards.py) that changes at every call (``self.steps += 1``, the tutorial's
+# ``run[0] += 1``) fails the guard of the trace that wrote it at the next call: each call
+# traces again (exact, the graph from the compile cache, but a trace costs more than an
+# eager step). After this many such traces in a row the call signature runs eagerly, with
+# a warning saying which value and what to do, as torch.compile falls back to eager code
+# past its recompile limit. A value that alternates (``model.train()`` in the step,
+# ``model.eval()`` between calls) keeps its traces and never gets here.
+RETRACE_LIMIT = 4
 
 
 def _stores_each_call(fn, captured) -> str:

@@ -209,6 +209,9 @@ class Captured:
     # Module attributes the body set, set again after every call: [(module, name, value)]
     # (Note [attribute writes] in tracing/guards.py)
     attr_writes: list = field(default_factory=list)
+    # the names of the values it writes so, as their guards name them (``run``,
+    # ``self.steps``): Note [counters run eagerly] in runtime/compiled.py
+    wrote: frozenset = frozenset()
     # [(module, name, value at entry)] of the tensor attributes requiring grad that a body
     # with no backward set: such a call runs eagerly (Note [autograd boundary]), from these
     attr_before: list = field(default_factory=list)
@@ -716,8 +719,8 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         guards = captured.guards  # Note [iterators the body advances]
         captured.advanced = [g for g in guards if isinstance(g, Position)]
         captured.guards = [g for g in guards if not isinstance(g, (Position, Attributes))]
-        written = {  # Note [attribute writes]
-            (id(m), k): (m, k, *change, g.at(k))
+        written = {  # Note [attribute writes], Note [binding writes]
+            (id(m), g.at(k)): (m, k, *change, g.at(k))
             for g in guards
             if isinstance(g, Attributes)
             for m, changes in (g.value,)
@@ -726,6 +729,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         values = [w for w in written.values() if not holds_tensor(w[2:4])]
         at_entry(captured.guards, [w[:4] for w in values])
         captured.attr_writes = [(m, k, after) for m, k, _, after, _ in values]
+        captured.wrote = frozenset(w[4] for w in values)
         tensors = _tensor_writes(g, [w for w in written.values() if holds_tensor(w[2:4])])
         escaped, grad = _escaped(tracer)  # after the restore: only the body's own stores remain
         escaped = _attr_outputs(captured, tracer, escaped, tensors)

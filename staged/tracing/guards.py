@@ -26,11 +26,10 @@ they read. A Module's children are guarded by identity (``model[0] = nn.Linear``
 brings parameters the trace never read). A list or tuple so reached that holds tensors
 the trace read is guarded by its items (tensors by identity, numbers by value), as they
 were before the trace: a body that empties it (``del saved[:]``) still depended on them.
-A value the trace itself changes (a counter the body increments) on anything but a Module
-(Note [attribute writes]) is a side effect of the trace, not guarded: compiled calls run
-the graph, not the body's Python, so they never change it again, and where it steers the
-step (gradient accumulation on ``self.i % 4``) every call repeats what the traced call
-did: so the trace warns, once per step and name (``_warn_side_effects``). Not seen: a
+A value the trace itself changes (a counter the body increments) is written again after
+every compiled call and guarded on the value the call entered with (Note [binding
+writes]; a Module's, Note [attribute writes]); one with no place to write it back (a
+default argument rebound) warns, once per step and name (``_warn_side_effects``). Not seen: a
 member read under a name the code computes (``getattr(cfg, k)``), the items of a list
 that holds no tensor the trace read, Module, few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
@@ -84,6 +83,21 @@ re-traces, as eager code would use the new one; the compiled calls went on updat
 old one, silently. Dicts, namespaces and the user's other objects are not guarded whole
 (a dict of the same tensors rebuilt per call would re-trace every call): their members
 are, one by one, as above; a Module's children are guarded by its ``children`` guard.
+
+Note [binding writes]: a compiled call runs the graph, not the body's Python, so a value
+the body changes through a global, a closure cell, a dict's item, an object's attribute or
+a short list's items (``run[0] += 1`` in the style-transfer tutorial's LBFGS closure,
+``self.steps += 1`` on a trainer, ``global_step += 1``) was changed by the traced call
+only: a loop ``while run[0] <= n: opt.step(closure)`` never ended, and gradient
+accumulation on ``self.i % 4`` repeated the traced call's choice at every call. So, as a
+Module's attributes are (Note [attribute writes]), each such write is a ``Binding`` that
+``replay`` makes again after every compiled call (the after value, copied into the list
+for a list), and the trace is guarded on the value it entered with: exact for every call,
+and a counter that changes at every call traces at every call (its graph, the same each
+time, comes from the compile cache), until the calls run eagerly (``RETRACE_LIMIT`` in
+runtime/compiled.py: Note [counters run eagerly]). A list that grew or shrank
+(``calls.append(1)``) is not set again: appending, like printing, is a side effect of the
+trace (JAX's semantics, which code counting its traces relies on), and warns.
 
 Note [one pass]: every compiled call checks all of its trace's guards (three per Module:
 parameters, ``training``, attributes and hooks), so ``Guards`` checks them in a few C-level
@@ -474,7 +488,13 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
         g for g in guards if not isinstance(g, (Position, Attributes)) and g.name not in by_entry
     ]
     changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
-    # a Module's attribute the body wrote is replayed: guarded on its value at entry
+    bound = [  # Note [binding writes]: a global, cell, item or attribute the body changed
+        b
+        for g in changed
+        if g.name not in replayed and (b := _binding_write(g, old[g.name].value)) is not None
+    ]
+    replayed |= {b.name for b in bound}
+    # what the body wrote is replayed: guarded on its value at entry
     guards = [old[g.name] if g.name in replayed and g in changed else g for g in guards]
     changed = [g for g in changed if g.name not in replayed]
     # a list the body read and emptied (REINFORCE's ``del policy.rewards[:]``) stays
@@ -496,6 +516,7 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
         ]
         + moved
         + writes
+        + bound
         + entry
     )
 
@@ -737,6 +758,46 @@ class Attributes(Guard):
 _FIELDS = " attributes"  # the suffix of an ``Attributes`` guard's name
 
 
+class Binding(Attributes):
+    """A value the body changed through a global, a closure cell, a dict's item, an
+    object's attribute or a list's items (Note [binding writes]), as ``(target, {key:
+    (before, after)})`` for ``replay``."""
+
+    __slots__ = ()
+
+    def at(self, key) -> str:
+        return self.name
+
+
+def _binding_write(g: Guard, before) -> Binding | None:
+    """The write the body made through the binding the value guard ``g`` reads, where
+    ``replay`` can make it again (Note [binding writes]); None where it cannot (a default
+    argument rebound, a list of dicts' item)."""
+    if g.same is not same_value:
+        return None
+    func = getattr(g.get, "func", None)
+    args: tuple = getattr(g.get, "args", ())
+    where: tuple | None
+    if type(g.value) is list:  # items set in place (``run[0] += 1``): written in place
+        target = g.get()  # (one that grew or shrank, ``calls.append(1)``, was not set)
+        same_length = type(before) is list and len(before) == len(g.value)
+        where = (target, None) if type(target) is list and same_length else None
+    elif func is _lookup:  # a global: ``step += 1`` under ``global step``
+        where = args
+    elif func is _contents:  # a closure cell: ``nonlocal step``
+        where = (args[0], None)
+    elif func is _member:  # ``cfg["n"] += 1``, ``self.steps += 1``, ``config.n``
+        obj = args[0]()
+        where = (obj, args[1]) if _attributes(obj) is not None else None
+    else:
+        where = None
+    return (
+        None
+        if where is None
+        else Binding(g.name, g.get, value=(where[0], {where[1]: (before, g.value)}))
+    )
+
+
 def _fields(get):
     obj = get()
     space = _attributes(obj)
@@ -853,13 +914,22 @@ def as_entered(module, entry: dict):
 
 
 def replay(writes) -> None:
-    """Set each ``(module, name, value)`` of ``writes``, as the body did (delete it where
-    ``value`` is the absent marker: an attribute put back as it entered)."""
+    """Set each ``(target, key, value)`` of ``writes``, as the body did: a Module's or an
+    object's attribute, a dict's item (a module's globals), a closure cell's contents or a
+    list's items (key None; ``value`` copied into the list). The absent marker
+    deletes an attribute or item (one put back as it entered)."""
     for obj, key, value in writes:
+        if type(obj) is types.CellType:
+            obj.cell_contents = value
+            continue
+        if type(obj) is list:
+            obj[:] = value
+            continue
+        space = obj if isinstance(obj, dict) else vars(obj)
         if value is _MISSING:
-            vars(obj).pop(key, None)
+            space.pop(key, None)
         else:
-            vars(obj)[key] = value
+            space[key] = value
 
 
 def _position_of(get):
