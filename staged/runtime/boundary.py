@@ -173,7 +173,10 @@ def bound(c: Captured, leaves) -> list:
 def run_ops(c: Captured, own: list) -> list:
     """The outputs of ``c``'s graph, its ops applied to ``own`` (the tensors bound to its
     inputs) through eager dispatch, each op's inputs that did not require grad in the trace
-    detached (``Captured.op_grads``), so autograd records the graph the trace's made."""
+    detached (``Captured.op_grads``), so autograd records the graph the trace's made. An
+    output behind the index checks' select is the value before it (``Captured.unchecked``:
+    the select's operands require no grad in the trace); a failed check raises before
+    these are used, and eager dispatch raises for an index out of range itself."""
     g = c.graph
     env = {v.id: Tensor._wrap(a) for v, a in g.consts}
     env.update((i.value.id, t) for i, t in zip(g.inputs, own))
@@ -183,7 +186,7 @@ def run_ops(c: Captured, own: list) -> list:
         ins = [env[v.id] for v in op.inputs]
         ins = [t.detach() if t._requires_grad and not m else t for t, m in zip(ins, mask)]
         env[op.out.id] = apply(op.prim, ins, op.params)
-    return [env[o.value.id] for o in g.outputs]
+    return [env[c.unchecked.get(k, o.value).id] for k, o in enumerate(g.outputs)]
 
 
 class OnTensors(Interpreter):

@@ -151,3 +151,50 @@ def test_an_argument_the_call_writes_in_place_is_recomputed_from_its_old_value()
     (g, x), (want_g, want_x) = run(True), run(False)
     np.testing.assert_allclose(g, want_g)
     np.testing.assert_allclose(x, want_x)
+
+
+_STORED: dict = {}  # where a body stores a tensor requiring grad: its call runs as its graph
+
+
+class _TinyLM(nn.Module):
+    """nanoGPT's shape: an embedding, a head, the loss inside ``forward``."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(10, 8), nn.Linear(8, 10)
+
+    def forward(self, idx, targets):
+        logits = self.head(self.emb(idx))
+        return nn.functional.cross_entropy(logits.view(-1, 10), targets.view(-1))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda m, idx, t: m(idx, t),  # embedding and cross-entropy: index-checked ops
+        lambda m, idx, t: m.head(m.emb.weight[idx]).gather(-1, t[..., None]).sum(),
+        lambda m, idx, t: _STORED.update(h=m.emb(idx)) or m(idx, t),
+    ],
+    ids=["cross_entropy", "indexing_and_gather", "a_tensor_stored_outside"],
+)
+@pytest.mark.filterwarnings("ignore:staged.compile. running:UserWarning")  # the stored one's
+def test_index_checked_ops_differentiate_outside_the_call(body):
+    """The checks' select of the outputs requires no grad: the recomputation differentiates
+    the values before it (``Captured.unchecked``); it raised "element 0 of tensors does not
+    require grad" at ``loss.backward()``."""
+
+    def grads(compiled):
+        staged.manual_seed(0)
+        m = _TinyLM()
+        f = staged.compile(lambda idx, t: body(m, idx, t)) if compiled else (lambda *a: body(m, *a))
+        idx, t = staged.randint(0, 10, (2, 5)), staged.randint(0, 10, (2, 5))
+        out = []
+        for _ in range(2):  # the trace's call, then a compiled one
+            m.zero_grad()
+            f(idx, t).backward()
+            out.append([p.grad.numpy().copy() for p in m.parameters()])
+        return out
+
+    for got, want in zip(grads(True), grads(False)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
