@@ -113,6 +113,7 @@ from .guards import (
     holds_tensor,
     replay,
     source_guards,
+    undo_writes,
 )
 from .impure import report_draw, warn_impure_calls
 from .ir import Graph, Output
@@ -706,6 +707,11 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             with warn_impure_calls(), interceptor.tagged("forward", ""):  # Note [phases]
                 holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
             captured = _finish(tracer, holder, in_tree, wrappers)
+        except BaseException:  # and its Python values: a failed trace changes nothing
+            undo_writes(fn, before, roots)
+            for hook, hook_before, hook_roots, whole in tracer.hooks.values():
+                undo_writes(hook, hook_before, hook_roots, whole)
+            raise
         finally:
             interceptor.restore_interceptor(prev)
             _state.grad_enabled, _state.inference = mode

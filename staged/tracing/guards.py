@@ -772,30 +772,52 @@ class Binding(Attributes):
 def _binding_write(g: Guard, before) -> Binding | None:
     """The write the body made through the binding the value guard ``g`` reads, where
     ``replay`` can make it again (Note [binding writes]); None where it cannot (a default
-    argument rebound, a list of dicts' item)."""
+    argument rebound, a list of dicts' item, a list grown or shrunk: ``calls.append(1)``)."""
+    where = _place(g)
+    if where is None or where[1] is None and len(before) != len(g.value):
+        return None
+    return Binding(g.name, g.get, value=(where[0], {where[1]: (before, g.value)}))
+
+
+def _place(g: Guard) -> tuple | None:
+    """Where ``replay`` sets the value the value guard ``g`` reads: ``(target, key)``, key
+    None for a list's items or a closure cell; None where it cannot (a default argument)."""
     if g.same is not same_value:
         return None
     func = getattr(g.get, "func", None)
     args: tuple = getattr(g.get, "args", ())
-    where: tuple | None
-    if type(g.value) is list:  # items set in place (``run[0] += 1``): written in place
-        target = g.get()  # (one that grew or shrank, ``calls.append(1)``, was not set)
-        same_length = type(before) is list and len(before) == len(g.value)
-        where = (target, None) if type(target) is list and same_length else None
-    elif func is _lookup:  # a global: ``step += 1`` under ``global step``
-        where = args
-    elif func is _contents:  # a closure cell: ``nonlocal step``
-        where = (args[0], None)
-    elif func is _member:  # ``cfg["n"] += 1``, ``self.steps += 1``, ``config.n``
+    if type(g.value) is list:  # its items, set in place (``run[0] += 1``)
+        target = g.get()
+        return (target, None) if type(target) is list else None
+    if func is _lookup:  # a global: ``step += 1`` under ``global step``
+        return args
+    if func is _contents:  # a closure cell: ``nonlocal step``
+        return (args[0], None)
+    if func is _member:  # ``cfg["n"] += 1``, ``self.steps += 1``, ``config.n``
         obj = args[0]()
-        where = (obj, args[1]) if _attributes(obj) is not None else None
-    else:
-        where = None
-    return (
-        None
-        if where is None
-        else Binding(g.name, g.get, value=(where[0], {where[1]: (before, g.value)}))
-    )
+        return (obj, args[1]) if _attributes(obj) is not None else None
+    return None
+
+
+def undo_writes(fn, before, roots=(), whole=True) -> None:
+    """Put back what a trace of ``fn`` that raised changed of the values the walk
+    ``before`` it guards (Module attributes, and globals, cells, dicts' items, lists and
+    objects' attributes holding numbers, strings or short lists: a counter, an append), as
+    ``_restore`` puts back its tensors: a failed trace changes nothing, and
+    ``fallback="eager"`` then runs the body once, not twice."""
+    old = {g.name: g for g in before}
+    guards = _walk(fn, set(), False, roots, whole)
+    writes = [
+        (w.value[0], k, change[0]) for w in _writes(old, guards) for k, change in w.value[1].items()
+    ]
+    for g in guards:
+        was = old.get(g.name)
+        if was is None or isinstance(g, Attributes) or g.same(was.value, g.value):
+            continue
+        where = _place(g)
+        if where is not None:
+            writes.append((*where, was.value))
+    replay(writes)
 
 
 def _fields(get):

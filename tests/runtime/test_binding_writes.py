@@ -142,3 +142,40 @@ def test_a_list_the_step_appends_to_grows_at_the_trace_only_and_warns():
         for _ in range(3):
             f(staged.ones(2))
     assert calls == [1] and f.traces == 1
+
+
+class _Counted(staged.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.steps = staged.nn.Linear(3, 3), 0
+
+    def forward(self, x):
+        self.steps += 1
+        y = self.lin(x)
+        return y + 1 if y.sum() > 0 else y  # a branch on data: the trace fails here
+
+
+def test_a_trace_that_fails_changes_no_python_value():
+    """A failed trace puts back what its body changed, as it puts back tensors: with
+    ``fallback="eager"`` each call then changes them once, as eager code does."""
+    calls, counter = [], {"n": 0}
+    seen = []
+
+    def step(x):
+        calls.append(1)
+        counter["n"] += 1
+        y = x * 2
+        return y + 1 if y.sum() > 0 else y
+
+    m = _Counted()
+    m.lin.register_forward_hook(lambda mod, args, out: seen.append(1))
+    with pytest.raises(staged.tracing.symbolic.CaptureError):
+        staged.compile(step)(staged.ones(3))
+    with pytest.raises(staged.tracing.symbolic.CaptureError):
+        staged.compile(m)(staged.ones(3))
+    assert (calls, counter, m.steps, seen) == ([], {"n": 0}, 0, [])
+    f, g = staged.compile(step, fallback="eager"), staged.compile(m, fallback="eager")
+    for _ in range(3):
+        _quiet(f, staged.ones(3))
+        _quiet(g, staged.ones(3))
+    assert (len(calls), counter["n"], m.steps, len(seen)) == (3, 3, 3, 3)
