@@ -101,6 +101,7 @@ from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
 from . import utils  # noqa: F401
 from . import accelerator, backends, cpu, cuda  # noqa: F401  (CPU-build answers: Note [devices])
+from . import compiler  # noqa: F401  (torch.compiler)
 from . import fft, linalg, special  # noqa: F401  (torch.fft, torch.linalg, torch.special)
 from . import signal  # noqa: F401  (torch.signal.windows)
 from .spectral import bartlett_window, blackman_window, hamming_window  # noqa: F401
@@ -207,7 +208,7 @@ newaxis = None
 
 # loaded on first use: onnx needs the onnx extra (as torch.onnx loads it); distributions
 # (68 ms) and multiprocessing are attributes after a plain import, as torch's are
-_LAZY = ("onnx", "distributions", "multiprocessing")
+_LAZY = ("onnx", "distributions", "multiprocessing", "_dynamo")
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")
 

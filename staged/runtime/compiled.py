@@ -79,7 +79,7 @@ from ..eager.views import bumped
 from ..lower.mlir import to_mlir
 from ..lower.mlir.module import checked
 from .. import viz
-from . import deploy, profiled
+from . import compile_config, deploy, profiled
 from .background import CallLog, Compiling, Interpreter, call_eagerly
 from .boundary import Differentiable, eager_reason, reruns_fn, run_traced, stores_graph
 from .checks import Checks, with_overflow_checks
@@ -667,7 +667,12 @@ class Compiled:
         if fallback not in (None, "eager"):
             raise ValueError(at_user(f"fallback must be None or 'eager', got {fallback!r}"))
         if mode not in ("blocking", "background"):
-            raise ValueError(at_user(f"mode must be 'blocking' or 'background', got {mode!r}"))
+            raise ValueError(
+                at_user(
+                    f"mode must be 'blocking' or 'background' (or one of torch.compile's: "
+                    f"{', '.join(map(repr, _TORCH_MODES))}), got {mode!r}"
+                )
+            )
         self.mode = mode  # Note [background compiles]
         self.calls = CallLog()  # which calls ran where (explain())
         if rng not in ("host", "counter"):
@@ -764,11 +769,12 @@ class Compiled:
         log.info(
             "tracing %s: %s", getattr(self.fn, "__qualname__", self.fn), self.last_retrace_reason
         )
-        if self.traces == RECOMPILE_LIMIT + 1:
+        if self.traces == compile_config.recompile_limit + 1:
             warnings.warn(
                 f"staged.compile: {getattr(self.fn, '__qualname__', 'fn')} is "
-                f"re-traced and compiled for the {self.traces}th time (more than "
-                f"{RECOMPILE_LIMIT}, torch.compile's recompile limit), this time "
+                f"re-traced and compiled for the {_ordinal(self.traces)} time (more than "
+                f"{compile_config.recompile_limit}, the recompile limit: "
+                "torch._dynamo.config.recompile_limit), this time "
                 f"because {self.last_retrace_reason}. Pass values that change "
                 "between calls as tensors, or use dynamic=True for a batch size "
                 "that varies",
@@ -786,7 +792,7 @@ class Compiled:
                 forward = self._compile(args, kwargs, leaves, tree, batch, batched, entry)
                 entry = Differentiable(self, forward, replays=not batched)
         except (CaptureError, DynamicError, EagerOnlyError, LoweringError, CompileError) as err:
-            if self.fallback != "eager":
+            if self.fallback != "eager" and not compile_config.suppress_errors:
                 self._note_retrace(err)
                 raise
             why = (
@@ -1207,7 +1213,6 @@ def _counter_twin(fn, entry) -> _Twin:
         return _Twin(_trace(fn, a, kw, "counter"), entry.backend)
 
 
-RECOMPILE_LIMIT = 8  # re-traces of one function before it warns (torch.compile's default)
 MAX_ENTRIES = 8  # traces kept per call signature (torch.compile's cache_size_limit)
 # Note [counters run eagerly]: a value the step writes (Note [binding writes] in
 # tracing/guards.py) that changes at every call (``self.steps += 1``, the tutorial's
@@ -1335,11 +1340,14 @@ def compile(
     *,
     backend: str = "llvm-cpu",
     device=None,
-    dynamic: bool = False,
+    dynamic: bool | None = False,
     fallback=None,
     rng: str = "host",
-    mode: str = "blocking",
+    mode: str | None = "blocking",
     specialize: bool = True,
+    fullgraph: bool = False,
+    options: dict | None = None,
+    disable: bool = False,
 ):
     """Compile ``fn`` (forward, backward, optimizer steps and all) with IREE.
 
@@ -1393,13 +1401,21 @@ def compile(
     reason and compile times, ``STAGED_LOG=debug`` also its graph (Note [compile
     messages]).
 
+    torch.compile's arguments mean here (Note [torch.compile's arguments]): ``backend``
+    ``"inductor"`` is ``"llvm-cpu"``, ``"eager"`` and ``"aot_eager"`` (torch's backends
+    that run the captured graph eagerly) and ``disable=True`` return ``fn`` itself; ``mode``
+    None, ``"default"``, ``"reduce-overhead"``, ``"max-autotune"`` and
+    ``"max-autotune-no-cudagraphs"`` are ``"blocking"``; ``dynamic=None`` is False;
+    ``fullgraph`` is what staged always does (a whole graph, or ``CaptureError``);
+    ``options`` (inductor's) change nothing.
+
     Example:
         >>> step = staged.compile(train_step)
         >>> loss = step(x, y)
     """
     if fn is None:
-        return lambda f: compile(
-            f,
+        return functools.partial(
+            compile,
             backend=backend,
             device=device,
             dynamic=dynamic,
@@ -1407,17 +1423,47 @@ def compile(
             rng=rng,
             mode=mode,
             specialize=specialize,
+            fullgraph=fullgraph,
+            options=options,
+            disable=disable,
         )
+    if callable(backend):
+        raise TypeError(
+            at_user(
+                "staged.compile compiles with IREE and cannot hand the graph to a custom "
+                f"torch.compile backend ({getattr(backend, '__name__', backend)!r}): pass "
+                "backend='inductor' (IREE's llvm-cpu), 'llvm-cpu', 'vulkan-spirv' or 'cuda'"
+            )
+        )
+    if disable or backend in _UNCOMPILED:
+        return fn
     return Compiled(
         fn,
-        backend=backend,
-        dynamic=dynamic,
+        backend=_TORCH_BACKENDS.get(backend, backend),
+        dynamic=bool(dynamic),
         fallback=fallback,
         device=device,
         rng=rng,
-        mode=mode,
+        mode="blocking" if mode is None or mode in _TORCH_MODES else mode,
         specialize=specialize,
     )
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+# Note [torch.compile's arguments]: ``import staged as torch`` makes torch.compile this
+# function, so torch's own arguments must mean what they can here. Its modes tune
+# inductor (CUDA graphs, autotuning): IREE's code is the same for all, a blocking compile.
+# Its ``"eager"``/``"aot_eager"`` backends run the graph torch captured with eager kernels:
+# the function's own numbers, which the function itself gives. ``fullgraph=False`` lets
+# torch split a function at what it cannot capture; staged never splits (what it cannot
+# capture raises ``CaptureError`` naming the line, or runs eagerly with
+# ``fallback="eager"`` or ``torch._dynamo.config.suppress_errors``).
+_TORCH_BACKENDS = {"inductor": "llvm-cpu"}
+_UNCOMPILED = ("eager", "aot_eager")
+_TORCH_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @atexit.register

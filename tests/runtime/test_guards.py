@@ -295,7 +295,8 @@ def test_more_than_eight_re_traces_warn_once_naming_why(caplog):
     msgs = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
     assert msgs == [
         f"staged.compile: {f.__qualname__} is re-traced and compiled for the 9th time "
-        "(more than 8, torch.compile's recompile limit), this time because x: "
+        "(more than 8, the recompile limit: torch._dynamo.config.recompile_limit), this time "
+        "because x: "
         "shape (9,) -> (10,). Pass values that change between calls as tensors, "
         "or use dynamic=True for a batch size that varies"
     ]
