@@ -169,6 +169,9 @@ def _run(path: Path, mode: str, root: Path = PROGRAMS, timeout: float = 300) -> 
     }
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as cwd:
+        # a program's own torch.compile: inductor's cache is not keyed on
+        # ATEN_CPU_CAPABILITY, and one filled without it gave NaN losses and crashes with it
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cwd) / ".inductor")
         if path.parent != root.resolve():  # a program of several files
             shutil.copytree(path.parent, cwd, dirs_exist_ok=True)
             path = Path(cwd) / path.name
