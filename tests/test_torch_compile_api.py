@@ -4,6 +4,7 @@ torch.compile pass and call means what it can here, and the rest says why not.""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import warnings
 
@@ -129,3 +130,39 @@ def test_dynamo_config_sets_the_recompile_limit_and_suppresses_errors(monkeypatc
     with pytest.warns(UserWarning, match="branchy eagerly"):
         assert staged.compile(branchy)(staged.ones(2)).tolist() == [2.0, 2.0]
     dynamo.mark_dynamic(staged.ones(2), 0)  # a hint: nothing to check but that it is there
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.compile's imports of torch.jit
+def test_a_compiled_module_is_a_module_as_torchs_is(tmp_path):
+    """Note [optimized modules]: torch's OptimizedModule's keys, chaining, copies."""
+    m, ref = _mlp(staged), _mlp(torch)
+    cm, cref = staged.compile(m), torch.compile(ref)
+    assert isinstance(cm, staged.nn.Module) and cm._orig_mod is m
+    assert list(cm.state_dict()) == list(cref.state_dict())  # "_orig_mod.0.weight", ...
+    assert [n for n, _ in cm.named_parameters()] == [n for n, _ in cref.named_parameters()]
+    assert cm.train() is cm and cm.to("cpu") is cm and cm.eval() is cm and not m.training
+    assert repr(cm) == repr(cref)
+    m.note = "the model's"  # what it lacks is the model's, then the compiled function's
+    assert cm.note == "the model's" and cm.fn is m
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(
+        cm(staged.tensor(x)).detach().numpy(), cref(torch.tensor(x)).detach().numpy(), rtol=1e-6
+    )
+    assert cm.traces == 1 and "staged.compile" in cm.explanation()
+    # a checkpoint saved from torch's compiled model loads into staged's, and back
+    torch.save(cref.state_dict(), tmp_path / "t.pt")
+    other = staged.compile(_mlp(staged))
+    other.load_state_dict(staged.load(tmp_path / "t.pt"))
+    staged.save(cm.state_dict(), tmp_path / "s.pt")
+    cref.load_state_dict(torch.load(tmp_path / "s.pt"))
+    for c in (copy.deepcopy(cm), staged.load(_saved(cm, tmp_path), weights_only=False)):
+        assert type(c) is type(cm) and c._orig_mod is not m
+        np.testing.assert_allclose(
+            c(staged.tensor(x)).detach().numpy(), cm(staged.tensor(x)).detach().numpy()
+        )
+        assert c.traces == 1  # compiled anew, with the same arguments
+
+
+def _saved(obj, tmp_path):
+    staged.save(obj, tmp_path / "whole.pt")
+    return tmp_path / "whole.pt"

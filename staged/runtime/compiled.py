@@ -74,6 +74,8 @@ from ..eager.grad_mode import _state, no_grad
 from ..eager.random import fork_rng
 from ..autograd import profiler
 from ..eager.tensor import Tensor
+from ..nn.module import Module
+from ..nn.optimized import OptimizedModule
 from ..eager.aliases import replaced, seen_elsewhere
 from ..eager.views import bumped
 from ..lower.mlir import to_mlir
@@ -1437,8 +1439,7 @@ def compile(
         )
     if disable or backend in _UNCOMPILED:
         return fn
-    return Compiled(
-        fn,
+    kwargs = dict(
         backend=_TORCH_BACKENDS.get(backend, backend),
         dynamic=bool(dynamic),
         fallback=fallback,
@@ -1447,6 +1448,9 @@ def compile(
         mode="blocking" if mode is None or mode in _TORCH_MODES else mode,
         specialize=specialize,
     )
+    compiled = Compiled(fn, **kwargs)
+    # a Module's is a Module: Note [optimized modules] in staged/nn/optimized.py
+    return OptimizedModule(fn, compiled, kwargs) if isinstance(fn, Module) else compiled
 
 
 def _ordinal(n: int) -> str:
