@@ -166,3 +166,14 @@ def test_a_compiled_module_is_a_module_as_torchs_is(tmp_path):
 def _saved(obj, tmp_path):
     staged.save(obj, tmp_path / "whole.pt")
     return tmp_path / "whole.pt"
+
+
+def test_messages_name_a_compiled_module_by_its_class():
+    cm = staged.compile(_mlp(staged))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 11):
+            cm(staged.ones(n, 4))
+    (msg,) = [str(w.message) for w in caught if "recompile" in str(w.message)]
+    assert msg.startswith("staged.compile: Sequential is re-traced and compiled for the 9th time")
+    assert "staged.compile(Sequential): backend llvm-cpu" in cm.explanation()

@@ -768,12 +768,10 @@ class Compiled:
                 "(count calls in the loop) or in a tensor (`self.steps += 1` on a tensor "
                 "is part of the graph)",
             )
-        log.info(
-            "tracing %s: %s", getattr(self.fn, "__qualname__", self.fn), self.last_retrace_reason
-        )
+        log.info("tracing %s: %s", self.name, self.last_retrace_reason)
         if self.traces == compile_config.recompile_limit + 1:
             warnings.warn(
-                f"staged.compile: {getattr(self.fn, '__qualname__', 'fn')} is "
+                f"staged.compile: {self.name} is "
                 f"re-traced and compiled for the {_ordinal(self.traces)} time (more than "
                 f"{compile_config.recompile_limit}, the recompile limit: "
                 "torch._dynamo.config.recompile_limit), this time "
@@ -924,7 +922,7 @@ class Compiled:
         boundary]), warning ``running <fn> {warning}`` unless it is None; this call by
         ``first()`` where given (Note [first eager call] in boundary.py)."""
         if warning is not None:
-            name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+            name = self.name
             warnings.warn(
                 f"staged.compile: running {name} {warning}",
                 stacklevel=4,
@@ -933,6 +931,11 @@ class Compiled:
         self._remember(eager=why)
         self.calls.note(f"eager ({note})")
         return self.fn(*args, **kwargs) if first is None else first()
+
+    @property
+    def name(self) -> str:
+        """The compiled function's name in messages (a Module's: its class)."""
+        return fn_name(self.fn)
 
     def __getattr__(self, name):
         """A compiled Module answers for the Module (``train()``, ``parameters()``,
@@ -969,7 +972,7 @@ class Compiled:
         (Note [compile messages]); only its trace if its results require grad and it runs
         no backward (Note [autograd boundary]), which ``grad_trace`` is when given: it is
         then compiled as the forward of its ``Differentiable``, its Python not run again."""
-        name = getattr(self.fn, "__qualname__", "the step")
+        name = self.name
         with Phases(f"compiling {name}") as p:
             with p("trace"):
                 captured = grad_trace or _trace(self.fn, args, kwargs, self.rng)
@@ -1056,7 +1059,7 @@ class Compiled:
     def _generalize(self, c0: Captured, leaves, tree, n0: int, batched) -> Captured:
         """``c0`` with every size that follows the batch made dynamic: trace again at
         other batch sizes and compare (``staged.tracing.dynamic``)."""
-        name = getattr(self.fn, "__qualname__", "the step")
+        name = self.name
         returned = dict(c0.returned)  # those every trace agrees on (a slice by the batch
         # size of a state tensor is a value)
 
@@ -1172,7 +1175,7 @@ class Compiled:
             raise RuntimeError(
                 "call the compiled step once before drawing it: the picture is of its trace"
             )
-        name = getattr(self.fn, "__qualname__", "step")
+        name = self.name
         return viz.render(viz.make_step_dot(self._last.captured.graph, f"{name}: "), format)
 
     def graphs(self):
@@ -1236,7 +1239,7 @@ def _stores_each_call(fn, captured) -> str:
         {made.get(o.value.id) or "?" for o in captured.graph.outputs if o.kind == "escaped"}
     )
     return (
-        f"staged.compile: {getattr(fn, '__qualname__', type(fn).__name__)} stored new "
+        f"staged.compile: {fn_name(fn)} stored new "
         f"tensors made at {', '.join(sites)} outside itself at two calls in a row (appended "
         "them to a list, or assigned them to an attribute or buffer): a call that makes new "
         "state is traced again, so every call re-traces. Update state in place "
@@ -1451,6 +1454,11 @@ def compile(
     compiled = Compiled(fn, **kwargs)
     # a Module's is a Module: Note [optimized modules] in staged/nn/optimized.py
     return OptimizedModule(fn, compiled, kwargs) if isinstance(fn, Module) else compiled
+
+
+def fn_name(fn) -> str:
+    """``fn``'s qualified name; a Module's (or another callable object's) class name."""
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
 def _ordinal(n: int) -> str:

@@ -24,7 +24,7 @@ PHASES = ("forward", "backward", "optimizer")
 def explain_text(c, verbose: bool = False) -> str:
     """The text of ``c.explain(verbose)`` for the ``Compiled`` ``c``."""
     e = getattr(c._last, "fwd", c._last)  # a Differentiable's compiled forward
-    name = getattr(c.fn, "__qualname__", type(c.fn).__name__)
+    name = c.name
     device = f" on {e.device.name}" if e is not None else ""
     lines = [f"staged.compile({name}): backend {c.backend}{device}", *_where(c.fn)]
     if not c.history:

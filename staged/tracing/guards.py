@@ -451,7 +451,8 @@ def _show(obj) -> str:
     shape, dtype = getattr(obj, "shape", None), getattr(obj, "dtype", None)
     if shape is not None and hasattr(obj, "_serial"):
         return f"tensor#{obj._serial} {getattr(dtype, 'name', dtype)}{list(shape)}"
-    return repr(obj)
+    shown = repr(obj)  # a Module's is a screenful: its class and address then
+    return shown if "\n" not in shown and len(shown) <= 100 else _show_owner(obj)
 
 
 def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
