@@ -198,7 +198,8 @@ def hardswish(input, inplace=False):
     def fn(x):
         inside = (x > -3) & (x < 3)
         m = ops.where(inside, x, 0.0)  # finite where not taken: no 0 * inf in its gradient
-        return ops.where(x <= -3, x * 0, ops.where(inside, m * (m + 3) / 6, x))
+        # (x * 0 detached: torch's gradient there is 0 even for a NaN or inf cotangent)
+        return ops.where(x <= -3, (x * 0).detach(), ops.where(inside, m * (m + 3) / 6, x))
 
     return _activation(input, inplace, fn, "HardswishBackward0", "hardswish_cpu")
 
@@ -274,7 +275,9 @@ def softshrink(input, lambd=0.5):
 def _softshrink(x, lambd):
     """+0 inside the band (torch's kernel: no -0.0 for a negative ``x``), NaN kept, with
     gradient 0 there, as torch's."""
-    inside = (x * 0).abs()
+    # detached: the band's gradient is 0 whatever the incoming one (torch's where(|x| > lambd,
+    # grad, 0)); through x * 0 a NaN or inf cotangent came out NaN
+    inside = (x * 0).abs().detach()
     return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, inside))
 
 

@@ -1217,3 +1217,57 @@ def test_an_integer_sum_over_an_empty_dim_compiles_on_vulkan():
     got = staged.compile(f, backend="vulkan-spirv")(x, y)
     for g, w in zip(got, f(x, y)):
         assert g.dtype == w.dtype and g.tolist() == w.tolist()
+
+
+# --- session 51's fuzzing: masked gradients, overwritten histories, empty chunks ----------
+
+
+@pytest.mark.parametrize("name", ["softshrink", "hardswish", "hardshrink", "hardsigmoid"])
+def test_a_masked_activation_gives_zero_where_torch_does_whatever_comes_in(name):
+    """The band's gradient is 0 for a NaN or inf cotangent too (torch: where(mask, grad,
+    0)); through ``x * 0`` it was NaN, and softshrink(x).sqrt() at the band gave NaN."""
+    xs = np.array([-4.0, -3.0, 0.0, 0.3, 3.0, 4.0], np.float32)
+    got = []
+    for lib in (staged, torch):
+        f = getattr(lib.nn.functional, name)
+        x = lib.tensor(xs, requires_grad=True)
+        (g,) = lib.autograd.grad(f(x), x, lib.full((6,), float("nan")))
+        y = lib.tensor([0.2, 1.0, -4.0], requires_grad=True)
+        f(y).abs().sqrt().sum().backward()
+        got.append((g.numpy(), y.grad.numpy()))
+    for a, b in zip(*got):  # NaN where torch's is, and float32 rounding apart elsewhere
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "overwrite",
+    [
+        lambda h, s: h.copy_(s),
+        lambda h, s: h.__setitem__(slice(None), s),
+        lambda h, s: h.__setitem__(Ellipsis, s),
+        lambda h, s: h.__setitem__(None, s),
+        lambda h, s: h.fill_(s[0]),
+    ],
+    ids=["copy_", "[:]", "[...]", "[None]", "fill_"],
+)
+def test_a_history_overwritten_whole_keeps_its_zero_gradient(overwrite):
+    """torch's CopyBackwards keeps the edge to what ``h`` was: ``w.grad`` is zeros, not
+    None, so SGD's weight decay still moves ``w`` (staged left it where it was)."""
+    out = []
+    for lib in (staged, torch):
+        w = lib.nn.Parameter(lib.tensor([1.0, 2.0, 3.0]))
+        s = lib.tensor([4.0, 5.0, 6.0], requires_grad=True)
+        opt = lib.optim.SGD([w], lr=0.1, weight_decay=0.5)
+        h = w * 2
+        overwrite(h, s)
+        (h * h).sum().backward()
+        opt.step()
+        out.append((w.grad.numpy(), w.detach().numpy(), s.grad.numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_chunk_of_an_empty_dim_gives_chunks_empty_pieces_and_a_scalar_raises():
+    assert [tuple(t.shape) for t in staged.zeros(0, 3).chunk(3)] == [(0, 3)] * 3
+    with pytest.raises(RuntimeError, match="chunk expects at least a 1-dimensional tensor"):
+        staged.tensor(1.0).chunk(2)

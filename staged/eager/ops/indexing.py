@@ -544,7 +544,9 @@ def setitem(x: Tensor, index, value) -> None:
             raise RuntimeError(VIEW_OF_LEAF)
     new = _put(y, plan, lin, v)
     before = _before(x)
-    write(x, own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value))
+    whole = plan.adv is None and plan.sliced is None  # _put's new is v alone, not from x
+    new = own(new if y is x else ad.reshape(new, shape=tuple(x.shape)), value)
+    write(x, new, replaces=whole)
     _named(x, before, node)
 
 

@@ -121,11 +121,20 @@ def check_stale_leaf(t: Tensor) -> None:
         )
 
 
-def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = False) -> Tensor:
+def write(
+    t: Tensor,
+    result: Tensor,
+    since: float | None = None,
+    fill: bool = False,
+    replaces: bool = False,
+) -> Tensor:
     """Make ``t`` hold ``result``: ``t``'s dtype and shape, its memory, a new version.
     ``since``: the result was computed from ``t`` by a composite whose Nodes are those
     numbered above ``since`` (``apply_inplace``); each that saved ``t`` keeps its value.
-    ``fill``: one value everywhere, which torch writes into elements that share memory."""
+    ``fill``: one value everywhere, which torch writes into elements that share memory.
+    ``replaces``: ``result`` was not computed from ``t`` (``copy_``, ``fill_`` of a tensor,
+    a whole ``x[...] = v``): ``t``'s history keeps its edge (a zero gradient) even where
+    ``result`` requires grad, as torch's CopyBackwards/FillBackward3 have one."""
     check_inplace(t, result._requires_grad)
     icpt = current_interceptor()
     if icpt is not None:
@@ -157,7 +166,11 @@ def write(t: Tensor, result: Tensor, since: float | None = None, fill: bool = Fa
                 f"desired output type {t.dtype.title}"
             )
         result = to_dtype(result, t.dtype)
-    if t._requires_grad and _state.grad_enabled and not result._requires_grad:
+    if (
+        t._requires_grad
+        and _state.grad_enabled
+        and (not result._requires_grad or replaces and t._base is None)
+    ):
         # keep t in the graph with a zero gradient to its history, as PyTorch does
         result = ew.where(scalar_tensor(False, dt.bool_), t, result)
     node = result.grad_fn if _state.grad_enabled else None  # no_grad: nothing recorded
@@ -517,7 +530,8 @@ def fill_(self, value):
             "fill_ only supports 0-dimension value tensor but got tensor with "
             f"{value.ndim} dimensions."
         )
-    out = write(self, own(to_dtype(value, self.dtype), value))  # torch: internal overlap checked
+    # torch: internal overlap checked
+    out = write(self, own(to_dtype(value, self.dtype), value), replaces=True)
     return _named(out, before, "FillBackward3")
 
 
@@ -552,7 +566,8 @@ def copy_(self, src, non_blocking=False):
         )
     check_overlap(self, (src,))
     before = _before(self)
-    return _named(write(self, own(to_dtype(src, self.dtype), src)), before, COPY_NODE)
+    written = write(self, own(to_dtype(src, self.dtype), src), replaces=True)
+    return _named(written, before, COPY_NODE)
 
 
 def has_views(t: Tensor, but=None) -> bool:

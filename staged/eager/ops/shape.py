@@ -508,7 +508,11 @@ def split_with_sizes(x, split_sizes, dim=0) -> tuple[Tensor, ...]:
 def chunk(x, chunks, dim=0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
-    n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 0
+    if x.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    n = x._payload.shape[wrap_dim(dim, x.ndim)]
+    if n == 0:  # torch: `chunks` empty pieces (split would give one), by split_with_sizes
+        return split(x, [0] * chunks, dim)
     return split(x, -(-n // chunks), dim)
 
 
