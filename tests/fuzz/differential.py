@@ -200,6 +200,12 @@ _NO_ORACLE = {
         **dict.fromkeys(("median", "nanmedian"), lambda x, *_: _expanded(x)),
     },
     "reverse": {
+        # as in second order below: torch's float32 first derivative of sinc near 0 cancels
+        # (-0.000701 at x = 1.6e-4, where it is -0.000535, staged's); and at NaN torch's
+        # gradient of hardtanh/relu6/hardswish depends on the vector lane (from 4 float64 or 8
+        # float32 entries: 0 or NaN; in the scalar tail g, staged's)
+        "sinc": lambda x: bool(x.dtype != torch.float64 and (x.double().abs() < 0.05).any()),
+        **dict.fromkeys(("hardtanh", "relu6", "hardswish"), lambda x, *_: x.isnan().any()),
         # torch documents polar as undefined for a negative or NaN abs or an infinite
         # angle; its gradient for abs is Re(conj(g) sgn(result)): 0 at abs = 0, of the
         # wrong sign below and NaN at a NaN, where the derivative of abs e^(i angle) is
@@ -340,7 +346,7 @@ _NO_ORACLE = {
         "sinc": lambda x: (x.double().abs() < (1e-3 if x.dtype == torch.float64 else 0.05)).any(),
         # at NaN torch's gradient depends on the vector lane (as elu's tangent, forward
         # below): its vector kernel's comparisons drop g, its scalar tail's keep it
-        **dict.fromkeys(("hardtanh", "relu6"), lambda x, *_: x.isnan().any()),
+        **dict.fromkeys(("hardtanh", "relu6", "hardswish"), lambda x, *_: x.isnan().any()),
         # a variance of one element per slice (no degrees of freedom): the value and the
         # gradient are NaN in both, staged's a constant (its second derivative 0), torch's
         # a graph (NaN); and deviations whose squares underflow float32 (1e-38): torch
@@ -378,6 +384,9 @@ _NO_ORACLE = {
         "copysign": lambda x, *y: bool(y and y[0].isnan().any()),
     },
     "forward": {
+        # as in reverse mode: sinc's float32 derivative near 0, hardtanh/relu6/hardswish at NaN
+        "sinc": lambda x: bool(x.dtype != torch.float64 and (x.double().abs() < 0.05).any()),
+        **dict.fromkeys(("hardtanh", "relu6", "hardswish"), lambda x, *_: x.isnan().any()),
         "frexp": _beyond_float32_exponents,  # as in reverse mode
         # ldexp and nextafter: as in reverse mode above; sgn: torch's tangent at a NaN is
         # NaN, staged's 0 (the derivative of a step)

@@ -14,6 +14,7 @@ from ...autodiff.avals import Aval, Sym
 from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
 from .flat import Flat, flat_values
+from .indexing import fence
 from .invariants import constant_destinations, invariant_reduction, known_splat, splats
 from .linalg import fenced_operands
 from .overflow import Overflows, checked_ops
@@ -25,6 +26,9 @@ from .overflow import Overflows, checked_ops
 # four constants instead of one, its text changed, and IREE compiled the same module
 # again. Equal constants (dtype, shape and bytes) are emitted once, so equal computations
 # lower to equal text and the compile cache serves the second.
+
+
+_WRITTEN = ("slice_scatter", "scatter")  # (destination, ...): Note [written results]
 
 
 def to_mlir(
@@ -152,8 +156,23 @@ def to_mlir(
         if o.value.id in flat.sizes:
             flat.static(o.value)
 
+    # Note [written results]: IREE 3.13 also lets a tensor.insert_slice write into the
+    # buffer of a result that is its destination's value (``v = x[None, 1:3]`` returned,
+    # ``w = v.clone(); w[:, 0] = 5`` returned too, beside a result computed from constants,
+    # the gradient ``autograd.grad(v, x, c)``): ``v`` came back as ``w``. A result that is
+    # the destination of a write in the step (a copy is its value itself) is returned from
+    # behind an optimization barrier, which gives it a buffer of its own. (A value held wide
+    # at the edge is converted there, a new value already: no barrier, which would store a
+    # narrow bool that lavapipe loses bytes of.)
+    written = {e.names[op.inputs[0].id] for op in graph.ops if op.prim.name in _WRITTEN}
+    fenced: dict = {}
+
     def at_edge(o):
         x, a = edge.get(id(o)) or (e.names[o.value.id], o.value.aval)
+        if x in written and id(o) not in edge and a.dtype not in wide:
+            if x not in fenced:
+                fenced[x] = fence(e, x, a)
+            x = fenced[x]
         return (_convert(e, x, a, a.dtype, wide[a.dtype]) if a.dtype in wide else x), a
 
     if state_as_globals:
