@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from .eager.interceptor import current_interceptor
-from .runtime.compiled import _TORCH_BACKENDS, _UNCOMPILED
+from .runtime.compiled import TORCH_BACKENDS, UNCOMPILED_BACKENDS
 from .runtime.compiled import compile as compile  # noqa: PLC0414  (torch.compiler.compile)
 from .tracing.capture import Tracer
 
@@ -61,7 +61,7 @@ def assume_constant_result(fn):
 
 def list_backends(exclude_tags=("debug", "experimental")) -> list[str]:
     """The names ``staged.compile(backend=...)`` takes from torch.compile's."""
-    return sorted({*_TORCH_BACKENDS, *_UNCOMPILED})
+    return sorted({*TORCH_BACKENDS, *UNCOMPILED_BACKENDS})
 
 
 def reset() -> None:

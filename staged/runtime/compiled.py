@@ -1223,8 +1223,8 @@ MAX_ENTRIES = 8  # traces kept per call signature (torch.compile's cache_size_li
 # tracing/guards.py) that changes at every call (``self.steps += 1``, the tutorial's
 # ``run[0] += 1``) fails the guard of the trace that wrote it at the next call: each call
 # traces again (exact, the graph from the compile cache, but a trace costs more than an
-# eager step). After this many such traces in a row the call signature runs eagerly, with
-# a warning saying which value and what to do, as torch.compile falls back to eager code
+# eager step). After this many such traces in a row (whatever the call signatures) its
+# calls run eagerly, each signature from its next trace on, with a warning saying which value and what to do, as torch.compile falls back to eager code
 # past its recompile limit. A value that alternates (``model.train()`` in the step,
 # ``model.eval()`` between calls) keeps its traces and never gets here.
 RETRACE_LIMIT = 4
@@ -1440,10 +1440,10 @@ def compile(
                 "backend='inductor' (IREE's llvm-cpu), 'llvm-cpu', 'vulkan-spirv' or 'cuda'"
             )
         )
-    if disable or backend in _UNCOMPILED:
+    if disable or backend in UNCOMPILED_BACKENDS:
         return fn
     kwargs = dict(
-        backend=_TORCH_BACKENDS.get(backend, backend),
+        backend=TORCH_BACKENDS.get(backend, backend),
         dynamic=bool(dynamic),
         fallback=fallback,
         device=device,
@@ -1473,8 +1473,8 @@ def _ordinal(n: int) -> str:
 # torch split a function at what it cannot capture; staged never splits (what it cannot
 # capture raises ``CaptureError`` naming the line, or runs eagerly with
 # ``fallback="eager"`` or ``torch._dynamo.config.suppress_errors``).
-_TORCH_BACKENDS = {"inductor": "llvm-cpu"}
-_UNCOMPILED = ("eager", "aot_eager")
+TORCH_BACKENDS = {"inductor": "llvm-cpu"}
+UNCOMPILED_BACKENDS = ("eager", "aot_eager")
 _TORCH_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 

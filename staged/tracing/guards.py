@@ -459,9 +459,10 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
     """Guards on the globals and closure cells through which ``fn`` reads one of
     ``tensors`` (by identity) or a Python value (Note [source guards]), and on the members
     of ``roots`` ((name, object) pairs: the step's non-tensor arguments). ``before``: the
-    guards of a walk made before the trace; a number the trace itself changed (a counter
-    the body increments) is a side effect of the trace, not guarded, unless it is a
-    Module's (Note [attribute writes]). Without ``before`` (the walk before the trace)
+    guards of a walk made before the trace; a value the trace itself changed (a counter the
+    body increments) is guarded on its value at entry and written again after every call
+    (Note [attribute writes], Note [binding writes]), one that cannot be (a list it grew)
+    warns. Without ``before`` (the walk before the trace)
     every list or tuple of tensors is guarded by its items, for the walk after it to keep
     those whose items the trace read. Not ``whole``: only the members of ``roots`` that
     ``fn``'s code names (a hook's Module argument, its globals walked once already)."""
