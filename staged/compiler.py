@@ -1,12 +1,16 @@
 """``torch.compiler``'s counterpart: the names programs written for torch.compile call
 around their compiled functions (Note [torch.compile's arguments] in
-``staged/runtime/compiled.py``). staged captures whole graphs and never splits one, so
-``disable`` marks nothing: a function so marked is traced with its caller (what it
-cannot capture raises ``CaptureError``, or runs eagerly with ``fallback="eager"``)."""
+``staged/runtime/compiled.py``). staged captures whole graphs and never splits one: a
+function marked ``disable`` that returns nothing runs after the graph at each call, for
+its effects; one that returns values is traced with its caller (Note [disabled calls] in
+``staged/tracing/scalars.py``)."""
 
 from __future__ import annotations
 
+import dis
 import functools
+import inspect
+import types
 
 from .eager.interceptor import current_interceptor
 from .runtime.compiled import TORCH_BACKENDS, UNCOMPILED_BACKENDS
@@ -42,10 +46,51 @@ def is_exporting() -> bool:
 
 
 def disable(fn=None, recursive: bool = True, *, reason: str | None = None):
-    """``fn`` itself (a decorator with or without arguments): see the module's note."""
+    """A function that returns nothing (called for its effects: logging) run in Python at
+    every call of a compiled step that calls it, after the step's graph, with the values
+    its tensors have where the step calls it (Note [disabled calls] in
+    ``staged/tracing/scalars.py``), and as itself outside a trace; any other ``fn`` (one
+    returning values, a class, a Module) itself, traced with its caller. A decorator, with
+    or without arguments."""
     if fn is None:
         return functools.partial(disable, recursive=recursive, reason=reason)
-    return fn
+    if not _returns_nothing(fn):  # its result may flow on: traced with its caller
+        return fn
+
+    @functools.wraps(fn)
+    def outside_the_graph(*args, **kwargs):
+        icpt = current_interceptor()
+        if isinstance(icpt, Tracer):
+            return icpt.host_call(fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    return outside_the_graph
+
+
+def _returns_nothing(fn) -> bool:
+    """Whether ``fn`` is a plain function whose every ``return`` returns None (by its
+    bytecode): one called for its effects, which a compiled step can make after its graph.
+    One that returns values (or a generator, a class, a Module) is traced with its caller,
+    as any function (what it cannot capture raises ``CaptureError``)."""
+    f = inspect.unwrap(fn)
+    if isinstance(f, types.MethodType):
+        f = f.__func__
+    code = getattr(f, "__code__", None)
+    if not isinstance(f, types.FunctionType) or code is None or code.co_flags & _NOT_PLAIN:
+        return False
+    before = None
+    for ins in dis.get_instructions(code):
+        if ins.opname == "RETURN_CONST" and ins.argval is not None:
+            return False
+        if ins.opname == "RETURN_VALUE" and not (
+            before is not None and before.opname == "LOAD_CONST" and before.argval is None
+        ):
+            return False
+        before = ins
+    return True
+
+
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def allow_in_graph(fn):

@@ -348,6 +348,11 @@ def _signature(c, args, arg_names, names, wrt):
     for name, inp, _ in fed:
         g.inputs.append(inp)
         in_names.append(name)
+    if any(kind == "item" for kind, _ in c.out_leaves):  # Note [traced items]
+        raise ExportError(
+            "the step returns a number read by .item(), and an ONNX model returns only "
+            "tensors: return the tensor itself (loss, not loss.item())"
+        )
     n_grads = len(wrt)
     value_outs = [o for kind, o in c.out_leaves if kind == "value"]
     n_outs = len(value_outs) - n_grads

@@ -360,6 +360,8 @@ def like_strides(x, fmt=None) -> tuple | None:
     p = x._payload
     if type(p) is Meta:
         pass  # its strides, as an array's
+    elif getattr(p, "order", None) is not None:
+        pass  # a traced value laid out as eager's (Note [traced layouts] in tracing/capture.py)
     elif type(p) is not np.ndarray or (p.flags.c_contiguous and 1 not in shape):
         return None  # row-major (a dim of size 1 may have any stride)
     strides = x.stride()

@@ -20,6 +20,7 @@ import itertools
 import numbers
 import operator
 import weakref
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from .._where import at_user, sited, warn_once, warn_user
 from ..autodiff import Aval
 from .aliases import register, replaced
 from .grad_mode import _state
+from . import interceptor as _interceptor
 from .interceptor import current_interceptor
 from .meta import Meta
 from .printing import OPTIONS, array_text
@@ -164,6 +166,11 @@ class Tensor(_TensorOps):
             st = list(p.value.stride())
             if p.bdim is not None:
                 del st[p.bdim]
+        elif getattr(p, "order", None) is not None:  # eager's layout of a traced value
+            st, n = [0] * len(p.shape), 1  # (Note [traced layouts] in tracing/capture.py)
+            for d in reversed(p.order):
+                st[d] = n
+                n *= max(p.shape[d], 1)
         else:  # NumPy gives a new empty array zero strides; torch's are contiguous
             st, n = [], 1
             for s in reversed(p.shape):
@@ -396,6 +403,9 @@ class Tensor(_TensorOps):
                 self._payload = p.__array__(copy=True)
                 replaced(self, p, self._payload)  # with its aliases (Note [aliased memory])
                 p = self._payload
+        icpt = _interceptor.active
+        if icpt is not None and icpt[0] == get_ident():  # Note [data reads]
+            icpt[1].data_read(self)
         return p
 
     def numpy(self, *, force=False) -> np.ndarray:
@@ -452,6 +462,13 @@ class Tensor(_TensorOps):
         return p.reshape(())
 
     def item(self) -> Any:
+        p = self._payload
+        if type(p) is not np.ndarray and hasattr(p, "traced_item"):  # Note [traced items]
+            if p.size != 1:
+                raise RuntimeError(
+                    at_user(f"a Tensor with {p.size} elements cannot be converted to Scalar")
+                )
+            return p.traced_item(self)
         return self._one("a Tensor with {n} elements cannot be converted to Scalar").item()
 
     def tolist(self) -> Any:

@@ -166,8 +166,9 @@ class LBFGS(Optimizer):
     def _directional_evaluate(self, closure, x, t, d):
         """Loss and flat gradient at ``x + t * d``; the parameters are left at ``x``."""
         self._add_grad(t, d)
-        with enable_grad():
-            loss = float(closure())
+        with enable_grad():  # (float() outside it: torch's, which does not warn)
+            loss = closure()
+        loss = float(loss)
         flat_grad = self._gather_flat_grad()
         for p, pdata in zip(self._params, x):
             p.copy_(pdata)
@@ -271,7 +272,8 @@ class LBFGS(Optimizer):
                 self._add_grad(t, d)
                 if n_iter != max_iter:  # re-evaluate unless this is the last iteration
                     with enable_grad():
-                        loss = float(closure())
+                        loss = closure()
+                    loss = float(loss)
                     flat_grad = self._gather_flat_grad()
                     opt_cond = flat_grad.abs().max() <= tolerance_grad
                     ls_func_evals = 1

@@ -67,6 +67,7 @@ from ..lower.table import LoweringError
 from ..tracing.symbolic import CaptureError
 from ..tracing.pytree import flatten, flatten_call, unflatten
 from ..tracing.returned import rebuild, same_recipe
+from ..tracing.scalars import results
 from ..tracing.guards import Guards, is_value as _is_value, replay
 from ..eager.interceptor import current_interceptor
 from ..eager import autocast as _autocast
@@ -398,7 +399,10 @@ class CompiledGraph:
             replay(c.attr_writes)  # ``model.train()`` in the body (Note [attribute writes])
         for i, flag in c.arg_flags:  # x.requires_grad_() in the body
             leaves[i]._requires_grad = flag
-        out = [Tensor._wrap(res[x]) if kind == "value" else x for kind, x in c.out_leaves]
+        out = results(c.out_leaves, res)
+        for fn, tree, leaves in c.host_calls:  # Note [disabled calls]
+            a, kw = unflatten(tree, results(leaves, res))
+            fn(*a, **kw)
         if c.graphless or c.attr_outputs or c.returned:
             self._rebuild(leaves, res, out)
         return unflatten(c.out_tree, out)
@@ -1147,7 +1151,8 @@ class Compiled:
                     "step once more (it re-traces) before saving"
                 )
             )
-        if self._last.captured.rng is not None:  # Note [host draws]: none in a saved step
+        # Note [host draws], Note [disabled calls]: a saved step runs no Python
+        if self._last.captured.rng is not None or self._last.captured.host_calls:
             twin = _counter_twin(self.fn, self._last)
             return deploy.save(twin, directory, names, self.fn, target_cpu)
         return self._last.save(directory, names, self.fn, target_cpu)
@@ -1333,7 +1338,13 @@ def _same(a, b) -> bool:
 
 
 def _py_leaves(c) -> list:
-    return [x for kind, x in c.out_leaves if kind == "py"]
+    """The Python values among ``c``'s results; a traced scalar's expression (Note
+    [traced items]) as such: ``loss.item() * x.size(0)`` holds the batch size."""
+    return [
+        x if kind == "py" else f".item() expression {x}"
+        for kind, x in c.out_leaves
+        if kind != "value"
+    ]
 
 
 _EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager", or

@@ -57,6 +57,7 @@ from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from ..tracing.ir import Graph, Input, Output
 from ..tracing.pytree import flatten, unflatten
+from ..tracing.scalars import relabel, results
 from .checks import Checks
 from . import cpu
 from .compiler import (
@@ -231,7 +232,12 @@ def _output_leaves(c) -> list:
     index = {
         k: n for n, k in enumerate(k for k, o in enumerate(c.graph.outputs) if o.kind == "out")
     }
-    return [[kind, index[x] if kind == "value" else x] for kind, x in c.out_leaves]
+    return [
+        [kind, index[x] if kind == "value" else relabel(x, lambda o: ("out", index[o[1]]))]
+        if kind in ("value", "item")
+        else [kind, x]
+        for kind, x in c.out_leaves
+    ]
 
 
 def _is_json_scalar(v) -> bool:
@@ -336,10 +342,7 @@ class Deployed:
             res = self._invoke(arrays)
             if self._checks is not None:
                 self._checks.track(res[-1], res[:-1])
-        outs = [
-            Tensor._wrap(res[x]) if kind == "value" else x
-            for kind, x in self.manifest["out_leaves"]
-        ]
+        outs = results(self.manifest["out_leaves"], res)
         return unflatten(_tuplify(self.manifest["out_tree"]), outs)
 
     def _invoke(self, arrays) -> list:

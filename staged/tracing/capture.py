@@ -48,6 +48,29 @@ and the runtime sets it to ``get()`` before every call, so the change takes effe
 no re-trace. Where the number steers Python control flow (``if weight_decay:``) that
 code guards the branch instead (``Tracer.guard``).
 
+Note [data reads]: Python may read the data of a tensor from before the trace that no op
+of the trace read (``n = counter.item()``, ``a, b = scale.tolist()``, ``print(buf)``):
+``Tensor._host`` tells the tracer (``Tracer.data_read``). The number read is a constant
+of the graph, right only while that tensor holds the same data, so the trace is guarded
+on its version counter and its payload (in-place writes and a compiled call's write-back
+bump the one, ``t.data = ...`` replaces the other). A step that writes the tensor itself
+fails that guard at every call: its guard counts as a value the step writes (Note
+[counters run eagerly] in runtime/compiled.py). A tensor an op already read is symbolic:
+its ``.item()`` is a traced scalar (Note [traced items] in tracing/scalars.py), its other
+reads raise ``CaptureError``.
+
+Note [traced layouts]: eager's arrays have strides, and a draw that fills a tensor (a
+dropout mask, ``bernoulli_``, ``rand_like``) fills it in its memory order, as torch's
+does: a transposed view (``MultiheadAttention(batch_first=True)``'s output, which
+``TransformerEncoderLayer`` drops out) gets its numbers in its base's order. A traced
+value has no strides, so the tracer keeps eager's order of its dims in memory where it
+is not row-major (``Tracer.orders``): a permutation permutes its operand's; an
+elementwise op (NumPy's order "K") keeps its operands' where they agree, row-major where
+they differ, as NumPy does; every other op makes a row-major result. ``Symbolic.order``
+gives it to ``stride()``, ``is_contiguous()`` and the draws (``fills.like``). The step's
+arguments and state are taken as row-major (a compiled call does not check that a
+transposed one comes in).
+
 Note [hooks' reads]: a hook the trace runs (a Module's forward or backward hook, a global
 one, a state tensor's ``register_hook`` or post-accumulate hook) is the user's code as much
 as the step's body, but the step's code does not name it: the walk of Note [source
@@ -77,6 +100,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib
 import inspect
 import itertools
 import operator
@@ -120,6 +144,7 @@ from .ir import Graph, Output
 from .names import output_names, state_names
 from .pytree import flatten, unflatten
 from .returned import consumed, recipe
+from .scalars import TracedScalar, reads, relabel
 from .symbolic import CaptureError, Symbolic, user_location
 
 state_lock = threading.RLock()  # Note [one trace at a time]
@@ -207,6 +232,9 @@ class Captured:
     hooks_left: list = field(default_factory=list)
     # iterators the body advanced: [Position] (Note [iterators the body advances])
     advanced: list = field(default_factory=list)
+    # the functions marked torch.compiler.disable it called, made after each call's graph:
+    # [(fn, in_tree, leaves)] (Note [disabled calls] in tracing/scalars.py)
+    host_calls: list = field(default_factory=list)
     # Module attributes the body set, set again after every call: [(module, name, value)]
     # (Note [attribute writes] in tracing/guards.py)
     attr_writes: list = field(default_factory=list)
@@ -269,6 +297,10 @@ class Tracer:
         self.watched: dict[int, Watched] = {}
         self.consts: dict[int, tuple[Any, object]] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
+        self.scalars: list = []  # weakrefs to the traced scalars made (Note [traced items])
+        self.orders: dict = {}  # value id -> eager's order of its dims in memory, where not
+        # row-major (Note [traced layouts])
+        self.host_calls: list = []  # [(fn, in_tree, leaf specs)]: Note [disabled calls]
         self.guards: dict = {}  # key -> Guard
         self.live_inputs: dict = {}  # id(tensor) -> (tensor, get)
         self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
@@ -481,6 +513,62 @@ class Tracer:
         if t._serial < self.start:
             self._watch(t)
 
+    def traced_item(self, t: Tensor):
+        """``t.item()`` while tracing: its number where constants make it (Note [constant
+        data]), else a ``TracedScalar`` (Note [traced items] in ``tracing/scalars.py``)."""
+        refresh_stale(t)
+        p = t._payload
+        if not isinstance(p, Symbolic):  # a write made it concrete (``t.fill_(2)``)
+            return t.item()
+        if p.tracer is not self or self.finished:
+            p.__array__()  # raises: the tensor of another trace, or of a finished one
+        data = self.data_of(p.value)
+        if data is not None:
+            return np.asarray(data).reshape(()).item()
+        out = TracedScalar(("value", p.value), self)
+        self.scalars.append(weakref.ref(out))
+        return out
+
+    def host_call(self, fn, args, kwargs) -> None:
+        """``fn(*args, **kwargs)``, a function marked ``torch.compiler.disable``, called
+        while tracing: made by each compiled call after its graph, with the values its
+        tensors and traced scalars have here (Note [disabled calls] in
+        ``tracing/scalars.py``)."""
+        where = user_location()
+        name = getattr(fn, "__qualname__", repr(fn))
+        if self.rng != "host":
+            raise CaptureError(
+                f"{where}: {name} is marked torch.compiler.disable, so each call runs it "
+                "in Python; a step traced with rng='counter' (saved with step.save, "
+                "exported to ONNX) runs no Python at its calls. Call it outside the step"
+            )
+        leaves, tree = flatten((args, kwargs), lambda o: False)
+        specs = []
+        for x in leaves:
+            if isinstance(x, Tensor):
+                if x._serial < self.start and not isinstance(x._payload, Symbolic):
+                    self.lift(x)  # its value at this point of each call
+                refresh_stale(x)
+                specs.append(("value", self.value_of(x)))
+            elif type(x) is TracedScalar:
+                specs.append(("item", x.expr))
+            else:
+                specs.append(("py", x))
+        self.host_calls.append((fn, tree, specs))
+
+    def data_read(self, t: Tensor) -> None:
+        """Python read the data of ``t``, a tensor from before the trace that no op read
+        (``counter.item()``, ``mask.tolist()``): the trace is reused only while that data
+        is unchanged (Note [data reads])."""
+        if t._serial >= self.start or ("data", id(t)) in self.guards:
+            return
+        self.guard(
+            functools.partial(_data_stamp, t),
+            f"the data of tensor#{t._serial} (read at {user_location()})",
+            key=("data", id(t)),
+            show=_show_stamp,
+        )
+
     def value_of(self, t: Tensor):
         refresh_stale(t)  # a sibling view or the base was written since
         p = t._payload
@@ -528,6 +616,10 @@ class Tracer:
             self.grads[v.id] = tuple(t._requires_grad for t in inputs)
         if prim is ad.check:
             self.checks.append((v, params))
+        if prim is _PERMUTE or prim is _EXPAND or (self.orders and prim in _KEEPS_LAYOUT):
+            order = _order_of(prim, vals, params, self.orders)  # Note [traced layouts]
+            if order is not None:
+                self.orders[v.id] = order
         out = Symbolic(v, self)
         self.created.append(weakref.ref(out))
         return out
@@ -539,6 +631,52 @@ class Tracer:
         if t._serial < self.start and not isinstance(t._payload, Symbolic):
             self.lift(t)
         return self.value_of(t)
+
+
+_PERMUTE, _EXPAND = ad.shape.permute, ad.shape.expand
+_KEEPS_LAYOUT = frozenset(  # NumPy's ufuncs (order "K"): the result laid out as the operands
+    p
+    for p in vars(importlib.import_module("staged.autodiff.elementwise")).values()
+    if isinstance(p, ad.Primitive)
+)
+
+
+def _order_of(prim, vals, params, orders) -> tuple | None:
+    """The order in memory of the dims of ``prim``'s result in eager, where not row-major
+    (Note [traced layouts]): a permutation's of its operand's; an elementwise op's, that
+    of its operands where they all have one (NumPy's, where they differ: row-major)."""
+    if prim is _EXPAND:  # a broadcast (zero strides): it sets no order
+        return BROADCAST
+    if prim is _PERMUTE:
+        inverse = np.argsort(params["perm"])
+        before = orders.get(vals[0].id)
+        before = range(len(inverse)) if before is None or before is BROADCAST else before
+        order = tuple(int(inverse[d]) for d in before)
+        return None if order == tuple(range(len(order))) else order
+    found = {orders.get(v.id) for v in vals if v.aval.shape} - {BROADCAST}
+    return found.pop() if len(found) == 1 else None
+
+
+BROADCAST = ()  # ``Tracer.orders``' mark of a broadcast value: it follows the others
+
+
+def _data_written(c: Captured, tracer: Tracer) -> frozenset:
+    """The names of the data guards (Note [data reads]) on tensors the step writes: a
+    value it changes at every call (Note [counters run eagerly] in runtime/compiled.py)."""
+    written = {id(w.tensor) for w, _ in c.state_updates}
+    return frozenset(
+        g.name for key, g in tracer.guards.items() if key[0] == "data" and key[1] in written
+    )
+
+
+def _data_stamp(t: Tensor) -> tuple:
+    """What changes with ``t``'s data: its version (in-place writes, a compiled call's
+    write-back) and its payload (``t.data = ...``): Note [data reads]."""
+    return (t._vc[0] if t._vc is not None else None, id(t._payload))
+
+
+def _show_stamp(stamp: tuple) -> str:
+    return f"version {stamp[0]}"
 
 
 def _library(fn) -> bool:
@@ -708,9 +846,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
                 holder = [fn(*a, **kw)]  # the only reference, so _finish can drop it
             captured = _finish(tracer, holder, in_tree, wrappers)
         except BaseException:  # and its Python values: a failed trace changes nothing
-            undo_writes(fn, before, roots)
-            for hook, hook_before, hook_roots, whole in tracer.hooks.values():
-                undo_writes(hook, hook_before, hook_roots, whole)
+            _undo_writes(fn, tracer, before, roots)
             raise
         finally:
             interceptor.restore_interceptor(prev)
@@ -735,9 +871,10 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         values = [w for w in written.values() if not holds_tensor(w[2:4])]
         at_entry(captured.guards, [w[:4] for w in values])
         captured.attr_writes = [(m, k, after) for m, k, _, after, _ in values]
-        captured.wrote = frozenset(w[4] for w in values)
+        captured.wrote = frozenset(w[4] for w in values) | _data_written(captured, tracer)
         tensors = _tensor_writes(g, [w for w in written.values() if holds_tensor(w[2:4])])
         escaped, grad = _escaped(tracer)  # after the restore: only the body's own stores remain
+        _refuse_kept_scalars(fn, tracer, before, roots)
         escaped = _attr_outputs(captured, tracer, escaped, tensors)
         for t in escaped:
             g.outputs.append(Output(t._payload.value, "escaped", f"tensor{t._serial}"))
@@ -812,6 +949,11 @@ def _name(c: Captured, tracer: Tracer, fn, arg_names, leaves) -> None:
     for (kind, k), name in zip(c.out_leaves, outs):
         if kind == "value":
             g.outputs[k].name = name
+        elif kind == "item":  # Note [traced items]: the tensors its number reads
+            read = reads(k)
+            for j, (_, o) in enumerate(read):
+                if g.outputs[o].name == f"out{o}":  # not a result or another's already
+                    g.outputs[o].name = f"{name}.item" if len(read) == 1 else f"{name}.item{j}"
     for i, k in c.arg_updates:  # an argument's new value
         g.outputs[k].name = arg_names[i]
 
@@ -852,7 +994,9 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
     returned = {}  # Note [returned state]
     args = {id(w): i for i, w in wrappers}
     for pos, leaf in enumerate(out_leaves_raw):
-        if isinstance(leaf, Tensor):
+        if type(leaf) is TracedScalar:  # Note [traced items]
+            out_leaves.append(("item", relabel(leaf.expr, functools.partial(_item_output, g))))
+        elif isinstance(leaf, Tensor):
             g.outputs.append(Output(tracer.output_value(leaf), "out", f"out{len(g.outputs)}"))
             out_leaves.append(("value", len(g.outputs) - 1))
             how = _returned(tracer, leaf, args)
@@ -973,7 +1117,33 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         arg_views=arg_views,
         arg_flags=arg_flags,
         returned=returned,
+        host_calls=[(fn, tree, _host_leaves(g, specs)) for fn, tree, specs in tracer.host_calls],
     )
+
+
+def _host_leaves(g: Graph, specs: list) -> list:
+    """The leaves of a disabled function's arguments as ``scalars.results`` reads them from
+    a call's outputs (Note [disabled calls])."""
+    out = functools.partial(_item_output, g)
+    return [
+        ("value", out(s)[1])
+        if s[0] == "value"
+        else ("item", relabel(s[1], out))
+        if s[0] == "item"
+        else s
+        for s in specs
+    ]
+
+
+def _item_output(g: Graph, leaf: tuple) -> tuple:
+    """``("out", k)``: the output ``k`` that gives a traced scalar's tensor (Note [traced
+    items]), one per value."""
+    v = leaf[1]
+    for k, o in enumerate(g.outputs):
+        if o.value is v and o.kind == "out":
+            return ("out", k)
+    g.outputs.append(Output(v, "out", f"out{len(g.outputs)}"))
+    return ("out", len(g.outputs) - 1)
 
 
 def _returned(tracer: Tracer, leaf: Tensor, args: dict) -> tuple | None:
@@ -1199,6 +1369,27 @@ def _freeze_heap() -> bool:
     thaw = gc.get_freeze_count() == 0
     gc.freeze()
     return thaw
+
+
+def _undo_writes(fn, tracer: Tracer, before, roots) -> None:
+    """Put back the Python values the body and its hooks changed (a failed trace)."""
+    undo_writes(fn, before, roots)
+    for hook, hook_before, hook_roots, whole in tracer.hooks.values():
+        undo_writes(hook, hook_before, hook_roots, whole)
+
+
+def _refuse_kept_scalars(fn, tracer: Tracer, before, roots) -> None:
+    """Raise where the body kept a traced scalar outside its results (Note [traced
+    items]): alive after the trace (``_escaped`` collected), something outside holds it."""
+    kept = [s for s in (r() for r in tracer.scalars) if s is not None]
+    if kept:
+        _undo_writes(fn, tracer, before, roots)
+        raise CaptureError(
+            f"{kept[0].where}: the number read by .item() here was stored outside the "
+            "compiled step's results (in a list, an attribute, a global, or an object it "
+            "returned): a compiled call gives such a number only as a result. Return it "
+            "from the step (in a tuple, list or dict) and store it after the call"
+        )
 
 
 def _escaped(tracer: Tracer) -> tuple[list, set]:

@@ -151,9 +151,12 @@ from typing import Any
 import numpy as np
 
 from ..eager.tensor import Tensor
+from .scalars import TracedScalar
 
 _MISSING = object()
-_VALUES = (numbers.Number, np.generic, str, bytes, type(None))  # guarded by value
+# guarded by value; a traced scalar the body stored is seen as a value it wrote (and put
+# back: Note [traced items]), the same only as itself
+_VALUES = (numbers.Number, np.generic, str, bytes, type(None), TracedScalar)
 
 
 class Guard:
@@ -423,7 +426,8 @@ def same_value(a, b) -> bool:
     return True
 
 
-_KINDS: dict[type, str] = {}  # type -> how ``same_value`` compares its objects (a cache)
+# type -> how ``same_value`` compares its objects (a cache)
+_KINDS: dict[type, str] = {TracedScalar: "object"}
 
 
 def _kind(t: type) -> str:

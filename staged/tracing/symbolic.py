@@ -65,5 +65,16 @@ class Symbolic:
             "is traced: move such code outside the compiled function."
         )
 
+    @property
+    def order(self):
+        """Eager's order of this value's dims in memory, outermost first, where it is not
+        row-major; else None (Note [traced layouts] in ``tracing/capture.py``)."""
+        return self.tracer.orders.get(self.value.id) or None  # (a broadcast's mark: ())
+
+    def traced_item(self, t):
+        """``t.item()`` of ``t``, a tensor holding this value (Note [traced items] in
+        ``tracing/scalars.py``)."""
+        return self.tracer.traced_item(t)
+
     def __repr__(self) -> str:
         return f"<symbolic {self.value!r}: {self.value.aval}>"

@@ -5,6 +5,7 @@ against eager, and their constructor errors against torch's."""
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -363,3 +364,22 @@ def test_lbfgs_under_compile_says_it_runs_eagerly():
         RuntimeError, match="LBFGS.step needs data-dependent control flow .* runs eagerly"
     ):
         staged.compile(step)()
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_step_warns_nothing_as_torch(line_search):
+    """``float(closure())`` ran under ``enable_grad``: the requires-grad scalar warning,
+    which torch (converting under the step's no_grad) never gives."""
+    w = staged.nn.Parameter(staged.tensor([1.5, -0.5]))
+    opt = staged.optim.LBFGS([w], max_iter=3, line_search_fn=line_search)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((w - 1) ** 2).sum()
+        loss.backward()
+        return loss
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step(closure)
+    assert w.tolist() == pytest.approx([1.0, 1.0], abs=1e-4)

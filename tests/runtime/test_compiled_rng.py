@@ -100,6 +100,44 @@ def test_draws_inside_a_step_are_torch_s_at_every_call():
     np.testing.assert_array_equal(staged.get_rng_state().numpy(), torch.get_rng_state().numpy())
 
 
+def _transposed_draws(lib, x):
+    y = (x.transpose(0, 1) * 2).exp()  # a transposed layout, kept by elementwise ops
+    return (
+        lib.nn.functional.dropout(x.transpose(1, 2), 0.5),
+        lib.rand_like(y),
+        lib.randn_like(y),
+        lib.empty_like(y).bernoulli_(0.5),
+        y.clone().uniform_(),
+    ), (y.stride(), y.is_contiguous(), (y + 1).stride())
+
+
+def test_draws_fill_a_transposed_tensor_in_its_memory_order_as_eager_and_torch():
+    """Note [traced layouts]: a traced value has no strides; a draw filled it in row-major
+    order, not eager's (and torch's) memory order, so a compiled
+    ``TransformerEncoderLayer(batch_first=True)`` dropped out other elements."""
+    torch.manual_seed(3)
+    want, layout = _transposed_draws(torch, torch.ones(2, 3, 4))
+    step = staged.compile(lambda x: _transposed_draws(staged, x))
+    for _ in range(2):  # the tracing call, then a compiled one
+        staged.manual_seed(3)
+        got, got_layout = step(staged.ones(2, 3, 4))
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert got_layout == layout == ((4, 12, 1), False, (4, 12, 1))
+
+
+def test_a_compiled_batch_first_encoder_layer_drops_out_eagers_elements():
+    def run(compiled):
+        staged.manual_seed(0)
+        layer = staged.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.5, batch_first=True)
+        f = staged.compile(layer) if compiled else layer
+        x = staged.randn(3, 5, 8)
+        return [f(x).detach().numpy() for _ in range(2)]
+
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_draws_from_traced_probabilities_and_means_are_torch_s():
     """bernoulli(p), bernoulli_(p) and normal(mean, std) of tensors the step computes: the
     uniforms and normals are drawn on the host, the comparison and scaling in the graph."""

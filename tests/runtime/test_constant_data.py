@@ -58,5 +58,5 @@ def test_a_branch_on_constants_takes_the_eager_branch():
 
 def test_data_an_argument_reaches_still_raises():
     step = staged.compile(lambda x: x * 2 if x.sum().item() > 0 else x)
-    with pytest.raises(CaptureError, match="needs the data of a tensor that is being captured"):
+    with pytest.raises(CaptureError, match=r"comparing it \(>\) needs the number read by"):
         step(staged.ones(2))

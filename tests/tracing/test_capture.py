@@ -98,7 +98,7 @@ def test_tensor_hook_and_no_grad_block_take_effect_at_trace_time():
 
 
 @pytest.mark.parametrize(
-    "use", [lambda t: t.item(), lambda t: bool(t > 0), lambda t: t.numpy(), lambda t: float(t)]
+    "use", [lambda t: bool(t > 0), lambda t: t.numpy(), lambda t: float(t), lambda t: t.tolist()]
 )
 def test_data_access_under_capture_names_the_call_site(use):
     def f(x):
@@ -108,6 +108,14 @@ def test_data_access_under_capture_names_the_call_site(use):
 
     with pytest.raises(CaptureError, match=r"test_capture\.py:\d+: this needs the data"):
         staged.capture(f, staged.randn(3))
+
+
+def test_a_boolean_mask_under_capture_says_what_a_mask_needs():
+    def f(x, mask):
+        return x[mask].sum()
+
+    with pytest.raises(CaptureError, match=r"test_capture\.py:\d+: indexing with a boolean mask"):
+        staged.capture(f, staged.randn(4), staged.tensor([True, False, True, False]))
 
 
 def test_python_scalars_and_structure_round_trip():

@@ -26,6 +26,7 @@ from ... import dtypes as dt
 from ...autodiff import fused, lax
 from ...autodiff.avals import normalize_dims
 from ...autodiff.indexing import slice_shape
+from ..._where import at_user
 from ..checks import check_range, require
 from ..grad_mode import _state
 from ..loop_cache import LoopCache
@@ -135,12 +136,32 @@ def _expand_masks(entries, shape):
         if isinstance(i, Tensor) and i.dtype is dt.bool_:
             ms = i._payload.shape
             _check_mask(i, shape[d:])
-            out.extend(Tensor._wrap(a.astype(np.int64)) for a in np.nonzero(np.asarray(i)))
+            out.extend(Tensor._wrap(a.astype(np.int64)) for a in np.nonzero(_mask_data(i)))
             d += len(ms)
         else:
             out.append(i)
             d += _consumes(i)
     return out
+
+
+def _mask_data(mask: Tensor) -> np.ndarray:
+    """The data of a boolean index; for one a staged trace has no data of (its
+    ``CaptureError``), that error saying what a mask index needs and what to do."""
+    try:
+        return np.asarray(mask)
+    except RuntimeError as err:
+        if not hasattr(mask._payload, "traced_item"):  # not a traced tensor's error
+            raise
+        raise type(err)(
+            at_user(
+                "indexing with a boolean mask that the step computes or is given (x[mask]) "
+                "gives a result whose shape depends on the mask's values, which a compiled "
+                "step has no data of. Weight by the mask instead "
+                "((loss * mask).sum() / mask.sum(), torch.where(mask, x, 0)), pass the "
+                "indices (mask.nonzero().squeeze(1), made outside the step), or compile "
+                "with fallback='eager'"
+            )
+        ) from None
 
 
 def _is_unit_mask(i) -> bool:

@@ -939,12 +939,19 @@ def dropout(input, p=0.5, training=True, inplace=False):
             )
         noise = Tensor._wrap(_kept(keep, 1 - p), False)
     else:
+        layout = fills.like(input)  # eager's order (Note [traced layouts])
+
+        def fill(gen, s):  # ``s``: a shape, or a layout (an array) from a draw hook
+            if type(s) is not np.ndarray:
+                s = layout if s == layout.shape else np.empty(s, np.bool_)
+            return fills.bernoulli(gen, np.empty_like(s, np.bool_), 1 - p)
+
         keep = drawn(
             None,
             "F.dropout",
             input.shape,
             dt.bool_,
-            lambda gen, s: fills.bernoulli(gen, np.empty(s, np.bool_), 1 - p),
+            fill,
             lambda: ew.ge(rand_uniform(input.shape, input.dtype), p),
         )
         scale = _kept(np.ones((), input.dtype.np), 1 - p)  # as eager's mask / (1 - p)

@@ -41,6 +41,8 @@ def is_contiguous(x, memory_format=None) -> bool:
     if type(p) is np.ndarray or type(p) is Meta:
         if rank is None:
             return bool(p.flags.c_contiguous)
+    elif getattr(p, "order", None) is not None:
+        pass  # a traced value laid out as eager's (Note [traced layouts] in tracing/capture.py)
     elif not _batched(p):
         return rank is None  # a compiled step's: row-major
     elif rank is not None:

@@ -77,10 +77,16 @@ def check_range(low: int, top: int, d) -> None:
 
 
 def like(t) -> np.ndarray:
-    """The array a fill of tensor ``t`` follows: its payload, or an empty contiguous one
-    where that is symbolic (under capture) or on a device."""
+    """The array a fill of tensor ``t`` follows: its payload, or an empty one where that
+    is on a device (contiguous) or symbolic (under capture: laid out as eager's, Note
+    [traced layouts] in tracing/capture.py)."""
     p = t._payload
-    return p if isinstance(p, np.ndarray) else np.empty(tuple(t.shape), t.dtype.np)
+    if isinstance(p, np.ndarray):
+        return p
+    order = getattr(p, "order", None)
+    if order is None:
+        return np.empty(tuple(t.shape), t.dtype.np)
+    return np.empty([t.shape[d] for d in order], t.dtype.np).transpose(np.argsort(order))
 
 
 class New:
