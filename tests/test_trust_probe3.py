@@ -548,10 +548,13 @@ def test_a_returned_parameter_is_the_parameter():
         np.testing.assert_allclose(ours, eager, rtol=1e-6)
 
 
-def test_a_step_whose_python_state_keeps_changing_keeps_a_bounded_number_of_traces():
+def test_a_step_whose_python_state_keeps_changing_keeps_a_bounded_number_of_traces(
+    monkeypatch,
+):
     """A step re-traced at every call (a number it reads keeps changing) keeps at most
     ``MAX_ENTRIES`` traces, which every call checks in turn (the least recently used go,
     and a value whose trace went is traced again); the values stay eager's."""
+    from staged.runtime import compile_config
     from staged.runtime.compiled import MAX_ENTRIES
 
     def run(compiled):
@@ -576,8 +579,8 @@ def test_a_step_whose_python_state_keeps_changing_keeps_a_bounded_number_of_trac
             out.append(f(x, y).item())
         return out, _host(list(m.parameters())), f
 
-    with pytest.warns(UserWarning, match="re-traced and compiled for the 9th time"):
-        ours, state, f = run(True)
+    monkeypatch.setattr(compile_config, "recompile_limit", 64)  # every call traces
+    ours, state, f = run(True)
     eager, eager_state, _ = run(False)
     _close(ours, eager)
     _close(state, eager_state)

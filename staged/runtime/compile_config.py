@@ -1,7 +1,8 @@
 """Settings every compiled step reads, under the names of torch's ``torch._dynamo.config``
 (``staged._dynamo.config`` is this module): ``recompile_limit`` (alias
-``cache_size_limit``), the re-traces of one function before a warning says why it keeps
-re-tracing; ``suppress_errors``, True to run a function that cannot be captured, lowered
+``cache_size_limit``), the re-traces of one function after which a call none of its
+traces serves runs eagerly, with a warning saying why it kept re-tracing (Note [the
+recompile limit] in ``compiled.py``); ``suppress_errors``, True to run a function that cannot be captured, lowered
 or compiled eagerly, with a warning, as ``fallback="eager"`` does for one step. Other
 names torch's config has (``automatic_dynamic_shapes``, ``capture_scalar_outputs``...)
 can be set and read, and change nothing here: staged captures whole graphs."""

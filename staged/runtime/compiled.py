@@ -700,6 +700,7 @@ class Compiled:
         self._rewrites = 0  # re-traces in a row for a value the last trace wrote
         self.last_retrace_reason = None
         self._warned_stores = False
+        self._over_limit = False  # Note [the recompile limit]
         self._warned_boundary = False
         self.history: list = []  # per trace: why, and what it made (explain())
         self._lock = threading.RLock()
@@ -772,18 +773,22 @@ class Compiled:
                 "(count calls in the loop) or in a tensor (`self.steps += 1` on a tensor "
                 "is part of the graph)",
             )
+        if self.traces > compile_config.recompile_limit:  # Note [the recompile limit]
+            self.calls.note("eager (the recompile limit)")
+            if not self._over_limit:
+                self._over_limit = True
+                self._remember(eager=f"the recompile limit ({compile_config.recompile_limit})")
+                warnings.warn(
+                    f"staged.compile: {self.name} would be re-traced and compiled for the "
+                    f"{_ordinal(self.traces)} time (more than {compile_config.recompile_limit}"
+                    ", the recompile limit: torch._dynamo.config.recompile_limit), this time "
+                    f"because {self.last_retrace_reason}; as torch's, calls its traces do not "
+                    "serve run eagerly from now on. Pass values that change between calls as "
+                    "tensors, use dynamic=True for a batch size that varies, or raise the limit",
+                    stacklevel=3,
+                )
+            return self.fn(*args, **kwargs)
         log.info("tracing %s: %s", self.name, self.last_retrace_reason)
-        if self.traces == compile_config.recompile_limit + 1:
-            warnings.warn(
-                f"staged.compile: {self.name} is "
-                f"re-traced and compiled for the {_ordinal(self.traces)} time (more than "
-                f"{compile_config.recompile_limit}, the recompile limit: "
-                "torch._dynamo.config.recompile_limit), this time "
-                f"because {self.last_retrace_reason}. Pass values that change "
-                "between calls as tensors, or use dynamic=True for a batch size "
-                "that varies",
-                stacklevel=3,
-            )
         if batched and batch == 0:
             raise DynamicError(
                 "staged.compile(dynamic=True) traces with the call's batch, "
@@ -1347,6 +1352,11 @@ def _py_leaves(c) -> list:
     ]
 
 
+# Note [the recompile limit]: a function traced more than ``recompile_limit`` times
+# (torch._dynamo.config's, 8) re-traces at almost every call (a size or a number that keeps
+# changing), each a compile of seconds. As torch's does at its limit, a call that none of
+# its traces serves then runs eagerly, with one warning saying why it was re-traced last;
+# its traces keep serving the calls they match.
 _EAGER = "eager"  # an _entries value: these arguments run eagerly (fallback="eager", or
 # Note [autograd boundary])
 
@@ -1380,7 +1390,8 @@ def compile(
     when what the trace read changed: a Module's training flag or parameter objects, a
     tensor or number read through a global or closure that was rebound (Note [source
     guards]); ``last_retrace_reason`` names what changed (``x: shape (32, 784) -> (33,
-    784)``), and the 9th re-trace warns. Optimizer hyper-parameters (``lr``, ``betas``,
+    784)``); past 8 re-traces (``torch._dynamo.config.recompile_limit``) a call that no
+    trace serves runs eagerly, with one warning (Note [the recompile limit]). Optimizer hyper-parameters (``lr``, ``betas``,
     ...) are read at every call, so a scheduler needs no re-trace. Python ``random``,
     ``numpy.random`` and clock reads while tracing warn: their value is frozen.
 

@@ -283,25 +283,29 @@ def test_re_trace_reasons_name_the_argument_and_the_change():
     assert "x: dtype float64 -> float32; x: requires_grad" in f.explanation()
 
 
-def test_more_than_eight_re_traces_warn_once_naming_why(caplog):
+def test_past_the_recompile_limit_calls_no_trace_serves_run_eagerly(caplog):
+    """Note [the recompile limit]: as torch's, after 8 re-traces a call that needs another
+    runs eagerly (one warning naming why), and the traces keep serving their calls."""
     f = staged.compile(lambda x: x * 2)
     with (
         warnings.catch_warnings(record=True) as caught,
         caplog.at_level(logging.INFO, logger="staged"),
     ):
         warnings.simplefilter("always")
-        for n in range(1, 13):
-            f(staged.ones(n))
+        for n in [*range(1, 13), 3, 12]:
+            assert f(staged.ones(n)).tolist() == [2.0] * n
     msgs = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
     assert msgs == [
-        f"staged.compile: {f.__qualname__} is re-traced and compiled for the 9th time "
+        f"staged.compile: {f.__qualname__} would be re-traced and compiled for the 9th time "
         "(more than 8, the recompile limit: torch._dynamo.config.recompile_limit), this time "
-        "because x: "
-        "shape (9,) -> (10,). Pass values that change between calls as tensors, "
-        "or use dynamic=True for a batch size that varies"
+        "because x: shape (9,) -> (10,); as torch's, calls its traces do not serve run "
+        "eagerly from now on. Pass values that change between calls as tensors, use "
+        "dynamic=True for a batch size that varies, or raise the limit"
     ]
     assert caught[0].filename == __file__
-    assert sum("tracing" in r.getMessage() for r in caplog.records) == 12
+    assert sum("tracing" in r.getMessage() for r in caplog.records) == f.traces == 9
+    assert "calls 10-12: eager (the recompile limit)" in f.explanation()
+    assert "call 13: compiled (trace 3)" in f.explanation()
 
 
 def test_storing_a_new_tensor_at_every_call_warns_at_the_second_naming_the_line():
