@@ -36,6 +36,11 @@ _TYPE_META = {
 }
 
 
+# the package dtypes and sizes print as: "torch" where staged stands in for it
+# (``staged.as_torch``), so a program prints (and compares) torch's ``torch.float32``
+PACKAGE = "staged"
+
+
 class DType:
     """A tensor element type; ``staged.float32`` and friends are the instances."""
 
@@ -66,7 +71,7 @@ class DType:
         self.type_meta = _TYPE_META[name]  # "float": as some of torch's messages name it
 
     def __repr__(self) -> str:
-        return f"staged.{self.name}"
+        return f"{PACKAGE}.{self.name}"
 
     def __reduce__(self):
         return (from_numpy_dtype, (self.np,))

@@ -892,7 +892,7 @@ class Size(tuple):
     """``tensor.shape``: a tuple, printed as PyTorch prints it."""
 
     def __repr__(self):
-        return f"staged.Size({list(self)})"
+        return f"{dt.PACKAGE}.Size({list(self)})"
 
     def numel(self) -> int:
         n = 1

@@ -19,6 +19,7 @@ import os
 import sys
 import types
 
+from .. import dtypes
 from ..runtime.compiled import compile as staged_compile
 
 
@@ -60,6 +61,7 @@ def as_torch() -> None:
         )
     if _ALIAS not in sys.meta_path:
         sys.meta_path.insert(0, _ALIAS)
+    dtypes.PACKAGE = "torch"  # ``print(x.dtype)``: torch.float32, as the program expects
 
 
 class _Globals(dict):

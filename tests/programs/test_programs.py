@@ -78,6 +78,19 @@ def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
 
 
+def test_dtypes_and_sizes_print_as_torchs_when_staged_stands_in_for_torch(tmp_path):
+    script = tmp_path / "prints.py"
+    script.write_text(
+        "import torch\nx = torch.ones(2, 3, dtype=torch.bfloat16)\n"
+        "print(x.dtype, x.shape, str(x.dtype) == 'torch.bfloat16', f'{torch.float32}')\n"
+    )
+    ours = subprocess.run(
+        [sys.executable, "-m", "staged.torch_compat", str(script)], capture_output=True, text=True
+    )
+    theirs = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert ours.stdout == theirs.stdout == "torch.bfloat16 torch.Size([2, 3]) True torch.float32\n"
+
+
 def test_classes_the_script_defines_pickle_as_under_python_script_py(tmp_path):
     """The script is ``__main__``: pickle finds its classes there, as ``torch.save(model)``
     of a model class of the script needs (and multiprocessing's arguments)."""
