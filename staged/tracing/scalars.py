@@ -205,19 +205,6 @@ class TracedScalar:
     __array__ = _needs("NumPy (or a tensor op)")
 
 
-def holds_traced(v, depth: int = 0) -> bool:
-    """Whether ``v`` is a traced scalar, or a list, tuple or dict holding one."""
-    if type(v) is TracedScalar:
-        return True
-    if depth > 3:
-        return False
-    if isinstance(v, (list, tuple)):
-        return any(holds_traced(x, depth + 1) for x in v)
-    if isinstance(v, dict):
-        return any(holds_traced(x, depth + 1) for x in v.values())
-    return False
-
-
 def results(out_leaves, res) -> list:
     """A call's result leaves (``Captured.out_leaves``, a saved step's ``out_leaves``) from
     its outputs ``res``: tensors, the numbers of traced scalars read from theirs as eager
