@@ -5,6 +5,8 @@ errors for bad inputs; a compiled training step of an encoder equal to the eager
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -210,3 +212,26 @@ def test_torch_state_dict_roundtrip_through_checkpoint(tmp_path):
         rtol=2e-5,
         atol=2e-5,
     )
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(norm_first=True, batch_first=True),
+        dict(batch_first=False),
+        dict(batch_first=True),
+        dict(batch_first=True, activation=lambda x: x),
+        dict(batch_first=True, nhead=1),
+    ],
+)
+def test_encoder_warns_as_torch_where_it_cannot_use_nested_tensors(kw):
+    def warned(lib):
+        kw2 = {"nhead": 2, **kw}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lib.nn.TransformerEncoder(
+                lib.nn.TransformerEncoderLayer(8, dim_feedforward=16, **kw2), 2
+            )
+        return [(str(w.message), w.filename) for w in caught]
+
+    assert warned(staged) == warned(torch)

@@ -10,6 +10,7 @@ import copy
 
 import numpy as np
 
+from ..._where import warn_user
 from ...eager.factories import full
 from ...eager.grad_mode import is_grad_enabled
 from ...eager.interceptor import current_interceptor
@@ -225,7 +226,13 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
-        self.use_nested_tensor = enable_nested_tensor and _nested_layer(encoder_layer)
+        why = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why:  # torch's warning, at the user's line
+            warn_user(
+                "enable_nested_tensor is True, but self.use_nested_tensor is False because "
+                f"encoder_layer{why}"
+            )
+        self.use_nested_tensor = enable_nested_tensor and not why
         self.mask_check = mask_check
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
@@ -271,19 +278,28 @@ class TransformerEncoder(Module):
         return padded
 
 
-def _nested_layer(layer):
-    """Whether torch's TransformerEncoder can run copies of ``layer`` on nested tensors."""
+def _why_not_nested(layer):
+    """Why torch's TransformerEncoder cannot run copies of ``layer`` on nested tensors
+    (the end of its warning, after ``encoder_layer``), or "" where it can."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return " was not TransformerEncoderLayer"
     attn, act = layer.self_attn, layer.activation
-    return (
-        isinstance(layer, TransformerEncoderLayer)
-        and not layer.norm_first
-        and attn.batch_first
-        and attn._qkv_same_embed_dim
-        and attn.in_proj_bias is not None
-        and (act is F.relu or act is F.gelu or isinstance(act, (ReLU, GELU)))
-        and layer.norm1.eps == layer.norm2.eps
-        and attn.num_heads % 2 == 0
+    checks = (
+        (layer.norm_first, ".norm_first was True"),
+        (
+            not attn.batch_first,
+            ".self_attn.batch_first was not True(use batch_first for better inference performance)",
+        ),
+        (not attn._qkv_same_embed_dim, ".self_attn._qkv_same_embed_dim was not True"),
+        (attn.in_proj_bias is None, ".self_attn was passed bias=False"),
+        (
+            not (act is F.relu or act is F.gelu or isinstance(act, (ReLU, GELU))),
+            ".activation_relu_or_gelu was not True",
+        ),
+        (layer.norm1.eps != layer.norm2.eps, ".norm1.eps was not equal to encoder_layer.norm2.eps"),
+        (attn.num_heads % 2 == 1, ".self_attn.num_heads is odd"),
     )
+    return next((why for failed, why in checks if failed), "")
 
 
 class TransformerDecoder(Module):
