@@ -34,6 +34,7 @@ from . import interceptor as _interceptor
 from .interceptor import current_interceptor
 from .meta import Meta
 from .printing import OPTIONS, array_text
+from .strides import dense_strides
 
 if TYPE_CHECKING:
     from builtins import bool as _bool
@@ -167,10 +168,7 @@ class Tensor(_TensorOps):
             if p.bdim is not None:
                 del st[p.bdim]
         elif getattr(p, "order", None) is not None:  # eager's layout of a traced value
-            st, n = [0] * len(p.shape), 1  # (Note [traced layouts] in tracing/capture.py)
-            for d in reversed(p.order):
-                st[d] = n
-                n *= max(p.shape[d], 1)
+            st = list(dense_strides(p.shape, p.order[::-1]))  # (Note [traced layouts])
         else:  # NumPy gives a new empty array zero strides; torch's are contiguous
             st, n = [], 1
             for s in reversed(p.shape):
