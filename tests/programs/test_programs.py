@@ -65,29 +65,33 @@ def test_as_torch_refuses_when_torch_is_imported():
         staged.as_torch()
 
 
+def _as_torch(tmp_path, name: str, text: str, real_torch: bool = False):
+    """Run ``text`` as the script ``name`` with staged standing in for torch (or with torch
+    itself)."""
+    script = tmp_path / name
+    script.write_text(text)
+    run = [] if real_torch else ["-m", "staged.torch_compat"]
+    return subprocess.run([sys.executable, *run, str(script)], capture_output=True, text=True)
+
+
 def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
-    script = tmp_path / "uses_fx.py"
-    script.write_text(
+    p = _as_torch(
+        tmp_path,
+        "uses_fx.py",
         "import torch.nn\nassert torch.nn.Linear is __import__('staged').nn.Linear"
-        "\nimport torch.fx\n"
-    )
-    p = subprocess.run(
-        [sys.executable, "-m", "staged.torch_compat", str(script)], capture_output=True, text=True
+        "\nimport torch.fx\n",
     )
     assert p.returncode == 1
     assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
 
 
 def test_dtypes_and_sizes_print_as_torchs_when_staged_stands_in_for_torch(tmp_path):
-    script = tmp_path / "prints.py"
-    script.write_text(
+    text = (
         "import torch\nx = torch.ones(2, 3, dtype=torch.bfloat16)\n"
         "print(x.dtype, x.shape, str(x.dtype) == 'torch.bfloat16', f'{torch.float32}')\n"
     )
-    ours = subprocess.run(
-        [sys.executable, "-m", "staged.torch_compat", str(script)], capture_output=True, text=True
-    )
-    theirs = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    ours = _as_torch(tmp_path, "prints.py", text)
+    theirs = _as_torch(tmp_path, "prints.py", text, real_torch=True)
     assert ours.stdout == theirs.stdout == "torch.bfloat16 torch.Size([2, 3]) True torch.float32\n"
 
 
