@@ -1189,8 +1189,9 @@ class Module:
     def train(self, mode=True):
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for m in self.modules():
-            object.__setattr__(m, "training", mode)
+        object.__setattr__(self, "training", mode)
+        for m in self.children():  # through their own train(): an override runs, as torch's
+            m.train(mode)
         return self
 
     def eval(self):

@@ -744,3 +744,30 @@ def test_module_compile_compiles_the_calls_in_place():
     net(staged.tensor(X[:, :1])).sum().backward()
     assert (compiled.traces, len(scale)) == (traces, hook_calls)  # hooks ran while tracing
     assert copy.deepcopy(net)._compiled_call_impl is None  # a copy runs eagerly, as torch's
+
+
+def test_train_and_eval_call_each_childs_own_train():
+    """torch's train() calls train(mode) on each child, so an override runs there: a
+    frozen BatchNorm (mmdet's norm_eval), loralib's merge of its adapters at eval()."""
+
+    def run(lib):
+        calls = []
+
+        class FrozenNorm(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.bn = lib.nn.Linear(3, 3), lib.nn.BatchNorm1d(3)
+
+            def train(self, mode=True):
+                calls.append(mode)
+                super().train(mode)
+                self.bn.eval()  # its statistics stay frozen in training
+                return self
+
+        model = lib.nn.Sequential(lib.nn.Sequential(FrozenNorm()), lib.nn.ReLU())
+        assert model.train() is model and model.eval() is model
+        model.train()
+        inner = model[0][0]
+        return calls, [m.training for m in model.modules()], inner.bn.training
+
+    assert _agree(run) == ([True, False, True], [True, True, True, True, False, True], False)
