@@ -169,7 +169,7 @@ def _saved(obj, tmp_path):
 
 
 def test_messages_name_a_compiled_module_by_its_class():
-    cm = staged.compile(_mlp(staged))
+    cm = staged.compile(_mlp(staged), dynamic=False)  # a trace per batch size
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 11):

@@ -663,7 +663,7 @@ class Compiled:
         self,
         fn,
         backend="llvm-cpu",
-        dynamic=False,
+        dynamic=None,
         fallback=None,
         device=None,
         rng="host",
@@ -690,6 +690,9 @@ class Compiled:
         self.device = device
         self.fallback = fallback
         self.dynamic = bool(dynamic)
+        self.automatic = dynamic is None  # Note [automatic dynamic]
+        self._sizes: dict = {}  # per dynamic key: the batch sizes traced statically
+        self._static: set = set()  # dynamic keys whose batch could not be made dynamic
         self.specialize = bool(specialize)  # Note [specialized batch sizes]
         self.traces = 0
         self._entries: dict = {}
@@ -723,8 +726,11 @@ class Compiled:
         if batch == 1 and batched and not self._serves_one(key, args, kwargs):
             batched = frozenset()  # Note [batch size 1]
             key = self._key(tree, leaves, batched)
+        static_key = key
+        if self.automatic and key not in self._entries:  # Note [automatic dynamic]
+            batch, batched, key = self._automatic(tree, leaves, key)
         entries = self._entries.get(key)
-        last_key, self._last_key = self._last_key, key
+        last_key, self._last_key = self._last_key, static_key
         if entries is _EAGER:
             self.calls.note("eager (see the trace history)")
             return self.fn(*args, **kwargs)
@@ -755,8 +761,13 @@ class Compiled:
             if self.traces == 0
             else f"the previous call was one-shot: {self._last.captured.one_shot_why}"
             if one_shot
-            else _key_change(last_key, key, leaf_names(self.fn, args, kwargs))
+            else _key_change(last_key, static_key, leaf_names(self.fn, args, kwargs))
         )
+        if batched and not self.dynamic and not entries:
+            self.last_retrace_reason += (
+                f" (its {_ordinal(len(self._sizes[key]))} batch size: dynamic=None makes the "
+                "batch dynamic)"
+            )
         counter = self._counter(reasons)
         if counter is not None:  # Note [counters run eagerly]
             why = (
@@ -796,10 +807,16 @@ class Compiled:
                 "non-empty batch (the compiled step then runs batch size 0 too)"
             )
         try:
-            entry = self._compile(args, kwargs, leaves, tree, batch, batched)
-            if isinstance(entry, Captured) and eager_reason(entry) is None:
-                forward = self._compile(args, kwargs, leaves, tree, batch, batched, entry)
-                entry = Differentiable(self, forward, replays=not batched)
+            try:
+                entry = self._trace_and_compile(args, kwargs, leaves, tree, batch, batched)
+            except DynamicError as err:
+                if not batched or self.dynamic:
+                    raise
+                self._static.add(key)  # Note [automatic dynamic]: static from now on
+                log.info("%s stays static: %s", self.name, err)
+                self.last_retrace_reason += f"; it stays static, since {err}"
+                batch, batched, key = None, frozenset(), static_key
+                entry = self._trace_and_compile(args, kwargs, leaves, tree, batch, batched)
         except (CaptureError, DynamicError, EagerOnlyError, LoweringError, CompileError) as err:
             if self.fallback != "eager" and not compile_config.suppress_errors:
                 self._note_retrace(err)
@@ -865,6 +882,33 @@ class Compiled:
         self._last = entry
         self._remember(entry)
         return self._run(entry, leaves)
+
+    def _trace_and_compile(self, args, kwargs, leaves, tree, batch, batched):
+        """The entry for this call: its trace compiled, or a ``Differentiable`` where it
+        returns results that require grad to a backward outside (Note [autograd
+        boundary]), or its ``Captured`` where that must run eagerly."""
+        entry = self._compile(args, kwargs, leaves, tree, batch, batched)
+        if isinstance(entry, Captured) and eager_reason(entry) is None:
+            forward = self._compile(args, kwargs, leaves, tree, batch, batched, entry)
+            entry = Differentiable(self, forward, replays=not batched)
+        return entry
+
+    def _automatic(self, tree, leaves, key):
+        """(batch, batched, key) for a call no trace has had its signature, under
+        ``dynamic=None``: its batch made dynamic where a trace already serves every size of
+        it, or where it is the ``AUTOMATIC_AT``-th batch size seen, else static (Note
+        [automatic dynamic])."""
+        n, batched = _batch(leaves)
+        if not batched or n < 2:
+            return None, frozenset(), key
+        dynamic = self._key(tree, leaves, batched)
+        if dynamic in self._entries:
+            return n, batched, dynamic
+        sizes = self._sizes.setdefault(dynamic, set())
+        sizes.add(n)
+        if len(sizes) < AUTOMATIC_AT or dynamic in self._static:
+            return None, frozenset(), key
+        return n, batched, dynamic
 
     def _keep(self, entries: list, entry) -> None:
         """Add ``entry`` to ``entries`` (the traces of one key, checked in turn at each call),
@@ -1069,6 +1113,11 @@ class Compiled:
         """``c0`` with every size that follows the batch made dynamic: trace again at
         other batch sizes and compare (``staged.tracing.dynamic``)."""
         name = self.name
+        advice = (  # under dynamic=None the step stays static (Note [automatic dynamic])
+            ". Compile it with dynamic=False (one trace per batch size) or fallback='eager'"
+            if self.dynamic
+            else ""
+        )
         returned = dict(c0.returned)  # those every trace agrees on (a slice by the batch
         # size of a state tensor is a value)
 
@@ -1103,9 +1152,7 @@ class Compiled:
             subst, consts = generalize(c0.graph, n0, retrace, "batch")
         except DynamicError as err:
             raise DynamicError(
-                f"staged.compile(dynamic=True): {name} cannot be compiled for "
-                f"every batch size: {err}. Compile it with dynamic=False (one "
-                "trace per batch size) or fallback='eager'"
+                f"{name} cannot be compiled for every batch size: {err}" + advice
             ) from None
         g = substitute(c0.graph, subst, consts)
         arg_grads = {
@@ -1120,10 +1167,9 @@ class Compiled:
                 and not is_static(o.value.aval.shape)
             ):
                 raise DynamicError(
-                    f"staged.compile(dynamic=True): the new value of {o.name} "
-                    f"(state {name} keeps between calls) would have shape "
-                    f"{o.value.aval}, which follows the batch size; state must "
-                    "not depend on it. Compile with dynamic=False"
+                    f"the new value of {o.name} (state {name} keeps between calls) would "
+                    f"have shape {o.value.aval}, which follows the batch size; state must "
+                    "not depend on it" + advice
                 )
         return dataclasses.replace(c0, graph=g, returned=returned)
 
@@ -1238,6 +1284,21 @@ MAX_ENTRIES = 8  # traces kept per call signature (torch.compile's cache_size_li
 # past its recompile limit. A value that alternates (``model.train()`` in the step,
 # ``model.eval()`` between calls) keeps its traces and never gets here.
 RETRACE_LIMIT = 4
+
+# Note [automatic dynamic]: under ``dynamic=None`` (torch.compile's default, and
+# staged.compile's) a step is traced for the batch size it is called with, and its
+# ``AUTOMATIC_AT``-th batch size (dim 0 of the tensor arguments that share the first
+# one's, all else the same) is traced with the batch dynamic (``_generalize``): one
+# module then serves every size no static trace does, and the sizes it runs often get
+# static modules of their own (Note [specialized batch sizes]). torch.compile makes a
+# changed size dynamic at its second value; staged waits for a third, since the commonest
+# change is an epoch's last, partial batch, which two static modules run at a static
+# step's speed, and a dynamic module costs 1.2-1.65x a static one until specialized.
+# A step whose batch cannot be dynamic (``DynamicError``: ``x[:-1]``, a branch on the
+# size) stays static for those arguments, a trace per size, as it was, with the reason in
+# the trace history; batch sizes 0 and 1 are always traced statically. ``dynamic=False``
+# traces every size statically, ``dynamic=True`` makes the batch dynamic at the first.
+AUTOMATIC_AT = 3
 
 
 def _stores_each_call(fn, captured) -> str:
@@ -1366,7 +1427,7 @@ def compile(
     *,
     backend: str = "llvm-cpu",
     device=None,
-    dynamic: bool | None = False,
+    dynamic: bool | None = None,
     fallback=None,
     rng: str = "host",
     mode: str | None = "blocking",
@@ -1403,8 +1464,10 @@ def compile(
     (new at every call, reproducible after ``manual_seed``, not torch's numbers), as
     deployed steps do; other draws are then frozen at trace time (Note [host draws]).
 
-    With ``dynamic=True`` dim 0 of the tensor arguments (those sharing the first one's
-    size) is a dynamic batch: one trace and one compile serve every batch size; what
+    The batch, dim 0 of the tensor arguments (those sharing the first one's size), is
+    static at first: with ``dynamic=None``, the default, a third batch size makes it
+    dynamic (Note [automatic dynamic]); ``dynamic=False`` traces every size.
+    With ``dynamic=True`` the batch is dynamic at the first call: one trace and one compile serve every batch size; what
     cannot follow the batch raises ``DynamicError`` (``staged.tracing.dynamic``). A batch
     size called twice gets a static module of its own, compiled from the same trace at
     that call (with ``mode="background"``: in the background), which runs its calls from
@@ -1432,7 +1495,7 @@ def compile(
     ``"inductor"`` is ``"llvm-cpu"``, ``"eager"`` and ``"aot_eager"`` (torch's backends
     that run the captured graph eagerly) and ``disable=True`` return ``fn`` itself; ``mode``
     None, ``"default"``, ``"reduce-overhead"``, ``"max-autotune"`` and
-    ``"max-autotune-no-cudagraphs"`` are ``"blocking"``; ``dynamic=None`` is False;
+    ``"max-autotune-no-cudagraphs"`` are ``"blocking"``;
     ``fullgraph`` is what staged always does (a whole graph, or ``CaptureError``);
     ``options`` (inductor's) change nothing.
 
@@ -1466,7 +1529,7 @@ def compile(
         return fn
     kwargs = dict(
         backend=TORCH_BACKENDS.get(backend, backend),
-        dynamic=bool(dynamic),
+        dynamic=None if dynamic is None else bool(dynamic),
         fallback=fallback,
         device=device,
         rng=rng,

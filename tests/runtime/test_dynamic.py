@@ -82,6 +82,49 @@ def test_mlp_sgd_momentum_step_compiles_once_for_every_batch_size(tmp_path):
         deployed(staged.zeros(3, 21), staged.zeros(3, dtype=staged.int64))
 
 
+def test_dynamic_none_makes_the_batch_dynamic_at_its_third_size():
+    """Note [automatic dynamic]: torch.compile's default. Two sizes (an epoch's batches
+    and its last, partial one) get static traces; the third makes the batch dynamic, and
+    no size after it traces again. Eager is the oracle at every call."""
+    model, step = _mlp_step()
+    ref_model, ref_step = _mlp_step()
+    compiled = staged.compile(step)  # dynamic=None
+    rng = np.random.default_rng(1)
+    sizes = (8, 8, 5, 8, 5, 7, 30, 7, 1, 64, 3, 8)
+    for n in sizes:
+        x, y = _batch(rng, n)
+        np.testing.assert_allclose(compiled(x, y).item(), ref_step(x, y).item(), rtol=1e-5)
+        _assert_same_params(model, ref_model)
+    reasons = [h["reason"] for h in compiled.history]
+    # 8 (one-shot: momentum buffers), 8, 5, 7 (dynamic), 1 (static, Note [batch size 1])
+    assert compiled.traces == 5, reasons
+    assert reasons[3].startswith(
+        "x: shape (5, 20) -> (7, 20); y: shape (5,) -> (7,) (its 3rd batch size: "
+        "dynamic=None makes the batch dynamic) (dynamic batch: traced at batch sizes 7 and 8"
+    )
+    assert reasons[4].startswith("x: shape (7, 20) -> (1, 20)")
+    # sizes 7, 30, 7, 64 and 3 ran the dynamic trace; 8, the static one it had
+    text = compiled.explanation()
+    assert "calls 6-8: compiled (trace 4)" in text and "calls 10-11: compiled (trace 4)" in text
+    assert "call 12: compiled (trace 2)" in text
+
+    # a batch that cannot be dynamic stays static, a trace per size, as dynamic=False's
+    def diffs(x):
+        return (x[1:] - x[:-1]).pow(2).sum()
+
+    auto, static = staged.compile(diffs), staged.compile(diffs, dynamic=False)
+    for n in (4, 5, 6, 7, 6):
+        x = staged.randn(n, 3)
+        for f in (auto, static):
+            np.testing.assert_allclose(f(x).item(), diffs(x).item(), rtol=1e-6)
+    assert auto.traces == static.traces == 4
+    assert re.search(
+        r"its 3rd batch size: .*; it stays static, since .*diffs cannot be compiled for every "
+        r"batch size: slice at .*test_dynamic\.py:\d+",
+        auto.history[2]["reason"],
+    )
+
+
 def test_mean_and_unbiased_variance_over_the_batch_become_run_time_divisions():
     def stats(x):
         m, v = x.mean(0), x.var(0)  # 1/N and 1/(N - 1): read at run time

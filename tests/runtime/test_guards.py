@@ -286,7 +286,7 @@ def test_re_trace_reasons_name_the_argument_and_the_change():
 def test_past_the_recompile_limit_calls_no_trace_serves_run_eagerly(caplog):
     """Note [the recompile limit]: as torch's, after 8 re-traces a call that needs another
     runs eagerly (one warning naming why), and the traces keep serving their calls."""
-    f = staged.compile(lambda x: x * 2)
+    f = staged.compile(lambda x: x * 2, dynamic=False)  # a trace per size
     with (
         warnings.catch_warnings(record=True) as caught,
         caplog.at_level(logging.INFO, logger="staged"),
