@@ -8,6 +8,7 @@ rows (columns, in forward mode) of a Jacobian at once: ``vmap`` over the one-hot
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..autodiff import reshape as _view
 from ..eager.factories import eye, zeros, zeros_like
 from ..eager.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
@@ -275,7 +276,7 @@ def jacobian(
     if strategy == "forward-mode":
         if create_graph:
             raise NotImplementedError(
-                "staged.autograd.functional.jacobian: `create_graph=True` and "
+                f"{dt.PACKAGE}.autograd.functional.jacobian: `create_graph=True` and "
                 '`strategy="forward-mode"` are not supported together (yet). Please either '
                 'set `create_graph=False` or `strategy="reverse-mode"`.'
             )
@@ -289,7 +290,7 @@ def jacobian(
         _check_requires_grad(outputs, "outputs", strict=strict)
         if vectorize and strict:
             raise RuntimeError(
-                "staged.autograd.functional.jacobian: `strict=True` and "
+                f"{dt.PACKAGE}.autograd.functional.jacobian: `strict=True` and "
                 "`vectorized=True` are not supported together. Please either "
                 "set `strict=False` or `vectorize=False`."
             )
@@ -349,7 +350,7 @@ def _jacfwd(func, inputs, strict, vectorize):
     tangents at once (vmap)."""
     if strict:
         raise RuntimeError(
-            "staged.autograd.functional.jacobian: `strict=True` and "
+            f"{dt.PACKAGE}.autograd.functional.jacobian: `strict=True` and "
             '`strategy="forward-mode"` are not supported together (yet). '
             'Please either set `strict=False` or `strategy="reverse-mode"`.'
         )

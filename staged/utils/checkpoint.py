@@ -34,6 +34,7 @@ import warnings
 import weakref
 
 from .. import autodiff as ad
+from .. import dtypes as dt
 from ..autograd.engine import backward, current_graph_task
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
@@ -84,7 +85,7 @@ def checkpoint(
     if use_reentrant is None:
         warnings.warn(
             _UNPASSED_MESSAGE.format(
-                "staged.utils.checkpoint",
+                f"{dt.PACKAGE}.utils.checkpoint",  # torch's name standing in for it
                 "Starting in PyTorch 2.9, calling checkpoint without "
                 "use_reentrant will raise an exception.",
             ),
@@ -128,7 +129,7 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     if use_reentrant is None:
         warnings.warn(
             _UNPASSED_MESSAGE.format(
-                "staged.utils.checkpoint.checkpoint_sequential",
+                f"{dt.PACKAGE}.utils.checkpoint.checkpoint_sequential",
                 "In version 2.9 we will raise an exception if use_reentrant is not passed.",
             ),
             stacklevel=2,
@@ -239,7 +240,7 @@ class _Frame:
             return
         if len(self.holders) != self.counts[gid]:
             raise CheckpointError(
-                "staged.utils.checkpoint: A different number of tensors was saved during the "
+                f"{dt.PACKAGE}.utils.checkpoint: A different number of tensors was saved during the "
                 "original forward and recomputation.\nNumber of tensors saved during forward: "
                 f"{len(self.holders)}\nNumber of tensors saved during recomputation: "
                 f"{self.counts[gid]}."
@@ -254,7 +255,7 @@ class _Frame:
                 )
         if diff:
             raise CheckpointError(
-                "staged.utils.checkpoint: Recomputed values for the following tensors have "
+                f"{dt.PACKAGE}.utils.checkpoint: Recomputed values for the following tensors have "
                 f"different metadata than during the forward pass.\n{diff}."
             )
 
@@ -274,7 +275,7 @@ def _checkpoint_hooks(frame):
         x = holder.values[gid]
         if x is None:
             raise CheckpointError(
-                "staged.utils.checkpoint: Unpack is being triggered for a tensor that was "
+                f"{dt.PACKAGE}.utils.checkpoint: Unpack is being triggered for a tensor that was "
                 "already unpacked once. If you are calling ctx.saved_tensors in backward, make "
                 "sure to do so only once. Otherwise please open an issue with details on your "
                 "use case."
@@ -295,7 +296,7 @@ def _recompute_hooks(frame, gid):
                 frame.ignore_mismatch = True
                 return x
             raise CheckpointError(
-                "staged.utils.checkpoint: trying to save more tensors "
+                f"{dt.PACKAGE}.utils.checkpoint: trying to save more tensors "
                 "during recomputation than during the original forward "
                 "pass."
             )

@@ -85,14 +85,21 @@ def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
 
 
-def test_dtypes_and_sizes_print_as_torchs_when_staged_stands_in_for_torch(tmp_path):
+def test_dtypes_sizes_and_messages_say_torch_when_staged_stands_in_for_torch(tmp_path):
     text = (
-        "import torch\nx = torch.ones(2, 3, dtype=torch.bfloat16)\n"
+        "import warnings\nimport torch\nimport torch.utils.checkpoint\n"
+        "x = torch.ones(2, 3, dtype=torch.bfloat16)\n"
         "print(x.dtype, x.shape, str(x.dtype) == 'torch.bfloat16', f'{torch.float32}')\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    torch.utils.checkpoint.checkpoint(torch.sin, torch.ones(2, requires_grad=True))\n"
+        "print(str(w[0].message).split(':')[0])\n"
     )
     ours = _as_torch(tmp_path, "prints.py", text)
     theirs = _as_torch(tmp_path, "prints.py", text, real_torch=True)
-    assert ours.stdout == theirs.stdout == "torch.bfloat16 torch.Size([2, 3]) True torch.float32\n"
+    assert ours.stdout == theirs.stdout == (
+        "torch.bfloat16 torch.Size([2, 3]) True torch.float32\ntorch.utils.checkpoint\n"
+    )
 
 
 def test_classes_the_script_defines_pickle_as_under_python_script_py(tmp_path):
