@@ -395,6 +395,14 @@ class Tracer:
             self._watch(t)  # its payload is restored after the trace
             refresh_view(t)
             return
+        if (
+            base is not None
+            and t._vc is not None
+            and type(p) is np.ndarray
+            and type(base._payload) is np.ndarray
+            and np.may_share_memory(p, base._payload)
+        ):  # written through its base in one memory: its data is current, not stale
+            t._view.data_version = t._vc[0]  # (refresh_stale would lift the base, as written)
         self._add_state(t, f"state{len(self.graph.inputs)}")
 
     def _add_state(self, t: Tensor, name: str) -> None:
