@@ -97,8 +97,10 @@ def test_dtypes_sizes_and_messages_say_torch_when_staged_stands_in_for_torch(tmp
     )
     ours = _as_torch(tmp_path, "prints.py", text)
     theirs = _as_torch(tmp_path, "prints.py", text, real_torch=True)
-    assert ours.stdout == theirs.stdout == (
-        "torch.bfloat16 torch.Size([2, 3]) True torch.float32\ntorch.utils.checkpoint\n"
+    assert (
+        ours.stdout
+        == theirs.stdout
+        == ("torch.bfloat16 torch.Size([2, 3]) True torch.float32\ntorch.utils.checkpoint\n")
     )
 
 
