@@ -397,6 +397,8 @@ class Tensor(_TensorOps):
             root = getattr(self, "_alias", None)
             if root is not None and root._payload is p:  # one memory (Note [aliases])
                 p = self._payload = root._host()
+            elif hasattr(p, "tracer"):  # a traced value: its data where the trace has it,
+                return np.asarray(p)  # the tensor staying traced (Note [argument data])
             else:  # a device array left by a compiled step (Note [payloads]): copy it home once
                 self._payload = p.__array__(copy=True)
                 replaced(self, p, self._payload)  # with its aliases (Note [aliased memory])

@@ -614,6 +614,16 @@ def _leaf_key(x, batched=False):
     return ("py", type(x).__name__, x)
 
 
+def _data_key(leaves, i: int):
+    """What a call's key holds of leaf ``i``, an argument whose data a trace read (Note
+    [argument data]): its bytes, dtype and shape."""
+    x = leaves[i] if i < len(leaves) else None
+    if not isinstance(x, Tensor):
+        return None
+    a = np.asarray(x._payload)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
 def _attributes_key(attributes: dict) -> tuple:
     """A tensor argument's attributes set by the user (``x.scale = 2.0``), which its
     stand-in in the trace carries: values (numbers, strings, tuples of those) by value,
@@ -693,6 +703,8 @@ class Compiled:
         self.automatic = dynamic is None  # Note [automatic dynamic]
         self._sizes: dict = {}  # per dynamic key: the batch sizes traced statically
         self._static: set = set()  # dynamic keys whose batch could not be made dynamic
+        self._valued: dict = {}  # Note [argument data]: leaf index -> what read its data
+        self._value_traces: dict = {}  # key but the values -> the values traced
         self.specialize = bool(specialize)  # Note [specialized batch sizes]
         self.traces = 0
         self._entries: dict = {}
@@ -704,6 +716,7 @@ class Compiled:
         self.last_retrace_reason = None
         self._warned_stores = False
         self._over_limit = False  # Note [the recompile limit]
+        self._warned_values = False  # Note [argument data]
         self._warned_boundary = False
         self.history: list = []  # per trace: why, and what it made (explain())
         self._lock = threading.RLock()
@@ -763,6 +776,8 @@ class Compiled:
             if one_shot
             else _key_change(last_key, static_key, leaf_names(self.fn, args, kwargs))
         )
+        if not reasons and last_key and len(last_key) > 5 and last_key[:5] == static_key[:5]:
+            self.last_retrace_reason = f"new data in {self._read()}"  # Note [argument data]
         if batched and not self.dynamic and not entries:
             self.last_retrace_reason += (
                 f" (its {_ordinal(len(self._sizes[key]))} batch size: dynamic=None makes the "
@@ -784,6 +799,24 @@ class Compiled:
                 "(count calls in the loop) or in a tensor (`self.steps += 1` on a tensor "
                 "is part of the graph)",
             )
+        if (
+            self._valued
+            and len(self._value_traces.get(key[:-1], ())) >= VALUE_TRACES
+            and not isinstance(entries, list)
+        ):  # Note [argument data]
+            self.calls.note("eager (new argument data)")
+            if not self._warned_values:
+                self._warned_values = True
+                self._remember(eager=f"{VALUE_TRACES} traces for the data of {self._read()}")
+                warnings.warn(
+                    f"staged.compile: {self.name} reads the data of {self._read()}, and "
+                    f"{VALUE_TRACES} traces for other data of it were made: calls with new "
+                    "data there run eagerly from now on (as torch.compile breaks its graph "
+                    "there). Compute what the step needs of it inside the step with tensor "
+                    "ops, or pass the derived Python values instead",
+                    stacklevel=3,
+                )
+            return self.fn(*args, **kwargs)
         if self.traces > compile_config.recompile_limit:  # Note [the recompile limit]
             self.calls.note("eager (the recompile limit)")
             if not self._over_limit:
@@ -842,6 +875,12 @@ class Compiled:
         except Exception as err:
             self._note_retrace(err)
             raise
+        valued = (entry if isinstance(entry, Captured) else entry.captured).valued
+        if valued.keys() - self._valued.keys():  # Note [argument data]
+            self._valued.update(valued)
+            static_key = key = self._key(tree, leaves, batched)
+        if self._valued:
+            self._value_traces.setdefault(key[:-1], set()).add(key[-1])
         if isinstance(entry, Captured):  # Note [autograd boundary]: it runs eagerly
             why = eager_reason(entry)
             if why is not None:
@@ -883,6 +922,10 @@ class Compiled:
         self._remember(entry)
         return self._run(entry, leaves)
 
+    def _read(self) -> str:
+        """The arguments whose data the traces read, and where (Note [argument data])."""
+        return ", ".join(self._valued.values())
+
     def _trace_and_compile(self, args, kwargs, leaves, tree, batch, batched):
         """The entry for this call: its trace compiled, or a ``Differentiable`` where it
         returns results that require grad to a backward outside (Note [autograd
@@ -921,15 +964,17 @@ class Compiled:
             entries.remove(old)
             self._one.pop(old, None)
 
-    @staticmethod
-    def _key(tree, leaves, batched) -> tuple:
-        return (
+    def _key(self, tree, leaves, batched) -> tuple:
+        key: tuple = (
             tree,
             tuple(_leaf_key(x, i in batched) for i, x in enumerate(leaves)),
             _state.grad_enabled,
             _state.inference,
             _autocast.trace_key(),  # the casts a trace under autocast records
         )
+        if self._valued:  # Note [argument data]
+            key += (tuple(_data_key(leaves, i) for i in self._valued),)
+        return key
 
     def _counter(self, reasons) -> str | None:
         """The value a trace wrote (Note [binding writes] in tracing/guards.py) whose change
@@ -963,7 +1008,7 @@ class Compiled:
         if entry is None:
             return False
         if entry not in self._one:
-            g = _trace(self.fn, args, kwargs, self.rng).graph
+            g = _trace(self.fn, args, kwargs, self.rng, values=True).graph
             why = mismatch(entry.captured.graph, g, {"batch": 1})
             if why is not None:
                 log.info("batch size 1 gets its own trace: %s", why)
@@ -1028,7 +1073,7 @@ class Compiled:
         name = self.name
         with Phases(f"compiling {name}") as p:
             with p("trace"):
-                captured = grad_trace or _trace(self.fn, args, kwargs, self.rng)
+                captured = grad_trace or _trace(self.fn, args, kwargs, self.rng, values=True)
                 if captured.grad_results and grad_trace is None:
                     return captured
                 traced = captured.graph  # at this call's batch size (what eager calls run)
@@ -1125,7 +1170,7 @@ class Compiled:
             grown = [resize(x, {0: n}) if i in batched else x for i, x in enumerate(leaves)]
             a, kw = unflatten(tree, grown)
             try:
-                c = _trace(self.fn, a, kw, self.rng)
+                c = _trace(self.fn, a, kw, self.rng, values=True)
             except CaptureError:
                 raise
             except Exception as err:
@@ -1200,6 +1245,15 @@ class Compiled:
                     f"the step's last trace no longer matches the Python state it read "
                     f"({why}), so saving it would deploy the step as it was; call the "
                     "step once more (it re-traces) before saving"
+                )
+            )
+        if self._last.captured.valued:  # Note [argument data]
+            raise CaptureError(
+                at_user(
+                    f"the step reads the data of {self._read()}, and its trace holds what "
+                    "it read: a saved step cannot check that a call brings the same data. "
+                    "Compute what the step needs of it with tensor ops, or pass the derived "
+                    "Python values as arguments"
                 )
             )
         # Note [host draws], Note [disabled calls]: a saved step runs no Python
@@ -1299,6 +1353,21 @@ RETRACE_LIMIT = 4
 # the trace history; batch sizes 0 and 1 are always traced statically. ``dynamic=False``
 # traces every size statically, ``dynamic=True`` makes the batch dynamic at the first.
 AUTOMATIC_AT = 3
+
+# Note [argument data]: Python in the step may read the data of a small integer or bool
+# argument (``pack_padded_sequence(x, lengths)`` reads ``lengths.tolist()``; ``out[mask]``
+# with the mask passed in; ``idx.tolist()``): the trace gets it from the caller's tensor
+# (``Tracer.data_of`` with ``args``) and holds what Python made of it as constants, so
+# the trace is right only for those values. The call's key then holds that argument's
+# bytes (``_data_key``; every later key of this function does, once one trace read it),
+# and a call with other data traces again. A full-batch GNN's ``out[train_mask]`` traces
+# once; lengths that change at every batch would trace at every call, so after
+# ``VALUE_TRACES`` traces for other data of the same signature a call with new data runs
+# eagerly (one warning), where torch.compile breaks its graph. Floats (data that changes
+# at every call) and arguments over ``VALUES_CAP`` elements still raise ``CaptureError``;
+# ``.item()`` of an argument is a traced scalar (Note [traced items]), not a read. A saved
+# step, which checks nothing in Python, refuses such a trace.
+VALUE_TRACES = 4
 
 
 def _stores_each_call(fn, captured) -> str:

@@ -238,6 +238,9 @@ class Captured:
     # Module attributes the body set, set again after every call: [(module, name, value)]
     # (Note [attribute writes] in tracing/guards.py)
     attr_writes: list = field(default_factory=list)
+    # arguments whose data Python read: {leaf index: "name (read at file:line)"}; a call
+    # reuses the trace only with the same values there (Note [argument data])
+    valued: dict = field(default_factory=dict)
     # the names of the values it writes so, as their guards name them (``run``,
     # ``self.steps``): Note [counters run eagerly] in runtime/compiled.py
     wrote: frozenset = frozenset()
@@ -316,13 +319,19 @@ class Tracer:
         self.arg_views: dict = {}  # id -> [(name, args)]: in-place view ops on an argument
         self.entry: dict = {}  # the Modules' plain values at entry (guards.entry_values)
         self.grads: dict = {}  # Captured.op_grads
+        # argument input id -> (leaf index, name, the caller's tensor) for the arguments
+        # whose data the trace may read (Note [argument data]); what it read: Captured.valued
+        self.arg_data: dict = {}
+        self.valued: dict = {}
 
-    def data_of(self, value) -> np.ndarray | None:
+    def data_of(self, value, args: bool = False) -> np.ndarray | None:
         """The data of the graph value ``value`` where no input reaches it (Note [constant
-        data]), by the NumPy impls of the ops that make it; None where one does."""
+        data]), by the NumPy impls of the ops that make it; None where one does. With
+        ``args``, an argument of ``arg_data`` reaching it gives its data, which the trace
+        then depends on (Note [argument data])."""
         produced = {op.out.id: op for op in self.graph.ops}
         consts = {v.id: a for v, a in self.graph.consts}
-        needed, todo = set(), [value]
+        needed, todo, read = set(), [value], {}
         while todo:
             v = todo.pop()
             if v.id in self.graph.sym_consts:  # a constant of a dynamic size
@@ -331,9 +340,16 @@ class Tracer:
                 continue
             op = produced.get(v.id)
             if op is None:  # an input: an argument, state, a draw
-                return None
+                arg = self.arg_data.get(v.id) if args else None
+                if arg is None:
+                    return None
+                consts[v.id] = np.asarray(arg[2]._payload)
+                read[arg[0]] = f"{arg[1]} (read at {user_location()})"
+                continue
             needed.add(v.id)
             todo += op.inputs
+        for i, where in read.items():
+            self.valued.setdefault(i, where)
         env = dict(consts)
         for op in self.graph.ops:  # in order: an op's inputs come first
             if op.out.id in needed:
@@ -708,6 +724,16 @@ def _foldable(shape, shapes) -> bool:
     return _numel(shape) <= max(map(_numel, shapes)) and (not shape or any(shapes))
 
 
+VALUES_CAP = 1 << 16  # elements of an argument whose data the trace may read
+
+
+def _readable(t: Tensor) -> bool:
+    """Whether the trace may read argument ``t``'s data (Note [argument data]): lengths,
+    indices, masks, whose values a call's key holds; not floats, which change at every
+    call, nor a tensor too large to compare at each call."""
+    return t.dtype.np.kind in "biu" and _numel(t._payload.shape) <= VALUES_CAP
+
+
 def _numel(shape) -> int:
     n = 1
     for s in shape:
@@ -725,9 +751,11 @@ def capture(fn, *args, **kwargs) -> Captured:
     return trace(fn, args, kwargs)
 
 
-def trace(fn, args, kwargs, rng: str = "host") -> Captured:
+def trace(fn, args, kwargs, rng: str = "host", values: bool = False) -> Captured:
     """``capture(fn, *args, **kwargs)`` drawing random numbers on the host at each call
-    (``rng="host"``) or in the graph (``"counter"``): Note [host draws]."""
+    (``rng="host"``) or in the graph (``"counter"``): Note [host draws]. With ``values``
+    the body may read the data of small integer and bool arguments, which the trace then
+    holds as constants (Note [argument data])."""
     if rng not in ("host", "counter"):
         raise ValueError(f"rng must be 'host' or 'counter', got {rng!r}")
     leaves, in_tree = flatten((args, kwargs), lambda o: False)
@@ -738,6 +766,8 @@ def trace(fn, args, kwargs, rng: str = "host") -> Captured:
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, Tensor):
             v = tracer.graph.add_input(leaf._aval(), "arg", names[i])
+            if values and _readable(leaf):
+                tracer.arg_data[v.id] = (i, names[i], leaf)
             w = Tensor._wrap(Symbolic(v, tracer), leaf._requires_grad)
             _take_hooks(w, leaf, names[i])
             if leaf.__dict__:  # a user's attributes (``x.scale``): the call's key holds them
@@ -1126,6 +1156,7 @@ def _finish(tracer: Tracer, holder, in_tree, wrappers) -> Captured:
         arg_flags=arg_flags,
         returned=returned,
         host_calls=[(fn, tree, _host_leaves(g, specs)) for fn, tree, specs in tracer.host_calls],
+        valued=tracer.valued,
     )
 
 

@@ -46,7 +46,7 @@ class Symbolic:
 
     def __array__(self, *args, **kwargs):
         if not self.tracer.finished:
-            data = self.tracer.data_of(self.value)  # Note [constant data]
+            data = self.tracer.data_of(self.value, args=True)  # Note [constant data]
             if data is not None:
                 return np.asarray(data, *args, **kwargs)
         where = user_location()

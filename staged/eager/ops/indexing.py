@@ -154,12 +154,12 @@ def _mask_data(mask: Tensor) -> np.ndarray:
             raise
         raise type(err)(
             at_user(
-                "indexing with a boolean mask that the step computes or is given (x[mask]) "
-                "gives a result whose shape depends on the mask's values, which a compiled "
-                "step has no data of. Weight by the mask instead "
-                "((loss * mask).sum() / mask.sum(), torch.where(mask, x, 0)), pass the "
-                "indices (mask.nonzero().squeeze(1), made outside the step), or compile "
-                "with fallback='eager'"
+                "indexing with a boolean mask that the step computes from its data "
+                "(x[mask]) gives a result whose shape depends on the mask's values, which a "
+                "compiled step has no data of. Weight by the mask instead "
+                "((loss * mask).sum() / mask.sum(), torch.where(mask, x, 0)), pass the mask "
+                "itself as an argument (the trace then holds its data), or compile with "
+                "fallback='eager'"
             )
         ) from None
 
