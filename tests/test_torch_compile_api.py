@@ -179,3 +179,18 @@ def test_messages_name_a_compiled_module_by_its_class():
         "staged.compile: Sequential would be re-traced and compiled for the 9th time"
     )
     assert "staged.compile(Sequential): backend llvm-cpu" in cm.explanation()
+
+
+def test_a_compiled_modules_warnings_point_at_the_users_line():
+    """Through OptimizedModule's forward, not at staged/nn/optimized.py."""
+    cm = staged.compile(_mlp(staged), dynamic=False)
+    compile_config.recompile_limit, limit = 1, compile_config.recompile_limit
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(1, 4):
+                cm(staged.ones(n, 4))
+    finally:
+        compile_config.recompile_limit = limit
+    (w,) = [w for w in caught if "recompile limit" in str(w.message)]
+    assert w.filename == __file__

@@ -47,14 +47,13 @@ import functools
 import gc
 import sys
 import threading
-import warnings
 from types import FrameType
 from collections.abc import Callable, Container
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._where import STAGED_DIR, at_user
+from .._where import STAGED_DIR, at_user, warn_user
 from ..tracing.capture import Captured, state_lock
 from ..tracing.names import is_module
 from ..tracing.capture import capture as _capture
@@ -808,13 +807,12 @@ class Compiled:
             if not self._warned_values:
                 self._warned_values = True
                 self._remember(eager=f"{VALUE_TRACES} traces for the data of {self._read()}")
-                warnings.warn(
+                warn_user(
                     f"staged.compile: {self.name} reads the data of {self._read()}, and "
                     f"{VALUE_TRACES} traces for other data of it were made: calls with new "
                     "data there run eagerly from now on (as torch.compile breaks its graph "
                     "there). Compute what the step needs of it inside the step with tensor "
-                    "ops, or pass the derived Python values instead",
-                    stacklevel=3,
+                    "ops, or pass the derived Python values instead"
                 )
             return self.fn(*args, **kwargs)
         if self.traces > compile_config.recompile_limit:  # Note [the recompile limit]
@@ -822,14 +820,13 @@ class Compiled:
             if not self._over_limit:
                 self._over_limit = True
                 self._remember(eager=f"the recompile limit ({compile_config.recompile_limit})")
-                warnings.warn(
+                warn_user(
                     f"staged.compile: {self.name} would be re-traced and compiled for the "
                     f"{_ordinal(self.traces)} time (more than {compile_config.recompile_limit}"
                     ", the recompile limit: torch._dynamo.config.recompile_limit), this time "
                     f"because {self.last_retrace_reason}; as torch's, calls its traces do not "
                     "serve run eagerly from now on. Pass values that change between calls as "
-                    "tensors, use dynamic=True for a batch size that varies, or raise the limit",
-                    stacklevel=3,
+                    "tensors, use dynamic=True for a batch size that varies, or raise the limit"
                 )
             return self.fn(*args, **kwargs)
         log.info("tracing %s: %s", self.name, self.last_retrace_reason)
@@ -915,7 +912,7 @@ class Compiled:
             self._keep(self._entries.setdefault(key, []), entry)
         elif one_shot and entry.captured.escaped and not self._warned_stores:  # a 2nd in a row
             self._warned_stores = True
-            warnings.warn(_stores_each_call(self.fn, entry.captured), stacklevel=3)
+            warn_user(_stores_each_call(self.fn, entry.captured))
         self.traces += 1
         entry.number = self.traces
         self._last = entry
@@ -1021,10 +1018,7 @@ class Compiled:
         ``first()`` where given (Note [first eager call] in boundary.py)."""
         if warning is not None:
             name = self.name
-            warnings.warn(
-                f"staged.compile: running {name} {warning}",
-                stacklevel=4,
-            )
+            warn_user(f"staged.compile: running {name} {warning}")
         self._entries[key] = _EAGER
         self._remember(eager=why)
         self.calls.note(f"eager ({note})")
@@ -1381,7 +1375,8 @@ def _stores_each_call(fn, captured) -> str:
     return (
         f"staged.compile: {fn_name(fn)} stored new "
         f"tensors made at {', '.join(sites)} outside itself at two calls in a row (appended "
-        "them to a list, or assigned them to an attribute or buffer): a call that makes new "
+        "them to a list, stored them in a dict, or bound them to a global, an attribute or "
+        "a buffer): a call that makes new "
         "state is traced again, so every call re-traces. Update state in place "
         "(self.ema.mul_(0.5).add_(x)), return the tensor from the function, or store it "
         "outside the compiled function"

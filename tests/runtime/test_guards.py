@@ -344,8 +344,9 @@ def test_storing_a_new_tensor_at_every_call_warns_at_the_second_naming_the_line(
             assert got == [
                 "staged.compile: test_storing_a_new_tensor_at_every_call_warns_at_the_second_"
                 f"naming_the_line.<locals>.logging_step stored new tensors made at {here}:"
-                f"{line} outside itself at two calls in a row (appended them to a list, or "
-                "assigned them to an attribute or buffer): a call that makes new state is "
+                f"{line} outside itself at two calls in a row (appended them to a list, "
+                "stored them in a dict, or bound them to a global, an attribute or a buffer): "
+                "a call that makes new state is "
                 "traced again, so every call re-traces. Update state in place "
                 "(self.ema.mul_(0.5).add_(x)), return the tensor from the function, or store "
                 "it outside the compiled function"
