@@ -702,6 +702,7 @@ class Compiled:
         self.automatic = dynamic is None  # Note [automatic dynamic]
         self._sizes: dict = {}  # per dynamic key: the batch sizes traced statically
         self._static: set = set()  # dynamic keys whose batch could not be made dynamic
+        self._fitted: dict = {}  # per automatic dynamic entry: {batch size: whether it fits}
         self._valued: dict = {}  # Note [argument data]: leaf index -> what read its data
         self._value_traces: dict = {}  # key but the values -> the values traced
         self.specialize = bool(specialize)  # Note [specialized batch sizes]
@@ -740,7 +741,7 @@ class Compiled:
             key = self._key(tree, leaves, batched)
         static_key = key
         if self.automatic and key not in self._entries:  # Note [automatic dynamic]
-            batch, batched, key = self._automatic(tree, leaves, key)
+            batch, batched, key = self._automatic(tree, leaves, key, args, kwargs)
         entries = self._entries.get(key)
         last_key, self._last_key = self._last_key, static_key
         if entries is _EAGER:
@@ -906,6 +907,8 @@ class Compiled:
                         leaves,
                     ),
                 )
+        if batched and self.automatic and not self.dynamic:  # traced at these in _generalize
+            self._fitted[entry] = {batch: True, batch + 1: True}
         self._calls += 1
         entry.used = self._calls
         if not entry.captured.one_shot:
@@ -933,22 +936,45 @@ class Compiled:
             entry = Differentiable(self, forward, replays=not batched)
         return entry
 
-    def _automatic(self, tree, leaves, key):
+    def _automatic(self, tree, leaves, key, args, kwargs):
         """(batch, batched, key) for a call no trace has had its signature, under
         ``dynamic=None``: its batch made dynamic where a trace already serves every size of
-        it, or where it is the ``AUTOMATIC_AT``-th batch size seen, else static (Note
-        [automatic dynamic])."""
+        it that fits it, or where it is the ``AUTOMATIC_AT``-th batch size seen, else
+        static (Note [automatic dynamic])."""
         n, batched = _batch(leaves)
         if not batched or n < 2:
             return None, frozenset(), key
         dynamic = self._key(tree, leaves, batched)
         if dynamic in self._entries:
-            return n, batched, dynamic
+            if self._fits(dynamic, n, args, kwargs):
+                return n, batched, dynamic
+            return None, frozenset(), key
         sizes = self._sizes.setdefault(dynamic, set())
         sizes.add(n)
         if len(sizes) < AUTOMATIC_AT or dynamic in self._static:
             return None, frozenset(), key
         return n, batched, dynamic
+
+    def _fits(self, key, n: int, args, kwargs) -> bool:
+        """Whether the automatic dynamic entry for ``key`` computes what the step does at
+        batch size ``n`` (Note [automatic dynamic]): decided once per size, by a trace at
+        ``n`` (Python only) compared with its graph, as Note [batch size 1] decides 1."""
+        entries = self._entries.get(key)
+        entry = next((e for e in entries if e.guard_failure() is None), None) if entries else None
+        if entry is None or entries is _EAGER:
+            return True  # it traces again, or runs eagerly, anyway
+        fitted = self._fitted.setdefault(entry, {})
+        if n not in fitted:
+            c0, c = entry.captured, _trace(self.fn, args, kwargs, self.rng, values=True)
+            why = mismatch(c0.graph, c.graph, {"batch": n})
+            if why is None and (
+                c.out_tree != c0.out_tree or not _same(c.out_leaves, c0.out_leaves)
+            ):
+                why = f"it returns other Python values ({_py_leaves(c)})"
+            if why is not None:
+                log.info("batch size %d of %s gets its own trace: %s", n, self.name, why)
+            fitted[n] = why is None
+        return fitted[n]
 
     def _keep(self, entries: list, entry) -> None:
         """Add ``entry`` to ``entries`` (the traces of one key, checked in turn at each call),
@@ -960,6 +986,7 @@ class Compiled:
             old = min(entries, key=lambda e: e.used)
             entries.remove(old)
             self._one.pop(old, None)
+            self._fitted.pop(old, None)
 
     def _key(self, tree, leaves, batched) -> tuple:
         key: tuple = (
@@ -1342,8 +1369,12 @@ RETRACE_LIMIT = 4
 # changed size dynamic at its second value; staged waits for a third, since the commonest
 # change is an epoch's last, partial batch, which two static modules run at a static
 # step's speed, and a dynamic module costs 1.2-1.65x a static one until specialized.
-# A step whose batch cannot be dynamic (``DynamicError``: ``x[:-1]``, a branch on the
-# size) stays static for those arguments, a trace per size, as it was, with the reason in
+# The traces at two sizes that make the batch dynamic cannot see a branch on the size that
+# both take alike (``if x.shape[0] > 64:``), so each new size is traced once more (Python
+# only: ``_fits``) and compared with the dynamic graph, as Note [batch size 1] does for
+# size 1; a size where they differ gets a static trace of its own. A step whose batch
+# cannot be dynamic (``DynamicError``: ``x[:-1]``, a branch on the size the two traces
+# see) stays static for those arguments, a trace per size, as it was, with the reason in
 # the trace history; batch sizes 0 and 1 are always traced statically. ``dynamic=False``
 # traces every size statically, ``dynamic=True`` makes the batch dynamic at the first.
 AUTOMATIC_AT = 3

@@ -108,6 +108,17 @@ def test_dynamic_none_makes_the_batch_dynamic_at_its_third_size():
     assert "calls 6-8: compiled (trace 4)" in text and "calls 10-11: compiled (trace 4)" in text
     assert "call 12: compiled (trace 2)" in text
 
+    # a branch on the size that the traces at 5 and 6 did not see: the size that takes it
+    # gets a trace of its own (checked by a trace at each new size), not the wrong branch
+    def branchy(x):
+        return (x * 2 if x.shape[0] > 20 else x).sum(0)
+
+    f = staged.compile(branchy)
+    for n in (3, 4, 5, 30, 6, 30, 7):
+        x = staged.randn(n, 2)
+        np.testing.assert_allclose(f(x).numpy(), branchy(x).numpy(), rtol=1e-6)
+    assert f.traces == 4  # 3, 4, 5 (dynamic), 30 (static); 6 and 7 run the dynamic one
+
     # a batch that cannot be dynamic stays static, a trace per size, as dynamic=False's
     def diffs(x):
         return (x[1:] - x[:-1]).pow(2).sum()
