@@ -715,8 +715,7 @@ class Compiled:
         self._rewrites = 0  # re-traces in a row for a value the last trace wrote
         self.last_retrace_reason = None
         self._warned_stores = False
-        self._over_limit = False  # Note [the recompile limit]
-        self._warned_values = False  # Note [argument data]
+        self._limits: set = set()  # the limits past which calls ran eagerly, warned once
         self._warned_boundary = False
         self.history: list = []  # per trace: why, and what it made (explain())
         self._lock = threading.RLock()
@@ -804,32 +803,30 @@ class Compiled:
             and len(self._value_traces.get(key[:-1], ())) >= VALUE_TRACES
             and not isinstance(entries, list)
         ):  # Note [argument data]
-            self.calls.note("eager (new argument data)")
-            if not self._warned_values:
-                self._warned_values = True
-                self._remember(eager=f"{VALUE_TRACES} traces for the data of {self._read()}")
-                warn_user(
-                    f"staged.compile: {self.name} reads the data of {self._read()}, and "
-                    f"{VALUE_TRACES} traces for other data of it were made: calls with new "
-                    "data there run eagerly from now on (as torch.compile breaks its graph "
-                    "there). Compute what the step needs of it inside the step with tensor "
-                    "ops, or pass the derived Python values instead"
-                )
-            return self.fn(*args, **kwargs)
+            return self._past_limit(
+                args,
+                kwargs,
+                f"{VALUE_TRACES} traces for the data of {self._read()}",
+                "new argument data",
+                f"staged.compile: {self.name} reads the data of {self._read()}, and "
+                f"{VALUE_TRACES} traces for other data of it were made: calls with new "
+                "data there run eagerly from now on (as torch.compile breaks its graph "
+                "there). Compute what the step needs of it inside the step with tensor "
+                "ops, or pass the derived Python values instead",
+            )
         if self.traces > compile_config.recompile_limit:  # Note [the recompile limit]
-            self.calls.note("eager (the recompile limit)")
-            if not self._over_limit:
-                self._over_limit = True
-                self._remember(eager=f"the recompile limit ({compile_config.recompile_limit})")
-                warn_user(
-                    f"staged.compile: {self.name} would be re-traced and compiled for the "
-                    f"{_ordinal(self.traces)} time (more than {compile_config.recompile_limit}"
-                    ", the recompile limit: torch._dynamo.config.recompile_limit), this time "
-                    f"because {self.last_retrace_reason}; as torch's, calls its traces do not "
-                    "serve run eagerly from now on. Pass values that change between calls as "
-                    "tensors, use dynamic=True for a batch size that varies, or raise the limit"
-                )
-            return self.fn(*args, **kwargs)
+            return self._past_limit(
+                args,
+                kwargs,
+                f"the recompile limit ({compile_config.recompile_limit})",
+                "the recompile limit",
+                f"staged.compile: {self.name} would be re-traced and compiled for the "
+                f"{_ordinal(self.traces)} time (more than {compile_config.recompile_limit}"
+                ", the recompile limit: torch._dynamo.config.recompile_limit), this time "
+                f"because {self.last_retrace_reason}; as torch's, calls its traces do not "
+                "serve run eagerly from now on. Pass values that change between calls as "
+                "tensors, use dynamic=True for a batch size that varies, or raise the limit",
+            )
         log.info("tracing %s: %s", self.name, self.last_retrace_reason)
         if batched and batch == 0:
             raise DynamicError(
@@ -921,6 +918,17 @@ class Compiled:
         self._last = entry
         self._remember(entry)
         return self._run(entry, leaves)
+
+    def _past_limit(self, args, kwargs, limit: str, note: str, warning: str):
+        """Run this call eagerly, past ``limit`` (Note [the recompile limit], Note
+        [argument data]): noted in the call log, and the first time in the trace history
+        and as a warning."""
+        self.calls.note(f"eager ({note})")
+        if limit not in self._limits:
+            self._limits.add(limit)
+            self._remember(eager=limit)
+            warn_user(warning)
+        return self.fn(*args, **kwargs)
 
     def _read(self) -> str:
         """The arguments whose data the traces read, and where (Note [argument data])."""
