@@ -158,6 +158,7 @@ class CompiledGraph:
 
     background = None  # a Compiling while its module compiles (Note [background compiles])
     specialized: Specialized | None = None  # a dynamic step's (Note [specialized batch sizes])
+    batch_one = None  # a dynamic step's at batch size 1, for a saved step (Note [batch size 1])
     number = 0  # which trace of its Compiled made it (explain())
     _live: list[tuple[Any, Any, Any]]
     _narrow: list[Any] | None
@@ -904,6 +905,8 @@ class Compiled:
                         leaves,
                     ),
                 )
+        if batched and isinstance(entry, CompiledGraph) and not entry.captured.one_shot:
+            entry.batch_one = self._at_one(args, kwargs, leaves, tree, batched, entry)
         if batched and self.automatic and not self.dynamic:  # traced at these in _generalize
             self._fitted[entry] = {batch: True, batch + 1: True}
         self._calls += 1
@@ -962,6 +965,20 @@ class Compiled:
         if len(sizes) < AUTOMATIC_AT or dynamic in self._static:
             return None, frozenset(), key
         return n, batched, dynamic
+
+    def _at_one(self, args, kwargs, leaves, tree, batched, entry):
+        """What the step does at batch size 1, for a saved dynamic step, which checks in no
+        Python (Note [batch size 1]): ``"same"`` where the dynamic graph computes it,
+        ``"differs"`` where a trace at 1 has other ops, or the error it raises there
+        (``[type name, message]``: BatchNorm's in training). Traced on the call's first
+        rows (Python only)."""
+        one = [resize(x, {0: 1}) if i in batched else x for i, x in enumerate(leaves)]
+        a, kw = unflatten(tree, one)
+        try:
+            g = _trace(self.fn, a, kw, self.rng, values=True).graph
+        except Exception as err:
+            return [type(err).__name__, str(err)]
+        return "same" if mismatch(entry.captured.graph, g, {"batch": 1}) is None else "differs"
 
     def _fits(self, key, n: int, args, kwargs) -> bool:
         """Whether the automatic dynamic entry for ``key`` computes what the step does at
@@ -1039,6 +1056,8 @@ class Compiled:
         entry = next((e for e in entries if e.guard_failure() is None), None)
         if entry is None:
             return False
+        if entry not in self._one and getattr(entry, "batch_one", None) is not None:
+            self._one[entry] = entry.batch_one == "same"  # traced at 1 when it was made
         if entry not in self._one:
             g = _trace(self.fn, args, kwargs, self.rng, values=True).graph
             why = mismatch(entry.captured.graph, g, {"batch": 1})
@@ -1480,11 +1499,14 @@ def _on(flag) -> str:
 # where the traces at two larger sizes that a dynamic step is generalized from cannot see
 # it. So the dynamic entry serves batch size 1 only once a trace at 1 is what its graph
 # computes at 1 (``dynamic.mismatch``: same ops, shapes, shape parameters and constants),
-# checked at the first call with batch 1: that trace raises what eager code raises (then
-# it is made again at the next such call, as eager code raises again), and a mismatch
-# gives batch size 1 its own static trace, as torch.compile specializes sizes 0 and 1. A
-# first call with batch 1 also traces statically; the dynamic trace waits for a batch of 2
-# or more, whose sizes n and n + 1 are what it generalizes from.
+# decided by a trace at 1 on the first rows of the call that makes the dynamic trace
+# (``_at_one``; ``CompiledGraph.batch_one``): where that trace raises, a call at 1 is
+# traced statically and raises what eager code raises (again at the next such call, as
+# eager code raises again), and a mismatch gives batch size 1 its own static trace, as
+# torch.compile specializes sizes 0 and 1. A saved step keeps the verdict in its manifest
+# and raises that error, or refuses batch 1, itself (``deploy._at_one``). A first call
+# with batch 1 also traces statically; the dynamic trace waits for a batch of 2 or more,
+# whose sizes n and n + 1 are what it generalizes from.
 def _batch(leaves):
     """(batch size, indices of the leaves that hold a batch): dim 0 of the first tensor
     argument, and every tensor argument whose dim 0 has that size."""

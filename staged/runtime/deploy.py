@@ -39,6 +39,7 @@ therefore take its lock, so each call applies its update once, as the live step'
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import inspect
 import json
@@ -161,6 +162,7 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
         "state": [_spec(renamed[w.name], w.aval, narrow) for w in c.state],
         "signature": _signature(fn),
         "checks": c.checks,  # (error, message, lo, hi) per row of the last result (Note [index checks])
+        "batch_one": getattr(entry, "batch_one", None),  # a dynamic step's (Note [batch size 1])
         "constants": _constants(c, fn, [i.name for i in args]),
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "cpu": {"target": target_cpu, "requires": cpu.required(target_cpu)}
@@ -331,7 +333,8 @@ class Deployed:
         arrays = [
             _checked(spec, a) for spec, a in zip(self.manifest["args"], self._bind(args, kwargs))
         ]
-        _same_dims(self.manifest["args"], arrays)
+        if _same_dims(self.manifest["args"], arrays).get("batch") == 1:
+            _at_one(self.manifest.get("batch_one"))
         arrays = [
             to_boundary(a, d, f"argument {spec['name']}")
             for a, d, spec in zip(arrays, self._arg_dtypes, self.manifest["args"])
@@ -558,10 +561,33 @@ def _checked(spec: dict, x, what="argument") -> np.ndarray:
     return a.astype(dtype, copy=False)
 
 
-def _same_dims(specs, arrays) -> None:
+def _at_one(verdict) -> None:
+    """Raise what the step raises at batch size 1, or that it computes something else
+    there, unless its trace at 1 was the dynamic graph (``Compiled._at_one``): eager code
+    can do otherwise at 1 (BatchNorm raises in training, a size-1 dim broadcasts), which
+    the in-process step checks by a trace and a saved step cannot."""
+    if verdict is None or verdict == "same":
+        return
+    if verdict == "differs":
+        raise ValueError(
+            at_user(
+                "this saved step's dynamic batch does not serve batch size 1: its code does "
+                "something else at 1 than the compiled graph (traced at larger sizes) does; "
+                "pass batches of 2 or more, or save a step compiled at batch size 1"
+            )
+        )
+    name, message = verdict
+    error = getattr(builtins, name, None)
+    raise (error if isinstance(error, type) and issubclass(error, Exception) else RuntimeError)(
+        message
+    )
+
+
+def _same_dims(specs, arrays) -> dict:
     """Raise ValueError where a named (dynamic) dim has another size in one argument than
     in an earlier one: the module takes each dim's size from one argument, and would read
-    past the end of the others (x of batch 5 with y of batch 4)."""
+    past the end of the others (x of batch 5 with y of batch 4). Returns each named dim's
+    size."""
     seen: dict = {}
     for spec, a in zip(specs, arrays):
         for axis, t in enumerate(spec["shape"]):
@@ -578,6 +604,7 @@ def _same_dims(specs, arrays) -> None:
                         f"{dim} = {first[0]}: the arguments' {dim} must agree"
                     )
                 )
+    return {dim: first[0] for dim, first in seen.items()}
 
 
 def load(directory, device=None) -> Deployed:

@@ -287,3 +287,30 @@ def test_dynamic_step_on_vulkan():
         np.testing.assert_allclose(compiled(x, y).item(), ref_step(x, y).item(), rtol=1e-5)
     _assert_same_params(model, ref_model)
     assert compiled.traces == 2
+
+
+def test_a_saved_dynamic_step_raises_at_batch_one_what_eager_code_raises(tmp_path):
+    """Note [batch size 1] for a saved step, which checks in no Python: BatchNorm in
+    training raises at batch 1; the deployed step made running_var NaN instead."""
+    staged.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = staged.compile(step, dynamic=True)
+    for n in (4, 5, 4):
+        compiled(staged.randn(n, 4), staged.randint(0, 2, (n,)))
+    compiled.save(tmp_path / "step")
+    deployed = load(tmp_path / "step")
+    before = deployed.state_dict()["1.running_var"]
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training"):
+        deployed(np.ones((1, 4), np.float32), np.zeros(1, np.int64))
+    np.testing.assert_array_equal(deployed.state_dict()["1.running_var"], before)
+    deployed(np.ones((3, 4), np.float32), np.zeros(3, np.int64))  # other sizes run
+    assert np.isfinite(deployed.state_dict()["1.running_var"]).all()

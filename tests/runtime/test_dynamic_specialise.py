@@ -81,8 +81,8 @@ def test_alternating_batch_sizes_match_eager_and_keep_the_state(traces):
         assert got.keys() == want.keys()
         for k in want:
             np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7, err_msg=f"{k} at {n}")
-    # call 1 made Adam's buffers (one-shot), call 2 the dynamic trace (at 8 and 9), the
-    # first call at 1 its check (Note [batch size 1]); the static modules traced nothing
+    # call 1 made Adam's buffers (one-shot), call 2 the dynamic trace (at 8 and 9) and its
+    # check at 1 (Note [batch size 1]); the static modules traced nothing
     assert compiled.traces == 2 and traces[0] == 1 + 2 + 1
     jobs = _entry(compiled).specialized.jobs
     assert list(jobs) == [8, 5, 1]  # in the order each size came back
@@ -147,7 +147,8 @@ def test_no_retrace_across_batch_sizes_1_to_512_and_at_most_four_static_modules(
     jobs = _entry(compiled).specialized.jobs
     assert list(jobs) == [3, 300, 64, 2] and all(j.calls == 2 for j in jobs.values())
     assert compiled.traces == 1
-    assert traces[0] == first + 1  # the check at batch 1 (Note [batch size 1]), no trace
+    assert traces[0] == first  # batch 1 was checked by the trace that made the batch
+    # dynamic (Note [batch size 1]): no trace after
 
 
 def test_specialize_gives_the_graph_a_trace_at_that_size_gives():
