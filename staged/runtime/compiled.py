@@ -826,7 +826,8 @@ class Compiled:
                 ", the recompile limit: torch._dynamo.config.recompile_limit), this time "
                 f"because {self.last_retrace_reason}; as torch's, calls its traces do not "
                 "serve run eagerly from now on. Pass values that change between calls as "
-                "tensors, use dynamic=True for a batch size that varies, or raise the limit",
+                "tensors, keep the sizes of dims other than the batch (dim 0, dynamic by "
+                "itself) fixed (pad them), or raise the limit",
             )
         log.info("tracing %s: %s", self.name, self.last_retrace_reason)
         if batched and batch == 0:

@@ -299,8 +299,9 @@ def test_past_the_recompile_limit_calls_no_trace_serves_run_eagerly(caplog):
         f"staged.compile: {f.__qualname__} would be re-traced and compiled for the 9th time "
         "(more than 8, the recompile limit: torch._dynamo.config.recompile_limit), this time "
         "because x: shape (9,) -> (10,); as torch's, calls its traces do not serve run "
-        "eagerly from now on. Pass values that change between calls as tensors, use "
-        "dynamic=True for a batch size that varies, or raise the limit"
+        "eagerly from now on. Pass values that change between calls as tensors, keep the "
+        "sizes of dims other than the batch (dim 0, dynamic by itself) fixed (pad them), or "
+        "raise the limit"
     ]
     assert caught[0].filename == __file__
     assert sum("tracing" in r.getMessage() for r in caplog.records) == f.traces == 9
