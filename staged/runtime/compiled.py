@@ -703,13 +703,12 @@ class Compiled:
         self.automatic = dynamic is None  # Note [automatic dynamic]
         self._sizes: dict = {}  # per dynamic key: the batch sizes traced statically
         self._static: set = set()  # dynamic keys whose batch could not be made dynamic
-        self._fitted: dict = {}  # per automatic dynamic entry: {batch size: whether it fits}
+        self._fitted: dict = {}  # per dynamic entry: {batch size: whether it serves it}
         self._valued: dict = {}  # Note [argument data]: leaf index -> what read its data
         self._value_traces: dict = {}  # key but the values -> the values traced
         self.specialize = bool(specialize)  # Note [specialized batch sizes]
         self.traces = 0
         self._entries: dict = {}
-        self._one: dict = {}  # per dynamic entry: whether it serves batch size 1
         self._calls = 0  # compiled calls so far: an entry's ``used`` is its last
         self._last = None
         self._last_key = None
@@ -736,7 +735,7 @@ class Compiled:
         leaves, tree = flatten_call(args, kwargs)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
         key = self._key(tree, leaves, batched)
-        if batch == 1 and batched and not self._serves_one(key, args, kwargs):
+        if batch == 1 and batched and not self._fits(key, 1, args, kwargs, absent=False):
             batched = frozenset()  # Note [batch size 1]
             key = self._key(tree, leaves, batched)
         static_key = key
@@ -981,15 +980,19 @@ class Compiled:
             return [type(err).__name__, str(err)]
         return "same" if mismatch(entry.captured.graph, g, {"batch": 1}) is None else "differs"
 
-    def _fits(self, key, n: int, args, kwargs) -> bool:
-        """Whether the automatic dynamic entry for ``key`` computes what the step does at
-        batch size ``n`` (Note [automatic dynamic]): decided once per size, by a trace at
-        ``n`` (Python only) compared with its graph, as Note [batch size 1] decides 1."""
+    def _fits(self, key, n: int, args, kwargs, absent: bool = True) -> bool:
+        """Whether the dynamic entry for ``key`` computes what the step does at batch size
+        ``n`` (Note [batch size 1], Note [automatic dynamic]): decided once per size, by a
+        trace at ``n`` (Python only) compared with its graph, which raises what eager code
+        raises there; at 1, by the verdict of the trace that made it. ``absent`` where no
+        entry serves the call."""
         entries = self._entries.get(key)
         entry = next((e for e in entries if e.guard_failure() is None), None) if entries else None
         if entry is None or entries is _EAGER:
-            return True  # it traces again, or runs eagerly, anyway
+            return absent
         fitted = self._fitted.setdefault(entry, {})
+        if n == 1 and n not in fitted and getattr(entry, "batch_one", None) is not None:
+            fitted[n] = entry.batch_one == "same"  # traced at 1 when it was made
         if n not in fitted:
             c0, c = entry.captured, _trace(self.fn, args, kwargs, self.rng, values=True)
             why = mismatch(c0.graph, c.graph, {"batch": n})
@@ -1011,7 +1014,6 @@ class Compiled:
         if len(entries) > MAX_ENTRIES:
             old = min(entries, key=lambda e: e.used)
             entries.remove(old)
-            self._one.pop(old, None)
             self._fitted.pop(old, None)
 
     def _key(self, tree, leaves, batched) -> tuple:
@@ -1046,26 +1048,6 @@ class Compiled:
             return None
         self._rewrites += 1
         return failed[0] if self._rewrites >= RETRACE_LIMIT else None
-
-    def _serves_one(self, key, args, kwargs) -> bool:
-        """Whether the dynamic entry for ``key`` computes what the step does at batch size
-        1 (Note [batch size 1]): decided once, by a trace at 1, which raises what eager
-        code raises at that size."""
-        entries = self._entries.get(key)
-        if entries is None or entries is _EAGER:
-            return False
-        entry = next((e for e in entries if e.guard_failure() is None), None)
-        if entry is None:
-            return False
-        if entry not in self._one and getattr(entry, "batch_one", None) is not None:
-            self._one[entry] = entry.batch_one == "same"  # traced at 1 when it was made
-        if entry not in self._one:
-            g = _trace(self.fn, args, kwargs, self.rng, values=True).graph
-            why = mismatch(entry.captured.graph, g, {"batch": 1})
-            if why is not None:
-                log.info("batch size 1 gets its own trace: %s", why)
-            self._one[entry] = why is None
-        return self._one[entry]
 
     def _run_eagerly(self, key, args, kwargs, why: str, note: str, warning: str | None, first=None):
         """These arguments run eagerly from now on (``fallback="eager"``, or Note [autograd
