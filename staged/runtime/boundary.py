@@ -228,6 +228,7 @@ class Differentiable:
     ``Compiled`` asks of its entries (``guard_failure``, ``run``, ``captured``...)."""
 
     background = None
+    fitted = None  # Compiled._fits's, as a CompiledGraph's
     number = 0
 
     def __init__(self, owner, forward, replays: bool):

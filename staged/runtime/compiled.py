@@ -159,6 +159,7 @@ class CompiledGraph:
     background = None  # a Compiling while its module compiles (Note [background compiles])
     specialized: Specialized | None = None  # a dynamic step's (Note [specialized batch sizes])
     batch_one = None  # a dynamic step's at batch size 1, for a saved step (Note [batch size 1])
+    fitted = None  # a dynamic step's {batch size: whether it serves it} (``Compiled._fits``)
     number = 0  # which trace of its Compiled made it (explain())
     _live: list[tuple[Any, Any, Any]]
     _narrow: list[Any] | None
@@ -703,7 +704,6 @@ class Compiled:
         self.automatic = dynamic is None  # Note [automatic dynamic]
         self._sizes: dict = {}  # per dynamic key: the batch sizes traced statically
         self._static: set = set()  # dynamic keys whose batch could not be made dynamic
-        self._fitted: dict = {}  # per dynamic entry: {batch size: whether it serves it}
         self._valued: dict = {}  # Note [argument data]: leaf index -> what read its data
         self._value_traces: dict = {}  # key but the values -> the values traced
         self.specialize = bool(specialize)  # Note [specialized batch sizes]
@@ -735,8 +735,8 @@ class Compiled:
         leaves, tree = flatten_call(args, kwargs)
         batch, batched = _batch(leaves) if self.dynamic else (None, ())
         key = self._key(tree, leaves, batched)
-        if batch == 1 and batched and not self._fits(key, 1, args, kwargs, absent=False):
-            batched = frozenset()  # Note [batch size 1]
+        if batched and not self._fits(key, batch, args, kwargs, absent=batch != 1):
+            batched = frozenset()  # Note [batch size 1], Note [automatic dynamic]
             key = self._key(tree, leaves, batched)
         static_key = key
         if self.automatic and key not in self._entries:  # Note [automatic dynamic]
@@ -907,8 +907,8 @@ class Compiled:
                 )
         if batched and isinstance(entry, CompiledGraph) and not entry.captured.one_shot:
             entry.batch_one = self._at_one(args, kwargs, leaves, tree, batched, entry)
-        if batched and self.automatic and not self.dynamic:  # traced at these in _generalize
-            self._fitted[entry] = {batch: True, batch + 1: True}
+        if batched:  # traced at these in _generalize
+            entry.fitted = {batch: True, batch + 1: True}
         self._calls += 1
         entry.used = self._calls
         if not entry.captured.one_shot:
@@ -987,10 +987,14 @@ class Compiled:
         raises there; at 1, by the verdict of the trace that made it. ``absent`` where no
         entry serves the call."""
         entries = self._entries.get(key)
-        entry = next((e for e in entries if e.guard_failure() is None), None) if entries else None
-        if entry is None or entries is _EAGER:
+        if not entries or entries is _EAGER:
             return absent
-        fitted = self._fitted.setdefault(entry, {})
+        entry = next((e for e in entries if e.guard_failure() is None), None)
+        if entry is None:
+            return absent
+        if entry.fitted is None:
+            entry.fitted = {}
+        fitted = entry.fitted  # kept by a saved step (Note [batch size 1])
         if n == 1 and n not in fitted and getattr(entry, "batch_one", None) is not None:
             fitted[n] = entry.batch_one == "same"  # traced at 1 when it was made
         if n not in fitted:
@@ -1014,7 +1018,6 @@ class Compiled:
         if len(entries) > MAX_ENTRIES:
             old = min(entries, key=lambda e: e.used)
             entries.remove(old)
-            self._fitted.pop(old, None)
 
     def _key(self, tree, leaves, batched) -> tuple:
         key: tuple = (
@@ -1386,7 +1389,8 @@ RETRACE_LIMIT = 4
 # cannot be dynamic (``DynamicError``: ``x[:-1]``, a branch on the size the two traces
 # see) stays static for those arguments, a trace per size, as it was, with the reason in
 # the trace history; batch sizes 0 and 1 are always traced statically. ``dynamic=False``
-# traces every size statically, ``dynamic=True`` makes the batch dynamic at the first.
+# traces every size statically, ``dynamic=True`` makes the batch dynamic at the first; both
+# check each new size with ``_fits`` (a branch on the size is never served wrongly).
 AUTOMATIC_AT = 3
 
 # Note [argument data]: Python in the step may read the data of a small integer or bool
@@ -1487,7 +1491,8 @@ def _on(flag) -> str:
 # traced statically and raises what eager code raises (again at the next such call, as
 # eager code raises again), and a mismatch gives batch size 1 its own static trace, as
 # torch.compile specializes sizes 0 and 1. A saved step keeps the verdict in its manifest
-# and raises that error, or refuses batch 1, itself (``deploy._at_one``). A first call
+# and raises that error, or refuses batch 1, itself (``deploy._at_one``); it also refuses
+# the sizes ``_fits`` found to differ (``batch_differs``), and cannot check others. A first call
 # with batch 1 also traces statically; the dynamic trace waits for a batch of 2 or more,
 # whose sizes n and n + 1 are what it generalizes from.
 def _batch(leaves):

@@ -163,6 +163,9 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
         "signature": _signature(fn),
         "checks": c.checks,  # (error, message, lo, hi) per row of the last result (Note [index checks])
         "batch_one": getattr(entry, "batch_one", None),  # a dynamic step's (Note [batch size 1])
+        "batch_differs": sorted(
+            n for n, ok in (getattr(entry, "fitted", None) or {}).items() if not ok and n != 1
+        ),
         "constants": _constants(c, fn, [i.name for i in args]),
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "cpu": {"target": target_cpu, "requires": cpu.required(target_cpu)}
@@ -333,8 +336,18 @@ class Deployed:
         arrays = [
             _checked(spec, a) for spec, a in zip(self.manifest["args"], self._bind(args, kwargs))
         ]
-        if _same_dims(self.manifest["args"], arrays).get("batch") == 1:
+        batch = _same_dims(self.manifest["args"], arrays).get("batch")
+        if batch == 1:
             _at_one(self.manifest.get("batch_one"))
+        elif batch in self.manifest.get("batch_differs", ()):
+            raise ValueError(
+                at_user(
+                    f"this saved step's dynamic batch does not serve batch size {batch}: its "
+                    "code did something else at that size than the compiled graph when the "
+                    "step was compiled (a branch on the size); save a step compiled at "
+                    f"batch size {batch} for it"
+                )
+            )
         arrays = [
             to_boundary(a, d, f"argument {spec['name']}")
             for a, d, spec in zip(arrays, self._arg_dtypes, self.manifest["args"])

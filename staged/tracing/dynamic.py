@@ -226,33 +226,34 @@ def mismatch(general, g, sizes: dict) -> str | None:
     """Why ``g``, traced with the dynamic dims of the generalized graph ``general`` of
     ``sizes`` (``{"batch": 1}``), does not compute what ``general`` computes at those
     sizes; None where it does. Op for op, with the same operands, shapes, shape
-    parameters and constants, except that ``general`` may have an expand, reshape or
-    slice that is the identity there, or a reduction over dims of size 1, which eager code
-    skips or makes a reshape (an expand to ``(1, C)`` at batch size 1)."""
+    parameters and constant values (a trace may make one constant or one per use of a
+    Python number), except that ``general`` may have an expand, reshape or slice that is
+    the identity there, or a reduction over dims of size 1, which eager code skips or
+    makes a reshape (an expand to ``(1, C)`` at batch size 1)."""
     where = ", ".join(f"{d} {n}" for d, n in sizes.items())
-    counts = [(len(x.inputs), len(x.consts), len(x.outputs)) for x in (general, g)]
+    counts = [(len(x.inputs), len(x.outputs)) for x in (general, g)]
     if counts[0] != counts[1]:
-        return f"the inputs, constants and outputs differ in number ({counts[1]} at {where})"
+        return f"the inputs and outputs differ in number ({counts[1]} at {where})"
     ids = {}  # general's value ids -> g's
     for i0, i1 in zip(general.inputs, g.inputs):
         if i0.kind != i1.kind or _at(tuple(i0.value.aval.shape), sizes) != i1.value.aval.shape:
             return f"input {i1.name} is {i1.value.aval}"
         ids[i0.value.id] = i1.value.id
-    for (v0, a0), (v1, a1) in zip(general.consts, g.consts):
-        spec = general.sym_consts.get(v0.id)
-        if spec is not None:
-            at = _const_at(spec, v0.aval, sizes)
-            a0 = at if spec.kind == "fill" else np.full(np.shape(a0), at)
-        kind = np.asarray(a1).dtype
-        same = (  # a constant fitted on rounded ones (SymConst) is off by more than they are
-            np.allclose(a0, a1, rtol=min(1e3 * np.finfo(kind).eps, 1e-3), atol=0, equal_nan=True)
-            if kind.kind in "fc"
-            else np.array_equal(a0, a1)
-        )
-        if np.shape(a0) != np.shape(a1) or not same:
+    consts0 = {v.id: _const_value(general, v, a, sizes) for v, a in general.consts}
+    consts1 = {v.id: a for v, a in g.consts}
+    why: list[str] = []  # the first constant that differs
+
+    def same(v0, v1) -> bool:
+        if v0.id not in consts0:
+            return ids.get(v0.id) == v1.id
+        a0, a1 = consts0[v0.id], consts1.get(v1.id)
+        if a1 is not None and _same_const(a0, a1):
+            return True
+        if a1 is not None and not why:
             shown = f": {a1} where the graph has {a0}" if np.size(a1) == np.size(a0) == 1 else ""
-            return f"a constant ({np.asarray(a1).dtype}{list(np.shape(a1))}) differs{shown}"
-        ids[v0.id] = v1.id
+            why.append(f"a constant ({np.asarray(a1).dtype}{list(np.shape(a1))}) differs{shown}")
+        return False
+
     ops = iter(g.ops)
     op1 = next(ops, None)
     for op0 in general.ops:
@@ -260,37 +261,63 @@ def mismatch(general, g, sizes: dict) -> str | None:
         if (
             op1 is not None
             and op1.prim is op0.prim
-            and tuple(v.id for v in op1.inputs) == tuple(ids.get(v.id) for v in op0.inputs)
+            and len(op1.inputs) == len(op0.inputs)
+            and all(map(same, op0.inputs, op1.inputs))
             and op1.out.aval.shape == shape
             and _same_params(op0, op1, sizes)
         ):
             ids[op0.out.id] = op1.out.id
             op1 = next(ops, None)
         elif _moves_nothing(op0, sizes) and op0.inputs[0].aval.dtype == op0.out.aval.dtype:
-            x = ids.get(op0.inputs[0].id)
+            x = op0.inputs[0]
             if (
                 op1 is not None
                 and op1.prim.name == "reshape"
-                and op1.inputs[0].id == x
+                and same(x, op1.inputs[0])
                 and op1.out.aval.shape == shape
             ):  # eager code reshapes where the reduction is over size-1 dims only
                 ids[op0.out.id] = op1.out.id
                 op1 = next(ops, None)
-            elif _at(tuple(op0.inputs[0].aval.shape), sizes) == shape:
-                ids[op0.out.id] = x
+            elif _at(tuple(x.aval.shape), sizes) == shape:
+                if x.id in consts0:
+                    consts0[op0.out.id] = consts0[x.id]
+                else:
+                    ids[op0.out.id] = ids.get(x.id)
             else:
-                return f"{_where(op0)} is {_where(op1, 'missing')} at {where}"
+                return why[0] if why else f"{_where(op0)} is {_where(op1, 'missing')} at {where}"
         else:
             return (
-                f"{_where(op0)} is {_where(op1, 'missing')} at {where} (does the code "
+                why[0]
+                if why
+                else f"{_where(op0)} is {_where(op1, 'missing')} at {where} (does the code "
                 "branch on the size?)"
             )
     if op1 is not None:
         return f"{_where(op1)} at {where} has no counterpart"
     for o0, o1 in zip(general.outputs, g.outputs):
-        if o0.kind != o1.kind or ids.get(o0.value.id) != o1.value.id:
-            return f"output {o1.name} differs"
+        if o0.kind != o1.kind or not same(o0.value, o1.value):
+            return why[0] if why else f"output {o1.name} differs"
     return None
+
+
+def _const_value(general, v, a, sizes: dict):
+    """The value of ``general``'s constant ``v`` (``a``) at the dynamic dims' ``sizes``."""
+    spec = general.sym_consts.get(v.id)
+    if spec is None:
+        return a
+    at = _const_at(spec, v.aval, sizes)
+    return at if spec.kind == "fill" else np.full(np.shape(a), at)
+
+
+def _same_const(a0, a1) -> bool:
+    """Whether two constants are equal; floats to what a constant fitted on rounded ones
+    (``SymConst``) can be off by, which is more than they are."""
+    if np.shape(a0) != np.shape(a1):
+        return False
+    kind = np.asarray(a1).dtype
+    if kind.kind in "fc":
+        return np.allclose(a0, a1, rtol=min(1e3 * np.finfo(kind).eps, 1e-3), atol=0, equal_nan=True)
+    return np.array_equal(a0, a1)
 
 
 def _same_params(op0, op1, sizes: dict) -> bool:

@@ -82,7 +82,7 @@ def test_mlp_sgd_momentum_step_compiles_once_for_every_batch_size(tmp_path):
         deployed(staged.zeros(3, 21), staged.zeros(3, dtype=staged.int64))
 
 
-def test_dynamic_none_makes_the_batch_dynamic_at_its_third_size():
+def test_dynamic_none_makes_the_batch_dynamic_at_its_third_size(tmp_path):
     """Note [automatic dynamic]: torch.compile's default. Two sizes (an epoch's batches
     and its last, partial one) get static traces; the third makes the batch dynamic, and
     no size after it traces again. Eager is the oracle at every call."""
@@ -108,16 +108,28 @@ def test_dynamic_none_makes_the_batch_dynamic_at_its_third_size():
     assert "calls 6-8: compiled (trace 4)" in text and "calls 10-11: compiled (trace 4)" in text
     assert "call 12: compiled (trace 2)" in text
 
-    # a branch on the size that the traces at 5 and 6 did not see: the size that takes it
-    # gets a trace of its own (checked by a trace at each new size), not the wrong branch
+    # a branch on the size that the traces at 5 and 6 (3 and 4) did not see: the size
+    # that takes it gets a trace of its own (checked by a trace at each new size), not
+    # the wrong branch; under dynamic=True too
     def branchy(x):
         return (x * 2 if x.shape[0] > 20 else x).sum(0)
 
-    f = staged.compile(branchy)
-    for n in (3, 4, 5, 30, 6, 30, 7):
-        x = staged.randn(n, 2)
-        np.testing.assert_allclose(f(x).numpy(), branchy(x).numpy(), rtol=1e-6)
-    assert f.traces == 4  # 3, 4, 5 (dynamic), 30 (static); 6 and 7 run the dynamic one
+    # dynamic=None: 3, 4, 5 (dynamic), 30 (static); dynamic=True: 3 (dynamic), 30 (static)
+    for dynamic, traces in ((None, 4), (True, 2)):
+        f = staged.compile(branchy, dynamic=dynamic)
+        for n in (3, 4, 5, 30, 6, 30, 7):
+            x = staged.randn(n, 2)
+            np.testing.assert_allclose(f(x).numpy(), branchy(x).numpy(), rtol=1e-6)
+        assert f.traces == traces, dynamic
+        assert "calls 5-7" not in f.explanation()  # 6 and 7 run the dynamic trace, 30 not
+
+    # a saved step cannot trace: it refuses the size found to differ, serves the others
+    f.save(tmp_path / "branchy")
+    deployed = load(tmp_path / "branchy")
+    x = staged.randn(9, 2)
+    np.testing.assert_allclose(deployed(x).numpy(), branchy(x).numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="does not serve batch size 30: its code did something"):
+        deployed(staged.randn(30, 2))
 
     # a batch that cannot be dynamic stays static, a trace per size, as dynamic=False's
     def diffs(x):
@@ -151,8 +163,10 @@ def test_mean_and_unbiased_variance_over_the_batch_become_run_time_divisions():
         for a, b in zip(got, want):
             np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-7)
     # batch 1 has its own trace: var's backward takes another path at N - 1 = 0 (Note
-    # [batch size 1]); every other size runs the dynamic one
-    assert compiled.traces == 2
+    # [batch size 1]); so has batch 0, whose trace folds 0/0 where the dynamic graph's
+    # constant is 0 (checked by a trace at each new size); every other size runs the
+    # dynamic one
+    assert compiled.traces == 3
     graph = str(compiled.graphs()[0])
     assert "const 1/batch" in graph or "const 1*batch" in graph
     assert "max(batch-1,0)" in graph  # fitted on a third trace, at batch size 15
