@@ -369,8 +369,9 @@ def test_a_deployed_call_with_a_bad_target_keeps_the_state(tmp_path):
     before = step.state_dict()
     step(x, np.array([0, 5, 1, 0]))
     assert all(np.array_equal(v, before[k]) for k, v in step.state_dict().items())
-    with pytest.raises(IndexError, match=r"Target 5 is out of bounds"):
+    with pytest.raises(IndexError, match=r"Target 5 is out of bounds") as err:
         step(x, y)
+    assert "This call did not run: call it again" in err.value.__notes__[0]
     assert [step(x, y).item() for x, y in data[2:]] == pytest.approx(want, rel=RTOL)
 
 

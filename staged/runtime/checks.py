@@ -71,9 +71,18 @@ class StepCheck:
         return ready is None or ready[0].query() >= ready[1]
 
     def raise_unreported(self) -> None:
-        """Raise the failure at a later call, unless a read already raised it."""
+        """Raise the failure at a later call, unless a read already raised it; a note says
+        that the call raising it did not run."""
         if not self.reported:
-            self()
+            try:
+                self()
+            except Exception as err:
+                err.add_note(
+                    "(raised by an earlier call of this compiled step, whose results were not "
+                    "read; that call kept the state it found. This call did not run: call it "
+                    "again to run it)"
+                )
+                raise
 
 
 class Checks:
