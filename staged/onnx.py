@@ -292,7 +292,26 @@ def _trace(fn, args, arg_names, names, wrt, opt):
             )
         targets = [a[ref] if kind == "arg" else ref for _, (kind, ref) in wrt]
         if opt is None:
-            grads = _autograd_grad(loss, targets, materialize_grads=True) if targets else ()
+            itself = (
+                "export it with with_gradients=False, which writes its updated parameters "
+                "and optimizer state as outputs (updated.<name>), or export the model with "
+                "training_step=opt"
+            )
+            if targets and not loss.requires_grad:  # torch's bare RuntimeError otherwise
+                raise ExportError(
+                    "exporting gradients takes them of the function's (first) output, which "
+                    "does not require grad: where the function is a training step that runs "
+                    f"backward() itself and returns loss.detach(), {itself}"
+                )
+            try:
+                grads = _autograd_grad(loss, targets, materialize_grads=True) if targets else ()
+            except RuntimeError as err:
+                if "backward through the graph a second time" not in str(err):
+                    raise
+                raise ExportError(
+                    "exporting gradients takes them of the function's loss, and the function "
+                    f"already ran backward() on it (a training step): {itself}"
+                ) from err
         else:
             if not loss.requires_grad:  # backward() would raise torch's bare RuntimeError
                 raise ExportError(

@@ -635,6 +635,24 @@ def test_an_exported_step_that_clips_and_steps_itself_follows_torch(tmp_path):
     example = tuple(map(staged.tensor, data[0]))
     with pytest.raises(staged.onnx.ExportError, match=r"training_step= runs backward\(\) .* "):
         staged.onnx.export(step, example, tmp_path / "c.onnx", training_step=opt)
+    # exported with gradients (the default): torch's bare RuntimeErrors before ("does not
+    # require grad", "backward through the graph a second time" had it returned the loss)
+    with pytest.raises(
+        staged.onnx.ExportError, match=r"runs backward\(\) itself .* with_gradients=False"
+    ):
+        staged.onnx.export(step, example, tmp_path / "c.onnx")
+
+    def attached(x, y):
+        opt.zero_grad()
+        loss = staged.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    with pytest.raises(
+        staged.onnx.ExportError, match=r"already ran backward\(\) on it .* with_gradients=False"
+    ):
+        staged.onnx.export(attached, example, tmp_path / "c.onnx")
     staged.onnx.export(step, example, tmp_path / "c.onnx", with_gradients=False)
     names = [i.name for i in ort.InferenceSession(str(tmp_path / "c.onnx")).get_inputs()]
     got = _ort_run(tmp_path / "c.onnx", _feed(m, opt, names), data[1:], ("x", "y"))
