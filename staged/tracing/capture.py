@@ -1004,15 +1004,13 @@ def leaf_names(fn, args, kwargs) -> list:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         params = []
-    top = []
-    for i in range(len(args)):
-        p = params[min(i, len(params) - 1)] if params else None
-        if p is None or (i >= len(params) and p.kind is not p.VAR_POSITIONAL):
-            top.append(f"arg{i}")
-        elif p.kind is p.VAR_POSITIONAL:
-            top.append(f"{p.name}.{i - params.index(p)}")
-        else:
-            top.append(p.name)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    named = [p.name for p in params if p.kind in kinds]  # those positional arguments bind to
+    rest = next((p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
+    top = [
+        named[i] if i < len(named) else f"{rest}.{i - len(named)}" if rest else f"arg{i}"
+        for i in range(len(args))
+    ]
     names = []
     for name, value in zip(top + list(kwargs), list(args) + list(kwargs.values())):
         leaves, _ = flatten(value, lambda o: False)

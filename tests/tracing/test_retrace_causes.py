@@ -223,3 +223,23 @@ def test_the_readme_names_the_saved_hyper_parameters_as_saves_do(tmp_path):
     assert named and set(named) <= set(saved), (named, sorted(saved))
     assert saved["SGD.param_groups[0].-lr"] == np.float32(-0.1)
     assert saved["Adam.param_groups[0].lr"] == np.float32(0.1)
+
+
+def test_positional_arguments_are_named_by_the_parameters_they_bind_to():
+    """A retrace reason names each argument by its parameter: ``*args`` leaves as
+    ``args.<i>``, never after the keyword-only parameters behind it."""
+    lin = nn.Linear(3, 2)
+
+    def step(*batch, model=lin, scale=2.0):
+        return model(batch[0]).sum() * scale + batch[1].sum()
+
+    def pair(x, *rest, model=lin):
+        return model(x).sum() + sum(r.sum() for r in rest)
+
+    f, g = staged.compile(step, dynamic=False), staged.compile(pair, dynamic=False)
+    f(staged.ones(4, 3), staged.ones(2))
+    f(staged.ones(4, 3), staged.ones(5))
+    assert f.last_retrace_reason == "batch.1: shape (2,) -> (5,)"
+    g(staged.ones(4, 3), staged.ones(2), staged.ones(1))
+    g(staged.ones(4, 3), staged.ones(2), staged.ones(6))
+    assert g.last_retrace_reason == "rest.1: shape (1,) -> (6,)"
