@@ -407,14 +407,18 @@ class Hyper:
             return get(self.group)
         opt, i = self.opt, self.index
         key = (i, name, self.dtype)
+        probe = _Reads(self.group)
+        value = get(probe)
         t = opt._live.get(key)
         if t is None:
-            t = opt._live[key] = scalar_tensor(get(Numbers(self.group)), self.dtype)
-        self.icpt.live(
-            t,
-            lambda: get(Numbers(opt.param_groups[i])),
-            f"{type(opt).__name__}.param_groups[{i}].{name}",
-        )
+            t = opt._live[key] = scalar_tensor(value, self.dtype)
+
+        def read():
+            return get(Numbers(opt.param_groups[i]))
+
+        # what it is computed from, for a saved step (Note [hyper-parameters of a saved step])
+        read.reads = tuple((id(opt), i, k) for k in sorted(probe.keys))  # type: ignore[attr-defined]
+        self.icpt.live(t, read, f"{type(opt).__name__}.param_groups[{i}].{name}")
         return t
 
     def one_minus(self, name: str):
@@ -477,6 +481,22 @@ class Numbers:
         if type(v) is tuple:
             return tuple(x.item() if isinstance(x, Tensor) else x for x in v)
         return v.item() if isinstance(v, Tensor) else v
+
+
+class _Reads(Numbers):
+    """A param group that notes the keys read from it (``keys``): what a live input's value
+    is computed from (``1 - lr * weight_decay`` from ``lr`` and ``weight_decay``), which a
+    saved step checks its hyper-parameters by (Note [hyper-parameters of a saved step])."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, group: dict):
+        super().__init__(group)
+        self.keys: set = set()
+
+    def __getitem__(self, name):
+        self.keys.add(name)
+        return super().__getitem__(name)
 
 
 def _same_truth(a, b) -> bool:

@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from .._version import __version__
-from .._where import at_user
+from .._where import at_user, warn_user
 from ..eager.tensor import Tensor
 from ..lower.mlir import to_mlir
 from ..tracing.ir import Graph, Input, Output
@@ -166,6 +166,7 @@ def save(entry, directory, names=None, fn=None, target_cpu="host") -> Path:
         "batch_differs": sorted(
             n for n, ok in (getattr(entry, "fitted", None) or {}).items() if not ok and n != 1
         ),
+        "hyper": _hyper(c, renamed),
         "constants": _constants(c, fn, [i.name for i in args]),
         "versions": {"staged": __version__, "iree-compiler": compiler_version},
         "cpu": {"target": target_cpu, "requires": cpu.required(target_cpu)}
@@ -447,6 +448,11 @@ class Deployed:
             k: to_boundary(_checked(s, state[k], "state"), s["device_dtype"], f"state {k}")
             for k, s in specs.items()
         }
+        hyper = self.manifest.get("hyper")
+        if hyper:  # Note [hyper-parameters of a saved step]
+            why = _stale_hyper(hyper, self.state_dict(), state)
+            if why is not None:
+                warn_user(why)
         with self._lock:
             self._load(arrays=arrays)
 
@@ -572,6 +578,48 @@ def _checked(spec: dict, x, what="argument") -> np.ndarray:
             )
         )
     return a.astype(dtype, copy=False)
+
+
+# Note [hyper-parameters of a saved step]: an optimizer's hyper-parameters are state of a
+# saved step, each the value its update uses (``AdamW.param_groups[0].lr`` and
+# ``AdamW.param_groups[0].1 - lr * weight_decay``), computed in Python by the optimizer,
+# which a deployed step does not have. A user who continues an lr schedule there sets them
+# with ``load_state_dict``, and one set without the others computed from the same group
+# keys would train with both values at once. So the manifest names the keys each is
+# computed from (``hyper``: ``["0:lr", "0:weight_decay"]``, ``0`` a param group of the
+# step), and ``load_state_dict`` warns of a change of one that leaves another of the same
+# key as it was: a warning, not an error, since a value computed from a changed key can
+# round to the one it had (``1 - lr * weight_decay`` in float32 for a small lr).
+def _hyper(c, renamed) -> dict:
+    """{state name: the param-group keys its value is computed from} for the live inputs
+    of ``c`` (Note [hyper-parameters of a saved step])."""
+    reads = {id(t): getattr(get, "reads", ()) for t, get in c.live}
+    groups: dict = {}  # (id(optimizer), group index) -> its number in the manifest
+    return {
+        renamed[w.name]: [
+            f"{groups.setdefault(r[:2], len(groups))}:{r[2]}" for r in reads[id(w.tensor)]
+        ]
+        for w in c.state
+        if reads.get(id(w.tensor))
+    }
+
+
+def _stale_hyper(hyper: dict, now: dict, new: dict) -> str | None:
+    """Why ``new`` state changes a hyper-parameter of ``now`` and leaves one computed from
+    the same param-group key as it was; None where it does not."""
+    changed = {n for n in hyper if not np.array_equal(now[n], new[n])}
+    for n in sorted(changed):
+        for other in sorted(hyper.keys() - changed):
+            shared = sorted(set(hyper[n]) & set(hyper[other]))
+            if shared:
+                keys = ", ".join(k.split(":", 1)[1] for k in shared)
+                return (
+                    f"load_state_dict changes {n!r} but not {other!r}, which is computed from "
+                    f"the same {keys}: the step would update with both values. Set every "
+                    "hyper-parameter computed from it (each is named for the value its update "
+                    "uses), or ignore this where the other's value is right as it is"
+                )
+    return None
 
 
 def _at_one(verdict) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -352,3 +354,38 @@ def test_a_saved_step_has_the_learning_rate_a_scheduler_set_after_the_last_call(
         got = [loaded(x, y).item() for _ in range(2)]
         want = [cstep(x, y).item() for _ in range(2)]
         np.testing.assert_allclose(got, want, rtol=DEPLOY_RTOL)
+
+
+def test_a_saved_steps_hyper_parameters_computed_from_one_key_change_together(tmp_path):
+    """Note [hyper-parameters of a saved step]: AdamW's update uses ``lr`` and ``1 - lr *
+    weight_decay``, both state of a saved step; setting the lr alone with load_state_dict
+    trained with two learning rates at once, silently. It warns now, naming the other;
+    both set, the deployed step trains as the optimizer with that lr does."""
+    staged.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.5)
+    cstep = staged.compile(classification_step(model, opt))
+    x, y = staged.randn(16, 6), staged.randint(0, 3, (16,))
+    for _ in range(2):
+        cstep(x, y)
+    cstep.save(tmp_path)
+    loaded = staged.runtime.load(tmp_path)
+    lr, decay = "AdamW.param_groups[0].lr", "AdamW.param_groups[0].1 - lr * weight_decay"
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["hyper"][decay] == ["0:lr", "0:weight_decay"]
+    before = loaded.state_dict()
+    state = {**before, lr: np.float32(0.01)}
+    said = re.escape(f"changes '{lr}' but not '{decay}', which is computed from the same lr")
+    with pytest.warns(UserWarning, match=said):
+        loaded.load_state_dict(state)
+    loaded = staged.runtime.load(tmp_path)
+    state[decay] = np.float32(1 - 0.01 * 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded.load_state_dict(state)
+        loaded.load_state_dict(before)  # an earlier snapshot: every one changes back
+        loaded.load_state_dict(state)
+    opt.param_groups[0]["lr"] = 0.01
+    got = [loaded(x, y).item() for _ in range(2)]
+    want = [cstep(x, y).item() for _ in range(2)]
+    np.testing.assert_allclose(got, want, rtol=DEPLOY_RTOL)
