@@ -464,7 +464,7 @@ def _set_attributes(attrs, res, out, to) -> None:
                 else graphless(res[k], freed, to)
             )
             made[k] = t
-        vars(m)[key] = t
+        (m if isinstance(m, dict) else vars(m))[key] = t  # Note [tensor stores]: a dict's item
 
 
 def _root(kind: str, root, leaves) -> Tensor:

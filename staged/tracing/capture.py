@@ -128,15 +128,18 @@ from ..eager.views import refresh as refresh_view
 from ..eager.views import refresh_stale
 from .draws import Program, state_bytes
 from .guards import (
+    MISSING,
     Attributes,
     Guard,
     Position,
     as_entered,
     at_entry,
+    entry_guard,
     entry_values,
     holds_tensor,
     replay,
     source_guards,
+    store_dicts,
     undo_writes,
 )
 from .impure import report_draw, warn_impure_calls
@@ -307,6 +310,8 @@ class Tracer:
         self.guards: dict = {}  # key -> Guard
         self.live_inputs: dict = {}  # id(tensor) -> (tensor, get)
         self.dicts: dict[int, tuple] = {}  # id -> (dict, its items before the trace)
+        # id -> (dict, its items before the trace, its name): Note [tensor stores]
+        self.stores: dict[int, tuple] = {}
         self.finished = False  # set when the trace is over: its symbolic values have no data
         self.checks: list = []  # [(report Value, check params)] (Note [index checks])
         self.kept: dict = {}  # output index -> the Value it keeps where a check fails
@@ -450,6 +455,7 @@ class Tracer:
             return
         if id(fn) not in self.hooks:
             self.hooks[id(fn)] = (fn, source_guards(fn, ()), (), True)
+            self.note_stores(fn)
         if module is None or (id(fn), id(module)) in self.hooks:  # walked once per Module
             return
         roots = _module_argument(fn, module)
@@ -526,6 +532,13 @@ class Tracer:
             )
         else:
             steps.append(("seed", gen, arg))
+
+    def note_stores(self, fn) -> None:
+        """Note the dicts ``fn`` may store a tensor in, as they are before it runs (Note
+        [tensor stores])."""
+        for name, d in store_dicts(fn):
+            if id(d) not in self.stores:
+                self.stores[id(d)] = (d, dict(d), name)
 
     def preserve(self, d: dict) -> None:
         """A Python dict the trace may write (an optimizer's state): restored after the
@@ -874,6 +887,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
     before = source_guards(fn, (), None, roots)  # Note [source guards]: what the body changes
     tracer.entry = entry_values(before)  # Note [attribute writes]
     thawed = _freeze_heap()  # Note [escapes]
+    tracer.note_stores(fn)  # Note [tensor stores]
     first_hook = fresh_id()  # Note [hooks the body leaves]
     modes = _autograd_modes()
     try:
@@ -885,6 +899,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             captured = _finish(tracer, holder, in_tree, wrappers)
         except BaseException:  # and its Python values: a failed trace changes nothing
             _undo_writes(fn, tracer, before, roots)
+            replay(_undo_stores(tracer))
             raise
         finally:
             interceptor.restore_interceptor(prev)
@@ -910,7 +925,13 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         at_entry(captured.guards, [w[:4] for w in values])
         captured.attr_writes = [(m, k, after) for m, k, _, after, _ in values]
         captured.wrote = frozenset(w[4] for w in values) | _data_written(captured, tracer)
-        tensors = _tensor_writes(g, [w for w in written.values() if holds_tensor(w[2:4])])
+        tensors = _tensor_writes(
+            g, [w for w in written.values() if holds_tensor(w[2:4])] + _stores(tracer)
+        )
+        ids = {id(t) for t in read}
+        captured.guards += [entry_guard(at, d, k, was, ids) for d, k, was, _, at in _stores(tracer)]
+        for w in tensors:  # Note [tensor stores]: an output of its own, not its base's
+            _sever(w[3], tracer)
         escaped, grad = _escaped(tracer)  # after the restore: only the body's own stores remain
         _refuse_kept_scalars(fn, tracer, before, roots)
         escaped = _attr_outputs(captured, tracer, escaped, tensors)
@@ -1357,6 +1378,46 @@ def _select_scalars(g: Graph, sym, ok, rows) -> list:
 # stays an escape: the caller would differentiate it outside the call, which runs eagerly
 # (Note [autograd boundary]). Not seen: a Module's buffers (``self.buf = t`` of a
 # registered buffer) and a Module the walk does not reach; these stay escapes.
+
+
+# Note [tensor stores]: a forward hook that logs activations (``acts[name] =
+# out.detach()``, a feature extractor's, a perceptual loss's) stores a tensor the trace
+# made in a dict of its own, as ``self.last = y`` does on a Module (Note [tensor
+# attributes]): an escape, so every call traced again and ran eagerly. The plain dicts
+# that the step's and its hooks' code names (``store_dicts``: globals, closure cells, a
+# bound method's object's attributes) are noted as the trace enters them (``note_stores``),
+# and an item of one that the trace set to a tensor it made is an output of kind
+# ``"attr"``, set after every call as an attribute is, with the same entry guard on what
+# the item held (absent, a tensor the trace did not read...): a hook storing at every
+# call traces twice (absent, then a tensor), then compiles for good.
+def _stores(tracer: Tracer) -> list:
+    """The items ``(dict, key, before, tensor, name shown)`` that the trace set to a
+    tensor it made in the dicts of ``tracer.stores`` (Note [tensor stores])."""
+    return [
+        (d, k, before.get(k, MISSING), v, f"{name}[{k!r}]")
+        for d, before, name in tracer.stores.values()
+        for k, v in list(d.items())
+        if isinstance(v, Tensor)
+        and isinstance(v._payload, Symbolic)
+        and v._payload.tracer is tracer
+        and before.get(k) is not v
+    ]
+
+
+def _sever(t, tracer: Tracer) -> None:
+    """Drop what the trace's tensor ``t``, stored as an attribute or item, holds of the
+    tensor it views or aliases (``out.detach()``'s ``out``, and through its ``grad_fn``
+    what that saved): each call sets a tensor of its own there, so they are no escape."""
+    if isinstance(t, Tensor) and isinstance(t._payload, Symbolic) and t._payload.tracer is tracer:
+        if getattr(t, "_alias", None) is not None:
+            del t._alias
+        if t._base is not None:
+            t._base = t._view = None
+
+
+def _undo_stores(tracer: Tracer) -> list:
+    """The writes that put back the items a failed trace stored (``replay`` them)."""
+    return [(d, k, was) for d, k, was, _, _ in _stores(tracer)]
 
 
 def _tensor_writes(g: Graph, writes) -> list:

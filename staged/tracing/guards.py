@@ -135,6 +135,7 @@ the count if they hold. Not seen: a counted dict changed behind its class's meth
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dis
 import functools
@@ -154,6 +155,7 @@ from ..eager.tensor import Tensor
 from .scalars import TracedScalar
 
 _MISSING = object()
+MISSING = _MISSING  # what an absent attribute or item reads as, for ``replay`` to delete
 # guarded by value; a traced scalar the body stored is seen as a value it wrote (and put
 # back: Note [traced items]), the same only as itself
 _VALUES = (numbers.Number, np.generic, str, bytes, type(None), TracedScalar)
@@ -484,7 +486,7 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
     writes = _writes(old, guards)  # Note [attribute writes]
     replayed = {w.at(k) for w in writes for k in w.value[1]}
     entry = [  # Note [tensor attributes]: guarded on what they held at entry
-        _entry_guard(w.at(k), w.value[0], k, change[0], ids)
+        entry_guard(w.at(k), w.value[0], k, change[0], ids)
         for w in writes
         for k, change in w.value[1].items()
         if holds_tensor(change)
@@ -888,7 +890,7 @@ def _entry_kind(get):
     return _kind_of(get())
 
 
-def _entry_guard(name: str, module, key: str, before, ids) -> Guard:
+def entry_guard(name: str, module, key: str, before, ids) -> Guard:
     """The guard on the attribute ``key`` of ``module`` that the body replaced by or with a
     tensor, as the call enters (``before``; Note [tensor attributes]): a tensor the trace
     read by identity (the graph reads that one), another tensor as being one (the body
@@ -1189,6 +1191,34 @@ def _member(get, key):
 
 def _constant(value):
     return value
+
+
+def store_dicts(fn) -> list:
+    """``[(name, dict)]``: the plain dicts that ``fn``'s code, and the user's functions it
+    names, name, where it may store a tensor by item (``acts[name] = out`` in a forward
+    hook: Note [tensor stores]): their globals, closure cells and, for a bound method,
+    its object's attributes."""
+    out, seen = [], set()
+    todo = [(fn, 0)]
+    while todo:
+        obj, depth = todo.pop()
+        owner = obj.__self__ if isinstance(obj, types.MethodType) else None
+        for f in _functions(obj):
+            if id(f) in seen or depth > 4:
+                continue
+            seen.add(id(f))
+            globs, names = _names(f.__code__)
+            found = [(n, f.__globals__.get(n)) for n in sorted(globs)]
+            cells = zip(f.__code__.co_freevars, f.__closure__ or ())
+            found += [(n, _contents(c)) for n, c in cells]
+            if owner is not None and hasattr(owner, "__dict__"):
+                found += [(f"self.{n}", vars(owner).get(n)) for n in sorted(names)]
+            out += [(n, d) for n, d in found if type(d) in _STORE_DICTS]
+            todo += [(v, depth + 1) for _, v in found if callable(v) and not isinstance(v, type)]
+    return out
+
+
+_STORE_DICTS = (dict, collections.defaultdict)
 
 
 def _functions(obj) -> list:

@@ -130,6 +130,26 @@ def test_save_needs_a_reusable_trace(tmp_path):
     with pytest.raises(RuntimeError, match="call the compiled step once before saving"):
         cstep.save(tmp_path)
     cstep(staged.randn(3))
+    # the item the first call stored (Note [tensor stores]) fails its trace's guard
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape("no longer matches the Python state it read (store['buf']: <unbound> -> a"),
+    ):
+        cstep.save(tmp_path)
+
+    # the first call of a step with momentum made the optimizer's buffers (one-shot)
+    lin = nn.Linear(3, 1)
+    opt = optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)
+
+    def sgd(x):
+        opt.zero_grad()
+        loss = lin(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    cstep = staged.compile(sgd)
+    cstep(staged.randn(2, 3))
     with pytest.raises(RuntimeError, match="call the step once more before saving"):
         cstep.save(tmp_path)
 

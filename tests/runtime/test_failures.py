@@ -237,20 +237,22 @@ def test_fallback_to_eager_after_a_trace_that_failed_past_opt_step_matches_torch
 
 
 def test_a_tensor_a_failed_trace_stored_elsewhere_says_it_has_no_data():
-    store = {}
+    store, kept = {}, []
 
     def f(x):
-        store["t"] = x * 2  # an escape outside any optimizer's state
+        store["t"] = x * 2  # a dict's item: put back (Note [tensor stores])
+        kept.append(x * 3)  # an escape outside any optimizer's state
         raise Injected("injected failure")
 
     with pytest.raises(Injected):
         staged.capture(f, staged.ones(3))
+    assert store == {}
     with pytest.raises(
         CaptureError,
         match=r"test_failures\.py:\d+: this tensor was made "
         "by a staged trace and stored outside it .* it has no data",
     ):
-        store["t"] + 1
+        kept[0] + 1
 
 
 class _Ema(nn.Module):
