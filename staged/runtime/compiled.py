@@ -905,10 +905,11 @@ class Compiled:
                         leaves,
                     ),
                 )
-        if batched and isinstance(entry, CompiledGraph) and not entry.captured.one_shot:
-            entry.batch_one = self._at_one(args, kwargs, leaves, tree, batched, entry)
         if batched:  # traced at these in _generalize
             entry.fitted = {batch: True, batch + 1: True}
+            if isinstance(entry, CompiledGraph) and not entry.captured.one_shot:
+                entry.batch_one = self._at_one(args, kwargs, leaves, tree, batched, entry)
+                entry.fitted[1] = entry.batch_one == "same"  # Note [batch size 1]
         self._calls += 1
         entry.used = self._calls
         if not entry.captured.one_shot:
@@ -984,7 +985,7 @@ class Compiled:
         """Whether the dynamic entry for ``key`` computes what the step does at batch size
         ``n`` (Note [batch size 1], Note [automatic dynamic]): decided once per size, by a
         trace at ``n`` (Python only) compared with its graph, which raises what eager code
-        raises there; at 1, by the verdict of the trace that made it. ``absent`` where no
+        raises there (at 1, by ``_at_one`` when the entry was made). ``absent`` where no
         entry serves the call."""
         entries = self._entries.get(key)
         if not entries or entries is _EAGER:
@@ -997,8 +998,6 @@ class Compiled:
         if entry.fitted is None:
             entry.fitted = {}
         fitted = entry.fitted  # kept by a saved step (Note [batch size 1])
-        if n == 1 and n not in fitted and getattr(entry, "batch_one", None) is not None:
-            fitted[n] = entry.batch_one == "same"  # traced at 1 when it was made
         if n not in fitted:
             c0, c = entry.captured, _trace(self.fn, args, kwargs, self.rng, values=True)
             why = mismatch(c0.graph, c.graph, {"batch": n})

@@ -899,7 +899,7 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
             captured = _finish(tracer, holder, in_tree, wrappers)
         except BaseException:  # and its Python values: a failed trace changes nothing
             _undo_writes(fn, tracer, before, roots)
-            replay(_undo_stores(tracer))
+            replay([(d, k, was) for d, k, was, _, _ in _stores(tracer)])
             raise
         finally:
             interceptor.restore_interceptor(prev)
@@ -925,11 +925,10 @@ def _trace(fn, tracer: Tracer, a, kw, in_tree, wrappers) -> Captured:
         at_entry(captured.guards, [w[:4] for w in values])
         captured.attr_writes = [(m, k, after) for m, k, _, after, _ in values]
         captured.wrote = frozenset(w[4] for w in values) | _data_written(captured, tracer)
-        tensors = _tensor_writes(
-            g, [w for w in written.values() if holds_tensor(w[2:4])] + _stores(tracer)
-        )
+        stores = _stores(tracer)  # Note [tensor stores]
+        tensors = _tensor_writes(g, [w for w in written.values() if holds_tensor(w[2:4])] + stores)
         ids = {id(t) for t in read}
-        captured.guards += [entry_guard(at, d, k, was, ids) for d, k, was, _, at in _stores(tracer)]
+        captured.guards += [entry_guard(at, d, k, was, ids) for d, k, was, _, at in stores]
         for w in tensors:  # Note [tensor stores]: an output of its own, not its base's
             _sever(w[3], tracer)
         escaped, grad = _escaped(tracer)  # after the restore: only the body's own stores remain
@@ -1413,11 +1412,6 @@ def _sever(t, tracer: Tracer) -> None:
             del t._alias
         if t._base is not None:
             t._base = t._view = None
-
-
-def _undo_stores(tracer: Tracer) -> list:
-    """The writes that put back the items a failed trace stored (``replay`` them)."""
-    return [(d, k, was) for d, k, was, _, _ in _stores(tracer)]
 
 
 def _tensor_writes(g: Graph, writes) -> list:

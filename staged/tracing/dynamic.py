@@ -162,14 +162,12 @@ def specialize(g, sizes: dict) -> Graph:
     (``{"batch": 32}``, every dim ``g`` uses): the shapes and shape parameters it has
     there, and its ``sym_consts`` computed as constants (in float64, then rounded to the
     constant's dtype)."""
-    consts = []
-    for v, a in g.consts:
-        spec = g.sym_consts.get(v.id)
-        if spec is not None:
-            at = _const_at(spec, v.aval, sizes)
-            a = np.asarray(at if spec.kind == "fill" else np.full(np.shape(a), at))
-            a = a.astype(v.aval.dtype.np)
-        consts.append((v, a))
+    consts = [
+        (v, np.asarray(_const_value(g, v, a, sizes)).astype(v.aval.dtype.np))
+        if v.id in g.sym_consts
+        else (v, a)
+        for v, a in g.consts
+    ]
     return _rebuild(
         g,
         lambda v: _at(tuple(v.aval.shape), sizes),
