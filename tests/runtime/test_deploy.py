@@ -138,18 +138,11 @@ def test_save_needs_a_reusable_trace(tmp_path):
         cstep.save(tmp_path)
 
     # the first call of a step with momentum made the optimizer's buffers (one-shot)
-    lin = nn.Linear(3, 1)
-    opt = optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)
-
-    def sgd(x):
-        opt.zero_grad()
-        loss = lin(x).sum()
-        loss.backward()
-        opt.step()
-        return loss
-
-    cstep = staged.compile(sgd)
-    cstep(staged.randn(2, 3))
+    lin = nn.Linear(3, 2)
+    cstep = staged.compile(
+        classification_step(lin, optim.SGD(lin.parameters(), lr=0.1, momentum=0.9))
+    )
+    cstep(staged.randn(2, 3), staged.tensor([0, 1]))
     with pytest.raises(RuntimeError, match="call the step once more before saving"):
         cstep.save(tmp_path)
 

@@ -309,15 +309,7 @@ def test_a_saved_dynamic_step_raises_at_batch_one_what_eager_code_raises(tmp_pat
     staged.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
     opt = optim.SGD(model.parameters(), lr=0.1)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = staged.compile(step, dynamic=True)
+    compiled = staged.compile(classification_step(model, opt), dynamic=True)
     for n in (4, 5, 4):
         compiled(staged.randn(n, 4), staged.randint(0, 2, (n,)))
     compiled.save(tmp_path / "step")
