@@ -11,6 +11,7 @@ order each epoch, the global generator's state after an epoch, ``len()``, worker
 from __future__ import annotations
 
 import collections
+import random
 import re
 import warnings
 
@@ -220,11 +221,6 @@ def test_workers_read_the_sampler_ahead_as_torch():
     _same(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged loads in the calling process for num_workers > 0: get_worker_info() is None, "
-    "so an IterableDataset sharded by worker is not interleaved batch by batch as torch's",
-)
 def test_workers_iterable_sharding_and_worker_init_fn_match_torch():
     def run(L):
         def shard(worker_id):
@@ -239,11 +235,37 @@ def test_workers_iterable_sharding_and_worker_init_fn_match_torch():
     _same(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staged loads in the calling process for num_workers > 0: a dataset drawing random "
-    "numbers draws from the global generator, not from torch's per-worker seeds",
-)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_tensor_dataset_batches_match_torch(workers):
+    """A TensorDataset's batches (Note [a TensorDataset's batches] in staged's
+    ``_fetch.py``: indexed at once, not row by row): values, dtypes, shapes and strides of
+    non-contiguous, 1-D, half and bool tensors; a subclass's own ``__getitem__``; an index
+    out of range, by type and message."""
+
+    def run(L):
+        L.manual_seed(4)
+        x = L.arange(40.0).reshape(4, 10).t().to(L.float16)  # 10 x 4, column-major
+        ds = L.utils.data.TensorDataset(x, L.arange(10), L.arange(10) % 3 == 0)
+
+        class Doubled(L.utils.data.TensorDataset):
+            def __getitem__(self, i):
+                return tuple(t[i] * 2 for t in self.tensors[:2])
+
+        out = []
+        for d in (ds, Doubled(*ds.tensors)):
+            loader = L.utils.data.DataLoader(
+                d, batch_size=4, shuffle=True, drop_last=d is ds, num_workers=workers
+            )
+            out += [[(t, t.stride()) for t in b] for b in loader]
+        try:
+            list(L.utils.data.DataLoader(ds, batch_sampler=[[1, 10]], num_workers=workers))
+        except IndexError as e:  # (torch's worker adds where it was caught and a traceback)
+            out.append(str(e).strip().splitlines()[-1].removeprefix("IndexError: "))
+        return out
+
+    _same(run)
+
+
 def test_workers_random_draws_in_getitem_match_torch():
     def run(L):
         class Noisy(L.utils.data.Dataset):
@@ -255,6 +277,99 @@ def test_workers_random_draws_in_getitem_match_torch():
 
         L.manual_seed(0)
         return list(L.utils.data.DataLoader(Noisy(), batch_size=2, num_workers=2))
+
+    _same(run)
+
+
+def _augmenting(L):
+    """A map-style dataset (of either library) drawing from each random source a worker
+    seeds (torch's, NumPy's and Python's global ones), from generators of its own (which
+    each forked worker copies), and reading ``get_worker_info()`` and ``self.epoch``."""
+
+    class Augmenting(L.utils.data.Dataset):
+        def __init__(self):
+            self.rng, self.g, self.epoch = np.random.default_rng(5), L.Generator(), 0
+            self.g.manual_seed(3)
+
+        def __getitem__(self, i):
+            info = L.utils.data.get_worker_info()
+            who = (info.id, info.num_workers, info.seed) if info else None
+            own = (self.rng.random(), L.rand(1, generator=self.g))
+            return L.rand(2), np.random.rand(), random.random(), own, who, self.epoch, i
+
+        def __len__(self):
+            return 11
+
+    return Augmenting()
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["fresh", "persistent"])
+def test_workers_random_sources_and_epochs_match_torch(persistent):
+    """Each worker's draws (global generators seeded from the loader's base seed, the
+    dataset's own generators copied), the dataset as each worker copied it (persistent
+    workers keep their first epoch's copy), an epoch left after two batches (a persistent
+    worker fetched what was handed to it anyway), and every main-process generator after."""
+
+    def run(L):
+        L.manual_seed(0), np.random.seed(1), random.seed(2)
+        ds = _augmenting(L)
+        loader = L.utils.data.DataLoader(
+            ds, batch_size=2, shuffle=True, num_workers=2, persistent_workers=persistent
+        )
+        out = []
+        for epoch in range(3):
+            ds.epoch = epoch
+            for k, batch in enumerate(loader):
+                out.append(batch)
+                if epoch == 0 and k == 1:
+                    break
+        mains = (L.rand(1), np.random.rand(), random.random(), ds.rng.random())
+        return out, mains, L.rand(1, generator=ds.g)
+
+    _same(run)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"batch_size": 2}, {"batch_size": 2, "drop_last": True}, {"batch_size": None}],
+    ids=repr,
+)
+def test_workers_uneven_iterable_shards_interleave_as_torch(kw):
+    """Workers take batches in turn until each one's stream ends (each batches its own
+    stream, so short and dropped batches come per worker); no sharding: each worker
+    yields the whole dataset."""
+
+    def run(L):
+        class Uneven(L.utils.data.IterableDataset):
+            def __iter__(self):
+                w = L.utils.data.get_worker_info().id
+                return iter(range(100 * w, 100 * w + 3 + 3 * w))
+
+        sharded = list(L.utils.data.DataLoader(Uneven(), num_workers=3, **kw))
+        return sharded, list(L.utils.data.DataLoader(_range(L, 3), num_workers=2, **kw))
+
+    _same(run)
+
+
+def test_worker_init_fn_error_and_worker_info_match_torch():
+    """An error in ``worker_init_fn`` is raised at that worker's first batch (the other
+    workers' batches before it come back); ``WorkerInfo`` is read-only; no worker: None."""
+
+    def run(L):
+        def init(worker_id):
+            if worker_id == 1:
+                try:
+                    L.utils.data.get_worker_info().id = 5
+                except AttributeError as e:  # dataclasses.FrozenInstanceError
+                    raise ValueError(f"worker 1 refuses: {e}") from e
+
+        it = iter(L.utils.data.DataLoader(_ds(L), batch_size=2, num_workers=2, worker_init_fn=init))
+        first = next(it)
+        try:
+            next(it)
+        except ValueError as e:
+            second = type(e).__name__, "refuses: cannot assign to field 'id'" in str(e)
+        return first, second, L.utils.data.get_worker_info()
 
     _same(run)
 

@@ -73,23 +73,29 @@ def test_custom_sampler_batch_sampler_and_collate_fn():
     _same(*both(run))
 
 
-def test_num_workers_and_pin_memory_load_in_process():
+def test_workers_start_once_per_pass_or_once_when_persistent():
+    """Workers run in this process: ``worker_init_fn`` runs for each worker when a pass
+    starts them (once for persistent workers), and the batches are those of no workers."""
+
     def batches(loader):
         return [[x.tolist(), y.tolist()] for x, y in loader]
 
     ds = _tensors(staged)
     expected = batches(data.DataLoader(ds, batch_size=4))
-    loader = data.DataLoader(
-        ds,
-        batch_size=4,
-        num_workers=3,
-        pin_memory=True,
-        persistent_workers=True,
-        prefetch_factor=4,
-        worker_init_fn=lambda i: 1 / 0,
-        timeout=5,
-    )
-    assert batches(loader) == batches(loader) == expected
+    started = []
+    for persistent in (False, True):
+        loader = data.DataLoader(
+            ds,
+            batch_size=4,
+            num_workers=3,
+            pin_memory=True,
+            persistent_workers=persistent,
+            prefetch_factor=4,
+            worker_init_fn=started.append,
+            timeout=5,
+        )
+        assert batches(loader) == batches(loader) == expected
+    assert started == [0, 1, 2] * 3
     assert data.get_worker_info() is None
 
 
@@ -444,8 +450,14 @@ def test_iterable_dataset_errors_chain_and_len_warning():
         assert list(loader) == [0, 1, 2, 3, 4]
 
 
-def test_iterable_dataset_with_workers_yields_each_sample_once():
-    assert list(data.DataLoader(_stream(staged), batch_size=None, num_workers=2)) == list(range(7))
+def test_iterable_dataset_with_workers_yields_it_once_per_worker_as_torch():
+    """Not sharded (no ``get_worker_info()`` in its ``__iter__``), each worker yields every
+    sample: torch's duplicates, interleaved."""
+    _same(
+        *both(
+            lambda ns: list(ns.utils.data.DataLoader(_stream(ns), batch_size=None, num_workers=2))
+        )
+    )
 
 
 # --- training ----------------------------------------------------------------------------------

@@ -25,6 +25,13 @@ def reseed(seed: int) -> None:
     _rng_state._payload = _state(seed)  # the same tensor: compiled steps see the reseed
 
 
+def swap(state: np.ndarray) -> np.ndarray:
+    """Make ``state`` (an int64[2] array) the (seed, counter) pair; returns the one it
+    replaces."""
+    old, _rng_state._payload = _rng_state._payload, state
+    return old
+
+
 def rng_state() -> Tensor:
     """The int64[2] (seed, counter) tensor dropout draws from and advances in place."""
     return _rng_state

@@ -1,6 +1,6 @@
 """``staged.utils.data``: ``torch.utils.data``'s datasets, samplers, collation and
-``DataLoader``, loading in the calling process (``num_workers > 0`` included; see
-``dataloader.py``); ``DistributedSampler`` shards a dataset over ``staged.distributed``'s
+``DataLoader`` (its workers run in this process in turn, with torch's
+results: ``dataloader.py``); ``DistributedSampler`` shards a dataset over ``staged.distributed``'s
 ranks. Not here: DataPipes.
 
 Example:

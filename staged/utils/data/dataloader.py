@@ -1,13 +1,14 @@
-"""``DataLoader`` as in ``torch.utils.data.dataloader``, loading in the calling process.
+"""``DataLoader`` as in ``torch.utils.data.dataloader``.
 
-``num_workers > 0`` is accepted and loads in this process too: no worker processes are
-started, so ``worker_init_fn``, ``timeout`` and ``multiprocessing_context`` are checked as
-torch checks them and otherwise unused, and ``get_worker_info()`` is ``None`` (an
-``IterableDataset`` that shards itself by worker yields each sample once). What the main
-process of torch's does is kept: the sampler is read ``prefetch_factor * num_workers``
-batches ahead (so its random draws come in torch's order), and ``persistent_workers``
-keeps one iterator, reset each epoch without drawing a new worker seed.
-``pin_memory`` is accepted and ignored: tensors live in host memory already.
+``num_workers > 0`` gives torch's batches, random draws and generator states without
+worker processes: each worker runs in this process in turn, with its own random states,
+``get_worker_info()`` and dataset copy (Note [workers in this process] in
+``_workers.py``), while the main process's side is torch's: the sampler read
+``prefetch_factor * num_workers`` batches ahead and one more per batch, batches handed to
+the workers in turn, and ``persistent_workers`` keeping one iterator (and its workers)
+across epochs, reset each epoch without a new worker seed. Loading is not parallel;
+``timeout`` and ``multiprocessing_context`` are checked as torch checks them and otherwise
+unused. ``pin_memory`` is accepted and ignored: tensors live in host memory already.
 """
 
 from __future__ import annotations
@@ -21,16 +22,13 @@ from typing import Generic, TypeVar
 
 from . import _random
 from ._collate import default_collate, default_convert
+from ._fetch import Fetcher
+from ._workers import Worker, get_worker_info  # noqa: F401 - torch's name here too
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 _T_co = TypeVar("_T_co", covariant=True)
 _FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
-
-
-def get_worker_info():
-    """``None``: there are no worker processes (this module's docstring)."""
-    return None
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -155,7 +153,7 @@ class DataLoader(Generic[_T_co]):
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
         self._IterableDataset_len_called = None
-        self._iterator: _DataLoaderIter | None = None
+        self._iterator: _WorkersIter | None = None
         self._initialized = True
 
     def __setattr__(self, attr, val) -> None:
@@ -201,10 +199,12 @@ class DataLoader(Generic[_T_co]):
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self) -> _DataLoaderIter:
-        if not (self.persistent_workers and self.num_workers > 0):
+        if not self.num_workers:
             return _DataLoaderIter(self)
+        if not self.persistent_workers:
+            return _WorkersIter(self)
         if self._iterator is None:
-            self._iterator = _DataLoaderIter(self)
+            self._iterator = _WorkersIter(self)
         else:
             self._iterator._reset(self)
         return self._iterator
@@ -221,29 +221,27 @@ class DataLoader(Generic[_T_co]):
 
 
 class _DataLoaderIter:
-    """One pass over a ``DataLoader`` (torch's ``_SingleProcessDataLoaderIter``)."""
+    """One pass over a ``DataLoader`` without workers (torch's
+    ``_SingleProcessDataLoaderIter``)."""
 
     def __init__(self, loader: DataLoader) -> None:
-        if loader.timeout != 0 and loader.num_workers == 0:
+        if loader.timeout != 0:
             raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
         # torch draws its workers' base seed here, workers or not; so do we, so that the
         # generator is where torch's is after each iter()
-        _random.seed(loader.generator)
+        self._base_seed = _random.seed(loader.generator)
         self._reset(loader)
 
     def _reset(self, loader: DataLoader) -> None:
-        """Start a pass, reading the first ``prefetch_factor * num_workers`` batches of
-        indices ahead, as torch's main process hands them to its workers."""
+        self._start(loader)
+        self._fetcher = Fetcher(loader, loader.dataset)
+
+    def _start(self, loader: DataLoader) -> None:
+        """What each pass starts from: the sampler read anew, nothing yielded yet."""
         self._loader = loader
         self._sampler_iter = iter(loader._index_sampler)
-        self._dataset_iter = iter(loader.dataset) if loader._iterable else None
         self._len_called = loader._IterableDataset_len_called
         self._num_yielded = 0
-        self._ahead: collections.deque = collections.deque()
-        self._read_ahead((loader.prefetch_factor or 0) * loader.num_workers)
-
-    def _read_ahead(self, n: int) -> None:
-        self._ahead.extend(itertools.islice(self._sampler_iter, n))
 
     def __iter__(self) -> _DataLoaderIter:
         return self
@@ -252,38 +250,84 @@ class _DataLoaderIter:
         return len(self._loader._index_sampler)
 
     def __next__(self):
-        index = self._ahead.popleft() if self._ahead else next(self._sampler_iter)
-        loader = self._loader
-        data = self._fetch_iterable(index) if loader._iterable else self._fetch_map(index)
-        if loader.num_workers:
-            self._read_ahead(1)
+        data = self._next_data()
         self._num_yielded += 1
         if self._len_called is not None and self._num_yielded > self._len_called:
             warnings.warn(
-                f"Length of IterableDataset {loader.dataset} was reported to be "
+                f"Length of IterableDataset {self._loader.dataset} was reported to be "
                 f"{self._len_called}(when accessing len(dataloader)), but "
                 f"{self._num_yielded} samples have been fetched. ",
                 stacklevel=2,
             )
         return data
 
-    def _fetch_map(self, index):
-        loader = self._loader
-        if not loader._auto_collation:
-            return loader.collate_fn(loader.dataset[index])
-        if getattr(loader.dataset, "__getitems__", None):
-            return loader.collate_fn(loader.dataset.__getitems__(index))
-        return loader.collate_fn([loader.dataset[i] for i in index])
+    def _next_data(self):
+        return self._fetcher.fetch(next(self._sampler_iter))
 
-    def _fetch_iterable(self, index):
-        loader = self._loader
-        if self._dataset_iter is None:  # ended
-            raise StopIteration
-        if not loader._auto_collation:
-            return loader.collate_fn(next(self._dataset_iter))
-        data = list(itertools.islice(self._dataset_iter, len(index)))
-        if len(data) < len(index):
-            self._dataset_iter = None
-        if not data or (loader.drop_last and len(data) < len(index)):
-            raise StopIteration
-        return loader.collate_fn(data)
+
+class _WorkersIter(_DataLoaderIter):
+    """One pass over a ``DataLoader`` with workers (torch's
+    ``_MultiProcessingDataLoaderIter``), each run in this process in turn (Note [workers in
+    this process] in ``_workers.py``). As torch's main process: ``prefetch_factor`` batches
+    of indices per worker are handed out at the start and one more per batch read, to the
+    workers in turn, skipping those whose iterable dataset has ended; batches come back in
+    the order handed out."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self._base_seed = _random.seed(loader.generator)
+        self._workers = [Worker(loader, self._base_seed, i) for i in range(loader.num_workers)]
+        self._tasks: collections.deque = collections.deque()
+        self._reset(loader, first=True)
+
+    def _reset(self, loader: DataLoader, first: bool = False) -> None:
+        if not first:  # a persistent worker fetched every batch handed to it, read or not
+            self._drain()
+            for w in self._workers:
+                w.resume(loader)
+        self._start(loader)
+        self._active = [True] * len(self._workers)
+        self._turn = itertools.cycle(range(len(self._workers)))
+        for _ in range((loader.prefetch_factor or 0) * len(self._workers)):
+            self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Read the next batch of indices and hand it to the next worker still active (it
+        is dropped if there is none, as torch's ``_try_put_index`` drops it)."""
+        try:
+            index = next(self._sampler_iter)
+        except StopIteration:
+            return
+        for _ in self._workers:
+            w = next(self._turn)
+            if self._active[w]:
+                self._tasks.append((w, index))
+                return
+
+    def _next_data(self):
+        while self._tasks:
+            w, index = self._tasks.popleft()
+            if not self._active[w]:  # its iterable dataset has ended
+                continue
+            try:  # one batch handed out per batch read, or raised, or ended (torch's)
+                data = self._workers[w].fetch(index)
+            except StopIteration:
+                if not self._loader._iterable:
+                    raise
+                self._active[w] = False
+                continue
+            finally:
+                self._hand_out()
+            return data
+        raise StopIteration
+
+    def _drain(self) -> None:
+        """Fetch, and drop, the batches handed out and not read."""
+        while self._tasks:
+            w, index = self._tasks.popleft()
+            if self._active[w]:
+                try:
+                    self._workers[w].fetch(index)
+                except StopIteration:
+                    self._active[w] = False
+                except Exception:  # noqa: BLE001, S110 - torch's main process drops them too
+                    pass
