@@ -92,6 +92,10 @@ CASES = {
     "linalg_solve": lambda rng, d: (staged.linalg.solve, [_square(rng, d), _t(rng, (2, 3, 2), d)]),
     "linalg_det": lambda rng, d: (staged.linalg.det, [_square(rng, d)]),
     "linalg_slogdet": lambda rng, d: (staged.linalg._core._slogdet, [_square(rng, d)]),
+    "stack": lambda rng, d: (
+        lambda a, b, c: staged.stack([a, b, c], -2),
+        [_t(rng, (2, 3, 4), d), _t(rng, (2, 3, 4), d), _t(rng, (2, 3, 4), d)],
+    ),
 }
 TORCH = {  # the twins of the cases, from the same operands
     "linear": torch.nn.functional.linear,
@@ -115,6 +119,7 @@ TORCH = {  # the twins of the cases, from the same operands
     "linalg_solve": torch.linalg.solve,
     "linalg_det": torch.linalg.det,
     "linalg_slogdet": lambda a: torch.stack(torch.linalg.slogdet(a)),
+    "stack": lambda a, b, c: torch.stack([a, b, c], -2),
 }
 BACKWARD = {
     "linear_dx",

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ...autodiff import fused
 from ...autodiff.avals import normalize_dims, wrap_dim
 from .. import factories, views
 from ..views import named
@@ -438,20 +439,36 @@ def cat(tensors, dim=0, *, axis=None):
     return ad.concat(*parts, dim=dim, sizes=tuple(t._payload.shape[dim] for t in parts))
 
 
+def _stack_composite(*tensors, dim):
+    return cat([unsqueeze(t, dim) for t in tensors], dim)
+
+
+_stack = ad.Fused(
+    "stack", fused.stack_impl, _stack_composite, vjp=fused.stack_dx, node_name="StackBackward0"
+)
+
+
 def stack(tensors, dim=0, *, axis=None):
-    """Stack along a new ``dim`` (NumPy's ``axis``, which torch takes too)."""
+    """Stack along a new ``dim`` (NumPy's ``axis``, which torch takes too; dtypes
+    promoted): one kernel and one ``StackBackward0`` eagerly (a batch's collation)."""
     dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    shape = tuple(tensors[0]._payload.shape)
+    first = tensors[0]
+    shape, d = first._payload.shape, first.dtype
+    same = True
     for i, t in enumerate(tensors):
-        if tuple(t._payload.shape) != shape:
+        if t._payload.shape != shape:
             raise RuntimeError(
                 f"stack expects each tensor to be equal size, but got "
                 f"{list(shape)} at entry 0 and {list(t.shape)} at entry {i}"
             )
-    return cat([unsqueeze(t, dim) for t in tensors], dim)
+        same = same and t.dtype is d
+    if not same:
+        d = promote_types(*tensors)
+        tensors = [to_dtype(t, d) for t in tensors]
+    return _stack(*tensors, dim=wrap_dim(dim, len(shape) + 1))
 
 
 def _narrow(x, dim, start, length):
