@@ -12,6 +12,7 @@ from typing import Any
 
 from ..eager.factories import zeros
 from ..eager.ops.shape import cat
+from ..eager.scalars import is_number, wrapped_number
 from ..eager.tensor import Tensor
 from ..eager.views import (
     _StaleView,
@@ -236,6 +237,7 @@ def _make_node_class(prim) -> type:
     if prim.inputs:
         keys["self"], keys["other"] = prim.inputs[0], prim.inputs[-1]
     keys["result"] = "out"
+    keys.update(_TORCH_SAVED.get(prim.name, {}))
     ns: dict = {"__slots__": ()}
     for attr, key in keys.items():
         for raw in (False, True):
@@ -244,9 +246,21 @@ def _make_node_class(prim) -> type:
     return type(prim.node_name, (PrimitiveBackward,), ns)
 
 
+# torch's names of saved operands beyond self/other/result, by primitive
+_TORCH_SAVED = {"pow": {"exponent": "y"}}
+
+
 def _saved_value(node, key, raw, attr):
     if key in node.saved:
-        return node.saved[key] if raw else node.saved[key].unpack()
+        if raw:
+            return node.saved[key]
+        t = node.saved[key].unpack()
+        if not is_number(t):
+            return t
+        # torch saves a Scalar argument (an exponent) as the number, a number operand of a
+        # Tensor argument (mul's other) as a 0-d wrapped-number tensor
+        number = Tensor._wrap(wrapped_number(t))
+        return number.item() if attr == "_saved_exponent" else number
     if key in node.params:
         return node.params[key]
     raise AttributeError(f"'{node.name()}' object has no attribute '{attr}'")

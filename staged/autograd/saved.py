@@ -17,6 +17,7 @@ import threading
 import weakref
 
 from .._where import at_user
+from ..eager.scalars import is_number
 from ..eager.tensor import Tensor
 from .forward_ad import restore_tangent
 
@@ -92,7 +93,7 @@ class SavedTensor:
             self._tensor = tensor
             self._payload = None
             self._grad_fn = fn  # its creator (no cycle: an older Node)
-        if _state["hooks_open"] and _hooks.stack:
+        if _state["hooks_open"] and _hooks.stack and not is_number(tensor):
             self._pack(*_hooks.stack[-1])
         if _state["mutation"] is not None:
             _state["mutation"].saved(self)

@@ -64,3 +64,54 @@ def fill_array(v, dtype: dt.DType, *, check_half: bool = True) -> np.ndarray:
         if type(v) is int and dtype.np.kind == "u" and -np.iinfo(dtype.np).max <= v < 0:
             return np.array(v % (1 << 8 * dtype.np.itemsize), dtype.np)
         raise _overflow(dtype) from None
+
+
+class Number(np.ndarray):
+    """The read-only 0-d array of a Python number that ops broadcast as an operand (the
+    memory of ``_operands._number``'s views): what tells autograd a saved operand was a
+    number (``is_number``); ``value`` is the number."""
+
+    value: bool | int | float | complex
+
+
+def number_array(a: np.ndarray, value) -> Number:
+    """``a``, a 0-d array of the number ``value``, copied into a read-only ``Number``
+    (which owns its memory, so that views of it name it as their base)."""
+    n = Number((), a.dtype)
+    n[()] = a
+    n.flags.writeable = False
+    n.value = value
+    return n
+
+
+_WRAPPED = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
+
+
+def wrapped_number(t) -> np.ndarray:
+    """The number of ``t`` (``is_number``) as torch keeps one it saves: a 0-d tensor's
+    array of its Python type's dtype (float64 for a float, int64 for an int), or the
+    operand's own 0-d array for an int beyond int64."""
+    n = _number_of(t)
+    assert n is not None  # is_number(t)
+    try:
+        return np.array(n.value, _WRAPPED[type(n.value)])
+    except (KeyError, OverflowError):
+        return np.array(n)
+
+
+def is_number(t) -> bool:
+    """Whether tensor ``t`` is an op's operand made of a Python number: torch saves such an
+    operand as a Scalar, so no saved-tensor hook packs it (the probe of
+    ``tests/test_trust_probe21.py``)."""
+    return _number_of(t) is not None
+
+
+def _number_of(t) -> Number | None:
+    """The ``Number`` behind ``t``, or None: eagerly its payload's base, in a trace the
+    base of the number's 0-d constant it expands."""
+    p = t._payload
+    if type(p) is not np.ndarray:
+        t = t._base
+        p = None if t is None else t._payload
+    n = p.base if type(p) is np.ndarray else None
+    return n if type(n) is Number else None

@@ -11,7 +11,7 @@ from ... import dtypes as dt
 from ..._where import at_user
 from .. import meta
 from ..loop_cache import LoopCache
-from ..scalars import fill_array, int64_range
+from ..scalars import fill_array, int64_range, number_array
 from ..tensor import Tensor
 
 _SCALARS = (bool, int, float, complex, np.number, np.bool_)
@@ -188,7 +188,7 @@ def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:
                     one = np.array(v, dtype)
         except OverflowError as e:
             one = _wrapped(v, dtype, e)
-        one.flags.writeable = False
+        one = number_array(one, v)
         a = np.ndarray(shape, dtype, one, 0, (0,) * len(shape))
         a.flags.writeable = False
         if like is not None:
