@@ -175,6 +175,13 @@ rsqrt = elementwise(
     domain=_FLOAT_MATH,
     vjp=lambda g, out: lax.mul(lax.mul(g, lax.conj(lax.mul(lax.mul(out, out), out))), -0.5),
 )
+# torch's ReciprocalBackward0: -g * conj(out * out), not div's -g * conj((1 / x) / x)
+reciprocal = elementwise(
+    "reciprocal",
+    lambda x: np.divide(x.dtype.type(1), x),
+    domain=_FLOAT_MATH,
+    vjp=lambda g, out: lax.mul(lax.neg(g), lax.conj(lax.mul(out, out))),
+)
 tanh = elementwise(
     "tanh",
     lambda x: np.tanh(x),

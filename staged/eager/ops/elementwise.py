@@ -477,7 +477,11 @@ def square(x):
 
 
 def reciprocal(x):
-    return div(1, x)
+    """``1 / x`` (integers and bools as the default float dtype), with torch's
+    ``ReciprocalBackward0``."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = ad.cast(x, dtype=dt.get_default_dtype())
+    return ad.reciprocal(x)
 
 
 def neg(x):

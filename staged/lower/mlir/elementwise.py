@@ -728,6 +728,10 @@ UNARY = {
     "expm1": _math("expm1"),
     "sqrt": _math("sqrt"),
     "rsqrt": _math("rsqrt"),
+    "reciprocal": {
+        "float": lambda e, d, x: _op("arith.divf")(e, d, e.const(1, d), x),
+        "complex": lambda e, d, x: _op("complex.div")(e, d, e.const(1, d), x),
+    },
     "tanh": {"float": _float_tanh, "complex": _f64(libm.ctanh, _op("complex.tanh"))},
     "sin": {**_math("sin"), "float": _near_zero("sin", lambda e, d, x: _odd_series(e, d, x, _SIN))},
     "cos": _math("cos"),

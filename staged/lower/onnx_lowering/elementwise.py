@@ -33,6 +33,7 @@ for _name, _op_type, _bool_op in (
     ("sub", "Sub", None),
     ("mul", "Mul", "And"),
     ("div", "Div", None),
+    ("reciprocal", "Reciprocal", None),
     ("neg", "Neg", None),
     ("abs", "Abs", "Identity"),
     ("exp", "Exp", None),
