@@ -960,9 +960,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         loss = target.exp() * (target - input)
-    else:  # xlogy(target, target): 0 where target is 0
-        zero = target == 0
-        loss = ops.where(zero, 0.0, target * ops.where(zero, 1.0, target).log()) - target * input
+    else:  # torch's: 0 where target is 0, and its gradient there NaN (log(0) + 0 / 0)
+        loss = ops.xlogy(target, target) - target * input
     if reduction == "batchmean":
         return loss.sum() / input.shape[0] if input.ndim else loss.sum()
     return _reduce(loss, reduction)
