@@ -206,12 +206,16 @@ NORMAL = {
     ],
     "tensor_mean_requires_grad": lambda L: L.normal(L.zeros(3, requires_grad=True), 1.0),
     "tensor_std_requires_grad": lambda L: L.normal(1.0, L.ones(3, requires_grad=True)),
+    "both_require_grad_backward": lambda L: (
+        lambda m, s: (
+            L.normal(m, s).sum().backward(),
+            L.normal(m, s).grad_fn.name(),
+            m.grad,
+            s.grad,
+        )
+    )(L.zeros(3, requires_grad=True), L.ones(2, 1, requires_grad=True)),
 }
-NORMAL_FAULTS = {
-    k: "staged's normal() of a mean or std that requires grad gives requires_grad=False and "
-    "no grad_fn; torch's gives NormalBackward1/2 (a zero gradient)"
-    for k in ("tensor_mean_requires_grad", "tensor_std_requires_grad")
-}
+NORMAL_FAULTS: dict = {}
 
 
 @pytest.mark.parametrize("key", _run(NORMAL, NORMAL_FAULTS))

@@ -22,6 +22,7 @@ from .random import counter, distributions, fills
 from .random.generator import drawn
 from .scalars import fill_array
 from .tensor import Layout, Tensor, _ragged, as_payload, check_array, first_leaf, strided
+from .views import named
 
 if TYPE_CHECKING:
     # a size: ints (zeros(2, 3)) or one tuple or list of them (zeros((2, 3)), zeros(t.shape))
@@ -976,7 +977,31 @@ def normal(
     else:
         like = mean if isinstance(mean, Tensor) else std
         shape, d = tuple(like.shape), like.dtype
-    return _new(normal_tensors(mean, std, tuple(shape), d, generator)._payload, requires_grad)
+    out = _new(normal_tensors(mean, std, tuple(shape), d, generator)._payload, requires_grad)
+    tracked = [isinstance(t, Tensor) and t._requires_grad for t in (mean, std)]
+    return _zero_gradient(out, mean, std, tracked) if any(tracked) else out
+
+
+def _zero_gradient(out: Tensor, mean, std, tracked: list) -> Tensor:
+    """``out`` with a grad_fn giving ``mean`` and ``std`` zero gradients, torch's
+    ``NormalBackward1/2/3`` (of a tensor mean, std or both): a sample does not depend
+    differentiably on its parameters. Where grad mode is off, ``out``."""
+    if not _grad_state.grad_enabled:
+        return out
+    shape, d = tuple(out._payload.shape), out.dtype
+    parts = []
+    for t, keep in zip((mean, std), tracked):
+        if keep:
+            t = t if t.dtype is d else ad.cast(t, dtype=d)
+            if t._payload.shape != shape:
+                t = ad.expand(
+                    ad.reshape(t, shape=(1,) * (len(shape) - t.ndim) + tuple(t.shape)), shape=shape
+                )
+            parts.append(t)
+    other = parts[0] if len(parts) == 1 else ad.add(*parts)
+    everywhere = Tensor._wrap(np.ones(shape, np.bool_))
+    y = ad.where(everywhere, out, other)
+    return named(y, "NormalBackward" + ("3" if all(tracked) else "1" if tracked[0] else "2"))
 
 
 def normal_tensors(mean, std, shape, dtype, generator) -> Tensor:
