@@ -149,14 +149,8 @@ GRAPHS = {
 # name or merge those Nodes
 _COMPOSITE = "staged's graph is its primitives' (staged/eager/ops/): "
 GRAPH_FAULTS = {
-    "constant_operand": "mean: MeanBackward0 > SumBackward0 > MulBackward0 > AddBackward0 > "
-    "(AccumulateGrad, None), (None) for torch's MeanBackward0 > MulBackward0 > AddBackward0 "
-    "> (AccumulateGrad, None), None",
     "views": "reshape of a transposed slice: UnsafeViewBackward0 > SliceBackward0 for torch's "
     "UnsafeViewBackward0 > CloneBackward0 > SliceBackward0",
-    "cat_stack": "x[0] (staged/eager/ops/indexing.py getitem, a slice and a reshape): "
-    "SelectBackward0 > SliceBackward0 > StackBackward0 for torch's SelectBackward0 > "
-    "StackBackward0",
     "where_clamp": "where: WhereBackward0 with edges (None, AccumulateGrad, "
     "ClampWhereBackward0(None, None, ClampWhereBackward0(None, None, AccumulateGrad))) for "
     "torch's (AccumulateGrad, ClampBackward1(AccumulateGrad))",

@@ -1,6 +1,7 @@
 """Fused eager kernels (``Fused``, Note [fused kernels] in ``eager/dispatch.py``): the NumPy
 kernels of ``linear``, ``layer_norm``, ``cross_entropy``, ``softmax``, ``log_softmax``,
-the take and put along a dim (indexing's, the embedding's), ``stack`` and the LSTM and GRU cells,
+the take and put along a dim (indexing's, the embedding's), ``stack``, ``mean``, ``select``
+(a view) and the LSTM and GRU cells,
 their VJP rules, and the backward kernels those call, each with its decomposition in ``lax``'s
 strict vocabulary (what a double backward differentiates). The forward kernels are
 declared next to their composites, which are their decompositions (``eager/ops``,
@@ -16,7 +17,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from . import lax
-from .primitive import REGISTRY, Fused, _constant
+from .avals import reduced_shape
+from .primitive import REGISTRY, Fused, _constant, _plain
+from .reduction import broadcast_back
 
 
 def fusable(*tensors) -> bool:
@@ -363,6 +366,56 @@ def stack_dx(g, i, dim):
         steps=(1,) * len(shape),
     )
     return lax.reshape(piece, shape[:dim] + shape[dim + 1 :])
+
+
+# --- mean: the sum over dims divided by their count (torch's MeanBackward0/1) -------------
+def _count(shape, dims) -> int:
+    return math.prod(shape[d] for d in dims)
+
+
+def mean_impl(x, *, dims, keepdim):
+    s = REGISTRY["reduce_sum"].impl(x, dims=dims, keepdim=keepdim)
+    return np.divide(s, np.array(_count(x.shape, dims), s.dtype))  # the composite's div
+
+
+def _mean_dx_plain(g, *, shape, kept, n):
+    return broadcast_back(np.divide(g, np.array(n, g.dtype)), shape, kept)
+
+
+def mean_dx(g, x_aval, dims, keepdim):
+    """``g / n`` broadcast back to ``x``'s shape (the composite's div and sum rules)."""
+    shape, n = x_aval.shape, _count(x_aval.shape, dims)
+    kept = reduced_shape(shape, dims, True)
+    r = _plain[0](_mean_dx_plain, (g,), {"shape": shape, "kept": kept, "n": n})
+    return r if r is not None else lax.broadcast_to(lax.div(g, n), shape, kept)
+
+
+# --- select: x[i] along a dim, that dim dropped (a view; torch's SelectBackward0) ---------
+def select_impl(x, *, dim, index):
+    return x[(slice(None),) * dim + (index, Ellipsis)]  # (a 0-d view, never a NumPy scalar)
+
+
+def _select_dx_plain(g, *, shape, dim, index):
+    dx = np.zeros(shape, g.dtype)
+    dx[(slice(None),) * dim + (index, Ellipsis)] = g
+    return dx
+
+
+def select_dx(g, x_aval, dim, index):
+    """The gradient of ``x``: ``g`` in a zero ``x`` at ``index`` along ``dim``."""
+    shape = x_aval.shape
+    r = _plain[0](_select_dx_plain, (g,), {"shape": shape, "dim": dim, "index": index})
+    if r is not None:
+        return r
+    piece = lax.reshape(g, shape[:dim] + (1,) + shape[dim + 1 :])
+    return lax.bind(
+        "slice_scatter",
+        lax.zeros_like(g, shape),
+        piece,
+        starts=tuple(index if d == dim else 0 for d in range(len(shape))),
+        stops=tuple(index + 1 if d == dim else n for d, n in enumerate(shape)),
+        steps=(1,) * len(shape),
+    )
 
 
 # --- the LSTM cell: gates (N, 4H) = W_ih x + b_ih + W_hh h + b_hh and c (N, H) in; h' and c'

@@ -258,8 +258,10 @@ class Fused(Primitive):
 
     __slots__ = ("decomposition",)
 
-    def __init__(self, name, impl, decomposition, *, vjp=None, node_name=None):
-        super().__init__(name, impl, _no_shape_rule, vjp=vjp, node_name=node_name, registry=FUSED)
+    def __init__(self, name, impl, decomposition, *, vjp=None, node_name=None, view=False):
+        super().__init__(
+            name, impl, _no_shape_rule, vjp=vjp, node_name=node_name, view=view, registry=FUSED
+        )
         self.decomposition = decomposition
 
     def __call__(self, *args, **params):

@@ -20,7 +20,7 @@ def _reduce_rule(x, *, dims, keepdim):
     return Aval(reduced_shape(x.shape, dims, keepdim), x.dtype)
 
 
-def _broadcast_back(g, shape, kept):
+def broadcast_back(g, shape, kept):
     """NumPy's ``g``, of the kept shape, broadcast to ``shape`` as the expand primitive's
     impl makes it (a read-only view)."""
     return REGISTRY["expand"].impl(g.reshape(kept), shape=shape)
@@ -31,7 +31,7 @@ def _sum_vjp(g, x_aval, dims, keepdim):
     built (Note [plain rules] in eager/dispatch.py: not a view of ``g``, torch's is)."""
     shape = x_aval.shape
     kept = reduced_shape(shape, dims, True)
-    r = _plain[0](_broadcast_back, (g,), {"shape": shape, "kept": kept})
+    r = _plain[0](broadcast_back, (g,), {"shape": shape, "kept": kept})
     if r is not None:
         return r
     return lax.broadcast_to(g, shape, kept)

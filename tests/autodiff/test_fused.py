@@ -96,6 +96,8 @@ CASES = {
         lambda a, b, c: staged.stack([a, b, c], -2),
         [_t(rng, (2, 3, 4), d), _t(rng, (2, 3, 4), d), _t(rng, (2, 3, 4), d)],
     ),
+    "select": lambda rng, d: (lambda x: x.select(1, -2), [_t(rng, (3, 4, 5), d)]),
+    "mean": lambda rng, d: (lambda x: x.mean((0, 2), keepdim=True), [_t(rng, (3, 4, 5), d)]),
 }
 TORCH = {  # the twins of the cases, from the same operands
     "linear": torch.nn.functional.linear,
@@ -120,6 +122,8 @@ TORCH = {  # the twins of the cases, from the same operands
     "linalg_det": torch.linalg.det,
     "linalg_slogdet": lambda a: torch.stack(torch.linalg.slogdet(a)),
     "stack": lambda a, b, c: torch.stack([a, b, c], -2),
+    "select": lambda x: x.select(1, -2),
+    "mean": lambda x: x.mean((0, 2), keepdim=True),
 }
 BACKWARD = {
     "linear_dx",

@@ -12,6 +12,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ...autodiff import fused
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import expand_to, float_operand, scalar_tensor
@@ -274,17 +275,25 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     return _mean(_accumulation_dtype(x, dtype), dim, keepdim)
 
 
-@in_float32
-def _mean(x, dim, keepdim):
-    dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
+def _mean_composite(x, *, dims, keepdim):
+    # sum's primitive (x is of its accumulation dtype, float32 for halves) and the strict
+    # div, n a constant of x's dtype: none of the public ops' checks again
     n = 1
     for d in dims:
         n *= x._payload.shape[d]
-    # sum's primitive (x is of its accumulation dtype, float32 for halves) and the strict
-    # div, n a constant of x's dtype: two dispatches, none of the public ops' checks again
-    return named(
-        ad.lax.div(ad.reduce_sum(x, dims=dims, keepdim=keepdim), n), _MEAN_NAMES[dim is not None]
-    )
+    return ad.lax.div(ad.reduce_sum(x, dims=dims, keepdim=keepdim), n)
+
+
+# eagerly one kernel and one Node (torch's MeanBackward0/1); graphs see the sum and the div
+_mean_kernel = ad.Fused(
+    "mean", fused.mean_impl, _mean_composite, vjp=fused.mean_dx, node_name=_MEAN_NAMES[0]
+)
+
+
+@in_float32
+def _mean(x, dim, keepdim):
+    dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
+    return named(_mean_kernel(x, dims=dims, keepdim=keepdim), _MEAN_NAMES[dim is not None])
 
 
 @in_float32

@@ -25,7 +25,7 @@ from ._operands import broadcast_shapes as _broadcast_shapes
 from ._operands import expand_to, fresh, operands, promote_types, scalar_tensor, to_dtype
 from .data_dependent import host_data
 from .elementwise import conj
-from .indexing import take_index
+from .indexing import select_at, take_index
 
 
 def _shape_arg(shape, keyword=None, name=""):
@@ -1174,9 +1174,7 @@ def select(x, dim, index):
             f"select(): index {index} out of range for tensor of size {list(x.shape)} at "
             f"dimension {dim}"
         )
-    shape = tuple(x._payload.shape)
-    y = ad.reshape(_narrow(x, dim, index % n if n else 0, 1), shape=shape[:dim] + shape[dim + 1 :])
-    return named(y, "SelectBackward0")
+    return select_at(x, dim=dim, index=index % n)
 
 
 def cartesian_prod(*tensors):
