@@ -134,9 +134,12 @@ def test_flatten_of_one_dim_is_the_tensor_itself_as_torchs():
 
 def test_renamed_nodes_are_classes_of_their_name_made_once():
     x = staged.ones(3, 4, requires_grad=True)
-    a, b = x[0].grad_fn, x[1].grad_fn
-    assert type(a) is type(b) and type(a).__name__ == a.name() == "SelectBackward0"
-    assert a._saved_shape == (4,)  # the reshape's saved values stay
+    a, b = x.mean(0).grad_fn, x.mean(1).grad_fn  # mean's Node, named for a dim
+    assert type(a) is type(b) and type(a).__name__ == a.name() == "MeanBackward1"
+    assert b._saved_dims == (1,)  # the kernel's saved values stay
+    s = x[1].grad_fn  # x[i]: its own kernel, with torch's saved dim and index
+    assert type(s).__name__ == s.name() == "SelectBackward0"
+    assert (s._saved_dim, s._saved_index) == (0, 1)
     # an op whose node torch names as staged does keeps the primitive's own class
     for fn in (x[1:3].grad_fn, x.reshape(12).grad_fn, x.expand(2, 3, 4).grad_fn):
         assert "name" not in vars(type(fn)) and type(fn).__name__ == fn.name()

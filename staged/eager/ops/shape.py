@@ -635,8 +635,7 @@ def unbind(x, dim=0) -> tuple[Tensor, ...]:
     """The slices of ``x`` along ``dim``, that dim removed (views)."""
     dim = _dim_of(x, dim)
     shape = tuple(x._payload.shape)
-    rest = shape[:dim] + shape[dim + 1 :]
-    outs = tuple(ad.reshape(_narrow(x, dim, i, 1), shape=rest) for i in range(shape[dim]))
+    outs = tuple(select_at(x, dim=dim, index=i) for i in range(shape[dim]))
     piece = shape[:dim] + (1,) + shape[dim + 1 :]
     return views.multi_output(outs, "Unbind", x, dim, [piece] * len(outs))
 
