@@ -432,10 +432,7 @@ _take = ad.Fused(
 
 def _select_composite(x, *, dim, index):
     shape = tuple(x._payload.shape)
-    ones = (1,) * len(shape)
-    starts = tuple(index if d == dim else 0 for d in range(len(shape)))
-    stops = tuple(index + 1 if d == dim else n for d, n in enumerate(shape))
-    y = ad.slice(x, starts=starts, stops=stops, steps=ones)
+    y = ad.slice(x, **fused.unit_slice(shape, dim, index))
     return named(ad.reshape(y, shape=shape[:dim] + shape[dim + 1 :]), _SELECT)
 
 
