@@ -33,10 +33,13 @@ from ..loop_cache import LoopCache
 from ..tensor import Tensor, as_payload
 from ..views import named
 from .elementwise import where
+from ..dispatch import _quiet, _restore
 from .inplace import (
     VIEW_OF_LEAF,
     _before,
+    _direct,
     _named,
+    _written,
     check_inplace,
     check_overlap,
     check_stale_leaf,
@@ -810,6 +813,38 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) ->
     if alpha != 1:  # alpha in self's dtype, as torch converts it (an int tensor's 2.5 is 2)
         source = source * scalar_tensor(alpha, x.dtype)
     return scatter_add(x, d, spread, source)
+
+
+def _index_add_direct(x: Tensor, dim: int, index, source, *, alpha=1) -> bool:
+    """``x.index_add_(dim, index, source, alpha=alpha)`` added into ``x``'s memory where
+    Note [data-only writes] lets it (an optimizer's step on a sparse gradient's rows: the
+    rows' work, not a copy of the whole table, twice); whether it did."""
+    p = _direct(x, source)
+    if (
+        p is None
+        or not p.ndim
+        or p.dtype.kind not in "fc"
+        or p.dtype.itemsize == 2
+        or not isinstance(source, Tensor)
+        or source.dtype is not x.dtype
+        or type(source._payload) is not np.ndarray
+    ):
+        return False
+    d, spread = spread_index("index_add_", x, dim, index, source)
+    _check_bounds(spread, d, p.shape[d])
+    if alpha != 1:  # as index_add's
+        source = source * scalar_tensor(alpha, x.dtype)
+    token = _quiet()
+    try:
+        np.add.at(np.moveaxis(p, d, 0), index._payload, np.moveaxis(source._payload, d, 0))
+    finally:
+        _restore(token)
+    _written(x)
+    return True
+
+
+# read by inplace_method: Tensor.index_add_ tries it first
+index_add.direct_write = _index_add_direct  # type: ignore[attr-defined]
 
 
 def spread_index(name, x: Tensor, dim, index, source: Tensor):

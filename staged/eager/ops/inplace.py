@@ -482,6 +482,7 @@ def inplace_method(op):
     checked = op.__name__ not in _UNCHECKED
     ufunc = _UFUNCS.get(op)
     refused = _REFUSED.get(op.__name__)
+    direct = getattr(op, "direct_write", None)  # writes into the memory where it may
 
     def method(self, *args, **kwargs):
         try:
@@ -496,6 +497,8 @@ def inplace_method(op):
             if ufunc is not None and len(args) == 1 and not kwargs:
                 if _data_only(self, args[0], ufunc):
                     return self
+            elif direct is not None and direct(self, *args, **kwargs):
+                return self
             return apply_inplace(self, op, *args, **kwargs)
         except PLAIN as e:
             name_site(e)  # (inline, as _where.sited would: no wrapper frame)
