@@ -198,3 +198,25 @@ def test_compiled_scatter_reduce_extremes_of_negative_int64(backend):
 
     for got, want in zip(staged.compile(f, backend=backend)(x, i, s), f(x, i, s)):
         assert got.tolist() == want.tolist()
+
+
+# --- index_add_ written into the tensor's memory (Note [data-only writes]) -----------------
+@pytest.mark.parametrize("index", [[4, 0, 2], [4, 0, 4, 4, 1]], ids=["distinct", "repeated"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_add_in_place_writes_the_memory_with_torchs_values(index, dim):
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((5, 5)).astype(np.float32)
+    src = rng.standard_normal((5, 5)).astype(np.float32)
+    src = src[: len(index)] if dim == 0 else src[:, : len(index)]
+    results = []
+    for ns in (staged, torch):
+        x = ns.tensor(base)
+        view = x[1:]
+        before = (x.data_ptr(), x._version)
+        assert x.index_add_(dim, ns.tensor(index), ns.tensor(src), alpha=0.5) is x
+        assert (x.data_ptr(), x._version) == (before[0], before[1] + 1)
+        assert np.array_equal(view.numpy(), x.numpy()[1:])  # the same memory
+        results.append(x.numpy())
+    np.testing.assert_array_equal(results[0], results[1])
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        staged.tensor(base).index_add_(0, staged.tensor([5]), staged.ones(1, 5))
