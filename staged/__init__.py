@@ -155,8 +155,10 @@ from ._utilities import (  # noqa: F401
     set_warn_always,
     typename,
 )
-from . import sparse  # noqa: F401  (torch.sparse; imported last: Note [sparse tensors])
+from . import sparse  # noqa: F401  (torch.sparse)
 from .sparse import sparse_coo_tensor, spmm  # noqa: F401
+
+sparse.refuse_dense_methods()  # last: every module's Tensor methods are in place
 
 if TYPE_CHECKING:
     # the public ops that globals().update(_exports()) adds below (a generated stub)

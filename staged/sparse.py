@@ -30,8 +30,11 @@ import numpy as np
 from . import dtypes as dt
 from ._where import at_user, sited
 from .autodiff.avals import normalize_dims, wrap_dim
+from .autograd import forward_ad
+from .autograd.node import Node
 from .eager import devices as _device
 from .eager.factories import full, tensor, zeros
+from .eager.interceptor import current_interceptor
 from .eager.ops.data_dependent import host_data
 from .eager.ops.linalg import _add_product
 from .eager.ops.shape import cat
@@ -42,7 +45,7 @@ from .eager.tensor import Size, Tensor, sparse_coo, strided
 _SUPPORTED = (
     "mm/matmul/@ and addmm with a dense operand, spmm, sum, softmax, log_softmax, t, "
     "coalesce, to_dense, * and / by a number (or * by a dense tensor of its shape), "
-    "+ and - of sparse tensors and dense + sparse"
+    "+ and - of sparse tensors and dense + sparse, zero_"
 )
 
 
@@ -236,6 +239,15 @@ class SparseTensor(Tensor):
 
     def clone(self, *, memory_format=None) -> SparseTensor:
         return _make(self._idx, self._vals.clone(), self._size, self._coalesced)
+
+    def zero_(self) -> SparseTensor:
+        """No entries left (torch's: ``nnz`` 0, coalesced), in place: what
+        ``zero_grad(set_to_none=False)`` does to a sparse gradient."""
+        self._idx = np.zeros((self.sparse_dim(), 0), np.int64)
+        self._rows = tuple(self._idx)
+        self._vals = zeros((0, *self._size[self.sparse_dim() :]), dtype=self.dtype)
+        self._coalesced, self._owns = True, False
+        return self
 
     # --- conversions ---------------------------------------------------------------------
     def to(self, *args, **kwargs) -> SparseTensor:  # type: ignore[override]
@@ -433,6 +445,68 @@ def _no_dense_field(self):
 for _name in Tensor.__slots__:  # _payload, _requires_grad, _base, _vc, ...
     if _name not in ("__weakref__", "__dict__", *vars(SparseTensor)):  # (grad_fn is its own)
         setattr(SparseTensor, _name, property(_no_dense_field))
+
+
+# --- sparse gradients: F.embedding(sparse=True) -------------------------------------------
+# Note [sparse gradients]: ``F.embedding(..., sparse=True)`` gives its weight torch's sparse
+# gradient: a COO tensor of one entry per index looked up (those equal to ``padding_idx``
+# left out), uncoalesced, whose values are the output's gradient rows. Only a leaf weight
+# gets one, in an eager call: the Node goes straight to its AccumulateGrad, so no other
+# Node's rule ever sees a sparse gradient. ``.grad`` accumulates as torch's (sparse +
+# sparse stays sparse, with the entries of both; with a dense one it is dense: ``add_grads``
+# and ``accumulate_grad`` in staged/autograd/accumulate.py), and ``SGD``, ``Adagrad`` and
+# ``SparseAdam`` update with it as torch's do (the other optimizers raise torch's errors).
+# Elsewhere (a weight computed by other ops, under staged.compile or vmap, a dual level
+# open) the gradient is the dense one, the same values: torch's would be sparse.
+
+
+class EmbeddingBackward0(Node):
+    """``F.embedding(sparse=True)``'s Node: the weight's sparse gradient (Note [sparse
+    gradients])."""
+
+    __slots__ = ("index", "keep", "size", "by_freq")
+    _plain = True
+
+    def apply(self, grads):
+        if self.by_freq:
+            raise RuntimeError(
+                "embedding_backward: scale_grad_by_freq not supported with sparse gradients"
+            )
+        rows = grads[0].reshape(-1, self.size[1])
+        if self.keep is not None:
+            rows = rows.index_select(0, _const(self.keep))
+        return [_make(self.index, rows, self.size, False)]
+
+
+def embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, dense):
+    """``F.embedding(..., sparse=True)``: ``dense(...)``'s values (the dense embedding), the
+    weight's gradient sparse (Note [sparse gradients])."""
+    plain = (
+        weight.grad_fn is None
+        and current_interceptor() is None
+        and type(weight._payload) is np.ndarray
+        and type(input._payload) is np.ndarray
+        and not forward_ad._seen()
+    )
+    if not plain:
+        return dense(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    v = weight.shape[0]
+    if padding_idx is not None:
+        if not -v <= padding_idx < v:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= v
+    out = dense(input, weight, None, max_norm, norm_type, False)
+    if out.grad_fn is None:  # no gradient wanted
+        return out
+    flat = np.array(input._payload, dtype=np.int64).reshape(-1)
+    node = EmbeddingBackward0(((weight._grad_accumulator(), 0),))
+    node.keep = None if padding_idx is None else np.flatnonzero(flat != padding_idx)
+    index = (flat if node.keep is None else flat[node.keep]).reshape(1, -1)
+    index.flags.writeable = False
+    node.index, node.size, node.by_freq = index, tuple(weight.shape), scale_grad_by_freq
+    result = Tensor._wrap(out._payload, True)
+    result.grad_fn = node
+    return result
 
 
 def _make(idx: np.ndarray, values: Tensor, size, coalesced: bool, owns: bool = False):
@@ -763,7 +837,7 @@ TOP_LEVEL = {
 }
 
 # Every other method of Tensor raises on a sparse tensor, naming itself (the methods above,
-# the device flags and Python's own slots excepted).
+# the device flags and Python's own slots excepted): refuse_dense_methods.
 _KEEP = {
     "__array_priority__",
     "__annotations__",
@@ -806,14 +880,17 @@ def _not_in_place(self, other):
     return NotImplemented  # S += x is S = S + x, which says what it supports
 
 
-for _name, _attr in list(vars(Tensor).items()):
-    if _name in vars(SparseTensor) or _name in _KEEP:
-        continue
-    if _name.startswith("_") and not _name.startswith("__"):
-        continue
-    if _name.startswith("__i") and f"__{_name[3:]}" in vars(Tensor):  # __iadd__, ...
-        setattr(SparseTensor, _name, _not_in_place)
-    elif isinstance(_attr, property):
-        setattr(SparseTensor, _name, _refuse_property(_name))
-    elif callable(_attr):
-        setattr(SparseTensor, _name, _refuse_method(_name))
+def refuse_dense_methods() -> None:
+    """Make every Tensor method that SparseTensor does not define raise, naming itself:
+    called by ``staged/__init__.py`` once every module has added its Tensor methods."""
+    for name, attr in list(vars(Tensor).items()):
+        if name in vars(SparseTensor) or name in _KEEP:
+            continue
+        if name.startswith("_") and not name.startswith("__"):
+            continue
+        if name.startswith("__i") and f"__{name[3:]}" in vars(Tensor):  # __iadd__, ...
+            setattr(SparseTensor, name, _not_in_place)
+        elif isinstance(attr, property):
+            setattr(SparseTensor, name, _refuse_property(name))
+        elif callable(attr):
+            setattr(SparseTensor, name, _refuse_method(name))

@@ -15,8 +15,13 @@ from ..eager.tensor import Tensor
 def add_grads(a, b):
     """The sum of two gradients of one tensor: the strict ``add`` primitive when they agree
     in dtype and shape, as every rule's gradients do; the public ``+`` (promotion,
-    broadcasting) only for what a user's hook returned otherwise."""
-    pa, pb = a._payload, b._payload
+    broadcasting) only for what a user's hook returned otherwise. A sparse gradient (Note
+    [sparse gradients] in staged/sparse.py) added to a sparse one stays sparse, to a dense
+    one is dense."""
+    try:
+        pa, pb = a._payload, b._payload
+    except AttributeError:  # a sparse one, which has no payload
+        return a + b if b.is_sparse else b + a
     if pa.dtype == pb.dtype and pa.shape == pb.shape:
         return lax.add(a, b)
     return a + b
@@ -29,7 +34,16 @@ def accumulate_grad(var, g, owned=False) -> None:
     create_graph=True, is copied: it will be accumulated into in place."""
     if g is None:
         return
-    if var._grad is None:
+    old = var._grad
+    if (
+        type(g) is not Tensor
+        and g.is_sparse
+        or type(old) is not Tensor
+        and old is not None
+        and old.is_sparse
+    ):
+        var._grad = _with_sparse(old, g)
+    elif old is None:
         if not _state.grad_enabled:
             p = g._payload
             if type(p) is np.ndarray and (not owned or p.base is not None or not p.flags.writeable):
@@ -48,3 +62,14 @@ def accumulate_grad(var, g, owned=False) -> None:
     if var._post_acc_hooks:
         for hook in tuple(var._post_acc_hooks.values()):
             call_hook(hook, var)
+
+
+def _with_sparse(old, g):
+    """``.grad`` after ``g`` arrived where one of them is sparse (Note [sparse gradients] in
+    staged/sparse.py): as torch's, a dense ``.grad`` is added to in place (outside
+    create_graph), anything else gives a new tensor."""
+    if old is None:
+        return g.clone() if _state.grad_enabled else g.detach()
+    if not old.is_sparse and not _state.grad_enabled:
+        return old.add_(g.to_dense())
+    return add_grads(old, g)

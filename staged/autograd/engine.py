@@ -466,7 +466,11 @@ def _execute(root_edges, root_grads, retain_graph, create_graph, inputs, accumul
                 buf = None
             elif var is not None:  # a leaf: AccumulateGrad.apply, inline
                 # g is ours alone: only this frame holds it (Note [gradient ownership])
-                owned = _refcount(g) <= _SOLE and _refcount(g._payload) <= _SOLE_PAYLOAD
+                owned = (
+                    (type(g) is Tensor or not g.is_sparse)  # Note [sparse gradients]
+                    and _refcount(g) <= _SOLE
+                    and _refcount(g._payload) <= _SOLE_PAYLOAD
+                )
                 with node._lock:
                     accumulate_grad(var, g, owned)
                 g = None

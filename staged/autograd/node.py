@@ -343,7 +343,12 @@ class AccumulateGrad(Node):
     def apply(self, grads):
         g = grads[0]
         # ours alone (Note [gradient ownership]): held by ``grads`` and ``g``
-        owned = g is not None and _refcount(g) <= _SOLE and _refcount(g._payload) <= _SOLE_PAYLOAD
+        owned = (
+            g is not None
+            and (type(g) is Tensor or not g.is_sparse)  # Note [sparse gradients]
+            and _refcount(g) <= _SOLE
+            and _refcount(g._payload) <= _SOLE_PAYLOAD
+        )
         with self._lock:
             accumulate_grad(self.variable, g, owned)
         return ()

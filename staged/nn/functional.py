@@ -40,7 +40,7 @@ from ..eager.ops.layers import (
     conv_transpose1d,  # noqa: F401
     conv_transpose2d,  # noqa: F401
     dropout,
-    embedding,
+    embedding as _dense_embedding,
     embedding_renorm_,  # torch.embedding_renorm_ too: staged/__init__.py
     grad_by_freq,
     interpolate as _interpolate,
@@ -59,6 +59,7 @@ from ..eager.ops.inplace import _named
 from ..eager.ops.reduction import in_float32
 from ..eager.random.generator import default_generator
 from ..eager.tensor import Tensor
+from .. import sparse as _sparse
 
 globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)
 
@@ -735,6 +736,31 @@ def _torch_feature_alpha_dropout(input, p, train):
 
 def _torch_feature_alpha_dropout_(input, p, train):
     return _alpha_dropout(input, p, train, True, feature=True)
+
+
+def embedding(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Rows of ``weight`` picked by the int64 ``input``; row ``padding_idx`` gets no
+    gradient. ``max_norm``: the rows picked are first renormalized in ``weight`` itself
+    (``embedding_renorm_``, without grad); ``scale_grad_by_freq``: each row's gradient
+    is divided by how often ``input`` picks it; ``sparse``: ``weight.grad`` is a sparse
+    COO tensor (Note [sparse gradients] in staged/sparse.py).
+
+    Example:
+        >>> F.embedding(staged.tensor([[0, 2]]), staged.randn(3, 4)).shape
+        staged.Size([1, 2, 4])
+    """
+    args = (input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    if sparse:
+        return _sparse.embedding(*args, _dense_embedding)
+    return _dense_embedding(*args)
 
 
 def _torch_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
@@ -1964,8 +1990,6 @@ def embedding_bag(
         raise ValueError("max mode does not support scaling the gradient by the frequency")
     if mode == "max" and sparse:
         raise ValueError("max mode does not support sparse weights")
-    if sparse:
-        raise NotImplementedError("embedding_bag: sparse=True is not supported")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(
             "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -2007,9 +2031,14 @@ def embedding_bag(
     if max_norm is not None:
         with no_grad():
             embedding_renorm_(weight, input, max_norm, norm_type)
-    rows = _take_rows(weight, input)  # (n, D)
-    if scale_grad_by_freq:
-        rows = grad_by_freq(rows, weight, input.to(dt.int64))
+    if sparse:  # (n, D), the weight's gradient sparse: the entries' rows, padding left out
+        rows = _sparse.embedding(
+            input, weight, padding_idx, None, norm_type, scale_grad_by_freq, _dense_embedding
+        )
+    else:
+        rows = _take_rows(weight, input)  # (n, D)
+        if scale_grad_by_freq:
+            rows = grad_by_freq(rows, weight, input.to(dt.int64))
     if mode == "max":
         picked = ops.where(member.unsqueeze(-1), rows.unsqueeze(0), _lowest(weight.dtype))
         top = picked.max(1)[0]

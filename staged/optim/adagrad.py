@@ -13,6 +13,7 @@ class Adagrad(Optimizer):
     ``optimizer.py``."""
 
     complex_as_real = True  # Note [complex parameters] in optimizer.py
+    _takes_sparse = True  # Note [sparse gradients] in staged/sparse.py
 
     def __init__(
         self,

@@ -26,6 +26,9 @@ class Adam(Optimizer):
 
     complex_as_real = True  # Note [complex parameters] in optimizer.py
 
+    def _sparse_refusal(self, group) -> str:
+        return "Adam does not support sparse gradients, please consider SparseAdam instead"
+
     def __init__(
         self,
         params,

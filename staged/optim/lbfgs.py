@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..eager.grad_mode import enable_grad, no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.ops.shape import cat, view_as_real
-from .optimizer import Optimizer, check_args, note_step
+from .optimizer import Optimizer, check_args, dense_grad, note_step
 
 
 def _dot(a, b):
@@ -150,7 +150,8 @@ class LBFGS(Optimizer):
         (``view_as_real``), as torch's."""
         views = []
         for p in self._params:
-            view = p.new_zeros(p.numel()) if p.grad is None else p.grad.reshape(-1)
+            g = p.grad
+            view = p.new_zeros(p.numel()) if g is None else dense_grad(g).reshape(-1)
             views.append(view_as_real(view).reshape(-1) if view.is_complex() else view)
         return cat(views, 0)
 

@@ -176,6 +176,7 @@ class Optimizer:
                 key=(id(self), "params"),
                 show=lambda groups: "; ".join(", ".join(f"#{s}" for s in g) for g in groups),
             )
+        self._check_sparse_grads()
         differentiable = bool(self.defaults.get("differentiable"))  # torch reads the defaults
         update = self._recorded_update if differentiable else self._real_update
         with set_grad_enabled(differentiable), tagged(phase="optimizer"):  # Note [phases]
@@ -196,10 +197,39 @@ class Optimizer:
                     state = self.state[p]
                     if icpt is not None:
                         icpt.preserve(state)
-                    update(p, p.grad, state, h)
+                    grad = p.grad
+                    if type(grad) is not Tensor and not self._sparse_updates:
+                        grad = dense_grad(grad)
+                    update(p, grad, state, h)
                     if fresh and not state:  # SGD without momentum: torch's keeps none
                         del self.state[p]
         return loss
+
+    # Note [sparse gradients] in staged/sparse.py: the optimizers that take a sparse
+    # gradient (SGD, Adagrad, LBFGS) update with its dense equivalent, the same values as
+    # torch's sparse updates; SparseAdam updates its rows (``_sparse_updates``); the others
+    # raise torch's error, before any parameter changed.
+    _sparse_updates = False
+    _takes_sparse = False
+
+    def _sparse_refusal(self, group) -> str | None:
+        """Why ``group`` cannot be updated with a sparse gradient (torch's words), or None."""
+        if not self._takes_sparse:
+            return f"{type(self).__name__} does not support sparse gradients"
+        if group.get("weight_decay"):
+            return self._sparse_decay_refusal
+        return None
+
+    _sparse_decay_refusal = "weight_decay option is not compatible with sparse gradients"
+
+    def _check_sparse_grads(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if type(g) is not Tensor and g is not None and g.is_sparse:
+                    why = self._sparse_refusal(group)
+                    if why is not None:
+                        raise RuntimeError(why)
 
     def _group_params(self) -> tuple:
         """The serial numbers of each group's parameters (what a compiled step updates)."""
@@ -579,6 +609,11 @@ def advance(state: dict, dtype, h: Hyper | None = None, own: bool = False) -> Te
         elif current_interceptor() is None:  # an eager differentiable step
             dtype = state["step"].dtype if own else float64
     return state["step"].to(dtype)
+
+
+def dense_grad(grad):
+    """``grad``, a sparse one as its dense tensor (Note [sparse gradients] in sparse.py)."""
+    return grad.to_dense() if type(grad) is not Tensor and grad.is_sparse else grad
 
 
 def decayed_grad(p, grad, h: Hyper, decoupled: bool = False):

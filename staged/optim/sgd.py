@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from ..eager.tensor import Tensor
 from .optimizer import Optimizer, check_args, decayed_grad
 
 
 class SGD(Optimizer):
     """PyTorch's SGD: the momentum buffer starts as the first gradient. ``foreach``,
     ``fused`` and ``differentiable``: Note [implementation flags] in ``optimizer.py``."""
+
+    _takes_sparse = True  # Note [sparse gradients] in staged/sparse.py
+    _sparse_decay_refusal = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
 
     def __init__(
         self,
@@ -41,7 +45,15 @@ class SGD(Optimizer):
             ),
         )
 
+    _sparse_updates = True  # _update gets them: without momentum only their rows change
+
     def _update(self, p, grad, state, h):
+        if type(grad) is not Tensor and grad.is_sparse:  # Note [sparse gradients]
+            if not h.flag("momentum"):
+                rows = grad._values() * h.number("lr" if h.flag("maximize") else "-lr")
+                p.index_add_(0, Tensor._wrap(grad._idx[0]), rows)
+                return
+            grad = grad.to_dense()
         d_p = decayed_grad(p, grad, h)
         if h.flag("momentum"):
             momentum = h.number("momentum")

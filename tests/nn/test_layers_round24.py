@@ -741,10 +741,6 @@ def test_embedding_bag_errors_with_torch_types():
         F.embedding_bag(staged.tensor([1, 2, 30]), staged.ones(10, 3), staged.tensor([0, 2]))
     with pytest.raises(RuntimeError, match="non-decreasing"):
         F.embedding_bag(staged.tensor([1, 2, 3]), staged.ones(10, 3), staged.tensor([0, 2, 1]))
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        F.embedding_bag(
-            staged.tensor([1, 2, 3]), staged.ones(10, 3), staged.tensor([0, 2]), sparse=True
-        )
 
 
 # --- grid_sample, affine_grid -------------------------------------------------------------------------

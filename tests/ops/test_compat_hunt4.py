@@ -231,11 +231,6 @@ def test_embedding_renorm_scales_only_the_rows_picked_above_max_norm():
             lib.embedding_renorm_(lib.ones(3, 2), lib.tensor([0.0]), 1.0, 2.0)
 
 
-def test_a_sparse_embedding_gradient_says_it_is_not_supported():
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        staged.nn.functional.embedding(staged.tensor([0]), staged.ones(2, 2), sparse=True)
-
-
 # --- softmax: dtype and torch's implicit dim ------------------------------------------------------
 @pytest.mark.parametrize(
     "call",

@@ -285,7 +285,7 @@ def test_sparse_adam_rejects_sparse_and_complex_parameters_as_torch():
 
 
 STEP_ERRORS = [  # what torch checks when it steps
-    ("SparseAdam", {}),  # every gradient here is dense: staged has no sparse ones
+    ("SparseAdam", {}),  # a dense gradient
     ("Adafactor", dict(dtype="complex64")),
     ("Muon", dict(dtype="complex64")),
     ("Muon", dict(ns_steps=100)),

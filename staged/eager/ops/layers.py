@@ -977,17 +977,12 @@ def embedding(
     max_norm=None,
     norm_type=2.0,
     scale_grad_by_freq=False,
-    sparse=False,
 ):
     """Rows of ``weight`` picked by the int64 ``input``; row ``padding_idx`` gets no
     gradient. ``max_norm``: the rows picked are first renormalized in ``weight`` itself
     (``embedding_renorm_``, without grad); ``scale_grad_by_freq``: each row's gradient
-    is divided by how often ``input`` picks it."""
-    if sparse:
-        raise NotImplementedError(
-            "embedding: sparse=True (a sparse gradient for weight) is not supported: use "
-            "sparse=False (a dense gradient, the same values)"
-        )
+    is divided by how often ``input`` picks it. (``F.embedding``'s dense gradient: its
+    ``sparse=True`` is ``staged.sparse.embedding``.)"""
     _check_indices(input, 1, "embedding")
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
