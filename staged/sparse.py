@@ -36,6 +36,7 @@ from .eager import devices as _device
 from .eager.factories import full, tensor, zeros
 from .eager.interceptor import current_interceptor
 from .eager.ops.data_dependent import host_data
+from .eager.ops.layers import dense_embedding
 from .eager.ops.linalg import _add_product
 from .eager.ops.shape import cat
 from .eager.ops.table import exports as _exports
@@ -478,9 +479,9 @@ class EmbeddingBackward0(Node):
         return [_make(self.index, rows, self.size, False)]
 
 
-def embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, dense):
-    """``F.embedding(..., sparse=True)``: ``dense(...)``'s values (the dense embedding), the
-    weight's gradient sparse (Note [sparse gradients])."""
+def embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
+    """``F.embedding(..., sparse=True)``: ``dense_embedding``'s values, the weight's
+    gradient sparse (Note [sparse gradients])."""
     plain = (
         weight.grad_fn is None
         and current_interceptor() is None
@@ -489,13 +490,13 @@ def embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_fre
         and not forward_ad._seen()
     )
     if not plain:
-        return dense(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
+        return dense_embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
     v = weight.shape[0]
     if padding_idx is not None:
         if not -v <= padding_idx < v:
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx %= v
-    out = dense(input, weight, None, max_norm, norm_type, False)
+    out = dense_embedding(input, weight, None, max_norm, norm_type, False)
     if out.grad_fn is None:  # no gradient wanted
         return out
     flat = np.array(input._payload, dtype=np.int64).reshape(-1)

@@ -40,7 +40,7 @@ from ..eager.ops.layers import (
     conv_transpose1d,  # noqa: F401
     conv_transpose2d,  # noqa: F401
     dropout,
-    embedding as _dense_embedding,
+    dense_embedding,
     embedding_renorm_,  # torch.embedding_renorm_ too: staged/__init__.py
     grad_by_freq,
     interpolate as _interpolate,
@@ -759,8 +759,8 @@ def embedding(
     """
     args = (input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
     if sparse:
-        return _sparse.embedding(*args, _dense_embedding)
-    return _dense_embedding(*args)
+        return _sparse.embedding(*args)
+    return dense_embedding(*args)
 
 
 def _torch_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
@@ -2032,9 +2032,7 @@ def embedding_bag(
         with no_grad():
             embedding_renorm_(weight, input, max_norm, norm_type)
     if sparse:  # (n, D), the weight's gradient sparse: the entries' rows, padding left out
-        rows = _sparse.embedding(
-            input, weight, padding_idx, None, norm_type, scale_grad_by_freq, _dense_embedding
-        )
+        rows = _sparse.embedding(input, weight, padding_idx, None, norm_type, scale_grad_by_freq)
     else:
         rows = _take_rows(weight, input)  # (n, D)
         if scale_grad_by_freq:

@@ -970,19 +970,8 @@ def _kept(keep: np.ndarray, q: float) -> np.ndarray:
 
 
 # --- embedding, one_hot, pad -----------------------------------------------------------
-def embedding(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-):
-    """Rows of ``weight`` picked by the int64 ``input``; row ``padding_idx`` gets no
-    gradient. ``max_norm``: the rows picked are first renormalized in ``weight`` itself
-    (``embedding_renorm_``, without grad); ``scale_grad_by_freq``: each row's gradient
-    is divided by how often ``input`` picks it. (``F.embedding``'s dense gradient: its
-    ``sparse=True`` is ``staged.sparse.embedding``.)"""
+def dense_embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
+    """``F.embedding`` (its arguments, documented there) with a dense gradient."""
     _check_indices(input, 1, "embedding")
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
