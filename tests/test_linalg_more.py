@@ -334,3 +334,46 @@ def test_complex_gradients_of_gradients(name, shape):
         return to_numpy(h)
 
     np.testing.assert_allclose(hvp(staged), hvp(torch), rtol=1e-7, atol=1e-9)
+
+
+# --- cdist: torch's matrix-product path for p = 2 ---------------------------------------------
+@pytest.mark.parametrize(
+    "rows, mode",
+    [
+        ((30, 40), None),  # past 25 rows: the product
+        ((30, 40), "use_mm_for_euclid_dist_if_necessary"),
+        ((5, 6), "use_mm_for_euclid_dist"),
+        ((30, 40), "donot_use_mm_for_euclid_dist"),
+        ((5, 6), None),  # the differences' norm
+    ],
+)
+def test_cdist_takes_torchs_path_and_gives_its_values_and_gradients(rows, mode):
+    rng = np.random.default_rng(1)
+    # small whole numbers: both paths' sums are exact, so their distances are the roots of
+    # the same numbers (torch's float32 sqrt is 1 ulp off at some), and a point in both sets
+    # is exactly 0 apart (no NaN gradient there)
+    a = rng.integers(-3, 4, (2, rows[0], 7)).astype(np.float32)
+    b = rng.integers(-3, 4, (rows[1], 7)).astype(np.float32)
+    b[0] = a[0, 0]
+    out = []
+    for ns in (staged, torch):
+        x, y = ns.tensor(a, requires_grad=True), ns.tensor(b, requires_grad=True)
+        kw = {} if mode is None else dict(compute_mode=mode)
+        d = ns.cdist(x, y, **kw)
+        (d * ns.arange(float(d.numel())).reshape(d.shape)).sum().backward()
+        out.append([d.detach().numpy(), x.grad.numpy(), y.grad.numpy()])
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=1.2e-7, atol=0)
+    assert out[0][0][0, 0, 0] == 0 and np.isfinite(out[0][1]).all()
+    for ours, theirs in zip(out[0][1:], out[1][1:]):  # sums of ratios, in other orders
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
+    with pytest.raises(ValueError, match="not a valid value for compute_mode"):
+        staged.cdist(staged.ones(2, 3), staged.ones(2, 3), compute_mode="fast")
+
+
+def test_cdist_cancels_as_torchs_product_does_past_25_rows():
+    # 1000.0625 ** 2 rounds to 1000125 in float32: the product's |x|^2 + |y|^2 - 2 x.y is 0
+    for ns in (staged, torch):
+        x, y = ns.tensor([[1000.0, 0.0]] * 30), ns.tensor([[1000.0625, 0.0]])
+        assert ns.cdist(x, y)[0, 0].item() == 0.0
+        assert ns.cdist(x[:25], y)[0, 0].item() == 0.0625  # 25 rows: the differences
+        assert ns.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist")[0, 0].item() == 0.0625

@@ -14,9 +14,10 @@ from .. import views
 from ..checks import require
 from ..tensor import Tensor, type_label
 from ._operands import broadcast_shapes, expand_to, half, in_float32, promote_types
+from ..factories import ones_like as _ones_like
 from .elementwise import add, clamp, conj, imag, mul, real, sqrt, sub, where
 from .reduction import norm, sum
-from .shape import diagonal, expand, permute, reshape, select, squeeze, stack, unsqueeze
+from .shape import cat, diagonal, expand, permute, reshape, select, squeeze, stack, unsqueeze
 
 
 def _matmul(a, b):
@@ -548,10 +549,35 @@ def cross(a, b, dim=None):
     return stack(parts, dim)
 
 
+_CDIST_MODES = (
+    None,
+    "use_mm_for_euclid_dist_if_necessary",
+    "use_mm_for_euclid_dist",
+    "donot_use_mm_for_euclid_dist",
+)
+
+
+def _euclidean_dist(x1, x2):
+    """torch's ``_euclidean_dist``: the Euclidean distances from one product,
+    ``[-2 x1, |x1|^2, 1] @ [x2, 1, |x2|^2]^T``, 0 where it is not positive (its
+    cancellation): fast, and torch's numbers. As torch's backward, no gradient flows where
+    the distance is 0 (the root's input there is a 1 that the ``where`` drops)."""
+    n1 = sum(mul(x1, x1), -1, keepdim=True)
+    n2 = sum(mul(x2, x2), -1, keepdim=True)
+    a = cat([mul(x1, -2), n1, _ones_like(n1)], -1)
+    b = cat([x2, _ones_like(n2), n2], -1)
+    squared = matmul(a, b.mT)
+    positive = squared > 0
+    return where(positive, sqrt(where(positive, squared, 1.0)), 0.0)
+
+
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """The p-norm distance between each row of ``x1`` (..., P, M) and each of ``x2``
-    (..., R, M): (..., P, R). Computed as the norm of the differences (torch's
-    ``compute_mode`` is accepted; at a zero distance the gradient is 0, as torch's)."""
+    (..., R, M): (..., P, R). As torch's: for p = 2 from one matrix product
+    (``_euclidean_dist``) where ``compute_mode`` says so, by default where P or R exceeds
+    25; else as the norm of the differences (at a zero distance the gradient is 0)."""
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     if x1.ndim < 2 or x2.ndim < 2:
         raise RuntimeError(
             f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D"
@@ -562,6 +588,12 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
         raise RuntimeError(
             f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}"
         )
+    if p == 2 and (
+        compute_mode == "use_mm_for_euclid_dist"
+        or compute_mode in (None, "use_mm_for_euclid_dist_if_necessary")
+        and (x1.shape[-2] > 25 or x2.shape[-2] > 25)
+    ):
+        return _euclidean_dist(x1, x2)
     diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
     return norm(diff, p, -1)
 
