@@ -556,3 +556,34 @@ def test_stacked_outer_products_are_torchs(dtype):
         np.testing.assert_array_equal(got, want)  # NaN where torch's (its sign may differ)
         finite = ~np.isnan(want)
         np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+
+
+# --- where's selection by bits (elementwise._select) -------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32"])
+@pytest.mark.parametrize("shape", [(300,), (17, 40), (7,)], ids=["300", "17x40", "7"])
+def test_where_selects_np_where_bit_for_bit(dtype, shape):
+    import sys
+
+    import ml_dtypes
+
+    select = sys.modules["staged.autodiff.elementwise"]._select
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 4).astype(dt)
+    y = (rng.standard_normal(shape) * 4).astype(dt)
+    if np.dtype(dt).kind != "i":
+        x.reshape(-1)[::7] = np.nan
+        y.reshape(-1)[::5] = -0.0
+        x.reshape(-1)[::11] = np.inf
+        y.reshape(-1)[::13] = -np.inf
+    c = rng.random(shape) > 0.5
+    zero = np.zeros((), dt)
+    for cond, a, b in [
+        (c, x, y),
+        (c, x, np.broadcast_to(zero, shape)),  # a gradient's where(c, g, 0)
+        (c, zero, y),
+        (c[..., :1], x, y),  # a broadcast condition
+    ]:
+        ours, ref = select(cond, a, b), np.where(cond, a, b)
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape
+        np.testing.assert_array_equal(ours.view(np.uint8), ref.view(np.uint8))
