@@ -104,8 +104,25 @@ def _others(safe, nonzero, dims):
     return lax.where(finite, lax.div(nonzero, safe), lax.where(lone, rest, nonzero))
 
 
+def _no_zero(x):
+    return (x != 0).all()
+
+
+def _prod_dx_plain(g, x, *, dims, kept):
+    """torch's gradient of a product over a tensor without zeros: ``g * conj(out / x)``
+    (inf / inf is NaN there, as torch's), ``out`` as reduce_prod's impl computes it."""
+    ratio = np.prod(x, axis=dims, keepdims=True, dtype=x.dtype) / x
+    return g.reshape(kept) * (np.conj(ratio) if ratio.dtype.kind == "c" else ratio)
+
+
 def _prod_vjp(g, x, dims):
     kept = reduced_shape(x.shape, dims, True)
+    if x.shape and not all(x.shape[d] == 1 for d in dims):  # (_prod_partials' special cases)
+        # where no graph is built and ``x`` holds no zero: one NumPy expression, where the
+        # composite (zeros, infinities) binds forty primitives (Note [plain rules])
+        none = _plain[0](_no_zero, (x,), {})
+        if none is not None and none.item():
+            return _plain[0](_prod_dx_plain, (g, x), {"dims": dims, "kept": kept})
     return lax.mul(lax.broadcast_to(g, x.shape, kept), lax.conj(_prod_partials(x, dims)))
 
 

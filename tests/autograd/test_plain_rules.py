@@ -8,7 +8,7 @@ import torch
 
 import staged
 from staged.autodiff.primitive import _plain
-from staged.autodiff.reduction import broadcast_back
+from staged.autodiff.reduction import _prod_dx_plain, broadcast_back
 from staged.eager import dispatch
 
 CASES = {
@@ -21,6 +21,11 @@ CASES = {
         (2, 3, 4),
         (3, 1),
         lambda a, b: (a * b).sum((0, 2), keepdim=True) + a.sum(1, keepdim=True),
+    ),
+    "prod": (
+        (2, 3, 4),
+        (3, 1),
+        lambda a, b: a.prod(1).sum() + (a * b).prod(-1, keepdim=True).sum(),
     ),
 }
 DTYPES = (np.float32, np.float64, np.complex64)
@@ -61,6 +66,8 @@ def test_same_gradients_as_the_bound_rules(name, dtype):
     finally:
         _plain[0] = dispatch.plain
     assert (broadcast_back, True) in taken  # the final sum's
+    if name == "prod":
+        assert (_prod_dx_plain, True) in taken
     if name == "mul":  # a complex operand binds: conj
         assert ((np.multiply, True) in taken) is (dtype is not np.complex64)
     want = [g.numpy() for g in _grads(torch, name, dtype)[2:]]
