@@ -831,6 +831,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             f"[*, {', '.join(map(str, ns))}], but got input of size"
             f"{list(input.shape)}"
         )
+    if (weight is None or bias is None) and current_interceptor() is None:
+        # eagerly, a missing weight is ones and a missing bias zeros (y * 1 + 0 is y bit
+        # for bit): the fused kernel, and torch's one Node with its None edges
+        p = input._payload
+        if type(p) is np.ndarray and p.dtype.kind == "f":
+            weight = Tensor._wrap(np.ones(ns, p.dtype)) if weight is None else weight
+            bias = Tensor._wrap(np.zeros(ns, p.dtype)) if bias is None else bias
     if (
         weight is not None
         and bias is not None
