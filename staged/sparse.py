@@ -455,8 +455,9 @@ for _name in Tensor.__slots__:  # _payload, _requires_grad, _base, _vc, ...
 # gets one, in an eager call: the Node goes straight to its AccumulateGrad, so no other
 # Node's rule ever sees a sparse gradient. ``.grad`` accumulates as torch's (sparse +
 # sparse stays sparse, with the entries of both; with a dense one it is dense: ``add_grads``
-# and ``accumulate_grad`` in staged/autograd/accumulate.py), and ``SGD``, ``Adagrad`` and
-# ``SparseAdam`` update with it as torch's do (the other optimizers raise torch's errors).
+# and ``accumulate_grad`` in staged/autograd/accumulate.py); ``SparseAdam`` and ``SGD``
+# update its rows, ``Adagrad`` and ``LBFGS`` its dense equivalent, the other optimizers
+# raise torch's errors (``_check_sparse_grads`` in staged/optim/optimizer.py).
 # Elsewhere (a weight computed by other ops, under staged.compile or vmap, a dual level
 # open) the gradient is the dense one, the same values: torch's would be sparse.
 
