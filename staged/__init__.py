@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import _native  # noqa: F401  (first: it picks compiled modules, Note [native modules])
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
+from . import _malloc  # noqa: F401  (Note [malloc thresholds])
 from . import autodiff  # noqa: F401
 from .dtypes import (
     bfloat16,
