@@ -88,9 +88,12 @@ def _sigmoid(x):
 
 def _relu(x):
     """max(x, 0) as PyTorch's: NaN and -0.0 pass (np.maximum's zero sign varies by dtype),
-    so only the negatives are replaced: a copy in ``x``'s layout and a masked write (on a
-    few floats, two thirds of the cost of np.maximum and a masked copyto)."""
+    so only the negatives are replaced: past a few hundred floats by ``_zero_where``'s
+    bits (65536 float32s: 240 -> 40 µs), below that a copy in ``x``'s layout and a masked
+    write (on a few floats, two thirds of the cost of np.maximum and a masked copyto)."""
     zero = x.dtype.type(0)
+    if x.size >= 256:
+        return _zero_where(x < zero, x)
     out = np.array(x, order="K")  # (a copy; of a NumPy scalar too)
     out[x < zero] = zero
     return out
@@ -355,9 +358,12 @@ hardtanh_backward: Primitive = Primitive(
 
 
 def _hardtanh(x, *, min_val, max_val):
-    lo, hi = x.dtype.type(min_val), x.dtype.type(max_val)
-    # NaN passes, and -0.0 at a bound of 0, as torch's clamp (relu6(-0.0) is -0.0)
-    return np.where(x < lo, lo, np.where(x > hi, hi, x))
+    """np.clip (30x two np.where on 65536 float32s); NaN passes, and -0.0 at a bound of 0,
+    as torch's clamp (relu6(-0.0) is -0.0), where np.clip may give the bound's +0."""
+    out = np.asarray(np.clip(x, x.dtype.type(min_val), x.dtype.type(max_val)))
+    if min_val == 0 or max_val == 0:
+        np.copyto(out, x, where=x == 0)
+    return out
 
 
 hardtanh: Primitive = Primitive(

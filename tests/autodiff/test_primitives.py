@@ -587,3 +587,25 @@ def test_where_selects_np_where_bit_for_bit(dtype, shape):
         ours, ref = select(cond, a, b), np.where(cond, a, b)
         assert ours.dtype == ref.dtype and ours.shape == ref.shape
         np.testing.assert_array_equal(ours.view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("size", [300, 7], ids=["bits", "masked write"])
+def test_relu_and_hardtanh_are_torchs_bit_for_bit(size, order):
+    """relu by _zero_where's bits past a few hundred values, hardtanh by np.clip: torch's
+    results bit for bit (NaN, -0.0 kept at a bound of 0, infinities), in either layout."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((size, 3)) * 4).astype(np.float32)
+    x[:5, 0] = [np.nan, -0.0, 0.0, np.inf, -np.inf]
+    x = np.asarray(x, order=order)
+    xt = torch.tensor(x)
+    cases = {"relu": (lambda t: t.relu(), lambda t: t.relu())}
+    for lo, hi in [(-1.0, 1.0), (0.0, 6.0), (-6.0, 0.0), (0.0, 0.0)]:
+        cases[f"hardtanh({lo}, {hi})"] = (
+            lambda t, lo=lo, hi=hi: staged.nn.functional.hardtanh(t, lo, hi),
+            lambda t, lo=lo, hi=hi: torch.nn.functional.hardtanh(t, lo, hi),
+        )
+    for name, (ours, theirs) in cases.items():
+        got = ours(staged.tensor(x)).numpy()
+        want = theirs(xt).numpy()
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=name)
