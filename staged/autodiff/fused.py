@@ -18,6 +18,7 @@ import numpy as np
 from .. import dtypes as dt
 from . import lax
 from .avals import reduced_shape
+from .elementwise import _select
 from .primitive import REGISTRY, Fused, _constant, _plain
 from .reduction import broadcast_back
 
@@ -295,6 +296,130 @@ CROSS_ENTROPY_VJP = (
     ),
     None,
 )
+
+
+# --- nll_loss: the mean over (N, C) log-probabilities of int64 class indices ---------------
+def _valid_rows(target, ignore_index):
+    """The rows whose target counts, and each row's target (0 for an ignored one)."""
+    valid = target != ignore_index
+    return valid, np.where(valid, target, 0)
+
+
+def nll_loss_impl(logp, target, *, ignore_index):
+    """``-logp[i, t_i]`` averaged over the counted rows, summed as the composite sums."""
+    valid, picked = _valid_rows(target, ignore_index)
+    picked = logp[np.arange(len(target)), picked]
+    total = np.where(valid, -picked, 0.0).sum() / valid.sum(dtype=logp.dtype)
+    return np.asarray(total, logp.dtype)
+
+
+def _nll_loss_dx_impl(g, logp, target, *, ignore_index):
+    valid, picked = _valid_rows(target, ignore_index)
+    count = valid.sum(dtype=logp.dtype)
+    dx = np.zeros_like(logp, order="C")
+    if count:  # none counted: zeros, not 0/0's NaN (torch's)
+        rows = np.flatnonzero(valid)
+        dx[rows, picked[rows]] = -(g / count)
+    return dx
+
+
+def _nll_loss_dx_decomposed(g, logp, target, *, ignore_index):
+    n, c = shape = _shape(logp)
+    dtype = dt.from_numpy_dtype(logp._payload.dtype)
+    valid = lax.cast(lax.ne(target, ignore_index), dtype)
+    count = lax.sum(valid, (0,))
+    empty = lax.eq(count, 0.0)
+    per_target = lax.where(empty, 0.0, lax.neg(lax.div(g, lax.where(empty, 1.0, count))))
+    scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (1,)), (n,)))
+    classes = lax.expand(_constant[0](np.arange(c, dtype=target._payload.dtype)[None]), shape)
+    onehot = lax.eq(lax.expand(lax.reshape(target, (n, 1)), shape), classes)
+    return lax.where(onehot, lax.expand(lax.reshape(scale, (n, 1)), shape), 0.0)
+
+
+nll_loss_dx = Fused("nll_loss_dx", _nll_loss_dx_impl, _nll_loss_dx_decomposed)
+NLL_LOSS_VJP = (
+    lambda g, logp, target, ignore_index: nll_loss_dx(g, logp, target, ignore_index=ignore_index),
+    None,
+)
+
+
+# --- huber and smooth_l1: a square near zero, a line beyond -------------------------------
+def huber_impl(d, *, delta, quadratic, slope):
+    """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``slope * (|d| - delta / 2)``,
+    rounded as the composite (``nn.functional._huber``): its numbers in ``d``'s dtype."""
+    t = d.dtype.type
+    z = np.abs(d)
+    small = z < t(delta)
+    line = z - t(0.5 * delta)
+    line *= t(slope)
+    square = d * d
+    square *= t(0.5 * quadratic)
+    return _select(small, square, line)
+
+
+def _huber_dx_impl(g, d, *, delta, quadratic, slope):
+    """``g * quadratic * d`` where ``|d| < delta``, else ``g * slope * sign(d)``: torch's
+    huber and smooth_l1 backward (infinite ``d``: the line's slope; NaN stays NaN)."""
+    t = d.dtype.type
+    line = np.sign(d)
+    line *= t(slope)
+    dx = _select(np.abs(d) < t(delta), d * t(quadratic), line)
+    dx *= g
+    return dx
+
+
+def _huber_dx_decomposed(g, d, *, delta, quadratic, slope):
+    small = lax.lt(lax.abs(d), delta)
+    return lax.mul(g, lax.where(small, lax.mul(d, quadratic), lax.mul(lax.sgn(d), slope)))
+
+
+huber_dx = Fused("huber_dx", _huber_dx_impl, _huber_dx_decomposed)
+HUBER_VJP = (
+    lambda g, d, delta, quadratic, slope: huber_dx(
+        g, d, delta=delta, quadratic=quadratic, slope=slope
+    ),
+)
+
+
+# --- softplus: log(1 + exp(beta x)) / beta, x past the threshold ---------------------------
+def softplus_impl(x, *, beta, threshold):
+    """Rounded as the composite (``eager/ops/composite.softplus``): its numbers in ``x``'s
+    dtype, the exp of 0 where the line is taken."""
+    soft, line = _softplus_exp(x, beta, threshold)
+    np.log1p(soft, out=soft)
+    soft /= x.dtype.type(beta)
+    return _select(line, x, soft)
+
+
+def _softplus_exp(x, beta, threshold):
+    """``exp(beta x)``, of 0 where ``beta x`` is past the threshold (no overflow there),
+    and where that is."""
+    t = x.dtype.type
+    bx = np.asarray(x * t(beta))  # (an array for a 0-d x too)
+    line = bx > t(threshold)
+    bx[line] = 0
+    return np.exp(bx, out=bx), line
+
+
+def _softplus_dx_impl(g, x, *, beta, threshold):
+    """torch's softplus_backward: ``g * z / (z + 1)`` with ``z = exp(beta x)``, ``g`` past
+    the threshold."""
+    z, line = _softplus_exp(x, beta, threshold)
+    dx = g * z
+    z += 1
+    dx /= z
+    return _select(line, np.broadcast_to(g, dx.shape).astype(dx.dtype, copy=False), dx)
+
+
+def _softplus_dx_decomposed(g, x, *, beta, threshold):
+    bx = lax.mul(x, beta)
+    line = lax.gt(bx, threshold)
+    z = lax.exp(lax.where(line, 0.0, bx))  # (a zero cotangent meets no inf: no NaN)
+    return lax.where(line, g, lax.div(lax.mul(g, z), lax.add(z, 1)))
+
+
+softplus_dx = Fused("softplus_dx", _softplus_dx_impl, _softplus_dx_decomposed)
+SOFTPLUS_VJP = (lambda g, x, beta, threshold: softplus_dx(g, x, beta=beta, threshold=threshold),)
 
 
 # --- softmax and log_softmax over one dim -------------------------------------------------

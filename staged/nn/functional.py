@@ -868,7 +868,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _weighted((input - target).abs(), input, weight, reduction)
 
 
-def _huber(d, delta, quadratic, slope):
+def _huber_decomposed(d, *, delta, quadratic, slope):
     """``quadratic * d^2 / 2`` where ``|d| < delta``, else ``slope * (|d| - delta / 2)``.
     The square sees only the small ``d``: where ``d`` is infinite its zero cotangent would
     make ``0 * 2d`` NaN, where torch's gradient is ``slope * sign(d)``."""
@@ -876,6 +876,20 @@ def _huber(d, delta, quadratic, slope):
     small = z < delta
     q = ops.where(small, d, 0.0)
     return ops.where(small, q * q * (0.5 * quadratic), (z - 0.5 * delta) * slope)
+
+
+def _huber(d, delta, quadratic, slope):
+    kernel = _huber_kernel if fused.fusable(d) else _huber_decomposed
+    return kernel(d, delta=delta, quadratic=quadratic, slope=slope)
+
+
+_huber_kernel = ad.Fused(
+    "huber",
+    fused.huber_impl,
+    _huber_decomposed,
+    vjp=fused.HUBER_VJP,
+    node_name="HuberLossBackward0",
+)
 
 
 @in_float32
@@ -1247,6 +1261,9 @@ def nll_loss(
         frame = "nll_loss_out_frame" if input.ndim <= 2 else "nll_loss2d_forward_out_frame"
         raise NotImplementedError(f"\"{frame}\" not implemented for '{input.dtype.title}'")
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if _fused_case(input, target, weight, reduction):
+        _check_class_indices(target, *input.shape, ignore_index)
+        return _nll_loss(input, target, ignore_index=int(ignore_index))
     return _per_element(
         _nll(_class_dim_last(input), ops.reshape(target, -1), weight, ignore_index, reduction),
         input,
@@ -1318,16 +1335,8 @@ def cross_entropy(
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    fast = (  # the fused kernel's case: checked below, then no log_softmax of its own
-        isinstance(input, Tensor)
-        and input.ndim == 2
-        and target.ndim == 1
-        and target.dtype is dt.int64
-        and weight is None
-        and not label_smoothing
-        and reduction == "mean"
-        and fused.fusable(input)
-    )
+    # the fused kernel's case: checked below, then no log_softmax of its own
+    fast = not label_smoothing and _fused_case(input, target, weight, reduction)
     logp = None if fast else _class_dim_last(ops.log_softmax(input, 1 if input.ndim > 1 else 0))
     if target.dtype.is_floating_point and tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(
@@ -1368,6 +1377,27 @@ def cross_entropy(
     )
 
 
+def _fused_case(input, target, weight, reduction) -> bool:
+    """What the fused cross_entropy and nll_loss kernels take: the mean over (N, C) float
+    scores of an int64 class index per row, without class weights."""
+    return (
+        isinstance(input, Tensor)
+        and input.ndim == 2
+        and target.ndim == 1
+        and target.dtype is dt.int64
+        and weight is None
+        and reduction == "mean"
+        and fused.fusable(input)
+    )
+
+
+_nll_loss = ad.Fused(
+    "nll_loss",
+    fused.nll_loss_impl,
+    lambda input, target, *, ignore_index: _nll_checked(input, target, None, ignore_index, "mean"),
+    vjp=fused.NLL_LOSS_VJP,
+    node_name="NllLossBackward0",
+)
 _cross_entropy = ad.Fused(
     "cross_entropy",
     fused.cross_entropy_impl,

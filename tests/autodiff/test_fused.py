@@ -60,6 +60,20 @@ CASES = {
         lambda x: F.cross_entropy(x, staged.tensor([0, 4, -100, 2, 2, 1])),
         [_t(rng, (6, 5), d)],
     ),
+    "nll_loss": lambda rng, d: (
+        lambda x: F.nll_loss(x, staged.tensor([0, 4, -100, 2, 2, 1])),
+        [_t(rng, (6, 5), d)],
+    ),
+    "huber": lambda rng, d: (  # |d| on both sides of delta, an infinite d
+        lambda x, y: F.huber_loss(x * 2, y, reduction="none", delta=0.7),
+        [_t(rng, (3, 5), d), _t(rng, (3, 5), d)],
+    ),
+    "flip": lambda rng, d: (lambda x: x.flip(0, -1), [_t(rng, (2, 3, 4), d)]),
+    "roll": lambda rng, d: (lambda x: x.roll((-1, 5), (1, 2)), [_t(rng, (2, 3, 4), d)]),
+    "softplus": lambda rng, d: (  # both sides of the threshold
+        lambda x: staged.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
+        [_t(rng, (3, 5), d)],
+    ),
     "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
     "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
     "take_rows": lambda rng, d: (
@@ -106,6 +120,11 @@ TORCH = {  # the twins of the cases, from the same operands
     "cross_entropy": lambda x: torch.nn.functional.cross_entropy(
         x, torch.tensor([0, 4, -100, 2, 2, 1])
     ),
+    "nll_loss": lambda x: torch.nn.functional.nll_loss(x, torch.tensor([0, 4, -100, 2, 2, 1])),
+    "huber": lambda x, y: torch.nn.functional.huber_loss(x * 2, y, reduction="none", delta=0.7),
+    "flip": lambda x: x.flip(0, -1),
+    "roll": lambda x: x.roll((-1, 5), (1, 2)),
+    "softplus": lambda x: torch.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
     "take_rows": lambda w: torch.nn.functional.embedding(torch.tensor([1, 3, 1, 4, 0, 1]), w),
@@ -131,6 +150,9 @@ BACKWARD = {
     "layer_norm_dx",
     "layer_norm_dw",
     "cross_entropy_dx",
+    "nll_loss_dx",
+    "huber_dx",
+    "softplus_dx",
     "softmax_dx",
     "log_softmax_dx",
     "take_dx",
@@ -269,27 +291,30 @@ def test_forward_ad_uses_the_decomposition_and_vmap_batches_the_kernel():
 
 
 @pytest.mark.parametrize("fused", [True, False])
-def test_cross_entropy_with_every_target_ignored_has_zero_gradients(fused):
+@pytest.mark.parametrize("loss_name", ["cross_entropy", "nll_loss"])
+def test_mean_loss_with_every_target_ignored_has_zero_gradients(loss_name, fused):
     """torch: the mean over no targets is NaN, its gradient zeros (not 0/0's NaN), in the
     kernel, its decomposition and the composite."""
+    loss_fn = getattr(F, loss_name)
     x = staged.randn(3, 4, dtype=staged.float64, requires_grad=True)
     t = staged.tensor([-100, -100, -100])
     if fused:
-        loss = F.cross_entropy(x, t)
+        loss = loss_fn(x, t)
         (g,) = staged.autograd.grad(loss, [x], create_graph=True)
-        (gg,) = staged.autograd.grad(g.sum(), [x])
-        assert loss.grad_fn.prim is FUSED["cross_entropy"]
+        # nll_loss's gradient is constant in x: no grad_fn (torch's gives zeros)
+        gg = staged.autograd.grad(g.sum(), [x])[0] if g.requires_grad else staged.zeros(3, 4)
+        assert loss.grad_fn.prim is FUSED[loss_name]
     else:
         with staged.autograd.forward_ad.dual_level():  # the decomposition
-            loss = F.cross_entropy(x, t)
+            loss = loss_fn(x, t)
             (g,) = staged.autograd.grad(loss, [x], create_graph=True)
         gg = staged.zeros(3, 4)
     assert np.isnan(loss.item())
     assert np.array_equal(g.detach().numpy(), np.zeros((3, 4)))
     assert np.array_equal(gg.numpy(), np.zeros((3, 4)))
-    partly = F.cross_entropy(x, staged.tensor([1, -100, 2]))  # the others still count
+    partly = loss_fn(x, staged.tensor([1, -100, 2]))  # the others still count
     xt = torch.tensor(x.detach().numpy(), requires_grad=True)
-    torch.nn.functional.cross_entropy(xt, torch.tensor([1, -100, 2])).backward()
+    getattr(torch.nn.functional, loss_name)(xt, torch.tensor([1, -100, 2])).backward()
     (gp,) = staged.autograd.grad(partly, [x])
     np.testing.assert_allclose(gp.numpy(), xt.grad.numpy(), rtol=1e-12)
 

@@ -154,10 +154,25 @@ def softplus(x, beta=1.0, threshold=20.0):
     The exp sees 0 where the linear branch is taken, so its gradient there stays 0, not
     0 * inf."""
     floating_kernel("softplus_cpu", x)
+    kernel = _softplus if fused.fusable(x) else _softplus_composite
+    return kernel(x, beta=beta, threshold=threshold)
+
+
+def _softplus_composite(x, *, beta, threshold):
     bx = x * beta
     linear = bx > threshold
     soft = bx.where(~linear, 0).exp().log1p() / beta
     return where(linear, x, soft)
+
+
+# eagerly one kernel and torch's SoftplusBackward0 (the composite bound 7 primitives)
+_softplus = ad.Fused(
+    "softplus",
+    fused.softplus_impl,
+    _softplus_composite,
+    vjp=fused.SOFTPLUS_VJP,
+    node_name="SoftplusBackward0",
+)
 
 
 def hardshrink(input, lambd=0.5):
