@@ -878,17 +878,15 @@ def _huber_decomposed(d, *, delta, quadratic, slope):
     return ops.where(small, q * q * (0.5 * quadratic), (z - 0.5 * delta) * slope)
 
 
-def _huber(d, delta, quadratic, slope):
-    kernel = _huber_kernel if fused.fusable(d) else _huber_decomposed
+def _huber(d, delta, quadratic, slope, kernel):
+    kernel = kernel if fused.fusable(d) else _huber_decomposed
     return kernel(d, delta=delta, quadratic=quadratic, slope=slope)
 
 
-_huber_kernel = ad.Fused(
-    "huber",
-    fused.huber_impl,
-    _huber_decomposed,
-    vjp=fused.HUBER_VJP,
-    node_name="HuberLossBackward0",
+# one kernel each, with torch's Node names (HuberLossBackward0 or SmoothL1LossBackward0)
+_HUBER, _SMOOTH_L1 = (
+    ad.Fused(name, fused.huber_impl, _huber_decomposed, vjp=fused.HUBER_VJP, node_name=node)
+    for name, node in (("huber", "HuberLossBackward0"), ("smooth_l1", "SmoothL1LossBackward0"))
 )
 
 
@@ -902,7 +900,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     input, target = _in_common_float("smooth_l1_cpu", input, target)
     if beta == 0:
         return _reduce((input - target).abs(), reduction)
-    return _reduce(_huber(input - target, beta, 1.0 / beta, 1.0), reduction)
+    return _reduce(_huber(input - target, beta, 1.0 / beta, 1.0, _SMOOTH_L1), reduction)
 
 
 @in_float32
@@ -913,7 +911,11 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     input, target = _in_common_float("huber_cpu", input, target, out=input.dtype)
     return _weighted(
-        _huber(input - target, delta, 1.0, delta), input, weight, reduction, mean_over_weight=False
+        _huber(input - target, delta, 1.0, delta, _HUBER),
+        input,
+        weight,
+        reduction,
+        mean_over_weight=False,
     )
 
 

@@ -74,6 +74,10 @@ CASES = {
         lambda x: staged.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
         [_t(rng, (3, 5), d)],
     ),
+    "smooth_l1": lambda rng, d: (
+        lambda x, y: F.smooth_l1_loss(x * 2, y, reduction="none", beta=0.7),
+        [_t(rng, (3, 5), d), _t(rng, (3, 5), d)],
+    ),
     "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
     "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
     "take_rows": lambda rng, d: (
@@ -125,6 +129,9 @@ TORCH = {  # the twins of the cases, from the same operands
     "flip": lambda x: x.flip(0, -1),
     "roll": lambda x: x.roll((-1, 5), (1, 2)),
     "softplus": lambda x: torch.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
+    "smooth_l1": lambda x, y: torch.nn.functional.smooth_l1_loss(
+        x * 2, y, reduction="none", beta=0.7
+    ),
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
     "take_rows": lambda w: torch.nn.functional.embedding(torch.tensor([1, 3, 1, 4, 0, 1]), w),
