@@ -18,7 +18,7 @@ import numpy as np
 from .. import dtypes as dt
 from . import lax
 from .avals import reduced_shape
-from .elementwise import _select
+from .elementwise import _select, _zero_where
 from .primitive import REGISTRY, Fused, _constant, _plain
 from .reduction import broadcast_back
 
@@ -51,8 +51,10 @@ def _amax(x, dim):
 
 
 def _total(x, dim):
-    """``x.sum(dim, keepdims=True)`` in a backward kernel (Note [row reductions])."""
-    if dim == x.ndim - 1 and x.dtype in _BLAS and x.size:
+    """``x.sum(dim, keepdims=True)`` in a backward kernel (Note [row reductions]); by BLAS
+    only from C-contiguous memory (a sum's broadcast gradient, strides of 0, is copied for
+    BLAS: 51 µs where NumPy's sum takes 15 on 256 x 256)."""
+    if dim == x.ndim - 1 and x.dtype in _BLAS and x.size and x.flags.c_contiguous:
         return (_rows(x) @ np.ones(x.shape[-1], x.dtype)).reshape(x.shape[:-1] + (1,))
     return x.sum(dim, keepdims=True)
 
@@ -420,6 +422,70 @@ def _softplus_dx_decomposed(g, x, *, beta, threshold):
 
 softplus_dx = Fused("softplus_dx", _softplus_dx_impl, _softplus_dx_decomposed)
 SOFTPLUS_VJP = (lambda g, x, beta, threshold: softplus_dx(g, x, beta=beta, threshold=threshold),)
+
+
+# --- the 2-norm along dims -------------------------------------------------------------------
+def norm2_impl(x, *, dims, keepdim):
+    """``sqrt(sum(x^2))`` of a real ``x`` by the composite's primitives' kernels
+    (``eager/ops/reduction.norm``), so rounded as it is; its zero norm, sqrt(0), is the
+    same +0."""
+    return np.sqrt(REGISTRY["reduce_sum"].impl(x * x, dims=dims, keepdim=keepdim))
+
+
+def _norm2_dx_impl(g, x, out, *, dims, keepdim):
+    """torch's norm_backward: ``x * g / norm``, 0 where the norm is 0."""
+    kept = reduced_shape(x.shape, dims, True)
+    norm = out.reshape(kept)
+    scale = np.divide(g.reshape(kept), norm, where=norm != 0, out=np.zeros(kept, x.dtype))
+    return x * scale
+
+
+def _norm2_dx_decomposed(g, x, out, *, dims, keepdim):
+    shape = _shape(x)
+    kept = reduced_shape(shape, dims, True)
+    zero = lax.eq(out, 0.0)
+    scale = lax.where(zero, 0.0, lax.div(g, lax.where(zero, 1.0, out)))
+    return lax.mul(x, lax.broadcast_to(scale, shape, kept))
+
+
+norm2_dx = Fused("norm2_dx", _norm2_dx_impl, _norm2_dx_decomposed)
+NORM2_VJP = (lambda g, x, out, dims, keepdim: norm2_dx(g, x, out, dims=dims, keepdim=keepdim),)
+
+
+# --- binary cross-entropy of logits, unreduced ------------------------------------------
+def bce_with_logits_impl(x, y):
+    """``(1 - y) x - logsigmoid(x)``, rounded as the composite (``nn.functional``'s
+    ``_logsigmoid``: ``min(x, 0) - log1p(exp(-|x|))``, its branches' common form)."""
+    low = _zero_where(x >= 0, x)  # +0 where x >= 0, as the composite's where
+    e = np.negative(np.abs(x))
+    np.exp(e, out=e)
+    np.log1p(e, out=e)
+    np.subtract(low, e, out=low)
+    loss = 1 - y
+    loss *= x
+    loss -= low
+    return loss
+
+
+def _bce_with_logits_dx_impl(g, x, y):
+    """torch's: ``g (sigmoid(x) - y)``."""
+    dx = REGISTRY["sigmoid"].impl(x)
+    dx -= y
+    dx *= g
+    return dx
+
+
+def _bce_with_logits_dx_decomposed(g, x, y):
+    return lax.mul(g, lax.sub(lax.bind("sigmoid", x), y))
+
+
+bce_with_logits_dx = Fused(
+    "bce_with_logits_dx", _bce_with_logits_dx_impl, _bce_with_logits_dx_decomposed
+)
+BCE_WITH_LOGITS_VJP = (
+    lambda g, x, y: bce_with_logits_dx(g, x, y),
+    lambda g, x: lax.mul(lax.neg(g), x),  # torch's: -g x
+)
 
 
 # --- softmax and log_softmax over one dim -------------------------------------------------

@@ -976,11 +976,24 @@ def binary_cross_entropy_with_logits(
         )
     if input.dtype.is_floating_point and not _floating_or_bool(target):  # (1 - y) x, in place
         _cannot_write(promote_types(input, target), target)
+    if weight is None and pos_weight is None and fused.fusable(input, target):
+        return _reduce(_bce_with_logits(input, target), reduction)
     log_sig = logsigmoid(input)
     if pos_weight is not None:
         log_sig = log_sig * ((pos_weight - 1) * target + 1)
     loss = (1 - target) * input - log_sig
     return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+# eagerly one kernel and torch's BinaryCrossEntropyWithLogitsBackward0 (g (sigmoid(x) - y)),
+# where the composite bound 14 primitives
+_bce_with_logits = ad.Fused(
+    "bce_with_logits",
+    fused.bce_with_logits_impl,
+    lambda x, y: (1 - y) * x - logsigmoid(x),
+    vjp=fused.BCE_WITH_LOGITS_VJP,
+    node_name="BinaryCrossEntropyWithLogitsBackward0",
+)
 
 
 @in_float32

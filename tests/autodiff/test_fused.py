@@ -78,6 +78,16 @@ CASES = {
         lambda x, y: F.smooth_l1_loss(x * 2, y, reduction="none", beta=0.7),
         [_t(rng, (3, 5), d), _t(rng, (3, 5), d)],
     ),
+    "norm2": lambda rng, d: (  # a zero column: its norm 0, its gradient 0
+        lambda x: (x * staged.tensor([1.0, 0.0, 1.0, 1.0], dtype=x.dtype)[:, None]).norm(
+            dim=(0, 2)
+        ),
+        [_t(rng, (3, 4, 2), d)],
+    ),
+    "bce_with_logits": lambda rng, d: (
+        lambda x, y: F.binary_cross_entropy_with_logits(x * 4, y.sigmoid(), reduction="none"),
+        [_t(rng, (3, 5), d), _t(rng, (3, 5), d)],
+    ),
     "softmax": lambda rng, d: (lambda x: x.softmax(-2), [_t(rng, (2, 3, 4), d)]),
     "log_softmax": lambda rng, d: (lambda x: F.log_softmax(x, 1), [_t(rng, (2, 3, 4), d)]),
     "take_rows": lambda rng, d: (
@@ -132,6 +142,12 @@ TORCH = {  # the twins of the cases, from the same operands
     "smooth_l1": lambda x, y: torch.nn.functional.smooth_l1_loss(
         x * 2, y, reduction="none", beta=0.7
     ),
+    "norm2": lambda x: (x * torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=x.dtype)[:, None]).norm(
+        dim=(0, 2)
+    ),
+    "bce_with_logits": lambda x, y: torch.nn.functional.binary_cross_entropy_with_logits(
+        x * 4, y.sigmoid(), reduction="none"
+    ),
     "softmax": lambda x: x.softmax(-2),
     "log_softmax": lambda x: torch.nn.functional.log_softmax(x, 1),
     "take_rows": lambda w: torch.nn.functional.embedding(torch.tensor([1, 3, 1, 4, 0, 1]), w),
@@ -160,6 +176,8 @@ BACKWARD = {
     "nll_loss_dx",
     "huber_dx",
     "softplus_dx",
+    "norm2_dx",
+    "bce_with_logits_dx",
     "softmax_dx",
     "log_softmax_dx",
     "take_dx",

@@ -245,11 +245,10 @@ def norm(x, p="fro", dim=None, keepdim=False):
             f"Got {x.dtype.title}"
         )
     dims = normalize_dims(_every_dim_if_empty(dim), x.ndim)
-    a = x.abs()
     if p in ("fro", 2):
-        s = sum(a * a, dims, keepdim)
-        zero = s == 0
-        return where(zero, scalar_tensor(0, s.dtype), s.where(~zero, 1).sqrt())
+        kernel = _norm2 if fused.fusable(x) else _norm2_decomposed
+        return kernel(x, dims=dims, keepdim=keepdim)
+    a = x.abs()
     if p == 1:
         return sum(a, dims, keepdim)
     if p in (float("inf"), float("-inf")):
@@ -258,6 +257,26 @@ def norm(x, p="fro", dim=None, keepdim=False):
         count = sum((a != 0).to(a.dtype), dims, keepdim)
         return where(scalar_tensor(True, dt.bool_), count, sum(a, dims, keepdim))
     return _pow_off_zero(sum(_pow_off_zero(a, p), dims, keepdim), 1.0 / p)
+
+
+# eagerly one kernel and torch's LinalgVectorNormBackward0 (x g / norm), where the
+# composite bound 7 primitives
+_norm2 = ad.Fused(
+    "norm2",
+    fused.norm2_impl,
+    lambda x, *, dims, keepdim: _norm2_decomposed(x, dims=dims, keepdim=keepdim),
+    vjp=fused.NORM2_VJP,
+    node_name="LinalgVectorNormBackward0",
+)
+
+
+def _norm2_decomposed(x, *, dims, keepdim):
+    # x * x for real x (|x|^2, bit for bit): its gradient 2 g x keeps the sign of a zero
+    # entry's, as torch's x g / norm does, where abs's sgn(0) gave +0
+    a = x.abs() if x.dtype.is_complex else x
+    s = sum(a * a, dims, keepdim)
+    zero = s == 0
+    return where(zero, scalar_tensor(0, s.dtype), s.where(~zero, 1).sqrt())
 
 
 def _pow_off_zero(t, q: float):
