@@ -609,3 +609,40 @@ def test_relu_and_hardtanh_are_torchs_bit_for_bit(size, order):
         got = ours(staged.tensor(x)).numpy()
         want = theirs(xt).numpy()
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=name)
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.01, 1.0, 2.0, -0.5])
+def test_leaky_relu_is_torchs_bit_for_bit(slope):
+    """leaky_relu by max(x, slope x) for slopes in (0, 1], by selection otherwise: torch's
+    values bit for bit at NaN, signed zeros, infinities and the smallest subnormal."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((300, 3)) * 4).astype(np.float32)
+    x[:6, 0] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 1e-45]
+    got = staged.nn.functional.leaky_relu(staged.tensor(x), slope).numpy()
+    want = torch.nn.functional.leaky_relu(torch.tensor(x), slope).numpy()
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("descending", [True, False])
+def test_argsort_of_a_few_by_partition_is_the_stable_sorts(descending):
+    """argsort's first k of a float row (k at most a quarter of it) by a partition: the
+    full stable sort's first k, ties in index order, where equal values straddle the
+    boundary or NaN is present too (both fall back); and torch's topk values."""
+    argsort = REGISTRY["argsort"].impl
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(4, 40))
+        x = rng.standard_normal((3, n, 2)).astype(np.float32)
+        if trial % 2:  # few distinct values: ties within and across the boundary
+            x = rng.integers(-3, 4, x.shape).astype(np.float32)
+        if trial % 5 == 0:
+            x[0, 0, 0] = np.nan
+        x[1, :2, 1] = [-0.0, 0.0]
+        k = int(rng.integers(1, n // 4 + 1))
+        got = argsort(x, dim=1, descending=descending, k=k)
+        key = -x if descending else x  # (NaN stays last: the full sort's order below)
+        order = np.argsort(np.flip(x, 1), axis=1, kind="stable") if descending else None
+        full = n - 1 - np.flip(order, 1) if descending else np.argsort(key, 1, kind="stable")
+        np.testing.assert_array_equal(got, full[:, :k], err_msg=f"trial {trial}")
+        want = torch.tensor(x).topk(k, 1, largest=descending).values.numpy()
+        np.testing.assert_array_equal(np.take_along_axis(x, got, 1), want)
