@@ -43,4 +43,4 @@ def keep_freed_memory() -> bool:
     )
 
 
-APPLIED = keep_freed_memory()
+keep_freed_memory()

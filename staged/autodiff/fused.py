@@ -254,13 +254,44 @@ LAYER_NORM_VJP = (
 )
 
 
-# --- cross_entropy: the mean over (N, C) logits of int64 class indices --------------------
+# --- cross_entropy and nll_loss: the mean over (N, C) scores of int64 class indices ------
+def _picked(scores, target, ignore_index):
+    """Which rows count, and each row's score at its target (at class 0 for an ignored
+    row)."""
+    valid = target != ignore_index
+    return valid, scores[np.arange(len(target)), np.where(valid, target, 0)]
+
+
+def _mean_nll(picked_logp, valid, dtype):
+    """``-picked`` averaged over the counted rows, summed as the composites sum."""
+    total = np.where(valid, -picked_logp, 0.0).sum() / valid.sum(dtype=dtype)
+    return np.asarray(total, dtype)
+
+
+def _row_scale(g, target, ignore_index, shape, dtype):
+    """``g`` over the number of counted rows on each counted row, 0 on the others (and
+    everywhere when none counts: not 0/0's NaN, torch's), broadcast to ``shape``."""
+    n = shape[0]
+    valid = lax.cast(lax.ne(target, ignore_index), dtype)
+    count = lax.sum(valid, (0,))
+    empty = lax.eq(count, 0.0)
+    per_target = lax.where(empty, 0.0, lax.div(g, lax.where(empty, 1.0, count)))
+    scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (1,)), (n,)))
+    return lax.expand(lax.reshape(scale, (n, 1)), shape)
+
+
+def _onehot(target, shape):
+    """Bool ``(N, C)``: each row true at its target."""
+    classes = lax.expand(
+        _constant[0](np.arange(shape[1], dtype=target._payload.dtype)[None]), shape
+    )
+    return lax.eq(lax.expand(lax.reshape(target, (shape[0], 1)), shape), classes)
+
+
 def cross_entropy_impl(logits, target, *, ignore_index):
     """The picked log_softmax values only: ``x[t] - lse``, rounded as log_softmax's."""
-    valid = target != ignore_index
-    picked = logits[np.arange(len(target)), np.where(valid, target, 0)] - _lse(logits, 1)[:, 0]
-    total = np.where(valid, -picked, 0.0).sum() / valid.sum(dtype=logits.dtype)
-    return np.asarray(total, logits.dtype)
+    valid, picked = _picked(logits, target, ignore_index)
+    return _mean_nll(picked - _lse(logits, 1)[:, 0], valid, logits.dtype)
 
 
 def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):
@@ -275,20 +306,14 @@ def _cross_entropy_dx_impl(g, logits, target, *, ignore_index):
 
 
 def _cross_entropy_dx_decomposed(g, logits, target, *, ignore_index):
-    n, c = shape = _shape(logits)
+    shape = _shape(logits)
     dtype = dt.from_numpy_dtype(logits._payload.dtype)
-    valid = lax.cast(lax.ne(target, ignore_index), dtype)
     e = lax.exp(
         lax.sub(logits, lax.expand(lax.bind("reduce_max", logits, dims=(1,), keepdim=True), shape))
     )
     p = lax.div(e, lax.expand(lax.sum(e, (1,), keepdim=True), shape))
-    classes = lax.expand(_constant[0](np.arange(c, dtype=target._payload.dtype)[None]), shape)
-    onehot = lax.cast(lax.eq(lax.expand(lax.reshape(target, (n, 1)), shape), classes), dtype)
-    count = lax.sum(valid, (0,))
-    empty = lax.eq(count, 0.0)
-    per_target = lax.where(empty, 0.0, lax.div(g, lax.where(empty, 1.0, count)))
-    scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (1,)), (n,)))
-    return lax.mul(lax.sub(p, onehot), lax.expand(lax.reshape(scale, (n, 1)), shape))
+    onehot = lax.cast(_onehot(target, shape), dtype)
+    return lax.mul(lax.sub(p, onehot), _row_scale(g, target, ignore_index, shape, dtype))
 
 
 cross_entropy_dx = Fused("cross_entropy_dx", _cross_entropy_dx_impl, _cross_entropy_dx_decomposed)
@@ -300,42 +325,26 @@ CROSS_ENTROPY_VJP = (
 )
 
 
-# --- nll_loss: the mean over (N, C) log-probabilities of int64 class indices ---------------
-def _valid_rows(target, ignore_index):
-    """The rows whose target counts, and each row's target (0 for an ignored one)."""
-    valid = target != ignore_index
-    return valid, np.where(valid, target, 0)
-
-
 def nll_loss_impl(logp, target, *, ignore_index):
-    """``-logp[i, t_i]`` averaged over the counted rows, summed as the composite sums."""
-    valid, picked = _valid_rows(target, ignore_index)
-    picked = logp[np.arange(len(target)), picked]
-    total = np.where(valid, -picked, 0.0).sum() / valid.sum(dtype=logp.dtype)
-    return np.asarray(total, logp.dtype)
+    valid, picked = _picked(logp, target, ignore_index)
+    return _mean_nll(picked, valid, logp.dtype)
 
 
 def _nll_loss_dx_impl(g, logp, target, *, ignore_index):
-    valid, picked = _valid_rows(target, ignore_index)
+    valid = target != ignore_index
     count = valid.sum(dtype=logp.dtype)
     dx = np.zeros_like(logp, order="C")
     if count:  # none counted: zeros, not 0/0's NaN (torch's)
         rows = np.flatnonzero(valid)
-        dx[rows, picked[rows]] = -(g / count)
+        dx[rows, target[rows]] = -(g / count)
     return dx
 
 
 def _nll_loss_dx_decomposed(g, logp, target, *, ignore_index):
-    n, c = shape = _shape(logp)
+    shape = _shape(logp)
     dtype = dt.from_numpy_dtype(logp._payload.dtype)
-    valid = lax.cast(lax.ne(target, ignore_index), dtype)
-    count = lax.sum(valid, (0,))
-    empty = lax.eq(count, 0.0)
-    per_target = lax.where(empty, 0.0, lax.neg(lax.div(g, lax.where(empty, 1.0, count))))
-    scale = lax.mul(valid, lax.expand(lax.reshape(per_target, (1,)), (n,)))
-    classes = lax.expand(_constant[0](np.arange(c, dtype=target._payload.dtype)[None]), shape)
-    onehot = lax.eq(lax.expand(lax.reshape(target, (n, 1)), shape), classes)
-    return lax.where(onehot, lax.expand(lax.reshape(scale, (n, 1)), shape), 0.0)
+    scale = _row_scale(g, target, ignore_index, shape, dtype)
+    return lax.where(_onehot(target, shape), lax.neg(scale), 0.0)
 
 
 nll_loss_dx = Fused("nll_loss_dx", _nll_loss_dx_impl, _nll_loss_dx_decomposed)
@@ -410,7 +419,7 @@ def _softplus_dx_impl(g, x, *, beta, threshold):
     dx = g * z
     z += 1
     dx /= z
-    return _select(line, np.broadcast_to(g, dx.shape).astype(dx.dtype, copy=False), dx)
+    return _select(line, np.broadcast_to(g, dx.shape), dx)
 
 
 def _softplus_dx_decomposed(g, x, *, beta, threshold):

@@ -259,17 +259,6 @@ def norm(x, p="fro", dim=None, keepdim=False):
     return _pow_off_zero(sum(_pow_off_zero(a, p), dims, keepdim), 1.0 / p)
 
 
-# eagerly one kernel and torch's LinalgVectorNormBackward0 (x g / norm), where the
-# composite bound 7 primitives
-_norm2 = ad.Fused(
-    "norm2",
-    fused.norm2_impl,
-    lambda x, *, dims, keepdim: _norm2_decomposed(x, dims=dims, keepdim=keepdim),
-    vjp=fused.NORM2_VJP,
-    node_name="LinalgVectorNormBackward0",
-)
-
-
 def _norm2_decomposed(x, *, dims, keepdim):
     # x * x for real x (|x|^2, bit for bit): its gradient 2 g x keeps the sign of a zero
     # entry's, as torch's x g / norm does, where abs's sgn(0) gave +0
@@ -277,6 +266,17 @@ def _norm2_decomposed(x, *, dims, keepdim):
     s = sum(a * a, dims, keepdim)
     zero = s == 0
     return where(zero, scalar_tensor(0, s.dtype), s.where(~zero, 1).sqrt())
+
+
+# eagerly one kernel and torch's LinalgVectorNormBackward0 (x g / norm), where the
+# composite bound 7 primitives
+_norm2 = ad.Fused(
+    "norm2",
+    fused.norm2_impl,
+    _norm2_decomposed,
+    vjp=fused.NORM2_VJP,
+    node_name="LinalgVectorNormBackward0",
+)
 
 
 def _pow_off_zero(t, q: float):
