@@ -433,6 +433,51 @@ softplus_dx = Fused("softplus_dx", _softplus_dx_impl, _softplus_dx_decomposed)
 SOFTPLUS_VJP = (lambda g, x, beta, threshold: softplus_dx(g, x, beta=beta, threshold=threshold),)
 
 
+# --- elu, selu, celu: a line above 0, a scaled expm1 below ------------------------------------
+def elu_impl(x, *, alpha, scale, input_scale):
+    """``scale x`` where ``x > 0``, else ``alpha scale expm1(input_scale x)``, rounded as
+    the composite (``nn.functional._elu``): its expm1 of +0 where the line is taken."""
+    t, pos = x.dtype.type, x > 0
+    neg = _zero_where(pos, x)
+    _scale(neg, t(input_scale))
+    np.expm1(neg, out=neg)
+    _scale(neg, t(alpha * scale))
+    return _select(pos, x if scale == 1 else np.asarray(x * t(scale)), neg)
+
+
+def _scale(a, c):
+    """``a *= c``, skipped where ``c`` is 1 (ELU's usual scales; the same bits)."""
+    if c != 1:
+        a *= c
+
+
+def _elu_dx_impl(g, x, *, alpha, scale, input_scale):
+    """torch's elu_backward of the input: ``g scale`` above 0, else ``g alpha scale
+    input_scale exp(input_scale x)``."""
+    t, pos = x.dtype.type, x > 0
+    neg = _zero_where(pos, x)
+    _scale(neg, t(input_scale))
+    np.exp(neg, out=neg)
+    _scale(neg, t(alpha * scale * input_scale))
+    neg *= g
+    return _select(pos, g if scale == 1 else np.asarray(g * t(scale)), neg)
+
+
+def _elu_dx_decomposed(g, x, *, alpha, scale, input_scale):
+    pos = lax.gt(x, 0.0)
+    e = lax.exp(lax.mul(lax.where(pos, 0.0, x), input_scale))
+    neg = lax.mul(lax.mul(g, alpha * scale * input_scale), e)
+    return lax.where(pos, lax.mul(g, scale), neg)
+
+
+elu_dx = Fused("elu_dx", _elu_dx_impl, _elu_dx_decomposed)
+ELU_VJP = (
+    lambda g, x, alpha, scale, input_scale: elu_dx(
+        g, x, alpha=alpha, scale=scale, input_scale=input_scale
+    ),
+)
+
+
 # --- the 2-norm along dims -------------------------------------------------------------------
 def norm2_impl(x, *, dims, keepdim):
     """``sqrt(sum(x^2))`` of a real ``x`` by the composite's primitives' kernels

@@ -121,13 +121,25 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     )
 
 
-def _elu(x, alpha, scale=1.0, input_scale=1.0):
+def _elu_composite(x, *, alpha, scale, input_scale):
     """ATen's elu: ``scale * x`` where ``x > 0``, else ``scale * alpha * (exp(input_scale * x)
     - 1)``; the exp sees only the non-positive part, so no inf meets a zero gradient."""
     pos = x > 0
     return ops.where(
         pos, x * scale, ops.expm1(ops.where(pos, 0.0, x) * input_scale) * (alpha * scale)
     )
+
+
+# eagerly one kernel each, with torch's Node names (the composite bound 6 primitives)
+_ELU, _CELU = (
+    ad.Fused(name, fused.elu_impl, _elu_composite, vjp=fused.ELU_VJP, node_name=node)
+    for name, node in (("elu", "EluBackward0"), ("celu", "CeluBackward0"))
+)
+
+
+def _elu(x, alpha, scale=1.0, input_scale=1.0, kernel=_ELU):
+    kernel = kernel if fused.fusable(x) else _elu_composite
+    return kernel(x, alpha=float(alpha), scale=float(scale), input_scale=float(input_scale))
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -148,7 +160,11 @@ def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _activation(
-        input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha), "CeluBackward1", "elu_cpu"
+        input,
+        inplace,
+        lambda x: _elu(x, alpha, 1.0, 1.0 / alpha, _CELU),
+        "CeluBackward1",
+        "elu_cpu",
     )
 
 

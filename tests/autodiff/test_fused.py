@@ -70,6 +70,11 @@ CASES = {
     ),
     "flip": lambda rng, d: (lambda x: x.flip(0, -1), [_t(rng, (2, 3, 4), d)]),
     "roll": lambda rng, d: (lambda x: x.roll((-1, 5), (1, 2)), [_t(rng, (2, 3, 4), d)]),
+    "elu": lambda rng, d: (  # both sides of 0, and 0 itself
+        lambda x: F.elu(x.where(x.abs() > 0.3, 0.0) * 3, alpha=0.7),
+        [_t(rng, (3, 5), d)],
+    ),
+    "celu": lambda rng, d: (lambda x: F.celu(x * 3, alpha=1.5), [_t(rng, (3, 5), d)]),
     "softplus": lambda rng, d: (  # both sides of the threshold
         lambda x: staged.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
         [_t(rng, (3, 5), d)],
@@ -138,6 +143,8 @@ TORCH = {  # the twins of the cases, from the same operands
     "huber": lambda x, y: torch.nn.functional.huber_loss(x * 2, y, reduction="none", delta=0.7),
     "flip": lambda x: x.flip(0, -1),
     "roll": lambda x: x.roll((-1, 5), (1, 2)),
+    "elu": lambda x: torch.nn.functional.elu(x.where(x.abs() > 0.3, 0.0) * 3, alpha=0.7),
+    "celu": lambda x: torch.nn.functional.celu(x * 3, alpha=1.5),
     "softplus": lambda x: torch.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
     "smooth_l1": lambda x, y: torch.nn.functional.smooth_l1_loss(
         x * 2, y, reduction="none", beta=0.7
@@ -175,6 +182,7 @@ BACKWARD = {
     "cross_entropy_dx",
     "nll_loss_dx",
     "huber_dx",
+    "elu_dx",
     "softplus_dx",
     "norm2_dx",
     "bce_with_logits_dx",
