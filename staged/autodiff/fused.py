@@ -666,6 +666,40 @@ def select_dx(g, x_aval, dim, index):
     )
 
 
+# --- x at indices along a dim (max and min along a dim: torch's MaxBackward0) -------------
+def _along(a, dim, keepdim):
+    """``a`` (of the reduced shape) with ``dim`` kept, for take/put_along_axis."""
+    return a if keepdim else np.expand_dims(a, dim)
+
+
+def pick_impl(x, idx, *, dim, keepdim):
+    """``x`` at ``idx`` along ``dim`` (``idx`` of ``x``'s shape reduced along it)."""
+    v = np.take_along_axis(x, _along(idx, dim, keepdim), dim)
+    return v if keepdim else v.squeeze(dim)
+
+
+def _pick_dx_plain(g, idx, *, shape, dim, keepdim):
+    dx = np.zeros(shape, g.dtype)
+    np.put_along_axis(dx, _along(idx, dim, keepdim), _along(g, dim, keepdim), dim)
+    return dx
+
+
+def pick_dx(g, idx, x_aval, dim, keepdim):
+    """The gradient of ``x``: ``g`` at ``idx`` along ``dim`` in zeros (torch's
+    value_selecting_reduction_backward; ``x`` itself is not saved)."""
+    shape = x_aval.shape
+    params = {"shape": shape, "dim": dim, "keepdim": keepdim}
+    r = _plain[0](_pick_dx_plain, (g, idx), params)
+    if r is not None:
+        return r
+    kept = shape[:dim] + (1,) + shape[dim + 1 :]
+    zeros = lax.zeros_like(g, shape)
+    return lax.bind("scatter_add", zeros, lax.reshape(idx, kept), lax.reshape(g, kept), dim=dim)
+
+
+PICK_VJP = (lambda g, idx, x_aval, dim, keepdim: pick_dx(g, idx, x_aval, dim, keepdim), None)
+
+
 # --- the LSTM cell: gates (N, 4H) = W_ih x + b_ih + W_hh h + b_hh and c (N, H) in; h' and c'
 # stacked (2, N, H) out (nn.LSTM's step, ``_lstm`` in nn/modules/rnn.py) ----------------------
 def _sigmoid(x):

@@ -75,6 +75,8 @@ CASES = {
         [_t(rng, (3, 5), d)],
     ),
     "celu": lambda rng, d: (lambda x: F.celu(x * 3, alpha=1.5), [_t(rng, (3, 5), d)]),
+    "pick_max": lambda rng, d: (lambda x: x.max(1).values, [_t(rng, (3, 5, 2), d)]),
+    "pick_min": lambda rng, d: (lambda x: x.min(-1, keepdim=True)[0], [_t(rng, (4, 3), d)]),
     "softplus": lambda rng, d: (  # both sides of the threshold
         lambda x: staged.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
         [_t(rng, (3, 5), d)],
@@ -145,6 +147,8 @@ TORCH = {  # the twins of the cases, from the same operands
     "roll": lambda x: x.roll((-1, 5), (1, 2)),
     "elu": lambda x: torch.nn.functional.elu(x.where(x.abs() > 0.3, 0.0) * 3, alpha=0.7),
     "celu": lambda x: torch.nn.functional.celu(x * 3, alpha=1.5),
+    "pick_max": lambda x: x.max(1).values,
+    "pick_min": lambda x: x.min(-1, keepdim=True)[0],
     "softplus": lambda x: torch.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
     "smooth_l1": lambda x, y: torch.nn.functional.smooth_l1_loss(
         x * 2, y, reduction="none", beta=0.7

@@ -448,11 +448,10 @@ def _positions(x, dim):
     return Tensor._wrap(np.arange(shape[dim], dtype=np.int64).reshape(shape), False)
 
 
-def _select_along(x, idx, dim, keepdim):
+def _select_along(x, idx, *, dim, keepdim):
     """x at ``idx`` along ``dim``: the gradient goes to the chosen element only."""
-    onehot = eq(_positions(x, dim), unsqueeze(idx, dim) if not keepdim else idx)
-    picked = sum(where(onehot, x, scalar_tensor(0, x.dtype)), dim, keepdim)
-    return picked if picked.dtype is x.dtype else picked.to(x.dtype)  # bool: summed as int64
+    picked = ad.gather(x, idx if keepdim else unsqueeze(idx, dim), dim=dim)
+    return picked if keepdim else reshape(picked, idx._payload.shape)
 
 
 def _extremum(name, reduce, arg, result, x, dim, keepdim, other):
@@ -469,7 +468,15 @@ def _extremum(name, reduce, arg, result, x, dim, keepdim, other):
     d = wrap_dim(dim, x.ndim)
     _nonempty(name, x, (d,))
     idx = arg(x, dim=d, keepdim=keepdim)
-    return result(_select_along(x, idx, d, keepdim) if x.ndim else x, idx)
+    kernel = _PICK_MAX if reduce is ad.reduce_max else _PICK_MIN
+    return result(kernel(x, idx, dim=d, keepdim=keepdim) if x.ndim else x, idx)
+
+
+# eagerly torch's Node, whose backward puts the gradient in place (gather's adds it)
+_PICK_MAX, _PICK_MIN = (
+    ad.Fused(name, fused.pick_impl, _select_along, vjp=fused.PICK_VJP, node_name=node)
+    for name, node in (("pick_max", "MaxBackward0"), ("pick_min", "MinBackward0"))
+)
 
 
 def _evenly_distributed(reduce, x, dims, fill):
