@@ -1214,10 +1214,21 @@ def interpolate(
                 )
         return fresh(x, input)
     for k, (i, o, sf) in enumerate(zip(input.shape[2:], outs, scales)):
-        if i == o and mode != "nearest-exact" and not (mode in _INTERPOLATING and sf):
-            continue
-        x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
+        if i != o or _resamples_same_size(mode, len(outs), sf):
+            x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
     return fresh(x, input)  # a copy, as torch's (the same size: the input)
+
+
+def _resamples_same_size(mode, n, sf) -> bool:
+    """Whether torch's forward kernel resamples a dim whose size a ``scale_factor`` ``sf``
+    (None: sizes were given) leaves as it was (floor(5 * 1.1) = 5) instead of copying it:
+    nearest-exact always, bicubic and 1-D and 3-D nearest (``cpu_upsample_nearest``) with
+    a scale, linear, bilinear, trilinear and 2-D nearest never (their same-size shortcuts).
+    (torch's backward copies the gradient of bicubic's and 1-D and 3-D nearest's anyway;
+    ours is the gradient of the forward.)"""
+    if mode == "nearest-exact":
+        return True
+    return sf is not None and (mode == "bicubic" or (mode == "nearest" and n != 2))
 
 
 def output_sizes(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
@@ -1270,6 +1281,17 @@ def output_sizes(input, size, scale_factor, mode, align_corners, recompute_scale
     if not (input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is dt.uint8):
         raise NotImplementedError(
             f"\"{_kernel(mode, n)}\" not implemented for '{input.dtype.title}'"
+        )
+    if mode != "area" and (0 in ins or 0 in outs):  # (area pools to empty sizes)
+        names = ("D", "H", "W")[3 - n :]
+
+        def sizes(s):
+            return ", ".join(f"{a}: {b}" for a, b in zip(names, s))
+
+        joint = " and" if n == 1 else ""
+        raise RuntimeError(
+            "Input and output sizes should be greater than 0, but got input "
+            f"({sizes(ins)}){joint} output ({sizes(outs)})"
         )
     return outs, scales
 
