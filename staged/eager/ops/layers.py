@@ -876,13 +876,36 @@ def batch_norm(
     empty batch gives an empty output and leaves them as they are, as PyTorch).
     Evaluation normalises by the running statistics. A float16 or bfloat16 input (with
     float32 or its own dtype's weight and bias) normalises in float32, rounded once, as
-    torch's CPU kernel."""
+    torch's CPU kernel: in training by the batch's mean and 1/std as it saves them, in the
+    parameters' dtype (the input's unless weight and bias are float32); in evaluation by
+    the running statistics in float32."""
     if half(input) and all(
         t is None or t.dtype in (input.dtype, dt.float32) for t in (weight, bias)
     ):
         wide = [None if t is None else ad.cast(t, dtype=dt.float32) for t in (input, weight, bias)]
-        y = batch_norm(wide[0], running_mean, running_var, *wide[1:], training, momentum, eps)
+        stats = (running_mean, running_var)
+        params = [t.dtype for t in (weight, bias, *stats) if t is not None]
+        if dt.float32 in params and input.dtype in params:
+            raise RuntimeError(
+                f"expected scalar type {input.dtype.title} but found Float"
+                if params[0] is input.dtype
+                else "mixed dtype (CPU): expect parameter to have scalar type of Float"
+            )
+        saved = None
+        if not training:
+            stats = tuple(None if t is None else ad.cast(t, dtype=dt.float32) for t in stats)
+        elif dt.float32 not in params:
+            saved = input.dtype
+        y = _batch_norm(wide[0], *stats, *wide[1:], training, momentum, eps, saved)
         return ad.cast(y, dtype=input.dtype)
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _batch_norm(
+    input, running_mean, running_var, weight, bias, training, momentum, eps, saved=None
+):
+    """``batch_norm``; ``saved``: the dtype the batch's mean and 1/std are rounded to
+    before they normalise (torch's save_mean and save_invstd)."""
     c = input.shape[1] if input.ndim > 1 else None
     per_channel = {"running_mean": running_mean, "running_var": running_var}
     for name, t in {**per_channel, "weight": weight, "bias": bias}.items():
@@ -916,7 +939,10 @@ def batch_norm(
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
         mean, var = shape.reshape(running_mean, bshape), shape.reshape(running_var, bshape)
-    y = (input - mean) * ew.rsqrt(var + eps)
+    invstd = ew.rsqrt(var + eps)
+    if saved is not None:
+        mean, invstd = (ad.cast(ad.cast(t, dtype=saved), dtype=t.dtype) for t in (mean, invstd))
+    y = (input - mean) * invstd
     if weight is not None:
         y = y * shape.reshape(weight, bshape)
     return y if bias is None else y + shape.reshape(bias, bshape)
