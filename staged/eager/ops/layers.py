@@ -1225,23 +1225,26 @@ def interpolate(
             "fixed point, its bicubic with PIL's a = -0.5): convert the image to float first"
         )
     if half(input):  # torch's kernels: in float32, rounded once
+        # (its generic kernel, linear, trilinear and bicubic's, with weights in the half type)
+        generic = mode in ("linear", "trilinear", "bicubic") and not antialias
+        taps = input.dtype.np if generic else None
         return in_float32(
-            lambda w: interpolate(
-                w, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
-            ),
-            input,
+            lambda w: _interpolate(w, outs, scales, mode, align_corners, antialias, taps), input
         )
-    x = input
+    return _interpolate(input, outs, scales, mode, align_corners, antialias)
+
+
+def _interpolate(input, outs, scales, mode, align_corners, antialias, taps=None):
+    """``input`` resampled to ``outs`` dim by dim, the weights rounded to ``taps``."""
+    x, corners = input, bool(align_corners)
     if antialias:  # torch's: the last dim first, a dim of unchanged size left as it is
         for k in reversed(range(len(outs))):
             if input.shape[2 + k] != outs[k]:
-                x = _resample_aa(
-                    x, 2 + k, input.shape[2 + k], outs[k], scales[k], mode, bool(align_corners)
-                )
+                x = _resample_aa(x, 2 + k, input.shape[2 + k], outs[k], scales[k], mode, corners)
         return fresh(x, input)
     for k, (i, o, sf) in enumerate(zip(input.shape[2:], outs, scales)):
         if i != o or _resamples_same_size(mode, len(outs), sf):
-            x = _resample(x, 2 + k, i, o, sf, mode, bool(align_corners))
+            x = _resample(x, 2 + k, i, o, sf, mode, corners, taps)
     return fresh(x, input)  # a copy, as torch's (the same size: the input)
 
 
@@ -1332,8 +1335,9 @@ def _kernel(mode, n):
     return f"upsample_{kind}2d_channels_last" if n == 2 else f"compute_indices_weights_{kind}"
 
 
-def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
-    """``x`` resized along ``dim`` from ``n_in`` to ``n_out`` positions."""
+def _resample(x, dim, n_in, n_out, factor, mode, align_corners, taps=None):
+    """``x`` resized along ``dim`` from ``n_in`` to ``n_out`` positions, the weights
+    rounded to ``taps`` (a NumPy dtype) where given."""
     acc = np.float64 if x.dtype is dt.float64 else np.float32
     dst = np.arange(n_out, dtype=acc)
     scale = acc(1 / factor) if factor else acc(n_in / n_out)
@@ -1347,16 +1351,20 @@ def _resample(x, dim, n_in, n_out, factor, mode, align_corners):
     else:
         src = (dst + acc(0.5)) * scale - acc(0.5)
     if mode == "bicubic":  # its taps reach past the edges (clamped there), src is not
-        return _bicubic(x, dim, n_in, src)
+        return _bicubic(x, dim, n_in, src, taps)
     src = np.maximum(src, acc(0))
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     i1 = np.minimum(i0 + 1, n_in - 1)
-    w1 = (src - i0).astype(x.dtype.np)
     shape_ = [1] * x.ndim
     shape_[dim] = n_out
-    w1 = Tensor._wrap(w1.reshape(shape_))
-    w0 = Tensor._wrap((1 - w1._payload).astype(x.dtype.np))
-    return _gather(x, dim, i0) * w0 + _gather(x, dim, i1) * w1
+    w1 = _taps(src - i0, taps, x).reshape(shape_)
+    w0 = _taps(1 - w1, taps, x)
+    return _gather(x, dim, i0) * Tensor._wrap(w0) + _gather(x, dim, i1) * Tensor._wrap(w1)
+
+
+def _taps(w, taps, x):
+    """Weights ``w`` in ``x``'s dtype, rounded to ``taps`` first where given."""
+    return (w if taps is None else w.astype(taps)).astype(x.dtype.np)
 
 
 def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
@@ -1397,9 +1405,10 @@ def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
     return out
 
 
-def _bicubic(x, dim, n_in, src):
+def _bicubic(x, dim, n_in, src, taps=None):
     """Keys' cubic convolution (a = -0.75) of the four taps around ``src`` along ``dim``,
-    taps past an edge clamped to it, summed in torch's order from its coefficients."""
+    taps past an edge clamped to it, summed in torch's order from its coefficients (rounded
+    to ``taps`` where given)."""
     i0 = np.floor(src)
     t = src - i0
     a = src.dtype.type(-0.75)
@@ -1415,6 +1424,6 @@ def _bicubic(x, dim, n_in, src):
     out = None
     for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
         idx = np.clip(i0.astype(np.int64) - 1 + k, 0, n_in - 1)
-        term = _gather(x, dim, idx) * Tensor._wrap(w.astype(x.dtype.np).reshape(shape_))
+        term = _gather(x, dim, idx) * Tensor._wrap(_taps(w, taps, x).reshape(shape_))
         out = term if out is None else out + term
     return out
