@@ -907,7 +907,11 @@ class Module:
 
     def _named_members(self, attr, prefix="", recurse=True, remove_duplicate=True):
         seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for mod_prefix, m in mods:
             for name, v in getattr(m, attr).items():
                 if v is None or (remove_duplicate and id(v) in seen):

@@ -326,6 +326,20 @@ def test_modules_remove_duplicate():
     assert _agree(count) == (2, 3)
 
 
+def test_members_of_a_child_registered_twice_are_named_twice_without_removing_duplicates():
+    def names(lib):
+        shared = lib.nn.BatchNorm1d(2)
+        m = lib.nn.Module()
+        m.a, m.b = shared, shared
+        return [
+            [n for n, _ in m.named_parameters(remove_duplicate=False)],
+            [n for n, _ in m.named_buffers(remove_duplicate=False)],
+            [n for n, _ in m.named_parameters()],
+        ]
+
+    assert _agree(names)[0] == ["a.weight", "a.bias", "b.weight", "b.bias"]
+
+
 def test_assigning_to_a_child_module_slot_and_deleting_a_buffer_as_torch():
     def program(lib):
         net = _net(lib)
