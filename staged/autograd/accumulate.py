@@ -61,7 +61,8 @@ def accumulate_grad(var, g, owned=False) -> None:
         var._grad.add_(g)
     if var._post_acc_hooks:
         for hook in tuple(var._post_acc_hooks.values()):
-            call_hook(hook, var)
+            if call_hook(hook, var) is not None:
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _with_sparse(old, g):

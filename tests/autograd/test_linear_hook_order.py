@@ -99,3 +99,16 @@ def test_linear_node_name_and_edges_bias_first_as_torch():
     (w_fn, _), (tw_fn, _) = fn.next_functions[2], tfn.next_functions[2]
     assert w_fn.variable is layer.weight  # torch's reaches it through TBackward0
     assert tw_fn.next_functions[0][0].variable is tlayer.weight
+
+
+def test_a_post_accumulate_grad_hook_that_returns_a_value_raises_as_torch():
+    """``lambda t: t.grad.mul_(0.5)`` returns the gradient: torch refuses it in backward
+    (after the hook ran), staged too, where it was accepted."""
+    seen = {}
+    for lib in (staged, torch):
+        p = lib.nn.Parameter(lib.ones(2))
+        p.register_post_accumulate_grad_hook(lambda t: t.grad.mul_(0.5))
+        with pytest.raises(RuntimeError, match="post accumulate grad hooks should return None"):
+            (p * 3).sum().backward()
+        seen[lib] = p.grad.tolist()
+    assert seen[staged] == seen[torch]

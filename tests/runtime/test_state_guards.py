@@ -157,12 +157,16 @@ def _state_of(opt, m):
     return opt.state[m[0].weight]
 
 
+def _halve_grad(p):  # a post-accumulate hook returns None (torch refuses a value)
+    p.grad.mul_(0.5)
+
+
 STEP_CHANGES = {
     ".data assigned": lambda m, opt: setattr(m[0].weight, "data", m[0].weight * 0.5),
     "requires_grad flipped": lambda m, opt: m[2].bias.requires_grad_(False),
     "a hook on a parameter": lambda m, opt: m[0].weight.register_hook(lambda g: g * 3),
     "a post-accumulate hook": lambda m, opt: m[2].weight.register_post_accumulate_grad_hook(
-        lambda p: p.grad.mul_(0.5)
+        _halve_grad
     ),
     "exp_avg replaced": lambda m, opt: _state_of(opt, m).__setitem__(
         "exp_avg", _state_of(opt, m)["exp_avg"] * 2
