@@ -59,6 +59,7 @@ from ..eager.ops.inplace import _named
 from ..eager.ops.reduction import in_float32
 from ..eager.random.generator import default_generator
 from ..eager.tensor import Tensor
+from .multi_head_attention import multi_head_attention_forward  # noqa: F401
 from .. import sparse as _sparse
 
 globals().update(ops.table.functional())  # relu, tanh, gelu ... (staged/eager/ops/table.py)

@@ -1,26 +1,13 @@
-"""MultiheadAttention, computed as PyTorch's ``multi_head_attention_forward`` (the
-``need_weights`` path: scaled scores, additive masks, softmax, dropout, weighted values)."""
+"""MultiheadAttention: its parameters, computed by ``F.multi_head_attention_forward``."""
 
 from __future__ import annotations
 
-import math
-
-from ...eager import ops
-from ...eager.factories import empty, zeros
+from ...eager.factories import empty
 from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
 from .linear import NonDynamicallyQuantizableLinear
-
-
-def _additive_mask(mask, dtype, name):
-    """A float mask to add to the scores: a bool mask becomes -inf where True."""
-    if mask is None or mask.dtype.is_floating_point:
-        return mask if mask is None else mask.to(dtype)
-    if mask.dtype.name != "bool":
-        raise AssertionError(f"only bool and floating types of {name} are supported")
-    return zeros(*mask.shape, dtype=dtype).masked_fill(mask, float("-inf"))
 
 
 class MultiheadAttention(Module):
@@ -32,9 +19,11 @@ class MultiheadAttention(Module):
     Inputs are ``(L, N, E)`` (``batch_first``: ``(N, L, E)``) or unbatched ``(L, E)``.
     ``attn_mask`` is ``(L, S)`` or ``(N * num_heads, L, S)``, bool (True: not allowed) or
     float (added to the scores); ``key_padding_mask`` is ``(N, S)`` (True: padding).
-    ``is_causal`` is a hint and needs ``attn_mask`` (the causal mask itself), as in torch.
-    Returns ``(output, weights)``: weights averaged over heads unless
-    ``average_attn_weights=False``; None when ``need_weights=False``.
+    ``is_causal`` is a hint and needs ``attn_mask`` (the causal mask itself), as in torch
+    (with ``need_weights=False`` and no ``key_padding_mask`` the causal mask is used in
+    its place). Returns ``(output, weights)``: weights averaged over heads unless
+    ``average_attn_weights=False``; None when ``need_weights=False``, and then a query
+    that may attend to no key gets 0 (NaN with ``need_weights``), as torch's.
 
     Example:
         >>> mha = nn.MultiheadAttention(32, 4, batch_first=True)
@@ -119,81 +108,32 @@ class MultiheadAttention(Module):
         batched = query.ndim == 3
         if self.batch_first and batched:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        if not batched:
-            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        if is_causal and attn_mask is None:
-            raise RuntimeError(
-                "Need attn_mask if specifying the is_causal hint. You may use "
-                "the Transformer module method `generate_square_subsequent_mask` "
-                "to create this mask."
-            )
-        out, weights = self._attend(query, key, value, key_padding_mask, attn_mask)
-        if not batched:
-            out, weights = out.squeeze(1), weights.squeeze(0)
-        elif self.batch_first:
+        separate = not self._qkv_same_embed_dim
+        out, weights = F.multi_head_attention_forward(
+            query,
+            key,
+            value,
+            self.embed_dim,
+            self.num_heads,
+            self.in_proj_weight,
+            self.in_proj_bias,
+            self.bias_k,
+            self.bias_v,
+            self.add_zero_attn,
+            self.dropout,
+            self.out_proj.weight,
+            self.out_proj.bias,
+            training=self.training,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=separate,
+            q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+        )
+        if self.batch_first and batched:
             out = out.transpose(1, 0)
-        if not need_weights:
-            return out, None
-        return out, (weights.mean(1) if average_attn_weights else weights)
-
-    def _attend(self, query, key, value, key_padding_mask, attn_mask):
-        """(L, N, E) inputs -> (L, N, E) output and (N, heads, L, S) weights."""
-        tgt_len, bsz, e = query.shape
-        src_len, h, hd = key.shape[0], self.num_heads, self.head_dim
-        w, b = self.in_proj_weight, self.in_proj_bias
-        ws = (
-            (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
-            if w is None
-            else tuple(w[i * e : (i + 1) * e] for i in range(3))
-        )
-        q, k, v = (
-            F.linear(x, wi, None if b is None else b[i * e : (i + 1) * e])
-            for i, (x, wi) in enumerate(zip((query, key, value), ws))
-        )
-        mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
-        if mask is not None:
-            if mask.ndim == 2:
-                if tuple(mask.shape) != (tgt_len, src_len):
-                    raise RuntimeError(
-                        f"The shape of the 2D attn_mask is {mask.shape}, "
-                        f"but should be {(tgt_len, src_len)}."
-                    )
-                mask = mask.unsqueeze(0)
-            elif tuple(mask.shape) != (bsz * h, tgt_len, src_len):
-                raise RuntimeError(
-                    f"The shape of the 3D attn_mask is {mask.shape}, "
-                    f"but should be {(bsz * h, tgt_len, src_len)}."
-                )
-        pad = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask")
-        if self.bias_k is not None:
-            k = ops.cat([k, self.bias_k.expand(1, bsz, e)])
-            v = ops.cat([v, self.bias_v.expand(1, bsz, e)])
-        q, k, v = (x.reshape(x.shape[0], bsz * h, hd).transpose(0, 1) for x in (q, k, v))
-        if self.add_zero_attn:
-            k, v = (ops.cat([x, zeros(bsz * h, 1, hd, dtype=x.dtype)], 1) for x in (k, v))
-        # the appended keys are allowed by both masks
-        mask, pad = (m if m is None else F.pad(m, (0, k.shape[1] - src_len)) for m in (mask, pad))
-        src_len = k.shape[1]
-        if pad is not None:
-            for i, want in enumerate((bsz, src_len)):
-                if pad.shape[i] != want:
-                    raise AssertionError(
-                        f"Expected key_padded_mask.shape[{i}] to be {want}, but got {pad.shape[i]}"
-                    )
-            pad = (
-                pad.reshape(bsz, 1, 1, src_len)
-                .expand(bsz, h, 1, src_len)
-                .reshape(bsz * h, 1, src_len)
-            )
-            mask = pad if mask is None else mask + pad
-        scores = (q * math.sqrt(1.0 / hd)) @ k.mT
-        if mask is not None:
-            scores = scores + mask
-        weights = ops.softmax(scores, -1)
-        if self.dropout > 0.0:
-            weights = F.dropout(weights, self.dropout, self.training)
-        out = (weights @ v).transpose(0, 1).reshape(tgt_len * bsz, e)
-        out = self.out_proj(out).reshape(tgt_len, bsz, e)
-        return out, weights.reshape(bsz, h, tgt_len, src_len)
+        return out, weights
