@@ -235,3 +235,19 @@ def test_encoder_warns_as_torch_where_it_cannot_use_nested_tensors(kw):
         return [(str(w.message), w.filename) for w in caught]
 
     assert warned(staged) == warned(torch)
+
+
+def test_decoder_copies_of_a_module_activation_run_relu_as_torch():
+    """torch's TransformerDecoderLayer.__setstate__ puts F.relu before a module activation
+    in every copy: the layers of TransformerDecoder run relu, the layer given runs GELU."""
+
+    def make(ns):
+        layer = ns.nn.TransformerDecoderLayer(8, 2, 16, 0.0, activation=ns.nn.GELU())
+        return ns.nn.ModuleList([layer, ns.nn.TransformerDecoder(layer, 2)])
+
+    ours, theirs = _pair(make)
+    assert ours[1].layers[0].activation is nn.functional.relu
+    assert isinstance(ours[0].activation, nn.GELU)
+    tgt, mem = f32(3, 2, 8), f32(4, 2, 8)
+    for i in range(2):
+        _run(ours[i], theirs[i], [tgt, mem])

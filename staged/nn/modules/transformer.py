@@ -123,7 +123,9 @@ class TransformerEncoderLayer(Module):
 class TransformerDecoderLayer(Module):
     """Self-attention, attention over the encoder's output (``memory``) and a feed-forward
     network, each with a residual connection and a LayerNorm, as
-    ``torch.nn.TransformerDecoderLayer``."""
+    ``torch.nn.TransformerDecoderLayer``. As torch's, a copy (``copy.deepcopy``, so the
+    layers of ``TransformerDecoder`` and ``Transformer``, or pickling) of a layer whose
+    ``activation`` is a module such as ``nn.GELU()`` runs ``F.relu``."""
 
     def __init__(
         self,
@@ -158,6 +160,12 @@ class TransformerDecoderLayer(Module):
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
         self.activation = _activation(activation)
+
+    def __setstate__(self, state):
+        # torch's: a module activation is in state["_modules"], not state, so relu shadows it
+        if "activation" not in state:
+            state["activation"] = F.relu
+        super().__setstate__(state)
 
     def forward(
         self,
