@@ -31,7 +31,7 @@ def fusable(*tensors) -> bool:
 
 def _rows(a):
     """``a`` as a matrix of its last dim's rows (a view where NumPy can)."""
-    return a.reshape(-1, a.shape[-1])
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])  # -1 fails on a 0 last dim
 
 
 # Note [row reductions]: NumPy reduces along a last dim a row at a time, costly for short

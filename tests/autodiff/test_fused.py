@@ -418,3 +418,21 @@ def test_results_torch_does_not_save_may_change_in_place(call):
         out.sum().backward()
         grads.append(np.asarray(xt.grad.detach().numpy()))
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 8, 0), (3, 0, 8), (0, 8, 4)])
+def test_linear_with_an_empty_dim_differentiates_as_torch(shape):
+    """``_rows`` of an array with a 0 last dim (a Linear with no output features crashed
+    in backward: reshape(-1, 0))."""
+    n, i, o = shape
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((n, i), (o, i), (o,)))
+    grads = []
+    for lib in (staged, torch):
+        ts = [lib.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = lib.nn.functional.linear(*ts)
+        assert tuple(out.shape) == (n, o)
+        (out.sum() + 1).backward()
+        grads.append([t.grad.numpy() for t in ts])
+    for g, tg in zip(*grads):
+        np.testing.assert_allclose(g, tg, rtol=1e-6)
