@@ -2578,7 +2578,9 @@ def ctc_loss(
     (alpha) recursion in log space, a loop over time of staged ops, so it differentiates,
     and compiles, as any composition; its gradient is torch's, ``exp(log_probs) - posterior``
     per time step (torch's CPU kernel assumes log-softmax inputs, and so differs from the
-    exact gradient by ``exp(log_probs)``; through a ``log_softmax`` both agree).
+    exact gradient by ``exp(log_probs)``; through a ``log_softmax`` both agree). A sample
+    no alignment fits (more labels than steps) has loss inf and, as torch's, gradient NaN
+    at each of its steps; ``zero_infinity=True`` makes both 0.
 
     Example:
         >>> loss = F.ctc_loss(logits.log_softmax(2), targets, input_lengths, target_lengths)
@@ -2672,10 +2674,19 @@ def ctc_loss(
     nll = ops.where(il == 0, empty, nll)
     # torch's gradient adds exp(log_probs) over each sample's time steps (see the docstring)
     steps = (arange(t_max).unsqueeze(1) < il).unsqueeze(2)  # (T, N, 1)
-    p = lp.exp()
-    loss = nll + ops.where(steps, p - p.detach(), 0.0).sum((0, 2))
+    mass = ops.where(steps, lp.exp(), 0.0).sum((0, 2))
+    loss = nll + (mass - mass.detach())
+    impossible = nll == math.inf
     if zero_infinity:
-        loss = ops.where(nll == math.inf, 0.0, loss)
+        return _reduce_ctc(ops.where(impossible, 0.0, loss), tl, reduction, batched)
+    # an impossible sample's gradient is NaN at each of its steps, as torch's: exp(log(0)),
+    # 0 in value, has the gradient 0 / 0
+    nan_grad = (mass * ops.where(impossible, 0.0, 1.0)).log().exp()
+    return _reduce_ctc(loss + ops.where(impossible, nan_grad, 0.0), tl, reduction, batched)
+
+
+def _reduce_ctc(loss, tl, reduction, batched):
+    """CTC losses per sample, reduced (``mean``: each divided by its target length)."""
     if reduction == "mean":
         return (loss / ops.clamp_min(tl, 1).to(loss.dtype)).mean()
     if reduction == "sum":

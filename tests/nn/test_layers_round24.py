@@ -1075,6 +1075,8 @@ CTC = [
     dict(reduction="sum", blank=2),
     dict(reduction="none", zero_infinity=True, infeasible=True),
     dict(reduction="mean", zero_infinity=True, infeasible=True),
+    dict(reduction="none", infeasible=True),  # loss inf, gradient NaN over its steps
+    dict(reduction="mean", infeasible=True),
     dict(reduction="none", concatenated=True),
     dict(reduction="none", lists=True),
     dict(reduction="none", unbatched=True),
