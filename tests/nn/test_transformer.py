@@ -251,3 +251,29 @@ def test_decoder_copies_of_a_module_activation_run_relu_as_torch():
     tgt, mem = f32(3, 2, 8), f32(4, 2, 8)
     for i in range(2):
         _run(ours[i], theirs[i], [tgt, mem])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_inference_fast_path_runs_exact_gelu_as_torch(norm_first):
+    """torch's _transformer_encoder_layer_fwd (eval, no autograd, batch_first) takes any
+    GELU module for exact gelu: 1e-4 apart from tanh's on these inputs; with autograd,
+    or with a forward hook, the reference path keeps tanh."""
+
+    def make(ns):
+        act = ns.nn.GELU(approximate="tanh")
+        kw = {"batch_first": True, "norm_first": norm_first, "activation": act}
+        return ns.nn.TransformerEncoderLayer(8, 2, 16, **kw).eval()
+
+    ours, theirs = _pair(make)
+    x = 3 * f32(2, 4, 8)
+    outs = {}
+    for hooked in (False, True):
+        for grad in (False, True):
+            with torch.set_grad_enabled(grad), staged.set_grad_enabled(grad):
+                out, tout = ours(staged.tensor(x)), theirs(torch.tensor(x))
+            assert_close(out, tout, rtol=1e-5, atol=2e-6)
+            outs[hooked, grad] = out.detach().numpy()
+        ours.register_forward_hook(lambda *a: None)
+        theirs.register_forward_hook(lambda *a: None)
+    assert np.abs(outs[False, False] - outs[False, True]).max() > 1e-5
+    np.testing.assert_array_equal(outs[True, False], outs[True, True])

@@ -2,7 +2,8 @@
 constructor arguments and parameter names (its state dicts load), computed as its
 reference (non-fast) path: post-norm or ``norm_first`` pre-norm blocks of self-attention,
 cross-attention (decoder) and a two-layer feed-forward network; where torch's encoder would
-run on nested tensors, its outputs at the padded positions are zeros, as torch's."""
+run on nested tensors, its outputs at the padded positions are zeros, and where its encoder
+layer's inference fast path would run, a tanh-approximated GELU is exact, as torch's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..._where import warn_user
 from ...eager.factories import full
+from ...eager import autocast
 from ...eager.grad_mode import is_grad_enabled
 from ...eager.interceptor import current_interceptor
 from .. import functional as F
@@ -41,6 +43,14 @@ def _activation(activation):
     if isinstance(activation, str):
         raise RuntimeError(f"activation should be relu/gelu, not {activation}")
     return activation  # a callable (a function or a module such as nn.GELU())
+
+
+def _relu_or_gelu(activation):
+    """torch's ``activation_relu_or_gelu``: 1 for relu, 2 for gelu (a ``GELU`` module of
+    either approximation), 0 for another activation."""
+    if activation is F.relu or isinstance(activation, ReLU):
+        return 1
+    return 2 if activation is F.gelu or isinstance(activation, GELU) else 0
 
 
 def _clones(module, n):
@@ -92,16 +102,42 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        # torch's inference fast path runs exact gelu for a GELU of either approximation
+        act = self.activation
+        if isinstance(act, GELU) and act.approximate != "none" and self._fast_path(src):
+            act = F.gelu
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            x = x + self._ff_block(self.norm2(x))
+            x = x + self._ff_block(self.norm2(x), act)
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-            x = self.norm2(x + self._ff_block(x))
+            x = self.norm2(x + self._ff_block(x, act))
         return x
+
+    def _fast_path(self, src):
+        """Whether torch 2.13 runs ``_transformer_encoder_layer_fwd`` on ``src``: batched,
+        in eval, without autograd, without hooks, and the layer of its kind."""
+        attn = self.self_attn
+        if (
+            src.ndim != 3
+            or self.training
+            or _why_not_fast(self)
+            or autocast.is_enabled("cuda")
+            or any(m._forward_hooks or m._forward_pre_hooks for m in self.modules())
+        ):
+            return False
+        return not is_grad_enabled() or not (
+            src.requires_grad
+            or any(
+                p is not None and p.requires_grad
+                for m in (attn, attn.out_proj, self.norm1, self.norm2, self.linear1, self.linear2)
+                for p in m._parameters.values()
+            )
+        )
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
         x = self.self_attn(
@@ -115,8 +151,8 @@ class TransformerEncoderLayer(Module):
         )[0]
         return self.dropout1(x)
 
-    def _ff_block(self, x):
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+    def _ff_block(self, x, activation=None):
+        x = self.linear2(self.dropout((activation or self.activation)(self.linear1(x))))
         return self.dropout2(x)
 
 
@@ -291,19 +327,21 @@ def _why_not_nested(layer):
     (the end of its warning, after ``encoder_layer``), or "" where it can."""
     if not isinstance(layer, TransformerEncoderLayer):
         return " was not TransformerEncoderLayer"
+    return ".norm_first was True" if layer.norm_first else _why_not_fast(layer)
+
+
+def _why_not_fast(layer):
+    """Why torch's inference fast path cannot run the encoder layer ``layer`` whatever its
+    input (the end of its TransformerEncoder warning), or ""."""
     attn, act = layer.self_attn, layer.activation
     checks = (
-        (layer.norm_first, ".norm_first was True"),
         (
             not attn.batch_first,
             ".self_attn.batch_first was not True(use batch_first for better inference performance)",
         ),
         (not attn._qkv_same_embed_dim, ".self_attn._qkv_same_embed_dim was not True"),
         (attn.in_proj_bias is None, ".self_attn was passed bias=False"),
-        (
-            not (act is F.relu or act is F.gelu or isinstance(act, (ReLU, GELU))),
-            ".activation_relu_or_gelu was not True",
-        ),
+        (not _relu_or_gelu(act), ".activation_relu_or_gelu was not True"),
         (layer.norm1.eps != layer.norm2.eps, ".norm1.eps was not equal to encoder_layer.norm2.eps"),
         (attn.num_heads % 2 == 1, ".self_attn.num_heads is odd"),
     )
