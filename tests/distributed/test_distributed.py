@@ -55,6 +55,13 @@ def test_collectives_gradients_errors_and_sampler_shards(n):
 
 @needs_mpi
 @pytest.mark.parametrize("n", [2, 3])
+def test_sync_batch_norm_equals_batch_norm_on_the_global_batch(n):
+    r = mpi(n, "sync_batch_norm.py")
+    assert r.returncode == 0 and r.stdout.count("sync batch norm ok") == n, r.stdout + r.stderr
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
 def test_ddp_training_equals_one_process_on_the_whole_batch(n):
     """Through the launcher, which sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."""
     r = launch(

@@ -112,6 +112,7 @@ from .normalization import (  # noqa: F401
     LocalResponseNorm,
     RMSNorm,
 )
+from .sync_batch_norm import SyncBatchNorm  # noqa: F401
 from .padding import (  # noqa: F401
     CircularPad1d,
     CircularPad2d,

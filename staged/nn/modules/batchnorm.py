@@ -9,3 +9,4 @@ from .normalization import (  # noqa: F401
     LazyBatchNorm2d,
     LazyBatchNorm3d,
 )
+from .sync_batch_norm import SyncBatchNorm  # noqa: F401
