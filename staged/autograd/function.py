@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -213,6 +214,18 @@ class Function(metaclass=FunctionMeta):
         raise NotImplementedError(
             "You must implement the jvp function for custom "
             "autograd.Function to use it with forward mode AD."
+        )
+
+    generate_vmap_rule = False  # True: vmap maps forward, backward and jvp over the batch
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        """The Function's batching rule under ``vmap``: ``info`` (``batch_size``,
+        ``randomness``), each argument's batch dim (None: not batched) and the arguments;
+        returns ``(output, out_dims)``. Or set ``generate_vmap_rule = True``."""
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap "
+            "staticmethod or set generate_vmap_rule=True."
         )
 
     @classmethod
@@ -447,15 +460,45 @@ def _on_physical(cls, args):
     ]
     physical = tuple(a._payload.value if h else a for a, h in zip(args, here))
     dims = tuple(a._payload.bdim if h else None for a, h in zip(args, here))
-    mapped = any(d is not None for d in dims)
-    fn = _vmapped(cls, dims, _local.stack[level - 1][1]) if mapped else cls
-    output = fn.apply(*physical)
-    bdim = 0 if mapped else None
+    randomness = _local.stack[level - 1][1]
+    if not any(d is not None for d in dims):
+        output, out_dims = cls.apply(*physical), None
+    elif cls.generate_vmap_rule or cls.__module__.startswith("staged."):
+        output, out_dims = _vmapped(cls, dims, randomness).apply(*physical), 0
+    elif cls.vmap is Function.vmap:
+        raise RuntimeError(
+            f"You tried to vmap over {cls.__name__}, but it does not have vmap support. "
+            "Please override and implement the vmap staticmethod or set "
+            "generate_vmap_rule=True. For more details, please see "
+            "https://pytorch.org/docs/main/notes/extending.func.html"
+        )
+    else:
+        size = next(a.shape[d] for a, d in zip(physical, dims) if d is not None)
+        result = cls.vmap(VmapInfo(size, randomness), dims, *physical)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise RuntimeError(
+                "Expected the vmap staticmethod to have two returns, an output and out_dims "
+                f"with pytree structure compatible with the output. Got a {type(result)} instead"
+            )
+        output, out_dims = result
 
-    def wrap(o):
-        return Tensor._wrap(Batched(o, bdim, level), False) if isinstance(o, Tensor) else o
+    def wrap(o, d):
+        if not isinstance(o, Tensor):
+            return o
+        return Tensor._wrap(Batched(o, d if d is None or d >= 0 else d + o.ndim, level), False)
 
-    return tuple(map(wrap, output)) if isinstance(output, tuple) else wrap(output)
+    if not isinstance(output, tuple):
+        return wrap(output, out_dims)
+    out_dims = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(output)
+    return tuple(map(wrap, output, out_dims))
+
+
+class VmapInfo(NamedTuple):
+    """What a Function's ``vmap`` staticmethod is told: the batch size and vmap's
+    ``randomness``."""
+
+    batch_size: int
+    randomness: str
 
 
 def _refuse_differentiated(cls, args) -> None:

@@ -229,3 +229,60 @@ def test_a_ctx_style_function_under_vmap_that_a_transform_outside_differentiates
     raises_like_torch(run, "it must override the setup_context staticmethod")
     want = torch.func.vmap(_new_style(torch)["pow_k"])(torch.tensor(ROWS))
     close(staged.func.vmap(_ctx_style(staged)["cube_in"])(staged.tensor(ROWS)), want)
+
+
+def _doubling(lib, rule=None):
+    """A Function doubling its input, with ``rule`` as its vmap staticmethod."""
+
+    class Double(lib.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    if rule is not None:
+        Double.vmap = staticmethod(lambda info, in_dims, x: rule(Double, info, in_dims, x))
+    return Double
+
+
+def test_vmap_staticmethod_batching_rules_as_torch():
+    """The user's rule gets torch's info and in_dims; its out_dims place the batch dim;
+    without a rule or generate_vmap_rule, and with a rule returning one value, torch's
+    errors."""
+    seen = {}
+
+    def moving(cls, info, in_dims, x):
+        seen.setdefault(len(seen), (info.batch_size, info.randomness, in_dims))
+        return cls.apply(x.movedim(in_dims[0], 0)), 0
+
+    rules = {
+        "moving": moving,
+        "in place of the batch": lambda cls, info, in_dims, x: (x * 2, in_dims[0]),
+        "negative": lambda cls, info, in_dims, x: (x * 2, in_dims[0] - x.ndim),
+    }
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    for name, rule in rules.items():
+        outs = []
+        for lib in (staged, torch):
+            x = lib.tensor(a, requires_grad=True)
+            y = lib.func.vmap(_doubling(lib, rule).apply, in_dims=1)(x)
+            (y * lib.arange(3.0)).sum().backward()
+            outs.append((y, x.grad))
+        for ours, theirs in zip(*outs):
+            np.testing.assert_array_equal(ours.detach().numpy(), theirs.detach().numpy(), name)
+    assert seen[0] == (4, "error", (1,))
+    for rule, words in (
+        (None, "does not have vmap support. Please override and implement the vmap"),
+        (lambda cls, info, in_dims, x: x * 2, "Expected the vmap staticmethod to have two"),
+    ):
+        for lib in (staged, torch):
+            with pytest.raises(RuntimeError, match=words):
+                lib.func.vmap(_doubling(lib, rule).apply)(lib.ones(2, 3))
