@@ -82,6 +82,7 @@ from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same
     conv_transpose1d,
     conv_transpose2d,
     conv_transpose3d,
+    conv_tbc,
     cosine_similarity,
     group_norm,
     layer_norm,

@@ -39,6 +39,7 @@ from ..eager.ops.layers import (
     conv2d,  # noqa: F401
     conv_transpose1d,  # noqa: F401
     conv_transpose2d,  # noqa: F401
+    conv_tbc,  # noqa: F401
     dropout,
     dense_embedding,
     embedding_renorm_,  # torch.embedding_renorm_ too: staged/__init__.py

@@ -286,6 +286,27 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(1, "conv1d", input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv_tbc(input, weight, bias, pad=0):
+    """1-D convolution of a ``(time, batch, in_channels)`` sequence by a ``(kernel_width,
+    in_channels, out_channels)`` weight, ``pad`` steps of zeros each side; the output is
+    ``(time, batch, out_channels)``: PyTorch's ``conv_tbc``, a ``conv1d`` of the permuted
+    operands."""
+    if input.ndim != 3:
+        raise RuntimeError("Input must have 3 dims: time, batch, in_channel")
+    if weight.ndim != 3:
+        raise RuntimeError(
+            "Weight tensor must have 3 dims: kernel_width, in_channels, out_channels."
+        )
+    if bias.ndim != 1:
+        raise RuntimeError("Bias must be 1-D")
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError("Input dim 2 (input channels) is not == dim 1 in the weight tensor")
+    if bias.shape[0] != weight.shape[2]:
+        raise RuntimeError("Bias size must equal dim 2 in the weight tensor (output channels).")
+    x, w = input.permute(1, 2, 0), weight.permute(2, 1, 0)
+    return conv1d(x, w, bias, padding=pad).permute(2, 0, 1)
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation), PyTorch's ``conv2d``.
 
