@@ -20,6 +20,7 @@ from ..meta import Meta
 from ..scalars import fill_array
 from ..tensor import Tensor, as_payload
 from . import memory_formats
+from .data_dependent import nonzero
 from ._operands import (
     broadcast_shapes,
     expand_to,
@@ -307,9 +308,18 @@ def logical_not(x):
     return ad.logical_not(operands(x, dtype=dt.bool_)[0])
 
 
-def where(condition, x, y):
-    """``x`` where ``condition`` holds, else ``y`` (broadcast together); a Python number
-    is converted as a fill value is (torch refuses ``300`` for int8)."""
+_ONLY_CONDITION = object()
+
+
+def where(condition, input=_ONLY_CONDITION, other=_ONLY_CONDITION):
+    """``input`` where ``condition`` holds, else ``other`` (broadcast together); a Python
+    number is converted as a fill value is (torch refuses ``300`` for int8). With the
+    condition alone, ``nonzero(condition, as_tuple=True)``."""
+    if input is _ONLY_CONDITION and other is _ONLY_CONDITION:
+        return nonzero(condition, as_tuple=True)
+    if input is _ONLY_CONDITION or other is _ONLY_CONDITION:
+        raise TypeError("where() takes 1 or 3 arguments: where(condition, input, other)")
+    x, y = input, other
     d = promote_types(x, y)
     a, b = (v if isinstance(v, Tensor) else scalar_tensor(v, d, check_half=False) for v in (x, y))
     a, b = operands(a, b, dtype=d)
