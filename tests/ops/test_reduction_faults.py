@@ -6,6 +6,7 @@ for empty reductions and for dtypes it has no kernel for."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -238,3 +239,29 @@ def test_value_matches_torch(src):
     for a, b in zip(ours, theirs, strict=True):
         assert str(a.dtype).rpartition(".")[2] == str(b.dtype).rpartition(".")[2]
         np.testing.assert_array_equal(_np(a), _np(b))
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "L.tensor([3.0]).std()",
+        "L.tensor([3.0]).var()",
+        "L.tensor([[3.0, 4.0]]).std(0)",
+        "L.var_mean(L.tensor([3.0]))",
+        "L.std_mean(L.tensor([3.0]))",
+        "L.tensor([3.0, 4.0]).var(correction=2)",
+        "L.zeros(0, 3).std(0)",
+        "L.tensor([3.0], dtype=L.float16).std()",
+        "L.tensor([3.0, 4.0]).std()",  # one degree of freedom: no warning
+    ],
+)
+def test_no_degree_of_freedom_warns_as_torch(src):
+    """A std of one sample is NaN: torch warns, naming the op (a batch of one in a
+    hand-written normalisation)."""
+    caught = []
+    for lib in (staged, torch):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            eval(src, {"L": lib})
+        caught.append([str(x.message).split(" (Triggered")[0] for x in w])
+    assert caught[0] == caught[1]

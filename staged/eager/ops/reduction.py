@@ -13,6 +13,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff import fused
+from ..._where import warn_user
 from ...autodiff.avals import normalize_dims, wrap_dim
 from ..tensor import Tensor
 from ._operands import expand_to, float_operand, scalar_tensor
@@ -315,10 +316,16 @@ def _mean(x, dim, keepdim):
     return named(_mean_kernel(x, dims=dims, keepdim=keepdim), _MEAN_NAMES[dim is not None])
 
 
-@in_float32
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     """PyTorch's overloads: ``var(dim, *, correction, keepdim)``, ``var(dim, unbiased,
     keepdim)`` and ``var(unbiased)`` (a bool first argument is ``unbiased``, not a dim)."""
+    return _variance(x, "var", dim, unbiased, keepdim, correction)
+
+
+@in_float32
+def _variance(x, name, dim, unbiased, keepdim, correction):
+    """var, for the op ``name`` (torch's warning names it where no degree of freedom is
+    left: the result is NaN or inf)."""
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     if unbiased is not None:
@@ -332,6 +339,11 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     # m = mean(x), 0 in exact arithmetic, is NaN for the whole row as soon as x holds an
     # infinity, so finite_grad drops it there (m still differentiates for second order)
     m = mean(x, dims, keepdim=True)
+    if n <= correction:
+        warn_user(
+            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
+            "the reduction factor (input numel divided by output numel)."
+        )
     if isinstance(n, int) and n == 0:  # NaN, with torch's tangent 0 (not 0 / 0)
         s = sum(_squared(x - m), dims, keepdim)
         return where(scalar_tensor(True, dt.bool_), scalar_tensor(float("nan"), s.dtype), s)
@@ -355,11 +367,15 @@ def _var_without_dof(x, centered, dims, keepdim, dof, whole):
     return (s + zero) / 0 if whole or dof == 0 else s / 0 + zero / dof
 
 
-@in_float32
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     """``sqrt(var)`` (with var's overloads); where the variance is 0 the gradient is 0, not
     0 * inf (PyTorch's std_backward masks it the same way)."""
-    v = var(x, dim, unbiased, keepdim, correction=correction)
+    return _std(x, "std", dim, unbiased, keepdim, correction)
+
+
+@in_float32
+def _std(x, name, dim, unbiased, keepdim, correction):
+    v = _variance(x, name, dim, unbiased, keepdim, correction)
     zero = v == 0  # sqrt at 1 there: its tangent 0 / sqrt(0) would be NaN, torch's is 0
     return where(zero, scalar_tensor(0, v.dtype), v.where(~zero, 1).sqrt())
 
@@ -552,13 +568,13 @@ def all(x, dim=None, keepdim=False):
 
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     """``(var, mean)`` over ``dim``, with var's overloads."""
-    v = var(x, dim, unbiased, keepdim, correction=correction)
+    v = _variance(x, "var_mean", dim, unbiased, keepdim, correction)
     return v, mean(x, None if isinstance(dim, bool) else dim, keepdim)
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=1):
     """``(std, mean)`` over ``dim``, with var's overloads."""
-    s = std(x, dim, unbiased, keepdim, correction=correction)
+    s = _std(x, "std_mean", dim, unbiased, keepdim, correction)
     return s, mean(x, None if isinstance(dim, bool) else dim, keepdim)
 
 
