@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..eager.grad_mode import enable_grad, no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.ops.shape import cat, view_as_real
-from .optimizer import Optimizer, check_args, dense_grad, note_step
+from .optimizer import Optimizer, check_args, dense_grad
 
 
 def _dot(a, b):
@@ -177,7 +177,6 @@ class LBFGS(Optimizer):
 
     def step(self, closure):
         """Minimise ``closure()`` (which re-evaluates the model and returns the loss)."""
-        note_step(self)
         if current_interceptor() is not None:
             raise RuntimeError(
                 "LBFGS.step needs data-dependent control flow (its line search and "

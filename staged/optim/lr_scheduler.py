@@ -225,6 +225,11 @@ class LRScheduler:
         self.__dict__.update(state_dict)
 
 
+class _LRScheduler(LRScheduler):
+    """torch's old name of ``LRScheduler``, kept for the schedulers that subclass it (a
+    class, not an alias, so its ``__name__`` is its own, as torch's)."""
+
+
 class _LambdaScheduler(LRScheduler):
     """A scheduler driven by one function of the epoch per group (not saved: a function)."""
 

@@ -74,11 +74,65 @@ from ..eager.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_en
 from ..eager.tensor import Tensor
 
 
+# the step hooks of every optimizer (torch.optim.optimizer's registries)
+_global_optimizer_pre_hooks: dict = {}
+_global_optimizer_post_hooks: dict = {}
+
+
+def register_optimizer_step_pre_hook(hook) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` before every optimizer's step, before its own pre
+    hooks; it may return ``(new_args, new_kwargs)`` for the step (``args[0]`` is the
+    optimizer)."""
+    return add_hook(_global_optimizer_pre_hooks, hook)
+
+
+def register_optimizer_step_post_hook(hook) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` after every optimizer's step, after its own post
+    hooks."""
+    return add_hook(_global_optimizer_post_hooks, hook)
+
+
+def _hooked(step):
+    """``step`` with the step hooks around it, as torch's ``profile_hook_step``: the global
+    pre hooks, the optimizer's pre hooks, the step, its post hooks, the global post hooks;
+    it notes the step for the schedulers (``note_step``). Under ``staged.compile`` they run
+    when the step is traced. Every ``step`` an optimizer class defines is wrapped; only the
+    one ``type(self).step`` finds runs the hooks, so a subclass's step calling its base's
+    runs them once."""
+
+    @functools.wraps(step)
+    def hooked(self, *args, **kwargs):
+        if type(self).step is not hooked:
+            return step(self, *args, **kwargs)
+        note_step(self)
+        args = (self, *args)
+        for hook in (*_global_optimizer_pre_hooks.values(), *self._hooks("step_pre").values()):
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(
+                        f"{step} must return None or a tuple of (new_args, new_kwargs), but "
+                        f"got {result}."
+                    )
+                args, kwargs = result
+        out = step(*args, **kwargs)
+        for hook in (*self._hooks("step_post").values(), *_global_optimizer_post_hooks.values()):
+            hook(self, args, kwargs)
+        return out
+
+    return hooked
+
+
 class Optimizer:
     complex_as_real = False  # Note [complex parameters]
     # state a checkpoint may hold as a number, kept as a 0-d tensor (torch's __setstate__)
     _scalar_state: tuple = ("step",)
     _opt_called = False  # stepped since a scheduler was made on it (``note_step``)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _hooked(cls.__dict__["step"])
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
@@ -159,8 +213,8 @@ class Optimizer:
                     with no_grad():
                         p.grad.zero_()
 
+    @_hooked
     def step(self, closure=None):
-        note_step(self)
         loss = None
         if closure is not None:
             with enable_grad():
@@ -260,6 +314,15 @@ class Optimizer:
     def _hooks(self, kind: str) -> dict:
         """This optimizer's state dict hooks of ``kind`` (made on first use)."""
         return self.__dict__.setdefault(f"_optimizer_{kind}_hooks", {})
+
+    def register_step_pre_hook(self, hook) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` before each ``step``; it may return
+        ``(new_args, new_kwargs)`` for the step (``args[0]`` is the optimizer)."""
+        return add_hook(self._hooks("step_pre"), hook)
+
+    def register_step_post_hook(self, hook) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` after each ``step``."""
+        return add_hook(self._hooks("step_post"), hook)
 
     def register_state_dict_pre_hook(self, hook, prepend=False) -> RemovableHandle:
         """``hook(optimizer)`` before ``state_dict`` builds its result."""
@@ -662,8 +725,8 @@ def ema_sq_(avg, x, h: Hyper, name: str) -> None:
 
 
 def note_step(opt: Optimizer) -> None:
-    """Note a step for the schedulers on ``opt``: one stepped before ``opt`` was since the
-    first of them was made warns, as torch's (``LRScheduler.step``)."""
+    """Note a step for the schedulers on ``opt`` (``_hooked``): one stepped before ``opt``
+    was since the first of them was made warns, as torch's (``LRScheduler.step``)."""
     if "_opt_called" in vars(opt):
         opt._opt_called = True
 
