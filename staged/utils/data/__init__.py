@@ -9,6 +9,7 @@ Example:
     ...     pass
 """
 
+from . import _utils  # noqa: F401  (torch's module path of the collate functions)
 from ._collate import default_collate, default_convert
 from .dataloader import DataLoader, get_worker_info
 from .distributed import DistributedSampler
