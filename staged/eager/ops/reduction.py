@@ -193,6 +193,85 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The derivative of ``input`` sampled on a grid, estimated along each of ``dim`` (all
+    dims by default) by central differences inside and one-sided ones of ``edge_order``
+    (1 or 2) at the ends, as torch's (and NumPy's): ``spacing`` is a number for every dim,
+    one number per dim, or per dim a 1-D tensor of its coordinates. Returns a tuple, one
+    tensor per dim."""
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else dim
+    dims = [wrap_dim(d, input.ndim) for d in dims]
+    for i, d in enumerate(dims):
+        if d in dims[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims) and dim is None:
+            raise RuntimeError(
+                "torch.gradient expected spacing to be unspecified, a scalar, or a list of "
+                f"length equal to 'self.dim() = {input.ndim}', since dim argument was not "
+                f"given, but got a list of length {len(spacing)}"
+            )
+        if len(spacing) != len(dims):
+            raise RuntimeError(
+                "torch.gradient expected spacing to be unspecified, a scalar or it's spacing "
+                "and dim arguments to have the same length, but got a spacing argument of "
+                f"length {len(spacing)} and a dim argument of length {len(dims)}."
+            )
+        spacing = list(spacing)
+    else:
+        spacing = [spacing] * len(dims)
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    if builtins.any(input.shape[d] < edge_order + 1 for d in dims):
+        raise RuntimeError(
+            "torch.gradient expected each dimension size to be at least edge_order+1"
+        )
+    x = input if input.dtype.is_floating_point or input.dtype.is_complex else input.float()
+    return tuple(_gradient_along(x, d, h, edge_order) for d, h in zip(dims, spacing))
+
+
+def _gradient_along(x, d, h, edge_order):
+    """torch's gradient along ``d``: uniform ``h`` or coordinates ``h`` (a 1-D tensor)."""
+
+    def at(start, stop=None):
+        start += x.shape[d] if start < 0 else 0
+        return narrow(x, d, start, (x.shape[d] if stop is None else stop) - start)
+
+    n = x.shape[d]
+    if not isinstance(h, Tensor):
+        center = (at(2) - at(0, n - 2)) / h / 2
+        if edge_order == 1:
+            first, last = (at(1, 2) - at(0, 1)) / h, (at(-1) - at(-2, n - 1)) / h
+        else:
+            first = (-1.5 * at(0, 1) + 2 * at(1, 2) - 0.5 * at(2, 3)) / h
+            last = (0.5 * at(-3, n - 2) - 2 * at(-2, n - 1) + 1.5 * at(-1)) / h
+        return cat([first, center, last], d)
+    step = diff(h, dim=0)
+    shape = [1] * x.ndim
+    shape[d] = -1
+    dx1, dx2 = step[:-1], step[1:]
+    a = (-dx2 / (dx1 * (dx1 + dx2))).reshape(shape)
+    b = ((dx2 - dx1) / (dx1 * dx2)).reshape(shape)
+    c = (dx1 / (dx2 * (dx1 + dx2))).reshape(shape)
+    center = a * at(0, n - 2) + b * at(1, n - 1) + c * at(2)
+    if edge_order == 1:
+        first = (at(1, 2) - at(0, 1)) / step[0]
+        last = (at(-1) - at(-2, n - 1)) / step[-1]
+    else:
+        s0, s1, t1, t0 = step[0], step[1], step[-2], step[-1]
+        first = (
+            -(2.0 * s0 + s1) / (s0 * (s0 + s1)) * at(0, 1)
+            + (s0 + s1) / (s0 * s1) * at(1, 2)
+            + -s0 / (s1 * (s0 + s1)) * at(2, 3)
+        )
+        last = (
+            t0 / (t1 * (t0 + t1)) * at(-3, n - 2)
+            + -(t0 + t1) / (t0 * t1) * at(-2, n - 1)
+            + (2 * t0 + t1) / (t0 * (t0 + t1)) * at(-1)
+        )
+    return cat([first, center, last], d)
+
+
 def _sorted(x, dim, descending, k):
     d = wrap_dim(dim, x.ndim)
     if x.dtype.is_complex:

@@ -132,6 +132,7 @@ ROWS = {
     "sum_to_size": Public(reduction.sum_to_size, export=False),
     "trapezoid": Public(reduction.trapezoid, aliases=("trapz",), method=False),
     "cumulative_trapezoid": Public(reduction.cumulative_trapezoid, method=False),
+    "gradient": Public(reduction.gradient, method=False),
     **{
         n: Public(getattr(shape, n))
         for n in (

@@ -220,6 +220,16 @@ def _cov_samples(dtype, rng):
     ]
 
 
+def _gradient_samples(dtype, rng):
+    y = arr(rng, dtype, (3, 5))
+    return [
+        Sample((y,)),
+        Sample((y,), {"spacing": 0.5, "dim": 1, "edge_order": 2}),
+        Sample((y,), {"spacing": [2.0, 3.0]}),
+        Sample((arr(rng, dtype, (4,)),), {"dim": 0, "edge_order": 2}),
+    ]
+
+
 def _trapezoid_samples(dtype, rng):
     y = arr(rng, dtype, (3, 5))
     return [
@@ -468,6 +478,7 @@ ENTRIES = [
         rtol=1e-4,  # float32: a covariance scaled by sqrt(var_i var_j), each a sum of 5
     ),
     *(_named(n, _trapezoid_samples, dtypes=INTS) for n in ("trapezoid", "cumulative_trapezoid")),
+    _named("gradient", _gradient_samples, dtypes=INTS),
     _named("aminmax", _aminmax_samples, dtypes=INTS),
     _named("msort", lambda d, rng: [Sample((distinct(rng, d, s),)) for s in ((4, 3), (5,), ())]),
     _named(
