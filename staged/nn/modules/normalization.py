@@ -87,12 +87,7 @@ class _BatchNorm(Module):
         statistics in eval mode; ``momentum=None`` averages cumulatively, by ``1 / count``
         (a float64 0-d tensor: the float32 arithmetic of torch's Python float)."""
         self._check_input_dim(input)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # a float64 0-d tensor: no .item(), so it compiles
-                factor = 1.0 / self.num_batches_tracked.double()
+        factor = self._update_factor()
         use_batch_stats = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         return F.batch_norm(
@@ -105,6 +100,16 @@ class _BatchNorm(Module):
             factor,
             self.eps,
         )
+
+    def _update_factor(self):
+        """The running statistics' update factor for this call, counted in training."""
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a float64 0-d tensor: no .item(), so it compiles
+                factor = 1.0 / self.num_batches_tracked.double()
+        return factor
 
     def extra_repr(self):
         return (

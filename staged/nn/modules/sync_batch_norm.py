@@ -58,12 +58,7 @@ class SyncBatchNorm(_BatchNorm):
         if not (self.training and c10d.is_initialized() and c10d.get_world_size() > 1):
             return super().forward(input)
         self._check_input_dim(input)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                factor = 1.0 / self.num_batches_tracked.double()
+        factor = self._update_factor()
         x = input.float() if input.dtype in (dt.float16, dt.bfloat16) else input
         dims = (0, *range(2, x.ndim))
         per_channel = (1, -1) + (1,) * (x.ndim - 2)
