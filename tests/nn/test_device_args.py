@@ -45,6 +45,7 @@ REQUIRED = {
     "Conv3d": (2, 4, 3),
     "ConvTranspose3d": (2, 4, 3),
     "BatchNorm3d": (3,),
+    "SyncBatchNorm": (3,),
     "InstanceNorm3d": (3, 1e-5, 0.1, True, True),
     "EmbeddingBag": (5, 3),
     "AdaptiveLogSoftmaxWithLoss": (8, 10, [4]),
