@@ -184,3 +184,44 @@ def test_functional_form_errors_as_torch():
         staged.nn.functional.multi_head_attention_forward(*args[:3], 6, *args[4:])
     with pytest.raises(AssertionError, match="expecting static_k.size"):
         staged.nn.functional.multi_head_attention_forward(*args, static_k=staged.randn(3, 4, 4))
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("same_tensor", [False, True])
+def test_inference_fast_path_gives_a_query_with_no_key_nan_as_torch(need_weights, same_tensor):
+    """In eval without autograd, self-attention on one batch_first tensor runs torch's
+    _native_multi_head_attention, whose softmax gives that query NaN even without weights
+    (0 through scaled_dot_product_attention otherwise); staged follows both paths."""
+    ours, theirs = _pair(lambda lib: lib.nn.MultiheadAttention(8, 2, batch_first=True).eval())
+    x = _f32(2, 4, 8)
+    outs = []
+    for lib, m in ((staged, ours), (torch, theirs)):
+        with lib.no_grad():
+            q = lib.tensor(x)
+            kv = q if same_tensor else lib.tensor(x)
+            kw = {"key_padding_mask": lib.tensor(_PAD), "attn_mask": lib.tensor(_CAUSAL)}
+            outs.append(m(q, kv, kv, need_weights=need_weights, **kw)[0])
+    assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    nan = np.isnan(outs[0].numpy())
+    assert nan.any() == (need_weights or same_tensor)
+
+
+def test_encoder_stack_in_inference_as_torch():
+    """A two-layer encoder in eval: torch's fast path's NaN rows (left padding and a causal
+    mask) reach the next layer's keys, so the whole padded sequence is NaN; the other
+    sequence is finite and equal."""
+
+    def make(lib):
+        lib.manual_seed(0)
+        layer = lib.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        return lib.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+
+    ours, theirs = _pair(make)
+    x = _f32(2, 4, 8)
+    outs = []
+    for lib, m in ((staged, ours), (torch, theirs)):
+        with lib.no_grad():
+            kw = {"mask": lib.tensor(_CAUSAL), "src_key_padding_mask": lib.tensor(_PAD)}
+            outs.append(m(lib.tensor(x), **kw))
+    assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+    assert np.isnan(outs[0].numpy()[0]).all() and np.isfinite(outs[0].numpy()[1]).all()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ...eager import autocast
 from ...eager.factories import empty
+from ...eager.grad_mode import is_grad_enabled
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -106,6 +108,9 @@ class MultiheadAttention(Module):
         is_causal=False,
     ):
         batched = query.ndim == 3
+        # torch's inference fast path (_native_multi_head_attention) softmaxes as the
+        # need_weights path does: a query that may attend to no key gets NaN there too
+        native = self._fast_path(query, key, value)
         if self.batch_first and batched:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         separate = not self._qkv_same_embed_dim
@@ -125,7 +130,7 @@ class MultiheadAttention(Module):
             self.out_proj.bias,
             training=self.training,
             key_padding_mask=key_padding_mask,
-            need_weights=need_weights,
+            need_weights=need_weights or native,
             attn_mask=attn_mask,
             use_separate_proj_weight=separate,
             q_proj_weight=self.q_proj_weight,
@@ -136,4 +141,28 @@ class MultiheadAttention(Module):
         )
         if self.batch_first and batched:
             out = out.transpose(1, 0)
-        return out, weights
+        return out, weights if need_weights else None
+
+    def _fast_path(self, query, key, value):
+        """Whether torch 2.13 runs ``_native_multi_head_attention``: self-attention on one
+        batched ``batch_first`` tensor, in eval, without autograd, of the plain layout."""
+        w, b = self.in_proj_weight, self.in_proj_bias
+        if (
+            query.ndim != 3
+            or not query is key is value
+            or w is None
+            or b is None
+            or not query.dtype is w.dtype is b.dtype
+            or self.training
+            or self.num_heads % 2
+            or not self.batch_first
+            or self.bias_k is not None
+            or self.bias_v is not None
+            or self.add_zero_attn
+            or autocast.is_enabled("cuda")
+        ):
+            return False
+        return not is_grad_enabled() or not any(
+            t is not None and t.requires_grad
+            for t in (query, w, b, self.out_proj.weight, self.out_proj.bias)
+        )
