@@ -110,7 +110,7 @@ POLICY: dict = {
         (
             *("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"),
             *("conv_transpose3d", "bmm", "mm", "baddbmm", "addmm", "addbmm", "linear"),
-            *("matmul", "prelu", "scaled_dot_product_attention", "linalg.vecdot"),
+            *("matmul", "prelu", "scaled_dot_product_attention", "linalg.vecdot", "conv_tbc"),
             "linalg.matmul",
             # torch casts at the mm inside these; here on entry: the same dtype, values
             # within bfloat16's rounding

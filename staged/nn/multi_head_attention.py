@@ -12,7 +12,8 @@ from ..eager.factories import zeros
 from ..eager.ops.attention import scaled_dot_product_attention
 from ..eager.ops.composite import softmax
 from ..eager.ops.layers import dropout, pad
-from ..eager.ops.linalg import linear
+from ..eager import autocast
+from ..eager.ops.linalg import baddbmm, bmm, linear
 from ..eager.ops.shape import cat
 
 
@@ -146,13 +147,12 @@ def multi_head_attention_forward(
     if not training:
         dropout_p = 0.0
     if need_weights:
-        scores = (q * math.sqrt(1.0 / hd)) @ k.mT
-        if mask is not None:
-            scores = scores + mask
+        q = q * math.sqrt(1.0 / hd)
+        scores = bmm(q, k.mT) if mask is None else baddbmm(mask, q, k.mT)
         weights = softmax(scores, -1)
         if dropout_p > 0.0:
             weights = dropout(weights, dropout_p)
-        out = (weights @ v).transpose(0, 1).reshape(tgt_len * bsz, e)
+        out = bmm(weights, v).transpose(0, 1).reshape(tgt_len * bsz, e)
         weights = weights.reshape(bsz, h, tgt_len, src_len)
         if average_attn_weights:
             weights = weights.mean(1)
@@ -167,3 +167,8 @@ def multi_head_attention_forward(
         out = out.squeeze(1)
         weights = None if weights is None else weights.squeeze(0)
     return out, weights
+
+
+# the products on torch's autocast lists (linear, bmm, baddbmm, scaled_dot_product_attention)
+# apply its policy, as torch's calls of them in its function do
+globals().update(autocast.hook(globals(), ""))

@@ -225,3 +225,27 @@ def test_encoder_stack_in_inference_as_torch():
             outs.append(m(lib.tensor(x), **kw))
     assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-5)
     assert np.isnan(outs[0].numpy()[0]).all() and np.isfinite(outs[0].numpy()[1]).all()
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_autocast_runs_the_products_in_bfloat16_as_torch(need_weights):
+    """Under CPU autocast the projections, score and value products (torch's linear, bmm,
+    baddbmm or scaled_dot_product_attention) run in bfloat16: torch's output and weights
+    (it crashed on float32 and bfloat16 operands with weights, and stayed float32 without)."""
+    torch.manual_seed(0)  # fixed values: the tolerance below is measured on them
+    ours, theirs = _pair(lambda lib: lib.nn.MultiheadAttention(8, 2, batch_first=True))
+    x = np.random.RandomState(5).standard_normal((2, 3, 8)).astype(np.float32)
+    outs = []
+    for lib, m in ((staged, ours), (torch, theirs)):
+        t = lib.tensor(x)
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            kw = {"attn_mask": lib.tensor(_CAUSAL[:3, :3]), "need_weights": need_weights}
+            outs.append(m(t, t, t, **kw))
+    (out, weights), (tout, tweights) = outs
+    assert out.dtype == staged.bfloat16
+    # with weights torch's bits; without, its flash kernel rounds elsewhere: an ulp of the
+    # largest entries apart (0.5 here)
+    tol = 0 if need_weights else 2**-8
+    assert_close(out.float(), tout.float(), rtol=tol, atol=tol)
+    if need_weights:
+        assert_close(weights.float(), tweights.float(), rtol=0, atol=0)
