@@ -121,9 +121,9 @@ def as_strided(x, size, stride, storage_offset=None):
 
 
 def resize_(x, *sizes, memory_format=None):
-    """``x`` resized to ``sizes`` in place: its entries in C order, cut or continued.
-    Entries past the old end are zeros (torch leaves them uninitialized). Shrinking a
-    contiguous tensor keeps its memory, as torch; growing gives it new memory."""
+    """``x`` resized to ``sizes`` in place: its entries in memory order (as torch reads
+    its storage), cut or continued. Entries past the old end are zeros (torch leaves them
+    uninitialized). Shrinking keeps its memory, as torch; growing gives it new memory."""
     if not sizes:
         raise TypeError('resize_() missing 1 required positional arguments: "size"')
     size = shape._shape_arg(sizes)
@@ -141,12 +141,12 @@ def resize_(x, *sizes, memory_format=None):
                 "base, or a copy (x = x.clone().resize_(...))"
             )
         )
-    n = math.prod(size)
-    if n <= p.size and p.flags.c_contiguous:
-        new = p.reshape(-1)[:n].reshape(size)
+    n, flat = math.prod(size), p.ravel(order="K")  # memory order (a view where p is dense)
+    if n <= p.size:
+        new = flat[:n].reshape(size)
     else:
         new = np.zeros(n, p.dtype)
-        new[: min(n, p.size)] = p.reshape(-1)[:n]
+        new[: p.size] = flat
         new = new.reshape(size)
     return reshape_in_place(x, Tensor._wrap(new), "resize_")
 
