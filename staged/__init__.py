@@ -57,9 +57,13 @@ from .runtime.compiled import capture, compile  # noqa: F401
 from . import nn, optim  # noqa: F401
 from .nn.functional import celu_, relu_, rrelu_, selu_, threshold_  # noqa: F401  (F's)
 from .eager.ops.inplace_functions import *  # noqa: F401,F403  (torch.exp_(x): x.exp_())
+from .eager.ops.inplace import fill  # noqa: F401  (torch.fill: fill_ of a copy)
 from .nn.functional import (  # noqa: F401  (torch's forms: torch.dropout(input, p, train) ...)
     _torch_alpha_dropout as alpha_dropout,
     _torch_alpha_dropout_ as alpha_dropout_,
+    _torch_batch_norm as batch_norm,
+    _torch_binary_cross_entropy_with_logits as binary_cross_entropy_with_logits,
+    _torch_constant_pad_nd as constant_pad_nd,
     _torch_dropout as dropout,
     _torch_dropout_ as dropout_,
     _torch_embedding as embedding,
@@ -67,6 +71,7 @@ from .nn.functional import (  # noqa: F401  (torch's forms: torch.dropout(input,
     _torch_feature_alpha_dropout_ as feature_alpha_dropout_,
     _torch_feature_dropout as feature_dropout,
     _torch_feature_dropout_ as feature_dropout_,
+    _torch_kl_div as kl_div,
     embedding_renorm_,
 )
 from .eager.ops.memory_formats import MemoryFormat as memory_format  # noqa: F401
@@ -142,6 +147,7 @@ from ._global_flags import (  # noqa: F401
     is_deterministic_algorithms_warn_only_enabled,
     set_deterministic_debug_mode,
     set_float32_matmul_precision,
+    set_flush_denormal,
     use_deterministic_algorithms,
 )
 from ._utilities import (  # noqa: F401
@@ -175,6 +181,7 @@ if TYPE_CHECKING:
     from .linalg import lu_unpack, matrix_exp
     from .linalg._composed import _torch_lu as lu, _torch_lu_solve as lu_solve
     from .linalg._composed import _torch_vander as vander
+    from .linalg._core import _torch_chain_matmul as chain_matmul
     from .linalg._lapack import _pinverse as pinverse, _torch_qr as qr, _torch_svd as svd
 
     BoolTensor: LegacyType
@@ -191,6 +198,8 @@ if TYPE_CHECKING:
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
+from . import functional, return_types  # noqa: E402,F401  (after TOP_LEVEL: chain_matmul)
+
 globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
 globals().update({n: _factory_out(n, globals()[n]) for n in _FACTORIES})  # out=
 globals().update({n: out(globals()[n]) for n, out in _RANDOM_OUT.items()})

@@ -6,6 +6,8 @@ so a script can read back what it set.
   only records the request.
 - float32 matmul precision: float32 matmuls here always run in float32 ("highest");
   torch's "high"/"medium" allow TF32 or bfloat16 internally on some hardware.
+- Flushing denormals: NumPy's and IREE's kernels keep subnormal numbers, so
+  ``set_flush_denormal`` answers False, as torch's does on a CPU that cannot flush.
 """
 
 from __future__ import annotations
@@ -69,3 +71,10 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 def get_float32_matmul_precision() -> str:
     return _state["matmul"]
+
+
+def set_flush_denormal(mode: bool) -> bool:
+    """False: staged cannot flush denormals (torch's answer where the CPU cannot)."""
+    if not isinstance(mode, bool):
+        raise RuntimeError(f"flush_denormal expects a bool, but got {type(mode).__name__}")
+    return False

@@ -60,6 +60,7 @@ from ._composed import (
 from ._core import (
     _cholesky,
     _logdet,
+    _torch_chain_matmul,
     cholesky,
     cross,
     det,
@@ -165,9 +166,10 @@ TOP_LEVEL = {
         "lu_unpack": lu_unpack,
         "orgqr": householder_product,
         "vander": _torch_vander,
+        "chain_matmul": _torch_chain_matmul,
     }.items()
 }
-FUNCTIONS = ("lu_unpack", "vander")  # torch has no Tensor method of these
+FUNCTIONS = ("lu_unpack", "vander", "chain_matmul")  # torch has no Tensor method of these
 for _name, _fn in TOP_LEVEL.items():
     if _name not in FUNCTIONS:
         setattr(Tensor, _name, _fn)

@@ -49,9 +49,13 @@ def _has_data(t: Tensor) -> bool:
 
 
 # --- LU ---------------------------------------------------------------------------------------
-LUFactorResult = collections.namedtuple("LUFactorResult", "LU pivots")
-LUFactorExResult = collections.namedtuple("LUFactorExResult", "LU pivots info")
-LUResult = collections.namedtuple("LUResult", "P L U")
+LUFactorResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_lu_factor", "LU pivots", module="staged.return_types"
+)
+LUFactorExResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_lu_factor_ex", "LU pivots info", module="staged.return_types"
+)
+LUResult = collections.namedtuple("linalg_lu", "P L U", module="staged.return_types")  # type: ignore[name-match]
 
 
 def _lu(A):
@@ -248,9 +252,13 @@ def _torch_lu(A, pivot=True, get_infos=False):
 
 
 # --- the _ex forms: LAPACK's info instead of an error ----------------------------------------
-InvExResult = collections.namedtuple("InvExResult", "inverse info")
-SolveExResult = collections.namedtuple("SolveExResult", "result info")
-CholeskyExResult = collections.namedtuple("CholeskyExResult", "L info")
+InvExResult = collections.namedtuple("linalg_inv_ex", "inverse info", module="staged.return_types")  # type: ignore[name-match]
+SolveExResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_solve_ex", "result info", module="staged.return_types"
+)
+CholeskyExResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_cholesky_ex", "L info", module="staged.return_types"
+)
 
 
 def _solve_ex(A, B, what: str):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .._where import at_user
+from .._where import at_user, warn_once
 from ..autodiff import Fused
 from ..autodiff.avals import EagerOnlyError
 from ..autograd.batching import FUSED_RULES, to_batch
@@ -156,6 +156,22 @@ def multi_dot(tensors) -> Tensor:
                 f" but got {t.ndim}D"
             )
     return functools.reduce(matmul, tensors)
+
+
+def _torch_chain_matmul(*matrices) -> Tensor:
+    """``torch.chain_matmul`` (deprecated there, with its warning once a process):
+    ``multi_dot`` of 2-D matrices; of one, a copy of it."""
+    warn_once(
+        "torch.chain_matmul is deprecated and will be removed in a future PyTorch release. "
+        "Use torch.linalg.multi_dot instead, which accepts a list of two or more tensors "
+        "rather than multiple parameters."
+    )
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for m in matrices:
+        if m.ndim != 2:
+            raise RuntimeError(f"Tensor dimension is {m.ndim}, expected 2 instead.")
+    return matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)
 
 
 def matrix_power(A, n: int) -> Tensor:
@@ -490,7 +506,9 @@ def det(A) -> Tensor:
     return _det(A)
 
 
-SlogdetResult = collections.namedtuple("SlogdetResult", "sign logabsdet")
+SlogdetResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_slogdet", "sign logabsdet", module="staged.return_types"
+)
 
 
 def slogdet(A) -> SlogdetResult:

@@ -180,8 +180,8 @@ def _no_driver(driver, what: str) -> None:
 
 
 # --- SVD ----------------------------------------------------------------------------------------
-SVDResult = collections.namedtuple("SVDResult", "U S Vh")
-SvdResult = collections.namedtuple("SvdResult", "U S V")  # torch.svd's
+SVDResult = collections.namedtuple("linalg_svd", "U S Vh", module="staged.return_types")  # type: ignore[name-match]
+SvdResult = collections.namedtuple("svd", "U S V", module="staged.return_types")  # type: ignore[name-match]  # torch.svd's
 
 
 def _svd_shapes(m: int, n: int, full_matrices: bool):
@@ -312,7 +312,9 @@ def svdvals(A, *, driver=None) -> Tensor:
 
 
 # --- symmetric eigendecomposition ---------------------------------------------------------------
-EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
+EighResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_eigh", "eigenvalues eigenvectors", module="staged.return_types"
+)
 
 
 def _uplo(UPLO) -> None:
@@ -369,7 +371,9 @@ def eigvalsh(A, UPLO="L") -> Tensor:
 
 
 # --- general eigendecomposition (complex results) ---------------------------------------------
-EigResult = collections.namedtuple("EigResult", "eigenvalues eigenvectors")
+EigResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_eig", "eigenvalues eigenvectors", module="staged.return_types"
+)
 
 
 def _complex(a: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -455,7 +459,7 @@ def eigvals(A) -> Tensor:
 
 
 # --- QR -----------------------------------------------------------------------------------------
-QRResult = collections.namedtuple("QRResult", "Q R")
+QRResult = collections.namedtuple("linalg_qr", "Q R", module="staged.return_types")  # type: ignore[name-match]
 
 
 def _qr_shapes(m: int, n: int, mode: str):
@@ -642,7 +646,9 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False) -> Tensor:
     return _pinv(A, a, r, hermitian=hermitian)
 
 
-LstsqResult = collections.namedtuple("LstsqResult", "solution residuals rank singular_values")
+LstsqResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_lstsq", "solution residuals rank singular_values", module="staged.return_types"
+)
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 

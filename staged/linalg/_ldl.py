@@ -32,8 +32,12 @@ from ..eager.tensor import Tensor
 from ._core import _eager_only, _square, check_info
 from ._lapack import _own, _unpack
 
-LDLFactorResult = collections.namedtuple("LDLFactorResult", "LD pivots")
-LDLFactorExResult = collections.namedtuple("LDLFactorExResult", "LD pivots info")
+LDLFactorResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_ldl_factor", "LD pivots", module="staged.return_types"
+)
+LDLFactorExResult = collections.namedtuple(  # type: ignore[name-match]
+    "linalg_ldl_factor_ex", "LD pivots info", module="staged.return_types"
+)
 
 _ALPHA = (1 + math.sqrt(17)) / 8  # Bunch-Kaufman's: bounds the growth of the entries
 

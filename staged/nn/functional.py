@@ -788,6 +788,26 @@ def _torch_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, 
     return embedding(indices, weight, pad, None, 2.0, scale_grad_by_freq, sparse)
 
 
+def _torch_batch_norm(
+    input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled
+):
+    """``torch.batch_norm``: ``F.batch_norm``'s arguments in ATen's order, all required
+    (``cudnn_enabled`` changes nothing on the CPU)."""
+    return batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _torch_constant_pad_nd(input, pad, value=0):
+    """``torch.constant_pad_nd``: ``F.pad``'s constant mode, with ATen's errors."""
+    if len(pad) % 2:
+        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(
+            "Length of pad should be no more than twice the number of dimensions of the "
+            f"input. Pad length is {len(pad)}while the input has {input.ndim}dimensions."
+        )
+    return ops.layers.pad(input, pad, value=value)  # (pad: the argument here)
+
+
 # --- distances --------------------------------------------------------------------------------
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
@@ -1014,7 +1034,6 @@ _bce_with_logits = ad.Fused(
 )
 
 
-@in_float32
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """``target * (log(target) - input)`` of log-probabilities ``input`` (``log_target``:
     ``target`` holds log-probabilities too); "batchmean" divides the sum by the batch size."""
@@ -1027,6 +1046,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
             "the KL div math definition.'mean' will be changed to behave the same as "
             "'batchmean' in the next major release."
         )
+    return _kl_div(input, target, reduction, log_target)
+
+
+@in_float32
+def _kl_div(input, target, reduction, log_target):
     if input.dtype.is_complex or target.dtype.is_complex:
         raise RuntimeError("kl_div: Complex inputs not supported.")
     if not (input.dtype.is_floating_point and target.dtype.is_floating_point):
@@ -1038,6 +1062,43 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         return loss.sum() / input.shape[0] if input.ndim else loss.sum()
     return _reduce(loss, reduction)
+
+
+def _reduction_enum(name: str, reduction, position: int) -> str:
+    """ATen's integer ``reduction`` (torch's top-level losses) as F's string: 1 "mean",
+    2 "sum", any other "none" (ATen reduces for those two only)."""
+    if type(reduction) is not int:
+        raise TypeError(
+            f"{name}(): argument 'reduction' (position {position}) must be int, not "
+            f"{type(reduction).__name__}"
+        )
+    return {1: "mean", 2: "sum"}.get(reduction, "none")
+
+
+# torch 2.13's bindings of these two parse their schema's default ``reduction=Mean`` as 0:
+# called without it, they reduce nothing
+def _torch_kl_div(input, target, reduction=0, *, log_target=False):
+    """``torch.kl_div``: ``F.kl_div`` of an integer ``reduction``, without its warning
+    for "mean"."""
+    return _kl_div(input, target, _reduction_enum("kl_div", reduction, 3), log_target)
+
+
+_torch_kl_div = _autocast.sited(_torch_kl_div, "kl_div")  # on torch's autocast list, as F's
+
+
+def _torch_binary_cross_entropy_with_logits(
+    input, target, weight=None, pos_weight=None, reduction=0
+):
+    """``torch.binary_cross_entropy_with_logits``: F's of an integer ``reduction``."""
+    reduction = _reduction_enum("binary_cross_entropy_with_logits", reduction, 5)
+    return binary_cross_entropy_with_logits(
+        input, target, weight, reduction=reduction, pos_weight=pos_weight
+    )
+
+
+_torch_binary_cross_entropy_with_logits = _autocast.sited(
+    _torch_binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits"
+)  # on torch's autocast list, as F's
 
 
 @in_float32

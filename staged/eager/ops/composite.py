@@ -554,7 +554,7 @@ legendre_polynomial_p = orthogonal_polynomial("legendre_polynomial_p")
 
 
 # --- floating-point bits: frexp, ldexp, nextafter -------------------------------------------
-FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])  # type: ignore[name-match]
+FrexpResult = namedtuple("frexp", ["mantissa", "exponent"], module="staged.return_types")  # type: ignore[name-match]
 
 
 def _times_pow2(x, e):

@@ -538,6 +538,12 @@ def fill_(self, value):
     return _named(out, before, "FillBackward3")
 
 
+def fill(input, value):
+    """``torch.fill``: ``fill_`` of a copy of ``input`` (whose gradient is 0)."""
+    out = fill_(ew.clone(input), value)
+    return _named(out, None, "FillBackward1" if isinstance(value, Tensor) else "FillBackward0")
+
+
 def zero_(self):
     before = _before(self)
     return _named(fill_(self, 0), before, "ZeroBackward0")

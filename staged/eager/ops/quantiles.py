@@ -21,8 +21,8 @@ from .elementwise import isfinite, isnan, lerp, logical_and, logical_or, minimum
 from .reduction import _sorted, amax, amin, argmax, cumsum, sum
 from .shape import cat, movedim, narrow, unsqueeze
 
-MedianResult = namedtuple("median", ["values", "indices"])  # type: ignore[name-match]
-NanmedianResult = namedtuple("nanmedian", ["values", "indices"])  # type: ignore[name-match]
+MedianResult = namedtuple("median", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+NanmedianResult = namedtuple("nanmedian", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
@@ -215,8 +215,8 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
 
 
 # --- the k-th smallest and the most frequent value along a dim ------------------------------
-KthvalueResult = namedtuple("kthvalue", ["values", "indices"])  # type: ignore[name-match]
-ModeResult = namedtuple("mode", ["values", "indices"])  # type: ignore[name-match]
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+ModeResult = namedtuple("mode", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
 
 
 def _ordered(name, x):
@@ -279,7 +279,7 @@ def mode(x, dim=-1, keepdim=False) -> Any:
 
 # --- histograms (not differentiable, as torch's) --------------------------------------------
 _C_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int"}
-HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])  # type: ignore[name-match]
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"], module="staged.return_types")  # type: ignore[name-match]
 
 
 def _real_floats(name, x):

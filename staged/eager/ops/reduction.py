@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     _F = TypeVar("_F", bound=Callable[..., Any])
 
 # named after the op, as torch.return_types are (their repr: ``max(values=..., ...)``)
-MaxResult = namedtuple("max", ["values", "indices"])  # type: ignore[name-match]
-MinResult = namedtuple("min", ["values", "indices"])  # type: ignore[name-match]
-SortResult = namedtuple("sort", ["values", "indices"])  # type: ignore[name-match]
-TopkResult = namedtuple("topk", ["values", "indices"])  # type: ignore[name-match]
-CummaxResult = namedtuple("cummax", ["values", "indices"])  # type: ignore[name-match]
-CumminResult = namedtuple("cummin", ["values", "indices"])  # type: ignore[name-match]
-AminmaxResult = namedtuple("aminmax", ["min", "max"])  # type: ignore[name-match]
+MaxResult = namedtuple("max", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+MinResult = namedtuple("min", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+SortResult = namedtuple("sort", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+TopkResult = namedtuple("topk", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+CummaxResult = namedtuple("cummax", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+CumminResult = namedtuple("cummin", ["values", "indices"], module="staged.return_types")  # type: ignore[name-match]
+AminmaxResult = namedtuple("aminmax", ["min", "max"], module="staged.return_types")  # type: ignore[name-match]
 
 
 _FLOATING = "fcV"  # NumPy kinds of the floating and complex dtypes (V: bfloat16)
