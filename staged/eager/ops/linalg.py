@@ -628,12 +628,15 @@ _linear_no_bias = Fused(
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``: one fused kernel and Node eagerly for an input of 2 or
     more dims, a 2-D weight and a 1-D bias of one real floating dtype. float16 and
-    bfloat16 compute in float32 and round once, as torch's addmm."""
+    bfloat16 compute in float32 and round once, as torch's addmm; of a non-contiguous
+    input of 3 or more dims, as torch's, the product and the bias' sum are rounded each."""
     if (
         isinstance(input, Tensor)
         and input._payload.dtype.itemsize == 2
         and half(input, weight, bias)
     ):
+        if bias is not None and input.ndim > 2 and not input.is_contiguous():
+            return linear(input, weight) + bias  # torch: matmul, then add
         return in_float32(linear, input, weight, bias)
     if (
         isinstance(input, Tensor)
