@@ -10,6 +10,7 @@ from . import parallel  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .utils import parametrizations, parametrize  # noqa: F401,E402  (after .modules)
 
-# torch.nn.attention (the star import bound the name to modules' attention.py, which
-# ``from . import attention`` would return)
+# torch.nn.attention and torch.nn.utils (the star import bound the names to modules'
+# attention.py and utils.py, which ``from . import attention`` would return)
 attention = _import_module(".attention", __name__)
+utils = _import_module(".utils", __name__)

@@ -1,6 +1,6 @@
 """``staged.optim``: optimizers as in ``torch.optim``."""
 
-from . import lr_scheduler, swa_utils  # noqa: F401
+from . import adamw, lr_scheduler, swa_utils  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
 from .adafactor import Adafactor  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401

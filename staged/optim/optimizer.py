@@ -74,6 +74,17 @@ from ..eager.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_en
 from ..eager.tensor import Tensor
 
 
+class _RequiredParameter:
+    """The default of a hyper-parameter that must be given (torch's ``required``, which
+    hand-written optimizers take from here)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
 # the step hooks of every optimizer (torch.optim.optimizer's registries)
 _global_optimizer_pre_hooks: dict = {}
 _global_optimizer_post_hooks: dict = {}

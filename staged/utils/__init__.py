@@ -1,5 +1,5 @@
 """``staged.utils``: as ``torch.utils``; so far ``data`` (datasets, samplers, DataLoader),
 ``benchmark`` (Timer, Measurement, Compare)
-and ``checkpoint`` (activation checkpointing)."""
+and ``checkpoint`` (activation checkpointing); ``hooks.RemovableHandle``."""
 
-from . import benchmark, checkpoint, data  # noqa: F401
+from . import benchmark, checkpoint, data, hooks  # noqa: F401

@@ -285,3 +285,4 @@ class GLU(Module):
 
 
 from .attention import MultiheadAttention  # noqa: E402,F401  (torch's path: Note [module paths])
+from .linear import NonDynamicallyQuantizableLinear  # noqa: E402,F401  (torch's path)

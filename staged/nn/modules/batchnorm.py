@@ -8,5 +8,6 @@ from .normalization import (  # noqa: F401
     LazyBatchNorm1d,
     LazyBatchNorm2d,
     LazyBatchNorm3d,
+    _BatchNorm,
 )
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401

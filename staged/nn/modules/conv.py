@@ -15,10 +15,7 @@ from .. import init
 from ..module import Module
 from ..parameter import Parameter
 from .lazy import LazyModuleMixin, UninitializedParameter
-
-
-def _ntuple(v, n):
-    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+from .utils import _ntuple
 
 
 class _ConvNd(Module):
@@ -53,9 +50,9 @@ class _ConvNd(Module):
             )
         n = self._n
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
-        self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
-        self.dilation, self.padding_mode = _ntuple(dilation, n), padding_mode
+        self.kernel_size, self.stride = _ntuple(n)(kernel_size), _ntuple(n)(stride)
+        self.padding = padding if isinstance(padding, str) else _ntuple(n)(padding)
+        self.dilation, self.padding_mode = _ntuple(n)(dilation), padding_mode
         self.output_padding = (0,) * n
         # F.pad's order for a non-zeros padding_mode: last dim first, (low, high) each
         self._reversed_padding_repeated_twice = [
@@ -177,7 +174,7 @@ class _ConvTransposeNd(_ConvNd):
             device,
             dtype,
         )
-        self.output_padding = _ntuple(output_padding, self._n)
+        self.output_padding = _ntuple(self._n)(output_padding)
 
     def _output_padding(self, input, output_size):
         """``output_padding``, or the one that gives ``output_size`` (torch's rule and errors)."""

@@ -53,7 +53,7 @@ def _relu_or_gelu(activation):
     return 2 if activation is F.gelu or isinstance(activation, GELU) else 0
 
 
-def _clones(module, n):
+def _get_clones(module, n):  # torch's name
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
 
@@ -266,7 +266,7 @@ class TransformerEncoder(Module):
         self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True
     ):
         super().__init__()
-        self.layers = _clones(encoder_layer, num_layers)
+        self.layers = _get_clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
@@ -353,7 +353,7 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
-        self.layers = _clones(decoder_layer, num_layers)
+        self.layers = _get_clones(decoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
 

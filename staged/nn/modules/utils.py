@@ -1,8 +1,25 @@
-"""``torch.nn.modules.utils``: ``consume_prefix_in_state_dict_if_present``."""
+"""``torch.nn.modules.utils``: ``consume_prefix_in_state_dict_if_present`` and the
+argument parsers layers (and users' layers) take sizes with: ``_single``, ``_pair``,
+``_triple``, ``_quadruple``, ``_ntuple``."""
 
 from __future__ import annotations
 
+import collections.abc
 from typing import Any
+
+
+def _ntuple(n: int, name: str = "parse"):
+    """A parser: an iterable as a tuple of its items, anything else repeated ``n`` times."""
+
+    def parse(x):
+        return tuple(x) if isinstance(x, collections.abc.Iterable) else (x,) * n
+
+    parse.__name__ = name
+    return parse
+
+
+_single, _pair = _ntuple(1, "_single"), _ntuple(2, "_pair")
+_triple, _quadruple = _ntuple(3, "_triple"), _ntuple(4, "_quadruple")
 
 
 def _renamed(d: dict, key: str, prefix: str) -> None:
