@@ -2,7 +2,7 @@
 
 from importlib import import_module as _import_module
 
-from . import functional, init, utils  # noqa: F401
+from . import functional, init  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .parameter import Parameter  # noqa: F401

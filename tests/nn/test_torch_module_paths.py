@@ -22,6 +22,9 @@ PATHS = [
     ("optim.optimizer", "required"),
     ("optim.adamw", "AdamW"),
     ("utils.hooks", "RemovableHandle"),
+    ("nn.parameter", "UninitializedParameter"),
+    ("nn.parameter", "UninitializedBuffer"),
+    ("nn.parameter", "is_lazy"),
 ]
 
 
