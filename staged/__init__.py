@@ -198,7 +198,9 @@ if TYPE_CHECKING:
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
-from . import functional, return_types  # noqa: E402,F401  (after TOP_LEVEL: chain_matmul)
+from . import functional, return_types  # noqa: E402,F401
+
+vars(functional).update({_n: globals()[_n] for _n in functional._NAMES})  # after TOP_LEVEL
 
 globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operands too
 globals().update({n: _factory_out(n, globals()[n]) for n in _FACTORIES})  # out=
