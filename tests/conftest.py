@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import glob
 import logging
 import os
+import shutil
+import tempfile
 import threading
 
 # Note [torch's kernels per CPU]: torch picks its vectorised kernels (ATen's, and oneDNN's
@@ -149,6 +152,61 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: item.stash[_RANK])  # stable: files keep their order
 
 
+# Note [hang watchdog]: pytest-timeout (``timeout`` in pyproject.toml) fails a test that runs
+# too long by a signal, whose handler runs only when the main thread returns to Python: a
+# test stuck in C (a deadlock holding the GIL, a wait in a native library) outlives it, and
+# its xdist worker sits with the tests queued behind it until CI's limit ends the whole run
+# with no word of which test it was. faulthandler's watchdog is a C thread that needs no
+# GIL: a minute after pytest-timeout's limit it writes every thread's stack and ends the
+# worker; xdist reports the test as crashed, starts a new worker and goes on, and the
+# summary prints the stacks (an xdist worker's stderr reaches no terminal).
+_WATCHDOG: dict = {}
+
+
+def pytest_configure(config):
+    try:  # --timeout, else the ini's (pytest-timeout's names; absent under -p no:timeout)
+        limit = float(config.getoption("timeout", None) or config.getini("timeout") or 0)
+    except ValueError:
+        limit = 0.0
+    if limit <= 0:
+        return
+    if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
+        os.environ["STAGED_HANG_DIR"] = tempfile.mkdtemp(prefix="staged-hangs-")
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    path = os.path.join(os.environ["STAGED_HANG_DIR"], f"{worker}.txt")
+    _WATCHDOG.update(seconds=limit + 60, file=open(path, "a"))  # noqa: SIM115 - the run's
+
+
+def pytest_unconfigure(config):
+    if _WATCHDOG:
+        _WATCHDOG["file"].close()
+    if not hasattr(config, "workerinput") and "STAGED_HANG_DIR" in os.environ:
+        shutil.rmtree(os.environ.pop("STAGED_HANG_DIR"), ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _WATCHDOG:
+        yield
+        return
+    faulthandler.dump_traceback_later(_WATCHDOG["seconds"], exit=True, file=_WATCHDOG["file"])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _hang_stacks(terminalreporter) -> None:
+    folder = os.environ.get("STAGED_HANG_DIR")
+    for path in sorted(glob.glob(os.path.join(folder, "*.txt"))) if folder else ():
+        with open(path) as f:
+            text = f.read()
+        if text:
+            name = os.path.basename(path)[:-4]
+            terminalreporter.section(f"stacks of the hung test in {name} (Note [hang watchdog])")
+            terminalreporter.write_line(text[-20000:])
+
+
 @pytest.fixture
 def gate(monkeypatch):
     """Hold every background compile (``mode="background"``) until ``gate.set()`` or the
@@ -180,6 +238,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
+    _hang_stacks(terminalreporter)
     if len(_FILE_TIME) < 20:
         return
     total = sum(_FILE_TIME.values())
