@@ -159,10 +159,14 @@ class MultiheadAttention(Module):
             or self.bias_k is not None
             or self.bias_v is not None
             or self.add_zero_attn
-            or autocast.is_enabled("cuda")
         ):
             return False
-        return not is_grad_enabled() or not any(
-            t is not None and t.requires_grad
-            for t in (query, w, b, self.out_proj.weight, self.out_proj.bias)
-        )
+        return inference_only(query, w, b, self.out_proj.weight, self.out_proj.bias)
+
+
+def inference_only(*tensors):
+    """The end of torch's fast-path checks (attention's and the encoder layer's): no CUDA
+    autocast, and no autograd (grad mode off, or none of ``tensors`` requires grad)."""
+    if autocast.is_enabled("cuda"):
+        return False
+    return not is_grad_enabled() or not any(t is not None and t.requires_grad for t in tensors)

@@ -13,14 +13,13 @@ import numpy as np
 
 from ..._where import warn_user
 from ...eager.factories import full
-from ...eager import autocast
 from ...eager.grad_mode import is_grad_enabled
 from ...eager.interceptor import current_interceptor
 from .. import functional as F
 from .. import init
 from ..module import Module
 from .activation import GELU, ReLU
-from .attention import MultiheadAttention
+from .attention import MultiheadAttention, inference_only
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
@@ -126,18 +125,11 @@ class TransformerEncoderLayer(Module):
             src.ndim != 3
             or self.training
             or _why_not_fast(self)
-            or autocast.is_enabled("cuda")
             or any(m._forward_hooks or m._forward_pre_hooks for m in self.modules())
         ):
             return False
-        return not is_grad_enabled() or not (
-            src.requires_grad
-            or any(
-                p is not None and p.requires_grad
-                for m in (attn, attn.out_proj, self.norm1, self.norm2, self.linear1, self.linear2)
-                for p in m._parameters.values()
-            )
-        )
+        layers = (attn, attn.out_proj, self.norm1, self.norm2, self.linear1, self.linear2)
+        return inference_only(src, *(p for m in layers for p in m._parameters.values()))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
         x = self.self_attn(
@@ -333,7 +325,7 @@ def _why_not_nested(layer):
 def _why_not_fast(layer):
     """Why torch's inference fast path cannot run the encoder layer ``layer`` whatever its
     input (the end of its TransformerEncoder warning), or ""."""
-    attn, act = layer.self_attn, layer.activation
+    attn = layer.self_attn
     checks = (
         (
             not attn.batch_first,
@@ -341,7 +333,7 @@ def _why_not_fast(layer):
         ),
         (not attn._qkv_same_embed_dim, ".self_attn._qkv_same_embed_dim was not True"),
         (attn.in_proj_bias is None, ".self_attn was passed bias=False"),
-        (not _relu_or_gelu(act), ".activation_relu_or_gelu was not True"),
+        (not layer.activation_relu_or_gelu, ".activation_relu_or_gelu was not True"),
         (layer.norm1.eps != layer.norm2.eps, ".norm1.eps was not equal to encoder_layer.norm2.eps"),
         (attn.num_heads % 2 == 1, ".self_attn.num_heads is odd"),
     )
