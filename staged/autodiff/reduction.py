@@ -62,7 +62,7 @@ reduce_sum = Primitive(
 def _prod_partials(x, dims):
     """d prod / d x_i, the product of the others, without dividing by zero: with one zero
     its position gets the product of the rest; the zeros themselves enter as factors
-    (``zsum``, worth 0) so that the result differentiates exactly once more. A 0-d input's
+    (``zprod``, ``zsum``, worth 0) so that the result differentiates exactly once more. A 0-d input's
     partial is 1, at infinities and NaN too, as torch's; over dims of size 1 it is 1 and NaN
     at those (torch's out / x), with no x to divide by (whose second derivative, 1 / x -
     x / x**2, cancels to 1e26 at x = 1e-43)."""
@@ -77,8 +77,10 @@ def _prod_partials(x, dims):
     nonzero = lax.expand(reduce_prod(safe, dims=dims, keepdim=True), shape)
     zeros = lax.expand(lax.sum(lax.cast(zero, dt.int64), dims, keepdim=True), shape)
     zsum = lax.expand(lax.sum(lax.where(zero, x, 0), dims, keepdim=True), shape)
+    # the one zero as a product, its sign kept (a sum of -0.0 is 0.0): [-0., 2, 3] -> -0. * 3
+    zprod = lax.expand(reduce_prod(lax.where(zero, x, 1), dims=dims, keepdim=True), shape)
     others = _others(safe, nonzero, dims)
-    one = lax.where(zero, nonzero, lax.mul(others, zsum))
+    one = lax.where(zero, nonzero, lax.mul(others, zprod))
     two = lax.where(zero, lax.mul(nonzero, lax.sub(zsum, x)), 0)  # a zero's partner
     # without zeros torch divides the product by each entry (inf / inf is NaN) unless the
     # tensor holds a zero anywhere, when it multiplies the others for every slice

@@ -265,3 +265,19 @@ def test_no_degree_of_freedom_warns_as_torch(src):
             eval(src, {"L": lib})
         caught.append([str(x.message).split(" (Triggered")[0] for x in w])
     assert caught[0] == caught[1]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_prod_gradient_keeps_the_sign_of_a_lone_zero(compiled):
+    """With one zero in a slice each other entry's partial is the zero times the rest:
+    ``[-0., 2, 3]`` gives ``[6, -0., -0.]`` as torch's (0.0 before: the zero was summed)."""
+    rows = [[-0.0, 2.0, 3.0], [1.0, 0.0, -2.0], [-4.0, -0.0, 5.0], [2.0, 3.0, 4.0]]
+
+    def grad(lib, x):
+        return lib.autograd.grad((x * 1).prod(1).sum(), x)[0]
+
+    want = grad(torch, torch.tensor(rows, requires_grad=True)).numpy()
+    run = staged.compile(lambda x: grad(staged, x)) if compiled else lambda x: grad(staged, x)
+    got = to_numpy(run(staged.tensor(rows, requires_grad=True)))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
