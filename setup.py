@@ -82,7 +82,7 @@ class BuildNative(build_ext):
         return {
             e.name
             for e in self.extensions
-            if states[e.name] == "compiled" and built[e.name] == e.stamp
+            if states.get(e.name) == "compiled" and built[e.name] == e.stamp
         }
 
     def copy_file(self, src, dst, *args, **kwargs):
@@ -96,7 +96,8 @@ class BuildNative(build_ext):
     def build_extension(self, ext):
         if ext.name not in self.current:
             super().build_extension(ext)  # an optional extension's failure raises past this
-        self.built[ext.name] = ext.stamp
+        if ext.name in native.MODULES:
+            self.built[ext.name] = ext.stamp
 
 
 def extensions() -> list[Extension]:
@@ -106,7 +107,24 @@ def extensions() -> list[Extension]:
         ext = Extension(module, [c], optional=True, extra_compile_args=["-O2", "-g0"])
         ext.stamp = stamp
         exts.append(ext)
-    return exts
+    return exts + kernels()
+
+
+def kernels() -> list[Extension]:
+    """C++ kernels written for Cython (``.pyx``), each optional: without it staged runs the
+    NumPy fallback beside it (``_torch_order``: torch's order of tied entries)."""
+    from Cython.Build import cythonize
+
+    folder = os.path.join("staged", "autodiff")
+    ext = Extension(
+        "staged.autodiff._torch_order",
+        [os.path.join(folder, "_torch_order.pyx")],
+        depends=[os.path.join(folder, "_torch_order.hpp")],
+        include_dirs=[folder],
+        language="c++",
+        optional=True,
+    )
+    return cythonize([ext], build_dir=C_DIR, quiet=True)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildNative})

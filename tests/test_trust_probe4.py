@@ -1434,11 +1434,6 @@ _BF16_COMPLEX = (
     "staged/dtypes.py DType.to_complex: no bfloat16 entry, so result_type keeps bfloat16 "
     "and drops the imaginary part; map bfloat16 (and float16) to complex64"
 )
-_TIES = (
-    "staged/eager/ops/reduction.py _sorted (and quantiles.kthvalue): ties come back in "
-    "index order; torch's CPU topk/kthvalue pick other tied indices (topk of [1,3,3,1,3] "
-    "-> [2,4]): match torch's partial-sort order or document the difference"
-)
 
 FAULTS = [
     "L.tensor([1,2],dtype=L.uint8) + 300",
@@ -1475,15 +1470,12 @@ FAULTS = [
     "(lambda x: (x[:-1].copy_(x[1:]), x)[1])(L.tensor([1., 2, 3]))",
     "(lambda x: (x[1:].add_(x[:-1]), x)[1])(L.tensor([1., 2, 3]))",
     "(lambda x: (x.t().add_(x), x)[1])(L.tensor([[1., 2], [3, 4]]))",
-    _fault("L.tensor([1., 3, 3, 1, 3]).topk(2)", _TIES),
-    _fault("L.tensor([1., 3, 3, 1, 3]).topk(5)", _TIES),
-    _fault("L.tensor([1., 3, 3, 1, 3]).kthvalue(2)", _TIES),
-    _fault("L.tensor([1., 3, 3, 1, 3]).kthvalue(4)", _TIES),
-    _fault(
-        "(lambda x: (x.kthvalue(2).values.backward(), x.grad)[1])"
-        "(L.tensor([1., 3., 3., 1.], requires_grad=True))",
-        _TIES,
-    ),
+    "L.tensor([1., 3, 3, 1, 3]).topk(2)",  # torch's tied indices (Note [torch's order of ties])
+    "L.tensor([1., 3, 3, 1, 3]).topk(5)",
+    "L.tensor([1., 3, 3, 1, 3]).kthvalue(2)",
+    "L.tensor([1., 3, 3, 1, 3]).kthvalue(4)",
+    "(lambda x: (x.kthvalue(2).values.backward(), x.grad)[1])"
+    "(L.tensor([1., 3., 3., 1.], requires_grad=True))",
     "L.tensor([0.1]*4096, dtype=L.float16).cumsum(0)[-1]",
     "L.cumulative_trapezoid(L.tensor([0.1]*4096, dtype=L.float16))[-1]",
     "L.tensor([0.1]*4096, dtype=L.bfloat16).cumsum(0)[-1]",

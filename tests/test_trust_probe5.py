@@ -86,7 +86,7 @@ FLOAT = [
     "x.sort(descending=True)",
     "m.sort(1)",
     "m.argsort(1)",
-    "m.topk(2, 1)",
+    "m.topk(2, 1).values",  # of ties, compiled keeps index order, eager torch's
     "x.topk(3)",
     "x.topk(3, largest=False)",
     "m.cummax(1)",
@@ -96,7 +96,7 @@ FLOAT = [
     "F.adaptive_max_pool1d(m[None], 1)",
     "x.median()",
     "m.median(1)",
-    "m.kthvalue(2, 1)",
+    "m.kthvalue(2, 1).values",  # of ties, compiled picks the stable order's index, eager torch's
     # signed zeros
     "x.abs()",
     "-x",

@@ -30,9 +30,26 @@ cumsum: Primitive = Primitive(
 )
 
 
-def _argsort(x, *, dim, descending, k):
-    """Indices of the first ``k`` in sorted order, stable (ties keep their order), NaN
-    sorting above every number as in PyTorch."""
+try:
+    from . import _torch_order
+except ImportError:  # built without a C++ compiler: ties keep their order
+    _torch_order = None  # type: ignore[assignment]
+
+# the dtypes _torch_order sorts, and those it sorts as another that orders them alike
+_ORDER_AS = {np.dtype(np.bool_): np.uint8, np.dtype(np.float16): np.float32}
+if dt.bfloat16 is not None:
+    _ORDER_AS[np.dtype(dt.bfloat16.np)] = np.float32
+
+
+def _argsort(x, *, dim, descending, k, order="stable"):
+    """Indices of the first ``k`` in sorted order, NaN sorting above every number as in
+    PyTorch; of tied entries, in ``order``: "stable" (ties keep their order), or torch's
+    CPU kernel's ("sort": ``sort(stable=False)``; "topk", "topk_unsorted": ``topk``'s,
+    whose ``k`` entries come out unsorted; "kth": ``kthvalue``'s, the ``k``-th last of
+    ``k``), where ``_torch_order`` is built (Note [torch's order of ties]); else stable."""
+    if order != "stable" and _torch_order is not None and x.size:
+        rows = np.ascontiguousarray(np.moveaxis(x, dim, -1), _ORDER_AS.get(x.dtype))
+        return np.moveaxis(_torch_order.order(rows, order, k, descending), -1, dim)
     if 0 < 4 * k <= x.shape[dim] and x.dtype.kind == "f":
         idx = _first_k(np.moveaxis(x, dim, -1), descending, k)
         if idx is not None:
@@ -64,7 +81,7 @@ def _first_k(x, descending, k):
     return np.take_along_axis(part, order, -1).astype(np.int64)
 
 
-def _argsort_rule(x, *, dim, descending, k):
+def _argsort_rule(x, *, dim, descending, k, order="stable"):
     if not 0 <= k <= x.shape[dim]:
         raise ShapeError(f"selected index k out of range (k={k}, size {x.shape[dim]})")
     return Aval(x.shape[:dim] + (k,) + x.shape[dim + 1 :], dt.int64)

@@ -1,6 +1,6 @@
 """Issue 17's leftovers against torch 2.13: ``norm``'s nuclear and dtype forms, the
-activations' refusals of bool, integer and complex inputs, the index of tied entries
-that the order statistics pick, and CPU operands beside meta tensors."""
+activations' refusals of bool, integer and complex inputs, and CPU operands beside meta
+tensors (the index of tied entries: tests/ops/test_tie_order.py)."""
 
 from __future__ import annotations
 
@@ -179,51 +179,6 @@ def test_relu_of_bool_lowers_at_the_primitive():
     """The refusal is the public op's: the primitive keeps bool in its domain."""
     out = staged.autodiff.relu(staged.tensor([True, False]))
     assert out.dtype is staged.bool and out.tolist() == [True, False]
-
-
-# --- the index of tied entries ---------------------------------------------------------------
-def _ties(n, rows=1, seed=0):
-    a = np.random.default_rng(seed + n).integers(0, 3, size=(rows, n)).astype(np.float32)
-    return a if rows > 1 else a[0]
-
-
-TIES = {
-    "sort_unstable": (lambda lib, x: lib.sort(x, stable=False).indices, 16),
-    "sort_descending": (lambda lib, x: lib.sort(x, descending=True).indices, 16),
-    "argsort": (lambda lib, x: lib.argsort(x), 16),
-    "mode": (lambda lib, x: lib.mode(x).indices, 16),
-    "median": (lambda lib, x: lib.median(x, -1).indices, 40),
-    "nanmedian": (lambda lib, x: lib.nanmedian(x, -1).indices, 40),
-    "topk_largest": (lambda lib, x: lib.topk(x, min(2, x.shape[-1])).indices, 3),
-    "topk_smallest": (
-        lambda lib, x: lib.topk(x, min(2, x.shape[-1]), largest=False, sorted=False).indices,
-        3,
-    ),
-    "kthvalue_first": (lambda lib, x: lib.kthvalue(x, 1).indices, 2),
-    "kthvalue_last": (lambda lib, x: lib.kthvalue(x, x.shape[-1]).indices, 3),
-}
-
-
-@pytest.mark.parametrize("name", TIES)
-def test_tied_entries_index_as_torch_where_documented(name):
-    """Up to the size where each docstring says torch's CPU kernel agrees, 1-D and along
-    the last dim of a batch."""
-    fn, upto = TIES[name]
-    for n in range(1, upto + 1):
-        for rows in (1, 3):
-            a = _ties(n, rows)
-            ours = fn(staged, staged.tensor(a))
-            theirs = fn(torch, torch.tensor(a))
-            np.testing.assert_array_equal(np.asarray(ours), theirs.numpy(), err_msg=f"n={n}")
-
-
-@pytest.mark.parametrize("n", [64, 100])
-@pytest.mark.parametrize("largest", [True, False])
-def test_topk_of_one_picks_the_first_of_ties_from_64_on(n, largest):
-    a = _ties(n, 4)
-    ours = staged.topk(staged.tensor(a), 1, largest=largest).indices
-    theirs = torch.topk(torch.tensor(a), 1, largest=largest).indices
-    np.testing.assert_array_equal(np.asarray(ours), theirs.numpy())
 
 
 # --- CPU operands beside meta tensors --------------------------------------------------------

@@ -37,11 +37,11 @@ def test_vulkan_scans_and_sorts(n):
         backend="vulkan-spirv",
     )
     got = f(staged.tensor(x))
-    eager = (
+    eager = (  # compiled sorts keep ties in order (eagerly, torch's kernel's order)
         staged.tensor(x).cumsum(1),
         staged.tensor(x).cumsum(0),
-        staged.sort(staged.tensor(x), 1, True).indices,
-        staged.argsort(staged.tensor(x), 1),
+        staged.sort(staged.tensor(x), dim=1, descending=True, stable=True).indices,
+        staged.argsort(staged.tensor(x), 1, stable=True),
     )
     for g, w in zip(got, eager):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-3)

@@ -133,7 +133,7 @@ def _quantile(name, x, q, dim, keepdim, interpolation, skip_nan):
         shape = tuple(x._payload.shape)
         kept = shape[:d] + ((1,) if keepdim else ()) + shape[d + 1 :]
     # the reduced dim last, a size-1 dim for q before it: sorted is (..., 1, n)
-    values = unsqueeze(movedim(_sorted(x, d, False, x._payload.shape[d])[0], d, -1), -2)
+    values = unsqueeze(movedim(_sorted(x, d, False, x._payload.shape[d], "sort")[0], d, -1), -2)
     n = values._payload.shape[-1]
     numbers = sum(~isnan(values), -1, keepdim=True)  # (..., 1, 1)
     q = ad.reshape(q, shape=(1,) * (values.ndim - 2) + (q.numel(), 1))
@@ -235,8 +235,8 @@ def _picked(x, idx, d, keepdim, result):
 
 def kthvalue(x, k, dim=-1, keepdim=False) -> Any:
     """``(values, indices)`` of the ``k``-th smallest entry along ``dim`` (NaN sorts last).
-    Of tied entries, the ``k``-th of a stable sort: torch's CPU quickselect (unspecified
-    in its docs) agrees up to 2 entries along ``dim``, and for ``k = n`` up to 3."""
+    Of tied entries, the one torch's CPU quickselect picks (Note [torch's order of ties];
+    a compiled step picks the ``k``-th of a stable sort)."""
     _ordered("kthvalue", x)
     d = wrap_dim(dim, x.ndim) if x.ndim else 0
     n = x._payload.shape[d] if x.ndim else 1
@@ -244,15 +244,15 @@ def kthvalue(x, k, dim=-1, keepdim=False) -> Any:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if not x.ndim:
         return KthvalueResult(ad.copy(x), scalar_tensor(0, dt.int64))
-    _, order = _sorted(x.detach(), d, False, k)
+    _, order = _sorted(x.detach(), d, False, k, "kth")
     return _picked(x, narrow(order, d, k - 1, 1), d, keepdim, KthvalueResult)
 
 
 def mode(x, dim=-1, keepdim=False) -> Any:
     """``(values, indices)`` of the most frequent entry along ``dim``: of equally frequent
-    ones the smallest, at the index of its last occurrence, as torch's CPU kernel up to 16
-    entries along ``dim`` (beyond, where libstdc++'s ``std::sort`` leaves it). From a
-    sort, each run of equal entries counted: it captures and compiles."""
+    ones the smallest, at the index torch's CPU kernel gives: the last of its run in the
+    order ``std::sort`` leaves (Note [torch's order of ties]; compiled, its last
+    occurrence). From a sort, each run of equal entries counted: it captures and compiles."""
     _ordered("mode", x)
     if not x.ndim:
         return ModeResult(ad.copy(x), scalar_tensor(0, dt.int64))
@@ -264,7 +264,7 @@ def mode(x, dim=-1, keepdim=False) -> Any:
     if key.dtype is dt.bool_:
         key = key.to(dt.uint8)
     last = key.ndim - 1
-    values, order = _sorted(key, last, False, n)
+    values, order = _sorted(key, last, False, n, "sort")
     starts = ne(narrow(values, last, 1, n - 1), narrow(values, last, 0, n - 1))
     starts = cat([expand_to(scalar_tensor(True, dt.bool_), (*values.shape[:-1], 1)), starts], last)
     run = cumsum(starts.to(dt.int64), last) - 1  # which run of equal values each entry is in
@@ -273,7 +273,7 @@ def mode(x, dim=-1, keepdim=False) -> Any:
     count = ad.gather(counts, run, dim=last)
     best = amax(count, last, keepdim=True)
     first = argmax((count == best).to(dt.int64), last, keepdim=True)  # the smallest value
-    idx = ad.gather(order, first + best - 1, dim=last)  # its last occurrence (a stable sort)
+    idx = ad.gather(order, first + best - 1, dim=last)  # the last of its run
     return _picked(x, movedim(idx, -1, d), d, keepdim, ModeResult)
 
 

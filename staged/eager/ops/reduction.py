@@ -272,25 +272,27 @@ def _gradient_along(x, d, h, edge_order):
     return cat([first, center, last], d)
 
 
-def _sorted(x, dim, descending, k):
+def _sorted(x, dim, descending, k, order="stable"):
+    """(values, indices) of the first ``k`` along ``dim``, ties in ``order`` (the argsort
+    primitive's: "stable", or torch's kernel's where it is built)."""
     d = wrap_dim(dim, x.ndim)
     if x.dtype.is_complex:
         raise RuntimeError(f"sort(): complex tensors cannot be ordered (got {x.dtype.name})")
     if not x.ndim:
-        return ad.copy(x), ad.reshape(
-            ad.argsort(ad.reshape(x, shape=(1,)), dim=0, descending=descending, k=k), shape=()
-        )
-    idx = ad.argsort(x, dim=d, descending=descending, k=k)
+        one = ad.reshape(x, shape=(1,))
+        idx = ad.argsort(one, dim=0, descending=descending, k=k, order=order)
+        return ad.copy(x), ad.reshape(idx, shape=())
+    idx = ad.argsort(x, dim=d, descending=descending, k=k, order=order)
     return ad.gather(x, idx, dim=d), idx
 
 
 def sort(x, dim=-1, descending=False, stable=False) -> Any:
-    """``(values, indices)`` along ``dim``; ties keep their order (stable), NaN sorts above
-    every number. The gradient of ``values`` goes to the positions they came from. torch's
-    ``stable=False`` keeps ties in order up to 16 entries along ``dim`` (libstdc++'s
-    ``std::sort`` insertion-sorts them); beyond, its order of ties is that sort's."""
+    """``(values, indices)`` along ``dim``, NaN above every number; ties in order with
+    ``stable``, else in the order torch's CPU kernel (``std::sort``) leaves them (Note
+    [torch's order of ties]; a compiled step keeps them in order). The gradient of
+    ``values`` goes to the positions they came from."""
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
-    return SortResult(*_sorted(x, dim, descending, n))
+    return SortResult(*_sorted(x, dim, descending, n, "stable" if stable else "sort"))
 
 
 def argsort(x, dim=-1, descending=False, stable=False):
@@ -303,15 +305,15 @@ def msort(x):
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True) -> Any:
-    """The ``k`` largest (``largest=False``: smallest) along ``dim``, in sorted order, ties
-    by index. torch's CPU kernel agrees on ties up to 3 entries along ``dim`` and, for
-    ``k=1``, from 64 on; otherwise libstdc++'s ``nth_element`` and ``partial_sort`` choose."""
+    """The ``k`` largest (``largest=False``: smallest) along ``dim``, sorted unless
+    ``sorted=False``; of tied entries, and in the unsorted order, those torch's CPU kernel
+    gives (Note [torch's order of ties]; a compiled step sorts, ties by index)."""
     if x.dtype is dt.bool_:
         raise RuntimeError("topk does not support bool dtypes on CPU")
     n = x._payload.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
-    return TopkResult(*_sorted(x, dim, largest, k))
+    return TopkResult(*_sorted(x, dim, largest, k, "topk" if sorted else "topk_unsorted"))
 
 
 @in_float32

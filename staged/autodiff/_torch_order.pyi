@@ -1,0 +1,3 @@
+import numpy as np
+
+def order(x: np.ndarray, order: str, k: int, descending: bool) -> np.ndarray: ...
