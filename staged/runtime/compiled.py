@@ -1474,7 +1474,7 @@ def _tree(t) -> str:
         if t == "*"
         else f"{t[0]}{{{', '.join(map(repr, t[1]))}}}"
         if t[0] == "dict"
-        else f"{t[0]}[{len(t[1])}]"
+        else f"{getattr(t[0], '__name__', t[0])}[{len(t[1])}]"
     )
 
 

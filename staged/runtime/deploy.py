@@ -266,6 +266,10 @@ def _spec(name, aval, narrow) -> dict:
 
 
 def _jsonable(tree):
+    """The tree as JSON holds it: lists for tuples, a tuple subclass's tag "tuple" (a
+    deployed step returns a named tuple as a plain one)."""
+    if isinstance(tree, type):
+        return "list" if issubclass(tree, list) else "tuple"
     return list(map(_jsonable, tree)) if isinstance(tree, tuple) else tree
 
 

@@ -1,4 +1,5 @@
-"""Flatten nested tuples, lists and dicts of tensors and Python values, and rebuild them."""
+"""Flatten nested tuples, lists and dicts of tensors and Python values, and rebuild them
+(named tuples and other subclasses as their class)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def flatten(obj, is_leaf):
 # between collections. The walks are module functions, their state passed along.
 def _walk(o, is_leaf, leaves):
     if isinstance(o, (tuple, list)) and not is_leaf(o):
-        return (type(o).__name__, tuple(_walk(x, is_leaf, leaves) for x in o))
+        kind = type(o)  # a subclass (a named tuple: sort's values and indices) by its class
+        tag = kind.__name__ if kind is tuple or kind is list else kind
+        return (tag, tuple(_walk(x, is_leaf, leaves) for x in o))
     if isinstance(o, dict):
         keys = tuple(o)
         return ("dict", keys, tuple(_walk(o[k], is_leaf, leaves) for k in keys))
@@ -49,4 +52,7 @@ def _build(t, it):
     if t[0] == "dict":
         return {k: _build(s, it) for k, s in zip(t[1], t[2])}
     items = [_build(s, it) for s in t[1]]
-    return tuple(items) if t[0] == "tuple" else items
+    kind = t[0]
+    if isinstance(kind, str):
+        return tuple(items) if kind == "tuple" else items
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)

@@ -199,3 +199,16 @@ def test_assigning_data_of_an_unread_pre_trace_tensor_is_a_state_update():
     c = staged.capture(f, staged.ones(3))
     assert not c.escaped and [w.tensor for w, _ in c.state_updates] == [p]
     assert isinstance(p._payload, np.ndarray)  # restored after the trace
+
+
+def test_a_compiled_step_returns_and_takes_named_tuples_as_their_class():
+    """``values, indices`` and ``.values`` alike, as torch.compile's (a list before)."""
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+    x = staged.tensor([[3.0, 1.0, 2.0]])
+    out = staged.compile(lambda t: t.sort(1))(x)
+    assert type(out) is type(x.sort(1))
+    np.testing.assert_array_equal(np.asarray(out.indices), [[1, 2, 0]])
+    both = staged.compile(lambda p: Pair(p.a * p.b, p.a + p.b))(Pair(x, x))
+    assert type(both) is Pair and float(both.b.sum()) == 12.0
