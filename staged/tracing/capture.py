@@ -301,7 +301,7 @@ class Tracer:
         self.graph = Graph()
         self.start = _serial()
         self.watched: dict[int, Watched] = {}
-        self.consts: dict[int, tuple[Any, object]] = {}
+        self.consts: dict[tuple, tuple[Any, object, np.ndarray]] = {}
         self.created: list = []  # weakrefs to the symbolic payloads made, to find escapes
         self.scalars: list = []  # weakrefs to the traced scalars made (Note [traced items])
         self.orders: dict = {}  # value id -> eager's order of its dims in memory, where not
@@ -616,13 +616,18 @@ class Tracer:
                     "was used here (a symbolic tensor escaped its trace)"
                 )
             return p.value
-        key = id(p)
+        # one constant per array and version: an in-place op on a tensor made in the step
+        # (an optimizer's step count) is folded into its array, and a later read must see
+        # it (the first value was read again, and Adam's second step in one call used the
+        # first's bias correction); inference tensors count no versions: compared instead
+        vc = t._vc
+        key = (id(p), vc[0] if vc is not None else None)
         v: Any = self.consts.get(key)
-        if v is None:
+        if v is None or (vc is None and not np.array_equal(v[2], p, equal_nan=True)):
             a = np.array(p)  # the graph's own copy: the tensor may be written later
-            v = self.graph.add_const(a, Aval(a.shape, t.dtype))
-            self.consts[key] = (v, p)  # keep p alive so its id stays unique
-            return v
+            c = self.graph.add_const(a, Aval(a.shape, t.dtype))
+            self.consts[key] = (c, p, a)  # keep p alive so its id stays unique
+            return c
         return v[0]
 
     # -- the interceptor -----------------------------------------------------------------
