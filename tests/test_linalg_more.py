@@ -377,3 +377,19 @@ def test_cdist_cancels_as_torchs_product_does_past_25_rows():
         assert ns.cdist(x, y)[0, 0].item() == 0.0
         assert ns.cdist(x[:25], y)[0, 0].item() == 0.0625  # 25 rows: the differences
         assert ns.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist")[0, 0].item() == 0.0625
+
+
+@pytest.mark.parametrize("p", [float("inf"), 1.0, 3.0])
+def test_cdist_gradient_at_tied_coordinates_is_torchs(p):
+    """p = inf: each coordinate tied for the largest difference gets the whole gradient, as
+    torch's _cdist_backward (split among them before, the infinity norm's way)."""
+    rng = np.random.default_rng(0)
+    a = np.round(rng.standard_normal((2, 4, 3)))
+    b = np.round(rng.standard_normal((2, 5, 3)))
+    out = []
+    for ns in (staged, torch):
+        x, y = ns.tensor(a, requires_grad=True), ns.tensor(b, requires_grad=True)
+        ns.cdist(x, y, p=p).sum().backward()
+        out.append([x.grad.numpy(), y.grad.numpy()])
+    for ours, theirs in zip(*out):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)

@@ -16,7 +16,7 @@ from ..tensor import Tensor, type_label
 from ._operands import broadcast_shapes, expand_to, half, in_float32, promote_types
 from ..factories import ones_like as _ones_like
 from .elementwise import add, clamp, conj, imag, mul, real, sqrt, sub, where
-from .reduction import norm, sum
+from .reduction import amax, norm, sum
 from .shape import cat, diagonal, expand, permute, reshape, select, squeeze, stack, unsqueeze
 
 
@@ -595,7 +595,17 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     ):
         return _euclidean_dist(x1, x2)
     diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
-    return norm(diff, p, -1)
+    return _chebyshev(diff) if p == math.inf else norm(diff, p, -1)
+
+
+def _chebyshev(diff):
+    """The largest ``|diff|`` along the last dim, whose gradient goes whole to each tied
+    coordinate, as torch's ``_cdist_backward`` (the norm's splits it among them): the
+    maximum, plus each tied ``|d| - |d|`` (0, gradient 1)."""
+    a = diff.abs()
+    top = amax(a.detach(), -1, keepdim=True)
+    tied = where(a.detach() == top, a - a.detach(), 0.0)
+    return squeeze(top, -1) + sum(tied, -1)
 
 
 def _linear_composite(input, weight, bias=None):
