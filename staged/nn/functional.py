@@ -2237,8 +2237,8 @@ def _source_coordinate(c, size, padding_mode, align_corners, fused=False):
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``) at ``grid``'s ``(x, y[, z])``
     positions in ``[-1, 1]``: output ``(N, C, *grid.shape[1:-1])``, bilinear (trilinear) or
-    nearest, outside positions zeros or clamped or reflected, as torch's. A composition of
-    gathers: gradients reach ``input`` and (bilinear) ``grid``; ``bicubic`` is not supported.
+    nearest, or bicubic (4-D), outside positions zeros or clamped or reflected, as torch's. A
+    composition of gathers: gradients reach ``input`` and (bilinear, bicubic) ``grid``.
 
     Example:
         >>> F.grid_sample(x, F.affine_grid(theta, x.shape, align_corners=False), align_corners=False)
@@ -2281,20 +2281,18 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             "grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, "
             f"but got {sizes}"
         )
-    if mode == "bicubic":
-        if n == 3:
-            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-        raise NotImplementedError(
-            "grid_sample(mode='bicubic') is not supported by staged: use 'bilinear' or 'nearest'"
-        )
+    if mode == "bicubic" and n == 3:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     floating_kernel(
         f"grid_sampler_{n}d_cpu_kernel_impl" if n == 2 else "grid_sampler_3d_cpu", input
     )
     spatial = tuple(input.shape[2:])
     nb, c, out = input.shape[0], input.shape[1], tuple(grid.shape[1:-1])
-    # the source position along input dim d (D, H, W) is grid coordinate n - 1 - d (z, y, x)
+    # the source position along input dim d (D, H, W) is grid coordinate n - 1 - d (z, y, x);
+    # bicubic pads its taps, not the position
+    padding = "zeros" if mode == "bicubic" else padding_mode
     pos = [
-        _source_coordinate(grid[..., n - 1 - d], size, padding_mode, align_corners, n == 2)
+        _source_coordinate(grid[..., n - 1 - d], size, padding, align_corners, n == 2)
         for d, size in enumerate(spatial)
     ]
     flat = input.reshape(nb, c, -1)
@@ -2311,6 +2309,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         vals = ops.gather(flat, 2, idx).reshape(nb, c, *out)
         return ops.where(inside.unsqueeze(1), vals, 0.0)
 
+    if mode == "bicubic":
+        return _bicubic(corner, pos, spatial, padding_mode, align_corners)
     if mode == "nearest":
         # the grid gets torch's gradient, zeros: through a where that never picks it
         link = ops.where(_const(np.ones(out, np.bool_)), 1.0, grid[..., 0])
@@ -2323,6 +2323,52 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             w = p - lo if b else lo + 1 - p
             weight = w if weight is None else weight * w
         term = corner([(lo + b).to(dt.int64) for b, lo in zip(bits, low)]) * weight.unsqueeze(1)
+        result = term if result is None else result + term
+    return result
+
+
+_CUBIC_A = -0.75  # torch's cubic convolution
+
+
+def _cubic_coefficients(t):
+    """The weights of the taps at -1, 0, 1, 2 from a position ``t`` past the second, as
+    torch's ``get_cubic_upsample_coefficients``."""
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return far(t + 1), near(t), near(1 - t), far((1 - t) + 1)
+
+
+def _bicubic(corner, pos, spatial, padding_mode, align_corners):
+    """grid_sample's bicubic: 4 x 4 taps around each position, weighted along x, then
+    along y, as torch's kernel; a tap outside is 0, clamped or reflected by ``padding_mode``
+    (the grid's gradient comes through the weights)."""
+    low = [ops.floor(p.detach()) for p in pos]
+    weights = [_cubic_coefficients(p - lo) for p, lo in zip(pos, low)]
+
+    def tap(lo, k, size):
+        i = lo + k
+        if padding_mode == "reflection":
+            twice = 2 * (size - 1) if align_corners else 2 * size
+            i = _reflect_coordinate(i, 0 if align_corners else -0.5, twice)
+        if padding_mode != "zeros":
+            i = ops.clamp(i, 0, size - 1)
+        return i.to(dt.int64)
+
+    (ly, lx), (hy, wx) = low, spatial
+    ys, xs = ([tap(lo, k, size) for k in (-1, 0, 1, 2)] for lo, size in ((ly, hy), (lx, wx)))
+    result = None
+    for wy, y in zip(weights[0], ys):
+        row = None
+        for w, x in zip(weights[1], xs):
+            term = corner([y, x]) * w.unsqueeze(1)
+            row = term if row is None else row + term
+        term = row * wy.unsqueeze(1)
         result = term if result is None else result + term
     return result
 

@@ -26,6 +26,7 @@ from tests.checks import (
     assert_raises_like_torch,
     compare_with_torch,
     raises_like_torch,
+    to_numpy,
 )
 from tests.nn.test_layers import check_layer
 
@@ -856,11 +857,28 @@ def test_grid_errors_match_torch(call):
     assert_raises_like_torch(call)
 
 
-def test_grid_sample_bicubic_is_refused():
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.grid_sample(
-            staged.ones(1, 1, 3, 3), staged.zeros(1, 2, 2, 2), "bicubic", align_corners=False
-        )
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_bicubic_is_torchs(padding_mode, align_corners):
+    """4 x 4 taps of torch's cubic convolution (A = -0.75), padded tap by tap; gradients to
+    the input and through the weights to the grid, eagerly and compiled."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (2, 4, 7, 2)).astype(np.float32)  # some positions outside
+    kw = dict(mode="bicubic", padding_mode=padding_mode, align_corners=align_corners)
+
+    def step(ns, sample, a, g):
+        y = sample(a, g, **kw)
+        weighted = (y * ns.arange(float(y.numel())).reshape(y.shape)).sum()
+        return (y, *ns.autograd.grad(weighted, (a, g)))
+
+    want = step(torch, TF.grid_sample, *(torch.tensor(v, requires_grad=True) for v in (x, grid)))
+    eager = lambda a, g: step(staged, F.grid_sample, a, g)  # noqa: E731
+    for f in (eager, staged.compile(eager)):
+        got = f(*(staged.tensor(v, requires_grad=True) for v in (x, grid)))
+        for ours, theirs in zip(got, want):
+            theirs = theirs.detach().numpy()
+            np.testing.assert_allclose(to_numpy(ours), theirs, atol=2e-6 * np.abs(theirs).max())
 
 
 # --- random activations: torch's draws ------------------------------------------------------------
