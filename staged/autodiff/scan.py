@@ -31,7 +31,7 @@ cumsum: Primitive = Primitive(
 
 
 try:
-    from . import _torch_order
+    from ._torch_order import order as _torch_order
 except ImportError:  # built without a C++ compiler: ties keep their order
     _torch_order = None  # type: ignore[assignment]
 
@@ -49,7 +49,7 @@ def _argsort(x, *, dim, descending, k, order="stable"):
     ``k``), where ``_torch_order`` is built (Note [torch's order of ties]); else stable."""
     if order != "stable" and _torch_order is not None and x.size:
         rows = np.ascontiguousarray(np.moveaxis(x, dim, -1), _ORDER_AS.get(x.dtype))
-        return np.moveaxis(_torch_order.order(rows, order, k, descending), -1, dim)
+        return np.moveaxis(_torch_order(rows, order, k, descending), -1, dim)
     if 0 < 4 * k <= x.shape[dim] and x.dtype.kind == "f":
         idx = _first_k(np.moveaxis(x, dim, -1), descending, k)
         if idx is not None:
