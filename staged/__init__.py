@@ -81,6 +81,7 @@ from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same
     avg_pool1d,
     bilinear,
     celu,
+    channel_shuffle,
     conv1d,
     conv2d,
     conv3d,
@@ -119,7 +120,8 @@ from .serialization import load, save  # noqa: F401
 from .foreach import *  # noqa: F401,F403  (torch._foreach_add_ ...: one op per tensor)
 from .torch_compat import as_torch  # noqa: F401
 from . import amp, jit, testing, version  # noqa: F401
-from .amp import (  # noqa: F401  (torch's autocast state functions)
+from .amp import (  # noqa: F401  (torch's autocast state functions; torch.GradScaler)
+    GradScaler,
     autocast,
     autocast_decrement_nesting,
     autocast_increment_nesting,
@@ -183,6 +185,8 @@ if TYPE_CHECKING:
     from .linalg._composed import _torch_vander as vander
     from .linalg._core import _torch_chain_matmul as chain_matmul
     from .linalg._lapack import _pinverse as pinverse, _torch_qr as qr, _torch_svd as svd
+    from .linalg._lapack import _frobenius_norm as frobenius_norm, _nuclear_norm as nuclear_norm
+    from .linalg._lapack import _triangular_solve as triangular_solve
 
     BoolTensor: LegacyType
     ByteTensor: LegacyType

@@ -4,7 +4,7 @@ very classes the ops build (namedtuples, made where the op is), not copies. Wher
 two classes of the same fields, staged returns one for both: ``slogdet`` is
 ``linalg_slogdet``, ``qr`` ``linalg_qr`` and ``lu_unpack`` ``linalg_lu``. Not there:
 torch's ``*_out`` classes (``out=`` returns the op's own class) and those of the ops staged
-lacks (``geqrf``, ``triangular_solve``, ``histogramdd``)."""
+lacks (``geqrf``, ``histogramdd``)."""
 
 from .eager.ops.composite import FrexpResult as frexp
 from .eager.ops.quantiles import HistogramResult as histogram
@@ -22,6 +22,7 @@ from .linalg._core import SlogdetResult as linalg_slogdet
 from .linalg._lapack import EigResult as linalg_eig, EighResult as linalg_eigh
 from .linalg._lapack import LstsqResult as linalg_lstsq, QRResult as linalg_qr
 from .linalg._lapack import SvdResult as svd, SVDResult as linalg_svd
+from .linalg._lapack import TriangularSolveResult as triangular_solve
 from .linalg._ldl import LDLFactorExResult as linalg_ldl_factor_ex
 from .linalg._ldl import LDLFactorResult as linalg_ldl_factor
 
@@ -59,6 +60,7 @@ __all__ = [
     "sort",
     "svd",
     "topk",
+    "triangular_solve",
 ]
 all_return_types = [globals()[n] for n in __all__]  # (as torch's: the classes)
 __all__ += ["all_return_types"]

@@ -21,3 +21,4 @@ from .function import Function, once_differentiable  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .variable import Variable  # noqa: F401
 from . import grad_mode  # noqa: F401
+from .grad_mode import set_multithreading_enabled  # noqa: F401

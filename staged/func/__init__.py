@@ -11,6 +11,7 @@ Example (per-example gradients):
 """
 
 from ..autograd.vmap import vmap
+from .batch_norm import replace_all_batch_norm_modules_
 from .functional_call import functional_call, stack_module_state
 from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 
@@ -23,6 +24,7 @@ __all__ = [
     "jacrev",
     "jvp",
     "linearize",
+    "replace_all_batch_norm_modules_",
     "stack_module_state",
     "vjp",
     "vmap",

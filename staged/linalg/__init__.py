@@ -75,10 +75,13 @@ from ._core import (
     vector_norm,
 )
 from ._lapack import (
+    _frobenius_norm,
+    _nuclear_norm,
     _pinverse,
     _torch_norm,
     _torch_qr,
     _torch_svd,
+    _triangular_solve,
     cond,
     eig,
     eigh,
@@ -167,9 +170,13 @@ TOP_LEVEL = {
         "orgqr": householder_product,
         "vander": _torch_vander,
         "chain_matmul": _torch_chain_matmul,
+        "triangular_solve": _triangular_solve,
+        "frobenius_norm": _frobenius_norm,
+        "nuclear_norm": _nuclear_norm,
     }.items()
 }
-FUNCTIONS = ("lu_unpack", "vander", "chain_matmul")  # torch has no Tensor method of these
+# torch has no Tensor method of these
+FUNCTIONS = ("lu_unpack", "vander", "chain_matmul", "frobenius_norm", "nuclear_norm")
 for _name, _fn in TOP_LEVEL.items():
     if _name not in FUNCTIONS:
         setattr(Tensor, _name, _fn)

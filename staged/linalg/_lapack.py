@@ -884,6 +884,39 @@ def _torch_qr(input, some=True) -> QRResult:
     return qr(input, "reduced" if some else "complete")
 
 
+TriangularSolveResult = collections.namedtuple(  # type: ignore[name-match]
+    "triangular_solve", "solution cloned_coefficient", module="staged.return_types"
+)
+
+
+def _triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """``torch.triangular_solve`` (deprecated there, with its warning): X with ``A X = b``
+    (``transpose``: ``A^T X = b``), and a copy of ``A``."""
+    deprecated(
+        "triangular_solve",
+        "solve_triangular",
+        "torch.linalg.solve_triangular has its arguments reversed and does not return a copy of "
+        "one of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be replaced "
+        "with\nX = torch.linalg.solve_triangular(A, B).",
+    )
+    M = A.mT if transpose else A
+    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    return TriangularSolveResult(X, A.clone())
+
+
+def _frobenius_norm(input, dim, keepdim=False) -> Tensor:
+    """``torch.frobenius_norm``: the 2-norm over ``dim`` (one or two dims)."""
+    return vector_norm(input, 2, dim, keepdim)
+
+
+def _nuclear_norm(input, dim=None, keepdim=False) -> Tensor:
+    """``torch.nuclear_norm``: the sum of singular values over ``dim`` (the last two
+    without it; ``nuclear_norm(x, True)`` keeps them, as torch's overload)."""
+    if dim is None or isinstance(dim, bool):
+        keepdim, dim = keepdim if dim is None else dim, (-2, -1)
+    return matrix_norm(input, "nuc", dim, keepdim)
+
+
 def _pinverse(input, rcond=1e-15) -> Tensor:
     """``torch.pinverse``: ``pinv`` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..._where import warn_user
 from .. import functional as F
 from ..module import Module
 from .distance import PairwiseDistance
@@ -112,6 +113,21 @@ class NLLLoss(_WeightedLoss):
         return F.nll_loss(
             input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction
         )
+
+
+class NLLLoss2d(NLLLoss):
+    """torch's deprecated name of ``NLLLoss``, warning as torch's when made."""
+
+    def __init__(
+        self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"
+    ):
+        warn_user(
+            "`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in "
+            "replacement and see https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for "
+            "more details.",
+            FutureWarning,
+        )
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class CrossEntropyLoss(_WeightedLoss):
