@@ -124,3 +124,15 @@ def test_replace_all_batch_norm_modules_drops_running_stats_as_torchs():
             m(L.tensor(np.random.default_rng(4).standard_normal((2, 1, 5, 5)).astype(np.float32)))
         )
     np.testing.assert_allclose(to_numpy(outs[1]), outs[0].detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_instance_norm_is_no_batch_norm_as_in_torch():
+    """Both derive from _NormBase: code that finds batch norms by ``_BatchNorm`` (to freeze
+    them, to convert them to SyncBatchNorm, swa_utils.update_bn) leaves instance norms be."""
+    for L in (torch, staged):
+        norms = L.nn.modules.batchnorm
+        inorm = L.nn.InstanceNorm2d(3, track_running_stats=True)
+        assert not isinstance(inorm, norms._BatchNorm) and isinstance(inorm, norms._NormBase)
+        assert isinstance(L.nn.LazyBatchNorm1d(), norms._BatchNorm)
+    m = staged.nn.Sequential(staged.nn.InstanceNorm2d(3, track_running_stats=True))
+    assert type(staged.nn.SyncBatchNorm.convert_sync_batchnorm(m)[0]) is staged.nn.InstanceNorm2d

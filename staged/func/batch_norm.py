@@ -6,9 +6,8 @@ from __future__ import annotations
 
 def _without_running_stats(module) -> None:
     # a _BatchNorm by its class's name: staged.nn imports staged.func (functional_call),
-    # so func does not import nn (BatchNorm1d-3d, SyncBatchNorm; not InstanceNorm, as torch)
-    names = {c.__name__ for c in type(module).__mro__}
-    batch_norm = "_BatchNorm" in names and "_InstanceNorm" not in names
+    # so func does not import nn (BatchNorm1d-3d, SyncBatchNorm; not InstanceNorm)
+    batch_norm = any(c.__name__ == "_BatchNorm" for c in type(module).__mro__)
     if batch_norm and module.track_running_stats:
         module.running_mean = None
         module.running_var = None

@@ -20,7 +20,6 @@ from ..eager.grad_mode import no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
 from ..nn.module import Module
-from ..nn.modules.instancenorm import _InstanceNorm
 from ..nn.modules.normalization import _BatchNorm
 from .lr_scheduler import LRScheduler, _format_param
 
@@ -187,8 +186,7 @@ def update_bn(loader, model, device=None) -> None:
     momentum are restored after."""
     momenta = {}
     for module in model.modules():
-        # torch's _BatchNorm: staged's InstanceNorm derives from it, torch's does not
-        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):
+        if isinstance(module, _BatchNorm):
             module.reset_running_stats()
             momenta[module] = module.momentum
     if not momenta:

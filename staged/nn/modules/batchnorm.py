@@ -9,5 +9,6 @@ from .normalization import (  # noqa: F401
     LazyBatchNorm2d,
     LazyBatchNorm3d,
     _BatchNorm,
+    _NormBase,
 )
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -7,10 +7,10 @@ from __future__ import annotations
 import warnings
 
 from .. import functional as F
-from .normalization import _BatchNorm, _LazyNormBase
+from .normalization import _LazyNormBase, _NormBase
 
 
-class _InstanceNorm(_BatchNorm):
+class _InstanceNorm(_NormBase):
     _n = 0
 
     def __init__(

@@ -13,7 +13,11 @@ from ..parameter import Parameter
 from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
 
 
-class _BatchNorm(Module):
+class _NormBase(Module):
+    """Batch and instance norm's parameters, running statistics and their loading, as
+    torch's ``_NormBase`` (``_BatchNorm`` and ``_InstanceNorm`` derive from it, one not
+    from the other: ``isinstance(m, _BatchNorm)`` picks batch norms only)."""
+
     _version = 2  # torch's: num_batches_tracked came in version 2
 
     def __init__(
@@ -82,6 +86,25 @@ class _BatchNorm(Module):
     def _check_input_dim(self, input):
         raise NotImplementedError
 
+    def _update_factor(self):
+        """The running statistics' update factor for this call, counted in training."""
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a float64 0-d tensor: no .item(), so it compiles
+                factor = 1.0 / self.num_batches_tracked.double()
+        return factor
+
+    def extra_repr(self):
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.bias_enabled}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class _BatchNorm(_NormBase):
     def forward(self, input):
         """Batch statistics in training mode (updating the running ones), the running
         statistics in eval mode; ``momentum=None`` averages cumulatively, by ``1 / count``
@@ -99,23 +122,6 @@ class _BatchNorm(Module):
             use_batch_stats,
             factor,
             self.eps,
-        )
-
-    def _update_factor(self):
-        """The running statistics' update factor for this call, counted in training."""
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # a float64 0-d tensor: no .item(), so it compiles
-                factor = 1.0 / self.num_batches_tracked.double()
-        return factor
-
-    def extra_repr(self):
-        return (
-            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-            f"affine={self.affine}, bias={self.bias_enabled}, "
-            f"track_running_stats={self.track_running_stats}"
         )
 
 
@@ -143,7 +149,7 @@ class BatchNorm3d(_BatchNorm):
             raise ValueError(f"expected 5D input (got {input.ndim}D input)")
 
 
-class _LazyNormBase(LazyModuleMixin, _BatchNorm):
+class _LazyNormBase(LazyModuleMixin, _NormBase):
     """A batch (or instance) norm whose ``num_features`` is the first input's dim 1: its
     parameters and running statistics are materialized and initialised then."""
 
