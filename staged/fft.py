@@ -101,8 +101,9 @@ def _hermitian_weights(n: int) -> np.ndarray:
 
 
 def _along(x: Tensor, d: int, matrix: np.ndarray) -> Tensor:
-    """``x``'s dim ``d`` multiplied by ``matrix`` (its rows: that dim's length)."""
-    return (x.movedim(d, -1) @ from_numpy(matrix)).movedim(-1, d)
+    """``x``'s dim ``d`` multiplied by ``matrix`` (its rows: that dim's length; cached, so
+    read-only: wrapped as it is, not through ``from_numpy``'s warning for user arrays)."""
+    return (x.movedim(d, -1) @ Tensor._wrap(matrix, False)).movedim(-1, d)
 
 
 def _c2c_impl(x, *, dims, forward, norm):

@@ -314,3 +314,15 @@ def test_module_is_exposed_as_torchs():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split(maxsplit=1) == ["True", "[(4+0j), 0j, 0j]\n"], out.stderr
+
+
+def test_a_compiled_transform_gives_no_warning():
+    """The DFT matrices are cached read-only: wrapping one gave from_numpy's warning about
+    a user's non-writable array (an error under -W error) in every compiled FFT or stft."""
+    import warnings
+
+    x = staged.randn(4, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        staged.compile(lambda t: staged.fft.rfft(t).abs().sum())(x)
+        staged.compile(lambda t: staged.fft.ifft(staged.fft.fft(t)).real.sum())(x)

@@ -410,14 +410,16 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
             "Expected weight to be of same shape as normalized_shape, but got weight of shape "
             f"{list(weight.shape)} and normalized_shape = {list(ns)}"
         )
-    y = _rms(input, tuple(range(-k, 0)), eps)
-    return y if weight is None else (y * weight).to(y.dtype)
+    return _rms(input, tuple(range(-k, 0)), eps, weight)
 
 
 @in_float32
-def _rms(x, dims, eps):
+def _rms(x, dims, eps, weight):
+    """``x`` over its root mean square (and times ``weight``): half types in float32,
+    rounded once, as torch's."""
     eps = float(np.finfo(x.dtype.np).eps) if eps is None else eps
-    return x * ops.rsqrt((x * x).mean(dims, keepdim=True) + eps)
+    y = x * ops.rsqrt((x * x).mean(dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
 
 
 def instance_norm(

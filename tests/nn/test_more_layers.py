@@ -445,3 +445,25 @@ def test_onnx_export_of_a_gru_with_new_layers_matches_eager(tmp_path):
     np.testing.assert_allclose(next(iter(got.values())), loss.item(), rtol=1e-5)
     for k, p in model.named_parameters():
         np.testing.assert_allclose(got["grad." + k], p.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("weight_dtype", ["same", "float32"])
+def test_half_rms_norm_with_a_weight_rounds_once_as_torch(dtype, weight_dtype):
+    """x / rms(x) * weight in float32, rounded once (the normalised x was rounded first:
+    a quarter of bfloat16 outputs an ulp off)."""
+    rng = np.random.default_rng(0)
+    x, w = (
+        rng.standard_normal((16, 64)).astype(np.float32),
+        rng.standard_normal(64).astype(np.float32),
+    )
+    outs = []
+    for L in (torch, staged):
+        wd = getattr(L, dtype if weight_dtype == "same" else weight_dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's: weight and input dtypes differ
+            y = L.nn.functional.rms_norm(
+                L.tensor(x).to(getattr(L, dtype)), (64,), L.tensor(w).to(wd)
+            )
+        outs.append(y.float().detach().numpy())
+    np.testing.assert_array_equal(outs[1], outs[0])
