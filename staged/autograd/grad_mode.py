@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 
+from ..eager.grad_mode import _Mode
 from ..eager.grad_mode import (  # noqa: F401
     enable_grad,
     inference_mode,
@@ -25,7 +25,7 @@ def is_multithreading_enabled() -> bool:
     return _threads.enabled
 
 
-class set_multithreading_enabled:
+class set_multithreading_enabled(_Mode):
     """torch's switch of multithreaded backward (its device threads), thread-local, at once
     when called, for a block as a context manager, for a function as a decorator. staged's
     backward always runs on the calling thread, as torch's does on the CPU: the setting is
@@ -40,14 +40,6 @@ class set_multithreading_enabled:
 
     def __exit__(self, *exc) -> None:
         _threads.enabled = self.prev
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.clone():
-                return fn(*args, **kwargs)
-
-        return wrapper
 
     def clone(self) -> set_multithreading_enabled:
         return type(self)(self.mode)
