@@ -136,3 +136,48 @@ def test_instance_norm_is_no_batch_norm_as_in_torch():
         assert isinstance(L.nn.LazyBatchNorm1d(), norms._BatchNorm)
     m = staged.nn.Sequential(staged.nn.InstanceNorm2d(3, track_running_stats=True))
     assert type(staged.nn.SyncBatchNorm.convert_sync_batchnorm(m)[0]) is staged.nn.InstanceNorm2d
+
+
+def test_rnn_helpers_subclasses_call_are_torchs():
+    """PackedSequence's casts, invert_permutation and RNNBase's checks (a sequence hunt's
+    programs: subclasses of nn.LSTM call them, as AWD-LSTM-style code does)."""
+    results = []
+    for L in (torch, staged):
+        rnn = L.nn.utils.rnn
+        packed = rnn.pack_sequence(
+            [L.tensor([1.0, 2, 3]), L.tensor([4.0, 5])], enforce_sorted=False
+        )
+        casts = [
+            str(getattr(packed, c)().data.dtype).split(".")[1]
+            for c in ("long", "int", "short", "char", "byte")
+        ]
+        lstm, gru = L.nn.LSTM(4, 3, num_layers=2, bidirectional=True), L.nn.GRU(4, 3)
+        x, h = L.randn(5, 2, 4), (L.zeros(4, 2, 3), L.zeros(4, 2, 3))
+        lstm.check_forward_args(x, h, None)
+        errors = []
+        for call in (
+            lambda: lstm.check_forward_args(x, (L.zeros(4, 3, 3), h[1]), None),
+            lambda: lstm.check_forward_args(x, (h[0], L.zeros(4, 2, 2)), None),
+            lambda: gru.check_forward_args(x[0], L.zeros(1, 2, 3), None),
+            lambda: gru.check_forward_args(x[..., :2], L.zeros(1, 2, 3), None),
+        ):
+            with pytest.raises(RuntimeError) as e:
+                call()
+            errors.append(str(e.value).split(": ", 1)[-1] if L is staged else str(e.value))
+        perm = L.tensor([1, 0])
+        results.append(
+            (
+                casts,
+                rnn.invert_permutation(L.tensor([2, 0, 3, 1])).tolist(),
+                rnn.invert_permutation(None),
+                lstm.get_expected_hidden_size(x, None),
+                lstm.get_expected_cell_size(x, L.tensor([2, 1])),
+                errors,
+                [
+                    t.tolist()
+                    for t in lstm.permute_hidden((L.arange(6.0).reshape(1, 2, 3),) * 2, perm)
+                ],
+                gru.permute_hidden(L.arange(6.0).reshape(1, 2, 3), None).tolist(),
+            )
+        )
+    assert results[1] == results[0]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ...autodiff import fused
-from ...eager import ops
+from ...eager import autocast, ops
 from ...eager.factories import empty, zeros
 from .. import functional as F
 from .. import init
@@ -191,6 +191,44 @@ class RNNBase(Module):
 
     def flatten_parameters(self):
         """A no-op, as torch's on the CPU (it packs the weights for cuDNN)."""
+
+    # torch's checks and helpers that subclasses of its RNNs call (forward checks the same)
+    def check_input(self, input, batch_sizes):
+        w = self.weight_ih_l0.dtype
+        if input.dtype != w and not autocast.is_enabled("cpu"):
+            raise ValueError(
+                f"RNN input dtype ({input.dtype}) does not match weight dtype ({w}). Convert "
+                f"input: input.to({w}), or convert model: model.to({input.dtype})"
+            )
+        expected = 2 if batch_sizes is not None else 3
+        if input.ndim != expected:
+            raise RuntimeError(f"input must have {expected} dimensions, got {input.ndim}")
+        if self.input_size != input.shape[-1]:
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                f"got {input.shape[-1]}"
+            )
+
+    def get_expected_hidden_size(self, input, batch_sizes):
+        return self._expected_size(input, batch_sizes, self.proj_size or self.hidden_size)
+
+    def _expected_size(self, input, batch_sizes, features):
+        if batch_sizes is not None:
+            batch = int(batch_sizes[0])
+        else:
+            batch = input.shape[0] if self.batch_first else input.shape[1]
+        return (self.num_layers * (2 if self.bidirectional else 1), batch, features)
+
+    def check_hidden_size(self, hx, expected_hidden_size, msg="Expected hidden size {}, got {}"):
+        if tuple(hx.shape) != tuple(expected_hidden_size):
+            raise RuntimeError(msg.format(expected_hidden_size, list(hx.shape)))
+
+    def check_forward_args(self, input, hidden, batch_sizes):
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
+
+    def permute_hidden(self, hx, permutation):
+        return hx if permutation is None else hx.index_select(1, permutation)
 
     @property
     def all_weights(self):
@@ -427,6 +465,27 @@ class LSTM(RNNBase):
             device,
             dtype,
         )
+
+    def get_expected_cell_size(self, input, batch_sizes):
+        return self._expected_size(input, batch_sizes, self.hidden_size)
+
+    def check_forward_args(self, input, hidden, batch_sizes):
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(
+            hidden[0],
+            self.get_expected_hidden_size(input, batch_sizes),
+            "Expected hidden[0] size {}, got {}",
+        )
+        self.check_hidden_size(
+            hidden[1],
+            self.get_expected_cell_size(input, batch_sizes),
+            "Expected hidden[1] size {}, got {}",
+        )
+
+    def permute_hidden(self, hx, permutation):
+        if permutation is None:
+            return hx
+        return hx[0].index_select(1, permutation), hx[1].index_select(1, permutation)
 
 
 class GRU(RNNBase):

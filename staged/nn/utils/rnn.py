@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...eager import ops
-from ...eager.factories import full, tensor
+from ...eager.factories import arange, full, tensor
 from ...eager.tensor import Tensor
 
 _UNSORTED = (
@@ -48,12 +48,42 @@ class PackedSequence(NamedTuple):
     def half(self) -> PackedSequence:
         return self.to(dt.float16)
 
+    def long(self) -> PackedSequence:
+        return self.to(dt.int64)
+
+    def int(self) -> PackedSequence:
+        return self.to(dt.int32)
+
+    def short(self) -> PackedSequence:
+        return self.to(dt.int16)
+
+    def char(self) -> PackedSequence:
+        return self.to(dt.int8)
+
+    def byte(self) -> PackedSequence:
+        return self.to(dt.uint8)
+
+    def cuda(self, *args, **kwargs) -> PackedSequence:
+        return self._replace(data=self.data.cuda(*args, **kwargs))
+
+    def pin_memory(self) -> PackedSequence:
+        return self
+
     @property
     def is_cuda(self) -> bool:
         return False
 
     def is_pinned(self) -> bool:
         return False
+
+
+def invert_permutation(permutation):
+    """The inverse of the index tensor ``permutation`` (None for None), as torch's: between
+    a PackedSequence's sorted and unsorted indices."""
+    if permutation is None:
+        return None
+    output = permutation.new_empty(permutation.shape)
+    return output.scatter_(0, permutation, arange(permutation.numel()))
 
 
 def _lengths(lengths) -> np.ndarray:
