@@ -181,3 +181,28 @@ def test_rnn_helpers_subclasses_call_are_torchs():
             )
         )
     assert results[1] == results[0]
+
+
+def test_tensor_storage_is_torchs_typed_storage():
+    """``x.storage()`` (deprecated in torch, warning once a process): the memory as elements
+    of the dtype, shared by every view."""
+    seen = []
+    for L in (torch, staged):
+        x = L.arange(6.0).reshape(2, 3).to(L.float64)
+        s, row = x.storage(), x[1].storage()
+        seen.append(
+            (
+                type(s).__name__,
+                s.size(),
+                len(s),
+                s.element_size(),
+                s.nbytes(),
+                s.data_ptr() == x.data_ptr() == row.data_ptr(),
+                s.tolist(),
+                s[4],
+                str(s.device),
+                s.untyped().nbytes(),
+                repr(s).split("[")[0],
+            )
+        )
+    assert seen[1] == seen[0]

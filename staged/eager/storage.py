@@ -1,12 +1,13 @@
 """A tensor's memory as torch names it: ``Tensor.untyped_storage()`` gives the bytes of the
 NumPy array at the root of its payload's views, which ``Tensor.set_`` (eager/ops/metadata.py)
-takes to make another tensor over them."""
+takes to make another tensor over them; ``Tensor.storage()`` (deprecated in torch) the same
+memory read as elements of the tensor's dtype."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._where import at_user
+from .._where import at_user, warn_once
 from . import devices
 from .tensor import Tensor, _address, storage
 
@@ -66,3 +67,59 @@ def untyped_storage(x: Tensor) -> UntypedStorage:
             )
         )
     return UntypedStorage(storage(p))
+
+
+class TypedStorage:
+    """torch's ``TypedStorage`` of a CPU tensor (``Tensor.storage()``): the memory under it
+    as elements of its dtype: their count (``size``, ``len``), ``data_ptr``, ``tolist``,
+    indexing, and the bytes (``untyped()``)."""
+
+    __slots__ = ("_untyped_storage", "dtype")
+
+    def __init__(self, untyped: UntypedStorage, dtype):
+        self._untyped_storage, self.dtype = untyped, dtype
+
+    def untyped(self) -> UntypedStorage:
+        return self._untyped_storage
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def size(self) -> int:
+        return self._untyped_storage.nbytes() // self.element_size()
+
+    __len__ = size
+
+    def nbytes(self) -> int:
+        return self._untyped_storage.nbytes()
+
+    def data_ptr(self) -> int:
+        return self._untyped_storage.data_ptr()
+
+    @property
+    def device(self):
+        return devices.CPU
+
+    def _elements(self) -> np.ndarray:
+        return self._untyped_storage._bytes().view(self.dtype.np)
+
+    def tolist(self) -> list:
+        return self._elements().tolist()
+
+    def __getitem__(self, i):
+        return self._elements()[i].item()
+
+    def __repr__(self) -> str:
+        rows = "".join(f" {v}\n" for v in self.tolist())
+        return f"{rows}[staged.storage.TypedStorage(dtype={self.dtype}, device=cpu) of size {len(self)}]"
+
+
+def typed_storage(x: Tensor) -> TypedStorage:
+    """``x.storage()``: torch's deprecated TypedStorage, with its warning once a process."""
+    warn_once(
+        "TypedStorage is deprecated. It will be removed in the future and UntypedStorage will "
+        "be the only storage class. This should only matter to you if you are using storages "
+        "directly.  To access UntypedStorage directly, use tensor.untyped_storage() instead of "
+        "tensor.storage()"
+    )
+    return TypedStorage(untyped_storage(x), x.dtype)

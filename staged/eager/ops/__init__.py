@@ -12,7 +12,7 @@ from .. import devices as _device
 from .. import factories, legacy_types
 from ..dispatch import finish
 from ..meta import NO_DATA, Meta
-from ..storage import untyped_storage
+from ..storage import typed_storage, untyped_storage
 from ..tensor import Tensor, type_label
 from . import composite, elementwise, indexing, inplace, linalg, memory_formats, metadata
 from . import shape, table
@@ -250,6 +250,7 @@ _METHODS = {
     ),
     "new_tensor": _new_tensor,
     "untyped_storage": untyped_storage,
+    "storage": typed_storage,
     "set_": metadata.set_,
     "equal": lambda self, other: bool(
         self.shape == _tensor_arg("equal", other).shape and (self == other).all()
