@@ -206,3 +206,13 @@ def test_tensor_storage_is_torchs_typed_storage():
             )
         )
     assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_linalg_solve_of_an_array_raises_torchs_type_error(left):
+    """(an AttributeError about NumPy's dtype before)"""
+    for L in (torch, staged):
+        with pytest.raises(
+            TypeError, match=r"argument 'B' \(position 2\) must be Tensor, not numpy.ndarray"
+        ):
+            L.linalg.solve(L.eye(2, dtype=L.float64), np.ones((2, 2)), left=left)

@@ -28,7 +28,7 @@ from ..eager.ops.linalg import cross as _cross
 from ..eager.ops._operands import broadcast_shapes
 from ..eager.ops.linalg import matmul
 from ..eager.ops.reduction import norm as _vector_norm
-from ..eager.tensor import Tensor
+from ..eager.tensor import Tensor, type_label
 from ..eager.views import named
 
 
@@ -394,6 +394,12 @@ def solve(A, B, *, left=True) -> Tensor:
     vectors when it is 1-D or has ``A``'s shape less its last dim, as in torch. A
     singular ``A`` raises ``LinAlgError`` (eagerly; a compiled step raises it when its
     results are read)."""
+    for position, (name, v) in enumerate((("A", A), ("B", B)), 1):
+        if not isinstance(v, Tensor):
+            raise TypeError(
+                f"linalg_solve(): argument '{name}' (position {position}) must be Tensor, not "
+                f"{type_label(v)}"
+            )
     if not left:
         return solve(A.mT, B.mT).mT
     A, B, vector = solve_operands(A, B, "solve")
