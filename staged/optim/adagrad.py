@@ -3,16 +3,7 @@
 from __future__ import annotations
 
 from ..eager.factories import full_like
-from .optimizer import (
-    Optimizer,
-    addcdiv_,
-    addcmul_,
-    advance,
-    check_args,
-    decayed_grad,
-    new_step,
-    real_parts,
-)
+from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step, real_parts
 
 
 class Adagrad(Optimizer):
@@ -75,5 +66,5 @@ class Adagrad(Optimizer):
         step = advance(state, p.dtype)
         grad = decayed_grad(p, grad, h)
         clr = h.number("lr") / (1 + (step - 1) * h.number("lr_decay"))
-        addcmul_(state["sum"], grad, grad)
-        addcdiv_(p, grad, state["sum"].sqrt() + h.number("eps"), -clr)
+        state["sum"].add_(grad * grad)
+        p.sub_(grad / (state["sum"].sqrt() + h.number("eps")) * clr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
-from .optimizer import Optimizer, addcdiv_, advance, check_args, decayed_grad, ema_, new_step
+from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, new_step
 
 
 class Adamax(Optimizer):
@@ -52,4 +52,4 @@ class Adamax(Optimizer):
         ema_(exp_avg, grad, h, "beta1")
         exp_inf.copy_((exp_inf * h.number("beta2")).maximum(grad.abs() + h.number("eps")))
         clr = h.number("lr") / h.one_minus_power("beta1", step)
-        addcdiv_(p, exp_avg, exp_inf, -clr)
+        p.sub_(exp_avg / exp_inf * clr)

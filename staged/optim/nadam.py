@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from ..eager.factories import zeros_like
 from ..eager.ops._operands import scalar_tensor
-from .optimizer import (
-    Optimizer,
-    addcdiv_,
-    advance,
-    check_args,
-    decayed_grad,
-    ema_,
-    ema_sq_,
-    new_step,
-)
+from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
 
 
 class NAdam(Optimizer):
@@ -81,5 +72,5 @@ class NAdam(Optimizer):
         ema_sq_(exp_avg_sq, grad, h, "beta2")
         denom = (exp_avg_sq / bias_correction2).sqrt() + h.number("eps")
         product = mu_product.to(p.dtype)
-        addcdiv_(p, grad, denom, -lr * (1.0 - mu) / (1.0 - product))
-        addcdiv_(p, exp_avg, denom, (-lr * mu_next) / (1.0 - product * mu_next))
+        p.add_(grad / denom * (-lr * (1.0 - mu) / (1.0 - product)))
+        p.add_(exp_avg / denom * ((-lr * mu_next) / (1.0 - product * mu_next)))

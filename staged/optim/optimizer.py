@@ -755,24 +755,6 @@ def add_(t, x, alpha) -> None:
         t.add_(x * alpha)
 
 
-def addcdiv_(t, a, b, value=None) -> None:
-    """``t.addcdiv_(a, b, value=value)``: for half ``t`` from float32, rounded once (Note
-    [half-precision updates])."""
-    if half(t):  # torch's opmath: self + value * a / b
-        wide = a.float() if value is None else a.float() * value
-        t.copy_(t.float() + wide / b.float())
-    else:
-        t.add_(a / b if value is None else a / b * value)
-
-
-def addcmul_(t, a, b) -> None:
-    """``t.addcmul_(a, b)``: for half ``t`` from float32, rounded once."""
-    if half(t):
-        t.copy_(t.float() + a.float() * b.float())
-    else:
-        t.add_(a * b)
-
-
 def ema_(avg, x, h: Hyper, name: str) -> None:
     """``avg.lerp_(x, 1 - group[name])``: a moving average of ``x``."""
     lerp_(avg, x, h.one_minus(name))

@@ -3,18 +3,7 @@
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
-from .optimizer import (
-    Optimizer,
-    add_,
-    addcdiv_,
-    advance,
-    check_args,
-    decayed_grad,
-    ema_,
-    ema_sq_,
-    half,
-    new_step,
-)
+from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
 
 
 class RMSprop(Optimizer):
@@ -71,17 +60,13 @@ class RMSprop(Optimizer):
         if centered:
             grad_avg = state["grad_avg"]
             ema_(grad_avg, grad, h, "alpha")
-            if half(square_avg):  # square_avg.addcmul(grad_avg, grad_avg, value=-1)
-                wide = grad_avg.float()
-                avg = (square_avg.float() - wide * wide).to(square_avg.dtype).sqrt()
-            else:
-                avg = (square_avg - grad_avg * grad_avg).sqrt()
+            avg = (square_avg - grad_avg * grad_avg).sqrt()
         else:
             avg = square_avg.sqrt()
         avg = avg + h.number("eps")
         if momentum:
             buf = state["momentum_buffer"]
-            addcdiv_(buf.mul_(h.number("momentum")), grad, avg)
-            add_(p, buf, h.number("-lr"))
+            buf.mul_(h.number("momentum")).add_(grad / avg)
+            p.add_(buf * h.number("-lr"))
         else:
-            addcdiv_(p, grad, avg, h.number("-lr"))
+            p.add_(grad / avg * h.number("-lr"))

@@ -35,8 +35,6 @@ def _three_steps(L, dtype, name, kw):
         ("AdamW", dict(lr=1e-2)),
         ("RAdam", dict(lr=1e-2)),
         ("Adadelta", dict()),
-        ("RMSprop", dict(lr=1e-2)),
-        ("Adamax", dict(lr=1e-2)),
     ],
 )
 def test_torchs_bits(dtype, name, kw):
@@ -47,21 +45,20 @@ def test_torchs_bits(dtype, name, kw):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize(
-    "name, kw, most",
+    "kw",
     [
-        ("SGD", dict(lr=0.1), 10),
-        ("SGD", dict(lr=0.1, momentum=0.9), 10),
-        ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01), 10),
-        ("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True), 10),
+        dict(lr=0.1),
+        dict(lr=0.1, momentum=0.9),
+        dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
     ],
 )
-def test_within_an_ulp_of_torch(dtype, name, kw, most):
-    """Where torch's float32 arithmetic inside differs from staged's (a fused multiply-add),
-    the half result differs only on rounding boundaries: by an ulp, at few of 2000 values
-    after three steps (SGD 200-440 before). Adagrad and NAdam are further off (README)."""
-    ours, theirs = (_three_steps(L, dtype, name, kw) for L in (staged, torch))
+def test_sgd_within_torchs_fused_multiply_add(dtype, kw):
+    """torch's float32 arithmetic inside is one fused multiply-add, staged's two roundings:
+    the half result differs only where the float32 value falls on a rounding boundary
+    (4 of 2000 after three steps; 200-400 before)."""
+    ours, theirs = (_three_steps(L, dtype, "SGD", kw) for L in (staged, torch))
     differ = ours != theirs
-    assert differ.sum() <= most
+    assert differ.sum() <= 10
     ulp = np.spacing(
         np.abs(theirs[differ]).astype(getattr(np, "float16" if dtype == "float16" else "float32"))
     )
