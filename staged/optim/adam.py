@@ -12,7 +12,6 @@ from .optimizer import (
     decayed_grad,
     ema_,
     ema_sq_,
-    half,
     new_step,
     saved_copy,
 )
@@ -95,11 +94,7 @@ class Adam(Optimizer):
             p.add_(exp_avg / (denom + h.number("eps") / step_size_neg))
             return
         denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + h.number("eps")
-        step_size = h.number("lr") / bias_correction1
-        if half(p):  # p.addcdiv_(exp_avg, denom, value=-step_size), rounded once
-            p.copy_(p.float() - exp_avg.float() / denom.float() * step_size)
-        else:
-            p.sub_(exp_avg / denom * step_size)
+        p.sub_(exp_avg / denom * (h.number("lr") / bias_correction1))
 
 
 class AdamW(Adam):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..eager.tensor import Tensor
-from .optimizer import Optimizer, add_, added, check_args, decayed_grad
+from .optimizer import Optimizer, check_args, decayed_grad
 
 
 class SGD(Optimizer):
@@ -61,6 +61,6 @@ class SGD(Optimizer):
             if buf is None:
                 buf = state["momentum_buffer"] = d_p.clone().detach()
             else:
-                add_(buf.mul_(momentum), d_p, h.one_minus("dampening"))
-            d_p = added(d_p, buf, momentum) if h.flag("nesterov") else buf
-        add_(p, d_p, h.number("-lr"))
+                buf.mul_(momentum).add_(d_p * h.one_minus("dampening"))
+            d_p = d_p + buf * momentum if h.flag("nesterov") else buf
+        p.add_(d_p * h.number("-lr"))
