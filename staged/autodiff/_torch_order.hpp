@@ -26,12 +26,18 @@ inline bool isnan_(T x) {
   }
 }
 
+// torch's comparisons: NaN above every number
+template <typename T>
+inline bool gt_or_nan(T x, T y) {
+  return (isnan_(x) && !isnan_(y)) || (x > y);
+}
+
 template <typename T>
 using Elem = std::pair<T, int64_t>;
 
 template <typename T>
 inline bool gt(const Elem<T>& a, const Elem<T>& b) {
-  return (isnan_(a.first) && !isnan_(b.first)) || (a.first > b.first);
+  return gt_or_nan(a.first, b.first);
 }
 
 template <typename T>
@@ -41,25 +47,24 @@ inline bool lt(const Elem<T>& a, const Elem<T>& b) {
 
 template <typename T>
 void quick_select(std::vector<Elem<T>>& arr, int64_t k) {
-  auto gt_or_nan = [](T x, T y) { return (isnan_(x) && !isnan_(y)) || (x > y); };
   auto swap_fn = [&arr](int64_t i, int64_t j) { std::swap(arr[i], arr[j]); };
   int64_t L = 0, R = static_cast<int64_t>(arr.size()) - 1;
   while (true) {
     if (R <= L) return;
     if (R == L + 1) {
-      if (gt_or_nan(arr[L].first, arr[R].first)) swap_fn(L, R);
+      if (gt_or_nan<T>(arr[L].first, arr[R].first)) swap_fn(L, R);
       return;
     }
     int64_t P = L + (R - L) / 2;
     swap_fn(P, L + 1);
-    if (gt_or_nan(arr[L + 1].first, arr[R].first)) swap_fn(L + 1, R);
-    if (gt_or_nan(arr[L].first, arr[R].first)) swap_fn(L, R);
-    if (gt_or_nan(arr[L + 1].first, arr[L].first)) swap_fn(L + 1, L);
+    if (gt_or_nan<T>(arr[L + 1].first, arr[R].first)) swap_fn(L + 1, R);
+    if (gt_or_nan<T>(arr[L].first, arr[R].first)) swap_fn(L, R);
+    if (gt_or_nan<T>(arr[L + 1].first, arr[L].first)) swap_fn(L + 1, L);
     int64_t i = L + 1, j = R;
     T piv = arr[L].first;
     while (true) {
-      do i++; while (gt_or_nan(piv, arr[i].first));
-      do j--; while (gt_or_nan(arr[j].first, piv));
+      do i++; while (gt_or_nan<T>(piv, arr[i].first));
+      do j--; while (gt_or_nan<T>(arr[j].first, piv));
       if (j < i) break;
       swap_fn(i, j);
     }

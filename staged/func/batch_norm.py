@@ -18,7 +18,6 @@ def _without_running_stats(module) -> None:
 def replace_all_batch_norm_modules_(root):
     """Every BatchNorm in ``root`` (``root`` too) normalises by its batch's statistics and
     keeps none (``running_mean``/``running_var`` None); returns ``root``, as torch's."""
-    _without_running_stats(root)
-    for module in root.modules():
+    for module in root.modules():  # root first
         _without_running_stats(module)
     return root

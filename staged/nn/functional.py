@@ -2230,10 +2230,15 @@ def _source_coordinate(c, size, padding_mode, align_corners, fused=False):
     if padding_mode == "border":
         return _clip_coordinate(c, size)
     if padding_mode == "reflection":
-        twice = 2 * (size - 1) if align_corners else 2 * size
-        c = _reflect_coordinate(c, 0 if align_corners else -0.5, twice)
-        return _clip_coordinate(c, size)
+        return _clip_coordinate(_reflected(c, size, align_corners), size)
     return c
+
+
+def _reflected(c, size, align_corners):
+    """``c`` reflected at the borders of a dim of ``size`` (its centres with
+    ``align_corners``, its edges without), as torch's grid sampler."""
+    twice = 2 * (size - 1) if align_corners else 2 * size
+    return _reflect_coordinate(c, 0 if align_corners else -0.5, twice)
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
@@ -2356,8 +2361,7 @@ def _bicubic(corner, pos, spatial, padding_mode, align_corners):
     def tap(lo, k, size):
         i = lo + k
         if padding_mode == "reflection":
-            twice = 2 * (size - 1) if align_corners else 2 * size
-            i = _reflect_coordinate(i, 0 if align_corners else -0.5, twice)
+            i = _reflected(i, size, align_corners)
         if padding_mode != "zeros":
             i = ops.clamp(i, 0, size - 1)
         return i.to(dt.int64)

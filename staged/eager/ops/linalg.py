@@ -603,8 +603,9 @@ def _chebyshev(diff):
     coordinate, as torch's ``_cdist_backward`` (the norm's splits it among them): the
     maximum, plus each tied ``|d| - |d|`` (0, gradient 1)."""
     a = diff.abs()
-    top = amax(a.detach(), -1, keepdim=True)
-    tied = where(a.detach() == top, a - a.detach(), 0.0)
+    held = a.detach()
+    top = amax(held, -1, keepdim=True)
+    tied = where(held == top, a - held, 0.0)
     return squeeze(top, -1) + sum(tied, -1)
 
 
