@@ -15,6 +15,7 @@ from . import special
 from . import polynomials
 from .polynomials import POLYNOMIALS
 from .polynomials import numpy_impl as _polynomial_impl
+from .fma import fma32, fma64_total
 
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
@@ -806,6 +807,35 @@ mul = elementwise(
     lambda x, y: np.multiply(x, y),
     vjp=(lambda g, y: _mul_vjp(g, y), lambda g, x: _mul_vjp(g, x)),
     public=Public(inplace=True),
+)
+
+
+# Note [fused multiply-add]: torch's CPU kernels of ``add``/``sub`` with ``alpha``,
+# ``lerp`` and ``addcmul`` compute with FMA instructions (their vectorized loops call
+# ``fmadd``; GCC contracts the scalar loops' ``a * b + c``), rounding once where a multiply
+# then an add rounds twice: a float32 SGD step ``p.add_(g, alpha=-lr)`` as two roundings
+# put a fifth of the parameters an ulp off torch's after three steps, a float32
+# ``lerp`` (Adam's first moment, EMA weights) a quarter to a half of its values. ``fma``
+# rounds once: on NumPy by ``autodiff/fma.py``'s emulations (float32 through float64;
+# float64 by error-free transformations), compiled as ``math.fma`` (llvm-cpu's FMA
+# instruction), exported to ONNX as Mul and Add (ONNX has no fused form). Float16 and
+# bfloat16 compute in float32 and round once more, as torch's ``opmath`` kernels.
+def _fma(a, b, c):
+    if a.dtype == np.float64:
+        return fma64_total(a, b, c)
+    if a.dtype == np.float32:
+        return fma32(a, b, c)
+    f = np.float32
+    return fma32(a.astype(f), b.astype(f), c.astype(f)).astype(a.dtype)
+
+
+fma = elementwise(
+    "fma",
+    _fma,
+    vjp=(lambda g, b: _mul_vjp(g, b), lambda g, a: _mul_vjp(g, a), lambda g: g),
+    domain=domain(
+        "float", others="an internal op: torch's kernels fuse real floating multiply-adds only"
+    ),
 )
 
 

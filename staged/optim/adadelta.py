@@ -52,4 +52,4 @@ class Adadelta(Optimizer):
         ema_sq_(square_avg, grad, h, "rho")
         delta = (acc_delta + eps).sqrt() / (square_avg + eps).sqrt() * grad
         ema_sq_(acc_delta, delta, h, "rho")
-        p.add_(delta * h.number("-lr"))
+        p.add_(delta, alpha=h.number("-lr"))

@@ -94,7 +94,7 @@ class Adam(Optimizer):
             p.add_(exp_avg / (denom + h.number("eps") / step_size_neg))
             return
         denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + h.number("eps")
-        p.sub_(exp_avg / denom * (h.number("lr") / bias_correction1))
+        p.addcdiv_(exp_avg, denom, value=-(h.number("lr") / bias_correction1))
 
 
 class AdamW(Adam):

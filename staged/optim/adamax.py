@@ -52,4 +52,4 @@ class Adamax(Optimizer):
         ema_(exp_avg, grad, h, "beta1")
         exp_inf.copy_((exp_inf * h.number("beta2")).maximum(grad.abs() + h.number("eps")))
         clr = h.number("lr") / h.one_minus_power("beta1", step)
-        p.sub_(exp_avg / exp_inf * clr)
+        p.addcdiv_(exp_avg, exp_inf, value=-clr)

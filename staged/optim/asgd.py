@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..eager.factories import zeros_like
+from ..eager.grad_mode import is_grad_enabled
 from ..eager.ops._operands import scalar_tensor
 from ..eager.ops.elementwise import where
 from .optimizer import Optimizer, advance, check_args, decayed_grad, new_step, saved_copy
@@ -54,11 +55,12 @@ class ASGD(Optimizer):
             state["mu"] = scalar_tensor(1.0, state["step"].dtype)
             state["ax"] = zeros_like(p)
         eta, mu, ax, real = state["eta"], state["mu"], state["ax"], p.dtype.to_real()
-        step = advance(state, real)
+        step = advance(state, real, h)
         grad = decayed_grad(p, grad, h)
-        eta_p = saved_copy(eta).to(real)  # torch reads it with .item()
+        # torch reads it with .item(): eagerly the decay 1 - lambd * eta is a double
+        eta_p = eta.item() if h.eager and not is_grad_enabled() else saved_copy(eta).to(real)
         p.mul_(1 - h.number("lambd") * eta_p)
-        p.sub_(grad * eta_p)
+        p.sub_(grad, alpha=eta_p)
         # torch copies the weights while mu is 1: a select keeps the compiled step one graph
         ax.copy_(where(mu == 1, p, ax + (p - ax) * saved_copy(mu).to(real)))
         lambd_lr = h.number("lambd * lr", lambda g: g["lambd"] * g["lr"])

@@ -71,6 +71,6 @@ class NAdam(Optimizer):
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
         denom = (exp_avg_sq / bias_correction2).sqrt() + h.number("eps")
-        product = mu_product.to(p.dtype)
-        p.add_(grad / denom * (-lr * (1.0 - mu) / (1.0 - product)))
-        p.add_(exp_avg / denom * ((-lr * mu_next) / (1.0 - product * mu_next)))
+        product = mu_product.to(step.dtype)  # eagerly torch's .item(), a double
+        p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - product))
+        p.addcdiv_(exp_avg, denom, value=(-lr * mu_next) / (1.0 - product * mu_next))

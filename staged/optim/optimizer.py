@@ -64,7 +64,7 @@ import numpy as np
 
 from .._where import at_user
 from ..autograd.hooks import RemovableHandle, add_hook
-from ..dtypes import float32, float64, get_default_dtype
+from ..dtypes import bfloat16, float16, float32, float64, get_default_dtype
 from ..eager.interceptor import current_interceptor, tagged
 from ..eager.legacy_types import type_name
 from ..eager.factories import tensor
@@ -515,7 +515,7 @@ class Hyper:
         value = get(probe)
         t = opt._live.get(key)
         if t is None:
-            t = opt._live[key] = scalar_tensor(value, self.dtype)
+            t = opt._live[key] = scalar_tensor(value, opmath(self.dtype))
 
         def read():
             return get(Numbers(opt.param_groups[i]))
@@ -677,12 +677,21 @@ def advance(state: dict, dtype, h: Hyper | None = None, own: bool = False) -> Te
     in the step's own dtype, as torch's differentiable Adam computes with the step tensor.
     Under capture it stays ``dtype``: a compiled step runs on backends without float64."""
     state["step"].add_(1)
+    dtype = opmath(dtype)  # (a half count stops at 256 or 2048)
     if h is not None and h.icpt is None:
         if not is_grad_enabled():
             dtype = float64
         elif current_interceptor() is None:  # an eager differentiable step
             dtype = state["step"].dtype if own else float64
     return state["step"].to(dtype)
+
+
+def opmath(dtype):
+    """The dtype torch's kernels compute a ``dtype`` tensor's update in, and take its Python
+    numbers at (``opmath_type``): float32 for float16 and bfloat16. A compiled step's
+    hyper-parameters are 0-d tensors of it: rounded to bfloat16, momentum 0.9 was
+    0.8984375, and a step count stopped at 256."""
+    return float32 if dtype is float16 or dtype is bfloat16 else dtype
 
 
 def dense_grad(grad):
@@ -699,7 +708,7 @@ def decayed_grad(p, grad, h: Hyper, decoupled: bool = False):
         if decoupled:
             p.mul_(h.number("1 - lr * weight_decay", lambda g: 1 - g["lr"] * g["weight_decay"]))
         else:
-            grad = grad + p * h.number("weight_decay")
+            grad = grad.add(p, alpha=h.number("weight_decay"))
     return grad
 
 
@@ -710,7 +719,7 @@ def saved_copy(x: Tensor) -> Tensor:
 
 
 def lerp_(avg, end, weight) -> None:
-    """``avg.lerp_(end, weight)``, computed as ``avg += (end - avg) * weight``. An ``end``
+    """``avg.lerp_(end, weight)`` (Note [fused multiply-add]). An ``end``
     of another dtype raises ``RuntimeError`` as torch's ``lerp_`` does: state made before
     the parameter's dtype changed (``model.double()`` after the optimizer was made)."""
     if avg.dtype != end.dtype:
@@ -722,7 +731,10 @@ def lerp_(avg, end, weight) -> None:
                 "the model"
             )
         )
-    avg.add_((end - avg) * weight)
+    if isinstance(weight, Tensor) and weight.dtype is not avg.dtype:  # a half avg's opmath
+        avg.copy_(avg.float().lerp(end.float(), weight).to(avg.dtype))  # weight, as torch's
+    else:
+        avg.lerp_(end, weight)
 
 
 def ema_(avg, x, h: Hyper, name: str) -> None:
@@ -732,7 +744,7 @@ def ema_(avg, x, h: Hyper, name: str) -> None:
 
 def ema_sq_(avg, x, h: Hyper, name: str) -> None:
     """``avg.mul_(d).addcmul_(x, x.conj(), value=1 - d)`` with ``d = group[name]``."""
-    avg.mul_(h.number(name)).add_(x * x.conj() * h.one_minus(name))
+    avg.mul_(h.number(name)).addcmul_(x, x.conj(), value=h.one_minus(name))
 
 
 def note_step(opt: Optimizer) -> None:

@@ -60,13 +60,13 @@ class RMSprop(Optimizer):
         if centered:
             grad_avg = state["grad_avg"]
             ema_(grad_avg, grad, h, "alpha")
-            avg = (square_avg - grad_avg * grad_avg).sqrt()
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt()
         else:
             avg = square_avg.sqrt()
         avg = avg + h.number("eps")
         if momentum:
             buf = state["momentum_buffer"]
-            buf.mul_(h.number("momentum")).add_(grad / avg)
-            p.add_(buf * h.number("-lr"))
+            buf.mul_(h.number("momentum")).addcdiv_(grad, avg)
+            p.add_(buf, alpha=h.number("-lr"))
         else:
-            p.add_(grad / avg * h.number("-lr"))
+            p.addcdiv_(grad, avg, value=h.number("-lr"))

@@ -61,6 +61,6 @@ class SGD(Optimizer):
             if buf is None:
                 buf = state["momentum_buffer"] = d_p.clone().detach()
             else:
-                buf.mul_(momentum).add_(d_p * h.one_minus("dampening"))
-            d_p = d_p + buf * momentum if h.flag("nesterov") else buf
-        p.add_(d_p * h.number("-lr"))
+                buf.mul_(momentum).add_(d_p, alpha=h.one_minus("dampening"))
+            d_p = d_p.add(buf, alpha=momentum) if h.flag("nesterov") else buf
+        p.add_(d_p, alpha=h.number("-lr"))

@@ -77,6 +77,7 @@ SAMPLES = {
     "div": lambda: [([r(2, 3), nonzero(2, 3)], {})],
     "pow": lambda: [([r(2, 3, **POS), r(2, 3)], {}), ([r(3, **POS), np.full(3, 2.0)], {})],
     "where": lambda: [([mask(2, 3), r(2, 3), r(2, 3)], {})],
+    "fma": lambda: [([r(2, 3), r(2, 3), r(2, 3)], {}), ([r(), r(), r()], {})],
     "clamp_where": lambda: [_clamp_sample("ge"), _clamp_sample("gt")],
     "threshold_backward": lambda: [
         ([r(2, 3), nonzero(2, 3)], {"threshold": 0}),
@@ -247,6 +248,7 @@ TORCH = {
     },
     "copy": torch.clone,
     "clamp_where": lambda c, bound, x, keep: torch.where(c, bound, x),
+    "fma": lambda a, b, c: torch.addcmul(c, a, b),
     "barrier": torch.clone,
     "floor_divide": torch.floor_divide,
     "threshold_backward": torch.ops.aten.threshold_backward,

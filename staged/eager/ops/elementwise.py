@@ -11,6 +11,7 @@ import numpy as np
 from ... import autodiff as ad
 from ... import dtypes as dt
 from ...autodiff import fused
+from ..._blas import blas_threads
 from ..._where import PLAIN, at_user, name_site
 from ...autodiff.primitive import _bind
 from .. import views
@@ -233,24 +234,74 @@ def _scaled(x, y, alpha):
         raise RuntimeError(
             "For non-complex input tensors, argument alpha must not be a complex number."
         )
-    return y if alpha == 1 else mul(y, alpha)
+    return y if _is_one(alpha) else mul(y, alpha)
 
 
-def _half_scaled(op, node, x, y, alpha):
-    """``op(x, alpha * y)`` of half tensors in float32, ``alpha`` rounded to their dtype
-    (Note [half by a scalar]); None for other operands."""
-    d = _half_dtype(x)
-    if d is None or d is not _half_dtype(y) or type(alpha) not in (int, float):
+def _fused_scaled(x, y, alpha, node, negate=False):
+    """``x + alpha * y`` (``x - alpha * y``: ``negate``) of a floating result rounded once,
+    ``alpha`` (a number or a 0-d tensor, as torch's Scalar) rounded to the result's dtype,
+    as torch's kernels (Note [fused multiply-add] in ``autodiff/elementwise.py``; halves in
+    float32 but their tails, Note [half-precision tails]); None for other operands."""
+    d = promote_types(x, y)
+    if not d.is_floating_point:
         return None
-    a = float(fill_array(alpha, d))  # rounded, checked: torch's Scalar.to<Half>()
-    wide = [ad.cast(v, dtype=dt.float32) for v in (x, y)]
-    return views.named(ad.cast(op(wide[0], mul(wide[1], a)), dtype=d), node)
+    if isinstance(alpha, Tensor):
+        if alpha.ndim or not alpha.dtype.is_floating_point:
+            return None
+        a = alpha.to(d)
+        a = neg(a) if negate else a
+    elif type(alpha) in (int, float):
+        a = float(fill_array(-alpha if negate else alpha, d))  # torch's Scalar.to<scalar_t>()
+    else:
+        return None
+    if d.itemsize != 2:
+        return views.named(ad.fma(*operands(y, a, x, dtype=d)), node)
+    r = ad.cast(ad.fma(*operands(y, a, x, dtype=dt.float32)), dtype=d)
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape == y.shape:
+        r = _scalar_tails(r, *operands(x, y, dtype=d), a)
+    return views.named(r, node)
+
+
+# Note [half-precision tails]: torch's float16/bfloat16 ``add``/``sub`` with ``alpha`` run
+# vectorized (``fmadd`` in float32, rounded once) over all but the last ``n % 32`` of the
+# ``n`` elements each thread takes, and a scalar loop over those, in the dtype's own
+# arithmetic: ``x + half(alpha * y)``, rounded twice (the same on AVX2 and AVX-512 builds).
+# A tensor of at least 32768 elements (ATen's grain) is split among
+# ``min(threads, ceil(n / 32768))`` threads, ``ceil(n / k)`` elements each. So the same
+# update differs from the fused one in about 1 % of those tail elements. Tensors of one
+# shape are taken as contiguous (parameters, gradients), and torch's thread count as ours.
+def _tail_spans(n: int) -> list:
+    """The [lo, hi) spans of ``n`` elements torch's half kernels compute by their scalar
+    loop (Note [half-precision tails])."""
+    threads = blas_threads()  # staged.get_num_threads()
+    k = 1 if n < 32768 or threads < 2 else min(threads, -(-n // 32768))
+    size = -(-n // k)
+    spans = []
+    for start in range(0, n, size or 1):
+        stop = min(start + size, n)
+        lo = stop - (stop - start) % 32
+        if lo < stop:
+            spans.append((lo, stop))
+    return spans
+
+
+def _scalar_tails(r, x, y, a):
+    """``r`` with the elements of the scalar spans ``x + half(a * y)`` instead, of half
+    ``x`` and ``y`` of ``r``'s shape (Note [half-precision tails])."""
+    shape, n = tuple(r.shape), r.numel()
+    flat = [ad.lax.reshape(v, (n,)) for v in (r, x, y)]
+    out = flat[0]
+    for lo, hi in _tail_spans(n):
+        span = {"starts": (lo,), "stops": (hi,), "steps": (1,)}
+        xs, ys = (ad.lax.bind("slice", v, **span) for v in flat[1:])
+        out = ad.lax.bind("slice_scatter", out, _add(xs, mul(ys, a)), **span)
+    return ad.lax.reshape(out, shape)
 
 
 def add(x, y, *, alpha=1):
     if type(alpha) is int and alpha == 1:
         return _add(x, y)
-    out = _half_scaled(_add, "AddBackward0", x, y, alpha)
+    out = _fused_scaled(x, y, alpha, "AddBackward0")
     return _add(x, _scaled(x, y, alpha)) if out is None else out
 
 
@@ -258,7 +309,7 @@ def sub(x, y, *, alpha=1):
     if type(alpha) is int and alpha == 1:
         return _sub(x, y)
     _no_bool(x, y)  # (a bool ``y`` scaled is an integer one)
-    out = _half_scaled(_sub, "SubBackward0", x, y, alpha)
+    out = _fused_scaled(x, y, alpha, "SubBackward0", negate=True)
     return _sub(x, _scaled(x, y, alpha)) if out is None else out
 
 
@@ -647,7 +698,24 @@ def lerp(start, end, weight):
         )
     if half(start, end, weight if isinstance(weight, Tensor) else None):
         return in_float32(lerp, start, end, weight)  # rounded once, as torch's kernel
-    return add(start, mul(weight, sub(end, start)))
+    if start.dtype.is_complex:
+        return add(start, mul(weight, sub(end, start)))
+    return views.named(_lerp(start, end, weight), f"LerpBackward{int(isinstance(weight, Tensor))}")
+
+
+def _lerp(start, end, weight):
+    """torch's real lerp: ``start + w (end - start)`` for ``|w| < 0.5``, else
+    ``end - (end - start) (1 - w)``, each one fused multiply-add (Note [fused multiply-add]
+    in ``autodiff/elementwise.py``); a number ``w`` at the dtype's precision."""
+    d = promote_types(start, end)
+    diff = sub(end, start)
+    if isinstance(weight, Tensor):
+        w, rest, diff, s, e = operands(weight, sub(1, weight), diff, start, end)
+        return where(lt(abs(weight), 0.5), ad.fma(w, diff, s), ad.fma(neg(diff), rest, e))
+    w = fill_array(weight, d)
+    if builtins.abs(float(w)) < 0.5:
+        return ad.fma(*operands(diff, float(w), start))
+    return ad.fma(*operands(neg(diff), float(np.subtract(1, w, dtype=w.dtype)), end))
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
@@ -661,8 +729,18 @@ def addcmul(input, tensor1, tensor2, *, value=1):
         value = dt.scalar_as(value, kind)
     elif half(input, tensor1, tensor2):  # rounded once, as torch's kernel
         return in_float32(addcmul, input, tensor1, tensor2, value=value)
+    if input.dtype.is_floating_point and promote_types(input, tensor1, tensor2) is input.dtype:
+        # torch's fmadd(value * tensor1, tensor2, input) (Note [fused multiply-add])
+        scaled = tensor1 if _is_one(value) else mul(tensor1, value)
+        return views.named(ad.fma(*operands(scaled, tensor2, input)), "AddcmulBackward0")
     product = mul(tensor1, tensor2)
-    return _add(input, product if value == 1 else mul(product, value))
+    return _add(input, product if _is_one(value) else mul(product, value))
+
+
+def _is_one(value) -> bool:
+    """Whether ``value`` is the number 1 (a 0-d tensor, a hyper-parameter under capture,
+    is not looked at)."""
+    return not isinstance(value, Tensor) and value == 1
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -675,8 +753,9 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
         )
     if half(input, tensor1, tensor2):  # rounded once, as torch's kernel
         return in_float32(addcdiv, input, tensor1, tensor2, value=value)
-    quotient = div(tensor1, tensor2)
-    return _add(input, quotient if value == 1 else mul(quotient, value))
+    if not _is_one(value):  # torch's (value * tensor1) / tensor2
+        tensor1 = mul(tensor1, value)
+    return _add(input, div(tensor1, tensor2))
 
 
 def clone(x, *, memory_format=None):

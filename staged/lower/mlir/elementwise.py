@@ -993,6 +993,20 @@ def _nan_to_num(e, op, x):
     return _map_scalars(e, op, (x,), body)
 
 
+@lowering(REGISTRY["fma"])
+def _fused_multiply_add(e, op, a, b, c):
+    """``math.fma``, rounded once (Note [fused multiply-add] in autodiff/elementwise.py);
+    halves in float32, as their NumPy kernel."""
+
+    def body(x, y, z, d, t):
+        if d.itemsize != 2:
+            return e.emit(f"math.fma {x}, {y}, {z} : {t}")
+        w = [cast_scalar(e, v, d, dt.float32) for v in (x, y, z)]
+        return cast_scalar(e, e.emit(f"math.fma {w[0]}, {w[1]}, {w[2]} : f32"), dt.float32, d)
+
+    return _map_scalars(e, op, (a, b, c), body)
+
+
 @lowering(REGISTRY["where"])
 def _where(e, op, c, x, y):
     d = op.out.aval.dtype

@@ -36,7 +36,7 @@ from ...tracing.ir import Op, Value
 from .elementwise import BINARY, UNARY
 from .emitter import tensor_type
 
-_ELEMENTWISE = {*UNARY, *BINARY, "where", "cast"}
+_ELEMENTWISE = {*UNARY, *BINARY, "where", "cast", "fma"}
 _ROOTS = ("state", "grad")  # the outputs whose elementwise producers are lowered flat
 _MANY = 2  # outputs written by a group of ops lowered flat, at least
 

@@ -40,7 +40,7 @@ import numpy as np
 from .elementwise import BINARY, UNARY
 
 _MOVES = {"expand", "reshape", "permute", "copy", "slice"}  # every entry stays the same
-_ELEMENTWISE = {*UNARY, *BINARY, "cast", "where"}
+_ELEMENTWISE = {*UNARY, *BINARY, "cast", "where", "fma"}
 _SAME = {"sub": 0, "bitwise_xor": 0, "eq": True, "le": True, "ge": True}
 _SAME.update(ne=False, lt=False, gt=False)
 _ABSORBING = {"mul": 0, "bitwise_and": 0, "logical_and": False, "logical_or": True}

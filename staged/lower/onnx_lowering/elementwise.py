@@ -315,6 +315,17 @@ lowering(REGISTRY["bitwise_left_shift"])(_shift(left=True))
 lowering(REGISTRY["bitwise_right_shift"])(_shift(left=False))
 
 
+@lowering(REGISTRY["fma"])
+def _fma(b, op, x, y, z):
+    """Mul then Add (in float32 for halves): ONNX has no fused multiply-add, so a float32
+    or float64 result may be an ulp off the eager and compiled ones (Note [fused
+    multiply-add] in autodiff/elementwise.py)."""
+    d = op.out.aval.dtype
+    w = dt.float32 if d.itemsize == 2 else d
+    xs = [b.cast(v, d, w) for v in (x, y, z)]
+    return b.cast(b.node("Add", [b.node("Mul", xs[:2]), xs[2]]), w, d)
+
+
 @lowering(REGISTRY["where"])
 def _where(b, op, c, x, y):
     """Where, and on floats -0.0 put back where the result is one, from Where's second

@@ -1,0 +1,196 @@
+"""torch's CPU kernels fuse the multiply-adds of ``add``/``sub`` with ``alpha``, ``lerp`` and
+``addcmul`` (Note [fused multiply-add] in staged/autodiff/elementwise.py), and their
+float16/bfloat16 ``add``/``sub`` compute a scalar tail per thread in the half type (Note
+[half-precision tails] in staged/eager/ops/elementwise.py): torch's bits, eagerly and in
+compiled steps, and the optimizers built on them (torch's single-tensor updates). Before,
+each product was rounded before the add: a float32 SGD step put a fifth of the parameters
+an ulp off torch's after three steps, a float32 ``lerp`` a quarter to a half of its
+values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import staged
+from staged.eager.ops import elementwise
+
+N = 100_031  # a multiple of 32 and a tail of 31
+DTYPES = ["float32", "float64", "bfloat16", "float16"]
+
+
+def _pair(dtype, n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n) for _ in range(3)]
+
+
+def _both(fn, dtype, arrays):
+    out = []
+    for L in (staged, torch):
+        ts = [L.tensor(a).to(getattr(L, dtype)) for a in arrays]
+        out.append(fn(L, *ts).float().numpy())
+    return out
+
+
+CASES = {
+    "add alpha": lambda L, x, y, w: x.add(y, alpha=-0.0123),
+    "sub alpha": lambda L, x, y, w: x.sub(y, alpha=0.3),
+    "add_ alpha 2": lambda L, x, y, w: x.clone().add_(y, alpha=2),
+    "add 0-d alpha": lambda L, x, y, w: x.add(y, alpha=L.tensor(0.3, dtype=L.float64)),
+    "lerp 0.1": lambda L, x, y, w: x.lerp(y, 0.1),
+    "lerp 0.7": lambda L, x, y, w: x.lerp(y, 0.7),
+    "lerp -0.6": lambda L, x, y, w: x.lerp(y, -0.6),
+    "lerp 1.2": lambda L, x, y, w: x.lerp(y, 1.2),
+    "lerp tensor": lambda L, x, y, w: x.lerp(y, (w.abs() / 2).to(x.dtype)),
+    "addcmul": lambda L, x, y, w: x.addcmul(y, w, value=0.001),
+    "addcmul 1": lambda L, x, y, w: x.addcmul(y, w),
+    "addcdiv": lambda L, x, y, w: x.addcdiv(y, w.abs() + 0.5, value=-0.01),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_torchs_bits(case, dtype):
+    ours, theirs = _both(CASES[case], dtype, _pair(dtype))
+    np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n", [31, 100, 32768, 40_000, 70_001, 200_001])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_tails_per_thread(monkeypatch, dtype, n, threads):
+    """The scalar tails of torch's half kernels: one per thread's share, of
+    ``share % 32`` elements; torch's thread count taken as ours."""
+    monkeypatch.setattr(elementwise, "blas_threads", lambda: threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for seed in range(4 if n < 50_000 else 1):
+            arrays = _pair(dtype, n, seed)
+            for alpha in (0.3, -0.0123):
+                for op in ("add", "sub"):
+                    ours, theirs = _both(
+                        lambda L, x, y, w: getattr(x, op)(y, alpha=alpha), dtype, arrays
+                    )
+                    np.testing.assert_array_equal(ours, theirs)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_tail_spans():
+    spans = elementwise._tail_spans
+    assert spans(100) == [(96, 100)] and spans(64) == []
+
+
+def test_grad_fn_names_and_gradients():
+    for L in (staged, torch):
+        x = L.tensor([0.5, -1.5, 2.0], dtype=L.float64, requires_grad=True)
+        y = L.tensor([1.0, 0.25, -3.0], dtype=L.float64)
+        names = [
+            type(t.grad_fn).__name__
+            for t in (
+                x.lerp(y, 0.3),
+                x.lerp(y, L.full((3,), 0.7, dtype=L.float64)),
+                x.add(y, alpha=2),
+                x.addcmul(y, y),
+            )
+        ]
+        assert names == ["LerpBackward0", "LerpBackward1", "AddBackward0", "AddcmulBackward0"]
+    a, b, c = (
+        staged.tensor(np.random.default_rng(i).standard_normal(5), requires_grad=True)
+        for i in range(3)
+    )
+    assert staged.autograd.gradcheck(
+        lambda a, b, c: a.lerp(b, 0.7) + a.addcmul(b, c, value=3) + c.lerp(a, b.sigmoid()),
+        (a, b, c),
+    )
+
+
+def test_compiled_matches_eager_to_the_bit():
+    rng = np.random.default_rng(0)
+    x, y = (staged.tensor(rng.standard_normal(1000).astype(np.float32)) for _ in range(2))
+    w = staged.tensor(rng.uniform(-0.5, 1.5, 1000).astype(np.float32))
+
+    def f(x, y, w):
+        return (
+            x.add(y, alpha=-0.0123),
+            x.sub(y, alpha=0.3),
+            x.lerp(y, 0.7),
+            x.lerp(y, 0.2),
+            x.lerp(y, w),
+            x.addcmul(y, w, value=0.01),
+        )
+
+    for got, want in zip(staged.compile(f)(x, y, w), f(x, y, w)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+RNG = np.random.default_rng(0)
+P = RNG.standard_normal(2000).astype(np.float32)
+GRADS = [RNG.standard_normal(2000).astype(np.float32) for _ in range(3)]
+OPTIMIZERS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("Adamax", dict(lr=1e-2, weight_decay=0.01)),
+    ("RAdam", dict(lr=1e-2)),
+    ("ASGD", dict(lr=1e-2, weight_decay=0.01)),
+]
+# torch's float32 sqrt (MKL's) is not correctly rounded, staged's is: these match in
+# bfloat16 only, float32 within an ulp (tests/test_trust_probe22.py)
+HALF_ONLY = [
+    ("Adam", dict(lr=1e-2)),
+    ("Adam", dict(lr=1e-2, amsgrad=True, weight_decay=0.01)),
+    ("AdamW", dict(lr=1e-2)),
+    ("NAdam", dict(lr=1e-2)),
+    ("RMSprop", dict(lr=1e-2)),
+    ("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True)),
+    ("Adagrad", dict(lr=1e-2)),
+    ("Adadelta", dict()),
+]
+
+
+def _three_steps(L, dtype, name, kw):
+    p = L.nn.Parameter(L.tensor(P).to(getattr(L, dtype)))
+    opt = getattr(L.optim, name)([p], **kw)
+    for g in GRADS:
+        p.grad = L.tensor(g).to(getattr(L, dtype))
+        opt.step()
+    return p.detach().float().numpy()
+
+
+@pytest.mark.parametrize(
+    "dtype, name, kw",
+    [(d, n, kw) for d in ("float32", "bfloat16", "float16") for n, kw in OPTIMIZERS]
+    + [(d, n, kw) for d in ("bfloat16", "float16") for n, kw in HALF_ONLY],
+)
+def test_optimizer_updates_give_torchs_bits(dtype, name, kw):
+    np.testing.assert_array_equal(
+        _three_steps(staged, dtype, name, kw), _three_steps(torch, dtype, name, kw)
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_compiled_updates_give_torchs_bits(dtype):
+    """The updates of a compiled step (its hyper-parameters live inputs, float32 for half
+    parameters) round as eager and torch's."""
+
+    def run(L, compiled):
+        p = L.nn.Parameter(L.tensor(P).to(getattr(L, dtype)))
+        opts = [
+            L.optim.SGD([p], lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+            L.optim.SGD([p], lr=0.01, momentum=0.5, dampening=0.25),
+        ]
+
+        def step(g):
+            for opt in opts:
+                p.grad = g
+                opt.step()
+
+        step = staged.compile(step) if compiled else step
+        for g in GRADS:
+            step(L.tensor(g).to(getattr(L, dtype)))
+        return p.detach().float().numpy()
+
+    np.testing.assert_array_equal(run(staged, True), run(torch, False))
