@@ -64,3 +64,13 @@ __all__ = [
 ]
 all_return_types = [globals()[n] for n in __all__]  # (as torch's: the classes)
 __all__ += ["all_return_types"]
+
+
+def _repr(self) -> str:
+    """torch's structseq form: ``staged.return_types.max(\nvalues=...,\nindices=...)``."""
+    fields = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
+    return f"staged.return_types.{type(self).__name__}(\n{fields})"
+
+
+for _cls in all_return_types:
+    _cls.__repr__ = _repr

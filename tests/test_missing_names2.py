@@ -76,6 +76,10 @@ def test_return_types_are_the_classes_the_ops_return(name):
     assert isinstance(theirs, getattr(torch.return_types, name))
     assert isinstance(ours, getattr(staged.return_types, name))
     assert ours._fields == type(theirs).__match_args__  # torch's field names, in order
+    # printed as torch's, a field per line (``max(values=..., indices=...)`` before)
+    lines = [line.split("=")[0] for line in repr(theirs).splitlines() if "=" in line[:20]]
+    assert [line.split("=")[0] for line in repr(ours).splitlines() if "=" in line[:20]] == lines
+    assert repr(ours).startswith(f"staged.return_types.{type(ours).__name__}(\n{lines[0]}=")
 
 
 def test_return_types_names_are_torchs_but_the_out_classes():

@@ -155,6 +155,9 @@ class _Counting:
         self.calls += 1
         return out
 
+    def step_hook(self, optimizer, args, kwargs):
+        self.calls += 1
+
 
 def test_a_hook_that_counts_its_calls_counts_every_compiled_call():
     """Note [binding writes]: set again after each call; a count that changes at every
@@ -163,6 +166,21 @@ def test_a_hook_that_counts_its_calls_counts_every_compiled_call():
     counter = _Counting()
     m[0].register_forward_hook(counter.hook)
     step = staged.compile(_training_step(m, optim.SGD(m.parameters(), lr=0.1)))
+    with pytest.warns(UserWarning, match=r"changes self.calls at every call"):
+        for x, y in _batches([4] * 6):
+            step(x, y)
+    assert counter.calls == 6
+
+
+@pytest.mark.parametrize("when", ["pre", "post"])
+def test_an_optimizer_hook_that_counts_steps_counts_every_compiled_call(when):
+    """An optimizer's step hooks are the user's code too (Note [hooks' reads]): compiled
+    calls ran a counting hook only while traced (2 of 6 calls), silently."""
+    m = _mlp()
+    opt = optim.SGD(m.parameters(), lr=0.1)
+    counter = _Counting()
+    getattr(opt, f"register_step_{when}_hook")(counter.step_hook)
+    step = staged.compile(_training_step(m, opt))
     with pytest.warns(UserWarning, match=r"changes self.calls at every call"):
         for x, y in _batches([4] * 6):
             step(x, y)

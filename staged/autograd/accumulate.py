@@ -9,6 +9,7 @@ from ..eager.factories import empty_like
 from ..eager.grad_mode import _state
 from ..eager.interceptor import call_hook
 from ..eager.ops.inplace import copy_
+from ..eager.ops.shape import row_major
 from ..eager.tensor import Tensor
 
 
@@ -48,6 +49,8 @@ def accumulate_grad(var, g, owned=False) -> None:
             p = g._payload
             if type(p) is np.ndarray and (not owned or p.base is not None or not p.flags.writeable):
                 g = Tensor._wrap(p.copy(), False)
+            elif getattr(p, "order", None):  # traced, laid out as eager's view: row-major,
+                g = Tensor._wrap(row_major(g)._payload, False)  # as the copy above
             elif not owned or g._requires_grad or g._vc is None or g._base is not None or g._hooks:
                 g = Tensor._wrap(p, False)  # a tensor of its own, without autograd metadata
         else:

@@ -6,6 +6,7 @@ bracketing), which a trace cannot follow.
 
 from __future__ import annotations
 
+from ..autodiff.avals import EagerOnlyError
 from ..eager.grad_mode import enable_grad, no_grad
 from ..eager.interceptor import current_interceptor
 from ..eager.ops.shape import cat, view_as_real
@@ -178,11 +179,12 @@ class LBFGS(Optimizer):
     def step(self, closure):
         """Minimise ``closure()`` (which re-evaluates the model and returns the loss)."""
         if current_interceptor() is not None:
-            raise RuntimeError(
+            raise EagerOnlyError(  # (a RuntimeError, which fallback="eager" runs eagerly)
                 "LBFGS.step needs data-dependent control flow (its line search and "
                 "stopping tests look at loss and gradient values), so it cannot be traced "
-                "by staged.compile: it runs eagerly. Call opt.step(closure) outside the "
-                "compiled function (the closure itself may call a compiled step)."
+                "by staged.compile: call opt.step(closure) outside the compiled function "
+                "(the closure itself may call a compiled step), or compile with "
+                "fallback='eager' to run such a step eagerly."
             )
         with no_grad():
             return self._step(closure)

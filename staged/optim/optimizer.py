@@ -117,6 +117,15 @@ def _hooked(step):
             return step(self, *args, **kwargs)
         note_step(self)
         args = (self, *args)
+        icpt = current_interceptor()
+        if icpt is not None:  # the user's code, as the step's (Note [hooks' reads])
+            for hook in (
+                *_global_optimizer_pre_hooks.values(),
+                *self._hooks("step_pre").values(),
+                *self._hooks("step_post").values(),
+                *_global_optimizer_post_hooks.values(),
+            ):
+                icpt.hook(hook, self)
         for hook in (*_global_optimizer_pre_hooks.values(), *self._hooks("step_pre").values()):
             result = hook(self, args, kwargs)
             if result is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..autodiff.avals import EagerOnlyError
 from ..eager.factories import zeros_like
 from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
@@ -51,15 +52,14 @@ class SparseAdam(Optimizer):
             for p in group["params"]:
                 g = p.grad
                 if g is not None and not g.is_sparse:
-                    raise RuntimeError(
-                        "SparseAdam does not support dense gradients, please consider Adam "
-                        "instead"
-                        + (
-                            " (under staged.compile gradients are dense: run a step with "
-                            "sparse ones eagerly)"
-                            if current_interceptor() is not None
-                            else ""
-                        )
+                    message = (
+                        "SparseAdam does not support dense gradients, please consider Adam instead"
+                    )
+                    if current_interceptor() is None:
+                        raise RuntimeError(message)
+                    raise EagerOnlyError(  # which fallback="eager" runs eagerly
+                        f"{message} (under staged.compile gradients are dense: run a step "
+                        "with sparse ones eagerly, or compile with fallback='eager')"
                     )
 
     def _update(self, p, grad, state, h):

@@ -66,7 +66,9 @@ does: a transposed view (``MultiheadAttention(batch_first=True)``'s output, whic
 value has no strides, so the tracer keeps eager's order of its dims in memory where it
 is not row-major (``Tracer.orders``): a permutation permutes its operand's; an
 elementwise op (NumPy's order "K") keeps its operands' where they agree, row-major where
-they differ, as NumPy does; every other op makes a row-major result. ``Symbolic.order``
+they differ, as NumPy does; every other op makes a row-major result. ``contiguous()`` and a
+first ``.grad`` made of a view, row-major copies in eager, are two reshapes of the value
+(``shape.row_major``), which IREE folds away. ``Symbolic.order``
 gives it to ``stride()``, ``is_contiguous()`` and the draws (``fills.like``). The step's
 arguments and state are taken as row-major (a compiled call does not check that a
 transposed one comes in).

@@ -364,3 +364,23 @@ def test_max_pooling_picks_torchs_element_among_nans(pool):
         got.append((np.asarray(idx.tolist()), np.asarray(t.grad.tolist())))
     np.testing.assert_array_equal(got[0][0], got[1][0])
     np.testing.assert_array_equal(got[0][1], got[1][1])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [(2, -1), (-2, 1), (-1, -1), (-2, 3), (1, -1, -1, 2)])
+def test_negative_padding_crops_in_every_mode_as_torch(mode, pad):
+    """A negative amount crops (NotImplementedError outside constant mode before):
+    reflection and replication read the whole dim, wrapping only what is kept."""
+    compare_with_torch(
+        lambda x: F.pad(x, pad, mode=mode),
+        lambda x: TF.pad(x, pad, mode=mode),
+        r(2, 4, 6) if len(pad) == 2 else r(1, 2, 4, 6),
+    )
+
+
+def test_circular_padding_past_the_cropped_dim_raises():
+    """torch refuses it too (with an error about overlapping memory)."""
+    with pytest.raises(RuntimeError):
+        TF.pad(torch.zeros(1, 1, 6), (4, -3), mode="circular")
+    with pytest.raises(RuntimeError, match="wrapping around more than once"):
+        F.pad(staged.zeros(1, 1, 6), (4, -3), mode="circular")

@@ -313,3 +313,6 @@ def test_sparse_adam_under_compile_raises_torch_error_and_steps_without_grads():
     p.grad = staged.ones_like(p)
     with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
         staged.compile(opt.step)()
+    with pytest.warns(UserWarning, match="SparseAdam does not support dense"):
+        with pytest.raises(RuntimeError, match="does not support dense gradients, please"):
+            staged.compile(opt.step, fallback="eager")()  # eagerly: torch's own error

@@ -403,3 +403,26 @@ def test_onnx_export_of_a_graph_with_host_draws_says_how(tmp_path):
     c = staged.capture(lambda x: model(x).sum(), staged.tensor(X))
     with pytest.raises(ExportError, match="staged.onnx.export"):
         c.export_onnx(tmp_path / "m.onnx")
+
+
+def test_a_first_grad_made_of_a_view_and_contiguous_are_row_major_as_eager():
+    """A Linear's weight gradient is a transposed matmul: eager copies it into a row-major
+    ``.grad`` (and ``contiguous()`` copies a view), but the trace kept the transposed
+    order, so a compiled ``randn_like(w.grad)`` (gradient noise) placed torch's draws
+    transposed (Note [traced layouts])."""
+
+    def step(lib, w, x):
+        w.grad = None
+        (x @ w.t()).sum().backward()
+        return lib.randn_like(w.grad), lib.randn_like(w.t().contiguous()), w.grad.stride()
+
+    torch.manual_seed(0)
+    want = step(torch, torch.zeros(4, 3, requires_grad=True), torch.ones(2, 3))
+    w, x = staged.zeros(4, 3, requires_grad=True), staged.ones(2, 3)
+    compiled = staged.compile(lambda: step(staged, w, x)[:2])
+    for _ in range(2):
+        staged.manual_seed(0)
+        got = compiled()
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert w.grad.stride() == want[2] == (3, 1)

@@ -1196,8 +1196,6 @@ def _pad_gathered(x, pairs, mode):
         if not lo and not hi:
             continue
         n = x.shape[d]
-        if min(lo, hi) < 0:
-            raise NotImplementedError("pad: negative amounts crop only in constant mode")
         if mode == "reflect" and max(lo, hi) >= n:
             raise RuntimeError(
                 f"Argument #{4 + 2 * (x.ndim - 1 - d)}: Padding size should be less than "
@@ -1205,13 +1203,17 @@ def _pad_gathered(x, pairs, mode):
                 f"dimension, but got: padding ({lo}, {hi}) at dimension {d} of input "
                 f"{list(x.shape)}"
             )
-        if mode == "circular" and max(lo, hi) > n:
+        # a negative amount crops; reflection and replication read the whole dim (torch's
+        # (2, -1) reflects [0..5] into [2, 1, 0 .. 4]), wrapping only what is kept
+        start = max(0, -lo)
+        kept = n - start - max(0, -hi)
+        if mode == "circular" and max(lo, hi) > kept:
             raise RuntimeError("Padding value causes wrapping around more than once.")
         j = np.arange(-lo, n + hi)
         if mode == "replicate":
             idx = np.clip(j, 0, n - 1)
         elif mode == "circular":
-            idx = j % n
+            idx = start + (j - start) % kept
         else:
             idx = (n - 1) - np.abs((n - 1) - np.abs(j))
         x = _gather(x, d, idx)

@@ -239,9 +239,18 @@ def contiguous(x, memory_format=None):
     p = x._payload
     if type(p) in _STRIDED:
         return x if p.flags.c_contiguous else ad.copy(x)
+    if getattr(p, "order", None):  # traced, laid out otherwise (Note [traced layouts])
+        return row_major(x)
     if memory_formats._batched(p) and not memory_formats.is_contiguous(x):  # inside vmap
         return memory_formats.laid_out_like(x, ad.copy(x), memory_formats.contiguous_format)
     return x
+
+
+def row_major(x):
+    """A traced ``x`` laid out row-major in eager (Note [traced layouts] in
+    tracing/capture.py): a reshape, which sets no order, and back."""
+    shape = tuple(x._payload.shape)
+    return ad.lax.bind("reshape", ad.lax.bind("reshape", x, shape=(math.prod(shape),)), shape=shape)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
