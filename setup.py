@@ -112,19 +112,30 @@ def extensions() -> list[Extension]:
 
 def kernels() -> list[Extension]:
     """C++ kernels written for Cython (``.pyx``), each optional: without it staged runs the
-    NumPy fallback beside it (``_torch_order``: torch's order of tied entries)."""
+    NumPy fallback beside it (``_torch_order``: torch's order of tied entries;
+    ``_fma_kernel``: C's fma)."""
     from Cython.Build import cythonize
 
     folder = os.path.join("staged", "autodiff")
-    ext = Extension(
-        "staged.autodiff._torch_order",
-        [os.path.join(folder, "_torch_order.pyx")],
-        depends=[os.path.join(folder, "_torch_order.hpp")],
-        include_dirs=[folder],
-        language="c++",
-        optional=True,
-    )
-    return cythonize([ext], build_dir=C_DIR, quiet=True)
+    exts = [
+        Extension(
+            "staged.autodiff._torch_order",
+            [os.path.join(folder, "_torch_order.pyx")],
+            depends=[os.path.join(folder, "_torch_order.hpp")],
+            include_dirs=[folder],
+            language="c++",
+            optional=True,
+        ),
+        Extension(
+            "staged.autodiff._fma_kernel",
+            [os.path.join(folder, "_fma_kernel.pyx")],
+            depends=[os.path.join(folder, "_fma_kernel.hpp")],
+            include_dirs=[folder],
+            language="c++",
+            optional=True,
+        ),
+    ]
+    return cythonize(exts, build_dir=C_DIR, quiet=True)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildNative})

@@ -17,6 +17,11 @@ from .polynomials import POLYNOMIALS
 from .polynomials import numpy_impl as _polynomial_impl
 from .fma import fma32, fma64_total
 
+try:
+    from ._fma_kernel import fma as _fma_kernel
+except ImportError:  # not built (no compiler): autodiff/fma.py's NumPy emulations
+    _fma_kernel = None  # type: ignore[assignment]
+
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
 _SQRT_PI_OVER_TWO = float(np.sqrt(np.pi) / 2.0)
@@ -816,17 +821,28 @@ mul = elementwise(
 # then an add rounds twice: a float32 SGD step ``p.add_(g, alpha=-lr)`` as two roundings
 # put a fifth of the parameters an ulp off torch's after three steps, a float32
 # ``lerp`` (Adam's first moment, EMA weights) a quarter to a half of its values. ``fma``
-# rounds once: on NumPy by ``autodiff/fma.py``'s emulations (float32 through float64;
-# float64 by error-free transformations), compiled as ``math.fma`` (llvm-cpu's FMA
+# rounds once: eagerly by C's ``fma`` (``_fma_kernel.pyx``, built at install; else
+# ``autodiff/fma.py``'s NumPy emulations, 10x slower), compiled as ``math.fma`` (llvm-cpu's FMA
 # instruction), exported to ONNX as Mul and Add (ONNX has no fused form). Float16 and
 # bfloat16 compute in float32 and round once more, as torch's ``opmath`` kernels.
 def _fma(a, b, c):
-    if a.dtype == np.float64:
-        return fma64_total(a, b, c)
-    if a.dtype == np.float32:
-        return fma32(a, b, c)
+    if a.dtype == np.float32 or a.dtype == np.float64:
+        if _fma_kernel is not None:
+            return _fma_kernel(a, b, c)
+        return fma32(a, b, c) if a.dtype == np.float32 else fma64_total(a, b, c)
     f = np.float32
-    return fma32(a.astype(f), b.astype(f), c.astype(f)).astype(a.dtype)
+    return _fma(a.astype(f), b.astype(f), c.astype(f)).astype(a.dtype)
+
+
+def fma_into(a, b, c, out) -> bool:
+    """Write ``a * b + c`` rounded once into ``out`` (an in-place update's memory: Note
+    [data-only writes] in eager/ops/inplace.py), for float32 or float64 arrays of one shape
+    and dtype (``b`` may be a number; ``out`` C-contiguous, possibly ``a`` or ``c``);
+    False, nothing written, where the kernel is not built."""
+    if _fma_kernel is None:
+        return False
+    _fma_kernel(a, b, c, out=out)
+    return True
 
 
 fma = elementwise(

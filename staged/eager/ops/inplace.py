@@ -24,6 +24,7 @@ computing out of place cannot give.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,7 @@ try:
 except ImportError:  # NumPy 1.x
     byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
 
+from ... import autodiff as ad
 from ... import dtypes as dt
 from .. import views
 from ..factories import non_overlapping_and_dense
@@ -464,6 +466,72 @@ def _data_only(t: Tensor, y, ufunc) -> bool:
         _restore(token)
     _written(t)
     return True
+
+
+# Note [data-only writes] of the fused updates (Note [fused multiply-add] in
+# autodiff/elementwise.py): ``p.add_(g, alpha=-lr)``, ``buf.add_(g, alpha=1 - d)``,
+# ``avg.lerp_(g, w)``, ``avg.addcmul_(g, g, value=v)`` of float32/float64 tensors of one
+# shape by Python numbers, one pass of the fma kernel into the tensor's memory (a 1M-element
+# SGD update 0.1 ms, against 1.8 ms out of place and 0.36 ms for the two roundings before).
+def _fusable(t: Tensor, *operands) -> np.ndarray | None:
+    """``t``'s memory where a fused update of it by tensors ``operands`` may write it
+    directly: float32/float64, C-contiguous, the operands NumPy arrays of its dtype and
+    shape."""
+    p = _direct(t, operands[0])
+    if p is None or p.dtype.kind != "f" or p.itemsize == 2 or not p.flags.c_contiguous:
+        return None
+    for y in operands:
+        q = y._payload if isinstance(y, Tensor) else None
+        if type(q) is not np.ndarray or q.dtype != p.dtype or q.shape != p.shape:
+            return None
+        if y._requires_grad and _state.grad_enabled:
+            return None
+    return p
+
+
+def _fused(t: Tensor, a, b, c, p) -> bool:
+    token = _quiet()
+    try:
+        done = ad.fma_into(a, b, c, p)
+    finally:
+        _restore(token)
+    if done:
+        _written(t)
+    return done
+
+
+def _add_direct(t: Tensor, y, *, alpha=1, negate=False) -> bool:
+    p = _fusable(t, y) if type(alpha) in (int, float) else None
+    a = -alpha if negate else alpha
+    return p is not None and _fused(t, y._payload, float(fill_array(a, t.dtype)), p, p)
+
+
+def _lerp_direct(t: Tensor, end, weight) -> bool:
+    p = _fusable(t, end) if type(weight) in (int, float) else None
+    if p is None:
+        return False
+    w = fill_array(weight, t.dtype)
+    e = end._payload
+    diff = np.subtract(e, p)
+    if abs(float(w)) < 0.5:  # torch's two-sided formula (``elementwise._lerp``)
+        return _fused(t, diff, float(w), p, p)
+    return _fused(t, np.negative(diff, out=diff), float(np.subtract(1, w, dtype=w.dtype)), e, p)
+
+
+def _addcmul_direct(t: Tensor, tensor1, tensor2, *, value=1) -> bool:
+    p = _fusable(t, tensor1, tensor2) if type(value) in (int, float) else None
+    if p is None:
+        return False
+    t1 = tensor1._payload
+    scaled = t1 if value == 1 else np.multiply(t1, fill_array(value, t.dtype))
+    return _fused(t, scaled, tensor2._payload, p, p)
+
+
+# read by inplace_method: each Tensor method tries its direct write first
+ew.add.direct_write = _add_direct  # type: ignore[attr-defined]
+ew.sub.direct_write = functools.partial(_add_direct, negate=True)  # type: ignore[attr-defined]
+ew.lerp.direct_write = _lerp_direct  # type: ignore[attr-defined]
+ew.addcmul.direct_write = _addcmul_direct  # type: ignore[attr-defined]
 
 
 def _abs_refused(t: Tensor) -> None:

@@ -1,0 +1,3 @@
+import numpy as np
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray: ...
