@@ -1,3 +1,5 @@
 import numpy as np
 
-def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray: ...
+def fma(
+    a: np.ndarray, b: np.ndarray | float, c: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray: ...
