@@ -256,10 +256,13 @@ def _fused_scaled(x, y, alpha, node, negate=False):
         return None
     if d.itemsize != 2:
         return views.named(ad.fma(*operands(y, a, x, dtype=d)), node)
+    # one flat loop (tails as Note [half-precision tails]) where no operand is broadcast
+    # but a scalar; numbers and 0-d tensors rounded to the half type first, as torch's
+    shapes = [tuple(v.shape) for v in (x, y) if isinstance(v, Tensor) and v.numel() != 1]
+    flat = len(set(shapes)) < 2
+    x, y = operands(x, y, dtype=d)
     r = ad.cast(ad.fma(*operands(y, a, x, dtype=dt.float32)), dtype=d)
-    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape == y.shape:
-        r = _scalar_tails(r, *operands(x, y, dtype=d), a)
-    return views.named(r, node)
+    return views.named(_scalar_tails(r, x, y, a) if flat else r, node)
 
 
 # Note [half-precision tails]: torch's float16/bfloat16 ``add``/``sub`` with ``alpha`` run
