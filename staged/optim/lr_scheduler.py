@@ -19,6 +19,7 @@ from bisect import bisect_right
 from collections import Counter
 from functools import partial
 
+from ..autodiff.avals import EagerOnlyError
 from ..eager.interceptor import current_interceptor
 from ..eager.tensor import Tensor
 from .optimizer import Optimizer
@@ -891,6 +892,13 @@ class ReduceLROnPlateau(LRScheduler):
         self.num_bad_epochs = 0
 
     def step(self, metrics, epoch=None):
+        if isinstance(metrics, Tensor) and current_interceptor() is not None:
+            raise EagerOnlyError(  # (a RuntimeError, which fallback="eager" runs eagerly)
+                "ReduceLROnPlateau.step(metric) reads the metric's value to decide whether "
+                "to lower the learning rate, which a compiled step cannot look at while "
+                "it is traced: call scheduler.step(loss) after the compiled step, on the "
+                "loss it returns, or compile with fallback='eager'"
+            )
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1

@@ -47,6 +47,7 @@ import functools
 import gc
 import sys
 import threading
+import types
 from types import FrameType
 from collections.abc import Callable, Container
 from typing import Any, NamedTuple
@@ -721,6 +722,14 @@ class Compiled:
         self._lock = threading.RLock()
         # a Module's attributes are read through __getattr__, never copied (they change)
         functools.update_wrapper(self, fn, updated=() if is_module(fn) else ("__dict__",))
+
+    def __get__(self, obj, objtype=None):
+        """``@staged.compile`` on a method: ``obj.method(x)`` calls the compiled function with
+        ``obj`` first, as its guards' root (without it, ``obj.f(x)`` called ``f`` with ``x``
+        as ``self``: a silent wrong result, or a TypeError naming a missing argument)."""
+        if obj is None or not isinstance(self.fn, types.FunctionType):
+            return self
+        return types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
         if current_interceptor() is not None:  # called by a function being traced: inline

@@ -96,7 +96,8 @@ def splats(graph) -> dict:
             continue
         elif _UNKNOWN not in ks:
             scalars = [np.asarray(k, v.aval.dtype.np) for k, v in zip(ks, ins)]
-            known[op.out.id] = np.asarray(op.prim.impl(*scalars, **op.params)).item()
+            with np.errstate(all="ignore"):  # (a constant's 1 / 0 is inf, as the step's)
+                known[op.out.id] = np.asarray(op.prim.impl(*scalars, **op.params)).item()
         elif name == "where" and ks[0] is not _UNKNOWN:
             branch = ks[1] if ks[0] else ks[2]
             if branch is not _UNKNOWN:
