@@ -119,21 +119,14 @@ def kernels() -> list[Extension]:
     folder = os.path.join("staged", "autodiff")
     exts = [
         Extension(
-            "staged.autodiff._torch_order",
-            [os.path.join(folder, "_torch_order.pyx")],
-            depends=[os.path.join(folder, "_torch_order.hpp")],
+            f"staged.autodiff.{name}",
+            [os.path.join(folder, f"{name}.pyx")],
+            depends=[os.path.join(folder, f"{name}.hpp")],
             include_dirs=[folder],
             language="c++",
             optional=True,
-        ),
-        Extension(
-            "staged.autodiff._fma_kernel",
-            [os.path.join(folder, "_fma_kernel.pyx")],
-            depends=[os.path.join(folder, "_fma_kernel.hpp")],
-            include_dirs=[folder],
-            language="c++",
-            optional=True,
-        ),
+        )
+        for name in ("_torch_order", "_fma_kernel")
     ]
     return cythonize(exts, build_dir=C_DIR, quiet=True)
 

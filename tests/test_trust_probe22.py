@@ -696,8 +696,6 @@ GRADS = {
 # the entry (of the largest entry)
 _BACKWARD_IN_HALF = "staged's VJP rule rounds in the half dtype at each op, torch's kernel once: "
 GRAD_FAULTS = {
-    "tanh": {"float16": "72 of 512 1 ulp off", "bfloat16": "75 of 512 1 ulp off"},
-    "sigmoid": {"bfloat16": "80 of 512 1 ulp off"},
     "rsqrt": {"float16": "139 of 512 1 ulp off (out * out * out, torch's pow(out, 3))"},
     "softmax": {
         "float16": "119 of 512 differ, up to 128 ulps (0.2 of the largest)",

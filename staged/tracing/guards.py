@@ -593,11 +593,28 @@ def _walk(fn, ids, any_list=False, roots=(), whole=True) -> list:
     """The guards of ``source_guards``, ``ids`` the ids of the tensors the trace read;
     ``any_list``: guard every list of tensors by its items (the walk before the trace);
     ``roots``: (name, object) pairs walked as members are (the step's non-tensor
-    arguments); not ``whole``: the roots only."""
+    arguments); not ``whole``: the roots only. Note [helpers' names]: an object's members
+    are guarded where walked code names them, and a helper the step calls with the object
+    (``helper(w, cfg)`` reading ``c["scale"]``) names them in its own code, so the walk is
+    made again with the names of every function it reached (the first walk left
+    ``cfg["scale"]`` unguarded: compiled calls kept 1.0 after the caller set 3.0)."""
+    guards, reached = _walk_once(fn, ids, any_list, roots, whole, frozenset())
+    for _ in range(4 if whole else 0):  # till no walk reaches new names (a method the
+        extra = reached  # helper calls on the object names its own members)
+        guards, reached = _walk_once(fn, ids, any_list, roots, whole, extra)
+        if reached <= extra:
+            break
+    return guards
+
+
+def _walk_once(fn, ids, any_list, roots, whole, extra) -> tuple[list, frozenset]:
+    """``_walk``'s guards, each function's members named by its code or ``extra``, and the
+    names of every function walked."""
     read = (ids, None if any_list else ids)
     guards: list[Any] = []
     todo = [(f, 0) for f in _functions(fn)]
-    names = frozenset().union(*(_names(f.__code__)[1] for f, _ in todo))
+    names = frozenset().union(extra, *(_names(f.__code__)[1] for f, _ in todo))
+    reached = set(names)
     owner = fn.__self__ if isinstance(fn, types.MethodType) else fn
     if not whole:
         todo = []
@@ -612,6 +629,8 @@ def _walk(fn, ids, any_list=False, roots=(), whole=True) -> list:
             continue
         walked.add(id(f))
         globs, names = _names(f.__code__)
+        reached |= names
+        names = names | extra
         for name in sorted(globs & f.__globals__.keys()):
             get = functools.partial(_lookup, f.__globals__, name)
             _watch(guards, todo, read, name, get, depth, names)
@@ -619,7 +638,7 @@ def _walk(fn, ids, any_list=False, roots=(), whole=True) -> list:
             _watch(guards, todo, read, name, functools.partial(_contents, cell), depth, names)
         for name, get in _defaults(f):
             _watch(guards, todo, read, name, get, depth, names)
-    return guards
+    return guards, frozenset(reached)
 
 
 def _defaults(f) -> list:
@@ -654,7 +673,18 @@ def _watch(guards, todo, read, name, get, depth, names) -> None:
         return
     _members(guards, todo, read, name, get, names, set(), depth)
     _append(guards, _owner_guard(read, name, get, value))
+    _append(guards, _callable_guard(name, get, value))
     todo += [(f, depth + 1) for f in _functions(value)]
+
+
+_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+
+
+def _callable_guard(name, get, value) -> Guard | None:
+    """An identity guard on a function the step reads by name (``act = F.relu`` rebound to
+    ``torch.tanh``, ``self.act`` replaced, a new ``functools.partial``): the trace ran the
+    one it found (compiled calls went on applying ``relu``, silently)."""
+    return Guard(name, get, operator.is_, _show, value) if isinstance(value, _CALLABLES) else None
 
 
 def _tensor_fields(name, get, value, names) -> list:
@@ -1011,7 +1041,7 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
     if id(obj) in seen or depth > 3:
         return
     seen.add(id(obj))
-    own = _methods(obj)
+    own = _methods(obj, names) if _walked(obj) else _methods(obj)
     todo += [(f, depth + 1) for f in own]
     names = names.union(*(_names(f.__code__)[1] for f in own))
     space = _attributes(obj)
@@ -1051,6 +1081,7 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
                     _members(guards, todo, read, f"{at}[{i}]", item, names, seen, deeper)
         else:
             todo += [(f, depth + 1) for f in _functions(v)]
+            _append(guards, _callable_guard(at, member, v))
         if key not in children:  # those are guarded by the children guard
             _append(guards, _owner_guard(read, at, member, v))
 
@@ -1073,23 +1104,24 @@ def _defined(v):
     return v if isinstance(v, types.ModuleType) else type(v)
 
 
-def _methods(obj) -> list:
+def _methods(obj, names=frozenset()) -> list:
     """The user's functions calling ``obj`` runs (``_functions``), and the methods of its
-    class that those name, and that these name, ...: a ``forward`` calling
-    ``self.helper()``."""
+    class that those or ``names`` (the walked code's) name, and that these name, ...: a
+    ``forward`` calling ``self.helper()``, a helper calling ``box.weigh(t)``."""
     fs = _functions(obj)
-    if isinstance(obj, types.ModuleType) or not fs:
+    if isinstance(obj, types.ModuleType) or not (fs or names):
         return fs
     cls, found = type(obj), {id(f) for f in fs}
-    todo = list(fs)
+    todo: list = [frozenset(names), *(f.__code__ for f in fs)]
     while todo:
-        for n in _names(todo.pop().__code__)[1]:
+        code = todo.pop()
+        for n in code if isinstance(code, frozenset) else _names(code)[1]:
             v = next((c.__dict__[n] for c in cls.__mro__ if n in c.__dict__), None)
             f = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
             if isinstance(f, types.FunctionType) and id(f) not in found and not _is_library(f):
                 found.add(id(f))
                 fs.append(f)
-                todo.append(f)
+                todo.append(f.__code__)
     return fs
 
 
