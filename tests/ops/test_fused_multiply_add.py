@@ -19,6 +19,19 @@ import staged
 from staged.eager.ops import elementwise
 
 N = 100_031  # a multiple of 32 and a tail of 31
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_as_ours():
+    """torch's kernels split a tensor of 32768 elements or more among its threads, and
+    staged's tails follow its own count (Note [half-precision tails]): the same here,
+    whatever either would pick on this machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(elementwise.blas_threads())
+    yield
+    torch.set_num_threads(before)
+
+
 DTYPES = ["float32", "float64", "bfloat16", "float16"]
 
 
