@@ -117,16 +117,10 @@ def _hooked(step):
             return step(self, *args, **kwargs)
         note_step(self)
         args = (self, *args)
-        icpt = current_interceptor()
-        if icpt is not None:  # the user's code, as the step's (Note [hooks' reads])
-            for hook in (
-                *_global_optimizer_pre_hooks.values(),
-                *self._hooks("step_pre").values(),
-                *self._hooks("step_post").values(),
-                *_global_optimizer_post_hooks.values(),
-            ):
-                icpt.hook(hook, self)
+        icpt = current_interceptor()  # a hook is the user's code (Note [hooks' reads])
         for hook in (*_global_optimizer_pre_hooks.values(), *self._hooks("step_pre").values()):
+            if icpt is not None:
+                icpt.hook(hook, self)
             result = hook(self, args, kwargs)
             if result is not None:
                 if not (isinstance(result, tuple) and len(result) == 2):
@@ -137,6 +131,8 @@ def _hooked(step):
                 args, kwargs = result
         out = step(*args, **kwargs)
         for hook in (*self._hooks("step_post").values(), *_global_optimizer_post_hooks.values()):
+            if icpt is not None:
+                icpt.hook(hook, self)
             hook(self, args, kwargs)
         return out
 

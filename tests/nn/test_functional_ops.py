@@ -384,3 +384,11 @@ def test_circular_padding_past_the_cropped_dim_raises():
         TF.pad(torch.zeros(1, 1, 6), (4, -3), mode="circular")
     with pytest.raises(RuntimeError, match="wrapping around more than once"):
         F.pad(staged.zeros(1, 1, 6), (4, -3), mode="circular")
+
+
+@pytest.mark.parametrize(
+    "mode, pad", [("reflect", (-3, -3)), ("replicate", (-4, -4)), ("circular", (-4, -4))]
+)
+def test_cropping_past_the_dim_raises_torchs_error(mode, pad):
+    """An empty or negative size: torch's errors (an empty tensor before)."""
+    assert_raises_like_torch(lambda ns: ns.nn.functional.pad(ns.zeros(1, 1, 6), pad, mode=mode))

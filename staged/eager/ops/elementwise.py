@@ -715,10 +715,18 @@ def _lerp(start, end, weight):
     if isinstance(weight, Tensor):
         w, rest, diff, s, e = operands(weight, sub(1, weight), diff, start, end)
         return where(lt(abs(weight), 0.5), ad.fma(w, diff, s), ad.fma(neg(diff), rest, e))
+    small, c = lerp_by_number(weight, d)
+    return ad.fma(*operands(diff, c, start)) if small else ad.fma(*operands(neg(diff), c, end))
+
+
+def lerp_by_number(weight, d) -> tuple[bool, float]:
+    """torch's real lerp by a number ``weight`` in dtype ``d``: ``(True, w)`` where
+    ``|w| < 0.5`` (``start + w diff``), else ``(False, 1 - w)`` (``end - diff (1 - w)``),
+    each at ``d``'s precision."""
     w = fill_array(weight, d)
     if builtins.abs(float(w)) < 0.5:
-        return ad.fma(*operands(diff, float(w), start))
-    return ad.fma(*operands(neg(diff), float(np.subtract(1, w, dtype=w.dtype)), end))
+        return True, float(w)
+    return False, float(np.subtract(1, w, dtype=w.dtype))
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):

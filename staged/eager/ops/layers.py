@@ -1207,6 +1207,13 @@ def _pad_gathered(x, pairs, mode):
         # (2, -1) reflects [0..5] into [2, 1, 0 .. 4]), wrapping only what is kept
         start = max(0, -lo)
         kept = n - start - max(0, -hi)
+        if n + lo + hi < (0 if mode == "circular" else 1):  # cropped past the dim: torch's
+            raise RuntimeError(
+                "Negative padding value is resulting in an empty dimension"
+                if mode == "circular"
+                else f"input ({'WHD'[x.ndim - 1 - d]}: {n}) is too small. Calculated output "
+                f"{'WHD'[x.ndim - 1 - d]}: {n + lo + hi}"
+            )
         if mode == "circular" and max(lo, hi) > kept:
             raise RuntimeError("Padding value causes wrapping around more than once.")
         j = np.arange(-lo, n + hi)
