@@ -17,6 +17,7 @@ import torch
 
 import staged
 from staged.eager.ops import elementwise
+from tests.checks import assert_raises_like_torch
 
 N = 100_031  # a multiple of 32 and a tail of 31
 
@@ -255,3 +256,10 @@ def test_tanh_and_sigmoid_gradients_give_torchs_bits(op, dtype):
         getattr(L, op)(t).backward(L.tensor(g).to(getattr(L, dtype)))
         grads.append(t.grad.float().numpy())
     np.testing.assert_array_equal(*grads)
+
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_an_alpha_of_one_dim_or_more_raises_torchs_type_error(op):
+    assert_raises_like_torch(
+        lambda L: getattr(L.ones(2), op)(L.ones(2), alpha=L.tensor([1.0, 2.0]))
+    )

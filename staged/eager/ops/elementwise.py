@@ -246,7 +246,7 @@ def _fused_scaled(x, y, alpha, node, negate=False):
     if not d.is_floating_point:
         return None
     if isinstance(alpha, Tensor):
-        if alpha.ndim or not alpha.dtype.is_floating_point:
+        if not alpha.dtype.is_floating_point:
             return None
         a = alpha.to(d)
         a = neg(a) if negate else a
@@ -301,9 +301,17 @@ def _scalar_tails(r, x, y, a):
     return ad.lax.reshape(out, shape)
 
 
+def _number_alpha(name, alpha) -> None:
+    """torch's refusal of an ``alpha`` that is a tensor of one dim or more (a 0-d one is a
+    number to its argument parser); it multiplied elementwise before."""
+    if isinstance(alpha, Tensor) and alpha.ndim:
+        raise TypeError(f"{name}(): argument 'alpha' must be Number, not Tensor")
+
+
 def add(x, y, *, alpha=1):
     if type(alpha) is int and alpha == 1:
         return _add(x, y)
+    _number_alpha("add", alpha)
     out = _fused_scaled(x, y, alpha, "AddBackward0")
     return _add(x, _scaled(x, y, alpha)) if out is None else out
 
@@ -312,6 +320,7 @@ def sub(x, y, *, alpha=1):
     if type(alpha) is int and alpha == 1:
         return _sub(x, y)
     _no_bool(x, y)  # (a bool ``y`` scaled is an integer one)
+    _number_alpha("sub", alpha)
     out = _fused_scaled(x, y, alpha, "SubBackward0", negate=True)
     return _sub(x, _scaled(x, y, alpha)) if out is None else out
 
