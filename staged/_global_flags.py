@@ -15,6 +15,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from .dtypes import _default as _default_dtype
+
 _state: dict[str, Any] = {
     "deterministic": False,
     "warn_only": False,
@@ -71,6 +73,21 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 def get_float32_matmul_precision() -> str:
     return _state["matmul"]
+
+
+def trace_key() -> tuple:
+    """What a compiled step's trace may have read of the process-wide settings (the
+    switches here, the default dtype: ``torch.zeros(3)`` in the step): a trace serves only
+    calls made under the settings it was made under."""
+    return (_state["deterministic"], _state["warn_only"], _state["matmul"], _default_dtype[0])
+
+
+TRACE_KEY = (
+    "deterministic algorithms",
+    "their warn_only",
+    "float32 matmul precision",
+    "default dtype",
+)
 
 
 def set_flush_denormal(mode: bool) -> bool:

@@ -48,12 +48,14 @@ import gc
 import sys
 import threading
 import types
+import warnings
 from types import FrameType
 from collections.abc import Callable, Container
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import _global_flags
 from .._where import STAGED_DIR, at_user, warn_user
 from ..tracing.capture import Captured, state_lock
 from ..tracing.names import is_module
@@ -784,7 +786,7 @@ class Compiled:
             if one_shot
             else _key_change(last_key, static_key, leaf_names(self.fn, args, kwargs))
         )
-        if not reasons and last_key and len(last_key) > 5 and last_key[:5] == static_key[:5]:
+        if not reasons and last_key and len(last_key) > 6 and last_key[:6] == static_key[:6]:
             self.last_retrace_reason = f"new data in {self._read()}"  # Note [argument data]
         if batched and not self.dynamic and not entries:
             self.last_retrace_reason += (
@@ -981,11 +983,14 @@ class Compiled:
         Python (Note [batch size 1]): ``"same"`` where the dynamic graph computes it,
         ``"differs"`` where a trace at 1 has other ops, or the error it raises there
         (``[type name, message]``: BatchNorm's in training). Traced on the call's first
-        rows (Python only)."""
+        rows (Python only), its warnings not shown: no call ran at 1 (a ``var(0)`` there
+        warns that no degree of freedom is left)."""
         one = [resize(x, {0: 1}) if i in batched else x for i, x in enumerate(leaves)]
         a, kw = unflatten(tree, one)
         try:
-            g = _trace(self.fn, a, kw, self.rng, values=True).graph
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                g = _trace(self.fn, a, kw, self.rng, values=True).graph
         except Exception as err:
             return [type(err).__name__, str(err)]
         return "same" if mismatch(entry.captured.graph, g, {"batch": 1}) is None else "differs"
@@ -1036,6 +1041,7 @@ class Compiled:
             _state.grad_enabled,
             _state.inference,
             _autocast.trace_key(),  # the casts a trace under autocast records
+            _global_flags.trace_key(),
         )
         if self._valued:  # Note [argument data]
             key += (tuple(_data_key(leaves, i) for i in self._valued),)
@@ -1455,6 +1461,11 @@ def _key_change(old, new, names) -> str:
             changes.append(f"{what}: {_on(old[i])} -> {_on(new[i])}")
     if old[4] != new[4]:
         changes.append(f"autocast: {old[4] or 'disabled'} -> {new[4] or 'disabled'}")
+    changes += [
+        f"{what}: {a} -> {b}"
+        for what, a, b in zip(_global_flags.TRACE_KEY, old[5], new[5])
+        if a != b
+    ]
     return "; ".join(changes) or "new arguments"
 
 

@@ -5,7 +5,8 @@ cell is a state input of the graph, bound to the tensor object that was there at
 time. Rebinding the name (``w = new_tensor``) leaves the graph reading the old object, so
 the trace also records, for each such name, the object it found, and is reused only
 while the name still holds that very object. Python values read the same way (numbers,
-strings, None, tuples of those, short lists of those changed in place: ``scale = [2.0]``)
+strings, None, Enum members, tuples of those, short lists and sets of those changed in
+place: ``scale = [2.0]``, ``flags = {"a"}``; small NumPy arrays: ``MEAN = np.array(...)``)
 are baked into the graph as constants and are guarded by value, type included
 (``same_value``). The walk follows the functions reached through ``fn``'s globals,
 closure cells and mutable default arguments (``def hook(g, cfg=CFG)``; a helper the step
@@ -16,9 +17,12 @@ them with all its children, however deep and through whatever container
 (``nn.Sequential``, ``nn.ModuleList``, a plain list of Modules): a ``MyLayer`` inside
 ``nn.Sequential`` reads ``self.scale`` as surely as the step's own code would. Of each
 object, the members that the walked code names (``cfg.scale``, ``cfg["scale"]``,
-``self.alpha``, as attribute names or string constants) or that the object's own code
-names (a user Module's ``forward``, ``__call__`` and the methods they call) are guarded,
-values by value and tensors by identity; dicts, plain and user objects among them
+``self.alpha``, ``cfg[0]``, as attribute names or string, int or tuple constants) or that
+the object's own code names (a user Module's ``forward``, ``__call__`` and the methods
+they call) are guarded, values by value and tensors by identity, with the plain class
+attributes of the user's classes it takes them from (``SCALE = 1.0`` in the class body,
+read as ``self.SCALE``: ``_inherited``); a class of the user's reached by name
+(``Config.lr``) is walked as an object is; dicts, plain and user objects among them
 (``cfg.model.p``), and the dicts of a list of at most ``_FEW_DICTS`` (an optimizer's
 ``param_groups``: ``opt.param_groups[0]["lr"]`` returned by the step is a value of the
 trace), are walked the same way, and the functions they hold are walked for the globals
@@ -29,8 +33,10 @@ were before the trace: a body that empties it (``del saved[:]``) still depended 
 A value the trace itself changes (a counter the body increments) is written again after
 every compiled call and guarded on the value the call entered with (Note [binding
 writes]; a Module's, Note [attribute writes]); one with no place to write it back (a
-default argument rebound) warns, once per step and name (``_warn_side_effects``). Not seen: a
-member read under a name the code computes (``getattr(cfg, k)``), the items of a list
+default argument rebound) warns, once per step and name (``_warn_side_effects``). A NumPy
+array of more than ``_ARRAY_ITEMS`` items, too large to compare at every call, warns once
+that its changes are not seen (``Unseen``). Not seen: a member read under a name or key
+the code computes (``getattr(cfg, k)``, ``cfg[i]``), the items of a list
 that holds no tensor the trace read, Module, few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
@@ -138,6 +144,7 @@ import argparse
 import collections
 import contextlib
 import dis
+import enum
 import functools
 import itertools
 import numbers
@@ -158,7 +165,7 @@ _MISSING = object()
 MISSING = _MISSING  # what an absent attribute or item reads as, for ``replay`` to delete
 # guarded by value; a traced scalar the body stored is seen as a value it wrote (and put
 # back: Note [traced items]), the same only as itself
-_VALUES = (numbers.Number, np.generic, str, bytes, type(None), TracedScalar)
+_VALUES = (numbers.Number, np.generic, str, bytes, type(None), enum.Enum, TracedScalar)
 
 
 class Guard:
@@ -408,6 +415,8 @@ def same_value(a, b) -> bool:
     kind = _KINDS.get(t) or _kind(t)
     if kind == "value":
         return bool(a == b) or (a != a and b != b)
+    if kind == "array":
+        return a.shape == b.shape and a.dtype == b.dtype and _equal_arrays(a, b)
     if kind == "object" or len(a) != len(b):
         return False
     if kind == "items":
@@ -439,11 +448,18 @@ def _kind(t: type) -> str:
         else "dict"
         if issubclass(t, dict)
         else "value"
-        if issubclass(t, _VALUES)
+        if issubclass(t, (*_VALUES, set, frozenset))
+        else "array"
+        if issubclass(t, np.ndarray)
         else "object"
     )
     _KINDS[t] = kind
     return kind
+
+
+def _equal_arrays(a, b) -> bool:
+    """Equal items, NaN equal to NaN."""
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def is_value(v) -> bool:
@@ -483,6 +499,7 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
         if isinstance(g, Position) and g.name in old and not same_value(old[g.name].value, g.value)
     ]
     _warn_advanced(fn, [g.name for g in moved])
+    _warn_unseen(fn, [g for g in guards if isinstance(g, Unseen)])
     writes = _writes(old, guards)  # Note [attribute writes]
     replayed = {w.at(k) for w in writes for k in w.value[1]}
     entry = [  # Note [tensor attributes]: guarded on what they held at entry
@@ -493,7 +510,9 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
     ]
     by_entry = {g.name for g in entry}
     guards = [
-        g for g in guards if not isinstance(g, (Position, Attributes)) and g.name not in by_entry
+        g
+        for g in guards
+        if not isinstance(g, (Position, Attributes, Unseen)) and g.name not in by_entry
     ]
     changed = [g for g in guards if g.name in old and not g.same(old[g.name].value, g.value)]
     bound = [  # Note [binding writes]: a global, cell, item or attribute the body changed
@@ -559,6 +578,24 @@ def _warn_advanced(fn, names) -> None:
         "replay the traced batch, not take the next one, so every call is traced again "
         "and run without compiling, as eager code would. Pass the batch as an argument "
         "instead: `for x, y in loader: step(x, y)`",
+    )
+
+
+def _warn_unseen(fn, guards) -> None:
+    """Warn once per step and name that the trace of ``fn`` read the NumPy arrays of the
+    ``Unseen`` ``guards``, whose changes compiled calls do not see."""
+    new = _unwarned(fn, [g.name for g in guards])
+    what = ", ".join(
+        f"{g.name} ({g.value.dtype}{list(g.value.shape)})" for g in guards if g.name in new
+    )
+    _warn_at(
+        fn,
+        new,
+        f"reads the NumPy array {what}, too large to compare at every call: the contents "
+        "it had when traced are constants of the compiled step, and a change made to it "
+        "in place is not seen (eager code would read it anew). Make it a tensor outside "
+        "the step (`t = torch.from_numpy(array)`, which the step then reads at every call "
+        "and which shares its memory) or pass it in as a tensor argument",
     )
 
 
@@ -766,11 +803,28 @@ def _value_guard(read, name, get, value) -> Guard | None:
         return _items_guard(name, get, value)
     if is_value(value):
         return Guard(name, get, value=value)
-    if type(value) is list and len(value) <= _FEW_DICTS and all(map(is_value, value)):
-        return Guard(name, get, value=list(value))  # ``scale = [2.0]``, changed in place
+    if type(value) in _FEW_KINDS and len(value) <= _FEW_VALUES and all(map(is_value, value)):
+        # ``scale = [2.0]``, ``flags = {"a"}``: copied, as they are changed in place
+        return Guard(name, get, value=type(value)(value))
+    if isinstance(value, np.ndarray):  # ``MEAN = np.array(...)``, changed in place
+        if value.size > _ARRAY_ITEMS:
+            return Unseen(name, get, value=value)
+        return Guard(name, get, value=value.copy())
     if _position(value) is not None:
         return Position(name, functools.partial(_position_of, get))
     return None
+
+
+_FEW_KINDS = (list, set, frozenset)
+_FEW_VALUES = 64  # a list or set of at most this many values is guarded by value
+_ARRAY_ITEMS = 1 << 16  # a NumPy array of at most this many items is guarded by value
+
+
+class Unseen(Guard):
+    """A NumPy array the step reads that is too large to compare at every call: the trace
+    warns that its contents are constants of it (``_warn_unseen``); never checked."""
+
+    __slots__ = ()
 
 
 class Position(Guard):
@@ -820,8 +874,8 @@ def _binding_write(g: Guard, before) -> Binding | None:
 def _place(g: Guard) -> tuple | None:
     """Where ``replay`` sets the value the value guard ``g`` reads: ``(target, key)``, key
     None for a list's items or a closure cell; None where it cannot (a default argument)."""
-    if g.same is not same_value:
-        return None
+    if g.same is not same_value or isinstance(g.value, (set, frozenset, np.ndarray)):
+        return None  # changed in place: not for a write to make again
     func = getattr(g.get, "func", None)
     args: tuple = getattr(g.get, "args", ())
     if type(g.value) is list:  # its items, set in place (``run[0] += 1``)
@@ -1059,8 +1113,11 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
                 _show_children,
             )
         )
-    keys = {k for k in space if isinstance(k, str) and k in names} | set(children)
-    for key in sorted(keys):
+    keys = {k for k in space if (isinstance(k, str) or obj is space) and k in names}
+    keys |= set(children)
+    if not isinstance(obj, (dict, type, types.ModuleType)):  # ``self.SCALE``, class-wide
+        keys |= _class_values(obj, names)
+    for key in sorted(keys, key=_order):
         v = _member(functools.partial(_constant, obj), key)
         at = f"{name}[{key!r}]" if isinstance(obj, dict) else f"{name}.{key}"
         member = functools.partial(_member, get, key)
@@ -1086,6 +1143,11 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
             _append(guards, _owner_guard(read, at, member, v))
 
 
+def _order(key) -> tuple:
+    """Members in order: names, then a dict's other keys (``cfg[0]``)."""
+    return (not isinstance(key, str), str(key))
+
+
 _FEW_DICTS = 16  # a list of at most this many dicts is walked item by item (param groups)
 
 
@@ -1100,8 +1162,8 @@ def _walked(v) -> bool:
 
 
 def _defined(v):
-    """Where ``v``'s code is: a Python module itself, else its class."""
-    return v if isinstance(v, types.ModuleType) else type(v)
+    """Where ``v``'s code is: a Python module or a class itself, else its class."""
+    return v if isinstance(v, (types.ModuleType, type)) else type(v)
 
 
 def _methods(obj, names=frozenset()) -> list:
@@ -1189,15 +1251,17 @@ def _items_guard(name: str, get, value) -> Guard:
     return Guard(name, functools.partial(_items, get), _same_items, _show_items, tuple(value))
 
 
-def _attributes(obj) -> dict | None:
-    """``vars(obj)`` of an instance (a dict itself for a dict) or of a Python module of
-    the user's (``config.scale``), else None (a class, a function, a library's module, a
-    tensor)."""
+def _attributes(obj):
+    """``vars(obj)`` of an instance (a dict itself for a dict), or of a Python module or a
+    class of the user's (``config.scale``, ``Config.scale``), else None (a function, a
+    library's module or class, a tensor)."""
     if isinstance(obj, dict):
         return obj
     if isinstance(obj, types.ModuleType):
         return None if _is_library(obj) else vars(obj)
-    if isinstance(obj, (type, types.FunctionType, types.MethodType)):
+    if isinstance(obj, type):  # a class of the user's (``Config.scale``); an Enum's members
+        return None if issubclass(obj, enum.Enum) or _is_library(obj) else obj.__dict__
+    if isinstance(obj, (types.FunctionType, types.MethodType)):
         return None
     try:
         d = getattr(obj, "__dict__", None)
@@ -1213,12 +1277,44 @@ def _submodules(space: dict) -> dict:
 
 
 def _member(get, key):
-    """``get()``'s member ``key``: a dict's item, an attribute or a Module's child."""
-    space = _attributes(get())
+    """``get()``'s member ``key``: a dict's item, an attribute, a Module's child, or a
+    class attribute of the user's (``self.SCALE``: ``_inherited``)."""
+    obj = get()
+    space = _attributes(obj)
     if space is None:
         return _MISSING
     v = space.get(key, _MISSING)
-    return _submodules(space).get(key, _MISSING) if v is _MISSING else v
+    if v is _MISSING:
+        v = _submodules(space).get(key, _MISSING)
+        if v is _MISSING and not isinstance(obj, (dict, types.ModuleType)):
+            return _inherited(obj, key)
+    return v
+
+
+def _inherited(obj, key):
+    """The attribute ``key`` that ``obj`` (an instance or a class) takes from a class of
+    the user's in its MRO (``SCALE = 1.0`` in a Module's class body), ``_MISSING`` where
+    none (a library class's comes first, or none has it)."""
+    for c in (obj if isinstance(obj, type) else type(obj)).__mro__:
+        if key in c.__dict__:
+            return _MISSING if _is_library(c) else c.__dict__[key]
+    return _MISSING
+
+
+def _class_values(obj, names) -> set:
+    """The names among ``names`` of the plain class attributes (``_inherited``: not
+    functions or descriptors) that the instance ``obj`` takes from the user's classes."""
+    found: set = set()
+    for c in type(obj).__mro__:
+        if _is_library(c):
+            continue
+        found.update(
+            k
+            for k, v in c.__dict__.items()
+            if k in names and not callable(v) and not hasattr(type(v), "__get__")
+        )
+    space = _attributes(obj)
+    return {k for k in found if k not in space and _inherited(obj, k) is not _MISSING}
 
 
 def _constant(value):
@@ -1244,7 +1340,8 @@ def store_dicts(fn) -> list:
             cells = zip(f.__code__.co_freevars, f.__closure__ or ())
             found += [(n, _contents(c)) for n, c in cells]
             if owner is not None and hasattr(owner, "__dict__"):
-                found += [(f"self.{n}", vars(owner).get(n)) for n in sorted(names)]
+                attrs = sorted(n for n in names if isinstance(n, str))
+                found += [(f"self.{n}", vars(owner).get(n)) for n in attrs]
             out += [(n, d) for n, d in found if type(d) in _STORE_DICTS]
             todo += [(v, depth + 1) for _, v in found if callable(v) and not isinstance(v, type)]
     return out
@@ -1309,8 +1406,8 @@ def _names(code) -> tuple:
         if ins.opname in _GLOBAL_READS:
             globs.add(ins.argval)
     for c in code.co_consts:
-        if isinstance(c, str):  # a dict key: ``cfg["scale"]``
-            names.add(c)
+        if isinstance(c, (str, int)) or type(c) is tuple and is_value(c):
+            names.add(c)  # a dict key: ``cfg["scale"]``, ``cfg[0]``, ``cfg[0, 1]``
         elif isinstance(c, types.CodeType):
             g, n = _names(c)
             globs |= g

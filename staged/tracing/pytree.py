@@ -1,15 +1,18 @@
-"""Flatten nested tuples, lists and dicts of tensors and Python values, and rebuild them
-(named tuples and other subclasses as their class)."""
+"""Flatten nested tuples, lists, dicts and dataclasses of tensors and Python values, and
+rebuild them (named tuples and other subclasses as their class)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 
 def flatten_call(args, kwargs):
     """``flatten((args, kwargs), lambda o: False)`` of a call's arguments; the common call,
     positional arguments and no containers, without walking them."""
-    if kwargs or any(isinstance(a, (tuple, list, dict)) for a in args):
+    if kwargs or any(
+        isinstance(a, (tuple, list, dict)) or hasattr(type(a), "__dataclass_fields__") for a in args
+    ):
         return flatten((args, kwargs), lambda o: False)
     return list(args), _positional(len(args))
 
@@ -38,6 +41,10 @@ def _walk(o, is_leaf, leaves):
     if isinstance(o, dict):
         keys = tuple(o)
         return ("dict", keys, tuple(_walk(o[k], is_leaf, leaves) for k in keys))
+    kind = type(o)
+    if hasattr(kind, "__dataclass_fields__") and not is_leaf(o):  # a dict of its fields
+        keys = tuple(f.name for f in dataclasses.fields(o))
+        return ("dict", keys, tuple(_walk(getattr(o, k), is_leaf, leaves) for k in keys), kind)
     leaves.append(o)
     return "*"
 
@@ -50,9 +57,20 @@ def _build(t, it):
     if t == "*":
         return next(it)
     if t[0] == "dict":
-        return {k: _build(s, it) for k, s in zip(t[1], t[2])}
+        items = {k: _build(s, it) for k, s in zip(t[1], t[2])}
+        return items if len(t) == 3 else _dataclass(t[3], items)
     items = [_build(s, it) for s in t[1]]
     kind = t[0]
     if isinstance(kind, str):
         return tuple(items) if kind == "tuple" else items
     return kind(*items) if hasattr(kind, "_fields") else kind(items)
+
+
+def _dataclass(kind, fields: dict):
+    """An instance of the dataclass ``kind`` holding ``fields``, as the body made it: its
+    ``__init__`` and ``__post_init__`` ran there, so they are not run again (a frozen or
+    slotted one too)."""
+    o = kind.__new__(kind)
+    for k, v in fields.items():
+        object.__setattr__(o, k, v)
+    return o

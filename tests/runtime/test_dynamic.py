@@ -320,3 +320,17 @@ def test_a_saved_dynamic_step_raises_at_batch_one_what_eager_code_raises(tmp_pat
     np.testing.assert_array_equal(deployed.state_dict()["1.running_var"], before)
     deployed(np.ones((3, 4), np.float32), np.zeros(3, np.int64))  # other sizes run
     assert np.isfinite(deployed.state_dict()["1.running_var"]).all()
+
+
+def test_the_trace_at_batch_size_1_shows_no_warning_of_its_own():
+    """Note [batch size 1]: the dynamic step is also traced at batch size 1, where
+    ``var(0)`` has no degree of freedom left; no call ran there, so nothing warns."""
+    compiled = staged.compile(lambda x: x.var(0).sum())
+    for n in (4, 5):
+        compiled(staged.randn(n, 3))
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")  # not "error": the trace at 1 would catch it
+        x = staged.randn(6, 3)
+        np.testing.assert_allclose(compiled(x).item(), x.var(0).sum().item(), rtol=1e-5)
+    assert [str(w.message) for w in shown] == []
+    assert "dynamic batch" in compiled.last_retrace_reason

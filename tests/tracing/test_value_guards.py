@@ -1,0 +1,190 @@
+"""Python state a compiled step reads that once went unguarded: each change made between
+calls must re-trace, as eager code would read the new value (the compiled calls kept the
+old one, silently). Eager is the oracle at every call; trace counts show that an unchanged
+value is not re-traced."""
+
+from __future__ import annotations
+
+import enum
+import warnings
+
+import numpy as np
+import pytest
+
+import staged
+from staged import nn
+
+
+class Scaled(nn.Module):
+    SCALE = 1.0
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.lin(x) * self.SCALE
+
+
+class Settings:
+    K = 1.0
+    TABLE = {"a": 2.0}
+
+
+class Mode(enum.Enum):
+    A = 1
+    B = 2
+
+
+MODEL = Scaled()
+MEAN = np.array([1.0, 2.0], dtype=np.float32)
+BIG = np.ones(1 << 17, dtype=np.float32)
+MODE = Mode.A
+FLAGS = {"a"}
+BY_INDEX = {0: 2.0, (1, 2): 3.0}
+X = staged.ones(2, 3)
+
+
+def _class_attribute(x):
+    return MODEL(x)
+
+
+def _user_class(x):
+    return x * Settings.K + Settings.TABLE["a"]
+
+
+def _array_as_tensor(x):
+    return x * staged.from_numpy(MEAN).sum()
+
+
+def _array_item(x):
+    return x * float(MEAN[1])
+
+
+def _enum(x):
+    return x * (1.0 if MODE is Mode.A else 2.0)
+
+
+def _set(x):
+    return x * (1.0 if "b" in FLAGS else 2.0)
+
+
+def _int_key(x):
+    return x * BY_INDEX[0] + BY_INDEX[1, 2]
+
+
+def _deterministic(x):
+    return x * (2.0 if staged.are_deterministic_algorithms_enabled() else 1.0)
+
+
+def _precision(x):
+    return x * (1.0 if staged.get_float32_matmul_precision() == "highest" else 3.0)
+
+
+def _set_global(name, value):
+    return lambda: globals().__setitem__(name, value)
+
+
+@pytest.fixture(autouse=True)
+def _restore():
+    yield
+    Scaled.SCALE, Settings.K, Settings.TABLE["a"] = 1.0, 1.0, 2.0
+    MEAN[:] = (1.0, 2.0)
+    FLAGS.discard("b")
+    BY_INDEX.update({0: 2.0, (1, 2): 3.0})
+    globals()["MODE"] = Mode.A
+    staged.use_deterministic_algorithms(False)
+    staged.set_float32_matmul_precision("highest")
+    staged.set_default_dtype(staged.float32)
+
+
+CASES = {
+    "a user Module's class attribute": (_class_attribute, lambda: setattr(Scaled, "SCALE", 3.0)),
+    "a user class's attribute": (_user_class, lambda: setattr(Settings, "K", 5.0)),
+    "a user class's dict item": (_user_class, lambda: Settings.TABLE.__setitem__("a", 7.0)),
+    "a NumPy array made a tensor": (_array_as_tensor, lambda: MEAN.__setitem__(0, 5.0)),
+    "a NumPy array's item": (_array_item, lambda: MEAN.__setitem__(1, 7.0)),
+    "an Enum member": (_enum, _set_global("MODE", Mode.B)),
+    "a set": (_set, lambda: FLAGS.add("b")),
+    "an int-keyed item": (_int_key, lambda: BY_INDEX.__setitem__(0, 4.0)),
+    "a tuple-keyed item": (_int_key, lambda: BY_INDEX.__setitem__((1, 2), 6.0)),
+    "use_deterministic_algorithms": (
+        _deterministic,
+        lambda: staged.use_deterministic_algorithms(True),
+    ),
+    "float32 matmul precision": (
+        _precision,
+        lambda: staged.set_float32_matmul_precision("high"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_change_between_calls_re_traces(case):
+    fn, change = CASES[case]
+    compiled = staged.compile(fn)
+    for _ in range(2):
+        np.testing.assert_allclose(compiled(X).detach().numpy(), fn(X).detach().numpy(), rtol=1e-6)
+    assert compiled.traces == 1  # unchanged: served by the trace
+    before = fn(X).detach().numpy()
+    change()
+    after = fn(X).detach().numpy()
+    assert not np.allclose(before, after)  # the change matters to eager code
+    np.testing.assert_allclose(compiled(X).detach().numpy(), after, rtol=1e-6)
+    assert compiled.traces == 2
+
+
+def test_the_default_dtype_re_traces_with_its_name_in_the_reason():
+    compiled = staged.compile(lambda x: x + staged.zeros(3))
+    x = staged.ones(3)
+    assert compiled(x).dtype == staged.float32
+    staged.set_default_dtype(staged.float64)
+    out = compiled(x)  # x stays float32: the zeros made in the step are float64 now
+    assert out.dtype == staged.float64
+    assert "default dtype: staged.float32 -> staged.float64" in compiled.last_retrace_reason
+
+
+def test_a_changed_class_attribute_is_named_in_the_reason():
+    compiled = staged.compile(_class_attribute)
+    compiled(X)
+    Scaled.SCALE = 2.0
+    compiled(X)
+    assert "MODEL.SCALE: 1.0 -> 2.0" in compiled.last_retrace_reason
+
+
+def test_an_instance_attribute_shadowing_the_class_one_is_what_is_guarded():
+    model = Scaled()
+    model.SCALE = 4.0
+    compiled = staged.compile(lambda x: model(x))
+    np.testing.assert_allclose(compiled(X).detach().numpy(), model(X).detach().numpy(), rtol=1e-6)
+    Scaled.SCALE = 9.0  # shadowed: changes nothing
+    compiled(X)
+    assert compiled.traces == 1
+    model.SCALE = 5.0
+    np.testing.assert_allclose(compiled(X).detach().numpy(), model(X).detach().numpy(), rtol=1e-6)
+    assert compiled.traces == 2
+
+
+def test_an_array_too_large_to_compare_warns_that_its_changes_are_not_seen():
+    compiled = staged.compile(lambda x: x * float(BIG[3]))
+    with pytest.warns(
+        UserWarning,
+        match=r"reads the NumPy array BIG \(float32\[131072\]\).*"
+        r"not seen.*torch.from_numpy\(array\)",
+    ):
+        compiled(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per step
+        compiled(X)
+
+
+def test_a_tensor_sharing_a_large_array_s_memory_sees_its_changes():
+    """What the warning above says to do."""
+    t = staged.from_numpy(BIG)
+    compiled = staged.compile(lambda x: x * t[:3].sum())
+    np.testing.assert_allclose(compiled(X).detach().numpy(), np.full((2, 3), 3.0))
+    BIG[0] = 5.0
+    try:
+        np.testing.assert_allclose(compiled(X).detach().numpy(), np.full((2, 3), 7.0))
+    finally:
+        BIG[0] = 1.0
