@@ -697,18 +697,6 @@ GRADS = {
 _BACKWARD_IN_HALF = "staged's VJP rule rounds in the half dtype at each op, torch's kernel once: "
 GRAD_FAULTS = {
     "rsqrt": {"float16": "139 of 512 1 ulp off (out * out * out, torch's pow(out, 3))"},
-    "softmax": {
-        "float16": "119 of 512 differ, up to 128 ulps (0.2 of the largest)",
-        "bfloat16": "94 of 512 differ, up to 128 ulps (0.5 of the largest)",
-    },
-    "log_softmax": {
-        "float16": "73 of 512 differ, up to 8 ulps (1 of the largest)",
-        "bfloat16": "119 of 512 differ, up to 4 ulps (1 of the largest)",
-    },
-    "cross_entropy": {
-        "float16": "x.grad 167 of 512 up to 163 ulps (1 of the largest), w.grad 402 of 1024",
-        "bfloat16": "x.grad 251 of 512 up to 90 ulps (1 of the largest), w.grad 515 of 1024",
-    },
     "layer_norm": {
         "float16": "256 of 512 differ, up to 56 ulps (1 of the largest)",
         "bfloat16": "334 of 512 differ, up to 64 ulps (1 of the largest)",
@@ -731,6 +719,13 @@ GRAD_FAULTS = {
         "bfloat16": "97 of 512 differ, up to 32 ulps (g * bfloat16(0.3), torch's g * 0.3f)",
     },
 }
+# softmax's and log_softmax's gradients are torch's kernels (Note [half softmax]); so is
+# cross_entropy's, but not bit for bit on every machine: a float32 exp an ulp off torch's
+# (Sleef's or MKL's, by the CPU) flips a rounding to the half type now and then (1 of 512
+# float16 x.grad entries here), and torch sums the loss in the half type (bfloat16's an
+# ulp off here). tests/ops/test_half_softmax.py checks it within those; here only within
+# the rounding of its rule
+NOT_BITWISE = {"cross_entropy"}
 GRADS.update(
     {
         "tanh": lambda L, x, w: (x.tanh() * x).sum(),
@@ -773,6 +768,8 @@ _GRAD_FLOAT32_MATH = {"gelu", "silu", "softplus"}
 def _grad_params():
     for op in GRADS:
         for dtype in HALF:
+            if op in NOT_BITWISE:
+                continue
             fault = GRAD_FAULTS.get(op, {}).get(dtype)
             marks = (
                 ()
@@ -788,7 +785,7 @@ def test_gradient_of_a_half_leaf(op, dtype):
 
 
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("op", sorted(GRAD_FAULTS))
+@pytest.mark.parametrize("op", sorted(GRAD_FAULTS.keys() | NOT_BITWISE))
 def test_gradient_of_a_half_leaf_within_the_rounding_of_its_rule(op, dtype):
     """Where staged's rule rounds more often than torch's kernel: the same dtypes, and
     each gradient within 8 ulps of the largest one (each of the rule's few roundings is

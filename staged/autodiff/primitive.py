@@ -265,8 +265,11 @@ class Fused(Primitive):
         self.decomposition = decomposition
 
     def __call__(self, *args, **params):
-        if _fused_here[0](self, args):
+        here = _fused_here[0](self, args)  # True, False, or how to bind it instead
+        if here is True:
             return _bind[0](self, args, params)
+        if here:
+            return here(self, args, params)
         return self.decomposition(*args, **params)
 
 

@@ -124,26 +124,46 @@ _constant_like[0] = lambda array, like: Tensor._wrap(_meta.like(array, like))
 # one Node for a composite (linear: permute, matmul, expand and add forward, eight
 # primitives backward). It runs only here, in plain eager mode: under a capture or forward
 # AD it calls its decomposition, so graphs and lowerings never see it, and tangents are
-# the primitives'. vmap's layer is given it like a primitive: with a batching rule
-# (autograd/batching.py) it binds the kernel once on the batch, otherwise the kernel's
-# decomposition. A Fused kernel without VJP rules (a backward kernel: layer norm's input
-# gradient) also decomposes where its result would need a grad_fn, which makes double
-# backward differentiate the decomposition.
+# the primitives'. Under a capture its result that needs a gradient still gets eager's
+# one Node (``_decomposed_node``): the graph computes the forward by the decomposition
+# and the backward by the kernel's own VJP rules, so a compiled step's gradients are
+# eager's formulas (torch's: Note [half softmax] in autodiff/fused.py), not the
+# derivatives of the decomposition's parts. vmap's layer is given it like a primitive:
+# with a batching rule (autograd/batching.py) it binds the kernel once on the batch,
+# otherwise the kernel's decomposition. A Fused kernel without VJP rules (a backward
+# kernel: layer norm's input gradient) also decomposes where its result would need a
+# grad_fn, which makes double backward differentiate the decomposition.
 _DECOMPOSING_LAYERS = frozenset({"forward_ad"})
 _decomposing = [False]  # a layer in _DECOMPOSING_LAYERS is on
 
 
-def _fused(prim, args) -> bool:
+def _fused(prim, args):
+    """True where ``prim`` runs its kernel, False where it decomposes, or
+    ``_decomposed_node`` (Note [fused kernels])."""
     if _decomposing[0]:
         return False
     icpt = _icpt.active
     if icpt is not None and icpt[0] == threading.get_ident():
-        return False
+        if prim.vjp is None or prim.view or not _state.grad_enabled:
+            return False
+        return _decomposed_node if any(t._requires_grad for t in args) else False
     if prim.vjp is None and _state.grad_enabled:
         for t in args:
             if t._requires_grad:
                 return False
     return True
+
+
+def _decomposed_node(prim, args, params):
+    """``prim``'s decomposition, its result given the Node eager gives ``prim``'s in place
+    of the one its last part made (Note [fused kernels]). Its parts are recorded as they
+    were, for a call that runs the trace's ops eagerly (Note [first eager call] in
+    runtime/boundary.py), whose graph is theirs."""
+    out = prim.decomposition(*args, **params)
+    if isinstance(out, Tensor) and out._requires_grad and out._base is None:
+        out._output_nr = 0
+        _record(prim, args, out, params)
+    return out
 
 
 _fused_here[0] = _fused

@@ -1474,10 +1474,12 @@ def cross_entropy(
 
 
 def _fused_case(input, target, weight, reduction) -> bool:
-    """What the fused cross_entropy and nll_loss kernels take: the mean over (N, C) float
-    scores of an int64 class index per row, without class weights."""
+    """What the fused cross_entropy and nll_loss kernels take: the mean over (N, C) float32
+    or float64 scores of an int64 class index per row, without class weights (half types
+    take log_softmax's kernel, rounded as torch's: Note [half softmax])."""
     return (
         isinstance(input, Tensor)
+        and input._payload.dtype.itemsize > 2
         and input.ndim == 2
         and target.ndim == 1
         and target.dtype is dt.int64

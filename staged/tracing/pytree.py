@@ -10,11 +10,21 @@ import functools
 def flatten_call(args, kwargs):
     """``flatten((args, kwargs), lambda o: False)`` of a call's arguments; the common call,
     positional arguments and no containers, without walking them."""
-    if kwargs or any(
-        isinstance(a, (tuple, list, dict)) or hasattr(type(a), "__dataclass_fields__") for a in args
-    ):
+    if kwargs or any(map(_CONTAINERS.__getitem__, map(type, args))):
         return flatten((args, kwargs), lambda o: False)
     return list(args), _positional(len(args))
+
+
+class _Containers(dict):
+    """type -> whether ``_walk`` walks its objects (a cache: ``flatten_call`` runs per call)."""
+
+    def __missing__(self, kind: type) -> bool:
+        walked = issubclass(kind, (tuple, list, dict)) or hasattr(kind, "__dataclass_fields__")
+        self[kind] = walked
+        return walked
+
+
+_CONTAINERS = _Containers()
 
 
 @functools.cache

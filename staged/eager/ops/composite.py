@@ -67,8 +67,9 @@ def _floating(name, x, dim):
 
 
 def _fusable(x) -> bool:
-    """Whether softmax's fused kernel is written for ``x`` (real floating, not empty)."""
-    return x.ndim > 0 and x.numel() > 0 and fused.fusable(x)
+    """Whether softmax's fused kernel is written for ``x`` (real floating, bfloat16 too:
+    Note [half softmax] in autodiff/fused.py; not empty)."""
+    return x.ndim > 0 and x.numel() > 0 and (fused.fusable(x) or x.dtype is dt.bfloat16)
 
 
 def log_softmax(x, dim, dtype=None):
@@ -76,23 +77,34 @@ def log_softmax(x, dim, dtype=None):
     return _log_softmax_of(x if dtype is None else x.to(dtype), dim)
 
 
-@in_float32
 def _log_softmax_of(x, dim):
     _floating("log_softmax", x, dim)
-    if _fusable(x):
+    if _fusable(x):  # half types too, rounded as torch's kernel (Note [half softmax])
         return _log_softmax(contiguous(x), dim=wrap_dim(dim, x.ndim))
     return _log_softmax_composite(x, dim=dim)
 
 
+@in_float32
 def _log_softmax_composite(x, *, dim):
     return x - logsumexp(x, dim, keepdim=True)
 
 
 def _log_softmax_decomposed(x, *, dim):
     """The fused kernel's parts (real floats): no guard on an infinite max, as torch's
-    kernel (logsumexp guards it: ``logsumexp([1, inf])`` is inf, ``log_softmax`` NaN)."""
+    kernel (logsumexp guards it: ``logsumexp([1, inf])`` is inf, ``log_softmax`` NaN);
+    a half type rounded where torch's kernel rounds (Note [half softmax])."""
+    half = x.dtype if x.dtype in _HALF else None
+    if half is not None:
+        x = x.float()
     m = x.amax(dim, keepdim=True).detach()
-    return x - (m + sum((x - m).exp(), dim, keepdim=True).log())
+    shifted = x - m
+    lse = sum(shifted.exp(), dim, keepdim=True)
+    if half is None:
+        return x - (m + lse.log())
+    return (shifted - lse.to(half).float().log().to(half).float()).to(half)
+
+
+_HALF = (dt.float16, dt.bfloat16)
 
 
 def softmax(x, dim, dtype=None):
@@ -100,11 +112,17 @@ def softmax(x, dim, dtype=None):
     return _softmax_of(x if dtype is None else x.to(dtype), dim)
 
 
-@in_float32
 def _softmax_of(x, dim):
     _floating("softmax", x, dim)
     if _fusable(x):  # of a C-contiguous copy: torch's result is laid out row-major
         return _softmax(contiguous(x), dim=wrap_dim(dim, x.ndim))
+    return _softmax_widened(x, dim=dim)
+
+
+def _softmax_decomposed(x, *, dim):
+    """The fused kernel's parts: a half type computed in float32, rounded once."""
+    if x.dtype in _HALF:
+        return _softmax_composite(x.float(), dim=dim).to(x.dtype)
     return _softmax_composite(x, dim=dim)
 
 
@@ -115,10 +133,11 @@ def _softmax_composite(x, *, dim):
     return e / sum(e, dim, keepdim=True)
 
 
+_softmax_widened = in_float32(_softmax_composite)
 _softmax = ad.Fused(
     "softmax",
     fused.softmax_impl,
-    _softmax_composite,
+    _softmax_decomposed,
     vjp=fused.SOFTMAX_VJP,
     node_name="SoftmaxBackward0",
 )
