@@ -448,8 +448,9 @@ def test_gradient_accumulation_with_zero_grad_set_to_none_traces_a_bounded_numbe
     np.testing.assert_allclose(ours, eager, rtol=1e-6)
     assert [a is None for a in state] == [b is None for b in eager_state]
     for a, b in zip(state, eager_state):
-        if b is not None:
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+        if b is not None:  # 12 accumulated float32 gradients, each a few ulps of the
+            # largest entry (0.5) off eager's kernels: a small entry is off by that much
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=12 * 2**-24 * np.abs(b).max())
     assert f.traces <= 3, [h["reason"] for h in f.history]
 
 

@@ -36,7 +36,9 @@ writes]; a Module's, Note [attribute writes]); one with no place to write it bac
 default argument rebound) warns, once per step and name (``_warn_side_effects``). A NumPy
 array of more than ``_ARRAY_ITEMS`` items, too large to compare at every call, warns once
 that its changes are not seen (``Unseen``). Not seen: a member read under a name or key
-the code computes (``getattr(cfg, k)``, ``cfg[i]``), the items of a list
+the code computes (``getattr(cfg, k)``; ``cfg[k]`` of a dict that holds more than
+``_FEW_VALUES`` values or other objects: one of values only is guarded whole, ``Items``),
+the items of a list
 that holds no tensor the trace read, Module, few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
@@ -521,6 +523,7 @@ def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
         if g.name not in replayed and (b := _binding_write(g, old[g.name].value)) is not None
     ]
     replayed |= {b.name for b in bound}
+    replayed |= {g.name for g in changed if _items_replayed(g, old[g.name].value, replayed)}
     # what the body wrote is replayed: guarded on its value at entry
     guards = [old[g.name] if g.name in replayed and g in changed else g for g in guards]
     changed = [g for g in changed if g.name not in replayed]
@@ -820,6 +823,28 @@ _FEW_VALUES = 64  # a list or set of at most this many values is guarded by valu
 _ARRAY_ITEMS = 1 << 16  # a NumPy array of at most this many items is guarded by value
 
 
+class Items(Guard):
+    """A small dict of values, guarded whole (by ``same_value``, its items in order): a
+    loop over its items or an item under a computed key (``for k, w in W.items()``,
+    ``cfg[k]``) reads what no name in the code tells. Its items the body writes are
+    replayed as its members' are (``_items_replayed``)."""
+
+    __slots__ = ()
+
+
+def _values_only(d: dict) -> bool:
+    return all(map(is_value, d)) and all(map(is_value, d.values()))
+
+
+def _items_replayed(g: Guard, before, replayed) -> bool:
+    """Whether ``g``, an ``Items`` guard that changed, changed only by the writes to its
+    items that are ``replayed`` (``cfg["n"] += 1``: Note [binding writes])."""
+    if not isinstance(g, Items) or type(before) is not dict or before.keys() != g.value.keys():
+        return False
+    changed = [k for k in before if not same_value(before[k], g.value[k])]
+    return all(f"{g.name}[{k!r}]" in replayed for k in changed)
+
+
 class Unseen(Guard):
     """A NumPy array the step reads that is too large to compare at every call: the trace
     warns that its contents are constants of it (``_warn_unseen``); never checked."""
@@ -874,7 +899,11 @@ def _binding_write(g: Guard, before) -> Binding | None:
 def _place(g: Guard) -> tuple | None:
     """Where ``replay`` sets the value the value guard ``g`` reads: ``(target, key)``, key
     None for a list's items or a closure cell; None where it cannot (a default argument)."""
-    if g.same is not same_value or isinstance(g.value, (set, frozenset, np.ndarray)):
+    if (
+        g.same is not same_value
+        or isinstance(g, Items)  # its items' own guards replay them
+        or isinstance(g.value, (set, frozenset, np.ndarray))
+    ):
         return None  # changed in place: not for a write to make again
     func = getattr(g.get, "func", None)
     args: tuple = getattr(g.get, "args", ())
@@ -1141,6 +1170,8 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
             _append(guards, _callable_guard(at, member, v))
         if key not in children:  # those are guarded by the children guard
             _append(guards, _owner_guard(read, at, member, v))
+    if type(obj) is dict and len(obj) <= _FEW_VALUES and _values_only(obj):
+        guards.append(Items(name, get, value=dict(obj)))  # ``for k, w in W.items()``
 
 
 def _order(key) -> tuple:

@@ -42,6 +42,7 @@ BIG = np.ones(1 << 17, dtype=np.float32)
 MODE = Mode.A
 FLAGS = {"a"}
 BY_INDEX = {0: 2.0, (1, 2): 3.0}
+WEIGHTS = {"a": 1.0, "b": 2.0}
 X = staged.ones(2, 3)
 
 
@@ -73,6 +74,17 @@ def _int_key(x):
     return x * BY_INDEX[0] + BY_INDEX[1, 2]
 
 
+def _items_loop(x):
+    for _, w in WEIGHTS.items():
+        x = x * w
+    return x
+
+
+def _computed_key(x):
+    key = "".join(["b"])
+    return x * WEIGHTS[key]
+
+
 def _deterministic(x):
     return x * (2.0 if staged.are_deterministic_algorithms_enabled() else 1.0)
 
@@ -92,6 +104,7 @@ def _restore():
     MEAN[:] = (1.0, 2.0)
     FLAGS.discard("b")
     BY_INDEX.update({0: 2.0, (1, 2): 3.0})
+    WEIGHTS.update({"a": 1.0, "b": 2.0})
     globals()["MODE"] = Mode.A
     staged.use_deterministic_algorithms(False)
     staged.set_float32_matmul_precision("highest")
@@ -108,6 +121,11 @@ CASES = {
     "a set": (_set, lambda: FLAGS.add("b")),
     "an int-keyed item": (_int_key, lambda: BY_INDEX.__setitem__(0, 4.0)),
     "a tuple-keyed item": (_int_key, lambda: BY_INDEX.__setitem__((1, 2), 6.0)),
+    "a loop over a dict's items": (_items_loop, lambda: WEIGHTS.__setitem__("a", 3.0)),
+    "a dict item under a computed key": (
+        _computed_key,
+        lambda: WEIGHTS.__setitem__("b", 5.0),
+    ),
     "use_deterministic_algorithms": (
         _deterministic,
         lambda: staged.use_deterministic_algorithms(True),
@@ -188,3 +206,19 @@ def test_a_tensor_sharing_a_large_array_s_memory_sees_its_changes():
         np.testing.assert_allclose(compiled(X).detach().numpy(), np.full((2, 3), 7.0))
     finally:
         BIG[0] = 1.0
+
+
+def test_a_counter_in_a_dict_of_values_is_replayed_and_named():
+    """Note [binding writes]: the dict guarded whole (for loops over its items) lets its
+    item's own guard replay the write and name it."""
+    state = {"n": 0, "scale": 2.0}
+
+    def step(x):
+        state["n"] += 1
+        return x * state["scale"] * state["n"]
+
+    compiled = staged.compile(step)
+    for n in (1, 2, 3):
+        np.testing.assert_allclose(compiled(X).numpy(), np.full((2, 3), 2.0 * n))
+        assert state["n"] == n
+    assert "state['n']: 1 -> 2" in compiled.last_retrace_reason
