@@ -465,7 +465,8 @@ def _equal_arrays(a, b) -> bool:
 
 
 def is_value(v) -> bool:
-    """A value a guard compares by value: a number, a string, None, a tuple of those."""
+    """A value a guard compares by value: a number, a string, None, an Enum member, a
+    tuple of those."""
     return isinstance(v, _VALUES) or (type(v) is tuple and all(map(is_value, v)))
 
 

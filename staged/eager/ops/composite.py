@@ -119,13 +119,6 @@ def _softmax_of(x, dim):
     return _softmax_widened(x, dim=dim)
 
 
-def _softmax_decomposed(x, *, dim):
-    """The fused kernel's parts: a half type computed in float32, rounded once."""
-    if x.dtype in _HALF:
-        return _softmax_composite(x.float(), dim=dim).to(x.dtype)
-    return _softmax_composite(x, dim=dim)
-
-
 def _softmax_composite(x, *, dim):
     if x.numel() == 0:  # nothing to normalize (and an empty dim has no max)
         return x.exp()
@@ -133,11 +126,11 @@ def _softmax_composite(x, *, dim):
     return e / sum(e, dim, keepdim=True)
 
 
-_softmax_widened = in_float32(_softmax_composite)
+_softmax_widened = in_float32(_softmax_composite)  # also the fused kernel's parts
 _softmax = ad.Fused(
     "softmax",
     fused.softmax_impl,
-    _softmax_decomposed,
+    _softmax_widened,
     vjp=fused.SOFTMAX_VJP,
     node_name="SoftmaxBackward0",
 )
