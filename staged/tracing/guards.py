@@ -5,8 +5,9 @@ cell is a state input of the graph, bound to the tensor object that was there at
 time. Rebinding the name (``w = new_tensor``) leaves the graph reading the old object, so
 the trace also records, for each such name, the object it found, and is reused only
 while the name still holds that very object. Python values read the same way (numbers,
-strings, None, Enum members, tuples of those, short lists and sets of those changed in
-place: ``scale = [2.0]``, ``flags = {"a"}``; small NumPy arrays: ``MEAN = np.array(...)``)
+strings, None, Enum members, tuples of those, short lists and sets of those or of such
+lists, changed in place: ``scale = [2.0]``, ``flags = {"a"}``, ``sizes = [[1, 2], [3]]``;
+small NumPy arrays: ``MEAN = np.array(...)``)
 are baked into the graph as constants and are guarded by value, type included
 (``same_value``). The walk follows the functions reached through ``fn``'s globals,
 closure cells and mutable default arguments (``def hook(g, cfg=CFG)``; a helper the step
@@ -23,10 +24,13 @@ they call) are guarded, values by value and tensors by identity, with the plain 
 attributes of the user's classes it takes them from (``SCALE = 1.0`` in the class body,
 read as ``self.SCALE``: ``_inherited``); a class of the user's reached by name
 (``Config.lr``) is walked as an object is; dicts, plain and user objects among them
-(``cfg.model.p``), and the dicts of a list of at most ``_FEW_DICTS`` (an optimizer's
-``param_groups``: ``opt.param_groups[0]["lr"]`` returned by the step is a value of the
-trace), are walked the same way, and the functions they hold are walked for the globals
-they read. A Module's children are guarded by identity (``model[0] = nn.Linear``
+(``cfg.model.p``), and the dicts and objects of a list or tuple of at most
+``_FEW_DICTS`` (an optimizer's ``param_groups``: ``opt.param_groups[0]["lr"]`` returned by
+the step is a value of the trace; ``for c in LAYERS: x = x * c.scale``), are walked the
+same way, and the functions they hold are walked for the globals they read. Where the
+walked code reads an object's attributes all at once (``vars(cfg).values()``,
+``dataclasses.asdict(cfg)``: ``_WHOLE_READS``), the values among a user object's
+attributes are guarded whole too (``Fields``). A Module's children are guarded by identity (``model[0] = nn.Linear``
 brings parameters the trace never read). A list or tuple so reached that holds tensors
 the trace read is guarded by its items (tensors by identity, numbers by value), as they
 were before the trace: a body that empties it (``del saved[:]``) still depended on them.
@@ -38,8 +42,8 @@ array of more than ``_ARRAY_ITEMS`` items, too large to compare at every call, w
 that its changes are not seen (``Unseen``). Not seen: a member read under a name or key
 the code computes (``getattr(cfg, k)``; ``cfg[k]`` of a dict that holds more than
 ``_FEW_VALUES`` values or other objects: one of values only is guarded whole, ``Items``),
-the items of a list
-that holds no tensor the trace read, Module, few dicts or few values only, and what library code reads of its own objects (a Module's parameters and
+the items of a list that holds no tensor the trace read, Module, few dicts or objects or
+few values only, and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
 
@@ -477,7 +481,11 @@ def _show(obj) -> str:
     if shape is not None and hasattr(obj, "_serial"):
         return f"tensor#{obj._serial} {getattr(dtype, 'name', dtype)}{list(shape)}"
     shown = repr(obj)  # a Module's is a screenful: its class and address then
-    return shown if "\n" not in shown and len(shown) <= 100 else _show_owner(obj)
+    if "\n" not in shown and len(shown) <= 100:
+        return shown
+    if isinstance(obj, (list, tuple, set, frozenset, dict)):
+        return f"{type(obj).__name__} of {len(obj)} items"
+    return _show_owner(obj)
 
 
 def source_guards(fn, tensors, before=None, roots=(), whole=True) -> list:
@@ -807,9 +815,8 @@ def _value_guard(read, name, get, value) -> Guard | None:
         return _items_guard(name, get, value)
     if is_value(value):
         return Guard(name, get, value=value)
-    if type(value) in _FEW_KINDS and len(value) <= _FEW_VALUES and all(map(is_value, value)):
-        # ``scale = [2.0]``, ``flags = {"a"}``: copied, as they are changed in place
-        return Guard(name, get, value=type(value)(value))
+    if _few_values(value):  # ``scale = [2.0]``, ``flags = {"a"}``, ``sizes = [[1, 2], [3]]``
+        return Guard(name, get, value=_copied(value))  # copied: changed in place
     if isinstance(value, np.ndarray):  # ``MEAN = np.array(...)``, changed in place
         if value.size > _ARRAY_ITEMS:
             return Unseen(name, get, value=value)
@@ -819,7 +826,23 @@ def _value_guard(read, name, get, value) -> Guard | None:
     return None
 
 
-_FEW_KINDS = (list, set, frozenset)
+def _few_values(v, depth: int = 0) -> bool:
+    """``v`` is a list, set or tuple of at most ``_FEW_VALUES`` values, or of such lists
+    (two deep), not itself a value: guarded by value."""
+    return (
+        type(v) in _FEW_KINDS
+        and len(v) <= _FEW_VALUES
+        and (depth > 0 or not is_value(v))
+        and all(is_value(x) or (depth < 1 and _few_values(x, depth + 1)) for x in v)
+    )
+
+
+def _copied(v):
+    """A copy of the lists and sets in ``_few_values``'s ``v``, its values shared."""
+    return type(v)(map(_copied, v)) if type(v) in _FEW_KINDS and not is_value(v) else v
+
+
+_FEW_KINDS = (list, set, frozenset, tuple)
 _FEW_VALUES = 64  # a list or set of at most this many values is guarded by value
 _ARRAY_ITEMS = 1 << 16  # a NumPy array of at most this many items is guarded by value
 
@@ -832,6 +855,32 @@ class Items(Guard):
 
     __slots__ = ()
 
+    def at(self, key) -> str:
+        """The name of the guard on the item ``key``."""
+        return f"{self.name}[{key!r}]"
+
+
+class Fields(Items):
+    """The values of a user object's ``__dict__``, guarded whole where the walked code
+    reads an object's attributes all at once (``_WHOLE_READS``: ``vars(cfg).values()``,
+    ``dataclasses.asdict(cfg)``), not by name."""
+
+    __slots__ = ()
+
+    def at(self, key: str) -> str:
+        return f"{self.name.removesuffix(_DICT)}.{key}"
+
+
+_DICT = ".__dict__"  # the suffix of a ``Fields`` guard's name
+# names in the walked code that read all of an object's attributes
+_WHOLE_READS = frozenset({"vars", "__dict__", "asdict", "astuple"})
+
+
+def _value_fields(get) -> dict:
+    """The members of ``get()``'s ``__dict__`` that are values (``is_value``)."""
+    space = _attributes(get())
+    return {} if space is None else {k: v for k, v in space.items() if is_value(v)}
+
 
 def _values_only(d: dict) -> bool:
     return all(map(is_value, d)) and all(map(is_value, d.values()))
@@ -843,7 +892,7 @@ def _items_replayed(g: Guard, before, replayed) -> bool:
     if not isinstance(g, Items) or type(before) is not dict or before.keys() != g.value.keys():
         return False
     changed = [k for k in before if not same_value(before[k], g.value[k])]
-    return all(f"{g.name}[{k!r}]" in replayed for k in changed)
+    return all(g.at(k) in replayed for k in changed)
 
 
 class Unseen(Guard):
@@ -908,7 +957,9 @@ def _place(g: Guard) -> tuple | None:
         return None  # changed in place: not for a write to make again
     func = getattr(g.get, "func", None)
     args: tuple = getattr(g.get, "args", ())
-    if type(g.value) is list:  # its items, set in place (``run[0] += 1``)
+    if type(g.value) is list:  # its items, set in place (``run[0] += 1``), not lists
+        if not all(map(is_value, g.value)):  # a list's list would be put back as a copy
+            return None
         target = g.get()
         return (target, None) if type(target) is list else None
     if func is _lookup:  # a global: ``step += 1`` under ``global step``
@@ -1125,6 +1176,13 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
     if id(obj) in seen or depth > 3:
         return
     seen.add(id(obj))
+    if isinstance(obj, (list, tuple)):  # ``self.layers = [MyLayer(), MyLayer()]``
+        few = len(obj) <= _FEW_DICTS  # ``opt.param_groups[0]["lr"]``, ``[Cfg(2.0), ...]``
+        for i, x in enumerate(obj):  # Modules, and a few objects: not a list of data
+            if "_modules" in (_attributes(x) or ()) or (few and _walked(x)):
+                item = functools.partial(_item, get, i)
+                _members(guards, todo, read, f"{name}[{i}]", item, names, seen, depth)
+        return
     own = _methods(obj, names) if _walked(obj) else _methods(obj)
     todo += [(f, depth + 1) for f in own]
     names = names.union(*(_names(f.__code__)[1] for f in own))
@@ -1158,14 +1216,8 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
             continue
         # a Module's child adds no depth: models nest deeper than config objects do
         deeper = depth + (key not in children)
-        if _walked(v):
+        if _walked(v) or isinstance(v, (list, tuple)):
             _members(guards, todo, read, at, member, names, seen, deeper)
-        elif isinstance(v, (list, tuple)):  # ``self.layers = [MyLayer(), MyLayer()]``
-            few = len(v) <= _FEW_DICTS  # ``opt.param_groups[0]["lr"]``
-            for i, x in enumerate(v):  # Modules and a few dicts: not a list of data
-                if "_modules" in (_attributes(x) or ()) or (few and type(x) is dict):
-                    item = functools.partial(_item, member, i)
-                    _members(guards, todo, read, f"{at}[{i}]", item, names, seen, deeper)
         else:
             todo += [(f, depth + 1) for f in _functions(v)]
             _append(guards, _callable_guard(at, member, v))
@@ -1173,6 +1225,11 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
             _append(guards, _owner_guard(read, at, member, v))
     if type(obj) is dict and len(obj) <= _FEW_VALUES and _values_only(obj):
         guards.append(Items(name, get, value=dict(obj)))  # ``for k, w in W.items()``
+    elif _WHOLE_READS & names and not isinstance(obj, (dict, type, types.ModuleType)):
+        fields = _value_fields(get)  # ``vars(cfg).values()``, ``asdict(cfg)``
+        if "_modules" not in space and len(fields) <= _FEW_VALUES:
+            get = functools.partial(_value_fields, get)
+            guards.append(Fields(f"{name}{_DICT}", get, value=fields))
 
 
 def _order(key) -> tuple:

@@ -5,6 +5,7 @@ value is not re-traced."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import warnings
 
@@ -36,6 +37,17 @@ class Mode(enum.Enum):
     B = 2
 
 
+class Cfg:
+    def __init__(self, s):
+        self.s = s
+
+
+@dataclasses.dataclass
+class Hyper:
+    a: float = 1.0
+    b: float = 2.0
+
+
 MODEL = Scaled()
 MEAN = np.array([1.0, 2.0], dtype=np.float32)
 BIG = np.ones(1 << 17, dtype=np.float32)
@@ -44,6 +56,12 @@ FLAGS = {"a"}
 BY_INDEX = {0: 2.0, (1, 2): 3.0}
 WEIGHTS = {"a": 1.0, "b": 2.0}
 X = staged.ones(2, 3)
+LAYERS = [Cfg(2.0), Cfg(3.0)]
+PAIR = (Cfg(2.0),)
+NESTED = {"layers": [Cfg(1.0), Cfg(2.0)]}
+HYPER = [Hyper(), Hyper(b=3.0)]
+OBJ = Cfg(1.0)
+SIZES = [[1.0, 2.0], [3.0]]
 
 
 def _class_attribute(x):
@@ -85,6 +103,41 @@ def _computed_key(x):
     return x * WEIGHTS[key]
 
 
+def _list_of_objects(x):
+    for c in LAYERS:
+        x = x * c.s
+    return x
+
+
+def _tuple_of_objects(x):
+    return x * PAIR[0].s
+
+
+def _objects_in_a_dict(x):
+    for c in NESTED["layers"]:
+        x = x * c.s
+    return x
+
+
+def _dataclasses(x):
+    for h in HYPER:
+        x = x * h.a + h.b
+    return x
+
+
+def _vars(x):
+    return x * sum(vars(OBJ).values())
+
+
+def _asdict(x):
+    d = dataclasses.asdict(HYPER[1])
+    return x * d["a"] - d["b"]
+
+
+def _nested_list(x):
+    return x * SIZES[0][1]
+
+
 def _deterministic(x):
     return x * (2.0 if staged.are_deterministic_algorithms_enabled() else 1.0)
 
@@ -106,6 +159,8 @@ def _restore():
     BY_INDEX.update({0: 2.0, (1, 2): 3.0})
     WEIGHTS.update({"a": 1.0, "b": 2.0})
     globals()["MODE"] = Mode.A
+    LAYERS[1].s, PAIR[0].s, NESTED["layers"][0].s, OBJ.s = 3.0, 2.0, 1.0, 1.0
+    HYPER[0].a, HYPER[1].b, SIZES[0][1] = 1.0, 3.0, 2.0
     staged.use_deterministic_algorithms(False)
     staged.set_float32_matmul_precision("highest")
     staged.set_default_dtype(staged.float32)
@@ -126,6 +181,16 @@ CASES = {
         _computed_key,
         lambda: WEIGHTS.__setitem__("b", 5.0),
     ),
+    "a list of objects' attribute": (_list_of_objects, lambda: setattr(LAYERS[1], "s", 5.0)),
+    "a tuple of objects' attribute": (_tuple_of_objects, lambda: setattr(PAIR[0], "s", 7.0)),
+    "an object's in a dict's list": (
+        _objects_in_a_dict,
+        lambda: setattr(NESTED["layers"][0], "s", 6.0),
+    ),
+    "a list of dataclasses' field": (_dataclasses, lambda: setattr(HYPER[0], "a", 4.0)),
+    "vars(obj).values()": (_vars, lambda: setattr(OBJ, "s", 4.0)),
+    "dataclasses.asdict(obj)": (_asdict, lambda: setattr(HYPER[1], "b", 6.0)),
+    "a list of lists' item": (_nested_list, lambda: SIZES[0].__setitem__(1, 8.0)),
     "use_deterministic_algorithms": (
         _deterministic,
         lambda: staged.use_deterministic_algorithms(True),
@@ -222,3 +287,11 @@ def test_a_counter_in_a_dict_of_values_is_replayed_and_named():
         np.testing.assert_allclose(compiled(X).numpy(), np.full((2, 3), 2.0 * n))
         assert state["n"] == n
     assert "state['n']: 1 -> 2" in compiled.last_retrace_reason
+
+
+def test_an_object_read_whole_is_named_by_its_dict_in_the_reason():
+    compiled = staged.compile(_vars)
+    compiled(X)
+    OBJ.s = 4.0
+    compiled(X)
+    assert compiled.last_retrace_reason == "OBJ.__dict__: {'s': 1.0} -> {'s': 4.0}"
