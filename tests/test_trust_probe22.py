@@ -696,7 +696,6 @@ GRADS = {
 # the entry (of the largest entry)
 _BACKWARD_IN_HALF = "staged's VJP rule rounds in the half dtype at each op, torch's kernel once: "
 GRAD_FAULTS = {
-    "rsqrt": {"float16": "139 of 512 1 ulp off (out * out * out, torch's pow(out, 3))"},
     "layer_norm": {
         "float16": "256 of 512 differ, up to 56 ulps (1 of the largest)",
         "bfloat16": "334 of 512 differ, up to 64 ulps (1 of the largest)",
