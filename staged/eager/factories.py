@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "tensor",
     "from_numpy",
+    "from_dlpack",
     "frombuffer",
     "as_tensor",
     "asarray",
@@ -235,9 +236,51 @@ def from_numpy(a: np.ndarray) -> Tensor:
             "converting it to a tensor."
         )
         a = _writable(a)
+    return _over(a)
+
+
+def _over(a: np.ndarray) -> Tensor:
+    """A tensor over ``a``'s memory, once its dtype and layout are checked."""
     check_array(a)
     dt.from_numpy_dtype(a.dtype)
     return Tensor._wrap(a, False)
+
+
+def from_dlpack(ext_tensor, *, device=None, copy=None) -> Tensor:
+    """A tensor over the memory of ``ext_tensor``, an object with ``__dlpack__`` (a NumPy
+    array, a JAX or torch CPU array) or a DLPack capsule (``utils.dlpack.to_dlpack``'s), as
+    torch's; ``copy=True`` copies it, ``copy=False`` refuses to."""
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"from_dlpack: staged's tensors live on the CPU, not {device}")
+    if type(ext_tensor).__name__ == "PyCapsule":
+        ext_tensor = _Capsule(ext_tensor)
+    if not hasattr(ext_tensor, "__dlpack__"):
+        raise TypeError(
+            f"from_dlpack expects an object with __dlpack__ (a NumPy, JAX or torch array) or a "
+            f"DLPack capsule, got {type(ext_tensor).__name__}"
+        )
+    try:
+        a = np.from_dlpack(ext_tensor, copy=copy)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        raise RuntimeError(
+            f"from_dlpack could not take the {type(ext_tensor).__name__}: {e} (a CPU array of "
+            "a dtype NumPy has is needed: bfloat16 is not one; a capsule can be taken once)"
+        ) from None
+    # a legacy capsule (torch's to_dlpack) has no read-only flag: NumPy takes it read-only
+    return _over(a if a.flags.writeable else _writable(a))
+
+
+class _Capsule:
+    """A DLPack capsule as NumPy's ``from_dlpack`` takes it: an object with ``__dlpack__``."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
 
 
 def _writable(a: np.ndarray) -> np.ndarray:

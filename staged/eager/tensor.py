@@ -433,6 +433,19 @@ class Tensor(_TensorOps):
             )
         return self._host().view()
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this tensor's memory (``np.from_dlpack(t)``,
+        ``jax.dlpack.from_dlpack``), with torch's refusal of one that requires grad."""
+        if self._requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        if self.is_conj():
+            raise BufferError("Can't export tensors with the conjugate bit set")
+        a = self._host().view()
+        return a.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple:
+        return (1, 0)  # kDLCPU, device 0
+
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """``np.asarray(t)``: ``numpy()``'s array (and its errors, as torch's), a copy where
         NumPy asks for one (``np.array(t)``)."""

@@ -1,5 +1,5 @@
 """``staged.utils``: as ``torch.utils``; so far ``data`` (datasets, samplers, DataLoader),
-``benchmark`` (Timer, Measurement, Compare)
-and ``checkpoint`` (activation checkpointing); ``hooks.RemovableHandle``."""
+``benchmark`` (Timer, Measurement, Compare), ``checkpoint`` (activation checkpointing),
+``dlpack`` (``to_dlpack``, ``from_dlpack``) and ``hooks.RemovableHandle``."""
 
-from . import benchmark, checkpoint, data, hooks  # noqa: F401
+from . import benchmark, checkpoint, data, dlpack, hooks  # noqa: F401
