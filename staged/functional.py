@@ -1,7 +1,7 @@
 """``torch.functional``'s counterpart: the names torch defines there, which are staged's
 top-level functions themselves (``staged.functional.einsum is staged.einsum``), filled in
 by ``staged/__init__.py`` once it has made them (an import of them here would be an import
-circle). Not there: ``pca_lowrank`` and ``svd_lowrank``."""
+circle)."""
 
 _NAMES = [
     "atleast_1d",
@@ -18,8 +18,10 @@ _NAMES = [
     "lu",
     "meshgrid",
     "norm",
+    "pca_lowrank",
     "split",
     "stft",
+    "svd_lowrank",
     "tensordot",
     "unique",
     "unique_consecutive",

@@ -97,6 +97,7 @@ from ._lapack import (
     svdvals,
 )
 from ._ldl import ldl_factor, ldl_factor_ex, ldl_solve
+from ._lowrank import pca_lowrank as _pca_lowrank, svd_lowrank as _svd_lowrank
 
 __all__ = [
     "LinAlgError",
@@ -170,13 +171,23 @@ TOP_LEVEL = {
         "orgqr": householder_product,
         "vander": _torch_vander,
         "chain_matmul": _torch_chain_matmul,
+        "svd_lowrank": _svd_lowrank,
+        "pca_lowrank": _pca_lowrank,
         "triangular_solve": _triangular_solve,
         "frobenius_norm": _frobenius_norm,
         "nuclear_norm": _nuclear_norm,
     }.items()
 }
 # torch has no Tensor method of these
-FUNCTIONS = ("lu_unpack", "vander", "chain_matmul", "frobenius_norm", "nuclear_norm")
+FUNCTIONS = (
+    "lu_unpack",
+    "vander",
+    "chain_matmul",
+    "frobenius_norm",
+    "nuclear_norm",
+    "svd_lowrank",
+    "pca_lowrank",
+)
 for _name, _fn in TOP_LEVEL.items():
     if _name not in FUNCTIONS:
         setattr(Tensor, _name, _fn)
