@@ -4,7 +4,7 @@ very classes the ops build (namedtuples, made where the op is), not copies. Wher
 two classes of the same fields, staged returns one for both: ``slogdet`` is
 ``linalg_slogdet``, ``qr`` ``linalg_qr`` and ``lu_unpack`` ``linalg_lu``. Not there:
 torch's ``*_out`` classes (``out=`` returns the op's own class) and those of the ops staged
-lacks (``geqrf``, ``histogramdd``)."""
+lacks (``histogramdd``)."""
 
 from .eager.ops.composite import FrexpResult as frexp
 from .eager.ops.quantiles import HistogramResult as histogram
@@ -14,6 +14,7 @@ from .eager.ops.reduction import AminmaxResult as aminmax, CummaxResult as cumma
 from .eager.ops.reduction import CumminResult as cummin, MaxResult as max, MinResult as min
 from .eager.ops.reduction import SortResult as sort, TopkResult as topk
 from .linalg._composed import CholeskyExResult as linalg_cholesky_ex
+from .linalg._geqrf import GeqrfResult as geqrf
 from .linalg._composed import InvExResult as linalg_inv_ex, LUResult as linalg_lu
 from .linalg._composed import LUFactorExResult as linalg_lu_factor_ex
 from .linalg._composed import LUFactorResult as linalg_lu_factor
@@ -33,6 +34,7 @@ __all__ = [
     "cummax",
     "cummin",
     "frexp",
+    "geqrf",
     "histogram",
     "kthvalue",
     "linalg_cholesky_ex",

@@ -97,6 +97,7 @@ from ._lapack import (
     svdvals,
 )
 from ._ldl import ldl_factor, ldl_factor_ex, ldl_solve
+from ._geqrf import geqrf as _geqrf, ormqr as _ormqr
 from ._lowrank import pca_lowrank as _pca_lowrank, svd_lowrank as _svd_lowrank
 
 __all__ = [
@@ -171,6 +172,8 @@ TOP_LEVEL = {
         "orgqr": householder_product,
         "vander": _torch_vander,
         "chain_matmul": _torch_chain_matmul,
+        "geqrf": _geqrf,
+        "ormqr": _ormqr,
         "svd_lowrank": _svd_lowrank,
         "pca_lowrank": _pca_lowrank,
         "triangular_solve": _triangular_solve,
