@@ -187,6 +187,8 @@ if TYPE_CHECKING:
     from .linalg._lapack import _pinverse as pinverse, _torch_qr as qr, _torch_svd as svd
     from .linalg._lapack import _frobenius_norm as frobenius_norm, _nuclear_norm as nuclear_norm
     from .linalg._lapack import _triangular_solve as triangular_solve
+    from .linalg._geqrf import geqrf, ormqr
+    from .linalg._lowrank import pca_lowrank, svd_lowrank
 
     BoolTensor: LegacyType
     ByteTensor: LegacyType

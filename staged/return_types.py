@@ -3,10 +3,10 @@ names, so ``isinstance(staged.max(x, 1), staged.return_types.max)`` holds. These
 very classes the ops build (namedtuples, made where the op is), not copies. Where torch has
 two classes of the same fields, staged returns one for both: ``slogdet`` is
 ``linalg_slogdet``, ``qr`` ``linalg_qr`` and ``lu_unpack`` ``linalg_lu``. Not there:
-torch's ``*_out`` classes (``out=`` returns the op's own class) and those of the ops staged
-lacks (``histogramdd``)."""
+torch's ``*_out`` classes (``out=`` returns the op's own class)."""
 
 from .eager.ops.composite import FrexpResult as frexp
+from .eager.ops.quantiles import HistogramddResult as histogramdd
 from .eager.ops.quantiles import HistogramResult as histogram
 from .eager.ops.quantiles import KthvalueResult as kthvalue, MedianResult as median
 from .eager.ops.quantiles import ModeResult as mode, NanmedianResult as nanmedian
@@ -36,6 +36,7 @@ __all__ = [
     "frexp",
     "geqrf",
     "histogram",
+    "histogramdd",
     "kthvalue",
     "linalg_cholesky_ex",
     "linalg_eig",

@@ -5,7 +5,9 @@ chosen, split evenly among ties for the whole-tensor medians."""
 
 from __future__ import annotations
 
+import builtins
 import functools
+import math
 from collections import namedtuple
 from typing import Any
 
@@ -357,52 +359,124 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False) -> Any
     shape) fall in each bin. ``bins`` is a number of equal bins over ``range`` (the data's
     range by default) or a 1-D tensor of increasing bin edges; the last bin includes its
     right edge. ``density`` divides by the total and the bin widths."""
-    x = _real_floats("histogramdd", input)
-    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+    x = _real_floats("histogramdd", input).reshape(-1, 1)
+    same = weight is not None and tuple(weight.shape) == tuple(input.shape)
+    hist, (edges,) = _histogramdd(
+        x, [bins], range, weight.reshape(-1) if same else None, density, weight
+    )
+    return HistogramResult(hist, edges)
+
+
+def histogramdd(input, bins=10, *, range=None, weight=None, density=False) -> Any:
+    """``(hist, bin_edges)`` of the points in ``input``'s last dim (``D`` coordinates each):
+    ``histogram`` along each coordinate at once, ``bins`` one number for every dim, one per
+    dim, or one tensor of edges per dim; ``range`` ``[lo_0, hi_0, lo_1, ...]``; ``hist``
+    of shape ``(bins_0, ..., bins_{D-1})``, ``bin_edges`` a tuple of ``D`` edge tensors."""
+    if input.ndim < 2:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 2 dimensions")
+    D = input.shape[-1]
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{input.dtype.title}'")
+    x = input.detach().reshape(-1, D)
+    if isinstance(bins, (int, np.integer)):
+        bins = [int(bins)] * D
+    elif len(bins) != D:
+        if isinstance(bins[0], Tensor):
+            raise RuntimeError(
+                f"torch.histogramdd: expected {D} sequences of bin edges for a {D}-dimensional "
+                f"histogram but got {len(bins)}"
+            )
+        raise RuntimeError(
+            "histogramdd: The size of bins must be equal to the innermost dimension of the input."
+        )
+    w = weight
+    if weight is not None and tuple(weight.shape) == tuple(input.shape[:-1]):
+        w = weight.reshape(-1)
+    hist, edges = _histogramdd(x, list(bins), range, w, density, weight)
+    return HistogramddResult(hist, tuple(edges))
+
+
+HistogramddResult = namedtuple(  # type: ignore[name-match]
+    "histogramdd", ["hist", "bin_edges"], module="staged.return_types"
+)
+
+
+def _histogramdd(x, bins, range, w, density, weight):
+    """``(hist, [edges per dim])`` of the ``(N, D)`` points ``x`` (detached), ``w`` the
+    flat weights (``weight``, as given, for the error)."""
+    N, D = x.shape
+    if weight is not None and (w is None or tuple(w.shape) != (N,)):
         raise RuntimeError(
             "torch.histogramdd: if weight tensor is provided it should have the same shape as "
             f"the input tensor excluding its innermost dimension, but got input with shape "
-            f"{[x.numel(), 1]} and weight with shape {list(weight.shape)}"
+            f"{[N, D]} and weight with shape {list(weight.shape)}"
         )
-    w = None if weight is None else weight.detach().reshape(-1)
+    if range is not None and len(range) != 2 * D:
+        raise RuntimeError(
+            f"torch.histogramdd: for a {D}-dimensional histogram range should have {2 * D} "
+            f"elements, but got {len(range)}"
+        )
+    w = None if w is None else w.detach()
+    flat, inside, sizes, edges = None, None, [], []
+    for d in builtins.range(D):
+        lo_hi = None if range is None else range[2 * d : 2 * d + 2]
+        pos, ins, n, e = _bins_along(x[:, d], bins[d], lo_hi, d)
+        flat = pos if flat is None else flat * n + pos
+        inside = ins if inside is None else inside & ins
+        sizes.append(n)
+        edges.append(e)
+    total = math.prod(sizes)
+    hist = _count(flat, inside, total, w, x.dtype).reshape(sizes)
+    if density:
+        volume = None
+        for d, (n, e) in enumerate(zip(sizes, edges)):
+            width = (narrow(e, 0, 1, n) - narrow(e, 0, 0, n)).reshape(
+                [n if k == d else 1 for k in builtins.range(D)]
+            )
+            volume = width if volume is None else volume * width
+        hist = hist / (hist.sum() * volume)
+    return hist, edges
+
+
+def _bins_along(x, bins, range, d):
+    """(the bin of each entry of the 1-D ``x``, whether it falls in one, the number of
+    bins, their edges) along dimension ``d`` of a histogram: ``bins`` edges or a count
+    over ``range`` (the data's where None)."""
     if isinstance(bins, Tensor):
         if bins.ndim != 1:
             raise RuntimeError(
                 "torch.histogramdd: bins tensor should have one dimension, but got "
-                f"{bins.ndim} dimensions in the bins tensor for dimension 0"
+                f"{bins.ndim} dimensions in the bins tensor for dimension {d}"
             )
         if bins.dtype is not x.dtype:
             raise RuntimeError(
                 "torch.histogramdd: input tensor and bins tensors should have the same dtype, "
                 f"but got input with dtype {_C_NAMES.get(x.dtype.name, x.dtype.name)} and bins "
-                f"for dimension 0 with dtype {_C_NAMES.get(bins.dtype.name, bins.dtype.name)}"
+                f"for dimension {d} with dtype "
+                f"{_C_NAMES.get(bins.dtype.name, bins.dtype.name)}"
             )
         edges = ad.copy(bins.detach())  # the result's bin_edges: a copy, as torch's
         n = edges.numel() - 1
         inside = (x >= edges[0]) & (x <= edges[-1])
         pos = minimum(searchsorted(edges, x, right=True) - 1, scalar_tensor(n - 1, dt.int64))
-    else:
-        if bins <= 0:
-            raise RuntimeError(
-                f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0"
-            )
-        lo, hi = (0, 0) if range is None else range
-        if lo > hi:
-            raise RuntimeError(
-                f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
-                "for dimension 0"
-            )
-        if range is None and not x.numel():
-            lo, hi = 0, 1
-        lo_t, hi_t = _data_range(x, lo, hi, 0.5)
-        _check_finite(lo_t, hi_t, "torch.histogramdd: dimension 0's range [{}, {}] is not finite")
-        n, edges = bins, _linspace(lo_t, hi_t, bins + 1)
-        guess, inside = _linear_bin(x, lo_t, hi_t, bins)
-        # torch's local search: the guess moved to the bin its edges say (floats round)
-        below = x < ad.gather(edges, guess, dim=0)
-        above = (x >= ad.gather(edges, guess + 1, dim=0)) & (guess < n - 1)
-        pos = guess - below.to(dt.int64) + above.to(dt.int64)
-    hist = _count(pos, inside, n, w, x.dtype)
-    if density:
-        hist = hist / (hist.sum() * (narrow(edges, 0, 1, n) - narrow(edges, 0, 0, n)))
-    return HistogramResult(hist, edges)
+        return pos, inside, n, edges
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension {d}")
+    lo, hi = (0, 0) if range is None else range
+    if lo > hi:
+        raise RuntimeError(
+            f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
+            f"for dimension {d}"
+        )
+    if range is None and not x.numel():
+        lo, hi = 0, 1
+    lo_t, hi_t = _data_range(x, lo, hi, 0.5)
+    _check_finite(
+        lo_t, hi_t, f"torch.histogramdd: dimension {d}'s range [{{}}, {{}}] is not finite"
+    )
+    edges = _linspace(lo_t, hi_t, bins + 1)
+    guess, inside = _linear_bin(x, lo_t, hi_t, bins)
+    # torch's local search: the guess moved to the bin its edges say (floats round)
+    below = x < ad.gather(edges, guess, dim=0)
+    above = (x >= ad.gather(edges, guess + 1, dim=0)) & (guess < bins - 1)
+    return guess - below.to(dt.int64) + above.to(dt.int64), inside, bins, edges

@@ -286,6 +286,7 @@ ROWS = {
     **{n: Public(getattr(inplace, n), export=False) for n in ("fill_", "zero_", "copy_")},
     # order statistics, histograms, bits and integers
     **{n: Public(getattr(quantiles, n)) for n in ("kthvalue", "mode", "histc", "histogram")},
+    "histogramdd": Public(quantiles.histogramdd, method=False),
     **{n: Public(getattr(data_dependent, n)) for n in ("bincount", "unique_consecutive")},
     "frexp": Public(composite.frexp),
     **{
