@@ -89,8 +89,9 @@ def _real(A, what: str, kernel: str = "", *, complex_ok: bool = False) -> None:
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{A.dtype.title}'")
 
 
-def _eager_only(name: str, users: str):
-    """The decomposition of a LAPACK kernel: what staged cannot trace, say so."""
+def _eager_only(name: str, users: str, prefix: str = "linalg."):
+    """The decomposition of a LAPACK kernel: what staged cannot trace, say so (``name``
+    after ``prefix``, torch's module of it)."""
 
     def decomposition(*args, **params):
         where = (
@@ -100,7 +101,7 @@ def _eager_only(name: str, users: str):
         )
         raise EagerOnlyError(
             at_user(
-                f"linalg.{name}{users} runs LAPACK eagerly only: staged has no composition "
+                f"{prefix}{name}{users} runs LAPACK eagerly only: staged has no composition "
                 f"of it in its ops, so it cannot run {where}. Call it eagerly, outside the "
                 "compiled function or transform."
             )

@@ -41,7 +41,7 @@ def _no_derivative(g):
 _geqrf = Fused(
     "geqrf",
     _geqrf_impl,
-    _eager_only("geqrf", ""),
+    _eager_only("geqrf", "", prefix="torch."),
     vjp=_no_derivative,
     node_name="GeqrfBackward0",
 )
