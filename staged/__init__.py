@@ -104,6 +104,14 @@ from .nn.functional import (  # noqa: F401  (torch.<name>: nn.functional's, same
     selu,
     threshold,
 )
+from .nn.functional import (  # noqa: F401  (torch's forms, the indices always returned)
+    adaptive_avg_pool1d,
+    adaptive_max_pool1d_with_indices as adaptive_max_pool1d,
+    max_pool1d_with_indices,
+)
+from ._sym import sym_float, sym_int, sym_ite, sym_max, sym_min, sym_not, sym_sqrt  # noqa: F401
+from ._sym import sym_sum  # noqa: F401
+from .utils.dlpack import to_dlpack  # noqa: F401
 from .func import vmap  # noqa: F401  (torch.vmap is torch.func.vmap)
 from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
