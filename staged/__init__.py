@@ -109,6 +109,7 @@ from .nn.functional import (  # noqa: F401  (torch's forms, the indices always r
     adaptive_max_pool1d_with_indices as adaptive_max_pool1d,
     max_pool1d_with_indices,
 )
+from .nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 from ._sym import sym_float, sym_int, sym_ite, sym_max, sym_min, sym_not, sym_sqrt  # noqa: F401
 from ._sym import sym_sum  # noqa: F401
 from .utils.dlpack import to_dlpack  # noqa: F401

@@ -65,3 +65,33 @@ def test_to_dlpack_at_the_top_level():
     u = torch.from_dlpack(staged.to_dlpack(t))
     u[1] = 7.0
     assert t.tolist() == [1.0, 7.0]
+
+
+CELLS = {
+    "lstm_cell": 4,
+    "gru_cell": 3,
+    "rnn_tanh_cell": 1,
+    "rnn_relu_cell": 1,
+}
+
+
+@pytest.mark.parametrize("name", list(CELLS))
+@pytest.mark.parametrize("bias", [True, False])
+def test_cell_functions_are_torch_s_with_gradients(name, bias):
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(s) for s in [(3, 5), (3, 4), (3, 4)]]
+    arrays += [rng.standard_normal((CELLS[name] * 4, n)) * 0.5 for n in (5, 4)]
+    arrays += [rng.standard_normal(CELLS[name] * 4) * 0.1 for _ in range(2)]
+    results = []
+    for L in (staged, torch):
+        x, h, c, w_ih, w_hh, b_ih, b_hh = (L.tensor(a, requires_grad=True) for a in arrays)
+        hx = (h, c) if name == "lstm_cell" else h
+        biases = (b_ih, b_hh) if bias else ()
+        out = getattr(L, name)(x, hx, w_ih, w_hh, *biases)
+        outs = out if isinstance(out, tuple) else (out,)
+        sum(o.sin().sum() for o in outs).backward()
+        used = [x, h, w_ih, w_hh] + ([c] if name == "lstm_cell" else []) + list(biases)
+        results.append([o.detach().numpy() for o in outs] + [t.grad.numpy() for t in used])
+    assert len(results[0]) == len(results[1])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)

@@ -94,6 +94,32 @@ _CELLS = {
 }
 
 
+def _cell(mode, input, states, w_ih, w_hh, b_ih, b_hh) -> tuple:
+    """One step of the cell ``mode``: its new states from ``input`` and ``states``."""
+    return _CELLS[mode][1](F.linear(input, w_ih, b_ih), F.linear(states[0], w_hh, b_hh), states)
+
+
+# torch's top-level cell functions (what nn.LSTMCell and the others call)
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> tuple:
+    """``(h', c')`` of one LSTM step from ``input`` and ``hx = (h, c)``."""
+    return _cell("LSTM", input, tuple(hx), w_ih, w_hh, b_ih, b_hh)
+
+
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``h'`` of one GRU step."""
+    return _cell("GRU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``tanh(W_ih x + b_ih + W_hh h + b_hh)``."""
+    return _cell("RNN_TANH", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``relu(W_ih x + b_ih + W_hh h + b_hh)``."""
+    return _cell("RNN_RELU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
 def _reset(module):
     stdv = 1.0 / math.sqrt(module.hidden_size) if module.hidden_size > 0 else 0
     for weight in module.parameters():
@@ -587,11 +613,7 @@ class RNNCellBase(Module):
                     f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
                     f"expected {self.hidden_size}"
                 )
-        out = _CELLS[mode][1](
-            F.linear(input, self.weight_ih, self.bias_ih),
-            F.linear(states[0], self.weight_hh, self.bias_hh),
-            states,
-        )
+        out = _cell(mode, input, states, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return out if batched else tuple(s.squeeze(0) for s in out)
 
 
