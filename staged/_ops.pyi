@@ -29,6 +29,7 @@ from staged.eager.ops.composite import (
     logit as logit,
     mvlgamma as mvlgamma,
     nextafter as nextafter,
+    nonzero_static as nonzero_static,
     polar as polar,
     positive as positive,
     prelu as prelu,
@@ -555,6 +556,7 @@ __all__ = [
     "negative",
     "nextafter",
     "nonzero",
+    "nonzero_static",
     "norm",
     "not_equal",
     "numel",
@@ -958,6 +960,7 @@ class TensorOps:
     def nextafter(self, other) -> Tensor: ...
     def nextafter_(self, other) -> Tensor: ...
     def nonzero(self, *, as_tuple=False) -> Any: ...
+    def nonzero_static(self, *, size, fill_value=-1) -> Tensor: ...
     def norm(self, p="fro", dim=None, keepdim=False) -> Tensor: ...
     def not_equal(self, y) -> Tensor: ...
     def not_equal_(self, y) -> Tensor: ...

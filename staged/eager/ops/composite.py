@@ -52,10 +52,10 @@ from .elementwise import (
     where,
 )
 from .inplace import apply_inplace
-from .reduction import _scan, all, in_float32, logsumexp, sum
+from .reduction import _scan, all, argsort, in_float32, logsumexp, sum
 from .reduction import norm as vector_norm
 from .reduction import any as any_
-from .shape import broadcast_tensors, stack, view_as_complex
+from .shape import broadcast_tensors, cat, stack, view_as_complex
 
 
 def _floating(name, x, dim):
@@ -726,3 +726,25 @@ def renorm(x, p, dim, maxnorm):
     d = wrap_dim(dim, x.ndim)
     norms = vector_norm(x, p, tuple(i for i in range(x.ndim) if i != d), True)
     return x * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(norms.dtype)
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` with a static shape: the indices of the first ``size`` non-zero
+    entries in order, one row each, rows past their count holding ``fill_value`` (int64
+    ``(size, ndim)``). A stable sort puts the non-zero entries' positions first, so it
+    captures and compiles where ``nonzero`` cannot."""
+    if size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    flat = input.detach().reshape(-1)
+    n = flat.numel()
+    if n == 0:  # nothing non-zero: every row filled
+        return Tensor._wrap(np.full((size, input.ndim), fill_value, np.int64))
+    nonzero = (flat != 0).to(dt.int64)
+    order = argsort(1 - nonzero, stable=True)[: min(size, n)]
+    if size > n:  # positions past the entries: any, as they are filled
+        order = cat([order, Tensor._wrap(np.zeros(size - n, np.int64))])
+    shape = input.shape
+    coords = [order // math.prod(shape[d + 1 :]) % shape[d] for d in range(input.ndim)]
+    rows = stack(coords, 1) if coords else Tensor._wrap(np.zeros((size, 0), np.int64))
+    within = (Tensor._wrap(np.arange(size, dtype=np.int64)) < nonzero.sum()).reshape(size, 1)
+    return where(within, rows, scalar_tensor(fill_value, dt.int64))

@@ -289,6 +289,7 @@ ROWS = {
     "histogramdd": Public(quantiles.histogramdd, method=False),
     **{n: Public(getattr(data_dependent, n)) for n in ("bincount", "unique_consecutive")},
     "frexp": Public(composite.frexp),
+    "nonzero_static": Public(composite.nonzero_static),
     **{
         n: Public(getattr(composite, n), inplace=True)
         for n in ("ldexp", "gcd", "lcm", "nextafter", "renorm")

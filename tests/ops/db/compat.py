@@ -109,6 +109,16 @@ def _histogram_samples(dtype, rng):
     ]
 
 
+def _histogramdd_samples(dtype, rng):
+    x = arr(rng, dtype, (2, 5, 2))
+    edges = [np.asarray([-2.0, 0.0, 1.5], dtype), np.asarray([-1.0, 0.5, 1.0, 2.0], dtype)]
+    return [
+        Sample((x, 3)),
+        Sample((x, [2, 4]), {"range": [-1.0, 1.0, 0.0, 2.0], "weight": arr(rng, dtype, (2, 5))}),
+        Sample((x, edges), {"density": True}),
+    ]
+
+
 def _bincount_samples(dtype, rng):
     x = index(rng, 5, (9,)).astype(dtype)
     return [
@@ -250,6 +260,7 @@ ENTRIES = [
     _named("mode", _mode_samples, INTS, skips=[TIES_MOVE]),
     _named("histc", _histc_samples, differentiable=False),
     _named("histogram", _histogram_samples, differentiable=False),
+    _named("histogramdd", _histogramdd_samples, differentiable=False),
     _named("bincount", _bincount_samples, INTEGERS, differentiable=False, skips=[DATA_DEPENDENT]),
     _named(
         "unique_consecutive",

@@ -250,6 +250,15 @@ def _nonzero_samples(dtype, rng):
     ]
 
 
+def _nonzero_static_samples(dtype, rng):
+    x = _sparse(rng, dtype, (3, 4))
+    return [
+        Sample((x,), {"size": 8}),
+        Sample((x,), {"size": 2, "fill_value": 5}),
+        Sample((np.asarray(1, dtype),), {"size": 2}),
+    ]
+
+
 def _unique_samples(dtype, rng):
     x = _sparse(rng, dtype, (3, 4))
     return [
@@ -350,6 +359,14 @@ ENTRIES = [
             ],
         )
         for n, samples in (("nonzero", _nonzero_samples), ("unique", _unique_samples))
+    ),
+    OpInfo(
+        "nonzero_static",
+        staged.nonzero_static,
+        torch.nonzero_static,
+        _nonzero_static_samples,
+        dtypes=DTYPES,
+        differentiable=False,
     ),
     OpInfo("cat", staged.cat, torch.cat, _cat_samples, dtypes=DTYPES),
     OpInfo("stack", staged.stack, torch.stack, _stack_samples, dtypes=DTYPES),
