@@ -43,7 +43,8 @@ that its changes are not seen (``Unseen``). Not seen: a member read under a name
 the code computes (``getattr(cfg, k)``; ``cfg[k]`` of a dict that holds more than
 ``_FEW_VALUES`` values or other objects: one of values only is guarded whole, ``Items``),
 the items of a list that holds no tensor the trace read, Module, few dicts or objects or
-few values only, and what library code reads of its own objects (a Module's parameters and
+few values only (its length is guarded: ``len(history)``, ``history[-1]`` of a list the
+loop appends to), and what library code reads of its own objects (a Module's parameters and
 the attributes staged's layers read are guarded by the Module when it is called,
 ``Module._guard``; ``scheduler.get_last_lr()`` inside a step is a constant of it).
 
@@ -1177,6 +1178,8 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
         return
     seen.add(id(obj))
     if isinstance(obj, (list, tuple)):  # ``self.layers = [MyLayer(), MyLayer()]``
+        if type(obj) is list:  # ``len(history)``, ``history[-1]`` of a list grown outside
+            guards.append(Guard(f"len({name})", functools.partial(_length, get), value=len(obj)))
         few = len(obj) <= _FEW_DICTS  # ``opt.param_groups[0]["lr"]``, ``[Cfg(2.0), ...]``
         for i, x in enumerate(obj):  # Modules, and a few objects: not a list of data
             if "_modules" in (_attributes(x) or ()) or (few and _walked(x)):
@@ -1315,6 +1318,12 @@ def _items_read(value, ids, depth: int = 0) -> bool:
         or (depth == 0 and isinstance(x, tuple) and _items_read(x, ids, 1))
         for x in value
     )
+
+
+def _length(get):
+    """``len(get())`` of a list, ``_MISSING`` for anything else."""
+    v = get()
+    return len(v) if type(v) is list else _MISSING
 
 
 def _items(get):

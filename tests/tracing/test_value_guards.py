@@ -62,6 +62,8 @@ NESTED = {"layers": [Cfg(1.0), Cfg(2.0)]}
 HYPER = [Hyper(), Hyper(b=3.0)]
 OBJ = Cfg(1.0)
 SIZES = [[1.0, 2.0], [3.0]]
+HISTORY = [staged.ones(1)]
+LONG = [1.0] * 100
 
 
 def _class_attribute(x):
@@ -138,6 +140,14 @@ def _nested_list(x):
     return x * SIZES[0][1]
 
 
+def _length(x):
+    return x * len(HISTORY)
+
+
+def _last_of_long(x):
+    return x * LONG[-1]
+
+
 def _deterministic(x):
     return x * (2.0 if staged.are_deterministic_algorithms_enabled() else 1.0)
 
@@ -161,6 +171,7 @@ def _restore():
     globals()["MODE"] = Mode.A
     LAYERS[1].s, PAIR[0].s, NESTED["layers"][0].s, OBJ.s = 3.0, 2.0, 1.0, 1.0
     HYPER[0].a, HYPER[1].b, SIZES[0][1] = 1.0, 3.0, 2.0
+    del HISTORY[1:], LONG[100:]
     staged.use_deterministic_algorithms(False)
     staged.set_float32_matmul_precision("highest")
     staged.set_default_dtype(staged.float32)
@@ -191,6 +202,8 @@ CASES = {
     "vars(obj).values()": (_vars, lambda: setattr(OBJ, "s", 4.0)),
     "dataclasses.asdict(obj)": (_asdict, lambda: setattr(HYPER[1], "b", 6.0)),
     "a list of lists' item": (_nested_list, lambda: SIZES[0].__setitem__(1, 8.0)),
+    "a list's length": (_length, lambda: HISTORY.append(staged.ones(1))),
+    "the last of a long list": (_last_of_long, lambda: LONG.append(4.0)),
     "use_deterministic_algorithms": (
         _deterministic,
         lambda: staged.use_deterministic_algorithms(True),
