@@ -12,6 +12,8 @@ import torch
 
 import staged
 
+KERNELS = {"geqrf"}  # staged's Fused kernels checked here (tests/autodiff/test_fused.py)
+
 
 def _both(shape, dtype="float64", seed=0):
     rng = np.random.default_rng(seed)

@@ -47,20 +47,21 @@ def summary(v):
     return v
 
 
-def _same(a, b, path="log", atol=1e-6):
-    """``a`` equals ``b``; arrays to ``atol`` plus 1e-5 of the largest entry (float32 sums)."""
+def _same(a, b, path="log", atol=1e-6, rel=1e-5):
+    """``a`` equals ``b``; arrays to ``atol`` plus ``rel`` of the largest entry (float32
+    sums)."""
     if isinstance(b, np.ndarray):
         assert isinstance(a, np.ndarray) and a.shape == b.shape, (path, a, b)
-        tol = atol + 1e-5 * float(np.abs(b).max(initial=0.0))
+        tol = atol + rel * float(np.abs(b).max(initial=0.0))
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=tol, err_msg=path)
     elif isinstance(b, (tuple, list)):
         assert isinstance(a, (tuple, list)) and len(a) == len(b), (path, a, b)
         for i, (x, y) in enumerate(zip(a, b)):
-            _same(x, y, f"{path}[{i}]", atol)
+            _same(x, y, f"{path}[{i}]", atol, rel)
     elif isinstance(b, dict):
         assert isinstance(a, dict) and list(a) == list(b), (path, a, b)
         for k in b:
-            _same(a[k], b[k], f"{path}[{k}]", atol)
+            _same(a[k], b[k], f"{path}[{k}]", atol, rel)
     elif isinstance(b, float):  # .item() of a float32 sum
         assert isinstance(a, float) and abs(a - b) <= atol + 1e-5 * abs(b), (path, a, b)
     else:
@@ -92,13 +93,14 @@ def run(program, ns):
     return log
 
 
-def both(program):
+def both(program, rel=1e-5):
     """``program`` under staged and torch: the same events in the same order, the same
-    arguments, results, errors and warnings."""
+    arguments, results, errors and warnings (arrays within ``rel`` of their largest
+    entry)."""
     ours, want = run(program, staged), run(program, torch)
     names = [e[0] if isinstance(e, tuple) else e for e in want]
     assert [e[0] if isinstance(e, tuple) else e for e in ours] == names, (ours, want)
-    _same(ours, want)
+    _same(ours, want, rel=rel)
     return want
 
 
@@ -1535,12 +1537,16 @@ def test_compiled_step_with_module_hooks(variant):
     """Eager staged and torch agree; the compiled step agrees with both call for call
     (its warnings aside: a hook appending tensors makes every call re-trace, and says so),
     or refuses clearly: a hook reading ``.item()`` while traced."""
-    want = both(lambda ns, log: _hooked_step(ns, log, False, variant))
+    # four SGD steps in float32, gradients scaled up to 5x by the hooks (the hook object's
+    # k): the CPU's BLAS kernels (Zen's, Skylake-X's) sum in other orders, and a gradient
+    # entry that cancels (0.024 of terms up to 0.76) was 1.2e-5 of the largest off torch's
+    # on an Ice Lake machine
+    want = both(lambda ns, log: _hooked_step(ns, log, False, variant), rel=4e-5)
     ours = run(lambda ns, log: _hooked_step(ns, log, True, variant), staged)
     if variant == "record-item":
         assert ours[0][:2] == ("raised", "CaptureError") and ".item()" in ours[0][2]
     else:
-        _same(ours[:-1], want[:-1], atol=1e-5)
+        _same(ours[:-1], want[:-1], atol=1e-5, rel=4e-5)
 
 
 def test_compiled_step_global_hook_added_between_calls():

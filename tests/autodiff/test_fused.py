@@ -14,6 +14,7 @@ from staged.autodiff import FUSED
 from staged.eager.ops import layers
 from staged.nn.modules import rnn
 from tests.test_linalg_factorizations import KERNELS as LINALG  # checked there
+from tests.test_geqrf import KERNELS as GEQRF  # checked there
 from tests.test_linalg_ldl import KERNELS as LDL  # checked there
 
 RTOL = {"float32": 2e-5, "float64": 1e-12}
@@ -219,7 +220,7 @@ VMAP = {"per_example_cross_entropy", "per_example_cross_entropy_dx"}
 
 
 def test_every_kernel_is_checked():
-    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG | LDL | VMAP
+    assert set(FUSED) == set(CASES) | BACKWARD | FFT | LINALG | LDL | GEQRF | VMAP
 
 
 def _decomposed(fn, args):

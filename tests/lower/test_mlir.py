@@ -652,6 +652,23 @@ def test_casts_to_bfloat16_round_in_one_element_tensors_too(shape):
             np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=f"{v} {shape}")
 
 
+def test_bools_and_ints_cast_to_bfloat16_compile_on_every_cpu():
+    """A bool cast to bfloat16 and kept so (cross_entropy's mask, a compiled bfloat16 step)
+    was ``uitofp i1 to bf16``, which LLVM lowers on CPUs without AVX512-BF16 (Ice Lake) to a
+    call of ``__truncsfbf2`` that IREE's linker lacks: the module failed to compile there.
+    Casts of integers go through float32 now, as torch's: torch's values."""
+    x = np.array([-2.0, 0.0, 3.0, 7.0], np.float32)
+    big = np.array([2**24 + 3, -(2**30) - 5, 255, 0], np.int64)
+    step = staged.compile(
+        lambda x, n: ((x > 0).bfloat16(), n.bfloat16(), n.to(staged.uint8).bfloat16())
+    )
+    got = step(staged.tensor(x), staged.tensor(big))
+    tx, tn = torch.tensor(x), torch.tensor(big)
+    want = ((tx > 0).bfloat16(), tn.bfloat16(), tn.to(torch.uint8).bfloat16())
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.float().numpy(), w.float().numpy())
+
+
 def test_strided_unit_kernel_conv_beside_other_readers_of_its_input():
     """IREE 3.x miscompiled im2col's gather for a kernel-1 dim (``out * stride`` alone, once
     the unit kernel loop folded) where the input's fused producer had other readers: ResNet's

@@ -1074,6 +1074,11 @@ def cast_scalar(e, x, src, dst):
             return e.emit(f"arith.fptoui {x} : {ts} to {td}")
         return _float_to_int(e, x, src, dst)
     if cd == "float":
+        # to bfloat16 through float32, as torch's casts: on CPUs without AVX512-BF16 (Ice
+        # Lake) LLVM lowers a bool's uitofp to bf16 to a call of __truncsfbf2, which IREE's
+        # linker lacks (a compiled bfloat16 cross_entropy failed to compile there)
+        if dst is dt.bfloat16:
+            return _to_bfloat16(e, x, src)
         return e.emit(f"arith.{'sitofp' if cs == 'int' else 'uitofp'} {x} : {ts} to {td}")
     if bits(src) == bits(dst):
         return x
