@@ -54,6 +54,12 @@ def test_errors_are_torch_s():
         (lambda: staged.histogramdd(staged.ones(3), bins=3), "at least 2 dimensions"),
         (lambda: staged.histogramdd(x, bins=[2, 0]), "bins must be > 0, but got 0 for dimension 1"),
     ]
+    cases.append(
+        (
+            lambda: staged.histogramdd(staged.randn(2, 5, 2), bins=2, weight=staged.ones(10)),
+            r"input with shape \[2, 5, 2\] and weight with shape \[10\]",
+        )
+    )
     for call, message in cases:
         with pytest.raises(RuntimeError, match=message):
             call()

@@ -30,8 +30,8 @@ the step is a value of the trace; ``for c in LAYERS: x = x * c.scale``), are wal
 same way, and the functions they hold are walked for the globals they read. Where the
 walked code reads an object's attributes all at once (``vars(cfg).values()``,
 ``dataclasses.asdict(cfg)``: ``_WHOLE_READS``), the values among a user object's
-attributes are guarded whole too (``Fields``). A Module's children are guarded by identity (``model[0] = nn.Linear``
-brings parameters the trace never read). A list or tuple so reached that holds tensors
+attributes are guarded whole too (``Fields``). A Module's children are guarded by identity
+(``model[0] = nn.Linear`` brings parameters the trace never read). A list or tuple so reached that holds tensors
 the trace read is guarded by its items (tensors by identity, numbers by value), as they
 were before the trace: a body that empties it (``del saved[:]``) still depended on them.
 A value the trace itself changes (a counter the body increments) is written again after
@@ -844,7 +844,7 @@ def _copied(v):
 
 
 _FEW_KINDS = (list, set, frozenset, tuple)
-_FEW_VALUES = 64  # a list or set of at most this many values is guarded by value
+_FEW_VALUES = 64  # a list, set or tuple of at most this many values is guarded by value
 _ARRAY_ITEMS = 1 << 16  # a NumPy array of at most this many items is guarded by value
 
 
@@ -1231,8 +1231,8 @@ def _members(guards, todo, read, name, get, names, seen, depth) -> None:
     elif _WHOLE_READS & names and not isinstance(obj, (dict, type, types.ModuleType)):
         fields = _value_fields(get)  # ``vars(cfg).values()``, ``asdict(cfg)``
         if "_modules" not in space and len(fields) <= _FEW_VALUES:
-            get = functools.partial(_value_fields, get)
-            guards.append(Fields(f"{name}{_DICT}", get, value=fields))
+            whole = functools.partial(_value_fields, get)
+            guards.append(Fields(f"{name}{_DICT}", whole, value=fields))
 
 
 def _order(key) -> tuple:

@@ -362,7 +362,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False) -> Any
     x = _real_floats("histogramdd", input).reshape(-1, 1)
     same = weight is not None and tuple(weight.shape) == tuple(input.shape)
     hist, (edges,) = _histogramdd(
-        x, [bins], range, weight.reshape(-1) if same else None, density, weight
+        x, [bins], range, weight.reshape(-1) if same else None, density, weight, [x.shape[0], 1]
     )
     return HistogramResult(hist, edges)
 
@@ -389,10 +389,9 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False) -> An
         raise RuntimeError(
             "histogramdd: The size of bins must be equal to the innermost dimension of the input."
         )
-    w = weight
-    if weight is not None and tuple(weight.shape) == tuple(input.shape[:-1]):
-        w = weight.reshape(-1)
-    hist, edges = _histogramdd(x, list(bins), range, w, density, weight)
+    same = weight is not None and tuple(weight.shape) == tuple(input.shape[:-1])
+    w = weight.reshape(-1) if same else None  # (another shape: refused with torch's error)
+    hist, edges = _histogramdd(x, list(bins), range, w, density, weight, list(input.shape))
     return HistogramddResult(hist, tuple(edges))
 
 
@@ -401,15 +400,15 @@ HistogramddResult = namedtuple(  # type: ignore[name-match]
 )
 
 
-def _histogramdd(x, bins, range, w, density, weight):
+def _histogramdd(x, bins, range, w, density, weight, shape):
     """``(hist, [edges per dim])`` of the ``(N, D)`` points ``x`` (detached), ``w`` the
-    flat weights (``weight``, as given, for the error)."""
+    flat weights (``weight`` and the input's ``shape``, as given, for the error)."""
     N, D = x.shape
     if weight is not None and (w is None or tuple(w.shape) != (N,)):
         raise RuntimeError(
             "torch.histogramdd: if weight tensor is provided it should have the same shape as "
             f"the input tensor excluding its innermost dimension, but got input with shape "
-            f"{[N, D]} and weight with shape {list(weight.shape)}"
+            f"{shape} and weight with shape {list(weight.shape)}"
         )
     if range is not None and len(range) != 2 * D:
         raise RuntimeError(
