@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..eager.factories import empty, tensor
+from ..eager.ops.metadata import sent_by_descriptor
 from ..eager.tensor import Tensor
 
 
@@ -69,6 +70,10 @@ class Buffer(Tensor):
 # with torch's words) and keep their placeholder in the slot itself, which ``materialize``
 # fills before it changes the class to Parameter or Tensor: the same object, as torch's.
 _SLOT = Tensor.__dict__["_payload"]
+
+
+for _cls in (Parameter, Buffer):  # (Note [shared memory] in eager/shared_memory.py)
+    sent_by_descriptor(_cls)
 
 
 class UninitializedError(ValueError, AttributeError):

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import math
-import mmap
+import warnings
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..._where import at_user
 from ...autodiff.shape import even_steps, strided_index
 from ..devices import check as check_device
 from ..factories import strided_array
-from .. import views
+from .. import shared_memory, views
 from ..views import named
 from ..interceptor import current_interceptor
 from ..storage import UntypedStorage, untyped_storage
@@ -272,25 +273,20 @@ def map_(x, tensor, callable):
     return write(x, Tensor._wrap(np.array(out, a.dtype).reshape(a.shape)))
 
 
-# --- shared memory ----------------------------------------------------------------------------
-def _root(p):
-    while isinstance(p.base, np.ndarray):
-        p = p.base
-    return p
-
-
+# --- shared memory (Note [shared memory] in eager/shared_memory.py) --------------------------
 def is_shared(x) -> bool:
-    """Whether ``x``'s memory is shared memory (``share_memory_``): processes forked after
-    it see each other's writes."""
+    """Whether ``x``'s memory is shared memory (``share_memory_``): other processes given
+    ``x`` see its writes, and it theirs."""
     p = x._payload
-    return type(p) is np.ndarray and isinstance(getattr(_root(p).base, "obj", None), mmap.mmap)
+    return type(p) is np.ndarray and shared_memory.pages_of(p) is not None
 
 
 def share_memory_(x):
-    """``x``'s data moved into shared memory (an anonymous shared mapping), where processes
-    forked afterwards (``multiprocessing`` with the fork start method) write into the same
-    entries, as torch's ``share_memory_``; a no-op once shared. A view, or a tensor with
-    views, cannot move (the views would keep the old memory): share the base first."""
+    """``x``'s data moved into shared memory, where processes forked afterwards, and
+    processes ``x`` is sent to by ``multiprocessing`` (a ``Process``'s arguments, a
+    queue), write into the same entries, as torch's ``share_memory_``; a no-op once
+    shared. A view, or a tensor with views, cannot move (the views would keep the old
+    memory): share the base first."""
     if is_shared(x):
         return x
     p = _host(x, "share_memory_", "moves the tensor's memory")
@@ -301,11 +297,39 @@ def share_memory_(x):
                 "their memory together. Call share_memory_() on the base before making views"
             )
         )
-    buf = mmap.mmap(-1, max(p.nbytes, 1))
-    a = np.frombuffer(buf, p.dtype, count=p.size).reshape(p.shape)
+    a = shared_memory.allocate(p.nbytes, p.dtype, p.shape)
     a[...] = p
     x._payload = a
+    sent_by_descriptor(type(x))
     return x
+
+
+def _sent(x):
+    """How ``multiprocessing`` pickles a tensor for another process (torch's
+    ``reduce_tensor``): moved into shared memory first, so the two processes share its
+    entries; a view, or a tensor with views, cannot move, and goes as a copy, warning."""
+    if not is_shared(x):
+        if x._base is None and not has_views(x) and type(x._payload) is np.ndarray:
+            share_memory_(x)
+        elif type(x._payload) is np.ndarray:
+            warnings.warn(
+                "a view, or a tensor with views, sent to another process goes as a copy "
+                "(staged cannot move their memory into shared memory together), so its "
+                "writes there are not seen here: call share_memory_() on the base before "
+                "making views",
+                stacklevel=2,
+            )
+    fn, args, *rest = x.__reduce_ex__(5)
+    return (fn, shared_memory.by_descriptor(args), *rest)
+
+
+def sent_by_descriptor(cls: type) -> None:
+    """Have ``multiprocessing`` send tensors of ``cls`` as torch's are sent (``_sent``;
+    its pickler looks reducers up by exact type)."""
+    ForkingPickler.register(cls, _sent)
+
+
+sent_by_descriptor(Tensor)
 
 
 # --- conjugate and negative bits: a conj view counts as torch's conjugate bit --------------
