@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,6 +26,12 @@ CASES = {
     "cat of no tensors": lambda t: t.cat([]),
     "cat of other sizes": lambda t: t.cat([t.ones(2, 3), t.ones(4, 5)]),
     "cat of other ranks": lambda t: t.cat([t.ones(2, 3), t.ones(3)]),
+    "cat of NumPy arrays": lambda t: t.cat([np.ones(2), np.ones(2)]),
+    "stack of a tensor and a number": lambda t: t.stack((t.ones(2), 3)),
+    "stack of a tensor and a list": lambda t: t.stack([t.ones(2), [1.0, 2.0]]),
+    "hstack of NumPy arrays": lambda t: t.hstack([np.ones(2), np.ones(2)]),
+    "vstack of a tensor and a number": lambda t: t.vstack([t.ones(2), 3]),
+    "column_stack of a list": lambda t: t.column_stack([[1.0], t.ones(1)]),
     "arange with step 0": lambda t: t.arange(0, 5, 0),
     "arange stepping away from its end": lambda t: t.arange(0, 5, -1),
     "full with a list fill value": lambda t: t.full((2,), [1, 2]),

@@ -414,11 +414,25 @@ def broadcast_to(x, size):
     return expand(x, tuple(size))
 
 
+def _tensors(tensors) -> list:
+    """The list of tensors a ``cat`` or ``stack`` takes, refusing anything else in it as
+    torch does."""
+    tensors = list(tensors)
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            kind = type(t)
+            name = kind.__name__
+            if kind.__module__ != "builtins":
+                name = f"{kind.__module__}.{name}"  # numpy.ndarray, as torch names it
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {name}")
+    return tensors
+
+
 def cat(tensors, dim=0, *, axis=None):
     """Concatenate along ``dim`` (NumPy's ``axis``, which torch takes too; dtypes promoted;
     legacy 1-D empty tensors skipped)."""
     dim = dim if axis is None else axis
-    tensors = list(tensors)
+    tensors = _tensors(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     d = promote_types(*tensors)
@@ -461,7 +475,7 @@ def stack(tensors, dim=0, *, axis=None):
     """Stack along a new ``dim`` (NumPy's ``axis``, which torch takes too; dtypes
     promoted): one kernel and one ``StackBackward0`` eagerly (a batch's collation)."""
     dim = dim if axis is None else axis
-    tensors = list(tensors)
+    tensors = _tensors(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     first = tensors[0]
@@ -1118,7 +1132,7 @@ def _dims_at_least(t, n):
 
 
 def _stack_along(name, tensors, at_least, dim):
-    tensors = list(tensors)
+    tensors = _tensors(tensors)
     if not tensors:
         raise RuntimeError(f"{name} expects a non-empty TensorList")
     return cat([_dims_at_least(t, at_least) for t in tensors], dim)
@@ -1126,7 +1140,7 @@ def _stack_along(name, tensors, at_least, dim):
 
 def hstack(tensors):
     """Concatenated along dim 1, or dim 0 where they are 0-d or 1-D."""
-    tensors = list(tensors)
+    tensors = _tensors(tensors)
     return _stack_along("hstack", tensors, 1, 0 if tensors and tensors[0].ndim <= 1 else 1)
 
 
@@ -1140,7 +1154,7 @@ def dstack(tensors):
 
 def column_stack(tensors):
     """1-D (and 0-d) tensors as columns, then concatenated along dim 1."""
-    tensors = list(tensors)
+    tensors = _tensors(tensors)
     if not tensors:
         raise RuntimeError("column_stack expects a non-empty TensorList")
     return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in tensors], 1)
