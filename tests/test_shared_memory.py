@@ -128,3 +128,36 @@ def test_tensors_shared_after_a_fork_in_parent_and_child_are_distinct():
     p.join()
     mine = staged.zeros(4).share_memory_()
     assert childs.tolist() == [7.0] * 4 and mine.tolist() == [0.0] * 4
+
+
+def _send_many(q, received):
+    q.put([staged.full((4,), float(i)).share_memory_() for i in range(200)])
+    received.wait()
+
+
+def test_a_receiver_maps_each_file_once():
+    """A queue sends a descriptor per tensor: 200 tensors of one file open one, not 200."""
+    ctx = mp.get_context("spawn")
+    q, received = ctx.Queue(), ctx.Event()
+    p = ctx.Process(target=_send_many, args=(q, received))
+    p.start()
+    before = len(os.listdir("/proc/self/fd"))
+    ts = q.get(timeout=60)
+    opened = len(os.listdir("/proc/self/fd")) - before
+    received.set()
+    p.join()
+    assert opened <= 2
+    assert [t[0].item() for t in ts] == [float(i) for i in range(200)]
+
+
+def test_sharing_strategies_are_torchs_names():
+    assert mp.get_all_sharing_strategies() == {"file_descriptor", "file_system"}
+    assert mp.get_sharing_strategy() == "file_descriptor"
+    mp.set_sharing_strategy("file_system")  # many programs set it: tensors still go by fd
+    try:
+        assert mp.get_sharing_strategy() == "file_system"
+        test_hogwild_updates_of_every_process_land("spawn")
+    finally:
+        mp.set_sharing_strategy("file_descriptor")
+    with pytest.raises(AssertionError, match="invalid sharing strategy 'shm'"):
+        mp.set_sharing_strategy("shm")

@@ -39,8 +39,22 @@ class Pages(mmap.mmap):
     address: int
 
 
+# the pages of each file mapped here (made or received), by the file's identity: a file
+# is mapped once, however many tensors lie in it and descriptors of it arrive (a queue
+# sends one per tensor; a tensor sent back comes to the pages it left)
+_mappings: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def _mapped(fd: int, size: int) -> Pages:
-    pages = Pages(fd, size)
+    """The pages of the file ``fd`` is open on: mapped before (``fd`` then closed, unless
+    the mapping's own), or now, keeping ``fd`` open while they live."""
+    st = os.fstat(fd)
+    pages = _mappings.get((st.st_dev, st.st_ino))
+    if pages is not None:
+        if pages.fd != fd:  # (a started process gets one number for each file)
+            os.close(fd)
+        return pages
+    pages = _mappings[st.st_dev, st.st_ino] = Pages(fd, size)
     pages.fd = fd
     pages.address = np.frombuffer(pages, np.uint8).__array_interface__["data"][0]
     weakref.finalize(pages, os.close, fd)
@@ -124,15 +138,8 @@ def _dup(fd: int):
     return given[fd]
 
 
-# a received descriptor's pages, mapped once however many tensors lie in them
-_attached: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
 def _attach(dup, size, offset, dtype, shape) -> np.ndarray:
-    fd = dup.detach()
-    pages = _attached.get(fd)
-    if pages is None:
-        pages = _attached[fd] = _mapped(fd, size)
+    pages = _mapped(dup.detach(), size)
     return np.frombuffer(pages, dtype, int(np.prod(shape, dtype=np.int64)), offset).reshape(shape)
 
 
