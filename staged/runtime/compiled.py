@@ -103,7 +103,7 @@ from .compiler import (
     to_boundary,
     tuning_flags,
 )
-from .device import DeviceValue
+from .device import DeviceValue, check_process
 from .device import device as get_device
 from .explain import explain_text
 from .graphless import GraphlessResult, graphless
@@ -316,6 +316,7 @@ class CompiledGraph:
         from reading the state to replacing it (Note [one trace at a time]), so calls on
         other threads that share state serialize their read-modify-write, and it is only
         the enqueue that they wait for, not the step."""
+        check_process(self.device)  # before any upload (Note [fork] in device.py)
         with state_lock:
             if self._owned:
                 self._rebind()

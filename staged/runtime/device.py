@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import gc
 import os
 import threading
 import time
@@ -71,6 +72,8 @@ class DeviceValue:
     def wait(self) -> None:
         """Block until the step computing this value has finished; raise its error, or
         that of its failed index check."""
+        if self.device.forks != _FORKS[0]:
+            check_process(self.device)
         if self.ready is not None:
             sem, value, module = self.ready
             try:
@@ -92,8 +95,10 @@ class DeviceValue:
 
     def release(self) -> None:
         """Drop the buffer and the call's fence at shutdown (``_bring_state_home`` in
-        compiled.py); the value cannot be read after."""
-        self.view = self.ready = self.check = None
+        compiled.py); the value cannot be read after. A parent's value in a forked child
+        is kept (Note [fork])."""
+        if self.device.forks == _FORKS[0]:
+            self.view = self.ready = self.check = None
 
     def __repr__(self) -> str:
         return f"<DeviceValue {self.dtype}{list(self.shape)} on {self.device.name}>"
@@ -224,6 +229,7 @@ class Device:
 
         self.driver, self.index = parse_device(backend, spec)
         self.backend = backend
+        self.forks = _FORKS[0]  # Note [fork]
         where = f"IREE driver {self.driver!r}"
         allocators = ALLOCATORS.get(self.driver)
         try:
@@ -361,11 +367,70 @@ def _get_driver(rt, name: str):
     if name == "local-task" and name not in _drivers and n is not None:
         rt.flags.parse_flags(f"--task_topology_max_group_count={n}")
     _drivers.add(name)
+    if _FORKS[0]:  # iree.runtime's cached driver has the parent's workers (Note [fork])
+        if name not in _child_drivers:
+            from iree.runtime._binding import create_hal_driver
+
+            _child_drivers[name] = create_hal_driver(name)
+        return _child_drivers[name]
     return rt.get_driver(name)
+
+
+# Note [fork]: IREE's task workers are threads, which a fork does not copy: a child forked
+# after a compiled step ran (``multiprocessing``'s fork start method, Linux's default
+# before Python 3.14) waited forever at its first read of a tensor the step had left on
+# the device, or at a call of a step. So before a fork a parent that has a device brings
+# every tensor's device data home (the child reads them as host arrays), and the child
+# makes devices of its own from fresh drivers, keeping the parent's runtime objects
+# unreleased (releasing them could wait on the workers that are gone); a step or a device
+# value of the parent's, used in the child, raises, saying what to do instead.
+_FORKS = [0]  # forks between this process and its parent that made devices
+_child_drivers: dict = {}
+_LEFT_BY_PARENT: list = []
+
+
+def _before_fork() -> None:
+    if not _DEVICES:
+        return
+    from ..eager.tensor import Tensor
+
+    for obj in gc.get_objects():
+        kind = type(obj)  # (not isinstance: that runs other libraries' __getattr__)
+        if issubclass(kind, Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
+            with contextlib.suppress(RuntimeError):  # a failed step's: it raises when read
+                obj._host()
+
+
+def _after_fork_in_child() -> None:
+    global _DEVICES_LOCK
+    _DEVICES_LOCK = threading.Lock()
+    if not (_DEVICES or _drivers):
+        return
+    _LEFT_BY_PARENT.append((list(_DEVICES.values()), list(_LOADED), dict(_child_drivers)))
+    _DEVICES.clear()
+    _LOADED.clear()
+    _drivers.clear()
+    _child_drivers.clear()
+    _FORKS[0] += 1
+
+
+def check_process(dev) -> None:
+    """Raise where ``dev`` (a Device) was made by the process this one was forked from."""
+    if getattr(dev, "forks", _FORKS[0]) != _FORKS[0]:
+        raise RuntimeError(
+            at_user(
+                "this compiled step (or a value it returned) was made before this process "
+                "was forked: IREE's worker threads do not survive a fork, so the parent's "
+                "steps cannot run here. Compile the step in this process (staged.compile "
+                "here), or start processes with multiprocessing's 'spawn' or 'forkserver' "
+                "method (Note [fork] in staged/runtime/device.py)"
+            )
+        )
 
 
 _DEVICES: dict[tuple, Device] = {}
 _DEVICES_LOCK = threading.Lock()
+os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def device(backend: str = "llvm-cpu", spec=None) -> Device:
@@ -502,6 +567,8 @@ class Module:
         is called (Note [failed steps])."""
         rt = self._rt
         dev = self.device
+        if dev.forks != _FORKS[0]:
+            check_process(dev)
         fn, fenced = self.function(fn_name)
         arg_list = rt.VmVariantList(len(args) + 2)
         ret = rt.VmVariantList(1)
