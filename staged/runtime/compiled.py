@@ -103,7 +103,7 @@ from .compiler import (
     to_boundary,
     tuning_flags,
 )
-from .device import DeviceValue, check_process
+from .device import DeviceValue, bring_tensors_home, check_process
 from .device import device as get_device
 from .explain import explain_text
 from .graphless import GraphlessResult, graphless
@@ -1707,21 +1707,14 @@ def _bring_state_home() -> None:
     a compiled CNN held at module level crashed at exit), and the semaphores and buffers
     in the locals of staged's frames that a kept exception's traceback holds (a caught
     OverflowError kept until exit crashed it): those frames are cleared."""
+    bring_tensors_home(quiet_checks=True)  # a failed index check raised at the reads
     values, frames = [], []
     for obj in gc.get_objects():
-        # type() rather than isinstance(): the latter runs other libraries' __getattr__;
-        # getattr: a Tensor whose constructor raised has no payload
         kind = type(obj)
         if kind is DeviceValue:
             values.append(obj)
         elif kind is FrameType and obj.f_code.co_filename.startswith(STAGED_DIR):
             frames.append(obj)
-        elif issubclass(kind, Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
-            obj._payload.check = None  # a failed index check raised at the reads
-            try:
-                obj._host()
-            except RuntimeError:
-                pass  # made by a failed step (Note [failed steps]): there is no data
     for value in values:
         value.release()
     for frame in frames:

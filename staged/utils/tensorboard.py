@@ -113,8 +113,7 @@ class SummaryWriter(tensorboardX.SummaryWriter):
         """torch's: each value in the run ``<main_tag>_<key>`` under this writer's directory
         (``/`` in ``main_tag`` as ``_``), tagged ``main_tag``, all at one wall time."""
         walltime = time.time() if walltime is None else walltime
-        self._get_file_writer()  # (re)opens the writers
-        logdir = self.file_writer.get_logdir()
+        logdir = self._get_file_writer().get_logdir()  # (re)opening the writers
         for tag, value in tag_scalar_dict.items():
             path = f"{logdir}/{main_tag.replace('/', '_')}_{tag}"
             if path not in self.all_writers:
