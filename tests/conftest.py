@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import faulthandler
 import glob
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import threading
+import time
 
 # Note [torch's kernels per CPU]: torch picks its vectorised kernels (ATen's, and oneDNN's
 # for gelu) by the CPU's features, and its AVX-512 ones answer otherwise in places: gelu is
@@ -156,10 +160,17 @@ def pytest_collection_modifyitems(config, items):
 # too long by a signal, whose handler runs only when the main thread returns to Python: a
 # test stuck in C (a deadlock holding the GIL, a wait in a native library) outlives it, and
 # its xdist worker sits with the tests queued behind it until CI's limit ends the whole run
-# with no word of which test it was. faulthandler's watchdog is a C thread that needs no
-# GIL: a minute after pytest-timeout's limit it writes every thread's stack and ends the
-# worker; xdist reports the test as crashed, starts a new worker and goes on, and the
-# summary prints the stacks (an xdist worker's stderr reaches no terminal).
+# with no word of which test it was. Two watchdogs end such a worker, xdist reports the test
+# as crashed, starts a new worker and goes on, and the summary prints the stacks (an xdist
+# worker's stderr reaches no terminal): a Python thread 30 s past pytest-timeout's limit
+# writes every thread's stack, kills the processes the worker started and exits; should the
+# GIL never come free, faulthandler's C thread does the same but the killing 90 s past it.
+# The processes matter: a child forked by a test holds the worker's pipes to xdist, which
+# sees the worker end only when every holder has closed them, so a hung child kept the whole
+# run waiting after its worker was gone (a CI run ended by its limit at 99 %). Forked
+# children of a worker therefore die with it (PR_SET_PDEATHSIG), and children the tests
+# leave running (a failed or timed-out join; not a DataLoader's, which its iterator's
+# finalizer ends) are killed when the worker's session ends, and named in the summary.
 _WATCHDOG: dict = {}
 
 
@@ -174,7 +185,54 @@ def pytest_configure(config):
         os.environ["STAGED_HANG_DIR"] = tempfile.mkdtemp(prefix="staged-hangs-")
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
     path = os.path.join(os.environ["STAGED_HANG_DIR"], f"{worker}.txt")
-    _WATCHDOG.update(seconds=limit + 60, file=open(path, "a"))  # noqa: SIM115 - the run's
+    _WATCHDOG.update(seconds=limit, file=open(path, "a"), deadline=None)  # noqa: SIM115
+    threading.Thread(target=_watch, name="hang watchdog", daemon=True).start()
+    if hasattr(config, "workerinput") and sys.platform == "linux":
+        os.register_at_fork(before=_note_forking_thread, after_in_child=_die_with_parent)
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(5)
+        deadline = _WATCHDOG["deadline"]
+        if deadline is not None and time.monotonic() > deadline:
+            faulthandler.dump_traceback(_WATCHDOG["file"], all_threads=True)
+            killed = _kill_children()
+            _WATCHDOG["file"].write(
+                f"ended {_WATCHDOG['seconds'] + 30:.0f} s into the test, killing the processes "
+                f"it started: {killed}\n"
+            )
+            _WATCHDOG["file"].flush()
+            os._exit(1)
+
+
+def _note_forking_thread() -> None:
+    _WATCHDOG["main thread forks"] = threading.current_thread() is threading.main_thread()
+
+
+def _die_with_parent() -> None:
+    # the signal comes when the forking *thread* ends: a worker's main thread ends with it
+    if _WATCHDOG.get("main thread forks"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _kill_children() -> list[str]:
+    """Kill every live process this one started (multiprocessing's, forked or spawned, and
+    subprocesses) and theirs; their command lines."""
+    parents = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError), open(stat) as f:
+            pid, rest = f.read().split(" ", 1)
+            parents[int(pid)] = int(rest.rsplit(")", 1)[1].split()[1])
+    mine, found = [os.getpid()], []
+    for parent in mine:  # grows as children are found: the whole tree
+        for pid in sorted(p for p, pp in parents.items() if pp == parent):
+            mine.append(pid)
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
+                found.append(f.read().replace(b"\0", b" ").decode(errors="replace"))
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    return found
 
 
 def pytest_unconfigure(config):
@@ -189,11 +247,26 @@ def pytest_runtest_protocol(item, nextitem):
     if not _WATCHDOG:
         yield
         return
-    faulthandler.dump_traceback_later(_WATCHDOG["seconds"], exit=True, file=_WATCHDOG["file"])
+    limit = _WATCHDOG["seconds"]
+    _WATCHDOG["deadline"] = time.monotonic() + limit + 30
+    faulthandler.dump_traceback_later(limit + 90, exit=True, file=_WATCHDOG["file"])
     try:
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+        _WATCHDOG["deadline"] = None
+
+
+def pytest_sessionfinish(session):
+    """Kill the processes a worker's tests left running: multiprocessing joins them at exit,
+    and a hung one (a failed test's) kept the worker from ending."""
+    mp = sys.modules.get("multiprocessing.process")
+    if _WATCHDOG and mp is not None and mp.active_children():
+        for p in mp.active_children():
+            _WATCHDOG["file"].write(f"{p} was left running by a test: killed\n")
+            p.kill()
+            p.join(10)
+        _WATCHDOG["file"].flush()
 
 
 def _hang_stacks(terminalreporter) -> None:
@@ -203,7 +276,9 @@ def _hang_stacks(terminalreporter) -> None:
             text = f.read()
         if text:
             name = os.path.basename(path)[:-4]
-            terminalreporter.section(f"stacks of the hung test in {name} (Note [hang watchdog])")
+            terminalreporter.section(
+                f"hung tests and processes left in {name} (Note [hang watchdog])"
+            )
             terminalreporter.write_line(text[-20000:])
 
 

@@ -38,7 +38,7 @@ def test_hogwild_updates_of_every_process_land(method):
     for p in procs:
         p.start()
     for p in procs:
-        p.join()
+        p.join(timeout=120)
         assert p.exitcode == 0
     assert [p.tolist() for p in model.parameters()] == [[[2.0] * 3] * 2, [2.0] * 2]
 
@@ -49,7 +49,8 @@ def test_a_tensor_sent_to_a_started_process_moves_to_shared_memory_as_torchs(met
     model = _model(shared=False)
     p = ctx.Process(target=_add_one, args=(model,))
     p.start()
-    p.join()
+    p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
     assert all(t.is_shared() for t in model.parameters())
     assert model.bias.tolist() == [1.0, 1.0]
 
@@ -59,7 +60,8 @@ def test_a_forked_process_writes_its_own_copy_of_what_is_not_shared():
     model = _model(shared=False)
     p = mp.get_context("fork").Process(target=_add_one, args=(model,))
     p.start()
-    p.join()
+    p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
     assert model.bias.tolist() == [0.0, 0.0] and not model.bias.is_shared()
 
 
@@ -85,7 +87,8 @@ def test_queues_carry_shared_tensors_and_views_both_ways(method):
     back = outbox.get(timeout=60)
     received.set()
     assert added.wait(60)
-    p.join()
+    p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
     assert base.tolist() == [10.0, 10.0, 20.0, 20.0]
     assert back.tolist() == [100.0, 101.0, 102.0] and back.is_shared()
 
@@ -125,7 +128,8 @@ def test_tensors_shared_after_a_fork_in_parent_and_child_are_distinct():
     p.start()
     childs = q.get(timeout=60)
     received.set()
-    p.join()
+    p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
     mine = staged.zeros(4).share_memory_()
     assert childs.tolist() == [7.0] * 4 and mine.tolist() == [0.0] * 4
 
@@ -145,7 +149,8 @@ def test_a_receiver_maps_each_file_once():
     ts = q.get(timeout=60)
     opened = len(os.listdir("/proc/self/fd")) - before
     received.set()
-    p.join()
+    p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
     assert opened <= 2
     assert [t[0].item() for t in ts] == [float(i) for i in range(200)]
 

@@ -53,6 +53,7 @@ def test_a_forked_child_reads_runs_its_own_steps_and_refuses_its_parents():
     p.start()
     got = [q.get(timeout=120), q.get(timeout=120)]
     p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
     assert got[0] == ("read", pytest.approx([-0.8, -0.8])), got
     assert got[1] == ("own step", pytest.approx([-1.2, -1.2])), got
     step()  # the parent's step runs on, from its own values (the child's were a copy)
