@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._where import at_user
+from ..eager.tensor import Tensor
 
 DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
 # the IREE drivers that run what a backend compiles (the first is the default): an
@@ -392,8 +393,6 @@ _LEFT_BY_PARENT: list = []
 def bring_tensors_home(quiet_checks: bool = False) -> None:
     """Copy every tensor's device data to the host, its payload from then on; with
     ``quiet_checks``, without raising failed index checks (at exit)."""
-    from ..eager.tensor import Tensor
-
     for obj in gc.get_objects():
         # type() rather than isinstance(): the latter runs other libraries' __getattr__;
         # getattr: a Tensor whose constructor raised has no payload

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import onnxruntime as ort
@@ -316,7 +315,7 @@ def test_onnx_gradients(entry, dtype, k, sample):
         H.assert_close(a, w, rtol * 10, atol * 10, "the weighted sum" if i == 0 else f"grad {i}")
 
 
-# --- compiled: one module per backend and dtype holding every sample of that dtype ---------------
+# --- compiled: per backend and dtype, modules of up to _MODULE_CASES samples ----------------------
 def _lowering_error(key, backend):
     """Why one captured case does not lower to MLIR or is refused by ``backend``, or None."""
     graph = _captured(key)[0].graph
@@ -343,15 +342,14 @@ _MODULE_CASES = 100
 
 
 @functools.cache
-def _compiled(backends: frozenset, selected: frozenset) -> dict:
-    """{backend: {(name, dtype, k): outputs or why there are none}}: per backend and dtype,
-    the capturable cases ``selected`` (``(backend, name, dtype, k)``) in modules of at most ``_MODULE_CASES`` (cases that do not lower,
-    or use a dtype the backend refuses, are found and left out only when their module fails
-    to build). The modules build in a pool of threads, largest first: IREE compiles on one
-    core, with the GIL released; captures take turns under capture's lock."""
-    results = {b: {} for b in backends}
-    jobs = []
-    for backend in sorted(backends):
+def _plan(selected: frozenset) -> dict:
+    """{(backend, name, dtype, k): the module job that holds the case, or why there is
+    none}: per backend and dtype, the capturable cases ``selected`` in modules of at most
+    ``_MODULE_CASES``. A job is built by the first test that needs it, so no test waits for
+    more than one module (one test building them all took 7 minutes of a 2-core machine,
+    near pytest-timeout's limit on a slower one)."""
+    plan: dict = {}
+    for backend in sorted({b for b, _, _, _ in selected}):
         for dtype in sorted({d for _, d, _, _ in COMPILED_CASES}):
             todo = {}
             for e, d, k, s in COMPILED_CASES:
@@ -361,21 +359,28 @@ def _compiled(backends: frozenset, selected: frozenset) -> dict:
                     continue
                 got = _captured((e.name, d, k))
                 if isinstance(got, Exception):
-                    results[backend][(e.name, d, k)] = (
+                    plan[(backend, e.name, d, k)] = (
                         f"cannot be captured: {type(got).__name__}: {got}"
                     )
                 else:
                     todo[(e.name, d, k)] = (e, s)
             items = list(todo.items())
-            jobs += [
-                (backend, dtype, dict(items[i : i + _MODULE_CASES]))
-                for i in range(0, len(items), _MODULE_CASES)
-            ]
-    jobs.sort(key=lambda job: -len(job[2]))
-    with ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 1))) as pool:
-        for (backend, _, _), got in zip(jobs, pool.map(lambda job: _module(*job), jobs)):
-            results[backend].update(got)
-    return results
+            for i in range(0, len(items), _MODULE_CASES):
+                job = _Job(backend, dtype, dict(items[i : i + _MODULE_CASES]))
+                plan.update(dict.fromkeys(((backend, *key) for key in job.todo), job))
+    return plan
+
+
+class _Job:
+    """One module's cases: ``results``, {(name, dtype, k): outputs or why there are none},
+    built at the first read."""
+
+    def __init__(self, backend, dtype, todo):
+        self.backend, self.dtype, self.todo = backend, dtype, todo
+
+    @functools.cached_property
+    def results(self) -> dict:
+        return _module(self.backend, self.dtype, self.todo)
 
 
 def _module(backend, dtype, todo) -> dict:
@@ -407,16 +412,16 @@ _SWEEPS = {"test_llvm_cpu": "llvm-cpu", "test_vulkan_spirv": "vulkan-spirv"}
 
 
 @functools.cache
-def _swept(session) -> tuple:
-    """The backends this session's selected compiled tests sweep (and this machine runs),
-    and the cases they check, as ``(backend, name, dtype, k)``."""
+def _swept(session) -> frozenset:
+    """The cases this session's selected compiled tests check (on backends this machine
+    runs), as ``(backend, name, dtype, k)``."""
     items = [
         i
         for i in session.items
         if i.originalname in _SWEEPS
         and not (i.originalname == "test_vulkan_spirv" and VULKAN_MISSING)
     ]
-    keys = frozenset(
+    return frozenset(
         (
             _SWEEPS[i.originalname],
             i.callspec.params["entry"].name,
@@ -425,14 +430,13 @@ def _swept(session) -> tuple:
         )
         for i in items
     )
-    return frozenset(_SWEEPS[i.originalname] for i in items), keys
 
 
 def _check_compiled(request, backend, entry, dtype, k, sample):
     _skip(entry, backend, dtype, "capture")
-    # the modules of every swept backend build together, for the first compiled test
-    backends, selected = _swept(request.session)
-    got = _compiled(backends | {backend}, selected)[backend][(entry.name, dtype, k)]
+    key, selected = (backend, entry.name, dtype, k), _swept(request.session)
+    job = _plan(selected if key in selected else selected | {key})[key]
+    got = job.results[(entry.name, dtype, k)] if isinstance(job, _Job) else job
     if backend == "vulkan-spirv" and (entry.name, dtype, k) in VULKAN_REPORTED:
         assert isinstance(got, OverflowError), f"{VULKAN_REPORTED[entry.name, dtype, k]}: {got}"
         return
