@@ -156,6 +156,50 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: item.stash[_RANK])  # stable: files keep their order
 
 
+# Note [crashed workers]: pytest-xdist 3.8's group scheduling (LoadScopeScheduling) hangs
+# the run when a worker dies and is replaced (pytest-xdist#1323, #1327, #1378; fixed
+# upstream after 3.8, the newest release): it puts the dead worker's whole workload back in
+# the queue, its finished groups too, and assigning one of those sends a worker no tests,
+# so that worker, which runs a test only once it has the next one or is told to stop,
+# waits forever; a replacement given one group of one test waits the same way. A worker
+# that aborted in a test's teardown left a run here with both workers idle at 99 %, as CI
+# ended at its limit. This scheduler requeues only the groups with tests left, marks the
+# test the worker died in as done (xdist has reported it as crashed: run again, it would
+# take the replacement down too), gives a worker more whenever two tests or fewer are left
+# to it (xdist's own rule) until it has more, and tells every worker to stop once the queue
+# is empty.
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Scheduling(LoadGroupScheduling):
+        def remove_node(self, node):
+            workload = self.assigned_work.pop(node)
+            self.registered_collections.pop(node, None)
+            left = [(unit, i) for unit in workload.values() for i, done in unit.items() if not done]
+            if not left:
+                return None
+            unit, crashed = left[0]
+            unit[crashed] = True
+            self.workqueue.update((k, u) for k, u in workload.items() if not all(u.values()))
+            for other in list(self.assigned_work):
+                self._reschedule(other)
+            return crashed
+
+        def _reschedule(self, node):
+            if node.shutting_down or node not in self.registered_collections:
+                return  # (a replacement still collecting: schedule() runs when it is done)
+            while self.workqueue and self._pending_of(self.assigned_work[node]) <= 2:
+                self._assign_work_unit(node)
+            if not self.workqueue:
+                for n in self.assigned_work:
+                    if not n.shutting_down:
+                        n.shutdown()
+
+    return Scheduling(config, log)
+
+
 # Note [hang watchdog]: pytest-timeout (``timeout`` in pyproject.toml) fails a test that runs
 # too long by a signal, whose handler runs only when the main thread returns to Python: a
 # test stuck in C (a deadlock holding the GIL, a wait in a native library) outlives it, and
