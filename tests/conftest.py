@@ -165,9 +165,8 @@ def pytest_collection_modifyitems(config, items):
 # that aborted in a test's teardown left a run here with both workers idle at 99 %, as CI
 # ended at its limit. This scheduler requeues only the groups with tests left, marks the
 # test the worker died in as done (xdist has reported it as crashed: run again, it would
-# take the replacement down too), gives a worker more whenever two tests or fewer are left
-# to it (xdist's own rule) until it has more, and tells every worker to stop once the queue
-# is empty.
+# take the replacement down too), and gives a worker more whenever two tests or fewer are
+# left to it (xdist's own rule) until it has more, or tells it to stop when there is none.
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
@@ -176,7 +175,6 @@ def pytest_xdist_make_scheduler(config, log):
     class Scheduling(LoadGroupScheduling):
         def remove_node(self, node):
             workload = self.assigned_work.pop(node)
-            self.registered_collections.pop(node, None)
             left = [(unit, i) for unit in workload.values() for i, done in unit.items() if not done]
             if not left:
                 return None
@@ -192,10 +190,8 @@ def pytest_xdist_make_scheduler(config, log):
                 return  # (a replacement still collecting: schedule() runs when it is done)
             while self.workqueue and self._pending_of(self.assigned_work[node]) <= 2:
                 self._assign_work_unit(node)
-            if not self.workqueue:
-                for n in self.assigned_work:
-                    if not n.shutting_down:
-                        n.shutdown()
+            if not self.workqueue:  # (the others: at their next test, or xdist's end)
+                node.shutdown()
 
     return Scheduling(config, log)
 
@@ -216,6 +212,7 @@ def pytest_xdist_make_scheduler(config, log):
 # leave running (a failed or timed-out join; not a DataLoader's, which its iterator's
 # finalizer ends) are killed when the worker's session ends, and named in the summary.
 _WATCHDOG: dict = {}
+_PYTHON_GRACE, _C_GRACE = 30, 90  # seconds past the limit for the Python and C watchdogs
 
 
 def pytest_configure(config):
@@ -243,8 +240,8 @@ def _watch() -> None:
             faulthandler.dump_traceback(_WATCHDOG["file"], all_threads=True)
             killed = _kill_children()
             _WATCHDOG["file"].write(
-                f"ended {_WATCHDOG['seconds'] + 30:.0f} s into the test, killing the processes "
-                f"it started: {killed}\n"
+                f"ended {_WATCHDOG['seconds'] + _PYTHON_GRACE:.0f} s into the test, killing "
+                f"the processes it started: {killed}\n"
             )
             _WATCHDOG["file"].flush()
             os._exit(1)
@@ -292,8 +289,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     limit = _WATCHDOG["seconds"]
-    _WATCHDOG["deadline"] = time.monotonic() + limit + 30
-    faulthandler.dump_traceback_later(limit + 90, exit=True, file=_WATCHDOG["file"])
+    _WATCHDOG["deadline"] = time.monotonic() + limit + _PYTHON_GRACE
+    faulthandler.dump_traceback_later(limit + _C_GRACE, exit=True, file=_WATCHDOG["file"])
     try:
         yield
     finally:
@@ -305,12 +302,11 @@ def pytest_sessionfinish(session):
     """Kill the processes a worker's tests left running: multiprocessing joins them at exit,
     and a hung one (a failed test's) kept the worker from ending."""
     mp = sys.modules.get("multiprocessing.process")
-    if _WATCHDOG and mp is not None and mp.active_children():
-        for p in mp.active_children():
-            _WATCHDOG["file"].write(f"{p} was left running by a test: killed\n")
-            p.kill()
-            p.join(10)
+    for p in mp.active_children() if _WATCHDOG and mp is not None else ():
+        _WATCHDOG["file"].write(f"{p} was left running by a test: killed\n")
         _WATCHDOG["file"].flush()
+        p.kill()
+        p.join(10)
 
 
 def _hang_stacks(terminalreporter) -> None:
