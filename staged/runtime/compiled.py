@@ -103,7 +103,7 @@ from .compiler import (
     to_boundary,
     tuning_flags,
 )
-from .device import DeviceValue, bring_tensors_home, check_process
+from .device import DeviceValue, check_process, live_values
 from .device import device as get_device
 from .explain import explain_text
 from .graphless import GraphlessResult, graphless
@@ -1707,16 +1707,16 @@ def _bring_state_home() -> None:
     a compiled CNN held at module level crashed at exit), and the semaphores and buffers
     in the locals of staged's frames that a kept exception's traceback holds (a caught
     OverflowError kept until exit crashed it): those frames are cleared."""
-    bring_tensors_home(quiet_checks=True)  # a failed index check raised at the reads
-    values, frames = [], []
-    for obj in gc.get_objects():
-        kind = type(obj)
-        if kind is DeviceValue:
-            values.append(obj)
-        elif kind is FrameType and obj.f_code.co_filename.startswith(STAGED_DIR):
-            frames.append(obj)
+    values = live_values()
+    for value in values:
+        value.keep_home(quiet_checks=True)  # a failed index check raised at the reads
     for value in values:
         value.release()
+    frames = [
+        obj
+        for obj in gc.get_objects()
+        if type(obj) is FrameType and obj.f_code.co_filename.startswith(STAGED_DIR)
+    ]
     for frame in frames:
         with contextlib.suppress(RuntimeError):  # one still running (this call's callers)
             frame.clear()

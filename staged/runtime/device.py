@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import gc
 import os
 import threading
 import time
@@ -23,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from .._where import at_user
-from ..eager.tensor import Tensor
 
 DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
 # the IREE drivers that run what a backend compiles (the first is the default): an
@@ -58,9 +56,11 @@ class DeviceValue:
     """An array on an IREE device: a Tensor payload read back lazily (Note [device values]).
     ``ready`` is the (semaphore, value, Module) the step computing it signals when done,
     until a read has waited for it (Note [asynchronous steps]). ``check``, if set, raises
-    when the step's index checks failed (``runtime/checks.py``)."""
+    when the step's index checks failed (``runtime/checks.py``). ``home`` is a host copy
+    kept while the value cannot be read from its device: in a forked child, and after the
+    buffers are released at exit (Note [fork])."""
 
-    __slots__ = ("device", "view", "shape", "dtype", "ready", "check")
+    __slots__ = ("device", "view", "shape", "dtype", "ready", "check", "home", "__weakref__")
 
     def __init__(self, device: Device, view, dtype, ready=None):
         self.device = device
@@ -68,11 +68,13 @@ class DeviceValue:
         self.shape = tuple(view.shape)
         self.dtype = np.dtype(dtype)
         self.ready = ready
-        self.check = None
+        self.check = self.home = None
+        _LIVE.add(weakref.ref(self, _LIVE.discard))
 
-    def wait(self) -> None:
-        """Block until the step computing this value has finished; raise its error, or
-        that of its failed index check."""
+    def _finish(self) -> None:
+        """Block until the step computing this value has finished; raise its error."""
+        if self.home is not None:
+            return
         if self.device.forks != _FORKS[0]:
             check_process(self.device)
         if self.ready is not None:
@@ -84,6 +86,11 @@ class DeviceValue:
                 raise
             self.ready = None
             module.finished(value)
+
+    def wait(self) -> None:
+        """Block until the step computing this value has finished; raise its error, or
+        that of its failed index check."""
+        self._finish()
         if self.check is not None:
             self.check()
             self.check = None
@@ -91,18 +98,44 @@ class DeviceValue:
     def __array__(self, dtype=None, copy=None):
         """A fresh writable host array (``copy`` is met whatever it says: a read is a copy)."""
         self.wait()
-        a = self.device.read(self.view, self.dtype)
+        home = self.home
+        a = self.device.read(self.view, self.dtype) if home is None else home.copy()
         return a if dtype is None else a.astype(dtype, copy=False)
+
+    def keep_home(self, quiet_checks: bool = False) -> None:
+        """Keep a host copy as ``home`` (Note [fork]); a failed index check stays to be
+        raised when the value is read (``quiet_checks``: dropped); a failed step's value,
+        which has no data, keeps none."""
+        if self.home is not None or self.view is None or self.device.forks != _FORKS[0]:
+            return
+        if self.check is not None:
+            if quiet_checks:
+                self.check = None
+            else:
+                self.check.failed()  # read now: a child cannot read the report
+        with contextlib.suppress(RuntimeError):
+            self._finish()
+            self.home = self.device.read(self.view, self.dtype)
 
     def release(self) -> None:
         """Drop the buffer and the call's fence at shutdown (``_bring_state_home`` in
-        compiled.py); the value cannot be read after. A parent's value in a forked child
+        compiled.py); only ``home`` can be read after. A parent's value in a forked child
         is kept (Note [fork])."""
         if self.device.forks == _FORKS[0]:
             self.view = self.ready = self.check = None
 
     def __repr__(self) -> str:
         return f"<DeviceValue {self.dtype}{list(self.shape)} on {self.device.name}>"
+
+
+# every DeviceValue alive (weak references: a set, not a WeakSet, whose iteration another
+# thread's add can break); a fork or the exit copies them home without walking the heap
+_LIVE: set = set()
+
+
+def live_values() -> list[DeviceValue]:
+    """The DeviceValues alive in this process."""
+    return [v for r in list(_LIVE) if (v := r()) is not None]
 
 
 def parse_device(backend: str, spec=None) -> tuple:
@@ -380,33 +413,28 @@ def _get_driver(rt, name: str):
 # Note [fork]: IREE's task workers are threads, which a fork does not copy: a child forked
 # after a compiled step ran (``multiprocessing``'s fork start method, Linux's default
 # before Python 3.14) waited forever at its first read of a tensor the step had left on
-# the device, or at a call of a step. So before a fork a parent that has a device brings
-# every tensor's device data home (the child reads them as host arrays), and the child
-# makes devices of its own from fresh drivers, keeping the parent's runtime objects
-# unreleased (releasing them could wait on the workers that are gone); a step or a device
-# value of the parent's, used in the child, raises, saying what to do instead.
+# the device, or at a call of a step. So before a fork every DeviceValue keeps a host copy
+# (``home``, which the child reads; the parent drops its copies after the fork and goes on
+# reading its devices), and the child makes devices of its own from fresh drivers, keeping
+# the parent's runtime objects unreleased (releasing them could wait on the workers that
+# are gone); a step of the parent's, used in the child, raises, saying what to do instead.
+# The values are found by a registry (``_LIVE``), not a walk of the heap: ``gc.get_objects``
+# hands out objects other threads are still building, and a thread building a tuple then
+# failed (``SystemError: bad argument to internal function`` in ``tuple(...)``).
 _FORKS = [0]  # forks between this process and its parent that made devices
 _child_drivers: dict = {}
 _LEFT_BY_PARENT: list = []
 
 
-def bring_tensors_home(quiet_checks: bool = False) -> None:
-    """Copy every tensor's device data to the host, its payload from then on; with
-    ``quiet_checks``, without raising failed index checks (at exit)."""
-    for obj in gc.get_objects():
-        # type() rather than isinstance(): the latter runs other libraries' __getattr__;
-        # getattr: a Tensor whose constructor raised has no payload
-        kind = type(obj)
-        if issubclass(kind, Tensor) and type(getattr(obj, "_payload", None)) is DeviceValue:
-            if quiet_checks:
-                obj._payload.check = None
-            with contextlib.suppress(RuntimeError):  # a failed step's: there is no data
-                obj._host()  # (Note [failed steps] in compiled.py)
-
-
 def _before_fork() -> None:
-    if _DEVICES:
-        bring_tensors_home()
+    for v in live_values():
+        v.keep_home()
+
+
+def _after_fork_in_parent() -> None:
+    for v in live_values():
+        if v.device.forks == _FORKS[0]:
+            v.home = None
 
 
 def _after_fork_in_child() -> None:
@@ -438,7 +466,9 @@ def check_process(dev) -> None:
 
 _DEVICES: dict[tuple, Device] = {}
 _DEVICES_LOCK = threading.Lock()
-os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+)
 
 
 def device(backend: str = "llvm-cpu", spec=None) -> Device:

@@ -58,3 +58,67 @@ def test_a_forked_child_reads_runs_its_own_steps_and_refuses_its_parents():
     assert got[1] == ("own step", pytest.approx([-1.2, -1.2])), got
     step()  # the parent's step runs on, from its own values (the child's were a copy)
     np.testing.assert_allclose(model.bias.tolist(), [-1.2, -1.2], rtol=1e-6)
+
+
+def _reads(values, q):
+    out = []
+    for v in values:
+        try:
+            out.append(("read", v.tolist()))
+        except Exception as e:  # noqa: BLE001  (reported to the parent)
+            out.append((type(e).__name__, str(e)))
+    q.put(out)
+
+
+def test_a_failed_index_check_is_raised_in_parent_and_child_after_a_fork():
+    """Values of a call whose index check failed, unread at the fork: the fork neither
+    raises nor stops there (other values reach the child too: the hook used to stop at the
+    first failed check, and report it where nobody saw it), and a read raises the check's
+    IndexError in the child and, still, in the parent."""
+    table = staged.arange(6.0)
+
+    @staged.compile
+    def pick(i):
+        return table[i] * 2
+
+    @staged.compile
+    def other(i):
+        return table[i] + 1
+
+    good, bad, later = pick(staged.tensor([1])), pick(staged.tensor([9])), other(staged.tensor([2]))
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_reads, args=([good, bad, later], q))
+    p.start()
+    got = q.get(timeout=120)
+    p.join(timeout=120)
+    assert p.exitcode == 0, p.exitcode
+    assert got[0] == ("read", [2.0]) and got[2] == ("read", [3.0]), got
+    assert got[1][0] == "IndexError" and "index 9 is out of bounds" in got[1][1], got
+    with pytest.raises(IndexError, match="index 9 is out of bounds"):
+        bad.tolist()
+    assert later.tolist() == [3.0]
+
+
+def test_a_fork_finds_device_values_without_walking_the_heap(monkeypatch):
+    """``gc.get_objects`` hands out objects other threads are still building (a tuple being
+    built failed with SystemError in its thread): the fork hooks keep a registry."""
+    x = staged.ones(3)
+
+    @staged.compile
+    def double():
+        return x * 2
+
+    y = double()
+
+    def refuse():
+        raise AssertionError("a fork hook walked the heap")
+
+    monkeypatch.setattr("gc.get_objects", refuse)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_reads, args=([y], q))
+    p.start()
+    got = q.get(timeout=120)
+    p.join(timeout=120)
+    assert p.exitcode == 0 and got == [("read", [2.0, 2.0, 2.0])], (p.exitcode, got)
