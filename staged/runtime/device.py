@@ -61,6 +61,7 @@ class DeviceValue:
     buffers are released at exit (Note [fork])."""
 
     __slots__ = ("device", "view", "shape", "dtype", "ready", "check", "home", "__weakref__")
+    home: np.ndarray | None
 
     def __init__(self, device: Device, view, dtype, ready=None):
         self.device = device
