@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import operator
+import os
 import queue
 import threading
 import time
@@ -317,10 +318,19 @@ class CallLog:
 
 # One worker thread compiles, oldest first (a second compile at once would only share the
 # same cores): background modules and a dynamic step's static ones (Note [specialized batch
-# sizes]); it is made again after a fork, which does not copy threads.
+# sizes]); it is made again after a fork, which does not copy threads. A forked child starts
+# with no jobs: those queued are its parent's (its worker compiled them before its own).
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
 _worker: list[threading.Thread | None] = [None]
 _worker_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _jobs, _worker_lock
+    _jobs, _worker_lock, _worker[0] = queue.SimpleQueue(), threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def submit(job, entry) -> None:

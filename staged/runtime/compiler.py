@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -482,6 +483,26 @@ def kill_subprocesses() -> None:
             proc.kill()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's compiles: their ``iree-compile`` processes
+    are the parent's (the child's exit killed them, failing the parent's compiles), the
+    threads running them are gone (a lock one held would stay held), and the stderr one
+    captured goes back to where it went."""
+    global _children_lock, _global_flags_lock, _first_lock
+    _children.clear()
+    _children_lock, _global_flags_lock, _first_lock = (threading.Lock() for _ in range(3))
+    cls = _captured_stderr
+    cls._lock = threading.Lock()
+    if cls._users and cls._saved is not None and cls._file is not None:
+        os.dup2(cls._saved, 2)
+        os.close(cls._saved)
+        cls._file.close()
+        cls._users, cls._file, cls._saved = 0, None, None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 _global_flags_lock = threading.Lock()
 _global_flags_set = False
 
@@ -527,7 +548,8 @@ class _captured_stderr:
 
     _lock = threading.Lock()
     _users = 0
-    _file = _saved = None
+    _file: IO[bytes] | None = None  # where fd 2 goes while captured
+    _saved: int | None = None  # fd 2 as it was
 
     def __enter__(self):
         import tempfile

@@ -4,12 +4,16 @@ step of its parent's raises, naming the fix, where it waited forever."""
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
+import os
+import time
 
 import numpy as np
 import pytest
 
 import staged
+from staged.runtime import background, compiler
 
 
 def _sgd_step(model, x):
@@ -122,3 +126,70 @@ def test_a_fork_finds_device_values_without_walking_the_heap(monkeypatch):
     got = q.get(timeout=120)
     p.join(timeout=120)
     assert p.exitcode == 0 and got == [("read", [2.0, 2.0, 2.0])], (p.exitcode, got)
+
+
+def _bg_step(scale):
+    w = staged.ones(3)
+
+    def f():
+        return (w * scale).sum()
+
+    step = staged.compile(f, mode="background")
+    step(), step()  # the second call starts the compile (Note [deferred compiles])
+    return step
+
+
+def test_a_child_forked_during_background_compiles_leaves_them_to_its_parent():
+    """The child has neither the parent's ``iree-compile`` processes (its exit killed
+    them, failing the parent's compile) nor its queued compiles (its worker compiled them
+    before its own); its own compile runs, and the parent's both finish."""
+    steps = [_bg_step(2.0), _bg_step(4.0)]  # one compiling, one waiting for the worker
+    deadline = time.monotonic() + 120
+    while not compiler._children and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert compiler._children and background._jobs.qsize() == 1, "no compile was running"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a child that exits normally: its atexit handlers run
+        code = 1
+        try:
+            inherited = (len(compiler._children), background._jobs.qsize())
+            own = _bg_step(3.0)
+            background.drain(120)
+            got = float(own())
+            os.write(w, repr((inherited, got, own._last.background.status.state)).encode())
+            atexit._run_exitfuncs()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    child = os.read(r, 200).decode()
+    os.close(r)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    assert child == repr(((0, 0), 9.0, "compiled")), child
+    for step, want in zip(steps, (6.0, 12.0)):
+        bg = step._last.background
+        assert bg.done.wait(120) and bg.error is None, bg.error
+        assert float(step()) == want and bg.status.state == "compiled"
+
+
+def _stderr_and_a_capture(q):
+    st = os.fstat(2)
+    with compiler._captured_stderr() as c:
+        os.write(2, b"child's own")
+    q.put(((st.st_dev, st.st_ino), c.text))
+
+
+def test_a_child_forked_while_stderr_is_captured_writes_to_stderr():
+    """IREE's console is captured (fd 2 redirected) while an in-process compile runs: a
+    child forked meanwhile writes to the stderr it had before, and captures its own."""
+    st = os.fstat(2)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    with compiler._captured_stderr():
+        p = ctx.Process(target=_stderr_and_a_capture, args=(q,))
+        p.start()
+        got = q.get(timeout=120)
+    p.join(timeout=120)
+    assert p.exitcode == 0 and got == ((st.st_dev, st.st_ino), "child's own"), (p.exitcode, got)
