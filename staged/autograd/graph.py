@@ -7,6 +7,7 @@ import functools
 import threading
 import weakref
 
+from .._locks import fork_safe
 from ..eager.ops import inplace
 from ..eager.views import bumped
 from . import saved as _saved
@@ -62,7 +63,7 @@ class saved_tensors_hooks:
         return False
 
 
-_count_lock = threading.Lock()
+_count_lock = fork_safe()
 
 
 class save_on_cpu(saved_tensors_hooks):

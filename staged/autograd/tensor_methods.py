@@ -3,9 +3,9 @@ methods, the Node that dispatch records for each op, and the Nodes of views."""
 
 from __future__ import annotations
 
-import threading
 import weakref
 
+from .._locks import fork_safe
 from .._where import sited
 from ..eager import dispatch, views
 from ..eager.tensor import Tensor
@@ -40,7 +40,7 @@ def _grad_accumulator(self):
     return acc
 
 
-_ACCUMULATOR_LOCK = threading.Lock()
+_ACCUMULATOR_LOCK = fork_safe()
 
 
 def register_hook(self, hook):

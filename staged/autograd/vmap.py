@@ -38,6 +38,7 @@ import threading
 
 import numpy as np
 
+from .._locks import fork_safe
 from .. import autodiff as ad
 from ..eager import dispatch
 from ..eager.ops import inplace
@@ -62,7 +63,7 @@ class _Levels(threading.local):
 
 _local = _Levels()
 _open_threads = [0]  # threads with a level open (the hooks are installed while any)
-_install_lock = threading.Lock()
+_install_lock = fork_safe()
 
 RANDOMNESS = ("error", "different", "same")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 
+from .._locks import fork_safe
 from .. import autodiff as ad
 from .. import dtypes as dt
 from .. import _where
@@ -172,7 +173,7 @@ class _State(threading.local):
 
 _tls = _State()
 _active = 0  # threads with CPU autocast on; 0: every wrapped op runs as it is
-_lock = threading.Lock()
+_lock = fork_safe()
 
 
 def device_type(device: str) -> str:

@@ -14,6 +14,7 @@ from functools import partial
 
 import numpy as np
 
+from .._locks import fork_safe
 from ..autodiff.primitive import Fused, _bind, _constant, _constant_like, _fused_here, _plain
 from . import interceptor as _icpt
 from . import meta as _meta
@@ -214,7 +215,7 @@ def set_recorder(record) -> None:
 _layers: dict[str, Any] = {}  # name -> wrap(apply) -> apply; see set_layer
 # one change at a time: a thread composing the layers it saw and binding them after
 # another thread bound more would drop that one's layer
-_layers_lock = threading.Lock()
+_layers_lock = fork_safe()
 
 
 def set_layer(name: str, wrap) -> None:

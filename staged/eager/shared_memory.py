@@ -21,11 +21,12 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-import threading
 import weakref
 from multiprocessing import context, reduction
 
 import numpy as np
+
+from .._locks import fork_safe
 
 _CHUNK = 1 << 22  # bytes of a file that small tensors share
 _ALIGN = 64
@@ -71,15 +72,13 @@ def _new_pages(size: int) -> Pages:
     return _mapped(fd, size)
 
 
-_lock = threading.Lock()
+_lock = fork_safe()
 _current: list = [None, 0]  # the chunk small tensors go into, and its first free byte
 
 
 def _after_fork_in_child() -> None:
     """A forked child allocates in chunks of its own: the parent's current chunk is
     shared, and both allocating its free bytes would give two tensors the same entries."""
-    global _lock
-    _lock = threading.Lock()
     _current[:] = None, 0
 
 

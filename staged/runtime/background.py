@@ -47,6 +47,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from .._locks import fork_safe
 from ..tracing.pytree import unflatten
 from .checks import StepCheck
 from .compiler import compile_subprocess, kill_subprocesses
@@ -322,12 +323,12 @@ class CallLog:
 # with no jobs: those queued are its parent's (its worker compiled them before its own).
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
 _worker: list[threading.Thread | None] = [None]
-_worker_lock = threading.Lock()
+_worker_lock = fork_safe()
 
 
 def _after_fork_in_child() -> None:
-    global _jobs, _worker_lock
-    _jobs, _worker_lock, _worker[0] = queue.SimpleQueue(), threading.Lock(), None
+    global _jobs
+    _jobs, _worker[0] = queue.SimpleQueue(), None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

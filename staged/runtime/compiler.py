@@ -16,12 +16,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from .._locks import fork_safe
 from . import cache, cpu
 from ..lower.mlir.linalg import fenced_operands
 from .logs import runtime_log
@@ -463,7 +463,7 @@ _TOOL_DIAG = re.compile(
     r"^(source\.mlir:\d+:\d+: )(error|warning|note|remark): (.*)$", re.MULTILINE
 )
 _children: set = set()
-_children_lock = threading.Lock()
+_children_lock = fork_safe()
 
 
 @functools.cache
@@ -487,12 +487,9 @@ def _after_fork_in_child() -> None:
     """A forked child has none of its parent's compiles: their ``iree-compile`` processes
     are the parent's (the child's exit killed them, failing the parent's compiles), the
     threads running them are gone (a lock one held would stay held), and the stderr one
-    captured goes back to where it went."""
-    global _children_lock, _global_flags_lock, _first_lock
+    captured goes back to where it went (their locks: Note [locks across a fork])."""
     _children.clear()
-    _children_lock, _global_flags_lock, _first_lock = (threading.Lock() for _ in range(3))
     cls = _captured_stderr
-    cls._lock = threading.Lock()
     if cls._users and cls._saved is not None and cls._file is not None:
         os.dup2(cls._saved, 2)
         os.close(cls._saved)
@@ -503,7 +500,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-_global_flags_lock = threading.Lock()
+_global_flags_lock = fork_safe()
 _global_flags_set = False
 
 
@@ -520,7 +517,7 @@ def _setup_global_flags() -> None:
             _global_flags_set = True
 
 
-_first_lock = threading.Lock()
+_first_lock = fork_safe()
 _targets_done: set = set()
 
 
@@ -546,7 +543,7 @@ class _captured_stderr:
     by the first to enter and undone by the last to leave; each keeps what was written while
     it ran (which may include another's lines)."""
 
-    _lock = threading.Lock()
+    _lock = fork_safe()
     _users = 0
     _file: IO[bytes] | None = None  # where fd 2 goes while captured
     _saved: int | None = None  # fd 2 as it was

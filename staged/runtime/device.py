@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._locks import fork_safe
 from .._where import at_user
 
 DRIVERS = {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan", "cuda": "cuda"}
@@ -439,8 +440,6 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _DEVICES_LOCK
-    _DEVICES_LOCK = threading.Lock()
     if not (_DEVICES or _drivers):
         return
     _LEFT_BY_PARENT.append((list(_DEVICES.values()), list(_LOADED), dict(_child_drivers)))
@@ -466,7 +465,7 @@ def check_process(dev) -> None:
 
 
 _DEVICES: dict[tuple, Device] = {}
-_DEVICES_LOCK = threading.Lock()
+_DEVICES_LOCK = fork_safe()
 os.register_at_fork(
     before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
 )

@@ -114,6 +114,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._locks import fork_safe
 from .. import autodiff as ad
 from .. import dtypes as dt
 from ..autodiff import Aval
@@ -152,7 +153,7 @@ from .returned import consumed, recipe
 from .scalars import TracedScalar, reads, relabel
 from .symbolic import CaptureError, Symbolic, user_location
 
-state_lock = threading.RLock()  # Note [one trace at a time]
+state_lock = fork_safe(threading.RLock())  # Note [one trace at a time]
 
 
 @dataclass(eq=False)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._locks import fork_safe
 from .._where import STAGED_DIR
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ _MODULES = (
 )
 
 _local = threading.local()  # .tracing: this thread runs a trace
-_lock = threading.Lock()
+_lock = fork_safe()
 _users = 0  # traces running, on any thread; the wrappers are installed while > 0
 _originals: list = []  # (module, name, function)
 _warned: set = set()  # call sites already reported

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import threading
 import time
 
 import numpy as np
@@ -193,3 +194,38 @@ def test_a_child_forked_while_stderr_is_captured_writes_to_stderr():
         got = q.get(timeout=120)
     p.join(timeout=120)
     assert p.exitcode == 0 and got == ((st.st_dev, st.st_ino), "child's own"), (p.exitcode, got)
+
+
+def _draw_and_step(q):
+    w = staged.ones(2)
+    q.put((staged.rand(2).shape, staged.compile(lambda: w * 3)().tolist()))
+
+
+def test_a_child_forked_while_a_thread_holds_staged_locks_uses_them():
+    """A thread of the parent drawing random numbers or running a compiled call holds a
+    lock when the process forks: the child draws, traces and compiles anyway (it waited
+    forever; Note [locks across a fork])."""
+    from staged.eager.random.generator import default_generator
+    from staged.tracing.capture import state_lock
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with default_generator.lock, state_lock:
+            held.set()
+            release.wait(120)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(60)
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_draw_and_step, args=(q,))
+        p.start()
+        got = q.get(timeout=120)
+        p.join(timeout=120)
+    finally:
+        release.set()
+        t.join()
+    assert p.exitcode == 0 and got == ((2,), [3.0, 3.0]), (p.exitcode, got)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._locks import fork_safe
 from ..._where import sited
 from ..interceptor import current_interceptor
 from ..tensor import Tensor
@@ -95,7 +96,7 @@ class Generator:
         if str(device) != "cpu":
             raise RuntimeError(f"staged has only the CPU generator, not {device!r}")
         self.device = "cpu"
-        self.lock = threading.RLock()  # Note [one draw at a time]
+        self.lock = fork_safe(threading.RLock())  # Note [one draw at a time]
         self.bit_generator = np.random.MT19937()
         self._words = np.random.Generator(self.bit_generator)
         self.manual_seed(DEFAULT_SEED)
@@ -104,7 +105,7 @@ class Generator:
         return {k: v for k, v in self.__dict__.items() if k != "lock"}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, lock=threading.RLock())
+        self.__dict__.update(state, lock=fork_safe(threading.RLock()))
 
     @sited
     def manual_seed(self, seed) -> Generator:
