@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._locks import fork_safe
 from .. import _global_flags
 from .._where import STAGED_DIR, at_user, warn_user
 from ..tracing.capture import Captured, state_lock
@@ -722,7 +723,7 @@ class Compiled:
         self._limits: set = set()  # the limits past which calls ran eagerly, warned once
         self._warned_boundary = False
         self.history: list = []  # per trace: why, and what it made (explain())
-        self._lock = threading.RLock()
+        self._lock = fork_safe(threading.RLock())  # (a parent's step raises in a child)
         # a Module's attributes are read through __getattr__, never copied (they change)
         functools.update_wrapper(self, fn, updated=() if is_module(fn) else ("__dict__",))
 

@@ -45,13 +45,13 @@ import inspect
 import json
 import os
 import shutil
-import threading
 import warnings
 from typing import Any
 from pathlib import Path
 
 import numpy as np
 
+from .._locks import fork_safe
 from .._version import __version__
 from .._where import at_user, warn_user
 from ..eager.tensor import Tensor
@@ -306,7 +306,7 @@ class Deployed:
         self.manifest = m = manifest
         self.device = get_device(m["backend"], device)
         self._vm_module = self._vm = None
-        self._lock = threading.Lock()  # Note [one call at a time]
+        self._lock = fork_safe()  # Note [one call at a time]
         self._load(str(self.directory / m["parameters"]))
         self._arg_dtypes = [np.dtype(a["device_dtype"]) for a in m["args"]]
         self._out_dtypes = [np.dtype(o["dtype"]) for o in m["outputs"]]

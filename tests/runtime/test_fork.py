@@ -196,22 +196,31 @@ def test_a_child_forked_while_stderr_is_captured_writes_to_stderr():
     assert p.exitcode == 0 and got == ((st.st_dev, st.st_ino), "child's own"), (p.exitcode, got)
 
 
-def _draw_and_step(q):
+def _draw_and_step(parents_step, q):
     w = staged.ones(2)
-    q.put((staged.rand(2).shape, staged.compile(lambda: w * 3)().tolist()))
+    try:
+        parents_step()
+        refused = "ran"
+    except RuntimeError as e:
+        refused = "made before this process was forked" in str(e)
+    q.put((staged.rand(2).shape, staged.compile(lambda: w * 3)().tolist(), refused))
 
 
 def test_a_child_forked_while_a_thread_holds_staged_locks_uses_them():
     """A thread of the parent drawing random numbers or running a compiled call holds a
-    lock when the process forks: the child draws, traces and compiles anyway (it waited
-    forever; Note [locks across a fork])."""
+    lock when the process forks: the child draws, traces and compiles anyway, and a call
+    of the parent's step raises as it should (each waited forever; Note [locks across a
+    fork])."""
     from staged.eager.random.generator import default_generator
     from staged.tracing.capture import state_lock
 
+    w = staged.ones(2)
+    parents_step = staged.compile(lambda: w * 2)
+    parents_step()
     held, release = threading.Event(), threading.Event()
 
     def hold():
-        with default_generator.lock, state_lock:
+        with default_generator.lock, state_lock, parents_step._lock:
             held.set()
             release.wait(120)
 
@@ -221,11 +230,11 @@ def test_a_child_forked_while_a_thread_holds_staged_locks_uses_them():
         assert held.wait(60)
         ctx = multiprocessing.get_context("fork")
         q = ctx.Queue()
-        p = ctx.Process(target=_draw_and_step, args=(q,))
+        p = ctx.Process(target=_draw_and_step, args=(parents_step, q))
         p.start()
         got = q.get(timeout=120)
         p.join(timeout=120)
     finally:
         release.set()
         t.join()
-    assert p.exitcode == 0 and got == ((2,), [3.0, 3.0]), (p.exitcode, got)
+    assert p.exitcode == 0 and got == ((2,), [3.0, 3.0], True), (p.exitcode, got)
