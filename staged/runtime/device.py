@@ -435,7 +435,7 @@ def _before_fork() -> None:
 
 def _after_fork_in_parent() -> None:
     for v in live_values():
-        if v.device.forks == _FORKS[0]:
+        if v.view is not None and v.device.forks == _FORKS[0]:  # (not released at exit)
             v.home = None
 
 
