@@ -238,3 +238,22 @@ def test_a_child_forked_while_a_thread_holds_staged_locks_uses_them():
         release.set()
         t.join()
     assert p.exitcode == 0 and got == ((2,), [3.0, 3.0], True), (p.exitcode, got)
+
+
+def test_a_value_of_a_failed_call_keeps_no_copy_and_raises_nothing_at_a_fork():
+    """The report of a call that failed on the device raises when read: the fork hook
+    raised it, and the values after it got no copy (the child could not read them)."""
+    table = staged.arange(6.0)
+
+    @staged.compile
+    def pick(i):
+        return table[i] * 2
+
+    pick(staged.tensor([1]))
+    bad = pick(staged.tensor([1]))._payload
+    pick._last.module._timeline[0].fail("injected device failure")
+    assert bad.check is not None
+    bad.keep_home()
+    assert bad.home is None
+    with pytest.raises(RuntimeError, match="injected device failure"):
+        np.asarray(bad)
