@@ -417,8 +417,9 @@ def _get_driver(rt, name: str):
 # the device, or at a call of a step. So before a fork every DeviceValue keeps a host copy
 # (``home``, which the child reads; the parent drops its copies after the fork and goes on
 # reading its devices), and the child makes devices of its own from fresh drivers, keeping
-# the parent's runtime objects unreleased (releasing them could wait on the workers that
-# are gone); a step of the parent's, used in the child, raises, saying what to do instead.
+# the parent's runtime objects (devices, modules, the values' buffers and fences)
+# unreleased (releasing them could wait on the workers that are gone); a step of the
+# parent's, used in the child, raises, saying what to do instead.
 # The values are found by a registry (``_LIVE``), not a walk of the heap: ``gc.get_objects``
 # hands out objects other threads are still building, and a thread building a tuple then
 # failed (``SystemError: bad argument to internal function`` in ``tuple(...)``).
@@ -441,7 +442,8 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     if not (_DEVICES or _drivers):
         return
-    _LEFT_BY_PARENT.append((list(_DEVICES.values()), list(_LOADED), dict(_child_drivers)))
+    values = [(v.view, v.ready) for v in live_values()]  # a tensor read here drops its value
+    _LEFT_BY_PARENT.append((list(_DEVICES.values()), list(_LOADED), dict(_child_drivers), values))
     _DEVICES.clear()
     _LOADED.clear()
     _drivers.clear()
