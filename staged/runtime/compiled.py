@@ -406,8 +406,8 @@ class CompiledGraph:
         for i, flag in c.arg_flags:  # x.requires_grad_() in the body
             leaves[i]._requires_grad = flag
         out = results(c.out_leaves, res)
-        for fn, tree, leaves in c.host_calls:  # Note [disabled calls]
-            a, kw = unflatten(tree, results(leaves, res))
+        for fn, tree, called in c.host_calls:  # Note [disabled calls]
+            a, kw = unflatten(tree, results(called, res))
             fn(*a, **kw)
         if c.graphless or c.attr_outputs or c.returned:
             self._rebuild(leaves, res, out)

@@ -262,6 +262,31 @@ def test_a_disabled_function_that_returns_a_value_is_traced_with_its_caller():
     assert step(staged.ones(2)).tolist() == [4.0, 4.0]
 
 
+def test_a_step_that_logs_and_returns_its_argument_returns_that_tensor():
+    """The disabled call's loop variable shadowed the call's arguments, so a returned
+    argument (Note [returned state]) was looked up among the logged values instead."""
+    logged = []
+
+    @staged.compiler.disable
+    def log(t, u):
+        logged.append(float(t))
+
+    w = staged.ones(3, requires_grad=True)
+
+    def body(x, y):
+        loss = (x * w).sum()
+        loss.backward()
+        log(loss.detach(), y)
+        return loss.detach(), x
+
+    step = staged.compile(body)
+    x, y = staged.arange(3.0), staged.full((2,), 7.0)
+    for _ in range(3):
+        loss, out = step(x, y)
+        assert out is x and float(loss) == 3.0
+    assert logged == [3.0] * 3
+
+
 def test_a_disabled_function_returns_none_in_the_step_as_in_eager():
     @staged.compiler.disable
     def effect(x):
