@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._interrupts import deferred_interrupts
 from .._locks import fork_safe
 from .. import _global_flags
 from .._where import STAGED_DIR, at_user, warn_user
@@ -381,6 +382,19 @@ class CompiledGraph:
             ]
         undo = _Undo()
         res = module.invoke("main", inputs, self._out_dtypes, undo)
+        with deferred_interrupts():  # all of the call's writes or none (Note [interrupts])
+            out = self._commit(leaves, res, undo, shared, shared_args)
+        for fn, tree, called in c.host_calls:  # Note [disabled calls]
+            a, kw = unflatten(tree, results(called, res))
+            fn(*a, **kw)
+        if c.graphless or c.attr_outputs or c.returned:
+            self._rebuild(leaves, res, out)
+        return unflatten(c.out_tree, out)
+
+    def _commit(self, leaves, res, undo: _Undo, shared, shared_args) -> list:
+        """The call's results ``res`` written where the step wrote (its state, .grad,
+        arguments, dicts, attributes) and its check tracked; returns its outputs."""
+        c = self.captured
         kept: Container[int] = ()  # the arguments this call leaves as they came in
         if self._checks is not None:  # Note [index checks]
             self._checks.raise_pending()  # a finished call's failure: this one is dropped
@@ -405,13 +419,7 @@ class CompiledGraph:
             replay(c.attr_writes)  # ``model.train()`` in the body (Note [attribute writes])
         for i, flag in c.arg_flags:  # x.requires_grad_() in the body
             leaves[i]._requires_grad = flag
-        out = results(c.out_leaves, res)
-        for fn, tree, called in c.host_calls:  # Note [disabled calls]
-            a, kw = unflatten(tree, results(called, res))
-            fn(*a, **kw)
-        if c.graphless or c.attr_outputs or c.returned:
-            self._rebuild(leaves, res, out)
-        return unflatten(c.out_tree, out)
+        return results(c.out_leaves, res)
 
     def _write_grads(self, leaves, res, undo: _Undo) -> None:
         """The .grad writes of a call (``Captured.grad_writes``)."""

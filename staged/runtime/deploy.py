@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._interrupts import deferred_interrupts
 from .._locks import fork_safe
 from .._version import __version__
 from .._where import at_user, warn_user
@@ -361,14 +362,20 @@ class Deployed:
             if self._checks is not None:  # the state is on the device: raise before changing it
                 self._checks.raise_pending(wait=True)
             res = self._invoke(arrays)
-            if self._checks is not None:
-                self._checks.track(res[-1], res[:-1])
         outs = results(self.manifest["out_leaves"], res)
         return unflatten(_tuplify(self.manifest["out_tree"]), outs)
 
     def _invoke(self, arrays) -> list:
-        """The step's results (and check report) on the call's arguments at the edge."""
-        return self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
+        """The step's results (and check report) on the call's arguments at the edge, its
+        state updated and its check tracked, both or neither (Note [interrupts])."""
+        with deferred_interrupts():
+            res = self._vm.invoke(self.manifest["function"], arrays, self._out_dtypes)
+            self._track(res)
+        return res
+
+    def _track(self, res) -> None:
+        if self._checks is not None:
+            self._checks.track(res[-1], res[:-1])
 
     def _bind(self, args, kwargs) -> list:
         """The call's tensor arguments in manifest order, matched by name (as the trace
@@ -725,11 +732,13 @@ class DeployedSegments(Deployed):
             ]
         )
         out = []
-        for r, (_, _, kind, name) in zip(res, program["outputs"]):
-            if kind == "state":
-                self._state[name] = r
-            elif kind in ("out", "check"):
-                out.append(r)
+        with deferred_interrupts():  # the collectives above stay interruptible
+            for r, (_, _, kind, name) in zip(res, program["outputs"]):
+                if kind == "state":
+                    self._state[name] = r
+                elif kind in ("out", "check"):
+                    out.append(r)
+            self._track(out)
         return out
 
     def state_dict(self) -> dict:

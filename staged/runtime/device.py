@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._interrupts import deferred_interrupts
 from .._locks import fork_safe
 from .._where import at_user
 
@@ -638,10 +639,11 @@ class Module:
                     q._undo(q._in_flight)
                     q._timeline, q._in_flight = None, []  # the next call starts afresh
                     raise
-                q._in_flight = [c for c in q._in_flight if c[0] > done]
-                self.context.invoke(fn, arg_list, ret)
-                q._timeline[1] = value + 1
-                q._in_flight.append((value + 1, arg_list, undo))
+                with deferred_interrupts():  # the enqueue and its record (Note [interrupts])
+                    q._in_flight = [c for c in q._in_flight if c[0] > done]
+                    self.context.invoke(fn, arg_list, ret)
+                    q._timeline[1] = value + 1
+                    q._in_flight.append((value + 1, arg_list, undo))
             ready = (sem, value + 1, self)
         get, kind = ret.get_as_object, rt.HalBufferView
         views = [get(i, kind) for i in range(len(ret))]
