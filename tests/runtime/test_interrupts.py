@@ -20,6 +20,15 @@ from staged.runtime import compiled as compiled_mod
 from staged.runtime import device as device_mod
 
 
+@pytest.fixture(autouse=True)
+def _python_handles_sigint():
+    """SIGINT raising KeyboardInterrupt, as in a user's program (pytest-xdist's workers
+    ignore it)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 def test_an_interrupt_inside_the_block_is_raised_where_it_ends():
     reached = []
     with pytest.raises(KeyboardInterrupt):
