@@ -58,8 +58,13 @@ lint: $(VENV)/.test
 native: $(VENV)/.test
 	$(BIN)/python setup.py -q build_ext --inplace
 
+# tests that failed only because the Vulkan driver lost its device run again, in a fresh
+# process (Note [lost devices in CI] in tests/conftest.py)
+LOST = .cache/lost-device-tests.txt
 test: $(VENV)/.test native vulkan-driver graphviz lint
-	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder --durations=60
+	STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} $(BIN)/python -m pytest tests -q -n auto --dist loadgroup --no-loadscope-reorder --durations=60 \
+	|| { test -s $(LOST) && echo "RERUN: these tests failed only because the Vulkan driver lost its device:" && cat $(LOST) \
+	  && tr '\n' '\0' < $(LOST) | STAGED_CACHE_DIR=$${STAGED_CACHE_DIR:-$(CURDIR)/.cache/staged} xargs -0 $(BIN)/python -m pytest -q -p no:cacheprovider; }
 
 # the files made from the op table and the op database (their tests fail when they are stale)
 generated: $(VENV)/.test

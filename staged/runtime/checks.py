@@ -68,7 +68,10 @@ class StepCheck:
     def done(self) -> bool:
         """Whether the call has finished (its report can be read without waiting)."""
         ready = None if self.report is None else self.report.ready
-        return ready is None or ready[0].query() >= ready[1]
+        try:
+            return ready is None or ready[0].query() >= ready[1]
+        except RuntimeError:  # it failed: reading the report raises why, once undone
+            return True
 
     def raise_unreported(self) -> None:
         """Raise the failure at a later call, unless a read already raised it; a note says

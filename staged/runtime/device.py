@@ -54,6 +54,42 @@ class DeviceError(RuntimeError):
     """The driver or device for a backend is not available here."""
 
 
+class DeviceLostError(DeviceError):
+    """The driver lost the device: what it held is gone (Note [lost devices])."""
+
+
+# Note [lost devices]: a device the driver lost (VK_ERROR_DEVICE_LOST, which IREE reports
+# as DATA_LOSS: a fault, a driver reset, on lavapipe often a step that failed on it: Note
+# [failed steps]) fails every later use, the uploads of steps compiled afterwards included:
+# one such loss made every later Vulkan test of a pytest worker fail (CI, 2026-12-07: 238
+# tests). Staged retires a device it sees lost (``Device.retire``): ``device()`` makes a
+# fresh one for the steps compiled from then on, while the steps and values on the lost
+# one keep it and raise ``DeviceLostError``, which says what is gone and what to do. A
+# failed step seen on Vulkan retires its device too (lavapipe lost it at 11 of 12
+# failures injected as tests/runtime/test_lost_device.py does), so the next step compiled
+# gets a working one; a retired device that was not lost goes on serving its steps.
+# The markers: IREE's message for VK_ERROR_DEVICE_LOST, and its status code, all a lost
+# device's semaphores answer a query with.
+_LOST = ("DEVICE_LOST", "DATA_LOSS")
+
+
+def _raise_if_lost(dev, err: RuntimeError) -> None:
+    """Raise the DeviceLostError ``err`` stands for where it says the driver lost ``dev``
+    (which is then retired)."""
+    text = str(err)
+    if isinstance(err, DeviceLostError) or not any(m in text for m in _LOST):
+        return
+    dev.retire()
+    raise DeviceLostError(
+        f"the {dev.backend} device {dev.name!r} was lost ({err}): the driver gave up on it "
+        "(a step that failed or faulted on it, or a driver reset), and the values and "
+        "compiled steps on it are gone, the tensors they updated included. Steps "
+        "compiled from now on get a fresh device: build the model and optimizer again, "
+        "load their state from a checkpoint (load_state_dict) and staged.compile the step "
+        "(or staged.runtime.load it) again (Note [lost devices] in staged/runtime/device.py)"
+    ) from err
+
+
 class DeviceValue:
     """An array on an IREE device: a Tensor payload read back lazily (Note [device values]).
     ``ready`` is the (semaphore, value, Module) the step computing it signals when done,
@@ -84,8 +120,9 @@ class DeviceValue:
             sem, value, module = self.ready
             try:
                 _wait(sem, value)
-            except RuntimeError:
+            except RuntimeError as err:
                 module.failed()
+                _raise_if_lost(self.device, err)
                 raise
             self.ready = None
             module.finished(value)
@@ -317,6 +354,18 @@ class Device:
     def name(self) -> str:
         return self.driver if self.index is None else f"{self.driver}:{self.index}"
 
+    def retire(self) -> None:
+        """Make ``device()`` hand out a fresh device in place of this one, which the steps
+        and values on it keep (Note [lost devices])."""
+        with _DEVICES_LOCK:
+            for key in [k for k, d in _DEVICES.items() if d is self]:
+                _RETIRED.append(_DEVICES.pop(key))
+
+    def step_failed(self) -> None:
+        """A step failed on this device, which loses it on Vulkan (Note [lost devices])."""
+        if self.driver == "vulkan":
+            self.retire()
+
     def load(self, vmfb: bytes) -> Module:
         return Module(self, self._rt.VmModule.copy_buffer(self.config.vm_instance, vmfb))
 
@@ -328,13 +377,17 @@ class Device:
         """A DeviceValue holding a copy of ``array``; ``once``: no later call uploads it
         again, so its buffer skips the caching allocator (Note [caching allocator])."""
         a = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
-        view = self._allocate_copy(
-            memory_type=self._local,
-            allowed_usage=self._once_usage if once else self._usage,
-            device=self.hal,
-            buffer=a,
-            element_type=_element_type(a.dtype),
-        )
+        try:
+            view = self._allocate_copy(
+                memory_type=self._local,
+                allowed_usage=self._once_usage if once else self._usage,
+                device=self.hal,
+                buffer=a,
+                element_type=_element_type(a.dtype),
+            )
+        except RuntimeError as err:
+            _raise_if_lost(self, err)
+            raise
         return DeviceValue(self, view, a.dtype)
 
     def read(self, view, dtype) -> np.ndarray:
@@ -343,10 +396,14 @@ class Device:
         shape = tuple(view.shape)
         buf = view.get_buffer()
         visible, mapping = self._mappable
-        if buf.memory_type() & visible and buf.allowed_usage() & mapping:
-            a = np.array(view.map().asarray(shape, raw), copy=True)
-        else:
-            a = self._read_staged(buf, shape, raw)
+        try:
+            if buf.memory_type() & visible and buf.allowed_usage() & mapping:
+                a = np.array(view.map().asarray(shape, raw), copy=True)
+            else:
+                a = self._read_staged(buf, shape, raw)
+        except RuntimeError as err:
+            _raise_if_lost(self, err)
+            raise
         return a if a.dtype == dtype else a.astype(dtype)
 
     def _read_staged(self, source, shape, raw) -> np.ndarray:
@@ -467,6 +524,9 @@ def check_process(dev) -> None:
 
 
 _DEVICES: dict[tuple, Device] = {}
+# retired devices, kept for the life of the process as _DEVICES keeps its own: freed with
+# their last step and value, in no set order with those VM contexts, they crashed it
+_RETIRED: list[Device] = []
 _DEVICES_LOCK = fork_safe()
 os.register_at_fork(
     before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
@@ -574,7 +634,9 @@ class Module:
                 q._lock.release()
 
     def failed(self) -> None:
-        """A read found the timeline failed: undo the calls that may not have finished."""
+        """A read found the timeline failed: undo the calls that may not have finished (on
+        Vulkan the device is lost with it: Note [lost devices])."""
+        self.device.step_failed()
         q = self.queue
         with q._lock:
             calls = q._in_flight
@@ -605,6 +667,13 @@ class Module:
         ``result_dtypes`` (NumPy dtypes) says otherwise. A coarse-fences function returns
         once its work is enqueued (Note [asynchronous steps]); should it fail, ``undo(sem)``
         is called (Note [failed steps])."""
+        try:
+            return self._invoke(fn_name, args, result_dtypes, undo)
+        except RuntimeError as err:
+            _raise_if_lost(self.device, err)
+            raise
+
+    def _invoke(self, fn_name: str, args, result_dtypes, undo) -> list:
         rt = self._rt
         dev = self.device
         if dev.forks != _FORKS[0]:
@@ -623,21 +692,26 @@ class Module:
                 if q._timeline is None:
                     q._timeline = [dev.hal.create_semaphore(0), 0]
                 sem, value = q._timeline
-                for a in args:
-                    if type(a) is not DeviceValue or a.device is not dev:
-                        a = dev.upload(a)
-                    elif a.ready is not None and a.ready[0] is not sem:
-                        a.wait()  # made by another module: ordered by waiting here
-                    arg_list.push_ref(a.view)
-                arg_list.push_ref(rt.HalFence.create_at(sem, value))
-                arg_list.push_ref(rt.HalFence.create_at(sem, value + 1))
                 try:
+                    for a in args:
+                        if type(a) is not DeviceValue or a.device is not dev:
+                            a = dev.upload(a)
+                        elif a.ready is not None and a.ready[0] is not sem:
+                            a.wait()  # made by another module: ordered by waiting here
+                        arg_list.push_ref(a.view)
+                    arg_list.push_ref(rt.HalFence.create_at(sem, value))
+                    arg_list.push_ref(rt.HalFence.create_at(sem, value + 1))
                     if value - sem.query() >= self.max_in_flight:  # raises if one failed
                         _wait(sem, value + 1 - self.max_in_flight)
                     done = sem.query()
                 except RuntimeError:
-                    q._undo(q._in_flight)
-                    q._timeline, q._in_flight = None, []  # the next call starts afresh
+                    try:
+                        sem.query()
+                    except RuntimeError:  # a call failed (and on Vulkan lost the device,
+                        dev.step_failed()  # so an upload failed): its error, once undone
+                        q._undo(q._in_flight)
+                        q._timeline, q._in_flight = None, []  # the next call starts afresh
+                        raise
                     raise
                 with deferred_interrupts():  # the enqueue and its record (Note [interrupts])
                     q._in_flight = [c for c in q._in_flight if c[0] > done]
@@ -716,7 +790,8 @@ def _on_device(dev, a) -> DeviceValue:
 # made by a call seen to finish). A call that finished but was not yet seen to is undone
 # too: the error says the step failed, and the state is one that really was. (On Vulkan
 # a failed timeline fails the device's queue too, lavapipe's at least: the state put
-# back is on that device and reading it raises DATA_LOSS; only host copies would do.)
+# back is on that device and reading it raises DATA_LOSS; only host copies would do; Note
+# [lost devices].)
 #
 # The wait: IREE's own blocking wait spins on the calling thread once woken, until the
 # worker that signalled it has finished its callback; with two cores and two workers

@@ -129,7 +129,7 @@ def _trained(n, x, y):
             lambda: _line(compiled_mod.CompiledGraph, "_store(undo, w.tensor"), 3, id="state-writes"
         ),
         pytest.param(
-            lambda: _line(device_mod.Module.invoke, "q._timeline[1] = value + 1"),
+            lambda: _line(device_mod.Module._invoke, "q._timeline[1] = value + 1"),
             1,
             id="enqueue-record",
         ),
