@@ -99,6 +99,36 @@ def test_workers_start_once_per_pass_or_once_when_persistent():
     assert data.get_worker_info() is None
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"pin_memory": True},
+        {"pin_memory": True, "pin_memory_device": "cuda"},
+        {"pin_memory": True, "num_workers": 2},
+        {"pin_memory": True, "num_workers": 2, "persistent_workers": True},
+        {},
+    ],
+    ids=["pin", "pin-device", "workers", "persistent", "none"],
+)
+def test_pin_memory_warns_at_each_new_iterator_as_torchs(options):
+    """torch warns that no accelerator pins the memory, at each iterator it makes (once for
+    persistent workers); makemore's loader (pin_memory=True) warned in torch only."""
+
+    def warned(lib):
+        utils = torch.utils.data if lib is torch else data
+        loader = utils.DataLoader(utils.TensorDataset(lib.arange(10.0)), batch_size=4, **options)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                list(loader)
+        if lib is staged:  # at the user's line
+            assert {x.filename for x in w} <= {__file__}, [x.filename for x in w]
+        return [(x.category, str(x.message)) for x in w]
+
+    ours, theirs = both(warned)
+    assert ours == theirs
+
+
 # --- collation -----------------------------------------------------------------------------
 def _sample(ns, i):
     return {

@@ -8,7 +8,8 @@ worker processes: each worker runs in this process in turn, with its own random 
 the workers in turn, and ``persistent_workers`` keeping one iterator (and its workers)
 across epochs, reset each epoch without a new worker seed. Loading is not parallel;
 ``timeout`` and ``multiprocessing_context`` are checked as torch checks them and otherwise
-unused. ``pin_memory`` is accepted and ignored: tensors live in host memory already.
+unused. ``pin_memory`` is accepted and ignored, with torch's warning at each new iterator
+that no accelerator pins memory: tensors live in host memory already.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import multiprocessing
 import warnings
 from typing import Generic, TypeVar
 
+from ..._where import warn_user
 from . import _random
 from ._collate import default_collate, default_convert
 from ._fetch import Fetcher
@@ -220,11 +222,26 @@ class DataLoader(Generic[_T_co]):
         return length
 
 
+def _warn_pinning(loader: DataLoader) -> None:
+    """torch's warnings at a new iterator of a loader asked to pin memory (a CPU build's)."""
+    if loader.pin_memory and loader.pin_memory_device:
+        warn_user(
+            "pin_memory_device is deprecated, the current accelerator will be used as the "
+            f"device,ignore pin_memory_device='{loader.pin_memory_device}'."
+        )
+    if loader.pin_memory:
+        warn_user(
+            "'pin_memory' argument is set as true but no accelerator is found, then device "
+            "pinned memory won't be used."
+        )
+
+
 class _DataLoaderIter:
     """One pass over a ``DataLoader`` without workers (torch's
     ``_SingleProcessDataLoaderIter``)."""
 
     def __init__(self, loader: DataLoader) -> None:
+        _warn_pinning(loader)
         if loader.timeout != 0:
             raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
         # torch draws its workers' base seed here, workers or not; so do we, so that the
@@ -274,6 +291,7 @@ class _WorkersIter(_DataLoaderIter):
     the order handed out."""
 
     def __init__(self, loader: DataLoader) -> None:
+        _warn_pinning(loader)
         self._base_seed = _random.seed(loader.generator)
         self._workers = [Worker(loader, self._base_seed, i) for i in range(loader.num_workers)]
         self._tasks: collections.deque = collections.deque()
