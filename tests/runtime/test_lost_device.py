@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import staged
-import staged.nn.functional as F
+from models.common import classification_step
 from staged import nn
 from staged.runtime.device import DeviceLostError, device
 from tests.backends import needs_vulkan
@@ -21,15 +21,7 @@ def _training():
     staged.manual_seed(0)
     m = nn.Linear(8, 3)
     opt = staged.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-
-    def body(x, y):
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    return m, opt, body
+    return m, opt, classification_step(m, opt)
 
 
 def _checkpoint(m, opt):
