@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import staged
-import staged.nn.functional as F
+from models.common import classification_step
 from staged import nn
 from staged._interrupts import deferred_interrupts
 from staged.runtime import compiled as compiled_mod
@@ -103,15 +103,7 @@ def _adam_step():
     staged.manual_seed(0)
     m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
     opt = staged.optim.Adam(m.parameters(), lr=1e-2)
-
-    def body(x, y):
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    return m, opt, body
+    return m, opt, classification_step(m, opt)
 
 
 def _trained(n, x, y):
