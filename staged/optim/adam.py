@@ -14,6 +14,7 @@ from .optimizer import (
     ema_sq_,
     new_step,
     saved_copy,
+    sqrt,
 )
 
 _TENSOR_LR = "lr as a Tensor is not supported for capturable=False and foreach=True"
@@ -78,12 +79,12 @@ class Adam(Optimizer):
             if h.flag("amsgrad"):
                 state["max_exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype.to_real(), h, own=True)
+        step = advance(state, p.dtype.to_real(), h, own=True, as_number=True)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
         bias_correction1 = h.one_minus_power("beta1", step)
-        bias_correction2_sqrt = h.one_minus_power("beta2", step).sqrt()
+        bias_correction2_sqrt = sqrt(h.one_minus_power("beta2", step))
         if h.flag("amsgrad"):
             max_exp_avg_sq = state["max_exp_avg_sq"]
             max_exp_avg_sq.copy_(saved_copy(max_exp_avg_sq).maximum(exp_avg_sq))
@@ -93,7 +94,7 @@ class Adam(Optimizer):
             denom = exp_avg_sq.sqrt() / (bias_correction2_sqrt * step_size_neg)
             p.add_(exp_avg / (denom + h.number("eps") / step_size_neg))
             return
-        denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + h.number("eps")
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(h.number("eps"))
         p.addcdiv_(exp_avg, denom, value=-(h.number("lr") / bias_correction1))
 
 

@@ -60,17 +60,18 @@ class NAdam(Optimizer):
             state["exp_avg_sq"],
             state["mu_product"],
         )
-        step = advance(state, p.dtype, h)
+        step = advance(state, p.dtype, h, as_number=True)
         beta1, lr = h.number("beta1"), h.number("lr")
         bias_correction2 = h.one_minus_power("beta2", step)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         momentum_decay = h.number("momentum_decay")
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
-        mu_product.mul_(mu.to(mu_product.dtype))  # rounded first, as torch's scalar
+        eager = type(step) is float  # torch's Python floats (``advance``)
+        mu_product.mul_(mu if eager else mu.to(mu_product.dtype))  # rounded first, as torch's
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
         denom = (exp_avg_sq / bias_correction2).sqrt() + h.number("eps")
-        product = mu_product.to(step.dtype)  # eagerly torch's .item(), a double
+        product = mu_product.item() if eager else mu_product.to(step.dtype)
         p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - product))
         p.addcdiv_(exp_avg, denom, value=(-lr * mu_next) / (1.0 - product * mu_next))

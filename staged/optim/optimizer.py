@@ -18,9 +18,9 @@ An optimizer made inside the traced function (a differentiable one in a meta-lea
 step, made anew by every call) is the call's own: its numbers are constants of the trace,
 and its state lives and dies within the call.
 
-Numbers torch computes in double from the step count (bias corrections, NAdam's ``mu``)
-are 0-d tensors of the parameters' dtype here, made from ``state["step"]``, so they are
-values of the graph too; for float64 parameters that is torch's arithmetic.
+Numbers torch computes in Python from the step count (bias corrections, NAdam's ``mu``)
+are, under capture, 0-d tensors of the parameters' dtype made from ``state["step"]``, so
+they are values of the graph too; eagerly they are Python floats, as torch's (``advance``).
 
 Note [complex parameters]: torch's single-tensor steps of Adam, AdamW, Adamax, Adadelta,
 Adagrad, ASGD, NAdam, RAdam, RMSprop and Rprop update a complex parameter as pairs of real
@@ -546,7 +546,7 @@ class Hyper:
         step's own); else ``-expm1(step * log(group[name]))``, the log taken on the host in
         double: ``1 - 0.999 ** step`` in float32 cancels (1.3e-5 off at step 1), this is
         within 2 ulps."""
-        if step.dtype is float64:
+        if type(step) is float or step.dtype is float64:
             return 1 - self.number(name) ** step
         if self.eager:  # torch's differentiable Adam: in the step's dtype (the power rounded)
             base = scalar_tensor(self.number(name), step.dtype).to(float64)
@@ -674,21 +674,34 @@ def new_step(fused=False, value=0.0) -> Tensor:
     return scalar_tensor(value, float32 if fused else get_default_dtype())
 
 
-def advance(state: dict, dtype, h: Hyper | None = None, own: bool = False) -> Tensor:
+def advance(
+    state: dict, dtype, h: Hyper | None = None, own: bool = False, as_number: bool = False
+) -> Tensor | float:
     """Count a step in ``state["step"]``; the count in ``dtype``, or with ``h`` in float64
     where torch computes with it as a Python float (eagerly): the scalars made from it then
     round once where they meet the tensors, as torch's (``1 - 0.999 ** 1`` in float32 is
-    1.3e-5 off, and Adam's step with it). With ``own``, an eager differentiable step counts
-    in the step's own dtype, as torch's differentiable Adam computes with the step tensor.
-    Under capture it stays ``dtype``: a compiled step runs on backends without float64."""
+    1.3e-5 off, and Adam's step with it). With ``as_number``, that eager count is the
+    Python float itself (torch's ``_get_value``), so the scalars are Python's arithmetic,
+    as torch's, not 0-d tensor ops (half an eager Adam step's ops). With ``own``, an eager
+    differentiable step counts in the step's own dtype, as torch's differentiable Adam
+    computes with the step tensor. Under capture it stays ``dtype``: a compiled step runs
+    on backends without float64."""
     state["step"].add_(1)
     dtype = opmath(dtype)  # (a half count stops at 256 or 2048)
     if h is not None and h.icpt is None:
         if not is_grad_enabled():
+            if as_number and current_interceptor() is None:
+                return float(state["step"].item())
             dtype = float64
         elif current_interceptor() is None:  # an eager differentiable step
             dtype = state["step"].dtype if own else float64
     return state["step"].to(dtype)
+
+
+def sqrt(x):
+    """``x ** 0.5`` of a scalar of the update: ``math.sqrt`` of a Python float (an eager
+    count's, ``advance``), as torch's ``_dispatch_sqrt``; else the tensor's ``sqrt``."""
+    return math.sqrt(x) if type(x) is float else x.sqrt()
 
 
 def opmath(dtype):

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from ..eager.factories import zeros_like
 from ..eager.ops.elementwise import where
-from .optimizer import Optimizer, advance, check_args, decayed_grad, ema_, ema_sq_, new_step
+from .optimizer import (
+    Optimizer,
+    advance,
+    check_args,
+    decayed_grad,
+    ema_,
+    ema_sq_,
+    new_step,
+    sqrt,
+)
 
 
 class RAdam(Optimizer):
@@ -51,7 +60,7 @@ class RAdam(Optimizer):
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype, h)
+        step = advance(state, p.dtype, h, as_number=True)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
@@ -63,9 +72,14 @@ class RAdam(Optimizer):
         rect = (
             (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
         ) ** 0.5
-        adaptive_lr = bias_correction2**0.5 / (exp_avg_sq.sqrt() + h.number("eps"))
-        # torch branches on rho_t > 5 in Python; a select keeps the compiled step one graph
-        # (and zeroes rect where not taken: no NaN in a differentiable step's gradient)
+        momentum = exp_avg / bias_correction1 * h.number("lr")
+        # torch's order: (momentum * adaptive_lr) * rect; a number over a tensor is its
+        # reciprocal times the number eagerly, as torch's __rtruediv__
+        adaptive_lr = sqrt(bias_correction2) / (exp_avg_sq.sqrt() + h.number("eps"))
+        if type(rho_t) is float:  # eagerly (``advance``): torch's branch in Python
+            p.sub_(momentum * adaptive_lr * rect if rho_t > 5.0 else momentum)
+            return
+        # a select keeps the compiled step one graph (and zeroes rect where not taken: no
+        # NaN in a differentiable step's gradient)
         rectified = rho_t > 5.0
-        update = where(rectified, adaptive_lr * where(rectified, rect, 0.0), 1.0)
-        p.sub_(exp_avg / bias_correction1 * h.number("lr") * update)
+        p.sub_(where(rectified, momentum * adaptive_lr * where(rectified, rect, 0.0), momentum))
