@@ -1,5 +1,5 @@
 import numpy as np
 
 def fma(
-    a: np.ndarray, b: np.ndarray | float, c: np.ndarray, out: np.ndarray | None = None
+    a: np.ndarray, b: np.ndarray | float, c: np.ndarray | float, out: np.ndarray | None = None
 ) -> np.ndarray: ...

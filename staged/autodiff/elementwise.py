@@ -874,7 +874,7 @@ def _fma(a, b, c):
 def fma_into(a, b, c, out) -> bool:
     """Write ``a * b + c`` rounded once into ``out`` (an in-place update's memory: Note
     [data-only writes] in eager/ops/inplace.py), for float32 or float64 arrays of one shape
-    and dtype (``b`` may be a number; ``out`` C-contiguous, possibly ``a`` or ``c``);
+    and dtype (``b`` and ``c`` may be numbers; ``out`` C-contiguous, possibly ``a`` or ``c``);
     False, nothing written, where the kernel is not built."""
     if _fma_kernel is None:
         return False
@@ -938,7 +938,25 @@ def _pow_exponent_vjp(g, x, y, out):
 
 def _pow_base_vjp(g, x, y):
     # 0 where y == 0, also at x == 0 where y * x**(y-1) is 0 * inf, and for a NaN g
+    p = y._payload
+    if type(p) is np.ndarray and p.size and not any(p.strides) and p.dtype.kind == "f":
+        # one number (a Python number's or a 0-d tensor's, broadcast): torch's pow_backward
+        # by a Scalar, in NumPy where no graph is built (Note [plain rules]); x ** 3's
+        # gradient (GELU's) took six passes over x and a select
+        r = _plain[0](_pow_by_number_grad, (g, x), {"e": p.flat[0]})
+        if r is not None:
+            return r
     return lax.where(lax.ne(y, 0), lax.mul(g, lax.conj(lax.mul(y, lax.pow(x, lax.sub(y, 1))))), 0)
+
+
+def _pow_by_number_grad(g, x, *, e):
+    """``g * (e * x ** (e - 1))``, each product rounded (``e - 1`` in ``x``'s dtype, as
+    the general rule's); zeros for ``e == 0``."""
+    if e == 0:
+        return np.zeros(g.shape, g.dtype)
+    r = np.asarray(_pow(x, np.subtract(e, 1, dtype=x.dtype)))  # (a new array; 0-d too)
+    np.multiply(r, e, out=r)
+    return np.multiply(g, r, out=r)
 
 
 # torch's pow by a scalar exponent (pow_tensor_scalar_optimized_kernel and the kernels

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import staged
+from staged.autodiff.elementwise import _pow_by_number_grad
 from staged.autodiff.primitive import _plain
 from staged.autodiff.reduction import _prod_dx_plain, broadcast_back
 from staged.eager import dispatch
@@ -21,6 +22,17 @@ CASES = {
         (2, 3, 4),
         (3, 1),
         lambda a, b: (a * b).sum((0, 2), keepdim=True) + a.sum(1, keepdim=True),
+    ),
+    # by one number: torch's pow_backward by a Scalar (0 too), as NumPy (_pow_by_number_grad);
+    # a 0-d tensor exponent arrives broadcast as a number does
+    "pow_number": (
+        (64,),
+        (64,),
+        lambda a, b: (
+            (a**3.0 + a**2 + a.abs() ** 2.5 + a.abs() ** -0.5 + a**0) * b
+            + a ** b.abs().sum()
+            + a.sum() ** 2.0
+        ),  # (0-d: NumPy's scalars)
     ),
     "prod": (
         (2, 3, 4),
@@ -68,6 +80,8 @@ def test_same_gradients_as_the_bound_rules(name, dtype):
     assert (broadcast_back, True) in taken  # the final sum's
     if name == "prod":
         assert (_prod_dx_plain, True) in taken
+    if name == "pow_number":
+        assert (_pow_by_number_grad, True) in taken  # (complex64's: of a.abs())
     if name == "mul":  # a complex operand binds: conj
         assert ((np.multiply, True) in taken) is (dtype is not np.complex64)
     want = [g.numpy() for g in _grads(torch, name, dtype)[2:]]

@@ -242,6 +242,22 @@ def test_the_numpy_emulation_where_the_kernel_is_not_built(monkeypatch, dtype):
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernel_takes_numbers_and_numbers_broadcast(dtype):
+    """``b`` and ``c`` of ``_fma_kernel`` as numbers, 1-element arrays or one number
+    broadcast (tanh's gradient: ``fma(-y, y, 1)``) read that number at every element, as
+    the emulations do with the operand laid out in full."""
+    module = sys.modules["staged.autodiff.elementwise"]
+    if module._fma_kernel is None:
+        pytest.skip("the kernel is not built (no C compiler at install)")
+    emulate = module.fma32 if dtype is np.float32 else module.fma64_total
+    a, b, c = (np.random.default_rng(i).standard_normal(1003).astype(dtype) for i in range(3))
+    numbers = (0.3, np.array([0.3], dtype), np.broadcast_to(dtype(0.3), a.shape))
+    for bb, cc in [(b, c), *((n, c) for n in numbers), *((b, n) for n in numbers), (0.7, 1.0)]:
+        full = (np.broadcast_to(np.asarray(v, dtype), a.shape).copy() for v in (bb, cc))
+        np.testing.assert_array_equal(module._fma_kernel(a, bb, cc), emulate(a, *full))
+
+
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16", "float16"])
 @pytest.mark.parametrize("op", ["tanh", "sigmoid"])
 def test_tanh_and_sigmoid_gradients_give_torchs_bits(op, dtype):
