@@ -61,3 +61,14 @@ def test_thirty_steps_give_torchs_bits(exact_torch_sqrt, dtype, name, kw):
     for step, (a, b) in enumerate(zip(ours, theirs)):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y, err_msg=f"step {step + 1}")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RAdam", "NAdam", "Adagrad"])
+def test_a_tensor_lr_gives_torchs_bits(exact_torch_sqrt, dtype, name):
+    """``lr=torch.tensor(0.01)``: the step size a 0-d tensor, eagerly as in torch."""
+    ours = _run(staged, dtype, name, dict(lr=staged.tensor(0.01)))
+    theirs = _run(torch, dtype, name, dict(lr=torch.tensor(0.01)))
+    for step, (a, b) in enumerate(zip(ours, theirs)):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y, err_msg=f"step {step + 1}")
