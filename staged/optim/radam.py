@@ -69,17 +69,24 @@ class RAdam(Optimizer):
         bias_correction2 = h.one_minus_power("beta2", step)
         rho_inf = h.number("rho_inf", lambda g: 2 / (1 - g["betas"][1]) - 1)
         rho_t = rho_inf - 2 * step * beta2_t / bias_correction2
-        rect = (
-            (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
-        ) ** 0.5
         momentum = exp_avg / bias_correction1 * h.number("lr")
-        # torch's order: (momentum * adaptive_lr) * rect; a number over a tensor is its
-        # reciprocal times the number eagerly, as torch's __rtruediv__
-        adaptive_lr = sqrt(bias_correction2) / (exp_avg_sq.sqrt() + h.number("eps"))
-        if type(rho_t) is float:  # eagerly (``advance``): torch's branch in Python
-            p.sub_(momentum * adaptive_lr * rect if rho_t > 5.0 else momentum)
+
+        def rect():
+            return (
+                (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+            ) ** 0.5
+
+        def rectified(rect):
+            # torch's order: (momentum * adaptive_lr) * rect; a number over a tensor is its
+            # reciprocal times the number eagerly, as torch's __rtruediv__
+            adaptive_lr = sqrt(bias_correction2) / (exp_avg_sq.sqrt() + h.number("eps"))
+            return momentum * adaptive_lr * rect
+
+        if type(rho_t) is float:  # eagerly (``advance``): torch's branch in Python, so rect
+            # is computed only where rho_t > 5 (a beta2 of 0.6 makes its divisor 0)
+            p.sub_(rectified(rect()) if rho_t > 5.0 else momentum)
             return
         # a select keeps the compiled step one graph (and zeroes rect where not taken: no
         # NaN in a differentiable step's gradient)
-        rectified = rho_t > 5.0
-        p.sub_(where(rectified, momentum * adaptive_lr * where(rectified, rect, 0.0), momentum))
+        taken = rho_t > 5.0
+        p.sub_(where(taken, rectified(where(taken, rect(), 0.0)), momentum))

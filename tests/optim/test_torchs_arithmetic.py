@@ -21,6 +21,7 @@ CASES = [
     ("Adagrad", dict(lr=1e-2, lr_decay=0.01)),
     ("RAdam", dict(lr=1e-2)),  # rectified from step 6 on
     ("RAdam", dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=1e-2, betas=(0.9, 0.6))),  # rho_inf 4: never rectified (rect's 1 / 0)
     ("NAdam", dict(lr=1e-2)),
     ("NAdam", dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)),
     ("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True)),
