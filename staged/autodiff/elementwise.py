@@ -292,12 +292,22 @@ def _select(c, x, y):
     c, x, y = np.broadcast_arrays(c, x, y)
     if c.size < 256:
         return np.where(c, x, y)
-    mask = c.astype(bits)
+    # each operand at its own size where it is broadcast (masked_fill's value and mask)
+    mask = _unbroadcast(c).astype(bits)
     np.negative(mask, out=mask)
-    out = np.bitwise_xor(x.view(bits), y.view(bits))
+    yb = _unbroadcast(y).view(bits)
+    out = np.bitwise_xor(_unbroadcast(x).view(bits), yb, out=np.empty(c.shape, bits))
     out &= mask
-    out ^= y.view(bits)
+    out ^= yb
     return out.view(x.dtype)
+
+
+def _unbroadcast(a):
+    """``a`` with its broadcast dims (stride 0) cut to length 1: the same values, broadcast
+    back by the ufuncs that read it."""
+    if all(a.strides):
+        return a
+    return a[tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)]
 
 
 def _threshold_backward(grad, result, *, threshold):
