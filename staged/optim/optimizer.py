@@ -542,10 +542,10 @@ class Hyper:
 
     def one_minus_power(self, name: str, step):
         """``1 - group[name] ** step`` (a bias correction): eagerly torch's double (with
-        ``advance``'s float64 count), or torch's differentiable Adam's float32 (with the
-        step's own); else ``-expm1(step * log(group[name]))``, the log taken on the host in
-        double: ``1 - 0.999 ** step`` in float32 cancels (1.3e-5 off at step 1), this is
-        within 2 ulps."""
+        ``advance``'s Python float or float64 count), or torch's differentiable Adam's
+        float32 (with the step's own); else ``-expm1(step * log(group[name]))``, the log
+        taken on the host in double: ``1 - 0.999 ** step`` in float32 cancels (1.3e-5 off at
+        step 1), this is within 2 ulps."""
         if type(step) is float or step.dtype is float64:
             return 1 - self.number(name) ** step
         if self.eager:  # torch's differentiable Adam: in the step's dtype (the power rounded)
