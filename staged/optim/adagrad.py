@@ -63,7 +63,7 @@ class Adagrad(Optimizer):
     def _update(self, p, grad, state, h):
         if not state:  # a parameter of a group added later
             self._init_state(p, state, h.group)
-        step = advance(state, p.dtype, h, as_number=True)
+        step = advance(state, p.dtype, h)
         grad = decayed_grad(p, grad, h)
         clr = h.number("lr") / (1 + (step - 1) * h.number("lr_decay"))
         state["sum"].addcmul_(grad, grad, value=1)

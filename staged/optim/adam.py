@@ -79,7 +79,7 @@ class Adam(Optimizer):
             if h.flag("amsgrad"):
                 state["max_exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype.to_real(), h, own=True, as_number=True)
+        step = advance(state, p.dtype.to_real(), h, own=True)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")

@@ -64,5 +64,6 @@ class ASGD(Optimizer):
         # torch copies the weights while mu is 1: a select keeps the compiled step one graph
         ax.copy_(where(mu == 1, p, ax + (p - ax) * saved_copy(mu).to(real)))
         lambd_lr = h.number("lambd * lr", lambda g: g["lambd"] * g["lr"])
-        eta.copy_(h.number("lr") / (1 + lambd_lr * step) ** h.number("alpha"))
-        mu.copy_(1 / (step - h.number("t0")).clamp(min=1))
+        eta.fill_(h.number("lr") / (1 + lambd_lr * step) ** h.number("alpha"))
+        since = step - h.number("t0")  # eagerly torch's Python float (``advance``)
+        mu.fill_(1 / (max(since, 1) if type(since) is float else since.clamp(min=1)))

@@ -60,7 +60,7 @@ class NAdam(Optimizer):
             state["exp_avg_sq"],
             state["mu_product"],
         )
-        step = advance(state, p.dtype, h, as_number=True)
+        step = advance(state, p.dtype, h)
         beta1, lr = h.number("beta1"), h.number("lr")
         bias_correction2 = h.one_minus_power("beta2", step)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))

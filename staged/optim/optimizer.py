@@ -674,23 +674,20 @@ def new_step(fused=False, value=0.0) -> Tensor:
     return scalar_tensor(value, float32 if fused else get_default_dtype())
 
 
-def advance(
-    state: dict, dtype, h: Hyper | None = None, own: bool = False, as_number: bool = False
-) -> Tensor | float:
-    """Count a step in ``state["step"]``; the count in ``dtype``, or with ``h`` in float64
-    where torch computes with it as a Python float (eagerly): the scalars made from it then
-    round once where they meet the tensors, as torch's (``1 - 0.999 ** 1`` in float32 is
-    1.3e-5 off, and Adam's step with it). With ``as_number``, that eager count is the
-    Python float itself (torch's ``_get_value``), so the scalars are Python's arithmetic,
-    as torch's, not 0-d tensor ops (half an eager Adam step's ops). With ``own``, an eager
-    differentiable step counts in the step's own dtype, as torch's differentiable Adam
-    computes with the step tensor. Under capture it stays ``dtype``: a compiled step runs
-    on backends without float64."""
+def advance(state: dict, dtype, h: Hyper | None = None, own: bool = False) -> Tensor | float:
+    """Count a step in ``state["step"]``; the count in ``dtype``, or with ``h`` as torch
+    computes with it: eagerly a Python float (torch's ``_get_value``), so the scalars made
+    from it are Python's arithmetic, as torch's (not 0-d tensor ops: half an eager Adam
+    step's ops; NumPy's float64 ``pow`` is not C's), rounded once where they meet the
+    tensors (``1 - 0.999 ** 1`` in float32 is 1.3e-5 off, and Adam's step with it); in an
+    eager differentiable step float64, or with ``own`` the step's own dtype, as torch's
+    differentiable Adam computes with the step tensor. Under capture it stays ``dtype``: a
+    compiled step runs on backends without float64."""
     state["step"].add_(1)
     dtype = opmath(dtype)  # (a half count stops at 256 or 2048)
     if h is not None and h.icpt is None:
         if not is_grad_enabled():
-            if as_number and current_interceptor() is None:
+            if current_interceptor() is None:
                 return float(state["step"].item())
             dtype = float64
         elif current_interceptor() is None:  # an eager differentiable step

@@ -60,7 +60,7 @@ class RAdam(Optimizer):
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = advance(state, p.dtype, h, as_number=True)
+        step = advance(state, p.dtype, h)
         grad = decayed_grad(p, grad, h, h.flag("decoupled_weight_decay"))
         ema_(exp_avg, grad, h, "beta1")
         ema_sq_(exp_avg_sq, grad, h, "beta2")
