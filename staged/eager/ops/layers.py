@@ -19,6 +19,7 @@ import numpy as np
 
 from ... import autodiff as ad
 from ...autodiff import fused
+from ...autodiff.fma import fma32, fma64_total
 from ... import dtypes as dt
 from ...autodiff import lax as ad_lax
 from ...autodiff.nn import (
@@ -39,7 +40,7 @@ from ..random.generator import default_generator, drawn, on_draw
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import reduction, shape
-from ._operands import floating_kernel, fresh, half, in_float32, scalar_tensor
+from ._operands import floating_kernel, fresh, half, in_float32, operands, scalar_tensor
 from .indexing import check_rows, take_index
 from .inplace import copy_
 
@@ -1397,41 +1398,79 @@ def _taps(w, taps, x):
     return (w if taps is None else w.astype(taps)).astype(x.dtype.np)
 
 
-def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
-    """``_resample`` with antialiasing, as torch's (PIL's): each output is the normalised
-    sum of a filter (bilinear: the triangle; bicubic: Keys' cubic with a = -0.5) centred on
-    its source position, stretched by the scale when downsampling, over the inputs it
-    covers; in torch's precision and order of the taps."""
-    acc = np.float64 if x.dtype is dt.float64 else np.float32
+def _aa_weights(n_in, n_out, factor, mode, align_corners, acc):
+    """torch's antialiasing filter (PIL's; ``_compute_indices_min_size_weights_aa``): per
+    output its first input ``lo``, its tap count ``size`` and its normalised weights
+    (``[taps, n_out]``, 0 past ``size``): the triangle (bilinear) or Keys' cubic with
+    a = -0.5 (bicubic) centred on the output's source position and stretched by the scale
+    when downsampling. Each step in torch's precision: ``acc`` (the input's float type)
+    where torch's ``scalar_t`` is, double where its C++ promotes to double, and the cubic's
+    multiply-adds fused, as GCC contracts them in torch's build."""
+    f64 = np.float64
     if align_corners:
-        scale = acc((n_in - 1) / (n_out - 1)) if n_out > 1 else acc(0)
+        scale = acc(n_in - 1) / acc(n_out - 1) if n_out > 1 else acc(0)
     else:
         scale = acc(1 / factor) if factor else acc(n_in) / acc(n_out)
-    half = acc(1 if mode == "bilinear" else 2)  # half the filter's width
-    support = half * scale if scale >= 1 else half
+    half = 1 if mode == "bilinear" else 2  # half the filter's width
+    support = acc(half * f64(scale)) if scale >= 1 else acc(half)
+    taps = 2 * math.ceil(support) + 1
     center = scale * (np.arange(n_out, dtype=acc) + acc(0.5))
-    c = center.astype(np.float64)  # the bounds in double, C's truncation, as torch's
-    lo = np.maximum((c - support + 0.5).astype(np.int64), 0)
-    size = np.minimum((c + support + 0.5).astype(np.int64), n_in) - lo
-    j = np.arange(2 * math.ceil(support) + 1)[:, None]
-    d = np.abs((j + lo - center + acc(0.5)) * (acc(1) / scale if scale >= 1 else acc(1)))
+    lo = np.maximum(((center - support).astype(f64) + 0.5).astype(np.int64), 0)
+    hi = np.minimum(((center + support).astype(f64) + 0.5).astype(np.int64), n_in)
+    size = np.clip(hi - lo, 0, taps)
+    j = np.arange(taps)[:, None]
+    invscale = acc(1 / f64(scale)) if scale >= 1 else acc(1)
+    d = np.abs(((((j + lo).astype(acc) - center).astype(f64) + 0.5) * f64(invscale)).astype(acc))
     if mode == "bilinear":
-        w = np.where(d < 1, 1 - d, 0)
+        w = np.where(d < 1, acc(1) - d, acc(0))
     else:
+        f = fma32 if acc is np.float32 else fma64_total
         a = acc(-0.5)
-        near = ((a + 2) * d - (a + 3)) * d * d + 1
-        far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-        w = np.where(d < 1, near, np.where(d < 2, far, 0))
-    w = np.where(j < size, w, 0).astype(acc)
-    total = np.add.reduce(w, 0)
-    w = w / np.where(total != 0, total, 1)
+        near = f(f(a + 2, d, -(a + 3)) * d, d, acc(1))
+        far = f(f(f(a, d, -5 * a), d, 8 * a), d, -4 * a)
+        w = np.where(d < 1, near, np.where(d < 2, far, acc(0)))
+    w = np.where(j < size, w, acc(0)).astype(acc)
+    total = w[0].copy()
+    for k in range(1, taps):  # in torch's order
+        total += w[k]
+    return lo, size, (w / np.where(total != 0, total, acc(1))).astype(acc)
+
+
+def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
+    """``_resample`` with antialiasing, as torch's: each output the sum of its taps times
+    ``_aa_weights``, in torch's order and roundings. torch's loop (``output += t * w``)
+    comes out of GCC vectorised: the products of each full 16-byte step of taps after the
+    first are rounded and added in order, the last ``(size - 1) % lanes`` by FMA."""
+    acc = np.float64 if x.dtype is dt.float64 else np.float32
+    lo, size, w = _aa_weights(n_in, n_out, factor, mode, align_corners, acc)
+    lanes = 16 // np.dtype(acc).itemsize
+    rounded = 1 + (size - 1) // lanes * lanes  # taps from here on are fused
     shape_ = [1] * x.ndim
     shape_[dim] = n_out
-    out = None
-    for k in range(len(w)):
-        idx = np.minimum(lo + k, n_in - 1)
-        term = _gather(x, dim, idx) * Tensor._wrap(w[k].astype(x.dtype.np).reshape(shape_))
-        out = term if out is None else out + term
+
+    def weight(k):
+        return Tensor._wrap(w[k].astype(x.dtype.np).reshape(shape_))
+
+    def where(mask, a, b):
+        return a if mask.all() else ew.where(Tensor._wrap(mask.reshape(shape_)), a, b)
+
+    def fma(g, k, out):
+        return ad.fma(*operands(g, weight(k), out))
+
+    out = _gather(x, dim, lo) * weight(0)
+    for k in range(1, len(w)):
+        plain, fused = k < rounded, (k >= rounded) & (k < size)
+        g = _gather(x, dim, np.minimum(lo + k, n_in - 1))  # past a size: not added (an inf)
+        if not fused.any():
+            out = where(plain, out + g * weight(k), out)
+        elif not plain.any():
+            out = where(fused, fma(g, k, out), out)
+        else:
+            out = ew.where(
+                Tensor._wrap(plain.reshape(shape_)),
+                out + g * weight(k),
+                where(fused | plain, fma(g, k, out), out),
+            )
     return out
 
 
