@@ -162,6 +162,7 @@ from ._global_flags import (  # noqa: F401
     use_deterministic_algorithms,
 )
 from ._utilities import (  # noqa: F401
+    _assert,
     can_cast,
     get_num_interop_threads,
     is_storage,
@@ -238,7 +239,7 @@ newaxis = None
 
 # loaded on first use: onnx needs the onnx extra (as torch.onnx loads it); distributions
 # (68 ms) and multiprocessing are attributes after a plain import, as torch's are
-_LAZY = ("onnx", "distributions", "multiprocessing", "_dynamo")
+_LAZY = ("onnx", "distributions", "multiprocessing", "_dynamo", "_C", "fx", "hub")
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")
 

@@ -1,5 +1,5 @@
 """torch's small top-level utilities: dtype promotion queries, ``typename``, the deprecated
-``set_default_tensor_type``, interop threads and the warn-always flag."""
+``set_default_tensor_type``, interop threads, the warn-always flag and ``_assert``."""
 
 from __future__ import annotations
 
@@ -86,3 +86,9 @@ def set_warn_always(b: bool) -> None:
 
 def is_warn_always_enabled() -> bool:
     return _where.warn_always
+
+
+def _assert(condition, message) -> None:
+    """``assert condition, message`` as a function (torchvision's ViT checks its input size
+    with it; torch's is traceable by torch.fx). A tensor condition is read by ``bool``."""
+    assert condition, message

@@ -6,7 +6,7 @@ supported: ``save``/``load`` raise, saying so."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final  # noqa: F401  (``torch.jit.Final``, typing's)
 
 
 def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
@@ -39,6 +39,15 @@ def _identity_decorator(fn=None, **_):
 
 
 ignore = unused = export = script_if_tracing = _identity_decorator
+
+
+def _overload(fn):
+    """``@torch.jit._overload`` / ``_overload_method`` declare TorchScript signatures of a
+    function defined after them (torchvision's DenseNet); eagerly that definition wins."""
+    return fn
+
+
+_overload_method = interface = _overload
 
 
 def annotate(the_type, the_value):

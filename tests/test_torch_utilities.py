@@ -262,6 +262,34 @@ def test_jit_entry_points_return_what_they_are_given_and_archives_raise():
         staged.jit.save(lin, "model.pt")
 
 
+def test_what_torchvision_calls_at_import_and_construction_runs_as_torchs():
+    """torch.fx.wrap at a module's top level (Swin, stochastic depth), torch._C's usage log
+    (every model's constructor), jit overload declarations before a method (DenseNet) and
+    torch._assert (ViT's input check)."""
+
+    def f(x):
+        return x
+
+    assert staged.fx.wrap(f) is f and staged.fx.wrap("f") == "f"
+    assert staged._C._log_api_usage_once("torchvision.models.resnet.ResNet") is None
+
+    class Layer(staged.nn.Module):
+        @staged.jit._overload_method
+        def forward(self, x: list) -> list: ...
+
+        @staged.jit._overload_method
+        def forward(self, x: staged.Tensor) -> staged.Tensor: ...  # noqa: F811
+
+        def forward(self, x):  # noqa: F811  (DenseNet's pattern)
+            return x * 2
+
+    np.testing.assert_array_equal(Layer()(staged.ones(2)).numpy(), [2.0, 2.0])
+    for lib in (staged, torch):
+        lib._assert(lib.tensor(True), "fine")
+        with pytest.raises(AssertionError, match="Wrong image height!"):
+            lib._assert(3 == 4, "Wrong image height!")
+
+
 def test_variable_makes_a_new_leaf_as_torchs():
     for lib in (staged, torch):
         x = lib.ones(2, requires_grad=True) * 3

@@ -77,12 +77,15 @@ def _as_torch(tmp_path, name: str, text: str, real_torch: bool = False):
 def test_missing_torch_modules_name_what_staged_lacks(tmp_path):
     p = _as_torch(
         tmp_path,
-        "uses_fx.py",
+        "uses_package.py",
         "import torch.nn\nassert torch.nn.Linear is __import__('staged').nn.Linear"
-        "\nimport torch.fx\n",
+        "\nimport torch.package\n",
     )
     assert p.returncode == 1
-    assert "No module named 'torch.fx': staged (standing in for torch) has no staged.fx" in p.stderr
+    message = (
+        "No module named 'torch.package': staged (standing in for torch) has no staged.package"
+    )
+    assert message in p.stderr
 
 
 def test_dtypes_sizes_and_messages_say_torch_when_staged_stands_in_for_torch(tmp_path):
