@@ -23,6 +23,43 @@ from urllib.request import Request, urlopen
 
 from .serialization import load as _load
 
+
+class _Progress:
+    """tqdm's interface as far as downloads use it: percentages on stderr (torch's stand-in
+    where tqdm is not installed)."""
+
+    def __init__(self, total=None, disable=False, **_):
+        self.total, self.disable, self.n = total, disable, 0
+
+    def update(self, n):
+        if not self.disable:
+            self.n += n
+            done = f"{100 * self.n / self.total:.1f}%" if self.total else f"{self.n:.1f} bytes"
+            sys.stderr.write(f"\r{done}")
+            sys.stderr.flush()
+
+    def set_description(self, *args, **kwargs):
+        pass
+
+    def write(self, s):
+        sys.stderr.write(f"{s}\n")
+
+    def close(self):
+        self.disable = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not self.disable:
+            sys.stderr.write("\n")
+
+
+try:
+    from tqdm import tqdm  # type: ignore[import-untyped]  # torch's progress bar, where installed
+except ImportError:
+    tqdm = _Progress
+
 __all__ = [
     "download_url_to_file",
     "get_dir",
@@ -68,16 +105,19 @@ def download_url_to_file(
     try:
         with open(tmp, "xb") as f, urlopen(Request(url, headers={"User-Agent": "torch.hub"})) as u:
             size = u.info().get("Content-Length")
-            total, done = (int(size) if size else None), 0
             sha256 = hashlib.sha256()
-            while buffer := u.read(_CHUNK):
-                f.write(buffer)
-                sha256.update(buffer)
-                done += len(buffer)
-                if progress and total:
-                    sys.stderr.write(f"\r{100 * done / total:.1f}%")
-            if progress and total:
-                sys.stderr.write("\n")
+            bar = tqdm(
+                total=int(size) if size else None,
+                disable=not progress,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+            )
+            with bar:
+                while buffer := u.read(_CHUNK):
+                    f.write(buffer)
+                    sha256.update(buffer)
+                    bar.update(len(buffer))
         digest = sha256.hexdigest()
         if hash_prefix is not None and not digest.startswith(hash_prefix):
             raise RuntimeError(f'invalid hash value (expected "{hash_prefix}", got "{digest}")')

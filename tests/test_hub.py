@@ -209,3 +209,16 @@ def test_a_zip_reaching_outside_its_directory_is_refused(home, tmp_path):
         with pytest.warns(FutureWarning, match="old format"):
             hub.load_state_dict_from_url(archive.as_uri(), progress=False)
     assert not (home / "hub" / "escaped.pth").exists()
+
+
+def test_progress_is_shown_as_torchs_and_model_zoo_is_the_old_name(
+    home, tmp_path, capsys, monkeypatch
+):
+    _, source = _torch_weights(tmp_path / "weights.pth")
+    monkeypatch.setattr(hub, "tqdm", hub._Progress)  # torch's stand-in without tqdm
+    hub.download_url_to_file(source.as_uri(), str(tmp_path / "copy.pth"))
+    assert capsys.readouterr().err.endswith("100.0%\n")
+    assert (tmp_path / "copy.pth").read_bytes() == source.read_bytes()
+    from staged.utils import model_zoo
+
+    assert model_zoo.load_url is hub.load_state_dict_from_url and model_zoo.tqdm is hub.tqdm

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import typing
 import warnings
 
 import numpy as np
@@ -284,6 +285,9 @@ def test_what_torchvision_calls_at_import_and_construction_runs_as_torchs():
             return x * 2
 
     np.testing.assert_array_equal(Layer()(staged.ones(2)).numpy(), [2.0, 2.0])
+    from staged.jit.annotations import BroadcastingList2, List  # timm's DenseNet
+
+    assert List is BroadcastingList2 is typing.List  # noqa: UP006  (typing's, as torch's)
     for lib in (staged, torch):
         lib._assert(lib.tensor(True), "fine")
         with pytest.raises(AssertionError, match="Wrong image height!"):
