@@ -209,7 +209,10 @@ def _check_trusted(owner: str, name: str, owner_name_ref: str, trust_repo) -> No
     before, or belongs to PyTorch's or Meta's organisations."""
     hub = get_dir()
     listed = os.path.join(hub, "trusted_list")
-    trusted = open(listed).read().split() if os.path.exists(listed) else []
+    trusted = []
+    if os.path.exists(listed):
+        with open(listed) as f:
+            trusted = f.read().split()
     owner_name = f"{owner}_{name}"
     is_trusted = (
         owner_name in trusted
