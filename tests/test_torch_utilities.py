@@ -265,8 +265,8 @@ def test_jit_entry_points_return_what_they_are_given_and_archives_raise():
 
 def test_what_torchvision_calls_at_import_and_construction_runs_as_torchs():
     """torch.fx.wrap at a module's top level (Swin, stochastic depth), torch._C's usage log
-    (every model's constructor), jit overload declarations before a method (DenseNet) and
-    torch._assert (ViT's input check)."""
+    (every model's constructor), jit overload declarations before a method (DenseNet),
+    torch._assert (ViT's input check) and an Identity given a layer's arguments (timm)."""
 
     def f(x):
         return x
@@ -289,6 +289,8 @@ def test_what_torchvision_calls_at_import_and_construction_runs_as_torchs():
 
     assert List is BroadcastingList2 is typing.List  # noqa: UP006  (typing's, as torch's)
     for lib in (staged, torch):
+        x = lib.ones(2)
+        assert lib.nn.Identity(54, unused_argument=0.1, inplace=True)(x) is x  # timm's GhostNet
         lib._assert(lib.tensor(True), "fine")
         with pytest.raises(AssertionError, match="Wrong image height!"):
             lib._assert(3 == 4, "Wrong image height!")

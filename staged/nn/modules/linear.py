@@ -111,6 +111,12 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 class Identity(Module):
+    """``input`` itself; any constructor arguments are accepted and ignored, as torch's (so
+    it can stand in for a layer: timm's GhostNet builds ``Identity(inplace=True)``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
     def forward(self, input):
         return input
 
