@@ -98,3 +98,12 @@ def test_a_compiled_resize_is_eagers_but_for_contracted_multiply_adds():
 
     eager = resize(x).numpy()
     np.testing.assert_allclose(staged.compile(resize)(x).numpy(), eager, rtol=2e-6, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_types_are_refused_as_torch(dtype):
+    for lib in (staged, torch):
+        x = lib.ones(1, 1, 8, 8, dtype=getattr(lib, dtype))
+        name = "Half" if dtype == "float16" else "BFloat16"
+        with pytest.raises(NotImplementedError, match=f"not implemented for '{name}'"):
+            lib.nn.functional.interpolate(x, size=(4, 4), mode="bilinear", antialias=True)

@@ -1255,6 +1255,10 @@ def interpolate(
             f"interpolate(mode={mode!r}) of uint8 is not supported yet (torch's rounds in "
             "fixed point, its bicubic with PIL's a = -0.5): convert the image to float first"
         )
+    if antialias and half(input):  # torch's antialiasing weights have no half type
+        raise NotImplementedError(
+            f"\"compute_index_ranges_weights\" not implemented for '{input.dtype.title}'"
+        )
     if half(input):  # torch's kernels: in float32, rounded once
         # (its generic kernel, linear, trilinear and bicubic's, with weights in the half type)
         generic = mode in ("linear", "trilinear", "bicubic") and not antialias
