@@ -339,7 +339,7 @@ def test_kept_errors_hold_no_device_objects_at_shutdown(tmp_path):
 
 def test_the_exit_hook_turns_off_nanobinds_report_of_live_objects(tmp_path):
     """Device values still referenced when nanobind looks for live objects at shutdown
-    (timm's gradient checkpointing left some in a cycle freed after that look) made IREE's
+    (a compiled timm ViT with gradient checkpointing left some) made IREE's
     bindings print 100+ lines of "nanobind: leaked instance ... HalDevice"; the exit hook
     turns that report off once it has closed staged's modules."""
     script = (
