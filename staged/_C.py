@@ -7,8 +7,3 @@ from __future__ import annotations
 def _log_api_usage_once(event: str) -> None:
     """Nothing: torch logs API use only to a logger an organisation installs in C++, which
     staged has none of (torch's is a no-op by default too)."""
-
-
-def _get_tracing_state() -> None:
-    """None: no TorchScript trace is ever in progress (``staged.jit.trace`` runs eagerly)."""
-    return None

@@ -288,6 +288,7 @@ def test_what_torchvision_calls_at_import_and_construction_runs_as_torchs():
     from staged.jit.annotations import BroadcastingList2, List  # timm's DenseNet
 
     assert List is BroadcastingList2 is typing.List  # noqa: UP006  (typing's, as torch's)
+    assert staged.jit.Final is typing.Final and staged.jit.interface(Layer) is Layer
     for lib in (staged, torch):
         x = lib.ones(2)
         assert lib.nn.Identity(54, unused_argument=0.1, inplace=True)(x) is x  # timm's GhostNet

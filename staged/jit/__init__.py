@@ -43,7 +43,8 @@ ignore = unused = export = script_if_tracing = _identity_decorator
 
 def _overload(fn):
     """``@torch.jit._overload`` / ``_overload_method`` declare TorchScript signatures of a
-    function defined after them (torchvision's DenseNet); eagerly that definition wins."""
+    function defined after them (torchvision's DenseNet); eagerly that definition wins.
+    ``@torch.jit.interface`` (a class as a TorchScript interface type) is the class."""
     return fn
 
 

@@ -1458,23 +1458,16 @@ def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
     def where(mask, a, b):
         return a if mask.all() else ew.where(Tensor._wrap(mask.reshape(shape_)), a, b)
 
-    def fma(g, k, out):
-        return ad.fma(*operands(g, weight(k), out))
-
     out = _gather(x, dim, lo) * weight(0)
     for k in range(1, len(w)):
-        plain, fused = k < rounded, (k >= rounded) & (k < size)
-        g = _gather(x, dim, np.minimum(lo + k, n_in - 1))  # past a size: not added (an inf)
-        if not fused.any():
-            out = where(plain, out + g * weight(k), out)
-        elif not plain.any():
-            out = where(fused, fma(g, k, out), out)
-        else:
-            out = ew.where(
-                Tensor._wrap(plain.reshape(shape_)),
-                out + g * weight(k),
-                where(fused | plain, fma(g, k, out), out),
-            )
+        used = k < size  # an output's taps past its size are not added (an inf there)
+        if not used.any():
+            break
+        g = _gather(x, dim, np.minimum(lo + k, n_in - 1))
+        plain = k < rounded
+        fused = None if plain.all() else ad.fma(*operands(g, weight(k), out))
+        new = fused if not plain.any() else where(plain, out + g * weight(k), fused)
+        out = where(used, new, out)
     return out
 
 
