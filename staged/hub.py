@@ -183,7 +183,12 @@ def _parse_repo(github: str) -> tuple[str, str, str]:
     """``owner/name[:ref]`` with the default ref found as torch's: ``main`` where GitHub has
     it, else ``master``; offline, whichever the cache holds."""
     info, _, ref = github.partition(":")
-    owner, name = info.split("/")
+    owner, _, name = info.partition("/")
+    if not owner or not name or "/" in name:
+        raise ValueError(
+            f'Invalid GitHub repository "{github}": expected "owner/name" or '
+            '"owner/name:ref" (or source="local" for a directory)'
+        )
     if ref:
         return owner, name, ref
     try:

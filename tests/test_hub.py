@@ -186,6 +186,9 @@ def test_a_github_repository_is_downloaded_once_and_trusted_as_torch_records(
     assert "Using cache found in" in capsys.readouterr().err
     with pytest.raises(ValueError, match="Cannot find nope in https://github.com/owner/net"):
         hub.load("owner/net:nope", "tiny", trust_repo=True)
+    for bad in ("owner", "owner/net/extra:main", "/net"):
+        with pytest.raises(ValueError, match=f'Invalid GitHub repository "{bad}": expected'):
+            hub.load(bad, "tiny")
 
 
 def test_an_untrusted_repository_asks_first(home, tmp_path, monkeypatch):
