@@ -20,6 +20,10 @@ from .dtypes import (
     float16,  # noqa: F401
     float32,
     float64,
+    float8_e4m3fn,  # noqa: F401
+    float8_e4m3fnuz,  # noqa: F401
+    float8_e5m2,  # noqa: F401
+    float8_e5m2fnuz,  # noqa: F401
     finfo,
     get_default_dtype,
     iinfo,
@@ -29,6 +33,9 @@ from .dtypes import (
     int64,
     set_default_dtype,
     uint8,
+    uint16,  # noqa: F401
+    uint32,  # noqa: F401
+    uint64,  # noqa: F401
 )
 from .dtypes import DType as dtype  # noqa: F401
 from .eager import *  # noqa: F401,F403

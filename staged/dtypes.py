@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
+import ml_dtypes  # bfloat16 and the float8s: NumPy dtypes for them
 import numpy as np
 
 
 _TITLES = {
     "bool": "Bool",
     "uint8": "Byte",
+    "uint16": "UInt16",
+    "uint32": "UInt32",
+    "uint64": "UInt64",
     "int8": "Char",
     "int16": "Short",
     "int32": "Int",
@@ -18,11 +24,18 @@ _TITLES = {
     "bfloat16": "BFloat16",
     "complex64": "ComplexFloat",
     "complex128": "ComplexDouble",
+    "float8_e4m3fn": "Float8_e4m3fn",
+    "float8_e5m2": "Float8_e5m2",
+    "float8_e4m3fnuz": "Float8_e4m3fnuz",
+    "float8_e5m2fnuz": "Float8_e5m2fnuz",
 }
 # torch's C++ type names (caffe2::TypeMeta's), as its dtype-mismatch messages print them
 _TYPE_META = {
     "bool": "bool",
     "uint8": "unsigned char",
+    "uint16": "unsigned short",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long",
     "int8": "signed char",
     "int16": "short int",
     "int32": "int",
@@ -33,6 +46,10 @@ _TYPE_META = {
     "bfloat16": "c10::BFloat16",
     "complex64": "c10::complex<float>",
     "complex128": "c10::complex<double>",
+    "float8_e4m3fn": "c10::Float8_e4m3fn",
+    "float8_e5m2": "c10::Float8_e5m2",
+    "float8_e4m3fnuz": "c10::Float8_e4m3fnuz",
+    "float8_e5m2fnuz": "c10::Float8_e5m2fnuz",
 }
 
 
@@ -104,6 +121,22 @@ float64 = DType("float64", np.float64, 2)
 complex64 = DType("complex64", np.complex64, 3)
 complex128 = DType("complex128", np.complex128, 3)
 
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, 2)
+# torch's "shell" dtypes: tensors of them are made, converted, copied, indexed, saved and
+# loaded (safetensors' U16/U32/U64 and F8 weights), but torch has no arithmetic for most of
+# them and promotes them with no other dtype (``_promote_shell``)
+uint16 = DType("uint16", np.uint16, 1)
+uint32 = DType("uint32", np.uint32, 1)
+uint64 = DType("uint64", np.uint64, 1)
+float8_e4m3fn = DType("float8_e4m3fn", ml_dtypes.float8_e4m3fn, 2)
+float8_e5m2 = DType("float8_e5m2", ml_dtypes.float8_e5m2, 2)
+float8_e4m3fnuz = DType("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, 2)
+float8_e5m2fnuz = DType("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, 2)
+FLOAT8 = frozenset((float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz))
+SHELL_UINTS = frozenset((uint16, uint32, uint64))
+# the NumPy dtypes ml_dtypes defines, which NumPy converts to integers as they choose
+ML_NP = frozenset(d.np for d in (bfloat16, *FLOAT8))
+
 ALL: tuple[DType, ...] = (
     bool_,
     uint8,
@@ -116,17 +149,16 @@ ALL: tuple[DType, ...] = (
     float64,
     complex64,
     complex128,
+    bfloat16,
+    uint16,
+    uint32,
+    uint64,
+    float8_e4m3fn,
+    float8_e5m2,
+    float8_e4m3fnuz,
+    float8_e5m2fnuz,
 )
 _BY_NP = {d.np: d for d in ALL}
-
-try:  # bfloat16 only where NumPy can hold it (ml_dtypes, a dependency of onnx/jax builds)
-    import ml_dtypes
-
-    bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, 2)
-    ALL = ALL + (bfloat16,)
-    _BY_NP[bfloat16.np] = bfloat16
-except ImportError:  # pragma: no cover - depends on the environment
-    bfloat16 = None  # type: ignore[assignment]  # no bfloat16 without ml_dtypes
 
 _NP_DTYPES = frozenset(type(d) for d in _BY_NP)  # NumPy's dtype classes: no conversion
 _default = [float32]
@@ -173,12 +205,30 @@ def _promote_pair(a: DType, b: DType) -> DType:
     meets (float64 with complex64 is complex128)."""
     if a is b:
         return a
+    if a in FLOAT8 or b in FLOAT8 or a in SHELL_UINTS or b in SHELL_UINTS:
+        return _promote_shell(a, b)
     if a._category != b._category:
         lo, hi = (a, b) if a._category < b._category else (b, a)
         return complex128 if hi is complex64 and lo is float64 else hi
     if {a.name, b.name} == {"bfloat16", "float16"}:
         return float32
     return from_numpy_dtype(np.promote_types(a.np, b.np))
+
+
+def _promote_shell(a: DType, b: DType) -> DType:
+    """torch's promotion of two different dtypes, one a shell one: a float8 with none, an
+    unsigned one wider than uint8 with a float16, bfloat16, float32 or float64 only."""
+    if a in FLOAT8 or b in FLOAT8:
+        what = "Float8 Types"
+    elif a in SHELL_UINTS and b._category == 2:
+        return b
+    elif b in SHELL_UINTS and a._category == 2:
+        return a
+    else:
+        what = "uint16, uint32, uint64 types"
+    raise RuntimeError(
+        f"Promotion for {what} is not supported, attempted to promote {a.title} and {b.title}"
+    )
 
 
 def _promote_all(group):
@@ -223,10 +273,30 @@ def narrowed(a: np.ndarray, npd: np.dtype) -> np.ndarray:
     bfloat16 values from a float (c10::Half(float)), so float64s and integers are rounded
     twice, to float32 and then to 16 bits: 1 + 2**-11 + 2**-40 is float16's 1.0 (a tie once
     in float32), where NumPy's direct conversion gives 1.0009765625, and 2**24 + 2**16 + 1
-    is bfloat16's 2**24 (ml_dtypes: 2**24 + 2**17)."""
+    is bfloat16's 2**24 (ml_dtypes: 2**24 + 2**17). A float8 is made as torch's are
+    (``_float8``)."""
+    if npd.itemsize == 1 and npd.kind in "fV":
+        return _float8(a, npd)
     if npd.itemsize == 2 and npd.kind in "fV" and a.dtype.kind in "fiu" and a.dtype.itemsize > 2:
         a = a.astype(np.float32, copy=False)
     return a.astype(npd, copy=False)
+
+
+def _float8(a: np.ndarray, npd: np.dtype) -> np.ndarray:
+    """``a`` rounded to a float8 as torch's conversions do, from its value in float64 (exact
+    for every source within float8's range): float8_e4m3fn saturates (an infinity, or a
+    number beyond +-448, is +-448; ml_dtypes gives NaN), and float8_e5m2's NaN is 0x7F
+    (0xFF with the sign; ml_dtypes' 0x7E). The fnuz types are ml_dtypes' (their one NaN)."""
+    a = np.array(a, np.float64)
+    if npd == float8_e4m3fn.np:
+        np.clip(a, -448.0, 448.0, out=a)  # NaN stays NaN
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = a.astype(npd)
+    if npd == float8_e5m2.np:
+        nan = np.isnan(a)
+        if nan.any():
+            out.view(np.uint8)[nan] = np.where(np.signbit(a[nan]), 0xFF, 0x7F)
+    return out
 
 
 def scalar_as(value, d: DType):
@@ -253,11 +323,14 @@ class finfo:
                 f"torch.finfo() requires a floating point input type, got {d!r}: use "
                 "torch.iinfo for integers"
             )
-        info = ml_dtypes.finfo(d.np) if d is bfloat16 else np.finfo(d.np)
+        info = ml_dtypes.finfo(d.np) if d.np.kind == "V" or d in FLOAT8 else np.finfo(d.np)
         self.bits = int(info.bits)
         self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
         self.tiny = self.smallest_normal = float(info.smallest_normal)
-        self.resolution = 10.0 ** -int(info.precision)
+        # torch's: 10 ** -digits10, the decimal digits the significand always holds
+        self.resolution = 10.0 ** -math.floor(int(info.nmant) * math.log10(2))
+        if d is float8_e5m2fnuz:  # c10's numeric_limits says 2**-3 (the spacing at 1 is 2**-2)
+            self.eps = 0.125
         self.dtype = d.name
 
     def __repr__(self) -> str:

@@ -104,13 +104,17 @@ class _AbsentDtype:
 
 # torch's dtypes without a staged one; torch writes their tensors by _rebuild_tensor_v3
 _ABSENT_DTYPES = (
-    *(f"uint{b}" for b in (16, 32, 64)),
-    *(f"float8_{k}" for k in ("e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0fnu")),
+    "float8_e8m0fnu",
     "float4_e2m1fn_x2",
     "complex32",
     *(f"bits{k}" for k in ("1x8", "2x4", "4x2", "8", "16")),
     *(f"{u}int{b}" for u in ("", "u") for b in range(1, 8)),
 )
+
+
+# the dtypes torch has no typed storage for: their tensors are saved over an untyped (byte)
+# storage by _rebuild_tensor_v3, which names the dtype
+_UNTYPED = dt.SHELL_UINTS | dt.FLOAT8
 
 
 def _rebuild_tensor_v3(
@@ -206,15 +210,16 @@ _TORCH = {
     ("torch", "Size"): Size,
     ("torch", "device"): device,
     **{("torch", d.name): d for d in dt.ALL},
-    **{("torch", d.title + "Storage"): _StorageType(d) for d in dt.ALL},
+    **{("torch", d.title + "Storage"): _StorageType(d) for d in dt.ALL if d not in _UNTYPED},
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch.storage", "UntypedStorage"): _StorageType(dt.uint8),
 }
 _NAME_OF = {id(obj): where for where, obj in _TORCH.items()}
-_STORAGE_TYPE = {obj.dtype: obj for obj in _TORCH.values() if isinstance(obj, _StorageType)}
+_STORAGE_TYPE = {d: _TORCH[("torch", d.title + "Storage")] for d in dt.ALL if d not in _UNTYPED}
+_UNTYPED_STORAGE = _TORCH[("torch.storage", "UntypedStorage")]
 # what only a loaded file names (never written by staged.save)
 _TORCH_LOADED = {
     **_TORCH,
-    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
-    ("torch.storage", "UntypedStorage"): _StorageType(dt.uint8),
     **{("torch", name): _AbsentDtype(name) for name in _ABSENT_DTYPES},
 }
 # the weights-only allow-list: torch's, less what staged has no type for
@@ -318,13 +323,10 @@ class _Pickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if type(obj) is _Storage:
-            return (
-                "storage",
-                _STORAGE_TYPE[dt.from_numpy_dtype(obj.array.dtype)],
-                obj.key,
-                "cpu",
-                obj.array.size,
-            )
+            d = dt.from_numpy_dtype(obj.array.dtype)
+            if d in _UNTYPED:
+                return ("storage", _UNTYPED_STORAGE, obj.key, "cpu", obj.array.nbytes)
+            return ("storage", _STORAGE_TYPE[d], obj.key, "cpu", obj.array.size)
         return None
 
     def reducer_override(self, obj):
@@ -342,9 +344,12 @@ class _Pickler(pickle._Pickler):
                 obj.requires_grad,
                 collections.OrderedDict(),
             )
+            rebuild = _rebuild_tensor_v2
+            if obj.dtype in _UNTYPED:
+                rebuild, args = _rebuild_tensor_v3, (*args, obj.dtype)
             if state:
-                return _rebuild_from_type_v2, (_rebuild_tensor_v2, Tensor, args, state)
-            return _rebuild_tensor_v2, args
+                return _rebuild_from_type_v2, (rebuild, Tensor, args, state)
+            return rebuild, args
         if type(obj) is Size:
             return Size, (tuple(obj),)
         return NotImplemented

@@ -202,7 +202,7 @@ def test_consume_prefix_in_a_plain_dict():
 
 
 # --- a checkpoint of a dtype staged lacks -------------------------------------------------------------
-@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("dtype", ["float8_e8m0fnu", "complex32"])
 @pytest.mark.parametrize("weights_only", [True, False])
 def test_loading_a_dtype_staged_lacks_names_it(dtype, weights_only, tmp_path):
     path = tmp_path / "t.pt"

@@ -597,9 +597,9 @@ def test_damaged_files_fail_clearly_and_legacy_files_are_refused():
     with pytest.raises(RuntimeError, match="legacy \\(non-zip\\) format"):
         staged.load(legacy)
     with pytest.raises(
-        pickle.UnpicklingError, match="dtype torch.uint16, and staged has no such dtype"
+        pickle.UnpicklingError, match="dtype torch.float8_e8m0fnu, and staged has no such dtype"
     ):
-        staged.load(_saved(torch, torch.zeros(2, dtype=torch.uint16)))  # a dtype staged lacks
+        staged.load(_saved(torch, torch.zeros(2, dtype=torch.float8_e8m0fnu)))  # staged lacks it
 
 
 @pytest.mark.parametrize(

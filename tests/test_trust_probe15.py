@@ -641,9 +641,6 @@ def test_python_ints_past_int64_raise_as_torchs(data):
     _same(lambda L: L.tensor(data))
 
 
-@pytest.mark.xfail(
-    strict=True, reason="staged has no uint16/uint32/uint64 dtypes (torch 2.13 has them)"
-)
 @pytest.mark.parametrize("dtype", [np.uint16, np.uint32], ids=["uint16", "uint32"])
 def test_default_collate_wide_unsigned_matches_torch(dtype):
     _same(lambda L: L.utils.data.default_collate([np.array([1], dtype)] * 2))

@@ -1315,11 +1315,11 @@ def _cast_impl(x, *, dtype):
             # once a process, as torch's (TORCH_WARN_ONCE in its copy_)
             warn_once("Casting complex values to real discards the imaginary part")
             x = x.real
-    elif x.dtype.kind == "V" and dtype.np.kind in "iu":
-        # bfloat16 (ml_dtypes) to an integer through float32, as torch's cast: ml_dtypes
-        # 0.7 made NaN, infinities and out-of-range values 0 (0.6: what float32's gives)
+    elif x.dtype in dt.ML_NP and dtype.np.kind in "iu":
+        # bfloat16 and float8s (ml_dtypes) to an integer through float32, as torch's cast:
+        # ml_dtypes 0.7 made NaN, infinities and out-of-range values 0 (0.6: float32's)
         x = x.astype(np.float32)
-    if dtype.itemsize == 2 and dtype._category == 2 and x.dtype.itemsize >= 4:
+    if dtype._category == 2 and dtype.itemsize < x.dtype.itemsize:
         return dt.narrowed(x, dtype.np)  # Note [half through float32]
     return x.astype(dtype.np, copy=False)
 

@@ -37,8 +37,7 @@ except ImportError:  # built without a C++ compiler: ties keep their order
 
 # the dtypes _torch_order sorts, and those it sorts as another that orders them alike
 _ORDER_AS = {np.dtype(np.bool_): np.uint8, np.dtype(np.float16): np.float32}
-if dt.bfloat16 is not None:
-    _ORDER_AS[np.dtype(dt.bfloat16.np)] = np.float32
+_ORDER_AS[np.dtype(dt.bfloat16.np)] = np.float32
 
 
 def _argsort(x, *, dim, descending, k, order="stable"):

@@ -121,7 +121,7 @@ def _types(module: str, is_cuda: bool) -> dict:
             },
         )
         for d in dt.ALL
-        if not d.is_complex
+        if not (d.is_complex or d in dt.SHELL_UINTS or d in dt.FLOAT8)  # as torch's
     }
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes as dt
+
 _PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
     "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
@@ -41,6 +43,8 @@ def array_text(a: np.ndarray, prefix: str) -> str:
     """``a`` as the body of a tensor's repr, under the current options."""
     o = OPTIONS
     kw: dict = {}
+    if a.dtype in dt.ML_NP:  # bfloat16, float8s: NumPy would print them as other numbers
+        a = a.astype(np.float32)
     if a.dtype.kind == "f":
         kw["formatter"] = {"float_kind": _float_format(a, o["precision"], o["sci_mode"])}
     threshold = o["threshold"]

@@ -55,7 +55,7 @@ def fill_array(v, dtype: dt.DType, *, check_half: bool = True) -> np.ndarray:
                 return np.array(v, dtype.np)
     try:
         v = v.real if isinstance(v, complex) and not dtype.is_complex else v
-        if dtype.itemsize == 2 and dtype._category == 2:  # Note [half through float32]
+        if dtype.itemsize <= 2 and dtype._category == 2:  # Note [half through float32]
             return dt.narrowed(np.array(v), dtype.np)
         return np.array(v, dtype.np)
     except (OverflowError, ValueError, TypeError) as e:  # NaN into an integer dtype: ValueError

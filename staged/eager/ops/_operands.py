@@ -182,7 +182,7 @@ def _number(v, dtype: np.dtype, shape: tuple, like=None) -> Tensor:
     if a is None:
         try:
             with np.errstate(over="ignore"):  # a float beyond float16's range is inf, quietly
-                if dtype.itemsize == 2 and dtype.kind in "fV":  # Note [half through float32]
+                if dtype.itemsize <= 2 and dtype.kind in "fV":  # Note [half through float32]
                     one = dt.narrowed(np.array(v), dtype)
                 else:
                     one = np.array(v, dtype)

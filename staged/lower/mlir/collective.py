@@ -27,8 +27,7 @@ _KIND = {
     dt.int32: "si32",
     dt.int64: "si64",
 }
-if dt.bfloat16 is not None:
-    _KIND[dt.bfloat16] = "bf16"
+_KIND[dt.bfloat16] = "bf16"
 _INT_OF = {16: dt.int16, 32: dt.int32, 64: dt.int64}  # the bits of a float, for broadcast
 _REDUCTION = {
     "sum": "sum",

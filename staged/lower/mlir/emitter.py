@@ -32,6 +32,9 @@ lowering, unsupported = TABLE.lowering, TABLE.unsupported
 _ELEM = {
     dt.bool_: "i1",
     dt.uint8: "i8",
+    dt.uint16: "i16",
+    dt.uint32: "i32",
+    dt.uint64: "i64",
     dt.int8: "i8",
     dt.int16: "i16",
     dt.int32: "i32",
@@ -42,17 +45,25 @@ _ELEM = {
     dt.complex64: "complex<f32>",
     dt.complex128: "complex<f64>",
 }
-if dt.bfloat16 is not None:
-    _ELEM[dt.bfloat16] = "bf16"
+_ELEM[dt.bfloat16] = "bf16"
 
 
 def elem_type(d) -> str:
-    return _ELEM[d]
+    try:
+        return _ELEM[d]
+    except KeyError:  # the float8s: IREE's CPU code has no arithmetic on them
+        raise LoweringError(
+            f"compiled steps take no {d.name} tensors: convert them (x.float()) before the "
+            "compiled call, or run the step eagerly"
+        ) from None
 
 
 def tensor_type(shape, d) -> str:
     return (
-        "tensor<" + "".join("?x" if isinstance(s, Sym) else f"{s}x" for s in shape) + _ELEM[d] + ">"
+        "tensor<"
+        + "".join("?x" if isinstance(s, Sym) else f"{s}x" for s in shape)
+        + elem_type(d)
+        + ">"
     )
 
 

@@ -34,7 +34,7 @@ class ExportError(LoweringError, ValueError):
 
 # --- types and kernels ------------------------------------------------------------------
 def onnx_type(d) -> int:
-    if dt.bfloat16 is not None and d is dt.bfloat16:
+    if d is dt.bfloat16:
         return TensorProto.BFLOAT16
     return helper.np_dtype_to_tensor_dtype(d.np)
 
