@@ -1,6 +1,7 @@
-"""``torch.nn.attention``'s backend selection for ``scaled_dot_product_attention``: staged
-has one implementation of it (and its compiled lowering), so a selection is accepted,
-checked as torch checks it, and changes nothing."""
+"""``torch.nn.attention``: the backend selection for ``scaled_dot_product_attention``
+(staged has one implementation of it, and its compiled lowering, so a selection is
+accepted, checked as torch checks it, and changes nothing), and the submodule
+``flex_attention``, imported on its own as torch's."""
 
 from __future__ import annotations
 
