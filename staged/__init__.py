@@ -256,6 +256,7 @@ _LAZY = (
     "fx",
     "hub",
     "library",
+    "torch_version",
 )
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")

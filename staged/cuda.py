@@ -100,6 +100,35 @@ init = get_rng_state = set_rng_state = initial_seed = current_stream = mem_get_i
 reset_peak_memory_stats = reset_max_memory_allocated = ipc_collect = _no_cuda
 
 
+class _NoCuda:
+    """A CUDA object torch's CPU build has as a class (for annotations and ``isinstance``)
+    that cannot be made without CUDA."""
+
+    def __init__(self, *args, **kwargs):
+        _no_cuda()
+
+
+class Stream(_NoCuda):
+    """``torch.cuda.Stream``."""
+
+
+class Event(_NoCuda):
+    """``torch.cuda.Event``."""
+
+
+class CUDAGraph(_NoCuda):
+    """``torch.cuda.CUDAGraph``."""
+
+
+class graph(_NoCuda):  # noqa: N801  (torch's name)
+    """``torch.cuda.graph``: capturing a CUDA graph."""
+
+
+def is_current_stream_capturing() -> bool:
+    """False: no CUDA stream exists to capture."""
+    return False
+
+
 globals().update(_legacy_types)  # torch.cuda.FloatTensor ...: they raise, as in a CPU build
 
 

@@ -1,0 +1,130 @@
+"""The torch names Hugging Face transformers reaches at import and in its models, beyond
+the op surface: ``torch.__version__`` as a version, ``torch.distributed.tensor``'s
+placements (and its distributed tensors, which staged refuses by name), ``fsdp``'s
+records, ``torch.cuda``'s classes and ``_dynamo``'s ``TransformGetItemToIndex``."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import staged
+
+
+def _as_torch(code: str) -> str:
+    """Run ``code`` in a process where staged stands in for torch; its stdout."""
+    r = subprocess.run(
+        [sys.executable, "-c", "import staged; staged.as_torch()\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_version_is_torchs_compared_as_a_version():
+    out = _as_torch(
+        "import torch, torch.version\n"
+        "v = torch.__version__\n"
+        "print(v, torch.version.__version__ is v, v >= '2.5', v < (2, 14), v > '2.13.0',"
+        " v == '2.13.0', v.split('+')[0])"
+    )
+    assert out.split() == ["2.13.0+staged.0.1.0", "True", "True", "True", "True", "False"] + [
+        "2.13.0"
+    ], out
+    # staged's own version stays its own where it does not stand in for torch
+    assert staged.__version__ == "0.1.0"
+
+
+def test_torch_version_compares_as_torchs():
+    from staged.torch_version import TorchVersion as Ours
+    from torch.torch_version import TorchVersion as Theirs
+
+    for v in ["2.13.0+cpu", "2.5.0a0", "1.13.1", "parrot"]:
+        for other in ["2.5", "2.13.0", (2, 13), (1, 9), "parrot", "2.13.0+cpu"]:
+            for op in ("__lt__", "__le__", "__eq__", "__ge__", "__gt__"):
+                assert getattr(Ours(v), op)(other) == getattr(Theirs(v), op)(other), (v, op, other)
+
+
+def test_placements_are_torchs():
+    from staged.distributed.tensor import placement_types as ours
+    from torch.distributed.tensor import placement_types as theirs
+
+    def make(m):
+        return [m.Shard(-1), m.Shard(0), m.Replicate(), m.Partial(), m.Partial("max")] + [
+            m._StridedShard(0, split_factor=2)
+        ]
+
+    for a, b in zip(make(ours), make(theirs)):
+        assert (repr(a), str(a), hash(a)) == (repr(b), str(b), hash(b))
+        assert (a.is_shard(), a.is_shard(0), a.is_replicate(), a.is_partial()) == (
+            b.is_shard(),
+            b.is_shard(0),
+            b.is_replicate(),
+            b.is_partial(),
+        )
+        assert [a == c for c in make(ours)] == [b == c for c in make(theirs)]
+
+
+def test_distributed_tensors_refused_by_name():
+    import torch.distributed.fsdp
+
+    from staged.distributed import device_mesh, fsdp, tensor
+
+    assert not isinstance(staged.ones(2), tensor.DTensor)
+    for make, what in [
+        (lambda: tensor.DTensor.from_local(staged.ones(2)), "DTensor.from_local"),
+        (lambda: tensor.distribute_tensor(staged.ones(2)), "distribute_tensor"),
+        (lambda: device_mesh.init_device_mesh("cpu", (2,)), "init_device_mesh"),
+        (lambda: fsdp.FullyShardedDataParallel(staged.nn.Linear(2, 2)), "FullyShardedData"),
+        (lambda: fsdp.fully_shard(staged.nn.Linear(2, 2)), "fully_shard"),
+    ]:
+        with pytest.raises(NotImplementedError, match=what) as e:
+            make()
+        assert "DistributedDataParallel" in str(e.value)
+    theirs = torch.distributed.fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+    ours = fsdp.MixedPrecisionPolicy(param_dtype=staged.bfloat16)
+    assert repr(ours).replace("staged.", "torch.") == repr(theirs)
+    assert repr(fsdp.CPUOffloadPolicy()) == repr(torch.distributed.fsdp.CPUOffloadPolicy())
+
+
+def test_transformers_imports_resolve_as_torch():
+    out = _as_torch(
+        "from torch.distributed.tensor import DTensor, Partial, Replicate, Shard\n"
+        "from torch.distributed.tensor.placement_types import _StridedShard\n"
+        "from torch.distributed.tensor._utils import compute_local_shape_and_global_offset\n"
+        "from torch.distributed.device_mesh import DeviceMesh\n"
+        "from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy\n"
+        "from torch.distributed._composable.fsdp import fully_shard\n"
+        "from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex\n"
+        "import torch\n"
+        "print(torch.float8_e4m3fn, torch.uint16, torch.cuda.is_current_stream_capturing())"
+    )
+    assert out.split() == ["torch.float8_e4m3fn", "torch.uint16", "False"]
+
+
+def test_cuda_classes_exist_and_refuse_as_torchs_cpu_build():
+    for name in ["Stream", "Event", "CUDAGraph"]:
+        assert isinstance(getattr(staged.cuda, name), type)
+        with pytest.raises(AssertionError, match="not compiled with CUDA"):
+            getattr(staged.cuda, name)()
+
+
+def test_transform_getitem_to_index_with_vmap():
+    # transformers' vmapped mask functions index captured tensors by the batched indices
+    from staged._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex as Ours
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex as Theirs
+
+    def run(T, mode):
+        doc = T.tensor([0, 0, 1, 1, 1])
+
+        def mask(q, kv):
+            return doc[q] == doc[kv]
+
+        with mode():
+            inner = T.vmap(mask, in_dims=(None, 0))
+            return T.vmap(inner, in_dims=(0, None))(T.arange(5), T.arange(5))
+
+    assert run(staged, Ours).tolist() == run(torch, Theirs).tolist()
