@@ -128,3 +128,21 @@ def test_transform_getitem_to_index_with_vmap():
             return T.vmap(inner, in_dims=(0, None))(T.arange(5), T.arange(5))
 
     assert run(staged, Ours).tolist() == run(torch, Theirs).tolist()
+
+
+def test_buffer_of_an_expanded_tensor_takes_writes_as_torchs():
+    # transformers: nn.Buffer(arange(n).expand((1, -1))), then init's copy_ into it
+    def run(T):
+        a = T.arange(5)
+        b = T.nn.Buffer(a.expand((1, -1)), persistent=False)
+        with T.no_grad():
+            b.copy_(T.arange(5).expand((1, -1)) * 2)
+        p = T.nn.Parameter(T.ones(3).expand(2, 3))
+        try:
+            with T.no_grad():
+                p.mul_(2)
+        except RuntimeError as e:
+            return b.tolist(), a.tolist(), str(e).partition("unsupported")[2]
+        raise AssertionError("a write into repeated elements was taken")
+
+    assert run(staged) == run(torch)

@@ -7,13 +7,24 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..eager.factories import empty, tensor
+from ..eager.ops.inplace import writable_view
 from ..eager.ops.metadata import sent_by_descriptor
 from ..eager.tensor import Tensor
 
 
 def _home_payload(data: Tensor):
-    """``data``'s payload, brought home (a meta tensor's metadata stays meta)."""
-    return data._payload if data.is_meta else data._host()
+    """``data``'s payload, brought home (a meta tensor's metadata stays meta); where it is
+    a read-only view whose elements are distinct (``arange(n).expand(1, -1)``, which
+    transformers makes its ``position_ids`` buffer of), a writable one of the same memory,
+    as torch's parameter shares ``data``'s storage and takes writes."""
+    if data.is_meta:
+        return data._payload
+    p = data._host()
+    if not p.flags.writeable and p.size:
+        w = writable_view(data, p, False)
+        if w is not None:
+            return w
+    return p
 
 
 class Parameter(Tensor):

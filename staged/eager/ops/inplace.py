@@ -186,7 +186,7 @@ def write(
         # an empty one has nothing to write (NumPy gives a new empty array zero strides)
         if p.size and (not p.flags.writeable or t._base is not None and 0 in p.strides):
             # (torch refuses a fill into a conj view's repeated elements too)
-            p = _writable_view(t, p, fill and (t._base is None or t._view.conj is None))
+            p = writable_view(t, p, fill and (t._base is None or t._view.conj is None))
             if p is None:
                 raise RuntimeError(_INTERNAL)
         elif since is not None and t._base is not None and not p.flags.forc and _repeats(p):
@@ -251,7 +251,7 @@ def _repeats(p: np.ndarray) -> bool:
     return np.unique(offsets).size < p.size
 
 
-def _writable_view(t: Tensor, p: np.ndarray, fill: bool) -> np.ndarray | None:
+def writable_view(t: Tensor, p: np.ndarray, fill: bool) -> np.ndarray | None:
     """A writable alias of ``p``, ``t``'s read-only payload, where torch writes into the
     view ``t``: a ``fill``, or no two of its elements share memory (torch's
     has_internal_overlap: no stride 0 on a dim of size > 1), as a row of an expanded
