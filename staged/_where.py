@@ -105,18 +105,23 @@ def at_user(message: str) -> str:
 PLAIN = (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError)
 
 
-def sited(fn):
+def sited(fn, retry=None):
     """``fn``, whose plain errors name the user's ``file:line``: the message is prefixed in
     place, so the exception keeps its type and traceback (the public ops, ``nn.functional``
-    and ``Module`` calls go through it; an error already naming the site is left alone)."""
+    and ``Module`` calls go through it; an error already naming the site is left alone).
+    ``retry(args, kwargs)``: the arguments to call again with after a TypeError (torch's
+    keyword names for staged's), or None; it costs the calls that succeed nothing."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except PLAIN as e:
-            name_site(e)
-            raise
+            fixed = retry(args, kwargs) if retry is not None and type(e) is TypeError else None
+            if fixed is None:
+                name_site(e)
+                raise
+        return call(*fixed[0], **fixed[1])
 
     call.sited = True  # type: ignore[attr-defined]
     return call

@@ -254,13 +254,14 @@ def trace_key():
 
 
 # --- the ops on the lists ----------------------------------------------------------------
-def sited(fn, name: str, site: bool = True):
+def sited(fn, name: str, site: bool = True, retry=None):
     """``fn`` as the public op ``name``: its plain errors name the user's line (as
-    ``_where.sited``; not with ``site=False``: operators) and, where ``name`` is on torch's
-    lists (``POLICY``), it applies autocast's policy (Note [autocast])."""
+    ``_where.sited``, with its ``retry``; not with ``site=False``: operators) and, where
+    ``name`` is on torch's lists (``POLICY``), it applies autocast's policy (Note
+    [autocast])."""
     policy = POLICY.get(name)
     if policy is None:
-        return _where.sited(fn) if site and not getattr(fn, "sited", False) else fn
+        return _where.sited(fn, retry) if site and not getattr(fn, "sited", False) else fn
     if getattr(fn, "sited", False):
         fn = fn.__wrapped__
     if site:
@@ -272,8 +273,11 @@ def sited(fn, name: str, site: bool = True):
                     return _run(name, policy, fn, args, kwargs)
                 return fn(*args, **kwargs)
             except PLAIN as e:
-                name_site(e)
-                raise
+                fixed = retry(args, kwargs) if retry is not None and type(e) is TypeError else None
+                if fixed is None:
+                    name_site(e)
+                    raise
+            return call(*fixed[0], **fixed[1])
 
     else:
 

@@ -42,23 +42,23 @@ def _binary(prim, check=None, converted=None, wide=None):
     result itself (None: ``prim`` gives it). ``prim`` is bound as ``prim(a, b)`` binds it,
     less that call."""
 
-    def op(x, y):
+    def op(input, other):  # torch's names: torch.gt(input=a, other=b)
         try:
-            a, b = operands(x, y)
+            a, b = operands(input, other)
             if check is not None:
                 check(b)
-            if a is not x or b is not y:
+            if a is not input or b is not other:
                 if converted is not None:
-                    converted(x, y)
+                    converted(input, other)
                 if wide is not None and a._payload.dtype.itemsize == 2:
-                    out = wide(x, y)
+                    out = wide(input, other)
                     if out is not None:
                         return out
             return _bind[0](prim, (a, b), {})
         except PLAIN as e:
             if converted is not None:
                 try:
-                    converted(x, y)
+                    converted(input, other)
                 except PLAIN as refusal:
                     name_site(refusal)
                     raise refusal from None
@@ -103,41 +103,41 @@ def _public(prim):
     # the variants differ in arity on purpose: one per kind of primitive
     if len(prim.inputs) == 2:
 
-        def op(x, y):
+        def op(input, other):
             try:
-                d = promote_types(x, y)
+                d = promote_types(input, other)
                 if not (d.is_floating_point or d.is_complex):
                     d = dt.get_default_dtype()
-                return prim(*operands(x, y, dtype=d))
+                return prim(*operands(input, other, dtype=d))
             except PLAIN as e:
                 name_site(e)
                 raise
     elif to_float:
 
-        def op(x):  # type: ignore[misc]
+        def op(input):  # type: ignore[misc]
             try:
-                if x._payload.dtype.kind not in "fc":  # (float and complex: as they are)
-                    x = float_operand(x)
-                return _bind[0](prim, (x,), {})
+                if input._payload.dtype.kind not in "fc":  # (float and complex: as they are)
+                    input = float_operand(input)
+                return _bind[0](prim, (input,), {})
             except PLAIN as e:
                 name_site(e)
                 raise
             except AttributeError:
-                _not_a_tensor(prim, x)
+                _not_a_tensor(prim, input)
                 raise
     else:
         refused, refusal = _REFUSED.get(prim.name, ("", None))
 
-        def op(x):  # type: ignore[misc]
+        def op(input):  # type: ignore[misc]
             try:
-                if refused and x._payload.dtype.kind in refused:
-                    refusal(x._payload.dtype.kind)
-                return _bind[0](prim, (x,), {})
+                if refused and input._payload.dtype.kind in refused:
+                    refusal(input._payload.dtype.kind)
+                return _bind[0](prim, (input,), {})
             except PLAIN as e:
                 name_site(e)
                 raise
             except AttributeError:
-                _not_a_tensor(prim, x)
+                _not_a_tensor(prim, input)
                 raise
 
     op.__name__ = op.__qualname__ = prim.name
@@ -804,9 +804,10 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     )
 
 
-def polygamma(n, x):
-    """The ``n``-th derivative of digamma (torch's argument order; ``n`` = 0 is digamma)."""
+def polygamma(n, input):
+    """The ``n``-th derivative of digamma (torch's argument order and names; ``n`` = 0 is
+    digamma)."""
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    x = float_operand(x)
+    x = float_operand(input)
     return ad.digamma(x) if n == 0 else ad.polygamma(x, n=n)

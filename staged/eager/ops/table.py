@@ -12,7 +12,7 @@ import functools
 import inspect
 
 from ... import autodiff as ad
-from ..._where import PLAIN, at_user, name_site
+from ..._where import at_user
 from ...autodiff import Public
 from ...autodiff.elementwise import BESSEL
 from ...autodiff.polynomials import POLYNOMIALS
@@ -525,47 +525,59 @@ def methods() -> dict:
 # NumPy's names of arguments that torch's argument parser takes for its own (``x.sum(axis=1,
 # keepdims=True)``); torch's Python-level functions (``torch.split``, ``F.softmax``) don't
 NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+# torch's keyword names of positional arguments, where staged's functions name them
+# otherwise (``x``, ``y``, ``a``, ``b``): their position (``torch.take_along_dim(input=t,
+# indices=i, dim=1)``, as transformers' beam search calls it; ``torch.add(input=a, other=b)``)
+TORCH_POSITIONAL = {
+    "input": 0,
+    "other": 1,
+    "mat2": 1,
+    "tensor": 1,
+    "exponent": 1,
+    "vec": 1,
+    "vec2": 1,
+}
 
 
-def _torch_names(kwargs, params):
-    """``kwargs`` with NumPy's names that ``params`` lacks renamed to torch's, or None where
-    it holds none of them."""
-    if not kwargs.keys() & NUMPY_NAMES.keys():
+def _renamer(op):
+    """``retry`` for ``op``'s sited function (``_where.sited``): a call's keywords with
+    torch's names that ``op`` lacks given the names ``op`` has for them (NumPy's ``axis`` and
+    ``keepdims`` too), or None where there is none to rename."""
+    try:
+        sig = inspect.signature(op).parameters
+    except (TypeError, ValueError):
         return None
-    out = dict(kwargs)
-    for np_name, torch_name in NUMPY_NAMES.items():
-        if np_name in out and torch_name in params and np_name not in params:
-            if torch_name in out:
-                raise TypeError(at_user(f"got multiple values for argument '{torch_name}'"))
-            out[torch_name] = out.pop(np_name)
-    return out
+    params = frozenset(sig)
+    positional = [
+        n for n, p in sig.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    names = {k: v for k, v in NUMPY_NAMES.items() if v in params and k not in params}
+    for k, i in TORCH_POSITIONAL.items():
+        if k not in params and i < len(positional):
+            names[k] = positional[i]
+    if not names:
+        return None
+
+    def retry(args, kwargs):
+        if not kwargs.keys() & names.keys():
+            return None
+        out = dict(kwargs)
+        for theirs, ours in names.items():
+            if theirs in out:
+                i = positional.index(ours) if ours in positional else len(args)
+                if ours in out or i < len(args):
+                    raise TypeError(at_user(f"got multiple values for argument '{theirs}'"))
+                out[ours] = out.pop(theirs)
+        return args, out
+
+    return retry
 
 
 def _sited(name, op):
     """The public function of ``op``: sited, with autocast's policy where torch lists the op
-    (Note [autocast]) or else, where it has ``dim`` or ``keepdim``, taking NumPy's names for
-    them too: a call that fails on them is made again with torch's (no cost to other
-    calls: this is the sited wrapper itself)."""
-    try:
-        params = frozenset(inspect.signature(op).parameters)
-    except (TypeError, ValueError):
-        params = frozenset()
-    if name in autocast.POLICY or not params & set(NUMPY_NAMES.values()):
-        return autocast.sited(op, name)  # (cat and stack take axis= themselves)
-
-    @functools.wraps(op)
-    def call(*args, **kwargs):
-        try:
-            return op(*args, **kwargs)
-        except PLAIN as e:
-            fixed = _torch_names(kwargs, params) if type(e) is TypeError else None
-            if fixed is None:
-                name_site(e)
-                raise
-        return call(*args, **fixed)
-
-    call.sited = True  # type: ignore[attr-defined]
-    return call
+    (Note [autocast]), taking torch's keyword names and NumPy's (``_renamer``): a call
+    that fails on them is made again with staged's (no cost to other calls)."""
+    return autocast.sited(op, name, retry=_renamer(op))
 
 
 _SITED = {name: _sited(name, row.op) for name, row in OPS.items()}
