@@ -256,7 +256,7 @@ _LAZY = (
     "fx",
     "hub",
     "library",
-    "torch_version",
+    "_higher_order_ops",
 )
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")

@@ -20,6 +20,7 @@ import sys
 import types
 
 from .. import _version, dtypes, version
+from ..torch_version import TorchVersion
 from ..runtime.compiled import compile as staged_compile
 
 
@@ -63,8 +64,6 @@ def as_torch() -> None:
         sys.meta_path.insert(0, _ALIAS)
     dtypes.PACKAGE = "torch"  # ``print(x.dtype)``: torch.float32, as the program expects
     # torch's version, which programs and libraries check (transformers needs >= 2.5)
-    from ..torch_version import TorchVersion
-
     v = TorchVersion(f"{_version.TORCH}+staged.{_version.__version__}")
     version.__version__ = v
     sys.modules["staged"].__dict__["__version__"] = v
