@@ -10,6 +10,7 @@ from . import _where
 from . import dtypes as dt
 from .eager.factories import tensor
 from .eager.legacy_types import dtype_of, type_name
+from .eager.storage import TypedStorage, UntypedStorage
 from .eager.ops._operands import promote_types as _promote_values
 from .eager.tensor import Tensor
 
@@ -53,7 +54,8 @@ def typename(obj) -> str:
 
 
 def is_storage(obj) -> bool:
-    return False  # staged tensors have no separate storage objects
+    """Whether ``obj`` is a storage (``t.untyped_storage()``, ``t.storage()``)."""
+    return isinstance(obj, (UntypedStorage, TypedStorage))
 
 
 def set_default_tensor_type(t) -> None:

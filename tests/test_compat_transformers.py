@@ -146,3 +146,21 @@ def test_buffer_of_an_expanded_tensor_takes_writes_as_torchs():
         raise AssertionError("a write into repeated elements was taken")
 
     assert run(staged) == run(torch)
+
+
+def test_new_factories_take_size_by_keyword_as_torchs():
+    # torch's flex_attention noop_mask calls batch.new_ones(size=(), ...)
+    def run(T):
+        x = T.ones(2, dtype=T.float64)
+        return [
+            (tuple(t.shape), str(t.dtype).split(".")[1], t.tolist())
+            for t in (
+                x.new_ones(size=()),
+                x.new_zeros(size=(3,), dtype=T.int64),
+                x.new_empty(size=[2, 2]).fill_(1),
+                x.new_ones(2, 3),
+                x.new_zeros([2]),
+            )
+        ]
+
+    assert run(staged) == run(torch)

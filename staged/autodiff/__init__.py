@@ -22,6 +22,7 @@ from .shape import (  # noqa: F401
     strided,
     view_as_complex,
     view_as_real,
+    view_dtype,
 )
 from .indexing import (
     barrier,

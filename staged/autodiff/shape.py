@@ -174,6 +174,24 @@ view_as_complex: Primitive = Primitive(
 )
 
 
+# --- a tensor's bits read as another dtype (``x.view(torch.int32)``), as torch's ------------
+def _view_dtype_impl(x, *, dtype):
+    if x.ndim == 0:  # (equal sizes: the public op checks)
+        return x.reshape(1).view(dtype.np).reshape(())
+    return x.view(dtype.np)  # a view: NumPy checks the last axis is contiguous
+
+
+def _view_dtype_rule(x, *, dtype):
+    """The last dim scaled by the ratio of the sizes (the public op checks it divides)."""
+    if not x.shape:
+        return Aval((), dtype)
+    return Aval(tuple(x.shape[:-1]) + (x.shape[-1] * x.dtype.itemsize // dtype.itemsize,), dtype)
+
+
+# not differentiable, as torch's (its output never requires grad)
+view_dtype = Primitive("view_dtype", _view_dtype_impl, _view_dtype_rule, view=True)
+
+
 # --- strided views: diagonal, unfold and as_strided ---------------------------------------
 def strided_index(shape, strides, offset) -> np.ndarray:
     """The positions ``offset + sum(i_k * strides[k])`` a strided view of ``shape`` reads

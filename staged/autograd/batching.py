@@ -166,6 +166,13 @@ def _view_as_complex_rule(size, args, bdims):
     return ad.view_as_complex(x), b
 
 
+def _view_dtype_rule(size, args, bdims, *, dtype):
+    (x,), (b,) = args, bdims
+    if b == x.ndim - 1 and x.dtype.itemsize != dtype.itemsize:  # the last dim is rescaled
+        x, b = move(x, b, 0), 0
+    return ad.view_dtype(x, dtype=dtype), b
+
+
 RULES.update(
     {
         ad.reshape: _reshape_rule,
@@ -174,6 +181,7 @@ RULES.update(
         ad.concat: _concat_rule,
         ad.view_as_real: lambda size, args, bdims: (ad.view_as_real(args[0]), bdims[0]),
         ad.view_as_complex: _view_as_complex_rule,
+        ad.view_dtype: _view_dtype_rule,
     }
 )
 

@@ -21,6 +21,7 @@ from .interceptor import current_interceptor
 from .random import counter, distributions, fills
 from .random.generator import drawn
 from .scalars import fill_array
+from .storage import UntypedStorage
 from .tensor import Layout, Tensor, _ragged, as_payload, check_array, first_leaf, strided
 from .views import named
 
@@ -202,6 +203,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None) -> T
     if _options(device, None) and not (isinstance(obj, Tensor) and obj.is_meta):
         return tensor(obj, dtype, requires_grad=bool(requires_grad), device=META)
     d = None if dtype is None else dt.as_dtype(dtype)
+    if isinstance(obj, UntypedStorage):  # its bytes as elements of ``dtype``, shared
+        obj = obj._bytes().view((d or dt.uint8).np)
     if isinstance(obj, np.ndarray):
         obj = from_numpy(obj)
     if isinstance(obj, Tensor):

@@ -40,6 +40,23 @@ class UntypedStorage:
     def device(self):
         return devices.CPU
 
+    @classmethod
+    def from_file(cls, filename, shared: bool = False, nbytes: int = 0) -> UntypedStorage:
+        """The first ``nbytes`` of file ``filename``, mapped into memory: ``shared``, writes
+        reach the file; else they stay in this process (copy on write), as torch's.
+        safetensors' ``safe_open(..., framework="pt")`` reads a checkpoint so."""
+        mapped = np.memmap(filename, np.uint8, "r+" if shared else "c", shape=(nbytes,))
+        return cls(mapped.view(np.ndarray))  # (a plain array over the mapping, kept alive)
+
+    def untyped(self) -> UntypedStorage:
+        return self
+
+    def __getitem__(self, i):
+        """A byte (an int), or a slice of the bytes: a storage over the same memory."""
+        if isinstance(i, slice):
+            return UntypedStorage(self._bytes()[i])
+        return int(self._bytes()[i])
+
     def _bytes(self) -> np.ndarray:
         """The bytes, as a flat uint8 view of the memory."""
         a = self._array

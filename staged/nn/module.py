@@ -431,7 +431,7 @@ class Module:
         for name, counted in _COUNTED.items():
             object.__setattr__(self, name, counted())
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_is_full_backward_hook", None)
         if self.call_super_init:
             super().__init__(*args, **kwargs)
@@ -446,15 +446,15 @@ class Module:
         globals] in staged/serialization.py): torch's fields renamed, missing ones made
         empty."""
         state = dict(state)
-        if "_non_persistent_buffers_set" in state:
-            state["_non_persistent"] = set(state.pop("_non_persistent_buffers_set"))
+        if "_non_persistent" in state:  # staged's name before torch's (until 2026-12-07)
+            state["_non_persistent_buffers_set"] = set(state.pop("_non_persistent"))
         self.__dict__.update(state)
         for name in _HOOK_DICTS:
             if self.__dict__.get(name) is None:
                 object.__setattr__(self, name, OrderedDict())
         for name, counted in _COUNTED.items():
             object.__setattr__(self, name, counted(self.__dict__.get(name) or ()))
-        self.__dict__.setdefault("_non_persistent", set())
+        self.__dict__.setdefault("_non_persistent_buffers_set", set())
         self.__dict__.setdefault("_is_full_backward_hook", None)
         self.__dict__.setdefault("training", True)
 
@@ -772,7 +772,7 @@ class Module:
         for d in (self._parameters, self._buffers, self._modules):
             if name in d:
                 del d[name]
-                self._non_persistent.discard(name)
+                self._non_persistent_buffers_set.discard(name)
                 return
         object.__delattr__(self, name)
 
@@ -798,9 +798,9 @@ class Module:
         self._drop(name, self._buffers)
         self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
-            self._non_persistent.discard(name)
+            self._non_persistent_buffers_set.discard(name)
         else:
-            self._non_persistent.add(name)
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name, module):
         self._check_name(name, "module", "_modules")
@@ -983,7 +983,7 @@ class Module:
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent:
+            if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
         if type(self).get_extra_state is not Module.get_extra_state:
             destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
@@ -1063,7 +1063,9 @@ class Module:
                 unexpected_keys,
                 error_msgs,
             )
-        persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent}
+        persistent = {
+            k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set
+        }
         local_state = {
             k: v
             for k, v in itertools.chain(self._parameters.items(), persistent.items())

@@ -339,11 +339,6 @@ def test_a_view_as_its_own_dtype_is_an_alias_outside_the_graph_as_torchs():
         assert z[0].item() == 5.0
 
 
-def test_a_view_as_another_dtype_says_it_is_not_supported():
-    with pytest.raises(NotImplementedError, match="view\\(dtype\\)"):
-        staged.ones(2, 3).view(staged.int32)
-
-
 # --- memory formats -------------------------------------------------------------------------------
 FORMATS = ["contiguous_format", "preserve_format", "channels_last", "channels_last_3d"]
 

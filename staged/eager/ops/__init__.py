@@ -233,12 +233,8 @@ _METHODS = {
     "cuda": _cuda,
     "get_device": lambda self: -1,
     "is_pinned": lambda self, device=None: False,
-    "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False: factories.ones(
-        *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
-    ),
-    "new_empty": lambda self, *size, dtype=None, device=None, requires_grad=False: factories.empty(
-        *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
-    ),
+    "new_ones": shape.new_ones,
+    "new_empty": shape.new_empty,
     "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: (
         factories.full(
             size,

@@ -17,6 +17,7 @@ from .. import factories, views
 from ..views import named
 from ..checks import check_range
 from ..devices import check as check_device
+from ..grad_mode import no_grad
 from ..loop_cache import LoopCache
 from ..meta import Meta
 from ..tensor import Size, Tensor
@@ -137,23 +138,52 @@ def alias(x):
     return ad.reshape(x, shape=tuple(x._payload.shape))
 
 
+def _view_dtype(x, d):
+    """``x``'s memory read as dtype ``d`` (safetensors' loader views a file's bytes so): a
+    view sharing ``x``'s memory and version counter, not differentiable (as torch's); with
+    torch's checks where the element sizes differ."""
+    old, new = x.dtype.itemsize, d.itemsize
+    if old != new:
+        what = f"to view {x.dtype.title} as {d.title} (different element sizes)"
+        if not x.ndim:
+            raise RuntimeError(f"self.dim() cannot be 0 {what}")
+        if (x.shape[-1] * old) % new:
+            raise RuntimeError(
+                f"self.size(-1) must be divisible by {new // old} {what}, but got {x.shape[-1]}"
+            )
+        strides = x.stride()
+        if strides[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+        if old < new:
+            ratio = new // old
+            for i, s in enumerate(strides[:-1]):
+                if s % ratio:
+                    raise RuntimeError(
+                        f"self.stride({i}) must be divisible by {ratio} {what}, but got {s}"
+                    )
+            if x.storage_offset() % ratio:
+                raise RuntimeError(
+                    f"self.storage_offset() must be divisible by {ratio} {what}, but got "
+                    f"{x.storage_offset()}"
+                )
+    with no_grad():
+        return ad.view_dtype(x, dtype=d)
+
+
 def view(x, *sizes, size=None, dtype=None):
     """``reshape`` that must share memory: a view (``x.t()``, ``x.expand(..)``) whose layout
     only a copy could give raises, as in PyTorch. A tensor that is no view and has none is
     contiguous in PyTorch whatever layout NumPy gave its payload here (``a.t() + 0``), so
     it gets a C-contiguous payload the view then shares (a copy would drop writes).
     ``view(dtype)``: of ``x``'s own dtype an alias outside the graph, as torch's (``detach``);
-    of another (its bits read as that dtype) not supported."""
+    of another, its bits read as that dtype (``_view_dtype``)."""
     if dtype is None and len(sizes) == 1 and isinstance(sizes[0], dt.DType):
         dtype, sizes = sizes[0], ()
     if dtype is not None:
-        if sizes or size is not None or dt.as_dtype(dtype) is not x.dtype:
-            raise NotImplementedError(
-                f"view(dtype) of a {x.dtype.name} tensor as {dt.as_dtype(dtype).name} reads "
-                "its memory as another dtype, which staged does not do: convert the values "
-                "with x.to(dtype), or reinterpret a NumPy copy (x.numpy().view(...))"
-            )
-        return x.detach()
+        if sizes or size is not None:
+            raise TypeError("view() takes either sizes or a dtype, not both")
+        d = dt.as_dtype(dtype)
+        return x.detach() if d is x.dtype else _view_dtype(x, d)
     shape = _shape_arg(sizes, size, "size")
     if shape and type(shape[0]) is bool:
         raise _bool_size("view", sizes, size)
@@ -410,8 +440,8 @@ def expand(x, *sizes, size=None):
     return expand_to(x, shape) if shape != have else named(alias(x), "ExpandBackward0")
 
 
-def broadcast_to(x, size):
-    return expand(x, tuple(size))
+def broadcast_to(input, size):
+    return expand(input, tuple(size))
 
 
 def _tensors(tensors) -> list:
@@ -691,12 +721,23 @@ def _c_strides(shape) -> tuple:
     return tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
 
 
-def new_zeros(x, *size, dtype=None, requires_grad=False, device=None):
-    """Zeros of ``size`` with ``x``'s dtype (or ``dtype``) on its device (or ``device``),
-    as ``Tensor.new_zeros``."""
-    d = x.dtype if dtype is None else dt.as_dtype(dtype)
-    where = x.device if device is None else device
-    return factories.zeros(_shape_arg(size), dtype=d, device=where, requires_grad=requires_grad)
+def _new(factory):
+    """``Tensor.new_<factory>``: a tensor of the sizes (varargs, a sequence or ``size=``)
+    with ``x``'s dtype (or ``dtype``) on its device (or ``device``)."""
+
+    def new(x, *sizes, size=None, dtype=None, device=None, requires_grad=False):
+        d = x.dtype if dtype is None else dt.as_dtype(dtype)
+        where = x.device if device is None else device
+        shape = _shape_arg(sizes, size, "size")
+        return factory(shape, dtype=d, device=where, requires_grad=requires_grad)
+
+    new.__name__ = new.__qualname__ = "new_" + factory.__name__
+    return new
+
+
+new_zeros, new_ones, new_empty = (
+    _new(f) for f in (factories.zeros, factories.ones, factories.empty)
+)
 
 
 def narrow(x, dim, start, length):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 
 from ...autodiff import REGISTRY
+from ...autodiff.primitive import CLASSES
 from .indexing import insert_slice
-from .emitter import elem_type, lowering, tensor_type
+from .emitter import elem_type, lowering, tensor_type, unsupported
 
 
 @lowering(REGISTRY["reshape"])
@@ -130,3 +131,10 @@ def _strided(e, op, x):
     return e.generic(
         [], [(e.empty(out.shape, out.dtype), out)], [tuple(range(rank))], ["parallel"] * rank, body
     )
+
+
+# a tensor's bits as another dtype: eager only so far (an arith.bitcast where the widths
+# match; a repacking of the last dim where they differ)
+unsupported(
+    "view_dtype", dict.fromkeys(CLASSES, "x.view(dtype) of another dtype runs eagerly only")
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...autodiff import REGISTRY
+from ...autodiff.primitive import CLASSES
 from ...autodiff.shape import strided_index
 from .model import NO_COMPLEX, lowering, unsupported
 
@@ -49,3 +50,8 @@ def _strided(b, op, x):
         return b.const(np.zeros(out.shape, out.dtype.np))
     index = strided_index(out.shape, p["strides"], p["offset"])
     return b.node("Gather", [b.node("Reshape", [x, b.shape((-1,))]), b.const(index)], axis=0)
+
+
+unsupported(
+    "view_dtype", dict.fromkeys(CLASSES, "x.view(dtype) of another dtype runs eagerly only")
+)
