@@ -164,3 +164,18 @@ def test_new_factories_take_size_by_keyword_as_torchs():
         ]
 
     assert run(staged) == run(torch)
+
+
+def test_accelerate_unwrap_names_as_torchs():
+    # accelerate's unwrap_model: isinstance(m, torch._dynamo.eval_frame.OptimizedModule), and
+    # FSDP's class from torch.distributed.fsdp.fully_sharded_data_parallel
+    from staged._dynamo import eval_frame
+    from staged.distributed.fsdp import fully_sharded_data_parallel as ours
+    from torch.distributed.fsdp import fully_sharded_data_parallel as theirs
+
+    net = staged.nn.Linear(2, 2)
+    assert isinstance(staged.compile(net), eval_frame.OptimizedModule)
+    assert not isinstance(net, (eval_frame.OptimizedModule, ours.FullyShardedDataParallel))
+    for name in ["ShardingStrategy", "StateDictType", "BackwardPrefetch"]:
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert [(m.name, m.value) for m in a] == [(m.name, m.value) for m in b]

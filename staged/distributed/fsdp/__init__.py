@@ -8,15 +8,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import DType
-from ...nn.module import Module
 from ..device_mesh import no_distributed_tensors
+from .fully_sharded_data_parallel import (
+    BackwardPrefetch,
+    FullyShardedDataParallel,
+    ShardingStrategy,
+    StateDictType,
+)
 
 __all__ = [
+    "BackwardPrefetch",
     "CPUOffloadPolicy",
     "FSDPModule",
     "FullyShardedDataParallel",
     "MixedPrecisionPolicy",
     "OffloadPolicy",
+    "ShardingStrategy",
+    "StateDictType",
     "fully_shard",
 ]
 
@@ -45,13 +53,6 @@ class CPUOffloadPolicy(OffloadPolicy):
 
 class FSDPModule:
     """The class ``fully_shard`` mixes into a module: no module in staged is one."""
-
-
-class FullyShardedDataParallel(Module):
-    """torch's parameter-sharding wrapper: none can be made in staged."""
-
-    def __init__(self, *args, **kwargs):
-        raise no_distributed_tensors("FullyShardedDataParallel")
 
 
 def fully_shard(*args, **kwargs):
