@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ...autodiff import REGISTRY
-from ...autodiff.primitive import CLASSES
+from ... import dtypes as dt
 from .indexing import insert_slice
 from .emitter import elem_type, lowering, tensor_type, unsupported
 
@@ -133,8 +133,16 @@ def _strided(e, op, x):
     )
 
 
-# a tensor's bits as another dtype: eager only so far (an arith.bitcast where the widths
-# match; a repacking of the last dim where they differ)
-unsupported(
-    "view_dtype", dict.fromkeys(CLASSES, "x.view(dtype) of another dtype runs eagerly only")
-)
+# a tensor's bits as another dtype of the same width: arith.bitcast per element. Other
+# widths (a repacking of the last dim), bool and complex run eagerly only
+_BITCAST_WHY = "x.view(dtype) of bool, complex or another width runs eagerly only"
+unsupported("view_dtype", dict.fromkeys(("bool", "complex"), _BITCAST_WHY))
+
+
+@lowering(REGISTRY["view_dtype"])
+def _view_dtype(e, op, x):
+    src, dst = op.inputs[0].aval.dtype, op.out.aval.dtype
+    if src.itemsize != dst.itemsize or dt.bool_ in (src, dst) or dst.is_complex:
+        e.fail(_BITCAST_WHY, src)
+    bitcast = f"arith.bitcast {{}} : {elem_type(src)} to {elem_type(dst)}"
+    return e.map((x,), [op.inputs[0].aval], op.out.aval, lambda a: e.emit(bitcast.format(a)))
