@@ -109,14 +109,17 @@ def test_view_dtype_compiles_for_one_width_and_is_refused_by_name_otherwise():
     code = """
 import numpy as np, staged
 @staged.compile
-def f(x, y, h, b):
-    return x.view(staged.int32) + 1, y.view(staged.float64) * 2, h.view(staged.int16), b.view(staged.int16)
+def f(x, y, h, b, i):
+    return (x.view(staged.int32) + 1, y.view(staged.float64) * 2, h.view(staged.int16),
+            b.view(staged.int16), i.view(staged.uint8))
 x = staged.tensor([1.5, -2.0, 3.25])
 y = staged.tensor([1.0, -3.5]).double().view(staged.int64)
 h = staged.tensor([1.0, -0.5]).half()
 b = staged.tensor([1.0, 3.0]).bfloat16()
-want = (x.view(staged.int32) + 1, y.view(staged.float64) * 2, h.view(staged.int16), b.view(staged.int16))
-for got, w in zip(f(x, y, h, b), want):
+i = staged.tensor([-1, 5, -128], dtype=staged.int8)
+want = (x.view(staged.int32) + 1, y.view(staged.float64) * 2, h.view(staged.int16),
+        b.view(staged.int16), i.view(staged.uint8))
+for got, w in zip(f(x, y, h, b, i), want):
     assert got.dtype is w.dtype and np.array_equal(got.numpy(), w.numpy()), (got, w)
 @staged.compile
 def g(x):
