@@ -179,3 +179,20 @@ def test_accelerate_unwrap_names_as_torchs():
     for name in ["ShardingStrategy", "StateDictType", "BackwardPrefetch"]:
         a, b = getattr(ours, name), getattr(theirs, name)
         assert [(m.name, m.value) for m in a] == [(m.name, m.value) for m in b]
+
+
+def test_peft_imports_as_torchs():
+    # peft: from torch.nn.modules import Module; from torch.nn.init import _calculate_correct_fan
+    from staged.nn.init import _calculate_correct_fan as ours
+    from staged.nn.modules import Module
+    from torch.nn.init import _calculate_correct_fan as theirs
+
+    assert Module is staged.nn.Module
+    for shape in [(3, 4), (2, 3, 5, 5), (7, 2, 3)]:
+        for mode in ["fan_in", "fan_out", "FAN_IN"]:
+            assert ours(staged.empty(shape), mode) == theirs(torch.empty(shape), mode)
+    with pytest.raises(ValueError, match="Mode fan not supported") as e:
+        ours(staged.empty(2, 2), "fan")
+    with pytest.raises(ValueError) as t:
+        theirs(torch.empty(2, 2), "fan")
+    assert str(e.value) == str(t.value)

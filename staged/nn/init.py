@@ -91,7 +91,8 @@ def xavier_normal_(t, gain=1.0, generator=None):
     return normal_(t, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
-def _fan(t, mode):
+def _calculate_correct_fan(t, mode):
+    """The fan of ``t`` that ``mode`` names (torch's private name, which peft imports)."""
     mode = mode.lower()
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"Mode {mode} not supported, please use one of ['fan_in', 'fan_out']")
@@ -104,7 +105,7 @@ def _kaiming_std(t, a, mode, nonlinearity):
     if 0 in t.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return None
-    return calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode))
+    return calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(t, mode))
 
 
 def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):

@@ -166,6 +166,7 @@ from .transformer import (
 )
 from . import batchnorm, flatten  # noqa: F401,E402  (torch's module paths: Note [module paths])
 from .. import module  # noqa: F401,E402  (nn.modules.module.register_module_* as in PyTorch)
+from ..module import Module  # noqa: F401,E402  (torch.nn.modules.Module: peft imports it so)
 
 # Note [module paths]: torch.save of a whole model pickles each layer's class by its torch
 # path (torch.nn.modules.linear.Linear, torch.nn.modules.batchnorm.BatchNorm1d, ...); the
