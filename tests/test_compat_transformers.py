@@ -196,3 +196,15 @@ def test_peft_imports_as_torchs():
     with pytest.raises(ValueError) as t:
         theirs(torch.empty(2, 2), "fan")
     assert str(e.value) == str(t.value)
+
+
+def test_cudnn_flags_context_as_torchs():
+    # transformers' CTC loss: with torch.backends.cudnn.flags(enabled=False): ...
+    def run(T):
+        c = T.backends.cudnn
+        before = (c.enabled, c.deterministic)
+        with c.flags(enabled=False, deterministic=True):
+            inside = (c.enabled, c.deterministic)
+        return before, inside, (c.enabled, c.deterministic)
+
+    assert run(staged) == run(torch)
