@@ -13,7 +13,7 @@ from ..eager.ops.layers import pad
 from ..eager.ops.shape import cat, stack
 from ..eager.tensor import Tensor
 from ..utils import _pytree as pytree
-from ._checks import canonicalize_dim
+from ..autodiff.avals import wrap_dim
 
 
 def associative_scan(combine_fn, xs, dim: int, reverse: bool = False, combine_mode="pointwise"):
@@ -34,7 +34,7 @@ def associative_scan(combine_fn, xs, dim: int, reverse: bool = False, combine_mo
         tensor([0., 1., 3., 6.])
     """
     leaves, spec = pytree.tree_flatten(xs)
-    dim = canonicalize_dim(leaves[0].ndim, dim)
+    dim = wrap_dim(dim, leaves[0].ndim)
     _validate(combine_fn, leaves, dim, reverse, combine_mode)
     leaves = [x.movedim(dim, 0) for x in leaves]
     if reverse:

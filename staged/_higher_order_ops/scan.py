@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..eager.ops.shape import stack
 from ..eager.tensor import Tensor
 from ..utils import _pytree as pytree
-from ._checks import canonicalize_dim
+from ..autodiff.avals import wrap_dim
 
 
 def scan(combine_fn, init, xs, *, dim: int = 0, reverse: bool = False):
@@ -34,7 +34,7 @@ def scan(combine_fn, init, xs, *, dim: int = 0, reverse: bool = False):
     xs_leaves, xs_spec = pytree.tree_flatten(xs)
     if not xs_leaves:
         return init, []
-    dim = canonicalize_dim(xs_leaves[0].ndim, dim)
+    dim = wrap_dim(dim, xs_leaves[0].ndim)
     _validate(combine_fn, xs_leaves, init_leaves, dim, reverse)
     steps = range(xs_leaves[0].shape[dim])
     carry, ys = init_leaves, []

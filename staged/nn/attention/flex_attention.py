@@ -108,32 +108,29 @@ def noop_mask(batch: Tensor, head: Tensor, token_q: Tensor, token_kv: Tensor) ->
     return batch.new_ones((), dtype=dt.bool_)
 
 
-def or_masks(*mask_mods: _mask_mod_signature) -> _mask_mod_signature:
-    """A ``mask_mod`` allowing what any of ``mask_mods`` allows."""
+def _combined(mask_mods, start: bool, combine, name: str) -> _mask_mod_signature:
+    """A ``mask_mod`` folding ``mask_mods``' answers with ``combine`` from ``start``."""
     if not all(callable(arg) for arg in mask_mods):
         raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
 
-    def or_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        result = b.new_zeros((), dtype=dt.bool_)
-        for mask in mask_mods:
-            result = result | mask(b, h, q_idx, kv_idx)
+    def mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        result = b.new_full((), start, dtype=dt.bool_)
+        for mod in mask_mods:
+            result = combine(result, mod(b, h, q_idx, kv_idx))
         return result
 
-    return or_mask
+    mask.__name__ = mask.__qualname__ = name
+    return mask
+
+
+def or_masks(*mask_mods: _mask_mod_signature) -> _mask_mod_signature:
+    """A ``mask_mod`` allowing what any of ``mask_mods`` allows."""
+    return _combined(mask_mods, False, operator.or_, "or_mask")
 
 
 def and_masks(*mask_mods: _mask_mod_signature) -> _mask_mod_signature:
     """A ``mask_mod`` allowing what all of ``mask_mods`` allow."""
-    if not all(callable(arg) for arg in mask_mods):
-        raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
-
-    def and_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        result = b.new_ones((), dtype=dt.bool_)
-        for mask in mask_mods:
-            result = result & mask(b, h, q_idx, kv_idx)
-        return result
-
-    return and_mask
+    return _combined(mask_mods, True, operator.and_, "and_mask")
 
 
 def _sliced_mask_mod_error(batch: Tensor, head: Tensor, token_q: Tensor, token_kv: Tensor):
