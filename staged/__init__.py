@@ -132,12 +132,13 @@ from .spectral import bartlett_window, blackman_window, hamming_window  # noqa: 
 from .spectral import hann_window, istft, kaiser_window, stft  # noqa: F401
 from ._threads import get_num_threads, set_num_threads  # noqa: F401
 from ._version import __version__  # noqa: F401
-from .serialization import load, save  # noqa: F401
+from .serialization import PyTorchFileReader, load, save  # noqa: F401
 from .foreach import *  # noqa: F401,F403  (torch._foreach_add_ ...: one op per tensor)
 from .torch_compat import as_torch  # noqa: F401
 from .eager.storage import TypedStorage, UntypedStorage  # noqa: F401
 from ._custom_ops import ops  # type: ignore[no-redef]  # noqa: F401  (torch.ops, not the star import's staged.eager.ops)
 from . import amp, jit, testing, version  # noqa: F401
+from .jit import ScriptModule  # noqa: F401  (torch.ScriptModule: no object is one)
 from .amp import (  # noqa: F401  (torch's autocast state functions; torch.GradScaler)
     GradScaler,
     autocast,

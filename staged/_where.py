@@ -1,6 +1,6 @@
 """Where in the user's code an error happened: ``file:line`` of the innermost frame outside
-the staged package (docs/errors.md). A leaf module (standard library only), so every layer
-can name the user's line in its messages."""
+the staged package (docs/errors.md). A leaf module (standard library and ``_modes`` only),
+so every layer can name the user's line in its messages."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import re
 import sys
 import warnings
 from typing import TYPE_CHECKING
+
+from . import _modes
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -105,15 +107,18 @@ def at_user(message: str) -> str:
 PLAIN = (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError)
 
 
-def sited(fn, retry=None):
+def sited(fn, retry=None, moded=True):
     """``fn``, whose plain errors name the user's ``file:line``: the message is prefixed in
     place, so the exception keeps its type and traceback (the public ops, ``nn.functional``
     and ``Module`` calls go through it; an error already naming the site is left alone).
     ``retry(args, kwargs)``: the arguments to call again with after a TypeError (torch's
-    keyword names for staged's), or None; it costs the calls that succeed nothing."""
+    keyword names for staged's), or None; it costs the calls that succeed nothing.
+    ``moded``: a public function, whose calls a ``TorchFunctionMode`` sees (``_modes``)."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if moded and _modes.entered[0] and _modes.active():
+            return _modes.handle(call, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except PLAIN as e:

@@ -42,6 +42,18 @@ def seed_all() -> None:
     """A no-op, as in a CPU-only torch build."""
 
 
+def get_rng_state_all() -> list:
+    """[]: one state per CUDA device, and there are none (a CPU-only torch build's answer)."""
+    return []
+
+
+def set_rng_state_all(new_states) -> None:
+    """Sets one state per CUDA device: with none, a CPU-only build's empty list is all it
+    takes; a state for a device raises, as there (``set_rng_state``)."""
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
 def empty_cache() -> None:
     """A no-op: there is no CUDA memory to free."""
 

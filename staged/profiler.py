@@ -17,6 +17,7 @@ import gzip
 import os
 import shutil
 import socket
+import sys
 import time
 import warnings
 
@@ -87,6 +88,17 @@ def schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0)
     return action
 
 
+def _default_schedule_fn(step: int) -> ProfilerAction:
+    """Without a schedule every step records."""
+    return ProfilerAction.RECORD
+
+
+def kineto_available() -> bool:
+    """True: ``profile`` here takes what torch's Kineto-based profiler takes (activities,
+    schedule, ``on_trace_ready``), which is what callers ask this to know."""
+    return True
+
+
 class profile(_autograd.profile):  # noqa: N801  (torch's name)
     """``torch.profiler.profile``: records while ``schedule(step_num)`` says so (always,
     without one), each ``step()`` advancing it inside a ``ProfilerStep*`` block, and
@@ -112,7 +124,7 @@ class profile(_autograd.profile):  # noqa: N801  (torch's name)
         if ProfilerActivity.CPU not in wanted:
             raise AssertionError("No activities specified for the profiler")
         self.activities = {ProfilerActivity.CPU}
-        self.schedule = schedule or (lambda step: ProfilerAction.RECORD)
+        self.schedule = schedule or _default_schedule_fn
         self.record_steps = schedule is not None
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
@@ -181,3 +193,7 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False, **kwar
             os.remove(path)
 
     return handler_fn
+
+
+profiler = sys.modules[__name__]  # torch.profiler.profiler: this module (torch's submodule)
+sys.modules[__name__ + ".profiler"] = profiler

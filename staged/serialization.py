@@ -664,6 +664,34 @@ def _load_archive(zf, fp, mapped, hook, safe):
         return _Unpickler(io.BytesIO(pkl.read()), read_storage, safe).load()
 
 
+class PyTorchFileReader:
+    """torch's reader of a ``torch.save``/``staged.save`` archive (a path or a readable
+    binary file): its records by name, relative to the archive's folder (``data.pkl``,
+    ``data/0``, ``byteorder``), as bytes."""
+
+    def __init__(self, file) -> None:
+        self._zf = zipfile.ZipFile(file)
+        names = self._zf.namelist()
+        self._folder = names[0].partition("/")[0] if names else ""
+
+    def get_all_records(self) -> list[str]:
+        cut = len(self._folder) + 1
+        return [n[cut:] for n in self._zf.namelist()]
+
+    def has_record(self, name: str) -> bool:
+        return f"{self._folder}/{name}" in self._zf.NameToInfo
+
+    def get_record(self, name: str) -> bytes:
+        try:
+            return self._zf.read(f"{self._folder}/{name}")
+        except KeyError:
+            raise RuntimeError(f"record {name!r} not found in the archive") from None
+
+    def get_record_offset(self, name: str) -> int:
+        """Where the data of uncompressed record ``name`` starts in the file."""
+        return _data_offset(self._zf.fp, self._zf.getinfo(f"{self._folder}/{name}"))
+
+
 def load(f, map_location=None, *, weights_only=True, mmap=None):
     """Load what ``staged.save`` or ``torch.save`` (its default zip format) wrote to ``f``, a
     path or a readable file-like object; tensors come back as staged Tensors, ``nn.Parameter``

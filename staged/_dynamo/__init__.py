@@ -10,6 +10,7 @@ from ..compiler import allow_in_graph, assume_constant_result, disable, is_compi
 from ..compiler import list_backends as list_backends
 from ..runtime import compile_config as config
 from . import eval_frame  # noqa: F401  (torch._dynamo.eval_frame.OptimizedModule)
+from .eval_frame import OptimizedModule
 
 sys.modules[__name__ + ".config"] = config  # ``import torch._dynamo.config``
 
@@ -22,6 +23,7 @@ __all__ = [
     "list_backends",
     "mark_dynamic",
     "mark_static",
+    "OptimizedModule",
     "maybe_mark_dynamic",
     "reset",
 ]

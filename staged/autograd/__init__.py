@@ -17,6 +17,7 @@ from ..eager.grad_mode import (
 )
 from . import graph  # noqa: F401
 from . import forward_ad, functional, profiler  # noqa: F401
+from .profiler import _profiler_enabled  # noqa: F401
 from .function import Function, once_differentiable  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .variable import Variable  # noqa: F401

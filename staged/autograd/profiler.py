@@ -35,6 +35,11 @@ from ..eager import dispatch, interceptor
 current = None  # the open profile, or None
 
 
+def _profiler_enabled() -> bool:
+    """Whether a profile is recording (torch's ``torch.autograd._profiler_enabled``)."""
+    return current is not None
+
+
 def active():
     """The open profile if this thread opened it, else None (Note [profiled threads])."""
     prof = current
@@ -143,7 +148,13 @@ class EventList(list):
             total=prof.self_cpu_time_total if prof is not None else self.self_cpu_time_total,
         )
 
-    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0) -> EventList:
+    def key_averages(
+        self, group_by_input_shapes=False, group_by_stack_n=0, group_by_overload_name=False
+    ) -> EventList:
+        """The events averaged per name (and input shapes, top stack frames if asked;
+        staged's ops have no overloads). torch names the first argument
+        ``group_by_input_shapes`` here and ``group_by_input_shape`` on a profile."""
+        group_by_input_shape = group_by_input_shapes
         groups: dict[Any, Any] = {}
         for e in self:
             key = (
@@ -161,7 +172,18 @@ class EventList(list):
             avg.add(e)
         return EventList(groups.values(), profile=self._profile)
 
-    def export_chrome_trace(self, path) -> None:
+    def export_stacks(self, path, metric: str = "self_cpu_time_total") -> None:
+        """A flame graph's input: per event recorded ``with_stack=True``, its stack
+        outermost first, ``;``-joined, and its ``metric`` in whole µs, as torch's."""
+        if metric not in ("self_cpu_time_total", "self_cuda_time_total"):
+            raise ValueError(f"metric should be self_cpu_time_total, got {metric!r}")
+        with open(path, "w") as f:
+            for e in self:
+                if e.stack:
+                    value = e.self_cpu_time_total if metric == "self_cpu_time_total" else 0
+                    f.write(f"{';'.join(reversed(e.stack))} {int(value)}\n")
+
+    def export_chrome_trace(self, path, metadata=None) -> None:
         pid = os.getpid()
         trace = [
             {
@@ -194,7 +216,7 @@ class EventList(list):
                 }
             )
         with open(path, "w") as f:
-            json.dump({"traceEvents": trace, "displayTimeUnit": "ms"}, f)
+            json.dump({**(metadata or {}), "traceEvents": trace, "displayTimeUnit": "ms"}, f)
 
 
 class _Stack(threading.local):
@@ -226,6 +248,7 @@ class profile:
         self._stack = _Stack()
         self._t0 = 0
         self._owner = None  # the thread recorded (Note [profiled threads])
+        self._metadata: dict[str, Any] = {}
 
     def __enter__(self):
         global current
@@ -258,7 +281,9 @@ class profile:
         self._check_finished()
         return self.function_events
 
-    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0) -> EventList:
+    def key_averages(
+        self, group_by_input_shape=False, group_by_stack_n=0, group_by_overload_name=False
+    ) -> EventList:
         self._check_finished()
         return self.function_events.key_averages(group_by_input_shape, group_by_stack_n)
 
@@ -277,7 +302,19 @@ class profile:
 
     def export_chrome_trace(self, path) -> None:
         self._check_finished()
-        self.function_events.export_chrome_trace(path)
+        self.function_events.export_chrome_trace(path, self._metadata)
+
+    def export_stacks(self, path, metric: str = "self_cpu_time_total") -> None:
+        self._check_finished()
+        self.function_events.export_stacks(path, metric)
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """``key: value`` at the top of the Chrome traces this profile exports."""
+        self._metadata[key] = value
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """``key``: ``value`` parsed as JSON, as ``add_metadata``."""
+        self._metadata[key] = json.loads(value)
 
     @property
     def self_cpu_time_total(self) -> float:
@@ -377,6 +414,21 @@ def run_node(run, node, *args):
         return run(node, *args)
     finally:
         prof._end(e)
+
+
+class emit_nvtx:  # noqa: N801  (torch's name)
+    """CUDA's NVTX ranges for every op: entering it raises, as on torch's CPU builds."""
+
+    def __init__(self, enabled=True, record_shapes=False) -> None:
+        self.enabled = enabled
+
+    def __enter__(self):
+        if self.enabled:
+            raise AssertionError("Torch not compiled with CUDA enabled")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 class record_function:

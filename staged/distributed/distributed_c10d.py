@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import importlib.util
 import os
+import pickle  # noqa: S403  (torch's object collectives pickle too)
 import sys
 from typing import Any
 from datetime import timedelta
@@ -29,17 +30,87 @@ default_pg_timeout = timedelta(minutes=5)
 LAUNCH = "python -m staged.distributed.run --nproc-per-node N script.py"
 
 
-class ReduceOp(enum.Enum):
-    """How ``all_reduce`` and ``reduce_scatter_tensor`` combine the ranks' tensors."""
+class Backend(str):
+    """torch's names of collective backends: ``Backend("GLOO")`` is "gloo". staged runs
+    "gloo" and "mpi" as MPI (``BACKENDS``); the others are refused by
+    ``init_process_group``."""
 
-    SUM = "sum"
-    AVG = "avg"
-    MAX = "max"
-    MIN = "min"
-    PRODUCT = "product"
+    UNDEFINED = "undefined"
+    GLOO = "gloo"
+    NCCL = "nccl"
+    XCCL = "xccl"
+    UCC = "ucc"
+    MPI = "mpi"
+    backend_list = [UNDEFINED, GLOO, NCCL, XCCL, UCC, MPI]
+    default_device_backend_map = {"cpu": GLOO, "cuda": NCCL}
+
+    def __new__(cls, name: str):  # type: ignore[misc]
+        if not isinstance(name, str):
+            raise ValueError(
+                f"Backend constructor parameter must be string-ish, but got: {type(name)}"
+            )
+        value = getattr(Backend, name.upper(), Backend.UNDEFINED)
+        return name.lower() if value == Backend.UNDEFINED else value
+
+
+class ReduceOp:
+    """How ``all_reduce`` and ``reduce_scatter_tensor`` combine the ranks' tensors: torch's
+    class, whose ``SUM``... are members of its ``RedOpType`` enum (``ReduceOp(op)`` wraps
+    one). staged's MPI collectives run SUM, AVG, MAX, MIN and PRODUCT."""
+
+    class RedOpType(enum.Enum):
+        SUM = 0
+        AVG = 1
+        PRODUCT = 2
+        MIN = 3
+        MAX = 4
+        BAND = 5
+        BOR = 6
+        BXOR = 7
+        PREMUL_SUM = 8
+
+    SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM = RedOpType
+
+    def __init__(self, op: ReduceOp.RedOpType) -> None:
+        self.op = ReduceOp.RedOpType(op)
+
+    def __eq__(self, other) -> bool:
+        return self.op == (other.op if isinstance(other, ReduceOp) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.op)
+
+    def __repr__(self) -> str:
+        return f"ReduceOp({self.op})"
 
 
 _state: dict[str, Any] = {"group": None, "backend": None, "hook": None}
+
+
+class ProcessGroup:
+    """The default process group: every rank of the MPI job (staged has no subgroups yet).
+    ``group.WORLD`` is it once ``init_process_group`` has run."""
+
+    def rank(self) -> int:
+        return get_rank()
+
+    def size(self) -> int:
+        return get_world_size()
+
+    def name(self) -> str:
+        return get_backend()
+
+    def __repr__(self) -> str:
+        return f"<staged.distributed.ProcessGroup {get_backend()}, {get_world_size()} ranks>"
+
+
+class GroupMember:
+    """torch's ``group.WORLD``: the default ``ProcessGroup``, None before it is made."""
+
+    WORLD: ProcessGroup | None = None
+
+
+group = GroupMember
 
 
 def is_available() -> bool:
@@ -53,6 +124,12 @@ def is_nccl_available() -> bool:
 
 
 is_gloo_available = is_mpi_available = is_available  # "gloo" means MPI here (BACKENDS)
+
+
+def is_torchelastic_launched() -> bool:
+    """Whether a torchrun-style launcher started this process (it sets
+    ``TORCHELASTIC_RUN_ID``; ``staged.distributed.run`` does)."""
+    return os.getenv("TORCHELASTIC_RUN_ID") is not None
 
 
 def is_initialized() -> bool:
@@ -120,6 +197,7 @@ def init_process_group(
             f"Start the ranks with `{LAUNCH}` or `mpiexec -n N python script.py`"
         )
     _state.update(group=group, backend=name, hook=sys.excepthook)
+    GroupMember.WORLD = ProcessGroup()
     sys.excepthook = group.abort_on_error()
     C.GROUP[0] = group
 
@@ -129,6 +207,7 @@ def destroy_process_group(group=None) -> None:
     _group()
     sys.excepthook = _state["hook"]
     _state.update(group=None, backend=None, hook=None)
+    GroupMember.WORLD = None
     C.GROUP[0] = C.Solo()
 
 
@@ -145,6 +224,12 @@ def _group():
             "--nproc-per-node N script.py"
         )
     return g
+
+
+def _get_default_group() -> ProcessGroup:
+    """The default process group (raises before ``init_process_group``)."""
+    _group()
+    return GroupMember.WORLD  # type: ignore[return-value]
 
 
 def get_rank(group=None) -> int:
@@ -219,7 +304,17 @@ def _bucket_all_reduce(flat, divisor=None):
 
 
 def _op(op) -> str:
-    return ReduceOp(op).value
+    """The collective's name for ``op`` (a ``ReduceOp``, one of its members or its name)."""
+    kind = op.op if isinstance(op, ReduceOp) else op
+    if isinstance(kind, str) and kind.upper() in ReduceOp.RedOpType.__members__:
+        kind = ReduceOp.RedOpType[kind.upper()]
+    name = kind.name.lower() if isinstance(kind, ReduceOp.RedOpType) else None
+    if name not in C.REDUCE_OPS:
+        raise ValueError(
+            f"reduce op {op!r}: staged's collectives reduce with ReduceOp.SUM, AVG, MAX, MIN "
+            "or PRODUCT (MPI's); BAND, BOR, BXOR and PREMUL_SUM are not supported"
+        )
+    return name
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -289,6 +384,78 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         async_op,
         [output],
     )
+
+
+def _objects(what: str, obj, src: int | None = None) -> list:
+    """Every rank's ``obj`` in rank order, or with ``src`` rank ``src``'s alone (a list of
+    one), pickled across as torch's object collectives do (so only for trusted peers)."""
+    return [pickle.loads(b) for b in _group().gather_bytes(what, pickle.dumps(obj), src)]
+
+
+def all_gather_object(object_list, obj, group=None) -> None:
+    """``object_list[r]`` becomes rank ``r``'s ``obj`` (any picklable object)."""
+    every = _objects("all_gather_object", obj)
+    if len(object_list) != len(every):
+        raise ValueError(
+            f"all_gather_object: object_list has {len(object_list)} entries, the world "
+            f"size is {len(every)}"
+        )
+    object_list[:] = every
+
+
+def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """Every rank's ``object_list`` becomes rank ``src``'s (same length on every rank)."""
+    src = group_src if src is None else src
+    src = 0 if src is None else src
+    mine = list(object_list) if get_rank() == src else None
+    theirs = _objects("broadcast_object_list", mine, src)[0]
+    if len(theirs) != len(object_list):
+        raise ValueError(
+            f"broadcast_object_list: rank {get_rank()}'s object_list has "
+            f"{len(object_list)} entries, rank {src}'s {len(theirs)}"
+        )
+    object_list[:] = theirs
+
+
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
+    """On rank ``dst`` (default 0), ``object_gather_list[r]`` becomes rank ``r``'s ``obj``."""
+    dst = group_dst if dst is None else dst
+    dst = 0 if dst is None else dst
+    every = _objects("gather_object", obj)
+    if get_rank() == dst:
+        if object_gather_list is None or len(object_gather_list) != len(every):
+            raise ValueError(
+                f"gather_object: rank {dst} needs an object_gather_list of the world size, "
+                f"{len(every)}"
+            )
+        object_gather_list[:] = every
+
+
+def scatter_object_list(
+    scatter_object_output_list,
+    scatter_object_input_list=None,
+    src=None,
+    group=None,
+    group_src=None,
+):
+    """``scatter_object_output_list[0]`` becomes rank ``src``'s
+    ``scatter_object_input_list[r]`` on each rank ``r``."""
+    src = group_src if src is None else src
+    src = 0 if src is None else src
+    world = get_world_size()
+    mine = None
+    if get_rank() == src:
+        if scatter_object_input_list is None or len(scatter_object_input_list) != world:
+            raise ValueError(
+                f"scatter_object_list: rank {src} needs a scatter_object_input_list of the "
+                f"world size, {world}"
+            )
+        mine = list(scatter_object_input_list)
+    if not scatter_object_output_list:
+        raise ValueError(
+            "Expected argument scatter_object_output_list to be a list of size at least 1."
+        )
+    scatter_object_output_list[0] = _objects("scatter_object_list", mine, src)[0][get_rank()]
 
 
 def barrier(group=None, async_op=False, device_ids=None):

@@ -144,6 +144,26 @@ class MPIGroup:
             f"({shown}): every rank must call the same collectives in the same order"
         )
 
+    def gather_bytes(self, what: str, data: bytes, src: int | None = None) -> list[bytes]:
+        """Every rank's ``data`` in rank order, or with ``src`` rank ``src``'s alone (a list
+        of one): the pickled objects of the object collectives, checked and waited as the
+        others (Note [waits])."""
+        self.check(what, [-1 if src is None else src], lambda row: f"src {row[0]}")
+        mine = np.frombuffer(data, np.uint8)
+        if src is not None:
+            n = np.array([mine.size], np.int64)
+            self.wait(self.comm.Ibcast(n, root=src), what)
+            buf = mine.copy() if self.rank == src else np.empty(int(n[0]), np.uint8)
+            self.wait(self.comm.Ibcast(buf, root=src), what)
+            return [buf.tobytes()]
+        sizes = np.empty(self.size, np.int64)
+        self.wait(self.comm.Iallgather(np.array([mine.size], np.int64), sizes), what)
+        counts = [int(n) for n in sizes]
+        offsets = [sum(counts[:r]) for r in range(self.size)]
+        out = np.empty(sum(counts), np.uint8)
+        self.wait(self.comm.Iallgatherv(mine, [out, counts, offsets, self.mpi.BYTE]), what)
+        return [out[o : o + n].tobytes() for o, n in zip(offsets, counts)]
+
     def used_anywhere(self, flags) -> np.ndarray:
         """Which of ``flags`` any rank set (DDP's map of the parameters a backward used)."""
         mine, out = np.asarray(flags, np.int64), np.zeros(len(flags), np.int64)

@@ -29,7 +29,7 @@ import threading
 from .._locks import fork_safe
 from .. import autodiff as ad
 from .. import dtypes as dt
-from .. import _where
+from .. import _modes, _where
 from .._where import PLAIN, name_site
 from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
@@ -268,6 +268,8 @@ def sited(fn, name: str, site: bool = True, retry=None):
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
+            if _modes.entered[0] and _modes.active():
+                return _modes.handle(call, args, kwargs)
             try:
                 if _active:
                     return _run(name, policy, fn, args, kwargs)

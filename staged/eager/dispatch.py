@@ -133,8 +133,9 @@ _constant_like[0] = lambda array, like: Tensor._wrap(_meta.like(array, like))
 # with a batching rule (autograd/batching.py) it binds the kernel once on the batch,
 # otherwise the kernel's decomposition. A Fused kernel without VJP rules (a backward
 # kernel: layer norm's input gradient) also decomposes where its result would need a
-# grad_fn, which makes double backward differentiate the decomposition.
-_DECOMPOSING_LAYERS = frozenset({"forward_ad"})
+# grad_fn, which makes double backward differentiate the decomposition. The flop counter
+# (utils/flop_counter.py) decomposes them too: it counts the matmul primitives they run.
+_DECOMPOSING_LAYERS = frozenset({"forward_ad", "flop_counter"})
 _decomposing = [False]  # a layer in _DECOMPOSING_LAYERS is on
 
 

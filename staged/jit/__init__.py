@@ -9,6 +9,15 @@ from __future__ import annotations
 from typing import Any, Final  # noqa: F401  (``torch.jit.Final``, typing's)
 
 
+class ScriptModule:
+    """torch's class of scripted Modules. ``script`` returns a Module itself, so no object
+    is one here (libraries check ``isinstance(m, ScriptModule)`` to treat those apart)."""
+
+
+class ScriptFunction:
+    """torch's class of scripted functions; as ``ScriptModule``, no object is one here."""
+
+
 def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
     """``obj`` itself: a function, Module or class runs eagerly."""
     return obj

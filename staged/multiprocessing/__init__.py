@@ -31,12 +31,18 @@ def set_sharing_strategy(new_strategy: str) -> None:
     _strategy[0] = new_strategy
 
 
-def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-    """Refused: start the ranks with ``python -m staged.distributed.run`` instead."""
+def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+    """Refused: start the ranks with ``python -m staged.distributed.run`` instead (torch's
+    ``spawn`` and Lightning's ``ddp_spawn``/``ddp_fork`` strategies call it)."""
     raise RuntimeError(
-        f"staged.multiprocessing.spawn: staged's ranks are MPI processes, started by a "
+        f"staged.multiprocessing.{start_method}: staged's ranks are MPI processes, started by a "
         f"launcher, not by the script: run `python -m staged.distributed.run "
         f"--nproc-per-node {nprocs} script.py` (or `mpiexec -n {nprocs} python script.py`) and "
         f"call {getattr(fn, '__name__', 'fn')}(rank, ...) once in each process, with the rank "
         "from staged.distributed.get_rank() after init_process_group()"
     )
+
+
+def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+    """Refused: start the ranks with ``python -m staged.distributed.run`` instead."""
+    return start_processes(fn, args, nprocs, join, daemon, start_method)

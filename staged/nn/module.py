@@ -397,6 +397,45 @@ def _typename(v) -> str:
     return v.type() if isinstance(v, Tensor) else type(v).__name__
 
 
+def to_arguments(args, kwargs) -> tuple:
+    """``(device, dtype, non_blocking, memory_format)`` of a call ``to(*args, **kwargs)`` in
+    any of torch's forms: ``(device=None, dtype=None, non_blocking=False, copy=False)``,
+    ``(dtype, non_blocking=False, copy=False)``, ``(tensor, non_blocking=False, copy=False)``,
+    ``memory_format`` by keyword; the device and dtype as given, None where absent."""
+    kw = dict(kwargs)
+    device, dtype = kw.pop("device", None), kw.pop("dtype", None)
+    non_blocking, memory_format = kw.pop("non_blocking", False), kw.pop("memory_format", None)
+    kw.pop("copy", None)
+    if kw:
+        raise TypeError(f"to() got an unexpected keyword argument {next(iter(kw))!r}")
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        t = rest.pop(0)
+        device, dtype = t.device, t.dtype
+    else:
+        first = rest[0] if rest else False
+        if (
+            first is None
+            or isinstance(first, (str, devices.device, int))
+            and type(first) is not bool
+        ):
+            device = rest.pop(0)
+        if rest and not isinstance(rest[0], (bool, str)):
+            dtype = rest.pop(0)
+    if rest and isinstance(rest[0], bool):
+        non_blocking = rest.pop(0)
+    if rest and isinstance(rest[0], bool):
+        rest.pop(0)  # copy: a Module's tensors are cast in place
+    if rest:
+        got = ", ".join(type(a).__name__ for a in args)
+        raise TypeError(
+            f"to() received an invalid combination of arguments - got ({got}), but expected "
+            "(device=None, dtype=None, non_blocking=False, copy=False), (dtype, "
+            "non_blocking=False, copy=False) or (tensor, non_blocking=False, copy=False)"
+        )
+    return device, dtype, non_blocking, memory_format
+
+
 class Module:
     """Base class of layers and models, PyTorch's ``torch.nn.Module``."""
 
@@ -413,7 +452,7 @@ class Module:
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is not None and cls.__module__.startswith("staged.") and not hasattr(init, "sited"):
-            cls.__init__ = sited(init)  # type: ignore[method-assign]
+            cls.__init__ = sited(init, moded=False)  # type: ignore[method-assign]
 
     def __init__(self, *args, **kwargs):
         if self.call_super_init is False and kwargs:
@@ -1228,14 +1267,7 @@ class Module:
         and complex parameters and buffers (and their grads) cast to ``dtype`` in place, as
         torch's; a device must be the CPU or meta (Note [devices]): to meta, parameters
         keep their metadata only; from meta, ``to_empty`` gives them memory."""
-        dtype, device = kwargs.get("dtype"), kwargs.get("device")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, (str, devices.device, int)) and not isinstance(a, bool):
-                device = a
-            elif a is not None and not isinstance(a, bool):
-                dtype = a
+        device, dtype = to_arguments(args, kwargs)[:2]
         if device is not None:
             meta = devices.on_meta(device)
             if any(t.is_meta != meta for t in self._tensors()):

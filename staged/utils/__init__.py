@@ -4,3 +4,4 @@
 (torch's pytree API)."""
 
 from . import _pytree, benchmark, checkpoint, data, dlpack, hooks  # noqa: F401
+from . import flop_counter, module_tracker  # noqa: F401

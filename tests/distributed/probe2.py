@@ -532,6 +532,81 @@ def join_refuses_a_compiled_step_and_falls_back_to_eager_as_torch():
         same_join(twins, 2 + rank, step=staged.compile(train, fallback="eager"))
 
 
+@case
+def object_collectives_and_group_objects_as_torch_gloo():
+    """all_gather_object, broadcast_object_list, gather_object and scatter_object_list of
+    Python objects (tensors inside) as torch's on gloo; group.WORLD, the default group,
+    Backend and ReduceOp's enum members as torch's (what Lightning's DDP strategy uses)."""
+    mine = {"rank": rank, "text": "x" * (rank + 1), "t": [1.5 * rank, rank]}
+    ours, theirs = [None] * world, [None] * world
+    dist.all_gather_object(ours, mine)
+    torch.distributed.all_gather_object(theirs, mine)
+    assert (
+        ours
+        == theirs
+        == [{"rank": r, "text": "x" * (r + 1), "t": [1.5 * r, r]} for r in range(world)]
+    )
+    for src in range(world):
+        ours = [f"from {rank}", rank, None]
+        theirs = list(ours)
+        dist.broadcast_object_list(ours, src=src)
+        torch.distributed.broadcast_object_list(theirs, src=src)
+        assert ours == theirs == [f"from {src}", src, None], (ours, theirs)
+    got = [None] * world if rank == world - 1 else None
+    dist.gather_object(("g", rank), got, dst=world - 1)
+    if rank == world - 1:
+        assert got == [("g", r) for r in range(world)], got
+    out = [None]
+    dist.scatter_object_list(out, [f"item {r}" for r in range(world)] if rank == 0 else None, src=0)
+    assert out == [f"item {rank}"], out
+    t = staged.tensor([float(rank)] * 3)
+    box = [t] if rank == 0 else [None]
+    dist.broadcast_object_list(box, src=0)
+    assert isinstance(box[0], staged.Tensor) and box[0].tolist() == [0.0] * 3, box
+    assert isinstance(dist.group.WORLD, dist.ProcessGroup) and dist.group.WORLD.size() == world
+    assert dist.group.WORLD.rank() == rank == dist.get_rank(dist.group.WORLD)
+    assert dist.distributed_c10d._get_default_group() is dist.group.WORLD
+    assert dist.Backend("GLOO") == torch.distributed.Backend("GLOO") == dist.get_backend()
+    for name in ("SUM", "AVG", "MAX", "MIN", "PRODUCT"):
+        s_op, t_op = getattr(dist.ReduceOp, name), getattr(torch.distributed.ReduceOp, name)
+        assert (s_op.name, s_op.value) == (t_op.name, int(t_op.value)), name
+        a, b = s_(np.arange(1.0, 4.0) + rank), torch.arange(1.0, 4.0, dtype=torch.float64) + rank
+        dist.all_reduce(a, op=dist.ReduceOp(s_op))
+        torch.distributed.all_reduce(b, op=t_op)
+        close(a, b, name)
+
+
+@case
+def sync_module_states_and_ddp_logging_data_as_torch():
+    """distributed.utils._sync_module_states gives every rank rank 1's parameters and
+    buffers but the ignored ones (Lightning's DDP strategy outside fitting); a DDP keeps
+    static_graph and reports what it was made with, as torch's."""
+    from staged.distributed.utils import _sync_module_states
+
+    staged.manual_seed(rank)
+    torch.manual_seed(rank)
+    ours, theirs = nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    for m in (ours, theirs):
+        m.running_mean.fill_(rank + 1.0)
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    ours.weight.data.fill_(float(rank))
+    with torch.no_grad():
+        theirs.weight.fill_(float(rank))
+    _sync_module_states(ours, None, 2**20, 1, {"bias"})
+    torch.distributed.utils._sync_module_states(
+        theirs, torch.distributed.group.WORLD, 2**20, 1, {"bias"}
+    )
+    for k, v in ours.state_dict().items():
+        close(v.double(), theirs.state_dict()[k].double(), k)
+    assert ours.weight.tolist() == [1.0] * 3 and ours.running_mean.tolist() == [2.0] * 3
+    ddp = DDP(nn.Linear(3, 2).double(), find_unused_parameters=True)
+    tddp = TDDP(torch.nn.Linear(3, 2).double(), find_unused_parameters=True)
+    assert ddp.static_graph is tddp.static_graph is False
+    data, tdata = ddp._get_ddp_logging_data(), tddp._get_ddp_logging_data()
+    for key, value in data.items():
+        assert value == tdata[key], (key, value, tdata[key])
+
+
 def fault(mode):
     """One rank goes its own way; every rank must end within the timeout with an error
     naming it, never hang nor reduce garbage. ``extra_batch``: rank 0 has one batch more

@@ -32,6 +32,8 @@ CASES = [
     "join_throw_on_early_termination_as_torch",
     "join_with_even_inputs_disabled_or_finding_unused_parameters_as_torch",
     "join_refuses_a_compiled_step_and_falls_back_to_eager_as_torch",
+    "object_collectives_and_group_objects_as_torch_gloo",
+    "sync_module_states_and_ddp_logging_data_as_torch",
 ]
 
 

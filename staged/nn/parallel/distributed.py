@@ -30,6 +30,7 @@ from ...autodiff.avals import EagerOnlyError
 from ...autograd.engine import queue_callback
 from ...distributed import distributed_c10d as c10d
 from ...distributed.algorithms.join import Join, Joinable, JoinHook
+from ...distributed.utils import _sync_module_states
 from ...eager.devices import device
 from ...eager.factories import tensor, zeros, zeros_like
 from ...eager.grad_mode import is_grad_enabled, no_grad
@@ -126,9 +127,12 @@ class DistributedDataParallel(Module, Joinable):
             [len(named), zlib.crc32(layout)],
             lambda row: f"{row[0]} parameters of layout {row[1]:08x}",
         )
+        self.static_graph = static_graph
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         if init_sync:  # torch's: buffers only if broadcast_buffers
-            buffers = list(module.buffers()) if broadcast_buffers else []
-            self._broadcast([*module.parameters(), *buffers])
+            _sync_module_states(
+                module, process_group, self.bucket_bytes_cap, 0, (), broadcast_buffers
+            )
         self._names = {id(p): n for n, p in named}
         self._buckets = _assign([p for _, p in named][::-1], self.bucket_bytes_cap)
         self._bucket_of = {id(p): b for b in self._buckets for p in b.params}
@@ -140,6 +144,26 @@ class DistributedDataParallel(Module, Joinable):
         self._unreduced = []  # names of parameters the last backward did not reach
         for _, p in named:
             p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    def _get_ddp_logging_data(self) -> dict:
+        """What this DDP was made with (torch's logging data has these keys and more; its
+        ``can_set_static_graph``, measured by torch's reducer, is not reported)."""
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        return {
+            "backend_name": c10d.get_backend(),
+            "device_ids": "",
+            "module_name": type(self.module).__name__,
+            "broadcast_buffers": int(self.broadcast_buffers),
+            "bucket_cap_bytes": self.bucket_bytes_cap,
+            "find_unused_parameters": int(self.find_unused_parameters),
+            "gradient_as_bucket_view": int(self.gradient_as_bucket_view),
+            "is_multi_device_module": 0,
+            "num_parameter_tensors": len(params),
+            "output_device": -1,
+            "rank": c10d.get_rank(),
+            "total_parameter_size_bytes": sum(p.nbytes for p in params),
+            "world_size": c10d.get_world_size(),
+        }
 
     def forward(self, *inputs, **kwargs):
         if self._unreduced:

@@ -338,6 +338,12 @@ class _WorkersIter(_DataLoaderIter):
             return data
         raise StopIteration
 
+    def _shutdown_workers(self) -> None:
+        """End this pass: the batches handed out and not read are dropped, as torch's
+        workers' are when they are shut down (Lightning calls it before a new pass)."""
+        self._tasks.clear()
+        self._active = [False] * len(self._workers)
+
     def _drain(self) -> None:
         """Fetch, and drop, the batches handed out and not read."""
         while self._tasks:
@@ -349,3 +355,8 @@ class _WorkersIter(_DataLoaderIter):
                     self._active[w] = False
                 except Exception:  # noqa: BLE001, S110 - torch's main process drops them too
                     pass
+
+
+# torch's names of the iterators, which libraries check with isinstance (Lightning)
+_BaseDataLoaderIter = _SingleProcessDataLoaderIter = _DataLoaderIter
+_MultiProcessingDataLoaderIter = _WorkersIter
