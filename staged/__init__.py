@@ -259,6 +259,9 @@ _LAZY = (
     "hub",
     "library",
     "_higher_order_ops",
+    "__config__",
+    "ao",
+    "vision_ops",
 )
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")

@@ -8,6 +8,8 @@ run as torch's dispatcher runs them on CPU tensors (Note [custom op dispatch]).
 from __future__ import annotations
 
 import ast
+import importlib
+import os
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -17,6 +19,7 @@ from ._where import warn_user
 from .autograd.engine import gradient_edge
 from .autograd.graph import increment_version
 from .autograd.node import Node
+from .eager import autocast
 from .eager.grad_mode import _state, no_grad
 from .eager.tensor import Tensor
 
@@ -149,8 +152,10 @@ _BACKEND = ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
 # CompositeImplicitAutograd kernel runs as a decomposition (its ops record the graph);
 # otherwise the backend kernel (CPU, then CompositeExplicitAutograd) runs under torch's
 # "warn" autograd fallback: its ops record as they will, and backward through its outputs
-# warns (``_warn_backward``) where they get gradients. Keys of other devices (CUDA, Meta...)
-# are kept and never chosen.
+# warns (``_warn_backward``) where they get gradients. Before all of them, while CPU
+# autocast is on, an AutocastCPU kernel (which turns autocast off around its own calls,
+# ``_C._ExcludeDispatchKeyGuard``). Keys of other devices (CUDA, Meta...) are kept and
+# never chosen.
 class OpOverload:
     """One overload of an operator: ``ops.ns.name.default``."""
 
@@ -177,6 +182,8 @@ class OpOverload:
 
     def __call__(self, *args, **kwargs):
         args, kwargs = bind(self, args, kwargs)
+        if autocast._active and autocast.is_enabled("cpu") and self._kernels.get("AutocastCPU"):
+            return self._kernels["AutocastCPU"][-1](*args, **kwargs)  # it excludes itself
         fn = self.kernel(_AUTOGRAD)
         if fn is fallthrough_kernel:
             with no_grad():
@@ -394,6 +401,25 @@ class _Namespace:
 
 class _Ops:
     """``torch.ops``: ``ops.<namespace>.<name>``."""
+
+    def __init__(self) -> None:
+        self.loaded_libraries: set[str] = set()
+
+    def load_library(self, path) -> None:
+        """torch's loader of compiled operator libraries. staged cannot load them (they are
+        built against libtorch) but for torchvision's ``_C`` extension, whose operators it
+        defines itself (``staged.vision_ops``); any other raises OSError, as a library that
+        fails to load does in torch."""
+        path = os.fspath(path)
+        folder, name = os.path.split(path)
+        if os.path.basename(folder) == "torchvision" and name.startswith("_C."):
+            importlib.import_module("staged.vision_ops").register()
+            self.loaded_libraries.add(path)
+            return
+        raise OSError(
+            f"Could not load this library: {path}: staged cannot load operator libraries "
+            "compiled against libtorch; define the operators in Python with torch.library"
+        )
 
     def __getattr__(self, namespace: str) -> _Namespace:
         if namespace.startswith("__"):

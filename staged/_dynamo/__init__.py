@@ -9,7 +9,7 @@ import sys
 from ..compiler import allow_in_graph, assume_constant_result, disable, is_compiling, reset
 from ..compiler import list_backends as list_backends
 from ..runtime import compile_config as config
-from . import eval_frame  # noqa: F401  (torch._dynamo.eval_frame.OptimizedModule)
+from . import eval_frame, utils  # noqa: F401  (torch._dynamo.eval_frame.OptimizedModule)
 from .eval_frame import OptimizedModule
 
 sys.modules[__name__ + ".config"] = config  # ``import torch._dynamo.config``

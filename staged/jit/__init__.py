@@ -47,7 +47,7 @@ def _identity_decorator(fn=None, **_):
     return fn
 
 
-ignore = unused = export = script_if_tracing = _identity_decorator
+ignore = unused = export = script_if_tracing = _script_if_tracing = _identity_decorator
 
 
 def _overload(fn):

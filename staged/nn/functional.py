@@ -1018,11 +1018,22 @@ def binary_cross_entropy_with_logits(
         _cannot_write(promote_types(input, target), target)
     if weight is None and pos_weight is None and fused.fusable(input, target):
         return _reduce(_bce_with_logits(input, target), reduction)
+    # torch's steps, each into the tensor it starts from (``log_sig.mul_``, ``(1 - y).mul_(x)
+    # .sub_(log_sig)``, ``loss.mul_(weight)``): computed in the wider dtype, kept in that
+    # tensor's, so the loss has the target's dtype (float32 labels of float64 logits:
+    # torchvision's RPN)
     log_sig = logsigmoid(input)
     if pos_weight is not None:
-        log_sig = log_sig * ((pos_weight - 1) * target + 1)
-    loss = (1 - target) * input - log_sig
-    return _reduce(loss if weight is None else loss * weight, reduction)
+        log_sig = _kept(log_sig * ((pos_weight - 1) * target + 1), log_sig)
+    loss = 1 - target
+    loss = _kept(loss * input, loss)
+    loss = _kept(loss - log_sig, loss)
+    return _reduce(loss if weight is None else _kept(loss * weight, loss), reduction)
+
+
+def _kept(result, into):
+    """``result`` in ``into``'s dtype: what an in-place op on ``into`` would leave."""
+    return result if result.dtype is into.dtype else result.to(into.dtype)
 
 
 # eagerly one kernel and torch's BinaryCrossEntropyWithLogitsBackward0 (g (sigmoid(x) - y)),

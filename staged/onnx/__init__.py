@@ -19,19 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from ._version import __version__
-from ._where import at_user
-from .autodiff import Aval
-from .autograd import grad as _autograd_grad
-from .tracing.capture import trace
-from .tracing.dynamic import DynamicError, generalize, mismatch, resize, substitute
-from .tracing.ir import Graph, Input
-from .eager.random.counter import rng_state
-from .eager.tensor import Tensor
-from .lower.onnx_lowering import DEFAULT_OPSET, ExportError, to_onnx
-from .lower.onnx_lowering.model import check_opset
-from .nn import Module
-from .optim import Optimizer
+from .._version import __version__
+from .._where import at_user
+from ..autodiff import Aval
+from ..autograd import grad as _autograd_grad
+from ..tracing.capture import trace
+from ..tracing.dynamic import DynamicError, generalize, mismatch, resize, substitute
+from ..tracing.ir import Graph, Input
+from ..eager.random.counter import rng_state
+from ..eager.tensor import Tensor
+from ..lower.onnx_lowering import DEFAULT_OPSET, ExportError, to_onnx
+from ..lower.onnx_lowering.model import check_opset
+from ..nn import Module
+from ..optim import Optimizer
+from . import symbolic_helper, symbolic_opset11  # noqa: F401  (torchvision imports them)
 
 __all__ = ["export", "export_captured", "ExportError", "rng_state"]
 
@@ -529,3 +530,23 @@ def _write(g, path, opset, in_names, out_names, meta, doc, sources):
     with open(path, "wb") as f:
         f.write(model.SerializeToString())
     return model
+
+
+_custom_symbolics: dict[tuple[str, int], Any] = {}  # kept for libraries; see below
+
+
+def register_custom_op_symbolic(symbolic_name: str, symbolic_fn, opset_version: int) -> None:
+    """Record a TorchScript-export symbolic function for custom operator ``symbolic_name``
+    (torchvision registers its operators' at import). staged's exporter does not call
+    them: a graph holding a custom operator is refused by ``export``, naming it."""
+    if symbolic_name.count("::") != 1:
+        raise ValueError(
+            f"Failed to register operator {symbolic_name}. The symbolic name must match the "
+            "format domain::name, and should start with a letter and contain only "
+            "alphanumerical characters"
+        )
+    _custom_symbolics[(symbolic_name, opset_version)] = symbolic_fn
+
+
+def unregister_custom_op_symbolic(symbolic_name: str, opset_version: int) -> None:
+    _custom_symbolics.pop((symbolic_name, opset_version), None)
