@@ -185,11 +185,12 @@ def _axis(start, bins, n_bins, grid, extent, T):
     return outside, low, high, hw, lw  # each (rois, bins, grid)
 
 
-def _samples(rois_np, dtype, height, width, ph, pw, spatial_scale, sampling_ratio, aligned):
+def _samples(rois_np, dtype, size, pooled, spatial_scale, sampling_ratio, aligned):
     """Chunks of rois, in order, each of one sample grid: the roi indices, their batch
     indices, positions (rois, ph*pw, samples, 4 corners), weights of the same shape,
     which samples lie outside the map, and the sample count, in the kernel's arithmetic."""
     T = dtype.type
+    (height, width), (ph, pw) = size, pooled
     batch, sh, sw, bh, bw, gh, gw = _roi_geometry(
         rois_np, spatial_scale, ph, pw, sampling_ratio, aligned, dtype
     )
@@ -262,16 +263,9 @@ def roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_
     feats = x.reshape(n, c, height * width).transpose(0, 2, 1)  # (N, H*W, C)
     boxes = _array(rois)
     out = np.zeros((len(boxes), c, pooled_height * pooled_width), x.dtype)
+    geometry = (height, width), (pooled_height, pooled_width)
     for idx, batch, pos, w, _, count in _samples(
-        boxes,
-        x.dtype,
-        height,
-        width,
-        pooled_height,
-        pooled_width,
-        spatial_scale,
-        sampling_ratio,
-        aligned,
+        boxes, x.dtype, *geometry, spatial_scale, sampling_ratio, aligned
     ):
         v = feats[batch[:, None, None, None], pos]  # (rois, bins, samples, 4, C)
         wv = w[..., None]
@@ -303,16 +297,9 @@ def roi_align_backward(
     g = _array(grad).reshape(len(rois), channels, pooled_height * pooled_width)
     T = g.dtype.type
     out = np.zeros((batch_size * height * width, channels), g.dtype)
+    geometry = (height, width), (pooled_height, pooled_width)
     for idx, batch, pos, w, outside, count in _samples(
-        _array(rois),
-        g.dtype,
-        height,
-        width,
-        pooled_height,
-        pooled_width,
-        spatial_scale,
-        sampling_ratio,
-        aligned,
+        _array(rois), g.dtype, *geometry, spatial_scale, sampling_ratio, aligned
     ):
         gb = g[idx].transpose(0, 2, 1)[:, :, None, None, :]  # (rois, bins, 1, 1, C)
         adds = gb * w[..., None] / T(count)  # (g * w) / count, as the kernel

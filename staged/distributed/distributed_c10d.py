@@ -392,6 +392,13 @@ def _objects(what: str, obj, src: int | None = None) -> list:
     return [pickle.loads(b) for b in _group().gather_bytes(what, pickle.dumps(obj), src)]
 
 
+def _root(rank, group_rank) -> int:
+    """The rank a rooted collective names (its ``src``/``dst`` or ``group_src``/``group_dst``:
+    one group here, so the same), 0 by default."""
+    rank = group_rank if rank is None else rank
+    return 0 if rank is None else rank
+
+
 def all_gather_object(object_list, obj, group=None) -> None:
     """``object_list[r]`` becomes rank ``r``'s ``obj`` (any picklable object)."""
     every = _objects("all_gather_object", obj)
@@ -405,8 +412,7 @@ def all_gather_object(object_list, obj, group=None) -> None:
 
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
     """Every rank's ``object_list`` becomes rank ``src``'s (same length on every rank)."""
-    src = group_src if src is None else src
-    src = 0 if src is None else src
+    src = _root(src, group_src)
     mine = list(object_list) if get_rank() == src else None
     theirs = _objects("broadcast_object_list", mine, src)[0]
     if len(theirs) != len(object_list):
@@ -419,8 +425,7 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
     """On rank ``dst`` (default 0), ``object_gather_list[r]`` becomes rank ``r``'s ``obj``."""
-    dst = group_dst if dst is None else dst
-    dst = 0 if dst is None else dst
+    dst = _root(dst, group_dst)
     every = _objects("gather_object", obj)
     if get_rank() == dst:
         if object_gather_list is None or len(object_gather_list) != len(every):
@@ -440,8 +445,7 @@ def scatter_object_list(
 ):
     """``scatter_object_output_list[0]`` becomes rank ``src``'s
     ``scatter_object_input_list[r]`` on each rank ``r``."""
-    src = group_src if src is None else src
-    src = 0 if src is None else src
+    src = _root(src, group_src)
     world = get_world_size()
     mine = None
     if get_rank() == src:

@@ -10,8 +10,8 @@ from ...nn.module import Module
 __all__ = ["DeQuantStub", "QuantStub"]
 
 
-class QuantStub(Module):
-    """Where quantization would begin: the identity (``qconfig`` kept as given)."""
+class _Stub(Module):
+    """The identity, its ``qconfig`` kept as given."""
 
     def __init__(self, qconfig=None):
         super().__init__()
@@ -22,13 +22,9 @@ class QuantStub(Module):
         return x
 
 
-class DeQuantStub(Module):
-    """Where quantization would end: the identity (``qconfig`` kept as given)."""
+class QuantStub(_Stub):
+    """Where quantization would begin: the identity."""
 
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig:
-            self.qconfig = qconfig
 
-    def forward(self, x):
-        return x
+class DeQuantStub(_Stub):
+    """Where quantization would end: the identity."""
