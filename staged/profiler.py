@@ -118,7 +118,10 @@ class profile(_autograd.profile):  # noqa: N801  (torch's name)
         **kwargs,
     ):
         super().__init__(
-            record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            with_flops=with_flops,
         )
         wanted = set(activities) if activities else {ProfilerActivity.CPU}
         if ProfilerActivity.CPU not in wanted:

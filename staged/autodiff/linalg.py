@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import lax
@@ -48,6 +50,13 @@ def _matmul_jvp(primals, tangents, out):
 # against einsum's 0.56 ms. The values are einsum's, bit for bit: each entry is
 # ``a * b + 0 * 0`` (one rounding; +0 for a -0 product, as einsum's and matmul's sums
 # from 0). Real BLAS dtypes only: a complex GEMM may fuse its products' roundings.
+def matmul_flops(a_shape, b_shape) -> int:
+    """Two floating-point operations per multiply-add of a ``matmul`` of operands of these
+    shapes (equal batch dims), as torch counts its matrix products (the flop counter's and
+    the profiler's ``with_flops`` formula)."""
+    return 2 * math.prod(a_shape[:-1]) * b_shape[-1] * a_shape[-1]
+
+
 def _matmul(a, b):
     if a.shape[-1] == 1 and a.ndim > 2:  # Note [outer products]
         if a.dtype.char not in "fd":

@@ -18,6 +18,7 @@ is what a recording site asks.
 from __future__ import annotations
 
 import functools
+import math
 import json
 import os
 import sys
@@ -30,9 +31,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._where import STAGED_DIR
+from ..autodiff.linalg import matmul_flops
+from ..autodiff.primitive import REGISTRY
 from ..eager import dispatch, interceptor
 
 current = None  # the open profile, or None
+_MATMUL = REGISTRY["matmul"]
 
 
 def _profiler_enabled() -> bool:
@@ -61,6 +65,7 @@ class FunctionEvent:
     children: list = field(default_factory=list)
     parent: FunctionEvent | None = None
     args: dict = field(default_factory=dict)  # shown in the Chrome trace (Note [compiled calls])
+    flops: int = 0  # of a matmul, with ``with_flops=True``
 
     @property
     def key(self) -> str:
@@ -93,6 +98,7 @@ class FunctionEventAvg:
     self_cpu_time_total: float = 0.0
     cpu_memory_usage: int = 0
     self_cpu_memory_usage: int = 0
+    flops: int = 0
 
     @property
     def cpu_time(self) -> float:
@@ -104,6 +110,7 @@ class FunctionEventAvg:
         self.self_cpu_time_total += e.self_cpu_time_total
         self.cpu_memory_usage += e.cpu_memory_usage
         self.self_cpu_memory_usage += e.self_cpu_memory_usage
+        self.flops += e.flops
 
 
 _SORT_KEYS = (
@@ -236,9 +243,18 @@ class profile:
     """
 
     def __init__(
-        self, enabled=True, *, record_shapes=False, profile_memory=False, with_stack=False
+        self,
+        enabled=True,
+        *,
+        record_shapes=False,
+        profile_memory=False,
+        with_stack=False,
+        with_flops=False,
     ):
         self.enabled = enabled
+        self.with_flops = with_flops
+        # with flops, fused kernels run as their primitives, whose matmuls are counted
+        self._layer_name = "profiler_flops" if with_flops else "profiler"
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
         self.with_stack = with_stack
@@ -259,7 +275,7 @@ class profile:
         self._t0 = time.perf_counter_ns()
         self._owner = threading.get_ident()
         current = self
-        dispatch.set_layer("profiler", _layer)
+        dispatch.set_layer(self._layer_name, _layer)
         return self
 
     def __exit__(self, *exc):
@@ -267,7 +283,7 @@ class profile:
         if not self.enabled:
             return False
         current = None
-        dispatch.set_layer("profiler", None)
+        dispatch.set_layer(self._layer_name, None)
         self.function_events = EventList(
             sorted(self._events, key=lambda e: e.start_us), profile=self
         )
@@ -395,6 +411,8 @@ def _layer(apply):
             prof._end(e)
         if prof.profile_memory:
             e.self_cpu_memory_usage = _nbytes(out)
+        if prof.with_flops and prim is _MATMUL:
+            e.flops = matmul_flops(inputs[0].shape, inputs[1].shape)
         return out
 
     return apply_profiled
@@ -473,6 +491,13 @@ class record_function:
 
 
 # -- the table, laid out as PyTorch lays it out ---------------------------------------------
+def _flops_unit(flops: int) -> tuple[float, str]:
+    """torch's: the scale and name of the unit a count of ``flops`` shows in."""
+    units = ("FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs")
+    at = int(max(0.0, min(math.log10(flops) / 3, len(units) - 1.0)))
+    return 10.0 ** (-3 * at), units[at]
+
+
 def _format_time(us: float) -> str:
     if us >= 1e6:
         return f"{us / 1e6:.3f}s"
@@ -525,6 +550,10 @@ def _table(
         )
     if stacks:
         columns.append(("Source Location", max(len(s) for e in events for s in e.stack[:1]) + 4))
+    counted = [e.flops for e in events if getattr(e, "flops", 0) > 0]
+    if counted:  # torch's column, scaled to its smallest count
+        scale, unit = _flops_unit(min(counted))
+        columns.append((f"Total {unit}", 12))
     line = "  ".join("-" * w for _, w in columns) + "  "
 
     def row(cells):
@@ -549,6 +578,8 @@ def _table(
             cells.append(str(list(map(list, e.input_shapes))))
         if stacks:
             cells.append(e.stack[0] if e.stack else "")
+        if counted:
+            cells.append(f"{e.flops * scale:8.3f}" if getattr(e, "flops", 0) > 0 else "--")
         out.append(row(cells))
     out += [line, f"Self CPU time total: {_format_time(total)}", ""]
     return "\n".join(out)

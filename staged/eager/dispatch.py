@@ -134,8 +134,9 @@ _constant_like[0] = lambda array, like: Tensor._wrap(_meta.like(array, like))
 # otherwise the kernel's decomposition. A Fused kernel without VJP rules (a backward
 # kernel: layer norm's input gradient) also decomposes where its result would need a
 # grad_fn, which makes double backward differentiate the decomposition. The flop counter
-# (utils/flop_counter.py) decomposes them too: it counts the matmul primitives they run.
-_DECOMPOSING_LAYERS = frozenset({"forward_ad", "flop_counter"})
+# (utils/flop_counter.py) and a profile ``with_flops`` decompose them too: they count the
+# matmul primitives the kernels run.
+_DECOMPOSING_LAYERS = frozenset({"forward_ad", "flop_counter", "profiler_flops"})
 _decomposing = [False]  # a layer in _DECOMPOSING_LAYERS is on
 
 

@@ -13,11 +13,11 @@ where torch's name the aten op (``aten.mm``, ``aten.convolution``).
 
 from __future__ import annotations
 
-import math
 import threading
 import warnings
 from collections import defaultdict
 
+from ..autodiff.linalg import matmul_flops
 from ..autodiff.primitive import REGISTRY
 from ..eager import dispatch
 from .module_tracker import ModuleTracker
@@ -26,11 +26,6 @@ __all__ = ["FlopCounterMode"]
 
 _MATMUL = REGISTRY["matmul"]
 _SUFFIXES = ("", "K", "M", "B", "T")
-
-
-def _matmul_flops(a, b) -> int:
-    """Two per multiply-add of ``a @ b`` (batched: equal leading dims)."""
-    return 2 * math.prod(a.shape[:-1]) * b.shape[-1] * a.shape[-1]
 
 
 class FlopCounterMode:
@@ -106,7 +101,7 @@ class FlopCounterMode:
         return _tabulate(values or [["Global", "0", "0%"]])
 
     def _count(self, a, b) -> None:
-        flops = _matmul_flops(a, b)
+        flops = matmul_flops(a.shape, b.shape)
         for parent in set(self.mod_tracker.parents):
             self.flop_counts[parent][_MATMUL] += flops
 

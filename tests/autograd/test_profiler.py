@@ -139,3 +139,33 @@ def test_off_costs_nothing():
     assert _bind[0] is dispatch.apply and profiler.profile is not None
     with profiler.profile(enabled=False):
         assert _bind[0] is dispatch.apply
+
+
+def _flops(lib, conv_too):
+    lib.manual_seed(0)
+    m, x = lib.nn.Linear(64, 32), lib.randn(8, 64)
+    conv, img = lib.nn.Conv2d(3, 4, 3), lib.randn(2, 3, 6, 6, requires_grad=True)
+    with lib.profiler.profile(with_flops=True) as p:
+        m(x).sum().backward()
+        x @ x.T
+        if conv_too:
+            conv(img).sum().backward()
+    return sum(e.flops for e in p.key_averages()), p
+
+
+def test_with_flops_counts_torchs_flops_and_shows_its_column():
+    """torch's profiler counts matrix products forward and backward, and a convolution's
+    forward; staged's counts its backward too, as torch's FlopCounterMode does."""
+    ours, prof = _flops(staged, False)
+    assert ours == _flops(torch, False)[0] > 0
+    with_conv = _flops(staged, True)[0]
+    conv_forward = 2 * 2 * 16 * 4 * 27  # N, H_out * W_out, C_out, C_in * kernel
+    assert with_conv == _flops(torch, True)[0] + 2 * conv_forward
+    assert {e.key for e in prof.key_averages() if e.flops} == {"matmul"}  # kernels decomposed
+    header = prof.key_averages().table().splitlines()[1]
+    assert header.split()[-2:] == ["Total", "KFLOPs"]
+    assert "--" in prof.key_averages().table()  # events without flops
+    with staged.profiler.profile() as plain:
+        staged.nn.Linear(4, 2)(staged.ones(1, 4))
+    assert "FLOPs" not in plain.key_averages().table()
+    assert "linear" in {e.key for e in plain.key_averages()}  # the fused kernel, as before
