@@ -25,6 +25,10 @@ def current_device() -> str:
     return "cpu"
 
 
+def set_device(device) -> None:
+    """A no-op, as torch's: there is one CPU device (accelerate calls it per rank)."""
+
+
 def synchronize(device=None) -> None:
     """A no-op: CPU work has finished when the call returns."""
 

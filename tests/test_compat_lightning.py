@@ -194,7 +194,16 @@ def test_cuda_rng_state_of_every_device_is_empty_as_on_a_cpu_build():
 def test_start_processes_is_refused_naming_the_launcher():
     with pytest.raises(RuntimeError, match="python -m staged.distributed.run --nproc-per-node 2"):
         staged.multiprocessing.start_processes(print, nprocs=2, start_method="fork")
-    from staged.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
+    from staged.distributed.algorithms.ddp_comm_hooks import (
+        default_hooks,
+        post_localSGD_hook,
+        powerSGD_hook,
+    )
 
     with pytest.raises(NotImplementedError, match="no communication hooks"):
         post_localSGD_hook.PostLocalSGDState(None, None, 2)
+    # accelerate maps a user's choice through these on every prepare, then calls none
+    for hook in (default_hooks.fp16_compress_hook, powerSGD_hook.PowerSGDState):
+        with pytest.raises(NotImplementedError, match=f"{hook.__name__}: .*no communication hooks"):
+            hook(None)
+    assert staged.cpu.set_device("cpu") is torch.cpu.set_device("cpu") is None

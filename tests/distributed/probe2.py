@@ -605,6 +605,12 @@ def sync_module_states_and_ddp_logging_data_as_torch():
     data, tdata = ddp._get_ddp_logging_data(), tddp._get_ddp_logging_data()
     for key, value in data.items():
         assert value == tdata[key], (key, value, tdata[key])
+    try:  # staged's DDP runs no communication hook: refused, not ignored
+        ddp.register_comm_hook(None, lambda state, bucket: None)
+    except NotImplementedError as e:
+        assert "no communication hooks" in str(e), e
+    else:
+        raise AssertionError("register_comm_hook was accepted")
 
 
 def fault(mode):

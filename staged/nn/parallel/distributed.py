@@ -145,6 +145,14 @@ class DistributedDataParallel(Module, Joinable):
         for _, p in named:
             p.register_post_accumulate_grad_hook(self._grad_ready)
 
+    def register_comm_hook(self, state, hook) -> None:
+        """Refused: staged's DDP averages each gradient bucket over MPI and runs no
+        communication hook."""
+        raise NotImplementedError(
+            "DistributedDataParallel.register_comm_hook: staged's DDP has no communication "
+            "hooks; it averages every gradient bucket over MPI each step, uncompressed"
+        )
+
     def _get_ddp_logging_data(self) -> dict:
         """What this DDP was made with (torch's logging data has these keys and more; its
         ``can_set_static_graph``, measured by torch's reducer, is not reported)."""

@@ -1,15 +1,15 @@
-"""``torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook``: the state class of
-torch's post-local-SGD hook (Lightning checks ``isinstance(state, PostLocalSGDState)``).
-staged's DDP has no communication hooks, so making one raises."""
+"""``torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook``: its hook and state
+(Lightning checks ``isinstance(state, PostLocalSGDState)``), which raise when used."""
 
 from __future__ import annotations
 
+from ._refused import MESSAGE, refused
+
+post_localSGD_hook = refused("post_localSGD_hook")
+
 
 class PostLocalSGDState:
-    """torch's post-local-SGD hook state; staged's DDP runs no communication hooks."""
+    """torch's post-local-SGD hook state; making one raises (``_refused``)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        raise NotImplementedError(
-            "PostLocalSGDState: staged's DistributedDataParallel has no communication hooks "
-            "(register_comm_hook); it averages every gradient bucket over MPI each step"
-        )
+        raise NotImplementedError(f"PostLocalSGDState: {MESSAGE}")
