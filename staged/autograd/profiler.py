@@ -161,19 +161,18 @@ class EventList(list):
         """The events averaged per name (and input shapes, top stack frames if asked;
         staged's ops have no overloads). torch names the first argument
         ``group_by_input_shapes`` here and ``group_by_input_shape`` on a profile."""
-        group_by_input_shape = group_by_input_shapes
         groups: dict[Any, Any] = {}
         for e in self:
             key = (
                 e.key,
-                str(e.input_shapes) if group_by_input_shape else None,
+                str(e.input_shapes) if group_by_input_shapes else None,
                 tuple(e.stack[:group_by_stack_n]) if group_by_stack_n else None,
             )
             avg = groups.get(key)
             if avg is None:
                 avg = groups[key] = FunctionEventAvg(
                     e.key,
-                    e.input_shapes if group_by_input_shape else (),
+                    e.input_shapes if group_by_input_shapes else (),
                     tuple(e.stack[:group_by_stack_n]) if group_by_stack_n else (),
                 )
             avg.add(e)
@@ -550,7 +549,7 @@ def _table(
         )
     if stacks:
         columns.append(("Source Location", max(len(s) for e in events for s in e.stack[:1]) + 4))
-    counted = [e.flops for e in events if getattr(e, "flops", 0) > 0]
+    counted = [e.flops for e in events if e.flops > 0]
     if counted:  # torch's column, scaled to its smallest count
         scale, unit = _flops_unit(min(counted))
         columns.append((f"Total {unit}", 12))
@@ -579,7 +578,7 @@ def _table(
         if stacks:
             cells.append(e.stack[0] if e.stack else "")
         if counted:
-            cells.append(f"{e.flops * scale:8.3f}" if getattr(e, "flops", 0) > 0 else "--")
+            cells.append(f"{e.flops * scale:8.3f}" if e.flops > 0 else "--")
         out.append(row(cells))
     out += [line, f"Self CPU time total: {_format_time(total)}", ""]
     return "\n".join(out)

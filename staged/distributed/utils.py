@@ -1,5 +1,6 @@
 """``torch.distributed.utils``: ``_sync_module_states``, which DDP and libraries (Lightning's
-strategies outside fitting) call to give every rank rank ``src``'s Module."""
+strategies outside fitting) call to give every rank rank ``src``'s Module, and the
+broadcast of tensors in place under it (DDP's buffer syncs use that too)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def _sync_module_states(
     states = [p for n, p in module.named_parameters() if n not in params_and_buffers_to_ignore]
     if broadcast_buffers:
         states += [b for n, b in module.named_buffers() if n not in params_and_buffers_to_ignore]
+    broadcast_tensors(states, src)
+
+
+def broadcast_tensors(tensors, src: int = 0) -> None:
+    """Overwrite each of ``tensors`` on every rank with rank ``src``'s, outside autograd."""
     with no_grad():
-        for t in states:
+        for t in tensors:
             c10d.broadcast(t, src)

@@ -30,7 +30,7 @@ from ...autodiff.avals import EagerOnlyError
 from ...autograd.engine import queue_callback
 from ...distributed import distributed_c10d as c10d
 from ...distributed.algorithms.join import Join, Joinable, JoinHook
-from ...distributed.utils import _sync_module_states
+from ...distributed.utils import _sync_module_states, broadcast_tensors
 from ...eager.devices import device
 from ...eager.factories import tensor, zeros, zeros_like
 from ...eager.grad_mode import is_grad_enabled, no_grad
@@ -285,7 +285,7 @@ class DistributedDataParallel(Module, Joinable):
         buffers = self._buffers_to_sync()
         if buffers:
             src = self._find_common_rank(stepping) if self._join_config.enable else 0
-            self._broadcast(buffers, src)
+            broadcast_tensors(buffers, src)
 
     def _find_common_rank(self, candidate: bool) -> int:
         """The highest rank of those passing ``candidate`` (a MAX all-reduce, as torch's)."""
@@ -295,13 +295,7 @@ class DistributedDataParallel(Module, Joinable):
 
     def _sync_final_model(self, is_last_joiner: bool) -> None:
         src = self._find_common_rank(is_last_joiner)
-        self._broadcast([*self.module.parameters(), *self._buffers_to_sync()], src)
-
-    @staticmethod
-    def _broadcast(tensors, src=0) -> None:
-        with no_grad():
-            for t in tensors:
-                c10d.broadcast(t, src)
+        broadcast_tensors([*self.module.parameters(), *self._buffers_to_sync()], src)
 
     def _grad_ready(self, p) -> None:
         if not self._armed:
