@@ -244,7 +244,9 @@ def _spread(a, axis_y: bool, shape):
     return np.broadcast_to(a[:, :, None, :, None] if axis_y else a[:, None, :, None, :], shape)
 
 
-def _check_rois(rois, what, other) -> None:
+def _check_rois(rois, what, other, batch_size: int) -> np.ndarray:
+    """``rois`` as an array, checked: (K, 5) of ``other``'s dtype, each batch index one of
+    the ``batch_size`` images (torchvision's kernels would read past the input)."""
     if rois.ndim != 2 or rois.shape[1] != 5:
         raise RuntimeError("rois must have shape as Tensor[K, 5]")
     if rois.dtype != other.dtype:
@@ -252,16 +254,29 @@ def _check_rois(rois, what, other) -> None:
             f"Expected tensor for {what} to have the same type as tensor for rois; but type "
             f"{other.dtype} does not equal {rois.dtype}"
         )
+    boxes = _array(rois)
+    bad = ~((boxes[:, 0] >= 0) & (boxes[:, 0] < batch_size))
+    if bad.any():
+        raise IndexError(
+            f"rois[{int(np.argmax(bad))}, 0] = {boxes[bad][0, 0]}: a roi's first value is the "
+            f"index of its image in the batch, 0 to {batch_size - 1}"
+        )
+    return boxes
+
+
+def _check_input(input) -> np.ndarray:
+    if input.ndim != 4:
+        raise RuntimeError(f"input must be a 4-D (N, C, H, W) tensor, got {input.ndim} dimensions")
+    return _array(input)
 
 
 def roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
     """Each roi's ``pooled_height x pooled_width`` bins, each the mean of its bilinear
     samples (torchvision's CPU kernel; Note [torchvision's kernels])."""
-    _check_rois(rois, "input", input)
-    x = _array(input)
+    x = _check_input(input)
     n, c, height, width = x.shape
+    boxes = _check_rois(rois, "input", input, n)
     feats = x.reshape(n, c, height * width).transpose(0, 2, 1)  # (N, H*W, C)
-    boxes = _array(rois)
     out = np.zeros((len(boxes), c, pooled_height * pooled_width), x.dtype)
     geometry = (height, width), (pooled_height, pooled_width)
     for idx, batch, pos, w, _, count in _samples(
@@ -293,13 +308,13 @@ def roi_align_backward(
 ):
     """``roi_align``'s input gradient: each bin's gradient spread over its samples' four
     taps, added in torchvision's loop order."""
-    _check_rois(rois, "grad", grad)
+    boxes = _check_rois(rois, "grad", grad, batch_size)
     g = _array(grad).reshape(len(rois), channels, pooled_height * pooled_width)
     T = g.dtype.type
     out = np.zeros((batch_size * height * width, channels), g.dtype)
     geometry = (height, width), (pooled_height, pooled_width)
     for idx, batch, pos, w, outside, count in _samples(
-        _array(rois), g.dtype, *geometry, spatial_scale, sampling_ratio, aligned
+        boxes, g.dtype, *geometry, spatial_scale, sampling_ratio, aligned
     ):
         gb = g[idx].transpose(0, 2, 1)[:, :, None, None, :]  # (rois, bins, 1, 1, C)
         adds = gb * w[..., None] / T(count)  # (g * w) / count, as the kernel
@@ -338,10 +353,9 @@ def _pool_bins(rois_np, spatial_scale, ph, pw, height, width, dtype):
 def roi_pool(input, rois, spatial_scale, pooled_height, pooled_width):
     """Each roi's bins' maxima and where they are (torchvision's CPU kernel: the first
     maximum above -FLT_MAX in row order; an empty bin 0 and -1)."""
-    _check_rois(rois, "input", input)
-    x = _array(input)
+    x = _check_input(input)
     n, c, height, width = x.shape
-    boxes = _array(rois)
+    boxes = _check_rois(rois, "input", input, n)
     hs, he, ws, we = _pool_bins(
         boxes, spatial_scale, pooled_height, pooled_width, height, width, x.dtype
     )
@@ -379,9 +393,8 @@ def roi_pool_backward(
 ):
     """``roi_pool``'s input gradient: each bin's gradient to its maximum, added in
     torchvision's loop order."""
-    _check_rois(rois, "grad", grad)
+    boxes = _check_rois(rois, "grad", grad, batch_size)
     g, a = _array(grad), _array(argmax)
-    boxes = _array(rois)
     out = np.zeros((batch_size, height * width, channels), g.dtype)
     batch = boxes[:, 0].astype(np.int64)
     bins = pooled_height * pooled_width

@@ -232,3 +232,15 @@ def test_the_library_loads_only_torchvisions_extension_and_names_what_it_lacks()
     assert len(vision_ops.SCHEMAS) == 15
     with pytest.raises(RuntimeError, match="rois must have shape"):
         TV.roi_align(staged.zeros(1, 1, 2, 2), staged.zeros(1, 4), 1.0, 1, 1, 1, False)
+    with pytest.raises(RuntimeError, match="4-D"):
+        TV.roi_align(staged.zeros(1, 2, 2), staged.zeros(1, 5), 1.0, 1, 1, 1, False)
+    far = staged.tensor([[0.0, 0, 0, 1, 1], [2.0, 0, 0, 1, 1]])  # a batch of 2: index 2 is past it
+    for call in (
+        lambda: TV.roi_align(staged.zeros(2, 1, 4, 4), far, 1.0, 2, 2, 2, False),
+        lambda: TV.roi_pool(staged.zeros(2, 1, 4, 4), far, 1.0, 2, 2),
+        lambda: TV._roi_align_backward(
+            staged.zeros(2, 1, 2, 2), far, 1.0, 2, 2, 2, 1, 4, 4, 2, False
+        ),
+    ):
+        with pytest.raises(IndexError, match=r"rois\[1, 0\] = 2.0: .* 0 to 1"):
+            call()
