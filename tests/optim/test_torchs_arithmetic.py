@@ -10,7 +10,7 @@ import torch
 import staged
 
 RNG = np.random.default_rng(7)
-SHAPES = [(7, 5), (300,), (1,)]
+SHAPES = [(7, 5), (300,), (1,), ()]  # () a 0-d parameter: CLIP's logit_scale
 START = [RNG.standard_normal(s) for s in SHAPES]
 GRADS = [[RNG.standard_normal(s) for s in SHAPES] for _ in range(30)]
 CASES = [
@@ -37,7 +37,7 @@ def exact_torch_sqrt(monkeypatch):
     rounded."""
 
     def sqrt(t):
-        return torch.from_numpy(np.sqrt(t.numpy()))
+        return torch.from_numpy(np.asarray(np.sqrt(t.numpy())))
 
     monkeypatch.setattr(torch.Tensor, "sqrt", sqrt)
     monkeypatch.setattr(torch.Tensor, "sqrt_", lambda t: t.copy_(sqrt(t)))

@@ -476,10 +476,13 @@ def _data_only(t: Tensor, y, ufunc) -> bool:
 # ``p.addcdiv_(m, d, value=-s)`` as torch's three roundings, the last into the memory.
 def _fusable(t: Tensor, *operands) -> np.ndarray | None:
     """``t``'s memory where a fused update of it by tensors ``operands`` may write it
-    directly: float32/float64, C-contiguous, the operands NumPy arrays of its dtype and
-    shape."""
+    directly: float32/float64, C-contiguous, not 0-d (NumPy's ufuncs give 0-d operands
+    scalars, which the fused steps cannot write into), the operands NumPy arrays of its
+    dtype and shape."""
     p = _direct(t, operands[0])
     if p is None or p.dtype.kind != "f" or p.itemsize == 2 or not p.flags.c_contiguous:
+        return None
+    if not p.ndim:
         return None
     for y in operands:
         q = y._payload if isinstance(y, Tensor) else None
