@@ -162,7 +162,8 @@ def multi_head_attention_forward(
         q, k, v = (x.reshape(bsz, h, x.shape[1], hd) for x in (q, k, v))
         out = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal)
         out, weights = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, e), None
-    out = linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, e)
+    out = linear(out, out_proj_weight, out_proj_bias)  # (its width may differ from e: CLIP's pool)
+    out = out.reshape(tgt_len, bsz, out.shape[-1])
     if not batched:
         out = out.squeeze(1)
         weights = None if weights is None else weights.squeeze(0)

@@ -120,16 +120,18 @@ def test_is_causal_hint_stands_for_the_mask_without_weights(key_padding):
 
 @pytest.mark.parametrize("need_weights", [False, True])
 @pytest.mark.parametrize("batched", [False, True])
-def test_functional_form_with_its_own_arguments(need_weights, batched):
-    """Separate projection weights, static keys and values, zero attention, unbatched."""
+@pytest.mark.parametrize("width", [8, 3])
+def test_functional_form_with_its_own_arguments(need_weights, batched, width):
+    """Separate projection weights, static keys and values, zero attention, unbatched; an
+    output projection to another ``width`` (CLIP's attention pool, open_clip's ResNets)."""
     e, h, n, lq, s = 8, 2, 3, 4, 5
     arrays = {
         "q_proj_weight": _f32(e, e),
         "k_proj_weight": _f32(e, e),
         "v_proj_weight": _f32(e, e),
         "in_proj_bias": _f32(3 * e),
-        "out_proj_weight": _f32(e, e),
-        "out_proj_bias": _f32(e),
+        "out_proj_weight": _f32(width, e),
+        "out_proj_bias": _f32(width),
         "static_k": _f32(n * h, s, e // h),
         "static_v": _f32(n * h, s, e // h),
     }
