@@ -2,4 +2,4 @@
 ``cuda.matmul.allow_tf32``) and query (``mps.is_available()``); they change nothing in a
 build whose eager tensors live in host memory (Note [devices] in staged/eager/devices.py)."""
 
-from . import cuda, cudnn, mkldnn, mps, openmp  # noqa: F401
+from . import cpu, cuda, cudnn, mkldnn, mps, openmp  # noqa: F401

@@ -1251,10 +1251,11 @@ def interpolate(
     if mode == "area":
         raise NotImplementedError("interpolate(mode='area') is nn.functional's (a pool)")
     if input.dtype is dt.uint8 and mode in _INTERPOLATING:
-        raise NotImplementedError(
-            f"interpolate(mode={mode!r}) of uint8 is not supported yet (torch's rounds in "
-            "fixed point, its bicubic with PIL's a = -0.5): convert the image to float first"
-        )
+        if mode not in ("bilinear", "bicubic"):  # torch's uint8 kernels: 2-D only
+            raise NotImplementedError(
+                "\"compute_indices_weights_linear\" not implemented for 'Byte'"
+            )
+        return _interpolate_uint8(input, outs, scales, mode, bool(align_corners), antialias)
     if antialias and half(input):  # torch's antialiasing weights have no half type
         raise NotImplementedError(
             f"\"compute_index_ranges_weights\" not implemented for '{input.dtype.title}'"
@@ -1469,6 +1470,91 @@ def _resample_aa(x, dim, n_in, n_out, factor, mode, align_corners):
         new = fused if not plain.any() else where(plain, out + g * weight(k), fused)
         out = where(used, new, out)
     return out
+
+
+# Note [uint8 resize]: torch resizes uint8 images (bilinear, bicubic) in fixed point, as PIL:
+# per axis, float64 weights (antialiased: ``_aa_weights``; not: its own at the borders,
+# ``_uint8_plain_weights``) scaled to int16 at the most bits that keep the axis's largest
+# weight under 2**15, each output the integer sum of its taps times the weights plus half,
+# shifted down and clamped to 0..255; the last axis first, an axis of unchanged size left
+# as it is. Its AVX2 kernel and its generic one give the same integers (tests/ops/
+# test_uint8_resize.py against torch 2.13). NumPy computes it; it has no lowering.
+def _interpolate_uint8(input, outs, scales, mode, align_corners, antialias):
+    """``interpolate`` of a uint8 4-D ``input`` (Note [uint8 resize])."""
+    if type(input._payload) is not np.ndarray and current_interceptor() is not None:
+        raise NotImplementedError(
+            f"interpolate(mode={mode!r}) of a uint8 image has no compiled form: resize it "
+            "outside the compiled function, or in float"
+        )
+    a = input._host()
+    for axis in (3, 2):
+        n_in, n_out = a.shape[axis], outs[axis - 2]
+        if n_in != n_out:
+            a = _resample_uint8(
+                a, axis, n_in, n_out, scales[axis - 2], mode, align_corners, antialias
+            )
+    return Tensor._wrap(np.ascontiguousarray(a) if a is not input._payload else a.copy())
+
+
+def _resample_uint8(a, axis, n_in, n_out, factor, mode, align_corners, antialias):
+    """One axis of Note [uint8 resize]."""
+    if antialias:
+        lo, size, w = _aa_weights(n_in, n_out, factor, mode, align_corners, np.float64)
+        w = w.T  # [n_out, taps]
+        top = w.max() if w.size else 0.0
+    else:
+        lo, size, w, top = _uint8_plain_weights(n_in, n_out, factor, mode, align_corners)
+    bits = 0
+    while bits < 22 and int(0.5 + top * (1 << (bits + 1))) < 1 << 15:
+        bits += 1
+    v = w * float(1 << bits)
+    k = np.trunc(np.where(v < 0, v - 0.5, v + 0.5)).astype(np.int64)  # C's (int) of v +- 0.5
+    k[np.arange(w.shape[1])[None, :] >= size[:, None]] = 0
+    idx = np.minimum(lo[:, None] + np.arange(w.shape[1])[None, :], n_in - 1)  # [n_out, taps]
+    taps = np.moveaxis(np.take(a, idx, axis=axis), (axis, axis + 1), (-2, -1))
+    total = (taps.astype(np.int64) * k).sum(-1) + (1 << (bits - 1))
+    out = np.clip(total >> bits, 0, 255).astype(np.uint8)
+    return np.moveaxis(out, -1, axis)
+
+
+def _uint8_plain_weights(n_in, n_out, factor, mode, align_corners):
+    """torch's float64 weights of uint8 resizing without antialiasing
+    (``_compute_indices_min_size_weights``): per output its first input, its tap count and
+    its weights (the taps past an edge added into the edge's), and the largest weight any
+    running sum reached; bicubic's a = -0.75."""
+    if align_corners:
+        scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        scale = 1 / factor if factor else n_in / n_out
+    taps = 2 if mode == "bilinear" else 4
+    support = taps // 2
+    i = np.arange(n_out, dtype=np.float64)
+    src = scale * i if align_corners else scale * (i + 0.5) - 0.5
+    if not align_corners and mode == "bilinear":
+        src = np.maximum(src, 0.0)
+    index = np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), n_in - 1)  # floorf
+    lam = np.clip(src - index, 0.0, 1.0)
+    first = index - support + 1
+    lo = np.maximum(first, 0)
+    size = np.clip(np.minimum(index + support + 1, n_in) - lo, 0, taps)
+    w = np.zeros((n_out, taps))
+    top = 0.0
+    rows = np.arange(n_out)
+    at = np.zeros(n_out, np.int64)
+    for j in range(taps):
+        d = np.abs((j + 1 - support) - lam)
+        if mode == "bilinear":
+            f = np.where(d < 1, 1.0 - d, 0.0)
+        else:
+            a = -0.75
+            near = fma64_total(fma64_total(a + 2, d, -(a + 3)) * d, d, 1.0)
+            far = fma64_total(fma64_total(fma64_total(a, d, -5 * a), d, 8 * a), d, -4 * a)
+            f = np.where(d < 1, near, np.where(d < 2, far, 0.0))
+        at = np.where(first + j <= 0, 0, np.where(first + j >= n_in - 1, size - 1, at))
+        w[rows, at] += f
+        top = max(top, float(w[rows, at].max()) if n_out else 0.0)
+        at = at + 1
+    return lo, size, w, top
 
 
 def _bicubic(x, dim, n_in, src, taps=None):
