@@ -44,9 +44,10 @@ from .eager.printing import OPTIONS, array_text
 from .eager.tensor import Size, Tensor, sparse_coo, strided
 
 _SUPPORTED = (
-    "mm/matmul/@ and addmm with a dense operand, spmm, sum, softmax, log_softmax, t, "
-    "coalesce, to_dense, * and / by a number (or * by a dense tensor of its shape), "
-    "+ and - of sparse tensors and dense + sparse, zero_"
+    "mm/matmul/@ and addmm with a dense or sparse operand, spmm, sum, softmax, log_softmax, "
+    "t, transpose, coalesce, to_dense, * and / by a number (or * by a dense tensor of its shape or a "
+    "sparse one), + and - of sparse tensors and dense + sparse, zero_, select/unbind/"
+    "iteration/an int index along a sparse dim, stack along dim 0"
 )
 
 
@@ -310,7 +311,20 @@ class SparseTensor(Tensor):
             )
         if self.ndim < 2:
             return self
-        return _make(self._idx[::-1], self._vals, self._size[::-1], False)
+        return self.transpose(0, 1)
+
+    def transpose(self, dim0, dim1) -> SparseTensor:  # type: ignore[override]
+        """Two sparse dims swapped (the indices' rows: uncoalesced, as torch's)."""
+        sd = self.sparse_dim()
+        d0, d1 = wrap_dim(dim0, self.ndim), wrap_dim(dim1, self.ndim)
+        if d0 >= sd or d1 >= sd:
+            raise _unsupported("transpose of a dense dim of a sparse tensor")
+        order = list(range(self.ndim))
+        order[d0], order[d1] = d1, d0
+        idx = self._idx[order[:sd]]
+        return _make(
+            idx, self._vals, tuple(self._size[i] for i in order), d0 == d1 and self._coalesced
+        )
 
     def sum(self, dim=None, keepdim=False, *, dtype=None) -> Tensor:  # type: ignore[override]
         if keepdim:
@@ -322,8 +336,42 @@ class SparseTensor(Tensor):
 
     def matmul(self, other) -> Tensor:  # type: ignore[override]
         if isinstance(other, SparseTensor):
-            raise _unsupported("matmul of two sparse tensors")
+            return _sparse_sparse(self, other)
         return _sparse_dense(self, other)
+
+    def select(self, dim, index) -> SparseTensor:  # type: ignore[override]
+        """The entries at ``index`` along the sparse dim ``dim``: a sparse tensor of the
+        rest (torch's, for a tensor of two sparse dims or more)."""
+        sd = self.sparse_dim()
+        dim = wrap_dim(dim, self.ndim)
+        if sd < 2 or dim >= sd:
+            raise _unsupported(
+                f"select along dim {dim} of {sd} sparse dims (of a sparse one of two or more)"
+            )
+        size = self._size[dim]
+        if not -size <= index < size:
+            raise IndexError(
+                f"select(): index {index} out of range for tensor of size {list(self._size)} "
+                f"at dimension {dim}"
+            )
+        keep = np.flatnonzero(self._idx[dim] == index % size)
+        idx = np.delete(self._idx[:, keep], dim, axis=0)
+        idx.flags.writeable = False
+        values = self._vals.index_select(0, _const(keep))
+        return _make(idx, values, self._size[:dim] + self._size[dim + 1 :], self._coalesced)
+
+    def unbind(self, dim=0) -> tuple:  # type: ignore[override]
+        return tuple(self.select(dim, i) for i in range(self._size[wrap_dim(dim, self.ndim)]))
+
+    def __iter__(self):
+        if not self._size:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __getitem__(self, index) -> SparseTensor:  # type: ignore[override]
+        if isinstance(index, int) and not isinstance(index, bool):
+            return self.select(0, index)
+        raise _unsupported("__getitem__")  # (but by an int: a row)
 
     __matmul__ = matmul
 
@@ -332,7 +380,7 @@ class SparseTensor(Tensor):
 
     def __mul__(self, other) -> SparseTensor:  # type: ignore[override]
         if isinstance(other, SparseTensor):
-            raise _unsupported("mul of two sparse tensors")
+            return _sparse_times_sparse(self, other)
         if isinstance(other, Tensor) and other.ndim:
             if tuple(other.shape) != self._size:
                 raise _unsupported(
@@ -697,6 +745,49 @@ def _sparse_dense(S: SparseTensor, D) -> Tensor:
     return out.index_add(0, _const(rows), v * D.index_select(0, _const(cols)))
 
 
+def _sparse_sparse(A: SparseTensor, B: SparseTensor) -> SparseTensor:
+    """``A @ B`` of two sparse matrices: sparse, of the product's nonzero entries (as
+    ``(A @ B.to_dense()).to_sparse()``: differentiable with respect to both values)."""
+    if B.ndim != 2 or B.dense_dim():
+        raise RuntimeError(f"sparse @ sparse: expected a 2-D sparse tensor, got {B.ndim}-D")
+    return _to_sparse(_sparse_dense(A, B.to_dense()))
+
+
+def _sparse_times_sparse(A: SparseTensor, B: SparseTensor) -> SparseTensor:
+    """``A * B`` of two sparse tensors of one size: the entries both have (torch's
+    pattern: their intersection), the values multiplied."""
+    if A._size != B._size or A.sparse_dim() != B.sparse_dim():
+        raise RuntimeError(
+            f"mul: expected sparse tensors of one size and sparse dims, got {list(A._size)} "
+            f"and {list(B._size)}"
+        )
+    A, B = A.coalesce(), B.coalesce()
+    places, ia, ib = np.intersect1d(A._flat(), B._flat(), assume_unique=True, return_indices=True)
+    idx = _unravel(places, A._size[: A.sparse_dim()])
+    idx.flags.writeable = False
+    values = A._vals.index_select(0, _const(ia)) * B._vals.index_select(0, _const(ib))
+    return _make(idx, values, A._size, True)
+
+
+def _stack(tensors, dim=0) -> SparseTensor:
+    """``torch.stack`` of sparse tensors of one size: a new leading sparse dim."""
+    first = tensors[0]
+    if dim != 0 or any(
+        not isinstance(t, SparseTensor)
+        or t._size != first._size
+        or t.sparse_dim() != first.sparse_dim()
+        for t in tensors
+    ):
+        raise _unsupported("stack of sparse tensors other than along dim 0 of ones of one size")
+    idx = np.concatenate(
+        [np.vstack([np.full((1, t._nnz()), i, np.int64), t._idx]) for i, t in enumerate(tensors)],
+        axis=1,
+    )
+    idx.flags.writeable = False
+    coalesced = all(t._coalesced for t in tensors)
+    return _make(idx, cat([t._vals for t in tensors]), (len(tensors), *first._size), coalesced)
+
+
 def _dense_sparse(D, S: SparseTensor) -> Tensor:
     """``D @ S``, as ``(S.t() @ D.t()).t()``."""
     if not isinstance(D, Tensor) or D.ndim not in (1, 2) or S.ndim != 2:
@@ -724,7 +815,7 @@ def mm(mat1, mat2, reduce="sum") -> Tensor:
         raise NotImplementedError(f"sparse.mm(reduce={reduce!r}): only 'sum' is supported")
     if isinstance(mat1, SparseTensor):
         if isinstance(mat2, SparseTensor):
-            raise _unsupported("mm of two sparse tensors")
+            return _sparse_sparse(mat1, mat2)
         if mat2.ndim != 2:
             raise RuntimeError(f"mm: expected 2D tensors, got {mat1.ndim}D and {mat2.ndim}D")
         return _sparse_dense(mat1, mat2)
@@ -829,6 +920,19 @@ def _either(name: str, sparse_fn, operands: int):
     return call
 
 
+def _stacked():
+    """The table's ``staged.stack``, which stacks sparse tensors too."""
+    dense = _DENSE["stack"]
+
+    @functools.wraps(dense)
+    def call(tensors, *args, **kwargs):
+        if tensors and isinstance(tensors[0], SparseTensor):
+            return sited(_stack)(tensors, *args, **kwargs)
+        return dense(tensors, *args, **kwargs)
+
+    return call
+
+
 spmm = mm  # torch.spmm
 # staged/__init__.py puts them in place of the table's: they take sparse operands too
 TOP_LEVEL = {
@@ -836,6 +940,7 @@ TOP_LEVEL = {
     "matmul": _either("matmul", _matmul, 2),
     "addmm": _either("addmm", addmm, 2),
     "sum": _either("sum", sited(lambda input, *a, **k: input.sum(*a, **k)), 1),
+    "stack": _stacked(),
 }
 
 # Every other method of Tensor raises on a sparse tensor, naming itself (the methods above,
