@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import types
 
-from . import dtypes
+from . import _torch_function as _tf, dtypes
 from .eager import autocast, devices
 from .eager.tensor import Tensor
 from .nn.module import to_arguments
@@ -36,10 +36,11 @@ _nn = types.ModuleType("staged._C._nn", "torch._C._nn's helpers that libraries c
 _nn._parse_to = _parse_to  # type: ignore[attr-defined]
 
 
-def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
-    """What a Tensor subclass sets as ``__torch_function__`` to opt out of torch's protocol:
-    ``func`` run as is. staged's Tensor has no such protocol, so it is the only behaviour."""
-    return func(*args, **(kwargs or {}))
+# the torch function protocol's switches (Note [the torch function protocol])
+_disabled_torch_function_impl = _tf._disabled_torch_function_impl
+DisableTorchFunctionSubclass = _tf.DisableTorchFunctionSubclass
+DisableTorchFunction = _tf.DisableTorchFunction
+_is_torch_function_enabled = _tf.enabled
 
 
 class DispatchKey(enum.Enum):
@@ -96,6 +97,15 @@ class _ExcludeDispatchKeyGuard:
     def __exit__(self, *exc) -> None:
         if self._off:
             autocast.set_enabled("cpu", self._was)
+
+
+class TensorType:
+    """TorchScript's type of tensors (``torch.TensorType``), which annotations name: staged
+    has no TorchScript, so nothing beyond the name and ``get()``."""
+
+    @classmethod
+    def get(cls) -> TensorType:
+        return cls()
 
 
 def _get_tracing_state():

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from . import _native  # noqa: F401  (first: it picks compiled modules, Note [native modules])
 from . import _blas  # noqa: F401  (before NumPy: Note [OpenBLAS spin])
 from . import _malloc  # noqa: F401  (Note [malloc thresholds])
+from . import _where
 from . import autodiff  # noqa: F401
 from .dtypes import (
     bfloat16,
@@ -118,11 +119,12 @@ from .nn.functional import (  # noqa: F401  (torch's forms, the indices always r
 )
 from .nn.modules.rnn import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell  # noqa: F401
 from ._sym import sym_float, sym_int, sym_ite, sym_max, sym_min, sym_not, sym_sqrt  # noqa: F401
-from ._sym import sym_sum  # noqa: F401
+from ._sym import SymBool, SymFloat, SymInt, sym_sum  # noqa: F401
 from .utils.dlpack import to_dlpack  # noqa: F401
 from .func import vmap  # noqa: F401  (torch.vmap is torch.func.vmap)
 from . import func  # noqa: F401
 from . import profiler  # noqa: F401  (torch.profiler's counterpart)
+from . import overrides  # noqa: F401  (torch.overrides: the __torch_function__ protocol)
 from . import utils  # noqa: F401
 from . import accelerator, backends, cpu, cuda  # noqa: F401  (CPU-build answers: Note [devices])
 from . import compiler  # noqa: F401  (torch.compiler)
@@ -224,6 +226,35 @@ if TYPE_CHECKING:
 globals().update(_exports())  # the public ops: staged/eager/ops/table.py
 globals().update(_legacy_types)  # FloatTensor, LongTensor ...: Note [legacy tensor types]
 globals().update(linalg.TOP_LEVEL)  # inverse, det, svd, qr, matrix_exp ... (linalg/__init__)
+Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
+equal, detach = Tensor.equal, Tensor.detach  # torch.equal(a, b), torch.detach(x)
+# torch's functions defined as plain calls elsewhere: here they name the user's line in their
+# errors and take part in the torch function protocol (staged/_where.py), as the others
+globals().update(
+    {
+        _n: _where.sited(globals()[_n])
+        for _n in (
+            "alpha_dropout",
+            "alpha_dropout_",
+            "batch_norm",
+            "constant_pad_nd",
+            "detach",
+            "dropout",
+            "dropout_",
+            "embedding",
+            "equal",
+            "feature_alpha_dropout",
+            "feature_alpha_dropout_",
+            "feature_dropout",
+            "feature_dropout_",
+            "fill",
+            "gru_cell",
+            "lstm_cell",
+            "rnn_relu_cell",
+            "rnn_tanh_cell",
+        )
+    }
+)
 from . import functional, return_types  # noqa: E402,F401
 
 vars(functional).update({_n: globals()[_n] for _n in functional._NAMES})  # after TOP_LEVEL
@@ -232,8 +263,6 @@ globals().update(sparse.TOP_LEVEL)  # mm, matmul, addmm, sum: with sparse operan
 globals().update({n: _factory_out(n, globals()[n]) for n in _FACTORIES})  # out=
 globals().update({n: out(globals()[n]) for n, out in _RANDOM_OUT.items()})
 nn.module.set_compiler(compile)  # what Module.compile runs (nn sits below the runtime)
-Tensor = Tensor  # noqa: F405  (the class, re-exported explicitly for readers)
-equal, detach = Tensor.equal, Tensor.detach  # torch.equal(a, b), torch.detach(x)
 get_device, is_inference = Tensor.get_device, Tensor.is_inference  # torch.get_device(x) ...
 float = float32
 double = float64
@@ -265,6 +294,7 @@ _LAZY = (
 )
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")
+_FROM_C = ("TensorType",)  # torch's names of its C extension's classes (staged._C)
 
 
 def __getattr__(name: str):
@@ -275,4 +305,6 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     if name in _SAMPLERS:
         return getattr(importlib.import_module(".distributions._samplers", __name__), name)
+    if name in _FROM_C:
+        return getattr(importlib.import_module("._C", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,3 +47,16 @@ def sym_ite(b, t, f):
     if type(t) is not type(f):
         raise AssertionError(f"type mismatch: {type(t)} vs {type(f)}")
     return t if b else f
+
+
+class SymInt:
+    """torch's symbolic int, a size traced by torch.compile: staged's sizes are plain ints,
+    so no value is one (``isinstance(n, SymInt)`` is False, as torch's for an int)."""
+
+
+class SymFloat:
+    """torch's symbolic float: none exists in staged (see ``SymInt``)."""
+
+
+class SymBool:
+    """torch's symbolic bool: none exists in staged (see ``SymInt``)."""

@@ -1,5 +1,5 @@
 """Where in the user's code an error happened: ``file:line`` of the innermost frame outside
-the staged package (docs/errors.md). A leaf module (standard library and ``_modes`` only),
+the staged package (docs/errors.md). A leaf module (standard library and ``_torch_function`` only),
 so every layer can name the user's line in its messages."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from . import _modes
+from . import _torch_function as _tf
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -113,23 +113,44 @@ def sited(fn, retry=None, moded=True):
     and ``Module`` calls go through it; an error already naming the site is left alone).
     ``retry(args, kwargs)``: the arguments to call again with after a TypeError (torch's
     keyword names for staged's), or None; it costs the calls that succeed nothing.
-    ``moded``: a public function, whose calls a ``TorchFunctionMode`` sees (``_modes``)."""
+    ``moded``: a public function, whose calls the torch function protocol hands to modes
+    and to arguments that take part (``_torch_function``)."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if moded and _modes.entered[0] and _modes.active():
-            return _modes.handle(call, args, kwargs)
+        if moded and _tf.entered[0]:
+            out = _tf.dispatch(call, args, kwargs, True)
+            if out is not _tf.NOT_HANDLED:
+                return out
         try:
             return fn(*args, **kwargs)
         except PLAIN as e:
-            fixed = retry(args, kwargs) if retry is not None and type(e) is TypeError else None
+            fixed = again(e, args, kwargs, retry, moded)
             if fixed is None:
                 name_site(e)
                 raise
+        if fixed is OVERRIDDEN:
+            return _tf.overridden(call, args, kwargs)
         return call(*fixed[0], **fixed[1])
 
     call.sited = True  # type: ignore[attr-defined]
     return call
+
+
+OVERRIDDEN = ("overridden",)  # ``again``'s answer when an argument's class takes the call
+
+
+def again(e: BaseException, args, kwargs, retry, moded):
+    """What a sited call does after its function raised the plain error ``e``: None (the
+    error stands), ``OVERRIDDEN`` (an argument whose class defines ``__torch_function__``
+    takes the call: classes that are not Tensor subclasses are found only here, Note [the
+    torch function protocol]) or the ``(args, kwargs)`` to call it again with (``retry``'s:
+    torch's keyword names for staged's)."""
+    if type(e) is not TypeError:
+        return None
+    if moded and _tf.enabled() and _tf.overloaded(args, kwargs):
+        return OVERRIDDEN
+    return retry(args, kwargs) if retry is not None else None
 
 
 def name_site(e: BaseException) -> None:

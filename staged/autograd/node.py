@@ -15,7 +15,6 @@ from ..eager.ops.shape import cat
 from ..eager.scalars import is_number, wrapped_number
 from ..eager.tensor import Tensor
 from ..eager.views import (
-    _StaleView,
     _grad_fn,
     _requires_grad,
     check_writable,
@@ -364,8 +363,9 @@ def sync(t):
     meta = t._view
     vc = t._vc
     if fn is None and not base._requires_grad or vc is None or meta.version == vc[0]:
-        if t.__class__ is _StaleView:
-            t.__class__ = Tensor
+        fresh = getattr(t.__class__, "_fresh_class", None)  # a stale view's (Note [stale views])
+        if fresh is not None:
+            t.__class__ = fresh
         return fn
     if meta.multi is not None:
         raise RuntimeError(multi_output_error(t, indirect=True))
@@ -376,8 +376,9 @@ def sync(t):
     nr, t._output_nr = t._output_nr, 0
     _requires_grad.__set__(t, True)
     meta.version = vc[0]
-    if t.__class__ is _StaleView:
-        t.__class__ = Tensor
+    fresh = getattr(t.__class__, "_fresh_class", None)
+    if fresh is not None:
+        t.__class__ = fresh
     if t._retains_grad:
         move_retain_grad(t, fn, nr)
     return node

@@ -5,6 +5,7 @@ ops. The autograd engine that runs their graph is ``staged.autograd``, which att
 from .. import _where
 from . import factories as _factories
 from . import ops  # noqa: F401  (attaches Tensor methods)
+from . import subclasses  # noqa: F401  (Tensor.__torch_function__, subclasses' wrappers)
 from .devices import device, get_default_device, set_default_device  # noqa: F401
 from .dispatch import apply  # noqa: F401
 from .factories import *  # noqa: F401,F403

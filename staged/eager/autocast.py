@@ -29,7 +29,7 @@ import threading
 from .._locks import fork_safe
 from .. import autodiff as ad
 from .. import dtypes as dt
-from .. import _modes, _where
+from .. import _torch_function as _tf, _where
 from .._where import PLAIN, name_site
 from .grad_mode import _state as _grad_state
 from .interceptor import current_interceptor
@@ -268,17 +268,21 @@ def sited(fn, name: str, site: bool = True, retry=None):
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            if _modes.entered[0] and _modes.active():
-                return _modes.handle(call, args, kwargs)
+            if _tf.entered[0]:
+                out = _tf.dispatch(call, args, kwargs, True)
+                if out is not _tf.NOT_HANDLED:
+                    return out
             try:
                 if _active:
                     return _run(name, policy, fn, args, kwargs)
                 return fn(*args, **kwargs)
             except PLAIN as e:
-                fixed = retry(args, kwargs) if retry is not None and type(e) is TypeError else None
+                fixed = _where.again(e, args, kwargs, retry, True)
                 if fixed is None:
                     name_site(e)
                     raise
+            if fixed is _where.OVERRIDDEN:
+                return _tf.overridden(call, args, kwargs)
             return call(*fixed[0], **fixed[1])
 
     else:

@@ -129,11 +129,17 @@ CPU_TYPES = _types("staged", False)
 CUDA_TYPES = _types("staged.cuda", True)
 
 
-def _tensor_init(self, *args, device=None) -> None:
+def _tensor_init(self, *args, device=None, **kwargs) -> None:
     """``Tensor(*sizes)``, ``Tensor(size)``, ``Tensor(data)``, ``Tensor()``: torch's
     constructor, the legacy type of the default dtype (``torch.Tensor(5)`` has 5
     uninitialised elements; ``torch.Tensor([1, 2])`` is float32); ``Tensor(t)`` is an
-    alias of ``t`` without its graph, whatever its dtype."""
+    alias of ``t`` without its graph, whatever its dtype. Nothing for a tensor a subclass's
+    ``__new__`` made (torchvision's ``BoundingBoxes(data, format=...)``): Python calls
+    ``__init__`` with its arguments after it, and torch's ``Tensor.__init__`` does nothing."""
+    if hasattr(self, "_payload"):
+        return
+    if kwargs:
+        raise TypeError(f"Tensor(): unexpected keyword arguments {sorted(kwargs)}")
     if len(args) == 1 and isinstance(args[0], Tensor):  # an alias, of any dtype, as torch
         if device is not None:
             devices.check(device)

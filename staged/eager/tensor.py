@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _torch_function as _tf
 from .. import dtypes as dt
 from .._where import at_user, sited, warn_once, warn_user
 from ..autodiff import Aval
@@ -542,7 +543,7 @@ class Tensor(_TensorOps):
         elif type(p) is not np.ndarray and not hasattr(p, "__array__"):
             body = repr(p)
         else:
-            body = array_text(self._host(), "tensor(")
+            body = array_text(self._host(), f"{_shown_name(self)}(")
         # torch leaves unsaid the default dtype, and with data its complex twin, int64 and
         # bool (which the printed values show); an empty tensor says any other
         default = dt.get_default_dtype()
@@ -562,7 +563,7 @@ class Tensor(_TensorOps):
             extra.append(f"grad_fn=<{name}>")
         elif self._requires_grad:
             extra.append("requires_grad=True")
-        return _suffixed(f"tensor({body}", extra)
+        return _suffixed(f"{_shown_name(self)}({body}", extra)
 
     __hash__ = object.__hash__  # by identity, as torch's (``id``-based), at C speed
 
@@ -580,7 +581,9 @@ class Tensor(_TensorOps):
         if layout is not None:
             root = root.view()  # (a new object: pickled again for each tensor, as torch's)
         state = self.__dict__  # a user's attributes: restored into the rebuilt tensor
-        return (_rebuild, (root, self._requires_grad, layout), state or None)
+        cls = own_class(self)
+        args = (root, self._requires_grad, layout) + (() if cls is Tensor else (cls,))
+        return (_rebuild, args, state or None)
 
     def __deepcopy__(self, memo) -> Tensor:
         if self.grad_fn is not None:
@@ -598,7 +601,7 @@ class Tensor(_TensorOps):
                 copied = memo[id(root)] = root.copy(order="K")
                 memo.setdefault(id(memo), []).append(root)  # (copy's _keep_alive: ids stay)
             p = _view_of(copied, layout)
-        t = Tensor._wrap(p, False)
+        t = own_class(self)._wrap(p, False)
         t._vc = [1]  # (torch's set_ into a new tensor)
         t._requires_grad = self._requires_grad
         if self._grad is not None:
@@ -812,6 +815,8 @@ class Tensor(_TensorOps):
         def storage(self) -> Any: ...  # a staged.eager.storage.TypedStorage
         def type_as(self, other) -> Tensor: ...
         def as_subclass(self, cls) -> Any: ...
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None) -> Any: ...  # subclasses
         def uniform_(self, a=0.0, b=1.0, *, generator=None) -> Tensor: ...
         def where(self, condition, other) -> Tensor: ...
         def polygamma(self, n) -> Tensor: ...
@@ -843,8 +848,23 @@ def _suffixed(text: str, suffixes: list) -> str:
     return "".join(out) + ")"
 
 
-def _rebuild(array, requires_grad, layout=None):
-    t = Tensor._wrap(_view_of(array, layout), False)
+def own_class(t) -> type[Tensor]:
+    """The class a copy of ``t`` has: a user's subclass that takes part in the torch function
+    protocol (the class a stale view stands for, ``views.stale_twin``), else Tensor."""
+    cls = type(t)
+    if cls is Tensor or not _tf.takes_part(cls):
+        return Tensor
+    return getattr(cls, "_fresh_class", cls)
+
+
+def _shown_name(t) -> str:
+    """What ``repr`` calls ``t``: ``tensor``, or a user's subclass by name (torch's)."""
+    cls = own_class(t)
+    return "tensor" if cls is Tensor else cls.__name__
+
+
+def _rebuild(array, requires_grad, layout=None, cls=Tensor):
+    t = cls._wrap(_view_of(array, layout), False)
     t._vc = [1]  # (torch's set_ into a new tensor)
     t._requires_grad = requires_grad
     return t

@@ -174,8 +174,11 @@ def bumped(vc) -> None:
     views = vc[1]
     for r in views.refs:
         v = r()
-        if v is not None and v.__class__ is Tensor:
-            v.__class__ = _StaleView
+        if v is not None:
+            cls = v.__class__
+            twin = _STALE.get(cls) or stale_twin(cls)
+            if twin is not cls:
+                v.__class__ = twin
     views.prune()
     _sync_conj(views)
 
@@ -387,17 +390,37 @@ class _StaleView(Tensor):
     it makes is autograd's); it requires grad if its base does (Note [stale views])."""
 
     __slots__ = ()
+    _fresh_class: type = Tensor  # the class the view has once settled (``stale_twin``)
 
     @property
     def _requires_grad(self):
         if _grad_fn.__get__(self) is None and not self._base._requires_grad:
-            self.__class__ = Tensor  # settled: nothing to regenerate until the next write
+            # settled: nothing to regenerate until the next write
+            self.__class__ = self._fresh_class
             return _requires_grad.__get__(self)
         return True
 
     @_requires_grad.setter
     def _requires_grad(self, value):
         _requires_grad.__set__(self, value)
+
+
+# Tensor's stale twin is _StaleView; a user's Tensor subclass gets one of its own, so a view
+# of that class is regenerated as a plain one's (its methods and __torch_function__ kept);
+# a twin's ``_fresh_class`` is the class it stands for
+_STALE: dict = {Tensor: _StaleView, _StaleView: _StaleView}  # a class -> its stale twin
+
+
+def stale_twin(cls):
+    """The stale twin of ``cls``, made on first need (and remembered in ``_STALE``): ``cls``
+    itself for a stale twin and for staged's own subclasses (``nn.Parameter``'s are leaves,
+    never views)."""
+    if "_fresh_class" in vars(cls) or cls.__module__.startswith("staged."):
+        twin = cls
+    else:
+        twin = type(cls.__name__, (_StaleView, cls), {"__slots__": (), "_fresh_class": cls})
+    _STALE[cls] = twin
+    return twin
 
 
 def move_retain_grad(t, old, old_nr) -> None:

@@ -34,6 +34,7 @@ forward-mode AD and vmap (not captured); ``solve``, ``inv``, ``inv_ex``, ``det``
 from __future__ import annotations
 
 from ..autodiff.indexing import LinAlgError
+from .. import _where
 from ..eager import autocast as _autocast
 from ..eager.ops.linalg import matmul
 from ..eager.tensor import Tensor
@@ -147,6 +148,14 @@ __all__ = [
 
 # the ops on torch's autocast lists apply its policy (Note [autocast] in eager/autocast.py)
 globals().update(_autocast.hook(globals(), "linalg."))
+# the others name the user's line in their errors and take part in the torch function protocol
+globals().update(
+    {
+        n: _where.sited(f)
+        for n, f in ((n, globals()[n]) for n in __all__)
+        if not (hasattr(f, "sited") or isinstance(f, type))  # (LinAlgError)
+    }
+)
 
 # --- torch's top-level names for these: staged.det, Tensor.det ... -------------------------
 # staged/__init__.py exports them; they are Tensor methods too, but for those in FUNCTIONS

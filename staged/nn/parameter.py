@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 from .. import dtypes as dt
+from .._torch_function import _disabled_torch_function_impl
 from ..eager.factories import empty, tensor
 from ..eager.ops.inplace import writable_view
 from ..eager.ops.metadata import sent_by_descriptor
@@ -29,6 +30,9 @@ def _home_payload(data: Tensor):
 
 class Parameter(Tensor):
     """A Tensor that is a module parameter (``requires_grad=True`` by default)."""
+
+    # functions of parameters give plain tensors, its subclasses' too (torch's)
+    __torch_function__ = _disabled_torch_function_impl  # type: ignore[assignment]
 
     def __new__(cls, data=None, requires_grad=True):
         data = empty(0) if data is None else data

@@ -44,7 +44,14 @@ from ..eager.random import get_rng_state, set_rng_state
 from ..eager.random.counter import rng_state as counter_state
 from ..eager.tensor import Tensor
 
-__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "noop_context_fn"]
+__all__ = [
+    "CheckpointError",
+    "checkpoint",
+    "checkpoint_sequential",
+    "get_device_states",
+    "noop_context_fn",
+    "set_device_states",
+]
 
 _UNPASSED_MESSAGE = (
     "{}: the use_reentrant parameter should be passed explicitly. {} use_reentrant=False "
@@ -64,6 +71,20 @@ class CheckpointError(RuntimeError):
 
 def noop_context_fn():
     return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def get_device_states(*args) -> tuple[list, list]:
+    """torch's ids and RNG states of the accelerators ``args``' tensors live on: none, as
+    staged's tensors are on the CPU (whose RNG state callers keep themselves) or meta."""
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None) -> None:
+    """Restore the accelerator RNG states ``get_device_states`` gave: there are none."""
+    if len(devices):
+        raise RuntimeError(
+            f"set_device_states: staged has no accelerator devices, got device ids {list(devices)}"
+        )
 
 
 def checkpoint(

@@ -263,7 +263,11 @@ _METHODS.update(
 )
 # attached at import time; Tensor declares them for type checkers (its TYPE_CHECKING block),
 # hence the ignores on the assignments below
+# named as torch's (what a subclass's __torch_function__ is handed: staged/eager/subclasses.py)
+_OWN = (indexing.getitem, indexing.setitem, _invert)  # (Tensor's alone)
 for _name, _fn in {**table.methods(), **_METHODS}.items():
+    if getattr(_fn, "__name__", None) in ("method", "<lambda>") or _fn in _OWN:
+        _fn.__name__, _fn.__qualname__ = _name, f"Tensor.{_name}"
     setattr(Tensor, _name, _fn)
 _IN_PLACE = {
     "add": "add_",
@@ -280,7 +284,9 @@ _IN_PLACE = {
     "rshift": "bitwise_right_shift_",
 }
 for _name, _method in _IN_PLACE.items():
-    setattr(Tensor, f"__i{_name}__", _operator(getattr(Tensor, _method)))
+    _fn = _operator(getattr(Tensor, _method))
+    _fn.__name__, _fn.__qualname__ = f"__i{_name}__", f"Tensor.__i{_name}__"
+    setattr(Tensor, _fn.__name__, _fn)
 
 Tensor.T = property(shape.T)  # type: ignore[method-assign, assignment]
 Tensor.mT = property(shape.mT)  # type: ignore[method-assign, assignment]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import autodiff as ad
+from ... import _torch_function as _tf
 from ... import dtypes as dt
 from ...autodiff import fused
 from ..._blas import blas_threads
@@ -34,6 +35,12 @@ from ._operands import (
 )
 
 
+# the public ops ask the torch function protocol inline (Note [the torch function protocol]):
+# only where a mode is on or an argument's type may take part
+_entered, _modes, _NOT_HANDLED = _tf.entered, _tf.modes_entered, _tf.NOT_HANDLED
+_plain = _tf.KIND.get  # False for a type known not to take part
+
+
 def _binary(prim, check=None, converted=None, wide=None):
     """``prim`` on promoted, broadcast operands; ``check(b)`` first where one is given, and
     ``converted(x, y)`` where ``operands`` promoted or broadcast either, or the primitive
@@ -43,6 +50,12 @@ def _binary(prim, check=None, converted=None, wide=None):
     less that call."""
 
     def op(input, other):  # torch's names: torch.gt(input=a, other=b)
+        if _entered[0] and (  # (inline, as _where.sited: the torch function protocol)
+            _modes[0] or _plain(type(input)) is not False or _plain(type(other)) is not False
+        ):
+            out = _tf.dispatch(op, (input, other), None, True)
+            if out is not _NOT_HANDLED:
+                return out
         try:
             a, b = operands(input, other)
             if check is not None:
@@ -96,7 +109,8 @@ def _not_a_tensor(prim, x) -> None:
 
 def _public(prim):
     """The public function of a primitive declared with ``public=`` (its ``Public.op`` says
-    how operands are readied). Its errors name the user's line (``_where.sited``, inline)."""
+    how operands are readied). Its errors name the user's line and it takes part in the
+    torch function protocol (``_where.sited``, inline)."""
     to_float = prim.public.op == "float"
     if len(prim.inputs) == 2 and not to_float:
         return _binary(prim)
@@ -104,6 +118,12 @@ def _public(prim):
     if len(prim.inputs) == 2:
 
         def op(input, other):
+            if _entered[0] and (
+                _modes[0] or _plain(type(input)) is not False or _plain(type(other)) is not False
+            ):
+                out = _tf.dispatch(op, (input, other), None, True)
+                if out is not _NOT_HANDLED:
+                    return out
             try:
                 d = promote_types(input, other)
                 if not (d.is_floating_point or d.is_complex):
@@ -115,6 +135,10 @@ def _public(prim):
     elif to_float:
 
         def op(input):  # type: ignore[misc]
+            if _entered[0] and (_modes[0] or _plain(type(input)) is not False):
+                out = _tf.dispatch(op, (input,), None, True)
+                if out is not _NOT_HANDLED:
+                    return out
             try:
                 if input._payload.dtype.kind not in "fc":  # (float and complex: as they are)
                     input = float_operand(input)
@@ -129,6 +153,10 @@ def _public(prim):
         refused, refusal = _REFUSED.get(prim.name, ("", None))
 
         def op(input):  # type: ignore[misc]
+            if _entered[0] and (_modes[0] or _plain(type(input)) is not False):
+                out = _tf.dispatch(op, (input,), None, True)
+                if out is not _NOT_HANDLED:
+                    return out
             try:
                 if refused and input._payload.dtype.kind in refused:
                     refusal(input._payload.dtype.kind)

@@ -539,7 +539,15 @@ TORCH_POSITIONAL = {
 }
 
 
-def _renamer(op):
+# torch's keyword names of one op's argument, by overload, where staged's has one name
+TORCH_KEYWORDS = {
+    "tensor_split": dict.fromkeys(
+        ("sections", "indices", "tensor_indices_or_sections"), "indices_or_sections"
+    ),
+}
+
+
+def _renamer(op, name=None):
     """``retry`` for ``op``'s sited function (``_where.sited``): a call's keywords with
     torch's names that ``op`` lacks given the names ``op`` has for them (NumPy's ``axis`` and
     ``keepdims`` too), or None where there is none to rename."""
@@ -552,6 +560,7 @@ def _renamer(op):
         n for n, p in sig.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     names = {k: v for k, v in NUMPY_NAMES.items() if v in params and k not in params}
+    names.update(TORCH_KEYWORDS.get(name, {}))
     for k, i in TORCH_POSITIONAL.items():
         if k not in params and i < len(positional):
             names[k] = positional[i]
@@ -577,7 +586,7 @@ def _sited(name, op):
     """The public function of ``op``: sited, with autocast's policy where torch lists the op
     (Note [autocast]), taking torch's keyword names and NumPy's (``_renamer``): a call
     that fails on them is made again with staged's (no cost to other calls)."""
-    return autocast.sited(op, name, retry=_renamer(op))
+    return autocast.sited(op, name, retry=_renamer(op, name))
 
 
 _SITED = {name: _sited(name, row.op) for name, row in OPS.items()}
