@@ -107,6 +107,7 @@ def test_gradients_flow_through_subclasses_as_torchs(lib):
     Plain, _, _ = _classes(lib)
     x = lib.tensor([0.5, -1.0, 2.0], dtype=lib.float64, requires_grad=True)
     y = (x * 1).as_subclass(Plain)
+    assert y.grad_fn.name() == "AliasBackward0" and y._base is not None
     out = (lib.nn.functional.gelu(y) * y.exp()).sum()
     assert type(out) is Plain
     out.backward()

@@ -10,6 +10,7 @@ from ..._where import sited
 from .. import autocast as _autocast
 from .. import devices as _device
 from .. import factories, legacy_types
+from ..views import named
 from ..dispatch import finish
 from ..meta import NO_DATA, Meta
 from ..storage import typed_storage, untyped_storage
@@ -66,7 +67,7 @@ def _as_subclass(self, cls):
     sharing the data, version counter and autograd history."""
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"as_subclass: cls must be a subclass of torch.Tensor, got {cls!r}")
-    out = shape.view_as(self, self)
+    out = named(shape.alias(self), "AliasBackward0")
     try:
         out.__class__ = cls
     except TypeError:  # a subclass with slots of its own: another object layout
