@@ -67,3 +67,14 @@ def test_uint8_linear_and_trilinear_raise_torchs_error():
             staged.nn.functional.interpolate(
                 staged.zeros(shape, dtype=staged.uint8), scale_factor=2, mode=mode
             )
+
+
+def test_a_resize_to_the_same_size_is_a_copy():
+    x = staged.from_numpy(np.arange(24, dtype=np.uint8).reshape(1, 2, 3, 4))
+    y = staged.nn.functional.interpolate(x, size=(3, 4), mode="bilinear")
+    y.add_(1)
+    assert x.numpy().ravel()[:3].tolist() == [0, 1, 2] and y.numpy().ravel()[:3].tolist() == [
+        1,
+        2,
+        3,
+    ]

@@ -1486,14 +1486,16 @@ def _interpolate_uint8(input, outs, scales, mode, align_corners, antialias):
             f"interpolate(mode={mode!r}) of a uint8 image has no compiled form: resize it "
             "outside the compiled function, or in float"
         )
-    a = input._host()
+    a = host = input._host()
     for axis in (3, 2):
         n_in, n_out = a.shape[axis], outs[axis - 2]
         if n_in != n_out:
             a = _resample_uint8(
                 a, axis, n_in, n_out, scales[axis - 2], mode, align_corners, antialias
             )
-    return Tensor._wrap(np.ascontiguousarray(a) if a is not input._payload else a.copy())
+    return Tensor._wrap(
+        a.copy() if a is host else np.ascontiguousarray(a)
+    )  # never the input's memory
 
 
 def _resample_uint8(a, axis, n_in, n_out, factor, mode, align_corners, antialias):
