@@ -70,6 +70,7 @@ test: $(VENV)/.test native vulkan-driver graphviz lint
 generated: $(VENV)/.test
 	$(BIN)/python -m tests.ops.coverage
 	$(BIN)/python -m tests.ops.stubs
+	$(BIN)/python -m tests.ops.aten_schemas
 
 bench: $(VENV)/.bench
 	$(BIN)/python bench/targets.py

@@ -139,7 +139,8 @@ from .foreach import *  # noqa: F401,F403  (torch._foreach_add_ ...: one op per 
 from .torch_compat import as_torch  # noqa: F401
 from .eager.storage import TypedStorage, UntypedStorage  # noqa: F401
 from ._custom_ops import ops  # type: ignore[no-redef]  # noqa: F401  (torch.ops, not the star import's staged.eager.ops)
-from . import amp, jit, testing, version  # noqa: F401
+from . import _aten  # noqa: F401  (ops.aten: staged's ops under torch's schemas)
+from . import amp, futures, jit, testing, version  # noqa: F401
 from .jit import ScriptModule  # noqa: F401  (torch.ScriptModule: no object is one)
 from .amp import (  # noqa: F401  (torch's autocast state functions; torch.GradScaler)
     GradScaler,
@@ -291,6 +292,7 @@ _LAZY = (
     "__config__",
     "ao",
     "vision_ops",
+    "_tensor_str",
 )
 # torch's samplers drawn in C++ (staged.distributions, loaded on first use)
 _SAMPLERS = ("poisson", "binomial")

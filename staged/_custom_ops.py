@@ -167,6 +167,12 @@ class OpOverload:
         self._kernels: dict[str, list[Callable]] = {}  # per key, the last registered wins
         self._bumps = False  # version counters of mutated args bumped (custom_op's)
         self._site = ""  # where it was defined
+        self.__name__ = f"{self._opname}.{self._overloadname}"
+        self.overloadpacket: OpOverloadPacket  # set by ``add``
+
+    def name(self) -> str:
+        """``ns::name.overload`` (``ns::name`` for the default overload), as torch's."""
+        return self._name + ("" if self._overloadname == "default" else f".{self._overloadname}")
 
     def __repr__(self) -> str:
         return (
@@ -288,8 +294,12 @@ def _check(op: OpOverload, i: int, arg: Argument, value) -> None:
             ok = all(isinstance(v, accepts) or (v is None and base.endswith("?")) for v in value)
         else:  # an int for an int[N]
             ok = base in ("int", "SymInt") and isinstance(value, int)
-    else:
-        ok = isinstance(value, accepts)
+    else:  # aten's operators take a number for a Tensor (torch's wrapped numbers)
+        ok = isinstance(value, accepts) or (
+            base == "Tensor"
+            and op._namespace == "aten"
+            and isinstance(value, (int, float, complex))
+        )
     if not ok:
         found = "Tensor" if isinstance(value, Tensor) else type(value).__name__
         raise RuntimeError(
@@ -358,6 +368,7 @@ class OpOverloadPacket:
     def __init__(self, namespace: str, name: str):
         self._qualified_op_name = f"{namespace}::{name}"
         self._namespace, self._name = namespace, name
+        self.__name__ = name
         self._overloads: dict[str, OpOverload] = {}
 
     def __repr__(self) -> str:
@@ -394,6 +405,8 @@ class _Namespace:
 
     def __getattr__(self, name: str) -> OpOverloadPacket:
         packet = PACKETS.get(f"{self._name}::{name}")
+        if packet is None and self._name in MADE and not name.startswith("__"):
+            packet = MADE[self._name](name)
         if packet is None or not packet._overloads:
             raise AttributeError(f"'_OpNamespace' '{self._name}' object has no attribute '{name}'")
         return packet
@@ -428,6 +441,9 @@ class _Ops:
 
 
 PACKETS: dict[str, OpOverloadPacket] = {}  # "ns::name" -> its overloads
+# namespaces whose operators are made on first use: namespace -> maker of ``ops.ns.<name>``
+# (None where there is no such operator); aten's are staged's own ops (``_aten.py``)
+MADE: dict[str, Callable[[str], OpOverloadPacket | None]] = {}
 ops = _Ops()
 
 
@@ -443,6 +459,7 @@ def add(schema: FunctionSchema) -> OpOverload:
     ns, name = schema.name.split("::")
     packet = PACKETS.setdefault(schema.name, OpOverloadPacket(ns, name))
     op = packet._overloads[schema.overload_name or "default"] = OpOverload(schema)
+    op.overloadpacket = packet
     return op
 
 

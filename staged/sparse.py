@@ -40,7 +40,7 @@ from .eager.ops.layers import dense_embedding
 from .eager.ops.linalg import _add_product
 from .eager.ops.shape import cat
 from .eager.ops.table import exports as _exports
-from .eager.printing import OPTIONS, array_text
+from .eager.printing import add_suffixes, array_text
 from .eager.tensor import Size, Tensor, sparse_coo, strided
 
 _SUPPORTED = (
@@ -452,14 +452,7 @@ class SparseTensor(Tensor):
             suffixes.append(f"grad_fn=<{fn.name()}>")
         elif self.requires_grad:
             suffixes.append("requires_grad=True")
-        text = "tensor(" + ",\n".join(parts)
-        last, force = len(text) - text.rfind("\n") + 1, True  # torch's _add_suffixes
-        for s in suffixes:
-            if force or last + len(s) + 2 > OPTIONS["linewidth"]:
-                text, last, force = text + ",\n" + indent + s, len(indent) + len(s), False
-            else:
-                text, last = text + ", " + s, last + len(s) + 2
-        return text + ")"
+        return add_suffixes("tensor(" + ",\n".join(parts), suffixes, len(indent), True)
 
     def __reduce_ex__(self, protocol):
         return (_rebuild, (self._idx, self._vals, self._size, self._coalesced, self._owns))

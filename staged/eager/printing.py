@@ -62,6 +62,21 @@ def array_text(a: np.ndarray, prefix: str) -> str:
     )
 
 
+def add_suffixes(text: str, suffixes: list, indent: int, force_newline: bool = False) -> str:
+    """``text`` and ``, suffix`` each, closed: torch's ``_add_suffixes``, which starts a
+    suffix on a new line, ``indent`` in, where it would reach past the line width (or the
+    first so where ``force_newline``)."""
+    out, width = [text], len(text) - text.rfind("\n") + 1
+    for s in suffixes:
+        if force_newline or width + len(s) + 2 > OPTIONS["linewidth"]:
+            out.append(",\n" + " " * indent + s)
+            width, force_newline = indent + len(s), False
+        else:
+            out.append(", " + s)
+            width += len(s) + 2
+    return "".join(out) + ")"
+
+
 def _float_format(a: np.ndarray, precision: int, sci_mode):
     """torch's choice (``torch/_tensor_str.py``): whole numbers as ``1.``, fixed
     ``precision`` digits, or scientific where the nonzero finite magnitudes span more than

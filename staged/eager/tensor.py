@@ -34,7 +34,7 @@ from .grad_mode import _state
 from . import interceptor as _interceptor
 from .interceptor import current_interceptor
 from .meta import Meta
-from .printing import OPTIONS, array_text
+from .printing import add_suffixes, array_text
 from .strides import dense_strides
 
 if TYPE_CHECKING:
@@ -563,7 +563,8 @@ class Tensor(_TensorOps):
             extra.append(f"grad_fn=<{name}>")
         elif self._requires_grad:
             extra.append("requires_grad=True")
-        return _suffixed(f"{_shown_name(self)}({body}", extra)
+        prefix = f"{_shown_name(self)}("
+        return add_suffixes(prefix + body, extra, len(prefix))
 
     __hash__ = object.__hash__  # by identity, as torch's (``id``-based), at C speed
 
@@ -832,20 +833,6 @@ _WRAP_FIELDS = tuple(
 
 
 _grad_fn_field = Tensor.__dict__["grad_fn"].__get__  # the slot, even under a property
-
-
-def _suffixed(text: str, suffixes: list) -> str:
-    """``text`` and ``, suffix`` each, closed: torch's ``_add_suffixes``, which starts a
-    suffix on a new line where it would reach past the line width."""
-    out, width = [text], len(text) - text.rfind("\n") + 1
-    for s in suffixes:
-        if width + len(s) + 2 > OPTIONS["linewidth"]:
-            out.append(",\n       " + s)
-            width = 7 + len(s)
-        else:
-            out.append(", " + s)
-            width += len(s) + 2
-    return "".join(out) + ")"
 
 
 def own_class(t) -> type[Tensor]:

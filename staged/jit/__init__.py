@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Final  # noqa: F401  (``torch.jit.Final``, typing's)
 
+from ..futures import Future
+
 
 class ScriptModule:
     """torch's class of scripted Modules. ``script`` returns a Module itself, so no object
@@ -72,20 +74,14 @@ def optimize_for_inference(mod, other_methods=None):
     return mod
 
 
-class _Future:
-    def __init__(self, value: Any):
-        self._value = value
-
-    def wait(self) -> Any:
-        return self._value
-
-
-def fork(func, *args, **kwargs) -> _Future:
+def fork(func, *args, **kwargs) -> Future:
     """Runs ``func`` now; ``wait(future)`` returns its result."""
-    return _Future(func(*args, **kwargs))
+    future: Future = Future()
+    future.set_result(func(*args, **kwargs))
+    return future
 
 
-def wait(future: _Future) -> Any:
+def wait(future: Future) -> Any:
     return future.wait()
 
 

@@ -34,7 +34,7 @@ from ..nn import Module
 from ..optim import Optimizer
 from . import symbolic_helper, symbolic_opset11  # noqa: F401  (torchvision imports them)
 
-__all__ = ["export", "export_captured", "ExportError", "rng_state"]
+__all__ = ["export", "export_captured", "ExportError", "is_in_onnx_export", "rng_state"]
 
 # Above this many bytes of constants a model cannot be one protobuf (2 GiB, less room for
 # the nodes): constants of >= 1 KiB are then streamed to ``<file>.data``.
@@ -140,6 +140,15 @@ def export_captured(captured, path, *, opset=DEFAULT_OPSET):
         "a graph captured by staged.capture",
         {},
     )
+
+
+_EXPORTING = [False]  # whether ``export`` is tracing
+
+
+def is_in_onnx_export() -> bool:
+    """True while ``export`` traces the exported function, as torch's (code that exports
+    otherwise than it runs asks)."""
+    return _EXPORTING[0]
 
 
 def _check_target(path) -> None:
@@ -326,8 +335,11 @@ def _trace(fn, args, arg_names, names, wrt, opt):
             grads = [t.grad if t.grad is not None else t.detach() * 0 for t in targets]
         return (*outs, *grads)
 
-    c = trace(body, args, {}, rng="counter")  # leaves opt.state as it was; draws in the
-    # graph (Note [host draws]: an ONNX model runs no host code)
+    was, _EXPORTING[0] = _EXPORTING[0], True
+    try:  # leaves opt.state as it was; draws in the graph (Note [host draws]: an ONNX model
+        c = trace(body, args, {}, rng="counter")  # runs no host code)
+    finally:
+        _EXPORTING[0] = was
     if c.escaped:
         raise ExportError(
             "the traced step created tensors it keeps (an optimizer creating its "

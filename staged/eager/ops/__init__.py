@@ -62,12 +62,17 @@ def _moved(t: Tensor) -> Tensor:
     return finish(ad.copy, (t,), {}, meta)
 
 
+def alias_view(self):
+    """torch's ``aten.alias``: a view of all of ``self`` sharing its data, version counter
+    and autograd history (grad_fn ``AliasBackward0``)."""
+    return named(shape.alias(self), "AliasBackward0")
+
+
 def _as_subclass(self, cls):
-    """``self`` as an instance of the Tensor subclass ``cls``: torch's alias, a view
-    sharing the data, version counter and autograd history."""
+    """``self`` as an instance of the Tensor subclass ``cls``: torch's alias."""
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"as_subclass: cls must be a subclass of torch.Tensor, got {cls!r}")
-    out = named(shape.alias(self), "AliasBackward0")
+    out = alias_view(self)
     try:
         out.__class__ = cls
     except TypeError:  # a subclass with slots of its own: another object layout
