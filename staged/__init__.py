@@ -66,6 +66,7 @@ from . import nn, optim  # noqa: F401
 from .nn.functional import celu_, relu_, rrelu_, selu_, threshold_  # noqa: F401  (F's)
 from .eager.ops.inplace_functions import *  # noqa: F401,F403  (torch.exp_(x): x.exp_())
 from .eager.ops.inplace import fill  # noqa: F401  (torch.fill: fill_ of a copy)
+from .eager.ops.segments import _segment_reduce  # noqa: F401
 from .nn.functional import (  # noqa: F401  (torch's forms: torch.dropout(input, p, train) ...)
     _torch_alpha_dropout as alpha_dropout,
     _torch_alpha_dropout_ as alpha_dropout_,
@@ -164,6 +165,7 @@ from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  
 from .autograd.anomaly import set_detect_anomaly as set_anomaly_enabled  # noqa: F401
 from .eager.printing import get_printoptions, set_printoptions  # noqa: F401
 from .eager.tensor import Layout as layout, sparse_coo, sparse_csr, strided  # noqa: F401
+from .eager.tensor import _mkldnn, sparse_bsc, sparse_bsr, sparse_csc  # noqa: F401
 from ._global_flags import (  # noqa: F401
     are_deterministic_algorithms_enabled,
     get_deterministic_debug_mode,
@@ -189,7 +191,8 @@ from ._utilities import (  # noqa: F401
     typename,
 )
 from . import sparse  # noqa: F401  (torch.sparse)
-from .sparse import sparse_coo_tensor, spmm  # noqa: F401
+from .sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401
+from .sparse import _convert_indices_from_coo_to_csr, _convert_indices_from_csr_to_coo  # noqa: F401
 
 sparse.refuse_dense_methods()  # last: every module's Tensor methods are in place
 

@@ -43,6 +43,12 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         "__xor__.Tensor(Tensor self, Tensor other) -> Tensor",
         "__xor__.Scalar(Tensor self, Scalar other) -> Tensor",
     ),
+    "_convert_indices_from_coo_to_csr": (
+        "_convert_indices_from_coo_to_csr(Tensor self, int size, *, bool out_int32=False) -> Tensor",
+    ),
+    "_convert_indices_from_csr_to_coo": (
+        "_convert_indices_from_csr_to_coo(Tensor crow_indices, Tensor col_indices, *, bool out_int32=False, bool transpose=False) -> Tensor",
+    ),
     "_foreach_abs": ("_foreach_abs(Tensor[] self) -> Tensor[]",),
     "_foreach_abs_": ("_foreach_abs_(Tensor(a!)[] self) -> ()",),
     "_foreach_acos": ("_foreach_acos(Tensor[] self) -> Tensor[]",),
@@ -1613,6 +1619,10 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         "sparse_coo_tensor.indices(Tensor indices, Tensor values, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool? is_coalesced=None) -> Tensor",
         "sparse_coo_tensor.indices_size(Tensor indices, Tensor values, int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool? is_coalesced=None) -> Tensor",
     ),
+    "sparse_csr_tensor": (
+        "sparse_csr_tensor.crow_col_value_size(Tensor crow_indices, Tensor col_indices, Tensor values, int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor",
+        "sparse_csr_tensor.crow_col_value(Tensor crow_indices, Tensor col_indices, Tensor values, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor",
+    ),
     "special_airy_ai": ("special_airy_ai(Tensor x) -> Tensor",),
     "special_bessel_j0": ("special_bessel_j0(Tensor self) -> Tensor",),
     "special_bessel_j1": ("special_bessel_j1(Tensor self) -> Tensor",),
@@ -1839,6 +1849,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         "to_sparse.sparse_dim(Tensor self, int sparse_dim) -> Tensor",
         "to_sparse(Tensor self, *, Layout? layout=None, int[2]? blocksize=None, int? dense_dim=None) -> Tensor",
     ),
+    "to_sparse_csr": ("to_sparse_csr(Tensor self, int? dense_dim=None) -> Tensor",),
     "topk": (
         "topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
     ),

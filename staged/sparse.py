@@ -1,5 +1,6 @@
-"""Sparse COO tensors, ``torch.sparse``'s counterpart: ``staged.sparse_coo_tensor``,
-``Tensor.to_sparse``, and ``mm``, ``addmm``, ``sum``, ``softmax``, ``log_softmax``.
+"""Sparse COO and CSR tensors, ``torch.sparse``'s counterpart: ``staged.sparse_coo_tensor``,
+``staged.sparse_csr_tensor``, ``Tensor.to_sparse``/``to_sparse_csr``, and ``mm`` (with
+CSR reductions), ``addmm``, ``sum``, ``softmax``, ``log_softmax``.
 
 Note [sparse tensors]: a sparse COO tensor holds its indices as a NumPy array (int64,
 ``[sparse_dim, nnz]``, read-only: they are host data, like a shape) and its values as a
@@ -41,7 +42,7 @@ from .eager.ops.linalg import _add_product
 from .eager.ops.shape import cat
 from .eager.ops.table import exports as _exports
 from .eager.printing import add_suffixes, array_text
-from .eager.tensor import Size, Tensor, sparse_coo, strided
+from .eager.tensor import Size, Tensor, sparse_coo, sparse_csr, strided
 
 _SUPPORTED = (
     "mm/matmul/@ and addmm with a dense or sparse operand, spmm, sum, softmax, log_softmax, "
@@ -293,8 +294,11 @@ class SparseTensor(Tensor):
 
     def coalesce(self) -> SparseTensor:
         """Indices sorted and distinct, the values of duplicates summed."""
-        if self._coalesced:
-            return self
+        return self if self._coalesced else self._merged()
+
+    def _merged(self) -> SparseTensor:
+        """The coalesced tensor, whatever ``_coalesced`` says (``_coalesced_`` may have set
+        it on distinct indices out of order)."""
         places, inverse = np.unique(self._flat(), return_inverse=True)
         idx = _unravel(places, self._size[: self.sparse_dim()])
         return _make(idx, _segment_sum(self._vals, inverse, len(places)), self._size, True)
@@ -442,17 +446,21 @@ class SparseTensor(Tensor):
             f"indices=tensor({_text(self._idx, indent + 'indices=tensor(')})",
             f"{indent}values=tensor({_text(self._vals, indent + 'values=tensor(')})",
         ]
+        return self._suffixed("tensor(" + ",\n".join(parts), sparse_coo)
+
+    def _suffixed(self, text: str, layout) -> str:
+        """``text`` (the fields) with torch's suffixes: size, nnz, dtype, layout, grad."""
         suffixes = [f"size={self._size}", f"nnz={self._nnz()}"]
         default = dt.get_default_dtype()
         if self.dtype not in (default, default.to_complex(), dt.int64, dt.bool_):
             suffixes.append(f"dtype={self.dtype}")
-        suffixes.append(f"layout={sparse_coo}")
+        suffixes.append(f"layout={layout}")
         fn = self.grad_fn
         if fn is not None:
             suffixes.append(f"grad_fn=<{fn.name()}>")
         elif self.requires_grad:
             suffixes.append("requires_grad=True")
-        return add_suffixes("tensor(" + ",\n".join(parts), suffixes, len(indent), True)
+        return add_suffixes(text, suffixes, len("tensor("), True)
 
     def __reduce_ex__(self, protocol):
         return (_rebuild, (self._idx, self._vals, self._size, self._coalesced, self._owns))
@@ -671,14 +679,8 @@ def sparse_coo_tensor(
                     f"found index {hi}"
                 )
     s = _make(idx, values, size, nnz <= 1)
-    if is_coalesced and not s._coalesced:
-        flat = s._flat()
-        if not np.all(flat[1:] > flat[:-1]):
-            raise RuntimeError(
-                "sparse_coo_tensor(is_coalesced=True): the indices are not sorted and "
-                "distinct; leave is_coalesced out and call .coalesce()"
-            )
-        s._coalesced = True
+    if is_coalesced:
+        _coalesced_(s, True)
     if requires_grad and not values.requires_grad:
         s.requires_grad_()
     return s
@@ -707,11 +709,362 @@ def _to_sparse(self: Tensor, sparse_dim=None, *, layout=None, blocksize=None, de
     return _make(idx, self[tuple(_const(r) for r in idx)], self.shape, True)
 
 
-Tensor.to_sparse = _to_sparse  # type: ignore[method-assign]
 Tensor.to_sparse_coo = lambda self: _to_sparse(self)  # type: ignore[method-assign]
 Tensor.to_dense = lambda self, dtype=None, *, masked_grad=None: (  # type: ignore[method-assign]
     self if dtype is None else self.to(dtype)
 )
+
+
+# --- sparse CSR ------------------------------------------------------------------------------
+# Note [sparse CSR]: a 2-D CSR tensor (``layout == staged.sparse_csr``) is held as the COO
+# tensor of its entries in row order: ``_idx`` is its rows (expanded from ``crow_indices``)
+# over its ``col_indices``, ``_vals`` its values, duplicates and unsorted columns within a
+# row kept as given (torch keeps them too). COO's products, ``to_dense``, autograd and
+# compilation serve it unchanged; the ops that keep its pattern (casts, clone, detach,
+# ``*`` and ``/`` by a number) keep its layout, ``sparse.mm(A, D, reduce)`` reduces each
+# row's products as torch's CSR kernel (its only layout for reductions), and every
+# operation whose result torch would give another layout (``t()``: CSC) or that staged
+# has only for COO is refused, pointing at ``to_sparse_coo()``.
+_CSR_SUPPORTED = (
+    "crow_indices, col_indices, values, to_dense, to_sparse_coo, mm/matmul/@ with a dense "
+    "operand (sparse.mm with reduce='sum', 'mean', 'amax', 'amin'), sum(), casts, clone, "
+    "detach, * and / by a number, * by a dense tensor of its shape, + of CSR tensors"
+)
+
+
+def _csr_unsupported(what: str) -> NotImplementedError:
+    return NotImplementedError(
+        at_user(
+            f"Could not run '{what}' with a sparse CSR tensor (layout=torch.sparse_csr): "
+            f"staged's CSR tensors support {_CSR_SUPPORTED}. Call .to_sparse_coo() for the "
+            "COO tensor of its entries, or .to_dense()."
+        )
+    )
+
+
+class SparseCsrTensor(SparseTensor):
+    """A 2-D sparse CSR tensor (``layout == staged.sparse_csr``): Note [sparse CSR]."""
+
+    __slots__ = ()
+
+    @property
+    def layout(self) -> Any:
+        return sparse_csr
+
+    @property
+    def is_sparse(self) -> bool:
+        return False  # torch's: COO only
+
+    @property
+    def is_sparse_csr(self) -> bool:
+        return True
+
+    def crow_indices(self) -> Tensor:
+        counts = np.bincount(self._idx[0], minlength=self._size[0])
+        return Tensor._wrap(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    def col_indices(self) -> Tensor:
+        return Tensor._wrap(self._idx[1])
+
+    def values(self) -> Tensor:
+        return self._vals
+
+    def _with_values(self, values: Tensor) -> SparseTensor:
+        return self if values is self._vals else _make_csr(self._idx, values, self._size)
+
+    def detach(self) -> SparseTensor:
+        return _make_csr(self._idx, self._vals.detach(), self._size)
+
+    def clone(self, *, memory_format=None) -> SparseTensor:
+        return _make_csr(self._idx, self._vals.clone(), self._size)
+
+    @property  # type: ignore[override]
+    def grad(self) -> SparseTensor | None:
+        g = self._vals.grad if self._owns else None
+        return None if g is None else _make_csr(self._idx, g, self._size)
+
+    @grad.setter
+    def grad(self, value) -> None:
+        SparseTensor.grad.fset(self, value)  # type: ignore[attr-defined]
+
+    def to_sparse_coo(self) -> SparseTensor:
+        return _make(self._idx, self._vals, self._size, self._nnz() <= 1)
+
+    def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+        if layout is sparse_csr and blocksize is None and dense_dim is None:
+            return self
+        if layout not in (None, sparse_coo) or sparse_dim not in (None, 2):
+            raise _csr_unsupported(f"to_sparse(sparse_dim={sparse_dim}, layout={layout})")
+        return self.to_sparse_coo()
+
+    def to_sparse_csr(self, dense_dim=None) -> SparseTensor:
+        if dense_dim:
+            raise _csr_unsupported(f"to_sparse_csr(dense_dim={dense_dim})")
+        return self
+
+    def __mul__(self, other) -> SparseTensor:  # type: ignore[override]
+        if isinstance(other, SparseTensor):
+            raise _csr_unsupported("mul of two sparse tensors")
+        return SparseTensor.__mul__(self, other)
+
+    __rmul__ = __mul__
+
+    def __add__(self, other) -> SparseTensor:  # type: ignore[override]
+        if not isinstance(other, SparseCsrTensor):
+            raise _csr_unsupported(f"add of a sparse CSR tensor and a {type(other).__name__}")
+        return _csr_of(SparseTensor.__add__(self.to_sparse_coo(), other.to_sparse_coo()))
+
+    def __rmatmul__(self, other) -> Tensor:
+        return _dense_sparse(other, self.to_sparse_coo())
+
+    def __repr__(self) -> str:
+        """torch's: ``tensor(crow_indices=..., col_indices=..., values=..., size=..., ...)``."""
+        indent = " " * len("tensor(")
+        fields = (
+            ("crow_indices", self.crow_indices()),
+            ("col_indices", self.col_indices()),
+            ("values", self._vals),
+        )
+        parts = [f"{n}=tensor({_text(t, indent + n + '=tensor(')})" for n, t in fields]
+        return self._suffixed("tensor(" + f",\n{indent}".join(parts), sparse_csr)
+
+    def __reduce_ex__(self, protocol):
+        return (_make_csr, (self._idx, self._vals, self._size, self._owns))
+
+    def __deepcopy__(self, memo) -> SparseTensor:
+        s = _make_csr(self._idx, copy.deepcopy(self._vals, memo), self._size, self._owns)
+        memo[id(self)] = s
+        return s
+
+
+def _refuse_csr(name: str):
+    def method(self, *args, **kwargs):
+        raise _csr_unsupported(name)
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    *("indices", "_indices", "coalesce", "is_coalesced", "_coalesced_", "t", "transpose"),
+    "select",
+    *("unbind", "__iter__", "__getitem__"),
+):
+    setattr(SparseCsrTensor, _name, _refuse_csr(_name))
+
+
+def _make_csr(idx: np.ndarray, values: Tensor, size, owns: bool = False) -> SparseCsrTensor:
+    s = object.__new__(SparseCsrTensor)
+    s._idx, s._rows, s._vals = idx, tuple(idx), values
+    s._size, s._coalesced, s._owns = tuple(size), False, owns
+    return s
+
+
+def _csr_of(S: SparseTensor) -> SparseCsrTensor:
+    """The CSR tensor of a 2-D COO tensor with no dense dims (its entries, coalesced)."""
+    if S.ndim != 2 or S.dense_dim():
+        raise RuntimeError(
+            f"to_sparse_csr: expected a 2-D sparse tensor with no dense dims, got "
+            f"{S.sparse_dim()} sparse and {S.dense_dim()} dense dims (staged's CSR tensors "
+            "are 2-D)"
+        )
+    flat = S._flat()
+    if not np.all(flat[1:] > flat[:-1]):
+        S = S._merged()
+    return _make_csr(S._idx, S._vals, S._size)
+
+
+def _to_sparse_csr(self: Tensor, dense_dim=None) -> SparseTensor:
+    """``Tensor.to_sparse_csr``: a 2-D tensor's nonzero entries, in row order."""
+    if isinstance(self, SparseCsrTensor):
+        return self.to_sparse_csr(dense_dim)
+    if dense_dim:
+        raise _csr_unsupported(f"to_sparse_csr(dense_dim={dense_dim})")
+    if self.ndim != 2:
+        raise RuntimeError(
+            f"to_sparse_csr: staged's CSR tensors are 2-D, got a {self.ndim}-D tensor "
+            "(torch's batched CSR is not supported)"
+        )
+    return _csr_of(self if isinstance(self, SparseTensor) else _to_sparse(self))
+
+
+def sparse_csr_tensor(
+    crow_indices,
+    col_indices,
+    values,
+    size=None,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=False,
+    requires_grad=False,
+    check_invariants=None,
+) -> SparseCsrTensor:
+    """A 2-D sparse CSR tensor: row ``i``'s entries are ``values[crow[i]:crow[i+1]]`` at
+    the columns ``col_indices[crow[i]:crow[i+1]]``. The indices are read now (host data)
+    and always checked (torch checks them only with ``check_invariants=True``; unchecked
+    ones would read out of bounds)."""
+    if layout not in (None, sparse_csr):
+        raise _csr_unsupported(f"sparse_csr_tensor(layout={layout})")
+    if device is not None:
+        _device.check(device)
+    if pin_memory:
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+    crow, col = (
+        np.asarray(
+            host_data(a, f"sparse_csr_tensor()'s {n}", " and pass its indices in")
+            if isinstance(a, Tensor)
+            else a
+        )
+        for a, n in ((crow_indices, "crow_indices"), (col_indices, "col_indices"))
+    )
+    if crow.dtype.kind not in "iu" or col.dtype.kind not in "iu":
+        raise RuntimeError(
+            f"sparse_csr_tensor: crow_indices and col_indices must be integers, got "
+            f"{crow.dtype} and {col.dtype}"
+        )
+    if crow.ndim != 1 or col.ndim != 1:
+        raise RuntimeError(
+            "sparse_csr_tensor: staged's CSR tensors are 2-D: crow_indices and col_indices "
+            f"must be 1-D, got {crow.ndim}-D and {col.ndim}-D"
+        )
+    if not isinstance(values, Tensor):
+        values = tensor(values, dtype=dtype)
+    elif dtype is not None:
+        values = values.to(dtype)
+    if values.ndim != 1:
+        raise RuntimeError(
+            f"sparse_csr_tensor: values must be 1-D (staged's CSR tensors have no dense "
+            f"dims), got {values.ndim}-D"
+        )
+    nnz, rows = len(col), len(crow) - 1
+    if rows < 0 or crow[0] != 0 or crow[-1] != nnz or np.any(np.diff(crow) < 0):
+        raise RuntimeError(
+            "sparse_csr_tensor: crow_indices must start at 0, never decrease and end at "
+            f"nnz = {nnz} (the length of col_indices), got {crow.tolist()[:8]}"
+        )
+    if values.shape[0] != nnz:
+        raise RuntimeError(
+            f"sparse_csr_tensor: col_indices and values must have one length, got {nnz} "
+            f"and {values.shape[0]}"
+        )
+    if size is None:
+        size = (rows, int(col.max()) + 1 if nnz else 0)
+    size = tuple(int(n) for n in size)
+    if len(size) != 2 or size[0] != rows:
+        raise RuntimeError(
+            f"sparse_csr_tensor: size {list(size)} does not fit {rows} rows (len(crow_indices) "
+            "- 1); staged's CSR tensors are 2-D"
+        )
+    if nnz and (col.min() < 0 or col.max() >= size[1]):
+        raise RuntimeError(
+            f"sparse_csr_tensor: col_indices must be in [0, {size[1]}), got values from "
+            f"{col.min()} to {col.max()}"
+        )
+    idx = np.stack([np.repeat(np.arange(rows, dtype=np.int64), np.diff(crow)), col]).astype(
+        np.int64
+    )
+    idx.flags.writeable = False
+    s = _make_csr(idx, values, size)
+    if requires_grad and not values.requires_grad:
+        s.requires_grad_()
+    return s
+
+
+def _dense_to_sparse(self: Tensor, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+    """``Tensor.to_sparse``: COO, or CSR with ``layout=staged.sparse_csr``."""
+    if layout is sparse_csr and blocksize is None and sparse_dim is None:
+        return _to_sparse_csr(self, dense_dim)
+    return _to_sparse(self, sparse_dim, layout=layout, blocksize=blocksize, dense_dim=dense_dim)
+
+
+def _mm_reduce(S: SparseCsrTensor, D, reduce: str) -> Tensor:
+    """``sparse.mm(S, D, reduce)``: each row's products ``values[k] * D[col[k]]`` reduced
+    (a row without entries gives zeros, as torch's)."""
+    how = _REDUCTIONS.get(reduce)
+    if how is None:
+        raise RuntimeError(
+            f"sparse.mm: reduce argument must be either sum, mean, amax or amin, got {reduce}"
+        )
+    if not isinstance(D, Tensor) or isinstance(D, SparseTensor) or D.ndim != 2:
+        raise RuntimeError("sparse.mm with reduce: expected a 2-D dense second operand")
+    n, m = S._size
+    if D.shape[0] != m:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({n}x{m} and {D.shape[0]}x{D.shape[1]})"
+        )
+    if how == "sum":
+        return _sparse_dense(S, D)
+    rows, cols = S._rows
+    products = S._vals.unsqueeze(1) * D.index_select(0, _const(cols))
+    where = _const(rows).unsqueeze(1).expand(-1, D.shape[1])
+    out = zeros((n, D.shape[1]), dtype=products.dtype)
+    return out.scatter_reduce(0, where, products, how, include_self=False)
+
+
+_REDUCTIONS = {
+    "sum": "sum",
+    "mean": "mean",
+    "max": "amax",
+    "amax": "amax",
+    "min": "amin",
+    "amin": "amin",
+}
+
+
+def _coalesced_(self: SparseTensor, coalesced: bool) -> SparseTensor:
+    """torch's in-place flag that the indices need no coalescing, which programs set to
+    read them in their order (PyTorch Geometric's ``to_edge_index``). Set True, it is
+    checked that no place repeats (torch trusts it: a repeated place would then count
+    once where it counts twice); distinct indices out of order are allowed, as staged's
+    ops need them only distinct (a CSR conversion sorts them itself)."""
+    if coalesced and not self._coalesced:
+        flat = self._flat()
+        if len(np.unique(flat)) != len(flat):
+            raise RuntimeError(
+                "the indices repeat a place, so the tensor is not coalesced (is_coalesced="
+                "True, _coalesced_(True)); call .coalesce()"
+            )
+    self._coalesced = bool(coalesced)
+    return self
+
+
+def _convert_indices_from_coo_to_csr(input, size, *, out_int32=False) -> Tensor:
+    """torch's ``crow_indices`` of the row indices ``input`` (sorted, as torch assumes) of
+    ``size`` rows."""
+    rows = host_data(input, "_convert_indices_from_coo_to_csr()").astype(np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= size):
+        raise RuntimeError(
+            f"_convert_indices_from_coo_to_csr: row indices must be in [0, {size}), got "
+            f"{rows.min()} to {rows.max()}"
+        )
+    crow = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=size))])
+    return Tensor._wrap(crow.astype(np.int32 if out_int32 else np.int64))
+
+
+def _convert_indices_from_csr_to_coo(
+    crow_indices, col_indices, *, out_int32=False, transpose=False
+):
+    """torch's COO indices ``[rows, cols]`` (``[cols, rows]`` with ``transpose``) of CSR
+    indices."""
+    crow = host_data(crow_indices, "_convert_indices_from_csr_to_coo()")
+    col = host_data(col_indices, "_convert_indices_from_csr_to_coo()")
+    counts = np.diff(crow)
+    if crow.ndim != 1 or len(crow) < 1 or np.any(counts < 0) or crow[-1] != len(col):
+        raise RuntimeError(
+            "_convert_indices_from_csr_to_coo: crow_indices must never decrease and end at "
+            "the length of col_indices"
+        )
+    rows = np.repeat(np.arange(len(counts)), counts)
+    idx = np.stack([col, rows] if transpose else [rows, col])
+    return Tensor._wrap(idx.astype(np.int32 if out_int32 else np.int64))
+
+
+SparseTensor._coalesced_ = _coalesced_  # type: ignore[attr-defined]
+Tensor.to_sparse = _dense_to_sparse  # type: ignore[method-assign]
+Tensor.to_sparse_csr = _to_sparse_csr  # type: ignore[method-assign]
+SparseTensor.to_sparse_csr = lambda self, dense_dim=None: _to_sparse_csr(self, dense_dim)  # type: ignore[method-assign]
 
 
 # --- products -------------------------------------------------------------------------------
@@ -765,6 +1118,8 @@ def _sparse_times_sparse(A: SparseTensor, B: SparseTensor) -> SparseTensor:
 def _stack(tensors, dim=0) -> SparseTensor:
     """``torch.stack`` of sparse tensors of one size: a new leading sparse dim."""
     first = tensors[0]
+    if any(isinstance(t, SparseCsrTensor) for t in tensors):
+        raise _csr_unsupported("stack")
     if dim != 0 or any(
         not isinstance(t, SparseTensor)
         or t._size != first._size
@@ -804,8 +1159,13 @@ _DENSE = _exports()  # the table's staged.mm, staged.matmul, ...: dense operands
 def mm(mat1, mat2, reduce="sum") -> Tensor:
     """``torch.sparse.mm``: sparse @ dense or dense @ sparse (dense @ dense too), a dense
     result differentiable with respect to both (Note [sparse tensors])."""
+    if isinstance(mat1, SparseCsrTensor) and reduce != "sum":
+        return _mm_reduce(mat1, mat2, reduce)
     if reduce != "sum":
-        raise NotImplementedError(f"sparse.mm(reduce={reduce!r}): only 'sum' is supported")
+        raise RuntimeError(
+            f"sparse.mm(reduce={reduce!r}): reductions other than sum take a sparse CSR "
+            "first operand (mat1.to_sparse_csr()), as torch's"
+        )
     if isinstance(mat1, SparseTensor):
         if isinstance(mat2, SparseTensor):
             return _sparse_sparse(mat1, mat2)
@@ -846,6 +1206,8 @@ def sum(input, dim=None, dtype=None) -> Tensor:
     v = S._vals if dtype is None else S._vals.to(dtype)
     if dim is None:
         return v.sum()
+    if isinstance(S, SparseCsrTensor):
+        raise _csr_unsupported(f"sum(dim={dim})")
     sd = S.sparse_dim()
     dims = normalize_dims(dim, S.ndim)
     dense_axes = [d - sd + 1 for d in dims if d >= sd]  # the values' axes
@@ -866,6 +1228,8 @@ def _softmax(input, dim: int, dtype, log: bool) -> SparseTensor:
     what = "sparse.log_softmax" if log else "sparse.softmax"
     if not isinstance(input, SparseTensor):
         raise NotImplementedError(f"{what} expects a sparse COO tensor, got a dense one")
+    if isinstance(input, SparseCsrTensor):
+        raise _csr_unsupported(what)
     S = input.coalesce()
     v = S._vals if dtype is None else S._vals.to(dtype)
     sd = S.sparse_dim()

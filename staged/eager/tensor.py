@@ -812,6 +812,7 @@ class Tensor(_TensorOps):
             self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None
         ) -> Tensor: ...  # a staged.sparse.SparseTensor
         def to_sparse_coo(self) -> Tensor: ...
+        def to_sparse_csr(self, dense_dim=None) -> Tensor: ...  # a staged.sparse.SparseCsrTensor
         def untyped_storage(self) -> Any: ...  # a staged.eager.storage.UntypedStorage
         def storage(self) -> Any: ...  # a staged.eager.storage.TypedStorage
         def type_as(self, other) -> Tensor: ...
@@ -948,7 +949,14 @@ class Layout:
 
 strided = Layout("strided")
 sparse_coo = Layout("sparse_coo")  # staged.sparse's tensors
-sparse_csr = Layout("sparse_csr")
+sparse_csr = Layout("sparse_csr")  # staged.sparse's 2-D CSR tensors
+# torch's other compressed layouts: no staged tensor has them (they compare unequal to all)
+sparse_csc, sparse_bsr, sparse_bsc = (
+    Layout("sparse_csc"),
+    Layout("sparse_bsr"),
+    Layout("sparse_bsc"),
+)
+_mkldnn = Layout("_mkldnn")
 
 
 def as_payload(data, dtype=None) -> np.ndarray:
