@@ -111,3 +111,8 @@ class TensorType:
 def _get_tracing_state():
     """None: staged has no TorchScript tracer (``torch.jit.is_tracing()`` is False)."""
     return None
+
+
+def _get_default_device() -> str:
+    """The default device's type, as torch's (``"cpu"``, or ``"meta"`` within one)."""
+    return devices.get_default_device().type

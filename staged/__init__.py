@@ -141,6 +141,7 @@ from .torch_compat import as_torch  # noqa: F401
 from .eager.storage import TypedStorage, UntypedStorage  # noqa: F401
 from ._custom_ops import ops  # type: ignore[no-redef]  # noqa: F401  (torch.ops, not the star import's staged.eager.ops)
 from . import _aten  # noqa: F401  (ops.aten: staged's ops under torch's schemas)
+from . import _torch_dispatch  # noqa: F401  (Tensor.__torch_dispatch__, _make_wrapper_subclass)
 from . import amp, futures, jit, testing, version  # noqa: F401
 from .jit import ScriptModule  # noqa: F401  (torch.ScriptModule: no object is one)
 from .amp import (  # noqa: F401  (torch's autocast state functions; torch.GradScaler)
@@ -191,7 +192,7 @@ from ._utilities import (  # noqa: F401
     typename,
 )
 from . import sparse  # noqa: F401  (torch.sparse)
-from .sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401
+from .sparse import sparse_coo_tensor, sparse_csc_tensor, sparse_csr_tensor, spmm  # noqa: F401
 from .sparse import _convert_indices_from_coo_to_csr, _convert_indices_from_csr_to_coo  # noqa: F401
 
 sparse.refuse_dense_methods()  # last: every module's Tensor methods are in place
@@ -278,6 +279,7 @@ int = int32  # noqa: A001  (torch's names: torch.int is int32, torch.short int16
 short = int16
 nan, inf, pi, e = math.nan, math.inf, math.pi, math.e
 newaxis = None
+_aten.freeze()  # last: the aten operators' kernels are staged's names as made above
 
 
 # loaded on first use: onnx needs the onnx extra (as torch.onnx loads it); distributions

@@ -72,16 +72,34 @@ def kernel(name: str) -> Callable | None:
         if name.startswith(prefix):
             fn = getattr(module, name[len(prefix) :], None)
             return fn if callable(fn) else None
-    for owner in (sys.modules["staged"], Tensor, functional):
-        fn = getattr(owner, name, None)
+    for owner in _OWNERS or _own():
+        fn = owner.get(name)
         if callable(fn) and not isinstance(fn, type):
             return fn
     return None
 
 
+_OWNERS: list[dict] = []  # staged's, Tensor's and nn.functional's names as staged made them
+
+
+def _own() -> list[dict]:
+    """The names kernels are looked up among, taken once ``staged`` is whole (``freeze``)."""
+    return [dict(vars(sys.modules["staged"])), {n: getattr(Tensor, n) for n in dir(Tensor)}, dict(vars(functional))]  # fmt: skip
+
+
+def freeze() -> None:
+    """Take the kernels' names now, as staged made them (``staged/__init__.py`` calls it
+    last): an operator's kernel stays staged's own where a program later patches the
+    public name (PyTorch Geometric replaces ``torch.index_select``)."""
+    _OWNERS[:] = _own()
+
+
 def packet(name: str) -> _custom_ops.OpOverloadPacket | None:
     """``ops.aten.<name>``, its overloads made from the schema table; None if staged has
     no such operator."""
+    made = _custom_ops.PACKETS.get(f"aten::{name}")
+    if made is not None and made._overloads:
+        return made
     schemas = SCHEMAS.get(name, ())
     fn = kernel(name) if schemas else None
     if fn is None:

@@ -446,7 +446,6 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         "binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor",
     ),
     "bincount": ("bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor",),
-    "binomial": ("binomial(Tensor count, Tensor prob, Generator? generator=None) -> Tensor",),
     "bitwise_and": (
         "bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor",
         "bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor",
@@ -1405,7 +1404,6 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     "pinverse": ("pinverse(Tensor self, float rcond=1.0000000000000001e-15) -> Tensor",),
     "pixel_shuffle": ("pixel_shuffle(Tensor self, int upscale_factor) -> Tensor",),
     "pixel_unshuffle": ("pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor",),
-    "poisson": ("poisson(Tensor self, Generator? generator=None) -> Tensor",),
     "polar": ("polar(Tensor abs, Tensor angle) -> Tensor",),
     "polygamma": ("polygamma(int n, Tensor self) -> Tensor",),
     "polygamma_": ("polygamma_(Tensor(a!) self, int n) -> Tensor(a!)",),
@@ -1618,6 +1616,10 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         "sparse_coo_tensor.size(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor",
         "sparse_coo_tensor.indices(Tensor indices, Tensor values, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool? is_coalesced=None) -> Tensor",
         "sparse_coo_tensor.indices_size(Tensor indices, Tensor values, int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool? is_coalesced=None) -> Tensor",
+    ),
+    "sparse_csc_tensor": (
+        "sparse_csc_tensor.ccol_row_value_size(Tensor ccol_indices, Tensor row_indices, Tensor values, int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor",
+        "sparse_csc_tensor.ccol_row_value(Tensor ccol_indices, Tensor row_indices, Tensor values, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor",
     ),
     "sparse_csr_tensor": (
         "sparse_csr_tensor.crow_col_value_size(Tensor crow_indices, Tensor col_indices, Tensor values, int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor",
@@ -1849,6 +1851,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
         "to_sparse.sparse_dim(Tensor self, int sparse_dim) -> Tensor",
         "to_sparse(Tensor self, *, Layout? layout=None, int[2]? blocksize=None, int? dense_dim=None) -> Tensor",
     ),
+    "to_sparse_csc": ("to_sparse_csc(Tensor self, int? dense_dim=None) -> Tensor",),
     "to_sparse_csr": ("to_sparse_csr(Tensor self, int? dense_dim=None) -> Tensor",),
     "topk": (
         "topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",

@@ -100,19 +100,50 @@ def _own(c) -> bool:
 
 
 def takes_part(t) -> bool:
-    """Whether arguments of type ``t`` take part: it defines ``__torch_function__``, not as
-    ``_disabled_torch_function_impl``, and is a user's class (not the plain Tensor or
-    staged's internal subclasses, which torch does not have, such as ``nn.Parameter``'s;
-    not real torch tensors)."""
+    """Whether arguments of type ``t`` take part: in this protocol (``functions``) or in
+    ``__torch_dispatch__``'s (``dispatches``)."""
     k = KIND.get(t)
     if k is None:
+        k = KIND[t] = functions(t) or dispatches(t)
+    return k is True
+
+
+_FUNCTIONS: dict = {}  # type -> whether ``functions``
+_DISPATCHES: dict = {}  # type -> whether ``dispatches``
+
+
+def functions(t) -> bool:
+    """Whether ``t`` defines ``__torch_function__``, not as ``_disabled_torch_function_impl``,
+    and is a user's class (not the plain Tensor or staged's internal subclasses, which
+    torch does not have, such as ``nn.Parameter``'s; not real torch tensors)."""
+    k = _FUNCTIONS.get(t)
+    if k is None:
         f = getattr(t, "__torch_function__", None)
-        k = KIND[t] = (
+        k = _FUNCTIONS[t] = (
             f is not None
             and getattr(f, "__func__", f) is not _disabled_torch_function_impl
             and not all(_own(c) for c in t.__mro__)
         )
-    return k is True
+    return k
+
+
+def _disabled_torch_dispatch_impl(func, types, args=(), kwargs=None):
+    """Tensor's own ``__torch_dispatch__``: a class that keeps it does not take part."""
+    return NotImplemented
+
+
+def dispatches(t) -> bool:
+    """Whether ``t`` is a user's Tensor subclass defining ``__torch_dispatch__`` (Note [torch
+    dispatch] in ``staged/_torch_dispatch.py``)."""
+    k = _DISPATCHES.get(t)
+    if k is None:
+        f = getattr(t, "__torch_dispatch__", None)
+        k = _DISPATCHES[t] = (
+            f is not None
+            and getattr(f, "__func__", f) is not _disabled_torch_dispatch_impl
+            and not all(_own(c) for c in t.__mro__)
+        )
+    return k
 
 
 def _add(found: list, a) -> None:
@@ -128,17 +159,17 @@ def _add(found: list, a) -> None:
     found.append(a)
 
 
-def overloaded(args, kwargs=None) -> list:
-    """The arguments (and the members of list and tuple arguments) whose types take part,
-    in the order they are asked."""
+def overloaded(args, kwargs=None, part=functions) -> list:
+    """The arguments (and the members of list and tuple arguments) whose types take part
+    (``part``: in this protocol, or ``dispatches``), in the order they are asked."""
     found: list = []
     for a in (*args, *kwargs.values()) if kwargs else args:
         t = type(a)
         if t is list or t is tuple:
             for b in a:
-                if takes_part(type(b)):
+                if takes_part(type(b)) and part(type(b)):
                     _add(found, b)
-        elif takes_part(t):
+        elif takes_part(t) and part(t):
             _add(found, a)
     return found
 
@@ -172,17 +203,20 @@ def dispatch(func, args, kwargs, named=False):
             if not kwargs:
                 return NOT_HANDLED
     state = _state
-    if state.all_off:
-        return NOT_HANDLED
-    if state.modes:
+    if not state.all_off and (state.modes or not state.subclasses_off):
         found = overloaded(args, kwargs)
-    elif state.subclasses_off:
-        return NOT_HANDLED
-    else:
-        found = overloaded(args, kwargs)
-        if not found:
-            return NOT_HANDLED
-    return handle(public(func) if named else func, found, args, kwargs)
+        if found or state.modes:
+            return handle(public(func) if named else func, found, args, kwargs)
+    if DISPATCH:  # below this protocol, as torch's dispatcher is
+        wrappers = overloaded(args, kwargs, dispatches)
+        if wrappers:
+            return DISPATCH[0](public(func) if named else func, wrappers, args, kwargs)
+    return NOT_HANDLED
+
+
+# ``__torch_dispatch__``'s handler, ``(func, arguments, args, kwargs) -> result`` or
+# NOT_HANDLED (``staged/_torch_dispatch.py`` puts it in)
+DISPATCH: list = []
 
 
 def handle(func, found: list, args, kwargs):

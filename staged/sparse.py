@@ -1,5 +1,5 @@
 """Sparse COO and CSR tensors, ``torch.sparse``'s counterpart: ``staged.sparse_coo_tensor``,
-``staged.sparse_csr_tensor``, ``Tensor.to_sparse``/``to_sparse_csr``, and ``mm`` (with
+``staged.sparse_csr_tensor``/``sparse_csc_tensor``, ``Tensor.to_sparse``/``to_sparse_csr``, and ``mm`` (with
 CSR reductions), ``addmm``, ``sum``, ``softmax``, ``log_softmax``.
 
 Note [sparse tensors]: a sparse COO tensor holds its indices as a NumPy array (int64,
@@ -42,7 +42,7 @@ from .eager.ops.linalg import _add_product
 from .eager.ops.shape import cat
 from .eager.ops.table import exports as _exports
 from .eager.printing import add_suffixes, array_text
-from .eager.tensor import Size, Tensor, sparse_coo, sparse_csr, strided
+from .eager.tensor import Size, Tensor, sparse_coo, sparse_csc, sparse_csr, strided
 
 _SUPPORTED = (
     "mm/matmul/@ and addmm with a dense or sparse operand, spmm, sum, softmax, log_softmax, "
@@ -715,104 +715,119 @@ Tensor.to_dense = lambda self, dtype=None, *, masked_grad=None: (  # type: ignor
 )
 
 
-# --- sparse CSR ------------------------------------------------------------------------------
-# Note [sparse CSR]: a 2-D CSR tensor (``layout == staged.sparse_csr``) is held as the COO
-# tensor of its entries in row order: ``_idx`` is its rows (expanded from ``crow_indices``)
-# over its ``col_indices``, ``_vals`` its values, duplicates and unsorted columns within a
-# row kept as given (torch keeps them too). COO's products, ``to_dense``, autograd and
-# compilation serve it unchanged; the ops that keep its pattern (casts, clone, detach,
-# ``*`` and ``/`` by a number) keep its layout, ``sparse.mm(A, D, reduce)`` reduces each
-# row's products as torch's CSR kernel (its only layout for reductions), and every
-# operation whose result torch would give another layout (``t()``: CSC) or that staged
-# has only for COO is refused, pointing at ``to_sparse_coo()``.
-_CSR_SUPPORTED = (
-    "crow_indices, col_indices, values, to_dense, to_sparse_coo, mm/matmul/@ with a dense "
-    "operand (sparse.mm with reduce='sum', 'mean', 'amax', 'amin'), sum(), casts, clone, "
-    "detach, * and / by a number, * by a dense tensor of its shape, + of CSR tensors"
+# --- sparse CSR and CSC ----------------------------------------------------------------------
+# Note [sparse compressed]: a 2-D CSR tensor (``layout == staged.sparse_csr``) is held as the
+# COO tensor of its entries in row order: ``_idx`` is its rows (expanded from
+# ``crow_indices``) over its ``col_indices`` as given (torch's invariant wants them sorted
+# and distinct within a row, and checks it only with ``check_invariants=True``; PyTorch
+# Geometric makes CSC tensors whose rows are not sorted, which work here as the entries
+# they list), ``_vals`` its values; a CSC tensor likewise, its
+# entries in column order (``ccol_indices``, ``row_indices``), so that ``t()`` turns one
+# into the other with the entries in the same order, as torch's. COO's products,
+# ``to_dense``, autograd and compilation serve them unchanged; the ops that keep the pattern
+# (casts, clone, detach, ``*`` and ``/`` by a number) keep the layout, ``sparse.mm(A, D,
+# reduce)`` reduces each row's products as torch's CSR kernel (its only layout for
+# reductions), and every operation that staged has only for COO is refused, pointing at
+# ``to_sparse_coo()``.
+_COMPRESSED_SUPPORTED = (
+    "crow_indices/col_indices (CSR), ccol_indices/row_indices (CSC), values, to_dense, "
+    "to_sparse_coo/csr/csc, t(), mm/matmul/@ with a dense operand (sparse.mm of a CSR "
+    "tensor with reduce='sum', 'mean', 'amax', 'amin'), sum(), casts, clone, detach, * and / "
+    "by a number, * by a dense tensor of its shape, + of two of one layout"
 )
 
 
-def _csr_unsupported(what: str) -> NotImplementedError:
+def _compressed_unsupported(what: str, layout=None) -> NotImplementedError:
+    name = "CSR" if layout in (None, sparse_csr) else "CSC"
     return NotImplementedError(
         at_user(
-            f"Could not run '{what}' with a sparse CSR tensor (layout=torch.sparse_csr): "
-            f"staged's CSR tensors support {_CSR_SUPPORTED}. Call .to_sparse_coo() for the "
-            "COO tensor of its entries, or .to_dense()."
+            f"Could not run '{what}' with a sparse {name} tensor (layout={layout or sparse_csr}): "
+            f"staged's CSR and CSC tensors support {_COMPRESSED_SUPPORTED}. Call "
+            ".to_sparse_coo() for the COO tensor of its entries, or .to_dense()."
         )
     )
 
 
-class SparseCsrTensor(SparseTensor):
-    """A 2-D sparse CSR tensor (``layout == staged.sparse_csr``): Note [sparse CSR]."""
+class _Compressed(SparseTensor):
+    """A 2-D sparse CSR or CSC tensor: Note [sparse compressed]."""
 
     __slots__ = ()
+    _dim = 0  # the compressed dim: 0 (rows: CSR) or 1 (columns: CSC)
+    _layout: Any = sparse_csr
+    _fields = ("crow_indices", "col_indices")
 
     @property
     def layout(self) -> Any:
-        return sparse_csr
+        return self._layout
 
     @property
     def is_sparse(self) -> bool:
         return False  # torch's: COO only
 
-    @property
-    def is_sparse_csr(self) -> bool:
-        return True
-
-    def crow_indices(self) -> Tensor:
-        counts = np.bincount(self._idx[0], minlength=self._size[0])
+    def _compressed_indices(self) -> Tensor:
+        d = self._dim
+        counts = np.bincount(self._idx[d], minlength=self._size[d])
         return Tensor._wrap(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
-    def col_indices(self) -> Tensor:
-        return Tensor._wrap(self._idx[1])
+    def _plain_indices(self) -> Tensor:
+        return Tensor._wrap(self._idx[1 - self._dim])
 
     def values(self) -> Tensor:
         return self._vals
 
     def _with_values(self, values: Tensor) -> SparseTensor:
-        return self if values is self._vals else _make_csr(self._idx, values, self._size)
+        if values is self._vals:
+            return self
+        return _make_compressed(type(self), self._idx, values, self._size)
 
     def detach(self) -> SparseTensor:
-        return _make_csr(self._idx, self._vals.detach(), self._size)
+        return _make_compressed(type(self), self._idx, self._vals.detach(), self._size)
 
     def clone(self, *, memory_format=None) -> SparseTensor:
-        return _make_csr(self._idx, self._vals.clone(), self._size)
+        return _make_compressed(type(self), self._idx, self._vals.clone(), self._size)
 
     @property  # type: ignore[override]
     def grad(self) -> SparseTensor | None:
         g = self._vals.grad if self._owns else None
-        return None if g is None else _make_csr(self._idx, g, self._size)
+        return None if g is None else _make_compressed(type(self), self._idx, g, self._size)
 
     @grad.setter
     def grad(self, value) -> None:
         SparseTensor.grad.fset(self, value)  # type: ignore[attr-defined]
 
+    def t(self) -> SparseTensor:
+        """The transpose: a CSR tensor's is CSC and a CSC tensor's CSR, its entries in the
+        same order (torch's)."""
+        idx = np.ascontiguousarray(self._idx[::-1])
+        idx.flags.writeable = False
+        other = SparseCscTensor if type(self) is SparseCsrTensor else SparseCsrTensor
+        return _make_compressed(other, idx, self._vals, self._size[::-1])
+
     def to_sparse_coo(self) -> SparseTensor:
         return _make(self._idx, self._vals, self._size, self._nnz() <= 1)
 
     def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
-        if layout is sparse_csr and blocksize is None and dense_dim is None:
-            return self
+        if layout in (sparse_csr, sparse_csc) and blocksize is None and not dense_dim:
+            return _to_compressed(self, _LAYOUTS[layout])
         if layout not in (None, sparse_coo) or sparse_dim not in (None, 2):
-            raise _csr_unsupported(f"to_sparse(sparse_dim={sparse_dim}, layout={layout})")
+            raise _compressed_unsupported(
+                f"to_sparse(sparse_dim={sparse_dim}, layout={layout})", self._layout
+            )
         return self.to_sparse_coo()
-
-    def to_sparse_csr(self, dense_dim=None) -> SparseTensor:
-        if dense_dim:
-            raise _csr_unsupported(f"to_sparse_csr(dense_dim={dense_dim})")
-        return self
 
     def __mul__(self, other) -> SparseTensor:  # type: ignore[override]
         if isinstance(other, SparseTensor):
-            raise _csr_unsupported("mul of two sparse tensors")
+            raise _compressed_unsupported("mul of two sparse tensors", self._layout)
         return SparseTensor.__mul__(self, other)
 
     __rmul__ = __mul__
 
     def __add__(self, other) -> SparseTensor:  # type: ignore[override]
-        if not isinstance(other, SparseCsrTensor):
-            raise _csr_unsupported(f"add of a sparse CSR tensor and a {type(other).__name__}")
-        return _csr_of(SparseTensor.__add__(self.to_sparse_coo(), other.to_sparse_coo()))
+        if type(other) is not type(self):
+            what = f"add of a {self._layout} tensor and a {getattr(other, 'layout', type(other))}"
+            raise _compressed_unsupported(what, self._layout)
+        total = SparseTensor.__add__(self.to_sparse_coo(), other.to_sparse_coo())
+        return _compressed_of(total, type(self))
 
     def __rmatmul__(self, other) -> Tensor:
         return _dense_sparse(other, self.to_sparse_coo())
@@ -820,72 +835,181 @@ class SparseCsrTensor(SparseTensor):
     def __repr__(self) -> str:
         """torch's: ``tensor(crow_indices=..., col_indices=..., values=..., size=..., ...)``."""
         indent = " " * len("tensor(")
-        fields = (
-            ("crow_indices", self.crow_indices()),
-            ("col_indices", self.col_indices()),
-            ("values", self._vals),
-        )
-        parts = [f"{n}=tensor({_text(t, indent + n + '=tensor(')})" for n, t in fields]
-        return self._suffixed("tensor(" + f",\n{indent}".join(parts), sparse_csr)
+        fields = (*(getattr(self, n)() for n in self._fields), self._vals)
+        names = (*self._fields, "values")
+        parts = [f"{n}=tensor({_text(t, indent + n + '=tensor(')})" for n, t in zip(names, fields)]
+        return self._suffixed("tensor(" + f",\n{indent}".join(parts), self._layout)
 
     def __reduce_ex__(self, protocol):
-        return (_make_csr, (self._idx, self._vals, self._size, self._owns))
+        return (_make_compressed, (type(self), self._idx, self._vals, self._size, self._owns))
 
     def __deepcopy__(self, memo) -> SparseTensor:
-        s = _make_csr(self._idx, copy.deepcopy(self._vals, memo), self._size, self._owns)
+        values = copy.deepcopy(self._vals, memo)
+        s = _make_compressed(type(self), self._idx, values, self._size, self._owns)
         memo[id(self)] = s
         return s
 
 
-def _refuse_csr(name: str):
+class SparseCsrTensor(_Compressed):
+    """A 2-D sparse CSR tensor (``layout == staged.sparse_csr``): Note [sparse compressed]."""
+
+    __slots__ = ()
+
+    @property
+    def is_sparse_csr(self) -> bool:
+        return True
+
+    crow_indices = _Compressed._compressed_indices
+    col_indices = _Compressed._plain_indices
+
+
+class SparseCscTensor(_Compressed):
+    """A 2-D sparse CSC tensor (``layout == staged.sparse_csc``): Note [sparse compressed]."""
+
+    __slots__ = ()
+    _dim = 1
+    _layout = sparse_csc
+    _fields = ("ccol_indices", "row_indices")
+    ccol_indices = _Compressed._compressed_indices
+    row_indices = _Compressed._plain_indices
+
+
+_LAYOUTS = {sparse_csr: SparseCsrTensor, sparse_csc: SparseCscTensor}
+
+
+def _refuse_compressed(name: str):
     def method(self, *args, **kwargs):
-        raise _csr_unsupported(name)
+        raise _compressed_unsupported(name, self._layout)
 
     method.__name__ = name
     return method
 
 
 for _name in (
-    *("indices", "_indices", "coalesce", "is_coalesced", "_coalesced_", "t", "transpose"),
-    "select",
-    *("unbind", "__iter__", "__getitem__"),
+    *("indices", "_indices", "coalesce", "is_coalesced", "_coalesced_", "transpose"),
+    *("select", "unbind", "__iter__", "__getitem__"),
 ):
-    setattr(SparseCsrTensor, _name, _refuse_csr(_name))
+    setattr(_Compressed, _name, _refuse_compressed(_name))
 
 
-def _make_csr(idx: np.ndarray, values: Tensor, size, owns: bool = False) -> SparseCsrTensor:
-    s = object.__new__(SparseCsrTensor)
+def _make_compressed(cls, idx: np.ndarray, values: Tensor, size, owns: bool = False):
+    s = object.__new__(cls)
     s._idx, s._rows, s._vals = idx, tuple(idx), values
     s._size, s._coalesced, s._owns = tuple(size), False, owns
     return s
 
 
-def _csr_of(S: SparseTensor) -> SparseCsrTensor:
-    """The CSR tensor of a 2-D COO tensor with no dense dims (its entries, coalesced)."""
+def _compressed_of(S: SparseTensor, cls) -> _Compressed:
+    """The ``cls`` (CSR or CSC) tensor of a 2-D COO tensor with no dense dims: its entries
+    coalesced, in the compressed dim's order."""
     if S.ndim != 2 or S.dense_dim():
         raise RuntimeError(
-            f"to_sparse_csr: expected a 2-D sparse tensor with no dense dims, got "
-            f"{S.sparse_dim()} sparse and {S.dense_dim()} dense dims (staged's CSR tensors "
-            "are 2-D)"
+            f"to_sparse_{cls._layout.name[7:]}: expected a 2-D sparse tensor with no dense "
+            f"dims, got {S.sparse_dim()} sparse and {S.dense_dim()} dense dims (staged's "
+            "CSR and CSC tensors are 2-D)"
         )
+    if cls._dim == 1:  # column order: its transpose's row order
+        T = _make(np.ascontiguousarray(S._idx[::-1]), S._vals, S._size[::-1], False)
+        return _compressed_of(T, SparseCsrTensor).t()  # type: ignore[return-value]
     flat = S._flat()
     if not np.all(flat[1:] > flat[:-1]):
         S = S._merged()
-    return _make_csr(S._idx, S._vals, S._size)
+    return _make_compressed(cls, S._idx, S._vals, S._size)
 
 
-def _to_sparse_csr(self: Tensor, dense_dim=None) -> SparseTensor:
-    """``Tensor.to_sparse_csr``: a 2-D tensor's nonzero entries, in row order."""
-    if isinstance(self, SparseCsrTensor):
-        return self.to_sparse_csr(dense_dim)
+def _to_compressed(self: Tensor, cls, dense_dim=None) -> Tensor:
+    """``Tensor.to_sparse_csr``/``to_sparse_csc``: a 2-D tensor's entries in that layout."""
     if dense_dim:
-        raise _csr_unsupported(f"to_sparse_csr(dense_dim={dense_dim})")
-    if self.ndim != 2:
+        raise _compressed_unsupported(f"to_sparse(dense_dim={dense_dim})", cls._layout)
+    if type(self) is cls:
+        return self
+    if isinstance(self, _Compressed):
+        self = self.to_sparse_coo()
+    elif self.ndim != 2:
         raise RuntimeError(
-            f"to_sparse_csr: staged's CSR tensors are 2-D, got a {self.ndim}-D tensor "
-            "(torch's batched CSR is not supported)"
+            f"to_sparse_{cls._layout.name[7:]}: staged's CSR and CSC tensors are 2-D, got a "
+            f"{self.ndim}-D tensor (torch's batched ones are not supported)"
         )
-    return _csr_of(self if isinstance(self, SparseTensor) else _to_sparse(self))
+    return _compressed_of(self if isinstance(self, SparseTensor) else _to_sparse(self), cls)
+
+
+def _compressed_tensor(cls, what, compressed, plain, values, size, dtype, layout, device, pin_memory, requires_grad, check_invariants):  # fmt: skip
+    """A CSR or CSC tensor from its indices, read now (host data) and checked: always in
+    bounds, and with ``check_invariants`` sorted and distinct within each compressed
+    row or column, as torch's (unsorted ones, which torch's default takes and PyTorch
+    Geometric makes, work here as the entries they list)."""
+    names = cls._fields
+    if layout not in (None, cls._layout):
+        raise _compressed_unsupported(f"{what}(layout={layout})", cls._layout)
+    if device is not None:
+        _device.check(device)
+    if pin_memory:
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+    comp, plain = (
+        np.asarray(
+            host_data(a, f"{what}()'s {n}", " and pass its indices in")
+            if isinstance(a, Tensor)
+            else a
+        )
+        for a, n in zip((compressed, plain), names)
+    )
+    if comp.dtype.kind not in "iu" or plain.dtype.kind not in "iu":
+        raise RuntimeError(
+            f"{what}: {names[0]} and {names[1]} must be integers, got {comp.dtype} and "
+            f"{plain.dtype}"
+        )
+    if comp.ndim != 1 or plain.ndim != 1:
+        raise RuntimeError(
+            f"{what}: staged's CSR and CSC tensors are 2-D: {names[0]} and {names[1]} must "
+            f"be 1-D, got {comp.ndim}-D and {plain.ndim}-D"
+        )
+    if not isinstance(values, Tensor):
+        values = tensor(values, dtype=dtype)
+    elif dtype is not None:
+        values = values.to(dtype)
+    if values.ndim != 1:
+        raise RuntimeError(
+            f"{what}: values must be 1-D (staged's CSR and CSC tensors have no dense dims), "
+            f"got {values.ndim}-D"
+        )
+    nnz, n = len(plain), len(comp) - 1
+    if n < 0 or comp[0] != 0 or comp[-1] != nnz or np.any(np.diff(comp) < 0):
+        raise RuntimeError(
+            f"{what}: {names[0]} must start at 0, never decrease and end at nnz = {nnz} (the "
+            f"length of {names[1]}), got {comp.tolist()[:8]}"
+        )
+    if values.shape[0] != nnz:
+        raise RuntimeError(
+            f"{what}: {names[1]} and values must have one length, got {nnz} and {values.shape[0]}"
+        )
+    d = cls._dim
+    if size is None:
+        m = int(plain.max()) + 1 if nnz else 0
+        size = (n, m) if d == 0 else (m, n)
+    size = tuple(int(k) for k in size)
+    if len(size) != 2 or size[d] != n:
+        raise RuntimeError(
+            f"{what}: size {list(size)} does not fit {n} compressed {('rows', 'columns')[d]} "
+            f"(len({names[0]}) - 1); staged's CSR and CSC tensors are 2-D"
+        )
+    if nnz and (plain.min() < 0 or plain.max() >= size[1 - d]):
+        raise RuntimeError(
+            f"{what}: {names[1]} must be in [0, {size[1 - d]}), got values from "
+            f"{plain.min()} to {plain.max()}"
+        )
+    expanded = np.repeat(np.arange(n, dtype=np.int64), np.diff(comp))
+    place = expanded * size[1 - d] + plain
+    if check_invariants and np.any(place[1:] <= place[:-1]):
+        raise RuntimeError(
+            f"{what}: {names[1]} must be sorted and distinct within each compressed "
+            f"{('row', 'column')[d]} (check_invariants=True)"
+        )
+    idx = np.stack([expanded, plain] if d == 0 else [plain, expanded]).astype(np.int64)
+    idx.flags.writeable = False
+    s = _make_compressed(cls, idx, values, size)
+    if requires_grad and not values.requires_grad:
+        s.requires_grad_()
+    return s
 
 
 def sparse_csr_tensor(
@@ -900,82 +1024,42 @@ def sparse_csr_tensor(
     pin_memory=False,
     requires_grad=False,
     check_invariants=None,
-) -> SparseCsrTensor:
+) -> SparseTensor:
     """A 2-D sparse CSR tensor: row ``i``'s entries are ``values[crow[i]:crow[i+1]]`` at
     the columns ``col_indices[crow[i]:crow[i+1]]``. The indices are read now (host data)
-    and always checked (torch checks them only with ``check_invariants=True``; unchecked
-    ones would read out of bounds)."""
-    if layout not in (None, sparse_csr):
-        raise _csr_unsupported(f"sparse_csr_tensor(layout={layout})")
-    if device is not None:
-        _device.check(device)
-    if pin_memory:
-        raise RuntimeError("Cannot access accelerator device when none is available.")
-    crow, col = (
-        np.asarray(
-            host_data(a, f"sparse_csr_tensor()'s {n}", " and pass its indices in")
-            if isinstance(a, Tensor)
-            else a
-        )
-        for a, n in ((crow_indices, "crow_indices"), (col_indices, "col_indices"))
-    )
-    if crow.dtype.kind not in "iu" or col.dtype.kind not in "iu":
-        raise RuntimeError(
-            f"sparse_csr_tensor: crow_indices and col_indices must be integers, got "
-            f"{crow.dtype} and {col.dtype}"
-        )
-    if crow.ndim != 1 or col.ndim != 1:
-        raise RuntimeError(
-            "sparse_csr_tensor: staged's CSR tensors are 2-D: crow_indices and col_indices "
-            f"must be 1-D, got {crow.ndim}-D and {col.ndim}-D"
-        )
-    if not isinstance(values, Tensor):
-        values = tensor(values, dtype=dtype)
-    elif dtype is not None:
-        values = values.to(dtype)
-    if values.ndim != 1:
-        raise RuntimeError(
-            f"sparse_csr_tensor: values must be 1-D (staged's CSR tensors have no dense "
-            f"dims), got {values.ndim}-D"
-        )
-    nnz, rows = len(col), len(crow) - 1
-    if rows < 0 or crow[0] != 0 or crow[-1] != nnz or np.any(np.diff(crow) < 0):
-        raise RuntimeError(
-            "sparse_csr_tensor: crow_indices must start at 0, never decrease and end at "
-            f"nnz = {nnz} (the length of col_indices), got {crow.tolist()[:8]}"
-        )
-    if values.shape[0] != nnz:
-        raise RuntimeError(
-            f"sparse_csr_tensor: col_indices and values must have one length, got {nnz} "
-            f"and {values.shape[0]}"
-        )
-    if size is None:
-        size = (rows, int(col.max()) + 1 if nnz else 0)
-    size = tuple(int(n) for n in size)
-    if len(size) != 2 or size[0] != rows:
-        raise RuntimeError(
-            f"sparse_csr_tensor: size {list(size)} does not fit {rows} rows (len(crow_indices) "
-            "- 1); staged's CSR tensors are 2-D"
-        )
-    if nnz and (col.min() < 0 or col.max() >= size[1]):
-        raise RuntimeError(
-            f"sparse_csr_tensor: col_indices must be in [0, {size[1]}), got values from "
-            f"{col.min()} to {col.max()}"
-        )
-    idx = np.stack([np.repeat(np.arange(rows, dtype=np.int64), np.diff(crow)), col]).astype(
-        np.int64
-    )
-    idx.flags.writeable = False
-    s = _make_csr(idx, values, size)
-    if requires_grad and not values.requires_grad:
-        s.requires_grad_()
-    return s
+    and always checked to be in bounds (torch checks them only with
+    ``check_invariants=True``: unchecked ones would read out of bounds)."""
+    return _compressed_tensor(
+        SparseCsrTensor, "sparse_csr_tensor", crow_indices, col_indices, values, size,
+        dtype, layout, device, pin_memory, requires_grad, check_invariants,
+    )  # fmt: skip
+
+
+def sparse_csc_tensor(
+    ccol_indices,
+    row_indices,
+    values,
+    size=None,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=False,
+    requires_grad=False,
+    check_invariants=None,
+) -> SparseTensor:
+    """A 2-D sparse CSC tensor: column ``j``'s entries are ``values[ccol[j]:ccol[j+1]]`` at
+    the rows ``row_indices[ccol[j]:ccol[j+1]]``; the indices always checked."""
+    return _compressed_tensor(
+        SparseCscTensor, "sparse_csc_tensor", ccol_indices, row_indices, values, size,
+        dtype, layout, device, pin_memory, requires_grad, check_invariants,
+    )  # fmt: skip
 
 
 def _dense_to_sparse(self: Tensor, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
     """``Tensor.to_sparse``: COO, or CSR with ``layout=staged.sparse_csr``."""
-    if layout is sparse_csr and blocksize is None and sparse_dim is None:
-        return _to_sparse_csr(self, dense_dim)
+    if layout in (sparse_csr, sparse_csc) and blocksize is None and sparse_dim is None:
+        return _to_compressed(self, _LAYOUTS[layout], dense_dim)
     return _to_sparse(self, sparse_dim, layout=layout, blocksize=blocksize, dense_dim=dense_dim)
 
 
@@ -1063,8 +1147,10 @@ def _convert_indices_from_csr_to_coo(
 
 SparseTensor._coalesced_ = _coalesced_  # type: ignore[attr-defined]
 Tensor.to_sparse = _dense_to_sparse  # type: ignore[method-assign]
-Tensor.to_sparse_csr = _to_sparse_csr  # type: ignore[method-assign]
-SparseTensor.to_sparse_csr = lambda self, dense_dim=None: _to_sparse_csr(self, dense_dim)  # type: ignore[method-assign]
+Tensor.to_sparse_csr = lambda self, dense_dim=None: _to_compressed(self, SparseCsrTensor, dense_dim)  # type: ignore[method-assign]
+Tensor.to_sparse_csc = lambda self, dense_dim=None: _to_compressed(self, SparseCscTensor, dense_dim)  # type: ignore[method-assign]
+SparseTensor.to_sparse_csr = Tensor.to_sparse_csr  # type: ignore[method-assign]
+SparseTensor.to_sparse_csc = Tensor.to_sparse_csc  # type: ignore[method-assign]
 
 
 # --- products -------------------------------------------------------------------------------
@@ -1118,8 +1204,8 @@ def _sparse_times_sparse(A: SparseTensor, B: SparseTensor) -> SparseTensor:
 def _stack(tensors, dim=0) -> SparseTensor:
     """``torch.stack`` of sparse tensors of one size: a new leading sparse dim."""
     first = tensors[0]
-    if any(isinstance(t, SparseCsrTensor) for t in tensors):
-        raise _csr_unsupported("stack")
+    if any(isinstance(t, _Compressed) for t in tensors):
+        raise _compressed_unsupported("stack")
     if dim != 0 or any(
         not isinstance(t, SparseTensor)
         or t._size != first._size
@@ -1206,8 +1292,8 @@ def sum(input, dim=None, dtype=None) -> Tensor:
     v = S._vals if dtype is None else S._vals.to(dtype)
     if dim is None:
         return v.sum()
-    if isinstance(S, SparseCsrTensor):
-        raise _csr_unsupported(f"sum(dim={dim})")
+    if isinstance(S, _Compressed):
+        raise _compressed_unsupported(f"sum(dim={dim})", S._layout)
     sd = S.sparse_dim()
     dims = normalize_dims(dim, S.ndim)
     dense_axes = [d - sd + 1 for d in dims if d >= sd]  # the values' axes
@@ -1228,8 +1314,8 @@ def _softmax(input, dim: int, dtype, log: bool) -> SparseTensor:
     what = "sparse.log_softmax" if log else "sparse.softmax"
     if not isinstance(input, SparseTensor):
         raise NotImplementedError(f"{what} expects a sparse COO tensor, got a dense one")
-    if isinstance(input, SparseCsrTensor):
-        raise _csr_unsupported(what)
+    if isinstance(input, _Compressed):
+        raise _compressed_unsupported(what, input._layout)
     S = input.coalesce()
     v = S._vals if dtype is None else S._vals.to(dtype)
     sd = S.sparse_dim()

@@ -108,3 +108,17 @@ def test_is_in_onnx_export_holds_while_export_traces(tmp_path):
     assert staged.onnx.is_in_onnx_export() is False
     staged.onnx.export(f, (staged.ones(3, requires_grad=True),), tmp_path / "f.onnx")
     assert seen and all(seen) and staged.onnx.is_in_onnx_export() is False
+
+
+@LIBS
+def test_zero_d_integer_tensors_are_sizes(lib):
+    n = lib.tensor(2)
+    assert tuple(lib.full(size=(n + 3,), fill_value=-1).shape) == (5,)
+    assert tuple(lib.zeros(n, 3).shape) == (2, 3)
+    with pytest.raises(TypeError):  # a float tensor is no size
+        lib.zeros(lib.tensor(2.0), 3)
+
+
+@LIBS
+def test_default_device_name(lib):
+    assert lib._C._get_default_device() == "cpu"

@@ -104,7 +104,7 @@ def test_ops_that_keep_the_pattern_keep_the_layout(lib):
 
 def test_operations_without_a_csr_form_in_staged_are_refused():
     A, _ = _csr(staged)
-    for call in (A.t, A.coalesce, A.indices, lambda: A[0], lambda: A.select(0, 1)):
+    for call in (A.coalesce, A.indices, lambda: A[0], lambda: A.select(0, 1)):
         with pytest.raises(NotImplementedError, match="sparse CSR tensor.*to_sparse_coo"):
             call()
     with pytest.raises(NotImplementedError, match="sparse CSR"):
@@ -119,7 +119,7 @@ def test_operations_without_a_csr_form_in_staged_are_refused():
         ([0, 1, 3], [0, 1], None, "end at nnz"),
         ([0, 1, 2], [0, 4], (2, 3), r"col_indices must be in \[0, 3\)"),
         ([0, 1, 2], [0, -1], (2, 3), r"col_indices must be in"),
-        ([0, 1, 2], [0, 1], (3, 3), "does not fit 2 rows"),
+        ([0, 1, 2], [0, 1], (3, 3), "does not fit 2 compressed rows"),
     ],
 )
 def test_bad_indices_are_refused_never_read(crow, col, size, match):
@@ -196,3 +196,62 @@ def test_a_coalesced_flag_over_repeated_places_is_refused():
         S._coalesced_(True)
     with pytest.raises(RuntimeError, match="repeat a place"):
         staged.sparse_coo_tensor([[1, 1], [0, 0]], [1.0, 2.0], (3, 3), is_coalesced=True)
+
+
+@LIBS
+def test_csc_tensors_and_the_transpose_between_layouts(lib):
+    A, _ = _csr(lib)
+    C = A.t()
+    assert C.layout == lib.sparse_csc and tuple(C.shape) == (4, 4)
+    assert C.ccol_indices().tolist() == CROW and C.row_indices().tolist() == COL
+    np.testing.assert_array_equal(C.to_dense().numpy(), A.to_dense().numpy().T)
+    assert C.t().layout == lib.sparse_csr and C.t().col_indices().tolist() == COL
+    made = lib.sparse_csc_tensor(lib.tensor(CROW), lib.tensor(COL), lib.tensor(VALS), (4, 4))
+    np.testing.assert_array_equal(made.to_dense().numpy(), C.to_dense().numpy())
+    dense = A.to_dense()
+    csc = dense.to_sparse_csc()
+    np.testing.assert_array_equal(csc.to_dense().numpy(), dense.numpy())
+    assert (
+        csc.ccol_indices().tolist()
+        == lib.tensor(dense.numpy().T.copy()).to_sparse_csr().crow_indices().tolist()
+    )
+    assert dense.to_sparse(layout=lib.sparse_csc).layout == lib.sparse_csc
+    d = lib.tensor(D)
+    np.testing.assert_allclose((C @ d).numpy(), dense.numpy().T @ D, rtol=1e-15)
+    assert "ccol_indices=tensor([0, 2, 2, 5, 6])" in repr(C)
+
+
+def test_a_csc_tensor_checks_its_indices():
+    with pytest.raises(RuntimeError, match=r"row_indices must be in \[0, 2\)"):
+        staged.sparse_csc_tensor(
+            staged.tensor([0, 1, 2]), staged.tensor([0, 2]), staged.ones(2), (2, 2)
+        )
+
+
+def test_unsorted_columns_are_taken_as_listed_and_refused_only_when_checked():
+    A = staged.sparse_csr_tensor(
+        staged.tensor([0, 2, 2]), staged.tensor([1, 0]), staged.tensor([1.0, 2.0]), (2, 2)
+    )
+    np.testing.assert_array_equal(A.to_dense().numpy(), [[2.0, 1.0], [0.0, 0.0]])
+    v = staged.tensor([1.0, 2.0], requires_grad=True)
+    B = staged.sparse_csr_tensor(staged.tensor([0, 2, 2]), staged.tensor([1, 0]), v, (2, 2))
+    staged.sparse.mm(B, staged.tensor([[1.0], [10.0]]), "mean").sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), [5.0, 0.5])  # each value its own column's
+    for col in ([1, 0], [1, 1]):
+        with pytest.raises(RuntimeError, match="sorted and distinct within each compressed row"):
+            staged.sparse_csr_tensor(
+                staged.tensor([0, 2, 2]),
+                staged.tensor(col),
+                staged.ones(2),
+                (2, 2),
+                check_invariants=True,
+            )
+    for lib in (staged, torch):  # torch's check says the same
+        with pytest.raises(RuntimeError, match="sorted and distinct"):
+            lib.sparse_csr_tensor(
+                lib.tensor([0, 2, 2]),
+                lib.tensor([1, 0]),
+                lib.ones(2),
+                (2, 2),
+                check_invariants=True,
+            )

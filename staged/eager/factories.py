@@ -450,7 +450,7 @@ def _size(size, keyword=None):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for i, s in enumerate(size):
-        if not isinstance(s, (int, np.integer)):
+        if not isinstance(s, (int, np.integer)) and not _integer_scalar(s):
             op = sys._getframe(1).f_code.co_name  # the factory: only on this error path
             raise TypeError(
                 f"{op}(): argument 'size' failed to unpack the object at pos {i + 1} with "
@@ -459,6 +459,11 @@ def _size(size, keyword=None):
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
     return tuple(int(s) for s in size)
+
+
+def _integer_scalar(s) -> bool:
+    """Whether ``s`` is a 0-d integer tensor, which torch takes as a size (its ``__index__``)."""
+    return isinstance(s, Tensor) and s.ndim == 0 and s._payload.dtype.kind in "iu"
 
 
 def _dtype(dtype, default=None):

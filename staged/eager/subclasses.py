@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from .. import _torch_function as _tf
+from . import devices as _devices
 from .tensor import Tensor
 
 # Tensor's attributes a subclass does not hand to the protocol: construction, attribute
@@ -150,8 +151,29 @@ def _subclassed(cls, **kwargs) -> None:
     if not any("_protocol_wrapped" in vars(c) for c in cls.__mro__[1:]):
         for name, wrapper in _overrides(cls).items():
             setattr(cls, name, wrapper)
+        if _tf.dispatches(cls):
+            for name, prop in _WRAPPER_DEVICE.items():
+                if not any(name in vars(c) for c in cls.__mro__[: cls.__mro__.index(Tensor)]):
+                    setattr(cls, name, prop)
         cls._protocol_wrapped = True
     _tf.take_part(cls)
+
+
+def _wrapper_device(self):
+    """The device a ``_make_wrapper_subclass`` instance was made for (its payload is a meta
+    tensor's), else the tensor's own."""
+    d = vars(self).get("_wrapper_device", _OWN)
+    if d is _OWN:
+        return Tensor.device.__get__(self)
+    return _devices.CPU if d is None else _devices.device(d)
+
+
+_OWN = object()
+_WRAPPER_DEVICE = {
+    "device": property(_wrapper_device),
+    "is_meta": property(lambda self: _wrapper_device(self).type == "meta"),
+    "is_cpu": property(lambda self: _wrapper_device(self).type == "cpu"),
+}
 
 
 def make_subclass(cls, data, require_grad=False, *args, **kwargs):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import autodiff as ad
+from ... import _torch_function as _tf
 from ... import dtypes as dt
 from ...autodiff import fused, lax
 from ...autodiff.avals import normalize_dims
@@ -452,7 +453,18 @@ select_at = ad.Fused(
 )
 
 
+_entered, _DISPATCH, _kind = _tf.entered, _tf.DISPATCH, _tf.KIND.get  # (changed in place)
+
+
 def getitem(x: Tensor, index) -> Tensor:
+    if (
+        _entered[0]
+        and _DISPATCH
+        and (_kind(type(x)) is not False or _kind(type(index)) is not False)
+    ):
+        found = _tf.overloaded((x, index), None, _tf.dispatches)  # x or an index of a class
+        if found:  # taking __torch_dispatch__
+            return _DISPATCH[0](getitem, found, (x, index), {})
     shape = tuple(x._payload.shape)
     if type(index) is int and shape and -shape[0] <= index < shape[0]:  # x[i]: the common case
         return select_at(x, dim=0, index=index % shape[0])
