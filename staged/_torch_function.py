@@ -118,12 +118,7 @@ def functions(t) -> bool:
     torch does not have, such as ``nn.Parameter``'s; not real torch tensors)."""
     k = _FUNCTIONS.get(t)
     if k is None:
-        f = getattr(t, "__torch_function__", None)
-        k = _FUNCTIONS[t] = (
-            f is not None
-            and getattr(f, "__func__", f) is not _disabled_torch_function_impl
-            and not all(_own(c) for c in t.__mro__)
-        )
+        k = _FUNCTIONS[t] = _defines(t, "__torch_function__", _disabled_torch_function_impl)
     return k
 
 
@@ -137,13 +132,18 @@ def dispatches(t) -> bool:
     dispatch] in ``staged/_torch_dispatch.py``)."""
     k = _DISPATCHES.get(t)
     if k is None:
-        f = getattr(t, "__torch_dispatch__", None)
-        k = _DISPATCHES[t] = (
-            f is not None
-            and getattr(f, "__func__", f) is not _disabled_torch_dispatch_impl
-            and not all(_own(c) for c in t.__mro__)
-        )
+        k = _DISPATCHES[t] = _defines(t, "__torch_dispatch__", _disabled_torch_dispatch_impl)
     return k
+
+
+def _defines(t, name: str, disabled) -> bool:
+    """Whether the user's class ``t`` defines the method ``name`` other than as ``disabled``."""
+    f = getattr(t, name, None)
+    return (
+        f is not None
+        and getattr(f, "__func__", f) is not disabled
+        and not all(_own(c) for c in t.__mro__)
+    )
 
 
 def _add(found: list, a) -> None:
