@@ -50,6 +50,21 @@ def _pin_memory(self, device=None):
     return self.pin_memory(device)
 
 
+_REDUCTIONS = ("none", "mean", "sum")  # aten's ``int reduction``, as nn.functional names it
+
+
+def _huber_loss(self, target, reduction=1, delta=1.0):
+    return functional.huber_loss(self, target, reduction=_REDUCTIONS[reduction], delta=delta)
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1,
+              zero_infinity=False):  # fmt: skip
+    return functional.ctc_loss(
+        log_probs, targets, input_lengths, target_lengths, blank=blank,
+        reduction=_REDUCTIONS[reduction], zero_infinity=zero_infinity,
+    )  # fmt: skip
+
+
 KERNELS: dict[str, Callable] = {
     "slice": _slice,
     "index": _index,
@@ -57,6 +72,8 @@ KERNELS: dict[str, Callable] = {
     "_pin_memory": _pin_memory,
     "alias": alias_view,
     "_sparse_addmm": sparse.addmm,
+    "huber_loss": _huber_loss,
+    "ctc_loss": _ctc_loss,
 }
 _SUBMODULES = (("linalg_", linalg), ("fft_", fft), ("special_", special))
 

@@ -73,6 +73,21 @@ CASES = [
         lambda a, L, x, b, i: a.scatter_reduce.two(x, 0, i[:, None] + 0 * x.long(), x, "amax"),
     ),
     ("index_add", lambda a, L, x, b, i: a.index_add.default(x[:2], 0, i[:2] % 2, x[1:], alpha=3)),
+    ("huber_loss.none", lambda a, L, x, b, i: a.huber_loss.default(x, x * 0.5, 0, 0.7)),
+    ("huber_loss.sum", lambda a, L, x, b, i: a.huber_loss.default(x, x * 0.5, 2)),
+    ("kl_div", lambda a, L, x, b, i: a.kl_div.default(x, x.exp() / 9, 2)),
+    (
+        "bce_logits",
+        lambda a, L, x, b, i: a.binary_cross_entropy_with_logits.default(
+            x, x.sigmoid().detach(), None, None, 0
+        ),
+    ),
+    (
+        "ctc_loss",
+        lambda a, L, x, b, i: a.ctc_loss.IntList(
+            x.reshape(4, 1, 3).log_softmax(2), L.tensor([[1, 2]]), [4], [2], 0, 2
+        ),
+    ),
     ("packet", lambda a, L, x, b, i: a.add(x, 1)),
     ("packet.mul", lambda a, L, x, b, i: a.mul(x, x)),
 ]
