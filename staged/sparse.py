@@ -92,7 +92,7 @@ class SparseTensor(Tensor):
         raise TypeError("make sparse tensors with staged.sparse_coo_tensor or Tensor.to_sparse")
 
     # --- what the dense machinery reads (these and Tensor's slots): raise, saying what to do
-    def _host(self) -> np.ndarray:
+    def _host(self, overwrite: bool = False) -> np.ndarray:
         raise SparseLayoutError(at_user(_NEEDS_DENSE))
 
     def _aval(self) -> Any:

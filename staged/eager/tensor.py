@@ -392,7 +392,10 @@ class Tensor(_TensorOps):
         return self._vc is None
 
     # --- data access --------------------------------------------------------------------
-    def _host(self) -> np.ndarray:
+    def _host(self, overwrite: bool = False) -> np.ndarray:
+        """The host array of this tensor's data, brought home once; ``overwrite``: all of
+        it is about to be written, so a payload without data (``has_data`` False: a
+        compiled step's lost state, Note [state in place]) gives a new array."""
         p = self._payload
         if type(p) is not np.ndarray:
             root = getattr(self, "_alias", None)
@@ -400,6 +403,9 @@ class Tensor(_TensorOps):
                 p = self._payload = root._host()
             elif hasattr(p, "tracer"):  # a traced value: its data where the trace has it,
                 return np.asarray(p)  # the tensor staying traced (Note [argument data])
+            elif overwrite and not getattr(p, "has_data", True):
+                self._payload = np.empty(p.shape, p.dtype)
+                replaced(self, p, self._payload)
             else:  # a device array left by a compiled step (Note [payloads]): copy it home once
                 self._payload = p.__array__(copy=True)
                 replaced(self, p, self._payload)  # with its aliases (Note [aliased memory])

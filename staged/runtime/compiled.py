@@ -105,7 +105,7 @@ from .compiler import (
     to_boundary,
     tuning_flags,
 )
-from .device import DeviceValue, check_process, live_values
+from .device import DeviceValue, LostValue, check_process, live_values
 from .device import device as get_device
 from .explain import explain_text
 from .graphless import GraphlessResult, graphless
@@ -233,6 +233,7 @@ class CompiledGraph:
             module = self.device.load(vmfb)
         if one_call_in_flight(graph, backend):  # Note [pool growth] in device.py
             module.max_in_flight = 1
+        module.in_place = frozenset(getattr(mlir, "in_place", ()))  # Note [state in place]
         if segmented:
             module = Segmented(graph, plan, module, narrowing(backend))
         return module, mlir
@@ -380,10 +381,14 @@ class CompiledGraph:
                 to_boundary(p, *d) if d and isinstance(p, np.ndarray) else p
                 for p, d in zip(inputs, self._narrow)
             ]
+        if self._checks is not None and getattr(module, "in_place", ()):
+            # a finished call's failure drops this call: before it is enqueued, as one
+            # that writes its state in place cannot be taken back (Note [state in place])
+            self._checks.raise_pending()
         undo = _Undo()
         res = module.invoke("main", inputs, self._out_dtypes, undo)
         with deferred_interrupts():  # all of the call's writes or none (Note [interrupts])
-            out = self._commit(leaves, res, undo, shared, shared_args)
+            out = self._commit(leaves, res, undo, shared, shared_args, module)
         for fn, tree, called in c.host_calls:  # Note [disabled calls]
             a, kw = unflatten(tree, results(called, res))
             fn(*a, **kw)
@@ -391,18 +396,20 @@ class CompiledGraph:
             self._rebuild(leaves, res, out)
         return unflatten(c.out_tree, out)
 
-    def _commit(self, leaves, res, undo: _Undo, shared, shared_args) -> list:
+    def _commit(self, leaves, res, undo: _Undo, shared, shared_args, module=None) -> list:
         """The call's results ``res`` written where the step wrote (its state, .grad,
         arguments, dicts, attributes) and its check tracked; returns its outputs."""
         c = self.captured
+        in_place = getattr(module, "in_place", ())
         kept: Container[int] = ()  # the arguments this call leaves as they came in
         if self._checks is not None:  # Note [index checks]
-            self._checks.raise_pending()  # a finished call's failure: this one is dropped
+            if not in_place:  # else asked before the call (``_run``)
+                self._checks.raise_pending()  # a finished call's failure: this one is dropped
             check = self._checks.track(res[c.check_output], [res[k] for k in self._checked])
             if c.arg_reshaped and check.failed():  # waits: their shape is set now
                 kept = c.arg_reshaped
-        for (w, k), seen in zip(c.state_updates, shared):
-            _store(undo, w.tensor, res[k], seen)  # on the device until read (Note [payloads])
+        for (w, k), seen in zip(c.state_updates, shared):  # on the device until read
+            _store(undo, w.tensor, res[k], seen, in_place=w.name in in_place)
         if c.grad_writes:
             self._write_grads(leaves, res, undo)
         for t, k in c.escaped:
@@ -492,9 +499,12 @@ class _Undo:
 
     def __init__(self):
         self.payloads, self.grads, self.dicts = [], [], []
+        self.in_place: list = []  # the tensors whose device buffer the call writes
 
-    def set_payload(self, t: Tensor, new) -> None:
+    def set_payload(self, t: Tensor, new, in_place: bool = False) -> None:
         self.payloads.append((t, t._payload, new))
+        if in_place:
+            self.in_place.append(t)
         t._payload = new
         if t._vc is not None:
             t._vc[0] += 1
@@ -514,6 +524,8 @@ class _Undo:
         with state_lock:
             for t, old, new in self.payloads:
                 if t._payload is new:
+                    if isinstance(old, DeviceValue) and any(t is u for u in self.in_place):
+                        old = LostValue(old, _LOST)
                     t._payload = old
                     replaced(t, new, old)
                     if t._vc is not None:
@@ -529,7 +541,17 @@ class _Undo:
                     d.update(old)
 
 
-def _store(undo: _Undo, t: Tensor, new, seen_elsewhere: bool, view_ops=()) -> None:
+_LOST = (
+    "this tensor's values are lost: a compiled step that writes it in place, holding one "
+    "copy of its state (Note [state in place] in staged/lower/mlir/in_place.py), failed "
+    "on the device while its buffer may have been half written; load it again (a "
+    "state_dict from a checkpoint) before training on"
+)
+
+
+def _store(
+    undo: _Undo, t: Tensor, new, seen_elsewhere: bool, view_ops=(), in_place: bool = False
+) -> None:
     """``t``'s data set to ``new``, what the step wrote into it: copied into its memory
     where other objects see that (Note [aliased memory] in ``eager/aliases.py``), after
     the in-place view ops the step made on it (``t_()``, ``unsqueeze_()``: ``view_ops``,
@@ -546,7 +568,7 @@ def _store(undo: _Undo, t: Tensor, new, seen_elsewhere: bool, view_ops=()) -> No
             bumped(t._vc)
         return
     old = t._payload
-    undo.set_payload(t, new)
+    undo.set_payload(t, new, in_place)
     replaced(t, old, new)
 
 

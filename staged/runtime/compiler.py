@@ -174,6 +174,7 @@ def lowering_options(backend: str, graph=None) -> dict:
         # Note [int64 held in int32] in lower/mlir/overflow.py
         "int64_checks": BOUNDARY.get(backend, {}).get("int64") == "int32",
         "flat_updates": backend == "llvm-cpu",  # Note [flat updates]
+        "in_place": graph is not None and writes_in_place(graph, backend),
     }
 
 
@@ -249,6 +250,27 @@ def one_call_in_flight(graph, backend: str) -> bool:
     device.py): llvm-cpu steps of ONE_IN_FLIGHT_MACS multiply-adds or more in matmuls."""
     sizes = matmul_macs(graph) if backend == "llvm-cpu" else None
     return sizes is not None and sum(sizes) >= ONE_IN_FLIGHT_MACS
+
+
+# Note [state in place] (lower/mlir/in_place.py): on llvm-cpu, a step that writes this
+# much state or more writes it into the state's own buffers, as torch's optimizers do,
+# and holds one copy of it, not two; a call that fails on the device then loses that
+# state (its buffers half written) rather than putting it back, so smaller steps, for
+# which two copies cost little, keep the second.
+IN_PLACE_MIN_BYTES = 1 << 24
+
+
+def writes_in_place(graph, backend: str) -> bool:
+    """Whether ``graph``'s module writes its state in place (IN_PLACE_MIN_BYTES)."""
+    if backend != "llvm-cpu":
+        return False
+    sizes = (o.value.aval for o in graph.outputs if o.kind == "state")
+    total = sum(
+        math.prod(a.shape) * a.dtype.np.itemsize
+        for a in sizes
+        if all(isinstance(n, int) for n in a.shape)
+    )
+    return total >= IN_PLACE_MIN_BYTES
 
 
 def data_tiled(graph, backend: str) -> bool:

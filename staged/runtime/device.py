@@ -167,6 +167,29 @@ class DeviceValue:
         return f"<DeviceValue {self.dtype}{list(self.shape)} on {self.device.name}>"
 
 
+class LostValue(DeviceValue):
+    """What a tensor holds whose device buffer a failed call was writing in place (Note
+    [state in place] in lower/mlir/in_place.py): its shape and dtype, and no values;
+    reading it (or calling a step on it) raises ``DeviceError`` saying so."""
+
+    __slots__ = ("reason",)
+    has_data = False  # a write of all of it needs none (Tensor._host)
+
+    def __init__(self, old: DeviceValue, reason: str):
+        self.device, self.view, self.shape, self.dtype = old.device, None, old.shape, old.dtype
+        self.ready = self.check = self.home = None
+        self.reason = reason
+
+    def _finish(self) -> None:
+        raise DeviceError(self.reason)
+
+    def keep_home(self, quiet_checks: bool = False) -> None:
+        pass  # nothing to keep
+
+    def __repr__(self) -> str:
+        return f"<LostValue {self.dtype}{list(self.shape)} on {self.device.name}>"
+
+
 # every DeviceValue alive (weak references: a set, not a WeakSet, whose iteration another
 # thread's add can break); a fork or the exit copies them home without walking the heap
 _LIVE: set = set()
@@ -595,6 +618,7 @@ class Module:
         self._in_flight = []  # (value, argument list, undo) of calls that may still be running
         self._lock = threading.Lock()
         self._leader: Module | None = None  # whose timeline it shares (Note [one timeline])
+        self.in_place: frozenset = frozenset()  # state written in place (Note [state in place])
         self.max_in_flight = MAX_IN_FLIGHT  # its calls that may be in flight (Note [pool growth])
         _LOADED.add(self)
 

@@ -92,6 +92,11 @@ def explain_text(c, verbose: bool = False) -> str:
     )
     if one_call_in_flight(g, c.backend):
         lines.append("one call in flight, not two: a large step (Note [pool growth] in device.py)")
+    lines += _listing(  # Note [state in place] in lower/mlir/in_place.py
+        "state written into its own buffers (one copy held; a call that fails on the device "
+        "loses it)",
+        list(getattr(e.mlir, "in_place", ())),
+    )
     lines += getattr(c, "calls", None) and c.calls.lines() or []
     lines = [
         w for line in "\n".join(lines).splitlines() for w in (_wrap(line).splitlines() or [""])

@@ -47,6 +47,7 @@ class _Probe:
     def __init__(self, module, prof):
         self.module, self.prof = module, prof
         self.device = getattr(module, "device", None)  # None: runs on NumPy (Interpreter)
+        self.in_place = getattr(module, "in_place", ())  # Note [state in place]
         self.results = []
         self.enqueued = None
 

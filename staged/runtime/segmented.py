@@ -39,6 +39,7 @@ def segmented_mlir(graph, options):
     """(the Split, the MLIR text of a module with one function per segment that runs);
     ``options`` are ``to_mlir``'s (compiler.lowering_options)."""
     plan = split(graph, lambda op: op.prim.name in _HOST_OPS)
+    options = {**options, "in_place": False}  # its state crosses the host between segments
     texts = [
         to_mlir(s.graph, f"segment{k}", **options) for k, s in enumerate(plan.segments) if _runs(s)
     ]

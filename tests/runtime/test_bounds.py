@@ -17,6 +17,7 @@ import staged
 from staged import nn, optim
 from staged.autodiff.indexing import KEY_CAP
 from staged.nn import functional as F
+from staged.runtime import compiler
 from tests.backends import needs_vulkan
 
 V, D, C = 10, 3, 4
@@ -129,8 +130,15 @@ def check_bad_calls(call, state, expected):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("backend", ["llvm-cpu", pytest.param("vulkan-spirv", marks=needs_vulkan)])
-def test_compiled_step_raises_and_keeps_state(backend, expected):
+@pytest.mark.parametrize(
+    "backend", ["llvm-cpu", "in place", pytest.param("vulkan-spirv", marks=needs_vulkan)]
+)
+def test_compiled_step_raises_and_keeps_state(backend, expected, monkeypatch):
+    """``in place``: llvm-cpu writing the state into its own buffers (Note [state in
+    place]), where a call after a failed one must not even be enqueued."""
+    if backend == "in place":
+        monkeypatch.setattr(compiler, "IN_PLACE_MIN_BYTES", 0)
+        backend = "llvm-cpu"
     step, model, table, opt = setup()
     estep, emodel, etable, eopt = setup()
     cstep = staged.compile(step, backend=backend)
@@ -142,6 +150,7 @@ def test_compiled_step_raises_and_keeps_state(backend, expected):
     for a, b in zip(snapshot(model, table, opt), snapshot(emodel, etable, eopt)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     assert cstep.traces == 1
+    assert bool(cstep._last.mlir.in_place) is (compiler.IN_PLACE_MIN_BYTES == 0)
 
 
 def test_deployed_step_raises_and_keeps_state(tmp_path, expected):

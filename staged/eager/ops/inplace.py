@@ -178,7 +178,7 @@ def write(
     node = result.grad_fn if _state.grad_enabled else None  # no_grad: nothing recorded
     p = t._payload
     if not functional and type(p) is not np.ndarray and type(p) is not Meta:
-        p = t._host()  # data left on a device by a compiled step
+        p = t._host(replaces and t._base is None)  # data left on a device by a compiled step
     if node is not None:  # eager and symbolic alike: the Nodes read t before the write
         _keep_originals(node, t, since)
     if type(p) is np.ndarray and type(result._payload) is np.ndarray:

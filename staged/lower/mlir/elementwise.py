@@ -871,6 +871,9 @@ BINARY = {
 }
 
 _BOOL_RESULT = {*CMP, "logical_not", "logical_and", "logical_or"}
+# the primitives that compute each element from the same element of operands of one shape
+ELEMENTWISE = frozenset({*UNARY, *BINARY, "cast", "where", "fma"})
+
 for _name, _table in {**UNARY, **BINARY}.items():  # uint8, the one unsigned dtype
     if "uint" in _table:
         _table["uint"] = _in_int32(_table["uint"], cast_back=_name not in _BOOL_RESULT)

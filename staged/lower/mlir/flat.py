@@ -33,10 +33,9 @@ import math
 
 from ...autodiff.avals import Aval, Sym
 from ...tracing.ir import Op, Value
-from .elementwise import BINARY, UNARY
+from .elementwise import ELEMENTWISE
 from .emitter import tensor_type
 
-_ELEMENTWISE = {*UNARY, *BINARY, "where", "cast", "fma"}
 _ROOTS = ("state", "grad")  # the outputs whose elementwise producers are lowered flat
 _MANY = 2  # outputs written by a group of ops lowered flat, at least
 
@@ -98,7 +97,7 @@ def _flat(op) -> bool:
         return all(isinstance(s, int) for s in op.inputs[0].aval.shape) and (
             math.prod(op.inputs[0].aval.shape) == 1
         )
-    return op.prim.name in _ELEMENTWISE and all(v.aval.shape == shape for v in op.inputs)
+    return op.prim.name in ELEMENTWISE and all(v.aval.shape == shape for v in op.inputs)
 
 
 class Flat:

@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import BINARY, UNARY
+from .elementwise import ELEMENTWISE
 
 _MOVES = {"expand", "reshape", "permute", "copy", "slice"}  # every entry stays the same
-_ELEMENTWISE = {*UNARY, *BINARY, "cast", "where", "fma"}
 _SAME = {"sub": 0, "bitwise_xor": 0, "eq": True, "le": True, "ge": True}
 _SAME.update(ne=False, lt=False, gt=False)
 _ABSORBING = {"mul": 0, "bitwise_and": 0, "logical_and": False, "logical_or": True}
@@ -92,7 +91,7 @@ def splats(graph) -> dict:
             known[op.out.id] = ks[0]  # a splat written with its own value
         elif name == "concat" and _same_known(ks):
             known[op.out.id] = ks[0]
-        elif name not in _ELEMENTWISE:
+        elif name not in ELEMENTWISE:
             continue
         elif _UNKNOWN not in ks:
             scalars = [np.asarray(k, v.aval.dtype.np) for k, v in zip(ks, ins)]

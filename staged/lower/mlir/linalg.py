@@ -49,7 +49,7 @@ def _outer(e, a, b, shapes, d):
     )
 
 
-_LAYOUT = frozenset({"reshape", "permute", "expand", "broadcast"})
+LAYOUT = frozenset({"reshape", "permute", "expand", "broadcast"})
 
 
 def fenced_operands(graph) -> set:
@@ -64,7 +64,7 @@ def fenced_operands(graph) -> set:
         if op.prim.name == "matmul" and len(op.out.aval.shape) > 2:
             for v in op.inputs:
                 p = made.get(v.id)
-                while p is not None and p.prim.name in _LAYOUT:
+                while p is not None and p.prim.name in LAYOUT:
                     p = made.get(p.inputs[0].id)
                 if p is not None and p.prim.name != "matmul":
                     fenced.add(v.id)

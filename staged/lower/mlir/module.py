@@ -15,6 +15,7 @@ from .elementwise import cast_scalar
 from .emitter import _ELEM, LOWERINGS, TABLE, Emitter, LoweringError, _quote, tensor_type
 from .flat import Flat, flat_values
 from .indexing import fence
+from .in_place import plan as in_place_plan
 from .invariants import constant_destinations, invariant_reduction, known_splat, splats
 from .linalg import fenced_operands
 from .overflow import Overflows, checked_ops
@@ -42,6 +43,7 @@ def to_mlir(
     fence_batched_matmuls: bool = False,
     int64_checks: bool = False,
     flat_updates: bool = False,
+    in_place: bool = False,
     check: bool = True,
 ) -> str:
     """The MLIR text of ``graph`` as ``func.func @name(inputs...) -> (outputs...)``,
@@ -73,6 +75,10 @@ def to_mlir(
 
     ``flat_updates`` lowers the elementwise updates of state over one dynamic size (Note
     [flat updates] in ``flat.py``).
+
+    ``in_place`` writes the new values of the state it can into the state inputs' own
+    buffers (Note [state in place] in ``in_place.py``); the text's ``in_place`` attribute
+    lists their input names (a ``MlirText``'s, empty where none is).
     """
     e = Emitter()
     e.wide = wide = {dt.as_dtype(a): dt.as_dtype(b) for a, b in (boundary or {}).items()}
@@ -83,7 +89,15 @@ def to_mlir(
     def edge_type(aval):
         return tensor_type(aval.shape, wide.get(aval.dtype, aval.dtype))
 
+    wide_values = {o.value.id for o in graph.outputs if o.value.aval.dtype in wide}
+    destinations = {op.inputs[0].id for op in graph.ops if op.prim.name in _WRITTEN}
+    plan = (
+        in_place_plan(graph, excluded=destinations | wide_values)
+        if in_place and not state_as_globals
+        else None
+    )
     params: list[Any] = []
+    position: dict = {}  # input value id -> its parameter's index
     globals_: dict[Any, Any] = {}
     for inp in graph.inputs:
         v = inp.value
@@ -95,6 +109,7 @@ def to_mlir(
             e.line_ops.append(None)
         else:
             e.names[v.id] = f"%arg{len(params)}"
+            position[v.id] = len(params)
             params.append(f"%arg{len(params)}: {ty}")
             for axis, s in enumerate(v.aval.shape):
                 if isinstance(s, Sym) and (s.name not in e.sources or s.k < e.sources[s.name][3]):
@@ -126,7 +141,9 @@ def to_mlir(
     ops = checked_ops(graph) if int64_checks and report else None
     over = Overflows(ops) if ops else None
     flat = Flat(e, flat_values(graph, known) if flat_updates and over is None else {})
-    for op in graph.ops:
+    for op in graph.ops if plan is None else plan.order:
+        if plan is not None and id(op) in plan.first:
+            _hold_back(e, flat, *plan.gated[plan.first[id(op)]])
         e.op = op
         emitter = LOWERINGS.get(op.prim)
         if emitter is None:
@@ -186,6 +203,16 @@ def to_mlir(
         outs = [o for o in outs if o.kind in ("out", "check")]
     results = [at_edge(o) for o in outs]
     types = [edge_type(a) for _, a in results]
+    text_in_place = []
+    if plan is not None:
+        names = [x for x, _ in results]
+        args = {f"%arg{k}" for k in range(len(params))}
+        for inp in graph.inputs:
+            k = plan.outputs.get(inp.value.id)
+            # the new value is a result of its own (no other result, nor an input, is it)
+            if k is not None and names.count(names[k]) == 1 and names[k] not in args:
+                params[position[inp.value.id]] += f" {{iree.abi.output = {k} : index}}"
+                text_in_place.append(inp.name)
     head = [
         f"util.global private mutable {sym} = #stream.parameter.named<"
         f"{_quote(scope)}::{_quote(n)}> : {edge_type(i.value.aval)}"
@@ -199,8 +226,24 @@ def to_mlir(
     if globals_:
         body += _state_getter(name, graph, globals_, edge_type)
     text = MlirText("\n".join(head + body) + "\n")
+    text.in_place = tuple(text_in_place)
     text.line_ops = [None] * (len(head) + len(e.prologue)) + e.line_ops
     return checked(text) if check else text
+
+
+def _hold_back(e, flat, leaves, readers) -> None:
+    """One ``util.optimization_barrier`` over a group's operands ``leaves`` and the
+    results of the readers it must wait for (Values); the group reads the operands
+    from behind it (Note [state in place] in ``in_place.py``)."""
+    gated = [*leaves, *readers]
+    if not gated:
+        return
+    names = [flat.static(v) if v.id in flat.sizes else e.names[v.id] for v in gated]
+    types = [tensor_type(v.aval.shape, v.aval.dtype) for v in gated]
+    r = e.emit(f"util.optimization_barrier {', '.join(names)} : {', '.join(types)}", len(gated))
+    for k, v in enumerate(leaves):
+        e.names[v.id] = f"{r}#{k}" if len(gated) > 1 else r
+        flat.names.pop(v.id, None)
 
 
 def _operands(e, op, literal) -> list:
@@ -213,9 +256,11 @@ def _operands(e, op, literal) -> list:
 
 
 class MlirText(str):
-    """MLIR text with the staged op of each line (``line_ops``), for ``checked``."""
+    """MLIR text with the staged op of each line (``line_ops``), for ``checked``, and the
+    state inputs written in place (``in_place``, Note [state in place])."""
 
     line_ops: list
+    in_place: tuple = ()
 
 
 def checked(text: str) -> str:
