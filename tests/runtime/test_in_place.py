@@ -231,3 +231,34 @@ def test_a_call_that_fails_on_the_device_loses_the_state_it_was_writing(forced):
     np.testing.assert_allclose(
         cstep(x, y).item(), ref_step(torch.tensor(a), torch.tensor(b)).item(), rtol=1e-5
     )
+
+
+def test_a_reader_of_one_parameter_that_needs_anothers_new_value_matches_eager(forced):
+    """``a``'s old value read with ``b``'s new one: one barrier for both updates would
+    have to come after that read, which needs ``b``'s update; each gets its own."""
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal((4, 4), np.float32), rng.standard_normal(4).astype(np.float32)
+    x = staged.tensor(rng.standard_normal((3, 4), np.float32))
+
+    def run(compiled):
+        a, b = staged.tensor(a0), staged.tensor(b0)
+
+        def step(x):
+            old_a = a.detach().clone()
+            before = (x @ b).sum()  # b's old value, read outside its update
+            b.mul_(0.9).add_(x.sum(0))
+            mixed = (old_a * b).sum()  # a's old value with b's new one
+            a.mul_(0.5).add_(1.0)
+            return before, mixed
+
+        step = staged.compile(step) if compiled else step
+        return [[t.numpy() for t in step(x)] for _ in range(3)], a.numpy(), b.numpy(), step
+
+    eager, a_e, b_e, _ = run(False)
+    comp, a_c, b_c, cstep = run(True)
+    for want, got in zip(eager, comp):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(a_c, a_e, rtol=1e-5)
+    np.testing.assert_allclose(b_c, b_e, rtol=1e-5)
+    assert sorted(cstep._last.mlir.in_place) == ["a", "b"]
+    assert cstep._last.mlir.count("util.optimization_barrier") == 2
