@@ -262,3 +262,28 @@ def test_a_reader_of_one_parameter_that_needs_anothers_new_value_matches_eager(f
     np.testing.assert_allclose(b_c, b_e, rtol=1e-5)
     assert sorted(cstep._last.mlir.in_place) == ["a", "b"]
     assert cstep._last.mlir.count("util.optimization_barrier") == 2
+
+
+def test_an_update_reading_its_state_transposed_through_a_copy_matches_eager(forced):
+    """``w += 0.1 * w.clone().T``: the copy lowers to ``w`` itself, so the update reads
+    ``w`` through a layout change, which a dispatch writing ``w`` in place must not."""
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((64, 64), np.float32)
+    x = staged.tensor(rng.standard_normal((3, 64), np.float32))
+
+    def run(compiled):
+        w = staged.tensor(w0)
+
+        def step(x):
+            y = (x @ w).sum()
+            w.add_(0.1 * w.clone().T)
+            return y
+
+        step = staged.compile(step) if compiled else step
+        return [step(x).item() for _ in range(3)], w.numpy(), step
+
+    eager, w_e, _ = run(False)
+    comp, w_c, cstep = run(True)
+    np.testing.assert_allclose(comp, eager, rtol=1e-5)
+    np.testing.assert_allclose(w_c, w_e, rtol=1e-5, atol=1e-6)
+    assert cstep._last.mlir.in_place == ()

@@ -14,7 +14,8 @@ shows it safe, and ordered where it must be:
 
 - the new value is made by a cluster of elementwise ops of ``W``'s shape (with the
   broadcasts and reshapes feeding them), the optimizer's update, which reads ``W`` (and
-  other state written in place) only element by element, never through a layout change;
+  other state written in place) only element by element, never through a layout change
+  (nor through a copy of it, which lowers to the state itself: ``w += w.clone().T``);
 - no reader of ``W`` (through layout changes and copies, which lower to ``W`` itself)
   depends on the cluster: it would read the new value; and neither ``W``, a view of it,
   a reader's result (a slice IREE could return as part of ``W``'s buffer) nor the new
@@ -185,14 +186,14 @@ def _readers(wid, users) -> tuple[set, list]:
 
 def _cluster(new, made, written) -> dict | None:
     """{id(op): op} of the elementwise ops of ``new``'s shape that make it, and the layout
-    changes feeding them; None where one of them reads state written in place through a
-    layout change."""
+    changes (and copies) feeding them; None where one of them reads state written in place
+    through a layout change or a copy (which lowers to the state itself)."""
     cluster, todo = {}, [new]
     while todo:
         op = made.get(todo.pop().id)
         if op is None or id(op) in cluster:
             continue
-        layout = op.prim.name in LAYOUT
+        layout = op.prim.name in _ALIASES
         if not layout and (op.prim.name not in ELEMENTWISE or op.out.aval.shape != new.aval.shape):
             continue
         if layout and any(v.id in written for v in op.inputs):
