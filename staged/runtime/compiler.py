@@ -140,6 +140,11 @@ DATA_TILING_FENCED_SMALL_MACS = 1 << 26  # matmuls this small do not count where
 # the transformer takes 4.1-4.3 s against 5.4-5.5 s on one (the serial part: the util.func
 # pipelines and serializing the linked executables). No flag tried here moved a matmul
 # dispatch (ukernels off, debug symbols off, generic or x86-64-v3 CPU, system linker).
+# On the 2-core Zen 4 (2026-12-08, iree-compile alone, quiet): a module without a
+# dispatch 0.11 s, one elementwise dispatch 0.32 s, the MLP's 20 executables 1.35-1.8 s
+# (about 0.07 s each after the first); IREE's threads gain nothing there (1.43-1.78 s on
+# both cores, 1.75 on one, 1.66-1.70 with --mlir-disable-threading), and perf finds no
+# hot spot (the largest, freezing rewrite-pattern sets, 5% of the samples).
 # So the flags stay; what would cut the time is fewer dispatches, which the lowering sometimes
 # splits on purpose for run time (``_arg`` in lower/mlir/reduction.py), or fewer distinct
 # ones: optimizer updates share executables across parameter shapes (Note [flat updates]

@@ -150,7 +150,9 @@ def test_compiled_step_raises_and_keeps_state(backend, expected, monkeypatch):
     for a, b in zip(snapshot(model, table, opt), snapshot(emodel, etable, eopt)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     assert cstep.traces == 1
-    assert bool(cstep._last.mlir.in_place) is (compiler.IN_PLACE_MIN_BYTES == 0)
+    assert bool(cstep._last.mlir.in_place) is compiler.writes_in_place(
+        cstep._last.captured.graph, backend
+    )
 
 
 def test_deployed_step_raises_and_keeps_state(tmp_path, expected):

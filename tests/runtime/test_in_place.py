@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import staged
+from staged.lower.mlir import in_place
 from staged.runtime import compiler
 from staged.runtime.device import DeviceError
 
@@ -264,9 +265,23 @@ def test_a_reader_of_one_parameter_that_needs_anothers_new_value_matches_eager(f
     assert cstep._last.mlir.count("util.optimization_barrier") == 2
 
 
-def test_an_update_reading_its_state_transposed_through_a_copy_matches_eager(forced):
-    """``w += 0.1 * w.clone().T``: the copy lowers to ``w`` itself, so the update reads
-    ``w`` through a layout change, which a dispatch writing ``w`` in place must not."""
+MOVED_READS = {
+    # the copy lowers to ``w`` itself
+    "copy transposed": (lambda w: w.add_(0.1 * w.clone().T), ()),
+    # IREE fuses the elementwise op through the transpose into the writing dispatch
+    "product transposed": (lambda w: w.add_(0.1 * (w * 2).T), ()),
+    "cast transposed": (lambda w: w.add_(0.1 * w.double().T.float()), ()),
+    # the row is read from behind the barrier, so ``w`` itself can be written in place
+    "first row broadcast": (lambda w: w.sub_(0.5 * w[0:1]), ("w",)),
+}
+
+
+@pytest.mark.parametrize("kind", MOVED_READS)
+def test_an_update_reading_its_state_at_other_positions_matches_eager(forced, kind):
+    """An update that reads its own state through a layout change or a slice (``w +=
+    0.1 * (2 * w).T``) is not written in place where the read would be in the dispatch
+    that writes ``w``: it would read elements already written."""
+    update, in_place = MOVED_READS[kind]
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal((64, 64), np.float32)
     x = staged.tensor(rng.standard_normal((3, 64), np.float32))
@@ -276,7 +291,7 @@ def test_an_update_reading_its_state_transposed_through_a_copy_matches_eager(for
 
         def step(x):
             y = (x @ w).sum()
-            w.add_(0.1 * w.clone().T)
+            update(w)
             return y
 
         step = staged.compile(step) if compiled else step
@@ -286,4 +301,38 @@ def test_an_update_reading_its_state_transposed_through_a_copy_matches_eager(for
     comp, w_c, cstep = run(True)
     np.testing.assert_allclose(comp, eager, rtol=1e-5)
     np.testing.assert_allclose(w_c, w_e, rtol=1e-5, atol=1e-6)
-    assert cstep._last.mlir.in_place == ()
+    assert cstep._last.mlir.in_place == in_place
+
+
+def test_a_reader_of_a_slice_of_the_state_is_ordered_before_its_update(forced):
+    """IREE clones a slice into each dispatch that reads it, so the matmul reading
+    ``w[n:]`` reads ``w``'s buffer itself: the update waits for the matmul, not for a
+    copy of the slice (which let the matmul run after ``w`` was written)."""
+    n = 64
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((2 * n, n), np.float32) / np.float32(8)
+    x = staged.tensor(rng.standard_normal((16, n), np.float32))
+
+    def run(compiled):
+        w = staged.tensor(w0, requires_grad=True)
+        opt = staged.optim.SGD([w], lr=0.01)
+
+        def step(x):
+            opt.zero_grad()
+            loss = ((x @ w[:n].T) ** 2).mean()
+            metric = (x @ w[n:].T).abs().sum()  # nothing orders it before the update
+            loss.backward()
+            opt.step()
+            return loss, metric
+
+        step = staged.compile(step) if compiled else step
+        return [[t.item() for t in step(x)] for _ in range(3)], w.detach().numpy(), step
+
+    eager, w_e, _ = run(False)
+    comp, w_c, cstep = run(True)
+    np.testing.assert_allclose(comp, eager, rtol=1e-5)
+    np.testing.assert_allclose(w_c, w_e, rtol=1e-5, atol=1e-6)
+    graph = cstep._last.captured.graph
+    made = {op.out.id: op.prim.name for op in graph.ops}
+    (gate,) = in_place.plan(graph).gated
+    assert sorted(made[v.id] for v in gate[1]) == ["matmul"]

@@ -13,13 +13,17 @@ holding the new values. So a state input ``W`` is written in place only where th
 shows it safe, and ordered where it must be:
 
 - the new value is made by a cluster of elementwise ops of ``W``'s shape (with the
-  broadcasts and reshapes feeding them), the optimizer's update, which reads ``W`` (and
-  other state written in place) only element by element, never through a layout change
-  (nor through a copy of it, which lowers to the state itself: ``w += w.clone().T``);
-- no reader of ``W`` (through layout changes and copies, which lower to ``W`` itself)
-  depends on the cluster: it would read the new value; and neither ``W``, a view of it,
-  a reader's result (a slice IREE could return as part of ``W``'s buffer) nor the new
-  value is another output;
+  broadcasts, reshapes and slices feeding them), the optimizer's update, which reads
+  ``W`` (and other state written in place) only element by element: no layout change or
+  slice lies between them and the new value, whatever ops come before it (IREE fuses
+  ``w += 0.1 * (2 * w).T`` into one dispatch that reads ``w`` transposed while writing
+  it, and ``w -= w[0:1]`` one that reads the first row after writing it);
+- no reader of ``W`` depends on the cluster: it would read the new value; and neither
+  ``W``, an alias of it, a reader's result (a slice IREE could return as part of ``W``'s
+  buffer) nor the new value is another output. The readers are found through the ops
+  that lower to ``W`` itself (layout changes, copies) and through those IREE clones into
+  every dispatch that reads them (slices, widening casts): a matmul reading ``W[n:]``
+  reads ``W``'s buffer, whatever copy of the slice exists elsewhere;
 - where a reader of ``W`` is not an ancestor of the cluster (nothing orders it first), or
   is one whose result the cluster reads (IREE could fuse it into the writing dispatch),
   the cluster reads ``W`` (and those results) from behind one ``util.optimization_barrier``
@@ -166,12 +170,17 @@ def _static(shape) -> bool:
     return not any(isinstance(s, Sym) for s in shape)
 
 
-_ALIASES = LAYOUT | {"copy", "finite_grad"}  # lowered as their operand itself
+# ops that read their operand at other positions than they write
+_MOVES = LAYOUT | {"slice"}
+# ops that lower to their operand itself (a copy; a slice of all of it) or that IREE
+# clones into every dispatch that reads them (tensor.extract_slice, widening casts): a
+# dispatch reading their result may read the state's buffer itself
+_ALIASES = _MOVES | {"copy", "finite_grad", "cast"}
 
 
 def _readers(wid, users) -> tuple[set, list]:
-    """The values that are ``wid`` or layout changes or copies of it, and the other ops
-    that read those."""
+    """The values that are ``wid`` or aliases of it (``_ALIASES``), and the other ops that
+    read those."""
     views, readers, todo = {wid}, [], [wid]
     while todo:
         for op in users[todo.pop()]:
@@ -185,21 +194,33 @@ def _readers(wid, users) -> tuple[set, list]:
 
 
 def _cluster(new, made, written) -> dict | None:
-    """{id(op): op} of the elementwise ops of ``new``'s shape that make it, and the layout
-    changes (and copies) feeding them; None where one of them reads state written in place
-    through a layout change or a copy (which lowers to the state itself)."""
+    """{id(op): op} of the elementwise ops of ``new``'s shape that make it, and the
+    aliases feeding them; None where state written in place reaches ``new`` through an op
+    that reads other positions than it writes (``_MOVES``: ``w += (2 * w).T`` would read
+    ``w`` transposed in the dispatch that writes it)."""
     cluster, todo = {}, [new]
     while todo:
         op = made.get(todo.pop().id)
         if op is None or id(op) in cluster:
             continue
-        layout = op.prim.name in _ALIASES
-        if not layout and (op.prim.name not in ELEMENTWISE or op.out.aval.shape != new.aval.shape):
+        if op.prim.name not in _ALIASES and (
+            op.prim.name not in ELEMENTWISE or op.out.aval.shape != new.aval.shape
+        ):
             continue
-        if layout and any(v.id in written for v in op.inputs):
-            return None
         cluster[id(op)] = op
         todo.extend(op.inputs)
+    users = defaultdict(list)
+    for op in cluster.values():
+        for v in op.inputs:
+            users[v.id].append(op)
+    carried, todo = set(written), list(written)  # values carrying written state
+    while todo:
+        for op in users[todo.pop()]:
+            if op.prim.name in _MOVES:
+                return None
+            if op.out.id not in carried:
+                carried.add(op.out.id)
+                todo.append(op.out.id)
     return cluster
 
 

@@ -222,10 +222,14 @@ def to_mlir(
     ]
     head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
     ret = f"return {', '.join(x for x, _ in results)} : {', '.join(types)}" if outs else "return"
-    body = ["  " + line for line in e.prologue + e.lines] + [f"  {ret}", "}"]
-    if globals_:
-        body += _state_getter(name, graph, globals_, edge_type)
-    text = MlirText("\n".join(head + body) + "\n")
+    tail = ["}", *(_state_getter(name, graph, globals_, edge_type) if globals_ else ()), ""]
+    # the body's lines indented as they are joined, each joined string dropped once used:
+    # the text is MBs for a large step, and each copy of it (or of its lines) raised the
+    # lowering's peak by as much
+    body = "\n  ".join(e.prologue + e.lines + [ret])
+    body = "".join(("\n".join(head), "\n  ", body, "\n", "\n".join(tail)))
+    text = MlirText(body)
+    del body
     text.in_place = tuple(text_in_place)
     text.line_ops = [None] * (len(head) + len(e.prologue)) + e.line_ops
     return checked(text) if check else text
