@@ -105,6 +105,7 @@ from .compiler import (
     to_boundary,
     tuning_flags,
 )
+from .heap import trim
 from .device import DeviceValue, LostValue, check_process, live_values
 from .device import device as get_device
 from .explain import explain_text
@@ -228,6 +229,7 @@ class CompiledGraph:
                 verified_build,
                 tuning_flags(graph, backend),
             )
+        trim()  # the lowering's garbage out of the step's peak (Note [heap after lowering])
         module: Any
         with p("load"):
             module = self.device.load(vmfb)
