@@ -342,6 +342,13 @@ def gate(monkeypatch):
     ev.set()
 
 
+@pytest.fixture
+def forced(monkeypatch):
+    """State written in place (Note [state in place]) by every llvm-cpu step, however
+    small its state."""
+    monkeypatch.setattr("staged.runtime.compiler.IN_PLACE_MIN_BYTES", 0)
+
+
 # Note [time per file]: pytest's ``--durations`` lists single tests, and most of the
 # suite's time is spread over files of many short ones; the summary adds up each file's
 # test time (setup, call and teardown, in whichever worker ran it) so that the files worth

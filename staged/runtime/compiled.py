@@ -59,6 +59,7 @@ from .._interrupts import deferred_interrupts
 from .._locks import fork_safe
 from .. import _global_flags
 from .._where import STAGED_DIR, at_user, warn_user
+from .._malloc import trim
 from ..tracing.capture import Captured, state_lock
 from ..tracing.names import is_module
 from ..tracing.capture import capture as _capture
@@ -105,7 +106,6 @@ from .compiler import (
     to_boundary,
     tuning_flags,
 )
-from .heap import trim
 from .device import DeviceValue, LostValue, check_process, live_values
 from .device import device as get_device
 from .explain import explain_text

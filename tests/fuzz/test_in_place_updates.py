@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 import staged
-from staged.runtime import compiler
 
 CI_SEEDS = 12
 SEEDS = range(int(os.environ.get("STAGED_FUZZ_EXAMPLES", "0")) or CI_SEEDS)
@@ -91,12 +90,6 @@ def _case(seed):
         return step, ws
 
     return make, about
-
-
-@pytest.fixture
-def forced(monkeypatch):
-    """In place for every llvm-cpu step, however small its state."""
-    monkeypatch.setattr(compiler, "IN_PLACE_MIN_BYTES", 0)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -18,12 +18,6 @@ ALIAS = "iree.abi.output"
 LISTED = "state written into its own buffers"
 
 
-@pytest.fixture
-def forced(monkeypatch):
-    """In place for every llvm-cpu step, however small its state."""
-    monkeypatch.setattr(compiler, "IN_PLACE_MIN_BYTES", 0)
-
-
 OPTIMIZERS = {
     "sgd": lambda lib, ps: lib.optim.SGD(ps, lr=0.1),
     "sgd-momentum": lambda lib, ps: lib.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),

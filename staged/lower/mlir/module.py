@@ -223,13 +223,10 @@ def to_mlir(
     head.append(f"func.func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{")
     ret = f"return {', '.join(x for x, _ in results)} : {', '.join(types)}" if outs else "return"
     tail = ["}", *(_state_getter(name, graph, globals_, edge_type) if globals_ else ()), ""]
-    # the body's lines indented as they are joined, each joined string dropped once used:
-    # the text is MBs for a large step, and each copy of it (or of its lines) raised the
-    # lowering's peak by as much
-    body = "\n  ".join(e.prologue + e.lines + [ret])
-    body = "".join(("\n".join(head), "\n  ", body, "\n", "\n".join(tail)))
-    text = MlirText(body)
-    del body
+    # the body's lines indented as they are joined, in one expression so no joined string
+    # outlives its use: the text is MBs for a large step, and each copy raised the peak
+    lines = e.prologue + e.lines + [ret]
+    text = MlirText("".join(("\n".join(head), "\n  ", "\n  ".join(lines), "\n", "\n".join(tail))))
     text.in_place = tuple(text_in_place)
     text.line_ops = [None] * (len(head) + len(e.prologue)) + e.line_ops
     return checked(text) if check else text

@@ -1,5 +1,5 @@
 """The heap's free memory handed back after a build (Note [heap after lowering] in
-staged/runtime/heap.py)."""
+staged/_malloc.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import staged
-from staged.runtime import compiled, heap
+from staged import _malloc
+from staged.runtime import compiled
 
 
 def _resident_mb() -> float:
@@ -18,13 +19,13 @@ def _resident_mb() -> float:
     raise KeyError("VmRSS")
 
 
-@pytest.mark.skipif(heap._malloc_trim is None, reason="the C library has no malloc_trim (glibc)")
+@pytest.mark.skipif(_malloc._LIBC is None, reason="the C library has no malloc_trim (glibc)")
 def test_trim_returns_the_heaps_free_memory():
     blocks = [bytearray(2000) for _ in range(20_000)]  # 40 MB of small heap chunks
     top = bytearray(2000)  # above them: their space is free, not at the heap's end
     del blocks
     before = _resident_mb()
-    heap.trim()
+    _malloc.trim()
     assert before - _resident_mb() > 20, "the 40 MB freed below the heap's top stayed resident"
     del top
 
